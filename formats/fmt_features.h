@@ -1,0 +1,94 @@
+/* fmt_features: decode serialized Examples into typed, batched columns
+ * according to a declared feature spec (TensorFlow's FixedLenFeature /
+ * VarLenFeature with parse_example's rules and error texts).
+ *
+ * A batch holds up to `capacity` rows. Fixed-length numeric columns are one
+ * contiguous row-major array [rows, shape...]; variable-length columns are
+ * values plus per-row lengths (ragged); bytes columns are concatenated bytes
+ * plus per-value offsets. Buffers are allocated once at create and reused:
+ * adding a row allocates nothing unless a bytes/varlen column must grow.
+ *
+ * Decoding rules (semantics.md 1.4):
+ *  - duplicate keys: the last wins; a Feature with no kind counts as missing
+ *    (and does not override an earlier duplicate);
+ *  - fixed-length: count must equal the shape's product, else
+ *    "Key: <k>, Index: <row>.  Number of <int64|float|bytes> values != expected.
+ *     Values size: <n> but output shape: [d0,d1]";
+ *    missing without default: "Feature: <k> (data type: <t>) is required but
+ *    could not be found."; wrong type: "Key: <k>, Index: <row>.  Data types
+ *    don't match. Data type: <actual> but expected type: <expected>";
+ *  - uint8 "from bytes": a bytes feature holding exactly one value of
+ *    prod(shape) bytes, copied as raw uint8.
+ * On error the row is not added and the batch is unchanged.
+ *
+ * Thread-safe: no; one owner per batch. A spec is immutable after parse.
+ */
+#ifndef FMT_FEATURES_H
+#define FMT_FEATURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt_example.h"
+#include "sl_error.h"
+
+#define FMT_MAX_RANK 8
+
+enum fmt_dtype { FMT_DTYPE_INT64 = 0, FMT_DTYPE_FLOAT32, FMT_DTYPE_BYTES, FMT_DTYPE_UINT8 };
+const char *fmt_dtype_name(enum fmt_dtype t); /* "int64", "float32", "bytes", "uint8" */
+int fmt_dtype_parse(const char *s, enum fmt_dtype *out) SL_MUST_CHECK;
+size_t fmt_dtype_size(enum fmt_dtype t); /* 8, 4, 0 (variable), 1 */
+
+struct fmt_feature_spec {
+    char name[128];
+    enum fmt_dtype dtype; /* UINT8 means "a bytes feature decoded as raw uint8" */
+    int rank;             /* fixed-length: number of dims (0 = scalar) */
+    int64_t shape[FMT_MAX_RANK];
+    int varlen;           /* 1: variable length (ragged); shape ignored */
+    int has_default;      /* fixed-length only */
+    int64_t default_i64;  /* INT64 default (every value) */
+    float default_f32;    /* FLOAT32 default (every value) */
+    uint8_t default_u8;   /* UINT8 default (every byte) */
+    /* BYTES default: every value is this string (owned by the spec array's
+     * creator, borrowed here) */
+    const uint8_t *default_bytes;
+    size_t default_bytes_len;
+};
+
+/* Number of values per row of a fixed-length feature (product of shape). */
+size_t fmt_feature_spec_count(const struct fmt_feature_spec *s);
+
+struct fmt_column {
+    const char *name;
+    enum fmt_dtype dtype;
+    int varlen;
+    size_t rows;
+    /* INT64 / FLOAT32 / UINT8: values, row-major; for fixed-length exactly
+     * rows * count values. BYTES: the concatenated bytes of all values. */
+    const void *values;
+    size_t nvalues;        /* number of values (BYTES: number of strings) */
+    size_t value_bytes;    /* bytes at `values` */
+    const uint64_t *row_splits;    /* varlen: rows + 1 entries, values of row i are
+                                      [row_splits[i], row_splits[i+1]); else NULL */
+    const uint64_t *bytes_offsets; /* BYTES: nvalues + 1 byte offsets into values */
+};
+
+struct fmt_batch;
+
+/* Create a batch for `capacity` rows of the given features (specs copied). */
+int fmt_batch_create(struct fmt_batch **out, const struct fmt_feature_spec *specs, size_t nspecs,
+                     size_t capacity, struct sl_error *err) SL_MUST_CHECK;
+void fmt_batch_destroy(struct fmt_batch *b);
+void fmt_batch_reset(struct fmt_batch *b);
+size_t fmt_batch_rows(const struct fmt_batch *b);
+size_t fmt_batch_ncolumns(const struct fmt_batch *b);
+
+/* Decode one serialized Example into the next row. SL_EINVAL when full;
+ * SL_ECORRUPT / SL_EINVAL with TensorFlow's texts on bad data (the caller
+ * adds "<path>:<offset>: "). */
+int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct sl_error *err) SL_MUST_CHECK;
+
+/* View of column i (valid until the next add/reset/destroy). */
+void fmt_batch_column(const struct fmt_batch *b, size_t i, struct fmt_column *out);
+
+#endif

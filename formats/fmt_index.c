@@ -1,0 +1,139 @@
+/* fmt_index: build and load tfrecord2idx index files. Building scans with
+ * the ordinary reader (so every CRC is checked) and writes through stdio to
+ * "<idx>.tmp.<pid>", renamed into place only when the whole file indexed
+ * cleanly. Loading parses strictly: a damaged index must not send a reader
+ * to a wrong offset. */
+#include "fmt_index.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fmt_tfrecord.h"
+#include "sl_alloc.h"
+
+int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts,
+                    uint64_t *count, struct sl_error *err)
+{
+    struct fmt_reader_opts o = opts ? *opts : (struct fmt_reader_opts){0};
+    o.format = FMT_FORMAT_TFRECORD;
+    struct fmt_reader *r;
+    int rc = fmt_reader_open(&r, path, &o, err);
+    if (rc != 0)
+        return rc;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", idx_path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        rc = sl_error_sys(err, errno, "open(%s)", tmp);
+        fmt_reader_close(r);
+        return rc;
+    }
+    uint64_t n = 0;
+    struct fmt_record rec;
+    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        fprintf(f, "%" PRIu64 " %" PRIu64 "\n", rec.offset,
+                (uint64_t)(rec.len + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER));
+        n++;
+    }
+    fmt_reader_close(r);
+    if (rc == SL_END)
+        rc = 0;
+    if (ferror(f) && rc == 0)
+        rc = sl_error_sys(err, errno ? errno : EIO, "write(%s)", tmp);
+    if (fclose(f) != 0 && rc == 0)
+        rc = sl_error_sys(err, errno, "close(%s)", tmp);
+    if (rc == 0 && rename(tmp, idx_path) != 0)
+        rc = sl_error_sys(err, errno, "rename(%s)", idx_path);
+    if (rc != 0) {
+        unlink(tmp);
+        return rc;
+    }
+    if (count)
+        *count = n;
+    return 0;
+}
+
+static int parse_u64(const char **p, uint64_t *v)
+{
+    const char *s = *p;
+    if (*s < '0' || *s > '9')
+        return -1;
+    uint64_t x = 0;
+    while (*s >= '0' && *s <= '9') {
+        unsigned d = (unsigned)(*s - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return -1;
+        x = x * 10 + d;
+        s++;
+    }
+    *v = x;
+    *p = s;
+    return 0;
+}
+
+int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_t *n, struct sl_error *err)
+{
+    *entries = NULL;
+    *n = 0;
+    FILE *f = fopen(idx_path, "r");
+    if (f == NULL)
+        return sl_error_sys(err, errno, "open(%s)", idx_path);
+    struct fmt_index_entry *e = NULL;
+    size_t len = 0, cap = 0, lineno = 0;
+    char line[128];
+    int rc = 0;
+    uint64_t next = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        const char *p = line;
+        uint64_t off, size;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: line too long", idx_path, lineno);
+            break;
+        }
+        if (parse_u64(&p, &off) != 0 || *p++ != ' ' || parse_u64(&p, &size) != 0 ||
+            (*p != '\n' && *p != '\0')) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: expected '<offset> <size>'", idx_path, lineno);
+            break;
+        }
+        if (size < FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record size %" PRIu64 " is below 16", idx_path,
+                              lineno, size);
+            break;
+        }
+        if (off < next) {
+            rc = sl_error_set(err, SL_ECORRUPT,
+                              "%s:%zu: offset %" PRIu64 " overlaps the previous record (ends at %" PRIu64 ")",
+                              idx_path, lineno, off, next);
+            break;
+        }
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 1024;
+            struct fmt_index_entry *ne = sl_realloc(e, ncap * sizeof *ne);
+            if (ne == NULL) {
+                rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", idx_path);
+                break;
+            }
+            e = ne;
+            cap = ncap;
+        }
+        e[len].offset = off;
+        e[len].size = size;
+        len++;
+        next = off + size;
+    }
+    if (rc == 0 && ferror(f))
+        rc = sl_error_sys(err, errno ? errno : EIO, "read(%s)", idx_path);
+    fclose(f);
+    if (rc != 0) {
+        sl_free(e);
+        return rc;
+    }
+    *entries = e;
+    *n = len;
+    return 0;
+}

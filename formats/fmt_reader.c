@@ -1,0 +1,161 @@
+/* fmt_reader: the shared record loop. It opens the stream with the window
+ * limit the record size limit implies, asks the format's framing for each
+ * record, and turns the framing's bare "<what> at N" into
+ * "<path>: <what> at N". After an error the reader refuses further reads:
+ * TensorFlow moves to the next file after a data error, and so must callers.
+ */
+#include "fmt_reader.h"
+
+#include <string.h>
+
+#include "fmt_tfrecord.h"
+#include "sl_alloc.h"
+
+struct fmt_reader {
+    struct fmt__reader_state st;
+    const struct fmt__format_ops *ops;
+    int failed;
+};
+
+int fmt_format_parse(const char *s, enum fmt_format *out)
+{
+    if (strcmp(s, "tfrecord") == 0)
+        *out = FMT_FORMAT_TFRECORD;
+    else if (strcmp(s, "text") == 0)
+        *out = FMT_FORMAT_TEXT;
+    else if (strcmp(s, "tar") == 0)
+        *out = FMT_FORMAT_TAR;
+    else
+        return SL_EINVAL;
+    return 0;
+}
+
+const char *fmt_format_name(enum fmt_format f)
+{
+    switch (f) {
+    case FMT_FORMAT_TFRECORD: return "tfrecord";
+    case FMT_FORMAT_TEXT: return "text";
+    case FMT_FORMAT_TAR: return "tar";
+    }
+    return "?";
+}
+
+struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r)
+{
+    return &r->st;
+}
+
+static int reader_new(struct fmt_reader **out, const char *name, const struct fmt_reader_opts *opts,
+                      struct fmt_stream_opts *so, struct sl_error *err)
+{
+    static const struct fmt_reader_opts defaults;
+    const struct fmt_reader_opts *o = opts ? opts : &defaults;
+    const struct fmt__format_ops *ops;
+    switch (o->format) {
+    case FMT_FORMAT_TFRECORD: ops = &fmt__tfrecord_ops; break;
+    case FMT_FORMAT_TEXT: ops = &fmt__text_ops; break;
+    default:
+        return sl_error_set(err, SL_EINVAL, "%s: format '%s' is not a record format", name,
+                            fmt_format_name(o->format));
+    }
+    struct fmt_reader *r = sl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);
+    r->ops = ops;
+    r->st.max_record_bytes = o->max_record_bytes ? o->max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES;
+    r->st.skip_crc = o->skip_crc;
+    memset(so, 0, sizeof *so);
+    so->compression = o->compression;
+    so->buffer_size = o->buffer_size;
+    /* a whole record plus its framing (or a line plus its newline) must fit */
+    so->max_window = r->st.max_record_bytes + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER + 1;
+    so->plain_probe = ops->plain_probe;
+    so->use_zlib = o->use_zlib;
+    *out = r;
+    return 0;
+}
+
+int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_reader_opts *opts,
+                    struct sl_error *err)
+{
+    struct fmt_stream_opts so;
+    *out = NULL;
+    struct fmt_reader *r;
+    int rc = reader_new(&r, path, opts, &so, err);
+    if (rc != 0)
+        return rc;
+    rc = fmt_stream_open(&r->st.stream, path, &so, err);
+    if (rc != 0) {
+        fmt_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int fmt_reader_open_mem(struct fmt_reader **out, const char *name, const void *data, size_t len,
+                        const struct fmt_reader_opts *opts, struct sl_error *err)
+{
+    struct fmt_stream_opts so;
+    *out = NULL;
+    struct fmt_reader *r;
+    int rc = reader_new(&r, name, opts, &so, err);
+    if (rc != 0)
+        return rc;
+    rc = fmt_stream_open_mem(&r->st.stream, name, data, len, &so, err);
+    if (rc != 0) {
+        fmt_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void fmt_reader_close(struct fmt_reader *r)
+{
+    if (r == NULL)
+        return;
+    fmt_stream_close(r->st.stream);
+    sl_free(r->st.scratch);
+    sl_free(r);
+}
+
+int fmt_reader_next(struct fmt_reader *r, struct fmt_record *rec, struct sl_error *err)
+{
+    if (r->failed)
+        return sl_error_set(err, SL_EINVAL, "%s: read after an error", fmt_stream_path(r->st.stream));
+    int rc = r->ops->next(r, r->st.stream, rec, err);
+    if (rc < 0) {
+        r->failed = 1;
+        /* stream errors already carry the path; framing errors do not */
+        const char *path = fmt_stream_path(r->st.stream);
+        if (err != NULL && strncmp(err->msg, path, strlen(path)) != 0)
+            sl_error_prefix(err, "%s: ", path);
+    }
+    return rc;
+}
+
+int fmt_reader_seek(struct fmt_reader *r, uint64_t off, uint64_t index, struct sl_error *err)
+{
+    int rc = fmt_stream_seek(r->st.stream, off, err);
+    if (rc != 0)
+        return rc;
+    r->st.index = index;
+    r->failed = 0;
+    return 0;
+}
+
+uint64_t fmt_reader_dropped_tail(const struct fmt_reader *r)
+{
+    return r->st.dropped_tail;
+}
+
+const char *fmt_reader_path(const struct fmt_reader *r)
+{
+    return fmt_stream_path(r->st.stream);
+}
+
+struct fmt_stream *fmt_reader_stream(struct fmt_reader *r)
+{
+    return r->st.stream;
+}

@@ -1,0 +1,96 @@
+/* fmt_reader: the one record read loop every record format shares.
+ *
+ * The loop owns the stream (buffering, decompression, offsets), the record
+ * size limit and the error text; a format (fmt__format_ops) owns only its
+ * framing. Formats: TFRecord and text lines. (Tar shards group members into
+ * samples and have their own reader, fmt_tar.h.)
+ *
+ * fmt_reader_next() lends a record view valid until the next call on the
+ * same reader; it allocates nothing per record.
+ *
+ * Errors are "<path>: <what> at <offset>" with TensorFlow's texts
+ * ("corrupted record at N", "truncated record at N"), offsets in the
+ * decompressed stream.
+ *
+ * Thread-safe: no; one owner.
+ */
+#ifndef FMT_READER_H
+#define FMT_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt_stream.h"
+#include "sl_error.h"
+
+enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR };
+
+/* "tfrecord", "text", "tar". Returns 0 or SL_EINVAL. */
+int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
+const char *fmt_format_name(enum fmt_format f);
+
+#define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
+
+struct fmt_reader_opts {
+    enum fmt_format format;           /* TFRECORD or TEXT */
+    enum fmt_compression compression; /* AUTO by default */
+    size_t max_record_bytes;          /* 0: FMT_DEFAULT_MAX_RECORD_BYTES */
+    size_t buffer_size;               /* 0: 256 KiB */
+    int skip_crc;                     /* 1: do not verify TFRecord CRCs (never the default) */
+    int use_zlib;                     /* 1: inflate with zlib even when ISA-L is present */
+};
+
+/* A borrowed record: data valid until the next call on the reader. */
+struct fmt_record {
+    const uint8_t *data;
+    size_t len;
+    uint64_t offset; /* decompressed offset of the record's first byte of framing */
+    uint64_t index;  /* 0-based record number in the file */
+};
+
+struct fmt_reader;
+
+int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_reader_opts *opts,
+                    struct sl_error *err) SL_MUST_CHECK;
+int fmt_reader_open_mem(struct fmt_reader **out, const char *name, const void *data, size_t len,
+                        const struct fmt_reader_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+void fmt_reader_close(struct fmt_reader *r);
+
+/* 0 and a record; SL_END at the end of the file; negative on error (the
+ * reader is then unusable: TensorFlow skips the rest of such a file). */
+int fmt_reader_next(struct fmt_reader *r, struct fmt_record *rec, struct sl_error *err) SL_MUST_CHECK;
+
+/* Position at the record that starts at decompressed offset `off` with
+ * index `index` (from an index file). Uncompressed files only. */
+int fmt_reader_seek(struct fmt_reader *r, uint64_t off, uint64_t index, struct sl_error *err) SL_MUST_CHECK;
+
+/* Bytes of an incomplete TFRecord header at the end of the file that were
+ * dropped as TensorFlow drops them (0 if none); callers warn about them. */
+uint64_t fmt_reader_dropped_tail(const struct fmt_reader *r);
+const char *fmt_reader_path(const struct fmt_reader *r);
+struct fmt_stream *fmt_reader_stream(struct fmt_reader *r);
+
+/* Internal: the framing a format provides. */
+struct fmt__format_ops {
+    const char *name;
+    fmt_plain_probe_fn plain_probe;
+    /* Frame the next record out of the stream: 0, SL_END, or an error whose
+     * message is the bare "<what> at <offset>" (the loop adds the path). */
+    int (*next)(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err);
+};
+extern const struct fmt__format_ops fmt__tfrecord_ops;
+extern const struct fmt__format_ops fmt__text_ops;
+
+/* Internal state formats may use. */
+struct fmt__reader_state {
+    size_t max_record_bytes;
+    int skip_crc;
+    uint64_t dropped_tail;
+    uint64_t index;
+    struct fmt_stream *stream;
+    uint8_t *scratch; /* text: a line with '\r' removed, or one longer than a window */
+    size_t scratch_cap;
+};
+struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r);
+
+#endif

@@ -1,0 +1,592 @@
+/* fmt_stream: one input path for every format.
+ *
+ * Source: a file descriptor (read(2) in chunks) or a memory block. Layer:
+ * none, or an inflater (ISA-L igzip when built with it, else zlib) that
+ * decompresses whole-file gzip or zlib. The caller sees a window, a
+ * contiguous run of decompressed bytes that grows on demand up to
+ * max_window so that a whole record can always be lent without a copy.
+ *
+ * Uncompressed memory input is lent straight from the caller's block; an
+ * uncompressed file is read straight into the window (no second buffer).
+ *
+ * Compressed framing rules (semantics.md 1.1): gzip members are read one
+ * after another; bytes after the last member that are not another member,
+ * and bytes after the end of a zlib stream, are an error (TensorFlow ignores
+ * what follows a zlib stream; sluice refuses to drop data silently). A
+ * compressed stream that ends early is an error at its compressed offset.
+ */
+#include "fmt_stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#ifdef SLUICE_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
+#include "sl_alloc.h"
+
+#define DEFAULT_BUFFER ((size_t)1 << 20)
+#define DEFAULT_MAX_WINDOW (((size_t)64 << 20) + 64)
+
+enum inflater { INF_NONE, INF_ZLIB, INF_ISAL };
+
+struct fmt_stream {
+    char *path;
+    int fd;       /* -1 for memory */
+    int own_fd;
+    const uint8_t *mem;
+    size_t mem_len, mem_pos; /* memory source: bytes handed to the layer so far */
+
+    enum fmt_compression comp;
+    enum inflater inflater;
+    size_t chunk;      /* read size */
+    size_t max_window;
+
+    /* compressed input (INF_*): in[in_pos..in_len) unconsumed */
+    uint8_t *in;
+    size_t in_pos, in_len;
+    uint64_t in_base;  /* file offset of in[0] */
+    int src_eof;
+
+    /* decompressed window: win[win_pos..win_len) */
+    uint8_t *win;
+    size_t win_cap, win_pos, win_len;
+    int win_borrowed;  /* win points into mem (uncompressed memory source) */
+    uint64_t out_off;  /* decompressed offset of win[win_pos] */
+    int out_eof;
+
+    int member_open;       /* inflater is inside a member */
+
+    z_stream z;
+    int z_ready;
+#ifdef SLUICE_HAVE_ISAL
+    struct inflate_state *isal;
+#endif
+};
+
+int fmt_compression_parse(const char *s, enum fmt_compression *out)
+{
+    if (strcmp(s, "auto") == 0)
+        *out = FMT_COMP_AUTO;
+    else if (strcmp(s, "none") == 0 || strcmp(s, "") == 0)
+        *out = FMT_COMP_NONE;
+    else if (strcmp(s, "gzip") == 0 || strcmp(s, "GZIP") == 0)
+        *out = FMT_COMP_GZIP;
+    else if (strcmp(s, "zlib") == 0 || strcmp(s, "ZLIB") == 0)
+        *out = FMT_COMP_ZLIB;
+    else
+        return SL_EINVAL;
+    return 0;
+}
+
+const char *fmt_compression_name(enum fmt_compression c)
+{
+    switch (c) {
+    case FMT_COMP_AUTO: return "auto";
+    case FMT_COMP_NONE: return "none";
+    case FMT_COMP_GZIP: return "gzip";
+    case FMT_COMP_ZLIB: return "zlib";
+    }
+    return "?";
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int is_gzip_magic(const uint8_t *p, size_t n)
+{
+    return n >= 3 && p[0] == 0x1f && p[1] == 0x8b && p[2] == 8;
+}
+
+static int is_zlib_magic(const uint8_t *p, size_t n)
+{
+    return n >= 2 && (p[0] & 0x0F) == 8 && (p[0] >> 4) <= 7 && ((p[0] << 8) | p[1]) % 31 == 0;
+}
+
+/* Raw bytes from the source into dst; returns count, 0 at EOF, <0 error. */
+static long source_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_error *err)
+{
+    if (s->fd < 0) {
+        size_t k = s->mem_len - s->mem_pos;
+        if (k > n)
+            k = n;
+        memcpy(dst, s->mem + s->mem_pos, k);
+        s->mem_pos += k;
+        return (long)k;
+    }
+    for (;;) {
+        ssize_t r = read(s->fd, dst, n);
+        if (r >= 0)
+            return (long)r;
+        if (errno != EINTR)
+            return sl_error_sys(err, errno, "read(%s)", s->path);
+    }
+}
+
+/* Peek at the first bytes of the source without consuming them. */
+static int source_head(struct fmt_stream *s, uint8_t *head, size_t want, size_t *got, struct sl_error *err)
+{
+    if (s->fd < 0) {
+        *got = s->mem_len < want ? s->mem_len : want;
+        memcpy(head, s->mem, *got);
+        return 0;
+    }
+    ssize_t r;
+    do
+        r = pread(s->fd, head, want, 0);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        /* not seekable (a pipe): no magic detection, assume none */
+        *got = 0;
+        return errno == ESPIPE ? 0 : sl_error_sys(err, errno, "read(%s)", s->path);
+    }
+    *got = (size_t)r;
+    return 0;
+}
+
+static int resolve_compression(struct fmt_stream *s, const struct fmt_stream_opts *o, struct sl_error *err)
+{
+    enum fmt_compression c = o->compression;
+    if (c == FMT_COMP_AUTO) {
+        if (ends_with(s->path, ".gz") || ends_with(s->path, ".gzip"))
+            c = FMT_COMP_GZIP;
+        else if (ends_with(s->path, ".zz") || ends_with(s->path, ".zlib"))
+            c = FMT_COMP_ZLIB;
+    }
+    if (c == FMT_COMP_AUTO) {
+        uint8_t head[64];
+        size_t got;
+        int rc = source_head(s, head, sizeof head, &got, err);
+        if (rc != 0)
+            return rc;
+        c = FMT_COMP_NONE;
+        if (is_gzip_magic(head, got) || is_zlib_magic(head, got)) {
+            if (o->plain_probe == NULL || !o->plain_probe(head, got))
+                c = is_gzip_magic(head, got) ? FMT_COMP_GZIP : FMT_COMP_ZLIB;
+        }
+    }
+    s->comp = c;
+    return 0;
+}
+
+static int inflater_start(struct fmt_stream *s, struct sl_error *err)
+{
+    if (s->inflater == INF_ZLIB) {
+        memset(&s->z, 0, sizeof s->z);
+        int wbits = s->comp == FMT_COMP_GZIP ? 15 + 16 : 15;
+        if (inflateInit2(&s->z, wbits) != Z_OK)
+            return sl_error_set(err, SL_ENOMEM, "%s: inflateInit2 failed", s->path);
+        s->z_ready = 1;
+    }
+#ifdef SLUICE_HAVE_ISAL
+    if (s->inflater == INF_ISAL) {
+        s->isal = sl_malloc(sizeof *s->isal);
+        if (s->isal == NULL)
+            return sl_error_set(err, SL_ENOMEM, "%s: out of memory", s->path);
+        isal_inflate_init(s->isal);
+        s->isal->crc_flag = s->comp == FMT_COMP_GZIP ? ISAL_GZIP : ISAL_ZLIB;
+    }
+#endif
+    return 0;
+}
+
+static void inflater_reset(struct fmt_stream *s)
+{
+    if (s->inflater == INF_ZLIB)
+        inflateReset(&s->z);
+#ifdef SLUICE_HAVE_ISAL
+    if (s->inflater == INF_ISAL) {
+        isal_inflate_reset(s->isal);
+        s->isal->crc_flag = s->comp == FMT_COMP_GZIP ? ISAL_GZIP : ISAL_ZLIB;
+    }
+#endif
+}
+
+static uint64_t in_offset(const struct fmt_stream *s)
+{
+    return s->in_base + s->in_pos;
+}
+
+static int open_common(struct fmt_stream *s, const struct fmt_stream_opts *opts, struct sl_error *err)
+{
+    static const struct fmt_stream_opts defaults;
+    const struct fmt_stream_opts *o = opts ? opts : &defaults;
+    s->chunk = o->buffer_size ? o->buffer_size : DEFAULT_BUFFER;
+    s->max_window = o->max_window ? o->max_window : DEFAULT_MAX_WINDOW;
+    int rc = resolve_compression(s, o, err);
+    if (rc != 0)
+        return rc;
+    if (s->comp == FMT_COMP_NONE) {
+        s->inflater = INF_NONE;
+        if (s->fd < 0) {
+            s->win = (uint8_t *)s->mem;
+            s->win_cap = s->win_len = s->mem_len;
+            s->win_borrowed = 1;
+            s->mem_pos = s->mem_len;
+            s->src_eof = 1;
+        }
+        return 0;
+    }
+#ifdef SLUICE_HAVE_ISAL
+    s->inflater = o->use_zlib ? INF_ZLIB : INF_ISAL;
+#else
+    s->inflater = INF_ZLIB;
+#endif
+    s->in = sl_malloc(s->chunk);
+    if (s->in == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", s->path);
+    return inflater_start(s, err);
+}
+
+static int stream_new(struct fmt_stream **out, const char *name, struct sl_error *err)
+{
+    struct fmt_stream *s = sl_calloc(1, sizeof *s);
+    if (s == NULL || (s->path = sl_strdup(name)) == NULL) {
+        sl_free(s);
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);
+    }
+    s->fd = -1;
+    *out = s;
+    return 0;
+}
+
+int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts,
+                    struct sl_error *err)
+{
+    *out = NULL;
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return sl_error_sys(err, errno, "open(%s)", path);
+    struct fmt_stream *s;
+    int rc = stream_new(&s, path, err);
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    s->fd = fd;
+    s->own_fd = 1;
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    rc = open_common(s, opts, err);
+    if (rc != 0) {
+        fmt_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd,
+                       const struct fmt_stream_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    struct fmt_stream *s;
+    int rc = stream_new(&s, name, err);
+    if (rc != 0)
+        return rc;
+    s->fd = fd;
+    rc = open_common(s, opts, err);
+    if (rc != 0) {
+        fmt_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int fmt_stream_open_mem(struct fmt_stream **out, const char *name, const void *data, size_t len,
+                        const struct fmt_stream_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    struct fmt_stream *s;
+    int rc = stream_new(&s, name, err);
+    if (rc != 0)
+        return rc;
+    s->mem = data;
+    s->mem_len = len;
+    rc = open_common(s, opts, err);
+    if (rc != 0) {
+        fmt_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void fmt_stream_close(struct fmt_stream *s)
+{
+    if (s == NULL)
+        return;
+    if (s->z_ready)
+        inflateEnd(&s->z);
+#ifdef SLUICE_HAVE_ISAL
+    sl_free(s->isal);
+#endif
+    if (s->own_fd)
+        close(s->fd);
+    if (!s->win_borrowed)
+        sl_free(s->win);
+    sl_free(s->in);
+    sl_free(s->path);
+    sl_free(s);
+}
+
+/* Refill the compressed input buffer; keeps unconsumed bytes. */
+static int refill_in(struct fmt_stream *s, struct sl_error *err)
+{
+    if (s->in_pos > 0) {
+        memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+        s->in_base += s->in_pos;
+        s->in_len -= s->in_pos;
+        s->in_pos = 0;
+    }
+    if (s->in_len == s->chunk || s->src_eof)
+        return 0;
+    long r = source_read(s, s->in + s->in_len, s->chunk - s->in_len, err);
+    if (r < 0)
+        return (int)r;
+    if (r == 0)
+        s->src_eof = 1;
+    s->in_len += (size_t)r;
+    return 0;
+}
+
+static int corrupt(struct fmt_stream *s, const char *what, uint64_t at, struct sl_error *err)
+{
+    return sl_error_set(err, SL_ECORRUPT, "%s: %s at compressed offset %llu", s->path, what,
+                        (unsigned long long)at);
+}
+
+/* The member (or zlib stream) just ended: decide what follows. */
+static int member_end(struct fmt_stream *s, struct sl_error *err)
+{
+    s->member_open = 0;
+    for (;;) {
+        if (s->in_len - s->in_pos >= 3 || s->src_eof)
+            break;
+        int rc = refill_in(s, err);
+        if (rc != 0)
+            return rc;
+    }
+    size_t left = s->in_len - s->in_pos;
+    if (left == 0) {
+        s->out_eof = 1;
+        return 0;
+    }
+    if (s->comp == FMT_COMP_GZIP && is_gzip_magic(s->in + s->in_pos, left)) {
+        inflater_reset(s);
+        return 0;
+    }
+    return corrupt(s, s->comp == FMT_COMP_GZIP ? "trailing bytes after gzip member"
+                                               : "trailing bytes after zlib stream",
+                   in_offset(s), err);
+}
+
+/* Inflate into dst[0..cap); *made gets the count (0 only at the end). */
+static int inflate_some(struct fmt_stream *s, uint8_t *dst, size_t cap, size_t *made, struct sl_error *err)
+{
+    *made = 0;
+    while (*made == 0 && !s->out_eof) {
+        if (s->in_pos == s->in_len) {
+            int rc = refill_in(s, err);
+            if (rc != 0)
+                return rc;
+            if (s->in_len == 0 && s->src_eof && !s->member_open) {
+                s->out_eof = 1; /* an empty file: no members at all */
+                break;
+            }
+            /* at the end with a member open, the inflater still gets a call:
+             * it may hold buffered input that finishes the member */
+        }
+        s->member_open = 1;
+        size_t avail_in = s->in_len - s->in_pos;
+        size_t out_cap = cap > UINT32_MAX ? UINT32_MAX : cap;
+        int finished = 0;
+        if (s->inflater == INF_ZLIB) {
+            s->z.next_in = s->in + s->in_pos;
+            s->z.avail_in = (uInt)avail_in;
+            s->z.next_out = dst;
+            s->z.avail_out = (uInt)out_cap;
+            int zr = inflate(&s->z, Z_NO_FLUSH);
+            s->in_pos += avail_in - s->z.avail_in;
+            *made = out_cap - s->z.avail_out;
+            if (zr == Z_STREAM_END)
+                finished = 1;
+            else if (zr == Z_NEED_DICT || zr == Z_DATA_ERROR || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR) {
+                char what[160];
+                snprintf(what, sizeof what, "corrupt %s stream (%s)",
+                         s->comp == FMT_COMP_GZIP ? "gzip" : "zlib", s->z.msg ? s->z.msg : "inflate error");
+                return corrupt(s, what, in_offset(s), err);
+            }
+        }
+#ifdef SLUICE_HAVE_ISAL
+        else {
+            struct inflate_state *st = s->isal;
+            st->next_in = s->in + s->in_pos;
+            st->avail_in = (uint32_t)avail_in;
+            st->next_out = dst;
+            st->avail_out = (uint32_t)out_cap;
+            int ir = isal_inflate(st);
+            s->in_pos += avail_in - st->avail_in;
+            *made = out_cap - st->avail_out;
+            if (ir < 0) {
+                static const char *names[] = {"", "invalid block", "invalid symbol", "invalid distance",
+                                              "invalid header", "unsupported method", "checksum mismatch"};
+                char what[160];
+                snprintf(what, sizeof what, "corrupt %s stream (%s)",
+                         s->comp == FMT_COMP_GZIP ? "gzip" : "zlib", ir >= -6 ? names[-ir] : "inflate error");
+                return corrupt(s, what, in_offset(s), err);
+            }
+            if (st->block_state == ISAL_BLOCK_FINISH) {
+                /* igzip reads ahead into its bit buffer: whole bytes it did
+                 * not use belong to what follows the member */
+                size_t unused = (size_t)(st->read_in_length > 0 ? st->read_in_length / 8 : 0);
+                s->in_pos -= unused < s->in_pos ? unused : s->in_pos;
+                st->read_in = 0;
+                st->read_in_length = 0;
+                finished = 1;
+            }
+        }
+#endif
+        if (finished) {
+            int rc = member_end(s, err);
+            if (rc != 0)
+                return rc;
+        } else if (*made == 0 && s->in_pos == s->in_len && s->src_eof) {
+            return corrupt(s, s->comp == FMT_COMP_GZIP ? "truncated gzip stream" : "truncated zlib stream",
+                           in_offset(s), err);
+        }
+    }
+    return 0;
+}
+
+static int grow_window(struct fmt_stream *s, size_t need, struct sl_error *err)
+{
+    size_t cap = s->win_cap ? s->win_cap : s->chunk;
+    while (cap < need)
+        cap = cap > s->max_window / 2 ? s->max_window : cap * 2;
+    if (cap < need)
+        cap = need;
+    uint8_t *w = sl_realloc(s->win, cap);
+    if (w == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for a %zu-byte window", s->path, cap);
+    s->win = w;
+    s->win_cap = cap;
+    return 0;
+}
+
+int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size_t *avail,
+                      struct sl_error *err)
+{
+    size_t have = s->win_len - s->win_pos;
+    if (have < need && !s->win_borrowed) {
+        if (need > s->max_window)
+            return sl_error_set(err, SL_EINVAL, "%s: window of %zu bytes requested, limit %zu", s->path,
+                                need, s->max_window);
+        if (s->win_pos > 0) {
+            memmove(s->win, s->win + s->win_pos, have);
+            s->win_len = have;
+            s->win_pos = 0;
+        }
+        if (s->win_cap < need || s->win_cap < s->chunk) {
+            int rc = grow_window(s, need > s->chunk ? need : s->chunk, err);
+            if (rc != 0)
+                return rc;
+        }
+        while (s->win_len < need) {
+            size_t space = s->win_cap - s->win_len;
+            size_t made = 0;
+            if (s->inflater == INF_NONE) {
+                if (s->src_eof)
+                    break;
+                long r = source_read(s, s->win + s->win_len, space, err);
+                if (r < 0)
+                    return (int)r;
+                if (r == 0)
+                    s->src_eof = 1;
+                made = (size_t)r;
+            } else {
+                if (s->out_eof)
+                    break;
+                int rc = inflate_some(s, s->win + s->win_len, space, &made, err);
+                if (rc != 0)
+                    return rc;
+            }
+            s->win_len += made;
+        }
+        have = s->win_len - s->win_pos;
+    }
+    *p = s->win + s->win_pos;
+    *avail = have;
+    return 0;
+}
+
+void fmt_stream_consume(struct fmt_stream *s, size_t n)
+{
+    s->win_pos += n;
+    s->out_off += n;
+}
+
+int fmt_stream_seek(struct fmt_stream *s, uint64_t off, struct sl_error *err)
+{
+    if (s->comp != FMT_COMP_NONE)
+        return sl_error_set(err, SL_EINVAL, "%s: cannot seek in a %s-compressed file", s->path,
+                            fmt_compression_name(s->comp));
+    if (s->win_borrowed) {
+        if (off > s->mem_len)
+            return sl_error_set(err, SL_EINVAL, "%s: seek to %llu past the end (%zu bytes)", s->path,
+                                (unsigned long long)off, s->mem_len);
+        s->win_pos = (size_t)off;
+        s->out_off = off;
+        return 0;
+    }
+    if (lseek(s->fd, (off_t)off, SEEK_SET) < 0)
+        return sl_error_sys(err, errno, "lseek(%s)", s->path);
+    s->win_pos = s->win_len = 0;
+    s->out_off = off;
+    s->src_eof = 0;
+    return 0;
+}
+
+uint64_t fmt_stream_offset(const struct fmt_stream *s)
+{
+    return s->out_off;
+}
+
+uint64_t fmt_stream_in_offset(const struct fmt_stream *s)
+{
+    if (s->inflater == INF_NONE)
+        return s->out_off;
+    return in_offset(s);
+}
+
+const char *fmt_stream_path(const struct fmt_stream *s)
+{
+    return s->path;
+}
+
+enum fmt_compression fmt_stream_compression(const struct fmt_stream *s)
+{
+    return s->comp;
+}
+
+const char *fmt_stream_inflater_name(const struct fmt_stream *s)
+{
+    switch (s->inflater) {
+    case INF_ZLIB: return "zlib";
+    case INF_ISAL: return "isa-l";
+    default: return "none";
+    }
+}

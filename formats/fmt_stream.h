@@ -1,0 +1,81 @@
+/* fmt_stream: a buffered input byte stream over a file (or memory) that
+ * undoes whole-file compression: none, zlib (RFC 1950) or gzip (RFC 1952,
+ * concatenated members read in turn).
+ *
+ * Reads go through a window: fmt_stream_window() makes at least `need`
+ * contiguous bytes available and lends a pointer to them, valid until the
+ * next window/consume/close call; fmt_stream_consume() moves past bytes.
+ * Formats frame records straight out of the window, so a record view costs
+ * no copy and no allocation.
+ *
+ * Offsets: fmt_stream_offset() is the position in the decompressed stream
+ * (what record offsets use); fmt_stream_in_offset() the position in the
+ * file. A corrupt or truncated compressed stream is SL_ECORRUPT with
+ * "<path>: <what> at compressed offset N".
+ *
+ * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
+ * zlib otherwise; fmt_stream_inflater_name() says which.
+ *
+ * Thread-safe: no; one owner.
+ */
+#ifndef FMT_STREAM_H
+#define FMT_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+
+enum fmt_compression { FMT_COMP_AUTO = 0, FMT_COMP_NONE, FMT_COMP_GZIP, FMT_COMP_ZLIB };
+
+/* "auto", "none", "gzip", "zlib" (also TensorFlow's "", "GZIP", "ZLIB").
+ * Returns 0 or SL_EINVAL. */
+int fmt_compression_parse(const char *s, enum fmt_compression *out) SL_MUST_CHECK;
+const char *fmt_compression_name(enum fmt_compression c);
+
+/* Decides, for FMT_COMP_AUTO, whether bytes that carry a compression magic
+ * number are in fact an uncompressed file of the caller's format (a TFRecord
+ * whose first length happens to look like a zlib header). */
+typedef int (*fmt_plain_probe_fn)(const uint8_t *head, size_t n);
+
+struct fmt_stream_opts {
+    enum fmt_compression compression; /* AUTO: by extension, then by magic */
+    size_t buffer_size;                /* input chunk; 0: 256 KiB */
+    size_t max_window;                 /* largest window a caller may ask for; 0: 64 MiB + 64 */
+    fmt_plain_probe_fn plain_probe;    /* optional, see above */
+    int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */
+};
+
+struct fmt_stream;
+
+/* Open `path`. On error *out is NULL and err says "open(<path>): ...". */
+int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts,
+                    struct sl_error *err) SL_MUST_CHECK;
+/* Read from memory (borrowed for the stream's life); `name` is used in errors
+ * and for AUTO's extension rule. */
+int fmt_stream_open_mem(struct fmt_stream **out, const char *name, const void *data, size_t len,
+                        const struct fmt_stream_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+/* Read from an open file descriptor (not closed by the stream). */
+int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd,
+                       const struct fmt_stream_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+void fmt_stream_close(struct fmt_stream *s);
+
+/* Make at least `need` bytes (need <= max_window) available at *p.
+ * Returns 0 with *avail >= need; or 0 with *avail < need when the stream
+ * ends first (*avail is then everything left); or a negative code. */
+int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size_t *avail,
+                      struct sl_error *err) SL_MUST_CHECK;
+/* Move past n bytes of the current window (n <= *avail of the last call). */
+void fmt_stream_consume(struct fmt_stream *s, size_t n);
+
+/* Reposition an uncompressed file stream at decompressed offset `off`.
+ * SL_EINVAL on a compressed stream. */
+int fmt_stream_seek(struct fmt_stream *s, uint64_t off, struct sl_error *err) SL_MUST_CHECK;
+
+uint64_t fmt_stream_offset(const struct fmt_stream *s);
+uint64_t fmt_stream_in_offset(const struct fmt_stream *s);
+const char *fmt_stream_path(const struct fmt_stream *s);
+enum fmt_compression fmt_stream_compression(const struct fmt_stream *s); /* resolved, never AUTO */
+const char *fmt_stream_inflater_name(const struct fmt_stream *s);        /* "none", "isa-l", "zlib" */
+
+#endif

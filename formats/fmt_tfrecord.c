@@ -1,0 +1,286 @@
+/* fmt_tfrecord: TFRecord framing for the shared read loop, and the writer.
+ *
+ * Reading follows TensorFlow's RecordReader exactly (tf-reference 1.4):
+ * a file ending inside the 12-byte header ends the file (the partial bytes
+ * are counted in dropped_tail so callers can warn); a bad header CRC is
+ * "corrupted record at <start>", a bad data CRC "corrupted record at
+ * <start+12>", a file ending inside data or footer "truncated record at
+ * <start>". The length is checked against max_record_bytes before the
+ * window grows, so a damaged length never sizes an allocation.
+ *
+ * The writer buffers 1 MiB and, for gzip/zlib, deflates with zlib using
+ * TensorFlow's settings (default level, memLevel 9): the whole file is one
+ * stream.
+ */
+#include "fmt_tfrecord.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fmt_crc32c.h"
+#include "fmt_reader.h"
+#include "sl_alloc.h"
+
+static inline uint64_t load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void store_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void fmt_tfrecord_header(uint8_t out[FMT_TFRECORD_HEADER], uint64_t len)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(len >> (8 * i));
+    store_le32(out + 8, fmt_crc32c_mask(fmt_crc32c(out, 8)));
+}
+
+uint32_t fmt_tfrecord_footer(const void *data, size_t len)
+{
+    return fmt_crc32c_mask(fmt_crc32c(data, len));
+}
+
+int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
+{
+    return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(load_le32(head + 8)) == fmt_crc32c(head, 8);
+}
+
+static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err)
+{
+    struct fmt__reader_state *st = fmt__reader_state(r);
+    uint64_t start = fmt_stream_offset(s);
+    const uint8_t *p;
+    size_t avail;
+    int rc = fmt_stream_window(s, FMT_TFRECORD_HEADER, &p, &avail, err);
+    if (rc != 0)
+        return rc;
+    if (avail < FMT_TFRECORD_HEADER) {
+        st->dropped_tail = avail;
+        fmt_stream_consume(s, avail);
+        return SL_END;
+    }
+    if (!st->skip_crc && fmt_crc32c_unmask(load_le32(p + 8)) != fmt_crc32c(p, 8))
+        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
+                            start == 0 ? " (Is this even a TFRecord file?)" : "");
+    uint64_t len = load_le64(p);
+    if (len > st->max_record_bytes)
+        return sl_error_set(err, SL_ECORRUPT,
+                            "record length %llu exceeds max_record_bytes %zu at %llu",
+                            (unsigned long long)len, st->max_record_bytes, (unsigned long long)start);
+    size_t total = FMT_TFRECORD_HEADER + (size_t)len + FMT_TFRECORD_FOOTER;
+    if (avail < total) {
+        rc = fmt_stream_window(s, total, &p, &avail, err);
+        if (rc != 0)
+            return rc;
+        if (avail < total)
+            return sl_error_set(err, SL_ECORRUPT, "truncated record at %llu", (unsigned long long)start);
+    }
+    const uint8_t *data = p + FMT_TFRECORD_HEADER;
+    if (!st->skip_crc && fmt_crc32c_unmask(load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
+        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu",
+                            (unsigned long long)(start + FMT_TFRECORD_HEADER));
+    rec->data = data;
+    rec->len = (size_t)len;
+    rec->offset = start;
+    rec->index = st->index++;
+    fmt_stream_consume(s, total);
+    return 0;
+}
+
+const struct fmt__format_ops fmt__tfrecord_ops = {
+    .name = "tfrecord",
+    .plain_probe = fmt_tfrecord_looks_plain,
+    .next = tfrecord_next,
+};
+
+/* ---- writer ---- */
+
+#define WRITE_BUF ((size_t)1 << 20)
+
+struct fmt_tfrecord_writer {
+    char *path;
+    int fd;
+    enum fmt_compression comp;
+    z_stream z;
+    int z_ready;
+    uint8_t *buf; /* uncompressed: pending output; compressed: deflate output */
+    size_t buf_len;
+    uint64_t offset;
+    uint64_t count;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int write_all(struct fmt_tfrecord_writer *w, const uint8_t *p, size_t n, struct sl_error *err)
+{
+    while (n > 0) {
+        ssize_t k = write(w->fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return sl_error_sys(err, errno, "write(%s)", w->path);
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int deflate_run(struct fmt_tfrecord_writer *w, const void *p, size_t n, int flush, struct sl_error *err)
+{
+    w->z.next_in = (Bytef *)p;
+    w->z.avail_in = (uInt)n;
+    for (;;) {
+        w->z.next_out = w->buf;
+        w->z.avail_out = (uInt)WRITE_BUF;
+        int zr = deflate(&w->z, flush);
+        if (zr == Z_STREAM_ERROR)
+            return sl_error_set(err, SL_EIO, "%s: deflate failed", w->path);
+        size_t made = WRITE_BUF - w->z.avail_out;
+        int rc = write_all(w, w->buf, made, err);
+        if (rc != 0)
+            return rc;
+        if (flush == Z_FINISH ? zr == Z_STREAM_END : (w->z.avail_in == 0 && w->z.avail_out != 0))
+            return 0;
+    }
+}
+
+static int emit(struct fmt_tfrecord_writer *w, const void *p, size_t n, struct sl_error *err)
+{
+    if (w->comp != FMT_COMP_NONE) {
+        while (n > 0) { /* avail_in is 32-bit */
+            size_t k = n > (1u << 30) ? (1u << 30) : n;
+            int rc = deflate_run(w, p, k, Z_NO_FLUSH, err);
+            if (rc != 0)
+                return rc;
+            p = (const uint8_t *)p + k;
+            n -= k;
+        }
+        return 0;
+    }
+    if (w->buf_len + n > WRITE_BUF) {
+        int rc = write_all(w, w->buf, w->buf_len, err);
+        if (rc != 0)
+            return rc;
+        w->buf_len = 0;
+        if (n >= WRITE_BUF)
+            return write_all(w, p, n, err);
+    }
+    memcpy(w->buf + w->buf_len, p, n);
+    w->buf_len += n;
+    return 0;
+}
+
+int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path,
+                             enum fmt_compression compression, int level, struct sl_error *err)
+{
+    *out = NULL;
+    if (compression == FMT_COMP_AUTO)
+        compression = ends_with(path, ".gz") ? FMT_COMP_GZIP
+                    : (ends_with(path, ".zz") || ends_with(path, ".zlib")) ? FMT_COMP_ZLIB
+                    : FMT_COMP_NONE;
+    struct fmt_tfrecord_writer *w = sl_calloc(1, sizeof *w);
+    if (w == NULL || (w->path = sl_strdup(path)) == NULL || (w->buf = sl_malloc(WRITE_BUF)) == NULL) {
+        if (w != NULL) {
+            sl_free(w->path);
+            sl_free(w);
+        }
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    }
+    w->comp = compression;
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int rc = sl_error_sys(err, errno, "open(%s)", path);
+        sl_free(w->buf);
+        sl_free(w->path);
+        sl_free(w);
+        return rc;
+    }
+    if (compression != FMT_COMP_NONE) {
+        int wbits = compression == FMT_COMP_GZIP ? 15 + 16 : 15;
+        if (deflateInit2(&w->z, level < 0 ? Z_DEFAULT_COMPRESSION : level, Z_DEFLATED, wbits, 9,
+                         Z_DEFAULT_STRATEGY) != Z_OK) {
+            fmt_tfrecord_writer_abort(w);
+            return sl_error_set(err, SL_EINVAL, "%s: deflateInit2 failed (level %d)", path, level);
+        }
+        w->z_ready = 1;
+    }
+    *out = w;
+    return 0;
+}
+
+int fmt_tfrecord_writer_write(struct fmt_tfrecord_writer *w, const void *data, size_t len, struct sl_error *err)
+{
+    uint8_t head[FMT_TFRECORD_HEADER], foot[FMT_TFRECORD_FOOTER];
+    fmt_tfrecord_header(head, len);
+    store_le32(foot, fmt_tfrecord_footer(data, len));
+    int rc = emit(w, head, sizeof head, err);
+    if (rc == 0)
+        rc = emit(w, data, len, err);
+    if (rc == 0)
+        rc = emit(w, foot, sizeof foot, err);
+    if (rc != 0)
+        return rc;
+    w->offset += sizeof head + len + sizeof foot;
+    w->count++;
+    return 0;
+}
+
+uint64_t fmt_tfrecord_writer_offset(const struct fmt_tfrecord_writer *w)
+{
+    return w->offset;
+}
+
+uint64_t fmt_tfrecord_writer_count(const struct fmt_tfrecord_writer *w)
+{
+    return w->count;
+}
+
+static void writer_free(struct fmt_tfrecord_writer *w)
+{
+    if (w->z_ready)
+        deflateEnd(&w->z);
+    sl_free(w->buf);
+    sl_free(w->path);
+    sl_free(w);
+}
+
+int fmt_tfrecord_writer_close(struct fmt_tfrecord_writer *w, struct sl_error *err)
+{
+    if (w == NULL)
+        return 0;
+    int rc = w->comp != FMT_COMP_NONE ? deflate_run(w, NULL, 0, Z_FINISH, err)
+                                      : write_all(w, w->buf, w->buf_len, err);
+    if (close(w->fd) != 0 && rc == 0)
+        rc = sl_error_sys(err, errno, "close(%s)", w->path);
+    writer_free(w);
+    return rc;
+}
+
+void fmt_tfrecord_writer_abort(struct fmt_tfrecord_writer *w)
+{
+    if (w == NULL)
+        return;
+    close(w->fd);
+    unlink(w->path);
+    writer_free(w);
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install sluice's build and test dependencies from Debian when missing.
+# Used by both README set-up commands and by CI. Idempotent; needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang
+      libzmq3-dev libarchive-dev zlib1g-dev check libjansson-dev libisal-dev
+      dataset-fashion-mnist python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,20 @@
+/* sl_clock: monotonic time for measurements. */
+#ifndef SL_CLOCK_H
+#define SL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t sl_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline double sl_clock_s(void)
+{
+    return (double)sl_clock_ns() / 1e9;
+}
+
+#endif

@@ -1,0 +1,120 @@
+/* CRC-32C: TensorFlow's crc32c_test.cc vectors (RFC 3720 B.4), the standard
+ * check value, TFRecord's mask, and agreement of every implementation at
+ * every length and alignment. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt_crc32c.h"
+#include "sl_test.h"
+
+static const struct {
+    const char *name;
+    uint32_t crc;
+} named[] = {
+    {"123456789", 0xe3069283u},
+    {"", 0x00000000u},
+    {"a", 0xc1d04330u},
+    {"foo", 0xcfc4ae1du},
+    {"hello world", 0xc99465aau},
+};
+
+static void check_all_impls(const void *p, size_t n, uint32_t want)
+{
+    for (int i = 0; i < FMT_CRC32C_NIMPL; i++) {
+        fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+        if (fn == NULL)
+            continue;
+        ck_assert_msg(fn(0, p, n) == want, "impl %d: got %08x want %08x (n=%zu)", i, fn(0, p, n), want, n);
+    }
+    ck_assert_uint_eq(fmt_crc32c(p, n), want);
+}
+
+START_TEST(test_rfc3720_vectors)
+{
+    uint8_t buf[48];
+    memset(buf, 0, 32);
+    check_all_impls(buf, 32, 0x8a9136aau);
+    memset(buf, 0xff, 32);
+    check_all_impls(buf, 32, 0x62a8ab43u);
+    for (int i = 0; i < 32; i++)
+        buf[i] = (uint8_t)i;
+    check_all_impls(buf, 32, 0x46dd794eu);
+    for (int i = 0; i < 32; i++)
+        buf[i] = (uint8_t)(31 - i);
+    check_all_impls(buf, 32, 0x113fdb5cu);
+    uint8_t pdu[48];
+    ck_assert_uint_eq(sl_test_hex("01c00000 00000000 00000000 00000000 14000000 00000400 00000014"
+                                  "00000018 28000000 00000000 02000000 00000000", pdu, sizeof pdu), 48);
+    check_all_impls(pdu, 48, 0xd9963a56u);
+    check_all_impls(pdu, 41, 0xdd1b19beu);
+    check_all_impls(pdu + 1, 44, 0x4930c4b1u);
+}
+END_TEST
+
+START_TEST(test_named_vectors_and_masks)
+{
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        check_all_impls(named[i].name, strlen(named[i].name), named[i].crc);
+    ck_assert_uint_eq(fmt_crc32c_mask(0xe3069283u), 0xc78ab0e5u);
+    ck_assert_uint_eq(fmt_crc32c_mask(0), 0xa282ead8u);
+    ck_assert_uint_eq(fmt_crc32c_mask(0xcfc4ae1du), 0xfebe8a61u);
+    uint8_t len0[8] = {0};
+    ck_assert_uint_eq(fmt_crc32c_mask(fmt_crc32c(len0, 8)), 0x07980329u);
+    uint8_t len3[8] = {3};
+    ck_assert_uint_eq(fmt_crc32c_mask(fmt_crc32c(len3, 8)), 0x0e4999b0u);
+    for (uint32_t v = 1; v < 0xF0000000u; v += 0x01234567u)
+        ck_assert_uint_eq(fmt_crc32c_unmask(fmt_crc32c_mask(v)), v);
+}
+END_TEST
+
+START_TEST(test_extend_is_concatenation)
+{
+    uint32_t a = fmt_crc32c("hello ", 6);
+    ck_assert_uint_eq(fmt_crc32c_extend(a, "world", 5), fmt_crc32c("hello world", 11));
+}
+END_TEST
+
+START_TEST(test_impls_agree_every_length_and_alignment)
+{
+    uint8_t *buf = malloc(4096 + 16);
+    uint32_t x = 12345;
+    for (int i = 0; i < 4096 + 16; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (uint8_t)(x >> 16);
+    }
+    fmt_crc32c_fn ref = fmt_crc32c_impl_fn(FMT_CRC32C_PORTABLE);
+    ck_assert_ptr_nonnull(ref);
+    for (size_t align = 0; align < 8; align++)
+        for (size_t n = 0; n < 300; n++) {
+            uint32_t want = ref(0, buf + align, n);
+            check_all_impls(buf + align, n, want);
+            /* split at every point: extend(a, b) */
+            if (n > 0) {
+                size_t k = n / 3;
+                ck_assert_uint_eq(fmt_crc32c_extend(fmt_crc32c(buf + align, k), buf + align + k, n - k), want);
+            }
+        }
+    check_all_impls(buf, 4096 + 16, ref(0, buf, 4096 + 16));
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_impl_name)
+{
+    const char *n = fmt_crc32c_impl_name();
+    ck_assert(strcmp(n, "isa-l") == 0 || strcmp(n, "sse4.2") == 0 || strcmp(n, "portable") == 0);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("fmt_crc32c");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_rfc3720_vectors);
+    tcase_add_test(tc, test_named_vectors_and_masks);
+    tcase_add_test(tc, test_extend_is_concatenation);
+    tcase_add_test(tc, test_impls_agree_every_length_and_alignment);
+    tcase_add_test(tc, test_impl_name);
+    suite_add_tcase(s, tc);
+    return s;
+}

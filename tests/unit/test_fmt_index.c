@@ -1,0 +1,109 @@
+/* Index files: DALI's tfrecord2idx layout, exact bytes; strict loading. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt_index.h"
+#include "fmt_tfrecord.h"
+#include "sl_test.h"
+
+static const char *make_file(const char *name, enum fmt_compression c)
+{
+    const char *path = sl_test_path(name);
+    struct fmt_tfrecord_writer *w;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_tfrecord_writer_open(&w, path, c, -1, &err), 0);
+    ck_assert_int_eq(fmt_tfrecord_writer_write(w, "foo", 3, &err), 0);
+    ck_assert_int_eq(fmt_tfrecord_writer_write(w, "", 0, &err), 0);
+    ck_assert_int_eq(fmt_tfrecord_writer_write(w, "123456789", 9, &err), 0);
+    ck_assert_int_eq(fmt_tfrecord_writer_close(w, &err), 0);
+    return path;
+}
+
+START_TEST(test_build_exact_bytes)
+{
+    const char *names[] = {"a.tfrecord", "a.tfrecord.gz"};
+    for (int i = 0; i < 2; i++) {
+        const char *path = make_file(names[i], FMT_COMP_AUTO);
+        char idx[512];
+        snprintf(idx, sizeof idx, "%s.idx", path);
+        uint64_t n = 0;
+        struct sl_error err = {0};
+        ck_assert_int_eq(fmt_index_build(path, idx, NULL, &n, &err), 0);
+        ck_assert_uint_eq(n, 3);
+        size_t len;
+        uint8_t *got = sl_test_read(idx, &len);
+        const char *want = "0 19\n19 16\n35 25\n";
+        ck_assert_uint_eq(len, strlen(want));
+        ck_assert_int_eq(memcmp(got, want, len), 0);
+        free(got);
+        struct fmt_index_entry *e;
+        size_t ne;
+        ck_assert_int_eq(fmt_index_load(idx, &e, &ne, &err), 0);
+        ck_assert_uint_eq(ne, 3);
+        ck_assert_uint_eq(e[2].offset, 35);
+        ck_assert_uint_eq(e[2].size, 25);
+        free(e);
+    }
+}
+END_TEST
+
+START_TEST(test_build_on_corrupt_file_leaves_no_index)
+{
+    uint8_t file[19];
+    sl_test_hex("0300000000000000 b099490e 666f6f 618abeff", file, 19);
+    const char *path = sl_test_write("bad.tfrecord", file, 19);
+    const char *idx = sl_test_path("bad.tfrecord.idx");
+    struct sl_error err = {0};
+    uint64_t n;
+    ck_assert_int_eq(fmt_index_build(path, idx, NULL, &n, &err), SL_ECORRUPT);
+    ck_assert(strstr(err.msg, "corrupted record at 12") != NULL);
+    size_t len;
+    ck_assert_ptr_null(sl_test_read(idx, &len));
+}
+END_TEST
+
+START_TEST(test_load_rejects_bad_lines)
+{
+    static const struct {
+        const char *text;
+        const char *msg;
+    } cases[] = {
+        {"0 19\nx 5\n", ":2: expected '<offset> <size>'"},
+        {"0 19\n19\n", ":2: expected '<offset> <size>'"},
+        {"0 19 7\n", ":1: expected '<offset> <size>'"},
+        {"0 15\n", ":1: record size 15 is below 16"},
+        {"0 19\n18 16\n", ":2: offset 18 overlaps the previous record (ends at 19)"},
+        {"99999999999999999999999 19\n", ":1: expected '<offset> <size>'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *idx = sl_test_write("bad.idx", cases[i].text, strlen(cases[i].text));
+        struct fmt_index_entry *e;
+        size_t n;
+        struct sl_error err = {0};
+        ck_assert_int_eq(fmt_index_load(idx, &e, &n, &err), SL_ECORRUPT);
+        char want[600];
+        snprintf(want, sizeof want, "%s%s", idx, cases[i].msg);
+        ck_assert_str_eq(err.msg, want);
+        ck_assert_ptr_null(e);
+    }
+    /* an empty index is an empty file's index */
+    const char *idx = sl_test_write("empty.idx", "", 0);
+    struct fmt_index_entry *e;
+    size_t n = 9;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_index_load(idx, &e, &n, &err), 0);
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("fmt_index");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_build_exact_bytes);
+    tcase_add_test(tc, test_build_on_corrupt_file_leaves_no_index);
+    tcase_add_test(tc, test_load_rejects_bad_lines);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,293 @@
+/* fmt_stream: windows over plain, gzip and zlib input from files and memory,
+ * with both inflaters; concatenated gzip members; corrupt, truncated and
+ * trailing data as errors with the compressed offset; AUTO detection. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "fmt_stream.h"
+#include "sl_test.h"
+
+/* Compress with zlib directly (not our writer): wbits 31 gzip, 15 zlib. */
+static size_t deflate_to(const uint8_t *in, size_t n, int wbits, uint8_t *out, size_t cap)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (Bytef *)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    size_t made = cap - z.avail_out;
+    deflateEnd(&z);
+    return made;
+}
+
+static uint8_t *pattern(size_t n)
+{
+    uint8_t *p = malloc(n);
+    uint32_t x = 7;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (uint8_t)("abcdefgh"[(x >> 24) & 7] + (i % 97 == 0));
+    }
+    return p;
+}
+
+/* Read everything through windows of `step` bytes; returns malloc'd copy. */
+static int drain(struct fmt_stream *s, size_t step, uint8_t **out, size_t *len, struct sl_error *err)
+{
+    size_t cap = 1024, n = 0;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        const uint8_t *p;
+        size_t avail;
+        int rc = fmt_stream_window(s, step, &p, &avail, err);
+        if (rc != 0) {
+            free(buf);
+            return rc;
+        }
+        size_t take = avail < step ? avail : step;
+        while (n + take > cap)
+            buf = realloc(buf, cap *= 2);
+        memcpy(buf + n, p, take);
+        n += take;
+        fmt_stream_consume(s, take);
+        if (avail < step)
+            break;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static void roundtrip(const char *name, const uint8_t *file, size_t flen, const uint8_t *want, size_t wlen,
+                      enum fmt_compression c, int use_zlib, size_t bufsize, size_t step)
+{
+    struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib};
+    struct sl_error err = {0};
+    for (int from_file = 0; from_file < 2; from_file++) {
+        struct fmt_stream *s;
+        if (from_file)
+            ck_assert_int_eq(fmt_stream_open(&s, sl_test_write(name, file, flen), &o, &err), 0);
+        else
+            ck_assert_int_eq(fmt_stream_open_mem(&s, name, file, flen, &o, &err), 0);
+        uint8_t *got;
+        size_t n;
+        int rc = drain(s, step, &got, &n, &err);
+        ck_assert_msg(rc == 0, "%s: %s", name, err.msg);
+        ck_assert_uint_eq(n, wlen);
+        ck_assert_int_eq(memcmp(got, want, wlen), 0);
+        ck_assert_uint_eq(fmt_stream_offset(s), wlen);
+        free(got);
+        fmt_stream_close(s);
+    }
+}
+
+START_TEST(test_plain_gzip_zlib_every_inflater)
+{
+    size_t n = 300000;
+    uint8_t *data = pattern(n);
+    uint8_t *gz = malloc(n + 1024), *zz = malloc(n + 1024);
+    size_t gzn = deflate_to(data, n, 31, gz, n + 1024);
+    size_t zzn = deflate_to(data, n, 15, zz, n + 1024);
+    for (int uz = 0; uz < 2; uz++) {
+        roundtrip("a.bin", data, n, data, n, FMT_COMP_NONE, uz, 0, 1000);
+        roundtrip("a.gz", gz, gzn, data, n, FMT_COMP_GZIP, uz, 0, 4096);
+        roundtrip("a.zz", zz, zzn, data, n, FMT_COMP_ZLIB, uz, 0, 4096);
+        /* tiny buffers: every refill and window growth path */
+        roundtrip("b.gz", gz, gzn, data, n, FMT_COMP_GZIP, uz, 7, 1001);
+        roundtrip("b.bin", data, n, data, n, FMT_COMP_NONE, uz, 7, 13);
+        /* AUTO by extension and by magic (no extension) */
+        roundtrip("c.gz", gz, gzn, data, n, FMT_COMP_AUTO, uz, 0, 4096);
+        roundtrip("c.zlib", zz, zzn, data, n, FMT_COMP_AUTO, uz, 0, 4096);
+        roundtrip("noext-gz", gz, gzn, data, n, FMT_COMP_AUTO, uz, 0, 4096);
+        roundtrip("noext-zz", zz, zzn, data, n, FMT_COMP_AUTO, uz, 0, 4096);
+        roundtrip("noext-plain", data, n, data, n, FMT_COMP_AUTO, uz, 0, 4096);
+    }
+    free(data);
+    free(gz);
+    free(zz);
+}
+END_TEST
+
+START_TEST(test_concatenated_gzip_members)
+{
+    const char *parts[] = {"first member|", "", "second|", "third and last"};
+    uint8_t file[1024];
+    size_t flen = 0;
+    char want[256] = "";
+    for (int i = 0; i < 4; i++) {
+        flen += deflate_to((const uint8_t *)parts[i], strlen(parts[i]), 31, file + flen, sizeof file - flen);
+        strcat(want, parts[i]);
+    }
+    for (int uz = 0; uz < 2; uz++) {
+        roundtrip("m.gz", file, flen, (const uint8_t *)want, strlen(want), FMT_COMP_GZIP, uz, 0, 1);
+        roundtrip("m.gz", file, flen, (const uint8_t *)want, strlen(want), FMT_COMP_GZIP, uz, 5, 3);
+    }
+}
+END_TEST
+
+static void expect_error(const char *name, const uint8_t *file, size_t flen, enum fmt_compression c, int use_zlib,
+                         const char *want_substr)
+{
+    struct fmt_stream_opts o = {.compression = c, .use_zlib = use_zlib};
+    struct sl_error err = {0};
+    struct fmt_stream *s;
+    ck_assert_int_eq(fmt_stream_open_mem(&s, name, file, flen, &o, &err), 0);
+    uint8_t *got;
+    size_t n;
+    int rc = drain(s, 4096, &got, &n, &err);
+    ck_assert_int_eq(rc, SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, want_substr) != NULL, "use_zlib=%d: '%s' lacks '%s'", use_zlib, err.msg,
+                  want_substr);
+    ck_assert_msg(strncmp(err.msg, name, strlen(name)) == 0, "message must start with the path: %s", err.msg);
+    fmt_stream_close(s);
+}
+
+START_TEST(test_truncated_corrupt_trailing)
+{
+    size_t n = 100000;
+    uint8_t *data = pattern(n);
+    uint8_t *gz = malloc(n + 1024), *zz = malloc(n + 1024);
+    size_t gzn = deflate_to(data, n, 31, gz, n + 1024);
+    size_t zzn = deflate_to(data, n, 15, zz, n + 1024);
+    char want[128];
+    for (int uz = 0; uz < 2; uz++) {
+        /* truncated: the offset is where the input ended */
+        size_t cuts[] = {gzn / 2, gzn - 1, gzn - 8, 11};
+        for (size_t i = 0; i < 4; i++) {
+            snprintf(want, sizeof want, "truncated gzip stream at compressed offset %zu", cuts[i]);
+            expect_error("t.gz", gz, cuts[i], FMT_COMP_GZIP, uz, want);
+        }
+        snprintf(want, sizeof want, "truncated zlib stream at compressed offset %zu", zzn - 3);
+        expect_error("t.zz", zz, zzn - 3, FMT_COMP_ZLIB, uz, want);
+        /* corrupt: a bad crc32 in the gzip trailer, garbage in the deflate data */
+        uint8_t *bad = malloc(gzn);
+        memcpy(bad, gz, gzn);
+        bad[gzn - 6] ^= 0x55;
+        expect_error("c.gz", bad, gzn, FMT_COMP_GZIP, uz, "corrupt gzip stream");
+        memcpy(bad, gz, gzn);
+        memset(bad + 20, 0xff, 64);
+        expect_error("c.gz", bad, gzn, FMT_COMP_GZIP, uz, "corrupt gzip stream");
+        free(bad);
+        /* trailing bytes after the last member / the zlib stream */
+        uint8_t *tr = malloc(gzn + 4);
+        memcpy(tr, gz, gzn);
+        memcpy(tr + gzn, "junk", 4);
+        snprintf(want, sizeof want, "trailing bytes after gzip member at compressed offset %zu", gzn);
+        expect_error("tr.gz", tr, gzn + 4, FMT_COMP_GZIP, uz, want);
+        free(tr);
+        tr = malloc(zzn + 4);
+        memcpy(tr, zz, zzn);
+        memcpy(tr + zzn, "junk", 4);
+        snprintf(want, sizeof want, "trailing bytes after zlib stream at compressed offset %zu", zzn);
+        expect_error("tr.zz", tr, zzn + 4, FMT_COMP_ZLIB, uz, want);
+        free(tr);
+        /* not compressed at all */
+        expect_error("plain.gz", data, 1000, FMT_COMP_GZIP, uz, "corrupt gzip stream");
+    }
+    free(data);
+    free(gz);
+    free(zz);
+}
+END_TEST
+
+START_TEST(test_empty_inputs)
+{
+    for (int c = FMT_COMP_AUTO; c <= FMT_COMP_ZLIB; c++)
+        roundtrip("empty.gz", (const uint8_t *)"", 0, (const uint8_t *)"", 0, (enum fmt_compression)c, 0, 0, 16);
+}
+END_TEST
+
+static int probe_yes(const uint8_t *head, size_t n)
+{
+    (void)head;
+    return n >= 2;
+}
+
+START_TEST(test_plain_probe_overrides_magic)
+{
+    /* 0x78 0x01 is a valid zlib header, and also the start of a plain file */
+    const uint8_t file[] = {0x78, 0x01, 'p', 'l', 'a', 'i', 'n'};
+    struct fmt_stream_opts o = {.plain_probe = probe_yes};
+    struct sl_error err = {0};
+    struct fmt_stream *s;
+    ck_assert_int_eq(fmt_stream_open_mem(&s, "x", file, sizeof file, &o, &err), 0);
+    ck_assert_int_eq(fmt_stream_compression(s), FMT_COMP_NONE);
+    fmt_stream_close(s);
+    o.plain_probe = NULL;
+    ck_assert_int_eq(fmt_stream_open_mem(&s, "x", file, sizeof file, &o, &err), 0);
+    ck_assert_int_eq(fmt_stream_compression(s), FMT_COMP_ZLIB);
+    fmt_stream_close(s);
+}
+END_TEST
+
+START_TEST(test_window_limit_and_seek)
+{
+    uint8_t data[100];
+    for (int i = 0; i < 100; i++)
+        data[i] = (uint8_t)i;
+    struct fmt_stream_opts o = {.compression = FMT_COMP_NONE, .buffer_size = 8, .max_window = 32};
+    struct sl_error err = {0};
+    struct fmt_stream *s;
+    ck_assert_int_eq(fmt_stream_open(&s, sl_test_write("w.bin", data, 100), &o, &err), 0);
+    const uint8_t *p;
+    size_t avail;
+    ck_assert_int_eq(fmt_stream_window(s, 33, &p, &avail, &err), SL_EINVAL);
+    ck_assert_int_eq(fmt_stream_window(s, 32, &p, &avail, &err), 0);
+    ck_assert_uint_ge(avail, 32);
+    ck_assert_int_eq(p[31], 31);
+    fmt_stream_consume(s, 30);
+    ck_assert_int_eq(fmt_stream_window(s, 20, &p, &avail, &err), 0);
+    ck_assert_int_eq(p[0], 30);
+    ck_assert_int_eq(p[19], 49);
+    ck_assert_int_eq(fmt_stream_seek(s, 90, &err), 0);
+    ck_assert_int_eq(fmt_stream_window(s, 20, &p, &avail, &err), 0);
+    ck_assert_uint_eq(avail, 10);
+    ck_assert_int_eq(p[0], 90);
+    ck_assert_uint_eq(fmt_stream_offset(s), 90);
+    fmt_stream_close(s);
+}
+END_TEST
+
+START_TEST(test_open_missing_file)
+{
+    struct sl_error err = {0};
+    struct fmt_stream *s;
+    ck_assert_int_eq(fmt_stream_open(&s, "/nonexistent/x.tfrecord", NULL, &err), SL_EIO);
+    ck_assert_ptr_null(s);
+    ck_assert_str_eq(err.msg, "open(/nonexistent/x.tfrecord): No such file or directory");
+}
+END_TEST
+
+START_TEST(test_compression_names)
+{
+    enum fmt_compression c;
+    ck_assert_int_eq(fmt_compression_parse("GZIP", &c), 0);
+    ck_assert_int_eq(c, FMT_COMP_GZIP);
+    ck_assert_int_eq(fmt_compression_parse("", &c), 0);
+    ck_assert_int_eq(c, FMT_COMP_NONE);
+    ck_assert_int_eq(fmt_compression_parse("snappy", &c), SL_EINVAL);
+    ck_assert_str_eq(fmt_compression_name(FMT_COMP_ZLIB), "zlib");
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("fmt_stream");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_plain_gzip_zlib_every_inflater);
+    tcase_add_test(tc, test_concatenated_gzip_members);
+    tcase_add_test(tc, test_truncated_corrupt_trailing);
+    tcase_add_test(tc, test_empty_inputs);
+    tcase_add_test(tc, test_plain_probe_overrides_magic);
+    tcase_add_test(tc, test_window_limit_and_seek);
+    tcase_add_test(tc, test_open_missing_file);
+    tcase_add_test(tc, test_compression_names);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,110 @@
+/* shared/: error records, bounded buffers, base64 (RFC 4648 vectors), JSON
+ * string escaping and the allocation failure hook. */
+#include <string.h>
+
+#include "sl_alloc.h"
+#include "sl_base64.h"
+#include "sl_buf.h"
+#include "sl_error.h"
+#include "sl_json.h"
+#include "sl_test.h"
+
+START_TEST(test_error_set_and_prefix)
+{
+    struct sl_error e = {0};
+    ck_assert_int_eq(sl_error_set(&e, SL_ECORRUPT, "corrupted record at %d", 12), SL_ECORRUPT);
+    ck_assert_int_eq(sl_error_prefix(&e, "%s: ", "a.tfrecord"), SL_ECORRUPT);
+    ck_assert_str_eq(e.msg, "a.tfrecord: corrupted record at 12");
+    ck_assert_int_eq(e.code, SL_ECORRUPT);
+    ck_assert_int_eq(sl_error_sys(&e, 2, "open(%s)", "x"), SL_EIO);
+    ck_assert_str_eq(e.msg, "open(x): No such file or directory");
+    ck_assert_int_eq(sl_error_set(NULL, SL_EINVAL, "ignored"), SL_EINVAL);
+    ck_assert_str_eq(sl_code_name(SL_ECORRUPT), "corrupt");
+}
+END_TEST
+
+START_TEST(test_buf_limit)
+{
+    struct sl_buf b;
+    sl_buf_init(&b, 10);
+    ck_assert_int_eq(sl_buf_append(&b, "0123456789", 10), 0);
+    ck_assert_int_eq(sl_buf_putc(&b, 'x'), SL_EINVAL);
+    ck_assert_uint_eq(b.len, 10);
+    ck_assert_int_eq(memcmp(b.data, "0123456789", 10), 0);
+    sl_buf_free(&b);
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_buf_printf(&b, "%d-%s", 42, "x"), 0);
+    ck_assert_uint_eq(b.len, 4);
+    ck_assert_int_eq(memcmp(b.data, "42-x", 4), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_base64_rfc4648)
+{
+    static const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        struct sl_buf b;
+        sl_buf_init(&b, 0);
+        ck_assert_int_eq(sl_base64_encode(&b, plain[i], strlen(plain[i])), 0);
+        ck_assert_uint_eq(b.len, strlen(enc[i]));
+        ck_assert(b.len == 0 || memcmp(b.data, enc[i], b.len) == 0);
+        sl_buf_reset(&b);
+        ck_assert_int_eq(sl_base64_decode(&b, enc[i], strlen(enc[i])), 0);
+        ck_assert_uint_eq(b.len, strlen(plain[i]));
+        ck_assert(b.len == 0 || memcmp(b.data, plain[i], b.len) == 0);
+        sl_buf_free(&b);
+    }
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_base64_decode(&b, "Zm9v!", 5), SL_EINVAL);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_json_string_escapes)
+{
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    const char in[] = "a\"b\\c\n\x01\xc3\xa9\xff";
+    ck_assert_int_eq(sl_json_string(&b, in, sizeof in - 1), 0);
+    const char *want = "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\u00ff\"";
+    ck_assert_uint_eq(b.len, strlen(want));
+    ck_assert_int_eq(memcmp(b.data, want, b.len), 0);
+    sl_buf_reset(&b);
+    ck_assert_int_eq(sl_json_float(&b, 1.5f), 0);
+    ck_assert_int_eq(sl_json_float(&b, 0.1f), 0);
+    ck_assert_int_eq(sl_buf_putc(&b, '\0'), 0);
+    ck_assert_str_eq((char *)b.data, "1.50.1");
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_alloc_failure_hook)
+{
+    sl_alloc_fail_after(2);
+    void *a = sl_malloc(8);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_null(sl_malloc(8));
+    ck_assert_ptr_null(sl_malloc(8));
+    sl_alloc_fail_reset();
+    void *c = sl_malloc(8);
+    ck_assert_ptr_nonnull(c);
+    sl_free(a);
+    sl_free(c);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("sl_shared");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_error_set_and_prefix);
+    tcase_add_test(tc, test_buf_limit);
+    tcase_add_test(tc, test_base64_rfc4648);
+    tcase_add_test(tc, test_json_string_escapes);
+    tcase_add_test(tc, test_alloc_failure_hook);
+    suite_add_tcase(s, tc);
+    return s;
+}
