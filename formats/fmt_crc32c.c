@@ -126,6 +126,7 @@ fmt_crc32c_fn fmt_crc32c_impl_fn(enum fmt_crc32c_impl which)
 }
 
 static _Atomic(fmt_crc32c_fn) chosen;
+static _Atomic(fmt_crc32c_fn) chosen_small;
 static const char *_Atomic chosen_name;
 
 static fmt_crc32c_fn choose(void)
@@ -137,6 +138,8 @@ static fmt_crc32c_fn choose(void)
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         fmt_crc32c_fn fn = fmt_crc32c_impl_fn(order[i].id);
         if (fn != NULL) {
+            fmt_crc32c_fn small = fmt_crc32c_impl_fn(FMT_CRC32C_SSE42);
+            atomic_store(&chosen_small, small != NULL ? small : fn);
             atomic_store(&chosen_name, order[i].name);
             atomic_store(&chosen, fn);
             return fn;
@@ -145,11 +148,18 @@ static fmt_crc32c_fn choose(void)
     return crc_portable;
 }
 
+/* Below this size the crc32 instruction beats ISA-L's folding code, whose
+ * set-up costs ~14 ns a call (8 bytes: 1.7 ns vs 13.8 ns here); TFRecord
+ * checks an 8-byte CRC per record, so the split matters. */
+#define SMALL_INPUT 64
+
 uint32_t fmt_crc32c_extend(uint32_t crc, const void *p, size_t n)
 {
-    fmt_crc32c_fn fn = atomic_load_explicit(&chosen, memory_order_relaxed);
-    if (fn == NULL)
-        fn = choose();
+    fmt_crc32c_fn fn = atomic_load_explicit(n < SMALL_INPUT ? &chosen_small : &chosen, memory_order_relaxed);
+    if (fn == NULL) {
+        choose();
+        fn = atomic_load(n < SMALL_INPUT ? &chosen_small : &chosen);
+    }
     return fn(crc, p, n);
 }
 

@@ -10,7 +10,9 @@
  *
  * Decoding rules (semantics.md 1.4):
  *  - duplicate keys: the last wins; a Feature with no kind counts as missing
- *    (and does not override an earlier duplicate);
+ *    (and, for fixed-length features, does not override an earlier
+ *    duplicate; a variable-length feature takes the last occurrence even
+ *    when it has no kind, as TensorFlow's sparse path does);
  *  - fixed-length: count must equal the shape's product, else
  *    "Key: <k>, Index: <row>.  Number of <int64|float|bytes> values != expected.
  *     Values size: <n> but output shape: [d0,d1]";
@@ -18,7 +20,13 @@
  *    could not be found."; wrong type: "Key: <k>, Index: <row>.  Data types
  *    don't match. Data type: <actual> but expected type: <expected>";
  *  - uint8 "from bytes": a bytes feature holding exactly one value of
- *    prod(shape) bytes, copied as raw uint8.
+ *    prod(shape) bytes, copied as raw uint8 (else "... Number of bytes
+ *    values != expected.  Values size: <n> but output shape: []" or "...
+ *    Number of uint8 values != expected.  Values size: <bytes> but output
+ *    shape: [d0,d1]"); variable-length uint8 is all its values' bytes;
+ *  - variable-length: missing -> an empty row; wrong type: "Key: <k>,
+ *    Index: <row>.  Data types don't match. Expected type: <e>, Actual
+ *    type: <a>" (TensorFlow's sparse text).
  * On error the row is not added and the batch is unchanged.
  *
  * Thread-safe: no; one owner per batch. A spec is immutable after parse.

@@ -71,6 +71,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     so->max_window = r->st.max_record_bytes + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER + 1;
     so->plain_probe = ops->plain_probe;
     so->use_zlib = o->use_zlib;
+    so->use_read = o->use_read;
     *out = r;
     return 0;
 }
@@ -80,7 +81,7 @@ int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_
 {
     struct fmt_stream_opts so;
     *out = NULL;
-    struct fmt_reader *r;
+    struct fmt_reader *r = NULL;
     int rc = reader_new(&r, path, opts, &so, err);
     if (rc != 0)
         return rc;
@@ -98,7 +99,7 @@ int fmt_reader_open_mem(struct fmt_reader **out, const char *name, const void *d
 {
     struct fmt_stream_opts so;
     *out = NULL;
-    struct fmt_reader *r;
+    struct fmt_reader *r = NULL;
     int rc = reader_new(&r, name, opts, &so, err);
     if (rc != 0)
         return rc;

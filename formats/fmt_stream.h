@@ -4,7 +4,8 @@
  *
  * Reads go through a window: fmt_stream_window() makes at least `need`
  * contiguous bytes available and lends a pointer to them, valid until the
- * next window/consume/close call; fmt_stream_consume() moves past bytes.
+ * next window/seek/close call; fmt_stream_consume() only moves the position
+ * (it never moves data), so a view taken before it stays valid.
  * Formats frame records straight out of the window, so a record view costs
  * no copy and no allocation.
  *
@@ -13,7 +14,9 @@
  * file. A corrupt or truncated compressed stream is SL_ECORRUPT with
  * "<path>: <what> at compressed offset N".
  *
- * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
+ * An uncompressed regular file is memory-mapped and lent from the page cache
+ * (use_read turns that off; a file truncated by another process while mapped
+ * would raise SIGBUS). Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
  * zlib otherwise; fmt_stream_inflater_name() says which.
  *
  * Thread-safe: no; one owner.
@@ -44,6 +47,7 @@ struct fmt_stream_opts {
     size_t max_window;                 /* largest window a caller may ask for; 0: 64 MiB + 64 */
     fmt_plain_probe_fn plain_probe;    /* optional, see above */
     int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */
+    int use_read;                      /* 1: read(2) an uncompressed file instead of mapping it */
 };
 
 struct fmt_stream;

@@ -1,6 +1,6 @@
-/* sl_buf: a growable byte buffer with a hard size limit (curl's dynbuf).
+/* sl_buf: a growable byte buffer with a hard size limit (as curl's dynbuf).
  * Owned by the caller; all-zero plus sl_buf_init() is an empty buffer.
- * Growth past `max` fails with SL_ECORRUPT-free SL_EINVAL so a length read
+ * Growth past `max` fails with SL_EINVAL, so a length read
  * from data can never size an unbounded allocation.
  */
 #ifndef SL_BUF_H

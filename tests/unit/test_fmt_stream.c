@@ -66,9 +66,11 @@ static int drain(struct fmt_stream *s, size_t step, uint8_t **out, size_t *len, 
 static void roundtrip(const char *name, const uint8_t *file, size_t flen, const uint8_t *want, size_t wlen,
                       enum fmt_compression c, int use_zlib, size_t bufsize, size_t step)
 {
-    struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib};
     struct sl_error err = {0};
-    for (int from_file = 0; from_file < 2; from_file++) {
+    /* memory, a mapped file, a file read with read(2) */
+    for (int from_file = 0; from_file < 3; from_file++) {
+        struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib,
+                                    .use_read = from_file == 2};
         struct fmt_stream *s;
         if (from_file)
             ck_assert_int_eq(fmt_stream_open(&s, sl_test_write(name, file, flen), &o, &err), 0);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build sluice and pass its tests: the README's test command, also run by CI.
+#
+#   scripts/test.sh          deps, release build, every ctest test (unit, cli)
+#   scripts/test.sh --all    also the unit tests under ASan+UBSan and a short
+#                            libFuzzer run of every fuzz target (what CI runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${1:-}" = "--all" ]; then
+  echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address >/dev/null
+  cmake --build build-asan -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+  echo "== fuzz targets, ${SLUICE_FUZZ_SECONDS:-20} s each"
+  scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-20}"
+fi

@@ -1,0 +1,607 @@
+/* sluice-bench formats: the record-format benchmarks of issue #2.
+ *
+ * Data: the Fashion-MNIST training set converted in memory to Examples
+ * (image: 784 raw bytes, label, id), as the main job writes them, or a user
+ * file (--file). Written once to a scratch folder as plain and GZIP
+ * TFRecord and read once to be in the page cache.
+ *
+ * Each figure is the median of --repeat runs; within a run the baseline and
+ * sluice alternate on the same file, each looping over it for at least
+ * --min-time seconds:
+ *   1. TFRecord scan with CRC verification   vs read() + CRC32C of the bytes
+ *      (sluice maps plain files; the read(2) path is measured too)
+ *   2. GZIP TFRecord scan                    vs the fastest inflate alone
+ *      (ISA-L igzip when built with it; zlib also shown)
+ *   3. Example decode into batched columns   (records/s, GB/s; in memory)
+ *      and scan + decode from the file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#ifdef SLUICE_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
+#include "bench.h"
+#include "fmt_crc32c.h"
+#include "fmt_example.h"
+#include "fmt_features.h"
+#include "fmt_idx.h"
+#include "fmt_reader.h"
+#include "fmt_tfrecord.h"
+#include "sl_alloc.h"
+#include "sl_buf.h"
+#include "sl_clock.h"
+#include "sl_log.h"
+
+#define CHUNK ((size_t)1 << 20)
+#define DEFAULT_IMAGES "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+#define DEFAULT_LABELS "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
+
+static const char usage[] =
+    "Usage: sluice-bench formats [OPTIONS]\n"
+    "\n"
+    "Measure record reading and decoding against the least-work baselines, in one run.\n"
+    "\n"
+    "  --file PATH         a plain TFRecord file of tf.train.Example records to use\n"
+    "                      (default: Fashion-MNIST train set converted to a scratch file)\n"
+    "  --features SPEC     declared features for the decode test, as name:dtype[:count]\n"
+    "                      comma-separated (default image:uint8:784,label:int64,id:int64)\n"
+    "  --images PATH       IDX images for the default data (default " DEFAULT_IMAGES ")\n"
+    "  --labels PATH       IDX labels (default " DEFAULT_LABELS ")\n"
+    "  --scratch DIR       where to write the scratch files (default $TMPDIR or /tmp)\n"
+    "  --repeat N          runs per figure; the median is reported (default 5)\n"
+    "  --min-time SECONDS  least time per measurement (default 0.3)\n"
+    "  --batch N           rows per decoded batch (default 256)\n"
+    "  --json              one JSON object instead of the table\n"
+    "  -h, --help          this help\n";
+
+struct bench {
+    const char *file;
+    char plain[4096], gz[4096];
+    struct fmt_feature_spec specs[16];
+    size_t nspecs;
+    int repeat;
+    double min_time;
+    size_t batch;
+    int json;
+    uint64_t plain_bytes, gz_bytes, records;
+    /* all records in memory, for the decode test */
+    uint8_t *recs;
+    uint64_t *rec_off; /* records + 1 */
+};
+
+struct result {
+    const char *name, *unit, *baseline_name;
+    double ours, base; /* base 0: no baseline */
+    double extra;      /* records/s for decode figures */
+};
+
+double bench_median(double *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- the measured bodies: each does one full pass and returns bytes ---- */
+
+typedef int (*pass_fn)(struct bench *b, const void *arg, uint64_t *bytes);
+
+static int pass_read_crc(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const char *path = arg;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    static uint8_t *buf;
+    if (buf == NULL)
+        buf = sl_malloc(CHUNK);
+    uint32_t crc = 0;
+    ssize_t n;
+    uint64_t total = 0;
+    while ((n = read(fd, buf, CHUNK)) > 0) {
+        crc = fmt_crc32c_extend(crc, buf, (size_t)n);
+        total += (uint64_t)n;
+    }
+    close(fd);
+    *bytes = total + (crc == 1); /* keep the crc alive */
+    (void)b;
+    return n < 0 ? -1 : 0;
+}
+
+struct scan_arg {
+    const char *path;
+    int use_zlib;
+    int use_read;
+};
+
+static int pass_scan(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const struct scan_arg *a = arg;
+    struct fmt_reader_opts o = {.use_zlib = a->use_zlib, .use_read = a->use_read};
+    struct fmt_reader *r;
+    struct sl_error err = {0};
+    if (fmt_reader_open(&r, a->path, &o, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    struct fmt_record rec;
+    int rc;
+    while ((rc = fmt_reader_next(r, &rec, &err)) == 0)
+        ;
+    *bytes = fmt_stream_offset(fmt_reader_stream(r));
+    fmt_reader_close(r);
+    if (rc != SL_END)
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    (void)b;
+    return rc == SL_END ? 0 : -1;
+}
+
+static int pass_zlib_inflate(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const char *path = arg;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    static uint8_t *in, *out;
+    if (in == NULL) {
+        in = sl_malloc(CHUNK);
+        out = sl_malloc(CHUNK);
+    }
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    inflateInit2(&z, 31);
+    uint64_t total = 0;
+    ssize_t n;
+    int zr = Z_OK;
+    while (zr != Z_STREAM_END && (n = read(fd, in, CHUNK)) > 0) {
+        z.next_in = in;
+        z.avail_in = (uInt)n;
+        do {
+            z.next_out = out;
+            z.avail_out = (uInt)CHUNK;
+            zr = inflate(&z, Z_NO_FLUSH);
+            total += CHUNK - z.avail_out;
+        } while (z.avail_in > 0 && zr == Z_OK);
+    }
+    inflateEnd(&z);
+    close(fd);
+    *bytes = total;
+    (void)b;
+    return zr == Z_STREAM_END ? 0 : -1;
+}
+
+#ifdef SLUICE_HAVE_ISAL
+static int pass_isal_inflate(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const char *path = arg;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    static uint8_t *in, *out;
+    static struct inflate_state *st;
+    if (in == NULL) {
+        in = sl_malloc(CHUNK);
+        out = sl_malloc(CHUNK);
+        st = sl_malloc(sizeof *st);
+    }
+    isal_inflate_init(st);
+    st->crc_flag = ISAL_GZIP;
+    uint64_t total = 0;
+    ssize_t n;
+    while (st->block_state != ISAL_BLOCK_FINISH && (n = read(fd, in, CHUNK)) > 0) {
+        st->next_in = in;
+        st->avail_in = (uint32_t)n;
+        do {
+            st->next_out = out;
+            st->avail_out = (uint32_t)CHUNK;
+            if (isal_inflate(st) < 0) {
+                close(fd);
+                return -1;
+            }
+            total += CHUNK - st->avail_out;
+        } while ((st->avail_in > 0 || st->avail_out == 0) && st->block_state != ISAL_BLOCK_FINISH);
+    }
+    close(fd);
+    *bytes = total;
+    (void)b;
+    return st->block_state == ISAL_BLOCK_FINISH ? 0 : -1;
+}
+#endif
+
+static int pass_decode_mem(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    struct fmt_batch *batch = (struct fmt_batch *)arg;
+    struct sl_error err = {0};
+    for (uint64_t i = 0; i < b->records; i++) {
+        if (fmt_batch_rows(batch) == b->batch)
+            fmt_batch_reset(batch);
+        if (fmt_batch_add(batch, b->recs + b->rec_off[i], b->rec_off[i + 1] - b->rec_off[i], &err) != 0) {
+            sl_log(SL_LOG_ERROR, "record %llu: %s", (unsigned long long)i, err.msg);
+            return -1;
+        }
+    }
+    fmt_batch_reset(batch);
+    *bytes = b->rec_off[b->records];
+    return 0;
+}
+
+struct scan_decode_arg {
+    const char *path;
+    struct fmt_batch *batch;
+};
+
+static int pass_scan_decode(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const struct scan_decode_arg *a = arg;
+    struct fmt_reader *r;
+    struct sl_error err = {0};
+    if (fmt_reader_open(&r, a->path, NULL, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    struct fmt_record rec;
+    int rc;
+    while ((rc = fmt_reader_next(r, &rec, &err)) == 0) {
+        if (fmt_batch_rows(a->batch) == b->batch)
+            fmt_batch_reset(a->batch);
+        if ((rc = fmt_batch_add(a->batch, rec.data, rec.len, &err)) != 0)
+            break;
+    }
+    fmt_batch_reset(a->batch);
+    *bytes = fmt_stream_offset(fmt_reader_stream(r));
+    fmt_reader_close(r);
+    if (rc != SL_END)
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return rc == SL_END ? 0 : -1;
+}
+
+/* Run fn repeatedly for at least min_time; returns bytes per second. */
+static double measure(struct bench *b, pass_fn fn, const void *arg)
+{
+    uint64_t total = 0;
+    double t0 = sl_clock_s(), el;
+    do {
+        uint64_t n = 0;
+        if (fn(b, arg, &n) != 0)
+            return -1;
+        total += n;
+        el = sl_clock_s() - t0;
+    } while (el < b->min_time);
+    return (double)total / el;
+}
+
+/* Alternate ours and the baseline `repeat` times; medians into r. */
+static int compare(struct bench *b, struct result *r, pass_fn ours, const void *oa, pass_fn base, const void *ba)
+{
+    double o[64], s[64];
+    int n = b->repeat;
+    for (int i = 0; i < n; i++) {
+        if (base != NULL && (s[i] = measure(b, base, ba)) < 0)
+            return -1;
+        if ((o[i] = measure(b, ours, oa)) < 0)
+            return -1;
+    }
+    r->ours = bench_median(o, (size_t)n);
+    r->base = base != NULL ? bench_median(s, (size_t)n) : 0;
+    return 0;
+}
+
+/* ---- data preparation ---- */
+
+static int write_fmnist(struct bench *b, const char *images, const char *labels)
+{
+    struct sl_error err = {0};
+    struct fmt_idx *xi = NULL, *xl = NULL;
+    if (fmt_idx_open(&xi, images, &err) != 0 || fmt_idx_open(&xl, labels, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s (install dataset-fashion-mnist or pass --file)", err.msg);
+        fmt_idx_close(xi);
+        return -1;
+    }
+    struct fmt_tfrecord_writer *wp = NULL, *wg = NULL;
+    int rc = fmt_tfrecord_writer_open(&wp, b->plain, FMT_COMP_NONE, -1, &err);
+    if (rc == 0)
+        rc = fmt_tfrecord_writer_open(&wg, b->gz, FMT_COMP_GZIP, -1, &err);
+    struct sl_buf ex;
+    sl_buf_init(&ex, 0);
+    const uint8_t *img, *lab;
+    int64_t id = 0;
+    while (rc == 0 && (rc = fmt_idx_next(xi, &img, &err)) == 0) {
+        if ((rc = fmt_idx_next(xl, &lab, &err)) != 0)
+            break;
+        int64_t label = fmt_idx_value_i64(xl, lab, 0);
+        size_t ilen = fmt_idx_info(xi)->elem_bytes;
+        struct fmt_example_enc e;
+        sl_buf_reset(&ex);
+        rc = fmt_example_enc_begin(&e, &ex);
+        if (rc == 0)
+            rc = fmt_example_enc_bytes(&e, "image", &img, &ilen, 1);
+        if (rc == 0)
+            rc = fmt_example_enc_int64(&e, "label", &label, 1);
+        if (rc == 0)
+            rc = fmt_example_enc_int64(&e, "id", &id, 1);
+        if (rc == 0)
+            rc = fmt_example_enc_end(&e);
+        else
+            fmt_example_enc_abort(&e);
+        if (rc == 0)
+            rc = fmt_tfrecord_writer_write(wp, ex.data, ex.len, &err);
+        if (rc == 0)
+            rc = fmt_tfrecord_writer_write(wg, ex.data, ex.len, &err);
+        id++;
+    }
+    if (rc == SL_END)
+        rc = 0;
+    sl_buf_free(&ex);
+    fmt_idx_close(xi);
+    fmt_idx_close(xl);
+    int rc2 = fmt_tfrecord_writer_close(wp, &err);
+    int rc3 = fmt_tfrecord_writer_close(wg, &err);
+    if (rc == 0)
+        rc = rc2 ? rc2 : rc3;
+    if (rc != 0)
+        sl_log(SL_LOG_ERROR, "preparing data: %s", err.msg[0] ? err.msg : sl_code_name(rc));
+    return rc;
+}
+
+static int copy_to_gzip(struct bench *b)
+{
+    struct sl_error err = {0};
+    struct fmt_reader *r;
+    struct fmt_tfrecord_writer *w;
+    if (fmt_reader_open(&r, b->plain, NULL, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    int rc = fmt_tfrecord_writer_open(&w, b->gz, FMT_COMP_GZIP, -1, &err);
+    struct fmt_record rec;
+    while (rc == 0 && (rc = fmt_reader_next(r, &rec, &err)) == 0)
+        rc = fmt_tfrecord_writer_write(w, rec.data, rec.len, &err);
+    fmt_reader_close(r);
+    if (rc == SL_END)
+        rc = fmt_tfrecord_writer_close(w, &err);
+    else
+        fmt_tfrecord_writer_abort(w);
+    if (rc != 0)
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return rc;
+}
+
+static int load_records(struct bench *b)
+{
+    struct sl_error err = {0};
+    struct fmt_reader *r;
+    if (fmt_reader_open(&r, b->plain, NULL, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    struct sl_buf data, offs;
+    sl_buf_init(&data, 0);
+    sl_buf_init(&offs, 0);
+    uint64_t zero = 0;
+    int rc = sl_buf_append(&offs, &zero, sizeof zero);
+    struct fmt_record rec;
+    while (rc == 0 && (rc = fmt_reader_next(r, &rec, &err)) == 0) {
+        rc = sl_buf_append(&data, rec.data, rec.len);
+        uint64_t end = data.len;
+        if (rc == 0)
+            rc = sl_buf_append(&offs, &end, sizeof end);
+    }
+    fmt_reader_close(r);
+    if (rc != SL_END) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg[0] ? err.msg : "out of memory");
+        sl_buf_free(&data);
+        sl_buf_free(&offs);
+        return -1;
+    }
+    b->recs = data.data;
+    b->rec_off = (uint64_t *)(void *)offs.data;
+    b->records = offs.len / sizeof(uint64_t) - 1;
+    return 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static int parse_features(struct bench *b, const char *spec)
+{
+    char *copy = sl_strdup(spec), *save = NULL;
+    b->nspecs = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (b->nspecs == 16) {
+            sl_free(copy);
+            return -1;
+        }
+        struct fmt_feature_spec *s = &b->specs[b->nspecs++];
+        memset(s, 0, sizeof *s);
+        char *name = tok, *dtype = strchr(tok, ':');
+        if (dtype == NULL) {
+            sl_free(copy);
+            return -1;
+        }
+        *dtype++ = '\0';
+        char *count = strchr(dtype, ':');
+        if (count)
+            *count++ = '\0';
+        snprintf(s->name, sizeof s->name, "%s", name);
+        if (fmt_dtype_parse(dtype, &s->dtype) != 0) {
+            sl_free(copy);
+            return -1;
+        }
+        if (count != NULL) {
+            s->rank = 1;
+            s->shape[0] = atoll(count);
+        }
+    }
+    sl_free(copy);
+    return b->nspecs ? 0 : -1;
+}
+
+static void print_results(const struct bench *b, const struct result *r, size_t n)
+{
+    if (b->json) {
+        printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
+               "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
+               (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
+               (unsigned long long)b->gz_bytes, fmt_crc32c_impl_name(), b->repeat);
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"sluice\":%.4g", i ? "," : "", r[i].name, r[i].unit,
+                   r[i].ours);
+            if (r[i].base > 0)
+                printf(",\"baseline\":\"%s\",\"baseline_value\":%.4g,\"ratio\":%.3f", r[i].baseline_name,
+                       r[i].base, r[i].ours / r[i].base);
+            if (r[i].extra > 0)
+                printf(",\"records_per_s\":%.4g", r[i].extra);
+            printf("}");
+        }
+        printf("]}\n");
+        return;
+    }
+    printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
+           (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
+           fmt_crc32c_impl_name(), b->repeat);
+    printf("  %-34s %-22s %-32s %s\n", "test", "sluice", "baseline", "ratio");
+    for (size_t i = 0; i < n; i++) {
+        char ours[64], base[64] = "", ratio[16] = "";
+        if (r[i].extra > 0)
+            snprintf(ours, sizeof ours, "%.2f M rec/s %.2f %s", r[i].extra / 1e6, r[i].ours, r[i].unit);
+        else
+            snprintf(ours, sizeof ours, "%.2f %s", r[i].ours, r[i].unit);
+        if (r[i].base > 0) {
+            snprintf(base, sizeof base, "%-18s %.2f %s", r[i].baseline_name, r[i].base, r[i].unit);
+            snprintf(ratio, sizeof ratio, "%.2fx", r[i].ours / r[i].base);
+        }
+        printf("  %-34s %-22s %-32s %s\n", r[i].name, ours, base, ratio);
+    }
+}
+
+int bench_formats_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"file", required_argument, NULL, 'f'},   {"features", required_argument, NULL, 'F'},
+        {"images", required_argument, NULL, 'i'}, {"labels", required_argument, NULL, 'l'},
+        {"scratch", required_argument, NULL, 's'}, {"repeat", required_argument, NULL, 'r'},
+        {"min-time", required_argument, NULL, 't'}, {"batch", required_argument, NULL, 'b'},
+        {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
+    const char *images = DEFAULT_IMAGES, *labels = DEFAULT_LABELS, *features = "image:uint8:784,label:int64,id:int64";
+    const char *scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f': b.file = optarg; break;
+        case 'F': features = optarg; break;
+        case 'i': images = optarg; break;
+        case 'l': labels = optarg; break;
+        case 's': scratch = optarg; break;
+        case 'r': b.repeat = atoi(optarg); break;
+        case 't': b.min_time = atof(optarg); break;
+        case 'b': b.batch = (size_t)atol(optarg); break;
+        case 'j': b.json = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default:
+            fprintf(stderr, "sluice-bench formats: bad option '%s'\nTry 'sluice-bench formats --help'\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (b.repeat < 1 || b.repeat > 64 || b.min_time < 0 || b.batch < 1 || b.batch > 1 << 20) {
+        fprintf(stderr, "sluice-bench formats: --repeat must be 1-64, --min-time >= 0, --batch 1-1048576\n");
+        return 2;
+    }
+    if (parse_features(&b, features) != 0) {
+        fprintf(stderr, "sluice-bench formats: bad --features '%s' (name:dtype[:count],...)\n", features);
+        return 2;
+    }
+    char dir[3072];
+    snprintf(dir, sizeof dir, "%s/sluice-bench-XXXXXX", scratch);
+    if (mkdtemp(dir) == NULL) {
+        sl_log(SL_LOG_ERROR, "mkdtemp(%s): %s", dir, strerror(errno));
+        return 1;
+    }
+    snprintf(b.plain, sizeof b.plain, "%s/data.tfrecord", dir);
+    snprintf(b.gz, sizeof b.gz, "%s/data.tfrecord.gz", dir);
+    int status = 1;
+    if (b.file != NULL) {
+        snprintf(b.plain, sizeof b.plain, "%s", b.file);
+        if (copy_to_gzip(&b) != 0)
+            goto out_rmdir;
+    } else if (write_fmnist(&b, images, labels) != 0) {
+        goto out_rmdir;
+    }
+    if (load_records(&b) != 0) /* also warms the page cache */
+        goto out_rmdir;
+    b.plain_bytes = file_size(b.plain);
+    b.gz_bytes = file_size(b.gz);
+
+    struct result res[12];
+    size_t nres = 0;
+    struct sl_error err = {0};
+    struct fmt_batch *batch = NULL;
+    if (fmt_batch_create(&batch, b.specs, b.nspecs, b.batch, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        goto out_rmdir;
+    }
+    struct scan_arg plain = {b.plain, 0, 0}, plain_read = {b.plain, 0, 1}, gz = {b.gz, 0, 0},
+                    gz_zlib = {b.gz, 1, 0};
+    res[nres] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(&b, &res[nres++], pass_scan, &plain, pass_read_crc, b.plain) != 0)
+        goto out_batch;
+    res[nres] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(&b, &res[nres++], pass_scan, &plain_read, pass_read_crc, b.plain) != 0)
+        goto out_batch;
+#ifdef SLUICE_HAVE_ISAL
+    res[nres] = (struct result){"gzip tfrecord scan", "GB/s", "igzip inflate", 0, 0, 0};
+    if (compare(&b, &res[nres++], pass_scan, &gz, pass_isal_inflate, b.gz) != 0)
+        goto out_batch;
+#else
+    (void)gz;
+#endif
+    res[nres] = (struct result){"gzip tfrecord scan (zlib inflate)", "GB/s", "zlib inflate", 0, 0, 0};
+    if (compare(&b, &res[nres++], pass_scan, &gz_zlib, pass_zlib_inflate, b.gz) != 0)
+        goto out_batch;
+    res[nres] = (struct result){"example decode (in memory)", "GB/s", "", 0, 0, 0};
+    if (compare(&b, &res[nres], pass_decode_mem, batch, NULL, NULL) != 0)
+        goto out_batch;
+    res[nres].extra = res[nres].ours * (double)b.records / (double)b.rec_off[b.records];
+    nres++;
+    struct scan_decode_arg sd = {b.plain, batch};
+    res[nres] = (struct result){"scan + crc + decode (file)", "GB/s", "", 0, 0, 0};
+    if (compare(&b, &res[nres], pass_scan_decode, &sd, NULL, NULL) != 0)
+        goto out_batch;
+    res[nres].extra = res[nres].ours * (double)b.records / (double)b.plain_bytes;
+    nres++;
+    for (size_t i = 0; i < nres; i++) {
+        res[i].ours /= 1e9;
+        res[i].base /= 1e9;
+    }
+    print_results(&b, res, nres);
+    status = 0;
+out_batch:
+    fmt_batch_destroy(batch);
+out_rmdir:
+    if (b.file == NULL)
+        unlink(b.plain);
+    unlink(b.gz);
+    rmdir(dir);
+    sl_free(b.recs);
+    sl_free(b.rec_off);
+    return status;
+}

@@ -1,0 +1,46 @@
+/* sluice-bench: the benchmark front end. Each subcommand measures a sluice
+ * path against a baseline doing the least possible work on the same data in
+ * the same run, and reports the ratio (machines are shared and noisy, so
+ * absolute figures alone mean little).
+ *
+ *   sluice-bench formats   record formats (this file's only subcommand so far;
+ *                          run / wire / allreduce arrive with the feeder,
+ *                          trainer and benchmark issues)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "sl_log.h"
+
+static const char usage[] =
+    "Usage: sluice-bench COMMAND [OPTIONS]\n"
+    "\n"
+    "Measure sluice's input paths against baselines on this machine.\n"
+    "\n"
+    "Commands:\n"
+    "  formats   TFRecord scan + CRC vs read()+CRC32C; GZIP scan vs the fastest\n"
+    "            inflate; tf.train.Example decode into batched columns\n"
+    "\n"
+    "Run 'sluice-bench COMMAND --help' for the options of a command.\n";
+
+int main(int argc, char **argv)
+{
+    sl_log_setup("sluice-bench", 2, SL_LOG_INFO);
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("sluice-bench %s\n", SLUICE_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "formats") == 0)
+        return bench_formats_main(argc - 1, argv + 1);
+    fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
+    return 2;
+}

@@ -1,0 +1,208 @@
+/* record_shards: the sharded TFRecord output of convert and gen.
+ *
+ * Shards are written one after another (records arrive in shard order), each
+ * to a hidden temporary name in the output folder, so that a glob over the
+ * folder never sees a half-written shard. Only commit makes the final names
+ * appear: first the index files (built from the temporaries, which also reads
+ * every record back and checks its CRCs), then the renames. Whatever fails,
+ * and an interrupt, ends in abort, which removes every file of the set.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fmt_index.h"
+#include "fmt_tfrecord.h"
+#include "record.h"
+#include "sl_alloc.h"
+
+static char *path_printf(const char *fmt, ...) SL_PRINTF(1, 2);
+
+static char *path_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    char *p = sl_malloc((size_t)n + 1);
+    if (p == NULL)
+        return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+static const char *compression_suffix(enum fmt_compression c)
+{
+    return c == FMT_COMP_GZIP ? ".gz" : c == FMT_COMP_ZLIB ? ".zz" : "";
+}
+
+int record_shards_init(struct record_shards *s, const char *dir, const char *prefix, unsigned nshards,
+                       enum fmt_compression compression, int with_index, struct sl_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->nshards = nshards;
+    s->compression = compression == FMT_COMP_AUTO ? FMT_COMP_NONE : compression;
+    s->with_index = with_index;
+    if (nshards == 0 || nshards > RECORD_MAX_SHARDS)
+        return sl_error_set(err, SL_EINVAL, "shard count %u out of range 1..%u", nshards, RECORD_MAX_SHARDS);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return sl_error_sys(err, errno, "mkdir(%s)", dir);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return sl_error_sys(err, errno, "stat(%s)", dir);
+    if (!S_ISDIR(st.st_mode))
+        return sl_error_set(err, SL_EINVAL, "%s: not a directory", dir);
+    s->dir = sl_strdup(dir);
+    s->prefix = sl_strdup(prefix);
+    s->final_paths = sl_calloc(nshards, sizeof *s->final_paths);
+    s->tmp_paths = sl_calloc(nshards, sizeof *s->tmp_paths);
+    s->counts = sl_calloc(nshards, sizeof *s->counts);
+    if (!s->dir || !s->prefix || !s->final_paths || !s->tmp_paths || !s->counts)
+        goto out_nomem;
+    for (unsigned i = 0; i < nshards; i++) {
+        s->final_paths[i] = path_printf("%s/%s-%05u-of-%05u.tfrecord%s", dir, prefix, i, nshards,
+                                        compression_suffix(s->compression));
+        s->tmp_paths[i] = path_printf("%s/.%s-%05u-of-%05u.tfrecord%s.tmp", dir, prefix, i, nshards,
+                                      compression_suffix(s->compression));
+        if (!s->final_paths[i] || !s->tmp_paths[i])
+            goto out_nomem;
+    }
+    return 0;
+
+out_nomem:
+    record_shards_free(s);
+    return sl_error_set(err, SL_ENOMEM, "out of memory");
+}
+
+static int close_current(struct record_shards *s, struct sl_error *err)
+{
+    if (s->w == NULL)
+        return 0;
+    struct fmt_tfrecord_writer *w = s->w;
+    s->w = NULL;
+    return fmt_tfrecord_writer_close(w, err);
+}
+
+static int open_next(struct record_shards *s, struct sl_error *err)
+{
+    int rc = close_current(s, err);
+    if (rc != 0)
+        return rc;
+    unsigned i = s->next_open;
+    rc = fmt_tfrecord_writer_open(&s->w, s->tmp_paths[i], s->compression, -1, err);
+    if (rc != 0) {
+        s->w = NULL;
+        return rc;
+    }
+    s->next_open++;
+    return 0;
+}
+
+int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len,
+                        struct sl_error *err)
+{
+    if (shard >= s->nshards || shard + 1 < s->next_open)
+        return sl_error_set(err, SL_EINVAL, "record for shard %u out of order", shard);
+    while (s->next_open <= shard) {
+        int rc = open_next(s, err);
+        if (rc != 0)
+            return rc;
+    }
+    int rc = fmt_tfrecord_writer_write(s->w, data, len, err);
+    if (rc != 0)
+        return rc;
+    s->counts[shard]++;
+    return 0;
+}
+
+int record_shards_commit(struct record_shards *s, struct sl_error *err)
+{
+    int rc = close_current(s, err);
+    while (rc == 0 && s->next_open < s->nshards) {
+        rc = open_next(s, err); /* the shards no record went to: empty files */
+        if (rc == 0)
+            rc = close_current(s, err);
+    }
+    if (rc == 0 && s->with_index) {
+        struct fmt_reader_opts ro;
+        memset(&ro, 0, sizeof ro);
+        ro.format = FMT_FORMAT_TFRECORD;
+        ro.compression = s->compression;
+        for (unsigned i = 0; rc == 0 && i < s->nshards; i++) {
+            char *idx = path_printf("%s.idx", s->final_paths[i]);
+            uint64_t n = 0;
+            if (idx == NULL) {
+                rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+                break;
+            }
+            rc = fmt_index_build(s->tmp_paths[i], idx, &ro, &n, err);
+            if (rc == 0 && n != s->counts[i])
+                rc = sl_error_set(err, SL_ECORRUPT, "%s: index has %llu records, %llu were written", idx,
+                                  (unsigned long long)n, (unsigned long long)s->counts[i]);
+            if (rc == 0 || access(idx, F_OK) == 0)
+                s->indexed = i + 1;
+            sl_free(idx);
+        }
+    }
+    for (unsigned i = 0; rc == 0 && i < s->nshards; i++) {
+        if (rename(s->tmp_paths[i], s->final_paths[i]) != 0)
+            rc = sl_error_sys(err, errno, "rename(%s, %s)", s->tmp_paths[i], s->final_paths[i]);
+        else
+            s->committed = i + 1;
+    }
+    if (rc != 0)
+        record_shards_abort(s);
+    return rc;
+}
+
+void record_shards_abort(struct record_shards *s)
+{
+    if (s->w != NULL) {
+        fmt_tfrecord_writer_abort(s->w);
+        s->w = NULL;
+    }
+    for (unsigned i = 0; i < s->nshards && s->final_paths && s->final_paths[i]; i++) {
+        if (i < s->indexed) {
+            char *idx = path_printf("%s.idx", s->final_paths[i]);
+            if (idx)
+                unlink(idx);
+            sl_free(idx);
+        }
+        if (i < s->committed)
+            unlink(s->final_paths[i]);
+        else if (i < s->next_open)
+            unlink(s->tmp_paths[i]);
+    }
+    s->indexed = s->committed = s->next_open = 0;
+}
+
+void record_shards_print(const struct record_shards *s, FILE *f)
+{
+    for (unsigned i = 0; i < s->nshards; i++)
+        fprintf(f, "%s\t%llu\n", s->final_paths[i], (unsigned long long)s->counts[i]);
+}
+
+void record_shards_free(struct record_shards *s)
+{
+    if (s->w != NULL)
+        fmt_tfrecord_writer_abort(s->w);
+    for (unsigned i = 0; i < s->nshards; i++) {
+        if (s->final_paths)
+            sl_free(s->final_paths[i]);
+        if (s->tmp_paths)
+            sl_free(s->tmp_paths[i]);
+    }
+    sl_free(s->final_paths);
+    sl_free(s->tmp_paths);
+    sl_free(s->counts);
+    sl_free(s->dir);
+    sl_free(s->prefix);
+    memset(s, 0, sizeof *s);
+}
