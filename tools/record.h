@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fmt_files.h"
 #include "fmt_reader.h"
 #include "fmt_stream.h"
 #include "sl_buf.h"
@@ -32,6 +33,7 @@ enum record_opt {
     RECORD_OPT_COMPRESSION,
     RECORD_OPT_MAX_RECORD_BYTES,
     RECORD_OPT_JSON,
+    RECORD_OPT_ON_ERROR,
     RECORD_OPT_FIRST_PRIVATE /* subcommands number their own options from here */
 };
 
@@ -63,7 +65,22 @@ struct record_read_opts {
     enum fmt_format format;
     enum fmt_compression compression;
     size_t max_record_bytes; /* 0: the library default */
+    enum fmt_on_error on_error; /* --on-error: fail (default) or skip-file */
+    uint64_t skipped;           /* files skipped under skip-file so far */
 };
+
+/* The help line of --on-error, for the commands that take it. */
+#define RECORD_ON_ERROR_HELP                                                              \
+    "      --on-error=POLICY      fail (default): stop at the first bad file, exit 1;\n" \
+    "                             skip-file: report it, skip the rest of that file\n"   \
+    "                             and go on (tf.data's ignore_errors); exit 0\n"
+
+/* A file failed with a data error (already logged): under fail, returns 1
+ * (stop, exit 1); under skip-file counts it and returns 0 (go on). */
+int record_file_failed(struct record_read_opts *ro);
+/* After the last file: warn about skipped files; returns the exit status
+ * the policy gives (RECORD_EXIT_OK under skip-file). */
+void record_report_skipped(const char *cmd, const struct record_read_opts *ro);
 
 /* Handle --format, --compression, --max-record-bytes: returns 0 when `c` was
  * one of them and valid, RECORD_EXIT_USAGE when its value was bad, -1 when `c`

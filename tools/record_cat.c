@@ -31,10 +31,12 @@ static const char cat_help[] =
     "  -d, --decode=example       print each TFRecord record's tf.train.Example\n"
     "                             as \"example\" (protobuf JSON) instead of \"data\"\n"
     "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
+    RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
-    "Offsets are in the decompressed stream. Exit status: 0 ok, 1 a file could\n"
-    "not be read or held bad data (the other files are still printed), 2 usage.\n";
+    "Offsets are in the decompressed stream. The records of a bad file before the\n"
+    "damage are printed. Exit status: 0 ok, 1 a file could not be read or held\n"
+    "bad data, 2 usage.\n";
 
 static int put_u64(struct sl_buf *b, uint64_t v)
 {
@@ -173,6 +175,7 @@ int record_cat_main(int argc, char **argv)
         {"compression", required_argument, NULL, 'c'},
         {"decode", required_argument, NULL, 'd'},
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
+        {"on-error", required_argument, NULL, RECORD_OPT_ON_ERROR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -197,6 +200,7 @@ int record_cat_main(int argc, char **argv)
             decode = 1;
             continue;
         case RECORD_OPT_MAX_RECORD_BYTES:
+        case RECORD_OPT_ON_ERROR:
             break;
         default:
             return record_getopt_error(cmd, argv, c);
@@ -229,9 +233,12 @@ int record_cat_main(int argc, char **argv)
         enum fmt_format f = record_file_format(&ro, path);
         int st = f == FMT_FORMAT_TAR ? cat_tar(&o, path, &ro, &file_json)
                                      : cat_records(&o, path, f, &ro, decode, &file_json);
-        if (st != RECORD_EXIT_OK)
+        if (st != RECORD_EXIT_OK && record_file_failed(&ro)) {
             status = st;
+            break;
+        }
     }
+    record_report_skipped(cmd, &ro);
     if (record_out_flush(&o) != 0)
         status = RECORD_EXIT_DATA;
     sl_buf_free(&file_json);

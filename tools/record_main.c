@@ -165,6 +165,10 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
         if (fmt_compression_parse(arg, &ro->compression) != 0)
             return record_usage_error(cmd, "invalid compression '%s' (auto, none, gzip or zlib)", arg);
         return 0;
+    case RECORD_OPT_ON_ERROR:
+        if (fmt_on_error_parse(arg, &ro->on_error) != 0)
+            return record_usage_error(cmd, "invalid value '%s' for --on-error (fail or skip-file)", arg);
+        return 0;
     case RECORD_OPT_MAX_RECORD_BYTES:
         if (record_parse_u64(cmd, "--max-record-bytes", arg, 1, (uint64_t)SIZE_MAX / 4, &v) != 0)
             return RECORD_EXIT_USAGE;
@@ -179,6 +183,21 @@ int record_has_suffix(const char *path, const char *suffix)
 {
     size_t n = strlen(path), m = strlen(suffix);
     return n >= m && strcmp(path + n - m, suffix) == 0;
+}
+
+int record_file_failed(struct record_read_opts *ro)
+{
+    if (ro->on_error == FMT_ON_ERROR_FAIL)
+        return 1;
+    ro->skipped++;
+    return 0;
+}
+
+void record_report_skipped(const char *cmd, const struct record_read_opts *ro)
+{
+    if (ro->skipped > 0)
+        sl_log(SL_LOG_WARN, "%s: skipped %llu file(s) with data errors (--on-error=skip-file)", cmd,
+               (unsigned long long)ro->skipped);
 }
 
 enum fmt_format record_file_format(const struct record_read_opts *ro, const char *path)

@@ -453,10 +453,12 @@ static const char stats_help[] =
     "  -c, --compression=C        auto (default), none, gzip or zlib\n"
     "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
     "      --json                 print one JSON object\n"
+    RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "A file that cannot be read to its end is reported (its records so far are\n"
-    "included) and the exit status is 1.\n";
+    "included); under --on-error=fail nothing after it is read and the exit\n"
+    "status is 1.\n";
 
 int record_stats_main(int argc, char **argv)
 {
@@ -465,6 +467,7 @@ int record_stats_main(int argc, char **argv)
         {"compression", required_argument, NULL, 'c'},
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
         {"json", no_argument, NULL, RECORD_OPT_JSON},
+        {"on-error", required_argument, NULL, RECORD_OPT_ON_ERROR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -486,6 +489,7 @@ int record_stats_main(int argc, char **argv)
             c = RECORD_OPT_COMPRESSION;
             break;
         case RECORD_OPT_MAX_RECORD_BYTES:
+        case RECORD_OPT_ON_ERROR:
             break;
         default:
             return record_getopt_error(cmd, argv, c);
@@ -511,9 +515,13 @@ int record_stats_main(int argc, char **argv)
         st->files++;
         if (rc != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);
-            status = RECORD_EXIT_DATA;
+            if (record_file_failed(&ro)) {
+                status = RECORD_EXIT_DATA;
+                break;
+            }
         }
     }
+    record_report_skipped(cmd, &ro);
     struct record_out o;
     record_out_init(&o, stdout);
     int rc = json ? print_json(&o.buf, st) : print_text(&o.buf, st);

@@ -100,6 +100,7 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
         {"compression", required_argument, NULL, 'c'},
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
         {"json", no_argument, NULL, RECORD_OPT_JSON},
+        {"on-error", required_argument, NULL, RECORD_OPT_ON_ERROR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -123,6 +124,10 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
             c = RECORD_OPT_COMPRESSION;
             break;
         case RECORD_OPT_MAX_RECORD_BYTES:
+            break;
+        case RECORD_OPT_ON_ERROR:
+            if (strcmp(cmd, "count") != 0)
+                return record_usage_error(cmd, "unrecognized option '--on-error' (%s reads every file)", cmd);
             break;
         default:
             return record_getopt_error(cmd, argv, c);
@@ -148,10 +153,12 @@ static const char count_help[] =
     "file, then \"total<TAB>N\".\n"
     "\n" READ_OPTS_HELP
     "      --json                 print {\"files\":[{\"file\":..,\"records\":N},..],\"total\":N}\n"
+    RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "Every record is read and checked. A file that cannot be read is reported\n"
-    "and left out of the total; the exit status is then 1.\n";
+    "and left out of the total; under --on-error=fail counting stops there and\n"
+    "the exit status is 1.\n";
 
 int record_count_main(int argc, char **argv)
 {
@@ -179,7 +186,10 @@ int record_count_main(int argc, char **argv)
             progress_clear(&bar);
             (void)record_out_flush(&o);
             sl_log(SL_LOG_ERROR, "%s", err.msg);
-            status = RECORD_EXIT_DATA;
+            if (record_file_failed(&ro)) {
+                status = RECORD_EXIT_DATA;
+                break;
+            }
         } else {
             total += res.records;
             if (json) {
@@ -195,6 +205,7 @@ int record_count_main(int argc, char **argv)
         sp.bytes_base += record_file_size(argv[i]);
     }
     progress_clear(&bar);
+    record_report_skipped(cmd, &ro);
     if (rc == 0)
         rc = json ? sl_buf_printf(b, "],\"total\":%llu}\n", (unsigned long long)total)
                   : sl_buf_printf(b, "total\t%llu\n", (unsigned long long)total);

@@ -207,9 +207,22 @@ ok_run "cat --max-record-bytes" 1 "$BIN" cat --max-record-bytes 5 t3.tfrecord
 expect_file "cat --max-record-bytes prints what came before" "$T/out" '{"file":"t3.tfrecord","index":0,"offset":0,"length":3,"data":"YWJj"}
 {"file":"t3.tfrecord","index":1,"offset":19,"length":3,"data":"ZGVm"}
 '
-ok_run "cat missing file" 1 "$BIN" cat nonexistent.tfrecord t3.tfrecord
-expect_grep "cat missing file message" "$T/err" "nonexistent.tfrecord"
-[ "$(wc -l <"$T/out")" = 3 ] || fail "cat goes on with the next file after a missing one"
+ok_run "cat missing file (--on-error fail)" 1 "$BIN" cat nonexistent.tfrecord t3.tfrecord
+expect_grep "cat missing file message" "$T/err" "open\(nonexistent.tfrecord\): No such file or directory"
+[ "$(wc -l <"$T/out")" = 0 ] || fail "cat --on-error=fail stops at the first bad file"
+ok_run "cat missing file (--on-error skip-file)" 0 "$BIN" cat --on-error skip-file nonexistent.tfrecord t3.tfrecord
+[ "$(wc -l <"$T/out")" = 3 ] || fail "cat --on-error=skip-file goes on with the next file"
+expect_grep "skip-file reports the skipped file" "$T/err" "open\(nonexistent.tfrecord\): No such file or directory"
+expect_grep "skip-file reports the count" "$T/err" "cat: skipped 1 file\(s\) with data errors"
+ok_run "count --on-error skip-file" 0 "$BIN" count --on-error=skip-file nonexistent.tfrecord t3.tfrecord
+expect_file "count skip-file output" "$T/out" "t3.tfrecord	3
+total	3
+"
+ok_run "count --on-error fail" 1 "$BIN" count t3.tfrecord nonexistent.tfrecord
+ok_run "stats --on-error skip-file" 0 "$BIN" stats --on-error skip-file nonexistent.tfrecord t3.tfrecord
+expect_grep "stats skip-file counts the good file" "$T/out" "^records +3$"
+ok_run "bad --on-error value" 2 "$BIN" cat --on-error ignore t3.tfrecord
+ok_run "verify takes no --on-error" 2 "$BIN" verify --on-error skip-file t3.tfrecord
 pass "cat continues after a bad file"
 
 py 'write("empty.tfrecord", b""); write("zero.tfrecord", tfrecord([b""]))'
