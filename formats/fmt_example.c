@@ -565,11 +565,21 @@ static int delimited_size(size_t body, size_t *out)
     return add_size(out, body);
 }
 
+/* Entries are written straight into `out` behind a gap of ENC_GAP bytes,
+ * the most the Example's tag and length can take; end() writes the header
+ * and closes the gap with one memmove. No scratch buffer, no allocation
+ * beyond out's own growth, so encoding in a loop allocates nothing once out
+ * has grown to the largest Example. */
+#define ENC_GAP 11
+
 int fmt_example_enc_begin(struct fmt_example_enc *e, struct sl_buf *out)
 {
     e->out = out;
     e->start = out->len;
-    sl_buf_init(&e->entries, out->max);
+    int rc = sl_buf_reserve(out, ENC_GAP);
+    if (rc != 0)
+        return rc;
+    out->len += ENC_GAP;
     return 0;
 }
 
@@ -586,10 +596,10 @@ static int entry_open(struct fmt_example_enc *e, const char *key, uint8_t kind_t
     entry_len = key_field;
     if (add_size(&entry_len, value_field) != 0 || delimited_size(entry_len, &total) != 0)
         return SL_EINVAL;
-    int rc = sl_buf_reserve(&e->entries, total);
+    int rc = sl_buf_reserve(e->out, total);
     if (rc != 0)
         return rc;
-    uint8_t *p = e->entries.data + e->entries.len;
+    uint8_t *p = e->out->data + e->out->len;
     *p++ = TAG_LEN1;
     p = put_varint(p, entry_len);
     *p++ = TAG_LEN1;
@@ -602,7 +612,7 @@ static int entry_open(struct fmt_example_enc *e, const char *key, uint8_t kind_t
     *p++ = kind_tag;
     p = put_varint(p, list_len);
     *body = p;
-    e->entries.len += total;
+    e->out->len += total;
     return 0;
 }
 
@@ -678,23 +688,21 @@ int fmt_example_enc_end(struct fmt_example_enc *e)
 {
     /* Features is always set, so an Example without features is 0a00, as
      * Example(features=Features()) serializes. */
-    uint8_t head[11];
+    uint8_t *base = e->out->data + e->start;
+    size_t body = e->out->len - e->start - ENC_GAP;
+    uint8_t head[ENC_GAP];
     head[0] = TAG_LEN1;
-    size_t hlen = (size_t)(put_varint(head + 1, e->entries.len) - head);
-    int rc = sl_buf_reserve(e->out, hlen + e->entries.len);
-    if (rc == 0) {
-        memcpy(e->out->data + e->out->len, head, hlen);
-        if (e->entries.len)
-            memcpy(e->out->data + e->out->len + hlen, e->entries.data, e->entries.len);
-        e->out->len += hlen + e->entries.len;
-    }
-    sl_buf_free(&e->entries);
-    return rc;
+    size_t hlen = (size_t)(put_varint(head + 1, body) - head);
+    if (body)
+        memmove(base + hlen, base + ENC_GAP, body);
+    memcpy(base, head, hlen);
+    e->out->len = e->start + hlen + body;
+    return 0;
 }
 
 void fmt_example_enc_abort(struct fmt_example_enc *e)
 {
-    sl_buf_free(&e->entries);
+    e->out->len = e->start;
 }
 
 /* ---- JSON -------------------------------------------------------------- */

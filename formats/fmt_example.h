@@ -70,12 +70,13 @@ int fmt_bytes_iter_next(struct fmt_bytes_iter *it, const uint8_t **v, size_t *n,
 int fmt_bytes_list_count(const uint8_t *list, size_t len, size_t *count, struct sl_error *err) SL_MUST_CHECK;
 
 /* Encoder: builds a serialized Example into an sl_buf (appending).
- * Usage: begin, add_* for each feature (in the order given), end.
- * Lists are written packed, as protobuf serializers do. */
+ * Usage: begin, add_* for each feature (in the order given), end (or abort,
+ * which leaves out as it was before begin). Lists are written packed, as
+ * protobuf serializers do. The encoder owns nothing: it writes straight
+ * into out, so a loop that reuses out allocates nothing once out has grown. */
 struct fmt_example_enc {
     struct sl_buf *out;
     size_t start;   /* where this Example begins in out */
-    struct sl_buf entries; /* owned scratch for the Features body */
 };
 int fmt_example_enc_begin(struct fmt_example_enc *e, struct sl_buf *out) SL_MUST_CHECK;
 int fmt_example_enc_int64(struct fmt_example_enc *e, const char *key, const int64_t *v, size_t n) SL_MUST_CHECK;
@@ -83,9 +84,9 @@ int fmt_example_enc_float(struct fmt_example_enc *e, const char *key, const floa
 /* n byte strings: vals[i] of lens[i] bytes. */
 int fmt_example_enc_bytes(struct fmt_example_enc *e, const char *key, const uint8_t *const *vals,
                           const size_t *lens, size_t n) SL_MUST_CHECK;
-/* Finish: append the Example to out. Frees the scratch. */
+/* Finish: the Example now ends out. Cannot fail; returns 0. */
 int fmt_example_enc_end(struct fmt_example_enc *e) SL_MUST_CHECK;
-/* Release the scratch without writing (after an error). */
+/* Undo begin and the adds (after an error): out is as it was. */
 void fmt_example_enc_abort(struct fmt_example_enc *e);
 
 /* Write the Example as protobuf's canonical JSON mapping (MessageToJson,

@@ -590,28 +590,49 @@ START_TEST(test_encoder_alloc_failure)
     struct sl_buf b;
     struct fmt_example_enc e;
     sl_buf_init(&b, 0);
-    const int64_t a[] = {1, 2, 3};
+    int64_t big[100];
+    for (int i = 0; i < 100; i++)
+        big[i] = -1 - i; /* 10 bytes each: outgrows the first allocation */
+
+    /* begin on an empty buffer allocates: its failure leaves out untouched */
+    sl_alloc_fail_after(1);
+    ck_assert_int_eq(fmt_example_enc_begin(&e, &b), SL_ENOMEM);
+    sl_alloc_fail_reset();
+    ck_assert_uint_eq(b.len, 0);
+
+    /* growth fails inside an add: abort restores out */
     ck_assert_int_eq(fmt_example_enc_begin(&e, &b), 0);
     sl_alloc_fail_after(1);
-    ck_assert_int_eq(fmt_example_enc_int64(&e, "a", a, 3), SL_ENOMEM);
+    ck_assert_int_eq(fmt_example_enc_int64(&e, "a", big, 100), SL_ENOMEM);
     sl_alloc_fail_reset();
     fmt_example_enc_abort(&e);
     ck_assert_uint_eq(b.len, 0);
 
-    /* the scratch succeeds, appending to out fails: out untouched */
+    /* once out has grown, encoding again into it allocates nothing */
     ck_assert_int_eq(fmt_example_enc_begin(&e, &b), 0);
-    ck_assert_int_eq(fmt_example_enc_int64(&e, "a", a, 3), 0);
+    ck_assert_int_eq(fmt_example_enc_int64(&e, "a", big, 100), 0);
+    ck_assert_int_eq(fmt_example_enc_end(&e), 0);
+    size_t first_len = b.len;
+    uint8_t *first = malloc(first_len);
+    memcpy(first, b.data, first_len);
+    sl_buf_reset(&b);
     sl_alloc_fail_after(1);
-    ck_assert_int_eq(fmt_example_enc_end(&e), SL_ENOMEM);
+    ck_assert_int_eq(fmt_example_enc_begin(&e, &b), 0);
+    ck_assert_int_eq(fmt_example_enc_int64(&e, "a", big, 100), 0);
+    ck_assert_int_eq(fmt_example_enc_end(&e), 0);
     sl_alloc_fail_reset();
-    ck_assert_uint_eq(b.len, 0);
+    ck_assert_uint_eq(b.len, first_len);
+    ck_assert_int_eq(memcmp(b.data, first, first_len), 0);
+    free(first);
 
     /* an out buffer with a small max refuses a big Example */
+    const int64_t a[] = {1, 2, 3};
     struct sl_buf small;
-    sl_buf_init(&small, 8);
+    sl_buf_init(&small, 12);
     ck_assert_int_eq(fmt_example_enc_begin(&e, &small), 0);
     ck_assert_int_eq(fmt_example_enc_int64(&e, "a", a, 3), SL_EINVAL);
     fmt_example_enc_abort(&e);
+    ck_assert_uint_eq(small.len, 0);
     sl_buf_free(&small);
     sl_buf_free(&b);
 }
