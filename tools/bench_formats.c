@@ -14,6 +14,7 @@
  *      (ISA-L igzip when built with it; zlib also shown)
  *   3. Example decode into batched columns   (records/s, GB/s; in memory)
  *      and scan + decode from the file.
+ *   4. Each CRC32C implementation, in record-sized and 1 MiB calls.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -268,6 +269,25 @@ static int pass_scan_decode(struct bench *b, const void *arg, uint64_t *bytes)
     return rc == SL_END ? 0 : -1;
 }
 
+struct crc_arg {
+    fmt_crc32c_fn fn;
+    size_t block; /* CRC calls of this many bytes over the records buffer */
+};
+
+/* CRC32C over the in-memory records in blocks, chained as a reader does. */
+static int pass_crc(struct bench *b, const void *arg, uint64_t *bytes)
+{
+    const struct crc_arg *a = arg;
+    uint64_t total = b->rec_off[b->records], done = 0;
+    uint32_t c = 0;
+    while (done + a->block <= total) {
+        c = a->fn(c, b->recs + done, a->block);
+        done += a->block;
+    }
+    *bytes = done + (c == 1);
+    return 0;
+}
+
 /* Run fn repeatedly for at least min_time; returns bytes per second. */
 static double measure(struct bench *b, pass_fn fn, const void *arg)
 {
@@ -475,7 +495,7 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
            (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
            fmt_crc32c_impl_name(), b->repeat);
-    printf("  %-34s %-22s %-32s %s\n", "test", "sluice", "baseline", "ratio");
+    printf("  %-38s %-22s %-32s %s\n", "test", "sluice", "baseline", "ratio");
     for (size_t i = 0; i < n; i++) {
         char ours[64], base[64] = "", ratio[16] = "";
         if (r[i].extra > 0)
@@ -486,7 +506,7 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
             snprintf(base, sizeof base, "%-18s %.2f %s", r[i].baseline_name, r[i].base, r[i].unit);
             snprintf(ratio, sizeof ratio, "%.2fx", r[i].ours / r[i].base);
         }
-        printf("  %-34s %-22s %-32s %s\n", r[i].name, ours, base, ratio);
+        printf("  %-38s %-22s %-32s %s\n", r[i].name, ours, base, ratio);
     }
 }
 
@@ -551,7 +571,7 @@ int bench_formats_main(int argc, char **argv)
     b.plain_bytes = file_size(b.plain);
     b.gz_bytes = file_size(b.gz);
 
-    struct result res[12];
+    struct result res[16];
     size_t nres = 0;
     struct sl_error err = {0};
     struct fmt_batch *batch = NULL;
@@ -588,6 +608,21 @@ int bench_formats_main(int argc, char **argv)
         goto out_batch;
     res[nres].extra = res[nres].ours * (double)b.records / (double)b.plain_bytes;
     nres++;
+    static const char *crc_names[] = {"portable", "sse4.2", "isa-l"};
+    static char crc_labels[FMT_CRC32C_NIMPL][2][48];
+    size_t avg = (size_t)(b.rec_off[b.records] / (b.records ? b.records : 1));
+    for (int i = 0; i < FMT_CRC32C_NIMPL && nres + 2 <= sizeof res / sizeof res[0]; i++) {
+        fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+        if (fn == NULL)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            struct crc_arg ca = {fn, k == 0 ? (avg ? avg : 1) : CHUNK};
+            snprintf(crc_labels[i][k], sizeof crc_labels[i][k], "crc32c %s, %zu-byte calls", crc_names[i], ca.block);
+            res[nres] = (struct result){crc_labels[i][k], "GB/s", "", 0, 0, 0};
+            if (compare(&b, &res[nres++], pass_crc, &ca, NULL, NULL) != 0)
+                goto out_batch;
+        }
+    }
     for (size_t i = 0; i < nres; i++) {
         res[i].ours /= 1e9;
         res[i].base /= 1e9;
