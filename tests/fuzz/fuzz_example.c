@@ -185,10 +185,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(fmt_example_enc_end(&w.enc) == 0);
         struct walk_state w2;
         memset(&w2, 0, sizeof w2);
-        CHECK(fmt_example_enc_begin(&w2.enc, &reenc) == 0); /* scratch only */
+        size_t reenc_len = reenc.len;
+        CHECK(fmt_example_enc_begin(&w2.enc, &reenc) == 0); /* not encoded into: enc_ok = 0 */
         w2.enc_ok = 0;
-        CHECK(fmt_example_walk(reenc.data, reenc.len, on_feature, &w2, &err) == 0);
+        CHECK(fmt_example_walk(reenc.data, reenc_len, on_feature, &w2, &err) == 0);
         fmt_example_enc_abort(&w2.enc);
+        CHECK(reenc.len == reenc_len);
         struct sl_buf js2;
         CHECK(json_of(reenc.data, reenc.len, &js2) == 0);
         if (w2.entries == w.entries && w.entries > 0)
