@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_tfrecord fuzz_example fuzz_tar
-for t in fuzz_tfrecord fuzz_example fuzz_tar; do
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_tfrecord fuzz_example fuzz_tar fuzz_wire
+for t in fuzz_tfrecord fuzz_example fuzz_tar fuzz_wire; do
   mkdir -p "build-fuzz/corpus/$t"
   log="build-fuzz/$t.log"
   if ! (cd build-fuzz && "./tests/$t" -max_total_time="$secs" -print_final_stats=1 "corpus/$t" >"$t.log" 2>&1); then

@@ -1,0 +1,85 @@
+/* feed_assemble: turn a piece (a list of element references from the plan)
+ * into its tensors, laid out one after another in a caller-provided buffer
+ * (a pool buffer the server later sends zero-copy, one frame per tensor).
+ *
+ * Tensors per declared feature, in declaration order:
+ *   fixed-length int64 / float32 / uint8:  NAME, dims [rows, shape...]
+ *   fixed-length bytes:   NAME (the values' bytes concatenated, dims
+ *                         [rows, shape...]) and NAME.offsets (int64, nvalues+1)
+ *   variable-length:      NAME (values, dims [nvalues]) and NAME.row_splits
+ *                         (int64, rows+1); bytes add NAME.offsets as above
+ * The schema (names, dtypes, per-element shapes) is fixed by the features,
+ * so trainers learn it once in the handshake.
+ *
+ * Thread-safe: no; one assembler per executor thread (it owns a reader of
+ * the shared source and a decode batch).
+ */
+#ifndef FEED_ASSEMBLE_H
+#define FEED_ASSEMBLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feed_plan.h"
+#include "feed_source.h"
+#include "fmt_features.h"
+#include "sl_error.h"
+
+#define FEED_MAX_TENSORS 64
+#define FEED_MAX_RANK (FMT_MAX_RANK + 1)
+
+enum feed_dtype { FEED_DT_INT64 = 0, FEED_DT_FLOAT32 = 1, FEED_DT_BYTES = 2, FEED_DT_UINT8 = 3 };
+
+/* A tensor of the schema: per-element shape (without the batch dimension);
+ * ragged tensors have rank 1 and a data-dependent length. */
+struct feed_schema_tensor {
+    char name[160];
+    enum feed_dtype dtype;
+    int ragged; /* length not fixed by the schema (values, offsets, row_splits) */
+    int rank;
+    int64_t shape[FEED_MAX_RANK];
+};
+
+struct feed_schema {
+    size_t ntensors;
+    struct feed_schema_tensor t[FEED_MAX_TENSORS];
+};
+
+/* Where a piece's tensor sits in the buffer. */
+struct feed_tensor {
+    enum feed_dtype dtype;
+    int rank;
+    int64_t dims[FEED_MAX_RANK];
+    uint64_t off, bytes;
+};
+
+struct feed_layout {
+    uint64_t rows;
+    size_t ntensors;
+    struct feed_tensor t[FEED_MAX_TENSORS];
+    uint64_t total; /* bytes used in the buffer */
+};
+
+/* The schema the features give. SL_EINVAL when it would exceed
+ * FEED_MAX_TENSORS. */
+int feed_schema_build(const struct fmt_feature_spec *specs, size_t nspecs, struct feed_schema *out,
+                      struct sl_error *err) SL_MUST_CHECK;
+
+/* Bytes a piece of `rows` rows takes when every feature is fixed-size and
+ * numeric; 0 when some feature's size depends on the data. */
+uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nspecs, uint64_t rows);
+
+struct feed_assembler;
+
+int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
+                          size_t nspecs, size_t max_rows, struct sl_error *err) SL_MUST_CHECK;
+void feed_assembler_destroy(struct feed_assembler *a);
+
+/* Read and decode every element of `piece` and lay its tensors out in
+ * buf[0..cap). Errors: a data error with "<path>: record N at <offset>:
+ * <what>"; SL_EINVAL "piece of R rows needs B bytes, buffer holds C" when
+ * cap is too small. */
+int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                        struct feed_layout *out, struct sl_error *err) SL_MUST_CHECK;
+
+#endif

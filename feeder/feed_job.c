@@ -1,0 +1,1077 @@
+/* feed_job: the job file and its flags, driven by one table.
+ *
+ * Each key is a row {name, type, offset, min, max, default}. A value from
+ * the file is a jansson value; a flag's text is first turned into one
+ * (feed_job_set: a number or a word for INT/BOOL, a list for "files", JSON
+ * for objects), so both go through the same per-type setter and fail with
+ * the same words; only the prefix differs ("job.json: 'KEY' ..." or
+ * "--KEY: ..."). Defaults are written in the table as a flag's text and
+ * applied the same way. A dotted row ("shuffle.seed") belongs to the
+ * object row before its dot. Features have their own parser (a map of
+ * name -> {dtype, shape, varlen, default, from}); a flag that changes one
+ * feature edits the JSON form of the current features and parses it all
+ * again, so a changed feature passes exactly the checks of the file.
+ *
+ * Which keys were given (by the file or a flag, not by a default) is kept
+ * beside the public struct, for the required keys and shard_hint.
+ */
+#include "feed_job.h"
+
+#include <errno.h>
+#include <float.h>
+#include <glob.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sl_alloc.h"
+
+struct job_impl {
+    struct feed_job job; /* first: a struct feed_job * from load is a struct job_impl * */
+    uint64_t given;      /* bit i: keys[i] was set by the file or a flag */
+};
+
+enum key_type { KEY_INT, KEY_BOOL, KEY_STRING, KEY_ENUM, KEY_LIST, KEY_OBJECT, KEY_FEATURES };
+
+#define KEY_REQUIRED 1u   /* top level: feed_job_validate wants it; in an object: the object does */
+#define KEY_OPTIONAL 2u   /* absent unless given (its default only fills the field) */
+#define KEY_NAME_CHARS 4u /* STRING: A-Z a-z 0-9 . _ - only */
+
+struct key_enum {
+    const char *noun;     /* "unknown <noun> 'x'" */
+    const char *expected; /* the accepted names, for the message */
+    int (*parse)(const char *s, void *field);
+    const char *(*name)(const void *field);
+};
+
+struct key {
+    const char *name;
+    enum key_type type;
+    size_t offset;
+    json_int_t min, max; /* INT: the values; STRING: the length in bytes */
+    const char *def;     /* default, as a flag's value; NULL: none */
+    unsigned flags;
+    const struct key_enum *e; /* ENUM */
+    const char *word;         /* INT: a word that stands for 0 */
+};
+
+/* What went wrong, before it is worded for the file or for a flag. */
+struct why {
+    int unknown;    /* the key does not exist */
+    char key[256];
+    char text[640]; /* follows the quoted key: " must be ..." or ": ..." */
+};
+
+static int parse_format(const char *s, void *f) { return fmt_format_parse(s, f); }
+static const char *name_format(const void *f) { return fmt_format_name(*(const enum fmt_format *)f); }
+static int parse_comp(const char *s, void *f) { return fmt_compression_parse(s, f); }
+static const char *name_comp(const void *f) { return fmt_compression_name(*(const enum fmt_compression *)f); }
+static int parse_policy(const char *s, void *f) { return feed_policy_parse(s, f); }
+static const char *name_policy(const void *f) { return feed_policy_name(*(const enum feed_policy *)f); }
+static int parse_hint(const char *s, void *f) { return feed_hint_parse(s, f); }
+static const char *name_hint(const void *f) { return feed_hint_name(*(const enum feed_hint *)f); }
+static int parse_pr_shard(const char *s, void *f) { return feed_pr_shard_parse(s, f); }
+static int parse_on_error(const char *s, void *f) { return fmt_on_error_parse(s, f); }
+static const char *name_on_error(const void *f) { return fmt_on_error_name(*(const enum fmt_on_error *)f); }
+
+static const char *name_pr_shard(const void *f)
+{
+    switch (*(const enum feed_pr_shard *)f) {
+    case FEED_PR_SHARD_NONE: return "none";
+    case FEED_PR_SHARD_FILES: return "files";
+    case FEED_PR_SHARD_RECORDS: return "records";
+    }
+    return "?";
+}
+
+static const struct key_enum e_format = {"format", "tfrecord, text or tar", parse_format, name_format};
+static const struct key_enum e_comp = {"compression", "auto, none, gzip or zlib", parse_comp, name_comp};
+static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy,
+                                         name_policy};
+static const struct key_enum e_hint = {"shard hint", "files, records or batches", parse_hint, name_hint};
+static const struct key_enum e_pr_shard = {"per-replica shard", "none, files or records", parse_pr_shard,
+                                           name_pr_shard};
+static const struct key_enum e_on_error = {"policy", "fail or skip-file", parse_on_error, name_on_error};
+
+#define OFF(field) offsetof(struct feed_job, field)
+#define I64MAX ((json_int_t)INT64_MAX)
+#define I32MAX ((json_int_t)INT32_MAX)
+
+/* docs/job.md describes every row; keep the two in step. */
+static const struct key keys[] = {
+    {"name", KEY_STRING, OFF(name), 1, 64, NULL, KEY_REQUIRED | KEY_NAME_CHARS, NULL, NULL},
+    {"files", KEY_LIST, OFF(patterns), 0, 0, NULL, KEY_REQUIRED, NULL, NULL},
+    {"format", KEY_ENUM, OFF(format), 0, 0, "tfrecord", 0, &e_format, NULL},
+    {"compression", KEY_ENUM, OFF(compression), 0, 0, "auto", 0, &e_comp, NULL},
+    {"features", KEY_FEATURES, OFF(features), 0, 0, NULL, 0, NULL, NULL},
+    {"shard_policy", KEY_ENUM, OFF(policy), 0, 0, "auto", 0, &e_policy, NULL},
+    {"shard_hint", KEY_ENUM, OFF(hint), 0, 0, "files", KEY_OPTIONAL, &e_hint, NULL},
+    {"global_batch_size", KEY_INT, OFF(global_batch_size), 1, I32MAX, NULL, KEY_REQUIRED, NULL, NULL},
+    {"drop_remainder", KEY_BOOL, OFF(drop_remainder), 0, 0, "false", 0, NULL, NULL},
+    {"shuffle", KEY_OBJECT, 0, 0, 0, NULL, 0, NULL, NULL},
+    {"shuffle.buffer", KEY_INT, OFF(shuffle_buffer), 0, I32MAX, "0", KEY_REQUIRED, NULL, NULL},
+    {"shuffle.seed", KEY_INT, OFF(shuffle_seed), 0, I64MAX, "0", 0, NULL, NULL},
+    {"shuffle.reshuffle_each_epoch", KEY_BOOL, OFF(reshuffle_each_epoch), 0, 0, "true", 0, NULL, NULL},
+    {"epochs", KEY_INT, OFF(epochs), 0, I64MAX, "1", 0, NULL, "forever"},
+    {"parallel_reads", KEY_INT, OFF(parallel_reads), 1, 1024, "1", 0, NULL, NULL},
+    {"per_replica_input", KEY_BOOL, OFF(per_replica_input), 0, 0, "false", 0, NULL, NULL},
+    {"per_replica_shard", KEY_ENUM, OFF(pr_shard), 0, 0, "none", 0, &e_pr_shard, NULL},
+    {"prefetch", KEY_INT, OFF(prefetch), 1, 1024, "4", 0, NULL, NULL},
+    {"on_error", KEY_ENUM, OFF(on_error), 0, 0, "fail", 0, &e_on_error, NULL},
+    {"max_record_bytes", KEY_INT, OFF(max_record_bytes), 1, (json_int_t)1 << 32, "67108864", 0, NULL, NULL},
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static const char *const feature_fields[] = {"dtype", "shape", "varlen", "default", "from"};
+#define NFIELDS (sizeof feature_fields / sizeof feature_fields[0])
+#define FEATURE_MAX_VALUES ((uint64_t)1 << 32)
+
+static uint64_t key_bit(const struct key *k)
+{
+    return (uint64_t)1 << (k - keys);
+}
+
+/* ---- errors ---- */
+
+static int why_set(struct why *w, const char *key, const char *fmt, ...) SL_PRINTF(3, 4);
+
+static int why_set(struct why *w, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    w->unknown = 0;
+    snprintf(w->key, sizeof w->key, "%s", key);
+    va_start(ap, fmt);
+    vsnprintf(w->text, sizeof w->text, fmt, ap);
+    va_end(ap);
+    return SL_EINVAL;
+}
+
+static int why_unknown(struct why *w, const char *key)
+{
+    w->unknown = 1;
+    snprintf(w->key, sizeof w->key, "%s", key);
+    w->text[0] = '\0';
+    return SL_EINVAL;
+}
+
+/* A value as the user wrote it (compact JSON, 15 digits, cut at 60 bytes). */
+static const char *got(const json_t *v, char *buf, size_t cap)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    if (s == NULL)
+        return "?";
+    if (strlen(s) > 60)
+        snprintf(buf, cap, "%.57s...", s);
+    else
+        snprintf(buf, cap, "%s", s);
+    free(s);
+    return buf;
+}
+
+static int report_file(struct sl_error *err, int rc, const char *source, const struct why *w)
+{
+    if (rc == SL_ENOMEM)
+        return sl_error_set(err, rc, "%s: out of memory", source);
+    if (w->unknown)
+        return sl_error_set(err, rc, "%s: unknown key '%s'", source, w->key);
+    return sl_error_set(err, rc, "%s: '%s'%s", source, w->key, w->text);
+}
+
+static int report_flag(struct sl_error *err, int rc, const char *flag, const struct why *w)
+{
+    if (rc == SL_ENOMEM)
+        return sl_error_set(err, rc, "--%s: out of memory", flag);
+    if (strcmp(w->key, flag) != 0) {
+        if (w->unknown)
+            return sl_error_set(err, rc, "--%s: unknown key '%s'", flag, w->key);
+        return sl_error_set(err, rc, "--%s: '%s'%s", flag, w->key, w->text);
+    }
+    if (w->unknown)
+        return sl_error_set(err, rc, "--%s: unknown key", flag);
+    const char *t = w->text;
+    t += strspn(t, ": ");
+    return sl_error_set(err, rc, "--%s: %s", flag, t);
+}
+
+/* ---- lists ---- */
+
+static void list_free(struct feed_job_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        sl_free(l->items[i]);
+    sl_free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+static int list_push(struct feed_job_list *l, size_t *cap, const char *s)
+{
+    if (l->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 8;
+        char **items = sl_realloc(l->items, ncap * sizeof *items);
+        if (items == NULL)
+            return SL_ENOMEM;
+        l->items = items;
+        *cap = ncap;
+    }
+    if ((l->items[l->n] = sl_strdup(s)) == NULL)
+        return SL_ENOMEM;
+    l->n++;
+    return 0;
+}
+
+/* ---- features ---- */
+
+static void features_free(struct fmt_feature_spec *specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sl_free((void *)specs[i].default_bytes);
+    sl_free(specs);
+}
+
+static int is_field(const char *s)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (strcmp(s, feature_fields[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Collect the leaves of a (possibly nested) array default. */
+static void leaves(json_t *v, json_t **first, int *same, size_t *n)
+{
+    if (!json_is_array(v)) {
+        if (*first == NULL)
+            *first = v;
+        else if (!json_equal(*first, v))
+            *same = 0;
+        (*n)++;
+        return;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+        leaves(e, first, same, n);
+}
+
+/* The default of a fixed-length feature: one value for every element, or
+ * an array (flat or nested) of `count` equal values. */
+static int parse_default(const char *key, json_t *v, struct fmt_feature_spec *s, uint64_t count, struct why *w)
+{
+    char g[80];
+    json_t *one = NULL;
+    int same = 1;
+    size_t n = 0;
+    leaves(v, &one, &same, &n);
+    if (json_is_array(v) && n != count)
+        return why_set(w, key, " must be one value or an array of %llu values (got %s)",
+                       (unsigned long long)count, got(v, g, sizeof g));
+    if (!same)
+        return why_set(w, key, ": every value must be the same (got %s)", got(v, g, sizeof g));
+    s->has_default = 1;
+    if (one == NULL)
+        return 0; /* an empty shape: nothing to fill */
+    switch (s->dtype) {
+    case FMT_DTYPE_INT64:
+        if (!json_is_integer(one))
+            return why_set(w, key, " must be an integer (got %s)", got(v, g, sizeof g));
+        s->default_i64 = (int64_t)json_integer_value(one);
+        break;
+    case FMT_DTYPE_FLOAT32: {
+        /* below 0x1.ffffffp127 a double still rounds to a finite float */
+        double d = json_number_value(one);
+        if (!json_is_number(one) || !(d < 0x1.ffffffp127 && d > -0x1.ffffffp127))
+            return why_set(w, key, " must be a float32 number (got %s)", got(v, g, sizeof g));
+        s->default_f32 = (float)d;
+        break;
+    }
+    case FMT_DTYPE_UINT8:
+        if (!json_is_integer(one) || json_integer_value(one) < 0 || json_integer_value(one) > 255)
+            return why_set(w, key, " must be an integer from 0 to 255 (got %s)", got(v, g, sizeof g));
+        s->default_u8 = (uint8_t)json_integer_value(one);
+        break;
+    case FMT_DTYPE_BYTES: {
+        if (!json_is_string(one))
+            return why_set(w, key, " must be a string (got %s)", got(v, g, sizeof g));
+        size_t len = json_string_length(one);
+        uint8_t *p = sl_malloc(len);
+        if (p == NULL)
+            return SL_ENOMEM;
+        memcpy(p, json_string_value(one), len);
+        s->default_bytes = p;
+        s->default_bytes_len = len;
+        break;
+    }
+    }
+    return 0;
+}
+
+static int parse_shape(const char *key, json_t *v, struct fmt_feature_spec *s, struct why *w)
+{
+    char g[80];
+    int ok = json_is_array(v) && json_array_size(v) <= FMT_MAX_RANK;
+    uint64_t count = 1;
+    size_t i;
+    json_t *d;
+    if (ok)
+        json_array_foreach(v, i, d) {
+            if (!json_is_integer(d) || json_integer_value(d) < 0) {
+                ok = 0;
+                break;
+            }
+            s->shape[i] = (int64_t)json_integer_value(d);
+            uint64_t dim = (uint64_t)s->shape[i];
+            count = dim == 0 || count == 0 ? 0
+                    : count > FEATURE_MAX_VALUES / dim ? FEATURE_MAX_VALUES + 1 : count * dim;
+        }
+    if (!ok)
+        return why_set(w, key, " must be an array of at most %d integers >= 0 (got %s)", FMT_MAX_RANK,
+                       got(v, g, sizeof g));
+    if (count > FEATURE_MAX_VALUES)
+        return why_set(w, key, " must hold at most %llu values (got %s)", (unsigned long long)FEATURE_MAX_VALUES,
+                       got(v, g, sizeof g));
+    s->rank = (int)json_array_size(v);
+    return 0;
+}
+
+static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s, struct why *w)
+{
+    char key[256], g[80];
+    snprintf(key, sizeof key, "features.%s", name);
+    if (name[0] == '\0')
+        return why_set(w, "features", ": a feature name must not be empty");
+    if (strlen(name) >= sizeof s->name)
+        return why_set(w, key, ": a feature name has at most %zu bytes", sizeof s->name - 1);
+    if (!json_is_object(v))
+        return why_set(w, key, " must be an object (got %s)", got(v, g, sizeof g));
+    const char *field;
+    json_t *fv;
+    json_object_foreach(v, field, fv) {
+        if (!is_field(field)) {
+            snprintf(key, sizeof key, "features.%s.%s", name, field);
+            return why_unknown(w, key);
+        }
+    }
+    snprintf(s->name, sizeof s->name, "%s", name);
+
+    json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+    json_t *varlen = json_object_get(v, "varlen"), *def = json_object_get(v, "default");
+    json_t *from = json_object_get(v, "from");
+    snprintf(key, sizeof key, "features.%s.dtype", name);
+    if (dtype == NULL || json_is_null(dtype))
+        return why_set(w, key, " is required");
+    if (!json_is_string(dtype))
+        return why_set(w, key, " must be a string (got %s)", got(dtype, g, sizeof g));
+    if (fmt_dtype_parse(json_string_value(dtype), &s->dtype) != 0)
+        return why_set(w, key, ": unknown dtype '%s' (expected int64, float32, bytes or uint8)",
+                       json_string_value(dtype));
+    snprintf(key, sizeof key, "features.%s.varlen", name);
+    if (varlen != NULL && !json_is_null(varlen) && !json_is_boolean(varlen))
+        return why_set(w, key, " must be true or false (got %s)", got(varlen, g, sizeof g));
+    s->varlen = json_is_true(varlen);
+    snprintf(key, sizeof key, "features.%s.from", name);
+    if (from != NULL && !json_is_null(from)) {
+        if (!json_is_string(from) || strcmp(json_string_value(from), "bytes") != 0)
+            return why_set(w, key, " must be \"bytes\" (got %s)", got(from, g, sizeof g));
+        if (s->dtype != FMT_DTYPE_UINT8)
+            return why_set(w, key, ": only dtype uint8 is read from bytes");
+    } else if (s->dtype == FMT_DTYPE_UINT8) {
+        snprintf(key, sizeof key, "features.%s", name);
+        return why_set(w, key, ": dtype uint8 requires \"from\": \"bytes\"");
+    }
+    snprintf(key, sizeof key, "features.%s.shape", name);
+    if (shape != NULL && !json_is_null(shape)) {
+        if (s->varlen)
+            return why_set(w, key, ": a varlen feature has no shape");
+        int rc = parse_shape(key, shape, s, w);
+        if (rc != 0)
+            return rc;
+    }
+    snprintf(key, sizeof key, "features.%s.default", name);
+    if (def != NULL && !json_is_null(def)) {
+        if (s->varlen)
+            return why_set(w, key, ": a varlen feature takes no default");
+        return parse_default(key, def, s, fmt_feature_spec_count(s), w);
+    }
+    return 0;
+}
+
+static int parse_features(json_t *v, struct fmt_feature_spec **out, size_t *nout, struct why *w)
+{
+    char g[80];
+    *out = NULL;
+    *nout = 0;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return why_set(w, "features", " must be an object of name -> feature (got %s)", got(v, g, sizeof g));
+    size_t n = json_object_size(v), i = 0;
+    struct fmt_feature_spec *specs = sl_calloc(n, sizeof *specs);
+    if (specs == NULL)
+        return SL_ENOMEM;
+    const char *name;
+    json_t *fv;
+    json_object_foreach(v, name, fv) {
+        int rc = parse_feature(name, fv, &specs[i++], w);
+        if (rc != 0) {
+            features_free(specs, i);
+            return rc;
+        }
+    }
+    *out = specs;
+    *nout = n;
+    return 0;
+}
+
+/* The precision that gives f back when printed with %.*g. */
+static int float_digits(float f)
+{
+    char tmp[32];
+    for (int p = 1; p < 9; p++) {
+        snprintf(tmp, sizeof tmp, "%.*g", p, (double)f);
+        if ((float)strtod(tmp, NULL) == f) /* as the loader reads it back */
+            return p;
+    }
+    return 9;
+}
+
+static json_t *default_to_json(const struct fmt_feature_spec *s)
+{
+    switch (s->dtype) {
+    case FMT_DTYPE_INT64: return json_integer((json_int_t)s->default_i64);
+    case FMT_DTYPE_FLOAT32: return json_real((double)s->default_f32);
+    case FMT_DTYPE_UINT8: return json_integer(s->default_u8);
+    case FMT_DTYPE_BYTES: return json_stringn((const char *)s->default_bytes, s->default_bytes_len);
+    }
+    return NULL;
+}
+
+static json_t *features_to_json(const struct fmt_feature_spec *specs, size_t n, int *digits)
+{
+    json_t *all = json_object();
+    if (all == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const struct fmt_feature_spec *s = &specs[i];
+        json_t *f = json_object(), *shape;
+        /* the _new setters take the value's reference even when they fail */
+        if (json_object_set_new(all, s->name, f) != 0 ||
+            json_object_set_new(f, "dtype", json_string(fmt_dtype_name(s->dtype))) != 0)
+            goto out_free_all;
+        if (s->varlen) {
+            if (json_object_set_new(f, "varlen", json_true()) != 0)
+                goto out_free_all;
+        } else {
+            if (json_object_set_new(f, "shape", shape = json_array()) != 0)
+                goto out_free_all;
+            for (int d = 0; d < s->rank; d++)
+                if (json_array_append_new(shape, json_integer((json_int_t)s->shape[d])) != 0)
+                    goto out_free_all;
+        }
+        if (s->has_default && json_object_set_new(f, "default", default_to_json(s)) != 0)
+            goto out_free_all;
+        if (s->has_default && s->dtype == FMT_DTYPE_FLOAT32 && float_digits(s->default_f32) > *digits)
+            *digits = float_digits(s->default_f32);
+        if (s->dtype == FMT_DTYPE_UINT8 && json_object_set_new(f, "from", json_string("bytes")) != 0)
+            goto out_free_all;
+    }
+    return all;
+out_free_all:
+    json_decref(all);
+    return NULL;
+}
+
+/* ---- keys ---- */
+
+static const struct key *key_find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/* A key of the object `prefix` ("" for the top level, "shuffle." for
+ * shuffle), found by its name inside that object. */
+static const struct key *key_find_in(const char *prefix, const char *name)
+{
+    char full[256];
+    if (strchr(name, '.') != NULL || snprintf(full, sizeof full, "%s%s", prefix, name) >= (int)sizeof full)
+        return NULL;
+    return key_find(full);
+}
+
+static int is_child(const struct key *k, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(k->name, prefix, n) == 0 && strchr(k->name + n, '.') == NULL;
+}
+
+static int name_chars_ok(const char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '_' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+static int key_set(struct job_impl *j, const struct key *k, json_t *v, struct why *w);
+static int key_reset(struct job_impl *j, const struct key *k, struct why *w);
+
+/* Set the keys of object `prefix` from the JSON object v. */
+static int set_object(struct job_impl *j, const char *prefix, json_t *v, struct why *w)
+{
+    const char *name;
+    json_t *e;
+    json_object_foreach(v, name, e) {
+        const struct key *k = key_find_in(prefix, name);
+        if (k == NULL) {
+            char full[256];
+            snprintf(full, sizeof full, "%s%s", prefix, name);
+            return why_unknown(w, full);
+        }
+        int rc = key_set(j, k, e, w);
+        if (rc != 0)
+            return rc;
+    }
+    if (prefix[0] == '\0')
+        return 0; /* the top level's required keys wait for the flags (feed_job_validate) */
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        if (!(k->flags & KEY_REQUIRED) || !is_child(k, prefix))
+            continue;
+        json_t *given = json_object_get(v, k->name + strlen(prefix));
+        if (given == NULL || json_is_null(given))
+            return why_set(w, k->name, " is required");
+    }
+    return 0;
+}
+
+/* Store v (not null) in k's field; on error the field is unchanged. */
+static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct why *w)
+{
+    void *field = (char *)&j->job + k->offset;
+    char g[80];
+    switch (k->type) {
+    case KEY_INT: {
+        const char *or_word = k->word ? " or \"" : "", *word = k->word ? k->word : "", *q = k->word ? "\"" : "";
+        if (k->word != NULL && json_is_string(v) && strcmp(json_string_value(v), k->word) == 0) {
+            *(uint64_t *)field = 0;
+            return 0;
+        }
+        if (json_is_integer(v) && json_integer_value(v) >= k->min && json_integer_value(v) <= k->max) {
+            *(uint64_t *)field = (uint64_t)json_integer_value(v);
+            return 0;
+        }
+        if (json_is_integer(v) && json_integer_value(v) > k->max)
+            return why_set(w, k->name, " must be an integer <= %lld (got %s)", (long long)k->max, got(v, g, sizeof g));
+        return why_set(w, k->name, " must be an integer >= %lld%s%s%s (got %s)", (long long)k->min, or_word, word, q,
+                       got(v, g, sizeof g));
+    }
+    case KEY_BOOL:
+        if (!json_is_boolean(v))
+            return why_set(w, k->name, " must be true or false (got %s)", got(v, g, sizeof g));
+        *(int *)field = json_is_true(v);
+        return 0;
+    case KEY_STRING: {
+        const char *s = json_string_value(v);
+        size_t len = json_string_length(v);
+        if (s == NULL || (json_int_t)len < k->min || (json_int_t)len > k->max ||
+            ((k->flags & KEY_NAME_CHARS) && !name_chars_ok(s)))
+            return why_set(w, k->name, " must be a string of %lld to %lld characters%s (got %s)", (long long)k->min,
+                           (long long)k->max, (k->flags & KEY_NAME_CHARS) ? " from A-Z a-z 0-9 . _ -" : "",
+                           got(v, g, sizeof g));
+        char *copy = sl_strdup(s);
+        if (copy == NULL)
+            return SL_ENOMEM;
+        sl_free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case KEY_ENUM:
+        if (!json_is_string(v))
+            return why_set(w, k->name, " must be a string (got %s)", got(v, g, sizeof g));
+        if (k->e->parse(json_string_value(v), field) != 0)
+            return why_set(w, k->name, ": unknown %s '%s' (expected %s)", k->e->noun, json_string_value(v),
+                           k->e->expected);
+        return 0;
+    case KEY_LIST: {
+        struct feed_job_list l = {0};
+        size_t cap = 0, i;
+        json_t *e;
+        int rc = 0;
+        if (json_is_string(v) && json_string_length(v) > 0 && strlen(json_string_value(v)) == json_string_length(v))
+            rc = list_push(&l, &cap, json_string_value(v));
+        else if (!json_is_array(v) || json_array_size(v) == 0)
+            rc = SL_EINVAL;
+        else
+            json_array_foreach(v, i, e) {
+                if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0))
+                    rc = SL_EINVAL;
+                if (rc == 0)
+                    rc = list_push(&l, &cap, json_string_value(e));
+            }
+        if (rc != 0) {
+            list_free(&l);
+            if (rc == SL_EINVAL)
+                return why_set(w, k->name, " must be a pattern or a non-empty list of patterns (got %s)",
+                               got(v, g, sizeof g));
+            return rc;
+        }
+        list_free(field);
+        *(struct feed_job_list *)field = l;
+        return 0;
+    }
+    case KEY_OBJECT: {
+        if (!json_is_object(v))
+            return why_set(w, k->name, " must be an object or null (got %s)", got(v, g, sizeof g));
+        /* An object's keys are numbers and booleans: a copy of the struct
+         * is enough to undo a half-applied object. */
+        struct job_impl saved = *j;
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.", k->name);
+        int rc = key_reset(j, k, w);
+        if (rc == 0)
+            rc = set_object(j, prefix, v, w);
+        if (rc != 0)
+            *j = saved;
+        return rc;
+    }
+    case KEY_FEATURES: {
+        struct fmt_feature_spec *specs;
+        size_t n;
+        int rc = parse_features(v, &specs, &n, w);
+        if (rc != 0)
+            return rc;
+        features_free(j->job.features, j->job.nfeatures);
+        j->job.features = specs;
+        j->job.nfeatures = n;
+        return 0;
+    }
+    }
+    return SL_EINVAL;
+}
+
+/* A flag's text as the JSON value key k takes; NULL and *bad set when it
+ * is not valid JSON where JSON is wanted (or not valid UTF-8). */
+static json_t *flag_value(const struct key *k, const char *text, char *bad, size_t cap)
+{
+    json_error_t je;
+    json_t *v = NULL;
+    bad[0] = '\0';
+    switch (k->type) {
+    case KEY_INT:
+    case KEY_BOOL:
+        if ((v = json_loads(text, JSON_DECODE_ANY, NULL)) != NULL)
+            return v;
+        break;
+    case KEY_ENUM:
+        if (strcmp(text, "null") == 0)
+            return json_null();
+        break;
+    case KEY_LIST: {
+        if ((v = json_array()) == NULL)
+            return NULL;
+        /* "a,b" is two patterns; "a," and "" hold an empty one (an error) */
+        for (const char *p = text;; p++) {
+            size_t n = strcspn(p, ",");
+            json_t *s = json_stringn(p, n);
+            if (s == NULL || json_array_append_new(v, s) != 0) {
+                snprintf(bad, cap, "not valid UTF-8");
+                json_decref(v);
+                return NULL;
+            }
+            p += n;
+            if (*p == '\0')
+                return v;
+        }
+    }
+    case KEY_OBJECT:
+    case KEY_FEATURES:
+        if ((v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je)) == NULL)
+            snprintf(bad, cap, "not valid JSON: %s at column %d", je.text, je.column);
+        return v;
+    case KEY_STRING:
+        break;
+    }
+    if ((v = json_string(text)) == NULL)
+        snprintf(bad, cap, "not valid UTF-8");
+    return v;
+}
+
+static int key_store_text(struct job_impl *j, const struct key *k, const char *text, struct why *w)
+{
+    char bad[200];
+    json_t *v = flag_value(k, text, bad, sizeof bad);
+    if (v == NULL)
+        return bad[0] ? why_set(w, k->name, ": %s", bad) : SL_ENOMEM;
+    int rc = key_store(j, k, v, w);
+    json_decref(v);
+    return rc;
+}
+
+/* Back to the state of a job file without the key. */
+static int key_reset(struct job_impl *j, const struct key *k, struct why *w)
+{
+    void *field = (char *)&j->job + k->offset;
+    int rc = 0;
+    j->given &= ~key_bit(k);
+    if (k->def != NULL)
+        return key_store_text(j, k, k->def, w);
+    switch (k->type) {
+    case KEY_INT: *(uint64_t *)field = 0; break;
+    case KEY_BOOL: *(int *)field = 0; break;
+    case KEY_STRING:
+        sl_free(*(char **)field);
+        *(char **)field = NULL;
+        break;
+    case KEY_LIST: list_free(field); break;
+    case KEY_FEATURES:
+        features_free(j->job.features, j->job.nfeatures);
+        j->job.features = NULL;
+        j->job.nfeatures = 0;
+        break;
+    case KEY_OBJECT: {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.", k->name);
+        for (size_t i = 0; rc == 0 && i < NKEYS; i++)
+            if (is_child(&keys[i], prefix))
+                rc = key_reset(j, &keys[i], w);
+        break;
+    }
+    case KEY_ENUM: break; /* every enum row has a default */
+    }
+    return rc;
+}
+
+/* Set key k from a file or flag value; null means "as if absent". */
+static int key_set(struct job_impl *j, const struct key *k, json_t *v, struct why *w)
+{
+    if (json_is_null(v))
+        return key_reset(j, k, w);
+    int rc = key_store(j, k, v, w);
+    if (rc == 0)
+        j->given |= key_bit(k);
+    return rc;
+}
+
+static json_t *key_to_json(const struct job_impl *j, const struct key *k, int *digits)
+{
+    const void *field = (const char *)&j->job + k->offset;
+    switch (k->type) {
+    case KEY_INT: {
+        uint64_t x = *(const uint64_t *)field;
+        return x == 0 && k->word ? json_string(k->word) : json_integer((json_int_t)x);
+    }
+    case KEY_BOOL: return json_boolean(*(const int *)field);
+    case KEY_STRING: return *(char *const *)field ? json_string(*(char *const *)field) : json_null();
+    case KEY_ENUM: return json_string(k->e->name(field));
+    case KEY_LIST: {
+        const struct feed_job_list *l = field;
+        json_t *a = json_array();
+        for (size_t i = 0; a != NULL && i < l->n; i++)
+            if (json_array_append_new(a, json_string(l->items[i])) != 0) {
+                json_decref(a);
+                a = NULL;
+            }
+        return a;
+    }
+    case KEY_OBJECT: {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.", k->name);
+        json_t *o = json_object();
+        for (size_t i = 0; o != NULL && i < NKEYS; i++)
+            if (is_child(&keys[i], prefix) &&
+                json_object_set_new(o, keys[i].name + strlen(prefix), key_to_json(j, &keys[i], digits)) != 0) {
+                json_decref(o);
+                o = NULL;
+            }
+        return o;
+    }
+    case KEY_FEATURES: return features_to_json(j->job.features, j->job.nfeatures, digits);
+    }
+    return NULL;
+}
+
+/* ---- the API ---- */
+
+static int job_create(struct job_impl **out, const char *source, struct sl_error *err)
+{
+    struct why w;
+    int rc = SL_ENOMEM;
+    struct job_impl *j = sl_calloc(1, sizeof *j);
+    *out = NULL;
+    if (j == NULL)
+        return report_file(err, rc, source, &w);
+    if ((j->job.source = sl_strdup(source)) == NULL)
+        goto out_free_job;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (keys[i].def != NULL && (rc = key_reset(j, &keys[i], &w)) != 0)
+            goto out_free_job;
+    *out = j;
+    return 0;
+out_free_job:
+    feed_job_free(&j->job);
+    return report_file(err, rc, source, &w);
+}
+
+int feed_job_load(struct feed_job **out, const char *path, struct sl_error *err)
+{
+    struct job_impl *j;
+    struct why w;
+    json_error_t je;
+    *out = NULL;
+    int rc = job_create(&j, path ? path : "command line", err);
+    if (rc != 0 || path == NULL) {
+        *out = j ? &j->job : NULL;
+        return rc;
+    }
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (f == NULL) {
+        rc = sl_error_sys(err, errno, "open(%s)", path);
+        goto out_free_job;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        rc = sl_error_sys(err, EISDIR, "read(%s)", path);
+        goto out_free_job;
+    }
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (root == NULL) {
+        rc = sl_error_set(err, SL_EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        goto out_free_job;
+    }
+    if (!json_is_object(root)) {
+        char g[80];
+        rc = sl_error_set(err, SL_EINVAL, "%s: a job is one JSON object (got %s)", path, got(root, g, sizeof g));
+    } else if ((rc = set_object(j, "", root, &w)) != 0) {
+        report_file(err, rc, path, &w);
+    }
+    json_decref(root);
+    if (rc != 0)
+        goto out_free_job;
+    *out = &j->job;
+    return 0;
+out_free_job:
+    feed_job_free(&j->job);
+    return rc;
+}
+
+/* "features.NAME" (a whole feature; null removes it) or
+ * "features.NAME.FIELD" (one field of an existing feature). */
+static int set_feature_flag(struct job_impl *j, const char *flag, const char *text, struct why *w)
+{
+    const char *rest = flag + strlen("features."), *dot = strrchr(rest, '.');
+    int digits = 0, rc;
+    json_t *all = features_to_json(j->job.features, j->job.nfeatures, &digits), *v;
+    json_error_t je;
+    char name[256];
+    if (all == NULL)
+        return SL_ENOMEM;
+    snprintf(name, sizeof name, "%s", rest);
+    if (json_object_get(all, rest) == NULL && dot != NULL && is_field(dot + 1) && (size_t)(dot - rest) < sizeof name) {
+        name[dot - rest] = '\0';
+        if (json_object_get(all, name) == NULL) {
+            rc = why_set(w, flag, ": no feature '%s'", name);
+            goto out_free_all;
+        }
+        json_t *feature = json_object_get(all, name);
+        if ((v = json_loads(text, JSON_DECODE_ANY, NULL)) == NULL && (v = json_string(text)) == NULL) {
+            rc = why_set(w, flag, ": not valid UTF-8");
+            goto out_free_all;
+        }
+        if (strcmp(dot + 1, "varlen") == 0 && json_is_true(v)) {
+            json_object_del(feature, "shape");
+            json_object_del(feature, "default");
+        }
+        rc = json_is_null(v) ? (json_object_del(feature, dot + 1), 0) : json_object_set(feature, dot + 1, v);
+    } else {
+        if ((v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je)) == NULL) {
+            rc = why_set(w, flag, ": not valid JSON: %s at column %d", je.text, je.column);
+            goto out_free_all;
+        }
+        rc = json_is_null(v) ? (json_object_del(all, rest), 0) : json_object_set(all, rest, v);
+    }
+    json_decref(v);
+    if (rc != 0) {
+        rc = SL_ENOMEM;
+        goto out_free_all;
+    }
+    rc = key_set(j, key_find("features"), all, w);
+out_free_all:
+    json_decref(all);
+    return rc;
+}
+
+int feed_job_set(struct feed_job *job, const char *key, const char *value, struct sl_error *err)
+{
+    struct job_impl *j = (struct job_impl *)job;
+    const struct key *k = key_find(key);
+    struct why w;
+    int rc;
+    if (strncmp(key, "features.", 9) == 0) {
+        rc = set_feature_flag(j, key, value, &w);
+    } else if (k == NULL) {
+        rc = why_unknown(&w, key);
+    } else {
+        char bad[200];
+        json_t *v = flag_value(k, value, bad, sizeof bad);
+        if (v == NULL)
+            rc = bad[0] ? why_set(&w, k->name, ": %s", bad) : SL_ENOMEM;
+        else
+            rc = key_set(j, k, v, &w);
+        json_decref(v);
+    }
+    return rc == 0 ? 0 : report_flag(err, rc, key, &w);
+}
+
+int feed_job_validate(const struct feed_job *job, struct sl_error *err)
+{
+    const struct job_impl *j = (const struct job_impl *)job;
+    const char *src = job->source;
+    for (size_t i = 0; i < NKEYS; i++)
+        if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])))
+            return sl_error_set(err, SL_EINVAL, "%s: '%s' is required", src, keys[i].name);
+    int has_hint = (j->given & key_bit(key_find("shard_hint"))) != 0;
+    if (job->policy == FEED_SHARD_HINT && !has_hint)
+        return sl_error_set(err, SL_EINVAL, "%s: 'shard_hint' is required with shard_policy \"hint\"", src);
+    if (job->policy != FEED_SHARD_HINT && has_hint)
+        return sl_error_set(err, SL_EINVAL, "%s: 'shard_hint' applies only with shard_policy \"hint\" (got \"%s\")",
+                            src, feed_policy_name(job->policy));
+    if (job->per_replica_input && job->policy != FEED_SHARD_AUTO && job->policy != FEED_SHARD_OFF)
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: 'shard_policy' \"%s\" does not apply with per_replica_input (the input is not "
+                            "auto-sharded; use per_replica_shard)",
+                            src, feed_policy_name(job->policy));
+    if (!job->per_replica_input && job->pr_shard != FEED_PR_SHARD_NONE)
+        return sl_error_set(err, SL_EINVAL, "%s: 'per_replica_shard' applies only with per_replica_input true", src);
+    if (job->format == FMT_FORMAT_TFRECORD && job->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tfrecord\"", src);
+    return 0;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int feed_job_expand(struct feed_job *job, struct sl_error *err)
+{
+    struct feed_job_list l = {0};
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t p = 0; rc == 0 && p < job->patterns.n; p++) {
+        const char *pattern = job->patterns.items[p];
+        size_t start = l.n;
+        glob_t g;
+        int r = glob(pattern, GLOB_MARK | GLOB_NOSORT, NULL, &g);
+        if (r == GLOB_NOSPACE) {
+            rc = sl_error_set(err, SL_ENOMEM, "files: out of memory");
+        } else if (r != 0 && r != GLOB_NOMATCH) {
+            rc = sl_error_set(err, SL_EIO, "files: glob(%s): read error", pattern);
+        } else {
+            for (size_t i = 0; r == 0 && rc == 0 && i < g.gl_pathc; i++) {
+                const char *m = g.gl_pathv[i];
+                if (m[0] != '\0' && m[strlen(m) - 1] != '/' && list_push(&l, &cap, m) != 0)
+                    rc = sl_error_set(err, SL_ENOMEM, "files: out of memory");
+            }
+            if (rc == 0 && l.n == start)
+                rc = sl_error_set(err, SL_EINVAL, "files: pattern '%s' matches no file", pattern);
+            else if (rc == 0)
+                qsort(l.items + start, l.n - start, sizeof *l.items, cmp_path);
+        }
+        if (r != GLOB_NOMATCH)
+            globfree(&g);
+    }
+    if (rc != 0) {
+        list_free(&l);
+        return rc;
+    }
+    list_free(&job->files);
+    job->files = l;
+    return 0;
+}
+
+int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts, uint32_t W, uint32_t R,
+                              struct feed_plan_config *cfg)
+{
+    if (job->files.n == 0 || counts == NULL || W == 0 || R == 0)
+        return SL_EINVAL;
+    *cfg = (struct feed_plan_config){
+        .nfiles = job->files.n,
+        .counts = counts,
+        .source_is_files = 1,
+        .policy = job->policy,
+        .hint = job->hint,
+        .global_batch = job->global_batch_size,
+        .drop_remainder = job->drop_remainder,
+        .shuffle_buffer = job->shuffle_buffer,
+        .seed = job->shuffle_seed,
+        .reshuffle_each_epoch = job->reshuffle_each_epoch,
+        .epochs = job->epochs,
+        .parallel_reads = (uint32_t)job->parallel_reads,
+        .per_replica_input = job->per_replica_input,
+        .pr_shard = job->pr_shard,
+        .workers = W,
+        .replicas = R,
+    };
+    return 0;
+}
+
+struct dump {
+    struct sl_buf *out;
+    int rc;
+};
+
+static int dump_to_buf(const char *p, size_t n, void *ctx)
+{
+    struct dump *d = ctx;
+    d->rc = sl_buf_append(d->out, p, n);
+    return d->rc == 0 ? 0 : -1;
+}
+
+int feed_job_to_json(const struct feed_job *job, int indent, struct sl_buf *out)
+{
+    const struct job_impl *j = (const struct job_impl *)job;
+    int digits = 0;
+    struct dump d = {out, 0};
+    json_t *root = json_object();
+    for (size_t i = 0; root != NULL && i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        if (strchr(k->name, '.') != NULL || ((k->flags & KEY_OPTIONAL) && !(j->given & key_bit(k))))
+            continue;
+        if (json_object_set_new(root, k->name, key_to_json(j, k, &digits)) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
+    }
+    if (root == NULL)
+        return SL_ENOMEM;
+    size_t before = out->len;
+    indent = indent < 0 ? 0 : indent > 31 ? 31 : indent;
+    if (json_dump_callback(root, dump_to_buf, &d, JSON_INDENT(indent) | JSON_REAL_PRECISION(digits)) != 0) {
+        out->len = before;
+        if (d.rc == 0)
+            d.rc = SL_ENOMEM;
+    }
+    json_decref(root);
+    return d.rc;
+}
+
+void feed_job_free(struct feed_job *job)
+{
+    if (job == NULL)
+        return;
+    sl_free(job->source);
+    sl_free(job->name);
+    list_free(&job->patterns);
+    list_free(&job->files);
+    features_free(job->features, job->nfeatures);
+    sl_free((struct job_impl *)job);
+}

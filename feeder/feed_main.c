@@ -1,0 +1,379 @@
+/* sluice-feeder: serve a job's pieces to trainers, or print its plan.
+ *
+ *   sluice-feeder --job FILE --listen ADDR [--feeder-index J --feeders F]
+ *                 [--threads N] [--KEY=VALUE ...]
+ *   sluice-feeder plan --job FILE --workers W --replicas R [--KEY=VALUE ...]
+ *
+ * Any option that is not one of the feeder's own is a job key override
+ * (`--global_batch_size=128`, `--shuffle.seed=9`), applied after the job
+ * file is loaded and before it is checked.
+ *
+ * Signals: SIGINT/SIGTERM stop cleanly (trainers are told), SIGUSR1 logs
+ * the counters; counters are also logged on exit.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feed_job.h"
+#include "feed_plan.h"
+#include "feed_server.h"
+#include "feed_source.h"
+#include "sl_alloc.h"
+#include "sl_log.h"
+
+#define EXIT_DATA 1
+#define EXIT_USAGE 2
+
+static volatile sig_atomic_t stop_flag, dump_flag;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void on_dump(int sig)
+{
+    (void)sig;
+    dump_flag = 1;
+}
+
+static const char usage[] =
+    "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--KEY=VALUE]...\n"
+    "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--KEY=VALUE]...\n"
+    "\n"
+    "Serve the per-replica batches of a job (docs/job.md) to trainers over ZeroMQ,\n"
+    "or print how the job's data is divided among W workers of R replicas.\n"
+    "\n"
+    "  -j, --job=FILE          the job file (JSON)\n"
+    "  -l, --listen=ADDR       ZeroMQ endpoint to bind, e.g. tcp://*:5555 or\n"
+    "                          ipc:///tmp/fmnist.sock\n"
+    "      --feeder-index=J    this feeder's index among F (default 0)\n"
+    "      --feeders=F         feeders serving the job together (default 1): feeder J\n"
+    "                          makes the pieces whose sequence number is J mod F\n"
+    "  -t, --threads=N         decode threads (default 2)\n"
+    "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
+    "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
+    "      --timeout-ms=N      drop a trainer silent this long (default 10000)\n"
+    "  -q, --quiet             log warnings and errors only\n"
+    "  -h, --help              this help\n"
+    "      --KEY=VALUE         override a job key (e.g. --global_batch_size=128,\n"
+    "                          --shuffle.seed=9, --files=a*.tfrecord,b*.tfrecord)\n"
+    "\n"
+    "plan: --workers=W --replicas=R [--json]: files, elements, pieces and steps per\n"
+    "worker and replica per epoch; reads only what counting needs.\n"
+    "\n"
+    "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters.\n"
+    "Exit status: 0 served, 1 data or runtime error, 2 usage.\n";
+
+struct args {
+    const char *job, *listen;
+    uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas;
+    int quiet, json, plan;
+    /* job overrides: pairs (key, value) pointing into argv */
+    const char **keys, **values;
+    size_t noverrides;
+};
+
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < min || v > max) {
+        fprintf(stderr, "sluice-feeder: --%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", opt,
+                min, max, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Split argv into the feeder's options and --key=value job overrides. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    static const struct {
+        const char *name;
+        int has_arg;
+    } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
+                 {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"workers", 1}, {"replicas", 1},
+                 {"quiet", 0},    {"json", 0},       {"help", 0}};
+    a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
+    a->values = sl_calloc((size_t)argc, sizeof *a->values);
+    if (a->keys == NULL || a->values == NULL)
+        return EXIT_DATA;
+    int i = 1;
+    if (argc > 1 && strcmp(argv[1], "plan") == 0) {
+        a->plan = 1;
+        i = 2;
+    }
+    for (; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *name, *val = NULL;
+        char shortname[2] = {0};
+        if (arg[0] == '-' && arg[1] != '-' && arg[1] != '\0' && arg[2] == '\0') {
+            static const char shorts[] = "jltqh";
+            static const char *longs[] = {"job", "listen", "threads", "quiet", "help"};
+            const char *p = strchr(shorts, arg[1]);
+            if (p == NULL) {
+                fprintf(stderr, "sluice-feeder: unknown option '%s'\nTry 'sluice-feeder --help'\n", arg);
+                return EXIT_USAGE;
+            }
+            shortname[0] = arg[1];
+            name = longs[p - shorts];
+        } else if (strncmp(arg, "--", 2) == 0) {
+            name = arg + 2;
+        } else {
+            fprintf(stderr, "sluice-feeder: unexpected argument '%s'\nTry 'sluice-feeder --help'\n", arg);
+            return EXIT_USAGE;
+        }
+        const char *eq = shortname[0] ? NULL : strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        int found = -1;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (strlen(known[k].name) == nlen && strncmp(known[k].name, name, nlen) == 0)
+                found = (int)k;
+        if (found < 0) {
+            /* a job override: --key=value or --key value */
+            if (eq == NULL && i + 1 >= argc) {
+                fprintf(stderr, "sluice-feeder: --%s: missing value (job overrides are --KEY=VALUE)\n", name);
+                return EXIT_USAGE;
+            }
+            char *key = sl_malloc(nlen + 1);
+            if (key == NULL)
+                return EXIT_DATA;
+            memcpy(key, name, nlen);
+            key[nlen] = '\0';
+            a->keys[a->noverrides] = key;
+            a->values[a->noverrides++] = eq ? eq + 1 : argv[++i];
+            continue;
+        }
+        if (known[found].has_arg) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else {
+                fprintf(stderr, "sluice-feeder: --%s needs a value\nTry 'sluice-feeder --help'\n", known[found].name);
+                return EXIT_USAGE;
+            }
+        } else if (eq) {
+            fprintf(stderr, "sluice-feeder: --%s takes no value\n", known[found].name);
+            return EXIT_USAGE;
+        }
+        const char *n = known[found].name;
+        int rc = 0;
+        if (strcmp(n, "help") == 0) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (strcmp(n, "job") == 0) {
+            a->job = val;
+        } else if (strcmp(n, "listen") == 0) {
+            a->listen = val;
+        } else if (strcmp(n, "feeder-index") == 0) {
+            rc = parse_u64(n, val, 0, 4095, &a->feeder_index);
+        } else if (strcmp(n, "feeders") == 0) {
+            rc = parse_u64(n, val, 1, 4096, &a->feeders);
+        } else if (strcmp(n, "threads") == 0) {
+            rc = parse_u64(n, val, 1, 256, &a->threads);
+        } else if (strcmp(n, "max-piece-bytes") == 0) {
+            rc = parse_u64(n, val, 4096, (uint64_t)1 << 30, &a->max_piece_bytes);
+        } else if (strcmp(n, "heartbeat-ms") == 0) {
+            rc = parse_u64(n, val, 10, 600000, &a->heartbeat_ms);
+        } else if (strcmp(n, "timeout-ms") == 0) {
+            rc = parse_u64(n, val, 50, 3600000, &a->timeout_ms);
+        } else if (strcmp(n, "workers") == 0) {
+            rc = parse_u64(n, val, 1, 65536, &a->workers);
+        } else if (strcmp(n, "replicas") == 0) {
+            rc = parse_u64(n, val, 1, 1024, &a->replicas);
+        } else if (strcmp(n, "quiet") == 0) {
+            a->quiet = 1;
+        } else if (strcmp(n, "json") == 0) {
+            a->json = 1;
+        }
+        if (rc != 0)
+            return EXIT_USAGE;
+    }
+    if (a->job == NULL) {
+        fprintf(stderr, "sluice-feeder: --job is required\nTry 'sluice-feeder --help'\n");
+        return EXIT_USAGE;
+    }
+    if (a->plan && (a->workers == 0 || a->replicas == 0)) {
+        fprintf(stderr, "sluice-feeder: plan needs --workers and --replicas\n");
+        return EXIT_USAGE;
+    }
+    if (!a->plan && a->listen == NULL) {
+        fprintf(stderr, "sluice-feeder: --listen is required\nTry 'sluice-feeder --help'\n");
+        return EXIT_USAGE;
+    }
+    if (a->feeders == 0)
+        a->feeders = 1;
+    if (a->feeder_index >= a->feeders) {
+        fprintf(stderr, "sluice-feeder: --feeder-index %" PRIu64 " must be below --feeders %" PRIu64 "\n",
+                a->feeder_index, a->feeders);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int prepare_job(const struct args *a, struct feed_job **out)
+{
+    struct sl_error err = {0};
+    struct feed_job *job;
+    if (feed_job_load(&job, a->job, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return err.code == SL_EIO ? EXIT_DATA : EXIT_USAGE;
+    }
+    for (size_t i = 0; i < a->noverrides; i++)
+        if (feed_job_set(job, a->keys[i], a->values[i], &err) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", err.msg);
+            feed_job_free(job);
+            return EXIT_USAGE;
+        }
+    if (feed_job_validate(job, &err) != 0 || feed_job_expand(job, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        feed_job_free(job);
+        return EXIT_USAGE;
+    }
+    *out = job;
+    return 0;
+}
+
+static void on_skip(void *ctx, const char *path, const struct sl_error *err)
+{
+    (void)ctx;
+    (void)path;
+    sl_log(SL_LOG_WARN, "skipping file (on_error=skip-file): %s", err->msg);
+}
+
+static void on_tail(void *ctx, const char *path, uint64_t bytes)
+{
+    (void)ctx;
+    sl_log(SL_LOG_WARN, "%s: dropped a partial record header of %" PRIu64 " bytes at the end (as TensorFlow does)",
+           path, bytes);
+}
+
+static int open_source(const struct feed_job *job, struct feed_source **src)
+{
+    struct feed_source_opts so = {.format = job->format, .compression = job->compression,
+                                  .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
+                                  .on_skip = on_skip, .on_tail = on_tail};
+    struct sl_error err = {0};
+    if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return EXIT_DATA;
+    }
+    return 0;
+}
+
+static int run_plan(const struct args *a, const struct feed_job *job, struct feed_source *src)
+{
+    struct feed_plan_config cfg;
+    struct sl_error err = {0};
+    if (feed_job_fill_plan_config(job, feed_source_counts(src), (uint32_t)a->workers, (uint32_t)a->replicas,
+                                  &cfg) != 0) {
+        sl_log(SL_LOG_ERROR, "cannot plan this job");
+        return EXIT_USAGE;
+    }
+    uint32_t *files = sl_calloc(job->files.n ? job->files.n : 1, sizeof *files);
+    if (files == NULL)
+        return EXIT_DATA;
+    uint64_t total = 0;
+    for (size_t i = 0; i < job->files.n; i++)
+        total += feed_source_count(src, i);
+    if (!a->json)
+        printf("job '%s': %zu files, %" PRIu64 " records; %" PRIu64 " workers x %" PRIu64
+               " replicas, global batch %" PRIu64 ", policy %s\n",
+               job->name, job->files.n, total, a->workers, a->replicas, job->global_batch_size,
+               feed_policy_name(job->policy));
+    else
+        printf("{\"job\":\"%s\",\"workers\":[", job->name);
+    int status = 0;
+    for (uint32_t w = 0; w < a->workers; w++) {
+        struct feed_plan_summary sum;
+        if (feed_plan_summarize(&cfg, w, &sum, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "%s: %s", job->source, err.msg);
+            status = EXIT_USAGE;
+            break;
+        }
+        size_t nf = feed_plan_worker_files(&cfg, w, files, job->files.n);
+        if (nf > job->files.n)
+            nf = job->files.n;
+        if (a->json) {
+            printf("%s{\"worker\":%u,\"steps\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"pieces\":%" PRIu64
+                   ",\"files\":[",
+                   w ? "," : "", w, sum.steps, sum.elements, sum.pieces);
+            for (size_t i = 0; i < nf; i++)
+                printf("%s\"%s\"", i ? "," : "", job->files.items[files[i]]);
+            printf("],\"replica_elements\":[");
+            for (uint64_t r = 0; r < a->replicas && r < 64; r++)
+                printf("%s%" PRIu64, r ? "," : "", sum.replica_elements[r]);
+            printf("]}");
+            continue;
+        }
+        printf("worker %u: %" PRIu64 " steps/epoch, %" PRIu64 " elements/epoch in %" PRIu64 " pieces, %zu files\n", w,
+               sum.steps, sum.elements, sum.pieces, nf);
+        for (uint64_t r = 0; r < a->replicas && r < 64; r++)
+            printf("  replica %" PRIu64 ": %" PRIu64 " elements/epoch\n", r, sum.replica_elements[r]);
+        for (size_t i = 0; i < nf; i++)
+            printf("  file %s (%" PRIu64 " records)\n", job->files.items[files[i]], feed_source_count(src, files[i]));
+    }
+    if (a->json && status == 0)
+        printf("]}\n");
+    sl_free(files);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    memset(&a, 0, sizeof a);
+    a.threads = 2;
+    int status = parse_args(argc, argv, &a);
+    sl_log_setup("sluice-feeder", 2, a.quiet ? SL_LOG_WARN : SL_LOG_INFO);
+    struct feed_job *job = NULL;
+    struct feed_source *src = NULL;
+    if (status == 0)
+        status = prepare_job(&a, &job);
+    if (status == 0)
+        status = open_source(job, &src);
+    if (status == 0 && a.plan) {
+        status = run_plan(&a, job, src);
+    } else if (status == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sa.sa_handler = on_dump;
+        sigaction(SIGUSR1, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen,
+                                     .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
+                                     .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
+                                     .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
+                                     .stop = &stop_flag, .dump = &dump_flag};
+        struct feed_counters c;
+        struct sl_error err = {0};
+        int rc = feed_server_run(&o, &c, &err);
+        char line[512];
+        feed_counters_format(&c, line, sizeof line);
+        sl_log(SL_LOG_INFO, "counters: %s", line);
+        if (rc != 0) {
+            sl_log(SL_LOG_ERROR, "%s", err.msg);
+            status = EXIT_DATA;
+        }
+    }
+    feed_source_close(src);
+    feed_job_free(job);
+    for (size_t i = 0; i < a.noverrides; i++)
+        sl_free((void *)a.keys[i]);
+    sl_free(a.keys);
+    sl_free(a.values);
+    return status;
+}

@@ -1,0 +1,772 @@
+/* feed_server: the serving loop (see feed_server.h for the threads and the
+ * flow of credits).
+ *
+ * Trainer state lives in a table indexed by worker: a worker has at most
+ * one trainer connection at a time. The cluster shape (W, R) is fixed by
+ * the first HELLO; a HELLO that disagrees, names another job, or names a
+ * worker already connected is refused with the reason.
+ *
+ * Tasks: `prefetch` task structs are made at start. The server takes a free
+ * one when a trainer has a credit and its plan has a piece for this feeder,
+ * fills in the piece, and queues it for the executors; an executor returns
+ * it (with a filled pool buffer, or an error) over its inproc socket; the
+ * server sends it and frees the task. A task whose trainer went away in the
+ * meantime is dropped (its buffer goes back to the pool).
+ *
+ * Lock order: none held across calls; the work queue and the pool lock
+ * internally, each alone.
+ */
+#include "feed_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "feed_assemble.h"
+#include "feed_plan.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "sl_log.h"
+#include "sl_pool.h"
+#include "sl_queue.h"
+#include "sl_wire.h"
+
+#define MAX_IDENTITY 256
+
+struct task {
+    uint32_t worker;
+    uint64_t generation; /* the trainer connection it was made for */
+    struct feed_piece piece;
+    struct feed_elem *elems;
+    size_t cap;
+    uint8_t *buf;
+    struct feed_layout layout;
+    int rc;
+    struct sl_error err;
+};
+
+struct trainer {
+    int active;
+    uint8_t id[MAX_IDENTITY];
+    size_t id_len;
+    uint64_t generation;
+    struct feed_plan *plan;
+    int plan_done;
+    uint64_t credits;   /* pieces it may still be scheduled */
+    uint64_t inflight;  /* scheduled, not yet sent */
+    uint64_t sent;
+    uint64_t last_seq;  /* highest seq planned + 1 (for END) */
+    uint64_t epochs;
+    int end_sent;
+    uint64_t last_seen_ns;
+    uint64_t last_hb_ns;
+};
+
+struct server {
+    const struct feed_server_opts *o;
+    struct feed_counters *c;
+    void *ctx;
+    void *router;
+    void *done_pull;
+    char done_addr[64];
+    struct sl_queue *work;
+    struct sl_pool *pool;
+    struct task *tasks;
+    struct task **free_tasks;
+    size_t nfree, ntasks;
+    pthread_t *threads;
+    unsigned nthreads;
+    struct executor *exs;
+    unsigned nexs; /* executors set up (assembler, socket) */
+    struct feed_schema schema;
+    /* cluster shape, from the first HELLO */
+    uint32_t workers, replicas;
+    uint64_t steps;
+    struct feed_plan_config cfg;
+    struct trainer *trainers; /* [workers] */
+    uint64_t generation;
+    uint32_t ended;           /* workers that got END */
+    struct sl_buf hbuf;       /* header frames */
+    struct sl_wire_msg msg;   /* decoded input (large: kept here) */
+    uint64_t piece_bytes;
+    size_t max_rows;
+    int fatal;
+    struct sl_error fatal_err;
+};
+
+struct executor {
+    struct server *s;
+    struct feed_assembler *as;
+    void *push;
+};
+
+/* ---- executors ---- */
+
+static void *executor_main(void *arg)
+{
+    struct executor *ex = arg;
+    struct server *s = ex->s;
+    void *item;
+    while (sl_queue_pop(s->work, &item) == 0) {
+        struct task *t = item;
+        t->rc = sl_pool_get(s->pool, (void **)&t->buf);
+        if (t->rc != 0) {
+            t->buf = NULL;
+            sl_error_set(&t->err, t->rc, "feeder is closing");
+        } else {
+            t->rc = feed_assembler_fill(ex->as, &t->piece, t->buf, sl_pool_bytes(s->pool), &t->layout, &t->err);
+        }
+        /* the pointer travels over inproc; the server owns the task again */
+        if (zmq_send(ex->push, &t, sizeof t, 0) != (int)sizeof t)
+            break; /* context terminated: the server is gone */
+    }
+    return NULL;
+}
+
+/* ---- sending ---- */
+
+static int send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more)
+{
+    if (zmq_send(s->router, t->id, t->id_len, ZMQ_SNDMORE) < 0)
+        return -1;
+    return zmq_send(s->router, hdr->data, hdr->len, more ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
+}
+
+static void send_simple(struct server *s, struct trainer *t, int rc_encode)
+{
+    if (rc_encode != 0) {
+        sl_log(SL_LOG_ERROR, "cannot encode a message for worker %u", (unsigned)(t - s->trainers));
+        return;
+    }
+    if (send_frames(s, t, &s->hbuf, 0) != 0)
+        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", (unsigned)(t - s->trainers), zmq_strerror(errno));
+}
+
+static void send_error_all(struct server *s, int code, const char *msg)
+{
+    struct sl_wire_error e = {.code = code, .msg = msg, .msg_len = strlen(msg)};
+    if (e.msg_len > SL_WIRE_MAX_ERROR)
+        e.msg_len = SL_WIRE_MAX_ERROR;
+    for (uint32_t w = 0; w < s->workers; w++)
+        if (s->trainers[w].active)
+            send_simple(s, &s->trainers[w], sl_wire_encode_error(&e, &s->hbuf));
+}
+
+static void refuse(struct server *s, const uint8_t *id, size_t id_len, const char *fmt, ...) SL_PRINTF(4, 5);
+
+static void refuse(struct server *s, const uint8_t *id, size_t id_len, const char *fmt, ...)
+{
+    char reason[SL_WIRE_MAX_REASON];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
+    s->c->refused++;
+    struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
+    if (sl_wire_encode_refuse(&r, &s->hbuf) != 0)
+        return;
+    if (zmq_send(s->router, id, id_len, ZMQ_SNDMORE) >= 0)
+        zmq_send(s->router, s->hbuf.data, s->hbuf.len, 0);
+}
+
+static void send_piece(struct server *s, struct trainer *t, struct task *k)
+{
+    struct sl_wire_piece *p = &s->msg.piece;
+    memset(p, 0, sizeof *p);
+    p->epoch = k->piece.epoch;
+    p->step = k->piece.step;
+    p->worker = k->piece.worker;
+    p->replica = k->piece.replica;
+    p->seq = k->piece.seq;
+    p->rows = (uint32_t)k->piece.n;
+    p->flags = k->piece.step + 1 == s->steps ? SL_WIRE_PIECE_LAST_STEP : 0;
+    p->ntensors = (uint16_t)k->layout.ntensors;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < k->layout.ntensors; i++) {
+        const struct feed_tensor *ft = &k->layout.t[i];
+        p->tensors[i].dtype = (uint8_t)ft->dtype;
+        p->tensors[i].rank = (uint8_t)ft->rank;
+        for (int d = 0; d < ft->rank; d++)
+            p->tensors[i].dims[d] = ft->dims[d];
+        p->tensors[i].bytes = ft->bytes;
+        bytes += ft->bytes;
+    }
+    s->msg.type = SL_WIRE_PIECE;
+    struct sl_error err = {0};
+    int rc = sl_wire_encode(&s->msg, &s->hbuf, &err);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "worker %u piece %" PRIu64 ": %s", p->worker, p->seq, err.msg);
+        return;
+    }
+    if (send_frames(s, t, &s->hbuf, p->ntensors > 0) != 0) {
+        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+        return;
+    }
+    for (size_t i = 0; i < k->layout.ntensors; i++) {
+        const struct feed_tensor *ft = &k->layout.t[i];
+        int flags = i + 1 < k->layout.ntensors ? ZMQ_SNDMORE : 0;
+        zmq_msg_t m;
+        if (ft->bytes == 0) {
+            zmq_msg_init(&m);
+        } else {
+            if (sl_pool_ref(s->pool, k->buf + ft->off, 1) != 0) {
+                sl_log(SL_LOG_ERROR, "pool reference failed");
+                zmq_msg_init(&m);
+            } else {
+                zmq_msg_init_data(&m, k->buf + ft->off, ft->bytes, sl_pool_zmq_free, s->pool);
+            }
+        }
+        if (zmq_msg_send(&m, s->router, flags) < 0) {
+            zmq_msg_close(&m);
+            sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+            return;
+        }
+    }
+    t->sent++;
+    s->c->pieces++;
+    s->c->records += k->piece.n;
+    s->c->bytes += bytes;
+}
+
+/* ---- tasks ---- */
+
+static void task_free(struct server *s, struct task *k)
+{
+    if (k->buf != NULL) {
+        sl_pool_put(s->pool, k->buf);
+        k->buf = NULL;
+    }
+    s->free_tasks[s->nfree++] = k;
+}
+
+static void on_done(struct server *s, struct task *k)
+{
+    struct trainer *t = k->worker < s->workers ? &s->trainers[k->worker] : NULL;
+    if (k->rc != 0 && k->rc != SL_ECLOSED) {
+        s->c->errors++;
+        if (!s->fatal) {
+            s->fatal = 1;
+            s->fatal_err = k->err;
+            sl_log(SL_LOG_ERROR, "%s", k->err.msg);
+            send_error_all(s, k->rc, k->err.msg);
+        }
+    } else if (k->rc == 0 && t != NULL && t->active && t->generation == k->generation) {
+        send_piece(s, t, k);
+    }
+    if (t != NULL && t->generation == k->generation && t->inflight > 0)
+        t->inflight--;
+    task_free(s, k);
+}
+
+static void drain_done(struct server *s)
+{
+    struct task *k;
+    while (zmq_recv(s->done_pull, &k, sizeof k, ZMQ_DONTWAIT) == (int)sizeof k)
+        on_done(s, k);
+}
+
+/* Schedule pieces for trainers with credits, round-robin one piece each. */
+static int schedule(struct server *s)
+{
+    int progress = 1, waiting = 0;
+    while (progress && s->nfree > 0 && !s->fatal) {
+        progress = 0;
+        for (uint32_t w = 0; w < s->workers && s->nfree > 0; w++) {
+            struct trainer *t = &s->trainers[w];
+            if (!t->active || t->plan_done)
+                continue;
+            if (t->credits == 0) {
+                waiting = 1;
+                continue;
+            }
+            struct feed_piece piece;
+            struct sl_error err = {0};
+            int rc;
+            /* this feeder makes the pieces with seq % F == j */
+            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 &&
+                   piece.seq % s->o->feeders != s->o->feeder_index)
+                ;
+            if (rc == SL_END) {
+                t->plan_done = 1;
+                continue;
+            }
+            if (rc != 0) {
+                s->fatal = 1;
+                s->fatal_err = err;
+                return rc;
+            }
+            struct task *k = s->free_tasks[--s->nfree];
+            if (piece.n > k->cap) {
+                struct feed_elem *e = sl_realloc(k->elems, piece.n * sizeof *e);
+                if (e == NULL) {
+                    s->free_tasks[s->nfree++] = k;
+                    s->fatal = 1;
+                    return sl_error_set(&s->fatal_err, SL_ENOMEM, "out of memory for a piece of %zu rows", piece.n);
+                }
+                k->elems = e;
+                k->cap = piece.n;
+            }
+            if (piece.n)
+                memcpy(k->elems, piece.elems, piece.n * sizeof *k->elems);
+            k->piece = piece;
+            k->piece.elems = k->elems;
+            k->worker = w;
+            k->generation = t->generation;
+            k->rc = 0;
+            k->buf = NULL;
+            sl_error_clear(&k->err);
+            t->last_seq = piece.seq + 1;
+            t->epochs = piece.epoch;
+            if (sl_queue_push(s->work, k) != 0) {
+                s->free_tasks[s->nfree++] = k;
+                return 0;
+            }
+            t->credits--;
+            t->inflight++;
+            progress = 1;
+        }
+    }
+    return waiting;
+}
+
+/* ---- incoming messages ---- */
+
+static struct trainer *find(struct server *s, const uint8_t *id, size_t id_len)
+{
+    for (uint32_t w = 0; w < s->workers; w++) {
+        struct trainer *t = &s->trainers[w];
+        if (t->active && t->id_len == id_len && memcmp(t->id, id, id_len) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_error *err)
+{
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &s->cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    struct feed_plan_summary sum;
+    rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
+    if (rc != 0)
+        return rc;
+    s->trainers = sl_calloc(W, sizeof *s->trainers);
+    if (s->trainers == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    s->workers = W;
+    s->replicas = R;
+    s->steps = sum.steps;
+    sl_log(SL_LOG_INFO, "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch", W, R, s->steps);
+    return 0;
+}
+
+static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+{
+    const struct feed_job *job = s->o->job;
+    if (h->job_len != strlen(job->name) || memcmp(h->job, job->name, h->job_len) != 0) {
+        refuse(s, id, id_len, "job '%.*s' is not served here (this feeder serves '%s')", (int)h->job_len, h->job,
+               job->name);
+        return;
+    }
+    if (s->workers == 0) {
+        struct sl_error err = {0};
+        if (setup_cluster(s, h->workers, h->replicas, &err) != 0) {
+            refuse(s, id, id_len, "%s", err.msg);
+            return;
+        }
+    } else if (h->workers != s->workers || h->replicas != s->replicas) {
+        refuse(s, id, id_len,
+               "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with %u x %u "
+               "(set by the first trainer)",
+               h->workers, h->replicas, s->workers, s->replicas);
+        return;
+    }
+    if (h->worker >= s->workers) {
+        refuse(s, id, id_len, "worker %u is out of range (%u workers)", h->worker, s->workers);
+        return;
+    }
+    struct trainer *t = &s->trainers[h->worker];
+    if (t->active) {
+        refuse(s, id, id_len, "worker %u is already connected", h->worker);
+        return;
+    }
+    if (id_len > MAX_IDENTITY) {
+        refuse(s, id, id_len, "identity too long");
+        return;
+    }
+    struct sl_error err = {0};
+    feed_plan_destroy(t->plan);
+    t->plan = NULL;
+    if (feed_plan_create(&t->plan, &s->cfg, h->worker, &err) != 0) {
+        refuse(s, id, id_len, "%s", err.msg);
+        return;
+    }
+    /* resume: skip what the trainer already has */
+    struct feed_piece piece;
+    int rc = 0;
+    uint64_t skipped = 0;
+    while (skipped < h->resume_seq && (rc = feed_plan_next(t->plan, &piece, &err)) == 0)
+        skipped++;
+    memcpy(t->id, id, id_len);
+    t->id_len = id_len;
+    t->active = 1;
+    t->generation = ++s->generation;
+    t->plan_done = rc == SL_END;
+    t->credits = h->credits;
+    t->inflight = 0;
+    t->sent = 0;
+    t->last_seq = h->resume_seq;
+    t->end_sent = 0;
+    t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
+    s->c->trainers++;
+
+    struct sl_wire_welcome *wm = &s->msg.welcome;
+    memset(wm, 0, sizeof *wm);
+    wm->feeder = s->o->feeder_index;
+    wm->feeders = s->o->feeders;
+    wm->steps_per_epoch = s->steps;
+    wm->epochs = job->epochs;
+    wm->batch = (uint32_t)s->max_rows;
+    wm->heartbeat_ms = (uint32_t)s->o->heartbeat_ms;
+    wm->ntensors = (uint16_t)s->schema.ntensors;
+    for (size_t i = 0; i < s->schema.ntensors; i++) {
+        const struct feed_schema_tensor *st = &s->schema.t[i];
+        struct sl_wire_field *f = &wm->fields[i];
+        f->name = st->name;
+        f->name_len = strlen(st->name);
+        f->dtype = (uint8_t)st->dtype;
+        f->ragged = (uint8_t)st->ragged;
+        f->rank = (uint8_t)st->rank;
+        for (int d = 0; d < st->rank; d++)
+            f->dims[d] = st->shape[d];
+    }
+    send_simple(s, t, sl_wire_encode_welcome(wm, &s->hbuf));
+    sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
+           h->resume_seq);
+}
+
+static void drop(struct server *s, struct trainer *t, const char *why)
+{
+    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
+    t->active = 0;
+    t->generation = ++s->generation; /* tasks in flight for it are dropped */
+}
+
+static void on_message(struct server *s)
+{
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, s->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        return;
+    }
+    int more = zmq_msg_more(&id);
+    if (!more || zmq_msg_recv(&body, s->router, 0) < 0) {
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        return;
+    }
+    /* discard any further frames: trainers send single-frame messages */
+    while (zmq_msg_more(&body)) {
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        zmq_msg_recv(&extra, s->router, 0);
+        int m = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+        if (!m)
+            break;
+    }
+    const uint8_t *idp = zmq_msg_data(&id);
+    size_t id_len = zmq_msg_size(&id);
+    struct sl_error err = {0};
+    struct trainer *t = find(s, idp, id_len);
+    if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
+        sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
+        if (t != NULL)
+            drop(s, t, "sent a malformed message and was dropped");
+        goto out;
+    }
+    if (t != NULL)
+        t->last_seen_ns = sl_clock_ns();
+    switch (s->msg.type) {
+    case SL_WIRE_HELLO:
+        if (t != NULL)
+            refuse(s, idp, id_len, "HELLO twice on one connection");
+        else
+            on_hello(s, idp, id_len, &s->msg.hello);
+        break;
+    case SL_WIRE_CREDIT:
+        if (t != NULL)
+            t->credits += s->msg.credit.credits;
+        break;
+    case SL_WIRE_HEARTBEAT:
+        break;
+    case SL_WIRE_BYE:
+        if (t != NULL)
+            drop(s, t, "said goodbye");
+        break;
+    default:
+        sl_log(SL_LOG_WARN, "unexpected %s message from a trainer", sl_wire_type_name(s->msg.type));
+        break;
+    }
+out:
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+}
+
+/* ---- housekeeping ---- */
+
+static void heartbeats_and_ends(struct server *s)
+{
+    uint64_t now = sl_clock_ns();
+    uint64_t hb = (uint64_t)s->o->heartbeat_ms * 1000000u, to = (uint64_t)s->o->timeout_ms * 1000000u;
+    for (uint32_t w = 0; w < s->workers; w++) {
+        struct trainer *t = &s->trainers[w];
+        if (!t->active)
+            continue;
+        if (now - t->last_seen_ns > to) {
+            sl_log(SL_LOG_WARN, "worker %u silent for %.1f s (heartbeat timeout %.1f s)", w,
+                   (double)(now - t->last_seen_ns) / 1e9, (double)s->o->timeout_ms / 1e3);
+            drop(s, t, "timed out");
+            continue;
+        }
+        if (now - t->last_hb_ns >= hb) {
+            struct sl_wire_heartbeat h = {.sent_ns = now};
+            send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf));
+            t->last_hb_ns = now;
+        }
+        if (t->plan_done && t->inflight == 0 && !t->end_sent) {
+            struct sl_wire_end e = {.worker = w, .pieces = t->last_seq, .epochs = s->o->job->epochs};
+            send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf));
+            t->end_sent = 1;
+            s->ended++;
+            sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder", w, t->sent);
+        }
+    }
+}
+
+void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "pieces=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64 " errors=%" PRIu64 " trainers=%" PRIu64
+             " refused=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
+             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->blocked_s, c->elapsed_s,
+             c->pool_bytes);
+}
+
+/* ---- setup and teardown ---- */
+
+static int start(struct server *s, struct sl_error *err)
+{
+    const struct feed_server_opts *o = s->o;
+    const struct feed_job *job = o->job;
+    int rc = feed_schema_build(job->features, job->nfeatures, &s->schema, err);
+    if (rc != 0)
+        return rc;
+    s->max_rows = (size_t)job->global_batch_size;
+    s->piece_bytes = o->max_piece_bytes;
+    if (s->piece_bytes == 0) {
+        s->piece_bytes = feed_piece_fixed_bytes(job->features, job->nfeatures, s->max_rows);
+        if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
+            s->piece_bytes = s->max_rows * 16384 + ((uint64_t)1 << 20);
+        s->piece_bytes += 64 * FEED_MAX_TENSORS;
+    }
+    size_t prefetch = job->prefetch ? (size_t)job->prefetch : 8;
+    s->ntasks = prefetch;
+    if ((rc = sl_pool_create(&s->pool, prefetch, (size_t)s->piece_bytes)) != 0)
+        return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", prefetch, s->piece_bytes);
+    s->c->pool_bytes = (uint64_t)prefetch * s->piece_bytes;
+    if ((rc = sl_queue_create(&s->work, prefetch)) != 0)
+        return sl_error_set(err, rc, "out of memory");
+    s->tasks = sl_calloc(s->ntasks, sizeof *s->tasks);
+    s->free_tasks = sl_calloc(s->ntasks, sizeof *s->free_tasks);
+    if (s->tasks == NULL || s->free_tasks == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->ntasks; i++)
+        s->free_tasks[s->nfree++] = &s->tasks[i];
+    sl_buf_init(&s->hbuf, SL_WIRE_MAX_HEADER);
+
+    s->ctx = zmq_ctx_new();
+    if (s->ctx == NULL)
+        return sl_error_sys(err, errno, "zmq_ctx_new");
+    s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
+    int one = 1, zero = 0, linger = 2000;
+    int64_t maxmsg = 1 << 20; /* trainers send small headers only */
+    zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
+    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(s->router, o->listen) != 0)
+        return sl_error_set(err, SL_EIO, "bind(%s): %s", o->listen, zmq_strerror(errno));
+    snprintf(s->done_addr, sizeof s->done_addr, "inproc://sluice-done-%p", (void *)s);
+    s->done_pull = zmq_socket(s->ctx, ZMQ_PULL);
+    if (zmq_bind(s->done_pull, s->done_addr) != 0)
+        return sl_error_set(err, SL_EIO, "bind(%s): %s", s->done_addr, zmq_strerror(errno));
+
+    s->nthreads = o->threads ? o->threads : 1;
+    s->threads = sl_calloc(s->nthreads, sizeof *s->threads);
+    s->exs = sl_calloc(s->nthreads, sizeof *s->exs);
+    unsigned want = s->nthreads;
+    s->nthreads = 0; /* threads actually started, for stop() */
+    if (s->threads == NULL || s->exs == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (unsigned i = 0; i < want; i++) {
+        struct executor *ex = &s->exs[i];
+        ex->s = s;
+        s->nexs = i + 1;
+        if ((rc = feed_assembler_create(&ex->as, o->src, job->features, job->nfeatures, s->max_rows, err)) != 0)
+            return rc;
+        ex->push = zmq_socket(s->ctx, ZMQ_PUSH);
+        zmq_setsockopt(ex->push, ZMQ_SNDHWM, &zero, sizeof zero);
+        zmq_setsockopt(ex->push, ZMQ_LINGER, &zero, sizeof zero);
+        if (zmq_connect(ex->push, s->done_addr) != 0)
+            return sl_error_set(err, SL_EIO, "connect(%s): %s", s->done_addr, zmq_strerror(errno));
+        if (pthread_create(&s->threads[i], NULL, executor_main, ex) != 0)
+            return sl_error_set(err, SL_EIO, "pthread_create failed");
+        s->nthreads = i + 1;
+    }
+    return 0;
+}
+
+static void stop(struct server *s)
+{
+    if (s->work != NULL)
+        sl_queue_close(s->work, SL_ECLOSED, "feeder is stopping");
+    if (s->pool != NULL)
+        sl_pool_close(s->pool);
+    for (unsigned i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    /* tasks still queued or done but not collected */
+    void *item;
+    while (s->work != NULL && sl_queue_reclaim(s->work, &item) == 0)
+        task_free(s, item);
+    if (s->done_pull != NULL) {
+        struct task *k;
+        while (zmq_recv(s->done_pull, &k, sizeof k, ZMQ_DONTWAIT) == (int)sizeof k)
+            task_free(s, k);
+    }
+    for (unsigned i = 0; i < s->nexs; i++) {
+        if (s->exs[i].push != NULL)
+            zmq_close(s->exs[i].push);
+        feed_assembler_destroy(s->exs[i].as);
+    }
+    if (s->done_pull != NULL)
+        zmq_close(s->done_pull);
+    if (s->router != NULL)
+        zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
+    if (s->ctx != NULL)
+        zmq_ctx_term(s->ctx); /* waits for ZeroMQ to release every frame */
+    for (uint32_t w = 0; s->trainers != NULL && w < s->workers; w++)
+        feed_plan_destroy(s->trainers[w].plan);
+    if (s->pool != NULL && sl_pool_wait_idle(s->pool, 5000) == 0)
+        sl_pool_destroy(s->pool);
+    else if (s->pool != NULL)
+        sl_log(SL_LOG_WARN, "piece buffers still referenced at exit; not freed");
+    sl_queue_destroy(s->work);
+    for (size_t i = 0; s->tasks != NULL && i < s->ntasks; i++)
+        sl_free(s->tasks[i].elems);
+    sl_free(s->tasks);
+    sl_free(s->free_tasks);
+    sl_free(s->trainers);
+    sl_free(s->threads);
+    sl_free(s->exs);
+    sl_buf_free(&s->hbuf);
+}
+
+int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c, struct sl_error *err)
+{
+    struct feed_server_opts o = *opts;
+    if (o.heartbeat_ms <= 0)
+        o.heartbeat_ms = 1000;
+    if (o.timeout_ms <= 0)
+        o.timeout_ms = 10000;
+    if (o.feeders == 0)
+        o.feeders = 1;
+    memset(c, 0, sizeof *c);
+    struct server *s = sl_calloc(1, sizeof *s);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    s->o = &o;
+    s->c = c;
+    double t0 = sl_clock_s();
+    int rc = start(s, err);
+    if (rc == 0)
+        sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
+               o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+    zmq_pollitem_t items[2];
+    uint64_t last_tick = sl_clock_ns();
+    while (rc == 0) {
+        if (o.stop != NULL && *o.stop) {
+            sl_log(SL_LOG_INFO, "stopping on signal");
+            send_error_all(s, SL_ECLOSED, "feeder stopped by a signal");
+            break;
+        }
+        if (o.dump != NULL && *o.dump) {
+            *o.dump = 0;
+            char line[512];
+            c->elapsed_s = sl_clock_s() - t0;
+            feed_counters_format(c, line, sizeof line);
+            sl_log(SL_LOG_INFO, "counters: %s", line);
+        }
+        int waiting = schedule(s);
+        if (s->fatal) {
+            if (s->fatal_err.code != 0 && s->fatal_err.msg[0] != '\0')
+                *err = s->fatal_err;
+            else
+                sl_error_set(err, SL_ECORRUPT, "data error");
+            rc = err->code ? err->code : SL_ECORRUPT;
+            /* let the ERROR messages go out before closing */
+            break;
+        }
+        items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
+        items[1] = (zmq_pollitem_t){.socket = s->done_pull, .events = ZMQ_POLLIN};
+        int timeout = o.heartbeat_ms / 4 > 0 ? o.heartbeat_ms / 4 : 1;
+        uint64_t before = sl_clock_ns();
+        int n = zmq_poll(items, 2, timeout);
+        if (n < 0 && errno != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
+            break;
+        }
+        if (waiting && s->nfree > 0)
+            c->blocked_s += (double)(sl_clock_ns() - before) / 1e9;
+        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+            for (int k = 0; k < 64; k++) {
+                int ev = 0;
+                size_t len = sizeof ev;
+                zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &len);
+                if (!(ev & ZMQ_POLLIN))
+                    break;
+                on_message(s);
+            }
+        drain_done(s);
+        uint64_t now = sl_clock_ns();
+        if (now - last_tick >= (uint64_t)o.heartbeat_ms * 250000u) {
+            heartbeats_and_ends(s);
+            last_tick = now;
+        } else {
+            /* ENDs promptly, heartbeats on the tick */
+            for (uint32_t w = 0; w < s->workers; w++) {
+                struct trainer *t = &s->trainers[w];
+                if (t->active && t->plan_done && t->inflight == 0 && !t->end_sent) {
+                    heartbeats_and_ends(s);
+                    break;
+                }
+            }
+        }
+        if (s->workers > 0 && s->ended == s->workers) {
+            sl_log(SL_LOG_INFO, "every worker has its data: done");
+            break;
+        }
+    }
+    c->elapsed_s = sl_clock_s() - t0;
+    stop(s);
+    sl_free(s);
+    return rc;
+}

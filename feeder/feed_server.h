@@ -1,0 +1,67 @@
+/* feed_server: one feeder process's serving loop.
+ *
+ * Threads: the server thread owns the ROUTER socket (ZeroMQ sockets belong
+ * to one thread) and every trainer's state; `threads` executor threads take
+ * tasks from a bounded work queue, read and decode the records of a piece
+ * into a pool buffer (feed_assemble) and hand the task back through an
+ * inproc PUSH socket of their own, which wakes the server's poll.
+ *
+ * Flow control: a trainer grants credits (HELLO, then CREDIT); a piece is
+ * scheduled only against a credit, so a slow trainer never holds up
+ * another and nothing is dropped at a high-water mark. Memory is bounded by
+ * the pool: `prefetch` buffers of one piece's bytes each, allocated at start.
+ *
+ * Pieces are sent zero-copy: each tensor frame points into the pool buffer
+ * and holds a reference that ZeroMQ's free callback drops.
+ *
+ * Heartbeats both ways; a trainer silent past the timeout is logged and
+ * dropped (its worker may connect again and resume at a sequence number).
+ * A data error while assembling is sent to every trainer as ERROR (with the
+ * file and offset) and ends the run with that error.
+ */
+#ifndef FEED_SERVER_H
+#define FEED_SERVER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feed_job.h"
+#include "feed_source.h"
+#include "sl_error.h"
+
+struct feed_server_opts {
+    const struct feed_job *job; /* prepared (validated, expanded) */
+    struct feed_source *src;
+    const char *listen;         /* a ZeroMQ endpoint, tcp or ipc */
+    uint32_t feeder_index;      /* j < feeders: this feeder makes the pieces with seq % F == j */
+    uint32_t feeders;           /* F >= 1 */
+    unsigned threads;           /* executor threads; 0: 1 */
+    uint64_t max_piece_bytes;   /* buffer per piece; 0: computed from the features */
+    int heartbeat_ms;           /* 0: 1000 */
+    int timeout_ms;             /* 0: 10000 */
+    volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
+    volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
+};
+
+struct feed_counters {
+    uint64_t pieces;        /* pieces sent */
+    uint64_t records;       /* rows sent */
+    uint64_t bytes;         /* tensor bytes sent */
+    uint64_t errors;        /* data errors met */
+    uint64_t trainers;      /* HELLOs accepted */
+    uint64_t refused;       /* HELLOs refused */
+    double blocked_s;       /* time with work left but no credit from any trainer */
+    double elapsed_s;
+    uint64_t pool_bytes;    /* the bound on piece memory */
+};
+
+/* Serve until every worker of the job has received its END (0), a stop
+ * signal (0 after telling the trainers), or a fatal error (negative, err
+ * says what). Counters are filled in every case. */
+int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, struct sl_error *err) SL_MUST_CHECK;
+
+/* "pieces=.. records=.. bytes=.. errors=.. blocked=..s" for logs. */
+void feed_counters_format(const struct feed_counters *c, char *buf, size_t n);
+
+#endif

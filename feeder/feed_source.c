@@ -1,0 +1,414 @@
+/* feed_source: the scan at open, the per-file record offsets, and the
+ * image cache.
+ *
+ * Each file has an "image": its decompressed bytes. For an uncompressed
+ * file the image is an mmap made at open and kept; for a compressed file it
+ * is inflated on demand into the cache. Records are found by offset in the
+ * image: TFRecord at the record's framing start (length, CRCs checked on
+ * access), text at the line start (up to the next '\n'; '\r's removed into
+ * the reader's scratch).
+ *
+ * Cache: entries hold an image and a pin count; a reader pins the image it
+ * last used. Inflating happens outside the mutex; if two threads inflate the
+ * same file, the second result is dropped. Unpinned images are evicted,
+ * least recently used first, while the cache holds more than cache_bytes.
+ */
+#include "feed_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fmt_crc32c.h"
+#include "fmt_stream.h"
+#include "fmt_tfrecord.h"
+#include "sl_alloc.h"
+
+#define DEFAULT_CACHE ((size_t)1 << 30)
+
+struct image {
+    uint8_t *data;
+    size_t size;
+    int mapped;     /* mmap (never evicted) vs inflated (cached) */
+    int pins;
+    uint64_t used;  /* LRU clock */
+};
+
+struct file {
+    const char *path;
+    enum fmt_compression comp;
+    uint64_t count;
+    uint64_t *offsets;  /* count entries */
+    uint64_t image_size; /* decompressed size */
+    struct image img;   /* img.data NULL while not loaded */
+};
+
+struct feed_source {
+    struct feed_source_opts o;
+    size_t nfiles;
+    struct file *files;
+    uint64_t *counts;
+    uint64_t total_bytes;
+    pthread_mutex_t mu;
+    size_t cached;      /* bytes of inflated images held */
+    uint64_t clock;
+};
+
+struct feed_reader {
+    struct feed_source *s;
+    struct file *pinned;
+    struct sl_buf scratch;
+};
+
+static int map_file(struct file *f, struct sl_error *err)
+{
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sl_error_sys(err, errno, "open(%s)", f->path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = sl_error_sys(err, errno, "fstat(%s)", f->path);
+        close(fd);
+        return rc;
+    }
+    if ((uint64_t)st.st_size != f->image_size) {
+        close(fd);
+        return sl_error_set(err, SL_ECORRUPT, "%s: file changed size since it was scanned (%llu, now %llu bytes)",
+                            f->path, (unsigned long long)f->image_size, (unsigned long long)st.st_size);
+    }
+    if (st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int rc = sl_error_sys(err, errno, "mmap(%s)", f->path);
+            close(fd);
+            return rc;
+        }
+        madvise(m, (size_t)st.st_size, MADV_WILLNEED);
+        f->img.data = m;
+    }
+    close(fd);
+    f->img.size = (size_t)st.st_size;
+    f->img.mapped = 1;
+    return 0;
+}
+
+/* Scan one file: count records, keep offsets, learn its compression and
+ * decompressed size. */
+static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
+{
+    struct fmt_reader_opts ro = {.format = s->o.format, .compression = s->o.compression,
+                                 .max_record_bytes = s->o.max_record_bytes};
+    struct fmt_reader *r;
+    int rc = fmt_reader_open(&r, f->path, &ro, err);
+    if (rc != 0)
+        return rc;
+    f->comp = fmt_stream_compression(fmt_reader_stream(r));
+    size_t cap = 0;
+    struct fmt_record rec;
+    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        if (f->count == cap) {
+            size_t ncap = cap ? cap * 2 : 1024;
+            uint64_t *no = sl_realloc(f->offsets, ncap * sizeof *no);
+            if (no == NULL) {
+                rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", f->path, ncap);
+                break;
+            }
+            f->offsets = no;
+            cap = ncap;
+        }
+        f->offsets[f->count++] = rec.offset;
+    }
+    if (rc == SL_END) {
+        rc = 0;
+        f->image_size = fmt_stream_offset(fmt_reader_stream(r));
+        if (fmt_reader_dropped_tail(r) > 0 && s->o.on_tail)
+            s->o.on_tail(s->o.ctx, f->path, fmt_reader_dropped_tail(r));
+    }
+    fmt_reader_close(r);
+    if (rc != 0) {
+        sl_free(f->offsets);
+        f->offsets = NULL;
+        f->count = 0;
+        return rc;
+    }
+    if (f->comp == FMT_COMP_NONE)
+        return map_file(f, err);
+    return 0;
+}
+
+int feed_source_open(struct feed_source **out, const char *const *paths, size_t npaths,
+                     const struct feed_source_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    struct feed_source *s = sl_calloc(1, sizeof *s);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    if (opts)
+        s->o = *opts;
+    if (s->o.cache_bytes == 0)
+        s->o.cache_bytes = DEFAULT_CACHE;
+    pthread_mutex_init(&s->mu, NULL);
+    s->nfiles = npaths;
+    s->files = sl_calloc(npaths ? npaths : 1, sizeof *s->files);
+    s->counts = sl_calloc(npaths ? npaths : 1, sizeof *s->counts);
+    if (s->files == NULL || s->counts == NULL) {
+        feed_source_close(s);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < npaths; i++) {
+        struct file *f = &s->files[i];
+        f->path = paths[i];
+        int rc = scan_file(s, f, err);
+        if (rc != 0) {
+            if (s->o.on_error == FMT_ON_ERROR_FAIL || rc == SL_ENOMEM) {
+                feed_source_close(s);
+                return rc;
+            }
+            if (s->o.on_skip)
+                s->o.on_skip(s->o.ctx, f->path, err);
+            sl_error_clear(err);
+            continue;
+        }
+        s->counts[i] = f->count;
+        s->total_bytes += f->image_size;
+    }
+    *out = s;
+    return 0;
+}
+
+void feed_source_close(struct feed_source *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; s->files && i < s->nfiles; i++) {
+        struct file *f = &s->files[i];
+        if (f->img.mapped && f->img.data)
+            munmap(f->img.data, f->img.size);
+        else
+            sl_free(f->img.data);
+        sl_free(f->offsets);
+    }
+    pthread_mutex_destroy(&s->mu);
+    sl_free(s->files);
+    sl_free(s->counts);
+    sl_free(s);
+}
+
+size_t feed_source_nfiles(const struct feed_source *s)
+{
+    return s->nfiles;
+}
+
+uint64_t feed_source_count(const struct feed_source *s, size_t i)
+{
+    return s->counts[i];
+}
+
+const uint64_t *feed_source_counts(const struct feed_source *s)
+{
+    return s->counts;
+}
+
+uint64_t feed_source_total_bytes(const struct feed_source *s)
+{
+    return s->total_bytes;
+}
+
+const char *feed_source_path(const struct feed_source *s, size_t i)
+{
+    return s->files[i].path;
+}
+
+uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec)
+{
+    return rec < s->files[file].count ? s->files[file].offsets[rec] : 0;
+}
+
+int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err)
+{
+    struct feed_reader *r = sl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    r->s = s;
+    sl_buf_init(&r->scratch, 0);
+    *out = r;
+    return 0;
+}
+
+static void unpin(struct feed_reader *r)
+{
+    if (r->pinned == NULL)
+        return;
+    if (!r->pinned->img.mapped) {
+        pthread_mutex_lock(&r->s->mu);
+        r->pinned->img.pins--;
+        pthread_mutex_unlock(&r->s->mu);
+    }
+    r->pinned = NULL;
+}
+
+void feed_reader_close(struct feed_reader *r)
+{
+    if (r == NULL)
+        return;
+    unpin(r);
+    sl_buf_free(&r->scratch);
+    sl_free(r);
+}
+
+static int inflate_file(const struct file *f, uint8_t **data, struct sl_error *err)
+{
+    struct fmt_stream_opts so = {.compression = f->comp, .max_window = f->image_size + 1};
+    struct fmt_stream *st;
+    int rc = fmt_stream_open(&st, f->path, &so, err);
+    if (rc != 0)
+        return rc;
+    uint8_t *buf = sl_malloc(f->image_size ? f->image_size : 1);
+    if (buf == NULL) {
+        fmt_stream_close(st);
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu inflated bytes", f->path,
+                            (unsigned long long)f->image_size);
+    }
+    const uint8_t *p;
+    size_t avail;
+    rc = fmt_stream_window(st, f->image_size + 1, &p, &avail, err);
+    if (rc == 0 && avail != f->image_size)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", f->path, avail,
+                          (unsigned long long)f->image_size);
+    if (rc == 0)
+        memcpy(buf, p, avail);
+    fmt_stream_close(st);
+    if (rc != 0) {
+        sl_free(buf);
+        return rc;
+    }
+    *data = buf;
+    return 0;
+}
+
+/* Evict unpinned inflated images, least recently used first. Called with
+ * the mutex held. */
+static void evict(struct feed_source *s)
+{
+    while (s->cached > s->o.cache_bytes) {
+        struct file *victim = NULL;
+        for (size_t i = 0; i < s->nfiles; i++) {
+            struct file *f = &s->files[i];
+            if (!f->img.mapped && f->img.data && f->img.pins == 0 &&
+                (victim == NULL || f->img.used < victim->img.used))
+                victim = f;
+        }
+        if (victim == NULL)
+            return;
+        sl_free(victim->img.data);
+        victim->img.data = NULL;
+        s->cached -= victim->img.size;
+    }
+}
+
+static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
+{
+    if (r->pinned == f)
+        return 0;
+    unpin(r);
+    if (f->img.mapped) {
+        r->pinned = f;
+        return 0;
+    }
+    struct feed_source *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (f->img.data != NULL) {
+        f->img.pins++;
+        f->img.used = ++s->clock;
+        pthread_mutex_unlock(&s->mu);
+        r->pinned = f;
+        return 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    uint8_t *data = NULL;
+    int rc = inflate_file(f, &data, err);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    if (f->img.data != NULL) {
+        sl_free(data); /* another reader inflated it meanwhile */
+    } else {
+        f->img.data = data;
+        f->img.size = f->image_size;
+        s->cached += f->img.size;
+    }
+    f->img.pins++;
+    f->img.used = ++s->clock;
+    evict(s);
+    pthread_mutex_unlock(&s->mu);
+    r->pinned = f;
+    return 0;
+}
+
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
+                    struct sl_error *err)
+{
+    struct feed_source *s = r->s;
+    if (file >= s->nfiles || rec >= s->files[file].count)
+        return sl_error_set(err, SL_EINVAL, "record %llu of file %u does not exist", (unsigned long long)rec, file);
+    struct file *f = &s->files[file];
+    int rc = pin(r, f, err);
+    if (rc != 0)
+        return rc;
+    uint64_t off = f->offsets[rec];
+    const uint8_t *img = f->img.data;
+    size_t size = f->img.size;
+    if (s->o.format == FMT_FORMAT_TEXT) {
+        const uint8_t *start = img + off;
+        size_t room = size - off;
+        const uint8_t *nl = memchr(start, '\n', room);
+        size_t raw = nl ? (size_t)(nl - start) : room;
+        if (memchr(start, '\r', raw) == NULL) {
+            *data = start;
+            *len = raw;
+            return 0;
+        }
+        sl_buf_reset(&r->scratch);
+        if ((rc = sl_buf_reserve(&r->scratch, raw)) != 0)
+            return sl_error_set(err, rc, "%s: out of memory for a line at %llu", f->path, (unsigned long long)off);
+        for (size_t i = 0; i < raw; i++)
+            if (start[i] != '\r')
+                r->scratch.data[r->scratch.len++] = start[i];
+        *data = r->scratch.data;
+        *len = r->scratch.len;
+        return 0;
+    }
+    /* TFRecord: the scan checked the framing; check both CRCs again */
+    if (off + FMT_TFRECORD_HEADER > size)
+        return sl_error_set(err, SL_ECORRUPT, "%s: truncated record at %llu", f->path, (unsigned long long)off);
+    const uint8_t *h = img + off;
+    uint64_t n = le64(h);
+    if (fmt_crc32c_unmask(le32(h + 8)) != fmt_crc32c(h, 8))
+        return sl_error_set(err, SL_ECORRUPT, "%s: corrupted record at %llu", f->path, (unsigned long long)off);
+    if (n > size - off - FMT_TFRECORD_HEADER || size - off - FMT_TFRECORD_HEADER - n < FMT_TFRECORD_FOOTER)
+        return sl_error_set(err, SL_ECORRUPT, "%s: truncated record at %llu", f->path, (unsigned long long)off);
+    const uint8_t *d = h + FMT_TFRECORD_HEADER;
+    if (fmt_crc32c_unmask(le32(d + n)) != fmt_crc32c(d, (size_t)n))
+        return sl_error_set(err, SL_ECORRUPT, "%s: corrupted record at %llu", f->path,
+                            (unsigned long long)(off + FMT_TFRECORD_HEADER));
+    *data = d;
+    *len = (size_t)n;
+    return 0;
+}

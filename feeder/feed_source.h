@@ -1,0 +1,75 @@
+/* feed_source: random access to the records of a job's file list, so the
+ * executor can read exactly the records a piece names, in the plan's order,
+ * from any number of threads.
+ *
+ * Opening scans every file once (verifying every CRC and every compressed
+ * stream) and keeps, per file, the offset of each record. That scan is also
+ * where the data-error policy acts: under fail a damaged file stops the job
+ * before any data moves; under skip-file the file is reported and left out
+ * (counts it as holding zero records), so the plan, which is computed from
+ * the counts, stays exact and deterministic.
+ *
+ * Access: an uncompressed file is memory-mapped and records are lent from
+ * the page cache. A compressed file is inflated into memory on first access
+ * and kept in an LRU cache bounded by `cache_bytes`; a miss inflates it
+ * again. TFRecord data CRCs are checked again on every access (the file may
+ * have changed since the scan); a failure then is an error under any policy.
+ *
+ * Thread-safe: feed_source_get may be called from many threads at once.
+ * Lock order: the source's cache mutex only (never held while inflating
+ * another file).
+ */
+#ifndef FEED_SOURCE_H
+#define FEED_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt_files.h"
+#include "fmt_reader.h"
+#include "sl_buf.h"
+#include "sl_error.h"
+
+struct feed_source_opts {
+    enum fmt_format format;           /* TFRECORD or TEXT */
+    enum fmt_compression compression; /* AUTO: per file */
+    size_t max_record_bytes;          /* 0: the formats default */
+    enum fmt_on_error on_error;
+    size_t cache_bytes;               /* compressed files held inflated; 0: 1 GiB */
+    /* Called for each file left out under skip-file, and for each file whose
+     * partial trailing header was dropped; may be NULL. */
+    void (*on_skip)(void *ctx, const char *path, const struct sl_error *err);
+    void (*on_tail)(void *ctx, const char *path, uint64_t bytes);
+    void *ctx;
+};
+
+struct feed_source;
+
+/* Scan `paths` (borrowed for the source's life). On a fail-policy error the
+ * message names the file and offset. */
+int feed_source_open(struct feed_source **out, const char *const *paths, size_t npaths,
+                     const struct feed_source_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+void feed_source_close(struct feed_source *s);
+
+size_t feed_source_nfiles(const struct feed_source *s);
+/* Records in file i (0 for a skipped file). */
+uint64_t feed_source_count(const struct feed_source *s, size_t i);
+const uint64_t *feed_source_counts(const struct feed_source *s);
+uint64_t feed_source_total_bytes(const struct feed_source *s);
+
+const char *feed_source_path(const struct feed_source *s, size_t i);
+/* Decompressed offset of record `rec` of file `file` (for error messages). */
+uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec);
+
+/* A handle for one thread's reads: holds its references to cached files and
+ * its scratch (text lines with '\r'). */
+struct feed_reader;
+int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err) SL_MUST_CHECK;
+void feed_reader_close(struct feed_reader *r);
+
+/* Lend record `rec` of file `file`: valid until the next feed_reader_get on
+ * this reader or its close. */
+int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
+                    struct sl_error *err) SL_MUST_CHECK;
+
+#endif

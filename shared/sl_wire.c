@@ -1,0 +1,690 @@
+/* sl_wire: header frames, byte by byte.
+ *
+ * The decoder is the single place where the protocol's rules live: it reads
+ * each field with a bounds check (a short frame is "truncated at byte N of
+ * M (field)"), checks every length and count against its limit before the
+ * length sizes a read or the count drives a loop, and rejects trailing
+ * bytes. The encoders write fields in the same order and then run the
+ * decoder over what they wrote, so a message that would be refused is never
+ * sent and the two sides cannot drift apart. The only checks the encoders
+ * make themselves are those that guard their own loops and the u16 length
+ * prefixes (string lengths, ntensors, ranks), with the decoder's wording.
+ */
+#include "sl_wire.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const uint8_t MAGIC[4] = {'S', 'L', 'C', '1'};
+
+const char *sl_wire_type_name(unsigned type)
+{
+    switch (type) {
+    case SL_WIRE_HELLO: return "HELLO";
+    case SL_WIRE_WELCOME: return "WELCOME";
+    case SL_WIRE_REFUSE: return "REFUSE";
+    case SL_WIRE_CREDIT: return "CREDIT";
+    case SL_WIRE_PIECE: return "PIECE";
+    case SL_WIRE_END: return "END";
+    case SL_WIRE_ERROR: return "ERROR";
+    case SL_WIRE_HEARTBEAT: return "HEARTBEAT";
+    case SL_WIRE_BYE: return "BYE";
+    default: return "?";
+    }
+}
+
+const char *sl_wire_dtype_name(unsigned dtype)
+{
+    switch (dtype) {
+    case SL_WIRE_INT64: return "int64";
+    case SL_WIRE_FLOAT32: return "float32";
+    case SL_WIRE_BYTES: return "bytes";
+    case SL_WIRE_UINT8: return "uint8";
+    default: return "?";
+    }
+}
+
+size_t sl_wire_dtype_size(unsigned dtype)
+{
+    switch (dtype) {
+    case SL_WIRE_INT64: return 8;
+    case SL_WIRE_FLOAT32: return 4;
+    case SL_WIRE_UINT8: return 1;
+    default: return 0;
+    }
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+struct rd {
+    const uint8_t *p;
+    size_t n, off;
+    const char *what; /* "HELLO header", ... */
+    struct sl_error *err;
+};
+
+static int rd_need(struct rd *r, size_t k, const char *field)
+{
+    if (k > r->n - r->off)
+        return sl_error_set(r->err, SL_EPROTO, "%s: truncated at byte %zu of %zu (%s)", r->what, r->n,
+                            r->off + k, field);
+    return 0;
+}
+
+static int rd_u8(struct rd *r, const char *field, uint8_t *v)
+{
+    int rc = rd_need(r, 1, field);
+    if (rc == 0)
+        *v = r->p[r->off++];
+    return rc;
+}
+
+static int rd_u16(struct rd *r, const char *field, uint16_t *v)
+{
+    int rc = rd_need(r, 2, field);
+    if (rc == 0) {
+        const uint8_t *q = r->p + r->off;
+        *v = (uint16_t)(q[0] | q[1] << 8);
+        r->off += 2;
+    }
+    return rc;
+}
+
+static int rd_u32(struct rd *r, const char *field, uint32_t *v)
+{
+    int rc = rd_need(r, 4, field);
+    if (rc == 0) {
+        const uint8_t *q = r->p + r->off;
+        *v = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        r->off += 4;
+    }
+    return rc;
+}
+
+static int rd_u64(struct rd *r, const char *field, uint64_t *v)
+{
+    int rc = rd_need(r, 8, field);
+    if (rc == 0) {
+        const uint8_t *q = r->p + r->off;
+        uint64_t x = 0;
+        for (int i = 7; i >= 0; i--)
+            x = x << 8 | q[i];
+        *v = x;
+        r->off += 8;
+    }
+    return rc;
+}
+
+/* Two's complement without relying on implementation-defined conversion. */
+static int64_t to_i64(uint64_t x)
+{
+    return x <= INT64_MAX ? (int64_t)x : -(int64_t)(~x) - 1;
+}
+
+static int32_t to_i32(uint32_t x)
+{
+    return x <= INT32_MAX ? (int32_t)x : -(int32_t)(~x) - 1;
+}
+
+/* A u16 length, checked against [min, max], then that many bytes, borrowed. */
+static int rd_str(struct rd *r, const char *field, size_t min, size_t max, const char **s, size_t *len)
+{
+    uint16_t n;
+    int rc = rd_u16(r, field, &n);
+    if (rc != 0)
+        return rc;
+    if (n > max)
+        return sl_error_set(r->err, SL_EPROTO, "%s: %s length %u exceeds %zu", r->what, field, n, max);
+    if (n < min)
+        return sl_error_set(r->err, SL_EPROTO, "%s: empty %s", r->what, field);
+    rc = rd_need(r, n, field);
+    if (rc != 0)
+        return rc;
+    *s = (const char *)r->p + r->off;
+    *len = n;
+    r->off += n;
+    return 0;
+}
+
+static int bad(struct rd *r, const char *fmt, ...) SL_PRINTF(2, 3);
+
+static int bad(struct rd *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sl_error_vset(r->err, SL_EPROTO, fmt, ap);
+    va_end(ap);
+    sl_error_prefix(r->err, "%s: ", r->what);
+    return SL_EPROTO;
+}
+
+/* dims[0..rank): each >= 0, and the product of the non-zero ones at most
+ * SL_WIRE_MAX_ELEMS, so no later product of a subset can overflow. Sets
+ * *elems to the product of all dims. `who` names the tensor ("tensor 3"). */
+static int check_shape(struct rd *r, const char *who, const int64_t *dims, unsigned rank, uint64_t *elems)
+{
+    uint64_t prod = 1;
+    int zero = 0;
+    for (unsigned i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return bad(r, "%s: dims[%u] = %" PRId64 " is negative", who, i, dims[i]);
+        uint64_t d = (uint64_t)dims[i];
+        if (d == 0) {
+            zero = 1;
+            continue;
+        }
+        if (d > SL_WIRE_MAX_ELEMS / prod)
+            return bad(r, "%s: shape has more than %" PRIu64 " elements", who, SL_WIRE_MAX_ELEMS);
+        prod *= d;
+    }
+    *elems = zero ? 0 : prod;
+    return 0;
+}
+
+static int rd_end(struct rd *r)
+{
+    if (r->off != r->n)
+        return bad(r, "%zu trailing byte%s after byte %zu", r->n - r->off, r->n - r->off == 1 ? "" : "s", r->off);
+    return 0;
+}
+
+static int dec_hello(struct rd *r, struct sl_wire_hello *m)
+{
+    int rc;
+    if ((rc = rd_u32(r, "worker", &m->worker)) != 0 || (rc = rd_u32(r, "workers", &m->workers)) != 0 ||
+        (rc = rd_u32(r, "replicas", &m->replicas)) != 0 || (rc = rd_u32(r, "credits", &m->credits)) != 0 ||
+        (rc = rd_u32(r, "flags", &m->flags)) != 0 || (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0 ||
+        (rc = rd_u64(r, "resume_epoch", &m->resume_epoch)) != 0 ||
+        (rc = rd_u64(r, "resume_seq", &m->resume_seq)) != 0 ||
+        (rc = rd_str(r, "job name", 1, SL_WIRE_MAX_JOB, &m->job, &m->job_len)) != 0)
+        return rc;
+    if (m->workers == 0 || m->workers > SL_WIRE_MAX_WORKERS)
+        return bad(r, "workers %" PRIu32 " not in 1..%u", m->workers, SL_WIRE_MAX_WORKERS);
+    if (m->worker >= m->workers)
+        return bad(r, "worker %" PRIu32 " not below workers %" PRIu32, m->worker, m->workers);
+    if (m->replicas == 0 || m->replicas > SL_WIRE_MAX_REPLICAS)
+        return bad(r, "replicas %" PRIu32 " not in 1..%u", m->replicas, SL_WIRE_MAX_REPLICAS);
+    if (m->credits > SL_WIRE_MAX_CREDITS)
+        return bad(r, "credits %" PRIu32 " exceeds %u", m->credits, SL_WIRE_MAX_CREDITS);
+    return rd_end(r);
+}
+
+static int dec_welcome(struct rd *r, struct sl_wire_welcome *m)
+{
+    int rc;
+    if ((rc = rd_u32(r, "feeder", &m->feeder)) != 0 || (rc = rd_u32(r, "feeders", &m->feeders)) != 0 ||
+        (rc = rd_u64(r, "steps_per_epoch", &m->steps_per_epoch)) != 0 ||
+        (rc = rd_u64(r, "epochs", &m->epochs)) != 0 || (rc = rd_u32(r, "batch", &m->batch)) != 0 ||
+        (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0)
+        return rc;
+    if (m->feeders == 0 || m->feeders > SL_WIRE_MAX_FEEDERS)
+        return bad(r, "feeders %" PRIu32 " not in 1..%u", m->feeders, SL_WIRE_MAX_FEEDERS);
+    if (m->feeder >= m->feeders)
+        return bad(r, "feeder %" PRIu32 " not below feeders %" PRIu32, m->feeder, m->feeders);
+    if (m->batch == 0 || m->batch > SL_WIRE_MAX_ROWS)
+        return bad(r, "batch %" PRIu32 " not in 1..%u", m->batch, SL_WIRE_MAX_ROWS);
+    if ((rc = rd_u16(r, "ntensors", &m->ntensors)) != 0)
+        return rc;
+    if (m->ntensors > SL_WIRE_MAX_TENSORS)
+        return bad(r, "ntensors %u exceeds %d", m->ntensors, SL_WIRE_MAX_TENSORS);
+    for (unsigned i = 0; i < m->ntensors; i++) {
+        struct sl_wire_field *f = &m->fields[i];
+        char who[32];
+        snprintf(who, sizeof who, "tensor %u", i);
+        if ((rc = rd_str(r, "tensor name", 1, SL_WIRE_MAX_NAME, &f->name, &f->name_len)) != 0 ||
+            (rc = rd_u8(r, "dtype", &f->dtype)) != 0 || (rc = rd_u8(r, "ragged", &f->ragged)) != 0 ||
+            (rc = rd_u8(r, "rank", &f->rank)) != 0)
+            return rc;
+        if (f->dtype > SL_WIRE_UINT8)
+            return bad(r, "%s: unknown dtype %u", who, f->dtype);
+        if (f->ragged > 1)
+            return bad(r, "%s: ragged %u is not 0 or 1", who, f->ragged);
+        if (f->rank > SL_WIRE_MAX_RANK)
+            return bad(r, "%s: rank %u exceeds %d", who, f->rank, SL_WIRE_MAX_RANK);
+        for (unsigned k = 0; k < f->rank; k++) {
+            uint64_t d;
+            if ((rc = rd_u64(r, "dims", &d)) != 0)
+                return rc;
+            f->dims[k] = to_i64(d);
+        }
+        uint64_t elems = 0;
+        if ((rc = check_shape(r, who, f->dims, f->rank, &elems)) != 0)
+            return rc;
+    }
+    return rd_end(r);
+}
+
+static int dec_piece(struct rd *r, struct sl_wire_piece *m)
+{
+    int rc;
+    if ((rc = rd_u64(r, "epoch", &m->epoch)) != 0 || (rc = rd_u64(r, "step", &m->step)) != 0 ||
+        (rc = rd_u32(r, "worker", &m->worker)) != 0 || (rc = rd_u32(r, "replica", &m->replica)) != 0 ||
+        (rc = rd_u64(r, "seq", &m->seq)) != 0 || (rc = rd_u32(r, "rows", &m->rows)) != 0 ||
+        (rc = rd_u32(r, "flags", &m->flags)) != 0)
+        return rc;
+    if (m->worker >= SL_WIRE_MAX_WORKERS)
+        return bad(r, "worker %" PRIu32 " exceeds %u", m->worker, SL_WIRE_MAX_WORKERS - 1);
+    if (m->replica >= SL_WIRE_MAX_REPLICAS)
+        return bad(r, "replica %" PRIu32 " exceeds %u", m->replica, SL_WIRE_MAX_REPLICAS - 1);
+    if (m->rows > SL_WIRE_MAX_ROWS)
+        return bad(r, "rows %" PRIu32 " exceeds %u", m->rows, SL_WIRE_MAX_ROWS);
+    if ((rc = rd_u16(r, "ntensors", &m->ntensors)) != 0)
+        return rc;
+    if (m->ntensors > SL_WIRE_MAX_TENSORS)
+        return bad(r, "ntensors %u exceeds %d", m->ntensors, SL_WIRE_MAX_TENSORS);
+    for (unsigned i = 0; i < m->ntensors; i++) {
+        struct sl_wire_tensor *t = &m->tensors[i];
+        char who[32];
+        snprintf(who, sizeof who, "tensor %u", i);
+        if ((rc = rd_u8(r, "dtype", &t->dtype)) != 0 || (rc = rd_u8(r, "rank", &t->rank)) != 0)
+            return rc;
+        if (t->dtype > SL_WIRE_UINT8)
+            return bad(r, "%s: unknown dtype %u", who, t->dtype);
+        if (t->rank == 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
+            return bad(r, "%s: rank %u not in 1..%d", who, t->rank, SL_WIRE_MAX_PIECE_RANK);
+        for (unsigned k = 0; k < t->rank; k++) {
+            uint64_t d;
+            if ((rc = rd_u64(r, "dims", &d)) != 0)
+                return rc;
+            t->dims[k] = to_i64(d);
+        }
+        uint64_t elems = 0;
+        if ((rc = check_shape(r, who, t->dims, t->rank, &elems)) != 0 || (rc = rd_u64(r, "bytes", &t->bytes)) != 0)
+            return rc;
+        if (t->bytes > SL_WIRE_MAX_MSG)
+            return bad(r, "%s: bytes %" PRIu64 " exceeds %u", who, t->bytes, SL_WIRE_MAX_MSG);
+        size_t es = sl_wire_dtype_size(t->dtype);
+        /* elems <= 2^30 and es <= 8: no overflow */
+        if (es != 0 && t->bytes != elems * es)
+            return bad(r, "%s: bytes %" PRIu64 ", but %" PRIu64 " %s values take %" PRIu64, who, t->bytes, elems,
+                       sl_wire_dtype_name(t->dtype), elems * es);
+    }
+    return rd_end(r);
+}
+
+static int dec_body(struct rd *r, struct sl_wire_msg *m)
+{
+    int rc;
+    switch (m->type) {
+    case SL_WIRE_HELLO:
+        return dec_hello(r, &m->hello);
+    case SL_WIRE_WELCOME:
+        return dec_welcome(r, &m->welcome);
+    case SL_WIRE_REFUSE:
+        if ((rc = rd_str(r, "reason", 0, SL_WIRE_MAX_REASON, &m->refuse.reason, &m->refuse.reason_len)) != 0)
+            return rc;
+        return rd_end(r);
+    case SL_WIRE_CREDIT:
+        if ((rc = rd_u32(r, "credits", &m->credit.credits)) != 0)
+            return rc;
+        if (m->credit.credits > SL_WIRE_MAX_CREDITS)
+            return bad(r, "credits %" PRIu32 " exceeds %u", m->credit.credits, SL_WIRE_MAX_CREDITS);
+        return rd_end(r);
+    case SL_WIRE_PIECE:
+        return dec_piece(r, &m->piece);
+    case SL_WIRE_END:
+        if ((rc = rd_u32(r, "worker", &m->end.worker)) != 0 || (rc = rd_u64(r, "pieces", &m->end.pieces)) != 0 ||
+            (rc = rd_u64(r, "epochs", &m->end.epochs)) != 0)
+            return rc;
+        if (m->end.worker >= SL_WIRE_MAX_WORKERS)
+            return bad(r, "worker %" PRIu32 " exceeds %u", m->end.worker, SL_WIRE_MAX_WORKERS - 1);
+        return rd_end(r);
+    case SL_WIRE_ERROR: {
+        uint32_t code;
+        if ((rc = rd_u32(r, "code", &code)) != 0)
+            return rc;
+        m->error.code = to_i32(code);
+        if (m->error.code < SL_ECLOSED || m->error.code > SL_EIO)
+            return bad(r, "code %" PRId32 " is not an error code (%d..%d)", m->error.code, SL_ECLOSED, SL_EIO);
+        if ((rc = rd_str(r, "message", 0, SL_WIRE_MAX_ERROR, &m->error.msg, &m->error.msg_len)) != 0)
+            return rc;
+        return rd_end(r);
+    }
+    case SL_WIRE_HEARTBEAT:
+        if ((rc = rd_u64(r, "sent_ns", &m->heartbeat.sent_ns)) != 0)
+            return rc;
+        return rd_end(r);
+    case SL_WIRE_BYE:
+        return rd_end(r);
+    default:
+        return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
+    }
+}
+
+int sl_wire_decode(const uint8_t *p, size_t n, struct sl_wire_msg *m, struct sl_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (n > SL_WIRE_MAX_HEADER)
+        return sl_error_set(err, SL_EPROTO, "header frame of %zu bytes exceeds %u", n, SL_WIRE_MAX_HEADER);
+    struct rd r = {.p = p, .n = n, .off = 0, .what = "header", .err = err};
+    int rc = rd_need(&r, 4, "magic");
+    if (rc != 0)
+        return rc;
+    if (memcmp(p, MAGIC, 4) != 0)
+        return sl_error_set(err, SL_EPROTO, "bad magic %02x %02x %02x %02x (expected \"SLC1\")", p[0], p[1], p[2],
+                            p[3]);
+    r.off = 4;
+    uint16_t version, type;
+    if ((rc = rd_u16(&r, "version", &version)) != 0)
+        return rc;
+    if (version != SL_WIRE_VERSION)
+        return sl_error_set(err, SL_EPROTO, "unsupported version %u (this build speaks %d)", version,
+                            SL_WIRE_VERSION);
+    if ((rc = rd_u16(&r, "type", &type)) != 0)
+        return rc;
+    m->type = type;
+    char what[32];
+    snprintf(what, sizeof what, "%s header", sl_wire_type_name(type));
+    r.what = what;
+    return dec_body(&r, m);
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+struct wr {
+    struct sl_buf *b;
+    int rc; /* first buffer error; later writes do nothing */
+};
+
+static void wr_bytes(struct wr *w, const void *p, size_t n)
+{
+    if (w->rc == 0)
+        w->rc = sl_buf_append(w->b, p, n);
+}
+
+static void wr_u8(struct wr *w, unsigned v)
+{
+    uint8_t q = (uint8_t)v;
+    wr_bytes(w, &q, 1);
+}
+
+static void wr_u16(struct wr *w, unsigned v)
+{
+    uint8_t q[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    wr_bytes(w, q, 2);
+}
+
+static void wr_u32(struct wr *w, uint32_t v)
+{
+    uint8_t q[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    wr_bytes(w, q, 4);
+}
+
+static void wr_u64(struct wr *w, uint64_t v)
+{
+    uint8_t q[8];
+    for (int i = 0; i < 8; i++)
+        q[i] = (uint8_t)(v >> (8 * i));
+    wr_bytes(w, q, 8);
+}
+
+/* The encoder's own checks, worded as the decoder would word them. */
+static int enc_bad(struct sl_error *err, unsigned type, const char *fmt, ...) SL_PRINTF(3, 4);
+
+static int enc_bad(struct sl_error *err, unsigned type, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sl_error_vset(err, SL_EINVAL, fmt, ap);
+    va_end(ap);
+    sl_error_prefix(err, "cannot encode: %s header: ", sl_wire_type_name(type));
+    return SL_EINVAL;
+}
+
+static int wr_str(struct wr *w, struct sl_error *err, unsigned type, const char *field, const char *s,
+                  size_t len, size_t max)
+{
+    if (len > max)
+        return enc_bad(err, type, "%s length %zu exceeds %zu", field, len, max);
+    if (len > 0 && s == NULL)
+        return enc_bad(err, type, "%s is NULL with length %zu", field, len);
+    wr_u16(w, (unsigned)len);
+    if (len > 0)
+        wr_bytes(w, s, len);
+    return 0;
+}
+
+static int enc_hello(struct wr *w, const struct sl_wire_hello *m, struct sl_error *err)
+{
+    wr_u32(w, m->worker);
+    wr_u32(w, m->workers);
+    wr_u32(w, m->replicas);
+    wr_u32(w, m->credits);
+    wr_u32(w, m->flags);
+    wr_u32(w, m->heartbeat_ms);
+    wr_u64(w, m->resume_epoch);
+    wr_u64(w, m->resume_seq);
+    return wr_str(w, err, SL_WIRE_HELLO, "job name", m->job, m->job_len, SL_WIRE_MAX_JOB);
+}
+
+static int enc_welcome(struct wr *w, const struct sl_wire_welcome *m, struct sl_error *err)
+{
+    wr_u32(w, m->feeder);
+    wr_u32(w, m->feeders);
+    wr_u64(w, m->steps_per_epoch);
+    wr_u64(w, m->epochs);
+    wr_u32(w, m->batch);
+    wr_u32(w, m->heartbeat_ms);
+    if (m->ntensors > SL_WIRE_MAX_TENSORS)
+        return enc_bad(err, SL_WIRE_WELCOME, "ntensors %u exceeds %d", m->ntensors, SL_WIRE_MAX_TENSORS);
+    wr_u16(w, m->ntensors);
+    for (unsigned i = 0; i < m->ntensors; i++) {
+        const struct sl_wire_field *f = &m->fields[i];
+        int rc = wr_str(w, err, SL_WIRE_WELCOME, "tensor name", f->name, f->name_len, SL_WIRE_MAX_NAME);
+        if (rc != 0)
+            return rc;
+        if (f->rank > SL_WIRE_MAX_RANK)
+            return enc_bad(err, SL_WIRE_WELCOME, "tensor %u: rank %u exceeds %d", i, f->rank, SL_WIRE_MAX_RANK);
+        wr_u8(w, f->dtype);
+        wr_u8(w, f->ragged);
+        wr_u8(w, f->rank);
+        for (unsigned k = 0; k < f->rank; k++)
+            wr_u64(w, (uint64_t)f->dims[k]);
+    }
+    return 0;
+}
+
+static int enc_piece(struct wr *w, const struct sl_wire_piece *m, struct sl_error *err)
+{
+    wr_u64(w, m->epoch);
+    wr_u64(w, m->step);
+    wr_u32(w, m->worker);
+    wr_u32(w, m->replica);
+    wr_u64(w, m->seq);
+    wr_u32(w, m->rows);
+    wr_u32(w, m->flags);
+    if (m->ntensors > SL_WIRE_MAX_TENSORS)
+        return enc_bad(err, SL_WIRE_PIECE, "ntensors %u exceeds %d", m->ntensors, SL_WIRE_MAX_TENSORS);
+    wr_u16(w, m->ntensors);
+    for (unsigned i = 0; i < m->ntensors; i++) {
+        const struct sl_wire_tensor *t = &m->tensors[i];
+        if (t->rank == 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
+            return enc_bad(err, SL_WIRE_PIECE, "tensor %u: rank %u not in 1..%d", i, t->rank,
+                           SL_WIRE_MAX_PIECE_RANK);
+        wr_u8(w, t->dtype);
+        wr_u8(w, t->rank);
+        for (unsigned k = 0; k < t->rank; k++)
+            wr_u64(w, (uint64_t)t->dims[k]);
+        wr_u64(w, t->bytes);
+    }
+    return 0;
+}
+
+static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_error *err)
+{
+    switch (type) {
+    case SL_WIRE_HELLO:
+        return enc_hello(w, msg, err);
+    case SL_WIRE_WELCOME:
+        return enc_welcome(w, msg, err);
+    case SL_WIRE_REFUSE: {
+        const struct sl_wire_refuse *m = msg;
+        return wr_str(w, err, type, "reason", m->reason, m->reason_len, SL_WIRE_MAX_REASON);
+    }
+    case SL_WIRE_CREDIT:
+        wr_u32(w, ((const struct sl_wire_credit *)msg)->credits);
+        return 0;
+    case SL_WIRE_PIECE:
+        return enc_piece(w, msg, err);
+    case SL_WIRE_END: {
+        const struct sl_wire_end *m = msg;
+        wr_u32(w, m->worker);
+        wr_u64(w, m->pieces);
+        wr_u64(w, m->epochs);
+        return 0;
+    }
+    case SL_WIRE_ERROR: {
+        const struct sl_wire_error *m = msg;
+        wr_u32(w, (uint32_t)m->code);
+        return wr_str(w, err, type, "message", m->msg, m->msg_len, SL_WIRE_MAX_ERROR);
+    }
+    case SL_WIRE_HEARTBEAT:
+        wr_u64(w, ((const struct sl_wire_heartbeat *)msg)->sent_ns);
+        return 0;
+    case SL_WIRE_BYE:
+        return 0;
+    default:
+        return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
+    }
+}
+
+static int encode(unsigned type, const void *msg, struct sl_buf *out, struct sl_error *err)
+{
+    struct wr w = {.b = out, .rc = 0};
+    sl_buf_reset(out);
+    wr_bytes(&w, MAGIC, 4);
+    wr_u16(&w, SL_WIRE_VERSION);
+    wr_u16(&w, type);
+    int rc = enc_body(&w, type, msg, err);
+    if (rc == 0 && w.rc != 0)
+        rc = sl_error_set(err, w.rc, "cannot encode: %s header: %s", sl_wire_type_name(type),
+                          w.rc == SL_ENOMEM ? "out of memory" : "over the buffer's limit");
+    if (rc == 0) {
+        /* The decoder holds the rules; ~6 KiB of stack for its result. */
+        struct sl_wire_msg check;
+        rc = sl_wire_decode(out->data, out->len, &check, err);
+        if (rc != 0) {
+            rc = SL_EINVAL;
+            if (err != NULL) {
+                err->code = rc;
+                sl_error_prefix(err, "cannot encode: ");
+            }
+        }
+    }
+    if (rc != 0)
+        sl_buf_reset(out);
+    return rc;
+}
+
+int sl_wire_encode_hello(const struct sl_wire_hello *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_HELLO, m, out, NULL);
+}
+
+int sl_wire_encode_welcome(const struct sl_wire_welcome *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_WELCOME, m, out, NULL);
+}
+
+int sl_wire_encode_refuse(const struct sl_wire_refuse *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_REFUSE, m, out, NULL);
+}
+
+int sl_wire_encode_credit(const struct sl_wire_credit *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_CREDIT, m, out, NULL);
+}
+
+int sl_wire_encode_piece(const struct sl_wire_piece *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_PIECE, m, out, NULL);
+}
+
+int sl_wire_encode_end(const struct sl_wire_end *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_END, m, out, NULL);
+}
+
+int sl_wire_encode_error(const struct sl_wire_error *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_ERROR, m, out, NULL);
+}
+
+int sl_wire_encode_heartbeat(const struct sl_wire_heartbeat *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_HEARTBEAT, m, out, NULL);
+}
+
+int sl_wire_encode_bye(struct sl_buf *out)
+{
+    return encode(SL_WIRE_BYE, NULL, out, NULL);
+}
+
+int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_error *err)
+{
+    const void *body;
+    switch (m->type) {
+    case SL_WIRE_HELLO: body = &m->hello; break;
+    case SL_WIRE_WELCOME: body = &m->welcome; break;
+    case SL_WIRE_REFUSE: body = &m->refuse; break;
+    case SL_WIRE_CREDIT: body = &m->credit; break;
+    case SL_WIRE_PIECE: body = &m->piece; break;
+    case SL_WIRE_END: body = &m->end; break;
+    case SL_WIRE_ERROR: body = &m->error; break;
+    case SL_WIRE_HEARTBEAT: body = &m->heartbeat; break;
+    default: body = NULL; break;
+    }
+    return encode(m->type, body, out, err);
+}
+
+/* ---- tensor frames ---------------------------------------------------- */
+
+int sl_wire_check_frame(const struct sl_wire_tensor *t, size_t frame_bytes, struct sl_error *err)
+{
+    if ((uint64_t)frame_bytes != t->bytes)
+        return sl_error_set(err, SL_EPROTO, "frame of %zu bytes, descriptor says %" PRIu64, frame_bytes, t->bytes);
+    return 0;
+}
+
+static void fmt_dims(char *out, size_t cap, const int64_t *dims, unsigned rank)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    n += (size_t)snprintf(out + n, cap - n, "[");
+    for (unsigned i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? ", " : "", dims[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+int sl_wire_check_piece(const struct sl_wire_piece *p, const struct sl_wire_welcome *schema, struct sl_error *err)
+{
+    if (p->ntensors != schema->ntensors)
+        return sl_error_set(err, SL_EPROTO, "piece has %u tensors, schema says %u", p->ntensors, schema->ntensors);
+    for (unsigned i = 0; i < p->ntensors; i++) {
+        const struct sl_wire_tensor *t = &p->tensors[i];
+        const struct sl_wire_field *f = &schema->fields[i];
+        int nl = (int)f->name_len;
+        if (t->dtype != f->dtype)
+            return sl_error_set(err, SL_EPROTO, "tensor %u '%.*s': dtype %s, schema says %s", i, nl, f->name,
+                                sl_wire_dtype_name(t->dtype), sl_wire_dtype_name(f->dtype));
+        int ok = t->rank == f->rank + 1 && (f->ragged || t->dims[0] == (int64_t)p->rows);
+        for (unsigned k = 0; ok && k < f->rank; k++)
+            ok = t->dims[k + 1] == f->dims[k];
+        if (!ok) {
+            char got[160], want[160];
+            fmt_dims(got, sizeof got, t->dims, t->rank);
+            int64_t w[SL_WIRE_MAX_PIECE_RANK];
+            w[0] = (int64_t)p->rows;
+            for (unsigned k = 0; k < f->rank; k++)
+                w[k + 1] = f->dims[k];
+            fmt_dims(want, sizeof want, w, f->rank + 1u);
+            return sl_error_set(err, SL_EPROTO, "tensor %u '%.*s': dims %s, schema says %s%s", i, nl, f->name, got,
+                                want, f->ragged ? " (dims[0] free: ragged)" : "");
+        }
+    }
+    return 0;
+}

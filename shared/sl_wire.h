@@ -1,0 +1,211 @@
+/* sl_wire: the feeder <-> trainer wire protocol (docs/protocol.md).
+ *
+ * Every message is a ZeroMQ multipart message: one header frame, then (PIECE
+ * only) one frame per tensor. The header frame is little-endian and is
+ * written and read field by field, never by copying a struct:
+ *
+ *   magic "SLC1" | version u16 (= 1) | type u16 | type-specific fields
+ *
+ * Encoding fills a caller-owned sl_buf with one header frame. Decoding reads
+ * a header frame into a caller-owned struct sl_wire_msg; strings in it are
+ * BORROWED from the frame (pointer + length, not NUL-terminated) and stay
+ * valid while the frame does. Every length and count is checked against the
+ * limits below before it is used; anything malformed is SL_EPROTO with a
+ * message saying what and where.
+ *
+ * Thread-safe: yes (no state; each call works on its own arguments).
+ */
+#ifndef SL_WIRE_H
+#define SL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_buf.h"
+#include "sl_error.h"
+
+#define SL_WIRE_VERSION 1
+
+/* Limits; a decoder rejects anything above them, an encoder refuses to
+ * write it. */
+#define SL_WIRE_MAX_MSG (1u << 30)       /* bytes of any frame: the ZMQ_MAXMSGSIZE to set */
+#define SL_WIRE_MAX_HEADER (64u * 1024)  /* bytes of a header frame */
+#define SL_WIRE_MAX_JOB 256              /* HELLO job name bytes */
+#define SL_WIRE_MAX_TENSORS 64           /* tensors per schema and per piece */
+#define SL_WIRE_MAX_NAME 160             /* WELCOME tensor name bytes */
+#define SL_WIRE_MAX_RANK 8               /* WELCOME per-element rank */
+#define SL_WIRE_MAX_PIECE_RANK (SL_WIRE_MAX_RANK + 1) /* PIECE rank: batch dim + element dims */
+#define SL_WIRE_MAX_REASON 1024          /* REFUSE reason bytes */
+#define SL_WIRE_MAX_ERROR 4096           /* ERROR message bytes */
+#define SL_WIRE_MAX_WORKERS 65536        /* HELLO workers */
+#define SL_WIRE_MAX_REPLICAS 1024        /* HELLO replicas (per worker) */
+#define SL_WIRE_MAX_FEEDERS 4096         /* WELCOME feeders */
+#define SL_WIRE_MAX_CREDITS (1u << 20)   /* HELLO initial credits, one CREDIT grant */
+#define SL_WIRE_MAX_ROWS (1u << 24)      /* PIECE rows, WELCOME batch */
+#define SL_WIRE_MAX_ELEMS ((uint64_t)1 << 30) /* product of a shape's non-zero dims */
+
+enum sl_wire_type {
+    SL_WIRE_HELLO = 1,     /* trainer -> feeder */
+    SL_WIRE_WELCOME = 2,   /* feeder -> trainer */
+    SL_WIRE_REFUSE = 3,    /* feeder -> trainer */
+    SL_WIRE_CREDIT = 4,    /* trainer -> feeder */
+    SL_WIRE_PIECE = 5,     /* feeder -> trainer, + one frame per tensor */
+    SL_WIRE_END = 6,       /* feeder -> trainer */
+    SL_WIRE_ERROR = 7,     /* feeder -> trainer */
+    SL_WIRE_HEARTBEAT = 8, /* both ways */
+    SL_WIRE_BYE = 9,       /* trainer -> feeder */
+};
+
+enum sl_wire_dtype {
+    SL_WIRE_INT64 = 0,
+    SL_WIRE_FLOAT32 = 1,
+    SL_WIRE_BYTES = 2, /* frame: the values' bytes concatenated; boundaries in a companion tensor */
+    SL_WIRE_UINT8 = 3,
+};
+
+/* PIECE flags (informational; unknown bits are ignored by receivers). */
+#define SL_WIRE_PIECE_LAST_STEP 0x1u /* the piece belongs to the last step of its epoch */
+
+struct sl_wire_hello {
+    uint32_t worker;       /* < workers */
+    uint32_t workers;      /* 1..SL_WIRE_MAX_WORKERS */
+    uint32_t replicas;     /* 1..SL_WIRE_MAX_REPLICAS */
+    uint32_t credits;      /* initial credits, <= SL_WIRE_MAX_CREDITS */
+    uint32_t flags;        /* none defined in version 1; unknown bits are ignored */
+    uint32_t heartbeat_ms; /* the trainer sends a HEARTBEAT at least this often; 0: never */
+    uint64_t resume_epoch; /* start position: (0, 0) from the beginning */
+    uint64_t resume_seq;   /* first sequence number wanted */
+    const char *job;       /* borrowed; job_len bytes, 1..SL_WIRE_MAX_JOB */
+    size_t job_len;
+};
+
+/* One tensor of the schema: per-element shape (the batch dimension is not
+ * included). ragged: its length is not fixed by the schema. */
+struct sl_wire_field {
+    const char *name; /* borrowed; name_len bytes, 1..SL_WIRE_MAX_NAME */
+    size_t name_len;
+    uint8_t dtype;    /* enum sl_wire_dtype */
+    uint8_t ragged;   /* 0 or 1 */
+    uint8_t rank;     /* 0..SL_WIRE_MAX_RANK */
+    int64_t dims[SL_WIRE_MAX_RANK]; /* each >= 0 */
+};
+
+struct sl_wire_welcome {
+    uint32_t feeder;          /* < feeders */
+    uint32_t feeders;         /* 1..SL_WIRE_MAX_FEEDERS */
+    uint64_t steps_per_epoch; /* 0: not known in advance */
+    uint64_t epochs;          /* 0: forever */
+    uint32_t batch;           /* rows of a full piece, 1..SL_WIRE_MAX_ROWS */
+    uint32_t heartbeat_ms;    /* the feeder sends a HEARTBEAT at least this often; 0: never */
+    uint16_t ntensors;        /* 0..SL_WIRE_MAX_TENSORS */
+    struct sl_wire_field fields[SL_WIRE_MAX_TENSORS];
+};
+
+struct sl_wire_refuse {
+    const char *reason; /* borrowed; 0..SL_WIRE_MAX_REASON bytes */
+    size_t reason_len;
+};
+
+struct sl_wire_credit {
+    uint32_t credits; /* 0..SL_WIRE_MAX_CREDITS */
+};
+
+/* A tensor frame's descriptor. Numeric dtypes: bytes == product(dims) x
+ * element size. SL_WIRE_BYTES: product(dims) strings whose bytes total
+ * `bytes`. */
+struct sl_wire_tensor {
+    uint8_t dtype; /* enum sl_wire_dtype */
+    uint8_t rank;  /* 1..SL_WIRE_MAX_PIECE_RANK */
+    int64_t dims[SL_WIRE_MAX_PIECE_RANK]; /* each >= 0; dims[0] = rows unless the schema says ragged */
+    uint64_t bytes; /* length of the tensor's frame, <= SL_WIRE_MAX_MSG */
+};
+
+struct sl_wire_piece {
+    uint64_t epoch;
+    uint64_t step;
+    uint32_t worker;   /* < SL_WIRE_MAX_WORKERS */
+    uint32_t replica;  /* < SL_WIRE_MAX_REPLICAS */
+    uint64_t seq;      /* position in the worker's piece stream, over all epochs */
+    uint32_t rows;     /* batch dimension, <= SL_WIRE_MAX_ROWS; 0: an empty piece */
+    uint32_t flags;    /* SL_WIRE_PIECE_* */
+    uint16_t ntensors; /* 0..SL_WIRE_MAX_TENSORS frames follow the header */
+    struct sl_wire_tensor tensors[SL_WIRE_MAX_TENSORS];
+};
+
+struct sl_wire_end {
+    uint32_t worker; /* < SL_WIRE_MAX_WORKERS */
+    uint64_t pieces; /* last seq + 1: pieces sent to this worker in all */
+    uint64_t epochs; /* epochs completed */
+};
+
+struct sl_wire_error {
+    int32_t code;    /* an SL_E* value (SL_ECLOSED..SL_EIO) */
+    const char *msg; /* borrowed; 0..SL_WIRE_MAX_ERROR bytes */
+    size_t msg_len;
+};
+
+struct sl_wire_heartbeat {
+    uint64_t sent_ns; /* the sender's monotonic clock (sl_clock_ns) */
+};
+
+/* A decoded header; `type` says which member is valid (none for BYE).
+ * About 6 KiB: keep one per connection rather than on a small stack. */
+struct sl_wire_msg {
+    uint16_t type; /* enum sl_wire_type */
+    union {
+        struct sl_wire_hello hello;
+        struct sl_wire_welcome welcome;
+        struct sl_wire_refuse refuse;
+        struct sl_wire_credit credit;
+        struct sl_wire_piece piece;
+        struct sl_wire_end end;
+        struct sl_wire_error error;
+        struct sl_wire_heartbeat heartbeat;
+    };
+};
+
+/* Encoders: replace out's contents with one header frame. The message is
+ * checked against the same rules the decoder applies, so whatever encodes
+ * decodes. 0, SL_EINVAL (the message breaks a rule; out is left empty) or
+ * SL_ENOMEM / SL_EINVAL from the buffer (over out->max). */
+int sl_wire_encode_hello(const struct sl_wire_hello *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_welcome(const struct sl_wire_welcome *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_refuse(const struct sl_wire_refuse *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_credit(const struct sl_wire_credit *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_piece(const struct sl_wire_piece *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_end(const struct sl_wire_end *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_error(const struct sl_wire_error *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_heartbeat(const struct sl_wire_heartbeat *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_bye(struct sl_buf *out) SL_MUST_CHECK;
+
+/* Encode any message (by m->type), with the reason in err when the message
+ * breaks a rule: SL_EINVAL "cannot encode: PIECE header: ntensors 70
+ * exceeds 64". */
+int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_error *err) SL_MUST_CHECK;
+
+/* Decode one header frame p[0..n). 0, or SL_EPROTO with err saying what:
+ * "bad magic ...", "unsupported version 2 (this build speaks 1)",
+ * "HELLO header: truncated at byte 18 of 20 (replicas)", "PIECE header:
+ * ntensors 70 exceeds 64", "CREDIT header: 3 trailing bytes after byte
+ * 12". Strings in *m borrow from p. */
+int sl_wire_decode(const uint8_t *p, size_t n, struct sl_wire_msg *m, struct sl_error *err) SL_MUST_CHECK;
+
+/* A tensor frame of `frame_bytes` bytes against its (decoded) descriptor:
+ * 0, or SL_EPROTO "frame of 96 bytes, descriptor says 100". */
+int sl_wire_check_frame(const struct sl_wire_tensor *t, size_t frame_bytes, struct sl_error *err) SL_MUST_CHECK;
+
+/* A (decoded) piece against the schema of WELCOME: same tensor count, dtype
+ * per tensor, rank = schema rank + 1, dims[1..] = the schema's dims, and
+ * dims[0] = rows unless the schema marks the tensor ragged. 0 or SL_EPROTO
+ * "tensor 2 'label': dtype float32, schema says int64". */
+int sl_wire_check_piece(const struct sl_wire_piece *p, const struct sl_wire_welcome *schema,
+                        struct sl_error *err) SL_MUST_CHECK;
+
+/* "HELLO", "PIECE", ...; "type N" is not given: unknown types read "?". */
+const char *sl_wire_type_name(unsigned type);
+/* "int64", "float32", "bytes", "uint8"; "?" otherwise. */
+const char *sl_wire_dtype_name(unsigned dtype);
+/* 8, 4, 0 (bytes: variable), 1; 0 for an unknown dtype. */
+size_t sl_wire_dtype_size(unsigned dtype);
+
+#endif

@@ -1,0 +1,187 @@
+/* feed_source: counts and random access equal a sequential read, for plain,
+ * gzip and zlib TFRecord and text; skip-file leaves a damaged file out with
+ * zero records; the image cache evicts under a small budget and serves
+ * several threads at once (run under TSan in CI's thread build). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feed_source.h"
+#include "fmt_tfrecord.h"
+#include "sl_test.h"
+
+/* record r of file f: "f<f>-r<r>" padded with r bytes of 'x' */
+static size_t make_rec(char *buf, unsigned f, unsigned r)
+{
+    int n = snprintf(buf, 64, "f%u-r%u", f, r);
+    memset(buf + n, 'x', r);
+    return (size_t)n + r;
+}
+
+static const char *write_tfr(const char *name, unsigned f, unsigned count)
+{
+    const char *path = sl_test_path(name);
+    struct fmt_tfrecord_writer *w;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_tfrecord_writer_open(&w, path, FMT_COMP_AUTO, -1, &err), 0);
+    char buf[256];
+    for (unsigned r = 0; r < count; r++)
+        ck_assert_int_eq(fmt_tfrecord_writer_write(w, buf, make_rec(buf, f, r), &err), 0);
+    ck_assert_int_eq(fmt_tfrecord_writer_close(w, &err), 0);
+    return path;
+}
+
+static void expect_rec(struct feed_reader *rd, unsigned f, unsigned r)
+{
+    char want[256];
+    size_t n = make_rec(want, f, r);
+    const uint8_t *d;
+    size_t len;
+    struct sl_error err = {0};
+    int rc = feed_reader_get(rd, f, r, &d, &len, &err);
+    ck_assert_msg(rc == 0, "file %u record %u: %s", f, r, err.msg);
+    ck_assert_uint_eq(len, n);
+    ck_assert_int_eq(memcmp(d, want, n), 0);
+}
+
+static const char *paths[3];
+
+static struct feed_source *open_three(size_t cache)
+{
+    paths[0] = write_tfr("a.tfrecord", 0, 50);
+    paths[1] = write_tfr("b.tfrecord.gz", 1, 70);
+    paths[2] = write_tfr("c.tfrecord.zz", 2, 0);
+    struct feed_source_opts o = {.cache_bytes = cache};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, paths, 3, &o, &err), 0);
+    return s;
+}
+
+START_TEST(test_counts_and_random_access)
+{
+    struct feed_source *s = open_three(0);
+    ck_assert_uint_eq(feed_source_count(s, 0), 50);
+    ck_assert_uint_eq(feed_source_count(s, 1), 70);
+    ck_assert_uint_eq(feed_source_count(s, 2), 0);
+    struct feed_reader *rd;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    for (unsigned k = 0; k < 500; k++) { /* a scrambled order across files */
+        unsigned f = (k * 7) % 2, r = (k * 13) % (f ? 70 : 50);
+        expect_rec(rd, f, r);
+    }
+    const uint8_t *d;
+    size_t len;
+    ck_assert_int_eq(feed_reader_get(rd, 0, 50, &d, &len, &err), SL_EINVAL);
+    feed_reader_close(rd);
+    feed_source_close(s);
+}
+END_TEST
+
+static void on_skip(void *ctx, const char *path, const struct sl_error *err)
+{
+    snprintf(ctx, 2048, "%.500s|%.1500s", path, err->msg);
+}
+
+START_TEST(test_skip_file_and_fail)
+{
+    const char *p0 = write_tfr("ok.tfrecord", 0, 5);
+    const char *p1 = write_tfr("bad.tfrecord", 1, 5);
+    size_t len;
+    uint8_t *bytes = sl_test_read(p1, &len);
+    bytes[len - 5] ^= 1;
+    sl_test_write("bad.tfrecord", bytes, len);
+    free(bytes);
+    const char *list[] = {p0, p1};
+    char seen[2048] = "";
+    struct feed_source_opts o = {.on_error = FMT_ON_ERROR_SKIP_FILE, .on_skip = on_skip, .ctx = seen};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, list, 2, &o, &err), 0);
+    ck_assert_uint_eq(feed_source_count(s, 0), 5);
+    ck_assert_uint_eq(feed_source_count(s, 1), 0);
+    /* the last record ("f1-r4xxxx", 9 bytes) starts at len - 25; its data
+     * crc is the damaged one, reported at start + 12 */
+    char want[1200];
+    snprintf(want, sizeof want, "%s|%s: corrupted record at %zu", p1, p1, len - 25 + 12);
+    ck_assert_str_eq(seen, want);
+    feed_source_close(s);
+    o.on_error = FMT_ON_ERROR_FAIL;
+    ck_assert_int_eq(feed_source_open(&s, list, 2, &o, &err), SL_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "bad.tfrecord: corrupted record at"));
+}
+END_TEST
+
+START_TEST(test_text_lines)
+{
+    const char *p = sl_test_write("t.txt", "a\r\nbb\n\nc\rd\ne", 12);
+    struct feed_source_opts o = {.format = FMT_FORMAT_TEXT};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), 0);
+    ck_assert_uint_eq(feed_source_count(s, 0), 5);
+    struct feed_reader *rd;
+    ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    const char *want[] = {"a", "bb", "", "cd", "e"};
+    for (int i = 4; i >= 0; i--) {
+        const uint8_t *d;
+        size_t len;
+        ck_assert_int_eq(feed_reader_get(rd, 0, (uint64_t)i, &d, &len, &err), 0);
+        ck_assert_uint_eq(len, strlen(want[i]));
+        ck_assert(len == 0 || memcmp(d, want[i], len) == 0);
+    }
+    feed_reader_close(rd);
+    feed_source_close(s);
+}
+END_TEST
+
+struct worker_arg {
+    struct feed_source *s;
+    unsigned seed;
+};
+
+static void *hammer(void *p)
+{
+    struct worker_arg *a = p;
+    struct feed_reader *rd;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_reader_open(&rd, a->s, &err), 0);
+    unsigned x = a->seed;
+    for (int k = 0; k < 400; k++) {
+        x = x * 1103515245u + 12345u;
+        unsigned f = (x >> 16) % 2, r = (x >> 8) % (f ? 70 : 50);
+        expect_rec(rd, f, r);
+    }
+    feed_reader_close(rd);
+    return NULL;
+}
+
+START_TEST(test_threads_with_tiny_cache)
+{
+    struct feed_source *s = open_three(16); /* every switch evicts */
+    pthread_t t[4];
+    struct worker_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct worker_arg){s, (unsigned)i + 1};
+        pthread_create(&t[i], NULL, hammer, &a[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    feed_source_close(s);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("feed_source");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_counts_and_random_access);
+    tcase_add_test(tc, test_skip_file_and_fail);
+    tcase_add_test(tc, test_text_lines);
+    tcase_add_test(tc, test_threads_with_tiny_cache);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,798 @@
+/* sl_wire: every message type round trips; the HELLO and PIECE layouts are
+ * pinned byte by byte; every truncation, every limit and random damage give
+ * SL_EPROTO with a precise message, never a crash; the encoders refuse what
+ * the decoder would refuse. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+#include "sl_buf.h"
+#include "sl_wire.h"
+#include "sl_test.h"
+
+static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT, SL_WIRE_PIECE,
+                                     SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE};
+#define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
+
+static void set_field(struct sl_wire_field *f, const char *name, unsigned dtype, unsigned ragged, unsigned rank,
+                      const int64_t *dims)
+{
+    f->name = name;
+    f->name_len = strlen(name);
+    f->dtype = (uint8_t)dtype;
+    f->ragged = (uint8_t)ragged;
+    f->rank = (uint8_t)rank;
+    for (unsigned i = 0; i < rank; i++)
+        f->dims[i] = dims[i];
+}
+
+static void set_tensor(struct sl_wire_tensor *t, unsigned dtype, unsigned rank, const int64_t *dims, uint64_t bytes)
+{
+    t->dtype = (uint8_t)dtype;
+    t->rank = (uint8_t)rank;
+    for (unsigned i = 0; i < rank; i++)
+        t->dims[i] = dims[i];
+    t->bytes = bytes;
+}
+
+/* A valid message of each type, with distinctive values in every field. */
+static void sample(unsigned type, struct sl_wire_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    m->type = (uint16_t)type;
+    switch (type) {
+    case SL_WIRE_HELLO:
+        m->hello = (struct sl_wire_hello){.worker = 1, .workers = 4, .replicas = 2, .credits = 8, .flags = 0x80,
+                                          .heartbeat_ms = 500, .resume_epoch = 3,
+                                          .resume_seq = 0x0102030405060708ull, .job = "mnist", .job_len = 5};
+        break;
+    case SL_WIRE_WELCOME: {
+        struct sl_wire_welcome *w = &m->welcome;
+        w->feeder = 2;
+        w->feeders = 3;
+        w->steps_per_epoch = 1875;
+        w->epochs = 0;
+        w->batch = 32;
+        w->heartbeat_ms = 1000;
+        w->ntensors = 5;
+        static const int64_t img[] = {28, 28, 1};
+        set_field(&w->fields[0], "image", SL_WIRE_UINT8, 0, 3, img);
+        set_field(&w->fields[1], "label", SL_WIRE_INT64, 0, 0, NULL);
+        set_field(&w->fields[2], "tokens", SL_WIRE_INT64, 1, 0, NULL);
+        set_field(&w->fields[3], "tokens.row_splits", SL_WIRE_INT64, 1, 0, NULL);
+        static const int64_t two[] = {2};
+        set_field(&w->fields[4], "weights", SL_WIRE_FLOAT32, 0, 1, two);
+        break;
+    }
+    case SL_WIRE_REFUSE:
+        m->refuse.reason = "job 'mnist' has 4 workers, trainer says 8";
+        m->refuse.reason_len = strlen(m->refuse.reason);
+        break;
+    case SL_WIRE_CREDIT:
+        m->credit.credits = 16;
+        break;
+    case SL_WIRE_PIECE: {
+        struct sl_wire_piece *p = &m->piece;
+        p->epoch = 2;
+        p->step = 7;
+        p->worker = 1;
+        p->replica = 1;
+        p->seq = 29;
+        p->rows = 4;
+        p->flags = SL_WIRE_PIECE_LAST_STEP;
+        p->ntensors = 5;
+        static const int64_t d0[] = {4, 28, 28, 1}, d1[] = {4}, d2[] = {11}, d3[] = {5}, d4[] = {4, 2};
+        set_tensor(&p->tensors[0], SL_WIRE_UINT8, 4, d0, 4 * 28 * 28);
+        set_tensor(&p->tensors[1], SL_WIRE_INT64, 1, d1, 32);
+        set_tensor(&p->tensors[2], SL_WIRE_INT64, 1, d2, 88);
+        set_tensor(&p->tensors[3], SL_WIRE_INT64, 1, d3, 40);
+        set_tensor(&p->tensors[4], SL_WIRE_FLOAT32, 2, d4, 32);
+        break;
+    }
+    case SL_WIRE_END:
+        m->end = (struct sl_wire_end){.worker = 3, .pieces = 0x1122334455ull, .epochs = 10};
+        break;
+    case SL_WIRE_ERROR:
+        m->error.code = SL_ECORRUPT;
+        m->error.msg = "a.tfrecord: corrupted record at 12";
+        m->error.msg_len = strlen(m->error.msg);
+        break;
+    case SL_WIRE_HEARTBEAT:
+        m->heartbeat.sent_ns = 0xfedcba9876543210ull;
+        break;
+    default:
+        break;
+    }
+}
+
+static void encode_sample(unsigned type, struct sl_buf *b)
+{
+    struct sl_wire_msg m;
+    struct sl_error err = {0};
+    sample(type, &m);
+    sl_buf_init(b, 0);
+    int rc = sl_wire_encode(&m, b, &err);
+    ck_assert_msg(rc == 0, "encode %s: %s", sl_wire_type_name(type), err.msg);
+}
+
+/* Decode p[0..n) expecting SL_EPROTO with exactly `want`. */
+static void expect_proto(const uint8_t *p, size_t n, const char *want)
+{
+    struct sl_wire_msg m;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_decode(p, n, &m, &err), SL_EPROTO);
+    ck_assert_int_eq(err.code, SL_EPROTO);
+    ck_assert_str_eq(err.msg, want);
+}
+
+static void put_le(uint8_t *p, size_t off, uint64_t v, unsigned size)
+{
+    for (unsigned i = 0; i < size; i++)
+        p[off + i] = (uint8_t)(v >> (8 * i));
+}
+
+static int str_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+}
+
+static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b)
+{
+    ck_assert_uint_eq(a->type, b->type);
+    switch (a->type) {
+    case SL_WIRE_HELLO: {
+        const struct sl_wire_hello *x = &a->hello, *y = &b->hello;
+        ck_assert_uint_eq(x->worker, y->worker);
+        ck_assert_uint_eq(x->workers, y->workers);
+        ck_assert_uint_eq(x->replicas, y->replicas);
+        ck_assert_uint_eq(x->credits, y->credits);
+        ck_assert_uint_eq(x->flags, y->flags);
+        ck_assert_uint_eq(x->heartbeat_ms, y->heartbeat_ms);
+        ck_assert_uint_eq(x->resume_epoch, y->resume_epoch);
+        ck_assert_uint_eq(x->resume_seq, y->resume_seq);
+        ck_assert(str_eq(x->job, x->job_len, y->job, y->job_len));
+        break;
+    }
+    case SL_WIRE_WELCOME: {
+        const struct sl_wire_welcome *x = &a->welcome, *y = &b->welcome;
+        ck_assert_uint_eq(x->feeder, y->feeder);
+        ck_assert_uint_eq(x->feeders, y->feeders);
+        ck_assert_uint_eq(x->steps_per_epoch, y->steps_per_epoch);
+        ck_assert_uint_eq(x->epochs, y->epochs);
+        ck_assert_uint_eq(x->batch, y->batch);
+        ck_assert_uint_eq(x->heartbeat_ms, y->heartbeat_ms);
+        ck_assert_uint_eq(x->ntensors, y->ntensors);
+        for (unsigned i = 0; i < x->ntensors; i++) {
+            const struct sl_wire_field *f = &x->fields[i], *g = &y->fields[i];
+            ck_assert(str_eq(f->name, f->name_len, g->name, g->name_len));
+            ck_assert_uint_eq(f->dtype, g->dtype);
+            ck_assert_uint_eq(f->ragged, g->ragged);
+            ck_assert_uint_eq(f->rank, g->rank);
+            for (unsigned k = 0; k < f->rank; k++)
+                ck_assert_int_eq(f->dims[k], g->dims[k]);
+        }
+        break;
+    }
+    case SL_WIRE_REFUSE:
+        ck_assert(str_eq(a->refuse.reason, a->refuse.reason_len, b->refuse.reason, b->refuse.reason_len));
+        break;
+    case SL_WIRE_CREDIT:
+        ck_assert_uint_eq(a->credit.credits, b->credit.credits);
+        break;
+    case SL_WIRE_PIECE: {
+        const struct sl_wire_piece *x = &a->piece, *y = &b->piece;
+        ck_assert_uint_eq(x->epoch, y->epoch);
+        ck_assert_uint_eq(x->step, y->step);
+        ck_assert_uint_eq(x->worker, y->worker);
+        ck_assert_uint_eq(x->replica, y->replica);
+        ck_assert_uint_eq(x->seq, y->seq);
+        ck_assert_uint_eq(x->rows, y->rows);
+        ck_assert_uint_eq(x->flags, y->flags);
+        ck_assert_uint_eq(x->ntensors, y->ntensors);
+        for (unsigned i = 0; i < x->ntensors; i++) {
+            const struct sl_wire_tensor *s = &x->tensors[i], *t = &y->tensors[i];
+            ck_assert_uint_eq(s->dtype, t->dtype);
+            ck_assert_uint_eq(s->rank, t->rank);
+            for (unsigned k = 0; k < s->rank; k++)
+                ck_assert_int_eq(s->dims[k], t->dims[k]);
+            ck_assert_uint_eq(s->bytes, t->bytes);
+        }
+        break;
+    }
+    case SL_WIRE_END:
+        ck_assert_uint_eq(a->end.worker, b->end.worker);
+        ck_assert_uint_eq(a->end.pieces, b->end.pieces);
+        ck_assert_uint_eq(a->end.epochs, b->end.epochs);
+        break;
+    case SL_WIRE_ERROR:
+        ck_assert_int_eq(a->error.code, b->error.code);
+        ck_assert(str_eq(a->error.msg, a->error.msg_len, b->error.msg, b->error.msg_len));
+        break;
+    case SL_WIRE_HEARTBEAT:
+        ck_assert_uint_eq(a->heartbeat.sent_ns, b->heartbeat.sent_ns);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Encode with the per-type function the feeder and trainer call. */
+static int encode_typed(const struct sl_wire_msg *m, struct sl_buf *b)
+{
+    switch (m->type) {
+    case SL_WIRE_HELLO: return sl_wire_encode_hello(&m->hello, b);
+    case SL_WIRE_WELCOME: return sl_wire_encode_welcome(&m->welcome, b);
+    case SL_WIRE_REFUSE: return sl_wire_encode_refuse(&m->refuse, b);
+    case SL_WIRE_CREDIT: return sl_wire_encode_credit(&m->credit, b);
+    case SL_WIRE_PIECE: return sl_wire_encode_piece(&m->piece, b);
+    case SL_WIRE_END: return sl_wire_encode_end(&m->end, b);
+    case SL_WIRE_ERROR: return sl_wire_encode_error(&m->error, b);
+    case SL_WIRE_HEARTBEAT: return sl_wire_encode_heartbeat(&m->heartbeat, b);
+    case SL_WIRE_BYE: return sl_wire_encode_bye(b);
+    default: return SL_EINVAL;
+    }
+}
+
+START_TEST(test_round_trip_every_type)
+{
+    for (size_t i = 0; i < NTYPES; i++) {
+        struct sl_wire_msg in, out;
+        struct sl_error err = {0};
+        struct sl_buf b, b2;
+        sl_buf_init(&b, 0);
+        sl_buf_init(&b2, 0);
+        sample(ALL_TYPES[i], &in);
+        ck_assert_int_eq(encode_typed(&in, &b), 0);
+        ck_assert_msg(sl_wire_decode(b.data, b.len, &out, &err) == 0, "%s: %s", sl_wire_type_name(in.type), err.msg);
+        assert_same(&in, &out);
+        /* strings are borrowed from the frame */
+        if (in.type == SL_WIRE_HELLO)
+            ck_assert(out.hello.job >= (const char *)b.data && out.hello.job < (const char *)b.data + b.len);
+        /* decoding then encoding gives the same bytes */
+        ck_assert_int_eq(sl_wire_encode(&out, &b2, &err), 0);
+        ck_assert_uint_eq(b2.len, b.len);
+        ck_assert_int_eq(memcmp(b.data, b2.data, b.len), 0);
+        sl_buf_free(&b);
+        sl_buf_free(&b2);
+    }
+}
+END_TEST
+
+START_TEST(test_round_trip_extremes)
+{
+    /* every field at its limit, and an all-zero empty piece */
+    static char job[SL_WIRE_MAX_JOB], reason[SL_WIRE_MAX_REASON], msg[SL_WIRE_MAX_ERROR];
+    static char names[SL_WIRE_MAX_TENSORS][SL_WIRE_MAX_NAME];
+    memset(job, 'j', sizeof job);
+    memset(reason, 'r', sizeof reason);
+    memset(msg, 'm', sizeof msg);
+    struct sl_wire_msg m[5], out;
+    memset(m, 0, sizeof m);
+    m[0].type = SL_WIRE_HELLO;
+    m[0].hello = (struct sl_wire_hello){.worker = SL_WIRE_MAX_WORKERS - 1, .workers = SL_WIRE_MAX_WORKERS,
+                                        .replicas = SL_WIRE_MAX_REPLICAS, .credits = SL_WIRE_MAX_CREDITS,
+                                        .flags = UINT32_MAX, .heartbeat_ms = UINT32_MAX, .resume_epoch = UINT64_MAX,
+                                        .resume_seq = UINT64_MAX, .job = job, .job_len = sizeof job};
+    m[1].type = SL_WIRE_WELCOME;
+    struct sl_wire_welcome *w = &m[1].welcome;
+    w->feeder = SL_WIRE_MAX_FEEDERS - 1;
+    w->feeders = SL_WIRE_MAX_FEEDERS;
+    w->steps_per_epoch = UINT64_MAX;
+    w->epochs = UINT64_MAX;
+    w->batch = SL_WIRE_MAX_ROWS;
+    w->ntensors = SL_WIRE_MAX_TENSORS;
+    for (unsigned i = 0; i < SL_WIRE_MAX_TENSORS; i++) {
+        memset(names[i], 'a' + i % 26, SL_WIRE_MAX_NAME);
+        w->fields[i] = (struct sl_wire_field){.name = names[i], .name_len = SL_WIRE_MAX_NAME,
+                                              .dtype = (uint8_t)(i % 4), .ragged = (uint8_t)(i % 2),
+                                              .rank = SL_WIRE_MAX_RANK};
+        for (unsigned k = 0; k < SL_WIRE_MAX_RANK; k++)
+            w->fields[i].dims[k] = 1;
+        w->fields[i].dims[0] = 0;
+        w->fields[i].dims[1] = (int64_t)SL_WIRE_MAX_ELEMS; /* the non-zero dims' product at its limit */
+    }
+    m[2].type = SL_WIRE_PIECE;
+    struct sl_wire_piece *p = &m[2].piece;
+    p->worker = SL_WIRE_MAX_WORKERS - 1;
+    p->replica = SL_WIRE_MAX_REPLICAS - 1;
+    p->rows = SL_WIRE_MAX_ROWS;
+    p->ntensors = SL_WIRE_MAX_TENSORS;
+    for (unsigned i = 0; i < SL_WIRE_MAX_TENSORS; i++) {
+        struct sl_wire_tensor *t = &p->tensors[i];
+        t->dtype = SL_WIRE_UINT8;
+        t->rank = SL_WIRE_MAX_PIECE_RANK;
+        t->dims[0] = SL_WIRE_MAX_ROWS;
+        t->dims[1] = 64;
+        for (unsigned k = 2; k < SL_WIRE_MAX_PIECE_RANK; k++)
+            t->dims[k] = 1;
+        t->bytes = SL_WIRE_MAX_MSG;
+    }
+    m[3].type = SL_WIRE_REFUSE;
+    m[3].refuse = (struct sl_wire_refuse){.reason = reason, .reason_len = sizeof reason};
+    m[4].type = SL_WIRE_ERROR;
+    m[4].error = (struct sl_wire_error){.code = SL_ECLOSED, .msg = msg, .msg_len = sizeof msg};
+    for (int i = 0; i < 5; i++) {
+        struct sl_buf b;
+        struct sl_error err = {0};
+        sl_buf_init(&b, 0);
+        ck_assert_msg(sl_wire_encode(&m[i], &b, &err) == 0, "%d: %s", i, err.msg);
+        ck_assert_uint_le(b.len, SL_WIRE_MAX_HEADER);
+        ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+        assert_same(&m[i], &out);
+        sl_buf_free(&b);
+    }
+    /* the largest header: a full WELCOME */
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_welcome(&m[1].welcome, &b), 0);
+    ck_assert_uint_eq(b.len, 42 + 64 * (2 + 160 + 3 + 8 * 8));
+    sl_buf_free(&b);
+
+    /* an empty piece: no tensors, or tensors of zero rows */
+    struct sl_wire_msg e;
+    memset(&e, 0, sizeof e);
+    e.type = SL_WIRE_PIECE;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_piece(&e.piece, &b), 0);
+    ck_assert_uint_eq(b.len, 50);
+    e.piece.ntensors = 1;
+    static const int64_t zero_rows[] = {0, 3};
+    set_tensor(&e.piece.tensors[0], SL_WIRE_FLOAT32, 2, zero_rows, 0);
+    ck_assert_int_eq(sl_wire_encode_piece(&e.piece, &b), 0);
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    assert_same(&e, &out);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_hello_layout_pinned)
+{
+    struct sl_wire_msg m;
+    sample(SL_WIRE_HELLO, &m);
+    uint8_t want[128];
+    size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
+                           "01 00"                    /* version 1 */
+                           "01 00"                    /* type HELLO */
+                           "01 00 00 00"              /* worker 1 */
+                           "04 00 00 00"              /* workers 4 */
+                           "02 00 00 00"              /* replicas 2 */
+                           "08 00 00 00"              /* credits 8 */
+                           "80 00 00 00"              /* flags 0x80 */
+                           "f4 01 00 00"              /* heartbeat_ms 500 */
+                           "03 00 00 00 00 00 00 00"  /* resume_epoch 3 */
+                           "08 07 06 05 04 03 02 01"  /* resume_seq 0x0102030405060708 */
+                           "05 00"                    /* job name length 5 */
+                           "6d 6e 69 73 74",          /* "mnist" */
+                           want, sizeof want);
+    ck_assert_uint_eq(n, 55);
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_hello(&m.hello, &b), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_piece_layout_pinned)
+{
+    struct sl_wire_piece p;
+    memset(&p, 0, sizeof p);
+    p.epoch = 2;
+    p.step = 7;
+    p.worker = 1;
+    p.replica = 0;
+    p.seq = 29;
+    p.rows = 4;
+    p.flags = SL_WIRE_PIECE_LAST_STEP;
+    p.ntensors = 2;
+    static const int64_t d0[] = {4, 3}, d1[] = {4};
+    set_tensor(&p.tensors[0], SL_WIRE_FLOAT32, 2, d0, 48);
+    set_tensor(&p.tensors[1], SL_WIRE_INT64, 1, d1, 32);
+    uint8_t want[128];
+    size_t n = sl_test_hex("53 4c 43 31 01 00 05 00"  /* magic, version 1, type PIECE */
+                           "02 00 00 00 00 00 00 00"  /* epoch 2 */
+                           "07 00 00 00 00 00 00 00"  /* step 7 */
+                           "01 00 00 00"              /* worker 1 */
+                           "00 00 00 00"              /* replica 0 */
+                           "1d 00 00 00 00 00 00 00"  /* seq 29 */
+                           "04 00 00 00"              /* rows 4 */
+                           "01 00 00 00"              /* flags LAST_STEP */
+                           "02 00"                    /* ntensors 2 */
+                           "01 02"                    /* tensor 0: float32, rank 2 */
+                           "04 00 00 00 00 00 00 00"  /*   dims[0] 4 */
+                           "03 00 00 00 00 00 00 00"  /*   dims[1] 3 */
+                           "30 00 00 00 00 00 00 00"  /*   bytes 48 */
+                           "00 01"                    /* tensor 1: int64, rank 1 */
+                           "04 00 00 00 00 00 00 00"  /*   dims[0] 4 */
+                           "20 00 00 00 00 00 00 00", /*   bytes 32 */
+                           want, sizeof want);
+    ck_assert_uint_eq(n, 94);
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_piece(&p, &b), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    /* and the decoder reads the hand-written bytes */
+    struct sl_wire_msg m;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_decode(want, n, &m, &err), 0);
+    ck_assert_uint_eq(m.type, SL_WIRE_PIECE);
+    ck_assert_uint_eq(m.piece.seq, 29);
+    ck_assert_int_eq(m.piece.tensors[0].dims[1], 3);
+    ck_assert_uint_eq(m.piece.tensors[1].bytes, 32);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_fixed_sizes)
+{
+    static const struct { unsigned type; size_t len; } sizes[] = {
+        {SL_WIRE_CREDIT, 12}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
+        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        struct sl_buf b;
+        encode_sample(sizes[i].type, &b);
+        ck_assert_msg(b.len == sizes[i].len, "%s: %zu bytes", sl_wire_type_name(sizes[i].type), b.len);
+        sl_buf_free(&b);
+    }
+}
+END_TEST
+
+START_TEST(test_every_truncation)
+{
+    for (size_t i = 0; i < NTYPES; i++) {
+        struct sl_buf b;
+        encode_sample(ALL_TYPES[i], &b);
+        for (size_t k = 0; k < b.len; k++) {
+            /* a copy of exactly k bytes, so ASan sees any read past the end */
+            uint8_t *cut = sl_malloc(k);
+            if (k)
+                memcpy(cut, b.data, k);
+            struct sl_wire_msg m;
+            struct sl_error err = {0};
+            int rc = sl_wire_decode(cut, k, &m, &err);
+            ck_assert_msg(rc == SL_EPROTO, "%s cut at %zu: rc %d", sl_wire_type_name(ALL_TYPES[i]), k, rc);
+            ck_assert_msg(strstr(err.msg, "truncated at byte") != NULL, "%s cut at %zu: %s",
+                          sl_wire_type_name(ALL_TYPES[i]), k, err.msg);
+            sl_free(cut);
+        }
+        sl_buf_free(&b);
+    }
+    struct sl_buf b;
+    encode_sample(SL_WIRE_HELLO, &b);
+    expect_proto(b.data, 0, "header: truncated at byte 0 of 4 (magic)");
+    expect_proto(b.data, 5, "header: truncated at byte 5 of 6 (version)");
+    expect_proto(b.data, 7, "header: truncated at byte 7 of 8 (type)");
+    expect_proto(b.data, 18, "HELLO header: truncated at byte 18 of 20 (replicas)");
+    expect_proto(b.data, 49, "HELLO header: truncated at byte 49 of 50 (job name)");
+    expect_proto(b.data, 52, "HELLO header: truncated at byte 52 of 55 (job name)");
+    sl_buf_free(&b);
+    encode_sample(SL_WIRE_PIECE, &b);
+    /* tensor 0 (rank 4) starts at 50: dtype, rank, dims[0..4) at 52..84, bytes */
+    expect_proto(b.data, 60, "PIECE header: truncated at byte 60 of 68 (dims)");
+    expect_proto(b.data, 90, "PIECE header: truncated at byte 90 of 92 (bytes)");
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_trailing_bytes)
+{
+    for (size_t i = 0; i < NTYPES; i++) {
+        struct sl_buf b;
+        encode_sample(ALL_TYPES[i], &b);
+        size_t n = b.len;
+        ck_assert_int_eq(sl_buf_append(&b, "\0\0\0", 3), 0);
+        char want[128];
+        snprintf(want, sizeof want, "%s header: 1 trailing byte after byte %zu", sl_wire_type_name(ALL_TYPES[i]), n);
+        expect_proto(b.data, n + 1, want);
+        snprintf(want, sizeof want, "%s header: 3 trailing bytes after byte %zu", sl_wire_type_name(ALL_TYPES[i]), n);
+        expect_proto(b.data, n + 3, want);
+        sl_buf_free(&b);
+    }
+}
+END_TEST
+
+/* A damaged copy of a sample: `patch` writes `size` bytes of `value` at
+ * `off`; `cut` (if non-zero) is the frame length to decode. */
+struct damage {
+    unsigned type;
+    size_t off;
+    uint64_t value;
+    unsigned size;
+    size_t cut;
+    const char *want;
+};
+
+/* Offsets in the samples: HELLO fields at 8 + 4k, job length at 48; WELCOME
+ * ntensors at 40, tensor 0 ("image") at 42: name length, 5 bytes, dtype 49,
+ * ragged 50, rank 51, dims 52..76; PIECE worker 24, replica 28, rows 40,
+ * ntensors 48, tensor 0 at 50: dtype, rank, dims 52..84, bytes 84. */
+static const struct damage DAMAGE[] = {
+    {SL_WIRE_HELLO, 0, 0x20544547, 4, 0, "bad magic 47 45 54 20 (expected \"SLC1\")"},
+    {SL_WIRE_HELLO, 4, 2, 2, 0, "unsupported version 2 (this build speaks 1)"},
+    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 1)"},
+    {SL_WIRE_HELLO, 6, 12, 2, 0, "unknown message type 12"},
+    {SL_WIRE_HELLO, 6, 0, 2, 0, "unknown message type 0"},
+    {SL_WIRE_HELLO, 48, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
+    {SL_WIRE_HELLO, 48, 0, 2, 50, "HELLO header: empty job name"},
+    {SL_WIRE_HELLO, 12, 0, 4, 0, "HELLO header: workers 0 not in 1..65536"},
+    {SL_WIRE_HELLO, 12, 65537, 4, 0, "HELLO header: workers 65537 not in 1..65536"},
+    {SL_WIRE_HELLO, 8, 4, 4, 0, "HELLO header: worker 4 not below workers 4"},
+    {SL_WIRE_HELLO, 16, 0, 4, 0, "HELLO header: replicas 0 not in 1..1024"},
+    {SL_WIRE_HELLO, 16, 1025, 4, 0, "HELLO header: replicas 1025 not in 1..1024"},
+    {SL_WIRE_HELLO, 20, (1u << 20) + 1, 4, 0, "HELLO header: credits 1048577 exceeds 1048576"},
+    {SL_WIRE_WELCOME, 12, 0, 4, 0, "WELCOME header: feeders 0 not in 1..4096"},
+    {SL_WIRE_WELCOME, 12, 4097, 4, 0, "WELCOME header: feeders 4097 not in 1..4096"},
+    {SL_WIRE_WELCOME, 8, 3, 4, 0, "WELCOME header: feeder 3 not below feeders 3"},
+    {SL_WIRE_WELCOME, 32, 0, 4, 0, "WELCOME header: batch 0 not in 1..16777216"},
+    {SL_WIRE_WELCOME, 32, (1u << 24) + 1, 4, 0, "WELCOME header: batch 16777217 not in 1..16777216"},
+    {SL_WIRE_WELCOME, 40, 65, 2, 0, "WELCOME header: ntensors 65 exceeds 64"},
+    {SL_WIRE_WELCOME, 42, 161, 2, 0, "WELCOME header: tensor name length 161 exceeds 160"},
+    {SL_WIRE_WELCOME, 42, 0, 2, 0, "WELCOME header: empty tensor name"},
+    {SL_WIRE_WELCOME, 49, 4, 1, 0, "WELCOME header: tensor 0: unknown dtype 4"},
+    {SL_WIRE_WELCOME, 50, 2, 1, 0, "WELCOME header: tensor 0: ragged 2 is not 0 or 1"},
+    {SL_WIRE_WELCOME, 51, 9, 1, 0, "WELCOME header: tensor 0: rank 9 exceeds 8"},
+    {SL_WIRE_WELCOME, 60, (uint64_t)-5, 8, 0, "WELCOME header: tensor 0: dims[1] = -5 is negative"},
+    {SL_WIRE_WELCOME, 60, (uint64_t)1 << 29, 8, 0, "WELCOME header: tensor 0: shape has more than 1073741824 elements"},
+    {SL_WIRE_REFUSE, 8, 1025, 2, 0, "REFUSE header: reason length 1025 exceeds 1024"},
+    {SL_WIRE_CREDIT, 8, (1u << 20) + 1, 4, 0, "CREDIT header: credits 1048577 exceeds 1048576"},
+    {SL_WIRE_PIECE, 24, 65536, 4, 0, "PIECE header: worker 65536 exceeds 65535"},
+    {SL_WIRE_PIECE, 28, 1024, 4, 0, "PIECE header: replica 1024 exceeds 1023"},
+    {SL_WIRE_PIECE, 40, (1u << 24) + 1, 4, 0, "PIECE header: rows 16777217 exceeds 16777216"},
+    {SL_WIRE_PIECE, 48, 70, 2, 0, "PIECE header: ntensors 70 exceeds 64"},
+    {SL_WIRE_PIECE, 48, 0xffff, 2, 0, "PIECE header: ntensors 65535 exceeds 64"},
+    {SL_WIRE_PIECE, 50, 5, 1, 0, "PIECE header: tensor 0: unknown dtype 5"},
+    {SL_WIRE_PIECE, 51, 0, 1, 0, "PIECE header: tensor 0: rank 0 not in 1..9"},
+    {SL_WIRE_PIECE, 51, 10, 1, 0, "PIECE header: tensor 0: rank 10 not in 1..9"},
+    {SL_WIRE_PIECE, 52, (uint64_t)-1, 8, 0, "PIECE header: tensor 0: dims[0] = -1 is negative"},
+    {SL_WIRE_PIECE, 60, (uint64_t)INT64_MAX, 8, 0, "PIECE header: tensor 0: shape has more than 1073741824 elements"},
+    {SL_WIRE_PIECE, 84, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0, "PIECE header: tensor 0: bytes 1073741825 exceeds 1073741824"},
+    {SL_WIRE_PIECE, 84, 3135, 8, 0, "PIECE header: tensor 0: bytes 3135, but 3136 uint8 values take 3136"},
+    {SL_WIRE_PIECE, 60, 0, 8, 0, "PIECE header: tensor 0: bytes 3136, but 0 uint8 values take 0"},
+    {SL_WIRE_END, 8, 65536, 4, 0, "END header: worker 65536 exceeds 65535"},
+    {SL_WIRE_ERROR, 8, 0, 4, 0, "ERROR header: code 0 is not an error code (-8..-1)"},
+    {SL_WIRE_ERROR, 8, (uint32_t)-9, 4, 0, "ERROR header: code -9 is not an error code (-8..-1)"},
+    {SL_WIRE_ERROR, 8, 1, 4, 0, "ERROR header: code 1 is not an error code (-8..-1)"},
+    {SL_WIRE_ERROR, 12, 4097, 2, 0, "ERROR header: message length 4097 exceeds 4096"},
+};
+
+START_TEST(test_limits_exact_messages)
+{
+    for (size_t i = 0; i < sizeof DAMAGE / sizeof DAMAGE[0]; i++) {
+        const struct damage *d = &DAMAGE[i];
+        struct sl_buf b;
+        encode_sample(d->type, &b);
+        ck_assert_uint_le(d->off + d->size, b.len);
+        put_le(b.data, d->off, d->value, d->size);
+        struct sl_wire_msg m;
+        struct sl_error err = {0};
+        ck_assert_int_eq(sl_wire_decode(b.data, d->cut ? d->cut : b.len, &m, &err), SL_EPROTO);
+        ck_assert_msg(strcmp(err.msg, d->want) == 0, "case %zu: got \"%s\", want \"%s\"", i, err.msg, d->want);
+        sl_buf_free(&b);
+    }
+}
+END_TEST
+
+START_TEST(test_header_size_limit)
+{
+    static uint8_t big[SL_WIRE_MAX_HEADER + 1];
+    memcpy(big, "SLC1\x01\x00\x09\x00", 8);
+    expect_proto(big, sizeof big, "header frame of 65537 bytes exceeds 65536");
+    /* the limit itself is fine until the trailing bytes */
+    expect_proto(big, SL_WIRE_MAX_HEADER, "BYE header: 65528 trailing bytes after byte 8");
+}
+END_TEST
+
+START_TEST(test_encoder_refuses)
+{
+    struct sl_buf b;
+    struct sl_error err = {0};
+    struct sl_wire_msg m;
+    sl_buf_init(&b, 0);
+
+    sample(SL_WIRE_PIECE, &m);
+    m.piece.ntensors = 70;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: ntensors 70 exceeds 64");
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_int_eq(sl_wire_encode_piece(&m.piece, &b), SL_EINVAL);
+
+    sample(SL_WIRE_PIECE, &m);
+    m.piece.tensors[2].rank = 10;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: tensor 2: rank 10 not in 1..9");
+
+    sample(SL_WIRE_PIECE, &m);
+    m.piece.tensors[1].bytes = 33;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: tensor 1: bytes 33, but 4 int64 values take 32");
+    ck_assert_uint_eq(b.len, 0);
+
+    sample(SL_WIRE_HELLO, &m);
+    m.hello.worker = 4;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: worker 4 not below workers 4");
+    ck_assert_int_eq(sl_wire_encode_hello(&m.hello, &b), SL_EINVAL);
+
+    sample(SL_WIRE_HELLO, &m);
+    m.hello.job_len = 70000;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: job name length 70000 exceeds 256");
+    m.hello.job = NULL;
+    m.hello.job_len = 3;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: job name is NULL with length 3");
+
+    sample(SL_WIRE_WELCOME, &m);
+    m.welcome.fields[1].rank = 9;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: WELCOME header: tensor 1: rank 9 exceeds 8");
+
+    sample(SL_WIRE_ERROR, &m);
+    m.error.code = 0;
+    ck_assert_int_eq(sl_wire_encode_error(&m.error, &b), SL_EINVAL);
+
+    memset(&m, 0, sizeof m);
+    m.type = 99;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: unknown message type 99");
+    sl_buf_free(&b);
+
+    /* the buffer's own limit and allocation failures */
+    sl_buf_init(&b, 20);
+    sample(SL_WIRE_HELLO, &m);
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: over the buffer's limit");
+    ck_assert_uint_eq(b.len, 0);
+    sl_buf_free(&b);
+    sl_buf_init(&b, 0);
+    sl_alloc_fail_after(1);
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_ENOMEM);
+    sl_alloc_fail_reset();
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_check_frame_and_piece)
+{
+    struct sl_wire_msg w, p;
+    struct sl_error err = {0};
+    sample(SL_WIRE_WELCOME, &w);
+    sample(SL_WIRE_PIECE, &p);
+    ck_assert_int_eq(sl_wire_check_frame(&p.piece.tensors[0], 3136, &err), 0);
+    ck_assert_int_eq(sl_wire_check_frame(&p.piece.tensors[0], 3135, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "frame of 3135 bytes, descriptor says 3136");
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), 0);
+
+    /* ragged tensors have a free dims[0]; the others must have rows */
+    p.piece.tensors[2].dims[0] = 1000;
+    p.piece.tensors[2].bytes = 8000;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), 0);
+    p.piece.tensors[1].dims[0] = 5;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 1 'label': dims [5], schema says [4]");
+
+    sample(SL_WIRE_PIECE, &p);
+    p.piece.tensors[0].dims[2] = 27;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 0 'image': dims [4, 28, 27, 1], schema says [4, 28, 28, 1]");
+
+    sample(SL_WIRE_PIECE, &p);
+    p.piece.tensors[3].rank = 2;
+    p.piece.tensors[3].dims[1] = 1;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 3 'tokens.row_splits': dims [5, 1], schema says [4] (dims[0] free: ragged)");
+
+    sample(SL_WIRE_PIECE, &p);
+    p.piece.tensors[4].dtype = SL_WIRE_INT64;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 4 'weights': dtype int64, schema says float32");
+
+    sample(SL_WIRE_PIECE, &p);
+    p.piece.ntensors = 4;
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "piece has 4 tensors, schema says 5");
+
+    /* an empty piece of a schema: rows 0, every tensor with zero rows */
+    sample(SL_WIRE_PIECE, &p);
+    p.piece.rows = 0;
+    for (unsigned i = 0; i < p.piece.ntensors; i++) {
+        p.piece.tensors[i].dims[0] = i == 3 ? 1 : 0; /* row_splits of 0 rows has one entry */
+        p.piece.tensors[i].bytes = i == 3 ? 8 : 0;
+    }
+    ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), 0);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+    ck_assert_str_eq(sl_wire_type_name(SL_WIRE_HEARTBEAT), "HEARTBEAT");
+    ck_assert_str_eq(sl_wire_type_name(0), "?");
+    ck_assert_str_eq(sl_wire_dtype_name(SL_WIRE_FLOAT32), "float32");
+    ck_assert_str_eq(sl_wire_dtype_name(9), "?");
+    ck_assert_uint_eq(sl_wire_dtype_size(SL_WIRE_INT64), 8);
+    ck_assert_uint_eq(sl_wire_dtype_size(SL_WIRE_BYTES), 0);
+    ck_assert_uint_eq(sl_wire_dtype_size(SL_WIRE_UINT8), 1);
+}
+END_TEST
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+START_TEST(test_random_damage)
+{
+    /* flip 1-4 random bytes, maybe cut or extend; the decoder returns 0 or
+     * SL_EPROTO, and whatever it accepts re-encodes to the same bytes */
+    uint64_t seed = 42;
+    size_t accepted = 0, refused = 0;
+    for (size_t i = 0; i < NTYPES; i++) {
+        struct sl_buf b;
+        encode_sample(ALL_TYPES[i], &b);
+        for (int iter = 0; iter < 20000; iter++) {
+            size_t n = b.len;
+            uint64_t r = rng_next(&seed);
+            if (r % 8 == 0)
+                n = (size_t)(rng_next(&seed) % (b.len + 1));
+            else if (r % 8 == 1)
+                n = b.len + 1 + (size_t)(rng_next(&seed) % 16);
+            uint8_t *copy = sl_malloc(n);
+            for (size_t k = 0; k < n; k++)
+                copy[k] = k < b.len ? b.data[k] : (uint8_t)rng_next(&seed);
+            int flips = 1 + (int)(rng_next(&seed) % 4);
+            for (int f = 0; f < flips && n > 0; f++)
+                copy[rng_next(&seed) % n] ^= (uint8_t)(1 + rng_next(&seed) % 255);
+            struct sl_wire_msg m;
+            struct sl_error err = {0};
+            int rc = sl_wire_decode(copy, n, &m, &err);
+            ck_assert(rc == 0 || rc == SL_EPROTO);
+            if (rc == 0) {
+                struct sl_buf again;
+                sl_buf_init(&again, 0);
+                ck_assert_msg(sl_wire_encode(&m, &again, &err) == 0, "%s", err.msg);
+                ck_assert_uint_eq(again.len, n);
+                ck_assert_int_eq(memcmp(again.data, copy, n), 0);
+                sl_buf_free(&again);
+                accepted++;
+            } else {
+                ck_assert(err.msg[0] != '\0');
+                refused++;
+            }
+            sl_free(copy);
+        }
+        sl_buf_free(&b);
+    }
+    ck_assert_uint_gt(accepted, 0);
+    ck_assert_uint_gt(refused, 0);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("sl_wire");
+    TCase *tc = tcase_create("wire");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_round_trip_every_type);
+    tcase_add_test(tc, test_round_trip_extremes);
+    tcase_add_test(tc, test_hello_layout_pinned);
+    tcase_add_test(tc, test_piece_layout_pinned);
+    tcase_add_test(tc, test_fixed_sizes);
+    tcase_add_test(tc, test_every_truncation);
+    tcase_add_test(tc, test_trailing_bytes);
+    tcase_add_test(tc, test_limits_exact_messages);
+    tcase_add_test(tc, test_header_size_limit);
+    tcase_add_test(tc, test_encoder_refuses);
+    tcase_add_test(tc, test_check_frame_and_piece);
+    tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_random_damage);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,520 @@
+/* train_client: handshake, receive, reorder, credit.
+ *
+ * Received pieces live in slots (a header frame, its tensor frames and the
+ * decoded descriptor), made once: the reorder window is F * credits, the
+ * most pieces the feeders may have outstanding. A slot is handed to the
+ * caller as part of a step and recycled, with its credit returned to its
+ * feeder, at the next call.
+ */
+#include "train_client.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "sl_alloc.h"
+#include "sl_buf.h"
+#include "sl_clock.h"
+#include "train_reorder.h"
+
+struct slot {
+    zmq_msg_t hdr;
+    zmq_msg_t frames[SL_WIRE_MAX_TENSORS];
+    size_t nframes;
+    int feeder;
+    struct sl_wire_piece piece;
+};
+
+struct feeder {
+    const char *addr;
+    void *sock;
+    uint64_t last_seen_ns;
+    uint64_t last_hb_ns;
+    int welcomed;
+    int ended;
+    uint64_t end_pieces;
+    uint32_t owed; /* credits to give back */
+    zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
+};
+
+struct train_client {
+    struct train_client_opts o;
+    void *ctx;
+    struct feeder *f;
+    struct sl_wire_welcome welcome;
+    char names[SL_WIRE_MAX_TENSORS][SL_WIRE_MAX_NAME + 1];
+    struct slot *slots;
+    struct slot **free_slots;
+    size_t nslots, nfree;
+    struct train_reorder *reorder;
+    struct slot **step_slots;   /* [R] slots of the step handed out */
+    struct train_piece *pieces; /* [R] */
+    int have_step;
+    struct sl_buf buf;
+    struct sl_wire_msg msg;
+    struct train_client_stats stats;
+    uint64_t total;             /* pieces in the stream, once every feeder said END */
+};
+
+static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
+    SL_PRINTF(5, 6);
+
+static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
+{
+    char what[SL_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return sl_error_set(err, code, "feeder %s: %s", c->f[j].addr, what);
+}
+
+static int send_buf(void *sock, const struct sl_buf *b)
+{
+    return zmq_send(sock, b->data, b->len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+static void give_credits(struct train_client *c)
+{
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        if (f->owed == 0 || f->ended)
+            continue;
+        struct sl_wire_credit cr = {.credits = f->owed};
+        if (sl_wire_encode_credit(&cr, &c->buf) == 0 && send_buf(f->sock, &c->buf) == 0)
+            f->owed = 0;
+    }
+}
+
+static void heartbeats(struct train_client *c)
+{
+    uint64_t now = sl_clock_ns();
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        if (now - f->last_hb_ns < (uint64_t)c->o.heartbeat_ms * 1000000u)
+            continue;
+        struct sl_wire_heartbeat h = {.sent_ns = now};
+        if (sl_wire_encode_heartbeat(&h, &c->buf) == 0)
+            (void)send_buf(f->sock, &c->buf);
+        f->last_hb_ns = now;
+    }
+}
+
+static void release_slot(struct train_client *c, struct slot *s)
+{
+    zmq_msg_close(&s->hdr);
+    for (size_t i = 0; i < s->nframes; i++)
+        zmq_msg_close(&s->frames[i]);
+    s->nframes = 0;
+    c->f[s->feeder].owed++;
+    c->free_slots[c->nfree++] = s;
+}
+
+/* Receive one message from feeder j (it is readable). */
+static int receive(struct train_client *c, int j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    if (c->nfree == 0)
+        return feeder_error(c, j, err, SL_EPROTO, "sent more pieces than it had credits for");
+    struct slot *s = c->free_slots[--c->nfree];
+    zmq_msg_init(&s->hdr);
+    s->nframes = 0;
+    s->feeder = j;
+    int rc = 0;
+    if (zmq_msg_recv(&s->hdr, f->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&s->hdr);
+        c->free_slots[c->nfree++] = s;
+        return errno == EAGAIN ? 0 : feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+    }
+    f->last_seen_ns = sl_clock_ns();
+    int more = zmq_msg_more(&s->hdr);
+    while (more) {
+        if (s->nframes == SL_WIRE_MAX_TENSORS) {
+            rc = feeder_error(c, j, err, SL_EPROTO, "more than %d frames in a message", SL_WIRE_MAX_TENSORS);
+            break;
+        }
+        zmq_msg_t *m = &s->frames[s->nframes];
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, f->sock, 0) < 0) {
+            zmq_msg_close(m);
+            rc = feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+            break;
+        }
+        s->nframes++;
+        more = zmq_msg_more(m);
+    }
+    struct sl_error derr = {0};
+    if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0)
+        rc = feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
+    if (rc != 0) {
+        release_slot(c, s);
+        f->owed--;
+        return rc;
+    }
+    switch (c->msg.type) {
+    case SL_WIRE_PIECE: {
+        s->piece = c->msg.piece;
+        const struct sl_wire_piece *p = &s->piece;
+        if (sl_wire_check_piece(p, &c->welcome, &derr) != 0)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        else if (p->ntensors != s->nframes)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %u tensors, %zu frames", p->seq, p->ntensors,
+                              s->nframes);
+        else if (p->worker != c->o.worker)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is for worker %u, this is worker %u", p->seq,
+                              p->worker, c->o.worker);
+        else if (p->seq % c->o.nfeeders != (uint64_t)j)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu", p->seq,
+                              j, c->o.nfeeders);
+        for (size_t i = 0; rc == 0 && i < s->nframes; i++)
+            if (sl_wire_check_frame(&p->tensors[i], zmq_msg_size(&s->frames[i]), &derr) != 0)
+                rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " tensor %zu: %s", p->seq, i, derr.msg);
+        if (rc == 0 && (rc = train_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
+            rc = feeder_error(c, j, err, rc, "%s", derr.msg);
+        if (rc != 0) {
+            release_slot(c, s);
+            f->owed--;
+        }
+        return rc;
+    }
+    case SL_WIRE_END:
+        f->ended = 1;
+        f->end_pieces = c->msg.end.pieces;
+        break;
+    case SL_WIRE_ERROR:
+        rc = feeder_error(c, j, err, c->msg.error.code < 0 ? c->msg.error.code : SL_EPROTO, "%.*s",
+                          (int)c->msg.error.msg_len, c->msg.error.msg);
+        break;
+    case SL_WIRE_HEARTBEAT:
+        break;
+    case SL_WIRE_REFUSE:
+        rc = feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
+        break;
+    default:
+        rc = feeder_error(c, j, err, SL_EPROTO, "unexpected %s message", sl_wire_type_name(c->msg.type));
+        break;
+    }
+    /* not a piece: the slot goes back unused */
+    zmq_msg_close(&s->hdr);
+    for (size_t i = 0; i < s->nframes; i++)
+        zmq_msg_close(&s->frames[i]);
+    s->nframes = 0;
+    c->free_slots[c->nfree++] = s;
+    return rc;
+}
+
+/* Poll every feeder once (up to timeout_ms) and take what arrived. */
+static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
+{
+    zmq_pollitem_t items[64];
+    size_t n = c->o.nfeeders;
+    for (size_t j = 0; j < n; j++)
+        items[j] = (zmq_pollitem_t){.socket = c->f[j].sock, .events = ZMQ_POLLIN};
+    int r = zmq_poll(items, (int)n, timeout_ms);
+    if (r < 0 && errno != EINTR)
+        return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    for (size_t j = 0; r > 0 && j < n; j++) {
+        if (!(items[j].revents & ZMQ_POLLIN))
+            continue;
+        for (int k = 0; k < 256; k++) {
+            int ev = 0;
+            size_t len = sizeof ev;
+            zmq_getsockopt(c->f[j].sock, ZMQ_EVENTS, &ev, &len);
+            if (!(ev & ZMQ_POLLIN))
+                break;
+            int rc = receive(c, (int)j, err);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    uint64_t now = sl_clock_ns();
+    for (size_t j = 0; j < n; j++) {
+        uint64_t silent = now - c->f[j].last_seen_ns;
+        if (silent > (uint64_t)c->o.timeout_ms * 1000000u)
+            return feeder_error(c, (int)j, err, SL_ETIMEOUT, "silent for %.1f s (heartbeat timeout %.1f s)",
+                                (double)silent / 1e9, (double)c->o.timeout_ms / 1e3);
+    }
+    heartbeats(c);
+    give_credits(c);
+    return 0;
+}
+
+static int handshake(struct train_client *c, struct sl_error *err)
+{
+    struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
+                              .credits = c->o.credits, .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
+                              .job = c->o.job, .job_len = strlen(c->o.job)};
+    if (sl_wire_encode_hello(&h, &c->buf) != 0)
+        return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
+                            SL_WIRE_MAX_JOB);
+    for (size_t j = 0; j < c->o.nfeeders; j++)
+        if (send_buf(c->f[j].sock, &c->buf) != 0)
+            return feeder_error(c, (int)j, err, SL_EIO, "send HELLO: %s", zmq_strerror(errno));
+    uint64_t deadline = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
+    size_t welcomed = 0;
+    while (welcomed < c->o.nfeeders) {
+        uint64_t now = sl_clock_ns();
+        if (now >= deadline) {
+            for (size_t j = 0; j < c->o.nfeeders; j++)
+                if (!c->f[j].welcomed)
+                    return feeder_error(c, (int)j, err, SL_ETIMEOUT, "no answer to HELLO within %.1f s",
+                                        (double)c->o.connect_timeout_ms / 1e3);
+        }
+        zmq_pollitem_t items[64];
+        for (size_t j = 0; j < c->o.nfeeders; j++)
+            items[j] = (zmq_pollitem_t){.socket = c->f[j].sock, .events = ZMQ_POLLIN};
+        int r = zmq_poll(items, (int)c->o.nfeeders, 100);
+        if (r < 0 && errno != EINTR)
+            return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
+        for (size_t j = 0; r > 0 && j < c->o.nfeeders; j++) {
+            struct feeder *f = &c->f[j];
+            if (!(items[j].revents & ZMQ_POLLIN) || f->welcomed)
+                continue;
+            zmq_msg_t *m = &f->welcome_frame;
+            if (zmq_msg_recv(m, f->sock, 0) < 0)
+                return feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+            struct sl_error derr = {0};
+            if (sl_wire_decode(zmq_msg_data(m), zmq_msg_size(m), &c->msg, &derr) != 0)
+                return feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
+            if (c->msg.type == SL_WIRE_REFUSE)
+                return feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
+                                    c->msg.refuse.reason);
+            if (c->msg.type == SL_WIRE_HEARTBEAT)
+                continue;
+            if (c->msg.type != SL_WIRE_WELCOME)
+                return feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
+                                    sl_wire_type_name(c->msg.type));
+            const struct sl_wire_welcome *w = &c->msg.welcome;
+            if (w->feeders != c->o.nfeeders || w->feeder != j)
+                return feeder_error(c, (int)j, err, SL_EPROTO,
+                                    "is feeder %u of %u, but was given as feeder %zu of %zu (list the feeders in "
+                                    "index order)",
+                                    w->feeder, w->feeders, j, c->o.nfeeders);
+            if (welcomed == 0) {
+                c->welcome = *w;
+                for (size_t i = 0; i < w->ntensors; i++) {
+                    memcpy(c->names[i], w->fields[i].name, w->fields[i].name_len);
+                    c->names[i][w->fields[i].name_len] = '\0';
+                    c->welcome.fields[i].name = c->names[i];
+                }
+            } else if (w->steps_per_epoch != c->welcome.steps_per_epoch || w->epochs != c->welcome.epochs ||
+                       w->ntensors != c->welcome.ntensors) {
+                return feeder_error(c, (int)j, err, SL_EPROTO,
+                                    "disagrees with feeder 0 on the plan (steps %" PRIu64 " vs %" PRIu64
+                                    ", epochs %" PRIu64 " vs %" PRIu64 ", tensors %u vs %u)",
+                                    w->steps_per_epoch, c->welcome.steps_per_epoch, w->epochs, c->welcome.epochs,
+                                    w->ntensors, c->welcome.ntensors);
+            }
+            f->welcomed = 1;
+            f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
+            welcomed++;
+        }
+    }
+    return 0;
+}
+
+int train_client_open(struct train_client **out, const struct train_client_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    if (opts->nfeeders == 0 || opts->nfeeders > 64)
+        return sl_error_set(err, SL_EINVAL, "between 1 and 64 feeders, not %zu", opts->nfeeders);
+    if (opts->replicas == 0 || opts->workers == 0 || opts->worker >= opts->workers)
+        return sl_error_set(err, SL_EINVAL, "worker %u of %u with %u replicas is not a valid place", opts->worker,
+                            opts->workers, opts->replicas);
+    struct train_client *c = sl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    c->o = *opts;
+    if (c->o.credits == 0)
+        c->o.credits = 4 * c->o.replicas;
+    if (c->o.heartbeat_ms <= 0)
+        c->o.heartbeat_ms = 1000;
+    if (c->o.timeout_ms <= 0)
+        c->o.timeout_ms = 10000;
+    if (c->o.connect_timeout_ms <= 0)
+        c->o.connect_timeout_ms = 30000;
+    /* a step needs R pieces at once: credits below R would deadlock */
+    if (c->o.credits * c->o.nfeeders < c->o.replicas)
+        c->o.credits = (uint32_t)((c->o.replicas + c->o.nfeeders - 1) / c->o.nfeeders);
+    sl_buf_init(&c->buf, SL_WIRE_MAX_HEADER);
+    c->nslots = (size_t)c->o.credits * c->o.nfeeders + c->o.replicas;
+    c->f = sl_calloc(c->o.nfeeders, sizeof *c->f);
+    c->slots = sl_calloc(c->nslots, sizeof *c->slots);
+    c->free_slots = sl_calloc(c->nslots, sizeof *c->free_slots);
+    c->step_slots = sl_calloc(c->o.replicas, sizeof *c->step_slots);
+    c->pieces = sl_calloc(c->o.replicas, sizeof *c->pieces);
+    int rc = 0;
+    if (c->f == NULL || c->slots == NULL || c->free_slots == NULL || c->step_slots == NULL || c->pieces == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = train_reorder_create(&c->reorder, c->nslots, err);
+    for (size_t i = 0; rc == 0 && i < c->nslots; i++)
+        c->free_slots[c->nfree++] = &c->slots[i];
+    if (rc == 0 && (c->ctx = zmq_ctx_new()) == NULL)
+        rc = sl_error_sys(err, errno, "zmq_ctx_new");
+    for (size_t j = 0; rc == 0 && j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        f->addr = c->o.feeders[j];
+        zmq_msg_init(&f->welcome_frame);
+        f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+        int zero = 0;
+        int64_t maxmsg = SL_WIRE_MAX_MSG;
+        zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
+        zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        if (zmq_connect(f->sock, f->addr) != 0)
+            rc = sl_error_set(err, SL_EINVAL, "connect(%s): %s", f->addr, zmq_strerror(errno));
+    }
+    if (rc == 0)
+        rc = handshake(c, err);
+    if (rc != 0) {
+        train_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void train_client_close(struct train_client *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t r = 0; c->have_step && r < c->o.replicas; r++)
+        release_slot(c, c->step_slots[r]);
+    struct slot *s;
+    while (c->reorder != NULL && (s = train_reorder_pop(c->reorder)) != NULL)
+        release_slot(c, s);
+    /* pieces held beyond a gap */
+    if (c->reorder != NULL && train_reorder_held(c->reorder) > 0) {
+        for (size_t i = 0; i < c->nslots; i++) {
+            int is_free = 0;
+            for (size_t k = 0; k < c->nfree; k++)
+                if (c->free_slots[k] == &c->slots[i])
+                    is_free = 1;
+            if (!is_free)
+                release_slot(c, &c->slots[i]);
+        }
+    }
+    if (sl_wire_encode_bye(&c->buf) == 0)
+        for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
+            if (c->f[j].sock != NULL && c->f[j].welcomed)
+                (void)send_buf(c->f[j].sock, &c->buf);
+    for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++) {
+        if (c->f[j].sock != NULL) {
+            int linger = 200;
+            zmq_setsockopt(c->f[j].sock, ZMQ_LINGER, &linger, sizeof linger); /* let BYE out */
+            zmq_close(c->f[j].sock);
+        }
+        zmq_msg_close(&c->f[j].welcome_frame);
+    }
+    if (c->ctx != NULL)
+        zmq_ctx_term(c->ctx);
+    train_reorder_destroy(c->reorder);
+    sl_free(c->f);
+    sl_free(c->slots);
+    sl_free(c->free_slots);
+    sl_free(c->step_slots);
+    sl_free(c->pieces);
+    sl_buf_free(&c->buf);
+    sl_free(c);
+}
+
+const struct sl_wire_welcome *train_client_welcome(const struct train_client *c)
+{
+    return &c->welcome;
+}
+
+static int all_ended(struct train_client *c)
+{
+    for (size_t j = 0; j < c->o.nfeeders; j++)
+        if (!c->f[j].ended)
+            return 0;
+    return 1;
+}
+
+static void fill_piece(struct train_client *c, const struct slot *s, struct train_piece *p)
+{
+    const struct sl_wire_piece *w = &s->piece;
+    p->epoch = w->epoch;
+    p->step = w->step;
+    p->seq = w->seq;
+    p->worker = w->worker;
+    p->replica = w->replica;
+    p->rows = w->rows;
+    p->flags = w->flags;
+    p->ntensors = w->ntensors;
+    for (size_t i = 0; i < w->ntensors; i++) {
+        struct train_tensor *t = &p->t[i];
+        t->name = c->names[i];
+        t->dtype = w->tensors[i].dtype;
+        t->rank = w->tensors[i].rank;
+        memcpy(t->dims, w->tensors[i].dims, sizeof t->dims);
+        t->bytes = w->tensors[i].bytes;
+        t->data = t->bytes ? zmq_msg_data((zmq_msg_t *)&s->frames[i]) : NULL;
+    }
+}
+
+int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
+{
+    if (c->have_step) {
+        for (size_t r = 0; r < c->o.replicas; r++)
+            release_slot(c, c->step_slots[r]);
+        c->have_step = 0;
+        give_credits(c);
+    }
+    uint64_t t0 = sl_clock_ns();
+    size_t got = 0;
+    while (got < c->o.replicas) {
+        struct slot *s = train_reorder_pop(c->reorder);
+        if (s != NULL) {
+            if (s->piece.replica != got) {
+                release_slot(c, s);
+                for (size_t r = 0; r < got; r++)
+                    release_slot(c, c->step_slots[r]);
+                return sl_error_set(err, SL_EPROTO, "piece %" PRIu64 " is for replica %u, expected replica %zu",
+                                    s->piece.seq, s->piece.replica, got);
+            }
+            c->step_slots[got++] = s;
+            continue;
+        }
+        if (all_ended(c)) {
+            uint64_t total = 0;
+            for (size_t j = 0; j < c->o.nfeeders; j++)
+                if (c->f[j].end_pieces > total)
+                    total = c->f[j].end_pieces;
+            if (train_reorder_next(c->reorder) >= total) {
+                for (size_t r = 0; r < got; r++)
+                    release_slot(c, c->step_slots[r]);
+                if (got != 0)
+                    return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", got,
+                                        c->o.replicas);
+                c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
+                return SL_END;
+            }
+        }
+        int rc = pump(c, c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1, err);
+        if (rc != 0) {
+            for (size_t r = 0; r < got; r++)
+                release_slot(c, c->step_slots[r]);
+            return rc;
+        }
+    }
+    c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
+    for (size_t r = 0; r < c->o.replicas; r++) {
+        fill_piece(c, c->step_slots[r], &c->pieces[r]);
+        c->stats.pieces++;
+        c->stats.rows += c->pieces[r].rows;
+        for (size_t i = 0; i < c->pieces[r].ntensors; i++)
+            c->stats.bytes += c->pieces[r].t[i].bytes;
+    }
+    c->have_step = 1;
+    *pieces = c->pieces;
+    return 0;
+}
+
+void train_client_stats(const struct train_client *c, struct train_client_stats *out)
+{
+    *out = c->stats;
+}

@@ -1,0 +1,80 @@
+/* train_client: the receiving side of a job, for one trainer worker.
+ *
+ * Connects a DEALER to each of the job's F feeders, says HELLO (job name,
+ * worker w of W, R replicas, credits), checks that every feeder answers
+ * WELCOME with the same schema and plan, then yields the worker's pieces
+ * step by step: one piece per local replica, in replica order, empty pieces
+ * included, exactly the stream one feeder would send whatever F is (pieces
+ * are put back in sequence order).
+ *
+ * Credits: each feeder may have `credits` pieces outstanding; a piece's
+ * credit goes back to its feeder when the caller moves past its step.
+ * Heartbeats both ways; a feeder silent past the timeout, an ERROR from a
+ * feeder (a corrupt record, with path and offset) or a malformed message
+ * ends the stream with that error.
+ *
+ * Tensor data is borrowed straight from the received ZeroMQ frames (no
+ * copy) until the next train_client_next_step.
+ *
+ * Thread-safe: no; one owner thread (the ZeroMQ sockets belong to it).
+ */
+#ifndef TRAIN_CLIENT_H
+#define TRAIN_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+#include "sl_wire.h"
+
+struct train_client_opts {
+    const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
+    size_t nfeeders;
+    const char *job;
+    uint32_t worker, workers, replicas;
+    uint32_t credits;           /* per feeder; 0: 4 * replicas */
+    int heartbeat_ms;           /* 0: 1000 */
+    int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
+    int connect_timeout_ms;     /* wait for WELCOME; 0: 30000 */
+};
+
+struct train_tensor {
+    const char *name;  /* NUL-terminated copy of the schema's name */
+    uint8_t dtype;     /* enum sl_wire_dtype */
+    int rank;
+    int64_t dims[SL_WIRE_MAX_PIECE_RANK];
+    const void *data;  /* borrowed; NULL when bytes == 0 */
+    uint64_t bytes;
+};
+
+struct train_piece {
+    uint64_t epoch, step, seq;
+    uint32_t worker, replica;
+    uint32_t rows;     /* 0: an empty piece */
+    uint32_t flags;    /* SL_WIRE_PIECE_* */
+    size_t ntensors;
+    struct train_tensor t[SL_WIRE_MAX_TENSORS];
+};
+
+struct train_client_stats {
+    uint64_t pieces, rows, bytes;
+    double wait_s;     /* time spent waiting for pieces */
+};
+
+struct train_client;
+
+/* Connect and handshake with every feeder. A REFUSE is an error carrying
+ * the feeder's reason. */
+int train_client_open(struct train_client **out, const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
+void train_client_close(struct train_client *c); /* says BYE */
+
+/* The schema every feeder agreed on (strings borrowed for the client's life). */
+const struct sl_wire_welcome *train_client_welcome(const struct train_client *c);
+
+/* The next step: *pieces points at R pieces (replica 0..R-1), borrowed
+ * until the next call. 0, SL_END at the end of data, or an error. */
+int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err) SL_MUST_CHECK;
+
+void train_client_stats(const struct train_client *c, struct train_client_stats *out);
+
+#endif

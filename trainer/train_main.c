@@ -1,0 +1,252 @@
+/* sluice-trainer: a trainer worker. With --model none it only consumes the
+ * job's pieces (the input benchmark and the verification harness): every
+ * piece can be written to a trace, one JSON line each, with the values of an
+ * int64 feature (default `id`), and a summary line ends the run.
+ *
+ * Models, devices and collectives arrive with issue #4; until then
+ * --model accepts only `none` and --devices only `cpu:R`.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+#include "sl_buf.h"
+#include "sl_clock.h"
+#include "sl_json.h"
+#include "sl_log.h"
+#include "train_client.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static const char usage[] =
+    "Usage: sluice-trainer --connect ADDR[,ADDR...] --job NAME --worker W --workers N\n"
+    "                      --replicas R [OPTION]...\n"
+    "\n"
+    "Receive a job's per-replica batches from its feeders (listed in feeder index\n"
+    "order) as trainer worker W of N with R replicas.\n"
+    "\n"
+    "  -c, --connect=ADDRS      feeder endpoints, comma-separated, feeder 0 first\n"
+    "  -j, --job=NAME           the job's name (as in its job file)\n"
+    "  -w, --worker=W           this worker's index (default 0)\n"
+    "  -n, --workers=N          trainer workers in the job (default 1)\n"
+    "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
+    "      --devices=cpu:R      replica devices (only cpu:R until issue #4)\n"
+    "      --model=none         what to train (only none: consume and count)\n"
+    "      --credits=N          pieces each feeder may have in flight (default 4*R)\n"
+    "      --trace=FILE         one JSON line per piece, then a summary line\n"
+    "      --trace-feature=NAME int64 tensor whose values the trace lists (default id)\n"
+    "      --heartbeat-ms=N     heartbeat interval (default 1000)\n"
+    "      --timeout-ms=N       fail when a feeder is silent this long (default 10000)\n"
+    "  -q, --quiet              warnings and errors only\n"
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: 0 all data received, 1 error (the feeder's message is printed), 2 usage.\n";
+
+static int parse_u32(const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || errno || v < min || v > max) {
+        fprintf(stderr, "sluice-trainer: --%s: expected an integer in [%u, %u], got '%s'\n", opt, min, max, s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int trace_piece(struct sl_buf *b, const struct train_piece *p, const char *feature, FILE *out)
+{
+    sl_buf_reset(b);
+    int rc = sl_buf_printf(b,
+                           "{\"worker\":%u,\"replica\":%u,\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"seq\":%" PRIu64
+                           ",\"size\":%u,\"ids\":[",
+                           p->worker, p->replica, p->epoch, p->step, p->seq, p->rows);
+    for (size_t i = 0; rc == 0 && i < p->ntensors; i++) {
+        const struct train_tensor *t = &p->t[i];
+        if (strcmp(t->name, feature) != 0 || t->dtype != SL_WIRE_INT64)
+            continue;
+        uint64_t n = t->bytes / 8;
+        for (uint64_t k = 0; rc == 0 && k < n; k++) {
+            int64_t v;
+            memcpy(&v, (const uint8_t *)t->data + 8 * k, 8);
+            rc = sl_buf_printf(b, "%s%" PRId64, k ? "," : "", v);
+        }
+        break;
+    }
+    if (rc == 0)
+        rc = sl_buf_puts(b, "]}\n");
+    if (rc != 0 || fwrite(b->data, 1, b->len, out) != b->len)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"connect", required_argument, NULL, 'c'},  {"job", required_argument, NULL, 'j'},
+        {"worker", required_argument, NULL, 'w'},   {"workers", required_argument, NULL, 'n'},
+        {"replicas", required_argument, NULL, 'r'}, {"devices", required_argument, NULL, 'D'},
+        {"model", required_argument, NULL, 'M'},    {"credits", required_argument, NULL, 'C'},
+        {"trace", required_argument, NULL, 'T'},    {"trace-feature", required_argument, NULL, 'F'},
+        {"heartbeat-ms", required_argument, NULL, 'H'}, {"timeout-ms", required_argument, NULL, 'O'},
+        {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id";
+    uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
+    int quiet = 0, c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "c:j:w:n:r:qh", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'c': connect = optarg; break;
+        case 'j': job = optarg; break;
+        case 'w': bad = parse_u32("worker", optarg, 0, 65535, &worker); break;
+        case 'n': bad = parse_u32("workers", optarg, 1, 65536, &workers); break;
+        case 'r': bad = parse_u32("replicas", optarg, 1, 1024, &replicas); break;
+        case 'C': bad = parse_u32("credits", optarg, 1, 1 << 20, &credits); break;
+        case 'H': bad = parse_u32("heartbeat-ms", optarg, 10, 600000, &hb); break;
+        case 'O': bad = parse_u32("timeout-ms", optarg, 50, 3600000, &to); break;
+        case 'T': trace = optarg; break;
+        case 'F': feature = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'D':
+            if (strncmp(optarg, "cpu:", 4) != 0 || parse_u32("devices", optarg + 4, 1, 1024, &dev_replicas) != 0) {
+                fprintf(stderr, "sluice-trainer: --devices: only cpu:R is supported so far (GPUs: issue #4)\n");
+                return 2;
+            }
+            break;
+        case 'M':
+            if (strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "sluice-trainer: --model: only 'none' is supported so far (models: issue #4)\n");
+                return 2;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default:
+            fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    if (optind < argc || connect == NULL || job == NULL) {
+        fprintf(stderr, "sluice-trainer: --connect and --job are required\nTry 'sluice-trainer --help'\n");
+        return 2;
+    }
+    if (replicas == 0)
+        replicas = dev_replicas ? dev_replicas : 1;
+    if (dev_replicas && dev_replicas != replicas) {
+        fprintf(stderr, "sluice-trainer: --replicas %u disagrees with --devices cpu:%u\n", replicas, dev_replicas);
+        return 2;
+    }
+    if (worker >= workers) {
+        fprintf(stderr, "sluice-trainer: --worker %u must be below --workers %u\n", worker, workers);
+        return 2;
+    }
+    sl_log_setup("sluice-trainer", 2, quiet ? SL_LOG_WARN : SL_LOG_INFO);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    /* split the endpoint list */
+    char *list = sl_strdup(connect);
+    const char *addrs[64];
+    size_t naddrs = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (naddrs == 64) {
+            fprintf(stderr, "sluice-trainer: at most 64 feeders\n");
+            sl_free(list);
+            return 2;
+        }
+        addrs[naddrs++] = tok;
+    }
+    FILE *tf = NULL;
+    if (trace != NULL && (tf = fopen(trace, "w")) == NULL) {
+        sl_log(SL_LOG_ERROR, "open(%s): %s", trace, strerror(errno));
+        sl_free(list);
+        return 1;
+    }
+    struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
+                                  .workers = workers, .replicas = replicas, .credits = credits,
+                                  .heartbeat_ms = (int)hb, .timeout_ms = (int)to};
+    struct sl_error err = {0};
+    struct train_client *cl = NULL;
+    double t0 = sl_clock_s();
+    int status = 0;
+    if (train_client_open(&cl, &o, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        status = 1;
+    }
+    struct sl_buf line;
+    sl_buf_init(&line, 0);
+    uint64_t steps = 0, epochs_seen = 0, last_epoch = UINT64_MAX;
+    if (status == 0) {
+        const struct sl_wire_welcome *w = train_client_welcome(cl);
+        sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
+               worker, workers, replicas, naddrs, w->steps_per_epoch, w->ntensors);
+        const struct train_piece *pieces;
+        int rc;
+        while (!stop_flag && (rc = train_client_next_step(cl, &pieces, &err)) == 0) {
+            steps++;
+            if (pieces[0].epoch != last_epoch) {
+                last_epoch = pieces[0].epoch;
+                epochs_seen++;
+            }
+            for (uint32_t r = 0; tf != NULL && r < replicas; r++)
+                if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
+                    sl_log(SL_LOG_ERROR, "write(%s): %s", trace, strerror(errno));
+                    rc = SL_EIO;
+                    break;
+                }
+            if (rc != 0)
+                break;
+        }
+        if (stop_flag) {
+            sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", steps);
+            status = 1;
+        } else if (rc != SL_END) {
+            if (rc != SL_EIO)
+                sl_log(SL_LOG_ERROR, "%s", err.msg);
+            status = 1;
+        }
+    }
+    double secs = sl_clock_s() - t0;
+    struct train_client_stats st = {0};
+    if (cl != NULL)
+        train_client_stats(cl, &st);
+    char summary[512];
+    snprintf(summary, sizeof summary,
+             "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
+             ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
+             ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f}}\n",
+             worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
+             secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s);
+    if (tf != NULL) {
+        fputs(summary, tf);
+        if (fclose(tf) != 0 && status == 0) {
+            sl_log(SL_LOG_ERROR, "close(%s): %s", trace, strerror(errno));
+            status = 1;
+        }
+    }
+    if (!quiet)
+        fputs(summary, stderr);
+    train_client_close(cl);
+    sl_buf_free(&line);
+    sl_free(list);
+    return status;
+}
