@@ -258,14 +258,13 @@ static void on_tail(void *ctx, const char *path, uint64_t bytes)
            path, bytes);
 }
 
-static int open_source(const struct feed_job *job, struct feed_source **src)
+static int open_source(const struct feed_job *job, struct feed_source **src, struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
                                   .on_skip = on_skip, .on_tail = on_tail};
-    struct sl_error err = {0};
-    if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;
     }
     return 0;
@@ -340,19 +339,24 @@ int main(int argc, char **argv)
     struct feed_source *src = NULL;
     if (status == 0)
         status = prepare_job(&a, &job);
-    if (status == 0)
-        status = open_source(job, &src);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_dump;
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct sl_error src_err = {0};
+    if (status == 0) {
+        status = open_source(job, &src, &src_err);
+        /* a damaged file under on_error=fail: tell the trainers why */
+        if (status != 0 && !a.plan && src_err.code == SL_ECORRUPT)
+            (void)feed_server_refuse_all(a.listen, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
+    }
     if (status == 0 && a.plan) {
         status = run_plan(&a, job, src);
     } else if (status == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        sa.sa_handler = on_dump;
-        sigaction(SIGUSR1, &sa, NULL);
-        signal(SIGPIPE, SIG_IGN);
         struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen,
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
                                      .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,

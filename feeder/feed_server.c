@@ -57,6 +57,9 @@ struct trainer {
     struct feed_plan *plan;
     int plan_done;
     uint64_t credits;   /* pieces it may still be scheduled */
+    uint64_t initial;   /* credits of the HELLO */
+    uint64_t granted;   /* credits received in all */
+    uint64_t scheduled; /* pieces scheduled in all */
     uint64_t inflight;  /* scheduled, not yet sent */
     uint64_t sent;
     uint64_t last_seq;  /* highest seq planned + 1 (for END) */
@@ -280,7 +283,9 @@ static int schedule(struct server *s)
             struct trainer *t = &s->trainers[w];
             if (!t->active || t->plan_done)
                 continue;
-            if (t->credits == 0) {
+            /* pieces scheduled and not yet consumed (each CREDIT returns one) */
+            uint64_t outstanding = t->scheduled - (t->granted - t->initial);
+            if (t->credits == 0 || outstanding >= s->ntasks) {
                 waiting = 1;
                 continue;
             }
@@ -327,6 +332,7 @@ static int schedule(struct server *s)
                 return 0;
             }
             t->credits--;
+            t->scheduled++;
             t->inflight++;
             progress = 1;
         }
@@ -358,6 +364,17 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    /* Buffers: `prefetch` being assembled, plus `prefetch` per worker that
+     * may sit in ZeroMQ's queue to a slow trainer (its window is capped at
+     * prefetch): a trainer that stops reading can never starve another. */
+    size_t nbufs = s->ntasks * ((size_t)W + 1);
+    rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
+    if (rc != 0) {
+        sl_free(s->trainers);
+        s->trainers = NULL;
+        return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
+    }
+    s->c->pool_bytes = (uint64_t)nbufs * s->piece_bytes;
     s->workers = W;
     s->replicas = R;
     s->steps = sum.steps;
@@ -365,8 +382,10 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     return 0;
 }
 
-static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
 {
+    /* s->msg is reused for the answer: keep the HELLO */
+    const struct sl_wire_hello copy = *hello, *h = &copy;
     const struct feed_job *job = s->o->job;
     if (h->job_len != strlen(job->name) || memcmp(h->job, job->name, h->job_len) != 0) {
         refuse(s, id, id_len, "job '%.*s' is not served here (this feeder serves '%s')", (int)h->job_len, h->job,
@@ -418,6 +437,8 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->generation = ++s->generation;
     t->plan_done = rc == SL_END;
     t->credits = h->credits;
+    t->initial = t->granted = h->credits;
+    t->scheduled = 0;
     t->inflight = 0;
     t->sent = 0;
     t->last_seq = h->resume_seq;
@@ -503,8 +524,10 @@ static void on_message(struct server *s)
             on_hello(s, idp, id_len, &s->msg.hello);
         break;
     case SL_WIRE_CREDIT:
-        if (t != NULL)
+        if (t != NULL) {
             t->credits += s->msg.credit.credits;
+            t->granted += s->msg.credit.credits;
+        }
         break;
     case SL_WIRE_HEARTBEAT:
         break;
@@ -580,9 +603,7 @@ static int start(struct server *s, struct sl_error *err)
     }
     size_t prefetch = job->prefetch ? (size_t)job->prefetch : 8;
     s->ntasks = prefetch;
-    if ((rc = sl_pool_create(&s->pool, prefetch, (size_t)s->piece_bytes)) != 0)
-        return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", prefetch, s->piece_bytes);
-    s->c->pool_bytes = (uint64_t)prefetch * s->piece_bytes;
+    /* the pool is made when the cluster shape is known (setup_cluster) */
     if ((rc = sl_queue_create(&s->work, prefetch)) != 0)
         return sl_error_set(err, rc, "out of memory");
     s->tasks = sl_calloc(s->ntasks, sizeof *s->tasks);
@@ -768,5 +789,56 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     c->elapsed_s = sl_clock_s() - t0;
     stop(s);
     sl_free(s);
+    return rc;
+}
+
+int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag)
+{
+    void *ctx = zmq_ctx_new();
+    void *sock = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
+    int linger = 1000;
+    int64_t maxmsg = 1 << 20;
+    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 || zmq_bind(sock, listen) != 0) {
+        sl_log(SL_LOG_ERROR, "bind(%s): %s", listen, zmq_strerror(errno));
+        if (sock)
+            zmq_close(sock);
+        if (ctx)
+            zmq_ctx_term(ctx);
+        return SL_EIO;
+    }
+    struct sl_buf b;
+    sl_buf_init(&b, SL_WIRE_MAX_HEADER);
+    struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
+    if (r.reason_len > SL_WIRE_MAX_REASON)
+        r.reason_len = SL_WIRE_MAX_REASON;
+    int rc = sl_wire_encode_refuse(&r, &b);
+    uint64_t last = sl_clock_ns();
+    sl_log(SL_LOG_INFO, "refusing every trainer on %s until %d ms pass without one", listen, quiet_ms);
+    while (rc == 0 && !(stop_flag && *stop_flag) && sl_clock_ns() - last < (uint64_t)quiet_ms * 1000000u) {
+        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&id, sock, 0) >= 0 && zmq_msg_more(&id) && zmq_msg_recv(&body, sock, 0) >= 0) {
+            struct sl_wire_msg *m = sl_malloc(sizeof *m);
+            struct sl_error err = {0};
+            if (m != NULL && sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), m, &err) == 0 &&
+                m->type == SL_WIRE_HELLO) {
+                zmq_send(sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+                zmq_send(sock, b.data, b.len, 0);
+                sl_log(SL_LOG_INFO, "refused worker %u: %s", m->hello.worker, reason);
+                last = sl_clock_ns();
+            }
+            sl_free(m);
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+    }
+    sl_buf_free(&b);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
     return rc;
 }

@@ -9,7 +9,10 @@
  * Flow control: a trainer grants credits (HELLO, then CREDIT); a piece is
  * scheduled only against a credit, so a slow trainer never holds up
  * another and nothing is dropped at a high-water mark. Memory is bounded by
- * the pool: `prefetch` buffers of one piece's bytes each, allocated at start.
+ * the pool: (W + 1) x `prefetch` buffers of one piece's bytes each, made when
+ * the first trainer gives the cluster shape: `prefetch` for pieces being
+ * assembled and `prefetch` per worker for pieces queued to its trainer (a
+ * trainer's window is capped at `prefetch` pieces).
  *
  * Pieces are sent zero-copy: each tensor frame points into the pool buffer
  * and holds a reference that ZeroMQ's free callback drops.
@@ -60,6 +63,12 @@ struct feed_counters {
  * signal (0 after telling the trainers), or a fatal error (negative, err
  * says what). Counters are filled in every case. */
 int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, struct sl_error *err) SL_MUST_CHECK;
+
+/* After a data error before serving (a damaged file under on_error=fail):
+ * answer every trainer's HELLO with REFUSE carrying `reason` (so the
+ * trainer fails with the file and offset), until `quiet_ms` pass without a
+ * HELLO or the stop flag is set. */
+int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag);
 
 /* "pieces=.. records=.. bytes=.. errors=.. blocked=..s" for logs. */
 void feed_counters_format(const struct feed_counters *c, char *buf, size_t n);

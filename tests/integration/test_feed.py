@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Integration tests of the feeder and the receiving side: real sluice-feeder
+and sluice-trainer processes over real ZeroMQ sockets (tcp on loopback and
+ipc in a temporary folder), on real TFRecord files written by sluice-record.
+
+Every trace a trainer writes (one line per piece: worker, replica, epoch,
+step, seq, size, ids) must equal, line for line, what the independent Python
+model of the rules (tests/plan/ref_plan.py) says that worker gets, with the
+model's (file, record) elements turned into the records' ids. That checks
+sharding, interleave, shuffle, batching, both splits, empty pieces, epochs and
+sequence order end to end, for F = 1, 2, 3 feeders.
+
+Usage: test_feed.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "plan"))
+import ref_plan  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+TMP = tempfile.mkdtemp(prefix="sluice-it-")
+PASSED = 0
+FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
+            "label": {"dtype": "int64", "shape": []},
+            "id": {"dtype": "int64", "shape": []}}
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    print("%d passed, 1 failed" % PASSED)
+    sys.exit(1)
+
+
+def ok(name):
+    global PASSED
+    PASSED += 1
+    print("ok %d - %s" % (PASSED, name))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def gen(name, records, shards, compression="none"):
+    out = os.path.join(TMP, name)
+    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(records), "--shards", str(shards),
+                    "--seed", "3", "--image-bytes", "16", "--compression", compression, "--prefix", "part"],
+                   check=True, capture_output=True)
+    files = sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
+    return files
+
+
+def ids_of(files):
+    """The id of every record of every file, read with sluice-record cat."""
+    out = []
+    for f in files:
+        p = subprocess.run([RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        ids = []
+        for line in p.stdout.splitlines():
+            ex = json.loads(line)["example"]["features"]["feature"]
+            ids.append(int(ex["id"]["int64List"]["value"][0]))
+        out.append(ids)
+    return out
+
+
+def write_job(name, files, **keys):
+    job = {"name": name, "files": files, "format": "tfrecord", "features": FEATURES, "global_batch_size": 8,
+           "epochs": 2, "prefetch": 4}
+    job.update(keys)
+    path = os.path.join(TMP, name + ".json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    return path, job
+
+
+def endpoints(kind, n, tag):
+    if kind == "tcp":
+        ports = [free_port() for _ in range(n)]
+        return ["tcp://127.0.0.1:%d" % p for p in ports], ["tcp://127.0.0.1:%d" % p for p in ports]
+    paths = ["ipc://%s/%s-%d.sock" % (TMP, tag, j) for j in range(n)]
+    return paths, paths
+
+
+def start_feeders(job_path, F, kind, tag, extra=()):
+    binds, conns = endpoints(kind, F, tag)
+    procs = []
+    for j in range(F):
+        log = open(os.path.join(TMP, "%s-feeder%d.log" % (tag, j)), "w")
+        procs.append(subprocess.Popen([FEEDER, "--job", job_path, "--listen", binds[j], "--feeder-index", str(j),
+                                       "--feeders", str(F), "--threads", "2", "--heartbeat-ms", "200",
+                                       "--timeout-ms", "5000"] + list(extra), stdout=log, stderr=subprocess.STDOUT))
+    return procs, conns
+
+
+def start_trainer(conns, job, w, W, R, tag, extra=()):
+    trace = os.path.join(TMP, "%s-trace%d.jsonl" % (tag, w))
+    err = open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), "w")
+    p = subprocess.Popen([TRAINER, "--connect", ",".join(conns), "--job", job["name"], "--worker", str(w),
+                          "--workers", str(W), "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200",
+                          "--timeout-ms", "5000"] + list(extra), stdout=subprocess.DEVNULL, stderr=err)
+    return p, trace
+
+
+def read_log(tag, who):
+    with open(os.path.join(TMP, "%s-%s.log" % (tag, who))) as f:
+        return f.read()
+
+
+def wait_all(procs, timeout, what):
+    deadline = time.time() + timeout
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail("%s did not finish within %d s" % (what, timeout))
+    return codes
+
+
+def reference(job, counts, W, R):
+    shuffle = job.get("shuffle") or {}
+    cfg = {"counts": counts, "source_is_files": 1, "policy": job.get("shard_policy", "auto"),
+           "hint": job.get("shard_hint", "files"), "G": job["global_batch_size"],
+           "drop_remainder": int(job.get("drop_remainder", False)), "shuffle_buffer": shuffle.get("buffer", 0),
+           "seed": str(shuffle.get("seed", 0)), "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),
+           "epochs": job["epochs"], "parallel_reads": job.get("parallel_reads", 1),
+           "per_replica": int(job.get("per_replica_input", False)), "pr_shard": job.get("per_replica_shard", "none"),
+           "W": W, "R": R}
+    lines = [json.loads(x) for x in ref_plan.run(json.dumps(cfg))]
+    if lines and "error" in lines[0]:
+        fail("reference model refused the job: %s" % lines[0]["error"])
+    per_worker = {}
+    for x in lines:
+        if "elems" in x:
+            per_worker.setdefault(x["worker"], []).append(x)
+    return per_worker
+
+
+def check_traces(name, traces, ref, ids):
+    for w, path in enumerate(traces):
+        with open(path) as f:
+            got = [json.loads(x) for x in f]
+        summary = got.pop()
+        if "summary" not in summary or not summary["summary"]["ok"]:
+            fail("%s: worker %d trace has no successful summary line: %s" % (name, w, summary))
+        want = [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"], "step": x["step"],
+                 "seq": x["seq"], "size": len(x["elems"]), "ids": [ids[fi][r] for fi, r in x["elems"]]}
+                for x in ref.get(w, [])]
+        if got != want:
+            for i, (g, e) in enumerate(zip(got, want)):
+                if g != e:
+                    fail("%s: worker %d piece %d differs:\n  got  %s\n  want %s" % (name, w, i, g, e))
+            fail("%s: worker %d got %d pieces, want %d" % (name, w, len(got), len(want)))
+
+
+def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, **keys):
+    tag = "c%d" % (PASSED + 1)
+    job_path, job = write_job("job-" + tag, files, **keys)
+    feeders, conns = start_feeders(job_path, F, kind, tag)
+    time.sleep(0.2)
+    trainers = [start_trainer(conns, job, w, W, R, tag) for w in range(W)]
+    codes = wait_all([p for p, _ in trainers], 60, name + ": trainers")
+    for w, c in enumerate(codes):
+        if c != 0:
+            fail("%s: trainer %d exited %d:\n%s" % (name, w, c, read_log(tag, "trainer%d" % w)))
+    fcodes = wait_all(feeders, 15, name + ": feeders")
+    for j, c in enumerate(fcodes):
+        if c != 0:
+            fail("%s: feeder %d exited %d:\n%s" % (name, j, c, read_log(tag, "feeder%d" % j)))
+    ref = reference(job, counts if counts is not None else [len(x) for x in ids], W, R)
+    check_traces(name, [t for _, t in trainers], ref, ids)
+    ok(name)
+
+
+def main():
+    files = gen("a", 150, 5)
+    ids = ids_of(files)
+    uneven = gen("u", 61, 4)
+    uneven = [uneven[0], uneven[1], uneven[2], uneven[3]]
+    uneven_ids = ids_of(uneven)
+    gz = gen("g", 70, 3, "gzip")
+    gz_ids = ids_of(gz)
+
+    shuffle = {"buffer": 20, "seed": 11, "reshuffle_each_epoch": True}
+    for F in (1, 2, 3):
+        run_case("FILE W=2 R=2 shuffled, interleaved, tcp, F=%d" % F, files, ids, 2, 2, F, kind="tcp",
+                 shuffle=shuffle, parallel_reads=2)
+    run_case("DATA W=3 R=1 G=5 F=2", files, ids, 3, 1, 2, shard_policy="data", global_batch_size=5)
+    run_case("OFF W=2 R=3 G=7 drop_remainder", files, ids, 2, 3, 1, shard_policy="off", global_batch_size=7,
+             drop_remainder=True)
+    run_case("HINT records W=2 R=2 G=6 F=2", files, ids, 2, 2, 2, shard_policy="hint", shard_hint="records",
+             global_batch_size=6, shuffle=shuffle)
+    run_case("HINT batches W=2 R=1 G=4", files, ids, 2, 1, 1, shard_policy="hint", shard_hint="batches",
+             global_batch_size=4)
+    run_case("per-replica input W=2 R=2 G=8 records F=3", files, ids, 2, 2, 3, per_replica_input=True,
+             per_replica_shard="records")
+    run_case("FILE W=4 R=1 uneven files: empty pieces", uneven, uneven_ids, 4, 1, 1, global_batch_size=4)
+    run_case("gzip shards DATA W=1 R=3 G=8 F=2, 3 epochs", gz, gz_ids, 1, 3, 2, shard_policy="data", epochs=3)
+
+    # a damaged record: fail tells the trainer the file and offset; skip-file leaves the file out
+    bad = gen("bad", 40, 2)
+    bad_ids = ids_of(bad)
+    data = bytearray(open(bad[1], "rb").read())
+    data[-5] ^= 1
+    open(bad[1], "wb").write(data)
+    tag = "fail"
+    job_path, job = write_job("job-fail", bad)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "1500"))
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 1, tag)
+    code = wait_all([p], 30, "trainer of a damaged job")[0]
+    log = read_log(tag, "trainer0")
+    if code != 1 or "corrupted record at" not in log or os.path.basename(bad[1]) not in log:
+        fail("on_error=fail: trainer should exit 1 naming the file and offset; exit %d:\n%s" % (code, log))
+    wait_all(feeders, 15, "feeder of a damaged job")
+    ok("on_error=fail: the trainer fails with the file and offset")
+    run_case("on_error=skip-file leaves the damaged file out", bad, bad_ids, 1, 2, 1, counts=[len(bad_ids[0]), 0],
+             on_error="skip-file")
+
+    # refusals
+    tag = "refuse"
+    job_path, job = write_job("job-refuse", files)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    p0, _ = start_trainer(conns, job, 0, 2, 1, tag)
+    time.sleep(0.3)
+    wrong = dict(job, name="no-such-job")
+    p1, _ = start_trainer(conns, wrong, 1, 2, 1, tag + "x")
+    if wait_all([p1], 20, "wrong job trainer")[0] != 1 or "is not served here" not in read_log(tag + "x", "trainer1"):
+        fail("a trainer asking for another job must be refused: " + read_log(tag + "x", "trainer1"))
+    p2, _ = start_trainer(conns, job, 1, 3, 1, tag + "y")
+    if wait_all([p2], 20, "disagreeing trainer")[0] != 1 or \
+            "cluster shape disagrees" not in read_log(tag + "y", "trainer1"):
+        fail("a trainer with another W must be refused: " + read_log(tag + "y", "trainer1"))
+    p3, _ = start_trainer(conns, job, 1, 2, 1, tag)
+    wait_all([p0, p3], 30, "trainers after refusals")
+    wait_all(feeders, 15, "feeder after refusals")
+    ok("refusals name the reason (other job, other cluster shape)")
+
+    # a trainer that stops reading does not stall another
+    tag = "stall"
+    job_path, job = write_job("job-stall", files, epochs=3, global_batch_size=4)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    slow, slow_trace = start_trainer(conns, job, 0, 2, 1, tag, extra=("--credits", "2"))
+    time.sleep(0.3)
+    slow.send_signal(signal.SIGSTOP)
+    fast, fast_trace = start_trainer(conns, job, 1, 2, 1, tag)
+    try:
+        code = fast.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        slow.send_signal(signal.SIGCONT)
+        fail("a stopped trainer stalled the other one")
+    slow.send_signal(signal.SIGCONT)
+    if code != 0 or wait_all([slow], 30, "resumed trainer")[0] != 0:
+        fail("trainers after a pause: " + read_log(tag, "trainer0") + read_log(tag, "trainer1"))
+    wait_all(feeders, 15, "feeder after a pause")
+    check_traces("pause", [slow_trace, fast_trace], reference(job, [len(x) for x in ids], 2, 1), ids)
+    ok("a trainer that stops reading does not stall another; both get exact data")
+
+    # a killed feeder is reported by the trainer within the heartbeat timeout
+    tag = "kill"
+    job_path, job = write_job("job-kill", files, epochs=0)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=("--timeout-ms", "1500"))
+    time.sleep(1.0)
+    feeders[0].kill()
+    t0 = time.time()
+    code = wait_all([p], 20, "trainer of a killed feeder")[0]
+    took = time.time() - t0
+    log = read_log(tag, "trainer0")
+    if code != 1 or "silent for" not in log or took > 6:
+        fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
+    ok("a killed feeder is reported within the heartbeat timeout (%.1f s)" % took)
+
+    print("%d passed, 0 failed" % PASSED)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
