@@ -9,7 +9,8 @@
  * Tasks: `prefetch` task structs are made at start. The server takes a free
  * one when a trainer has a credit and its plan has a piece for this feeder,
  * fills in the piece, and queues it for the executors; an executor returns
- * it (with a filled pool buffer, or an error) over its inproc socket; the
+ * it (with a filled pool buffer, or an error) through the done queue and
+ * wakes the server with an empty message on its inproc socket; the
  * server sends it and frees the task. A task whose trainer went away in the
  * meantime is dropped (its buffer goes back to the pool).
  *
@@ -77,6 +78,7 @@ struct server {
     void *done_pull;
     char done_addr[64];
     struct sl_queue *work;
+    struct sl_queue *done; /* tasks back from the executors */
     struct sl_pool *pool;
     struct task *tasks;
     struct task **free_tasks;
@@ -123,8 +125,11 @@ static void *executor_main(void *arg)
         } else {
             t->rc = feed_assembler_fill(ex->as, &t->piece, t->buf, sl_pool_bytes(s->pool), &t->layout, &t->err);
         }
-        /* the pointer travels over inproc; the server owns the task again */
-        if (zmq_send(ex->push, &t, sizeof t, 0) != (int)sizeof t)
+        /* hand the task back through a locked queue (so the hand-over is a
+         * real happens-before edge), then wake the server's poll */
+        if (sl_queue_push(s->done, t) != 0)
+            break;
+        if (zmq_send(ex->push, "", 0, 0) < 0)
             break; /* context terminated: the server is gone */
     }
     return NULL;
@@ -268,8 +273,11 @@ static void on_done(struct server *s, struct task *k)
 
 static void drain_done(struct server *s)
 {
-    struct task *k;
-    while (zmq_recv(s->done_pull, &k, sizeof k, ZMQ_DONTWAIT) == (int)sizeof k)
+    char wake;
+    while (zmq_recv(s->done_pull, &wake, sizeof wake, ZMQ_DONTWAIT) >= 0)
+        ;
+    void *k;
+    while (sl_queue_try_pop(s->done, &k) == 0)
         on_done(s, k);
 }
 
@@ -604,7 +612,7 @@ static int start(struct server *s, struct sl_error *err)
     size_t prefetch = job->prefetch ? (size_t)job->prefetch : 8;
     s->ntasks = prefetch;
     /* the pool is made when the cluster shape is known (setup_cluster) */
-    if ((rc = sl_queue_create(&s->work, prefetch)) != 0)
+    if ((rc = sl_queue_create(&s->work, prefetch)) != 0 || (rc = sl_queue_create(&s->done, prefetch)) != 0)
         return sl_error_set(err, rc, "out of memory");
     s->tasks = sl_calloc(s->ntasks, sizeof *s->tasks);
     s->free_tasks = sl_calloc(s->ntasks, sizeof *s->free_tasks);
@@ -668,11 +676,8 @@ static void stop(struct server *s)
     void *item;
     while (s->work != NULL && sl_queue_reclaim(s->work, &item) == 0)
         task_free(s, item);
-    if (s->done_pull != NULL) {
-        struct task *k;
-        while (zmq_recv(s->done_pull, &k, sizeof k, ZMQ_DONTWAIT) == (int)sizeof k)
-            task_free(s, k);
-    }
+    while (s->done != NULL && sl_queue_reclaim(s->done, &item) == 0)
+        task_free(s, item);
     for (unsigned i = 0; i < s->nexs; i++) {
         if (s->exs[i].push != NULL)
             zmq_close(s->exs[i].push);
@@ -691,6 +696,7 @@ static void stop(struct server *s)
     else if (s->pool != NULL)
         sl_log(SL_LOG_WARN, "piece buffers still referenced at exit; not freed");
     sl_queue_destroy(s->work);
+    sl_queue_destroy(s->done);
     for (size_t i = 0; s->tasks != NULL && i < s->ntasks; i++)
         sl_free(s->tasks[i].elems);
     sl_free(s->tasks);

@@ -3,8 +3,9 @@
  * Threads: the server thread owns the ROUTER socket (ZeroMQ sockets belong
  * to one thread) and every trainer's state; `threads` executor threads take
  * tasks from a bounded work queue, read and decode the records of a piece
- * into a pool buffer (feed_assemble) and hand the task back through an
- * inproc PUSH socket of their own, which wakes the server's poll.
+ * into a pool buffer (feed_assemble) and hand the task back through a
+ * done queue, waking the server's poll with an empty message on an inproc
+ * PUSH socket of their own.
  *
  * Flow control: a trainer grants credits (HELLO, then CREDIT); a piece is
  * scheduled only against a credit, so a slow trainer never holds up

@@ -2,8 +2,9 @@
 # Build sluice and pass its tests: the README's test command, also run by CI.
 #
 #   scripts/test.sh          deps, release build, every ctest test (unit, cli)
-#   scripts/test.sh --all    also the unit tests under ASan+UBSan and a short
-#                            libFuzzer run of every fuzz target (what CI runs)
+#   scripts/test.sh --all    also the unit tests under ASan+UBSan, the unit and
+#                            integration tests under TSan, and a short libFuzzer
+#                            run of every fuzz target (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -19,6 +20,11 @@ if [ "${1:-}" = "--all" ]; then
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+  echo "== unit and integration tests under ThreadSanitizer"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread >/dev/null
+  cmake --build build-tsan -j"$jobs"
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+    ctest --test-dir build-tsan -L "unit|integration" --output-on-failure -j"$jobs"
   echo "== fuzz targets, ${SLUICE_FUZZ_SECONDS:-20} s each"
   scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-20}"
 fi

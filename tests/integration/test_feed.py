@@ -180,7 +180,11 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, **keys):
     codes = wait_all([p for p, _ in trainers], 60, name + ": trainers")
     for w, c in enumerate(codes):
         if c != 0:
-            fail("%s: trainer %d exited %d:\n%s" % (name, w, c, read_log(tag, "trainer%d" % w)))
+            for q in feeders:
+                q.kill()
+            logs = "".join(read_log(tag, "feeder%d" % j) for j in range(F))
+            fail("%s: trainer %d exited %d:\n%s\nfeeder logs:\n%s" % (name, w, c, read_log(tag, "trainer%d" % w),
+                                                                      logs[-4000:]))
     fcodes = wait_all(feeders, 15, name + ": feeders")
     for j, c in enumerate(fcodes):
         if c != 0:
