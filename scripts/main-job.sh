@@ -4,8 +4,10 @@
 # tf.train.Example, index, verify and summarize them, and measure the record
 # formats on them.
 #
-# Until the feeder and trainer land (issues #3 and #4) this is the whole job;
-# it then becomes "one feeder + two trainers train an MLP on these shards".
+# Then one feeder serves the shards to two trainer workers (two replicas
+# each) on loopback; the trainers only consume (--model none) until the
+# trainer issue (#4) brings the model: their traces are checked for every
+# element exactly once per epoch.
 #
 #   scripts/main-job.sh [OUTPUT_DIR]       (default data/fmnist)
 set -euo pipefail
@@ -38,6 +40,24 @@ echo "== the test shard as JSON lines ($out/test-00000.jsonl), first record:"
 $rec cat --decode example "$out"/test-00000-of-00002.tfrecord.gz >"$out/test-00000.jsonl"
 head -n 1 "$out/test-00000.jsonl" | cut -c 1-240
 echo "..."
+
+echo "== serve the training shards: one feeder, two trainer workers of two replicas each"
+echo "   (input only, --model none: the model and all-reduce arrive with issue #4)"
+sock="ipc://$PWD/$out/feeder.sock"
+build/feeder/sluice-feeder --job examples/fmnist-train.json --files="$out/train-*.tfrecord" \
+  --listen "$sock" --threads 2 --quiet &
+feeder=$!
+trap 'kill $feeder 2>/dev/null || true' EXIT
+pids=()
+for w in 0 1; do
+  build/trainer/sluice-trainer --connect "$sock" --job fmnist-train --worker $w --workers 2 \
+    --devices cpu:2 --model none --trace "$out/trace-$w.jsonl" --quiet &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+wait $feeder
+trap - EXIT
+python3 tools/check_traces.py --expect 60000 "$out"/trace-0.jsonl "$out"/trace-1.jsonl
 
 echo "== record formats benchmark on this data"
 build/tools/sluice-bench formats --repeat 3
