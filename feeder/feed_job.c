@@ -122,6 +122,7 @@ static const struct key keys[] = {
     {"prefetch", KEY_INT, OFF(prefetch), 1, 1024, "4", 0, NULL, NULL},
     {"on_error", KEY_ENUM, OFF(on_error), 0, 0, "fail", 0, &e_on_error, NULL},
     {"max_record_bytes", KEY_INT, OFF(max_record_bytes), 1, (json_int_t)1 << 32, "67108864", 0, NULL, NULL},
+    {"verify_on_read", KEY_BOOL, OFF(verify_on_read), 0, 0, "true", 0, NULL, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

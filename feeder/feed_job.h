@@ -73,6 +73,8 @@ struct feed_job {
     uint64_t prefetch;            /* prefetch */
     enum fmt_on_error on_error;   /* on_error */
     uint64_t max_record_bytes;    /* max_record_bytes */
+    int verify_on_read;           /* verify_on_read: check TFRecord CRCs again on every read (the scan at
+                                     start always checks them) */
 };
 
 /* Load the job file at `path` (path NULL: a job of defaults only, to be

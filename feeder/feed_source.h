@@ -36,6 +36,7 @@ struct feed_source_opts {
     size_t max_record_bytes;          /* 0: the formats default */
     enum fmt_on_error on_error;
     size_t cache_bytes;               /* compressed files held inflated; 0: 1 GiB */
+    int trust_scan;                   /* 1: do not check CRCs again on access */
     /* Called for each file left out under skip-file, and for each file whose
      * partial trailing header was dropped; may be NULL. */
     void (*on_skip)(void *ctx, const char *path, const struct sl_error *err);
@@ -66,6 +67,12 @@ uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t r
 struct feed_reader;
 int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err) SL_MUST_CHECK;
 void feed_reader_close(struct feed_reader *r);
+
+/* Hint that record `rec` of file `file` will be read soon: starts loading
+ * its first 2 KiB into the cache (mapped files only; never blocks). Pieces
+ * of a shuffled job touch records all over the file, so the assembler runs
+ * this a few records ahead. */
+void feed_reader_prefetch(struct feed_reader *r, uint32_t file, uint64_t rec);
 
 /* Lend record `rec` of file `file`: valid until the next feed_reader_get on
  * this reader or its close. */

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 int bench_formats_main(int argc, char **argv);
+int bench_feed_main(int argc, char **argv);
 
 /* Median of n values (sorts v in place). */
 double bench_median(double *v, size_t n);

@@ -3,9 +3,9 @@
  * the same run, and reports the ratio (machines are shared and noisy, so
  * absolute figures alone mean little).
  *
- *   sluice-bench formats   record formats (this file's only subcommand so far;
- *                          run / wire / allreduce arrive with the feeder,
- *                          trainer and benchmark issues)
+ *   sluice-bench formats   record formats
+ *   sluice-bench feed      feeder -> trainer throughput and memory
+ * (run / allreduce arrive with the trainer and benchmark issues)
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +21,8 @@ static const char usage[] =
     "Commands:\n"
     "  formats   TFRecord scan + CRC vs read()+CRC32C; GZIP scan vs the fastest\n"
     "            inflate; tf.train.Example decode into batched columns\n"
+    "  feed      feeder -> trainer throughput vs raw ZeroMQ PUSH/PULL of the same\n"
+    "            message size, feeder memory vs its bound\n"
     "\n"
     "Run 'sluice-bench COMMAND --help' for the options of a command.\n";
 
@@ -41,6 +43,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "formats") == 0)
         return bench_formats_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "feed") == 0)
+        return bench_feed_main(argc - 1, argv + 1);
     fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

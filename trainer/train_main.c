@@ -51,6 +51,7 @@ static const char usage[] =
     "  -q, --quiet              warnings and errors only\n"
     "  -h, --help               this help\n"
     "\n"
+    "A summary line (JSON) goes to stdout at the end; logs go to stderr.\n"
     "Exit status: 0 all data received, 1 error (the feeder's message is printed), 2 usage.\n";
 
 static int parse_u32(const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *out)
@@ -195,6 +196,7 @@ int main(int argc, char **argv)
     struct sl_buf line;
     sl_buf_init(&line, 0);
     uint64_t steps = 0, epochs_seen = 0, last_epoch = UINT64_MAX;
+    double t_first = 0; /* first step received: the stream's own time starts here */
     if (status == 0) {
         const struct sl_wire_welcome *w = train_client_welcome(cl);
         sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
@@ -202,7 +204,8 @@ int main(int argc, char **argv)
         const struct train_piece *pieces;
         int rc;
         while (!stop_flag && (rc = train_client_next_step(cl, &pieces, &err)) == 0) {
-            steps++;
+            if (steps++ == 0)
+                t_first = sl_clock_s();
             if (pieces[0].epoch != last_epoch) {
                 last_epoch = pieces[0].epoch;
                 epochs_seen++;
@@ -225,17 +228,20 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
-    double secs = sl_clock_s() - t0;
+    double t_end = sl_clock_s();
+    double secs = t_end - t0, stream = t_first > 0 ? t_end - t_first : 0;
     struct train_client_stats st = {0};
     if (cl != NULL)
         train_client_stats(cl, &st);
-    char summary[512];
+    char summary[768];
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
-             ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f}}\n",
+             ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
+             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
-             secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s);
+             secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
+             stream > 0 ? (double)st.bytes / stream : 0.0);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {
@@ -243,8 +249,7 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
-    if (!quiet)
-        fputs(summary, stderr);
+    fputs(summary, stdout); /* the run's result, for scripts and sluice-bench */
     train_client_close(cl);
     sl_buf_free(&line);
     sl_free(list);
