@@ -258,11 +258,12 @@ static void on_tail(void *ctx, const char *path, uint64_t bytes)
            path, bytes);
 }
 
-static int open_source(const struct feed_job *job, struct feed_source **src, struct sl_error *err)
+static int open_source(const struct feed_job *job, int count_only, struct feed_source **src, struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
-                                  .on_skip = on_skip, .on_tail = on_tail, .trust_scan = !job->verify_on_read};
+                                  .on_skip = on_skip, .on_tail = on_tail, .trust_scan = !job->verify_on_read,
+                                  .count_only = count_only};
     if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;
@@ -349,7 +350,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     struct sl_error src_err = {0};
     if (status == 0) {
-        status = open_source(job, &src, &src_err);
+        status = open_source(job, a.plan, &src, &src_err);
         /* a damaged file under on_error=fail: tell the trainers why */
         if (status != 0 && !a.plan && src_err.code == SL_ECORRUPT)
             (void)feed_server_refuse_all(a.listen, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);

@@ -101,7 +101,7 @@ static int map_file(struct file *f, struct sl_error *err)
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
     struct fmt_reader_opts ro = {.format = s->o.format, .compression = s->o.compression,
-                                 .max_record_bytes = s->o.max_record_bytes};
+                                 .max_record_bytes = s->o.max_record_bytes, .skip_crc = s->o.count_only};
     struct fmt_reader *r;
     int rc = fmt_reader_open(&r, f->path, &ro, err);
     if (rc != 0)

@@ -37,6 +37,8 @@ struct feed_source_opts {
     enum fmt_on_error on_error;
     size_t cache_bytes;               /* compressed files held inflated; 0: 1 GiB */
     int trust_scan;                   /* 1: do not check CRCs again on access */
+    int count_only;                   /* 1: the scan only walks the framing (no CRC checks), for
+                                         counting; damaged data then surfaces on access */
     /* Called for each file left out under skip-file, and for each file whose
      * partial trailing header was dropped; may be NULL. */
     void (*on_skip)(void *ctx, const char *path, const struct sl_error *err);

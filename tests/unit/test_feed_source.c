@@ -2,7 +2,9 @@
  * gzip and zlib TFRecord and text; skip-file leaves a damaged file out with
  * zero records; the image cache evicts under a small budget and serves
  * several threads at once (run under TSan in CI's thread build). */
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +139,40 @@ START_TEST(test_text_lines)
 }
 END_TEST
 
+/* A file changed after the scan: reads check the CRCs again (the default)
+ * and report it; with trust_scan they lend what is there. */
+START_TEST(test_change_after_scan)
+{
+    for (int trust = 0; trust < 2; trust++) {
+        const char *p = write_tfr(trust ? "t1.tfrecord" : "t0.tfrecord", 0, 3);
+        struct feed_source_opts o = {.trust_scan = trust};
+        struct feed_source *s;
+        struct sl_error err = {0};
+        ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), 0);
+        int fd = open(p, O_WRONLY);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(pwrite(fd, "Z", 1, 12), 1); /* first data byte of record 0 */
+        close(fd);
+        struct feed_reader *rd;
+        ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+        const uint8_t *d;
+        size_t len;
+        int rc = feed_reader_get(rd, 0, 0, &d, &len, &err);
+        if (trust) {
+            ck_assert_int_eq(rc, 0);
+            ck_assert_int_eq(d[0], 'Z');
+        } else {
+            ck_assert_int_eq(rc, SL_ECORRUPT);
+            char want[700];
+            snprintf(want, sizeof want, "%s: corrupted record at 12", p);
+            ck_assert_str_eq(err.msg, want);
+        }
+        feed_reader_close(rd);
+        feed_source_close(s);
+    }
+}
+END_TEST
+
 struct worker_arg {
     struct feed_source *s;
     unsigned seed;
@@ -182,6 +218,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_skip_file_and_fail);
     tcase_add_test(tc, test_text_lines);
     tcase_add_test(tc, test_threads_with_tiny_cache);
+    tcase_add_test(tc, test_change_after_scan);
     suite_add_tcase(s, tc);
     return s;
 }
