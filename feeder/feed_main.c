@@ -24,6 +24,7 @@
 #include "feed_server.h"
 #include "feed_source.h"
 #include "sl_alloc.h"
+#include "sl_cluster.h"
 #include "sl_log.h"
 
 #define EXIT_DATA 1
@@ -60,6 +61,9 @@ static const char usage[] =
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
     "      --timeout-ms=N      drop a trainer silent this long (default 10000)\n"
+    "      --cluster=SPEC      a TF_CONFIG-style cluster spec (JSON or a file) whose\n"
+    "                          task is a feeder: gives --listen, --feeder-index and\n"
+    "                          --feeders (TF_CONFIG in the environment works too)\n"
     "  -q, --quiet             log warnings and errors only\n"
     "  -h, --help              this help\n"
     "      --KEY=VALUE         override a job key (e.g. --global_batch_size=128,\n"
@@ -72,7 +76,8 @@ static const char usage[] =
     "Exit status: 0 served, 1 data or runtime error, 2 usage.\n";
 
 struct args {
-    const char *job, *listen;
+    const char *job, *listen, *cluster;
+    char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas;
     int quiet, json, plan;
     /* job overrides: pairs (key, value) pointing into argv */
@@ -102,7 +107,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         int has_arg;
     } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
                  {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"workers", 1}, {"replicas", 1},
-                 {"quiet", 0},    {"json", 0},       {"help", 0}};
+                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}};
     a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
     a->values = sl_calloc((size_t)argc, sizeof *a->values);
     if (a->keys == NULL || a->values == NULL)
@@ -175,6 +180,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             a->job = val;
         } else if (strcmp(n, "listen") == 0) {
             a->listen = val;
+        } else if (strcmp(n, "cluster") == 0) {
+            a->cluster = val;
         } else if (strcmp(n, "feeder-index") == 0) {
             rc = parse_u64(n, val, 0, 4095, &a->feeder_index);
         } else if (strcmp(n, "feeders") == 0) {
@@ -206,6 +213,23 @@ static int parse_args(int argc, char **argv, struct args *a)
     if (a->plan && (a->workers == 0 || a->replicas == 0)) {
         fprintf(stderr, "sluice-feeder: plan needs --workers and --replicas\n");
         return EXIT_USAGE;
+    }
+    /* a TF_CONFIG-style spec whose task is a feeder gives the endpoint,
+     * the index and the feeder count */
+    const char *spec = a->cluster ? a->cluster : getenv("TF_CONFIG");
+    if (!a->plan && a->listen == NULL && spec != NULL) {
+        struct sl_cluster c;
+        struct sl_error err = {0};
+        uint32_t j, F;
+        if (sl_cluster_parse(&c, spec, &err) != 0 ||
+            sl_cluster_feeder(&c, &j, &F, a->cluster_bind, sizeof a->cluster_bind, &err) != 0) {
+            fprintf(stderr, "sluice-feeder: %s\n", err.msg);
+            return EXIT_USAGE;
+        }
+        sl_cluster_free(&c);
+        a->listen = a->cluster_bind;
+        a->feeder_index = j;
+        a->feeders = F;
     }
     if (!a->plan && a->listen == NULL) {
         fprintf(stderr, "sluice-feeder: --listen is required\nTry 'sluice-feeder --help'\n");

@@ -17,6 +17,7 @@
 #include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_clock.h"
+#include "sl_cluster.h"
 #include "sl_json.h"
 #include "sl_log.h"
 #include "train_client.h"
@@ -48,6 +49,9 @@ static const char usage[] =
     "      --trace-feature=NAME int64 tensor whose values the trace lists (default id)\n"
     "      --heartbeat-ms=N     heartbeat interval (default 1000)\n"
     "      --timeout-ms=N       fail when a feeder is silent this long (default 10000)\n"
+    "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
+    "                           gives --connect, the task (chief/worker) --worker and\n"
+    "                           --workers (TF_CONFIG in the environment works too)\n"
     "  -q, --quiet              warnings and errors only\n"
     "  -h, --help               this help\n"
     "\n"
@@ -103,8 +107,10 @@ int main(int argc, char **argv)
         {"trace", required_argument, NULL, 'T'},    {"trace-feature", required_argument, NULL, 'F'},
         {"heartbeat-ms", required_argument, NULL, 'H'}, {"timeout-ms", required_argument, NULL, 'O'},
         {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
+        {"cluster", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0}};
-    const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id";
+    const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
+    int worker_set = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
     opterr = 0;
@@ -113,8 +119,9 @@ int main(int argc, char **argv)
         switch (c) {
         case 'c': connect = optarg; break;
         case 'j': job = optarg; break;
-        case 'w': bad = parse_u32("worker", optarg, 0, 65535, &worker); break;
-        case 'n': bad = parse_u32("workers", optarg, 1, 65536, &workers); break;
+        case 'w': bad = parse_u32("worker", optarg, 0, 65535, &worker); worker_set = 1; break;
+        case 'n': bad = parse_u32("workers", optarg, 1, 65536, &workers); worker_set = 1; break;
+        case 'S': cluster = optarg; break;
         case 'r': bad = parse_u32("replicas", optarg, 1, 1024, &replicas); break;
         case 'C': bad = parse_u32("credits", optarg, 1, 1 << 20, &credits); break;
         case 'H': bad = parse_u32("heartbeat-ms", optarg, 10, 600000, &hb); break;
@@ -141,6 +148,32 @@ int main(int argc, char **argv)
         }
         if (bad)
             return 2;
+    }
+    /* a TF_CONFIG-style spec gives the feeders and this worker's place */
+    const char *spec = cluster ? cluster : getenv("TF_CONFIG");
+    char *cluster_list = NULL;
+    if (spec != NULL && (connect == NULL || !worker_set)) {
+        struct sl_cluster cs;
+        struct sl_error cerr = {0};
+        if (sl_cluster_parse(&cs, spec, &cerr) != 0) {
+            fprintf(stderr, "sluice-trainer: %s\n", cerr.msg);
+            return 2;
+        }
+        if (!worker_set && sl_cluster_worker(&cs, &worker, &workers, &cerr) != 0) {
+            fprintf(stderr, "sluice-trainer: %s\n", cerr.msg);
+            sl_cluster_free(&cs);
+            return 2;
+        }
+        if (connect == NULL && cs.nfeeders > 0) {
+            cluster_list = sl_calloc(cs.nfeeders, SL_CLUSTER_MAX_ADDR + 1);
+            for (size_t i = 0; cluster_list != NULL && i < cs.nfeeders; i++) {
+                if (i)
+                    strcat(cluster_list, ",");
+                strcat(cluster_list, cs.feeders[i]);
+            }
+            connect = cluster_list;
+        }
+        sl_cluster_free(&cs);
     }
     if (optind < argc || connect == NULL || job == NULL) {
         fprintf(stderr, "sluice-trainer: --connect and --job are required\nTry 'sluice-trainer --help'\n");
@@ -253,5 +286,6 @@ int main(int argc, char **argv)
     train_client_close(cl);
     sl_buf_free(&line);
     sl_free(list);
+    sl_free(cluster_list);
     return status;
 }

@@ -219,6 +219,34 @@ def main():
     run_case("FILE W=4 R=1 uneven files: empty pieces", uneven, uneven_ids, 4, 1, 1, global_batch_size=4)
     run_case("gzip shards DATA W=1 R=3 G=8 F=2, 3 epochs", gz, gz_ids, 1, 3, 2, shard_policy="data", epochs=3)
 
+    # a TF_CONFIG-style cluster spec: chief + worker, two feeders
+    tag = "tfconfig"
+    job_path, job = write_job("job-tfconfig", files, shuffle=shuffle)
+    feeders_addr = ["ipc://%s/tfc-%d.sock" % (TMP, j) for j in range(2)]
+    cluster = {"chief": ["host0:2222"], "worker": ["host1:2222"], "feeder": feeders_addr}
+    procs = []
+    for j in range(2):
+        spec = json.dumps({"cluster": cluster, "task": {"type": "feeder", "index": j}})
+        log = open(os.path.join(TMP, "%s-feeder%d.log" % (tag, j)), "w")
+        procs.append(subprocess.Popen([FEEDER, "--job", job_path, "--cluster", spec, "--heartbeat-ms", "200"],
+                                      stdout=log, stderr=subprocess.STDOUT))
+    time.sleep(0.2)
+    traces = []
+    trainers = []
+    for w, task in enumerate([{"type": "chief", "index": 0}, {"type": "worker", "index": 0}]):
+        trace = os.path.join(TMP, "%s-trace%d.jsonl" % (tag, w))
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}))
+        err = open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), "w")
+        trainers.append(subprocess.Popen([TRAINER, "--job", job["name"], "--replicas", "2", "--trace", trace],
+                                         env=env, stdout=subprocess.DEVNULL, stderr=err))
+        traces.append(trace)
+    codes = wait_all(trainers, 60, "TF_CONFIG trainers")
+    if codes != [0, 0]:
+        fail("TF_CONFIG trainers exited %s: %s" % (codes, read_log(tag, "trainer0") + read_log(tag, "trainer1")))
+    wait_all(procs, 15, "TF_CONFIG feeders")
+    check_traces("TF_CONFIG", traces, reference(job, [len(x) for x in ids], 2, 2), ids)
+    ok("TF_CONFIG cluster spec: chief is worker 0, feeders from the 'feeder' list")
+
     # a damaged record: fail tells the trainer the file and offset; skip-file leaves the file out
     bad = gen("bad", 40, 2)
     bad_ids = ids_of(bad)

@@ -1,0 +1,127 @@
+/* sl_cluster: TF_CONFIG parsing with jansson; every shape error names the
+ * key it is about. */
+#include "sl_cluster.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+
+static int list_len(json_t *cluster, const char *key, size_t *n, struct sl_error *err)
+{
+    json_t *v = json_object_get(cluster, key);
+    *n = 0;
+    if (v == NULL)
+        return 0;
+    if (!json_is_array(v))
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.%s' must be a list of addresses", key);
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_string(json_array_get(v, i)))
+            return sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.%s[%zu]' must be a string", key, i);
+    *n = json_array_size(v);
+    return 0;
+}
+
+int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *err)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t je;
+    json_t *root = text[0] == '{' ? json_loads(text, 0, &je) : json_load_file(text, 0, &je);
+    if (root == NULL)
+        return sl_error_set(err, SL_EINVAL, "cluster spec %s:%d:%d: %s", text[0] == '{' ? "(inline)" : text,
+                            je.line, je.column, je.text);
+    int rc = 0;
+    json_t *cluster = json_object_get(root, "cluster");
+    if (!json_is_object(cluster)) {
+        rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster' must be an object");
+        goto out;
+    }
+    size_t nchief, nworker;
+    if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 || (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
+        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0)
+        goto out;
+    if (nchief > 1) {
+        rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.chief' holds %zu tasks, at most 1", nchief);
+        goto out;
+    }
+    c->workers = (uint32_t)(nchief + nworker);
+    if (c->nfeeders > 0) {
+        c->feeders = sl_calloc(c->nfeeders, sizeof *c->feeders);
+        if (c->feeders == NULL) {
+            rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+            goto out;
+        }
+        json_t *f = json_object_get(cluster, "feeder");
+        for (size_t i = 0; i < c->nfeeders; i++) {
+            const char *a = json_string_value(json_array_get(f, i));
+            if (strlen(a) >= SL_CLUSTER_MAX_ADDR) {
+                rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.feeder[%zu]' is longer than %d bytes", i,
+                                  SL_CLUSTER_MAX_ADDR - 1);
+                goto out;
+            }
+            /* a bare host:port is a tcp endpoint, as TF_CONFIG writes them */
+            if (strstr(a, "://") == NULL)
+                snprintf(c->feeders[i], SL_CLUSTER_MAX_ADDR, "tcp://%.240s", a);
+            else
+                snprintf(c->feeders[i], SL_CLUSTER_MAX_ADDR, "%s", a);
+        }
+    }
+    json_t *task = json_object_get(root, "task");
+    if (task != NULL) {
+        json_t *type = json_object_get(task, "type"), *index = json_object_get(task, "index");
+        if (!json_is_string(type) || !json_is_integer(index) || json_integer_value(index) < 0) {
+            rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'task' needs a string 'type' and an integer 'index' >= 0");
+            goto out;
+        }
+        snprintf(c->task_type, sizeof c->task_type, "%s", json_string_value(type));
+        json_t *list = json_object_get(cluster, c->task_type);
+        size_t n = json_is_array(list) ? json_array_size(list) : 0;
+        if ((size_t)json_integer_value(index) >= n) {
+            rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'task.index' %lld is out of range for the %zu '%s' tasks",
+                              (long long)json_integer_value(index), n, c->task_type);
+            goto out;
+        }
+        c->task_index = (uint32_t)json_integer_value(index);
+        if (strcmp(c->task_type, "worker") == 0)
+            c->task_index += (uint32_t)nchief;
+    }
+out:
+    json_decref(root);
+    if (rc != 0)
+        sl_cluster_free(c);
+    return rc;
+}
+
+void sl_cluster_free(struct sl_cluster *c)
+{
+    sl_free(c->feeders);
+    c->feeders = NULL;
+    c->nfeeders = 0;
+}
+
+int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, struct sl_error *err)
+{
+    if (strcmp(c->task_type, "worker") != 0 && strcmp(c->task_type, "chief") != 0)
+        return sl_error_set(err, SL_EINVAL, "cluster spec: this task is '%s', not a chief or worker",
+                            c->task_type[0] ? c->task_type : "(none)");
+    *w = c->task_index;
+    *W = c->workers;
+    return 0;
+}
+
+int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char *bind, size_t n, struct sl_error *err)
+{
+    if (strcmp(c->task_type, "feeder") != 0)
+        return sl_error_set(err, SL_EINVAL, "cluster spec: this task is '%s', not a feeder",
+                            c->task_type[0] ? c->task_type : "(none)");
+    *j = c->task_index;
+    *F = (uint32_t)c->nfeeders;
+    const char *a = c->feeders[*j];
+    const char *colon = strrchr(a, ':');
+    if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6)
+        snprintf(bind, n, "tcp://*%s", colon);
+    else
+        snprintf(bind, n, "%s", a);
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* sl_cluster: a TF_CONFIG-compatible cluster spec, for feeders and trainers.
+ *
+ *   {"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222", ...],
+ *                "feeder": ["tcp://host5:5555", "tcp://host6:5555"]},
+ *    "task": {"type": "worker", "index": 1}}
+ *
+ * As in TensorFlow's MultiWorkerMirroredStrategy, the chief (when present)
+ * is worker 0 and worker i is worker i + 1; without a chief, worker i is
+ * worker i. "feeder" is sluice's own job type: the feeders of the input
+ * job, in feeder index order (a trainer connects to all of them; feeder j
+ * binds its own entry). Other job types ("ps", "evaluator") are accepted
+ * and ignored here.
+ *
+ * Errors name the key: "cluster spec: 'task.index' 3 is out of range for
+ * the 2 'worker' tasks".
+ */
+#ifndef SL_CLUSTER_H
+#define SL_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+
+#define SL_CLUSTER_MAX_ADDR 256
+
+struct sl_cluster {
+    size_t nfeeders;
+    char (*feeders)[SL_CLUSTER_MAX_ADDR]; /* owned */
+    uint32_t workers;                     /* chief + workers */
+    char task_type[32];                   /* "" when the spec has no task */
+    uint32_t task_index;
+};
+
+/* Parse `text` (JSON, or the path of a JSON file when it does not start
+ * with '{'). */
+int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *err) SL_MUST_CHECK;
+void sl_cluster_free(struct sl_cluster *c);
+
+/* The task as a trainer worker: *w of *W. SL_EINVAL when the task is not a
+ * chief or worker. */
+int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, struct sl_error *err) SL_MUST_CHECK;
+
+/* The task as a feeder: its index, the feeder count, and the endpoint to
+ * bind (a tcp endpoint binds every interface on its port; other transports bind the
+ * address as given). SL_EINVAL when the task is not a feeder. */
+int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char *bind, size_t n,
+                      struct sl_error *err) SL_MUST_CHECK;
+
+#endif
