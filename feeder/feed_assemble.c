@@ -147,15 +147,8 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     fmt_batch_reset(a->batch);
     if (piece->n > a->max_rows)
         return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
-    /* records of a shuffled piece lie all over the files: ask for the
-     * next few while decoding the current one */
-    enum { AHEAD = 8 };
-    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
-        feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
     for (size_t i = 0; i < piece->n; i++) {
         const struct feed_elem *e = &piece->elems[i];
-        if (i + AHEAD < piece->n)
-            feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
         const uint8_t *data;
         size_t len;
         int rc = feed_reader_get(a->rd, e->file, e->record, &data, &len, err);

@@ -362,23 +362,6 @@ static inline uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void feed_reader_prefetch(struct feed_reader *r, uint32_t file, uint64_t rec)
-{
-    const struct feed_source *s = r->s;
-    if (file >= s->nfiles)
-        return;
-    const struct file *f = &s->files[file];
-    /* mapped images are set at open and never change: safe to read here */
-    if (!f->img.mapped || f->img.data == NULL || rec >= f->count)
-        return;
-    uint64_t off = f->offsets[rec];
-    uint64_t end = rec + 1 < f->count ? f->offsets[rec + 1] : f->img.size;
-    if (end - off > 2048)
-        end = off + 2048;
-    for (uint64_t a = off & ~(uint64_t)63; a < end; a += 64)
-        __builtin_prefetch(f->img.data + a, 0, 0);
-}
-
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err)
 {

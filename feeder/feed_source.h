@@ -70,12 +70,6 @@ struct feed_reader;
 int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err) SL_MUST_CHECK;
 void feed_reader_close(struct feed_reader *r);
 
-/* Hint that record `rec` of file `file` will be read soon: starts loading
- * its first 2 KiB into the cache (mapped files only; never blocks). Pieces
- * of a shuffled job touch records all over the file, so the assembler runs
- * this a few records ahead. */
-void feed_reader_prefetch(struct feed_reader *r, uint32_t file, uint64_t rec);
-
 /* Lend record `rec` of file `file`: valid until the next feed_reader_get on
  * this reader or its close. */
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
