@@ -76,11 +76,14 @@ static int send_buf(void *sock, const struct sl_buf *b)
     return zmq_send(sock, b->data, b->len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }
 
-static void give_credits(struct train_client *c)
+/* Credits go back in batches of a quarter of the window (one message per
+ * few pieces instead of one per piece), or all at once when `all`. */
+static void give_credits(struct train_client *c, int all)
 {
+    uint32_t batch = c->o.credits / 4 > 0 ? c->o.credits / 4 : 1;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
-        if (f->owed == 0 || f->ended)
+        if (f->owed == 0 || f->ended || (!all && f->owed < batch))
             continue;
         struct sl_wire_credit cr = {.credits = f->owed};
         if (sl_wire_encode_credit(&cr, &c->buf) == 0 && send_buf(f->sock, &c->buf) == 0)
@@ -237,7 +240,8 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
                                 (double)silent / 1e9, (double)c->o.timeout_ms / 1e3);
     }
     heartbeats(c);
-    give_credits(c);
+    /* waiting for pieces: whatever is owed goes back now */
+    give_credits(c, 1);
     return 0;
 }
 
@@ -328,7 +332,7 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->o = *opts;
     if (c->o.credits == 0)
-        c->o.credits = 4 * c->o.replicas;
+        c->o.credits = 4 * c->o.replicas < 16 ? 16 : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
         c->o.heartbeat_ms = 1000;
     if (c->o.timeout_ms <= 0)
@@ -462,7 +466,7 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
         for (size_t r = 0; r < c->o.replicas; r++)
             release_slot(c, c->step_slots[r]);
         c->have_step = 0;
-        give_credits(c);
+        give_credits(c, 0);
     }
     uint64_t t0 = sl_clock_ns();
     size_t got = 0;

@@ -32,7 +32,7 @@ struct train_client_opts {
     size_t nfeeders;
     const char *job;
     uint32_t worker, workers, replicas;
-    uint32_t credits;           /* per feeder; 0: 4 * replicas */
+    uint32_t credits;           /* per feeder; 0: max(16, 4 * replicas) */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
     int connect_timeout_ms;     /* wait for WELCOME; 0: 30000 */
