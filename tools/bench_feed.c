@@ -382,8 +382,11 @@ int bench_feed_main(int argc, char **argv)
             if (r.rss_max_mb > maxrss)
                 maxrss = r.rss_max_mb;
             bound = r.bound_mb;
-            /* the baseline moves as many messages of the same size, at least ~0.5 s worth */
-            long count = (long)(r.pieces > 2000 ? r.pieces : 2000);
+            /* the baseline moves messages of the same size: as many as the
+             * run's pieces, and at least 2 GB, so it lasts long enough to time */
+            long count = (long)r.pieces;
+            if (piece > 0 && (double)count * piece < 2e9)
+                count = (long)(2e9 / piece);
             raw[rep] = raw_zmq(&o, (size_t)piece, count);
         }
         double b = bench_median(bps, (size_t)o.repeat), p = bench_median(pps, (size_t)o.repeat);
