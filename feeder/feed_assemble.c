@@ -22,6 +22,8 @@ struct feed_assembler {
     const struct fmt_feature_spec *specs;
     size_t nspecs;
     size_t max_rows;
+    enum fmt_format format;
+    uint64_t *offsets; /* text: max_rows + 1 line offsets */
 };
 
 static enum feed_dtype dtype_of(enum fmt_dtype t)
@@ -90,7 +92,7 @@ uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nsp
 }
 
 int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
-                          size_t nspecs, size_t max_rows, struct sl_error *err)
+                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_error *err)
 {
     *out = NULL;
     struct feed_assembler *a = sl_calloc(1, sizeof *a);
@@ -100,7 +102,14 @@ int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, 
     a->specs = specs;
     a->nspecs = nspecs;
     a->max_rows = max_rows;
+    a->format = format;
+    if (format == FMT_FORMAT_TEXT && (nspecs != 1 || specs[0].dtype != FMT_DTYPE_BYTES || specs[0].rank != 0)) {
+        sl_free(a);
+        return sl_error_set(err, SL_EINVAL, "text lines need exactly one scalar bytes feature");
+    }
     int rc = feed_reader_open(&a->rd, src, err);
+    if (rc == 0 && format == FMT_FORMAT_TEXT && (a->offsets = sl_calloc(max_rows + 1, sizeof *a->offsets)) == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)
         rc = fmt_batch_create(&a->batch, specs, nspecs, max_rows ? max_rows : 1, err);
     if (rc != 0) {
@@ -117,6 +126,7 @@ void feed_assembler_destroy(struct feed_assembler *a)
         return;
     feed_reader_close(a->rd);
     fmt_batch_destroy(a->batch);
+    sl_free(a->offsets);
     sl_free(a);
 }
 
@@ -141,9 +151,51 @@ static int put(struct feed_layout *l, uint8_t *buf, size_t cap, enum feed_dtype 
     return 0;
 }
 
+/* Text lines: the lines' bytes straight into the buffer, then their
+ * offsets: NAME (bytes, [rows]) and NAME.offsets (int64, [rows + 1]). */
+static int fill_lines(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                      struct feed_layout *out, struct sl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->rows = piece->n;
+    uint64_t used = 0;
+    a->offsets[0] = 0;
+    for (size_t i = 0; i < piece->n; i++) {
+        const struct feed_elem *e = &piece->elems[i];
+        const uint8_t *data;
+        size_t len;
+        int rc = feed_reader_get(a->rd, e->file, e->record, &data, &len, err);
+        if (rc != 0) {
+            sl_error_prefix(err, "%s: line %llu: ", feed_source_path(a->src, e->file), (unsigned long long)e->record);
+            return rc;
+        }
+        if (len > cap || used > cap - len)
+            return sl_error_set(err, SL_EINVAL, "a piece of %zu lines needs more than the %zu-byte buffer", piece->n,
+                                cap);
+        if (len)
+            memcpy(buf + used, data, len);
+        used += len;
+        a->offsets[i + 1] = used;
+    }
+    struct feed_tensor *t = &out->t[out->ntensors++];
+    t->dtype = FEED_DT_BYTES;
+    t->rank = 1;
+    t->dims[0] = (int64_t)piece->n;
+    t->off = 0;
+    t->bytes = used;
+    out->total = used;
+    int64_t dims[1] = {(int64_t)piece->n + 1};
+    return put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
+}
+
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err)
 {
+    if (a->format == FMT_FORMAT_TEXT) {
+        if (piece->n > a->max_rows)
+            return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
+        return fill_lines(a, piece, buf, cap, out, err);
+    }
     fmt_batch_reset(a->batch);
     if (piece->n > a->max_rows)
         return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);

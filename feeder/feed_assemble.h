@@ -23,6 +23,7 @@
 #include "feed_plan.h"
 #include "feed_source.h"
 #include "fmt_features.h"
+#include "fmt_reader.h"
 #include "sl_error.h"
 
 #define FEED_MAX_TENSORS 64
@@ -71,8 +72,11 @@ uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nsp
 
 struct feed_assembler;
 
+/* format TFRECORD: records are tf.train.Examples decoded into the features.
+ * format TEXT: each record is a line, and `specs` is one scalar bytes
+ * feature that holds it (no Example decoding). */
 int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
-                          size_t nspecs, size_t max_rows, struct sl_error *err) SL_MUST_CHECK;
+                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_error *err) SL_MUST_CHECK;
 void feed_assembler_destroy(struct feed_assembler *a);
 
 /* Read and decode every element of `piece` and lay its tensors out in

@@ -954,6 +954,17 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
         return sl_error_set(err, SL_EINVAL, "%s: 'per_replica_shard' applies only with per_replica_input true", src);
     if (job->format == FMT_FORMAT_TFRECORD && job->nfeatures == 0)
         return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tfrecord\"", src);
+    if (job->format == FMT_FORMAT_TEXT &&
+        (job->nfeatures > 1 || (job->nfeatures == 1 && (job->features[0].dtype != FMT_DTYPE_BYTES ||
+                                                        job->features[0].rank != 0 || job->features[0].varlen))))
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: 'features': format \"text\" takes one scalar bytes feature (each line), or none "
+                            "(it is then named \"line\")",
+                            src);
+    if (job->format == FMT_FORMAT_TAR)
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: 'format' \"tar\" is not served by the feeder yet (sluice-record reads tar shards)",
+                            src);
     return 0;
 }
 

@@ -382,7 +382,12 @@ int main(int argc, char **argv)
     if (status == 0 && a.plan) {
         status = run_plan(&a, job, src);
     } else if (status == 0) {
+        /* text lines: one bytes feature per line, named by the job or "line" */
+        static struct fmt_feature_spec line_spec = {.name = "line", .dtype = FMT_DTYPE_BYTES};
+        int implicit_line = job->format == FMT_FORMAT_TEXT && job->nfeatures == 0;
         struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen,
+                                     .specs = implicit_line ? &line_spec : job->features,
+                                     .nspecs = implicit_line ? 1 : job->nfeatures,
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
                                      .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,

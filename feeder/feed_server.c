@@ -598,13 +598,13 @@ static int start(struct server *s, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
     const struct feed_job *job = o->job;
-    int rc = feed_schema_build(job->features, job->nfeatures, &s->schema, err);
+    int rc = feed_schema_build(o->specs, o->nspecs, &s->schema, err);
     if (rc != 0)
         return rc;
     s->max_rows = (size_t)job->global_batch_size;
     s->piece_bytes = o->max_piece_bytes;
     if (s->piece_bytes == 0) {
-        s->piece_bytes = feed_piece_fixed_bytes(job->features, job->nfeatures, s->max_rows);
+        s->piece_bytes = feed_piece_fixed_bytes(o->specs, o->nspecs, s->max_rows);
         if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
             s->piece_bytes = s->max_rows * 16384 + ((uint64_t)1 << 20);
         s->piece_bytes += 64 * FEED_MAX_TENSORS;
@@ -650,7 +650,7 @@ static int start(struct server *s, struct sl_error *err)
         struct executor *ex = &s->exs[i];
         ex->s = s;
         s->nexs = i + 1;
-        if ((rc = feed_assembler_create(&ex->as, o->src, job->features, job->nfeatures, s->max_rows, err)) != 0)
+        if ((rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, job->format, s->max_rows, err)) != 0)
             return rc;
         ex->push = zmq_socket(s->ctx, ZMQ_PUSH);
         zmq_setsockopt(ex->push, ZMQ_SNDHWM, &zero, sizeof zero);

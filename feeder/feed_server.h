@@ -36,6 +36,10 @@
 
 struct feed_server_opts {
     const struct feed_job *job; /* prepared (validated, expanded) */
+    /* the features pieces carry: job->features, or for text lines the one
+     * bytes feature holding each line */
+    const struct fmt_feature_spec *specs;
+    size_t nspecs;
     struct feed_source *src;
     const char *listen;         /* a ZeroMQ endpoint, tcp or ipc */
     uint32_t feeder_index;      /* j < feeders: this feeder makes the pieces with seq % F == j */

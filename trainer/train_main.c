@@ -46,7 +46,8 @@ static const char usage[] =
     "      --model=none         what to train (only none: consume and count)\n"
     "      --credits=N          pieces each feeder may have in flight (default max(16, 4R))\n"
     "      --trace=FILE         one JSON line per piece, then a summary line\n"
-    "      --trace-feature=NAME int64 tensor whose values the trace lists (default id)\n"
+    "      --trace-feature=NAME tensor whose values the trace lists as \"ids\" (default id):\n"
+    "                           int64 values, or bytes as strings (text lines)\n"
     "      --heartbeat-ms=N     heartbeat interval (default 1000)\n"
     "      --timeout-ms=N       fail when a feeder is silent this long (default 10000)\n"
     "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
@@ -78,15 +79,35 @@ static int trace_piece(struct sl_buf *b, const struct train_piece *p, const char
                            "{\"worker\":%u,\"replica\":%u,\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"seq\":%" PRIu64
                            ",\"size\":%u,\"ids\":[",
                            p->worker, p->replica, p->epoch, p->step, p->seq, p->rows);
+    size_t flen = strlen(feature);
     for (size_t i = 0; rc == 0 && i < p->ntensors; i++) {
         const struct train_tensor *t = &p->t[i];
-        if (strcmp(t->name, feature) != 0 || t->dtype != SL_WIRE_INT64)
+        if (strcmp(t->name, feature) != 0)
             continue;
-        uint64_t n = t->bytes / 8;
-        for (uint64_t k = 0; rc == 0 && k < n; k++) {
-            int64_t v;
-            memcpy(&v, (const uint8_t *)t->data + 8 * k, 8);
-            rc = sl_buf_printf(b, "%s%" PRId64, k ? "," : "", v);
+        if (t->dtype == SL_WIRE_INT64) {
+            uint64_t n = t->bytes / 8;
+            for (uint64_t k = 0; rc == 0 && k < n; k++) {
+                int64_t v;
+                memcpy(&v, (const uint8_t *)t->data + 8 * k, 8);
+                rc = sl_buf_printf(b, "%s%" PRId64, k ? "," : "", v);
+            }
+        } else if (t->dtype == SL_WIRE_BYTES) {
+            /* strings: their boundaries are in the companion NAME.offsets */
+            const struct train_tensor *o = NULL;
+            for (size_t k = 0; k < p->ntensors; k++)
+                if (strncmp(p->t[k].name, feature, flen) == 0 && strcmp(p->t[k].name + flen, ".offsets") == 0)
+                    o = &p->t[k];
+            uint64_t n = o != NULL && o->bytes >= 8 ? o->bytes / 8 - 1 : 0;
+            for (uint64_t k = 0; rc == 0 && k < n; k++) {
+                uint64_t lo, hi;
+                memcpy(&lo, (const uint8_t *)o->data + 8 * k, 8);
+                memcpy(&hi, (const uint8_t *)o->data + 8 * (k + 1), 8);
+                if (lo > hi || hi > t->bytes) /* offsets are data: check before use */
+                    return -1;
+                rc = k ? sl_buf_putc(b, ',') : 0;
+                if (rc == 0)
+                    rc = sl_json_string(b, (const char *)t->data + lo, (size_t)(hi - lo));
+            }
         }
         break;
     }
@@ -245,7 +266,7 @@ int main(int argc, char **argv)
             }
             for (uint32_t r = 0; tf != NULL && r < replicas; r++)
                 if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
-                    sl_log(SL_LOG_ERROR, "write(%s): %s", trace, strerror(errno));
+                    sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string offsets)", trace);
                     rc = SL_EIO;
                     break;
                 }

@@ -219,6 +219,32 @@ def main():
     run_case("FILE W=4 R=1 uneven files: empty pieces", uneven, uneven_ids, 4, 1, 1, global_batch_size=4)
     run_case("gzip shards DATA W=1 R=3 G=8 F=2, 3 epochs", gz, gz_ids, 1, 3, 2, shard_policy="data", epochs=3)
 
+    # text lines (TextLineDataset rules: '\r' deleted, empty lines kept), one gzip file
+    tdir = os.path.join(TMP, "text")
+    os.makedirs(tdir)
+    import gzip
+    text_files, text_ids = [], []
+    for f, (n, nl, gz) in enumerate([(23, "\n", False), (17, "\r\n", True), (0, "\n", False), (30, "\n", False)]):
+        lines = ["" if k % 7 == 3 else "file%d line %d" % (f, k) for k in range(n)]
+        data = "".join(x + nl for x in lines).encode()
+        path = os.path.join(tdir, "part-%d.txt" % f + (".gz" if gz else ""))
+        with (gzip.open(path, "wb") if gz else open(path, "wb")) as out:
+            out.write(data)
+        text_files.append(path)
+        text_ids.append(lines)
+    tag = "text"
+    job_path, job = write_job("job-text", text_files, format="text", features={}, shuffle=shuffle,
+                              global_batch_size=6, parallel_reads=2)
+    feeders, conns = start_feeders(job_path, 2, "ipc", tag)
+    time.sleep(0.2)
+    trainers = [start_trainer(conns, job, w, 2, 2, tag, extra=("--trace-feature", "line")) for w in range(2)]
+    codes = wait_all([p for p, _ in trainers], 60, "text trainers")
+    if codes != [0, 0]:
+        fail("text trainers exited %s: %s" % (codes, read_log(tag, "trainer0") + read_log(tag, "feeder0")))
+    wait_all(feeders, 15, "text feeders")
+    check_traces("text lines", [t for _, t in trainers], reference(job, [len(x) for x in text_ids], 2, 2), text_ids)
+    ok("text lines (CRLF, empty lines, gzip) served as a bytes feature, F=2")
+
     # a TF_CONFIG-style cluster spec: chief + worker, two feeders
     tag = "tfconfig"
     job_path, job = write_job("job-tfconfig", files, shuffle=shuffle)

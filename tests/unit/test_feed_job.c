@@ -525,6 +525,19 @@ START_TEST(test_validate)
     set_ok(job, "format", "tfrecord");
     set_ok(job, "features.x", "{\"dtype\": \"int64\"}");
     ck_assert_int_eq(feed_job_validate(job, &err), 0);
+    /* text lines take one scalar bytes feature (or none); tar is not served yet */
+    set_ok(job, "format", "text");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "command line: 'features': format \"text\" takes one scalar bytes feature (each "
+                              "line), or none (it is then named \"line\")");
+    set_ok(job, "features.x", "{\"dtype\": \"bytes\"}");
+    ck_assert_int_eq(feed_job_validate(job, &err), 0);
+    set_ok(job, "format", "tar");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "command line: 'format' \"tar\" is not served by the feeder yet (sluice-record reads "
+                              "tar shards)");
+    set_ok(job, "format", "tfrecord");
+    set_ok(job, "features.x", "{\"dtype\": \"int64\"}");
 
     set_ok(job, "shard_policy", "hint");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
