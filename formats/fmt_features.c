@@ -38,7 +38,9 @@ struct column {
     enum fmt_kind kind;     /* the Feature kind that feeds this column */
     char shape[FMT_MAX_RANK * 22 + 3];
 
-    uint8_t *values;
+    uint8_t *values;        /* own storage, or the bound caller memory */
+    uint8_t *own_values;    /* what the column allocated (freed at destroy) */
+    size_t bound_rows;      /* bound: rows that fit in the caller's memory; 0: not bound */
     size_t values_cap;      /* bytes */
     uint64_t *offsets;      /* BYTES: value byte offsets */
     size_t offsets_cap;     /* entries */
@@ -220,7 +222,7 @@ static int column_init(struct column *c, const struct fmt_feature_spec *s, size_
         return 0;
     }
     c->values_cap = bytes;
-    if ((c->values = sl_malloc(bytes)) == NULL)
+    if ((c->values = c->own_values = sl_malloc(bytes)) == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory for feature %s (%zu bytes)", s->name, bytes);
     return 0;
 }
@@ -307,7 +309,7 @@ void fmt_batch_destroy(struct fmt_batch *b)
         return;
     for (size_t i = 0; i < b->ncols; i++) {
         struct column *c = &b->cols[i];
-        sl_free(c->values);
+        sl_free(c->bound_rows ? c->own_values : c->values);
         sl_free(c->offsets);
         sl_free(c->splits);
         sl_free(c->default_bytes);
@@ -324,6 +326,40 @@ void fmt_batch_reset(struct fmt_batch *b)
         b->cols[i].values_len = 0;
         b->cols[i].nvalues = 0;
     }
+}
+
+size_t fmt_batch_row_bytes(const struct fmt_batch *b, size_t col)
+{
+    if (col >= b->ncols)
+        return 0;
+    const struct column *c = &b->cols[col];
+    return c->spec.varlen || c->spec.dtype == FMT_DTYPE_BYTES ? 0 : c->count * c->esize;
+}
+
+int fmt_batch_bind(struct fmt_batch *b, size_t col, void *dst, size_t cap, struct sl_error *err)
+{
+    size_t row_bytes = fmt_batch_row_bytes(b, col);
+    if (row_bytes == 0)
+        return sl_error_set(err, SL_EINVAL, "column %zu is not a fixed-size numeric column", col);
+    if (b->rows != 0)
+        return sl_error_set(err, SL_EINVAL, "bind before the first row (batch holds %zu)", b->rows);
+    struct column *c = &b->cols[col];
+    c->values = dst;
+    c->bound_rows = cap / row_bytes;
+    if (c->bound_rows == 0) { /* room for no row: keep own storage, refuse rows */
+        c->values = c->own_values;
+        c->bound_rows = SIZE_MAX; /* marks "bound to nothing" */
+    }
+    return 0;
+}
+
+void fmt_batch_unbind(struct fmt_batch *b)
+{
+    for (size_t i = 0; i < b->ncols; i++)
+        if (b->cols[i].bound_rows) {
+            b->cols[i].values = b->cols[i].own_values;
+            b->cols[i].bound_rows = 0;
+        }
 }
 
 size_t fmt_batch_rows(const struct fmt_batch *b)
@@ -604,6 +640,10 @@ int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct s
     size_t ncols = b->ncols;
     struct column *cols = b->cols;
     for (size_t i = 0; i < ncols; i++) {
+        size_t bound = cols[i].bound_rows;
+        if (bound && (bound == SIZE_MAX || b->rows >= bound))
+            return sl_error_set(err, SL_EINVAL, "feature %s: the bound buffer holds %zu rows", cols[i].spec.name,
+                                bound == SIZE_MAX ? (size_t)0 : bound);
         cols[i].seen = 0;
         cols[i].t_values_len = cols[i].values_len;
         cols[i].t_nvalues = cols[i].nvalues;

@@ -96,6 +96,20 @@ size_t fmt_batch_ncolumns(const struct fmt_batch *b);
  * adds "<path>:<offset>: "). */
 int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct sl_error *err) SL_MUST_CHECK;
 
+/* Bytes per row of a fixed-length int64 / float32 / uint8 column; 0 for a
+ * variable-length or bytes column. */
+size_t fmt_batch_row_bytes(const struct fmt_batch *b, size_t col);
+
+/* Decode column `col` (fixed-length numeric or uint8) straight into caller
+ * memory: row r goes to dst + r * row_bytes, for the cap / row_bytes rows
+ * that fit; adding a row beyond that is an error, nothing is written out of
+ * bounds. Lets a feeder decode into the buffer it sends. Only on an empty
+ * batch (after create or reset); stays until fmt_batch_unbind. The column
+ * view then points at dst. SL_EINVAL otherwise. */
+int fmt_batch_bind(struct fmt_batch *b, size_t col, void *dst, size_t cap, struct sl_error *err) SL_MUST_CHECK;
+/* Every column back to its own storage. */
+void fmt_batch_unbind(struct fmt_batch *b);
+
 /* View of column i (valid until the next add/reset/destroy). */
 void fmt_batch_column(const struct fmt_batch *b, size_t i, struct fmt_column *out);
 

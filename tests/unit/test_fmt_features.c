@@ -197,6 +197,77 @@ START_TEST(test_fashion_rows)
 }
 END_TEST
 
+/* Fixed-size columns decoded straight into caller memory (the feeder's
+ * send buffer): values land at dst, defaults too, nothing past cap. */
+START_TEST(test_bind_decodes_in_place)
+{
+    struct fmt_feature_spec specs[] = {
+        spec_fixed("image", FMT_DTYPE_UINT8, 1, 784, 0),
+        spec_fixed("label", FMT_DTYPE_INT64, 0, 0, 0),
+        spec_fixed("id", FMT_DTYPE_INT64, 0, 0, 0),
+        spec_varlen("tokens", FMT_DTYPE_INT64),
+    };
+    specs[1].has_default = 1;
+    specs[1].default_i64 = -7;
+    struct fmt_batch *b = create(specs, 4, 8);
+    struct sl_error err = {0};
+    ck_assert_uint_eq(fmt_batch_row_bytes(b, 0), 784);
+    ck_assert_uint_eq(fmt_batch_row_bytes(b, 1), 8);
+    ck_assert_uint_eq(fmt_batch_row_bytes(b, 3), 0);
+    uint8_t img[3 * 784 + 16];
+    int64_t ids[3 + 1];
+    memset(img, 0xEE, sizeof img);
+    ids[3] = 12345; /* a guard past the bound */
+    ck_assert_int_eq(fmt_batch_bind(b, 0, img, 3 * 784, &err), 0);
+    ck_assert_int_eq(fmt_batch_bind(b, 2, ids, 3 * sizeof(int64_t), &err), 0);
+    assert_err(fmt_batch_bind(b, 3, ids, sizeof ids, &err), SL_EINVAL, &err,
+               "column 3 is not a fixed-size numeric column");
+    for (int i = 0; i < 3; i++) {
+        struct ex x;
+        if (i == 1) { /* no label: the default goes to the (unbound) label column */
+            uint8_t px[784];
+            memset(px, 5, sizeof px);
+            int64_t id = 77;
+            ex_begin(&x);
+            ex_raw(&x, "image", px, sizeof px);
+            ex_i64(&x, "id", &id, 1);
+            ex_end(&x);
+        } else {
+            x = fashion(i);
+        }
+        ck_assert_int_eq(add_ex(b, &x, &err), 0);
+    }
+    for (int k = 0; k < 784; k++) {
+        ck_assert_uint_eq(img[k], (uint8_t)(k * 31));
+        ck_assert_uint_eq(img[784 + k], 5);
+        ck_assert_uint_eq(img[2 * 784 + k], (uint8_t)(k * 31 + 2));
+    }
+    for (int k = 3 * 784; k < (int)sizeof img; k++)
+        ck_assert_uint_eq(img[k], 0xEE);
+    ck_assert_int_eq(ids[0], 1000);
+    ck_assert_int_eq(ids[1], 77);
+    ck_assert_int_eq(ids[2], 1002);
+    ck_assert_int_eq(ids[3], 12345);
+    struct fmt_column c = col(b, 0), l = col(b, 1);
+    ck_assert_ptr_eq(c.values, img);
+    ck_assert_int_eq(i64s(&l)[1], -7);
+    /* a fourth row does not fit the bound memory: refused, nothing written */
+    struct ex x = fashion(3);
+    assert_err(add_ex(b, &x, &err), SL_EINVAL, &err, "feature image: the bound buffer holds 3 rows");
+    ck_assert_int_eq(ids[3], 12345);
+    ck_assert_uint_eq(fmt_batch_rows(b), 3);
+    /* binding needs an empty batch; unbind returns to own storage */
+    assert_err(fmt_batch_bind(b, 0, img, sizeof img, &err), SL_EINVAL, &err,
+               "bind before the first row (batch holds 3)");
+    fmt_batch_reset(b);
+    fmt_batch_unbind(b);
+    x = fashion(3); /* add_ex consumed the first one */
+    ck_assert_int_eq(add_ex(b, &x, &err), 0);
+    ck_assert_ptr_ne(col(b, 0).values, img);
+    fmt_batch_destroy(b);
+}
+END_TEST
+
 /* ---- duplicates and empty Features ------------------------------------- */
 
 /* entries used below (key "a"):
@@ -905,6 +976,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_fashion_rows);
+    tcase_add_test(tc, test_bind_decodes_in_place);
     tcase_add_test(tc, test_duplicates_last_wins);
     tcase_add_test(tc, test_varlen_duplicates);
     tcase_add_test(tc, test_missing_required);
