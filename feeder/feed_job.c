@@ -123,6 +123,7 @@ static const struct key keys[] = {
     {"on_error", KEY_ENUM, OFF(on_error), 0, 0, "fail", 0, &e_on_error, NULL},
     {"max_record_bytes", KEY_INT, OFF(max_record_bytes), 1, (json_int_t)1 << 32, "67108864", 0, NULL, NULL},
     {"verify_on_read", KEY_BOOL, OFF(verify_on_read), 0, 0, "true", 0, NULL, NULL},
+    {"use_index", KEY_BOOL, OFF(use_index), 0, 0, "false", 0, NULL, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 

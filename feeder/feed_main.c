@@ -287,7 +287,7 @@ static int open_source(const struct feed_job *job, int count_only, struct feed_s
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
                                   .on_skip = on_skip, .on_tail = on_tail, .trust_scan = !job->verify_on_read,
-                                  .count_only = count_only};
+                                  .count_only = count_only, .use_index = job->use_index};
     if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;

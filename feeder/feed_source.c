@@ -18,12 +18,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fmt_crc32c.h"
+#include "fmt_index.h"
 #include "fmt_stream.h"
 #include "fmt_tfrecord.h"
 #include "sl_alloc.h"
@@ -96,10 +98,75 @@ static int map_file(struct file *f, struct sl_error *err)
     return 0;
 }
 
+/* Take a TFRecord file's offsets from FILE.idx when it exists. Returns 1
+ * when the index was used, 0 when there is none, or an error (a malformed
+ * index, or one that does not fit the file). */
+static int load_index(struct feed_source *s, struct file *f, struct sl_error *err)
+{
+    char idx[4096];
+    if (snprintf(idx, sizeof idx, "%s.idx", f->path) >= (int)sizeof idx || access(idx, R_OK) != 0)
+        return 0;
+    struct fmt_index_entry *e;
+    size_t n;
+    int rc = fmt_index_load(idx, &e, &n, err);
+    if (rc != 0)
+        return rc;
+    /* the compression and the decompressed size: open the stream once */
+    struct fmt_stream_opts so = {.compression = s->o.compression, .plain_probe = fmt_tfrecord_looks_plain};
+    struct fmt_stream *st;
+    if ((rc = fmt_stream_open(&st, f->path, &so, err)) != 0) {
+        sl_free(e);
+        return rc;
+    }
+    f->comp = fmt_stream_compression(st);
+    fmt_stream_close(st);
+    uint64_t end = n ? e[n - 1].offset + e[n - 1].size : 0;
+    f->offsets = sl_malloc((n ? n : 1) * sizeof *f->offsets);
+    if (f->offsets == NULL) {
+        sl_free(e);
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", idx, n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].size - 16 > s->o.max_record_bytes) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record of %llu bytes exceeds max_record_bytes %zu", idx,
+                              i + 1, (unsigned long long)e[i].size, s->o.max_record_bytes);
+            break;
+        }
+        f->offsets[i] = e[i].offset;
+    }
+    sl_free(e);
+    if (rc != 0) {
+        sl_free(f->offsets);
+        f->offsets = NULL;
+        return rc;
+    }
+    f->count = n;
+    f->image_size = end;
+    if (f->comp == FMT_COMP_NONE) {
+        struct stat stt;
+        if (stat(f->path, &stt) == 0 && (uint64_t)stt.st_size != end) {
+            sl_free(f->offsets);
+            f->offsets = NULL;
+            f->count = 0;
+            return sl_error_set(err, SL_ECORRUPT, "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
+                                                  "with sluice-record index)",
+                                idx, (unsigned long long)end, (unsigned long long)stt.st_size);
+        }
+        if ((rc = map_file(f, err)) != 0)
+            return rc;
+    }
+    return 1;
+}
+
 /* Scan one file: count records, keep offsets, learn its compression and
  * decompressed size. */
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
+    if (s->o.use_index && s->o.format == FMT_FORMAT_TFRECORD) {
+        int used = load_index(s, f, err);
+        if (used != 0)
+            return used > 0 ? 0 : used;
+    }
     struct fmt_reader_opts ro = {.format = s->o.format, .compression = s->o.compression,
                                  .max_record_bytes = s->o.max_record_bytes, .skip_crc = s->o.count_only};
     struct fmt_reader *r;
@@ -151,6 +218,8 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         s->o = *opts;
     if (s->o.cache_bytes == 0)
         s->o.cache_bytes = DEFAULT_CACHE;
+    if (s->o.max_record_bytes == 0)
+        s->o.max_record_bytes = FMT_DEFAULT_MAX_RECORD_BYTES;
     pthread_mutex_init(&s->mu, NULL);
     s->nfiles = npaths;
     s->files = sl_calloc(npaths ? npaths : 1, sizeof *s->files);

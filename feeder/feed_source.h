@@ -39,6 +39,10 @@ struct feed_source_opts {
     int trust_scan;                   /* 1: do not check CRCs again on access */
     int count_only;                   /* 1: the scan only walks the framing (no CRC checks), for
                                          counting; damaged data then surfaces on access */
+    int use_index;                    /* 1: a TFRecord file with an index FILE.idx (tfrecord2idx
+                                         format, sluice-record index) takes its offsets from it
+                                         instead of being scanned; its CRCs are then checked on
+                                         access (verify_on_read), not at start */
     /* Called for each file left out under skip-file, and for each file whose
      * partial trailing header was dropped; may be NULL. */
     void (*on_skip)(void *ctx, const char *path, const struct sl_error *err);

@@ -708,7 +708,7 @@ START_TEST(test_to_json)
                         "\"shard_policy\": \"auto\", \"global_batch_size\": 32, \"drop_remainder\": false, "
                         "\"shuffle\": {\"buffer\": 0, \"seed\": 0, \"reshuffle_each_epoch\": true}, \"epochs\": 1, "
                         "\"parallel_reads\": 1, \"per_replica_input\": false, \"per_replica_shard\": \"none\", "
-                        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"verify_on_read\": true}");
+                        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"verify_on_read\": true, \"use_index\": false}");
     free(s);
     feed_job_free(job);
 

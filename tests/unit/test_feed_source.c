@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "feed_source.h"
+#include "fmt_index.h"
 #include "fmt_tfrecord.h"
 #include "sl_test.h"
 
@@ -173,6 +174,42 @@ START_TEST(test_change_after_scan)
 }
 END_TEST
 
+/* Offsets from FILE.idx instead of a scan: same records; an index that
+ * does not fit its file is an error. */
+START_TEST(test_use_index)
+{
+    const char *names[] = {"ix.tfrecord", "ix.tfrecord.gz"};
+    for (int k = 0; k < 2; k++) {
+        const char *p = write_tfr(names[k], 0, 40);
+        char idx[600];
+        snprintf(idx, sizeof idx, "%s.idx", p);
+        uint64_t n;
+        struct sl_error err = {0};
+        ck_assert_int_eq(fmt_index_build(p, idx, NULL, &n, &err), 0);
+        struct feed_source_opts o = {.use_index = 1};
+        struct feed_source *s;
+        ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), 0);
+        ck_assert_uint_eq(feed_source_count(s, 0), 40);
+        struct feed_reader *rd;
+        ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+        for (unsigned r = 0; r < 40; r += 3)
+            expect_rec(rd, 0, r);
+        feed_reader_close(rd);
+        feed_source_close(s);
+    }
+    /* the index of a longer file than the one on disk */
+    const char *p = write_tfr("short.tfrecord", 1, 10);
+    char idx[600];
+    snprintf(idx, sizeof idx, "%s.idx", p);
+    sl_test_write("short.tfrecord.idx", "0 19\n19 19\n38 19\n", 17);
+    struct feed_source_opts o = {.use_index = 1};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), SL_ECORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "the index covers 57 bytes, the file holds"));
+}
+END_TEST
+
 struct worker_arg {
     struct feed_source *s;
     unsigned seed;
@@ -219,6 +256,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_text_lines);
     tcase_add_test(tc, test_threads_with_tiny_cache);
     tcase_add_test(tc, test_change_after_scan);
+    tcase_add_test(tc, test_use_index);
     suite_add_tcase(s, tc);
     return s;
 }
