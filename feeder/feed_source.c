@@ -24,7 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h"
 #include "fmt_index.h"
 #include "fmt_stream.h"
 #include "fmt_tfrecord.h"
@@ -418,19 +417,6 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
     return 0;
 }
 
-static inline uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static inline uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err)
 {
@@ -464,20 +450,10 @@ int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const ui
         *len = r->scratch.len;
         return 0;
     }
-    /* TFRecord: the scan checked the framing; check both CRCs again */
-    if (off + FMT_TFRECORD_HEADER > size)
-        return sl_error_set(err, SL_ECORRUPT, "%s: truncated record at %llu", f->path, (unsigned long long)off);
-    const uint8_t *h = img + off;
-    uint64_t n = le64(h);
-    if (!s->o.trust_scan && fmt_crc32c_unmask(le32(h + 8)) != fmt_crc32c(h, 8))
-        return sl_error_set(err, SL_ECORRUPT, "%s: corrupted record at %llu", f->path, (unsigned long long)off);
-    if (n > size - off - FMT_TFRECORD_HEADER || size - off - FMT_TFRECORD_HEADER - n < FMT_TFRECORD_FOOTER)
-        return sl_error_set(err, SL_ECORRUPT, "%s: truncated record at %llu", f->path, (unsigned long long)off);
-    const uint8_t *d = h + FMT_TFRECORD_HEADER;
-    if (!s->o.trust_scan && fmt_crc32c_unmask(le32(d + n)) != fmt_crc32c(d, (size_t)n))
-        return sl_error_set(err, SL_ECORRUPT, "%s: corrupted record at %llu", f->path,
-                            (unsigned long long)(off + FMT_TFRECORD_HEADER));
-    *data = d;
-    *len = (size_t)n;
-    return 0;
+    /* TFRecord: the scan checked the framing; check it (and both CRCs,
+     * unless trusting the scan) again, as the file may have changed */
+    rc = fmt_tfrecord_frame(img + off, size - off, off, s->o.max_record_bytes, s->o.trust_scan, data, len, err);
+    if (rc != 0)
+        sl_error_prefix(err, "%s: ", f->path);
+    return rc;
 }

@@ -60,6 +60,48 @@ int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
     return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(load_le32(head + 8)) == fmt_crc32c(head, 8);
 }
 
+/* The 12 header bytes at p of the record starting at `start`: the length,
+ * checked against its CRC (unless skip_crc) and against `max`. */
+static int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
+                        struct sl_error *err)
+{
+    if (!skip_crc && fmt_crc32c_unmask(load_le32(p + 8)) != fmt_crc32c(p, 8))
+        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
+                            start == 0 ? " (Is this even a TFRecord file?)" : "");
+    *len = load_le64(p);
+    if (*len > max)
+        return sl_error_set(err, SL_ECORRUPT, "record length %llu exceeds max_record_bytes %zu at %llu",
+                            (unsigned long long)*len, max, (unsigned long long)start);
+    return 0;
+}
+
+/* The data and footer CRC of a record whose data starts at `data`. */
+static int check_data(const uint8_t *data, uint64_t len, uint64_t start, int skip_crc, struct sl_error *err)
+{
+    if (!skip_crc && fmt_crc32c_unmask(load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
+        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu",
+                            (unsigned long long)(start + FMT_TFRECORD_HEADER));
+    return 0;
+}
+
+int fmt_tfrecord_frame(const uint8_t *p, size_t avail, uint64_t start, size_t max_record_bytes, int skip_crc,
+                       const uint8_t **data, size_t *len, struct sl_error *err)
+{
+    if (avail < FMT_TFRECORD_HEADER)
+        return sl_error_set(err, SL_ECORRUPT, "truncated record at %llu", (unsigned long long)start);
+    uint64_t n = 0;
+    int rc = check_header(p, start, max_record_bytes, skip_crc, &n, err);
+    if (rc != 0)
+        return rc;
+    if (n > avail - FMT_TFRECORD_HEADER || avail - FMT_TFRECORD_HEADER - n < FMT_TFRECORD_FOOTER)
+        return sl_error_set(err, SL_ECORRUPT, "truncated record at %llu", (unsigned long long)start);
+    if ((rc = check_data(p + FMT_TFRECORD_HEADER, n, start, skip_crc, err)) != 0)
+        return rc;
+    *data = p + FMT_TFRECORD_HEADER;
+    *len = (size_t)n;
+    return 0;
+}
+
 static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err)
 {
     struct fmt__reader_state *st = fmt__reader_state(r);
@@ -74,14 +116,9 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
         fmt_stream_consume(s, avail);
         return SL_END;
     }
-    if (!st->skip_crc && fmt_crc32c_unmask(load_le32(p + 8)) != fmt_crc32c(p, 8))
-        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
-                            start == 0 ? " (Is this even a TFRecord file?)" : "");
-    uint64_t len = load_le64(p);
-    if (len > st->max_record_bytes)
-        return sl_error_set(err, SL_ECORRUPT,
-                            "record length %llu exceeds max_record_bytes %zu at %llu",
-                            (unsigned long long)len, st->max_record_bytes, (unsigned long long)start);
+    uint64_t len = 0;
+    if ((rc = check_header(p, start, st->max_record_bytes, st->skip_crc, &len, err)) != 0)
+        return rc;
     size_t total = FMT_TFRECORD_HEADER + (size_t)len + FMT_TFRECORD_FOOTER;
     if (avail < total) {
         rc = fmt_stream_window(s, total, &p, &avail, err);
@@ -91,9 +128,8 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
             return sl_error_set(err, SL_ECORRUPT, "truncated record at %llu", (unsigned long long)start);
     }
     const uint8_t *data = p + FMT_TFRECORD_HEADER;
-    if (!st->skip_crc && fmt_crc32c_unmask(load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
-        return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu",
-                            (unsigned long long)(start + FMT_TFRECORD_HEADER));
+    if ((rc = check_data(data, len, start, st->skip_crc, err)) != 0)
+        return rc;
     rec->data = data;
     rec->len = (size_t)len;
     rec->offset = start;

@@ -25,6 +25,15 @@ uint32_t fmt_tfrecord_footer(const void *data, size_t len);
  * probe for FMT_COMP_AUTO. */
 int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n);
 
+/* Check the record that starts at p, `avail` bytes being readable from p,
+ * at decompressed offset `start`: TensorFlow's messages ("corrupted record
+ * at N", "truncated record at N"), and a length over max_record_bytes, as
+ * the reader reports them (without the path). CRCs are skipped with
+ * skip_crc. On success *data / *len lend the record's data. For readers
+ * that find records by offset (the feeder, index files). */
+int fmt_tfrecord_frame(const uint8_t *p, size_t avail, uint64_t start, size_t max_record_bytes, int skip_crc,
+                       const uint8_t **data, size_t *len, struct sl_error *err) SL_MUST_CHECK;
+
 struct fmt_tfrecord_writer;
 
 /* Create (truncate) `path`. Compression NONE, GZIP or ZLIB (whole file one

@@ -344,6 +344,35 @@ START_TEST(test_large_records_across_refills)
 }
 END_TEST
 
+/* Framing a record found by offset (the feeder's random access): the same
+ * checks and messages as the reader, at the record's own offset. */
+START_TEST(test_frame_by_offset)
+{
+    uint8_t file[64];
+    three_records(file);
+    const uint8_t *d;
+    size_t n;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_tfrecord_frame(file + 35, 25, 35, 1000, 0, &d, &n, &err), 0);
+    ck_assert_uint_eq(n, 9);
+    ck_assert_int_eq(memcmp(d, "123456789", 9), 0);
+    for (size_t avail = 0; avail < 25; avail++) {
+        ck_assert_int_eq(fmt_tfrecord_frame(file + 35, avail, 35, 1000, 0, &d, &n, &err), SL_ECORRUPT);
+        ck_assert_str_eq(err.msg, "truncated record at 35");
+    }
+    ck_assert_int_eq(fmt_tfrecord_frame(file + 35, 25, 35, 8, 0, &d, &n, &err), SL_ECORRUPT);
+    ck_assert_str_eq(err.msg, "record length 9 exceeds max_record_bytes 8 at 35");
+    file[40] ^= 1; /* header crc */
+    ck_assert_int_eq(fmt_tfrecord_frame(file + 35, 25, 35, 1000, 0, &d, &n, &err), SL_ECORRUPT);
+    ck_assert_str_eq(err.msg, "corrupted record at 35");
+    file[40] ^= 1;
+    file[50] ^= 1; /* data */
+    ck_assert_int_eq(fmt_tfrecord_frame(file + 35, 25, 35, 1000, 0, &d, &n, &err), SL_ECORRUPT);
+    ck_assert_str_eq(err.msg, "corrupted record at 47");
+    ck_assert_int_eq(fmt_tfrecord_frame(file + 35, 25, 35, 1000, 1, &d, &n, &err), 0); /* skip_crc */
+}
+END_TEST
+
 START_TEST(test_writer_abort_removes_file)
 {
     const char *path = sl_test_path("abort.tfrecord");
@@ -375,6 +404,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_auto_detects_plain_file_that_looks_like_zlib);
     tcase_add_test(tc, test_seek_to_record);
     tcase_add_test(tc, test_large_records_across_refills);
+    tcase_add_test(tc, test_frame_by_offset);
     tcase_add_test(tc, test_writer_abort_removes_file);
     suite_add_tcase(s, tc);
     return s;
