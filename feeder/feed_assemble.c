@@ -7,7 +7,9 @@
  * decoded into the batch's own storage and copied in after. */
 #include "feed_assemble.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sl_alloc.h"
@@ -106,8 +108,15 @@ int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, 
         sl_free(a);
         return sl_error_set(err, SL_EINVAL, "text lines need exactly one scalar bytes feature");
     }
+    for (size_t i = 0; format == FMT_FORMAT_TAR && i < nspecs; i++)
+        if (specs[i].varlen || (specs[i].dtype == FMT_DTYPE_BYTES && specs[i].rank != 0)) {
+            sl_free(a);
+            return sl_error_set(err, SL_EINVAL,
+                                "feature %s: tar fields are scalar bytes or fixed-shape int64/float32/uint8",
+                                specs[i].name);
+        }
     int rc = feed_reader_open(&a->rd, src, err);
-    if (rc == 0 && format == FMT_FORMAT_TEXT && (a->offsets = sl_calloc(max_rows + 1, sizeof *a->offsets)) == NULL)
+    if (rc == 0 && format != FMT_FORMAT_TFRECORD && (a->offsets = sl_calloc(max_rows + 1, sizeof *a->offsets)) == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)
         rc = fmt_batch_create(&a->batch, specs, nspecs, max_rows ? max_rows : 1, err);
@@ -187,6 +196,166 @@ static int fill_lines(struct feed_assembler *a, const struct feed_piece *piece, 
     return put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
 }
 
+/* Numbers written as text (WebDataset's .cls, .idx): decimal values
+ * separated by spaces, commas or newlines. Writes up to `count`, returns
+ * how many there are, or -1 at a token that is not a number. */
+static long parse_numbers(const uint8_t *p, size_t len, enum fmt_dtype t, void *out, size_t count)
+{
+    char tok[64];
+    long n = 0;
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && (p[i] == ' ' || p[i] == ',' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
+            i++;
+        if (i == len)
+            break;
+        size_t k = 0;
+        while (i < len && !(p[i] == ' ' || p[i] == ',' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) {
+            if (k + 1 >= sizeof tok)
+                return -1;
+            tok[k++] = (char)p[i++];
+        }
+        tok[k] = '\0';
+        char *end;
+        errno = 0;
+        if (t == FMT_DTYPE_INT64) {
+            long long v = strtoll(tok, &end, 10);
+            if (*end != '\0' || errno != 0)
+                return -1;
+            if ((size_t)n < count)
+                ((int64_t *)out)[n] = v;
+        } else {
+            float v = strtof(tok, &end);
+            if (*end != '\0')
+                return -1;
+            if ((size_t)n < count)
+                ((float *)out)[n] = v;
+        }
+        n++;
+    }
+    return n;
+}
+
+static const struct feed_field *find_field(const struct feed_field *f, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].name, name) == 0)
+            return &f[i];
+    return NULL;
+}
+
+static const char *tf_type(enum fmt_dtype t)
+{
+    return t == FMT_DTYPE_INT64 ? "int64" : t == FMT_DTYPE_FLOAT32 ? "float" : "string";
+}
+
+/* Tar samples: each feature is the field (member) named by its extension.
+ * Fixed-shape int64 / float32 are numbers written as text; uint8 is the
+ * raw bytes (exactly prod(shape) of them); bytes is a scalar string. Column
+ * by column, fixed-size ones straight into place. */
+static int fill_tar(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                    struct feed_layout *out, struct sl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->rows = piece->n;
+    for (size_t i = 0; i < a->nspecs; i++) {
+        const struct fmt_feature_spec *f = &a->specs[i];
+        enum feed_dtype dt = dtype_of(f->dtype);
+        size_t count = fmt_feature_spec_count(f);
+        int bytes_col = f->dtype == FMT_DTYPE_BYTES;
+        size_t esize = f->dtype == FMT_DTYPE_UINT8 ? 1 : bytes_col ? 0 : fmt_dtype_size(f->dtype);
+        /* sizes: fixed from the shape; bytes from a first pass */
+        uint64_t total = 0;
+        for (size_t r = 0; bytes_col && r < piece->n; r++) {
+            const struct feed_field *fl;
+            size_t nf;
+            int rc = feed_reader_sample(a->rd, piece->elems[r].file, piece->elems[r].record, &fl, &nf, err);
+            if (rc != 0)
+                return rc;
+            const struct feed_field *x = find_field(fl, nf, f->name);
+            total += x ? x->len : f->has_default ? f->default_bytes_len : 0;
+        }
+        if (!bytes_col)
+            total = (uint64_t)count * esize * piece->n;
+        uint64_t off = round_up(out->total);
+        if (off > cap || total > cap - off)
+            return sl_error_set(err, SL_EINVAL, "a piece of %zu samples needs more than the %zu-byte buffer",
+                                piece->n, cap);
+        uint8_t *dst = buf + off;
+        uint64_t used = 0;
+        if (bytes_col)
+            a->offsets[0] = 0;
+        for (size_t r = 0; r < piece->n; r++) {
+            const struct feed_elem *e = &piece->elems[r];
+            const struct feed_field *fl;
+            size_t nf;
+            int rc = feed_reader_sample(a->rd, e->file, e->record, &fl, &nf, err);
+            if (rc != 0)
+                return rc;
+            const struct feed_field *x = find_field(fl, nf, f->name);
+            const char *path = feed_source_path(a->src, e->file);
+            if (x == NULL && !f->has_default)
+                return sl_error_set(err, SL_EINVAL,
+                                    "%s: sample %llu: Feature: %s (data type: %s) is required but could not be found.",
+                                    path, (unsigned long long)e->record, f->name, tf_type(f->dtype));
+            if (bytes_col) {
+                const uint8_t *src = x ? x->data : f->default_bytes;
+                size_t len = x ? x->len : f->default_bytes_len;
+                if (len)
+                    memcpy(dst + used, src, len);
+                used += len;
+                a->offsets[r + 1] = used;
+                continue;
+            }
+            uint8_t *row = dst + (uint64_t)r * count * esize;
+            if (x == NULL) {
+                for (size_t k = 0; k < count; k++) {
+                    if (f->dtype == FMT_DTYPE_INT64)
+                        memcpy(row + 8 * k, &f->default_i64, 8);
+                    else if (f->dtype == FMT_DTYPE_FLOAT32)
+                        memcpy(row + 4 * k, &f->default_f32, 4);
+                    else
+                        row[k] = f->default_u8;
+                }
+                continue;
+            }
+            long n;
+            if (f->dtype == FMT_DTYPE_UINT8) {
+                n = (long)x->len;
+                if ((size_t)n == count)
+                    memcpy(row, x->data, count);
+            } else {
+                n = parse_numbers(x->data, x->len, f->dtype, row, count);
+                if (n < 0)
+                    return sl_error_set(err, SL_ECORRUPT, "%s: sample %llu: field '%s' is not a list of %s numbers",
+                                        path, (unsigned long long)e->record, f->name, tf_type(f->dtype));
+            }
+            if ((size_t)n != count)
+                return sl_error_set(err, SL_EINVAL,
+                                    "%s: sample %llu: Key: %s.  Number of %s values != expected.  Values size: %ld "
+                                    "but expected %zu",
+                                    path, (unsigned long long)e->record, f->name,
+                                    f->dtype == FMT_DTYPE_UINT8 ? "uint8" : tf_type(f->dtype), n, count);
+        }
+        struct feed_tensor *t = &out->t[out->ntensors++];
+        t->dtype = dt;
+        t->rank = f->rank + 1;
+        t->dims[0] = (int64_t)piece->n;
+        for (int k = 0; k < f->rank; k++)
+            t->dims[k + 1] = f->shape[k];
+        t->off = off;
+        t->bytes = bytes_col ? used : total;
+        out->total = off + t->bytes;
+        if (bytes_col) {
+            int64_t dims[1] = {(int64_t)piece->n + 1};
+            int rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err)
 {
@@ -194,6 +363,8 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
         return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
     if (a->format == FMT_FORMAT_TEXT)
         return fill_lines(a, piece, buf, cap, out, err);
+    if (a->format == FMT_FORMAT_TAR)
+        return fill_tar(a, piece, buf, cap, out, err);
     memset(out, 0, sizeof *out);
     out->rows = piece->n;
     fmt_batch_reset(a->batch);

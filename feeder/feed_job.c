@@ -962,10 +962,15 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
                             "%s: 'features': format \"text\" takes one scalar bytes feature (each line), or none "
                             "(it is then named \"line\")",
                             src);
-    if (job->format == FMT_FORMAT_TAR)
-        return sl_error_set(err, SL_EINVAL,
-                            "%s: 'format' \"tar\" is not served by the feeder yet (sluice-record reads tar shards)",
+    if (job->format == FMT_FORMAT_TAR && job->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tar\" (one per field extension)",
                             src);
+    for (size_t i = 0; job->format == FMT_FORMAT_TAR && i < job->nfeatures; i++)
+        if (job->features[i].varlen || (job->features[i].dtype == FMT_DTYPE_BYTES && job->features[i].rank != 0))
+            return sl_error_set(err, SL_EINVAL,
+                                "%s: 'features.%s': a tar field is a scalar bytes feature or a fixed-shape "
+                                "int64/float32/uint8 one",
+                                src, job->features[i].name);
     return 0;
 }
 

@@ -22,9 +22,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <archive.h>
+#include <archive_entry.h>
 #include <unistd.h>
 
 #include "fmt_index.h"
+#include "fmt_tar.h"
 #include "fmt_stream.h"
 #include "fmt_tfrecord.h"
 #include "sl_alloc.h"
@@ -39,19 +42,31 @@ struct image {
     uint64_t used;  /* LRU clock */
 };
 
+/* A tar member's data inside the file's image. */
+struct tar_field {
+    uint32_t ext;   /* index into the source's extension names */
+    uint64_t off, len;
+};
+
 struct file {
     const char *path;
     enum fmt_compression comp;
     uint64_t count;
-    uint64_t *offsets;  /* count entries */
+    uint64_t *offsets;  /* count entries; tar: count + 1 indices into fields */
+    struct tar_field *fields; /* tar: every regular member, in order */
     uint64_t image_size; /* decompressed size */
     struct image img;   /* img.data NULL while not loaded */
 };
+
+#define MAX_EXTS 256
+#define MAX_EXT_LEN 64
 
 struct feed_source {
     struct feed_source_opts o;
     size_t nfiles;
     struct file *files;
+    char exts[MAX_EXTS][MAX_EXT_LEN]; /* tar field names seen (set during the scan, read-only after) */
+    size_t nexts;
     uint64_t *counts;
     uint64_t total_bytes;
     pthread_mutex_t mu;
@@ -63,6 +78,7 @@ struct feed_reader {
     struct feed_source *s;
     struct file *pinned;
     struct sl_buf scratch;
+    struct feed_field fields[FEED_MAX_FIELDS];
 };
 
 static int map_file(struct file *f, struct sl_error *err)
@@ -157,10 +173,180 @@ static int load_index(struct feed_source *s, struct file *f, struct sl_error *er
     return 1;
 }
 
+static int ext_id(struct feed_source *s, const char *ext, uint32_t *id, const char *path, struct sl_error *err)
+{
+    for (size_t i = 0; i < s->nexts; i++)
+        if (strcmp(s->exts[i], ext) == 0) {
+            *id = (uint32_t)i;
+            return 0;
+        }
+    if (s->nexts == MAX_EXTS || strlen(ext) >= MAX_EXT_LEN)
+        return sl_error_set(err, SL_EINVAL, "%s: more than %d field names, or a name of %d bytes or more ('%s')",
+                            path, MAX_EXTS, MAX_EXT_LEN, ext);
+    snprintf(s->exts[s->nexts], MAX_EXT_LEN, "%s", ext);
+    *id = (uint32_t)s->nexts++;
+    return 0;
+}
+
+/* The whole decompressed image of a (compressed) file, for the tar scan. */
+static int inflate_all(const struct file *f, uint8_t **data, size_t *size, struct sl_error *err)
+{
+    struct fmt_stream_opts so = {.compression = f->comp, .max_window = (size_t)1 << 40};
+    struct fmt_stream *st;
+    int rc = fmt_stream_open(&st, f->path, &so, err);
+    if (rc != 0)
+        return rc;
+    const uint8_t *p;
+    size_t avail = 0, need = (size_t)1 << 20;
+    /* ask for twice what came until the stream ends short of the ask */
+    while ((rc = fmt_stream_window(st, need, &p, &avail, err)) == 0 && avail >= need)
+        need *= 2;
+    if (rc == 0 && (*data = sl_malloc(avail ? avail : 1)) == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu inflated bytes", f->path, avail);
+    if (rc == 0) {
+        memcpy(*data, p, avail);
+        *size = avail;
+    }
+    fmt_stream_close(st);
+    return rc;
+}
+
+/* A tar shard: every regular member's data is found in the file's image
+ * (libarchive reading the image from memory lends data blocks inside it),
+ * and members are grouped into samples by key, as fmt_tar does. */
+static int scan_tar(struct feed_source *s, struct file *f, struct sl_error *err)
+{
+    struct fmt_stream_opts so = {.compression = s->o.compression};
+    struct fmt_stream *st;
+    int rc = fmt_stream_open(&st, f->path, &so, err);
+    if (rc != 0)
+        return rc;
+    f->comp = fmt_stream_compression(st);
+    fmt_stream_close(st);
+    uint8_t *img = NULL;
+    size_t size = 0;
+    if (f->comp == FMT_COMP_NONE) {
+        struct stat stt;
+        if (stat(f->path, &stt) != 0)
+            return sl_error_sys(err, errno, "stat(%s)", f->path);
+        f->image_size = (uint64_t)stt.st_size;
+        if ((rc = map_file(f, err)) != 0)
+            return rc;
+        img = f->img.data;
+        size = f->img.size;
+    } else if ((rc = inflate_all(f, &img, &size, err)) != 0) {
+        return rc;
+    }
+    struct archive *a = archive_read_new();
+    if (a == NULL || archive_read_support_format_tar(a) != ARCHIVE_OK ||
+        archive_read_open_memory(a, img ? img : (uint8_t *)"", size) != ARCHIVE_OK) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a tar archive%s%s", f->path, a ? ": " : "",
+                          a ? archive_error_string(a) : "");
+        goto out;
+    }
+    size_t cap = 0, ncap = 0, nfields = 0;
+    char key[4096] = "";
+    size_t sample_start = 0;
+    struct archive_entry *e;
+    int r;
+    while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+        if (archive_entry_filetype(e) != AE_IFREG)
+            continue;
+        const char *path = archive_entry_pathname(e), *ext;
+        size_t klen = fmt_tar_split_key(path ? path : "", &ext);
+        int64_t want = archive_entry_size(e);
+        const void *buf = NULL;
+        size_t got = 0;
+        la_int64_t boff;
+        if (want > 0) {
+            r = archive_read_data_block(a, &buf, &got, &boff);
+            if (r != ARCHIVE_OK || (const uint8_t *)buf < img || (const uint8_t *)buf + got > img + size ||
+                (int64_t)got != want) {
+                rc = sl_error_set(err, SL_ECORRUPT, "%s: member '%s' cannot be served from the archive%s%s", f->path,
+                                  path, r != ARCHIVE_OK ? ": " : " (not stored in one piece)",
+                                  r != ARCHIVE_OK ? archive_error_string(a) : "");
+                goto out;
+            }
+        }
+        int new_sample = f->count == 0 || klen != strlen(key) || strncmp(path, key, klen) != 0;
+        if (new_sample) {
+            if (klen >= sizeof key) {
+                rc = sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long", f->path, path);
+                goto out;
+            }
+            memcpy(key, path, klen);
+            key[klen] = '\0';
+            if (f->count + 2 > cap) {
+                size_t c2 = cap ? cap * 2 : 1024;
+                uint64_t *no = sl_realloc(f->offsets, c2 * sizeof *no);
+                if (no == NULL) {
+                    rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+                    goto out;
+                }
+                f->offsets = no;
+                cap = c2;
+            }
+            f->offsets[f->count++] = nfields;
+            sample_start = nfields;
+        }
+        uint32_t id = 0;
+        if ((rc = ext_id(s, ext, &id, f->path, err)) != 0)
+            goto out;
+        for (size_t k = sample_start; k < nfields; k++)
+            if (f->fields[k].ext == id) {
+                rc = sl_error_set(err, SL_ECORRUPT, "%s: repeated extension '%s' in sample '%s' (member '%s')",
+                                  f->path, ext, key, path);
+                goto out;
+            }
+        if (nfields - sample_start >= FEED_MAX_FIELDS) {
+            rc = sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields", f->path, key,
+                              FEED_MAX_FIELDS);
+            goto out;
+        }
+        if (nfields == ncap) {
+            size_t c2 = ncap ? ncap * 2 : 1024;
+            struct tar_field *nf = sl_realloc(f->fields, c2 * sizeof *nf);
+            if (nf == NULL) {
+                rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+                goto out;
+            }
+            f->fields = nf;
+            ncap = c2;
+        }
+        f->fields[nfields++] = (struct tar_field){.ext = id, .off = buf ? (uint64_t)((const uint8_t *)buf - img) : 0,
+                                                  .len = (uint64_t)got};
+    }
+    if (r != ARCHIVE_EOF) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: %s", f->path, archive_error_string(a));
+        goto out;
+    }
+    if (f->count == 0 && (f->offsets = sl_malloc(sizeof *f->offsets)) == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+        goto out;
+    }
+    f->offsets[f->count] = nfields; /* the end of the last sample */
+    f->image_size = size;
+out:
+    if (a != NULL)
+        archive_read_free(a);
+    if (f->comp != FMT_COMP_NONE)
+        sl_free(img); /* inflated again on access, through the cache */
+    if (rc != 0) {
+        sl_free(f->offsets);
+        sl_free(f->fields);
+        f->offsets = NULL;
+        f->fields = NULL;
+        f->count = 0;
+    }
+    return rc;
+}
+
 /* Scan one file: count records, keep offsets, learn its compression and
  * decompressed size. */
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
+    if (s->o.format == FMT_FORMAT_TAR)
+        return scan_tar(s, f, err);
     if (s->o.use_index && s->o.format == FMT_FORMAT_TFRECORD) {
         int used = load_index(s, f, err);
         if (used != 0)
@@ -259,6 +445,7 @@ void feed_source_close(struct feed_source *s)
         else
             sl_free(f->img.data);
         sl_free(f->offsets);
+        sl_free(f->fields);
     }
     pthread_mutex_destroy(&s->mu);
     sl_free(s->files);
@@ -414,6 +601,30 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
     evict(s);
     pthread_mutex_unlock(&s->mu);
     r->pinned = f;
+    return 0;
+}
+
+int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
+                       size_t *n, struct sl_error *err)
+{
+    struct feed_source *s = r->s;
+    if (s->o.format != FMT_FORMAT_TAR || file >= s->nfiles || sample >= s->files[file].count)
+        return sl_error_set(err, SL_EINVAL, "sample %llu of file %u does not exist", (unsigned long long)sample, file);
+    struct file *f = &s->files[file];
+    int rc = pin(r, f, err);
+    if (rc != 0)
+        return rc;
+    size_t k = 0;
+    for (uint64_t i = f->offsets[sample]; i < f->offsets[sample + 1]; i++, k++) {
+        const struct tar_field *t = &f->fields[i];
+        if (t->off + t->len > f->img.size)
+            return sl_error_set(err, SL_ECORRUPT, "%s: the file changed since it was scanned", f->path);
+        r->fields[k].name = s->exts[t->ext];
+        r->fields[k].data = f->img.data + t->off;
+        r->fields[k].len = (size_t)t->len;
+    }
+    *fields = r->fields;
+    *n = k;
     return 0;
 }
 

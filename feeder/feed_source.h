@@ -31,7 +31,7 @@
 #include "sl_error.h"
 
 struct feed_source_opts {
-    enum fmt_format format;           /* TFRECORD or TEXT */
+    enum fmt_format format;           /* TFRECORD, TEXT, or TAR (records are samples) */
     enum fmt_compression compression; /* AUTO: per file */
     size_t max_record_bytes;          /* 0: the formats default */
     enum fmt_on_error on_error;
@@ -73,6 +73,20 @@ uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t r
 struct feed_reader;
 int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err) SL_MUST_CHECK;
 void feed_reader_close(struct feed_reader *r);
+
+/* A tar sample's field: its name (the member's extension) and data. */
+#define FEED_MAX_FIELDS 64
+struct feed_field {
+    const char *name;
+    const uint8_t *data;
+    size_t len;
+};
+
+/* Format TAR: lend sample `sample` of file `file` (fields in archive
+ * order), valid until the next call on this reader. Tar shards are served
+ * uncompressed or gzip-compressed (other filters: an error at open). */
+int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
+                       size_t *n, struct sl_error *err) SL_MUST_CHECK;
 
 /* Lend record `rec` of file `file`: valid until the next feed_reader_get on
  * this reader or its close. */

@@ -245,6 +245,54 @@ def main():
     check_traces("text lines", [t for _, t in trainers], reference(job, [len(x) for x in text_ids], 2, 2), text_ids)
     ok("text lines (CRLF, empty lines, gzip) served as a bytes feature, F=2")
 
+    # tar shards (WebDataset): fields by extension, numbers as text, raw bytes, a gzip shard
+    import tarfile
+    import io
+    tar_files, tar_ids = [], []
+    sid = 0
+    for f, (n, gz) in enumerate([(9, False), (14, True), (5, False)]):
+        path = os.path.join(TMP, "shard-%d.tar" % f + (".gz" if gz else ""))
+        with tarfile.open(path, "w:gz" if gz else "w", format=tarfile.PAX_FORMAT) as t:
+            d = tarfile.TarInfo("dir")
+            d.type = tarfile.DIRTYPE
+            t.addfile(d)
+            sample_ids = []
+            for k in range(n):
+                fields = {"cls": b"%d\n" % sid, "bin": bytes((sid + j) % 256 for j in range(8)),
+                          "txt": ("sample %d" % sid).encode() * (k % 3)}
+                for ext, data in fields.items():
+                    info = tarfile.TarInfo("dir/s%05d.%s" % (sid, ext))
+                    info.size = len(data)
+                    t.addfile(info, io.BytesIO(data))
+                sample_ids.append(sid)
+                sid += 1
+        tar_files.append(path)
+        tar_ids.append(sample_ids)
+    tag = "tar"
+    job_path, job = write_job("job-tar", tar_files, format="tar", global_batch_size=4, shuffle=shuffle,
+                              features={"cls": {"dtype": "int64", "shape": []},
+                                        "bin": {"dtype": "uint8", "shape": [8], "from": "bytes"},
+                                        "txt": {"dtype": "bytes", "shape": []}})
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    trainers = [start_trainer(conns, job, w, 1, 2, tag, extra=("--trace-feature", "cls")) for w in range(1)]
+    codes = wait_all([p for p, _ in trainers], 60, "tar trainers")
+    if codes != [0]:
+        fail("tar trainer exited %s: %s" % (codes, read_log(tag, "trainer0") + read_log(tag, "feeder0")))
+    wait_all(feeders, 15, "tar feeders")
+    check_traces("tar shards", [t for _, t in trainers], reference(job, [len(x) for x in tar_ids], 1, 2), tar_ids)
+    # the bytes field's contents too: trace 'txt' as strings
+    tag = "tar-txt"
+    txt = [[("sample %d" % i) * (k % 3) for k, i in enumerate(ids_)] for ids_ in tar_ids]
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    p, trace = start_trainer(conns, job, 0, 1, 1, tag, extra=("--trace-feature", "txt"))
+    if wait_all([p], 60, "tar txt trainer") != [0]:
+        fail("tar txt trainer: " + read_log(tag, "trainer0"))
+    wait_all(feeders, 15, "tar txt feeder")
+    check_traces("tar txt", [trace], reference(job, [len(x) for x in tar_ids], 1, 1), txt)
+    ok("tar shards (pax, gzip, directories skipped) served by field extension, numbers and bytes exact")
+
     # a TF_CONFIG-style cluster spec: chief + worker, two feeders
     tag = "tfconfig"
     job_path, job = write_job("job-tfconfig", files, shuffle=shuffle)

@@ -533,9 +533,12 @@ START_TEST(test_validate)
     set_ok(job, "features.x", "{\"dtype\": \"bytes\"}");
     ck_assert_int_eq(feed_job_validate(job, &err), 0);
     set_ok(job, "format", "tar");
+    ck_assert_int_eq(feed_job_validate(job, &err), 0); /* x: a scalar bytes field */
+    set_ok(job, "features.y", "{\"dtype\": \"int64\", \"varlen\": true}");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(err.msg, "command line: 'format' \"tar\" is not served by the feeder yet (sluice-record reads "
-                              "tar shards)");
+    ck_assert_str_eq(err.msg, "command line: 'features.y': a tar field is a scalar bytes feature or a fixed-shape "
+                              "int64/float32/uint8 one");
+    set_ok(job, "features.y", "null");
     set_ok(job, "format", "tfrecord");
     set_ok(job, "features.x", "{\"dtype\": \"int64\"}");
 
