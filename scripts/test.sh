@@ -2,9 +2,9 @@
 # Build sluice and pass its tests: the README's test command, also run by CI.
 #
 #   scripts/test.sh          deps, release build, every ctest test (unit, cli)
-#   scripts/test.sh --all    also the unit tests under ASan+UBSan, the unit and
-#                            integration tests under TSan, and a short libFuzzer
-#                            run of every fuzz target (what CI runs)
+#   scripts/test.sh --all    also the unit and integration tests under ASan+UBSan
+#                            and under TSan, and a short libFuzzer run of every
+#                            fuzz target (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -15,11 +15,11 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 if [ "${1:-}" = "--all" ]; then
-  echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  echo "== unit and integration tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address >/dev/null
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+    ctest --test-dir build-asan -L "unit|integration" --output-on-failure -j"$jobs"
   echo "== unit and integration tests under ThreadSanitizer"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread >/dev/null
   cmake --build build-tsan -j"$jobs"
