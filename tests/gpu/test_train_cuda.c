@@ -1,0 +1,179 @@
+/* test_train_cuda: the cuda device backend on GPU 0, and a host-to-device
+ * bandwidth figure. A plain program for ctest (label gpu): exit 0 when every
+ * check passes, 1 on the first failure, 77 (skipped) when there is no GPU
+ * or no driver. Reads back with cudaMemcpy, which the backend does not
+ * offer. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_clock.h"
+#include "train_cuda_inc.h"
+#include "train_device.h"
+#include "train_nccl.h"
+
+#define SKIP 77
+
+static int failures;
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
+            failures++;                                                                     \
+        }                                                                                   \
+    } while (0)
+
+/* Stop at a failed call: later checks would only repeat it. */
+static void must(int rc, const struct sl_error *err, const char *what)
+{
+    if (rc == 0)
+        return;
+    fprintf(stderr, "%s: %s (%s)\n", what, err->msg, sl_code_name(rc));
+    exit(1);
+}
+
+static void read_back(void *host, const void *dev, size_t n)
+{
+    cudaError_t e = cudaMemcpy(host, dev, n, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "cudaMemcpy(device to host, %zu bytes): %s\n", n, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+static void test_copies(const struct train_device_ops *ops, struct train_device *d)
+{
+    struct sl_error err = {0};
+    enum { N = 1 << 20 };
+    void *host[TRAIN_DEVICE_STREAMS], *dev[TRAIN_DEVICE_STREAMS];
+    unsigned char *back = malloc(N);
+    CHECK(back != NULL);
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++) {
+        must(ops->alloc_pinned(d, N, &host[s], &err), &err, "alloc_pinned");
+        must(ops->alloc_device(d, N, &dev[s], &err), &err, "alloc_device");
+        CHECK((uintptr_t)host[s] % TRAIN_DEVICE_ALIGN == 0);
+        CHECK((uintptr_t)dev[s] % TRAIN_DEVICE_ALIGN == 0);
+        for (size_t i = 0; i < N; i++)
+            ((unsigned char *)host[s])[i] = (unsigned char)(i * 13u + (unsigned)s * 101u);
+    }
+    /* both streams in flight at once, then each synced on its own */
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
+        must(ops->copy_h2d_async(d, dev[s], host[s], N, s, &err), &err, "copy_h2d_async");
+    for (int s = TRAIN_DEVICE_STREAMS - 1; s >= 0; s--) {
+        must(ops->sync(d, s, &err), &err, "sync");
+        read_back(back, dev[s], N);
+        CHECK(memcmp(back, host[s], N) == 0);
+    }
+    CHECK(ops->copy_h2d_async(d, dev[0], host[0], N, 2, &err) == SL_EINVAL);
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++) {
+        ops->free_device(d, dev[s]);
+        ops->free_pinned(d, host[s]);
+    }
+    free(back);
+    printf("copies on both streams: ok\n");
+}
+
+static void test_errors(const struct train_device_ops *ops, struct train_device *d)
+{
+    struct sl_error err = {0};
+    void *p;
+    /* more than any GPU has */
+    int rc = ops->alloc_device(d, (size_t)1 << 62, &p, &err);
+    CHECK(rc == SL_EDEVICE);
+    CHECK(strstr(err.msg, "cudaMalloc(4611686018427387904 bytes) on GPU 0: ") == err.msg);
+    printf("oversized cudaMalloc: %s\n", err.msg);
+    /* and the failure does not linger into the next call */
+    must(ops->alloc_device(d, 4096, &p, &err), &err, "alloc_device after a failure");
+    ops->free_device(d, p);
+    struct train_device *none;
+    CHECK(ops->open(&none, 1 << 20, &err) == SL_EINVAL);
+}
+
+static void test_all_reduce(const struct train_device_ops *ops, struct train_device *d)
+{
+    struct sl_error err = {0};
+    char id[TRAIN_NCCL_ID_BYTES];
+    struct train_comm *comm;
+    must(train_nccl_unique_id(id, &err), &err, "train_nccl_unique_id");
+    must(train_nccl_comm_init(&comm, 1, 0, id, d, &err), &err, "train_nccl_comm_init");
+    enum { N = 12345 };
+    float *host, *back = malloc(N * sizeof(float));
+    void *dev;
+    CHECK(back != NULL);
+    must(ops->alloc_pinned(d, N * sizeof(float), (void **)&host, &err), &err, "alloc_pinned");
+    must(ops->alloc_device(d, N * sizeof(float), &dev, &err), &err, "alloc_device");
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i * 0.5f - 77.0f;
+    must(ops->copy_h2d_async(d, dev, host, N * sizeof(float), 1, &err), &err, "copy_h2d_async");
+    must(ops->sync(d, 1, &err), &err, "sync");
+    must(ops->all_reduce_sum_f32(comm, dev, N, &err), &err, "all_reduce_sum_f32");
+    read_back(back, dev, N * sizeof(float));
+    CHECK(memcmp(back, host, N * sizeof(float)) == 0); /* the sum over one rank */
+    CHECK(ops->all_reduce_sum_f32(comm, dev, 0, &err) == 0);
+    ops->free_device(d, dev);
+    ops->free_pinned(d, host);
+    free(back);
+    train_nccl_comm_destroy(comm);
+    CHECK(train_nccl_comm_init(&comm, 1, 1, id, d, &err) == SL_EINVAL);
+    printf("one-rank NCCL all-reduce: ok\n");
+}
+
+static void bandwidth(const struct train_device_ops *ops, struct train_device *d)
+{
+    struct sl_error err = {0};
+    const size_t n = (size_t)256 << 20;
+    const int reps = 20;
+    void *host, *dev[TRAIN_DEVICE_STREAMS];
+    must(ops->alloc_pinned(d, n, &host, &err), &err, "alloc_pinned");
+    memset(host, 1, n);
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
+        must(ops->alloc_device(d, n, &dev[s], &err), &err, "alloc_device");
+    must(ops->copy_h2d_async(d, dev[0], host, n, 0, &err), &err, "warm-up copy");
+    must(ops->sync(d, 0, &err), &err, "sync");
+    uint64_t t0 = sl_clock_ns();
+    for (int r = 0; r < reps; r++)
+        must(ops->copy_h2d_async(d, dev[0], host, n, 0, &err), &err, "copy_h2d_async");
+    must(ops->sync(d, 0, &err), &err, "sync");
+    double one = (double)(sl_clock_ns() - t0) / 1e9;
+    /* both streams: the copy engine is shared, so this shows overlap, not 2x */
+    t0 = sl_clock_ns();
+    for (int r = 0; r < reps; r++)
+        must(ops->copy_h2d_async(d, dev[r % 2], host, n, r % 2, &err), &err, "copy_h2d_async");
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
+        must(ops->sync(d, s, &err), &err, "sync");
+    double two = (double)(sl_clock_ns() - t0) / 1e9;
+    printf("H2D from pinned memory, GPU 0, %d x %zu MiB: %.2f GB/s on one stream, %.2f GB/s on two\n", reps,
+           n >> 20, (double)n * reps / one / 1e9, (double)n * reps / two / 1e9);
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
+        ops->free_device(d, dev[s]);
+    ops->free_pinned(d, host);
+}
+
+int main(void)
+{
+    int count = train_device_count("cuda");
+    if (count == 0) {
+        printf("SKIP: no CUDA device (or no driver)\n");
+        return SKIP;
+    }
+    const struct train_device_ops *ops = train_device_find("cuda");
+    struct sl_error err = {0};
+    char line[256];
+    must(train_device_describe("cuda", 0, line, sizeof line, &err), &err, "describe");
+    printf("%d GPU(s); %s\n", count, line);
+    struct train_device *d;
+    must(ops->open(&d, 0, &err), &err, "open");
+    test_copies(ops, d);
+    test_errors(ops, d);
+    test_all_reduce(ops, d);
+    bandwidth(ops, d);
+    ops->close(d);
+    if (failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("all passed\n");
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* train_nccl: NCCL communicators for the cuda backend's all-reduce
+ * (train_device_ops.all_reduce_sum_f32 of train_device_find("cuda")).
+ *
+ * Defined only in builds with SLUICE_HAVE_CUDA. Setup, as NCCL's: one rank
+ * makes a unique id, the id travels to every rank (over the ZeroMQ control
+ * channel across processes), and every rank calls train_nccl_comm_init with
+ * its rank and its opened GPU.
+ *
+ * Thread-safety: a communicator belongs to the thread that owns its device.
+ */
+#ifndef TRAIN_NCCL_H
+#define TRAIN_NCCL_H
+
+#include "sl_error.h"
+#include "train_device.h"
+
+/* Size of a unique id: NCCL_UNIQUE_ID_BYTES. */
+#define TRAIN_NCCL_ID_BYTES 128
+
+/* Make a new unique id (ncclGetUniqueId) into out, an opaque blob to pass to
+ * every rank verbatim. 0 or SL_EDEVICE. Blocking; call once per group. */
+int train_nccl_unique_id(char out[TRAIN_NCCL_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
+
+/* Join the group `id` as rank `rank` of `nranks` (ncclCommInitRank) on
+ * `dev`, a device from train_device_find("cuda")->open(). Blocks until all
+ * nranks ranks have called it, so ranks in one process each call it from
+ * their own thread. On success *out is owned by the caller until
+ * train_nccl_comm_destroy(); `dev` is borrowed and must stay open until
+ * then. 0, SL_EINVAL (bad rank, nranks or device), SL_ENOMEM, SL_EDEVICE. */
+int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const char id[TRAIN_NCCL_ID_BYTES],
+                         struct train_device *dev, struct sl_error *err) SL_MUST_CHECK;
+
+/* Destroy the communicator (ncclCommDestroy); NULL is a no-op. Every rank
+ * destroys its own. Blocking. */
+void train_nccl_comm_destroy(struct train_comm *c);
+
+#endif

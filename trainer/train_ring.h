@@ -1,0 +1,60 @@
+/* train_ring: a ring all-reduce of float32 buffers across P processes over
+ * ZeroMQ, for the CPU backend (TensorFlow's RING collective, over gRPC
+ * there). The result is bitwise identical on every rank and across runs of
+ * the same cluster: each chunk is summed in one fixed order set by the ring.
+ *
+ * Thread-safety: none. A ring belongs to one thread (its ZeroMQ sockets do),
+ * and every rank must make the same sequence of calls with the same n and op.
+ */
+#ifndef TRAIN_RING_H
+#define TRAIN_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+
+#define TRAIN_RING_MAX_SIZE 4096
+
+/* Caller-owned options; zero means the default for every number. */
+struct train_ring_opts {
+    int rank;                    /* 0 .. size-1 */
+    int size;                    /* P >= 1 */
+    const char *const *endpoints;/* [size], borrowed during open only: rank i
+                                    binds endpoints[i] ("tcp://127.0.0.1:7001",
+                                    "ipc:///tmp/x-1") */
+    int timeout_ms;              /* silence from the predecessor that fails a
+                                    call (default 10000) */
+    int connect_timeout_ms;      /* how long open waits for every rank to join
+                                    (default 10000) */
+    uint64_t max_message_bytes;  /* largest chunk, in bytes, a call may send or
+                                    accept: bounds ZMQ_MAXMSGSIZE (default 1 GiB) */
+};
+
+enum train_ring_op { TRAIN_RING_SUM, TRAIN_RING_MEAN };
+
+struct train_ring;
+
+/* Join the ring: bind our endpoint, connect to our successor's and wait
+ * until every rank has joined (a rendezvous passed around the ring).
+ * On success *out owns a ring to give to train_ring_close. Errors:
+ * SL_EINVAL (bad options), SL_EIO (bind or connect failed), SL_ETIMEOUT
+ * ("ring: rank 2 (tcp://...) did not join within 10.0 s"), SL_EPROTO. */
+int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
+                    struct sl_error *err) SL_MUST_CHECK;
+
+/* Replace buf[0..n) on every rank by the element-wise sum over ranks (MEAN:
+ * that sum divided by P). Blocks until done. Errors: SL_ETIMEOUT (no data
+ * from the predecessor for timeout_ms, or a rank downstream reported it),
+ * SL_ECLOSED (the predecessor went away), SL_EPROTO (a message out of
+ * sequence or malformed), SL_EINVAL (n too large for max_message_bytes).
+ * After an error the ring is broken: every later call fails at once, the
+ * contents of buf are unspecified, and the caller should close it. */
+int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n,
+                          enum train_ring_op op, struct sl_error *err) SL_MUST_CHECK;
+
+/* Leave the ring. Waits up to timeout_ms for our last messages to leave
+ * (half a second once the ring is broken). Accepts NULL. */
+void train_ring_close(struct train_ring *r);
+
+#endif
