@@ -51,7 +51,7 @@ trap 'kill $feeder 2>/dev/null || true' EXIT
 pids=()
 for w in 0 1; do
   build/trainer/sluice-trainer --connect "$sock" --job fmnist-train --worker $w --workers 2 \
-    --devices cpu:2 --model none --trace "$out/trace-$w.jsonl" --quiet &
+    --devices cpu:2 --model none --trace "$out/trace-$w.jsonl" --quiet >/dev/null &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
