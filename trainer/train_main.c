@@ -21,6 +21,8 @@
 #include "sl_json.h"
 #include "sl_log.h"
 #include "train_client.h"
+#include "train_loop.h"
+#include "train_mirror.h"
 
 static volatile sig_atomic_t stop_flag;
 
@@ -43,7 +45,15 @@ static const char usage[] =
     "  -n, --workers=N          trainer workers in the job (default 1)\n"
     "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
     "      --devices=cpu:R      replica devices (only cpu:R until issue #4)\n"
-    "      --model=none         what to train (only none: consume and count)\n"
+    "      --model=M            none (consume and count), softmax or mlp (CPU; replicas\n"
+    "                           run one after another in one thread for now)\n"
+    "      --hidden=N,N         MLP hidden sizes (default 256,128)\n"
+    "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
+    "      --seed=N             weight initialization seed (default 1)\n"
+    "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
+    "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
+    "                           order; worker w binds its own (gradient all-reduce)\n"
+    "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
     "      --credits=N          pieces each feeder may have in flight (default max(16, 4R))\n"
     "      --trace=FILE         one JSON line per piece, then a summary line\n"
     "      --trace-feature=NAME tensor whose values the trace lists as \"ids\" (default id):\n"
@@ -129,9 +139,16 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, NULL, 'H'}, {"timeout-ms", required_argument, NULL, 'O'},
         {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
         {"cluster", required_argument, NULL, 'S'},
+        {"hidden", required_argument, NULL, 'L'},  {"lr", required_argument, NULL, 'R'},
+        {"momentum", required_argument, NULL, 'U'}, {"seed", required_argument, NULL, 'E'},
+        {"ring", required_argument, NULL, 'G'},     {"input", required_argument, NULL, 'I'},
+        {"label", required_argument, NULL, 'B'},    {"log-every", required_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int worker_set = 0;
+    const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
+    double lr = 0.05, momentum = 0.9;
+    uint32_t seed = 1, log_every = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
     opterr = 0;
@@ -157,11 +174,20 @@ int main(int argc, char **argv)
             }
             break;
         case 'M':
-            if (strcmp(optarg, "none") != 0) {
-                fprintf(stderr, "sluice-trainer: --model: only 'none' is supported so far (models: issue #4)\n");
+            if (strcmp(optarg, "none") != 0 && strcmp(optarg, "softmax") != 0 && strcmp(optarg, "mlp") != 0) {
+                fprintf(stderr, "sluice-trainer: --model: none, softmax or mlp\n");
                 return 2;
             }
+            model = optarg;
             break;
+        case 'L': hidden = optarg; break;
+        case 'R': lr = atof(optarg); break;
+        case 'U': momentum = atof(optarg); break;
+        case 'E': bad = parse_u32("seed", optarg, 0, UINT32_MAX, &seed); break;
+        case 'G': ring_eps = optarg; break;
+        case 'I': input = optarg; break;
+        case 'B': label = optarg; break;
+        case 'V': bad = parse_u32("log-every", optarg, 0, UINT32_MAX, &log_every); break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
@@ -247,6 +273,50 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         status = 1;
     }
+    /* training: the model, and the ring across workers */
+    struct train_loop *loop = NULL;
+    struct train_ring *ring = NULL;
+    char *ring_list = NULL;
+    if (status == 0 && strcmp(model, "none") != 0) {
+        struct train_loop_opts lo = {.input = input, .label = label};
+        lo.model.classes = 10;
+        lo.model.seed = seed;
+        lo.model.lr = (float)lr;
+        lo.model.momentum = (float)momentum;
+        if (strcmp(model, "mlp") == 0) {
+            char *hl = sl_strdup(hidden), *hs = NULL;
+            for (char *t = strtok_r(hl, ",", &hs); t != NULL && lo.model.nhidden < TRAIN_MODEL_MAX_HIDDEN;
+                 t = strtok_r(NULL, ",", &hs))
+                lo.model.hidden[lo.model.nhidden++] = atoi(t);
+            sl_free(hl);
+        }
+        if (workers > 1) {
+            const char *eps[64];
+            size_t neps = 0;
+            char *save2 = NULL;
+            ring_list = sl_strdup(ring_eps ? ring_eps : "");
+            for (char *t = strtok_r(ring_list, ",", &save2); t != NULL && neps < 64; t = strtok_r(NULL, ",", &save2))
+                eps[neps++] = t;
+            if (neps != workers) {
+                sl_log(SL_LOG_ERROR, "--ring needs one endpoint per worker (%u), got %zu", workers, neps);
+                status = 1;
+            } else {
+                struct train_ring_opts ro = {.rank = (int)worker, .size = (int)workers, .endpoints = eps,
+                                             .timeout_ms = to ? (int)to : 0, .connect_timeout_ms = 30000};
+                if (train_ring_open(&ring, &ro, &err) != 0) {
+                    sl_log(SL_LOG_ERROR, "%s", err.msg);
+                    status = 1;
+                }
+            }
+        }
+        lo.ring = ring;
+        if (status == 0 && train_loop_create(&loop, &lo, train_client_welcome(cl), &err) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", err.msg);
+            status = 1;
+        }
+    }
+    double loss_sum = 0, acc_sum = 0, last_loss = 0, last_acc = 0;
+    uint64_t loss_steps = 0;
     struct sl_buf line;
     sl_buf_init(&line, 0);
     uint64_t steps = 0, epochs_seen = 0, last_epoch = UINT64_MAX;
@@ -263,6 +333,35 @@ int main(int argc, char **argv)
             if (pieces[0].epoch != last_epoch) {
                 last_epoch = pieces[0].epoch;
                 epochs_seen++;
+            }
+            if (loop != NULL) {
+                struct train_step_result res;
+                if ((rc = train_loop_step(loop, pieces, replicas, &res, &err)) != 0) {
+                    sl_log(SL_LOG_ERROR, "%s", err.msg);
+                    rc = SL_EIO;
+                    break;
+                }
+                if (res.rows > 0) {
+                    loss_sum += res.loss;
+                    acc_sum += res.accuracy;
+                    loss_steps++;
+                }
+                int last = (pieces[0].flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+                if ((log_every && steps % log_every == 0) || (!log_every && last)) {
+                    last_loss = loss_steps ? loss_sum / (double)loss_steps : 0;
+                    last_acc = loss_steps ? acc_sum / (double)loss_steps : 0;
+                    struct train_client_stats cs;
+                    train_client_stats(cl, &cs);
+                    double el = sl_clock_s() - t_first;
+                    sl_log(SL_LOG_INFO,
+                           "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
+                           "%.0f samples/s, input stall %.1f%%, weights %016" PRIx64,
+                           pieces[0].epoch, pieces[0].step, last_loss, last_acc,
+                           el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0,
+                           train_loop_weights_hash(loop));
+                    loss_sum = acc_sum = 0;
+                    loss_steps = 0;
+                }
             }
             for (uint32_t r = 0; tf != NULL && r < replicas; r++)
                 if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
@@ -287,15 +386,17 @@ int main(int argc, char **argv)
     struct train_client_stats st = {0};
     if (cl != NULL)
         train_client_stats(cl, &st);
-    char summary[768];
+    char summary[1024];
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
              ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
-             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f}}\n",
+             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
+             "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\"}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
              secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
-             stream > 0 ? (double)st.bytes / stream : 0.0);
+             stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
+             stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {
@@ -304,6 +405,9 @@ int main(int argc, char **argv)
         }
     }
     fputs(summary, stdout); /* the run's result, for scripts and sluice-bench */
+    train_loop_destroy(loop);
+    train_ring_close(ring);
+    sl_free(ring_list);
     train_client_close(cl);
     sl_buf_free(&line);
     sl_free(list);

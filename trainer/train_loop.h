@@ -1,0 +1,57 @@
+/* train_loop: one worker's synchronous data-parallel training step on CPU
+ * replicas, the model of trainer/train_model.h.
+ *
+ * A step takes the R pieces of this worker's step (one per local replica),
+ * learns the global batch's real row count N (a one-float ring all-reduce
+ * across the W workers), adds each replica's gradient of (sum of its rows'
+ * losses) / N in replica order into one buffer, appends (loss sum, correct)
+ * and sums that buffer across the workers: exactly the gradient of the
+ * mean cross-entropy over the global batch, whatever the W x R split (up to
+ * float reassociation; empty pieces count 0 rows). Every worker then applies the same momentum-SGD
+ * step, so the weights stay identical on every worker (checked by hash).
+ *
+ * Not yet: one thread per replica (replicas run one after another in the
+ * calling thread), GPU replicas.
+ *
+ * Thread-safe: no; one owner.
+ */
+#ifndef TRAIN_LOOP_H
+#define TRAIN_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+#include "train_client.h"
+#include "train_model.h"
+#include "train_ring.h"
+
+struct train_loop_opts {
+    struct train_model_config model; /* inputs and max_rows are filled from the schema */
+    const char *input;  /* tensor holding the inputs: uint8 (scaled by 1/255) or float32, per-element rank 1 */
+    const char *label;  /* int64 scalar labels */
+    struct train_ring *ring; /* across workers; NULL for one worker */
+};
+
+struct train_step_result {
+    uint64_t rows;     /* rows of the global batch */
+    double loss;       /* mean cross-entropy over the global batch */
+    double accuracy;   /* fraction of the global batch predicted right (before the update) */
+};
+
+struct train_loop;
+
+/* Check the schema (input and label tensors, their dtypes and shapes) and
+ * make the model. */
+int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, const struct sl_wire_welcome *schema,
+                      struct sl_error *err) SL_MUST_CHECK;
+void train_loop_destroy(struct train_loop *l);
+
+int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+                    struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
+
+/* Hash of the current weights (equal on every worker after each step). */
+uint64_t train_loop_weights_hash(struct train_loop *l);
+struct train_model *train_loop_model(struct train_loop *l);
+
+#endif
