@@ -51,6 +51,7 @@ static const char usage[] =
     "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
     "      --seed=N             weight initialization seed (default 1)\n"
     "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
+    "      --classes=N          label classes (default 10)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
     "                           order; worker w binds its own (gradient all-reduce)\n"
     "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
@@ -143,12 +144,13 @@ int main(int argc, char **argv)
         {"momentum", required_argument, NULL, 'U'}, {"seed", required_argument, NULL, 'E'},
         {"ring", required_argument, NULL, 'G'},     {"input", required_argument, NULL, 'I'},
         {"label", required_argument, NULL, 'B'},    {"log-every", required_argument, NULL, 'V'},
+        {"classes", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int worker_set = 0;
     const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
     double lr = 0.05, momentum = 0.9;
-    uint32_t seed = 1, log_every = 0;
+    uint32_t seed = 1, log_every = 0, classes = 10;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
     opterr = 0;
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
         case 'I': input = optarg; break;
         case 'B': label = optarg; break;
         case 'V': bad = parse_u32("log-every", optarg, 0, UINT32_MAX, &log_every); break;
+        case 'K': bad = parse_u32("classes", optarg, 2, 100000, &classes); break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
@@ -279,7 +282,7 @@ int main(int argc, char **argv)
     char *ring_list = NULL;
     if (status == 0 && strcmp(model, "none") != 0) {
         struct train_loop_opts lo = {.input = input, .label = label};
-        lo.model.classes = 10;
+        lo.model.classes = (int)classes;
         lo.model.seed = seed;
         lo.model.lr = (float)lr;
         lo.model.momentum = (float)momentum;

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Integration: synchronous data-parallel training with real processes.
+
+The same job trained as W x R = 1x1, 1x2, 2x1 and 2x2 replicas must give the
+same loss and accuracy, up to float reassociation (sync data parallelism
+sums the same per-row gradients of the same global batches), and every
+worker of a run must end with bit-identical weights. A small learning rate
+keeps reassociation from compounding (an MLP with momentum can fork
+chaotically after many steps from reassociation alone).
+
+Usage: test_train.py BUILD_DIR     (prints "N passed, 0 failed")
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+TMP = tempfile.mkdtemp(prefix="sluice-train-")
+PASSED = 0
+LR = "0.01"
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    print("%d passed, 1 failed" % PASSED)
+    sys.exit(1)
+
+
+def ok(name):
+    global PASSED
+    PASSED += 1
+    print("ok %d - %s" % (PASSED, name))
+
+
+def train(job_path, W, R, model, tag):
+    sock = "ipc://%s/%s-feeder.sock" % (TMP, tag)
+    ring = ",".join("ipc://%s/%s-ring-%d.sock" % (TMP, tag, w) for w in range(W))
+    flog = open(os.path.join(TMP, tag + "-feeder.log"), "w")
+    feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1"],
+                              stdout=flog, stderr=subprocess.STDOUT)
+    time.sleep(0.2)
+    procs = []
+    for w in range(W):
+        err = open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), "w")
+        args = [TRAINER, "--connect", sock, "--job", "train-it", "--worker", str(w), "--workers", str(W),
+                "--devices", "cpu:%d" % R, "--model", model, "--hidden", "16", "--lr", LR, "--momentum", "0.5",
+                "--seed", "7", "--input", "image", "--label", "label", "--classes", "3"]
+        if W > 1:
+            args += ["--ring", ring]
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True))
+    outs = []
+    for w, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs + [feeder]:
+                q.kill()
+            fail("%s: trainer %d did not finish" % (tag, w))
+        if p.returncode != 0:
+            feeder.kill()
+            fail("%s: trainer %d exited %d: %s" % (tag, w, p.returncode,
+                                                   open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w))).read()))
+        outs.append(json.loads(out.strip().splitlines()[-1])["summary"])
+    feeder.wait(timeout=15)
+    return outs
+
+
+def main():
+    data = os.path.join(TMP, "data")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "480", "--shards", "4", "--seed", "5",
+                    "--image-bytes", "12", "--classes", "3"], check=True, capture_output=True)
+    job = {"name": "train-it", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+           "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}},
+           # DATA sharding: every configuration's global batches hold the same elements
+           "shard_policy": "data", "global_batch_size": 16, "epochs": 2,
+           "shuffle": {"buffer": 64, "seed": 3}}
+    job_path = os.path.join(TMP, "job.json")
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+    for model in ("softmax", "mlp"):
+        results = {}
+        for W, R in ((1, 1), (1, 2), (2, 1), (2, 2)):
+            outs = train(job_path, W, R, model, "%s-%dx%d" % (model, W, R))
+            hashes = {o["weights_hash"] for o in outs}
+            if len(hashes) != 1:
+                fail("%s %dx%d: workers end with different weights: %s" % (model, W, R, hashes))
+            results[(W, R)] = outs[0]
+        base = results[(1, 1)]
+        dev = max(abs(r["loss"] - base["loss"]) for r in results.values())
+        for key, r in results.items():
+            if abs(r["loss"] - base["loss"]) > 2e-5 or abs(r["accuracy"] - base["accuracy"]) > 0.02:
+                fail("%s: %dx%d loss %.6f accuracy %.4f vs 1x1 loss %.6f accuracy %.4f" % (
+                    model, key[0], key[1], r["loss"], r["accuracy"], base["loss"], base["accuracy"]))
+            if r["steps"] != base["steps"]:
+                fail("%s: %dx%d ran %d steps, 1x1 %d" % (model, key[0], key[1], r["steps"], base["steps"]))
+        ok("%s: 1x1, 1x2, 2x1, 2x2 give the same loss (%.6f, largest difference %.2g); workers' weights identical"
+           % (model, base["loss"], dev))
+    # the tolerance is meaningful: a 5% different step size (as a gradient
+    # scaled by the wrong row count would be) moves the loss by more
+    global LR
+    LR = "0.0105"
+    off = train(job_path, 1, 1, "softmax", "softmax-lr")[0]
+    LR = "0.01"
+    base = train(job_path, 1, 1, "softmax", "softmax-base")[0]
+    if abs(off["loss"] - base["loss"]) <= 2e-5:
+        fail("the equivalence tolerance cannot tell a 5%% step change: %.6f vs %.6f" % (off["loss"], base["loss"]))
+    ok("a 5%% different step changes the loss by %.2g, well beyond the 2e-5 tolerance" % abs(off["loss"] - base["loss"]))
+    print("%d passed, 0 failed" % PASSED)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
