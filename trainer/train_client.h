@@ -14,7 +14,9 @@
  * ends the stream with that error.
  *
  * Tensor data is borrowed straight from the received ZeroMQ frames (no
- * copy) until the next train_client_next_step.
+ * copy) until the next train_client_next_step. ZeroMQ gives no alignment
+ * guarantee for a frame's data: read int64 / float32 values with memcpy or
+ * copy them out (the staging pipeline copies into aligned pinned memory).
  *
  * Thread-safe: no; one owner thread (the ZeroMQ sockets belong to it).
  */

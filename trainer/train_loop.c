@@ -14,6 +14,7 @@ struct train_loop {
     size_t nparams;
     float *buf;      /* nparams + 2: the reduced gradient, loss sum, correct */
     float *x;        /* max_rows x inputs scratch */
+    int64_t *labels; /* max_rows: received frames carry no alignment guarantee */
     int inputs, input_idx, label_idx, input_u8;
     size_t max_rows;
     struct train_ring *ring; /* borrowed; NULL for one worker */
@@ -55,7 +56,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         l->nparams = train_model_nparams(l->model);
         l->buf = sl_malloc((l->nparams + 2) * sizeof *l->buf);
         l->x = sl_malloc(l->max_rows * (size_t)l->inputs * sizeof *l->x);
-        if (l->buf == NULL || l->x == NULL)
+        l->labels = sl_malloc(l->max_rows * sizeof *l->labels);
+        if (l->buf == NULL || l->x == NULL || l->labels == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "out of memory for the gradients");
     }
     if (rc != 0) {
@@ -74,6 +76,7 @@ void train_loop_destroy(struct train_loop *l)
     train_model_destroy(l->model);
     sl_free(l->buf);
     sl_free(l->x);
+    sl_free(l->labels);
     sl_free(l);
 }
 
@@ -106,9 +109,10 @@ int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint
             train_model_inputs_from_u8(ti->data, nvals, l->x);
         else
             memcpy(l->x, ti->data, nvals * sizeof(float));
+        memcpy(l->labels, tl->data, (size_t)p->rows * sizeof *l->labels);
         float loss_sum = 0;
         size_t ok = 0;
-        int rc = train_model_forward_backward(l->model, l->x, tl->data, p->rows, (double)total, &loss_sum, &ok, err);
+        int rc = train_model_forward_backward(l->model, l->x, l->labels, p->rows, (double)total, &loss_sum, &ok, err);
         if (rc != 0)
             return sl_error_prefix(err, "replica %u step %llu: ", r, (unsigned long long)p->step);
         loss += loss_sum;
