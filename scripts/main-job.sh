@@ -7,8 +7,7 @@
 # Then one feeder serves the shards to two trainer workers (two replicas
 # each) on loopback: first consuming only, their traces checked for every
 # element exactly once per epoch; then training an MLP (CPU replicas, ring
-# all-reduce across the workers). Evaluation on the test set is not there
-# yet (issue #4): the training accuracy of the last epoch is reported.
+# all-reduce across the workers) and evaluating it on the test set.
 #
 #   scripts/main-job.sh [OUTPUT_DIR]       (default data/fmnist)
 set -euo pipefail
@@ -59,22 +58,26 @@ wait $feeder
 trap - EXIT
 python3 tools/check_traces.py --expect 60000 "$out"/trace-0.jsonl "$out"/trace-1.jsonl
 
-echo "== train an MLP (784-256-128-10) for 3 epochs: one feeder, two workers x two CPU replicas,"
+echo "== train an MLP (784-256-128-10) for 5 epochs: one feeder, two workers x two CPU replicas,"
 echo "   gradients summed across workers by the ring all-reduce"
 build/feeder/sluice-feeder --job examples/fmnist-train.json --files="$out/train-*.tfrecord" \
   --listen "$sock" --threads 2 --quiet &
 feeder=$!
-trap 'kill $feeder 2>/dev/null || true' EXIT
+esock="ipc://$PWD/$out/eval.sock"
+build/feeder/sluice-feeder --job examples/fmnist-test.json --files="$out/test-*.tfrecord.gz" \
+  --listen "$esock" --threads 1 --quiet &
+efeeder=$!
+trap 'kill $feeder $efeeder 2>/dev/null || true' EXIT
 ring="ipc://$PWD/$out/ring-0.sock,ipc://$PWD/$out/ring-1.sock"
 pids=()
 for w in 0 1; do
   build/trainer/sluice-trainer --connect "$sock" --job fmnist-train --worker $w --workers 2 \
     --devices cpu:2 --model mlp --hidden 256,128 --lr 0.05 --momentum 0.9 --ring "$ring" \
-    >"$out/train-$w.json" &
+    --eval-connect "$esock" --eval-job fmnist-test >"$out/train-$w.json" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
-wait $feeder
+wait $feeder $efeeder
 trap - EXIT
 python3 - "$out"/train-0.json "$out"/train-1.json <<'PY'
 import json, sys
@@ -84,6 +87,10 @@ assert s[0]["weights_hash"] == s[1]["weights_hash"], "workers' weights differ"
 print("last epoch: training loss %.4f, training accuracy %.4f; %.0f samples/s (global), input stall %.2f%%;"
       " weights identical on both workers (%s)" % (s[0]["loss"], s[0]["accuracy"],
       sum(x["stream_elements_per_s"] for x in s), max(x["input_stall_pct"] for x in s), s[0]["weights_hash"]))
+print("TEST ACCURACY %.4f on the %d images of the Fashion-MNIST test set" % (s[0]["test_accuracy"], s[0]["test_rows"]))
+assert s[0]["test_rows"] == 10000, "the evaluation must see every test image once"
+assert s[0]["test_accuracy"] >= 0.85, "test accuracy below 0.85"
+
 PY
 
 echo "== record formats benchmark on this data"

@@ -135,6 +135,43 @@ int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint
     return train_model_sgd_step(l->model, l->buf, err);
 }
 
+int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
+                         double *correct, struct sl_error *err)
+{
+    for (uint32_t r = 0; r < replicas; r++) {
+        const struct train_piece *p = &pieces[r];
+        if (p->rows == 0)
+            continue;
+        if (p->rows > l->max_rows)
+            return sl_error_set(err, SL_EPROTO, "piece of %u rows exceeds the announced batch %zu", p->rows,
+                                l->max_rows);
+        const struct train_tensor *ti = &p->t[l->input_idx], *tl = &p->t[l->label_idx];
+        size_t nvals = (size_t)p->rows * (size_t)l->inputs;
+        if (l->input_u8)
+            train_model_inputs_from_u8(ti->data, nvals, l->x);
+        else
+            memcpy(l->x, ti->data, nvals * sizeof(float));
+        memcpy(l->labels, tl->data, (size_t)p->rows * sizeof *l->labels);
+        int64_t pred[256]; /* predictions, a chunk at a time */
+        for (uint32_t done = 0; done < p->rows;) {
+            uint32_t k = p->rows - done < 256 ? p->rows - done : 256;
+            int rc = train_model_predict(l->model, l->x + (size_t)done * (size_t)l->inputs, k, pred, err);
+            if (rc != 0)
+                return rc;
+            for (uint32_t i = 0; i < k; i++)
+                *correct += pred[i] == l->labels[done + i];
+            done += k;
+        }
+        *rows += p->rows;
+    }
+    return 0;
+}
+
+int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err)
+{
+    return l->ring != NULL ? train_ring_all_reduce(l->ring, v, n, TRAIN_RING_SUM, err) : 0;
+}
+
 uint64_t train_loop_weights_hash(struct train_loop *l)
 {
     return train_hash64(train_model_params(l->model), l->nparams * sizeof(float));

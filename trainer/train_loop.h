@@ -50,6 +50,14 @@ void train_loop_destroy(struct train_loop *l);
 int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
                     struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
 
+/* Evaluation: the predictions of the current weights for every piece of a
+ * step, counted against the labels: *rows and *correct grow by this
+ * worker's rows. (Sum them across workers with train_loop_sum.) */
+int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
+                         double *correct, struct sl_error *err) SL_MUST_CHECK;
+/* Sum n values across the workers (the ring; a no-op for one worker). */
+int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err) SL_MUST_CHECK;
+
 /* Hash of the current weights (equal on every worker after each step). */
 uint64_t train_loop_weights_hash(struct train_loop *l);
 struct train_model *train_loop_model(struct train_loop *l);

@@ -52,6 +52,8 @@ static const char usage[] =
     "      --seed=N             weight initialization seed (default 1)\n"
     "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
     "      --classes=N          label classes (default 10)\n"
+    "      --eval-connect=ADDRS --eval-job=NAME  after training, the accuracy of the\n"
+    "                           final weights on that job's data (summed over workers)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
     "                           order; worker w binds its own (gradient all-reduce)\n"
     "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
@@ -145,12 +147,15 @@ int main(int argc, char **argv)
         {"ring", required_argument, NULL, 'G'},     {"input", required_argument, NULL, 'I'},
         {"label", required_argument, NULL, 'B'},    {"log-every", required_argument, NULL, 'V'},
         {"classes", required_argument, NULL, 'K'},
+        {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int worker_set = 0;
     const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
     double lr = 0.05, momentum = 0.9;
     uint32_t seed = 1, log_every = 0, classes = 10;
+    const char *eval_connect = NULL, *eval_job = NULL;
+    double test_rows = 0, test_correct = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
     opterr = 0;
@@ -191,6 +196,8 @@ int main(int argc, char **argv)
         case 'B': label = optarg; break;
         case 'V': bad = parse_u32("log-every", optarg, 0, UINT32_MAX, &log_every); break;
         case 'K': bad = parse_u32("classes", optarg, 2, 100000, &classes); break;
+        case 'X': eval_connect = optarg; break;
+        case 'Y': eval_job = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
@@ -384,7 +391,41 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
-    double t_end = sl_clock_s();
+    double t_train_end = sl_clock_s();
+    /* evaluation on a second job: every worker predicts its own pieces; the
+     * counts are summed over workers */
+    if (status == 0 && loop != NULL && eval_connect != NULL && !stop_flag) {
+        char *elist = sl_strdup(eval_connect), *esave = NULL;
+        const char *eaddrs[64];
+        size_t neaddrs = 0;
+        for (char *t = strtok_r(elist, ",", &esave); t != NULL && neaddrs < 64; t = strtok_r(NULL, ",", &esave))
+            eaddrs[neaddrs++] = t;
+        struct train_client_opts eo = o;
+        eo.feeders = eaddrs;
+        eo.nfeeders = neaddrs;
+        eo.job = eval_job ? eval_job : job;
+        struct train_client *ec = NULL;
+        const struct train_piece *pieces;
+        int rc = train_client_open(&ec, &eo, &err);
+        while (rc == 0 && !stop_flag && (rc = train_client_next_step(ec, &pieces, &err)) == 0)
+            rc = train_loop_eval_step(loop, pieces, replicas, &test_rows, &test_correct, &err);
+        if (rc == SL_END) {
+            float counts[2] = {(float)test_rows, (float)test_correct};
+            rc = train_loop_sum(loop, counts, 2, &err);
+            test_rows = counts[0];
+            test_correct = counts[1];
+        }
+        if (rc != 0) {
+            sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
+            status = 1;
+        } else {
+            sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (all workers)",
+                   test_rows > 0 ? test_correct / test_rows : 0, test_rows);
+        }
+        train_client_close(ec);
+        sl_free(elist);
+    }
+    double t_end = t_train_end;
     double secs = t_end - t0, stream = t_first > 0 ? t_end - t_first : 0;
     struct train_client_stats st = {0};
     if (cl != NULL)
@@ -395,11 +436,13 @@ int main(int argc, char **argv)
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
              ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
-             "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\"}}\n",
+             "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
+             "\"test_rows\":%.0f,\"test_accuracy\":%.5f}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
              secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
              stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
-             stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0);
+             stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
+             test_rows, test_rows > 0 ? test_correct / test_rows : 0.0);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {
