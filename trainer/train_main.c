@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_alloc.h"
 #include "sl_buf.h"
@@ -52,6 +53,9 @@ static const char usage[] =
     "      --seed=N             weight initialization seed (default 1)\n"
     "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
     "      --classes=N          label classes (default 10)\n"
+    "      --save-weights=FILE  the final weights as a NumPy .npy float32 vector\n"
+    "      --metrics=FILE       one JSON line per step: epoch, step, rows, loss, accuracy,\n"
+    "                           step time, time waiting for input\n"
     "      --eval-connect=ADDRS --eval-job=NAME  after training, the accuracy of the\n"
     "                           final weights on that job's data (summed over workers)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
@@ -82,6 +86,37 @@ static int parse_u32(const char *opt, const char *s, uint32_t min, uint32_t max,
         return -1;
     }
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* The weights as a NumPy .npy file (version 1.0, little-endian float32,
+ * one flat vector in the model's parameter order: W1 [in][out], b1, W2,
+ * b2, ...), written to a temporary name and renamed. */
+static int save_weights(const char *path, const float *p, size_t n, struct sl_error *err)
+{
+    char header[128];
+    int hl = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu,), }", n);
+    size_t total = 10 + (size_t)hl + 1;
+    size_t pad = (64 - total % 64) % 64;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL)
+        return sl_error_sys(err, errno, "open(%s)", tmp);
+    uint16_t hlen = (uint16_t)(hl + pad + 1);
+    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                               (unsigned char)(hlen >> 8)};
+    int ok = fwrite(magic, 1, 10, f) == 10 && fwrite(header, 1, (size_t)hl, f) == (size_t)hl;
+    for (size_t i = 0; ok && i < pad; i++)
+        ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF && fwrite(p, sizeof *p, n, f) == n; /* x86-64: little-endian */
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int rc = sl_error_sys(err, errno ? errno : EIO, "write(%s)", path);
+        unlink(tmp);
+        return rc;
+    }
     return 0;
 }
 
@@ -147,6 +182,7 @@ int main(int argc, char **argv)
         {"ring", required_argument, NULL, 'G'},     {"input", required_argument, NULL, 'I'},
         {"label", required_argument, NULL, 'B'},    {"log-every", required_argument, NULL, 'V'},
         {"classes", required_argument, NULL, 'K'},
+        {"save-weights", required_argument, NULL, 'W'}, {"metrics", required_argument, NULL, 'Q'},
         {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
@@ -154,7 +190,7 @@ int main(int argc, char **argv)
     const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
     double lr = 0.05, momentum = 0.9;
     uint32_t seed = 1, log_every = 0, classes = 10;
-    const char *eval_connect = NULL, *eval_job = NULL;
+    const char *eval_connect = NULL, *eval_job = NULL, *save_path = NULL, *metrics_path = NULL;
     double test_rows = 0, test_correct = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
@@ -197,6 +233,8 @@ int main(int argc, char **argv)
         case 'V': bad = parse_u32("log-every", optarg, 0, UINT32_MAX, &log_every); break;
         case 'K': bad = parse_u32("classes", optarg, 2, 100000, &classes); break;
         case 'X': eval_connect = optarg; break;
+        case 'W': save_path = optarg; break;
+        case 'Q': metrics_path = optarg; break;
         case 'Y': eval_job = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default:
@@ -325,6 +363,12 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
+    FILE *mf = NULL;
+    if (status == 0 && metrics_path != NULL && (mf = fopen(metrics_path, "w")) == NULL) {
+        sl_log(SL_LOG_ERROR, "open(%s): %s", metrics_path, strerror(errno));
+        status = 1;
+    }
+    double step_t0 = sl_clock_s(), wait_before = 0;
     double loss_sum = 0, acc_sum = 0, last_loss = 0, last_acc = 0;
     uint64_t loss_steps = 0;
     struct sl_buf line;
@@ -350,6 +394,18 @@ int main(int argc, char **argv)
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
                     rc = SL_EIO;
                     break;
+                }
+                if (mf != NULL) {
+                    struct train_client_stats ms;
+                    train_client_stats(cl, &ms);
+                    double now = sl_clock_s();
+                    fprintf(mf,
+                            "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
+                            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f}\n",
+                            pieces[0].epoch, pieces[0].step, res.rows, res.loss, res.accuracy, now - step_t0,
+                            ms.wait_s - wait_before);
+                    step_t0 = now;
+                    wait_before = ms.wait_s;
                 }
                 if (res.rows > 0) {
                     loss_sum += res.loss;
@@ -392,6 +448,17 @@ int main(int argc, char **argv)
         }
     }
     double t_train_end = sl_clock_s();
+    if (mf != NULL && fclose(mf) != 0 && status == 0) {
+        sl_log(SL_LOG_ERROR, "close(%s): %s", metrics_path, strerror(errno));
+        status = 1;
+    }
+    if (status == 0 && loop != NULL && save_path != NULL) {
+        struct train_model *mm = train_loop_model(loop);
+        if (save_weights(save_path, train_model_params(mm), train_model_nparams(mm), &err) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", err.msg);
+            status = 1;
+        }
+    }
     /* evaluation on a second job: every worker predicts its own pieces; the
      * counts are summed over workers */
     if (status == 0 && loop != NULL && eval_connect != NULL && !stop_flag) {

@@ -54,6 +54,8 @@ def train(job_path, W, R, model, tag):
                 "--seed", "7", "--input", "image", "--label", "label", "--classes", "3"]
         if W > 1:
             args += ["--ring", ring]
+        args += ["--save-weights", os.path.join(TMP, "%s-w%d.npy" % (tag, w)),
+                 "--metrics", os.path.join(TMP, "%s-w%d.jsonl" % (tag, w))]
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True))
     outs = []
     for w, p in enumerate(procs):
@@ -70,6 +72,33 @@ def train(job_path, W, R, model, tag):
         outs.append(json.loads(out.strip().splitlines()[-1])["summary"])
     feeder.wait(timeout=15)
     return outs
+
+
+def check_outputs(tag, outs):
+    """--save-weights: a .npy float32 vector, the same bytes on every worker;
+    --metrics: one line per step, whose last epoch's mean is the summary's loss."""
+    blobs = []
+    for w, o in enumerate(outs):
+        data = open(os.path.join(TMP, "%s-w%d.npy" % (tag, w)), "rb").read()
+        if data[:8] != b"\x93NUMPY\x01\x00":
+            fail("%s: weights file is not a .npy v1.0 file" % tag)
+        hlen = data[8] | data[9] << 8
+        header = data[10:10 + hlen].decode()
+        if "'descr': '<f4'" not in header or (10 + hlen) % 64 != 0:
+            fail("%s: bad .npy header %r" % (tag, header))
+        n = int(header.split("'shape': (")[1].split(",")[0])
+        if len(data) != 10 + hlen + 4 * n:
+            fail("%s: .npy holds %d bytes for %d floats" % (tag, len(data), n))
+        blobs.append(data)
+        lines = [json.loads(x) for x in open(os.path.join(TMP, "%s-w%d.jsonl" % (tag, w)))]
+        if len(lines) != o["steps"]:
+            fail("%s: %d metrics lines for %d steps" % (tag, len(lines), o["steps"]))
+        last = [x for x in lines if x["epoch"] == lines[-1]["epoch"] and x["rows"] > 0]
+        mean = sum(x["loss"] for x in last) / len(last)
+        if abs(mean - o["loss"]) > 1e-5:
+            fail("%s: metrics' last-epoch mean loss %.6f, summary %.6f" % (tag, mean, o["loss"]))
+    if len(set(blobs)) != 1:
+        fail("%s: workers saved different weights" % tag)
 
 
 def main():
@@ -89,6 +118,8 @@ def main():
         results = {}
         for W, R in ((1, 1), (1, 2), (2, 1), (2, 2)):
             outs = train(job_path, W, R, model, "%s-%dx%d" % (model, W, R))
+            tag = "%s-%dx%d" % (model, W, R)
+            check_outputs(tag, outs)
             hashes = {o["weights_hash"] for o in outs}
             if len(hashes) != 1:
                 fail("%s %dx%d: workers end with different weights: %s" % (model, W, R, hashes))
