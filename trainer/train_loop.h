@@ -1,19 +1,21 @@
 /* train_loop: one worker's synchronous data-parallel training step on CPU
  * replicas, the model of trainer/train_model.h.
  *
- * A step takes the R pieces of this worker's step (one per local replica),
+ * One thread per replica (the caller's thread is replica 0), each with its
+ * own copy of the model. A step takes the R pieces of this worker's step,
  * learns the global batch's real row count N (a one-float ring all-reduce
- * across the W workers), adds each replica's gradient of (sum of its rows'
- * losses) / N in replica order into one buffer, appends (loss sum, correct)
- * and sums that buffer across the workers: exactly the gradient of the
- * mean cross-entropy over the global batch, whatever the W x R split (up to
- * float reassociation; empty pieces count 0 rows). Every worker then applies the same momentum-SGD
- * step, so the weights stay identical on every worker (checked by hash).
+ * across the W workers), has every replica compute the gradient of (sum of
+ * its rows' losses) / N with its loss sum and correct count, sums those in
+ * replica order in process (train_collective_local) and across the workers
+ * (the ring): exactly the gradient of the mean cross-entropy over the
+ * global batch, whatever the W x R split (up to float reassociation; empty
+ * pieces count 0 rows). Every replica of every worker then applies the
+ * same momentum-SGD step, so all copies stay bit-identical (checked by
+ * hash: train_loop_check_mirrored).
  *
- * Not yet: one thread per replica (replicas run one after another in the
- * calling thread), GPU replicas.
+ * Not yet: GPU replicas.
  *
- * Thread-safe: no; one owner.
+ * Thread-safe: no; one owner (the replica threads are internal).
  */
 #ifndef TRAIN_LOOP_H
 #define TRAIN_LOOP_H
@@ -31,6 +33,7 @@ struct train_loop_opts {
     const char *input;  /* tensor holding the inputs: uint8 (scaled by 1/255) or float32, per-element rank 1 */
     const char *label;  /* int64 scalar labels */
     struct train_ring *ring; /* across workers; NULL for one worker */
+    uint32_t replicas;       /* local replicas, one thread each (0: 1) */
 };
 
 struct train_step_result {
@@ -57,6 +60,10 @@ int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces,
                          double *correct, struct sl_error *err) SL_MUST_CHECK;
 /* Sum n values across the workers (the ring; a no-op for one worker). */
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err) SL_MUST_CHECK;
+
+/* Compare the weights hash of every replica's copy: SL_ECORRUPT naming
+ * the first replica that diverged from replica 0. */
+int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err) SL_MUST_CHECK;
 
 /* Hash of the current weights (equal on every worker after each step). */
 uint64_t train_loop_weights_hash(struct train_loop *l);

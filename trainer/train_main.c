@@ -46,8 +46,8 @@ static const char usage[] =
     "  -n, --workers=N          trainer workers in the job (default 1)\n"
     "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
     "      --devices=cpu:R      replica devices (only cpu:R until issue #4)\n"
-    "      --model=M            none (consume and count), softmax or mlp (CPU; replicas\n"
-    "                           run one after another in one thread for now)\n"
+    "      --model=M            none (consume and count), softmax or mlp (CPU replicas,\n"
+    "                           one thread each)\n"
     "      --hidden=N,N         MLP hidden sizes (default 256,128)\n"
     "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
     "      --seed=N             weight initialization seed (default 1)\n"
@@ -326,7 +326,7 @@ int main(int argc, char **argv)
     struct train_ring *ring = NULL;
     char *ring_list = NULL;
     if (status == 0 && strcmp(model, "none") != 0) {
-        struct train_loop_opts lo = {.input = input, .label = label};
+        struct train_loop_opts lo = {.input = input, .label = label, .replicas = replicas};
         lo.model.classes = (int)classes;
         lo.model.seed = seed;
         lo.model.lr = (float)lr;
@@ -413,6 +413,11 @@ int main(int argc, char **argv)
                     loss_steps++;
                 }
                 int last = (pieces[0].flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+                if (last && (rc = train_loop_check_mirrored(loop, &err)) != 0) {
+                    sl_log(SL_LOG_ERROR, "%s", err.msg);
+                    rc = SL_EIO;
+                    break;
+                }
                 if ((log_every && steps % log_every == 0) || (!log_every && last)) {
                     last_loss = loss_steps ? loss_sum / (double)loss_steps : 0;
                     last_acc = loss_steps ? acc_sum / (double)loss_steps : 0;
