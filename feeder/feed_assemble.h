@@ -72,6 +72,16 @@ uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nsp
 
 struct feed_assembler;
 
+/* Thread CPU seconds an assembler has spent per stage: reading records
+ * (framing, CRCs, page faults), inflating compressed files, decoding
+ * Examples, and the rest of assembling pieces (copies, layout; for tar,
+ * parsing number fields). Read and decode are estimated from every 8th
+ * record's timing; decompress and the per-piece totals are measured. */
+struct feed_stage_times {
+    double read, decompress, decode, assemble;
+};
+void feed_assembler_times(const struct feed_assembler *a, struct feed_stage_times *out);
+
 /* format TFRECORD: records are tf.train.Examples decoded into the features.
  * format TEXT: each record is a line, and `specs` is one scalar bytes
  * feature that holds it (no Example decoding). */

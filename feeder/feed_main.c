@@ -18,12 +18,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "feed_job.h"
 #include "feed_plan.h"
 #include "feed_server.h"
 #include "feed_source.h"
 #include "sl_alloc.h"
+#include "sl_clock.h"
 #include "sl_cluster.h"
 #include "sl_log.h"
 
@@ -64,6 +67,9 @@ static const char usage[] =
     "      --cluster=SPEC      a TF_CONFIG-style cluster spec (JSON or a file) whose\n"
     "                          task is a feeder: gives --listen, --feeder-index and\n"
     "                          --feeders (TF_CONFIG in the environment works too)\n"
+    "      --stats=FILE        on exit, write the counters as one JSON object: pieces,\n"
+    "                          records, bytes (on the wire), disk_bytes, CPU seconds\n"
+    "                          per stage (docs/feeder.md)\n"
     "  -q, --quiet             log warnings and errors only\n"
     "  -h, --help              this help\n"
     "      --KEY=VALUE         override a job key (e.g. --global_batch_size=128,\n"
@@ -76,7 +82,7 @@ static const char usage[] =
     "Exit status: 0 served, 1 data or runtime error, 2 usage.\n";
 
 struct args {
-    const char *job, *listen, *cluster;
+    const char *job, *listen, *cluster, *stats;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas;
     int quiet, json, plan;
@@ -107,7 +113,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         int has_arg;
     } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
                  {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"workers", 1}, {"replicas", 1},
-                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}};
+                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1}};
     a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
     a->values = sl_calloc((size_t)argc, sizeof *a->values);
     if (a->keys == NULL || a->values == NULL)
@@ -182,6 +188,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             a->listen = val;
         } else if (strcmp(n, "cluster") == 0) {
             a->cluster = val;
+        } else if (strcmp(n, "stats") == 0) {
+            a->stats = val;
         } else if (strcmp(n, "feeder-index") == 0) {
             rc = parse_u64(n, val, 0, 4095, &a->feeder_index);
         } else if (strcmp(n, "feeders") == 0) {
@@ -353,6 +361,47 @@ static int run_plan(const struct args *a, const struct feed_job *job, struct fee
     return status;
 }
 
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --stats: the counters as one JSON object (schema in docs/feeder.md). */
+static int write_stats(const char *path, const struct feed_counters *c, const struct feed_source *src, double scan_s,
+                       double scan_cpu_s)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        sl_log(SL_LOG_ERROR, "--stats: cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* bytes on disk for the records served: the files' sizes per record */
+    uint64_t nrec = 0;
+    for (size_t i = 0; i < feed_source_nfiles(src); i++)
+        nrec += feed_source_count(src, i);
+    double disk = nrec ? (double)feed_source_disk_bytes(src) / (double)nrec * (double)c->records : 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const struct feed_stage_times *t = &c->stages;
+    double send = c->serve_cpu_s + c->zmq_io_cpu_s;
+    fprintf(f,
+            "{\"pieces\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"disk_bytes\":%.0f,"
+            "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"blocked_s\":%.6f,"
+            "\"elapsed_s\":%.6f,\"pool_bytes\":%" PRIu64 ",\"scan_s\":%.6f,\"scan_cpu_s\":%.6f,"
+            "\"max_rss_kb\":%ld,\"cpu_s\":{\"read\":%.6f,\"decompress\":%.6f,\"decode\":%.6f,"
+            "\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}}\n",
+            c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->blocked_s, c->elapsed_s,
+            c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress, t->decode, t->assemble, send,
+            c->serve_cpu_s, c->zmq_io_cpu_s, t->read + t->decompress + t->decode + t->assemble + send);
+    if (fclose(f) != 0) {
+        sl_log(SL_LOG_ERROR, "--stats: writing %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
@@ -373,8 +422,12 @@ int main(int argc, char **argv)
     sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct sl_error src_err = {0};
+    double scan_s = 0, scan_cpu_s = 0;
     if (status == 0) {
+        double t0 = sl_clock_s(), c0 = process_cpu_s();
         status = open_source(job, a.plan, &src, &src_err);
+        scan_s = sl_clock_s() - t0;
+        scan_cpu_s = process_cpu_s() - c0;
         /* a damaged file under on_error=fail: tell the trainers why */
         if (status != 0 && !a.plan && src_err.code == SL_ECORRUPT)
             (void)feed_server_refuse_all(a.listen, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
@@ -398,6 +451,8 @@ int main(int argc, char **argv)
         char line[512];
         feed_counters_format(&c, line, sizeof line);
         sl_log(SL_LOG_INFO, "counters: %s", line);
+        if (a.stats != NULL && write_stats(a.stats, &c, src, scan_s, scan_cpu_s) != 0)
+            status = EXIT_DATA;
         if (rc != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);
             status = EXIT_DATA;

@@ -19,12 +19,14 @@
  */
 #include "feed_server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "feed_assemble.h"
@@ -594,6 +596,55 @@ void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
 
 /* ---- setup and teardown ---- */
 
+/* CPU seconds used so far by this process's ZeroMQ I/O threads (named
+ * "ZMQbg/IO/N"), from /proc: schedstat's nanoseconds where the kernel has
+ * them, else stat's clock ticks. 0 where /proc is not there. */
+static double zmq_io_cpu_s(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return 0;
+    double total = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        int ok = fgets(comm, sizeof comm, f) != NULL;
+        fclose(f);
+        if (!ok || strncmp(comm, "ZMQbg/IO/", 9) != 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
+        unsigned long long ns = 0;
+        if ((f = fopen(path, "r")) != NULL) {
+            ok = fscanf(f, "%llu", &ns) == 1;
+            fclose(f);
+            if (ok) {
+                total += (double)ns / 1e9;
+                continue;
+            }
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        char line[1024];
+        ok = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        const char *p = ok ? strrchr(line, ')') : NULL; /* comm may hold spaces */
+        unsigned long long ut = 0, st = 0;
+        if (p != NULL && hz > 0 &&
+            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+            total += (double)(ut + st) / (double)hz;
+    }
+    closedir(d);
+    return total;
+}
+
 static int start(struct server *s, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
@@ -681,8 +732,18 @@ static void stop(struct server *s)
     for (unsigned i = 0; i < s->nexs; i++) {
         if (s->exs[i].push != NULL)
             zmq_close(s->exs[i].push);
+        if (s->exs[i].as != NULL) {
+            struct feed_stage_times t;
+            feed_assembler_times(s->exs[i].as, &t);
+            s->c->stages.read += t.read;
+            s->c->stages.decompress += t.decompress;
+            s->c->stages.decode += t.decode;
+            s->c->stages.assemble += t.assemble;
+        }
         feed_assembler_destroy(s->exs[i].as);
     }
+    if (s->ctx != NULL)
+        s->c->zmq_io_cpu_s = zmq_io_cpu_s(); /* before the I/O threads end */
     if (s->done_pull != NULL)
         zmq_close(s->done_pull);
     if (s->router != NULL)
@@ -723,6 +784,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     s->o = &o;
     s->c = c;
     double t0 = sl_clock_s();
+    uint64_t cpu0 = sl_clock_thread_cpu_ns();
     int rc = start(s, err);
     if (rc == 0)
         sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
@@ -793,6 +855,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         }
     }
     c->elapsed_s = sl_clock_s() - t0;
+    c->serve_cpu_s = (double)(sl_clock_thread_cpu_ns() - cpu0) / 1e9;
     stop(s);
     sl_free(s);
     return rc;

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "feed_assemble.h"
 #include "feed_job.h"
 #include "feed_source.h"
 #include "sl_error.h"
@@ -62,6 +63,11 @@ struct feed_counters {
     double blocked_s;       /* time with work left but no credit from any trainer */
     double elapsed_s;
     uint64_t pool_bytes;    /* the bound on piece memory */
+    /* CPU seconds per stage: the executors' (feed_assemble.h), the serving
+     * thread's (scheduling, framing, handing frames to ZeroMQ) and
+     * ZeroMQ's I/O threads' (writing to the sockets) */
+    struct feed_stage_times stages;
+    double serve_cpu_s, zmq_io_cpu_s;
 };
 
 /* Serve until every worker of the job has received its END (0), a stop

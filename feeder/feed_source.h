@@ -63,6 +63,8 @@ size_t feed_source_nfiles(const struct feed_source *s);
 uint64_t feed_source_count(const struct feed_source *s, size_t i);
 const uint64_t *feed_source_counts(const struct feed_source *s);
 uint64_t feed_source_total_bytes(const struct feed_source *s);
+/* The files' sizes on disk (compressed where they are). */
+uint64_t feed_source_disk_bytes(const struct feed_source *s);
 
 const char *feed_source_path(const struct feed_source *s, size_t i);
 /* Decompressed offset of record `rec` of file `file` (for error messages). */
@@ -92,5 +94,16 @@ int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, co
  * this reader or its close. */
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err) SL_MUST_CHECK;
+
+/* Time this reader has spent inflating compressed files (thread CPU and
+ * wall nanoseconds, since it was opened). */
+void feed_reader_inflate_ns(const struct feed_reader *r, uint64_t *cpu_ns, uint64_t *wall_ns);
+
+/* Hint that record `rec` of `file` will be read soon: for memory-mapped
+ * files, asks the CPU to start loading its first bytes (up to 2 KiB) into
+ * the cache, so a shuffled piece's scattered records arrive while earlier
+ * ones are checked and decoded. Does nothing for other files or a bad
+ * index; never faults, never blocks. */
+void feed_reader_prefetch(const struct feed_reader *r, uint32_t file, uint64_t rec);
 
 #endif

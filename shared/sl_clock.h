@@ -12,6 +12,15 @@ static inline uint64_t sl_clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of the calling thread (a system call on most kernels: for per
+ * piece or per run measurements, not per record). */
+static inline uint64_t sl_clock_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static inline double sl_clock_s(void)
 {
     return (double)sl_clock_ns() / 1e9;

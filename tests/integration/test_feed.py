@@ -219,6 +219,38 @@ def main():
     run_case("FILE W=4 R=1 uneven files: empty pieces", uneven, uneven_ids, 4, 1, 1, global_batch_size=4)
     run_case("gzip shards DATA W=1 R=3 G=8 F=2, 3 epochs", gz, gz_ids, 1, 3, 2, shard_policy="data", epochs=3)
 
+    # --stats: the feeder's counters as JSON, matching what the trainer got
+    tag = "stats"
+    stats_path = os.path.join(TMP, "stats.json")
+    job_path, job = write_job("job-stats", gz, epochs=2)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--stats", stats_path))
+    time.sleep(0.2)
+    trainer, trace = start_trainer(conns, job, 0, 1, 2, tag)
+    if wait_all([trainer], 60, "stats: trainer") != [0] or wait_all(feeders, 15, "stats: feeder") != [0]:
+        fail("stats: a process failed:\n%s\n%s" % (read_log(tag, "trainer0"), read_log(tag, "feeder0")))
+    with open(stats_path) as f:
+        st = json.load(f)
+    with open(trace) as f:
+        pieces = [json.loads(x) for x in f if '"summary"' not in x]
+    nrec = sum(len(x) for x in gz_ids)
+    disk = sum(os.path.getsize(x) for x in gz)
+    want = {"pieces": len(pieces), "records": 2 * nrec, "errors": 0, "trainers": 1, "refused": 0,
+            "disk_bytes": 2 * disk}
+    for k, v in want.items():
+        if st[k] != v:
+            fail("stats: %s is %r, expected %r (%s)" % (k, st[k], v, st))
+    if st["records"] != sum(p["size"] for p in pieces):
+        fail("stats: records %d but the trace holds %d rows" % (st["records"], sum(p["size"] for p in pieces)))
+    stages = ("read", "decompress", "decode", "assemble", "send")
+    cpu = st["cpu_s"]
+    if any(not isinstance(cpu[k], float) or cpu[k] < 0 for k in stages + ("serve", "zmq_io", "total")):
+        fail("stats: bad cpu_s %s" % cpu)
+    if cpu["decompress"] <= 0:
+        fail("stats: gzip shards were inflated but decompress is %r" % cpu["decompress"])
+    if abs(cpu["total"] - sum(cpu[k] for k in stages)) > 1e-5 or abs(cpu["send"] - cpu["serve"] - cpu["zmq_io"]) > 1e-5:
+        fail("stats: cpu_s totals do not add up: %s" % cpu)
+    ok("--stats counters match the trainer's trace")
+
     # text lines (TextLineDataset rules: '\r' deleted, empty lines kept), one gzip file
     tdir = os.path.join(TMP, "text")
     os.makedirs(tdir)
