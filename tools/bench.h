@@ -1,13 +1,129 @@
-/* bench.h: the subcommands of sluice-bench and the statistics they share. */
+/* bench.h: the subcommands of sluice-bench and what they share: statistics,
+ * option parsing, endpoints, raw ZeroMQ and file baselines, and the
+ * supervision of the processes a benchmark starts.
+ *
+ * Thread-safe: no; sluice-bench is one thread (children are processes).
+ */
 #ifndef BENCH_H
 #define BENCH_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 
 int bench_formats_main(int argc, char **argv);
 int bench_feed_main(int argc, char **argv);
+int bench_run_main(int argc, char **argv);
+int bench_wire_main(int argc, char **argv);
+int bench_allreduce_main(int argc, char **argv);
+
+/* ---- statistics (bench_util.c) ---- */
 
 /* Median of n values (sorts v in place). */
 double bench_median(double *v, size_t n);
+
+/* Median, smallest and largest of n values (v is sorted in place). */
+struct bench_stat {
+    double median, min, max;
+};
+struct bench_stat bench_stat_of(double *v, size_t n);
+
+/* ---- option values (bench_util.c) ----
+ * Each parser prints "sluice-bench CMD: --OPT: expected ..., got 'X'" to
+ * stderr and returns -1 on a bad value, so the caller can exit 2. */
+int bench_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
+int bench_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
+/* A comma-separated list of at most max integers in [min, max_v]. */
+int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out,
+                         int max, int *n);
+/* "ipc" or "tcp". */
+int bench_parse_transport(const char *cmd, const char *s, const char **out);
+
+/* The sibling binaries of this sluice-bench: BUILD/feeder/sluice-feeder and
+ * BUILD/trainer/sluice-trainer, written into the caller's buffers. */
+void bench_find_bins(char *feeder, char *trainer, size_t n);
+
+/* An endpoint for slot k on transport "ipc" (a socket file in dir) or
+ * "tcp" (a loopback port free at the time of the call). bind and conn get
+ * the address to bind and the one to connect to. 0, or -1 (no free port). */
+int bench_endpoint(const char *transport, const char *dir, int k, char *bind, char *conn, size_t n);
+
+/* Remove a folder and everything in it (best effort). */
+void bench_rmtree(const char *dir);
+
+/* ---- raw ZeroMQ (bench_zmq.c) ----
+ * A sender process (forked) binds PUSH and calls send_fn `count` times;
+ * this process connects PULL and calls recv_fn as often. The time runs
+ * from the first message received to the last. Returns seconds for
+ * count - 1 messages, or < 0 on failure. */
+typedef int (*bench_send_fn)(void *sock, long i, void *arg);
+typedef int (*bench_recv_fn)(void *sock, long i, void *arg);
+double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
+                      bench_recv_fn recv, void *recv_arg);
+/* The least ZeroMQ can do: `count` messages of `size` bytes, zero-copy
+ * PUSH to PULL. Bytes per second, or < 0. */
+double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count);
+
+/* ---- least-work file and memory baselines (bench_limits.c) ----
+ * A pass reads one file whole and sets *bytes to the bytes it produced. */
+typedef int (*bench_pass_fn)(const char *path, uint64_t *bytes);
+int bench_pass_read(const char *path, uint64_t *bytes);        /* read(2), 1 MiB at a time */
+int bench_pass_zlib_inflate(const char *path, uint64_t *bytes); /* gzip or zlib stream, zlib */
+#ifdef SLUICE_HAVE_ISAL
+int bench_pass_isal_inflate(const char *path, uint64_t *bytes); /* gzip stream, ISA-L igzip */
+#endif
+/* The fastest inflate built in for files of this name ("isal" or "zlib"
+ * in *name), or NULL for names that are not compressed (.gz, .zlib, .tgz). */
+bench_pass_fn bench_inflate_for(const char *path, const char **name);
+/* Passes over every path for at least min_time seconds: bytes per second
+ * produced, or < 0 on an error. */
+double bench_rate_files(bench_pass_fn fn, char *const *paths, size_t n, double min_time);
+/* memcpy of `size`-byte blocks for at least min_time: bytes per second. */
+double bench_rate_memcpy(size_t size, double min_time);
+
+/* ---- process supervision (bench_proc.c) ----
+ * Every child of a group is in one process group (its first child's pid),
+ * apart from sluice-bench's, so a terminal's Ctrl-C reaches only
+ * sluice-bench, which then ends the group: SIGTERM, a grace period, then
+ * SIGKILL to the whole process group, and every child reaped. */
+#define BENCH_MAX_CHILDREN 80
+
+struct bench_child {
+    pid_t pid;
+    const char *role; /* borrowed: "feeder", "trainer", ... */
+    int index;
+    int done;   /* reaped */
+    int status; /* wait status, valid when done */
+    struct rusage ru;
+};
+
+struct bench_group {
+    pid_t pgid; /* 0 until the first child */
+    int n;
+    struct bench_child c[BENCH_MAX_CHILDREN];
+};
+
+/* Set by SIGINT / SIGTERM once bench_signals_install has run. */
+extern volatile sig_atomic_t bench_stop;
+void bench_signals_install(void);
+
+/* Start argv[0] with stdout and stderr to files (NULL: inherited). Returns
+ * the child's slot, or -1 (fork failed, or the group is full). A child that
+ * cannot exec exits 127. */
+int bench_spawn(struct bench_group *g, char *const argv[], const char *out_path, const char *err_path,
+                const char *role, int index);
+/* Reap whichever children have ended, without waiting. Returns how many. */
+int bench_group_poll(struct bench_group *g);
+/* Wait up to grace_s for every child to end by itself; 0 if all did. */
+int bench_group_wait(struct bench_group *g, double grace_s);
+/* SIGTERM every child still running, wait up to grace_s, SIGKILL the
+ * process group, and reap everything. Safe to call more than once. */
+void bench_group_end(struct bench_group *g, double grace_s);
+/* "exited 3", "killed by signal 9" into buf. */
+const char *bench_status_text(int status, char *buf, size_t n);
+/* The last `max` bytes of a log file into buf (for error messages). */
+const char *bench_file_tail(const char *path, char *buf, size_t max);
 
 #endif

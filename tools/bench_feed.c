@@ -21,10 +21,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "bench.h"
-#include "sl_clock.h"
 #include "sl_log.h"
 
 static const char usage[] =
@@ -49,6 +47,7 @@ struct opts {
     int workers, replicas, threads, repeat, json;
     const char *transport;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
+    char dir[64]; /* sockets */
     char *overrides[32];
     int noverrides;
 };
@@ -59,36 +58,6 @@ struct run {
     uint64_t pieces;
     double rss_anon_mb, rss_max_mb, bound_mb;
 };
-
-static void find_bins(struct opts *o)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
-        n = 0;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(o->feeder_bin, sizeof o->feeder_bin, "%.3000s/../feeder/sluice-feeder", self);
-    snprintf(o->trainer_bin, sizeof o->trainer_bin, "%.3000s/../trainer/sluice-trainer", self);
-}
-
-static void endpoint(const struct opts *o, int j, char *bind, char *conn, size_t n)
-{
-    static int base;
-    if (base == 0)
-        base = 20000 + (int)(getpid() % 20000);
-    if (strcmp(o->transport, "tcp") == 0) {
-        int port = base + j;
-        snprintf(bind, n, "tcp://127.0.0.1:%d", port);
-        snprintf(conn, n, "tcp://127.0.0.1:%d", port);
-    } else {
-        snprintf(bind, n, "ipc:///tmp/sluice-bench-%d-%d.sock", (int)getpid(), j);
-        snprintf(conn, n, "%s", bind);
-    }
-    base += 0;
-}
 
 /* Largest RssAnon (kB) seen in /proc/PID/status. */
 static long rss_anon_kb(pid_t pid)
@@ -119,7 +88,8 @@ static int one_run(const struct opts *o, int F, struct run *r)
     memset(r, 0, sizeof *r);
     char binds[8][128], conns[8][128], list[1200] = "";
     for (int j = 0; j < F; j++) {
-        endpoint(o, j, binds[j], conns[j], sizeof binds[j]);
+        if (bench_endpoint(o->transport, o->dir, j, binds[j], conns[j], sizeof binds[j]) != 0)
+            return -1;
         if (j)
             strcat(list, ",");
         strcat(list, conns[j]);
@@ -237,58 +207,6 @@ static int one_run(const struct opts *o, int F, struct run *r)
     return 0;
 }
 
-static void noop_free(void *data, void *hint)
-{
-    (void)data;
-    (void)hint;
-}
-
-/* Raw ZeroMQ: a PUSH process sends `count` messages of `size` bytes
- * zero-copy; this process PULLs them. Returns bytes/s. */
-static double raw_zmq(const struct opts *o, size_t size, long count)
-{
-    char bind[128], conn[128];
-    endpoint(o, 7, bind, conn, sizeof bind);
-    pid_t child = fork();
-    if (child == 0) {
-        void *ctx = zmq_ctx_new();
-        void *push = zmq_socket(ctx, ZMQ_PUSH);
-        zmq_bind(push, bind);
-        static char *buf;
-        buf = calloc(1, size ? size : 1);
-        for (long i = 0; i < count; i++) {
-            zmq_msg_t m;
-            zmq_msg_init_data(&m, buf, size, noop_free, NULL);
-            if (zmq_msg_send(&m, push, 0) < 0)
-                _exit(1);
-        }
-        int linger = -1;
-        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(push);
-        zmq_ctx_term(ctx);
-        _exit(0);
-    }
-    void *ctx = zmq_ctx_new();
-    void *pull = zmq_socket(ctx, ZMQ_PULL);
-    zmq_connect(pull, conn);
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    double t0 = 0;
-    for (long i = 0; i < count; i++) {
-        if (zmq_msg_recv(&m, pull, 0) < 0)
-            break;
-        if (i == 0)
-            t0 = sl_clock_s();
-    }
-    double el = sl_clock_s() - t0;
-    zmq_msg_close(&m);
-    zmq_close(pull);
-    zmq_ctx_term(ctx);
-    int st;
-    waitpid(child, &st, 0);
-    return el > 0 ? (double)size * (double)(count - 1) / el : 0;
-}
-
 static char *read_job_name(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -312,7 +230,7 @@ int bench_feed_main(int argc, char **argv)
 {
     struct opts o = {.workers = 1, .replicas = 1, .threads = 2, .repeat = 3, .transport = "ipc", .nfeeders = 1};
     o.feeders[0] = 1;
-    find_bins(&o);
+    bench_find_bins(o.feeder_bin, o.trainer_bin, sizeof o.feeder_bin);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -360,6 +278,11 @@ int bench_feed_main(int argc, char **argv)
         return 2;
     }
     setenv("SLUICE_BENCH_JOB_NAME", name, 1);
+    snprintf(o.dir, sizeof o.dir, "/tmp/sluice-bench-XXXXXX");
+    if (mkdtemp(o.dir) == NULL) {
+        fprintf(stderr, "sluice-bench feed: mkdtemp(%s): %s\n", o.dir, strerror(errno));
+        return 1;
+    }
     if (!o.json)
         printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, median of %d\n\n", o.job, o.workers,
                o.replicas, o.transport, o.repeat);
@@ -371,8 +294,10 @@ int bench_feed_main(int argc, char **argv)
         double bps[64], pps[64], rps[64], raw[64], anon = 0, bound = 0, piece = 0, maxrss = 0;
         for (int rep = 0; rep < o.repeat; rep++) {
             struct run r;
-            if (one_run(&o, F, &r) != 0)
+            if (one_run(&o, F, &r) != 0) {
+                bench_rmtree(o.dir);
                 return 1;
+            }
             bps[rep] = r.bytes_per_s;
             pps[rep] = r.pieces_per_s;
             rps[rep] = r.records_per_s;
@@ -387,7 +312,7 @@ int bench_feed_main(int argc, char **argv)
             long count = (long)r.pieces;
             if (piece > 0 && (double)count * piece < 2e9)
                 count = (long)(2e9 / piece);
-            raw[rep] = raw_zmq(&o, (size_t)piece, count);
+            raw[rep] = bench_raw_zmq(o.transport, o.dir, (size_t)piece, count);
         }
         double b = bench_median(bps, (size_t)o.repeat), p = bench_median(pps, (size_t)o.repeat);
         double rr = bench_median(rps, (size_t)o.repeat), zr = bench_median(raw, (size_t)o.repeat);
@@ -402,5 +327,6 @@ int bench_feed_main(int argc, char **argv)
             printf("  %-8d %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %.1f / %.1f (+ fixed; max RSS %.1f)\n", F, p,
                    rr, b / 1e9, zr / 1e9, piece, zr > 0 ? b / zr : 0, anon, bound, maxrss);
     }
+    bench_rmtree(o.dir);
     return 0;
 }

@@ -26,10 +26,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#ifdef SLUICE_HAVE_ISAL
-#include <isa-l/igzip_lib.h>
-#endif
-
 #include "bench.h"
 #include "fmt_crc32c.h"
 #include "fmt_example.h"
@@ -85,17 +81,6 @@ struct result {
     double extra;      /* records/s for decode figures */
 };
 
-double bench_median(double *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* ---- the measured bodies: each does one full pass and returns bytes ---- */
 
 typedef int (*pass_fn)(struct bench *b, const void *arg, uint64_t *bytes);
@@ -121,6 +106,11 @@ static int pass_read_crc(struct bench *b, const void *arg, uint64_t *bytes)
     (void)b;
     return n < 0 ? -1 : 0;
 }
+
+struct inflate_arg {
+    bench_pass_fn fn;
+    const char *path;
+};
 
 struct scan_arg {
     const char *path;
@@ -150,77 +140,13 @@ static int pass_scan(struct bench *b, const void *arg, uint64_t *bytes)
     return rc == SL_END ? 0 : -1;
 }
 
-static int pass_zlib_inflate(struct bench *b, const void *arg, uint64_t *bytes)
+/* the inflate baselines live in bench_limits.c (sluice-bench run uses them too) */
+static int pass_inflate(struct bench *b, const void *arg, uint64_t *bytes)
 {
-    const char *path = arg;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    static uint8_t *in, *out;
-    if (in == NULL) {
-        in = sl_malloc(CHUNK);
-        out = sl_malloc(CHUNK);
-    }
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    inflateInit2(&z, 31);
-    uint64_t total = 0;
-    ssize_t n;
-    int zr = Z_OK;
-    while (zr != Z_STREAM_END && (n = read(fd, in, CHUNK)) > 0) {
-        z.next_in = in;
-        z.avail_in = (uInt)n;
-        do {
-            z.next_out = out;
-            z.avail_out = (uInt)CHUNK;
-            zr = inflate(&z, Z_NO_FLUSH);
-            total += CHUNK - z.avail_out;
-        } while (z.avail_in > 0 && zr == Z_OK);
-    }
-    inflateEnd(&z);
-    close(fd);
-    *bytes = total;
+    const struct inflate_arg *a = arg;
     (void)b;
-    return zr == Z_STREAM_END ? 0 : -1;
+    return a->fn(a->path, bytes);
 }
-
-#ifdef SLUICE_HAVE_ISAL
-static int pass_isal_inflate(struct bench *b, const void *arg, uint64_t *bytes)
-{
-    const char *path = arg;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    static uint8_t *in, *out;
-    static struct inflate_state *st;
-    if (in == NULL) {
-        in = sl_malloc(CHUNK);
-        out = sl_malloc(CHUNK);
-        st = sl_malloc(sizeof *st);
-    }
-    isal_inflate_init(st);
-    st->crc_flag = ISAL_GZIP;
-    uint64_t total = 0;
-    ssize_t n;
-    while (st->block_state != ISAL_BLOCK_FINISH && (n = read(fd, in, CHUNK)) > 0) {
-        st->next_in = in;
-        st->avail_in = (uint32_t)n;
-        do {
-            st->next_out = out;
-            st->avail_out = (uint32_t)CHUNK;
-            if (isal_inflate(st) < 0) {
-                close(fd);
-                return -1;
-            }
-            total += CHUNK - st->avail_out;
-        } while ((st->avail_in > 0 || st->avail_out == 0) && st->block_state != ISAL_BLOCK_FINISH);
-    }
-    close(fd);
-    *bytes = total;
-    (void)b;
-    return st->block_state == ISAL_BLOCK_FINISH ? 0 : -1;
-}
-#endif
 
 static int pass_decode_mem(struct bench *b, const void *arg, uint64_t *bytes)
 {
@@ -589,13 +515,15 @@ int bench_formats_main(int argc, char **argv)
         goto out_batch;
 #ifdef SLUICE_HAVE_ISAL
     res[nres] = (struct result){"gzip tfrecord scan", "GB/s", "igzip inflate", 0, 0, 0};
-    if (compare(&b, &res[nres++], pass_scan, &gz, pass_isal_inflate, b.gz) != 0)
+    struct inflate_arg isal = {bench_pass_isal_inflate, b.gz};
+    if (compare(&b, &res[nres++], pass_scan, &gz, pass_inflate, &isal) != 0)
         goto out_batch;
 #else
     (void)gz;
 #endif
     res[nres] = (struct result){"gzip tfrecord scan (zlib inflate)", "GB/s", "zlib inflate", 0, 0, 0};
-    if (compare(&b, &res[nres++], pass_scan, &gz_zlib, pass_zlib_inflate, b.gz) != 0)
+    struct inflate_arg zlib_arg = {bench_pass_zlib_inflate, b.gz};
+    if (compare(&b, &res[nres++], pass_scan, &gz_zlib, pass_inflate, &zlib_arg) != 0)
         goto out_batch;
     res[nres] = (struct result){"example decode (in memory)", "GB/s", "", 0, 0, 0};
     if (compare(&b, &res[nres], pass_decode_mem, batch, NULL, NULL) != 0)

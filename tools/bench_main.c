@@ -5,7 +5,9 @@
  *
  *   sluice-bench formats   record formats
  *   sluice-bench feed      feeder -> trainer throughput and memory
- * (run / allreduce arrive with the trainer and benchmark issues)
+ *   sluice-bench run       the whole input pipeline on a user's job
+ *   sluice-bench wire      the wire protocol against raw ZeroMQ
+ *   sluice-bench allreduce the CPU ring all-reduce against raw ZeroMQ
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,10 +21,15 @@ static const char usage[] =
     "Measure sluice's input paths against baselines on this machine.\n"
     "\n"
     "Commands:\n"
+    "  run       a job's input pipeline end to end (feeders and trainers on loopback)\n"
+    "            against read(), inflate, memcpy and raw ZeroMQ: throughput, stall,\n"
+    "            feeder CPU per stage, memory; --json, --plot\n"
     "  formats   TFRecord scan + CRC vs read()+CRC32C; GZIP scan vs the fastest\n"
     "            inflate; tf.train.Example decode into batched columns\n"
     "  feed      feeder -> trainer throughput vs raw ZeroMQ PUSH/PULL of the same\n"
     "            message size, feeder memory vs its bound\n"
+    "  wire      wire protocol encode/decode of headers + frames vs raw ZeroMQ\n"
+    "  allreduce CPU ring all-reduce across P processes vs raw ZeroMQ\n"
     "\n"
     "Run 'sluice-bench COMMAND --help' for the options of a command.\n";
 
@@ -45,6 +52,12 @@ int main(int argc, char **argv)
         return bench_formats_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "feed") == 0)
         return bench_feed_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "run") == 0)
+        return bench_run_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "wire") == 0)
+        return bench_wire_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "allreduce") == 0)
+        return bench_allreduce_main(argc - 1, argv + 1);
     fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

@@ -4,6 +4,7 @@
  * record tool's rate is steady and an average does not flicker. */
 #include "progress.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@ void progress_init(struct progress *p, const char *label, uint64_t total_records
 {
     p->enabled = isatty(STDERR_FILENO);
     p->label = label;
+    p->unit = NULL;
     p->total_records = total_records;
     p->total_bytes = total_bytes;
     p->records = 0;
@@ -51,6 +53,13 @@ void progress__tick(struct progress *p)
     double secs = (double)(now - p->start_ns) / 1e9;
     if (secs <= 0)
         secs = 1e-9;
+    if (p->unit != NULL) {
+        fprintf(stderr, "\r%s: %" PRIu64 "/%" PRIu64 " %s done, %.0f s\033[K", p->label, p->records,
+                p->total_records, p->unit, secs);
+        fflush(stderr);
+        p->drawn = 1;
+        return;
+    }
     char pct[16] = "";
     if (p->total_records)
         snprintf(pct, sizeof pct, "%5.1f%% ", 100.0 * (double)p->records / (double)p->total_records);
@@ -63,6 +72,11 @@ void progress__tick(struct progress *p)
             (double)p->bytes / 1e6, rate, (double)p->bytes / 1e6 / secs);
     fflush(stderr);
     p->drawn = 1;
+}
+
+void progress_draw(struct progress *p)
+{
+    progress__tick(p);
 }
 
 void progress_clear(struct progress *p)

@@ -15,6 +15,8 @@
 struct progress {
     int enabled;
     const char *label;      /* borrowed */
+    const char *unit;       /* borrowed; NULL: records and bytes. Else the bar
+                               counts `records` in this unit ("3/9 runs") */
     uint64_t total_records; /* 0: unknown */
     uint64_t total_bytes;   /* 0: unknown */
     uint64_t records;
@@ -40,6 +42,10 @@ static inline void progress_update(struct progress *p, uint64_t records, uint64_
     if (p->enabled && ((++p->calls & 63) == 0 || bytes - p->check_bytes >= ((uint64_t)4 << 20)))
         progress__tick(p);
 }
+
+/* Redraw now if the last draw is old enough (for callers that update
+ * rarely, such as once per run). */
+void progress_draw(struct progress *p);
 
 /* Erase the bar (if drawn) so that following stderr lines start clean;
  * call before printing messages and at the end. */

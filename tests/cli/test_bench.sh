@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# CLI tests of sluice-bench: options, process supervision and the JSON
+# schema of `run`, on a tiny generated job. No timing is asserted.
+#
+# Usage: test_bench.sh BUILD_DIR   (holding tools/, feeder/, trainer/)
+set -uo pipefail
+
+BUILD="$(cd "${1:?usage: test_bench.sh BUILD_DIR}" && pwd)"
+BENCH="$BUILD/tools/sluice-bench"
+RECORD="$BUILD/tools/sluice-record"
+[ -x "$BENCH" ] || { echo "no executable $BENCH" >&2; exit 1; }
+T="$(mktemp -d)"
+BGPID=""
+cleanup() {
+    [ -n "$BGPID" ] && kill -KILL "$BGPID" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+cd "$T"
+PASSED=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- stdout:" >&2; head -c 3000 "$T/out" >&2 2>/dev/null
+    echo "--- stderr:" >&2; tail -c 3000 "$T/err" >&2 2>/dev/null
+    echo "$PASSED passed, 1 failed" >&2
+    exit 1
+}
+pass() { PASSED=$((PASSED + 1)); echo "ok $PASSED - $1"; }
+
+# expect NAME RC REGEX CMD...: exit status RC and stderr+stdout matching REGEX
+expect() {
+    local name="$1" want="$2" re="$3"
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
+    if [ -n "$re" ] && ! cat "$T/out" "$T/err" | grep -Eq -- "$re"; then
+        fail "$name: no output matching /$re/"
+    fi
+    pass "$name"
+}
+
+# every pid in "started ... (pid N)" lines of a log must be gone
+no_leftovers() {
+    local log="$1" pid n=0
+    for pid in $(sed -n 's/.*started \(feeder\|trainer\) .*(pid \([0-9]*\)).*/\2/p' "$log"); do
+        n=$((n + 1))
+        if [ -e "/proc/$pid" ] && grep -qa sluice- "/proc/$pid/cmdline" 2>/dev/null; then
+            fail "$2: process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline")) is still running"
+        fi
+    done
+    [ "$n" -gt 0 ] || fail "$2: no 'started ... (pid N)' lines in the log"
+}
+
+# ---- tiny job ----
+"$RECORD" gen --output-dir "$T/d" --records 3000 --shards 2 --seed 1 --image-bytes 32 --floats 8 \
+    --prefix s >/dev/null 2>&1 || fail "sluice-record gen"
+cat >"$T/job.json" <<EOF
+{"name": "tiny", "files": ["$T/d/s-*.tfrecord"], "format": "tfrecord",
+ "features": {"dense": {"dtype": "float32", "shape": [8]}, "label": {"dtype": "int64", "shape": []}},
+ "global_batch_size": 64, "epochs": 1, "prefetch": 4}
+EOF
+
+# ---- help and usage errors ----
+expect "help" 0 "Commands:" "$BENCH" --help
+for cmd in formats feed run wire allreduce; do
+    expect "$cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
+done
+expect "no command" 2 "Usage:" "$BENCH"
+expect "unknown command" 2 "unknown command 'nope'" "$BENCH" nope
+expect "run without --job" 2 "--job is required" "$BENCH" run
+expect "run --feeders 0" 2 "--feeders: expected an integer in \[1, 16\], got '0'" \
+    "$BENCH" run --job job.json --feeders 1,0
+expect "run --feeders x" 2 "--feeders: expected" "$BENCH" run --job job.json --feeders x
+expect "run --transport udp" 2 "--transport: expected ipc or tcp, got 'udp'" \
+    "$BENCH" run --job job.json --transport udp
+expect "run --repeat -1" 2 "--repeat: expected an integer" "$BENCH" run --job job.json --repeat -1
+expect "run --duration 0" 2 "--duration: expected a number" "$BENCH" run --job job.json --duration 0
+expect "run --model" 2 "--model: expected none or mlp, got 'cnn'" "$BENCH" run --job job.json --model cnn
+expect "run --epochs with --duration" 2 "exclude each other" \
+    "$BENCH" run --job job.json --epochs 1 --duration 1
+expect "run --plot without --out" 2 "--plot needs --out" "$BENCH" run --job job.json --plot
+expect "run unknown option" 2 "unknown option '--bogus'" "$BENCH" run --job job.json --bogus
+expect "run --workers missing value" 2 "--workers needs a value" "$BENCH" run --job job.json --workers
+expect "run job without files" 2 "no file matches" "$BENCH" run --job job.json --files=/nonexistent/x*
+expect "wire --tensors 99" 2 "--tensors: expected an integer in \[1, 64\], got '99'" "$BENCH" wire --tensors 99
+expect "allreduce --procs 1" 2 "--procs: expected an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
+expect "allreduce --transport" 2 "--transport: expected ipc or tcp" "$BENCH" allreduce --transport x
+
+# ---- the JSON schema of run ----
+expect "run --json" 0 "" "$BENCH" run --job job.json --feeders 1,2 --repeat 2 --warmup 0 --epochs 2 --json
+python3 - "$T/out" <<'PY' || fail "run --json: schema (see above)"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+num = (int, float)
+def stat(v, where):
+    assert isinstance(v, dict) and set(v) == {"median", "min", "max"}, where
+    assert all(isinstance(v[k], num) for k in v), where
+    assert v["min"] <= v["median"] <= v["max"], where
+top = {"bench": str, "version": str, "job": str, "job_name": str, "transport": str, "workers": int,
+       "replicas": int, "threads": int, "model": str, "repeat": int, "warmup": int, "cpus": int,
+       "stage_breakdown": bool, "data": dict, "limits": dict, "configs": list}
+for k, t in top.items():
+    assert isinstance(doc.get(k), t), "top-level %s: %r" % (k, doc.get(k))
+assert doc["bench"] == "run" and doc["epochs"] == 2 and doc["duration_s"] is None
+d = doc["data"]
+assert d["files"] == 2 and d["records"] == 3000 and d["compressed"] is False and d["inflated_bytes"] is None
+assert isinstance(d["disk_bytes"], int) and d["disk_bytes"] > 0
+assert isinstance(doc["limits"]["read_mb_per_s"], num) and doc["limits"]["inflate_mb_per_s"] is None
+assert doc["limits"]["inflate_impl"] is None
+assert [c["feeders"] for c in doc["configs"]] == [1, 2]
+for c in doc["configs"]:
+    assert c["runs"] == 2
+    for k in ("samples_per_s", "disk_mb_per_s", "wire_mb_per_s", "pieces_per_s", "input_stall_pct",
+              "cpu_utilization"):
+        stat(c[k], k)
+    assert c["inflated_mb_per_s"] is None
+    assert c["samples_per_s"]["median"] > 0 and isinstance(c["piece_bytes"], num)
+    if doc["stage_breakdown"]:
+        assert set(c["feeder_cpu_s"]) == {"read", "decompress", "decode", "assemble", "send", "total"}
+        for v in c["feeder_cpu_s"].values():
+            stat(v, "feeder_cpu_s")
+        assert c["bottleneck_stage"] in ("read", "decompress", "decode", "assemble", "send")
+    else:
+        assert c["feeder_cpu_s"] is None and c["bottleneck_stage"] is None
+    stat(c["process_cpu_s"]["feeders"], "cpu feeders")
+    stat(c["process_cpu_s"]["trainers"], "cpu trainers")
+    assert len(c["rss_mb"]["feeders"]) == c["feeders"] and len(c["rss_mb"]["trainers"]) == 1
+    assert all(isinstance(v, num) and v > 0 for v in c["rss_mb"]["feeders"] + c["rss_mb"]["trainers"])
+    stat(c["limits"]["raw_zmq_mb_per_s"], "raw zmq")
+    assert isinstance(c["limits"]["memcpy_mb_per_s"], num)
+    r = c["ratios"]
+    assert set(r) == {"disk_to_read", "inflated_to_inflate", "wire_to_raw_zmq", "wire_to_memcpy"}
+    assert r["inflated_to_inflate"] is None
+    assert all(isinstance(r[k], num) and r[k] > 0 for k in ("disk_to_read", "wire_to_raw_zmq", "wire_to_memcpy"))
+    assert isinstance(c["limited_by"], str) and c["limited_by"]
+print("schema ok: %d configs, stage breakdown %s" % (len(doc["configs"]), doc["stage_breakdown"]))
+PY
+pass "run --json schema"
+no_leftovers "$T/err" "run --json"
+
+# the human table, a gzip job (inflate limit), and charts when gnuplot is here
+gzip -k "$T/d/s-00000-of-00002.tfrecord" "$T/d/s-00001-of-00002.tfrecord"
+expect "run table (gzip, 2 workers)" 0 "inflated bytes vs inflate +[0-9.]+ MB/s" \
+    "$BENCH" run --job job.json "--files=$T/d/s-*.tfrecord.gz" --workers 2 --repeat 1 --warmup 0 --out "$T/o" --plot
+if command -v gnuplot >/dev/null; then
+    for png in throughput stall; do
+        [ -s "$T/o/$png.png" ] || fail "--plot: no $png.png"
+    done
+    pass "run --plot wrote the charts"
+else
+    grep -q "gnuplot is not installed" "$T/err" || fail "--plot without gnuplot: no message"
+    pass "run --plot without gnuplot says so"
+fi
+
+# ---- supervision: a feeder killed mid-run ends the run, nothing is left ----
+"$BENCH" run --job job.json --repeat 1 --warmup 0 --epochs 1000000 >"$T/out" 2>"$T/err" &
+BGPID=$!
+fpid=""
+for _ in $(seq 100); do
+    fpid=$(sed -n 's/.*started feeder 0 of 1 (pid \([0-9]*\)).*/\1/p' "$T/err" | head -1)
+    grep -q "started trainer 0" "$T/err" && [ -n "$fpid" ] && break
+    sleep 0.1
+done
+[ -n "$fpid" ] || fail "kill feeder: no feeder pid in the log"
+sleep 1
+kill -KILL "$fpid"
+wait "$BGPID"
+rc=$?
+BGPID=""
+[ "$rc" = 1 ] || fail "kill feeder: exit status $rc, expected 1"
+grep -q "feeder 0 (pid $fpid) killed by signal 9" "$T/err" || fail "kill feeder: no message naming the feeder"
+no_leftovers "$T/err" "kill feeder"
+pass "a feeder killed mid-run: exit 1, message, no process left"
+
+# ---- SIGTERM to sluice-bench stops and reaps every process ----
+"$BENCH" run --job job.json --feeders 2 --repeat 1 --warmup 0 --epochs 1000000 >"$T/out" 2>"$T/err" &
+BGPID=$!
+for _ in $(seq 100); do
+    grep -q "started trainer 0" "$T/err" && break
+    sleep 0.1
+done
+sleep 1
+kill -TERM "$BGPID"
+wait "$BGPID"
+rc=$?
+BGPID=""
+[ "$rc" = 1 ] || fail "SIGTERM: exit status $rc, expected 1"
+grep -q "interrupted by signal 15" "$T/err" || fail "SIGTERM: no message"
+no_leftovers "$T/err" "SIGTERM"
+pass "SIGTERM: exit 1, every process stopped"
+
+# ---- a damaged file: the feeder fails, the run says so ----
+cp "$T/d/s-00000-of-00002.tfrecord" "$T/bad.tfrecord"
+printf 'XXXXXXXX' | dd of="$T/bad.tfrecord" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect "damaged file" 1 "(feeder|trainer) 0 \(pid [0-9]+\) exited" \
+    "$BENCH" run --job job.json "--files=$T/bad.tfrecord" --repeat 1 --warmup 0 --epochs 1
+no_leftovers "$T/err" "damaged file"
+
+# ---- the micro-benchmarks, small ----
+expect "wire --json" 0 '"bench":"wire"' "$BENCH" wire --sizes 4096 --repeat 1 --json
+python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    assert d["bytes"] == 4096 and d["ratio"] > 0 and d["header_encode_decode_ns"] > 0
+    assert set(d["wire_mb_per_s"]) == {"median", "min", "max"}
+' "$T/out" || fail "wire --json keys"
+expect "allreduce --json" 0 '"bench":"allreduce"' \
+    "$BENCH" allreduce --procs 2,3 --floats 4096 --iters 3 --repeat 1 --json
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["procs"] for r in rows] == [2, 3]
+assert all(r["ratio"] > 0 and r["ms_per_call"]["median"] > 0 for r in rows)
+' "$T/out" || fail "allreduce --json keys"
+pass "micro-benchmark JSON keys"
+
+echo "$PASSED passed, 0 failed"

@@ -1,0 +1,192 @@
+/* sluice-bench allreduce: the trainer's CPU ring all-reduce
+ * (trainer/train_ring.h) across P processes, against raw ZeroMQ moving the
+ * same bytes.
+ *
+ * P ranks are forked, join a ring on loopback, make two untimed calls and
+ * then time --iters calls of n floats; each rank writes its seconds to a
+ * pipe and the slowest rank's time is the collective's. A ring rank sends
+ * and receives 2(P-1) chunks of n/P floats per call; the baseline is one
+ * PUSH/PULL pair moving as many chunk-sized messages (bench_zmq.c), so the
+ * ratio is "bus" bandwidth (n x 4 x 2(P-1)/P per call time) over the raw
+ * link's. With more ranks than cores the ring also competes for CPUs,
+ * which the one-pair baseline does not.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "train_ring.h"
+
+static const char usage[] =
+    "Usage: sluice-bench allreduce [OPTION]...\n"
+    "\n"
+    "CPU ring all-reduce of float32 buffers across P processes against raw ZeroMQ\n"
+    "moving the same bytes in the same chunk size, on the same transport.\n"
+    "\n"
+    "  --procs LIST        process counts P (default 2,4; 2-16 each)\n"
+    "  --floats N          floats per buffer (default 4194304: 16 MiB)\n"
+    "  --iters K           timed calls per run (default 10)\n"
+    "  --transport T       ipc (default) or tcp\n"
+    "  --repeat N          runs per figure: median, min, max (default 3)\n"
+    "  --json              one JSON object per P instead of the table\n"
+    "  -h, --help          this help\n";
+
+/* One rank: seconds for `iters` calls into fd (as a double), exit 0. */
+static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd)
+{
+    struct train_ring_opts ro = {.rank = rank, .size = P, .endpoints = eps};
+    struct train_ring *ring;
+    struct sl_error err = {0};
+    float *buf = sl_calloc(n ? n : 1, sizeof *buf);
+    if (buf == NULL || train_ring_open(&ring, &ro, &err) != 0) {
+        fprintf(stderr, "sluice-bench allreduce: rank %d: %s\n", rank, err.msg);
+        _exit(1);
+    }
+    double t0 = 0;
+    int rc = 0;
+    for (int it = -2; rc == 0 && it < iters; it++) {
+        if (it == 0)
+            t0 = sl_clock_s();
+        rc = train_ring_all_reduce(ring, buf, n, TRAIN_RING_SUM, &err);
+    }
+    double secs = sl_clock_s() - t0;
+    train_ring_close(ring);
+    sl_free(buf);
+    if (rc != 0) {
+        fprintf(stderr, "sluice-bench allreduce: rank %d: %s\n", rank, err.msg);
+        _exit(1);
+    }
+    _exit(write(fd, &secs, sizeof secs) == (ssize_t)sizeof secs ? 0 : 1);
+}
+
+/* Seconds per call (the slowest rank), or < 0. */
+static double ring_run(const char *transport, const char *dir, int P, size_t n, int iters)
+{
+    char bind_ep[16][512], conn[512];
+    const char *eps[16];
+    for (int r = 0; r < P; r++) {
+        if (bench_endpoint(transport, dir, r, bind_ep[r], conn, sizeof conn) != 0)
+            return -1;
+        eps[r] = bind_ep[r];
+    }
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    struct bench_group g;
+    memset(&g, 0, sizeof g);
+    pid_t pids[16];
+    int started = 0;
+    for (int r = 0; r < P; r++) {
+        fflush(NULL);
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(fds[0]);
+            rank_main(r, P, eps, n, iters, fds[1]);
+        }
+        started += pids[r] > 0;
+    }
+    close(fds[1]);
+    double worst = 0, s;
+    int got = 0;
+    while (got < P && read(fds[0], &s, sizeof s) == (ssize_t)sizeof s) {
+        got++;
+        if (s > worst)
+            worst = s;
+    }
+    close(fds[0]);
+    int ok = started == P && got == P;
+    for (int r = 0; r < P; r++) {
+        int st;
+        if (pids[r] > 0 && (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0))
+            ok = 0;
+    }
+    return ok ? worst / iters : -1;
+}
+
+int bench_allreduce_main(int argc, char **argv)
+{
+    int procs[16] = {2, 4}, nprocs = 2, json = 0;
+    long floats = 4194304, iters = 10, repeat = 3;
+    const char *transport = "ipc";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        } else if (v == NULL && strncmp(a, "--", 2) == 0) {
+            fprintf(stderr, "sluice-bench allreduce: %s needs a value\nTry 'sluice-bench allreduce --help'\n", a);
+            return 2;
+        } else if (strcmp(a, "--procs") == 0) {
+            rc = bench_parse_int_list("allreduce", a, v, 2, 16, procs, 16, &nprocs);
+        } else if (strcmp(a, "--floats") == 0) {
+            rc = bench_parse_int("allreduce", a, v, 16, 1L << 28, &floats);
+        } else if (strcmp(a, "--iters") == 0) {
+            rc = bench_parse_int("allreduce", a, v, 1, 100000, &iters);
+        } else if (strcmp(a, "--repeat") == 0) {
+            rc = bench_parse_int("allreduce", a, v, 1, 32, &repeat);
+        } else if (strcmp(a, "--transport") == 0) {
+            rc = bench_parse_transport("allreduce", v, &transport);
+        } else {
+            fprintf(stderr, "sluice-bench allreduce: unknown option '%s'\nTry 'sluice-bench allreduce --help'\n", a);
+            return 2;
+        }
+        if (rc != 0)
+            return 2;
+        i++;
+    }
+    char dir[] = "/tmp/sluice-bench-XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        perror("sluice-bench allreduce: mkdtemp");
+        return 1;
+    }
+    if (!json)
+        printf("sluice-bench allreduce: %ld floats (%.1f MB), %ld calls per run, %s, median [min-max] of %ld\n\n"
+               " %-4s %-12s %-26s %-26s %-7s\n",
+               floats, (double)floats * 4 / 1e6, iters, transport, repeat, "P", "ms/call", "ring bus MB/s",
+               "raw ZeroMQ MB/s", "ratio");
+    int status = 0;
+    for (int k = 0; k < nprocs && status == 0; k++) {
+        int P = procs[k];
+        double ms[32], bus[32], raw[32];
+        size_t chunk = (size_t)floats * 4 / (size_t)P;
+        for (int rep = 0; rep < repeat && status == 0; rep++) {
+            double per = ring_run(transport, dir, P, (size_t)floats, (int)iters);
+            raw[rep] = bench_raw_zmq(transport, dir, chunk, 2L * (P - 1) * iters + 1) / 1e6;
+            if (per <= 0 || raw[rep] <= 0) {
+                fprintf(stderr, "sluice-bench allreduce: P=%d: a rank or the raw baseline failed\n", P);
+                status = 1;
+                break;
+            }
+            ms[rep] = per * 1e3;
+            bus[rep] = (double)floats * 4 * 2.0 * (P - 1) / P / per / 1e6;
+        }
+        if (status != 0)
+            break;
+        struct bench_stat m = bench_stat_of(ms, (size_t)repeat), b = bench_stat_of(bus, (size_t)repeat),
+                          r = bench_stat_of(raw, (size_t)repeat);
+        if (json) {
+            printf("{\"bench\":\"allreduce\",\"transport\":\"%s\",\"procs\":%d,\"floats\":%ld,\"iters\":%ld,"
+                   "\"ms_per_call\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
+                   "\"bus_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
+                   "\"raw_zmq_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"ratio\":%.4f}\n",
+                   transport, P, floats, iters, m.median, m.min, m.max, b.median, b.min, b.max, r.median, r.min,
+                   r.max, b.median / r.median);
+        } else {
+            char bc[64], rc[64];
+            snprintf(bc, sizeof bc, "%.1f [%.1f-%.1f]", b.median, b.min, b.max);
+            snprintf(rc, sizeof rc, "%.1f [%.1f-%.1f]", r.median, r.min, r.max);
+            printf(" %-4d %-12.2f %-26s %-26s %.2f\n", P, m.median, bc, rc, b.median / r.median);
+        }
+    }
+    bench_rmtree(dir);
+    return status;
+}

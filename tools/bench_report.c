@@ -1,0 +1,402 @@
+/* bench_report: what sluice-bench run prints: a table for people, one JSON
+ * object for programs (schema in docs/bench.md) and PNG charts drawn by
+ * gnuplot. All three read the same derived figures (struct derived), so
+ * they cannot disagree.
+ *
+ * "limited by" is a rule of thumb, stated in docs/bench.md: the limit this
+ * configuration came closest to (ratio >= 0.8), else the CPU when the
+ * processes kept >= 85% of every core busy, else the trainer's own compute
+ * when it trained a model with little input stall, else the feeder's
+ * busiest stage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_run.h"
+#include "sl_log.h"
+
+struct derived {
+    struct bench_stat samples, disk, inflated, wire, pieces, stall, fcpu, tcpu, util, raw;
+    struct bench_stat stage[NSTAGES];
+    int have_stages, have_disk, have_inflated;
+    double piece_bytes, memcpy_bps;
+    double r_disk, r_inflate, r_wire_zmq, r_wire_memcpy; /* < 0: no such limit */
+    int bottleneck;                                      /* a stage, or -1 */
+    double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
+    char limited_by[160];
+};
+
+#define STAT_OF(field, expr)                                                                                         \
+    do {                                                                                                             \
+        double v_[RUN_MAX_REPEAT];                                                                                   \
+        for (int r_ = 0; r_ < c->nsamples; r_++) {                                                                   \
+            const struct run_sample *s = &c->s[r_];                                                                  \
+            (void)s;                                                                                                 \
+            v_[r_] = (expr);                                                                                         \
+        }                                                                                                            \
+        x->field = bench_stat_of(v_, (size_t)c->nsamples);                                                           \
+    } while (0)
+
+static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
+                   struct derived *x)
+{
+    memset(x, 0, sizeof *x);
+    double disk_per_sample = d->records ? (double)d->disk_bytes / (double)d->records : 0;
+    double inflated_per_sample = d->records ? (double)d->inflated_bytes / (double)d->records : 0;
+    x->have_disk = d->records > 0;
+    x->have_inflated = d->records > 0 && d->inflate_impl != NULL;
+    STAT_OF(samples, s->samples_ps);
+    STAT_OF(disk, s->samples_ps * disk_per_sample / 1e6);
+    STAT_OF(inflated, s->samples_ps * inflated_per_sample / 1e6);
+    STAT_OF(wire, s->wire_bps / 1e6);
+    STAT_OF(pieces, s->pieces_ps);
+    STAT_OF(stall, s->stall_pct);
+    STAT_OF(fcpu, s->feeder_cpu_s);
+    STAT_OF(tcpu, s->trainer_cpu_s);
+    STAT_OF(util, (s->feeder_cpu_s + s->trainer_cpu_s) / s->wall_s / d->ncpu);
+    STAT_OF(raw, c->raw_zmq_bps[r_] / 1e6);
+    x->have_stages = c->nsamples > 0;
+    for (int r = 0; r < c->nsamples; r++)
+        x->have_stages &= c->s[r].have_stages;
+    x->bottleneck = -1;
+    for (int k = 0; x->have_stages && k < NSTAGES; k++) {
+        STAT_OF(stage[k], s->stage_cpu[k]);
+        if (k != STAGE_TOTAL && (x->bottleneck < 0 || x->stage[k].median > x->stage[x->bottleneck].median))
+            x->bottleneck = k;
+    }
+    double sizes[RUN_MAX_REPEAT];
+    for (int r = 0; r < c->nsamples; r++) {
+        sizes[r] = c->s[r].piece_bytes;
+        for (int j = 0; j < c->feeders; j++)
+            if (c->s[r].rss_mb[j] > x->rss_feeder[j])
+                x->rss_feeder[j] = c->s[r].rss_mb[j];
+        for (int w = 0; w < o->workers; w++)
+            if (c->s[r].rss_mb[RUN_MAX_FEEDERS + w] > x->rss_trainer[w])
+                x->rss_trainer[w] = c->s[r].rss_mb[RUN_MAX_FEEDERS + w];
+    }
+    x->piece_bytes = bench_median(sizes, (size_t)c->nsamples);
+    x->memcpy_bps = c->memcpy_bps;
+    x->r_disk = x->have_disk && d->read_bps > 0 ? x->disk.median * 1e6 / d->read_bps : -1;
+    x->r_inflate = x->have_inflated && d->inflate_bps > 0 ? x->inflated.median * 1e6 / d->inflate_bps : -1;
+    x->r_wire_zmq = x->raw.median > 0 ? x->wire.median / x->raw.median : -1;
+    x->r_wire_memcpy = c->memcpy_bps > 0 ? x->wire.median * 1e6 / c->memcpy_bps : -1;
+
+    const char *names[4] = {"read() of the files", "inflate", "raw ZeroMQ", "memcpy"};
+    double ratios[4] = {x->r_disk, x->r_inflate, x->r_wire_zmq, x->r_wire_memcpy};
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (ratios[k] > ratios[best])
+            best = k;
+    if (ratios[best] >= 0.8)
+        snprintf(x->limited_by, sizeof x->limited_by, "%s (%.2fx of it)", names[best], ratios[best]);
+    else if (x->util.median >= 0.85)
+        snprintf(x->limited_by, sizeof x->limited_by, "CPU: %.0f%% of %d cores busy%s%s", 100 * x->util.median,
+                 d->ncpu, x->bottleneck >= 0 ? "; feeder's busiest stage: " : "",
+                 x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : "");
+    else if (strcmp(o->model, "none") != 0 && x->stall.median < 5)
+        snprintf(x->limited_by, sizeof x->limited_by, "trainer compute (input stall %.1f%%)", x->stall.median);
+    else if (x->bottleneck >= 0)
+        snprintf(x->limited_by, sizeof x->limited_by, "feeder stage %s", run_stage_names[x->bottleneck]);
+    else
+        snprintf(x->limited_by, sizeof x->limited_by, "feeder (stage breakdown unavailable)");
+}
+
+/* ---- table ---- */
+
+static void cell(FILE *f, const struct bench_stat *s, int show, const char *fmt)
+{
+    char a[32], b[32], c[32], out[128];
+    if (!show) {
+        fprintf(f, " %-24s", "-");
+        return;
+    }
+    snprintf(a, sizeof a, fmt, s->median);
+    snprintf(b, sizeof b, fmt, s->min);
+    snprintf(c, sizeof c, fmt, s->max);
+    snprintf(out, sizeof out, "%s [%s-%s]", a, b, c);
+    fprintf(f, " %-24s", out);
+}
+
+static void ratio(FILE *f, const char *what, double ours, double limit, double r, const char *unit)
+{
+    if (r < 0)
+        fprintf(f, "    %-34s n/a\n", what);
+    else
+        fprintf(f, "    %-34s %10.1f %-5s of %10.1f  = %.2fx\n", what, ours, unit, limit, r);
+}
+
+void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
+{
+    fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s, ", o->job, o->job_name,
+            o->workers, o->replicas, o->model, o->transport);
+    if (o->duration > 0)
+        fprintf(f, "%.1f s per run", o->duration);
+    else if (o->epochs > 0)
+        fprintf(f, "%ld epoch(s) per run", o->epochs);
+    else
+        fprintf(f, "the job's epochs per run");
+    fprintf(f, ", median [min-max] of %d, %d CPUs\n", o->repeat, d->ncpu);
+    fprintf(f, "data: %zu file(s), %.1f MB on disk, %llu records%s\n", d->npaths, (double)d->disk_bytes / 1e6,
+            (unsigned long long)d->records, d->inflate_impl ? ", compressed" : "");
+    fprintf(f, "limits: read() %.0f MB/s", d->read_bps / 1e6);
+    if (d->inflate_impl)
+        fprintf(f, ", inflate (%s) %.0f MB/s of output", d->inflate_impl, d->inflate_bps / 1e6);
+    fprintf(f, "\n\n %-8s %-24s %-24s %-24s %-24s %-24s\n", "feeders", "samples/s", "disk MB/s", "wire MB/s",
+            "pieces/s", "input stall %");
+    struct derived x;
+    for (int k = 0; k < n; k++) {
+        derive(o, d, &cfg[k], &x);
+        fprintf(f, " %-8d", cfg[k].feeders);
+        cell(f, &x.samples, 1, "%.0f");
+        cell(f, &x.disk, x.have_disk, "%.1f");
+        cell(f, &x.wire, 1, "%.1f");
+        cell(f, &x.pieces, 1, "%.0f");
+        cell(f, &x.stall, 1, "%.1f");
+        fputc('\n', f);
+    }
+    for (int k = 0; k < n; k++) {
+        derive(o, d, &cfg[k], &x);
+        fprintf(f, "\n %d feeder(s): limited by %s\n", cfg[k].feeders, x.limited_by);
+        ratio(f, "disk bytes vs read()", x.disk.median, d->read_bps / 1e6, x.r_disk, "MB/s");
+        ratio(f, "inflated bytes vs inflate", x.inflated.median, d->inflate_bps / 1e6, x.r_inflate, "MB/s");
+        char what[64];
+        snprintf(what, sizeof what, "wire vs raw ZeroMQ (%.0f B msgs)", x.piece_bytes);
+        ratio(f, what, x.wire.median, x.raw.median, x.r_wire_zmq, "MB/s");
+        ratio(f, "wire vs memcpy", x.wire.median, x.memcpy_bps / 1e6, x.r_wire_memcpy, "MB/s");
+        if (x.have_stages) {
+            fprintf(f, "    feeder CPU s per stage (all feeders):");
+            for (int s = 0; s < NSTAGES; s++)
+                fprintf(f, " %s %.2f", run_stage_names[s], x.stage[s].median);
+            fprintf(f, "\n");
+        } else {
+            fprintf(f, "    feeder CPU s per stage: unavailable (feeder without --stats)\n");
+        }
+        fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
+                100 * x.util.median);
+        fprintf(f, "    peak RSS MB: feeders");
+        for (int j = 0; j < cfg[k].feeders; j++)
+            fprintf(f, " %.1f", x.rss_feeder[j]);
+        fprintf(f, "; trainers");
+        for (int w = 0; w < o->workers; w++)
+            fprintf(f, " %.1f", x.rss_trainer[w]);
+        fprintf(f, "\n");
+    }
+}
+
+/* ---- JSON ---- */
+
+static void jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void jstat(FILE *f, const char *key, const struct bench_stat *s, int show)
+{
+    fprintf(f, "\"%s\":", key);
+    if (show)
+        fprintf(f, "{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g}", s->median, s->min, s->max);
+    else
+        fputs("null", f);
+}
+
+static void jnum(FILE *f, const char *key, double v, int show)
+{
+    if (show)
+        fprintf(f, "\"%s\":%.6g", key, v);
+    else
+        fprintf(f, "\"%s\":null", key);
+}
+
+void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
+{
+    fprintf(f, "{\"bench\":\"run\",\"version\":\"%s\",\"job\":", SLUICE_VERSION);
+    jstr(f, o->job);
+    fprintf(f, ",\"job_name\":");
+    jstr(f, o->job_name);
+    fprintf(f, ",\"transport\":\"%s\",\"workers\":%d,\"replicas\":%d,\"threads\":%d,\"model\":\"%s\",",
+            o->transport, o->workers, o->replicas, o->threads, o->model);
+    jnum(f, "epochs", (double)o->epochs, o->epochs > 0);
+    fputc(',', f);
+    jnum(f, "duration_s", o->duration, o->duration > 0);
+    fprintf(f, ",\"repeat\":%d,\"warmup\":%d,\"cpus\":%d,\"stage_breakdown\":%s,", o->repeat, o->warmup, d->ncpu,
+            o->feeder_has_stats ? "true" : "false");
+    fprintf(f, "\"data\":{\"files\":%zu,\"disk_bytes\":%llu,", d->npaths, (unsigned long long)d->disk_bytes);
+    jnum(f, "records", (double)d->records, d->records > 0);
+    fprintf(f, ",\"compressed\":%s,", d->inflate_impl ? "true" : "false");
+    jnum(f, "inflated_bytes", (double)d->inflated_bytes, d->inflate_impl != NULL);
+    fprintf(f, "},\"limits\":{");
+    jnum(f, "read_mb_per_s", d->read_bps / 1e6, 1);
+    fputc(',', f);
+    jnum(f, "inflate_mb_per_s", d->inflate_bps / 1e6, d->inflate_impl != NULL);
+    fprintf(f, ",\"inflate_impl\":");
+    if (d->inflate_impl)
+        jstr(f, d->inflate_impl);
+    else
+        fputs("null", f);
+    fprintf(f, "},\"configs\":[");
+    struct derived x;
+    for (int k = 0; k < n; k++) {
+        derive(o, d, &cfg[k], &x);
+        fprintf(f, "%s{\"feeders\":%d,\"runs\":%d,", k ? "," : "", cfg[k].feeders, cfg[k].nsamples);
+        jstat(f, "samples_per_s", &x.samples, 1);
+        fputc(',', f);
+        jstat(f, "disk_mb_per_s", &x.disk, x.have_disk);
+        fputc(',', f);
+        jstat(f, "inflated_mb_per_s", &x.inflated, x.have_inflated);
+        fputc(',', f);
+        jstat(f, "wire_mb_per_s", &x.wire, 1);
+        fputc(',', f);
+        jstat(f, "pieces_per_s", &x.pieces, 1);
+        fputc(',', f);
+        jstat(f, "input_stall_pct", &x.stall, 1);
+        fprintf(f, ",\"piece_bytes\":%.0f,\"feeder_cpu_s\":", x.piece_bytes);
+        if (x.have_stages) {
+            fputc('{', f);
+            for (int s = 0; s < NSTAGES; s++) {
+                fputs(s ? "," : "", f);
+                jstat(f, run_stage_names[s], &x.stage[s], 1);
+            }
+            fputc('}', f);
+        } else {
+            fputs("null", f);
+        }
+        fprintf(f, ",\"bottleneck_stage\":");
+        if (x.bottleneck >= 0)
+            jstr(f, run_stage_names[x.bottleneck]);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"process_cpu_s\":{");
+        jstat(f, "feeders", &x.fcpu, 1);
+        fputc(',', f);
+        jstat(f, "trainers", &x.tcpu, 1);
+        fprintf(f, "},");
+        jstat(f, "cpu_utilization", &x.util, 1);
+        fprintf(f, ",\"rss_mb\":{\"feeders\":[");
+        for (int j = 0; j < cfg[k].feeders; j++)
+            fprintf(f, "%s%.1f", j ? "," : "", x.rss_feeder[j]);
+        fprintf(f, "],\"trainers\":[");
+        for (int w = 0; w < o->workers; w++)
+            fprintf(f, "%s%.1f", w ? "," : "", x.rss_trainer[w]);
+        fprintf(f, "]},\"limits\":{");
+        jstat(f, "raw_zmq_mb_per_s", &x.raw, 1);
+        fputc(',', f);
+        jnum(f, "memcpy_mb_per_s", x.memcpy_bps / 1e6, 1);
+        fprintf(f, "},\"ratios\":{");
+        jnum(f, "disk_to_read", x.r_disk, x.r_disk >= 0);
+        fputc(',', f);
+        jnum(f, "inflated_to_inflate", x.r_inflate, x.r_inflate >= 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq", x.r_wire_zmq, x.r_wire_zmq >= 0);
+        fputc(',', f);
+        jnum(f, "wire_to_memcpy", x.r_wire_memcpy, x.r_wire_memcpy >= 0);
+        fprintf(f, "},\"limited_by\":");
+        jstr(f, x.limited_by);
+        fputc('}', f);
+    }
+    fprintf(f, "]}\n");
+}
+
+/* ---- charts ---- */
+
+/* gnuplot's full path from PATH into buf; 0, or -1 when there is none. */
+static int find_gnuplot(char *buf, size_t n)
+{
+    const char *path = getenv("PATH");
+    while (path != NULL && *path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        snprintf(buf, n, "%.*s/gnuplot", (int)len, path);
+        if (len > 0 && access(buf, X_OK) == 0)
+            return 0;
+        path = colon ? colon + 1 : NULL;
+    }
+    return -1;
+}
+
+int run_report_plot(const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
+{
+    char gnuplot[4096], dat[PATH_MAX + 32], gp[PATH_MAX + 32];
+    if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
+        fprintf(stderr, "sluice-bench run: --plot: gnuplot is not installed (Debian: apt-get install "
+                        "gnuplot-nox); no charts written\n");
+        return -1;
+    }
+    snprintf(dat, sizeof dat, "%s/run.dat", o->out);
+    snprintf(gp, sizeof gp, "%s/run.gp", o->out);
+    FILE *f = fopen(dat, "w");
+    if (f == NULL) {
+        sl_log(SL_LOG_ERROR, "open(%s) failed", dat);
+        return -1;
+    }
+    fprintf(f, "# feeders samples_med min max wire_mb_med raw_zmq_mb_med stall_med min max read inflate "
+               "decode assemble send\n");
+    struct derived x;
+    int stages = 1;
+    for (int k = 0; k < n; k++) {
+        derive(o, d, &cfg[k], &x);
+        stages &= x.have_stages;
+        fprintf(f, "%d %g %g %g %g %g %g %g %g", cfg[k].feeders, x.samples.median, x.samples.min, x.samples.max,
+                x.wire.median, x.raw.median, x.stall.median, x.stall.min, x.stall.max);
+        for (int s = 0; s < STAGE_TOTAL; s++)
+            fprintf(f, " %g", x.have_stages ? x.stage[s].median : 0.0);
+        fputc('\n', f);
+    }
+    fclose(f);
+    if ((f = fopen(gp, "w")) == NULL) {
+        sl_log(SL_LOG_ERROR, "open(%s) failed", gp);
+        return -1;
+    }
+    fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key top left\n"
+               "set xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
+               "set title 'sluice-bench run: %s (%s)'\n",
+            o->job_name, o->transport);
+    fprintf(f, "set output '%s/throughput.png'\nset ylabel 'samples/s'\nset y2label 'MB/s on the wire'\n"
+               "set y2tics\nset yrange [0:*]\nset y2range [0:*]\n"
+               "plot '%s' using 1:2:3:4 with yerrorlines lw 2 title 'samples/s (median, min-max)', "
+               "'' using 1:5 axes x1y2 with linespoints title 'wire MB/s', "
+               "'' using 1:6 axes x1y2 with linespoints dt 2 title 'raw ZeroMQ MB/s (limit)'\n",
+            o->out, dat);
+    fprintf(f, "unset y2label\nunset y2tics\nset output '%s/stall.png'\nset ylabel 'input stall %%'\n"
+               "plot '%s' using 1:7:8:9 with yerrorlines lw 2 title 'input stall %% (median, min-max)'\n",
+            o->out, dat);
+    if (stages)
+        fprintf(f, "set output '%s/stages.png'\nset ylabel 'feeder CPU s (all feeders)'\n"
+                   "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+                   "set boxwidth 0.6\nset xlabel 'feeders'\nunset offsets\nset key outside right\n"
+                   "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
+                   "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
+                o->out, dat);
+    fclose(f);
+    if (!stages)
+        fprintf(stderr, "sluice-bench run: --plot: no stage chart (feeder without --stats)\n");
+    struct bench_group g;
+    memset(&g, 0, sizeof g);
+    char *argv[] = {gnuplot, gp, NULL};
+    char errlog[PATH_MAX + 32], tail[1024];
+    snprintf(errlog, sizeof errlog, "%s/gnuplot.log", o->out);
+    if (bench_spawn(&g, argv, NULL, errlog, "gnuplot", 0) < 0 || bench_group_wait(&g, 60) != 0) {
+        bench_group_end(&g, 1);
+        sl_log(SL_LOG_ERROR, "gnuplot did not finish");
+        return -1;
+    }
+    if (!WIFEXITED(g.c[0].status) || WEXITSTATUS(g.c[0].status) != 0) {
+        sl_log(SL_LOG_ERROR, "gnuplot failed: %s", bench_file_tail(errlog, tail, sizeof tail));
+        return -1;
+    }
+    fprintf(stderr, "sluice-bench run: charts in %s: throughput.png, stall.png%s\n", o->out,
+            stages ? ", stages.png" : "");
+    return 0;
+}

@@ -1,0 +1,678 @@
+/* sluice-bench run: the input pipeline on the user's own job, end to end.
+ *
+ * For each feeder count F, --repeat times: start F sluice-feeder and W
+ * sluice-trainer processes on loopback (one process group, see
+ * bench_proc.c), supervise them, and read what they report: each trainer's
+ * summary line (samples, bytes, pieces, stream time from its first piece,
+ * input stall), each feeder's --stats file (thread CPU per stage) when the
+ * feeder writes one, and every process's wait4 rusage (peak RSS, CPU).
+ *
+ * The limits are measured in the same run on the same machine: read(2) of
+ * the job's files (which also warms the page cache before anything is
+ * timed), the fastest inflate for compressed files, memcpy of piece-sized
+ * blocks and raw ZeroMQ PUSH/PULL of piece-sized messages on the same
+ * transport (bench_limits.c, bench_zmq.c). A feeder or trainer that fails
+ * ends the whole run: every process is stopped and reaped, the failing
+ * one's log tail is printed, and the exit status is 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_run.h"
+#include "fmt_files.h"
+#include "progress.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "sl_log.h"
+
+const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "assemble", "send", "total"};
+
+static const char usage[] =
+    "Usage: sluice-bench run --job FILE [OPTION]... [--KEY=VALUE]...\n"
+    "\n"
+    "Run the job's input pipeline end to end on this machine: F feeders and W trainer\n"
+    "workers as real processes on loopback, for each feeder count, and compare each\n"
+    "figure with its limit measured in the same run (read(), inflate, memcpy, raw\n"
+    "ZeroMQ of the same message size).\n"
+    "\n"
+    "  --job FILE          the job to serve (its files must exist)\n"
+    "  --feeders LIST      feeder counts to measure, e.g. 1,2,4 (default 1; 1-16 each)\n"
+    "  --workers W         trainer workers (default 1; 1-32)\n"
+    "  --replicas R        replicas per worker (default 1; 1-64)\n"
+    "  --threads N         decode threads per feeder (default 2)\n"
+    "  --transport T       ipc (default) or tcp\n"
+    "  --epochs E          passes over the data per run (default: the job's epochs)\n"
+    "  --duration S        instead of epochs: stop each run after S seconds\n"
+    "  --model M           trainer model: none (default: consume only) or mlp\n"
+    "  --repeat N          runs per configuration: median, min, max (default 3)\n"
+    "  --warmup N          untimed runs before the first configuration (default 1)\n"
+    "  --out DIR           keep every process's log there (DIR/logs), and the charts\n"
+    "  --json              one JSON object (schema: docs/bench.md) instead of the table\n"
+    "  --plot              PNG charts into --out (needs gnuplot)\n"
+    "  --KEY=VALUE         passed to every feeder as a job override (e.g. --shuffle=null)\n"
+    "  -h, --help          this help\n"
+    "\n"
+    "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
+    "measured, interrupted), 2 usage.\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "sluice-bench run: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'sluice-bench run --help'\n");
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+    static const char *const with_value[] = {"--job", "--feeders", "--workers", "--replicas", "--threads",
+                                             "--transport", "--epochs", "--duration", "--model", "--repeat",
+                                             "--warmup", "--out"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--plot") == 0) {
+            o->plot = 1;
+            continue;
+        }
+        size_t k = 0;
+        while (k < sizeof with_value / sizeof with_value[0] && strcmp(a, with_value[k]) != 0)
+            k++;
+        if (k == sizeof with_value / sizeof with_value[0]) {
+            if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o->noverrides < 32) {
+                o->overrides[o->noverrides++] = argv[i];
+                continue;
+            }
+            return usage_error("unknown option '%s'", a);
+        }
+        if (i + 1 >= argc)
+            return usage_error("%s needs a value", a);
+        const char *v = argv[++i];
+        long n = 0;
+        int rc = 0;
+        if (strcmp(a, "--job") == 0)
+            o->job = v;
+        else if (strcmp(a, "--out") == 0)
+            o->out = v;
+        else if (strcmp(a, "--feeders") == 0)
+            rc = bench_parse_int_list("run", a, v, 1, RUN_MAX_FEEDERS, o->feeders, RUN_MAX_CONFIGS, &o->nconfigs);
+        else if (strcmp(a, "--transport") == 0)
+            rc = bench_parse_transport("run", v, &o->transport);
+        else if (strcmp(a, "--model") == 0) {
+            if (strcmp(v, "none") != 0 && strcmp(v, "mlp") != 0)
+                return usage_error("--model: expected none or mlp, got '%s'", v);
+            o->model = v;
+        } else if (strcmp(a, "--duration") == 0)
+            rc = bench_parse_double("run", a, v, 0.1, 86400, &o->duration);
+        else if (strcmp(a, "--epochs") == 0)
+            rc = bench_parse_int("run", a, v, 1, 1000000, &o->epochs);
+        else {
+            long lim = strcmp(a, "--workers") == 0    ? RUN_MAX_WORKERS
+                       : strcmp(a, "--replicas") == 0 ? 64
+                       : strcmp(a, "--threads") == 0  ? 64
+                       : strcmp(a, "--repeat") == 0   ? RUN_MAX_REPEAT
+                                                      : 10;
+            rc = bench_parse_int("run", a, v, strcmp(a, "--warmup") == 0 ? 0 : 1, lim, &n);
+            if (rc == 0 && strcmp(a, "--workers") == 0)
+                o->workers = (int)n;
+            else if (rc == 0 && strcmp(a, "--replicas") == 0)
+                o->replicas = (int)n;
+            else if (rc == 0 && strcmp(a, "--threads") == 0)
+                o->threads = (int)n;
+            else if (rc == 0 && strcmp(a, "--repeat") == 0)
+                o->repeat = (int)n;
+            else if (rc == 0)
+                o->warmup = (int)n;
+        }
+        if (rc != 0)
+            return 2;
+    }
+    if (o->job == NULL)
+        return usage_error("%s", "--job is required");
+    if (o->epochs > 0 && o->duration > 0)
+        return usage_error("%s", "--epochs and --duration exclude each other");
+    if (o->plot && o->out == NULL)
+        return usage_error("%s", "--plot needs --out DIR for the charts");
+    return 0;
+}
+
+/* The job's name and files (after --name= / --files= overrides). Returns
+ * 0, or 2 with the reason printed (an unusable job is a usage error). */
+static int load_job(struct run_opts *o, struct run_data *d)
+{
+    json_error_t je;
+    json_t *root = json_load_file(o->job, 0, &je);
+    if (root == NULL || !json_is_object(root)) {
+        fprintf(stderr, "sluice-bench run: --job: %s:%d: %s\n", o->job, je.line, root ? "not an object" : je.text);
+        json_decref(root);
+        return 2;
+    }
+    const char *name = json_string_value(json_object_get(root, "name"));
+    const char *files_override = NULL;
+    for (int i = 0; i < o->noverrides; i++) {
+        if (strncmp(o->overrides[i], "--name=", 7) == 0)
+            name = o->overrides[i] + 7;
+        if (strncmp(o->overrides[i], "--files=", 8) == 0)
+            files_override = o->overrides[i] + 8;
+    }
+    if (name == NULL || strlen(name) >= sizeof o->job_name) {
+        fprintf(stderr, "sluice-bench run: --job: %s has no usable 'name'\n", o->job);
+        json_decref(root);
+        return 2;
+    }
+    snprintf(o->job_name, sizeof o->job_name, "%s", name);
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int flags = 0;
+    if (files_override != NULL) {
+        char *copy = sl_strdup(files_override), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save), flags = GLOB_APPEND)
+            glob(t, flags, NULL, &g);
+        sl_free(copy);
+    } else {
+        json_t *files = json_object_get(root, "files"), *f;
+        size_t i;
+        if (json_is_string(files))
+            glob(json_string_value(files), 0, NULL, &g);
+        json_array_foreach(files, i, f)
+        {
+            if (json_is_string(f)) {
+                glob(json_string_value(f), flags, NULL, &g);
+                flags = GLOB_APPEND;
+            }
+        }
+    }
+    json_decref(root);
+    if (g.gl_pathc == 0) {
+        fprintf(stderr, "sluice-bench run: --job: %s: no file matches its 'files'\n", o->job);
+        globfree(&g);
+        return 2;
+    }
+    d->npaths = g.gl_pathc;
+    d->paths = sl_calloc(d->npaths, sizeof *d->paths);
+    for (size_t i = 0; i < d->npaths; i++) {
+        struct stat st;
+        d->paths[i] = sl_strdup(g.gl_pathv[i]);
+        if (stat(d->paths[i], &st) == 0)
+            d->disk_bytes += (uint64_t)st.st_size;
+    }
+    globfree(&g);
+    return 0;
+}
+
+/* Records in the files (TFRecord or text; 0 when they cannot be counted:
+ * tar shards, or a damaged file, which the runs themselves will report). */
+static uint64_t count_records(const struct run_data *d)
+{
+    struct fmt_files_opts fo;
+    memset(&fo, 0, sizeof fo);
+    fo.reader.skip_crc = 1;
+    const char *p = d->paths[0];
+    size_t n = strlen(p);
+    if (strstr(p, ".tar") != NULL || (n > 4 && strcmp(p + n - 4, ".tgz") == 0))
+        return 0;
+    if (strstr(p, ".txt") != NULL)
+        fo.reader.format = FMT_FORMAT_TEXT;
+    struct fmt_files *f;
+    struct sl_error err = {0};
+    if (fmt_files_open(&f, (const char *const *)d->paths, d->npaths, &fo, &err) != 0)
+        return 0;
+    struct fmt_record rec;
+    size_t file;
+    uint64_t records = 0;
+    int rc;
+    while ((rc = fmt_files_next(f, &rec, &file, &err)) == 0)
+        records++;
+    fmt_files_close(f);
+    return rc == SL_END ? records : 0;
+}
+
+static int measure_files(struct run_data *d)
+{
+    d->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    d->read_bps = bench_rate_files(bench_pass_read, d->paths, d->npaths, 0.5);
+    if (d->read_bps < 0) {
+        sl_log(SL_LOG_ERROR, "cannot read the job's files (read limit)");
+        return -1;
+    }
+    d->records = count_records(d);
+    bench_pass_fn inflate = bench_inflate_for(d->paths[0], &d->inflate_impl);
+    if (inflate != NULL) {
+        for (size_t i = 0; i < d->npaths; i++) {
+            uint64_t b = 0;
+            if (inflate(d->paths[i], &b) != 0) {
+                sl_log(SL_LOG_ERROR, "%s: cannot inflate it (%s) for the inflate limit", d->paths[i],
+                       d->inflate_impl);
+                return -1;
+            }
+            d->inflated_bytes += b;
+        }
+        d->inflate_bps = bench_rate_files(inflate, d->paths, d->npaths, 0.5);
+    }
+    return 0;
+}
+
+/* Does this feeder take --stats? (Older ones would read it as a job key.) */
+static int feeder_has_stats(const struct run_opts *o)
+{
+    char out[PATH_MAX + 32], buf[16384];
+    snprintf(out, sizeof out, "%s/feeder-help.txt", o->dir);
+    struct bench_group g;
+    memset(&g, 0, sizeof g);
+    char *argv[] = {(char *)o->feeder_bin, "--help", NULL};
+    if (bench_spawn(&g, argv, out, "/dev/null", "feeder", 0) < 0)
+        return 0;
+    bench_group_wait(&g, 10);
+    bench_group_end(&g, 0.1);
+    bench_file_tail(out, buf, sizeof buf);
+    unlink(out);
+    return strstr(buf, "--stats") != NULL;
+}
+
+/* ---- one run ---- */
+
+struct run_files {
+    char dir[PATH_MAX];
+    char flog[RUN_MAX_FEEDERS][PATH_MAX + 32], fstats[RUN_MAX_FEEDERS][PATH_MAX + 32];
+    char tout[RUN_MAX_WORKERS][PATH_MAX + 32], tlog[RUN_MAX_WORKERS][PATH_MAX + 32];
+};
+
+static double num(json_t *obj, const char *key)
+{
+    return json_number_value(json_object_get(obj, key));
+}
+
+static int read_summary(const char *path, json_t **out)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    *out = NULL;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "{\"summary\"", 10) == 0) {
+            json_decref(*out);
+            *out = json_loads(line, 0, NULL);
+        }
+    if (f != NULL)
+        fclose(f);
+    return *out != NULL && json_is_object(json_object_get(*out, "summary")) ? 0 : -1;
+}
+
+static void read_stats(const char *path, struct run_sample *s, int *have)
+{
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *cpu = json_object_get(root, "cpu_s");
+    int ok = json_is_object(cpu);
+    for (int k = 0; ok && k < NSTAGES; k++) {
+        json_t *v = json_object_get(cpu, run_stage_names[k]);
+        ok = json_is_number(v);
+        if (ok)
+            s->stage_cpu[k] += json_number_value(v);
+    }
+    if (!ok)
+        *have = 0;
+    json_decref(root);
+}
+
+/* The run's processes: feeders 0..F-1, then trainers. */
+static int spawn_all(const struct run_opts *o, int F, struct run_files *rf, struct bench_group *g)
+{
+    char binds[RUN_MAX_FEEDERS][512], conn[512], list[RUN_MAX_FEEDERS * 512] = "";
+    char ring[RUN_MAX_WORKERS * 512] = "";
+    for (int j = 0; j < F; j++) {
+        if (bench_endpoint(o->transport, rf->dir, j, binds[j], conn, sizeof conn) != 0)
+            return -1;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? "," : "", conn);
+    }
+    for (int w = 0; o->workers > 1 && w < o->workers; w++) {
+        char b[512];
+        if (bench_endpoint(o->transport, rf->dir, 100 + w, b, conn, sizeof conn) != 0)
+            return -1;
+        snprintf(ring + strlen(ring), sizeof ring - strlen(ring), "%s%s", w ? "," : "", b);
+    }
+    char epochs[64] = "";
+    if (o->duration > 0)
+        snprintf(epochs, sizeof epochs, "--epochs=forever");
+    else if (o->epochs > 0)
+        snprintf(epochs, sizeof epochs, "--epochs=%ld", o->epochs);
+    for (int j = 0; j < F; j++) {
+        char idx[16], nf[16], th[16];
+        snprintf(idx, sizeof idx, "%d", j);
+        snprintf(nf, sizeof nf, "%d", F);
+        snprintf(th, sizeof th, "%d", o->threads);
+        char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index",
+                          idx, "--feeders", nf, "--threads", th};
+        int k = 11;
+        if (o->feeder_has_stats) {
+            argv[k++] = "--stats";
+            argv[k++] = rf->fstats[j];
+        }
+        for (int i = 0; i < o->noverrides; i++)
+            argv[k++] = o->overrides[i];
+        if (epochs[0])
+            argv[k++] = epochs;
+        argv[k] = NULL;
+        if (bench_spawn(g, argv, NULL, rf->flog[j], "feeder", j) < 0)
+            return -1;
+        sl_log(SL_LOG_INFO, "started feeder %d of %d (pid %d), log %s", j, F, (int)g->c[g->n - 1].pid, rf->flog[j]);
+    }
+    for (int w = 0; w < o->workers; w++) {
+        char ws[16], nw[16], nr[16];
+        snprintf(ws, sizeof ws, "%d", w);
+        snprintf(nw, sizeof nw, "%d", o->workers);
+        snprintf(nr, sizeof nr, "%d", o->replicas);
+        char *argv[32] = {(char *)o->trainer_bin, "--connect", list, "--job", (char *)o->job_name, "--worker", ws,
+                          "--workers", nw, "--replicas", nr, "--model", (char *)o->model, "--quiet"};
+        int k = 14;
+        if (o->workers > 1 && strcmp(o->model, "none") != 0) {
+            argv[k++] = "--ring";
+            argv[k++] = ring;
+        }
+        argv[k] = NULL;
+        if (bench_spawn(g, argv, rf->tout[w], rf->tlog[w], "trainer", w) < 0)
+            return -1;
+        sl_log(SL_LOG_INFO, "started trainer %d of %d (pid %d), log %s", w, o->workers, (int)g->c[g->n - 1].pid,
+               rf->tlog[w]);
+    }
+    return 0;
+}
+
+/* Which child failed, in words, with its log's tail. */
+static void report_failure(const struct bench_child *c, const struct run_files *rf)
+{
+    char st[128], tail[2048];
+    bench_file_tail(strcmp(c->role, "feeder") == 0 ? rf->flog[c->index] : rf->tlog[c->index], tail, 1500);
+    sl_log(SL_LOG_ERROR, "%s %d (pid %d) %s during the run; the run is stopped. Its log ends:\n%s", c->role,
+           c->index, (int)c->pid, bench_status_text(c->status, st, sizeof st), tail[0] ? tail : "(empty)");
+}
+
+/* Supervise until every process has ended: 0, -1 (a process failed) or
+ * -2 (interrupted). Children are all reaped on return. */
+static int supervise(const struct run_opts *o, int F, struct bench_group *g, const struct run_files *rf,
+                     struct progress *bar)
+{
+    double t0 = sl_clock_s(), trainers_done_at = 0;
+    int stop_trainers = 0, stop_feeders = 0;
+    for (;;) {
+        if (bench_stop) {
+            progress_clear(bar);
+            sl_log(SL_LOG_ERROR, "interrupted by signal %d: stopping every process", (int)bench_stop);
+            bench_group_end(g, 2);
+            return -2;
+        }
+        bench_group_poll(g);
+        int trainers_left = 0, feeders_left = 0;
+        for (int i = 0; i < g->n; i++) {
+            const struct bench_child *c = &g->c[i];
+            int feeder = i < F;
+            if (!c->done) {
+                trainers_left += !feeder;
+                feeders_left += feeder;
+                continue;
+            }
+            int clean = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
+            int asked = feeder ? stop_feeders : stop_trainers;
+            /* a trainer stopped by our SIGTERM exits 1; a feeder may exit 0
+             * early once its trainers have left */
+            if (!clean && !asked && !(feeder && trainers_done_at > 0 && WIFEXITED(c->status))) {
+                progress_clear(bar);
+                report_failure(c, rf);
+                bench_group_end(g, 2);
+                return -1;
+            }
+        }
+        double now = sl_clock_s();
+        if (trainers_left == 0 && trainers_done_at == 0)
+            trainers_done_at = now;
+        if (feeders_left == 0 && trainers_left == 0)
+            return 0;
+        if (o->duration > 0 && !stop_trainers && now - t0 >= o->duration) {
+            stop_trainers = 1;
+            for (int i = F; i < g->n; i++)
+                if (!g->c[i].done)
+                    kill(g->c[i].pid, SIGTERM);
+        }
+        /* feeders leave by themselves once every trainer said goodbye; if
+         * they do not within 10 s (or at once in --duration runs), ask */
+        if (trainers_done_at > 0 && !stop_feeders && (o->duration > 0 || now - trainers_done_at > 10)) {
+            stop_feeders = 1;
+            for (int i = 0; i < F; i++)
+                if (!g->c[i].done)
+                    kill(g->c[i].pid, SIGTERM);
+        }
+        if (stop_feeders && now - trainers_done_at > 20) {
+            sl_log(SL_LOG_WARN, "feeders did not stop on SIGTERM within 10 s: killed");
+            bench_group_end(g, 0);
+            return 0;
+        }
+        progress_draw(bar);
+        usleep(20000);
+    }
+}
+
+static int collect(const struct run_opts *o, int F, const struct bench_group *g, const struct run_files *rf,
+                   struct run_sample *s, double wall)
+{
+    memset(s, 0, sizeof *s);
+    s->wall_s = wall;
+    s->have_stages = o->feeder_has_stats;
+    double stream = 0, bytes = 0, pieces = 0, stall = 0;
+    for (int i = 0; i < g->n; i++) {
+        const struct bench_child *c = &g->c[i];
+        double cpu = (double)c->ru.ru_utime.tv_sec + c->ru.ru_utime.tv_usec / 1e6 + (double)c->ru.ru_stime.tv_sec +
+                     c->ru.ru_stime.tv_usec / 1e6;
+        s->rss_mb[i < F ? i : RUN_MAX_FEEDERS + (i - F)] = (double)c->ru.ru_maxrss / 1024.0;
+        if (i < F) {
+            s->feeder_cpu_s += cpu;
+            if (s->have_stages)
+                read_stats(rf->fstats[i], s, &s->have_stages);
+            continue;
+        }
+        s->trainer_cpu_s += cpu;
+        json_t *root;
+        if (read_summary(rf->tout[i - F], &root) != 0) {
+            sl_log(SL_LOG_ERROR, "trainer %d wrote no summary line (%s)", i - F, rf->tout[i - F]);
+            json_decref(root);
+            return -1;
+        }
+        json_t *sm = json_object_get(root, "summary");
+        if (num(sm, "stream_seconds") > stream)
+            stream = num(sm, "stream_seconds");
+        s->samples += (uint64_t)num(sm, "elements");
+        bytes += num(sm, "bytes");
+        pieces += num(sm, "pieces");
+        stall += num(sm, "input_stall_pct") / o->workers;
+        json_decref(root);
+    }
+    if (stream <= 0 || s->samples == 0) {
+        sl_log(SL_LOG_ERROR, "the trainers received no data (see the logs in %s)", rf->dir);
+        return -1;
+    }
+    s->samples_ps = (double)s->samples / stream;
+    s->wire_bps = bytes / stream;
+    s->pieces_ps = pieces / stream;
+    s->piece_bytes = pieces > 0 ? bytes / pieces : 0;
+    s->stall_pct = stall;
+    return 0;
+}
+
+static int one_run(const struct run_opts *o, const char *logdir, int F, const char *tag, struct run_sample *s,
+                   struct progress *bar)
+{
+    struct run_files *rf = sl_calloc(1, sizeof *rf);
+    if (rf == NULL)
+        return -1;
+    snprintf(rf->dir, sizeof rf->dir, "%s", o->dir);
+    for (int j = 0; j < F; j++) {
+        snprintf(rf->flog[j], sizeof rf->flog[j], "%s/%s-feeder-%d.log", logdir, tag, j);
+        snprintf(rf->fstats[j], sizeof rf->fstats[j], "%s/%s-feeder-%d.stats.json", logdir, tag, j);
+        unlink(rf->fstats[j]);
+    }
+    for (int w = 0; w < o->workers; w++) {
+        snprintf(rf->tout[w], sizeof rf->tout[w], "%s/%s-trainer-%d.out", logdir, tag, w);
+        snprintf(rf->tlog[w], sizeof rf->tlog[w], "%s/%s-trainer-%d.log", logdir, tag, w);
+    }
+    struct bench_group g;
+    memset(&g, 0, sizeof g);
+    double t0 = sl_clock_s();
+    int rc = spawn_all(o, F, rf, &g);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "cannot start the processes (fork or endpoints)");
+        bench_group_end(&g, 2);
+    } else {
+        rc = supervise(o, F, &g, rf, bar);
+    }
+    if (rc == 0)
+        rc = collect(o, F, &g, rf, s, sl_clock_s() - t0);
+    sl_free(rf);
+    return rc;
+}
+
+static int make_dir(const char *path)
+{
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        sl_log(SL_LOG_ERROR, "mkdir(%s): %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Raw ZeroMQ and memcpy for this configuration's piece size. */
+static int measure_config_limits(const struct run_opts *o, struct run_config *c)
+{
+    double sizes[RUN_MAX_REPEAT];
+    for (int r = 0; r < c->nsamples; r++)
+        sizes[r] = c->s[r].piece_bytes;
+    size_t piece = (size_t)bench_median(sizes, (size_t)c->nsamples);
+    long count = piece > 0 ? (long)(5e8 / (double)piece) : 1000;
+    if (count < 1000)
+        count = 1000;
+    for (int r = 0; r < c->nsamples; r++)
+        if ((c->raw_zmq_bps[r] = bench_raw_zmq(o->transport, o->dir, piece, count)) < 0) {
+            sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s failed", o->transport);
+            return -1;
+        }
+    c->memcpy_bps = bench_rate_memcpy(piece ? piece : 1, 0.3);
+    return 0;
+}
+
+static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cfg)
+{
+    char logdir[PATH_MAX + 16];
+    if (o->out != NULL) {
+        snprintf(logdir, sizeof logdir, "%s/logs", o->out);
+        if (make_dir(o->out) != 0 || make_dir(logdir) != 0)
+            return 1;
+    } else {
+        snprintf(logdir, sizeof logdir, "%s", o->dir);
+    }
+    if (access(o->feeder_bin, X_OK) != 0 || access(o->trainer_bin, X_OK) != 0) {
+        sl_log(SL_LOG_ERROR, "cannot find %s and %s (build the feeder and trainer)", o->feeder_bin, o->trainer_bin);
+        return 1;
+    }
+    o->feeder_has_stats = feeder_has_stats(o);
+    if (!o->feeder_has_stats)
+        sl_log(SL_LOG_WARN, "this sluice-feeder has no --stats: the per-stage CPU breakdown is unavailable");
+    if (measure_files(d) != 0)
+        return 1;
+    int total = o->warmup + o->nconfigs * o->repeat, done = 0;
+    struct progress bar;
+    char label[64];
+    progress_init(&bar, label, (uint64_t)total, 0);
+    bar.unit = "runs";
+    for (int w = 0; w < o->warmup; w++) {
+        struct run_sample s;
+        snprintf(label, sizeof label, "sluice-bench run: warm-up");
+        char tag[32];
+        snprintf(tag, sizeof tag, "warmup-%d", w);
+        int rc = one_run(o, logdir, o->feeders[0], tag, &s, &bar);
+        if (rc != 0)
+            return 1;
+        bar.records = (uint64_t)++done;
+    }
+    for (int k = 0; k < o->nconfigs; k++) {
+        struct run_config *c = &cfg[k];
+        c->feeders = o->feeders[k];
+        for (int r = 0; r < o->repeat; r++) {
+            char tag[32];
+            snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), run %d of %d", c->feeders, r + 1,
+                     o->repeat);
+            snprintf(tag, sizeof tag, "f%d-r%d", c->feeders, r);
+            if (one_run(o, logdir, c->feeders, tag, &c->s[r], &bar) != 0) {
+                progress_clear(&bar);
+                return 1;
+            }
+            c->nsamples++;
+            bar.records = (uint64_t)++done;
+        }
+        snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), raw ZeroMQ", c->feeders);
+        progress_draw(&bar);
+        if (measure_config_limits(o, c) != 0)
+            return 1;
+    }
+    progress_clear(&bar);
+    return 0;
+}
+
+int bench_run_main(int argc, char **argv)
+{
+    struct run_opts o;
+    memset(&o, 0, sizeof o);
+    o.nconfigs = 1;
+    o.feeders[0] = 1;
+    o.workers = 1;
+    o.replicas = 1;
+    o.threads = 2;
+    o.repeat = 3;
+    o.warmup = 1;
+    o.transport = "ipc";
+    o.model = "none";
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    bench_find_bins(o.feeder_bin, o.trainer_bin, sizeof o.feeder_bin);
+    struct run_data d;
+    memset(&d, 0, sizeof d);
+    if ((rc = load_job(&o, &d)) != 0)
+        return rc;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(o.dir, sizeof o.dir, "%s/sluice-bench-XXXXXX", tmp && strlen(tmp) < 60 ? tmp : "/tmp");
+    if (mkdtemp(o.dir) == NULL) {
+        sl_log(SL_LOG_ERROR, "mkdtemp(%s): %s", o.dir, strerror(errno));
+        return 1;
+    }
+    bench_signals_install();
+    struct run_config *cfg = sl_calloc(RUN_MAX_CONFIGS, sizeof *cfg);
+    int status = cfg ? run_all(&o, &d, cfg) : 1;
+    if (status == 0) {
+        if (o.json)
+            run_report_json(stdout, &o, &d, cfg, o.nconfigs);
+        else
+            run_report_table(stdout, &o, &d, cfg, o.nconfigs);
+        fflush(stdout);
+        if (o.plot && run_report_plot(&o, &d, cfg, o.nconfigs) != 0 && !bench_stop)
+            sl_log(SL_LOG_WARN, "no charts written");
+    }
+    if (bench_stop)
+        status = 1;
+    bench_rmtree(o.dir);
+    for (size_t i = 0; i < d.npaths; i++)
+        sl_free(d.paths[i]);
+    sl_free(d.paths);
+    sl_free(cfg);
+    return status;
+}

@@ -1,0 +1,76 @@
+/* bench_run.h: what sluice-bench run measures, shared by the runner
+ * (bench_run.c) and the reports (bench_report.c: table, JSON, charts).
+ *
+ * Thread-safe: no.
+ */
+#ifndef BENCH_RUN_H
+#define BENCH_RUN_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench.h"
+
+#define RUN_MAX_CONFIGS 8
+#define RUN_MAX_FEEDERS 16
+#define RUN_MAX_WORKERS 32
+#define RUN_MAX_REPEAT 32
+
+/* Feeder stages, in the order of the feeder's --stats "cpu_s" object. */
+enum { STAGE_READ, STAGE_DECOMPRESS, STAGE_DECODE, STAGE_ASSEMBLE, STAGE_SEND, STAGE_TOTAL, NSTAGES };
+extern const char *const run_stage_names[NSTAGES];
+
+struct run_opts {
+    const char *job;
+    int feeders[RUN_MAX_CONFIGS], nconfigs;
+    int workers, replicas, threads, repeat, warmup;
+    long epochs;     /* 0: the job's own */
+    double duration; /* > 0: stop the trainers after this many seconds */
+    const char *transport, *model, *out;
+    int json, plot;
+    char *overrides[32];
+    int noverrides;
+    char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
+    int feeder_has_stats; /* the feeder knows --stats */
+    char dir[PATH_MAX];   /* where runs keep their logs and sockets */
+    int own_dir;          /* dir is temporary: removed at the end */
+    char job_name[256];
+};
+
+/* The job's files and what the least-work passes over them gave. */
+struct run_data {
+    char **paths;
+    size_t npaths;
+    uint64_t disk_bytes, records, inflated_bytes; /* records 0: not counted */
+    const char *inflate_impl;                     /* NULL: files not compressed */
+    double read_bps, inflate_bps;                 /* bytes per second (inflate: inflated bytes) */
+    int ncpu;
+};
+
+/* One run of one configuration. */
+struct run_sample {
+    double samples_ps, wire_bps, pieces_ps, stall_pct, piece_bytes;
+    uint64_t samples;
+    double stage_cpu[NSTAGES]; /* feeders' thread CPU per stage, summed */
+    int have_stages;
+    double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */
+    double rss_mb[RUN_MAX_FEEDERS + RUN_MAX_WORKERS]; /* feeders first, then trainers */
+};
+
+struct run_config {
+    int feeders;
+    int nsamples;
+    struct run_sample s[RUN_MAX_REPEAT];
+    double raw_zmq_bps[RUN_MAX_REPEAT];
+    double memcpy_bps;
+};
+
+/* Reports (bench_report.c). */
+void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *c, int n);
+void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *c, int n);
+/* Charts into o->out with gnuplot: 0, or -1 with the reason printed
+ * (gnuplot missing: a message, nothing written). */
+int run_report_plot(const struct run_opts *o, const struct run_data *d, struct run_config *c, int n);
+
+#endif

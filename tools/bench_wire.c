@@ -1,0 +1,211 @@
+/* sluice-bench wire: the cost of sluice's wire protocol (shared/sl_wire.h)
+ * against raw ZeroMQ of the same bytes.
+ *
+ * A piece of S payload bytes split into T tensor frames goes as a header
+ * frame (encoded per message with sl_wire_encode_piece) and T zero-copy
+ * frames; the receiver decodes the header and checks every frame against
+ * its descriptor, as the trainer's client does. The baseline sends the
+ * same bytes (header size + S) as one zero-copy message. The header's
+ * encode + decode alone is also timed in memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bench.h"
+#include "sl_buf.h"
+#include "sl_clock.h"
+#include "sl_wire.h"
+
+static const char usage[] =
+    "Usage: sluice-bench wire [OPTION]...\n"
+    "\n"
+    "Wire protocol (PIECE header encoded and decoded per message, one frame per tensor)\n"
+    "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
+    "\n"
+    "  --sizes LIST        payload bytes per piece (default 4096,65536,1048576)\n"
+    "  --tensors T         tensor frames per piece (default 4; 1-64)\n"
+    "  --transport T       ipc (default) or tcp\n"
+    "  --repeat N          runs per figure: median, min, max (default 3)\n"
+    "  --json              one JSON object per size instead of the table\n"
+    "  -h, --help          this help\n";
+
+struct wire_arg {
+    int tensors;
+    size_t size;
+    uint8_t *payload;
+    struct sl_buf hdr;
+    struct sl_wire_msg msg; /* receiver's decoded header */
+    int bad;
+};
+
+static void piece_of(const struct wire_arg *a, long i, struct sl_wire_piece *p)
+{
+    memset(p, 0, sizeof *p);
+    p->epoch = 0;
+    p->step = (uint64_t)i;
+    p->seq = (uint64_t)i;
+    p->rows = 1;
+    p->ntensors = (uint16_t)a->tensors;
+    for (int t = 0; t < a->tensors; t++) {
+        size_t share = a->size / (size_t)a->tensors + (t == 0 ? a->size % (size_t)a->tensors : 0);
+        p->tensors[t].dtype = SL_WIRE_UINT8;
+        p->tensors[t].rank = 2;
+        p->tensors[t].dims[0] = 1;
+        p->tensors[t].dims[1] = (int64_t)share;
+        p->tensors[t].bytes = share;
+    }
+}
+
+static void no_free(void *data, void *hint)
+{
+    (void)data;
+    (void)hint;
+}
+
+static int wire_send(void *sock, long i, void *arg)
+{
+    struct wire_arg *a = arg;
+    struct sl_wire_piece p;
+    piece_of(a, i, &p);
+    if (sl_wire_encode_piece(&p, &a->hdr) != 0)
+        return -1;
+    if (zmq_send(sock, a->hdr.data, a->hdr.len, ZMQ_SNDMORE) < 0)
+        return -1;
+    size_t off = 0;
+    for (int t = 0; t < a->tensors; t++) {
+        zmq_msg_t m;
+        zmq_msg_init_data(&m, a->payload + off, p.tensors[t].bytes, no_free, NULL);
+        off += p.tensors[t].bytes;
+        if (zmq_msg_send(&m, sock, t + 1 < a->tensors ? ZMQ_SNDMORE : 0) < 0) {
+            zmq_msg_close(&m);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int wire_recv(void *sock, long i, void *arg)
+{
+    struct wire_arg *a = arg;
+    struct sl_error err = {0};
+    zmq_msg_t m;
+    (void)i;
+    zmq_msg_init(&m);
+    int rc = zmq_msg_recv(&m, sock, 0) < 0 ? -1 : 0;
+    if (rc == 0 && sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &a->msg, &err) != 0)
+        rc = -1;
+    for (int t = 0; rc == 0 && t < a->msg.piece.ntensors; t++) {
+        if (zmq_msg_recv(&m, sock, 0) < 0 ||
+            sl_wire_check_frame(&a->msg.piece.tensors[t], zmq_msg_size(&m), &err) != 0)
+            rc = -1;
+    }
+    zmq_msg_close(&m);
+    if (rc != 0 && err.msg[0])
+        fprintf(stderr, "sluice-bench wire: %s\n", err.msg);
+    return rc;
+}
+
+/* In memory: ns per header encode + decode. */
+static double header_ns(struct wire_arg *a)
+{
+    struct sl_wire_piece p;
+    struct sl_error err = {0};
+    long n = 0;
+    double t0 = sl_clock_s(), el;
+    do {
+        for (int k = 0; k < 1000; k++, n++) {
+            piece_of(a, n, &p);
+            if (sl_wire_encode_piece(&p, &a->hdr) != 0 || sl_wire_decode(a->hdr.data, a->hdr.len, &a->msg, &err) != 0)
+                return -1;
+        }
+        el = sl_clock_s() - t0;
+    } while (el < 0.2);
+    return el / (double)n * 1e9;
+}
+
+int bench_wire_main(int argc, char **argv)
+{
+    int sizes[16] = {4096, 65536, 1048576}, nsizes = 3, json = 0;
+    long tensors = 4, repeat = 3;
+    const char *transport = "ipc";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        } else if (v == NULL && strncmp(a, "--", 2) == 0) {
+            fprintf(stderr, "sluice-bench wire: %s needs a value\nTry 'sluice-bench wire --help'\n", a);
+            return 2;
+        } else if (strcmp(a, "--sizes") == 0) {
+            rc = bench_parse_int_list("wire", a, v, 1, 256 << 20, sizes, 16, &nsizes);
+        } else if (strcmp(a, "--tensors") == 0) {
+            rc = bench_parse_int("wire", a, v, 1, SL_WIRE_MAX_TENSORS, &tensors);
+        } else if (strcmp(a, "--repeat") == 0) {
+            rc = bench_parse_int("wire", a, v, 1, 32, &repeat);
+        } else if (strcmp(a, "--transport") == 0) {
+            rc = bench_parse_transport("wire", v, &transport);
+        } else {
+            fprintf(stderr, "sluice-bench wire: unknown option '%s'\nTry 'sluice-bench wire --help'\n", a);
+            return 2;
+        }
+        if (rc != 0)
+            return 2;
+        i++;
+    }
+    char dir[] = "/tmp/sluice-bench-XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        perror("sluice-bench wire: mkdtemp");
+        return 1;
+    }
+    int status = 0;
+    if (!json)
+        printf("sluice-bench wire: %ld tensor frames per piece, %s, median [min-max] of %ld\n\n"
+               " %-10s %-12s %-26s %-26s %-7s\n",
+               tensors, transport, repeat, "bytes", "header ns", "sluice wire MB/s", "raw ZeroMQ MB/s", "ratio");
+    for (int k = 0; k < nsizes && status == 0; k++) {
+        struct wire_arg a = {.tensors = (int)tensors, .size = (size_t)sizes[k]};
+        sl_buf_init(&a.hdr, SL_WIRE_MAX_HEADER);
+        a.payload = calloc(1, a.size);
+        double ns = a.payload ? header_ns(&a) : -1;
+        long count = (long)(3e8 / (double)(a.size + a.hdr.len));
+        if (count < 2000)
+            count = 2000;
+        double w[32], r[32];
+        for (int rep = 0; rep < repeat && ns > 0; rep++) {
+            double s = bench_zmq_pair(transport, dir, count, wire_send, &a, wire_recv, &a);
+            w[rep] = s > 0 ? (double)a.size * (double)(count - 1) / s / 1e6 : -1;
+            r[rep] = bench_raw_zmq(transport, dir, a.size + a.hdr.len, count) / 1e6;
+            if (w[rep] < 0 || r[rep] < 0)
+                ns = -1;
+        }
+        if (ns < 0) {
+            fprintf(stderr, "sluice-bench wire: the %d-byte measurement failed\n", sizes[k]);
+            status = 1;
+        } else {
+            struct bench_stat ws = bench_stat_of(w, (size_t)repeat), rs = bench_stat_of(r, (size_t)repeat);
+            if (json)
+                printf("{\"bench\":\"wire\",\"transport\":\"%s\",\"bytes\":%d,\"tensors\":%ld,\"header_bytes\":%zu,"
+                       "\"header_encode_decode_ns\":%.1f,\"wire_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
+                       "\"raw_zmq_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"ratio\":%.4f}\n",
+                       transport, sizes[k], tensors, a.hdr.len, ns, ws.median, ws.min, ws.max, rs.median, rs.min,
+                       rs.max, ws.median / rs.median);
+            else {
+                char wc[64], rc[64];
+                snprintf(wc, sizeof wc, "%.1f [%.1f-%.1f]", ws.median, ws.min, ws.max);
+                snprintf(rc, sizeof rc, "%.1f [%.1f-%.1f]", rs.median, rs.min, rs.max);
+                printf(" %-10d %-12.0f %-26s %-26s %.2f\n", sizes[k], ns, wc, rc, ws.median / rs.median);
+            }
+        }
+        free(a.payload);
+        sl_buf_free(&a.hdr);
+    }
+    bench_rmtree(dir);
+    return status;
+}

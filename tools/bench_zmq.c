@@ -1,0 +1,105 @@
+/* bench_zmq: raw ZeroMQ transfers, the baseline for everything that moves
+ * bytes between sluice processes.
+ *
+ * The sender is a forked process (so, like a feeder, it has its own
+ * ZeroMQ I/O thread and core); it binds PUSH, sends, and lingers until
+ * everything has left. The receiver starts its clock at the first message,
+ * so connection set-up is not timed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bench.h"
+#include "sl_clock.h"
+
+double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
+                      bench_recv_fn recv, void *recv_arg)
+{
+    char bind_ep[512], conn[512];
+    if (count < 2 || bench_endpoint(transport, dir, 900, bind_ep, conn, sizeof bind_ep) != 0)
+        return -1;
+    pid_t child = fork();
+    if (child < 0)
+        return -1;
+    if (child == 0) {
+        void *ctx = zmq_ctx_new();
+        void *push = zmq_socket(ctx, ZMQ_PUSH);
+        int linger = -1, rc = zmq_bind(push, bind_ep) == 0 ? 0 : 1;
+        for (long i = 0; rc == 0 && i < count; i++)
+            rc = send(push, i, send_arg);
+        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(push);
+        zmq_ctx_term(ctx);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    void *ctx = zmq_ctx_new();
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int tmo = 10000, rc = zmq_connect(pull, conn);
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    double t0 = 0;
+    for (long i = 0; rc == 0 && i < count; i++) {
+        rc = recv(pull, i, recv_arg);
+        if (i == 0)
+            t0 = sl_clock_s();
+    }
+    double el = sl_clock_s() - t0;
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+    int st = 0;
+    if (rc != 0)
+        kill(child, SIGKILL);
+    waitpid(child, &st, 0);
+    if (strncmp(bind_ep, "ipc://", 6) == 0)
+        unlink(bind_ep + 6);
+    if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || el <= 0)
+        return -1;
+    return el;
+}
+
+static void no_free(void *data, void *hint)
+{
+    (void)data;
+    (void)hint;
+}
+
+struct raw_msg {
+    void *buf;
+    size_t size;
+};
+
+static int raw_send(void *sock, long i, void *arg)
+{
+    struct raw_msg *m = arg;
+    zmq_msg_t msg;
+    (void)i;
+    zmq_msg_init_data(&msg, m->buf, m->size, no_free, NULL);
+    if (zmq_msg_send(&msg, sock, 0) < 0) {
+        zmq_msg_close(&msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int raw_recv(void *sock, long i, void *arg)
+{
+    zmq_msg_t msg;
+    (void)i;
+    (void)arg;
+    zmq_msg_init(&msg);
+    int rc = zmq_msg_recv(&msg, sock, 0) < 0 ? -1 : 0;
+    zmq_msg_close(&msg);
+    return rc;
+}
+
+double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count)
+{
+    struct raw_msg m = {calloc(1, size ? size : 1), size};
+    if (m.buf == NULL)
+        return -1;
+    double s = bench_zmq_pair(transport, dir, count, raw_send, &m, raw_recv, NULL);
+    free(m.buf);
+    return s > 0 ? (double)size * (double)(count - 1) / s : -1;
+}
