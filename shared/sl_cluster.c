@@ -23,6 +23,36 @@ static int list_len(json_t *cluster, const char *key, size_t *n, struct sl_error
     return 0;
 }
 
+/* Copy the n addresses of cluster.key into (*out)[at .. at+n), allocating
+ * *out (for `at` + n, or the whole worker list) on first use. A bare
+ * host:port is a tcp endpoint, as TF_CONFIG writes them. */
+static int copy_addrs(json_t *cluster, const char *key, size_t n, size_t at, char (**out)[SL_CLUSTER_MAX_ADDR],
+                      struct sl_error *err)
+{
+    if (n == 0)
+        return 0;
+    if (*out == NULL) {
+        size_t total = at + n;
+        if (strcmp(key, "chief") == 0) /* the worker list follows */
+            total += json_array_size(json_object_get(cluster, "worker"));
+        if ((*out = sl_calloc(total, sizeof **out)) == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    json_t *list = json_object_get(cluster, key);
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_string_value(json_array_get(list, i));
+        int bare = strstr(a, "://") == NULL;
+        if (strlen(a) + (bare ? 6 : 0) >= SL_CLUSTER_MAX_ADDR)
+            return sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.%s[%zu]' is longer than %d bytes", key, i,
+                                SL_CLUSTER_MAX_ADDR - 1 - (bare ? 6 : 0));
+        if (bare)
+            snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "tcp://%s", a);
+        else
+            snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "%s", a);
+    }
+    return 0;
+}
+
 int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -46,27 +76,11 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
         goto out;
     }
     c->workers = (uint32_t)(nchief + nworker);
-    if (c->nfeeders > 0) {
-        c->feeders = sl_calloc(c->nfeeders, sizeof *c->feeders);
-        if (c->feeders == NULL) {
-            rc = sl_error_set(err, SL_ENOMEM, "out of memory");
-            goto out;
-        }
-        json_t *f = json_object_get(cluster, "feeder");
-        for (size_t i = 0; i < c->nfeeders; i++) {
-            const char *a = json_string_value(json_array_get(f, i));
-            if (strlen(a) >= SL_CLUSTER_MAX_ADDR) {
-                rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.feeder[%zu]' is longer than %d bytes", i,
-                                  SL_CLUSTER_MAX_ADDR - 1);
-                goto out;
-            }
-            /* a bare host:port is a tcp endpoint, as TF_CONFIG writes them */
-            if (strstr(a, "://") == NULL)
-                snprintf(c->feeders[i], SL_CLUSTER_MAX_ADDR, "tcp://%.240s", a);
-            else
-                snprintf(c->feeders[i], SL_CLUSTER_MAX_ADDR, "%s", a);
-        }
-    }
+    if ((rc = copy_addrs(cluster, "feeder", c->nfeeders, 0, &c->feeders, err)) != 0)
+        goto out;
+    if (c->workers > 0 && ((rc = copy_addrs(cluster, "chief", nchief, 0, &c->worker_addrs, err)) != 0 ||
+                           (rc = copy_addrs(cluster, "worker", nworker, nchief, &c->worker_addrs, err)) != 0))
+        goto out;
     json_t *task = json_object_get(root, "task");
     if (task != NULL) {
         json_t *type = json_object_get(task, "type"), *index = json_object_get(task, "index");
@@ -97,6 +111,8 @@ void sl_cluster_free(struct sl_cluster *c)
 {
     sl_free(c->feeders);
     c->feeders = NULL;
+    sl_free(c->worker_addrs);
+    c->worker_addrs = NULL;
     c->nfeeders = 0;
 }
 
@@ -117,11 +133,15 @@ int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char
                             c->task_type[0] ? c->task_type : "(none)");
     *j = c->task_index;
     *F = (uint32_t)c->nfeeders;
-    const char *a = c->feeders[*j];
+    sl_cluster_bind_addr(c->feeders[*j], bind, n);
+    return 0;
+}
+
+void sl_cluster_bind_addr(const char *a, char *bind, size_t n)
+{
     const char *colon = strrchr(a, ':');
     if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6)
         snprintf(bind, n, "tcp://*%s", colon);
     else
         snprintf(bind, n, "%s", a);
-    return 0;
 }

@@ -28,6 +28,9 @@ struct sl_cluster {
     size_t nfeeders;
     char (*feeders)[SL_CLUSTER_MAX_ADDR]; /* owned */
     uint32_t workers;                     /* chief + workers */
+    char (*worker_addrs)[SL_CLUSTER_MAX_ADDR]; /* [workers], owned: the chief
+                                             first, then 'worker'; a bare
+                                             host:port becomes tcp://host:port */
     char task_type[32];                   /* "" when the spec has no task */
     uint32_t task_index;
 };
@@ -44,6 +47,11 @@ int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, stru
 /* The task as a feeder: its index, the feeder count, and the endpoint to
  * bind (a tcp endpoint binds every interface on its port; other transports bind the
  * address as given). SL_EINVAL when the task is not a feeder. */
+/* What a process binds to listen on its own endpoint `ep`: a tcp endpoint
+ * binds every interface on its port ("tcp://host1:2222" -> "tcp://" "*:2222");
+ * other transports bind the address as given. */
+void sl_cluster_bind_addr(const char *ep, char *bind, size_t n);
+
 int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char *bind, size_t n,
                       struct sl_error *err) SL_MUST_CHECK;
 

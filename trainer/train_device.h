@@ -122,6 +122,27 @@ int train_device_count(const char *kind);
 int train_device_describe(const char *kind, int ordinal, char *buf, size_t n,
                           struct sl_error *err) SL_MUST_CHECK;
 
+/* Replicas one trainer can have (the --devices and --replicas limit). */
+#define TRAIN_DEVICE_MAX_REPLICAS 1024
+
+/* The trainer's --devices option, resolved (caller-owned value struct). */
+struct train_device_spec {
+    char kind[8];                              /* "cpu" or "cuda" */
+    int count;                                 /* replicas, >= 1 */
+    int ordinals[TRAIN_DEVICE_MAX_REPLICAS];   /* cuda: the GPUs, in replica
+                                                  order; cpu: 0 .. count-1 */
+    int automatic;                             /* chosen by "auto" */
+};
+
+/* Parse and resolve `text` (NULL means "auto"): "auto" (every GPU when the
+ * cuda backend is built and finds one, else one CPU replica per online
+ * core), "cpu" (one per core), "cpu:N", "gpu" (every GPU), "gpu:0,1" (also
+ * "gpu:0,gpu:1"). Asks the cuda backend how many GPUs there are for auto
+ * and gpu forms. 0, or SL_EINVAL with a message that starts "--devices: "
+ * (bad syntax, N out of [1, 1024], GPUs asked of a build without CUDA, a
+ * GPU absent or listed twice). */
+int train_device_spec_parse(const char *text, struct train_device_spec *out, struct sl_error *err) SL_MUST_CHECK;
+
 /* The ordinal a device was opened with; the ops table it belongs to. */
 int train_device_ordinal(const struct train_device *d);
 const struct train_device_ops *train_device_ops_of(const struct train_device *d);

@@ -90,6 +90,7 @@ struct train_ring {
     int timeout_ms, connect_timeout_ms;
     uint64_t max_bytes;
     char **eps;          /* [size], owned */
+    char *bind;          /* owned; NULL: bind eps[rank] */
     void *ctx;
     void *push;          /* to the successor */
     void *pull;          /* from the predecessor */
@@ -482,8 +483,9 @@ static int make_sockets(struct train_ring *r, struct sl_error *err)
         || zmq_connect(r->mon, MONITOR_ADDR) < 0)
         return sl_error_set(err, SL_EIO, "ring: zmq_socket_monitor: %s",
                             zmq_strerror(zmq_errno()));
-    if (zmq_bind(r->pull, r->eps[r->rank]) < 0)
-        return sl_error_set(err, SL_EIO, "ring: zmq_bind(%s): %s", r->eps[r->rank],
+    const char *bind = r->bind ? r->bind : r->eps[r->rank];
+    if (zmq_bind(r->pull, bind) < 0)
+        return sl_error_set(err, SL_EIO, "ring: zmq_bind(%s): %s", bind,
                             zmq_strerror(zmq_errno()));
     if (zmq_connect(r->push, r->eps[r->succ]) < 0)
         return sl_error_set(err, SL_EIO, "ring: zmq_connect(%s): %s", r->eps[r->succ],
@@ -533,6 +535,10 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
             train_ring_close(r);
             return sl_error_set(err, SL_ENOMEM, "ring: out of memory");
         }
+    }
+    if (o->bind && (r->bind = sl_strdup(o->bind)) == NULL) {
+        train_ring_close(r);
+        return sl_error_set(err, SL_ENOMEM, "ring: out of memory");
     }
     if (r->size > 1) {
         rc = make_sockets(r, err);
@@ -698,5 +704,6 @@ void train_ring_close(struct train_ring *r)
             sl_free(r->eps[i]);
         sl_free(r->eps);
     }
+    sl_free(r->bind);
     sl_free(r);
 }

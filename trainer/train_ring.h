@@ -29,6 +29,10 @@ struct train_ring_opts {
                                     (default 10000) */
     uint64_t max_message_bytes;  /* largest chunk, in bytes, a call may send or
                                     accept: bounds ZMQ_MAXMSGSIZE (default 1 GiB) */
+    const char *bind;            /* what this rank binds instead of
+                                    endpoints[rank] when set (a tcp wildcard on
+                                    its port, for cluster specs that list host
+                                    names); NULL: endpoints[rank] */
 };
 
 enum train_ring_op { TRAIN_RING_SUM, TRAIN_RING_MEAN };

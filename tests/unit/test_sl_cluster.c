@@ -49,6 +49,39 @@ START_TEST(test_feeder_task_binds_its_port)
 }
 END_TEST
 
+/* The trainers' ring endpoints: the chief first, bare host:port as tcp. */
+START_TEST(test_worker_addresses)
+{
+    struct sl_cluster c;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_parse(&c,
+                                      "{\"cluster\": {\"worker\": [\"h1:2222\", \"ipc:///tmp/w2\"],"
+                                      " \"chief\": [\"h0:2222\"]}, \"task\": {\"type\": \"chief\", \"index\": 0}}",
+                                      &err),
+                     0);
+    ck_assert_uint_eq(c.workers, 3);
+    ck_assert_str_eq(c.worker_addrs[0], "tcp://h0:2222");
+    ck_assert_str_eq(c.worker_addrs[1], "tcp://h1:2222");
+    ck_assert_str_eq(c.worker_addrs[2], "ipc:///tmp/w2");
+    char bind[300];
+    sl_cluster_bind_addr(c.worker_addrs[1], bind, sizeof bind);
+    ck_assert_str_eq(bind, "tcp://*:2222");
+    sl_cluster_bind_addr(c.worker_addrs[2], bind, sizeof bind);
+    ck_assert_str_eq(bind, "ipc:///tmp/w2");
+    sl_cluster_free(&c);
+    ck_assert_int_eq(sl_cluster_parse(&c, "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}}", &err), 0);
+    ck_assert_uint_eq(c.workers, 2);
+    ck_assert_str_eq(c.worker_addrs[1], "tcp://b:1");
+    sl_cluster_free(&c);
+    char longer[400];
+    memset(longer, 'x', sizeof longer);
+    memcpy(longer, "{\"cluster\": {\"worker\": [\"", 25);
+    memcpy(longer + 25 + 250, "\"]}}", 5);
+    ck_assert_int_eq(sl_cluster_parse(&c, longer, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cluster spec: 'cluster.worker[0]' is longer than 249 bytes");
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     static const struct {
@@ -82,6 +115,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_chief_counts_as_worker_zero);
     tcase_add_test(tc, test_feeder_task_binds_its_port);
+    tcase_add_test(tc, test_worker_addresses);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
     return s;
