@@ -1,19 +1,32 @@
 /* train_loop: one worker's synchronous data-parallel training step on CPU
- * replicas, the model of trainer/train_model.h.
+ * replicas, the model of trainer/train_model.h, written as a step function
+ * of the strategy API (train_strategy.h).
  *
- * One thread per replica (the caller's thread is replica 0), each with its
- * own copy of the model. A step takes the R pieces of this worker's step,
- * learns the global batch's real row count N (a one-float ring all-reduce
- * across the W workers), has every replica compute the gradient of (sum of
- * its rows' losses) / N with its loss sum and correct count, sums those in
- * replica order in process (train_collective_local) and across the workers
- * (the ring): exactly the gradient of the mean cross-entropy over the
- * global batch, whatever the W x R split (up to float reassociation; empty
- * pieces count 0 rows). Every replica of every worker then applies the
- * same momentum-SGD step, so all copies stay bit-identical (checked by
- * hash: train_loop_check_mirrored).
+ * The strategy runs R replica threads (the caller's thread is replica 0);
+ * the weights are a strategy variable (R mirrored copies, or one in tower
+ * mode) and each replica has a train_model for its forward and backward
+ * passes. A step stages the R pieces (the input and label tensors only)
+ * through every replica's double-buffered stager, then runs the step
+ * function on every replica:
+ *   1. N, the global batch's real row count: an all_reduce of the rows;
+ *   2. the gradient of (sum of its rows' losses) / N, with the loss sum and
+ *      correct count appended (tower mode: the tower's mean loss scaled by
+ *      train_replica_loss_scale, the same value for equal towers);
+ *   3. an all_reduce SUM of that buffer across replicas and workers:
+ *      exactly the gradient of the mean cross-entropy over the global batch,
+ *      whatever the W x R split (up to float reassociation; empty pieces
+ *      count 0 rows);
+ *   4. momentum SGD applied to the weights with train_replica_var_apply:
+ *      every mirrored copy by its replica, or the one tower copy once.
+ * Every copy on every worker stays bit-identical; the strategy compares
+ * the copies' hashes every `hash_every` steps and on
+ * train_loop_check_mirrored.
  *
- * Not yet: GPU replicas.
+ * Staging runs in the plain order (put then run for each step): the loop
+ * is handed one step at a time. On the cpu backend copies are synchronous,
+ * so a look-ahead would not overlap anything there.
+ *
+ * Not yet: GPU replicas (the models have no device kernels).
  *
  * Thread-safe: no; one owner (the replica threads are internal).
  */
@@ -27,6 +40,7 @@
 #include "train_client.h"
 #include "train_model.h"
 #include "train_ring.h"
+#include "train_strategy.h"
 
 struct train_loop_opts {
     struct train_model_config model; /* inputs and max_rows are filled from the schema */
@@ -34,6 +48,9 @@ struct train_loop_opts {
     const char *label;  /* int64 scalar labels */
     struct train_ring *ring; /* across workers; NULL for one worker */
     uint32_t replicas;       /* local replicas, one thread each (0: 1) */
+    uint32_t worker, workers;/* this worker and W (the ring's size; 0: 1) */
+    enum train_strategy_mode mode; /* mirrored (default) or tower (one worker) */
+    uint32_t hash_every;     /* compare the weights' copies every K steps (0: only on check) */
 };
 
 struct train_step_result {
@@ -67,6 +84,11 @@ int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err) SL_MUS
 
 /* Hash of the current weights (equal on every worker after each step). */
 uint64_t train_loop_weights_hash(struct train_loop *l);
+/* Replica 0's model with the current weights in it (borrowed). */
 struct train_model *train_loop_model(struct train_loop *l);
+
+/* Staging since create, summed over replicas: bytes copied to the
+ * replicas' devices and the time spent copying (H2D rate = bytes / s). */
+void train_loop_stage_stats(const struct train_loop *l, uint64_t *bytes, double *seconds);
 
 #endif

@@ -60,6 +60,10 @@ static const char usage[] =
     "                           final weights on that job's data (summed over workers)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
     "                           order; worker w binds its own (gradient all-reduce)\n"
+    "      --mode=M             mirrored (default: a copy of the weights per replica) or\n"
+    "                           tower (replicate_model_fn: one copy, towers; one worker)\n"
+    "      --hash-every=K       compare the weights' copies (replicas, workers) every K\n"
+    "                           steps (default 100; 0: at the end of each epoch only)\n"
     "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
     "      --credits=N          pieces each feeder may have in flight (default max(16, 4R))\n"
     "      --trace=FILE         one JSON line per piece, then a summary line\n"
@@ -184,8 +188,13 @@ int main(int argc, char **argv)
         {"classes", required_argument, NULL, 'K'},
         {"save-weights", required_argument, NULL, 'W'}, {"metrics", required_argument, NULL, 'Q'},
         {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
+        {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
+    int tower = 0;             /* --mode tower */
+    uint32_t hash_every = 100; /* --hash-every */
+    uint64_t h2d_bytes0 = 0;   /* staging counters at the last report */
+    double h2d_s0 = 0;
     int worker_set = 0;
     const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
     double lr = 0.05, momentum = 0.9;
@@ -236,6 +245,14 @@ int main(int argc, char **argv)
         case 'W': save_path = optarg; break;
         case 'Q': metrics_path = optarg; break;
         case 'Y': eval_job = optarg; break;
+        case 1001: /* --mode */
+            if (strcmp(optarg, "mirrored") != 0 && strcmp(optarg, "tower") != 0) {
+                fprintf(stderr, "sluice-trainer: --mode: mirrored or tower\n");
+                return 2;
+            }
+            tower = strcmp(optarg, "tower") == 0;
+            break;
+        case 1002: bad = parse_u32("hash-every", optarg, 0, UINT32_MAX, &hash_every); break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
@@ -326,7 +343,9 @@ int main(int argc, char **argv)
     struct train_ring *ring = NULL;
     char *ring_list = NULL;
     if (status == 0 && strcmp(model, "none") != 0) {
-        struct train_loop_opts lo = {.input = input, .label = label, .replicas = replicas};
+        struct train_loop_opts lo = {.input = input, .label = label, .replicas = replicas, .worker = worker,
+                                     .workers = workers, .hash_every = hash_every,
+                                     .mode = tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED};
         lo.model.classes = (int)classes;
         lo.model.seed = seed;
         lo.model.lr = (float)lr;
@@ -424,12 +443,18 @@ int main(int argc, char **argv)
                     struct train_client_stats cs;
                     train_client_stats(cl, &cs);
                     double el = sl_clock_s() - t_first;
+                    uint64_t h2d_bytes;
+                    double h2d_s;
+                    train_loop_stage_stats(loop, &h2d_bytes, &h2d_s);
                     sl_log(SL_LOG_INFO,
                            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
-                           "%.0f samples/s, input stall %.1f%%, weights %016" PRIx64,
+                           "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
                            pieces[0].epoch, pieces[0].step, last_loss, last_acc,
                            el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0,
+                           h2d_s > h2d_s0 ? (double)(h2d_bytes - h2d_bytes0) / (h2d_s - h2d_s0) / 1e9 : 0.0,
                            train_loop_weights_hash(loop));
+                    h2d_bytes0 = h2d_bytes;
+                    h2d_s0 = h2d_s;
                     loss_sum = acc_sum = 0;
                     loss_steps = 0;
                 }
@@ -502,6 +527,10 @@ int main(int argc, char **argv)
     struct train_client_stats st = {0};
     if (cl != NULL)
         train_client_stats(cl, &st);
+    uint64_t h2d_bytes = 0; /* staged for training and evaluation */
+    double h2d_s = 0;
+    if (loop != NULL)
+        train_loop_stage_stats(loop, &h2d_bytes, &h2d_s);
     char summary[1024];
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
@@ -509,12 +538,14 @@ int main(int argc, char **argv)
              ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
-             "\"test_rows\":%.0f,\"test_accuracy\":%.5f}}\n",
+             "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
+             ",\"h2d_gb_per_s\":%.3f}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
              secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
              stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
-             test_rows, test_rows > 0 ? test_correct / test_rows : 0.0);
+             test_rows, test_rows > 0 ? test_correct / test_rows : 0.0, tower ? "tower" : "mirrored", h2d_bytes,
+             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {

@@ -1,0 +1,780 @@
+/* train_strategy: see train_strategy.h.
+ *
+ * Replica 0 is the caller's thread; replicas 1..R-1 wait on `job_cv` for
+ * the next job (put or run), do it and count themselves in `done`. A job's
+ * fields are written under `mu` before `job_gen` moves and read under `mu`
+ * after, which is the happens-before every replica's view of the run's
+ * arguments relies on; `done` under `mu` gives the caller its view of what
+ * the replicas wrote (copies, counters, errors).
+ *
+ * Collectives inside a step: sums across the threads are
+ * train_local_all_reduce's (replica order, the last arrival reduces);
+ * across workers replica 0 alone calls the ring (its sockets are the
+ * caller's thread's) and hands the result to the others through `bcast`
+ * between two barriers of our own. The barrier is abortable: a failing
+ * replica aborts the local group and the barrier together, so no replica is
+ * left waiting whichever collective it is blocked in.
+ *
+ * Lock order: `mu` only. The local group locks internally and is never
+ * called with `mu` held.
+ */
+#include "train_strategy.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "train_collective_local.h"
+#include "train_device.h"
+
+enum job { JOB_PUT = 1, JOB_RUN = 2 };
+
+struct train_variable {
+    struct train_strategy *s;
+    struct train_mirror *m; /* R copies, or one in tower mode */
+    enum train_aggregation agg;
+};
+
+struct train_replica {
+    struct train_strategy *s;
+    int id;
+    pthread_t thread;
+    int started;
+    struct train_device *dev;
+    struct train_stage *stage;
+    float *scratch;            /* scratch_floats + 1 */
+    struct train_staged view;  /* the running step's piece */
+    double put_s;              /* time in train_stage_put */
+    int rc;
+    struct sl_error err;
+};
+
+struct train_per_replica {
+    uint32_t replicas;
+    size_t capacity;
+    float *data;                /* [replicas][capacity] */
+    struct train_value vals[];  /* [replicas] */
+};
+
+struct train_strategy {
+    uint32_t R, W, worker;
+    enum train_strategy_mode mode;
+    struct train_ring *ring;
+    uint32_t hash_every;
+    float loss_scale;
+    size_t scratch_floats;
+    const struct train_device_ops *ops;
+    struct train_replica *reps;
+    struct train_local_group *group; /* R > 1 */
+    struct train_variable vars[TRAIN_STRATEGY_MAX_VARIABLES];
+    size_t nvars;
+    float *hashbuf;             /* W x 4 x nvars: the hashes across workers */
+    struct train_value *shapes; /* [R]: each replica's value shape in train_replica_reduce */
+    uint64_t steps;
+    unsigned staged;            /* steps put and not yet run */
+
+    pthread_mutex_t mu;
+    pthread_cond_t job_cv, done_cv, bar_cv;
+    uint64_t job_gen;
+    enum job job;
+    const struct train_piece *pieces;
+    train_step_fn fn;
+    void *ctx;
+    uint32_t done;
+    int stop;
+    uint32_t bar_count;
+    uint64_t bar_gen;
+    const float *bcast;
+    int aborted;                /* 0 or the first error's code */
+    char abort_msg[SL_ERROR_MSG_MAX];
+    int broken;                 /* a failed run: every later call fails with it */
+    char broken_msg[SL_ERROR_MSG_MAX];
+};
+
+/* Fail the run for everybody: the first error wins. */
+static void strategy_abort(struct train_strategy *s, int code, const char *msg)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->aborted) {
+        s->aborted = code < 0 ? code : SL_EINVAL;
+        snprintf(s->abort_msg, sizeof s->abort_msg, "%s", msg);
+    }
+    pthread_cond_broadcast(&s->bar_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->group != NULL)
+        train_local_group_abort(s->group, code, msg);
+}
+
+static int replica_fail(struct train_replica *rep, int rc, struct sl_error *err)
+{
+    strategy_abort(rep->s, rc, err != NULL ? err->msg : "error");
+    return rc;
+}
+
+/* Every local replica arrives before any leaves; an abort wakes them all
+ * with its error. */
+static int barrier(struct train_strategy *s, struct sl_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t gen = s->bar_gen;
+    if (!s->aborted && ++s->bar_count == s->R) {
+        s->bar_count = 0;
+        s->bar_gen++;
+        pthread_cond_broadcast(&s->bar_cv);
+    }
+    while (s->bar_gen == gen && !s->aborted)
+        pthread_cond_wait(&s->bar_cv, &s->mu);
+    int rc = s->bar_gen == gen ? s->aborted : 0;
+    if (rc != 0)
+        sl_error_set(err, rc, "%s", s->abort_msg);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Replica 0's buf[0..n) into every replica's buf. */
+static int broadcast0(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    if (s->R == 1)
+        return 0;
+    if (rep->id == 0) {
+        pthread_mutex_lock(&s->mu);
+        s->bcast = buf;
+        pthread_mutex_unlock(&s->mu);
+    }
+    int rc = barrier(s, err);
+    if (rc == 0 && rep->id != 0 && n > 0) {
+        pthread_mutex_lock(&s->mu);
+        const float *src = s->bcast;
+        pthread_mutex_unlock(&s->mu);
+        memcpy(buf, src, n * sizeof *buf);
+    }
+    if (rc == 0)
+        rc = barrier(s, err); /* replica 0's buf stays untouched until everyone has read it */
+    return rc;
+}
+
+/* The sum over every replica of every worker, the same bits everywhere. */
+static int sum_all(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    int rc = 0;
+    if (s->R > 1 && (rc = train_local_all_reduce(s->group, rep->id, buf, n, TRAIN_SUM, err)) != 0)
+        return replica_fail(rep, rc, err);
+    if (s->ring == NULL)
+        return 0;
+    if (rep->id == 0 && (rc = train_ring_all_reduce(s->ring, buf, n, TRAIN_RING_SUM, err)) != 0)
+        return replica_fail(rep, rc, err);
+    return broadcast0(rep, buf, n, err);
+}
+
+int train_replica_all_reduce(struct train_replica *rep, enum train_reduce_op op, float *buf, size_t n,
+                             struct sl_error *err)
+{
+    if (op != TRAIN_SUM && op != TRAIN_MEAN)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "all_reduce: unknown reduce op %d", (int)op), err);
+    int rc = sum_all(rep, buf, n, err);
+    if (rc != 0 || op == TRAIN_SUM)
+        return rc;
+    float div = (float)(rep->s->R * rep->s->W);
+    for (size_t j = 0; j < n; j++)
+        buf[j] /= div;
+    return 0;
+}
+
+int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value,
+                         int axis, struct train_value *out, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    if (op != TRAIN_SUM && op != TRAIN_MEAN)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "reduce: unknown reduce op %d", (int)op), err);
+    /* every replica validates every replica's shape with train_reduce_shape,
+     * so all agree on the result or all fail with the same message */
+    /* shapes[id] is rewritten by the next call only after this call's
+     * all-reduce, which every replica enters after reading it */
+    s->shapes[rep->id] = *value;
+    s->shapes[rep->id].data = NULL;
+    int rc = barrier(s, err);
+    if (rc != 0)
+        return rc;
+    struct train_value res;
+    if ((rc = train_reduce_shape(s->shapes, s->R, axis, &res, err)) != 0)
+        return replica_fail(rep, rc, err);
+    size_t m;
+    if ((rc = train_value_count(&res, &m, err)) != 0)
+        return replica_fail(rep, rc, err);
+    if (axis == TRAIN_AXIS_NONE) {
+        if (m > 0 && out->data != value->data)
+            memcpy(out->data, value->data, m * sizeof(float));
+        rc = train_replica_all_reduce(rep, op, out->data, m, err);
+    } else {
+        if (m > s->scratch_floats)
+            return replica_fail(rep, sl_error_set(err, SL_EINVAL, "reduce over axis 0: %zu values exceed the "
+                                                  "scratch of %zu floats", m, s->scratch_floats), err);
+        /* this replica's rows summed by train_reduce itself, then the row
+         * count rides along in the same all-reduce */
+        struct train_value part = {.data = rep->scratch};
+        if ((rc = train_reduce(TRAIN_SUM, value, 1, 0, &part, err)) != 0)
+            return replica_fail(rep, rc, err);
+        rep->scratch[m] = (float)value->dims[0];
+        if ((rc = sum_all(rep, rep->scratch, m + 1, err)) != 0)
+            return rc;
+        float rows = rep->scratch[m];
+        if (op == TRAIN_MEAN && rows == 0) /* the same on every replica: all fail alike */
+            return replica_fail(rep, sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty "
+                                                  "(0 rows in all): the mean is undefined"), err);
+        for (size_t j = 0; j < m; j++)
+            out->data[j] = op == TRAIN_MEAN ? rep->scratch[j] / rows : rep->scratch[j];
+    }
+    if (rc == 0) {
+        out->rank = res.rank;
+        memcpy(out->dims, res.dims, sizeof out->dims);
+    }
+    return rc;
+}
+
+int train_replica_id(const struct train_replica *rep)
+{
+    return rep->id;
+}
+
+int train_replica_global_id(const struct train_replica *rep)
+{
+    return (int)(rep->s->worker * rep->s->R) + rep->id;
+}
+
+uint32_t train_replica_num_replicas_in_sync(const struct train_replica *rep)
+{
+    return rep->s->R * rep->s->W;
+}
+
+float train_replica_loss_scale(const struct train_replica *rep)
+{
+    return rep->s->loss_scale;
+}
+
+float *train_replica_var(struct train_replica *rep, struct train_variable *var)
+{
+    return train_variable_copy(var, rep->id);
+}
+
+static void apply_mode(float *copy, const float *u, size_t n, enum train_mirror_mode mode)
+{
+    for (size_t j = 0; j < n; j++)
+        copy[j] = mode == TRAIN_ASSIGN ? u[j] : mode == TRAIN_ASSIGN_ADD ? copy[j] + u[j] : copy[j] - u[j];
+}
+
+int train_replica_var_update(struct train_replica *rep, struct train_variable *var, enum train_mirror_mode mode,
+                             const float *update, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    size_t n = train_mirror_size(var->m);
+    int rc;
+    if (var->agg == TRAIN_AGG_NONE) /* TensorFlow's error text, from train_mirror (NONE is refused first) */
+        return replica_fail(rep, train_mirror_update(var->m, NULL, mode, err), err);
+    if (mode != TRAIN_ASSIGN && mode != TRAIN_ASSIGN_ADD && mode != TRAIN_ASSIGN_SUB)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "mirrored variable '%s': unknown update mode %d",
+                                              train_mirror_name(var->m), (int)mode), err);
+    if (n > s->scratch_floats)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "mirrored variable '%s': %zu values exceed the "
+                                              "scratch of %zu floats", train_mirror_name(var->m), n,
+                                              s->scratch_floats), err);
+    float *u = rep->scratch;
+    if (var->agg == TRAIN_AGG_ONLY_FIRST_REPLICA) {
+        if (rep->id == 0) {
+            /* worker 0's replica 0: across workers the others add zeros */
+            if (s->worker == 0 && n > 0)
+                memcpy(u, update, n * sizeof *u);
+            else
+                memset(u, 0, n * sizeof *u);
+            if (s->ring != NULL && (rc = train_ring_all_reduce(s->ring, u, n, TRAIN_RING_SUM, err)) != 0)
+                return replica_fail(rep, rc, err);
+        }
+        if ((rc = broadcast0(rep, u, n, err)) != 0)
+            return rc;
+    } else {
+        if (n > 0)
+            memcpy(u, update, n * sizeof *u);
+        if ((rc = train_replica_all_reduce(rep, var->agg == TRAIN_AGG_MEAN ? TRAIN_MEAN : TRAIN_SUM, u, n, err)) != 0)
+            return rc;
+    }
+    if (s->mode == TRAIN_STRATEGY_MIRRORED) {
+        apply_mode(train_mirror_copy(var->m, rep->id), u, n, mode);
+        return 0;
+    }
+    /* tower: every tower has arrived (the reduction above waited for all),
+     * so nobody reads the one copy while the last tower writes it */
+    if (s->R == 1 || (rc = barrier(s, err)) == 0) {
+        if (rep->id == (int)s->R - 1)
+            apply_mode(train_mirror_copy(var->m, 0), u, n, mode);
+        rc = s->R == 1 ? 0 : barrier(s, err);
+    }
+    return rc;
+}
+
+int train_replica_var_apply(struct train_replica *rep, struct train_variable *var, train_var_apply_fn fn, void *arg,
+                            struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    size_t n = train_mirror_size(var->m);
+    int rc = 0;
+    if (s->mode == TRAIN_STRATEGY_MIRRORED) {
+        if ((rc = fn(train_mirror_copy(var->m, rep->id), n, arg, err)) != 0)
+            return replica_fail(rep, rc, err);
+        return 0;
+    }
+    if (s->R > 1 && (rc = barrier(s, err)) != 0)
+        return rc;
+    if (rep->id == (int)s->R - 1 && (rc = fn(train_mirror_copy(var->m, 0), n, arg, err)) != 0)
+        return replica_fail(rep, rc, err);
+    return s->R > 1 ? barrier(s, err) : 0;
+}
+
+/* One replica's share of a job. */
+static void do_job(struct train_replica *rep, enum job job, const struct train_piece *pieces, train_step_fn fn,
+                   void *ctx)
+{
+    struct train_strategy *s = rep->s;
+    rep->rc = 0;
+    if (job == JOB_PUT) {
+        uint64_t t0 = sl_clock_ns();
+        rep->rc = train_stage_put(rep->stage, &pieces[rep->id], &rep->err);
+        rep->put_s += (double)(sl_clock_ns() - t0) / 1e9;
+        if (rep->rc != 0)
+            sl_error_prefix(&rep->err, "replica %d: ", rep->id);
+        return;
+    }
+    int rc = train_stage_get(rep->stage, &rep->view, &rep->err);
+    if (rc == 0)
+        rc = fn(rep, &rep->view, ctx, &rep->err);
+    if (rc != 0) {
+        pthread_mutex_lock(&s->mu);
+        int first = !s->aborted;
+        pthread_mutex_unlock(&s->mu);
+        if (first)
+            sl_error_prefix(&rep->err, "replica %d step %" PRIu64 ": ", rep->id, rep->view.step);
+        strategy_abort(s, rc, rep->err.msg);
+    }
+    rep->rc = rc;
+}
+
+static void *replica_main(void *arg)
+{
+    struct train_replica *rep = arg;
+    struct train_strategy *s = rep->s;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->job_gen == seen && !s->stop)
+            pthread_cond_wait(&s->job_cv, &s->mu);
+        if (s->stop)
+            break;
+        seen = s->job_gen;
+        enum job job = s->job;
+        const struct train_piece *pieces = s->pieces;
+        train_step_fn fn = s->fn;
+        void *ctx = s->ctx;
+        pthread_mutex_unlock(&s->mu);
+        do_job(rep, job, pieces, fn, ctx);
+        pthread_mutex_lock(&s->mu);
+        if (++s->done == s->R - 1)
+            pthread_cond_signal(&s->done_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Run a job on every replica (0 on this thread) and wait for all; the
+ * first error (the abort's, else the lowest replica's) into err. */
+static int dispatch(struct train_strategy *s, enum job job, const struct train_piece *pieces, train_step_fn fn,
+                    void *ctx, struct sl_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    s->job = job;
+    s->pieces = pieces;
+    s->fn = fn;
+    s->ctx = ctx;
+    s->done = 0;
+    s->job_gen++;
+    pthread_cond_broadcast(&s->job_cv);
+    pthread_mutex_unlock(&s->mu);
+    do_job(&s->reps[0], job, pieces, fn, ctx);
+    pthread_mutex_lock(&s->mu);
+    while (s->done < s->R - 1)
+        pthread_cond_wait(&s->done_cv, &s->mu);
+    int rc = s->aborted;
+    if (rc != 0)
+        sl_error_set(err, rc, "%s", s->abort_msg);
+    pthread_mutex_unlock(&s->mu);
+    for (uint32_t r = 0; rc == 0 && r < s->R; r++)
+        if (s->reps[r].rc != 0) {
+            rc = s->reps[r].rc;
+            *err = s->reps[r].err;
+        }
+    if (rc != 0) {
+        s->broken = rc;
+        snprintf(s->broken_msg, sizeof s->broken_msg, "%s", err->msg);
+    }
+    return rc;
+}
+
+static int refuse_broken(const struct train_strategy *s, struct sl_error *err)
+{
+    return sl_error_set(err, s->broken, "strategy failed earlier: %s", s->broken_msg);
+}
+
+int train_strategy_put(struct train_strategy *s, const struct train_piece *pieces, struct sl_error *err)
+{
+    if (s->broken)
+        return refuse_broken(s, err);
+    if (s->staged == TRAIN_STAGE_SLOTS)
+        return sl_error_set(err, SL_EINVAL, "put: %u steps are staged already (run one first)", s->staged);
+    if (s->mode == TRAIN_STRATEGY_TOWER) {
+        uint64_t total = 0;
+        for (uint32_t r = 0; r < s->R; r++)
+            total += pieces[r].rows;
+        int64_t rows;
+        int rc = train_tower_split((int64_t)total, (int)s->R, &rows, err);
+        if (rc != 0)
+            return rc;
+        for (uint32_t r = 0; r < s->R; r++)
+            if (pieces[r].rows != (uint64_t)rows)
+                return sl_error_set(err, SL_EINVAL, "tower mode: step %" PRIu64 " gives tower %u %u rows, expected "
+                                    "%" PRId64 " (towers take equal shards of the batch)", pieces[r].step, r,
+                                    pieces[r].rows, rows);
+    }
+    int rc = dispatch(s, JOB_PUT, pieces, NULL, NULL, err);
+    if (rc == 0)
+        s->staged++;
+    return rc;
+}
+
+int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, struct sl_error *err)
+{
+    if (s->broken)
+        return refuse_broken(s, err);
+    if (s->staged == 0)
+        return sl_error_set(err, SL_EINVAL, "run: no step is staged (put one first)");
+    int rc = dispatch(s, JOB_RUN, NULL, fn, ctx, err);
+    s->staged--;
+    if (rc != 0)
+        return rc;
+    s->steps++;
+    if (s->hash_every && s->steps % s->hash_every == 0 && (rc = train_strategy_check(s, err)) != 0) {
+        sl_error_prefix(err, "after step %" PRIu64 ": ", s->steps);
+        s->broken = rc;
+        snprintf(s->broken_msg, sizeof s->broken_msg, "%s", err->msg);
+    }
+    return rc;
+}
+
+uint64_t train_strategy_steps(const struct train_strategy *s)
+{
+    return s->steps;
+}
+
+uint32_t train_strategy_replicas(const struct train_strategy *s)
+{
+    return s->R;
+}
+
+uint32_t train_strategy_num_replicas_in_sync(const struct train_strategy *s)
+{
+    return s->R * s->W;
+}
+
+enum train_strategy_mode train_strategy_mode(const struct train_strategy *s)
+{
+    return s->mode;
+}
+
+int train_strategy_create(struct train_strategy **out, const struct train_strategy_opts *o, struct sl_error *err)
+{
+    *out = NULL;
+    uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
+    if (R > 1024)
+        return sl_error_set(err, SL_EINVAL, "strategy: %u replicas (at most 1024)", R);
+    if ((o->ring == NULL) != (W == 1) || o->worker >= W)
+        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, W,
+                            o->ring == NULL ? "without" : "with");
+    if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER)
+        return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
+    if (o->mode == TRAIN_STRATEGY_TOWER && o->ring != NULL)
+        return sl_error_set(err, SL_EINVAL, "strategy: tower mode (replicate_model_fn) runs on one worker");
+    float scale = 1.0f;
+    if (o->mode == TRAIN_STRATEGY_TOWER) {
+        int rc = train_tower_loss_scale(o->loss_reduction, (int)R, &scale, err);
+        if (rc != 0)
+            return rc;
+    }
+    const char *kind = o->device ? o->device : "cpu";
+    const struct train_device_ops *ops = train_device_find(kind);
+    if (ops == NULL)
+        return sl_error_set(err, SL_EINVAL, "strategy: no '%s' device backend in this build", kind);
+    struct train_strategy *s = sl_calloc(1, sizeof *s);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->job_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    pthread_cond_init(&s->bar_cv, NULL);
+    s->R = R;
+    s->W = W;
+    s->worker = o->worker;
+    s->mode = o->mode;
+    s->ring = o->ring;
+    s->hash_every = o->hash_every;
+    s->loss_scale = scale;
+    s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
+    s->ops = ops;
+    int rc = 0;
+    if ((s->reps = sl_calloc(R, sizeof *s->reps)) == NULL || (s->shapes = sl_calloc(R, sizeof *s->shapes)) == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
+    if (rc == 0 && R > 1)
+        rc = train_local_group_create(&s->group, (int)R, err);
+    for (uint32_t r = 0; rc == 0 && r < R; r++) {
+        struct train_replica *rep = &s->reps[r];
+        rep->s = s;
+        rep->id = (int)r;
+        if ((rep->scratch = sl_malloc((s->scratch_floats + 1) * sizeof(float))) == NULL)
+            rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory for replica %u's scratch", r);
+        if (rc == 0)
+            rc = ops->open(&rep->dev, (int)r, err);
+        if (rc == 0)
+            rc = train_stage_create(&rep->stage, ops, rep->dev, o->tensor_capacity, o->ntensors, err);
+        if (rc != 0)
+            sl_error_prefix(err, "strategy: replica %u: ", r);
+    }
+    for (uint32_t r = 1; rc == 0 && r < R; r++) {
+        if (pthread_create(&s->reps[r].thread, NULL, replica_main, &s->reps[r]) != 0)
+            rc = sl_error_set(err, SL_EIO, "strategy: cannot start the thread of replica %u", r);
+        else
+            s->reps[r].started = 1;
+    }
+    if (rc != 0) {
+        train_strategy_destroy(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void train_strategy_destroy(struct train_strategy *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->job_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (uint32_t r = 0; s->reps != NULL && r < s->R; r++) {
+        struct train_replica *rep = &s->reps[r];
+        if (rep->started)
+            pthread_join(rep->thread, NULL);
+        train_stage_destroy(rep->stage);
+        if (rep->dev != NULL)
+            s->ops->close(rep->dev);
+        sl_free(rep->scratch);
+    }
+    for (size_t i = 0; i < s->nvars; i++)
+        train_mirror_destroy(s->vars[i].m);
+    train_local_group_destroy(s->group);
+    sl_free(s->hashbuf);
+    sl_free(s->shapes);
+    sl_free(s->reps);
+    pthread_cond_destroy(&s->bar_cv);
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->job_cv);
+    pthread_mutex_destroy(&s->mu);
+    sl_free(s);
+}
+
+int train_strategy_variable(struct train_strategy *s, const char *name, size_t n, enum train_aggregation agg,
+                            const float *init, struct train_variable **out, struct sl_error *err)
+{
+    *out = NULL;
+    if (s->nvars == TRAIN_STRATEGY_MAX_VARIABLES)
+        return sl_error_set(err, SL_EINVAL, "strategy: at most %d variables", TRAIN_STRATEGY_MAX_VARIABLES);
+    if (s->W > 1) {
+        size_t need = (size_t)s->W * 4 * (s->nvars + 1);
+        float *hb = sl_realloc(s->hashbuf, need * sizeof *hb);
+        if (hb == NULL)
+            return sl_error_set(err, SL_ENOMEM, "strategy: out of memory for the hash check");
+        s->hashbuf = hb;
+    }
+    struct train_variable *v = &s->vars[s->nvars];
+    int copies = s->mode == TRAIN_STRATEGY_TOWER ? 1 : (int)s->R;
+    int rc = train_mirror_create(&v->m, name, n, copies, agg, init, err);
+    if (rc != 0)
+        return rc;
+    v->s = s;
+    v->agg = agg;
+    s->nvars++;
+    *out = v;
+    return 0;
+}
+
+float *train_variable_copy(struct train_variable *var, int replica)
+{
+    if (replica < 0 || (uint32_t)replica >= var->s->R)
+        return NULL;
+    return train_mirror_copy(var->m, var->s->mode == TRAIN_STRATEGY_TOWER ? 0 : replica);
+}
+
+size_t train_variable_size(const struct train_variable *var)
+{
+    return train_mirror_size(var->m);
+}
+
+uint64_t train_variable_hash(const struct train_variable *var)
+{
+    return train_mirror_hash(var->m, 0);
+}
+
+int train_strategy_check(struct train_strategy *s, struct sl_error *err)
+{
+    for (size_t i = 0; i < s->nvars; i++) {
+        int rc = train_mirror_check(s->vars[i].m, err);
+        if (rc != 0)
+            return rc;
+    }
+    if (s->W == 1 || s->nvars == 0)
+        return 0;
+    /* each worker's hashes as 16-bit pieces (exact in float32) in its own
+     * slots, zeros elsewhere: the ring's sum hands everyone all of them */
+    size_t per = 4 * s->nvars, n = per * s->W;
+    memset(s->hashbuf, 0, n * sizeof *s->hashbuf);
+    for (size_t i = 0; i < s->nvars; i++) {
+        uint64_t h = train_mirror_hash(s->vars[i].m, 0);
+        for (int k = 0; k < 4; k++)
+            s->hashbuf[s->worker * per + 4 * i + (size_t)k] = (float)((h >> (16 * k)) & 0xffff);
+    }
+    int rc = train_ring_all_reduce(s->ring, s->hashbuf, n, TRAIN_RING_SUM, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "hash check across workers: ");
+    for (size_t i = 0; i < s->nvars; i++) {
+        uint64_t h[2];
+        for (uint32_t w = 0; w < s->W; w++) {
+            uint64_t x = 0;
+            for (int k = 0; k < 4; k++)
+                x |= (uint64_t)s->hashbuf[w * per + 4 * i + (size_t)k] << (16 * k);
+            h[w == 0 ? 0 : 1] = x;
+            if (w > 0 && h[1] != h[0])
+                return sl_error_set(err, SL_ECORRUPT,
+                                    "mirrored variable '%s' diverged across workers: worker %u hashes 0x%016" PRIx64
+                                    ", worker 0 0x%016" PRIx64,
+                                    train_mirror_name(s->vars[i].m), w, h[1], h[0]);
+        }
+    }
+    return 0;
+}
+
+int train_per_replica_create(struct train_per_replica **out, const struct train_strategy *s, size_t capacity,
+                             struct sl_error *err)
+{
+    *out = NULL;
+    if (capacity > SIZE_MAX / sizeof(float) / s->R - 1)
+        return sl_error_set(err, SL_EINVAL, "per-replica value: %zu floats x %u replicas is too large", capacity, s->R);
+    struct train_per_replica *pv = sl_calloc(1, sizeof *pv + s->R * sizeof pv->vals[0]);
+    if (pv != NULL && (pv->data = sl_malloc((capacity * s->R + 1) * sizeof(float))) == NULL) {
+        sl_free(pv);
+        pv = NULL;
+    }
+    if (pv == NULL)
+        return sl_error_set(err, SL_ENOMEM, "per-replica value: out of memory");
+    pv->replicas = s->R;
+    pv->capacity = capacity;
+    for (uint32_t r = 0; r < s->R; r++)
+        pv->vals[r].data = pv->data + (size_t)r * capacity;
+    *out = pv;
+    return 0;
+}
+
+void train_per_replica_destroy(struct train_per_replica *pv)
+{
+    if (pv == NULL)
+        return;
+    sl_free(pv->data);
+    sl_free(pv);
+}
+
+int train_per_replica_set(struct train_per_replica *pv, int replica, int rank, const int64_t *dims, float **data,
+                          struct sl_error *err)
+{
+    if (replica < 0 || (uint32_t)replica >= pv->replicas)
+        return sl_error_set(err, SL_EINVAL, "per-replica value: no replica %d", replica);
+    struct train_value v = {.data = pv->vals[replica].data, .rank = rank};
+    if (rank > 0)
+        memcpy(v.dims, dims, (size_t)(rank <= TRAIN_VALUE_MAX_RANK ? rank : TRAIN_VALUE_MAX_RANK) * sizeof v.dims[0]);
+    size_t count;
+    int rc = train_value_count(&v, &count, err);
+    if (rc != 0)
+        return rc;
+    if (count > pv->capacity)
+        return sl_error_set(err, SL_EINVAL, "per-replica value: replica %d's value has %zu elements (capacity %zu)",
+                            replica, count, pv->capacity);
+    pv->vals[replica] = v;
+    *data = v.data;
+    return 0;
+}
+
+size_t train_per_replica_local_results(const struct train_per_replica *pv, const struct train_value **values)
+{
+    *values = pv->vals;
+    return pv->replicas;
+}
+
+int train_per_replica_concat(const struct train_per_replica *pv, struct train_value *out, struct sl_error *err)
+{
+    return train_tower_concat(pv->vals, pv->replicas, out, err);
+}
+
+int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, const struct train_per_replica *pv,
+                          int axis, struct train_value *out, struct sl_error *err)
+{
+    if (pv->replicas != s->R)
+        return sl_error_set(err, SL_EINVAL, "reduce: a value of %u replicas for a strategy of %u", pv->replicas, s->R);
+    if (s->W == 1)
+        return train_reduce(op, pv->vals, s->R, axis, out, err);
+    if (op != TRAIN_SUM && op != TRAIN_MEAN)
+        return sl_error_set(err, SL_EINVAL, "reduce: unknown reduce op %d", (int)op);
+    /* across workers: sums first (this worker's by train_reduce), the count
+     * alongside, one division at the end */
+    int rc = train_reduce(TRAIN_SUM, pv->vals, s->R, axis, out, err);
+    size_t m = 0;
+    if (rc == 0)
+        rc = train_value_count(out, &m, err);
+    if (rc != 0)
+        return rc;
+    if (m > s->scratch_floats)
+        return sl_error_set(err, SL_EINVAL, "reduce: %zu values exceed the scratch of %zu floats", m,
+                            s->scratch_floats);
+    float *buf = s->reps[0].scratch; /* replica 0's: this is its thread, between runs */
+    memcpy(buf, out->data, m * sizeof *buf);
+    float rows = 0;
+    for (uint32_t r = 0; r < s->R; r++)
+        rows += axis == TRAIN_AXIS_NONE ? 1.0f : (float)pv->vals[r].dims[0];
+    buf[m] = rows;
+    if ((rc = train_ring_all_reduce(s->ring, buf, m + 1, TRAIN_RING_SUM, err)) != 0)
+        return sl_error_prefix(err, "reduce across workers: ");
+    if (op == TRAIN_MEAN && buf[m] == 0)
+        return sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty (0 rows in all): the "
+                            "mean is undefined");
+    for (size_t j = 0; j < m; j++)
+        out->data[j] = op == TRAIN_MEAN ? buf[j] / buf[m] : buf[j];
+    return 0;
+}
+
+void train_strategy_stage_stats(const struct train_strategy *s, struct train_strategy_stage_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (uint32_t r = 0; r < s->R; r++) {
+        struct train_stage_stats st;
+        train_stage_stats(s->reps[r].stage, &st);
+        out->bytes_h2d += st.bytes_h2d;
+        out->copy_s += s->reps[r].put_s + st.sync_s;
+    }
+}
