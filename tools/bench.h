@@ -50,6 +50,14 @@ void bench_find_bins(char *feeder, char *trainer, size_t n);
  * the address to bind and the one to connect to. 0, or -1 (no free port). */
 int bench_endpoint(const char *transport, const char *dir, int k, char *bind, char *conn, size_t n);
 
+/* "sluice-bench CMD: " + fmt (with one string argument) + a hint to use
+ * --help, on stderr; returns 2, the usage exit status. */
+int bench_usage_error(const char *cmd, const char *fmt, const char *arg);
+
+/* A new private folder /tmp/sluice-bench-XXXXXX (or under $TMPDIR when
+ * that is short) for sockets and logs, into dir; 0, or -1 said on stderr. */
+int bench_tmpdir(const char *cmd, char *dir, size_t n);
+
 /* Remove a folder and everything in it (best effort). */
 void bench_rmtree(const char *dir);
 

@@ -123,8 +123,7 @@ int bench_allreduce_main(int argc, char **argv)
             json = 1;
             continue;
         } else if (v == NULL && strncmp(a, "--", 2) == 0) {
-            fprintf(stderr, "sluice-bench allreduce: %s needs a value\nTry 'sluice-bench allreduce --help'\n", a);
-            return 2;
+            return bench_usage_error("allreduce", "%s needs a value", a);
         } else if (strcmp(a, "--procs") == 0) {
             rc = bench_parse_int_list("allreduce", a, v, 2, 16, procs, 16, &nprocs);
         } else if (strcmp(a, "--floats") == 0) {
@@ -136,18 +135,15 @@ int bench_allreduce_main(int argc, char **argv)
         } else if (strcmp(a, "--transport") == 0) {
             rc = bench_parse_transport("allreduce", v, &transport);
         } else {
-            fprintf(stderr, "sluice-bench allreduce: unknown option '%s'\nTry 'sluice-bench allreduce --help'\n", a);
-            return 2;
+            return bench_usage_error("allreduce", "unknown option '%s'", a);
         }
         if (rc != 0)
             return 2;
         i++;
     }
-    char dir[] = "/tmp/sluice-bench-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("sluice-bench allreduce: mkdtemp");
+    char dir[64];
+    if (bench_tmpdir("allreduce", dir, sizeof dir) != 0)
         return 1;
-    }
     if (!json)
         printf("sluice-bench allreduce: %ld floats (%.1f MB), %ld calls per run, %s, median [min-max] of %ld\n\n"
                " %-4s %-12s %-26s %-26s %-7s\n",

@@ -278,11 +278,8 @@ int bench_feed_main(int argc, char **argv)
         return 2;
     }
     setenv("SLUICE_BENCH_JOB_NAME", name, 1);
-    snprintf(o.dir, sizeof o.dir, "/tmp/sluice-bench-XXXXXX");
-    if (mkdtemp(o.dir) == NULL) {
-        fprintf(stderr, "sluice-bench feed: mkdtemp(%s): %s\n", o.dir, strerror(errno));
+    if (bench_tmpdir("feed", o.dir, sizeof o.dir) != 0)
         return 1;
-    }
     if (!o.json)
         printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, median of %d\n\n", o.job, o.workers,
                o.replicas, o.transport, o.repeat);

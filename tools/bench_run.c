@@ -63,14 +63,6 @@ static const char usage[] =
     "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
     "measured, interrupted), 2 usage.\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "sluice-bench run: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'sluice-bench run --help'\n");
-    return 2;
-}
-
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
     static const char *const with_value[] = {"--job", "--feeders", "--workers", "--replicas", "--threads",
@@ -98,10 +90,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
                 o->overrides[o->noverrides++] = argv[i];
                 continue;
             }
-            return usage_error("unknown option '%s'", a);
+            return bench_usage_error("run", "unknown option '%s'", a);
         }
         if (i + 1 >= argc)
-            return usage_error("%s needs a value", a);
+            return bench_usage_error("run", "%s needs a value", a);
         const char *v = argv[++i];
         long n = 0;
         int rc = 0;
@@ -115,7 +107,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             rc = bench_parse_transport("run", v, &o->transport);
         else if (strcmp(a, "--model") == 0) {
             if (strcmp(v, "none") != 0 && strcmp(v, "mlp") != 0)
-                return usage_error("--model: expected none or mlp, got '%s'", v);
+                return bench_usage_error("run", "--model: expected none or mlp, got '%s'", v);
             o->model = v;
         } else if (strcmp(a, "--duration") == 0)
             rc = bench_parse_double("run", a, v, 0.1, 86400, &o->duration);
@@ -143,11 +135,11 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             return 2;
     }
     if (o->job == NULL)
-        return usage_error("%s", "--job is required");
+        return bench_usage_error("run", "%s", "--job is required");
     if (o->epochs > 0 && o->duration > 0)
-        return usage_error("%s", "--epochs and --duration exclude each other");
+        return bench_usage_error("run", "%s", "--epochs and --duration exclude each other");
     if (o->plot && o->out == NULL)
-        return usage_error("%s", "--plot needs --out DIR for the charts");
+        return bench_usage_error("run", "%s", "--plot needs --out DIR for the charts");
     return 0;
 }
 
@@ -649,12 +641,8 @@ int bench_run_main(int argc, char **argv)
     memset(&d, 0, sizeof d);
     if ((rc = load_job(&o, &d)) != 0)
         return rc;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(o.dir, sizeof o.dir, "%s/sluice-bench-XXXXXX", tmp && strlen(tmp) < 60 ? tmp : "/tmp");
-    if (mkdtemp(o.dir) == NULL) {
-        sl_log(SL_LOG_ERROR, "mkdtemp(%s): %s", o.dir, strerror(errno));
+    if (bench_tmpdir("run", o.dir, sizeof o.dir) != 0)
         return 1;
-    }
     bench_signals_install();
     struct run_config *cfg = sl_calloc(RUN_MAX_CONFIGS, sizeof *cfg);
     int status = cfg ? run_all(&o, &d, cfg) : 1;

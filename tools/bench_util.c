@@ -171,3 +171,23 @@ void bench_rmtree(const char *dir)
 {
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+int bench_usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "sluice-bench %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'sluice-bench %s --help'\n", cmd);
+    return 2;
+}
+
+int bench_tmpdir(const char *cmd, char *dir, size_t n)
+{
+    /* ipc:// paths must stay short (108 bytes for a socket address) */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, n, "%s/sluice-bench-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "sluice-bench %s: mkdtemp(%s): %s\n", cmd, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -141,8 +141,7 @@ int bench_wire_main(int argc, char **argv)
             json = 1;
             continue;
         } else if (v == NULL && strncmp(a, "--", 2) == 0) {
-            fprintf(stderr, "sluice-bench wire: %s needs a value\nTry 'sluice-bench wire --help'\n", a);
-            return 2;
+            return bench_usage_error("wire", "%s needs a value", a);
         } else if (strcmp(a, "--sizes") == 0) {
             rc = bench_parse_int_list("wire", a, v, 1, 256 << 20, sizes, 16, &nsizes);
         } else if (strcmp(a, "--tensors") == 0) {
@@ -152,18 +151,15 @@ int bench_wire_main(int argc, char **argv)
         } else if (strcmp(a, "--transport") == 0) {
             rc = bench_parse_transport("wire", v, &transport);
         } else {
-            fprintf(stderr, "sluice-bench wire: unknown option '%s'\nTry 'sluice-bench wire --help'\n", a);
-            return 2;
+            return bench_usage_error("wire", "unknown option '%s'", a);
         }
         if (rc != 0)
             return 2;
         i++;
     }
-    char dir[] = "/tmp/sluice-bench-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("sluice-bench wire: mkdtemp");
+    char dir[64];
+    if (bench_tmpdir("wire", dir, sizeof dir) != 0)
         return 1;
-    }
     int status = 0;
     if (!json)
         printf("sluice-bench wire: %ld tensor frames per piece, %s, median [min-max] of %ld\n\n"

@@ -1,0 +1,689 @@
+/* train_strategy: semantics.md section 6's worked examples through the
+ * strategy API with real replica threads (and, for the cross-worker cases,
+ * two workers as threads joined by a real ring over ipc://): reduce on
+ * uneven and empty pieces (a 4+2 split's MEAN over axis 0 divides by 6),
+ * all_reduce, the aggregation modes, local_results order, tower mode, the
+ * hash check catching a deliberately diverged copy, and errors that wake
+ * every replica instead of hanging. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "sl_test.h"
+#include "train_strategy.h"
+
+enum { MAXR = 8, K = 3 };
+
+/* Pieces with one float32 tensor "x" of shape [rows][K]: row i of replica
+ * r holds (base + i, 0.5, -1) with base numbering rows across replicas. */
+struct fixture {
+    struct train_piece pieces[MAXR];
+    float data[MAXR][64][K];
+};
+
+static void make_pieces(struct fixture *f, uint32_t R, const uint32_t *rows, uint64_t step)
+{
+    float next = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        struct train_piece *p = &f->pieces[r];
+        memset(p, 0, sizeof *p);
+        p->step = step;
+        p->replica = r;
+        p->rows = rows[r];
+        p->ntensors = 1;
+        p->t[0].name = "x";
+        p->t[0].dtype = SL_WIRE_FLOAT32;
+        p->t[0].rank = 2;
+        p->t[0].dims[0] = rows[r];
+        p->t[0].dims[1] = K;
+        for (uint32_t i = 0; i < rows[r]; i++) {
+            f->data[r][i][0] = next++;
+            f->data[r][i][1] = 0.5f;
+            f->data[r][i][2] = -1.0f;
+        }
+        p->t[0].data = rows[r] ? f->data[r] : NULL;
+        p->t[0].bytes = (uint64_t)rows[r] * K * sizeof(float);
+    }
+}
+
+static struct train_strategy *make_strategy(uint32_t R, enum train_strategy_mode mode, uint32_t hash_every)
+{
+    static const size_t cap[1] = {64 * K * sizeof(float)};
+    struct train_strategy_opts o = {.replicas = R, .mode = mode, .hash_every = hash_every, .ntensors = 1,
+                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS};
+    struct train_strategy *s = NULL;
+    struct sl_error err = {0};
+    int rc = train_strategy_create(&s, &o, &err);
+    ck_assert_msg(rc == 0, "create: %s", err.msg);
+    return s;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* --- reduce --- */
+
+struct reduce_ctx {
+    struct train_per_replica *pv;
+    enum train_reduce_op op;
+    int axis;
+    float out[MAXR][K];     /* each replica's in-step result */
+    struct train_value outv[MAXR];
+};
+
+/* Each replica's value is its piece (shape [rows][K]); it reduces it in
+ * the step and also leaves it in the per-replica value. */
+static int reduce_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct reduce_ctx *c = arg;
+    int id = train_replica_id(rep);
+    sleep_us(200 * ((id * 7) % 3)); /* arrive in a scrambled order */
+    int64_t dims[2] = {p->rows, K};
+    float *slot;
+    int rc = train_per_replica_set(c->pv, id, 2, dims, &slot, err);
+    if (rc != 0)
+        return rc;
+    if (p->rows > 0)
+        memcpy(slot, p->t[0].data, (size_t)p->rows * K * sizeof(float));
+    struct train_value v = {.data = slot, .rank = 2, .dims = {p->rows, K}};
+    c->outv[id].data = c->out[id];
+    return train_replica_reduce(rep, c->op, &v, c->axis, &c->outv[id], err);
+}
+
+static int run_reduce(struct train_strategy *s, struct fixture *f, struct reduce_ctx *c, struct sl_error *err)
+{
+    int rc = train_strategy_put(s, f->pieces, err);
+    return rc ? rc : train_strategy_run(s, reduce_step, c, err);
+}
+
+START_TEST(test_reduce_uneven_4_2)
+{
+    /* the last batch of G = 8 split 4 + 2: MEAN over axis 0 divides by 6 */
+    struct fixture f;
+    uint32_t rows[2] = {4, 2};
+    make_pieces(&f, 2, rows, 0);
+    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 0);
+    struct reduce_ctx c = {.op = TRAIN_MEAN, .axis = 0};
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_per_replica_create(&c.pv, s, 64 * K, &err), 0);
+    ck_assert_msg(run_reduce(s, &f, &c, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_float_eq(c.out[r][0], 15.0f / 6.0f); /* (0+1+...+5) / 6 */
+        ck_assert_float_eq(c.out[r][1], 0.5f);
+        ck_assert_float_eq(c.out[r][2], -1.0f);
+        ck_assert_int_eq(c.outv[r].rank, 1);
+        ck_assert_int_eq(c.outv[r].dims[0], K);
+    }
+    /* cross-replica strategy.reduce on the same per-replica value agrees
+     * bit for bit with train_reduce and with the in-step result */
+    float out[K], ref[K];
+    struct train_value ov = {.data = out}, rv = {.data = ref};
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, c.pv, 0, &ov, &err), 0);
+    const struct train_value *vals;
+    ck_assert_uint_eq(train_per_replica_local_results(c.pv, &vals), 2);
+    ck_assert_int_eq(train_reduce(TRAIN_MEAN, vals, 2, 0, &rv, &err), 0);
+    ck_assert_int_eq(memcmp(out, ref, sizeof out), 0);
+    ck_assert_int_eq(memcmp(out, c.out[0], sizeof out), 0);
+    /* SUM over axis 0: 15 */
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, c.pv, 0, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 15.0f);
+    /* axis None needs equal shapes: [4,3] vs [2,3] is refused, naming both */
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, c.pv, TRAIN_AXIS_NONE, &ov, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "[2,3]"));
+    train_per_replica_destroy(c.pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+START_TEST(test_reduce_docstring_example)
+{
+    /* tf-reference 6.1: [0..3] on replica 0, [4..7] on replica 1 */
+    struct fixture f;
+    uint32_t rows[2] = {1, 1};
+    make_pieces(&f, 2, rows, 0);
+    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 0);
+    struct train_per_replica *pv;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_per_replica_create(&pv, s, 4, &err), 0);
+    for (int r = 0; r < 2; r++) {
+        int64_t dims[1] = {4};
+        float *d;
+        ck_assert_int_eq(train_per_replica_set(pv, r, 1, dims, &d, &err), 0);
+        for (int j = 0; j < 4; j++)
+            d[j] = (float)(4 * r + j);
+    }
+    float out[4];
+    struct train_value ov = {.data = out};
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, pv, TRAIN_AXIS_NONE, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 4.0f);
+    ck_assert_float_eq(out[3], 10.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, pv, TRAIN_AXIS_NONE, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 2.0f);
+    ck_assert_float_eq(out[3], 5.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, pv, 0, &ov, &err), 0);
+    ck_assert_int_eq(ov.rank, 0);
+    ck_assert_float_eq(out[0], 28.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, pv, 0, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 3.5f);
+    train_per_replica_destroy(pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+START_TEST(test_reduce_empty_pieces)
+{
+    /* 4 + 0 + 2: the empty replica counts 0 rows, the mean divides by 6 */
+    struct fixture f;
+    uint32_t rows[3] = {4, 0, 2};
+    make_pieces(&f, 3, rows, 0);
+    struct train_strategy *s = make_strategy(3, TRAIN_STRATEGY_MIRRORED, 0);
+    struct reduce_ctx c = {.op = TRAIN_MEAN, .axis = 0};
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_per_replica_create(&c.pv, s, 64 * K, &err), 0);
+    ck_assert_msg(run_reduce(s, &f, &c, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < 3; r++)
+        ck_assert_float_eq(c.out[r][0], 15.0f / 6.0f);
+    /* every replica empty: SUM is 0, MEAN is an error on every replica, not NaN */
+    uint32_t none[3] = {0, 0, 0};
+    make_pieces(&f, 3, none, 1);
+    c.op = TRAIN_SUM;
+    ck_assert_msg(run_reduce(s, &f, &c, &err) == 0, "%s", err.msg);
+    ck_assert_float_eq(c.out[2][0], 0.0f);
+    float out[K];
+    struct train_value ov = {.data = out};
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, c.pv, 0, &ov, &err), SL_EINVAL);
+    c.op = TRAIN_MEAN;
+    ck_assert_int_eq(run_reduce(s, &f, &c, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "empty"));
+    /* the strategy is broken after a failed run */
+    ck_assert_int_eq(run_reduce(s, &f, &c, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "failed earlier"));
+    train_per_replica_destroy(c.pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* --- all_reduce --- */
+
+enum { NV = 101 };
+
+static float input_value(int r, int j)
+{
+    static const float scale[5] = {1e-3f, 1e-1f, 1.0f, 1e2f, 1e4f};
+    return (float)((r * 131 + j * 17) % 23 - 11) * scale[(r + j) % 5] / 7.0f;
+}
+
+struct ar_ctx {
+    enum train_reduce_op op;
+    float out[MAXR][NV];
+};
+
+static int ar_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct ar_ctx *c = arg;
+    int id = train_replica_id(rep);
+    for (int j = 0; j < NV; j++)
+        c->out[id][j] = input_value(id, j);
+    sleep_us(100 * (3 - id % 4));
+    return train_replica_all_reduce(rep, c->op, c->out[id], NV, err);
+}
+
+START_TEST(test_all_reduce)
+{
+    for (uint32_t R = 1; R <= 5; R += 2) {
+        struct fixture f;
+        uint32_t rows[MAXR] = {0};
+        make_pieces(&f, R, rows, 0);
+        struct train_strategy *s = make_strategy(R, TRAIN_STRATEGY_MIRRORED, 0);
+        ck_assert_uint_eq(train_strategy_num_replicas_in_sync(s), R);
+        struct sl_error err = {0};
+        for (int round = 0; round < 2; round++) {
+            struct ar_ctx c = {.op = round == 0 ? TRAIN_SUM : TRAIN_MEAN};
+            ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+            ck_assert_msg(train_strategy_run(s, ar_step, &c, &err) == 0, "%s", err.msg);
+            for (int j = 0; j < NV; j++) {
+                float want = input_value(0, j); /* replica order, float32 */
+                for (uint32_t r = 1; r < R; r++)
+                    want += input_value((int)r, j);
+                if (c.op == TRAIN_MEAN)
+                    want /= (float)R;
+                for (uint32_t r = 0; r < R; r++)
+                    ck_assert_int_eq(memcmp(&c.out[r][j], &want, sizeof want), 0);
+            }
+        }
+        ck_assert_uint_eq(train_strategy_steps(s), 2);
+        train_strategy_destroy(s);
+    }
+}
+END_TEST
+
+/* --- mirrored variables --- */
+
+struct var_ctx {
+    struct train_variable *v;
+    enum train_mirror_mode mode;
+    float base, spread;  /* replica r's update: base + spread x r */
+};
+
+static int var_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct var_ctx *c = arg;
+    float u = c->base + c->spread * (float)train_replica_id(rep);
+    return train_replica_var_update(rep, c->v, c->mode, &u, err);
+}
+
+static float run_var(struct train_strategy *s, struct fixture *f, struct var_ctx *c, int expect_rc, const char *msg)
+{
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_strategy_put(s, f->pieces, &err), 0);
+    int rc = train_strategy_run(s, var_step, c, &err);
+    ck_assert_msg(rc == expect_rc, "run: %d %s", rc, err.msg);
+    if (msg != NULL)
+        ck_assert_msg(strstr(err.msg, msg) != NULL, "message '%s' lacks '%s'", err.msg, msg);
+    ck_assert_int_eq(train_strategy_check(s, &err), 0);
+    return train_variable_copy(c->v, 0)[0];
+}
+
+START_TEST(test_aggregation_modes)
+{
+    struct fixture f;
+    uint32_t rows[2] = {0, 0};
+    make_pieces(&f, 2, rows, 0);
+    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 1);
+    struct sl_error err = {0};
+    float five = 5.0f;
+    struct train_variable *vm, *vs, *vf, *vn;
+    ck_assert_int_eq(train_strategy_variable(s, "mean", 1, TRAIN_AGG_MEAN, &five, &vm, &err), 0);
+    ck_assert_int_eq(train_strategy_variable(s, "sum", 1, TRAIN_AGG_SUM, &five, &vs, &err), 0);
+    ck_assert_int_eq(train_strategy_variable(s, "first", 1, TRAIN_AGG_ONLY_FIRST_REPLICA, &five, &vf, &err), 0);
+    ck_assert_int_eq(train_strategy_variable(s, "none", 1, TRAIN_AGG_NONE, &five, &vn, &err), 0);
+    /* the docstring: v = 5.0, MEAN, assign_add(1.0) on 2 replicas gives 6.0 */
+    struct var_ctx c = {.v = vm, .mode = TRAIN_ASSIGN_ADD, .base = 1.0f};
+    ck_assert_float_eq(run_var(s, &f, &c, 0, NULL), 6.0f);
+    ck_assert_float_eq(train_variable_copy(vm, 1)[0], 6.0f);
+    /* MEAN of different updates, 1 and 2: + 1.5 */
+    c.spread = 1.0f;
+    ck_assert_float_eq(run_var(s, &f, &c, 0, NULL), 7.5f);
+    /* SUM: 5 + (1 + 2) */
+    c.v = vs;
+    ck_assert_float_eq(run_var(s, &f, &c, 0, NULL), 8.0f);
+    c.mode = TRAIN_ASSIGN_SUB;
+    ck_assert_float_eq(run_var(s, &f, &c, 0, NULL), 5.0f);
+    /* ONLY_FIRST_REPLICA: replica 0's value (10), not replica 1's (11) */
+    c.v = vf;
+    c.mode = TRAIN_ASSIGN;
+    c.base = 10.0f;
+    ck_assert_float_eq(run_var(s, &f, &c, 0, NULL), 10.0f);
+    ck_assert_float_eq(train_variable_copy(vf, 1)[0], 10.0f);
+    /* NONE: TensorFlow's error, on every replica */
+    c.v = vn;
+    run_var(s, &f, &c, SL_EINVAL, "You must specify an aggregation method");
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* --- local_results order and tower predictions --- */
+
+struct order_ctx {
+    struct train_per_replica *pv;
+};
+
+static int order_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct order_ctx *c = arg;
+    int id = train_replica_id(rep);
+    sleep_us(300 * (4 - id)); /* the last replica finishes first */
+    int64_t dims[2] = {p->rows, 1};
+    float *d;
+    int rc = train_per_replica_set(c->pv, id, 2, dims, &d, err);
+    for (uint32_t i = 0; rc == 0 && i < p->rows; i++)
+        d[i] = ((const float *)p->t[0].data)[i * K]; /* the row's number */
+    return rc;
+}
+
+START_TEST(test_local_results_order)
+{
+    struct fixture f;
+    uint32_t rows[4] = {2, 3, 0, 1};
+    make_pieces(&f, 4, rows, 0);
+    struct train_strategy *s = make_strategy(4, TRAIN_STRATEGY_MIRRORED, 0);
+    struct order_ctx c;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_per_replica_create(&c.pv, s, 8, &err), 0);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, order_step, &c, &err), 0);
+    const struct train_value *vals;
+    ck_assert_uint_eq(train_per_replica_local_results(c.pv, &vals), 4);
+    for (uint32_t r = 0; r < 4; r++)
+        ck_assert_int_eq(vals[r].dims[0], rows[r]);
+    ck_assert_float_eq(vals[1].data[0], 2.0f);
+    ck_assert_float_eq(vals[3].data[0], 5.0f);
+    /* concatenated in replica order: rows 0..5 */
+    float out[8];
+    struct train_value ov = {.data = out};
+    ck_assert_int_eq(train_per_replica_concat(c.pv, &ov, &err), 0);
+    ck_assert_int_eq(ov.dims[0], 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_float_eq(out[i], (float)i);
+    train_per_replica_destroy(c.pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* --- tower mode --- */
+
+struct tower_ctx {
+    struct train_variable *v;
+    float scale[MAXR];
+    float seen[MAXR];   /* the copy each tower read before the update */
+    float *copy[MAXR];
+};
+
+static int add_half(float *copy, size_t n, void *arg, struct sl_error *err)
+{
+    for (size_t j = 0; j < n; j++)
+        copy[j] += *(const float *)arg;
+    return 0;
+}
+
+static int tower_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct tower_ctx *c = arg;
+    int id = train_replica_id(rep);
+    c->scale[id] = train_replica_loss_scale(rep);
+    c->copy[id] = train_replica_var(rep, c->v);
+    c->seen[id] = c->copy[id][0];
+    /* tower t's update (t + 1) * scale: add_n gives the mean of 1..R */
+    float u = (float)(id + 1) * c->scale[id];
+    int rc = train_replica_var_update(rep, c->v, TRAIN_ASSIGN_ADD, &u, err);
+    static const float half = 0.5f;
+    if (rc == 0)
+        rc = train_replica_var_apply(rep, c->v, add_half, (void *)&half, err);
+    return rc;
+}
+
+START_TEST(test_tower_mode)
+{
+    struct fixture f;
+    uint32_t rows[4] = {2, 2, 2, 2};
+    make_pieces(&f, 4, rows, 0);
+    struct train_strategy *s = make_strategy(4, TRAIN_STRATEGY_TOWER, 1);
+    ck_assert_int_eq(train_strategy_mode(s), TRAIN_STRATEGY_TOWER);
+    struct sl_error err = {0};
+    float one = 1.0f;
+    struct tower_ctx c;
+    ck_assert_int_eq(train_strategy_variable(s, "w", 1, TRAIN_AGG_SUM, &one, &c.v, &err), 0);
+    ck_assert_ptr_eq(train_variable_copy(c.v, 0), train_variable_copy(c.v, 3)); /* one copy */
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_msg(train_strategy_run(s, tower_step, &c, &err) == 0, "%s", err.msg);
+    for (int t = 0; t < 4; t++) {
+        ck_assert_float_eq(c.scale[t], 0.25f);
+        ck_assert_float_eq(c.seen[t], 1.0f);
+        ck_assert_ptr_eq(c.copy[t], c.copy[0]);
+    }
+    /* 1 + (1 + 2 + 3 + 4) / 4, applied once, then + 0.5 once (not 4 times) */
+    ck_assert_float_eq(train_variable_copy(c.v, 0)[0], 1.0f + 2.5f + 0.5f);
+    /* towers need equal shards: replicate_model_fn's error */
+    uint32_t odd[4] = {2, 2, 2, 1};
+    make_pieces(&f, 4, odd, 1);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "Batch size 7 needs to be divisible by the number of GPUs, which is 4.");
+    uint32_t uneven[4] = {3, 1, 2, 2};
+    make_pieces(&f, 4, uneven, 1);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "equal shards"));
+    train_strategy_destroy(s);
+
+    /* a SUM loss reduction is not scaled; NONE is refused */
+    static const size_t cap[1] = {64};
+    struct train_strategy_opts o = {.replicas = 2, .mode = TRAIN_STRATEGY_TOWER, .ntensors = 1,
+                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_NONE};
+    ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "Tower losses need to be reduced"));
+}
+END_TEST
+
+/* --- the hash check --- */
+
+struct diverge_ctx {
+    struct train_variable *v;
+    int bad_replica;
+};
+
+static int diverge_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    struct diverge_ctx *c = arg;
+    float u = 1.0f;
+    int rc = train_replica_var_update(rep, c->v, TRAIN_ASSIGN_ADD, &u, err);
+    if (rc == 0 && train_replica_id(rep) == c->bad_replica)
+        train_replica_var(rep, c->v)[2] += 1e-6f; /* a replica writing its own copy */
+    return rc;
+}
+
+START_TEST(test_hash_check_catches_divergence)
+{
+    struct fixture f;
+    uint32_t rows[3] = {1, 1, 1};
+    struct train_strategy *s = make_strategy(3, TRAIN_STRATEGY_MIRRORED, 2);
+    struct sl_error err = {0};
+    struct diverge_ctx c = {.bad_replica = -1};
+    ck_assert_int_eq(train_strategy_variable(s, "dense/kernel", 4, TRAIN_AGG_MEAN, NULL, &c.v, &err), 0);
+    for (uint64_t step = 0; step < 4; step++) {
+        make_pieces(&f, 3, rows, step);
+        ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+        ck_assert_msg(train_strategy_run(s, diverge_step, &c, &err) == 0, "%s", err.msg);
+    }
+    c.bad_replica = 2;
+    make_pieces(&f, 3, rows, 4);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, diverge_step, &c, &err), 0); /* step 5: no check (every 2) */
+    ck_assert_int_eq(train_strategy_check(s, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, "'dense/kernel'") && strstr(err.msg, "replica 2") &&
+                      strstr(err.msg, "element 2"), "%s", err.msg);
+    make_pieces(&f, 3, rows, 5);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, diverge_step, &c, &err), SL_ECORRUPT); /* step 6: checked */
+    ck_assert_msg(strstr(err.msg, "after step 6") && strstr(err.msg, "replica 2"), "%s", err.msg);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* --- errors and order --- */
+
+static int fail_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    float x[4] = {0};
+    if (train_replica_id(rep) == 1) {
+        sleep_us(20000); /* the others are waiting in the all-reduce by now */
+        return sl_error_set(err, SL_ECORRUPT, "bad batch");
+    }
+    return train_replica_all_reduce(rep, TRAIN_SUM, x, 4, err);
+}
+
+START_TEST(test_error_wakes_every_replica)
+{
+    struct fixture f;
+    uint32_t rows[4] = {1, 1, 1, 1};
+    make_pieces(&f, 4, rows, 7);
+    struct train_strategy *s = make_strategy(4, TRAIN_STRATEGY_MIRRORED, 0);
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, fail_step, NULL, &err), SL_ECORRUPT);
+    ck_assert_str_eq(err.msg, "replica 1 step 7: bad batch");
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), SL_ECORRUPT);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+static int nop_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    uint64_t *steps = arg;
+    if (train_replica_id(rep) == 0)
+        *steps = p->step;
+    return 0;
+}
+
+START_TEST(test_staging_order_and_stats)
+{
+    struct fixture f[3];
+    uint32_t rows[2] = {4, 2};
+    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 0);
+    struct sl_error err = {0};
+    uint64_t step = 99;
+    ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), SL_EINVAL); /* nothing staged */
+    for (int i = 0; i < 3; i++)
+        make_pieces(&f[i], 2, rows, (uint64_t)i);
+    /* put(0) put(1) run(0) put(2) run(1) run(2): the double-buffered order */
+    ck_assert_int_eq(train_strategy_put(s, f[0].pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_put(s, f[1].pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_put(s, f[2].pieces, &err), SL_EINVAL); /* two outstanding */
+    ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), 0);
+    ck_assert_uint_eq(step, 0);
+    ck_assert_int_eq(train_strategy_put(s, f[2].pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), 0);
+    ck_assert_uint_eq(step, 1);
+    ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), 0);
+    ck_assert_uint_eq(step, 2);
+    struct train_strategy_stage_stats st;
+    train_strategy_stage_stats(s, &st);
+    ck_assert_uint_eq(st.bytes_h2d, 3 * 6 * K * sizeof(float));
+    ck_assert(st.copy_s > 0);
+    /* a piece over its capacity (65 rows of 64) breaks the strategy */
+    struct fixture *g = &f[0];
+    uint32_t full[2] = {64, 64};
+    make_pieces(g, 2, full, 3);
+    g->pieces[1].t[0].bytes = (uint64_t)65 * K * sizeof(float);
+    ck_assert_int_eq(train_strategy_put(s, g->pieces, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "replica 1"));
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* --- two workers joined by a ring (threads in this process) --- */
+
+struct worker_arg {
+    int worker;
+    uint32_t R;
+    const char *eps[2];
+    int diverge;        /* worker 1 writes a different initial value */
+    int rc_reduce, rc_check;
+    float mean[K], mean_out;
+    char msg[SL_ERROR_MSG_MAX];
+    uint64_t hash;
+};
+
+static void *worker_main(void *p)
+{
+    struct worker_arg *a = p;
+    struct sl_error err = {0};
+    struct train_ring *ring = NULL;
+    struct train_ring_opts ro = {.rank = a->worker, .size = 2, .endpoints = a->eps, .timeout_ms = 5000};
+    a->rc_reduce = a->rc_check = -1;
+    if (train_ring_open(&ring, &ro, &err) != 0) {
+        snprintf(a->msg, sizeof a->msg, "%s", err.msg);
+        return NULL;
+    }
+    static const size_t cap[1] = {64 * K * sizeof(float)};
+    struct train_strategy_opts o = {.replicas = a->R, .ring = ring, .worker = (uint32_t)a->worker, .workers = 2,
+                                    .ntensors = 1, .tensor_capacity = cap};
+    struct train_strategy *s = NULL;
+    if (train_strategy_create(&s, &o, &err) != 0) {
+        snprintf(a->msg, sizeof a->msg, "%s", err.msg);
+        train_ring_close(ring);
+        return NULL;
+    }
+    /* the global batch 4 + 2 | 0 + 3 rows over 2 workers x 2 replicas:
+     * MEAN over axis 0 divides by 9 */
+    static struct fixture fs[2];
+    uint32_t rows[2][2] = {{4, 2}, {0, 3}};
+    struct fixture *f = &fs[a->worker];
+    make_pieces(f, a->R, rows[a->worker], 0);
+    struct reduce_ctx c = {.op = TRAIN_MEAN, .axis = 0};
+    int rc = train_per_replica_create(&c.pv, s, 64 * K, &err);
+    if (rc == 0)
+        rc = run_reduce(s, f, &c, &err);
+    float out[K];
+    struct train_value ov = {.data = out};
+    if (rc == 0)
+        rc = train_strategy_reduce(s, TRAIN_MEAN, c.pv, 0, &ov, &err);
+    a->rc_reduce = rc;
+    memcpy(a->mean, c.out[a->R - 1], sizeof a->mean);
+    a->mean_out = out[1];
+    struct train_variable *v;
+    float init = a->diverge && a->worker == 1 ? 2.0f : 1.0f;
+    if (rc == 0)
+        rc = train_strategy_variable(s, "bias", 1, TRAIN_AGG_SUM, &init, &v, &err);
+    if (rc == 0) {
+        a->rc_check = train_strategy_check(s, &err);
+        a->hash = train_variable_hash(v);
+    }
+    if (rc != 0 || a->rc_check != 0)
+        snprintf(a->msg, sizeof a->msg, "%s", err.msg);
+    train_per_replica_destroy(c.pv);
+    train_strategy_destroy(s);
+    train_ring_close(ring);
+    return NULL;
+}
+
+static void run_workers(struct worker_arg *a, int diverge, const char *tag)
+{
+    static char eps[2][256];
+    for (int w = 0; w < 2; w++)
+        snprintf(eps[w], sizeof eps[w], "ipc://%s/%s-%d.sock", sl_test_dir(), tag, w);
+    pthread_t t[2];
+    for (int w = 0; w < 2; w++) {
+        memset(&a[w], 0, sizeof a[w]);
+        a[w].worker = w;
+        a[w].R = 2;
+        a[w].eps[0] = eps[0];
+        a[w].eps[1] = eps[1];
+        a[w].diverge = diverge;
+        ck_assert_int_eq(pthread_create(&t[w], NULL, worker_main, &a[w]), 0);
+    }
+    for (int w = 0; w < 2; w++)
+        pthread_join(t[w], NULL);
+}
+
+START_TEST(test_two_workers)
+{
+    struct worker_arg a[2];
+    run_workers(a, 0, "ok");
+    for (int w = 0; w < 2; w++) {
+        ck_assert_msg(a[w].rc_reduce == 0 && a[w].rc_check == 0, "worker %d: %s", w, a[w].msg);
+        /* rows 0..5 on worker 0, 0..2 on worker 1: (15 + 3) / 9 */
+        ck_assert_float_eq(a[w].mean[0], 18.0f / 9.0f);
+        ck_assert_float_eq(a[w].mean[1], 0.5f);
+        ck_assert_float_eq(a[w].mean_out, 0.5f);
+    }
+    ck_assert_uint_eq(a[0].hash, a[1].hash);
+    run_workers(a, 1, "div");
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(a[w].rc_check, SL_ECORRUPT);
+        ck_assert_msg(strstr(a[w].msg, "'bias' diverged across workers: worker 1"), "%s", a[w].msg);
+    }
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("train_strategy");
+    TCase *tc = tcase_create("strategy");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_reduce_uneven_4_2);
+    tcase_add_test(tc, test_reduce_docstring_example);
+    tcase_add_test(tc, test_reduce_empty_pieces);
+    tcase_add_test(tc, test_all_reduce);
+    tcase_add_test(tc, test_aggregation_modes);
+    tcase_add_test(tc, test_local_results_order);
+    tcase_add_test(tc, test_tower_mode);
+    tcase_add_test(tc, test_hash_check_catches_divergence);
+    tcase_add_test(tc, test_error_wakes_every_replica);
+    tcase_add_test(tc, test_staging_order_and_stats);
+    tcase_add_test(tc, test_two_workers);
+    suite_add_tcase(s, tc);
+    return s;
+}
