@@ -4,7 +4,9 @@
 The same job trained as W x R = 1x1, 1x2, 2x1 and 2x2 replicas must give the
 same loss and accuracy, up to float reassociation (sync data parallelism
 sums the same per-row gradients of the same global batches), and every
-worker of a run must end with bit-identical weights. A small learning rate
+worker of a run must end with bit-identical weights. Tower mode
+(--mode tower, replicate_model_fn) must match mirrored variables on the
+same job: same per-step losses, same weights. A small learning rate
 keeps reassociation from compounding (an MLP with momentum can fork
 chaotically after many steps from reassociation alone).
 
@@ -39,7 +41,7 @@ def ok(name):
     print("ok %d - %s" % (PASSED, name))
 
 
-def train(job_path, W, R, model, tag):
+def train(job_path, W, R, model, tag, extra=()):
     sock = "ipc://%s/%s-feeder.sock" % (TMP, tag)
     ring = ",".join("ipc://%s/%s-ring-%d.sock" % (TMP, tag, w) for w in range(W))
     flog = open(os.path.join(TMP, tag + "-feeder.log"), "w")
@@ -54,6 +56,7 @@ def train(job_path, W, R, model, tag):
                 "--seed", "7", "--input", "image", "--label", "label", "--classes", "3"]
         if W > 1:
             args += ["--ring", ring]
+        args += list(extra)
         args += ["--save-weights", os.path.join(TMP, "%s-w%d.npy" % (tag, w)),
                  "--metrics", os.path.join(TMP, "%s-w%d.jsonl" % (tag, w))]
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True))
@@ -134,6 +137,30 @@ def main():
                 fail("%s: %dx%d ran %d steps, 1x1 %d" % (model, key[0], key[1], r["steps"], base["steps"]))
         ok("%s: 1x1, 1x2, 2x1, 2x2 give the same loss (%.6f, largest difference %.2g); workers' weights identical"
            % (model, base["loss"], dev))
+    # tower mode (replicate_model_fn: one copy of the weights, tower losses
+    # scaled by 1/towers, gradients added, applied once) against mirrored
+    # variables on the same job: the same arithmetic for equal towers, so the
+    # same per-step losses and the same weights bit for bit
+    for model, R in (("softmax", 2), ("mlp", 2), ("mlp", 4)):
+        tag = "%s-1x%d" % (model, R)
+        mirrored = train(job_path, 1, R, model, tag + "-mirrored", ["--mode", "mirrored", "--hash-every", "1"])[0]
+        tower = train(job_path, 1, R, model, tag + "-tower", ["--mode", "tower", "--hash-every", "1"])[0]
+        if tower.get("mode") != "tower" or mirrored.get("mode") != "mirrored":
+            fail("%s: the summaries do not report the mode: %r / %r" % (tag, tower.get("mode"), mirrored.get("mode")))
+        steps = [[json.loads(x) for x in open(os.path.join(TMP, "%s-%s-w0.jsonl" % (tag, m)))]
+                 for m in ("mirrored", "tower")]
+        if len(steps[0]) != len(steps[1]):
+            fail("%s: %d mirrored steps, %d tower steps" % (tag, len(steps[0]), len(steps[1])))
+        first = max(abs(a["loss"] - b["loss"]) for a, b in zip(steps[0][:10], steps[1][:10]))
+        if first > 1e-6:
+            fail("%s: tower and mirrored first-step losses differ by %.3g" % (tag, first))
+        if abs(tower["loss"] - mirrored["loss"]) > 2e-5 or tower["weights_hash"] != mirrored["weights_hash"]:
+            fail("%s: tower loss %.6f weights %s, mirrored loss %.6f weights %s" % (
+                tag, tower["loss"], tower["weights_hash"], mirrored["loss"], mirrored["weights_hash"]))
+        if not tower["h2d_bytes"] > 0 or tower["h2d_bytes"] != mirrored["h2d_bytes"]:
+            fail("%s: staged bytes %r (tower) vs %r (mirrored)" % (tag, tower["h2d_bytes"], mirrored["h2d_bytes"]))
+        ok("%s: tower mode = mirrored: first 10 steps' losses within %.1g, loss %.6f, identical weights (%s)"
+           % (tag, first, tower["loss"], tower["weights_hash"]))
     # the tolerance is meaningful: a 5% different step size (as a gradient
     # scaled by the wrong row count would be) moves the loss by more
     global LR
