@@ -10,7 +10,8 @@
 # sluice-trainer: the same from a TF_CONFIG spec (environment and
 # --cluster FILE) and from --peers: a missing worker is named within
 # --rendezvous-timeout, a different model is refused, agreeing workers log
-# "rendezvous: 2 workers agree" (there is no feeder: they are stopped there).
+# "rendezvous: 2 workers agree" (there is no feeder: they are killed while
+# they wait for it).
 set -u
 
 worker=${1:?usage: test_rendezvous.sh PATH/TO/rdv_worker PATH/TO/sluice-trainer}
@@ -213,7 +214,7 @@ wait_agree() {
         waited=$((waited + 1))
     done
     for r in 0 1; do
-        kill "${pids[$r]}" 2>/dev/null
+        kill -KILL "${pids[$r]}" 2>/dev/null
         wait "${pids[$r]}" 2>/dev/null
         grep -q "rendezvous: 2 workers agree" "$tmp/err.$r" || ok_all=0
     done
@@ -222,14 +223,14 @@ wait_agree() {
 common=(--job fmnist --model mlp --hidden 16 --rendezvous-timeout 5)
 pids=()
 for r in 1 0; do
-    TF_CONFIG=$(spec $r) timeout 20 "$trainer" "${common[@]}" >/dev/null 2>"$tmp/err.$r" &
+    TF_CONFIG=$(spec $r) "$trainer" "${common[@]}" >/dev/null 2>"$tmp/err.$r" &
     pids[$r]=$!
 done
 wait_agree "sluice-trainer TF_CONFIG"
 IFS=, read -r p0 p1 <<<"$(ports 2)"
 pids=()
 for r in 0 1; do
-    env -u TF_CONFIG timeout 20 "$trainer" "${common[@]}" --connect "ipc://$tmp/no-feeder" --worker $r --workers 2 \
+    env -u TF_CONFIG "$trainer" "${common[@]}" --connect "ipc://$tmp/no-feeder" --worker $r --workers 2 \
         --peers "127.0.0.1:$p0,127.0.0.1:$p1" >/dev/null 2>"$tmp/err.$r" &
     pids[$r]=$!
 done
