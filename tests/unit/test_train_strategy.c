@@ -457,8 +457,8 @@ struct diverge_ctx {
 static int diverge_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
 {
     struct diverge_ctx *c = arg;
-    float u = 1.0f;
-    int rc = train_replica_var_update(rep, c->v, TRAIN_ASSIGN_ADD, &u, err);
+    float u[4] = {1.0f, 1.0f, 1.0f, 1.0f}; /* the variable's 4 values */
+    int rc = train_replica_var_update(rep, c->v, TRAIN_ASSIGN_ADD, u, err);
     if (rc == 0 && train_replica_id(rep) == c->bad_replica)
         train_replica_var(rep, c->v)[2] += 1e-6f; /* a replica writing its own copy */
     return rc;
