@@ -22,8 +22,10 @@
 #include "sl_json.h"
 #include "sl_log.h"
 #include "train_client.h"
+#include "train_device.h"
 #include "train_loop.h"
 #include "train_mirror.h"
+#include "train_rendezvous.h"
 
 static volatile sig_atomic_t stop_flag;
 
@@ -45,7 +47,9 @@ static const char usage[] =
     "  -w, --worker=W           this worker's index (default 0)\n"
     "  -n, --workers=N          trainer workers in the job (default 1)\n"
     "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
-    "      --devices=cpu:R      replica devices (only cpu:R until issue #4)\n"
+    "      --devices=SPEC       auto (every GPU, else one CPU replica per core), cpu,\n"
+    "                           cpu:N, gpu or gpu:0,1 (GPU replicas: --model none only\n"
+    "                           so far); without it, one CPU replica (or --replicas)\n"
     "      --model=M            none (consume and count), softmax or mlp (CPU replicas,\n"
     "                           one thread each)\n"
     "      --hidden=N,N         MLP hidden sizes (default 256,128)\n"
@@ -60,6 +64,12 @@ static const char usage[] =
     "                           final weights on that job's data (summed over workers)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
     "                           order; worker w binds its own (gradient all-reduce)\n"
+    "      --peers=HOST:PORT,...  the same as worker addresses (TF_CONFIG style): worker w\n"
+    "                           binds every interface on its port\n"
+    "      --rendezvous-timeout=S  with a model and --workers > 1, the workers meet at\n"
+    "                           worker 0's endpoint first and check that they agree\n"
+    "                           (job, workers, model, replicas); fail naming the worker\n"
+    "                           missing after S seconds (default 60)\n"
     "      --mode=M             mirrored (default: a copy of the weights per replica) or\n"
     "                           tower (replicate_model_fn: one copy, towers; one worker)\n"
     "      --hash-every=K       compare the weights' copies (replicas, workers) every K\n"
@@ -73,7 +83,8 @@ static const char usage[] =
     "      --timeout-ms=N       fail when a feeder is silent this long (default 10000)\n"
     "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
     "                           gives --connect, the task (chief/worker) --worker and\n"
-    "                           --workers (TF_CONFIG in the environment works too)\n"
+    "                           --workers, the chief and 'worker' list the ring's\n"
+    "                           endpoints, as --peers (TF_CONFIG in the environment works too)\n"
     "  -q, --quiet              warnings and errors only\n"
     "  -h, --help               this help\n"
     "\n"
@@ -189,6 +200,7 @@ int main(int argc, char **argv)
         {"save-weights", required_argument, NULL, 'W'}, {"metrics", required_argument, NULL, 'Q'},
         {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
         {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
+        {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int tower = 0;             /* --mode tower */
@@ -203,6 +215,10 @@ int main(int argc, char **argv)
     double test_rows = 0, test_correct = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
     int quiet = 0, c;
+    /* cluster rendezvous and devices (issue #4) */
+    const char *peers = NULL;
+    uint32_t rdv_timeout_s = 60;
+    static struct train_device_spec devspec;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "c:j:w:n:r:qh", longopts, NULL)) != -1) {
         int bad = 0;
@@ -219,12 +235,17 @@ int main(int argc, char **argv)
         case 'T': trace = optarg; break;
         case 'F': feature = optarg; break;
         case 'q': quiet = 1; break;
-        case 'D':
-            if (strncmp(optarg, "cpu:", 4) != 0 || parse_u32("devices", optarg + 4, 1, 1024, &dev_replicas) != 0) {
-                fprintf(stderr, "sluice-trainer: --devices: only cpu:R is supported so far (GPUs: issue #4)\n");
+        case 'D': {
+            struct sl_error derr = {0};
+            if (train_device_spec_parse(optarg, &devspec, &derr) != 0) {
+                fprintf(stderr, "sluice-trainer: %s\n", derr.msg);
                 return 2;
             }
+            dev_replicas = (uint32_t)devspec.count;
             break;
+        }
+        case 'P': peers = optarg; break;
+        case 'Z': bad = parse_u32("rendezvous-timeout", optarg, 1, 86400, &rdv_timeout_s); break;
         case 'M':
             if (strcmp(optarg, "none") != 0 && strcmp(optarg, "softmax") != 0 && strcmp(optarg, "mlp") != 0) {
                 fprintf(stderr, "sluice-trainer: --model: none, softmax or mlp\n");
@@ -263,8 +284,8 @@ int main(int argc, char **argv)
     }
     /* a TF_CONFIG-style spec gives the feeders and this worker's place */
     const char *spec = cluster ? cluster : getenv("TF_CONFIG");
-    char *cluster_list = NULL;
-    if (spec != NULL && (connect == NULL || !worker_set)) {
+    char *cluster_list = NULL, *peer_list = NULL;
+    if (spec != NULL && (connect == NULL || !worker_set || (ring_eps == NULL && peers == NULL))) {
         struct sl_cluster cs;
         struct sl_error cerr = {0};
         if (sl_cluster_parse(&cs, spec, &cerr) != 0) {
@@ -285,11 +306,82 @@ int main(int argc, char **argv)
             }
             connect = cluster_list;
         }
+        /* the chief and workers are the ring, as with --peers */
+        if (ring_eps == NULL && peers == NULL && cs.workers > 1 && cs.workers == workers) {
+            peer_list = sl_calloc(cs.workers, SL_CLUSTER_MAX_ADDR + 1);
+            for (size_t i = 0; peer_list != NULL && i < cs.workers; i++) {
+                if (i)
+                    strcat(peer_list, ",");
+                strcat(peer_list, cs.worker_addrs[i]);
+            }
+            peers = peer_list;
+        }
         sl_cluster_free(&cs);
     }
     if (optind < argc || connect == NULL || job == NULL) {
         fprintf(stderr, "sluice-trainer: --connect and --job are required\nTry 'sluice-trainer --help'\n");
         return 2;
+    }
+    /* --peers (or the cluster spec's workers): bare host:port is tcp, and
+     * this worker binds its port on every interface */
+    char *ring_from_peers = NULL, ring_bind[SL_CLUSTER_MAX_ADDR] = "";
+    if (peers != NULL && ring_eps != NULL) {
+        fprintf(stderr, "sluice-trainer: give --ring or --peers, not both\n");
+        return 2;
+    }
+    if (peers != NULL) {
+        char *pl = sl_strdup(peers), *ps = NULL;
+        size_t np = 0;
+        ring_from_peers = sl_calloc(strlen(peers) / 2 + 2, SL_CLUSTER_MAX_ADDR + 1);
+        for (char *t = strtok_r(pl, ",", &ps); t != NULL && ring_from_peers != NULL; t = strtok_r(NULL, ",", &ps)) {
+            if (strlen(t) + 6 >= SL_CLUSTER_MAX_ADDR) {
+                fprintf(stderr, "sluice-trainer: --peers: '%s' is too long\n", t);
+                sl_free(pl);
+                sl_free(ring_from_peers);
+                sl_free(peer_list);
+                sl_free(cluster_list);
+                return 2;
+            }
+            if (np)
+                strcat(ring_from_peers, ",");
+            if (strstr(t, "://") == NULL)
+                strcat(ring_from_peers, "tcp://");
+            strcat(ring_from_peers, t);
+            np++;
+        }
+        sl_free(pl);
+        /* this worker's own endpoint, the np-th of the list */
+        char *own = ring_from_peers;
+        for (uint32_t k = 0; own != NULL && k < worker && (own = strchr(own, ',')) != NULL; k++)
+            own++;
+        if (own != NULL && np == workers) {
+            char ep[SL_CLUSTER_MAX_ADDR];
+            snprintf(ep, sizeof ep, "%.*s", (int)strcspn(own, ","), own);
+            sl_cluster_bind_addr(ep, ring_bind, sizeof ring_bind);
+        }
+        if (np != workers) {
+            fprintf(stderr, "sluice-trainer: --peers needs one address per worker (%u), got %zu\n", workers, np);
+            sl_free(ring_from_peers);
+            sl_free(peer_list);
+            sl_free(cluster_list);
+            return 2;
+        }
+        ring_eps = ring_from_peers;
+    }
+    if (devspec.count > 0 && strcmp(devspec.kind, "cpu") != 0 && strcmp(model, "none") != 0) {
+        /* issue #4: the CUDA model kernels and NCCL exist, the loop does not
+         * drive them yet */
+        if (!devspec.automatic) {
+            fprintf(stderr, "sluice-trainer: --devices: GPU replicas are not connected to the training loop yet "
+                            "(issue #4); use cpu:N\n");
+            return 2;
+        }
+        fprintf(stderr, "sluice-trainer: --devices auto: %d GPU(s) found, but GPU replicas are not connected to "
+                        "the training loop yet (issue #4): one CPU replica per core instead\n", devspec.count);
+        struct sl_error derr = {0};
+        if (train_device_spec_parse("cpu", &devspec, &derr) != 0)
+            return 2;
+        dev_replicas = (uint32_t)devspec.count;
     }
     if (replicas == 0)
         replicas = dev_replicas ? dev_replicas : 1;
@@ -326,6 +418,44 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "open(%s): %s", trace, strerror(errno));
         sl_free(list);
         return 1;
+    }
+    /* the workers meet at worker 0's ring endpoint and check that they
+     * agree before anyone trains (issue #4: cluster rendezvous) */
+    if (strcmp(model, "none") != 0 && workers > 1 && ring_eps != NULL) {
+        char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root[SL_CLUSTER_MAX_ADDR], root_bind[SL_CLUSTER_MAX_ADDR];
+        snprintf(cfg, sizeof cfg,
+                 "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
+                 model, strcmp(model, "mlp") == 0 ? hidden : "-", classes, input, label, lr, momentum, seed,
+                 replicas, devspec.count > 0 ? devspec.kind : "cpu");
+        snprintf(root, sizeof root, "%.*s", (int)strcspn(ring_eps, ","), ring_eps);
+        if (ring_bind[0] != '\0')
+            sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
+        const char *names[64];
+        char *nl = sl_strdup(ring_eps), *ns = NULL;
+        size_t nn = 0;
+        for (char *t = strtok_r(nl, ",", &ns); t != NULL && nn < 64; t = strtok_r(NULL, ",", &ns))
+            names[nn++] = t;
+        struct train_rendezvous_opts ro = {.rank = (int)worker, .size = (int)workers, .root = root,
+                                           .bind = ring_bind[0] != '\0' ? root_bind : NULL,
+                                           .names = nn == workers ? names : NULL, .job = job, .config = cfg,
+                                           .timeout_ms = (int)(rdv_timeout_s * 1000)};
+        struct sl_error rerr = {0};
+        size_t blob_len = 0;
+        double rt0 = sl_clock_s();
+        if (train_rendezvous(&ro, NULL, 0, &blob_len, &rerr) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", rerr.msg);
+            sl_free(nl);
+            sl_free(list);
+            sl_free(ring_from_peers);
+            sl_free(peer_list);
+            sl_free(cluster_list);
+            if (tf != NULL)
+                fclose(tf);
+            return 1;
+        }
+        sl_log(SL_LOG_INFO, "rendezvous: %u workers agree (worker %u, %.2f s; %s)", workers, worker,
+               sl_clock_s() - rt0, cfg);
+        sl_free(nl);
     }
     struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
                                   .workers = workers, .replicas = replicas, .credits = credits,
@@ -369,7 +499,8 @@ int main(int argc, char **argv)
                 status = 1;
             } else {
                 struct train_ring_opts ro = {.rank = (int)worker, .size = (int)workers, .endpoints = eps,
-                                             .timeout_ms = to ? (int)to : 0, .connect_timeout_ms = 30000};
+                                             .timeout_ms = to ? (int)to : 0, .connect_timeout_ms = 30000,
+                                             .bind = ring_bind[0] != '\0' ? ring_bind : NULL};
                 if (train_ring_open(&ring, &ro, &err) != 0) {
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
                     status = 1;
@@ -561,5 +692,7 @@ int main(int argc, char **argv)
     sl_buf_free(&line);
     sl_free(list);
     sl_free(cluster_list);
+    sl_free(peer_list);
+    sl_free(ring_from_peers);
     return status;
 }
