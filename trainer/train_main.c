@@ -285,7 +285,8 @@ int main(int argc, char **argv)
     /* a TF_CONFIG-style spec gives the feeders and this worker's place */
     const char *spec = cluster ? cluster : getenv("TF_CONFIG");
     char *cluster_list = NULL, *peer_list = NULL;
-    if (spec != NULL && (connect == NULL || !worker_set || (ring_eps == NULL && peers == NULL))) {
+    if (spec != NULL &&
+        (connect == NULL || !worker_set || (ring_eps == NULL && peers == NULL && workers > 1))) {
         struct sl_cluster cs;
         struct sl_error cerr = {0};
         if (sl_cluster_parse(&cs, spec, &cerr) != 0) {

@@ -236,5 +236,20 @@ for r in 0 1; do
 done
 wait_agree "sluice-trainer --peers"
 
+# --devices errors name the option (exit 2, before any connection)
+devices_error() {
+    local spec=$1 want=$2 out rc
+    out=$(env -u TF_CONFIG "$trainer" --connect "ipc://$tmp/no-feeder" --job j --model mlp --devices "$spec" 2>&1)
+    rc=$?
+    if [ $rc = 2 ] && grep -qF -- "$want" <<<"$out"; then
+        ok "--devices $spec refused: $want"
+    else
+        bad "--devices $spec: exit $rc, '$out' (expected '$want')"
+    fi
+}
+devices_error cpu:0 "sluice-trainer: --devices: cpu:N needs N in [1, 1024], got 'cpu:0'"
+devices_error tpu:2 "sluice-trainer: --devices: expected auto, cpu, cpu:N, gpu or gpu:I,J,..., got 'tpu:2'"
+devices_error gpu:0,x "sluice-trainer: --devices: "
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
