@@ -394,6 +394,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-trainer: --worker %u must be below --workers %u\n", worker, workers);
         return 2;
     }
+    if (tower && workers > 1) { /* replicate_model_fn is single-machine */
+        fprintf(stderr, "sluice-trainer: --mode tower runs on one worker (got --workers %u)\n", workers);
+        return 2;
+    }
     sl_log_setup("sluice-trainer", 2, quiet ? SL_LOG_WARN : SL_LOG_INFO);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
