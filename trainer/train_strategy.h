@@ -190,7 +190,9 @@ float *train_replica_var(struct train_replica *rep, struct train_variable *var);
  * variable's aggregation: SUM and MEAN reduce every replica's `update`
  * (n floats, borrowed) across replicas and workers (MEAN divides by R x W;
  * tower mode adds the towers' values, MEAN dividing by the towers);
- * ONLY_FIRST_REPLICA applies replica 0's (worker 0's) value; NONE is
+ * ONLY_FIRST_REPLICA applies replica 0's (worker 0's) value (across
+ * workers it travels as a ring sum with zeros from the others, so a -0.0
+ * arrives as +0.0, the same on every copy); NONE is
  * TensorFlow's "You must specify an aggregation method ..." SL_EINVAL.
  * Needs n <= scratch_floats. Every replica must call it. */
 int train_replica_var_update(struct train_replica *rep, struct train_variable *var, enum train_mirror_mode mode,

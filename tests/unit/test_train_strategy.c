@@ -571,7 +571,7 @@ struct worker_arg {
     const char *eps[2];
     int diverge;        /* worker 1 writes a different initial value */
     int rc_reduce, rc_check;
-    float mean[K], mean_out;
+    float mean[K], mean_out, sum_var, first_var;
     char msg[SL_ERROR_MSG_MAX];
     uint64_t hash;
 };
@@ -613,11 +613,27 @@ static void *worker_main(void *p)
     a->rc_reduce = rc;
     memcpy(a->mean, c.out[a->R - 1], sizeof a->mean);
     a->mean_out = out[1];
-    struct train_variable *v;
+    struct train_variable *v, *vf;
     float init = a->diverge && a->worker == 1 ? 2.0f : 1.0f;
     if (rc == 0)
         rc = train_strategy_variable(s, "bias", 1, TRAIN_AGG_SUM, &init, &v, &err);
+    if (rc == 0)
+        rc = train_strategy_variable(s, "first", 1, TRAIN_AGG_ONLY_FIRST_REPLICA, NULL, &vf, &err);
+    /* in a step, across both workers: SUM adds 1 + 2 per worker (6 in
+     * all); ONLY_FIRST_REPLICA takes worker 0's replica 0's value (3) */
+    struct var_ctx vc = {.v = v, .mode = TRAIN_ASSIGN_ADD, .base = 1.0f, .spread = 1.0f};
+    if (rc == 0)
+        rc = train_strategy_put(s, f->pieces, &err);
+    if (rc == 0)
+        rc = train_strategy_run(s, var_step, &vc, &err);
+    vc = (struct var_ctx){.v = vf, .mode = TRAIN_ASSIGN, .base = 3.0f + 10.0f * (float)a->worker, .spread = 1.0f};
+    if (rc == 0)
+        rc = train_strategy_put(s, f->pieces, &err);
+    if (rc == 0)
+        rc = train_strategy_run(s, var_step, &vc, &err);
     if (rc == 0) {
+        a->sum_var = train_variable_copy(v, 1)[0];
+        a->first_var = train_variable_copy(vf, 1)[0];
         a->rc_check = train_strategy_check(s, &err);
         a->hash = train_variable_hash(v);
     }
@@ -660,6 +676,10 @@ START_TEST(test_two_workers)
         ck_assert_float_eq(a[w].mean_out, 0.5f);
     }
     ck_assert_uint_eq(a[0].hash, a[1].hash);
+    for (int w = 0; w < 2; w++) {
+        ck_assert_float_eq(a[w].sum_var, 1.0f + 6.0f);
+        ck_assert_float_eq(a[w].first_var, 3.0f);
+    }
     run_workers(a, 1, "div");
     for (int w = 0; w < 2; w++) {
         ck_assert_int_eq(a[w].rc_check, SL_ECORRUPT);
