@@ -75,6 +75,8 @@ static const char usage[] =
     "      --hash-every=K       compare the weights' copies (replicas, workers) every K\n"
     "                           steps (default 100; 0: at the end of each epoch only)\n"
     "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
+    "      --progress=auto|on|off  a progress line on stderr (epoch, step, loss,\n"
+    "                           samples/s, input stall); auto: worker 0 on a terminal\n"
     "      --credits=N          pieces each feeder may have in flight (default max(16, 4R))\n"
     "      --trace=FILE         one JSON line per piece, then a summary line\n"
     "      --trace-feature=NAME tensor whose values the trace lists as \"ids\" (default id):\n"
@@ -181,6 +183,46 @@ static int trace_piece(struct sl_buf *b, const struct train_piece *p, const char
     return 0;
 }
 
+/* A progress line on stderr, redrawn at most 5 times a second: epoch and
+ * step (of the totals the feeder announced), the running loss, samples/s
+ * and the input stall so far. Cleared before log lines. */
+struct progress_line {
+    int on, drawn;
+    uint64_t steps_per_epoch, epochs;
+    double next;
+};
+
+static void progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_t step, double loss, double rate,
+                               double stall_pct)
+{
+    double now = sl_clock_s();
+    if (now < b->next)
+        return;
+    b->next = now + 0.2;
+    char ep[48], st[48];
+    if (b->epochs)
+        snprintf(ep, sizeof ep, "%" PRIu64 "/%" PRIu64, epoch + 1, b->epochs);
+    else
+        snprintf(ep, sizeof ep, "%" PRIu64, epoch + 1);
+    if (b->steps_per_epoch)
+        snprintf(st, sizeof st, "%" PRIu64 "/%" PRIu64, step + 1, b->steps_per_epoch);
+    else
+        snprintf(st, sizeof st, "%" PRIu64, step + 1);
+    fprintf(stderr, "\r\033[Kepoch %s step %s  loss %.4f  %.0f samples/s  input stall %.1f%%", ep, st, loss, rate,
+            stall_pct);
+    fflush(stderr);
+    b->drawn = 1;
+}
+
+static void progress_line_clear(struct progress_line *b)
+{
+    if (b->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        b->drawn = 0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -201,10 +243,12 @@ int main(int argc, char **argv)
         {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
         {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
         {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
+        {"progress", required_argument, NULL, 1003},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int tower = 0;             /* --mode tower */
     uint32_t hash_every = 100; /* --hash-every */
+    int progress_mode = -1;    /* --progress: -1 auto, 0 off, 1 on */
     uint64_t h2d_bytes0 = 0;   /* staging counters at the last report */
     double h2d_s0 = 0;
     int worker_set = 0;
@@ -274,6 +318,13 @@ int main(int argc, char **argv)
             tower = strcmp(optarg, "tower") == 0;
             break;
         case 1002: bad = parse_u32("hash-every", optarg, 0, UINT32_MAX, &hash_every); break;
+        case 1003:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "sluice-trainer: --progress: auto, on or off, got '%s'\n", optarg);
+                return 2;
+            }
+            progress_mode = optarg[0] == 'a' ? -1 : optarg[1] == 'n';
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
@@ -536,6 +587,8 @@ int main(int argc, char **argv)
                worker, workers, replicas, naddrs, w->steps_per_epoch, w->ntensors);
         const struct train_piece *pieces;
         int rc;
+        struct progress_line bar = {.on = progress_mode == 1 || (progress_mode < 0 && worker == 0 && isatty(2)),
+                                    .steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
         while (!stop_flag && (rc = train_client_next_step(cl, &pieces, &err)) == 0) {
             if (steps++ == 0)
                 t_first = sl_clock_s();
@@ -546,6 +599,7 @@ int main(int argc, char **argv)
             if (loop != NULL) {
                 struct train_step_result res;
                 if ((rc = train_loop_step(loop, pieces, replicas, &res, &err)) != 0) {
+                    progress_line_clear(&bar);
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
                     rc = SL_EIO;
                     break;
@@ -573,7 +627,16 @@ int main(int argc, char **argv)
                     rc = SL_EIO;
                     break;
                 }
+                if (bar.on) {
+                    struct train_client_stats cs;
+                    train_client_stats(cl, &cs);
+                    double el = sl_clock_s() - t_first;
+                    progress_line_draw(&bar, pieces[0].epoch, pieces[0].step,
+                                       loss_steps ? loss_sum / (double)loss_steps : 0,
+                                       el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0);
+                }
                 if ((log_every && steps % log_every == 0) || (!log_every && last)) {
+                    progress_line_clear(&bar);
                     last_loss = loss_steps ? loss_sum / (double)loss_steps : 0;
                     last_acc = loss_steps ? acc_sum / (double)loss_steps : 0;
                     struct train_client_stats cs;
@@ -604,6 +667,7 @@ int main(int argc, char **argv)
             if (rc != 0)
                 break;
         }
+        progress_line_clear(&bar);
         if (stop_flag) {
             sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", steps);
             status = 1;
