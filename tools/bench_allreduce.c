@@ -5,11 +5,12 @@
  * P ranks are forked, join a ring on loopback, make two untimed calls and
  * then time --iters calls of n floats; each rank writes its seconds to a
  * pipe and the slowest rank's time is the collective's. A ring rank sends
- * and receives 2(P-1) chunks of n/P floats per call; the baseline is one
- * PUSH/PULL pair moving as many chunk-sized messages (bench_zmq.c), so the
- * ratio is "bus" bandwidth (n x 4 x 2(P-1)/P per call time) over the raw
- * link's. With more ranks than cores the ring also competes for CPUs,
- * which the one-pair baseline does not.
+ * and receives 2(P-1) chunks of n/P floats per call; the baseline is the
+ * same ring of P processes moving as many chunk-sized messages over raw
+ * PUSH/PULL sockets with nothing added (same links, same copies, same
+ * competition for the cores), so the ratio is the cost of the reduction
+ * and the ring's framing. Both are given as "bus" bandwidth
+ * (n x 4 x 2(P-1)/P bytes per call time).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +23,14 @@
 #include "sl_clock.h"
 #include "train_ring.h"
 
+#include <zmq.h>
+
 static const char usage[] =
     "Usage: sluice-bench allreduce [OPTION]...\n"
     "\n"
-    "CPU ring all-reduce of float32 buffers across P processes against raw ZeroMQ\n"
-    "moving the same bytes in the same chunk size, on the same transport.\n"
+    "CPU ring all-reduce of float32 buffers across P processes against a ring of P\n"
+    "processes moving the same bytes in the same chunk size over raw ZeroMQ\n"
+    "PUSH/PULL, on the same transport.\n"
     "\n"
     "  --procs LIST        process counts P (default 2,4; 2-16 each)\n"
     "  --floats N          floats per buffer (default 4194304: 16 MiB)\n"
@@ -64,8 +68,41 @@ static void rank_main(int rank, int P, const char **eps, size_t n, int iters, in
     _exit(write(fd, &secs, sizeof secs) == (ssize_t)sizeof secs ? 0 : 1);
 }
 
-/* Seconds per call (the slowest rank), or < 0. */
-static double ring_run(const char *transport, const char *dir, int P, size_t n, int iters)
+/* The ring-shaped baseline's rank: PULL bound at its endpoint, PUSH to the
+ * next rank, and per "call" 2(P-1) chunk-sized messages each way, sent
+ * with copying zmq_send as the ring does, nothing added: the same traffic
+ * on the same links with no reduction work. Seconds into fd, exit 0. */
+static void raw_rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd)
+{
+    size_t chunk = (n + (size_t)P - 1) / (size_t)P * sizeof(float);
+    void *ctx = zmq_ctx_new(), *pull = zmq_socket(ctx, ZMQ_PULL), *push = zmq_socket(ctx, ZMQ_PUSH);
+    char *buf = calloc(1, chunk ? chunk : 1);
+    /* linger: the last chunks must leave before the socket closes; the
+     * receive timeout turns a lost rank into a failed run, not a hang */
+    int linger = 10000, tmo = 30000;
+    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    if (buf == NULL || zmq_bind(pull, eps[rank]) != 0 || zmq_connect(push, eps[(rank + 1) % P]) != 0)
+        _exit(1);
+    double t0 = 0;
+    for (int it = -2; it < iters; it++) {
+        if (it == 0)
+            t0 = sl_clock_s();
+        for (int k = 0; k < 2 * (P - 1); k++)
+            if (zmq_send(push, buf, chunk, 0) < 0 || zmq_recv(pull, buf, chunk, 0) < 0)
+                _exit(1);
+    }
+    double secs = sl_clock_s() - t0;
+    zmq_close(push);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+    free(buf);
+    _exit(write(fd, &secs, sizeof secs) == (ssize_t)sizeof secs ? 0 : 1);
+}
+
+/* Seconds per call (the slowest rank) of the ring (raw = 0) or of the
+ * ring-shaped raw ZeroMQ baseline (raw = 1), or < 0. */
+static double ring_run(const char *transport, const char *dir, int P, size_t n, int iters, int raw)
 {
     char bind_ep[16][512], conn[512];
     const char *eps[16];
@@ -86,6 +123,8 @@ static double ring_run(const char *transport, const char *dir, int P, size_t n, 
         pids[r] = fork();
         if (pids[r] == 0) {
             close(fds[0]);
+            if (raw)
+                raw_rank_main(r, P, eps, n, iters, fds[1]);
             rank_main(r, P, eps, n, iters, fds[1]);
         }
         started += pids[r] > 0;
@@ -153,10 +192,10 @@ int bench_allreduce_main(int argc, char **argv)
     for (int k = 0; k < nprocs && status == 0; k++) {
         int P = procs[k];
         double ms[32], bus[32], raw[32];
-        size_t chunk = (size_t)floats * 4 / (size_t)P;
         for (int rep = 0; rep < repeat && status == 0; rep++) {
-            double per = ring_run(transport, dir, P, (size_t)floats, (int)iters);
-            raw[rep] = bench_raw_zmq(transport, dir, chunk, 2L * (P - 1) * iters + 1) / 1e6;
+            double per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 0);
+            double raw_per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 1);
+            raw[rep] = raw_per > 0 ? (double)floats * 4 * 2.0 * (P - 1) / P / raw_per / 1e6 : -1;
             if (per <= 0 || raw[rep] <= 0) {
                 fprintf(stderr, "sluice-bench allreduce: P=%d: a rank or the raw baseline failed\n", P);
                 status = 1;
