@@ -23,12 +23,25 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "train_loop_dev.h"
+
+_Static_assert(TRAIN_LOOP_ID_BYTES == TRAIN_LOOP_DEV_ID_BYTES, "group id size");
+
+/* The GPU replicas' backend: the one place this file knows whether the
+ * CUDA backend was built. */
+#ifdef SLUICE_HAVE_CUDA
+static const struct train_loop_dev_ops *const gpu_backend = &train__loop_cuda;
+#else
+static const struct train_loop_dev_ops *const gpu_backend = NULL;
+#endif
 
 struct replica {
     struct train_model *model;
     float *buf;         /* nparams + 2: gradient, loss sum, correct */
     float *x;           /* max_rows x inputs, uint8 inputs scaled */
     double eval_rows, eval_correct;
+    struct train_loop *l;       /* back pointer, for the optimizer callback */
+    struct train_loop_dev *dev; /* GPU replicas: the model on the device */
 };
 
 struct train_loop {
@@ -44,6 +57,15 @@ struct train_loop {
     struct replica *reps;
     struct train_piece *views; /* [R]: the staged two-tensor pieces */
     struct train_step_result res; /* written by replica 0 in a step */
+    /* GPU replicas: the weights live on the devices; the host copies (the
+     * strategy variable) are refreshed when something reads them */
+    const struct train_loop_dev_ops *gpu;
+    struct train_loop_dev_opts dev_opts; /* for the replicas' open */
+    struct train_model_config dev_model;
+    char dev_id[TRAIN_LOOP_DEV_ID_BYTES];
+    uint32_t worker, hash_every;
+    int pull_now;     /* set before a run: this run's hash check reads the copies */
+    int pulled;       /* the host copies hold the device weights */
 };
 
 static int find_tensor(const struct sl_wire_welcome *w, const char *name)
@@ -152,6 +174,93 @@ static int train_step(struct train_replica *rep, const struct train_staged *p, v
     return 0;
 }
 
+/* GPU replicas: the optimizer on the device; the new weights land in this
+ * replica's host copy when this run's hash check will read it. */
+static int dev_apply(float *copy, size_t n, void *arg, struct sl_error *err)
+{
+    (void)n;
+    struct replica *r = arg;
+    return r->l->gpu->apply(r->dev, r->l->pull_now ? copy : NULL, err);
+}
+
+/* GPU replicas: the same step with the model, the gradient sum (NCCL over
+ * every GPU of every worker) and the optimizer on the device; the row
+ * count and the loss and correct sums travel through the strategy's
+ * collectives as on CPU (float32, replica order, then the ring). */
+static int dev_step(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
+{
+    struct train_loop *l = ctx;
+    int id = train_replica_id(rep);
+    struct replica *r = &l->reps[id];
+    float total = (float)p->rows;
+    int rc = train_replica_all_reduce(rep, TRAIN_SUM, &total, 1, err);
+    if (rc != 0)
+        return rc;
+    double loss_sum = 0, ok = 0;
+    /* every replica joins the gradient sum, empty or not; with no rows
+     * anywhere the denominator is moot (nothing is applied) */
+    if ((rc = l->gpu->grads(r->dev, p, total > 0 ? (double)total : 1.0, &loss_sum, &ok, err)) != 0)
+        return rc;
+    float stats[2] = {(float)loss_sum, (float)ok};
+    if ((rc = train_replica_all_reduce(rep, TRAIN_SUM, stats, 2, err)) != 0)
+        return rc;
+    if (total > 0 && (rc = train_replica_var_apply(rep, l->weights, dev_apply, r, err)) != 0)
+        return rc;
+    if (id == 0) {
+        l->res.rows = (uint64_t)total;
+        l->res.loss = total > 0 ? stats[0] / total : 0;
+        l->res.accuracy = total > 0 ? stats[1] / total : 0;
+    }
+    return 0;
+}
+
+static int dev_eval_step(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
+{
+    struct train_loop *l = ctx;
+    struct replica *r = &l->reps[train_replica_id(rep)];
+    return l->gpu->eval(r->dev, p, &r->eval_rows, &r->eval_correct, err);
+}
+
+/* On each replica's thread: its model on its GPU, joining the group (all
+ * replicas at once: the join blocks until every rank has come). */
+static int dev_open(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
+{
+    (void)p;
+    struct train_loop *l = ctx;
+    struct train_loop_dev_opts o = l->dev_opts;
+    o.dev = train_replica_device(rep);
+    o.rank = train_replica_global_id(rep);
+    return l->gpu->open(&l->reps[train_replica_id(rep)].dev, &o, err);
+}
+
+static int dev_close(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
+{
+    (void)p;
+    (void)err;
+    struct train_loop *l = ctx;
+    struct replica *r = &l->reps[train_replica_id(rep)];
+    l->gpu->close(r->dev);
+    r->dev = NULL;
+    return 0;
+}
+
+static int dev_pull(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
+{
+    (void)p;
+    struct train_loop *l = ctx;
+    return l->gpu->pull(l->reps[train_replica_id(rep)].dev, train_replica_var(rep, l->weights), err);
+}
+
+/* GPU replicas: the device weights into the host copies, once per change. */
+static int pull(struct train_loop *l, struct sl_error *err)
+{
+    if (l->gpu == NULL || l->pulled)
+        return 0;
+    int rc = train_strategy_call_for_each_replica(l->s, dev_pull, l, err);
+    l->pulled = rc == 0;
+    return rc;
+}
+
 static int eval_step(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     struct train_loop *l = ctx;
@@ -190,9 +299,21 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     if (strlen(o->input) > SL_WIRE_MAX_NAME || strlen(o->label) > SL_WIRE_MAX_NAME)
         return sl_error_set(err, SL_EINVAL, "tensor names longer than %d bytes", SL_WIRE_MAX_NAME);
     uint32_t R = o->replicas ? o->replicas : 1;
+    int gpu = o->device != NULL && strcmp(o->device, "cuda") == 0;
+    if (o->device != NULL && !gpu && strcmp(o->device, "cpu") != 0)
+        return sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (cpu or cuda)", o->device);
+    if (gpu && gpu_backend == NULL)
+        return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
+    if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
+        return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
+    if (gpu && o->workers > 1 && o->dev_id == NULL)
+        return sl_error_set(err, SL_EINVAL, "GPU replicas on %u workers need worker 0's group id", o->workers);
     struct train_loop *l = sl_calloc(1, sizeof *l);
     if (l == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    l->gpu = gpu ? gpu_backend : NULL;
+    l->worker = o->worker;
+    l->hash_every = o->hash_every;
     l->inputs = (int)fi->dims[0];
     l->input_idx = in;
     l->label_idx = lb;
@@ -209,14 +330,20 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     size_t cap[2] = {l->max_rows * (size_t)l->inputs * sl_wire_dtype_size(fi->dtype), l->max_rows * sizeof(int64_t)};
     struct train_strategy_opts so = {.replicas = R, .mode = o->mode, .ring = o->ring, .worker = o->worker,
                                      .workers = o->workers, .hash_every = o->hash_every,
-                                     .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS, .device = "cpu",
+                                     .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
+                                     .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? o->ordinals : NULL,
                                      .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1};
     int rc = train_strategy_create(&l->s, &so, err);
     if (rc == 0 && ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views))
                     == NULL))
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+    /* GPU replicas: one host model, replica 0's, for the initial weights and
+     * train_loop_model; the replicas' models are on their devices */
     for (uint32_t r = 0; rc == 0 && r < R; r++) {
         struct replica *p = &l->reps[r];
+        p->l = l;
+        if (gpu && r > 0)
+            continue;
         if ((rc = train_model_create(&p->model, &mc, err)) != 0)
             break;
         l->nparams = train_model_nparams(p->model);
@@ -228,6 +355,20 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     if (rc == 0)
         rc = train_strategy_variable(l->s, "weights", l->nparams, TRAIN_AGG_SUM,
                                      train_model_params(l->reps[0].model), &l->weights, err);
+    if (rc == 0 && gpu) {
+        /* one group over every GPU of every worker; one worker makes its own id */
+        if (o->dev_id != NULL)
+            memcpy(l->dev_id, o->dev_id, sizeof l->dev_id);
+        else
+            rc = l->gpu->unique_id(l->dev_id, err);
+        l->dev_model = mc;
+        l->dev_opts = (struct train_loop_dev_opts){.model = &l->dev_model, .input_u8 = l->input_u8,
+                                                   .nranks = (int)(R * (o->workers ? o->workers : 1)),
+                                                   .id = l->dev_id};
+        if (rc == 0)
+            rc = train_strategy_call_for_each_replica(l->s, dev_open, l, err);
+        l->pulled = 1; /* the copies hold the initial weights, as the devices do */
+    }
     if (rc != 0) {
         train_loop_destroy(l);
         return rc;
@@ -240,6 +381,16 @@ void train_loop_destroy(struct train_loop *l)
 {
     if (l == NULL)
         return;
+    if (l->gpu != NULL && l->s != NULL) {
+        /* each replica leaves the group on its own thread, all at once;
+         * after a failure the threads take no more jobs: from here */
+        struct sl_error err = {0};
+        if (train_strategy_call_for_each_replica(l->s, dev_close, l, &err) != 0)
+            for (uint32_t r = 0; r < l->nreplicas; r++) {
+                l->gpu->close(l->reps[r].dev);
+                l->reps[r].dev = NULL;
+            }
+    }
     train_strategy_destroy(l->s);
     for (uint32_t r = 0; l->reps != NULL && r < l->nreplicas; r++) {
         train_model_destroy(l->reps[r].model);
@@ -264,36 +415,70 @@ static int put(struct train_loop *l, const struct train_piece *pieces, uint32_t 
     return train_strategy_put(l->s, l->views, err);
 }
 
-int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
-                    struct train_step_result *res, struct sl_error *err)
+int train_loop_put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, struct sl_error *err)
+{
+    return put(l, pieces, replicas, err);
+}
+
+int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err)
 {
     memset(res, 0, sizeof *res);
-    int rc = put(l, pieces, replicas, err);
-    if (rc == 0)
-        rc = train_strategy_run(l->s, train_step, l, err);
+    /* GPU replicas: this run's hash check (every hash_every-th) reads the
+     * host copies, so the step leaves the new weights there */
+    l->pull_now = l->hash_every && (train_strategy_steps(l->s) + 1) % l->hash_every == 0;
+    int rc = train_strategy_run(l->s, l->gpu != NULL ? dev_step : train_step, l, err);
+    if (rc == 0 && l->res.rows > 0) /* otherwise nothing moved */
+        l->pulled = l->gpu == NULL || l->pull_now;
+    else if (rc != 0)
+        l->pulled = l->gpu == NULL;
     if (rc == 0)
         *res = l->res;
     return rc;
 }
 
-int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err)
+int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+                    struct train_step_result *res, struct sl_error *err)
 {
-    return train_strategy_check(l->s, err);
+    memset(res, 0, sizeof *res);
+    int rc = put(l, pieces, replicas, err);
+    return rc != 0 ? rc : train_loop_run(l, res, err);
 }
 
-int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
-                         double *correct, struct sl_error *err)
+int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err)
+{
+    int rc = pull(l, err);
+    return rc != 0 ? rc : train_strategy_check(l->s, err);
+}
+
+int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, struct sl_error *err)
 {
     for (uint32_t r = 0; r < l->nreplicas; r++)
         l->reps[r].eval_rows = l->reps[r].eval_correct = 0;
-    int rc = put(l, pieces, replicas, err);
-    if (rc == 0)
-        rc = train_strategy_run(l->s, eval_step, l, err);
+    int rc = train_strategy_run(l->s, l->gpu != NULL ? dev_eval_step : eval_step, l, err);
     for (uint32_t r = 0; rc == 0 && r < l->nreplicas; r++) {
         *rows += l->reps[r].eval_rows;
         *correct += l->reps[r].eval_correct;
     }
     return rc;
+}
+
+int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
+                         double *correct, struct sl_error *err)
+{
+    int rc = put(l, pieces, replicas, err);
+    return rc != 0 ? rc : train_loop_eval_run(l, rows, correct, err);
+}
+
+int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
+{
+    if (gpu_backend == NULL)
+        return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
+    return gpu_backend->unique_id(out, err);
+}
+
+int train_loop_pull(struct train_loop *l, struct sl_error *err)
+{
+    return pull(l, err);
 }
 
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err)
@@ -303,12 +488,16 @@ int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *er
 
 uint64_t train_loop_weights_hash(struct train_loop *l)
 {
+    struct sl_error err = {0};
+    (void)pull(l, &err); /* a failure leaves the last copies; the next step reports it */
     return train_variable_hash(l->weights);
 }
 
 struct train_model *train_loop_model(struct train_loop *l)
 {
     struct train_model *m = l->reps[0].model;
+    struct sl_error err = {0};
+    (void)pull(l, &err);
     memcpy(train_model_params(m), train_variable_copy(l->weights, 0), l->nparams * sizeof(float));
     return m;
 }

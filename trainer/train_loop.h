@@ -1,6 +1,6 @@
 /* train_loop: one worker's synchronous data-parallel training step on CPU
- * replicas, the model of trainer/train_model.h, written as a step function
- * of the strategy API (train_strategy.h).
+ * or GPU replicas, the model of trainer/train_model.h, written as a step
+ * function of the strategy API (train_strategy.h).
  *
  * The strategy runs R replica threads (the caller's thread is replica 0);
  * the weights are a strategy variable (R mirrored copies, or one in tower
@@ -22,11 +22,23 @@
  * the copies' hashes every `hash_every` steps and on
  * train_loop_check_mirrored.
  *
- * Staging runs in the plain order (put then run for each step): the loop
- * is handed one step at a time. On the cpu backend copies are synchronous,
- * so a look-ahead would not overlap anything there.
+ * Staging: train_loop_put stages a step (its pieces may be released when
+ * it returns) and train_loop_run runs the oldest staged one; up to 2 may be
+ * staged, so a caller that puts step s+1 before running step s overlaps
+ * s+1's host-to-device copy with step s (put(0) put(1) run put(2) run ...
+ * run). train_loop_step is put + run. The arithmetic does not depend on
+ * the order.
  *
- * Not yet: GPU replicas (the models have no device kernels).
+ * GPU replicas (device "cuda", builds with SLUICE_HAVE_CUDA;
+ * train_loop_dev.h): each replica thread keeps its own copy of the weights
+ * on its GPU (train_model_cuda), the gradient is summed in place by NCCL
+ * over every GPU of every worker (one communicator, nranks = W x R, rank =
+ * w x R + r), momentum SGD runs on the device; the row count and the loss
+ * and correct sums use the strategy's collectives as on CPU. The host
+ * copies of the weights (the strategy variable) are refreshed from the
+ * devices when read: before each hash_every-th run's check,
+ * train_loop_check_mirrored, train_loop_pull, weights_hash and model.
+ * Mirrored mode only.
  *
  * Thread-safe: no; one owner (the replica threads are internal).
  */
@@ -51,7 +63,19 @@ struct train_loop_opts {
     uint32_t worker, workers;/* this worker and W (the ring's size; 0: 1) */
     enum train_strategy_mode mode; /* mirrored (default) or tower (one worker) */
     uint32_t hash_every;     /* compare the weights' copies every K steps (0: only on check) */
+    const char *device;      /* "cpu" (NULL) or "cuda" (GPU replicas) */
+    const int *ordinals;     /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
+    const char *dev_id;      /* cuda: TRAIN_LOOP_ID_BYTES, worker 0's group id (train_loop_group_id),
+                                the same on every worker; NULL with one worker: made here */
 };
+
+/* Bytes of a GPU group id (NCCL's unique id). */
+#define TRAIN_LOOP_ID_BYTES 128
+
+/* A new group id for GPU replicas (worker 0 makes it and the rendezvous
+ * carries it to the others). SL_EINVAL in builds without CUDA,
+ * SL_EDEVICE. */
+int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
 
 struct train_step_result {
     uint64_t rows;     /* rows of the global batch */
@@ -67,6 +91,13 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
                       struct sl_error *err) SL_MUST_CHECK;
 void train_loop_destroy(struct train_loop *l);
 
+/* Stage one step's R pieces (borrowed for the call: their frames may be
+ * released when it returns). SL_EINVAL when 2 steps are staged already. */
+int train_loop_put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+                   struct sl_error *err) SL_MUST_CHECK;
+/* Train on the oldest staged step (SL_EINVAL when none is). */
+int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
+/* put + run. */
 int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
                     struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
 
@@ -75,6 +106,8 @@ int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint
  * worker's rows. (Sum them across workers with train_loop_sum.) */
 int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
                          double *correct, struct sl_error *err) SL_MUST_CHECK;
+/* The same for the oldest step staged with train_loop_put (look-ahead). */
+int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, struct sl_error *err) SL_MUST_CHECK;
 /* Sum n values across the workers (the ring; a no-op for one worker). */
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err) SL_MUST_CHECK;
 
@@ -82,7 +115,12 @@ int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *er
  * the first replica that diverged from replica 0. */
 int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err) SL_MUST_CHECK;
 
-/* Hash of the current weights (equal on every worker after each step). */
+/* GPU replicas: copy the device weights into the host copies now (a no-op
+ * when they are current, and on CPU). SL_EDEVICE. */
+int train_loop_pull(struct train_loop *l, struct sl_error *err) SL_MUST_CHECK;
+
+/* Hash of the current weights (equal on every worker after each step;
+ * GPU replicas: pulled first, best effort). */
 uint64_t train_loop_weights_hash(struct train_loop *l);
 /* Replica 0's model with the current weights in it (borrowed). */
 struct train_model *train_loop_model(struct train_loop *l);

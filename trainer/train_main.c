@@ -3,8 +3,9 @@
  * piece can be written to a trace, one JSON line each, with the values of an
  * int64 feature (default `id`), and a summary line ends the run.
  *
- * Models, devices and collectives arrive with issue #4; until then
- * --model accepts only `none` and --devices only `cpu:R`.
+ * With --model softmax|mlp it trains (train_loop.h) on CPU replicas, or on
+ * GPU replicas (--devices gpu:..., builds with CUDA), receiving step s+1
+ * while step s runs.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -48,10 +49,10 @@ static const char usage[] =
     "  -n, --workers=N          trainer workers in the job (default 1)\n"
     "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
     "      --devices=SPEC       auto (every GPU, else one CPU replica per core), cpu,\n"
-    "                           cpu:N, gpu or gpu:0,1 (GPU replicas: --model none only\n"
-    "                           so far); without it, one CPU replica (or --replicas)\n"
-    "      --model=M            none (consume and count), softmax or mlp (CPU replicas,\n"
-    "                           one thread each)\n"
+    "                           cpu:N, gpu or gpu:0,1 (GPU replicas need a build with\n"
+    "                           CUDA); without it, one CPU replica (or --replicas)\n"
+    "      --model=M            none (consume and count), softmax or mlp (one thread per\n"
+    "                           replica, CPU or GPU)\n"
     "      --hidden=N,N         MLP hidden sizes (default 256,128)\n"
     "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
     "      --seed=N             weight initialization seed (default 1)\n"
@@ -420,25 +421,18 @@ int main(int argc, char **argv)
         }
         ring_eps = ring_from_peers;
     }
-    if (devspec.count > 0 && strcmp(devspec.kind, "cpu") != 0 && strcmp(model, "none") != 0) {
-        /* issue #4: the CUDA model kernels and NCCL exist, the loop does not
-         * drive them yet */
-        if (!devspec.automatic) {
-            fprintf(stderr, "sluice-trainer: --devices: GPU replicas are not connected to the training loop yet "
-                            "(issue #4); use cpu:N\n");
-            return 2;
-        }
-        fprintf(stderr, "sluice-trainer: --devices auto: %d GPU(s) found, but GPU replicas are not connected to "
-                        "the training loop yet (issue #4): one CPU replica per core instead\n", devspec.count);
-        struct sl_error derr = {0};
-        if (train_device_spec_parse("cpu", &devspec, &derr) != 0)
-            return 2;
-        dev_replicas = (uint32_t)devspec.count;
+    /* GPU replicas train with a model (the spec parser already refused GPU
+     * lists in builds without CUDA); tower mode stays on CPU replicas */
+    int gpu = devspec.count > 0 && strcmp(devspec.kind, "cpu") != 0 && strcmp(model, "none") != 0;
+    if (gpu && tower) {
+        fprintf(stderr, "sluice-trainer: --mode tower runs on CPU replicas only (got --devices with GPUs)\n");
+        return 2;
     }
     if (replicas == 0)
         replicas = dev_replicas ? dev_replicas : 1;
     if (dev_replicas && dev_replicas != replicas) {
-        fprintf(stderr, "sluice-trainer: --replicas %u disagrees with --devices cpu:%u\n", replicas, dev_replicas);
+        fprintf(stderr, "sluice-trainer: --replicas %u disagrees with --devices (%u replicas)\n", replicas,
+                dev_replicas);
         return 2;
     }
     if (worker >= workers) {
@@ -477,6 +471,8 @@ int main(int argc, char **argv)
     }
     /* the workers meet at worker 0's ring endpoint and check that they
      * agree before anyone trains (issue #4: cluster rendezvous) */
+    char group_id[TRAIN_LOOP_ID_BYTES];
+    int have_group_id = 0;
     if (strcmp(model, "none") != 0 && workers > 1 && ring_eps != NULL) {
         char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root[SL_CLUSTER_MAX_ADDR], root_bind[SL_CLUSTER_MAX_ADDR];
         snprintf(cfg, sizeof cfg,
@@ -498,7 +494,27 @@ int main(int argc, char **argv)
         struct sl_error rerr = {0};
         size_t blob_len = 0;
         double rt0 = sl_clock_s();
-        if (train_rendezvous(&ro, NULL, 0, &blob_len, &rerr) != 0) {
+        /* GPU replicas: worker 0's NCCL group id travels in the blob */
+        if (gpu && worker == 0 && train_loop_group_id(group_id, &rerr) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", rerr.msg);
+            sl_free(nl);
+            sl_free(list);
+            sl_free(ring_from_peers);
+            sl_free(peer_list);
+            sl_free(cluster_list);
+            if (tf != NULL)
+                fclose(tf);
+            return 1;
+        }
+        ro.blob = gpu && worker == 0 ? group_id : NULL;
+        ro.blob_len = gpu && worker == 0 ? sizeof group_id : 0;
+        int rrc = train_rendezvous(&ro, gpu ? group_id : NULL, gpu ? sizeof group_id : 0, &blob_len, &rerr);
+        if (rrc == 0 && gpu && blob_len != sizeof group_id)
+            rrc = sl_error_set(&rerr, SL_EPROTO, "rendezvous: worker 0 sent a %zu-byte group id (expected %zu)",
+                               blob_len, sizeof group_id);
+        else if (rrc == 0 && gpu)
+            have_group_id = 1;
+        if (rrc != 0) {
             sl_log(SL_LOG_ERROR, "%s", rerr.msg);
             sl_free(nl);
             sl_free(list);
@@ -531,7 +547,9 @@ int main(int argc, char **argv)
     if (status == 0 && strcmp(model, "none") != 0) {
         struct train_loop_opts lo = {.input = input, .label = label, .replicas = replicas, .worker = worker,
                                      .workers = workers, .hash_every = hash_every,
-                                     .mode = tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED};
+                                     .mode = tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED,
+                                     .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? devspec.ordinals : NULL,
+                                     .dev_id = have_group_id ? group_id : NULL};
         lo.model.classes = (int)classes;
         lo.model.seed = seed;
         lo.model.lr = (float)lr;
@@ -574,7 +592,7 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "open(%s): %s", metrics_path, strerror(errno));
         status = 1;
     }
-    double step_t0 = sl_clock_s(), wait_before = 0;
+    double step_t0 = sl_clock_s();
     double loss_sum = 0, acc_sum = 0, last_loss = 0, last_acc = 0;
     uint64_t loss_steps = 0;
     struct sl_buf line;
@@ -589,39 +607,78 @@ int main(int argc, char **argv)
         int rc;
         struct progress_line bar = {.on = progress_mode == 1 || (progress_mode < 0 && worker == 0 && isatty(2)),
                                     .steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
-        while (!stop_flag && (rc = train_client_next_step(cl, &pieces, &err)) == 0) {
-            if (steps++ == 0)
-                t_first = sl_clock_s();
-            if (pieces[0].epoch != last_epoch) {
-                last_epoch = pieces[0].epoch;
-                epochs_seen++;
+        /* Look-ahead: step s+1 is received and staged (its copies queued on
+         * the replicas' devices) before step s runs, so on a GPU the copy
+         * of s+1 overlaps step s; the last step runs after the stream ends.
+         * A step's pieces are borrowed until the next receive: the stagers
+         * have copied them by then (train_loop_put), and what the metrics
+         * and logs need of the step is kept in `prev`. */
+        struct staged_step {
+            uint64_t epoch, step;
+            uint32_t flags;
+            double wait_s; /* time waiting for this step's pieces */
+        } cur = {0}, prev = {0};
+        int have_prev = 0;
+        double wait_mark = 0;
+        uint64_t ran = 0;
+        for (;;) {
+            rc = stop_flag ? 0 : train_client_next_step(cl, &pieces, &err);
+            if (stop_flag || (rc != 0 && rc != SL_END))
+                break;
+            int got = rc == 0;
+            if (got) {
+                if (steps++ == 0)
+                    t_first = sl_clock_s();
+                if (pieces[0].epoch != last_epoch) {
+                    last_epoch = pieces[0].epoch;
+                    epochs_seen++;
+                }
+                for (uint32_t r = 0; tf != NULL && r < replicas; r++)
+                    if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
+                        sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string "
+                                             "offsets)", trace);
+                        rc = SL_EIO;
+                        break;
+                    }
+                if (rc != 0)
+                    break;
+                if (loop != NULL) {
+                    struct train_client_stats ws;
+                    train_client_stats(cl, &ws);
+                    cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step,
+                                               .flags = pieces[0].flags, .wait_s = ws.wait_s - wait_mark};
+                    wait_mark = ws.wait_s;
+                    if ((rc = train_loop_put(loop, pieces, replicas, &err)) != 0) {
+                        progress_line_clear(&bar);
+                        sl_log(SL_LOG_ERROR, "%s", err.msg);
+                        rc = SL_EIO;
+                        break;
+                    }
+                }
             }
-            if (loop != NULL) {
+            if (loop != NULL && have_prev) {
                 struct train_step_result res;
-                if ((rc = train_loop_step(loop, pieces, replicas, &res, &err)) != 0) {
+                if ((rc = train_loop_run(loop, &res, &err)) != 0) {
                     progress_line_clear(&bar);
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
                     rc = SL_EIO;
                     break;
                 }
+                ran++;
                 if (mf != NULL) {
-                    struct train_client_stats ms;
-                    train_client_stats(cl, &ms);
                     double now = sl_clock_s();
                     fprintf(mf,
                             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
                             ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f}\n",
-                            pieces[0].epoch, pieces[0].step, res.rows, res.loss, res.accuracy, now - step_t0,
-                            ms.wait_s - wait_before);
+                            prev.epoch, prev.step, res.rows, res.loss, res.accuracy, now - step_t0, prev.wait_s);
                     step_t0 = now;
-                    wait_before = ms.wait_s;
                 }
                 if (res.rows > 0) {
                     loss_sum += res.loss;
                     acc_sum += res.accuracy;
                     loss_steps++;
                 }
-                int last = (pieces[0].flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+                int last = (prev.flags & SL_WIRE_PIECE_LAST_STEP) != 0;
                 if (last && (rc = train_loop_check_mirrored(loop, &err)) != 0) {
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
                     rc = SL_EIO;
@@ -631,11 +688,10 @@ int main(int argc, char **argv)
                     struct train_client_stats cs;
                     train_client_stats(cl, &cs);
                     double el = sl_clock_s() - t_first;
-                    progress_line_draw(&bar, pieces[0].epoch, pieces[0].step,
-                                       loss_steps ? loss_sum / (double)loss_steps : 0,
+                    progress_line_draw(&bar, prev.epoch, prev.step, loss_steps ? loss_sum / (double)loss_steps : 0,
                                        el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0);
                 }
-                if ((log_every && steps % log_every == 0) || (!log_every && last)) {
+                if ((log_every && ran % log_every == 0) || (!log_every && last)) {
                     progress_line_clear(&bar);
                     last_loss = loss_steps ? loss_sum / (double)loss_steps : 0;
                     last_acc = loss_steps ? acc_sum / (double)loss_steps : 0;
@@ -648,7 +704,7 @@ int main(int argc, char **argv)
                     sl_log(SL_LOG_INFO,
                            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
                            "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
-                           pieces[0].epoch, pieces[0].step, last_loss, last_acc,
+                           prev.epoch, prev.step, last_loss, last_acc,
                            el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0,
                            h2d_s > h2d_s0 ? (double)(h2d_bytes - h2d_bytes0) / (h2d_s - h2d_s0) / 1e9 : 0.0,
                            train_loop_weights_hash(loop));
@@ -658,14 +714,12 @@ int main(int argc, char **argv)
                     loss_steps = 0;
                 }
             }
-            for (uint32_t r = 0; tf != NULL && r < replicas; r++)
-                if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
-                    sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string offsets)", trace);
-                    rc = SL_EIO;
-                    break;
-                }
-            if (rc != 0)
+            if (!got) {
+                rc = SL_END;
                 break;
+            }
+            prev = cur;
+            have_prev = loop != NULL;
         }
         progress_line_clear(&bar);
         if (stop_flag) {
@@ -704,8 +758,21 @@ int main(int argc, char **argv)
         struct train_client *ec = NULL;
         const struct train_piece *pieces;
         int rc = train_client_open(&ec, &eo, &err);
-        while (rc == 0 && !stop_flag && (rc = train_client_next_step(ec, &pieces, &err)) == 0)
-            rc = train_loop_eval_step(loop, pieces, replicas, &test_rows, &test_correct, &err);
+        /* look-ahead as in training: stage step s+1, then predict step s */
+        for (int have_prev = 0; rc == 0 && !stop_flag;) {
+            int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
+            if (rc != 0 && rc != SL_END)
+                break;
+            if (got && (rc = train_loop_put(loop, pieces, replicas, &err)) != 0)
+                break;
+            if (have_prev && (rc = train_loop_eval_run(loop, &test_rows, &test_correct, &err)) != 0)
+                break;
+            if (!got) {
+                rc = SL_END;
+                break;
+            }
+            have_prev = 1;
+        }
         if (rc == SL_END) {
             float counts[2] = {(float)test_rows, (float)test_correct};
             rc = train_loop_sum(loop, counts, 2, &err);

@@ -210,6 +210,13 @@ __global__ void k_argmax(const float *z, size_t n, size_t classes, int64_t *pred
     pred[r] = (int64_t)best;
 }
 
+__global__ void k_from_u8(const uint8_t *in, size_t n, float *out)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n)
+        out[t] = __fdiv_rn((float)in[t], 255.0f);
+}
+
 static int set_device(struct train_model_cuda *m, struct sl_error *err)
 {
     cudaError_t e = cudaSetDevice(m->ordinal);
@@ -373,6 +380,20 @@ extern "C" int train_model_cuda_set_params(struct train_model_cuda *m, const flo
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(m->stream);
     return e == cudaSuccess ? 0 : cuda_fail(err, e, "cudaMemcpy(parameters to the GPU)", m->ordinal);
+}
+
+extern "C" int train_model_cuda_inputs_from_u8(struct train_model_cuda *m, const uint8_t *in_dev, size_t n,
+                                               float *out_dev, struct sl_error *err)
+{
+    if (n == 0)
+        return 0;
+    if (in_dev == NULL || out_dev == NULL)
+        return sl_error_set(err, SL_EINVAL, "train_model_inputs_from_u8: NULL buffer with %zu values", n);
+    int rc = set_device(m, err);
+    if (rc != 0)
+        return rc;
+    k_from_u8<<<blocks(n), THREADS, 0, m->stream>>>(in_dev, n, out_dev);
+    return launched(m, "uint8 input kernel", err);
 }
 
 extern "C" int train_model_cuda_zero_grads(struct train_model_cuda *m, struct sl_error *err)

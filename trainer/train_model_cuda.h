@@ -19,7 +19,8 @@
  *
  * Status (issue #4): compiled in every CUDA build, checked against the CPU
  * model by tests/gpu/test_train_model_cuda.c, which needs a GPU and has
- * never run on one; the training loop does not use it yet.
+ * never run on one; the training loop drives it for GPU replicas
+ * (train_loop_cuda.c).
  *
  * Thread-safety: none; one owner thread at a time (the replica's).
  */
@@ -64,6 +65,12 @@ float *train_model_cuda_grads(struct train_model_cuda *m);
 /* Copy the parameters to / from host memory (nparams floats). Blocking. */
 int train_model_cuda_get_params(struct train_model_cuda *m, float *host, struct sl_error *err) SL_MUST_CHECK;
 int train_model_cuda_set_params(struct train_model_cuda *m, const float *host, struct sl_error *err) SL_MUST_CHECK;
+
+/* Queue: out_dev[i] = in_dev[i] / 255 for n values (uint8 inputs scaled
+ * as train_model_inputs_from_u8 does, bit for bit). SL_EINVAL (NULL with
+ * n > 0), SL_EDEVICE. */
+int train_model_cuda_inputs_from_u8(struct train_model_cuda *m, const uint8_t *in_dev, size_t n, float *out_dev,
+                                    struct sl_error *err) SL_MUST_CHECK;
 
 /* Queue: gradients to zero. */
 int train_model_cuda_zero_grads(struct train_model_cuda *m, struct sl_error *err) SL_MUST_CHECK;

@@ -30,7 +30,7 @@
 #include "train_collective_local.h"
 #include "train_device.h"
 
-enum job { JOB_PUT = 1, JOB_RUN = 2 };
+enum job { JOB_PUT = 1, JOB_RUN = 2, JOB_EACH = 3 };
 
 struct train_variable {
     struct train_strategy *s;
@@ -251,6 +251,11 @@ uint32_t train_replica_num_replicas_in_sync(const struct train_replica *rep)
     return rep->s->R * rep->s->W;
 }
 
+struct train_device *train_replica_device(const struct train_replica *rep)
+{
+    return rep->dev;
+}
+
 float train_replica_loss_scale(const struct train_replica *rep)
 {
     return rep->s->loss_scale;
@@ -347,14 +352,16 @@ static void do_job(struct train_replica *rep, enum job job, const struct train_p
             sl_error_prefix(&rep->err, "replica %d: ", rep->id);
         return;
     }
-    int rc = train_stage_get(rep->stage, &rep->view, &rep->err);
+    int rc = job == JOB_EACH ? 0 : train_stage_get(rep->stage, &rep->view, &rep->err);
     if (rc == 0)
-        rc = fn(rep, &rep->view, ctx, &rep->err);
+        rc = fn(rep, job == JOB_EACH ? NULL : &rep->view, ctx, &rep->err);
     if (rc != 0) {
         pthread_mutex_lock(&s->mu);
         int first = !s->aborted;
         pthread_mutex_unlock(&s->mu);
-        if (first)
+        if (first && job == JOB_EACH)
+            sl_error_prefix(&rep->err, "replica %d: ", rep->id);
+        else if (first)
             sl_error_prefix(&rep->err, "replica %d step %" PRIu64 ": ", rep->id, rep->view.step);
         strategy_abort(s, rc, rep->err.msg);
     }
@@ -471,6 +478,14 @@ int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, st
     return rc;
 }
 
+int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx,
+                                         struct sl_error *err)
+{
+    if (s->broken)
+        return refuse_broken(s, err);
+    return dispatch(s, JOB_EACH, NULL, fn, ctx, err);
+}
+
 uint64_t train_strategy_steps(const struct train_strategy *s)
 {
     return s->steps;
@@ -542,7 +557,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
         if ((rep->scratch = sl_malloc((s->scratch_floats + 1) * sizeof(float))) == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory for replica %u's scratch", r);
         if (rc == 0)
-            rc = ops->open(&rep->dev, (int)r, err);
+            rc = ops->open(&rep->dev, o->ordinals != NULL ? o->ordinals[r] : (int)r, err);
         if (rc == 0)
             rc = train_stage_create(&rep->stage, ops, rep->dev, o->tensor_capacity, o->ntensors, err);
         if (rc != 0)

@@ -109,6 +109,7 @@ struct train_strategy_opts {
     uint32_t hash_every;            /* compare variable hashes after every K-th run (0: only on check) */
     enum train_loss_reduction loss_reduction; /* tower mode (0 NONE is refused there; mirrored ignores it) */
     const char *device;             /* staging backend, "cpu" (NULL) or "cuda" */
+    const int *ordinals;            /* [replicas]: replica r opens device ordinals[r] (NULL: r) */
     size_t ntensors;                /* tensors per piece (the schema's) */
     const size_t *tensor_capacity;  /* [ntensors] byte capacity of each tensor per piece (copied) */
     size_t scratch_floats;          /* per-replica scratch for reduce / var_update (0: 65536) */
@@ -153,6 +154,15 @@ int train_strategy_put(struct train_strategy *s, const struct train_piece *piece
  * a hash_every-th run. Returns the first error of any replica. */
 int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, struct sl_error *err) SL_MUST_CHECK;
 
+/* tf.distribute's call_for_each_replica without input: fn(rep, NULL, ctx)
+ * on every replica's thread (per-replica setup and teardown that must run
+ * on the thread owning the replica's device, e.g. joining an NCCL
+ * communicator, which blocks until every rank has joined). Not a step:
+ * nothing staged is consumed, no hash check. The first error is returned
+ * and breaks the strategy, as for run. */
+int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx,
+                                         struct sl_error *err) SL_MUST_CHECK;
+
 /* Runs so far. */
 uint64_t train_strategy_steps(const struct train_strategy *s);
 
@@ -161,6 +171,9 @@ uint64_t train_strategy_steps(const struct train_strategy *s);
 int train_replica_id(const struct train_replica *rep);           /* 0..R-1 on this worker */
 int train_replica_global_id(const struct train_replica *rep);    /* worker x R + id */
 uint32_t train_replica_num_replicas_in_sync(const struct train_replica *rep);
+/* This replica's open device (the staging backend's; borrowed, owned by the
+ * strategy), for per-replica device work on the replica's thread. */
+struct train_device *train_replica_device(const struct train_replica *rep);
 /* The factor for this tower's loss in tower mode (1/towers unless the
  * loss reduction is SUM; 1 for one tower); 1 in mirrored mode. */
 float train_replica_loss_scale(const struct train_replica *rep);
