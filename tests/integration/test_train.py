@@ -96,6 +96,11 @@ def check_outputs(tag, outs):
         lines = [json.loads(x) for x in open(os.path.join(TMP, "%s-w%d.jsonl" % (tag, w)))]
         if len(lines) != o["steps"]:
             fail("%s: %d metrics lines for %d steps" % (tag, len(lines), o["steps"]))
+        # look-ahead staging runs step s after receiving s+1: the lines must
+        # still name each step once, in order
+        keys = [(x["epoch"], x["step"]) for x in lines]
+        if keys != sorted(set(keys)):
+            fail("%s: metrics lines out of step order: %r" % (tag, keys[:8]))
         last = [x for x in lines if x["epoch"] == lines[-1]["epoch"] and x["rows"] > 0]
         mean = sum(x["loss"] for x in last) / len(last)
         if abs(mean - o["loss"]) > 1e-5:

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""GPU training against CPU training (ctest label gpu; exit 77 without a GPU).
+
+A real feeder serves a small generated job (uint8 inputs, so the device's
+uint8 scaling runs too) and sluice-trainer trains an MLP on it twice, with
+--devices cpu:1 and with --devices gpu:0 (then, when the machine has two
+GPUs, cpu:2 against gpu:0,1: NCCL across two local replicas). The GPU
+kernels sum in the CPU model's order without FMA, so every step's loss and
+the final weights must agree within a float tolerance (1e-5 absolute +
+1e-4 relative), the per-step row counts exactly, and the evaluation's test
+accuracy within one row in a hundred. --hash-every 1 makes every step copy
+the device weights back for the mirrored check.
+
+Usage: test_train_gpu.py BUILD_DIR     (prints "N passed, 0 failed";
+figures go to $OUT/gpu-train.json when OUT is set; SLUICE_GPU_TEST_DRY=1
+runs the harness with cpu:1 in place of gpu:0)
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+TMP = tempfile.mkdtemp(prefix="sluice-train-gpu-")
+PASSED = 0
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    print("%d passed, 1 failed" % PASSED)
+    sys.exit(1)
+
+
+def ok(name):
+    global PASSED
+    PASSED += 1
+    print("ok %d - %s" % (PASSED, name))
+
+
+def gpus():
+    """GPUs sluice-trainer sees: --devices gpu:N parses only when GPU N exists."""
+    n = 0
+    while n < 16 and subprocess.run([TRAINER, "--devices", "gpu:%d" % n, "--help"],
+                                    capture_output=True).returncode == 0:
+        n += 1
+    return n
+
+
+def serve(job_path, tag):
+    sock = "ipc://%s/%s.sock" % (TMP, tag)
+    log = open(os.path.join(TMP, tag + "-feeder.log"), "w")
+    p = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    return p, sock
+
+
+def train(job_path, eval_path, devices, tag):
+    feeder, sock = serve(job_path, tag)
+    efeeder, esock = serve(eval_path, tag + "-eval")
+    time.sleep(0.3)
+    weights = os.path.join(TMP, tag + ".npy")
+    metrics = os.path.join(TMP, tag + ".jsonl")
+    args = [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices, "--model", "mlp",
+            "--hidden", "32,16", "--lr", "0.02", "--momentum", "0.5", "--seed", "11", "--classes", "4",
+            "--hash-every", "1", "--save-weights", weights, "--metrics", metrics,
+            "--eval-connect", esock, "--eval-job", "eval-gpu"]
+    err = open(os.path.join(TMP, tag + "-trainer.log"), "w")
+    t0 = time.time()
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=180)
+    secs = time.time() - t0
+    for f in (feeder, efeeder):
+        try:
+            f.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            f.kill()
+    if p.returncode != 0:
+        fail("%s: sluice-trainer exited %d: %s" % (tag, p.returncode,
+                                                  open(os.path.join(TMP, tag + "-trainer.log")).read()[-3000:]))
+    summary = json.loads(p.stdout.strip().splitlines()[-1])["summary"]
+    steps = [json.loads(x) for x in open(metrics)]
+    data = open(weights, "rb").read()
+    hlen = data[8] | data[9] << 8
+    w = struct.unpack("<%df" % ((len(data) - 10 - hlen) // 4), data[10 + hlen:])
+    return summary, steps, w, secs
+
+
+def close(a, b):
+    return abs(a - b) <= ATOL + RTOL * abs(b)
+
+
+def compare(tag, cpu, gpu):
+    (cs, csteps, cw, _), (gs, gsteps, gw, gsecs) = cpu, gpu
+    if len(csteps) != len(gsteps) or len(csteps) == 0:
+        fail("%s: %d CPU steps, %d GPU steps" % (tag, len(csteps), len(gsteps)))
+    worst_loss = 0.0
+    for a, b in zip(gsteps, csteps):
+        if (a["epoch"], a["step"], a["rows"]) != (b["epoch"], b["step"], b["rows"]):
+            fail("%s: GPU step %r vs CPU step %r" % (tag, a, b))
+        worst_loss = max(worst_loss, abs(a["loss"] - b["loss"]))
+        if not close(a["loss"], b["loss"]):
+            fail("%s: epoch %d step %d: GPU loss %.7f, CPU %.7f" % (tag, a["epoch"], a["step"], a["loss"], b["loss"]))
+    if len(gw) != len(cw):
+        fail("%s: %d GPU weights, %d CPU weights" % (tag, len(gw), len(cw)))
+    bad = [i for i in range(len(cw)) if not close(gw[i], cw[i])]
+    worst_w = max(abs(gw[i] - cw[i]) for i in range(len(cw)))
+    if bad:
+        i = bad[0]
+        fail("%s: %d of %d weights differ beyond tolerance, first [%d] GPU %.8g CPU %.8g" % (
+            tag, len(bad), len(cw), i, gw[i], cw[i]))
+    if abs(gs["test_accuracy"] - cs["test_accuracy"]) > 0.01 or gs["test_rows"] != cs["test_rows"]:
+        fail("%s: GPU test accuracy %.4f over %d rows, CPU %.4f over %d" % (
+            tag, gs["test_accuracy"], gs["test_rows"], cs["test_accuracy"], cs["test_rows"]))
+    ok("%s: %d steps, losses within %.2g (largest), %d weights within %.2g, test accuracy %.4f vs %.4f"
+       % (tag, len(gsteps), worst_loss, len(cw), worst_w, gs["test_accuracy"], cs["test_accuracy"]))
+    return {"steps": len(gsteps), "max_loss_diff": worst_loss, "max_weight_diff": worst_w,
+            "gpu_test_accuracy": gs["test_accuracy"], "cpu_test_accuracy": cs["test_accuracy"],
+            "gpu_seconds": gsecs, "gpu_h2d_gb_per_s": gs.get("h2d_gb_per_s"),
+            "gpu_samples_per_s": gs.get("stream_elements_per_s")}
+
+
+def main():
+    # SLUICE_GPU_TEST_DRY=1: the harness alone, with cpu:1 standing in for
+    # gpu:0 (how it was checked on a machine without a GPU)
+    dry = os.environ.get("SLUICE_GPU_TEST_DRY") == "1"
+    n = 1 if dry else gpus()
+    if n == 0:
+        print("SKIP: sluice-trainer sees no GPU (or this build has no CUDA)")
+        sys.exit(77)
+    data = os.path.join(TMP, "data")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "1200", "--shards", "4", "--seed", "9",
+                    "--image-bytes", "48", "--classes", "4"], check=True, capture_output=True)
+    features = {"image": {"dtype": "uint8", "shape": [48], "from": "bytes"}, "label": {"dtype": "int64", "shape": []}}
+    job = {"name": "train-gpu", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+           "features": features, "shard_policy": "data", "global_batch_size": 40, "epochs": 2,
+           "shuffle": {"buffer": 64, "seed": 3}}
+    ev = {"name": "eval-gpu", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+          "features": features, "shard_policy": "data", "global_batch_size": 40, "epochs": 1}
+    paths = []
+    for j in (job, ev):
+        paths.append(os.path.join(TMP, j["name"] + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump(j, f)
+    results = {"gpus": n}
+    cpu = train(paths[0], paths[1], "cpu:1", "cpu1")
+    gpu = train(paths[0], paths[1], "cpu:1" if dry else "gpu:0", "gpu0")
+    results["gpu:0 vs cpu:1"] = compare("gpu:0 vs cpu:1", cpu, gpu)
+    if n >= 2:
+        cpu2 = train(paths[0], paths[1], "cpu:2", "cpu2")
+        gpu2 = train(paths[0], paths[1], "gpu:0,1", "gpu01")
+        results["gpu:0,1 vs cpu:2"] = compare("gpu:0,1 vs cpu:2", cpu2, gpu2)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "gpu-train.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    print("%d passed, 0 failed" % PASSED)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
