@@ -60,7 +60,8 @@ static const char usage[] =
     "      --feeder-index=J    this feeder's index among F (default 0)\n"
     "      --feeders=F         feeders serving the job together (default 1): feeder J\n"
     "                          makes the pieces whose sequence number is J mod F\n"
-    "  -t, --threads=N         decode threads (default 2)\n"
+    "  -t, --threads=N         decode threads, and files scanned at once at start\n"
+    "                          (default 2)\n"
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
     "      --timeout-ms=N      drop a trainer silent this long (default 10000)\n"
@@ -290,12 +291,21 @@ static void on_tail(void *ctx, const char *path, uint64_t bytes)
            path, bytes);
 }
 
-static int open_source(const struct feed_job *job, int count_only, struct feed_source **src, struct sl_error *err)
+static void on_progress(void *ctx, size_t files_done, size_t nfiles, uint64_t bytes, uint64_t records)
+{
+    (void)ctx;
+    sl_log(SL_LOG_INFO, "scanning: %zu of %zu files, %.2f GB, %" PRIu64 " records so far", files_done, nfiles,
+           (double)bytes / 1e9, records);
+}
+
+static int open_source(const struct feed_job *job, int count_only, unsigned threads, struct feed_source **src,
+                       struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
-                                  .on_skip = on_skip, .on_tail = on_tail, .trust_scan = !job->verify_on_read,
-                                  .count_only = count_only, .use_index = job->use_index};
+                                  .on_skip = on_skip, .on_tail = on_tail, .on_progress = on_progress,
+                                  .trust_scan = !job->verify_on_read, .count_only = count_only,
+                                  .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag};
     if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;
@@ -425,7 +435,7 @@ int main(int argc, char **argv)
     double scan_s = 0, scan_cpu_s = 0;
     if (status == 0) {
         double t0 = sl_clock_s(), c0 = process_cpu_s();
-        status = open_source(job, a.plan, &src, &src_err);
+        status = open_source(job, a.plan, a.threads ? (unsigned)a.threads : 1, &src, &src_err);
         scan_s = sl_clock_s() - t0;
         scan_cpu_s = process_cpu_s() - c0;
         /* a damaged file under on_error=fail: tell the trainers why */

@@ -57,6 +57,7 @@ struct file {
     struct tar_field *fields; /* tar: every regular member, in order */
     uint64_t image_size; /* decompressed size */
     struct image img;   /* img.data NULL while not loaded */
+    uint64_t dropped_tail; /* bytes of a partial header at the end (reported after the scan) */
 };
 
 #define MAX_EXTS 256
@@ -365,6 +366,10 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     size_t cap = 0;
     struct fmt_record rec;
     while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        if ((f->count & 0xffff) == 0xffff && s->o.stop != NULL && *s->o.stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "%s: scan interrupted", f->path);
+            break;
+        }
         if (f->count == cap) {
             size_t ncap = cap ? cap * 2 : 1024;
             uint64_t *no = sl_realloc(f->offsets, ncap * sizeof *no);
@@ -380,8 +385,7 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     if (rc == SL_END) {
         rc = 0;
         f->image_size = fmt_stream_offset(fmt_reader_stream(r));
-        if (fmt_reader_dropped_tail(r) > 0 && s->o.on_tail)
-            s->o.on_tail(s->o.ctx, f->path, fmt_reader_dropped_tail(r));
+        f->dropped_tail = fmt_reader_dropped_tail(r);
     }
     fmt_reader_close(r);
     if (rc != 0) {
@@ -393,6 +397,109 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     if (f->comp == FMT_COMP_NONE)
         return map_file(f, err);
     return 0;
+}
+
+/* The scan's shared state: files are taken in order under the mutex. */
+struct scan_ctl {
+    struct feed_source *s;
+    int *rcs;
+    struct sl_error *errs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t next, done, running;
+    uint64_t bytes, records;
+    int halt; /* a fatal error or a stop: take no more files */
+};
+
+static void *scan_worker(void *arg)
+{
+    struct scan_ctl *c = arg;
+    struct feed_source *s = c->s;
+    pthread_mutex_lock(&c->mu);
+    while (!c->halt && c->next < s->nfiles) {
+        size_t i = c->next++;
+        pthread_mutex_unlock(&c->mu);
+        struct file *f = &s->files[i];
+        int rc = s->o.stop != NULL && *s->o.stop
+                     ? sl_error_set(&c->errs[i], SL_ECLOSED, "%s: scan interrupted", f->path)
+                     : scan_file(s, f, &c->errs[i]);
+        pthread_mutex_lock(&c->mu);
+        c->rcs[i] = rc;
+        c->done++;
+        c->bytes += f->image_size;
+        c->records += f->count;
+        if (rc == SL_ENOMEM || rc == SL_ECLOSED || (rc != 0 && s->o.on_error == FMT_ON_ERROR_FAIL))
+            c->halt = 1;
+        pthread_cond_signal(&c->cv);
+    }
+    c->running--;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* Scan every file with up to scan_threads threads (tar: one, as field
+ * names get their ids in scan order), calling on_progress from this
+ * thread. Files are taken in order, so when a fatal error or a stop halts
+ * the scan, every file before the last one taken has its result; the
+ * files never taken keep rcs 0 and are not looked at (an earlier one
+ * failed), except after a stop, where the first of them says so. */
+static int scan_all(struct feed_source *s, int *rcs, struct sl_error *errs, struct sl_error *err)
+{
+    struct scan_ctl c = {.s = s, .rcs = rcs, .errs = errs};
+    unsigned want = s->o.scan_threads ? s->o.scan_threads : 1;
+    if (s->o.format == FMT_FORMAT_TAR)
+        want = 1;
+    if (want > 64)
+        want = 64;
+    if (s->nfiles < want)
+        want = s->nfiles ? (unsigned)s->nfiles : 1;
+    pthread_t th[64];
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    unsigned started = 0;
+    pthread_mutex_lock(&c.mu);
+    for (unsigned k = 0; k < want; k++) {
+        c.running++;
+        if (pthread_create(&th[k], NULL, scan_worker, &c) != 0) {
+            c.running--;
+            break;
+        }
+        started++;
+    }
+    int rc = started == 0 ? sl_error_set(err, SL_EIO, "cannot start a scan thread") : 0;
+    unsigned every = s->o.progress_ms ? s->o.progress_ms : 2000;
+    uint64_t next = sl_clock_ns() + (uint64_t)every * 1000000u;
+    while (c.running > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L; /* wake 5 times a second: stop flag, progress */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c.cv, &c.mu, &ts);
+        if (s->o.stop != NULL && *s->o.stop)
+            c.halt = 1;
+        uint64_t now = sl_clock_ns();
+        if (now >= next && s->o.on_progress != NULL && c.running > 0) {
+            size_t done = c.done;
+            uint64_t bytes = c.bytes, records = c.records;
+            pthread_mutex_unlock(&c.mu);
+            s->o.on_progress(s->o.ctx, done, s->nfiles, bytes, records);
+            pthread_mutex_lock(&c.mu);
+            next = now + (uint64_t)every * 1000000u;
+        }
+    }
+    size_t taken = c.next;
+    pthread_mutex_unlock(&c.mu);
+    for (unsigned k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
+    if (rc == 0 && taken < s->nfiles && s->o.stop != NULL && *s->o.stop)
+        rcs[taken] = sl_error_set(&errs[taken], SL_ECLOSED, "%s: scan interrupted", s->files[taken].path);
+    return rc;
 }
 
 int feed_source_open(struct feed_source **out, const char *const *paths, size_t npaths,
@@ -416,25 +523,45 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         feed_source_close(s);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < npaths; i++) {
+    for (size_t i = 0; i < npaths; i++)
+        s->files[i].path = paths[i];
+    /* scan (threads take the files in order), then take the results in
+     * file order: the first damaged file under `fail` is the one reported,
+     * whatever finished first */
+    struct sl_error *errs = sl_calloc(npaths ? npaths : 1, sizeof *errs);
+    int *rcs = sl_calloc(npaths ? npaths : 1, sizeof *rcs);
+    if (errs == NULL || rcs == NULL) {
+        sl_free(errs);
+        sl_free(rcs);
+        feed_source_close(s);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    int rc = scan_all(s, rcs, errs, err);
+    for (size_t i = 0; rc == 0 && i < npaths; i++) {
         struct file *f = &s->files[i];
-        f->path = paths[i];
-        int rc = scan_file(s, f, err);
-        if (rc != 0) {
-            if (s->o.on_error == FMT_ON_ERROR_FAIL || rc == SL_ENOMEM) {
-                feed_source_close(s);
-                return rc;
+        if (rcs[i] != 0) {
+            if (s->o.on_error == FMT_ON_ERROR_FAIL || rcs[i] == SL_ENOMEM || rcs[i] == SL_ECLOSED) {
+                *err = errs[i];
+                rc = rcs[i];
+                break;
             }
             if (s->o.on_skip)
-                s->o.on_skip(s->o.ctx, f->path, err);
-            sl_error_clear(err);
+                s->o.on_skip(s->o.ctx, f->path, &errs[i]);
             continue;
         }
+        if (f->dropped_tail > 0 && s->o.on_tail)
+            s->o.on_tail(s->o.ctx, f->path, f->dropped_tail);
         s->counts[i] = f->count;
         s->total_bytes += f->image_size;
         struct stat dst;
         if (stat(f->path, &dst) == 0)
             s->disk_bytes += (uint64_t)dst.st_size;
+    }
+    sl_free(errs);
+    sl_free(rcs);
+    if (rc != 0) {
+        feed_source_close(s);
+        return rc;
     }
     *out = s;
     return 0;

@@ -22,6 +22,7 @@
 #ifndef FEED_SOURCE_H
 #define FEED_SOURCE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,7 +48,13 @@ struct feed_source_opts {
      * partial trailing header was dropped; may be NULL. */
     void (*on_skip)(void *ctx, const char *path, const struct sl_error *err);
     void (*on_tail)(void *ctx, const char *path, uint64_t bytes);
+    /* Called from the opening thread about every `progress_ms` (0: 2000)
+     * while the scan runs longer than that; may be NULL. */
+    void (*on_progress)(void *ctx, size_t files_done, size_t nfiles, uint64_t bytes_done, uint64_t records);
+    unsigned progress_ms;
     void *ctx;
+    unsigned scan_threads;            /* files scanned at once (TFRecord, text; tar: 1); 0: 1 */
+    volatile sig_atomic_t *stop;      /* when set, the scan stops: SL_ECLOSED */
 };
 
 struct feed_source;

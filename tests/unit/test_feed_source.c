@@ -117,6 +117,78 @@ START_TEST(test_skip_file_and_fail)
 }
 END_TEST
 
+/* several scan threads: the same counts and records as one, the first
+ * damaged file in list order reported under fail (whichever thread met
+ * it), every damaged one skipped in list order under skip-file, and a
+ * stop flag ending the scan with SL_ECLOSED */
+static void on_skip_append(void *ctx, const char *path, const struct sl_error *err)
+{
+    (void)err;
+    const char *base = strrchr(path, '/');
+    size_t n = strlen(ctx);
+    snprintf((char *)ctx + n, 512 - n, "%s;", base ? base + 1 : path);
+}
+
+START_TEST(test_parallel_scan)
+{
+    enum { N = 9 };
+    const char *list[N];
+    char name[64];
+    for (unsigned f = 0; f < N; f++) {
+        snprintf(name, sizeof name, "p%u.tfrecord%s", f, f % 3 == 1 ? ".gz" : "");
+        list[f] = strdup(write_tfr(name, f, 20 + 7 * f));
+    }
+    for (unsigned threads = 1; threads <= 4; threads++) {
+        struct feed_source_opts o = {.scan_threads = threads};
+        struct feed_source *s;
+        struct sl_error err = {0};
+        ck_assert_int_eq(feed_source_open(&s, list, N, &o, &err), 0);
+        struct feed_reader *rd;
+        ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+        for (unsigned f = 0; f < N; f++) {
+            ck_assert_uint_eq(feed_source_count(s, f), 20 + 7 * f);
+            for (unsigned r = 0; r < 20 + 7 * f; r += 3)
+                expect_rec(rd, f, r);
+        }
+        feed_reader_close(rd);
+        feed_source_close(s);
+    }
+    /* damage files 3 and 6, plain ones (the last record's data CRC) */
+    for (unsigned f = 3; f < N; f += 3) {
+        size_t len;
+        uint8_t *bytes = sl_test_read(list[f], &len);
+        bytes[len - 5] ^= 1;
+        snprintf(name, sizeof name, "p%u.tfrecord", f);
+        sl_test_write(name, bytes, len);
+        free(bytes);
+    }
+    for (int round = 0; round < 20; round++) {
+        struct feed_source_opts o = {.scan_threads = 4};
+        struct feed_source *s;
+        struct sl_error err = {0};
+        ck_assert_int_eq(feed_source_open(&s, list, N, &o, &err), SL_ECORRUPT);
+        ck_assert_msg(strstr(err.msg, "p3.tfrecord: corrupted record at") != NULL, "round %d: %s", round, err.msg);
+    }
+    char seen[512] = "";
+    struct feed_source_opts o = {.scan_threads = 3, .on_error = FMT_ON_ERROR_SKIP_FILE,
+                                 .on_skip = on_skip_append, .ctx = seen};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, list, N, &o, &err), 0);
+    ck_assert_str_eq(seen, "p3.tfrecord;p6.tfrecord;");
+    ck_assert_uint_eq(feed_source_count(s, 3), 0);
+    ck_assert_uint_eq(feed_source_count(s, 6), 0);
+    ck_assert_uint_eq(feed_source_count(s, 7), 20 + 7 * 7);
+    feed_source_close(s);
+    volatile sig_atomic_t stop = 1;
+    struct feed_source_opts so = {.scan_threads = 2, .stop = &stop};
+    ck_assert_int_eq(feed_source_open(&s, list, N, &so, &err), SL_ECLOSED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "p0.tfrecord: scan interrupted"));
+    for (unsigned f = 0; f < N; f++)
+        free((void *)list[f]);
+}
+END_TEST
+
 START_TEST(test_text_lines)
 {
     const char *p = sl_test_write("t.txt", "a\r\nbb\n\nc\rd\ne", 12);
@@ -253,6 +325,7 @@ Suite *sl_test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_counts_and_random_access);
     tcase_add_test(tc, test_skip_file_and_fail);
+    tcase_add_test(tc, test_parallel_scan);
     tcase_add_test(tc, test_text_lines);
     tcase_add_test(tc, test_threads_with_tiny_cache);
     tcase_add_test(tc, test_change_after_scan);
