@@ -13,6 +13,7 @@ chaotically after many steps from reassociation alone).
 Usage: test_train.py BUILD_DIR     (prints "N passed, 0 failed")
 """
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -166,6 +167,17 @@ def main():
             fail("%s: staged bytes %r (tower) vs %r (mirrored)" % (tag, tower["h2d_bytes"], mirrored["h2d_bytes"]))
         ok("%s: tower mode = mirrored: first 10 steps' losses within %.1g, loss %.6f, identical weights (%s)"
            % (tag, first, tower["loss"], tower["weights_hash"]))
+    # --progress on: a progress line per redraw on stderr (worker 0), erased
+    # before the per-epoch log lines, naming epoch and step of the totals
+    # (480 records / G 16 = 30 steps per epoch, 2 epochs)
+    train(job_path, 1, 1, "softmax", "progress", ["--progress", "on", "--log-every", "0"])
+    log = open(os.path.join(TMP, "progress-trainer0.log"), newline="").read()
+    draws = re.findall(r"\r\x1b\[Kepoch (\d+)/2 step (\d+)/30  loss [0-9.]+  \d+ samples/s  input stall [0-9.]+%", log)
+    if not draws or draws[0] != ("1", "1"):
+        fail("--progress on: no progress line starting at epoch 1/2 step 1/30 in %r" % log[:400])
+    if "epoch 1 step 29" not in log.replace("\r\x1b[K", "\n"):
+        fail("--progress on: the per-epoch log line is missing or garbled: %r" % log[-600:])
+    ok("--progress on: %d progress redraws (epoch e/2 step s/30), log lines intact" % len(draws))
     # the tolerance is meaningful: a 5% different step size (as a gradient
     # scaled by the wrong row count would be) moves the loss by more
     global LR
