@@ -43,6 +43,7 @@ struct train_comm {
     struct cuda_device *dev; /* borrowed */
     int rank;
     int nranks;
+    int failed; /* a collective failed: destroy aborts instead of waiting for it */
 };
 
 static struct cuda_device *cuda_of(struct train_device *d)
@@ -286,10 +287,15 @@ static int cuda_all_reduce_sum_f32(struct train_comm *c, float *dev_buf, size_t 
     if (rc != 0)
         return rc;
     ncclResult_t r = ncclAllReduce(dev_buf, dev_buf, n, ncclFloat, ncclSum, c->nccl, c->dev->streams[COLL_STREAM]);
-    if (r != ncclSuccess)
+    if (r != ncclSuccess) {
+        c->failed = 1;
         return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n,
                          c->dev->base.ordinal, c->rank, c->nranks);
-    return wait_collective(c, n, err);
+    }
+    rc = wait_collective(c, n, err);
+    if (rc != 0)
+        c->failed = 1;
+    return rc;
 }
 
 int train_nccl_unique_id(char out[TRAIN_NCCL_ID_BYTES], struct sl_error *err)
@@ -341,7 +347,13 @@ void train_nccl_comm_destroy(struct train_comm *c)
         return;
     if (cudaSetDevice(c->dev->base.ordinal) != cudaSuccess)
         (void)cudaGetLastError();
-    (void)ncclCommDestroy(c->nccl);
+    /* After a failed collective the kernels may still wait for a peer that
+     * never comes; ncclCommDestroy would wait with them, ncclCommAbort
+     * stops them. */
+    if (c->failed)
+        (void)ncclCommAbort(c->nccl);
+    else
+        (void)ncclCommDestroy(c->nccl);
     sl_free(c);
 }
 

@@ -86,8 +86,13 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
     d->input_u8 = o->input_u8;
     d->inputs = o->model->inputs;
     d->max_rows = o->model->max_rows;
-    int rc = train_model_cuda_create(&d->model, o->model, d->ordinal, err);
+    /* Join the group first: every other rank blocks in ncclCommInitRank
+     * until this one arrives, so a local failure (out of memory, a bad
+     * config) must come after the join, never instead of it. */
+    int rc = train_nccl_comm_init(&d->comm, o->nranks, o->rank, o->id, o->dev, err);
     if (rc != 0)
+        goto out_close;
+    if ((rc = train_model_cuda_create(&d->model, o->model, d->ordinal, err)) != 0)
         goto out_close;
     d->nparams = train_model_cuda_nparams(d->model);
     cudaError_t e;
@@ -101,8 +106,6 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
         rc = cuda_fail(err, e, "GPU replica buffers", d->ordinal);
         goto out_close;
     }
-    if ((rc = train_nccl_comm_init(&d->comm, o->nranks, o->rank, o->id, o->dev, err)) != 0)
-        goto out_close;
     *out = d;
     return 0;
 
@@ -134,8 +137,19 @@ static int loop_grads(struct train_loop_dev *d, const struct train_staged *p, do
     size_t ok = 0;
     if (rc == 0) /* waits for the model's stream: the gradient is complete */
         rc = train_model_cuda_take_stats(d->model, &loss, &ok, err);
+    /* Every rank must join the sum, or the others wait in it for ever (the
+     * strategy's abort cannot reach a rank blocked in NCCL). So after a
+     * failure here (a bad label is the likely one: take_stats reports it,
+     * and the row added nothing) this rank still joins once its stream is
+     * idle, and the step then fails with the first error. Only a stream
+     * that cannot be synced (a broken context) leaves it out. */
+    struct sl_error later = {0};
+    int rc_sum = rc == 0 ? 0 : train_model_cuda_sync(d->model, &later);
+    if (rc_sum == 0)
+        rc_sum = d->ops->all_reduce_sum_f32(d->comm, train_model_cuda_grads(d->model), d->nparams,
+                                            rc == 0 ? err : &later);
     if (rc == 0)
-        rc = d->ops->all_reduce_sum_f32(d->comm, train_model_cuda_grads(d->model), d->nparams, err);
+        rc = rc_sum;
     *loss_sum = loss;
     *correct = (double)ok;
     return rc;

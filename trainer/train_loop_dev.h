@@ -57,7 +57,9 @@ struct train_loop_dev_ops {
     /* The step's gradient: zero it, forward and backward over the staged
      * piece (rows may be 0) with loss (sum of the rows' losses) /
      * global_rows, then the in-place sum over every rank (a collective:
-     * every rank calls it once per step). *loss_sum and *correct: this
+     * every rank calls it once per step; after a failure before the sum,
+     * a bad label say, the rank still joins it when its stream can be
+     * synced, then returns the first error). *loss_sum and *correct: this
      * replica's rows only. Returns with the device idle. */
     int (*grads)(struct train_loop_dev *d, const struct train_staged *p, double global_rows, double *loss_sum,
                  double *correct, struct sl_error *err) SL_MUST_CHECK;

@@ -299,10 +299,13 @@ extern "C" int train_model_cuda_create(struct train_model_cuda **out, const stru
         rc = cuda_fail(err, e, "cudaMalloc(statistics)", ordinal);
         goto out_destroy;
     }
-    if ((e = cudaMemcpy(m->params, train_model_params(cpu), total * sizeof(float), cudaMemcpyHostToDevice)) !=
-            cudaSuccess ||
-        (e = cudaMemset(m->grads, 0, 2 * total * sizeof(float))) != cudaSuccess) {
-        rc = cuda_fail(err, e, "cudaMemcpy(initial parameters)", ordinal);
+    /* On our own stream, not the legacy default one: a non-blocking stream
+     * does not wait for it, and a pageable cudaMemcpy may return before its
+     * DMA lands. reset_stats syncs the stream before `cpu` is freed. */
+    if ((e = cudaMemcpyAsync(m->params, train_model_params(cpu), total * sizeof(float), cudaMemcpyHostToDevice,
+                             m->stream)) != cudaSuccess ||
+        (e = cudaMemsetAsync(m->grads, 0, 2 * total * sizeof(float), m->stream)) != cudaSuccess) {
+        rc = cuda_fail(err, e, "cudaMemcpyAsync(initial parameters)", ordinal);
         goto out_destroy;
     }
     if ((rc = reset_stats(m, err)) != 0)

@@ -30,8 +30,9 @@ int train_nccl_unique_id(char out[TRAIN_NCCL_ID_BYTES], struct sl_error *err) SL
 int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const char id[TRAIN_NCCL_ID_BYTES],
                          struct train_device *dev, struct sl_error *err) SL_MUST_CHECK;
 
-/* Destroy the communicator (ncclCommDestroy); NULL is a no-op. Every rank
- * destroys its own. Blocking. */
+/* Destroy the communicator (ncclCommDestroy, or ncclCommAbort once one of
+ * its all-reduces has failed, so a collective stuck on a missing peer does
+ * not hold it); NULL is a no-op. Every rank destroys its own. Blocking. */
 void train_nccl_comm_destroy(struct train_comm *c);
 
 #endif

@@ -103,6 +103,9 @@ static void check_model(const char *name, struct train_model_config cfg, size_t 
     cuda_must(cudaMalloc((void **)&labels_dev, rows * sizeof *labels), "cudaMalloc");
     cuda_must(cudaMemcpy(x_dev, x, rows * din * sizeof *x, cudaMemcpyHostToDevice), "cudaMemcpy");
     cuda_must(cudaMemcpy(labels_dev, labels, rows * sizeof *labels, cudaMemcpyHostToDevice), "cudaMemcpy");
+    /* a pageable cudaMemcpy may return before its DMA lands, and the model's
+     * stream does not wait for the legacy default stream */
+    cuda_must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     /* same initial parameters */
     must(train_model_cuda_get_params(gpu, back, &err), &err, "get_params");
@@ -154,6 +157,7 @@ static void check_model(const char *name, struct train_model_config cfg, size_t 
     /* a bad label: reported, by row */
     labels[rows / 2] = cfg.classes;
     cuda_must(cudaMemcpy(labels_dev, labels, rows * sizeof *labels, cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     must(train_model_cuda_forward_backward(gpu, x_dev, labels_dev, rows, global_rows, &err), &err, "forward_backward");
     char want[128];
     snprintf(want, sizeof want, "row %zu: label out of range (expected 0 <= label < %d)", rows / 2, cfg.classes);
@@ -222,6 +226,7 @@ static void check_nccl_id_over_rendezvous(void)
     void *dev;
     must(ops->alloc_device(d, sizeof host, &dev, &err), &err, "alloc_device");
     cuda_must(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_must(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); /* NCCL's stream does not wait for it */
     must(ops->all_reduce_sum_f32(comm, dev, 4, &err), &err, "all_reduce_sum_f32");
     cuda_must(cudaMemcpy(back, dev, sizeof back, cudaMemcpyDeviceToHost), "cudaMemcpy");
     if (memcmp(back, host, sizeof host) != 0) {
