@@ -15,6 +15,8 @@ b=build-gpu-check
 out=${OUT:-$b/out}
 mkdir -p "$out"
 export OUT="$out"
+# NCCL says why it failed (a bare ncclInternalError otherwise); logging only
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 t0=$(date +%s)
 nvidia-smi -L 2>&1 | tee "$out/nvidia-smi.txt" || true
 if ! cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA_ARCHS=90 >"$out/cmake.log" 2>&1; then
@@ -34,7 +36,8 @@ if grep -q "Skipped" "$out/ctest-gpu.log"; then
   echo "gpu-check: some gpu tests were skipped: no GPU visible?"; status=1
 fi
 echo "== figures"
-"$b/tests/test_train_cuda" 2>&1 | tee "$out/test_train_cuda.log" | grep -E "^FIGURE|H2D|all-reduce" || status=1
+# outside ctest, so bounded here: a hang must not eat the device time
+timeout 90 "$b/tests/test_train_cuda" 2>&1 | tee "$out/test_train_cuda.log" | grep -E "^FIGURE|H2D|all-reduce" || status=1
 [ -f "$out/gpu-train.json" ] && cat "$out/gpu-train.json"
 echo "== trainer unit and integration tests on this machine (CPU paths)"
 (cd "$b" && ctest -R "train" -L "unit|integration" --output-on-failure) >"$out/ctest-train.log" 2>&1 || status=1

@@ -74,7 +74,14 @@ def train(job_path, eval_path, devices, tag):
             "--eval-connect", esock, "--eval-job", "eval-gpu"]
     err = open(os.path.join(TMP, tag + "-trainer.log"), "w")
     t0 = time.time()
-    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=180)
+    try:
+        # seconds when it works (2.5 s for both runs on CPU); a hang is NCCL's
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=40)
+    except subprocess.TimeoutExpired:
+        feeder.kill()
+        efeeder.kill()
+        fail("%s: sluice-trainer still running after 40 s (hung?): %s" % (
+            tag, open(os.path.join(TMP, tag + "-trainer.log")).read()[-3000:]))
     secs = time.time() - t0
     for f in (feeder, efeeder):
         try:
@@ -162,8 +169,21 @@ def main():
     print("%d passed, 0 failed" % PASSED)
 
 
+def keep_logs():
+    """The trainers' and feeders' logs and metrics into $OUT/gpu-train-logs
+    (when OUT is set), so a failure on a GPU machine can be read later."""
+    if not os.environ.get("OUT") or not os.path.isdir(TMP):
+        return
+    dest = os.path.join(os.environ["OUT"], "gpu-train-logs")
+    os.makedirs(dest, exist_ok=True)
+    for name in os.listdir(TMP):
+        if name.endswith((".log", ".jsonl", ".json")):
+            shutil.copy(os.path.join(TMP, name), dest)
+
+
 if __name__ == "__main__":
     try:
         main()
     finally:
+        keep_logs()
         shutil.rmtree(TMP, ignore_errors=True)
