@@ -9,6 +9,9 @@
 # Meant to finish in well under 5 minutes on a 16-core H200 machine.
 #
 #   scripts/gpu-check.sh            exit 0: all passed; 1: a failure; 2: no CUDA build
+#                                   or missing libraries (see scripts/gpu-prep.sh)
+#   GPU_CHECK_FORCE_DEBS=1 ...      use the carried .gpu-debs/ even where the
+#                                   libraries are installed (to try that path)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 b=build-gpu-check
@@ -19,7 +22,52 @@ export OUT="$out"
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 t0=$(date +%s)
 nvidia-smi -L 2>&1 | tee "$out/nvidia-smi.txt" || true
-if ! cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA_ARCHS=90 >"$out/cmake.log" 2>&1; then
+# sluice's libraries: the machine's own when its pkg-config finds them,
+# else the Debian packages scripts/gpu-prep.sh fetched (carried in
+# .gpu-debs/), unpacked into a private sysroot and found by our binaries
+# through their RPATH only (DT_RPATH, so the libraries' own dependencies too)
+cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA_ARCHS=90)
+rpath=()
+if [ -n "${GPU_CHECK_FORCE_DEBS:-}" ] || ! command -v pkg-config >/dev/null 2>&1 ||
+   ! pkg-config --exists zlib libarchive jansson libzmq check; then
+  if ! ls .gpu-debs/*.deb >/dev/null 2>&1; then
+    echo "gpu-check: libzmq, libarchive, jansson or check missing here and no .gpu-debs/ carried (run scripts/gpu-prep.sh where the archive is reachable)"
+    exit 2
+  fi
+  sys=/tmp/sluice-sysroot
+  rm -rf "$sys" && mkdir -p "$sys"
+  for f in .gpu-debs/*.deb; do dpkg -x "$f" "$sys"; done
+  lib=$sys/usr/lib/x86_64-linux-gnu
+  # libzmq.pc names its private dependencies' .pc files, which we do not carry
+  sed -i '/^Requires.private/d' "$lib/pkgconfig/libzmq.pc"
+  export PKG_CONFIG_SYSROOT_DIR=$sys PKG_CONFIG_LIBDIR=$lib/pkgconfig:$sys/usr/share/pkgconfig
+  # the carried pkgconf needs the carried libpkgconf
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$sys/usr/bin/pkgconf" >"$sys/pkgconf"
+  chmod +x "$sys/pkgconf"
+  cmake_args+=(-DPKG_CONFIG_EXECUTABLE=$sys/pkgconf)
+  rpath+=("$lib")
+  echo "== libraries from .gpu-debs/ in $sys"
+fi
+# NCCL: CUDA's own, else the one in Python's nvidia-nccl wheel
+if ! ls /usr/local/cuda/lib64/libnccl.so* >/dev/null 2>&1; then
+  nd=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  if [ -n "$nd" ] && [ -f "$nd/include/nccl.h" ] && ls "$nd"/lib/libnccl.so* >/dev/null 2>&1; then
+    mkdir -p /tmp/sluice-nccl/lib
+    so=$(ls "$nd"/lib/libnccl.so* | head -1)
+    ln -sf "$so" /tmp/sluice-nccl/lib/libnccl.so
+    ln -sf "$so" /tmp/sluice-nccl/lib/libnccl.so.2
+    cmake_args+=(-DNCCL_INCLUDE_DIR="$nd/include" -DNCCL_LIBRARY=/tmp/sluice-nccl/lib/libnccl.so)
+    rpath+=(/tmp/sluice-nccl/lib)
+    echo "== NCCL from $nd"
+  fi
+fi
+if [ ${#rpath[@]} -gt 0 ]; then
+  flags="-Wl,--disable-new-dtags"
+  for d in "${rpath[@]}"; do flags="$flags -Wl,-rpath,$d -Wl,-rpath-link,$d"; done
+  cmake_args+=(-DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags")
+fi
+command -v make >/dev/null 2>&1 || cmake_args+=(-G Ninja)
+if ! cmake -S . -B "$b" "${cmake_args[@]}" >"$out/cmake.log" 2>&1; then
   tail -20 "$out/cmake.log"; exit 1
 fi
 if ! grep -q "CUDA .* and NCCL found" "$out/cmake.log"; then
