@@ -40,6 +40,8 @@ struct replica {
     float *buf;         /* nparams + 2: gradient, loss sum, correct */
     float *x;           /* max_rows x inputs, uint8 inputs scaled */
     double eval_rows, eval_correct;
+    int64_t *eval_pred;         /* max_rows: the last evaluated piece's predictions (CPU replicas) */
+    uint32_t eval_n;            /* rows in eval_pred */
     struct train_loop *l;       /* back pointer, for the optimizer callback */
     struct train_loop_dev *dev; /* GPU replicas: the model on the device */
 };
@@ -266,20 +268,17 @@ static int eval_step(struct train_replica *rep, const struct train_staged *p, vo
     struct train_loop *l = ctx;
     struct replica *r = &l->reps[train_replica_id(rep)];
     install(l, rep, r);
+    r->eval_n = 0;
     if (p->rows == 0)
         return 0;
     const float *x = inputs_of(l, r, p);
     const int64_t *labels = p->t[1].data;
-    int64_t pred[256]; /* predictions, a chunk at a time */
-    for (uint32_t done = 0; done < p->rows;) {
-        uint32_t k = p->rows - done < 256 ? p->rows - done : 256;
-        int rc = train_model_predict(r->model, x + (size_t)done * (size_t)l->inputs, k, pred, err);
-        if (rc != 0)
-            return rc;
-        for (uint32_t i = 0; i < k; i++)
-            r->eval_correct += pred[i] == labels[done + i];
-        done += k;
-    }
+    int rc = train_model_predict(r->model, x, p->rows, r->eval_pred, err);
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < p->rows; i++)
+        r->eval_correct += r->eval_pred[i] == labels[i];
+    r->eval_n = p->rows;
     r->eval_rows += p->rows;
     return 0;
 }
@@ -349,7 +348,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         l->nparams = train_model_nparams(p->model);
         p->buf = sl_malloc((l->nparams + 2) * sizeof *p->buf);
         p->x = sl_malloc(l->max_rows * (size_t)l->inputs * sizeof *p->x);
-        if (p->buf == NULL || p->x == NULL)
+        p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred);
+        if (p->buf == NULL || p->x == NULL || p->eval_pred == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
     }
     if (rc == 0)
@@ -396,6 +396,7 @@ void train_loop_destroy(struct train_loop *l)
         train_model_destroy(l->reps[r].model);
         sl_free(l->reps[r].buf);
         sl_free(l->reps[r].x);
+        sl_free(l->reps[r].eval_pred);
     }
     sl_free(l->reps);
     sl_free(l->views);
@@ -450,10 +451,21 @@ int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err)
     return rc != 0 ? rc : train_strategy_check(l->s, err);
 }
 
+const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows)
+{
+    *rows = 0;
+    if (l->gpu != NULL || r >= l->nreplicas || l->reps[r].eval_pred == NULL)
+        return NULL;
+    *rows = l->reps[r].eval_n;
+    return l->reps[r].eval_pred;
+}
+
 int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, struct sl_error *err)
 {
-    for (uint32_t r = 0; r < l->nreplicas; r++)
+    for (uint32_t r = 0; r < l->nreplicas; r++) {
         l->reps[r].eval_rows = l->reps[r].eval_correct = 0;
+        l->reps[r].eval_n = 0;
+    }
     int rc = train_strategy_run(l->s, l->gpu != NULL ? dev_eval_step : eval_step, l, err);
     for (uint32_t r = 0; rc == 0 && r < l->nreplicas; r++) {
         *rows += l->reps[r].eval_rows;

@@ -57,10 +57,16 @@ static const char usage[] =
     "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
     "      --seed=N             weight initialization seed (default 1)\n"
     "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
-    "      --classes=N          label classes (default 10)\n"
+    "      --classes=N          label classes (default 10)\n";
+/* (in two parts: C99 compilers need only take string literals of 4095 bytes) */
+static const char usage2[] =
     "      --save-weights=FILE  the final weights as a NumPy .npy float32 vector\n"
     "      --metrics=FILE       one JSON line per step: epoch, step, rows, loss, accuracy,\n"
     "                           step time, time waiting for input\n"
+    "      --predictions=FILE   with --eval-*: every evaluated element's prediction,\n"
+    "                           gathered from all workers by its --trace-feature id\n"
+    "                           (ids 0..N-1, each once) and written by worker 0 in id\n"
+    "                           order, one JSON line each (CPU replicas)\n"
     "      --eval-connect=ADDRS --eval-job=NAME  after training, the accuracy of the\n"
     "                           final weights on that job's data (summed over workers)\n"
     "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
@@ -184,6 +190,152 @@ static int trace_piece(struct sl_buf *b, const struct train_piece *p, const char
     return 0;
 }
 
+/* --predictions: each evaluated element's (id, label) kept as its piece
+ * arrives (look-ahead: two steps' worth, by slot), joined with the
+ * replicas' predictions after the step runs, then gathered over workers by
+ * id with the ring's sum: per id a count (must end as 1), the prediction
+ * and the label, all small integers, exact in float32. */
+struct gather {
+    int64_t *ids[2], *labels[2]; /* [slot]: the step's rows, replica by replica */
+    uint32_t rows[2][64];        /* [slot][replica] */
+    size_t cap[2];
+    int64_t *out;                /* (id, prediction, label) triples of this worker */
+    size_t n, out_cap;
+};
+
+static const struct train_tensor *find_int64(const struct train_piece *p, const char *name)
+{
+    for (size_t i = 0; i < p->ntensors; i++)
+        if (strcmp(p->t[i].name, name) == 0 && p->t[i].dtype == SL_WIRE_INT64 && p->t[i].bytes == 8ull * p->rows)
+            return &p->t[i];
+    return NULL;
+}
+
+static int gather_keep(struct gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+                       const char *id_name, const char *label_name, struct sl_error *err)
+{
+    size_t total = 0;
+    for (uint32_t r = 0; r < replicas && r < 64; r++)
+        total += pieces[r].rows;
+    if (total > g->cap[slot]) {
+        int64_t *a = sl_realloc(g->ids[slot], total * sizeof *a), *b = a ? sl_realloc(g->labels[slot], total * sizeof *b) : NULL;
+        if (a != NULL)
+            g->ids[slot] = a;
+        if (b == NULL)
+            return sl_error_set(err, SL_ENOMEM, "--predictions: out of memory");
+        g->labels[slot] = b;
+        g->cap[slot] = total;
+    }
+    size_t k = 0;
+    for (uint32_t r = 0; r < replicas && r < 64; r++) {
+        const struct train_piece *p = &pieces[r];
+        g->rows[slot][r] = p->rows;
+        if (p->rows == 0)
+            continue;
+        const struct train_tensor *id = find_int64(p, id_name), *lb = find_int64(p, label_name);
+        if (id == NULL || lb == NULL)
+            return sl_error_set(err, SL_EINVAL, "--predictions: the evaluation pieces need int64 scalars '%s' and '%s'",
+                                id_name, label_name);
+        memcpy(g->ids[slot] + k, id->data, 8ull * p->rows);
+        memcpy(g->labels[slot] + k, lb->data, 8ull * p->rows);
+        k += p->rows;
+    }
+    return 0;
+}
+
+static int gather_add(struct gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
+                      struct sl_error *err)
+{
+    size_t k = 0;
+    for (uint32_t r = 0; r < replicas && r < 64; r++) {
+        uint32_t n;
+        const int64_t *pred = train_loop_eval_predictions(loop, r, &n);
+        if (n != g->rows[slot][r] || (n > 0 && pred == NULL))
+            return sl_error_set(err, SL_EINVAL, "--predictions: replica %u predicted %u rows of %u (GPU replicas "
+                                "report counts only)", r, n, g->rows[slot][r]);
+        if (g->n + n > g->out_cap) {
+            size_t cap = g->out_cap ? g->out_cap * 2 : 4096;
+            while (cap < g->n + n)
+                cap *= 2;
+            int64_t *o = sl_realloc(g->out, cap * 3 * sizeof *o);
+            if (o == NULL)
+                return sl_error_set(err, SL_ENOMEM, "--predictions: out of memory");
+            g->out = o;
+            g->out_cap = cap;
+        }
+        for (uint32_t i = 0; i < n; i++, k++, g->n++) {
+            g->out[3 * g->n] = g->ids[slot][k];
+            g->out[3 * g->n + 1] = pred[i];
+            g->out[3 * g->n + 2] = g->labels[slot][k];
+        }
+    }
+    return 0;
+}
+
+/* Every worker takes part (the ring's sum); worker 0 writes the file. */
+static int gather_write(const struct gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
+                        const char *path, struct sl_error *err)
+{
+    if (rows >= 16777216.0)
+        return sl_error_set(err, SL_EINVAL, "--predictions: %.0f elements, more than float32 counts exactly", rows);
+    size_t N = (size_t)rows;
+    float *v = sl_calloc(3 * N + 1, sizeof *v);
+    if (v == NULL)
+        return sl_error_set(err, SL_ENOMEM, "--predictions: out of memory for %zu elements", N);
+    int rc = 0;
+    float bad = 0; /* ids outside 0..N-1 on this worker (summed, so every worker fails alike) */
+    for (size_t i = 0; i < g->n; i++) {
+        int64_t id = g->out[3 * i], pred = g->out[3 * i + 1], label = g->out[3 * i + 2];
+        if (id < 0 || (uint64_t)id >= N || pred < 0 || pred >= 16777216 || label < 0 || label >= 16777216) {
+            bad += 1;
+            continue;
+        }
+        v[id] += 1;
+        v[N + (size_t)id] += (float)pred;
+        v[2 * N + (size_t)id] += (float)label;
+    }
+    v[3 * N] = bad;
+    if ((rc = train_loop_sum(loop, v, 3 * N + 1, err)) != 0) {
+        sl_free(v);
+        return rc;
+    }
+    if (v[3 * N] != 0)
+        rc = sl_error_set(err, SL_EINVAL, "--predictions: %.0f elements have an id outside 0..%zu (or a label or "
+                          "prediction out of range)", (double)v[3 * N], N - 1);
+    for (size_t i = 0; rc == 0 && i < N; i++)
+        if (v[i] != 1)
+            rc = sl_error_set(err, SL_EINVAL, "--predictions: element id %zu was evaluated %.0f times (ids must be "
+                              "0..N-1, each once)", i, (double)v[i]);
+    FILE *f = NULL;
+    if (rc == 0 && worker == 0 && (f = fopen(path, "w")) == NULL)
+        rc = sl_error_set(err, SL_EIO, "--predictions: cannot write %s: %s", path, strerror(errno));
+    double right = 0;
+    for (size_t i = 0; rc == 0 && i < N; i++) {
+        right += v[N + i] == v[2 * N + i];
+        if (f != NULL && fprintf(f, "{\"id\":%zu,\"prediction\":%.0f,\"label\":%.0f}\n", i, (double)v[N + i],
+                                 (double)v[2 * N + i]) < 0)
+            rc = sl_error_set(err, SL_EIO, "--predictions: writing %s: %s", path, strerror(errno));
+    }
+    if (f != NULL && fclose(f) != 0 && rc == 0)
+        rc = sl_error_set(err, SL_EIO, "--predictions: writing %s: %s", path, strerror(errno));
+    if (rc == 0 && right != correct)
+        rc = sl_error_set(err, SL_EINVAL, "--predictions: %.0f correct in the gathered predictions, %.0f counted",
+                          right, correct);
+    if (rc == 0 && worker == 0)
+        sl_log(SL_LOG_INFO, "predictions of %zu elements in id order written to %s", N, path);
+    sl_free(v);
+    return rc;
+}
+
+static void gather_free(struct gather *g)
+{
+    for (int s = 0; s < 2; s++) {
+        sl_free(g->ids[s]);
+        sl_free(g->labels[s]);
+    }
+    sl_free(g->out);
+}
+
 /* A progress line on stderr, redrawn at most 5 times a second: epoch and
  * step (of the totals the feeder announced), the running loss, samples/s
  * and the input stall so far. Cleared before log lines. */
@@ -245,11 +397,13 @@ int main(int argc, char **argv)
         {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
         {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
         {"progress", required_argument, NULL, 1003},
+        {"predictions", required_argument, NULL, 1004},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int tower = 0;             /* --mode tower */
     uint32_t hash_every = 100; /* --hash-every */
     int progress_mode = -1;    /* --progress: -1 auto, 0 off, 1 on */
+    const char *predictions_path = NULL; /* --predictions */
     uint64_t h2d_bytes0 = 0;   /* staging counters at the last report */
     double h2d_s0 = 0;
     int worker_set = 0;
@@ -326,7 +480,8 @@ int main(int argc, char **argv)
             }
             progress_mode = optarg[0] == 'a' ? -1 : optarg[1] == 'n';
             break;
-        case 'h': fputs(usage, stdout); return 0;
+        case 1004: predictions_path = optarg; break;
+        case 'h': fputs(usage, stdout); fputs(usage2, stdout); return 0;
         default:
             fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
             return 2;
@@ -757,15 +912,20 @@ int main(int argc, char **argv)
         eo.job = eval_job ? eval_job : job;
         struct train_client *ec = NULL;
         const struct train_piece *pieces;
+        struct gather g = {0};
         int rc = train_client_open(&ec, &eo, &err);
         /* look-ahead as in training: stage step s+1, then predict step s */
-        for (int have_prev = 0; rc == 0 && !stop_flag;) {
+        for (int have_prev = 0, slot = 0; rc == 0 && !stop_flag; slot ^= 1) {
             int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
             if (rc != 0 && rc != SL_END)
+                break;
+            if (got && predictions_path != NULL && (rc = gather_keep(&g, slot, pieces, replicas, feature, label, &err)) != 0)
                 break;
             if (got && (rc = train_loop_put(loop, pieces, replicas, &err)) != 0)
                 break;
             if (have_prev && (rc = train_loop_eval_run(loop, &test_rows, &test_correct, &err)) != 0)
+                break;
+            if (have_prev && predictions_path != NULL && (rc = gather_add(&g, slot ^ 1, loop, replicas, &err)) != 0)
                 break;
             if (!got) {
                 rc = SL_END;
@@ -779,6 +939,9 @@ int main(int argc, char **argv)
             test_rows = counts[0];
             test_correct = counts[1];
         }
+        if (rc == 0 && predictions_path != NULL && !stop_flag) /* rc is the counts' sum's */
+            rc = gather_write(&g, loop, worker, test_rows, test_correct, predictions_path, &err);
+        gather_free(&g);
         if (rc != 0) {
             sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
             status = 1;

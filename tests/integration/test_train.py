@@ -42,7 +42,8 @@ def ok(name):
     print("ok %d - %s" % (PASSED, name))
 
 
-def train(job_path, W, R, model, tag, extra=()):
+def train(job_path, W, R, model, tag, extra=(), may_fail=False):
+    """The workers' summaries; with may_fail, None when a trainer fails."""
     sock = "ipc://%s/%s-feeder.sock" % (TMP, tag)
     ring = ",".join("ipc://%s/%s-ring-%d.sock" % (TMP, tag, w) for w in range(W))
     flog = open(os.path.join(TMP, tag + "-feeder.log"), "w")
@@ -69,11 +70,17 @@ def train(job_path, W, R, model, tag, extra=()):
             for q in procs + [feeder]:
                 q.kill()
             fail("%s: trainer %d did not finish" % (tag, w))
+        if p.returncode != 0 and may_fail:
+            outs = None
+            continue
         if p.returncode != 0:
             feeder.kill()
             fail("%s: trainer %d exited %d: %s" % (tag, w, p.returncode,
                                                    open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w))).read()))
-        outs.append(json.loads(out.strip().splitlines()[-1])["summary"])
+        if outs is not None:
+            outs.append(json.loads(out.strip().splitlines()[-1])["summary"])
+    if outs is None:
+        feeder.kill()
     feeder.wait(timeout=15)
     return outs
 
@@ -178,6 +185,57 @@ def main():
     if "epoch 1 step 29" not in log.replace("\r\x1b[K", "\n"):
         fail("--progress on: the per-epoch log line is missing or garbled: %r" % log[-600:])
     ok("--progress on: %d progress redraws (epoch e/2 step s/30), log lines intact" % len(draws))
+    # --predictions: the evaluation's predictions gathered from both workers
+    # by element id, written by worker 0 in id order; labels must be the
+    # dataset's (read back with sluice-record cat), accuracy the summary's
+    edata = os.path.join(TMP, "evaldata")
+    subprocess.run([RECORD, "gen", "--output-dir", edata, "--records", "203", "--shards", "3", "--seed", "9",
+                    "--image-bytes", "12", "--classes", "3", "--prefix", "ev"], check=True, capture_output=True)
+    efiles = sorted(os.path.join(edata, f) for f in os.listdir(edata))
+    truth = {}
+    for f in efiles:
+        out = subprocess.run([RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        for line in out.stdout.splitlines():
+            ft = json.loads(line)["example"]["features"]["feature"]
+            truth[int(ft["id"]["int64List"]["value"][0])] = int(ft["label"]["int64List"]["value"][0])
+    for policy, expect_ok in (("data", True), ("off", False)):
+        ejob = {"name": "eval-it", "files": efiles, "format": "tfrecord", "shard_policy": policy,
+                "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
+                             "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []}},
+                "global_batch_size": 16, "epochs": 1}
+        ejob_path = os.path.join(TMP, "eval-%s.json" % policy)
+        with open(ejob_path, "w") as f:
+            json.dump(ejob, f)
+        esock = "ipc://%s/eval-%s.sock" % (TMP, policy)
+        elog = open(os.path.join(TMP, "eval-%s-feeder.log" % policy), "w")
+        efeeder = subprocess.Popen([FEEDER, "--job", ejob_path, "--listen", esock, "--threads", "1"],
+                                   stdout=elog, stderr=subprocess.STDOUT)
+        pred = os.path.join(TMP, "pred-%s.jsonl" % policy)
+        tag = "pred-%s" % policy
+        outs = train(job_path, 2, 2, "mlp", tag, ["--eval-connect", esock, "--eval-job", "eval-it",
+                                                   "--predictions", pred], may_fail=not expect_ok)
+        efeeder.kill()
+        efeeder.wait()
+        if not expect_ok:
+            # every worker gets every element under OFF: each id twice
+            logs = "".join(open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w))).read() for w in range(2))
+            if outs is not None or logs.count("element id 0 was evaluated 2 times") != 2:
+                fail("--predictions under shard_policy off: both workers must fail naming id 0 twice: %r" % logs[-600:])
+            ok("--predictions refuses an evaluation where ids repeat (OFF: each id on both workers), on every worker")
+            continue
+        rows = [json.loads(x) for x in open(pred)]
+        if [r["id"] for r in rows] != list(range(203)):
+            fail("--predictions: ids are not 0..202 in order: %r" % [r["id"] for r in rows][:20])
+        wrong = [r["id"] for r in rows if r["label"] != truth[r["id"]]]
+        if wrong:
+            fail("--predictions: labels differ from the dataset's at ids %r" % wrong[:10])
+        acc = sum(r["prediction"] == r["label"] for r in rows) / 203.0
+        if any(abs(o["test_accuracy"] - acc) > 1e-5 or o["test_rows"] != 203 for o in outs):
+            fail("--predictions: accuracy %.5f from the file, summaries say %r" % (acc, [o["test_accuracy"] for o in outs]))
+        if not all(0 <= r["prediction"] < 3 for r in rows):
+            fail("--predictions: a prediction outside the 3 classes")
+        ok("--predictions: 2 workers x 2 replicas, 203 elements gathered by id in order, labels exact, "
+           "accuracy %.4f = the summaries'" % acc)
     # the tolerance is meaningful: a 5% different step size (as a gradient
     # scaled by the wrong row count would be) moves the loss by more
     global LR
