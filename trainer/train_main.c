@@ -62,7 +62,8 @@ static const char usage[] =
 static const char usage2[] =
     "      --save-weights=FILE  the final weights as a NumPy .npy float32 vector\n"
     "      --metrics=FILE       one JSON line per step: epoch, step, rows, loss, accuracy,\n"
-    "                           step time, time waiting for input\n"
+    "                           step time, input wait and stall %, samples/s, H2D GB/s,\n"
+    "                           weights hash\n"
     "      --predictions=FILE   with --eval-*: every evaluated element's prediction,\n"
     "                           gathered from all workers by its --trace-feature id\n"
     "                           (ids 0..N-1, each once) and written by worker 0 in id\n"
@@ -771,10 +772,10 @@ int main(int argc, char **argv)
         struct staged_step {
             uint64_t epoch, step;
             uint32_t flags;
-            double wait_s; /* time waiting for this step's pieces */
         } cur = {0}, prev = {0};
         int have_prev = 0;
-        double wait_mark = 0;
+        uint64_t m_h2d_bytes = 0; /* staging and input-wait counters at the last metrics line */
+        double m_h2d_s = 0, m_wait = 0;
         uint64_t ran = 0;
         for (;;) {
             rc = stop_flag ? 0 : train_client_next_step(cl, &pieces, &err);
@@ -798,11 +799,8 @@ int main(int argc, char **argv)
                 if (rc != 0)
                     break;
                 if (loop != NULL) {
-                    struct train_client_stats ws;
-                    train_client_stats(cl, &ws);
                     cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step,
-                                               .flags = pieces[0].flags, .wait_s = ws.wait_s - wait_mark};
-                    wait_mark = ws.wait_s;
+                                               .flags = pieces[0].flags};
                     if ((rc = train_loop_put(loop, pieces, replicas, &err)) != 0) {
                         progress_line_clear(&bar);
                         sl_log(SL_LOG_ERROR, "%s", err.msg);
@@ -821,11 +819,31 @@ int main(int argc, char **argv)
                 }
                 ran++;
                 if (mf != NULL) {
-                    double now = sl_clock_s();
+                    /* the step's time runs from the previous step's end
+                     * (receiving and staging included); its H2D rate is
+                     * the staging done since then */
+                    double now = sl_clock_s(), dt = now - step_t0;
+                    uint64_t sb;
+                    double ss;
+                    train_loop_stage_stats(loop, &sb, &ss);
+                    /* the input wait within the same interval (with the
+                     * look-ahead, that is the wait for the next step's
+                     * pieces, received before this step ran) */
+                    struct train_client_stats ws;
+                    train_client_stats(cl, &ws);
+                    double waited = ws.wait_s - m_wait;
+                    m_wait = ws.wait_s;
                     fprintf(mf,
                             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
-                            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f}\n",
-                            prev.epoch, prev.step, res.rows, res.loss, res.accuracy, now - step_t0, prev.wait_s);
+                            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
+                            ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
+                            ",\"weights_hash\":\"%016" PRIx64 "\"}\n",
+                            prev.epoch, prev.step, res.rows, res.loss, res.accuracy, dt, waited,
+                            dt > 0 ? (double)res.rows / dt : 0.0, dt > 0 ? 100.0 * waited / dt : 0.0,
+                            ss > m_h2d_s ? (double)(sb - m_h2d_bytes) / (ss - m_h2d_s) / 1e9 : 0.0,
+                            train_loop_weights_hash(loop));
+                    m_h2d_bytes = sb;
+                    m_h2d_s = ss;
                     step_t0 = now;
                 }
                 if (res.rows > 0) {

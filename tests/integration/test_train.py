@@ -109,6 +109,22 @@ def check_outputs(tag, outs):
         keys = [(x["epoch"], x["step"]) for x in lines]
         if keys != sorted(set(keys)):
             fail("%s: metrics lines out of step order: %r" % (tag, keys[:8]))
+        # the last line's weights hash is the final weights' (the summary's);
+        # the per-step rates are consistent with the step's own figures
+        if lines[-1]["weights_hash"] != o["weights_hash"]:
+            fail("%s: last metrics line's weights %s, summary %s" % (tag, lines[-1]["weights_hash"], o["weights_hash"]))
+        for x in lines:
+            # times are printed to 1e-6 s: allow for that rounding
+            rel = 5e-7 / x["step_s"] if x["step_s"] > 0 else 0
+            if x["step_s"] > 0 and (
+                    abs(x["samples_per_s"] - x["rows"] / x["step_s"]) > 0.1 + (rel + 1e-4) * x["samples_per_s"] or
+                    abs(x["input_stall_pct"] - 100 * x["input_wait_s"] / x["step_s"]) > 0.01 + 200 * rel):
+                fail("%s: metrics line inconsistent: %r" % (tag, x))
+            if x["h2d_gb_per_s"] < 0 or not 0 <= x["input_stall_pct"] <= 100.01 or \
+                    not re.fullmatch(r"[0-9a-f]{16}", x["weights_hash"]):
+                fail("%s: bad metrics line %r" % (tag, x))
+        if len({x["weights_hash"] for x in lines}) < len(lines) // 2:
+            fail("%s: the weights hash barely changes from step to step" % tag)
         last = [x for x in lines if x["epoch"] == lines[-1]["epoch"] and x["rows"] > 0]
         mean = sum(x["loss"] for x in last) / len(last)
         if abs(mean - o["loss"]) > 1e-5:
