@@ -64,6 +64,9 @@ static const char usage[] =
     "                          (default 2)\n"
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
+    "      --report-s=S        log a progress line (pieces, records, MB/s, trainers,\n"
+    "                          time waiting for credits) every S seconds (default 30;\n"
+    "                          0: never)\n"
     "      --timeout-ms=N      drop a trainer silent this long (default 10000)\n"
     "      --cluster=SPEC      a TF_CONFIG-style cluster spec (JSON or a file) whose\n"
     "                          task is a feeder: gives --listen, --feeder-index and\n"
@@ -85,7 +88,7 @@ static const char usage[] =
 struct args {
     const char *job, *listen, *cluster, *stats;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
-    uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas;
+    uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas, report_s;
     int quiet, json, plan;
     /* job overrides: pairs (key, value) pointing into argv */
     const char **keys, **values;
@@ -113,7 +116,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         const char *name;
         int has_arg;
     } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
-                 {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"workers", 1}, {"replicas", 1},
+                 {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"report-s", 1}, {"workers", 1}, {"replicas", 1},
                  {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1}};
     a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
     a->values = sl_calloc((size_t)argc, sizeof *a->values);
@@ -199,6 +202,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             rc = parse_u64(n, val, 1, 256, &a->threads);
         } else if (strcmp(n, "max-piece-bytes") == 0) {
             rc = parse_u64(n, val, 4096, (uint64_t)1 << 30, &a->max_piece_bytes);
+        } else if (strcmp(n, "report-s") == 0) {
+            rc = parse_u64(n, val, 0, 86400, &a->report_s);
         } else if (strcmp(n, "heartbeat-ms") == 0) {
             rc = parse_u64(n, val, 10, 600000, &a->heartbeat_ms);
         } else if (strcmp(n, "timeout-ms") == 0) {
@@ -417,6 +422,7 @@ int main(int argc, char **argv)
     struct args a;
     memset(&a, 0, sizeof a);
     a.threads = 2;
+    a.report_s = 30;
     int status = parse_args(argc, argv, &a);
     sl_log_setup("sluice-feeder", 2, a.quiet ? SL_LOG_WARN : SL_LOG_INFO);
     struct feed_job *job = NULL;
@@ -454,6 +460,7 @@ int main(int argc, char **argv)
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
                                      .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
+                                     .report_ms = (int)(a.report_s * 1000),
                                      .stop = &stop_flag, .dump = &dump_flag};
         struct feed_counters c;
         struct sl_error err = {0};

@@ -791,6 +791,11 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
     zmq_pollitem_t items[2];
     uint64_t last_tick = sl_clock_ns();
+    struct report_mark {
+        double at, next; /* the last report's time and the next one's */
+        uint64_t bytes;
+        double blocked;
+    } rep = {.at = sl_clock_s(), .next = sl_clock_s() + o.report_ms / 1000.0};
     while (rc == 0) {
         if (o.stop != NULL && *o.stop) {
             sl_log(SL_LOG_INFO, "stopping on signal");
@@ -803,6 +808,20 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             c->elapsed_s = sl_clock_s() - t0;
             feed_counters_format(c, line, sizeof line);
             sl_log(SL_LOG_INFO, "counters: %s", line);
+        }
+        if (o.report_ms > 0 && sl_clock_s() >= rep.next) {
+            /* progress: what went out since the last report */
+            double now = sl_clock_s(), span = now - rep.at;
+            uint32_t active = 0;
+            for (uint32_t w = 0; w < s->workers; w++)
+                active += s->trainers[w].active != 0;
+            sl_log(SL_LOG_INFO,
+                   "served %" PRIu64 " pieces, %" PRIu64 " records (%.1f MB/s over the last %.0f s), %u of %u "
+                   "trainers connected, waiting for credits %.0f%% of that time",
+                   c->pieces, c->records, span > 0 ? (double)(c->bytes - rep.bytes) / span / 1e6 : 0.0, span, active,
+                   s->workers, span > 0 ? 100.0 * (c->blocked_s - rep.blocked) / span : 0.0);
+            rep = (struct report_mark){.at = now, .next = now + o.report_ms / 1000.0, .bytes = c->bytes,
+                                       .blocked = c->blocked_s};
         }
         int waiting = schedule(s);
         if (s->fatal) {

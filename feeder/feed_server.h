@@ -49,6 +49,7 @@ struct feed_server_opts {
     uint64_t max_piece_bytes;   /* buffer per piece; 0: computed from the features */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* 0: 10000 */
+    int report_ms;              /* log a progress line this often (0: never) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
 };

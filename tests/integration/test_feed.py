@@ -13,6 +13,7 @@ sequence order end to end, for F = 1, 2, 3 feeders.
 Usage: test_feed.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
 """
 import json
+import re
 import os
 import shutil
 import signal
@@ -395,24 +396,47 @@ def main():
 
     # a trainer that stops reading does not stall another
     tag = "stall"
-    job_path, job = write_job("job-stall", files, epochs=3, global_batch_size=4)
-    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    job_path, job = write_job("job-stall", files, epochs=200, global_batch_size=4)
+    # (a long timeout: the stopped trainer must not be dropped as silent,
+    # however slow a sanitizer build makes the other one)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--report-s", "1", "--timeout-ms", "60000"))
     time.sleep(0.2)
     slow, slow_trace = start_trainer(conns, job, 0, 2, 1, tag, extra=("--credits", "2"))
     time.sleep(0.3)
     slow.send_signal(signal.SIGSTOP)
+    time.sleep(0.05)
+    ref = reference(job, [len(x) for x in ids], 2, 1)
+    with open(slow_trace) as f:
+        got = sum(1 for _ in f)
+    if got >= len(ref[0]):
+        slow.send_signal(signal.SIGCONT)
+        fail("the slow trainer had all its %d pieces before it was stopped: the case tests nothing" % got)
     fast, fast_trace = start_trainer(conns, job, 1, 2, 1, tag)
     try:
-        code = fast.wait(timeout=20)
+        code = fast.wait(timeout=50)
     except subprocess.TimeoutExpired:
         slow.send_signal(signal.SIGCONT)
         fail("a stopped trainer stalled the other one")
+    # keep the slow one stopped, the other done, past two of the feeder's
+    # 1 s reports: one of them then covers a whole second with work left
+    # and no credit
+    time.sleep(2.3)
     slow.send_signal(signal.SIGCONT)
     if code != 0 or wait_all([slow], 30, "resumed trainer")[0] != 0:
         fail("trainers after a pause: " + read_log(tag, "trainer0") + read_log(tag, "trainer1"))
     wait_all(feeders, 15, "feeder after a pause")
-    check_traces("pause", [slow_trace, fast_trace], reference(job, [len(x) for x in ids], 2, 1), ids)
-    ok("a trainer that stops reading does not stall another; both get exact data")
+    check_traces("pause", [slow_trace, fast_trace], ref, ids)
+    ok("a trainer stopped mid-stream (after %d of %d pieces) does not stall another; both get exact data"
+       % (got, len(ref[0])))
+    # --report-s: progress lines while serving; the stopped trainer shows as
+    # time waiting for credits
+    reports = re.findall(r"served (\d+) pieces, (\d+) records \([0-9.]+ MB/s over the last \d+ s\), (\d+) of (\d+) "
+                         r"trainers connected, waiting for credits (\d+)% of that time", read_log(tag, "feeder0"))
+    if len(reports) < 2 or not any(int(r[4]) >= 90 and r[3] == "2" for r in reports) or \
+            [int(r[1]) for r in reports] != sorted(int(r[1]) for r in reports):
+        fail("--report-s 1: expected progress lines, one of them >= 90%% waiting for credits: %r" % reports)
+    ok("--report-s: %d progress lines, the stopped trainer seen as %s%% waiting for credits"
+       % (len(reports), max(int(r[4]) for r in reports)))
 
     # a killed feeder is reported by the trainer within the heartbeat timeout
     tag = "kill"
