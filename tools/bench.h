@@ -41,6 +41,25 @@ int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long m
 /* "ipc" or "tcp". */
 int bench_parse_transport(const char *cmd, const char *s, const char **out);
 
+/* A micro-benchmark's option table: --NAME VALUE as an integer in
+ * [min, max] (BENCH_OPT_INT into *num), a list of at most `cap` of them
+ * (BENCH_OPT_LIST into list / *count), ipc|tcp (BENCH_OPT_TRANSPORT into
+ * *str), or a flag without a value (BENCH_OPT_FLAG sets *flag). */
+enum bench_opt_kind { BENCH_OPT_INT, BENCH_OPT_LIST, BENCH_OPT_TRANSPORT, BENCH_OPT_FLAG };
+struct bench_opt {
+    const char *name; /* with its dashes: "--repeat" */
+    enum bench_opt_kind kind;
+    long min, max;
+    long *num;
+    int *list, *count, cap;
+    const char **str;
+    int *flag;
+};
+/* Parse argv[1..argc) against the table. 0: parsed; 1: --help / -h (usage
+ * printed to stdout: exit 0); 2: a usage error, said on stderr. */
+int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, const struct bench_opt *opts,
+                     size_t nopts);
+
 /* The sibling binaries of this sluice-bench: BUILD/feeder/sluice-feeder and
  * BUILD/trainer/sluice-trainer, written into the caller's buffers. */
 void bench_find_bins(char *feeder, char *trainer, size_t n);

@@ -152,34 +152,17 @@ int bench_allreduce_main(int argc, char **argv)
     int procs[16] = {2, 4}, nprocs = 2, json = 0;
     long floats = 4194304, iters = 10, repeat = 3;
     const char *transport = "ipc";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-            continue;
-        } else if (v == NULL && strncmp(a, "--", 2) == 0) {
-            return bench_usage_error("allreduce", "%s needs a value", a);
-        } else if (strcmp(a, "--procs") == 0) {
-            rc = bench_parse_int_list("allreduce", a, v, 2, 16, procs, 16, &nprocs);
-        } else if (strcmp(a, "--floats") == 0) {
-            rc = bench_parse_int("allreduce", a, v, 16, 1L << 28, &floats);
-        } else if (strcmp(a, "--iters") == 0) {
-            rc = bench_parse_int("allreduce", a, v, 1, 100000, &iters);
-        } else if (strcmp(a, "--repeat") == 0) {
-            rc = bench_parse_int("allreduce", a, v, 1, 32, &repeat);
-        } else if (strcmp(a, "--transport") == 0) {
-            rc = bench_parse_transport("allreduce", v, &transport);
-        } else {
-            return bench_usage_error("allreduce", "unknown option '%s'", a);
-        }
-        if (rc != 0)
-            return 2;
-        i++;
-    }
+    const struct bench_opt opts[] = {
+        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
+        {.name = "--procs", .kind = BENCH_OPT_LIST, .min = 2, .max = 16, .list = procs, .count = &nprocs, .cap = 16},
+        {.name = "--floats", .kind = BENCH_OPT_INT, .min = 16, .max = 1L << 28, .num = &floats},
+        {.name = "--iters", .kind = BENCH_OPT_INT, .min = 1, .max = 100000, .num = &iters},
+        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
+        {.name = "--transport", .kind = BENCH_OPT_TRANSPORT, .str = &transport},
+    };
+    int prc = bench_parse_opts("allreduce", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
     char dir[64];
     if (bench_tmpdir("allreduce", dir, sizeof dir) != 0)
         return 1;

@@ -172,6 +172,37 @@ void bench_rmtree(const char *dir)
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, const struct bench_opt *opts,
+                     size_t nopts)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        const struct bench_opt *o = NULL;
+        for (size_t k = 0; k < nopts && o == NULL; k++)
+            if (strcmp(a, opts[k].name) == 0)
+                o = &opts[k];
+        if (o == NULL)
+            return bench_usage_error(cmd, "unknown option '%s'", a);
+        if (o->kind == BENCH_OPT_FLAG) {
+            *o->flag = 1;
+            continue;
+        }
+        if (v == NULL)
+            return bench_usage_error(cmd, "%s needs a value", a);
+        int rc = o->kind == BENCH_OPT_INT    ? bench_parse_int(cmd, a, v, o->min, o->max, o->num)
+                 : o->kind == BENCH_OPT_LIST ? bench_parse_int_list(cmd, a, v, o->min, o->max, o->list, o->cap, o->count)
+                                             : bench_parse_transport(cmd, v, o->str);
+        if (rc != 0)
+            return 2;
+        i++;
+    }
+    return 0;
+}
+
 int bench_usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "sluice-bench %s: ", cmd);

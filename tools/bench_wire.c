@@ -131,32 +131,16 @@ int bench_wire_main(int argc, char **argv)
     int sizes[16] = {4096, 65536, 1048576}, nsizes = 3, json = 0;
     long tensors = 4, repeat = 3;
     const char *transport = "ipc";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-            continue;
-        } else if (v == NULL && strncmp(a, "--", 2) == 0) {
-            return bench_usage_error("wire", "%s needs a value", a);
-        } else if (strcmp(a, "--sizes") == 0) {
-            rc = bench_parse_int_list("wire", a, v, 1, 256 << 20, sizes, 16, &nsizes);
-        } else if (strcmp(a, "--tensors") == 0) {
-            rc = bench_parse_int("wire", a, v, 1, SL_WIRE_MAX_TENSORS, &tensors);
-        } else if (strcmp(a, "--repeat") == 0) {
-            rc = bench_parse_int("wire", a, v, 1, 32, &repeat);
-        } else if (strcmp(a, "--transport") == 0) {
-            rc = bench_parse_transport("wire", v, &transport);
-        } else {
-            return bench_usage_error("wire", "unknown option '%s'", a);
-        }
-        if (rc != 0)
-            return 2;
-        i++;
-    }
+    const struct bench_opt opts[] = {
+        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
+        {.name = "--sizes", .kind = BENCH_OPT_LIST, .min = 1, .max = 256 << 20, .list = sizes, .count = &nsizes, .cap = 16},
+        {.name = "--tensors", .kind = BENCH_OPT_INT, .min = 1, .max = SL_WIRE_MAX_TENSORS, .num = &tensors},
+        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
+        {.name = "--transport", .kind = BENCH_OPT_TRANSPORT, .str = &transport},
+    };
+    int prc = bench_parse_opts("wire", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
     char dir[64];
     if (bench_tmpdir("wire", dir, sizeof dir) != 0)
         return 1;
