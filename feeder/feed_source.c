@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -399,17 +400,46 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     return 0;
 }
 
+/* A file the scan could not take, with why (kept only for those: a
+ * message per file would cost 1 KiB a file for datasets of many files). */
+struct scan_failure {
+    size_t file;
+    struct sl_error err;
+};
+
 /* The scan's shared state: files are taken in order under the mutex. */
 struct scan_ctl {
     struct feed_source *s;
     int *rcs;
-    struct sl_error *errs;
+    struct scan_failure *failed; /* in completion order */
+    size_t nfailed, cap;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t next, done, running;
     uint64_t bytes, records;
     int halt; /* a fatal error or a stop: take no more files */
 };
+
+/* Called with the mutex held. */
+static int add_failure(struct scan_ctl *c, size_t file, const struct sl_error *e)
+{
+    if (c->nfailed == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        struct scan_failure *f = sl_realloc(c->failed, cap * sizeof *f);
+        if (f == NULL)
+            return -1;
+        c->failed = f;
+        c->cap = cap;
+    }
+    c->failed[c->nfailed++] = (struct scan_failure){.file = file, .err = *e};
+    return 0;
+}
+
+static int by_file(const void *a, const void *b)
+{
+    size_t x = ((const struct scan_failure *)a)->file, y = ((const struct scan_failure *)b)->file;
+    return x < y ? -1 : x > y;
+}
 
 static void *scan_worker(void *arg)
 {
@@ -420,10 +450,12 @@ static void *scan_worker(void *arg)
         size_t i = c->next++;
         pthread_mutex_unlock(&c->mu);
         struct file *f = &s->files[i];
-        int rc = s->o.stop != NULL && *s->o.stop
-                     ? sl_error_set(&c->errs[i], SL_ECLOSED, "%s: scan interrupted", f->path)
-                     : scan_file(s, f, &c->errs[i]);
+        struct sl_error e = {0};
+        int rc = s->o.stop != NULL && *s->o.stop ? sl_error_set(&e, SL_ECLOSED, "%s: scan interrupted", f->path)
+                                                 : scan_file(s, f, &e);
         pthread_mutex_lock(&c->mu);
+        if (rc != 0 && add_failure(c, i, &e) != 0)
+            rc = SL_ENOMEM; /* no room to say why: stop the scan */
         c->rcs[i] = rc;
         c->done++;
         c->bytes += f->image_size;
@@ -444,9 +476,10 @@ static void *scan_worker(void *arg)
  * the scan, every file before the last one taken has its result; the
  * files never taken keep rcs 0 and are not looked at (an earlier one
  * failed), except after a stop, where the first of them says so. */
-static int scan_all(struct feed_source *s, int *rcs, struct sl_error *errs, struct sl_error *err)
+static int scan_all(struct feed_source *s, int *rcs, struct scan_failure **failed, size_t *nfailed,
+                    struct sl_error *err)
 {
-    struct scan_ctl c = {.s = s, .rcs = rcs, .errs = errs};
+    struct scan_ctl c = {.s = s, .rcs = rcs};
     unsigned want = s->o.scan_threads ? s->o.scan_threads : 1;
     if (s->o.format == FMT_FORMAT_TAR)
         want = 1;
@@ -497,8 +530,17 @@ static int scan_all(struct feed_source *s, int *rcs, struct sl_error *errs, stru
         pthread_join(th[k], NULL);
     pthread_mutex_destroy(&c.mu);
     pthread_cond_destroy(&c.cv);
-    if (rc == 0 && taken < s->nfiles && s->o.stop != NULL && *s->o.stop)
-        rcs[taken] = sl_error_set(&errs[taken], SL_ECLOSED, "%s: scan interrupted", s->files[taken].path);
+    if (rc == 0 && taken < s->nfiles && s->o.stop != NULL && *s->o.stop) {
+        struct sl_error e = {0};
+        rcs[taken] = sl_error_set(&e, SL_ECLOSED, "%s: scan interrupted", s->files[taken].path);
+        if (add_failure(&c, taken, &e) != 0)
+            rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    /* in file order, for the caller's walk */
+    if (c.nfailed > 1)
+        qsort(c.failed, c.nfailed, sizeof *c.failed, by_file);
+    *failed = c.failed;
+    *nfailed = c.nfailed;
     return rc;
 }
 
@@ -528,25 +570,30 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
     /* scan (threads take the files in order), then take the results in
      * file order: the first damaged file under `fail` is the one reported,
      * whatever finished first */
-    struct sl_error *errs = sl_calloc(npaths ? npaths : 1, sizeof *errs);
     int *rcs = sl_calloc(npaths ? npaths : 1, sizeof *rcs);
-    if (errs == NULL || rcs == NULL) {
-        sl_free(errs);
-        sl_free(rcs);
+    if (rcs == NULL) {
         feed_source_close(s);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
-    int rc = scan_all(s, rcs, errs, err);
+    struct scan_failure *failed = NULL;
+    size_t nfailed = 0, next_failed = 0;
+    int rc = scan_all(s, rcs, &failed, &nfailed, err);
     for (size_t i = 0; rc == 0 && i < npaths; i++) {
         struct file *f = &s->files[i];
         if (rcs[i] != 0) {
+            /* failures are sorted by file: this one's is the next */
+            struct sl_error why = {0};
+            if (next_failed < nfailed && failed[next_failed].file == i)
+                why = failed[next_failed++].err;
+            else
+                sl_error_set(&why, rcs[i], "%s: out of memory for the scan's error", f->path);
             if (s->o.on_error == FMT_ON_ERROR_FAIL || rcs[i] == SL_ENOMEM || rcs[i] == SL_ECLOSED) {
-                *err = errs[i];
+                *err = why;
                 rc = rcs[i];
                 break;
             }
             if (s->o.on_skip)
-                s->o.on_skip(s->o.ctx, f->path, &errs[i]);
+                s->o.on_skip(s->o.ctx, f->path, &why);
             continue;
         }
         if (f->dropped_tail > 0 && s->o.on_tail)
@@ -557,7 +604,7 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         if (stat(f->path, &dst) == 0)
             s->disk_bytes += (uint64_t)dst.st_size;
     }
-    sl_free(errs);
+    sl_free(failed);
     sl_free(rcs);
     if (rc != 0) {
         feed_source_close(s);
