@@ -6,7 +6,8 @@
  * the first HELLO; a HELLO that disagrees, names another job, or names a
  * worker already connected is refused with the reason.
  *
- * Tasks: `prefetch` task structs are made at start. The server takes a free
+ * Tasks: max(prefetch, 2 x threads) task structs are made at start (they
+ * bound how many pieces are assembled at once). The server takes a free
  * one when a trainer has a credit and its plan has a piece for this feeder,
  * fills in the piece, and queues it for the executors; an executor returns
  * it (with a filled pool buffer, or an error) through the done queue and
@@ -99,8 +100,11 @@ struct server {
     uint32_t ended;           /* workers that got END */
     struct sl_buf hbuf;       /* header frames */
     struct sl_wire_msg msg;   /* decoded input (large: kept here) */
-    uint64_t piece_bytes;
-    size_t max_rows;
+    uint64_t piece_bytes;     /* one pool buffer */
+    size_t max_rows;          /* G: the assemblers' capacity */
+    size_t piece_rows;        /* ceil(G / (W R)): the most rows a piece has */
+    size_t prefetch;          /* steps */
+    uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
     int fatal;
     struct sl_error fatal_err;
 };
@@ -295,7 +299,7 @@ static int schedule(struct server *s)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns one) */
             uint64_t outstanding = t->scheduled - (t->granted - t->initial);
-            if (t->credits == 0 || outstanding >= s->ntasks) {
+            if (t->credits == 0 || outstanding >= s->window) {
                 waiting = 1;
                 continue;
             }
@@ -371,13 +375,30 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
     if (rc != 0)
         return rc;
+    /* A piece holds at most ceil(G / (W R)) rows under every split (the
+     * stream split's sizes are lo or lo + 1, the legacy split's ceil(b / N)
+     * with b <= G, per-replica input's G / N), so buffers are sized for
+     * that, not for the global batch. */
+    uint64_t n = (uint64_t)W * R;
+    s->piece_rows = (size_t)((s->max_rows + n - 1) / n);
+    s->piece_bytes = s->o->max_piece_bytes;
+    if (s->piece_bytes == 0) {
+        s->piece_bytes = feed_piece_fixed_bytes(s->o->specs, s->o->nspecs, s->piece_rows);
+        if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
+            s->piece_bytes = s->piece_rows * 16384 + ((uint64_t)1 << 20);
+        s->piece_bytes += 64 * FEED_MAX_TENSORS;
+    }
+    /* `prefetch` counts steps, as tf.data's prefetch after batching does:
+     * a trainer may have prefetch x R pieces outstanding (a window below R
+     * could never make up a step). Buffers: that window for every worker
+     * (pieces queued in ZeroMQ towards a trainer that stops reading stay
+     * within its own window, so it can never starve another), plus one per
+     * task for pieces of a dropped connection still being assembled. */
+    s->window = s->prefetch * R;
+    size_t nbufs = (size_t)(s->window * W + s->ntasks);
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
-    /* Buffers: `prefetch` being assembled, plus `prefetch` per worker that
-     * may sit in ZeroMQ's queue to a slow trainer (its window is capped at
-     * prefetch): a trainer that stops reading can never starve another. */
-    size_t nbufs = s->ntasks * ((size_t)W + 1);
     rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
     if (rc != 0) {
         sl_free(s->trainers);
@@ -388,7 +409,9 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     s->workers = W;
     s->replicas = R;
     s->steps = sum.steps;
-    sl_log(SL_LOG_INFO, "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch", W, R, s->steps);
+    sl_log(SL_LOG_INFO,
+           "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes",
+           W, R, s->steps, nbufs, s->piece_bytes);
     return 0;
 }
 
@@ -653,17 +676,13 @@ static int start(struct server *s, struct sl_error *err)
     if (rc != 0)
         return rc;
     s->max_rows = (size_t)job->global_batch_size;
-    s->piece_bytes = o->max_piece_bytes;
-    if (s->piece_bytes == 0) {
-        s->piece_bytes = feed_piece_fixed_bytes(o->specs, o->nspecs, s->max_rows);
-        if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
-            s->piece_bytes = s->max_rows * 16384 + ((uint64_t)1 << 20);
-        s->piece_bytes += 64 * FEED_MAX_TENSORS;
-    }
-    size_t prefetch = job->prefetch ? (size_t)job->prefetch : 8;
-    s->ntasks = prefetch;
+    /* piece buffers are sized when the cluster shape is known (setup_cluster) */
+    size_t prefetch = job->prefetch ? (size_t)job->prefetch : 4;
+    s->prefetch = prefetch;
+    /* tasks: pieces being assembled at once (they are freed when sent) */
+    s->ntasks = prefetch > 2 * (size_t)o->threads ? prefetch : 2 * (size_t)(o->threads ? o->threads : 1);
     /* the pool is made when the cluster shape is known (setup_cluster) */
-    if ((rc = sl_queue_create(&s->work, prefetch)) != 0 || (rc = sl_queue_create(&s->done, prefetch)) != 0)
+    if ((rc = sl_queue_create(&s->work, s->ntasks)) != 0 || (rc = sl_queue_create(&s->done, s->ntasks)) != 0)
         return sl_error_set(err, rc, "out of memory");
     s->tasks = sl_calloc(s->ntasks, sizeof *s->tasks);
     s->free_tasks = sl_calloc(s->ntasks, sizeof *s->free_tasks);

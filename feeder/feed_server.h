@@ -10,10 +10,10 @@
  * Flow control: a trainer grants credits (HELLO, then CREDIT); a piece is
  * scheduled only against a credit, so a slow trainer never holds up
  * another and nothing is dropped at a high-water mark. Memory is bounded by
- * the pool: (W + 1) x `prefetch` buffers of one piece's bytes each, made when
- * the first trainer gives the cluster shape: `prefetch` for pieces being
- * assembled and `prefetch` per worker for pieces queued to its trainer (a
- * trainer's window is capped at `prefetch` pieces).
+ * the pool, made when the first trainer gives the cluster shape: a
+ * trainer's window is `prefetch` steps (prefetch x R pieces scheduled and
+ * not yet consumed), and the pool holds every worker's window plus one
+ * buffer per task, each buffer sized for ceil(G / (W R)) rows.
  *
  * Pieces are sent zero-copy: each tensor frame points into the pool buffer
  * and holds a reference that ZeroMQ's free callback drops.

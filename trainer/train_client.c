@@ -208,9 +208,14 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     return rc;
 }
 
-/* Poll every feeder once (up to timeout_ms) and take what arrived. */
+/* Poll every feeder once (up to timeout_ms) and take what arrived. It is
+ * called when no step is ready: whatever credit is owed goes back first,
+ * since a feeder whose window is full waits for exactly that (holding a
+ * partial batch back while blocking would stall both sides until the poll
+ * timed out). */
 static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
 {
+    give_credits(c, 1);
     zmq_pollitem_t items[64];
     size_t n = c->o.nfeeders;
     for (size_t j = 0; j < n; j++)
@@ -240,8 +245,6 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
                                 (double)silent / 1e9, (double)c->o.timeout_ms / 1e3);
     }
     heartbeats(c);
-    /* waiting for pieces: whatever is owed goes back now */
-    give_credits(c, 1);
     return 0;
 }
 

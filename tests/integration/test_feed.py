@@ -172,12 +172,12 @@ def check_traces(name, traces, ref, ids):
             fail("%s: worker %d got %d pieces, want %d" % (name, w, len(got), len(want)))
 
 
-def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, **keys):
+def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=(), trainer_extra=(), **keys):
     tag = "c%d" % (PASSED + 1)
     job_path, job = write_job("job-" + tag, files, **keys)
-    feeders, conns = start_feeders(job_path, F, kind, tag)
+    feeders, conns = start_feeders(job_path, F, kind, tag, extra=feeder_extra)
     time.sleep(0.2)
-    trainers = [start_trainer(conns, job, w, W, R, tag) for w in range(W)]
+    trainers = [start_trainer(conns, job, w, W, R, tag, extra=trainer_extra) for w in range(W)]
     codes = wait_all([p for p, _ in trainers], 60, name + ": trainers")
     for w, c in enumerate(codes):
         if c != 0:
@@ -219,6 +219,19 @@ def main():
              per_replica_shard="records")
     run_case("FILE W=4 R=1 uneven files: empty pieces", uneven, uneven_ids, 4, 1, 1, global_batch_size=4)
     run_case("gzip shards DATA W=1 R=3 G=8 F=2, 3 epochs", gz, gz_ids, 1, 3, 2, shard_policy="data", epochs=3)
+    # prefetch counts steps: with prefetch 1 a feeder still lets R pieces
+    # out (a window of 1 piece could never make up a 4-replica step: the
+    # trainer waited for pieces, the feeder for credits, for ever)
+    run_case("prefetch 1, W=1 R=4 G=8: a step's R pieces fit the window", files, ids, 1, 4, 1, prefetch=1,
+             global_batch_size=8)
+    # a trainer granting more credits than the feeder's window must give
+    # back what it owes before it blocks (it held them back until a quarter
+    # of its grant had piled up, so each piece waited for a poll timeout or
+    # a heartbeat: 1 s here, 150 pieces, past the case's 60 s)
+    slow_polls = ("--heartbeat-ms", "4000", "--timeout-ms", "20000")
+    run_case("prefetch 1, 64 credits, 1 s polls: credits go back before the trainer waits", files, ids, 1, 1, 1,
+             feeder_extra=slow_polls, trainer_extra=("--credits", "64") + slow_polls, prefetch=1,
+             global_batch_size=4, epochs=4)
 
     # --stats: the feeder's counters as JSON, matching what the trainer got
     tag = "stats"
