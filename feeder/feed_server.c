@@ -474,7 +474,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->scheduled = 0;
     t->inflight = 0;
     t->sent = 0;
-    t->last_seq = h->resume_seq;
+    t->last_seq = skipped; /* <= resume_seq: the plan may end before it */
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     s->c->trainers++;

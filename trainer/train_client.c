@@ -5,6 +5,15 @@
  * most pieces the feeders may have outstanding. A slot is handed to the
  * caller as part of a step and recycled, with its credit returned to its
  * feeder, at the next call.
+ *
+ * Rejoining (reconnect_ms > 0): a feeder silent past the timeout is taken
+ * for gone. Its socket is closed (what it had in flight goes with it) and a
+ * new one says HELLO again with resume_seq = the first of its pieces not yet
+ * received; the pieces it sent beyond that are let go, as they will come
+ * again, and the new connection is granted the credits its pieces still
+ * held do not take. A REFUSE (the old process still holds the worker until
+ * it drops it as silent) is retried every second on a fresh socket. The
+ * other feeders go on meanwhile; their pieces wait in the reorder window.
  */
 #include "train_client.h"
 
@@ -17,6 +26,7 @@
 #include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_clock.h"
+#include "sl_log.h"
 #include "train_reorder.h"
 
 struct slot {
@@ -24,6 +34,7 @@ struct slot {
     zmq_msg_t frames[SL_WIRE_MAX_TENSORS];
     size_t nframes;
     int feeder;
+    int busy; /* holds a received message */
     struct sl_wire_piece piece;
 };
 
@@ -37,6 +48,13 @@ struct feeder {
     uint64_t end_pieces;
     uint32_t owed; /* credits to give back */
     zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
+    /* rejoining after a loss (reconnect_ms > 0) */
+    int rejoining;
+    uint64_t lost_ns, deadline_ns;
+    uint64_t retry_ns;   /* when sock is NULL: open a new connection then */
+    uint64_t resume;     /* the seq asked for */
+    char lost[128];      /* why it was taken for gone */
+    char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
 };
 
 struct train_client {
@@ -83,7 +101,8 @@ static void give_credits(struct train_client *c, int all)
     uint32_t batch = c->o.credits / 4 > 0 ? c->o.credits / 4 : 1;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
-        if (f->owed == 0 || f->ended || (!all && f->owed < batch))
+        /* a rejoining feeder's owed credits are folded into its next HELLO */
+        if (f->owed == 0 || f->ended || f->rejoining || (!all && f->owed < batch))
             continue;
         struct sl_wire_credit cr = {.credits = f->owed};
         if (sl_wire_encode_credit(&cr, &c->buf) == 0 && send_buf(f->sock, &c->buf) == 0)
@@ -96,7 +115,7 @@ static void heartbeats(struct train_client *c)
     uint64_t now = sl_clock_ns();
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
-        if (now - f->last_hb_ns < (uint64_t)c->o.heartbeat_ms * 1000000u)
+        if (f->rejoining || now - f->last_hb_ns < (uint64_t)c->o.heartbeat_ms * 1000000u)
             continue;
         struct sl_wire_heartbeat h = {.sent_ns = now};
         if (sl_wire_encode_heartbeat(&h, &c->buf) == 0)
@@ -111,6 +130,7 @@ static void release_slot(struct train_client *c, struct slot *s)
     for (size_t i = 0; i < s->nframes; i++)
         zmq_msg_close(&s->frames[i]);
     s->nframes = 0;
+    s->busy = 0;
     c->f[s->feeder].owed++;
     c->free_slots[c->nfree++] = s;
 }
@@ -125,9 +145,11 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     zmq_msg_init(&s->hdr);
     s->nframes = 0;
     s->feeder = j;
+    s->busy = 1;
     int rc = 0;
     if (zmq_msg_recv(&s->hdr, f->sock, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&s->hdr);
+        s->busy = 0;
         c->free_slots[c->nfree++] = s;
         return errno == EAGAIN ? 0 : feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
     }
@@ -204,7 +226,162 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     for (size_t i = 0; i < s->nframes; i++)
         zmq_msg_close(&s->frames[i]);
     s->nframes = 0;
+    s->busy = 0;
     c->free_slots[c->nfree++] = s;
+    return rc;
+}
+
+static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    if (f->sock == NULL)
+        return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+    int zero = 0;
+    int64_t maxmsg = SL_WIRE_MAX_MSG;
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
+    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (zmq_connect(f->sock, f->addr) != 0)
+        return sl_error_set(err, SL_EINVAL, "connect(%s): %s", f->addr, zmq_strerror(errno));
+    return 0;
+}
+
+static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
+{
+    struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
+                              .credits = credits, .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
+                              .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
+    if (sl_wire_encode_hello(&h, &c->buf) != 0)
+        return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
+                            SL_WIRE_MAX_JOB);
+    if (send_buf(c->f[j].sock, &c->buf) != 0)
+        return feeder_error(c, (int)j, err, SL_EIO, "send HELLO: %s", zmq_strerror(errno));
+    return 0;
+}
+
+/* A WELCOME from feeder j: its place among the feeders, and (unless it is
+ * the first) the same plan and schema as the first one's. */
+static int check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
+                         struct sl_error *err)
+{
+    if (w->feeders != c->o.nfeeders || w->feeder != j)
+        return feeder_error(c, (int)j, err, SL_EPROTO,
+                            "is feeder %u of %u, but was given as feeder %zu of %zu (list the feeders in index order)",
+                            w->feeder, w->feeders, j, c->o.nfeeders);
+    if (first) {
+        c->welcome = *w;
+        for (size_t i = 0; i < w->ntensors; i++) {
+            memcpy(c->names[i], w->fields[i].name, w->fields[i].name_len);
+            c->names[i][w->fields[i].name_len] = '\0';
+            c->welcome.fields[i].name = c->names[i];
+        }
+        return 0;
+    }
+    if (w->steps_per_epoch != c->welcome.steps_per_epoch || w->epochs != c->welcome.epochs ||
+        w->ntensors != c->welcome.ntensors)
+        return feeder_error(c, (int)j, err, SL_EPROTO,
+                            "disagrees with feeder 0 on the plan (steps %" PRIu64 " vs %" PRIu64 ", epochs %" PRIu64
+                            " vs %" PRIu64 ", tensors %u vs %u)",
+                            w->steps_per_epoch, c->welcome.steps_per_epoch, w->epochs, c->welcome.epochs, w->ntensors,
+                            c->welcome.ntensors);
+    for (size_t i = 0; i < w->ntensors; i++) {
+        const struct sl_wire_field *a = &w->fields[i], *b = &c->welcome.fields[i];
+        int same = a->name_len == strlen(b->name) && memcmp(a->name, b->name, a->name_len) == 0 &&
+                   a->dtype == b->dtype && a->ragged == b->ragged && a->rank == b->rank;
+        for (int d = 0; same && d < a->rank; d++)
+            same = a->dims[d] == b->dims[d];
+        if (!same)
+            return feeder_error(c, (int)j, err, SL_EPROTO, "disagrees with feeder 0 on tensor %zu ('%.*s' vs '%s')",
+                                i, (int)a->name_len, a->name, b->name);
+    }
+    return 0;
+}
+
+/* Rejoining feeder j: a new connection, HELLO with the resume point and
+ * the credits its held pieces leave free (what it was owed is in them). */
+static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    size_t held = 0;
+    for (size_t i = 0; i < c->nslots; i++)
+        held += c->slots[i].busy && c->slots[i].feeder == (int)j;
+    f->owed = 0;
+    f->retry_ns = 0;
+    int rc = open_socket(c, j, err);
+    if (rc == 0)
+        rc = send_hello(c, j, held < c->o.credits ? c->o.credits - (uint32_t)held : 0, f->resume, err);
+    return rc;
+}
+
+static void close_socket(struct feeder *f)
+{
+    if (f->sock != NULL)
+        zmq_close(f->sock); /* linger 0: whatever it held is dropped */
+    f->sock = NULL;
+}
+
+static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    uint64_t nf = c->o.nfeeders, next = train_reorder_next(c->reorder);
+    /* its first piece not received: every seq before next was */
+    uint64_t resume = next + (j + nf - next % nf) % nf;
+    while (train_reorder_holds(c->reorder, resume))
+        resume += nf;
+    /* what it sent beyond that comes again */
+    for (uint64_t seq = resume + nf; seq < next + c->nslots; seq += nf) {
+        struct slot *s = train_reorder_take(c->reorder, seq);
+        if (s != NULL)
+            release_slot(c, s);
+    }
+    close_socket(f);
+    f->rejoining = 1;
+    f->welcomed = 0;
+    f->ended = 0;
+    f->resume = resume;
+    f->lost_ns = sl_clock_ns();
+    f->deadline_ns = f->lost_ns + (uint64_t)c->o.reconnect_ms * 1000000u;
+    f->refused[0] = '\0';
+    c->stats.rejoins++;
+    sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
+           f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
+    return rejoin_connect(c, j, err);
+}
+
+/* The answer to a rejoining HELLO. */
+static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, f->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return errno == EAGAIN ? 0 : feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+    }
+    int rc = 0;
+    struct sl_error derr = {0};
+    if (zmq_msg_more(&m))
+        rc = feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got a message of several frames");
+    else if (sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) != 0)
+        rc = feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
+    else if (c->msg.type == SL_WIRE_WELCOME) {
+        if ((rc = check_welcome(c, j, &c->msg.welcome, 0, err)) == 0) {
+            f->rejoining = 0;
+            f->welcomed = 1;
+            f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
+            sl_log(SL_LOG_INFO, "feeder %s is back after %.1f s: resuming at piece %" PRIu64, f->addr,
+                   (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
+        }
+    } else if (c->msg.type == SL_WIRE_REFUSE) {
+        /* e.g. the old process still holds this worker: ask again shortly */
+        snprintf(f->refused, sizeof f->refused, "%.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
+        close_socket(f);
+        f->retry_ns = sl_clock_ns() + 1000000000u;
+    } else if (c->msg.type != SL_WIRE_HEARTBEAT) {
+        rc = feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s", sl_wire_type_name(c->msg.type));
+    }
+    zmq_msg_close(&m);
     return rc;
 }
 
@@ -217,32 +394,64 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
 {
     give_credits(c, 1);
     zmq_pollitem_t items[64];
-    size_t n = c->o.nfeeders;
-    for (size_t j = 0; j < n; j++)
-        items[j] = (zmq_pollitem_t){.socket = c->f[j].sock, .events = ZMQ_POLLIN};
+    size_t idx[64], n = 0;
+    uint64_t now = sl_clock_ns();
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        if (f->rejoining && f->sock == NULL) {
+            if (now >= f->retry_ns) {
+                int rc = rejoin_connect(c, j, err);
+                if (rc != 0)
+                    return rc;
+            } else if ((f->retry_ns - now) / 1000000u < (uint64_t)timeout_ms) {
+                timeout_ms = (int)((f->retry_ns - now) / 1000000u) + 1;
+            }
+        }
+        if (f->sock != NULL) {
+            items[n] = (zmq_pollitem_t){.socket = f->sock, .events = ZMQ_POLLIN};
+            idx[n++] = j;
+        }
+    }
     int r = zmq_poll(items, (int)n, timeout_ms);
     if (r < 0 && errno != EINTR)
         return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
-    for (size_t j = 0; r > 0 && j < n; j++) {
-        if (!(items[j].revents & ZMQ_POLLIN))
+    for (size_t i = 0; r > 0 && i < n; i++) {
+        size_t j = idx[i];
+        if (!(items[i].revents & ZMQ_POLLIN))
             continue;
-        for (int k = 0; k < 256; k++) {
+        for (int k = 0; k < 256 && c->f[j].sock != NULL; k++) {
             int ev = 0;
             size_t len = sizeof ev;
             zmq_getsockopt(c->f[j].sock, ZMQ_EVENTS, &ev, &len);
             if (!(ev & ZMQ_POLLIN))
                 break;
-            int rc = receive(c, (int)j, err);
+            int rc = c->f[j].rejoining ? rejoin_receive(c, j, err) : receive(c, (int)j, err);
             if (rc != 0)
                 return rc;
         }
     }
-    uint64_t now = sl_clock_ns();
-    for (size_t j = 0; j < n; j++) {
-        uint64_t silent = now - c->f[j].last_seen_ns;
-        if (silent > (uint64_t)c->o.timeout_ms * 1000000u)
-            return feeder_error(c, (int)j, err, SL_ETIMEOUT, "silent for %.1f s (heartbeat timeout %.1f s)",
-                                (double)silent / 1e9, (double)c->o.timeout_ms / 1e3);
+    now = sl_clock_ns();
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        if (f->rejoining) {
+            if (now >= f->deadline_ns)
+                return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s, and did not come back within %.1f s%s%s", f->lost,
+                                    (double)c->o.reconnect_ms / 1e3, f->refused[0] ? " (its last answer: " : "",
+                                    f->refused[0] ? f->refused : "");
+            continue;
+        }
+        if (f->ended)
+            continue; /* it may have exited: every piece it had to send is here */
+        uint64_t silent = now - f->last_seen_ns;
+        if (silent <= (uint64_t)c->o.timeout_ms * 1000000u)
+            continue;
+        snprintf(f->lost, sizeof f->lost, "silent for %.1f s (heartbeat timeout %.1f s)", (double)silent / 1e9,
+                 (double)c->o.timeout_ms / 1e3);
+        if (c->o.reconnect_ms <= 0)
+            return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
+        int rc = start_rejoin(c, j, err);
+        if (rc != 0)
+            return rc;
     }
     heartbeats(c);
     return 0;
@@ -250,15 +459,11 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
 
 static int handshake(struct train_client *c, struct sl_error *err)
 {
-    struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                              .credits = c->o.credits, .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
-                              .job = c->o.job, .job_len = strlen(c->o.job)};
-    if (sl_wire_encode_hello(&h, &c->buf) != 0)
-        return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
-                            SL_WIRE_MAX_JOB);
-    for (size_t j = 0; j < c->o.nfeeders; j++)
-        if (send_buf(c->f[j].sock, &c->buf) != 0)
-            return feeder_error(c, (int)j, err, SL_EIO, "send HELLO: %s", zmq_strerror(errno));
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        int rc = send_hello(c, j, c->o.credits, 0, err);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t deadline = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
     size_t welcomed = 0;
     while (welcomed < c->o.nfeeders) {
@@ -293,27 +498,9 @@ static int handshake(struct train_client *c, struct sl_error *err)
             if (c->msg.type != SL_WIRE_WELCOME)
                 return feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
                                     sl_wire_type_name(c->msg.type));
-            const struct sl_wire_welcome *w = &c->msg.welcome;
-            if (w->feeders != c->o.nfeeders || w->feeder != j)
-                return feeder_error(c, (int)j, err, SL_EPROTO,
-                                    "is feeder %u of %u, but was given as feeder %zu of %zu (list the feeders in "
-                                    "index order)",
-                                    w->feeder, w->feeders, j, c->o.nfeeders);
-            if (welcomed == 0) {
-                c->welcome = *w;
-                for (size_t i = 0; i < w->ntensors; i++) {
-                    memcpy(c->names[i], w->fields[i].name, w->fields[i].name_len);
-                    c->names[i][w->fields[i].name_len] = '\0';
-                    c->welcome.fields[i].name = c->names[i];
-                }
-            } else if (w->steps_per_epoch != c->welcome.steps_per_epoch || w->epochs != c->welcome.epochs ||
-                       w->ntensors != c->welcome.ntensors) {
-                return feeder_error(c, (int)j, err, SL_EPROTO,
-                                    "disagrees with feeder 0 on the plan (steps %" PRIu64 " vs %" PRIu64
-                                    ", epochs %" PRIu64 " vs %" PRIu64 ", tensors %u vs %u)",
-                                    w->steps_per_epoch, c->welcome.steps_per_epoch, w->epochs, c->welcome.epochs,
-                                    w->ntensors, c->welcome.ntensors);
-            }
+            int rc = check_welcome(c, j, &c->msg.welcome, welcomed == 0, err);
+            if (rc != 0)
+                return rc;
             f->welcomed = 1;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
             welcomed++;
@@ -362,17 +549,9 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (rc == 0 && (c->ctx = zmq_ctx_new()) == NULL)
         rc = sl_error_sys(err, errno, "zmq_ctx_new");
     for (size_t j = 0; rc == 0 && j < c->o.nfeeders; j++) {
-        struct feeder *f = &c->f[j];
-        f->addr = c->o.feeders[j];
-        zmq_msg_init(&f->welcome_frame);
-        f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
-        int zero = 0;
-        int64_t maxmsg = SL_WIRE_MAX_MSG;
-        zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
-        zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-        if (zmq_connect(f->sock, f->addr) != 0)
-            rc = sl_error_set(err, SL_EINVAL, "connect(%s): %s", f->addr, zmq_strerror(errno));
+        c->f[j].addr = c->o.feeders[j];
+        zmq_msg_init(&c->f[j].welcome_frame);
+        rc = open_socket(c, j, err);
     }
     if (rc == 0)
         rc = handshake(c, err);
@@ -394,19 +573,12 @@ void train_client_close(struct train_client *c)
     while (c->reorder != NULL && (s = train_reorder_pop(c->reorder)) != NULL)
         release_slot(c, s);
     /* pieces held beyond a gap */
-    if (c->reorder != NULL && train_reorder_held(c->reorder) > 0) {
-        for (size_t i = 0; i < c->nslots; i++) {
-            int is_free = 0;
-            for (size_t k = 0; k < c->nfree; k++)
-                if (c->free_slots[k] == &c->slots[i])
-                    is_free = 1;
-            if (!is_free)
-                release_slot(c, &c->slots[i]);
-        }
-    }
+    for (size_t i = 0; c->slots != NULL && i < c->nslots; i++)
+        if (c->slots[i].busy)
+            release_slot(c, &c->slots[i]);
     if (sl_wire_encode_bye(&c->buf) == 0)
         for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
-            if (c->f[j].sock != NULL && c->f[j].welcomed)
+            if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
                 (void)send_buf(c->f[j].sock, &c->buf);
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++) {
         if (c->f[j].sock != NULL) {

@@ -11,7 +11,11 @@
  * credit goes back to its feeder when the caller moves past its step.
  * Heartbeats both ways; a feeder silent past the timeout, an ERROR from a
  * feeder (a corrupt record, with path and offset) or a malformed message
- * ends the stream with that error.
+ * ends the stream with that error. With reconnect_ms, a silent feeder is
+ * instead reconnected to and asked to resume at the first of its pieces
+ * not received (a restarted feeder makes the same pieces: the plan is
+ * deterministic); the stream the caller sees is unchanged, and the error
+ * comes only if it is not back within reconnect_ms.
  *
  * Tensor data is borrowed straight from the received ZeroMQ frames (no
  * copy) until the next train_client_next_step. ZeroMQ gives no alignment
@@ -38,6 +42,9 @@ struct train_client_opts {
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
     int connect_timeout_ms;     /* wait for WELCOME; 0: 30000 */
+    int reconnect_ms;           /* > 0: a feeder lost mid-stream (silent past the
+                                   timeout) is asked to resume where it left off,
+                                   waiting this long for it to come back; 0: fail */
 };
 
 struct train_tensor {
@@ -61,6 +68,7 @@ struct train_piece {
 struct train_client_stats {
     uint64_t pieces, rows, bytes;
     double wait_s;     /* time spent waiting for pieces */
+    uint64_t rejoins;  /* feeders lost and asked to resume */
 };
 
 struct train_client;

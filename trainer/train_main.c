@@ -91,6 +91,10 @@ static const char usage2[] =
     "                           int64 values, or bytes as strings (text lines)\n"
     "      --heartbeat-ms=N     heartbeat interval (default 1000)\n"
     "      --timeout-ms=N       fail when a feeder is silent this long (default 10000)\n"
+    "      --reconnect-s=S      instead, reconnect to a feeder silent past the timeout and\n"
+    "                           resume where it left off, waiting up to S s for it (or a\n"
+    "                           restarted feeder on the same address) to answer (default 0:\n"
+    "                           fail)\n"
     "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
     "                           gives --connect, the task (chief/worker) --worker and\n"
     "                           --workers, the chief and 'worker' list the ring's\n"
@@ -397,7 +401,7 @@ int main(int argc, char **argv)
         {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
         {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
         {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
-        {"progress", required_argument, NULL, 1003},
+        {"progress", required_argument, NULL, 1003},     {"reconnect-s", required_argument, NULL, 1005},
         {"predictions", required_argument, NULL, 1004},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
@@ -413,7 +417,7 @@ int main(int argc, char **argv)
     uint32_t seed = 1, log_every = 0, classes = 10;
     const char *eval_connect = NULL, *eval_job = NULL, *save_path = NULL, *metrics_path = NULL;
     double test_rows = 0, test_correct = 0;
-    uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0;
+    uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0, reconnect_s = 0;
     int quiet = 0, c;
     /* cluster rendezvous and devices (issue #4) */
     const char *peers = NULL;
@@ -432,6 +436,7 @@ int main(int argc, char **argv)
         case 'C': bad = parse_u32("credits", optarg, 1, 1 << 20, &credits); break;
         case 'H': bad = parse_u32("heartbeat-ms", optarg, 10, 600000, &hb); break;
         case 'O': bad = parse_u32("timeout-ms", optarg, 50, 3600000, &to); break;
+        case 1005: bad = parse_u32("reconnect-s", optarg, 0, 86400, &reconnect_s); break;
         case 'T': trace = optarg; break;
         case 'F': feature = optarg; break;
         case 'q': quiet = 1; break;
@@ -687,7 +692,8 @@ int main(int argc, char **argv)
     }
     struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
                                   .workers = workers, .replicas = replicas, .credits = credits,
-                                  .heartbeat_ms = (int)hb, .timeout_ms = (int)to};
+                                  .heartbeat_ms = (int)hb, .timeout_ms = (int)to,
+                                  .reconnect_ms = (int)(reconnect_s * 1000)};
     struct sl_error err = {0};
     struct train_client *cl = NULL;
     double t0 = sl_clock_s();
@@ -987,13 +993,13 @@ int main(int argc, char **argv)
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
-             ",\"h2d_gb_per_s\":%.3f}}\n",
+             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 "}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
              secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
              stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
              test_rows, test_rows > 0 ? test_correct / test_rows : 0.0, tower ? "tower" : "mirrored", h2d_bytes,
-             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0);
+             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {

@@ -61,6 +61,24 @@ void *train_reorder_pop(struct train_reorder *r)
     return item;
 }
 
+void *train_reorder_take(struct train_reorder *r, uint64_t seq)
+{
+    if (seq < r->next || seq - r->next >= r->window)
+        return NULL;
+    void **slot = &r->slots[seq % r->window];
+    void *item = *slot;
+    if (item != NULL) {
+        *slot = NULL;
+        r->held--;
+    }
+    return item;
+}
+
+int train_reorder_holds(const struct train_reorder *r, uint64_t seq)
+{
+    return seq >= r->next && seq - r->next < r->window && r->slots[seq % r->window] != NULL;
+}
+
 uint64_t train_reorder_next(const struct train_reorder *r)
 {
     return r->next;

@@ -467,6 +467,65 @@ def main():
         fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
     ok("a killed feeder is reported within the heartbeat timeout (%.1f s)" % took)
 
+    # a feeder killed mid-stream and started again: with --reconnect-s the
+    # trainer asks the new process to resume where the old one stopped, and
+    # its trace is still exactly the reference stream (2 feeders: the other
+    # goes on meanwhile, its pieces waiting in the reorder window)
+    tag = "rejoin"
+    job_path, job = write_job("job-rejoin", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    feeders, conns = start_feeders(job_path, 2, "ipc", tag)
+    time.sleep(0.2)
+    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
+    deadline = time.time() + 20
+    while not all("worker 0 connected" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
+        if time.time() > deadline or p.poll() is not None:
+            fail("rejoin: the trainer did not connect to both feeders")
+        time.sleep(0.02)
+    time.sleep(0.1)
+    p.send_signal(signal.SIGSTOP)  # hold the stream mid-way while feeder 1 is replaced
+    if p.poll() is not None:
+        fail("rejoin: the trainer finished before its feeder could be killed")
+    feeders[1].kill()
+    feeders[1].wait()
+    with open(os.path.join(TMP, "%s-feeder1b.log" % tag), "w") as log:
+        again = subprocess.Popen([FEEDER, "--job", job_path, "--listen", conns[1], "--feeder-index", "1",
+                                  "--feeders", "2", "--threads", "2", "--heartbeat-ms", "200", "--timeout-ms", "5000"],
+                                 stdout=log, stderr=subprocess.STDOUT)
+    p.send_signal(signal.SIGCONT)
+    code = wait_all([p], 120, "rejoin: trainer")[0]
+    tlog = read_log(tag, "trainer0")
+    if code != 0:
+        fail("rejoin: trainer exited %d:\n%s" % (code, tlog[-3000:]))
+    if wait_all([feeders[0], again], 15, "rejoin: feeders") != [0, 0]:
+        fail("rejoin: a feeder failed:\n%s" % read_log(tag, "feeder1b"))
+    check_traces("rejoin", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
+    m = re.search(r"resume at piece (\d+)", read_log(tag, "feeder1b"))
+    if m is None or int(m.group(1)) == 0 or "is back after" not in tlog:
+        fail("rejoin: expected a resume past piece 0 and the trainer's notice:\n%s\n%s"
+             % (read_log(tag, "feeder1b"), tlog[-2000:]))
+    with open(trace) as f:
+        summary = [json.loads(x) for x in f if '"summary"' in x][0]["summary"]
+    if summary["feeder_rejoins"] != 1:
+        fail("rejoin: summary says %r rejoins" % summary["feeder_rejoins"])
+    ok("a feeder killed mid-stream and restarted: the trainer resumed it at piece %s, trace exact (%d pieces)"
+       % (m.group(1), summary["pieces"]))
+
+    # ... and one that does not come back fails the trainer once the wait is over
+    tag = "gone"
+    job_path, job = write_job("job-gone", files, epochs=0)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "2"))
+    time.sleep(1.0)
+    feeders[0].kill()
+    t0 = time.time()
+    code = wait_all([p], 20, "trainer of a feeder that stays away")[0]
+    took = time.time() - t0
+    log = read_log(tag, "trainer0")
+    if code != 1 or "did not come back within 2.0 s" not in log or not 3 <= took < 8:
+        fail("feeder gone for good: exit %d after %.1f s:\n%s" % (code, took, log))
+    ok("a feeder that does not come back fails the trainer after the timeout and the wait (%.1f s)" % took)
+
     print("%d passed, 0 failed" % PASSED)
 
 
