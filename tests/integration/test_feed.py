@@ -510,6 +510,38 @@ def main():
     ok("a feeder killed mid-stream and restarted: the trainer resumed it at piece %s, trace exact (%d pieces)"
        % (m.group(1), summary["pieces"]))
 
+    # a trainer stopped past the feeders' timeout is dropped by both; when it
+    # runs again it finds them silent, and both take it back where it was
+    tag = "dropped"
+    job_path, job = write_job("job-dropped", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
+    time.sleep(0.2)
+    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
+    deadline = time.time() + 20
+    while not all("worker 0 connected" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
+        if time.time() > deadline or p.poll() is not None:
+            fail("dropped: the trainer did not connect to both feeders")
+        time.sleep(0.02)
+    time.sleep(0.1)
+    p.send_signal(signal.SIGSTOP)
+    if p.poll() is not None:
+        fail("dropped: the trainer finished before it could be stopped")
+    deadline = time.time() + 20
+    while not all("timed out after" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
+        if time.time() > deadline:
+            fail("dropped: the feeders did not drop the stopped trainer")
+        time.sleep(0.1)
+    p.send_signal(signal.SIGCONT)
+    if wait_all([p], 120, "dropped: trainer") != [0] or wait_all(feeders, 15, "dropped: feeders") != [0, 0]:
+        fail("dropped: a process failed:\n%s" % read_log(tag, "trainer0")[-3000:])
+    check_traces("dropped", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
+    resumed = [re.findall(r"connected \(\d+ credits, resume at piece (\d+)\)", read_log(tag, "feeder%d" % j))
+               for j in (0, 1)]
+    if any(len(r) != 2 or r[0] != "0" or r[1] == "0" for r in resumed):
+        fail("dropped: expected each feeder to take the trainer back past piece 0: %r" % resumed)
+    ok("a trainer dropped by both feeders while stopped is taken back at pieces %s and %s, trace exact"
+       % (resumed[0][1], resumed[1][1]))
+
     # ... and one that does not come back fails the trainer once the wait is over
     tag = "gone"
     job_path, job = write_job("job-gone", files, epochs=0)
