@@ -71,6 +71,7 @@ struct trainer {
     int end_sent;
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
+    uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
 };
 
 struct server {
@@ -97,7 +98,6 @@ struct server {
     struct feed_plan_config cfg;
     struct trainer *trainers; /* [workers] */
     uint64_t generation;
-    uint32_t ended;           /* workers that got END */
     struct sl_buf hbuf;       /* header frames */
     struct sl_wire_msg msg;   /* decoded input (large: kept here) */
     uint64_t piece_bytes;     /* one pool buffer */
@@ -415,6 +415,13 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     return 0;
 }
 
+static void drop(struct server *s, struct trainer *t, const char *why)
+{
+    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
+    t->active = 0;
+    t->generation = ++s->generation; /* tasks in flight for it are dropped */
+}
+
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
 {
     /* s->msg is reused for the answer: keep the HELLO */
@@ -444,8 +451,20 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     }
     struct trainer *t = &s->trainers[h->worker];
     if (t->active) {
-        refuse(s, id, id_len, "worker %u is already connected", h->worker);
-        return;
+        /* A trainer heartbeats every heartbeat_ms: one silent for 2.5 of
+         * those is most likely gone (killed, or cut off and now rejoining),
+         * and its replacement need not wait out the whole timeout. One
+         * that is alive keeps its place. */
+        uint64_t silent = sl_clock_ns() - t->last_seen_ns;
+        uint64_t grace = (uint64_t)(t->heartbeat_ms ? t->heartbeat_ms : 1000) * 2500000u;
+        if (silent < grace) {
+            refuse(s, id, id_len, "worker %u is already connected (and heard from %.1f s ago)", h->worker,
+                   (double)silent / 1e9);
+            return;
+        }
+        sl_log(SL_LOG_WARN, "worker %u: a new connection takes the place of one silent for %.1f s", h->worker,
+               (double)silent / 1e9);
+        drop(s, t, "was replaced");
     }
     if (id_len > MAX_IDENTITY) {
         refuse(s, id, id_len, "identity too long");
@@ -477,6 +496,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->last_seq = skipped; /* <= resume_seq: the plan may end before it */
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
+    t->heartbeat_ms = h->heartbeat_ms;
     s->c->trainers++;
 
     struct sl_wire_welcome *wm = &s->msg.welcome;
@@ -502,13 +522,6 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     send_simple(s, t, sl_wire_encode_welcome(wm, &s->hbuf));
     sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
            h->resume_seq);
-}
-
-static void drop(struct server *s, struct trainer *t, const char *why)
-{
-    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
-    t->active = 0;
-    t->generation = ++s->generation; /* tasks in flight for it are dropped */
 }
 
 static void on_message(struct server *s)
@@ -602,10 +615,19 @@ static void heartbeats_and_ends(struct server *s)
             struct sl_wire_end e = {.worker = w, .pieces = t->last_seq, .epochs = s->o->job->epochs};
             send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf));
             t->end_sent = 1;
-            s->ended++;
             sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder", w, t->sent);
         }
     }
+}
+
+/* Workers whose last connection got END (counted, not incremented: a
+ * worker that connects again after its END must get it again). */
+static uint32_t count_ended(const struct server *s)
+{
+    uint32_t n = 0;
+    for (uint32_t w = 0; w < s->workers; w++)
+        n += s->trainers[w].end_sent != 0;
+    return n;
 }
 
 void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
@@ -887,7 +909,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                 }
             }
         }
-        if (s->workers > 0 && s->ended == s->workers) {
+        if (s->workers > 0 && count_ended(s) == s->workers) {
             sl_log(SL_LOG_INFO, "every worker has its data: done");
             break;
         }

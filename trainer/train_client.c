@@ -637,6 +637,9 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
 
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
 {
+    /* here too, not only while waiting: a trainer whose pieces are always
+     * ready would otherwise be heard only through its credits */
+    heartbeats(c);
     if (c->have_step) {
         for (size_t r = 0; r < c->o.replicas; r++)
             release_slot(c, c->step_slots[r]);

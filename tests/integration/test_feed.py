@@ -157,6 +157,8 @@ def reference(job, counts, W, R):
 
 def check_traces(name, traces, ref, ids):
     for w, path in enumerate(traces):
+        if path is None:
+            continue
         with open(path) as f:
             got = [json.loads(x) for x in f]
         summary = got.pop()
@@ -541,6 +543,64 @@ def main():
         fail("dropped: expected each feeder to take the trainer back past piece 0: %r" % resumed)
     ok("a trainer dropped by both feeders while stopped is taken back at pieces %s and %s, trace exact"
        % (resumed[0][1], resumed[1][1]))
+
+    # a trainer killed and started again: once the old connection has been
+    # silent for 2.5 heartbeats (0.5 s here) the feeder gives its place to the
+    # new one instead of refusing it until the timeout (60 s here)
+    tag = "replace"
+    job_path, job = write_job("job-replace", files, epochs=1500, global_batch_size=6)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "60000"))
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 2, tag)
+    deadline = time.time() + 20
+    while "worker 0 connected" not in read_log(tag, "feeder0"):
+        if time.time() > deadline or p.poll() is not None:
+            fail("replace: the first trainer did not connect")
+        time.sleep(0.02)
+    p.kill()
+    p.wait()
+    time.sleep(1.0)
+    p, trace = start_trainer(conns, job, 0, 1, 2, tag + "b")
+    if wait_all([p], 120, "replace: trainer") != [0] or wait_all(feeders, 15, "replace: feeder") != [0]:
+        fail("replace: a process failed:\n%s\n%s" % (read_log(tag + "b", "trainer0")[-2000:],
+                                                      read_log(tag, "feeder0")[-2000:]))
+    check_traces("replace", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
+    if "takes the place of one silent for" not in read_log(tag, "feeder0"):
+        fail("replace: the feeder did not log the replacement:\n%s" % read_log(tag, "feeder0"))
+    ok("a killed trainer's replacement is served from the start 1 s later, not refused until the timeout")
+
+    # a worker that connects again after its END gets the stream and END
+    # again, and the feeder still waits for the other worker before it
+    # exits (it counted ENDs sent, so the second one let it stop early)
+    tag = "again"
+    job_path, job = write_job("job-again", files, epochs=300, global_batch_size=6)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "60000"))
+    time.sleep(0.2)
+    slow, slow_trace = start_trainer(conns, job, 1, 2, 1, tag + "w1")
+    deadline = time.time() + 20
+    while "worker 1 connected" not in read_log(tag, "feeder0"):
+        if time.time() > deadline or slow.poll() is not None:
+            fail("again: worker 1 did not connect")
+        time.sleep(0.02)
+    slow.send_signal(signal.SIGSTOP)
+    runs = []
+    for k in ("a", "b"):
+        p, trace = start_trainer(conns, job, 0, 2, 1, tag + "w0" + k)
+        if wait_all([p], 60, "again: worker 0") != [0]:
+            fail("again: worker 0 (%s) failed:\n%s" % (k, read_log(tag + "w0" + k, "trainer0")))
+        runs.append(trace)
+    time.sleep(0.5)
+    alive = feeders[0].poll() is None
+    slow.send_signal(signal.SIGCONT)
+    if not alive:
+        fail("again: the feeder exited while worker 1 was still mid-stream:\n%s" % read_log(tag, "feeder0")[-2000:])
+    if wait_all([slow], 60, "again: worker 1") != [0] or wait_all(feeders, 15, "again: feeder") != [0]:
+        fail("again: a process failed:\n%s" % read_log(tag, "feeder0")[-2000:])
+    ref = reference(job, [len(x) for x in ids], 2, 1)
+    for trace in runs:
+        check_traces("again (worker 0)", [trace], {0: ref[0]}, ids)
+    check_traces("again (worker 1)", [None, slow_trace], ref, ids)
+    ok("a worker served twice to its END: the feeder still waits for the other worker, all traces exact")
 
     # ... and one that does not come back fails the trainer once the wait is over
     tag = "gone"
