@@ -53,6 +53,7 @@ struct feeder {
     uint64_t lost_ns, deadline_ns;
     uint64_t retry_ns;   /* when sock is NULL: open a new connection then */
     uint64_t resume;     /* the seq asked for */
+    int stalled;         /* lost again before a piece came: the wait goes on */
     char lost[128];      /* why it was taken for gone */
     char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
 };
@@ -180,6 +181,7 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     }
     switch (c->msg.type) {
     case SL_WIRE_PIECE: {
+        f->stalled = 0;
         s->piece = c->msg.piece;
         const struct sl_wire_piece *p = &s->piece;
         if (sl_wire_check_piece(p, &c->welcome, &derr) != 0)
@@ -341,7 +343,12 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
     f->ended = 0;
     f->resume = resume;
     f->lost_ns = sl_clock_ns();
-    f->deadline_ns = f->lost_ns + (uint64_t)c->o.reconnect_ms * 1000000u;
+    /* A feeder that comes back and is lost again before it sends a piece
+     * (e.g. one that fails on the same record each time) keeps its first
+     * deadline, so the trainer cannot rejoin it for ever. */
+    if (!f->stalled)
+        f->deadline_ns = f->lost_ns + (uint64_t)c->o.reconnect_ms * 1000000u;
+    f->stalled = 1;
     f->refused[0] = '\0';
     c->stats.rejoins++;
     sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
