@@ -502,8 +502,10 @@ def main():
         fail("rejoin: a feeder failed:\n%s" % read_log(tag, "feeder1b"))
     check_traces("rejoin", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
     m = re.search(r"resume at piece (\d+)", read_log(tag, "feeder1b"))
-    if m is None or int(m.group(1)) == 0 or "is back after" not in tlog:
-        fail("rejoin: expected a resume past piece 0 and the trainer's notice:\n%s\n%s"
+    # where it resumes depends on how far the stream got (a slow build may
+    # not be past piece 1 yet); it must be one of feeder 1's pieces
+    if m is None or int(m.group(1)) % 2 != 1 or "is back after" not in tlog:
+        fail("rejoin: expected a resume at one of feeder 1's pieces and the trainer's notice:\n%s\n%s"
              % (read_log(tag, "feeder1b"), tlog[-2000:]))
     with open(trace) as f:
         summary = [json.loads(x) for x in f if '"summary"' in x][0]["summary"]
@@ -539,8 +541,8 @@ def main():
     check_traces("dropped", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
     resumed = [re.findall(r"connected \(\d+ credits, resume at piece (\d+)\)", read_log(tag, "feeder%d" % j))
                for j in (0, 1)]
-    if any(len(r) != 2 or r[0] != "0" or r[1] == "0" for r in resumed):
-        fail("dropped: expected each feeder to take the trainer back past piece 0: %r" % resumed)
+    if any(len(r) != 2 or r[0] != "0" or int(r[1]) % 2 != j for j, r in enumerate(resumed)):
+        fail("dropped: expected each feeder to take the trainer back at one of its own pieces: %r" % resumed)
     ok("a trainer dropped by both feeders while stopped is taken back at pieces %s and %s, trace exact"
        % (resumed[0][1], resumed[1][1]))
 
