@@ -8,10 +8,15 @@
  *
  * Rejoining (reconnect_ms > 0): a feeder silent past the timeout is taken
  * for gone. Its socket is closed (what it had in flight goes with it) and a
- * new one says HELLO again with resume_seq = the first of its pieces not yet
- * received; the pieces it sent beyond that are let go, as they will come
- * again, and the new connection is granted the credits its pieces still
- * held do not take. A REFUSE (the old process still holds the worker until
+ * new one says HELLO again with resume_seq = the first of its pieces the
+ * caller has not been handed; whatever of its pieces waits in the reorder
+ * window is let go, to come again. The new connection starts with the full
+ * grant, and the old connection's pieces still in the caller's step give
+ * no credit back when released: a feeder counts every credit returned as
+ * one of its own pieces consumed (its window), so a credit for a piece of
+ * the old connection would make it think it had fewer pieces out than it
+ * has, for good. Slots suffice: the step's R are counted apart from the
+ * C per feeder. A REFUSE (the old process still holds the worker until
  * it drops it as silent) is retried every second on a fresh socket. The
  * other feeders go on meanwhile; their pieces wait in the reorder window.
  */
@@ -34,7 +39,8 @@ struct slot {
     zmq_msg_t frames[SL_WIRE_MAX_TENSORS];
     size_t nframes;
     int feeder;
-    int busy; /* holds a received message */
+    uint32_t conn; /* the feeder's connection it came on */
+    int busy;      /* holds a received message */
     struct sl_wire_piece piece;
 };
 
@@ -53,6 +59,7 @@ struct feeder {
     uint64_t lost_ns, deadline_ns;
     uint64_t retry_ns;   /* when sock is NULL: open a new connection then */
     uint64_t resume;     /* the seq asked for */
+    uint32_t conn;       /* connections made after the first */
     int stalled;         /* lost again before a piece came: the wait goes on */
     char lost[128];      /* why it was taken for gone */
     char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
@@ -132,7 +139,8 @@ static void release_slot(struct train_client *c, struct slot *s)
         zmq_msg_close(&s->frames[i]);
     s->nframes = 0;
     s->busy = 0;
-    c->f[s->feeder].owed++;
+    if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
+        c->f[s->feeder].owed++;
     c->free_slots[c->nfree++] = s;
 }
 
@@ -146,6 +154,7 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     zmq_msg_init(&s->hdr);
     s->nframes = 0;
     s->feeder = j;
+    s->conn = f->conn;
     s->busy = 1;
     int rc = 0;
     if (zmq_msg_recv(&s->hdr, f->sock, ZMQ_DONTWAIT) < 0) {
@@ -301,18 +310,15 @@ static int check_welcome(struct train_client *c, size_t j, const struct sl_wire_
 }
 
 /* Rejoining feeder j: a new connection, HELLO with the resume point and
- * the credits its held pieces leave free (what it was owed is in them). */
+ * the full grant. */
 static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
-    size_t held = 0;
-    for (size_t i = 0; i < c->nslots; i++)
-        held += c->slots[i].busy && c->slots[i].feeder == (int)j;
     f->owed = 0;
     f->retry_ns = 0;
     int rc = open_socket(c, j, err);
     if (rc == 0)
-        rc = send_hello(c, j, held < c->o.credits ? c->o.credits - (uint32_t)held : 0, f->resume, err);
+        rc = send_hello(c, j, c->o.credits, f->resume, err);
     return rc;
 }
 
@@ -327,12 +333,12 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     uint64_t nf = c->o.nfeeders, next = train_reorder_next(c->reorder);
-    /* its first piece not received: every seq before next was */
+    /* its first piece the caller has not had: every seq before next was */
     uint64_t resume = next + (j + nf - next % nf) % nf;
-    while (train_reorder_holds(c->reorder, resume))
-        resume += nf;
-    /* what it sent beyond that comes again */
-    for (uint64_t seq = resume + nf; seq < next + c->nslots; seq += nf) {
+    /* a new connection: nothing of the old one gives credit back now */
+    f->conn++;
+    /* what of it waits in the reorder window comes again */
+    for (uint64_t seq = resume; seq < next + c->nslots; seq += nf) {
         struct slot *s = train_reorder_take(c->reorder, seq);
         if (s != NULL)
             release_slot(c, s);

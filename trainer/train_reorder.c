@@ -74,11 +74,6 @@ void *train_reorder_take(struct train_reorder *r, uint64_t seq)
     return item;
 }
 
-int train_reorder_holds(const struct train_reorder *r, uint64_t seq)
-{
-    return seq >= r->next && seq - r->next < r->window && r->slots[seq % r->window] != NULL;
-}
-
 uint64_t train_reorder_next(const struct train_reorder *r)
 {
     return r->next;

@@ -32,8 +32,6 @@ void *train_reorder_pop(struct train_reorder *r);
 /* Remove and return the item held for `seq` (NULL when none is: seq not
  * arrived, already delivered or beyond the window). */
 void *train_reorder_take(struct train_reorder *r, uint64_t seq);
-/* Whether an item is held for `seq`. */
-int train_reorder_holds(const struct train_reorder *r, uint64_t seq);
 uint64_t train_reorder_next(const struct train_reorder *r);
 size_t train_reorder_held(const struct train_reorder *r);
 
