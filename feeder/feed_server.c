@@ -297,8 +297,11 @@ static int schedule(struct server *s)
             struct trainer *t = &s->trainers[w];
             if (!t->active || t->plan_done)
                 continue;
-            /* pieces scheduled and not yet consumed (each CREDIT returns one) */
-            uint64_t outstanding = t->scheduled - (t->granted - t->initial);
+            /* pieces scheduled and not yet consumed (each CREDIT returns
+             * one); a trainer returning more than it was sent only loses
+             * its own window, it cannot wrap the count */
+            uint64_t returned = t->granted - t->initial;
+            uint64_t outstanding = t->scheduled > returned ? t->scheduled - returned : 0;
             if (t->credits == 0 || outstanding >= s->window) {
                 waiting = 1;
                 continue;
