@@ -123,6 +123,15 @@ def read_log(tag, who):
         return f.read()
 
 
+def wait_for_log(tag, whos, text, proc, what, timeout=20):
+    """Wait until every log in whos holds text; fail with what if proc ends first or time runs out."""
+    deadline = time.time() + timeout
+    while not all(text in read_log(tag, who) for who in whos):
+        if time.time() > deadline or (proc is not None and proc.poll() is not None):
+            fail(what)
+        time.sleep(0.02)
+
+
 def wait_all(procs, timeout, what):
     deadline = time.time() + timeout
     codes = []
@@ -478,11 +487,8 @@ def main():
     feeders, conns = start_feeders(job_path, 2, "ipc", tag)
     time.sleep(0.2)
     p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
-    deadline = time.time() + 20
-    while not all("worker 0 connected" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
-        if time.time() > deadline or p.poll() is not None:
-            fail("rejoin: the trainer did not connect to both feeders")
-        time.sleep(0.02)
+    wait_for_log(tag, ("feeder0", "feeder1"), "worker 0 connected", p,
+                 "rejoin: the trainer did not connect to both feeders")
     time.sleep(0.1)
     p.send_signal(signal.SIGSTOP)  # hold the stream mid-way while feeder 1 is replaced
     if p.poll() is not None:
@@ -521,20 +527,14 @@ def main():
     feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
     time.sleep(0.2)
     p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
-    deadline = time.time() + 20
-    while not all("worker 0 connected" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
-        if time.time() > deadline or p.poll() is not None:
-            fail("dropped: the trainer did not connect to both feeders")
-        time.sleep(0.02)
+    wait_for_log(tag, ("feeder0", "feeder1"), "worker 0 connected", p,
+                 "dropped: the trainer did not connect to both feeders")
     time.sleep(0.1)
     p.send_signal(signal.SIGSTOP)
     if p.poll() is not None:
         fail("dropped: the trainer finished before it could be stopped")
-    deadline = time.time() + 20
-    while not all("timed out after" in read_log(tag, "feeder%d" % j) for j in (0, 1)):
-        if time.time() > deadline:
-            fail("dropped: the feeders did not drop the stopped trainer")
-        time.sleep(0.1)
+    wait_for_log(tag, ("feeder0", "feeder1"), "timed out after", None,
+                 "dropped: the feeders did not drop the stopped trainer")
     p.send_signal(signal.SIGCONT)
     if wait_all([p], 120, "dropped: trainer") != [0] or wait_all(feeders, 15, "dropped: feeders") != [0, 0]:
         fail("dropped: a process failed:\n%s" % read_log(tag, "trainer0")[-3000:])
@@ -554,11 +554,7 @@ def main():
     feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "60000"))
     time.sleep(0.2)
     p, _ = start_trainer(conns, job, 0, 1, 2, tag)
-    deadline = time.time() + 20
-    while "worker 0 connected" not in read_log(tag, "feeder0"):
-        if time.time() > deadline or p.poll() is not None:
-            fail("replace: the first trainer did not connect")
-        time.sleep(0.02)
+    wait_for_log(tag, ("feeder0",), "worker 0 connected", p, "replace: the first trainer did not connect")
     p.kill()
     p.wait()
     time.sleep(1.0)
@@ -579,11 +575,7 @@ def main():
     feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "60000"))
     time.sleep(0.2)
     slow, slow_trace = start_trainer(conns, job, 1, 2, 1, tag + "w1")
-    deadline = time.time() + 20
-    while "worker 1 connected" not in read_log(tag, "feeder0"):
-        if time.time() > deadline or slow.poll() is not None:
-            fail("again: worker 1 did not connect")
-        time.sleep(0.02)
+    wait_for_log(tag, ("feeder0",), "worker 1 connected", slow, "again: worker 1 did not connect")
     slow.send_signal(signal.SIGSTOP)
     runs = []
     for k in ("a", "b"):
