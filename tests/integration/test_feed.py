@@ -206,6 +206,19 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=()
     ok(name)
 
 
+def kill_feeder_under_trainer(files, tag, trainer_extra):
+    """A trainer on an endless job whose only feeder is killed after 1 s: (exit code, seconds it took, log)."""
+    job_path, job = write_job("job-" + tag, files, epochs=0)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=trainer_extra)
+    time.sleep(1.0)
+    feeders[0].kill()
+    t0 = time.time()
+    code = wait_all([p], 20, tag + ": trainer of a killed feeder")[0]
+    return code, time.time() - t0, read_log(tag, "trainer0")
+
+
 def main():
     files = gen("a", 150, 5)
     ids = ids_of(files)
@@ -463,17 +476,7 @@ def main():
        % (len(reports), max(int(r[4]) for r in reports)))
 
     # a killed feeder is reported by the trainer within the heartbeat timeout
-    tag = "kill"
-    job_path, job = write_job("job-kill", files, epochs=0)
-    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
-    time.sleep(0.2)
-    p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=("--timeout-ms", "1500"))
-    time.sleep(1.0)
-    feeders[0].kill()
-    t0 = time.time()
-    code = wait_all([p], 20, "trainer of a killed feeder")[0]
-    took = time.time() - t0
-    log = read_log(tag, "trainer0")
+    code, took, log = kill_feeder_under_trainer(files, "kill", ("--timeout-ms", "1500"))
     if code != 1 or "silent for" not in log or took > 6:
         fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
     ok("a killed feeder is reported within the heartbeat timeout (%.1f s)" % took)
@@ -597,17 +600,7 @@ def main():
     ok("a worker served twice to its END: the feeder still waits for the other worker, all traces exact")
 
     # ... and one that does not come back fails the trainer once the wait is over
-    tag = "gone"
-    job_path, job = write_job("job-gone", files, epochs=0)
-    feeders, conns = start_feeders(job_path, 1, "ipc", tag)
-    time.sleep(0.2)
-    p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "2"))
-    time.sleep(1.0)
-    feeders[0].kill()
-    t0 = time.time()
-    code = wait_all([p], 20, "trainer of a feeder that stays away")[0]
-    took = time.time() - t0
-    log = read_log(tag, "trainer0")
+    code, took, log = kill_feeder_under_trainer(files, "gone", ("--timeout-ms", "1000", "--reconnect-s", "2"))
     if code != 1 or "did not come back within 2.0 s" not in log or not 3 <= took < 8:
         fail("feeder gone for good: exit %d after %.1f s:\n%s" % (code, took, log))
     ok("a feeder that does not come back fails the trainer after the timeout and the wait (%.1f s)" % took)
