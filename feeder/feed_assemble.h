@@ -1,6 +1,6 @@
 /* feed_assemble: turn a piece (a list of element references from the plan)
  * into its tensors, laid out one after another in a caller-provided buffer
- * (a pool buffer the server later sends zero-copy, one frame per tensor).
+ * (a pool buffer the server later sends zero-copy, as one body frame).
  *
  * Tensors per declared feature, in declaration order:
  *   fixed-length int64 / float32 / uint8:  NAME, dims [rows, shape...]

@@ -295,6 +295,10 @@ static int dec_piece(struct rd *r, struct sl_wire_piece *m)
             return rc;
         if (t->bytes > SL_WIRE_MAX_MSG)
             return bad(r, "%s: bytes %" PRIu64 " exceeds %u", who, t->bytes, SL_WIRE_MAX_MSG);
+        if ((rc = rd_u64(r, "offset", &t->offset)) != 0)
+            return rc;
+        if (t->offset > SL_WIRE_MAX_MSG)
+            return bad(r, "%s: offset %" PRIu64 " exceeds %u", who, t->offset, SL_WIRE_MAX_MSG);
         size_t es = sl_wire_dtype_size(t->dtype);
         /* elems <= 2^30 and es <= 8: no overflow */
         if (es != 0 && t->bytes != elems * es)
@@ -505,9 +509,13 @@ static int enc_piece(struct wr *w, const struct sl_wire_piece *m, struct sl_erro
                            SL_WIRE_MAX_PIECE_RANK);
         wr_u8(w, t->dtype);
         wr_u8(w, t->rank);
+        if (t->offset > SL_WIRE_MAX_MSG)
+            return enc_bad(err, SL_WIRE_PIECE, "tensor %u: offset %" PRIu64 " exceeds %u", i, t->offset,
+                           SL_WIRE_MAX_MSG);
         for (unsigned k = 0; k < t->rank; k++)
             wr_u64(w, (uint64_t)t->dims[k]);
         wr_u64(w, t->bytes);
+        wr_u64(w, t->offset);
     }
     return 0;
 }
@@ -640,12 +648,17 @@ int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_er
     return encode(m->type, body, out, err);
 }
 
-/* ---- tensor frames ---------------------------------------------------- */
+/* ---- the body frame ---------------------------------------------------- */
 
-int sl_wire_check_frame(const struct sl_wire_tensor *t, size_t frame_bytes, struct sl_error *err)
+int sl_wire_check_body(const struct sl_wire_piece *p, size_t body_bytes, struct sl_error *err)
 {
-    if ((uint64_t)frame_bytes != t->bytes)
-        return sl_error_set(err, SL_EPROTO, "frame of %zu bytes, descriptor says %" PRIu64, frame_bytes, t->bytes);
+    for (unsigned i = 0; i < p->ntensors; i++) {
+        const struct sl_wire_tensor *t = &p->tensors[i];
+        /* offset and bytes are each <= SL_WIRE_MAX_MSG (decoded so): no overflow */
+        if (t->offset + t->bytes > (uint64_t)body_bytes)
+            return sl_error_set(err, SL_EPROTO, "tensor %u: bytes [%" PRIu64 ", %" PRIu64 ") past the body's %zu", i,
+                                t->offset, t->offset + t->bytes, body_bytes);
+    }
     return 0;
 }
 

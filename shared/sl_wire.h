@@ -1,10 +1,11 @@
 /* sl_wire: the feeder <-> trainer wire protocol (docs/protocol.md).
  *
  * Every message is a ZeroMQ multipart message: one header frame, then (PIECE
- * only) one frame per tensor. The header frame is little-endian and is
- * written and read field by field, never by copying a struct:
+ * with tensors only) one body frame holding every tensor at the offset its
+ * descriptor gives. The header frame is little-endian and is written and
+ * read field by field, never by copying a struct:
  *
- *   magic "SLC1" | version u16 (= 1) | type u16 | type-specific fields
+ *   magic "SLC1" | version u16 (= 2) | type u16 | type-specific fields
  *
  * Encoding fills a caller-owned sl_buf with one header frame. Decoding reads
  * a header frame into a caller-owned struct sl_wire_msg; strings in it are
@@ -24,7 +25,10 @@
 #include "sl_buf.h"
 #include "sl_error.h"
 
-#define SL_WIRE_VERSION 1
+/* 2: a PIECE's tensors travel in one body frame, each at the offset its
+ * descriptor gives (1: one frame per tensor, which ZeroMQ moves far slower
+ * when two or more are large) */
+#define SL_WIRE_VERSION 2
 
 /* Limits; a decoder rejects anything above them, an encoder refuses to
  * write it. */
@@ -49,7 +53,7 @@ enum sl_wire_type {
     SL_WIRE_WELCOME = 2,   /* feeder -> trainer */
     SL_WIRE_REFUSE = 3,    /* feeder -> trainer */
     SL_WIRE_CREDIT = 4,    /* trainer -> feeder */
-    SL_WIRE_PIECE = 5,     /* feeder -> trainer, + one frame per tensor */
+    SL_WIRE_PIECE = 5,     /* feeder -> trainer, + one body frame when it has tensors */
     SL_WIRE_END = 6,       /* feeder -> trainer */
     SL_WIRE_ERROR = 7,     /* feeder -> trainer */
     SL_WIRE_HEARTBEAT = 8, /* both ways */
@@ -117,7 +121,8 @@ struct sl_wire_tensor {
     uint8_t dtype; /* enum sl_wire_dtype */
     uint8_t rank;  /* 1..SL_WIRE_MAX_PIECE_RANK */
     int64_t dims[SL_WIRE_MAX_PIECE_RANK]; /* each >= 0; dims[0] = rows unless the schema says ragged */
-    uint64_t bytes; /* length of the tensor's frame, <= SL_WIRE_MAX_MSG */
+    uint64_t bytes;  /* length of the tensor's data, <= SL_WIRE_MAX_MSG */
+    uint64_t offset; /* where its data starts in the piece's body frame, <= SL_WIRE_MAX_MSG */
 };
 
 struct sl_wire_piece {
@@ -190,9 +195,10 @@ int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_er
  * 12". Strings in *m borrow from p. */
 int sl_wire_decode(const uint8_t *p, size_t n, struct sl_wire_msg *m, struct sl_error *err) SL_MUST_CHECK;
 
-/* A tensor frame of `frame_bytes` bytes against its (decoded) descriptor:
- * 0, or SL_EPROTO "frame of 96 bytes, descriptor says 100". */
-int sl_wire_check_frame(const struct sl_wire_tensor *t, size_t frame_bytes, struct sl_error *err) SL_MUST_CHECK;
+/* A piece's body frame of `body_bytes` against its (decoded) descriptors:
+ * every tensor's [offset, offset + bytes) inside it. 0, or SL_EPROTO
+ * "tensor 1: bytes [96, 196) past the body's 160". */
+int sl_wire_check_body(const struct sl_wire_piece *p, size_t body_bytes, struct sl_error *err) SL_MUST_CHECK;
 
 /* A (decoded) piece against the schema of WELCOME: same tensor count, dtype
  * per tensor, rank = schema rank + 1, dims[1..] = the schema's dims, and

@@ -1,10 +1,10 @@
 /* sluice-bench wire: the cost of sluice's wire protocol (shared/sl_wire.h)
  * against raw ZeroMQ of the same bytes.
  *
- * A piece of S payload bytes split into T tensor frames goes as a header
- * frame (encoded per message with sl_wire_encode_piece) and T zero-copy
- * frames; the receiver decodes the header and checks every frame against
- * its descriptor, as the trainer's client does. The baseline sends the
+ * A piece of S payload bytes split into T tensors goes as a header frame
+ * (encoded per message with sl_wire_encode_piece) and one zero-copy body
+ * frame; the receiver decodes the header and checks the body against the
+ * descriptors, as the trainer's client does. The baseline sends the
  * same bytes (header size + S) as one zero-copy message. The header's
  * encode + decode alone is also timed in memory.
  */
@@ -22,11 +22,11 @@
 static const char usage[] =
     "Usage: sluice-bench wire [OPTION]...\n"
     "\n"
-    "Wire protocol (PIECE header encoded and decoded per message, one frame per tensor)\n"
+    "Wire protocol (PIECE header encoded and decoded per message, then one body frame)\n"
     "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
     "\n"
     "  --sizes LIST        payload bytes per piece (default 4096,65536,1048576)\n"
-    "  --tensors T         tensor frames per piece (default 4; 1-64)\n"
+    "  --tensors T         tensors per piece, in its body frame (default 4; 1-64)\n"
     "  --transport T       ipc (default) or tcp\n"
     "  --repeat N          runs per figure: median, min, max (default 3)\n"
     "  --json              one JSON object per size instead of the table\n"
@@ -56,6 +56,7 @@ static void piece_of(const struct wire_arg *a, long i, struct sl_wire_piece *p)
         p->tensors[t].dims[0] = 1;
         p->tensors[t].dims[1] = (int64_t)share;
         p->tensors[t].bytes = share;
+        p->tensors[t].offset = t == 0 ? 0 : p->tensors[t - 1].offset + p->tensors[t - 1].bytes;
     }
 }
 
@@ -74,15 +75,11 @@ static int wire_send(void *sock, long i, void *arg)
         return -1;
     if (zmq_send(sock, a->hdr.data, a->hdr.len, ZMQ_SNDMORE) < 0)
         return -1;
-    size_t off = 0;
-    for (int t = 0; t < a->tensors; t++) {
-        zmq_msg_t m;
-        zmq_msg_init_data(&m, a->payload + off, p.tensors[t].bytes, no_free, NULL);
-        off += p.tensors[t].bytes;
-        if (zmq_msg_send(&m, sock, t + 1 < a->tensors ? ZMQ_SNDMORE : 0) < 0) {
-            zmq_msg_close(&m);
-            return -1;
-        }
+    zmq_msg_t m; /* every tensor in one body frame, as the feeder sends them */
+    zmq_msg_init_data(&m, a->payload, a->size, no_free, NULL);
+    if (zmq_msg_send(&m, sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return -1;
     }
     return 0;
 }
@@ -97,11 +94,8 @@ static int wire_recv(void *sock, long i, void *arg)
     int rc = zmq_msg_recv(&m, sock, 0) < 0 ? -1 : 0;
     if (rc == 0 && sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &a->msg, &err) != 0)
         rc = -1;
-    for (int t = 0; rc == 0 && t < a->msg.piece.ntensors; t++) {
-        if (zmq_msg_recv(&m, sock, 0) < 0 ||
-            sl_wire_check_frame(&a->msg.piece.tensors[t], zmq_msg_size(&m), &err) != 0)
-            rc = -1;
-    }
+    if (rc == 0 && (zmq_msg_recv(&m, sock, 0) < 0 || sl_wire_check_body(&a->msg.piece, zmq_msg_size(&m), &err) != 0))
+        rc = -1;
     zmq_msg_close(&m);
     if (rc != 0 && err.msg[0])
         fprintf(stderr, "sluice-bench wire: %s\n", err.msg);
@@ -146,7 +140,7 @@ int bench_wire_main(int argc, char **argv)
         return 1;
     int status = 0;
     if (!json)
-        printf("sluice-bench wire: %ld tensor frames per piece, %s, median [min-max] of %ld\n\n"
+        printf("sluice-bench wire: %ld tensors per piece, %s, median [min-max] of %ld\n\n"
                " %-10s %-12s %-26s %-26s %-7s\n",
                tensors, transport, repeat, "bytes", "header ns", "sluice wire MB/s", "raw ZeroMQ MB/s", "ratio");
     for (int k = 0; k < nsizes && status == 0; k++) {

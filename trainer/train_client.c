@@ -1,6 +1,6 @@
 /* train_client: handshake, receive, reorder, credit.
  *
- * Received pieces live in slots (a header frame, its tensor frames and the
+ * Received pieces live in slots (a header frame, its body frame and the
  * decoded descriptor), made once: the reorder window is F * credits, the
  * most pieces the feeders may have outstanding. A slot is handed to the
  * caller as part of a step and recycled, with its credit returned to its
@@ -36,7 +36,7 @@
 
 struct slot {
     zmq_msg_t hdr;
-    zmq_msg_t frames[SL_WIRE_MAX_TENSORS];
+    zmq_msg_t frames[2]; /* the body frame (a bad message may have one more) */
     size_t nframes;
     int feeder;
     uint32_t conn; /* the feeder's connection it came on */
@@ -166,8 +166,9 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     f->last_seen_ns = sl_clock_ns();
     int more = zmq_msg_more(&s->hdr);
     while (more) {
-        if (s->nframes == SL_WIRE_MAX_TENSORS) {
-            rc = feeder_error(c, j, err, SL_EPROTO, "more than %d frames in a message", SL_WIRE_MAX_TENSORS);
+        if (s->nframes == sizeof s->frames / sizeof s->frames[0]) {
+            rc = feeder_error(c, j, err, SL_EPROTO, "more than %zu frames after a header (a PIECE has one body frame)",
+                              s->nframes);
             break;
         }
         zmq_msg_t *m = &s->frames[s->nframes];
@@ -195,18 +196,17 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         const struct sl_wire_piece *p = &s->piece;
         if (sl_wire_check_piece(p, &c->welcome, &derr) != 0)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
-        else if (p->ntensors != s->nframes)
-            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %u tensors, %zu frames", p->seq, p->ntensors,
-                              s->nframes);
+        else if (s->nframes != (p->ntensors > 0 ? 1u : 0u))
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %u tensors in %zu frames (one body frame)",
+                              p->seq, p->ntensors, s->nframes);
         else if (p->worker != c->o.worker)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is for worker %u, this is worker %u", p->seq,
                               p->worker, c->o.worker);
         else if (p->seq % c->o.nfeeders != (uint64_t)j)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu", p->seq,
                               j, c->o.nfeeders);
-        for (size_t i = 0; rc == 0 && i < s->nframes; i++)
-            if (sl_wire_check_frame(&p->tensors[i], zmq_msg_size(&s->frames[i]), &derr) != 0)
-                rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " tensor %zu: %s", p->seq, i, derr.msg);
+        if (rc == 0 && s->nframes == 1 && sl_wire_check_body(p, zmq_msg_size(&s->frames[0]), &derr) != 0)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
         if (rc == 0 && (rc = train_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
             rc = feeder_error(c, j, err, rc, "%s", derr.msg);
         if (rc != 0) {
@@ -644,7 +644,7 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
         t->rank = w->tensors[i].rank;
         memcpy(t->dims, w->tensors[i].dims, sizeof t->dims);
         t->bytes = w->tensors[i].bytes;
-        t->data = t->bytes ? zmq_msg_data((zmq_msg_t *)&s->frames[i]) : NULL;
+        t->data = t->bytes ? (const uint8_t *)zmq_msg_data((zmq_msg_t *)&s->frames[0]) + w->tensors[i].offset : NULL;
     }
 }
 

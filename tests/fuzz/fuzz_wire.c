@@ -1,8 +1,8 @@
 /* libFuzzer target for sl_wire: any bytes as a header frame. The decoder
  * must return 0 or SL_EPROTO with a message; what it accepts must encode
  * back to exactly the same bytes (the encoding is canonical), lose its
- * validity when cut by one byte, and describe tensor frames that
- * sl_wire_check_frame accepts at their stated size only. Borrowed strings
+ * validity when cut by one byte, and describe a body frame that
+ * sl_wire_check_body accepts from the end of its last tensor on only. Borrowed strings
  * are read end to end so ASan sees any view past the frame. */
 #include <stddef.h>
 #include <stdint.h>
@@ -67,8 +67,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const struct sl_wire_tensor *t = &m.piece.tensors[i];
             if (t->rank == 0 || t->rank > SL_WIRE_MAX_PIECE_RANK || t->bytes > SL_WIRE_MAX_MSG)
                 __builtin_trap();
-            if (sl_wire_check_frame(t, (size_t)t->bytes, NULL) != 0 ||
-                sl_wire_check_frame(t, (size_t)t->bytes + 1, NULL) != SL_EPROTO)
+            if (t->offset > SL_WIRE_MAX_MSG)
+                __builtin_trap();
+        }
+        /* the body must reach the end of the last-ending tensor, no less */
+        if (m.piece.ntensors > 0) {
+            uint64_t end = 0;
+            for (unsigned i = 0; i < m.piece.ntensors; i++)
+                if (m.piece.tensors[i].offset + m.piece.tensors[i].bytes > end)
+                    end = m.piece.tensors[i].offset + m.piece.tensors[i].bytes;
+            if (sl_wire_check_body(&m.piece, (size_t)end, NULL) != 0 ||
+                (end > 0 && sl_wire_check_body(&m.piece, (size_t)end - 1, NULL) != SL_EPROTO))
                 __builtin_trap();
         }
         break;

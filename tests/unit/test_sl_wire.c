@@ -87,6 +87,9 @@ static void sample(unsigned type, struct sl_wire_msg *m)
         set_tensor(&p->tensors[2], SL_WIRE_INT64, 1, d2, 88);
         set_tensor(&p->tensors[3], SL_WIRE_INT64, 1, d3, 40);
         set_tensor(&p->tensors[4], SL_WIRE_FLOAT32, 2, d4, 32);
+        /* one after another in the body frame */
+        for (unsigned i = 1; i < 5; i++)
+            p->tensors[i].offset = p->tensors[i - 1].offset + p->tensors[i - 1].bytes;
         break;
     }
     case SL_WIRE_END:
@@ -196,6 +199,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
             for (unsigned k = 0; k < s->rank; k++)
                 ck_assert_int_eq(s->dims[k], t->dims[k]);
             ck_assert_uint_eq(s->bytes, t->bytes);
+            ck_assert_uint_eq(s->offset, t->offset);
         }
         break;
     }
@@ -306,6 +310,7 @@ START_TEST(test_round_trip_extremes)
         for (unsigned k = 2; k < SL_WIRE_MAX_PIECE_RANK; k++)
             t->dims[k] = 1;
         t->bytes = SL_WIRE_MAX_MSG;
+        t->offset = SL_WIRE_MAX_MSG;
     }
     m[3].type = SL_WIRE_REFUSE;
     m[3].refuse = (struct sl_wire_refuse){.reason = reason, .reason_len = sizeof reason};
@@ -352,7 +357,7 @@ START_TEST(test_hello_layout_pinned)
     sample(SL_WIRE_HELLO, &m);
     uint8_t want[128];
     size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
-                           "01 00"                    /* version 1 */
+                           "02 00"                    /* version 2 */
                            "01 00"                    /* type HELLO */
                            "01 00 00 00"              /* worker 1 */
                            "04 00 00 00"              /* workers 4 */
@@ -391,7 +396,8 @@ START_TEST(test_piece_layout_pinned)
     set_tensor(&p.tensors[0], SL_WIRE_FLOAT32, 2, d0, 48);
     set_tensor(&p.tensors[1], SL_WIRE_INT64, 1, d1, 32);
     uint8_t want[128];
-    size_t n = sl_test_hex("53 4c 43 31 01 00 05 00"  /* magic, version 1, type PIECE */
+    p.tensors[1].offset = 64;
+    size_t n = sl_test_hex("53 4c 43 31 02 00 05 00"  /* magic, version 2, type PIECE */
                            "02 00 00 00 00 00 00 00"  /* epoch 2 */
                            "07 00 00 00 00 00 00 00"  /* step 7 */
                            "01 00 00 00"              /* worker 1 */
@@ -404,11 +410,13 @@ START_TEST(test_piece_layout_pinned)
                            "04 00 00 00 00 00 00 00"  /*   dims[0] 4 */
                            "03 00 00 00 00 00 00 00"  /*   dims[1] 3 */
                            "30 00 00 00 00 00 00 00"  /*   bytes 48 */
+                           "00 00 00 00 00 00 00 00"  /*   offset 0 in the body */
                            "00 01"                    /* tensor 1: int64, rank 1 */
                            "04 00 00 00 00 00 00 00"  /*   dims[0] 4 */
-                           "20 00 00 00 00 00 00 00", /*   bytes 32 */
+                           "20 00 00 00 00 00 00 00"  /*   bytes 32 */
+                           "40 00 00 00 00 00 00 00", /*   offset 64 */
                            want, sizeof want);
-    ck_assert_uint_eq(n, 94);
+    ck_assert_uint_eq(n, 110);
     struct sl_buf b;
     sl_buf_init(&b, 0);
     ck_assert_int_eq(sl_wire_encode_piece(&p, &b), 0);
@@ -422,6 +430,7 @@ START_TEST(test_piece_layout_pinned)
     ck_assert_uint_eq(m.piece.seq, 29);
     ck_assert_int_eq(m.piece.tensors[0].dims[1], 3);
     ck_assert_uint_eq(m.piece.tensors[1].bytes, 32);
+    ck_assert_uint_eq(m.piece.tensors[1].offset, 64);
     sl_buf_free(&b);
 }
 END_TEST
@@ -512,8 +521,9 @@ struct damage {
  * ntensors 48, tensor 0 at 50: dtype, rank, dims 52..84, bytes 84. */
 static const struct damage DAMAGE[] = {
     {SL_WIRE_HELLO, 0, 0x20544547, 4, 0, "bad magic 47 45 54 20 (expected \"SLC1\")"},
-    {SL_WIRE_HELLO, 4, 2, 2, 0, "unsupported version 2 (this build speaks 1)"},
-    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 1)"},
+    {SL_WIRE_HELLO, 4, 3, 2, 0, "unsupported version 3 (this build speaks 2)"},
+    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 2)"},
+    {SL_WIRE_HELLO, 4, 1, 2, 0, "unsupported version 1 (this build speaks 2)"}, /* a peer from before the body frame */
     {SL_WIRE_HELLO, 6, 12, 2, 0, "unknown message type 12"},
     {SL_WIRE_HELLO, 6, 0, 2, 0, "unknown message type 0"},
     {SL_WIRE_HELLO, 48, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
@@ -550,6 +560,7 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_PIECE, 52, (uint64_t)-1, 8, 0, "PIECE header: tensor 0: dims[0] = -1 is negative"},
     {SL_WIRE_PIECE, 60, (uint64_t)INT64_MAX, 8, 0, "PIECE header: tensor 0: shape has more than 1073741824 elements"},
     {SL_WIRE_PIECE, 84, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0, "PIECE header: tensor 0: bytes 1073741825 exceeds 1073741824"},
+    {SL_WIRE_PIECE, 92, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0, "PIECE header: tensor 0: offset 1073741825 exceeds 1073741824"},
     {SL_WIRE_PIECE, 84, 3135, 8, 0, "PIECE header: tensor 0: bytes 3135, but 3136 uint8 values take 3136"},
     {SL_WIRE_PIECE, 60, 0, 8, 0, "PIECE header: tensor 0: bytes 3136, but 0 uint8 values take 0"},
     {SL_WIRE_END, 8, 65536, 4, 0, "END header: worker 65536 exceeds 65535"},
@@ -579,7 +590,7 @@ END_TEST
 START_TEST(test_header_size_limit)
 {
     static uint8_t big[SL_WIRE_MAX_HEADER + 1];
-    memcpy(big, "SLC1\x01\x00\x09\x00", 8);
+    memcpy(big, "SLC1\x02\x00\x09\x00", 8);
     expect_proto(big, sizeof big, "header frame of 65537 bytes exceeds 65536");
     /* the limit itself is fine until the trailing bytes */
     expect_proto(big, SL_WIRE_MAX_HEADER, "BYE header: 65528 trailing bytes after byte 8");
@@ -657,15 +668,20 @@ START_TEST(test_encoder_refuses)
 }
 END_TEST
 
-START_TEST(test_check_frame_and_piece)
+START_TEST(test_check_body_and_piece)
 {
     struct sl_wire_msg w, p;
     struct sl_error err = {0};
     sample(SL_WIRE_WELCOME, &w);
     sample(SL_WIRE_PIECE, &p);
-    ck_assert_int_eq(sl_wire_check_frame(&p.piece.tensors[0], 3136, &err), 0);
-    ck_assert_int_eq(sl_wire_check_frame(&p.piece.tensors[0], 3135, &err), SL_EPROTO);
-    ck_assert_str_eq(err.msg, "frame of 3135 bytes, descriptor says 3136");
+    /* the sample's tensors lie end to end: 3136 + 32 + 88 + 40 + 32 bytes */
+    ck_assert_int_eq(sl_wire_check_body(&p.piece, 3328, &err), 0);
+    ck_assert_int_eq(sl_wire_check_body(&p.piece, 3327, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 4: bytes [3296, 3328) past the body's 3327");
+    p.piece.tensors[1].offset = 1u << 30; /* each field at its limit: the sum does not wrap */
+    ck_assert_int_eq(sl_wire_check_body(&p.piece, 3328, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 1: bytes [1073741824, 1073741856) past the body's 3328");
+    p.piece.tensors[1].offset = 3136;
     ck_assert_int_eq(sl_wire_check_piece(&p.piece, &w.welcome, &err), 0);
 
     /* ragged tensors have a free dims[0]; the others must have rows */
@@ -790,7 +806,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_limits_exact_messages);
     tcase_add_test(tc, test_header_size_limit);
     tcase_add_test(tc, test_encoder_refuses);
-    tcase_add_test(tc, test_check_frame_and_piece);
+    tcase_add_test(tc, test_check_body_and_piece);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_random_damage);
     suite_add_tcase(s, tc);
