@@ -481,13 +481,13 @@ def main():
         fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
     ok("a killed feeder is reported within the heartbeat timeout (%.1f s)" % took)
 
-    # a feeder killed mid-stream and started again: with --reconnect-s the
+    # a feeder killed mid-stream and started again (tcp): with --reconnect-s the
     # trainer asks the new process to resume where the old one stopped, and
     # its trace is still exactly the reference stream (2 feeders: the other
     # goes on meanwhile, its pieces waiting in the reorder window)
     tag = "rejoin"
     job_path, job = write_job("job-rejoin", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
-    feeders, conns = start_feeders(job_path, 2, "ipc", tag)
+    feeders, conns = start_feeders(job_path, 2, "tcp", tag)  # the new process binds the same port
     time.sleep(0.2)
     p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
     wait_for_log(tag, ("feeder0", "feeder1"), "worker 0 connected", p,
