@@ -47,6 +47,8 @@ struct slot {
 struct feeder {
     const char *addr;
     void *sock;
+    void *mon;           /* PAIR reading sock's monitor: connection closed */
+    uint64_t closed_ns;  /* when the monitor said so (0: not) */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     int welcomed;
@@ -82,6 +84,7 @@ struct train_client {
     struct sl_wire_msg msg;
     struct train_client_stats stats;
     uint64_t total;             /* pieces in the stream, once every feeder said END */
+    unsigned monitors;          /* monitors made: each gets its own inproc name */
 };
 
 static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
@@ -242,12 +245,26 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     return rc;
 }
 
+/* A closed connection counts as a lost feeder once this long has passed
+ * without its END: messages sent before the close may still be on their
+ * way through ZeroMQ when the monitor's event comes. */
+#define CLOSED_GRACE_NS 200000000u
+
 static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
+    f->closed_ns = 0;
     f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     if (f->sock == NULL)
         return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+    /* The monitor tells at once when the connection closes (the feeder
+     * exited or was killed), instead of after the heartbeat timeout. */
+    char mon_addr[96];
+    snprintf(mon_addr, sizeof mon_addr, "inproc://sl-client-%p-%u", (void *)c, c->monitors++);
+    f->mon = zmq_socket(c->ctx, ZMQ_PAIR);
+    if (f->mon == NULL || zmq_socket_monitor(f->sock, mon_addr, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        zmq_connect(f->mon, mon_addr) != 0)
+        return sl_error_set(err, SL_EIO, "socket monitor for %s: %s", f->addr, zmq_strerror(errno));
     int zero = 0;
     int64_t maxmsg = SL_WIRE_MAX_MSG;
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
@@ -322,11 +339,53 @@ static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err
     return rc;
 }
 
+/* Close feeder j's socket and its monitor. The monitor is stopped and
+ * drained first: an event left in its pipe is leaked by libzmq 4.3. */
 static void close_socket(struct feeder *f)
 {
+    if (f->sock != NULL && f->mon != NULL)
+        zmq_socket_monitor(f->sock, NULL, 0);
     if (f->sock != NULL)
-        zmq_close(f->sock); /* linger 0: whatever it held is dropped */
+        zmq_close(f->sock); /* linger 0 unless the caller set one */
     f->sock = NULL;
+    if (f->mon != NULL) {
+        zmq_pollitem_t it = {.socket = f->mon, .events = ZMQ_POLLIN};
+        while (zmq_poll(&it, 1, 20) > 0) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            int got = zmq_msg_recv(&m, f->mon, ZMQ_DONTWAIT);
+            zmq_msg_close(&m);
+            if (got < 0)
+                break;
+        }
+        zmq_close(f->mon);
+    }
+    f->mon = NULL;
+}
+
+/* Drain feeder j's monitor; note when its connection closed. */
+static void read_monitor(struct feeder *f)
+{
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, f->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 6)
+            memcpy(&event, zmq_msg_data(&ev), sizeof event);
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) { /* the endpoint */
+            zmq_msg_init(&ev);
+            (void)zmq_msg_recv(&ev, f->mon, 0);
+            zmq_msg_close(&ev);
+        }
+        if (event == ZMQ_EVENT_DISCONNECTED && f->closed_ns == 0)
+            f->closed_ns = sl_clock_ns();
+    }
 }
 
 static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
@@ -424,7 +483,22 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
             items[n] = (zmq_pollitem_t){.socket = f->sock, .events = ZMQ_POLLIN};
             idx[n++] = j;
         }
+        if (f->closed_ns != 0 && !f->rejoining && !f->ended) {
+            /* wake when the grace for a closed connection is over */
+            uint64_t at = f->closed_ns + CLOSED_GRACE_NS;
+            int left = at > now ? (int)((at - now) / 1000000u) + 1 : 0;
+            if (left < timeout_ms)
+                timeout_ms = left;
+        }
     }
+    /* the monitors after the feeders, so a message that came before the
+     * connection closed is taken first */
+    size_t nsock = n;
+    for (size_t i = 0; i < nsock; i++)
+        if (c->f[idx[i]].mon != NULL) {
+            items[n] = (zmq_pollitem_t){.socket = c->f[idx[i]].mon, .events = ZMQ_POLLIN};
+            idx[n++] = idx[i];
+        }
     int r = zmq_poll(items, (int)n, timeout_ms);
     if (r < 0 && errno != EINTR)
         return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
@@ -432,6 +506,11 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         size_t j = idx[i];
         if (!(items[i].revents & ZMQ_POLLIN))
             continue;
+        if (i >= nsock) {
+            if (c->f[j].mon != NULL)
+                read_monitor(&c->f[j]);
+            continue;
+        }
         for (int k = 0; k < 256 && c->f[j].sock != NULL; k++) {
             int ev = 0;
             size_t len = sizeof ev;
@@ -456,10 +535,15 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         if (f->ended)
             continue; /* it may have exited: every piece it had to send is here */
         uint64_t silent = now - f->last_seen_ns;
-        if (silent <= (uint64_t)c->o.timeout_ms * 1000000u)
+        if (f->closed_ns != 0 && now - f->closed_ns >= CLOSED_GRACE_NS) {
+            /* closed, and no END came before it: it is gone */
+            snprintf(f->lost, sizeof f->lost, "connection closed (the feeder exited or was killed?)");
+        } else if (silent > (uint64_t)c->o.timeout_ms * 1000000u) {
+            snprintf(f->lost, sizeof f->lost, "silent for %.1f s (heartbeat timeout %.1f s)", (double)silent / 1e9,
+                     (double)c->o.timeout_ms / 1e3);
+        } else {
             continue;
-        snprintf(f->lost, sizeof f->lost, "silent for %.1f s (heartbeat timeout %.1f s)", (double)silent / 1e9,
-                 (double)c->o.timeout_ms / 1e3);
+        }
         if (c->o.reconnect_ms <= 0)
             return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
         int rc = start_rejoin(c, j, err);
@@ -597,8 +681,8 @@ void train_client_close(struct train_client *c)
         if (c->f[j].sock != NULL) {
             int linger = 200;
             zmq_setsockopt(c->f[j].sock, ZMQ_LINGER, &linger, sizeof linger); /* let BYE out */
-            zmq_close(c->f[j].sock);
         }
+        close_socket(&c->f[j]);
         zmq_msg_close(&c->f[j].welcome_frame);
     }
     if (c->ctx != NULL)

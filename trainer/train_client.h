@@ -9,9 +9,11 @@
  *
  * Credits: each feeder may have `credits` pieces outstanding; a piece's
  * credit goes back to its feeder when the caller moves past its step.
- * Heartbeats both ways; a feeder silent past the timeout, an ERROR from a
- * feeder (a corrupt record, with path and offset) or a malformed message
- * ends the stream with that error. With reconnect_ms, a silent feeder is
+ * Heartbeats both ways; a feeder whose connection closed before its END
+ * (seen at once through a socket monitor), one silent past the timeout, an
+ * ERROR from a feeder (a corrupt record, with path and offset) or a
+ * malformed message ends the stream with that error. With reconnect_ms, a
+ * lost feeder is
  * instead reconnected to and asked to resume at the first of its pieces
  * not received (a restarted feeder makes the same pieces: the plan is
  * deterministic); the stream the caller sees is unchanged, and the error

@@ -206,17 +206,20 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=()
     ok(name)
 
 
-def kill_feeder_under_trainer(files, tag, trainer_extra):
-    """A trainer on an endless job whose only feeder is killed after 1 s: (exit code, seconds it took, log)."""
+def kill_feeder_under_trainer(files, tag, trainer_extra, sig=signal.SIGKILL):
+    """A trainer on an endless job whose only feeder gets sig after 1 s: (exit code, seconds it took, log)."""
     job_path, job = write_job("job-" + tag, files, epochs=0)
     feeders, conns = start_feeders(job_path, 1, "ipc", tag)
     time.sleep(0.2)
     p, _ = start_trainer(conns, job, 0, 1, 1, tag, extra=trainer_extra)
     time.sleep(1.0)
-    feeders[0].kill()
+    feeders[0].send_signal(sig)
     t0 = time.time()
     code = wait_all([p], 20, tag + ": trainer of a killed feeder")[0]
-    return code, time.time() - t0, read_log(tag, "trainer0")
+    took = time.time() - t0
+    feeders[0].kill()
+    feeders[0].wait()
+    return code, took, read_log(tag, "trainer0")
 
 
 def main():
@@ -476,10 +479,16 @@ def main():
        % (len(reports), max(int(r[4]) for r in reports)))
 
     # a killed feeder is reported by the trainer within the heartbeat timeout
-    code, took, log = kill_feeder_under_trainer(files, "kill", ("--timeout-ms", "1500"))
-    if code != 1 or "silent for" not in log or took > 6:
+    code, took, log = kill_feeder_under_trainer(files, "kill", ())
+    if code != 1 or "connection closed" not in log or took > 3:
         fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
-    ok("a killed feeder is reported within the heartbeat timeout (%.1f s)" % took)
+    ok("a killed feeder is reported at once, not after the 10 s heartbeat timeout (%.1f s): its connection closed"
+       % took)
+    # one that hangs (stopped: its connection stays open) within the timeout
+    code, took, log = kill_feeder_under_trainer(files, "hung", ("--timeout-ms", "1500"), signal.SIGSTOP)
+    if code != 1 or "silent for" not in log or not 1.0 <= took < 6:
+        fail("hung feeder: exit %d after %.1f s:\n%s" % (code, took, log))
+    ok("a hung feeder is reported within the heartbeat timeout (%.1f s)" % took)
 
     # a feeder killed mid-stream and started again (tcp): with --reconnect-s the
     # trainer asks the new process to resume where the old one stopped, and
@@ -600,10 +609,11 @@ def main():
     ok("a worker served twice to its END: the feeder still waits for the other worker, all traces exact")
 
     # ... and one that does not come back fails the trainer once the wait is over
-    code, took, log = kill_feeder_under_trainer(files, "gone", ("--timeout-ms", "1000", "--reconnect-s", "2"))
-    if code != 1 or "did not come back within 2.0 s" not in log or not 3 <= took < 8:
+    code, took, log = kill_feeder_under_trainer(files, "gone", ("--reconnect-s", "2"))
+    if code != 1 or "connection closed" not in log or "did not come back within 2.0 s" not in log or \
+            not 2 <= took < 6:
         fail("feeder gone for good: exit %d after %.1f s:\n%s" % (code, took, log))
-    ok("a feeder that does not come back fails the trainer after the timeout and the wait (%.1f s)" % took)
+    ok("a feeder that does not come back fails the trainer once the wait is over (%.1f s)" % took)
 
     print("%d passed, 0 failed" % PASSED)
 
