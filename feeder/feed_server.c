@@ -98,6 +98,7 @@ struct server {
     struct feed_plan_config cfg;
     struct trainer *trainers; /* [workers] */
     uint64_t generation;
+    uint32_t ended;           /* workers whose last connection got END */
     struct sl_buf hbuf;       /* header frames */
     struct sl_wire_msg msg;   /* decoded input (large: kept here) */
     uint64_t piece_bytes;     /* one pool buffer */
@@ -498,6 +499,9 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->inflight = 0;
     t->sent = 0;
     t->last_seq = skipped; /* <= resume_seq: the plan may end before it */
+    /* a worker that connects again after its END must get it again */
+    if (t->end_sent)
+        s->ended--;
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     t->heartbeat_ms = h->heartbeat_ms;
@@ -619,19 +623,10 @@ static void heartbeats_and_ends(struct server *s)
             struct sl_wire_end e = {.worker = w, .pieces = t->last_seq, .epochs = s->o->job->epochs};
             send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf));
             t->end_sent = 1;
+            s->ended++;
             sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder", w, t->sent);
         }
     }
-}
-
-/* Workers whose last connection got END (counted, not incremented: a
- * worker that connects again after its END must get it again). */
-static uint32_t count_ended(const struct server *s)
-{
-    uint32_t n = 0;
-    for (uint32_t w = 0; w < s->workers; w++)
-        n += s->trainers[w].end_sent != 0;
-    return n;
 }
 
 void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
@@ -913,7 +908,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                 }
             }
         }
-        if (s->workers > 0 && count_ended(s) == s->workers) {
+        if (s->workers > 0 && s->ended == s->workers) {
             sl_log(SL_LOG_INFO, "every worker has its data: done");
             break;
         }

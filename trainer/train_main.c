@@ -656,20 +656,11 @@ int main(int argc, char **argv)
         size_t blob_len = 0;
         double rt0 = sl_clock_s();
         /* GPU replicas: worker 0's NCCL group id travels in the blob */
-        if (gpu && worker == 0 && train_loop_group_id(group_id, &rerr) != 0) {
-            sl_log(SL_LOG_ERROR, "%s", rerr.msg);
-            sl_free(nl);
-            sl_free(list);
-            sl_free(ring_from_peers);
-            sl_free(peer_list);
-            sl_free(cluster_list);
-            if (tf != NULL)
-                fclose(tf);
-            return 1;
-        }
+        int rrc = gpu && worker == 0 ? train_loop_group_id(group_id, &rerr) : 0;
         ro.blob = gpu && worker == 0 ? group_id : NULL;
         ro.blob_len = gpu && worker == 0 ? sizeof group_id : 0;
-        int rrc = train_rendezvous(&ro, gpu ? group_id : NULL, gpu ? sizeof group_id : 0, &blob_len, &rerr);
+        if (rrc == 0)
+            rrc = train_rendezvous(&ro, gpu ? group_id : NULL, gpu ? sizeof group_id : 0, &blob_len, &rerr);
         if (rrc == 0 && gpu && blob_len != sizeof group_id)
             rrc = sl_error_set(&rerr, SL_EPROTO, "rendezvous: worker 0 sent a %zu-byte group id (expected %zu)",
                                blob_len, sizeof group_id);
