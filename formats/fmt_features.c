@@ -48,7 +48,10 @@ struct column {
     size_t values_len;      /* committed bytes in values */
     size_t nvalues;         /* committed values (strings for BYTES) */
 
-    /* the row being added */
+    /* the row being added; staged: a varlen or BYTES column, whose row is
+     * staged in t_values_len / t_nvalues (a fixed numeric column's row has
+     * its place, row * count, and needs no staging) */
+    int staged;
     size_t t_values_len, t_nvalues;
     int seen;
     const uint8_t *feat;
@@ -165,6 +168,7 @@ static int column_init(struct column *c, const struct fmt_feature_spec *s, size_
     c->kind = s->dtype == FMT_DTYPE_INT64 ? FMT_KIND_INT64
             : s->dtype == FMT_DTYPE_FLOAT32 ? FMT_KIND_FLOAT : FMT_KIND_BYTES;
     c->esize = s->dtype == FMT_DTYPE_BYTES ? 1 : fmt_dtype_size(s->dtype);
+    c->staged = c->spec.varlen || s->dtype == FMT_DTYPE_BYTES;
     c->spec.default_bytes = NULL;
     c->spec.default_bytes_len = 0;
 
@@ -227,25 +231,35 @@ static int column_init(struct column *c, const struct fmt_feature_spec *s, size_
     return 0;
 }
 
+/* Feature keys are short ("image", "label"): an inline loop rather than a
+ * call to memcmp, which held a tenth of the feeder's decode-thread samples
+ * (much of it waiting on memory, so the net gain is smaller; see
+ * docs/performance.md). */
+static int key_equal(const struct column *c, const uint8_t *key, size_t len)
+{
+    if (c->key_len != len)
+        return 0;
+    const uint8_t *name = (const uint8_t *)c->spec.name;
+    for (size_t i = 0; i < len; i++)
+        if (name[i] != key[i])
+            return 0;
+    return 1;
+}
+
 static struct column *find_column(const struct fmt_batch *b, const uint8_t *key, size_t len)
 {
     if (b->table == NULL) {
-        for (size_t i = 0; i < b->ncols; i++) {
-            struct column *c = &b->cols[i];
-            /* the first byte weeds out most same-length keys before memcmp */
-            if (c->key_len == len && (len == 0 || ((uint8_t)c->spec.name[0] == key[0] &&
-                                                   memcmp(c->spec.name, key, len) == 0)))
-                return c;
-        }
+        for (size_t i = 0; i < b->ncols; i++)
+            if (key_equal(&b->cols[i], key, len))
+                return &b->cols[i];
         return NULL;
     }
     for (size_t h = (size_t)hash_key(key, len) & b->table_mask;; h = (h + 1) & b->table_mask) {
         uint32_t slot = b->table[h];
         if (slot == 0)
             return NULL;
-        struct column *c = &b->cols[slot - 1];
-        if (c->key_len == len && memcmp(c->spec.name, key, len) == 0)
-            return c;
+        if (key_equal(&b->cols[slot - 1], key, len))
+            return &b->cols[slot - 1];
     }
 }
 
@@ -645,8 +659,14 @@ int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct s
             return sl_error_set(err, SL_EINVAL, "feature %s: the bound buffer holds %zu rows", cols[i].spec.name,
                                 bound == SIZE_MAX ? (size_t)0 : bound);
         cols[i].seen = 0;
-        cols[i].t_values_len = cols[i].values_len;
-        cols[i].t_nvalues = cols[i].nvalues;
+        /* Only staged columns read their committed counts: a fixed
+         * column's were just stored by the last commit, and loading them
+         * back waited for those stores, queued behind the row copy's
+         * cache misses. */
+        if (cols[i].staged) {
+            cols[i].t_values_len = cols[i].values_len;
+            cols[i].t_nvalues = cols[i].nvalues;
+        }
     }
 
     /* Pass 1: where each declared feature's winning Feature lies. */
