@@ -4,7 +4,8 @@
 # (the cuda backend, staging, the CUDA models against the CPU model, and
 # sluice-trainer on GPU replicas against CPU replicas), then print the
 # figures: H2D rate against cudaMemcpyAsync's peak from pinned memory, the
-# one-rank NCCL all-reduce latency, and the GPU-vs-CPU training agreement.
+# one-rank NCCL all-reduce latency, and the GPU-vs-CPU training agreement;
+# last, the feeder benchmark with cores to spare (figures only).
 # Results (logs, figures) go under $OUT when it is set, else build-gpu-check/out.
 # Meant to finish in well under 5 minutes on a 16-core H200 machine.
 #
@@ -90,5 +91,23 @@ timeout 90 "$b/tests/test_train_cuda" 2>&1 | tee "$out/test_train_cuda.log" | gr
 echo "== trainer unit and integration tests on this machine (CPU paths)"
 (cd "$b" && ctest -R "train" -L "unit|integration" --output-on-failure) >"$out/ctest-train.log" 2>&1 || status=1
 tail -3 "$out/ctest-train.log"
+# issue #3's benchmark 1 (feeder -> trainer against raw ZeroMQ) where
+# there are cores to spare: on a 2-core machine decode and transfer share
+# the cores, and the ratio is bound by that (docs/performance.md). The data
+# are synthetic records of Fashion-MNIST's shape (784-byte image, label, id).
+echo "== feeder benchmark 1 on $(nproc) cores (synthetic Fashion-MNIST-shaped records)"
+syn=$b/synth-fmnist
+rm -rf "$syn"
+if "$b/tools/sluice-record" gen -o "$syn" -n 60000 -s 8 --prefix train >"$out/bench-gen.log" 2>&1; then
+  for cfg in "ipc 1" "ipc 4" "tcp 4"; do
+    set -- $cfg
+    timeout 60 "$b/tools/sluice-bench" feed --job examples/fmnist-train.json --files="$syn/train-*.tfrecord" \
+      --epochs=20 --repeat 3 --transport "$1" --threads "$2" 2>&1 | tail -1 | sed "s/^/$1 threads $2: /" |
+      tee -a "$out/bench-feed.txt"
+  done
+else
+  echo "gpu-check: sluice-record gen failed (see $out/bench-gen.log)"
+fi
+rm -rf "$syn"
 echo "== gpu-check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) in $(( $(date +%s) - t0 )) s; logs in $out"
 exit $status
