@@ -11,15 +11,18 @@
  * Signals: SIGINT/SIGTERM stop cleanly (trainers are told), SIGUSR1 logs
  * the counters; counters are also logged on exit.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "feed_job.h"
 #include "feed_plan.h"
@@ -61,7 +64,8 @@ static const char usage[] =
     "      --feeders=F         feeders serving the job together (default 1): feeder J\n"
     "                          makes the pieces whose sequence number is J mod F\n"
     "  -t, --threads=N         decode threads, and files scanned at once at start\n"
-    "                          (default 2)\n"
+    "                          (default: the CPUs this process may use, less one\n"
+    "                          for the serving and ZeroMQ threads; 1 to 8)\n"
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
     "      --report-s=S        log a progress line (pieces, records, MB/s, trainers,\n"
@@ -417,13 +421,30 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     return 0;
 }
 
+/* One decode thread per CPU this process may run on, less one: the
+ * serving thread and ZeroMQ's I/O thread move as many bytes as the decode
+ * threads make, and on 2 CPUs a second decode thread took their time
+ * (benchmark 1: 0.69x of raw ZeroMQ with 2 threads, 0.79x with 1; see
+ * docs/performance.md). At most 8, since each thread adds two piece
+ * buffers to the feeder's memory. */
+static uint64_t default_threads(void)
+{
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 2)
+        return 1;
+    return n - 1 > 8 ? 8 : (uint64_t)(n - 1);
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
     memset(&a, 0, sizeof a);
-    a.threads = 2;
+    a.threads = 0; /* default_threads() unless given */
     a.report_s = 30;
     int status = parse_args(argc, argv, &a);
+    if (a.threads == 0)
+        a.threads = default_threads();
     sl_log_setup("sluice-feeder", 2, a.quiet ? SL_LOG_WARN : SL_LOG_INFO);
     struct feed_job *job = NULL;
     struct feed_source *src = NULL;

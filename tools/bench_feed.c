@@ -35,7 +35,7 @@ static const char usage[] =
     "  --feeders LIST      feeder counts to measure, e.g. 1,2 (default 1)\n"
     "  --workers W         trainer workers (default 1)\n"
     "  --replicas R        replicas per worker (default 1)\n"
-    "  --threads N         decode threads per feeder (default 2)\n"
+    "  --threads N         decode threads per feeder (default: the feeder's own)\n"
     "  --transport T       ipc (default) or tcp\n"
     "  --repeat N          runs per configuration, median reported (default 3)\n"
     "  --json              one JSON object per configuration\n"
@@ -106,7 +106,7 @@ static int one_run(const struct opts *o, int F, struct run *r)
             snprintf(th, sizeof th, "%d", o->threads);
             char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
                               "--feeders", nf, "--threads", th};
-            int k = 11;
+            int k = o->threads > 0 ? 11 : 9;
             for (int i = 0; i < o->noverrides; i++)
                 argv[k++] = o->overrides[i];
             argv[k] = NULL;
@@ -228,7 +228,7 @@ static char *read_job_name(const char *path)
 
 int bench_feed_main(int argc, char **argv)
 {
-    struct opts o = {.workers = 1, .replicas = 1, .threads = 2, .repeat = 3, .transport = "ipc", .nfeeders = 1};
+    struct opts o = {.workers = 1, .replicas = 1, .threads = 0, .repeat = 3, .transport = "ipc", .nfeeders = 1};
     o.feeders[0] = 1;
     bench_find_bins(o.feeder_bin, o.trainer_bin, sizeof o.feeder_bin);
     for (int i = 1; i < argc; i++) {
@@ -247,6 +247,8 @@ int bench_feed_main(int argc, char **argv)
             o.replicas = atoi(argv[++i]);
         } else if (v != NULL && strcmp(a, "--threads") == 0) {
             o.threads = atoi(argv[++i]);
+            if (o.threads < 1)
+                o.threads = -1; /* given, but not a count: refused below */
         } else if (v != NULL && strcmp(a, "--repeat") == 0) {
             o.repeat = atoi(argv[++i]);
         } else if (v != NULL && strcmp(a, "--transport") == 0) {
@@ -264,12 +266,12 @@ int bench_feed_main(int argc, char **argv)
             return 2;
         }
     }
-    int bad = o.job == NULL || o.workers < 1 || o.workers > 64 || o.replicas < 1 || o.threads < 1 || o.repeat < 1 ||
+    int bad = o.job == NULL || o.workers < 1 || o.workers > 64 || o.replicas < 1 || o.threads < 0 || o.repeat < 1 ||
               o.repeat > 64 || (strcmp(o.transport, "ipc") != 0 && strcmp(o.transport, "tcp") != 0);
     for (int k = 0; k < o.nfeeders; k++)
         bad |= o.feeders[k] < 1 || o.feeders[k] > 8;
     if (bad) {
-        fprintf(stderr, "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, transport ipc|tcp\n");
+        fprintf(stderr, "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, threads >= 1, transport ipc|tcp\n");
         return 2;
     }
     char *name = read_job_name(o.job);

@@ -226,8 +226,9 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     jstr(f, o->job);
     fprintf(f, ",\"job_name\":");
     jstr(f, o->job_name);
-    fprintf(f, ",\"transport\":\"%s\",\"workers\":%d,\"replicas\":%d,\"threads\":%d,\"model\":\"%s\",",
-            o->transport, o->workers, o->replicas, o->threads, o->model);
+    fprintf(f, ",\"transport\":\"%s\",\"workers\":%d,\"replicas\":%d,", o->transport, o->workers, o->replicas);
+    jnum(f, "threads", (double)o->threads, o->threads > 0);
+    fprintf(f, ",\"model\":\"%s\",", o->model);
     jnum(f, "epochs", (double)o->epochs, o->epochs > 0);
     fputc(',', f);
     jnum(f, "duration_s", o->duration, o->duration > 0);

@@ -47,7 +47,7 @@ static const char usage[] =
     "  --feeders LIST      feeder counts to measure, e.g. 1,2,4 (default 1; 1-16 each)\n"
     "  --workers W         trainer workers (default 1; 1-32)\n"
     "  --replicas R        replicas per worker (default 1; 1-64)\n"
-    "  --threads N         decode threads per feeder (default 2)\n"
+    "  --threads N         decode threads per feeder (default: the feeder's own)\n"
     "  --transport T       ipc (default) or tcp\n"
     "  --epochs E          passes over the data per run (default: the job's epochs)\n"
     "  --duration S        instead of epochs: stop each run after S seconds\n"
@@ -348,7 +348,7 @@ static int spawn_all(const struct run_opts *o, int F, struct run_files *rf, stru
         snprintf(th, sizeof th, "%d", o->threads);
         char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index",
                           idx, "--feeders", nf, "--threads", th};
-        int k = 11;
+        int k = o->threads > 0 ? 11 : 9;
         if (o->feeder_has_stats) {
             argv[k++] = "--stats";
             argv[k++] = rf->fstats[j];
@@ -628,7 +628,7 @@ int bench_run_main(int argc, char **argv)
     o.feeders[0] = 1;
     o.workers = 1;
     o.replicas = 1;
-    o.threads = 2;
+    o.threads = 0; /* the feeder's default */
     o.repeat = 3;
     o.warmup = 1;
     o.transport = "ipc";

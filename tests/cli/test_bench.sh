@@ -99,11 +99,12 @@ def stat(v, where):
     assert all(isinstance(v[k], num) for k in v), where
     assert v["min"] <= v["median"] <= v["max"], where
 top = {"bench": str, "version": str, "job": str, "job_name": str, "transport": str, "workers": int,
-       "replicas": int, "threads": int, "model": str, "repeat": int, "warmup": int, "cpus": int,
+       "replicas": int, "model": str, "repeat": int, "warmup": int, "cpus": int,
        "stage_breakdown": bool, "data": dict, "limits": dict, "configs": list}
 for k, t in top.items():
     assert isinstance(doc.get(k), t), "top-level %s: %r" % (k, doc.get(k))
 assert doc["bench"] == "run" and doc["epochs"] == 2 and doc["duration_s"] is None
+assert doc["threads"] is None  # not given: the feeder's own default
 d = doc["data"]
 assert d["files"] == 2 and d["records"] == 3000 and d["compressed"] is False and d["inflated_bytes"] is None
 assert isinstance(d["disk_bytes"], int) and d["disk_bytes"] > 0
