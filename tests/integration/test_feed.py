@@ -292,6 +292,26 @@ def main():
         fail("stats: cpu_s totals do not add up: %s" % cpu)
     ok("--stats counters match the trainer's trace")
 
+    # --threads left out: one decode thread per CPU the feeder may run on,
+    # less one, 1 to 8 (its affinity mask, not the machine's CPU count)
+    job_path, job = write_job("job-threads", files)
+    for cpus in sorted({1, 2, 3, 4, 12, len(os.sched_getaffinity(0))}):
+        if cpus > len(os.sched_getaffinity(0)):
+            continue
+        mask = set(sorted(os.sched_getaffinity(0))[:cpus])
+        tag = "threads%d" % cpus
+        sock = "ipc://%s/%s.sock" % (TMP, tag)
+        log = open(os.path.join(TMP, "%s-feeder0.log" % tag), "w")
+        feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock], stdout=log, stderr=subprocess.STDOUT,
+                                  preexec_fn=lambda m=mask: os.sched_setaffinity(0, m))
+        want = max(1, min(8, cpus - 1))
+        wait_for_log(tag, ["feeder0"], "serving job", feeder, "threads: the feeder on %d CPUs did not start" % cpus)
+        feeder.send_signal(signal.SIGTERM)
+        wait_all([feeder], 15, "threads: feeder on %d CPUs" % cpus)
+        if "(%d threads," % want not in read_log(tag, "feeder0"):
+            fail("threads: on %d CPUs expected %d decode threads:\n%s" % (cpus, want, read_log(tag, "feeder0")))
+    ok("default decode threads follow the feeder's CPU affinity")
+
     # text lines (TextLineDataset rules: '\r' deleted, empty lines kept), one gzip file
     tdir = os.path.join(TMP, "text")
     os.makedirs(tdir)
