@@ -425,8 +425,8 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
  * serving thread and ZeroMQ's I/O thread move as many bytes as the decode
  * threads make, and on 2 CPUs a second decode thread took their time
  * (benchmark 1: 0.69x of raw ZeroMQ with 2 threads, 0.79x with 1; see
- * docs/performance.md). At most 8, since each thread adds two piece
- * buffers to the feeder's memory. */
+ * docs/performance.md). At most 8: past prefetch / 2 threads, each adds
+ * two piece buffers to the feeder's memory. */
 static uint64_t default_threads(void)
 {
     cpu_set_t set;
