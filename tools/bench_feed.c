@@ -297,6 +297,11 @@ int bench_feed_main(int argc, char **argv)
                 bench_rmtree(o.dir);
                 return 1;
             }
+            if (rep == 0 && k == 0 && (double)r.pieces * r.piece_bytes < 1e9)
+                fprintf(stderr,
+                        "sluice-bench feed: note: a run moves only %.1f MB; start-up weighs on runs this short "
+                        "(the baseline moves at least 2 GB): raise --epochs=E for a figure that compares\n",
+                        (double)r.pieces * r.piece_bytes / 1e6);
             bps[rep] = r.bytes_per_s;
             pps[rep] = r.pieces_per_s;
             rps[rep] = r.records_per_s;

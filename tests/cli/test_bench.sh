@@ -88,6 +88,21 @@ expect "wire --tensors 99" 2 "--tensors: expected an integer in \[1, 64\], got '
 expect "allreduce --procs 1" 2 "--procs: expected an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
 expect "allreduce --transport" 2 "--transport: expected ipc or tcp" "$BENCH" allreduce --transport x
 
+# ---- feed: a short run, its note and its JSON ----
+expect "feed --threads 0" 2 "threads >= 1" "$BENCH" feed --job job.json --threads 0
+expect "feed --json" 0 "note: a run moves only 0.1 MB" "$BENCH" feed --job job.json --repeat 1 --threads 1 --json
+python3 - "$T/out" <<'PY' || fail "feed --json: schema (see above)"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+assert doc["bench"] == "feed" and (doc["feeders"], doc["workers"], doc["replicas"]) == (1, 1, 1), doc
+for k in ("pieces_per_s", "records_per_s", "gb_per_s", "raw_zmq_gb_per_s", "ratio", "piece_memory_bound_mb"):
+    assert isinstance(doc[k], (int, float)) and doc[k] > 0, (k, doc[k])
+# the mean tensor bytes of a piece: 3000 rows of 40 bytes (8 floats, an
+# int64) in ceil(3000 / 64) = 47 pieces
+assert doc["piece_bytes"] == round(3000 * 40 / 47), doc["piece_bytes"]
+PY
+pass "feed --json: schema"
+
 # ---- the JSON schema of run ----
 expect "run --json" 0 "" "$BENCH" run --job job.json --feeders 1,2 --repeat 2 --warmup 0 --epochs 2 --json
 python3 - "$T/out" <<'PY' || fail "run --json: schema (see above)"
