@@ -43,7 +43,9 @@ struct train_comm {
     struct cuda_device *dev; /* borrowed */
     int rank;
     int nranks;
-    int failed; /* a collective failed: destroy aborts instead of waiting for it */
+    int failed; /* a collective, or the caller, failed: destroy aborts instead of waiting */
+    int (*stop)(void *ctx); /* polled by wait_collective; NULL: never */
+    void *stop_ctx;
 };
 
 static struct cuda_device *cuda_of(struct train_device *d)
@@ -275,6 +277,11 @@ static int wait_collective(struct train_comm *c, size_t n, struct sl_error *err)
         if (r != ncclSuccess)
             return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n,
                              c->dev->base.ordinal, c->rank, c->nranks);
+        if (c->stop != NULL && c->stop(c->stop_ctx))
+            return sl_error_set(err, SL_EDEVICE,
+                                "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d: given up, another replica "
+                                "failed",
+                                n, c->dev->base.ordinal, c->rank, c->nranks);
         sched_yield();
     }
 }
@@ -339,6 +346,20 @@ int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const ch
 out_free_comm:
     sl_free(c);
     return rc;
+}
+
+void train_nccl_comm_set_stop(struct train_comm *c, int (*stop)(void *ctx), void *ctx)
+{
+    if (c != NULL) {
+        c->stop = stop;
+        c->stop_ctx = ctx;
+    }
+}
+
+void train_nccl_comm_set_failed(struct train_comm *c)
+{
+    if (c != NULL)
+        c->failed = 1;
 }
 
 void train_nccl_comm_destroy(struct train_comm *c)

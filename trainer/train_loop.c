@@ -68,7 +68,22 @@ struct train_loop {
     uint32_t worker, hash_every;
     int pull_now;     /* set before a run: this run's hash check reads the copies */
     int pulled;       /* the host copies hold the device weights */
+    int failed;       /* a call failed: GPU replicas leave their group by aborting */
 };
+
+/* train_loop_dev_opts.stop: another replica of this worker failed */
+static int strategy_stopped(void *ctx)
+{
+    return train_strategy_aborted(ctx) != 0;
+}
+
+/* rc, remembering a failure for train_loop_destroy */
+static int noted(struct train_loop *l, int rc)
+{
+    if (rc != 0)
+        l->failed = 1;
+    return rc;
+}
 
 static int find_tensor(const struct sl_wire_welcome *w, const char *name)
 {
@@ -241,7 +256,7 @@ static int dev_close(struct train_replica *rep, const struct train_staged *p, vo
     (void)err;
     struct train_loop *l = ctx;
     struct replica *r = &l->reps[train_replica_id(rep)];
-    l->gpu->close(r->dev);
+    l->gpu->close(r->dev, l->failed);
     r->dev = NULL;
     return 0;
 }
@@ -364,12 +379,13 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         l->dev_model = mc;
         l->dev_opts = (struct train_loop_dev_opts){.model = &l->dev_model, .input_u8 = l->input_u8,
                                                    .nranks = (int)(R * (o->workers ? o->workers : 1)),
-                                                   .id = l->dev_id};
+                                                   .id = l->dev_id, .stop = strategy_stopped, .stop_ctx = l->s};
         if (rc == 0)
             rc = train_strategy_call_for_each_replica(l->s, dev_open, l, err);
         l->pulled = 1; /* the copies hold the initial weights, as the devices do */
     }
     if (rc != 0) {
+        l->failed = 1; /* replicas that did open leave by aborting */
         train_loop_destroy(l);
         return rc;
     }
@@ -387,7 +403,7 @@ void train_loop_destroy(struct train_loop *l)
         struct sl_error err = {0};
         if (train_strategy_call_for_each_replica(l->s, dev_close, l, &err) != 0)
             for (uint32_t r = 0; r < l->nreplicas; r++) {
-                l->gpu->close(l->reps[r].dev);
+                l->gpu->close(l->reps[r].dev, 1);
                 l->reps[r].dev = NULL;
             }
     }
@@ -418,7 +434,7 @@ static int put(struct train_loop *l, const struct train_piece *pieces, uint32_t 
 
 int train_loop_put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, struct sl_error *err)
 {
-    return put(l, pieces, replicas, err);
+    return noted(l, put(l, pieces, replicas, err));
 }
 
 int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err)
@@ -434,21 +450,21 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
         l->pulled = l->gpu == NULL;
     if (rc == 0)
         *res = l->res;
-    return rc;
+    return noted(l, rc);
 }
 
 int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
                     struct train_step_result *res, struct sl_error *err)
 {
     memset(res, 0, sizeof *res);
-    int rc = put(l, pieces, replicas, err);
+    int rc = noted(l, put(l, pieces, replicas, err));
     return rc != 0 ? rc : train_loop_run(l, res, err);
 }
 
 int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err)
 {
     int rc = pull(l, err);
-    return rc != 0 ? rc : train_strategy_check(l->s, err);
+    return noted(l, rc != 0 ? rc : train_strategy_check(l->s, err));
 }
 
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows)
@@ -471,13 +487,13 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
         *rows += l->reps[r].eval_rows;
         *correct += l->reps[r].eval_correct;
     }
-    return rc;
+    return noted(l, rc);
 }
 
 int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
                          double *correct, struct sl_error *err)
 {
-    int rc = put(l, pieces, replicas, err);
+    int rc = noted(l, put(l, pieces, replicas, err));
     return rc != 0 ? rc : train_loop_eval_run(l, rows, correct, err);
 }
 

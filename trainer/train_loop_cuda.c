@@ -56,10 +56,12 @@ static int loop_unique_id(char out[TRAIN_LOOP_DEV_ID_BYTES], struct sl_error *er
     return train_nccl_unique_id(out, err);
 }
 
-static void loop_close(struct train_loop_dev *d)
+static void loop_close(struct train_loop_dev *d, int failed)
 {
     if (d == NULL)
         return;
+    if (failed)
+        train_nccl_comm_set_failed(d->comm);
     train_nccl_comm_destroy(d->comm);
     train_model_cuda_destroy(d->model);
     if (cudaSetDevice(d->ordinal) == cudaSuccess) {
@@ -92,6 +94,7 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
     int rc = train_nccl_comm_init(&d->comm, o->nranks, o->rank, o->id, o->dev, err);
     if (rc != 0)
         goto out_close;
+    train_nccl_comm_set_stop(d->comm, o->stop, o->stop_ctx);
     if ((rc = train_model_cuda_create(&d->model, o->model, d->ordinal, err)) != 0)
         goto out_close;
     d->nparams = train_model_cuda_nparams(d->model);
@@ -110,7 +113,8 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
     return 0;
 
 out_close:
-    loop_close(d);
+    /* after the join: the other ranks go on to their first all-reduce */
+    loop_close(d, 1);
     return rc;
 }
 

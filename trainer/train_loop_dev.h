@@ -36,6 +36,8 @@ struct train_loop_dev_opts {
     struct train_device *dev;                /* the replica's open device (the strategy's) */
     int nranks, rank;                        /* W x R, w x R + r */
     const char *id;                          /* TRAIN_LOOP_DEV_ID_BYTES, the same on every rank */
+    int (*stop)(void *ctx);                  /* nonzero: give up waiting for a collective (another */
+    void *stop_ctx;                          /* replica failed); NULL: never */
 };
 
 struct train_loop_dev_ops {
@@ -51,8 +53,10 @@ struct train_loop_dev_ops {
      * calls it at once from its own thread. *out owned by the caller. */
     int (*open)(struct train_loop_dev **out, const struct train_loop_dev_opts *o, struct sl_error *err) SL_MUST_CHECK;
     /* Leave the group and free everything (waits for queued work); NULL is
-     * a no-op. */
-    void (*close)(struct train_loop_dev *d);
+     * a no-op. failed: the loop failed (any replica, any call): leave by
+     * aborting, since peers may wait in a collective this rank will not
+     * join. */
+    void (*close)(struct train_loop_dev *d, int failed);
 
     /* The step's gradient: zero it, forward and backward over the staged
      * piece (rows may be 0) with loss (sum of the rows' losses) /

@@ -22,6 +22,7 @@
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -275,6 +276,19 @@ extern "C" int train_model_cuda_create(struct train_model_cuda **out, const stru
         train_model_destroy(cpu);
         sl_free(m);
         return sl_error_set(err, SL_EINVAL, "train_model_cuda: layout differs from the CPU model's");
+    }
+    /* every launch is one thread per element, in one grid of at most
+     * 2^31 - 1 blocks: refuse a model whose largest launch would not fit
+     * (far beyond realistic sizes, but blocks() would truncate it) */
+    size_t widest = total;
+    for (int l = 0; l <= m->nlayers; l++)
+        if (m->dims[l] > 0 && m->cfg.max_rows > widest / m->dims[l])
+            widest = m->cfg.max_rows * m->dims[l];
+    if (widest / THREADS >= (size_t)INT32_MAX) {
+        train_model_destroy(cpu);
+        sl_free(m);
+        return sl_error_set(err, SL_EINVAL, "train_model_cuda: %zu elements in one launch exceed a CUDA grid",
+                            widest);
     }
     if ((rc = set_device(m, err)) != 0)
         goto out_free;

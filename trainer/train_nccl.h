@@ -31,8 +31,22 @@ int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const ch
                          struct train_device *dev, struct sl_error *err) SL_MUST_CHECK;
 
 /* Destroy the communicator (ncclCommDestroy, or ncclCommAbort once one of
- * its all-reduces has failed, so a collective stuck on a missing peer does
- * not hold it); NULL is a no-op. Every rank destroys its own. Blocking. */
+ * its all-reduces has failed or train_nccl_comm_set_failed was called, so a
+ * collective stuck on a missing peer does not hold it); NULL is a no-op.
+ * Every rank destroys its own. Blocking. */
 void train_nccl_comm_destroy(struct train_comm *c);
+
+/* Make the coming destroy an ncclCommAbort: for a rank leaving after a
+ * failure elsewhere (its own open, a step, another replica). A plain
+ * ncclCommDestroy ends with a barrier among the ranks of this host (NCCL
+ * 2.28), which peers waiting in a collective for this rank never reach.
+ * NULL is a no-op. */
+void train_nccl_comm_set_failed(struct train_comm *c);
+
+/* While waiting for an all-reduce, also poll stop(ctx) (any thread may
+ * make it nonzero, e.g. train_strategy_aborted: another replica failed and
+ * will never join): the wait then ends with SL_EDEVICE and the
+ * communicator is marked failed. stop NULL: wait for NCCL only. */
+void train_nccl_comm_set_stop(struct train_comm *c, int (*stop)(void *ctx), void *ctx);
 
 #endif

@@ -99,7 +99,8 @@ static void strategy_abort(struct train_strategy *s, int code, const char *msg)
 {
     pthread_mutex_lock(&s->mu);
     if (!s->aborted) {
-        s->aborted = code < 0 ? code : SL_EINVAL;
+        /* atomic: train_strategy_aborted reads it without the lock */
+        __atomic_store_n(&s->aborted, code < 0 ? code : SL_EINVAL, __ATOMIC_RELEASE);
         snprintf(s->abort_msg, sizeof s->abort_msg, "%s", msg);
     }
     pthread_cond_broadcast(&s->bar_cv);
@@ -489,6 +490,11 @@ int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn
 uint64_t train_strategy_steps(const struct train_strategy *s)
 {
     return s->steps;
+}
+
+int train_strategy_aborted(const struct train_strategy *s)
+{
+    return __atomic_load_n(&s->aborted, __ATOMIC_ACQUIRE);
 }
 
 uint32_t train_strategy_replicas(const struct train_strategy *s)

@@ -166,6 +166,12 @@ int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn
 /* Runs so far. */
 uint64_t train_strategy_steps(const struct train_strategy *s);
 
+/* 0, or the first error's code once a replica of this worker has failed
+ * (the strategy is then broken for good). For replicas waiting outside the
+ * strategy, e.g. a GPU replica in an NCCL collective that a failed replica
+ * will never join: they poll this and give up. Any thread; lock-free. */
+int train_strategy_aborted(const struct train_strategy *s);
+
 /* --- inside a step function (replica context) --- */
 
 int train_replica_id(const struct train_replica *rep);           /* 0..R-1 on this worker */

@@ -137,38 +137,47 @@ static void bandwidth(const struct train_device_ops *ops, struct train_device *d
         must(ops->alloc_device(d, n, &dev[s], &err), &err, "alloc_device");
     must(ops->copy_h2d_async(d, dev[0], host, n, 0, &err), &err, "warm-up copy");
     must(ops->sync(d, 0, &err), &err, "sync");
-    uint64_t t0 = sl_clock_ns();
-    for (int r = 0; r < reps; r++)
-        must(ops->copy_h2d_async(d, dev[0], host, n, 0, &err), &err, "copy_h2d_async");
-    must(ops->sync(d, 0, &err), &err, "sync");
-    double one = (double)(sl_clock_ns() - t0) / 1e9;
-    /* both streams: the copy engine is shared, so this shows overlap, not 2x */
-    t0 = sl_clock_ns();
-    for (int r = 0; r < reps; r++)
-        must(ops->copy_h2d_async(d, dev[r % 2], host, n, r % 2, &err), &err, "copy_h2d_async");
-    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
-        must(ops->sync(d, s, &err), &err, "sync");
-    double two = (double)(sl_clock_ns() - t0) / 1e9;
     /* the peak: cudaMemcpyAsync itself, outside the backend */
     cudaStream_t raw;
     if (cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking) != cudaSuccess) {
         fprintf(stderr, "cudaStreamCreateWithFlags failed\n");
         exit(1);
     }
-    t0 = sl_clock_ns();
-    for (int r = 0; r < reps; r++)
-        if (cudaMemcpyAsync(dev[0], host, n, cudaMemcpyHostToDevice, raw) != cudaSuccess) {
-            fprintf(stderr, "cudaMemcpyAsync failed\n");
+    /* the backend and the raw copy in turn, 3 times each, best of each: one
+     * noisy run must not decide the ratio */
+    double one = 0, peak = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t t0 = sl_clock_ns();
+        for (int r = 0; r < reps; r++)
+            must(ops->copy_h2d_async(d, dev[0], host, n, 0, &err), &err, "copy_h2d_async");
+        must(ops->sync(d, 0, &err), &err, "sync");
+        double s1 = (double)(sl_clock_ns() - t0) / 1e9;
+        t0 = sl_clock_ns();
+        for (int r = 0; r < reps; r++)
+            if (cudaMemcpyAsync(dev[0], host, n, cudaMemcpyHostToDevice, raw) != cudaSuccess) {
+                fprintf(stderr, "cudaMemcpyAsync failed\n");
+                exit(1);
+            }
+        if (cudaStreamSynchronize(raw) != cudaSuccess) {
+            fprintf(stderr, "cudaStreamSynchronize failed\n");
             exit(1);
         }
-    if (cudaStreamSynchronize(raw) != cudaSuccess) {
-        fprintf(stderr, "cudaStreamSynchronize failed\n");
-        exit(1);
+        double s2 = (double)(sl_clock_ns() - t0) / 1e9;
+        if (k == 0 || s1 < one)
+            one = s1;
+        if (k == 0 || s2 < peak)
+            peak = s2;
     }
-    double peak = (double)(sl_clock_ns() - t0) / 1e9;
     (void)cudaStreamDestroy(raw);
+    /* both streams: the copy engine is shared, so this shows overlap, not 2x */
+    uint64_t t0 = sl_clock_ns();
+    for (int r = 0; r < reps; r++)
+        must(ops->copy_h2d_async(d, dev[r % 2], host, n, r % 2, &err), &err, "copy_h2d_async");
+    for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
+        must(ops->sync(d, s, &err), &err, "sync");
+    double two = (double)(sl_clock_ns() - t0) / 1e9;
     double gb_one = (double)n * reps / one / 1e9, gb_peak = (double)n * reps / peak / 1e9;
-    printf("H2D from pinned memory, GPU 0, %d x %zu MiB: %.2f GB/s on one stream, %.2f GB/s on two; "
+    printf("H2D from pinned memory, GPU 0, %d x %zu MiB (best of 3): %.2f GB/s on one stream, %.2f GB/s on two; "
            "cudaMemcpyAsync alone %.2f GB/s\n", reps, n >> 20, gb_one, (double)n * reps / two / 1e9, gb_peak);
     printf("FIGURE h2d_backend_gb_per_s %.3f\nFIGURE h2d_peak_gb_per_s %.3f\nFIGURE h2d_ratio %.3f\n", gb_one,
            gb_peak, gb_one / gb_peak);

@@ -127,7 +127,11 @@ static void check_model(const char *name, struct train_model_config cfg, size_t 
         cuda_must(cudaMemcpy(back, train_model_cuda_grads(gpu), np * sizeof *back, cudaMemcpyDeviceToHost),
                   "cudaMemcpy(gradients)");
         compare("gradient", back, train_model_grads(cpu), np);
-        if (fabs(gpu_loss - (double)cpu_loss) > 1e-4 * fabs((double)cpu_loss) + 1e-5 || gpu_correct != cpu_correct) {
+        /* step 0 starts from identical parameters; by step 1 they differ in
+         * the last bits (expf), which may flip a near-tie of two logits */
+        size_t tie = step > 0 ? 1 : 0;
+        if (fabs(gpu_loss - (double)cpu_loss) > 1e-4 * fabs((double)cpu_loss) + 1e-5 ||
+            gpu_correct + tie < cpu_correct || gpu_correct > cpu_correct + tie) {
             fprintf(stderr, "%s step %d: loss %.7g / %zu correct on the GPU, %.7g / %zu on the CPU\n", name, step,
                     gpu_loss, gpu_correct, (double)cpu_loss, cpu_correct);
             failures++;

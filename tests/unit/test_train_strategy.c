@@ -519,6 +519,52 @@ START_TEST(test_error_wakes_every_replica)
 }
 END_TEST
 
+/* A replica waiting outside the strategy (a GPU replica in an NCCL
+ * collective) learns of another's failure by polling
+ * train_strategy_aborted, then gives up. */
+struct outside {
+    struct train_strategy *s;
+    int told[4];
+};
+
+static int wait_outside_step(struct train_replica *rep, const struct train_staged *p, void *arg,
+                             struct sl_error *err)
+{
+    (void)p;
+    struct outside *o = arg;
+    int id = train_replica_id(rep);
+    if (id == 1) {
+        sleep_us(20000); /* the others are polling by now */
+        return sl_error_set(err, SL_ECORRUPT, "bad batch");
+    }
+    for (int waited_ms = 0; train_strategy_aborted(o->s) == 0; waited_ms++) {
+        if (waited_ms > 10000)
+            return sl_error_set(err, SL_EINVAL, "never told of the failure");
+        sleep_us(1000);
+    }
+    o->told[id] = train_strategy_aborted(o->s);
+    return sl_error_set(err, SL_EDEVICE, "stopped: another replica failed");
+}
+
+START_TEST(test_error_reaches_replicas_waiting_outside)
+{
+    struct fixture f;
+    uint32_t rows[4] = {1, 1, 1, 1};
+    make_pieces(&f, 4, rows, 7);
+    struct outside o = {.s = make_strategy(4, TRAIN_STRATEGY_MIRRORED, 0)};
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_strategy_aborted(o.s), 0);
+    ck_assert_int_eq(train_strategy_put(o.s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(o.s, wait_outside_step, &o, &err), SL_ECORRUPT);
+    ck_assert_str_eq(err.msg, "replica 1 step 7: bad batch"); /* the first error, not the ones it caused */
+    ck_assert_int_eq(o.told[0], SL_ECORRUPT);
+    ck_assert_int_eq(o.told[2], SL_ECORRUPT);
+    ck_assert_int_eq(o.told[3], SL_ECORRUPT);
+    ck_assert_int_eq(train_strategy_aborted(o.s), SL_ECORRUPT);
+    train_strategy_destroy(o.s);
+}
+END_TEST
+
 static int nop_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
 {
     uint64_t *steps = arg;
@@ -702,6 +748,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_tower_mode);
     tcase_add_test(tc, test_hash_check_catches_divergence);
     tcase_add_test(tc, test_error_wakes_every_replica);
+    tcase_add_test(tc, test_error_reaches_replicas_waiting_outside);
     tcase_add_test(tc, test_staging_order_and_stats);
     tcase_add_test(tc, test_two_workers);
     suite_add_tcase(s, tc);
