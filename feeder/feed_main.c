@@ -78,6 +78,9 @@ static const char usage[] =
     "      --stats=FILE        on exit, write the counters as one JSON object: pieces,\n"
     "                          records, bytes (on the wire), disk_bytes, CPU seconds\n"
     "                          per stage (docs/feeder.md)\n"
+    "      --no-shm            never hand pieces over in shared memory (by default a\n"
+    "                          trainer on this host that can map it gets them so,\n"
+    "                          without copies; docs/protocol.md)\n"
     "  -q, --quiet             log warnings and errors only\n"
     "  -h, --help              this help\n"
     "      --KEY=VALUE         override a job key (e.g. --global_batch_size=128,\n"
@@ -93,7 +96,7 @@ struct args {
     const char *job, *listen, *cluster, *stats;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas, report_s;
-    int quiet, json, plan;
+    int quiet, json, plan, no_shm;
     /* job overrides: pairs (key, value) pointing into argv */
     const char **keys, **values;
     size_t noverrides;
@@ -121,7 +124,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         int has_arg;
     } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
                  {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"report-s", 1}, {"workers", 1}, {"replicas", 1},
-                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1}};
+                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1},
+                 {"no-shm", 0}};
     a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
     a->values = sl_calloc((size_t)argc, sizeof *a->values);
     if (a->keys == NULL || a->values == NULL)
@@ -218,6 +222,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             rc = parse_u64(n, val, 1, 1024, &a->replicas);
         } else if (strcmp(n, "quiet") == 0) {
             a->quiet = 1;
+        } else if (strcmp(n, "no-shm") == 0) {
+            a->no_shm = 1;
         } else if (strcmp(n, "json") == 0) {
             a->json = 1;
         }
@@ -407,11 +413,13 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     double send = c->serve_cpu_s + c->zmq_io_cpu_s;
     fprintf(f,
             "{\"pieces\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"disk_bytes\":%.0f,"
-            "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"blocked_s\":%.6f,"
+            "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
+            ",\"blocked_s\":%.6f,"
             "\"elapsed_s\":%.6f,\"pool_bytes\":%" PRIu64 ",\"scan_s\":%.6f,\"scan_cpu_s\":%.6f,"
             "\"max_rss_kb\":%ld,\"cpu_s\":{\"read\":%.6f,\"decompress\":%.6f,\"decode\":%.6f,"
             "\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}}\n",
-            c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->blocked_s, c->elapsed_s,
+            c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
+            c->elapsed_s,
             c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress, t->decode, t->assemble, send,
             c->serve_cpu_s, c->zmq_io_cpu_s, t->read + t->decompress + t->decode + t->assemble + send);
     if (fclose(f) != 0) {
@@ -481,7 +489,7 @@ int main(int argc, char **argv)
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
                                      .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
-                                     .report_ms = (int)(a.report_s * 1000),
+                                     .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
                                      .stop = &stop_flag, .dump = &dump_flag};
         struct feed_counters c;
         struct sl_error err = {0};

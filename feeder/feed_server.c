@@ -44,6 +44,7 @@
 struct task {
     uint32_t worker;
     uint64_t generation; /* the trainer connection it was made for */
+    uint64_t ordinal;    /* its place among the pieces scheduled for that connection */
     struct feed_piece piece;
     struct feed_elem *elems;
     size_t cap;
@@ -72,6 +73,20 @@ struct trainer {
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
+    /* Shared memory: offered in the WELCOME when the HELLO asked, used once
+     * the trainer's CREDIT says it mapped it. A piece sent that way keeps
+     * its buffer in `held` at its ordinal (the order it was scheduled in,
+     * which is its seq order, whatever order the executors finish in);
+     * the trainer consumes pieces in seq order and gives a credit for
+     * each, so the k-th credit releases ordinal k. A connection that ends
+     * keeps its buffers held (its trainer may still be reading them, e.g.
+     * one stopped and dropped as silent) until the worker's next HELLO: a
+     * trainer rejoining copies what it still holds out of the shared
+     * memory before it says HELLO. */
+    int shm_offered, shm_on;
+    int shm_pending;   /* offered, the trainer's answer (a CREDIT) not in yet: no piece goes before it */
+    uint8_t **held;    /* [2 x window], indexed by ordinal */
+    uint64_t released; /* ordinals below it are consumed */
 };
 
 struct server {
@@ -106,6 +121,7 @@ struct server {
     size_t piece_rows;        /* ceil(G / (W R)): the most rows a piece has */
     size_t prefetch;          /* steps */
     uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
+    struct sl_pool_shm shm;   /* the pool's memfd when shared (shm.size 0: private pool) */
     int fatal;
     struct sl_error fatal_err;
 };
@@ -143,6 +159,46 @@ static void *executor_main(void *arg)
 }
 
 /* ---- sending ---- */
+
+/* ---- buffers held for trainers reading shared memory ---- */
+
+/* A shared piece's buffer, held at its ordinal; the ring has 2 x window
+ * places, twice what honest credits leave outstanding. */
+static int held_put(struct server *s, struct trainer *t, uint64_t ordinal, uint8_t *buf)
+{
+    uint64_t cap = 2 * s->window;
+    if (ordinal < t->released || ordinal - t->released >= cap || t->held[ordinal % cap] != NULL)
+        return -1;
+    t->held[ordinal % cap] = buf;
+    return 0;
+}
+
+/* n more pieces were consumed, in order: their buffers (if shared) go
+ * back. Never past what was scheduled: a trainer returning more credits
+ * than it had pieces gains nothing. */
+static void held_release(struct server *s, struct trainer *t, uint64_t n)
+{
+    uint64_t cap = 2 * s->window;
+    for (; n > 0 && t->released < t->scheduled; n--, t->released++) {
+        uint8_t **b = &t->held[t->released % cap];
+        if (*b != NULL)
+            sl_pool_put(s->pool, *b);
+        *b = NULL;
+    }
+}
+
+/* Every buffer held for the trainer's connections so far. */
+static void held_release_all(struct server *s, struct trainer *t)
+{
+    for (uint64_t i = 0; t->held != NULL && i < 2 * s->window; i++)
+        if (t->held[i] != NULL) {
+            sl_pool_put(s->pool, t->held[i]);
+            t->held[i] = NULL;
+        }
+    t->released = 0;
+}
+
+static void drop(struct server *s, struct trainer *t, const char *why);
 
 static int send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more)
 {
@@ -215,17 +271,40 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
             body = ft->off + ft->bytes;
     }
     s->msg.type = SL_WIRE_PIECE;
+    /* to a trainer that mapped the pool: where the body lies, no copy; the
+     * buffer is held (a reference of its own) until the piece's credit
+     * comes back */
+    int shared = t->shm_on && body > 0;
+    p->shm_offset = shared ? sl_pool_offset(s->pool, k->buf) : 0;
+    p->shm_bytes = shared ? body : 0;
+    if (shared)
+        p->flags |= SL_WIRE_PIECE_SHM;
     struct sl_error err = {0};
     int rc = sl_wire_encode(&s->msg, &s->hbuf, &err);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "worker %u piece %" PRIu64 ": %s", p->worker, p->seq, err.msg);
         return;
     }
-    if (send_frames(s, t, &s->hbuf, p->ntensors > 0) != 0) {
-        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+    if (shared && sl_pool_ref(s->pool, k->buf, 1) != 0) {
+        sl_log(SL_LOG_ERROR, "pool reference failed");
         return;
     }
-    if (p->ntensors > 0) {
+    if (send_frames(s, t, &s->hbuf, p->ntensors > 0 && !shared) != 0) {
+        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+        if (shared)
+            sl_pool_put(s->pool, k->buf);
+        return;
+    }
+    if (shared && held_put(s, t, k->ordinal, k->buf) != 0) {
+        /* cannot happen while credits are honest (at most `window`
+         * outstanding, and the ring holds twice that) */
+        sl_pool_put(s->pool, k->buf);
+        drop(s, t, "had more pieces outstanding than its window and was dropped");
+        return;
+    }
+    if (shared) {
+        s->c->shm_pieces++;
+    } else if (p->ntensors > 0) {
         /* every tensor in one body frame: the pool buffer as laid out
          * (ZeroMQ moves one large frame much faster than several) */
         zmq_msg_t m;
@@ -297,7 +376,7 @@ static int schedule(struct server *s)
         progress = 0;
         for (uint32_t w = 0; w < s->workers && s->nfree > 0; w++) {
             struct trainer *t = &s->trainers[w];
-            if (!t->active || t->plan_done)
+            if (!t->active || t->plan_done || t->shm_pending)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns
              * one); a trainer returning more than it was sent only loses
@@ -341,6 +420,7 @@ static int schedule(struct server *s)
             k->piece.elems = k->elems;
             k->worker = w;
             k->generation = t->generation;
+            k->ordinal = t->scheduled;
             k->rc = 0;
             k->buf = NULL;
             sl_error_clear(&k->err);
@@ -404,8 +484,23 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
-    rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
+    for (uint32_t w = 0; w < W; w++)
+        if ((s->trainers[w].held = sl_calloc((size_t)(2 * s->window), sizeof(uint8_t *))) == NULL)
+            rc = SL_ENOMEM;
+    /* Pieces in shared memory when a trainer on this host maps it; else,
+     * or where memfd is missing, a private pool and copies. */
+    _Static_assert(SL_POOL_SHM_HEADER == SL_WIRE_SHM_HEADER, "shared memory header sizes differ");
+    if (rc == 0 && !s->o->no_shm &&
+        (rc = sl_pool_create_shared(&s->pool, nbufs, (size_t)s->piece_bytes, &s->shm)) != 0) {
+        sl_log(SL_LOG_INFO, "no shared memory for piece buffers (%s): pieces go by copy", sl_code_name(rc));
+        memset(&s->shm, 0, sizeof s->shm);
+        rc = 0;
+    }
+    if (rc == 0 && s->pool == NULL)
+        rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
     if (rc != 0) {
+        for (uint32_t w = 0; w < W; w++)
+            sl_free(s->trainers[w].held);
         sl_free(s->trainers);
         s->trainers = NULL;
         return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
@@ -425,6 +520,8 @@ static void drop(struct server *s, struct trainer *t, const char *why)
     sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
     t->active = 0;
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
+    /* its shared buffers stay held until the worker's next HELLO */
+    t->shm_offered = t->shm_on = t->shm_pending = 0;
 }
 
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
@@ -488,6 +585,12 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     uint64_t skipped = 0;
     while (skipped < h->resume_seq && (rc = feed_plan_next(t->plan, &piece, &err)) == 0)
         skipped++;
+    /* the worker's previous connection is over, and a trainer rejoining has
+     * copied out what it still held: its buffers go back */
+    held_release_all(s, t);
+    t->shm_offered = s->shm.size != 0 && (h->flags & SL_WIRE_HELLO_SHM);
+    t->shm_pending = t->shm_offered;
+    t->shm_on = 0;
     memcpy(t->id, id, id_len);
     t->id_len = id_len;
     t->active = 1;
@@ -526,6 +629,12 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         f->rank = (uint8_t)st->rank;
         for (int d = 0; d < st->rank; d++)
             f->dims[d] = st->shape[d];
+    }
+    if (t->shm_offered) {
+        wm->shm_pid = (uint32_t)getpid();
+        wm->shm_fd = (uint32_t)s->shm.fd;
+        wm->shm_size = s->shm.size;
+        wm->shm_token = s->shm.token;
     }
     send_simple(s, t, sl_wire_encode_welcome(wm, &s->hbuf));
     sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
@@ -581,13 +690,25 @@ static void on_message(struct server *s)
         if (t != NULL) {
             t->credits += s->msg.credit.credits;
             t->granted += s->msg.credit.credits;
+            held_release(s, t, s->msg.credit.credits);
+            if (t->shm_pending) {
+                /* the answer to the offer: pieces go one way or the other from the first */
+                t->shm_pending = 0;
+                t->shm_on = (s->msg.credit.flags & SL_WIRE_CREDIT_SHM) != 0;
+                sl_log(SL_LOG_INFO, "worker %u: pieces %s", (unsigned)(t - s->trainers),
+                       t->shm_on ? "through shared memory" : "by copy (the trainer could not map the memory)");
+            }
         }
         break;
     case SL_WIRE_HEARTBEAT:
         break;
     case SL_WIRE_BYE:
-        if (t != NULL)
+        /* a trainer says BYE once it is done with every piece: its
+         * buffers go back at once */
+        if (t != NULL) {
+            held_release_all(s, t);
             drop(s, t, "said goodbye");
+        }
         break;
     default:
         sl_log(SL_LOG_WARN, "unexpected %s message from a trainer", sl_wire_type_name(s->msg.type));
@@ -633,9 +754,9 @@ void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
 {
     snprintf(buf, n,
              "pieces=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64 " errors=%" PRIu64 " trainers=%" PRIu64
-             " refused=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
-             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->blocked_s, c->elapsed_s,
-             c->pool_bytes);
+             " refused=%" PRIu64 " shm_pieces=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
+             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
+             c->elapsed_s, c->pool_bytes);
 }
 
 /* ---- setup and teardown ---- */
@@ -790,8 +911,14 @@ static void stop(struct server *s)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
         zmq_ctx_term(s->ctx); /* waits for ZeroMQ to release every frame */
-    for (uint32_t w = 0; s->trainers != NULL && w < s->workers; w++)
+    for (uint32_t w = 0; s->trainers != NULL && w < s->workers; w++) {
         feed_plan_destroy(s->trainers[w].plan);
+        /* nothing writes the pool any more: trainers still mapping it keep
+         * their view of it */
+        held_release_all(s, &s->trainers[w]);
+        sl_free(s->trainers[w].held);
+        s->trainers[w].held = NULL;
+    }
     if (s->pool != NULL && sl_pool_wait_idle(s->pool, 5000) == 0)
         sl_pool_destroy(s->pool);
     else if (s->pool != NULL)

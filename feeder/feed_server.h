@@ -50,6 +50,7 @@ struct feed_server_opts {
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* 0: 10000 */
     int report_ms;              /* log a progress line this often (0: never) */
+    int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
 };
@@ -61,6 +62,7 @@ struct feed_counters {
     uint64_t errors;        /* data errors met */
     uint64_t trainers;      /* HELLOs accepted */
     uint64_t refused;       /* HELLOs refused */
+    uint64_t shm_pieces;    /* pieces handed over in shared memory (no copy) */
     double blocked_s;       /* time with work left but no credit from any trainer */
     double elapsed_s;
     uint64_t pool_bytes;    /* the bound on piece memory */

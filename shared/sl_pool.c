@@ -10,17 +10,19 @@
  * held. sl_pool_put may run on libzmq's I/O thread, so it only ever holds
  * p->mu for a few instructions and never waits.
  */
-/* pthread_condattr_setclock, clock_gettime (CMake defines it too) */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L
-#endif
+#define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 #include "sl_pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sl_alloc.h"
 
@@ -30,7 +32,10 @@ struct sl_pool {
     pthread_mutex_t mu;
     pthread_cond_t avail; /* getters wait for a free buffer */
     pthread_cond_t idle;  /* sl_pool_wait_idle waits for in_use == 0 */
-    void *slab;           /* owned */
+    void *slab;           /* owned (private pools) */
+    uint8_t *map;         /* shared pools: the memfd's mapping, map_size bytes */
+    size_t map_size;
+    int fd;               /* shared pools: the memfd; -1 otherwise */
     uint8_t *bufs;        /* slab rounded up to ALIGN: buffer i at bufs + i * stride */
     uintptr_t base;       /* (uintptr_t)bufs */
     size_t nbufs, bytes_each, stride;
@@ -43,21 +48,88 @@ struct sl_pool {
     uint64_t gets, waits;
 };
 
-int sl_pool_create(struct sl_pool **out, size_t nbufs, size_t bytes_each)
+/* The buffers in a sealed memfd, mapped shared: a header page (magic,
+ * token), then the buffers. */
+static int map_shared(struct sl_pool *p, size_t bytes, struct sl_pool_shm *shm)
+{
+    size_t size = SL_POOL_SHM_HEADER + bytes;
+    int fd = memfd_create("sluice-pieces", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return SL_EIO;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        close(fd);
+        return SL_ENOMEM;
+    }
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        close(fd);
+        return SL_ENOMEM;
+    }
+    uint64_t token = 0;
+    if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token || token == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        token = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)m;
+        token |= 1;
+    }
+    uint8_t *h = m;
+    memcpy(h, "SLSHM001", 8);
+    for (int i = 0; i < 8; i++)
+        h[8 + i] = (uint8_t)(token >> (8 * i));
+    /* nobody resizes it now: a reader that shrank it would fault the owner */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        munmap(m, size);
+        close(fd);
+        return SL_EIO;
+    }
+    p->map = m;
+    p->map_size = size;
+    p->fd = fd;
+    p->bufs = h + SL_POOL_SHM_HEADER;
+    shm->fd = fd;
+    shm->size = size;
+    shm->token = token;
+    return 0;
+}
+
+static void release_memory(struct sl_pool *p)
+{
+    sl_free(p->slab);
+    p->slab = NULL;
+    if (p->map != NULL)
+        munmap(p->map, p->map_size);
+    if (p->fd >= 0)
+        close(p->fd);
+    p->map = NULL;
+    p->fd = -1;
+}
+
+static int pool_create(struct sl_pool **out, size_t nbufs, size_t bytes_each, struct sl_pool_shm *shm)
 {
     *out = NULL;
     if (nbufs == 0 || bytes_each == 0 || bytes_each > SIZE_MAX / 2)
         return SL_EINVAL;
     size_t stride = (bytes_each + ALIGN - 1) / ALIGN * ALIGN;
-    if (nbufs > (SIZE_MAX - ALIGN) / stride)
+    if (nbufs > (SIZE_MAX - ALIGN - SL_POOL_SHM_HEADER) / stride)
         return SL_EINVAL;
     struct sl_pool *p = sl_calloc(1, sizeof *p);
     if (p == NULL)
         return SL_ENOMEM;
-    p->slab = sl_malloc(nbufs * stride + ALIGN);
+    p->fd = -1;
+    int rc = SL_ENOMEM;
+    if (shm == NULL) {
+        p->slab = sl_malloc(nbufs * stride + ALIGN);
+        if (p->slab == NULL)
+            goto out_free_arrays;
+        uintptr_t a = (uintptr_t)p->slab;
+        p->bufs = (uint8_t *)p->slab + ((ALIGN - a % ALIGN) % ALIGN);
+    } else if ((rc = map_shared(p, nbufs * stride, shm)) != 0) {
+        goto out_free_arrays;
+    }
+    rc = SL_ENOMEM;
     p->refs = sl_calloc(nbufs, sizeof *p->refs);
     p->free_stack = sl_calloc(nbufs, sizeof *p->free_stack);
-    if (p->slab == NULL || p->refs == NULL || p->free_stack == NULL)
+    if (p->refs == NULL || p->free_stack == NULL)
         goto out_free_arrays;
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0)
@@ -69,8 +141,6 @@ int sl_pool_create(struct sl_pool **out, size_t nbufs, size_t bytes_each)
     if (pthread_mutex_init(&p->mu, NULL) != 0)
         goto out_destroy_idle;
     pthread_condattr_destroy(&ca);
-    uintptr_t a = (uintptr_t)p->slab;
-    p->bufs = (uint8_t *)p->slab + ((ALIGN - a % ALIGN) % ALIGN);
     p->base = (uintptr_t)p->bufs;
     p->nbufs = nbufs;
     p->bytes_each = bytes_each;
@@ -89,11 +159,31 @@ out_destroy_avail:
 out_destroy_attr:
     pthread_condattr_destroy(&ca);
 out_free_arrays:
-    sl_free(p->slab);
+    release_memory(p);
     sl_free(p->refs);
     sl_free(p->free_stack);
     sl_free(p);
-    return SL_ENOMEM;
+    return rc;
+}
+
+int sl_pool_create(struct sl_pool **out, size_t nbufs, size_t bytes_each)
+{
+    return pool_create(out, nbufs, bytes_each, NULL);
+}
+
+int sl_pool_create_shared(struct sl_pool **out, size_t nbufs, size_t bytes_each, struct sl_pool_shm *shm)
+{
+    memset(shm, 0, sizeof *shm);
+    shm->fd = -1;
+    return pool_create(out, nbufs, bytes_each, shm);
+}
+
+uint64_t sl_pool_offset(const struct sl_pool *p, const void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    if (p->map == NULL || a < p->base || a >= p->base + p->nbufs * p->stride)
+        return 0;
+    return (uint64_t)(a - (uintptr_t)p->map);
 }
 
 void sl_pool_destroy(struct sl_pool *p)
@@ -110,7 +200,7 @@ void sl_pool_destroy(struct sl_pool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->avail);
     pthread_cond_destroy(&p->idle);
-    sl_free(p->slab);
+    release_memory(p);
     sl_free(p->refs);
     sl_free(p->free_stack);
     sl_free(p);

@@ -43,6 +43,29 @@ struct sl_pool_stats {
  * bytes, in one allocation. 0, SL_EINVAL or SL_ENOMEM. */
 int sl_pool_create(struct sl_pool **out, size_t nbufs, size_t bytes_each) SL_MUST_CHECK;
 
+/* Bytes before the first buffer of a shared pool: "SLSHM001", then the
+ * token (u64 little-endian), then zeros. */
+#define SL_POOL_SHM_HEADER 4096u
+
+/* A shared pool's memory, for another process to map read-only. */
+struct sl_pool_shm {
+    int fd;         /* the memfd (owned by the pool, close-on-exec); others open /proc/<pid>/fd/<fd> */
+    uint64_t size;  /* bytes: SL_POOL_SHM_HEADER + nbufs x stride */
+    uint64_t token; /* random, also written after the magic: proves a mapping is this pool's */
+};
+
+/* As sl_pool_create, with the buffers in a memfd sealed against resizing
+ * (so no reader can shrink it under the owner), mapped shared; *shm says
+ * how others find it. The memory lives on while any process maps it, after
+ * destroy too. 0, SL_EINVAL, or SL_EIO (no memfd here: the caller may fall
+ * back to sl_pool_create). */
+int sl_pool_create_shared(struct sl_pool **out, size_t nbufs, size_t bytes_each,
+                          struct sl_pool_shm *shm) SL_MUST_CHECK;
+
+/* Where `ptr` (in a buffer of a shared pool) lies in its memfd; 0 for a
+ * pointer of a private pool or outside every buffer. */
+uint64_t sl_pool_offset(const struct sl_pool *p, const void *ptr);
+
 /* Frees the pool. A buffer still out is a bug that would turn into a write
  * to freed memory later: destroy reports it on stderr and aborts. NULL is
  * accepted. */

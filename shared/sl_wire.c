@@ -253,6 +253,13 @@ static int dec_welcome(struct rd *r, struct sl_wire_welcome *m)
         if ((rc = check_shape(r, who, f->dims, f->rank, &elems)) != 0)
             return rc;
     }
+    if ((rc = rd_u32(r, "shm_pid", &m->shm_pid)) != 0 || (rc = rd_u32(r, "shm_fd", &m->shm_fd)) != 0 ||
+        (rc = rd_u64(r, "shm_size", &m->shm_size)) != 0 || (rc = rd_u64(r, "shm_token", &m->shm_token)) != 0)
+        return rc;
+    if (m->shm_size == 0 && (m->shm_pid != 0 || m->shm_fd != 0 || m->shm_token != 0))
+        return bad(r, "shm_pid, shm_fd or shm_token set without shm_size");
+    if (m->shm_size != 0 && (m->shm_size < SL_WIRE_SHM_HEADER || m->shm_size > SL_WIRE_MAX_SHM))
+        return bad(r, "shm_size %" PRIu64 " not in %u..%" PRIu64, m->shm_size, SL_WIRE_SHM_HEADER, SL_WIRE_MAX_SHM);
     return rd_end(r);
 }
 
@@ -305,6 +312,15 @@ static int dec_piece(struct rd *r, struct sl_wire_piece *m)
             return bad(r, "%s: bytes %" PRIu64 ", but %" PRIu64 " %s values take %" PRIu64, who, t->bytes, elems,
                        sl_wire_dtype_name(t->dtype), elems * es);
     }
+    if ((rc = rd_u64(r, "shm_offset", &m->shm_offset)) != 0 || (rc = rd_u64(r, "shm_bytes", &m->shm_bytes)) != 0)
+        return rc;
+    if (!(m->flags & SL_WIRE_PIECE_SHM) && (m->shm_offset != 0 || m->shm_bytes != 0))
+        return bad(r, "shm_offset or shm_bytes set without the SHM flag");
+    if ((m->flags & SL_WIRE_PIECE_SHM) && m->shm_offset < SL_WIRE_SHM_HEADER)
+        return bad(r, "shm_offset %" PRIu64 " is inside the shared memory's %u-byte header", m->shm_offset,
+                   SL_WIRE_SHM_HEADER);
+    if (m->shm_offset > SL_WIRE_MAX_SHM || m->shm_bytes > SL_WIRE_MAX_MSG)
+        return bad(r, "shm_offset %" PRIu64 " or shm_bytes %" PRIu64 " out of range", m->shm_offset, m->shm_bytes);
     return rd_end(r);
 }
 
@@ -321,7 +337,7 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
             return rc;
         return rd_end(r);
     case SL_WIRE_CREDIT:
-        if ((rc = rd_u32(r, "credits", &m->credit.credits)) != 0)
+        if ((rc = rd_u32(r, "credits", &m->credit.credits)) != 0 || (rc = rd_u32(r, "flags", &m->credit.flags)) != 0)
             return rc;
         if (m->credit.credits > SL_WIRE_MAX_CREDITS)
             return bad(r, "credits %" PRIu32 " exceeds %u", m->credit.credits, SL_WIRE_MAX_CREDITS);
@@ -487,6 +503,15 @@ static int enc_welcome(struct wr *w, const struct sl_wire_welcome *m, struct sl_
         for (unsigned k = 0; k < f->rank; k++)
             wr_u64(w, (uint64_t)f->dims[k]);
     }
+    if (m->shm_size != 0 && (m->shm_size < SL_WIRE_SHM_HEADER || m->shm_size > SL_WIRE_MAX_SHM))
+        return enc_bad(err, SL_WIRE_WELCOME, "shm_size %" PRIu64 " not in %u..%" PRIu64, m->shm_size,
+                       SL_WIRE_SHM_HEADER, SL_WIRE_MAX_SHM);
+    if (m->shm_size == 0 && (m->shm_pid != 0 || m->shm_fd != 0 || m->shm_token != 0))
+        return enc_bad(err, SL_WIRE_WELCOME, "shm_pid, shm_fd or shm_token set without shm_size");
+    wr_u32(w, m->shm_pid);
+    wr_u32(w, m->shm_fd);
+    wr_u64(w, m->shm_size);
+    wr_u64(w, m->shm_token);
     return 0;
 }
 
@@ -517,6 +542,16 @@ static int enc_piece(struct wr *w, const struct sl_wire_piece *m, struct sl_erro
         wr_u64(w, t->bytes);
         wr_u64(w, t->offset);
     }
+    if (!(m->flags & SL_WIRE_PIECE_SHM) && (m->shm_offset != 0 || m->shm_bytes != 0))
+        return enc_bad(err, SL_WIRE_PIECE, "shm_offset or shm_bytes set without the SHM flag");
+    if ((m->flags & SL_WIRE_PIECE_SHM) && m->shm_offset < SL_WIRE_SHM_HEADER)
+        return enc_bad(err, SL_WIRE_PIECE, "shm_offset %" PRIu64 " is inside the shared memory's %u-byte header",
+                       m->shm_offset, SL_WIRE_SHM_HEADER);
+    if (m->shm_offset > SL_WIRE_MAX_SHM || m->shm_bytes > SL_WIRE_MAX_MSG)
+        return enc_bad(err, SL_WIRE_PIECE, "shm_offset %" PRIu64 " or shm_bytes %" PRIu64 " out of range",
+                       m->shm_offset, m->shm_bytes);
+    wr_u64(w, m->shm_offset);
+    wr_u64(w, m->shm_bytes);
     return 0;
 }
 
@@ -533,6 +568,7 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
     }
     case SL_WIRE_CREDIT:
         wr_u32(w, ((const struct sl_wire_credit *)msg)->credits);
+        wr_u32(w, ((const struct sl_wire_credit *)msg)->flags);
         return 0;
     case SL_WIRE_PIECE:
         return enc_piece(w, msg, err);

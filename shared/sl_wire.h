@@ -5,7 +5,7 @@
  * descriptor gives. The header frame is little-endian and is written and
  * read field by field, never by copying a struct:
  *
- *   magic "SLC1" | version u16 (= 2) | type u16 | type-specific fields
+ *   magic "SLC1" | version u16 (= 3) | type u16 | type-specific fields
  *
  * Encoding fills a caller-owned sl_buf with one header frame. Decoding reads
  * a header frame into a caller-owned struct sl_wire_msg; strings in it are
@@ -25,10 +25,12 @@
 #include "sl_buf.h"
 #include "sl_error.h"
 
-/* 2: a PIECE's tensors travel in one body frame, each at the offset its
- * descriptor gives (1: one frame per tensor, which ZeroMQ moves far slower
- * when two or more are large) */
-#define SL_WIRE_VERSION 2
+/* 3: a feeder on the trainer's host may hand pieces over in shared memory
+ * (HELLO flag, WELCOME's shm_* fields, CREDIT flags, PIECE's shm_offset and
+ * shm_bytes); 2: a PIECE's tensors travel in one body frame, each at the
+ * offset its descriptor gives (1: one frame per tensor, which ZeroMQ moves
+ * far slower when two or more are large) */
+#define SL_WIRE_VERSION 3
 
 /* Limits; a decoder rejects anything above them, an encoder refuses to
  * write it. */
@@ -47,6 +49,8 @@
 #define SL_WIRE_MAX_CREDITS (1u << 20)   /* HELLO initial credits, one CREDIT grant */
 #define SL_WIRE_MAX_ROWS (1u << 24)      /* PIECE rows, WELCOME batch */
 #define SL_WIRE_MAX_ELEMS ((uint64_t)1 << 30) /* product of a shape's non-zero dims */
+#define SL_WIRE_SHM_HEADER 4096u         /* bytes before a shared piece memory's first buffer */
+#define SL_WIRE_MAX_SHM ((uint64_t)1 << 40) /* WELCOME shm_size */
 
 enum sl_wire_type {
     SL_WIRE_HELLO = 1,     /* trainer -> feeder */
@@ -67,15 +71,24 @@ enum sl_wire_dtype {
     SL_WIRE_UINT8 = 3,
 };
 
-/* PIECE flags (informational; unknown bits are ignored by receivers). */
+/* PIECE flags (unknown bits are ignored by receivers). */
 #define SL_WIRE_PIECE_LAST_STEP 0x1u /* the piece belongs to the last step of its epoch */
+#define SL_WIRE_PIECE_SHM 0x2u       /* no body frame: the body is shm_bytes at shm_offset of the feeder's
+                                      * shared piece memory (WELCOME), until its credit goes back */
+
+/* HELLO flags */
+#define SL_WIRE_HELLO_SHM 0x1u /* the trainer can map a feeder's shared piece memory */
+
+/* CREDIT flags */
+#define SL_WIRE_CREDIT_SHM 0x1u /* the trainer has mapped the WELCOME's shared memory: pieces may
+                                 * come that way from now on */
 
 struct sl_wire_hello {
     uint32_t worker;       /* < workers */
     uint32_t workers;      /* 1..SL_WIRE_MAX_WORKERS */
     uint32_t replicas;     /* 1..SL_WIRE_MAX_REPLICAS */
     uint32_t credits;      /* initial credits, <= SL_WIRE_MAX_CREDITS */
-    uint32_t flags;        /* none defined in version 1; unknown bits are ignored */
+    uint32_t flags;        /* SL_WIRE_HELLO_*; unknown bits are ignored */
     uint32_t heartbeat_ms; /* the trainer sends a HEARTBEAT at least this often; 0: never */
     uint64_t resume_epoch; /* start position: (0, 0) from the beginning */
     uint64_t resume_seq;   /* first sequence number wanted */
@@ -103,6 +116,15 @@ struct sl_wire_welcome {
     uint32_t heartbeat_ms;    /* the feeder sends a HEARTBEAT at least this often; 0: never */
     uint16_t ntensors;        /* 0..SL_WIRE_MAX_TENSORS */
     struct sl_wire_field fields[SL_WIRE_MAX_TENSORS];
+    /* the feeder's shared piece memory, offered to a HELLO with
+     * SL_WIRE_HELLO_SHM: a memfd the trainer opens as
+     * /proc/<shm_pid>/fd/<shm_fd>, shm_size bytes (SL_WIRE_SHM_HEADER..
+     * SL_WIRE_MAX_SHM), starting with "SLSHM001" and shm_token (u64 LE).
+     * shm_size 0: none offered (then all four are 0). */
+    uint32_t shm_pid;
+    uint32_t shm_fd;
+    uint64_t shm_size;
+    uint64_t shm_token;
 };
 
 struct sl_wire_refuse {
@@ -112,6 +134,7 @@ struct sl_wire_refuse {
 
 struct sl_wire_credit {
     uint32_t credits; /* 0..SL_WIRE_MAX_CREDITS */
+    uint32_t flags;   /* SL_WIRE_CREDIT_*; unknown bits are ignored */
 };
 
 /* A tensor frame's descriptor. Numeric dtypes: bytes == product(dims) x
@@ -133,8 +156,13 @@ struct sl_wire_piece {
     uint64_t seq;      /* position in the worker's piece stream, over all epochs */
     uint32_t rows;     /* batch dimension, <= SL_WIRE_MAX_ROWS; 0: an empty piece */
     uint32_t flags;    /* SL_WIRE_PIECE_* */
-    uint16_t ntensors; /* 0..SL_WIRE_MAX_TENSORS frames follow the header */
+    uint16_t ntensors; /* 0..SL_WIRE_MAX_TENSORS */
     struct sl_wire_tensor tensors[SL_WIRE_MAX_TENSORS];
+    /* with SL_WIRE_PIECE_SHM: where the body lies in the shared memory
+     * (shm_offset >= SL_WIRE_SHM_HEADER, shm_bytes <= SL_WIRE_MAX_MSG);
+     * without it both are 0 and the body frame follows the header */
+    uint64_t shm_offset;
+    uint64_t shm_bytes;
 };
 
 struct sl_wire_end {

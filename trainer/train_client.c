@@ -19,13 +19,28 @@
  * C per feeder. A REFUSE (the old process still holds the worker until
  * it drops it as silent) is retried every second on a fresh socket. The
  * other feeders go on meanwhile; their pieces wait in the reorder window.
+ *
+ * Shared memory (protocol version 3): a feeder on this host offers its
+ * piece memory in the WELCOME (a memfd, opened as /proc/<pid>/fd/<fd>);
+ * once it is mapped read-only and its token checked, a CREDIT with the SHM
+ * flag says so, and pieces may then come as a header naming where the body
+ * lies. Such a slot points into the mapping until it is released, and its
+ * credit is what lets the feeder reuse the buffer. A mapping is counted by
+ * the slots using it, so a restarted feeder's old memory stays readable
+ * for the pieces still held. When a feeder is rejoined, the pieces of it
+ * already taken into the step being gathered are first copied out: the
+ * feeder gives the old connection's buffers back at the new HELLO.
  */
 #include "train_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "sl_alloc.h"
@@ -33,6 +48,14 @@
 #include "sl_clock.h"
 #include "sl_log.h"
 #include "train_reorder.h"
+
+/* A feeder's shared piece memory, mapped read-only; counted by the feeder
+ * (while it is the current connection's) and by the slots pointing into it. */
+struct shm_map {
+    const uint8_t *base;
+    size_t size;
+    unsigned refs;
+};
 
 struct slot {
     zmq_msg_t hdr;
@@ -42,6 +65,9 @@ struct slot {
     uint32_t conn; /* the feeder's connection it came on */
     int busy;      /* holds a received message */
     struct sl_wire_piece piece;
+    const uint8_t *body;  /* the tensors: in frames[0], in `map`, or in `copy` */
+    struct shm_map *map;  /* a reference, when the body lies in shared memory */
+    uint8_t *copy;        /* owned: the body copied out of shared memory */
 };
 
 struct feeder {
@@ -56,6 +82,7 @@ struct feeder {
     uint64_t end_pieces;
     uint32_t owed; /* credits to give back */
     zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
+    struct shm_map *map;     /* its shared memory, when this connection mapped it */
     /* rejoining after a loss (reconnect_ms > 0) */
     int rejoining;
     uint64_t lost_ns, deadline_ns;
@@ -77,7 +104,8 @@ struct train_client {
     struct slot **free_slots;
     size_t nslots, nfree;
     struct train_reorder *reorder;
-    struct slot **step_slots;   /* [R] slots of the step handed out */
+    struct slot **step_slots;   /* [R] slots of the step handed out, or being gathered */
+    size_t ngot;                /* slots gathered so far for the next step */
     struct train_piece *pieces; /* [R] */
     int have_step;
     struct sl_buf buf;
@@ -103,6 +131,88 @@ static int feeder_error(struct train_client *c, int j, struct sl_error *err, int
 static int send_buf(void *sock, const struct sl_buf *b)
 {
     return zmq_send(sock, b->data, b->len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+static void map_unref(struct shm_map *m)
+{
+    if (m != NULL && --m->refs == 0) {
+        munmap((void *)m->base, m->size);
+        sl_free(m);
+    }
+}
+
+static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w);
+
+/* Map feeder j's shared piece memory from its WELCOME and answer the offer
+ * with a CREDIT (the feeder sends no piece before it): the SHM flag when
+ * mapped. Anything amiss (another host: no such process or file, or a
+ * different one under that pid; another user) leaves the connection on
+ * copies: worth a line in the log, not an error. */
+static int attach_shm(struct train_client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    if (w->shm_size == 0) /* nothing offered (or not asked for) */
+        return 0;
+    struct shm_map *m = c->o.no_shm ? NULL : map_shm(f, w);
+    struct sl_wire_credit cr = {.credits = 0, .flags = m != NULL ? SL_WIRE_CREDIT_SHM : 0};
+    if (sl_wire_encode_credit(&cr, &c->buf) != 0 || send_buf(f->sock, &c->buf) != 0) {
+        map_unref(m);
+        return feeder_error(c, (int)j, err, SL_EIO, "send CREDIT: %s", zmq_strerror(errno));
+    }
+    f->map = m;
+    return 0;
+}
+
+static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w)
+{
+    if (w->shm_size > SIZE_MAX)
+        return NULL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%" PRIu32 "/fd/%" PRIu32, w->shm_pid, w->shm_fd);
+    const char *why = NULL;
+    struct stat st;
+    void *p = MAP_FAILED;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        why = strerror(errno);
+    else if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != w->shm_size)
+        why = "not the size the feeder gave";
+    else if ((p = mmap(NULL, (size_t)w->shm_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        why = strerror(errno);
+    if (fd >= 0)
+        close(fd);
+    if (why == NULL) {
+        const uint8_t *b = p;
+        uint64_t token = 0;
+        for (int i = 0; i < 8; i++)
+            token |= (uint64_t)b[8 + i] << (8 * i);
+        if (memcmp(b, "SLSHM001", 8) != 0 || token != w->shm_token)
+            why = "another process's memory (another host?)";
+    }
+    struct shm_map *m = why == NULL ? sl_calloc(1, sizeof *m) : NULL;
+    if (why == NULL && m == NULL)
+        why = "out of memory";
+    if (why != NULL) {
+        if (p != MAP_FAILED)
+            munmap(p, (size_t)w->shm_size);
+        sl_log(SL_LOG_INFO, "feeder %s: its shared memory (%s) cannot be mapped: %s; pieces come by copy", f->addr,
+               path, why);
+        return NULL;
+    }
+    m->base = p;
+    m->size = (size_t)w->shm_size;
+    m->refs = 1;
+    sl_log(SL_LOG_INFO, "feeder %s: pieces through shared memory (%.1f MB mapped)", f->addr,
+           (double)w->shm_size / 1e6);
+    return m;
+}
+
+/* Feeder j's connection is over: its mapping lives on in the slots that
+ * still use it. */
+static void detach_shm(struct feeder *f)
+{
+    map_unref(f->map);
+    f->map = NULL;
 }
 
 /* Credits go back in batches of a quarter of the window (one message per
@@ -142,6 +252,11 @@ static void release_slot(struct train_client *c, struct slot *s)
         zmq_msg_close(&s->frames[i]);
     s->nframes = 0;
     s->busy = 0;
+    map_unref(s->map);
+    s->map = NULL;
+    sl_free(s->copy);
+    s->copy = NULL;
+    s->body = NULL;
     if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
         c->f[s->feeder].owed++;
     c->free_slots[c->nfree++] = s;
@@ -197,9 +312,18 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         f->stalled = 0;
         s->piece = c->msg.piece;
         const struct sl_wire_piece *p = &s->piece;
+        int shared = (p->flags & SL_WIRE_PIECE_SHM) != 0;
         if (sl_wire_check_piece(p, &c->welcome, &derr) != 0)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
-        else if (s->nframes != (p->ntensors > 0 ? 1u : 0u))
+        else if (shared && f->map == NULL)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is in shared memory, but none is mapped",
+                              p->seq);
+        else if (shared && (s->nframes != 0 || p->shm_offset + p->shm_bytes > f->map->size))
+            rc = feeder_error(c, j, err, SL_EPROTO,
+                              "piece %" PRIu64 ": shared memory [%" PRIu64 ", %" PRIu64 ") past its %zu bytes, or "
+                              "with %zu frames",
+                              p->seq, p->shm_offset, p->shm_offset + p->shm_bytes, f->map->size, s->nframes);
+        else if (!shared && s->nframes != (p->ntensors > 0 ? 1u : 0u))
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %u tensors in %zu frames (one body frame)",
                               p->seq, p->ntensors, s->nframes);
         else if (p->worker != c->o.worker)
@@ -208,8 +332,18 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         else if (p->seq % c->o.nfeeders != (uint64_t)j)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu", p->seq,
                               j, c->o.nfeeders);
-        if (rc == 0 && s->nframes == 1 && sl_wire_check_body(p, zmq_msg_size(&s->frames[0]), &derr) != 0)
+        if (rc == 0 && shared && sl_wire_check_body(p, (size_t)p->shm_bytes, &derr) != 0)
             rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        if (rc == 0 && !shared && s->nframes == 1 && sl_wire_check_body(p, zmq_msg_size(&s->frames[0]), &derr) != 0)
+            rc = feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        if (rc == 0 && shared) {
+            s->map = f->map;
+            s->map->refs++;
+            s->body = f->map->base + p->shm_offset;
+            c->stats.shm_pieces++;
+        } else if (rc == 0 && s->nframes == 1) {
+            s->body = zmq_msg_data(&s->frames[0]);
+        }
         if (rc == 0 && (rc = train_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
             rc = feeder_error(c, j, err, rc, "%s", derr.msg);
         if (rc != 0) {
@@ -278,7 +412,8 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
 static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
 {
     struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                              .credits = credits, .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
+                              .credits = credits, .flags = c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM,
+                              .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
@@ -402,6 +537,23 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
         if (s != NULL)
             release_slot(c, s);
     }
+    /* what of it is already in the step being gathered stays, out of its
+     * shared memory: the feeder reuses those buffers once it has the new
+     * HELLO */
+    for (size_t r = 0; r < c->ngot; r++) {
+        struct slot *s = c->step_slots[r];
+        if (s->feeder != (int)j || s->map == NULL)
+            continue;
+        uint8_t *copy = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1);
+        if (copy == NULL)
+            return feeder_error(c, (int)j, err, SL_ENOMEM, "out of memory copying piece %" PRIu64, s->piece.seq);
+        memcpy(copy, s->body, (size_t)s->piece.shm_bytes);
+        s->copy = copy;
+        s->body = copy;
+        map_unref(s->map);
+        s->map = NULL;
+    }
+    detach_shm(f);
     close_socket(f);
     f->rejoining = 1;
     f->welcomed = 0;
@@ -438,7 +590,8 @@ static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err
     else if (sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) != 0)
         rc = feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
     else if (c->msg.type == SL_WIRE_WELCOME) {
-        if ((rc = check_welcome(c, j, &c->msg.welcome, 0, err)) == 0) {
+        if ((rc = check_welcome(c, j, &c->msg.welcome, 0, err)) == 0 &&
+            (rc = attach_shm(c, j, &c->msg.welcome, err)) == 0) {
             f->rejoining = 0;
             f->welcomed = 1;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
@@ -598,6 +751,8 @@ static int handshake(struct train_client *c, struct sl_error *err)
             int rc = check_welcome(c, j, &c->msg.welcome, welcomed == 0, err);
             if (rc != 0)
                 return rc;
+            if ((rc = attach_shm(c, j, &c->msg.welcome, err)) != 0)
+                return rc;
             f->welcomed = 1;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
             welcomed++;
@@ -673,6 +828,9 @@ void train_client_close(struct train_client *c)
     for (size_t i = 0; c->slots != NULL && i < c->nslots; i++)
         if (c->slots[i].busy)
             release_slot(c, &c->slots[i]);
+    /* done with every piece: then BYE (a feeder takes its buffers back) */
+    for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
+        detach_shm(&c->f[j]);
     if (sl_wire_encode_bye(&c->buf) == 0)
         for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
             if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
@@ -728,7 +886,7 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
         t->rank = w->tensors[i].rank;
         memcpy(t->dims, w->tensors[i].dims, sizeof t->dims);
         t->bytes = w->tensors[i].bytes;
-        t->data = t->bytes ? (const uint8_t *)zmq_msg_data((zmq_msg_t *)&s->frames[0]) + w->tensors[i].offset : NULL;
+        t->data = t->bytes ? s->body + w->tensors[i].offset : NULL;
     }
 }
 
@@ -744,18 +902,21 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
         give_credits(c, 0);
     }
     uint64_t t0 = sl_clock_ns();
-    size_t got = 0;
-    while (got < c->o.replicas) {
+    /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
+    c->ngot = 0;
+    while (c->ngot < c->o.replicas) {
         struct slot *s = train_reorder_pop(c->reorder);
         if (s != NULL) {
-            if (s->piece.replica != got) {
+            if (s->piece.replica != c->ngot) {
                 release_slot(c, s);
-                for (size_t r = 0; r < got; r++)
+                size_t had = c->ngot;
+                for (size_t r = 0; r < had; r++)
                     release_slot(c, c->step_slots[r]);
+                c->ngot = 0;
                 return sl_error_set(err, SL_EPROTO, "piece %" PRIu64 " is for replica %u, expected replica %zu",
-                                    s->piece.seq, s->piece.replica, got);
+                                    s->piece.seq, s->piece.replica, had);
             }
-            c->step_slots[got++] = s;
+            c->step_slots[c->ngot++] = s;
             continue;
         }
         if (all_ended(c)) {
@@ -764,10 +925,12 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
                 if (c->f[j].end_pieces > total)
                     total = c->f[j].end_pieces;
             if (train_reorder_next(c->reorder) >= total) {
-                for (size_t r = 0; r < got; r++)
+                size_t had = c->ngot;
+                for (size_t r = 0; r < had; r++)
                     release_slot(c, c->step_slots[r]);
-                if (got != 0)
-                    return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", got,
+                c->ngot = 0;
+                if (had != 0)
+                    return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", had,
                                         c->o.replicas);
                 c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
                 return SL_END;
@@ -775,11 +938,13 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
         }
         int rc = pump(c, c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1, err);
         if (rc != 0) {
-            for (size_t r = 0; r < got; r++)
+            for (size_t r = 0; r < c->ngot; r++)
                 release_slot(c, c->step_slots[r]);
+            c->ngot = 0;
             return rc;
         }
     }
+    c->ngot = 0; /* handed out: have_step now */
     c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
     for (size_t r = 0; r < c->o.replicas; r++) {
         fill_piece(c, c->step_slots[r], &c->pieces[r]);
@@ -796,4 +961,7 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 void train_client_stats(const struct train_client *c, struct train_client_stats *out)
 {
     *out = c->stats;
+    out->shm_feeders = 0;
+    for (size_t j = 0; j < c->o.nfeeders; j++)
+        out->shm_feeders += c->f[j].map != NULL;
 }

@@ -47,6 +47,8 @@ struct train_client_opts {
     int reconnect_ms;           /* > 0: a feeder lost mid-stream (silent past the
                                    timeout) is asked to resume where it left off,
                                    waiting this long for it to come back; 0: fail */
+    int no_shm;                 /* never map a feeder's shared piece memory: pieces
+                                   always come by copy */
 };
 
 struct train_tensor {
@@ -71,6 +73,8 @@ struct train_client_stats {
     uint64_t pieces, rows, bytes;
     double wait_s;     /* time spent waiting for pieces */
     uint64_t rejoins;  /* feeders lost and asked to resume */
+    uint64_t shm_pieces; /* pieces read in a feeder's shared memory (no copy) */
+    uint32_t shm_feeders; /* feeders whose shared memory is mapped now */
 };
 
 struct train_client;

@@ -95,6 +95,9 @@ static const char usage2[] =
     "      --reconnect-s=S      instead, reconnect to a lost feeder and resume where it\n"
     "                           left off, waiting up to S s for it (or a restarted feeder\n"
     "                           on the same address) to answer (default 0: fail)\n"
+    "      --no-shm             never map a feeder's shared piece memory: pieces always\n"
+    "                           come by copy (by default a feeder on this host hands\n"
+    "                           them over in shared memory; docs/protocol.md)\n"
     "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
     "                           gives --connect, the task (chief/worker) --worker and\n"
     "                           --workers, the chief and 'worker' list the ring's\n"
@@ -402,7 +405,7 @@ int main(int argc, char **argv)
         {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
         {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
         {"progress", required_argument, NULL, 1003},     {"reconnect-s", required_argument, NULL, 1005},
-        {"predictions", required_argument, NULL, 1004},
+        {"predictions", required_argument, NULL, 1004}, {"no-shm", no_argument, NULL, 1006},
         {NULL, 0, NULL, 0}};
     const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
     int tower = 0;             /* --mode tower */
@@ -418,7 +421,7 @@ int main(int argc, char **argv)
     const char *eval_connect = NULL, *eval_job = NULL, *save_path = NULL, *metrics_path = NULL;
     double test_rows = 0, test_correct = 0;
     uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0, reconnect_s = 0;
-    int quiet = 0, c;
+    int quiet = 0, no_shm = 0, c;
     /* cluster rendezvous and devices (issue #4) */
     const char *peers = NULL;
     uint32_t rdv_timeout_s = 60;
@@ -440,6 +443,7 @@ int main(int argc, char **argv)
         case 'T': trace = optarg; break;
         case 'F': feature = optarg; break;
         case 'q': quiet = 1; break;
+        case 1006: no_shm = 1; break;
         case 'D': {
             struct sl_error derr = {0};
             if (train_device_spec_parse(optarg, &devspec, &derr) != 0) {
@@ -684,7 +688,7 @@ int main(int argc, char **argv)
     struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
                                   .workers = workers, .replicas = replicas, .credits = credits,
                                   .heartbeat_ms = (int)hb, .timeout_ms = (int)to,
-                                  .reconnect_ms = (int)(reconnect_s * 1000)};
+                                  .reconnect_ms = (int)(reconnect_s * 1000), .no_shm = no_shm};
     struct sl_error err = {0};
     struct train_client *cl = NULL;
     double t0 = sl_clock_s();
@@ -984,13 +988,13 @@ int main(int argc, char **argv)
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
-             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 "}}\n",
+             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
              worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
              secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
              stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
              test_rows, test_rows > 0 ? test_correct / test_rows : 0.0, tower ? "tower" : "mirrored", h2d_bytes,
-             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins);
+             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
     if (tf != NULL) {
         fputs(summary, tf);
         if (fclose(tf) != 0 && status == 0) {

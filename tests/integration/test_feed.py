@@ -183,7 +183,16 @@ def check_traces(name, traces, ref, ids):
             fail("%s: worker %d got %d pieces, want %d" % (name, w, len(got), len(want)))
 
 
-def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=(), trainer_extra=(), **keys):
+def shm_pieces(path):
+    """(pieces with rows, pieces read in shared memory) from a trace and its summary line."""
+    with open(path) as f:
+        lines = [json.loads(x) for x in f]
+    return sum(1 for x in lines[:-1] if x["size"] > 0), lines[-1]["summary"]["shm_pieces"]
+
+
+def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=(), trainer_extra=(), shm=None,
+             **keys):
+    """shm: None, or True / False: every piece with rows came in shared memory / none did."""
     tag = "c%d" % (PASSED + 1)
     job_path, job = write_job("job-" + tag, files, **keys)
     feeders, conns = start_feeders(job_path, F, kind, tag, extra=feeder_extra)
@@ -203,6 +212,11 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=()
             fail("%s: feeder %d exited %d:\n%s" % (name, j, c, read_log(tag, "feeder%d" % j)))
     ref = reference(job, counts if counts is not None else [len(x) for x in ids], W, R)
     check_traces(name, [t for _, t in trainers], ref, ids)
+    for w, (_, path) in enumerate(trainers):
+        rows, shared = shm_pieces(path)
+        if shm is not None and shared != (rows if shm else 0):
+            fail("%s: worker %d read %d of its %d pieces with rows in shared memory, expected %s" %
+                 (name, w, shared, rows, "all" if shm else "none"))
     ok(name)
 
 
@@ -232,6 +246,15 @@ def main():
     gz_ids = ids_of(gz)
 
     shuffle = {"buffer": 20, "seed": 11, "reshuffle_each_epoch": True}
+    # pieces in the feeder's shared memory (the default on one host: ipc and
+    # tcp on loopback alike), and by copy when either side says --no-shm;
+    # the traces are the same
+    run_case("shared memory: W=2 R=2 F=2, every piece with rows", files, ids, 2, 2, 2, shm=True,
+             shuffle=shuffle)
+    run_case("shared memory over tcp on loopback", files, ids, 1, 3, 1, kind="tcp", shm=True)
+    run_case("trainer --no-shm: by copy", files, ids, 2, 2, 2, trainer_extra=("--no-shm",), shm=False,
+             shuffle=shuffle)
+    run_case("feeder --no-shm: by copy", files, ids, 1, 3, 1, feeder_extra=("--no-shm",), shm=False)
     for F in (1, 2, 3):
         run_case("FILE W=2 R=2 shuffled, interleaved, tcp, F=%d" % F, files, ids, 2, 2, F, kind="tcp",
                  shuffle=shuffle, parallel_reads=2)

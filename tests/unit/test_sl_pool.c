@@ -4,12 +4,17 @@
  * wakes blocked getters; a stress run where an "I/O thread" returns every
  * frame through sl_pool_zmq_free exactly as libzmq would. Run under TSan
  * as well (SLUICE_SANITIZE). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -178,6 +183,64 @@ static void *get_thread(void *arg)
     g->rc = sl_pool_get(g->p, &g->buf);
     return NULL;
 }
+
+/* A shared pool: the memfd another process opens read-only through
+ * /proc/<pid>/fd/<fd> shows the header (magic, token) and every buffer's
+ * bytes at sl_pool_offset, and cannot be resized by anyone. */
+START_TEST(test_shared)
+{
+    struct sl_pool *p;
+    struct sl_pool_shm shm;
+    ck_assert_int_eq(sl_pool_create_shared(&p, 3, 1000, &shm), 0);
+    ck_assert_uint_eq(shm.size, SL_POOL_SHM_HEADER + 3 * 1024); /* 64-byte stride */
+    ck_assert(shm.token != 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)getpid(), shm.fd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    ck_assert_int_eq((long long)st.st_size, (long long)shm.size);
+    const uint8_t *view = mmap(NULL, shm.size, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert(view != MAP_FAILED);
+    ck_assert_int_eq(memcmp(view, "SLSHM001", 8), 0);
+    uint64_t token = 0;
+    for (int i = 0; i < 8; i++)
+        token |= (uint64_t)view[8 + i] << (8 * i);
+    ck_assert_uint_eq(token, shm.token);
+    void *b[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sl_pool_get(p, &b[i]), 0);
+        memset(b[i], 'a' + i, 1000);
+    }
+    for (int i = 0; i < 3; i++) {
+        uint64_t off = sl_pool_offset(p, (uint8_t *)b[i] + 10);
+        ck_assert_uint_ge(off, SL_POOL_SHM_HEADER + 10);
+        ck_assert_uint_le(off + 990, shm.size);
+        ck_assert_int_eq(view[off], 'a' + i);
+        ck_assert_int_eq(view[off + 989], 'a' + i);
+    }
+    /* sealed: neither the owner nor a reader resizes it */
+    ck_assert_int_ne(ftruncate(shm.fd, 1 << 20), 0);
+    ck_assert_int_ne(ftruncate(shm.fd, 100), 0);
+    ck_assert_int_ne(ftruncate(fd, 100), 0);
+    for (int i = 0; i < 3; i++)
+        sl_pool_put(p, b[i]);
+    sl_pool_destroy(p);
+    /* the reader's mapping outlives the pool (a trainer holding pieces of a
+     * feeder that exited) */
+    ck_assert_int_eq(view[SL_POOL_SHM_HEADER], 'a'); /* the stack hands the lowest buffer out first */
+    munmap((void *)view, shm.size);
+    close(fd);
+    /* a private pool has no offsets */
+    ck_assert_int_eq(sl_pool_create(&p, 1, 10), 0);
+    void *x;
+    ck_assert_int_eq(sl_pool_get(p, &x), 0);
+    ck_assert_uint_eq(sl_pool_offset(p, x), 0);
+    sl_pool_put(p, x);
+    sl_pool_destroy(p);
+}
+END_TEST
 
 START_TEST(test_get_blocks_until_put)
 {
@@ -364,6 +427,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_get_put_single_thread);
     tcase_add_test(tc, test_refs_for_frames);
     tcase_add_test(tc, test_close);
+    tcase_add_test(tc, test_shared);
     tcase_add_test_raise_signal(tc, test_destroy_with_buffer_out_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_double_put_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_foreign_put_aborts, SIGABRT);

@@ -3,6 +3,7 @@
  * SL_EPROTO with a precise message, never a crash; the encoders refuse what
  * the decoder would refuse. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sl_alloc.h"
@@ -62,6 +63,10 @@ static void sample(unsigned type, struct sl_wire_msg *m)
         set_field(&w->fields[3], "tokens.row_splits", SL_WIRE_INT64, 1, 0, NULL);
         static const int64_t two[] = {2};
         set_field(&w->fields[4], "weights", SL_WIRE_FLOAT32, 0, 1, two);
+        w->shm_pid = 4321;
+        w->shm_fd = 7;
+        w->shm_size = 4096 + 12 * 65536;
+        w->shm_token = 0x8899aabbccddeeffull;
         break;
     }
     case SL_WIRE_REFUSE:
@@ -70,6 +75,7 @@ static void sample(unsigned type, struct sl_wire_msg *m)
         break;
     case SL_WIRE_CREDIT:
         m->credit.credits = 16;
+        m->credit.flags = SL_WIRE_CREDIT_SHM;
         break;
     case SL_WIRE_PIECE: {
         struct sl_wire_piece *p = &m->piece;
@@ -174,6 +180,10 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
             for (unsigned k = 0; k < f->rank; k++)
                 ck_assert_int_eq(f->dims[k], g->dims[k]);
         }
+        ck_assert_uint_eq(x->shm_pid, y->shm_pid);
+        ck_assert_uint_eq(x->shm_fd, y->shm_fd);
+        ck_assert_uint_eq(x->shm_size, y->shm_size);
+        ck_assert_uint_eq(x->shm_token, y->shm_token);
         break;
     }
     case SL_WIRE_REFUSE:
@@ -181,6 +191,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         break;
     case SL_WIRE_CREDIT:
         ck_assert_uint_eq(a->credit.credits, b->credit.credits);
+        ck_assert_uint_eq(a->credit.flags, b->credit.flags);
         break;
     case SL_WIRE_PIECE: {
         const struct sl_wire_piece *x = &a->piece, *y = &b->piece;
@@ -192,6 +203,8 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(x->rows, y->rows);
         ck_assert_uint_eq(x->flags, y->flags);
         ck_assert_uint_eq(x->ntensors, y->ntensors);
+        ck_assert_uint_eq(x->shm_offset, y->shm_offset);
+        ck_assert_uint_eq(x->shm_bytes, y->shm_bytes);
         for (unsigned i = 0; i < x->ntensors; i++) {
             const struct sl_wire_tensor *s = &x->tensors[i], *t = &y->tensors[i];
             ck_assert_uint_eq(s->dtype, t->dtype);
@@ -330,7 +343,7 @@ START_TEST(test_round_trip_extremes)
     struct sl_buf b;
     sl_buf_init(&b, 0);
     ck_assert_int_eq(sl_wire_encode_welcome(&m[1].welcome, &b), 0);
-    ck_assert_uint_eq(b.len, 42 + 64 * (2 + 160 + 3 + 8 * 8));
+    ck_assert_uint_eq(b.len, 42 + 64 * (2 + 160 + 3 + 8 * 8) + 24); /* + the shared memory's 4 fields */
     sl_buf_free(&b);
 
     /* an empty piece: no tensors, or tensors of zero rows */
@@ -339,7 +352,7 @@ START_TEST(test_round_trip_extremes)
     e.type = SL_WIRE_PIECE;
     sl_buf_init(&b, 0);
     ck_assert_int_eq(sl_wire_encode_piece(&e.piece, &b), 0);
-    ck_assert_uint_eq(b.len, 50);
+    ck_assert_uint_eq(b.len, 50 + 16); /* + shm_offset, shm_bytes */
     e.piece.ntensors = 1;
     static const int64_t zero_rows[] = {0, 3};
     set_tensor(&e.piece.tensors[0], SL_WIRE_FLOAT32, 2, zero_rows, 0);
@@ -357,7 +370,7 @@ START_TEST(test_hello_layout_pinned)
     sample(SL_WIRE_HELLO, &m);
     uint8_t want[128];
     size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
-                           "02 00"                    /* version 2 */
+                           "03 00"                    /* version 3 */
                            "01 00"                    /* type HELLO */
                            "01 00 00 00"              /* worker 1 */
                            "04 00 00 00"              /* workers 4 */
@@ -397,7 +410,7 @@ START_TEST(test_piece_layout_pinned)
     set_tensor(&p.tensors[1], SL_WIRE_INT64, 1, d1, 32);
     uint8_t want[128];
     p.tensors[1].offset = 64;
-    size_t n = sl_test_hex("53 4c 43 31 02 00 05 00"  /* magic, version 2, type PIECE */
+    size_t n = sl_test_hex("53 4c 43 31 03 00 05 00"  /* magic, version 3, type PIECE */
                            "02 00 00 00 00 00 00 00"  /* epoch 2 */
                            "07 00 00 00 00 00 00 00"  /* step 7 */
                            "01 00 00 00"              /* worker 1 */
@@ -414,9 +427,11 @@ START_TEST(test_piece_layout_pinned)
                            "00 01"                    /* tensor 1: int64, rank 1 */
                            "04 00 00 00 00 00 00 00"  /*   dims[0] 4 */
                            "20 00 00 00 00 00 00 00"  /*   bytes 32 */
-                           "40 00 00 00 00 00 00 00", /*   offset 64 */
+                           "40 00 00 00 00 00 00 00"  /*   offset 64 */
+                           "00 00 00 00 00 00 00 00"  /* shm_offset: none (a body frame follows) */
+                           "00 00 00 00 00 00 00 00", /* shm_bytes */
                            want, sizeof want);
-    ck_assert_uint_eq(n, 110);
+    ck_assert_uint_eq(n, 126);
     struct sl_buf b;
     sl_buf_init(&b, 0);
     ck_assert_int_eq(sl_wire_encode_piece(&p, &b), 0);
@@ -435,10 +450,100 @@ START_TEST(test_piece_layout_pinned)
 }
 END_TEST
 
+/* Version 3: a piece handed over in shared memory carries where its body
+ * lies instead of a body frame; the fields are pinned at the end of the
+ * header, and each rule about them is checked both ways. */
+START_TEST(test_shm_piece)
+{
+    struct sl_wire_msg m, d;
+    sample(SL_WIRE_PIECE, &m);
+    m.piece.flags |= SL_WIRE_PIECE_SHM;
+    m.piece.shm_offset = 4096 + 3 * 4160; /* 16576 */
+    m.piece.shm_bytes = 3136 + 32 + 88 + 40 + 32; /* 3328 */
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &d, &err), 0);
+    assert_same(&m, &d);
+    ck_assert_int_eq(sl_wire_check_body(&d.piece, (size_t)d.piece.shm_bytes, &err), 0);
+    /* the last 16 bytes, little-endian */
+    uint8_t want[16];
+    ck_assert_uint_eq(sl_test_hex("c0 40 00 00 00 00 00 00"   /* shm_offset 16576 */
+                                  "00 0d 00 00 00 00 00 00",  /* shm_bytes 3328 */
+                                  want, sizeof want), 16);
+    ck_assert_int_eq(memcmp(b.data + b.len - 16, want, 16), 0);
+    size_t n = b.len;
+    uint8_t *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    /* inside the header page */
+    memcpy(p, b.data, n);
+    put_le(p, n - 16, 4095, 8);
+    expect_proto(p, n, "PIECE header: shm_offset 4095 is inside the shared memory's 4096-byte header");
+    /* a body larger than any message */
+    memcpy(p, b.data, n);
+    put_le(p, n - 8, (uint64_t)SL_WIRE_MAX_MSG + 1, 8);
+    expect_proto(p, n, "PIECE header: shm_offset 16576 or shm_bytes 1073741825 out of range");
+    /* the fields without the flag */
+    memcpy(p, b.data, n);
+    p[44] &= (uint8_t)~SL_WIRE_PIECE_SHM; /* flags at 44 */
+    expect_proto(p, n, "PIECE header: shm_offset or shm_bytes set without the SHM flag");
+    free(p);
+    /* the encoder refuses what the decoder would */
+    m.piece.shm_offset = 100;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: shm_offset 100 is inside the shared memory's 4096-byte header");
+    m.piece.flags &= ~SL_WIRE_PIECE_SHM;
+    m.piece.shm_offset = 8192;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: shm_offset or shm_bytes set without the SHM flag");
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* WELCOME's shared memory: all four fields or none, a size in range. */
+START_TEST(test_shm_welcome)
+{
+    struct sl_wire_msg m;
+    sample(SL_WIRE_WELCOME, &m);
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    size_t n = b.len;
+    /* shm_pid, shm_fd, shm_size, shm_token: the last 24 bytes */
+    uint8_t want[24];
+    ck_assert_uint_eq(sl_test_hex("e1 10 00 00"               /* shm_pid 4321 */
+                                  "07 00 00 00"               /* shm_fd 7 */
+                                  "00 10 0c 00 00 00 00 00"   /* shm_size 4096 + 12 x 65536 */
+                                  "ff ee dd cc bb aa 99 88",  /* shm_token */
+                                  want, sizeof want), 24);
+    ck_assert_int_eq(memcmp(b.data + n - 24, want, 24), 0);
+    uint8_t *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    memcpy(p, b.data, n);
+    put_le(p, n - 16, 100, 8);
+    expect_proto(p, n, "WELCOME header: shm_size 100 not in 4096..1099511627776");
+    memcpy(p, b.data, n);
+    put_le(p, n - 16, 0, 8);
+    expect_proto(p, n, "WELCOME header: shm_pid, shm_fd or shm_token set without shm_size");
+    memcpy(p, b.data, n);
+    memset(p + n - 24, 0, 24); /* none offered */
+    struct sl_wire_msg d;
+    ck_assert_int_eq(sl_wire_decode(p, n, &d, &err), 0);
+    ck_assert_uint_eq(d.welcome.shm_size, 0);
+    free(p);
+    m.welcome.shm_size = ((uint64_t)1 << 40) + 1;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: WELCOME header: shm_size 1099511627777 not in 4096..1099511627776");
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_fixed_sizes)
 {
     static const struct { unsigned type; size_t len; } sizes[] = {
-        {SL_WIRE_CREDIT, 12}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
+        {SL_WIRE_CREDIT, 16}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
         {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -521,9 +626,10 @@ struct damage {
  * ntensors 48, tensor 0 at 50: dtype, rank, dims 52..84, bytes 84. */
 static const struct damage DAMAGE[] = {
     {SL_WIRE_HELLO, 0, 0x20544547, 4, 0, "bad magic 47 45 54 20 (expected \"SLC1\")"},
-    {SL_WIRE_HELLO, 4, 3, 2, 0, "unsupported version 3 (this build speaks 2)"},
-    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 2)"},
-    {SL_WIRE_HELLO, 4, 1, 2, 0, "unsupported version 1 (this build speaks 2)"}, /* a peer from before the body frame */
+    {SL_WIRE_HELLO, 4, 4, 2, 0, "unsupported version 4 (this build speaks 3)"},
+    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 3)"},
+    {SL_WIRE_HELLO, 4, 1, 2, 0, "unsupported version 1 (this build speaks 3)"}, /* a peer from before the body frame */
+    {SL_WIRE_HELLO, 4, 2, 2, 0, "unsupported version 2 (this build speaks 3)"}, /* from before shared memory */
     {SL_WIRE_HELLO, 6, 12, 2, 0, "unknown message type 12"},
     {SL_WIRE_HELLO, 6, 0, 2, 0, "unknown message type 0"},
     {SL_WIRE_HELLO, 48, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
@@ -590,7 +696,7 @@ END_TEST
 START_TEST(test_header_size_limit)
 {
     static uint8_t big[SL_WIRE_MAX_HEADER + 1];
-    memcpy(big, "SLC1\x02\x00\x09\x00", 8);
+    memcpy(big, "SLC1\x03\x00\x09\x00", 8);
     expect_proto(big, sizeof big, "header frame of 65537 bytes exceeds 65536");
     /* the limit itself is fine until the trailing bytes */
     expect_proto(big, SL_WIRE_MAX_HEADER, "BYE header: 65528 trailing bytes after byte 8");
@@ -800,6 +906,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip_extremes);
     tcase_add_test(tc, test_hello_layout_pinned);
     tcase_add_test(tc, test_piece_layout_pinned);
+    tcase_add_test(tc, test_shm_piece);
+    tcase_add_test(tc, test_shm_welcome);
     tcase_add_test(tc, test_fixed_sizes);
     tcase_add_test(tc, test_every_truncation);
     tcase_add_test(tc, test_trailing_bytes);
