@@ -64,8 +64,7 @@ static const char usage[] =
     "      --feeders=F         feeders serving the job together (default 1): feeder J\n"
     "                          makes the pieces whose sequence number is J mod F\n"
     "  -t, --threads=N         decode threads, and files scanned at once at start\n"
-    "                          (default: the CPUs this process may use, less one\n"
-    "                          for the serving and ZeroMQ threads; 1 to 8)\n"
+    "                          (default: the CPUs this process may use, at most 8)\n"
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
     "      --report-s=S        log a progress line (pieces, records, MB/s, trainers,\n"
@@ -429,19 +428,21 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     return 0;
 }
 
-/* One decode thread per CPU this process may run on, less one: the
- * serving thread and ZeroMQ's I/O thread move as many bytes as the decode
- * threads make, and on 2 CPUs a second decode thread took their time
- * (benchmark 1: 0.69x of raw ZeroMQ with 2 threads, 0.79x with 1; see
- * docs/performance.md). At most 8: past prefetch / 2 threads, each adds
- * two piece buffers to the feeder's memory. */
+/* One decode thread per CPU this process may run on, at most 8 (past
+ * prefetch / 2 threads, each adds two piece buffers to the feeder's
+ * memory). Trainers on this host take pieces in shared memory, which costs
+ * the feeder next to nothing to send, so decoding may have every core: on
+ * 2 CPUs, 2 threads gave 0.81x of raw ZeroMQ against 0.59x with 1. Pieces
+ * sent by copy would rather leave ZeroMQ's I/O thread a core (0.77x with
+ * 1 thread, 0.69x with 2): --threads for a feeder serving other hosts on
+ * a small machine (docs/performance.md). */
 static uint64_t default_threads(void)
 {
     cpu_set_t set;
     long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n <= 2)
+    if (n < 1)
         return 1;
-    return n - 1 > 8 ? 8 : (uint64_t)(n - 1);
+    return n > 8 ? 8 : (uint64_t)n;
 }
 
 int main(int argc, char **argv)

@@ -7,7 +7,11 @@
  * baseline, measured in the same run on the same transport: a PUSH process
  * sending messages of the same size (zero-copy) to a PULL process, the least
  * work ZeroMQ can do to move those bytes. The feeder's peak memory
- * (anonymous RSS, sampled) is reported against its stated bound.
+ * (anonymous plus shared RSS, sampled: its piece pool is shared memory
+ * when trainers map it) is reported against its stated bound.
+ *
+ * On one host feeders hand pieces to trainers in shared memory by default;
+ * --no-shm measures the copy path (what trainers on other hosts get).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -37,6 +41,8 @@ static const char usage[] =
     "  --replicas R        replicas per worker (default 1)\n"
     "  --threads N         decode threads per feeder (default: the feeder's own)\n"
     "  --transport T       ipc (default) or tcp\n"
+    "  --no-shm            pieces by copy through ZeroMQ, not in shared memory\n"
+    "                      (feeders and trainers get --no-shm)\n"
     "  --repeat N          runs per configuration, median reported (default 3)\n"
     "  --json              one JSON object per configuration\n"
     "  --KEY=VALUE         passed to every feeder as a job override (e.g. --epochs=5)\n";
@@ -44,7 +50,7 @@ static const char usage[] =
 struct opts {
     const char *job;
     int feeders[8], nfeeders;
-    int workers, replicas, threads, repeat, json;
+    int workers, replicas, threads, repeat, json, no_shm;
     const char *transport;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
     char dir[64]; /* sockets */
@@ -57,9 +63,12 @@ struct run {
     double piece_bytes;
     uint64_t pieces;
     double rss_anon_mb, rss_max_mb, bound_mb;
+    uint64_t shm_pieces; /* read by the trainers in shared memory */
 };
 
-/* Largest RssAnon (kB) seen in /proc/PID/status. */
+/* RssAnon + RssShmem (kB) in /proc/PID/status: the feeder's own memory,
+ * its piece pool included whether private or shared (not the files it
+ * maps). */
 static long rss_anon_kb(pid_t pid)
 {
     char path[64], line[256];
@@ -67,12 +76,14 @@ static long rss_anon_kb(pid_t pid)
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;
-    long v = -1;
+    long v = -1, anon = -1, shmem = 0;
     while (fgets(line, sizeof line, f))
         if (sscanf(line, "RssAnon: %ld kB", &v) == 1)
-            break;
+            anon = v;
+        else if (sscanf(line, "RssShmem: %ld kB", &v) == 1)
+            shmem = v;
     fclose(f);
-    return v;
+    return anon < 0 ? -1 : anon + shmem;
 }
 
 static double json_num(const char *text, const char *key)
@@ -107,6 +118,8 @@ static int one_run(const struct opts *o, int F, struct run *r)
             char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
                               "--feeders", nf, "--threads", th};
             int k = o->threads > 0 ? 11 : 9;
+            if (o->no_shm)
+                argv[k++] = "--no-shm";
             for (int i = 0; i < o->noverrides; i++)
                 argv[k++] = o->overrides[i];
             argv[k] = NULL;
@@ -127,7 +140,7 @@ static int one_run(const struct opts *o, int F, struct run *r)
             snprintf(nw, sizeof nw, "%d", o->workers);
             snprintf(nr, sizeof nr, "%d", o->replicas);
             char *argv[] = {(char *)o->trainer_bin, "--connect", list, "--job", "", "--worker", ws, "--workers", nw,
-                            "--replicas", nr, "--quiet", NULL};
+                            "--replicas", nr, "--quiet", o->no_shm ? "--no-shm" : NULL, NULL};
             /* the job name: read from the job file by the feeder; the trainer
              * must say it: take it from the environment set below */
             argv[4] = getenv("SLUICE_BENCH_JOB_NAME");
@@ -196,6 +209,7 @@ static int one_run(const struct opts *o, int F, struct run *r)
         if (s > secs)
             secs = s;
         r->pieces += (uint64_t)json_num(out[w], "pieces");
+        r->shm_pieces += (uint64_t)json_num(out[w], "shm_pieces");
         r->records_per_s += json_num(out[w], "stream_elements_per_s");
         r->bytes_per_s += json_num(out[w], "stream_bytes_per_s");
         r->piece_bytes += json_num(out[w], "bytes");
@@ -237,6 +251,8 @@ int bench_feed_main(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage, stdout);
             return 0;
+        } else if (strcmp(a, "--no-shm") == 0) {
+            o.no_shm = 1;
         } else if (strcmp(a, "--json") == 0) {
             o.json = 1;
         } else if (v != NULL && strcmp(a, "--job") == 0) {
@@ -283,14 +299,16 @@ int bench_feed_main(int argc, char **argv)
     if (bench_tmpdir("feed", o.dir, sizeof o.dir) != 0)
         return 1;
     if (!o.json)
-        printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, median of %d\n\n", o.job, o.workers,
-               o.replicas, o.transport, o.repeat);
+        printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, pieces %s, median of %d\n\n", o.job,
+               o.workers, o.replicas, o.transport, o.no_shm ? "by copy (--no-shm)" : "in shared memory when mapped",
+               o.repeat);
     if (!o.json)
-        printf("  %-8s %-10s %-12s %-10s %-12s %-14s %-7s %s\n", "feeders", "pieces/s", "records/s", "GB/s",
-               "raw zmq GB/s", "piece bytes", "ratio", "feeder RSS anon / bound (MB)");
+        printf("  %-8s %-10s %-12s %-10s %-12s %-14s %-7s %-5s %s\n", "feeders", "pieces/s", "records/s", "GB/s",
+               "raw zmq GB/s", "piece bytes", "ratio", "shm", "feeder RSS anon+shmem / bound (MB)");
     for (int k = 0; k < o.nfeeders; k++) {
         int F = o.feeders[k];
         double bps[64], pps[64], rps[64], raw[64], anon = 0, bound = 0, piece = 0, maxrss = 0;
+        uint64_t npieces = 0, nshm = 0;
         for (int rep = 0; rep < o.repeat; rep++) {
             struct run r;
             if (one_run(&o, F, &r) != 0) {
@@ -302,6 +320,8 @@ int bench_feed_main(int argc, char **argv)
                         "sluice-bench feed: note: a run moves only %.1f MB; start-up weighs on runs this short "
                         "(the baseline moves at least 2 GB): raise --epochs=E for a figure that compares\n",
                         (double)r.pieces * r.piece_bytes / 1e6);
+            npieces += r.pieces;
+            nshm += r.shm_pieces;
             bps[rep] = r.bytes_per_s;
             pps[rep] = r.pieces_per_s;
             rps[rep] = r.records_per_s;
@@ -322,14 +342,16 @@ int bench_feed_main(int argc, char **argv)
         double rr = bench_median(rps, (size_t)o.repeat), zr = bench_median(raw, (size_t)o.repeat);
         if (o.json)
             printf("{\"bench\":\"feed\",\"feeders\":%d,\"workers\":%d,\"replicas\":%d,\"transport\":\"%s\","
+                   "\"shm_share\":%.3f,"
                    "\"pieces_per_s\":%.1f,\"records_per_s\":%.1f,\"gb_per_s\":%.4f,\"raw_zmq_gb_per_s\":%.4f,"
                    "\"ratio\":%.3f,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
                    "\"piece_memory_bound_mb\":%.1f}\n",
-                   F, o.workers, o.replicas, o.transport, p, rr, b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, piece, anon,
-                   maxrss, bound);
+                   F, o.workers, o.replicas, o.transport, npieces ? (double)nshm / (double)npieces : 0.0, p, rr,
+                   b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, piece, anon, maxrss, bound);
         else
-            printf("  %-8d %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %.1f / %.1f (+ fixed; max RSS %.1f)\n", F, p,
-                   rr, b / 1e9, zr / 1e9, piece, zr > 0 ? b / zr : 0, anon, bound, maxrss);
+            printf("  %-8d %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %-5s %.1f / %.1f (+ fixed; max RSS %.1f)\n",
+                   F, p, rr, b / 1e9, zr / 1e9, piece, zr > 0 ? b / zr : 0,
+                   nshm == 0 ? "no" : nshm == npieces ? "all" : "some", anon, bound, maxrss);
     }
     bench_rmtree(o.dir);
     return 0;

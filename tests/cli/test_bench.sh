@@ -100,8 +100,13 @@ for k in ("pieces_per_s", "records_per_s", "gb_per_s", "raw_zmq_gb_per_s", "rati
 # the mean tensor bytes of a piece: 3000 rows of 40 bytes (8 floats, an
 # int64) in ceil(3000 / 64) = 47 pieces
 assert doc["piece_bytes"] == round(3000 * 40 / 47), doc["piece_bytes"]
+assert doc["shm_share"] == 1.0, doc  # one host: every piece in shared memory
 PY
 pass "feed --json: schema"
+expect "feed --no-shm --json" 0 "" "$BENCH" feed --job job.json --repeat 1 --threads 1 --no-shm --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["shm_share"] == 0.0, d' "$T/out" ||
+    fail "feed --no-shm: pieces went in shared memory"
+pass "feed --no-shm: by copy"
 
 # ---- the JSON schema of run ----
 expect "run --json" 0 "" "$BENCH" run --job job.json --feeders 1,2 --repeat 2 --warmup 0 --epochs 2 --json
