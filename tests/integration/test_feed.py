@@ -601,6 +601,40 @@ def main():
     ok("a trainer dropped by both feeders while stopped is taken back at pieces %s and %s, trace exact"
        % (resumed[0][1], resumed[1][1]))
 
+    # shared memory and a rejoin to the same feeder process: feeder 1 stopped,
+    # so the trainer holds feeder 0's piece of the next step while it waits
+    # for feeder 1's; the trainer is then stopped until feeder 0 drops it.
+    # When it rejoins feeder 0 it must copy that piece out of the shared
+    # memory first: feeder 0 reuses the old connection's buffers as soon as
+    # it has the new HELLO (without the copy the step's ids come out wrong)
+    tag = "shmrejoin"
+    job_path, job = write_job("job-shmrejoin", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
+    time.sleep(0.2)
+    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
+    wait_for_log(tag, ("feeder0", "feeder1"), "pieces through shared memory", p,
+                 "shmrejoin: the trainer did not map both feeders' memory")
+    time.sleep(0.1)
+    feeders[1].send_signal(signal.SIGSTOP)
+    time.sleep(0.5)  # the trainer runs out of feeder 1's pieces, holding feeder 0's next one
+    p.send_signal(signal.SIGSTOP)
+    if p.poll() is not None:
+        fail("shmrejoin: the trainer finished before it could be stopped")
+    wait_for_log(tag, ("feeder0",), "timed out after", None, "shmrejoin: feeder 0 did not drop the stopped trainer")
+    p.send_signal(signal.SIGCONT)
+    wait_for_log(tag, ("trainer0",), "is back after", p, "shmrejoin: the trainer did not rejoin feeder 0")
+    feeders[1].send_signal(signal.SIGCONT)
+    if wait_all([p], 120, "shmrejoin: trainer") != [0] or wait_all(feeders, 15, "shmrejoin: feeders") != [0, 0]:
+        fail("shmrejoin: a process failed:\n%s" % read_log(tag, "trainer0")[-3000:])
+    check_traces("shmrejoin", [trace], reference(job, [len(x) for x in ids], 1, 2), ids)
+    resumed = re.findall(r"connected \(\d+ credits, resume at piece (\d+)\)", read_log(tag, "feeder0"))
+    rows, shared = shm_pieces(trace)
+    if len(resumed) != 2 or int(resumed[1]) % 2 != 0 or shared == 0:
+        fail("shmrejoin: expected feeder 0 to take the trainer back once, in shared memory: %r, %d of %d shared" %
+             (resumed, shared, rows))
+    ok("a trainer rejoining a live feeder keeps the shared piece it held (resumed at piece %s), trace exact"
+       % resumed[1])
+
     # a trainer killed and started again: once the old connection has been
     # silent for 2.5 heartbeats (0.5 s here) the feeder gives its place to the
     # new one instead of refusing it until the timeout (60 s here)
