@@ -961,7 +961,4 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 void train_client_stats(const struct train_client *c, struct train_client_stats *out)
 {
     *out = c->stats;
-    out->shm_feeders = 0;
-    for (size_t j = 0; j < c->o.nfeeders; j++)
-        out->shm_feeders += c->f[j].map != NULL;
 }

@@ -74,7 +74,6 @@ struct train_client_stats {
     double wait_s;     /* time spent waiting for pieces */
     uint64_t rejoins;  /* feeders lost and asked to resume */
     uint64_t shm_pieces; /* pieces read in a feeder's shared memory (no copy) */
-    uint32_t shm_feeders; /* feeders whose shared memory is mapped now */
 };
 
 struct train_client;
