@@ -128,6 +128,18 @@ static void ratio(FILE *f, const char *what, double ours, double limit, double r
         fprintf(f, "    %-34s %10.1f %-5s of %10.1f  = %.2fx\n", what, ours, unit, limit, r);
 }
 
+/* Of every piece the trainers received in a configuration's runs, the
+ * share read in a feeder's shared memory (docs/feeder.md). */
+static double shm_share(const struct run_config *c)
+{
+    double all = 0, shared = 0;
+    for (int r = 0; r < c->nsamples; r++) {
+        all += c->s[r].pieces;
+        shared += c->s[r].shm_pieces;
+    }
+    return all > 0 ? shared / all : 0;
+}
+
 void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
 {
     fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s, ", o->job, o->job_name,
@@ -176,6 +188,7 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         }
         fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
                 100 * x.util.median);
+        fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * shm_share(&cfg[k]));
         fprintf(f, "    peak RSS MB: feeders");
         for (int j = 0; j < cfg[k].feeders; j++)
             fprintf(f, " %.1f", x.rss_feeder[j]);
@@ -263,7 +276,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jstat(f, "pieces_per_s", &x.pieces, 1);
         fputc(',', f);
         jstat(f, "input_stall_pct", &x.stall, 1);
-        fprintf(f, ",\"piece_bytes\":%.0f,\"feeder_cpu_s\":", x.piece_bytes);
+        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"feeder_cpu_s\":", x.piece_bytes,
+                shm_share(&cfg[k]));
         if (x.have_stages) {
             fputc('{', f);
             for (int s = 0; s < NSTAGES; s++) {

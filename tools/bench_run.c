@@ -487,6 +487,7 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
         s->samples += (uint64_t)num(sm, "elements");
         bytes += num(sm, "bytes");
         pieces += num(sm, "pieces");
+        s->shm_pieces += num(sm, "shm_pieces");
         stall += num(sm, "input_stall_pct") / o->workers;
         json_decref(root);
     }
@@ -497,6 +498,7 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
     s->samples_ps = (double)s->samples / stream;
     s->wire_bps = bytes / stream;
     s->pieces_ps = pieces / stream;
+    s->pieces = pieces;
     s->piece_bytes = pieces > 0 ? bytes / pieces : 0;
     s->stall_pct = stall;
     return 0;

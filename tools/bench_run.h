@@ -52,6 +52,7 @@ struct run_data {
 struct run_sample {
     double samples_ps, wire_bps, pieces_ps, stall_pct, piece_bytes;
     uint64_t samples;
+    double pieces, shm_pieces; /* received by the trainers; of those, read in a feeder's shared memory */
     double stage_cpu[NSTAGES]; /* feeders' thread CPU per stage, summed */
     int have_stages;
     double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */

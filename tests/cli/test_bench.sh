@@ -138,6 +138,7 @@ for c in doc["configs"]:
         stat(c[k], k)
     assert c["inflated_mb_per_s"] is None
     assert c["samples_per_s"]["median"] > 0 and isinstance(c["piece_bytes"], num)
+    assert c["shm_share"] == 1.0, c  # feeders and trainers on one host
     if doc["stage_breakdown"]:
         assert set(c["feeder_cpu_s"]) == {"read", "decompress", "decode", "assemble", "send", "total"}
         for v in c["feeder_cpu_s"].values():
