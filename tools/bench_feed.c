@@ -69,7 +69,7 @@ struct run {
 /* RssAnon + RssShmem (kB) in /proc/PID/status: the feeder's own memory,
  * its piece pool included whether private or shared (not the files it
  * maps). */
-static long rss_anon_kb(pid_t pid)
+static long rss_own_kb(pid_t pid)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -159,7 +159,7 @@ static int one_run(const struct opts *o, int F, struct run *r)
     size_t outn[64] = {0};
     while (running > 0) {
         for (int j = 0; j < F; j++) {
-            long v = rss_anon_kb(fp[j]);
+            long v = rss_own_kb(fp[j]);
             if (v > anon_max)
                 anon_max = v;
         }
@@ -205,7 +205,10 @@ static int one_run(const struct opts *o, int F, struct run *r)
     }
     double secs = 0;
     for (int w = 0; w < o->workers; w++) {
-        double s = json_num(out[w], "stream_seconds");
+        /* stream_seconds is printed to the millisecond, which a tiny run
+         * rounds to 0: the elements and their rate give it in full */
+        double n = json_num(out[w], "elements"), rate = json_num(out[w], "stream_elements_per_s");
+        double s = n > 0 && rate > 0 ? n / rate : json_num(out[w], "stream_seconds");
         if (s > secs)
             secs = s;
         r->pieces += (uint64_t)json_num(out[w], "pieces");
