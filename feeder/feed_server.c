@@ -74,7 +74,7 @@ struct trainer {
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
     /* Shared memory: offered in the WELCOME when the HELLO asked, used once
-     * the trainer's CREDIT says it mapped it. A piece sent that way keeps
+     * the trainer's CREDIT says it mapped it (`shm`). A piece sent that way keeps
      * its buffer in `held` at its ordinal (the order it was scheduled in,
      * which is its seq order, whatever order the executors finish in);
      * the trainer consumes pieces in seq order and gives a credit for
@@ -83,8 +83,12 @@ struct trainer {
      * one stopped and dropped as silent) until the worker's next HELLO: a
      * trainer rejoining copies what it still holds out of the shared
      * memory before it says HELLO. */
-    int shm_offered, shm_on;
-    int shm_pending;   /* offered, the trainer's answer (a CREDIT) not in yet: no piece goes before it */
+    enum {
+        SHM_NONE,    /* not offered (not asked for, or a private pool) */
+        SHM_PENDING, /* offered; the trainer's answer (a CREDIT) not in yet: no piece goes before it */
+        SHM_ON,      /* mapped: pieces go in shared memory */
+        SHM_DECLINED /* the trainer could not map it: pieces go by copy */
+    } shm;
     uint8_t **held;    /* [2 x window], indexed by ordinal */
     uint64_t released; /* ordinals below it are consumed */
 };
@@ -274,7 +278,7 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
     /* to a trainer that mapped the pool: where the body lies, no copy; the
      * buffer is held (a reference of its own) until the piece's credit
      * comes back */
-    int shared = t->shm_on && body > 0;
+    int shared = t->shm == SHM_ON && body > 0;
     p->shm_offset = shared ? sl_pool_offset(s->pool, k->buf) : 0;
     p->shm_bytes = shared ? body : 0;
     if (shared)
@@ -376,7 +380,7 @@ static int schedule(struct server *s)
         progress = 0;
         for (uint32_t w = 0; w < s->workers && s->nfree > 0; w++) {
             struct trainer *t = &s->trainers[w];
-            if (!t->active || t->plan_done || t->shm_pending)
+            if (!t->active || t->plan_done || t->shm == SHM_PENDING)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns
              * one); a trainer returning more than it was sent only loses
@@ -521,7 +525,7 @@ static void drop(struct server *s, struct trainer *t, const char *why)
     t->active = 0;
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
     /* its shared buffers stay held until the worker's next HELLO */
-    t->shm_offered = t->shm_on = t->shm_pending = 0;
+    t->shm = SHM_NONE;
 }
 
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
@@ -588,9 +592,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     /* the worker's previous connection is over, and a trainer rejoining has
      * copied out what it still held: its buffers go back */
     held_release_all(s, t);
-    t->shm_offered = s->shm.size != 0 && (h->flags & SL_WIRE_HELLO_SHM);
-    t->shm_pending = t->shm_offered;
-    t->shm_on = 0;
+    t->shm = s->shm.size != 0 && (h->flags & SL_WIRE_HELLO_SHM) ? SHM_PENDING : SHM_NONE;
     memcpy(t->id, id, id_len);
     t->id_len = id_len;
     t->active = 1;
@@ -630,7 +632,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         for (int d = 0; d < st->rank; d++)
             f->dims[d] = st->shape[d];
     }
-    if (t->shm_offered) {
+    if (t->shm == SHM_PENDING) {
         wm->shm_pid = (uint32_t)getpid();
         wm->shm_fd = (uint32_t)s->shm.fd;
         wm->shm_size = s->shm.size;
@@ -691,12 +693,11 @@ static void on_message(struct server *s)
             t->credits += s->msg.credit.credits;
             t->granted += s->msg.credit.credits;
             held_release(s, t, s->msg.credit.credits);
-            if (t->shm_pending) {
+            if (t->shm == SHM_PENDING) {
                 /* the answer to the offer: pieces go one way or the other from the first */
-                t->shm_pending = 0;
-                t->shm_on = (s->msg.credit.flags & SL_WIRE_CREDIT_SHM) != 0;
+                t->shm = (s->msg.credit.flags & SL_WIRE_CREDIT_SHM) ? SHM_ON : SHM_DECLINED;
                 sl_log(SL_LOG_INFO, "worker %u: pieces %s", (unsigned)(t - s->trainers),
-                       t->shm_on ? "through shared memory" : "by copy (the trainer could not map the memory)");
+                       t->shm == SHM_ON ? "through shared memory" : "by copy (the trainer could not map the memory)");
             }
         }
         break;

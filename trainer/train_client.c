@@ -47,6 +47,7 @@
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_log.h"
+#include "train_monitor.h"
 #include "train_reorder.h"
 
 /* A feeder's shared piece memory, mapped read-only; counted by the feeder
@@ -474,27 +475,11 @@ static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err
     return rc;
 }
 
-/* Close feeder j's socket and its monitor. The monitor is stopped and
- * drained first: an event left in its pipe is leaked by libzmq 4.3. */
+/* Close feeder j's socket and its monitor. */
 static void close_socket(struct feeder *f)
 {
-    if (f->sock != NULL && f->mon != NULL)
-        zmq_socket_monitor(f->sock, NULL, 0);
-    if (f->sock != NULL)
-        zmq_close(f->sock); /* linger 0 unless the caller set one */
+    train_monitor_close(f->sock, f->mon); /* linger 0 unless the caller set one */
     f->sock = NULL;
-    if (f->mon != NULL) {
-        zmq_pollitem_t it = {.socket = f->mon, .events = ZMQ_POLLIN};
-        while (zmq_poll(&it, 1, 20) > 0) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            int got = zmq_msg_recv(&m, f->mon, ZMQ_DONTWAIT);
-            zmq_msg_close(&m);
-            if (got < 0)
-                break;
-        }
-        zmq_close(f->mon);
-    }
     f->mon = NULL;
 }
 

@@ -60,6 +60,7 @@
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "train_monitor.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "train_ring sends floats in host order; add byte swapping for big-endian hosts"
@@ -677,22 +678,7 @@ void train_ring_close(struct train_ring *r)
     /* Stop the monitor and read what it still holds before closing: an
      * event message left in the monitor's pipe is leaked by libzmq 4.3
      * (LeakSanitizer saw the 92-byte frame of a DISCONNECTED event). */
-    if (r->pull && r->mon)
-        zmq_socket_monitor(r->pull, NULL, 0);
-    if (r->pull)
-        zmq_close(r->pull);
-    if (r->mon) {
-        zmq_pollitem_t it = {.socket = r->mon, .events = ZMQ_POLLIN};
-        while (zmq_poll(&it, 1, 20) > 0) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            int got = zmq_msg_recv(&m, r->mon, ZMQ_DONTWAIT);
-            zmq_msg_close(&m);
-            if (got < 0)
-                break;
-        }
-        zmq_close(r->mon);
-    }
+    train_monitor_close(r->pull, r->mon);
     if (r->push)
         zmq_close(r->push);
     if (r->ctx) {
