@@ -5,7 +5,9 @@
 # sluice-trainer on GPU replicas against CPU replicas), then print the
 # figures: H2D rate against cudaMemcpyAsync's peak from pinned memory, the
 # one-rank NCCL all-reduce latency, and the GPU-vs-CPU training agreement;
-# last, the feeder benchmark with cores to spare (figures only).
+# then the main job's training stage on the GPU and on CPU replicas (the
+# Fashion-MNIST files carried in .gpu-data/), and last the feeder benchmark
+# with cores to spare (figures only).
 # Logs and figures go to build-gpu-check/out; when $OUT is set (the device
 # tool's folder, which returns at most 8 files) they are also packed into
 # $OUT/gpu-check.tgz after every phase, so a run cut short keeps what it had.
@@ -19,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 b=build-gpu-check
 ret=${OUT:-}
-out=$b/out
+out=$PWD/$b/out
 rm -rf "$out" && mkdir -p "$out"
 export OUT="$out"
 pack() { [ -n "$ret" ] && tar -C "$b" -czf "$ret/gpu-check.tgz" out 2>/dev/null; true; }
@@ -96,6 +98,51 @@ echo "== figures"
 timeout 90 "$b/tests/test_train_cuda" 2>&1 | tee "$out/test_train_cuda.log" | grep -E "^FIGURE|H2D|all-reduce" || status=1
 [ -f "$out/gpu-train.json" ] && cat "$out/gpu-train.json"
 pack
+# the main job's training stage (scripts/fmnist-train.sh) on real data:
+# on the GPU(s), then on CPU replicas, in one run (the README's main job
+# on this machine, less the install and the format checks)
+fm=.gpu-data/fashion-mnist
+[ -d "$fm" ] || fm=/usr/share/datasets/fashion-mnist
+if [ -f "$fm/train-images-idx3-ubyte.gz" ]; then
+  echo "== the main job's training on Fashion-MNIST: GPU, then CPU replicas"
+  d=$b/fmnist
+  rm -rf "$d" && mkdir -p "$d"
+  rec=$b/tools/sluice-record
+  if $rec convert idx --images "$fm/train-images-idx3-ubyte.gz" --labels "$fm/train-labels-idx1-ubyte.gz" \
+       --output-dir "$d" --prefix train --shards 8 --index >"$out/fmnist-convert.log" 2>&1 &&
+     $rec convert idx --images "$fm/t10k-images-idx3-ubyte.gz" --labels "$fm/t10k-labels-idx1-ubyte.gz" \
+       --output-dir "$d" --prefix test --shards 2 --compression gzip >>"$out/fmnist-convert.log" 2>&1; then
+    for dev in gpu cpu; do
+      timeout 120 scripts/fmnist-train.sh --build "$b" --data "$d" --devices $dev >"$out/fmnist-$dev.log" 2>&1 || status=1
+      grep -E "^== train|^last epoch|^TEST ACCURACY|error|Error|^fmnist-train" "$out/fmnist-$dev.log" | head -8
+      cp "$d"/train-0.json "$out/fmnist-$dev-summary.json" 2>/dev/null
+    done
+  else
+    echo "gpu-check: converting Fashion-MNIST failed (see fmnist-convert.log)"; status=1
+  fi
+  # NCCL allows one rank per GPU: what two workers on GPU 0 are told
+  if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -eq 1 ]; then
+    echo "== two workers on the one GPU (expected: a clear error, no hang)"
+    t1=$(date +%s)
+    "$b/feeder/sluice-feeder" --job examples/fmnist-train.json --files="$d/train-*.tfrecord" \
+      --listen "ipc://$PWD/$d/dup.sock" --threads 2 --quiet >"$out/dup-gpu-feeder.log" 2>&1 &
+    fp=$!
+    tp=()
+    for w in 0 1; do
+      timeout 60 "$b/trainer/sluice-trainer" --connect "ipc://$PWD/$d/dup.sock" --job fmnist-train --worker $w \
+        --workers 2 --devices gpu:0 --model mlp --ring "ipc://$PWD/$d/r0.sock,ipc://$PWD/$d/r1.sock" \
+        --rendezvous-timeout 20 --timeout-ms 20000 >"$out/dup-gpu-$w.log" 2>&1 &
+      tp+=($!)
+    done
+    for p in "${tp[@]}"; do wait "$p"; echo "worker exit status $?"; done
+    kill $fp 2>/dev/null; wait $fp 2>/dev/null
+    echo "(both ended in $(( $(date +%s) - t1 )) s)"
+    grep -h -E "error|WARN" "$out"/dup-gpu-*.log | head -6
+  fi
+  rm -rf "$d"
+  pack
+fi
+
 # issue #3's benchmark 1 (feeder -> trainer against raw ZeroMQ) where
 # there are cores to spare: on a 2-core machine decode and transfer share
 # the cores, and the ratio is bound by that (docs/performance.md). The data
@@ -104,7 +151,7 @@ echo "== feeder benchmark 1 on $(nproc) cores (synthetic Fashion-MNIST-shaped re
 syn=$b/synth-fmnist
 rm -rf "$syn"
 if "$b/tools/sluice-record" gen -o "$syn" -n 60000 -s 8 --prefix train >"$out/bench-gen.log" 2>&1; then
-  for cfg in "ipc 1" "ipc 4" "tcp 4" "ipc 4 --no-shm"; do
+  for cfg in "ipc 1" "ipc 4" "ipc 8" "tcp 4" "ipc 4 --no-shm" "ipc 8 --no-shm"; do
     set -- $cfg
     timeout 60 "$b/tools/sluice-bench" feed --job examples/fmnist-train.json --files="$syn/train-*.tfrecord" \
       --epochs=20 --repeat 3 --transport "$1" --threads "$2" ${3:-} 2>&1 | tail -1 |

@@ -3,10 +3,12 @@
 # session: fetch the Debian packages that scripts/gpu-check.sh needs on the
 # GPU machine, which has CUDA, CMake and Python but may lack sluice's
 # libraries and can reach no package archive. They land in .gpu-debs/
-# (ignored by git, ~15 MB); name it in the device run's `carry`:
+# (ignored by git, ~15 MB), and Fashion-MNIST (Debian's dataset-fashion-mnist,
+# ~30 MB) into .gpu-data/ for the main job on the GPU; name both in the
+# device run's `carry`:
 #
 #   scripts/gpu-prep.sh
-#   device run: carry [".gpu-debs"], command "scripts/gpu-check.sh"
+#   device run: carry [".gpu-debs", ".gpu-data"], command "scripts/gpu-check.sh"
 #
 # gpu-check.sh unpacks them into a private sysroot only when the machine's
 # own pkg-config cannot find the libraries; our binaries then find them
@@ -31,4 +33,7 @@ if [ "$n" -ne "${#pkgs[@]}" ]; then
   echo "gpu-prep: got $n of ${#pkgs[@]} packages" >&2
   exit 1
 fi
-echo "gpu-prep: $n packages, $(du -sh .gpu-debs | cut -f1) in .gpu-debs/ (carry it to the device run)"
+mkdir -p .gpu-data/fashion-mnist
+grep -qx '/.gpu-data/' .git/info/exclude || echo '/.gpu-data/' >>.git/info/exclude
+cp /usr/share/datasets/fashion-mnist/*-ubyte.gz .gpu-data/fashion-mnist/
+echo "gpu-prep: $n packages, $(du -sh .gpu-debs | cut -f1) in .gpu-debs/, Fashion-MNIST in .gpu-data/ (carry both to the device run)"
