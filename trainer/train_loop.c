@@ -40,7 +40,7 @@ struct replica {
     float *buf;         /* nparams + 2: gradient, loss sum, correct */
     float *x;           /* max_rows x inputs, uint8 inputs scaled */
     double eval_rows, eval_correct;
-    int64_t *eval_pred;         /* max_rows: the last evaluated piece's predictions (CPU replicas) */
+    int64_t *eval_pred;         /* max_rows: the last evaluated piece's predictions */
     uint32_t eval_n;            /* rows in eval_pred */
     struct train_loop *l;       /* back pointer, for the optimizer callback */
     struct train_loop_dev *dev; /* GPU replicas: the model on the device */
@@ -235,7 +235,11 @@ static int dev_eval_step(struct train_replica *rep, const struct train_staged *p
 {
     struct train_loop *l = ctx;
     struct replica *r = &l->reps[train_replica_id(rep)];
-    return l->gpu->eval(r->dev, p, &r->eval_rows, &r->eval_correct, err);
+    r->eval_n = 0;
+    int rc = l->gpu->eval(r->dev, p, r->eval_pred, &r->eval_rows, &r->eval_correct, err);
+    if (rc == 0)
+        r->eval_n = p->rows;
+    return rc;
 }
 
 /* On each replica's thread: its model on its GPU, joining the group (all
@@ -356,8 +360,11 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     for (uint32_t r = 0; rc == 0 && r < R; r++) {
         struct replica *p = &l->reps[r];
         p->l = l;
-        if (gpu && r > 0)
+        if (gpu && r > 0) {
+            if ((p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred)) == NULL)
+                rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
             continue;
+        }
         if ((rc = train_model_create(&p->model, &mc, err)) != 0)
             break;
         l->nparams = train_model_nparams(p->model);
@@ -470,7 +477,7 @@ int train_loop_check_mirrored(struct train_loop *l, struct sl_error *err)
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows)
 {
     *rows = 0;
-    if (l->gpu != NULL || r >= l->nreplicas || l->reps[r].eval_pred == NULL)
+    if (r >= l->nreplicas || l->reps[r].eval_pred == NULL)
         return NULL;
     *rows = l->reps[r].eval_n;
     return l->reps[r].eval_pred;

@@ -110,8 +110,8 @@ int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces,
 int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, struct sl_error *err) SL_MUST_CHECK;
 /* After train_loop_eval_run (or _eval_step): replica r's predicted
  * classes for the rows of the piece it just evaluated, in row order, *rows
- * of them (0 for an empty piece). NULL for GPU replicas, whose evaluation
- * returns counts only. Valid until the next evaluation. */
+ * of them (0 for an empty piece), on CPU and GPU replicas alike. Valid
+ * until the next evaluation. */
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows);
 
 /* Sum n values across the workers (the ring; a no-op for one worker). */

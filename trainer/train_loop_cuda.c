@@ -3,7 +3,8 @@
  *
  * A replica owns a train_model_cuda (weights, gradients and velocity on its
  * GPU), a float input buffer for uint8 inputs, prediction and label
- * buffers for evaluation, and one NCCL communicator rank in the group of
+ * buffers for evaluation (the predictions are copied back to the host for
+ * --predictions), and one NCCL communicator rank in the group of
  * every GPU replica of every worker (nranks = W x R, rank = w x R + r).
  *
  * Ordering is kept simple and host-visible: the strategy's get has already
@@ -172,8 +173,8 @@ static int loop_pull(struct train_loop_dev *d, float *host, struct sl_error *err
     return train_model_cuda_get_params(d->model, host, err);
 }
 
-static int loop_eval(struct train_loop_dev *d, const struct train_staged *p, double *rows, double *correct,
-                     struct sl_error *err)
+static int loop_eval(struct train_loop_dev *d, const struct train_staged *p, int64_t *pred, double *rows,
+                     double *correct, struct sl_error *err)
 {
     if (p->rows == 0)
         return 0;
@@ -193,6 +194,7 @@ static int loop_eval(struct train_loop_dev *d, const struct train_staged *p, dou
     size_t ok = 0;
     for (uint32_t i = 0; i < p->rows; i++)
         ok += d->host_pred[i] == d->host_labels[i];
+    memcpy(pred, d->host_pred, bytes);
     *rows += p->rows;
     *correct += (double)ok;
     return 0;

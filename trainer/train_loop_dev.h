@@ -77,9 +77,10 @@ struct train_loop_dev_ops {
     int (*pull)(struct train_loop_dev *d, float *host, struct sl_error *err) SL_MUST_CHECK;
 
     /* Predict the staged piece's rows and count them against its labels:
-     * *rows and *correct grow. Returns with the device idle. */
-    int (*eval)(struct train_loop_dev *d, const struct train_staged *p, double *rows, double *correct,
-                struct sl_error *err) SL_MUST_CHECK;
+     * *rows and *correct grow, and pred[0..rows) (host memory) receives the
+     * predicted classes in row order. Returns with the device idle. */
+    int (*eval)(struct train_loop_dev *d, const struct train_staged *p, int64_t *pred, double *rows,
+                double *correct, struct sl_error *err) SL_MUST_CHECK;
 };
 
 #ifdef SLUICE_HAVE_CUDA

@@ -259,8 +259,8 @@ static int gather_add(struct gather *g, int slot, const struct train_loop *loop,
         uint32_t n;
         const int64_t *pred = train_loop_eval_predictions(loop, r, &n);
         if (n != g->rows[slot][r] || (n > 0 && pred == NULL))
-            return sl_error_set(err, SL_EINVAL, "--predictions: replica %u predicted %u rows of %u (GPU replicas "
-                                "report counts only)", r, n, g->rows[slot][r]);
+            return sl_error_set(err, SL_EINVAL, "--predictions: replica %u predicted %u rows of %u", r, n,
+                                g->rows[slot][r]);
         if (g->n + n > g->out_cap) {
             size_t cap = g->out_cap ? g->out_cap * 2 : 4096;
             while (cap < g->n + n)

@@ -8,8 +8,10 @@ GPUs, cpu:2 against gpu:0,1: NCCL across two local replicas). The GPU
 kernels sum in the CPU model's order without FMA, so every step's loss and
 the final weights must agree within a float tolerance (1e-5 absolute +
 1e-4 relative), the per-step row counts exactly, and the evaluation's test
-accuracy within one row in a hundred. --hash-every 1 makes every step copy
-the device weights back for the mirrored check.
+accuracy within one row in a hundred; the predictions gathered from the
+GPU replicas (--predictions) name every id once, in order, and differ from
+the CPU ones in at most one row in a hundred (near-ties). --hash-every 1
+makes every step copy the device weights back for the mirrored check.
 
 Usage: test_train_gpu.py BUILD_DIR     (prints "N passed, 0 failed";
 figures go to $OUT/gpu-train.json when OUT is set; SLUICE_GPU_TEST_DRY=1
@@ -68,10 +70,11 @@ def train(job_path, eval_path, devices, tag):
     time.sleep(0.3)
     weights = os.path.join(TMP, tag + ".npy")
     metrics = os.path.join(TMP, tag + ".jsonl")
+    preds = os.path.join(TMP, tag + "-predictions.jsonl")
     args = [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices, "--model", "mlp",
             "--hidden", "32,16", "--lr", "0.02", "--momentum", "0.5", "--seed", "11", "--classes", "4",
             "--hash-every", "1", "--save-weights", weights, "--metrics", metrics,
-            "--eval-connect", esock, "--eval-job", "eval-gpu"]
+            "--eval-connect", esock, "--eval-job", "eval-gpu", "--predictions", preds]
     err = open(os.path.join(TMP, tag + "-trainer.log"), "w")
     t0 = time.time()
     try:
@@ -96,7 +99,8 @@ def train(job_path, eval_path, devices, tag):
     data = open(weights, "rb").read()
     hlen = data[8] | data[9] << 8
     w = struct.unpack("<%df" % ((len(data) - 10 - hlen) // 4), data[10 + hlen:])
-    return summary, steps, w, secs
+    pred = [json.loads(x) for x in open(preds)]
+    return summary, steps, w, secs, pred
 
 
 def close(a, b):
@@ -104,7 +108,7 @@ def close(a, b):
 
 
 def compare(tag, cpu, gpu):
-    (cs, csteps, cw, _), (gs, gsteps, gw, gsecs) = cpu, gpu
+    (cs, csteps, cw, _, cpred), (gs, gsteps, gw, gsecs, gpred) = cpu, gpu
     if len(csteps) != len(gsteps) or len(csteps) == 0:
         fail("%s: %d CPU steps, %d GPU steps" % (tag, len(csteps), len(gsteps)))
     worst_loss = 0.0
@@ -125,12 +129,27 @@ def compare(tag, cpu, gpu):
     if abs(gs["test_accuracy"] - cs["test_accuracy"]) > 0.01 or gs["test_rows"] != cs["test_rows"]:
         fail("%s: GPU test accuracy %.4f over %d rows, CPU %.4f over %d" % (
             tag, gs["test_accuracy"], gs["test_rows"], cs["test_accuracy"], cs["test_rows"]))
-    ok("%s: %d steps, losses within %.2g (largest), %d weights within %.2g, test accuracy %.4f vs %.4f"
-       % (tag, len(gsteps), worst_loss, len(cw), worst_w, gs["test_accuracy"], cs["test_accuracy"]))
+    # the predictions gathered from the GPU replicas: every evaluated id once,
+    # in order, with its label; the accuracy they give is the counted one;
+    # and they are the CPU's, row for row, up to near-ties (1 row in 100)
+    if [p["id"] for p in gpred] != list(range(gs["test_rows"])):
+        fail("%s: GPU predictions name ids %s..., expected 0..%d in order" % (
+            tag, [p["id"] for p in gpred[:5]], gs["test_rows"] - 1))
+    if [p["label"] for p in gpred] != [p["label"] for p in cpred]:
+        fail("%s: GPU predictions carry other labels than CPU ones" % tag)
+    gacc = sum(p["prediction"] == p["label"] for p in gpred) / len(gpred)
+    if abs(gacc - gs["test_accuracy"]) > 1e-4:
+        fail("%s: accuracy of the GPU predictions %.5f, counted %.5f" % (tag, gacc, gs["test_accuracy"]))
+    differ = sum(a["prediction"] != b["prediction"] for a, b in zip(gpred, cpred))
+    if differ > len(cpred) // 100:
+        fail("%s: %d of %d GPU predictions differ from the CPU ones" % (tag, differ, len(cpred)))
+    ok("%s: %d steps, losses within %.2g (largest), %d weights within %.2g, test accuracy %.4f vs %.4f, "
+       "%d of %d predictions differ" % (tag, len(gsteps), worst_loss, len(cw), worst_w, gs["test_accuracy"],
+                                        cs["test_accuracy"], differ, len(cpred)))
     return {"steps": len(gsteps), "max_loss_diff": worst_loss, "max_weight_diff": worst_w,
             "gpu_test_accuracy": gs["test_accuracy"], "cpu_test_accuracy": cs["test_accuracy"],
             "gpu_seconds": gsecs, "gpu_h2d_gb_per_s": gs.get("h2d_gb_per_s"),
-            "gpu_samples_per_s": gs.get("stream_elements_per_s")}
+            "gpu_samples_per_s": gs.get("stream_elements_per_s"), "predictions_differ": differ}
 
 
 def main():
@@ -149,7 +168,7 @@ def main():
            "features": features, "shard_policy": "data", "global_batch_size": 40, "epochs": 2,
            "shuffle": {"buffer": 64, "seed": 3}}
     ev = {"name": "eval-gpu", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
-          "features": features, "shard_policy": "data", "global_batch_size": 40, "epochs": 1}
+          "features": dict(features, id={"dtype": "int64", "shape": []}), "shard_policy": "data", "global_batch_size": 40, "epochs": 1}
     paths = []
     for j in (job, ev):
         paths.append(os.path.join(TMP, j["name"] + ".json"))
