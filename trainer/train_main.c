@@ -593,6 +593,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-trainer: --mode tower runs on CPU replicas only (got --devices with GPUs)\n");
         return 2;
     }
+    /* stdout carries the JSON summary and nothing else. Libraries may
+     * print there: NCCL writes its log (NCCL_DEBUG, if only its version
+     * line) to stdout unless NCCL_DEBUG_FILE names a file, which it opens
+     * truncating, so /dev/stderr is no answer. The summary keeps a private
+     * duplicate of stdout, and fd 1 becomes a copy of stderr. */
+    FILE *summary_out = stdout;
+    {
+        fflush(stdout);
+        int fd = dup(STDOUT_FILENO);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (f != NULL && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
+            summary_out = f;
+        else if (f != NULL)
+            fclose(f);
+        else if (fd >= 0)
+            close(fd);
+    }
     if (replicas == 0)
         replicas = dev_replicas ? dev_replicas : 1;
     if (dev_replicas && dev_replicas != replicas) {
@@ -1002,7 +1019,9 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
-    fputs(summary, stdout); /* the run's result, for scripts and sluice-bench */
+    fputs(summary, summary_out); /* the run's result, for scripts and sluice-bench */
+    if (summary_out != stdout && fclose(summary_out) != 0)
+        status = status != 0 ? status : 1;
     train_loop_destroy(loop);
     train_ring_close(ring);
     sl_free(ring_list);

@@ -15,7 +15,8 @@ makes every step copy the device weights back for the mirrored check.
 
 Usage: test_train_gpu.py BUILD_DIR     (prints "N passed, 0 failed";
 figures go to $OUT/gpu-train.json when OUT is set; SLUICE_GPU_TEST_DRY=1
-runs the harness with cpu:1 in place of gpu:0)
+runs the harness with cpu:1 in place of gpu:0; SLUICE_GPU_TEST_WRAP="compute-sanitizer
+--tool memcheck ..." runs the GPU trainers under that command)
 """
 import json
 import os
@@ -71,7 +72,8 @@ def train(job_path, eval_path, devices, tag):
     weights = os.path.join(TMP, tag + ".npy")
     metrics = os.path.join(TMP, tag + ".jsonl")
     preds = os.path.join(TMP, tag + "-predictions.jsonl")
-    args = [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices, "--model", "mlp",
+    wrap = os.environ.get("SLUICE_GPU_TEST_WRAP", "").split() if devices.startswith("gpu") else []
+    args = wrap + [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices, "--model", "mlp",
             "--hidden", "32,16", "--lr", "0.02", "--momentum", "0.5", "--seed", "11", "--classes", "4",
             "--hash-every", "1", "--save-weights", weights, "--metrics", metrics,
             "--eval-connect", esock, "--eval-job", "eval-gpu", "--predictions", preds]
@@ -79,7 +81,11 @@ def train(job_path, eval_path, devices, tag):
     t0 = time.time()
     try:
         # seconds when it works (2.5 s for both runs on CPU); a hang is NCCL's
-        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=40)
+        # NCCL_DEBUG=VERSION: NCCL prints its version line to stdout; the
+        # trainer must keep it off its stdout, which holds the summary alone
+        env = dict(os.environ, NCCL_DEBUG="VERSION")
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, text=True, timeout=120 if wrap else 40,
+                           env=env)
     except subprocess.TimeoutExpired:
         feeder.kill()
         efeeder.kill()
@@ -94,7 +100,13 @@ def train(job_path, eval_path, devices, tag):
     if p.returncode != 0:
         fail("%s: sluice-trainer exited %d: %s" % (tag, p.returncode,
                                                   open(os.path.join(TMP, tag + "-trainer.log")).read()[-3000:]))
-    summary = json.loads(p.stdout.strip().splitlines()[-1])["summary"]
+    lines = p.stdout.strip().splitlines()
+    if len(lines) != 1:
+        fail("%s: stdout must hold the JSON summary alone, got %d lines: %r" % (tag, len(lines), lines[:3]))
+    summary = json.loads(lines[0])["summary"]
+    log = open(os.path.join(TMP, tag + "-trainer.log")).read()
+    if devices.startswith("gpu") and "NCCL version" not in log:
+        fail("%s: NCCL_DEBUG=VERSION printed no version line on stderr" % tag)
     steps = [json.loads(x) for x in open(metrics)]
     data = open(weights, "rb").read()
     hlen = data[8] | data[9] << 8
