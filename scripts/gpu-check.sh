@@ -98,19 +98,6 @@ echo "== figures"
 timeout 90 "$b/tests/test_train_cuda" 2>&1 | tee "$out/test_train_cuda.log" | grep -E "^FIGURE|H2D|all-reduce" || status=1
 [ -f "$out/gpu-train.json" ] && cat "$out/gpu-train.json"
 pack
-# the GPU trainer of gpu_train (staging, the training loop, evaluation,
-# NCCL) under compute-sanitizer's memcheck (its report in a file: the
-# trainer's stdout holds the summary alone); API errors are left out: NCCL
-# probes kernels with cudaFuncGetAttributes and expects some to fail
-cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$cs" ]; then
-  echo "== gpu_train's GPU trainer under compute-sanitizer memcheck"
-  SLUICE_GPU_TEST_WRAP="$cs --tool memcheck --report-api-errors no --error-exitcode 9 --print-limit 20 --log-file $out/memcheck-%p.log" \
-    timeout 240 python3 tests/gpu/test_train_gpu.py "$b" >"$out/memcheck-train.log" 2>&1 || status=1
-  tail -2 "$out/memcheck-train.log"
-  grep -h "ERROR SUMMARY" "$out"/memcheck-*.log 2>/dev/null
-  pack
-fi
 # the main job's training stage (scripts/fmnist-train.sh) on real data:
 # on the GPU(s), then on CPU replicas, in one run (the README's main job
 # on this machine, less the install and the format checks)
@@ -181,5 +168,18 @@ echo "== trainer unit and integration tests on this machine (CPU paths)"
 (cd "$b" && timeout 150 ctest -R "train" -L "unit|integration" --output-on-failure) >"$out/ctest-train.log" 2>&1 || status=1
 tail -3 "$out/ctest-train.log"
 pack
+# the GPU trainer of gpu_train (staging, the training loop, evaluation,
+# NCCL) under compute-sanitizer's memcheck (its report in a file: the
+# trainer's stdout holds the summary alone); API errors are left out: NCCL
+# probes kernels with cudaFuncGetAttributes and expects some to fail
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$cs" ]; then
+  echo "== gpu_train's GPU trainer under compute-sanitizer memcheck"
+  SLUICE_GPU_TEST_WRAP="$cs --tool memcheck --report-api-errors no --error-exitcode 9 --print-limit 20 --log-file $out/memcheck-%p.log" \
+    timeout 120 python3 tests/gpu/test_train_gpu.py "$b" >"$out/memcheck-train.log" 2>&1 || status=1
+  tail -2 "$out/memcheck-train.log"
+  grep -h "ERROR SUMMARY" "$out"/memcheck-*.log 2>/dev/null
+  pack
+fi
 echo "== gpu-check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) in $(( $(date +%s) - t0 )) s; logs in $out"
 exit $status
