@@ -17,6 +17,8 @@
 #                                   or missing libraries (see scripts/gpu-prep.sh)
 #   GPU_CHECK_FORCE_DEBS=1 ...      use the carried .gpu-debs/ even where the
 #                                   libraries are installed (to try that path)
+#   GPU_CHECK_NO_CPU=1 ...          skip the feeder benchmark and the CPU tests
+#                                   (when device time is short)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 b=build-gpu-check
@@ -147,6 +149,7 @@ fi
 # there are cores to spare: on a 2-core machine decode and transfer share
 # the cores, and the ratio is bound by that (docs/performance.md). The data
 # are synthetic records of Fashion-MNIST's shape (784-byte image, label, id).
+if [ -z "${GPU_CHECK_NO_CPU:-}" ]; then
 echo "== feeder benchmark 1 on $(nproc) cores (synthetic Fashion-MNIST-shaped records)"
 syn=$b/synth-fmnist
 rm -rf "$syn"
@@ -168,6 +171,7 @@ echo "== trainer unit and integration tests on this machine (CPU paths)"
 (cd "$b" && timeout 150 ctest -R "train" -L "unit|integration" --output-on-failure) >"$out/ctest-train.log" 2>&1 || status=1
 tail -3 "$out/ctest-train.log"
 pack
+fi
 # the GPU trainer of gpu_train (staging, the training loop, evaluation,
 # NCCL) under compute-sanitizer's memcheck (its report in a file: the
 # trainer's stdout holds the summary alone); API errors are left out: NCCL

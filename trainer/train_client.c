@@ -875,6 +875,20 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
     }
 }
 
+int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
+{
+    heartbeats(c);
+    uint64_t end = sl_clock_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000u;
+    int tick = c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1;
+    for (uint64_t now = sl_clock_ns(); now < end; now = sl_clock_ns()) {
+        uint64_t left = (end - now) / 1000000u + 1;
+        int rc = pump(c, left < (uint64_t)tick ? (int)left : tick, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
 {
     /* here too, not only while waiting: a trainer whose pieces are always

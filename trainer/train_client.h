@@ -90,6 +90,14 @@ const struct sl_wire_welcome *train_client_welcome(const struct train_client *c)
  * until the next call. 0, SL_END at the end of data, or an error. */
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err) SL_MUST_CHECK;
 
+/* Keep the connections alive for about ms milliseconds while the caller's
+ * work is elsewhere (a device or NCCL initialization, which can take many
+ * seconds): heartbeats go out and what the feeders send comes in (pieces
+ * wait in the reorder buffer, within the credits given), as while waiting
+ * for a step, so no feeder drops this trainer for silence. Hands out no
+ * step. 0, or an error (a feeder lost meanwhile). */
+int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
+
 void train_client_stats(const struct train_client *c, struct train_client_stats *out);
 
 #endif

@@ -10,10 +10,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sl_alloc.h"
@@ -382,6 +385,57 @@ static void progress_line_clear(struct progress_line *b)
         fflush(stderr);
         b->drawn = 0;
     }
+}
+
+/* The training loop is created (CPU models, or each GPU's context, model
+ * and NCCL rank: seconds, more across machines) on a helper thread, while
+ * this thread keeps the feeders' connections alive: a trainer silent for
+ * the feeders' timeout would be dropped before its first step. */
+struct loop_create_job {
+    struct train_loop *loop;
+    const struct train_loop_opts *lo;
+    const struct sl_wire_welcome *welcome;
+    struct sl_error err;
+    int rc;
+    atomic_int done;
+};
+
+static void *loop_create_thread(void *arg)
+{
+    struct loop_create_job *j = arg;
+    j->rc = train_loop_create(&j->loop, j->lo, j->welcome, &j->err);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static int loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct train_client *cl,
+                             struct sl_error *err)
+{
+    struct loop_create_job j = {.lo = lo, .welcome = train_client_welcome(cl)};
+    atomic_init(&j.done, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, loop_create_thread, &j) != 0)
+        return train_loop_create(out, lo, j.welcome, err);
+    struct sl_error kerr = {0};
+    int krc = 0;
+    while (!atomic_load(&j.done)) {
+        if (krc == 0)
+            krc = train_client_keepalive(cl, 20, &kerr);
+        else
+            nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    }
+    pthread_join(t, NULL);
+    if (j.rc != 0) {
+        *err = j.err;
+        return j.rc;
+    }
+    if (krc != 0) { /* a feeder was lost meanwhile */
+        train_loop_destroy(j.loop);
+        *err = kerr;
+        return krc;
+    }
+    *out = j.loop;
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -756,7 +810,7 @@ int main(int argc, char **argv)
             }
         }
         lo.ring = ring;
-        if (status == 0 && train_loop_create(&loop, &lo, train_client_welcome(cl), &err) != 0) {
+        if (status == 0 && loop_create_alive(&loop, &lo, cl, &err) != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);
             status = 1;
         }

@@ -133,6 +133,39 @@ def check_outputs(tag, outs):
         fail("%s: workers saved different weights" % tag)
 
 
+def keepalive(job_path):
+    """A trainer busy right after connecting (creating its training loop:
+    GPU contexts and NCCL can take seconds) must keep its feeders' connections
+    alive. A feeder that drops trainers silent for 400 ms, and a client busy
+    for 1.5 s: with train_client_keepalive it gets all 60 steps (960 rows)
+    and the feeder never calls it silent; asleep instead (the control), the
+    feeder drops it."""
+    helper = os.path.join(BUILD, "tests", "client_keepalive")
+    for mode in ("keepalive", "sleep"):
+        sock = "ipc://%s/keepalive-%s.sock" % (TMP, mode)
+        flog_path = os.path.join(TMP, "keepalive-%s-feeder.log" % mode)
+        feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1",
+                                   "--heartbeat-ms", "100", "--timeout-ms", "400"],
+                                  stdout=open(flog_path, "w"), stderr=subprocess.STDOUT)
+        time.sleep(0.2)
+        p = subprocess.run([helper, sock, "train-it", mode, "1500"], capture_output=True, text=True, timeout=60)
+        feeder.kill()
+        feeder.wait()
+        flog = open(flog_path).read()
+        if mode == "keepalive":
+            if p.returncode != 0:
+                fail("keepalive: the client failed: %s\nfeeder: %s" % (p.stderr, flog))
+            got = json.loads(p.stdout)
+            if got != {"steps": 60, "rows": 960}:
+                fail("keepalive: %r, expected 60 steps of 960 rows" % got)
+            if "silent" in flog:
+                fail("keepalive: the feeder found the client silent: %s" % flog)
+        elif "worker 0 silent" not in flog or p.returncode == 0:
+            fail("keepalive control: a client asleep for 1.5 s was not dropped (exit %d): %s" % (p.returncode, flog))
+    ok("a client busy for 1.5 s after connecting stays connected through train_client_keepalive "
+       "(60 steps, 960 rows; asleep instead, the feeder drops it after its 400 ms timeout)")
+
+
 def main():
     data = os.path.join(TMP, "data")
     subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "480", "--shards", "4", "--seed", "5",
@@ -262,6 +295,7 @@ def main():
     if abs(off["loss"] - base["loss"]) <= 2e-5:
         fail("the equivalence tolerance cannot tell a 5%% step change: %.6f vs %.6f" % (off["loss"], base["loss"]))
     ok("a 5%% different step changes the loss by %.2g, well beyond the 2e-5 tolerance" % abs(off["loss"] - base["loss"]))
+    keepalive(job_path)
     print("%d passed, 0 failed" % PASSED)
 
 
