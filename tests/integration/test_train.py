@@ -136,8 +136,8 @@ def check_outputs(tag, outs):
 def keepalive(job_path):
     """A trainer busy right after connecting (creating its training loop:
     GPU contexts and NCCL can take seconds) must keep its feeders' connections
-    alive. A feeder that drops trainers silent for 400 ms, and a client busy
-    for 1.5 s: with train_client_keepalive it gets all 60 steps (960 rows)
+    alive. A feeder that drops trainers silent for 800 ms, and a client busy
+    for 2.5 s: with train_client_keepalive it gets all 60 steps (960 rows)
     and the feeder never calls it silent; asleep instead (the control), the
     feeder drops it."""
     helper = os.path.join(BUILD, "tests", "client_keepalive")
@@ -145,10 +145,10 @@ def keepalive(job_path):
         sock = "ipc://%s/keepalive-%s.sock" % (TMP, mode)
         flog_path = os.path.join(TMP, "keepalive-%s-feeder.log" % mode)
         feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1",
-                                   "--heartbeat-ms", "100", "--timeout-ms", "400"],
+                                   "--heartbeat-ms", "100", "--timeout-ms", "800"],
                                   stdout=open(flog_path, "w"), stderr=subprocess.STDOUT)
         time.sleep(0.2)
-        p = subprocess.run([helper, sock, "train-it", mode, "1500"], capture_output=True, text=True, timeout=60)
+        p = subprocess.run([helper, sock, "train-it", mode, "2500"], capture_output=True, text=True, timeout=60)
         feeder.kill()
         feeder.wait()
         flog = open(flog_path).read()
@@ -161,9 +161,9 @@ def keepalive(job_path):
             if "silent" in flog:
                 fail("keepalive: the feeder found the client silent: %s" % flog)
         elif "worker 0 silent" not in flog or p.returncode == 0:
-            fail("keepalive control: a client asleep for 1.5 s was not dropped (exit %d): %s" % (p.returncode, flog))
-    ok("a client busy for 1.5 s after connecting stays connected through train_client_keepalive "
-       "(60 steps, 960 rows; asleep instead, the feeder drops it after its 400 ms timeout)")
+            fail("keepalive control: a client asleep for 2.5 s was not dropped (exit %d): %s" % (p.returncode, flog))
+    ok("a client busy for 2.5 s after connecting stays connected through train_client_keepalive "
+       "(60 steps, 960 rows; asleep instead, the feeder drops it after its 800 ms timeout)")
 
 
 def main():
