@@ -236,6 +236,19 @@ def kill_feeder_under_trainer(files, tag, trainer_extra, sig=signal.SIGKILL):
     return code, took, read_log(tag, "trainer0")
 
 
+def rejoining_pair(tag, files, shuffle, line, why):
+    """A long job (1500 epochs, batch 6) served by 2 feeders over ipc that
+    drop a trainer silent for 1.5 s, and one trainer of 2 replicas that
+    fails a feeder after 1 s and rejoins it within 30 s; returns once both
+    feeders' logs show `line` (else fails with `why`)."""
+    job_path, job = write_job("job-" + tag, files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
+    time.sleep(0.2)
+    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
+    wait_for_log(tag, ("feeder0", "feeder1"), line, p, why)
+    time.sleep(0.1)
+    return job, feeders, p, trace
+
 def main():
     files = gen("a", 150, 5)
     ids = ids_of(files)
@@ -578,13 +591,8 @@ def main():
     # a trainer stopped past the feeders' timeout is dropped by both; when it
     # runs again it finds them silent, and both take it back where it was
     tag = "dropped"
-    job_path, job = write_job("job-dropped", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
-    feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
-    time.sleep(0.2)
-    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
-    wait_for_log(tag, ("feeder0", "feeder1"), "worker 0 connected", p,
-                 "dropped: the trainer did not connect to both feeders")
-    time.sleep(0.1)
+    job, feeders, p, trace = rejoining_pair(tag, files, shuffle, "worker 0 connected",
+                                            "dropped: the trainer did not connect to both feeders")
     p.send_signal(signal.SIGSTOP)
     if p.poll() is not None:
         fail("dropped: the trainer finished before it could be stopped")
@@ -608,13 +616,8 @@ def main():
     # memory first: feeder 0 reuses the old connection's buffers as soon as
     # it has the new HELLO (without the copy the step's ids come out wrong)
     tag = "shmrejoin"
-    job_path, job = write_job("job-shmrejoin", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
-    feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
-    time.sleep(0.2)
-    p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
-    wait_for_log(tag, ("feeder0", "feeder1"), "pieces through shared memory", p,
-                 "shmrejoin: the trainer did not map both feeders' memory")
-    time.sleep(0.1)
+    job, feeders, p, trace = rejoining_pair(tag, files, shuffle, "pieces through shared memory",
+                                            "shmrejoin: the trainer did not map both feeders' memory")
     feeders[1].send_signal(signal.SIGSTOP)
     time.sleep(0.5)  # the trainer runs out of feeder 1's pieces, holding feeder 0's next one
     p.send_signal(signal.SIGSTOP)
