@@ -526,6 +526,9 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
     uint64_t rw0 = a->read_wall, dw0 = a->decode_wall, n0 = a->sampled, calls0 = a->tick;
     int rc = fill_piece(a, piece, buf, cap, out, err);
+    /* between pieces hold no cached image: a reader waiting for cache room
+     * must not wait on an idle executor */
+    feed_reader_release(a->rd);
     uint64_t cpu = sl_clock_thread_cpu_ns() - cpu0, wall = sl_clock_ns() - wall0;
     feed_reader_inflate_ns(a->rd, &icpu1, &iwall1);
     uint64_t icpu = icpu1 - icpu0, iwall = iwall1 - iwall0;

@@ -9,9 +9,17 @@
  * the reader's scratch).
  *
  * Cache: entries hold an image and a pin count; a reader pins the image it
- * last used. Inflating happens outside the mutex; if two threads inflate the
- * same file, the second result is dropped. Unpinned images are evicted,
- * least recently used first, while the cache holds more than cache_bytes.
+ * last used (until it moves to another file or calls feed_reader_release).
+ * A reader that misses marks the file `loading` and reserves its size under
+ * the mutex, then inflates outside it, straight into one buffer of the size
+ * the scan recorded; readers that want a loading file wait on the cache's
+ * condition variable. Before reserving, unpinned images are evicted, least
+ * recently used first, until the new image fits in cache_bytes with every
+ * image held or being inflated counted; when pinned and loading images leave
+ * no room, the reader waits for one to be let go (it holds no pin itself
+ * then, so every pin it waits on belongs to a reader that is not waiting).
+ * A file fits alone, as the scan refuses files over max_file_bytes <=
+ * cache_bytes.
  */
 #include "feed_source.h"
 
@@ -23,8 +31,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <archive.h>
-#include <archive_entry.h>
 #include <unistd.h>
 
 #include "fmt_index.h"
@@ -58,6 +64,7 @@ struct file {
     struct tar_field *fields; /* tar: every regular member, in order */
     uint64_t image_size; /* decompressed size */
     struct image img;   /* img.data NULL while not loaded */
+    int loading;        /* a reader is inflating it (its size is reserved in `cached`) */
     uint64_t dropped_tail; /* bytes of a partial header at the end (reported after the scan) */
 };
 
@@ -73,8 +80,10 @@ struct feed_source {
     uint64_t *counts;
     uint64_t total_bytes;
     uint64_t disk_bytes; /* the files' sizes on disk */
+    uint64_t max_file;  /* most bytes a compressed file may inflate to */
     pthread_mutex_t mu;
-    size_t cached;      /* bytes of inflated images held */
+    pthread_cond_t cv;  /* an image loaded or failed, a pin let go */
+    size_t cached;      /* bytes of inflated images held or being inflated */
     uint64_t clock;
 };
 
@@ -160,6 +169,13 @@ static int load_index(struct feed_source *s, struct file *f, struct sl_error *er
         f->offsets = NULL;
         return rc;
     }
+    if (f->comp != FMT_COMP_NONE && end > s->max_file) {
+        sl_free(f->offsets);
+        f->offsets = NULL;
+        return sl_error_set(err, SL_ECORRUPT, "%s: inflates to %llu bytes by its index, over the per-file limit of "
+                                              "%llu (max_file_bytes, at most the cache bound)",
+                            f->path, (unsigned long long)end, (unsigned long long)s->max_file);
+    }
     f->count = n;
     f->image_size = end;
     if (f->comp == FMT_COMP_NONE) {
@@ -193,90 +209,31 @@ static int ext_id(struct feed_source *s, const char *ext, uint32_t *id, const ch
     return 0;
 }
 
-/* The whole decompressed image of a (compressed) file, for the tar scan. */
-static int inflate_all(const struct file *f, uint8_t **data, size_t *size, struct sl_error *err)
-{
-    struct fmt_stream_opts so = {.compression = f->comp, .max_window = (size_t)1 << 40};
-    struct fmt_stream *st;
-    int rc = fmt_stream_open(&st, f->path, &so, err);
-    if (rc != 0)
-        return rc;
-    const uint8_t *p;
-    size_t avail = 0, need = (size_t)1 << 20;
-    /* ask for twice what came until the stream ends short of the ask */
-    while ((rc = fmt_stream_window(st, need, &p, &avail, err)) == 0 && avail >= need)
-        need *= 2;
-    if (rc == 0 && (*data = sl_malloc(avail ? avail : 1)) == NULL)
-        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu inflated bytes", f->path, avail);
-    if (rc == 0) {
-        memcpy(*data, p, avail);
-        *size = avail;
-    }
-    fmt_stream_close(st);
-    return rc;
-}
-
-/* A tar shard: every regular member's data is found in the file's image
- * (libarchive reading the image from memory lends data blocks inside it),
- * and members are grouped into samples by key, as fmt_tar does. */
+/* A tar shard: every regular member is located (fmt_tar walks the headers
+ * and reads the data through without keeping it), and members are grouped
+ * into samples by key, as fmt_tar does. A member over max_record_bytes is
+ * refused from its header. */
 static int scan_tar(struct feed_source *s, struct file *f, struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = s->o.compression};
-    struct fmt_stream *st;
-    int rc = fmt_stream_open(&st, f->path, &so, err);
+    struct fmt_tar_opts to = {.max_member_bytes = s->o.max_record_bytes, .max_fields = FEED_MAX_FIELDS,
+                              .compression = s->o.compression, .max_output = s->max_file};
+    struct fmt_tar *t;
+    int rc = fmt_tar_open(&t, f->path, &to, err);
     if (rc != 0)
         return rc;
-    f->comp = fmt_stream_compression(st);
-    fmt_stream_close(st);
-    uint8_t *img = NULL;
-    size_t size = 0;
-    if (f->comp == FMT_COMP_NONE) {
-        struct stat stt;
-        if (stat(f->path, &stt) != 0)
-            return sl_error_sys(err, errno, "stat(%s)", f->path);
-        f->image_size = (uint64_t)stt.st_size;
-        if ((rc = map_file(f, err)) != 0)
-            return rc;
-        img = f->img.data;
-        size = f->img.size;
-    } else if ((rc = inflate_all(f, &img, &size, err)) != 0) {
-        return rc;
-    }
-    struct archive *a = archive_read_new();
-    if (a == NULL || archive_read_support_format_tar(a) != ARCHIVE_OK ||
-        archive_read_open_memory(a, img ? img : (uint8_t *)"", size) != ARCHIVE_OK) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a tar archive%s%s", f->path, a ? ": " : "",
-                          a ? archive_error_string(a) : "");
-        goto out;
-    }
+    f->comp = fmt_tar_compression(t);
     size_t cap = 0, ncap = 0, nfields = 0;
     char key[4096] = "";
     size_t sample_start = 0;
-    struct archive_entry *e;
-    int r;
-    while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-        if (archive_entry_filetype(e) != AE_IFREG)
-            continue;
-        const char *path = archive_entry_pathname(e), *ext;
-        size_t klen = fmt_tar_split_key(path ? path : "", &ext);
-        int64_t want = archive_entry_size(e);
-        const void *buf = NULL;
-        size_t got = 0;
-        la_int64_t boff;
-        if (want > 0) {
-            r = archive_read_data_block(a, &buf, &got, &boff);
-            if (r != ARCHIVE_OK || (const uint8_t *)buf < img || (const uint8_t *)buf + got > img + size ||
-                (int64_t)got != want) {
-                rc = sl_error_set(err, SL_ECORRUPT, "%s: member '%s' cannot be served from the archive%s%s", f->path,
-                                  path, r != ARCHIVE_OK ? ": " : " (not stored in one piece)",
-                                  r != ARCHIVE_OK ? archive_error_string(a) : "");
-                goto out;
-            }
-        }
+    struct fmt_tar_member m;
+    while ((rc = fmt_tar_next_member(t, &m, err)) == 0) {
+        const char *path = m.path, *ext;
+        size_t klen = fmt_tar_split_key(path, &ext);
         int new_sample = f->count == 0 || klen != strlen(key) || strncmp(path, key, klen) != 0;
         if (new_sample) {
             if (klen >= sizeof key) {
-                rc = sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long", f->path, path);
+                rc = sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long (at byte %llu)", f->path,
+                                  path, (unsigned long long)m.header_offset);
                 goto out;
             }
             memcpy(key, path, klen);
@@ -299,13 +256,14 @@ static int scan_tar(struct feed_source *s, struct file *f, struct sl_error *err)
             goto out;
         for (size_t k = sample_start; k < nfields; k++)
             if (f->fields[k].ext == id) {
-                rc = sl_error_set(err, SL_ECORRUPT, "%s: repeated extension '%s' in sample '%s' (member '%s')",
-                                  f->path, ext, key, path);
+                rc = sl_error_set(err, SL_ECORRUPT,
+                                  "%s: repeated extension '%s' in sample '%s' (member '%s', at byte %llu)", f->path,
+                                  ext, key, path, (unsigned long long)m.header_offset);
                 goto out;
             }
         if (nfields - sample_start >= FEED_MAX_FIELDS) {
-            rc = sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields", f->path, key,
-                              FEED_MAX_FIELDS);
+            rc = sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields (member '%s', at byte %llu)",
+                              f->path, key, FEED_MAX_FIELDS, path, (unsigned long long)m.header_offset);
             goto out;
         }
         if (nfields == ncap) {
@@ -318,24 +276,29 @@ static int scan_tar(struct feed_source *s, struct file *f, struct sl_error *err)
             f->fields = nf;
             ncap = c2;
         }
-        f->fields[nfields++] = (struct tar_field){.ext = id, .off = buf ? (uint64_t)((const uint8_t *)buf - img) : 0,
-                                                  .len = (uint64_t)got};
+        f->fields[nfields++] = (struct tar_field){.ext = id, .off = m.data_offset, .len = m.size};
     }
-    if (r != ARCHIVE_EOF) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: %s", f->path, archive_error_string(a));
+    if (rc != SL_END)
         goto out;
-    }
+    rc = 0;
     if (f->count == 0 && (f->offsets = sl_malloc(sizeof *f->offsets)) == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         goto out;
     }
     f->offsets[f->count] = nfields; /* the end of the last sample */
-    f->image_size = size;
+    if (f->comp == FMT_COMP_NONE) {
+        struct stat stt;
+        if (stat(f->path, &stt) != 0) {
+            rc = sl_error_sys(err, errno, "stat(%s)", f->path);
+            goto out;
+        }
+        f->image_size = (uint64_t)stt.st_size;
+        rc = map_file(f, err);
+    } else {
+        f->image_size = fmt_tar_stream_bytes(t);
+    }
 out:
-    if (a != NULL)
-        archive_read_free(a);
-    if (f->comp != FMT_COMP_NONE)
-        sl_free(img); /* inflated again on access, through the cache */
+    fmt_tar_close(t);
     if (rc != 0) {
         sl_free(f->offsets);
         sl_free(f->fields);
@@ -358,7 +321,8 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
             return used > 0 ? 0 : used;
     }
     struct fmt_reader_opts ro = {.format = s->o.format, .compression = s->o.compression,
-                                 .max_record_bytes = s->o.max_record_bytes, .skip_crc = s->o.count_only};
+                                 .max_record_bytes = s->o.max_record_bytes, .skip_crc = s->o.count_only,
+                                 .max_output = s->max_file};
     struct fmt_reader *r;
     int rc = fmt_reader_open(&r, f->path, &ro, err);
     if (rc != 0)
@@ -557,7 +521,10 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         s->o.cache_bytes = DEFAULT_CACHE;
     if (s->o.max_record_bytes == 0)
         s->o.max_record_bytes = FMT_DEFAULT_MAX_RECORD_BYTES;
+    s->max_file = s->o.max_file_bytes == 0 || s->o.max_file_bytes > s->o.cache_bytes ? s->o.cache_bytes
+                                                                                       : s->o.max_file_bytes;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
     s->nfiles = npaths;
     s->files = sl_calloc(npaths ? npaths : 1, sizeof *s->files);
     s->counts = sl_calloc(npaths ? npaths : 1, sizeof *s->counts);
@@ -628,6 +595,7 @@ void feed_source_close(struct feed_source *s)
         sl_free(f->fields);
     }
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
     sl_free(s->files);
     sl_free(s->counts);
     sl_free(s);
@@ -685,10 +653,16 @@ static void unpin(struct feed_reader *r)
         return;
     if (!r->pinned->img.mapped) {
         pthread_mutex_lock(&r->s->mu);
-        r->pinned->img.pins--;
+        if (--r->pinned->img.pins == 0)
+            pthread_cond_broadcast(&r->s->cv); /* room for a reader waiting to inflate */
         pthread_mutex_unlock(&r->s->mu);
     }
     r->pinned = NULL;
+}
+
+void feed_reader_release(struct feed_reader *r)
+{
+    unpin(r);
 }
 
 void feed_reader_close(struct feed_reader *r)
@@ -700,45 +674,37 @@ void feed_reader_close(struct feed_reader *r)
     sl_free(r);
 }
 
-static int inflate_file(const struct file *f, uint8_t **data, struct sl_error *err)
+/* Inflate a compressed file straight into buf (image_size bytes, as the
+ * scan found), then check that the stream ends there. */
+static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = f->comp, .max_window = f->image_size + 1};
+    struct fmt_stream_opts so = {.compression = f->comp, .max_output = f->image_size + 1};
     struct fmt_stream *st;
     int rc = fmt_stream_open(&st, f->path, &so, err);
     if (rc != 0)
         return rc;
-    uint8_t *buf = sl_malloc(f->image_size ? f->image_size : 1);
-    if (buf == NULL) {
-        fmt_stream_close(st);
-        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu inflated bytes", f->path,
-                            (unsigned long long)f->image_size);
-    }
-    const uint8_t *p;
-    size_t avail;
-    rc = fmt_stream_window(st, f->image_size + 1, &p, &avail, err);
-    if (rc == 0 && avail != f->image_size)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", f->path, avail,
+    size_t got = 0;
+    rc = fmt_stream_read(st, buf, (size_t)f->image_size, &got, err);
+    if (rc == 0 && got < f->image_size)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", f->path, got,
                           (unsigned long long)f->image_size);
-    if (rc == 0)
-        memcpy(buf, p, avail);
+    uint8_t extra;
+    if (rc == 0 && (rc = fmt_stream_read(st, &extra, 1, &got, err)) == 0 && got != 0) /* the end: trailer, CRC */
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to more than the %llu bytes it held when it was scanned",
+                          f->path, (unsigned long long)f->image_size);
     fmt_stream_close(st);
-    if (rc != 0) {
-        sl_free(buf);
-        return rc;
-    }
-    *data = buf;
-    return 0;
+    return rc;
 }
 
-/* Evict unpinned inflated images, least recently used first. Called with
- * the mutex held. */
-static void evict(struct feed_source *s)
+/* Evict unpinned inflated images, least recently used first, until `need`
+ * more bytes fit. Called with the mutex held. */
+static void evict(struct feed_source *s, size_t need)
 {
-    while (s->cached > s->o.cache_bytes) {
+    while (s->cached + need > s->o.cache_bytes) {
         struct file *victim = NULL;
         for (size_t i = 0; i < s->nfiles; i++) {
             struct file *f = &s->files[i];
-            if (!f->img.mapped && f->img.data && f->img.pins == 0 &&
+            if (!f->img.mapped && f->img.data && !f->loading && f->img.pins == 0 &&
                 (victim == NULL || f->img.used < victim->img.used))
                 victim = f;
         }
@@ -760,36 +726,54 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
         return 0;
     }
     struct feed_source *s = r->s;
+    size_t size = (size_t)f->image_size;
+    if (f->image_size > s->o.cache_bytes) /* the scan refuses these; never wait for room that cannot be */
+        return sl_error_set(err, SL_EINVAL, "%s: inflates to %llu bytes, more than the cache's %zu", f->path,
+                            (unsigned long long)f->image_size, s->o.cache_bytes);
     pthread_mutex_lock(&s->mu);
-    if (f->img.data != NULL) {
-        f->img.pins++;
-        f->img.used = ++s->clock;
-        pthread_mutex_unlock(&s->mu);
-        r->pinned = f;
-        return 0;
+    for (;;) {
+        if (f->img.data != NULL && !f->loading) {
+            f->img.pins++;
+            f->img.used = ++s->clock;
+            pthread_mutex_unlock(&s->mu);
+            r->pinned = f;
+            return 0;
+        }
+        if (!f->loading) {
+            evict(s, size);
+            if (s->cached + size <= s->o.cache_bytes)
+                break;
+        }
+        /* another reader is inflating it, or every byte of the cache is
+         * pinned or being inflated: wait for that to change */
+        pthread_cond_wait(&s->cv, &s->mu);
     }
+    f->loading = 1;
+    s->cached += size;
     pthread_mutex_unlock(&s->mu);
-    uint8_t *data = NULL;
+
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
-    int rc = inflate_file(f, &data, err);
+    uint8_t *data = sl_malloc(size ? size : 1);
+    int rc = data == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu inflated bytes", f->path, size)
+                          : inflate_file(f, data, err);
     r->inflate_cpu_ns += sl_clock_thread_cpu_ns() - cpu0;
     r->inflate_wall_ns += sl_clock_ns() - wall0;
-    if (rc != 0)
-        return rc;
+
     pthread_mutex_lock(&s->mu);
-    if (f->img.data != NULL) {
-        sl_free(data); /* another reader inflated it meanwhile */
+    f->loading = 0;
+    if (rc != 0) {
+        s->cached -= size;
+        sl_free(data);
     } else {
         f->img.data = data;
-        f->img.size = f->image_size;
-        s->cached += f->img.size;
+        f->img.size = size;
+        f->img.pins++;
+        f->img.used = ++s->clock;
+        r->pinned = f;
     }
-    f->img.pins++;
-    f->img.used = ++s->clock;
-    evict(s);
+    pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    r->pinned = f;
-    return 0;
+    return rc;
 }
 
 int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,

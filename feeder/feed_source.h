@@ -9,15 +9,27 @@
  * (counts it as holding zero records), so the plan, which is computed from
  * the counts, stays exact and deterministic.
  *
+ * The scan streams every file: it keeps offsets, never a whole file, so
+ * its memory is a few MiB whatever the files' sizes (tar shards included:
+ * members are located, not read). A compressed file may inflate to at most
+ * `max_file_bytes` (at most, and by default, the cache bound); one that
+ * inflates past it is an error at the scan naming the file and the offsets
+ * where the limit was passed. A tar member over max_record_bytes is refused
+ * from its header, with the member's name and offset.
+ *
  * Access: an uncompressed file is memory-mapped and records are lent from
  * the page cache. A compressed file is inflated into memory on first access
  * and kept in an LRU cache bounded by `cache_bytes`; a miss inflates it
- * again. TFRecord data CRCs are checked again on every access (the file may
- * have changed since the scan); a failure then is an error under any policy.
+ * again. A file is inflated by one thread at a time, straight into one
+ * buffer of the size the scan found; other threads that want it wait for
+ * it. The bound counts images being inflated: a reader that needs room
+ * evicts unpinned images and otherwise waits until other readers let go of
+ * theirs, so `cache_bytes` is never exceeded. TFRecord data CRCs are checked
+ * again on every access (the file may have changed since the scan); a
+ * failure then is an error under any policy.
  *
  * Thread-safe: feed_source_get may be called from many threads at once.
- * Lock order: the source's cache mutex only (never held while inflating
- * another file).
+ * Lock order: the source's cache mutex only (never held while inflating).
  */
 #ifndef FEED_SOURCE_H
 #define FEED_SOURCE_H
@@ -37,6 +49,8 @@ struct feed_source_opts {
     size_t max_record_bytes;          /* 0: the formats default */
     enum fmt_on_error on_error;
     size_t cache_bytes;               /* compressed files held inflated; 0: 1 GiB */
+    size_t max_file_bytes;            /* most bytes a compressed file may inflate to; 0 or more
+                                         than cache_bytes: cache_bytes */
     int trust_scan;                   /* 1: do not check CRCs again on access */
     int count_only;                   /* 1: the scan only walks the framing (no CRC checks), for
                                          counting; damaged data then surfaces on access */
@@ -101,6 +115,12 @@ int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, co
  * this reader or its close. */
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err) SL_MUST_CHECK;
+
+/* Let go of the image this reader holds (its views become invalid), so
+ * that a reader waiting for cache room is not kept waiting by an idle one.
+ * Callers that keep a reader between batches of reads call this after
+ * each batch. */
+void feed_reader_release(struct feed_reader *r);
 
 /* Time this reader has spent inflating compressed files (thread CPU and
  * wall nanoseconds, since it was opened). */

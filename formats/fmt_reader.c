@@ -72,6 +72,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     so->plain_probe = ops->plain_probe;
     so->use_zlib = o->use_zlib;
     so->use_read = o->use_read;
+    so->max_output = o->max_output;
     *out = r;
     return 0;
 }

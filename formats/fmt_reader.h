@@ -39,6 +39,8 @@ struct fmt_reader_opts {
     int skip_crc;                     /* 1: do not verify TFRecord CRCs (never the default) */
     int use_zlib;                     /* 1: inflate with zlib even when ISA-L is present */
     int use_read;                     /* 1: read(2) plain files instead of mapping them */
+    uint64_t max_output;              /* compressed files: most decompressed bytes (fmt_stream's
+                                         max_output); 0: no limit */
 };
 
 /* A borrowed record: data valid until the next call on the reader. */

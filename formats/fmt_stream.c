@@ -49,6 +49,8 @@ struct fmt_stream {
     enum inflater inflater;
     size_t chunk;      /* read size */
     size_t max_window;
+    uint64_t max_output; /* 0: no limit on the decompressed size */
+    uint64_t produced;   /* decompressed bytes inflated so far */
 
     /* compressed input (INF_*): in[in_pos..in_len) unconsumed */
     uint8_t *in;
@@ -242,6 +244,7 @@ static int open_common(struct fmt_stream *s, const struct fmt_stream_opts *opts,
     const struct fmt_stream_opts *o = opts ? opts : &defaults;
     s->chunk = o->buffer_size ? o->buffer_size : DEFAULT_BUFFER;
     s->max_window = o->max_window ? o->max_window : DEFAULT_MAX_WINDOW;
+    s->max_output = o->max_output;
     int rc = resolve_compression(s, o, err);
     if (rc != 0)
         return rc;
@@ -485,6 +488,13 @@ static int inflate_some(struct fmt_stream *s, uint8_t *dst, size_t cap, size_t *
             }
         }
 #endif
+        s->produced += *made;
+        if (s->max_output != 0 && s->produced > s->max_output)
+            return sl_error_set(err, SL_ECORRUPT,
+                                "%s: inflates past the limit of %llu bytes (at decompressed offset %llu, "
+                                "compressed offset %llu)",
+                                s->path, (unsigned long long)s->max_output, (unsigned long long)s->max_output,
+                                (unsigned long long)in_offset(s));
         if (finished) {
             int rc = member_end(s, err);
             if (rc != 0)
@@ -556,6 +566,44 @@ int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size
     *p = s->win + s->win_pos;
     *avail = have;
     return 0;
+}
+
+int fmt_stream_read(struct fmt_stream *s, void *dst, size_t n, size_t *got, struct sl_error *err)
+{
+    uint8_t *d = dst;
+    size_t done = s->win_len - s->win_pos;
+    if (done > n)
+        done = n;
+    if (done > 0) {
+        memcpy(d, s->win + s->win_pos, done);
+        s->win_pos += done;
+        s->out_off += done;
+    }
+    int rc = 0;
+    while (done < n) {
+        size_t made = 0;
+        if (s->inflater == INF_NONE) {
+            if (s->src_eof)
+                break;
+            long r = source_read(s, d + done, n - done, err);
+            if (r < 0) {
+                rc = (int)r;
+                break;
+            }
+            if (r == 0)
+                s->src_eof = 1;
+            made = (size_t)r;
+        } else {
+            if (s->out_eof)
+                break;
+            if ((rc = inflate_some(s, d + done, n - done, &made, err)) != 0)
+                break;
+        }
+        done += made;
+        s->out_off += made;
+    }
+    *got = done;
+    return rc;
 }
 
 void fmt_stream_consume(struct fmt_stream *s, size_t n)

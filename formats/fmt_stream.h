@@ -12,7 +12,10 @@
  * Offsets: fmt_stream_offset() is the position in the decompressed stream
  * (what record offsets use); fmt_stream_in_offset() the position in the
  * file. A corrupt or truncated compressed stream is SL_ECORRUPT with
- * "<path>: <what> at compressed offset N".
+ * "<path>: <what> at compressed offset N"; so is one that inflates past
+ * max_output ("<path>: inflates past the limit of L bytes (at decompressed
+ * offset L, compressed offset N)"), found before more than one input chunk
+ * beyond it is inflated.
  *
  * An uncompressed regular file is memory-mapped and lent from the page cache
  * (use_read turns that off; a file truncated by another process while mapped
@@ -48,6 +51,8 @@ struct fmt_stream_opts {
     fmt_plain_probe_fn plain_probe;    /* optional, see above */
     int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */
     int use_read;                      /* 1: read(2) an uncompressed file instead of mapping it */
+    uint64_t max_output;               /* compressed streams: most decompressed bytes the file may
+                                          hold (a gzip bomb stops there); 0: no limit */
 };
 
 struct fmt_stream;
@@ -69,6 +74,11 @@ void fmt_stream_close(struct fmt_stream *s);
  * ends first (*avail is then everything left); or a negative code. */
 int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size_t *avail,
                       struct sl_error *err) SL_MUST_CHECK;
+/* Copy the next decompressed bytes into dst (the caller's buffer: a
+ * compressed stream inflates straight into it, with no window of its own),
+ * moving the position. *got < n only at the end of the stream; the end is
+ * checked (trailer, CRC) before *got = 0 is returned. */
+int fmt_stream_read(struct fmt_stream *s, void *dst, size_t n, size_t *got, struct sl_error *err) SL_MUST_CHECK;
 /* Move past n bytes of the current window (n <= *avail of the last call). */
 void fmt_stream_consume(struct fmt_stream *s, size_t n);
 

@@ -276,6 +276,54 @@ static int read_member(struct fmt_tar *t, size_t *len, struct sl_error *err)
     return 0;
 }
 
+int fmt_tar_next_member(struct fmt_tar *t, struct fmt_tar_member *m, struct sl_error *err)
+{
+    if (t->failed)
+        return sl_error_set(err, SL_EINVAL, "%s: read after an error", t->path);
+    if (t->done)
+        return SL_END;
+    if (archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE) {
+        t->failed = SL_EINVAL;
+        return sl_error_set(err, SL_EINVAL, "%s: %s-compressed tar: only plain and gzip tar files can be served",
+                            t->path, archive_filter_name(t->a, 0));
+    }
+    /* the previous member's data is read through (skipped) by libarchive */
+    int rc = next_member(t, err);
+    if (rc == SL_END)
+        t->done = 1;
+    if (rc != 0)
+        return rc;
+    struct archive_entry *e = t->entry;
+    char what[160];
+    la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
+    if (size < 0)
+        return member_error(t, SL_ECORRUPT, "member of unknown size", err);
+    if ((uint64_t)size > t->max_member) {
+        snprintf(what, sizeof what, "member of %lld bytes is over max_member_bytes (%zu)", (long long)size,
+                 t->max_member);
+        return member_error(t, SL_ECORRUPT, what, err);
+    }
+    if (archive_entry_sparse_count(e) > 0)
+        return member_error(t, SL_ECORRUPT, "sparse member (its data is not stored in one piece)", err);
+    /* libarchive has consumed the member's header blocks (PAX and GNU
+     * long-name ones included) and nothing of its data */
+    m->path = (const char *)t->member.data;
+    m->header_offset = t->member_pos;
+    m->data_offset = tar_pos(t);
+    m->size = (uint64_t)size;
+    return 0;
+}
+
+enum fmt_compression fmt_tar_compression(const struct fmt_tar *t)
+{
+    return fmt_stream_compression(t->stream);
+}
+
+uint64_t fmt_tar_stream_bytes(const struct fmt_tar *t)
+{
+    return fmt_stream_offset(t->stream) + t->lent;
+}
+
 static int same_key(const struct fmt_tar *t)
 {
     const char *path = (const char *)t->member.data;
@@ -460,10 +508,15 @@ static int tar_start(struct fmt_tar *t, struct fmt_tar **out, struct sl_error *e
     return 0;
 }
 
-static const struct fmt_stream_opts tar_stream_opts = {
-    .compression = FMT_COMP_AUTO,
-    .plain_probe = plain_unless_gzip,
-};
+static struct fmt_stream_opts tar_stream_opts(const struct fmt_tar_opts *opts)
+{
+    struct fmt_stream_opts so = {.compression = FMT_COMP_AUTO, .plain_probe = plain_unless_gzip};
+    if (opts != NULL) {
+        so.compression = opts->compression;
+        so.max_output = opts->max_output;
+    }
+    return so;
+}
 
 int fmt_tar_open(struct fmt_tar **out, const char *path, const struct fmt_tar_opts *opts,
                  struct sl_error *err)
@@ -473,7 +526,8 @@ int fmt_tar_open(struct fmt_tar **out, const char *path, const struct fmt_tar_op
     int rc = tar_new(&t, path, opts, err);
     if (rc != 0)
         return rc;
-    rc = fmt_stream_open(&t->stream, path, &tar_stream_opts, err);
+    struct fmt_stream_opts so = tar_stream_opts(opts);
+    rc = fmt_stream_open(&t->stream, path, &so, err);
     if (rc != 0) {
         fmt_tar_close(t);
         return rc;
@@ -490,7 +544,8 @@ int fmt_tar_open_mem(struct fmt_tar **out, const char *name, const void *data, s
     int rc = tar_new(&t, name, opts, err);
     if (rc != 0)
         return rc;
-    rc = fmt_stream_open_mem(&t->stream, name, len ? data : empty, len, &tar_stream_opts, err);
+    struct fmt_stream_opts so = tar_stream_opts(opts);
+    rc = fmt_stream_open_mem(&t->stream, name, len ? data : empty, len, &so, err);
     if (rc != 0) {
         fmt_tar_close(t);
         return rc;

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt_stream.h"
 #include "sl_error.h"
 
 struct fmt_tar_field {
@@ -34,6 +35,19 @@ struct fmt_tar_sample {
 struct fmt_tar_opts {
     size_t max_member_bytes; /* 0: 64 MiB; a larger member is an error */
     size_t max_fields;       /* 0: 64 fields per sample */
+    enum fmt_compression compression; /* AUTO: gzip by extension or magic (the stream undoes
+                                         it), then whatever filter libarchive detects */
+    uint64_t max_output;     /* most bytes a gzip stream may inflate to; 0: no limit */
+};
+
+/* A regular member as an index sees it (fmt_tar_next_member). */
+struct fmt_tar_member {
+    const char *path;       /* NUL-terminated, the bytes stored in the archive (a PAX
+                               UTF-8 name is not converted to the locale); borrowed
+                               until the next call */
+    uint64_t header_offset; /* its (first) header in the uncompressed tar stream */
+    uint64_t data_offset;   /* its data: bytes [data_offset, data_offset + size) */
+    uint64_t size;
 };
 
 struct fmt_tar;
@@ -47,6 +61,23 @@ int fmt_tar_open_mem(struct fmt_tar **out, const char *name, const void *data, s
  * '<name>', at byte N)". */
 int fmt_tar_next(struct fmt_tar *t, struct fmt_tar_sample *s, struct sl_error *err) SL_MUST_CHECK;
 void fmt_tar_close(struct fmt_tar *t);
+
+/* Walk the regular members without reading their data, for an index of
+ * where each lies in the uncompressed stream: 0 and a member; SL_END once
+ * the end-of-archive block and, for gzip, the rest of the stream (every
+ * member's CRC and length) were checked; or an error naming the member and
+ * its header offset. A member over max_member_bytes is refused from its
+ * header, before any of its data is read (the data of the members taken is
+ * read through in input-sized chunks, never held); so is a sparse member,
+ * whose data does not lie in one piece, and any archive that libarchive
+ * had to decode itself (xz, bzip2, ...: offsets would not be the file's).
+ * Not to be mixed with fmt_tar_next on the same reader. */
+int fmt_tar_next_member(struct fmt_tar *t, struct fmt_tar_member *m, struct sl_error *err) SL_MUST_CHECK;
+/* The compression the stream undid (never AUTO). */
+enum fmt_compression fmt_tar_compression(const struct fmt_tar *t);
+/* Bytes of the uncompressed stream read so far: after fmt_tar_next_member's
+ * SL_END on a gzip file, its whole inflated size. */
+uint64_t fmt_tar_stream_bytes(const struct fmt_tar *t);
 
 /* Split a member path into key and extension as described above. Returns
  * the length of the key; *ext points into path (after the dot), or at the

@@ -303,9 +303,29 @@ static void *hammer(void *p)
     return NULL;
 }
 
+/* The inflated size of one file, as the scan finds it. */
+static uint64_t image_bytes(const char *path)
+{
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, &path, 1, NULL, &err), 0);
+    uint64_t n = feed_source_total_bytes(s);
+    feed_source_close(s);
+    return n;
+}
+
 START_TEST(test_threads_with_tiny_cache)
 {
-    struct feed_source *s = open_three(16); /* every switch evicts */
+    /* two compressed files and room for the larger one only: every switch
+     * evicts (a cache smaller than a file is refused at the scan) */
+    static const char *two[2];
+    two[0] = write_tfr("x0.tfrecord.gz", 0, 50);
+    two[1] = write_tfr("x1.tfrecord.zz", 1, 70);
+    uint64_t a0 = image_bytes(two[0]), a1 = image_bytes(two[1]);
+    struct feed_source_opts o = {.cache_bytes = (size_t)(a0 > a1 ? a0 : a1)};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, two, 2, &o, &err), 0);
     pthread_t t[4];
     struct worker_arg a[4];
     for (int i = 0; i < 4; i++) {
