@@ -66,6 +66,12 @@ static const char usage[] =
     "  -t, --threads=N         decode threads, and files scanned at once at start\n"
     "                          (default: the CPUs this process may use, at most 8)\n"
     "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
+    "      --piece-memory=BYTES bound on all piece buffers together (default 1G; K, M,\n"
+    "                          G, T suffixes): a cluster shape that needs more\n"
+    "                          (prefetch x replicas x workers + tasks buffers) is refused\n"
+    "      --workers=W --replicas=R  serve only this cluster shape (default: the first\n"
+    "                          trainer's; one whose trainers all leave without taking a\n"
+    "                          piece is forgotten)\n"
     "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
     "      --report-s=S        log a progress line (pieces, records, MB/s, trainers,\n"
     "                          time waiting for credits) every S seconds (default 30;\n"
@@ -94,7 +100,9 @@ static const char usage[] =
 struct args {
     const char *job, *listen, *cluster, *stats;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
-    uint64_t feeder_index, feeders, threads, max_piece_bytes, heartbeat_ms, timeout_ms, workers, replicas, report_s;
+    uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
+        report_s;
+    int listen_given, index_given, feeders_given;
     int quiet, json, plan, no_shm;
     /* job overrides: pairs (key, value) pointing into argv */
     const char **keys, **values;
@@ -115,6 +123,31 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
     return 0;
 }
 
+/* A byte count: digits, then optionally K, M, G or T (powers of 1024). */
+static int parse_bytes(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (end != s && *end != '\0' && end[1] == '\0') {
+        const char *units = "KMGT", *u = strchr(units, *end);
+        if (u != NULL) {
+            shift = 10 * (unsigned)(u - units + 1);
+            end++;
+        }
+    }
+    if (*s < '0' || *s > '9' || *end != '\0' || errno != 0 || v > (max >> shift) || ((uint64_t)v << shift) < min) {
+        fprintf(stderr,
+                "sluice-feeder: --%s: expected a byte count in [%" PRIu64 ", %" PRIu64
+                "] (digits, then K, M, G or T), got '%s'\n",
+                opt, min, max, s);
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
 /* Split argv into the feeder's options and --key=value job overrides. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -124,7 +157,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
                  {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"report-s", 1}, {"workers", 1}, {"replicas", 1},
                  {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1},
-                 {"no-shm", 0}};
+                 {"no-shm", 0},   {"piece-memory", 1}};
     a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
     a->values = sl_calloc((size_t)argc, sizeof *a->values);
     if (a->keys == NULL || a->values == NULL)
@@ -197,14 +230,19 @@ static int parse_args(int argc, char **argv, struct args *a)
             a->job = val;
         } else if (strcmp(n, "listen") == 0) {
             a->listen = val;
+            a->listen_given = 1;
         } else if (strcmp(n, "cluster") == 0) {
             a->cluster = val;
         } else if (strcmp(n, "stats") == 0) {
             a->stats = val;
         } else if (strcmp(n, "feeder-index") == 0) {
             rc = parse_u64(n, val, 0, 4095, &a->feeder_index);
+            a->index_given = 1;
         } else if (strcmp(n, "feeders") == 0) {
             rc = parse_u64(n, val, 1, 4096, &a->feeders);
+            a->feeders_given = 1;
+        } else if (strcmp(n, "piece-memory") == 0) {
+            rc = parse_bytes(n, val, 4096, (uint64_t)1 << 44, &a->piece_memory);
         } else if (strcmp(n, "threads") == 0) {
             rc = parse_u64(n, val, 1, 256, &a->threads);
         } else if (strcmp(n, "max-piece-bytes") == 0) {
@@ -239,6 +277,15 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     /* a TF_CONFIG-style spec whose task is a feeder gives the endpoint,
      * the index and the feeder count */
+    if (!a->plan && (a->workers != 0) != (a->replicas != 0)) {
+        fprintf(stderr, "sluice-feeder: --workers and --replicas go together (the cluster shape to serve)\n");
+        return EXIT_USAGE;
+    }
+    if (a->cluster != NULL && (a->listen_given || a->index_given || a->feeders_given)) {
+        fprintf(stderr, "sluice-feeder: --cluster gives the feeder's endpoint, index and count: give it or "
+                        "--listen/--feeder-index/--feeders, not both\n");
+        return EXIT_USAGE;
+    }
     const char *spec = a->cluster ? a->cluster : getenv("TF_CONFIG");
     if (!a->plan && a->listen == NULL && spec != NULL) {
         struct sl_cluster c;
@@ -489,6 +536,8 @@ int main(int argc, char **argv)
                                      .nspecs = implicit_line ? 1 : job->nfeatures,
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
                                      .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
+                                     .piece_memory = a.piece_memory, .workers = (uint32_t)a.workers,
+                                     .replicas = (uint32_t)a.replicas,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
                                      .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
                                      .stop = &stop_flag, .dump = &dump_flag};

@@ -604,6 +604,22 @@ int feed_plan_next(struct feed_plan *p, struct feed_piece *piece, struct sl_erro
     return 0;
 }
 
+int feed_plan_seek(struct feed_plan *p, uint64_t seq, uint64_t *within)
+{
+    *within = 0;
+    if (p->done || p->steps == 0)
+        return SL_END;
+    uint64_t per = p->steps * p->R, epoch = seq / per;
+    if (p->cfg->epochs != 0 && epoch >= p->cfg->epochs) {
+        p->done = 1;
+        return SL_END;
+    }
+    p->epoch = epoch;
+    epoch_start(p);
+    *within = seq % per;
+    return 0;
+}
+
 /* ---- names ------------------------------------------------------------ */
 
 static const char *const policy_names[] = {"auto", "off", "file", "data", "hint"};

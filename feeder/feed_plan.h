@@ -127,6 +127,14 @@ void feed_plan_destroy(struct feed_plan *p);
  * empty and the plan ends at once, even with epochs == 0. */
 int feed_plan_next(struct feed_plan *p, struct feed_piece *piece, struct sl_error *err) SL_MUST_CHECK;
 
+/* Move a fresh or running plan to the first piece of the epoch that holds
+ * piece `seq` of the worker's stream, skipping whole epochs arithmetically
+ * (an epoch's pieces depend only on its number), and say in *within how
+ * many pieces of that epoch come before `seq` (the caller skips those with
+ * feed_plan_next, at most one epoch's pieces). 0, or SL_END when `seq` is
+ * at or past the end of a finite plan (the plan is then done). */
+int feed_plan_seek(struct feed_plan *p, uint64_t seq, uint64_t *within) SL_MUST_CHECK;
+
 /* Figures for worker `worker` without iterating the plan: what
  * `sluice-feeder plan` prints. */
 int feed_plan_summarize(const struct feed_plan_config *cfg, uint32_t worker, struct feed_plan_summary *out,

@@ -40,6 +40,13 @@
 #include "sl_wire.h"
 
 #define MAX_IDENTITY 256
+/* The furthest resume point a HELLO may ask for: no trainer can have taken
+ * 2^48 pieces (at a million pieces a second, 9 years). */
+#define MAX_RESUME ((uint64_t)1 << 48)
+/* Pieces of the plan passed over per trainer per turn of the serving loop
+ * while it seeks a resume point within an epoch (whole epochs are skipped
+ * arithmetically), so HELLOs, heartbeats and signals are never held up. */
+#define SKIP_CHUNK 4096
 
 struct task {
     uint32_t worker;
@@ -68,6 +75,7 @@ struct trainer {
     uint64_t inflight;  /* scheduled, not yet sent */
     uint64_t sent;
     uint64_t last_seq;  /* highest seq planned + 1 (for END) */
+    uint64_t skip;      /* pieces of the plan still to pass over before the resume point */
     uint64_t epochs;
     int end_sent;
     uint64_t last_seen_ns;
@@ -126,6 +134,13 @@ struct server {
     size_t prefetch;          /* steps */
     uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
     struct sl_pool_shm shm;   /* the pool's memfd when shared (shm.size 0: private pool) */
+    /* The shape is the first HELLO's until a trainer consumes a piece
+     * (`consumed`), or the feeder's own from the start (`fixed`): a shape
+     * nobody consumed is released once its last trainer has gone, so a
+     * wrong or hostile HELLO cannot hold the job. A released pool may still
+     * have frames in ZeroMQ: it waits in `retired` until they are back. */
+    int fixed, consumed, release_pending;
+    struct sl_pool *retired[4];
     int fatal;
     struct sl_error fatal_err;
 };
@@ -372,6 +387,37 @@ static void drain_done(struct server *s)
         on_done(s, k);
 }
 
+/* Pass over at most SKIP_CHUNK pieces of each trainer's plan towards its
+ * resume point. 1 while some trainer still has pieces to pass over. */
+static int skip_some(struct server *s)
+{
+    int more = 0;
+    for (uint32_t w = 0; w < s->workers && !s->fatal; w++) {
+        struct trainer *t = &s->trainers[w];
+        if (!t->active || t->skip == 0)
+            continue;
+        struct feed_piece piece;
+        struct sl_error err = {0};
+        for (unsigned i = 0; i < SKIP_CHUNK && t->skip > 0; i++) {
+            int rc = feed_plan_next(t->plan, &piece, &err);
+            if (rc == SL_END) { /* cannot happen: the resume point was checked against the plan's length */
+                t->plan_done = 1;
+                t->skip = 0;
+                break;
+            }
+            if (rc != 0) {
+                s->fatal = 1;
+                s->fatal_err = err;
+                return 0;
+            }
+            t->skip--;
+            t->last_seq = piece.seq + 1;
+        }
+        more |= t->skip > 0;
+    }
+    return more;
+}
+
 /* Schedule pieces for trainers with credits, round-robin one piece each. */
 static int schedule(struct server *s)
 {
@@ -380,7 +426,7 @@ static int schedule(struct server *s)
         progress = 0;
         for (uint32_t w = 0; w < s->workers && s->nfree > 0; w++) {
             struct trainer *t = &s->trainers[w];
-            if (!t->active || t->plan_done || t->shm == SHM_PENDING)
+            if (!t->active || t->plan_done || t->skip > 0 || t->shm == SHM_PENDING)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns
              * one); a trainer returning more than it was sent only loses
@@ -484,7 +530,24 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
      * within its own window, so it can never starve another), plus one per
      * task for pieces of a dropped connection still being assembled. */
     s->window = s->prefetch * R;
-    size_t nbufs = (size_t)(s->window * W + s->ntasks);
+    /* the pool's size is checked before anything is allocated: a HELLO
+     * cannot make the feeder take more than --piece-memory */
+    uint64_t nbufs64 = 0, pool_bytes = 0;
+    int huge = __builtin_mul_overflow(s->window, (uint64_t)W, &nbufs64) ||
+               __builtin_add_overflow(nbufs64, (uint64_t)s->ntasks, &nbufs64) ||
+               __builtin_mul_overflow(nbufs64, s->piece_bytes, &pool_bytes);
+    if (huge || pool_bytes > s->o->piece_memory) {
+        char need[32] = "over 2^64";
+        if (!huge)
+            snprintf(need, sizeof need, "%" PRIu64, pool_bytes);
+        return sl_error_set(err, SL_EINVAL,
+                            "%u workers x %u replicas need %s bytes of piece memory (%" PRIu64
+                            " buffers of %" PRIu64 " bytes: %zu steps of prefetch x %u replicas x %u workers + %zu "
+                            "tasks), over this feeder's --piece-memory of %" PRIu64 " bytes",
+                            W, R, need, huge ? 0 : nbufs64, s->piece_bytes, s->prefetch, R, W, s->ntasks,
+                            s->o->piece_memory);
+    }
+    size_t nbufs = (size_t)nbufs64;
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -519,6 +582,54 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     return 0;
 }
 
+/* Destroy retired pools whose every buffer is back. */
+static void reap_retired(struct server *s)
+{
+    for (size_t i = 0; i < sizeof s->retired / sizeof s->retired[0]; i++)
+        if (s->retired[i] != NULL && sl_pool_wait_idle(s->retired[i], 0) == 0) {
+            sl_pool_destroy(s->retired[i]);
+            s->retired[i] = NULL;
+        }
+}
+
+/* Forget a cluster shape no trainer consumed a piece of, its last trainer
+ * gone: the next HELLO sets the shape again. 0, or -1 while that cannot be
+ * done yet (pieces are being assembled in its pool, or earlier pools are
+ * still in ZeroMQ's hands). */
+static int release_shape(struct server *s)
+{
+    if (s->workers == 0)
+        return 0;
+    if (s->nfree != s->ntasks) /* executors hold buffers of this pool */
+        return -1;
+    reap_retired(s);
+    size_t slot = 0, nslots = sizeof s->retired / sizeof s->retired[0];
+    while (slot < nslots && s->retired[slot] != NULL)
+        slot++;
+    if (slot == nslots)
+        return -1;
+    for (uint32_t w = 0; w < s->workers; w++) {
+        feed_plan_destroy(s->trainers[w].plan);
+        held_release_all(s, &s->trainers[w]);
+        sl_free(s->trainers[w].held);
+    }
+    sl_free(s->trainers);
+    s->trainers = NULL;
+    /* frames sent by copy may still be queued in ZeroMQ: the pool goes
+     * when they are back (reap_retired) */
+    s->retired[slot] = s->pool;
+    s->pool = NULL;
+    memset(&s->shm, 0, sizeof s->shm);
+    sl_log(SL_LOG_INFO, "cluster shape %u workers x %u replicas released: its trainers left without taking a piece",
+           s->workers, s->replicas);
+    s->workers = s->replicas = 0;
+    s->steps = 0;
+    s->ended = 0;
+    s->c->pool_bytes = 0;
+    s->release_pending = 0;
+    return 0;
+}
+
 static void drop(struct server *s, struct trainer *t, const char *why)
 {
     sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
@@ -526,6 +637,39 @@ static void drop(struct server *s, struct trainer *t, const char *why)
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
     /* its shared buffers stay held until the worker's next HELLO */
     t->shm = SHM_NONE;
+    /* the last trainer of a shape nobody consumed from: release it */
+    if (!s->fixed && !s->consumed) {
+        uint32_t active = 0;
+        for (uint32_t w = 0; w < s->workers; w++)
+            active += s->trainers[w].active != 0;
+        s->release_pending = active == 0;
+    }
+}
+
+/* How long a trainer may be silent before another connection may take its
+ * place: 2.5 of its heartbeats (1 s when it sends none). */
+static uint64_t grace_ns(const struct trainer *t)
+{
+    return (uint64_t)(t->heartbeat_ms ? t->heartbeat_ms : 1000) * 2500000u;
+}
+
+/* A HELLO of another shape, while the shape is the first trainers' and
+ * none has consumed a piece: if every one of them is silent past its grace
+ * (gone), drop them and release the shape. 0 when released. */
+static int take_over_shape(struct server *s)
+{
+    if (s->fixed || s->consumed)
+        return -1;
+    uint64_t now = sl_clock_ns();
+    for (uint32_t w = 0; w < s->workers; w++) {
+        const struct trainer *t = &s->trainers[w];
+        if (t->active && now - t->last_seen_ns < grace_ns(t))
+            return -1;
+    }
+    for (uint32_t w = 0; w < s->workers; w++)
+        if (s->trainers[w].active)
+            drop(s, &s->trainers[w], "was silent and had taken no piece when a trainer of another shape came");
+    return release_shape(s);
 }
 
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
@@ -538,21 +682,44 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
                job->name);
         return;
     }
+    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && take_over_shape(s) != 0) {
+        refuse(s, id, id_len, "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
+               "%u x %u (%s)",
+               h->workers, h->replicas, s->workers, s->replicas,
+               s->fixed      ? "the feeder's --workers and --replicas"
+               : s->consumed ? "set by the first trainer, which has taken pieces"
+                             : "set by a trainer still connected, which has taken no piece yet; give the feeder "
+                               "--workers and --replicas to settle the shape");
+        return;
+    }
     if (s->workers == 0) {
         struct sl_error err = {0};
         if (setup_cluster(s, h->workers, h->replicas, &err) != 0) {
             refuse(s, id, id_len, "%s", err.msg);
             return;
         }
-    } else if (h->workers != s->workers || h->replicas != s->replicas) {
-        refuse(s, id, id_len,
-               "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with %u x %u "
-               "(set by the first trainer)",
-               h->workers, h->replicas, s->workers, s->replicas);
-        return;
     }
     if (h->worker >= s->workers) {
         refuse(s, id, id_len, "worker %u is out of range (%u workers)", h->worker, s->workers);
+        return;
+    }
+    /* a resume point the trainer cannot have reached is refused before it
+     * costs anything (past the job's end, or past any trainer's reach) */
+    uint64_t total = UINT64_MAX, per = s->steps * s->replicas;
+    if ((job->epochs != 0 || per == 0) && __builtin_mul_overflow(per, job->epochs, &total))
+        total = UINT64_MAX;
+    if (h->resume_seq > total) {
+        refuse(s, id, id_len,
+               "worker %u asks to resume at piece %" PRIu64 ", past the end of the job (%" PRIu64
+               " pieces per worker: %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
+               h->worker, h->resume_seq, total, job->epochs, s->steps, s->replicas);
+        return;
+    }
+    if (h->resume_seq > MAX_RESUME) {
+        refuse(s, id, id_len,
+               "worker %u asks to resume at piece %" PRIu64 ", which no trainer can have reached (at most %" PRIu64
+               ")",
+               h->worker, h->resume_seq, MAX_RESUME);
         return;
     }
     struct trainer *t = &s->trainers[h->worker];
@@ -562,8 +729,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
          * and its replacement need not wait out the whole timeout. One
          * that is alive keeps its place. */
         uint64_t silent = sl_clock_ns() - t->last_seen_ns;
-        uint64_t grace = (uint64_t)(t->heartbeat_ms ? t->heartbeat_ms : 1000) * 2500000u;
-        if (silent < grace) {
+        if (silent < grace_ns(t)) {
             refuse(s, id, id_len, "worker %u is already connected (and heard from %.1f s ago)", h->worker,
                    (double)silent / 1e9);
             return;
@@ -583,12 +749,10 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         refuse(s, id, id_len, "%s", err.msg);
         return;
     }
-    /* resume: skip what the trainer already has */
-    struct feed_piece piece;
-    int rc = 0;
-    uint64_t skipped = 0;
-    while (skipped < h->resume_seq && (rc = feed_plan_next(t->plan, &piece, &err)) == 0)
-        skipped++;
+    /* resume: whole epochs at once; the rest of the way, a chunk per turn
+     * of the serving loop (skip_some) */
+    uint64_t within = 0;
+    int rc = feed_plan_seek(t->plan, h->resume_seq, &within);
     /* the worker's previous connection is over, and a trainer rejoining has
      * copied out what it still held: its buffers go back */
     held_release_all(s, t);
@@ -598,12 +762,14 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->active = 1;
     t->generation = ++s->generation;
     t->plan_done = rc == SL_END;
+    t->skip = within;
+    s->release_pending = 0;
     t->credits = h->credits;
     t->initial = t->granted = h->credits;
     t->scheduled = 0;
     t->inflight = 0;
     t->sent = 0;
-    t->last_seq = skipped; /* <= resume_seq: the plan may end before it */
+    t->last_seq = h->resume_seq - within; /* the plan stands there; skip_some moves it on */
     /* a worker that connects again after its END must get it again */
     if (t->end_sent)
         s->ended--;
@@ -692,6 +858,9 @@ static void on_message(struct server *s)
         if (t != NULL) {
             t->credits += s->msg.credit.credits;
             t->granted += s->msg.credit.credits;
+            /* a piece consumed: the shape is this job's for good */
+            if (t->granted > t->initial && t->sent > 0)
+                s->consumed = 1;
             held_release(s, t, s->msg.credit.credits);
             if (t->shm == SHM_PENDING) {
                 /* the answer to the offer: pieces go one way or the other from the first */
@@ -924,6 +1093,11 @@ static void stop(struct server *s)
         sl_pool_destroy(s->pool);
     else if (s->pool != NULL)
         sl_log(SL_LOG_WARN, "piece buffers still referenced at exit; not freed");
+    for (size_t i = 0; i < sizeof s->retired / sizeof s->retired[0]; i++)
+        if (s->retired[i] != NULL && sl_pool_wait_idle(s->retired[i], 5000) == 0)
+            sl_pool_destroy(s->retired[i]);
+        else if (s->retired[i] != NULL)
+            sl_log(SL_LOG_WARN, "piece buffers of a released shape still referenced at exit; not freed");
     sl_queue_destroy(s->work);
     sl_queue_destroy(s->done);
     for (size_t i = 0; s->tasks != NULL && i < s->ntasks; i++)
@@ -945,6 +1119,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         o.timeout_ms = 10000;
     if (o.feeders == 0)
         o.feeders = 1;
+    if (o.piece_memory == 0)
+        o.piece_memory = FEED_DEFAULT_PIECE_MEMORY;
     memset(c, 0, sizeof *c);
     struct server *s = sl_calloc(1, sizeof *s);
     if (s == NULL)
@@ -954,6 +1130,13 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     double t0 = sl_clock_s();
     uint64_t cpu0 = sl_clock_thread_cpu_ns();
     int rc = start(s, err);
+    if (rc == 0 && o.workers != 0) {
+        /* the shape from the feeder's side: no HELLO can change it */
+        s->fixed = 1;
+        if ((rc = setup_cluster(s, o.workers, o.replicas ? o.replicas : 1, err)) != 0)
+            sl_error_prefix(err, "--workers %u --replicas %u: ", o.workers, o.replicas ? o.replicas : 1);
+    }
+    c->started = rc == 0;
     if (rc == 0)
         sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
@@ -991,6 +1174,11 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             rep = (struct report_mark){.at = now, .next = now + o.report_ms / 1000.0, .bytes = c->bytes,
                                        .blocked = c->blocked_s};
         }
+        if (s->release_pending)
+            (void)release_shape(s);
+        if (s->retired[0] != NULL || s->retired[1] != NULL || s->retired[2] != NULL || s->retired[3] != NULL)
+            reap_retired(s);
+        int skipping = skip_some(s);
         int waiting = schedule(s);
         if (s->fatal) {
             if (s->fatal_err.code != 0 && s->fatal_err.msg[0] != '\0')
@@ -1003,7 +1191,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         }
         items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
         items[1] = (zmq_pollitem_t){.socket = s->done_pull, .events = ZMQ_POLLIN};
-        int timeout = o.heartbeat_ms / 4 > 0 ? o.heartbeat_ms / 4 : 1;
+        int timeout = skipping ? 0 : o.heartbeat_ms / 4 > 0 ? o.heartbeat_ms / 4 : 1;
         uint64_t before = sl_clock_ns();
         int n = zmq_poll(items, 2, timeout);
         if (n < 0 && errno != EINTR) {

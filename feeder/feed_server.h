@@ -35,6 +35,9 @@
 #include "feed_source.h"
 #include "sl_error.h"
 
+/* The piece pool's default bound (--piece-memory): 1 GiB. */
+#define FEED_DEFAULT_PIECE_MEMORY ((uint64_t)1 << 30)
+
 struct feed_server_opts {
     const struct feed_job *job; /* prepared (validated, expanded) */
     /* the features pieces carry: job->features, or for text lines the one
@@ -47,6 +50,9 @@ struct feed_server_opts {
     uint32_t feeders;           /* F >= 1 */
     unsigned threads;           /* executor threads; 0: 1 */
     uint64_t max_piece_bytes;   /* buffer per piece; 0: computed from the features */
+    uint64_t piece_memory;      /* bound on the piece pool in bytes; 0: FEED_DEFAULT_PIECE_MEMORY */
+    uint32_t workers, replicas; /* the cluster shape, fixed from the start; 0: the first HELLO's
+                                 * (released again if its trainers leave without taking a piece) */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* 0: 10000 */
     int report_ms;              /* log a progress line this often (0: never) */
@@ -71,6 +77,8 @@ struct feed_counters {
      * ZeroMQ's I/O threads' (writing to the sockets) */
     struct feed_stage_times stages;
     double serve_cpu_s, zmq_io_cpu_s;
+    int started;            /* 1 once the feeder was serving (bound, threads up): an error
+                             * before that is a start-up failure */
 };
 
 /* Serve until every worker of the job has received its END (0), a stop

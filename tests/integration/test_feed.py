@@ -26,28 +26,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plan"))
 import ref_plan  # noqa: E402
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+from harness import fail, ok, spawn  # noqa: E402,F401
 
 BUILD = os.path.abspath(sys.argv[1])
 RECORD = os.path.join(BUILD, "tools", "sluice-record")
 FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
 TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
 TMP = tempfile.mkdtemp(prefix="sluice-it-")
-PASSED = 0
 FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
             "label": {"dtype": "int64", "shape": []},
             "id": {"dtype": "int64", "shape": []}}
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    print("%d passed, 1 failed" % PASSED)
-    sys.exit(1)
-
-
-def ok(name):
-    global PASSED
-    PASSED += 1
-    print("ok %d - %s" % (PASSED, name))
 
 
 def free_port():
@@ -102,19 +92,19 @@ def start_feeders(job_path, F, kind, tag, extra=()):
     binds, conns = endpoints(kind, F, tag)
     procs = []
     for j in range(F):
-        log = open(os.path.join(TMP, "%s-feeder%d.log" % (tag, j)), "w")
-        procs.append(subprocess.Popen([FEEDER, "--job", job_path, "--listen", binds[j], "--feeder-index", str(j),
-                                       "--feeders", str(F), "--threads", "2", "--heartbeat-ms", "200",
-                                       "--timeout-ms", "5000"] + list(extra), stdout=log, stderr=subprocess.STDOUT))
+        procs.append(spawn([FEEDER, "--job", job_path, "--listen", binds[j], "--feeder-index", str(j),
+                            "--feeders", str(F), "--threads", "2", "--heartbeat-ms", "200",
+                            "--timeout-ms", "5000"] + list(extra),
+                           log=os.path.join(TMP, "%s-feeder%d.log" % (tag, j))))
     return procs, conns
 
 
 def start_trainer(conns, job, w, W, R, tag, extra=()):
     trace = os.path.join(TMP, "%s-trace%d.jsonl" % (tag, w))
-    err = open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), "w")
-    p = subprocess.Popen([TRAINER, "--connect", ",".join(conns), "--job", job["name"], "--worker", str(w),
-                          "--workers", str(W), "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200",
-                          "--timeout-ms", "5000"] + list(extra), stdout=subprocess.DEVNULL, stderr=err)
+    p = spawn([TRAINER, "--connect", ",".join(conns), "--job", job["name"], "--worker", str(w),
+               "--workers", str(W), "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200",
+               "--timeout-ms", "5000"] + list(extra), log=os.path.join(TMP, "%s-trainer%d.log" % (tag, w)),
+              stdout=subprocess.DEVNULL)
     return p, trace
 
 
@@ -139,8 +129,6 @@ def wait_all(procs, timeout, what):
         try:
             codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
         except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
             fail("%s did not finish within %d s" % (what, timeout))
     return codes
 
@@ -193,7 +181,8 @@ def shm_pieces(path):
 def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=(), trainer_extra=(), shm=None,
              **keys):
     """shm: None, or True / False: every piece with rows came in shared memory / none did."""
-    tag = "c%d" % (PASSED + 1)
+    harness.case()
+    tag = "c%d" % (harness.passed() + 1)
     job_path, job = write_job("job-" + tag, files, **keys)
     feeders, conns = start_feeders(job_path, F, kind, tag, extra=feeder_extra)
     time.sleep(0.2)
@@ -201,8 +190,6 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=()
     codes = wait_all([p for p, _ in trainers], 60, name + ": trainers")
     for w, c in enumerate(codes):
         if c != 0:
-            for q in feeders:
-                q.kill()
             logs = "".join(read_log(tag, "feeder%d" % j) for j in range(F))
             fail("%s: trainer %d exited %d:\n%s\nfeeder logs:\n%s" % (name, w, c, read_log(tag, "trainer%d" % w),
                                                                       logs[-4000:]))
@@ -249,7 +236,23 @@ def rejoining_pair(tag, files, shuffle, line, why):
     time.sleep(0.1)
     return job, feeders, p, trace
 
+def selftest(name):
+    """The harness on a case that times out (tests/integration/test_harness.sh):
+    an endless job's trainer does not finish within 2 s."""
+    files = gen("s", 20, 2)
+    job_path, job = write_job(name, files, epochs=0)
+    harness.case()
+    feeders, conns = start_feeders(job_path, 1, "ipc", "self")
+    time.sleep(0.2)
+    p, _ = start_trainer(conns, job, 0, 1, 1, "self")
+    wait_for_log("self", ("feeder0",), "worker 0 connected", p, "selftest: the trainer did not connect")
+    wait_all([p], 2, "selftest: trainer")
+    fail("selftest: an endless job finished")
+
+
 def main():
+    if os.environ.get("SLUICE_IT_SELFTEST"):
+        selftest(os.environ["SLUICE_IT_SELFTEST"])
     files = gen("a", 150, 5)
     ids = ids_of(files)
     uneven = gen("u", 61, 4)
@@ -337,9 +340,8 @@ def main():
         mask = set(sorted(os.sched_getaffinity(0))[:cpus])
         tag = "threads%d" % cpus
         sock = "ipc://%s/%s.sock" % (TMP, tag)
-        log = open(os.path.join(TMP, "%s-feeder0.log" % tag), "w")
-        feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock], stdout=log, stderr=subprocess.STDOUT,
-                                  preexec_fn=lambda m=mask: os.sched_setaffinity(0, m))
+        feeder = spawn([FEEDER, "--job", job_path, "--listen", sock], log=os.path.join(TMP, "%s-feeder0.log" % tag),
+                       preexec_fn=lambda m=mask: os.sched_setaffinity(0, m))
         want = min(8, cpus)
         wait_for_log(tag, ["feeder0"], "serving job", feeder, "threads: the feeder on %d CPUs did not start" % cpus)
         feeder.send_signal(signal.SIGTERM)
@@ -430,18 +432,17 @@ def main():
     procs = []
     for j in range(2):
         spec = json.dumps({"cluster": cluster, "task": {"type": "feeder", "index": j}})
-        log = open(os.path.join(TMP, "%s-feeder%d.log" % (tag, j)), "w")
-        procs.append(subprocess.Popen([FEEDER, "--job", job_path, "--cluster", spec, "--heartbeat-ms", "200"],
-                                      stdout=log, stderr=subprocess.STDOUT))
+        procs.append(spawn([FEEDER, "--job", job_path, "--cluster", spec, "--heartbeat-ms", "200"],
+                           log=os.path.join(TMP, "%s-feeder%d.log" % (tag, j))))
     time.sleep(0.2)
     traces = []
     trainers = []
     for w, task in enumerate([{"type": "chief", "index": 0}, {"type": "worker", "index": 0}]):
         trace = os.path.join(TMP, "%s-trace%d.jsonl" % (tag, w))
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}))
-        err = open(os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), "w")
-        trainers.append(subprocess.Popen([TRAINER, "--job", job["name"], "--replicas", "2", "--trace", trace],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=err))
+        trainers.append(spawn([TRAINER, "--job", job["name"], "--replicas", "2", "--trace", trace],
+                              log=os.path.join(TMP, "%s-trainer%d.log" % (tag, w)), env=env,
+                              stdout=subprocess.DEVNULL))
         traces.append(trace)
     codes = wait_all(trainers, 60, "TF_CONFIG trainers")
     if codes != [0, 0]:
@@ -563,10 +564,9 @@ def main():
         fail("rejoin: the trainer finished before its feeder could be killed")
     feeders[1].kill()
     feeders[1].wait()
-    with open(os.path.join(TMP, "%s-feeder1b.log" % tag), "w") as log:
-        again = subprocess.Popen([FEEDER, "--job", job_path, "--listen", conns[1], "--feeder-index", "1",
-                                  "--feeders", "2", "--threads", "2", "--heartbeat-ms", "200", "--timeout-ms", "5000"],
-                                 stdout=log, stderr=subprocess.STDOUT)
+    again = spawn([FEEDER, "--job", job_path, "--listen", conns[1], "--feeder-index", "1",
+                   "--feeders", "2", "--threads", "2", "--heartbeat-ms", "200", "--timeout-ms", "5000"],
+                  log=os.path.join(TMP, "%s-feeder1b.log" % tag))
     p.send_signal(signal.SIGCONT)
     code = wait_all([p], 120, "rejoin: trainer")[0]
     tlog = read_log(tag, "trainer0")
@@ -695,7 +695,11 @@ def main():
         fail("feeder gone for good: exit %d after %.1f s:\n%s" % (code, took, log))
     ok("a feeder that does not come back fails the trainer once the wait is over (%.1f s)" % took)
 
-    print("%d passed, 0 failed" % PASSED)
+    left = harness.running()
+    harness.stop_all()
+    if left:
+        fail("%d processes were still running at the end: %s" % (len(left), [p.args[0] for p in left]))
+    print("%d passed, 0 failed" % harness.passed())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Integration: a feeder against hostile peers and unlucky operators (issue
+#12). Real sluice-feeder and sluice-trainer processes, and rogue_peer, a raw
+wire peer that sends whatever HELLO it is told, over real ZeroMQ sockets.
+
+Usage: test_hostile.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+from harness import fail, ok, spawn  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+ROGUE = os.path.join(BUILD, "tests", "rogue_peer")
+TMP = tempfile.mkdtemp(prefix="sluice-hostile-")
+FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
+            "label": {"dtype": "int64", "shape": []},
+            "id": {"dtype": "int64", "shape": []}}
+
+
+def gen(name, records, shards):
+    out = os.path.join(TMP, name)
+    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(records), "--shards", str(shards),
+                    "--seed", "3", "--image-bytes", "16", "--prefix", "part"], check=True, capture_output=True)
+    return sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
+
+
+def write_job(name, files, **keys):
+    job = {"name": name, "files": files, "format": "tfrecord", "features": FEATURES, "global_batch_size": 8,
+           "epochs": 2, "prefetch": 4}
+    job.update(keys)
+    path = os.path.join(TMP, name + ".json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    return path, job
+
+
+def log_path(tag, who):
+    return os.path.join(TMP, "%s-%s.log" % (tag, who))
+
+
+def read_log(tag, who):
+    with open(log_path(tag, who), errors="replace") as f:
+        return f.read()
+
+
+def wait_for_log(tag, who, text, proc, what, timeout=20):
+    deadline = time.time() + timeout
+    while text not in read_log(tag, who):
+        if time.time() > deadline or (proc is not None and proc.poll() is not None):
+            fail(what)
+        time.sleep(0.02)
+
+
+def start_feeder(tag, job_path, extra=()):
+    sock = "ipc://%s/%s.sock" % (TMP, tag)
+    p = spawn([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--heartbeat-ms", "200",
+               "--timeout-ms", "3000"] + list(extra), log=log_path(tag, "feeder"))
+    wait_for_log(tag, "feeder", "serving job", p, "%s: the feeder did not start" % tag)
+    return p, sock
+
+
+def rogue(sock, job, worker, workers, replicas, resume, *opts, timeout=60):
+    """rogue_peer's answers, one dict per HELLO."""
+    p = subprocess.run([ROGUE, sock, job, str(worker), str(workers), str(replicas), str(resume)] + list(opts),
+                       capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        fail("rogue_peer exited %d: %s" % (p.returncode, p.stderr))
+    return [json.loads(x) for x in p.stdout.splitlines()]
+
+
+def vm_kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def stop(p, what, timeout=10, want=None):
+    """SIGTERM p and wait: its exit code (fails past the timeout, or if it is not want)."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        code = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail("%s did not stop within %d s of SIGTERM" % (what, timeout))
+    if want is not None and code != want:
+        fail("%s exited %d, expected %d" % (what, code, want))
+    return code
+
+
+def trainer(tag, sock, job, W=1, R=1, w=0, extra=()):
+    trace = os.path.join(TMP, "%s-trace%d.jsonl" % (tag, w))
+    p = spawn([TRAINER, "--connect", sock, "--job", job["name"], "--worker", str(w), "--workers", str(W),
+               "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200", "--timeout-ms", "3000"] + list(extra),
+              log=log_path(tag, "trainer%d" % w), stdout=subprocess.DEVNULL)
+    return p, trace
+
+
+def trace_lines(path):
+    with open(path) as f:
+        return [json.loads(x) for x in f]
+
+
+def wait(p, timeout, what):
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail("%s did not finish within %d s" % (what, timeout))
+
+
+# ---- item 1: a HELLO's resume point ----
+
+def case_resume(files):
+    harness.case()
+    tag = "resume"
+    job_path, job = write_job("job-" + tag, files, epochs=0)  # forever
+    f, sock = start_feeder(tag, job_path)
+    # 2^62 cannot have been reached: refused at once, the feeder stays responsive
+    got = rogue(sock, job["name"], 0, 1, 1, 1 << 62, "--wait-ms", "3000")[0]
+    if got["reply"] != "REFUSE" or "resume" not in got.get("reason", "") or got["ms"] > 1000:
+        fail("resume 2^62 on an endless job: expected a prompt REFUSE naming the resume point, got %s" % got)
+    # a far but reachable point: whole epochs skipped arithmetically (2^40 pieces
+    # of 19 steps per epoch: one at a time would take hours)
+    got = rogue(sock, job["name"], 0, 1, 1, 1 << 40, "--wait-ms", "3000", "--take", "3", "--bye", "1")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 3 or got["ms"] > 1000:
+        fail("resume 2^40 on an endless job: expected a prompt WELCOME and 3 pieces, got %s" % got)
+    far = got["ms"]
+    # and a trainer from the start is still served, the feeder stops on SIGTERM
+    got = rogue(sock, job["name"], 0, 1, 1, 0, "--wait-ms", "3000", "--take", "3")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 3:
+        fail("resume: a HELLO from the start after the far ones: got %s" % got)
+    stop(f, "resume: feeder", want=0)
+    ok("a HELLO resuming at 2^62 is refused at once, one at 2^40 served in %.0f ms (whole epochs skipped)" % far)
+
+    # finite job: past its last piece is refused; exactly at the end is an END
+    harness.case()
+    tag = "resume2"
+    job_path, job = write_job("job-" + tag, files, epochs=1000000000000)
+    f, sock = start_feeder(tag, job_path)
+    total = 1000000000000 * 19  # epochs x steps (150 records / 8, 19 steps, R = 1)
+    got = rogue(sock, job["name"], 0, 1, 1, total + 1, "--wait-ms", "3000")[0]
+    if got["reply"] != "REFUSE" or str(total) not in got.get("reason", ""):
+        fail("resume past the end of a finite job: expected a REFUSE naming its %d pieces, got %s" % (total, got))
+    got = rogue(sock, job["name"], 0, 1, 1, total - 2, "--wait-ms", "3000", "--take", "5")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 2 or got["ms"] > 1000 or got.get("end") != total:
+        fail("resume 2 pieces before the end of 10^12 epochs: expected WELCOME and the last 2 pieces, got %s" % got)
+    stop(f, "resume2: feeder")
+    ok("a finite job of 10^12 epochs: resuming past its end is refused, 2 pieces before it gets those 2 at once")
+
+
+# ---- item 2: the cluster shape and the piece memory ----
+
+def case_shape(files):
+    harness.case()
+    tag = "shape"
+    job_path, job = write_job("job-" + tag, files, shard_policy="data", epochs=1)
+    f, sock = start_feeder(tag, job_path)
+    before = vm_kb(f.pid, "VmRSS")
+    got = rogue(sock, job["name"], 0, 65536, 1024, 0, "--wait-ms", "10000")[0]
+    after = vm_kb(f.pid, "VmRSS")
+    peak = vm_kb(f.pid, "VmHWM")
+    if got["reply"] != "REFUSE" or "piece memory" not in got.get("reason", ""):
+        fail("65536 x 1024 workers: expected a REFUSE naming the piece memory bound, got %s" % got)
+    if peak > before + 64 * 1024:
+        fail("65536 x 1024 workers: the feeder's peak resident memory grew from %d to %d kB" % (before, peak))
+    # an unconsumed client fixes nothing: a 4 x 2 HELLO that takes no piece and goes
+    got = rogue(sock, job["name"], 0, 4, 2, 0, "--wait-ms", "3000")[0]
+    if got["reply"] != "WELCOME":
+        fail("a 4 x 2 HELLO: expected a WELCOME, got %s" % got)
+    # once it has been silent past its grace (2.5 s for a HELLO without
+    # heartbeats), the real 1 x 2 trainer takes the job
+    time.sleep(2.7)
+    p, trace = trainer(tag, sock, job, W=1, R=2)
+    if wait(p, 30, "shape: the real trainer") != 0:
+        fail("shape: the real 1 x 2 trainer failed after a 4 x 2 one left unconsumed:\n" + read_log(tag, "trainer0"))
+    if wait(f, 15, "shape: feeder") != 0:
+        fail("shape: the feeder failed:\n" + read_log(tag, "feeder"))
+    rows = sum(x["size"] for x in trace_lines(trace)[:-1])
+    if rows != 150:
+        fail("shape: the real trainer got %d rows of 150" % rows)
+    ok("a 65536 x 1024 HELLO is refused by the piece memory bound (RSS %d -> %d kB, peak %d); a 4 x 2 one that "
+       "took nothing does not fix the shape for the real 1 x 2 trainer" % (before, after, peak))
+
+    # a consumed shape stays: the real trainer is refused while it is served
+    harness.case()
+    tag = "shape2"
+    job_path, job = write_job("job-" + tag, files, epochs=0)
+    f, sock = start_feeder(tag, job_path)
+    got = rogue(sock, job["name"], 0, 2, 1, 0, "--wait-ms", "3000", "--take", "2")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 2:
+        fail("shape2: a 2 x 1 HELLO taking 2 pieces: got %s" % got)
+    got = rogue(sock, job["name"], 0, 1, 2, 0, "--wait-ms", "3000")[0]
+    if got["reply"] != "REFUSE" or "2 x 1" not in got.get("reason", ""):
+        fail("shape2: after a 2 x 1 trainer consumed pieces, a 1 x 2 HELLO: expected REFUSE, got %s" % got)
+    stop(f, "shape2: feeder")
+
+    # the feeder's own --workers/--replicas fix the shape from the start
+    harness.case()
+    tag = "shape3"
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    f, sock = start_feeder(tag, job_path, extra=("--workers", "1", "--replicas", "2"))
+    got = rogue(sock, job["name"], 0, 4, 2, 0, "--wait-ms", "3000")[0]
+    if got["reply"] != "REFUSE" or "1 x 2" not in got.get("reason", ""):
+        fail("shape3: a feeder started with --workers 1 --replicas 2 took a 4 x 2 HELLO: %s" % got)
+    p, trace = trainer(tag, sock, job, W=1, R=2)
+    if wait(p, 30, "shape3: trainer") != 0 or wait(f, 15, "shape3: feeder") != 0:
+        fail("shape3: the 1 x 2 job failed:\n" + read_log(tag, "trainer0") + read_log(tag, "feeder"))
+    ok("a shape taken by a consuming trainer stays; --workers/--replicas on the feeder fix it from the start")
+
+    # too small a bound for the real job: refused with the figures, at start
+    harness.case()
+    tag = "shape4"
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    f, sock = start_feeder(tag, job_path, extra=("--piece-memory", "4096"))
+    got = rogue(sock, job["name"], 0, 1, 1, 0, "--wait-ms", "3000")[0]
+    if got["reply"] != "REFUSE" or "--piece-memory" not in got.get("reason", ""):
+        fail("shape4: a 4096-byte --piece-memory: expected a REFUSE saying so, got %s" % got)
+    stop(f, "shape4: feeder")
+    ok("--piece-memory bounds the pool; a job over it is refused with the figures: %s" % got["reason"])
+
+
+def main():
+    files = gen("a", 150, 5)
+    case_resume(files)
+    case_shape(files)
+    left = harness.running()
+    harness.stop_all()
+    if left:
+        fail("%d processes were still running at the end: %s" % (len(left), [p.args[0] for p in left]))
+    print("%d passed, 0 failed" % harness.passed())
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
