@@ -7,7 +7,9 @@
  * byte is written. The temporary's name is random and created with
  * O_CREAT|O_EXCL|O_NOFOLLOW, so a link or file planted at a guessable name
  * is never followed nor truncated; it lives in the target's directory so
- * that rename() is atomic (same filesystem).
+ * that rename() is atomic (same filesystem). SL_OUTPUT_STREAM skips the
+ * temporary for regular files; a link in the way is removed first and the
+ * file created O_EXCL|O_NOFOLLOW, so the link is never written through.
  */
 #include "sl_output.h"
 
@@ -30,7 +32,8 @@ struct sl_output {
     char *path;
     char *tmp;     /* NULL when direct */
     FILE *f;       /* NULL once finished */
-    int direct;
+    int direct;    /* a device, FIFO or /proc link: never renamed nor removed */
+    int in_place;  /* SL_OUTPUT_STREAM on a regular file: removed by abort */
     unsigned flags;
     int write_errno; /* the first write error seen by finish */
 };
@@ -161,6 +164,29 @@ static int open_direct(struct sl_output *o, int append, int *rc, struct sl_error
     return fd;
 }
 
+/* SL_OUTPUT_STREAM: truncate or create the regular target itself. */
+static int open_in_place(struct sl_output *o, struct sl_error *err)
+{
+    struct stat ls;
+    int oflags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+    if (lstat(o->path, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+        if (unlink(o->path) != 0)
+            return sl_error_sys(err, errno, "unlink(%s)", o->path);
+        oflags |= O_EXCL; /* a link planted again in between fails, not followed */
+    } else {
+        oflags |= O_TRUNC;
+    }
+    int fd = open(o->path, oflags, 0666);
+    if (fd < 0)
+        return sl_error_sys(err, errno, "open(%s)", o->path);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+        o->direct = 1; /* became a device since stat: never remove it */
+    else
+        o->in_place = 1;
+    return fd;
+}
+
 int sl_output_open(struct sl_output **out, const char *path, unsigned flags, struct sl_error *err)
 {
     *out = NULL;
@@ -192,7 +218,12 @@ int sl_output_open(struct sl_output **out, const char *path, unsigned flags, str
             goto out_free;
         o->direct = fd >= 0;
     }
-    if (!o->direct) {
+    if (!o->direct && (flags & SL_OUTPUT_STREAM)) {
+        if ((fd = open_in_place(o, err)) < 0) {
+            rc = fd;
+            goto out_free;
+        }
+    } else if (!o->direct) {
         fd = create_tmp(o, exists && S_ISREG(st.st_mode) ? &st : NULL, err);
         if (fd < 0) {
             rc = fd;
@@ -203,8 +234,8 @@ int sl_output_open(struct sl_output **out, const char *path, unsigned flags, str
     if (o->f == NULL) {
         rc = sl_error_sys(err, errno, "fdopen(%s)", path);
         close(fd);
-        if (o->tmp != NULL)
-            unlink(o->tmp);
+        if (o->tmp != NULL || o->in_place)
+            unlink(o->tmp != NULL ? o->tmp : o->path);
         goto out_free;
     }
     *out = o;
@@ -229,7 +260,7 @@ const char *sl_output_path(const struct sl_output *o)
 
 const char *sl_output_write_path(const struct sl_output *o)
 {
-    return o->direct ? o->path : o->tmp;
+    return o->direct || o->in_place ? o->path : o->tmp;
 }
 
 int sl_output_is_direct(const struct sl_output *o)
@@ -264,9 +295,9 @@ int sl_output_finish(struct sl_output *o, struct sl_error *err)
 int sl_output_commit(struct sl_output *o, struct sl_error *err)
 {
     int rc = sl_output_finish(o, err);
-    if (rc == 0 && !o->direct && rename(o->tmp, o->path) != 0)
+    if (rc == 0 && o->tmp != NULL && rename(o->tmp, o->path) != 0)
         rc = sl_error_sys(err, errno, "rename(%s, %s)", o->tmp, o->path);
-    if (rc != 0 && !o->direct)
+    if (rc != 0 && o->tmp != NULL)
         unlink(o->tmp);
     sl_free(o->tmp);
     sl_free(o->path);
@@ -280,8 +311,8 @@ void sl_output_abort(struct sl_output *o)
         return;
     if (o->f != NULL)
         fclose(o->f);
-    if (!o->direct)
-        unlink(o->tmp);
+    if (o->tmp != NULL || o->in_place)
+        unlink(o->tmp != NULL ? o->tmp : o->path);
     sl_free(o->tmp);
     sl_free(o->path);
     sl_free(o);

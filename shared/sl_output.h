@@ -23,6 +23,12 @@
  * A replaced regular file's permission bits are kept; a new file gets 0666
  * less the umask, as fopen would give it.
  *
+ * SL_OUTPUT_STREAM is for logs read while they grow (--trace, --metrics):
+ * a regular or absent target is written in place, truncated and created as
+ * fopen(path, "w") would, except that a symlink as the final component is
+ * removed and a new file created with O_EXCL (never written through); abort
+ * removes the file. Devices, FIFOs and /proc links are direct as above.
+ *
  * Errors name the call and the path: "open(PATH): Permission denied",
  * "rename(TMP, PATH): ...". One owner; not thread-safe.
  */
@@ -36,7 +42,8 @@
 struct sl_output;
 
 /* sl_output_open flags */
-#define SL_OUTPUT_FSYNC 1u /* fsync the temporary before the rename */
+#define SL_OUTPUT_FSYNC 1u  /* fsync the file before the rename (or the close) */
+#define SL_OUTPUT_STREAM 2u /* write a regular target in place (see above) */
 
 /* Open `path` for writing as described above. On success *out owns an open
  * stream; on error *out is NULL and err says why ("PATH: empty path",
@@ -51,7 +58,7 @@ FILE *sl_output_stream(struct sl_output *o);
 const char *sl_output_path(const struct sl_output *o);
 
 /* The name the bytes are going to: the temporary, or the target itself when
- * writing directly (borrowed). For writers that must reopen the file by
+ * writing directly or in place (borrowed). For writers that must reopen the file by
  * name (the TFRecord writer): open it O_WRONLY, never unlink it. */
 const char *sl_output_write_path(const struct sl_output *o);
 

@@ -321,6 +321,53 @@ START_TEST(test_proc_fd_links_written_in_place)
 }
 END_TEST
 
+/* SL_OUTPUT_STREAM: the file grows in place (readable while written); a
+ * link at the target is replaced, never written through; abort removes
+ * the file; devices stay devices. */
+START_TEST(test_stream_in_place)
+{
+    const char *d = case_dir("stream");
+    char *out = join(d, "trace.jsonl"), *victim = join(d, "victim"), *link = join(d, "link");
+    put(out, "old run\n");
+    struct sl_output *o = NULL;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_output_open(&o, out, SL_OUTPUT_STREAM, &err), 0);
+    ck_assert_str_eq(sl_output_write_path(o), out);
+    ck_assert_int_eq(sl_output_is_direct(o), 0);
+    ck_assert_str_eq(get(out), "");
+    write_text(o, "line 1\n");
+    ck_assert_int_eq(fflush(sl_output_stream(o)), 0);
+    ck_assert_str_eq(get(out), "line 1\n");
+    write_text(o, "summary\n");
+    ck_assert_int_eq(sl_output_commit(o, &err), 0);
+    ck_assert_str_eq(get(out), "line 1\nsummary\n");
+    ck_assert_str_eq(listing(d), "trace.jsonl");
+    /* a link in the way is replaced */
+    put(victim, "precious");
+    ck_assert_int_eq(symlink(victim, link), 0);
+    ck_assert_int_eq(sl_output_open(&o, link, SL_OUTPUT_STREAM, &err), 0);
+    write_text(o, "log");
+    ck_assert_int_eq(sl_output_commit(o, &err), 0);
+    ck_assert_str_eq(get(victim), "precious");
+    ck_assert_str_eq(get(link), "log");
+    struct stat st;
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    /* abort removes what was written */
+    ck_assert_int_eq(sl_output_open(&o, out, SL_OUTPUT_STREAM, &err), 0);
+    write_text(o, "partial");
+    sl_output_abort(o);
+    ck_assert_str_eq(listing(d), "link victim");
+    /* /dev/null */
+    ck_assert_int_eq(sl_output_open(&o, "/dev/null", SL_OUTPUT_STREAM, &err), 0);
+    ck_assert_int_eq(sl_output_is_direct(o), 1);
+    write_text(o, "x");
+    sl_output_abort(o);
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));
+}
+END_TEST
+
 START_TEST(test_errors_name_the_path)
 {
     const char *d = case_dir("errors");
@@ -390,6 +437,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_abort_keeps_old_file);
     tcase_add_test(tc, test_symlink_final_component_replaced);
     tcase_add_test(tc, test_proc_fd_links_written_in_place);
+    tcase_add_test(tc, test_stream_in_place);
     tcase_add_test(tc, test_errors_name_the_path);
     tcase_add_test(tc, test_unwritable_dir);
     suite_add_tcase(s, tc);
