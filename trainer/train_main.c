@@ -25,6 +25,7 @@
 #include "sl_cluster.h"
 #include "sl_json.h"
 #include "sl_log.h"
+#include "sl_output.h"
 #include "train_client.h"
 #include "train_device.h"
 #include "train_loop.h"
@@ -126,18 +127,19 @@ static int parse_u32(const char *opt, const char *s, uint32_t min, uint32_t max,
 
 /* The weights as a NumPy .npy file (version 1.0, little-endian float32,
  * one flat vector in the model's parameter order: W1 [in][out], b1, W2,
- * b2, ...), written to a temporary name and renamed. */
+ * b2, ...), written through sl_output: an exclusive temporary renamed over
+ * a regular file, a device or FIFO written in place. */
 static int save_weights(const char *path, const float *p, size_t n, struct sl_error *err)
 {
     char header[128];
     int hl = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu,), }", n);
     size_t total = 10 + (size_t)hl + 1;
     size_t pad = (64 - total % 64) % 64;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL)
-        return sl_error_sys(err, errno, "open(%s)", tmp);
+    struct sl_output *out;
+    int rc = sl_output_open(&out, path, SL_OUTPUT_FSYNC, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "--save-weights: ");
+    FILE *f = sl_output_stream(out);
     uint16_t hlen = (uint16_t)(hl + pad + 1);
     unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
                                (unsigned char)(hlen >> 8)};
@@ -145,13 +147,13 @@ static int save_weights(const char *path, const float *p, size_t n, struct sl_er
     for (size_t i = 0; ok && i < pad; i++)
         ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF && fwrite(p, sizeof *p, n, f) == n; /* x86-64: little-endian */
-    if (fclose(f) != 0)
-        ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int rc = sl_error_sys(err, errno ? errno : EIO, "write(%s)", path);
-        unlink(tmp);
+    if (!ok) {
+        rc = sl_error_sys(err, errno ? errno : EIO, "--save-weights: write(%s)", path);
+        sl_output_abort(out);
         return rc;
     }
+    if ((rc = sl_output_commit(out, err)) != 0)
+        return sl_error_prefix(err, "--save-weights: ");
     return 0;
 }
 
@@ -198,6 +200,43 @@ static int trace_piece(struct sl_buf *b, const struct train_piece *p, const char
         rc = sl_buf_puts(b, "]}\n");
     if (rc != 0 || fwrite(b->data, 1, b->len, out) != b->len)
         return -1;
+    return 0;
+}
+
+/* --trace-feature against the job's schema (the WELCOME's tensors): the
+ * trace lists int64 values, or bytes as strings cut by NAME.offsets; any
+ * other name would give "ids": [] on every line. */
+static int check_trace_feature(const struct sl_wire_welcome *w, const char *feature, struct sl_error *err)
+{
+    size_t flen = strlen(feature);
+    const struct sl_wire_field *f = NULL, *offsets = NULL;
+    for (size_t i = 0; i < w->ntensors; i++) {
+        const struct sl_wire_field *x = &w->fields[i];
+        if (x->name_len == flen && memcmp(x->name, feature, flen) == 0)
+            f = x;
+        else if (x->name_len == flen + 8 && memcmp(x->name, feature, flen) == 0 &&
+                 memcmp(x->name + flen, ".offsets", 8) == 0)
+            offsets = x;
+    }
+    if (f == NULL) {
+        char names[1024] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < w->ntensors && used + 1 < sizeof names; i++) {
+            int n = snprintf(names + used, sizeof names - used, "%s%.*s (%s)", i ? ", " : "", (int)w->fields[i].name_len,
+                             w->fields[i].name, sl_wire_dtype_name(w->fields[i].dtype));
+            if (n < 0)
+                break;
+            used += (size_t)n < sizeof names - used ? (size_t)n : sizeof names - used - 1;
+        }
+        return sl_error_set(err, SL_EINVAL, "--trace-feature: the job's pieces have no tensor '%s' (they have: %s)",
+                            feature, w->ntensors ? names : "none");
+    }
+    if (f->dtype == SL_WIRE_BYTES && offsets == NULL)
+        return sl_error_set(err, SL_EINVAL, "--trace-feature: bytes tensor '%s' comes without '%s.offsets'", feature,
+                            feature);
+    if (f->dtype != SL_WIRE_INT64 && f->dtype != SL_WIRE_BYTES)
+        return sl_error_set(err, SL_EINVAL, "--trace-feature: tensor '%s' is %s; the trace lists int64 values or bytes "
+                            "as strings", feature, sl_wire_dtype_name(f->dtype));
     return 0;
 }
 
@@ -317,9 +356,14 @@ static int gather_write(const struct gather *g, struct train_loop *loop, uint32_
         if (v[i] != 1)
             rc = sl_error_set(err, SL_EINVAL, "--predictions: element id %zu was evaluated %.0f times (ids must be "
                               "0..N-1, each once)", i, (double)v[i]);
+    struct sl_output *out = NULL;
     FILE *f = NULL;
-    if (rc == 0 && worker == 0 && (f = fopen(path, "w")) == NULL)
-        rc = sl_error_set(err, SL_EIO, "--predictions: cannot write %s: %s", path, strerror(errno));
+    if (rc == 0 && worker == 0) {
+        if ((rc = sl_output_open(&out, path, 0, err)) != 0)
+            sl_error_prefix(err, "--predictions: ");
+        else
+            f = sl_output_stream(out);
+    }
     double right = 0;
     for (size_t i = 0; rc == 0 && i < N; i++) {
         right += v[N + i] == v[2 * N + i];
@@ -327,11 +371,13 @@ static int gather_write(const struct gather *g, struct train_loop *loop, uint32_
                                  (double)v[2 * N + i]) < 0)
             rc = sl_error_set(err, SL_EIO, "--predictions: writing %s: %s", path, strerror(errno));
     }
-    if (f != NULL && fclose(f) != 0 && rc == 0)
-        rc = sl_error_set(err, SL_EIO, "--predictions: writing %s: %s", path, strerror(errno));
     if (rc == 0 && right != correct)
         rc = sl_error_set(err, SL_EINVAL, "--predictions: %.0f correct in the gathered predictions, %.0f counted",
                           right, correct);
+    if (out != NULL && rc != 0)
+        sl_output_abort(out); /* a failed evaluation leaves no partial file */
+    else if (out != NULL && (rc = sl_output_commit(out, err)) != 0)
+        sl_error_prefix(err, "--predictions: ");
     if (rc == 0 && worker == 0)
         sl_log(SL_LOG_INFO, "predictions of %zu elements in id order written to %s", N, path);
     sl_free(v);
@@ -699,11 +745,19 @@ int main(int argc, char **argv)
         }
         addrs[naddrs++] = tok;
     }
+    /* --trace and --metrics grow in place (they are read while the run
+     * goes on); a device or FIFO is written, never replaced (sl_output.h) */
+    struct sl_output *trace_out = NULL;
     FILE *tf = NULL;
-    if (trace != NULL && (tf = fopen(trace, "w")) == NULL) {
-        sl_log(SL_LOG_ERROR, "open(%s): %s", trace, strerror(errno));
-        sl_free(list);
-        return 1;
+    int trace_failed = 0;
+    if (trace != NULL) {
+        struct sl_error oerr = {0};
+        if (sl_output_open(&trace_out, trace, SL_OUTPUT_STREAM, &oerr) != 0) {
+            sl_log(SL_LOG_ERROR, "--trace: %s", oerr.msg);
+            sl_free(list);
+            return 1;
+        }
+        tf = sl_output_stream(trace_out);
     }
     /* the workers meet at worker 0's ring endpoint and check that they
      * agree before anyone trains (issue #4: cluster rendezvous) */
@@ -748,8 +802,7 @@ int main(int argc, char **argv)
             sl_free(ring_from_peers);
             sl_free(peer_list);
             sl_free(cluster_list);
-            if (tf != NULL)
-                fclose(tf);
+            sl_output_abort(trace_out);
             return 1;
         }
         sl_log(SL_LOG_INFO, "rendezvous: %u workers agree (worker %u, %.2f s; %s)", workers, worker,
@@ -766,6 +819,9 @@ int main(int argc, char **argv)
     int status = 0;
     if (train_client_open(&cl, &o, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
+        status = 1;
+    } else if (trace != NULL && check_trace_feature(train_client_welcome(cl), feature, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg); /* the schema is known from the WELCOME: fail before any step */
         status = 1;
     }
     /* training: the model, and the ring across workers */
@@ -815,10 +871,15 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
+    struct sl_output *metrics_out = NULL;
     FILE *mf = NULL;
-    if (status == 0 && metrics_path != NULL && (mf = fopen(metrics_path, "w")) == NULL) {
-        sl_log(SL_LOG_ERROR, "open(%s): %s", metrics_path, strerror(errno));
-        status = 1;
+    if (status == 0 && metrics_path != NULL) {
+        if (sl_output_open(&metrics_out, metrics_path, SL_OUTPUT_STREAM, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "--metrics: %s", err.msg);
+            status = 1;
+        } else {
+            mf = sl_output_stream(metrics_out);
+        }
     }
     double step_t0 = sl_clock_s();
     double loss_sum = 0, acc_sum = 0, last_loss = 0, last_acc = 0;
@@ -865,6 +926,7 @@ int main(int argc, char **argv)
                     if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
                         sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string "
                                              "offsets)", trace);
+                        trace_failed = 1;
                         rc = SL_EIO;
                         break;
                     }
@@ -977,9 +1039,12 @@ int main(int argc, char **argv)
         }
     }
     double t_train_end = sl_clock_s();
-    if (mf != NULL && fclose(mf) != 0 && status == 0) {
-        sl_log(SL_LOG_ERROR, "close(%s): %s", metrics_path, strerror(errno));
-        status = 1;
+    if (metrics_out != NULL) { /* a failed run's metrics stay: they say how far it went */
+        struct sl_error oerr = {0};
+        if (sl_output_commit(metrics_out, &oerr) != 0 && status == 0) {
+            sl_log(SL_LOG_ERROR, "--metrics: %s", oerr.msg);
+            status = 1;
+        }
     }
     if (status == 0 && loop != NULL && save_path != NULL) {
         struct train_model *mm = train_loop_model(loop);
@@ -1066,10 +1131,13 @@ int main(int argc, char **argv)
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
              test_rows, test_rows > 0 ? test_correct / test_rows : 0.0, tower ? "tower" : "mirrored", h2d_bytes,
              h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
-    if (tf != NULL) {
+    if (trace_out != NULL && trace_failed) {
+        sl_output_abort(trace_out);
+    } else if (trace_out != NULL) { /* a failed run's trace stays, its summary saying "ok":false */
+        struct sl_error oerr = {0};
         fputs(summary, tf);
-        if (fclose(tf) != 0 && status == 0) {
-            sl_log(SL_LOG_ERROR, "close(%s): %s", trace, strerror(errno));
+        if (sl_output_commit(trace_out, &oerr) != 0 && status == 0) {
+            sl_log(SL_LOG_ERROR, "--trace: %s", oerr.msg);
             status = 1;
         }
     }

@@ -16,6 +16,7 @@ import json
 import re
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,80 @@ def keepalive(job_path):
        "(60 steps, 960 rows; asleep instead, the feeder drops it after its 800 ms timeout)")
 
 
+def trace_feature_and_outputs():
+    """--trace-feature naming a missing tensor, or one the trace cannot list
+    (float32, uint8), fails at once (exit 1) naming it and what the job has;
+    an int64 one traces its values. --save-weights and --metrics through
+    links to /dev/null leave the links and the device as they are (issue #12).
+    Self-contained: its own data, feeder and trainers, all killed on every path."""
+    data = os.path.join(TMP, "tf-data")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "32", "--shards", "1", "--seed", "2",
+                    "--image-bytes", "4", "--classes", "3", "--floats", "2"], check=True, capture_output=True)
+    job = {"name": "tf-it", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+           "features": {"image": {"dtype": "uint8", "shape": [4], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []},
+                        "dense": {"dtype": "float32", "shape": [2]}},
+           "global_batch_size": 8, "epochs": 1}
+    job_path = os.path.join(TMP, "tf-job.json")
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+
+    def run(tag, extra):
+        sock = "ipc://%s/%s.sock" % (TMP, tag)
+        procs = []
+        try:
+            with open(os.path.join(TMP, tag + "-feeder.log"), "w") as flog:
+                procs.append(subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1"],
+                                              stdout=flog, stderr=subprocess.STDOUT))
+            time.sleep(0.2)
+            trace = os.path.join(TMP, tag + "-trace.jsonl")
+            t = subprocess.Popen([TRAINER, "--connect", sock, "--job", "tf-it", "--replicas", "1",
+                                  "--timeout-ms", "5000", "--trace", trace] + list(extra),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(t)
+            out, err = t.communicate(timeout=60)
+            return t.returncode, err, trace
+        except subprocess.TimeoutExpired:
+            fail("%s: the trainer did not finish" % tag)
+        finally:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+                q.wait()
+
+    have = "they have: "
+    for name, want in (("nosuch", "--trace-feature: the job's pieces have no tensor 'nosuch' (" + have),
+                       ("dense", "--trace-feature: tensor 'dense' is float32; the trace lists int64 values or bytes"),
+                       ("image", "--trace-feature: tensor 'image' is uint8; the trace lists int64 values or bytes")):
+        code, err, _ = run("tf-" + name, ["--model", "none", "--trace-feature", name])
+        if code != 1 or want not in err:
+            fail("--trace-feature %s: exit %s, expected 1 and %r in: %s" % (name, code, want, err[-800:]))
+        if name == "nosuch":
+            listed = err.split(have, 1)[1].split(")\n")[0] + ")"
+            for t in ("image (uint8)", "label (int64)", "id (int64)", "dense (float32)"):
+                if t not in listed:
+                    fail("--trace-feature nosuch: the message does not list %s: %r" % (t, listed))
+    code, err, trace = run("tf-id", ["--model", "none", "--trace-feature", "id"])
+    ids = sorted(i for line in open(trace) for i in json.loads(line).get("ids", []))
+    if code != 0 or ids != list(range(32)):
+        fail("--trace-feature id: exit %s, ids %r: %s" % (code, ids[:10], err[-800:]))
+    ok("--trace-feature: a missing tensor, a float32 and a uint8 one fail (exit 1) naming it and the "
+       "job's tensors; an int64 one traces every id")
+    links = [os.path.join(TMP, "tf-weights.npy"), os.path.join(TMP, "tf-metrics.jsonl")]
+    for link in links:
+        os.symlink("/dev/null", link)
+    code, err, _ = run("tf-devnull", ["--model", "softmax", "--input", "image", "--label", "label",
+                                      "--classes", "3", "--save-weights", links[0], "--metrics", links[1]])
+    if code != 0:
+        fail("training with outputs on /dev/null links: exit %s: %s" % (code, err[-800:]))
+    for link in links:
+        if not os.path.islink(link) or os.readlink(link) != "/dev/null":
+            fail("%s: the link to /dev/null was replaced" % link)
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        fail("/dev/null is no longer a character device")
+    ok("--save-weights and --metrics through links to /dev/null: written, the links and the device left alone")
+
+
 def main():
     data = os.path.join(TMP, "data")
     subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "480", "--shards", "4", "--seed", "5",
@@ -296,6 +371,7 @@ def main():
         fail("the equivalence tolerance cannot tell a 5%% step change: %.6f vs %.6f" % (off["loss"], base["loss"]))
     ok("a 5%% different step changes the loss by %.2g, well beyond the 2e-5 tolerance" % abs(off["loss"] - base["loss"]))
     keepalive(job_path)
+    trace_feature_and_outputs()
     print("%d passed, 0 failed" % PASSED)
 
 
