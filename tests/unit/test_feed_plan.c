@@ -82,6 +82,80 @@ static void expect_error(const struct feed_plan_config *cfg, uint32_t w, const c
 
 /* ---- semantics.md 4.1 / tf-reference 5.2, 5.3: the stream split ------- */
 
+/* feed_plan_seek: jumping to any seq, then skipping `within` pieces, gives
+ * exactly the pieces iterating from the start gives from there on (shuffled,
+ * reshuffled each epoch, interleaved, W = 2, R = 3, several epochs); past the
+ * end of a finite plan it is SL_END; an endless plan seeks 2^40 at once. */
+START_TEST(test_seek_matches_iteration)
+{
+    static const uint64_t counts[] = {7, 5, 9};
+    struct feed_plan_config c = make_cfg(counts, 3, 5, 2, 3, FEED_SHARD_OFF);
+    c.shuffle_buffer = 4;
+    c.seed = 11;
+    c.parallel_reads = 2;
+    c.epochs = 3;
+    struct sl_error err = {0};
+    struct feed_plan *all, *p;
+    ck_assert_int_eq(feed_plan_create(&all, &c, 1, &err), 0);
+    enum { MAXP = 256 };
+    struct feed_piece ref[MAXP];
+    struct feed_elem elems[MAXP][8];
+    size_t n = 0;
+    while (n < MAXP && feed_plan_next(all, &ref[n], &err) == 0) {
+        ck_assert_uint_le(ref[n].n, 8);
+        memcpy(elems[n], ref[n].elems, ref[n].n * sizeof elems[n][0]);
+        n++;
+    }
+    feed_plan_destroy(all);
+    ck_assert_uint_gt(n, 12); /* several epochs' worth */
+    for (size_t seq = 0; seq <= n; seq++) {
+        ck_assert_int_eq(feed_plan_create(&p, &c, 1, &err), 0);
+        uint64_t within = 99;
+        int rc = feed_plan_seek(p, seq, &within);
+        if (seq == n) {
+            ck_assert_int_eq(rc, SL_END);
+            struct feed_piece x;
+            ck_assert_int_eq(feed_plan_next(p, &x, &err), SL_END);
+            feed_plan_destroy(p);
+            break;
+        }
+        ck_assert_int_eq(rc, 0);
+        ck_assert_uint_le(within, seq);
+        struct feed_piece got;
+        for (uint64_t i = 0; i < within; i++)
+            ck_assert_int_eq(feed_plan_next(p, &got, &err), 0);
+        for (size_t k = seq; k < n; k++) {
+            ck_assert_int_eq(feed_plan_next(p, &got, &err), 0);
+            ck_assert_uint_eq(got.seq, ref[k].seq);
+            ck_assert_uint_eq(got.epoch, ref[k].epoch);
+            ck_assert_uint_eq(got.step, ref[k].step);
+            ck_assert_uint_eq(got.replica, ref[k].replica);
+            ck_assert_uint_eq(got.n, ref[k].n);
+            for (size_t e = 0; e < got.n; e++) {
+                ck_assert_uint_eq(got.elems[e].file, elems[k][e].file);
+                ck_assert_uint_eq(got.elems[e].record, elems[k][e].record);
+            }
+        }
+        ck_assert_int_eq(feed_plan_next(p, &got, &err), SL_END);
+        feed_plan_destroy(p);
+    }
+    /* endless: a far seq is one division away; its epoch is numbered so */
+    c.epochs = 0;
+    ck_assert_int_eq(feed_plan_create(&p, &c, 0, &err), 0);
+    uint64_t within;
+    uint64_t per = ref[n - 1].seq + 1; /* 3 epochs' pieces */
+    per /= 3;
+    ck_assert_int_eq(feed_plan_seek(p, ((uint64_t)1 << 40) + 1, &within), 0);
+    ck_assert_uint_eq(within, (((uint64_t)1 << 40) + 1) % per);
+    struct feed_piece got;
+    for (uint64_t i = 0; i <= within; i++)
+        ck_assert_int_eq(feed_plan_next(p, &got, &err), 0);
+    ck_assert_uint_eq(got.seq, ((uint64_t)1 << 40) + 1);
+    ck_assert_uint_eq(got.epoch, (((uint64_t)1 << 40) + 1) / per);
+    feed_plan_destroy(p);
+}
+END_TEST
+
 START_TEST(test_stream_split_last_batch_of_6)
 {
     uint64_t n14[] = {14}, n11[] = {11};
@@ -769,6 +843,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_legacy_split);
     tcase_add_test(tc, test_mwms_data_range9_batch2);
     tcase_add_test(tc, test_worked_examples_5_8);
+    tcase_add_test(tc, test_seek_matches_iteration);
     tcase_add_test(tc, test_file_sharding_errors);
     tcase_add_test(tc, test_per_replica_errors_and_validation);
     tcase_add_test(tc, test_hint_sharding);
