@@ -32,6 +32,7 @@
 #include "sl_clock.h"
 #include "sl_cluster.h"
 #include "sl_log.h"
+#include "sl_output.h"
 
 #define EXIT_DATA 1
 #define EXIT_USAGE 2
@@ -439,15 +440,19 @@ static double process_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* --stats: the counters as one JSON object (schema in docs/feeder.md). */
+/* --stats: the counters as one JSON object (schema in docs/feeder.md),
+ * through sl_output: a regular file is replaced whole (an exclusive
+ * temporary renamed), a device or FIFO written, never replaced. */
 static int write_stats(const char *path, const struct feed_counters *c, const struct feed_source *src, double scan_s,
                        double scan_cpu_s)
 {
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        sl_log(SL_LOG_ERROR, "--stats: cannot write %s: %s", path, strerror(errno));
+    struct sl_output *out;
+    struct sl_error err = {0};
+    if (sl_output_open(&out, path, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;
     }
+    FILE *f = sl_output_stream(out);
     /* bytes on disk for the records served: the files' sizes per record */
     uint64_t nrec = 0;
     for (size_t i = 0; i < feed_source_nfiles(src); i++)
@@ -468,8 +473,8 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
             c->elapsed_s,
             c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress, t->decode, t->assemble, send,
             c->serve_cpu_s, c->zmq_io_cpu_s, t->read + t->decompress + t->decode + t->assemble + send);
-    if (fclose(f) != 0) {
-        sl_log(SL_LOG_ERROR, "--stats: writing %s: %s", path, strerror(errno));
+    if (sl_output_commit(out, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;
     }
     return 0;
