@@ -17,6 +17,7 @@
 
 #include "bench_run.h"
 #include "sl_log.h"
+#include "sl_output.h"
 
 struct derived {
     struct bench_stat samples, disk, inflated, wire, pieces, stall, fcpu, tcpu, util, raw;
@@ -351,11 +352,13 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
     }
     snprintf(dat, sizeof dat, "%s/run.dat", o->out);
     snprintf(gp, sizeof gp, "%s/run.gp", o->out);
-    FILE *f = fopen(dat, "w");
-    if (f == NULL) {
-        sl_log(SL_LOG_ERROR, "open(%s) failed", dat);
+    struct sl_output *out;
+    struct sl_error err = {0};
+    if (sl_output_open(&out, dat, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
         return -1;
     }
+    FILE *f = sl_output_stream(out);
     fprintf(f, "# feeders samples_med min max wire_mb_med raw_zmq_mb_med stall_med min max read inflate "
                "decode assemble send\n");
     struct derived x;
@@ -369,11 +372,11 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
             fprintf(f, " %g", x.have_stages ? x.stage[s].median : 0.0);
         fputc('\n', f);
     }
-    fclose(f);
-    if ((f = fopen(gp, "w")) == NULL) {
-        sl_log(SL_LOG_ERROR, "open(%s) failed", gp);
+    if (sl_output_commit(out, &err) != 0 || sl_output_open(&out, gp, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
         return -1;
     }
+    f = sl_output_stream(out);
     fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key top left\n"
                "set xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
                "set title 'sluice-bench run: %s (%s)'\n",
@@ -394,7 +397,10 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
                    "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
                    "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
                 o->out, dat);
-    fclose(f);
+    if (sl_output_commit(out, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
+        return -1;
+    }
     if (!stages)
         fprintf(stderr, "sluice-bench run: --plot: no stage chart (feeder without --stats)\n");
     struct bench_group g;

@@ -120,12 +120,21 @@ void record_signals_install(void);
 /* The signal number received, 0 if none. */
 int record_interrupted(void);
 
+/* ---- index files (record_verify.c) ---- */
+struct sl_output;
+/* Read the TFRecord file `path` (checking every record) and write its index
+ * in DALI's tfrecord2idx format ("<offset> <size>" per record) to `out`,
+ * which the caller commits or aborts. *count gets the number of records. */
+int record_index_write(struct sl_output *out, const char *path, const struct fmt_reader_opts *opts, uint64_t *count,
+                       struct sl_error *err) SL_MUST_CHECK;
+
 /* ---- sharded TFRecord output (record_shards.c), for convert and gen ----
  *
  * N shards "DIR/PREFIX-00000-of-0000N.tfrecord" (+ ".gz" for gzip, ".zz" for
- * zlib), written in shard order to hidden temporary names (".NAME.tmp") and
- * renamed only by record_shards_commit(); record_shards_abort() removes every
- * file this set created (temporaries, indexes, renamed shards). */
+ * zlib), written in shard order through sl_output (hidden exclusive
+ * temporaries ".NAME.XXXXXXXXXXXX.tmp") and renamed only by
+ * record_shards_commit(); record_shards_abort() removes every file this set
+ * created (temporaries, indexes, renamed shards). */
 struct fmt_tfrecord_writer;
 struct record_shards {
     char *dir;
@@ -134,7 +143,7 @@ struct record_shards {
     enum fmt_compression compression;
     int with_index;
     char **final_paths;
-    char **tmp_paths;
+    struct sl_output **outs; /* shard i's output until it is renamed */
     uint64_t *counts;
     unsigned next_open;  /* shards [0, next_open) were opened */
     unsigned committed;  /* shards [0, committed) were renamed */

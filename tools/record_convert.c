@@ -30,6 +30,7 @@
 #include "sl_alloc.h"
 #include "sl_base64.h"
 #include "sl_log.h"
+#include "sl_output.h"
 
 static const char convert_help[] =
     "Usage: sluice-record convert idx --images FILE --labels FILE --output-dir DIR [OPTION]...\n"
@@ -451,17 +452,6 @@ static int encode_line(struct jsonl *j, const struct fmt_record *line, struct sl
     return rc;
 }
 
-static char *tmp_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
-    size_t n = strlen(path) + 6;
-    char *t = sl_malloc(n);
-    if (t)
-        snprintf(t, n, "%.*s.%s.tmp", (int)dir, path, path + dir);
-    return t;
-}
-
 static int convert_jsonl_run(const char *input, const char *output, enum fmt_compression compression)
 {
     struct jsonl j;
@@ -472,19 +462,19 @@ static int convert_jsonl_run(const char *input, const char *output, enum fmt_com
     sl_buf_init(&rec, 0);
     struct fmt_reader *r = NULL;
     struct fmt_tfrecord_writer *w = NULL;
-    char *tmp = tmp_name(output);
+    struct sl_output *out = NULL; /* a temporary renamed on success; a device written in place */
     int rc;
     uint64_t written = 0;
     struct progress bar;
 
-    if (tmp == NULL) {
-        rc = sl_error_set(&j.err, SL_ENOMEM, "out of memory");
-        goto out_free;
-    }
     struct fmt_reader_opts ro = {.format = FMT_FORMAT_TEXT};
     if ((rc = fmt_reader_open(&r, input, &ro, &j.err)) != 0)
         goto out_free;
-    if ((rc = fmt_tfrecord_writer_open(&w, tmp, record_output_compression(output, compression), -1, &j.err)) != 0) {
+    if ((rc = sl_output_open(&out, output, 0, &j.err)) != 0)
+        goto out_free;
+    /* the writer opens by name: the temporary (or the device) */
+    if ((rc = fmt_tfrecord_writer_open(&w, sl_output_write_path(out), record_output_compression(output, compression),
+                                       -1, &j.err)) != 0) {
         w = NULL;
         goto out_free;
     }
@@ -510,18 +500,21 @@ static int convert_jsonl_run(const char *input, const char *output, enum fmt_com
         rc = 0;
     if (rc == 0 && !record_interrupted()) {
         struct fmt_tfrecord_writer *done = w;
+        struct sl_output *o = out;
         w = NULL;
+        out = NULL;
         if ((rc = fmt_tfrecord_writer_close(done, &j.err)) != 0)
-            unlink(tmp);
-        else if (rename(tmp, output) != 0) {
-            rc = sl_error_sys(&j.err, errno, "rename(%s, %s)", tmp, output);
-            unlink(tmp);
-        }
+            sl_output_abort(o);
+        else
+            rc = sl_output_commit(o, &j.err);
     }
 
 out_free:
-    if (w != NULL)
-        fmt_tfrecord_writer_abort(w);
+    if (w != NULL) /* not _abort: it would unlink the name, a device's too */
+        if (fmt_tfrecord_writer_close(w, NULL) != 0) {
+            /* removed below */
+        }
+    sl_output_abort(out);
     fmt_reader_close(r);
     for (size_t i = 0; i < j.nkinds; i++)
         sl_free(j.kinds[i].key);
@@ -532,7 +525,6 @@ out_free:
     sl_free(j.blens);
     sl_buf_free(&j.bytes);
     sl_buf_free(&rec);
-    sl_free(tmp);
     if (record_interrupted()) {
         sl_log(SL_LOG_ERROR, "interrupted: partial output removed");
         return 128 + record_interrupted();

@@ -1,11 +1,17 @@
 /* record_shards: the sharded TFRecord output of convert and gen.
  *
  * Shards are written one after another (records arrive in shard order), each
- * to a hidden temporary name in the output folder, so that a glob over the
- * folder never sees a half-written shard. Only commit makes the final names
- * appear: first the index files (built from the temporaries, which also reads
- * every record back and checks its CRCs), then the renames. Whatever fails,
- * and an interrupt, ends in abort, which removes every file of the set.
+ * through sl_output to a hidden exclusive temporary in the output folder
+ * (a random name, so nothing planted there is followed), so that a glob over
+ * the folder never sees a half-written shard. Only commit makes the final
+ * names appear: first the index files (built from the temporaries, which
+ * also reads every record back and checks its CRCs), then the renames.
+ * Whatever fails, and an interrupt, ends in abort, which removes every file
+ * of the set (never a device or FIFO that stood at a final name).
+ *
+ * The TFRecord writer opens its file by name: it gets the temporary's name
+ * (or the device's, sl_output_write_path) and is always closed, never
+ * aborted, since its abort unlinks that name.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -14,10 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_index.h"
 #include "fmt_tfrecord.h"
 #include "record.h"
 #include "sl_alloc.h"
+#include "sl_output.h"
 
 static char *path_printf(const char *fmt, ...) SL_PRINTF(1, 2);
 
@@ -62,16 +68,14 @@ int record_shards_init(struct record_shards *s, const char *dir, const char *pre
     s->dir = sl_strdup(dir);
     s->prefix = sl_strdup(prefix);
     s->final_paths = sl_calloc(nshards, sizeof *s->final_paths);
-    s->tmp_paths = sl_calloc(nshards, sizeof *s->tmp_paths);
+    s->outs = sl_calloc(nshards, sizeof *s->outs);
     s->counts = sl_calloc(nshards, sizeof *s->counts);
-    if (!s->dir || !s->prefix || !s->final_paths || !s->tmp_paths || !s->counts)
+    if (!s->dir || !s->prefix || !s->final_paths || !s->outs || !s->counts)
         goto out_nomem;
     for (unsigned i = 0; i < nshards; i++) {
         s->final_paths[i] = path_printf("%s/%s-%05u-of-%05u.tfrecord%s", dir, prefix, i, nshards,
                                         compression_suffix(s->compression));
-        s->tmp_paths[i] = path_printf("%s/.%s-%05u-of-%05u.tfrecord%s.tmp", dir, prefix, i, nshards,
-                                      compression_suffix(s->compression));
-        if (!s->final_paths[i] || !s->tmp_paths[i])
+        if (!s->final_paths[i])
             goto out_nomem;
     }
     return 0;
@@ -81,13 +85,17 @@ out_nomem:
     return sl_error_set(err, SL_ENOMEM, "out of memory");
 }
 
+/* Close the open shard's writer and its output's own stream (the file
+ * stays under its temporary name until commit). */
 static int close_current(struct record_shards *s, struct sl_error *err)
 {
     if (s->w == NULL)
         return 0;
     struct fmt_tfrecord_writer *w = s->w;
     s->w = NULL;
-    return fmt_tfrecord_writer_close(w, err);
+    int rc = fmt_tfrecord_writer_close(w, err);
+    struct sl_output *o = s->outs[s->next_open - 1];
+    return rc != 0 ? rc : sl_output_finish(o, err);
 }
 
 static int open_next(struct record_shards *s, struct sl_error *err)
@@ -96,13 +104,22 @@ static int open_next(struct record_shards *s, struct sl_error *err)
     if (rc != 0)
         return rc;
     unsigned i = s->next_open;
-    rc = fmt_tfrecord_writer_open(&s->w, s->tmp_paths[i], s->compression, -1, err);
-    if (rc != 0) {
-        s->w = NULL;
+    if ((rc = sl_output_open(&s->outs[i], s->final_paths[i], 0, err)) != 0)
         return rc;
-    }
-    s->next_open++;
-    return 0;
+    s->next_open++; /* abort removes it from here on */
+    rc = fmt_tfrecord_writer_open(&s->w, sl_output_write_path(s->outs[i]), s->compression, -1, err);
+    if (rc != 0)
+        s->w = NULL;
+    return rc;
+}
+
+/* Remove a file this set renamed into place, unless a device or FIFO stands
+ * there (written to, never created by us). */
+static void remove_regular(const char *path)
+{
+    struct stat st;
+    if (path != NULL && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+        unlink(path);
 }
 
 int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len,
@@ -137,24 +154,28 @@ int record_shards_commit(struct record_shards *s, struct sl_error *err)
         ro.compression = s->compression;
         for (unsigned i = 0; rc == 0 && i < s->nshards; i++) {
             char *idx = path_printf("%s.idx", s->final_paths[i]);
+            struct sl_output *io = NULL;
             uint64_t n = 0;
             if (idx == NULL) {
                 rc = sl_error_set(err, SL_ENOMEM, "out of memory");
                 break;
             }
-            rc = fmt_index_build(s->tmp_paths[i], idx, &ro, &n, err);
-            if (rc == 0 && n != s->counts[i])
+            if ((rc = sl_output_open(&io, idx, 0, err)) == 0 &&
+                (rc = record_index_write(io, sl_output_write_path(s->outs[i]), &ro, &n, err)) == 0 &&
+                n != s->counts[i])
                 rc = sl_error_set(err, SL_ECORRUPT, "%s: index has %llu records, %llu were written", idx,
                                   (unsigned long long)n, (unsigned long long)s->counts[i]);
-            if (rc == 0 || access(idx, F_OK) == 0)
+            if (rc != 0)
+                sl_output_abort(io);
+            else if ((rc = sl_output_commit(io, err)) == 0)
                 s->indexed = i + 1;
             sl_free(idx);
         }
     }
     for (unsigned i = 0; rc == 0 && i < s->nshards; i++) {
-        if (rename(s->tmp_paths[i], s->final_paths[i]) != 0)
-            rc = sl_error_sys(err, errno, "rename(%s, %s)", s->tmp_paths[i], s->final_paths[i]);
-        else
+        struct sl_output *o = s->outs[i];
+        s->outs[i] = NULL; /* commit frees it, whatever happens */
+        if ((rc = sl_output_commit(o, err)) == 0)
             s->committed = i + 1;
     }
     if (rc != 0)
@@ -165,20 +186,23 @@ int record_shards_commit(struct record_shards *s, struct sl_error *err)
 void record_shards_abort(struct record_shards *s)
 {
     if (s->w != NULL) {
-        fmt_tfrecord_writer_abort(s->w);
+        if (fmt_tfrecord_writer_close(s->w, NULL) != 0) {
+            /* not _abort: it unlinks by name */
+        }
         s->w = NULL;
     }
     for (unsigned i = 0; i < s->nshards && s->final_paths && s->final_paths[i]; i++) {
         if (i < s->indexed) {
             char *idx = path_printf("%s.idx", s->final_paths[i]);
-            if (idx)
-                unlink(idx);
+            remove_regular(idx);
             sl_free(idx);
         }
         if (i < s->committed)
-            unlink(s->final_paths[i]);
-        else if (i < s->next_open)
-            unlink(s->tmp_paths[i]);
+            remove_regular(s->final_paths[i]);
+        if (s->outs != NULL) {
+            sl_output_abort(s->outs[i]);
+            s->outs[i] = NULL;
+        }
     }
     s->indexed = s->committed = s->next_open = 0;
 }
@@ -192,15 +216,17 @@ void record_shards_print(const struct record_shards *s, FILE *f)
 void record_shards_free(struct record_shards *s)
 {
     if (s->w != NULL)
-        fmt_tfrecord_writer_abort(s->w);
+        if (fmt_tfrecord_writer_close(s->w, NULL) != 0) {
+            /* its output is removed below */
+        }
     for (unsigned i = 0; i < s->nshards; i++) {
         if (s->final_paths)
             sl_free(s->final_paths[i]);
-        if (s->tmp_paths)
-            sl_free(s->tmp_paths[i]);
+        if (s->outs)
+            sl_output_abort(s->outs[i]);
     }
     sl_free(s->final_paths);
-    sl_free(s->tmp_paths);
+    sl_free(s->outs);
     sl_free(s->counts);
     sl_free(s->dir);
     sl_free(s->prefix);

@@ -13,13 +13,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fmt_index.h"
 #include "fmt_reader.h"
 #include "fmt_tar.h"
+#include "fmt_tfrecord.h"
 #include "progress.h"
 #include "record.h"
 #include "sl_json.h"
 #include "sl_log.h"
+#include "sl_output.h"
 
 struct scan_result {
     uint64_t records;
@@ -278,6 +279,30 @@ int record_verify_main(int argc, char **argv)
     return errors ? RECORD_EXIT_DATA : RECORD_EXIT_OK;
 }
 
+int record_index_write(struct sl_output *out, const char *path, const struct fmt_reader_opts *opts, uint64_t *count,
+                       struct sl_error *err)
+{
+    struct fmt_reader_opts o = opts ? *opts : (struct fmt_reader_opts){0};
+    o.format = FMT_FORMAT_TFRECORD;
+    struct fmt_reader *r;
+    int rc = fmt_reader_open(&r, path, &o, err);
+    if (rc != 0)
+        return rc;
+    FILE *f = sl_output_stream(out);
+    uint64_t n = 0;
+    struct fmt_record rec;
+    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        fprintf(f, "%llu %llu\n", (unsigned long long)rec.offset,
+                (unsigned long long)(rec.len + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER));
+        n++;
+    }
+    fmt_reader_close(r);
+    if (rc != SL_END)
+        return rc;
+    *count = n;
+    return 0;
+}
+
 static const char index_help[] =
     "Usage: sluice-record index [OPTION]... FILE...\n"
     "Write the index of each TFRecord FILE to FILE.idx, in DALI's tfrecord2idx\n"
@@ -290,7 +315,9 @@ static const char index_help[] =
     "  -h, --help                 show this help and exit\n"
     "\n"
     "An index is written to a temporary name and renamed, so a failed run never\n"
-    "leaves a partial index. Exit status: 0 ok, 1 a file failed, 2 usage.\n";
+    "leaves a partial index; an --output that is a device or FIFO (/dev/null,\n"
+    "/dev/stdout) is written to, never replaced. Exit status: 0 ok, 1 a file\n"
+    "failed, 2 usage.\n";
 
 int record_index_main(int argc, char **argv)
 {
@@ -342,10 +369,15 @@ int record_index_main(int argc, char **argv)
         sl_buf_reset(&idx);
         int rc = output ? sl_buf_puts(&idx, output) : sl_buf_printf(&idx, "%s.idx", argv[i]);
         rc = rc ? rc : sl_buf_putc(&idx, '\0');
+        struct sl_output *out = NULL;
         if (rc != 0)
             rc = sl_error_set(&err, rc, "out of memory");
         else
-            rc = fmt_index_build(argv[i], (const char *)idx.data, &opts, &n, &err);
+            rc = sl_output_open(&out, (const char *)idx.data, 0, &err);
+        if (rc == 0 && (rc = record_index_write(out, argv[i], &opts, &n, &err)) != 0)
+            sl_output_abort(out);
+        else if (rc == 0)
+            rc = sl_output_commit(out, &err);
         progress_clear(&bar);
         if (rc != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);

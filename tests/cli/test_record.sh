@@ -602,6 +602,58 @@ expect_file "gen gzip files" <(ls -A g5) "gen-00000-of-00001.tfrecord.gz
 gen-00000-of-00001.tfrecord.gz.idx
 "
 
+# ---- outputs on devices, FIFOs and links (issue #12) ----
+# A device is written, never replaced by a regular file (as root, a rename
+# over /dev/null would turn it into one); no output follows a link planted
+# at a guessable temporary name.
+is_chr() { [ -c "$1" ] && [ ! -L "$1" ]; }
+ok_run "index --output /dev/null" 0 "$BIN" index --output /dev/null t3.tfrecord
+expect_file "index --output /dev/null stdout" "$T/out" "/dev/null	3
+"
+is_chr /dev/null || fail "index --output /dev/null: /dev/null is no longer a character device"
+pass "index --output /dev/null leaves a character device"
+ln -s /dev/null null-link
+ok_run "index --output LINK-TO-/dev/null" 0 "$BIN" index --output null-link t3.tfrecord
+[ -L null-link ] && [ "$(readlink null-link)" = /dev/null ] || fail "index replaced the link to /dev/null"
+pass "index --output through a link to /dev/null keeps the link"
+if mknod own-null c 1 3 2>/dev/null; then # root: a device node of our own
+    ok_run "index --output DEVICE-NODE" 0 "$BIN" index --output own-null t3.tfrecord
+    is_chr own-null || fail "index --output replaced a device node by a regular file"
+    ok_run "convert jsonl --output DEVICE-NODE" 0 "$BIN" convert jsonl --input in.jsonl --output own-null
+    is_chr own-null || fail "convert jsonl --output replaced a device node by a regular file"
+    pass "index and convert jsonl write a device node, never replace it"
+fi
+ok_run "convert jsonl --output /dev/null" 0 "$BIN" convert jsonl --input in.jsonl --output /dev/null
+is_chr /dev/null || fail "convert jsonl --output /dev/null: /dev/null is no longer a character device"
+pass "convert jsonl --output /dev/null leaves a character device"
+mkfifo idx-fifo
+timeout 20 cat idx-fifo >fifo.got & # bounded: no writer must not hang the test
+reader=$!
+ok_run "index --output FIFO" 0 "$BIN" index --output idx-fifo t3.tfrecord
+wait $reader
+expect_file "index through a FIFO" fifo.got "0 19
+19 19
+38 28
+"
+[ -p idx-fifo ] || fail "index --output replaced the FIFO"
+pass "index --output FIFO: the index goes through, the FIFO stays"
+# links planted where the old writers put their temporaries
+mkdir planted
+printf precious >victim
+ln -s "$T/victim" planted/.j.tfrecord.tmp
+ln -s "$T/victim" planted/j.tfrecord.tmp
+ln -s "$T/victim" planted/.gen-00000-of-00001.tfrecord.tmp
+ln -s "$T/victim" planted/gen-00000-of-00001.tfrecord.idx.tmp
+ok_run "convert jsonl beside planted links" 0 "$BIN" convert jsonl --input in.jsonl --output planted/j.tfrecord
+ok_run "gen --index beside planted links" 0 "$BIN" gen --output-dir planted --records 3 --index
+[ "$(cat victim)" = precious ] || fail "a writer followed a link planted at its temporary name"
+[ -f planted/j.tfrecord ] && [ ! -L planted/j.tfrecord ] && [ -f planted/gen-00000-of-00001.tfrecord ] &&
+    [ ! -L planted/gen-00000-of-00001.tfrecord ] || fail "outputs beside planted links: $(ls -lA planted)"
+ok_run "verify the outputs beside planted links" 0 "$BIN" verify planted/j.tfrecord planted/gen-00000-of-00001.tfrecord
+pass "convert and gen create exclusive temporaries: planted links neither followed nor renamed into place"
+ok_run "index into a missing folder" 1 "$BIN" index --output no-such-dir/x.idx t3.tfrecord
+expect_grep "index into a missing folder message" "$T/err" "open\\(no-such-dir/x\\.idx\\): No such file or directory"
+
 # ---- signals: SIGTERM / SIGINT stop a writer and remove its outputs ----
 for sig in TERM INT; do
     want=$([ $sig = TERM ] && echo 143 || echo 130)
