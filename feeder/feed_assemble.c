@@ -199,6 +199,21 @@ void feed_assembler_destroy(struct feed_assembler *a)
     sl_free(a);
 }
 
+/* A piece that does not fit its buffer: the error names the element where
+ * it overflowed (file, element, byte offset), so the operator can find the
+ * oversized record and size --max-piece-bytes. */
+static int too_big(const struct feed_assembler *a, const struct feed_piece *piece, size_t i, const char *what,
+                   uint64_t need, size_t cap, struct sl_error *err)
+{
+    const struct feed_elem *e = &piece->elems[i < piece->n ? i : 0];
+    return sl_error_set(err, SL_EINVAL,
+                        "%s: %s %llu at byte %llu: a piece of %zu %ss needs %s%llu bytes, more than its %zu-byte "
+                        "buffer (--max-piece-bytes)",
+                        feed_source_path(a->src, e->file), what, (unsigned long long)e->record,
+                        (unsigned long long)feed_source_offset(a->src, e->file, e->record), piece->n, what,
+                        need == 0 ? "over " : "", (unsigned long long)(need == 0 ? cap : need), cap);
+}
+
 /* Append a tensor to the layout, copying `bytes` from src when it fits. */
 static int put(struct feed_layout *l, uint8_t *buf, size_t cap, enum feed_dtype dt, int rank, const int64_t *dims,
                const void *src, uint64_t bytes, struct sl_error *err)
@@ -239,8 +254,7 @@ static int fill_lines(struct feed_assembler *a, const struct feed_piece *piece, 
             return rc;
         }
         if (len > cap || used > cap - len)
-            return sl_error_set(err, SL_EINVAL, "a piece of %zu lines needs more than the %zu-byte buffer", piece->n,
-                                cap);
+            return too_big(a, piece, i, "line", used + len, cap, err);
         if (len)
             memcpy(buf + used, data, len);
         used += len;
@@ -254,7 +268,8 @@ static int fill_lines(struct feed_assembler *a, const struct feed_piece *piece, 
     t->bytes = used;
     out->total = used;
     int64_t dims[1] = {(int64_t)piece->n + 1};
-    return put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
+    int rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
+    return rc == SL_EINVAL ? too_big(a, piece, piece->n - 1, "line", 0, cap, err) : rc;
 }
 
 /* Numbers written as text (WebDataset's .cls, .idx): decimal values
@@ -327,6 +342,7 @@ static int fill_tar(struct feed_assembler *a, const struct feed_piece *piece, ui
         size_t esize = f->dtype == FMT_DTYPE_UINT8 ? 1 : bytes_col ? 0 : fmt_dtype_size(f->dtype);
         /* sizes: fixed from the shape; bytes from a first pass */
         uint64_t total = 0;
+        size_t over = piece->n; /* the first row past the buffer */
         for (size_t r = 0; bytes_col && r < piece->n; r++) {
             const struct feed_field *fl;
             size_t nf;
@@ -335,13 +351,14 @@ static int fill_tar(struct feed_assembler *a, const struct feed_piece *piece, ui
                 return rc;
             const struct feed_field *x = find_field(fl, nf, f->name);
             total += x ? x->len : f->has_default ? f->default_bytes_len : 0;
+            if (over == piece->n && total > cap)
+                over = r;
         }
         if (!bytes_col)
             total = (uint64_t)count * esize * piece->n;
         uint64_t off = round_up(out->total);
         if (off > cap || total > cap - off)
-            return sl_error_set(err, SL_EINVAL, "a piece of %zu samples needs more than the %zu-byte buffer",
-                                piece->n, cap);
+            return too_big(a, piece, over < piece->n ? over : 0, "sample", off + total, cap, err);
         uint8_t *dst = buf + off;
         uint64_t used = 0;
         if (bytes_col)
@@ -441,8 +458,7 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
             continue;
         uint64_t off = round_up(out->total), bytes = (uint64_t)rb * piece->n;
         if (off > cap || bytes > cap - off)
-            return sl_error_set(err, SL_EINVAL, "a piece of %zu rows needs more than the %zu-byte buffer",
-                                piece->n, cap);
+            return too_big(a, piece, 0, "record", off + bytes, cap, err);
         int rc = fmt_batch_bind(a->batch, i, buf + off, (size_t)bytes, err);
         if (rc != 0)
             return rc;
@@ -512,6 +528,8 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
             dims[0] = (int64_t)c.nvalues + 1;
             rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.bytes_offsets, (c.nvalues + 1) * sizeof(uint64_t), err);
         }
+        if (rc == SL_EINVAL) /* put(): past the buffer */
+            return too_big(a, piece, 0, "record", 0, cap, err);
         if (rc != 0)
             return rc;
     }

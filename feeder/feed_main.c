@@ -243,7 +243,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             rc = parse_u64(n, val, 1, 4096, &a->feeders);
             a->feeders_given = 1;
         } else if (strcmp(n, "piece-memory") == 0) {
-            rc = parse_bytes(n, val, 4096, (uint64_t)1 << 44, &a->piece_memory);
+            /* at most 2^39: every buffer's offset then fits the wire's shm_offset (2^40) */
+            rc = parse_bytes(n, val, 4096, (uint64_t)1 << 39, &a->piece_memory);
         } else if (strcmp(n, "threads") == 0) {
             rc = parse_u64(n, val, 1, 256, &a->threads);
         } else if (strcmp(n, "max-piece-bytes") == 0) {
@@ -526,8 +527,9 @@ int main(int argc, char **argv)
         status = open_source(job, a.plan, a.threads ? (unsigned)a.threads : 1, &src, &src_err);
         scan_s = sl_clock_s() - t0;
         scan_cpu_s = process_cpu_s() - c0;
-        /* a damaged file under on_error=fail: tell the trainers why */
-        if (status != 0 && !a.plan && src_err.code == SL_ECORRUPT)
+        /* a file that cannot be read or is damaged (on_error=fail): tell
+         * the trainers why, rather than leave them waiting for an answer */
+        if (status != 0 && !a.plan && src_err.msg[0] != '\0' && !stop_flag)
             (void)feed_server_refuse_all(a.listen, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
     }
     if (status == 0 && a.plan) {
@@ -557,6 +559,10 @@ int main(int argc, char **argv)
         if (rc != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);
             status = EXIT_DATA;
+            /* it never served (a feature too large for the pool, a
+             * decoder it cannot set up): trainers are told why */
+            if (!c.started && !stop_flag)
+                (void)feed_server_refuse_all(a.listen, err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
         }
     }
     feed_source_close(src);

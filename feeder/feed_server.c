@@ -226,14 +226,26 @@ static int send_frames(struct server *s, const struct trainer *t, const struct s
     return zmq_send(s->router, hdr->data, hdr->len, more ? ZMQ_SNDMORE : 0) < 0 ? -1 : 0;
 }
 
-static void send_simple(struct server *s, struct trainer *t, int rc_encode)
+static void fail_all(struct server *s, const struct sl_error *e);
+
+/* Send the header in s->hbuf, just encoded with status rc_encode. A
+ * message that does not encode is a fatal error (every trainer is told);
+ * one that cannot be sent drops the trainer, which will rejoin and resume
+ * where it stopped: nothing is lost without somebody hearing of it. */
+static void send_simple(struct server *s, struct trainer *t, int rc_encode, const char *what)
 {
     if (rc_encode != 0) {
-        sl_log(SL_LOG_ERROR, "cannot encode a message for worker %u", (unsigned)(t - s->trainers));
+        struct sl_error e;
+        sl_error_set(&e, SL_EINVAL, "cannot encode the %s for worker %u (%s)", what, (unsigned)(t - s->trainers),
+                     sl_code_name(rc_encode));
+        fail_all(s, &e);
         return;
     }
-    if (send_frames(s, t, &s->hbuf, 0) != 0)
-        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", (unsigned)(t - s->trainers), zmq_strerror(errno));
+    if (send_frames(s, t, &s->hbuf, 0) != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "could not be sent the %s (%s) and was dropped", what, zmq_strerror(errno));
+        drop(s, t, why);
+    }
 }
 
 static void send_error_all(struct server *s, int code, const char *msg)
@@ -241,9 +253,27 @@ static void send_error_all(struct server *s, int code, const char *msg)
     struct sl_wire_error e = {.code = code, .msg = msg, .msg_len = strlen(msg)};
     if (e.msg_len > SL_WIRE_MAX_ERROR)
         e.msg_len = SL_WIRE_MAX_ERROR;
-    for (uint32_t w = 0; w < s->workers; w++)
-        if (s->trainers[w].active)
-            send_simple(s, &s->trainers[w], sl_wire_encode_error(&e, &s->hbuf));
+    if (e.code < SL_ECLOSED || e.code > SL_EIO) /* the wire carries SL_E* codes only */
+        e.code = SL_EIO;
+    for (uint32_t w = 0; w < s->workers; w++) {
+        struct trainer *t = &s->trainers[w];
+        if (t->active && sl_wire_encode_error(&e, &s->hbuf) == 0 && send_frames(s, t, &s->hbuf, 0) != 0)
+            sl_log(SL_LOG_WARN, "could not tell worker %u of the error: %s", w, zmq_strerror(errno));
+    }
+}
+
+/* A fatal error: the first one is logged, sent to every trainer as ERROR
+ * and ends the run (feed_server_run returns it). */
+static void fail_all(struct server *s, const struct sl_error *e)
+{
+    if (s->fatal)
+        return;
+    s->fatal = 1;
+    s->fatal_err = *e;
+    if (s->fatal_err.code == 0)
+        s->fatal_err.code = SL_EINVAL;
+    sl_log(SL_LOG_ERROR, "%s", e->msg);
+    send_error_all(s, s->fatal_err.code, s->fatal_err.msg);
 }
 
 static void refuse(struct server *s, const uint8_t *id, size_t id_len, const char *fmt, ...) SL_PRINTF(4, 5);
@@ -298,20 +328,31 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
     p->shm_bytes = shared ? body : 0;
     if (shared)
         p->flags |= SL_WIRE_PIECE_SHM;
+    /* a piece that cannot go is never skipped in silence: one that does
+     * not encode (or whose buffer cannot be referenced) is an error every
+     * trainer hears of; one the socket refuses drops its trainer, which
+     * rejoins and resumes at it */
     struct sl_error err = {0};
     int rc = sl_wire_encode(&s->msg, &s->hbuf, &err);
     if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "worker %u piece %" PRIu64 ": %s", p->worker, p->seq, err.msg);
+        sl_error_prefix(&err, "worker %u piece %" PRIu64 " (epoch %" PRIu64 " step %" PRIu64 "): ", p->worker, p->seq,
+                        p->epoch, p->step);
+        fail_all(s, &err);
         return;
     }
     if (shared && sl_pool_ref(s->pool, k->buf, 1) != 0) {
-        sl_log(SL_LOG_ERROR, "pool reference failed");
+        sl_error_set(&err, SL_EINVAL, "worker %u piece %" PRIu64 ": its buffer is not out of the pool", p->worker,
+                     p->seq);
+        fail_all(s, &err);
         return;
     }
     if (send_frames(s, t, &s->hbuf, p->ntensors > 0 && !shared) != 0) {
-        sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+        char why[160];
+        snprintf(why, sizeof why, "could not be sent piece %" PRIu64 " (%s) and was dropped", p->seq,
+                 zmq_strerror(errno));
         if (shared)
             sl_pool_put(s->pool, k->buf);
+        drop(s, t, why);
         return;
     }
     if (shared && held_put(s, t, k->ordinal, k->buf) != 0) {
@@ -330,14 +371,21 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
         if (body == 0) {
             zmq_msg_init(&m);
         } else if (sl_pool_ref(s->pool, k->buf, 1) != 0) {
-            sl_log(SL_LOG_ERROR, "pool reference failed");
-            zmq_msg_init(&m);
+            /* the header went without its body: the trainer would wait
+             * for it for ever */
+            sl_error_set(&err, SL_EINVAL, "worker %u piece %" PRIu64 ": its buffer is not out of the pool", p->worker,
+                         p->seq);
+            fail_all(s, &err);
+            return;
         } else {
             zmq_msg_init_data(&m, k->buf, (size_t)body, sl_pool_zmq_free, s->pool);
         }
         if (zmq_msg_send(&m, s->router, 0) < 0) {
             zmq_msg_close(&m);
-            sl_log(SL_LOG_WARN, "send to worker %u failed: %s", p->worker, zmq_strerror(errno));
+            char why[160];
+            snprintf(why, sizeof why, "could not be sent the body of piece %" PRIu64 " (%s) and was dropped", p->seq,
+                     zmq_strerror(errno));
+            drop(s, t, why);
             return;
         }
     }
@@ -363,12 +411,9 @@ static void on_done(struct server *s, struct task *k)
     struct trainer *t = k->worker < s->workers ? &s->trainers[k->worker] : NULL;
     if (k->rc != 0 && k->rc != SL_ECLOSED) {
         s->c->errors++;
-        if (!s->fatal) {
-            s->fatal = 1;
-            s->fatal_err = k->err;
-            sl_log(SL_LOG_ERROR, "%s", k->err.msg);
-            send_error_all(s, k->rc, k->err.msg);
-        }
+        if (k->err.code == 0)
+            k->err.code = k->rc;
+        fail_all(s, &k->err);
     } else if (k->rc == 0 && t != NULL && t->active && t->generation == k->generation) {
         send_piece(s, t, k);
     }
@@ -406,8 +451,7 @@ static int skip_some(struct server *s)
                 break;
             }
             if (rc != 0) {
-                s->fatal = 1;
-                s->fatal_err = err;
+                fail_all(s, &err);
                 return 0;
             }
             t->skip--;
@@ -449,8 +493,7 @@ static int schedule(struct server *s)
                 continue;
             }
             if (rc != 0) {
-                s->fatal = 1;
-                s->fatal_err = err;
+                fail_all(s, &err);
                 return rc;
             }
             struct task *k = s->free_tasks[--s->nfree];
@@ -458,8 +501,9 @@ static int schedule(struct server *s)
                 struct feed_elem *e = sl_realloc(k->elems, piece.n * sizeof *e);
                 if (e == NULL) {
                     s->free_tasks[s->nfree++] = k;
-                    s->fatal = 1;
-                    return sl_error_set(&s->fatal_err, SL_ENOMEM, "out of memory for a piece of %zu rows", piece.n);
+                    sl_error_set(&err, SL_ENOMEM, "out of memory for a piece of %zu rows", piece.n);
+                    fail_all(s, &err);
+                    return SL_ENOMEM;
                 }
                 k->elems = e;
                 k->cap = piece.n;
@@ -804,7 +848,17 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         wm->shm_size = s->shm.size;
         wm->shm_token = s->shm.token;
     }
-    send_simple(s, t, sl_wire_encode_welcome(wm, &s->hbuf));
+    struct sl_error werr = {0};
+    s->msg.type = SL_WIRE_WELCOME;
+    if (sl_wire_encode(&s->msg, &s->hbuf, &werr) != 0) {
+        /* the job cannot be described on the wire: say why, serve nothing */
+        t->active = 0;
+        t->generation = ++s->generation;
+        s->c->trainers--;
+        refuse(s, id, id_len, "this feeder cannot describe the job on the wire: %s", werr.msg);
+        return;
+    }
+    send_simple(s, t, 0, "WELCOME");
     sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
            h->resume_seq);
 }
@@ -907,12 +961,12 @@ static void heartbeats_and_ends(struct server *s)
         }
         if (now - t->last_hb_ns >= hb) {
             struct sl_wire_heartbeat h = {.sent_ns = now};
-            send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf));
+            send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf), "HEARTBEAT");
             t->last_hb_ns = now;
         }
         if (t->plan_done && t->inflight == 0 && !t->end_sent) {
             struct sl_wire_end e = {.worker = w, .pieces = t->last_seq, .epochs = s->o->job->epochs};
-            send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf));
+            send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf), "END");
             t->end_sent = 1;
             s->ended++;
             sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder", w, t->sent);
@@ -1110,6 +1164,16 @@ static void stop(struct server *s)
     sl_buf_free(&s->hbuf);
 }
 
+/* The run's fatal error into err; its code. */
+static int fatal_error(struct server *s, struct sl_error *err)
+{
+    if (s->fatal_err.code != 0 && s->fatal_err.msg[0] != '\0')
+        *err = s->fatal_err;
+    else
+        sl_error_set(err, SL_ECORRUPT, "data error");
+    return err->code;
+}
+
 int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c, struct sl_error *err)
 {
     struct feed_server_opts o = *opts;
@@ -1181,12 +1245,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         int skipping = skip_some(s);
         int waiting = schedule(s);
         if (s->fatal) {
-            if (s->fatal_err.code != 0 && s->fatal_err.msg[0] != '\0')
-                *err = s->fatal_err;
-            else
-                sl_error_set(err, SL_ECORRUPT, "data error");
-            rc = err->code ? err->code : SL_ECORRUPT;
-            /* let the ERROR messages go out before closing */
+            rc = fatal_error(s, err); /* the ERRORs go out while the router lingers */
             break;
         }
         items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
@@ -1210,6 +1269,13 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                 on_message(s);
             }
         drain_done(s);
+        if (s->fatal) {
+            /* an error found by the executors or while sending ends the
+             * run before any END goes out (a feeder that met an error
+             * never exits 0) */
+            rc = fatal_error(s, err);
+            break;
+        }
         uint64_t now = sl_clock_ns();
         if (now - last_tick >= (uint64_t)o.heartbeat_ms * 250000u) {
             heartbeats_and_ends(s);

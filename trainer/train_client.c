@@ -600,8 +600,17 @@ static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err
  * since a feeder whose window is full waits for exactly that (holding a
  * partial batch back while blocking would stall both sides until the poll
  * timed out). */
+static int stopped(const struct train_client *c, const char *what, struct sl_error *err)
+{
+    if (c->o.stop == NULL || !*c->o.stop)
+        return 0;
+    return sl_error_set(err, SL_ECLOSED, "stopped by a signal while %s", what);
+}
+
 static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
 {
+    if (stopped(c, "waiting for the feeders", err) != 0)
+        return SL_ECLOSED;
     give_credits(c, 1);
     zmq_pollitem_t items[64];
     size_t idx[64], n = 0;
@@ -702,6 +711,8 @@ static int handshake(struct train_client *c, struct sl_error *err)
     uint64_t deadline = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
     size_t welcomed = 0;
     while (welcomed < c->o.nfeeders) {
+        if (stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
+            return SL_ECLOSED;
         uint64_t now = sl_clock_ns();
         if (now >= deadline) {
             for (size_t j = 0; j < c->o.nfeeders; j++)

@@ -29,6 +29,7 @@
 #ifndef TRAIN_CLIENT_H
 #define TRAIN_CLIENT_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,9 @@ struct train_client_opts {
                                    waiting this long for it to come back; 0: fail */
     int no_shm;                 /* never map a feeder's shared piece memory: pieces
                                    always come by copy */
+    volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
+                                    within a heartbeat tick with SL_ECLOSED "stopped
+                                    by a signal"; NULL: never */
 };
 
 struct train_tensor {

@@ -812,7 +812,8 @@ int main(int argc, char **argv)
     struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
                                   .workers = workers, .replicas = replicas, .credits = credits,
                                   .heartbeat_ms = (int)hb, .timeout_ms = (int)to,
-                                  .reconnect_ms = (int)(reconnect_s * 1000), .no_shm = no_shm};
+                                  .reconnect_ms = (int)(reconnect_s * 1000), .no_shm = no_shm,
+                                  .stop = &stop_flag};
     struct sl_error err = {0};
     struct train_client *cl = NULL;
     double t0 = sl_clock_s();

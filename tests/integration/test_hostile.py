@@ -233,10 +233,126 @@ def case_shape(files):
     ok("--piece-memory bounds the pool; a job over it is refused with the figures: %s" % got["reason"])
 
 
+# ---- items 6 and 7: errors while serving reach the trainer, and the exit status ----
+
+def case_serving_errors():
+    # a 3 MB text line passes the scan but not a 1 MB piece buffer
+    harness.case()
+    tag = "bigline"
+    path = os.path.join(TMP, "lines.txt")
+    with open(path, "w") as f:
+        f.write("alpha\nbeta\n" + "x" * 3000000 + "\ngamma\n")
+    job_path, job = write_job("job-" + tag, [path], format="text", features={}, global_batch_size=1, epochs=1)
+    del job["features"]
+    f, sock = start_feeder(tag, job_path)
+    p, trace = trainer(tag, sock, job, extra=("--trace-feature", "line"))
+    code = wait(p, 30, "bigline: trainer")
+    fcode = wait(f, 30, "bigline: feeder")
+    tlog, flog = read_log(tag, "trainer0"), read_log(tag, "feeder")
+    want = "%s: line 2 at byte 11" % path
+    if code != 1 or want not in tlog:
+        fail("bigline: the trainer should fail with '%s', exit %d:\n%s" % (want, code, tlog))
+    if fcode != 1 or want not in flog or "every worker has its data" in flog:
+        fail("bigline: the feeder should exit 1 naming '%s', exit %d:\n%s" % (want, fcode, flog))
+    ok("a text line too large for its piece: trainer and feeder fail (exit 1) with '%s'" % want)
+
+    # a job whose WELCOME cannot be encoded (a global batch over the wire's
+    # 2^24 rows): every HELLO is refused with the reason, at once
+    harness.case()
+    tag = "welcome"
+    files = gen("w", 20, 1)
+    job_path, job = write_job("job-" + tag, files, global_batch_size=(1 << 24) + 1, epochs=1)
+    f, sock = start_feeder(tag, job_path, extra=("--max-piece-bytes", "4096"))
+    t0 = time.time()
+    p, _ = trainer(tag, sock, job)
+    code = wait(p, 60, "welcome: trainer")
+    took = time.time() - t0
+    tlog = read_log(tag, "trainer0")
+    if code != 1 or "cannot describe the job on the wire" not in tlog or "16777217" not in tlog or took > 10:
+        fail("welcome: expected a prompt refusal naming the batch of 16777217, exit %d after %.1f s:\n%s"
+             % (code, took, tlog))
+    stop(f, "welcome: feeder")
+    ok("a WELCOME that cannot be encoded is a REFUSE with the reason (%.1f s), not 30 s of silence" % took)
+
+
+def case_trainer_signals():
+    # waiting for a WELCOME that never comes (nothing listens)
+    harness.case()
+    tag = "sigwelcome"
+    sock = "ipc://%s/nobody.sock" % TMP
+    p, _ = trainer(tag, sock, {"name": "nobody"})
+    time.sleep(1.0)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    code = wait(p, 10, "sigwelcome: trainer after SIGTERM")
+    took = time.time() - t0
+    if code != 1 or took > 2 or "stopped by a signal" not in read_log(tag, "trainer0"):
+        fail("sigwelcome: a trainer waiting for its WELCOME should stop on SIGTERM at once (exit 1), "
+             "took %.1f s, exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
+    # waiting for pieces from a feeder that went quiet (stopped), with a long timeout
+    harness.case()
+    tag = "sigpieces"
+    files = gen("sp", 40, 2)
+    job_path, job = write_job("job-" + tag, files, epochs=0)
+    f, sock = start_feeder(tag, job_path)
+    p, trace = trainer(tag, sock, job, extra=("--timeout-ms", "60000"))
+    wait_for_log(tag, "feeder", "worker 0 connected", p, "sigpieces: the trainer did not connect")
+    time.sleep(0.5)
+    f.send_signal(signal.SIGSTOP)
+    time.sleep(0.5)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    code = wait(p, 20, "sigpieces: trainer after SIGTERM")
+    took = time.time() - t0
+    f.send_signal(signal.SIGCONT)
+    stop(f, "sigpieces: feeder")
+    if code != 1 or took > 2 or "stopped by a signal" not in read_log(tag, "trainer0"):
+        fail("sigpieces: a trainer waiting for pieces should stop on SIGTERM at once (exit 1), took %.1f s, "
+             "exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
+    ok("a trainer stops on SIGTERM within %.1f s while it waits for a WELCOME or for pieces" % took)
+
+
+# ---- item 8: start-up failures are REFUSEd with the reason ----
+
+def case_startup_refusals():
+    harness.case()
+    tag = "unreadable"
+    job_path, job = write_job("job-" + tag, ["/proc/self/mem"], epochs=1)
+    sock = "ipc://%s/%s.sock" % (TMP, tag)
+    f = spawn([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--timeout-ms", "3000"],
+              log=log_path(tag, "feeder"))
+    p, _ = trainer(tag, sock, job)
+    code = wait(p, 20, "unreadable: trainer")
+    tlog = read_log(tag, "trainer0")
+    if code != 1 or "refused: read(/proc/self/mem): Input/output error" not in tlog:
+        fail("unreadable: the trainer should be refused with the read error, exit %d:\n%s" % (code, tlog))
+    if wait(f, 20, "unreadable: feeder") != 1:
+        fail("unreadable: the feeder should exit 1:\n" + read_log(tag, "feeder"))
+
+    harness.case()
+    tag = "nopool"
+    files = gen("np", 20, 1)
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    sock = "ipc://%s/%s.sock" % (TMP, tag)
+    f = spawn([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--timeout-ms", "3000",
+               "--workers", "1", "--replicas", "1", "--piece-memory", "4096"], log=log_path(tag, "feeder"))
+    p, _ = trainer(tag, sock, job)
+    code = wait(p, 20, "nopool: trainer")
+    tlog = read_log(tag, "trainer0")
+    if code != 1 or "refused: --workers 1 --replicas 1: 1 workers x 1 replicas need" not in tlog:
+        fail("nopool: the trainer should be refused with the piece memory figures, exit %d:\n%s" % (code, tlog))
+    if wait(f, 20, "nopool: feeder") != 1:
+        fail("nopool: the feeder should exit 1:\n" + read_log(tag, "feeder"))
+    ok("start-up failures (an unreadable file, a pool over --piece-memory) are REFUSEd with the reason")
+
+
 def main():
     files = gen("a", 150, 5)
     case_resume(files)
     case_shape(files)
+    case_serving_errors()
+    case_trainer_signals()
+    case_startup_refusals()
     left = harness.running()
     harness.stop_all()
     if left:
