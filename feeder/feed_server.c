@@ -101,6 +101,17 @@ struct trainer {
     uint64_t released; /* ordinals below it are consumed */
 };
 
+/* Log lines anybody on the network can cause (refusals, malformed or
+ * unexpected messages) are rate-limited per kind: at most LOG_BURST a
+ * second; what was held back is counted and said once the second is over. */
+#define LOG_BURST 10
+struct log_limit {
+    const char *kind;  /* "refusals", ... for the summary line */
+    uint64_t start_ns; /* the current second's start */
+    unsigned lines;    /* logged in it */
+    uint64_t held;     /* not logged in it */
+};
+
 struct server {
     const struct feed_server_opts *o;
     struct feed_counters *c;
@@ -143,7 +154,33 @@ struct server {
     struct sl_pool *retired[4];
     int fatal;
     struct sl_error fatal_err;
+    struct log_limit lim_refuse, lim_bad;
 };
+
+/* Say how many lines of a kind were held back, once their second is over. */
+static void log_limit_flush(struct log_limit *l, uint64_t now, int force)
+{
+    if (now - l->start_ns < 1000000000u && !force)
+        return;
+    if (l->held > 0)
+        sl_log(SL_LOG_WARN, "%" PRIu64 " more %s were not logged in %.1f s (at most %d a second are)", l->held, l->kind,
+               (double)(now - l->start_ns) / 1e9, LOG_BURST);
+    l->start_ns = now;
+    l->lines = 0;
+    l->held = 0;
+}
+
+/* 1: log this line; 0: hold it back (it is counted). */
+static int log_allowed(struct log_limit *l)
+{
+    log_limit_flush(l, sl_clock_ns(), 0);
+    if (l->lines < LOG_BURST) {
+        l->lines++;
+        return 1;
+    }
+    l->held++;
+    return 0;
+}
 
 struct executor {
     struct server *s;
@@ -285,7 +322,8 @@ static void refuse(struct server *s, const uint8_t *id, size_t id_len, const cha
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
+    if (log_allowed(&s->lim_refuse))
+        sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
     s->c->refused++;
     struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
     if (sl_wire_encode_refuse(&r, &s->hbuf) != 0)
@@ -894,7 +932,8 @@ static void on_message(struct server *s)
     struct sl_error err = {0};
     struct trainer *t = find(s, idp, id_len);
     if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
-        sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
+        if (t != NULL || log_allowed(&s->lim_bad))
+            sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
         if (t != NULL)
             drop(s, t, "sent a malformed message and was dropped");
         goto out;
@@ -935,7 +974,9 @@ static void on_message(struct server *s)
         }
         break;
     default:
-        sl_log(SL_LOG_WARN, "unexpected %s message from a trainer", sl_wire_type_name(s->msg.type));
+        if (log_allowed(&s->lim_bad))
+            sl_log(SL_LOG_WARN, "unexpected %s message from %s", sl_wire_type_name(s->msg.type),
+                   t ? "a trainer" : "an unknown peer");
         break;
     }
 out:
@@ -948,6 +989,8 @@ out:
 static void heartbeats_and_ends(struct server *s)
 {
     uint64_t now = sl_clock_ns();
+    log_limit_flush(&s->lim_refuse, now, 0);
+    log_limit_flush(&s->lim_bad, now, 0);
     uint64_t hb = (uint64_t)s->o->heartbeat_ms * 1000000u, to = (uint64_t)s->o->timeout_ms * 1000000u;
     for (uint32_t w = 0; w < s->workers; w++) {
         struct trainer *t = &s->trainers[w];
@@ -1063,7 +1106,9 @@ static int start(struct server *s, struct sl_error *err)
         return sl_error_sys(err, errno, "zmq_ctx_new");
     s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
     int one = 1, zero = 0, linger = 2000;
-    int64_t maxmsg = 1 << 20; /* trainers send small headers only */
+    /* trainers send header frames only: a larger frame makes ZeroMQ drop
+     * the connection before it is read (docs/protocol.md, "Transport") */
+    int64_t maxmsg = SL_WIRE_MAX_HEADER;
     zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
@@ -1191,6 +1236,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     s->o = &o;
     s->c = c;
+    s->lim_refuse = (struct log_limit){.kind = "refusals", .start_ns = sl_clock_ns()};
+    s->lim_bad = (struct log_limit){.kind = "malformed or unexpected messages", .start_ns = sl_clock_ns()};
     double t0 = sl_clock_s();
     uint64_t cpu0 = sl_clock_thread_cpu_ns();
     int rc = start(s, err);
@@ -1297,6 +1344,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     }
     c->elapsed_s = sl_clock_s() - t0;
     c->serve_cpu_s = (double)(sl_clock_thread_cpu_ns() - cpu0) / 1e9;
+    log_limit_flush(&s->lim_refuse, sl_clock_ns(), 1);
+    log_limit_flush(&s->lim_bad, sl_clock_ns(), 1);
     stop(s);
     sl_free(s);
     return rc;
@@ -1307,7 +1356,7 @@ int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms,
     void *ctx = zmq_ctx_new();
     void *sock = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
     int linger = 1000;
-    int64_t maxmsg = 1 << 20;
+    int64_t maxmsg = SL_WIRE_MAX_HEADER;
     if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 || zmq_bind(sock, listen) != 0) {
         sl_log(SL_LOG_ERROR, "bind(%s): %s", listen, zmq_strerror(errno));

@@ -10,6 +10,7 @@
  *     --hellos N      send the HELLO N times, each from a new connection
  *                     (a new identity), waiting for each answer
  *     --bye 1         say BYE before going (default 0: just go)
+ *     --big N         before the HELLO, send one frame of N zero bytes
  *
  * Prints one JSON line per HELLO sent:
  *   {"reply":"WELCOME"|"REFUSE"|"ERROR"|"none","ms":T,"reason":"...","pieces":P,"end":N}
@@ -72,7 +73,7 @@ static int recv_msg(void *sock, zmq_msg_t *hdr, struct sl_wire_msg *m, long wait
 }
 
 static int one_hello(void *ctx, const char *endpoint, const struct sl_wire_hello *h, long wait_ms, long take,
-                     long garbage, long bye)
+                     long garbage, long bye, long big)
 {
     void *sock = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
@@ -84,6 +85,13 @@ static int one_hello(void *ctx, const char *endpoint, const struct sl_wire_hello
     }
     for (long i = 0; i < garbage; i++)
         zmq_send(sock, "not a sluice header", 19, 0);
+    if (big > 0) {
+        void *zeros = calloc(1, (size_t)big);
+        if (zeros == NULL)
+            abort();
+        zmq_send(sock, zeros, (size_t)big, 0);
+        free(zeros);
+    }
     struct sl_buf b;
     sl_buf_init(&b, SL_WIRE_MAX_HEADER);
     if (sl_wire_encode_hello(h, &b) != 0) {
@@ -183,7 +191,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: rogue_peer ENDPOINT JOB WORKER WORKERS REPLICAS RESUME_SEQ [--credits N] "
-                        "[--wait-ms MS] [--take N] [--garbage N] [--hellos N] [--bye 1]\n");
+                        "[--wait-ms MS] [--take N] [--garbage N] [--hellos N] [--bye 1] [--big N]\n");
         return 2;
     }
     struct sl_wire_hello h = {.job = argv[2], .job_len = strlen(argv[2]), .credits = 4, .heartbeat_ms = 0};
@@ -191,7 +199,7 @@ int main(int argc, char **argv)
     h.workers = (uint32_t)strtoul(argv[4], NULL, 10);
     h.replicas = (uint32_t)strtoul(argv[5], NULL, 10);
     h.resume_seq = strtoull(argv[6], NULL, 0);
-    long wait_ms = 5000, take = 0, garbage = 0, hellos = 1, bye = 0;
+    long wait_ms = 5000, take = 0, garbage = 0, hellos = 1, bye = 0, big = 0;
     for (int i = 7; i < argc; i += 2) {
         long v;
         if (i + 1 >= argc || parse_long(argv[i + 1], &v) != 0) {
@@ -210,6 +218,8 @@ int main(int argc, char **argv)
             hellos = v;
         else if (strcmp(argv[i], "--bye") == 0)
             bye = v;
+        else if (strcmp(argv[i], "--big") == 0 && v <= (1L << 30))
+            big = v;
         else {
             fprintf(stderr, "rogue_peer: unknown option %s\n", argv[i]);
             return 2;
@@ -218,7 +228,7 @@ int main(int argc, char **argv)
     void *ctx = zmq_ctx_new();
     int rc = 0;
     for (long i = 0; i < hellos && rc == 0; i++)
-        rc = one_hello(ctx, argv[1], &h, wait_ms, take, i == 0 ? garbage : 0, bye);
+        rc = one_hello(ctx, argv[1], &h, wait_ms, take, i == 0 ? garbage : 0, bye, i == 0 ? big : 0);
     zmq_ctx_term(ctx);
     return rc;
 }

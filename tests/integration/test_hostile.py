@@ -346,6 +346,82 @@ def case_startup_refusals():
     ok("start-up failures (an unreadable file, a pool over --piece-memory) are REFUSEd with the reason")
 
 
+# ---- item 10: rogue messages cannot flood the log; item 11: the frame limit ----
+
+def case_log_flood(files):
+    harness.case()
+    tag = "flood"
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    stats = os.path.join(TMP, "flood-stats.json")
+    f, sock = start_feeder(tag, job_path, extra=("--stats", stats))
+    answers = rogue(sock, "no-such-job", 0, 1, 1, 0, "--garbage", "3000", "--hellos", "300", "--wait-ms", "3000")
+    if len(answers) != 300 or any(a["reply"] != "REFUSE" for a in answers):
+        fail("flood: 300 HELLOs for another job: expected 300 REFUSEs, got %s" % answers[:3])
+    stop(f, "flood: feeder", want=0)
+    flog = read_log(tag, "feeder")
+    lines = flog.splitlines()
+    shown_ref = sum("refused a trainer: job 'no-such-job'" in x for x in lines)
+    shown_bad = sum("bad message from an unknown peer" in x for x in lines)
+    held_ref = sum(int(m.group(1)) for m in re.finditer(r"(\d+) more refusals were not logged", flog))
+    held_bad = sum(int(m.group(1)) for m in re.finditer(r"(\d+) more malformed or unexpected messages were not logged",
+                                                          flog))
+    if len(lines) > 120:
+        fail("flood: 3300 rogue messages made %d log lines:\n%s" % (len(lines), "\n".join(lines[:40])))
+    if shown_ref + held_ref != 300 or shown_bad + held_bad != 3000:
+        fail("flood: refusals %d logged + %d held (want 300), bad messages %d + %d (want 3000):\n%s"
+             % (shown_ref, held_ref, shown_bad, held_bad, flog[-3000:]))
+    with open(stats) as fh:
+        refused = json.load(fh)["refused"]
+    if refused != 300:
+        fail("flood: --stats counts %d refusals, want 300" % refused)
+    ok("3,000 malformed frames and 300 refused HELLOs: %d log lines, every one counted (%d + %d refusals, "
+       "%d + %d bad messages)" % (len(lines), shown_ref, held_ref, shown_bad, held_bad))
+
+    # the feeder reads header frames only: 64 KiB is the most it takes
+    harness.case()
+    tag = "frames"
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    f, sock = start_feeder(tag, job_path)
+    got = rogue(sock, job["name"], 0, 1, 1, 0, "--big", "65536", "--wait-ms", "3000", "--bye", "1")[0]
+    if got["reply"] != "WELCOME" or "bad message from an unknown peer" not in read_log(tag, "feeder"):
+        fail("frames: a 65,536-byte frame is read (a bad message), the HELLO after it answered: got %s" % got)
+    # ZeroMQ drops the connection on the larger frame before the feeder
+    # sees it; the DEALER connects again and its HELLO goes through then
+    got = rogue(sock, job["name"], 0, 1, 1, 0, "--big", "65537", "--wait-ms", "3000", "--bye", "1")[0]
+    stop(f, "frames: feeder")
+    bad = read_log(tag, "feeder").count("bad message from an unknown peer")
+    if got["reply"] != "WELCOME" or bad != 1:
+        fail("frames: a 65,537-byte frame should be dropped unread (1 bad message logged in all, got %d), "
+             "the HELLO after it answered (got %s)" % (bad, got))
+    ok("the feeder reads frames up to 64 KiB (SL_WIRE_MAX_HEADER); ZeroMQ drops a larger one unread")
+
+
+# ---- item 9: --cluster is never ignored ----
+
+def case_cluster_flags(files):
+    harness.case()
+    job_path, job = write_job("job-cluster", files, epochs=1)
+    sock = "ipc://%s/cluster.sock" % TMP
+    for spec in ("{not json", json.dumps({"cluster": {"feeder": [sock]}, "task": {"type": "feeder", "index": 0}})):
+        p = subprocess.run([FEEDER, "--job", job_path, "--listen", sock, "--cluster", spec], capture_output=True,
+                           text=True, timeout=20)
+        if p.returncode != 2 or "--cluster" not in p.stderr or "not both" not in p.stderr:
+            fail("cluster: --cluster %r with --listen: expected exit 2 saying not both, got %d: %s"
+                 % (spec, p.returncode, p.stderr))
+    p = subprocess.run([FEEDER, "--job", job_path, "--cluster", "{not json"], capture_output=True, text=True,
+                       timeout=20)
+    if p.returncode != 2:
+        fail("cluster: an invalid --cluster alone: expected exit 2, got %d: %s" % (p.returncode, p.stderr))
+    for bad in (["--workers", "2"], ["--replicas", "2"], ["--piece-memory", "1"], ["--piece-memory", "-5"],
+                ["--piece-memory", "1P"], ["--piece-memory", "99999999999999999999"], ["--piece-memory", ""],
+                ["--piece-memory", "513G"], ["--workers", "0", "--replicas", "1"]):
+        p = subprocess.run([FEEDER, "--job", job_path, "--listen", sock] + bad, capture_output=True, text=True,
+                           timeout=20)
+        if p.returncode != 2 or not p.stderr.startswith("sluice-feeder: --"):
+            fail("cluster: %s: expected a usage error (exit 2), got %d: %s" % (bad, p.returncode, p.stderr))
+    ok("--cluster with --listen, an invalid --cluster, and bad --workers/--replicas/--piece-memory are usage errors")
+
+
 def main():
     files = gen("a", 150, 5)
     case_resume(files)
@@ -353,6 +429,8 @@ def main():
     case_serving_errors()
     case_trainer_signals()
     case_startup_refusals()
+    case_log_flood(files)
+    case_cluster_flags(files)
     left = harness.running()
     harness.stop_all()
     if left:
