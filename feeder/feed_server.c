@@ -585,13 +585,6 @@ static struct trainer *find(struct server *s, const uint8_t *id, size_t id_len)
 
 static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_error *err)
 {
-    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &s->cfg);
-    if (rc != 0)
-        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
-    struct feed_plan_summary sum;
-    rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
-    if (rc != 0)
-        return rc;
     /* A piece holds at most ceil(G / (W R)) rows under every split (the
      * stream split's sizes are lo or lo + 1, the legacy split's ceil(b / N)
      * with b <= G, per-replica input's G / N), so buffers are sized for
@@ -629,6 +622,14 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
                             W, R, need, huge ? 0 : nbufs64, s->piece_bytes, s->prefetch, R, W, s->ntasks,
                             s->o->piece_memory);
     }
+    /* planning looks at every worker: only for a shape within the bound */
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &s->cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    struct feed_plan_summary sum;
+    rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
+    if (rc != 0)
+        return rc;
     size_t nbufs = (size_t)nbufs64;
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
