@@ -600,10 +600,17 @@ int main(int argc, char **argv)
             return 2;
     }
     /* a TF_CONFIG-style spec gives the feeders and this worker's place */
+    if (cluster != NULL && connect != NULL) {
+        fprintf(stderr, "sluice-trainer: --cluster gives the feeders (its 'feeder' list): give it or --connect, "
+                        "not both\n");
+        return 2;
+    }
     const char *spec = cluster ? cluster : getenv("TF_CONFIG");
     char *cluster_list = NULL, *peer_list = NULL;
-    if (spec != NULL &&
-        (connect == NULL || !worker_set || (ring_eps == NULL && peers == NULL && workers > 1))) {
+    /* an explicit --cluster is always read (so a bad one is an error);
+     * TF_CONFIG only for what the options leave open */
+    if (spec != NULL && (cluster != NULL || connect == NULL || !worker_set ||
+                         (ring_eps == NULL && peers == NULL && workers > 1))) {
         struct sl_cluster cs;
         struct sl_error cerr = {0};
         if (sl_cluster_parse(&cs, spec, &cerr) != 0) {

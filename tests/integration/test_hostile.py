@@ -419,7 +419,15 @@ def case_cluster_flags(files):
                            timeout=20)
         if p.returncode != 2 or not p.stderr.startswith("sluice-feeder: --"):
             fail("cluster: %s: expected a usage error (exit 2), got %d: %s" % (bad, p.returncode, p.stderr))
-    ok("--cluster with --listen, an invalid --cluster, and bad --workers/--replicas/--piece-memory are usage errors")
+    # the trainer's --cluster: never ignored either
+    for extra in (["--connect", sock, "--cluster", json.dumps({"cluster": {"feeder": [sock]}})],
+                  ["--worker", "0", "--workers", "1", "--ring", sock, "--cluster", "{not json"]):
+        p = subprocess.run([TRAINER, "--job", "j"] + extra, capture_output=True, text=True, timeout=20)
+        if p.returncode != 2 or "sluice-trainer: " not in p.stderr:
+            fail("cluster: sluice-trainer %s: expected a usage error (exit 2), got %d: %s"
+                 % (extra, p.returncode, p.stderr))
+    ok("--cluster with --listen/--connect, an invalid --cluster, and bad --workers/--replicas/--piece-memory "
+       "are usage errors")
 
 
 def main():
