@@ -122,6 +122,8 @@ static const struct key keys[] = {
     {"prefetch", KEY_INT, OFF(prefetch), 1, 1024, "4", 0, NULL, NULL},
     {"on_error", KEY_ENUM, OFF(on_error), 0, 0, "fail", 0, &e_on_error, NULL},
     {"max_record_bytes", KEY_INT, OFF(max_record_bytes), 1, (json_int_t)1 << 32, "67108864", 0, NULL, NULL},
+    {"inflate_cache_bytes", KEY_INT, OFF(inflate_cache_bytes), (json_int_t)1 << 20, (json_int_t)1 << 40, "1073741824",
+     0, NULL, NULL},
     {"verify_on_read", KEY_BOOL, OFF(verify_on_read), 0, 0, "true", 0, NULL, NULL},
     {"use_index", KEY_BOOL, OFF(use_index), 0, 0, "false", 0, NULL, NULL},
 };

@@ -366,6 +366,7 @@ static int open_source(const struct feed_job *job, int count_only, unsigned thre
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
+                                  .cache_bytes = (size_t)job->inflate_cache_bytes,
                                   .on_skip = on_skip, .on_tail = on_tail, .on_progress = on_progress,
                                   .trust_scan = !job->verify_on_read, .count_only = count_only,
                                   .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag};

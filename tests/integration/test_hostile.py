@@ -343,7 +343,37 @@ def case_startup_refusals():
         fail("nopool: the trainer should be refused with the piece memory figures, exit %d:\n%s" % (code, tlog))
     if wait(f, 20, "nopool: feeder") != 1:
         fail("nopool: the feeder should exit 1:\n" + read_log(tag, "feeder"))
-    ok("start-up failures (an unreadable file, a pool over --piece-memory) are REFUSEd with the reason")
+    # a compressed shard that inflates past the job's inflate_cache_bytes
+    harness.case()
+    tag = "inflate"
+    out = os.path.join(TMP, "gz")
+    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", "3000", "--shards", "1", "--seed", "3",
+                    "--image-bytes", "600", "--compression", "gzip", "--prefix", "part"], check=True,
+                   capture_output=True)
+    gz = [os.path.join(out, x) for x in sorted(os.listdir(out))]
+    job_path, job = write_job("job-" + tag, gz, epochs=1, inflate_cache_bytes=1 << 20,
+                              features={"id": {"dtype": "int64", "shape": []}})
+    sock = "ipc://%s/%s.sock" % (TMP, tag)
+    f = spawn([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--timeout-ms", "3000"],
+              log=log_path(tag, "feeder"))
+    p, _ = trainer(tag, sock, job)
+    code = wait(p, 20, "inflate: trainer")
+    tlog = read_log(tag, "trainer0")
+    if code != 1 or "refused: %s: inflates past the limit of 1048576 bytes" % gz[0] not in tlog:
+        fail("inflate: a 1.9 MB-inflated shard under inflate_cache_bytes 1 MiB: expected a REFUSE naming it, "
+             "exit %d:\n%s" % (code, tlog))
+    if wait(f, 20, "inflate: feeder") != 1:
+        fail("inflate: the feeder should exit 1:\n" + read_log(tag, "feeder"))
+    job_path, job = write_job("job-" + tag + "2", gz, epochs=1, inflate_cache_bytes=4 << 20,
+                              features={"id": {"dtype": "int64", "shape": []}})
+    f, sock = start_feeder(tag + "2", job_path)
+    p, trace = trainer(tag + "2", sock, job)
+    if wait(p, 30, "inflate2: trainer") != 0 or wait(f, 20, "inflate2: feeder") != 0:
+        fail("inflate2: with inflate_cache_bytes 4 MiB the shard should be served:\n" + read_log(tag + "2", "feeder"))
+    if sum(x["size"] for x in trace_lines(trace)[:-1]) != 3000:
+        fail("inflate2: expected 3000 rows")
+    ok("start-up failures (an unreadable file, a pool over --piece-memory, a shard over inflate_cache_bytes) are "
+       "REFUSEd with the reason; a larger inflate_cache_bytes serves the shard")
 
 
 # ---- item 10: rogue messages cannot flood the log; item 11: the frame limit ----

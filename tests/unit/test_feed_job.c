@@ -76,6 +76,7 @@ START_TEST(test_example_loads)
     ck_assert_uint_eq(job->prefetch, 8);
     ck_assert_int_eq(job->on_error, FMT_ON_ERROR_FAIL);
     ck_assert_uint_eq(job->max_record_bytes, 67108864);
+    ck_assert_uint_eq(job->inflate_cache_bytes, (uint64_t)1 << 30);
 
     ck_assert_uint_eq(job->nfeatures, 3);
     const struct fmt_feature_spec *f = job->features;
@@ -189,6 +190,11 @@ static const struct {
     {"{\"on_error\": \"skip\"}", "'on_error': unknown policy 'skip' (expected fail or skip-file)"},
     {"{\"max_record_bytes\": 0}", "'max_record_bytes' must be an integer >= 1 (got 0)"},
     {"{\"max_record_bytes\": 4294967297}", "'max_record_bytes' must be an integer <= 4294967296 (got 4294967297)"},
+    {"{\"inflate_cache_bytes\": 1048575}", "'inflate_cache_bytes' must be an integer >= 1048576 (got 1048575)"},
+    {"{\"inflate_cache_bytes\": -1}", "'inflate_cache_bytes' must be an integer >= 1048576 (got -1)"},
+    {"{\"inflate_cache_bytes\": 1099511627777}",
+     "'inflate_cache_bytes' must be an integer <= 1099511627776 (got 1099511627777)"},
+    {"{\"inflate_cache_bytes\": \"big\"}", "'inflate_cache_bytes' must be an integer >= 1048576 (got \"big\")"},
     {"{\"features\": []}", "'features' must be an object of name -> feature (got [])"},
     /* unknown keys */
     {"{\"bach_size\": 1}", "unknown key 'bach_size'"},
@@ -711,7 +717,8 @@ START_TEST(test_to_json)
                         "\"shard_policy\": \"auto\", \"global_batch_size\": 32, \"drop_remainder\": false, "
                         "\"shuffle\": {\"buffer\": 0, \"seed\": 0, \"reshuffle_each_epoch\": true}, \"epochs\": 1, "
                         "\"parallel_reads\": 1, \"per_replica_input\": false, \"per_replica_shard\": \"none\", "
-                        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"verify_on_read\": true, \"use_index\": false}");
+                        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"inflate_cache_bytes\": 1073741824, "
+                    "\"verify_on_read\": true, \"use_index\": false}");
     free(s);
     feed_job_free(job);
 
