@@ -22,8 +22,8 @@
 #define GOLDEN 0x9E3779B97F4A7C15ull
 
 enum split_mode {
-    SPLIT_STREAM = 0, /* RebatchDatasetV2 with sizes(w) (tf-reference 5.3) */
-    SPLIT_LEGACY,     /* RebatchDataset v1 + shard of the pieces (5.4, 4.3) */
+    SPLIT_STREAM = 0, /* RebatchDatasetV2 with sizes(w) (docs/semantics.md 4.1) */
+    SPLIT_LEGACY,     /* RebatchDataset v1 + shard of the pieces (4.2, 3.3) */
     SPLIT_NONE        /* per-replica input: batches of G / N */
 };
 
@@ -104,7 +104,7 @@ static uint64_t splitmix64(uint64_t *state)
 }
 
 /* Entry j of sizes(w): base = [lo+1] * hi + [lo] * (n - hi) rotated left by
- * w*R (tf-reference 5.2). */
+ * w*R (docs/semantics.md 4.1). */
 static uint64_t stream_size(uint64_t G, uint64_t n, uint64_t rot, uint64_t j)
 {
     uint64_t i = (j + rot) % n;
@@ -283,7 +283,7 @@ static uint64_t common_steps(const struct feed_plan_config *cfg)
 /* ---- validation ------------------------------------------------------- */
 
 /* TensorFlow's ShardDataset(require_non_empty): a worker that gets a first
- * element while the input holds fewer than W fails (tf-reference 4.2). For
+ * element while the input holds fewer than W fails (docs/semantics.md 3.6). For
  * the job, that is any 1 <= have < W. */
 static int too_few(uint64_t have, uint64_t W)
 {
@@ -352,7 +352,7 @@ static int validate(const struct feed_plan_config *cfg, struct sl_error *err)
 
 /* ---- stages ----------------------------------------------------------- */
 
-/* tf.data interleave, block length 1 (semantics.md 2.3): an empty slot opens
+/* tf.data interleave, block length 1 (docs/semantics.md 2.3): an empty slot opens
  * the next file when the cycle reaches it and reads from it at once; a
  * finished file (an empty one too) empties its slot and the cycle moves on. */
 static int ilv_next(struct feed_plan *p, struct feed_elem *e)

@@ -1,6 +1,6 @@
 /* feed_plan: the plan, a pure deterministic function of (job, file list,
  * record counts, cluster shape) that says which elements go, in which
- * order, in which piece, to which worker and replica (semantics.md 2-4).
+ * order, in which piece, to which worker and replica (docs/semantics.md 2-4).
  *
  * Nothing here reads data: the executor asks the plan for the next piece
  * and reads exactly the records the piece names. The plan is an iterator

@@ -8,7 +8,7 @@
  * plus per-value offsets. Buffers are allocated once at create and reused:
  * adding a row allocates nothing unless a bytes/varlen column must grow.
  *
- * Decoding rules (semantics.md 1.4):
+ * Decoding rules (docs/semantics.md 1.4):
  *  - duplicate keys: the last wins; a Feature with no kind counts as missing
  *    (and, for fixed-length features, does not override an earlier
  *    duplicate; a variable-length feature takes the last occurrence even

@@ -1,5 +1,5 @@
 /* fmt_files: records from a list of files, one after another, with the
- * job's policy on data errors (semantics.md 1.1):
+ * job's policy on data errors (docs/semantics.md 1.1):
  *
  *   FAIL       the first error ends the stream with that error (default);
  *   SKIP_FILE  as tf.data's ignore_errors(): the rest of the damaged file

@@ -9,7 +9,7 @@
  * Uncompressed memory input is lent straight from the caller's block; an
  * uncompressed file is read straight into the window (no second buffer).
  *
- * Compressed framing rules (semantics.md 1.1): gzip members are read one
+ * Compressed framing rules (docs/semantics.md 1.1): gzip members are read one
  * after another; bytes after the last member that are not another member,
  * and bytes after the end of a zlib stream, are an error (TensorFlow ignores
  * what follows a zlib stream; sluice refuses to drop data silently). A

@@ -1,6 +1,6 @@
 /* fmt_tfrecord: TFRecord framing for the shared read loop, and the writer.
  *
- * Reading follows TensorFlow's RecordReader exactly (tf-reference 1.4):
+ * Reading follows TensorFlow's RecordReader exactly (docs/semantics.md 1.1):
  * a file ending inside the 12-byte header ends the file (the partial bytes
  * are counted in dropped_tail so callers can warn); a bad header CRC is
  * "corrupted record at <start>", a bad data CRC "corrupted record at

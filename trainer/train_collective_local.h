@@ -1,5 +1,5 @@
 /* train_collective_local: all-reduce across R replica threads of one
- * process (ReplicaContext.all_reduce, tf-reference.md 6.2).
+ * process (ReplicaContext.all_reduce, docs/semantics.md 6.2).
  *
  * Every one of the R replicas calls train_local_all_reduce() once per round
  * with its own buffer of n floats; all calls return together and every

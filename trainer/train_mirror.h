@@ -1,4 +1,4 @@
-/* train_mirror: a mirrored variable (MirroredVariable, tf-reference.md 6.3):
+/* train_mirror: a mirrored variable (MirroredVariable, docs/semantics.md 6.3):
  * R copies of n float32 values that every update keeps bit-identical.
  *
  * An update in replica context takes one update array per replica and

@@ -1,5 +1,5 @@
 /* train_reduce: strategy.reduce over per-replica float32 values
- * (semantics.md section 6, tf-reference.md 6.1).
+ * (docs/semantics.md 6.1).
  *
  *  axis = TRAIN_AXIS_NONE: element-wise across replicas; every replica's
  *      shape must match exactly. SUM = sum over replicas; MEAN = that sum

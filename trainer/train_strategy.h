@@ -33,7 +33,7 @@
  * put(0) put(1) run put(2) run put(3) run ...); put, run, put, run works
  * too. At most 2 steps may be staged and not yet run.
  *
- * Reductions follow semantics.md section 6 exactly and reuse the tested
+ * Reductions follow docs/semantics.md section 6 exactly and reuse the tested
  * pieces: train_reduce (axis rules, order), train_collective_local (sum in
  * replica order across threads) and train_ring (across workers). SUM and
  * MEAN are computed as sums first (in process, replica 0 first, then
@@ -53,7 +53,7 @@
  * replicas (train_mirror_check) and across workers (through the ring); a
  * divergence is SL_ECORRUPT naming the variable and the replica or worker.
  *
- * Tower mode (replicate_model_fn, tf-reference.md 6.4): one copy of each
+ * Tower mode (replicate_model_fn, docs/semantics.md 6.4): one copy of each
  * variable, read by every tower; each step's towers must hold equal rows
  * (train_tower_split's "Batch size N needs to be divisible by the number of
  * GPUs" otherwise); train_replica_loss_scale gives each tower's loss (and

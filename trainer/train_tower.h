@@ -1,5 +1,5 @@
 /* train_tower: the arithmetic of tower mode (replicate_model_fn,
- * tf-reference.md 6.4): one variable copy, the batch split along dim 0
+ * docs/semantics.md 6.4): one variable copy, the batch split along dim 0
  * into equal shards, tower losses scaled by 1/towers unless the loss
  * reduction is SUM, predictions concatenated in tower order.
  *

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Reference model of sluice's feed plan (stdlib only).
 
-Written from docs/semantics.md sections 2-4 and tf-reference.md sections 4-5,
-not from feeder/feed_plan.c: every stage is a whole-list transformation, the
-way the tf.data graph reads, and the two rebatch ops are transcribed from the
-kernel pseudo-code of tf-reference 5.3 and 5.4. Slow and simple on purpose.
+Written from the rules of docs/semantics.md sections 2-4, not from
+feeder/feed_plan.c: every stage is a whole-list transformation, the way the
+tf.data graph reads, and the two rebatch ops follow TensorFlow's kernels
+(RebatchDatasetV2 and RebatchDataset, docs/semantics.md 4.1 and 4.2) step
+by step. Slow and simple on purpose.
 
 Usage: ref_plan.py CONFIG   (CONFIG is JSON text or a path to a JSON file)
 Prints, for each worker, one summary line and then every piece of every
@@ -119,7 +120,7 @@ def batch(elems, size, drop_remainder):
 
 
 def batch_sizes_for_worker(G, W, R, w):
-    """tf-reference 5.2."""
+    """TensorFlow's batch_sizes_for_worker (docs/semantics.md 4.1)."""
     n = W * R
     floor = G // n
     num_ceil = G - n * floor
@@ -129,7 +130,7 @@ def batch_sizes_for_worker(G, W, R, w):
 
 
 def rebatch_v2(batches, batch_sizes):
-    """RebatchDatasetV2::GetNext (tf-reference 5.3), drop_remainder False."""
+    """RebatchDatasetV2::GetNext (docs/semantics.md 4.1), drop_remainder False."""
     source = iter(batches)
     tensors = None
     offset = -1
@@ -162,7 +163,7 @@ def rebatch_v2(batches, batch_sizes):
 
 
 def rebatch_legacy(batches, num_replicas):
-    """RebatchDataset v1 (tf-reference 5.4): N slices of ceil(b/N) each."""
+    """RebatchDataset v1 (docs/semantics.md 4.2): N slices of ceil(b/N) each."""
     out = []
     for b in batches:
         interval = -(-len(b) // num_replicas)

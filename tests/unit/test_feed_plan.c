@@ -1,6 +1,7 @@
-/* feed_plan: the worked examples of semantics.md 4.1-4.4 and tf-reference
- * 5.2-5.8, interleave order, shuffle reproducibility, padding, epochs and
- * seq numbering, exactly-once delivery per policy, summaries, errors. */
+/* feed_plan: the worked examples of docs/semantics.md sections 2-4 (the
+ * splits of 4.1-4.5, interleave order, shuffle reproducibility, padding,
+ * epochs and seq numbering), exactly-once delivery per policy, summaries,
+ * errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static void expect_error(const struct feed_plan_config *cfg, uint32_t w, const c
     ck_assert_str_eq(err.msg, msg);
 }
 
-/* ---- semantics.md 4.1 / tf-reference 5.2, 5.3: the stream split ------- */
+/* ---- docs/semantics.md 4.1: the stream split -------------------------- */
 
 /* feed_plan_seek: jumping to any seq, then skipping `within` pieces, gives
  * exactly the pieces iterating from the start gives from there on (shuffled,
@@ -243,7 +244,7 @@ START_TEST(test_sizes_g3_n4_zero_wants)
 }
 END_TEST
 
-/* ---- semantics.md 4.2 / tf-reference 5.4: the legacy split ------------- */
+/* ---- docs/semantics.md 4.2: the legacy split -------------------------- */
 
 START_TEST(test_legacy_split)
 {
@@ -282,7 +283,7 @@ START_TEST(test_mwms_data_range9_batch2)
 }
 END_TEST
 
-/* ---- tf-reference 5.8 ------------------------------------------------- */
+/* ---- docs/semantics.md 4.5: the two splits side by side --------------- */
 
 START_TEST(test_worked_examples_5_8)
 {

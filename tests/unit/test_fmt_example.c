@@ -1,4 +1,4 @@
-/* Unit tests for fmt_example: the wire vectors of tf-reference 2.1, the fast
+/* Unit tests for fmt_example: the wire vectors of docs/semantics.md 1.4, the fast
  * parser's quirks, damaged input at every cut point, the encoder and the
  * JSON mapping. */
 #include <math.h>
@@ -115,7 +115,7 @@ static const char *const V_BYTES = "0a0d 0a0b 0a0162 1206 0a04 0a02 6869";
 static const char *const V_NEG = "0a15 0a13 0a016e 120e 1a0c 0a0a ffffffffffffffffff01";
 static const char *const V_UNPACKED = "0a0f 0a0d 0a0161 1208 1a06 080108020803";
 
-/* ---- tf-reference 2.1 vectors ------------------------------------------ */
+/* ---- docs/semantics.md 1.4 vectors -------------------------------------- */
 
 START_TEST(test_vectors_decode)
 {

@@ -758,7 +758,7 @@ START_TEST(test_unpacked_and_first_chunk)
     struct fmt_feature_spec specs[] = {spec_fixed("a", FMT_DTYPE_INT64, 1, 3, 0), spec_varlen("f", FMT_DTYPE_FLOAT32)};
     struct fmt_batch *b = create(specs, 2, 4);
     struct sl_error err = {0};
-    /* tf-reference's unpacked a=[1,2,3] */
+    /* docs/semantics.md 1.4's unpacked a=[1,2,3] */
     ck_assert_int_eq(add_hex(b, "0a0f 0a0d 0a0161 1208 1a06 080108020803", &err), 0);
     /* packed [4,5,6] followed by a second chunk [7]: ignored;
      * f: unpacked floats */

@@ -1,5 +1,5 @@
 /* Tests for fmt_text through the shared reader: TensorFlow's TextLineDataset
- * table (tf-reference.md section 3), lines across buffer refills, gzip and
+ * table (docs/semantics.md 1.2), lines across buffer refills, gzip and
  * zlib files, CRLF, the line length limit, offsets and indexes. Compressed
  * files are made at test time with zlib. */
 #include <stdio.h>
@@ -57,7 +57,7 @@ static void expect_lines(struct fmt_reader *r, const struct line *want, size_t n
     ck_assert_int_eq(fmt_reader_next(r, &rec, &err), SL_END);
 }
 
-/* tf-reference.md section 3, plus a few more '\r' placements. */
+/* docs/semantics.md 1.2, plus a few more '\r' placements. */
 static const struct {
     const char *bytes;
     struct line lines[4];

@@ -1,4 +1,4 @@
-/* TFRecord: byte-exact records (tf-reference 1.3), the writer, and every
+/* TFRecord: byte-exact records (docs/semantics.md 1.1), the writer, and every
  * corrupt and truncated case with TensorFlow's message and offset, plain and
  * compressed, through the shared read loop. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* train_mirror: tf-reference.md 6.3's aggregation semantics (the v=5 MEAN
+/* train_mirror: docs/semantics.md 6.3's aggregation semantics (the v=5 MEAN
  * docstring example, SUM, ONLY_FIRST_REPLICA, NONE's error), copies that
  * stay bit-identical over many updates, and divergence caught by the hash
  * check (even a -0.0 that compares equal to 0.0). */

@@ -1,5 +1,5 @@
-/* train_reduce: the worked examples of semantics.md 6 and tf-reference.md
- * 6.1 (docstring example, the 4+2 MEAN over axis 0, empty replicas), shape
+/* train_reduce: the worked examples of docs/semantics.md 6.1 (TensorFlow's
+ * docstring example, the 4+2 MEAN over axis 0, empty replicas), shape
  * errors naming both shapes, and the fixed summation order. */
 #include <math.h>
 #include <stdint.h>
@@ -23,7 +23,8 @@ static struct train_value mat(float *data, int64_t d0, int64_t d1)
     return v;
 }
 
-/* tf-reference 6.1 docstring: G=8, two replicas, [0..3] and [4..7]. */
+/* docs/semantics.md 6.1 (TensorFlow's docstring): G=8, two replicas, [0..3]
+ * and [4..7]. */
 START_TEST(test_docstring_example)
 {
     float a[4] = {0, 1, 2, 3}, b[4] = {4, 5, 6, 7};

@@ -1,4 +1,4 @@
-/* train_strategy: semantics.md section 6's worked examples through the
+/* train_strategy: docs/semantics.md section 6's worked examples through the
  * strategy API with real replica threads (and, for the cross-worker cases,
  * two workers as threads joined by a real ring over ipc://): reduce on
  * uneven and empty pieces (a 4+2 split's MEAN over axis 0 divides by 6),
@@ -141,7 +141,7 @@ END_TEST
 
 START_TEST(test_reduce_docstring_example)
 {
-    /* tf-reference 6.1: [0..3] on replica 0, [4..7] on replica 1 */
+    /* docs/semantics.md 6.1: [0..3] on replica 0, [4..7] on replica 1 */
     struct fixture f;
     uint32_t rows[2] = {1, 1};
     make_pieces(&f, 2, rows, 0);

@@ -1,5 +1,5 @@
 /* train_tower: replicate_model_fn's split, loss scaling and prediction
- * concatenation (tf-reference.md 6.4), with its exact error texts. */
+ * concatenation (docs/semantics.md 6.4), with its exact error texts. */
 #include <string.h>
 
 #include "sl_test.h"
