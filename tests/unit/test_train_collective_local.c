@@ -1,12 +1,16 @@
 /* train_collective_local: real threads (R = 1..8) arriving in random order
  * all leave with bitwise-identical results equal to an in-replica-order
- * reference; an abort (from outside or from a replica) wakes every waiter;
- * misuse inside a round fails the round for everybody instead of hanging. */
+ * reference; an abort (from outside or from a replica) wakes every waiter,
+ * but never undoes a round that completed before it; misuse inside a round
+ * (a replica out of range, the same replica twice, a length shorter or
+ * longer than replica 0's) fails the round for everybody instead of
+ * hanging. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
+#include "sl_clock.h"
 #include "sl_test.h"
 #include "train_collective_local.h"
 
@@ -148,7 +152,7 @@ struct waiter {
     struct train_local_group *g;
     int replica;
     size_t n;
-    float buf[4];
+    float buf[8];
     int rc;
     struct sl_error err;
 };
@@ -189,19 +193,28 @@ START_TEST(test_abort_wakes_all)
 }
 END_TEST
 
-/* Replicas that disagree on the length fail the round together. */
+/* Replicas that disagree on the length fail the round together, whether
+ * replica 1 has fewer values than replica 0 or more (a check weakened to
+ * "fewer" would let the longer one through with its tail ignored). */
 START_TEST(test_mismatched_length_fails_everyone)
 {
-    for (int last = 0; last < 2; last++) {
+    static const size_t n1[4] = {3, 3, 5, 5};
+    static const char *const msg[4] = {
+        "all-reduce: replica 1 passed 3 values but replica 0 passed 4",
+        "all-reduce: replica 1 passed 3 values but replica 0 passed 4",
+        "all-reduce: replica 1 passed 5 values but replica 0 passed 4",
+        "all-reduce: replica 1 passed 5 values but replica 0 passed 4",
+    };
+    for (int last = 0; last < 4; last++) {
         struct train_local_group *g;
         struct sl_error err = {0};
         ck_assert_int_eq(train_local_group_create(&g, 3, &err), 0);
         struct waiter w[3];
         pthread_t tids[3];
         for (int r = 0; r < 3; r++)
-            w[r] = (struct waiter){.g = g, .replica = r, .n = r == 1 ? 3 : 4};
+            w[r] = (struct waiter){.g = g, .replica = r, .n = r == 1 ? n1[last] : 4};
         /* vary who arrives last, i.e. who detects it */
-        int order[2][3] = {{0, 1, 2}, {2, 0, 1}};
+        int order[4][3] = {{0, 1, 2}, {2, 0, 1}, {0, 1, 2}, {1, 2, 0}};
         for (int k = 0; k < 3; k++) {
             int r = order[last][k];
             ck_assert_int_eq(pthread_create(&tids[r], NULL, waiter_main, &w[r]), 0);
@@ -210,10 +223,68 @@ START_TEST(test_mismatched_length_fails_everyone)
         for (int r = 0; r < 3; r++) {
             pthread_join(tids[r], NULL);
             ck_assert_int_eq(w[r].rc, SL_EINVAL);
-            ck_assert_str_eq(w[r].err.msg, "all-reduce: replica 1 passed 3 values but replica 0 passed 4");
+            ck_assert_str_eq(w[r].err.msg, msg[last]);
         }
         train_local_group_destroy(g);
     }
+}
+END_TEST
+
+/* A round whose every replica arrived has completed for all of them, even
+ * when an abort lands before a waiter has woken up to see it (the header
+ * promises it: an abort fails only rounds that had not completed). Replica
+ * 2 arrives last (after a short pause), returns, and aborts at once, while
+ * replicas 0 and 1 are still on their way out of the wait; they must return
+ * 0 and the sum. Deciding a waiter's result by the failure code instead of
+ * the generation fails here within a few hundred tries. Bounded: 2,000
+ * tries or 2.5 s. */
+struct racer {
+    struct train_local_group *g;
+    int replica;
+    float value;
+    int rc;
+    struct sl_error err;
+};
+
+static void *racer_main(void *arg)
+{
+    struct racer *r = arg;
+    r->rc = train_local_all_reduce(r->g, r->replica, &r->value, 1, TRAIN_SUM, &r->err);
+    return NULL;
+}
+
+START_TEST(test_completed_round_survives_later_abort)
+{
+    uint64_t t0 = sl_clock_ns();
+    int tries = 0;
+    for (; tries < 2000 && sl_clock_ns() - t0 < 2500000000u; tries++) {
+        struct train_local_group *g;
+        struct sl_error err = {0};
+        ck_assert_int_eq(train_local_group_create(&g, 3, &err), 0);
+        struct racer r[2];
+        pthread_t tids[2];
+        for (int k = 0; k < 2; k++) {
+            r[k] = (struct racer){.g = g, .replica = k, .value = (float)(k + 1)};
+            ck_assert_int_eq(pthread_create(&tids[k], NULL, racer_main, &r[k]), 0);
+        }
+        sleep_us(tries % 4 == 0 ? 0 : 30); /* mostly last; sometimes not */
+        float mine = 4.0f;
+        ck_assert_int_eq(train_local_all_reduce(g, 2, &mine, 1, TRAIN_SUM, &err), 0);
+        train_local_group_abort(g, SL_EIO, "late abort");
+        ck_assert_float_eq(mine, 7.0f);
+        for (int k = 0; k < 2; k++) {
+            pthread_join(tids[k], NULL);
+            ck_assert_msg(r[k].rc == 0, "try %d: replica %d of a completed round got %d (%s)", tries, k, r[k].rc,
+                          r[k].err.msg);
+            ck_assert_float_eq(r[k].value, 7.0f);
+        }
+        /* the abort stands for every later round */
+        ck_assert_int_eq(train_local_group_status(g), SL_EIO);
+        ck_assert_int_eq(train_local_all_reduce(g, 0, &mine, 1, TRAIN_SUM, &err), SL_EIO);
+        ck_assert_str_eq(err.msg, "late abort");
+        train_local_group_destroy(g);
+    }
+    ck_assert_int_ge(tries, 50);
 }
 END_TEST
 
@@ -232,6 +303,25 @@ START_TEST(test_misuse_aborts_group)
     pthread_join(tid, NULL);
     ck_assert_int_eq(w.rc, SL_EINVAL);
     ck_assert_str_eq(w.err.msg, "all-reduce: replica 2 is outside 0..1");
+    train_local_group_destroy(g);
+
+    /* the same replica twice in one round: both calls fail, nobody waits
+     * for a round that can never fill (and replica 1's later call sees the
+     * abort) */
+    ck_assert_int_eq(train_local_group_create(&g, 2, &err), 0);
+    w = (struct waiter){.g = g, .replica = 0, .n = 1, .buf = {5.0f}};
+    ck_assert_int_eq(pthread_create(&tid, NULL, waiter_main, &w), 0);
+    sleep_us(20000);
+    x = 6.0f;
+    ck_assert_int_eq(train_local_all_reduce(g, 0, &x, 1, TRAIN_SUM, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "all-reduce: replica 0 joined the same round twice");
+    pthread_join(tid, NULL);
+    ck_assert_int_eq(w.rc, SL_EINVAL);
+    ck_assert_str_eq(w.err.msg, "all-reduce: replica 0 joined the same round twice");
+    ck_assert_float_eq(x, 6.0f);
+    ck_assert_int_eq(train_local_all_reduce(g, 1, &x, 1, TRAIN_SUM, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "all-reduce: replica 0 joined the same round twice");
+    ck_assert_int_eq(train_local_group_status(g), SL_EINVAL);
     train_local_group_destroy(g);
 
     ck_assert_int_eq(train_local_group_create(&g, 0, &err), SL_EINVAL);
@@ -268,6 +358,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_replica_order_not_arrival_order);
     tcase_add_test(tc, test_abort_wakes_all);
     tcase_add_test(tc, test_mismatched_length_fails_everyone);
+    tcase_add_test(tc, test_completed_round_survives_later_abort);
     tcase_add_test(tc, test_misuse_aborts_group);
     tcase_add_test(tc, test_single_replica_and_empty_round);
     suite_add_tcase(s, tc);
