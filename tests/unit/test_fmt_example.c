@@ -2,10 +2,12 @@
  * parser's quirks, damaged input at every cut point, the encoder and the
  * JSON mapping. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fmt_example.h"
+#include "fmt_features.h"
 #include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_test.h"
@@ -369,6 +371,215 @@ START_TEST(test_first_packed_chunk_only)
     n = hex("0a05 0102", buf);
     ck_assert_int_eq(fmt_int64_list_count(buf, n, &count, &err), SL_ECORRUPT);
     ck_assert_str_eq(err.msg, "packed int64 length 5 past the end (2 bytes left) at byte 1");
+}
+END_TEST
+
+/* The decoders write at most `cap` values (the caller's slots) however
+ * many the list holds, and still count them all. Every cap from 0 to N + 1
+ * for a list of N = 5 values, in each of the four encodings: the values
+ * below min(N, cap) are right, and every slot from there on, the one just
+ * past cap included, still holds its guard. The same calls into exact-size
+ * heap buffers let ASan see a write past the end. A one-slot overflow
+ * (`n <= cap`) fails the guard check here, not only glibc's heap checks
+ * later. */
+#define NV 5
+#define GUARD_I64 INT64_C(0x5a5a5a5a5a5a5a5a)
+#define GUARD_F32 (-12345.5f)
+
+static const int64_t want_i64[NV] = {1, -1, 300, INT64_MAX, 0};
+static const float want_f32[NV] = {1.0f, -2.5f, 0.5f, 3.0f, -0.0f};
+
+static size_t min_sz(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+static void check_i64_slots(const int64_t *slots, size_t cap, const char *what)
+{
+    for (size_t i = 0; i < min_sz(NV, cap); i++)
+        ck_assert_msg(slots[i] == want_i64[i], "%s cap %zu: value %zu", what, cap, i);
+    for (size_t i = min_sz(NV, cap); i < NV + 2; i++)
+        ck_assert_msg(slots[i] == GUARD_I64, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i,
+                      cap);
+}
+
+static void check_f32_slots(const float *slots, size_t cap, const char *what)
+{
+    for (size_t i = 0; i < min_sz(NV, cap); i++)
+        ck_assert_msg(memcmp(&slots[i], &want_f32[i], 4) == 0, "%s cap %zu: value %zu", what, cap, i);
+    for (size_t i = min_sz(NV, cap); i < NV + 2; i++)
+        ck_assert_msg(slots[i] == GUARD_F32, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i,
+                      cap);
+}
+
+START_TEST(test_decode_stays_within_cap)
+{
+    static const char *const i64_lists[2] = {
+        /* packed: 1, -1 (ten bytes), 300, INT64_MAX (nine bytes), 0 */
+        "0a 17 01 ffffffffffffffffff01 ac02 ffffffffffffffff7f 00",
+        "08 01  08 ffffffffffffffffff01  08 ac02  08 ffffffffffffffff7f  08 00",
+    };
+    static const char *const f32_lists[2] = {
+        "0a 14 0000803f 000020c0 0000003f 00004040 00000080",
+        "0d 0000803f 0d 000020c0 0d 0000003f 0d 00004040 0d 00000080",
+    };
+    struct sl_error err = {0};
+    uint8_t raw[128];
+    for (int form = 0; form < 2; form++) {
+        const char *what = form == 0 ? "packed" : "unpacked";
+        size_t len = hex(i64_lists[form], raw);
+        uint8_t *list = dup_bytes(raw, len);
+        for (size_t cap = 0; cap <= NV + 1; cap++) {
+            int64_t slots[NV + 2];
+            size_t count = 99;
+            for (size_t i = 0; i < NV + 2; i++)
+                slots[i] = GUARD_I64;
+            ck_assert_int_eq(fmt__int64_list_scan(list, len, 0, cap ? slots : NULL, cap, &count, &err), 0);
+            ck_assert_uint_eq(count, NV);
+            check_i64_slots(slots, cap, what);
+            /* the public decode: the same slots, then the count must match */
+            for (size_t i = 0; i < NV + 2; i++)
+                slots[i] = GUARD_I64;
+            int rc = fmt_int64_list_decode(list, len, slots, cap, &err);
+            check_i64_slots(slots, cap, what);
+            if (cap == NV) {
+                ck_assert_int_eq(rc, 0);
+            } else {
+                char msg[96];
+                snprintf(msg, sizeof msg, "Int64List has 5 values, caller expected %zu", cap);
+                ck_assert_int_eq(rc, SL_EINVAL);
+                ck_assert_str_eq(err.msg, msg);
+            }
+            /* exactly cap slots on the heap: ASan sees any write past them */
+            int64_t *exact = malloc(cap ? cap * sizeof *exact : 1);
+            ck_assert_ptr_nonnull(exact);
+            ck_assert_int_eq(fmt__int64_list_scan(list, len, 0, exact, cap, &count, &err), 0);
+            rc = fmt_int64_list_decode(list, len, exact, cap, &err);
+            ck_assert_int_eq(rc, cap == NV ? 0 : SL_EINVAL);
+            free(exact);
+        }
+        free(list);
+
+        len = hex(f32_lists[form], raw);
+        list = dup_bytes(raw, len);
+        for (size_t cap = 0; cap <= NV + 1; cap++) {
+            float slots[NV + 2];
+            size_t count = 99;
+            for (size_t i = 0; i < NV + 2; i++)
+                slots[i] = GUARD_F32;
+            ck_assert_int_eq(fmt__float_list_scan(list, len, 0, cap ? slots : NULL, cap, &count, &err), 0);
+            ck_assert_uint_eq(count, NV);
+            check_f32_slots(slots, cap, what);
+            for (size_t i = 0; i < NV + 2; i++)
+                slots[i] = GUARD_F32;
+            int rc = fmt_float_list_decode(list, len, slots, cap, &err);
+            check_f32_slots(slots, cap, what);
+            if (cap == NV) {
+                ck_assert_int_eq(rc, 0);
+            } else {
+                char msg[96];
+                snprintf(msg, sizeof msg, "FloatList has 5 values, caller expected %zu", cap);
+                ck_assert_int_eq(rc, SL_EINVAL);
+                ck_assert_str_eq(err.msg, msg);
+            }
+            float *exact = malloc(cap ? cap * sizeof *exact : 1);
+            ck_assert_ptr_nonnull(exact);
+            ck_assert_int_eq(fmt__float_list_scan(list, len, 0, exact, cap, &count, &err), 0);
+            rc = fmt_float_list_decode(list, len, exact, cap, &err);
+            ck_assert_int_eq(rc, cap == NV ? 0 : SL_EINVAL);
+            free(exact);
+        }
+        free(list);
+    }
+    /* the count calls agree, and a packed float chunk's ragged tail (3
+     * bytes) is neither counted nor copied */
+    size_t count = 0;
+    size_t len = hex("0a 0b 0000803f 000020c0 aabbcc", raw);
+    float two[NV + 2];
+    for (size_t i = 0; i < NV + 2; i++)
+        two[i] = GUARD_F32;
+    ck_assert_int_eq(fmt_float_list_count(raw, len, &count, &err), 0);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(fmt__float_list_scan(raw, len, 0, two, 3, &count, &err), 0);
+    ck_assert_uint_eq(count, 2);
+    ck_assert(two[0] == 1.0f && two[1] == -2.5f);
+    for (size_t i = 2; i < NV + 2; i++)
+        ck_assert(two[i] == GUARD_F32);
+}
+END_TEST
+
+/* The same contract where it matters most: Examples decoded into a column
+ * bound to caller memory (the feeder decodes into the buffer it sends). A
+ * row whose list holds one value more than the shape, at the last row
+ * that fits, is refused with TensorFlow's text and writes nothing past the
+ * buffer; so is a row beyond the bound rows. The buffers end in guard
+ * slots, checked after every call. */
+static void add_row(struct fmt_batch *b, struct sl_buf *buf, const int64_t *iv, size_t ni, const float *fv,
+                    size_t nf, int want_rc, const char *want_msg)
+{
+    struct fmt_example_enc e;
+    struct sl_error err = {0};
+    sl_buf_reset(buf);
+    ck_assert_int_eq(fmt_example_enc_begin(&e, buf), 0);
+    ck_assert_int_eq(fmt_example_enc_int64(&e, "i", iv, ni), 0);
+    ck_assert_int_eq(fmt_example_enc_float(&e, "f", fv, nf), 0);
+    ck_assert_int_eq(fmt_example_enc_end(&e), 0);
+    uint8_t *copy = dup_bytes(buf->data, buf->len);
+    int rc = fmt_batch_add(b, copy, buf->len, &err);
+    free(copy);
+    ck_assert_msg(rc == want_rc, "rc %d (%s), expected %d", rc, err.msg, want_rc);
+    if (want_msg)
+        ck_assert_str_eq(err.msg, want_msg);
+}
+
+START_TEST(test_bound_column_stays_within_buffer)
+{
+    struct fmt_feature_spec specs[2] = {
+        {.name = "i", .dtype = FMT_DTYPE_INT64, .rank = 1, .shape = {3}},
+        {.name = "f", .dtype = FMT_DTYPE_FLOAT32, .rank = 1, .shape = {2}},
+    };
+    struct fmt_batch *b;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_batch_create(&b, specs, 2, 4, &err), 0);
+    /* room for exactly 2 rows, then guard slots */
+    int64_t idst[2 * 3 + 3];
+    float fdst[2 * 2 + 3];
+    for (size_t k = 0; k < sizeof idst / sizeof idst[0]; k++)
+        idst[k] = GUARD_I64;
+    for (size_t k = 0; k < sizeof fdst / sizeof fdst[0]; k++)
+        fdst[k] = GUARD_F32;
+    ck_assert_int_eq(fmt_batch_bind(b, 0, idst, 2 * 3 * sizeof(int64_t), &err), 0);
+    ck_assert_int_eq(fmt_batch_bind(b, 1, fdst, 2 * 2 * sizeof(float), &err), 0);
+    struct sl_buf buf;
+    sl_buf_init(&buf, 1 << 16);
+    const int64_t i0[3] = {1, 2, 3}, i1[4] = {7, 8, 9, 10};
+    const float f0[2] = {0.5f, 1.5f}, f1[3] = {2.5f, 3.5f, 4.5f};
+
+    add_row(b, &buf, i0, 3, f0, 2, 0, NULL);
+    /* the last row that fits: one value too many in each column */
+    add_row(b, &buf, i1, 4, f1, 2, SL_EINVAL,
+            "Key: i, Index: 1.  Number of int64 values != expected.  Values size: 4 but output shape: [3]");
+    add_row(b, &buf, i1, 3, f1, 3, SL_EINVAL,
+            "Key: f, Index: 1.  Number of float values != expected.  Values size: 3 but output shape: [2]");
+    ck_assert_uint_eq(fmt_batch_rows(b), 1);
+    for (size_t k = 6; k < sizeof idst / sizeof idst[0]; k++)
+        ck_assert_msg(idst[k] == GUARD_I64, "int64 slot %zu past the buffer written", k);
+    for (size_t k = 4; k < sizeof fdst / sizeof fdst[0]; k++)
+        ck_assert_msg(fdst[k] == GUARD_F32, "float slot %zu past the buffer written", k);
+    add_row(b, &buf, i1, 3, f1, 2, 0, NULL);
+    /* a third row does not fit the bound buffers */
+    add_row(b, &buf, i0, 3, f0, 2, SL_EINVAL, "feature i: the bound buffer holds 2 rows");
+    ck_assert_uint_eq(fmt_batch_rows(b), 2);
+    const int64_t iwant[6] = {1, 2, 3, 7, 8, 9};
+    const float fwant[4] = {0.5f, 1.5f, 2.5f, 3.5f};
+    ck_assert_mem_eq(idst, iwant, sizeof iwant);
+    ck_assert_mem_eq(fdst, fwant, sizeof fwant);
+    for (size_t k = 6; k < sizeof idst / sizeof idst[0]; k++)
+        ck_assert_msg(idst[k] == GUARD_I64, "int64 slot %zu past the buffer written", k);
+    for (size_t k = 4; k < sizeof fdst / sizeof fdst[0]; k++)
+        ck_assert_msg(fdst[k] == GUARD_F32, "float slot %zu past the buffer written", k);
+    sl_buf_free(&buf);
+    fmt_batch_destroy(b);
 }
 END_TEST
 
@@ -746,6 +957,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_int64_extremes);
     tcase_add_test(tc, test_first_packed_chunk_only);
+    tcase_add_test(tc, test_decode_stays_within_cap);
+    tcase_add_test(tc, test_bound_column_stays_within_buffer);
     tcase_add_test(tc, test_unknown_fields_skipped);
     tcase_add_test(tc, test_group_wire_types_rejected);
     tcase_add_test(tc, test_bad_framing);
