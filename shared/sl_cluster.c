@@ -145,3 +145,118 @@ void sl_cluster_bind_addr(const char *a, char *bind, size_t n)
     else
         snprintf(bind, n, "%s", a);
 }
+
+/* ---- endpoint lists ---- */
+
+/* One block: n + 1 pointers, then the strings. */
+static int list_alloc(struct sl_cluster_list *l, size_t n, size_t bytes, struct sl_error *err)
+{
+    memset(l, 0, sizeof *l);
+    if (n == 0)
+        return 0;
+    l->items = sl_malloc((n + 1) * sizeof *l->items + bytes);
+    if (l->items == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    l->items[0] = (char *)(l->items + n + 1);
+    return 0;
+}
+
+static int has_scheme(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 3 <= len; i++)
+        if (memcmp(s + i, "://", 3) == 0)
+            return 1;
+    return 0;
+}
+
+/* Append s (len bytes, with a "tcp://" prefix when bare) after the last item. */
+static void list_push(struct sl_cluster_list *l, const char *s, size_t len, int tcp)
+{
+    char *at = l->n == 0 ? l->items[0] : l->items[l->n - 1] + strlen(l->items[l->n - 1]) + 1;
+    l->items[l->n++] = at;
+    if (tcp)
+        memcpy(at, "tcp://", 6);
+    memcpy(at + (tcp ? 6 : 0), s, len);
+    at[len + (tcp ? 6 : 0)] = '\0';
+    l->items[l->n] = NULL;
+}
+
+int sl_cluster_list_split(struct sl_cluster_list *l, const char *text, size_t max, unsigned flags, const char *what,
+                          struct sl_error *err)
+{
+    size_t n = 0, bytes = 0;
+    memset(l, 0, sizeof *l);
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0) {
+            int tcp = (flags & SL_CLUSTER_BARE_TCP) && !has_scheme(p, len);
+            size_t need = len + (tcp ? 6 : 0);
+            if (need >= SL_CLUSTER_MAX_ADDR)
+                return sl_error_set(err, SL_EINVAL, "%s: '%.40s...' is longer than %d bytes", what, p,
+                                    SL_CLUSTER_MAX_ADDR - 1 - (tcp ? 6 : 0)); /* 40 bytes: len >= 249 */
+            if (++n > max)
+                return sl_error_set(err, SL_EINVAL, "%s: at most %zu endpoints", what, max);
+            bytes += need + 1;
+        }
+        p += len + (p[len] == ',');
+    }
+    if (n == 0)
+        return sl_error_set(err, SL_EINVAL, "%s: no endpoint", what);
+    int rc = list_alloc(l, n, bytes, err);
+    if (rc != 0)
+        return rc;
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (len > 0)
+            list_push(l, p, len, (flags & SL_CLUSTER_BARE_TCP) && !has_scheme(p, len));
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+static int list_copy(struct sl_cluster_list *l, char (*addrs)[SL_CLUSTER_MAX_ADDR], size_t n, struct sl_error *err)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(addrs[i]) + 1;
+    int rc = list_alloc(l, n, bytes, err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        list_push(l, addrs[i], strlen(addrs[i]), 0);
+    return rc;
+}
+
+int sl_cluster_feeder_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err)
+{
+    return list_copy(l, c->feeders, c->nfeeders, err);
+}
+
+int sl_cluster_worker_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err)
+{
+    return list_copy(l, c->worker_addrs, c->workers, err);
+}
+
+int sl_cluster_list_join(const char *const *items, size_t n, char *buf, size_t cap, struct sl_error *err)
+{
+    size_t used = 0;
+    if (cap == 0)
+        return sl_error_set(err, SL_EINVAL, "endpoint list longer than 0 bytes");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(items[i]);
+        if (used + (i > 0) + len + 1 > cap) {
+            buf[0] = '\0';
+            return sl_error_set(err, SL_EINVAL, "endpoint list longer than %zu bytes", cap - 1);
+        }
+        if (i > 0)
+            buf[used++] = ',';
+        memcpy(buf + used, items[i], len);
+        used += len;
+    }
+    buf[used] = '\0';
+    return 0;
+}
+
+void sl_cluster_list_free(struct sl_cluster_list *l)
+{
+    sl_free(l->items);
+    memset(l, 0, sizeof *l);
+}

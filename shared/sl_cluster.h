@@ -55,4 +55,35 @@ void sl_cluster_bind_addr(const char *ep, char *bind, size_t n);
 int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char *bind, size_t n,
                       struct sl_error *err) SL_MUST_CHECK;
 
+/* A list of endpoints, for feeders' and trainers' command lines: n
+ * strings, each shorter than SL_CLUSTER_MAX_ADDR, in one owned block.
+ * `items` (NULL-terminated) goes where an API takes `const char *const *`.
+ * All-zero is the empty list. */
+struct sl_cluster_list {
+    size_t n;
+    char **items; /* owned, with the strings; NULL when n == 0 */
+};
+
+#define SL_CLUSTER_BARE_TCP 1u /* a bare host:port becomes tcp://host:port, as in TF_CONFIG */
+
+/* Split a comma-separated list (empty items are skipped) into *l: at most
+ * `max` items, each checked against SL_CLUSTER_MAX_ADDR. SL_EINVAL names
+ * `what` (the option): "--connect: at most 64 endpoints, got 65",
+ * "--peers: 'h...' is longer than 249 bytes", "--ring: no endpoint";
+ * SL_ENOMEM. On error *l is empty. */
+int sl_cluster_list_split(struct sl_cluster_list *l, const char *text, size_t max, unsigned flags, const char *what,
+                          struct sl_error *err) SL_MUST_CHECK;
+
+/* The spec's feeders, or its chief and workers (in worker order, bare
+ * host:port already tcp://), as a list. 0 (an empty list when the spec
+ * has none) or SL_ENOMEM. */
+int sl_cluster_feeder_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err) SL_MUST_CHECK;
+int sl_cluster_worker_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err) SL_MUST_CHECK;
+
+/* Join n endpoints with commas into buf (cap bytes, NUL included): 0, or
+ * SL_EINVAL ("endpoint list longer than N bytes") with buf holding "". */
+int sl_cluster_list_join(const char *const *items, size_t n, char *buf, size_t cap, struct sl_error *err) SL_MUST_CHECK;
+
+void sl_cluster_list_free(struct sl_cluster_list *l);
+
 #endif

@@ -109,6 +109,109 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* Endpoint lists: split (empty items skipped, bare host:port as tcp when
+ * asked), the bounds (count, length), join into a bounded buffer, and the
+ * spec's lists. */
+START_TEST(test_list_split)
+{
+    struct sl_cluster_list l;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_list_split(&l, "ipc:///tmp/a,,tcp://h:1,", 64, 0, "--connect", &err), 0);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_str_eq(l.items[0], "ipc:///tmp/a");
+    ck_assert_str_eq(l.items[1], "tcp://h:1");
+    ck_assert_ptr_null(l.items[2]);
+    sl_cluster_list_free(&l);
+    ck_assert_uint_eq(l.n, 0);
+    sl_cluster_list_free(&l); /* twice is fine */
+    ck_assert_int_eq(sl_cluster_list_split(&l, "h0:7000,ipc:///w1,h2:7002", 64, SL_CLUSTER_BARE_TCP, "--peers", &err),
+                     0);
+    ck_assert_uint_eq(l.n, 3);
+    ck_assert_str_eq(l.items[0], "tcp://h0:7000");
+    ck_assert_str_eq(l.items[1], "ipc:///w1");
+    ck_assert_str_eq(l.items[2], "tcp://h2:7002");
+    sl_cluster_list_free(&l);
+}
+END_TEST
+
+START_TEST(test_list_bounds)
+{
+    struct sl_cluster_list l;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_list_split(&l, "a,b,c", 2, 0, "--connect", &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "--connect: at most 2 endpoints");
+    ck_assert_ptr_null(l.items);
+    ck_assert_int_eq(sl_cluster_list_split(&l, ",,", 2, 0, "--ring", &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "--ring: no endpoint");
+    ck_assert_int_eq(sl_cluster_list_split(&l, "", 2, 0, "--ring", &err), SL_EINVAL);
+    char big[SL_CLUSTER_MAX_ADDR + 8];
+    memset(big, 'h', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    /* 255 bytes fit as given, 250 with "tcp://" before them */
+    big[SL_CLUSTER_MAX_ADDR - 1] = '\0';
+    ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, 0, "--ring", &err), 0);
+    ck_assert_uint_eq(strlen(l.items[0]), SL_CLUSTER_MAX_ADDR - 1);
+    sl_cluster_list_free(&l);
+    ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, SL_CLUSTER_BARE_TCP, "--peers", &err), SL_EINVAL);
+    ck_assert(strstr(err.msg, "--peers: 'hhhh") == err.msg);
+    ck_assert(strstr(err.msg, "is longer than 249 bytes") != NULL);
+    big[SL_CLUSTER_MAX_ADDR - 7] = '\0';
+    ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, SL_CLUSTER_BARE_TCP, "--peers", &err), 0);
+    ck_assert_uint_eq(strlen(l.items[0]), SL_CLUSTER_MAX_ADDR - 1);
+    sl_cluster_list_free(&l);
+}
+END_TEST
+
+START_TEST(test_list_join)
+{
+    const char *items[] = {"tcp://a:1", "ipc:///b"};
+    char buf[32];
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_list_join(items, 2, buf, sizeof buf, &err), 0);
+    ck_assert_str_eq(buf, "tcp://a:1,ipc:///b");
+    ck_assert_int_eq(sl_cluster_list_join(items, 0, buf, sizeof buf, &err), 0);
+    ck_assert_str_eq(buf, "");
+    /* exactly full: 18 bytes and the NUL */
+    ck_assert_int_eq(sl_cluster_list_join(items, 2, buf, 19, &err), 0);
+    ck_assert_int_eq(sl_cluster_list_join(items, 2, buf, 18, &err), SL_EINVAL);
+    ck_assert_str_eq(buf, "");
+    ck_assert_str_eq(err.msg, "endpoint list longer than 17 bytes");
+    ck_assert_int_eq(sl_cluster_list_join(items, 1, buf, 0, &err), SL_EINVAL);
+}
+END_TEST
+
+START_TEST(test_spec_lists)
+{
+    struct sl_cluster c;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_parse(&c,
+                                      "{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\"],"
+                                      " \"feeder\": [\"ipc:///f0\", \"f1:5\"]}}",
+                                      &err),
+                     0);
+    struct sl_cluster_list f, w;
+    ck_assert_int_eq(sl_cluster_feeder_list(&c, &f, &err), 0);
+    ck_assert_int_eq(sl_cluster_worker_list(&c, &w, &err), 0);
+    ck_assert_uint_eq(f.n, 2);
+    ck_assert_str_eq(f.items[0], "ipc:///f0");
+    ck_assert_str_eq(f.items[1], "tcp://f1:5");
+    ck_assert_uint_eq(w.n, 2);
+    ck_assert_str_eq(w.items[0], "tcp://h0:1");
+    ck_assert_str_eq(w.items[1], "tcp://h1:1");
+    char buf[64];
+    ck_assert_int_eq(sl_cluster_list_join((const char *const *)w.items, w.n, buf, sizeof buf, &err), 0);
+    ck_assert_str_eq(buf, "tcp://h0:1,tcp://h1:1");
+    sl_cluster_list_free(&f);
+    sl_cluster_list_free(&w);
+    sl_cluster_free(&c);
+    ck_assert_int_eq(sl_cluster_parse(&c, "{\"cluster\": {}}", &err), 0);
+    ck_assert_int_eq(sl_cluster_feeder_list(&c, &f, &err), 0);
+    ck_assert_uint_eq(f.n, 0);
+    ck_assert_ptr_null(f.items);
+    sl_cluster_free(&c);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_cluster");
@@ -117,6 +220,10 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_feeder_task_binds_its_port);
     tcase_add_test(tc, test_worker_addresses);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_list_split);
+    tcase_add_test(tc, test_list_bounds);
+    tcase_add_test(tc, test_list_join);
+    tcase_add_test(tc, test_spec_lists);
     suite_add_tcase(s, tc);
     return s;
 }
