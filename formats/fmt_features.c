@@ -17,12 +17,20 @@
  *
  * Error texts follow TensorFlow's example_proto_fast_parsing.cc without its
  * "Name: <name>, " head (the caller puts "<path>:<offset>: " there).
+ *
+ * fmt_batch_add_fields stages and commits a row the same way from named
+ * raw fields (what the tar and text formats' decode hands it) instead of
+ * an Example: each column looks its name up among the few fields.
  */
 #include "fmt_features.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "fmt_format.h"
 
 #include "sl_alloc.h"
 
@@ -647,7 +655,8 @@ static int fill_default(struct fmt_batch *b, struct column *c, struct sl_error *
     return 0;
 }
 
-int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct sl_error *err)
+/* Start a row: room checked, every column unseen, staged counts loaded. */
+static inline int row_begin(struct fmt_batch *b, struct sl_error *err)
 {
     if (b->rows == b->capacity)
         return sl_error_set(err, SL_EINVAL, "batch is full (%zu rows)", b->capacity);
@@ -668,12 +677,40 @@ int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct s
             cols[i].t_nvalues = cols[i].nvalues;
         }
     }
+    return 0;
+}
+
+/* Commit the staged row. */
+static inline void row_commit(struct fmt_batch *b)
+{
+    size_t row = b->rows;
+    for (size_t i = 0; i < b->ncols; i++) {
+        struct column *c = &b->cols[i];
+        if (!c->spec.varlen && c->spec.dtype != FMT_DTYPE_BYTES) {
+            c->nvalues = (row + 1) * c->count;
+            c->values_len = c->nvalues * c->esize;
+            continue;
+        }
+        c->values_len = c->t_values_len;
+        c->nvalues = c->t_nvalues;
+        if (c->spec.varlen)
+            c->splits[row + 1] = c->nvalues;
+    }
+    b->rows = row + 1;
+}
+
+int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct sl_error *err)
+{
+    int rc = row_begin(b, err);
+    if (rc != 0)
+        return rc;
+    size_t ncols = b->ncols;
+    struct column *cols = b->cols;
 
     /* Pass 1: where each declared feature's winning Feature lies. */
     struct fmt__example_iter it;
     fmt__example_iter_init(&it, data, len);
     struct fmt__entry e;
-    int rc;
     while ((rc = fmt__example_iter_next(&it, &e, err)) == 0) {
         struct column *c = find_column(b, e.key, e.key_len);
         if (c == NULL)
@@ -708,20 +745,121 @@ int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct s
         if (!cols[i].seen && !cols[i].spec.varlen && (rc = fill_default(b, &cols[i], err)) != 0)
             return rc;
 
-    /* Commit. */
-    size_t row = b->rows;
-    for (size_t i = 0; i < ncols; i++) {
-        struct column *c = &cols[i];
-        if (!c->spec.varlen && c->spec.dtype != FMT_DTYPE_BYTES) {
-            c->nvalues = (row + 1) * c->count;
-            c->values_len = c->nvalues * c->esize;
-            continue;
-        }
-        c->values_len = c->t_values_len;
-        c->nvalues = c->t_nvalues;
-        if (c->spec.varlen)
-            c->splits[row + 1] = c->nvalues;
-    }
-    b->rows = row + 1;
+    row_commit(b);
     return 0;
+}
+
+/* ---- add from named fields (tar samples, text lines) ------------------- */
+
+/* Numbers written as text (WebDataset's .cls, .idx): decimal values
+ * separated by spaces, commas or newlines. Writes up to `count`, returns
+ * how many there are, or -1 at a token that is not a number. */
+static long parse_numbers(const uint8_t *p, size_t len, enum fmt_dtype t, void *out, size_t count)
+{
+    char tok[64];
+    long n = 0;
+    size_t i = 0;
+#define SEP(ch) ((ch) == ' ' || (ch) == ',' || (ch) == '\n' || (ch) == '\r' || (ch) == '\t')
+    while (i < len) {
+        while (i < len && SEP(p[i]))
+            i++;
+        if (i == len)
+            break;
+        size_t k = 0;
+        while (i < len && !SEP(p[i])) {
+            if (k + 1 >= sizeof tok)
+                return -1;
+            tok[k++] = (char)p[i++];
+        }
+#undef SEP
+        tok[k] = '\0';
+        char *end;
+        errno = 0;
+        if (t == FMT_DTYPE_INT64) {
+            long long v = strtoll(tok, &end, 10);
+            if (*end != '\0' || errno != 0)
+                return -1;
+            if ((size_t)n < count)
+                ((int64_t *)out)[n] = v;
+        } else {
+            float v = strtof(tok, &end);
+            if (*end != '\0')
+                return -1;
+            if ((size_t)n < count)
+                ((float *)out)[n] = v;
+        }
+        n++;
+    }
+    return n;
+}
+
+static const char *value_type(enum fmt_dtype t)
+{
+    return t == FMT_DTYPE_INT64 ? "int64" : t == FMT_DTYPE_FLOAT32 ? "float" : t == FMT_DTYPE_UINT8 ? "uint8"
+                                                                                                    : "string";
+}
+
+/* The field's bytes into column c's staged row. */
+static int field_value(struct fmt_batch *b, struct column *c, const struct fmt_field *x, struct sl_error *err)
+{
+    size_t row = b->rows;
+    if (c->spec.dtype == FMT_DTYPE_BYTES) {
+        int rc = grow_values(c, x->len, row, err);
+        if (rc != 0)
+            return rc;
+        if (x->len)
+            memcpy(c->values + c->t_values_len, x->data, x->len);
+        c->t_values_len += x->len;
+        c->offsets[++c->t_nvalues] = c->t_values_len;
+        return 0;
+    }
+    uint8_t *dst = c->values + row * c->count * c->esize;
+    long n;
+    if (c->spec.dtype == FMT_DTYPE_UINT8) {
+        n = (long)x->len;
+        if ((size_t)n == c->count && n)
+            memcpy(dst, x->data, c->count);
+    } else {
+        n = parse_numbers(x->data, x->len, c->spec.dtype, dst, c->count);
+        if (n < 0)
+            return sl_error_set(err, SL_ECORRUPT, "field '%s' is not a list of %s numbers", c->spec.name,
+                                value_type(c->spec.dtype));
+    }
+    if ((size_t)n != c->count)
+        return sl_error_set(err, SL_EINVAL,
+                            "Key: %s.  Number of %s values != expected.  Values size: %ld but expected %zu",
+                            c->spec.name, value_type(c->spec.dtype), n, c->count);
+    return 0;
+}
+
+int fmt_batch_add_fields(struct fmt_batch *b, const struct fmt_field *fields, size_t nfields, struct sl_error *err)
+{
+    int rc = row_begin(b, err);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < b->ncols; i++) {
+        struct column *c = &b->cols[i];
+        if (c->spec.varlen || (c->spec.dtype == FMT_DTYPE_BYTES && c->count != 1))
+            return sl_error_set(err, SL_EINVAL,
+                                "feature %s: named fields fill scalar bytes or fixed-shape numeric columns only",
+                                c->spec.name);
+        const struct fmt_field *x = NULL;
+        for (size_t k = 0; k < nfields && x == NULL; k++)
+            if (strcmp(fields[k].name, c->spec.name) == 0)
+                x = &fields[k];
+        rc = x != NULL ? field_value(b, c, x, err) : fill_default(b, c, err);
+        if (rc != 0)
+            return rc;
+    }
+    row_commit(b);
+    return 0;
+}
+
+size_t fmt_batch_variable_bytes(const struct fmt_batch *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->ncols; i++)
+        if (b->cols[i].spec.varlen || b->cols[i].spec.dtype == FMT_DTYPE_BYTES)
+            n += b->cols[i].values_len;
+    return n;
 }

@@ -96,6 +96,24 @@ size_t fmt_batch_ncolumns(const struct fmt_batch *b);
  * adds "<path>:<offset>: "). */
 int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct sl_error *err) SL_MUST_CHECK;
 
+/* Add a row from named raw fields (fmt_format.h; a tar sample's members
+ * by extension, a text line): each column takes the field of its name, or
+ * its default, else "Feature: <k> (data type: <t>) is required but could
+ * not be found."; a scalar bytes column takes the field's bytes, a uint8
+ * one exactly prod(shape) raw bytes, an int64 / float32 one numbers written
+ * as text (decimal, separated by spaces, commas or newlines: "Key: <k>.
+ * Number of <t> values != expected.  Values size: <n> but expected <m>",
+ * or "field '<k>' is not a list of <t> numbers"). Fields no column names
+ * are ignored. Variable-length and shaped bytes columns cannot be filled
+ * this way (SL_EINVAL). On error the batch is unchanged. */
+struct fmt_field;
+int fmt_batch_add_fields(struct fmt_batch *b, const struct fmt_field *fields, size_t nfields,
+                         struct sl_error *err) SL_MUST_CHECK;
+
+/* Bytes the committed rows take in the variable-size columns (bytes,
+ * variable length): what a caller copies out after the bound ones. */
+size_t fmt_batch_variable_bytes(const struct fmt_batch *b);
+
 /* Bytes per row of a fixed-length int64 / float32 / uint8 column; 0 for a
  * variable-length or bytes column. */
 size_t fmt_batch_row_bytes(const struct fmt_batch *b, size_t col);

@@ -8,37 +8,15 @@
 
 #include <string.h>
 
+#include "fmt_format.h"
 #include "fmt_tfrecord.h"
 #include "sl_alloc.h"
 
 struct fmt_reader {
     struct fmt__reader_state st;
-    const struct fmt__format_ops *ops;
+    const struct fmt_format_ops *ops;
     int failed;
 };
-
-int fmt_format_parse(const char *s, enum fmt_format *out)
-{
-    if (strcmp(s, "tfrecord") == 0)
-        *out = FMT_FORMAT_TFRECORD;
-    else if (strcmp(s, "text") == 0)
-        *out = FMT_FORMAT_TEXT;
-    else if (strcmp(s, "tar") == 0)
-        *out = FMT_FORMAT_TAR;
-    else
-        return SL_EINVAL;
-    return 0;
-}
-
-const char *fmt_format_name(enum fmt_format f)
-{
-    switch (f) {
-    case FMT_FORMAT_TFRECORD: return "tfrecord";
-    case FMT_FORMAT_TEXT: return "text";
-    case FMT_FORMAT_TAR: return "tar";
-    }
-    return "?";
-}
 
 struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r)
 {
@@ -50,14 +28,10 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
 {
     static const struct fmt_reader_opts defaults;
     const struct fmt_reader_opts *o = opts ? opts : &defaults;
-    const struct fmt__format_ops *ops;
-    switch (o->format) {
-    case FMT_FORMAT_TFRECORD: ops = &fmt__tfrecord_ops; break;
-    case FMT_FORMAT_TEXT: ops = &fmt__text_ops; break;
-    default:
+    const struct fmt_format_ops *ops = fmt_format_get(o->format);
+    if (ops == NULL || ops->next == NULL)
         return sl_error_set(err, SL_EINVAL, "%s: format '%s' is not a record format", name,
                             fmt_format_name(o->format));
-    }
     struct fmt_reader *r = sl_calloc(1, sizeof *r);
     if (r == NULL)
         return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);

@@ -1,9 +1,10 @@
 /* fmt_reader: the one record read loop every record format shares.
  *
  * The loop owns the stream (buffering, decompression, offsets), the record
- * size limit and the error text; a format (fmt__format_ops) owns only its
- * framing. Formats: TFRecord and text lines. (Tar shards group members into
- * samples and have their own reader, fmt_tar.h.)
+ * size limit and the error text; a format (its fmt_format_ops table,
+ * fmt_format.h) owns only its framing. Formats: TFRecord and text lines.
+ * (Tar shards group members into samples and have their own reader,
+ * fmt_tar.h.)
  *
  * fmt_reader_next() lends a record view valid until the next call on the
  * same reader; it allocates nothing per record.
@@ -72,17 +73,6 @@ int fmt_reader_seek(struct fmt_reader *r, uint64_t off, uint64_t index, struct s
 uint64_t fmt_reader_dropped_tail(const struct fmt_reader *r);
 const char *fmt_reader_path(const struct fmt_reader *r);
 struct fmt_stream *fmt_reader_stream(struct fmt_reader *r);
-
-/* Internal: the framing a format provides. */
-struct fmt__format_ops {
-    const char *name;
-    fmt_plain_probe_fn plain_probe;
-    /* Frame the next record out of the stream: 0, SL_END, or an error whose
-     * message is the bare "<what> at <offset>" (the loop adds the path). */
-    int (*next)(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err);
-};
-extern const struct fmt__format_ops fmt__tfrecord_ops;
-extern const struct fmt__format_ops fmt__text_ops;
 
 /* Internal state formats may use. */
 struct fmt__reader_state {

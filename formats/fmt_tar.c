@@ -30,7 +30,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fmt_features.h"
+#include "fmt_format.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
 #include "sl_buf.h"
@@ -567,3 +570,175 @@ void fmt_tar_close(struct fmt_tar *t)
     sl_free(t->path);
     sl_free(t);
 }
+
+/* ---- random access (fmt_format.h) ---------------------------------------
+ *
+ * The scan walks the members (fmt_tar_next_member: data located, read
+ * through, never held) and groups them into samples by key as fmt_tar_next
+ * does; each member is noted as a part (its extension's number in the
+ * file's table of names, where its data lies). A sample is then framed out
+ * of the image (the plain file, or the inflated tar stream) with no
+ * libarchive at all. */
+
+static int name_id(struct fmt_scan *s, const char *ext, uint32_t *id, const char *path, struct sl_error *err)
+{
+    for (size_t i = 0; i < s->nnames; i++)
+        if (strcmp(s->names[i], ext) == 0) {
+            *id = (uint32_t)i;
+            return 0;
+        }
+    if (s->nnames == FMT__MAX_NAMES || strlen(ext) >= FMT__MAX_NAME_LEN)
+        return sl_error_set(err, SL_EINVAL, "%s: more than %d field names, or a name of %d bytes or more ('%s')",
+                            path, FMT__MAX_NAMES, FMT__MAX_NAME_LEN, ext);
+    if ((s->nnames & (s->nnames - 1)) == 0) { /* 0, 1, 2, 4, ...: full */
+        size_t cap = s->nnames ? s->nnames * 2 : 8;
+        char(*n)[FMT__MAX_NAME_LEN] = sl_realloc(s->names, cap * sizeof *n);
+        if (n == NULL)
+            return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+        s->names = n;
+    }
+    snprintf(s->names[s->nnames], FMT__MAX_NAME_LEN, "%s", ext);
+    *id = (uint32_t)s->nnames++;
+    return 0;
+}
+
+static int group_members(struct fmt_tar *t, struct fmt_scan *s, const char *path, struct sl_error *err)
+{
+    size_t cap = 0, pcap = 0, nparts = 0, sample_start = 0;
+    char key[4096] = "";
+    struct fmt_tar_member m;
+    int rc;
+    while ((rc = fmt_tar_next_member(t, &m, err)) == 0) {
+        const char *ext;
+        size_t klen = fmt_tar_split_key(m.path, &ext);
+        if (s->count == 0 || klen != strlen(key) || strncmp(m.path, key, klen) != 0) {
+            if (klen >= sizeof key)
+                return sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long (at byte %llu)", path,
+                                    m.path, (unsigned long long)m.header_offset);
+            memcpy(key, m.path, klen);
+            key[klen] = '\0';
+            if (s->count + 2 > cap) {
+                size_t c2 = cap ? cap * 2 : 1024;
+                uint64_t *nf = sl_realloc(s->first, c2 * sizeof *nf);
+                if (nf == NULL)
+                    return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+                s->first = nf;
+                uint64_t *no = sl_realloc(s->offsets, c2 * sizeof *no);
+                if (no == NULL)
+                    return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+                s->offsets = no;
+                cap = c2;
+            }
+            s->first[s->count] = nparts;
+            s->offsets[s->count++] = m.header_offset;
+            sample_start = nparts;
+        }
+        uint32_t id = 0;
+        if ((rc = name_id(s, ext, &id, path, err)) != 0)
+            return rc;
+        for (size_t k = sample_start; k < nparts; k++)
+            if (s->parts[k].name == id)
+                return sl_error_set(err, SL_ECORRUPT,
+                                    "%s: repeated extension '%s' in sample '%s' (member '%s', at byte %llu)", path,
+                                    ext, key, m.path, (unsigned long long)m.header_offset);
+        if (nparts - sample_start >= FMT_MAX_FIELDS)
+            return sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields (member '%s', at byte %llu)",
+                                path, key, FMT_MAX_FIELDS, m.path, (unsigned long long)m.header_offset);
+        if (nparts == pcap) {
+            size_t c2 = pcap ? pcap * 2 : 1024;
+            struct fmt__part *np = sl_realloc(s->parts, c2 * sizeof *np);
+            if (np == NULL)
+                return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+            s->parts = np;
+            pcap = c2;
+        }
+        s->parts[nparts++] = (struct fmt__part){.name = id, .off = m.data_offset, .len = m.size};
+    }
+    if (rc != SL_END)
+        return rc;
+    if (s->first == NULL && (s->first = sl_malloc(sizeof *s->first)) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    s->first[s->count] = nparts; /* the end of the last sample */
+    return 0;
+}
+
+static int tar_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
+                    struct sl_error *err)
+{
+    *out = NULL;
+    struct fmt_scan *s = fmt__scan_new(opts);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    struct fmt_tar_opts to = {.max_member_bytes = s->max_record_bytes, .max_fields = FMT_MAX_FIELDS,
+                              .compression = opts->compression, .max_output = opts->max_output};
+    struct fmt_tar *t;
+    int rc = fmt_tar_open(&t, path, &to, err);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    s->compression = fmt_tar_compression(t);
+    rc = group_members(t, s, path, err);
+    if (rc == 0 && s->compression == FMT_COMP_NONE) {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            rc = sl_error_sys(err, errno, "stat(%s)", path);
+        else
+            s->image_bytes = (uint64_t)st.st_size;
+    } else if (rc == 0) {
+        s->image_bytes = fmt_tar_stream_bytes(t);
+    }
+    fmt_tar_close(t);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+static int tar_frame(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
+                     struct fmt_frame *out, struct sl_error *err)
+{
+    (void)verify;
+    if (rec >= s->count)
+        return sl_error_set(err, SL_EINVAL, "sample %llu does not exist", (unsigned long long)rec);
+    size_t k = 0;
+    for (uint64_t i = s->first[rec]; i < s->first[rec + 1]; i++, k++) {
+        const struct fmt__part *p = &s->parts[i];
+        if (p->off > size || p->len > size - p->off)
+            return sl_error_set(err, SL_ECORRUPT, "the file changed since it was scanned");
+        out->field_buf[k] = (struct fmt_field){s->names[p->name], img + p->off, (size_t)p->len};
+    }
+    out->data = NULL;
+    out->len = 0;
+    out->fields = out->field_buf;
+    out->nfields = k;
+    return 0;
+}
+
+static int tar_decode(struct fmt_batch *b, const struct fmt_frame *f, struct sl_error *err)
+{
+    return fmt_batch_add_fields(b, f->fields, f->nfields, err);
+}
+
+static int tar_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err)
+{
+    for (size_t i = 0; i < nspecs; i++)
+        if (specs[i].varlen || (specs[i].dtype == FMT_DTYPE_BYTES && specs[i].rank != 0))
+            return sl_error_set(err, SL_EINVAL,
+                                "feature %s: tar fields are scalar bytes or fixed-shape int64/float32/uint8",
+                                specs[i].name);
+    return 0;
+}
+
+const struct fmt_format_ops fmt__tar_format = {
+    .name = "tar",
+    .element = "sample",
+    .plain_probe = NULL,
+    .next = NULL, /* samples: fmt_tar_next */
+    .check_specs = tar_specs,
+    .scan = tar_scan,
+    .frame = tar_frame,
+    .decode = tar_decode,
+};

@@ -9,10 +9,17 @@
  * them into the reader's scratch buffer, which is reused, so no line costs an
  * allocation once the buffer has grown. At the end of the file a last line
  * without '\n' is a record unless nothing is left of it once '\r' is gone.
+ *
+ * Random access (the format's fmt_format_ops table): the scan is the read
+ * loop's; a line is framed from its offset to the next '\n' of the image,
+ * and decodes as the value of the one scalar bytes column.
  */
 #include "fmt_reader.h"
 
 #include <string.h>
+
+#include "fmt_features.h"
+#include "fmt_format.h"
 
 #include "sl_alloc.h"
 
@@ -89,8 +96,76 @@ static int text_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_reco
                         (unsigned long long)start);
 }
 
-const struct fmt__format_ops fmt__text_ops = {
+/* ---- random access (fmt_format.h) ---- */
+
+static int text_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
+                     struct sl_error *err)
+{
+    return fmt__scan_records(out, path, FMT_FORMAT_TEXT, opts, err);
+}
+
+/* The line at its scanned offset runs to the next '\n' (or the end of the
+ * image); '\r's are removed into the frame's scratch. */
+static int text_frame(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
+                      struct fmt_frame *out, struct sl_error *err)
+{
+    (void)verify;
+    if (rec >= s->count)
+        return sl_error_set(err, SL_EINVAL, "line %llu does not exist", (unsigned long long)rec);
+    uint64_t off = s->offsets[rec];
+    if (off > size)
+        return sl_error_set(err, SL_ECORRUPT, "line %llu at %llu is past the end of the file (%zu bytes)",
+                            (unsigned long long)rec, (unsigned long long)off, size);
+    const uint8_t *start = img + off;
+    const uint8_t *nl = memchr(start, '\n', size - off);
+    size_t raw = nl ? (size_t)(nl - start) : size - off;
+    out->fields = NULL;
+    out->nfields = 0;
+    if (raw == 0 || memchr(start, '\r', raw) == NULL) {
+        out->data = start;
+        out->len = raw;
+        return 0;
+    }
+    if (out->scratch_cap < raw) {
+        uint8_t *q = sl_realloc(out->scratch, raw);
+        if (q == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory for a line of %zu bytes at %llu", raw,
+                                (unsigned long long)off);
+        out->scratch = q;
+        out->scratch_cap = raw;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < raw; i++)
+        if (start[i] != '\r')
+            out->scratch[n++] = start[i];
+    out->data = out->scratch;
+    out->len = n;
+    return 0;
+}
+
+/* The line is the value of the one (scalar bytes) column. */
+static int text_decode(struct fmt_batch *b, const struct fmt_frame *f, struct sl_error *err)
+{
+    struct fmt_column c;
+    fmt_batch_column(b, 0, &c);
+    struct fmt_field line = {c.name, f->data, f->len};
+    return fmt_batch_add_fields(b, &line, 1, err);
+}
+
+static int text_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err)
+{
+    if (nspecs != 1 || specs[0].varlen || specs[0].dtype != FMT_DTYPE_BYTES || specs[0].rank != 0)
+        return sl_error_set(err, SL_EINVAL, "text lines need exactly one scalar bytes feature");
+    return 0;
+}
+
+const struct fmt_format_ops fmt__text_format = {
     .name = "text",
+    .element = "line",
     .plain_probe = NULL,
     .next = text_next,
+    .check_specs = text_specs,
+    .scan = text_scan,
+    .frame = text_frame,
+    .decode = text_decode,
 };

@@ -8,6 +8,11 @@
  * <start>". The length is checked against max_record_bytes before the
  * window grows, so a damaged length never sizes an allocation.
  *
+ * Random access (the format's fmt_format_ops table): the scan is the read
+ * loop's, or FILE.idx when asked to use index files; a record is framed
+ * out of an image by its offset with the same checks (fmt_tfrecord_frame),
+ * and decoded as a tf.train.Example (fmt_batch_add).
+ *
  * The writer buffers 1 MiB and, for gzip/zlib, deflates with zlib using
  * TensorFlow's settings (default level, memLevel 9): the whole file is one
  * stream.
@@ -16,11 +21,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "fmt_crc32c.h"
+#include "fmt_features.h"
+#include "fmt_format.h"
+#include "fmt_index.h"
 #include "fmt_reader.h"
 #include "sl_alloc.h"
 
@@ -138,10 +148,108 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
     return 0;
 }
 
-const struct fmt__format_ops fmt__tfrecord_ops = {
+/* ---- random access (fmt_format.h) ---- */
+
+/* Take a file's offsets from FILE.idx when it exists: 1 when the index was
+ * used, 0 when there is none, or an error (a malformed index, or one that
+ * does not fit the file). Its CRCs are then checked as records are read. */
+static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
+                      struct sl_error *err)
+{
+    char idx[4096];
+    if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx || access(idx, R_OK) != 0)
+        return 0;
+    struct fmt_index_entry *e;
+    size_t n;
+    int rc = fmt_index_load(idx, &e, &n, err);
+    if (rc != 0)
+        return rc;
+    struct fmt_scan *s = fmt__scan_new(opts);
+    /* the compression: open the stream once */
+    struct fmt_stream_opts so = {.compression = opts->compression, .plain_probe = fmt_tfrecord_looks_plain};
+    struct fmt_stream *st = NULL;
+    if (s == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", idx);
+    else if ((rc = fmt_stream_open(&st, path, &so, err)) == 0)
+        s->compression = fmt_stream_compression(st);
+    fmt_stream_close(st);
+    size_t cap = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (e[i].size - 16 > s->max_record_bytes)
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record of %llu bytes exceeds max_record_bytes %zu", idx,
+                              i + 1, (unsigned long long)e[i].size, s->max_record_bytes);
+        else if (fmt__scan_push(s, e[i].offset, &cap) != 0)
+            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", idx, n);
+    }
+    uint64_t end = n ? e[n - 1].offset + e[n - 1].size : 0;
+    sl_free(e);
+    if (rc == 0 && s->compression != FMT_COMP_NONE && opts->max_output && end > opts->max_output)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %llu bytes by its index, over the per-file limit of "
+                                            "%llu (max_file_bytes, at most the cache bound)",
+                          path, (unsigned long long)end, (unsigned long long)opts->max_output);
+    struct stat st_;
+    if (rc == 0 && s->compression == FMT_COMP_NONE && stat(path, &st_) == 0 && (uint64_t)st_.st_size != end)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
+                                            "with sluice-record index)",
+                          idx, (unsigned long long)end, (unsigned long long)st_.st_size);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    s->image_bytes = end;
+    *out = s;
+    return 1;
+}
+
+static int tfrecord_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
+                         struct sl_error *err)
+{
+    *out = NULL;
+    if (opts->use_index) {
+        int used = scan_index(out, path, opts, err);
+        if (used != 0)
+            return used > 0 ? 0 : used;
+    }
+    return fmt__scan_records(out, path, FMT_FORMAT_TFRECORD, opts, err);
+}
+
+static int tfrecord_frame(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
+                          struct fmt_frame *out, struct sl_error *err)
+{
+    if (rec >= s->count)
+        return sl_error_set(err, SL_EINVAL, "record %llu does not exist", (unsigned long long)rec);
+    uint64_t off = s->offsets[rec];
+    if (off > size)
+        return sl_error_set(err, SL_ECORRUPT, "truncated record at %llu", (unsigned long long)off);
+    out->fields = NULL;
+    out->nfields = 0;
+    /* the scan checked the framing; check it (and both CRCs, when
+     * verifying) again, as the file may have changed */
+    return fmt_tfrecord_frame(img + off, size - off, off, s->max_record_bytes, !verify, &out->data, &out->len, err);
+}
+
+static int tfrecord_decode(struct fmt_batch *b, const struct fmt_frame *f, struct sl_error *err)
+{
+    return fmt_batch_add(b, f->data, f->len, err);
+}
+
+static int any_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err)
+{
+    (void)specs;
+    (void)nspecs;
+    (void)err;
+    return 0;
+}
+
+const struct fmt_format_ops fmt__tfrecord_format = {
     .name = "tfrecord",
+    .element = "record",
     .plain_probe = fmt_tfrecord_looks_plain,
     .next = tfrecord_next,
+    .check_specs = any_specs,
+    .scan = tfrecord_scan,
+    .frame = tfrecord_frame,
+    .decode = tfrecord_decode,
 };
 
 /* ---- writer ---- */

@@ -1,0 +1,157 @@
+/* fmt_format: the registry of format tables, what a scan holds, and the
+ * scan every record format shares: the read loop (fmt_reader) run over the
+ * file once, keeping each record's offset (8 bytes a record). Tar shards
+ * scan their own way (fmt_tar.c), noting where each member's data lies.
+ */
+#include "fmt_format.h"
+
+#include <string.h>
+
+#include "sl_alloc.h"
+
+static const struct fmt_format_ops *const formats[] = {
+    [FMT_FORMAT_TFRECORD] = &fmt__tfrecord_format,
+    [FMT_FORMAT_TEXT] = &fmt__text_format,
+    [FMT_FORMAT_TAR] = &fmt__tar_format,
+};
+enum { NFORMATS = sizeof formats / sizeof formats[0] };
+
+const struct fmt_format_ops *fmt_format_get(enum fmt_format f)
+{
+    return (unsigned)f < NFORMATS ? formats[f] : NULL;
+}
+
+int fmt_format_parse(const char *s, enum fmt_format *out)
+{
+    for (unsigned i = 0; i < NFORMATS; i++)
+        if (strcmp(s, formats[i]->name) == 0) {
+            *out = (enum fmt_format)i;
+            return 0;
+        }
+    return SL_EINVAL;
+}
+
+const char *fmt_format_name(enum fmt_format f)
+{
+    const struct fmt_format_ops *ops = fmt_format_get(f);
+    return ops ? ops->name : "?";
+}
+
+void fmt_frame_free(struct fmt_frame *f)
+{
+    if (f == NULL)
+        return;
+    sl_free(f->scratch);
+    f->scratch = NULL;
+    f->scratch_cap = 0;
+}
+
+/* ---- scans ---------------------------------------------------------- */
+
+struct fmt_scan *fmt__scan_new(const struct fmt_scan_opts *opts)
+{
+    struct fmt_scan *s = sl_calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    if ((s->offsets = sl_malloc(sizeof *s->offsets)) == NULL) {
+        sl_free(s);
+        return NULL;
+    }
+    s->max_record_bytes = opts && opts->max_record_bytes ? opts->max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES;
+    s->compression = FMT_COMP_NONE;
+    return s;
+}
+
+int fmt__scan_push(struct fmt_scan *s, uint64_t off, size_t *cap)
+{
+    if (s->count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 1024;
+        uint64_t *no = sl_realloc(s->offsets, ncap * sizeof *no);
+        if (no == NULL)
+            return SL_ENOMEM;
+        s->offsets = no;
+        *cap = ncap;
+    }
+    s->offsets[s->count++] = off;
+    return 0;
+}
+
+void fmt_scan_free(struct fmt_scan *s)
+{
+    if (s == NULL)
+        return;
+    sl_free(s->offsets);
+    sl_free(s->first);
+    sl_free(s->parts);
+    sl_free(s->names);
+    sl_free(s);
+}
+
+uint64_t fmt_scan_count(const struct fmt_scan *s)
+{
+    return s->count;
+}
+
+uint64_t fmt_scan_offset(const struct fmt_scan *s, uint64_t rec)
+{
+    return rec < s->count ? s->offsets[rec] : 0;
+}
+
+uint64_t fmt_scan_image_bytes(const struct fmt_scan *s)
+{
+    return s->image_bytes;
+}
+
+enum fmt_compression fmt_scan_compression(const struct fmt_scan *s)
+{
+    return s->compression;
+}
+
+uint64_t fmt_scan_dropped_tail(const struct fmt_scan *s)
+{
+    return s->dropped_tail;
+}
+
+int fmt__scan_records(struct fmt_scan **out, const char *path, enum fmt_format format,
+                      const struct fmt_scan_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    struct fmt_reader_opts ro = {.format = format, .compression = opts->compression,
+                                 .max_record_bytes = opts->max_record_bytes, .skip_crc = opts->skip_crc,
+                                 .max_output = opts->max_output};
+    struct fmt_scan *s = fmt__scan_new(opts);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    struct fmt_reader *r;
+    int rc = fmt_reader_open(&r, path, &ro, err);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    s->compression = fmt_stream_compression(fmt_reader_stream(r));
+    size_t cap = 0;
+    struct fmt_record rec;
+    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        if ((s->count & 0xffff) == 0xffff && opts->stop != NULL && *opts->stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "%s: scan interrupted", path);
+            break;
+        }
+        if (fmt__scan_push(s, rec.offset, &cap) != 0) {
+            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu record offsets", path,
+                              (unsigned long long)s->count + 1);
+            break;
+        }
+    }
+    if (rc == SL_END) {
+        rc = 0;
+        s->image_bytes = fmt_stream_offset(fmt_reader_stream(r));
+        s->dropped_tail = fmt_reader_dropped_tail(r);
+    }
+    fmt_reader_close(r);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}

@@ -1,0 +1,179 @@
+/* fmt_format: one ops table per record format, the only way the feeder
+ * reaches a format (it names none: it passes the job's enum fmt_format to
+ * fmt_format_get and calls through the table).
+ *
+ * A table holds everything a format knows, for both ways of reading it:
+ *   - sequential, behind the shared read loop (fmt_reader): `next` frames
+ *     the next record out of the stream;
+ *   - random access, as the feeder reads (scan once, then any record in
+ *     any order from the file's decompressed image):
+ *       scan   a file, streamed once -> a fmt_scan: where every record lies
+ *              in the decompressed image, the count, the image's size, with
+ *              the format's framing errors ("<path>: <what> at N");
+ *       frame  one record out of an image (mapped or inflated, the caller's
+ *              business) by its number -> its bytes, or its named fields;
+ *       decode a framed record into the next row of an fmt_batch (whose
+ *              fixed-size columns the caller may have bound to its own
+ *              memory, fmt_batch_bind).
+ * The caller (the loop) owns buffering, mapping, caching, the images and
+ * the error text around a record; a format owns its framing and decoding.
+ *
+ * Formats: TFRecord (records are tf.train.Examples), text lines (a line is
+ * one scalar bytes column), tar shards in the WebDataset layout (a record
+ * is a sample: its members by extension fill the columns of their name).
+ *
+ * Thread-safe: the tables are immutable; a fmt_scan is read-only after its
+ * scan and may be read from many threads; a fmt_frame has one owner.
+ */
+#ifndef FMT_FORMAT_H
+#define FMT_FORMAT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt_reader.h"
+#include "fmt_stream.h"
+#include "sl_error.h"
+
+struct fmt_batch;
+struct fmt_feature_spec;
+
+/* ---- scan: a file's records, located -------------------------------- */
+
+struct fmt_scan_opts {
+    enum fmt_compression compression; /* AUTO: per file */
+    size_t max_record_bytes;          /* 0: FMT_DEFAULT_MAX_RECORD_BYTES (tar: per member) */
+    uint64_t max_output;              /* most bytes a compressed file may inflate to; 0: none */
+    int skip_crc;                     /* 1: walk the framing only (counting) */
+    int use_index;                    /* 1: take offsets from FILE.idx where the format has
+                                         index files (TFRecord), instead of reading the file */
+    volatile sig_atomic_t *stop;      /* when set, the scan stops (SL_ECLOSED), checked every
+                                         64Ki records; may be NULL */
+};
+
+/* What a scan found (opaque; one owner, read-only once made). */
+struct fmt_scan;
+
+void fmt_scan_free(struct fmt_scan *s);
+/* Records (tar: samples) in the file. */
+uint64_t fmt_scan_count(const struct fmt_scan *s);
+/* Where record `rec` starts in the decompressed image (TFRecord: its length
+ * field; text: the line; tar: the header of the sample's first member);
+ * 0 past the end. */
+uint64_t fmt_scan_offset(const struct fmt_scan *s, uint64_t rec);
+/* Bytes of the decompressed image (the file's size when uncompressed). */
+uint64_t fmt_scan_image_bytes(const struct fmt_scan *s);
+/* The compression the file turned out to have (never AUTO). */
+enum fmt_compression fmt_scan_compression(const struct fmt_scan *s);
+/* Bytes of a partial TFRecord header at the end, dropped as TensorFlow
+ * drops them (callers warn); 0 otherwise. */
+uint64_t fmt_scan_dropped_tail(const struct fmt_scan *s);
+
+/* ---- frame: one record out of an image ------------------------------ */
+
+#define FMT_MAX_FIELDS 64
+
+/* A named part of a record (a tar member: its extension and data). */
+struct fmt_field {
+    const char *name;
+    const uint8_t *data;
+    size_t len;
+};
+
+/* A framed record, valid until the next frame into the same fmt_frame and
+ * while the image it came from stays put. Caller-owned and all-zero to
+ * start; its storage (fields, a scratch for text lines with '\r') is reused
+ * from call to call; fmt_frame_free releases it. */
+struct fmt_frame {
+    const uint8_t *data;            /* the record's bytes; NULL when it is made of fields */
+    size_t len;
+    const struct fmt_field *fields; /* its named fields, in file order; NULL for bytes */
+    size_t nfields;
+    /* storage */
+    struct fmt_field field_buf[FMT_MAX_FIELDS];
+    uint8_t *scratch;
+    size_t scratch_cap;
+};
+void fmt_frame_free(struct fmt_frame *f);
+
+/* ---- the table ------------------------------------------------------ */
+
+struct fmt_format_ops {
+    const char *name;    /* "tfrecord", "text", "tar" */
+    const char *element; /* what one record is called in messages: "record", "line", "sample" */
+
+    /* Sequential reading (fmt_reader): decides AUTO compression for bytes
+     * that look compressed (may be NULL), and frames the next record out of
+     * the stream: 0, SL_END, or an error whose message is the bare "<what>
+     * at <offset>" (the loop adds the path). NULL: the format has its own
+     * reader (tar: fmt_tar.h). */
+    fmt_plain_probe_fn plain_probe;
+    int (*next)(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err);
+
+    /* Can records of this format fill these features? 0 or SL_EINVAL
+     * saying which feature cannot be. */
+    int (*check_specs)(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err);
+
+    /* Stream `path` once and locate every record: 0 and *out (the caller
+     * frees it), or an error naming the file ("<path>: <what> at N"), *out
+     * NULL. Holds a few MiB whatever the file's size. */
+    int (*scan)(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
+                struct sl_error *err);
+
+    /* Frame record `rec` of the file `s` describes out of its image
+     * (`size` bytes at `img`): 0 and *out; or a bare error ("<what> at N",
+     * the caller adds the path), SL_EINVAL for a record that does not
+     * exist. `verify`: check what the scan checked again (TFRecord CRCs),
+     * the file may have changed since. */
+    int (*frame)(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
+                 struct fmt_frame *out, struct sl_error *err);
+
+    /* Decode a framed record into the next row of `b` (its features passed
+     * check_specs): TensorFlow's texts on bad data, bare (the caller adds
+     * "<path>: <element> N at <offset>: "); the batch is unchanged then. */
+    int (*decode)(struct fmt_batch *b, const struct fmt_frame *f, struct sl_error *err);
+};
+
+/* The table of format `f`; NULL for a value that is no format. */
+const struct fmt_format_ops *fmt_format_get(enum fmt_format f);
+
+/* ---- internal: what formats share ----------------------------------- */
+
+extern const struct fmt_format_ops fmt__tfrecord_format;
+extern const struct fmt_format_ops fmt__text_format;
+extern const struct fmt_format_ops fmt__tar_format;
+
+/* A record made of named parts (tar members): where each lies. */
+struct fmt__part {
+    uint32_t name; /* index into the scan's names */
+    uint64_t off, len;
+};
+
+#define FMT__MAX_NAMES 256
+#define FMT__MAX_NAME_LEN 64
+
+struct fmt_scan {
+    uint64_t count;
+    uint64_t *offsets; /* count entries (at least one allocated) */
+    uint64_t image_bytes;
+    enum fmt_compression compression;
+    uint64_t dropped_tail;
+    size_t max_record_bytes;
+    /* records made of parts: record i is parts[first[i] .. first[i + 1]) */
+    uint64_t *first; /* count + 1 entries; NULL for records of bytes */
+    struct fmt__part *parts;
+    char (*names)[FMT__MAX_NAME_LEN];
+    size_t nnames;
+};
+
+/* A new, empty scan (count 0, room for offsets); NULL when out of memory. */
+struct fmt_scan *fmt__scan_new(const struct fmt_scan_opts *opts);
+/* Append record offset `off` (growing geometrically). 0 or SL_ENOMEM. */
+int fmt__scan_push(struct fmt_scan *s, uint64_t off, size_t *cap);
+/* The scan of a record format through the shared read loop (fmt_reader):
+ * every record's offset, CRCs checked unless skip_crc. */
+int fmt__scan_records(struct fmt_scan **out, const char *path, enum fmt_format format,
+                      const struct fmt_scan_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+
+#endif
