@@ -6,13 +6,20 @@
  * With --model softmax|mlp it trains (train_loop.h) on CPU replicas, or on
  * GPU replicas (--devices gpu:..., builds with CUDA), receiving step s+1
  * while step s runs.
+ *
+ * main is a sequence: configure (the option table `opt_rows`, the cluster spec,
+ * the endpoint lists; every usage error exits 2 before anything starts),
+ * meet (the rendezvous), start (feeders, model, ring), run (the training
+ * loop), evaluate, report (the summary); one cleanup ladder undoes what
+ * was set up.
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +32,17 @@
 #include "sl_cluster.h"
 #include "sl_json.h"
 #include "sl_log.h"
+#include "sl_opt.h"
 #include "sl_output.h"
 #include "train_client.h"
 #include "train_device.h"
 #include "train_loop.h"
 #include "train_mirror.h"
 #include "train_rendezvous.h"
+
+#define EXIT_USAGE 2
+#define MAX_FEEDERS 64
+#define MAX_WORKERS 65536
 
 static volatile sig_atomic_t stop_flag;
 
@@ -40,90 +52,152 @@ static void on_stop(int sig)
     stop_flag = 1;
 }
 
-static const char usage[] =
-    "Usage: sluice-trainer --connect ADDR[,ADDR...] --job NAME --worker W --workers N\n"
-    "                      --replicas R [OPTION]...\n"
-    "\n"
-    "Receive a job's per-replica batches from its feeders (listed in feeder index\n"
-    "order) as trainer worker W of N with R replicas.\n"
-    "\n"
-    "  -c, --connect=ADDRS      feeder endpoints, comma-separated, feeder 0 first\n"
-    "  -j, --job=NAME           the job's name (as in its job file)\n"
-    "  -w, --worker=W           this worker's index (default 0)\n"
-    "  -n, --workers=N          trainer workers in the job (default 1)\n"
-    "  -r, --replicas=R         replicas of this worker (default: from --devices)\n"
-    "      --devices=SPEC       auto (every GPU, else one CPU replica per core), cpu,\n"
-    "                           cpu:N, gpu or gpu:0,1 (GPU replicas need a build with\n"
-    "                           CUDA); without it, one CPU replica (or --replicas)\n"
-    "      --model=M            none (consume and count), softmax or mlp (one thread per\n"
-    "                           replica, CPU or GPU)\n"
-    "      --hidden=N,N         MLP hidden sizes (default 256,128)\n"
-    "      --lr=X --momentum=X  SGD with momentum (default 0.05, 0.9)\n"
-    "      --seed=N             weight initialization seed (default 1)\n"
-    "      --input=NAME --label=NAME  tensors to train on (default image, label)\n"
-    "      --classes=N          label classes (default 10)\n";
-/* (in two parts: C99 compilers need only take string literals of 4095 bytes) */
-static const char usage2[] =
-    "      --save-weights=FILE  the final weights as a NumPy .npy float32 vector\n"
-    "      --metrics=FILE       one JSON line per step: epoch, step, rows, loss, accuracy,\n"
-    "                           step time, input wait and stall %, samples/s, H2D GB/s,\n"
-    "                           weights hash\n"
-    "      --predictions=FILE   with --eval-*: every evaluated element's prediction,\n"
-    "                           gathered from all workers by its --trace-feature id\n"
-    "                           (ids 0..N-1, each once) and written by worker 0 in id\n"
-    "                           order, one JSON line each (CPU replicas)\n"
-    "      --eval-connect=ADDRS --eval-job=NAME  after training, the accuracy of the\n"
-    "                           final weights on that job's data (summed over workers)\n"
-    "      --ring=ADDRS         with --workers > 1: one endpoint per worker, in worker\n"
-    "                           order; worker w binds its own (gradient all-reduce)\n"
-    "      --peers=HOST:PORT,...  the same as worker addresses (TF_CONFIG style): worker w\n"
-    "                           binds every interface on its port\n"
-    "      --rendezvous-timeout=S  with a model and --workers > 1, the workers meet at\n"
-    "                           worker 0's endpoint first and check that they agree\n"
-    "                           (job, workers, model, replicas); fail naming the worker\n"
-    "                           missing after S seconds (default 60)\n"
-    "      --mode=M             mirrored (default: a copy of the weights per replica) or\n"
-    "                           tower (replicate_model_fn: one copy, towers; one worker)\n"
-    "      --hash-every=K       compare the weights' copies (replicas, workers) every K\n"
-    "                           steps (default 100; 0: at the end of each epoch only)\n"
-    "      --log-every=N        log loss and accuracy every N steps (0: per epoch)\n"
-    "      --progress=auto|on|off  a progress line on stderr (epoch, step, loss,\n"
-    "                           samples/s, input stall); auto: worker 0 on a terminal\n"
-    "      --credits=N          pieces each feeder may have in flight (default max(16, 4R))\n"
-    "      --trace=FILE         one JSON line per piece, then a summary line\n"
-    "      --trace-feature=NAME tensor whose values the trace lists as \"ids\" (default id):\n"
-    "                           int64 values, or bytes as strings (text lines)\n"
-    "      --heartbeat-ms=N     heartbeat interval (default 1000)\n"
-    "      --timeout-ms=N       fail when a feeder is silent this long (default 10000); one\n"
-    "                           whose connection closes fails the trainer at once\n"
-    "      --reconnect-s=S      instead, reconnect to a lost feeder and resume where it\n"
-    "                           left off, waiting up to S s for it (or a restarted feeder\n"
-    "                           on the same address) to answer (default 0: fail)\n"
-    "      --no-shm             never map a feeder's shared piece memory: pieces always\n"
-    "                           come by copy (by default a feeder on this host hands\n"
-    "                           them over in shared memory; docs/protocol.md)\n"
-    "      --cluster=SPEC       TF_CONFIG-style spec (JSON or a file): the 'feeder' list\n"
-    "                           gives --connect, the task (chief/worker) --worker and\n"
-    "                           --workers, the chief and 'worker' list the ring's\n"
-    "                           endpoints, as --peers (TF_CONFIG in the environment works too)\n"
-    "  -q, --quiet              warnings and errors only\n"
-    "  -h, --help               this help\n"
-    "\n"
-    "A summary line (JSON) goes to stdout at the end; logs go to stderr.\n"
-    "Exit status: 0 all data received, 1 error (the feeder's message is printed), 2 usage.\n";
+/* ---- options ---- */
 
-static int parse_u32(const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *out)
+enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
+static const char *const model_names[] = {"none", "softmax", "mlp"};
+enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
+
+/* The command line, filled from `rows` once in main, then read-only. */
+struct trainer_opts {
+    const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
+    const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
+    uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
+        hash_every, rendezvous_timeout_s;
+    double lr, momentum;
+    int model, tower, progress, quiet, no_shm;
+    struct train_device_spec devspec; /* --devices (count 0: not given) */
+    int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
+};
+
+static int set_devices(void *opts, const char *value, struct sl_error *err)
 {
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (*s == '\0' || *s == '-' || *end != '\0' || errno || v < min || v > max) {
-        fprintf(stderr, "sluice-trainer: --%s: expected an integer in [%u, %u], got '%s'\n", opt, min, max, s);
-        return -1;
+    struct trainer_opts *o = opts;
+    return train_device_spec_parse(value, &o->devspec, err); /* its messages start "--devices: " */
+}
+
+/* --hidden: 1 to TRAIN_MODEL_MAX_HIDDEN sizes; the text itself goes into
+ * the rendezvous' config as given. */
+static int set_hidden(void *opts, const char *value, struct sl_error *err)
+{
+    struct trainer_opts *o = opts;
+    int n = 0;
+    for (const char *p = value;; p++) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        uint64_t v;
+        if (n == TRAIN_MODEL_MAX_HIDDEN)
+            return sl_error_set(err, SL_EINVAL, "--hidden: at most %d sizes, got '%s'", TRAIN_MODEL_MAX_HIDDEN, value);
+        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
+        if (len >= sizeof item || sl_opt_parse_u64(item, 1, TRAIN_MODEL_MAX_WIDTH, &v, err) != 0)
+            return sl_error_set(err, SL_EINVAL, "--hidden: expected sizes N[,N...] in [1, %d], got '%s'",
+                                TRAIN_MODEL_MAX_WIDTH, value);
+        o->hidden_sizes[n++] = (int)v;
+        p += len;
+        if (*p == '\0')
+            break;
     }
-    *out = (uint32_t)v;
+    o->nhidden = n;
+    o->hidden = value;
     return 0;
 }
+
+#define OFF(field) offsetof(struct trainer_opts, field)
+
+/* docs/trainer.md describes every row; --help is generated from them. */
+static const struct sl_opt opt_rows[] = {
+    {"connect", 'c', SL_OPT_STRING, OFF(connect), 0, 0, NULL, "ADDRS",
+     "feeder endpoints, comma-separated, feeder 0 first", NULL, NULL},
+    {"job", 'j', SL_OPT_STRING, OFF(job), 0, 0, NULL, "NAME", "the job's name (as in its job file)", NULL, NULL},
+    {"worker", 'w', SL_OPT_U32, OFF(worker), 0, MAX_WORKERS - 1, "0", "W", "this worker's index", NULL, NULL},
+    {"workers", 'n', SL_OPT_U32, OFF(workers), 1, MAX_WORKERS, "1", "N", "trainer workers in the job", NULL, NULL},
+    {"replicas", 'r', SL_OPT_U32, OFF(replicas), 1, TRAIN_DEVICE_MAX_REPLICAS, NULL, "R",
+     "replicas of this worker (default: from --devices)", NULL, NULL},
+    {"devices", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "SPEC",
+     "auto (every GPU, else one CPU replica per core), cpu, cpu:N, gpu or gpu:0,1 (GPU replicas need a build "
+     "with CUDA); without it, one CPU replica (or --replicas)", NULL, set_devices},
+    {"model", 0, SL_OPT_CHOICE, OFF(model), 0, 0, "none", "M",
+     "none (consume and count), softmax or mlp (one thread per replica, CPU or GPU)", "none|softmax|mlp", NULL},
+    {"hidden", 0, SL_OPT_FUNC, 0, 0, 0, "256,128", "N,N", "MLP hidden sizes (at most 4)", NULL, set_hidden},
+    {"lr", 0, SL_OPT_DOUBLE, OFF(lr), 1e-9, 1e3, "0.05", "X", "SGD learning rate", NULL, NULL},
+    {"momentum", 0, SL_OPT_DOUBLE, OFF(momentum), 0, 0.999999, "0.9", "X", "SGD momentum", NULL, NULL},
+    {"seed", 0, SL_OPT_U32, OFF(seed), 0, UINT32_MAX, "1", "N", "weight initialization seed", NULL, NULL},
+    {"input", 0, SL_OPT_STRING, OFF(input), 0, 0, "image", "NAME", "the tensor to train on", NULL, NULL},
+    {"label", 0, SL_OPT_STRING, OFF(label), 0, 0, "label", "NAME", "the labels' tensor", NULL, NULL},
+    {"classes", 0, SL_OPT_U32, OFF(classes), 2, 100000, "10", "N", "label classes", NULL, NULL},
+    {"save-weights", 0, SL_OPT_STRING, OFF(save_weights), 0, 0, NULL, "FILE",
+     "the final weights as a NumPy .npy float32 vector", NULL, NULL},
+    {"metrics", 0, SL_OPT_STRING, OFF(metrics), 0, 0, NULL, "FILE",
+     "one JSON line per step: epoch, step, rows, loss, accuracy, step time, input wait and stall %, samples/s, "
+     "H2D GB/s, weights hash", NULL, NULL},
+    {"predictions", 0, SL_OPT_STRING, OFF(predictions), 0, 0, NULL, "FILE",
+     "with --eval-*: every evaluated element's prediction, gathered from all workers by its --trace-feature id "
+     "(ids 0..N-1, each once) and written by worker 0 in id order, one JSON line each (CPU replicas)", NULL, NULL},
+    {"eval-connect", 0, SL_OPT_STRING, OFF(eval_connect), 0, 0, NULL, "ADDRS",
+     "after training, the accuracy of the final weights on the data these feeders serve (summed over workers)",
+     NULL, NULL},
+    {"eval-job", 0, SL_OPT_STRING, OFF(eval_job), 0, 0, NULL, "NAME", "the evaluation job's name (default: --job)",
+     NULL, NULL},
+    {"ring", 0, SL_OPT_STRING, OFF(ring), 0, 0, NULL, "ADDRS",
+     "with --workers > 1: one endpoint per worker, in worker order; worker w binds its own (gradient all-reduce)",
+     NULL, NULL},
+    {"peers", 0, SL_OPT_STRING, OFF(peers), 0, 0, NULL, "HOST:PORT,...",
+     "the same as worker addresses (TF_CONFIG style): worker w binds every interface on its port", NULL, NULL},
+    {"rendezvous-timeout", 0, SL_OPT_U32, OFF(rendezvous_timeout_s), 1, 86400, "60", "S",
+     "with a model and --workers > 1, the workers meet at worker 0's endpoint first and check that they agree "
+     "(job, workers, model, replicas); fail naming the worker missing after S seconds", NULL, NULL},
+    {"mode", 0, SL_OPT_CHOICE, OFF(tower), 0, 0, "mirrored", "M",
+     "mirrored (a copy of the weights per replica) or tower (replicate_model_fn: one copy, towers; one worker)",
+     "mirrored|tower", NULL},
+    {"hash-every", 0, SL_OPT_U32, OFF(hash_every), 0, UINT32_MAX, "100", "K",
+     "compare the weights' copies (replicas, workers) every K steps (0: at the end of each epoch only)", NULL, NULL},
+    {"log-every", 0, SL_OPT_U32, OFF(log_every), 0, UINT32_MAX, "0", "N",
+     "log loss and accuracy every N steps (0: per epoch)", NULL, NULL},
+    {"progress", 0, SL_OPT_CHOICE, OFF(progress), 0, 0, "auto", NULL,
+     "a progress line on stderr (epoch, step, loss, samples/s, input stall); auto: worker 0 on a terminal",
+     "auto|on|off", NULL},
+    {"credits", 0, SL_OPT_U32, OFF(credits), 1, 1 << 20, NULL, "N",
+     "pieces each feeder may have in flight (default max(16, 4R))", NULL, NULL},
+    {"trace", 0, SL_OPT_STRING, OFF(trace), 0, 0, NULL, "FILE", "one JSON line per piece, then a summary line",
+     NULL, NULL},
+    {"trace-feature", 0, SL_OPT_STRING, OFF(feature), 0, 0, "id", "NAME",
+     "tensor whose values the trace lists as \"ids\": int64 values, or bytes as strings (text lines)", NULL, NULL},
+    {"heartbeat-ms", 0, SL_OPT_U32, OFF(heartbeat_ms), 10, 600000, NULL, "N", "heartbeat interval (default 1000)",
+     NULL, NULL},
+    {"timeout-ms", 0, SL_OPT_U32, OFF(timeout_ms), 50, 3600000, NULL, "N",
+     "fail when a feeder is silent this long (default 10000); one whose connection closes fails the trainer at "
+     "once", NULL, NULL},
+    {"reconnect-s", 0, SL_OPT_U32, OFF(reconnect_s), 0, 86400, "0", "S",
+     "instead, reconnect to a lost feeder and resume where it left off, waiting up to S s for it (or a restarted "
+     "feeder on the same address) to answer (0: fail)", NULL, NULL},
+    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
+     "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
+     "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
+    {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
+     "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
+     "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
+     "works too)", NULL, NULL},
+    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "warnings and errors only", NULL, NULL},
+    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
+    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
+     "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-trainer",
+    .usage = "Usage: sluice-trainer --connect ADDR[,ADDR...] --job NAME --worker W --workers N\n"
+             "                      --replicas R [OPTION]...\n"
+             "\n"
+             "Receive a job's per-replica batches from its feeders (listed in feeder index\n"
+             "order) as trainer worker W of N with R replicas.\n"
+             "\n",
+    .footer = "\n"
+              "A summary line (JSON) goes to stdout at the end; logs go to stderr.\n"
+              "Exit status: 0 all data received, 1 error (the feeder's message is printed), 2 usage.\n",
+    .rows = opt_rows,
+    .nrows = sizeof opt_rows / sizeof opt_rows[0],
+};
+
 
 /* The weights as a NumPy .npy file (version 1.0, little-endian float32,
  * one flat vector in the model's parameter order: W1 [in][out], b1, W2,
@@ -484,646 +558,544 @@ static int loop_create_alive(struct train_loop **out, const struct train_loop_op
     return 0;
 }
 
-int main(int argc, char **argv)
+
+/* ---- main's steps ---- */
+
+/* What main sets up, in the order it does; report() reads it all. */
+struct trainer {
+    struct trainer_opts o;
+    int done;                                   /* --help or --version printed */
+    struct sl_cluster_list feeders, ring_eps, eval_feeders;
+    char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
+    uint32_t replicas;
+    int gpu;
+    FILE *summary_out;                          /* a private copy of stdout */
+    struct sl_output *trace_out;                /* --trace, until report() commits it */
+    FILE *tf;
+    int trace_failed;
+    char group_id[TRAIN_LOOP_ID_BYTES];         /* GPU replicas across workers: the NCCL group id */
+    int have_group_id;
+    struct train_client_opts copts;
+    struct train_client *cl;
+    struct train_ring *ring;
+    struct train_loop *loop;
+    struct sl_output *metrics_out;              /* --metrics, until the training ends */
+    FILE *mf;
+    double t0, t_first, t_train_end;            /* t_first: the first step received */
+    uint64_t steps, epochs_seen;
+    double last_loss, last_acc, test_rows, test_correct;
+};
+
+static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
+
+static int usage_error(const char *fmt, ...)
 {
-    static const struct option longopts[] = {
-        {"connect", required_argument, NULL, 'c'},  {"job", required_argument, NULL, 'j'},
-        {"worker", required_argument, NULL, 'w'},   {"workers", required_argument, NULL, 'n'},
-        {"replicas", required_argument, NULL, 'r'}, {"devices", required_argument, NULL, 'D'},
-        {"model", required_argument, NULL, 'M'},    {"credits", required_argument, NULL, 'C'},
-        {"trace", required_argument, NULL, 'T'},    {"trace-feature", required_argument, NULL, 'F'},
-        {"heartbeat-ms", required_argument, NULL, 'H'}, {"timeout-ms", required_argument, NULL, 'O'},
-        {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
-        {"cluster", required_argument, NULL, 'S'},
-        {"hidden", required_argument, NULL, 'L'},  {"lr", required_argument, NULL, 'R'},
-        {"momentum", required_argument, NULL, 'U'}, {"seed", required_argument, NULL, 'E'},
-        {"ring", required_argument, NULL, 'G'},     {"input", required_argument, NULL, 'I'},
-        {"label", required_argument, NULL, 'B'},    {"log-every", required_argument, NULL, 'V'},
-        {"classes", required_argument, NULL, 'K'},
-        {"save-weights", required_argument, NULL, 'W'}, {"metrics", required_argument, NULL, 'Q'},
-        {"eval-connect", required_argument, NULL, 'X'}, {"eval-job", required_argument, NULL, 'Y'},
-        {"mode", required_argument, NULL, 1001},  {"hash-every", required_argument, NULL, 1002}, /* strategy */
-        {"peers", required_argument, NULL, 'P'},    {"rendezvous-timeout", required_argument, NULL, 'Z'},
-        {"progress", required_argument, NULL, 1003},     {"reconnect-s", required_argument, NULL, 1005},
-        {"predictions", required_argument, NULL, 1004}, {"no-shm", no_argument, NULL, 1006},
-        {NULL, 0, NULL, 0}};
-    const char *connect = NULL, *job = NULL, *trace = NULL, *feature = "id", *cluster = NULL;
-    int tower = 0;             /* --mode tower */
-    uint32_t hash_every = 100; /* --hash-every */
-    int progress_mode = -1;    /* --progress: -1 auto, 0 off, 1 on */
-    const char *predictions_path = NULL; /* --predictions */
-    uint64_t h2d_bytes0 = 0;   /* staging counters at the last report */
-    double h2d_s0 = 0;
-    int worker_set = 0;
-    const char *model = "none", *hidden = "256,128", *ring_eps = NULL, *input = "image", *label = "label";
-    double lr = 0.05, momentum = 0.9;
-    uint32_t seed = 1, log_every = 0, classes = 10;
-    const char *eval_connect = NULL, *eval_job = NULL, *save_path = NULL, *metrics_path = NULL;
-    double test_rows = 0, test_correct = 0;
-    uint32_t worker = 0, workers = 1, replicas = 0, dev_replicas = 0, credits = 0, hb = 0, to = 0, reconnect_s = 0;
-    int quiet = 0, no_shm = 0, c;
-    /* cluster rendezvous and devices (issue #4) */
-    const char *peers = NULL;
-    uint32_t rdv_timeout_s = 60;
-    static struct train_device_spec devspec;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "c:j:w:n:r:qh", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'c': connect = optarg; break;
-        case 'j': job = optarg; break;
-        case 'w': bad = parse_u32("worker", optarg, 0, 65535, &worker); worker_set = 1; break;
-        case 'n': bad = parse_u32("workers", optarg, 1, 65536, &workers); worker_set = 1; break;
-        case 'S': cluster = optarg; break;
-        case 'r': bad = parse_u32("replicas", optarg, 1, 1024, &replicas); break;
-        case 'C': bad = parse_u32("credits", optarg, 1, 1 << 20, &credits); break;
-        case 'H': bad = parse_u32("heartbeat-ms", optarg, 10, 600000, &hb); break;
-        case 'O': bad = parse_u32("timeout-ms", optarg, 50, 3600000, &to); break;
-        case 1005: bad = parse_u32("reconnect-s", optarg, 0, 86400, &reconnect_s); break;
-        case 'T': trace = optarg; break;
-        case 'F': feature = optarg; break;
-        case 'q': quiet = 1; break;
-        case 1006: no_shm = 1; break;
-        case 'D': {
-            struct sl_error derr = {0};
-            if (train_device_spec_parse(optarg, &devspec, &derr) != 0) {
-                fprintf(stderr, "sluice-trainer: %s\n", derr.msg);
-                return 2;
-            }
-            dev_replicas = (uint32_t)devspec.count;
-            break;
-        }
-        case 'P': peers = optarg; break;
-        case 'Z': bad = parse_u32("rendezvous-timeout", optarg, 1, 86400, &rdv_timeout_s); break;
-        case 'M':
-            if (strcmp(optarg, "none") != 0 && strcmp(optarg, "softmax") != 0 && strcmp(optarg, "mlp") != 0) {
-                fprintf(stderr, "sluice-trainer: --model: none, softmax or mlp\n");
-                return 2;
-            }
-            model = optarg;
-            break;
-        case 'L': hidden = optarg; break;
-        case 'R': lr = atof(optarg); break;
-        case 'U': momentum = atof(optarg); break;
-        case 'E': bad = parse_u32("seed", optarg, 0, UINT32_MAX, &seed); break;
-        case 'G': ring_eps = optarg; break;
-        case 'I': input = optarg; break;
-        case 'B': label = optarg; break;
-        case 'V': bad = parse_u32("log-every", optarg, 0, UINT32_MAX, &log_every); break;
-        case 'K': bad = parse_u32("classes", optarg, 2, 100000, &classes); break;
-        case 'X': eval_connect = optarg; break;
-        case 'W': save_path = optarg; break;
-        case 'Q': metrics_path = optarg; break;
-        case 'Y': eval_job = optarg; break;
-        case 1001: /* --mode */
-            if (strcmp(optarg, "mirrored") != 0 && strcmp(optarg, "tower") != 0) {
-                fprintf(stderr, "sluice-trainer: --mode: mirrored or tower\n");
-                return 2;
-            }
-            tower = strcmp(optarg, "tower") == 0;
-            break;
-        case 1002: bad = parse_u32("hash-every", optarg, 0, UINT32_MAX, &hash_every); break;
-        case 1003:
-            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "sluice-trainer: --progress: auto, on or off, got '%s'\n", optarg);
-                return 2;
-            }
-            progress_mode = optarg[0] == 'a' ? -1 : optarg[1] == 'n';
-            break;
-        case 1004: predictions_path = optarg; break;
-        case 'h': fputs(usage, stdout); fputs(usage2, stdout); return 0;
-        default:
-            fprintf(stderr, "sluice-trainer: bad option '%s'\nTry 'sluice-trainer --help'\n", argv[optind - 1]);
-            return 2;
-        }
-        if (bad)
-            return 2;
+    va_list ap;
+    fputs("sluice-trainer: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_USAGE;
+}
+
+/* A TF_CONFIG-style spec (--cluster, else TF_CONFIG) gives the feeders,
+ * this worker's place and the ring (the chief and workers, as --peers
+ * would). An explicit --cluster is always read, so a bad one is an error;
+ * TF_CONFIG only for what the options leave open. */
+static int read_cluster(struct trainer *t, int worker_set, int *from_peers, struct sl_error *err)
+{
+    struct trainer_opts *o = &t->o;
+    const char *spec = o->cluster != NULL ? o->cluster : getenv("TF_CONFIG");
+    if (spec == NULL || !(o->cluster != NULL || o->connect == NULL || !worker_set ||
+                          (o->ring == NULL && o->peers == NULL && o->workers > 1)))
+        return 0;
+    struct sl_cluster cs;
+    int rc = sl_cluster_parse(&cs, spec, err);
+    if (rc != 0)
+        return rc;
+    if (!worker_set)
+        rc = sl_cluster_worker(&cs, &o->worker, &o->workers, err);
+    if (rc == 0 && o->connect == NULL && cs.nfeeders > 0)
+        rc = sl_cluster_feeder_list(&cs, &t->feeders, err);
+    if (rc == 0 && o->ring == NULL && o->peers == NULL && cs.workers > 1 && cs.workers == o->workers) {
+        rc = sl_cluster_worker_list(&cs, &t->ring_eps, err);
+        *from_peers = 1;
     }
-    /* a TF_CONFIG-style spec gives the feeders and this worker's place */
-    if (cluster != NULL && connect != NULL) {
-        fprintf(stderr, "sluice-trainer: --cluster gives the feeders (its 'feeder' list): give it or --connect, "
-                        "not both\n");
-        return 2;
+    sl_cluster_free(&cs);
+    return rc;
+}
+
+/* The options, the cluster spec and the endpoint lists, and every check
+ * that needs nothing started: 0, or EXIT_USAGE with the reason printed. */
+static int configure(struct trainer *t, int argc, char **argv)
+{
+    struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    uint64_t given = 0;
+    int rc = sl_opt_parse(&cmd, argc, argv, o, &given, &err), from_peers = 0;
+    if (rc == 1) {
+        t->done = 1;
+        return 0;
     }
-    const char *spec = cluster ? cluster : getenv("TF_CONFIG");
-    char *cluster_list = NULL, *peer_list = NULL;
-    /* an explicit --cluster is always read (so a bad one is an error);
-     * TF_CONFIG only for what the options leave open */
-    if (spec != NULL && (cluster != NULL || connect == NULL || !worker_set ||
-                         (ring_eps == NULL && peers == NULL && workers > 1))) {
-        struct sl_cluster cs;
-        struct sl_error cerr = {0};
-        if (sl_cluster_parse(&cs, spec, &cerr) != 0) {
-            fprintf(stderr, "sluice-trainer: %s\n", cerr.msg);
-            return 2;
-        }
-        if (!worker_set && sl_cluster_worker(&cs, &worker, &workers, &cerr) != 0) {
-            fprintf(stderr, "sluice-trainer: %s\n", cerr.msg);
-            sl_cluster_free(&cs);
-            return 2;
-        }
-        if (connect == NULL && cs.nfeeders > 0) {
-            cluster_list = sl_calloc(cs.nfeeders, SL_CLUSTER_MAX_ADDR + 1);
-            for (size_t i = 0; cluster_list != NULL && i < cs.nfeeders; i++) {
-                if (i)
-                    strcat(cluster_list, ",");
-                strcat(cluster_list, cs.feeders[i]);
-            }
-            connect = cluster_list;
-        }
-        /* the chief and workers are the ring, as with --peers */
-        if (ring_eps == NULL && peers == NULL && cs.workers > 1 && cs.workers == workers) {
-            peer_list = sl_calloc(cs.workers, SL_CLUSTER_MAX_ADDR + 1);
-            for (size_t i = 0; peer_list != NULL && i < cs.workers; i++) {
-                if (i)
-                    strcat(peer_list, ",");
-                strcat(peer_list, cs.worker_addrs[i]);
-            }
-            peers = peer_list;
-        }
-        sl_cluster_free(&cs);
-    }
-    if (optind < argc || connect == NULL || job == NULL) {
-        fprintf(stderr, "sluice-trainer: --connect and --job are required\nTry 'sluice-trainer --help'\n");
-        return 2;
-    }
-    /* --peers (or the cluster spec's workers): bare host:port is tcp, and
-     * this worker binds its port on every interface */
-    char *ring_from_peers = NULL, ring_bind[SL_CLUSTER_MAX_ADDR] = "";
-    if (peers != NULL && ring_eps != NULL) {
-        fprintf(stderr, "sluice-trainer: give --ring or --peers, not both\n");
-        return 2;
-    }
-    if (peers != NULL) {
-        char *pl = sl_strdup(peers), *ps = NULL;
-        size_t np = 0;
-        ring_from_peers = sl_calloc(strlen(peers) / 2 + 2, SL_CLUSTER_MAX_ADDR + 1);
-        for (char *t = strtok_r(pl, ",", &ps); t != NULL && ring_from_peers != NULL; t = strtok_r(NULL, ",", &ps)) {
-            if (strlen(t) + 6 >= SL_CLUSTER_MAX_ADDR) {
-                fprintf(stderr, "sluice-trainer: --peers: '%s' is too long\n", t);
-                sl_free(pl);
-                sl_free(ring_from_peers);
-                sl_free(peer_list);
-                sl_free(cluster_list);
-                return 2;
-            }
-            if (np)
-                strcat(ring_from_peers, ",");
-            if (strstr(t, "://") == NULL)
-                strcat(ring_from_peers, "tcp://");
-            strcat(ring_from_peers, t);
-            np++;
-        }
-        sl_free(pl);
-        /* this worker's own endpoint, the np-th of the list */
-        char *own = ring_from_peers;
-        for (uint32_t k = 0; own != NULL && k < worker && (own = strchr(own, ',')) != NULL; k++)
-            own++;
-        if (own != NULL && np == workers) {
-            char ep[SL_CLUSTER_MAX_ADDR];
-            snprintf(ep, sizeof ep, "%.*s", (int)strcspn(own, ","), own);
-            sl_cluster_bind_addr(ep, ring_bind, sizeof ring_bind);
-        }
-        if (np != workers) {
-            fprintf(stderr, "sluice-trainer: --peers needs one address per worker (%u), got %zu\n", workers, np);
-            sl_free(ring_from_peers);
-            sl_free(peer_list);
-            sl_free(cluster_list);
-            return 2;
-        }
-        ring_eps = ring_from_peers;
-    }
+    if (rc != 0)
+        return usage_error("%s\nTry 'sluice-trainer --help'", err.msg);
+    if (o->cluster != NULL && o->connect != NULL)
+        return usage_error("--cluster gives the feeders (its 'feeder' list): give it or --connect, not both");
+    int worker_set = sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers");
+    if (read_cluster(t, worker_set, &from_peers, &err) != 0)
+        return usage_error("%s", err.msg);
+    if ((o->connect == NULL && t->feeders.n == 0) || o->job == NULL)
+        return usage_error("--connect and --job are required\nTry 'sluice-trainer --help'");
+    if (o->connect != NULL && sl_cluster_list_split(&t->feeders, o->connect, MAX_FEEDERS, 0, "--connect", &err) != 0)
+        return usage_error("%s", err.msg);
+    if (o->peers != NULL && o->ring != NULL)
+        return usage_error("give --ring or --peers, not both");
+    /* --peers: bare host:port is tcp, and this worker binds its port on
+     * every interface */
+    if (o->peers != NULL &&
+        sl_cluster_list_split(&t->ring_eps, o->peers, MAX_WORKERS, SL_CLUSTER_BARE_TCP, "--peers", &err) != 0)
+        return usage_error("%s", err.msg);
+    if (o->ring != NULL && sl_cluster_list_split(&t->ring_eps, o->ring, MAX_WORKERS, 0, "--ring", &err) != 0)
+        return usage_error("%s", err.msg);
+    if (o->peers != NULL && t->ring_eps.n != o->workers)
+        return usage_error("--peers needs one address per worker (%u), got %zu", o->workers, t->ring_eps.n);
+    if ((o->peers != NULL || from_peers) && o->worker < t->ring_eps.n)
+        sl_cluster_bind_addr(t->ring_eps.items[o->worker], t->ring_bind, sizeof t->ring_bind);
+    if (o->eval_connect != NULL &&
+        sl_cluster_list_split(&t->eval_feeders, o->eval_connect, MAX_FEEDERS, 0, "--eval-connect", &err) != 0)
+        return usage_error("%s", err.msg);
     /* GPU replicas train with a model (the spec parser already refused GPU
      * lists in builds without CUDA); tower mode stays on CPU replicas */
-    int gpu = devspec.count > 0 && strcmp(devspec.kind, "cpu") != 0 && strcmp(model, "none") != 0;
-    if (gpu && tower) {
-        fprintf(stderr, "sluice-trainer: --mode tower runs on CPU replicas only (got --devices with GPUs)\n");
-        return 2;
-    }
-    /* stdout carries the JSON summary and nothing else. Libraries may
-     * print there: NCCL writes its log (NCCL_DEBUG, if only its version
-     * line) to stdout unless NCCL_DEBUG_FILE names a file, which it opens
-     * truncating, so /dev/stderr is no answer. The summary keeps a private
-     * duplicate of stdout, and fd 1 becomes a copy of stderr. */
-    FILE *summary_out = stdout;
-    {
-        fflush(stdout);
-        int fd = dup(STDOUT_FILENO);
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        if (f != NULL && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
-            summary_out = f;
-        else if (f != NULL)
-            fclose(f);
-        else if (fd >= 0)
-            close(fd);
-    }
-    if (replicas == 0)
-        replicas = dev_replicas ? dev_replicas : 1;
-    if (dev_replicas && dev_replicas != replicas) {
-        fprintf(stderr, "sluice-trainer: --replicas %u disagrees with --devices (%u replicas)\n", replicas,
-                dev_replicas);
-        return 2;
-    }
-    if (worker >= workers) {
-        fprintf(stderr, "sluice-trainer: --worker %u must be below --workers %u\n", worker, workers);
-        return 2;
-    }
-    if (tower && workers > 1) { /* replicate_model_fn is single-machine */
-        fprintf(stderr, "sluice-trainer: --mode tower runs on one worker (got --workers %u)\n", workers);
-        return 2;
-    }
-    sl_log_setup("sluice-trainer", 2, quiet ? SL_LOG_WARN : SL_LOG_INFO);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    t->gpu = o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0 && o->model != MODEL_NONE;
+    if (t->gpu && o->tower)
+        return usage_error("--mode tower runs on CPU replicas only (got --devices with GPUs)");
+    uint32_t dev_replicas = (uint32_t)o->devspec.count;
+    t->replicas = o->replicas ? o->replicas : dev_replicas ? dev_replicas : 1;
+    if (dev_replicas && dev_replicas != t->replicas)
+        return usage_error("--replicas %u disagrees with --devices (%u replicas)", t->replicas, dev_replicas);
+    if (o->worker >= o->workers)
+        return usage_error("--worker %u must be below --workers %u", o->worker, o->workers);
+    if (o->tower && o->workers > 1) /* replicate_model_fn is single-machine */
+        return usage_error("--mode tower runs on one worker (got --workers %u)", o->workers);
+    if (o->model != MODEL_NONE && o->workers > 1 && t->ring_eps.n != o->workers)
+        return usage_error("--ring needs one endpoint per worker (%u), got %zu", o->workers, t->ring_eps.n);
+    return 0;
+}
 
-    /* split the endpoint list */
-    char *list = sl_strdup(connect);
-    const char *addrs[64];
-    size_t naddrs = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-        if (naddrs == 64) {
-            fprintf(stderr, "sluice-trainer: at most 64 feeders\n");
-            sl_free(list);
-            return 2;
-        }
-        addrs[naddrs++] = tok;
-    }
-    /* --trace and --metrics grow in place (they are read while the run
-     * goes on); a device or FIFO is written, never replaced (sl_output.h) */
-    struct sl_output *trace_out = NULL;
-    FILE *tf = NULL;
-    int trace_failed = 0;
-    if (trace != NULL) {
-        struct sl_error oerr = {0};
-        if (sl_output_open(&trace_out, trace, SL_OUTPUT_STREAM, &oerr) != 0) {
-            sl_log(SL_LOG_ERROR, "--trace: %s", oerr.msg);
-            sl_free(list);
-            return 1;
-        }
-        tf = sl_output_stream(trace_out);
-    }
-    /* the workers meet at worker 0's ring endpoint and check that they
-     * agree before anyone trains (issue #4: cluster rendezvous) */
-    char group_id[TRAIN_LOOP_ID_BYTES];
-    int have_group_id = 0;
-    if (strcmp(model, "none") != 0 && workers > 1 && ring_eps != NULL) {
-        char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root[SL_CLUSTER_MAX_ADDR], root_bind[SL_CLUSTER_MAX_ADDR];
-        snprintf(cfg, sizeof cfg,
-                 "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
-                 model, strcmp(model, "mlp") == 0 ? hidden : "-", classes, input, label, lr, momentum, seed,
-                 replicas, devspec.count > 0 ? devspec.kind : "cpu");
-        snprintf(root, sizeof root, "%.*s", (int)strcspn(ring_eps, ","), ring_eps);
-        if (ring_bind[0] != '\0')
-            sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
-        const char *names[64];
-        char *nl = sl_strdup(ring_eps), *ns = NULL;
-        size_t nn = 0;
-        for (char *t = strtok_r(nl, ",", &ns); t != NULL && nn < 64; t = strtok_r(NULL, ",", &ns))
-            names[nn++] = t;
-        struct train_rendezvous_opts ro = {.rank = (int)worker, .size = (int)workers, .root = root,
-                                           .bind = ring_bind[0] != '\0' ? root_bind : NULL,
-                                           .names = nn == workers ? names : NULL, .job = job, .config = cfg,
-                                           .timeout_ms = (int)(rdv_timeout_s * 1000)};
-        struct sl_error rerr = {0};
-        size_t blob_len = 0;
-        double rt0 = sl_clock_s();
-        /* GPU replicas: worker 0's NCCL group id travels in the blob */
-        int rrc = gpu && worker == 0 ? train_loop_group_id(group_id, &rerr) : 0;
-        ro.blob = gpu && worker == 0 ? group_id : NULL;
-        ro.blob_len = gpu && worker == 0 ? sizeof group_id : 0;
-        if (rrc == 0)
-            rrc = train_rendezvous(&ro, gpu ? group_id : NULL, gpu ? sizeof group_id : 0, &blob_len, &rerr);
-        if (rrc == 0 && gpu && blob_len != sizeof group_id)
-            rrc = sl_error_set(&rerr, SL_EPROTO, "rendezvous: worker 0 sent a %zu-byte group id (expected %zu)",
-                               blob_len, sizeof group_id);
-        else if (rrc == 0 && gpu)
-            have_group_id = 1;
-        if (rrc != 0) {
-            sl_log(SL_LOG_ERROR, "%s", rerr.msg);
-            sl_free(nl);
-            sl_free(list);
-            sl_free(ring_from_peers);
-            sl_free(peer_list);
-            sl_free(cluster_list);
-            sl_output_abort(trace_out);
-            return 1;
-        }
-        sl_log(SL_LOG_INFO, "rendezvous: %u workers agree (worker %u, %.2f s; %s)", workers, worker,
-               sl_clock_s() - rt0, cfg);
-        sl_free(nl);
-    }
-    struct train_client_opts o = {.feeders = addrs, .nfeeders = naddrs, .job = job, .worker = worker,
-                                  .workers = workers, .replicas = replicas, .credits = credits,
-                                  .heartbeat_ms = (int)hb, .timeout_ms = (int)to,
-                                  .reconnect_ms = (int)(reconnect_s * 1000), .no_shm = no_shm,
-                                  .stop = &stop_flag};
+/* stdout carries the JSON summary and nothing else. Libraries may print
+ * there: NCCL writes its log (NCCL_DEBUG, if only its version line) to
+ * stdout unless NCCL_DEBUG_FILE names a file, which it opens truncating,
+ * so /dev/stderr is no answer. The summary keeps a private duplicate of
+ * stdout, and fd 1 becomes a copy of stderr. */
+static void split_stdout(struct trainer *t)
+{
+    t->summary_out = stdout;
+    fflush(stdout);
+    int fd = dup(STDOUT_FILENO);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f != NULL && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
+        t->summary_out = f;
+    else if (f != NULL)
+        fclose(f);
+    else if (fd >= 0)
+        close(fd);
+}
+
+/* --trace and --metrics grow in place (they are read while the run goes
+ * on); a device or FIFO is written, never replaced (sl_output.h). */
+static int open_trace(struct trainer *t)
+{
     struct sl_error err = {0};
-    struct train_client *cl = NULL;
-    double t0 = sl_clock_s();
-    int status = 0;
-    if (train_client_open(&cl, &o, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-        status = 1;
-    } else if (trace != NULL && check_trace_feature(train_client_welcome(cl), feature, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "%s", err.msg); /* the schema is known from the WELCOME: fail before any step */
-        status = 1;
+    if (t->o.trace == NULL)
+        return 0;
+    if (sl_output_open(&t->trace_out, t->o.trace, SL_OUTPUT_STREAM, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--trace: %s", err.msg);
+        return 1;
     }
-    /* training: the model, and the ring across workers */
-    struct train_loop *loop = NULL;
-    struct train_ring *ring = NULL;
-    char *ring_list = NULL;
-    if (status == 0 && strcmp(model, "none") != 0) {
-        struct train_loop_opts lo = {.input = input, .label = label, .replicas = replicas, .worker = worker,
-                                     .workers = workers, .hash_every = hash_every,
-                                     .mode = tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED,
-                                     .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? devspec.ordinals : NULL,
-                                     .dev_id = have_group_id ? group_id : NULL};
-        lo.model.classes = (int)classes;
-        lo.model.seed = seed;
-        lo.model.lr = (float)lr;
-        lo.model.momentum = (float)momentum;
-        if (strcmp(model, "mlp") == 0) {
-            char *hl = sl_strdup(hidden), *hs = NULL;
-            for (char *t = strtok_r(hl, ",", &hs); t != NULL && lo.model.nhidden < TRAIN_MODEL_MAX_HIDDEN;
-                 t = strtok_r(NULL, ",", &hs))
-                lo.model.hidden[lo.model.nhidden++] = atoi(t);
-            sl_free(hl);
+    t->tf = sl_output_stream(t->trace_out);
+    return 0;
+}
+
+/* The workers meet at worker 0's ring endpoint and check that they agree
+ * before anyone trains (issue #4: cluster rendezvous); with GPU replicas,
+ * worker 0's NCCL group id travels in the rendezvous' blob. */
+static int meet(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->model == MODEL_NONE || o->workers < 2 || t->ring_eps.n == 0)
+        return 0;
+    char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root_bind[SL_CLUSTER_MAX_ADDR];
+    snprintf(cfg, sizeof cfg,
+             "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
+             model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
+             o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu");
+    const char *root = t->ring_eps.items[0];
+    if (t->ring_bind[0] != '\0')
+        sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
+    struct train_rendezvous_opts ro = {.rank = (int)o->worker, .size = (int)o->workers, .root = root,
+                                       .bind = t->ring_bind[0] != '\0' ? root_bind : NULL,
+                                       .names = (const char *const *)t->ring_eps.items, .job = o->job,
+                                       .config = cfg, .timeout_ms = (int)(o->rendezvous_timeout_s * 1000)};
+    struct sl_error err = {0};
+    size_t blob_len = 0;
+    double t0 = sl_clock_s();
+    int sender = t->gpu && o->worker == 0;
+    int rc = sender ? train_loop_group_id(t->group_id, &err) : 0;
+    ro.blob = sender ? t->group_id : NULL;
+    ro.blob_len = sender ? sizeof t->group_id : 0;
+    if (rc == 0)
+        rc = train_rendezvous(&ro, t->gpu ? t->group_id : NULL, t->gpu ? sizeof t->group_id : 0, &blob_len, &err);
+    if (rc == 0 && t->gpu && blob_len != sizeof t->group_id)
+        rc = sl_error_set(&err, SL_EPROTO, "rendezvous: worker 0 sent a %zu-byte group id (expected %zu)", blob_len,
+                          sizeof t->group_id);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    t->have_group_id = t->gpu;
+    sl_log(SL_LOG_INFO, "rendezvous: %u workers agree (worker %u, %.2f s; %s)", o->workers, o->worker,
+           sl_clock_s() - t0, cfg);
+    return 0;
+}
+
+/* The feeders' connections (their WELCOME gives the schema), then with a
+ * model the ring across workers and the training loop, then --metrics. */
+static int start(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    t->copts = (struct train_client_opts){.feeders = (const char *const *)t->feeders.items,
+                                          .nfeeders = t->feeders.n, .job = o->job, .worker = o->worker,
+                                          .workers = o->workers, .replicas = t->replicas, .credits = o->credits,
+                                          .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
+                                          .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
+                                          .stop = &stop_flag};
+    if (train_client_open(&t->cl, &t->copts, &err) != 0)
+        goto fail;
+    if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
+        goto fail; /* the schema is known from the WELCOME: fail before any step */
+    if (o->model != MODEL_NONE) {
+        struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas,
+                                     .worker = o->worker, .workers = o->workers, .hash_every = o->hash_every,
+                                     .mode = o->tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED,
+                                     .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
+                                     .dev_id = t->have_group_id ? t->group_id : NULL};
+        lo.model.classes = (int)o->classes;
+        lo.model.seed = o->seed;
+        lo.model.lr = (float)o->lr;
+        lo.model.momentum = (float)o->momentum;
+        if (o->model == MODEL_MLP) {
+            lo.model.nhidden = o->nhidden;
+            memcpy(lo.model.hidden, o->hidden_sizes, sizeof lo.model.hidden);
         }
-        if (workers > 1) {
-            const char *eps[64];
-            size_t neps = 0;
-            char *save2 = NULL;
-            ring_list = sl_strdup(ring_eps ? ring_eps : "");
-            for (char *t = strtok_r(ring_list, ",", &save2); t != NULL && neps < 64; t = strtok_r(NULL, ",", &save2))
-                eps[neps++] = t;
-            if (neps != workers) {
-                sl_log(SL_LOG_ERROR, "--ring needs one endpoint per worker (%u), got %zu", workers, neps);
-                status = 1;
-            } else {
-                struct train_ring_opts ro = {.rank = (int)worker, .size = (int)workers, .endpoints = eps,
-                                             .timeout_ms = to ? (int)to : 0, .connect_timeout_ms = 30000,
-                                             .bind = ring_bind[0] != '\0' ? ring_bind : NULL};
-                if (train_ring_open(&ring, &ro, &err) != 0) {
+        if (o->workers > 1) {
+            struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
+                                         .endpoints = (const char *const *)t->ring_eps.items,
+                                         .timeout_ms = (int)o->timeout_ms, .connect_timeout_ms = 30000,
+                                         .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL};
+            if (train_ring_open(&t->ring, &ro, &err) != 0)
+                goto fail;
+        }
+        lo.ring = t->ring;
+        if (loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
+            goto fail;
+    }
+    if (o->metrics != NULL) {
+        if (sl_output_open(&t->metrics_out, o->metrics, SL_OUTPUT_STREAM, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "--metrics: %s", err.msg);
+            return 1;
+        }
+        t->mf = sl_output_stream(t->metrics_out);
+    }
+    return 0;
+fail:
+    sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return 1;
+}
+
+/* A step's place, kept from its pieces (borrowed until the next receive)
+ * for the metrics and logs written after it runs. */
+struct staged_step {
+    uint64_t epoch, step;
+    uint32_t flags;
+};
+
+/* The counters behind the --metrics lines and the periodic log line. */
+struct run_counters {
+    double step_t0;             /* the previous step's end */
+    uint64_t m_h2d_bytes;       /* staging and input-wait counters at the last metrics line */
+    double m_h2d_s, m_wait;
+    double loss_sum, acc_sum;   /* since the last log line */
+    uint64_t loss_steps;
+    uint64_t h2d_bytes0;        /* staging counters at the last log line */
+    double h2d_s0;
+};
+
+/* One --metrics line. The step's time runs from the previous step's end
+ * (receiving and staging included); its H2D rate is the staging done since
+ * then, and its input wait the wait within the same interval (with the
+ * look-ahead, the wait for the next step's pieces, received before this
+ * step ran). */
+static void write_metrics(struct trainer *t, struct run_counters *c, const struct staged_step *s,
+                          const struct train_step_result *res)
+{
+    double now = sl_clock_s(), dt = now - c->step_t0;
+    uint64_t sb;
+    double ss;
+    train_loop_stage_stats(t->loop, &sb, &ss);
+    struct train_client_stats ws;
+    train_client_stats(t->cl, &ws);
+    double waited = ws.wait_s - c->m_wait;
+    c->m_wait = ws.wait_s;
+    fprintf(t->mf,
+            "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
+            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
+            ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
+            ",\"weights_hash\":\"%016" PRIx64 "\"}\n",
+            s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
+            dt > 0 ? 100.0 * waited / dt : 0.0,
+            ss > c->m_h2d_s ? (double)(sb - c->m_h2d_bytes) / (ss - c->m_h2d_s) / 1e9 : 0.0,
+            train_loop_weights_hash(t->loop));
+    c->m_h2d_bytes = sb;
+    c->m_h2d_s = ss;
+    c->step_t0 = now;
+}
+
+/* The log line every --log-every steps (or per epoch): means since the
+ * last one, the rates since the first step. */
+static void log_progress(struct trainer *t, struct run_counters *c, const struct staged_step *s)
+{
+    t->last_loss = c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0;
+    t->last_acc = c->loss_steps ? c->acc_sum / (double)c->loss_steps : 0;
+    struct train_client_stats cs;
+    train_client_stats(t->cl, &cs);
+    double el = sl_clock_s() - t->t_first;
+    uint64_t h2d_bytes;
+    double h2d_s;
+    train_loop_stage_stats(t->loop, &h2d_bytes, &h2d_s);
+    sl_log(SL_LOG_INFO,
+           "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
+           "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
+           s->epoch, s->step, t->last_loss, t->last_acc, el > 0 ? (double)cs.rows * t->o.workers / el : 0,
+           el > 0 ? 100.0 * cs.wait_s / el : 0,
+           h2d_s > c->h2d_s0 ? (double)(h2d_bytes - c->h2d_bytes0) / (h2d_s - c->h2d_s0) / 1e9 : 0.0,
+           train_loop_weights_hash(t->loop));
+    c->h2d_bytes0 = h2d_bytes;
+    c->h2d_s0 = h2d_s;
+    c->loss_sum = c->acc_sum = 0;
+    c->loss_steps = 0;
+}
+
+/* Run step `prev` (its pieces staged before the next step's arrived):
+ * metrics, the mirrored check at an epoch's end, progress and logs. 0, or
+ * SL_EIO with the error logged. */
+static int run_step(struct trainer *t, struct run_counters *c, struct progress_line *bar, const struct staged_step *prev,
+                    uint64_t ran)
+{
+    struct train_step_result res;
+    struct sl_error err = {0};
+    if (train_loop_run(t->loop, &res, &err) != 0) {
+        progress_line_clear(bar);
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return SL_EIO;
+    }
+    if (t->mf != NULL)
+        write_metrics(t, c, prev, &res);
+    if (res.rows > 0) {
+        c->loss_sum += res.loss;
+        c->acc_sum += res.accuracy;
+        c->loss_steps++;
+    }
+    int last = (prev->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+    if (last && train_loop_check_mirrored(t->loop, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return SL_EIO;
+    }
+    if (bar->on) {
+        struct train_client_stats cs;
+        train_client_stats(t->cl, &cs);
+        double el = sl_clock_s() - t->t_first;
+        progress_line_draw(bar, prev->epoch, prev->step, c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0,
+                           el > 0 ? (double)cs.rows * t->o.workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0);
+    }
+    if ((t->o.log_every && ran % t->o.log_every == 0) || (!t->o.log_every && last)) {
+        progress_line_clear(bar);
+        log_progress(t, c, prev);
+    }
+    return 0;
+}
+
+/* Receive every step, trace its pieces, and with a model train on it.
+ * Look-ahead: step s+1 is received and staged (its copies queued on the
+ * replicas' devices) before step s runs, so on a GPU the copy of s+1
+ * overlaps step s; the last step runs after the stream ends. A step's
+ * pieces are borrowed until the next receive: the stagers have copied
+ * them by then (train_loop_put). 0, or 1 with the error logged. */
+static int run(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    const struct sl_wire_welcome *w = train_client_welcome(t->cl);
+    sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
+           o->worker, o->workers, t->replicas, t->feeders.n, w->steps_per_epoch, w->ntensors);
+    struct progress_line bar = {.on = o->progress == PROGRESS_ON ||
+                                      (o->progress == PROGRESS_AUTO && o->worker == 0 && isatty(2)),
+                                .steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
+    struct run_counters c = {.step_t0 = sl_clock_s()};
+    struct staged_step cur = {0}, prev = {0};
+    struct sl_buf line;
+    struct sl_error err = {0};
+    sl_buf_init(&line, 0);
+    const struct train_piece *pieces;
+    uint64_t ran = 0, last_epoch = UINT64_MAX;
+    int have_prev = 0, rc;
+    for (;;) {
+        rc = stop_flag ? 0 : train_client_next_step(t->cl, &pieces, &err);
+        if (stop_flag || (rc != 0 && rc != SL_END))
+            break;
+        int got = rc == 0;
+        if (got) {
+            if (t->steps++ == 0)
+                t->t_first = sl_clock_s();
+            if (pieces[0].epoch != last_epoch) {
+                last_epoch = pieces[0].epoch;
+                t->epochs_seen++;
+            }
+            for (uint32_t r = 0; t->tf != NULL && r < t->replicas; r++)
+                if (trace_piece(&line, &pieces[r], o->feature, t->tf) != 0) {
+                    sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string offsets)",
+                           o->trace);
+                    t->trace_failed = 1;
+                    rc = SL_EIO;
+                    break;
+                }
+            if (rc != 0)
+                break;
+            if (t->loop != NULL) {
+                cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step, .flags = pieces[0].flags};
+                if (train_loop_put(t->loop, pieces, t->replicas, &err) != 0) {
+                    progress_line_clear(&bar);
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
-                    status = 1;
+                    rc = SL_EIO;
+                    break;
                 }
             }
         }
-        lo.ring = ring;
-        if (status == 0 && loop_create_alive(&loop, &lo, cl, &err) != 0) {
-            sl_log(SL_LOG_ERROR, "%s", err.msg);
-            status = 1;
+        if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
+            break;
+        if (!got) {
+            rc = SL_END;
+            break;
         }
+        prev = cur;
+        have_prev = t->loop != NULL;
     }
-    struct sl_output *metrics_out = NULL;
-    FILE *mf = NULL;
-    if (status == 0 && metrics_path != NULL) {
-        if (sl_output_open(&metrics_out, metrics_path, SL_OUTPUT_STREAM, &err) != 0) {
+    progress_line_clear(&bar);
+    sl_buf_free(&line);
+    if (stop_flag) {
+        sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", t->steps);
+        return 1;
+    }
+    if (rc != SL_END) {
+        if (rc != SL_EIO)
+            sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* The end of training: --metrics committed (a failed run's metrics stay:
+ * they say how far it went), then --save-weights after a good run. */
+static int finish_training(struct trainer *t, int status)
+{
+    struct sl_error err = {0};
+    if (t->metrics_out != NULL) {
+        int rc = sl_output_commit(t->metrics_out, &err);
+        t->metrics_out = NULL;
+        if (rc != 0 && status == 0) {
             sl_log(SL_LOG_ERROR, "--metrics: %s", err.msg);
             status = 1;
-        } else {
-            mf = sl_output_stream(metrics_out);
         }
     }
-    double step_t0 = sl_clock_s();
-    double loss_sum = 0, acc_sum = 0, last_loss = 0, last_acc = 0;
-    uint64_t loss_steps = 0;
-    struct sl_buf line;
-    sl_buf_init(&line, 0);
-    uint64_t steps = 0, epochs_seen = 0, last_epoch = UINT64_MAX;
-    double t_first = 0; /* first step received: the stream's own time starts here */
-    if (status == 0) {
-        const struct sl_wire_welcome *w = train_client_welcome(cl);
-        sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
-               worker, workers, replicas, naddrs, w->steps_per_epoch, w->ntensors);
-        const struct train_piece *pieces;
-        int rc;
-        struct progress_line bar = {.on = progress_mode == 1 || (progress_mode < 0 && worker == 0 && isatty(2)),
-                                    .steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
-        /* Look-ahead: step s+1 is received and staged (its copies queued on
-         * the replicas' devices) before step s runs, so on a GPU the copy
-         * of s+1 overlaps step s; the last step runs after the stream ends.
-         * A step's pieces are borrowed until the next receive: the stagers
-         * have copied them by then (train_loop_put), and what the metrics
-         * and logs need of the step is kept in `prev`. */
-        struct staged_step {
-            uint64_t epoch, step;
-            uint32_t flags;
-        } cur = {0}, prev = {0};
-        int have_prev = 0;
-        uint64_t m_h2d_bytes = 0; /* staging and input-wait counters at the last metrics line */
-        double m_h2d_s = 0, m_wait = 0;
-        uint64_t ran = 0;
-        for (;;) {
-            rc = stop_flag ? 0 : train_client_next_step(cl, &pieces, &err);
-            if (stop_flag || (rc != 0 && rc != SL_END))
-                break;
-            int got = rc == 0;
-            if (got) {
-                if (steps++ == 0)
-                    t_first = sl_clock_s();
-                if (pieces[0].epoch != last_epoch) {
-                    last_epoch = pieces[0].epoch;
-                    epochs_seen++;
-                }
-                for (uint32_t r = 0; tf != NULL && r < replicas; r++)
-                    if (trace_piece(&line, &pieces[r], feature, tf) != 0) {
-                        sl_log(SL_LOG_ERROR, "cannot write the trace line to %s (I/O error or malformed string "
-                                             "offsets)", trace);
-                        trace_failed = 1;
-                        rc = SL_EIO;
-                        break;
-                    }
-                if (rc != 0)
-                    break;
-                if (loop != NULL) {
-                    cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step,
-                                               .flags = pieces[0].flags};
-                    if ((rc = train_loop_put(loop, pieces, replicas, &err)) != 0) {
-                        progress_line_clear(&bar);
-                        sl_log(SL_LOG_ERROR, "%s", err.msg);
-                        rc = SL_EIO;
-                        break;
-                    }
-                }
-            }
-            if (loop != NULL && have_prev) {
-                struct train_step_result res;
-                if ((rc = train_loop_run(loop, &res, &err)) != 0) {
-                    progress_line_clear(&bar);
-                    sl_log(SL_LOG_ERROR, "%s", err.msg);
-                    rc = SL_EIO;
-                    break;
-                }
-                ran++;
-                if (mf != NULL) {
-                    /* the step's time runs from the previous step's end
-                     * (receiving and staging included); its H2D rate is
-                     * the staging done since then */
-                    double now = sl_clock_s(), dt = now - step_t0;
-                    uint64_t sb;
-                    double ss;
-                    train_loop_stage_stats(loop, &sb, &ss);
-                    /* the input wait within the same interval (with the
-                     * look-ahead, that is the wait for the next step's
-                     * pieces, received before this step ran) */
-                    struct train_client_stats ws;
-                    train_client_stats(cl, &ws);
-                    double waited = ws.wait_s - m_wait;
-                    m_wait = ws.wait_s;
-                    fprintf(mf,
-                            "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
-                            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
-                            ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
-                            ",\"weights_hash\":\"%016" PRIx64 "\"}\n",
-                            prev.epoch, prev.step, res.rows, res.loss, res.accuracy, dt, waited,
-                            dt > 0 ? (double)res.rows / dt : 0.0, dt > 0 ? 100.0 * waited / dt : 0.0,
-                            ss > m_h2d_s ? (double)(sb - m_h2d_bytes) / (ss - m_h2d_s) / 1e9 : 0.0,
-                            train_loop_weights_hash(loop));
-                    m_h2d_bytes = sb;
-                    m_h2d_s = ss;
-                    step_t0 = now;
-                }
-                if (res.rows > 0) {
-                    loss_sum += res.loss;
-                    acc_sum += res.accuracy;
-                    loss_steps++;
-                }
-                int last = (prev.flags & SL_WIRE_PIECE_LAST_STEP) != 0;
-                if (last && (rc = train_loop_check_mirrored(loop, &err)) != 0) {
-                    sl_log(SL_LOG_ERROR, "%s", err.msg);
-                    rc = SL_EIO;
-                    break;
-                }
-                if (bar.on) {
-                    struct train_client_stats cs;
-                    train_client_stats(cl, &cs);
-                    double el = sl_clock_s() - t_first;
-                    progress_line_draw(&bar, prev.epoch, prev.step, loss_steps ? loss_sum / (double)loss_steps : 0,
-                                       el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0);
-                }
-                if ((log_every && ran % log_every == 0) || (!log_every && last)) {
-                    progress_line_clear(&bar);
-                    last_loss = loss_steps ? loss_sum / (double)loss_steps : 0;
-                    last_acc = loss_steps ? acc_sum / (double)loss_steps : 0;
-                    struct train_client_stats cs;
-                    train_client_stats(cl, &cs);
-                    double el = sl_clock_s() - t_first;
-                    uint64_t h2d_bytes;
-                    double h2d_s;
-                    train_loop_stage_stats(loop, &h2d_bytes, &h2d_s);
-                    sl_log(SL_LOG_INFO,
-                           "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
-                           "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
-                           prev.epoch, prev.step, last_loss, last_acc,
-                           el > 0 ? (double)cs.rows * workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0,
-                           h2d_s > h2d_s0 ? (double)(h2d_bytes - h2d_bytes0) / (h2d_s - h2d_s0) / 1e9 : 0.0,
-                           train_loop_weights_hash(loop));
-                    h2d_bytes0 = h2d_bytes;
-                    h2d_s0 = h2d_s;
-                    loss_sum = acc_sum = 0;
-                    loss_steps = 0;
-                }
-            }
-            if (!got) {
-                rc = SL_END;
-                break;
-            }
-            prev = cur;
-            have_prev = loop != NULL;
-        }
-        progress_line_clear(&bar);
-        if (stop_flag) {
-            sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", steps);
-            status = 1;
-        } else if (rc != SL_END) {
-            if (rc != SL_EIO)
-                sl_log(SL_LOG_ERROR, "%s", err.msg);
-            status = 1;
-        }
-    }
-    double t_train_end = sl_clock_s();
-    if (metrics_out != NULL) { /* a failed run's metrics stay: they say how far it went */
-        struct sl_error oerr = {0};
-        if (sl_output_commit(metrics_out, &oerr) != 0 && status == 0) {
-            sl_log(SL_LOG_ERROR, "--metrics: %s", oerr.msg);
-            status = 1;
-        }
-    }
-    if (status == 0 && loop != NULL && save_path != NULL) {
-        struct train_model *mm = train_loop_model(loop);
-        if (save_weights(save_path, train_model_params(mm), train_model_nparams(mm), &err) != 0) {
+    if (status == 0 && t->loop != NULL && t->o.save_weights != NULL) {
+        struct train_model *m = train_loop_model(t->loop);
+        if (save_weights(t->o.save_weights, train_model_params(m), train_model_nparams(m), &err) != 0) {
             sl_log(SL_LOG_ERROR, "%s", err.msg);
             status = 1;
         }
     }
-    /* evaluation on a second job: every worker predicts its own pieces; the
-     * counts are summed over workers */
-    if (status == 0 && loop != NULL && eval_connect != NULL && !stop_flag) {
-        char *elist = sl_strdup(eval_connect), *esave = NULL;
-        const char *eaddrs[64];
-        size_t neaddrs = 0;
-        for (char *t = strtok_r(elist, ",", &esave); t != NULL && neaddrs < 64; t = strtok_r(NULL, ",", &esave))
-            eaddrs[neaddrs++] = t;
-        struct train_client_opts eo = o;
-        eo.feeders = eaddrs;
-        eo.nfeeders = neaddrs;
-        eo.job = eval_job ? eval_job : job;
-        struct train_client *ec = NULL;
-        const struct train_piece *pieces;
-        struct gather g = {0};
-        int rc = train_client_open(&ec, &eo, &err);
-        /* look-ahead as in training: stage step s+1, then predict step s */
-        for (int have_prev = 0, slot = 0; rc == 0 && !stop_flag; slot ^= 1) {
-            int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
-            if (rc != 0 && rc != SL_END)
-                break;
-            if (got && predictions_path != NULL && (rc = gather_keep(&g, slot, pieces, replicas, feature, label, &err)) != 0)
-                break;
-            if (got && (rc = train_loop_put(loop, pieces, replicas, &err)) != 0)
-                break;
-            if (have_prev && (rc = train_loop_eval_run(loop, &test_rows, &test_correct, &err)) != 0)
-                break;
-            if (have_prev && predictions_path != NULL && (rc = gather_add(&g, slot ^ 1, loop, replicas, &err)) != 0)
-                break;
-            if (!got) {
-                rc = SL_END;
-                break;
-            }
-            have_prev = 1;
+    return status;
+}
+
+/* Evaluation on a second job: every worker predicts its own pieces; the
+ * counts are summed over workers (and --predictions gathered). Look-ahead
+ * as in training: stage step s+1, then predict step s. 0, or 1 with the
+ * error logged. */
+static int evaluate(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_client_opts eo = t->copts;
+    eo.feeders = (const char *const *)t->eval_feeders.items;
+    eo.nfeeders = t->eval_feeders.n;
+    eo.job = o->eval_job ? o->eval_job : o->job;
+    struct train_client *ec = NULL;
+    const struct train_piece *pieces;
+    struct gather g = {0};
+    struct sl_error err = {0};
+    int rc = train_client_open(&ec, &eo, &err);
+    for (int have_prev = 0, slot = 0; rc == 0 && !stop_flag; slot ^= 1) {
+        int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
+        if (rc != 0 && rc != SL_END)
+            break;
+        if (got && o->predictions != NULL &&
+            (rc = gather_keep(&g, slot, pieces, t->replicas, o->feature, o->label, &err)) != 0)
+            break;
+        if (got && (rc = train_loop_put(t->loop, pieces, t->replicas, &err)) != 0)
+            break;
+        if (have_prev && (rc = train_loop_eval_run(t->loop, &t->test_rows, &t->test_correct, &err)) != 0)
+            break;
+        if (have_prev && o->predictions != NULL && (rc = gather_add(&g, slot ^ 1, t->loop, t->replicas, &err)) != 0)
+            break;
+        if (!got) {
+            rc = SL_END;
+            break;
         }
-        if (rc == SL_END) {
-            float counts[2] = {(float)test_rows, (float)test_correct};
-            rc = train_loop_sum(loop, counts, 2, &err);
-            test_rows = counts[0];
-            test_correct = counts[1];
-        }
-        if (rc == 0 && predictions_path != NULL && !stop_flag) /* rc is the counts' sum's */
-            rc = gather_write(&g, loop, worker, test_rows, test_correct, predictions_path, &err);
-        gather_free(&g);
-        if (rc != 0) {
-            sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
-            status = 1;
-        } else {
-            sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (all workers)",
-                   test_rows > 0 ? test_correct / test_rows : 0, test_rows);
-        }
-        train_client_close(ec);
-        sl_free(elist);
+        have_prev = 1;
     }
-    double t_end = t_train_end;
-    double secs = t_end - t0, stream = t_first > 0 ? t_end - t_first : 0;
+    if (rc == SL_END) {
+        float counts[2] = {(float)t->test_rows, (float)t->test_correct};
+        rc = train_loop_sum(t->loop, counts, 2, &err);
+        t->test_rows = counts[0];
+        t->test_correct = counts[1];
+    }
+    if (rc == 0 && o->predictions != NULL && !stop_flag) /* rc is the counts' sum's */
+        rc = gather_write(&g, t->loop, o->worker, t->test_rows, t->test_correct, o->predictions, &err);
+    gather_free(&g);
+    train_client_close(ec);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
+        return 1;
+    }
+    sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (all workers)",
+           t->test_rows > 0 ? t->test_correct / t->test_rows : 0, t->test_rows);
+    return 0;
+}
+
+/* The summary line: on stdout (the run's result, for scripts and
+ * sluice-bench) and at the end of --trace, which is committed (a failed
+ * run's trace stays, its summary saying "ok":false) unless writing it
+ * failed. Returns the final status. */
+static int report(struct trainer *t, int status)
+{
+    const struct trainer_opts *o = &t->o;
+    double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_client_stats st = {0};
-    if (cl != NULL)
-        train_client_stats(cl, &st);
+    if (t->cl != NULL)
+        train_client_stats(t->cl, &st);
     uint64_t h2d_bytes = 0; /* staged for training and evaluation */
     double h2d_s = 0;
-    if (loop != NULL)
-        train_loop_stage_stats(loop, &h2d_bytes, &h2d_s);
+    if (t->loop != NULL)
+        train_loop_stage_stats(t->loop, &h2d_bytes, &h2d_s);
     char summary[1024];
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
@@ -1133,33 +1105,67 @@ int main(int argc, char **argv)
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
-             worker, replicas, status == 0 ? "true" : "false", steps, epochs_seen, st.pieces, st.rows, st.bytes, secs,
-             secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream, stream > 0 ? (double)st.rows / stream : 0.0,
-             stream > 0 ? (double)st.bytes / stream : 0.0, model, last_loss, last_acc,
-             stream > 0 ? 100.0 * st.wait_s / secs : 0.0, loop ? train_loop_weights_hash(loop) : (uint64_t)0,
-             test_rows, test_rows > 0 ? test_correct / test_rows : 0.0, tower ? "tower" : "mirrored", h2d_bytes,
+             o->worker, t->replicas, status == 0 ? "true" : "false", t->steps, t->epochs_seen, st.pieces, st.rows,
+             st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
+             stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
+             model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
+             t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
+             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", h2d_bytes,
              h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
-    if (trace_out != NULL && trace_failed) {
-        sl_output_abort(trace_out);
-    } else if (trace_out != NULL) { /* a failed run's trace stays, its summary saying "ok":false */
-        struct sl_error oerr = {0};
-        fputs(summary, tf);
-        if (sl_output_commit(trace_out, &oerr) != 0 && status == 0) {
-            sl_log(SL_LOG_ERROR, "--trace: %s", oerr.msg);
+    if (t->trace_out != NULL && !t->trace_failed) {
+        struct sl_error err = {0};
+        fputs(summary, t->tf);
+        int rc = sl_output_commit(t->trace_out, &err);
+        t->trace_out = NULL;
+        if (rc != 0 && status == 0) {
+            sl_log(SL_LOG_ERROR, "--trace: %s", err.msg);
             status = 1;
         }
     }
-    fputs(summary, summary_out); /* the run's result, for scripts and sluice-bench */
-    if (summary_out != stdout && fclose(summary_out) != 0)
+    fputs(summary, t->summary_out);
+    if (t->summary_out != stdout && fclose(t->summary_out) != 0)
         status = status != 0 ? status : 1;
-    train_loop_destroy(loop);
-    train_ring_close(ring);
-    sl_free(ring_list);
-    train_client_close(cl);
-    sl_buf_free(&line);
-    sl_free(list);
-    sl_free(cluster_list);
-    sl_free(peer_list);
-    sl_free(ring_from_peers);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
+    int status = configure(&t, argc, argv);
+    if (status != 0 || t.done)
+        goto out_free_lists;
+    split_stdout(&t);
+    sl_log_setup("sluice-trainer", 2, t.o.quiet ? SL_LOG_WARN : SL_LOG_INFO);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (open_trace(&t) != 0) {
+        status = 1;
+        goto out_free_lists;
+    }
+    if (meet(&t) != 0) {
+        status = 1;
+        goto out_abort_trace;
+    }
+    t.t0 = sl_clock_s();
+    status = start(&t);
+    if (status == 0)
+        status = run(&t);
+    t.t_train_end = sl_clock_s();
+    status = finish_training(&t, status);
+    if (status == 0 && t.loop != NULL && t.o.eval_connect != NULL && !stop_flag)
+        status = evaluate(&t);
+    status = report(&t, status);
+    train_loop_destroy(t.loop);
+    train_ring_close(t.ring);
+    train_client_close(t.cl);
+out_abort_trace:
+    sl_output_abort(t.trace_out); /* what report() did not commit */
+out_free_lists:
+    sl_cluster_list_free(&t.eval_feeders);
+    sl_cluster_list_free(&t.ring_eps);
+    sl_cluster_list_free(&t.feeders);
     return status;
 }
