@@ -2,28 +2,25 @@
  * flow of credits).
  *
  * Trainer state lives in a table indexed by worker: a worker has at most
- * one trainer connection at a time. The cluster shape (W, R) is fixed by
- * the first HELLO; a HELLO that disagrees, names another job, or names a
- * worker already connected is refused with the reason.
+ * one trainer connection at a time. The cluster shape (W, R) and the rules
+ * for HELLOs are in docs/protocol.md ("How sluice's feeder and trainer use
+ * it").
  *
- * Tasks: max(prefetch, 2 x threads) task structs are made at start (they
- * bound how many pieces are assembled at once). The server takes a free
- * one when a trainer has a credit and its plan has a piece for this feeder,
- * fills in the piece, and queues it for the executors; an executor returns
- * it (with a filled pool buffer, or an error) through the done queue and
- * wakes the server with an empty message on its inproc socket; the
- * server sends it and frees the task. A task whose trainer went away in the
- * meantime is dropped (its buffer goes back to the pool).
+ * Tasks: max(prefetch, 2 x threads) of them (feed_exec.h) bound how many
+ * pieces are assembled at once. The server takes a free one when a
+ * trainer has a credit and its plan has a piece for this feeder, and
+ * submits it; when it comes back done the server sends the piece and
+ * recycles the task. A task whose trainer went away in the meantime is
+ * dropped (its buffer goes back to its pool). Pieces a trainer reads in
+ * shared memory are held for it by feed_hold.
  *
- * Lock order: none held across calls; the work queue and the pool lock
- * internally, each alone.
+ * Lock order: none held across calls (the executors' queues and the pools
+ * lock internally, each alone).
  */
 #include "feed_server.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,12 +28,14 @@
 #include <zmq.h>
 
 #include "feed_assemble.h"
+#include "feed_exec.h"
+#include "feed_hold.h"
 #include "feed_plan.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_log.h"
 #include "sl_pool.h"
-#include "sl_queue.h"
+#include "sl_proc.h"
 #include "sl_wire.h"
 
 #define MAX_IDENTITY 256
@@ -47,19 +46,6 @@
  * while it seeks a resume point within an epoch (whole epochs are skipped
  * arithmetically), so HELLOs, heartbeats and signals are never held up. */
 #define SKIP_CHUNK 4096
-
-struct task {
-    uint32_t worker;
-    uint64_t generation; /* the trainer connection it was made for */
-    uint64_t ordinal;    /* its place among the pieces scheduled for that connection */
-    struct feed_piece piece;
-    struct feed_elem *elems;
-    size_t cap;
-    uint8_t *buf;
-    struct feed_layout layout;
-    int rc;
-    struct sl_error err;
-};
 
 struct trainer {
     int active;
@@ -82,34 +68,10 @@ struct trainer {
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
     /* Shared memory: offered in the WELCOME when the HELLO asked, used once
-     * the trainer's CREDIT says it mapped it (`shm`). A piece sent that way keeps
-     * its buffer in `held` at its ordinal (the order it was scheduled in,
-     * which is its seq order, whatever order the executors finish in);
-     * the trainer consumes pieces in seq order and gives a credit for
-     * each, so the k-th credit releases ordinal k. A connection that ends
-     * keeps its buffers held (its trainer may still be reading them, e.g.
-     * one stopped and dropped as silent) until the worker's next HELLO: a
-     * trainer rejoining copies what it still holds out of the shared
-     * memory before it says HELLO. */
-    enum {
-        SHM_NONE,    /* not offered (not asked for, or a private pool) */
-        SHM_PENDING, /* offered; the trainer's answer (a CREDIT) not in yet: no piece goes before it */
-        SHM_ON,      /* mapped: pieces go in shared memory */
-        SHM_DECLINED /* the trainer could not map it: pieces go by copy */
-    } shm;
-    uint8_t **held;    /* [2 x window], indexed by ordinal */
-    uint64_t released; /* ordinals below it are consumed */
-};
-
-/* Log lines anybody on the network can cause (refusals, malformed or
- * unexpected messages) are rate-limited per kind: at most LOG_BURST a
- * second; what was held back is counted and said once the second is over. */
-#define LOG_BURST 10
-struct log_limit {
-    const char *kind;  /* "refusals", ... for the summary line */
-    uint64_t start_ns; /* the current second's start */
-    unsigned lines;    /* logged in it */
-    uint64_t held;     /* not logged in it */
+     * the trainer's CREDIT says it mapped it; the buffers of pieces sent
+     * that way are held until their credits come back (feed_hold.h) */
+    enum feed_shm_state shm;
+    struct feed_hold hold;
 };
 
 struct server {
@@ -117,18 +79,10 @@ struct server {
     struct feed_counters *c;
     void *ctx;
     void *router;
-    void *done_pull;
-    char done_addr[64];
-    struct sl_queue *work;
-    struct sl_queue *done; /* tasks back from the executors */
+    struct feed_exec *exec;
     struct sl_pool *pool;
-    struct task *tasks;
-    struct task **free_tasks;
-    size_t nfree, ntasks;
-    pthread_t *threads;
+    size_t ntasks;
     unsigned nthreads;
-    struct executor *exs;
-    unsigned nexs; /* executors set up (assembler, socket) */
     struct feed_schema schema;
     /* cluster shape, from the first HELLO */
     uint32_t workers, replicas;
@@ -154,105 +108,11 @@ struct server {
     struct sl_pool *retired[4];
     int fatal;
     struct sl_error fatal_err;
-    struct log_limit lim_refuse, lim_bad;
+    /* log lines anybody on the network can cause: at most 10 a second each */
+    struct sl_log_limit lim_refuse, lim_bad;
 };
-
-/* Say how many lines of a kind were held back, once their second is over. */
-static void log_limit_flush(struct log_limit *l, uint64_t now, int force)
-{
-    if (now - l->start_ns < 1000000000u && !force)
-        return;
-    if (l->held > 0)
-        sl_log(SL_LOG_WARN, "%" PRIu64 " more %s were not logged in %.1f s (at most %d a second are)", l->held, l->kind,
-               (double)(now - l->start_ns) / 1e9, LOG_BURST);
-    l->start_ns = now;
-    l->lines = 0;
-    l->held = 0;
-}
-
-/* 1: log this line; 0: hold it back (it is counted). */
-static int log_allowed(struct log_limit *l)
-{
-    log_limit_flush(l, sl_clock_ns(), 0);
-    if (l->lines < LOG_BURST) {
-        l->lines++;
-        return 1;
-    }
-    l->held++;
-    return 0;
-}
-
-struct executor {
-    struct server *s;
-    struct feed_assembler *as;
-    void *push;
-};
-
-/* ---- executors ---- */
-
-static void *executor_main(void *arg)
-{
-    struct executor *ex = arg;
-    struct server *s = ex->s;
-    void *item;
-    while (sl_queue_pop(s->work, &item) == 0) {
-        struct task *t = item;
-        t->rc = sl_pool_get(s->pool, (void **)&t->buf);
-        if (t->rc != 0) {
-            t->buf = NULL;
-            sl_error_set(&t->err, t->rc, "feeder is closing");
-        } else {
-            t->rc = feed_assembler_fill(ex->as, &t->piece, t->buf, sl_pool_bytes(s->pool), &t->layout, &t->err);
-        }
-        /* hand the task back through a locked queue (so the hand-over is a
-         * real happens-before edge), then wake the server's poll */
-        if (sl_queue_push(s->done, t) != 0)
-            break;
-        if (zmq_send(ex->push, "", 0, 0) < 0)
-            break; /* context terminated: the server is gone */
-    }
-    return NULL;
-}
 
 /* ---- sending ---- */
-
-/* ---- buffers held for trainers reading shared memory ---- */
-
-/* A shared piece's buffer, held at its ordinal; the ring has 2 x window
- * places, twice what honest credits leave outstanding. */
-static int held_put(struct server *s, struct trainer *t, uint64_t ordinal, uint8_t *buf)
-{
-    uint64_t cap = 2 * s->window;
-    if (ordinal < t->released || ordinal - t->released >= cap || t->held[ordinal % cap] != NULL)
-        return -1;
-    t->held[ordinal % cap] = buf;
-    return 0;
-}
-
-/* n more pieces were consumed, in order: their buffers (if shared) go
- * back. Never past what was scheduled: a trainer returning more credits
- * than it had pieces gains nothing. */
-static void held_release(struct server *s, struct trainer *t, uint64_t n)
-{
-    uint64_t cap = 2 * s->window;
-    for (; n > 0 && t->released < t->scheduled; n--, t->released++) {
-        uint8_t **b = &t->held[t->released % cap];
-        if (*b != NULL)
-            sl_pool_put(s->pool, *b);
-        *b = NULL;
-    }
-}
-
-/* Every buffer held for the trainer's connections so far. */
-static void held_release_all(struct server *s, struct trainer *t)
-{
-    for (uint64_t i = 0; t->held != NULL && i < 2 * s->window; i++)
-        if (t->held[i] != NULL) {
-            sl_pool_put(s->pool, t->held[i]);
-            t->held[i] = NULL;
-        }
-    t->released = 0;
-}
 
 static void drop(struct server *s, struct trainer *t, const char *why);
 
@@ -322,7 +182,7 @@ static void refuse(struct server *s, const uint8_t *id, size_t id_len, const cha
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    if (log_allowed(&s->lim_refuse))
+    if (sl_log_allowed(&s->lim_refuse))
         sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
     s->c->refused++;
     struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
@@ -332,7 +192,7 @@ static void refuse(struct server *s, const uint8_t *id, size_t id_len, const cha
         zmq_send(s->router, s->hbuf.data, s->hbuf.len, 0);
 }
 
-static void send_piece(struct server *s, struct trainer *t, struct task *k)
+static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
 {
     struct sl_wire_piece *p = &s->msg.piece;
     memset(p, 0, sizeof *p);
@@ -361,7 +221,7 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
     /* to a trainer that mapped the pool: where the body lies, no copy; the
      * buffer is held (a reference of its own) until the piece's credit
      * comes back */
-    int shared = t->shm == SHM_ON && body > 0;
+    int shared = t->shm == FEED_SHM_ON && body > 0;
     p->shm_offset = shared ? sl_pool_offset(s->pool, k->buf) : 0;
     p->shm_bytes = shared ? body : 0;
     if (shared)
@@ -393,7 +253,7 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
         drop(s, t, why);
         return;
     }
-    if (shared && held_put(s, t, k->ordinal, k->buf) != 0) {
+    if (shared && feed_hold_put(&t->hold, k->ordinal, k->buf) != 0) {
         /* cannot happen while credits are honest (at most `window`
          * outstanding, and the ring holds twice that) */
         sl_pool_put(s->pool, k->buf);
@@ -435,16 +295,7 @@ static void send_piece(struct server *s, struct trainer *t, struct task *k)
 
 /* ---- tasks ---- */
 
-static void task_free(struct server *s, struct task *k)
-{
-    if (k->buf != NULL) {
-        sl_pool_put(s->pool, k->buf);
-        k->buf = NULL;
-    }
-    s->free_tasks[s->nfree++] = k;
-}
-
-static void on_done(struct server *s, struct task *k)
+static void on_done(struct server *s, struct feed_task *k)
 {
     struct trainer *t = k->worker < s->workers ? &s->trainers[k->worker] : NULL;
     if (k->rc != 0 && k->rc != SL_ECLOSED) {
@@ -457,16 +308,13 @@ static void on_done(struct server *s, struct task *k)
     }
     if (t != NULL && t->generation == k->generation && t->inflight > 0)
         t->inflight--;
-    task_free(s, k);
+    feed_exec_recycle(s->exec, k);
 }
 
 static void drain_done(struct server *s)
 {
-    char wake;
-    while (zmq_recv(s->done_pull, &wake, sizeof wake, ZMQ_DONTWAIT) >= 0)
-        ;
-    void *k;
-    while (sl_queue_try_pop(s->done, &k) == 0)
+    struct feed_task *k;
+    while ((k = feed_exec_done(s->exec)) != NULL)
         on_done(s, k);
 }
 
@@ -504,11 +352,11 @@ static int skip_some(struct server *s)
 static int schedule(struct server *s)
 {
     int progress = 1, waiting = 0;
-    while (progress && s->nfree > 0 && !s->fatal) {
+    while (progress && feed_exec_free(s->exec) > 0 && !s->fatal) {
         progress = 0;
-        for (uint32_t w = 0; w < s->workers && s->nfree > 0; w++) {
+        for (uint32_t w = 0; w < s->workers && feed_exec_free(s->exec) > 0; w++) {
             struct trainer *t = &s->trainers[w];
-            if (!t->active || t->plan_done || t->skip > 0 || t->shm == SHM_PENDING)
+            if (!t->active || t->plan_done || t->skip > 0 || t->shm == FEED_SHM_PENDING)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns
              * one); a trainer returning more than it was sent only loses
@@ -534,34 +382,22 @@ static int schedule(struct server *s)
                 fail_all(s, &err);
                 return rc;
             }
-            struct task *k = s->free_tasks[--s->nfree];
-            if (piece.n > k->cap) {
-                struct feed_elem *e = sl_realloc(k->elems, piece.n * sizeof *e);
-                if (e == NULL) {
-                    s->free_tasks[s->nfree++] = k;
-                    sl_error_set(&err, SL_ENOMEM, "out of memory for a piece of %zu rows", piece.n);
-                    fail_all(s, &err);
-                    return SL_ENOMEM;
-                }
-                k->elems = e;
-                k->cap = piece.n;
-            }
-            if (piece.n)
-                memcpy(k->elems, piece.elems, piece.n * sizeof *k->elems);
-            k->piece = piece;
-            k->piece.elems = k->elems;
+            struct feed_task *k = feed_exec_task(s->exec);
             k->worker = w;
             k->generation = t->generation;
             k->ordinal = t->scheduled;
-            k->rc = 0;
-            k->buf = NULL;
-            sl_error_clear(&k->err);
+            k->pool = s->pool;
+            rc = feed_exec_submit(s->exec, k, &piece);
+            if (rc != 0) {
+                feed_exec_recycle(s->exec, k);
+                if (rc == SL_ECLOSED) /* stopping */
+                    return 0;
+                sl_error_set(&err, rc, "out of memory for a piece of %zu rows", piece.n);
+                fail_all(s, &err);
+                return rc;
+            }
             t->last_seq = piece.seq + 1;
             t->epochs = piece.epoch;
-            if (sl_queue_push(s->work, k) != 0) {
-                s->free_tasks[s->nfree++] = k;
-                return 0;
-            }
             t->credits--;
             t->scheduled++;
             t->inflight++;
@@ -635,7 +471,7 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     for (uint32_t w = 0; w < W; w++)
-        if ((s->trainers[w].held = sl_calloc((size_t)(2 * s->window), sizeof(uint8_t *))) == NULL)
+        if (feed_hold_init(&s->trainers[w].hold, s->window) != 0)
             rc = SL_ENOMEM;
     /* Pieces in shared memory when a trainer on this host maps it; else,
      * or where memfd is missing, a private pool and copies. */
@@ -650,7 +486,7 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
         rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
     if (rc != 0) {
         for (uint32_t w = 0; w < W; w++)
-            sl_free(s->trainers[w].held);
+            feed_hold_free(&s->trainers[w].hold);
         sl_free(s->trainers);
         s->trainers = NULL;
         return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
@@ -683,7 +519,7 @@ static int release_shape(struct server *s)
 {
     if (s->workers == 0)
         return 0;
-    if (s->nfree != s->ntasks) /* executors hold buffers of this pool */
+    if (feed_exec_free(s->exec) != feed_exec_tasks(s->exec)) /* executors hold buffers of this pool */
         return -1;
     reap_retired(s);
     size_t slot = 0, nslots = sizeof s->retired / sizeof s->retired[0];
@@ -693,8 +529,8 @@ static int release_shape(struct server *s)
         return -1;
     for (uint32_t w = 0; w < s->workers; w++) {
         feed_plan_destroy(s->trainers[w].plan);
-        held_release_all(s, &s->trainers[w]);
-        sl_free(s->trainers[w].held);
+        feed_hold_release_all(&s->trainers[w].hold, s->pool);
+        feed_hold_free(&s->trainers[w].hold);
     }
     sl_free(s->trainers);
     s->trainers = NULL;
@@ -719,7 +555,7 @@ static void drop(struct server *s, struct trainer *t, const char *why)
     t->active = 0;
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
     /* its shared buffers stay held until the worker's next HELLO */
-    t->shm = SHM_NONE;
+    t->shm = FEED_SHM_NONE;
     /* the last trainer of a shape nobody consumed from: release it */
     if (!s->fixed && !s->consumed) {
         uint32_t active = 0;
@@ -840,8 +676,8 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     int rc = feed_plan_seek(t->plan, h->resume_seq, &within);
     /* the worker's previous connection is over, and a trainer rejoining has
      * copied out what it still held: its buffers go back */
-    held_release_all(s, t);
-    t->shm = s->shm.size != 0 && (h->flags & SL_WIRE_HELLO_SHM) ? SHM_PENDING : SHM_NONE;
+    feed_hold_release_all(&t->hold, s->pool);
+    t->shm = feed_shm_offer(s->shm.size != 0, h->flags);
     memcpy(t->id, id, id_len);
     t->id_len = id_len;
     t->active = 1;
@@ -883,7 +719,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         for (int d = 0; d < st->rank; d++)
             f->dims[d] = st->shape[d];
     }
-    if (t->shm == SHM_PENDING) {
+    if (t->shm == FEED_SHM_PENDING) {
         wm->shm_pid = (uint32_t)getpid();
         wm->shm_fd = (uint32_t)s->shm.fd;
         wm->shm_size = s->shm.size;
@@ -935,7 +771,7 @@ static void on_message(struct server *s)
     struct sl_error err = {0};
     struct trainer *t = find(s, idp, id_len);
     if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
-        if (t != NULL || log_allowed(&s->lim_bad))
+        if (t != NULL || sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
         if (t != NULL)
             drop(s, t, "sent a malformed message and was dropped");
@@ -957,12 +793,13 @@ static void on_message(struct server *s)
             /* a piece consumed: the shape is this job's for good */
             if (t->granted > t->initial && t->sent > 0)
                 s->consumed = 1;
-            held_release(s, t, s->msg.credit.credits);
-            if (t->shm == SHM_PENDING) {
+            feed_hold_release(&t->hold, s->pool, s->msg.credit.credits, t->scheduled);
+            if (t->shm == FEED_SHM_PENDING) {
                 /* the answer to the offer: pieces go one way or the other from the first */
-                t->shm = (s->msg.credit.flags & SL_WIRE_CREDIT_SHM) ? SHM_ON : SHM_DECLINED;
+                t->shm = feed_shm_answer(t->shm, s->msg.credit.flags);
                 sl_log(SL_LOG_INFO, "worker %u: pieces %s", (unsigned)(t - s->trainers),
-                       t->shm == SHM_ON ? "through shared memory" : "by copy (the trainer could not map the memory)");
+                       t->shm == FEED_SHM_ON ? "through shared memory"
+                                             : "by copy (the trainer could not map the memory)");
             }
         }
         break;
@@ -972,12 +809,12 @@ static void on_message(struct server *s)
         /* a trainer says BYE once it is done with every piece: its
          * buffers go back at once */
         if (t != NULL) {
-            held_release_all(s, t);
+            feed_hold_release_all(&t->hold, s->pool);
             drop(s, t, "said goodbye");
         }
         break;
     default:
-        if (log_allowed(&s->lim_bad))
+        if (sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "unexpected %s message from %s", sl_wire_type_name(s->msg.type),
                    t ? "a trainer" : "an unknown peer");
         break;
@@ -992,8 +829,8 @@ out:
 static void heartbeats_and_ends(struct server *s)
 {
     uint64_t now = sl_clock_ns();
-    log_limit_flush(&s->lim_refuse, now, 0);
-    log_limit_flush(&s->lim_bad, now, 0);
+    sl_log_limit_flush(&s->lim_refuse, 0);
+    sl_log_limit_flush(&s->lim_bad, 0);
     uint64_t hb = (uint64_t)s->o->heartbeat_ms * 1000000u, to = (uint64_t)s->o->timeout_ms * 1000000u;
     for (uint32_t w = 0; w < s->workers; w++) {
         struct trainer *t = &s->trainers[w];
@@ -1031,55 +868,6 @@ void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
 
 /* ---- setup and teardown ---- */
 
-/* CPU seconds used so far by this process's ZeroMQ I/O threads (named
- * "ZMQbg/IO/N"), from /proc: schedstat's nanoseconds where the kernel has
- * them, else stat's clock ticks. 0 where /proc is not there. */
-static double zmq_io_cpu_s(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (d == NULL)
-        return 0;
-    double total = 0;
-    long hz = sysconf(_SC_CLK_TCK);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[64], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        int ok = fgets(comm, sizeof comm, f) != NULL;
-        fclose(f);
-        if (!ok || strncmp(comm, "ZMQbg/IO/", 9) != 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", e->d_name);
-        unsigned long long ns = 0;
-        if ((f = fopen(path, "r")) != NULL) {
-            ok = fscanf(f, "%llu", &ns) == 1;
-            fclose(f);
-            if (ok) {
-                total += (double)ns / 1e9;
-                continue;
-            }
-        }
-        snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
-        if ((f = fopen(path, "r")) == NULL)
-            continue;
-        char line[1024];
-        ok = fgets(line, sizeof line, f) != NULL;
-        fclose(f);
-        const char *p = ok ? strrchr(line, ')') : NULL; /* comm may hold spaces */
-        unsigned long long ut = 0, st = 0;
-        if (p != NULL && hz > 0 &&
-            sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
-            total += (double)(ut + st) / (double)hz;
-    }
-    closedir(d);
-    return total;
-}
-
 static int start(struct server *s, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
@@ -1091,17 +879,9 @@ static int start(struct server *s, struct sl_error *err)
     /* piece buffers are sized when the cluster shape is known (setup_cluster) */
     size_t prefetch = job->prefetch ? (size_t)job->prefetch : 4;
     s->prefetch = prefetch;
-    /* tasks: pieces being assembled at once (they are freed when sent) */
-    s->ntasks = prefetch > 2 * (size_t)o->threads ? prefetch : 2 * (size_t)(o->threads ? o->threads : 1);
-    /* the pool is made when the cluster shape is known (setup_cluster) */
-    if ((rc = sl_queue_create(&s->work, s->ntasks)) != 0 || (rc = sl_queue_create(&s->done, s->ntasks)) != 0)
-        return sl_error_set(err, rc, "out of memory");
-    s->tasks = sl_calloc(s->ntasks, sizeof *s->tasks);
-    s->free_tasks = sl_calloc(s->ntasks, sizeof *s->free_tasks);
-    if (s->tasks == NULL || s->free_tasks == NULL)
-        return sl_error_set(err, SL_ENOMEM, "out of memory");
-    for (size_t i = 0; i < s->ntasks; i++)
-        s->free_tasks[s->nfree++] = &s->tasks[i];
+    s->nthreads = o->threads ? o->threads : 1;
+    /* tasks: pieces being assembled at once (they are recycled when sent) */
+    s->ntasks = prefetch > 2 * (size_t)s->nthreads ? prefetch : 2 * (size_t)s->nthreads;
     sl_buf_init(&s->hbuf, SL_WIRE_MAX_HEADER);
 
     s->ctx = zmq_ctx_new();
@@ -1118,67 +898,21 @@ static int start(struct server *s, struct sl_error *err)
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_bind(s->router, o->listen) != 0)
         return sl_error_set(err, SL_EIO, "bind(%s): %s", o->listen, zmq_strerror(errno));
-    snprintf(s->done_addr, sizeof s->done_addr, "inproc://sluice-done-%p", (void *)s);
-    s->done_pull = zmq_socket(s->ctx, ZMQ_PULL);
-    if (zmq_bind(s->done_pull, s->done_addr) != 0)
-        return sl_error_set(err, SL_EIO, "bind(%s): %s", s->done_addr, zmq_strerror(errno));
-
-    s->nthreads = o->threads ? o->threads : 1;
-    s->threads = sl_calloc(s->nthreads, sizeof *s->threads);
-    s->exs = sl_calloc(s->nthreads, sizeof *s->exs);
-    unsigned want = s->nthreads;
-    s->nthreads = 0; /* threads actually started, for stop() */
-    if (s->threads == NULL || s->exs == NULL)
-        return sl_error_set(err, SL_ENOMEM, "out of memory");
-    for (unsigned i = 0; i < want; i++) {
-        struct executor *ex = &s->exs[i];
-        ex->s = s;
-        s->nexs = i + 1;
-        if ((rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, job->format, s->max_rows, err)) != 0)
-            return rc;
-        ex->push = zmq_socket(s->ctx, ZMQ_PUSH);
-        zmq_setsockopt(ex->push, ZMQ_SNDHWM, &zero, sizeof zero);
-        zmq_setsockopt(ex->push, ZMQ_LINGER, &zero, sizeof zero);
-        if (zmq_connect(ex->push, s->done_addr) != 0)
-            return sl_error_set(err, SL_EIO, "connect(%s): %s", s->done_addr, zmq_strerror(errno));
-        if (pthread_create(&s->threads[i], NULL, executor_main, ex) != 0)
-            return sl_error_set(err, SL_EIO, "pthread_create failed");
-        s->nthreads = i + 1;
-    }
-    return 0;
+    struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
+                                .format = job->format, .max_rows = s->max_rows, .threads = s->nthreads,
+                                .ntasks = s->ntasks};
+    return feed_exec_create(&s->exec, &eo, err);
 }
 
 static void stop(struct server *s)
 {
-    if (s->work != NULL)
-        sl_queue_close(s->work, SL_ECLOSED, "feeder is stopping");
+    /* executors may wait for a buffer: closing the pool wakes them */
     if (s->pool != NULL)
         sl_pool_close(s->pool);
-    for (unsigned i = 0; i < s->nthreads; i++)
-        pthread_join(s->threads[i], NULL);
-    /* tasks still queued or done but not collected */
-    void *item;
-    while (s->work != NULL && sl_queue_reclaim(s->work, &item) == 0)
-        task_free(s, item);
-    while (s->done != NULL && sl_queue_reclaim(s->done, &item) == 0)
-        task_free(s, item);
-    for (unsigned i = 0; i < s->nexs; i++) {
-        if (s->exs[i].push != NULL)
-            zmq_close(s->exs[i].push);
-        if (s->exs[i].as != NULL) {
-            struct feed_stage_times t;
-            feed_assembler_times(s->exs[i].as, &t);
-            s->c->stages.read += t.read;
-            s->c->stages.decompress += t.decompress;
-            s->c->stages.decode += t.decode;
-            s->c->stages.assemble += t.assemble;
-        }
-        feed_assembler_destroy(s->exs[i].as);
-    }
-    if (s->ctx != NULL)
-        s->c->zmq_io_cpu_s = zmq_io_cpu_s(); /* before the I/O threads end */
-    if (s->done_pull != NULL)
-        zmq_close(s->done_pull);
+    feed_exec_destroy(s->exec, &s->c->stages);
+    s->exec = NULL;
+    if (s->ctx != NULL) /* before the I/O threads end */
+        s->c->zmq_io_cpu_s = sl_proc_threads_cpu_s("ZMQbg/IO/");
     if (s->router != NULL)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
@@ -1187,9 +921,8 @@ static void stop(struct server *s)
         feed_plan_destroy(s->trainers[w].plan);
         /* nothing writes the pool any more: trainers still mapping it keep
          * their view of it */
-        held_release_all(s, &s->trainers[w]);
-        sl_free(s->trainers[w].held);
-        s->trainers[w].held = NULL;
+        feed_hold_release_all(&s->trainers[w].hold, s->pool);
+        feed_hold_free(&s->trainers[w].hold);
     }
     if (s->pool != NULL && sl_pool_wait_idle(s->pool, 5000) == 0)
         sl_pool_destroy(s->pool);
@@ -1200,15 +933,7 @@ static void stop(struct server *s)
             sl_pool_destroy(s->retired[i]);
         else if (s->retired[i] != NULL)
             sl_log(SL_LOG_WARN, "piece buffers of a released shape still referenced at exit; not freed");
-    sl_queue_destroy(s->work);
-    sl_queue_destroy(s->done);
-    for (size_t i = 0; s->tasks != NULL && i < s->ntasks; i++)
-        sl_free(s->tasks[i].elems);
-    sl_free(s->tasks);
-    sl_free(s->free_tasks);
     sl_free(s->trainers);
-    sl_free(s->threads);
-    sl_free(s->exs);
     sl_buf_free(&s->hbuf);
 }
 
@@ -1239,8 +964,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     s->o = &o;
     s->c = c;
-    s->lim_refuse = (struct log_limit){.kind = "refusals", .start_ns = sl_clock_ns()};
-    s->lim_bad = (struct log_limit){.kind = "malformed or unexpected messages", .start_ns = sl_clock_ns()};
+    s->lim_refuse = (struct sl_log_limit){.kind = "refusals", .burst = 10};
+    s->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
     double t0 = sl_clock_s();
     uint64_t cpu0 = sl_clock_thread_cpu_ns();
     int rc = start(s, err);
@@ -1299,7 +1024,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             break;
         }
         items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
-        items[1] = (zmq_pollitem_t){.socket = s->done_pull, .events = ZMQ_POLLIN};
+        items[1] = (zmq_pollitem_t){.socket = feed_exec_socket(s->exec), .events = ZMQ_POLLIN};
         int timeout = skipping ? 0 : o.heartbeat_ms / 4 > 0 ? o.heartbeat_ms / 4 : 1;
         uint64_t before = sl_clock_ns();
         int n = zmq_poll(items, 2, timeout);
@@ -1307,7 +1032,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
             break;
         }
-        if (waiting && s->nfree > 0)
+        if (waiting && feed_exec_free(s->exec) > 0)
             c->blocked_s += (double)(sl_clock_ns() - before) / 1e9;
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             for (int k = 0; k < 64; k++) {
@@ -1347,8 +1072,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     }
     c->elapsed_s = sl_clock_s() - t0;
     c->serve_cpu_s = (double)(sl_clock_thread_cpu_ns() - cpu0) / 1e9;
-    log_limit_flush(&s->lim_refuse, sl_clock_ns(), 1);
-    log_limit_flush(&s->lim_bad, sl_clock_ns(), 1);
+    sl_log_limit_flush(&s->lim_refuse, 1);
+    sl_log_limit_flush(&s->lim_bad, 1);
     stop(s);
     sl_free(s);
     return rc;

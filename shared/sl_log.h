@@ -5,6 +5,8 @@
 #ifndef SL_LOG_H
 #define SL_LOG_H
 
+#include <stdint.h>
+
 #include "sl_error.h"
 
 enum sl_log_level { SL_LOG_DEBUG, SL_LOG_INFO, SL_LOG_WARN, SL_LOG_ERROR };
@@ -13,5 +15,25 @@ enum sl_log_level { SL_LOG_DEBUG, SL_LOG_INFO, SL_LOG_WARN, SL_LOG_ERROR };
  * the file descriptor written to, and the least level shown. */
 void sl_log_setup(const char *prog, int fd, enum sl_log_level min_level);
 void sl_log(enum sl_log_level level, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* A rate limit for log lines anybody can cause (a peer's malformed
+ * messages, refusals): at most `burst` lines a second are logged; the rest
+ * are counted, and the count is logged in one line once the second is
+ * over ("2990 more malformed messages were not logged in 1.0 s (at most 10
+ * a second are)"). All-zero but `kind` and `burst` is a fresh limit.
+ * Thread-safe: no; one owner. */
+struct sl_log_limit {
+    const char *kind;  /* "refusals", ...: the summary line's subject */
+    unsigned burst;    /* lines a second */
+    uint64_t start_ns; /* the current second's start (0: not started) */
+    unsigned lines;    /* logged in it */
+    uint64_t held;     /* not logged in it */
+};
+
+/* 1: log this line; 0: hold it back (it is counted). */
+int sl_log_allowed(struct sl_log_limit *l);
+/* Log the count held back, if the second is over (or `force`), and start
+ * a new second. Call it now and then, and once at the end. */
+void sl_log_limit_flush(struct sl_log_limit *l, int force);
 
 #endif

@@ -2,11 +2,14 @@
  * string escaping and the allocation failure hook. */
 #include <string.h>
 
+#include <unistd.h>
+
 #include "sl_alloc.h"
 #include "sl_base64.h"
 #include "sl_buf.h"
 #include "sl_error.h"
 #include "sl_json.h"
+#include "sl_log.h"
 #include "sl_test.h"
 
 START_TEST(test_error_set_and_prefix)
@@ -96,6 +99,44 @@ START_TEST(test_alloc_failure_hook)
 }
 END_TEST
 
+/* sl_log_allowed: `burst` lines a second, the rest counted and said in one
+ * line when the limit is flushed. */
+START_TEST(test_log_limit)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    sl_log_setup("t", fds[1], SL_LOG_INFO);
+    struct sl_log_limit l = {.kind = "refusals", .burst = 3};
+    int logged = 0;
+    for (int i = 0; i < 25; i++)
+        if (sl_log_allowed(&l)) {
+            sl_log(SL_LOG_WARN, "refused %d", i);
+            logged++;
+        }
+    ck_assert_int_eq(logged, 3);
+    ck_assert_uint_eq(l.held, 22);
+    sl_log_limit_flush(&l, 0); /* the second is not over: nothing yet */
+    ck_assert_uint_eq(l.held, 22);
+    sl_log_limit_flush(&l, 1);
+    ck_assert_uint_eq(l.held, 0);
+    ck_assert_int_eq(sl_log_allowed(&l), 1); /* a new second */
+    sl_log_limit_flush(&l, 1);               /* nothing held: no line */
+    char buf[1024] = {0};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    ck_assert_int_gt(n, 0);
+    const char *want = "t: warning: refused 0\nt: warning: refused 1\nt: warning: refused 2\n"
+                       "t: warning: 22 more refusals were not logged in ";
+    ck_assert_int_eq(strncmp(buf, want, strlen(want)), 0);
+    const char *tail = " s (at most 3 a second are)\n";
+    ck_assert_uint_gt(strlen(buf), strlen(want) + strlen(tail));
+    ck_assert_str_eq(buf + strlen(buf) - strlen(tail), tail);
+    ck_assert_ptr_eq(strchr(buf + strlen(want), '\n'), buf + strlen(buf) - 1); /* one line */
+    sl_log_setup("t", 2, SL_LOG_INFO);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_shared");
@@ -105,6 +146,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_base64_rfc4648);
     tcase_add_test(tc, test_json_string_escapes);
     tcase_add_test(tc, test_alloc_failure_hook);
+    tcase_add_test(tc, test_log_limit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,215 @@
+/* feed_exec: the executors (see feed_exec.h).
+ *
+ * Lock order: none held across calls; the two queues and the pools lock
+ * internally, each alone.
+ */
+#include "feed_exec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "sl_alloc.h"
+#include "sl_queue.h"
+
+struct executor {
+    struct feed_exec *e;
+    struct feed_assembler *as;
+    void *push; /* wakes the owner's poll */
+};
+
+struct feed_exec {
+    struct sl_queue *work, *done;
+    struct feed_task *tasks;
+    struct feed_task **free_tasks;
+    size_t ntasks, nfree;
+    void *pull;
+    char addr[64];
+    struct executor *exs;
+    unsigned nexs; /* executors set up (assembler, socket) */
+    pthread_t *threads;
+    unsigned nthreads; /* threads started */
+};
+
+static void *executor_main(void *arg)
+{
+    struct executor *ex = arg;
+    struct feed_exec *e = ex->e;
+    void *item;
+    while (sl_queue_pop(e->work, &item) == 0) {
+        struct feed_task *t = item;
+        t->rc = sl_pool_get(t->pool, (void **)&t->buf);
+        if (t->rc != 0) {
+            t->buf = NULL;
+            sl_error_set(&t->err, t->rc, "feeder is closing");
+        } else {
+            t->rc = feed_assembler_fill(ex->as, &t->piece, t->buf, sl_pool_bytes(t->pool), &t->layout, &t->err);
+        }
+        /* hand the task back through a locked queue (so the hand-over is a
+         * real happens-before edge), then wake the owner's poll */
+        if (sl_queue_push(e->done, t) != 0)
+            break;
+        if (zmq_send(ex->push, "", 0, 0) < 0)
+            break; /* context terminated: the owner is gone */
+    }
+    return NULL;
+}
+
+int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, struct sl_error *err)
+{
+    *out = NULL;
+    if (o->threads == 0 || o->ntasks == 0)
+        return sl_error_set(err, SL_EINVAL, "executors: %u threads, %zu tasks", o->threads, o->ntasks);
+    struct feed_exec *e = sl_calloc(1, sizeof *e);
+    if (e == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    int rc;
+    e->ntasks = o->ntasks;
+    if ((rc = sl_queue_create(&e->work, e->ntasks)) != 0 || (rc = sl_queue_create(&e->done, e->ntasks)) != 0) {
+        feed_exec_destroy(e, NULL);
+        return sl_error_set(err, rc, "out of memory");
+    }
+    e->tasks = sl_calloc(e->ntasks, sizeof *e->tasks);
+    e->free_tasks = sl_calloc(e->ntasks, sizeof *e->free_tasks);
+    e->exs = sl_calloc(o->threads, sizeof *e->exs);
+    e->threads = sl_calloc(o->threads, sizeof *e->threads);
+    if (e->tasks == NULL || e->free_tasks == NULL || e->exs == NULL || e->threads == NULL) {
+        feed_exec_destroy(e, NULL);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < e->ntasks; i++)
+        e->free_tasks[e->nfree++] = &e->tasks[i];
+    snprintf(e->addr, sizeof e->addr, "inproc://sluice-done-%p", (void *)e);
+    e->pull = zmq_socket(o->zmq_ctx, ZMQ_PULL);
+    if (e->pull == NULL || zmq_bind(e->pull, e->addr) != 0) {
+        rc = sl_error_set(err, SL_EIO, "bind(%s): %s", e->addr, zmq_strerror(errno));
+        feed_exec_destroy(e, NULL);
+        return rc;
+    }
+    int zero = 0;
+    for (unsigned i = 0; i < o->threads; i++) {
+        struct executor *ex = &e->exs[i];
+        ex->e = e;
+        e->nexs = i + 1;
+        rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, o->format, o->max_rows, err);
+        if (rc == 0) {
+            ex->push = zmq_socket(o->zmq_ctx, ZMQ_PUSH);
+            if (ex->push == NULL)
+                rc = sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+        }
+        if (rc == 0) {
+            zmq_setsockopt(ex->push, ZMQ_SNDHWM, &zero, sizeof zero);
+            zmq_setsockopt(ex->push, ZMQ_LINGER, &zero, sizeof zero);
+            if (zmq_connect(ex->push, e->addr) != 0)
+                rc = sl_error_set(err, SL_EIO, "connect(%s): %s", e->addr, zmq_strerror(errno));
+        }
+        if (rc == 0 && pthread_create(&e->threads[i], NULL, executor_main, ex) != 0)
+            rc = sl_error_set(err, SL_EIO, "pthread_create failed");
+        if (rc != 0) {
+            feed_exec_destroy(e, NULL);
+            return rc;
+        }
+        e->nthreads = i + 1;
+    }
+    *out = e;
+    return 0;
+}
+
+void feed_exec_recycle(struct feed_exec *e, struct feed_task *t)
+{
+    if (t->buf != NULL) {
+        sl_pool_put(t->pool, t->buf);
+        t->buf = NULL;
+    }
+    e->free_tasks[e->nfree++] = t;
+}
+
+void feed_exec_destroy(struct feed_exec *e, struct feed_stage_times *times)
+{
+    if (e == NULL)
+        return;
+    if (e->work != NULL)
+        sl_queue_close(e->work, SL_ECLOSED, "feeder is stopping");
+    for (unsigned i = 0; i < e->nthreads; i++)
+        pthread_join(e->threads[i], NULL);
+    /* tasks still queued, or done but not collected */
+    void *item;
+    while (e->work != NULL && sl_queue_reclaim(e->work, &item) == 0)
+        feed_exec_recycle(e, item);
+    while (e->done != NULL && sl_queue_reclaim(e->done, &item) == 0)
+        feed_exec_recycle(e, item);
+    for (unsigned i = 0; i < e->nexs; i++) {
+        if (e->exs[i].push != NULL)
+            zmq_close(e->exs[i].push);
+        if (e->exs[i].as != NULL && times != NULL) {
+            struct feed_stage_times t;
+            feed_assembler_times(e->exs[i].as, &t);
+            times->read += t.read;
+            times->decompress += t.decompress;
+            times->decode += t.decode;
+            times->assemble += t.assemble;
+        }
+        feed_assembler_destroy(e->exs[i].as);
+    }
+    if (e->pull != NULL)
+        zmq_close(e->pull);
+    sl_queue_destroy(e->work);
+    sl_queue_destroy(e->done);
+    for (size_t i = 0; e->tasks != NULL && i < e->ntasks; i++)
+        sl_free(e->tasks[i].elems);
+    sl_free(e->tasks);
+    sl_free(e->free_tasks);
+    sl_free(e->exs);
+    sl_free(e->threads);
+    sl_free(e);
+}
+
+void *feed_exec_socket(struct feed_exec *e)
+{
+    return e->pull;
+}
+
+struct feed_task *feed_exec_task(struct feed_exec *e)
+{
+    return e->nfree > 0 ? e->free_tasks[--e->nfree] : NULL;
+}
+
+int feed_exec_submit(struct feed_exec *e, struct feed_task *t, const struct feed_piece *piece)
+{
+    if (piece->n > t->cap) {
+        struct feed_elem *el = sl_realloc(t->elems, piece->n * sizeof *el);
+        if (el == NULL)
+            return SL_ENOMEM;
+        t->elems = el;
+        t->cap = piece->n;
+    }
+    if (piece->n)
+        memcpy(t->elems, piece->elems, piece->n * sizeof *t->elems);
+    t->piece = *piece;
+    t->piece.elems = t->elems;
+    t->rc = 0;
+    t->buf = NULL;
+    sl_error_clear(&t->err);
+    return sl_queue_push(e->work, t) == 0 ? 0 : SL_ECLOSED;
+}
+
+struct feed_task *feed_exec_done(struct feed_exec *e)
+{
+    char wake;
+    while (zmq_recv(e->pull, &wake, sizeof wake, ZMQ_DONTWAIT) >= 0)
+        ;
+    void *t;
+    return sl_queue_try_pop(e->done, &t) == 0 ? t : NULL;
+}
+
+size_t feed_exec_free(const struct feed_exec *e)
+{
+    return e->nfree;
+}
+
+size_t feed_exec_tasks(const struct feed_exec *e)
+{
+    return e->ntasks;
+}
