@@ -2,14 +2,16 @@
  * columns, then lay each column out in the caller's buffer, each tensor at
  * a 64-byte boundary (so a device copy of any tensor starts aligned).
  *
- * Fixed-size numeric and uint8 columns are decoded straight into the
- * buffer (fmt_batch_bind); only variable-size columns (bytes, ragged) are
- * decoded into the batch's own storage and copied in after. */
+ * One loop for every format: the source frames each record (its bytes or
+ * its named fields) and the format's decode (fmt_format_ops) adds it to the
+ * batch as a row; this file never asks which format it is. Fixed-size
+ * numeric and uint8 columns are decoded straight into the buffer
+ * (fmt_batch_bind); only variable-size columns (bytes, ragged) are decoded
+ * into the batch's own storage and copied in after, and a piece whose
+ * records take them past the buffer stops at the element that did. */
 #include "feed_assemble.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "sl_alloc.h"
@@ -24,8 +26,7 @@ struct feed_assembler {
     const struct fmt_feature_spec *specs;
     size_t nspecs;
     size_t max_rows;
-    enum fmt_format format;
-    uint64_t *offsets; /* text: max_rows + 1 line offsets */
+    const struct fmt_format_ops *ops; /* the format: frame, decode; never named here */
     /* stage accounting: every 8th record's read and decode are timed
      * (wall); each piece's thread CPU time is split in those proportions */
     uint64_t tick; /* reads so far */
@@ -62,28 +63,15 @@ static void read_timer_stop(struct feed_assembler *a, const struct read_timer *t
     a->sampled++;
 }
 
-/* feed_reader_get, timed when `timed` (a sampled record) */
-static int get_record(struct feed_assembler *a, int timed, uint32_t file, uint64_t rec, const uint8_t **data,
-                      size_t *len, struct sl_error *err)
+/* feed_reader_frame, timed when `timed` (a sampled record) */
+static int frame_record(struct feed_assembler *a, int timed, uint32_t file, uint64_t rec,
+                        const struct fmt_frame **out, struct sl_error *err)
 {
     if (!timed)
-        return feed_reader_get(a->rd, file, rec, data, len, err);
+        return feed_reader_frame(a->rd, file, rec, out, err);
     struct read_timer t;
     read_timer_start(a, &t);
-    int rc = feed_reader_get(a->rd, file, rec, data, len, err);
-    read_timer_stop(a, &t);
-    return rc;
-}
-
-/* feed_reader_sample, timed on sampled calls */
-static int get_sample(struct feed_assembler *a, uint32_t file, uint64_t sample, const struct feed_field **fields,
-                      size_t *n, struct sl_error *err)
-{
-    if (!sampling(a))
-        return feed_reader_sample(a->rd, file, sample, fields, n, err);
-    struct read_timer t;
-    read_timer_start(a, &t);
-    int rc = feed_reader_sample(a->rd, file, sample, fields, n, err);
+    int rc = feed_reader_frame(a->rd, file, rec, out, err);
     read_timer_stop(a, &t);
     return rc;
 }
@@ -164,21 +152,11 @@ int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, 
     a->specs = specs;
     a->nspecs = nspecs;
     a->max_rows = max_rows;
-    a->format = format;
-    if (format == FMT_FORMAT_TEXT && (nspecs != 1 || specs[0].dtype != FMT_DTYPE_BYTES || specs[0].rank != 0)) {
-        sl_free(a);
-        return sl_error_set(err, SL_EINVAL, "text lines need exactly one scalar bytes feature");
-    }
-    for (size_t i = 0; format == FMT_FORMAT_TAR && i < nspecs; i++)
-        if (specs[i].varlen || (specs[i].dtype == FMT_DTYPE_BYTES && specs[i].rank != 0)) {
-            sl_free(a);
-            return sl_error_set(err, SL_EINVAL,
-                                "feature %s: tar fields are scalar bytes or fixed-shape int64/float32/uint8",
-                                specs[i].name);
-        }
-    int rc = feed_reader_open(&a->rd, src, err);
-    if (rc == 0 && format != FMT_FORMAT_TFRECORD && (a->offsets = sl_calloc(max_rows + 1, sizeof *a->offsets)) == NULL)
-        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+    a->ops = fmt_format_get(format);
+    int rc = a->ops == NULL ? sl_error_set(err, SL_EINVAL, "format %d is not a format", (int)format)
+                            : a->ops->check_specs(specs, nspecs, err);
+    if (rc == 0)
+        rc = feed_reader_open(&a->rd, src, err);
     if (rc == 0)
         rc = fmt_batch_create(&a->batch, specs, nspecs, max_rows ? max_rows : 1, err);
     if (rc != 0) {
@@ -195,16 +173,19 @@ void feed_assembler_destroy(struct feed_assembler *a)
         return;
     feed_reader_close(a->rd);
     fmt_batch_destroy(a->batch);
-    sl_free(a->offsets);
     sl_free(a);
 }
 
 /* A piece that does not fit its buffer: the error names the element where
  * it overflowed (file, element, byte offset), so the operator can find the
  * oversized record and size --max-piece-bytes. */
-static int too_big(const struct feed_assembler *a, const struct feed_piece *piece, size_t i, const char *what,
-                   uint64_t need, size_t cap, struct sl_error *err)
+static int too_big(const struct feed_assembler *a, const struct feed_piece *piece, size_t i, uint64_t need,
+                   size_t cap, struct sl_error *err)
 {
+    const char *what = a->ops->element;
+    if (piece->n == 0)
+        return sl_error_set(err, SL_EINVAL, "an empty piece needs more than its %zu-byte buffer (--max-piece-bytes)",
+                            cap);
     const struct feed_elem *e = &piece->elems[i < piece->n ? i : 0];
     return sl_error_set(err, SL_EINVAL,
                         "%s: %s %llu at byte %llu: a piece of %zu %ss needs %s%llu bytes, more than its %zu-byte "
@@ -235,214 +216,11 @@ static int put(struct feed_layout *l, uint8_t *buf, size_t cap, enum feed_dtype 
     return 0;
 }
 
-/* Text lines: the lines' bytes straight into the buffer, then their
- * offsets: NAME (bytes, [rows]) and NAME.offsets (int64, [rows + 1]). */
-static int fill_lines(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
-                      struct feed_layout *out, struct sl_error *err)
-{
-    memset(out, 0, sizeof *out);
-    out->rows = piece->n;
-    uint64_t used = 0;
-    a->offsets[0] = 0;
-    for (size_t i = 0; i < piece->n; i++) {
-        const struct feed_elem *e = &piece->elems[i];
-        const uint8_t *data;
-        size_t len;
-        int rc = get_record(a, sampling(a), e->file, e->record, &data, &len, err);
-        if (rc != 0) {
-            sl_error_prefix(err, "%s: line %llu: ", feed_source_path(a->src, e->file), (unsigned long long)e->record);
-            return rc;
-        }
-        if (len > cap || used > cap - len)
-            return too_big(a, piece, i, "line", used + len, cap, err);
-        if (len)
-            memcpy(buf + used, data, len);
-        used += len;
-        a->offsets[i + 1] = used;
-    }
-    struct feed_tensor *t = &out->t[out->ntensors++];
-    t->dtype = FEED_DT_BYTES;
-    t->rank = 1;
-    t->dims[0] = (int64_t)piece->n;
-    t->off = 0;
-    t->bytes = used;
-    out->total = used;
-    int64_t dims[1] = {(int64_t)piece->n + 1};
-    int rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
-    return rc == SL_EINVAL ? too_big(a, piece, piece->n - 1, "line", 0, cap, err) : rc;
-}
-
-/* Numbers written as text (WebDataset's .cls, .idx): decimal values
- * separated by spaces, commas or newlines. Writes up to `count`, returns
- * how many there are, or -1 at a token that is not a number. */
-static long parse_numbers(const uint8_t *p, size_t len, enum fmt_dtype t, void *out, size_t count)
-{
-    char tok[64];
-    long n = 0;
-    size_t i = 0;
-    while (i < len) {
-        while (i < len && (p[i] == ' ' || p[i] == ',' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t'))
-            i++;
-        if (i == len)
-            break;
-        size_t k = 0;
-        while (i < len && !(p[i] == ' ' || p[i] == ',' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) {
-            if (k + 1 >= sizeof tok)
-                return -1;
-            tok[k++] = (char)p[i++];
-        }
-        tok[k] = '\0';
-        char *end;
-        errno = 0;
-        if (t == FMT_DTYPE_INT64) {
-            long long v = strtoll(tok, &end, 10);
-            if (*end != '\0' || errno != 0)
-                return -1;
-            if ((size_t)n < count)
-                ((int64_t *)out)[n] = v;
-        } else {
-            float v = strtof(tok, &end);
-            if (*end != '\0')
-                return -1;
-            if ((size_t)n < count)
-                ((float *)out)[n] = v;
-        }
-        n++;
-    }
-    return n;
-}
-
-static const struct feed_field *find_field(const struct feed_field *f, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(f[i].name, name) == 0)
-            return &f[i];
-    return NULL;
-}
-
-static const char *tf_type(enum fmt_dtype t)
-{
-    return t == FMT_DTYPE_INT64 ? "int64" : t == FMT_DTYPE_FLOAT32 ? "float" : "string";
-}
-
-/* Tar samples: each feature is the field (member) named by its extension.
- * Fixed-shape int64 / float32 are numbers written as text; uint8 is the
- * raw bytes (exactly prod(shape) of them); bytes is a scalar string. Column
- * by column, fixed-size ones straight into place. */
-static int fill_tar(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
-                    struct feed_layout *out, struct sl_error *err)
-{
-    memset(out, 0, sizeof *out);
-    out->rows = piece->n;
-    for (size_t i = 0; i < a->nspecs; i++) {
-        const struct fmt_feature_spec *f = &a->specs[i];
-        enum feed_dtype dt = dtype_of(f->dtype);
-        size_t count = fmt_feature_spec_count(f);
-        int bytes_col = f->dtype == FMT_DTYPE_BYTES;
-        size_t esize = f->dtype == FMT_DTYPE_UINT8 ? 1 : bytes_col ? 0 : fmt_dtype_size(f->dtype);
-        /* sizes: fixed from the shape; bytes from a first pass */
-        uint64_t total = 0;
-        size_t over = piece->n; /* the first row past the buffer */
-        for (size_t r = 0; bytes_col && r < piece->n; r++) {
-            const struct feed_field *fl;
-            size_t nf;
-            int rc = get_sample(a, piece->elems[r].file, piece->elems[r].record, &fl, &nf, err);
-            if (rc != 0)
-                return rc;
-            const struct feed_field *x = find_field(fl, nf, f->name);
-            total += x ? x->len : f->has_default ? f->default_bytes_len : 0;
-            if (over == piece->n && total > cap)
-                over = r;
-        }
-        if (!bytes_col)
-            total = (uint64_t)count * esize * piece->n;
-        uint64_t off = round_up(out->total);
-        if (off > cap || total > cap - off)
-            return too_big(a, piece, over < piece->n ? over : 0, "sample", off + total, cap, err);
-        uint8_t *dst = buf + off;
-        uint64_t used = 0;
-        if (bytes_col)
-            a->offsets[0] = 0;
-        for (size_t r = 0; r < piece->n; r++) {
-            const struct feed_elem *e = &piece->elems[r];
-            const struct feed_field *fl;
-            size_t nf;
-            int rc = get_sample(a, e->file, e->record, &fl, &nf, err);
-            if (rc != 0)
-                return rc;
-            const struct feed_field *x = find_field(fl, nf, f->name);
-            const char *path = feed_source_path(a->src, e->file);
-            if (x == NULL && !f->has_default)
-                return sl_error_set(err, SL_EINVAL,
-                                    "%s: sample %llu: Feature: %s (data type: %s) is required but could not be found.",
-                                    path, (unsigned long long)e->record, f->name, tf_type(f->dtype));
-            if (bytes_col) {
-                const uint8_t *src = x ? x->data : f->default_bytes;
-                size_t len = x ? x->len : f->default_bytes_len;
-                if (len)
-                    memcpy(dst + used, src, len);
-                used += len;
-                a->offsets[r + 1] = used;
-                continue;
-            }
-            uint8_t *row = dst + (uint64_t)r * count * esize;
-            if (x == NULL) {
-                for (size_t k = 0; k < count; k++) {
-                    if (f->dtype == FMT_DTYPE_INT64)
-                        memcpy(row + 8 * k, &f->default_i64, 8);
-                    else if (f->dtype == FMT_DTYPE_FLOAT32)
-                        memcpy(row + 4 * k, &f->default_f32, 4);
-                    else
-                        row[k] = f->default_u8;
-                }
-                continue;
-            }
-            long n;
-            if (f->dtype == FMT_DTYPE_UINT8) {
-                n = (long)x->len;
-                if ((size_t)n == count)
-                    memcpy(row, x->data, count);
-            } else {
-                n = parse_numbers(x->data, x->len, f->dtype, row, count);
-                if (n < 0)
-                    return sl_error_set(err, SL_ECORRUPT, "%s: sample %llu: field '%s' is not a list of %s numbers",
-                                        path, (unsigned long long)e->record, f->name, tf_type(f->dtype));
-            }
-            if ((size_t)n != count)
-                return sl_error_set(err, SL_EINVAL,
-                                    "%s: sample %llu: Key: %s.  Number of %s values != expected.  Values size: %ld "
-                                    "but expected %zu",
-                                    path, (unsigned long long)e->record, f->name,
-                                    f->dtype == FMT_DTYPE_UINT8 ? "uint8" : tf_type(f->dtype), n, count);
-        }
-        struct feed_tensor *t = &out->t[out->ntensors++];
-        t->dtype = dt;
-        t->rank = f->rank + 1;
-        t->dims[0] = (int64_t)piece->n;
-        for (int k = 0; k < f->rank; k++)
-            t->dims[k + 1] = f->shape[k];
-        t->off = off;
-        t->bytes = bytes_col ? used : total;
-        out->total = off + t->bytes;
-        if (bytes_col) {
-            int64_t dims[1] = {(int64_t)piece->n + 1};
-            int rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, a->offsets, (piece->n + 1) * sizeof(uint64_t), err);
-            if (rc != 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
 static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                       struct feed_layout *out, struct sl_error *err)
 {
     if (piece->n > a->max_rows)
         return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
-    if (a->format == FMT_FORMAT_TEXT)
-        return fill_lines(a, piece, buf, cap, out, err);
-    if (a->format == FMT_FORMAT_TAR)
-        return fill_tar(a, piece, buf, cap, out, err);
     memset(out, 0, sizeof *out);
     out->rows = piece->n;
     fmt_batch_reset(a->batch);
@@ -458,7 +236,7 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
             continue;
         uint64_t off = round_up(out->total), bytes = (uint64_t)rb * piece->n;
         if (off > cap || bytes > cap - off)
-            return too_big(a, piece, 0, "record", off + bytes, cap, err);
+            return too_big(a, piece, 0, off + bytes, cap, err);
         int rc = fmt_batch_bind(a->batch, i, buf + off, (size_t)bytes, err);
         if (rc != 0)
             return rc;
@@ -474,24 +252,30 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
         const struct feed_elem *e = &piece->elems[i];
         if (i + AHEAD < piece->n)
             feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
-        const uint8_t *data;
-        size_t len;
+        const struct fmt_frame *fr;
         int timed = sampling(a);
-        int rc = get_record(a, timed, e->file, e->record, &data, &len, err);
-        if (rc == 0 && timed) {
+        int rc = frame_record(a, timed, e->file, e->record, &fr, err);
+        if (rc != 0)
+            return rc; /* it names the file and the offset already */
+        if (timed) {
             uint64_t t0 = sl_clock_ns();
-            rc = fmt_batch_add(a->batch, data, len, err);
+            rc = a->ops->decode(a->batch, fr, err);
             a->decode_wall += sl_clock_ns() - t0;
-        } else if (rc == 0) {
-            rc = fmt_batch_add(a->batch, data, len, err);
+        } else {
+            rc = a->ops->decode(a->batch, fr, err);
         }
         if (rc != 0) {
             if (rc != SL_ENOMEM)
-                sl_error_prefix(err, "%s: record %llu at %llu: ", feed_source_path(a->src, e->file),
+                sl_error_prefix(err, "%s: %s %llu at %llu: ", feed_source_path(a->src, e->file), a->ops->element,
                                 (unsigned long long)e->record,
                                 (unsigned long long)feed_source_offset(a->src, e->file, e->record));
             return rc;
         }
+        /* the variable-size columns go after the fixed ones: stop at the
+         * element that takes them past the buffer, naming it */
+        uint64_t need = round_up(out->total) + fmt_batch_variable_bytes(a->batch);
+        if (need > cap)
+            return too_big(a, piece, i, need, cap, err);
     }
     for (size_t i = 0; i < a->nspecs; i++) {
         const struct fmt_feature_spec *f = &a->specs[i];
@@ -529,7 +313,7 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
             rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.bytes_offsets, (c.nvalues + 1) * sizeof(uint64_t), err);
         }
         if (rc == SL_EINVAL) /* put(): past the buffer */
-            return too_big(a, piece, 0, "record", 0, cap, err);
+            return too_big(a, piece, piece->n - 1, 0, cap, err);
         if (rc != 0)
             return rc;
     }

@@ -23,7 +23,7 @@
 #include "feed_plan.h"
 #include "feed_source.h"
 #include "fmt_features.h"
-#include "fmt_reader.h"
+#include "fmt_format.h"
 #include "sl_error.h"
 
 #define FEED_MAX_TENSORS 64
@@ -82,17 +82,21 @@ struct feed_stage_times {
 };
 void feed_assembler_times(const struct feed_assembler *a, struct feed_stage_times *out);
 
-/* format TFRECORD: records are tf.train.Examples decoded into the features.
- * format TEXT: each record is a line, and `specs` is one scalar bytes
- * feature that holds it (no Example decoding). */
+/* `format` (the job's) picks the format's ops (fmt_format_get), which
+ * decode its records into the features: a TFRecord's tf.train.Example, a
+ * text line as the one scalar bytes feature, a tar sample's members by
+ * extension. Features the format cannot fill are SL_EINVAL naming one. */
 int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
                           size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_error *err) SL_MUST_CHECK;
 void feed_assembler_destroy(struct feed_assembler *a);
 
 /* Read and decode every element of `piece` and lay its tensors out in
- * buf[0..cap). Errors: a data error with "<path>: record N at <offset>:
- * <what>"; SL_EINVAL "piece of R rows needs B bytes, buffer holds C" when
- * cap is too small. */
+ * buf[0..cap). Errors name the file once: a damaged record as the source
+ * reads it ("<path>: corrupted record at <offset>"), a record that does not
+ * decode "<path>: <element> N at <offset>: <what>" (element: record, line,
+ * sample); SL_EINVAL "<path>: <element> N at byte <offset>: a piece of R
+ * <element>s needs B bytes, more than its C-byte buffer (--max-piece-bytes)"
+ * naming the element where it overflowed, when cap is too small. */
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err) SL_MUST_CHECK;
 

@@ -1,12 +1,16 @@
 /* feed_source: the scan at open, the per-file record offsets, and the
  * image cache.
  *
+ * The format is a table of ops (fmt_format.h) this file calls without
+ * knowing which format it is: the format's scan streams each file once and
+ * says where its records lie (kept per file, a fmt_scan); its frame cuts a
+ * record out of the file's image by number. This file owns the rest: the
+ * threads of the scan, the error policy, the images and their cache, and
+ * the path at the head of every error.
+ *
  * Each file has an "image": its decompressed bytes. For an uncompressed
  * file the image is an mmap made at open and kept; for a compressed file it
- * is inflated on demand into the cache. Records are found by offset in the
- * image: TFRecord at the record's framing start (length, CRCs checked on
- * access), text at the line start (up to the next '\n'; '\r's removed into
- * the reader's scratch).
+ * is inflated on demand into the cache.
  *
  * Cache: entries hold an image and a pin count; a reader pins the image it
  * last used (until it moves to another file or calls feed_reader_release).
@@ -33,10 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_index.h"
-#include "fmt_tar.h"
 #include "fmt_stream.h"
-#include "fmt_tfrecord.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
 
@@ -50,33 +51,21 @@ struct image {
     uint64_t used;  /* LRU clock */
 };
 
-/* A tar member's data inside the file's image. */
-struct tar_field {
-    uint32_t ext;   /* index into the source's extension names */
-    uint64_t off, len;
-};
-
 struct file {
     const char *path;
-    enum fmt_compression comp;
+    struct fmt_scan *scan; /* where each record lies in the image; NULL when skipped */
     uint64_t count;
-    uint64_t *offsets;  /* count entries; tar: count + 1 indices into fields */
-    struct tar_field *fields; /* tar: every regular member, in order */
+    enum fmt_compression comp;
     uint64_t image_size; /* decompressed size */
     struct image img;   /* img.data NULL while not loaded */
     int loading;        /* a reader is inflating it (its size is reserved in `cached`) */
-    uint64_t dropped_tail; /* bytes of a partial header at the end (reported after the scan) */
 };
-
-#define MAX_EXTS 256
-#define MAX_EXT_LEN 64
 
 struct feed_source {
     struct feed_source_opts o;
+    const struct fmt_format_ops *ops;
     size_t nfiles;
     struct file *files;
-    char exts[MAX_EXTS][MAX_EXT_LEN]; /* tar field names seen (set during the scan, read-only after) */
-    size_t nexts;
     uint64_t *counts;
     uint64_t total_bytes;
     uint64_t disk_bytes; /* the files' sizes on disk */
@@ -90,7 +79,7 @@ struct feed_source {
 struct feed_reader {
     struct feed_source *s;
     struct file *pinned;
-    struct sl_buf scratch;
+    struct fmt_frame frame; /* the last record framed, and its storage */
     struct feed_field fields[FEED_MAX_FIELDS];
     uint64_t inflate_cpu_ns, inflate_wall_ns; /* time spent inflating files */
 };
@@ -127,241 +116,25 @@ static int map_file(struct file *f, struct sl_error *err)
     return 0;
 }
 
-/* Take a TFRecord file's offsets from FILE.idx when it exists. Returns 1
- * when the index was used, 0 when there is none, or an error (a malformed
- * index, or one that does not fit the file). */
-static int load_index(struct feed_source *s, struct file *f, struct sl_error *err)
+/* Scan one file through its format: count records, keep where each lies,
+ * learn its compression and decompressed size; map it when it is plain. */
+static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
-    char idx[4096];
-    if (snprintf(idx, sizeof idx, "%s.idx", f->path) >= (int)sizeof idx || access(idx, R_OK) != 0)
-        return 0;
-    struct fmt_index_entry *e;
-    size_t n;
-    int rc = fmt_index_load(idx, &e, &n, err);
+    struct fmt_scan_opts so = {.compression = s->o.compression, .max_record_bytes = s->o.max_record_bytes,
+                               .max_output = s->max_file, .skip_crc = s->o.count_only,
+                               .use_index = s->o.use_index, .stop = s->o.stop};
+    int rc = s->ops->scan(&f->scan, f->path, &so, err);
     if (rc != 0)
         return rc;
-    /* the compression and the decompressed size: open the stream once */
-    struct fmt_stream_opts so = {.compression = s->o.compression, .plain_probe = fmt_tfrecord_looks_plain};
-    struct fmt_stream *st;
-    if ((rc = fmt_stream_open(&st, f->path, &so, err)) != 0) {
-        sl_free(e);
-        return rc;
-    }
-    f->comp = fmt_stream_compression(st);
-    fmt_stream_close(st);
-    uint64_t end = n ? e[n - 1].offset + e[n - 1].size : 0;
-    f->offsets = sl_malloc((n ? n : 1) * sizeof *f->offsets);
-    if (f->offsets == NULL) {
-        sl_free(e);
-        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", idx, n);
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (e[i].size - 16 > s->o.max_record_bytes) {
-            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record of %llu bytes exceeds max_record_bytes %zu", idx,
-                              i + 1, (unsigned long long)e[i].size, s->o.max_record_bytes);
-            break;
-        }
-        f->offsets[i] = e[i].offset;
-    }
-    sl_free(e);
-    if (rc != 0) {
-        sl_free(f->offsets);
-        f->offsets = NULL;
-        return rc;
-    }
-    if (f->comp != FMT_COMP_NONE && end > s->max_file) {
-        sl_free(f->offsets);
-        f->offsets = NULL;
-        return sl_error_set(err, SL_ECORRUPT, "%s: inflates to %llu bytes by its index, over the per-file limit of "
-                                              "%llu (max_file_bytes, at most the cache bound)",
-                            f->path, (unsigned long long)end, (unsigned long long)s->max_file);
-    }
-    f->count = n;
-    f->image_size = end;
-    if (f->comp == FMT_COMP_NONE) {
-        struct stat stt;
-        if (stat(f->path, &stt) == 0 && (uint64_t)stt.st_size != end) {
-            sl_free(f->offsets);
-            f->offsets = NULL;
-            f->count = 0;
-            return sl_error_set(err, SL_ECORRUPT, "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
-                                                  "with sluice-record index)",
-                                idx, (unsigned long long)end, (unsigned long long)stt.st_size);
-        }
-        if ((rc = map_file(f, err)) != 0)
-            return rc;
-    }
-    return 1;
-}
-
-static int ext_id(struct feed_source *s, const char *ext, uint32_t *id, const char *path, struct sl_error *err)
-{
-    for (size_t i = 0; i < s->nexts; i++)
-        if (strcmp(s->exts[i], ext) == 0) {
-            *id = (uint32_t)i;
-            return 0;
-        }
-    if (s->nexts == MAX_EXTS || strlen(ext) >= MAX_EXT_LEN)
-        return sl_error_set(err, SL_EINVAL, "%s: more than %d field names, or a name of %d bytes or more ('%s')",
-                            path, MAX_EXTS, MAX_EXT_LEN, ext);
-    snprintf(s->exts[s->nexts], MAX_EXT_LEN, "%s", ext);
-    *id = (uint32_t)s->nexts++;
-    return 0;
-}
-
-/* A tar shard: every regular member is located (fmt_tar walks the headers
- * and reads the data through without keeping it), and members are grouped
- * into samples by key, as fmt_tar does. A member over max_record_bytes is
- * refused from its header. */
-static int scan_tar(struct feed_source *s, struct file *f, struct sl_error *err)
-{
-    struct fmt_tar_opts to = {.max_member_bytes = s->o.max_record_bytes, .max_fields = FEED_MAX_FIELDS,
-                              .compression = s->o.compression, .max_output = s->max_file};
-    struct fmt_tar *t;
-    int rc = fmt_tar_open(&t, f->path, &to, err);
-    if (rc != 0)
-        return rc;
-    f->comp = fmt_tar_compression(t);
-    size_t cap = 0, ncap = 0, nfields = 0;
-    char key[4096] = "";
-    size_t sample_start = 0;
-    struct fmt_tar_member m;
-    while ((rc = fmt_tar_next_member(t, &m, err)) == 0) {
-        const char *path = m.path, *ext;
-        size_t klen = fmt_tar_split_key(path, &ext);
-        int new_sample = f->count == 0 || klen != strlen(key) || strncmp(path, key, klen) != 0;
-        if (new_sample) {
-            if (klen >= sizeof key) {
-                rc = sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long (at byte %llu)", f->path,
-                                  path, (unsigned long long)m.header_offset);
-                goto out;
-            }
-            memcpy(key, path, klen);
-            key[klen] = '\0';
-            if (f->count + 2 > cap) {
-                size_t c2 = cap ? cap * 2 : 1024;
-                uint64_t *no = sl_realloc(f->offsets, c2 * sizeof *no);
-                if (no == NULL) {
-                    rc = sl_error_set(err, SL_ENOMEM, "out of memory");
-                    goto out;
-                }
-                f->offsets = no;
-                cap = c2;
-            }
-            f->offsets[f->count++] = nfields;
-            sample_start = nfields;
-        }
-        uint32_t id = 0;
-        if ((rc = ext_id(s, ext, &id, f->path, err)) != 0)
-            goto out;
-        for (size_t k = sample_start; k < nfields; k++)
-            if (f->fields[k].ext == id) {
-                rc = sl_error_set(err, SL_ECORRUPT,
-                                  "%s: repeated extension '%s' in sample '%s' (member '%s', at byte %llu)", f->path,
-                                  ext, key, path, (unsigned long long)m.header_offset);
-                goto out;
-            }
-        if (nfields - sample_start >= FEED_MAX_FIELDS) {
-            rc = sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields (member '%s', at byte %llu)",
-                              f->path, key, FEED_MAX_FIELDS, path, (unsigned long long)m.header_offset);
-            goto out;
-        }
-        if (nfields == ncap) {
-            size_t c2 = ncap ? ncap * 2 : 1024;
-            struct tar_field *nf = sl_realloc(f->fields, c2 * sizeof *nf);
-            if (nf == NULL) {
-                rc = sl_error_set(err, SL_ENOMEM, "out of memory");
-                goto out;
-            }
-            f->fields = nf;
-            ncap = c2;
-        }
-        f->fields[nfields++] = (struct tar_field){.ext = id, .off = m.data_offset, .len = m.size};
-    }
-    if (rc != SL_END)
-        goto out;
-    rc = 0;
-    if (f->count == 0 && (f->offsets = sl_malloc(sizeof *f->offsets)) == NULL) {
-        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
-        goto out;
-    }
-    f->offsets[f->count] = nfields; /* the end of the last sample */
-    if (f->comp == FMT_COMP_NONE) {
-        struct stat stt;
-        if (stat(f->path, &stt) != 0) {
-            rc = sl_error_sys(err, errno, "stat(%s)", f->path);
-            goto out;
-        }
-        f->image_size = (uint64_t)stt.st_size;
-        rc = map_file(f, err);
-    } else {
-        f->image_size = fmt_tar_stream_bytes(t);
-    }
-out:
-    fmt_tar_close(t);
-    if (rc != 0) {
-        sl_free(f->offsets);
-        sl_free(f->fields);
-        f->offsets = NULL;
-        f->fields = NULL;
+    f->count = fmt_scan_count(f->scan);
+    f->comp = fmt_scan_compression(f->scan);
+    f->image_size = fmt_scan_image_bytes(f->scan);
+    if (f->comp == FMT_COMP_NONE && (rc = map_file(f, err)) != 0) {
+        fmt_scan_free(f->scan);
+        f->scan = NULL;
         f->count = 0;
     }
     return rc;
-}
-
-/* Scan one file: count records, keep offsets, learn its compression and
- * decompressed size. */
-static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
-{
-    if (s->o.format == FMT_FORMAT_TAR)
-        return scan_tar(s, f, err);
-    if (s->o.use_index && s->o.format == FMT_FORMAT_TFRECORD) {
-        int used = load_index(s, f, err);
-        if (used != 0)
-            return used > 0 ? 0 : used;
-    }
-    struct fmt_reader_opts ro = {.format = s->o.format, .compression = s->o.compression,
-                                 .max_record_bytes = s->o.max_record_bytes, .skip_crc = s->o.count_only,
-                                 .max_output = s->max_file};
-    struct fmt_reader *r;
-    int rc = fmt_reader_open(&r, f->path, &ro, err);
-    if (rc != 0)
-        return rc;
-    f->comp = fmt_stream_compression(fmt_reader_stream(r));
-    size_t cap = 0;
-    struct fmt_record rec;
-    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
-        if ((f->count & 0xffff) == 0xffff && s->o.stop != NULL && *s->o.stop) {
-            rc = sl_error_set(err, SL_ECLOSED, "%s: scan interrupted", f->path);
-            break;
-        }
-        if (f->count == cap) {
-            size_t ncap = cap ? cap * 2 : 1024;
-            uint64_t *no = sl_realloc(f->offsets, ncap * sizeof *no);
-            if (no == NULL) {
-                rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", f->path, ncap);
-                break;
-            }
-            f->offsets = no;
-            cap = ncap;
-        }
-        f->offsets[f->count++] = rec.offset;
-    }
-    if (rc == SL_END) {
-        rc = 0;
-        f->image_size = fmt_stream_offset(fmt_reader_stream(r));
-        f->dropped_tail = fmt_reader_dropped_tail(r);
-    }
-    fmt_reader_close(r);
-    if (rc != 0) {
-        sl_free(f->offsets);
-        f->offsets = NULL;
-        f->count = 0;
-        return rc;
-    }
-    if (f->comp == FMT_COMP_NONE)
-        return map_file(f, err);
-    return 0;
 }
 
 /* A file the scan could not take, with why (kept only for those: a
@@ -434,9 +207,8 @@ static void *scan_worker(void *arg)
     return NULL;
 }
 
-/* Scan every file with up to scan_threads threads (tar: one, as field
- * names get their ids in scan order), calling on_progress from this
- * thread. Files are taken in order, so when a fatal error or a stop halts
+/* Scan every file with up to scan_threads threads, calling on_progress
+ * from this thread. Files are taken in order, so when a fatal error or a stop halts
  * the scan, every file before the last one taken has its result; the
  * files never taken keep rcs 0 and are not looked at (an earlier one
  * failed), except after a stop, where the first of them says so. */
@@ -445,8 +217,6 @@ static int scan_all(struct feed_source *s, int *rcs, struct scan_failure **faile
 {
     struct scan_ctl c = {.s = s, .rcs = rcs};
     unsigned want = s->o.scan_threads ? s->o.scan_threads : 1;
-    if (s->o.format == FMT_FORMAT_TAR)
-        want = 1;
     if (want > 64)
         want = 64;
     if (s->nfiles < want)
@@ -512,11 +282,15 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
                      const struct feed_source_opts *opts, struct sl_error *err)
 {
     *out = NULL;
+    const struct fmt_format_ops *ops = fmt_format_get(opts ? opts->format : FMT_FORMAT_TFRECORD);
+    if (ops == NULL)
+        return sl_error_set(err, SL_EINVAL, "format %d is not a format", (int)opts->format);
     struct feed_source *s = sl_calloc(1, sizeof *s);
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     if (opts)
         s->o = *opts;
+    s->ops = ops;
     if (s->o.cache_bytes == 0)
         s->o.cache_bytes = DEFAULT_CACHE;
     if (s->o.max_record_bytes == 0)
@@ -563,8 +337,9 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
                 s->o.on_skip(s->o.ctx, f->path, &why);
             continue;
         }
-        if (f->dropped_tail > 0 && s->o.on_tail)
-            s->o.on_tail(s->o.ctx, f->path, f->dropped_tail);
+        uint64_t tail = fmt_scan_dropped_tail(f->scan);
+        if (tail > 0 && s->o.on_tail)
+            s->o.on_tail(s->o.ctx, f->path, tail);
         s->counts[i] = f->count;
         s->total_bytes += f->image_size;
         struct stat dst;
@@ -591,8 +366,7 @@ void feed_source_close(struct feed_source *s)
             munmap(f->img.data, f->img.size);
         else
             sl_free(f->img.data);
-        sl_free(f->offsets);
-        sl_free(f->fields);
+        fmt_scan_free(f->scan);
     }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -633,7 +407,7 @@ const char *feed_source_path(const struct feed_source *s, size_t i)
 
 uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec)
 {
-    return rec < s->files[file].count ? s->files[file].offsets[rec] : 0;
+    return s->files[file].scan ? fmt_scan_offset(s->files[file].scan, rec) : 0;
 }
 
 int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err)
@@ -642,7 +416,6 @@ int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_
     if (r == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     r->s = s;
-    sl_buf_init(&r->scratch, 0);
     *out = r;
     return 0;
 }
@@ -670,7 +443,7 @@ void feed_reader_close(struct feed_reader *r)
     if (r == NULL)
         return;
     unpin(r);
-    sl_buf_free(&r->scratch);
+    fmt_frame_free(&r->frame);
     sl_free(r);
 }
 
@@ -776,83 +549,70 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
     return rc;
 }
 
-int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
-                       size_t *n, struct sl_error *err)
+int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const struct fmt_frame **out,
+                      struct sl_error *err)
 {
     struct feed_source *s = r->s;
-    if (s->o.format != FMT_FORMAT_TAR || file >= s->nfiles || sample >= s->files[file].count)
-        return sl_error_set(err, SL_EINVAL, "sample %llu of file %u does not exist", (unsigned long long)sample, file);
+    if (file >= s->nfiles || rec >= s->files[file].count)
+        return sl_error_set(err, SL_EINVAL, "%s %llu of file %u does not exist", s->ops->element,
+                            (unsigned long long)rec, file);
     struct file *f = &s->files[file];
     int rc = pin(r, f, err);
     if (rc != 0)
         return rc;
-    size_t k = 0;
-    for (uint64_t i = f->offsets[sample]; i < f->offsets[sample + 1]; i++, k++) {
-        const struct tar_field *t = &f->fields[i];
-        if (t->off + t->len > f->img.size)
-            return sl_error_set(err, SL_ECORRUPT, "%s: the file changed since it was scanned", f->path);
-        r->fields[k].name = s->exts[t->ext];
-        r->fields[k].data = f->img.data + t->off;
-        r->fields[k].len = (size_t)t->len;
+    rc = s->ops->frame(f->scan, f->img.data, f->img.size, rec, !s->o.trust_scan, &r->frame, err);
+    if (rc != 0) {
+        sl_error_prefix(err, "%s: ", f->path); /* the format's error is bare */
+        return rc;
     }
-    *fields = r->fields;
-    *n = k;
+    *out = &r->frame;
     return 0;
 }
 
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err)
 {
-    struct feed_source *s = r->s;
-    if (file >= s->nfiles || rec >= s->files[file].count)
-        return sl_error_set(err, SL_EINVAL, "record %llu of file %u does not exist", (unsigned long long)rec, file);
-    struct file *f = &s->files[file];
-    int rc = pin(r, f, err);
+    const struct fmt_frame *fr;
+    int rc = feed_reader_frame(r, file, rec, &fr, err);
     if (rc != 0)
         return rc;
-    uint64_t off = f->offsets[rec];
-    const uint8_t *img = f->img.data;
-    size_t size = f->img.size;
-    if (s->o.format == FMT_FORMAT_TEXT) {
-        const uint8_t *start = img + off;
-        size_t room = size - off;
-        const uint8_t *nl = memchr(start, '\n', room);
-        size_t raw = nl ? (size_t)(nl - start) : room;
-        if (memchr(start, '\r', raw) == NULL) {
-            *data = start;
-            *len = raw;
-            return 0;
-        }
-        sl_buf_reset(&r->scratch);
-        if ((rc = sl_buf_reserve(&r->scratch, raw)) != 0)
-            return sl_error_set(err, rc, "%s: out of memory for a line at %llu", f->path, (unsigned long long)off);
-        for (size_t i = 0; i < raw; i++)
-            if (start[i] != '\r')
-                r->scratch.data[r->scratch.len++] = start[i];
-        *data = r->scratch.data;
-        *len = r->scratch.len;
-        return 0;
-    }
-    /* TFRecord: the scan checked the framing; check it (and both CRCs,
-     * unless trusting the scan) again, as the file may have changed */
-    rc = fmt_tfrecord_frame(img + off, size - off, off, s->o.max_record_bytes, s->o.trust_scan, data, len, err);
+    if (fr->data == NULL && fr->fields != NULL)
+        return sl_error_set(err, SL_EINVAL, "%s: %s %llu is made of fields (feed_reader_sample)",
+                            r->s->files[file].path, r->s->ops->element, (unsigned long long)rec);
+    *data = fr->data;
+    *len = fr->len;
+    return 0;
+}
+
+int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
+                       size_t *n, struct sl_error *err)
+{
+    const struct fmt_frame *fr;
+    int rc = feed_reader_frame(r, file, sample, &fr, err);
     if (rc != 0)
-        sl_error_prefix(err, "%s: ", f->path);
-    return rc;
+        return rc;
+    if (fr->fields == NULL)
+        return sl_error_set(err, SL_EINVAL, "%s: %s %llu has no fields", r->s->files[file].path,
+                            r->s->ops->element, (unsigned long long)sample);
+    for (size_t k = 0; k < fr->nfields; k++)
+        r->fields[k] = (struct feed_field){fr->fields[k].name, fr->fields[k].data, fr->fields[k].len};
+    *fields = r->fields;
+    *n = fr->nfields;
+    return 0;
 }
 
 void feed_reader_prefetch(const struct feed_reader *r, uint32_t file, uint64_t rec)
 {
     const struct feed_source *s = r->s;
-    if (s->o.format != FMT_FORMAT_TFRECORD || file >= s->nfiles)
+    if (file >= s->nfiles)
         return;
     const struct file *f = &s->files[file];
     /* only mapped images: they stay put for the source's lifetime, while an
      * inflated one may be evicted by another reader */
     if (!f->img.mapped || f->img.data == NULL || rec >= f->count)
         return;
-    uint64_t off = f->offsets[rec];
-    uint64_t end = rec + 1 < f->count ? f->offsets[rec + 1] : f->img.size;
+    uint64_t off = fmt_scan_offset(f->scan, rec);
+    uint64_t end = rec + 1 < f->count ? fmt_scan_offset(f->scan, rec + 1) : f->img.size;
     if (end > f->img.size || off >= end)
         return;
     if (end - off > 2048)

@@ -39,8 +39,8 @@
 #include <stdint.h>
 
 #include "fmt_files.h"
+#include "fmt_format.h"
 #include "fmt_reader.h"
-#include "sl_buf.h"
 #include "sl_error.h"
 
 struct feed_source_opts {
@@ -67,7 +67,7 @@ struct feed_source_opts {
     void (*on_progress)(void *ctx, size_t files_done, size_t nfiles, uint64_t bytes_done, uint64_t records);
     unsigned progress_ms;
     void *ctx;
-    unsigned scan_threads;            /* files scanned at once (TFRecord, text; tar: 1); 0: 1 */
+    unsigned scan_threads;            /* files scanned at once; 0: 1 */
     volatile sig_atomic_t *stop;      /* when set, the scan stops: SL_ECLOSED */
 };
 
@@ -92,27 +92,36 @@ const char *feed_source_path(const struct feed_source *s, size_t i);
 uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec);
 
 /* A handle for one thread's reads: holds its references to cached files and
- * its scratch (text lines with '\r'). */
+ * the storage of the record it last framed. */
 struct feed_reader;
 int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err) SL_MUST_CHECK;
 void feed_reader_close(struct feed_reader *r);
 
-/* A tar sample's field: its name (the member's extension) and data. */
-#define FEED_MAX_FIELDS 64
+/* Frame record `rec` of file `file` through the format's ops (its bytes,
+ * or its named fields): lent until the next read on this reader or its
+ * close. Errors name the file first ("<path>: corrupted record at N"), once;
+ * the image is pinned until the reader moves to another file or lets go. */
+int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const struct fmt_frame **out,
+                      struct sl_error *err) SL_MUST_CHECK;
+
+/* A record's named field (a tar sample's member: its extension and data). */
+#define FEED_MAX_FIELDS FMT_MAX_FIELDS
 struct feed_field {
     const char *name;
     const uint8_t *data;
     size_t len;
 };
 
-/* Format TAR: lend sample `sample` of file `file` (fields in archive
- * order), valid until the next call on this reader. Tar shards are served
- * uncompressed or gzip-compressed (other filters: an error at open). */
+/* feed_reader_frame for records made of fields (tar samples: fields in
+ * archive order), valid until the next call on this reader; SL_EINVAL for
+ * records of bytes. Tar shards are served uncompressed or gzip-compressed
+ * (other filters: an error at open). */
 int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
                        size_t *n, struct sl_error *err) SL_MUST_CHECK;
 
-/* Lend record `rec` of file `file`: valid until the next feed_reader_get on
- * this reader or its close. */
+/* feed_reader_frame for records of bytes (TFRecord, text lines): lent until
+ * the next read on this reader or its close; SL_EINVAL for records made of
+ * fields. */
 int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
                     struct sl_error *err) SL_MUST_CHECK;
 

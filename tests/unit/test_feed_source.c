@@ -1,7 +1,8 @@
 /* feed_source: counts and random access equal a sequential read, for plain,
  * gzip and zlib TFRecord and text; skip-file leaves a damaged file out with
  * zero records; the image cache evicts under a small budget and serves
- * several threads at once (run under TSan in CI's thread build). */
+ * several threads at once (run under TSan in CI's thread build); a piece's
+ * errors name the file once. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feed_assemble.h"
 #include "feed_source.h"
 #include "fmt_index.h"
 #include "fmt_tfrecord.h"
@@ -282,6 +284,67 @@ START_TEST(test_use_index)
 }
 END_TEST
 
+/* Errors of a piece name the file once (issue #13): a damaged record as
+ * the source reads it, a record that does not decode with its element and
+ * offset after the path, and a piece over its buffer at the element that
+ * took it there. */
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+START_TEST(test_piece_errors_name_the_file_once)
+{
+    const char *p = write_tfr("pe.tfrecord", 0, 3);
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_source_open(&s, &p, 1, NULL, &err), 0);
+    int fd = open(p, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, "Z", 1, 21 + 12), 1); /* record 1's first data byte ("f0-r0": 21 bytes framed) */
+    close(fd);
+    struct fmt_feature_spec spec = {.name = "x", .dtype = FMT_DTYPE_INT64};
+    struct feed_assembler *a;
+    ck_assert_int_eq(feed_assembler_create(&a, s, &spec, 1, FMT_FORMAT_TFRECORD, 4, &err), 0);
+    static uint8_t buf[4096];
+    struct feed_layout l;
+    struct feed_elem e1 = {0, 1};
+    struct feed_piece piece = {.n = 1, .elems = &e1};
+    ck_assert_int_eq(feed_assembler_fill(a, &piece, buf, sizeof buf, &l, &err), SL_ECORRUPT);
+    char want[700];
+    snprintf(want, sizeof want, "%s: corrupted record at 33", p);
+    ck_assert_str_eq(err.msg, want);
+    struct feed_elem e0 = {0, 0}; /* "f0-r0" is no tf.train.Example */
+    piece.elems = &e0;
+    ck_assert_int_ne(feed_assembler_fill(a, &piece, buf, sizeof buf, &l, &err), 0);
+    snprintf(want, sizeof want, "%s: record 0 at 0: ", p);
+    ck_assert_msg(strncmp(err.msg, want, strlen(want)) == 0 && count_of(err.msg, p) == 1, "%s", err.msg);
+    feed_assembler_destroy(a);
+    feed_source_close(s);
+
+    const char *t = sl_test_write("pe.txt", "ab\ncdefgh\n", 10);
+    struct feed_source_opts o = {.format = FMT_FORMAT_TEXT};
+    ck_assert_int_eq(feed_source_open(&s, &t, 1, &o, &err), 0);
+    struct fmt_feature_spec line = {.name = "line", .dtype = FMT_DTYPE_BYTES};
+    ck_assert_int_eq(feed_assembler_create(&a, s, &line, 1, FMT_FORMAT_TEXT, 4, &err), 0);
+    struct feed_elem two[2] = {{0, 0}, {0, 1}};
+    piece = (struct feed_piece){.n = 2, .elems = two};
+    ck_assert_int_eq(feed_assembler_fill(a, &piece, buf, 5, &l, &err), SL_EINVAL);
+    snprintf(want, sizeof want,
+             "%s: line 1 at byte 3: a piece of 2 lines needs 8 bytes, more than its 5-byte buffer (--max-piece-bytes)",
+             t);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(feed_assembler_fill(a, &piece, buf, sizeof buf, &l, &err), 0);
+    ck_assert_uint_eq(l.ntensors, 2);
+    ck_assert_int_eq(memcmp(buf + l.t[0].off, "abcdefgh", 8), 0);
+    feed_assembler_destroy(a);
+    feed_source_close(s);
+}
+END_TEST
+
 struct worker_arg {
     struct feed_source *s;
     unsigned seed;
@@ -350,6 +413,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_threads_with_tiny_cache);
     tcase_add_test(tc, test_change_after_scan);
     tcase_add_test(tc, test_use_index);
+    tcase_add_test(tc, test_piece_errors_name_the_file_once);
     suite_add_tcase(s, tc);
     return s;
 }
