@@ -1,22 +1,25 @@
 /* sluice-feeder: serve a job's pieces to trainers, or print its plan.
  *
  *   sluice-feeder --job FILE --listen ADDR [--feeder-index J --feeders F]
- *                 [--threads N] [--KEY=VALUE ...]
- *   sluice-feeder plan --job FILE --workers W --replicas R [--KEY=VALUE ...]
+ *                 [--threads N] [--set KEY=VALUE ...]
+ *   sluice-feeder plan --job FILE --workers W --replicas R [--set KEY=VALUE ...]
  *
- * Any option that is not one of the feeder's own is a job key override
- * (`--global_batch_size=128`, `--shuffle.seed=9`), applied after the job
- * file is loaded and before it is checked.
+ * Options come from the table `opt_rows` (sl_opt.h). Job key overrides are
+ * `--set KEY=VALUE`, or `--KEY=VALUE` when KEY is exactly a job key (the
+ * names feed_job's table gives); anything else is an error that names the
+ * nearest option or key, so a typo never becomes an override. They are
+ * applied after the job file is loaded and before it is checked.
  *
  * Signals: SIGINT/SIGTERM stop cleanly (trainers are told), SIGUSR1 logs
  * the counters; counters are also logged on exit.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,7 @@
 #include "sl_clock.h"
 #include "sl_cluster.h"
 #include "sl_log.h"
+#include "sl_opt.h"
 #include "sl_output.h"
 
 #define EXIT_DATA 1
@@ -51,46 +55,184 @@ static void on_dump(int sig)
     dump_flag = 1;
 }
 
+/* The command line, filled from `opt_rows` once in main, then read-only. */
+struct args {
+    const char *job, *listen, *cluster, *stats;
+    char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
+    uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
+        report_s;
+    int quiet, json, plan, no_shm, done;
+    /* job overrides, in the command line's order: keys owned, values
+     * borrowed from argv; room for one per argument */
+    char **keys;
+    const char **values;
+    size_t noverrides, cap;
+    /* the job keys an override may name (owned) */
+    char **key_names;
+    size_t nkey_names;
+};
+
+static int add_override(struct args *a, const char *key, size_t klen, const char *value, struct sl_error *err)
+{
+    char *k = sl_malloc(klen + 1);
+    if (k == NULL || a->noverrides == a->cap) {
+        sl_free(k);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    memcpy(k, key, klen);
+    k[klen] = '\0';
+    a->keys[a->noverrides] = k;
+    a->values[a->noverrides++] = value;
+    return 0;
+}
+
+static int is_job_key(const struct args *a, const char *key, size_t len)
+{
+    for (size_t i = 0; i < a->nkey_names; i++)
+        if (strlen(a->key_names[i]) == len && strncmp(a->key_names[i], key, len) == 0)
+            return 1;
+    return len > 9 && strncmp(key, "features.", 9) == 0;
+}
+
+/* --KEY=VALUE for a job key's exact name (sl_opt's extra names). */
+static int set_job_key(void *opts, const char *key, const char *value, struct sl_error *err)
+{
+    return add_override(opts, key, strlen(key), value, err);
+}
+
+/* --set KEY=VALUE: the explicit form, for any job key. */
+static int set_override(void *opts, const char *value, struct sl_error *err)
+{
+    struct args *a = opts;
+    const char *eq = strchr(value, '=');
+    if (eq == NULL || eq == value)
+        return sl_error_set(err, SL_EINVAL, "--set: expected KEY=VALUE (a job key, docs/job.md), got '%s'", value);
+    size_t len = (size_t)(eq - value);
+    if (!is_job_key(a, value, len)) {
+        const char *near = sl_opt_nearest(value, len, (const char *const *)a->key_names, a->nkey_names);
+        return sl_error_set(err, SL_EINVAL, "--set: unknown job key '%.*s'%s%s%s", (int)(len < 64 ? len : 64), value,
+                            near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
+    return add_override(a, value, len, eq + 1, err);
+}
+
+/* The names a job override may use: feed_job's key table, read through
+ * its JSON writer on a job of defaults (every key, and the dotted keys of
+ * the objects; "features.NAME[.FIELD]" is accepted by its prefix). */
+static int load_job_key_names(struct args *a, struct sl_error *err)
+{
+    struct feed_job *job = NULL;
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    int rc = feed_job_load(&job, NULL, err);
+    if (rc == 0)
+        rc = feed_job_set(job, "shard_hint", "files", err); /* written only when given */
+    if (rc == 0 && (rc = feed_job_to_json(job, 0, &b)) == 0)
+        rc = sl_buf_putc(&b, '\0');
+    feed_job_free(job);
+    json_t *root = rc == 0 ? json_loads((const char *)b.data, 0, NULL) : NULL;
+    sl_buf_free(&b);
+    if (root == NULL)
+        return rc != 0 ? rc : sl_error_set(err, SL_ENOMEM, "out of memory");
+    size_t n = 0;
+    const char *key;
+    json_t *v, *sub;
+    json_object_foreach(root, key, v) n += 1 + (json_is_object(v) ? json_object_size(v) : 0);
+    a->key_names = sl_calloc(n, sizeof *a->key_names);
+    rc = a->key_names == NULL ? SL_ENOMEM : 0;
+    json_object_foreach(root, key, v)
+    {
+        const char *subkey;
+        if (rc == 0 && (a->key_names[a->nkey_names] = sl_strdup(key)) != NULL)
+            a->nkey_names++;
+        json_object_foreach(v, subkey, sub)
+        {
+            char name[256];
+            snprintf(name, sizeof name, "%s.%s", key, subkey);
+            if (rc == 0 && strcmp(key, "features") != 0 && (a->key_names[a->nkey_names] = sl_strdup(name)) != NULL)
+                a->nkey_names++;
+        }
+    }
+    json_decref(root);
+    return rc != 0 ? sl_error_set(err, rc, "out of memory") : 0;
+}
+
+static void free_args(struct args *a)
+{
+    for (size_t i = 0; i < a->noverrides; i++)
+        sl_free(a->keys[i]);
+    sl_free(a->keys);
+    sl_free((void *)a->values);
+    for (size_t i = 0; i < a->nkey_names; i++)
+        sl_free(a->key_names[i]);
+    sl_free(a->key_names);
+}
+
+#define OFF(field) offsetof(struct args, field)
+
+/* docs/feeder.md describes every row; --help is generated from them. */
+static const struct sl_opt opt_rows[] = {
+    {"job", 'j', SL_OPT_STRING, OFF(job), 0, 0, NULL, "FILE", "the job file (JSON)", NULL, NULL},
+    {"listen", 'l', SL_OPT_STRING, OFF(listen), 0, 0, NULL, "ADDR",
+     "ZeroMQ endpoint to bind, e.g. tcp://*:5555 or ipc:///tmp/fmnist.sock", NULL, NULL},
+    {"feeder-index", 0, SL_OPT_U64, OFF(feeder_index), 0, 4095, "0", "J", "this feeder's index among F", NULL, NULL},
+    {"feeders", 0, SL_OPT_U64, OFF(feeders), 1, 4096, "1", "F",
+     "feeders serving the job together: feeder J makes the pieces whose sequence number is J mod F (default 1)",
+     NULL, NULL},
+    {"threads", 't', SL_OPT_U64, OFF(threads), 1, 256, NULL, "N",
+     "decode threads, and files scanned at once at start (default: the CPUs this process may use, at most 8)",
+     NULL, NULL},
+    {"max-piece-bytes", 0, SL_OPT_U64, OFF(max_piece_bytes), 4096, 1 << 30, NULL, "N",
+     "buffer per piece (default: from the features)", NULL, NULL},
+    /* at most 2^39: every buffer's offset then fits the wire's shm_offset (2^40) */
+    {"piece-memory", 0, SL_OPT_BYTES, OFF(piece_memory), 4096, (double)((uint64_t)1 << 39), NULL, "BYTES",
+     "bound on all piece buffers together (default 1G; K, M, G, T suffixes): a cluster shape that needs more "
+     "(prefetch x replicas x workers + tasks buffers) is refused", NULL, NULL},
+    {"workers", 0, SL_OPT_U64, OFF(workers), 1, 65536, NULL, "W",
+     "with --replicas, serve only this cluster shape (default: the first trainer's; one whose trainers all leave "
+     "without taking a piece is forgotten); plan: the workers to plan for", NULL, NULL},
+    {"replicas", 0, SL_OPT_U64, OFF(replicas), 1, 1024, NULL, "R", "the shape's replicas per worker (as --workers)",
+     NULL, NULL},
+    {"heartbeat-ms", 0, SL_OPT_U64, OFF(heartbeat_ms), 10, 600000, NULL, "N", "heartbeat interval (default 1000)",
+     NULL, NULL},
+    {"report-s", 0, SL_OPT_U64, OFF(report_s), 0, 86400, "30", "S",
+     "log a progress line (pieces, records, MB/s, trainers, time waiting for credits) every S seconds (0: never)",
+     NULL, NULL},
+    {"timeout-ms", 0, SL_OPT_U64, OFF(timeout_ms), 50, 3600000, NULL, "N",
+     "drop a trainer silent this long (default 10000)", NULL, NULL},
+    {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
+     "a TF_CONFIG-style cluster spec (JSON or a file) whose task is a feeder: gives --listen, --feeder-index and "
+     "--feeders (TF_CONFIG in the environment works too)", NULL, NULL},
+    {"stats", 0, SL_OPT_STRING, OFF(stats), 0, 0, NULL, "FILE",
+     "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
+     "seconds per stage (docs/feeder.md)", NULL, NULL},
+    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
+     "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
+     "without copies; docs/protocol.md)", NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "plan: print the plan as one JSON object", NULL, NULL},
+    {"set", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "KEY=VALUE",
+     "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "
+     "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name", NULL,
+     set_override},
+    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "log warnings and errors only", NULL, NULL},
+    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
+    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
+     "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
+};
+
 static const char usage[] =
-    "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--KEY=VALUE]...\n"
-    "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--KEY=VALUE]...\n"
+    "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--set KEY=VALUE]...\n"
+    "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
     "\n"
     "Serve the per-replica batches of a job (docs/job.md) to trainers over ZeroMQ,\n"
     "or print how the job's data is divided among W workers of R replicas.\n"
+    "\n";
+
+static const char footer[] =
     "\n"
-    "  -j, --job=FILE          the job file (JSON)\n"
-    "  -l, --listen=ADDR       ZeroMQ endpoint to bind, e.g. tcp://*:5555 or\n"
-    "                          ipc:///tmp/fmnist.sock\n"
-    "      --feeder-index=J    this feeder's index among F (default 0)\n"
-    "      --feeders=F         feeders serving the job together (default 1): feeder J\n"
-    "                          makes the pieces whose sequence number is J mod F\n"
-    "  -t, --threads=N         decode threads, and files scanned at once at start\n"
-    "                          (default: the CPUs this process may use, at most 8)\n"
-    "      --max-piece-bytes=N buffer per piece (default: from the features)\n"
-    "      --piece-memory=BYTES bound on all piece buffers together (default 1G; K, M,\n"
-    "                          G, T suffixes): a cluster shape that needs more\n"
-    "                          (prefetch x replicas x workers + tasks buffers) is refused\n"
-    "      --workers=W --replicas=R  serve only this cluster shape (default: the first\n"
-    "                          trainer's; one whose trainers all leave without taking a\n"
-    "                          piece is forgotten)\n"
-    "      --heartbeat-ms=N    heartbeat interval (default 1000)\n"
-    "      --report-s=S        log a progress line (pieces, records, MB/s, trainers,\n"
-    "                          time waiting for credits) every S seconds (default 30;\n"
-    "                          0: never)\n"
-    "      --timeout-ms=N      drop a trainer silent this long (default 10000)\n"
-    "      --cluster=SPEC      a TF_CONFIG-style cluster spec (JSON or a file) whose\n"
-    "                          task is a feeder: gives --listen, --feeder-index and\n"
-    "                          --feeders (TF_CONFIG in the environment works too)\n"
-    "      --stats=FILE        on exit, write the counters as one JSON object: pieces,\n"
-    "                          records, bytes (on the wire), disk_bytes, CPU seconds\n"
-    "                          per stage (docs/feeder.md)\n"
-    "      --no-shm            never hand pieces over in shared memory (by default a\n"
-    "                          trainer on this host that can map it gets them so,\n"
-    "                          without copies; docs/protocol.md)\n"
-    "  -q, --quiet             log warnings and errors only\n"
-    "  -h, --help              this help\n"
-    "      --KEY=VALUE         override a job key (e.g. --global_batch_size=128,\n"
-    "                          --shuffle.seed=9, --files=a*.tfrecord,b*.tfrecord)\n"
+    "A job key's exact name also works as an option: --global_batch_size=128 is\n"
+    "--set global_batch_size=128; a name that is neither an option nor a job key\n"
+    "is an error that names the nearest one.\n"
     "\n"
     "plan: --workers=W --replicas=R [--json]: files, elements, pieces and steps per\n"
     "worker and replica per epoch; reads only what counting needs.\n"
@@ -98,222 +240,80 @@ static const char usage[] =
     "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters.\n"
     "Exit status: 0 served, 1 data or runtime error, 2 usage.\n";
 
-struct args {
-    const char *job, *listen, *cluster, *stats;
-    char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
-    uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s;
-    int listen_given, index_given, feeders_given;
-    int quiet, json, plan, no_shm;
-    /* job overrides: pairs (key, value) pointing into argv */
-    const char **keys, **values;
-    size_t noverrides;
-};
+static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
 
-static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+static int usage_error(const char *fmt, ...)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < min || v > max) {
-        fprintf(stderr, "sluice-feeder: --%s: expected an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'\n", opt,
-                min, max, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    va_list ap;
+    fputs("sluice-feeder: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_USAGE;
 }
 
-/* A byte count: digits, then optionally K, M, G or T (powers of 1024). */
-static int parse_bytes(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (end != s && *end != '\0' && end[1] == '\0') {
-        const char *units = "KMGT", *u = strchr(units, *end);
-        if (u != NULL) {
-            shift = 10 * (unsigned)(u - units + 1);
-            end++;
-        }
-    }
-    if (*s < '0' || *s > '9' || *end != '\0' || errno != 0 || v > (max >> shift) || ((uint64_t)v << shift) < min) {
-        fprintf(stderr,
-                "sluice-feeder: --%s: expected a byte count in [%" PRIu64 ", %" PRIu64
-                "] (digits, then K, M, G or T), got '%s'\n",
-                opt, min, max, s);
-        return -1;
-    }
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
-/* Split argv into the feeder's options and --key=value job overrides. */
+/* The feeder's options and --KEY=VALUE / --set job overrides, then what
+ * the cluster spec gives. 0 (a->done after --help or --version), else the
+ * exit status with the reason printed. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    static const struct {
-        const char *name;
-        int has_arg;
-    } known[] = {{"job", 1},      {"listen", 1},     {"feeder-index", 1},   {"feeders", 1}, {"threads", 1},
-                 {"max-piece-bytes", 1}, {"heartbeat-ms", 1}, {"timeout-ms", 1}, {"report-s", 1}, {"workers", 1}, {"replicas", 1},
-                 {"quiet", 0},    {"json", 0},       {"help", 0},      {"cluster", 1}, {"stats", 1},
-                 {"no-shm", 0},   {"piece-memory", 1}};
-    a->keys = sl_calloc((size_t)argc, sizeof *a->keys);
-    a->values = sl_calloc((size_t)argc, sizeof *a->values);
-    if (a->keys == NULL || a->values == NULL)
+    struct sl_error err = {0};
+    uint64_t given = 0;
+    a->cap = (size_t)argc;
+    a->keys = sl_calloc(a->cap, sizeof *a->keys);
+    a->values = sl_calloc(a->cap, sizeof *a->values);
+    if (a->keys == NULL || a->values == NULL || load_job_key_names(a, &err) != 0) {
+        fprintf(stderr, "sluice-feeder: %s\n", err.msg[0] ? err.msg : "out of memory");
         return EXIT_DATA;
-    int i = 1;
+    }
+    struct sl_opt_cmd cmd = {.prog = "sluice-feeder", .usage = usage, .footer = footer, .rows = opt_rows,
+                             .nrows = sizeof opt_rows / sizeof opt_rows[0],
+                             .extra_names = (const char *const *)a->key_names, .nextra = a->nkey_names,
+                             .extra_prefix = "features.", .extra_what = "job key", .extra_fn = set_job_key};
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         a->plan = 1;
-        i = 2;
+        argc--;
+        argv++;
     }
-    for (; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *name, *val = NULL;
-        char shortname[2] = {0};
-        if (arg[0] == '-' && arg[1] != '-' && arg[1] != '\0' && arg[2] == '\0') {
-            static const char shorts[] = "jltqh";
-            static const char *longs[] = {"job", "listen", "threads", "quiet", "help"};
-            const char *p = strchr(shorts, arg[1]);
-            if (p == NULL) {
-                fprintf(stderr, "sluice-feeder: unknown option '%s'\nTry 'sluice-feeder --help'\n", arg);
-                return EXIT_USAGE;
-            }
-            shortname[0] = arg[1];
-            name = longs[p - shorts];
-        } else if (strncmp(arg, "--", 2) == 0) {
-            name = arg + 2;
-        } else {
-            fprintf(stderr, "sluice-feeder: unexpected argument '%s'\nTry 'sluice-feeder --help'\n", arg);
-            return EXIT_USAGE;
-        }
-        const char *eq = shortname[0] ? NULL : strchr(name, '=');
-        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-        int found = -1;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (strlen(known[k].name) == nlen && strncmp(known[k].name, name, nlen) == 0)
-                found = (int)k;
-        if (found < 0) {
-            /* a job override: --key=value or --key value */
-            if (eq == NULL && i + 1 >= argc) {
-                fprintf(stderr, "sluice-feeder: --%s: missing value (job overrides are --KEY=VALUE)\n", name);
-                return EXIT_USAGE;
-            }
-            char *key = sl_malloc(nlen + 1);
-            if (key == NULL)
-                return EXIT_DATA;
-            memcpy(key, name, nlen);
-            key[nlen] = '\0';
-            a->keys[a->noverrides] = key;
-            a->values[a->noverrides++] = eq ? eq + 1 : argv[++i];
-            continue;
-        }
-        if (known[found].has_arg) {
-            if (eq)
-                val = eq + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else {
-                fprintf(stderr, "sluice-feeder: --%s needs a value\nTry 'sluice-feeder --help'\n", known[found].name);
-                return EXIT_USAGE;
-            }
-        } else if (eq) {
-            fprintf(stderr, "sluice-feeder: --%s takes no value\n", known[found].name);
-            return EXIT_USAGE;
-        }
-        const char *n = known[found].name;
-        int rc = 0;
-        if (strcmp(n, "help") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else if (strcmp(n, "job") == 0) {
-            a->job = val;
-        } else if (strcmp(n, "listen") == 0) {
-            a->listen = val;
-            a->listen_given = 1;
-        } else if (strcmp(n, "cluster") == 0) {
-            a->cluster = val;
-        } else if (strcmp(n, "stats") == 0) {
-            a->stats = val;
-        } else if (strcmp(n, "feeder-index") == 0) {
-            rc = parse_u64(n, val, 0, 4095, &a->feeder_index);
-            a->index_given = 1;
-        } else if (strcmp(n, "feeders") == 0) {
-            rc = parse_u64(n, val, 1, 4096, &a->feeders);
-            a->feeders_given = 1;
-        } else if (strcmp(n, "piece-memory") == 0) {
-            /* at most 2^39: every buffer's offset then fits the wire's shm_offset (2^40) */
-            rc = parse_bytes(n, val, 4096, (uint64_t)1 << 39, &a->piece_memory);
-        } else if (strcmp(n, "threads") == 0) {
-            rc = parse_u64(n, val, 1, 256, &a->threads);
-        } else if (strcmp(n, "max-piece-bytes") == 0) {
-            rc = parse_u64(n, val, 4096, (uint64_t)1 << 30, &a->max_piece_bytes);
-        } else if (strcmp(n, "report-s") == 0) {
-            rc = parse_u64(n, val, 0, 86400, &a->report_s);
-        } else if (strcmp(n, "heartbeat-ms") == 0) {
-            rc = parse_u64(n, val, 10, 600000, &a->heartbeat_ms);
-        } else if (strcmp(n, "timeout-ms") == 0) {
-            rc = parse_u64(n, val, 50, 3600000, &a->timeout_ms);
-        } else if (strcmp(n, "workers") == 0) {
-            rc = parse_u64(n, val, 1, 65536, &a->workers);
-        } else if (strcmp(n, "replicas") == 0) {
-            rc = parse_u64(n, val, 1, 1024, &a->replicas);
-        } else if (strcmp(n, "quiet") == 0) {
-            a->quiet = 1;
-        } else if (strcmp(n, "no-shm") == 0) {
-            a->no_shm = 1;
-        } else if (strcmp(n, "json") == 0) {
-            a->json = 1;
-        }
-        if (rc != 0)
-            return EXIT_USAGE;
+    int rc = sl_opt_parse(&cmd, argc, argv, a, &given, &err);
+    if (rc == 1) {
+        a->done = 1;
+        return 0;
     }
-    if (a->job == NULL) {
-        fprintf(stderr, "sluice-feeder: --job is required\nTry 'sluice-feeder --help'\n");
-        return EXIT_USAGE;
-    }
-    if (a->plan && (a->workers == 0 || a->replicas == 0)) {
-        fprintf(stderr, "sluice-feeder: plan needs --workers and --replicas\n");
-        return EXIT_USAGE;
-    }
+    if (rc != 0)
+        return rc == SL_ENOMEM ? EXIT_DATA : usage_error("%s\nTry 'sluice-feeder --help'", err.msg);
+    if (a->job == NULL)
+        return usage_error("--job is required\nTry 'sluice-feeder --help'");
+    if (a->plan && (a->workers == 0 || a->replicas == 0))
+        return usage_error("plan needs --workers and --replicas");
+    if (!a->plan && (a->workers != 0) != (a->replicas != 0))
+        return usage_error("--workers and --replicas go together (the cluster shape to serve)");
+    if (a->cluster != NULL && (sl_opt_given(&cmd, given, "listen") || sl_opt_given(&cmd, given, "feeder-index") ||
+                               sl_opt_given(&cmd, given, "feeders")))
+        return usage_error("--cluster gives the feeder's endpoint, index and count: give it or "
+                           "--listen/--feeder-index/--feeders, not both");
     /* a TF_CONFIG-style spec whose task is a feeder gives the endpoint,
      * the index and the feeder count */
-    if (!a->plan && (a->workers != 0) != (a->replicas != 0)) {
-        fprintf(stderr, "sluice-feeder: --workers and --replicas go together (the cluster shape to serve)\n");
-        return EXIT_USAGE;
-    }
-    if (a->cluster != NULL && (a->listen_given || a->index_given || a->feeders_given)) {
-        fprintf(stderr, "sluice-feeder: --cluster gives the feeder's endpoint, index and count: give it or "
-                        "--listen/--feeder-index/--feeders, not both\n");
-        return EXIT_USAGE;
-    }
     const char *spec = a->cluster ? a->cluster : getenv("TF_CONFIG");
     if (!a->plan && a->listen == NULL && spec != NULL) {
         struct sl_cluster c;
-        struct sl_error err = {0};
         uint32_t j, F;
-        if (sl_cluster_parse(&c, spec, &err) != 0 ||
-            sl_cluster_feeder(&c, &j, &F, a->cluster_bind, sizeof a->cluster_bind, &err) != 0) {
-            fprintf(stderr, "sluice-feeder: %s\n", err.msg);
-            return EXIT_USAGE;
-        }
+        if (sl_cluster_parse(&c, spec, &err) != 0)
+            return usage_error("%s", err.msg);
+        rc = sl_cluster_feeder(&c, &j, &F, a->cluster_bind, sizeof a->cluster_bind, &err);
         sl_cluster_free(&c);
+        if (rc != 0)
+            return usage_error("%s", err.msg);
         a->listen = a->cluster_bind;
         a->feeder_index = j;
         a->feeders = F;
     }
-    if (!a->plan && a->listen == NULL) {
-        fprintf(stderr, "sluice-feeder: --listen is required\nTry 'sluice-feeder --help'\n");
-        return EXIT_USAGE;
-    }
-    if (a->feeders == 0)
-        a->feeders = 1;
-    if (a->feeder_index >= a->feeders) {
-        fprintf(stderr, "sluice-feeder: --feeder-index %" PRIu64 " must be below --feeders %" PRIu64 "\n",
-                a->feeder_index, a->feeders);
-        return EXIT_USAGE;
-    }
+    if (!a->plan && a->listen == NULL)
+        return usage_error("--listen is required\nTry 'sluice-feeder --help'");
+    if (a->feeder_index >= a->feeders)
+        return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index,
+                           a->feeders);
     return 0;
 }
 
@@ -504,8 +504,11 @@ int main(int argc, char **argv)
     struct args a;
     memset(&a, 0, sizeof a);
     a.threads = 0; /* default_threads() unless given */
-    a.report_s = 30;
     int status = parse_args(argc, argv, &a);
+    if (status != 0 || a.done) {
+        free_args(&a);
+        return status;
+    }
     if (a.threads == 0)
         a.threads = default_threads();
     sl_log_setup("sluice-feeder", 2, a.quiet ? SL_LOG_WARN : SL_LOG_INFO);
@@ -568,9 +571,6 @@ int main(int argc, char **argv)
     }
     feed_source_close(src);
     feed_job_free(job);
-    for (size_t i = 0; i < a.noverrides; i++)
-        sl_free((void *)a.keys[i]);
-    sl_free(a.keys);
-    sl_free(a.values);
+    free_args(&a);
     return status;
 }

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "sl_log.h"
+#include "sl_opt.h"
 
 static const char usage[] =
     "Usage: sluice-bench COMMAND [OPTIONS]\n"
@@ -31,7 +32,8 @@ static const char usage[] =
     "  wire      wire protocol encode/decode of headers + frames vs raw ZeroMQ\n"
     "  allreduce CPU ring all-reduce across P processes vs raw ZeroMQ\n"
     "\n"
-    "Run 'sluice-bench COMMAND --help' for the options of a command.\n";
+    "Run 'sluice-bench COMMAND --help' for the options of a command;\n"
+    "'sluice-bench --version' for the version, commit, build type and optional parts.\n";
 
 int main(int argc, char **argv)
 {
@@ -45,7 +47,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("sluice-bench %s\n", SLUICE_VERSION);
+        sl_opt_version("sluice-bench", stdout); /* version, commit, build type, optional parts */
         return 0;
     }
     if (strcmp(argv[1], "formats") == 0)

@@ -21,10 +21,7 @@
 
 #include "record.h"
 #include "sl_log.h"
-
-#ifndef SLUICE_VERSION
-#define SLUICE_VERSION "0.0.0"
-#endif
+#include "sl_opt.h"
 
 static const char main_help[] =
     "Usage: sluice-record COMMAND [OPTION]... [FILE]...\n"
@@ -40,7 +37,7 @@ static const char main_help[] =
     "  gen       write a synthetic, seeded dataset of Examples\n"
     "\n"
     "  -h, --help     show this help and exit\n"
-    "      --version  show the version and exit\n"
+    "      --version  show the version (commit, build type, optional parts) and exit\n"
     "\n"
     "Run 'sluice-record COMMAND --help' for a command's options.\n"
     "Exit status: 0 success, 1 a data or file error, 2 a usage error,\n"
@@ -69,7 +66,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return record_help(main_help);
     if (strcmp(cmd, "--version") == 0) {
-        printf("%s %s\n", RECORD_PROG, SLUICE_VERSION);
+        sl_opt_version(RECORD_PROG, stdout); /* version, commit, build type, optional parts */
         return RECORD_EXIT_OK;
     }
     /* "sluice-record help CMD" is "sluice-record CMD --help" */

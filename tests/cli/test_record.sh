@@ -147,6 +147,9 @@ ok_run "--help" 0 "$BIN" --help
 expect_grep "--help text" "$T/out" '^Usage: sluice-record COMMAND'
 ok_run "--version" 0 "$BIN" --version
 expect_grep "--version text" "$T/out" '^sluice-record [0-9]+\.[0-9]+\.[0-9]+$'
+expect_grep "--version commit" "$T/out" '^commit: [0-9a-zA-Z.-]+$'
+expect_grep "--version build type" "$T/out" '^build type: '
+expect_grep "--version optional parts" "$T/out" '^optional parts: CUDA (yes|no), NCCL (yes|no), ISA-L (yes|no)$'
 for cmd in cat count verify index stats convert gen; do
     ok_run "$cmd --help" 0 "$BIN" "$cmd" --help
     expect_grep "$cmd --help text" "$T/out" "^Usage: sluice-record $cmd"

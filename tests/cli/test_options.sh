@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# CLI tests of the option tables (issue #13): --version on every binary,
+# usage errors of sluice-feeder and sluice-trainer (exit 2, the option
+# named, the nearest one suggested), job overrides (--set KEY=VALUE, and
+# --KEY=VALUE for a job key's exact name only), and --help listing every
+# option.
+#
+# Usage: test_options.sh BUILD_DIR   (holding tools/, feeder/, trainer/)
+set -uo pipefail
+
+BUILD="$(cd "${1:?usage: test_options.sh BUILD_DIR}" && pwd)"
+FEEDER="$BUILD/feeder/sluice-feeder"
+TRAINER="$BUILD/trainer/sluice-trainer"
+RECORD="$BUILD/tools/sluice-record"
+BENCH="$BUILD/tools/sluice-bench"
+for b in "$FEEDER" "$TRAINER" "$RECORD" "$BENCH"; do
+    [ -x "$b" ] || { echo "no executable $b" >&2; exit 1; }
+done
+DOCS="$(cd "$(dirname "$0")/../../docs" && pwd)"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+unset TF_CONFIG
+PASSED=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- stdout:" >&2; head -c 3000 "$T/out" >&2 2>/dev/null
+    echo "--- stderr:" >&2; head -c 3000 "$T/err" >&2 2>/dev/null
+    echo "$PASSED passed, 1 failed" >&2
+    exit 1
+}
+pass() { PASSED=$((PASSED + 1)); echo "ok $PASSED - $1"; }
+
+# expect NAME RC TEXT CMD...: exit status RC and TEXT (fixed string) in
+# stdout or stderr
+expect() {
+    local name="$1" want="$2" text="$3"
+    shift 3
+    "$@" >"$T/out" 2>"$T/err" </dev/null
+    local rc=$?
+    [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
+    if [ -n "$text" ] && ! cat "$T/out" "$T/err" | grep -qF -- "$text"; then
+        fail "$name: no output containing '$text'"
+    fi
+    pass "$name"
+}
+
+# ---- --version on every binary ----
+for b in "$RECORD" "$FEEDER" "$TRAINER" "$BENCH"; do
+    name=$(basename "$b")
+    expect "$name --version" 0 "" "$b" --version
+    grep -Eq "^$name [0-9]+\.[0-9]+\.[0-9]+$" "$T/out" || fail "$name --version: no version line"
+    grep -Eq '^commit: [0-9a-zA-Z.-]+$' "$T/out" || fail "$name --version: no commit line"
+    grep -Eq '^build type: [A-Za-z]*' "$T/out" || fail "$name --version: no build type line"
+    grep -Eq '^optional parts: CUDA (yes|no), NCCL (yes|no), ISA-L (yes|no)$' "$T/out" ||
+        fail "$name --version: no optional parts line"
+    [ ! -s "$T/err" ] || fail "$name --version: wrote to stderr"
+    pass "$name --version lines"
+done
+
+# ---- sluice-trainer usage errors (exit 2, before connecting anywhere) ----
+tr=("$TRAINER" --connect "ipc://$T/none" --job j)
+expect "trainer --lr=abc" 2 "sluice-trainer: --lr: not a number: 'abc'" "${tr[@]}" --lr=abc
+expect "trainer --lr empty" 2 "sluice-trainer: --lr: not a number: ''" "${tr[@]}" --lr=
+expect "trainer --lr 0" 2 "sluice-trainer: --lr: must be in [" "${tr[@]}" --lr 0
+expect "trainer --momentum=nan" 2 "--momentum: not a number: 'nan'" "${tr[@]}" --momentum=nan
+expect "trainer --momentum=1e999" 2 "--momentum: not a finite number: '1e999'" "${tr[@]}" --momentum=1e999
+expect "trainer --workers 0" 2 "--workers: must be an integer in [1, 65536], got '0'" "${tr[@]}" --workers 0
+expect "trainer --worker -1" 2 "--worker: must be an integer in [0, 65535], got '-1'" "${tr[@]}" --worker -1
+expect "trainer --seed huge" 2 "--seed: must be an integer in [0, 4294967295], got '99999999999999999999'" \
+    "${tr[@]}" --seed 99999999999999999999
+expect "trainer --credits 4x" 2 "--credits: not an integer: '4x'" "${tr[@]}" --credits 4x
+expect "trainer --hidden 16,x" 2 "--hidden: expected sizes" "${tr[@]}" --hidden 16,x
+expect "trainer --hidden too many" 2 "--hidden: at most 4 sizes" "${tr[@]}" --hidden 1,2,3,4,5
+expect "trainer --model cnn" 2 "--model: expected none, softmax or mlp, got 'cnn'" "${tr[@]}" --model cnn
+expect "trainer --jb" 2 "sluice-trainer: --jb: unknown option; did you mean --job?" "$TRAINER" --jb j
+expect "trainer --conn (no abbreviations)" 2 "--conn: unknown option; did you mean --connect?" \
+    "$TRAINER" --conn "ipc://$T/none" --job j
+expect "trainer --quiet=1" 2 "--quiet takes no value" "${tr[@]}" --quiet=1
+expect "trainer --lr without a value" 2 "--lr needs a value" "${tr[@]}" --lr
+expect "trainer stray argument" 2 "unexpected argument 'stray'" "${tr[@]}" stray
+expect "trainer --peers count" 2 "--peers needs one address per worker (2), got 1" \
+    "${tr[@]}" --workers 2 --peers 127.0.0.1:1
+expect "trainer --ring count" 2 "--ring needs one endpoint per worker (2), got 1" \
+    "${tr[@]}" --workers 2 --model mlp --ring "ipc://$T/r0"
+expect "trainer --connect empty" 2 "--connect: no endpoint" "$TRAINER" --connect , --job j
+expect "trainer 65 feeders" 2 "--connect: at most 64 endpoints" \
+    "$TRAINER" --connect "$(seq -s, -f "ipc://$T/f%g" 65)" --job j
+expect "trainer --help" 0 "Usage: sluice-trainer" "$TRAINER" --help
+for opt in connect job worker workers replicas devices model hidden lr momentum seed input label classes \
+    save-weights metrics predictions eval-connect eval-job ring peers rendezvous-timeout mode hash-every \
+    log-every progress credits trace trace-feature heartbeat-ms timeout-ms reconnect-s no-shm cluster quiet \
+    help version; do
+    grep -q -- "--$opt\b" "$T/out" || fail "trainer --help lacks --$opt"
+    grep -q -- "--$opt\b" "$DOCS/trainer.md" || fail "docs/trainer.md lacks --$opt"
+done
+pass "trainer --help and docs/trainer.md list every option"
+
+# ---- sluice-feeder: usage errors and job overrides ----
+"$RECORD" gen --output-dir "$T/d" --records 100 --shards 2 --seed 1 --image-bytes 8 --prefix s >/dev/null 2>&1 ||
+    fail "sluice-record gen"
+cat >"$T/job.json" <<JOB
+{"name": "opts", "files": ["$T/d/s-*.tfrecord"],
+ "features": {"id": {"dtype": "int64", "shape": []}}, "global_batch_size": 8}
+JOB
+fd=("$FEEDER" --job "$T/job.json" --listen "ipc://$T/feeder.sock")
+plan=("$FEEDER" plan --job "$T/job.json" --workers 1 --replicas 1)
+expect "feeder --jb" 2 "sluice-feeder: --jb: unknown option or job key; did you mean --job?" \
+    "$FEEDER" --jb "$T/job.json" --listen "ipc://$T/feeder.sock"
+expect "feeder --worker (a near miss)" 2 "--worker: unknown option or job key; did you mean --workers?" \
+    "${fd[@]}" --worker 2
+expect "feeder job key typo" 2 \
+    "--global_bach_size: unknown option or job key; did you mean --global_batch_size?" \
+    "${fd[@]}" --global_bach_size=16
+expect "feeder dotted job key typo" 2 "--shuffle.sed: unknown option or job key; did you mean --shuffle.seed?" \
+    "${fd[@]}" --shuffle.sed=3
+expect "feeder --set without =" 2 "--set: expected KEY=VALUE" "${fd[@]}" --set global_batch_size
+expect "feeder --set unknown key" 2 "--set: unknown job key 'global_bach_size'; did you mean global_batch_size?" \
+    "${fd[@]}" --set global_bach_size=16
+expect "feeder --set bad value" 2 "--global_batch_size: " "${fd[@]}" --set global_batch_size=-3
+expect "feeder --threads=abc" 2 "sluice-feeder: --threads: not an integer: 'abc'" "${fd[@]}" --threads=abc
+expect "feeder --report-s huge" 2 "--report-s: must be an integer in [0, 86400]" "${fd[@]}" --report-s 86401
+expect "feeder --piece-memory 1P" 2 "--piece-memory: not a byte count" "${fd[@]}" --piece-memory 1P
+expect "feeder --quiet=yes" 2 "--quiet takes no value" "${fd[@]}" --quiet=yes
+expect "feeder plan, overrides" 0 "global batch 16" "${plan[@]}" --global_batch_size=16 --set epochs=2 \
+    --shuffle.seed 3 --set 'shuffle={"buffer": 10}'
+expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --global_batch_size=16 \
+    --set global_batch_size=32
+expect "feeder plan, features.* overrides" 0 "global batch 8" "${plan[@]}" "--features.id.shape=[]"
+expect "feeder --help" 0 "Usage: sluice-feeder" "$FEEDER" --help
+for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory workers replicas heartbeat-ms \
+    report-s timeout-ms cluster stats no-shm json set quiet help version; do
+    grep -q -- "--$opt\b" "$T/out" || fail "feeder --help lacks --$opt"
+    grep -q -- "--$opt\b" "$DOCS/feeder.md" || fail "docs/feeder.md lacks --$opt"
+done
+pass "feeder --help and docs/feeder.md list every option"
+
+echo "$PASSED passed, 0 failed"
