@@ -32,12 +32,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fmt_reader.h"
 #include "fmt_stream.h"
 #include "sl_error.h"
 
+enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR };
+
+/* "tfrecord", "text", "tar". Returns 0 or SL_EINVAL. */
+int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
+const char *fmt_format_name(enum fmt_format f);
+
+#define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
+
 struct fmt_batch;
 struct fmt_feature_spec;
+struct fmt_reader;
+struct fmt_record;
 
 /* ---- scan: a file's records, located -------------------------------- */
 
@@ -171,9 +180,6 @@ struct fmt_scan {
 struct fmt_scan *fmt__scan_new(const struct fmt_scan_opts *opts);
 /* Append record offset `off` (growing geometrically). 0 or SL_ENOMEM. */
 int fmt__scan_push(struct fmt_scan *s, uint64_t off, size_t *cap);
-/* The scan of a record format through the shared read loop (fmt_reader):
- * every record's offset, CRCs checked unless skip_crc. */
-int fmt__scan_records(struct fmt_scan **out, const char *path, enum fmt_format format,
-                      const struct fmt_scan_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+/* (The scan through the shared read loop: fmt__reader_scan, fmt_reader.h.) */
 
 #endif

@@ -135,3 +135,48 @@ struct fmt_stream *fmt_reader_stream(struct fmt_reader *r)
 {
     return r->st.stream;
 }
+
+/* The read loop run over a file once, keeping each record's offset. */
+int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format,
+                     const struct fmt_scan_opts *opts, struct sl_error *err)
+{
+    *out = NULL;
+    struct fmt_reader_opts ro = {.format = format, .compression = opts->compression,
+                                 .max_record_bytes = opts->max_record_bytes, .skip_crc = opts->skip_crc,
+                                 .max_output = opts->max_output};
+    struct fmt_scan *s = fmt__scan_new(opts);
+    if (s == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    struct fmt_reader *r;
+    int rc = fmt_reader_open(&r, path, &ro, err);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    s->compression = fmt_stream_compression(fmt_reader_stream(r));
+    size_t cap = 0;
+    struct fmt_record rec;
+    while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
+        if ((s->count & 0xffff) == 0xffff && opts->stop != NULL && *opts->stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "%s: scan interrupted", path);
+            break;
+        }
+        if (fmt__scan_push(s, rec.offset, &cap) != 0) {
+            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu record offsets", path,
+                              (unsigned long long)s->count + 1);
+            break;
+        }
+    }
+    if (rc == SL_END) {
+        rc = 0;
+        s->image_bytes = fmt_stream_offset(fmt_reader_stream(r));
+        s->dropped_tail = fmt_reader_dropped_tail(r);
+    }
+    fmt_reader_close(r);
+    if (rc != 0) {
+        fmt_scan_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}

@@ -21,16 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt_format.h" /* enum fmt_format, the formats' tables */
 #include "fmt_stream.h"
 #include "sl_error.h"
-
-enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR };
-
-/* "tfrecord", "text", "tar". Returns 0 or SL_EINVAL. */
-int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
-const char *fmt_format_name(enum fmt_format f);
-
-#define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 
 struct fmt_reader_opts {
     enum fmt_format format;           /* TFRECORD or TEXT */
@@ -85,5 +78,10 @@ struct fmt__reader_state {
     size_t scratch_cap;
 };
 struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r);
+
+/* The scan of a record format through this loop (a format's ops->scan):
+ * every record's offset, CRCs checked unless skip_crc. */
+int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format,
+                     const struct fmt_scan_opts *opts, struct sl_error *err) SL_MUST_CHECK;
 
 #endif

@@ -101,7 +101,7 @@ static int text_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_reco
 static int text_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
                      struct sl_error *err)
 {
-    return fmt__scan_records(out, path, FMT_FORMAT_TEXT, opts, err);
+    return fmt__reader_scan(out, path, FMT_FORMAT_TEXT, opts, err);
 }
 
 /* The line at its scanned offset runs to the next '\n' (or the end of the

@@ -210,7 +210,7 @@ static int tfrecord_scan(struct fmt_scan **out, const char *path, const struct f
         if (used != 0)
             return used > 0 ? 0 : used;
     }
-    return fmt__scan_records(out, path, FMT_FORMAT_TFRECORD, opts, err);
+    return fmt__reader_scan(out, path, FMT_FORMAT_TFRECORD, opts, err);
 }
 
 static int tfrecord_frame(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
