@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "sl_cluster.h"
 #include "sl_log.h"
 
 static const char usage[] =
@@ -97,13 +98,17 @@ static double json_num(const char *text, const char *key)
 static int one_run(const struct opts *o, int F, struct run *r)
 {
     memset(r, 0, sizeof *r);
-    char binds[8][128], conns[8][128], list[1200] = "";
+    char binds[8][128], conns[8][128], list[1200];
+    const char *items[8] = {0};
     for (int j = 0; j < F; j++) {
         if (bench_endpoint(o->transport, o->dir, j, binds[j], conns[j], sizeof binds[j]) != 0)
             return -1;
-        if (j)
-            strcat(list, ",");
-        strcat(list, conns[j]);
+        items[j] = conns[j];
+    }
+    struct sl_error lerr = {0};
+    if (sl_cluster_list_join(items, (size_t)F, list, sizeof list, &lerr) != 0) {
+        fprintf(stderr, "sluice-bench feed: %s\n", lerr.msg);
+        return -1;
     }
     char errlog[] = "/tmp/sluice-bench-feeder-XXXXXX";
     int errfd = mkstemp(errlog);
