@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sl_bytes.h"
+
 static const uint8_t MAGIC[4] = {'S', 'L', 'C', '1'};
 
 const char *sl_wire_type_name(unsigned type)
@@ -58,63 +60,37 @@ size_t sl_wire_dtype_size(unsigned dtype)
 
 /* ---- reading ---------------------------------------------------------- */
 
+/* The shared bounded reader, with the field being read named in errors. */
 struct rd {
-    const uint8_t *p;
-    size_t n, off;
+    struct sl_reader in;
     const char *what; /* "HELLO header", ... */
     struct sl_error *err;
 };
 
-static int rd_need(struct rd *r, size_t k, const char *field)
+static int rd_fail(struct rd *r, size_t k, const char *field)
 {
-    if (k > r->n - r->off)
-        return sl_error_set(r->err, SL_EPROTO, "%s: truncated at byte %zu of %zu (%s)", r->what, r->n,
-                            r->off + k, field);
-    return 0;
+    return sl_error_set(r->err, SL_EPROTO, "%s: truncated at byte %zu of %zu (%s)", r->what, r->in.n, r->in.off + k,
+                        field);
 }
 
 static int rd_u8(struct rd *r, const char *field, uint8_t *v)
 {
-    int rc = rd_need(r, 1, field);
-    if (rc == 0)
-        *v = r->p[r->off++];
-    return rc;
+    return sl_read_u8(&r->in, v) == 0 ? 0 : rd_fail(r, 1, field);
 }
 
 static int rd_u16(struct rd *r, const char *field, uint16_t *v)
 {
-    int rc = rd_need(r, 2, field);
-    if (rc == 0) {
-        const uint8_t *q = r->p + r->off;
-        *v = (uint16_t)(q[0] | q[1] << 8);
-        r->off += 2;
-    }
-    return rc;
+    return sl_read_u16(&r->in, v) == 0 ? 0 : rd_fail(r, 2, field);
 }
 
 static int rd_u32(struct rd *r, const char *field, uint32_t *v)
 {
-    int rc = rd_need(r, 4, field);
-    if (rc == 0) {
-        const uint8_t *q = r->p + r->off;
-        *v = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-        r->off += 4;
-    }
-    return rc;
+    return sl_read_u32(&r->in, v) == 0 ? 0 : rd_fail(r, 4, field);
 }
 
 static int rd_u64(struct rd *r, const char *field, uint64_t *v)
 {
-    int rc = rd_need(r, 8, field);
-    if (rc == 0) {
-        const uint8_t *q = r->p + r->off;
-        uint64_t x = 0;
-        for (int i = 7; i >= 0; i--)
-            x = x << 8 | q[i];
-        *v = x;
-        r->off += 8;
-    }
-    return rc;
+    return sl_read_u64(&r->in, v) == 0 ? 0 : rd_fail(r, 8, field);
 }
 
 /* Two's complement without relying on implementation-defined conversion. */
@@ -139,12 +115,11 @@ static int rd_str(struct rd *r, const char *field, size_t min, size_t max, const
         return sl_error_set(r->err, SL_EPROTO, "%s: %s length %u exceeds %zu", r->what, field, n, max);
     if (n < min)
         return sl_error_set(r->err, SL_EPROTO, "%s: empty %s", r->what, field);
-    rc = rd_need(r, n, field);
-    if (rc != 0)
-        return rc;
-    *s = (const char *)r->p + r->off;
+    const uint8_t *q = sl_read_bytes(&r->in, n);
+    if (q == NULL)
+        return rd_fail(r, n, field);
+    *s = (const char *)q;
     *len = n;
-    r->off += n;
     return 0;
 }
 
@@ -185,8 +160,9 @@ static int check_shape(struct rd *r, const char *who, const int64_t *dims, unsig
 
 static int rd_end(struct rd *r)
 {
-    if (r->off != r->n)
-        return bad(r, "%zu trailing byte%s after byte %zu", r->n - r->off, r->n - r->off == 1 ? "" : "s", r->off);
+    size_t left = sl_reader_left(&r->in);
+    if (left != 0)
+        return bad(r, "%zu trailing byte%s after byte %zu", left, left == 1 ? "" : "s", r->in.off);
     return 0;
 }
 
@@ -378,14 +354,13 @@ int sl_wire_decode(const uint8_t *p, size_t n, struct sl_wire_msg *m, struct sl_
     memset(m, 0, sizeof *m);
     if (n > SL_WIRE_MAX_HEADER)
         return sl_error_set(err, SL_EPROTO, "header frame of %zu bytes exceeds %u", n, SL_WIRE_MAX_HEADER);
-    struct rd r = {.p = p, .n = n, .off = 0, .what = "header", .err = err};
-    int rc = rd_need(&r, 4, "magic");
-    if (rc != 0)
-        return rc;
+    struct rd r = {.in = sl_reader_make(p, n), .what = "header", .err = err};
+    if (sl_read_bytes(&r.in, 4) == NULL)
+        return rd_fail(&r, 4, "magic");
     if (memcmp(p, MAGIC, 4) != 0)
         return sl_error_set(err, SL_EPROTO, "bad magic %02x %02x %02x %02x (expected \"SLC1\")", p[0], p[1], p[2],
                             p[3]);
-    r.off = 4;
+    int rc;
     uint16_t version, type;
     if ((rc = rd_u16(&r, "version", &version)) != 0)
         return rc;
@@ -422,21 +397,22 @@ static void wr_u8(struct wr *w, unsigned v)
 
 static void wr_u16(struct wr *w, unsigned v)
 {
-    uint8_t q[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    uint8_t q[2];
+    sl_store_le16(q, (uint16_t)v);
     wr_bytes(w, q, 2);
 }
 
 static void wr_u32(struct wr *w, uint32_t v)
 {
-    uint8_t q[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t q[4];
+    sl_store_le32(q, v);
     wr_bytes(w, q, 4);
 }
 
 static void wr_u64(struct wr *w, uint64_t v)
 {
     uint8_t q[8];
-    for (int i = 0; i < 8; i++)
-        q[i] = (uint8_t)(v >> (8 * i));
+    sl_store_le64(q, v);
     wr_bytes(w, q, 8);
 }
 

@@ -41,6 +41,7 @@
 #include <zmq.h>
 
 #include "sl_alloc.h"
+#include "sl_bytes.h"
 #include "sl_clock.h"
 
 #define VERSION 1
@@ -61,31 +62,20 @@ struct msg {
     size_t payload_len;
 };
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Encode a header and up to two payload parts into buf (MAX_FRAME bytes);
  * returns the frame length. */
 static size_t encode(unsigned char *buf, uint32_t type, uint32_t rank, uint32_t size, const void *p1, uint32_t n1,
                      const void *p2, uint32_t n2)
 {
+    if ((size_t)n1 + n2 > MAX_FRAME - HDR) /* callers stay within the limits: never */
+        return 0;
     memcpy(buf, "SLV1", 4);
-    buf[4] = VERSION;
-    buf[5] = 0;
-    buf[6] = (unsigned char)type;
-    buf[7] = 0;
-    put_u32(buf + 8, rank);
-    put_u32(buf + 12, size);
-    put_u32(buf + 16, n1);
-    put_u32(buf + 20, n2);
+    sl_store_le16(buf + 4, VERSION);
+    sl_store_le16(buf + 6, (uint16_t)type);
+    sl_store_le32(buf + 8, rank);
+    sl_store_le32(buf + 12, size);
+    sl_store_le32(buf + 16, n1);
+    sl_store_le32(buf + 20, n2);
     if (n1)
         memcpy(buf + HDR, p1, n1);
     if (n2)
@@ -96,19 +86,24 @@ static size_t encode(unsigned char *buf, uint32_t type, uint32_t rank, uint32_t 
 /* NULL, or why the frame is unusable. */
 static const char *decode(const unsigned char *p, size_t n, struct msg *m)
 {
-    if (n < HDR)
+    struct sl_reader r = sl_reader_make(p, n);
+    const uint8_t *magic = sl_read_bytes(&r, 4);
+    uint16_t version = 0, type = 0;
+    (void)sl_read_u16(&r, &version);
+    (void)sl_read_u16(&r, &type);
+    (void)sl_read_u32(&r, &m->rank);
+    (void)sl_read_u32(&r, &m->size);
+    (void)sl_read_u32(&r, &m->a);
+    (void)sl_read_u32(&r, &m->b);
+    if (r.bad)
         return "short message";
-    if (memcmp(p, "SLV1", 4) != 0)
+    if (memcmp(magic, "SLV1", 4) != 0)
         return "bad magic";
-    if (p[4] != VERSION || p[5] != 0)
+    if (version != VERSION)
         return "unsupported version";
-    m->type = (uint32_t)p[6] | (uint32_t)p[7] << 8;
-    m->rank = get_u32(p + 8);
-    m->size = get_u32(p + 12);
-    m->a = get_u32(p + 16);
-    m->b = get_u32(p + 20);
-    m->payload = p + HDR;
-    m->payload_len = n - HDR;
+    m->type = type;
+    m->payload = p + r.off;
+    m->payload_len = sl_reader_left(&r);
     switch (m->type) {
     case MSG_HELLO:
         if (m->a > TRAIN_RENDEZVOUS_MAX_JOB || m->b > TRAIN_RENDEZVOUS_MAX_CONFIG)

@@ -59,6 +59,7 @@
 #include <zmq.h>
 
 #include "sl_alloc.h"
+#include "sl_bytes.h"
 #include "sl_clock.h"
 #include "train_monitor.h"
 
@@ -101,72 +102,40 @@ struct train_ring {
     struct sl_error fail;/* code != 0: the ring is broken, with this error */
 };
 
-static void put_u16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get_u16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 static void hdr_encode(unsigned char *p, const struct hdr *h)
 {
-    memcpy(p, "SLR1", 4);
-    put_u16(p + 4, RING_VERSION);
-    put_u16(p + 6, (uint16_t)h->type);
-    put_u32(p + 8, h->sender);
-    put_u32(p + 12, h->step);
-    put_u64(p + 16, h->seq);
-    put_u32(p + 24, h->chunk);
-    put_u32(p + 28, h->detail);
-    put_u64(p + 32, h->bytes);
+    struct sl_writer w = sl_writer_make(p, HDR_LEN);
+    sl_write_bytes(&w, "SLR1", 4);
+    sl_write_u16(&w, RING_VERSION);
+    sl_write_u16(&w, (uint16_t)h->type);
+    sl_write_u32(&w, h->sender);
+    sl_write_u32(&w, h->step);
+    sl_write_u64(&w, h->seq);
+    sl_write_u32(&w, h->chunk);
+    sl_write_u32(&w, h->detail);
+    sl_write_u64(&w, h->bytes);
 }
 
 /* 0, or a short reason the header is unusable. */
 static const char *hdr_decode(const unsigned char *p, struct hdr *h)
 {
-    if (memcmp(p, "SLR1", 4) != 0)
+    struct sl_reader r = sl_reader_make(p, HDR_LEN);
+    const uint8_t *magic = sl_read_bytes(&r, 4);
+    uint16_t version = 0, type = 0;
+    if (magic == NULL || memcmp(magic, "SLR1", 4) != 0)
         return "bad magic";
-    if (get_u16(p + 4) != RING_VERSION)
+    if (sl_read_u16(&r, &version) != 0 || version != RING_VERSION)
         return "unsupported version";
-    h->type = get_u16(p + 6);
-    h->sender = get_u32(p + 8);
-    h->step = get_u32(p + 12);
-    h->seq = get_u64(p + 16);
-    h->chunk = get_u32(p + 24);
-    h->detail = get_u32(p + 28);
-    h->bytes = get_u64(p + 32);
+    (void)sl_read_u16(&r, &type);
+    h->type = type;
+    (void)sl_read_u32(&r, &h->sender);
+    (void)sl_read_u32(&r, &h->step);
+    (void)sl_read_u64(&r, &h->seq);
+    (void)sl_read_u32(&r, &h->chunk);
+    (void)sl_read_u32(&r, &h->detail);
+    (void)sl_read_u64(&r, &h->bytes);
+    if (r.bad) /* cannot happen: the layout is HDR_LEN long */
+        return "truncated header";
     if (h->type < MSG_JOIN || h->type > MSG_HEARTBEAT)
         return "unknown message type";
     return NULL;

@@ -7,6 +7,7 @@
 #include "sl_alloc.h"
 #include "sl_base64.h"
 #include "sl_buf.h"
+#include "sl_bytes.h"
 #include "sl_error.h"
 #include "sl_json.h"
 #include "sl_log.h"
@@ -137,6 +138,61 @@ START_TEST(test_log_limit)
 }
 END_TEST
 
+/* sl_bytes: little-endian integers pinned byte by byte; the reader and
+ * writer never step past their buffer, and stay bad once a step did not fit. */
+START_TEST(test_bytes_reader_writer)
+{
+    uint8_t buf[15];
+    memset(buf, 0xee, sizeof buf);
+    struct sl_writer w = sl_writer_make(buf, 14);
+    sl_write_u8(&w, 0x01);
+    sl_write_u16(&w, 0x0302);
+    sl_write_u32(&w, 0x07060504u);
+    sl_write_u64(&w, 0x0f0e0d0c0b0a0908ull); /* 15 bytes: does not fit in 14 */
+    ck_assert_int_eq(w.bad, 1);
+    ck_assert_uint_eq(w.len, 7);
+    sl_write_u8(&w, 0x55); /* sticky: fits, but refused */
+    ck_assert_uint_eq(w.len, 7);
+    static const uint8_t want[15] = {1, 2, 3, 4, 5, 6, 7, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee};
+    ck_assert_mem_eq(buf, want, sizeof want);
+    w = sl_writer_make(buf, 15);
+    sl_write_bytes(&w, "ab", 2);
+    sl_write_u64(&w, 0x0f0e0d0c0b0a0908ull);
+    sl_write_u32(&w, 0x44332211u);
+    sl_write_u8(&w, 0x99);
+    ck_assert_int_eq(w.bad, 0);
+    ck_assert_uint_eq(w.len, 15);
+    static const uint8_t want2[15] = {'a', 'b', 8, 9, 10, 11, 12, 13, 14, 15, 0x11, 0x22, 0x33, 0x44, 0x99};
+    ck_assert_mem_eq(buf, want2, sizeof want2);
+    ck_assert_ptr_null(sl_write_room(&w, 1));
+
+    struct sl_reader r = sl_reader_make(buf, sizeof buf);
+    const uint8_t *ab = sl_read_bytes(&r, 2);
+    ck_assert_ptr_eq(ab, buf);
+    uint64_t v64;
+    uint32_t v32;
+    uint16_t v16;
+    uint8_t v8;
+    ck_assert_int_eq(sl_read_u64(&r, &v64), 0);
+    ck_assert_uint_eq(v64, 0x0f0e0d0c0b0a0908ull);
+    ck_assert_int_eq(sl_read_u32(&r, &v32), 0);
+    ck_assert_uint_eq(v32, 0x44332211u);
+    ck_assert_uint_eq(sl_reader_left(&r), 1);
+    ck_assert_int_eq(sl_read_u16(&r, &v16), -1); /* one byte left */
+    ck_assert_uint_eq(v16, 0);
+    ck_assert_uint_eq(r.off, 14);
+    ck_assert_int_eq(sl_read_u8(&r, &v8), -1); /* sticky */
+    ck_assert_int_eq(r.bad, 1);
+    ck_assert_uint_eq(sl_load_le16(buf + 13), 0x9944);
+    ck_assert_uint_eq(sl_load_le32(buf + 2), 0x0b0a0908u);
+    r = sl_reader_make(buf, 0);
+    ck_assert_ptr_null(sl_read_bytes(&r, 1));
+    r = sl_reader_make(buf, 4);
+    ck_assert_ptr_null(sl_read_bytes(&r, SIZE_MAX)); /* no wrap-around */
+    ck_assert_uint_eq(r.off, 0);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_shared");
@@ -147,6 +203,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_json_string_escapes);
     tcase_add_test(tc, test_alloc_failure_hook);
     tcase_add_test(tc, test_log_limit);
+    tcase_add_test(tc, test_bytes_reader_writer);
     suite_add_tcase(s, tc);
     return s;
 }
