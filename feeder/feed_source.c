@@ -282,14 +282,16 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
                      const struct feed_source_opts *opts, struct sl_error *err)
 {
     *out = NULL;
-    const struct fmt_format_ops *ops = fmt_format_get(opts ? opts->format : FMT_FORMAT_TFRECORD);
+    static const struct feed_source_opts defaults; /* all zero: the defaults */
+    if (opts == NULL)
+        opts = &defaults;
+    const struct fmt_format_ops *ops = fmt_format_get(opts->format);
     if (ops == NULL)
         return sl_error_set(err, SL_EINVAL, "format %d is not a format", (int)opts->format);
     struct feed_source *s = sl_calloc(1, sizeof *s);
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
-    if (opts)
-        s->o = *opts;
+    s->o = *opts;
     s->ops = ops;
     if (s->o.cache_bytes == 0)
         s->o.cache_bytes = DEFAULT_CACHE;
