@@ -3,6 +3,9 @@
 #12). Real sluice-feeder and sluice-trainer processes, and rogue_peer, a raw
 wire peer that sends whatever HELLO it is told, over real ZeroMQ sockets.
 
+Time bounds here only tell "at once" from "never" (or from the 30-60 s the
+old code took): they are generous, for sanitizers on a loaded machine.
+
 Usage: test_hostile.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
 """
 import json
@@ -130,13 +133,13 @@ def case_resume(files):
     job_path, job = write_job("job-" + tag, files, epochs=0)  # forever
     f, sock = start_feeder(tag, job_path)
     # 2^62 cannot have been reached: refused at once, the feeder stays responsive
-    got = rogue(sock, job["name"], 0, 1, 1, 1 << 62, "--wait-ms", "3000")[0]
-    if got["reply"] != "REFUSE" or "resume" not in got.get("reason", "") or got["ms"] > 1000:
+    got = rogue(sock, job["name"], 0, 1, 1, 1 << 62, "--wait-ms", "10000")[0]
+    if got["reply"] != "REFUSE" or "resume" not in got.get("reason", "") or got["ms"] > 5000:
         fail("resume 2^62 on an endless job: expected a prompt REFUSE naming the resume point, got %s" % got)
     # a far but reachable point: whole epochs skipped arithmetically (2^40 pieces
     # of 19 steps per epoch: one at a time would take hours)
-    got = rogue(sock, job["name"], 0, 1, 1, 1 << 40, "--wait-ms", "3000", "--take", "3", "--bye", "1")[0]
-    if got["reply"] != "WELCOME" or got.get("pieces") != 3 or got["ms"] > 1000:
+    got = rogue(sock, job["name"], 0, 1, 1, 1 << 40, "--wait-ms", "10000", "--take", "3", "--bye", "1")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 3 or got["ms"] > 5000:
         fail("resume 2^40 on an endless job: expected a prompt WELCOME and 3 pieces, got %s" % got)
     far = got["ms"]
     # and a trainer from the start is still served, the feeder stops on SIGTERM
@@ -155,8 +158,8 @@ def case_resume(files):
     got = rogue(sock, job["name"], 0, 1, 1, total + 1, "--wait-ms", "3000")[0]
     if got["reply"] != "REFUSE" or str(total) not in got.get("reason", ""):
         fail("resume past the end of a finite job: expected a REFUSE naming its %d pieces, got %s" % (total, got))
-    got = rogue(sock, job["name"], 0, 1, 1, total - 2, "--wait-ms", "3000", "--take", "5")[0]
-    if got["reply"] != "WELCOME" or got.get("pieces") != 2 or got["ms"] > 1000 or got.get("end") != total:
+    got = rogue(sock, job["name"], 0, 1, 1, total - 2, "--wait-ms", "10000", "--take", "5")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 2 or got["ms"] > 5000 or got.get("end") != total:
         fail("resume 2 pieces before the end of 10^12 epochs: expected WELCOME and the last 2 pieces, got %s" % got)
     stop(f, "resume2: feeder")
     ok("a finite job of 10^12 epochs: resuming past its end is refused, 2 pieces before it gets those 2 at once")
@@ -268,7 +271,7 @@ def case_serving_errors():
     code = wait(p, 60, "welcome: trainer")
     took = time.time() - t0
     tlog = read_log(tag, "trainer0")
-    if code != 1 or "cannot describe the job on the wire" not in tlog or "16777217" not in tlog or took > 10:
+    if code != 1 or "cannot describe the job on the wire" not in tlog or "16777217" not in tlog or took > 20:
         fail("welcome: expected a prompt refusal naming the batch of 16777217, exit %d after %.1f s:\n%s"
              % (code, took, tlog))
     stop(f, "welcome: feeder")
@@ -286,7 +289,7 @@ def case_trainer_signals():
     p.send_signal(signal.SIGTERM)
     code = wait(p, 10, "sigwelcome: trainer after SIGTERM")
     took = time.time() - t0
-    if code != 1 or took > 2 or "stopped by a signal" not in read_log(tag, "trainer0"):
+    if code != 1 or took > 8 or "stopped by a signal" not in read_log(tag, "trainer0"):
         fail("sigwelcome: a trainer waiting for its WELCOME should stop on SIGTERM at once (exit 1), "
              "took %.1f s, exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
     # waiting for pieces from a feeder that went quiet (stopped), with a long timeout
@@ -306,7 +309,7 @@ def case_trainer_signals():
     took = time.time() - t0
     f.send_signal(signal.SIGCONT)
     stop(f, "sigpieces: feeder")
-    if code != 1 or took > 2 or "stopped by a signal" not in read_log(tag, "trainer0"):
+    if code != 1 or took > 8 or "stopped by a signal" not in read_log(tag, "trainer0"):
         fail("sigpieces: a trainer waiting for pieces should stop on SIGTERM at once (exit 1), took %.1f s, "
              "exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
     ok("a trainer stops on SIGTERM within %.1f s while it waits for a WELCOME or for pieces" % took)
