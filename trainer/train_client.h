@@ -35,6 +35,7 @@
 
 #include "sl_error.h"
 #include "sl_wire.h"
+#include "train_piece.h" /* struct train_piece, what next_step hands out */
 
 struct train_client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
@@ -53,24 +54,6 @@ struct train_client_opts {
     volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
-};
-
-struct train_tensor {
-    const char *name;  /* NUL-terminated copy of the schema's name */
-    uint8_t dtype;     /* enum sl_wire_dtype */
-    int rank;
-    int64_t dims[SL_WIRE_MAX_PIECE_RANK];
-    const void *data;  /* borrowed; NULL when bytes == 0 */
-    uint64_t bytes;
-};
-
-struct train_piece {
-    uint64_t epoch, step, seq;
-    uint32_t worker, replica;
-    uint32_t rows;     /* 0: an empty piece */
-    uint32_t flags;    /* SL_WIRE_PIECE_* */
-    size_t ntensors;
-    struct train_tensor t[SL_WIRE_MAX_TENSORS];
 };
 
 struct train_client_stats {

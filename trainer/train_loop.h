@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 #include "sl_error.h"
-#include "train_client.h"
+#include "sl_wire.h"
 #include "train_model.h"
 #include "train_ring.h"
 #include "train_strategy.h"

@@ -43,8 +43,8 @@
 
 #include "sl_error.h"
 #include "sl_wire.h"
-#include "train_client.h"
 #include "train_device.h"
+#include "train_piece.h"
 
 /* Pieces in flight per stager: one computing, one copying. */
 #define TRAIN_STAGE_SLOTS TRAIN_DEVICE_STREAMS

@@ -84,7 +84,6 @@
 #include <stdint.h>
 
 #include "sl_error.h"
-#include "train_client.h"
 #include "train_mirror.h"
 #include "train_reduce.h"
 #include "train_ring.h"
