@@ -1,4 +1,5 @@
-/* train_collective_local: a generation barrier that reduces on the way out.
+/* train_collective_local: a generation barrier that reduces (or
+ * broadcasts) on the way out.
  *
  * Each arriving replica deposits its buffer pointer, length and op in its
  * slot under the group mutex. The last to arrive (whichever replica it is)
@@ -11,6 +12,9 @@
  * mutex; it also gives TSan its happens-before edge. Because the abort
  * takes the same mutex, it can never land in the middle of a computation:
  * a round either completes for everybody or fails for everybody still in it.
+ *
+ * A broadcast is the same round: the last to arrive copies the root's
+ * buffer into every other slot's.
  *
  * No allocation after create: the reduction runs in place.
  *
@@ -31,6 +35,7 @@ struct slot {
     float *buf;
     size_t n;
     enum train_reduce_op op;
+    int root;    /* a broadcast's root; -1 in an all-reduce */
     int present; /* deposited in the current round */
 };
 
@@ -121,6 +126,10 @@ static int check_round_locked(struct train_local_group *g, struct sl_error *err)
         if (s->op != s0->op)
             return sl_error_set(err, SL_EINVAL, "all-reduce: replica %d asked for op %d but replica 0 for op %d", r,
                                 (int)s->op, (int)s0->op);
+        if (s->root != s0->root)
+            return sl_error_set(err, SL_EINVAL, "collective: replica %d asked for %s %d but replica 0 for %s %d", r,
+                                s->root < 0 ? "an all-reduce" : "a broadcast from", s->root,
+                                s0->root < 0 ? "an all-reduce" : "a broadcast from", s0->root);
     }
     return 0;
 }
@@ -128,6 +137,13 @@ static int check_round_locked(struct train_local_group *g, struct sl_error *err)
 /* Caller holds g->lock; the round is checked. */
 static void reduce_round_locked(struct train_local_group *g)
 {
+    int root = g->slots[0].root;
+    if (root >= 0) { /* a broadcast: the root's buffer into every other */
+        for (int r = 0; r < g->replicas; r++)
+            if (r != root && g->slots[0].n > 0)
+                memcpy(g->slots[r].buf, g->slots[root].buf, g->slots[0].n * sizeof(float));
+        return;
+    }
     size_t n = g->slots[0].n;
     int replicas = g->replicas;
     int mean = g->slots[0].op == TRAIN_MEAN;
@@ -142,8 +158,9 @@ static void reduce_round_locked(struct train_local_group *g)
     }
 }
 
-int train_local_all_reduce(struct train_local_group *g, int replica, float *buf, size_t n, enum train_reduce_op op,
-                           struct sl_error *err)
+/* One round of either kind: root -1 reduces with op, root >= 0 broadcasts. */
+static int round_trip(struct train_local_group *g, int replica, float *buf, size_t n, enum train_reduce_op op, int root,
+                      struct sl_error *err)
 {
     int rc = pthread_mutex_lock(&g->lock);
     if (rc != 0)
@@ -159,13 +176,15 @@ int train_local_all_reduce(struct train_local_group *g, int replica, float *buf,
         sl_error_set(&misuse, SL_EINVAL, "all-reduce: replica %d passed a NULL buffer for %zu values", replica, n);
     else if (g->slots[replica].present)
         sl_error_set(&misuse, SL_EINVAL, "all-reduce: replica %d joined the same round twice", replica);
+    else if (root >= g->replicas)
+        sl_error_set(&misuse, SL_EINVAL, "broadcast: root %d is outside 0..%d", root, g->replicas - 1);
     if (misuse.code != 0) {
         fail_locked(g, misuse.code, misuse.msg);
         rc = report_failure_locked(g, err);
         goto out_unlock;
     }
 
-    g->slots[replica] = (struct slot){.buf = buf, .n = n, .op = op, .present = 1};
+    g->slots[replica] = (struct slot){.buf = buf, .n = n, .op = op, .root = root, .present = 1};
     uint64_t my_generation = g->generation;
     if (++g->arrived == g->replicas) {
         rc = check_round_locked(g, &misuse);
@@ -192,6 +211,18 @@ out_unlock:
     return rc;
 }
 
+int train_local_all_reduce(struct train_local_group *g, int replica, float *buf, size_t n, enum train_reduce_op op,
+                           struct sl_error *err)
+{
+    return round_trip(g, replica, buf, n, op, -1, err);
+}
+
+int train_local_broadcast(struct train_local_group *g, int replica, int root, float *buf, size_t n,
+                          struct sl_error *err)
+{
+    return round_trip(g, replica, buf, n, TRAIN_SUM, root < 0 ? g->replicas : root, err);
+}
+
 void train_local_group_abort(struct train_local_group *g, int code, const char *msg)
 {
     pthread_mutex_lock(&g->lock);
@@ -205,4 +236,59 @@ int train_local_group_status(struct train_local_group *g)
     int code = g->failure.code;
     pthread_mutex_unlock(&g->lock);
     return code;
+}
+
+/* --- the "local" train_coll backend: one member per replica thread --- */
+
+struct local_member {
+    struct train_coll base;
+    struct train_local_group *g; /* borrowed */
+};
+
+static struct local_member *local_of(struct train_coll *c)
+{
+    return (struct local_member *)c;
+}
+
+static int local_coll_all_reduce(struct train_coll *c, float *buf, size_t n, struct sl_error *err)
+{
+    return train_local_all_reduce(local_of(c)->g, c->rank, buf, n, TRAIN_SUM, err);
+}
+
+static int local_coll_broadcast(struct train_coll *c, float *buf, size_t n, int root, struct sl_error *err)
+{
+    return train_local_broadcast(local_of(c)->g, c->rank, root, buf, n, err);
+}
+
+static void local_coll_abort(struct train_coll *c, int code, const char *msg)
+{
+    train_local_group_abort(local_of(c)->g, code, msg);
+}
+
+static void local_coll_destroy(struct train_coll *c)
+{
+    sl_free(c);
+}
+
+static const struct train_coll_ops local_coll_ops = {
+    .name = "local",
+    .all_reduce = local_coll_all_reduce,
+    .broadcast = local_coll_broadcast,
+    .abort = local_coll_abort,
+    .destroy = local_coll_destroy,
+};
+
+int train_local_coll_open(struct train_coll **out, struct train_local_group *g, int replica, struct sl_error *err)
+{
+    *out = NULL;
+    if (replica < 0 || replica >= g->replicas)
+        return sl_error_set(err, SL_EINVAL, "local collective: replica %d is outside 0..%d", replica, g->replicas - 1);
+    struct local_member *m = sl_calloc(1, sizeof *m);
+    if (m == NULL)
+        return sl_error_set(err, SL_ENOMEM, "local collective: out of memory");
+    m->base = (struct train_coll){.ops = &local_coll_ops, .rank = replica, .size = g->replicas,
+                                  .mem = TRAIN_COLL_HOST};
+    m->g = g;
+    *out = &m->base;
+    return 0;
 }

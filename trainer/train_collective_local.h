@@ -1,5 +1,6 @@
-/* train_collective_local: all-reduce across R replica threads of one
- * process (ReplicaContext.all_reduce, docs/semantics.md 6.2).
+/* train_collective_local: all-reduce and broadcast across R replica
+ * threads of one process (ReplicaContext.all_reduce, docs/semantics.md
+ * 6.2); the "local" backend of train_coll.h.
  *
  * Every one of the R replicas calls train_local_all_reduce() once per round
  * with its own buffer of n floats; all calls return together and every
@@ -24,6 +25,7 @@
 #include <stddef.h>
 
 #include "sl_error.h"
+#include "train_coll.h"
 #include "train_reduce.h"
 
 struct train_local_group;
@@ -45,6 +47,13 @@ void train_local_group_destroy(struct train_local_group *g);
 int train_local_all_reduce(struct train_local_group *g, int replica, float *buf, size_t n, enum train_reduce_op op,
                            struct sl_error *err) SL_MUST_CHECK;
 
+/* Replica `replica` takes part in a broadcast from replica `root`: root's
+ * buf[0..n) is copied into every other replica's buf (bit for bit), and
+ * every call returns together. Errors, misuse (a root outside 0..R-1, or
+ * replicas disagreeing on n or root) and aborts as for all_reduce. */
+int train_local_broadcast(struct train_local_group *g, int replica, int root, float *buf, size_t n,
+                          struct sl_error *err) SL_MUST_CHECK;
+
 /* Fail the group with `code` (negative; anything else is stored as
  * SL_EINVAL) and `msg` (copied): wakes every waiter. Only the first abort's
  * code and message are kept. */
@@ -52,5 +61,14 @@ void train_local_group_abort(struct train_local_group *g, int code, const char *
 
 /* The abort code (0 while the group is healthy). */
 int train_local_group_status(struct train_local_group *g);
+
+/* Replica `replica`'s member of the "local" collective (train_coll.h) over
+ * g: all_reduce is train_local_all_reduce(SUM), broadcast
+ * train_local_broadcast, abort train_local_group_abort (the whole group);
+ * host memory, rank = replica, size = R. g is borrowed and must outlive the
+ * member; *out is owned by the caller (train_coll_destroy). SL_EINVAL,
+ * SL_ENOMEM. */
+int train_local_coll_open(struct train_coll **out, struct train_local_group *g, int replica,
+                          struct sl_error *err) SL_MUST_CHECK;
 
 #endif

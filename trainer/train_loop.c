@@ -51,7 +51,6 @@ struct train_loop {
     int inputs, input_idx, label_idx, input_u8;
     char names[2][SL_WIRE_MAX_NAME + 1]; /* the input and label tensors' */
     size_t max_rows;
-    struct train_ring *ring; /* borrowed; NULL for one worker */
     uint32_t nreplicas;
     int tower;
     struct train_strategy *s;
@@ -339,7 +338,6 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     snprintf(l->names[1], sizeof l->names[1], "%s", o->label);
     l->input_u8 = fi->dtype == SL_WIRE_UINT8;
     l->max_rows = w->batch ? w->batch : 256;
-    l->ring = o->ring;
     l->nreplicas = R;
     l->tower = o->mode == TRAIN_STRATEGY_TOWER;
     struct train_model_config mc = o->model;
@@ -518,7 +516,7 @@ int train_loop_pull(struct train_loop *l, struct sl_error *err)
 
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err)
 {
-    return l->ring != NULL ? train_ring_all_reduce(l->ring, v, n, TRAIN_RING_SUM, err) : 0;
+    return train_strategy_sum_across_workers(l->s, v, n, err);
 }
 
 uint64_t train_loop_weights_hash(struct train_loop *l)

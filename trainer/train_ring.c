@@ -662,3 +662,62 @@ void train_ring_close(struct train_ring *r)
     sl_free(r->bind);
     sl_free(r);
 }
+
+/* --- the "ring" train_coll backend: one member per process --- */
+
+struct ring_member {
+    struct train_coll base;
+    struct train_ring *ring; /* borrowed */
+    struct train__coll_failure aborted;
+};
+
+static struct ring_member *ring_of(struct train_coll *c)
+{
+    return (struct ring_member *)c;
+}
+
+static int ring_coll_all_reduce(struct train_coll *c, float *buf, size_t n, struct sl_error *err)
+{
+    struct ring_member *m = ring_of(c);
+    int rc = train__coll_failed(&m->aborted, err);
+    return rc != 0 ? rc : train_ring_all_reduce(m->ring, buf, n, TRAIN_RING_SUM, err);
+}
+
+/* The ring has no broadcast message: the root's values travel as a sum with
+ * zeros from every other rank. */
+static int ring_coll_broadcast(struct train_coll *c, float *buf, size_t n, int root, struct sl_error *err)
+{
+    if (c->rank != root && n > 0)
+        memset(buf, 0, n * sizeof *buf);
+    return ring_coll_all_reduce(c, buf, n, err);
+}
+
+static void ring_coll_abort(struct train_coll *c, int code, const char *msg)
+{
+    train__coll_fail(&ring_of(c)->aborted, code, msg);
+}
+
+static void ring_coll_destroy(struct train_coll *c)
+{
+    sl_free(c);
+}
+
+static const struct train_coll_ops ring_coll_ops = {
+    .name = "ring",
+    .all_reduce = ring_coll_all_reduce,
+    .broadcast = ring_coll_broadcast,
+    .abort = ring_coll_abort,
+    .destroy = ring_coll_destroy,
+};
+
+int train_ring_coll_open(struct train_coll **out, struct train_ring *r, struct sl_error *err)
+{
+    *out = NULL;
+    struct ring_member *m = sl_calloc(1, sizeof *m);
+    if (m == NULL)
+        return sl_error_set(err, SL_ENOMEM, "ring collective: out of memory");
+    m->base = (struct train_coll){.ops = &ring_coll_ops, .rank = r->rank, .size = r->size, .mem = TRAIN_COLL_HOST};
+    m->ring = r;
+    *out = &m->base;
+    return 0;
+}

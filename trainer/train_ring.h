@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sl_error.h"
+#include "train_coll.h"
 
 #define TRAIN_RING_MAX_SIZE 4096
 
@@ -56,6 +57,16 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
  * contents of buf are unspecified, and the caller should close it. */
 int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n,
                           enum train_ring_op op, struct sl_error *err) SL_MUST_CHECK;
+
+/* This process's member of the "ring" collective (train_coll.h) over r:
+ * all_reduce is train_ring_all_reduce(SUM); broadcast is a sum with zeros
+ * from every rank but the root (the ring has no broadcast message: a -0.0
+ * arrives as +0.0); abort makes every later call fail at once (a call in
+ * flight ends by the ring's own failure detection). Host memory, rank and
+ * size the ring's. r is borrowed and must outlive the member; like the ring,
+ * it belongs to r's thread (abort: any thread). *out is owned by the caller
+ * (train_coll_destroy). SL_ENOMEM. */
+int train_ring_coll_open(struct train_coll **out, struct train_ring *r, struct sl_error *err) SL_MUST_CHECK;
 
 /* Leave the ring. Waits up to timeout_ms for our last messages to leave
  * (half a second once the ring is broken). Accepts NULL. */

@@ -7,15 +7,18 @@
  * arguments relies on; `done` under `mu` gives the caller its view of what
  * the replicas wrote (copies, counters, errors).
  *
- * Collectives inside a step: sums across the threads are
- * train_local_all_reduce's (replica order, the last arrival reduces);
- * across workers replica 0 alone calls the ring (its sockets are the
- * caller's thread's) and hands the result to the others through `bcast`
- * between two barriers of our own. The barrier is abortable: a failing
- * replica aborts the local group and the barrier together, so no replica is
- * left waiting whichever collective it is blocked in.
+ * Collectives inside a step go through each replica's member of the
+ * composed collective (train_coll.h): the local group's sum (replica order,
+ * the last arrival reduces), replica 0's sum across workers (the `across`
+ * collective: the ring, whose sockets are the caller's thread's), and the
+ * local group's broadcast of replica 0's result. Cross-replica calls
+ * (check, reduce, sum_across_workers) use `across` alone, from the
+ * caller's thread. Our own barrier (tower mode, the shapes of a reduce) is
+ * abortable too: a failing replica aborts the barrier and every replica's
+ * collectives together, so no replica is left waiting whichever one it is
+ * blocked in.
  *
- * Lock order: `mu` only. The local group locks internally and is never
+ * Lock order: `mu` only. The collectives lock internally and are never
  * called with `mu` held.
  */
 #include "train_strategy.h"
@@ -27,6 +30,7 @@
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "train_coll.h"
 #include "train_collective_local.h"
 #include "train_device.h"
 
@@ -45,6 +49,8 @@ struct train_replica {
     int started;
     struct train_device *dev;
     struct train_stage *stage;
+    struct train_coll *local;  /* this replica's member of the local group (R > 1) */
+    struct train_coll *coll;   /* composed: every replica of every worker, host memory */
     float *scratch;            /* scratch_floats + 1 */
     struct train_staged view;  /* the running step's piece */
     double put_s;              /* time in train_stage_put */
@@ -62,7 +68,8 @@ struct train_per_replica {
 struct train_strategy {
     uint32_t R, W, worker;
     enum train_strategy_mode mode;
-    struct train_ring *ring;
+    struct train_coll *across;  /* one member per worker (W > 1): the caller's thread only */
+    int own_across;             /* made here around opts.ring */
     uint32_t hash_every;
     float loss_scale;
     size_t scratch_floats;
@@ -87,7 +94,6 @@ struct train_strategy {
     int stop;
     uint32_t bar_count;
     uint64_t bar_gen;
-    const float *bcast;
     int aborted;                /* 0 or the first error's code */
     char abort_msg[SL_ERROR_MSG_MAX];
     int broken;                 /* a failed run: every later call fails with it */
@@ -105,8 +111,8 @@ static void strategy_abort(struct train_strategy *s, int code, const char *msg)
     }
     pthread_cond_broadcast(&s->bar_cv);
     pthread_mutex_unlock(&s->mu);
-    if (s->group != NULL)
-        train_local_group_abort(s->group, code, msg);
+    for (uint32_t r = 0; r < s->R; r++)
+        train_coll_abort(s->reps[r].coll, code, msg);
 }
 
 static int replica_fail(struct train_replica *rep, int rc, struct sl_error *err)
@@ -135,41 +141,11 @@ static int barrier(struct train_strategy *s, struct sl_error *err)
     return rc;
 }
 
-/* Replica 0's buf[0..n) into every replica's buf. */
-static int broadcast0(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
-{
-    struct train_strategy *s = rep->s;
-    if (s->R == 1)
-        return 0;
-    if (rep->id == 0) {
-        pthread_mutex_lock(&s->mu);
-        s->bcast = buf;
-        pthread_mutex_unlock(&s->mu);
-    }
-    int rc = barrier(s, err);
-    if (rc == 0 && rep->id != 0 && n > 0) {
-        pthread_mutex_lock(&s->mu);
-        const float *src = s->bcast;
-        pthread_mutex_unlock(&s->mu);
-        memcpy(buf, src, n * sizeof *buf);
-    }
-    if (rc == 0)
-        rc = barrier(s, err); /* replica 0's buf stays untouched until everyone has read it */
-    return rc;
-}
-
 /* The sum over every replica of every worker, the same bits everywhere. */
 static int sum_all(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
 {
-    struct train_strategy *s = rep->s;
-    int rc = 0;
-    if (s->R > 1 && (rc = train_local_all_reduce(s->group, rep->id, buf, n, TRAIN_SUM, err)) != 0)
-        return replica_fail(rep, rc, err);
-    if (s->ring == NULL)
-        return 0;
-    if (rep->id == 0 && (rc = train_ring_all_reduce(s->ring, buf, n, TRAIN_RING_SUM, err)) != 0)
-        return replica_fail(rep, rc, err);
-    return broadcast0(rep, buf, n, err);
+    int rc = train_coll_all_reduce(rep->coll, buf, n, err);
+    return rc != 0 ? replica_fail(rep, rc, err) : 0;
 }
 
 int train_replica_all_reduce(struct train_replica *rep, enum train_reduce_op op, float *buf, size_t n,
@@ -289,21 +265,13 @@ int train_replica_var_update(struct train_replica *rep, struct train_variable *v
                                               "scratch of %zu floats", train_mirror_name(var->m), n,
                                               s->scratch_floats), err);
     float *u = rep->scratch;
+    if (n > 0)
+        memcpy(u, update, n * sizeof *u);
     if (var->agg == TRAIN_AGG_ONLY_FIRST_REPLICA) {
-        if (rep->id == 0) {
-            /* worker 0's replica 0: across workers the others add zeros */
-            if (s->worker == 0 && n > 0)
-                memcpy(u, update, n * sizeof *u);
-            else
-                memset(u, 0, n * sizeof *u);
-            if (s->ring != NULL && (rc = train_ring_all_reduce(s->ring, u, n, TRAIN_RING_SUM, err)) != 0)
-                return replica_fail(rep, rc, err);
-        }
-        if ((rc = broadcast0(rep, u, n, err)) != 0)
-            return rc;
+        /* worker 0's replica 0's value, to everyone */
+        if ((rc = train_coll_broadcast(rep->coll, u, n, 0, err)) != 0)
+            return replica_fail(rep, rc, err);
     } else {
-        if (n > 0)
-            memcpy(u, update, n * sizeof *u);
         if ((rc = train_replica_all_reduce(rep, var->agg == TRAIN_AGG_MEAN ? TRAIN_MEAN : TRAIN_SUM, u, n, err)) != 0)
             return rc;
     }
@@ -518,12 +486,20 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
     if (R > 1024)
         return sl_error_set(err, SL_EINVAL, "strategy: %u replicas (at most 1024)", R);
-    if ((o->ring == NULL) != (W == 1) || o->worker >= W)
+    int across = o->ring != NULL || o->across != NULL;
+    if (o->ring != NULL && o->across != NULL)
+        return sl_error_set(err, SL_EINVAL, "strategy: a ring and a collective across workers (give one)");
+    if (across != (W > 1) || o->worker >= W)
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, W,
-                            o->ring == NULL ? "without" : "with");
+                            across ? "with" : "without");
+    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)W ||
+                              o->across->mem != TRAIN_COLL_HOST))
+        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u with a '%s' collective across workers of "
+                            "member %d of %d", o->worker, W, o->across->ops->name, o->across->rank,
+                            o->across->size);
     if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
-    if (o->mode == TRAIN_STRATEGY_TOWER && o->ring != NULL)
+    if (o->mode == TRAIN_STRATEGY_TOWER && across)
         return sl_error_set(err, SL_EINVAL, "strategy: tower mode (replicate_model_fn) runs on one worker");
     float scale = 1.0f;
     if (o->mode == TRAIN_STRATEGY_TOWER) {
@@ -546,7 +522,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->W = W;
     s->worker = o->worker;
     s->mode = o->mode;
-    s->ring = o->ring;
+    s->across = o->across;
     s->hash_every = o->hash_every;
     s->loss_scale = scale;
     s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
@@ -556,12 +532,21 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
         rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
     if (rc == 0 && R > 1)
         rc = train_local_group_create(&s->group, (int)R, err);
+    if (rc == 0 && o->ring != NULL) {
+        rc = train_ring_coll_open(&s->across, o->ring, err);
+        s->own_across = rc == 0;
+    }
     for (uint32_t r = 0; rc == 0 && r < R; r++) {
         struct train_replica *rep = &s->reps[r];
         rep->s = s;
         rep->id = (int)r;
         if ((rep->scratch = sl_malloc((s->scratch_floats + 1) * sizeof(float))) == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory for replica %u's scratch", r);
+        if (rc == 0 && R > 1)
+            rc = train_local_coll_open(&rep->local, s->group, (int)r, err);
+        if (rc == 0)
+            rc = train_coll_compose(&rep->coll, rep->local, r == 0 ? s->across : NULL, (int)r, (int)R,
+                                    (int)s->worker, (int)W, err);
         if (rc == 0)
             rc = ops->open(&rep->dev, o->ordinals != NULL ? o->ordinals[r] : (int)r, err);
         if (rc == 0)
@@ -598,8 +583,12 @@ void train_strategy_destroy(struct train_strategy *s)
         train_stage_destroy(rep->stage);
         if (rep->dev != NULL)
             s->ops->close(rep->dev);
+        train_coll_destroy(rep->coll);
+        train_coll_destroy(rep->local);
         sl_free(rep->scratch);
     }
+    if (s->own_across)
+        train_coll_destroy(s->across);
     for (size_t i = 0; i < s->nvars; i++)
         train_mirror_destroy(s->vars[i].m);
     train_local_group_destroy(s->group);
@@ -673,7 +662,7 @@ int train_strategy_check(struct train_strategy *s, struct sl_error *err)
         for (int k = 0; k < 4; k++)
             s->hashbuf[s->worker * per + 4 * i + (size_t)k] = (float)((h >> (16 * k)) & 0xffff);
     }
-    int rc = train_ring_all_reduce(s->ring, s->hashbuf, n, TRAIN_RING_SUM, err);
+    int rc = train_coll_all_reduce(s->across, s->hashbuf, n, err);
     if (rc != 0)
         return sl_error_prefix(err, "hash check across workers: ");
     for (size_t i = 0; i < s->nvars; i++) {
@@ -779,7 +768,7 @@ int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, con
     for (uint32_t r = 0; r < s->R; r++)
         rows += axis == TRAIN_AXIS_NONE ? 1.0f : (float)pv->vals[r].dims[0];
     buf[m] = rows;
-    if ((rc = train_ring_all_reduce(s->ring, buf, m + 1, TRAIN_RING_SUM, err)) != 0)
+    if ((rc = train_coll_all_reduce(s->across, buf, m + 1, err)) != 0)
         return sl_error_prefix(err, "reduce across workers: ");
     if (op == TRAIN_MEAN && buf[m] == 0)
         return sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty (0 rows in all): the "
@@ -798,4 +787,9 @@ void train_strategy_stage_stats(const struct train_strategy *s, struct train_str
         out->bytes_h2d += st.bytes_h2d;
         out->copy_s += s->reps[r].put_s + st.sync_s;
     }
+}
+
+int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n, struct sl_error *err)
+{
+    return s->across != NULL ? train_coll_all_reduce(s->across, buf, n, err) : 0;
 }

@@ -1,7 +1,8 @@
 /* train_strategy: the strategy API, a C rendering of tf.distribute's
  * MirroredStrategy / MultiWorkerMirroredStrategy (and of TF 1's
  * replicate_model_fn tower mode) over R local replica threads and, across
- * W workers, the ring all-reduce of train_ring.h.
+ * W workers, a collective with one member per worker (train_coll.h: the
+ * ring all-reduce of train_ring.h today).
  *
  *   strategy                      tf.distribute
  *   ---------------------------   --------------------------------------
@@ -20,9 +21,10 @@
  *   train_strategy_check          (none: the copies' hashes compared)
  *   TRAIN_STRATEGY_TOWER          replicate_model_fn(model_fn, reduction)
  *
- * Replicas. Replica 0 runs on the caller's thread (so the ring, whose
- * ZeroMQ sockets belong to one thread, stays on it); replicas 1..R-1 are
- * threads made at create. num_replicas_in_sync = R x W.
+ * Replicas. Replica 0 runs on the caller's thread (so the collective across
+ * workers, the ring whose ZeroMQ sockets belong to one thread, stays on
+ * it); replicas 1..R-1 are threads made at create. num_replicas_in_sync =
+ * R x W.
  *
  * Input. Every step's pieces go through staging (train_stage.h): each
  * replica has a device of the `device` backend ("cpu": ordinary memory,
@@ -34,10 +36,12 @@
  * too. At most 2 steps may be staged and not yet run.
  *
  * Reductions follow docs/semantics.md section 6 exactly and reuse the tested
- * pieces: train_reduce (axis rules, order), train_collective_local (sum in
- * replica order across threads) and train_ring (across workers). SUM and
- * MEAN are computed as sums first (in process, replica 0 first, then
- * across workers by the ring, bitwise identical everywhere) and MEAN
+ * pieces: train_reduce (axis rules, order) and the collectives of
+ * train_coll.h, which the strategy composes (train_coll_compose): the
+ * "local" group of the replica threads (sum in replica order), then the
+ * collective across workers (the ring), then the local group's broadcast.
+ * SUM and MEAN are computed as sums first (in process, replica 0 first,
+ * then across workers, bitwise identical everywhere) and MEAN
  * divides the total once: by R x W for axis = NONE, by the real row count
  * across every replica and worker for axis = 0 (a 4+2 split divides by 6,
  * empty replicas count 0; when every replica of every worker is empty the
@@ -60,11 +64,12 @@
  * gradient) factor, 1/towers unless the loss reduction is SUM; updates add
  * the towers' values (add_n, tower order) and are applied once, by the
  * last tower; predictions are concatenated in tower order
- * (train_per_replica_concat). One worker only (the ring is refused).
+ * (train_per_replica_concat). One worker only (a ring is refused).
  *
  * Errors. A failing step function, collective or check fails the whole
  * run: every replica blocked in a collective wakes with the first error
- * (train_local_group_abort), run returns it, and the strategy is then
+ * (train_coll_abort on every replica's collectives), run returns it, and
+ * the strategy is then
  * broken: later puts and runs fail at once with the same message.
  *
  * Allocation: everything is sized at create and when variables and
@@ -72,7 +77,7 @@
  * nothing.
  *
  * Thread-safety: the strategy belongs to the thread that created it (the
- * ring's thread). A struct train_replica belongs to the replica thread it
+ * thread of the collective across workers). A struct train_replica belongs to the replica thread it
  * is handed to, for the duration of the step function; the replica calls
  * are collectives that every replica must make in the same order with the
  * same sizes.
@@ -84,7 +89,9 @@
 #include <stdint.h>
 
 #include "sl_error.h"
+#include "train_coll.h"
 #include "train_mirror.h"
+#include "train_piece.h"
 #include "train_reduce.h"
 #include "train_ring.h"
 #include "train_stage.h"
@@ -103,8 +110,12 @@ enum train_strategy_mode {
 struct train_strategy_opts {
     uint32_t replicas;              /* R, one thread each (0: 1) */
     enum train_strategy_mode mode;
-    struct train_ring *ring;        /* borrowed, NULL for one worker; used from the caller's thread only */
-    uint32_t worker, workers;       /* this worker's rank and W (the ring's size; 0: 1) */
+    struct train_ring *ring;        /* borrowed, NULL for one worker; used from the caller's thread only
+                                       (the strategy makes its "ring" collective, train_ring_coll_open) */
+    struct train_coll *across;      /* or any collective across workers instead of a ring: one member per
+                                       worker (rank = worker, size = W), host memory; borrowed, used from
+                                       the caller's thread only (abort: any thread); NULL for one worker */
+    uint32_t worker, workers;       /* this worker's rank and W (the collective's size; 0: 1) */
     uint32_t hash_every;            /* compare variable hashes after every K-th run (0: only on check) */
     enum train_loss_reduction loss_reduction; /* tower mode (0 NONE is refused there; mirrored ignores it) */
     const char *device;             /* staging backend, "cpu" (NULL) or "cuda" */
@@ -263,10 +274,17 @@ int train_per_replica_set(struct train_per_replica *pv, int replica, int rank, c
 size_t train_per_replica_local_results(const struct train_per_replica *pv, const struct train_value **values);
 
 /* strategy.reduce(op, pv, axis) in cross-replica context: train_reduce over
- * the local values, then across workers by the ring; MEAN as described at
+ * the local values, then across workers (the ring); MEAN as described at
  * the top. out->data is caller-sized. A collective across workers. */
 int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, const struct train_per_replica *pv,
                           int axis, struct train_value *out, struct sl_error *err) SL_MUST_CHECK;
+
+/* buf[0..n) becomes its float32 sum over the W workers (cross-replica
+ * context: the strategy's thread, between runs; the collective across
+ * workers alone, so every worker must call it); a no-op for one worker.
+ * Its errors as they come (the ring's). */
+int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n,
+                                      struct sl_error *err) SL_MUST_CHECK;
 
 /* Tower mode's predictions: the per-replica values concatenated along dim
  * 0 in replica order (train_tower_concat). out->data caller-sized. */
