@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "feed_metrics.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
 
@@ -31,7 +32,7 @@ struct feed_assembler {
      * (wall); each piece's thread CPU time is split in those proportions */
     uint64_t tick; /* reads so far */
     uint64_t read_wall, decode_wall, sampled;
-    struct feed_stage_times times;
+    struct sl_metrics *metrics; /* borrowed; NULL: not measured */
 };
 
 enum { SAMPLE_EVERY = 8 };
@@ -142,12 +143,14 @@ uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nsp
 }
 
 int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
-                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_error *err)
+                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_metrics *metrics,
+                          struct sl_error *err)
 {
     *out = NULL;
     struct feed_assembler *a = sl_calloc(1, sizeof *a);
     if (a == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    a->metrics = metrics;
     a->src = src;
     a->specs = specs;
     a->nspecs = nspecs;
@@ -336,7 +339,7 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     uint64_t icpu = icpu1 - icpu0, iwall = iwall1 - iwall0;
     cpu = cpu > icpu ? cpu - icpu : 0;
     wall = wall > iwall ? wall - iwall : 0;
-    a->times.decompress += (double)icpu / 1e9;
+    sl_metrics_add(a->metrics, FEED_M_DECOMPRESS_NS, icpu);
     /* scale the sampled reads up to all of this piece's reads (a tar
      * piece reads each sample once per column), then share the piece's CPU
      * time in the proportions its wall time was spent */
@@ -346,21 +349,18 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
         read_w = (double)(a->read_wall - rw0) * scale;
         decode_w = (double)(a->decode_wall - dw0) * scale;
     }
-    double c = (double)cpu / 1e9, read = 0, decode = 0;
+    uint64_t read = 0, decode = 0;
     if (wall > 0 && read_w + decode_w > 0) {
         double share = (read_w + decode_w) / (double)wall;
         if (share > 1)
             share = 1;
-        read = c * share * read_w / (read_w + decode_w);
-        decode = c * share * decode_w / (read_w + decode_w);
+        read = (uint64_t)((double)cpu * share * read_w / (read_w + decode_w));
+        decode = (uint64_t)((double)cpu * share * decode_w / (read_w + decode_w));
+        if (read + decode > cpu) /* rounding */
+            decode = cpu - read;
     }
-    a->times.read += read;
-    a->times.decode += decode;
-    a->times.assemble += c - read - decode;
+    sl_metrics_add(a->metrics, FEED_M_READ_NS, read);
+    sl_metrics_add(a->metrics, FEED_M_DECODE_NS, decode);
+    sl_metrics_add(a->metrics, FEED_M_ASSEMBLE_NS, cpu - read - decode);
     return rc;
-}
-
-void feed_assembler_times(const struct feed_assembler *a, struct feed_stage_times *out)
-{
-    *out = a->times;
 }

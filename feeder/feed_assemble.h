@@ -25,6 +25,7 @@
 #include "fmt_features.h"
 #include "fmt_format.h"
 #include "sl_error.h"
+#include "sl_metrics.h"
 
 #define FEED_MAX_TENSORS 64
 #define FEED_MAX_RANK (FMT_MAX_RANK + 1)
@@ -72,22 +73,18 @@ uint64_t feed_piece_fixed_bytes(const struct fmt_feature_spec *specs, size_t nsp
 
 struct feed_assembler;
 
-/* Thread CPU seconds an assembler has spent per stage: reading records
- * (framing, CRCs, page faults), inflating compressed files, decoding
- * Examples, and the rest of assembling pieces (copies, layout; for tar,
- * parsing number fields). Read and decode are estimated from every 8th
- * record's timing; decompress and the per-piece totals are measured. */
-struct feed_stage_times {
-    double read, decompress, decode, assemble;
-};
-void feed_assembler_times(const struct feed_assembler *a, struct feed_stage_times *out);
-
 /* `format` (the job's) picks the format's ops (fmt_format_get), which
  * decode its records into the features: a TFRecord's tf.train.Example, a
  * text line as the one scalar bytes feature, a tar sample's members by
  * extension. Features the format cannot fill are SL_EINVAL naming one. */
+/* Each piece adds the thread CPU time it took, per stage, to `metrics`
+ * (feed_metrics.h; NULL: not measured): reading records (framing, CRCs,
+ * page faults), inflating compressed files, decoding records, and the rest
+ * of assembling (copies, layout). Read and decode are estimated from every
+ * 8th record's timing; decompress and the per-piece totals are measured. */
 int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, const struct fmt_feature_spec *specs,
-                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_error *err) SL_MUST_CHECK;
+                          size_t nspecs, enum fmt_format format, size_t max_rows, struct sl_metrics *metrics,
+                          struct sl_error *err) SL_MUST_CHECK;
 void feed_assembler_destroy(struct feed_assembler *a);
 
 /* Read and decode every element of `piece` and lay its tensors out in

@@ -68,7 +68,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
     int rc;
     e->ntasks = o->ntasks;
     if ((rc = sl_queue_create(&e->work, e->ntasks)) != 0 || (rc = sl_queue_create(&e->done, e->ntasks)) != 0) {
-        feed_exec_destroy(e, NULL);
+        feed_exec_destroy(e);
         return sl_error_set(err, rc, "out of memory");
     }
     e->tasks = sl_calloc(e->ntasks, sizeof *e->tasks);
@@ -76,7 +76,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
     e->exs = sl_calloc(o->threads, sizeof *e->exs);
     e->threads = sl_calloc(o->threads, sizeof *e->threads);
     if (e->tasks == NULL || e->free_tasks == NULL || e->exs == NULL || e->threads == NULL) {
-        feed_exec_destroy(e, NULL);
+        feed_exec_destroy(e);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < e->ntasks; i++)
@@ -85,7 +85,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
     e->pull = zmq_socket(o->zmq_ctx, ZMQ_PULL);
     if (e->pull == NULL || zmq_bind(e->pull, e->addr) != 0) {
         rc = sl_error_set(err, SL_EIO, "bind(%s): %s", e->addr, zmq_strerror(errno));
-        feed_exec_destroy(e, NULL);
+        feed_exec_destroy(e);
         return rc;
     }
     int zero = 0;
@@ -93,7 +93,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         struct executor *ex = &e->exs[i];
         ex->e = e;
         e->nexs = i + 1;
-        rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, o->format, o->max_rows, err);
+        rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, o->format, o->max_rows, o->metrics, err);
         if (rc == 0) {
             ex->push = zmq_socket(o->zmq_ctx, ZMQ_PUSH);
             if (ex->push == NULL)
@@ -108,7 +108,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         if (rc == 0 && pthread_create(&e->threads[i], NULL, executor_main, ex) != 0)
             rc = sl_error_set(err, SL_EIO, "pthread_create failed");
         if (rc != 0) {
-            feed_exec_destroy(e, NULL);
+            feed_exec_destroy(e);
             return rc;
         }
         e->nthreads = i + 1;
@@ -126,7 +126,7 @@ void feed_exec_recycle(struct feed_exec *e, struct feed_task *t)
     e->free_tasks[e->nfree++] = t;
 }
 
-void feed_exec_destroy(struct feed_exec *e, struct feed_stage_times *times)
+void feed_exec_destroy(struct feed_exec *e)
 {
     if (e == NULL)
         return;
@@ -143,14 +143,6 @@ void feed_exec_destroy(struct feed_exec *e, struct feed_stage_times *times)
     for (unsigned i = 0; i < e->nexs; i++) {
         if (e->exs[i].push != NULL)
             zmq_close(e->exs[i].push);
-        if (e->exs[i].as != NULL && times != NULL) {
-            struct feed_stage_times t;
-            feed_assembler_times(e->exs[i].as, &t);
-            times->read += t.read;
-            times->decompress += t.decompress;
-            times->decode += t.decode;
-            times->assemble += t.assemble;
-        }
         feed_assembler_destroy(e->exs[i].as);
     }
     if (e->pull != NULL)

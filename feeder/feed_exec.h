@@ -44,6 +44,7 @@ struct feed_task {
 
 struct feed_exec_opts {
     void *zmq_ctx;                       /* borrowed: the owner's ZeroMQ context */
+    struct sl_metrics *metrics;          /* borrowed: where the executors add their stage times; NULL: none */
     struct feed_source *src;             /* borrowed */
     const struct fmt_feature_spec *specs;
     size_t nspecs;
@@ -62,9 +63,8 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
 /* Stop: close the work queue, join the threads (the caller first closes
  * the pool an executor may be waiting on), put back the buffers of tasks
  * not collected, close the sockets (before the owner terminates the ZeroMQ
- * context), add the executors' stage CPU times to *times (may be NULL),
- * free everything. NULL is accepted. */
-void feed_exec_destroy(struct feed_exec *e, struct feed_stage_times *times);
+ * context), free everything. NULL is accepted. */
+void feed_exec_destroy(struct feed_exec *e);
 
 /* The socket to poll for ZMQ_POLLIN: some task may be done. */
 void *feed_exec_socket(struct feed_exec *e);

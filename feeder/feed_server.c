@@ -76,7 +76,7 @@ struct trainer {
 
 struct server {
     const struct feed_server_opts *o;
-    struct feed_counters *c;
+    struct sl_metrics *m; /* every figure (feed_metrics.h) */
     void *ctx;
     void *router;
     struct feed_exec *exec;
@@ -184,7 +184,7 @@ static void refuse(struct server *s, const uint8_t *id, size_t id_len, const cha
     va_end(ap);
     if (sl_log_allowed(&s->lim_refuse))
         sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
-    s->c->refused++;
+    sl_metrics_add(s->m, FEED_M_REFUSED, 1);
     struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
     if (sl_wire_encode_refuse(&r, &s->hbuf) != 0)
         return;
@@ -261,7 +261,7 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
         return;
     }
     if (shared) {
-        s->c->shm_pieces++;
+        sl_metrics_add(s->m, FEED_M_SHM_PIECES, 1);
     } else if (p->ntensors > 0) {
         /* every tensor in one body frame: the pool buffer as laid out
          * (ZeroMQ moves one large frame much faster than several) */
@@ -288,9 +288,9 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
         }
     }
     t->sent++;
-    s->c->pieces++;
-    s->c->records += k->piece.n;
-    s->c->bytes += bytes;
+    sl_metrics_add(s->m, FEED_M_PIECES, 1);
+    sl_metrics_add(s->m, FEED_M_RECORDS, k->piece.n);
+    sl_metrics_add(s->m, FEED_M_BYTES, bytes);
 }
 
 /* ---- tasks ---- */
@@ -299,7 +299,7 @@ static void on_done(struct server *s, struct feed_task *k)
 {
     struct trainer *t = k->worker < s->workers ? &s->trainers[k->worker] : NULL;
     if (k->rc != 0 && k->rc != SL_ECLOSED) {
-        s->c->errors++;
+        sl_metrics_add(s->m, FEED_M_ERRORS, 1);
         if (k->err.code == 0)
             k->err.code = k->rc;
         fail_all(s, &k->err);
@@ -491,7 +491,7 @@ static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_err
         s->trainers = NULL;
         return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
     }
-    s->c->pool_bytes = (uint64_t)nbufs * s->piece_bytes;
+    sl_metrics_set(s->m, FEED_M_POOL_BYTES, (uint64_t)nbufs * s->piece_bytes);
     s->workers = W;
     s->replicas = R;
     s->steps = sum.steps;
@@ -544,7 +544,7 @@ static int release_shape(struct server *s)
     s->workers = s->replicas = 0;
     s->steps = 0;
     s->ended = 0;
-    s->c->pool_bytes = 0;
+    sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
     s->release_pending = 0;
     return 0;
 }
@@ -697,7 +697,6 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     t->heartbeat_ms = h->heartbeat_ms;
-    s->c->trainers++;
 
     struct sl_wire_welcome *wm = &s->msg.welcome;
     memset(wm, 0, sizeof *wm);
@@ -731,10 +730,10 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         /* the job cannot be described on the wire: say why, serve nothing */
         t->active = 0;
         t->generation = ++s->generation;
-        s->c->trainers--;
         refuse(s, id, id_len, "this feeder cannot describe the job on the wire: %s", werr.msg);
         return;
     }
+    sl_metrics_add(s->m, FEED_M_TRAINERS, 1);
     send_simple(s, t, 0, "WELCOME");
     sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
            h->resume_seq);
@@ -857,13 +856,13 @@ static void heartbeats_and_ends(struct server *s)
     }
 }
 
-void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
+/* The figures now, typed, with the run's elapsed time. */
+static void snapshot(const struct server *s, double t0, struct feed_counters *c)
 {
-    snprintf(buf, n,
-             "pieces=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64 " errors=%" PRIu64 " trainers=%" PRIu64
-             " refused=%" PRIu64 " shm_pieces=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
-             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
-             c->elapsed_s, c->pool_bytes);
+    struct sl_metrics_snap snap;
+    sl_metrics_snapshot(s->m, &snap);
+    feed_counters_from(&snap, c);
+    c->elapsed_s = sl_clock_s() - t0;
 }
 
 /* ---- setup and teardown ---- */
@@ -898,7 +897,7 @@ static int start(struct server *s, struct sl_error *err)
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_bind(s->router, o->listen) != 0)
         return sl_error_set(err, SL_EIO, "bind(%s): %s", o->listen, zmq_strerror(errno));
-    struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
+    struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .metrics = s->m, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
                                 .format = job->format, .max_rows = s->max_rows, .threads = s->nthreads,
                                 .ntasks = s->ntasks};
     return feed_exec_create(&s->exec, &eo, err);
@@ -909,10 +908,10 @@ static void stop(struct server *s)
     /* executors may wait for a buffer: closing the pool wakes them */
     if (s->pool != NULL)
         sl_pool_close(s->pool);
-    feed_exec_destroy(s->exec, &s->c->stages);
+    feed_exec_destroy(s->exec);
     s->exec = NULL;
     if (s->ctx != NULL) /* before the I/O threads end */
-        s->c->zmq_io_cpu_s = sl_proc_threads_cpu_s("ZMQbg/IO/");
+        sl_metrics_add(s->m, FEED_M_ZMQ_IO_NS, (uint64_t)(sl_proc_threads_cpu_s("ZMQbg/IO/") * 1e9));
     if (s->router != NULL)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
@@ -962,8 +961,13 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     struct server *s = sl_calloc(1, sizeof *s);
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    struct sl_metrics *own = NULL;
+    if (o.metrics == NULL && sl_metrics_create(&own, feed_metric_defs, FEED_M_COUNT) != 0) {
+        sl_free(s);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
     s->o = &o;
-    s->c = c;
+    s->m = o.metrics != NULL ? o.metrics : own;
     s->lim_refuse = (struct sl_log_limit){.kind = "refusals", .burst = 10};
     s->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
     double t0 = sl_clock_s();
@@ -975,10 +979,12 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         if ((rc = setup_cluster(s, o.workers, o.replicas ? o.replicas : 1, err)) != 0)
             sl_error_prefix(err, "--workers %u --replicas %u: ", o.workers, o.replicas ? o.replicas : 1);
     }
-    c->started = rc == 0;
-    if (rc == 0)
+    int started = rc == 0;
+    if (rc == 0) {
+        snapshot(s, t0, c);
         sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+    }
     zmq_pollitem_t items[2];
     uint64_t last_tick = sl_clock_ns();
     struct report_mark {
@@ -995,13 +1001,14 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         if (o.dump != NULL && *o.dump) {
             *o.dump = 0;
             char line[512];
-            c->elapsed_s = sl_clock_s() - t0;
+            snapshot(s, t0, c);
             feed_counters_format(c, line, sizeof line);
             sl_log(SL_LOG_INFO, "counters: %s", line);
         }
         if (o.report_ms > 0 && sl_clock_s() >= rep.next) {
             /* progress: what went out since the last report */
             double now = sl_clock_s(), span = now - rep.at;
+            snapshot(s, t0, c);
             uint32_t active = 0;
             for (uint32_t w = 0; w < s->workers; w++)
                 active += s->trainers[w].active != 0;
@@ -1033,7 +1040,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             break;
         }
         if (waiting && feed_exec_free(s->exec) > 0)
-            c->blocked_s += (double)(sl_clock_ns() - before) / 1e9;
+            sl_metrics_add(s->m, FEED_M_BLOCKED_NS, sl_clock_ns() - before);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             for (int k = 0; k < 64; k++) {
                 int ev = 0;
@@ -1070,12 +1077,14 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             break;
         }
     }
-    c->elapsed_s = sl_clock_s() - t0;
-    c->serve_cpu_s = (double)(sl_clock_thread_cpu_ns() - cpu0) / 1e9;
+    sl_metrics_add(s->m, FEED_M_SERVE_NS, sl_clock_thread_cpu_ns() - cpu0);
     sl_log_limit_flush(&s->lim_refuse, 1);
     sl_log_limit_flush(&s->lim_bad, 1);
-    stop(s);
+    stop(s); /* adds the executors' and ZeroMQ's last figures */
+    snapshot(s, t0, c);
+    c->started = started;
     sl_free(s);
+    sl_metrics_destroy(own);
     return rc;
 }
 

@@ -32,6 +32,7 @@
 
 #include "feed_assemble.h"
 #include "feed_job.h"
+#include "feed_metrics.h"
 #include "feed_source.h"
 #include "sl_error.h"
 
@@ -59,31 +60,14 @@ struct feed_server_opts {
     int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
-};
-
-struct feed_counters {
-    uint64_t pieces;        /* pieces sent */
-    uint64_t records;       /* rows sent */
-    uint64_t bytes;         /* tensor bytes sent */
-    uint64_t errors;        /* data errors met */
-    uint64_t trainers;      /* HELLOs accepted */
-    uint64_t refused;       /* HELLOs refused */
-    uint64_t shm_pieces;    /* pieces handed over in shared memory (no copy) */
-    double blocked_s;       /* time with work left but no credit from any trainer */
-    double elapsed_s;
-    uint64_t pool_bytes;    /* the bound on piece memory */
-    /* CPU seconds per stage: the executors' (feed_assemble.h), the serving
-     * thread's (scheduling, framing, handing frames to ZeroMQ) and
-     * ZeroMQ's I/O threads' (writing to the sockets) */
-    struct feed_stage_times stages;
-    double serve_cpu_s, zmq_io_cpu_s;
-    int started;            /* 1 once the feeder was serving (bound, threads up): an error
-                             * before that is a start-up failure */
+    struct sl_metrics *metrics;   /* borrowed, over feed_metric_defs: where every figure goes
+                                   * (another thread may read snapshots); NULL: a private one */
 };
 
 /* Serve until every worker of the job has received its END (0), a stop
  * signal (0 after telling the trainers), or a fatal error (negative, err
- * says what). Counters are filled in every case. */
+ * says what). The figures go to o->metrics as they happen (a private table
+ * when it is NULL); *c is filled from their last snapshot in every case. */
 int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, struct sl_error *err) SL_MUST_CHECK;
 
 /* After a data error before serving (a damaged file under on_error=fail):
@@ -91,8 +75,5 @@ int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, s
  * trainer fails with the file and offset), until `quiet_ms` pass without a
  * HELLO or the stop flag is set. */
 int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag);
-
-/* "pieces=.. records=.. bytes=.. errors=.. blocked=..s" for logs. */
-void feed_counters_format(const struct feed_counters *c, char *buf, size_t n);
 
 #endif

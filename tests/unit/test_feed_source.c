@@ -308,7 +308,7 @@ START_TEST(test_piece_errors_name_the_file_once)
     close(fd);
     struct fmt_feature_spec spec = {.name = "x", .dtype = FMT_DTYPE_INT64};
     struct feed_assembler *a;
-    ck_assert_int_eq(feed_assembler_create(&a, s, &spec, 1, FMT_FORMAT_TFRECORD, 4, &err), 0);
+    ck_assert_int_eq(feed_assembler_create(&a, s, &spec, 1, FMT_FORMAT_TFRECORD, 4, NULL, &err), 0);
     static uint8_t buf[4096];
     struct feed_layout l;
     struct feed_elem e1 = {0, 1};
@@ -329,7 +329,7 @@ START_TEST(test_piece_errors_name_the_file_once)
     struct feed_source_opts o = {.format = FMT_FORMAT_TEXT};
     ck_assert_int_eq(feed_source_open(&s, &t, 1, &o, &err), 0);
     struct fmt_feature_spec line = {.name = "line", .dtype = FMT_DTYPE_BYTES};
-    ck_assert_int_eq(feed_assembler_create(&a, s, &line, 1, FMT_FORMAT_TEXT, 4, &err), 0);
+    ck_assert_int_eq(feed_assembler_create(&a, s, &line, 1, FMT_FORMAT_TEXT, 4, NULL, &err), 0);
     struct feed_elem two[2] = {{0, 0}, {0, 1}};
     piece = (struct feed_piece){.n = 2, .elems = two};
     ck_assert_int_eq(feed_assembler_fill(a, &piece, buf, 5, &l, &err), SL_EINVAL);

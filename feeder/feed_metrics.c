@@ -1,0 +1,54 @@
+/* feed_metrics: the feeder's metric table and its typed view (see
+ * feed_metrics.h). */
+#include "feed_metrics.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
+    [FEED_M_PIECES] = {"pieces", SL_METRIC_COUNTER, "pieces sent"},
+    [FEED_M_RECORDS] = {"records", SL_METRIC_COUNTER, "rows sent"},
+    [FEED_M_BYTES] = {"bytes", SL_METRIC_COUNTER, "tensor bytes sent"},
+    [FEED_M_ERRORS] = {"errors", SL_METRIC_COUNTER, "data errors met"},
+    [FEED_M_TRAINERS] = {"trainers", SL_METRIC_COUNTER, "HELLOs accepted"},
+    [FEED_M_REFUSED] = {"refused", SL_METRIC_COUNTER, "HELLOs refused"},
+    [FEED_M_SHM_PIECES] = {"shm_pieces", SL_METRIC_COUNTER, "pieces handed over in shared memory"},
+    [FEED_M_BLOCKED_NS] = {"blocked_s", SL_METRIC_NS, "time with work left but no credit from any trainer"},
+    [FEED_M_POOL_BYTES] = {"pool_bytes", SL_METRIC_GAUGE, "piece memory allocated"},
+    [FEED_M_READ_NS] = {"cpu_read_s", SL_METRIC_NS, "executor CPU reading records"},
+    [FEED_M_DECOMPRESS_NS] = {"cpu_decompress_s", SL_METRIC_NS, "executor CPU inflating compressed files"},
+    [FEED_M_DECODE_NS] = {"cpu_decode_s", SL_METRIC_NS, "executor CPU decoding records"},
+    [FEED_M_ASSEMBLE_NS] = {"cpu_assemble_s", SL_METRIC_NS, "executor CPU assembling pieces"},
+    [FEED_M_SERVE_NS] = {"cpu_serve_s", SL_METRIC_NS, "serving thread CPU"},
+    [FEED_M_ZMQ_IO_NS] = {"cpu_zmq_io_s", SL_METRIC_NS, "ZeroMQ I/O threads' CPU"},
+};
+
+void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)
+{
+    memset(c, 0, sizeof *c);
+    c->pieces = s->v[FEED_M_PIECES];
+    c->records = s->v[FEED_M_RECORDS];
+    c->bytes = s->v[FEED_M_BYTES];
+    c->errors = s->v[FEED_M_ERRORS];
+    c->trainers = s->v[FEED_M_TRAINERS];
+    c->refused = s->v[FEED_M_REFUSED];
+    c->shm_pieces = s->v[FEED_M_SHM_PIECES];
+    c->blocked_s = sl_metrics_seconds(s, FEED_M_BLOCKED_NS);
+    c->pool_bytes = s->v[FEED_M_POOL_BYTES];
+    c->stages.read = sl_metrics_seconds(s, FEED_M_READ_NS);
+    c->stages.decompress = sl_metrics_seconds(s, FEED_M_DECOMPRESS_NS);
+    c->stages.decode = sl_metrics_seconds(s, FEED_M_DECODE_NS);
+    c->stages.assemble = sl_metrics_seconds(s, FEED_M_ASSEMBLE_NS);
+    c->serve_cpu_s = sl_metrics_seconds(s, FEED_M_SERVE_NS);
+    c->zmq_io_cpu_s = sl_metrics_seconds(s, FEED_M_ZMQ_IO_NS);
+}
+
+void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "pieces=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64 " errors=%" PRIu64 " trainers=%" PRIu64
+             " refused=%" PRIu64 " shm_pieces=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
+             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
+             c->elapsed_s, c->pool_bytes);
+}

@@ -1,0 +1,55 @@
+/* feed_metrics: the feeder's figures, one table (shared/sl_metrics.h).
+ * The serving thread, the executors and ZeroMQ's accounting write them as
+ * they go; every figure the feeder prints (the counters line, progress
+ * lines, --stats, sluice-bench's reading of --stats) comes from a
+ * snapshot of them (feed_counters_from).
+ */
+#ifndef FEED_METRICS_H
+#define FEED_METRICS_H
+
+#include <stdint.h>
+
+#include "sl_metrics.h"
+
+enum feed_metric {
+    FEED_M_PIECES,        /* pieces sent */
+    FEED_M_RECORDS,       /* rows sent */
+    FEED_M_BYTES,         /* tensor bytes sent */
+    FEED_M_ERRORS,        /* data errors met */
+    FEED_M_TRAINERS,      /* HELLOs accepted */
+    FEED_M_REFUSED,       /* HELLOs refused */
+    FEED_M_SHM_PIECES,    /* pieces handed over in shared memory */
+    FEED_M_BLOCKED_NS,    /* time with work left but no credit from any trainer */
+    FEED_M_POOL_BYTES,    /* gauge: the piece memory allocated */
+    FEED_M_READ_NS,       /* executor CPU: reading records (framing, CRCs, page faults) */
+    FEED_M_DECOMPRESS_NS, /* executor CPU: inflating compressed files */
+    FEED_M_DECODE_NS,     /* executor CPU: decoding records into features */
+    FEED_M_ASSEMBLE_NS,   /* executor CPU: the rest of assembling pieces */
+    FEED_M_SERVE_NS,      /* serving thread CPU: scheduling, framing, handing frames to ZeroMQ */
+    FEED_M_ZMQ_IO_NS,     /* ZeroMQ I/O threads' CPU (read at the end) */
+    FEED_M_COUNT
+};
+
+/* The table, in enum order. */
+extern const struct sl_metric_def feed_metric_defs[FEED_M_COUNT];
+
+/* The figures of a snapshot, typed (a view; nothing else is counted). */
+struct feed_counters {
+    uint64_t pieces, records, bytes, errors, trainers, refused, shm_pieces;
+    double blocked_s;
+    double elapsed_s; /* the caller's */
+    uint64_t pool_bytes;
+    struct feed_stage_times {
+        double read, decompress, decode, assemble; /* executor CPU seconds per stage */
+    } stages;
+    double serve_cpu_s, zmq_io_cpu_s;
+    int started; /* 1 once the feeder was serving (bound, threads up): an error before that is a
+                  * start-up failure (set by feed_server_run, not a metric) */
+};
+
+void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c);
+
+/* "pieces=.. records=.. bytes=.. errors=.. ..." for logs. */
+void feed_counters_format(const struct feed_counters *c, char *buf, size_t n);
+
+#endif

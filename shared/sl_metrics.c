@@ -1,0 +1,69 @@
+/* sl_metrics: counters, times and gauges in relaxed 64-bit atomics (see
+ * sl_metrics.h). */
+#include "sl_metrics.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+
+struct sl_metrics {
+    const struct sl_metric_def *defs;
+    size_t n;
+    _Atomic uint64_t v[SL_METRICS_MAX];
+};
+
+int sl_metrics_create(struct sl_metrics **out, const struct sl_metric_def *defs, size_t n)
+{
+    *out = NULL;
+    if (n > SL_METRICS_MAX || (n > 0 && defs == NULL))
+        return SL_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (defs[i].name == NULL || strcmp(defs[i].name, defs[j].name) == 0)
+                return SL_EINVAL;
+    struct sl_metrics *m = sl_calloc(1, sizeof *m);
+    if (m == NULL)
+        return SL_ENOMEM;
+    m->defs = defs;
+    m->n = n;
+    for (size_t i = 0; i < SL_METRICS_MAX; i++)
+        atomic_init(&m->v[i], 0);
+    *out = m;
+    return 0;
+}
+
+void sl_metrics_destroy(struct sl_metrics *m)
+{
+    sl_free(m);
+}
+
+void sl_metrics_add(struct sl_metrics *m, unsigned id, uint64_t v)
+{
+    if (m != NULL && id < m->n)
+        atomic_fetch_add_explicit(&m->v[id], v, memory_order_relaxed);
+}
+
+void sl_metrics_set(struct sl_metrics *m, unsigned id, uint64_t v)
+{
+    if (m != NULL && id < m->n)
+        atomic_store_explicit(&m->v[id], v, memory_order_relaxed);
+}
+
+void sl_metrics_snapshot(const struct sl_metrics *m, struct sl_metrics_snap *out)
+{
+    memset(out, 0, sizeof *out);
+    if (m == NULL)
+        return;
+    out->defs = m->defs;
+    out->n = m->n;
+    for (size_t i = 0; i < m->n; i++)
+        out->v[i] = atomic_load_explicit(&m->v[i], memory_order_relaxed);
+}
+
+double sl_metrics_seconds(const struct sl_metrics_snap *s, unsigned id)
+{
+    if (id >= s->n)
+        return 0;
+    return s->defs[id].kind == SL_METRIC_NS ? (double)s->v[id] / 1e9 : (double)s->v[id];
+}

@@ -1,0 +1,61 @@
+/* sl_metrics: the counters and times a process reports, written by its
+ * hot loops and read, as snapshots, from any thread. They are the one
+ * source of every figure a program prints about itself (--stats, progress
+ * lines, the counters logged at exit), and what a live exporter reads.
+ *
+ * A metrics object is a fixed table of slots, declared once by the program
+ * (name, kind, help line): counters only grow (pieces, bytes, refusals),
+ * times are nanoseconds summed by whoever measured them, gauges are set
+ * (a pool's size). Every slot is a 64-bit atomic updated with relaxed
+ * ordering: a write costs one atomic add, no lock, and a snapshot taken
+ * while others write gives each slot a value it really had (slots are not
+ * read at one instant together).
+ *
+ * Thread-safe: yes, every function but create and destroy.
+ */
+#ifndef SL_METRICS_H
+#define SL_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+
+#define SL_METRICS_MAX 64 /* slots in one object */
+
+enum sl_metric_kind {
+    SL_METRIC_COUNTER, /* a count that only grows */
+    SL_METRIC_NS,      /* nanoseconds, summed */
+    SL_METRIC_GAUGE    /* a value that is set */
+};
+
+struct sl_metric_def {
+    const char *name; /* snake_case, unique in its table: what --stats and exporters print */
+    enum sl_metric_kind kind;
+    const char *help; /* one line */
+};
+
+struct sl_metrics;
+
+/* A metrics object over defs[0..n) (borrowed for its life; n <= 64), all
+ * zero. 0, SL_EINVAL or SL_ENOMEM. */
+int sl_metrics_create(struct sl_metrics **out, const struct sl_metric_def *defs, size_t n) SL_MUST_CHECK;
+void sl_metrics_destroy(struct sl_metrics *m);
+
+/* Add v to slot id (a counter or a time); set slot id (a gauge). An id out
+ * of range is ignored. NULL m is accepted (nothing is measured). */
+void sl_metrics_add(struct sl_metrics *m, unsigned id, uint64_t v);
+void sl_metrics_set(struct sl_metrics *m, unsigned id, uint64_t v);
+
+/* Every slot's value now. */
+struct sl_metrics_snap {
+    const struct sl_metric_def *defs;
+    size_t n;
+    uint64_t v[SL_METRICS_MAX];
+};
+void sl_metrics_snapshot(const struct sl_metrics *m, struct sl_metrics_snap *out);
+
+/* A slot of a snapshot as seconds (a time) or as a number. */
+double sl_metrics_seconds(const struct sl_metrics_snap *s, unsigned id);
+
+#endif
