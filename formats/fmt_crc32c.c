@@ -8,6 +8,14 @@
  *
  * ISA-L's convention differs from TensorFlow's Extend(): it neither inverts
  * the initial value nor the result, so extend(crc) = ~iscsi(~crc).
+ *
+ * ISA-L's AVX-512 folding code returns with the upper halves of the vector
+ * registers dirty (no vzeroupper). The SSE instructions compilers emit for
+ * ordinary struct copies then pay a transition: each waits on the last
+ * vector result, that is on the CRC's loads. Per record from DRAM this made
+ * a 1 GiB TFRecord scan 3x slower (issue #13 part 7; docs/performance.md,
+ * "P1 at scale"), so on CPUs with AVX the ISA-L call is followed by
+ * vzeroupper.
  */
 #include "fmt_crc32c.h"
 
@@ -100,6 +108,16 @@ static uint32_t crc_isal(uint32_t crc, const void *data, size_t n)
     }
     return ~c;
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_ISAL_VZU 1
+__attribute__((target("avx"))) static uint32_t crc_isal_vzu(uint32_t crc, const void *data, size_t n)
+{
+    uint32_t c = crc_isal(crc, data, n);
+    __builtin_ia32_vzeroupper();
+    return c;
+}
+#endif
 #endif
 
 fmt_crc32c_fn fmt_crc32c_impl_fn(enum fmt_crc32c_impl which)
@@ -116,6 +134,11 @@ fmt_crc32c_fn fmt_crc32c_impl_fn(enum fmt_crc32c_impl which)
         return NULL;
     case FMT_CRC32C_ISAL:
 #ifdef SLUICE_HAVE_ISAL
+#ifdef HAVE_ISAL_VZU
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx"))
+            return crc_isal_vzu;
+#endif
         return crc_isal;
 #else
         return NULL;
