@@ -913,6 +913,11 @@ out_free_all:
     return rc;
 }
 
+const char *feed_job_key_name(size_t i)
+{
+    return i < NKEYS ? keys[i].name : NULL;
+}
+
 int feed_job_set(struct feed_job *job, const char *key, const char *value, struct sl_error *err)
 {
     struct job_impl *j = (struct job_impl *)job;

@@ -96,6 +96,12 @@ int feed_job_load(struct feed_job **out, const char *path, struct sl_error *err)
  * before the call. `job` must come from feed_job_load. */
 int feed_job_set(struct feed_job *job, const char *key, const char *value, struct sl_error *err) SL_MUST_CHECK;
 
+/* The name of job key i (0-based, the key table's order: "name", "files",
+ * ..., "shuffle.seed", ...; objects' fields dotted; "features" stands for
+ * every "features.NAME[.FIELD]"), or NULL past the last. What a command
+ * line may override, and what a near miss is compared with. */
+const char *feed_job_key_name(size_t i);
+
 /* The rules across keys, and the required keys (name, files,
  * global_batch_size; features with format tfrecord). 0 or SL_EINVAL with
  * "<source>: 'shard_hint' is required with shard_policy \"hint\"" etc. */

@@ -15,7 +15,6 @@
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <inttypes.h>
-#include <jansson.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -116,45 +115,22 @@ static int set_override(void *opts, const char *value, struct sl_error *err)
     return add_override(a, value, len, eq + 1, err);
 }
 
-/* The names a job override may use: feed_job's key table, read through
- * its JSON writer on a job of defaults (every key, and the dotted keys of
- * the objects; "features.NAME[.FIELD]" is accepted by its prefix). */
+/* The names a job override may use: feed_job's key table (objects'
+ * fields dotted; "features.NAME[.FIELD]" is accepted by its prefix). */
 static int load_job_key_names(struct args *a, struct sl_error *err)
 {
-    struct feed_job *job = NULL;
-    struct sl_buf b;
-    sl_buf_init(&b, 0);
-    int rc = feed_job_load(&job, NULL, err);
-    if (rc == 0)
-        rc = feed_job_set(job, "shard_hint", "files", err); /* written only when given */
-    if (rc == 0 && (rc = feed_job_to_json(job, 0, &b)) == 0)
-        rc = sl_buf_putc(&b, '\0');
-    feed_job_free(job);
-    json_t *root = rc == 0 ? json_loads((const char *)b.data, 0, NULL) : NULL;
-    sl_buf_free(&b);
-    if (root == NULL)
-        return rc != 0 ? rc : sl_error_set(err, SL_ENOMEM, "out of memory");
     size_t n = 0;
-    const char *key;
-    json_t *v, *sub;
-    json_object_foreach(root, key, v) n += 1 + (json_is_object(v) ? json_object_size(v) : 0);
-    a->key_names = sl_calloc(n, sizeof *a->key_names);
-    rc = a->key_names == NULL ? SL_ENOMEM : 0;
-    json_object_foreach(root, key, v)
-    {
-        const char *subkey;
-        if (rc == 0 && (a->key_names[a->nkey_names] = sl_strdup(key)) != NULL)
-            a->nkey_names++;
-        json_object_foreach(v, subkey, sub)
-        {
-            char name[256];
-            snprintf(name, sizeof name, "%s.%s", key, subkey);
-            if (rc == 0 && strcmp(key, "features") != 0 && (a->key_names[a->nkey_names] = sl_strdup(name)) != NULL)
-                a->nkey_names++;
-        }
+    while (feed_job_key_name(n) != NULL)
+        n++;
+    a->key_names = sl_calloc(n ? n : 1, sizeof *a->key_names);
+    if (a->key_names == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if ((a->key_names[a->nkey_names] = sl_strdup(feed_job_key_name(i))) == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory");
+        a->nkey_names++;
     }
-    json_decref(root);
-    return rc != 0 ? sl_error_set(err, rc, "out of memory") : 0;
+    return 0;
 }
 
 static void free_args(struct args *a)

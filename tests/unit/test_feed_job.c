@@ -698,6 +698,35 @@ static char *job_json(const struct feed_job *job, int indent)
     return (char *)b.data;
 }
 
+/* feed_job_key_name lists the key table in order, and every name it gives
+ * is one feed_job_set knows (a bad value is refused for its type, never as
+ * an unknown key). */
+START_TEST(test_key_names)
+{
+    ck_assert_str_eq(feed_job_key_name(0), "name");
+    size_t n = 0;
+    int seen_seed = 0, seen_inflate = 0;
+    struct feed_job *job;
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_job_load(&job, NULL, &err), 0);
+    for (const char *k; (k = feed_job_key_name(n)) != NULL; n++) {
+        seen_seed |= strcmp(k, "shuffle.seed") == 0;
+        seen_inflate |= strcmp(k, "inflate_cache_bytes") == 0;
+        if (strcmp(k, "features") == 0 || strcmp(k, "shuffle") == 0 || strcmp(k, "files") == 0 ||
+            strcmp(k, "name") == 0)
+            continue;
+        sl_error_clear(&err);
+        ck_assert_int_ne(feed_job_set(job, k, "\x01 not a value", &err), 0);
+        ck_assert_msg(strstr(err.msg, "unknown key") == NULL, "%s: %s", k, err.msg);
+    }
+    feed_job_free(job);
+    ck_assert(seen_seed && seen_inflate);
+    ck_assert_uint_ge(n, 20);
+    ck_assert_ptr_null(feed_job_key_name(n));
+    ck_assert_ptr_null(feed_job_key_name((size_t)-1));
+}
+END_TEST
+
 START_TEST(test_to_json)
 {
     struct feed_job *job;
@@ -852,6 +881,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_expand_order);
     tcase_add_test(tc, test_plan_config);
     tcase_add_test(tc, test_to_json);
+    tcase_add_test(tc, test_key_names);
     tcase_add_test(tc, test_alloc_failures);
     suite_add_tcase(s, tc);
     return s;
