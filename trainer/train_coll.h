@@ -116,6 +116,42 @@ void train_coll_destroy(struct train_coll *c);
 int train_coll_compose(struct train_coll **out, struct train_coll *local, struct train_coll *across, int replica,
                        int replicas, int worker, int workers, struct sl_error *err) SL_MUST_CHECK;
 
+/* --- collectives over device memory (a device kind's, train_backend.h) --- */
+
+/* Bytes of a group id (NCCL's unique id). */
+#define TRAIN_COLL_ID_BYTES 128
+
+struct train_device;
+
+/* How the members of a device kind's collective find each other, as in
+ * NCCL: one member (worker 0) makes a group id, the id travels to every
+ * worker verbatim (the rendezvous blob), and every replica joins with it
+ * from its own thread. */
+struct train_coll_device_ops {
+    /* "nccl"; a static string. */
+    const char *name;
+
+    /* A new group id into out. Any thread; once per job. 0 or SL_EDEVICE. */
+    int (*group_id)(char out[TRAIN_COLL_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
+
+    /* Join group `id` as member `rank` of `size` on `dev` (an open device of
+     * this kind, borrowed: it must stay open until the member is
+     * destroyed). Blocks until all `size` members have joined, so the
+     * members of one process join from their own threads at once, before
+     * anything else that could fail and keep the others waiting. The member
+     * works in device memory (mem = TRAIN_COLL_DEVICE) and belongs to the
+     * calling thread (abort: any thread). Its destroy leaves the group on
+     * that thread, all members at once; after an abort it leaves without
+     * waiting for anyone. *out owned by the caller. SL_EINVAL, SL_ENOMEM,
+     * SL_EDEVICE. */
+    int (*open)(struct train_coll **out, struct train_device *dev, int rank, int size,
+                const char id[TRAIN_COLL_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
+};
+
+/* The "nccl" table (train_coll_nccl.c): defined only in builds with
+ * SLUICE_HAVE_CUDA, and referenced only by train_backend.c. */
+extern const struct train_coll_device_ops train__coll_nccl;
+
 /* --- for backends --- */
 
 /* A first-wins failure that any thread may set (abort) and the member's own

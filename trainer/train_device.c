@@ -1,29 +1,18 @@
-/* train_device: the list of built backends and the calls that dispatch on a
- * kind name. The list is the one place that knows whether the CUDA backend
- * was built (the single SLUICE_HAVE_CUDA test outside the backend itself,
- * as curl keeps its HAVE_* tests at the feature table). */
+/* train_device: the calls that dispatch on a kind name, over the table of
+ * built backends (train_backend.c, the one place that knows whether the
+ * CUDA backend was built). */
 #include "train_device.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "train_backend.h"
 #include "train_device_int.h"
-
-static const struct train_device_ops *const backends[] = {
-    &train__device_cpu,
-#ifdef SLUICE_HAVE_CUDA
-    &train__device_cuda,
-#endif
-};
 
 const struct train_device_ops *train_device_find(const char *kind)
 {
-    if (kind == NULL)
-        return NULL;
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
-        if (strcmp(backends[i]->name, kind) == 0)
-            return backends[i];
-    return NULL;
+    const struct train_backend *b = train_backend_find(kind);
+    return b != NULL ? b->device : NULL;
 }
 
 int train_device_count(const char *kind)
@@ -36,10 +25,15 @@ int train_device_describe(const char *kind, int ordinal, char *buf, size_t n, st
 {
     const struct train_device_ops *ops = train_device_find(kind);
     int rc;
-    if (ops == NULL)
-        rc = sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (this build has %s)",
-                          kind ? kind : "(null)",
-                          sizeof backends / sizeof backends[0] > 1 ? "cpu and cuda" : "cpu only");
+    if (ops == NULL) {
+        char kinds[64] = "";
+        size_t nk = train_backend_count();
+        for (size_t i = 0; i < nk; i++)
+            snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", i == 0 ? "" : " and ",
+                     train_backend_at(i)->kind);
+        rc = sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (this build has %s%s)", kind ? kind : "(null)",
+                          kinds, nk == 1 ? " only" : "");
+    }
     else
         rc = ops->describe(ordinal, buf, n, err);
     if (rc != 0 && n > 0)

@@ -260,7 +260,7 @@ static int cuda_sync(struct train_device *d, int stream, struct sl_error *err)
 /* Wait for the collective stream while watching the communicator, as NCCL
  * advises: a plain cudaStreamSynchronize would hang forever if a peer died,
  * whereas ncclCommGetAsyncError reports it. */
-static int wait_collective(struct train_comm *c, size_t n, struct sl_error *err)
+static int wait_collective(struct train_comm *c, const char *call, size_t n, struct sl_error *err)
 {
     cudaStream_t s = c->dev->streams[COLL_STREAM];
     for (;;) {
@@ -268,19 +268,18 @@ static int wait_collective(struct train_comm *c, size_t n, struct sl_error *err)
         if (e == cudaSuccess)
             return 0;
         if (e != cudaErrorNotReady)
-            return cuda_fail(err, e, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d: waiting", n,
+            return cuda_fail(err, e, "%s(%zu floats) on GPU %d, rank %d of %d: waiting", call, n,
                              c->dev->base.ordinal, c->rank, c->nranks);
         ncclResult_t async = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError(c->nccl, &async);
         if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
             r = async;
         if (r != ncclSuccess)
-            return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n,
+            return nccl_fail(err, r, c->nccl, "%s(%zu floats) on GPU %d, rank %d of %d", call, n,
                              c->dev->base.ordinal, c->rank, c->nranks);
         if (c->stop != NULL && c->stop(c->stop_ctx))
             return sl_error_set(err, SL_EDEVICE,
-                                "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d: given up, another replica "
-                                "failed",
+                                "%s(%zu floats) on GPU %d, rank %d of %d: given up, another replica failed", call,
                                 n, c->dev->base.ordinal, c->rank, c->nranks);
         sched_yield();
     }
@@ -299,7 +298,29 @@ static int cuda_all_reduce_sum_f32(struct train_comm *c, float *dev_buf, size_t 
         return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n,
                          c->dev->base.ordinal, c->rank, c->nranks);
     }
-    rc = wait_collective(c, n, err);
+    rc = wait_collective(c, "ncclAllReduce", n, err);
+    if (rc != 0)
+        c->failed = 1;
+    return rc;
+}
+
+int train_nccl_broadcast_f32(struct train_comm *c, float *dev_buf, size_t n, int root, struct sl_error *err)
+{
+    if (root < 0 || root >= c->nranks)
+        return sl_error_set(err, SL_EINVAL, "ncclBroadcast on GPU %d: root %d of %d is out of range",
+                            c->dev->base.ordinal, root, c->nranks);
+    if (n == 0)
+        return 0;
+    int rc = make_current(c->dev->base.ordinal, err);
+    if (rc != 0)
+        return rc;
+    ncclResult_t r = ncclBroadcast(dev_buf, dev_buf, n, ncclFloat, root, c->nccl, c->dev->streams[COLL_STREAM]);
+    if (r != ncclSuccess) {
+        c->failed = 1;
+        return nccl_fail(err, r, c->nccl, "ncclBroadcast(%zu floats from rank %d) on GPU %d, rank %d of %d", n, root,
+                         c->dev->base.ordinal, c->rank, c->nranks);
+    }
+    rc = wait_collective(c, "ncclBroadcast", n, err);
     if (rc != 0)
         c->failed = 1;
     return rc;

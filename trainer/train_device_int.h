@@ -13,7 +13,7 @@ struct train_device {
     int ordinal;
 };
 
-/* The backends' tables, listed in train_device.c (the cuda one is defined
+/* The backends' tables, listed in train_backend.c (the cuda one is defined
  * only in builds with SLUICE_HAVE_CUDA, and referenced only there). */
 extern const struct train_device_ops train__device_cpu;
 extern const struct train_device_ops train__device_cuda;

@@ -23,17 +23,10 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "train_backend.h"
 #include "train_loop_dev.h"
 
-_Static_assert(TRAIN_LOOP_ID_BYTES == TRAIN_LOOP_DEV_ID_BYTES, "group id size");
-
-/* The GPU replicas' backend: the one place this file knows whether the
- * CUDA backend was built. */
-#ifdef SLUICE_HAVE_CUDA
-static const struct train_loop_dev_ops *const gpu_backend = &train__loop_cuda;
-#else
-static const struct train_loop_dev_ops *const gpu_backend = NULL;
-#endif
+_Static_assert(TRAIN_LOOP_ID_BYTES == TRAIN_COLL_ID_BYTES, "group id size");
 
 struct replica {
     struct train_model *model;
@@ -63,18 +56,12 @@ struct train_loop {
     const struct train_loop_dev_ops *gpu;
     struct train_loop_dev_opts dev_opts; /* for the replicas' open */
     struct train_model_config dev_model;
-    char dev_id[TRAIN_LOOP_DEV_ID_BYTES];
+    char dev_id[TRAIN_LOOP_ID_BYTES];   /* the device collective's group */
     uint32_t worker, hash_every;
     int pull_now;     /* set before a run: this run's hash check reads the copies */
     int pulled;       /* the host copies hold the device weights */
     int failed;       /* a call failed: GPU replicas leave their group by aborting */
 };
-
-/* train_loop_dev_opts.stop: another replica of this worker failed */
-static int strategy_stopped(void *ctx)
-{
-    return train_strategy_aborted(ctx) != 0;
-}
 
 /* rc, remembering a failure for train_loop_destroy */
 static int noted(struct train_loop *l, int rc)
@@ -199,10 +186,11 @@ static int dev_apply(float *copy, size_t n, void *arg, struct sl_error *err)
     return r->l->gpu->apply(r->dev, r->l->pull_now ? copy : NULL, err);
 }
 
-/* GPU replicas: the same step with the model, the gradient sum (NCCL over
- * every GPU of every worker) and the optimizer on the device; the row
- * count and the loss and correct sums travel through the strategy's
- * collectives as on CPU (float32, replica order, then the ring). */
+/* GPU replicas: the same step with the model and the optimizer on the
+ * device, and the gradient summed in device memory by the strategy's device
+ * collective (NCCL over every GPU of every worker); the row count and the
+ * loss and correct sums travel through the strategy's host collectives as
+ * on CPU (float32, replica order, then the ring). */
 static int dev_step(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     struct train_loop *l = ctx;
@@ -213,9 +201,16 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
     if (rc != 0)
         return rc;
     double loss_sum = 0, ok = 0;
-    /* every replica joins the gradient sum, empty or not; with no rows
+    float *grad = NULL;
+    /* every replica joins the gradient sum, empty or not, and even after its
+     * own grads failed (then with the first error kept); with no rows
      * anywhere the denominator is moot (nothing is applied) */
-    if ((rc = l->gpu->grads(r->dev, p, total > 0 ? (double)total : 1.0, &loss_sum, &ok, err)) != 0)
+    rc = l->gpu->grads(r->dev, p, total > 0 ? (double)total : 1.0, &grad, &loss_sum, &ok, err);
+    struct sl_error later = {0};
+    int rc_sum = grad != NULL ? train_replica_all_reduce_device(rep, grad, l->nparams, rc == 0 ? err : &later) : 0;
+    if (rc == 0)
+        rc = rc_sum;
+    if (rc != 0)
         return rc;
     float stats[2] = {(float)loss_sum, (float)ok};
     if ((rc = train_replica_all_reduce(rep, TRAIN_SUM, stats, 2, err)) != 0)
@@ -241,15 +236,14 @@ static int dev_eval_step(struct train_replica *rep, const struct train_staged *p
     return rc;
 }
 
-/* On each replica's thread: its model on its GPU, joining the group (all
- * replicas at once: the join blocks until every rank has come). */
+/* On each replica's thread: its model on its GPU (the strategy joined the
+ * device group at create, before anything here could fail). */
 static int dev_open(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     (void)p;
     struct train_loop *l = ctx;
     struct train_loop_dev_opts o = l->dev_opts;
     o.dev = train_replica_device(rep);
-    o.rank = train_replica_global_id(rep);
     return l->gpu->open(&l->reps[train_replica_id(rep)].dev, &o, err);
 }
 
@@ -259,7 +253,7 @@ static int dev_close(struct train_replica *rep, const struct train_staged *p, vo
     (void)err;
     struct train_loop *l = ctx;
     struct replica *r = &l->reps[train_replica_id(rep)];
-    l->gpu->close(r->dev, l->failed);
+    l->gpu->close(r->dev);
     r->dev = NULL;
     return 0;
 }
@@ -316,10 +310,13 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     if (strlen(o->input) > SL_WIRE_MAX_NAME || strlen(o->label) > SL_WIRE_MAX_NAME)
         return sl_error_set(err, SL_EINVAL, "tensor names longer than %d bytes", SL_WIRE_MAX_NAME);
     uint32_t R = o->replicas ? o->replicas : 1;
+    /* GPU replicas: a device kind with a model of its own (and collectives
+     * for its gradient); "cuda" is the only one */
+    const struct train_backend *b = train_backend_find(o->device != NULL ? o->device : "cpu");
     int gpu = o->device != NULL && strcmp(o->device, "cuda") == 0;
     if (o->device != NULL && !gpu && strcmp(o->device, "cpu") != 0)
         return sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (cpu or cuda)", o->device);
-    if (gpu && gpu_backend == NULL)
+    if (gpu && (b == NULL || b->model == NULL || b->coll == NULL))
         return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
     if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
@@ -328,7 +325,7 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     struct train_loop *l = sl_calloc(1, sizeof *l);
     if (l == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
-    l->gpu = gpu ? gpu_backend : NULL;
+    l->gpu = gpu ? b->model : NULL;
     l->worker = o->worker;
     l->hash_every = o->hash_every;
     l->inputs = (int)fi->dims[0];
@@ -344,12 +341,22 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     mc.inputs = l->inputs;
     mc.max_rows = l->max_rows;
     size_t cap[2] = {l->max_rows * (size_t)l->inputs * sl_wire_dtype_size(fi->dtype), l->max_rows * sizeof(int64_t)};
+    int rc = 0;
+    if (gpu) {
+        /* one group over every GPU of every worker; one worker makes its own id */
+        if (o->dev_id != NULL)
+            memcpy(l->dev_id, o->dev_id, sizeof l->dev_id);
+        else
+            rc = train_backend_group_id(b, l->dev_id, err);
+    }
     struct train_strategy_opts so = {.replicas = R, .mode = o->mode, .ring = o->ring, .worker = o->worker,
                                      .workers = o->workers, .hash_every = o->hash_every,
                                      .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
                                      .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? o->ordinals : NULL,
+                                     .device_group = gpu ? l->dev_id : NULL,
                                      .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1};
-    int rc = train_strategy_create(&l->s, &so, err);
+    if (rc == 0)
+        rc = train_strategy_create(&l->s, &so, err);
     if (rc == 0 && ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views))
                     == NULL))
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -376,17 +383,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         rc = train_strategy_variable(l->s, "weights", l->nparams, TRAIN_AGG_SUM,
                                      train_model_params(l->reps[0].model), &l->weights, err);
     if (rc == 0 && gpu) {
-        /* one group over every GPU of every worker; one worker makes its own id */
-        if (o->dev_id != NULL)
-            memcpy(l->dev_id, o->dev_id, sizeof l->dev_id);
-        else
-            rc = l->gpu->unique_id(l->dev_id, err);
         l->dev_model = mc;
-        l->dev_opts = (struct train_loop_dev_opts){.model = &l->dev_model, .input_u8 = l->input_u8,
-                                                   .nranks = (int)(R * (o->workers ? o->workers : 1)),
-                                                   .id = l->dev_id, .stop = strategy_stopped, .stop_ctx = l->s};
-        if (rc == 0)
-            rc = train_strategy_call_for_each_replica(l->s, dev_open, l, err);
+        l->dev_opts = (struct train_loop_dev_opts){.model = &l->dev_model, .input_u8 = l->input_u8};
+        rc = train_strategy_call_for_each_replica(l->s, dev_open, l, err);
         l->pulled = 1; /* the copies hold the initial weights, as the devices do */
     }
     if (rc != 0) {
@@ -403,15 +402,19 @@ void train_loop_destroy(struct train_loop *l)
     if (l == NULL)
         return;
     if (l->gpu != NULL && l->s != NULL) {
-        /* each replica leaves the group on its own thread, all at once;
-         * after a failure the threads take no more jobs: from here */
+        /* each replica frees its model on its own thread; after a failure
+         * the threads take no more jobs: from here */
         struct sl_error err = {0};
         if (train_strategy_call_for_each_replica(l->s, dev_close, l, &err) != 0)
             for (uint32_t r = 0; r < l->nreplicas; r++) {
-                l->gpu->close(l->reps[r].dev, 1);
+                l->gpu->close(l->reps[r].dev);
                 l->reps[r].dev = NULL;
             }
     }
+    /* a failure the strategy did not see (a bad piece): GPU replicas then
+     * leave their group by aborting, as peers may wait in a collective */
+    if (l->failed && l->s != NULL && !train_strategy_aborted(l->s))
+        train_strategy_abort(l->s, SL_ECLOSED, "the training loop failed");
     train_strategy_destroy(l->s);
     for (uint32_t r = 0; l->reps != NULL && r < l->nreplicas; r++) {
         train_model_destroy(l->reps[r].model);
@@ -504,9 +507,10 @@ int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces,
 
 int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
 {
-    if (gpu_backend == NULL)
+    const struct train_backend *b = train_backend_find("cuda");
+    if (b == NULL || b->coll == NULL)
         return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
-    return gpu_backend->unique_id(out, err);
+    return train_backend_group_id(b, out, err);
 }
 
 int train_loop_pull(struct train_loop *l, struct sl_error *err)

@@ -4,15 +4,16 @@
  * A replica owns a train_model_cuda (weights, gradients and velocity on its
  * GPU), a float input buffer for uint8 inputs, prediction and label
  * buffers for evaluation (the predictions are copied back to the host for
- * --predictions), and one NCCL communicator rank in the group of
- * every GPU replica of every worker (nranks = W x R, rank = w x R + r).
+ * --predictions). The gradient sum across GPU replicas is not here: the
+ * loop hands the gradient grads returns to the strategy's device collective
+ * ("nccl", train_coll_nccl.c) before apply.
  *
  * Ordering is kept simple and host-visible: the strategy's get has already
  * synchronized the copy stream that staged the piece, so the model's stream
  * may read it at once; the gradient is complete when take_stats returns
  * (it synchronizes the model's stream), so the all-reduce on the device's
  * collective stream reads a finished gradient, and it returns only when
- * the sum is in place, before the SGD kernel is queued on the model's
+ * the sum is in place, before apply queues the SGD kernel on the model's
  * stream. Every call returns with the model's stream idle, so the staged
  * buffers may be refilled by the put two steps later (train_stage.h's view
  * lifetime) and step s+1's copy, queued before step s ran, overlaps it.
@@ -30,17 +31,12 @@
 #include "train_device.h"
 #include "train_loop_dev.h"
 #include "train_model_cuda.h"
-#include "train_nccl.h"
-
-_Static_assert(TRAIN_LOOP_DEV_ID_BYTES == TRAIN_NCCL_ID_BYTES, "group id size");
 
 struct train_loop_dev {
     struct train_device *dev;          /* borrowed (the strategy's) */
-    const struct train_device_ops *ops;
     struct train_model_cuda *model;
-    struct train_comm *comm;
     int ordinal, input_u8, inputs;
-    size_t max_rows, nparams;
+    size_t max_rows;
     float *x;                          /* device, max_rows x inputs (uint8 inputs scaled) */
     int64_t *pred;                     /* device, max_rows */
     int64_t *host_pred, *host_labels;  /* pinned, max_rows each */
@@ -52,18 +48,10 @@ static int cuda_fail(struct sl_error *err, cudaError_t e, const char *what, int 
     return sl_error_set(err, SL_EDEVICE, "%s on GPU %d: %s", what, ordinal, cudaGetErrorString(e));
 }
 
-static int loop_unique_id(char out[TRAIN_LOOP_DEV_ID_BYTES], struct sl_error *err)
-{
-    return train_nccl_unique_id(out, err);
-}
-
-static void loop_close(struct train_loop_dev *d, int failed)
+static void loop_close(struct train_loop_dev *d)
 {
     if (d == NULL)
         return;
-    if (failed)
-        train_nccl_comm_set_failed(d->comm);
-    train_nccl_comm_destroy(d->comm);
     train_model_cuda_destroy(d->model);
     if (cudaSetDevice(d->ordinal) == cudaSuccess) {
         (void)cudaFree(d->x);
@@ -84,21 +72,13 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
     if (d == NULL)
         return sl_error_set(err, SL_ENOMEM, "GPU replica: out of memory");
     d->dev = o->dev;
-    d->ops = train_device_ops_of(o->dev);
     d->ordinal = train_device_ordinal(o->dev);
     d->input_u8 = o->input_u8;
     d->inputs = o->model->inputs;
     d->max_rows = o->model->max_rows;
-    /* Join the group first: every other rank blocks in ncclCommInitRank
-     * until this one arrives, so a local failure (out of memory, a bad
-     * config) must come after the join, never instead of it. */
-    int rc = train_nccl_comm_init(&d->comm, o->nranks, o->rank, o->id, o->dev, err);
+    int rc = train_model_cuda_create(&d->model, o->model, d->ordinal, err);
     if (rc != 0)
         goto out_close;
-    train_nccl_comm_set_stop(d->comm, o->stop, o->stop_ctx);
-    if ((rc = train_model_cuda_create(&d->model, o->model, d->ordinal, err)) != 0)
-        goto out_close;
-    d->nparams = train_model_cuda_nparams(d->model);
     cudaError_t e;
     if ((e = cudaSetDevice(d->ordinal)) != cudaSuccess ||
         (e = cudaMalloc((void **)&d->x, d->max_rows * (size_t)d->inputs * sizeof(float))) != cudaSuccess ||
@@ -114,8 +94,7 @@ static int loop_open(struct train_loop_dev **out, const struct train_loop_dev_op
     return 0;
 
 out_close:
-    /* after the join: the other ranks go on to their first all-reduce */
-    loop_close(d, 1);
+    loop_close(d);
     return rc;
 }
 
@@ -131,9 +110,10 @@ static int inputs_of(struct train_loop_dev *d, const struct train_staged *p, con
     return train_model_cuda_inputs_from_u8(d->model, p->t[0].data, (size_t)p->rows * (size_t)d->inputs, d->x, err);
 }
 
-static int loop_grads(struct train_loop_dev *d, const struct train_staged *p, double global_rows, double *loss_sum,
-                      double *correct, struct sl_error *err)
+static int loop_grads(struct train_loop_dev *d, const struct train_staged *p, double global_rows, float **grad,
+                      double *loss_sum, double *correct, struct sl_error *err)
 {
+    *grad = NULL;
     int rc = train_model_cuda_zero_grads(d->model, err);
     const float *x = NULL;
     if (rc == 0 && p->rows > 0 && (rc = inputs_of(d, p, &x, err)) == 0)
@@ -142,19 +122,15 @@ static int loop_grads(struct train_loop_dev *d, const struct train_staged *p, do
     size_t ok = 0;
     if (rc == 0) /* waits for the model's stream: the gradient is complete */
         rc = train_model_cuda_take_stats(d->model, &loss, &ok, err);
-    /* Every rank must join the sum, or the others wait in it for ever (the
-     * strategy's abort cannot reach a rank blocked in NCCL). So after a
-     * failure here (a bad label is the likely one: take_stats reports it,
-     * and the row added nothing) this rank still joins once its stream is
-     * idle, and the step then fails with the first error. Only a stream
-     * that cannot be synced (a broken context) leaves it out. */
+    /* Every rank must join the sum, or the others wait in it until they
+     * notice the abort. So after a failure here (a bad label is the likely
+     * one: take_stats reports it, and the row added nothing) the gradient
+     * is still handed out once the stream is idle, and the caller joins the
+     * sum before it fails the step. Only a stream that cannot be synced (a
+     * broken context) leaves it out. */
     struct sl_error later = {0};
-    int rc_sum = rc == 0 ? 0 : train_model_cuda_sync(d->model, &later);
-    if (rc_sum == 0)
-        rc_sum = d->ops->all_reduce_sum_f32(d->comm, train_model_cuda_grads(d->model), d->nparams,
-                                            rc == 0 ? err : &later);
-    if (rc == 0)
-        rc = rc_sum;
+    if (rc == 0 || train_model_cuda_sync(d->model, &later) == 0)
+        *grad = train_model_cuda_grads(d->model);
     *loss_sum = loss;
     *correct = (double)ok;
     return rc;
@@ -202,7 +178,6 @@ static int loop_eval(struct train_loop_dev *d, const struct train_staged *p, int
 
 const struct train_loop_dev_ops train__loop_cuda = {
     .name = "cuda",
-    .unique_id = loop_unique_id,
     .open = loop_open,
     .close = loop_close,
     .grads = loop_grads,

@@ -1,5 +1,8 @@
 /* train_nccl: NCCL communicators for the cuda backend's all-reduce
- * (train_device_ops.all_reduce_sum_f32 of train_device_find("cuda")).
+ * (train_device_ops.all_reduce_sum_f32 of train_device_find("cuda")) and
+ * broadcast. The trainer reaches them through the "nccl" collective
+ * (train_coll.h, train_coll_nccl.c); this header is for that backend and
+ * the GPU tests.
  *
  * Defined only in builds with SLUICE_HAVE_CUDA. Setup, as NCCL's: one rank
  * makes a unique id, the id travels to every rank (over the ZeroMQ control
@@ -35,6 +38,13 @@ int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const ch
  * collective stuck on a missing peer does not hold it); NULL is a no-op.
  * Every rank destroys its own. Blocking. */
 void train_nccl_comm_destroy(struct train_comm *c);
+
+/* In-place broadcast of n floats at dev_buf (device memory of the comm's
+ * device) from rank `root` to every rank of c; returns when the result is
+ * in dev_buf. The same rules, stream and errors as all_reduce_sum_f32
+ * (SL_EINVAL for a root outside 0..nranks-1). */
+int train_nccl_broadcast_f32(struct train_comm *c, float *dev_buf, size_t n, int root,
+                             struct sl_error *err) SL_MUST_CHECK;
 
 /* Make the coming destroy an ncclCommAbort: for a rank leaving after a
  * failure elsewhere (its own open, a step, another replica). A plain

@@ -13,13 +13,17 @@
  * collective: the ring, whose sockets are the caller's thread's), and the
  * local group's broadcast of replica 0's result. Cross-replica calls
  * (check, reduce, sum_across_workers) use `across` alone, from the
- * caller's thread. Our own barrier (tower mode, the shapes of a reduce) is
+ * caller's thread. Device buffers (GPU replicas) are summed by each
+ * replica's member of its device kind's collective ("nccl"), joined at
+ * create from every replica thread at once and left the same way at
+ * destroy. Our own barrier (tower mode, the shapes of a reduce) is
  * abortable too: a failing replica aborts the barrier and every replica's
  * collectives together, so no replica is left waiting whichever one it is
  * blocked in.
  *
- * Lock order: `mu` only. The collectives lock internally and are never
- * called with `mu` held.
+ * Lock order: `mu`, then a collective's own lock (only abort is called
+ * with `mu` held: a replica's device member is published under `mu`);
+ * collectives never take `mu`.
  */
 #include "train_strategy.h"
 
@@ -30,6 +34,7 @@
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "train_backend.h"
 #include "train_coll.h"
 #include "train_collective_local.h"
 #include "train_device.h"
@@ -51,6 +56,7 @@ struct train_replica {
     struct train_stage *stage;
     struct train_coll *local;  /* this replica's member of the local group (R > 1) */
     struct train_coll *coll;   /* composed: every replica of every worker, host memory */
+    struct train_coll *dcoll;  /* the device kind's (nccl), device memory; NULL without one; under mu */
     float *scratch;            /* scratch_floats + 1 */
     struct train_staged view;  /* the running step's piece */
     double put_s;              /* time in train_stage_put */
@@ -74,6 +80,8 @@ struct train_strategy {
     float loss_scale;
     size_t scratch_floats;
     const struct train_device_ops *ops;
+    const struct train_backend *backend;
+    char group_id[TRAIN_COLL_ID_BYTES]; /* the device collective's group (device_group) */
     struct train_replica *reps;
     struct train_local_group *group; /* R > 1 */
     struct train_variable vars[TRAIN_STRATEGY_MAX_VARIABLES];
@@ -110,9 +118,11 @@ static void strategy_abort(struct train_strategy *s, int code, const char *msg)
         snprintf(s->abort_msg, sizeof s->abort_msg, "%s", msg);
     }
     pthread_cond_broadcast(&s->bar_cv);
-    pthread_mutex_unlock(&s->mu);
-    for (uint32_t r = 0; r < s->R; r++)
+    for (uint32_t r = 0; r < s->R; r++) {
         train_coll_abort(s->reps[r].coll, code, msg);
+        train_coll_abort(s->reps[r].dcoll, code, msg);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 static int replica_fail(struct train_replica *rep, int rc, struct sl_error *err)
@@ -145,6 +155,16 @@ static int barrier(struct train_strategy *s, struct sl_error *err)
 static int sum_all(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
 {
     int rc = train_coll_all_reduce(rep->coll, buf, n, err);
+    return rc != 0 ? replica_fail(rep, rc, err) : 0;
+}
+
+int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
+{
+    struct train_coll *c = rep->s->backend->coll == NULL ? rep->coll : rep->dcoll;
+    if (c == NULL)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "all_reduce_device: the strategy's '%s' devices have "
+                                              "no group (device_group)", rep->s->backend->kind), err);
+    int rc = train_coll_all_reduce(c, buf, n, err);
     return rc != 0 ? replica_fail(rep, rc, err) : 0;
 }
 
@@ -397,6 +417,42 @@ static int dispatch(struct train_strategy *s, enum job job, const struct train_p
     return rc;
 }
 
+/* On each replica's thread, all at once: join the device collective (it
+ * blocks until every replica of every worker has come). */
+static int join_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx,
+                             struct sl_error *err)
+{
+    (void)p;
+    (void)ctx;
+    struct train_strategy *s = rep->s;
+    struct train_coll *c;
+    int rc = s->backend->coll->open(&c, rep->dev, train_replica_global_id(rep), (int)(s->R * s->W), s->group_id,
+                                    err);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->mu);
+        rep->dcoll = c;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
+/* On each replica's thread, all at once: leave it (a plain leave waits for
+ * the other members of this host). */
+static int leave_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx,
+                              struct sl_error *err)
+{
+    (void)p;
+    (void)ctx;
+    (void)err;
+    struct train_strategy *s = rep->s;
+    pthread_mutex_lock(&s->mu);
+    struct train_coll *c = rep->dcoll;
+    rep->dcoll = NULL;
+    pthread_mutex_unlock(&s->mu);
+    train_coll_destroy(c);
+    return 0;
+}
+
 static int refuse_broken(const struct train_strategy *s, struct sl_error *err)
 {
     return sl_error_set(err, s->broken, "strategy failed earlier: %s", s->broken_msg);
@@ -508,9 +564,10 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
             return rc;
     }
     const char *kind = o->device ? o->device : "cpu";
-    const struct train_device_ops *ops = train_device_find(kind);
-    if (ops == NULL)
+    const struct train_backend *backend = train_backend_find(kind);
+    if (backend == NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: no '%s' device backend in this build", kind);
+    const struct train_device_ops *ops = backend->device;
     struct train_strategy *s = sl_calloc(1, sizeof *s);
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
@@ -527,6 +584,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->loss_scale = scale;
     s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
     s->ops = ops;
+    s->backend = backend;
     int rc = 0;
     if ((s->reps = sl_calloc(R, sizeof *s->reps)) == NULL || (s->shapes = sl_calloc(R, sizeof *s->shapes)) == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
@@ -560,6 +618,12 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
         else
             s->reps[r].started = 1;
     }
+    if (rc == 0 && o->device_group != NULL && backend->coll != NULL) {
+        /* first, so that nothing local can fail while the other members wait */
+        memcpy(s->group_id, o->device_group, sizeof s->group_id);
+        if ((rc = dispatch(s, JOB_EACH, NULL, join_device_group, NULL, err)) != 0)
+            sl_error_prefix(err, "strategy: joining the '%s' group: ", backend->coll->name);
+    }
     if (rc != 0) {
         train_strategy_destroy(s);
         return rc;
@@ -572,6 +636,21 @@ void train_strategy_destroy(struct train_strategy *s)
 {
     if (s == NULL)
         return;
+    int joined = 0;
+    for (uint32_t r = 0; s->reps != NULL && r < s->R; r++)
+        joined |= s->reps[r].dcoll != NULL;
+    /* device members leave together, each on its own thread; after a failure
+     * they were aborted and leave from here without waiting for anyone */
+    int started = s->R == 1 || (s->reps != NULL && s->reps[s->R - 1].started);
+    if (joined && started && !s->broken && !s->aborted) {
+        struct sl_error err = {0};
+        (void)dispatch(s, JOB_EACH, NULL, leave_device_group, NULL, &err);
+    }
+    for (uint32_t r = 0; joined && r < s->R; r++) {
+        train_coll_abort(s->reps[r].dcoll, SL_ECLOSED, "strategy destroyed after a failure");
+        train_coll_destroy(s->reps[r].dcoll);
+        s->reps[r].dcoll = NULL;
+    }
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->job_cv);
@@ -792,4 +871,15 @@ void train_strategy_stage_stats(const struct train_strategy *s, struct train_str
 int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n, struct sl_error *err)
 {
     return s->across != NULL ? train_coll_all_reduce(s->across, buf, n, err) : 0;
+}
+
+void train_strategy_abort(struct train_strategy *s, int code, const char *msg)
+{
+    if (msg == NULL)
+        msg = "aborted";
+    strategy_abort(s, code, msg);
+    if (!s->broken) {
+        s->broken = code < 0 ? code : SL_EINVAL;
+        snprintf(s->broken_msg, sizeof s->broken_msg, "%s", msg);
+    }
 }

@@ -120,6 +120,11 @@ struct train_strategy_opts {
     enum train_loss_reduction loss_reduction; /* tower mode (0 NONE is refused there; mirrored ignores it) */
     const char *device;             /* staging backend, "cpu" (NULL) or "cuda" */
     const int *ordinals;            /* [replicas]: replica r opens device ordinals[r] (NULL: r) */
+    const char *device_group;       /* a kind with device collectives (cuda): TRAIN_COLL_ID_BYTES, the group
+                                       id (the same on every worker: worker 0's train_backend_group_id) that
+                                       every replica of every worker joins at create, rank worker x R + r of
+                                       W x R, for train_replica_all_reduce_device; NULL: none. Copied;
+                                       ignored for host-memory kinds (cpu) */
     size_t ntensors;                /* tensors per piece (the schema's) */
     const size_t *tensor_capacity;  /* [ntensors] byte capacity of each tensor per piece (copied) */
     size_t scratch_floats;          /* per-replica scratch for reduce / var_update (0: 65536) */
@@ -173,6 +178,12 @@ int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, st
 int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx,
                                          struct sl_error *err) SL_MUST_CHECK;
 
+/* Fail the strategy from outside a run (the strategy's thread), e.g. after a
+ * caller's own failure between runs: every collective is aborted (device
+ * members then leave at destroy without waiting for anyone), and later
+ * calls fail with (code, msg) as after a failed run. */
+void train_strategy_abort(struct train_strategy *s, int code, const char *msg);
+
 /* Runs so far. */
 uint64_t train_strategy_steps(const struct train_strategy *s);
 
@@ -200,6 +211,16 @@ float train_replica_loss_scale(const struct train_replica *rep);
  * otherwise). */
 int train_replica_all_reduce(struct train_replica *rep, enum train_reduce_op op, float *buf, size_t n,
                              struct sl_error *err) SL_MUST_CHECK;
+
+/* buf[0..n) in this replica's device memory becomes its float32 SUM over
+ * every replica of every worker, in place: the device kind's collective
+ * (nccl on cuda: its order, the same bits on every replica), or, for
+ * devices whose memory is the host's (cpu), exactly what
+ * train_replica_all_reduce(SUM) does. SL_EINVAL when the strategy's
+ * device kind has collectives but no device_group was given. A collective:
+ * every replica must call it; a failure fails the run. */
+int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_t n,
+                                    struct sl_error *err) SL_MUST_CHECK;
 
 /* strategy.reduce's rules from inside a step: `value` is this replica's
  * (borrowed); out->data (caller-sized to the result: value's elements for

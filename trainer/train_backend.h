@@ -1,0 +1,53 @@
+/* train_backend: what this build can run replicas on, one row per device
+ * kind: the kind's device table (staging and memory, train_device.h), its
+ * collectives over device memory (train_coll.h) and the training loop's
+ * model on it (train_loop_dev.h).
+ *
+ *   kind    device                 collectives          model
+ *   ------  ---------------------  -------------------  -------------------
+ *   "cpu"   train_device_cpu.c     none: host memory,   none: train_model.h
+ *                                  the strategy's own   on the host
+ *   "cuda"  train_device_cuda.c    "nccl",              train_loop_cuda.c
+ *                                  train_coll_nccl.c    (train_model_cuda)
+ *
+ * train_backend.c is the one place in the trainer's C code that knows
+ * whether CUDA was built (its single #ifdef SLUICE_HAVE_CUDA, at the table,
+ * as curl keeps its HAVE_* tests at its feature table); everything else
+ * asks this table. Rows are static and const; any thread.
+ */
+#ifndef TRAIN_BACKEND_H
+#define TRAIN_BACKEND_H
+
+#include <stddef.h>
+
+#include "sl_error.h"
+#include "train_coll.h"
+
+struct train_device_ops;
+struct train_loop_dev_ops;
+
+struct train_backend {
+    const char *kind;                        /* "cpu", "cuda" (= device->name) */
+    const struct train_device_ops *device;   /* never NULL */
+    const struct train_coll_device_ops *coll;/* collectives over this kind's memory across every replica of
+                                                every worker; NULL: it is host memory, and the strategy's
+                                                host collectives serve */
+    const struct train_loop_dev_ops *model;  /* the loop's per-replica model on this kind; NULL: the host
+                                                model (train_model.h) */
+};
+
+/* The row of `kind`, or NULL when the kind is unknown or not built. */
+const struct train_backend *train_backend_find(const char *kind);
+
+/* Rows built (1 without CUDA, 2 with), and row i of them (NULL past the end). */
+size_t train_backend_count(void);
+const struct train_backend *train_backend_at(size_t i);
+
+/* A new group id for b's device collectives (made once per job by worker 0
+ * and handed to every worker verbatim: the rendezvous blob). SL_EINVAL
+ * when b (NULL: unknown or not built) has no device collectives,
+ * SL_EDEVICE. */
+int train_backend_group_id(const struct train_backend *b, char out[TRAIN_COLL_ID_BYTES],
+                           struct sl_error *err) SL_MUST_CHECK;
+
+#endif
