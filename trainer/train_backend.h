@@ -13,7 +13,10 @@
  * train_backend.c is the one place in the trainer's C code that knows
  * whether CUDA was built (its single #ifdef SLUICE_HAVE_CUDA, at the table,
  * as curl keeps its HAVE_* tests at its feature table); everything else
- * asks this table. Rows are static and const; any thread.
+ * asks this table, train_device.h's train_device_find / _count / _describe
+ * included (defined there). It sits below the strategy and the loop: it
+ * takes the addresses of the kinds' tables without including their
+ * headers. Rows are static and const; any thread.
  */
 #ifndef TRAIN_BACKEND_H
 #define TRAIN_BACKEND_H
