@@ -5,7 +5,9 @@
  *
  * Backends: "cpu" is always built (host memory, synchronous copies);
  * "cuda" exists only when the build found CUDA and NCCL (SLUICE_HAVE_CUDA),
- * and its NCCL setup lives in train_nccl.h.
+ * and its NCCL setup lives in train_nccl.h. The kinds built are listed in
+ * train_backend.c, which also defines train_device_find, _count and
+ * _describe.
  *
  * Thread-safety: train_device_find, train_device_count and
  * train_device_describe may be called from any thread. An open device has
@@ -98,9 +100,9 @@ struct train_device_ops {
      * relative to other collectives on c. Runs on the device's own
      * collective stream, not on a copy stream: data written by a copy must
      * be synced first. Blocking; SL_EDEVICE on failure.
-     * cpu: NULL. Collectives among cpu replicas are not a device member;
-     * they live with the CPU collectives (threads in a process, a ring over
-     * ZeroMQ across processes). */
+     * cpu: NULL. This is the primitive under the "nccl" collective
+     * (train_coll.h, train_coll_nccl.c), which is what the trainer calls;
+     * collectives among cpu replicas are the "local" and "ring" ones. */
     int (*all_reduce_sum_f32)(struct train_comm *c, float *dev_buf, size_t n, struct sl_error *err) SL_MUST_CHECK;
 
     /* Destroy the streams and release the device; NULL is a no-op. Waits for

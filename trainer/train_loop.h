@@ -31,9 +31,10 @@
  *
  * GPU replicas (device "cuda", builds with SLUICE_HAVE_CUDA;
  * train_loop_dev.h): each replica thread keeps its own copy of the weights
- * on its GPU (train_model_cuda), the gradient is summed in place by NCCL
- * over every GPU of every worker (one communicator, nranks = W x R, rank =
- * w x R + r), momentum SGD runs on the device; the row count and the loss
+ * on its GPU (train_model_cuda), the gradient is summed in place by the
+ * strategy's device collective (train_replica_all_reduce_device: NCCL
+ * over every GPU of every worker, nranks = W x R, rank = w x R + r, joined
+ * by the strategy at create), momentum SGD runs on the device; the row count and the loss
  * and correct sums use the strategy's collectives as on CPU. The host
  * copies of the weights (the strategy variable) are refreshed from the
  * devices when read: before each hash_every-th run's check,
@@ -114,7 +115,8 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
  * until the next evaluation. */
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows);
 
-/* Sum n values across the workers (the ring; a no-op for one worker). */
+/* Sum n values across the workers (train_strategy_sum_across_workers: the
+ * ring; a no-op for one worker). */
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err) SL_MUST_CHECK;
 
 /* Compare the weights hash of every replica's copy: SL_ECORRUPT naming

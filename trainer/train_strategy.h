@@ -171,8 +171,8 @@ int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, st
 
 /* tf.distribute's call_for_each_replica without input: fn(rep, NULL, ctx)
  * on every replica's thread (per-replica setup and teardown that must run
- * on the thread owning the replica's device, e.g. joining an NCCL
- * communicator, which blocks until every rank has joined). Not a step:
+ * on the thread owning the replica's device, e.g. making a replica's model
+ * on its GPU). Not a step:
  * nothing staged is consumed, no hash check. The first error is returned
  * and breaks the strategy, as for run. */
 int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx,
