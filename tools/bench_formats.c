@@ -15,6 +15,12 @@
  *   3. Example decode into batched columns   (records/s, GB/s; in memory)
  *      and scan + decode from the file.
  *   4. Each CRC32C implementation, in record-sized and 1 MiB calls.
+ *
+ * --size BYTES adds test 1 (P1) again on a plain file of about that size,
+ * the data's records repeated: 51 MB fits in a large last-level cache, 1 or
+ * 8 GiB does not, and the two read paths differ most from DRAM. --once runs
+ * one pass of one test over --file and exits, so that whole processes
+ * (sluice-record verify against the baseline) can be timed from outside.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +63,12 @@ static const char usage[] =
     "  --repeat N          runs per figure; the median is reported (default 5)\n"
     "  --min-time SECONDS  least time per measurement (default 0.3)\n"
     "  --batch N           rows per decoded batch (default 256)\n"
+    "  --size BYTES        also measure the TFRecord scan (P1) on a plain file of about\n"
+    "                      BYTES (K, M, G, T: powers of 1024), the data's records repeated,\n"
+    "                      written under --scratch, read once to be in the page cache and\n"
+    "                      removed at the end (it needs BYTES of disk and of free memory)\n"
+    "  --once TEST         one pass of TEST over --file, then exit (for timing whole\n"
+    "                      processes): read-crc (the baseline), scan (mapped) or scan-read\n"
     "  --json              one JSON object instead of the table\n"
     "  -h, --help          this help\n";
 
@@ -70,6 +82,9 @@ struct bench {
     size_t batch;
     int json;
     uint64_t plain_bytes, gz_bytes, records;
+    uint64_t size;        /* --size: 0 none */
+    char big[4096];       /* its file */
+    uint64_t big_bytes, big_records;
     /* all records in memory, for the decode test */
     uint8_t *recs;
     uint64_t *rec_off; /* records + 1 */
@@ -358,6 +373,79 @@ static int load_records(struct bench *b)
     return 0;
 }
 
+/* The --size file: the records in memory, repeated in order, while the
+ * next one still fits in b->size bytes. */
+static int write_big(struct bench *b)
+{
+    struct sl_error err = {0};
+    struct fmt_tfrecord_writer *w = NULL;
+    if (b->records == 0) {
+        sl_log(SL_LOG_ERROR, "--size: the data holds no records to repeat");
+        return -1;
+    }
+    int rc = fmt_tfrecord_writer_open(&w, b->big, FMT_COMP_NONE, -1, &err);
+    uint64_t n = 0;
+    for (uint64_t i = 0; rc == 0; i = i + 1 == b->records ? 0 : i + 1, n++) {
+        uint64_t len = b->rec_off[i + 1] - b->rec_off[i];
+        if (fmt_tfrecord_writer_offset(w) + len + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER > b->size)
+            break;
+        rc = fmt_tfrecord_writer_write(w, b->recs + b->rec_off[i], (size_t)len, &err);
+    }
+    if (rc == 0)
+        rc = fmt_tfrecord_writer_close(w, &err);
+    else
+        fmt_tfrecord_writer_abort(w);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "writing %s: %s", b->big, err.msg[0] ? err.msg : sl_code_name(rc));
+        return -1;
+    }
+    b->big_records = n;
+    return 0;
+}
+
+/* BYTES for --size: digits, then optionally K, M, G or T (powers of 1024). */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (errno != 0 || *end != '\0' || v == 0 || v > (UINT64_MAX >> shift))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+/* --once: one pass of one test over a file. */
+static int run_once(struct bench *b, const char *test)
+{
+    uint64_t bytes = 0;
+    struct scan_arg a = {b->file, 0, strcmp(test, "scan-read") == 0};
+    double t0 = sl_clock_s();
+    int rc;
+    if (strcmp(test, "read-crc") == 0)
+        rc = pass_read_crc(b, b->file, &bytes);
+    else
+        rc = pass_scan(b, &a, &bytes);
+    double el = sl_clock_s() - t0;
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s: %s failed", b->file, test);
+        return 1;
+    }
+    printf("%s: %llu bytes in %.3f s (%.2f GB/s)\n", test, (unsigned long long)bytes, el,
+           el > 0 ? (double)bytes / el / 1e9 : 0.0);
+    return 0;
+}
+
 static uint64_t file_size(const char *path)
 {
     struct stat st;
@@ -398,29 +486,22 @@ static int parse_features(struct bench *b, const char *spec)
     return b->nspecs ? 0 : -1;
 }
 
-static void print_results(const struct bench *b, const struct result *r, size_t n)
+static void print_json_results(const struct result *r, size_t n)
 {
-    if (b->json) {
-        printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
-               "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
-               (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
-               (unsigned long long)b->gz_bytes, fmt_crc32c_impl_name(), b->repeat);
-        for (size_t i = 0; i < n; i++) {
-            printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"sluice\":%.4g", i ? "," : "", r[i].name, r[i].unit,
-                   r[i].ours);
-            if (r[i].base > 0)
-                printf(",\"baseline\":\"%s\",\"baseline_value\":%.4g,\"ratio\":%.3f", r[i].baseline_name,
-                       r[i].base, r[i].ours / r[i].base);
-            if (r[i].extra > 0)
-                printf(",\"records_per_s\":%.4g", r[i].extra);
-            printf("}");
-        }
-        printf("]}\n");
-        return;
+    for (size_t i = 0; i < n; i++) {
+        printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"sluice\":%.4g", i ? "," : "", r[i].name, r[i].unit,
+               r[i].ours);
+        if (r[i].base > 0)
+            printf(",\"baseline\":\"%s\",\"baseline_value\":%.4g,\"ratio\":%.3f", r[i].baseline_name,
+                   r[i].base, r[i].ours / r[i].base);
+        if (r[i].extra > 0)
+            printf(",\"records_per_s\":%.4g", r[i].extra);
+        printf("}");
     }
-    printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
-           (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
-           fmt_crc32c_impl_name(), b->repeat);
+}
+
+static void print_table(const struct result *r, size_t n)
+{
     printf("  %-38s %-22s %-32s %s\n", "test", "sluice", "baseline", "ratio");
     for (size_t i = 0; i < n; i++) {
         char ours[64], base[64] = "", ratio[16] = "";
@@ -436,6 +517,38 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     }
 }
 
+/* r[0..n): the default data's figures; big[0..nbig): the --size file's. */
+static void print_results(const struct bench *b, const struct result *r, size_t n, const struct result *big,
+                          size_t nbig)
+{
+    if (b->json) {
+        printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
+               "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
+               (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
+               (unsigned long long)b->gz_bytes, fmt_crc32c_impl_name(), b->repeat);
+        print_json_results(r, n);
+        printf("]");
+        if (b->size) {
+            printf(",\"at_size\":{\"size\":%llu,\"records\":%llu,\"plain_bytes\":%llu,\"results\":[",
+                   (unsigned long long)b->size, (unsigned long long)b->big_records,
+                   (unsigned long long)b->big_bytes);
+            print_json_results(big, nbig);
+            printf("]}");
+        }
+        printf("}\n");
+        return;
+    }
+    printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
+           (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
+           fmt_crc32c_impl_name(), b->repeat);
+    print_table(r, n);
+    if (b->size) {
+        printf("\nat --size %llu: %llu records, %.1f MB plain (in the page cache)\n\n",
+               (unsigned long long)b->size, (unsigned long long)b->big_records, (double)b->big_bytes / 1e6);
+        print_table(big, nbig);
+    }
+}
+
 int bench_formats_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -444,10 +557,12 @@ int bench_formats_main(int argc, char **argv)
         {"scratch", required_argument, NULL, 's'}, {"repeat", required_argument, NULL, 'r'},
         {"min-time", required_argument, NULL, 't'}, {"batch", required_argument, NULL, 'b'},
         {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
+        {"size", required_argument, NULL, 'S'},   {"once", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0}};
     struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
     const char *images = DEFAULT_IMAGES, *labels = DEFAULT_LABELS, *features = "image:uint8:784,label:int64,id:int64";
     const char *scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *once = NULL;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -461,6 +576,14 @@ int bench_formats_main(int argc, char **argv)
         case 't': b.min_time = atof(optarg); break;
         case 'b': b.batch = (size_t)atol(optarg); break;
         case 'j': b.json = 1; break;
+        case 'S':
+            if (parse_bytes(optarg, &b.size) != 0 || b.size < 4096) {
+                fprintf(stderr, "sluice-bench formats: --size: expected a byte count of at least 4096 "
+                                "(digits, then optionally K, M, G or T), got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'o': once = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-bench formats: bad option '%s'\nTry 'sluice-bench formats --help'\n",
@@ -471,6 +594,17 @@ int bench_formats_main(int argc, char **argv)
     if (b.repeat < 1 || b.repeat > 64 || b.min_time < 0 || b.batch < 1 || b.batch > 1 << 20) {
         fprintf(stderr, "sluice-bench formats: --repeat must be 1-64, --min-time >= 0, --batch 1-1048576\n");
         return 2;
+    }
+    if (once != NULL) {
+        if (strcmp(once, "read-crc") != 0 && strcmp(once, "scan") != 0 && strcmp(once, "scan-read") != 0) {
+            fprintf(stderr, "sluice-bench formats: --once: expected read-crc, scan or scan-read, got '%s'\n", once);
+            return 2;
+        }
+        if (b.file == NULL) {
+            fprintf(stderr, "sluice-bench formats: --once needs --file\n");
+            return 2;
+        }
+        return run_once(&b, once);
     }
     if (parse_features(&b, features) != 0) {
         fprintf(stderr, "sluice-bench formats: bad --features '%s' (name:dtype[:count],...)\n", features);
@@ -484,6 +618,7 @@ int bench_formats_main(int argc, char **argv)
     }
     snprintf(b.plain, sizeof b.plain, "%s/data.tfrecord", dir);
     snprintf(b.gz, sizeof b.gz, "%s/data.tfrecord.gz", dir);
+    snprintf(b.big, sizeof b.big, "%s/size.tfrecord", dir);
     int status = 1;
     if (b.file != NULL) {
         snprintf(b.plain, sizeof b.plain, "%s", b.file);
@@ -551,11 +686,34 @@ int bench_formats_main(int argc, char **argv)
                 goto out_batch;
         }
     }
+    struct result big[2];
+    size_t nbig = 0;
+    if (b.size != 0) {
+        /* one copy in the page cache at a time: the default files go first */
+        if (b.file == NULL)
+            unlink(b.plain);
+        unlink(b.gz);
+        uint64_t warm = 0;
+        if (write_big(&b) != 0 || pass_read_crc(&b, b.big, &warm) != 0)
+            goto out_batch;
+        b.big_bytes = file_size(b.big);
+        struct scan_arg bp = {b.big, 0, 0}, bpr = {b.big, 0, 1};
+        big[nbig] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
+        if (compare(&b, &big[nbig++], pass_scan, &bp, pass_read_crc, b.big) != 0)
+            goto out_batch;
+        big[nbig] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
+        if (compare(&b, &big[nbig++], pass_scan, &bpr, pass_read_crc, b.big) != 0)
+            goto out_batch;
+    }
     for (size_t i = 0; i < nres; i++) {
         res[i].ours /= 1e9;
         res[i].base /= 1e9;
     }
-    print_results(&b, res, nres);
+    for (size_t i = 0; i < nbig; i++) {
+        big[i].ours /= 1e9;
+        big[i].base /= 1e9;
+    }
+    print_results(&b, res, nres, big, nbig);
     status = 0;
 out_batch:
     fmt_batch_destroy(batch);
@@ -563,6 +721,7 @@ out_rmdir:
     if (b.file == NULL)
         unlink(b.plain);
     unlink(b.gz);
+    unlink(b.big);
     rmdir(dir);
     sl_free(b.recs);
     sl_free(b.rec_off);

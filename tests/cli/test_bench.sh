@@ -239,4 +239,30 @@ assert all(r["ratio"] > 0 and r["ms_per_call"]["median"] > 0 for r in rows)
 ' "$T/out" || fail "allreduce --json keys"
 pass "micro-benchmark JSON keys"
 
+# ---- formats: --size (P1 on a file of about that size) and --once, small ----
+expect "formats --size 1x" 2 "--size: expected a byte count" "$BENCH" formats --size 1x
+expect "formats --size 0" 2 "--size: expected a byte count" "$BENCH" formats --size 0
+expect "formats --once nope" 2 "--once: expected read-crc, scan or scan-read, got 'nope'" \
+    "$BENCH" formats --once nope --file x
+expect "formats --once without --file" 2 "--once needs --file" "$BENCH" formats --once scan
+F="$T/d/s-00000-of-00002.tfrecord"
+for t in read-crc scan scan-read; do
+    expect "formats --once $t" 0 "^$t: $(stat -c %s "$F") bytes in" "$BENCH" formats --file "$F" --once "$t"
+done
+expect "formats --once on a damaged file" 1 "scan failed" "$BENCH" formats --file "$T/bad.tfrecord" --once scan
+SMALL=(--file "$F" --features label:int64,id:int64 --scratch "$T" --size 64K --repeat 1 --min-time 0)
+expect "formats --size 64K --json" 0 '"at_size"' "$BENCH" formats "${SMALL[@]}" --json
+python3 - "$T/out" <<'PY' || fail "formats --size --json: schema (see above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+a = d["at_size"]
+assert a["size"] == 65536 and 0 < a["plain_bytes"] <= 65536 and a["records"] > 0, a
+assert [r["name"] for r in a["results"]] == ["tfrecord scan + crc (mmap)", "tfrecord scan + crc (read)"], a
+assert all(r["baseline"] == "read()+crc32c" and r["ratio"] > 0 for r in a["results"]), a
+assert d["results"][0]["name"] == "tfrecord scan + crc (mmap)", d
+PY
+ls "$T" | grep -q '^sluice-bench-' && fail "formats --size left its scratch folder"
+expect "formats --size, table" 0 "at --size 65536: [0-9]+ records" "$BENCH" formats "${SMALL[@]}"
+pass "formats --size and --once"
+
 echo "$PASSED passed, 0 failed"

@@ -1,8 +1,13 @@
 /* CRC-32C: TensorFlow's crc32c_test.cc vectors (RFC 3720 B.4), the standard
  * check value, TFRecord's mask, and agreement of every implementation at
- * every length and alignment. */
+ * every length and alignment; on x86-64, that no implementation leaves the
+ * upper halves of the vector registers in use. */
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 #include "fmt_crc32c.h"
 #include "sl_test.h"
@@ -99,6 +104,63 @@ START_TEST(test_impls_agree_every_length_and_alignment)
 }
 END_TEST
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* XGETBV(1) is XINUSE: the state components not in their initial state.
+ * Bit 2: the upper halves of ymm0-15; bit 6: the upper halves of zmm0-15.
+ * Returns 0 when the CPU cannot tell (no OSXSAVE or no XGETBV(1)). */
+static int xinuse(uint64_t *out)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
+        return 0;
+    if (__get_cpuid_max(0, NULL) < 0xd)
+        return 0;
+    __cpuid_count(0xd, 1, a, b, c, d);
+    if (!(a & (1u << 2)))
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    *out = (uint64_t)hi << 32 | lo;
+    return 1;
+}
+
+/* ISA-L's AVX-512 code returns with the upper register halves in use; any
+ * SSE instruction after it then waits on the CRC (3x slower record scans
+ * from DRAM, docs/performance.md "P1 at scale"). fmt_crc32c clears them. */
+START_TEST(test_upper_vector_state_clean_after_crc)
+{
+    uint64_t before;
+    if (!xinuse(&before))
+        return; /* cannot be observed on this CPU */
+    size_t n = (size_t)1 << 20;
+    uint8_t *buf = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (uint8_t)(i * 7 + (i >> 9));
+    static const size_t sizes[] = {8, 63, 64, 836, 4096, (size_t)1 << 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        for (int i = 0; i < FMT_CRC32C_NIMPL; i++) {
+            fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+            if (fn == NULL)
+                continue;
+            volatile uint32_t c = fn(0, buf, sizes[k]);
+            (void)c;
+            uint64_t after = 0;
+            ck_assert(xinuse(&after));
+            ck_assert_msg((after & 0x44) == 0, "impl %d, %zu bytes: XINUSE %#llx after the call", i, sizes[k],
+                          (unsigned long long)after);
+        }
+        volatile uint32_t c = fmt_crc32c(buf, sizes[k]);
+        (void)c;
+        uint64_t after = 0;
+        ck_assert(xinuse(&after));
+        ck_assert_msg((after & 0x44) == 0, "fmt_crc32c, %zu bytes: XINUSE %#llx", sizes[k],
+                      (unsigned long long)after);
+    }
+    free(buf);
+}
+END_TEST
+#endif
+
 START_TEST(test_impl_name)
 {
     const char *n = fmt_crc32c_impl_name();
@@ -115,6 +177,9 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_extend_is_concatenation);
     tcase_add_test(tc, test_impls_agree_every_length_and_alignment);
     tcase_add_test(tc, test_impl_name);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    tcase_add_test(tc, test_upper_vector_state_clean_after_crc);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

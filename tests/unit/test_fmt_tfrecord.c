@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "fmt_crc32c.h"
 #include "fmt_reader.h"
 #include "fmt_tfrecord.h"
 #include "sl_test.h"
@@ -388,6 +389,175 @@ START_TEST(test_writer_abort_removes_file)
 }
 END_TEST
 
+/* ---- the three plain read paths (mapped file, read(2), memory) ---- */
+
+/* Records of lengths that make starts, data and footers fall on both sides
+ * of 4 KiB boundaries (fmt_stream prefetches a lent window 4-8 KiB ahead).
+ * Returns the file size; starts[] gets each record's offset, then the end. */
+static size_t paths_file(uint8_t *out, size_t cap, size_t *starts, size_t *nrec)
+{
+    static const size_t lens[] = {0, 1, 100, 777, 4083, 4084, 4085, 5000, 12, 8180, 3, 9000, 64, 2048};
+    size_t off = 0, n = 0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        size_t len = lens[i];
+        ck_assert(off + len + 16 <= cap);
+        starts[n++] = off;
+        fmt_tfrecord_header(out + off, len);
+        for (size_t k = 0; k < len; k++)
+            out[off + 12 + k] = (uint8_t)(k * 31 + i);
+        uint32_t f = fmt_tfrecord_footer(out + off + 12, len);
+        for (int b = 0; b < 4; b++)
+            out[off + 12 + len + (size_t)b] = (uint8_t)(f >> (8 * b));
+        off += len + 16;
+    }
+    starts[n] = off;
+    *nrec = n;
+    return off;
+}
+
+/* What one path returned for a file: each record, the end code, the error. */
+struct path_run {
+    size_t n;
+    uint64_t off[32], index[32], len[32];
+    uint32_t crc[32];
+    int rc;
+    uint64_t dropped;
+    char msg[SL_ERROR_MSG_MAX];
+};
+
+/* mode 0: the file mapped (default); 1: read(2) in small chunks; 2: memory */
+static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, struct path_run *pr)
+{
+    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .use_read = mode == 1,
+                                .buffer_size = mode == 1 ? 1000 : 0};
+    struct fmt_reader *r;
+    struct sl_error err = {0};
+    if (mode == 2)
+        ck_assert_int_eq(fmt_reader_open_mem(&r, path, bytes, len, &o, &err), 0);
+    else
+        ck_assert_int_eq(fmt_reader_open(&r, path, &o, &err), 0);
+    memset(pr, 0, sizeof *pr);
+    struct fmt_record rec;
+    while ((pr->rc = fmt_reader_next(r, &rec, &err)) == 0) {
+        ck_assert_uint_lt(pr->n, 32);
+        pr->off[pr->n] = rec.offset;
+        pr->index[pr->n] = rec.index;
+        pr->len[pr->n] = rec.len;
+        pr->crc[pr->n] = fmt_crc32c(rec.data, rec.len);
+        pr->n++;
+    }
+    pr->dropped = fmt_reader_dropped_tail(r);
+    snprintf(pr->msg, sizeof pr->msg, "%s", pr->rc == SL_END ? "" : err.msg);
+    fmt_reader_close(r);
+}
+
+/* The three paths over `bytes` agree with each other and with `want_n`
+ * records then `want_msg` ("" for a clean end). */
+static void check_paths(const uint8_t *bytes, size_t len, size_t want_n, const char *want_msg, const char *what)
+{
+    const char *path = sl_test_write("paths.tfrecord", bytes, len);
+    struct path_run pr[3];
+    for (int m = 0; m < 3; m++)
+        run_path(path, bytes, len, m, &pr[m]);
+    for (int m = 0; m < 3; m++) {
+        ck_assert_msg(pr[m].n == want_n, "%s, path %d: %zu records, want %zu", what, m, pr[m].n, want_n);
+        char want[1200];
+        snprintf(want, sizeof want, "%s%s", want_msg[0] ? path : "", want_msg);
+        ck_assert_msg(strcmp(pr[m].msg, want) == 0, "%s, path %d: '%s', want '%s'", what, m, pr[m].msg, want);
+        if (m == 0)
+            continue;
+        ck_assert_int_eq(pr[m].rc, pr[0].rc);
+        ck_assert_uint_eq(pr[m].dropped, pr[0].dropped);
+        for (size_t i = 0; i < pr[0].n; i++) {
+            ck_assert_uint_eq(pr[m].off[i], pr[0].off[i]);
+            ck_assert_uint_eq(pr[m].index[i], pr[0].index[i]);
+            ck_assert_uint_eq(pr[m].len[i], pr[0].len[i]);
+            ck_assert_uint_eq(pr[m].crc[i], pr[0].crc[i]);
+        }
+    }
+}
+
+/* Every cut around the records' boundaries and around each multiple of
+ * 4 KiB, a damaged byte in records that straddle them, and an empty file:
+ * the mapped (prefetched), read(2) and memory paths give the same records,
+ * offsets and TensorFlow's errors at the same offsets. */
+START_TEST(test_mapped_read_and_memory_paths_agree)
+{
+    static uint8_t file[64 << 10];
+    size_t starts[32], nrec;
+    size_t size = paths_file(file, sizeof file, starts, &nrec);
+    check_paths(file, 0, 0, "", "empty file");
+    check_paths(file, size, nrec, "", "whole file");
+    size_t cuts[256], ncut = 0;
+    for (size_t i = 1; i <= nrec; i++)
+        for (size_t d = 0; d < 3; d++) {
+            cuts[ncut++] = starts[i] - d;
+            if (starts[i] - starts[i - 1] > 13)
+                cuts[ncut++] = starts[i - 1] + 12 + d; /* just past the header */
+        }
+    for (size_t k = 4096; k < size; k += 4096)
+        for (size_t d = 0; d < 3; d++) {
+            cuts[ncut++] = k - 1 + d;
+        }
+    for (size_t c = 0; c < ncut; c++) {
+        size_t cut = cuts[c], complete = 0;
+        while (complete < nrec && starts[complete + 1] <= cut)
+            complete++;
+        size_t left = cut - starts[complete];
+        char want[128] = "", what[64];
+        if (left >= 12)
+            snprintf(want, sizeof want, ": truncated record at %zu", starts[complete]);
+        snprintf(what, sizeof what, "cut at %zu", cut);
+        check_paths(file, cut, complete, want, what);
+    }
+    /* a damaged byte: in the header, the first data byte, the last data byte, the footer */
+    for (size_t i = 0; i < nrec; i++) {
+        size_t len = starts[i + 1] - starts[i] - 16;
+        size_t pos[] = {starts[i] + 3, starts[i] + 12, starts[i] + 11 + len, starts[i + 1] - 1};
+        for (int k = 0; k < 4; k++) {
+            file[pos[k]] ^= 0x10;
+            char want[128], what[64];
+            size_t at = pos[k] < starts[i] + 12 ? starts[i] : starts[i] + 12; /* header, else data/footer */
+            snprintf(want, sizeof want, ": corrupted record at %zu%s", at,
+                     at == 0 ? " (Is this even a TFRecord file?)" : "");
+            snprintf(what, sizeof what, "byte %zu of record %zu damaged", pos[k], i);
+            check_paths(file, size, i, want, what);
+            file[pos[k]] ^= 0x10;
+        }
+    }
+}
+END_TEST
+
+/* A mapped reader moved forward past what it has prefetched and back to
+ * the start reads the right records (fmt_stream keeps its prefetch mark
+ * from the position, not from where it was). */
+START_TEST(test_mapped_seek_forward_and_back)
+{
+    static uint8_t file[64 << 10];
+    size_t starts[32], nrec;
+    size_t size = paths_file(file, sizeof file, starts, &nrec);
+    struct fmt_reader *r;
+    struct sl_error err = {0};
+    struct fmt_record rec;
+    ck_assert_int_eq(fmt_reader_open(&r, sl_test_write("seekmap.tfrecord", file, size), NULL, &err), 0);
+    ck_assert_int_eq(fmt_reader_next(r, &rec, &err), 0);
+    size_t order[] = {nrec - 1, 1, nrec - 3, 0};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        size_t i = order[k];
+        ck_assert_int_eq(fmt_reader_seek(r, starts[i], i, &err), 0);
+        for (size_t j = i; j < nrec; j++) {
+            ck_assert_int_eq(fmt_reader_next(r, &rec, &err), 0);
+            ck_assert_uint_eq(rec.offset, starts[j]);
+            ck_assert_uint_eq(rec.index, j);
+            ck_assert_uint_eq(rec.len, starts[j + 1] - starts[j] - 16);
+            ck_assert_uint_eq(fmt_tfrecord_footer(rec.data, rec.len), fmt_tfrecord_footer(file + starts[j] + 12, rec.len));
+        }
+        ck_assert_int_eq(fmt_reader_next(r, &rec, &err), SL_END);
+    }
+    fmt_reader_close(r);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("fmt_tfrecord");
@@ -406,6 +576,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_large_records_across_refills);
     tcase_add_test(tc, test_frame_by_offset);
     tcase_add_test(tc, test_writer_abort_removes_file);
+    tcase_add_test(tc, test_mapped_read_and_memory_paths_agree);
+    tcase_add_test(tc, test_mapped_seek_forward_and_back);
     suite_add_tcase(s, tc);
     return s;
 }
