@@ -27,10 +27,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "feed_assemble.h"
-#include "feed_exec.h"
-#include "feed_hold.h"
-#include "feed_plan.h"
+#include "feed_serve.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_log.h"
@@ -38,83 +35,7 @@
 #include "sl_proc.h"
 #include "sl_wire.h"
 
-#define MAX_IDENTITY 256
-/* The furthest resume point a HELLO may ask for: no trainer can have taken
- * 2^48 pieces (at a million pieces a second, 9 years). */
-#define MAX_RESUME ((uint64_t)1 << 48)
-/* Pieces of the plan passed over per trainer per turn of the serving loop
- * while it seeks a resume point within an epoch (whole epochs are skipped
- * arithmetically), so HELLOs, heartbeats and signals are never held up. */
-#define SKIP_CHUNK 4096
-
-struct trainer {
-    int active;
-    uint8_t id[MAX_IDENTITY];
-    size_t id_len;
-    uint64_t generation;
-    struct feed_plan *plan;
-    int plan_done;
-    uint64_t credits;   /* pieces it may still be scheduled */
-    uint64_t initial;   /* credits of the HELLO */
-    uint64_t granted;   /* credits received in all */
-    uint64_t scheduled; /* pieces scheduled in all */
-    uint64_t inflight;  /* scheduled, not yet sent */
-    uint64_t sent;
-    uint64_t last_seq;  /* highest seq planned + 1 (for END) */
-    uint64_t skip;      /* pieces of the plan still to pass over before the resume point */
-    uint64_t epochs;
-    int end_sent;
-    uint64_t last_seen_ns;
-    uint64_t last_hb_ns;
-    uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
-    /* Shared memory: offered in the WELCOME when the HELLO asked, used once
-     * the trainer's CREDIT says it mapped it; the buffers of pieces sent
-     * that way are held until their credits come back (feed_hold.h) */
-    enum feed_shm_state shm;
-    struct feed_hold hold;
-};
-
-struct server {
-    const struct feed_server_opts *o;
-    struct sl_metrics *m; /* every figure (feed_metrics.h) */
-    void *ctx;
-    void *router;
-    struct feed_exec *exec;
-    struct sl_pool *pool;
-    size_t ntasks;
-    unsigned nthreads;
-    struct feed_schema schema;
-    /* cluster shape, from the first HELLO */
-    uint32_t workers, replicas;
-    uint64_t steps;
-    struct feed_plan_config cfg;
-    struct trainer *trainers; /* [workers] */
-    uint64_t generation;
-    uint32_t ended;           /* workers whose last connection got END */
-    struct sl_buf hbuf;       /* header frames */
-    struct sl_wire_msg msg;   /* decoded input (large: kept here) */
-    uint64_t piece_bytes;     /* one pool buffer */
-    size_t max_rows;          /* G: the assemblers' capacity */
-    size_t piece_rows;        /* ceil(G / (W R)): the most rows a piece has */
-    size_t prefetch;          /* steps */
-    uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
-    struct sl_pool_shm shm;   /* the pool's memfd when shared (shm.size 0: private pool) */
-    /* The shape is the first HELLO's until a trainer consumes a piece
-     * (`consumed`), or the feeder's own from the start (`fixed`): a shape
-     * nobody consumed is released once its last trainer has gone, so a
-     * wrong or hostile HELLO cannot hold the job. A released pool may still
-     * have frames in ZeroMQ: it waits in `retired` until they are back. */
-    int fixed, consumed, release_pending;
-    struct sl_pool *retired[4];
-    int fatal;
-    struct sl_error fatal_err;
-    /* log lines anybody on the network can cause: at most 10 a second each */
-    struct sl_log_limit lim_refuse, lim_bad;
-};
-
 /* ---- sending ---- */
-
-static void drop(struct server *s, struct trainer *t, const char *why);
 
 static int send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more)
 {
@@ -141,7 +62,7 @@ static void send_simple(struct server *s, struct trainer *t, int rc_encode, cons
     if (send_frames(s, t, &s->hbuf, 0) != 0) {
         char why[160];
         snprintf(why, sizeof why, "could not be sent the %s (%s) and was dropped", what, zmq_strerror(errno));
-        drop(s, t, why);
+        feed__drop(s, t, why);
     }
 }
 
@@ -250,14 +171,14 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
                  zmq_strerror(errno));
         if (shared)
             sl_pool_put(s->pool, k->buf);
-        drop(s, t, why);
+        feed__drop(s, t, why);
         return;
     }
     if (shared && feed_hold_put(&t->hold, k->ordinal, k->buf) != 0) {
         /* cannot happen while credits are honest (at most `window`
          * outstanding, and the ring holds twice that) */
         sl_pool_put(s->pool, k->buf);
-        drop(s, t, "had more pieces outstanding than its window and was dropped");
+        feed__drop(s, t, "had more pieces outstanding than its window and was dropped");
         return;
     }
     if (shared) {
@@ -283,7 +204,7 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
             char why[160];
             snprintf(why, sizeof why, "could not be sent the body of piece %" PRIu64 " (%s) and was dropped", p->seq,
                      zmq_strerror(errno));
-            drop(s, t, why);
+            feed__drop(s, t, why);
             return;
         }
     }
@@ -419,178 +340,6 @@ static struct trainer *find(struct server *s, const uint8_t *id, size_t id_len)
     return NULL;
 }
 
-static int setup_cluster(struct server *s, uint32_t W, uint32_t R, struct sl_error *err)
-{
-    /* A piece holds at most ceil(G / (W R)) rows under every split (the
-     * stream split's sizes are lo or lo + 1, the legacy split's ceil(b / N)
-     * with b <= G, per-replica input's G / N), so buffers are sized for
-     * that, not for the global batch. */
-    uint64_t n = (uint64_t)W * R;
-    s->piece_rows = (size_t)((s->max_rows + n - 1) / n);
-    s->piece_bytes = s->o->max_piece_bytes;
-    if (s->piece_bytes == 0) {
-        s->piece_bytes = feed_piece_fixed_bytes(s->o->specs, s->o->nspecs, s->piece_rows);
-        if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
-            s->piece_bytes = s->piece_rows * 16384 + ((uint64_t)1 << 20);
-        s->piece_bytes += 64 * FEED_MAX_TENSORS;
-    }
-    /* `prefetch` counts steps, as tf.data's prefetch after batching does:
-     * a trainer may have prefetch x R pieces outstanding (a window below R
-     * could never make up a step). Buffers: that window for every worker
-     * (pieces queued in ZeroMQ towards a trainer that stops reading stay
-     * within its own window, so it can never starve another), plus one per
-     * task for pieces of a dropped connection still being assembled. */
-    s->window = s->prefetch * R;
-    /* the pool's size is checked before anything is allocated: a HELLO
-     * cannot make the feeder take more than --piece-memory */
-    uint64_t nbufs64 = 0, pool_bytes = 0;
-    int huge = __builtin_mul_overflow(s->window, (uint64_t)W, &nbufs64) ||
-               __builtin_add_overflow(nbufs64, (uint64_t)s->ntasks, &nbufs64) ||
-               __builtin_mul_overflow(nbufs64, s->piece_bytes, &pool_bytes);
-    if (huge || pool_bytes > s->o->piece_memory) {
-        char need[32] = "over 2^64";
-        if (!huge)
-            snprintf(need, sizeof need, "%" PRIu64, pool_bytes);
-        return sl_error_set(err, SL_EINVAL,
-                            "%u workers x %u replicas need %s bytes of piece memory (%" PRIu64
-                            " buffers of %" PRIu64 " bytes: %zu steps of prefetch x %u replicas x %u workers + %zu "
-                            "tasks), over this feeder's --piece-memory of %" PRIu64 " bytes",
-                            W, R, need, huge ? 0 : nbufs64, s->piece_bytes, s->prefetch, R, W, s->ntasks,
-                            s->o->piece_memory);
-    }
-    /* planning looks at every worker: only for a shape within the bound */
-    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &s->cfg);
-    if (rc != 0)
-        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
-    struct feed_plan_summary sum;
-    rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
-    if (rc != 0)
-        return rc;
-    size_t nbufs = (size_t)nbufs64;
-    s->trainers = sl_calloc(W, sizeof *s->trainers);
-    if (s->trainers == NULL)
-        return sl_error_set(err, SL_ENOMEM, "out of memory");
-    for (uint32_t w = 0; w < W; w++)
-        if (feed_hold_init(&s->trainers[w].hold, s->window) != 0)
-            rc = SL_ENOMEM;
-    /* Pieces in shared memory when a trainer on this host maps it; else,
-     * or where memfd is missing, a private pool and copies. */
-    _Static_assert(SL_POOL_SHM_HEADER == SL_WIRE_SHM_HEADER, "shared memory header sizes differ");
-    if (rc == 0 && !s->o->no_shm &&
-        (rc = sl_pool_create_shared(&s->pool, nbufs, (size_t)s->piece_bytes, &s->shm)) != 0) {
-        sl_log(SL_LOG_INFO, "no shared memory for piece buffers (%s): pieces go by copy", sl_code_name(rc));
-        memset(&s->shm, 0, sizeof s->shm);
-        rc = 0;
-    }
-    if (rc == 0 && s->pool == NULL)
-        rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
-    if (rc != 0) {
-        for (uint32_t w = 0; w < W; w++)
-            feed_hold_free(&s->trainers[w].hold);
-        sl_free(s->trainers);
-        s->trainers = NULL;
-        return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
-    }
-    sl_metrics_set(s->m, FEED_M_POOL_BYTES, (uint64_t)nbufs * s->piece_bytes);
-    s->workers = W;
-    s->replicas = R;
-    s->steps = sum.steps;
-    sl_log(SL_LOG_INFO,
-           "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes",
-           W, R, s->steps, nbufs, s->piece_bytes);
-    return 0;
-}
-
-/* Destroy retired pools whose every buffer is back. */
-static void reap_retired(struct server *s)
-{
-    for (size_t i = 0; i < sizeof s->retired / sizeof s->retired[0]; i++)
-        if (s->retired[i] != NULL && sl_pool_wait_idle(s->retired[i], 0) == 0) {
-            sl_pool_destroy(s->retired[i]);
-            s->retired[i] = NULL;
-        }
-}
-
-/* Forget a cluster shape no trainer consumed a piece of, its last trainer
- * gone: the next HELLO sets the shape again. 0, or -1 while that cannot be
- * done yet (pieces are being assembled in its pool, or earlier pools are
- * still in ZeroMQ's hands). */
-static int release_shape(struct server *s)
-{
-    if (s->workers == 0)
-        return 0;
-    if (feed_exec_free(s->exec) != feed_exec_tasks(s->exec)) /* executors hold buffers of this pool */
-        return -1;
-    reap_retired(s);
-    size_t slot = 0, nslots = sizeof s->retired / sizeof s->retired[0];
-    while (slot < nslots && s->retired[slot] != NULL)
-        slot++;
-    if (slot == nslots)
-        return -1;
-    for (uint32_t w = 0; w < s->workers; w++) {
-        feed_plan_destroy(s->trainers[w].plan);
-        feed_hold_release_all(&s->trainers[w].hold, s->pool);
-        feed_hold_free(&s->trainers[w].hold);
-    }
-    sl_free(s->trainers);
-    s->trainers = NULL;
-    /* frames sent by copy may still be queued in ZeroMQ: the pool goes
-     * when they are back (reap_retired) */
-    s->retired[slot] = s->pool;
-    s->pool = NULL;
-    memset(&s->shm, 0, sizeof s->shm);
-    sl_log(SL_LOG_INFO, "cluster shape %u workers x %u replicas released: its trainers left without taking a piece",
-           s->workers, s->replicas);
-    s->workers = s->replicas = 0;
-    s->steps = 0;
-    s->ended = 0;
-    sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
-    s->release_pending = 0;
-    return 0;
-}
-
-static void drop(struct server *s, struct trainer *t, const char *why)
-{
-    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
-    t->active = 0;
-    t->generation = ++s->generation; /* tasks in flight for it are dropped */
-    /* its shared buffers stay held until the worker's next HELLO */
-    t->shm = FEED_SHM_NONE;
-    /* the last trainer of a shape nobody consumed from: release it */
-    if (!s->fixed && !s->consumed) {
-        uint32_t active = 0;
-        for (uint32_t w = 0; w < s->workers; w++)
-            active += s->trainers[w].active != 0;
-        s->release_pending = active == 0;
-    }
-}
-
-/* How long a trainer may be silent before another connection may take its
- * place: 2.5 of its heartbeats (1 s when it sends none). */
-static uint64_t grace_ns(const struct trainer *t)
-{
-    return (uint64_t)(t->heartbeat_ms ? t->heartbeat_ms : 1000) * 2500000u;
-}
-
-/* A HELLO of another shape, while the shape is the first trainers' and
- * none has consumed a piece: if every one of them is silent past its grace
- * (gone), drop them and release the shape. 0 when released. */
-static int take_over_shape(struct server *s)
-{
-    if (s->fixed || s->consumed)
-        return -1;
-    uint64_t now = sl_clock_ns();
-    for (uint32_t w = 0; w < s->workers; w++) {
-        const struct trainer *t = &s->trainers[w];
-        if (t->active && now - t->last_seen_ns < grace_ns(t))
-            return -1;
-    }
-    for (uint32_t w = 0; w < s->workers; w++)
-        if (s->trainers[w].active)
-            drop(s, &s->trainers[w], "was silent and had taken no piece when a trainer of another shape came");
-    return release_shape(s);
-}
-
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
 {
     /* s->msg is reused for the answer: keep the HELLO */
@@ -601,7 +350,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
                job->name);
         return;
     }
-    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && take_over_shape(s) != 0) {
+    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0) {
         refuse(s, id, id_len, "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
                "%u x %u (%s)",
                h->workers, h->replicas, s->workers, s->replicas,
@@ -615,7 +364,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     }
     if (s->workers == 0) {
         struct sl_error err = {0};
-        if (setup_cluster(s, h->workers, h->replicas, &err) != 0) {
+        if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
             refuse(s, id, id_len, "%s", err.msg);
             return;
         }
@@ -650,14 +399,14 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
          * and its replacement need not wait out the whole timeout. One
          * that is alive keeps its place. */
         uint64_t silent = sl_clock_ns() - t->last_seen_ns;
-        if (silent < grace_ns(t)) {
+        if (silent < feed__grace_ns(t)) {
             refuse(s, id, id_len, "worker %u is already connected (and heard from %.1f s ago)", h->worker,
                    (double)silent / 1e9);
             return;
         }
         sl_log(SL_LOG_WARN, "worker %u: a new connection takes the place of one silent for %.1f s", h->worker,
                (double)silent / 1e9);
-        drop(s, t, "was replaced");
+        feed__drop(s, t, "was replaced");
     }
     if (id_len > MAX_IDENTITY) {
         refuse(s, id, id_len, "identity too long");
@@ -773,7 +522,7 @@ static void on_message(struct server *s)
         if (t != NULL || sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
         if (t != NULL)
-            drop(s, t, "sent a malformed message and was dropped");
+            feed__drop(s, t, "sent a malformed message and was dropped");
         goto out;
     }
     if (t != NULL)
@@ -809,7 +558,7 @@ static void on_message(struct server *s)
          * buffers go back at once */
         if (t != NULL) {
             feed_hold_release_all(&t->hold, s->pool);
-            drop(s, t, "said goodbye");
+            feed__drop(s, t, "said goodbye");
         }
         break;
     default:
@@ -838,7 +587,7 @@ static void heartbeats_and_ends(struct server *s)
         if (now - t->last_seen_ns > to) {
             sl_log(SL_LOG_WARN, "worker %u silent for %.1f s (heartbeat timeout %.1f s)", w,
                    (double)(now - t->last_seen_ns) / 1e9, (double)s->o->timeout_ms / 1e3);
-            drop(s, t, "timed out");
+            feed__drop(s, t, "timed out");
             continue;
         }
         if (now - t->last_hb_ns >= hb) {
@@ -976,7 +725,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     if (rc == 0 && o.workers != 0) {
         /* the shape from the feeder's side: no HELLO can change it */
         s->fixed = 1;
-        if ((rc = setup_cluster(s, o.workers, o.replicas ? o.replicas : 1, err)) != 0)
+        if ((rc = feed__shape_setup(s, o.workers, o.replicas ? o.replicas : 1, err)) != 0)
             sl_error_prefix(err, "--workers %u --replicas %u: ", o.workers, o.replicas ? o.replicas : 1);
     }
     int started = rc == 0;
@@ -1021,9 +770,9 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                                        .blocked = c->blocked_s};
         }
         if (s->release_pending)
-            (void)release_shape(s);
+            (void)feed__shape_release(s);
         if (s->retired[0] != NULL || s->retired[1] != NULL || s->retired[2] != NULL || s->retired[3] != NULL)
-            reap_retired(s);
+            feed__shape_reap(s);
         int skipping = skip_some(s);
         int waiting = schedule(s);
         if (s->fatal) {

@@ -1,0 +1,116 @@
+/* feed_serve: what the serving loop's parts share inside the feeder (not
+ * an API): the server and its table of trainer connections, and the
+ * cluster shape's lifetime (feed_shape.c). One owner: the serving thread.
+ */
+#ifndef FEED_SERVE_H
+#define FEED_SERVE_H
+
+#include <stdint.h>
+
+#include "feed_assemble.h"
+#include "feed_exec.h"
+#include "feed_hold.h"
+#include "feed_plan.h"
+#include "feed_server.h"
+#include "sl_buf.h"
+#include "sl_log.h"
+#include "sl_pool.h"
+#include "sl_wire.h"
+
+#define MAX_IDENTITY 256
+/* The furthest resume point a HELLO may ask for: no trainer can have taken
+ * 2^48 pieces (at a million pieces a second, 9 years). */
+#define MAX_RESUME ((uint64_t)1 << 48)
+/* Pieces of the plan passed over per trainer per turn of the serving loop
+ * while it seeks a resume point within an epoch (whole epochs are skipped
+ * arithmetically), so HELLOs, heartbeats and signals are never held up. */
+#define SKIP_CHUNK 4096
+
+struct trainer {
+    int active;
+    uint8_t id[MAX_IDENTITY];
+    size_t id_len;
+    uint64_t generation;
+    struct feed_plan *plan;
+    int plan_done;
+    uint64_t credits;   /* pieces it may still be scheduled */
+    uint64_t initial;   /* credits of the HELLO */
+    uint64_t granted;   /* credits received in all */
+    uint64_t scheduled; /* pieces scheduled in all */
+    uint64_t inflight;  /* scheduled, not yet sent */
+    uint64_t sent;
+    uint64_t last_seq;  /* highest seq planned + 1 (for END) */
+    uint64_t skip;      /* pieces of the plan still to pass over before the resume point */
+    uint64_t epochs;
+    int end_sent;
+    uint64_t last_seen_ns;
+    uint64_t last_hb_ns;
+    uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
+    /* Shared memory: offered in the WELCOME when the HELLO asked, used once
+     * the trainer's CREDIT says it mapped it; the buffers of pieces sent
+     * that way are held until their credits come back (feed_hold.h) */
+    enum feed_shm_state shm;
+    struct feed_hold hold;
+};
+
+struct server {
+    const struct feed_server_opts *o;
+    struct sl_metrics *m; /* every figure (feed_metrics.h) */
+    void *ctx;
+    void *router;
+    struct feed_exec *exec;
+    struct sl_pool *pool;
+    size_t ntasks;
+    unsigned nthreads;
+    struct feed_schema schema;
+    /* cluster shape, from the first HELLO */
+    uint32_t workers, replicas;
+    uint64_t steps;
+    struct feed_plan_config cfg;
+    struct trainer *trainers; /* [workers] */
+    uint64_t generation;
+    uint32_t ended;           /* workers whose last connection got END */
+    struct sl_buf hbuf;       /* header frames */
+    struct sl_wire_msg msg;   /* decoded input (large: kept here) */
+    uint64_t piece_bytes;     /* one pool buffer */
+    size_t max_rows;          /* G: the assemblers' capacity */
+    size_t piece_rows;        /* ceil(G / (W R)): the most rows a piece has */
+    size_t prefetch;          /* steps */
+    uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
+    struct sl_pool_shm shm;   /* the pool's memfd when shared (shm.size 0: private pool) */
+    /* The shape is the first HELLO's until a trainer consumes a piece
+     * (`consumed`), or the feeder's own from the start (`fixed`): a shape
+     * nobody consumed is released once its last trainer has gone, so a
+     * wrong or hostile HELLO cannot hold the job. A released pool may still
+     * have frames in ZeroMQ: it waits in `retired` until they are back. */
+    int fixed, consumed, release_pending;
+    struct sl_pool *retired[4];
+    int fatal;
+    struct sl_error fatal_err;
+    /* log lines anybody on the network can cause: at most 10 a second each */
+    struct sl_log_limit lim_refuse, lim_bad;
+};
+
+/* ---- the cluster shape (feed_shape.c) ---- */
+
+/* Size and allocate what a W x R shape needs (the pool checked against
+ * --piece-memory before anything is allocated, a hold ring per worker),
+ * plan it, and make it the server's shape. */
+int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error *err);
+/* Destroy retired pools whose every buffer is back. */
+void feed__shape_reap(struct server *s);
+/* Forget a shape no trainer consumed a piece of, its last trainer gone.
+ * 0, or -1 while that cannot be done yet. */
+int feed__shape_release(struct server *s);
+/* A HELLO of another shape: release an unconsumed shape whose trainers
+ * are all silent past their grace. 0 when released. */
+int feed__shape_take_over(struct server *s);
+/* The connection of t ends (why: for the log); tasks in flight for it are
+ * dropped; the last trainer of an unconsumed shape leaving asks for its
+ * release. */
+void feed__drop(struct server *s, struct trainer *t, const char *why);
+/* How long a trainer may be silent before another connection may take its
+ * place: 2.5 of its heartbeats (1 s when it sends none). */
+uint64_t feed__grace_ns(const struct trainer *t);
+
+#endif

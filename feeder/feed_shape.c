@@ -1,0 +1,186 @@
+/* feed_shape: the cluster shape's lifetime on a feeder (docs/protocol.md,
+ * "How sluice's feeder and trainer use it"): set from the feeder's
+ * --workers/--replicas or the first HELLO, sized against --piece-memory
+ * before anything is allocated, kept once a trainer consumed a piece, and
+ * released when the trainers of an unconsumed shape are gone. */
+#include "feed_serve.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "feed_metrics.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+
+int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error *err)
+{
+    /* A piece holds at most ceil(G / (W R)) rows under every split (the
+     * stream split's sizes are lo or lo + 1, the legacy split's ceil(b / N)
+     * with b <= G, per-replica input's G / N), so buffers are sized for
+     * that, not for the global batch. */
+    uint64_t n = (uint64_t)W * R;
+    s->piece_rows = (size_t)((s->max_rows + n - 1) / n);
+    s->piece_bytes = s->o->max_piece_bytes;
+    if (s->piece_bytes == 0) {
+        s->piece_bytes = feed_piece_fixed_bytes(s->o->specs, s->o->nspecs, s->piece_rows);
+        if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
+            s->piece_bytes = s->piece_rows * 16384 + ((uint64_t)1 << 20);
+        s->piece_bytes += 64 * FEED_MAX_TENSORS;
+    }
+    /* `prefetch` counts steps, as tf.data's prefetch after batching does:
+     * a trainer may have prefetch x R pieces outstanding (a window below R
+     * could never make up a step). Buffers: that window for every worker
+     * (pieces queued in ZeroMQ towards a trainer that stops reading stay
+     * within its own window, so it can never starve another), plus one per
+     * task for pieces of a dropped connection still being assembled. */
+    s->window = s->prefetch * R;
+    /* the pool's size is checked before anything is allocated: a HELLO
+     * cannot make the feeder take more than --piece-memory */
+    uint64_t nbufs64 = 0, pool_bytes = 0;
+    int huge = __builtin_mul_overflow(s->window, (uint64_t)W, &nbufs64) ||
+               __builtin_add_overflow(nbufs64, (uint64_t)s->ntasks, &nbufs64) ||
+               __builtin_mul_overflow(nbufs64, s->piece_bytes, &pool_bytes);
+    if (huge || pool_bytes > s->o->piece_memory) {
+        char need[32] = "over 2^64";
+        if (!huge)
+            snprintf(need, sizeof need, "%" PRIu64, pool_bytes);
+        return sl_error_set(err, SL_EINVAL,
+                            "%u workers x %u replicas need %s bytes of piece memory (%" PRIu64
+                            " buffers of %" PRIu64 " bytes: %zu steps of prefetch x %u replicas x %u workers + %zu "
+                            "tasks), over this feeder's --piece-memory of %" PRIu64 " bytes",
+                            W, R, need, huge ? 0 : nbufs64, s->piece_bytes, s->prefetch, R, W, s->ntasks,
+                            s->o->piece_memory);
+    }
+    /* planning looks at every worker: only for a shape within the bound */
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &s->cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    struct feed_plan_summary sum;
+    rc = feed_plan_summarize(&s->cfg, 0, &sum, err);
+    if (rc != 0)
+        return rc;
+    size_t nbufs = (size_t)nbufs64;
+    s->trainers = sl_calloc(W, sizeof *s->trainers);
+    if (s->trainers == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (uint32_t w = 0; w < W; w++)
+        if (feed_hold_init(&s->trainers[w].hold, s->window) != 0)
+            rc = SL_ENOMEM;
+    /* Pieces in shared memory when a trainer on this host maps it; else,
+     * or where memfd is missing, a private pool and copies. */
+    _Static_assert(SL_POOL_SHM_HEADER == SL_WIRE_SHM_HEADER, "shared memory header sizes differ");
+    if (rc == 0 && !s->o->no_shm &&
+        (rc = sl_pool_create_shared(&s->pool, nbufs, (size_t)s->piece_bytes, &s->shm)) != 0) {
+        sl_log(SL_LOG_INFO, "no shared memory for piece buffers (%s): pieces go by copy", sl_code_name(rc));
+        memset(&s->shm, 0, sizeof s->shm);
+        rc = 0;
+    }
+    if (rc == 0 && s->pool == NULL)
+        rc = sl_pool_create(&s->pool, nbufs, (size_t)s->piece_bytes);
+    if (rc != 0) {
+        for (uint32_t w = 0; w < W; w++)
+            feed_hold_free(&s->trainers[w].hold);
+        sl_free(s->trainers);
+        s->trainers = NULL;
+        return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
+    }
+    sl_metrics_set(s->m, FEED_M_POOL_BYTES, (uint64_t)nbufs * s->piece_bytes);
+    s->workers = W;
+    s->replicas = R;
+    s->steps = sum.steps;
+    sl_log(SL_LOG_INFO,
+           "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes",
+           W, R, s->steps, nbufs, s->piece_bytes);
+    return 0;
+}
+
+/* Destroy retired pools whose every buffer is back. */
+void feed__shape_reap(struct server *s)
+{
+    for (size_t i = 0; i < sizeof s->retired / sizeof s->retired[0]; i++)
+        if (s->retired[i] != NULL && sl_pool_wait_idle(s->retired[i], 0) == 0) {
+            sl_pool_destroy(s->retired[i]);
+            s->retired[i] = NULL;
+        }
+}
+
+/* Forget a cluster shape no trainer consumed a piece of, its last trainer
+ * gone: the next HELLO sets the shape again. 0, or -1 while that cannot be
+ * done yet (pieces are being assembled in its pool, or earlier pools are
+ * still in ZeroMQ's hands). */
+int feed__shape_release(struct server *s)
+{
+    if (s->workers == 0)
+        return 0;
+    if (feed_exec_free(s->exec) != feed_exec_tasks(s->exec)) /* executors hold buffers of this pool */
+        return -1;
+    feed__shape_reap(s);
+    size_t slot = 0, nslots = sizeof s->retired / sizeof s->retired[0];
+    while (slot < nslots && s->retired[slot] != NULL)
+        slot++;
+    if (slot == nslots)
+        return -1;
+    for (uint32_t w = 0; w < s->workers; w++) {
+        feed_plan_destroy(s->trainers[w].plan);
+        feed_hold_release_all(&s->trainers[w].hold, s->pool);
+        feed_hold_free(&s->trainers[w].hold);
+    }
+    sl_free(s->trainers);
+    s->trainers = NULL;
+    /* frames sent by copy may still be queued in ZeroMQ: the pool goes
+     * when they are back (reap_retired) */
+    s->retired[slot] = s->pool;
+    s->pool = NULL;
+    memset(&s->shm, 0, sizeof s->shm);
+    sl_log(SL_LOG_INFO, "cluster shape %u workers x %u replicas released: its trainers left without taking a piece",
+           s->workers, s->replicas);
+    s->workers = s->replicas = 0;
+    s->steps = 0;
+    s->ended = 0;
+    sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
+    s->release_pending = 0;
+    return 0;
+}
+
+void feed__drop(struct server *s, struct trainer *t, const char *why)
+{
+    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
+    t->active = 0;
+    t->generation = ++s->generation; /* tasks in flight for it are dropped */
+    /* its shared buffers stay held until the worker's next HELLO */
+    t->shm = FEED_SHM_NONE;
+    /* the last trainer of a shape nobody consumed from: release it */
+    if (!s->fixed && !s->consumed) {
+        uint32_t active = 0;
+        for (uint32_t w = 0; w < s->workers; w++)
+            active += s->trainers[w].active != 0;
+        s->release_pending = active == 0;
+    }
+}
+
+/* How long a trainer may be silent before another connection may take its
+ * place: 2.5 of its heartbeats (1 s when it sends none). */
+uint64_t feed__grace_ns(const struct trainer *t)
+{
+    return (uint64_t)(t->heartbeat_ms ? t->heartbeat_ms : 1000) * 2500000u;
+}
+
+/* A HELLO of another shape, while the shape is the first trainers' and
+ * none has consumed a piece: if every one of them is silent past its grace
+ * (gone), drop them and release the shape. 0 when released. */
+int feed__shape_take_over(struct server *s)
+{
+    if (s->fixed || s->consumed)
+        return -1;
+    uint64_t now = sl_clock_ns();
+    for (uint32_t w = 0; w < s->workers; w++) {
+        const struct trainer *t = &s->trainers[w];
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t))
+            return -1;
+    }
+    for (uint32_t w = 0; w < s->workers; w++)
+        if (s->trainers[w].active)
+            feed__drop(s, &s->trainers[w], "was silent and had taken no piece when a trainer of another shape came");
+    return feed__shape_release(s);
+}
