@@ -392,7 +392,8 @@ END_TEST
 /* ---- the three plain read paths (mapped file, read(2), memory) ---- */
 
 /* Records of lengths that make starts, data and footers fall on both sides
- * of 4 KiB boundaries (fmt_stream prefetches a lent window 4-8 KiB ahead).
+ * of 4 KiB boundaries (fmt_stream prefetches a lent window a few KiB ahead,
+ * in steps of 2 KiB).
  * Returns the file size; starts[] gets each record's offset, then the end. */
 static size_t paths_file(uint8_t *out, size_t cap, size_t *starts, size_t *nrec)
 {
