@@ -33,31 +33,12 @@
 #include "fmt_index.h"
 #include "fmt_reader.h"
 #include "sl_alloc.h"
-
-static inline uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static inline uint32_t load_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline void store_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+#include "sl_bytes.h"
 
 void fmt_tfrecord_header(uint8_t out[FMT_TFRECORD_HEADER], uint64_t len)
 {
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)(len >> (8 * i));
-    store_le32(out + 8, fmt_crc32c_mask(fmt_crc32c(out, 8)));
+    sl_store_le64(out, len);
+    sl_store_le32(out + 8, fmt_crc32c_mask(fmt_crc32c(out, 8)));
 }
 
 uint32_t fmt_tfrecord_footer(const void *data, size_t len)
@@ -67,7 +48,7 @@ uint32_t fmt_tfrecord_footer(const void *data, size_t len)
 
 int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
 {
-    return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(load_le32(head + 8)) == fmt_crc32c(head, 8);
+    return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(sl_load_le32(head + 8)) == fmt_crc32c(head, 8);
 }
 
 /* The 12 header bytes at p of the record starting at `start`: the length,
@@ -75,10 +56,10 @@ int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
 static int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
                         struct sl_error *err)
 {
-    if (!skip_crc && fmt_crc32c_unmask(load_le32(p + 8)) != fmt_crc32c(p, 8))
+    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(p + 8)) != fmt_crc32c(p, 8))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
                             start == 0 ? " (Is this even a TFRecord file?)" : "");
-    *len = load_le64(p);
+    *len = sl_load_le64(p);
     if (*len > max)
         return sl_error_set(err, SL_ECORRUPT, "record length %llu exceeds max_record_bytes %zu at %llu",
                             (unsigned long long)*len, max, (unsigned long long)start);
@@ -88,7 +69,7 @@ static int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_c
 /* The data and footer CRC of a record whose data starts at `data`. */
 static int check_data(const uint8_t *data, uint64_t len, uint64_t start, int skip_crc, struct sl_error *err)
 {
-    if (!skip_crc && fmt_crc32c_unmask(load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
+    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu",
                             (unsigned long long)(start + FMT_TFRECORD_HEADER));
     return 0;
@@ -376,7 +357,7 @@ int fmt_tfrecord_writer_write(struct fmt_tfrecord_writer *w, const void *data, s
 {
     uint8_t head[FMT_TFRECORD_HEADER], foot[FMT_TFRECORD_FOOTER];
     fmt_tfrecord_header(head, len);
-    store_le32(foot, fmt_tfrecord_footer(data, len));
+    sl_store_le32(foot, fmt_tfrecord_footer(data, len));
     int rc = emit(w, head, sizeof head, err);
     if (rc == 0)
         rc = emit(w, data, len, err);
