@@ -535,11 +535,14 @@ def main():
     ok("--report-s: %d progress lines, the stopped trainer seen as %s%% waiting for credits"
        % (len(reports), max(int(r[4]) for r in reports)))
 
-    # a killed feeder is reported by the trainer within the heartbeat timeout
+    # a killed feeder is reported by the trainer before its heartbeat
+    # timeout (5 s here): the closed connection is what it reports, not the
+    # silence (the time bound only has to beat the timeout, for loaded
+    # machines and sanitizers)
     code, took, log = kill_feeder_under_trainer(files, "kill", ())
-    if code != 1 or "connection closed" not in log or took > 3:
+    if code != 1 or "connection closed" not in log or "silent for" in log or took >= 5:
         fail("killed feeder: exit %d after %.1f s:\n%s" % (code, took, log))
-    ok("a killed feeder is reported at once, not after the 10 s heartbeat timeout (%.1f s): its connection closed"
+    ok("a killed feeder is reported at once, not after the 5 s heartbeat timeout (%.1f s): its connection closed"
        % took)
     # one that hangs (stopped: its connection stays open) within the timeout
     code, took, log = kill_feeder_under_trainer(files, "hung", ("--timeout-ms", "1500"), signal.SIGSTOP)
