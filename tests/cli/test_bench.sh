@@ -180,7 +180,7 @@ fi
 "$BENCH" run --job job.json --repeat 1 --warmup 0 --epochs 1000000 >"$T/out" 2>"$T/err" &
 BGPID=$!
 fpid=""
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     fpid=$(sed -n 's/.*started feeder 0 of 1 (pid \([0-9]*\)).*/\1/p' "$T/err" | head -1)
     grep -q "started trainer 0" "$T/err" && [ -n "$fpid" ] && break
     sleep 0.1
@@ -199,7 +199,7 @@ pass "a feeder killed mid-run: exit 1, message, no process left"
 # ---- SIGTERM to sluice-bench stops and reaps every process ----
 "$BENCH" run --job job.json --feeders 2 --repeat 1 --warmup 0 --epochs 1000000 >"$T/out" 2>"$T/err" &
 BGPID=$!
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     grep -q "started trainer 0" "$T/err" && break
     sleep 0.1
 done
