@@ -1,8 +1,8 @@
 /* fmt_index: build and load tfrecord2idx index files. Building scans with
- * the ordinary reader (so every CRC is checked) and writes through stdio to
- * "<idx>.tmp.<pid>", renamed into place only when the whole file indexed
- * cleanly. Loading parses strictly: a damaged index must not send a reader
- * to a wrong offset. */
+ * the ordinary reader (so every CRC is checked) and writes through
+ * sl_output (an exclusive temporary, renamed into place only when the whole
+ * file indexed cleanly). Loading parses strictly: a damaged index must not
+ * send a reader to a wrong offset. */
 #include "fmt_index.h"
 
 #include <errno.h>
@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fmt_tfrecord.h"
 #include "sl_alloc.h"
+#include "sl_output.h"
 
 int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts,
                     uint64_t *count, struct sl_error *err)
@@ -24,14 +24,15 @@ int fmt_index_build(const char *path, const char *idx_path, const struct fmt_rea
     int rc = fmt_reader_open(&r, path, &o, err);
     if (rc != 0)
         return rc;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", idx_path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        rc = sl_error_sys(err, errno, "open(%s)", tmp);
+    /* through sl_output: an exclusive temporary in the index's folder,
+     * renamed over it only when the whole file indexed cleanly (a device
+     * or FIFO is written in place) */
+    struct sl_output *out;
+    if ((rc = sl_output_open(&out, idx_path, 0, err)) != 0) {
         fmt_reader_close(r);
         return rc;
     }
+    FILE *f = sl_output_stream(out);
     uint64_t n = 0;
     struct fmt_record rec;
     while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
@@ -42,16 +43,12 @@ int fmt_index_build(const char *path, const char *idx_path, const struct fmt_rea
     fmt_reader_close(r);
     if (rc == SL_END)
         rc = 0;
-    if (ferror(f) && rc == 0)
-        rc = sl_error_sys(err, errno ? errno : EIO, "write(%s)", tmp);
-    if (fclose(f) != 0 && rc == 0)
-        rc = sl_error_sys(err, errno, "close(%s)", tmp);
-    if (rc == 0 && rename(tmp, idx_path) != 0)
-        rc = sl_error_sys(err, errno, "rename(%s)", idx_path);
     if (rc != 0) {
-        unlink(tmp);
+        sl_output_abort(out);
         return rc;
     }
+    if ((rc = sl_output_commit(out, err)) != 0)
+        return rc;
     if (count)
         *count = n;
     return 0;

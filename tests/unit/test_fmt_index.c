@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fmt_index.h"
 #include "fmt_tfrecord.h"
@@ -63,6 +65,38 @@ START_TEST(test_build_on_corrupt_file_leaves_no_index)
 }
 END_TEST
 
+/* The index goes through an exclusive temporary: a link planted at the old
+ * predictable name "<idx>.tmp.<pid>" is neither followed nor renamed into
+ * place, the folder holds nothing else afterwards, and a device target
+ * (/dev/null) is written in place and stays a device. */
+START_TEST(test_build_temporary_is_not_predictable)
+{
+    const char *path = make_file("t.tfrecord", FMT_COMP_NONE);
+    char idx[512], planted[600];
+    snprintf(idx, sizeof idx, "%s.idx", path);
+    snprintf(planted, sizeof planted, "%s.tmp.%ld", idx, (long)getpid());
+    const char *victim = sl_test_write("victim", "keep", 4);
+    ck_assert_int_eq(symlink(victim, planted), 0);
+    uint64_t n = 0;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_index_build(path, idx, NULL, &n, &err), 0);
+    size_t len;
+    uint8_t *got = sl_test_read(victim, &len);
+    ck_assert_uint_eq(len, 4);
+    ck_assert_int_eq(memcmp(got, "keep", 4), 0);
+    free(got);
+    struct stat st;
+    ck_assert_int_eq(lstat(planted, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(lstat(idx, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    unlink(planted);
+    ck_assert_int_eq(fmt_index_build(path, "/dev/null", NULL, &n, &err), 0);
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));
+}
+END_TEST
+
 START_TEST(test_load_rejects_bad_lines)
 {
     static const struct {
@@ -103,6 +137,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_build_exact_bytes);
     tcase_add_test(tc, test_build_on_corrupt_file_leaves_no_index);
+    tcase_add_test(tc, test_build_temporary_is_not_predictable);
     tcase_add_test(tc, test_load_rejects_bad_lines);
     suite_add_tcase(s, tc);
     return s;
