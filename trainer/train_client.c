@@ -114,6 +114,7 @@ struct train_client {
     struct train_client_stats stats;
     uint64_t total;             /* pieces in the stream, once every feeder said END */
     unsigned monitors;          /* monitors made: each gets its own inproc name */
+    uint64_t listened_ns;       /* when the last pump stopped listening (0: none yet) */
 };
 
 static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
@@ -615,6 +616,15 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     zmq_pollitem_t items[64];
     size_t idx[64], n = 0;
     uint64_t now = sl_clock_ns();
+    /* A feeder is silent only while we listen: after a long pause of our
+     * own (the caller busy, the process stopped or swapped out) its
+     * heartbeats may still sit in the socket, so the pause is not counted
+     * against it. Pauses under a quarter of the timeout (ordinary steps)
+     * are, so a feeder that hangs is still found within the timeout. */
+    uint64_t pause = c->listened_ns != 0 && now > c->listened_ns ? now - c->listened_ns : 0;
+    if (pause > (uint64_t)c->o.timeout_ms * 250000u)
+        for (size_t j = 0; j < c->o.nfeeders; j++)
+            c->f[j].last_seen_ns += pause;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         if (f->rejoining && f->sock == NULL) {
@@ -698,6 +708,7 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
             return rc;
     }
     heartbeats(c);
+    c->listened_ns = sl_clock_ns();
     return 0;
 }
 

@@ -314,6 +314,28 @@ def case_trainer_signals():
              "exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
     ok("a trainer stops on SIGTERM within %.1f s while it waits for a WELCOME or for pieces" % took)
 
+    # a trainer stopped (SIGSTOP) for longer than its own timeout, its feeder
+    # alive: on SIGCONT it reads the heartbeats that waited in the socket and
+    # goes on (its pause is not the feeder's silence); the trace is complete
+    harness.case()
+    tag = "pause"
+    files = gen("pz", 60, 2)
+    job_path, job = write_job("job-" + tag, files, epochs=40)
+    f, sock = start_feeder(tag, job_path, extra=("--timeout-ms", "60000"))
+    p, trace = trainer(tag, sock, job, extra=("--timeout-ms", "1500"))
+    wait_for_log(tag, "feeder", "worker 0 connected", p, "pause: the trainer did not connect")
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(3.0)
+    p.send_signal(signal.SIGCONT)
+    code = wait(p, 60, "pause: trainer")
+    if code != 0 or wait(f, 20, "pause: feeder") != 0:
+        fail("pause: a trainer stopped for 3 s (timeout 1.5 s) should go on, exit %d:\n%s" %
+             (code, read_log(tag, "trainer0")))
+    rows = sum(x["size"] for x in trace_lines(trace)[:-1])
+    if rows != 60 * 40:
+        fail("pause: expected %d rows, got %d" % (60 * 40, rows))
+    ok("a trainer stopped for twice its timeout goes on when resumed, its feeder alive; trace complete")
+
 
 # ---- item 8: start-up failures are REFUSEd with the reason ----
 
