@@ -608,6 +608,19 @@ static int stopped(const struct train_client *c, const char *what, struct sl_err
     return sl_error_set(err, SL_ECLOSED, "stopped by a signal while %s", what);
 }
 
+/* A pause of our own longer than a quarter of the timeout: not counted as
+ * any feeder's silence. */
+static void forgive_pause(struct train_client *c, uint64_t pause_ns)
+{
+    if (pause_ns <= (uint64_t)c->o.timeout_ms * 250000u)
+        return;
+    uint64_t now = sl_clock_ns();
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        uint64_t *seen = &c->f[j].last_seen_ns;
+        *seen = *seen + pause_ns < now ? *seen + pause_ns : now; /* never in the future */
+    }
+}
+
 static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
 {
     if (stopped(c, "waiting for the feeders", err) != 0)
@@ -619,12 +632,11 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     /* A feeder is silent only while we listen: after a long pause of our
      * own (the caller busy, the process stopped or swapped out) its
      * heartbeats may still sit in the socket, so the pause is not counted
-     * against it. Pauses under a quarter of the timeout (ordinary steps)
-     * are, so a feeder that hangs is still found within the timeout. */
-    uint64_t pause = c->listened_ns != 0 && now > c->listened_ns ? now - c->listened_ns : 0;
-    if (pause > (uint64_t)c->o.timeout_ms * 250000u)
-        for (size_t j = 0; j < c->o.nfeeders; j++)
-            c->f[j].last_seen_ns += pause;
+     * against it (forgive_pause). Pauses under a quarter of the timeout
+     * (ordinary steps) are, so a feeder that hangs is still found within
+     * the timeout. */
+    if (c->listened_ns != 0 && now > c->listened_ns)
+        forgive_pause(c, now - c->listened_ns);
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         if (f->rejoining && f->sock == NULL) {
@@ -659,6 +671,11 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     int r = zmq_poll(items, (int)n, timeout_ms);
     if (r < 0 && errno != EINTR)
         return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    /* the poll itself may have lasted far past its timeout: the process
+     * was stopped (or starved) while it waited */
+    uint64_t polled = sl_clock_ns() - now, allowed = (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+    if (polled > allowed)
+        forgive_pause(c, polled - allowed);
     for (size_t i = 0; r > 0 && i < n; i++) {
         size_t j = idx[i];
         if (!(items[i].revents & ZMQ_POLLIN))
