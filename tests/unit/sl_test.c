@@ -108,3 +108,27 @@ int main(void)
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+int sl_test_xinuse(uint64_t *out)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)) || __get_cpuid_max(0, NULL) < 0xd)
+        return 0;
+    __cpuid_count(0xd, 1, a, b, c, d);
+    if (!(a & (1u << 2)))
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    *out = (uint64_t)hi << 32 | lo;
+    return 1;
+}
+#else
+int sl_test_xinuse(uint64_t *out)
+{
+    (void)out;
+    return 0;
+}
+#endif

@@ -21,4 +21,9 @@ uint8_t *sl_test_read(const char *path, size_t *len);
 /* Parse hex ("0a 0b0c", spaces ignored) into out; returns byte count. */
 size_t sl_test_hex(const char *hex, uint8_t *out, size_t cap);
 
+/* XGETBV(1), the register-state components in use (XINUSE), into *out:
+ * 1, or 0 when the CPU cannot tell (not x86-64, no OSXSAVE, no XGETBV(1)).
+ * Bit 2: the upper halves of the ymm registers are dirty. */
+int sl_test_xinuse(uint64_t *out);
+
 #endif

@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#endif
 
 #include "fmt_crc32c.h"
 #include "sl_test.h"
@@ -105,32 +102,13 @@ START_TEST(test_impls_agree_every_length_and_alignment)
 END_TEST
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* XGETBV(1) is XINUSE: the state components not in their initial state.
- * Bit 2: the upper halves of ymm0-15; bit 6: the upper halves of zmm0-15.
- * Returns 0 when the CPU cannot tell (no OSXSAVE or no XGETBV(1)). */
-static int xinuse(uint64_t *out)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
-        return 0;
-    if (__get_cpuid_max(0, NULL) < 0xd)
-        return 0;
-    __cpuid_count(0xd, 1, a, b, c, d);
-    if (!(a & (1u << 2)))
-        return 0;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
-    *out = (uint64_t)hi << 32 | lo;
-    return 1;
-}
-
 /* ISA-L's AVX-512 code returns with the upper register halves in use; any
  * SSE instruction after it then waits on the CRC (3x slower record scans
  * from DRAM, docs/performance.md "P1 at scale"). fmt_crc32c clears them. */
 START_TEST(test_upper_vector_state_clean_after_crc)
 {
     uint64_t before;
-    if (!xinuse(&before))
+    if (!sl_test_xinuse(&before))
         return; /* cannot be observed on this CPU */
     size_t n = (size_t)1 << 20;
     uint8_t *buf = malloc(n);
@@ -145,14 +123,14 @@ START_TEST(test_upper_vector_state_clean_after_crc)
             volatile uint32_t c = fn(0, buf, sizes[k]);
             (void)c;
             uint64_t after = 0;
-            ck_assert(xinuse(&after));
+            ck_assert(sl_test_xinuse(&after));
             ck_assert_msg((after & 0x44) == 0, "impl %d, %zu bytes: XINUSE %#llx after the call", i, sizes[k],
                           (unsigned long long)after);
         }
         volatile uint32_t c = fmt_crc32c(buf, sizes[k]);
         (void)c;
         uint64_t after = 0;
-        ck_assert(xinuse(&after));
+        ck_assert(sl_test_xinuse(&after));
         ck_assert_msg((after & 0x44) == 0, "fmt_crc32c, %zu bytes: XINUSE %#llx", sizes[k],
                       (unsigned long long)after);
     }

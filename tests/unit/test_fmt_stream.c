@@ -7,9 +7,6 @@
 #include <string.h>
 #include <zlib.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#endif
 
 #include "fmt_stream.h"
 #include "sl_test.h"
@@ -283,28 +280,13 @@ START_TEST(test_compression_names)
 END_TEST
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* XGETBV(1), XINUSE (as in test_fmt_crc32c): 0 when the CPU cannot tell. */
-static int xinuse(uint64_t *out)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)) || __get_cpuid_max(0, NULL) < 0xd)
-        return 0;
-    __cpuid_count(0xd, 1, a, b, c, d);
-    if (!(a & (1u << 2)))
-        return 0;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
-    *out = (uint64_t)hi << 32 | lo;
-    return 1;
-}
-
 /* isal_inflate returns with the upper halves of the ymm registers in use;
  * the window comes back with them clean (bits 2 and 6 of XINUSE), so the
  * framing code's SSE instructions do not wait on the inflate. */
 START_TEST(test_inflate_leaves_upper_vector_state_clean)
 {
     uint64_t x;
-    if (!xinuse(&x))
+    if (!sl_test_xinuse(&x))
         return;
     size_t n = 300000;
     uint8_t *data = pattern(n), *gz = malloc(n + 1024);
@@ -318,7 +300,7 @@ START_TEST(test_inflate_leaves_upper_vector_state_clean)
             const uint8_t *p;
             size_t avail;
             ck_assert_int_eq(fmt_stream_window(s, 65536, &p, &avail, &err), 0);
-            ck_assert(xinuse(&x));
+            ck_assert(sl_test_xinuse(&x));
             ck_assert_msg((x & 0x44) == 0, "at %zu: XINUSE %#llx", done, (unsigned long long)x);
             ck_assert_uint_gt(avail, 0);
             size_t take = avail < 65536 ? avail : 65536;
