@@ -351,8 +351,8 @@ int bench_feed_main(int argc, char **argv)
         if (o.json)
             printf("{\"bench\":\"feed\",\"feeders\":%d,\"workers\":%d,\"replicas\":%d,\"transport\":\"%s\","
                    "\"shm_share\":%.3f,"
-                   "\"pieces_per_s\":%.1f,\"records_per_s\":%.1f,\"gb_per_s\":%.4f,\"raw_zmq_gb_per_s\":%.4f,"
-                   "\"ratio\":%.3f,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
+                   "\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,\"raw_zmq_gb_per_s\":%.6g,"
+                   "\"ratio\":%.6g,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
                    "\"piece_memory_bound_mb\":%.1f}\n",
                    F, o.workers, o.replicas, o.transport, npieces ? (double)nshm / (double)npieces : 0.0, p, rr,
                    b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, piece, anon, maxrss, bound);
