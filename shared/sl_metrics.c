@@ -50,6 +50,13 @@ void sl_metrics_set(struct sl_metrics *m, unsigned id, uint64_t v)
         atomic_store_explicit(&m->v[id], v, memory_order_relaxed);
 }
 
+void sl_metrics_set_real(struct sl_metrics *m, unsigned id, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    sl_metrics_set(m, id, bits);
+}
+
 void sl_metrics_snapshot(const struct sl_metrics *m, struct sl_metrics_snap *out)
 {
     memset(out, 0, sizeof *out);
@@ -65,5 +72,10 @@ double sl_metrics_seconds(const struct sl_metrics_snap *s, unsigned id)
 {
     if (id >= s->n)
         return 0;
+    if (s->defs[id].kind == SL_METRIC_REAL) {
+        double d;
+        memcpy(&d, &s->v[id], sizeof d);
+        return d;
+    }
     return s->defs[id].kind == SL_METRIC_NS ? (double)s->v[id] / 1e9 : (double)s->v[id];
 }

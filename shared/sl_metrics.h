@@ -6,7 +6,7 @@
  * A metrics object is a fixed table of slots, declared once by the program
  * (name, kind, help line): counters only grow (pieces, bytes, refusals),
  * times are nanoseconds summed by whoever measured them, gauges are set
- * (a pool's size). Every slot is a 64-bit atomic updated with relaxed
+ * (a pool's size), real gauges hold a double (the last step's loss). Every slot is a 64-bit atomic updated with relaxed
  * ordering: a write costs one atomic add, no lock, and a snapshot taken
  * while others write gives each slot a value it really had (slots are not
  * read at one instant together).
@@ -26,7 +26,8 @@
 enum sl_metric_kind {
     SL_METRIC_COUNTER, /* a count that only grows */
     SL_METRIC_NS,      /* nanoseconds, summed */
-    SL_METRIC_GAUGE    /* a value that is set */
+    SL_METRIC_GAUGE,   /* a value that is set */
+    SL_METRIC_REAL     /* a double that is set (its bits in the slot) */
 };
 
 struct sl_metric_def {
@@ -46,6 +47,7 @@ void sl_metrics_destroy(struct sl_metrics *m);
  * of range is ignored. NULL m is accepted (nothing is measured). */
 void sl_metrics_add(struct sl_metrics *m, unsigned id, uint64_t v);
 void sl_metrics_set(struct sl_metrics *m, unsigned id, uint64_t v);
+void sl_metrics_set_real(struct sl_metrics *m, unsigned id, double v);
 
 /* Every slot's value now. */
 struct sl_metrics_snap {
@@ -55,7 +57,8 @@ struct sl_metrics_snap {
 };
 void sl_metrics_snapshot(const struct sl_metrics *m, struct sl_metrics_snap *out);
 
-/* A slot of a snapshot as seconds (a time) or as a number. */
+/* A slot of a snapshot as seconds (a time), as the double it holds (a real
+ * gauge) or as a number; 0 for an id out of range. */
 double sl_metrics_seconds(const struct sl_metrics_snap *s, unsigned id);
 
 #endif

@@ -47,6 +47,7 @@
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_log.h"
+#include "train_metrics.h"
 #include "train_monitor.h"
 #include "train_reorder.h"
 
@@ -111,7 +112,8 @@ struct train_client {
     int have_step;
     struct sl_buf buf;
     struct sl_wire_msg msg;
-    struct train_client_stats stats;
+    struct sl_metrics *m;       /* o.metrics, or own_m */
+    struct sl_metrics *own_m;
     uint64_t total;             /* pieces in the stream, once every feeder said END */
     unsigned monitors;          /* monitors made: each gets its own inproc name */
     uint64_t listened_ns;       /* when the last pump stopped listening (0: none yet) */
@@ -342,7 +344,7 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
             s->map = f->map;
             s->map->refs++;
             s->body = f->map->base + p->shm_offset;
-            c->stats.shm_pieces++;
+            sl_metrics_add(c->m, TRAIN_M_SHM_PIECES, 1);
         } else if (rc == 0 && s->nframes == 1) {
             s->body = zmq_msg_data(&s->frames[0]);
         }
@@ -553,7 +555,7 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
         f->deadline_ns = f->lost_ns + (uint64_t)c->o.reconnect_ms * 1000000u;
     f->stalled = 1;
     f->refused[0] = '\0';
-    c->stats.rejoins++;
+    sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
     sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
            f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
     return rejoin_connect(c, j, err);
@@ -820,6 +822,11 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)
         rc = train_reorder_create(&c->reorder, c->nslots, err);
+    c->m = c->o.metrics;
+    if (rc == 0 && c->m == NULL && train_metrics_create(&c->own_m) != 0)
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+    if (c->m == NULL)
+        c->m = c->own_m;
     for (size_t i = 0; rc == 0 && i < c->nslots; i++)
         c->free_slots[c->nfree++] = &c->slots[i];
     if (rc == 0 && (c->ctx = zmq_ctx_new()) == NULL)
@@ -876,6 +883,7 @@ void train_client_close(struct train_client *c)
     sl_free(c->step_slots);
     sl_free(c->pieces);
     sl_buf_free(&c->buf);
+    sl_metrics_destroy(c->own_m);
     sl_free(c);
 }
 
@@ -970,7 +978,7 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
                 if (had != 0)
                     return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", had,
                                         c->o.replicas);
-                c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
+                sl_metrics_add(c->m, TRAIN_M_WAIT_NS, sl_clock_ns() - t0);
                 return SL_END;
             }
         }
@@ -983,20 +991,23 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
         }
     }
     c->ngot = 0; /* handed out: have_step now */
-    c->stats.wait_s += (double)(sl_clock_ns() - t0) / 1e9;
+    sl_metrics_add(c->m, TRAIN_M_WAIT_NS, sl_clock_ns() - t0);
+    uint64_t rows = 0, bytes = 0;
     for (size_t r = 0; r < c->o.replicas; r++) {
         fill_piece(c, c->step_slots[r], &c->pieces[r]);
-        c->stats.pieces++;
-        c->stats.rows += c->pieces[r].rows;
+        rows += c->pieces[r].rows;
         for (size_t i = 0; i < c->pieces[r].ntensors; i++)
-            c->stats.bytes += c->pieces[r].t[i].bytes;
+            bytes += c->pieces[r].t[i].bytes;
     }
+    sl_metrics_add(c->m, TRAIN_M_PIECES, c->o.replicas);
+    sl_metrics_add(c->m, TRAIN_M_ROWS, rows);
+    sl_metrics_add(c->m, TRAIN_M_BYTES, bytes);
     c->have_step = 1;
     *pieces = c->pieces;
     return 0;
 }
 
-void train_client_stats(const struct train_client *c, struct train_client_stats *out)
+struct sl_metrics *train_client_metrics(const struct train_client *c)
 {
-    *out = c->stats;
+    return c->m;
 }

@@ -37,6 +37,8 @@
 #include "sl_wire.h"
 #include "train_piece.h" /* struct train_piece, what next_step hands out */
 
+struct sl_metrics;
+
 struct train_client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
     size_t nfeeders;
@@ -54,13 +56,9 @@ struct train_client_opts {
     volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
-};
-
-struct train_client_stats {
-    uint64_t pieces, rows, bytes;
-    double wait_s;     /* time spent waiting for pieces */
-    uint64_t rejoins;  /* feeders lost and asked to resume */
-    uint64_t shm_pieces; /* pieces read in a feeder's shared memory (no copy) */
+    struct sl_metrics *metrics;  /* a train_metrics table (borrowed) the client adds its
+                                    pieces, rows, bytes, shared-memory pieces, input wait
+                                    and rejoins to; NULL: a table of its own */
 };
 
 struct train_client;
@@ -85,6 +83,8 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
  * step. 0, or an error (a feeder lost meanwhile). */
 int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
 
-void train_client_stats(const struct train_client *c, struct train_client_stats *out);
+/* The metrics the client writes (the caller's or its own; borrowed for the
+ * client's life). */
+struct sl_metrics *train_client_metrics(const struct train_client *c);
 
 #endif

@@ -23,8 +23,10 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "sl_clock.h"
 #include "train_backend.h"
 #include "train_loop_dev.h"
+#include "train_metrics.h"
 
 _Static_assert(TRAIN_LOOP_ID_BYTES == TRAIN_COLL_ID_BYTES, "group id size");
 
@@ -47,6 +49,7 @@ struct train_loop {
     uint32_t nreplicas;
     int tower;
     struct train_strategy *s;
+    struct sl_metrics *metrics; /* opts.metrics: trained steps, their time, the last loss */
     struct train_variable *weights;
     struct replica *reps;
     struct train_piece *views; /* [R]: the staged two-tensor pieces */
@@ -327,6 +330,7 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     l->gpu = gpu ? b->model : NULL;
     l->worker = o->worker;
+    l->metrics = o->metrics;
     l->hash_every = o->hash_every;
     l->inputs = (int)fi->dims[0];
     l->input_idx = in;
@@ -354,7 +358,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
                                      .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
                                      .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? o->ordinals : NULL,
                                      .device_group = gpu ? l->dev_id : NULL,
-                                     .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1};
+                                     .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1,
+                                     .metrics = o->metrics};
     if (rc == 0)
         rc = train_strategy_create(&l->s, &so, err);
     if (rc == 0 && ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views))
@@ -451,7 +456,16 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
     /* GPU replicas: this run's hash check (every hash_every-th) reads the
      * host copies, so the step leaves the new weights there */
     l->pull_now = l->hash_every && (train_strategy_steps(l->s) + 1) % l->hash_every == 0;
+    uint64_t t0 = sl_clock_ns();
     int rc = train_strategy_run(l->s, l->gpu != NULL ? dev_step : train_step, l, err);
+    if (rc == 0) {
+        sl_metrics_add(l->metrics, TRAIN_M_RUN_NS, sl_clock_ns() - t0);
+        sl_metrics_add(l->metrics, TRAIN_M_TRAINED, 1);
+        if (l->res.rows > 0) {
+            sl_metrics_set_real(l->metrics, TRAIN_M_LOSS, l->res.loss);
+            sl_metrics_set_real(l->metrics, TRAIN_M_ACCURACY, l->res.accuracy);
+        }
+    }
     if (rc == 0 && l->res.rows > 0) /* otherwise nothing moved */
         l->pulled = l->gpu == NULL || l->pull_now;
     else if (rc != 0)
@@ -537,12 +551,4 @@ struct train_model *train_loop_model(struct train_loop *l)
     (void)pull(l, &err);
     memcpy(train_model_params(m), train_variable_copy(l->weights, 0), l->nparams * sizeof(float));
     return m;
-}
-
-void train_loop_stage_stats(const struct train_loop *l, uint64_t *bytes, double *seconds)
-{
-    struct train_strategy_stage_stats st;
-    train_strategy_stage_stats(l->s, &st);
-    *bytes = st.bytes_h2d;
-    *seconds = st.copy_s;
 }

@@ -68,6 +68,8 @@ struct train_loop_opts {
     const int *ordinals;     /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
     const char *dev_id;      /* cuda: TRAIN_LOOP_ID_BYTES, worker 0's group id (train_loop_group_id),
                                 the same on every worker; NULL with one worker: made here */
+    struct sl_metrics *metrics; /* a train_metrics table (borrowed): staging (by the replicas), trained
+                                   steps, their run time and the last loss and accuracy; NULL: none */
 };
 
 /* Bytes of a GPU group id (NCCL's unique id). */
@@ -132,9 +134,5 @@ int train_loop_pull(struct train_loop *l, struct sl_error *err) SL_MUST_CHECK;
 uint64_t train_loop_weights_hash(struct train_loop *l);
 /* Replica 0's model with the current weights in it (borrowed). */
 struct train_model *train_loop_model(struct train_loop *l);
-
-/* Staging since create, summed over replicas: bytes copied to the
- * replicas' devices and the time spent copying (H2D rate = bytes / s). */
-void train_loop_stage_stats(const struct train_loop *l, uint64_t *bytes, double *seconds);
 
 #endif

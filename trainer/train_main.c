@@ -37,6 +37,7 @@
 #include "train_client.h"
 #include "train_device.h"
 #include "train_loop.h"
+#include "train_metrics.h"
 #include "train_mirror.h"
 #include "train_rendezvous.h"
 
@@ -581,8 +582,8 @@ struct trainer {
     struct train_loop *loop;
     struct sl_output *metrics_out;              /* --metrics, until the training ends */
     FILE *mf;
+    struct sl_metrics *m;                       /* the figures every report prints (train_metrics.h) */
     double t0, t_first, t_train_end;            /* t_first: the first step received */
-    uint64_t steps, epochs_seen;
     double last_loss, last_acc, test_rows, test_correct;
 };
 
@@ -770,7 +771,7 @@ static int start(struct trainer *t)
                                           .workers = o->workers, .replicas = t->replicas, .credits = o->credits,
                                           .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
-                                          .stop = &stop_flag};
+                                          .stop = &stop_flag, .metrics = t->m};
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
     if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
@@ -780,7 +781,7 @@ static int start(struct trainer *t)
                                      .worker = o->worker, .workers = o->workers, .hash_every = o->hash_every,
                                      .mode = o->tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED,
                                      .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
-                                     .dev_id = t->have_group_id ? t->group_id : NULL};
+                                     .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m};
         lo.model.classes = (int)o->classes;
         lo.model.seed = o->seed;
         lo.model.lr = (float)o->lr;
@@ -821,16 +822,22 @@ struct staged_step {
     uint32_t flags;
 };
 
-/* The counters behind the --metrics lines and the periodic log line. */
+/* What the --metrics lines and the periodic log line measure from: the
+ * metrics at the last line of each, and the means since the last log line. */
 struct run_counters {
     double step_t0;             /* the previous step's end */
-    uint64_t m_h2d_bytes;       /* staging and input-wait counters at the last metrics line */
-    double m_h2d_s, m_wait;
+    struct train_counters m0;   /* at the last --metrics line */
+    struct train_counters l0;   /* at the last log line */
     double loss_sum, acc_sum;   /* since the last log line */
     uint64_t loss_steps;
-    uint64_t h2d_bytes0;        /* staging counters at the last log line */
-    double h2d_s0;
 };
+
+/* GB/s staged to the devices between two readings (0 without staging). */
+static double h2d_rate(const struct train_counters *now, const struct train_counters *then)
+{
+    return now->h2d_s > then->h2d_s ? (double)(now->h2d_bytes - then->h2d_bytes) / (now->h2d_s - then->h2d_s) / 1e9
+                                    : 0.0;
+}
 
 /* One --metrics line. The step's time runs from the previous step's end
  * (receiving and staging included); its H2D rate is the staging done since
@@ -841,24 +848,17 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
                           const struct train_step_result *res)
 {
     double now = sl_clock_s(), dt = now - c->step_t0;
-    uint64_t sb;
-    double ss;
-    train_loop_stage_stats(t->loop, &sb, &ss);
-    struct train_client_stats ws;
-    train_client_stats(t->cl, &ws);
-    double waited = ws.wait_s - c->m_wait;
-    c->m_wait = ws.wait_s;
+    struct train_counters m;
+    train_metrics_read(t->m, &m);
+    double waited = m.wait_s - c->m0.wait_s;
     fprintf(t->mf,
             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
             ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
             ",\"weights_hash\":\"%016" PRIx64 "\"}\n",
             s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
-            dt > 0 ? 100.0 * waited / dt : 0.0,
-            ss > c->m_h2d_s ? (double)(sb - c->m_h2d_bytes) / (ss - c->m_h2d_s) / 1e9 : 0.0,
-            train_loop_weights_hash(t->loop));
-    c->m_h2d_bytes = sb;
-    c->m_h2d_s = ss;
+            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop));
+    c->m0 = m;
     c->step_t0 = now;
 }
 
@@ -868,21 +868,15 @@ static void log_progress(struct trainer *t, struct run_counters *c, const struct
 {
     t->last_loss = c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0;
     t->last_acc = c->loss_steps ? c->acc_sum / (double)c->loss_steps : 0;
-    struct train_client_stats cs;
-    train_client_stats(t->cl, &cs);
+    struct train_counters m;
+    train_metrics_read(t->m, &m);
     double el = sl_clock_s() - t->t_first;
-    uint64_t h2d_bytes;
-    double h2d_s;
-    train_loop_stage_stats(t->loop, &h2d_bytes, &h2d_s);
     sl_log(SL_LOG_INFO,
            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
            "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
-           s->epoch, s->step, t->last_loss, t->last_acc, el > 0 ? (double)cs.rows * t->o.workers / el : 0,
-           el > 0 ? 100.0 * cs.wait_s / el : 0,
-           h2d_s > c->h2d_s0 ? (double)(h2d_bytes - c->h2d_bytes0) / (h2d_s - c->h2d_s0) / 1e9 : 0.0,
-           train_loop_weights_hash(t->loop));
-    c->h2d_bytes0 = h2d_bytes;
-    c->h2d_s0 = h2d_s;
+           s->epoch, s->step, t->last_loss, t->last_acc, el > 0 ? (double)m.rows * t->o.workers / el : 0,
+           el > 0 ? 100.0 * m.wait_s / el : 0, h2d_rate(&m, &c->l0), train_loop_weights_hash(t->loop));
+    c->l0 = m;
     c->loss_sum = c->acc_sum = 0;
     c->loss_steps = 0;
 }
@@ -913,11 +907,11 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         return SL_EIO;
     }
     if (bar->on) {
-        struct train_client_stats cs;
-        train_client_stats(t->cl, &cs);
+        struct train_counters m;
+        train_metrics_read(t->m, &m);
         double el = sl_clock_s() - t->t_first;
         progress_line_draw(bar, prev->epoch, prev->step, c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0,
-                           el > 0 ? (double)cs.rows * t->o.workers / el : 0, el > 0 ? 100.0 * cs.wait_s / el : 0);
+                           el > 0 ? (double)m.rows * t->o.workers / el : 0, el > 0 ? 100.0 * m.wait_s / el : 0);
     }
     if ((t->o.log_every && ran % t->o.log_every == 0) || (!t->o.log_every && last)) {
         progress_line_clear(bar);
@@ -955,11 +949,12 @@ static int run(struct trainer *t)
             break;
         int got = rc == 0;
         if (got) {
-            if (t->steps++ == 0)
+            if (t->t_first == 0)
                 t->t_first = sl_clock_s();
+            sl_metrics_add(t->m, TRAIN_M_STEPS, 1);
             if (pieces[0].epoch != last_epoch) {
                 last_epoch = pieces[0].epoch;
-                t->epochs_seen++;
+                sl_metrics_add(t->m, TRAIN_M_EPOCHS, 1);
             }
             for (uint32_t r = 0; t->tf != NULL && r < t->replicas; r++)
                 if (trace_piece(&line, &pieces[r], o->feature, t->tf) != 0) {
@@ -993,7 +988,9 @@ static int run(struct trainer *t)
     progress_line_clear(&bar);
     sl_buf_free(&line);
     if (stop_flag) {
-        sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", t->steps);
+        struct train_counters m;
+        train_metrics_read(t->m, &m);
+        sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", m.steps);
         return 1;
     }
     if (rc != SL_END) {
@@ -1038,6 +1035,7 @@ static int evaluate(struct trainer *t)
     eo.feeders = (const char *const *)t->eval_feeders.items;
     eo.nfeeders = t->eval_feeders.n;
     eo.job = o->eval_job ? o->eval_job : o->job;
+    eo.metrics = NULL; /* the training's figures stay the training's */
     struct train_client *ec = NULL;
     const struct train_piece *pieces;
     struct gather g = {0};
@@ -1089,13 +1087,8 @@ static int report(struct trainer *t, int status)
 {
     const struct trainer_opts *o = &t->o;
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
-    struct train_client_stats st = {0};
-    if (t->cl != NULL)
-        train_client_stats(t->cl, &st);
-    uint64_t h2d_bytes = 0; /* staged for training and evaluation */
-    double h2d_s = 0;
-    if (t->loop != NULL)
-        train_loop_stage_stats(t->loop, &h2d_bytes, &h2d_s);
+    struct train_counters st; /* h2d: staged for training and evaluation */
+    train_metrics_read(t->m, &st);
     char summary[1024];
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
@@ -1105,13 +1098,13 @@ static int report(struct trainer *t, int status)
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
-             o->worker, t->replicas, status == 0 ? "true" : "false", t->steps, t->epochs_seen, st.pieces, st.rows,
+             o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
              model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
-             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", h2d_bytes,
-             h2d_s > 0 ? (double)h2d_bytes / h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
+             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", st.h2d_bytes,
+             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);
@@ -1141,6 +1134,11 @@ int main(int argc, char **argv)
     sa.sa_handler = on_stop;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (train_metrics_create(&t.m) != 0) {
+        sl_log(SL_LOG_ERROR, "out of memory");
+        status = 1;
+        goto out_free_lists;
+    }
     if (open_trace(&t) != 0) {
         status = 1;
         goto out_free_lists;
@@ -1164,6 +1162,7 @@ int main(int argc, char **argv)
 out_abort_trace:
     sl_output_abort(t.trace_out); /* what report() did not commit */
 out_free_lists:
+    sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);
     sl_cluster_list_free(&t.ring_eps);
     sl_cluster_list_free(&t.feeders);

@@ -38,6 +38,7 @@
 #include "train_coll.h"
 #include "train_collective_local.h"
 #include "train_device.h"
+#include "train_metrics.h"
 
 enum job { JOB_PUT = 1, JOB_RUN = 2, JOB_EACH = 3 };
 
@@ -59,7 +60,6 @@ struct train_replica {
     struct train_coll *dcoll;  /* the device kind's (nccl), device memory; NULL without one; under mu */
     float *scratch;            /* scratch_floats + 1 */
     struct train_staged view;  /* the running step's piece */
-    double put_s;              /* time in train_stage_put */
     int rc;
     struct sl_error err;
 };
@@ -77,6 +77,7 @@ struct train_strategy {
     struct train_coll *across;  /* one member per worker (W > 1): the caller's thread only */
     int own_across;             /* made here around opts.ring */
     uint32_t hash_every;
+    struct sl_metrics *metrics; /* opts.metrics: H2D bytes and staging time, from the replicas' threads */
     float loss_scale;
     size_t scratch_floats;
     const struct train_device_ops *ops;
@@ -335,13 +336,25 @@ static void do_job(struct train_replica *rep, enum job job, const struct train_p
     rep->rc = 0;
     if (job == JOB_PUT) {
         uint64_t t0 = sl_clock_ns();
-        rep->rc = train_stage_put(rep->stage, &pieces[rep->id], &rep->err);
-        rep->put_s += (double)(sl_clock_ns() - t0) / 1e9;
-        if (rep->rc != 0)
+        const struct train_piece *p = &pieces[rep->id];
+        rep->rc = train_stage_put(rep->stage, p, &rep->err);
+        sl_metrics_add(s->metrics, TRAIN_M_H2D_NS, sl_clock_ns() - t0);
+        if (rep->rc != 0) {
             sl_error_prefix(&rep->err, "replica %d: ", rep->id);
+            return;
+        }
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < p->ntensors; i++)
+            bytes += p->t[i].bytes;
+        sl_metrics_add(s->metrics, TRAIN_M_H2D_BYTES, bytes);
         return;
     }
-    int rc = job == JOB_EACH ? 0 : train_stage_get(rep->stage, &rep->view, &rep->err);
+    int rc = 0;
+    if (job != JOB_EACH) {
+        uint64_t t0 = sl_clock_ns();
+        rc = train_stage_get(rep->stage, &rep->view, &rep->err);
+        sl_metrics_add(s->metrics, TRAIN_M_H2D_NS, sl_clock_ns() - t0);
+    }
     if (rc == 0)
         rc = fn(rep, job == JOB_EACH ? NULL : &rep->view, ctx, &rep->err);
     if (rc != 0) {
@@ -581,6 +594,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->mode = o->mode;
     s->across = o->across;
     s->hash_every = o->hash_every;
+    s->metrics = o->metrics;
     s->loss_scale = scale;
     s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
     s->ops = ops;
@@ -855,17 +869,6 @@ int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, con
     for (size_t j = 0; j < m; j++)
         out->data[j] = op == TRAIN_MEAN ? buf[j] / buf[m] : buf[j];
     return 0;
-}
-
-void train_strategy_stage_stats(const struct train_strategy *s, struct train_strategy_stage_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    for (uint32_t r = 0; r < s->R; r++) {
-        struct train_stage_stats st;
-        train_stage_stats(s->reps[r].stage, &st);
-        out->bytes_h2d += st.bytes_h2d;
-        out->copy_s += s->reps[r].put_s + st.sync_s;
-    }
 }
 
 int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n, struct sl_error *err)

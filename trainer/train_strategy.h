@@ -128,8 +128,12 @@ struct train_strategy_opts {
     size_t ntensors;                /* tensors per piece (the schema's) */
     const size_t *tensor_capacity;  /* [ntensors] byte capacity of each tensor per piece (copied) */
     size_t scratch_floats;          /* per-replica scratch for reduce / var_update (0: 65536) */
+    struct sl_metrics *metrics;     /* a train_metrics table (borrowed): each replica adds the bytes it
+                                       stages (TRAIN_M_H2D_BYTES) and its time in put and get
+                                       (TRAIN_M_H2D_NS); NULL: not measured */
 };
 
+struct sl_metrics;
 struct train_strategy;
 struct train_replica;        /* a replica's context inside a step */
 struct train_per_replica;    /* one value per replica */
@@ -311,14 +315,5 @@ int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size
  * 0 in replica order (train_tower_concat). out->data caller-sized. */
 int train_per_replica_concat(const struct train_per_replica *pv, struct train_value *out,
                              struct sl_error *err) SL_MUST_CHECK;
-
-/* Staging counters summed over replicas; copy_s is the time spent in put
- * (packing and queuing the copies) plus waiting for them in get, so
- * bytes_h2d / copy_s is the H2D rate. */
-struct train_strategy_stage_stats {
-    uint64_t bytes_h2d;
-    double copy_s;
-};
-void train_strategy_stage_stats(const struct train_strategy *s, struct train_strategy_stage_stats *out);
 
 #endif

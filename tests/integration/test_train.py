@@ -124,6 +124,11 @@ def check_outputs(tag, outs):
             if x["h2d_gb_per_s"] < 0 or not 0 <= x["input_stall_pct"] <= 100.01 or \
                     not re.fullmatch(r"[0-9a-f]{16}", x["weights_hash"]):
                 fail("%s: bad metrics line %r" % (tag, x))
+        # one source: the lines' input waits add up to the summary's (which
+        # also counts the wait for the end of the stream after the last line)
+        waited = sum(x["input_wait_s"] for x in lines)
+        if not waited <= o["wait_s"] + 5e-7 * len(lines) + 5e-4 or waited < o["wait_s"] - 2.0:
+            fail("%s: metrics lines waited %.6f s, summary %.3f s" % (tag, waited, o["wait_s"]))
         if len({x["weights_hash"] for x in lines}) < len(lines) // 2:
             fail("%s: the weights hash barely changes from step to step" % tag)
         last = [x for x in lines if x["epoch"] == lines[-1]["epoch"] and x["rows"] > 0]

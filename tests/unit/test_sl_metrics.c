@@ -12,6 +12,7 @@ static const struct sl_metric_def defs[] = {
     {"pieces", SL_METRIC_COUNTER, "pieces sent"},
     {"wait_s", SL_METRIC_NS, "time waiting"},
     {"pool_bytes", SL_METRIC_GAUGE, "memory"},
+    {"loss", SL_METRIC_REAL, "the last loss"},
 };
 
 START_TEST(test_create_checks_the_table)
@@ -37,6 +38,7 @@ START_TEST(test_add_set_snapshot)
 {
     struct sl_metrics *m;
     ck_assert_int_eq(sl_metrics_create(&m, defs, 3), 0);
+    sl_metrics_set_real(m, 3, 2.5); /* out of range in this object: ignored */
     sl_metrics_add(m, 0, 2);
     sl_metrics_add(m, 0, 3);
     sl_metrics_add(m, 1, 1500000000);
@@ -58,6 +60,25 @@ START_TEST(test_add_set_snapshot)
     ck_assert_double_eq_tol(sl_metrics_seconds(&s, 7), 0.0, 1e-12);
     sl_metrics_snapshot(NULL, &s);
     ck_assert_uint_eq(s.n, 0);
+    sl_metrics_destroy(m);
+}
+END_TEST
+
+/* A real gauge keeps a double exactly (negative, tiny, replaced); the other
+ * kinds are not reinterpreted. */
+START_TEST(test_real_gauge)
+{
+    struct sl_metrics *m;
+    ck_assert_int_eq(sl_metrics_create(&m, defs, 4), 0);
+    sl_metrics_set_real(m, 3, 0.693147);
+    sl_metrics_set_real(m, 3, -1.25e-300);
+    sl_metrics_set_real(m, 2, 3.0); /* a uint64 gauge given a double's bits: read as the number they make */
+    sl_metrics_set_real(NULL, 3, 1.0);
+    struct sl_metrics_snap s;
+    sl_metrics_snapshot(m, &s);
+    ck_assert(sl_metrics_seconds(&s, 3) == -1.25e-300);
+    ck_assert_uint_eq(s.v[2], 0x4008000000000000u);
+    ck_assert(sl_metrics_seconds(&s, 2) == (double)0x4008000000000000u);
     sl_metrics_destroy(m);
 }
 END_TEST
@@ -103,6 +124,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_create_checks_the_table);
     tcase_add_test(tc, test_add_set_snapshot);
+    tcase_add_test(tc, test_real_gauge);
     tcase_add_test(tc, test_concurrent_adds_are_exact);
     suite_add_tcase(s, tc);
     return s;

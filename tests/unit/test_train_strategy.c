@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "sl_test.h"
+#include "train_metrics.h"
 #include "train_strategy.h"
 
 enum { MAXR = 8, K = 3 };
@@ -47,16 +48,23 @@ static void make_pieces(struct fixture *f, uint32_t R, const uint32_t *rows, uin
     }
 }
 
-static struct train_strategy *make_strategy(uint32_t R, enum train_strategy_mode mode, uint32_t hash_every)
+static struct train_strategy *make_strategy_m(uint32_t R, enum train_strategy_mode mode, uint32_t hash_every,
+                                              struct sl_metrics *m)
 {
     static const size_t cap[1] = {64 * K * sizeof(float)};
     struct train_strategy_opts o = {.replicas = R, .mode = mode, .hash_every = hash_every, .ntensors = 1,
-                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS};
+                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
+                                    .metrics = m};
     struct train_strategy *s = NULL;
     struct sl_error err = {0};
     int rc = train_strategy_create(&s, &o, &err);
     ck_assert_msg(rc == 0, "create: %s", err.msg);
     return s;
+}
+
+static struct train_strategy *make_strategy(uint32_t R, enum train_strategy_mode mode, uint32_t hash_every)
+{
+    return make_strategy_m(R, mode, hash_every, NULL);
 }
 
 static void sleep_us(long us)
@@ -577,7 +585,9 @@ START_TEST(test_staging_order_and_stats)
 {
     struct fixture f[3];
     uint32_t rows[2] = {4, 2};
-    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 0);
+    struct sl_metrics *m;
+    ck_assert_int_eq(train_metrics_create(&m), 0);
+    struct train_strategy *s = make_strategy_m(2, TRAIN_STRATEGY_MIRRORED, 0, m);
     struct sl_error err = {0};
     uint64_t step = 99;
     ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), SL_EINVAL); /* nothing staged */
@@ -594,10 +604,10 @@ START_TEST(test_staging_order_and_stats)
     ck_assert_uint_eq(step, 1);
     ck_assert_int_eq(train_strategy_run(s, nop_step, &step, &err), 0);
     ck_assert_uint_eq(step, 2);
-    struct train_strategy_stage_stats st;
-    train_strategy_stage_stats(s, &st);
-    ck_assert_uint_eq(st.bytes_h2d, 3 * 6 * K * sizeof(float));
-    ck_assert(st.copy_s > 0);
+    struct train_counters st;
+    train_metrics_read(m, &st);
+    ck_assert_uint_eq(st.h2d_bytes, 3 * 6 * K * sizeof(float));
+    ck_assert(st.h2d_s > 0);
     /* a piece over its capacity (65 rows of 64) breaks the strategy */
     struct fixture *g = &f[0];
     uint32_t full[2] = {64, 64};
@@ -606,6 +616,11 @@ START_TEST(test_staging_order_and_stats)
     ck_assert_int_eq(train_strategy_put(s, g->pieces, &err), SL_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "replica 1"));
     train_strategy_destroy(s);
+    /* replica 0 staged its 64 rows before replica 1's put was refused;
+     * replica 1 staged nothing */
+    train_metrics_read(m, &st);
+    ck_assert_uint_eq(st.h2d_bytes, (3 * 6 + 64) * K * sizeof(float));
+    sl_metrics_destroy(m);
 }
 END_TEST
 
