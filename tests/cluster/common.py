@@ -1,0 +1,181 @@
+"""What the cluster tests share: the binaries, generated record files, job
+files, the reference model's pieces, trace checks, and feeders and trainers
+started on the cluster's hosts (tests/cluster/netns.py).
+
+Feeders listen on their host's own address (tcp://198.18.0.N:PORT), and
+trainers connect to those addresses from other hosts, each trainer in a PID
+namespace of its own: no feeder's /proc is visible to it, so every piece
+comes over the link, by copy (the traces' summaries must say 0 pieces in
+shared memory).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "plan"))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, HERE)
+import ref_plan  # noqa: E402
+import harness  # noqa: E402
+from harness import fail, ok  # noqa: E402,F401
+import netns  # noqa: E402
+
+if len(sys.argv) < 2:
+    print("usage: %s BUILD_DIR" % sys.argv[0], file=sys.stderr)
+    sys.exit(2)
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+TMP = tempfile.mkdtemp(prefix="sluice-cluster-")
+FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
+            "label": {"dtype": "int64", "shape": []},
+            "id": {"dtype": "int64", "shape": []}}
+# the cluster's timing: heartbeats every 200 ms, a peer silent for 5 s lost
+HB = ("--heartbeat-ms", "200", "--timeout-ms", "5000")
+
+
+def cleanup():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def gen(name, records, shards, compression="none"):
+    out = path(name)
+    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(records), "--shards", str(shards),
+                    "--seed", "3", "--image-bytes", "16", "--compression", compression, "--prefix", "part"],
+                   check=True, capture_output=True)
+    return sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
+
+
+def ids_of(files):
+    """The id of every record of every file, read back with sluice-record cat."""
+    out = []
+    for f in files:
+        p = subprocess.run([RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        out.append([int(json.loads(line)["example"]["features"]["feature"]["id"]["int64List"]["value"][0])
+                    for line in p.stdout.splitlines()])
+    return out
+
+
+def write_job(name, files, **keys):
+    job = {"name": name, "files": files, "format": "tfrecord", "features": FEATURES, "global_batch_size": 8,
+           "epochs": 2, "prefetch": 4}
+    job.update(keys)
+    p = path(name + ".json")
+    with open(p, "w") as f:
+        json.dump(job, f)
+    return p, job
+
+
+def reference(job, counts, W, R):
+    """The reference model's pieces per worker (tests/plan/ref_plan.py)."""
+    shuffle = job.get("shuffle") or {}
+    cfg = {"counts": counts, "source_is_files": 1, "policy": job.get("shard_policy", "auto"),
+           "hint": job.get("shard_hint", "files"), "G": job["global_batch_size"],
+           "drop_remainder": int(job.get("drop_remainder", False)), "shuffle_buffer": shuffle.get("buffer", 0),
+           "seed": str(shuffle.get("seed", 0)), "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),
+           "epochs": job["epochs"], "parallel_reads": job.get("parallel_reads", 1),
+           "per_replica": int(job.get("per_replica_input", False)), "pr_shard": job.get("per_replica_shard", "none"),
+           "W": W, "R": R}
+    lines = [json.loads(x) for x in ref_plan.run(json.dumps(cfg))]
+    if lines and "error" in lines[0]:
+        fail("reference model refused the job: %s" % lines[0]["error"])
+    per_worker = {}
+    for x in lines:
+        if "elems" in x:
+            per_worker.setdefault(x["worker"], []).append(x)
+    return per_worker
+
+
+def read_trace(p):
+    """(pieces, summary) of a trainer's trace."""
+    with open(p) as f:
+        got = [json.loads(x) for x in f]
+    if not got or "summary" not in got[-1]:
+        fail("trace %s has no summary line" % p)
+    return got[:-1], got[-1]["summary"]
+
+
+def check_trace(name, w, trace, ref, ids):
+    """Worker w's trace equals the model's pieces, line for line; returns
+    its summary."""
+    got, summary = read_trace(trace)
+    if not summary["ok"]:
+        fail("%s: worker %d's trace ends with a failed run: %s" % (name, w, summary))
+    want = [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"], "step": x["step"],
+             "seq": x["seq"], "size": len(x["elems"]), "ids": [ids[fi][r] for fi, r in x["elems"]]}
+            for x in ref.get(w, [])]
+    if got != want:
+        for i, (g, e) in enumerate(zip(got, want)):
+            if g != e:
+                fail("%s: worker %d piece %d differs:\n  got  %s\n  want %s" % (name, w, i, g, e))
+        fail("%s: worker %d got %d pieces, want %d" % (name, w, len(got), len(want)))
+    return summary
+
+
+def read_log(p):
+    with open(p, errors="replace") as f:
+        return f.read()
+
+
+def wait_for_log(p, text, proc, what, timeout=30):
+    """Until the log at p holds text; fail with what if proc ends first or
+    time runs out."""
+    deadline = time.time() + timeout
+    while text not in read_log(p):
+        if time.time() > deadline or (proc is not None and proc.poll() is not None):
+            fail(what)
+        time.sleep(0.02)
+
+
+def wait_all(procs, timeout, what):
+    deadline = time.time() + timeout
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(0.1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            fail("%s did not finish within %d s" % (what, timeout))
+    return codes
+
+
+def start_feeder(net, host, job_path, port, j=0, F=1, tag="f", extra=()):
+    """Feeder j of F on host, bound to the host's own address; returns
+    (process, endpoint, log path)."""
+    ep = "tcp://%s:%d" % (net.addr(host), port)
+    log = path("%s-feeder%d.log" % (tag, j))
+    p = net.spawn(host, [FEEDER, "--job", job_path, "--listen", ep, "--feeder-index", str(j), "--feeders", str(F),
+                         "--threads", "1"] + list(HB) + list(extra), log=log)
+    return p, ep, log
+
+
+def start_trainer(net, host, conns, job_name, w, W, R, tag="t", extra=(), stdout=subprocess.DEVNULL):
+    """Trainer worker w of W (R replicas) on host, in a PID namespace of its
+    own; returns (process, trace path, log path)."""
+    trace = path("%s-trace%d.jsonl" % (tag, w))
+    log = path("%s-trainer%d.log" % (tag, w))
+    p = net.spawn(host, [TRAINER, "--connect", ",".join(conns), "--job", job_name, "--worker", str(w),
+                         "--workers", str(W), "--replicas", str(R), "--trace", trace] + list(HB) + list(extra),
+                  log=log, pidns=True, stdout=stdout)
+    return p, trace, log
+
+
+def wait_listening(net, host, port, proc, what, timeout=20):
+    """Until something listens on host's port (a feeder bound its socket)."""
+    probe = ("import socket, sys\n"
+             "s = socket.socket(); s.settimeout(1)\n"
+             "try:\n    s.connect((sys.argv[1], int(sys.argv[2])))\nexcept OSError:\n    sys.exit(1)\n")
+    deadline = time.time() + timeout
+    while net.run(host, [sys.executable, "-c", probe, net.addr(host), str(port)]).returncode != 0:
+        if time.time() > deadline or (proc is not None and proc.poll() is not None):
+            fail(what)
+        time.sleep(0.05)
