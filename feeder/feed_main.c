@@ -60,7 +60,7 @@ struct args {
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s;
-    int quiet, json, plan, no_shm, done;
+    int quiet, json, plan, no_shm, done, log_level, log_format;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
     char **keys;
@@ -190,7 +190,13 @@ static const struct sl_opt opt_rows[] = {
      "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "
      "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name", NULL,
      set_override},
-    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "log warnings and errors only", NULL, NULL},
+    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "log warnings and errors only (--log-level warning)",
+     NULL, NULL},
+    {"log-level", 0, SL_OPT_CHOICE, OFF(log_level), 0, 0, "info", NULL, "the least level logged",
+     SL_LOG_LEVEL_CHOICES, NULL},
+    {"log-format", 0, SL_OPT_CHOICE, OFF(log_format), 0, 0, "text", NULL,
+     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",
+     SL_LOG_FORMAT_CHOICES, NULL},
     {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
     {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
      "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
@@ -487,7 +493,9 @@ int main(int argc, char **argv)
     }
     if (a.threads == 0)
         a.threads = default_threads();
-    sl_log_setup("sluice-feeder", 2, a.quiet ? SL_LOG_WARN : SL_LOG_INFO);
+    sl_log_setup("sluice-feeder", 2,
+                 a.quiet && a.log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)a.log_level);
+    sl_log_set_format((enum sl_log_format)a.log_format);
     struct feed_job *job = NULL;
     struct feed_source *src = NULL;
     if (status == 0)

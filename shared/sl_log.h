@@ -1,5 +1,12 @@
 /* sl_log: one line per event to a sink chosen by main (stderr by default).
  * Libraries do not log; stage loops and main do.
+ *
+ * Every line starts with its time in RFC 3339 (UTC, milliseconds):
+ *     2026-12-01T15:54:21.123Z sluice-feeder: warning: MESSAGE
+ * or, in the JSON format, is one object:
+ *     {"time":"2026-12-01T15:54:21.123Z","prog":"sluice-feeder","pid":4242,
+ *      "level":"warning","msg":"MESSAGE"}
+ * (the message escaped; bytes that are not UTF-8 as \u00XX).
  * Thread-safe: yes (each line is written with one write call).
  */
 #ifndef SL_LOG_H
@@ -10,10 +17,23 @@
 #include "sl_error.h"
 
 enum sl_log_level { SL_LOG_DEBUG, SL_LOG_INFO, SL_LOG_WARN, SL_LOG_ERROR };
+enum sl_log_format { SL_LOG_TEXT, SL_LOG_JSON };
+
+/* The --log-level and --log-format choices, in enum order (for option
+ * tables: "debug|info|warning|error", "text|json"). */
+#define SL_LOG_LEVEL_CHOICES "debug|info|warning|error"
+#define SL_LOG_FORMAT_CHOICES "text|json"
 
 /* Set by main before threads start: the program name shown on each line,
  * the file descriptor written to, and the least level shown. */
 void sl_log_setup(const char *prog, int fd, enum sl_log_level min_level);
+/* The line format (text by default); before threads start. */
+void sl_log_set_format(enum sl_log_format format);
+
+/* Write the RFC 3339 time of `ns` (nanoseconds since the epoch, UTC, at
+ * millisecond precision: "2026-12-01T15:54:21.123Z", 24 characters) into
+ * out[0..25). */
+void sl_log_time(uint64_t ns, char out[25]);
 void sl_log(enum sl_log_level level, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* A rate limit for log lines anybody can cause (a peer's malformed

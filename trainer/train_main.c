@@ -66,7 +66,7 @@ struct trainer_opts {
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s;
     double lr, momentum;
-    int model, tower, progress, quiet, no_shm;
+    int model, tower, progress, quiet, no_shm, log_level, log_format;
     struct train_device_spec devspec; /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
 };
@@ -178,7 +178,13 @@ static const struct sl_opt opt_rows[] = {
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
      "works too)", NULL, NULL},
-    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "warnings and errors only", NULL, NULL},
+    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "warnings and errors only (--log-level warning)", NULL,
+     NULL},
+    {"log-level", 0, SL_OPT_CHOICE, OFF(log_level), 0, 0, "info", NULL, "the least level logged",
+     SL_LOG_LEVEL_CHOICES, NULL},
+    {"log-format", 0, SL_OPT_CHOICE, OFF(log_format), 0, 0, "text", NULL,
+     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",
+     SL_LOG_FORMAT_CHOICES, NULL},
     {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
     {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
      "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
@@ -1128,7 +1134,9 @@ int main(int argc, char **argv)
     if (status != 0 || t.done)
         goto out_free_lists;
     split_stdout(&t);
-    sl_log_setup("sluice-trainer", 2, t.o.quiet ? SL_LOG_WARN : SL_LOG_INFO);
+    sl_log_setup("sluice-trainer", 2,
+                 t.o.quiet && t.o.log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)t.o.log_level);
+    sl_log_set_format((enum sl_log_format)t.o.log_format);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;

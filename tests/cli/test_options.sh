@@ -91,7 +91,7 @@ expect "trainer --help" 0 "Usage: sluice-trainer" "$TRAINER" --help
 for opt in connect job worker workers replicas devices model hidden lr momentum seed input label classes \
     save-weights metrics predictions eval-connect eval-job ring peers rendezvous-timeout mode hash-every \
     log-every progress credits trace trace-feature heartbeat-ms timeout-ms reconnect-s no-shm cluster quiet \
-    help version; do
+    log-level log-format help version; do
     grep -q -- "--$opt\b" "$T/out" || fail "trainer --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/trainer.md" || fail "docs/trainer.md lacks --$opt"
 done
@@ -130,10 +130,57 @@ expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --
 expect "feeder plan, features.* overrides" 0 "global batch 8" "${plan[@]}" "--features.id.shape=[]"
 expect "feeder --help" 0 "Usage: sluice-feeder" "$FEEDER" --help
 for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory workers replicas heartbeat-ms \
-    report-s timeout-ms cluster stats no-shm json set quiet help version; do
+    report-s timeout-ms cluster stats no-shm json set quiet log-level log-format help version; do
     grep -q -- "--$opt\b" "$T/out" || fail "feeder --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/feeder.md" || fail "docs/feeder.md lacks --$opt"
 done
 pass "feeder --help and docs/feeder.md list every option"
+
+# ---- log lines: an RFC 3339 time on each, --log-level, --log-format json ----
+bad=(--job "$T/nonexistent.json" --listen "ipc://$T/never.sock")
+for b in "$FEEDER" "$TRAINER"; do
+    name=$(basename "$b")
+    expect "$name --log-level loud" 2 "--log-level: expected debug, info, warning or error, got 'loud'" \
+        "$b" --log-level loud
+    expect "$name --log-level empty" 2 "--log-level: expected debug, info, warning or error, got ''" \
+        "$b" --log-level=
+    expect "$name --log-level missing" 2 "--log-level needs a value" "$b" --log-level
+    expect "$name --log-format xml" 2 "--log-format: expected text or json, got 'xml'" "$b" --log-format xml
+done
+# a feeder that fails at once (its job file is missing) logs one error line
+expect "feeder error line, text" 1 "" "$FEEDER" "${bad[@]}"
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z sluice-feeder: error: .*nonexistent\.json' \
+    "$T/err" || fail "feeder error line: not '<RFC 3339 time> sluice-feeder: error: ...'"
+pass "feeder error line: time, program, level"
+expect "feeder error line, json (the last --log-format wins)" 1 "" "$FEEDER" "${bad[@]}" --log-format text \
+    --log-format json
+python3 - "$T/err" <<'PY' || fail "feeder --log-format json: not one JSON object per line (see above)"
+import json, os, re, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines, "no log line"
+for line in lines:
+    d = json.loads(line)
+    assert set(d) == {"time", "prog", "pid", "level", "msg"}, d
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d["time"]), d
+    assert d["prog"] == "sluice-feeder" and isinstance(d["pid"], int) and d["pid"] > 0, d
+assert json.loads(lines[-1])["level"] == "error" and "nonexistent.json" in json.loads(lines[-1])["msg"], lines
+PY
+pass "feeder --log-format json: one object per line"
+# --log-level error hides the info lines of a feeder serving for a second;
+# --quiet wins over a lower --log-level
+printf 'ab\n' >"$T/lines.txt"
+printf '{"name": "t", "files": ["%s"], "format": "text", "global_batch_size": 1, "features": {"line": {"dtype": "string"}}}' \
+    "$T/lines.txt" >"$T/text.json"
+serve() { timeout -s TERM 1 "$FEEDER" --job "$T/text.json" --listen "ipc://$T/s.sock" --workers 1 --replicas 1 "$@" \
+    >"$T/out" 2>"$T/err"; }
+serve
+grep -Eq '^[0-9TZ:.-]{24} sluice-feeder: info: serving job' "$T/err" || fail "feeder: no info line at the default level"
+serve --log-level error
+[ ! -s "$T/err" ] || fail "feeder --log-level error: logged $(head -c 300 "$T/err")"
+serve -q --log-level debug
+[ ! -s "$T/err" ] || fail "feeder -q --log-level debug: logged $(head -c 300 "$T/err")"
+serve --log-level warning --log-level info
+grep -q ': info: serving job' "$T/err" || fail "feeder: the last --log-level does not win"
+pass "feeder --log-level and --quiet"
 
 echo "$PASSED passed, 0 failed"

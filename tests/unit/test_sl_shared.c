@@ -1,5 +1,6 @@
 /* shared/: error records, bounded buffers, base64 (RFC 4648 vectors), JSON
- * string escaping and the allocation failure hook. */
+ * string escaping, the allocation failure hook and the log line formats. */
+#include <stdio.h>
 #include <string.h>
 
 #include <unistd.h>
@@ -100,6 +101,94 @@ START_TEST(test_alloc_failure_hook)
 }
 END_TEST
 
+/* Each line of buf starts with an RFC 3339 time and a blank
+ * ("2026-12-01T15:34:21.123Z "): check its shape and remove it. */
+static void strip_times(char *buf)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ ";
+    char *out = buf;
+    for (char *p = buf; *p != '\0';) {
+        for (size_t i = 0; i < sizeof shape - 1; i++)
+            ck_assert_msg(shape[i] == 'd' ? p[i] >= '0' && p[i] <= '9' : p[i] == shape[i], "no time at '%s'", p);
+        p += sizeof shape - 1;
+        char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p) + 1 : strlen(p);
+        memmove(out, p, n);
+        out += n;
+        p += n;
+    }
+    *out = '\0';
+}
+
+/* sl_log_time: RFC 3339 in UTC, milliseconds truncated. */
+START_TEST(test_log_time)
+{
+    char t[25];
+    sl_log_time(0, t);
+    ck_assert_str_eq(t, "1970-01-01T00:00:00.000Z");
+    sl_log_time(1796139261123456789u, t);
+    ck_assert_str_eq(t, "2026-12-01T15:34:21.123Z");
+    sl_log_time(951782400999000000u, t); /* a leap day */
+    ck_assert_str_eq(t, "2000-02-29T00:00:00.999Z");
+    sl_log_time(UINT64_MAX, t); /* the last instant 64-bit nanoseconds can say */
+    ck_assert_str_eq(t, "2554-07-21T23:34:33.709Z");
+}
+END_TEST
+
+/* Read what is in the pipe now. */
+static void read_all(int fd, char *buf, size_t cap)
+{
+    ssize_t n = read(fd, buf, cap - 1);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+}
+
+/* The text and JSON formats: the level, the program, the message escaped
+ * (quotes, backslashes, control bytes, bytes that are not UTF-8, while
+ * valid UTF-8 passes), levels below the least one dropped, an over-long
+ * message cut to one line. */
+START_TEST(test_log_formats)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    char buf[8192];
+    sl_log_setup("prog", fds[1], SL_LOG_INFO);
+    sl_log(SL_LOG_DEBUG, "not shown");
+    sl_log(SL_LOG_INFO, "file %s at byte %d", "a.tfrecord", 12);
+    read_all(fds[0], buf, sizeof buf);
+    strip_times(buf);
+    ck_assert_str_eq(buf, "prog: info: file a.tfrecord at byte 12\n");
+
+    sl_log_set_format(SL_LOG_JSON);
+    sl_log(SL_LOG_ERROR, "q\"b\\ t\tn\x01 \xff\xc3\xa9 \xe2\x82");
+    read_all(fds[0], buf, sizeof buf);
+    char want[512];
+    snprintf(want, sizeof want,
+             "\",\"prog\":\"prog\",\"pid\":%ld,\"level\":\"error\","
+             "\"msg\":\"q\\\"b\\\\ t\\u0009n\\u0001 \\u00ff\xc3\xa9 \\u00e2\\u0082\"}\n",
+             (long)getpid());
+    ck_assert_int_eq(strncmp(buf, "{\"time\":\"", 9), 0);
+    ck_assert_str_eq(buf + 9 + 24, want);
+    ck_assert_int_eq(buf[9 + 23], 'Z');
+
+    char big[3000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    sl_log(SL_LOG_WARN, "%s", big);
+    read_all(fds[0], buf, sizeof buf);
+    ck_assert_ptr_eq(strchr(buf, '\n'), buf + strlen(buf) - 1); /* one line, cut */
+    ck_assert_int_eq(strcmp(buf + strlen(buf) - 3, "\"}\n"), 0);
+    sl_log_set_format(SL_LOG_TEXT);
+    sl_log(SL_LOG_WARN, "%s", big);
+    read_all(fds[0], buf, sizeof buf);
+    ck_assert_ptr_eq(strchr(buf, '\n'), buf + strlen(buf) - 1);
+    ck_assert_uint_eq(strlen(buf), 25 + strlen("prog: warning: ") + 2047 + 1);
+    sl_log_setup("t", 2, SL_LOG_INFO);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
 /* sl_log_allowed: `burst` lines a second, the rest counted and said in one
  * line when the limit is flushed. */
 START_TEST(test_log_limit)
@@ -123,8 +212,8 @@ START_TEST(test_log_limit)
     ck_assert_int_eq(sl_log_allowed(&l), 1); /* a new second */
     sl_log_limit_flush(&l, 1);               /* nothing held: no line */
     char buf[1024] = {0};
-    ssize_t n = read(fds[0], buf, sizeof buf - 1);
-    ck_assert_int_gt(n, 0);
+    read_all(fds[0], buf, sizeof buf);
+    strip_times(buf);
     const char *want = "t: warning: refused 0\nt: warning: refused 1\nt: warning: refused 2\n"
                        "t: warning: 22 more refusals were not logged in ";
     ck_assert_int_eq(strncmp(buf, want, strlen(want)), 0);
@@ -203,6 +292,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_json_string_escapes);
     tcase_add_test(tc, test_alloc_failure_hook);
     tcase_add_test(tc, test_log_limit);
+    tcase_add_test(tc, test_log_time);
+    tcase_add_test(tc, test_log_formats);
     tcase_add_test(tc, test_bytes_reader_writer);
     suite_add_tcase(s, tc);
     return s;
