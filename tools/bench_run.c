@@ -418,7 +418,7 @@ static int supervise(const struct run_opts *o, int F, struct bench_group *g, con
             }
             int clean = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
             int asked = feeder ? stop_feeders : stop_trainers;
-            /* a trainer stopped by our SIGTERM exits 1; a feeder may exit 0
+            /* a trainer stopped by our SIGTERM exits 143; a feeder may exit 0
              * early once its trainers have left */
             if (!clean && !asked && !(feeder && trainers_done_at > 0 && WIFEXITED(c->status))) {
                 progress_clear(bar);

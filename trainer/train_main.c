@@ -45,12 +45,14 @@
 #define MAX_FEEDERS 64
 #define MAX_WORKERS 65536
 
+/* The stop signal's number (SIGINT, SIGTERM), 0 until one comes: every
+ * wait checks it (the client's, the rendezvous', the ring's) and ends
+ * within 250 ms; the trainer then exits 128 + the signal's number. */
 static volatile sig_atomic_t stop_flag;
 
 static void on_stop(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    stop_flag = sig;
 }
 
 /* ---- options ---- */
@@ -743,7 +745,8 @@ static int meet(struct trainer *t)
     struct train_rendezvous_opts ro = {.rank = (int)o->worker, .size = (int)o->workers, .root = root,
                                        .bind = t->ring_bind[0] != '\0' ? root_bind : NULL,
                                        .names = (const char *const *)t->ring_eps.items, .job = o->job,
-                                       .config = cfg, .timeout_ms = (int)(o->rendezvous_timeout_s * 1000)};
+                                       .config = cfg, .timeout_ms = (int)(o->rendezvous_timeout_s * 1000),
+                                       .stop = &stop_flag};
     struct sl_error err = {0};
     size_t blob_len = 0;
     double t0 = sl_clock_s();
@@ -800,7 +803,8 @@ static int start(struct trainer *t)
             struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
                                          .endpoints = (const char *const *)t->ring_eps.items,
                                          .timeout_ms = (int)o->timeout_ms, .connect_timeout_ms = 30000,
-                                         .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL};
+                                         .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
+                                         .stop = &stop_flag};
             if (train_ring_open(&t->ring, &ro, &err) != 0)
                 goto fail;
         }
@@ -1161,6 +1165,10 @@ int main(int argc, char **argv)
         status = run(&t);
     t.t_train_end = sl_clock_s();
     status = finish_training(&t, status);
+    if (status == 0 && stop_flag && t.loop != NULL && t.o.eval_connect != NULL) {
+        sl_log(SL_LOG_INFO, "stopped by a signal before the evaluation");
+        status = 1;
+    }
     if (status == 0 && t.loop != NULL && t.o.eval_connect != NULL && !stop_flag)
         status = evaluate(&t);
     status = report(&t, status);
@@ -1174,5 +1182,7 @@ out_free_lists:
     sl_cluster_list_free(&t.eval_feeders);
     sl_cluster_list_free(&t.ring_eps);
     sl_cluster_list_free(&t.feeders);
-    return status;
+    /* a run a signal cut short: 130 (SIGINT) or 143 (SIGTERM); one that had
+     * finished when the signal came keeps its 0 */
+    return stop_flag && status != 0 ? 128 + (int)stop_flag : status;
 }

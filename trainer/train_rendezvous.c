@@ -224,6 +224,14 @@ static int first_missing(const struct root *r)
     return 0;
 }
 
+/* A poll's timeout for a wait of ns: at most 250 ms when a stop flag may
+ * end the wait. */
+static long poll_ms(const struct train_rendezvous_opts *o, uint64_t ns)
+{
+    long ms = (long)((ns + 999999) / 1000000);
+    return o->stop != NULL && ms > 250 ? 250 : ms;
+}
+
 static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
 {
     const struct train_rendezvous_opts *o = r->o;
@@ -232,6 +240,8 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
 
     while (r->joined < o->size - 1) {
         uint64_t now = sl_clock_ns();
+        if (o->stop != NULL && *o->stop)
+            return sl_error_set(err, SL_ECLOSED, "rendezvous: stopped by a signal");
         if (now >= next_status) {
             int miss = first_missing(r);
             size_t n = encode(r->buf, MSG_STATUS, (uint32_t)miss, (uint32_t)(o->size - 1 - r->joined), NULL, 0,
@@ -254,7 +264,7 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
         }
         uint64_t wake = next_status < deadline ? next_status : deadline;
         zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, (long)((wake - now + 999999) / 1000000));
+        int rc = zmq_poll(&it, 1, poll_ms(o, wake - now));
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0)
@@ -375,6 +385,10 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     int missing = 0;
     for (;;) {
         uint64_t now = sl_clock_ns();
+        if (o->stop != NULL && *o->stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "rendezvous: stopped by a signal");
+            goto out_close;
+        }
         uint64_t alive = heard + (uint64_t)ROOT_SILENT_MS * 1000000u;
         uint64_t until = !heard ? deadline : alive < cap ? alive : cap;
         if (now >= until && heard && now < cap) {
@@ -393,7 +407,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
             goto out_close;
         }
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        rc = zmq_poll(&it, 1, (long)((until - now + 999999) / 1000000));
+        rc = zmq_poll(&it, 1, poll_ms(o, until - now));
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0) {

@@ -19,6 +19,7 @@
 #ifndef TRAIN_RENDEZVOUS_H
 #define TRAIN_RENDEZVOUS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "sl_error.h"
@@ -42,6 +43,9 @@ struct train_rendezvous_opts {
                                    (its worker address) */
     const char *job;            /* the job's name; must match */
     const char *config;         /* must match verbatim ("" when NULL) */
+    volatile sig_atomic_t *stop;/* when set (by a signal handler), the wait
+                                   ends within 250 ms with SL_ECLOSED "stopped
+                                   by a signal"; NULL: never */
     int timeout_ms;             /* how long to wait for everyone (default
                                    60000); a rank other than 0 that has heard
                                    from rank 0 waits for its verdict a little

@@ -90,6 +90,7 @@ struct hdr {
 struct train_ring {
     int rank, size, pred, succ;
     int timeout_ms, connect_timeout_ms;
+    volatile sig_atomic_t *stop; /* opts.stop */
     uint64_t max_bytes;
     char **eps;          /* [size], owned */
     char *bind;          /* owned; NULL: bind eps[rank] */
@@ -349,6 +350,10 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         uint64_t wake = beat && next_beat < deadline ? next_beat : deadline;
         long wait_ms = now >= wake ? 0 : (long)((wake - now + 999999) / 1000000);
 
+        if (r->stop != NULL && *r->stop)
+            return ring_fail(r, err, SL_ECLOSED, 0, 0, "ring: stopped by a signal");
+        if (r->stop != NULL && wait_ms > 250)
+            wait_ms = 250;
         if (r->pred_gone)
             wait_ms = 0; /* whatever it sent is already queued */
         rc = zmq_poll(items, 2, wait_ms);
@@ -492,6 +497,7 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
     r->pred = (o->rank + o->size - 1) % o->size;
     r->succ = (o->rank + 1) % o->size;
     r->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+    r->stop = o->stop;
     r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
     r->max_bytes = o->max_message_bytes ? o->max_message_bytes : DEFAULT_MAX_MESSAGE;
     if (r->max_bytes > INT64_MAX)

@@ -9,6 +9,7 @@
 #ifndef TRAIN_RING_H
 #define TRAIN_RING_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,10 @@ struct train_ring_opts {
                                     "ipc:///tmp/x-1") */
     int timeout_ms;              /* silence from the predecessor that fails a
                                     call (default 10000) */
+    volatile sig_atomic_t *stop; /* when set (by a signal handler), open and
+                                    every call end within 250 ms with
+                                    SL_ECLOSED "stopped by a signal" (the
+                                    ring is then broken); NULL: never */
     int connect_timeout_ms;      /* how long open waits for every rank to join
                                     (default 10000) */
     uint64_t max_message_bytes;  /* largest chunk, in bytes, a call may send or

@@ -40,12 +40,17 @@ FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
             "id": {"dtype": "int64", "shape": []}}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def free_ports(n):
+    """n distinct free loopback ports (the sockets are held together, so the
+    kernel cannot hand out one port twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def gen(name, records, shards, compression="none"):
@@ -82,7 +87,7 @@ def write_job(name, files, **keys):
 
 def endpoints(kind, n, tag):
     if kind == "tcp":
-        ports = [free_port() for _ in range(n)]
+        ports = free_ports(n)
         return ["tcp://127.0.0.1:%d" % p for p in ports], ["tcp://127.0.0.1:%d" % p for p in ports]
     paths = ["ipc://%s/%s-%d.sock" % (TMP, tag, j) for j in range(n)]
     return paths, paths

@@ -278,67 +278,6 @@ def case_serving_errors():
     ok("a WELCOME that cannot be encoded is a REFUSE with the reason (%.1f s), not 30 s of silence" % took)
 
 
-def case_trainer_signals():
-    # waiting for a WELCOME that never comes (nothing listens)
-    harness.case()
-    tag = "sigwelcome"
-    sock = "ipc://%s/nobody.sock" % TMP
-    p, _ = trainer(tag, sock, {"name": "nobody"})
-    time.sleep(1.0)
-    t0 = time.time()
-    p.send_signal(signal.SIGTERM)
-    code = wait(p, 10, "sigwelcome: trainer after SIGTERM")
-    took = time.time() - t0
-    if code != 1 or took > 8 or "stopped by a signal" not in read_log(tag, "trainer0"):
-        fail("sigwelcome: a trainer waiting for its WELCOME should stop on SIGTERM at once (exit 1), "
-             "took %.1f s, exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
-    # waiting for pieces from a feeder that went quiet (stopped), with a long timeout
-    harness.case()
-    tag = "sigpieces"
-    files = gen("sp", 40, 2)
-    job_path, job = write_job("job-" + tag, files, epochs=0)
-    f, sock = start_feeder(tag, job_path)
-    p, trace = trainer(tag, sock, job, extra=("--timeout-ms", "60000"))
-    wait_for_log(tag, "feeder", "worker 0 connected", p, "sigpieces: the trainer did not connect")
-    time.sleep(0.5)
-    f.send_signal(signal.SIGSTOP)
-    time.sleep(0.5)
-    t0 = time.time()
-    p.send_signal(signal.SIGTERM)
-    code = wait(p, 20, "sigpieces: trainer after SIGTERM")
-    took = time.time() - t0
-    f.send_signal(signal.SIGCONT)
-    stop(f, "sigpieces: feeder")
-    if code != 1 or took > 8 or "stopped by a signal" not in read_log(tag, "trainer0"):
-        fail("sigpieces: a trainer waiting for pieces should stop on SIGTERM at once (exit 1), took %.1f s, "
-             "exit %d:\n%s" % (took, code, read_log(tag, "trainer0")))
-    ok("a trainer stops on SIGTERM within %.1f s while it waits for a WELCOME or for pieces" % took)
-
-    # a trainer stopped (SIGSTOP) for longer than its own timeout, its feeder
-    # alive: on SIGCONT it reads the heartbeats that waited in the socket and
-    # goes on (its pause is not the feeder's silence); the trace is complete
-    harness.case()
-    tag = "pause"
-    files = gen("pz", 60, 2)
-    job_path, job = write_job("job-" + tag, files, epochs=40)
-    f, sock = start_feeder(tag, job_path, extra=("--timeout-ms", "60000"))
-    p, trace = trainer(tag, sock, job, extra=("--timeout-ms", "1500"))
-    wait_for_log(tag, "feeder", "worker 0 connected", p, "pause: the trainer did not connect")
-    p.send_signal(signal.SIGSTOP)
-    time.sleep(3.0)
-    p.send_signal(signal.SIGCONT)
-    code = wait(p, 60, "pause: trainer")
-    if code != 0 or wait(f, 20, "pause: feeder") != 0:
-        fail("pause: a trainer stopped for 3 s (timeout 1.5 s) should go on, exit %d:\n%s" %
-             (code, read_log(tag, "trainer0")))
-    rows = sum(x["size"] for x in trace_lines(trace)[:-1])
-    if rows != 60 * 40:
-        fail("pause: expected %d rows, got %d" % (60 * 40, rows))
-    ok("a trainer stopped for twice its timeout goes on when resumed, its feeder alive; trace complete")
-
-
-# ---- item 8: start-up failures are REFUSEd with the reason ----
-
 def case_startup_refusals():
     harness.case()
     tag = "unreadable"
@@ -490,7 +429,6 @@ def main():
     case_resume(files)
     case_shape(files)
     case_serving_errors()
-    case_trainer_signals()
     case_startup_refusals()
     case_log_flood(files)
     case_cluster_flags(files)
