@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 import ref_plan  # noqa: E402
 import harness  # noqa: E402
-from harness import fail, ok  # noqa: E402,F401
+from harness import fail  # noqa: E402,F401
 import netns  # noqa: E402
 
 if len(sys.argv) < 2:
@@ -38,6 +38,15 @@ FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
             "id": {"dtype": "int64", "shape": []}}
 # the cluster's timing: heartbeats every 200 ms, a peer silent for 5 s lost
 HB = ("--heartbeat-ms", "200", "--timeout-ms", "5000")
+
+
+_since = [time.time()]
+
+
+def ok(name):
+    """harness.ok, with the seconds since the last case passed (or the start)."""
+    harness.ok("%s (%.1f s)" % (name, time.time() - _since[0]))
+    _since[0] = time.time()
 
 
 def cleanup():
@@ -105,15 +114,28 @@ def read_trace(p):
     return got[:-1], got[-1]["summary"]
 
 
+_expected = {}
+
+
+def expected(ref, ids, w):
+    """Worker w's trace lines as the model has them (the (file, record)
+    elements turned into the records' ids); kept for the next trace of the
+    same job."""
+    key = (id(ref), id(ids), w)
+    if key not in _expected:
+        _expected[key] = (ref, ids, [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"],
+                                      "step": x["step"], "seq": x["seq"], "size": len(x["elems"]),
+                                      "ids": [ids[fi][r] for fi, r in x["elems"]]} for x in ref.get(w, [])])
+    return _expected[key][2]
+
+
 def check_trace(name, w, trace, ref, ids):
     """Worker w's trace equals the model's pieces, line for line; returns
     its summary."""
     got, summary = read_trace(trace)
     if not summary["ok"]:
         fail("%s: worker %d's trace ends with a failed run: %s" % (name, w, summary))
-    want = [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"], "step": x["step"],
-             "seq": x["seq"], "size": len(x["elems"]), "ids": [ids[fi][r] for fi, r in x["elems"]]}
-            for x in ref.get(w, [])]
+    want = expected(ref, ids, w)
     if got != want:
         for i, (g, e) in enumerate(zip(got, want)):
             if g != e:
