@@ -33,6 +33,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_cluster.h"
+#include "sl_env.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
@@ -57,6 +58,8 @@ static void on_dump(int sig)
 /* The command line, filled from `opt_rows` once in main, then read-only. */
 struct args {
     const char *job, *listen, *cluster, *stats;
+    const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
+    char *env_spec;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s;
@@ -142,6 +145,7 @@ static void free_args(struct args *a)
     for (size_t i = 0; i < a->nkey_names; i++)
         sl_free(a->key_names[i]);
     sl_free(a->key_names);
+    sl_free(a->env_spec);
 }
 
 #define OFF(field) offsetof(struct args, field)
@@ -179,6 +183,10 @@ static const struct sl_opt opt_rows[] = {
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "a TF_CONFIG-style cluster spec (JSON or a file) whose task is a feeder: gives --listen, --feeder-index and "
      "--feeders (TF_CONFIG in the environment works too)", NULL, NULL},
+    {"cluster-from", 0, SL_OPT_STRING, OFF(cluster_from), 0, 0, NULL, "SOURCE",
+     "slurm[:feeders=F,feeder-port=P,ring-port=Q] or tf_config: --listen, --feeder-index and --feeders from the "
+     "environment, Slurm's task variables (the first F tasks are the feeders, default 1; feeder j listens on port "
+     "P+j, default 5555) or TF_CONFIG (checked strictly); refused with those options (docs/deploy.md)", NULL, NULL},
     {"stats", 0, SL_OPT_STRING, OFF(stats), 0, 0, NULL, "FILE",
      "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
      "seconds per stage (docs/feeder.md)", NULL, NULL},
@@ -275,6 +283,15 @@ static int parse_args(int argc, char **argv, struct args *a)
                                sl_opt_given(&cmd, given, "feeders")))
         return usage_error("--cluster gives the feeder's endpoint, index and count: give it or "
                            "--listen/--feeder-index/--feeders, not both");
+    /* --cluster-from: the spec made from the environment stands for
+     * --cluster (docs/deploy.md) */
+    static const char *const from_env[] = {"cluster", "listen", "feeder-index", "feeders"};
+    if (a->cluster_from != NULL && sl_env_refuse_given(&cmd, given, a->cluster_from, from_env, 4, &err) != 0)
+        return usage_error("%s", err.msg);
+    if (a->cluster_from != NULL && sl_env_cluster_spec(&a->env_spec, a->cluster_from, NULL, &err) != 0)
+        return usage_error("--cluster-from %s: %s", a->cluster_from, err.msg);
+    if (a->env_spec != NULL)
+        a->cluster = a->env_spec;
     /* a TF_CONFIG-style spec whose task is a feeder gives the endpoint,
      * the index and the feeder count */
     const char *spec = a->cluster ? a->cluster : getenv("TF_CONFIG");

@@ -30,6 +30,7 @@
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_cluster.h"
+#include "sl_env.h"
 #include "sl_json.h"
 #include "sl_log.h"
 #include "sl_opt.h"
@@ -65,6 +66,7 @@ enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
 struct trainer_opts {
     const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
+    const char *cluster_from; /* --cluster-from */
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s;
     double lr, momentum;
@@ -180,6 +182,11 @@ static const struct sl_opt opt_rows[] = {
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
      "works too)", NULL, NULL},
+    {"cluster-from", 0, SL_OPT_STRING, OFF(cluster_from), 0, 0, NULL, "SOURCE",
+     "slurm[:feeders=F,feeder-port=P,ring-port=Q] or tf_config: --connect, --worker, --workers and the ring (as "
+     "--peers) from the environment, Slurm's task variables (the first F tasks are the feeders, default 1, on ports "
+     "P+j, default 5555; task F+w is worker w, its ring endpoint on port Q+w, default 7000) or TF_CONFIG (checked "
+     "strictly); refused with those options (docs/deploy.md)", NULL, NULL},
     {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "warnings and errors only (--log-level warning)", NULL,
      NULL},
     {"log-level", 0, SL_OPT_CHOICE, OFF(log_level), 0, 0, "info", NULL, "the least level logged",
@@ -649,10 +656,25 @@ static int configure(struct trainer *t, int argc, char **argv)
     }
     if (rc != 0)
         return usage_error("%s\nTry 'sluice-trainer --help'", err.msg);
+    /* --cluster-from: the spec made from the environment stands for
+     * --cluster while the cluster is read (docs/deploy.md) */
+    static const char *const from_env[] = {"cluster", "connect", "worker", "workers", "ring", "peers"};
+    char *env_spec = NULL;
+    if (o->cluster_from != NULL && sl_env_refuse_given(&cmd, given, o->cluster_from, from_env, 6, &err) != 0)
+        return usage_error("%s", err.msg);
+    if (o->cluster_from != NULL && sl_env_cluster_spec(&env_spec, o->cluster_from, NULL, &err) != 0)
+        return usage_error("--cluster-from %s: %s", o->cluster_from, err.msg);
+    if (env_spec != NULL)
+        o->cluster = env_spec;
     if (o->cluster != NULL && o->connect != NULL)
         return usage_error("--cluster gives the feeders (its 'feeder' list): give it or --connect, not both");
     int worker_set = sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers");
-    if (read_cluster(t, worker_set, &from_peers, &err) != 0)
+    rc = read_cluster(t, worker_set, &from_peers, &err);
+    if (env_spec != NULL) { /* read; o->cluster is not used again */
+        sl_free(env_spec);
+        o->cluster = NULL;
+    }
+    if (rc != 0)
         return usage_error("%s", err.msg);
     if ((o->connect == NULL && t->feeders.n == 0) || o->job == NULL)
         return usage_error("--connect and --job are required\nTry 'sluice-trainer --help'");
