@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build sluice and pass its tests: the README's test command, also run by CI.
 #
-#   scripts/test.sh          deps, release build, every ctest test (unit, cli)
+#   scripts/test.sh          deps, release build, every ctest test (unit, cli,
+#                            integration, and cluster: root only, else skipped;
+#                            docs/testbed.md)
 #   scripts/test.sh --all    also the unit and integration tests under ASan+UBSan
 #                            and under TSan, and a short libFuzzer run of every
 #                            fuzz target (what CI runs)

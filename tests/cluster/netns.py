@@ -365,17 +365,27 @@ def main(argv):
         print("netns.py: host names are 1-8 lower-case letters or digits", file=sys.stderr)
         return 2
     net = require(hosts)
+    # Ctrl-C is the command's (it gets it from the terminal); SIGTERM ends it
+    # and tears down, without the test harness's report
+    signal.signal(signal.SIGINT, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     env = dict(os.environ)
     for h in hosts:
         env["SLUICE_NS_" + h.upper()] = net.ns(h)
         env["SLUICE_ADDR_" + h.upper()] = net.addr(h)
         print("host %-8s namespace %-16s address %s" % (h, net.ns(h), net.addr(h)))
     sys.stdout.flush()
+    child = subprocess.Popen(cmd, env=env)
     try:
-        code = subprocess.call(cmd, env=env)
+        return child.wait()
     finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                child.kill()
         net.down()
-    return code
 
 
 if __name__ == "__main__":
