@@ -18,6 +18,7 @@ int bench_feed_main(int argc, char **argv);
 int bench_run_main(int argc, char **argv);
 int bench_wire_main(int argc, char **argv);
 int bench_allreduce_main(int argc, char **argv);
+int bench_link_main(int argc, char **argv);
 
 /* ---- statistics (bench_util.c) ---- */
 
@@ -44,8 +45,9 @@ int bench_parse_transport(const char *cmd, const char *s, const char **out);
 /* A micro-benchmark's option table: --NAME VALUE as an integer in
  * [min, max] (BENCH_OPT_INT into *num), a list of at most `cap` of them
  * (BENCH_OPT_LIST into list / *count), ipc|tcp (BENCH_OPT_TRANSPORT into
- * *str), or a flag without a value (BENCH_OPT_FLAG sets *flag). */
-enum bench_opt_kind { BENCH_OPT_INT, BENCH_OPT_LIST, BENCH_OPT_TRANSPORT, BENCH_OPT_FLAG };
+ * *str), any non-empty text (BENCH_OPT_STRING into *str, borrowed from
+ * argv), or a flag without a value (BENCH_OPT_FLAG sets *flag). */
+enum bench_opt_kind { BENCH_OPT_INT, BENCH_OPT_LIST, BENCH_OPT_TRANSPORT, BENCH_OPT_FLAG, BENCH_OPT_STRING };
 struct bench_opt {
     const char *name; /* with its dashes: "--repeat" */
     enum bench_opt_kind kind;

@@ -8,6 +8,7 @@
  *   sluice-bench run       the whole input pipeline on a user's job
  *   sluice-bench wire      the wire protocol against raw ZeroMQ
  *   sluice-bench allreduce the CPU ring all-reduce against raw ZeroMQ
+ *   sluice-bench link      one end of a raw ZeroMQ transfer across hosts
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,8 @@ static const char usage[] =
     "            message size, feeder memory vs its bound\n"
     "  wire      wire protocol encode/decode of headers + frames vs raw ZeroMQ\n"
     "  allreduce CPU ring all-reduce across P processes vs raw ZeroMQ\n"
+    "  link      one end of a raw ZeroMQ transfer between two hosts (the baseline\n"
+    "            of tools/bench_testbed.py)\n"
     "\n"
     "Run 'sluice-bench COMMAND --help' for the options of a command;\n"
     "'sluice-bench --version' for the version, commit, build type and optional parts.\n";
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
         return bench_wire_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "allreduce") == 0)
         return bench_allreduce_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "link") == 0)
+        return bench_link_main(argc - 1, argv + 1);
     fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

@@ -193,6 +193,13 @@ int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, 
         }
         if (v == NULL)
             return bench_usage_error(cmd, "%s needs a value", a);
+        if (o->kind == BENCH_OPT_STRING) {
+            if (*v == '\0')
+                return bench_usage_error(cmd, "%s needs a value", a);
+            *o->str = v;
+            i++;
+            continue;
+        }
         int rc = o->kind == BENCH_OPT_INT    ? bench_parse_int(cmd, a, v, o->min, o->max, o->num)
                  : o->kind == BENCH_OPT_LIST ? bench_parse_int_list(cmd, a, v, o->min, o->max, o->list, o->cap, o->count)
                                              : bench_parse_transport(cmd, v, o->str);

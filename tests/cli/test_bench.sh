@@ -87,6 +87,15 @@ expect "run job without files" 2 "no file matches" "$BENCH" run --job job.json -
 expect "wire --tensors 99" 2 "--tensors: expected an integer in \[1, 64\], got '99'" "$BENCH" wire --tensors 99
 expect "allreduce --procs 1" 2 "--procs: expected an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
 expect "allreduce --transport" 2 "--transport: expected ipc or tcp" "$BENCH" allreduce --transport x
+expect "link without an end" 2 "give one of --push and --pull" "$BENCH" link
+expect "link with both ends" 2 "give one of --push and --pull" "$BENCH" link --push ipc://a --pull ipc://b
+expect "link --push empty" 2 "--push needs a value" "$BENCH" link --push ""
+expect "link --size 0" 2 "--size" "$BENCH" link --push ipc://a --size 0
+expect "link --size huge" 2 "--size" "$BENCH" link --push ipc://a --size 2000000000
+expect "link --count 1" 2 "--count" "$BENCH" link --pull ipc://a --count 1
+expect "link --count -5" 2 "--count" "$BENCH" link --pull ipc://a --count -5
+expect "link, nobody sends" 1 "message 0 of 3: none came in time" "$BENCH" link --pull "ipc://$T/none.sock" \
+    --count 3 --timeout-s 1
 
 # ---- feed: a short run, its note and its JSON ----
 expect "feed --threads 0" 2 "threads >= 1" "$BENCH" feed --job job.json --threads 0
@@ -264,5 +273,19 @@ PY
 ls "$T" | grep -q '^sluice-bench-' && fail "formats --size left its scratch folder"
 expect "formats --size, table" 0 "at --size 65536: [0-9]+ records" "$BENCH" formats "${SMALL[@]}"
 pass "formats --size and --once"
+
+# ---- link: the two ends of a raw transfer, as tools/bench_testbed.py runs them ----
+"$BENCH" link --pull "ipc://$T/link.sock" --count 300 >"$T/link.json" 2>"$T/link.err" &
+lp=$!
+"$BENCH" link --push "ipc://$T/link.sock" --size 4099 --count 300 2>"$T/err" || fail "link --push failed"
+wait $lp || fail "link --pull failed: $(cat "$T/link.err")"
+python3 - "$T/link.json" <<'PY' || fail "link: not the JSON line expected (see above)"
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert set(d) == {"bench", "bytes", "messages", "seconds", "bytes_per_s"}, d
+assert d["bench"] == "link" and d["bytes"] == 4099 and d["messages"] == 300 and d["seconds"] > 0, d
+assert abs(d["bytes_per_s"] - 4099 * 299 / d["seconds"]) <= 1e-5 * d["bytes_per_s"], d
+PY
+pass "link: 300 messages of 4099 bytes, rate over the 299 after the first"
 
 echo "$PASSED passed, 0 failed"
