@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1160,6 +1161,16 @@ int main(int argc, char **argv)
     if (status != 0 || t.done)
         goto out_free_lists;
     split_stdout(&t);
+    /* ZeroMQ allocates every received piece of a copied stream (one malloc
+     * per message, ~200 KB for the Fashion-MNIST job) and the client frees
+     * them out of order. glibc's defaults map large blocks afresh and give
+     * the heap's top back to the kernel, so each piece's pages were faulted
+     * in again: 13% of the receiving I/O thread's time (docs/performance.md,
+     * "The copy path across hosts"). Blocks
+     * below 64 MiB now come from the heap, and the heap keeps up to 1 GiB
+     * it no longer uses: at most what the client's window needed at peak. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     sl_log_setup("sluice-trainer", 2,
                  t.o.quiet && t.o.log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)t.o.log_level);
     sl_log_set_format((enum sl_log_format)t.o.log_format);
