@@ -6,7 +6,9 @@ interface, eth0, whose other end is a port of a bridge. The bridge lives in
 a namespace of its own (the "switch"), so nothing is added to the machine's
 own network: no interface, no route, no address. The hosts' addresses come
 from 198.18.0.0/15, the range set aside for benchmark networks (RFC 2544);
-no namespace has a default route, so no packet can leave the cluster.
+no namespace has a default route and IPv6 is off, so no packet can leave
+the cluster. A host's MAC is fixed (from its address): powered off and on
+again, it is the same machine to its peers' ARP caches.
 
 Every name begins with a prefix unique to the run ("slc<pid>"), so two runs
 at once do not meet. A process started on a host is the leader of its own
@@ -36,8 +38,10 @@ Command line (root), for trying things by hand:
     tests/cluster/netns.py [--hosts f0,t0,...] [-- COMMAND...]
 makes the cluster, runs COMMAND (default: an interactive shell) with
 SLUICE_NS_<HOST> (namespace) and SLUICE_ADDR_<HOST> (address) in its
-environment, and tears everything down when it ends or on Ctrl-C.
-Run a program on a host with `ip netns exec $SLUICE_NS_T0 PROGRAM`.
+environment, and tears everything down when it ends (Ctrl-C goes to the
+command) or on SIGTERM; exits with the command's status, or 77 where
+namespaces cannot be made. Run a program on a host with
+`ip netns exec $SLUICE_NS_T0 PROGRAM`. docs/testbed.md tells more.
 """
 import atexit
 import ctypes

@@ -19,6 +19,9 @@ silent for 1.5 s. Cases:
    trainer (longer than both timeouts): t0's trainer finds both feeders
    silent; once the link is back it rejoins both and resumes, trace exact.
    t1's trainer goes on meanwhile and finishes, exact.
+   With the trainer's timeout at 4 s, the feeders drop it during a cut of
+   about 2 s; it finds them silent only at its own timeout, after the link
+   is back, and rejoins both at once.
 4. The same cut without --reconnect-s (the default): t0's trainer fails
    (exit 1) after its timeout, naming a silent feeder, with an exact trace
    up to there; t1 finishes; the feeders drop worker 0 and wait for it (a
@@ -217,6 +220,32 @@ def main():
     ok("t0's link cut for %.1f s, past the timeouts, --reconnect-s: both feeders dropped worker 0, it rejoined "
        "them at pieces %s and %s once the link was back; worker 1 went on; traces exact"
        % (cut, resumed[0][1], resumed[1][1]))
+
+    # 3b. the feeders give up first: they drop worker 0 during a cut of about
+    # 2 s, and its trainer (timeout 4 s) finds them silent only after the
+    # link is back, then rejoins them at once
+    r = Run(net, "late", job_path, job, 5708, trainer_extra=("--timeout-ms", "4000", "--reconnect-s", "30"))
+    cut = time.time()
+    net.cut("t0")
+    for j in range(2):
+        wait_for_log(r.feeders[j][2], "worker 0 timed out after", r.feeders[j][0],
+                     "late: feeder %d did not drop worker 0" % j, timeout=15)
+    time.sleep(0.4)
+    net.mend("t0")
+    cut = time.time() - cut
+    if cut >= 3.5 or "silent" in read_log(r.trainers[0][2]):
+        fail("late: the cut was to end before worker 0's 4 s timeout; it lasted %.1f s (a slow machine?)" % cut)
+    if wait_all([p for p, _, _ in r.trainers], 90, "late: trainers") != [0, 0] or \
+            wait_all([p for p, _, _ in r.feeders], 15, "late: feeders") != [0, 0]:
+        fail("late: a process failed")
+    s0 = check_trace("late", 0, r.trainers[0][1], ref, ids)
+    check_trace("late", 1, r.trainers[1][1], ref, ids)
+    log = read_log(r.trainers[0][2])
+    if s0["feeder_rejoins"] != 2 or log.count("silent for 4.0 s (heartbeat timeout 4.0 s)") != 2:
+        fail("late: worker 0 should find both feeders silent at its own timeout and rejoin them (%d rejoins)"
+             % s0["feeder_rejoins"])
+    ok("t0's link cut for %.1f s, feeders' timeout 1.5 s, the trainer's 4 s: the feeders dropped worker 0; back "
+       "on the link, it found them silent at its own timeout and rejoined both; traces exact" % cut)
 
     # 4. the same cut, without --reconnect-s
     r = Run(net, "fail", job_path, job, 5704, trainer_extra=("--timeout-ms", "1000"))

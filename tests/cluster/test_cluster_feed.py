@@ -19,8 +19,8 @@ cannot be made; prints "N passed, 0 failed")
 """
 import time
 
-from common import (HB, check_trace, cleanup, fail, gen, harness, ids_of, netns, ok, read_log, reference,
-                    start_feeder, start_trainer, wait_all, wait_for_log, write_job)
+from common import (HB, TRAINER, check_trace, cleanup, fail, gen, harness, ids_of, netns, ok, path, read_log,
+                    reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
 
 FEEDER_HOSTS = ("f0", "f1")
 TRAINER_HOSTS = ("t0", "t1")
@@ -41,7 +41,6 @@ def run_case(net, name, files, ids, W, R, F, port, pidns=True, **keys):
         if pidns:
             trainers.append(start_trainer(net, TRAINER_HOSTS[w], conns, job["name"], w, W, R, tag=tag))
         else:  # the control: the trainer shares the feeders' /proc
-            from common import TRAINER, path
             trace, log = path("%s-trace%d.jsonl" % (tag, w)), path("%s-trainer%d.log" % (tag, w))
             p = net.spawn(TRAINER_HOSTS[w], [TRAINER, "--connect", ",".join(conns), "--job", job["name"],
                                              "--worker", str(w), "--workers", str(W), "--replicas", str(R),
