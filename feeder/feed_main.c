@@ -40,6 +40,7 @@
 
 #define EXIT_DATA 1
 #define EXIT_USAGE 2
+#define EXIT_IDLE 3 /* --idle-exit: no trainer for that long */
 
 static volatile sig_atomic_t stop_flag, dump_flag;
 
@@ -62,7 +63,7 @@ struct args {
     char *env_spec;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s;
+        report_s, idle_exit_s;
     int quiet, json, plan, no_shm, done, log_level, log_format;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
@@ -180,6 +181,9 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"timeout-ms", 0, SL_OPT_U64, OFF(timeout_ms), 50, 3600000, NULL, "N",
      "drop a trainer silent this long (default 10000)", NULL, NULL},
+    {"idle-exit", 0, SL_OPT_U64, OFF(idle_exit_s), 0, 604800, "0", "S",
+     "stop with exit status 3 once no trainer has been connected for S seconds after the scan (a job-scoped "
+     "feeder whose trainers all failed; 0: serve for ever, as a service does)", NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "a TF_CONFIG-style cluster spec (JSON or a file) whose task is a feeder: gives --listen, --feeder-index and "
      "--feeders (TF_CONFIG in the environment works too)", NULL, NULL},
@@ -228,7 +232,7 @@ static const char footer[] =
     "worker and replica per epoch; reads only what counting needs.\n"
     "\n"
     "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters.\n"
-    "Exit status: 0 served, 1 data or runtime error, 2 usage.\n";
+    "Exit status: 0 served, 1 data or runtime error, 2 usage, 3 idle (--idle-exit).\n";
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
 
@@ -353,20 +357,39 @@ static void on_tail(void *ctx, const char *path, uint64_t bytes)
            path, bytes);
 }
 
+/* The scan calls back every SCAN_POLL_MS from the thread that owns the
+ * listener's socket: trainers that say HELLO meanwhile are answered (a
+ * STATUS with these figures), and a progress line is logged every 2 s. */
+#define SCAN_POLL_MS 100
+#define SCAN_LOG_NS 2000000000u
+
+struct scan_watch {
+    struct feed_listener *listener; /* NULL: plan */
+    struct feed_scan_status st;
+    uint64_t next_log_ns;
+};
+
 static void on_progress(void *ctx, size_t files_done, size_t nfiles, uint64_t bytes, uint64_t records)
 {
-    (void)ctx;
-    sl_log(SL_LOG_INFO, "scanning: %zu of %zu files, %.2f GB, %" PRIu64 " records so far", files_done, nfiles,
-           (double)bytes / 1e9, records);
+    struct scan_watch *w = ctx;
+    w->st = (struct feed_scan_status){.files_done = files_done, .files = nfiles, .records = records, .bytes = bytes};
+    feed_listener_answer(w->listener, &w->st);
+    uint64_t now = sl_clock_ns();
+    if (now >= w->next_log_ns) {
+        sl_log(SL_LOG_INFO, "scanning: %zu of %zu files, %.2f GB, %" PRIu64 " records so far", files_done, nfiles,
+               (double)bytes / 1e9, records);
+        w->next_log_ns = now + SCAN_LOG_NS;
+    }
 }
 
-static int open_source(const struct feed_job *job, int count_only, unsigned threads, struct feed_source **src,
-                       struct sl_error *err)
+static int open_source(const struct feed_job *job, int count_only, unsigned threads, struct scan_watch *watch,
+                       struct feed_source **src, struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
                                   .cache_bytes = (size_t)job->inflate_cache_bytes,
                                   .on_skip = on_skip, .on_tail = on_tail, .on_progress = on_progress,
+                                  .progress_ms = watch->listener != NULL ? SCAN_POLL_MS : 0, .ctx = watch,
                                   .trust_scan = !job->verify_on_read, .count_only = count_only,
                                   .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag};
     if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
@@ -527,15 +550,32 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     struct sl_error src_err = {0};
     double scan_s = 0, scan_cpu_s = 0;
+    /* Bound before the scan: a trainer started first is told the feeder is
+     * scanning (and waits) instead of hearing nothing; a bind that fails
+     * (the address in use) fails the feeder now, not after the scan. */
+    struct feed_listener *listener = NULL;
+    struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS};
+    if (status == 0 && !a.plan) {
+        if (feed_listener_open(&listener, a.listen, job->name, a.heartbeat_ms ? (int)a.heartbeat_ms : 1000,
+                               &src_err) != 0) {
+            sl_log(SL_LOG_ERROR, "%s", src_err.msg);
+            status = EXIT_DATA;
+        } else {
+            sl_log(SL_LOG_INFO, "listening on %s: scanning %zu files before serving (trainers are told to wait)",
+                   a.listen, job->files.n);
+            watch.listener = listener;
+            watch.st = (struct feed_scan_status){.files = job->files.n};
+        }
+    }
     if (status == 0) {
         double t0 = sl_clock_s(), c0 = process_cpu_s();
-        status = open_source(job, a.plan, a.threads ? (unsigned)a.threads : 1, &src, &src_err);
+        status = open_source(job, a.plan, a.threads ? (unsigned)a.threads : 1, &watch, &src, &src_err);
         scan_s = sl_clock_s() - t0;
         scan_cpu_s = process_cpu_s() - c0;
         /* a file that cannot be read or is damaged (on_error=fail): tell
          * the trainers why, rather than leave them waiting for an answer */
         if (status != 0 && !a.plan && src_err.msg[0] != '\0' && !stop_flag)
-            (void)feed_server_refuse_all(a.listen, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
+            (void)feed_server_refuse_all(listener, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
     }
     if (status == 0 && a.plan) {
         status = run_plan(&a, job, src);
@@ -543,7 +583,7 @@ int main(int argc, char **argv)
         /* text lines: one bytes feature per line, named by the job or "line" */
         static struct fmt_feature_spec line_spec = {.name = "line", .dtype = FMT_DTYPE_BYTES};
         int implicit_line = job->format == FMT_FORMAT_TEXT && job->nfeatures == 0;
-        struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen,
+        struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen, .listener = listener,
                                      .specs = implicit_line ? &line_spec : job->features,
                                      .nspecs = implicit_line ? 1 : job->nfeatures,
                                      .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
@@ -552,6 +592,7 @@ int main(int argc, char **argv)
                                      .replicas = (uint32_t)a.replicas,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
                                      .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
+                                     .idle_exit_ms = (int)(a.idle_exit_s * 1000),
                                      .stop = &stop_flag, .dump = &dump_flag};
         struct feed_counters c;
         struct sl_error err = {0};
@@ -567,9 +608,12 @@ int main(int argc, char **argv)
             /* it never served (a feature too large for the pool, a
              * decoder it cannot set up): trainers are told why */
             if (!c.started && !stop_flag)
-                (void)feed_server_refuse_all(a.listen, err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
+                (void)feed_server_refuse_all(listener, err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
+        } else if (c.idle && status == 0) {
+            status = EXIT_IDLE;
         }
     }
+    feed_listener_close(listener);
     feed_source_close(src);
     feed_job_free(job);
     free_args(&a);

@@ -45,6 +45,7 @@ struct feed_counters {
     double serve_cpu_s, zmq_io_cpu_s;
     int started; /* 1 once the feeder was serving (bound, threads up): an error before that is a
                   * start-up failure (set by feed_server_run, not a metric) */
+    int idle;    /* 1 when it stopped after idle_exit_ms without a trainer (likewise) */
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c);

@@ -35,6 +35,41 @@
 #include "sl_proc.h"
 #include "sl_wire.h"
 
+/* ---- the socket ---- */
+
+struct feed_listener {
+    void *ctx, *router; /* NULL once feed_server_run has taken them */
+    const char *listen, *job;
+    uint32_t retry_ms;
+    struct sl_buf buf;
+    struct sl_wire_msg msg; /* decoded input (large: kept here) */
+    uint64_t statuses;      /* STATUS answers sent */
+    uint64_t last_log_ns;   /* the last line saying so */
+    struct sl_log_limit lim_refuse, lim_bad;
+};
+
+/* A ZeroMQ context and the feeder's ROUTER, bound to `listen`. */
+static int bind_router(const char *listen, void **ctx, void **router, struct sl_error *err)
+{
+    *ctx = zmq_ctx_new();
+    if (*ctx == NULL)
+        return sl_error_sys(err, errno, "zmq_ctx_new");
+    *router = zmq_socket(*ctx, ZMQ_ROUTER);
+    if (*router == NULL)
+        return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+    int one = 1, zero = 0, linger = 2000;
+    /* trainers send header frames only: a larger frame makes ZeroMQ drop
+     * the connection before it is read (docs/protocol.md, "Transport") */
+    int64_t maxmsg = SL_WIRE_MAX_HEADER;
+    zmq_setsockopt(*router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(*router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
+    zmq_setsockopt(*router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(*router, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(*router, listen) != 0)
+        return sl_error_set(err, SL_EIO, "bind(%s): %s", listen, zmq_strerror(errno));
+    return 0;
+}
+
 /* ---- sending ---- */
 
 static int send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more)
@@ -632,20 +667,13 @@ static int start(struct server *s, struct sl_error *err)
     s->ntasks = prefetch > 2 * (size_t)s->nthreads ? prefetch : 2 * (size_t)s->nthreads;
     sl_buf_init(&s->hbuf, SL_WIRE_MAX_HEADER);
 
-    s->ctx = zmq_ctx_new();
-    if (s->ctx == NULL)
-        return sl_error_sys(err, errno, "zmq_ctx_new");
-    s->router = zmq_socket(s->ctx, ZMQ_ROUTER);
-    int one = 1, zero = 0, linger = 2000;
-    /* trainers send header frames only: a larger frame makes ZeroMQ drop
-     * the connection before it is read (docs/protocol.md, "Transport") */
-    int64_t maxmsg = SL_WIRE_MAX_HEADER;
-    zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(s->router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
-    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(s->router, o->listen) != 0)
-        return sl_error_set(err, SL_EIO, "bind(%s): %s", o->listen, zmq_strerror(errno));
+    if (o->listener != NULL) {
+        /* bound before the scan: the same socket, HELLOs waiting in it included */
+        s->ctx = o->listener->ctx;
+        s->router = o->listener->router;
+    } else if ((rc = bind_router(o->listen, &s->ctx, &s->router, err)) != 0) {
+        return rc;
+    }
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .metrics = s->m, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
                                 .format = job->format, .max_rows = s->max_rows, .threads = s->nthreads,
                                 .ntasks = s->ntasks};
@@ -735,7 +763,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
     }
     zmq_pollitem_t items[2];
-    uint64_t last_tick = sl_clock_ns();
+    uint64_t last_tick = sl_clock_ns(), idle_since = last_tick;
+    int idle = 0;
     struct report_mark {
         double at, next; /* the last report's time and the next one's */
         uint64_t bytes;
@@ -825,65 +854,216 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             sl_log(SL_LOG_INFO, "every worker has its data: done");
             break;
         }
+        if (o.idle_exit_ms > 0) {
+            /* idle: no trainer connected (nor a resume point being sought
+             * for one) for idle_exit_ms */
+            int busy = skipping;
+            for (uint32_t w = 0; w < s->workers && !busy; w++)
+                busy = s->trainers[w].active;
+            if (busy) {
+                idle_since = now;
+            } else if (now - idle_since >= (uint64_t)o.idle_exit_ms * 1000000u) {
+                char served[64] = "no trainer came";
+                if (s->workers > 0)
+                    snprintf(served, sizeof served, "%u of %u workers served to their end", s->ended, s->workers);
+                sl_log(SL_LOG_WARN, "idle: no trainer connected for %.0f s (--idle-exit %.0f): stopping with exit "
+                       "status 3 (%s)", (double)(now - idle_since) / 1e9, o.idle_exit_ms / 1e3, served);
+                idle = 1;
+                break;
+            }
+        }
     }
     sl_metrics_add(s->m, FEED_M_SERVE_NS, sl_clock_thread_cpu_ns() - cpu0);
     sl_log_limit_flush(&s->lim_refuse, 1);
     sl_log_limit_flush(&s->lim_bad, 1);
+    if (o.listener != NULL && !started) {
+        /* a start-up failure: the socket stays bound, for refuse_all (no
+         * frame of the pool ever went out on it) */
+        s->router = NULL;
+        s->ctx = NULL;
+    } else if (o.listener != NULL) {
+        o.listener->router = NULL; /* stop() closes them */
+        o.listener->ctx = NULL;
+    }
     stop(s); /* adds the executors' and ZeroMQ's last figures */
     snapshot(s, t0, c);
     c->started = started;
+    c->idle = idle;
     sl_free(s);
     sl_metrics_destroy(own);
     return rc;
 }
 
-int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag)
+int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms,
+                           volatile sig_atomic_t *stop_flag)
 {
-    void *ctx = zmq_ctx_new();
-    void *sock = ctx ? zmq_socket(ctx, ZMQ_ROUTER) : NULL;
-    int linger = 1000;
-    int64_t maxmsg = SL_WIRE_MAX_HEADER;
-    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-        zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 || zmq_bind(sock, listen) != 0) {
-        sl_log(SL_LOG_ERROR, "bind(%s): %s", listen, zmq_strerror(errno));
-        if (sock)
-            zmq_close(sock);
-        if (ctx)
-            zmq_ctx_term(ctx);
-        return SL_EIO;
-    }
-    struct sl_buf b;
-    sl_buf_init(&b, SL_WIRE_MAX_HEADER);
+    if (l == NULL || l->router == NULL)
+        return SL_EINVAL;
     struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
     if (r.reason_len > SL_WIRE_MAX_REASON)
         r.reason_len = SL_WIRE_MAX_REASON;
-    int rc = sl_wire_encode_refuse(&r, &b);
+    int rc = sl_wire_encode_refuse(&r, &l->buf);
     uint64_t last = sl_clock_ns();
-    sl_log(SL_LOG_INFO, "refusing every trainer on %s until %d ms pass without one", listen, quiet_ms);
+    sl_log(SL_LOG_INFO, "refusing every trainer on %s until %d ms pass without one", l->listen, quiet_ms);
     while (rc == 0 && !(stop_flag && *stop_flag) && sl_clock_ns() - last < (uint64_t)quiet_ms * 1000000u) {
-        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        zmq_pollitem_t it = {.socket = l->router, .events = ZMQ_POLLIN};
         if (zmq_poll(&it, 1, 100) <= 0)
             continue;
         zmq_msg_t id, body;
         zmq_msg_init(&id);
         zmq_msg_init(&body);
-        if (zmq_msg_recv(&id, sock, 0) >= 0 && zmq_msg_more(&id) && zmq_msg_recv(&body, sock, 0) >= 0) {
-            struct sl_wire_msg *m = sl_malloc(sizeof *m);
-            struct sl_error err = {0};
-            if (m != NULL && sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), m, &err) == 0 &&
-                m->type == SL_WIRE_HELLO) {
-                zmq_send(sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
-                zmq_send(sock, b.data, b.len, 0);
-                sl_log(SL_LOG_INFO, "refused worker %u: %s", m->hello.worker, reason);
-                last = sl_clock_ns();
-            }
-            sl_free(m);
+        struct sl_error err = {0};
+        if (zmq_msg_recv(&id, l->router, 0) >= 0 && zmq_msg_more(&id) && zmq_msg_recv(&body, l->router, 0) >= 0 &&
+            sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &l->msg, &err) == 0 &&
+            l->msg.type == SL_WIRE_HELLO) {
+            zmq_send(l->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
+            zmq_send(l->router, l->buf.data, l->buf.len, 0);
+            if (sl_log_allowed(&l->lim_refuse))
+                sl_log(SL_LOG_INFO, "refused worker %u: %s", l->msg.hello.worker, reason);
+            last = sl_clock_ns();
         }
         zmq_msg_close(&id);
         zmq_msg_close(&body);
+        sl_log_limit_flush(&l->lim_refuse, 0);
     }
-    sl_buf_free(&b);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
+    sl_log_limit_flush(&l->lim_refuse, 1);
     return rc;
+}
+
+/* ---- before serving: the listener ---- */
+
+int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
+                       struct sl_error *err)
+{
+    *out = NULL;
+    struct feed_listener *l = sl_calloc(1, sizeof *l);
+    if (l == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    l->listen = listen;
+    l->job = job;
+    l->retry_ms = retry_ms < 1 ? 1 : retry_ms > (int)SL_WIRE_MAX_RETRY_MS ? SL_WIRE_MAX_RETRY_MS : (uint32_t)retry_ms;
+    l->lim_refuse = (struct sl_log_limit){.kind = "refusals", .burst = 10};
+    l->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
+    sl_buf_init(&l->buf, SL_WIRE_MAX_HEADER);
+    int rc = bind_router(listen, &l->ctx, &l->router, err);
+    if (rc != 0) {
+        feed_listener_close(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+static void listener_refuse(struct feed_listener *l, const zmq_msg_t *id, const char *fmt, ...) SL_PRINTF(3, 4);
+
+static void listener_refuse(struct feed_listener *l, const zmq_msg_t *id, const char *fmt, ...)
+{
+    char reason[SL_WIRE_MAX_REASON];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    if (sl_log_allowed(&l->lim_refuse))
+        sl_log(SL_LOG_WARN, "refused a trainer: %s", reason);
+    struct sl_wire_refuse r = {.reason = reason, .reason_len = strlen(reason)};
+    if (sl_wire_encode_refuse(&r, &l->buf) == 0 &&
+        zmq_send(l->router, zmq_msg_data((zmq_msg_t *)id), zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE) >= 0)
+        zmq_send(l->router, l->buf.data, l->buf.len, 0);
+}
+
+/* One message from the socket, if any: 1 when one was taken. */
+static int listener_take(struct feed_listener *l, const struct feed_scan_status *st)
+{
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, l->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        return 0;
+    }
+    if (!zmq_msg_more(&id) || zmq_msg_recv(&body, l->router, 0) < 0)
+        goto out;
+    while (zmq_msg_more(&body)) { /* trainers send single-frame messages */
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        zmq_msg_recv(&extra, l->router, 0);
+        int m = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+        if (!m)
+            break;
+    }
+    struct sl_error err = {0};
+    if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &l->msg, &err) != 0) {
+        if (sl_log_allowed(&l->lim_bad))
+            sl_log(SL_LOG_WARN, "bad message from an unknown peer: %s", err.msg);
+        goto out;
+    }
+    /* no trainer is connected while the feeder scans: only a HELLO is
+     * answered (a heartbeat or credit from before a restart is not) */
+    if (l->msg.type != SL_WIRE_HELLO)
+        goto out;
+    const struct sl_wire_hello *h = &l->msg.hello;
+    if (h->job_len != strlen(l->job) || memcmp(h->job, l->job, h->job_len) != 0) {
+        listener_refuse(l, &id, "job '%.*s' is not served here (this feeder serves '%s')", (int)h->job_len, h->job,
+                        l->job);
+        goto out;
+    }
+    if (!(h->flags & SL_WIRE_HELLO_STATUS)) {
+        /* a trainer that predates STATUS would take one for a protocol
+         * error: say in words what it cannot be told */
+        listener_refuse(l, &id,
+                        "this feeder is still scanning its files (%" PRIu64 " of %" PRIu64
+                        " done) and this trainer cannot be told to wait (it predates STATUS): start it again "
+                        "once the feeder logs 'serving job'",
+                        st->files_done, st->files);
+        goto out;
+    }
+    struct sl_wire_status m = {.state = SL_WIRE_STATUS_SCANNING, .retry_ms = l->retry_ms,
+                               .files_done = st->files_done, .files = st->files,
+                               .records = st->records < SL_WIRE_MAX_COUNT ? st->records : SL_WIRE_MAX_COUNT,
+                               .bytes = st->bytes < SL_WIRE_MAX_COUNT ? st->bytes : SL_WIRE_MAX_COUNT};
+    if (m.files == 0 || m.files > SL_WIRE_MAX_FILES)
+        m.files = m.files == 0 ? 1 : SL_WIRE_MAX_FILES;
+    if (m.files_done > m.files)
+        m.files_done = m.files;
+    uint32_t worker = h->worker;
+    if (sl_wire_encode_status(&m, &l->buf) == 0 &&
+        zmq_send(l->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE) >= 0 &&
+        zmq_send(l->router, l->buf.data, l->buf.len, 0) >= 0) {
+        uint64_t now = sl_clock_ns();
+        if (l->statuses++ == 0 || now - l->last_log_ns >= 10000000000u) {
+            sl_log(SL_LOG_INFO, "worker %u said HELLO while scanning: told to wait (%" PRIu64 " of %" PRIu64
+                   " files; %" PRIu64 " such answers so far)", worker, m.files_done, m.files, l->statuses);
+            l->last_log_ns = now;
+        }
+    }
+out:
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+    return 1;
+}
+
+void feed_listener_answer(struct feed_listener *l, const struct feed_scan_status *st)
+{
+    if (l == NULL || l->router == NULL)
+        return;
+    for (int k = 0; k < 256 && listener_take(l, st); k++)
+        ;
+    sl_log_limit_flush(&l->lim_refuse, 0);
+    sl_log_limit_flush(&l->lim_bad, 0);
+}
+
+void feed_listener_close(struct feed_listener *l)
+{
+    if (l == NULL)
+        return;
+    sl_log_limit_flush(&l->lim_refuse, 1);
+    sl_log_limit_flush(&l->lim_bad, 1);
+    if (l->router != NULL)
+        zmq_close(l->router);
+    if (l->ctx != NULL)
+        zmq_ctx_term(l->ctx);
+    sl_buf_free(&l->buf);
+    sl_free(l);
 }

@@ -39,6 +39,34 @@
 /* The piece pool's default bound (--piece-memory): 1 GiB. */
 #define FEED_DEFAULT_PIECE_MEMORY ((uint64_t)1 << 30)
 
+/* The feeder's ROUTER socket, bound before the start-up scan so that a
+ * trainer started first is answered at once: a HELLO for this job gets a
+ * STATUS ("scanning, k of n files"; only when the HELLO says it
+ * understands one, else a REFUSE saying why), a HELLO for another job a
+ * REFUSE naming both; nothing else is answered, since no trainer is
+ * connected yet. feed_server_run then serves on the same socket, or
+ * feed_server_refuse_all tells every trainer why the feeder cannot start.
+ * One owner thread (ZeroMQ sockets belong to one). */
+struct feed_listener;
+
+/* Where the start-up scan stands, as a STATUS tells it. */
+struct feed_scan_status {
+    uint64_t files_done, files; /* files is at least 1 */
+    uint64_t records, bytes;    /* found so far */
+};
+
+/* Bind `listen` (the socket options feed_server_run uses). job: the job's
+ * name (borrowed); retry_ms: how soon a STATUS asks the trainer to say
+ * HELLO again (1..SL_WIRE_MAX_RETRY_MS). */
+int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
+                       struct sl_error *err) SL_MUST_CHECK;
+/* Answer every message waiting on the socket, without blocking (at most
+ * a few hundred a call). */
+void feed_listener_answer(struct feed_listener *l, const struct feed_scan_status *st);
+/* Close the socket, unless feed_server_run has taken it, and free. NULL
+ * is ignored. */
+void feed_listener_close(struct feed_listener *l);
+
 struct feed_server_opts {
     const struct feed_job *job; /* prepared (validated, expanded) */
     /* the features pieces carry: job->features, or for text lines the one
@@ -47,6 +75,9 @@ struct feed_server_opts {
     size_t nspecs;
     struct feed_source *src;
     const char *listen;         /* a ZeroMQ endpoint, tcp or ipc */
+    struct feed_listener *listener; /* bound already (feed_listener_open): served on instead of binding
+                                     * `listen`; taken once serving starts (closed at the end), left
+                                     * bound after a start-up failure, for feed_server_refuse_all */
     uint32_t feeder_index;      /* j < feeders: this feeder makes the pieces with seq % F == j */
     uint32_t feeders;           /* F >= 1 */
     unsigned threads;           /* executor threads; 0: 1 */
@@ -57,6 +88,8 @@ struct feed_server_opts {
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* 0: 10000 */
     int report_ms;              /* log a progress line this often (0: never) */
+    int idle_exit_ms;           /* > 0: stop when no trainer has been connected this long
+                                 * (c->idle says so); 0: serve for ever */
     int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
@@ -65,15 +98,17 @@ struct feed_server_opts {
 };
 
 /* Serve until every worker of the job has received its END (0), a stop
- * signal (0 after telling the trainers), or a fatal error (negative, err
- * says what). The figures go to o->metrics as they happen (a private table
+ * signal (0 after telling the trainers), idle_exit_ms without a trainer (0,
+ * with c->idle set), or a fatal error (negative, err says what). The figures go to o->metrics as they happen (a private table
  * when it is NULL); *c is filled from their last snapshot in every case. */
 int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, struct sl_error *err) SL_MUST_CHECK;
 
-/* After a data error before serving (a damaged file under on_error=fail):
- * answer every trainer's HELLO with REFUSE carrying `reason` (so the
- * trainer fails with the file and offset), until `quiet_ms` pass without a
- * HELLO or the stop flag is set. */
-int feed_server_refuse_all(const char *listen, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag);
+/* After a failure before serving (a damaged file under on_error=fail, a
+ * pool over --piece-memory): answer every trainer's HELLO on l's socket
+ * (trainers that waited through the scan included) with REFUSE carrying
+ * `reason` (so the trainer fails with the file and offset), until
+ * `quiet_ms` pass without a HELLO or the stop flag is set. */
+int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms,
+                           volatile sig_atomic_t *stop_flag);
 
 #endif

@@ -33,6 +33,7 @@ const char *sl_wire_type_name(unsigned type)
     case SL_WIRE_ERROR: return "ERROR";
     case SL_WIRE_HEARTBEAT: return "HEARTBEAT";
     case SL_WIRE_BYE: return "BYE";
+    case SL_WIRE_STATUS: return "STATUS";
     default: return "?";
     }
 }
@@ -300,6 +301,28 @@ static int dec_piece(struct rd *r, struct sl_wire_piece *m)
     return rd_end(r);
 }
 
+static int dec_status(struct rd *r, struct sl_wire_status *m)
+{
+    int rc;
+    if ((rc = rd_u32(r, "state", &m->state)) != 0 || (rc = rd_u32(r, "retry_ms", &m->retry_ms)) != 0 ||
+        (rc = rd_u64(r, "files_done", &m->files_done)) != 0 || (rc = rd_u64(r, "files", &m->files)) != 0 ||
+        (rc = rd_u64(r, "records", &m->records)) != 0 || (rc = rd_u64(r, "bytes", &m->bytes)) != 0)
+        return rc;
+    if (m->state != SL_WIRE_STATUS_SCANNING)
+        return bad(r, "state %" PRIu32 " is not %u (scanning)", m->state, SL_WIRE_STATUS_SCANNING);
+    if (m->retry_ms == 0 || m->retry_ms > SL_WIRE_MAX_RETRY_MS)
+        return bad(r, "retry_ms %" PRIu32 " not in 1..%u", m->retry_ms, SL_WIRE_MAX_RETRY_MS);
+    if (m->files == 0 || m->files > SL_WIRE_MAX_FILES)
+        return bad(r, "files %" PRIu64 " not in 1..%" PRIu64, m->files, SL_WIRE_MAX_FILES);
+    if (m->files_done > m->files)
+        return bad(r, "files_done %" PRIu64 " exceeds files %" PRIu64, m->files_done, m->files);
+    if (m->records > SL_WIRE_MAX_COUNT)
+        return bad(r, "records %" PRIu64 " exceeds %" PRIu64, m->records, SL_WIRE_MAX_COUNT);
+    if (m->bytes > SL_WIRE_MAX_COUNT)
+        return bad(r, "bytes %" PRIu64 " exceeds %" PRIu64, m->bytes, SL_WIRE_MAX_COUNT);
+    return rd_end(r);
+}
+
 static int dec_body(struct rd *r, struct sl_wire_msg *m)
 {
     int rc;
@@ -344,6 +367,8 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
         return rd_end(r);
     case SL_WIRE_BYE:
         return rd_end(r);
+    case SL_WIRE_STATUS:
+        return dec_status(r, &m->status);
     default:
         return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
     }
@@ -565,6 +590,16 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
         return 0;
     case SL_WIRE_BYE:
         return 0;
+    case SL_WIRE_STATUS: {
+        const struct sl_wire_status *m = msg;
+        wr_u32(w, m->state);
+        wr_u32(w, m->retry_ms);
+        wr_u64(w, m->files_done);
+        wr_u64(w, m->files);
+        wr_u64(w, m->records);
+        wr_u64(w, m->bytes);
+        return 0;
+    }
     default:
         return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
     }
@@ -643,6 +678,11 @@ int sl_wire_encode_bye(struct sl_buf *out)
     return encode(SL_WIRE_BYE, NULL, out, NULL);
 }
 
+int sl_wire_encode_status(const struct sl_wire_status *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_STATUS, m, out, NULL);
+}
+
 int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_error *err)
 {
     const void *body;
@@ -655,6 +695,7 @@ int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_er
     case SL_WIRE_END: body = &m->end; break;
     case SL_WIRE_ERROR: body = &m->error; break;
     case SL_WIRE_HEARTBEAT: body = &m->heartbeat; break;
+    case SL_WIRE_STATUS: body = &m->status; break;
     default: body = NULL; break;
     }
     return encode(m->type, body, out, err);

@@ -27,7 +27,9 @@
 
 /* 3: a feeder on the trainer's host may hand pieces over in shared memory
  * (HELLO flag, WELCOME's shm_* fields, CREDIT flags, PIECE's shm_offset and
- * shm_bytes); 2: a PIECE's tensors travel in one body frame, each at the
+ * shm_bytes); later, without a change of layout, STATUS, sent only to a
+ * trainer whose HELLO sets SL_WIRE_HELLO_STATUS (so a peer that predates
+ * it never sees one); 2: a PIECE's tensors travel in one body frame, each at the
  * offset its descriptor gives (1: one frame per tensor, which ZeroMQ moves
  * far slower when two or more are large) */
 #define SL_WIRE_VERSION 3
@@ -51,6 +53,9 @@
 #define SL_WIRE_MAX_ELEMS ((uint64_t)1 << 30) /* product of a shape's non-zero dims */
 #define SL_WIRE_SHM_HEADER 4096u         /* bytes before a shared piece memory's first buffer */
 #define SL_WIRE_MAX_SHM ((uint64_t)1 << 40) /* WELCOME shm_size */
+#define SL_WIRE_MAX_FILES ((uint64_t)1 << 32) /* STATUS files */
+#define SL_WIRE_MAX_COUNT ((uint64_t)1 << 60) /* STATUS records and bytes */
+#define SL_WIRE_MAX_RETRY_MS 600000u     /* STATUS retry_ms (a feeder's longest heartbeat) */
 
 enum sl_wire_type {
     SL_WIRE_HELLO = 1,     /* trainer -> feeder */
@@ -62,6 +67,7 @@ enum sl_wire_type {
     SL_WIRE_ERROR = 7,     /* feeder -> trainer */
     SL_WIRE_HEARTBEAT = 8, /* both ways */
     SL_WIRE_BYE = 9,       /* trainer -> feeder */
+    SL_WIRE_STATUS = 10,   /* feeder -> trainer: not ready yet (to a HELLO with SL_WIRE_HELLO_STATUS) */
 };
 
 enum sl_wire_dtype {
@@ -77,7 +83,12 @@ enum sl_wire_dtype {
                                       * shared piece memory (WELCOME), until its credit goes back */
 
 /* HELLO flags */
-#define SL_WIRE_HELLO_SHM 0x1u /* the trainer can map a feeder's shared piece memory */
+#define SL_WIRE_HELLO_SHM 0x1u    /* the trainer can map a feeder's shared piece memory */
+#define SL_WIRE_HELLO_STATUS 0x2u /* the trainer understands STATUS: a feeder still starting may answer
+                                   * with one, and then expects this HELLO again after retry_ms */
+
+/* STATUS states */
+#define SL_WIRE_STATUS_SCANNING 1u /* the feeder is scanning its files (files_done of files) */
 
 /* CREDIT flags */
 #define SL_WIRE_CREDIT_SHM 0x1u /* the trainer has mapped the WELCOME's shared memory: pieces may
@@ -181,6 +192,18 @@ struct sl_wire_heartbeat {
     uint64_t sent_ns; /* the sender's monotonic clock (sl_clock_ns) */
 };
 
+/* The answer to a HELLO (with SL_WIRE_HELLO_STATUS) that a feeder cannot
+ * serve yet: where it stands; the trainer says HELLO again after retry_ms
+ * on the same connection. Progress so far, for the trainer's log. */
+struct sl_wire_status {
+    uint32_t state;      /* SL_WIRE_STATUS_SCANNING (the only one) */
+    uint32_t retry_ms;   /* 1..SL_WIRE_MAX_RETRY_MS */
+    uint64_t files_done; /* <= files */
+    uint64_t files;      /* the job's files, 1..SL_WIRE_MAX_FILES */
+    uint64_t records;    /* found so far, <= SL_WIRE_MAX_COUNT */
+    uint64_t bytes;      /* scanned so far (decompressed), <= SL_WIRE_MAX_COUNT */
+};
+
 /* A decoded header; `type` says which member is valid (none for BYE).
  * About 6 KiB: keep one per connection rather than on a small stack. */
 struct sl_wire_msg {
@@ -194,6 +217,7 @@ struct sl_wire_msg {
         struct sl_wire_end end;
         struct sl_wire_error error;
         struct sl_wire_heartbeat heartbeat;
+        struct sl_wire_status status;
     };
 };
 
@@ -210,6 +234,7 @@ int sl_wire_encode_end(const struct sl_wire_end *m, struct sl_buf *out) SL_MUST_
 int sl_wire_encode_error(const struct sl_wire_error *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_heartbeat(const struct sl_wire_heartbeat *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_bye(struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_status(const struct sl_wire_status *m, struct sl_buf *out) SL_MUST_CHECK;
 
 /* Encode any message (by m->type), with the reason in err when the message
  * breaks a rule: SL_EINVAL "cannot encode: PIECE header: ntensors 70

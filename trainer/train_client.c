@@ -94,6 +94,13 @@ struct feeder {
     int stalled;         /* lost again before a piece came: the wait goes on */
     char lost[128];      /* why it was taken for gone */
     char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
+    /* a feeder still starting (STATUS): HELLO again at rehello_ns (0: not
+     * due); its answer is awaited until answer_by_ns, connect_timeout_ms
+     * after its last word */
+    uint64_t rehello_ns, answer_by_ns;
+    int scanning;                 /* it has said STATUS */
+    struct sl_wire_status status; /* its last */
+    uint64_t status_log_ns;       /* when it was last logged */
 };
 
 struct train_client {
@@ -415,8 +422,11 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
 
 static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
 {
+    /* STATUS: a feeder still scanning its files says so, and this HELLO
+     * comes again after the retry it asks for */
     struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                              .credits = credits, .flags = c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM,
+                              .credits = credits,
+                              .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
@@ -465,6 +475,36 @@ static int check_welcome(struct train_client *c, size_t j, const struct sl_wire_
     return 0;
 }
 
+/* A STATUS from feeder j: it is alive and starting. Logged the first
+ * time, then when its figures change (at most every 5 s) or every 30 s;
+ * HELLO goes again after the retry it asks for (at most a quarter of the
+ * connect timeout, so one lost answer cannot use it all up). */
+#define STATUS_LOG_CHANGED_NS 5000000000u
+#define STATUS_LOG_SAME_NS 30000000000u
+
+static void note_status(struct train_client *c, size_t j, const struct sl_wire_status *st)
+{
+    struct feeder *f = &c->f[j];
+    uint64_t now = sl_clock_ns();
+    int changed = st->files_done != f->status.files_done || st->files != f->status.files ||
+                  st->records != f->status.records;
+    if (!f->scanning || (changed && now - f->status_log_ns >= STATUS_LOG_CHANGED_NS) ||
+        now - f->status_log_ns >= STATUS_LOG_SAME_NS) {
+        sl_log(SL_LOG_INFO,
+               "feeder %s: scanning, %" PRIu64 " of %" PRIu64 " files (%.2f GB, %" PRIu64
+               " records so far); waiting for it",
+               f->addr, st->files_done, st->files, (double)st->bytes / 1e9, st->records);
+        f->status_log_ns = now;
+    }
+    f->scanning = 1;
+    f->status = *st;
+    uint64_t retry = (uint64_t)st->retry_ms, most = (uint64_t)c->o.connect_timeout_ms / 4;
+    if (retry > most)
+        retry = most > 0 ? most : 1;
+    f->rehello_ns = now + retry * 1000000u;
+    f->answer_by_ns = now + (uint64_t)c->o.connect_timeout_ms * 1000000u;
+}
+
 /* Rejoining feeder j: a new connection, HELLO with the resume point and
  * the full grant. */
 static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err)
@@ -472,6 +512,7 @@ static int rejoin_connect(struct train_client *c, size_t j, struct sl_error *err
     struct feeder *f = &c->f[j];
     f->owed = 0;
     f->retry_ns = 0;
+    f->rehello_ns = 0;
     int rc = open_socket(c, j, err);
     if (rc == 0)
         rc = send_hello(c, j, c->o.credits, f->resume, err);
@@ -586,6 +627,12 @@ static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err
             sl_log(SL_LOG_INFO, "feeder %s is back after %.1f s: resuming at piece %" PRIu64, f->addr,
                    (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
         }
+    } else if (c->msg.type == SL_WIRE_STATUS) {
+        /* back, and scanning its files (a restarted feeder): wait for it
+         * as long as it keeps answering, as at start */
+        note_status(c, j, &c->msg.status);
+        if (f->answer_by_ns > f->deadline_ns)
+            f->deadline_ns = f->answer_by_ns;
     } else if (c->msg.type == SL_WIRE_REFUSE) {
         /* e.g. the old process still holds this worker: ask again shortly */
         snprintf(f->refused, sizeof f->refused, "%.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
@@ -648,6 +695,16 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
                     return rc;
             } else if ((f->retry_ns - now) / 1000000u < (uint64_t)timeout_ms) {
                 timeout_ms = (int)((f->retry_ns - now) / 1000000u) + 1;
+            }
+        } else if (f->rejoining && f->rehello_ns != 0) {
+            /* a restarted feeder still scanning: ask again when it said */
+            if (now >= f->rehello_ns) {
+                f->rehello_ns = 0;
+                int rc = send_hello(c, j, c->o.credits, f->resume, err);
+                if (rc != 0)
+                    return rc;
+            } else if ((f->rehello_ns - now) / 1000000u < (uint64_t)timeout_ms) {
+                timeout_ms = (int)((f->rehello_ns - now) / 1000000u) + 1;
             }
         }
         if (f->sock != NULL) {
@@ -731,57 +788,127 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     return 0;
 }
 
+/* Feeder j's answer to HELLO, while the handshake waits: a WELCOME, a
+ * STATUS (it is scanning: HELLO again later), a heartbeat; anything else
+ * is an error. Every message counts as a sign of life. */
+static int handshake_receive(struct train_client *c, size_t j, size_t *welcomed, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    zmq_msg_t *m = &f->welcome_frame;
+    zmq_msg_close(m); /* an earlier STATUS or HEARTBEAT */
+    zmq_msg_init(m);
+    if (zmq_msg_recv(m, f->sock, ZMQ_DONTWAIT) < 0)
+        return errno == EAGAIN ? 0 : feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+    if (zmq_msg_more(m))
+        return feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got a message of several frames");
+    struct sl_error derr = {0};
+    if (sl_wire_decode(zmq_msg_data(m), zmq_msg_size(m), &c->msg, &derr) != 0)
+        return feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
+    f->answer_by_ns = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
+    switch (c->msg.type) {
+    case SL_WIRE_REFUSE:
+        return feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
+                            c->msg.refuse.reason);
+    case SL_WIRE_HEARTBEAT:
+        return 0;
+    case SL_WIRE_STATUS:
+        note_status(c, j, &c->msg.status);
+        return 0;
+    case SL_WIRE_WELCOME:
+        break;
+    default:
+        return feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s", sl_wire_type_name(c->msg.type));
+    }
+    int rc = check_welcome(c, j, &c->msg.welcome, *welcomed == 0, err);
+    if (rc == 0 && f->scanning)
+        sl_log(SL_LOG_INFO, "feeder %s: done scanning, serving", f->addr);
+    if (rc == 0)
+        rc = attach_shm(c, j, &c->msg.welcome, err);
+    if (rc != 0)
+        return rc;
+    f->welcomed = 1;
+    f->rehello_ns = 0;
+    f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
+    (*welcomed)++;
+    return 0;
+}
+
+/* HELLO to every feeder, then wait for each one's WELCOME. A feeder still
+ * scanning its files answers STATUS and is asked again when it says; the
+ * wait for a feeder ends connect_timeout_ms after its last word (or after
+ * the first HELLO, if it never answered). Feeders that have welcomed us
+ * are sent heartbeats meanwhile: another may scan for a long time. */
 static int handshake(struct train_client *c, struct sl_error *err)
 {
+    uint64_t wait_ns = (uint64_t)c->o.connect_timeout_ms * 1000000u;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         int rc = send_hello(c, j, c->o.credits, 0, err);
         if (rc != 0)
             return rc;
+        c->f[j].answer_by_ns = sl_clock_ns() + wait_ns;
     }
-    uint64_t deadline = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
     size_t welcomed = 0;
     while (welcomed < c->o.nfeeders) {
         if (stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
             return SL_ECLOSED;
         uint64_t now = sl_clock_ns();
-        if (now >= deadline) {
-            for (size_t j = 0; j < c->o.nfeeders; j++)
-                if (!c->f[j].welcomed)
-                    return feeder_error(c, (int)j, err, SL_ETIMEOUT, "no answer to HELLO within %.1f s",
-                                        (double)c->o.connect_timeout_ms / 1e3);
-        }
         zmq_pollitem_t items[64];
-        for (size_t j = 0; j < c->o.nfeeders; j++)
-            items[j] = (zmq_pollitem_t){.socket = c->f[j].sock, .events = ZMQ_POLLIN};
-        int r = zmq_poll(items, (int)c->o.nfeeders, 100);
+        size_t idx[64], n = 0;
+        int timeout_ms = 100;
+        for (size_t j = 0; j < c->o.nfeeders; j++) {
+            struct feeder *f = &c->f[j];
+            if (f->welcomed) {
+                if (now - f->last_hb_ns >= (uint64_t)c->o.heartbeat_ms * 1000000u) {
+                    struct sl_wire_heartbeat h = {.sent_ns = now};
+                    if (sl_wire_encode_heartbeat(&h, &c->buf) == 0)
+                        (void)send_buf(f->sock, &c->buf);
+                    f->last_hb_ns = now;
+                }
+                continue;
+            }
+            if (f->rehello_ns != 0 && now >= f->rehello_ns) {
+                f->rehello_ns = 0;
+                int rc = send_hello(c, j, c->o.credits, 0, err);
+                if (rc != 0)
+                    return rc;
+            } else if (f->rehello_ns != 0 && (f->rehello_ns - now) / 1000000u < (uint64_t)timeout_ms) {
+                timeout_ms = (int)((f->rehello_ns - now) / 1000000u) + 1;
+            }
+            items[n] = (zmq_pollitem_t){.socket = f->sock, .events = ZMQ_POLLIN};
+            idx[n++] = j;
+        }
+        int r = zmq_poll(items, (int)n, timeout_ms);
         if (r < 0 && errno != EINTR)
             return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
-        for (size_t j = 0; r > 0 && j < c->o.nfeeders; j++) {
-            struct feeder *f = &c->f[j];
-            if (!(items[j].revents & ZMQ_POLLIN) || f->welcomed)
+        for (size_t i = 0; r > 0 && i < n; i++) {
+            struct feeder *f = &c->f[idx[i]];
+            for (int k = 0; k < 64 && !f->welcomed; k++) {
+                int ev = 0;
+                size_t len = sizeof ev;
+                zmq_getsockopt(f->sock, ZMQ_EVENTS, &ev, &len);
+                if (!(ev & ZMQ_POLLIN))
+                    break;
+                int rc = handshake_receive(c, idx[i], &welcomed, err);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+        /* what came is taken first: a pause of our own is not the feeder's silence */
+        now = sl_clock_ns();
+        for (size_t j = 0; j < c->o.nfeeders; j++) {
+            const struct feeder *f = &c->f[j];
+            if (f->welcomed || now < f->answer_by_ns)
                 continue;
-            zmq_msg_t *m = &f->welcome_frame;
-            if (zmq_msg_recv(m, f->sock, 0) < 0)
-                return feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
-            struct sl_error derr = {0};
-            if (sl_wire_decode(zmq_msg_data(m), zmq_msg_size(m), &c->msg, &derr) != 0)
-                return feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
-            if (c->msg.type == SL_WIRE_REFUSE)
-                return feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
-                                    c->msg.refuse.reason);
-            if (c->msg.type == SL_WIRE_HEARTBEAT)
-                continue;
-            if (c->msg.type != SL_WIRE_WELCOME)
-                return feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
-                                    sl_wire_type_name(c->msg.type));
-            int rc = check_welcome(c, j, &c->msg.welcome, welcomed == 0, err);
-            if (rc != 0)
-                return rc;
-            if ((rc = attach_shm(c, j, &c->msg.welcome, err)) != 0)
-                return rc;
-            f->welcomed = 1;
-            f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
-            welcomed++;
+            if (f->scanning)
+                return feeder_error(c, (int)j, err, SL_ETIMEOUT,
+                                    "silent for %.1f s while scanning its files (it last said %" PRIu64 " of %" PRIu64
+                                    " done; --connect-timeout %.0f s)",
+                                    (double)c->o.connect_timeout_ms / 1e3, f->status.files_done, f->status.files,
+                                    (double)c->o.connect_timeout_ms / 1e3);
+            return feeder_error(c, (int)j, err, SL_ETIMEOUT,
+                                "no answer to HELLO within %.1f s (--connect-timeout): is a feeder running at that "
+                                "address?",
+                                (double)c->o.connect_timeout_ms / 1e3);
         }
     }
     return 0;
@@ -806,7 +933,7 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (c->o.timeout_ms <= 0)
         c->o.timeout_ms = 10000;
     if (c->o.connect_timeout_ms <= 0)
-        c->o.connect_timeout_ms = 30000;
+        c->o.connect_timeout_ms = TRAIN_CLIENT_CONNECT_TIMEOUT_MS;
     /* a step needs R pieces at once: credits below R would deadlock */
     if (c->o.credits * c->o.nfeeders < c->o.replicas)
         c->o.credits = (uint32_t)((c->o.replicas + c->o.nfeeders - 1) / c->o.nfeeders);

@@ -39,6 +39,9 @@
 
 struct sl_metrics;
 
+/* The default wait for a feeder's answer (sluice-trainer --connect-timeout). */
+#define TRAIN_CLIENT_CONNECT_TIMEOUT_MS 60000
+
 struct train_client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
     size_t nfeeders;
@@ -47,7 +50,10 @@ struct train_client_opts {
     uint32_t credits;           /* per feeder; 0: max(16, 4 * replicas) */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
-    int connect_timeout_ms;     /* wait for WELCOME; 0: 30000 */
+    int connect_timeout_ms;     /* wait for a feeder's first answer to HELLO, and while it
+                                   answers STATUS (scanning its files) for its next one:
+                                   fail after this long without a word from it; 0:
+                                   TRAIN_CLIENT_CONNECT_TIMEOUT_MS */
     int reconnect_ms;           /* > 0: a feeder lost mid-stream (silent past the
                                    timeout) is asked to resume where it left off,
                                    waiting this long for it to come back; 0: fail */
@@ -64,7 +70,9 @@ struct train_client_opts {
 struct train_client;
 
 /* Connect and handshake with every feeder. A REFUSE is an error carrying
- * the feeder's reason. */
+ * the feeder's reason. A feeder still scanning its files answers STATUS:
+ * it is logged ("feeder ADDR: scanning, k of n files ...") and waited for
+ * as long as it keeps answering (connect_timeout_ms between answers). */
 int train_client_open(struct train_client **out, const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
 void train_client_close(struct train_client *c); /* says BYE */
 

@@ -69,7 +69,7 @@ struct trainer_opts {
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
     const char *cluster_from; /* --cluster-from */
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
-        hash_every, rendezvous_timeout_s;
+        hash_every, rendezvous_timeout_s, connect_timeout_s;
     double lr, momentum;
     int model, tower, progress, quiet, no_shm, log_level, log_format;
     struct train_device_spec devspec; /* --devices (count 0: not given) */
@@ -173,6 +173,10 @@ static const struct sl_opt opt_rows[] = {
     {"timeout-ms", 0, SL_OPT_U32, OFF(timeout_ms), 50, 3600000, NULL, "N",
      "fail when a feeder is silent this long (default 10000); one whose connection closes fails the trainer at "
      "once", NULL, NULL},
+    {"connect-timeout", 0, SL_OPT_U32, OFF(connect_timeout_s), 1, 86400, "60", "S",
+     "fail when a feeder has not answered HELLO within S seconds; one still scanning its files answers at once "
+     "and is waited for as long as it keeps answering (S seconds between answers); also how long the workers' "
+     "ring waits for every worker to join", NULL, NULL},
     {"reconnect-s", 0, SL_OPT_U32, OFF(reconnect_s), 0, 86400, "0", "S",
      "instead, reconnect to a lost feeder and resume where it left off, waiting up to S s for it (or a restarted "
      "feeder on the same address) to answer (0: fail)", NULL, NULL},
@@ -802,6 +806,7 @@ static int start(struct trainer *t)
                                           .nfeeders = t->feeders.n, .job = o->job, .worker = o->worker,
                                           .workers = o->workers, .replicas = t->replicas, .credits = o->credits,
                                           .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
+                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
                                           .stop = &stop_flag, .metrics = t->m};
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
@@ -825,7 +830,8 @@ static int start(struct trainer *t)
         if (o->workers > 1) {
             struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
                                          .endpoints = (const char *const *)t->ring_eps.items,
-                                         .timeout_ms = (int)o->timeout_ms, .connect_timeout_ms = 30000,
+                                         .timeout_ms = (int)o->timeout_ms,
+                                         .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
                                          .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
                                          .stop = &stop_flag};
             if (train_ring_open(&t->ring, &ro, &err) != 0)

@@ -90,7 +90,8 @@ expect "trainer 65 feeders" 2 "--connect: at most 64 endpoints" \
 expect "trainer --help" 0 "Usage: sluice-trainer" "$TRAINER" --help
 for opt in connect job worker workers replicas devices model hidden lr momentum seed input label classes \
     save-weights metrics predictions eval-connect eval-job ring peers rendezvous-timeout mode hash-every \
-    log-every progress credits trace trace-feature heartbeat-ms timeout-ms reconnect-s no-shm cluster quiet \
+    log-every progress credits trace trace-feature heartbeat-ms timeout-ms connect-timeout reconnect-s no-shm \
+    cluster quiet \
     log-level log-format help version; do
     grep -q -- "--$opt\b" "$T/out" || fail "trainer --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/trainer.md" || fail "docs/trainer.md lacks --$opt"
@@ -130,7 +131,7 @@ expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --
 expect "feeder plan, features.* overrides" 0 "global batch 8" "${plan[@]}" "--features.id.shape=[]"
 expect "feeder --help" 0 "Usage: sluice-feeder" "$FEEDER" --help
 for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory workers replicas heartbeat-ms \
-    report-s timeout-ms cluster stats no-shm json set quiet log-level log-format help version; do
+    report-s timeout-ms idle-exit cluster stats no-shm json set quiet log-level log-format help version; do
     grep -q -- "--$opt\b" "$T/out" || fail "feeder --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/feeder.md" || fail "docs/feeder.md lacks --$opt"
 done

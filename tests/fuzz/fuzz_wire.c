@@ -81,6 +81,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 __builtin_trap();
         }
         break;
+    case SL_WIRE_STATUS:
+        if (m.status.state != SL_WIRE_STATUS_SCANNING || m.status.retry_ms == 0 ||
+            m.status.retry_ms > SL_WIRE_MAX_RETRY_MS || m.status.files == 0 || m.status.files > SL_WIRE_MAX_FILES ||
+            m.status.files_done > m.status.files || m.status.records > SL_WIRE_MAX_COUNT ||
+            m.status.bytes > SL_WIRE_MAX_COUNT || size != 48)
+            __builtin_trap();
+        break;
     default:
         break;
     }

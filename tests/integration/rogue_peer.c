@@ -11,10 +11,13 @@
  *                     (a new identity), waiting for each answer
  *     --bye 1         say BYE before going (default 0: just go)
  *     --big N         before the HELLO, send one frame of N zero bytes
+ *     --flags N       the HELLO's flags (default 0: a trainer from before
+ *                     STATUS; 2 asks a scanning feeder for a STATUS)
  *
  * Prints one JSON line per HELLO sent:
- *   {"reply":"WELCOME"|"REFUSE"|"ERROR"|"none","ms":T,"reason":"...","pieces":P,"end":N}
- * (reason for REFUSE and ERROR; pieces with --take; end: the END's piece
+ *   {"reply":"WELCOME"|"REFUSE"|"ERROR"|"STATUS"|"none","ms":T,"reason":"...","pieces":P,"end":N}
+ * (reason for REFUSE and ERROR; a STATUS's state, retry_ms, files_done,
+ * files, records and bytes; pieces with --take; end: the END's piece
  * count, when one came before the pieces asked for) and exits 0, or 2 on a
  * usage error. Without --bye the connection just goes (linger 0), as a
  * crashed or hostile trainer's does. */
@@ -136,6 +139,11 @@ static int one_hello(void *ctx, const char *endpoint, const struct sl_wire_hello
         printf(",\"reason\":");
         print_json_string(reason, reason_len);
     }
+    if (got && m->type == SL_WIRE_STATUS)
+        printf(",\"state\":%" PRIu32 ",\"retry_ms\":%" PRIu32 ",\"files_done\":%" PRIu64 ",\"files\":%" PRIu64
+               ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64,
+               m->status.state, m->status.retry_ms, m->status.files_done, m->status.files, m->status.records,
+               m->status.bytes);
     zmq_msg_close(&hdr);
     if (got && m->type == SL_WIRE_WELCOME && take > 0) {
         long pieces = 0;
@@ -191,7 +199,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: rogue_peer ENDPOINT JOB WORKER WORKERS REPLICAS RESUME_SEQ [--credits N] "
-                        "[--wait-ms MS] [--take N] [--garbage N] [--hellos N] [--bye 1] [--big N]\n");
+                        "[--wait-ms MS] [--take N] [--garbage N] [--hellos N] [--bye 1] [--big N] [--flags N]\n");
         return 2;
     }
     struct sl_wire_hello h = {.job = argv[2], .job_len = strlen(argv[2]), .credits = 4, .heartbeat_ms = 0};
@@ -220,6 +228,8 @@ int main(int argc, char **argv)
             bye = v;
         else if (strcmp(argv[i], "--big") == 0 && v <= (1L << 30))
             big = v;
+        else if (strcmp(argv[i], "--flags") == 0 && v <= (long)UINT32_MAX)
+            h.flags = (uint32_t)v;
         else {
             fprintf(stderr, "rogue_peer: unknown option %s\n", argv[i]);
             return 2;

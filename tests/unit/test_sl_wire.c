@@ -12,7 +12,8 @@
 #include "sl_test.h"
 
 static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT, SL_WIRE_PIECE,
-                                     SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE};
+                                     SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE,
+                                     SL_WIRE_STATUS};
 #define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 static void set_field(struct sl_wire_field *f, const char *name, unsigned dtype, unsigned ragged, unsigned rank,
@@ -108,6 +109,10 @@ static void sample(unsigned type, struct sl_wire_msg *m)
         break;
     case SL_WIRE_HEARTBEAT:
         m->heartbeat.sent_ns = 0xfedcba9876543210ull;
+        break;
+    case SL_WIRE_STATUS:
+        m->status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = 250, .files_done = 3,
+                                            .files = 10, .records = 0x123456, .bytes = 0x89abcdef01ull};
         break;
     default:
         break;
@@ -228,6 +233,14 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
     case SL_WIRE_HEARTBEAT:
         ck_assert_uint_eq(a->heartbeat.sent_ns, b->heartbeat.sent_ns);
         break;
+    case SL_WIRE_STATUS:
+        ck_assert_uint_eq(a->status.state, b->status.state);
+        ck_assert_uint_eq(a->status.retry_ms, b->status.retry_ms);
+        ck_assert_uint_eq(a->status.files_done, b->status.files_done);
+        ck_assert_uint_eq(a->status.files, b->status.files);
+        ck_assert_uint_eq(a->status.records, b->status.records);
+        ck_assert_uint_eq(a->status.bytes, b->status.bytes);
+        break;
     default:
         break;
     }
@@ -246,6 +259,7 @@ static int encode_typed(const struct sl_wire_msg *m, struct sl_buf *b)
     case SL_WIRE_ERROR: return sl_wire_encode_error(&m->error, b);
     case SL_WIRE_HEARTBEAT: return sl_wire_encode_heartbeat(&m->heartbeat, b);
     case SL_WIRE_BYE: return sl_wire_encode_bye(b);
+    case SL_WIRE_STATUS: return sl_wire_encode_status(&m->status, b);
     default: return SL_EINVAL;
     }
 }
@@ -389,6 +403,61 @@ START_TEST(test_hello_layout_pinned)
     ck_assert_int_eq(sl_wire_encode_hello(&m.hello, &b), 0);
     ck_assert_uint_eq(b.len, n);
     ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_status_layout_pinned)
+{
+    struct sl_wire_msg m;
+    sample(SL_WIRE_STATUS, &m);
+    uint8_t want[64];
+    size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
+                           "03 00"                    /* version 3: STATUS changes no layout */
+                           "0a 00"                    /* type STATUS (10) */
+                           "01 00 00 00"              /* state 1: scanning */
+                           "fa 00 00 00"              /* retry_ms 250 */
+                           "03 00 00 00 00 00 00 00"  /* files_done 3 */
+                           "0a 00 00 00 00 00 00 00"  /* files 10 */
+                           "56 34 12 00 00 00 00 00"  /* records 0x123456 */
+                           "01 ef cd ab 89 00 00 00", /* bytes 0x89abcdef01 */
+                           want, sizeof want);
+    ck_assert_uint_eq(n, 48);
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_status(&m.status, &b), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    ck_assert_str_eq(sl_wire_type_name(SL_WIRE_STATUS), "STATUS");
+    /* the limits themselves are fine: every file done, the largest counts,
+     * the longest retry; and the smallest values */
+    struct sl_wire_msg out;
+    struct sl_error err = {0};
+    m.status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = SL_WIRE_MAX_RETRY_MS,
+                                       .files_done = SL_WIRE_MAX_FILES, .files = SL_WIRE_MAX_FILES,
+                                       .records = SL_WIRE_MAX_COUNT, .bytes = SL_WIRE_MAX_COUNT};
+    ck_assert_int_eq(sl_wire_encode_status(&m.status, &b), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    assert_same(&m, &out);
+    m.status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = 1, .files = 1};
+    ck_assert_int_eq(sl_wire_encode_status(&m.status, &b), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    assert_same(&m, &out);
+    /* the encoder refuses what the decoder would, with its words */
+    m.status.files_done = 2;
+    ck_assert_int_eq(sl_wire_encode_status(&m.status, &b), SL_EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATUS header: files_done 2 exceeds files 1");
+    m.status = (struct sl_wire_status){.state = 0, .retry_ms = 1, .files = 1};
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATUS header: state 0 is not 1 (scanning)");
+    m.status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = 0, .files = 1};
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATUS header: retry_ms 0 not in 1..600000");
+    /* a HELLO's STATUS flag is bit 1, beside SHM */
+    ck_assert_uint_eq(SL_WIRE_HELLO_STATUS, 2);
+    ck_assert_uint_eq(SL_WIRE_HELLO_STATUS & SL_WIRE_HELLO_SHM, 0);
     sl_buf_free(&b);
 }
 END_TEST
@@ -544,7 +613,7 @@ START_TEST(test_fixed_sizes)
 {
     static const struct { unsigned type; size_t len; } sizes[] = {
         {SL_WIRE_CREDIT, 16}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
-        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34},
+        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         struct sl_buf b;
@@ -674,6 +743,26 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_ERROR, 8, (uint32_t)-9, 4, 0, "ERROR header: code -9 is not an error code (-8..-1)"},
     {SL_WIRE_ERROR, 8, 1, 4, 0, "ERROR header: code 1 is not an error code (-8..-1)"},
     {SL_WIRE_ERROR, 12, 4097, 2, 0, "ERROR header: message length 4097 exceeds 4096"},
+    /* STATUS: state 8, retry_ms 12, files_done 16, files 24, records 32, bytes 40 */
+    {SL_WIRE_STATUS, 8, 0, 4, 0, "STATUS header: state 0 is not 1 (scanning)"},
+    {SL_WIRE_STATUS, 8, 2, 4, 0, "STATUS header: state 2 is not 1 (scanning)"},
+    {SL_WIRE_STATUS, 8, UINT32_MAX, 4, 0, "STATUS header: state 4294967295 is not 1 (scanning)"},
+    {SL_WIRE_STATUS, 12, 0, 4, 0, "STATUS header: retry_ms 0 not in 1..600000"},
+    {SL_WIRE_STATUS, 12, 600001, 4, 0, "STATUS header: retry_ms 600001 not in 1..600000"},
+    {SL_WIRE_STATUS, 12, (uint32_t)-1, 4, 0, "STATUS header: retry_ms 4294967295 not in 1..600000"},
+    {SL_WIRE_STATUS, 24, 0, 8, 0, "STATUS header: files 0 not in 1..4294967296"},
+    {SL_WIRE_STATUS, 24, ((uint64_t)1 << 32) + 1, 8, 0, "STATUS header: files 4294967297 not in 1..4294967296"},
+    {SL_WIRE_STATUS, 24, (uint64_t)-1, 8, 0, "STATUS header: files 18446744073709551615 not in 1..4294967296"},
+    {SL_WIRE_STATUS, 16, 11, 8, 0, "STATUS header: files_done 11 exceeds files 10"},
+    {SL_WIRE_STATUS, 16, (uint64_t)-1, 8, 0, "STATUS header: files_done 18446744073709551615 exceeds files 10"},
+    {SL_WIRE_STATUS, 32, ((uint64_t)1 << 60) + 1, 8, 0,
+     "STATUS header: records 1152921504606846977 exceeds 1152921504606846976"},
+    {SL_WIRE_STATUS, 32, (uint64_t)-1, 8, 0, "STATUS header: records 18446744073709551615 exceeds 1152921504606846976"},
+    {SL_WIRE_STATUS, 40, ((uint64_t)1 << 60) + 1, 8, 0,
+     "STATUS header: bytes 1152921504606846977 exceeds 1152921504606846976"},
+    {SL_WIRE_STATUS, 40, (uint64_t)-1, 8, 0, "STATUS header: bytes 18446744073709551615 exceeds 1152921504606846976"},
+    {SL_WIRE_STATUS, 40, 0, 8, 44, "STATUS header: truncated at byte 44 of 48 (bytes)"},
+    {SL_WIRE_STATUS, 8, 1, 4, 12, "STATUS header: truncated at byte 12 of 16 (retry_ms)"},
 };
 
 START_TEST(test_limits_exact_messages)
@@ -906,6 +995,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip_extremes);
     tcase_add_test(tc, test_hello_layout_pinned);
     tcase_add_test(tc, test_piece_layout_pinned);
+    tcase_add_test(tc, test_status_layout_pinned);
     tcase_add_test(tc, test_shm_piece);
     tcase_add_test(tc, test_shm_welcome);
     tcase_add_test(tc, test_fixed_sizes);
