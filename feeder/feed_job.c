@@ -126,6 +126,8 @@ static const struct key keys[] = {
      0, NULL, NULL},
     {"verify_on_read", KEY_BOOL, OFF(verify_on_read), 0, 0, "true", 0, NULL, NULL},
     {"use_index", KEY_BOOL, OFF(use_index), 0, 0, "false", 0, NULL, NULL},
+    {"workers", KEY_INT, OFF(workers), 1, 65536, NULL, KEY_OPTIONAL, NULL, NULL},
+    {"replicas", KEY_INT, OFF(replicas), 1, 1024, NULL, KEY_OPTIONAL, NULL, NULL},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -962,6 +964,9 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
         return sl_error_set(err, SL_EINVAL, "%s: 'per_replica_shard' applies only with per_replica_input true", src);
     if (job->format == FMT_FORMAT_TFRECORD && job->nfeatures == 0)
         return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tfrecord\"", src);
+    if ((job->workers != 0) != (job->replicas != 0))
+        return sl_error_set(err, SL_EINVAL, "%s: 'workers' and 'replicas' go together (the cluster shape to serve)",
+                            src);
     if (job->format == FMT_FORMAT_TEXT &&
         (job->nfeatures > 1 || (job->nfeatures == 1 && (job->features[0].dtype != FMT_DTYPE_BYTES ||
                                                         job->features[0].rank != 0 || job->features[0].varlen))))

@@ -78,6 +78,8 @@ struct feed_job {
     int use_index;                /* use_index: take record offsets from FILE.idx where it exists */
     int verify_on_read;           /* verify_on_read: check TFRecord CRCs again on every read (the scan at
                                      start always checks them) */
+    uint64_t workers, replicas;   /* workers, replicas: the cluster shape the feeder serves; 0: not given (the
+                                     feeder's --workers/--replicas, else the first trainer's) */
 };
 
 /* Load the job file at `path` (path NULL: a job of defaults only, to be

@@ -279,9 +279,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         return rc == SL_ENOMEM ? EXIT_DATA : usage_error("%s\nTry 'sluice-feeder --help'", err.msg);
     if (a->job == NULL)
         return usage_error("--job is required\nTry 'sluice-feeder --help'");
-    if (a->plan && (a->workers == 0 || a->replicas == 0))
-        return usage_error("plan needs --workers and --replicas");
-    if (!a->plan && (a->workers != 0) != (a->replicas != 0))
+    if ((a->workers != 0) != (a->replicas != 0))
         return usage_error("--workers and --replicas go together (the cluster shape to serve)");
     if (a->cluster != NULL && (sl_opt_given(&cmd, given, "listen") || sl_opt_given(&cmd, given, "feeder-index") ||
                                sl_opt_given(&cmd, given, "feeders")))
@@ -540,6 +538,15 @@ int main(int argc, char **argv)
     struct feed_source *src = NULL;
     if (status == 0)
         status = prepare_job(&a, &job);
+    if (status == 0 && a.workers == 0) { /* the shape: the flags', else the job's, else the first trainer's */
+        a.workers = job->workers;
+        a.replicas = job->replicas;
+    }
+    if (status == 0 && a.plan && a.workers == 0)
+        status = usage_error("plan needs --workers and --replicas (or the job's 'workers' and 'replicas')");
+    if (status == 0 && !a.plan && a.workers == 0)
+        sl_log(SL_LOG_INFO, "cluster shape: the first trainer's (--workers/--replicas or the job's 'workers' and "
+                            "'replicas' fix it: a feeder others can reach should)");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;

@@ -389,7 +389,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         refuse(s, id, id_len, "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
                "%u x %u (%s)",
                h->workers, h->replicas, s->workers, s->replicas,
-               s->fixed             ? "the feeder's --workers and --replicas"
+               s->fixed             ? "the feeder's --workers and --replicas, or its job's"
                : s->consumed        ? "set by the first trainer, which has taken pieces"
                : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
                                       "try again in a moment"

@@ -224,6 +224,33 @@ def case_shape(files):
         fail("shape3: the 1 x 2 job failed:\n" + read_log(tag, "trainer0") + read_log(tag, "feeder"))
     ok("a shape taken by a consuming trainer stays; --workers/--replicas on the feeder fix it from the start")
 
+    # so do the job file's workers/replicas: a stray 1 x 1 trainer, there
+    # first, is refused naming both shapes; the job's 2 x 1 workers get
+    # every row
+    harness.case()
+    tag = "shape5"
+    job_path, job = write_job("job-" + tag, files, epochs=1, workers=2, replicas=1)
+    f, sock = start_feeder(tag, job_path)
+    got = rogue(sock, job["name"], 0, 1, 1, 0, "--wait-ms", "3000")[0]
+    want = ("cluster shape disagrees: this trainer says 1 workers x 1 replicas, the job runs with 2 x 1 "
+            "(the feeder's --workers and --replicas, or its job's)")
+    if got["reply"] != "REFUSE" or got.get("reason") != want:
+        fail("shape5: a job file with workers 2, replicas 1 took a 1 x 1 HELLO: %s" % got)
+    stray, _ = trainer(tag, sock, job, W=1, R=1, w=0)
+    if wait(stray, 30, "shape5: the stray trainer") != 1 or want not in read_log(tag, "trainer0"):
+        fail("shape5: the stray 1 x 1 trainer should fail with the refusal:\n" + read_log(tag, "trainer0"))
+    ps = [trainer(tag, sock, job, W=2, R=1, w=w) for w in range(2)]
+    for w, (p, _) in enumerate(ps):
+        if wait(p, 30, "shape5: worker %d" % w) != 0:
+            fail("shape5: worker %d of the job's 2 x 1 failed:\n%s" % (w, read_log(tag, "trainer%d" % w)))
+    if wait(f, 15, "shape5: feeder") != 0:
+        fail("shape5: the feeder failed:\n" + read_log(tag, "feeder"))
+    rows = sum(x["size"] for _, t in ps for x in trace_lines(t)[:-1])
+    if rows != 150:
+        fail("shape5: the job's two workers got %d rows of 150" % rows)
+    ok("the job file's workers/replicas fix the shape: a stray 1 x 1 trainer is refused naming both shapes, "
+       "the job's 2 x 1 workers get all 150 rows")
+
     # too small a bound for the real job: refused with the figures, at start
     harness.case()
     tag = "shape4"

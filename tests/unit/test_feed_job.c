@@ -148,6 +148,12 @@ static const struct {
     const char *want; /* after "<path>: " */
 } bad_values[] = {
     {"{\"global_batch_size\": -3}", "'global_batch_size' must be an integer >= 1 (got -3)"},
+    {"{\"workers\": 0}", "'workers' must be an integer >= 1 (got 0)"},
+    {"{\"workers\": -2}", "'workers' must be an integer >= 1 (got -2)"},
+    {"{\"workers\": 65537}", "'workers' must be an integer <= 65536 (got 65537)"},
+    {"{\"workers\": 9223372036854775807}", "'workers' must be an integer <= 65536 (got 9223372036854775807)"},
+    {"{\"workers\": \"2\"}", "'workers' must be an integer >= 1 (got \"2\")"},
+    {"{\"replicas\": 1025}", "'replicas' must be an integer <= 1024 (got 1025)"},
     {"{\"global_batch_size\": 0}", "'global_batch_size' must be an integer >= 1 (got 0)"},
     {"{\"global_batch_size\": 2147483648}", "'global_batch_size' must be an integer <= 2147483647 (got 2147483648)"},
     {"{\"global_batch_size\": \"8\"}", "'global_batch_size' must be an integer >= 1 (got \"8\")"},
@@ -558,6 +564,16 @@ START_TEST(test_validate)
     ck_assert_str_eq(err.msg, "command line: 'shard_hint' applies only with shard_policy \"hint\" (got \"file\")");
     set_ok(job, "shard_hint", "null");
     ck_assert_int_eq(feed_job_validate(job, &err), 0);
+
+    /* the cluster shape: both or neither; the last value given wins */
+    set_ok(job, "workers", "2");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "command line: 'workers' and 'replicas' go together (the cluster shape to serve)");
+    set_ok(job, "replicas", "4");
+    set_ok(job, "replicas", "2");
+    ck_assert_int_eq(feed_job_validate(job, &err), 0);
+    ck_assert_uint_eq(job->workers, 2);
+    ck_assert_uint_eq(job->replicas, 2);
 
     set_ok(job, "per_replica_input", "true");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
