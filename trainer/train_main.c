@@ -796,8 +796,9 @@ static int meet(struct trainer *t)
     return 0;
 }
 
-/* The feeders' connections (their WELCOME gives the schema), then with a
- * model the ring across workers and the training loop, then --metrics. */
+/* With a model and several workers the ring across workers, then the
+ * feeders' connections (their WELCOME gives the schema), the training loop
+ * and --metrics. */
 static int start(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
@@ -809,6 +810,18 @@ static int start(struct trainer *t)
                                           .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
                                           .stop = &stop_flag, .metrics = t->m};
+    /* the workers' ring first: its open waits for every worker, and a
+     * client already connected would send its feeders no heartbeat
+     * meanwhile (they would drop it after --timeout-ms) */
+    if (o->model != MODEL_NONE && o->workers > 1) {
+        struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
+                                     .endpoints = (const char *const *)t->ring_eps.items,
+                                     .timeout_ms = (int)o->timeout_ms,
+                                     .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
+                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL, .stop = &stop_flag};
+        if (train_ring_open(&t->ring, &ro, &err) != 0)
+            goto fail;
+    }
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
     if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
@@ -826,16 +839,6 @@ static int start(struct trainer *t)
         if (o->model == MODEL_MLP) {
             lo.model.nhidden = o->nhidden;
             memcpy(lo.model.hidden, o->hidden_sizes, sizeof lo.model.hidden);
-        }
-        if (o->workers > 1) {
-            struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
-                                         .endpoints = (const char *const *)t->ring_eps.items,
-                                         .timeout_ms = (int)o->timeout_ms,
-                                         .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                         .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
-                                         .stop = &stop_flag};
-            if (train_ring_open(&t->ring, &ro, &err) != 0)
-                goto fail;
         }
         lo.ring = t->ring;
         if (loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
