@@ -640,6 +640,21 @@ static void heartbeats_and_ends(struct server *s)
     }
 }
 
+/* Every worker got its END and has gone: said BYE (a trainer does once its
+ * stream is over), or was dropped, silent past the timeout. Exiting as soon
+ * as the ENDs were queued lost them now and then: the trainers' heartbeats
+ * unread in the socket made the kernel close it with a reset, which can
+ * discard an END still on its way (seen on a shaped link). */
+static int all_done(const struct server *s)
+{
+    if (s->workers == 0 || s->ended != s->workers)
+        return 0;
+    for (uint32_t w = 0; w < s->workers; w++)
+        if (s->trainers[w].active)
+            return 0;
+    return 1;
+}
+
 /* The figures now, typed, with the run's elapsed time. */
 static void snapshot(const struct server *s, double t0, struct feed_counters *c)
 {
@@ -850,7 +865,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
                 }
             }
         }
-        if (s->workers > 0 && s->ended == s->workers) {
+        if (all_done(s)) {
             sl_log(SL_LOG_INFO, "every worker has its data: done");
             break;
         }

@@ -88,7 +88,7 @@ def sluice_run(a, net, F, tmp, rep):
         ep = "tcp://%s:%d" % (net.addr("f%d" % j), FEEDER_PORT)
         conns.append(ep)
         args = [feeder, "--job", a.job, "--listen", ep, "--feeder-index", str(j), "--feeders", str(F),
-                "--workers", "1", "--replicas", "1", "--epochs=%d" % a.epochs, "-q"]
+                "--workers", "1", "--replicas", "1", "--epochs=%d" % a.epochs]
         if a.threads:
             args += ["--threads", str(a.threads)]
         fs.append(net.spawn("f%d" % j, args, log=os.path.join(tmp, "feeder%d-%d-%d.log" % (F, j, rep))))
@@ -98,10 +98,9 @@ def sluice_run(a, net, F, tmp, rep):
                              "-q"],
                       log=os.path.join(tmp, "trainer%d-%d.log" % (F, rep)), pidns=True, stdout=o)
         code = wait(t, "the trainer")
-    for p in fs:
-        wait(p, "a feeder", timeout=60)
-    if code != 0:
-        sys.exit("bench_testbed: the trainer failed (exit %d); logs in %s" % (code, tmp))
+    fcodes = [wait(p, "a feeder", timeout=60) for p in fs]
+    if code != 0 or any(fcodes):
+        sys.exit("bench_testbed: the trainer exited %d, the feeders %s; logs in %s" % (code, fcodes, tmp))
     with open(out) as f:
         return json.loads(f.read().splitlines()[-1])["summary"]
 

@@ -119,6 +119,7 @@ struct train_client {
     int have_step;
     struct sl_buf buf;
     struct sl_wire_msg msg;
+    int said_bye;               /* BYE sent (at the end of the stream, or at close) */
     struct sl_metrics *m;       /* o.metrics, or own_m */
     struct sl_metrics *own_m;
     uint64_t total;             /* pieces in the stream, once every feeder said END */
@@ -973,6 +974,18 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     return 0;
 }
 
+/* BYE to every feeder that welcomed us (once): it takes its buffers back
+ * and, its stream over, may exit. */
+static void say_bye(struct train_client *c)
+{
+    if (c->said_bye || sl_wire_encode_bye(&c->buf) != 0)
+        return;
+    for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
+        if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
+            (void)send_buf(c->f[j].sock, &c->buf);
+    c->said_bye = 1;
+}
+
 void train_client_close(struct train_client *c)
 {
     if (c == NULL)
@@ -989,10 +1002,7 @@ void train_client_close(struct train_client *c)
     /* done with every piece: then BYE (a feeder takes its buffers back) */
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
         detach_shm(&c->f[j]);
-    if (sl_wire_encode_bye(&c->buf) == 0)
-        for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
-            if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
-                (void)send_buf(c->f[j].sock, &c->buf);
+    say_bye(c);
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++) {
         if (c->f[j].sock != NULL) {
             int linger = 200;
@@ -1105,6 +1115,8 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
                 if (had != 0)
                     return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", had,
                                         c->o.replicas);
+                /* no piece is borrowed any more: the feeders may go */
+                say_bye(c);
                 sl_metrics_add(c->m, TRAIN_M_WAIT_NS, sl_clock_ns() - t0);
                 return SL_END;
             }
