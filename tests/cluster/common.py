@@ -17,10 +17,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "plan"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
-import ref_plan  # noqa: E402
+from bed import reference  # noqa: E402,F401  (the reference model's pieces, for the tests)
 import harness  # noqa: E402
 from harness import fail  # noqa: E402,F401
 import netns  # noqa: E402
@@ -47,6 +46,17 @@ def ok(name):
     """harness.ok, with the seconds since the last case passed (or the start)."""
     harness.ok("%s (%.1f s)" % (name, time.time() - _since[0]))
     _since[0] = time.time()
+
+
+def finish(net, t0=None):
+    """The end of a cluster test: no process left running, the cluster
+    down, "N passed, 0 failed" (with the time since t0)."""
+    left = harness.running()
+    if left:
+        fail("%d processes were still running at the end: %s" % (len(left), [p.args for p in left]))
+    net.down()
+    took = " (%.1f s)" % (time.time() - t0) if t0 is not None else ""
+    print("%d passed, 0 failed%s" % (harness.passed(), took))
 
 
 def cleanup():
@@ -83,26 +93,6 @@ def write_job(name, files, **keys):
     with open(p, "w") as f:
         json.dump(job, f)
     return p, job
-
-
-def reference(job, counts, W, R):
-    """The reference model's pieces per worker (tests/plan/ref_plan.py)."""
-    shuffle = job.get("shuffle") or {}
-    cfg = {"counts": counts, "source_is_files": 1, "policy": job.get("shard_policy", "auto"),
-           "hint": job.get("shard_hint", "files"), "G": job["global_batch_size"],
-           "drop_remainder": int(job.get("drop_remainder", False)), "shuffle_buffer": shuffle.get("buffer", 0),
-           "seed": str(shuffle.get("seed", 0)), "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),
-           "epochs": job["epochs"], "parallel_reads": job.get("parallel_reads", 1),
-           "per_replica": int(job.get("per_replica_input", False)), "pr_shard": job.get("per_replica_shard", "none"),
-           "W": W, "R": R}
-    lines = [json.loads(x) for x in ref_plan.run(json.dumps(cfg))]
-    if lines and "error" in lines[0]:
-        fail("reference model refused the job: %s" % lines[0]["error"])
-    per_worker = {}
-    for x in lines:
-        if "elems" in x:
-            per_worker.setdefault(x["worker"], []).append(x)
-    return per_worker
 
 
 def read_trace(p):

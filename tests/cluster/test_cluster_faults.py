@@ -43,8 +43,8 @@ import re
 import subprocess
 import time
 
-from common import (RECORD, check_trace, cleanup, expected, fail, gen, harness, ids_of, netns, ok, path, read_log,
-                    read_trace, reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
+from common import (RECORD, check_trace, cleanup, expected, fail, finish, gen, harness, ids_of, netns, ok, path,
+                    read_log, read_trace, reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
 
 SHUFFLE = {"buffer": 20, "seed": 11, "reshuffle_each_epoch": True}
 
@@ -298,11 +298,7 @@ def main():
     ok("training: t1's link cut for 3 s (timeout 1 s, --reconnect-s 30): both workers fail after %.1f s, each "
        "naming the other's ring endpoint: --reconnect-s rejoins feeders, not the ring" % took)
 
-    left = harness.running()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [q.args for q in left]))
-    net.down()
-    print("%d passed, 0 failed (%.1f s)" % (harness.passed(), time.time() - t0))
+    finish(net, t0)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ cannot be made; prints "N passed, 0 failed")
 """
 import time
 
-from common import (HB, TRAINER, check_trace, cleanup, fail, gen, harness, ids_of, netns, ok, path, read_log,
-                    reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
+from common import (HB, TRAINER, check_trace, cleanup, fail, finish, gen, harness, ids_of, netns, ok, path,
+                    read_log, reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
 
 FEEDER_HOSTS = ("f0", "f1")
 TRAINER_HOSTS = ("t0", "t1")
@@ -99,11 +99,7 @@ def main():
                 port += 1
     run_case(net, "control: a trainer without a PID namespace maps the feeders' memory (W=2 R=2 F=2)", files, ids,
              2, 2, 2, port, pidns=False, shuffle=shuffle)
-    left = harness.running()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [p.args for p in left]))
-    net.down()
-    print("%d passed, 0 failed (%.1f s)" % (harness.passed(), time.time() - t0))
+    finish(net, t0)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import json
 import subprocess
 import sys
 
-from common import (HB, RECORD, cleanup, fail, harness, netns, ok, path, read_log, start_feeder, start_trainer,
+from common import (RECORD, cleanup, fail, finish, harness, netns, ok, path, read_log, start_feeder, start_trainer,
                     wait_all, wait_for_log)
 
 RUNS = 3
@@ -70,11 +70,7 @@ def main():
             fail("%s: the feeder should be done only after the trainer's BYE:\n%s" % (tag, log))
     ok("%d runs over a 10 Gbit/s shaped link: every element arrived, each feeder exited after its trainer's BYE"
        % RUNS)
-    left = harness.running()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [p.args for p in left]))
-    net.down()
-    print("%d passed, 0 failed" % harness.passed())
+    finish(net)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "plan"))
-import ref_plan  # noqa: E402
 sys.path.insert(0, HERE)
+from bed import reference  # noqa: E402
 import harness  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402,F401
 
@@ -136,25 +135,6 @@ def wait_all(procs, timeout, what):
         except subprocess.TimeoutExpired:
             fail("%s did not finish within %d s" % (what, timeout))
     return codes
-
-
-def reference(job, counts, W, R):
-    shuffle = job.get("shuffle") or {}
-    cfg = {"counts": counts, "source_is_files": 1, "policy": job.get("shard_policy", "auto"),
-           "hint": job.get("shard_hint", "files"), "G": job["global_batch_size"],
-           "drop_remainder": int(job.get("drop_remainder", False)), "shuffle_buffer": shuffle.get("buffer", 0),
-           "seed": str(shuffle.get("seed", 0)), "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),
-           "epochs": job["epochs"], "parallel_reads": job.get("parallel_reads", 1),
-           "per_replica": int(job.get("per_replica_input", False)), "pr_shard": job.get("per_replica_shard", "none"),
-           "W": W, "R": R}
-    lines = [json.loads(x) for x in ref_plan.run(json.dumps(cfg))]
-    if lines and "error" in lines[0]:
-        fail("reference model refused the job: %s" % lines[0]["error"])
-    per_worker = {}
-    for x in lines:
-        if "elems" in x:
-            per_worker.setdefault(x["worker"], []).append(x)
-    return per_worker
 
 
 def check_traces(name, traces, ref, ids):

@@ -11,61 +11,20 @@ Usage: test_hostile.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bed  # noqa: E402
 import harness  # noqa: E402
+from bed import gen, log_path, read_log, wait, wait_for_log, write_job  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1])
-RECORD = os.path.join(BUILD, "tools", "sluice-record")
-FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
-TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
-ROGUE = os.path.join(BUILD, "tests", "rogue_peer")
-TMP = tempfile.mkdtemp(prefix="sluice-hostile-")
-FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
-            "label": {"dtype": "int64", "shape": []},
-            "id": {"dtype": "int64", "shape": []}}
-
-
-def gen(name, records, shards):
-    out = os.path.join(TMP, name)
-    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(records), "--shards", str(shards),
-                    "--seed", "3", "--image-bytes", "16", "--prefix", "part"], check=True, capture_output=True)
-    return sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
-
-
-def write_job(name, files, **keys):
-    job = {"name": name, "files": files, "format": "tfrecord", "features": FEATURES, "global_batch_size": 8,
-           "epochs": 2, "prefetch": 4}
-    job.update(keys)
-    path = os.path.join(TMP, name + ".json")
-    with open(path, "w") as f:
-        json.dump(job, f)
-    return path, job
-
-
-def log_path(tag, who):
-    return os.path.join(TMP, "%s-%s.log" % (tag, who))
-
-
-def read_log(tag, who):
-    with open(log_path(tag, who), errors="replace") as f:
-        return f.read()
-
-
-def wait_for_log(tag, who, text, proc, what, timeout=20):
-    deadline = time.time() + timeout
-    while text not in read_log(tag, who):
-        if time.time() > deadline or (proc is not None and proc.poll() is not None):
-            fail(what)
-        time.sleep(0.02)
+bed.setup(sys.argv[1], "hostile")
+RECORD, FEEDER, TRAINER, ROGUE, TMP = bed.RECORD, bed.FEEDER, bed.TRAINER, bed.ROGUE, bed.TMP
 
 
 def start_feeder(tag, job_path, extra=()):
@@ -116,13 +75,6 @@ def trainer(tag, sock, job, W=1, R=1, w=0, extra=()):
 def trace_lines(path):
     with open(path) as f:
         return [json.loads(x) for x in f]
-
-
-def wait(p, timeout, what):
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        fail("%s did not finish within %d s" % (what, timeout))
 
 
 # ---- item 1: a HELLO's resume point ----
@@ -459,15 +411,11 @@ def main():
     case_startup_refusals()
     case_log_flood(files)
     case_cluster_flags(files)
-    left = harness.running()
-    harness.stop_all()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [p.args[0] for p in left]))
-    print("%d passed, 0 failed" % harness.passed())
+    bed.finish()
 
 
 if __name__ == "__main__":
     try:
         main()
     finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+        bed.cleanup()

@@ -14,66 +14,31 @@ says which).
 Usage: test_signals.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
 """
 import calendar
-import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bed  # noqa: E402
 import harness  # noqa: E402
+from bed import log_path, read_log, wait_for_log  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1])
-RECORD = os.path.join(BUILD, "tools", "sluice-record")
-FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
-TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
-TMP = tempfile.mkdtemp(prefix="sluice-signals-")
-FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
-            "label": {"dtype": "int64", "shape": []}}
+bed.setup(sys.argv[1], "signals")
+FEEDER, TRAINER, TMP = bed.FEEDER, bed.TRAINER, bed.TMP
 SANITIZED = "sanitizers:" in subprocess.run([TRAINER, "--version"], capture_output=True, text=True).stdout
 BOUND = 3.0 if SANITIZED else 1.0
 EXIT_WAIT = 20  # teardown after the wait ended
 
 
-def gen(name, records, shards):
-    out = os.path.join(TMP, name)
-    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(records), "--shards", str(shards),
-                    "--seed", "5", "--image-bytes", "16", "--prefix", "part"], check=True, capture_output=True)
-    return sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
-
-
-def write_job(name, files, **keys):
-    job = {"name": name, "files": files, "format": "tfrecord", "features": FEATURES, "global_batch_size": 8,
-           "epochs": 0, "prefetch": 4}
-    job.update(keys)
-    path = os.path.join(TMP, name + ".json")
-    with open(path, "w") as f:
-        json.dump(job, f)
-    return path
-
-
-def log_path(tag, who):
-    return os.path.join(TMP, "%s-%s.log" % (tag, who))
-
-
-def read_log(tag, who):
-    with open(log_path(tag, who), errors="replace") as f:
-        return f.read()
-
-
-def wait_for_log(tag, who, text, proc, what, timeout=30):
-    deadline = time.time() + timeout
-    while text not in read_log(tag, who):
-        if time.time() > deadline or (proc is not None and proc.poll() is not None):
-            fail(what)
-        time.sleep(0.02)
+def write_job(name, files):
+    """An endless job (epochs 0): the trainers wait wherever the case puts them."""
+    return bed.write_job(name, files, epochs=0)[0]
 
 
 def ring_endpoints(n):
@@ -277,7 +242,7 @@ def case_feeder_refusing():
 
 
 def main():
-    files = gen("d", 400, 2)
+    files = bed.gen("d", 400, 2, seed=5)
     case_trainer_welcome()
     case_trainer_pieces(files)
     case_trainer_rendezvous()
@@ -285,11 +250,7 @@ def main():
     case_trainer_reconnect(files)
     case_feeder_idle(files)
     case_feeder_refusing()
-    left = harness.running()
-    harness.stop_all()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [p.args[0] for p in left]))
-    print("%d passed, 0 failed" % harness.passed())
+    bed.finish()
 
 
 if __name__ == "__main__":
@@ -297,4 +258,4 @@ if __name__ == "__main__":
         main()
     finally:
         harness.stop_all()
-        shutil.rmtree(TMP, ignore_errors=True)
+        bed.cleanup()

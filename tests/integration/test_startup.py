@@ -22,36 +22,26 @@ Usage: test_startup.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
 import errno
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bed  # noqa: E402
 import harness  # noqa: E402
+from bed import log_path, read_log, wait, wait_for_log  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1])
-RECORD = os.path.join(BUILD, "tools", "sluice-record")
-FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
-TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
-ROGUE = os.path.join(BUILD, "tests", "rogue_peer")
-TMP = tempfile.mkdtemp(prefix="sluice-startup-")
-FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
-            "label": {"dtype": "int64", "shape": []},
-            "id": {"dtype": "int64", "shape": []}}
+bed.setup(sys.argv[1], "startup")
+FEEDER, TRAINER, ROGUE, TMP = bed.FEEDER, bed.TRAINER, bed.ROGUE, bed.TMP
 NREC = 120
 NOT_A_TFRECORD = b"\xff" * 40  # a length whose CRC does not match: "corrupted record at 0"
 
 
 def gen():
-    out = os.path.join(TMP, "data")
-    subprocess.run([RECORD, "gen", "--output-dir", out, "--records", str(NREC), "--shards", "2", "--seed", "5",
-                    "--image-bytes", "16", "--prefix", "part"], check=True, capture_output=True)
-    return sorted(os.path.join(out, f) for f in os.listdir(out) if f.startswith("part-"))
+    return bed.gen("data", NREC, 2, seed=5)
 
 
 def fifo(tag):
@@ -79,40 +69,8 @@ def release(path, proc, what, timeout=30):
 
 
 def write_job(tag, files, **keys):
-    job = {"name": "job-" + tag, "files": files, "format": "tfrecord", "features": FEATURES,
-           "global_batch_size": 8, "epochs": 1}
-    job.update(keys)
-    path = os.path.join(TMP, tag + ".json")
-    with open(path, "w") as f:
-        json.dump(job, f)
-    return path, job
-
-
-def log_path(tag, who):
-    return os.path.join(TMP, "%s-%s.log" % (tag, who))
-
-
-def read_log(tag, who):
-    try:
-        with open(log_path(tag, who), errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
-
-
-def wait_for_log(tag, who, text, proc, what, timeout=30):
-    deadline = time.time() + timeout
-    while text not in read_log(tag, who):
-        if time.time() > deadline or (proc is not None and proc.poll() is not None):
-            fail("%s (waiting for %r in the %s's log)" % (what, text, who))
-        time.sleep(0.02)
-
-
-def wait(p, timeout, what):
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        fail("%s did not finish within %d s" % (what, timeout))
+    keys.setdefault("epochs", 1)
+    return bed.write_job("job-" + tag, files, **keys)
 
 
 def feeder(tag, job_path, extra=()):
@@ -389,15 +347,11 @@ def main():
     case_rejoin_scanning(files)
     case_connect_timeout()
     case_idle_exit(files)
-    left = harness.running()
-    harness.stop_all()
-    if left:
-        fail("%d processes were still running at the end: %s" % (len(left), [p.args[0] for p in left]))
-    print("%d passed, 0 failed" % harness.passed())
+    bed.finish()
 
 
 if __name__ == "__main__":
     try:
         main()
     finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+        bed.cleanup()
