@@ -8,11 +8,14 @@ the same pair on this host's loopback (sluice-bench feed --no-shm
 --transport tcp) to show whether loopback measures the same thing.
 
     tools/bench_testbed.py BUILD_DIR [--job FILE] [--epochs E] [--repeat N]
-                           [--feeders 1,2] [--rate RATE] [--threads N] [--json]
+                           [--feeders 1,2] [--rate RATE] [--delay-ms D] [--credits N]
+                           [--threads N] [--json]
 
 --rate shapes each host's link (tc tbf on its eth0, e.g. 10gbit): the rate
 a real network gives, where the loopback-speed veth of one machine does not
-bound anything. Root is needed (namespaces); without it the script says so
+bound anything; --delay-ms adds latency (tc netem), to see whether the
+trainer's credit window (--credits) covers the link's bandwidth-delay
+product. Root is needed (namespaces); without it the script says so
 and exits 77. Medians of --repeat runs; the ratio of each run is taken
 within the run.
 """
@@ -41,6 +44,9 @@ def parse():
     ap.add_argument("--feeders", default="1", help="feeder counts, e.g. 1,2 (one host each)")
     ap.add_argument("--threads", type=int, default=0, help="decode threads per feeder (default: the feeder's)")
     ap.add_argument("--rate", default=None, help="shape every host's link to this rate (tc tbf), e.g. 10gbit")
+    ap.add_argument("--delay-ms", type=float, default=0,
+                    help="add this one-way delay on every host's link (tc netem; the round trip is twice it)")
+    ap.add_argument("--credits", type=int, default=0, help="the trainer's --credits (default: its own)")
     ap.add_argument("--json", action="store_true", help="one JSON object per configuration")
     a = ap.parse_args()
     if a.repeat < 1 or a.epochs < 1:
@@ -66,10 +72,17 @@ def job_name(path):
         return json.load(f)["name"]
 
 
-def shape(net, hosts, rate):
+def shape(net, hosts, rate, delay_ms):
     for h in hosts:
-        net.run(h, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "4mb",
-                    "latency", "50ms"], check=True, capture_output=True)
+        if delay_ms > 0:  # netem: the delay, and the rate too when one is given
+            q = ["netem", "delay", "%gms" % delay_ms, "limit", "100000"] + (["rate", rate] if rate else [])
+        else:
+            q = ["tbf", "rate", rate, "burst", "4mb", "latency", "50ms"]
+        r = net.run(h, ["tc", "qdisc", "replace", "dev", "eth0", "root"] + q, capture_output=True, text=True)
+        if r.returncode != 0:
+            net.down()
+            sys.exit("bench_testbed: cannot shape %s's link (tc qdisc %s): %s%s" % (
+                h, q[0], r.stderr.strip(), " (this kernel has no netem)" if q[0] == "netem" else ""))
 
 
 def wait(p, what, timeout=600):
@@ -95,7 +108,7 @@ def sluice_run(a, net, F, tmp, rep):
     out = os.path.join(tmp, "trainer%d-%d.json" % (F, rep))
     with open(out, "w") as o:
         t = net.spawn("t0", [trainer, "--connect", ",".join(conns), "--job", job_name(a.job), "--model", "none",
-                             "-q"],
+                             "-q"] + (["--credits", str(a.credits)] if a.credits else []),
                       log=os.path.join(tmp, "trainer%d-%d.log" % (F, rep)), pidns=True, stdout=o)
         code = wait(t, "the trainer")
     fcodes = [wait(p, "a feeder", timeout=60) for p in fs]
@@ -142,8 +155,8 @@ def main():
     net = netns.require(hosts)
     tmp = "/tmp/sluice-testbed-%d" % os.getpid()
     os.makedirs(tmp, exist_ok=True)
-    if a.rate:
-        shape(net, hosts, a.rate)
+    if a.rate or a.delay_ms > 0:
+        shape(net, hosts, a.rate, a.delay_ms)
     results = {}
     for F in a.feeders:
         runs = []
@@ -164,7 +177,8 @@ def main():
     for F in a.feeders:
         r = results[F]
         r["scaling"] = r["gb_per_s"] / one["gb_per_s"] if one else None
-        doc = {"bench": "testbed", "feeders": F, "rate": a.rate or "unshaped", "epochs": a.epochs,
+        doc = {"bench": "testbed", "feeders": F, "rate": a.rate or "unshaped", "delay_ms": a.delay_ms,
+               "credits": a.credits or None, "epochs": a.epochs,
                "repeat": a.repeat, "gb_per_s": r["gb_per_s"], "piece_bytes": r["piece_bytes"],
                "raw_gb_per_s": r.get("raw_gb_per_s"), "ratio": r.get("ratio"), "scaling": r["scaling"],
                "ratios": [x.get("ratio") for x in r["runs"]],
@@ -173,8 +187,8 @@ def main():
         if a.json:
             print(json.dumps(doc))
         else:
-            print("feeders %d (%s link): %.3f GB/s%s%s; loopback: %.3f GB/s, raw %.3f, ratio %.2f" % (
-                F, doc["rate"], r["gb_per_s"],
+            print("feeders %d (%s link%s): %.3f GB/s%s%s; loopback: %.3f GB/s, raw %.3f, ratio %.2f" % (
+                F, doc["rate"], ", %g ms each way" % a.delay_ms if a.delay_ms else "", r["gb_per_s"],
                 ", raw ZeroMQ %.3f GB/s, ratio %.2f (runs %s)" % (
                     r["raw_gb_per_s"], r["ratio"], ", ".join("%.2f" % x["ratio"] for x in r["runs"]))
                 if "ratio" in r else "",
