@@ -13,6 +13,7 @@
 
 #include "sl_alloc.h"
 #include "sl_queue.h"
+#include "sl_thread.h"
 
 struct executor {
     struct feed_exec *e;
@@ -105,7 +106,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
             if (zmq_connect(ex->push, e->addr) != 0)
                 rc = sl_error_set(err, SL_EIO, "connect(%s): %s", e->addr, zmq_strerror(errno));
         }
-        if (rc == 0 && pthread_create(&e->threads[i], NULL, executor_main, ex) != 0)
+        if (rc == 0 && sl_thread_start(&e->threads[i], executor_main, ex) != 0)
             rc = sl_error_set(err, SL_EIO, "pthread_create failed");
         if (rc != 0) {
             feed_exec_destroy(e);

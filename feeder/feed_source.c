@@ -40,6 +40,7 @@
 #include "fmt_stream.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "sl_thread.h"
 
 #define DEFAULT_CACHE ((size_t)1 << 30)
 
@@ -228,7 +229,7 @@ static int scan_all(struct feed_source *s, int *rcs, struct scan_failure **faile
     pthread_mutex_lock(&c.mu);
     for (unsigned k = 0; k < want; k++) {
         c.running++;
-        if (pthread_create(&th[k], NULL, scan_worker, &c) != 0) {
+        if (sl_thread_start(&th[k], scan_worker, &c) != 0) {
             c.running--;
             break;
         }

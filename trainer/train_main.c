@@ -36,6 +36,7 @@
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
+#include "sl_thread.h"
 #include "train_client.h"
 #include "train_device.h"
 #include "train_loop.h"
@@ -555,7 +556,7 @@ static int loop_create_alive(struct train_loop **out, const struct train_loop_op
     struct loop_create_job j = {.lo = lo, .welcome = train_client_welcome(cl)};
     atomic_init(&j.done, 0);
     pthread_t t;
-    if (pthread_create(&t, NULL, loop_create_thread, &j) != 0)
+    if (sl_thread_start(&t, loop_create_thread, &j) != 0)
         return train_loop_create(out, lo, j.welcome, err);
     struct sl_error kerr = {0};
     int krc = 0;

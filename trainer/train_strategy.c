@@ -34,6 +34,7 @@
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "sl_thread.h"
 #include "train_backend.h"
 #include "train_coll.h"
 #include "train_collective_local.h"
@@ -627,7 +628,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
             sl_error_prefix(err, "strategy: replica %u: ", r);
     }
     for (uint32_t r = 1; rc == 0 && r < R; r++) {
-        if (pthread_create(&s->reps[r].thread, NULL, replica_main, &s->reps[r]) != 0)
+        if (sl_thread_start(&s->reps[r].thread, replica_main, &s->reps[r]) != 0)
             rc = sl_error_set(err, SL_EIO, "strategy: cannot start the thread of replica %u", r);
         else
             s->reps[r].started = 1;

@@ -1,5 +1,7 @@
 /* shared/: error records, bounded buffers, base64 (RFC 4648 vectors), JSON
  * string escaping, the allocation failure hook and the log line formats. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +14,7 @@
 #include "sl_error.h"
 #include "sl_json.h"
 #include "sl_log.h"
+#include "sl_thread.h"
 #include "sl_test.h"
 
 START_TEST(test_error_set_and_prefix)
@@ -119,6 +122,32 @@ static void strip_times(char *buf)
     }
     *out = '\0';
 }
+
+static void *mask_of_thread(void *arg)
+{
+    pthread_sigmask(SIG_BLOCK, NULL, (sigset_t *)arg);
+    return NULL;
+}
+
+/* sl_thread_start: the new thread blocks the signals main handles (so
+ * they reach main); the caller's mask is untouched. */
+START_TEST(test_thread_blocks_stop_signals)
+{
+    sigset_t before, after, in_thread;
+    pthread_sigmask(SIG_BLOCK, NULL, &before);
+    ck_assert(!sigismember(&before, SIGTERM));
+    pthread_t t;
+    ck_assert_int_eq(sl_thread_start(&t, mask_of_thread, &in_thread), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    pthread_sigmask(SIG_BLOCK, NULL, &after);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        ck_assert_msg(sigismember(&in_thread, sigs[i]), "signal %d not blocked in the thread", sigs[i]);
+        ck_assert_int_eq(sigismember(&after, sigs[i]), sigismember(&before, sigs[i]));
+    }
+    ck_assert(!sigismember(&in_thread, SIGSEGV)); /* faults still reach their thread */
+}
+END_TEST
 
 /* sl_log_time: RFC 3339 in UTC, milliseconds truncated. */
 START_TEST(test_log_time)
@@ -293,6 +322,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_alloc_failure_hook);
     tcase_add_test(tc, test_log_limit);
     tcase_add_test(tc, test_log_time);
+    tcase_add_test(tc, test_thread_blocks_stop_signals);
     tcase_add_test(tc, test_log_formats);
     tcase_add_test(tc, test_bytes_reader_writer);
     suite_add_tcase(s, tc);
