@@ -154,8 +154,30 @@ static int send_msg(struct train_ring *r, const struct hdr *h, const void *paylo
     static const unsigned char empty[1];
 
     hdr_encode(head, h);
-    if (zmq_send(r->push, head, HDR_LEN, ZMQ_SNDMORE | flags) < 0)
-        return -1;
+    if (flags & ZMQ_DONTWAIT) {
+        if (zmq_send(r->push, head, HDR_LEN, ZMQ_SNDMORE | flags) < 0)
+            return -1;
+    } else {
+        /* a blocking send waits for room at most timeout_ms, and looks at
+         * the stop flag every 250 ms (errno ECANCELED once it is set) */
+        uint64_t deadline = sl_clock_ns() + (uint64_t)r->timeout_ms * 1000000u;
+        while (zmq_send(r->push, head, HDR_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
+                return -1;
+            if (r->stop != NULL && *r->stop) {
+                errno = ECANCELED;
+                return -1;
+            }
+            uint64_t now = sl_clock_ns();
+            if (now >= deadline) {
+                errno = EAGAIN;
+                return -1;
+            }
+            long ms = (long)((deadline - now + 999999) / 1000000);
+            zmq_pollitem_t it = {r->push, 0, ZMQ_POLLOUT, 0};
+            (void)zmq_poll(&it, 1, ms > 250 ? 250 : ms);
+        }
+    }
     /* Later parts of a message are never refused once the first is queued. */
     if (zmq_send(r->push, h->bytes ? payload : empty, (size_t)h->bytes, flags) < 0)
         return -1;
@@ -554,6 +576,8 @@ static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, 
 
     /* an empty chunk sends no bytes, and buf may be NULL when n is 0 */
     if (send_msg(r, &h, ohi > olo ? buf + olo : NULL, 0) < 0) {
+        if (r->stop != NULL && *r->stop)
+            return ring_fail(r, err, SL_ECLOSED, 0, 0, "ring: stopped by a signal");
         if (zmq_errno() == EAGAIN)
             return ring_fail(r, err, SL_ETIMEOUT, WHY_SEND, r->succ,
                              "ring: rank %d (%s) accepted no data for %.1f s", r->succ,
