@@ -58,7 +58,7 @@ static void on_dump(int sig)
 
 /* The command line, filled from `opt_rows` once in main, then read-only. */
 struct args {
-    const char *job, *listen, *cluster, *stats;
+    const char *job, *listen, *cluster, *stats, *scan_cache;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
@@ -194,6 +194,9 @@ static const struct sl_opt opt_rows[] = {
     {"stats", 0, SL_OPT_STRING, OFF(stats), 0, 0, NULL, "FILE",
      "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
      "seconds per stage (docs/feeder.md)", NULL, NULL},
+    {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
+     "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)",
+     NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
      "without copies; docs/protocol.md)", NULL, NULL},
@@ -380,8 +383,15 @@ static void on_progress(void *ctx, size_t files_done, size_t nfiles, uint64_t by
     }
 }
 
-static int open_source(const struct feed_job *job, int count_only, unsigned threads, struct scan_watch *watch,
-                       struct feed_source **src, struct sl_error *err)
+static void on_cache(void *ctx, const char *path, const struct sl_error *why)
+{
+    (void)ctx;
+    (void)path; /* the message names it */
+    sl_log(SL_LOG_WARN, "%s", why->msg);
+}
+
+static int open_source(const struct feed_job *job, const char *scan_cache, int count_only, unsigned threads,
+                       struct scan_watch *watch, struct feed_source **src, struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format, .compression = job->compression,
                                   .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
@@ -389,11 +399,18 @@ static int open_source(const struct feed_job *job, int count_only, unsigned thre
                                   .on_skip = on_skip, .on_tail = on_tail, .on_progress = on_progress,
                                   .progress_ms = watch->listener != NULL ? SCAN_POLL_MS : 0, .ctx = watch,
                                   .trust_scan = !job->verify_on_read, .count_only = count_only,
-                                  .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag};
+                                  .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag,
+                                  .scan_cache = scan_cache, .on_cache = on_cache};
     if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;
     }
+    struct feed_source_cache_stats cs;
+    feed_source_cache_stats(*src, &cs);
+    if (scan_cache != NULL)
+        sl_log(SL_LOG_INFO, "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
+                            "%zu entries written, %zu not written, %zu files too recent to cache",
+               scan_cache, cs.hits, job->files.n, cs.scanned, cs.damaged, cs.written, cs.unwritten, cs.recent);
     return 0;
 }
 
@@ -576,7 +593,7 @@ int main(int argc, char **argv)
     }
     if (status == 0) {
         double t0 = sl_clock_s(), c0 = process_cpu_s();
-        status = open_source(job, a.plan, a.threads ? (unsigned)a.threads : 1, &watch, &src, &src_err);
+        status = open_source(job, a.scan_cache, a.plan, a.threads ? (unsigned)a.threads : 1, &watch, &src, &src_err);
         scan_s = sl_clock_s() - t0;
         scan_cpu_s = process_cpu_s() - c0;
         /* a file that cannot be read or is damaged (on_error=fail): tell

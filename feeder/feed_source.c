@@ -24,25 +24,41 @@
  * then, so every pin it waits on belongs to a reader that is not waiting).
  * A file fits alone, as the scan refuses files over max_file_bytes <=
  * cache_bytes.
+ *
+ * Scan cache (feed_scan_cache.h): with a cache directory, a scan thread
+ * first stats the file and looks for its entry; a hit stands in for the
+ * scan, and the file is marked so its records are checked as they are read
+ * (the frame's verify), as the cache's checksums find damage but do not
+ * prove the entry came from this file's bytes. A miss scans, then writes
+ * the entry if the file's identity was the same before and after the scan
+ * and its timestamps are older than the settle time (git's "racily clean"
+ * problem: a change within one timestamp tick of the scan would go unseen).
  */
 #include "feed_source.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "feed_scan_cache.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_thread.h"
 
 #define DEFAULT_CACHE ((size_t)1 << 30)
+#define DEFAULT_SETTLE_MS 2000u
+
+/* What the scan cache did for a file (struct file's cache_state). */
+enum { CACHE_NONE = 0, CACHE_HIT, CACHE_WRITTEN, CACHE_UNWRITTEN, CACHE_RECENT };
 
 struct image {
     uint8_t *data;
@@ -60,6 +76,9 @@ struct file {
     uint64_t image_size; /* decompressed size */
     struct image img;   /* img.data NULL while not loaded */
     int loading;        /* a reader is inflating it (its size is reserved in `cached`) */
+    int verify;         /* check records as they are read whatever trust_scan says (a cache hit) */
+    uint8_t cache_state;   /* CACHE_*, set by the scan thread that took the file */
+    uint8_t cache_damaged; /* its entry was damaged */
 };
 
 struct feed_source {
@@ -75,6 +94,8 @@ struct feed_source {
     pthread_cond_t cv;  /* an image loaded or failed, a pin let go */
     size_t cached;      /* bytes of inflated images held or being inflated */
     uint64_t clock;
+    struct feed_scan_cache *cache; /* NULL: none */
+    atomic_int cache_warned;       /* a failed write was reported */
 };
 
 struct feed_reader {
@@ -117,16 +138,93 @@ static int map_file(struct file *f, struct sl_error *err)
     return 0;
 }
 
-/* Scan one file through its format: count records, keep where each lies,
- * learn its compression and decompressed size; map it when it is plain. */
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A TFRecord file that will be read through its index (FILE.idx). */
+static int has_index(const struct feed_source *s, const struct file *f)
+{
+    if (!s->o.use_index || s->o.format != FMT_FORMAT_TFRECORD)
+        return 0;
+    char idx[4096];
+    return snprintf(idx, sizeof idx, "%s.idx", f->path) < (int)sizeof idx && access(idx, R_OK) == 0;
+}
+
+static void cache_report(struct feed_source *s, const char *path, const struct sl_error *why)
+{
+    if (s->o.on_cache != NULL)
+        s->o.on_cache(s->o.ctx, path, why);
+}
+
+/* The file's entry, when it has a good one: 1 and f->scan; 0 otherwise
+ * (with *id its identity, *have_id whether it could be taken). */
+static int cache_take(struct feed_source *s, struct file *f, struct feed_file_id *id, int *have_id)
+{
+    struct sl_error why = {0};
+    *have_id = feed_file_id_get(f->path, id, &why) == 0;
+    if (!*have_id) /* the scan says why */
+        return 0;
+    int rc = feed_scan_cache_load(s->cache, f->path, id, &f->scan, &why);
+    if (rc == 0) {
+        f->cache_state = CACHE_HIT;
+        f->verify = 1;
+        return 1;
+    }
+    if (rc == SL_ECORRUPT || rc == SL_EIO) {
+        f->cache_damaged = 1;
+        sl_error_prefix(&why, "scan cache: ignored, %s scanned again: ", f->path);
+        cache_report(s, f->path, &why);
+    }
+    return 0;
+}
+
+/* After a scan of a file whose identity was `id` when it began at `t0`:
+ * write its entry when nothing may have changed unseen. */
+static void cache_put(struct feed_source *s, struct file *f, const struct feed_file_id *id, int64_t t0)
+{
+    int64_t settle = (int64_t)(s->o.scan_cache_settle_ms ? s->o.scan_cache_settle_ms : DEFAULT_SETTLE_MS) * 1000000;
+    int64_t mtime = id->mtime_s * 1000000000 + id->mtime_ns, ctime = id->ctime_s * 1000000000 + id->ctime_ns;
+    struct feed_file_id after;
+    struct sl_error why = {0};
+    if (mtime >= t0 - settle || ctime >= t0 - settle || feed_file_id_get(f->path, &after, &why) != 0 ||
+        !feed_file_id_equal(id, &after)) {
+        f->cache_state = CACHE_RECENT;
+        return;
+    }
+    if (feed_scan_cache_store(s->cache, f->path, id, f->scan, &why) == 0) {
+        f->cache_state = CACHE_WRITTEN;
+        return;
+    }
+    f->cache_state = CACHE_UNWRITTEN;
+    if (atomic_exchange(&s->cache_warned, 1) == 0) {
+        sl_error_prefix(&why, "scan cache: cannot write the entry of %s (later failures are only counted): ",
+                        f->path);
+        cache_report(s, f->path, &why);
+    }
+}
+
+/* Scan one file through its format (or take its scan from the cache):
+ * count records, keep where each lies, learn its compression and
+ * decompressed size; map it when it is plain. */
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
     struct fmt_scan_opts so = {.compression = s->o.compression, .max_record_bytes = s->o.max_record_bytes,
                                .max_output = s->max_file, .skip_crc = s->o.count_only,
                                .use_index = s->o.use_index, .stop = s->o.stop};
-    int rc = s->ops->scan(&f->scan, f->path, &so, err);
-    if (rc != 0)
-        return rc;
+    struct feed_file_id id;
+    int have_id = 0, rc;
+    int64_t t0 = realtime_ns();
+    int cacheable = s->cache != NULL && !has_index(s, f);
+    if (!cacheable || !cache_take(s, f, &id, &have_id)) {
+        if ((rc = s->ops->scan(&f->scan, f->path, &so, err)) != 0)
+            return rc;
+        if (cacheable && have_id)
+            cache_put(s, f, &id, t0);
+    }
     f->count = fmt_scan_count(f->scan);
     f->comp = fmt_scan_compression(f->scan);
     f->image_size = fmt_scan_image_bytes(f->scan);
@@ -302,6 +400,17 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
                                                                                        : s->o.max_file_bytes;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    atomic_init(&s->cache_warned, 0);
+    if (s->o.scan_cache != NULL) {
+        struct feed_scan_key key = {.format = s->o.format, .compression = s->o.compression,
+                                    .max_record_bytes = s->o.max_record_bytes, .count_only = s->o.count_only,
+                                    .max_file = s->max_file};
+        struct sl_error why = {0};
+        if (feed_scan_cache_open(&s->cache, s->o.scan_cache, &key, &why) != 0) {
+            sl_error_prefix(&why, "every file scanned: ");
+            cache_report(s, s->o.scan_cache, &why);
+        }
+    }
     s->nfiles = npaths;
     s->files = sl_calloc(npaths ? npaths : 1, sizeof *s->files);
     s->counts = sl_calloc(npaths ? npaths : 1, sizeof *s->counts);
@@ -371,6 +480,7 @@ void feed_source_close(struct feed_source *s)
             sl_free(f->img.data);
         fmt_scan_free(f->scan);
     }
+    feed_scan_cache_close(s->cache);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     sl_free(s->files);
@@ -406,6 +516,22 @@ uint64_t feed_source_total_bytes(const struct feed_source *s)
 const char *feed_source_path(const struct feed_source *s, size_t i)
 {
     return s->files[i].path;
+}
+
+void feed_source_cache_stats(const struct feed_source *s, struct feed_source_cache_stats *out)
+{
+    *out = (struct feed_source_cache_stats){0};
+    if (s->cache == NULL)
+        return;
+    for (size_t i = 0; i < s->nfiles; i++) {
+        const struct file *f = &s->files[i];
+        out->hits += f->cache_state == CACHE_HIT;
+        out->scanned += f->cache_state != CACHE_HIT;
+        out->damaged += f->cache_damaged;
+        out->written += f->cache_state == CACHE_WRITTEN;
+        out->unwritten += f->cache_state == CACHE_UNWRITTEN;
+        out->recent += f->cache_state == CACHE_RECENT;
+    }
 }
 
 uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec)
@@ -563,7 +689,7 @@ int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const 
     int rc = pin(r, f, err);
     if (rc != 0)
         return rc;
-    rc = s->ops->frame(f->scan, f->img.data, f->img.size, rec, !s->o.trust_scan, &r->frame, err);
+    rc = s->ops->frame(f->scan, f->img.data, f->img.size, rec, !s->o.trust_scan || f->verify, &r->frame, err);
     if (rc != 0) {
         sl_error_prefix(err, "%s: ", f->path); /* the format's error is bare */
         return rc;

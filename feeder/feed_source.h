@@ -69,6 +69,32 @@ struct feed_source_opts {
     void *ctx;
     unsigned scan_threads;            /* files scanned at once; 0: 1 */
     volatile sig_atomic_t *stop;      /* when set, the scan stops: SL_ECLOSED */
+    /* The scan cache (feed_scan_cache.h): a directory keeping each file's
+     * scan between starts; NULL: none. A file whose entry matches its
+     * identity is not scanned; its records are then checked as they are
+     * read, whatever trust_scan says (TFRecord CRCs and framing), as for a
+     * file read through its index. Other files are scanned and their
+     * entries written, except a file changed less than scan_cache_settle_ms
+     * (0: 2000) before its scan began: its timestamps may not yet tell a
+     * later change apart. A TFRecord file read through FILE.idx (use_index)
+     * does not use the cache. */
+    const char *scan_cache;
+    unsigned scan_cache_settle_ms;
+    /* Called, from the scan threads (possibly at once), for a damaged entry
+     * that was ignored (the file is scanned again and its entry rewritten),
+     * for the first entry that could not be written, and once, with `path`
+     * the directory, when the cache cannot be used at all; may be NULL. */
+    void (*on_cache)(void *ctx, const char *path, const struct sl_error *why);
+};
+
+/* What the scan cache did at open, in files. */
+struct feed_source_cache_stats {
+    size_t hits;      /* taken from the cache, not scanned */
+    size_t scanned;   /* scanned (no entry, a stale or damaged one, or no cache) */
+    size_t damaged;   /* entries ignored as damaged (counted in scanned too) */
+    size_t written;   /* entries written */
+    size_t unwritten; /* entries that could not be written */
+    size_t recent;    /* not written: the file changed too recently */
 };
 
 struct feed_source;
@@ -88,6 +114,8 @@ uint64_t feed_source_total_bytes(const struct feed_source *s);
 uint64_t feed_source_disk_bytes(const struct feed_source *s);
 
 const char *feed_source_path(const struct feed_source *s, size_t i);
+/* The scan cache's work at open (all zero without a cache). */
+void feed_source_cache_stats(const struct feed_source *s, struct feed_source_cache_stats *out);
 /* Decompressed offset of record `rec` of file `file` (for error messages). */
 uint64_t feed_source_offset(const struct feed_source *s, size_t file, uint64_t rec);
 
