@@ -240,7 +240,7 @@ static int header_check(const struct feed_scan_cache *c, const struct rd *r, con
     if (h->compression != FMT_COMP_NONE && h->image_bytes > c->key.max_file)
         return sl_error_set(err, SL_END, "%s: inflates past the per-file limit now in force", r->name);
     if (h->count > h->image_bytes || h->dropped_tail > h->image_bytes)
-        return bad(err, r, "more records than bytes", h->count, h->image_bytes);
+        return bad(err, r, "counts past the image (records, image bytes)", h->count, h->image_bytes);
     if (!tar && (h->nparts != 0 || h->nnames != 0))
         return bad(err, r, "parts for records of bytes", h->nparts, h->nnames);
     if (tar && (h->nnames > FMT__MAX_NAMES || h->nparts / FMT_MAX_FIELDS + (h->nparts % FMT_MAX_FIELDS != 0) > h->count))
@@ -263,8 +263,9 @@ static int read_body(const struct feed_scan_cache *c, struct rd *r, const struct
     r->crc = 0;
     if ((p = rd_take(r, h->path_len, err)) == NULL)
         return err->code;
-    if (memcmp(p, abs, h->path_len) != 0)
-        return sl_error_set(err, SL_END, "%s: written for another file", r->name);
+    /* another path with the same hash: known only once the checksum has
+     * said whether the path itself is damaged */
+    int other = memcmp(p, abs, h->path_len) != 0;
     uint64_t prev = 0;
     for (uint64_t i = 0; i < h->count; i++) {
         if ((p = rd_take(r, 8, err)) == NULL)
@@ -308,6 +309,8 @@ static int read_body(const struct feed_scan_cache *c, struct rd *r, const struct
         return err->code;
     if (sl_load_le32(p) != body_crc)
         return bad(err, r, "checksum mismatch (stored, computed)", sl_load_le32(p), body_crc);
+    if (other)
+        return sl_error_set(err, SL_END, "%s: written for another file", r->name);
     return 0;
 }
 
