@@ -129,7 +129,12 @@ static int map_file(struct file *f, struct sl_error *err)
             close(fd);
             return rc;
         }
-        madvise(m, (size_t)st.st_size, MADV_WILLNEED);
+        /* after a scan its pages are mostly in memory and this is cheap; a
+         * file taken from the scan cache may have none there, and asking
+         * for all of them now would read every file before serving, the
+         * very cost the cache saves: its pages come as records are read */
+        if (!f->verify)
+            madvise(m, (size_t)st.st_size, MADV_WILLNEED);
         f->img.data = m;
     }
     close(fd);
