@@ -27,7 +27,7 @@
 
 struct feed_task {
     /* the owner's, set before feed_exec_submit and kept as they are */
-    uint32_t worker;
+    uint32_t conn;         /* the server's connection entry it was made for */
     uint64_t generation;   /* the trainer connection it was made for */
     uint64_t ordinal;      /* its place among the pieces scheduled for that connection */
     struct feed_piece piece; /* elems: the task's own copy (feed_exec_submit) */
@@ -72,7 +72,7 @@ void *feed_exec_socket(struct feed_exec *e);
 /* A free task, or NULL when every task is out. */
 struct feed_task *feed_exec_task(struct feed_exec *e);
 
-/* Hand task t (from feed_exec_task; worker, generation, ordinal and pool
+/* Hand task t (from feed_exec_task; conn, generation, ordinal and pool
  * set) to the executors, to make `piece` (its elements are copied). 0;
  * SL_ENOMEM (the task stays the caller's: recycle it); SL_ECLOSED when
  * stopping (likewise). */

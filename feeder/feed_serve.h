@@ -25,9 +25,18 @@
  * while it seeks a resume point within an epoch (whole epochs are skipped
  * arithmetically), so HELLOs, heartbeats and signals are never held up. */
 #define SKIP_CHUNK 4096
+/* The most takeover connections a feeder keeps at once (each costs a plan
+ * iterator): a lost feeder's share for every worker, for up to 3 lost
+ * feeders at the largest shape, or more for smaller ones. */
+#define MAX_TAKEOVERS 65536
 
+/* One trainer connection: the pieces of worker `worker` whose seq % F is
+ * `share` (this feeder's own index, or a lost feeder's it was asked to take
+ * over). */
 struct trainer {
     int active;
+    uint32_t worker, share;
+    uint64_t incarnation; /* the trainer process's, from its HELLO */
     uint8_t id[MAX_IDENTITY];
     size_t id_len;
     uint64_t generation;
@@ -67,7 +76,12 @@ struct server {
     uint32_t workers, replicas;
     uint64_t steps;
     struct feed_plan_config cfg;
-    struct trainer *trainers; /* [workers] */
+    /* Connections: [0, workers) the own share of worker w at w (these
+     * have hold rings: shared memory); [workers, ntrainers) takeovers of
+     * lost feeders' shares, made as HELLOs ask, by copy only; at most
+     * workers + max_takeovers entries. */
+    struct trainer *trainers;
+    size_t ntrainers, cap_trainers, max_takeovers;
     uint64_t generation;
     uint32_t ended;           /* workers whose last connection got END */
     struct sl_buf hbuf;       /* header frames */

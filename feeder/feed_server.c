@@ -89,7 +89,7 @@ static void send_simple(struct server *s, struct trainer *t, int rc_encode, cons
 {
     if (rc_encode != 0) {
         struct sl_error e;
-        sl_error_set(&e, SL_EINVAL, "cannot encode the %s for worker %u (%s)", what, (unsigned)(t - s->trainers),
+        sl_error_set(&e, SL_EINVAL, "cannot encode the %s for worker %u (%s)", what, t->worker,
                      sl_code_name(rc_encode));
         fail_all(s, &e);
         return;
@@ -108,10 +108,10 @@ static void send_error_all(struct server *s, int code, const char *msg)
         e.msg_len = SL_WIRE_MAX_ERROR;
     if (e.code < SL_ECLOSED || e.code > SL_EIO) /* the wire carries SL_E* codes only */
         e.code = SL_EIO;
-    for (uint32_t w = 0; w < s->workers; w++) {
-        struct trainer *t = &s->trainers[w];
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
         if (t->active && sl_wire_encode_error(&e, &s->hbuf) == 0 && send_frames(s, t, &s->hbuf, 0) != 0)
-            sl_log(SL_LOG_WARN, "could not tell worker %u of the error: %s", w, zmq_strerror(errno));
+            sl_log(SL_LOG_WARN, "could not tell worker %u of the error: %s", t->worker, zmq_strerror(errno));
     }
 }
 
@@ -253,7 +253,7 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
 
 static void on_done(struct server *s, struct feed_task *k)
 {
-    struct trainer *t = k->worker < s->workers ? &s->trainers[k->worker] : NULL;
+    struct trainer *t = k->conn < s->ntrainers ? &s->trainers[k->conn] : NULL;
     if (k->rc != 0 && k->rc != SL_ECLOSED) {
         sl_metrics_add(s->m, FEED_M_ERRORS, 1);
         if (k->err.code == 0)
@@ -279,13 +279,13 @@ static void drain_done(struct server *s)
 static int skip_some(struct server *s)
 {
     int more = 0;
-    for (uint32_t w = 0; w < s->workers && !s->fatal; w++) {
-        struct trainer *t = &s->trainers[w];
+    for (size_t i = 0; i < s->ntrainers && !s->fatal; i++) {
+        struct trainer *t = &s->trainers[i];
         if (!t->active || t->skip == 0)
             continue;
         struct feed_piece piece;
         struct sl_error err = {0};
-        for (unsigned i = 0; i < SKIP_CHUNK && t->skip > 0; i++) {
+        for (unsigned n = 0; n < SKIP_CHUNK && t->skip > 0; n++) {
             int rc = feed_plan_next(t->plan, &piece, &err);
             if (rc == SL_END) { /* cannot happen: the resume point was checked against the plan's length */
                 t->plan_done = 1;
@@ -310,8 +310,8 @@ static int schedule(struct server *s)
     int progress = 1, waiting = 0;
     while (progress && feed_exec_free(s->exec) > 0 && !s->fatal) {
         progress = 0;
-        for (uint32_t w = 0; w < s->workers && feed_exec_free(s->exec) > 0; w++) {
-            struct trainer *t = &s->trainers[w];
+        for (size_t i = 0; i < s->ntrainers && feed_exec_free(s->exec) > 0; i++) {
+            struct trainer *t = &s->trainers[i];
             if (!t->active || t->plan_done || t->skip > 0 || t->shm == FEED_SHM_PENDING)
                 continue;
             /* pieces scheduled and not yet consumed (each CREDIT returns
@@ -326,9 +326,9 @@ static int schedule(struct server *s)
             struct feed_piece piece;
             struct sl_error err = {0};
             int rc;
-            /* this feeder makes the pieces with seq % F == j */
-            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 &&
-                   piece.seq % s->o->feeders != s->o->feeder_index)
+            /* the connection's share: seq % F == j, this feeder's own j or
+             * the lost feeder's it took over */
+            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % s->o->feeders != t->share)
                 ;
             if (rc == SL_END) {
                 t->plan_done = 1;
@@ -339,7 +339,7 @@ static int schedule(struct server *s)
                 return rc;
             }
             struct feed_task *k = feed_exec_task(s->exec);
-            k->worker = w;
+            k->conn = (uint32_t)i;
             k->generation = t->generation;
             k->ordinal = t->scheduled;
             k->pool = s->pool;
@@ -367,12 +367,76 @@ static int schedule(struct server *s)
 
 static struct trainer *find(struct server *s, const uint8_t *id, size_t id_len)
 {
-    for (uint32_t w = 0; w < s->workers; w++) {
-        struct trainer *t = &s->trainers[w];
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
         if (t->active && t->id_len == id_len && memcmp(t->id, id, id_len) == 0)
             return t;
     }
     return NULL;
+}
+
+/* The connection entry for a takeover of `share` for `worker`: the one it
+ * had (active or not), else a free one, else a new one while there is
+ * room (NULL when there is none). */
+static struct trainer *takeover_entry(struct server *s, uint32_t worker, uint32_t share, int make)
+{
+    struct trainer *spare = NULL;
+    for (size_t i = s->workers; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        if (t->worker == worker && t->share == share)
+            return t;
+        if (!t->active && spare == NULL)
+            spare = t;
+    }
+    if (!make || spare != NULL)
+        return spare;
+    if (s->ntrainers - s->workers >= s->max_takeovers)
+        return NULL;
+    if (s->ntrainers == s->cap_trainers) {
+        size_t cap = s->cap_trainers + (s->cap_trainers - s->workers) + 4, most = s->workers + s->max_takeovers;
+        if (cap > most)
+            cap = most;
+        struct trainer *grown = sl_realloc(s->trainers, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        s->trainers = grown;
+        s->cap_trainers = cap;
+    }
+    struct trainer *t = &s->trainers[s->ntrainers++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+/* A HELLO for the place of t, which is connected: 1 when it may take the
+ * place (the old connection is dropped), 0 when it was refused. The same
+ * trainer process (its incarnation) connecting again always may; another
+ * one may when the old connection has closed (a restarted trainer: a
+ * HEARTBEAT to it then fails at once, since the ROUTER is mandatory) or
+ * has been silent for 2.5 of its heartbeats; a second live process is
+ * refused. */
+static int may_replace(struct server *s, struct trainer *t, const uint8_t *id, size_t id_len,
+                       const struct sl_wire_hello *h)
+{
+    uint64_t now = sl_clock_ns(), silent = now - t->last_seen_ns;
+    const char *why = NULL;
+    if (h->incarnation != 0 && h->incarnation == t->incarnation) {
+        why = "the same trainer process connects again: the new connection takes the old one's place";
+    } else if (silent >= feed__grace_ns(t)) {
+        why = "a new connection takes the place of one silent for 2.5 heartbeats";
+    } else {
+        struct sl_wire_heartbeat hb = {.sent_ns = now};
+        if (sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 && send_frames(s, t, &s->hbuf, 0) != 0 &&
+            errno == EHOSTUNREACH)
+            why = "a new trainer process takes the place of one whose connection has closed";
+    }
+    if (why == NULL) {
+        refuse(s, id, id_len, "worker %u is already connected (another trainer process, heard from %.1f s ago)",
+               h->worker, (double)silent / 1e9);
+        return 0;
+    }
+    sl_log(SL_LOG_WARN, "worker %u: %s (silent %.1f s)", h->worker, why, (double)silent / 1e9);
+    feed__drop(s, t, "was replaced");
+    return 1;
 }
 
 static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
@@ -427,24 +491,24 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
                h->worker, h->resume_seq, MAX_RESUME);
         return;
     }
-    struct trainer *t = &s->trainers[h->worker];
-    if (t->active) {
-        /* A trainer heartbeats every heartbeat_ms: one silent for 2.5 of
-         * those is most likely gone (killed, or cut off and now rejoining),
-         * and its replacement need not wait out the whole timeout. One
-         * that is alive keeps its place. */
-        uint64_t silent = sl_clock_ns() - t->last_seen_ns;
-        if (silent < feed__grace_ns(t)) {
-            refuse(s, id, id_len, "worker %u is already connected (and heard from %.1f s ago)", h->worker,
-                   (double)silent / 1e9);
-            return;
-        }
-        sl_log(SL_LOG_WARN, "worker %u: a new connection takes the place of one silent for %.1f s", h->worker,
-               (double)silent / 1e9);
-        feed__drop(s, t, "was replaced");
+    if (h->share >= s->o->feeders) {
+        refuse(s, id, id_len, "worker %u asks for feeder %u's share, but the job has %u feeders", h->worker, h->share,
+               s->o->feeders);
+        return;
     }
     if (id_len > MAX_IDENTITY) {
         refuse(s, id, id_len, "identity too long");
+        return;
+    }
+    /* its own share, or a lost feeder's taken over (by copy: the shared
+     * pool is sized for the own shares' windows) */
+    int takeover = h->share != s->o->feeder_index;
+    struct trainer *t = takeover ? takeover_entry(s, h->worker, h->share, 0) : &s->trainers[h->worker];
+    if (t != NULL && t->active && !may_replace(s, t, id, id_len, h))
+        return;
+    if (t == NULL && (t = takeover_entry(s, h->worker, h->share, 1)) == NULL) {
+        refuse(s, id, id_len, "this feeder serves %zu takeovers of lost feeders' shares already (at most %zu)",
+               s->ntrainers - s->workers, s->max_takeovers);
         return;
     }
     struct sl_error err = {0};
@@ -461,7 +525,10 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     /* the worker's previous connection is over, and a trainer rejoining has
      * copied out what it still held: its buffers go back */
     feed_hold_release_all(&t->hold, s->pool);
-    t->shm = feed_shm_offer(s->shm.size != 0, h->flags);
+    t->shm = takeover ? FEED_SHM_NONE : feed_shm_offer(s->shm.size != 0, h->flags);
+    t->worker = h->worker;
+    t->share = h->share;
+    t->incarnation = h->incarnation;
     memcpy(t->id, id, id_len);
     t->id_len = id_len;
     t->active = 1;
@@ -476,7 +543,7 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->sent = 0;
     t->last_seq = h->resume_seq - within; /* the plan stands there; skip_some moves it on */
     /* a worker that connects again after its END must get it again */
-    if (t->end_sent)
+    if (t->end_sent && !takeover)
         s->ended--;
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
@@ -519,8 +586,13 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     }
     sl_metrics_add(s->m, FEED_M_TRAINERS, 1);
     send_simple(s, t, 0, "WELCOME");
-    sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
-           h->resume_seq);
+    if (takeover)
+        sl_log(SL_LOG_WARN,
+               "worker %u: taking over feeder %u's share (pieces %u mod %u) from piece %" PRIu64 " (%u credits)",
+               h->worker, h->share, h->share, s->o->feeders, h->resume_seq, h->credits);
+    else
+        sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
+               h->resume_seq);
 }
 
 static void on_message(struct server *s)
@@ -580,7 +652,7 @@ static void on_message(struct server *s)
             if (t->shm == FEED_SHM_PENDING) {
                 /* the answer to the offer: pieces go one way or the other from the first */
                 t->shm = feed_shm_answer(t->shm, s->msg.credit.flags);
-                sl_log(SL_LOG_INFO, "worker %u: pieces %s", (unsigned)(t - s->trainers),
+                sl_log(SL_LOG_INFO, "worker %u: pieces %s", t->worker,
                        t->shm == FEED_SHM_ON ? "through shared memory"
                                              : "by copy (the trainer could not map the memory)");
             }
@@ -615,12 +687,12 @@ static void heartbeats_and_ends(struct server *s)
     sl_log_limit_flush(&s->lim_refuse, 0);
     sl_log_limit_flush(&s->lim_bad, 0);
     uint64_t hb = (uint64_t)s->o->heartbeat_ms * 1000000u, to = (uint64_t)s->o->timeout_ms * 1000000u;
-    for (uint32_t w = 0; w < s->workers; w++) {
-        struct trainer *t = &s->trainers[w];
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
         if (!t->active)
             continue;
         if (now - t->last_seen_ns > to) {
-            sl_log(SL_LOG_WARN, "worker %u silent for %.1f s (heartbeat timeout %.1f s)", w,
+            sl_log(SL_LOG_WARN, "worker %u silent for %.1f s (heartbeat timeout %.1f s)", t->worker,
                    (double)(now - t->last_seen_ns) / 1e9, (double)s->o->timeout_ms / 1e3);
             feed__drop(s, t, "timed out");
             continue;
@@ -631,11 +703,13 @@ static void heartbeats_and_ends(struct server *s)
             t->last_hb_ns = now;
         }
         if (t->plan_done && t->inflight == 0 && !t->end_sent) {
-            struct sl_wire_end e = {.worker = w, .pieces = t->last_seq, .epochs = s->o->job->epochs};
+            struct sl_wire_end e = {.worker = t->worker, .pieces = t->last_seq, .epochs = s->o->job->epochs};
             send_simple(s, t, sl_wire_encode_end(&e, &s->hbuf), "END");
             t->end_sent = 1;
-            s->ended++;
-            sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder", w, t->sent);
+            if (t->share == s->o->feeder_index) /* a worker's own share: counted for the feeder's end */
+                s->ended++;
+            sl_log(SL_LOG_INFO, "worker %u: end of data after %" PRIu64 " pieces from this feeder%s", t->worker,
+                   t->sent, t->share == s->o->feeder_index ? "" : " (a taken-over share)");
         }
     }
 }
@@ -649,8 +723,8 @@ static int all_done(const struct server *s)
 {
     if (s->workers == 0 || s->ended != s->workers)
         return 0;
-    for (uint32_t w = 0; w < s->workers; w++)
-        if (s->trainers[w].active)
+    for (size_t i = 0; i < s->ntrainers; i++)
+        if (s->trainers[i].active)
             return 0;
     return 1;
 }
@@ -708,12 +782,12 @@ static void stop(struct server *s)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
         zmq_ctx_term(s->ctx); /* waits for ZeroMQ to release every frame */
-    for (uint32_t w = 0; s->trainers != NULL && w < s->workers; w++) {
-        feed_plan_destroy(s->trainers[w].plan);
+    for (size_t i = 0; s->trainers != NULL && i < s->ntrainers; i++) {
+        feed_plan_destroy(s->trainers[i].plan);
         /* nothing writes the pool any more: trainers still mapping it keep
          * their view of it */
-        feed_hold_release_all(&s->trainers[w].hold, s->pool);
-        feed_hold_free(&s->trainers[w].hold);
+        feed_hold_release_all(&s->trainers[i].hold, s->pool);
+        feed_hold_free(&s->trainers[i].hold);
     }
     if (s->pool != NULL && sl_pool_wait_idle(s->pool, 5000) == 0)
         sl_pool_destroy(s->pool);
@@ -803,8 +877,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             double now = sl_clock_s(), span = now - rep.at;
             snapshot(s, t0, c);
             uint32_t active = 0;
-            for (uint32_t w = 0; w < s->workers; w++)
-                active += s->trainers[w].active != 0;
+            for (size_t i = 0; i < s->ntrainers; i++)
+                active += s->trainers[i].active != 0;
             sl_log(SL_LOG_INFO,
                    "served %" PRIu64 " pieces, %" PRIu64 " records (%.1f MB/s over the last %.0f s), %u of %u "
                    "trainers connected, waiting for credits %.0f%% of that time",
@@ -857,8 +931,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             last_tick = now;
         } else {
             /* ENDs promptly, heartbeats on the tick */
-            for (uint32_t w = 0; w < s->workers; w++) {
-                struct trainer *t = &s->trainers[w];
+            for (size_t i = 0; i < s->ntrainers; i++) {
+                struct trainer *t = &s->trainers[i];
                 if (t->active && t->plan_done && t->inflight == 0 && !t->end_sent) {
                     heartbeats_and_ends(s);
                     break;
@@ -873,8 +947,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             /* idle: no trainer connected (nor a resume point being sought
              * for one) for idle_exit_ms */
             int busy = skipping;
-            for (uint32_t w = 0; w < s->workers && !busy; w++)
-                busy = s->trainers[w].active;
+            for (size_t i = 0; i < s->ntrainers && !busy; i++)
+                busy = s->trainers[i].active;
             if (busy) {
                 idle_since = now;
             } else if (now - idle_since >= (uint64_t)o.idle_exit_ms * 1000000u) {

@@ -64,9 +64,15 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
     s->trainers = sl_calloc(W, sizeof *s->trainers);
     if (s->trainers == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
-    for (uint32_t w = 0; w < W; w++)
+    for (uint32_t w = 0; w < W; w++) {
+        s->trainers[w].worker = w;
+        s->trainers[w].share = s->o->feeder_index;
         if (feed_hold_init(&s->trainers[w].hold, s->window) != 0)
             rc = SL_ENOMEM;
+    }
+    /* takeovers of lost feeders' shares: entries made as HELLOs ask */
+    uint64_t most = (uint64_t)W * (s->o->feeders - 1);
+    s->max_takeovers = (size_t)(most < MAX_TAKEOVERS ? most : MAX_TAKEOVERS);
     /* Pieces in shared memory when a trainer on this host maps it; else,
      * or where memfd is missing, a private pool and copies. */
     _Static_assert(SL_POOL_SHM_HEADER == SL_WIRE_SHM_HEADER, "shared memory header sizes differ");
@@ -88,6 +94,7 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
     sl_metrics_set(s->m, FEED_M_POOL_BYTES, (uint64_t)nbufs * s->piece_bytes);
     s->workers = W;
     s->replicas = R;
+    s->ntrainers = s->cap_trainers = W;
     s->steps = sum.steps;
     sl_log(SL_LOG_INFO,
            "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes",
@@ -121,13 +128,14 @@ int feed__shape_release(struct server *s)
         slot++;
     if (slot == nslots)
         return -1;
-    for (uint32_t w = 0; w < s->workers; w++) {
-        feed_plan_destroy(s->trainers[w].plan);
-        feed_hold_release_all(&s->trainers[w].hold, s->pool);
-        feed_hold_free(&s->trainers[w].hold);
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        feed_plan_destroy(s->trainers[i].plan);
+        feed_hold_release_all(&s->trainers[i].hold, s->pool);
+        feed_hold_free(&s->trainers[i].hold);
     }
     sl_free(s->trainers);
     s->trainers = NULL;
+    s->ntrainers = s->cap_trainers = 0;
     /* frames sent by copy may still be queued in ZeroMQ: the pool goes
      * when they are back (reap_retired) */
     s->retired[slot] = s->pool;
@@ -145,7 +153,11 @@ int feed__shape_release(struct server *s)
 
 void feed__drop(struct server *s, struct trainer *t, const char *why)
 {
-    sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", (unsigned)(t - s->trainers), why, t->sent);
+    if (t->share == s->o->feeder_index)
+        sl_log(SL_LOG_INFO, "worker %u %s after %" PRIu64 " pieces", t->worker, why, t->sent);
+    else
+        sl_log(SL_LOG_INFO, "worker %u (feeder %u's share, taken over) %s after %" PRIu64 " pieces", t->worker,
+               t->share, why, t->sent);
     t->active = 0;
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
     /* its shared buffers stay held until the worker's next HELLO */
@@ -153,8 +165,8 @@ void feed__drop(struct server *s, struct trainer *t, const char *why)
     /* the last trainer of a shape nobody consumed from: release it */
     if (!s->fixed && !s->consumed) {
         uint32_t active = 0;
-        for (uint32_t w = 0; w < s->workers; w++)
-            active += s->trainers[w].active != 0;
+        for (size_t i = 0; i < s->ntrainers; i++)
+            active += s->trainers[i].active != 0;
         s->release_pending = active == 0;
     }
 }
@@ -174,13 +186,13 @@ int feed__shape_take_over(struct server *s)
     if (s->fixed || s->consumed)
         return -1;
     uint64_t now = sl_clock_ns();
-    for (uint32_t w = 0; w < s->workers; w++) {
-        const struct trainer *t = &s->trainers[w];
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        const struct trainer *t = &s->trainers[i];
         if (t->active && now - t->last_seen_ns < feed__grace_ns(t))
             return -1;
     }
-    for (uint32_t w = 0; w < s->workers; w++)
-        if (s->trainers[w].active)
-            feed__drop(s, &s->trainers[w], "was silent and had taken no piece when a trainer of another shape came");
+    for (size_t i = 0; i < s->ntrainers; i++)
+        if (s->trainers[i].active)
+            feed__drop(s, &s->trainers[i], "was silent and had taken no piece when a trainer of another shape came");
     return feed__shape_release(s);
 }

@@ -175,6 +175,7 @@ static int dec_hello(struct rd *r, struct sl_wire_hello *m)
         (rc = rd_u32(r, "flags", &m->flags)) != 0 || (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0 ||
         (rc = rd_u64(r, "resume_epoch", &m->resume_epoch)) != 0 ||
         (rc = rd_u64(r, "resume_seq", &m->resume_seq)) != 0 ||
+        (rc = rd_u64(r, "incarnation", &m->incarnation)) != 0 || (rc = rd_u32(r, "share", &m->share)) != 0 ||
         (rc = rd_str(r, "job name", 1, SL_WIRE_MAX_JOB, &m->job, &m->job_len)) != 0)
         return rc;
     if (m->workers == 0 || m->workers > SL_WIRE_MAX_WORKERS)
@@ -185,6 +186,8 @@ static int dec_hello(struct rd *r, struct sl_wire_hello *m)
         return bad(r, "replicas %" PRIu32 " not in 1..%u", m->replicas, SL_WIRE_MAX_REPLICAS);
     if (m->credits > SL_WIRE_MAX_CREDITS)
         return bad(r, "credits %" PRIu32 " exceeds %u", m->credits, SL_WIRE_MAX_CREDITS);
+    if (m->share >= SL_WIRE_MAX_FEEDERS)
+        return bad(r, "share %" PRIu32 " not below %u", m->share, SL_WIRE_MAX_FEEDERS);
     return rd_end(r);
 }
 
@@ -477,6 +480,8 @@ static int enc_hello(struct wr *w, const struct sl_wire_hello *m, struct sl_erro
     wr_u32(w, m->heartbeat_ms);
     wr_u64(w, m->resume_epoch);
     wr_u64(w, m->resume_seq);
+    wr_u64(w, m->incarnation);
+    wr_u32(w, m->share);
     return wr_str(w, err, SL_WIRE_HELLO, "job name", m->job, m->job_len, SL_WIRE_MAX_JOB);
 }
 

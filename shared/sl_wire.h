@@ -25,14 +25,18 @@
 #include "sl_buf.h"
 #include "sl_error.h"
 
-/* 3: a feeder on the trainer's host may hand pieces over in shared memory
+/* 4: HELLO carries the trainer process's incarnation (a restarted trainer
+ * replaces its dead predecessor's connection at once) and the share it
+ * asks for (the pieces with seq % F == share: its own feeder's, or a lost
+ * feeder's, taken over by a survivor);
+ * 3: a feeder on the trainer's host may hand pieces over in shared memory
  * (HELLO flag, WELCOME's shm_* fields, CREDIT flags, PIECE's shm_offset and
  * shm_bytes); later, without a change of layout, STATUS, sent only to a
  * trainer whose HELLO sets SL_WIRE_HELLO_STATUS (so a peer that predates
  * it never sees one); 2: a PIECE's tensors travel in one body frame, each at the
  * offset its descriptor gives (1: one frame per tensor, which ZeroMQ moves
  * far slower when two or more are large) */
-#define SL_WIRE_VERSION 3
+#define SL_WIRE_VERSION 4
 
 /* Limits; a decoder rejects anything above them, an encoder refuses to
  * write it. */
@@ -103,6 +107,9 @@ struct sl_wire_hello {
     uint32_t heartbeat_ms; /* the trainer sends a HEARTBEAT at least this often; 0: never */
     uint64_t resume_epoch; /* start position: (0, 0) from the beginning */
     uint64_t resume_seq;   /* first sequence number wanted */
+    uint64_t incarnation;  /* random, one per trainer process: its connections are all its own */
+    uint32_t share;        /* the pieces wanted: seq % feeders == share (< SL_WIRE_MAX_FEEDERS); the
+                            * feeder's own index, or a lost feeder's (a takeover) */
     const char *job;       /* borrowed; job_len bytes, 1..SL_WIRE_MAX_JOB */
     size_t job_len;
 };

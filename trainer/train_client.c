@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -72,8 +73,15 @@ struct slot {
     uint8_t *copy;        /* owned: the body copied out of shared memory */
 };
 
+/* The stream of share j (the pieces with seq % F == j): served by feeder
+ * j, or after its loss by a surviving feeder that took the share over
+ * (`host`). */
 struct feeder {
-    const char *addr;
+    const char *addr;    /* the address of `host` */
+    uint32_t host;       /* the feeder process serving the share now */
+    uint64_t takeover_ns; /* rejoining: when to ask a surviving feeder instead (0: not due) */
+    uint64_t refused_by; /* feeders that refused to take the share over (bit k) */
+    int stopped;         /* it sent ERROR "stopped": a loss, like a close */
     void *sock;
     void *mon;           /* PAIR reading sock's monitor: connection closed */
     uint64_t closed_ns;  /* when the monitor said so (0: not) */
@@ -369,6 +377,14 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         f->end_pieces = c->msg.end.pieces;
         break;
     case SL_WIRE_ERROR:
+        if (c->msg.error.code == SL_ECLOSED && (c->o.reconnect_ms > 0 || c->o.takeover_ms > 0)) {
+            /* the feeder was stopped (a signal): lost, as if it had been
+             * killed; its share is rejoined or taken over */
+            f->stopped = 1;
+            snprintf(f->lost, sizeof f->lost, "stopped (it said: %.*s)",
+                     (int)(c->msg.error.msg_len < 80 ? c->msg.error.msg_len : 80), c->msg.error.msg);
+            break;
+        }
         rc = feeder_error(c, j, err, c->msg.error.code < 0 ? c->msg.error.code : SL_EPROTO, "%.*s",
                           (int)c->msg.error.msg_len, c->msg.error.msg);
         break;
@@ -400,6 +416,7 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     f->closed_ns = 0;
+    f->stopped = 0;
     f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     if (f->sock == NULL)
         return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
@@ -421,12 +438,19 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
     return 0;
 }
 
+/* The first seq at or after `from` in share j (seq % F == j). */
+static uint64_t first_of_share(const struct train_client *c, uint64_t from, size_t j)
+{
+    uint64_t nf = c->o.nfeeders;
+    return from + (j + nf - from % nf) % nf;
+}
+
 static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
 {
     /* STATUS: a feeder still scanning its files says so, and this HELLO
      * comes again after the retry it asks for */
     struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                              .credits = credits,
+                              .credits = credits, .incarnation = c->o.incarnation, .share = (uint32_t)j,
                               .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
@@ -443,10 +467,10 @@ static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64
 static int check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
                          struct sl_error *err)
 {
-    if (w->feeders != c->o.nfeeders || w->feeder != j)
+    if (w->feeders != c->o.nfeeders || w->feeder != c->f[j].host)
         return feeder_error(c, (int)j, err, SL_EPROTO,
-                            "is feeder %u of %u, but was given as feeder %zu of %zu (list the feeders in index order)",
-                            w->feeder, w->feeders, j, c->o.nfeeders);
+                            "is feeder %u of %u, but was given as feeder %u of %zu (list the feeders in index order)",
+                            w->feeder, w->feeders, c->f[j].host, c->o.nfeeders);
     if (first) {
         c->welcome = *w;
         for (size_t i = 0; i < w->ntensors; i++) {
@@ -558,7 +582,7 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
     struct feeder *f = &c->f[j];
     uint64_t nf = c->o.nfeeders, next = train_reorder_next(c->reorder);
     /* its first piece the caller has not had: every seq before next was */
-    uint64_t resume = next + (j + nf - next % nf) % nf;
+    uint64_t resume = first_of_share(c, next, j);
     /* a new connection: nothing of the old one gives credit back now */
     f->conn++;
     /* what of it waits in the reorder window comes again */
@@ -593,14 +617,110 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
     /* A feeder that comes back and is lost again before it sends a piece
      * (e.g. one that fails on the same record each time) keeps its first
      * deadline, so the trainer cannot rejoin it for ever. */
+    uint64_t wait_ms = (uint64_t)(c->o.reconnect_ms > c->o.takeover_ms ? c->o.reconnect_ms : c->o.takeover_ms);
     if (!f->stalled)
-        f->deadline_ns = f->lost_ns + (uint64_t)c->o.reconnect_ms * 1000000u;
+        f->deadline_ns = f->lost_ns + wait_ms * 1000000u;
     f->stalled = 1;
     f->refused[0] = '\0';
+    f->refused_by = 0;
     sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
-    sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
-           f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
+    uint32_t was = f->host;
+    /* the share's own feeder first (it may be back at its address); a
+     * survivor takes the share after takeover_ms, or at once when the one
+     * lost was itself a survivor that had taken it */
+    f->host = (uint32_t)j;
+    f->addr = c->o.feeders[j];
+    f->takeover_ns = c->o.takeover_ms <= 0 ? 0 : was != j ? f->lost_ns : f->lost_ns + (uint64_t)c->o.takeover_ms * 1000000u;
+    if (was != j)
+        sl_log(SL_LOG_WARN, "feeder %s, which had taken over feeder %zu's share: %s; another feeder takes it, from "
+               "piece %" PRIu64, c->o.feeders[was], j, f->lost, resume);
+    else if (c->o.takeover_ms > 0)
+        sl_log(SL_LOG_WARN, "feeder %s: %s; waiting %.1f s for it to come back, then a surviving feeder takes its "
+               "share, from piece %" PRIu64, f->addr, f->lost, (double)c->o.takeover_ms / 1e3, resume);
+    else
+        sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
+               f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
     return rejoin_connect(c, j, err);
+}
+
+/* Feeder k is alive: a connection to it is up (welcomed, not lost). */
+static int host_alive(const struct train_client *c, uint32_t k)
+{
+    for (size_t i = 0; i < c->o.nfeeders; i++) {
+        const struct feeder *f = &c->f[i];
+        if (f->host == k && f->welcomed && !f->rejoining && f->closed_ns == 0 && !f->stopped)
+            return 1;
+    }
+    return 0;
+}
+
+/* Share j's feeder has not come back within takeover_ms: ask a surviving
+ * feeder to serve the share from the first piece the caller lacks, the one
+ * with the fewest shares (then the next after j), never one that refused.
+ * When none is alive, the own feeder's address is tried on, until the
+ * deadline. */
+static int try_takeover(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    uint32_t nf = (uint32_t)c->o.nfeeders, best = nf;
+    size_t best_load = SIZE_MAX;
+    for (uint32_t d = 1; d < nf; d++) {
+        uint32_t k = (uint32_t)((j + d) % nf);
+        if ((f->refused_by >> k) & 1u || !host_alive(c, k))
+            continue;
+        size_t load = 0;
+        for (size_t i = 0; i < nf; i++)
+            load += c->f[i].host == k;
+        if (load < best_load) {
+            best = k;
+            best_load = load;
+        }
+    }
+    uint64_t now = sl_clock_ns();
+    if (best == nf) {
+        f->takeover_ns = now + 250000000u; /* look again: one may come back */
+        return 0;
+    }
+    close_socket(f);
+    f->host = best;
+    f->addr = c->o.feeders[best];
+    f->takeover_ns = 0;
+    /* a survivor answers at once: its answer is waited for at least a
+     * heartbeat timeout */
+    uint64_t by = now + (uint64_t)c->o.timeout_ms * 1000000u;
+    if (by > f->deadline_ns)
+        f->deadline_ns = by;
+    sl_log(SL_LOG_WARN, "feeder %s: not back within %.1f s; asking feeder %s to take over its share from piece %" PRIu64,
+           c->o.feeders[j], (double)(now - f->lost_ns) / 1e9, f->addr, f->resume);
+    return rejoin_connect(c, j, err);
+}
+
+/* Share j has had no feeder for too long: the error names every feeder
+ * and why it could not serve the share. */
+static int lost_for_good(struct train_client *c, size_t j, struct sl_error *err)
+{
+    struct feeder *f = &c->f[j];
+    char why[SL_ERROR_MSG_MAX];
+    size_t n = 0;
+    uint64_t waited = f->deadline_ns - f->lost_ns;
+    n += (size_t)snprintf(why + n, sizeof why - n, "feeder %s: %s, and did not come back within %.1f s%s%s%s",
+                          c->o.feeders[j], f->lost, (double)waited / 1e9,
+                          f->refused[0] && f->host == j ? " (its last answer: " : "",
+                          f->refused[0] && f->host == j ? f->refused : "", f->refused[0] && f->host == j ? ")" : "");
+    if (c->o.takeover_ms > 0 && c->o.nfeeders > 1) {
+        n += (size_t)snprintf(why + n, n < sizeof why ? sizeof why - n : 0, "; no other feeder took its share:");
+        for (uint32_t k = 0; k < c->o.nfeeders && n < sizeof why; k++) {
+            if (k == j)
+                continue;
+            const char *state = (f->refused_by >> k) & 1u ? "refused"
+                                : host_alive(c, k)          ? "did not answer"
+                                                            : "lost too";
+            n += (size_t)snprintf(why + n, sizeof why - n, " %s %s;", c->o.feeders[k], state);
+        }
+        if (n < sizeof why && why[n - 1] == ';')
+            why[n - 1] = '\0';
+    }
+    return sl_error_set(err, SL_ETIMEOUT, "%s", why);
 }
 
 /* The answer to a rejoining HELLO. */
@@ -624,9 +744,16 @@ static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err
             (rc = attach_shm(c, j, &c->msg.welcome, err)) == 0) {
             f->rejoining = 0;
             f->welcomed = 1;
+            f->takeover_ns = 0;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
-            sl_log(SL_LOG_INFO, "feeder %s is back after %.1f s: resuming at piece %" PRIu64, f->addr,
-                   (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
+            if (f->host != j) {
+                sl_metrics_add(c->m, TRAIN_M_TAKEOVERS, 1);
+                sl_log(SL_LOG_WARN, "feeder %s took over feeder %s's share %.1f s after its loss: resuming at piece %"
+                       PRIu64, f->addr, c->o.feeders[j], (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
+            } else {
+                sl_log(SL_LOG_INFO, "feeder %s is back after %.1f s: resuming at piece %" PRIu64, f->addr,
+                       (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
+            }
         }
     } else if (c->msg.type == SL_WIRE_STATUS) {
         /* back, and scanning its files (a restarted feeder): wait for it
@@ -635,10 +762,20 @@ static int rejoin_receive(struct train_client *c, size_t j, struct sl_error *err
         if (f->answer_by_ns > f->deadline_ns)
             f->deadline_ns = f->answer_by_ns;
     } else if (c->msg.type == SL_WIRE_REFUSE) {
-        /* e.g. the old process still holds this worker: ask again shortly */
+        /* e.g. the old process still holds this worker: ask again shortly;
+         * a survivor that will not take the share over is not asked again,
+         * another one is (at once), else the share's own feeder */
         snprintf(f->refused, sizeof f->refused, "%.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
         close_socket(f);
         f->retry_ns = sl_clock_ns() + 1000000000u;
+        if (f->host != j) {
+            sl_log(SL_LOG_WARN, "feeder %s will not take over feeder %s's share: %s", f->addr, c->o.feeders[j],
+                   f->refused);
+            f->refused_by |= (uint64_t)1 << f->host;
+            f->host = (uint32_t)j;
+            f->addr = c->o.feeders[j];
+            f->takeover_ns = sl_clock_ns();
+        }
     } else if (c->msg.type != SL_WIRE_HEARTBEAT) {
         rc = feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s", sl_wire_type_name(c->msg.type));
     }
@@ -760,16 +897,21 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         if (f->rejoining) {
+            if (f->takeover_ns != 0 && now >= f->takeover_ns) {
+                int rc = try_takeover(c, j, err);
+                if (rc != 0)
+                    return rc;
+            }
             if (now >= f->deadline_ns)
-                return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s, and did not come back within %.1f s%s%s", f->lost,
-                                    (double)c->o.reconnect_ms / 1e3, f->refused[0] ? " (its last answer: " : "",
-                                    f->refused[0] ? f->refused : "");
+                return lost_for_good(c, j, err);
             continue;
         }
         if (f->ended)
             continue; /* it may have exited: every piece it had to send is here */
         uint64_t silent = now - f->last_seen_ns;
-        if (f->closed_ns != 0 && now - f->closed_ns >= CLOSED_GRACE_NS) {
+        if (f->stopped) {
+            /* f->lost says so already */
+        } else if (f->closed_ns != 0 && now - f->closed_ns >= CLOSED_GRACE_NS) {
             /* closed, and no END came before it: it is gone */
             snprintf(f->lost, sizeof f->lost, "connection closed (the feeder exited or was killed?)");
         } else if (silent > (uint64_t)c->o.timeout_ms * 1000000u) {
@@ -778,7 +920,7 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         } else {
             continue;
         }
-        if (c->o.reconnect_ms <= 0)
+        if (c->o.reconnect_ms <= 0 && c->o.takeover_ms <= 0)
             return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
         int rc = start_rejoin(c, j, err);
         if (rc != 0)
@@ -843,7 +985,7 @@ static int handshake(struct train_client *c, struct sl_error *err)
 {
     uint64_t wait_ns = (uint64_t)c->o.connect_timeout_ms * 1000000u;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
-        int rc = send_hello(c, j, c->o.credits, 0, err);
+        int rc = send_hello(c, j, c->o.credits, c->o.resume_seq, err);
         if (rc != 0)
             return rc;
         c->f[j].answer_by_ns = sl_clock_ns() + wait_ns;
@@ -869,7 +1011,7 @@ static int handshake(struct train_client *c, struct sl_error *err)
             }
             if (f->rehello_ns != 0 && now >= f->rehello_ns) {
                 f->rehello_ns = 0;
-                int rc = send_hello(c, j, c->o.credits, 0, err);
+                int rc = send_hello(c, j, c->o.credits, c->o.resume_seq, err);
                 if (rc != 0)
                     return rc;
             } else if (f->rehello_ns != 0 && (f->rehello_ns - now) / 1000000u < (uint64_t)timeout_ms) {
@@ -923,6 +1065,11 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (opts->replicas == 0 || opts->workers == 0 || opts->worker >= opts->workers)
         return sl_error_set(err, SL_EINVAL, "worker %u of %u with %u replicas is not a valid place", opts->worker,
                             opts->workers, opts->replicas);
+    if (opts->resume_seq % opts->replicas != 0 || opts->resume_seq > ((uint64_t)1 << 48))
+        return sl_error_set(err, SL_EINVAL,
+                            "resume at piece %" PRIu64 ": not the first piece of a step (a multiple of %u replicas), "
+                            "or past 2^48",
+                            opts->resume_seq, opts->replicas);
     struct train_client *c = sl_calloc(1, sizeof *c);
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -935,6 +1082,8 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         c->o.timeout_ms = 10000;
     if (c->o.connect_timeout_ms <= 0)
         c->o.connect_timeout_ms = TRAIN_CLIENT_CONNECT_TIMEOUT_MS;
+    if (c->o.nfeeders == 1 || c->o.takeover_ms < 0) /* nobody to take a share over */
+        c->o.takeover_ms = 0;
     /* a step needs R pieces at once: credits below R would deadlock */
     if (c->o.credits * c->o.nfeeders < c->o.replicas)
         c->o.credits = (uint32_t)((c->o.replicas + c->o.nfeeders - 1) / c->o.nfeeders);
@@ -950,6 +1099,12 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)
         rc = train_reorder_create(&c->reorder, c->nslots, err);
+    if (rc == 0 && train_reorder_restart(c->reorder, c->o.resume_seq) != 0)
+        rc = sl_error_set(err, SL_EINVAL, "reorder window not empty"); /* cannot happen: just made */
+    /* the process's incarnation: random, never 0 */
+    while (rc == 0 && c->o.incarnation == 0)
+        if (getrandom(&c->o.incarnation, sizeof c->o.incarnation, 0) != (ssize_t)sizeof c->o.incarnation)
+            rc = sl_error_sys(err, errno, "getrandom");
     c->m = c->o.metrics;
     if (rc == 0 && c->m == NULL && train_metrics_create(&c->own_m) != 0)
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -961,6 +1116,7 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         rc = sl_error_sys(err, errno, "zmq_ctx_new");
     for (size_t j = 0; rc == 0 && j < c->o.nfeeders; j++) {
         c->f[j].addr = c->o.feeders[j];
+        c->f[j].host = (uint32_t)j;
         zmq_msg_init(&c->f[j].welcome_frame);
         rc = open_socket(c, j, err);
     }
@@ -1149,4 +1305,16 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 struct sl_metrics *train_client_metrics(const struct train_client *c)
 {
     return c->m;
+}
+
+uint64_t train_client_position(const struct train_client *c)
+{
+    /* every seq below the reorder's next was handed out; the step being
+     * gathered (none between calls) is not */
+    return train_reorder_next(c->reorder) - c->ngot;
+}
+
+uint64_t train_client_incarnation(const struct train_client *c)
+{
+    return c->o.incarnation;
 }

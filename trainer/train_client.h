@@ -59,6 +59,16 @@ struct train_client_opts {
                                    waiting this long for it to come back; 0: fail */
     int no_shm;                 /* never map a feeder's shared piece memory: pieces
                                    always come by copy */
+    int takeover_ms;            /* > 0: a lost feeder not back within this long has its
+                                   share (its pieces, seq % F == j) served by a surviving
+                                   feeder, from the first piece not handed out; the stream
+                                   the caller sees is unchanged. 0: off */
+    uint64_t resume_seq;        /* the first piece wanted: 0, or where an earlier run
+                                   stopped (train_client_position), a multiple of replicas
+                                   (a step's first piece), at most 2^48 */
+    uint64_t incarnation;       /* this trainer process's id in every HELLO (a restarted
+                                   process replaces its dead predecessor's connections at
+                                   once); 0: a random one */
     volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
@@ -90,6 +100,14 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
  * for a step, so no feeder drops this trainer for silence. Hands out no
  * step. 0, or an error (a feeder lost meanwhile). */
 int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
+
+/* Where the stream stands: the seq of the first piece not handed out yet
+ * (a step's first: a multiple of replicas; step = seq / replicas counted
+ * over all epochs). Pass it as resume_seq to continue exactly there. */
+uint64_t train_client_position(const struct train_client *c);
+
+/* The incarnation every HELLO carries. */
+uint64_t train_client_incarnation(const struct train_client *c);
 
 /* The metrics the client writes (the caller's or its own; borrowed for the
  * client's life). */

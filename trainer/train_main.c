@@ -71,7 +71,7 @@ struct trainer_opts {
     const char *cluster_from; /* --cluster-from */
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s, connect_timeout_s;
-    double lr, momentum;
+    double lr, momentum, takeover_s;
     int model, tower, progress, quiet, no_shm, log_level, log_format;
     struct train_device_spec devspec; /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
@@ -181,6 +181,11 @@ static const struct sl_opt opt_rows[] = {
     {"reconnect-s", 0, SL_OPT_U32, OFF(reconnect_s), 0, 86400, "0", "S",
      "instead, reconnect to a lost feeder and resume where it left off, waiting up to S s for it (or a restarted "
      "feeder on the same address) to answer (0: fail)", NULL, NULL},
+    {"takeover-s", 0, SL_OPT_DOUBLE, OFF(takeover_s), 0, 3600, "3", "S",
+     "a feeder lost (its connection closed, silent past --timeout-ms, or stopped) and not back within S s has "
+     "its share of the stream served by a surviving feeder, from the first piece this trainer lacks: nothing "
+     "lost, nothing twice, the order unchanged (0: off; with every feeder lost the trainer fails after S s, or "
+     "--reconnect-s if longer)", NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
@@ -810,6 +815,7 @@ static int start(struct trainer *t)
                                           .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
                                           .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
+                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
                                           .stop = &stop_flag, .metrics = t->m};
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
@@ -1140,14 +1146,14 @@ static int report(struct trainer *t, int status)
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
-             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
+             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
              model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", st.h2d_bytes,
-             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.shm_pieces);
+             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);

@@ -13,6 +13,8 @@ const struct sl_metric_def train_metric_defs[TRAIN_M_COUNT] = {
     [TRAIN_M_SHM_PIECES] = {"shm_pieces", SL_METRIC_COUNTER, "pieces read in a feeder's shared memory"},
     [TRAIN_M_WAIT_NS] = {"input_wait_s", SL_METRIC_NS, "time waiting for pieces"},
     [TRAIN_M_REJOINS] = {"feeder_rejoins", SL_METRIC_COUNTER, "feeders lost and asked to resume"},
+    [TRAIN_M_TAKEOVERS] = {"feeder_takeovers", SL_METRIC_COUNTER,
+                           "lost feeders' shares taken over by surviving feeders"},
     [TRAIN_M_H2D_BYTES] = {"h2d_bytes", SL_METRIC_COUNTER, "bytes staged to the replicas' devices"},
     [TRAIN_M_H2D_NS] = {"h2d_s", SL_METRIC_NS, "replica time staging pieces to devices"},
     [TRAIN_M_TRAINED] = {"trained_steps", SL_METRIC_COUNTER, "steps trained"},
@@ -38,6 +40,7 @@ void train_counters_from(const struct sl_metrics_snap *s, struct train_counters 
     c->bytes = s->v[TRAIN_M_BYTES];
     c->shm_pieces = s->v[TRAIN_M_SHM_PIECES];
     c->rejoins = s->v[TRAIN_M_REJOINS];
+    c->takeovers = s->v[TRAIN_M_TAKEOVERS];
     c->h2d_bytes = s->v[TRAIN_M_H2D_BYTES];
     c->trained = s->v[TRAIN_M_TRAINED];
     c->wait_s = sl_metrics_seconds(s, TRAIN_M_WAIT_NS);

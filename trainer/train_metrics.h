@@ -22,6 +22,7 @@ enum train_metric {
     TRAIN_M_SHM_PIECES, /* pieces read in a feeder's shared memory (no copy) */
     TRAIN_M_WAIT_NS,    /* time waiting for pieces (the input stall) */
     TRAIN_M_REJOINS,    /* feeders lost and asked to resume */
+    TRAIN_M_TAKEOVERS,  /* lost feeders' shares taken over by surviving feeders */
     TRAIN_M_H2D_BYTES,  /* bytes staged to the replicas' devices */
     TRAIN_M_H2D_NS,     /* replica time staging: packing, queuing and waiting for the copies */
     TRAIN_M_TRAINED,    /* steps trained (run on the model) */
@@ -36,7 +37,7 @@ extern const struct sl_metric_def train_metric_defs[TRAIN_M_COUNT];
 
 /* The figures of a snapshot, typed (a view; nothing else is counted). */
 struct train_counters {
-    uint64_t steps, epochs, pieces, rows, bytes, shm_pieces, rejoins, h2d_bytes, trained;
+    uint64_t steps, epochs, pieces, rows, bytes, shm_pieces, rejoins, takeovers, h2d_bytes, trained;
     double wait_s, h2d_s, run_s, loss, accuracy;
 };
 

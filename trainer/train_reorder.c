@@ -74,6 +74,14 @@ void *train_reorder_take(struct train_reorder *r, uint64_t seq)
     return item;
 }
 
+int train_reorder_restart(struct train_reorder *r, uint64_t next)
+{
+    if (r->held != 0)
+        return -1;
+    r->next = next;
+    return 0;
+}
+
 uint64_t train_reorder_next(const struct train_reorder *r)
 {
     return r->next;

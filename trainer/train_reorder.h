@@ -33,6 +33,9 @@ void *train_reorder_pop(struct train_reorder *r);
  * arrived, already delivered or beyond the window). */
 void *train_reorder_take(struct train_reorder *r, uint64_t seq);
 uint64_t train_reorder_next(const struct train_reorder *r);
+/* Start the sequence at `next` (a resumed stream). Only while nothing is
+ * held: 0, else -1 and nothing changes. */
+int train_reorder_restart(struct train_reorder *r, uint64_t next) SL_MUST_CHECK;
 size_t train_reorder_held(const struct train_reorder *r);
 
 #endif

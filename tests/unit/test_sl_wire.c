@@ -46,7 +46,9 @@ static void sample(unsigned type, struct sl_wire_msg *m)
     case SL_WIRE_HELLO:
         m->hello = (struct sl_wire_hello){.worker = 1, .workers = 4, .replicas = 2, .credits = 8, .flags = 0x80,
                                           .heartbeat_ms = 500, .resume_epoch = 3,
-                                          .resume_seq = 0x0102030405060708ull, .job = "mnist", .job_len = 5};
+                                          .resume_seq = 0x0102030405060708ull,
+                                          .incarnation = 0x1112131415161718ull, .share = 2, .job = "mnist",
+                                          .job_len = 5};
         break;
     case SL_WIRE_WELCOME: {
         struct sl_wire_welcome *w = &m->welcome;
@@ -164,6 +166,8 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(x->heartbeat_ms, y->heartbeat_ms);
         ck_assert_uint_eq(x->resume_epoch, y->resume_epoch);
         ck_assert_uint_eq(x->resume_seq, y->resume_seq);
+        ck_assert_uint_eq(x->incarnation, y->incarnation);
+        ck_assert_uint_eq(x->share, y->share);
         ck_assert(str_eq(x->job, x->job_len, y->job, y->job_len));
         break;
     }
@@ -303,7 +307,8 @@ START_TEST(test_round_trip_extremes)
     m[0].hello = (struct sl_wire_hello){.worker = SL_WIRE_MAX_WORKERS - 1, .workers = SL_WIRE_MAX_WORKERS,
                                         .replicas = SL_WIRE_MAX_REPLICAS, .credits = SL_WIRE_MAX_CREDITS,
                                         .flags = UINT32_MAX, .heartbeat_ms = UINT32_MAX, .resume_epoch = UINT64_MAX,
-                                        .resume_seq = UINT64_MAX, .job = job, .job_len = sizeof job};
+                                        .resume_seq = UINT64_MAX, .incarnation = UINT64_MAX,
+                                        .share = SL_WIRE_MAX_FEEDERS - 1, .job = job, .job_len = sizeof job};
     m[1].type = SL_WIRE_WELCOME;
     struct sl_wire_welcome *w = &m[1].welcome;
     w->feeder = SL_WIRE_MAX_FEEDERS - 1;
@@ -384,7 +389,7 @@ START_TEST(test_hello_layout_pinned)
     sample(SL_WIRE_HELLO, &m);
     uint8_t want[128];
     size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
-                           "03 00"                    /* version 3 */
+                           "04 00"                    /* version 4 */
                            "01 00"                    /* type HELLO */
                            "01 00 00 00"              /* worker 1 */
                            "04 00 00 00"              /* workers 4 */
@@ -394,10 +399,12 @@ START_TEST(test_hello_layout_pinned)
                            "f4 01 00 00"              /* heartbeat_ms 500 */
                            "03 00 00 00 00 00 00 00"  /* resume_epoch 3 */
                            "08 07 06 05 04 03 02 01"  /* resume_seq 0x0102030405060708 */
+                           "18 17 16 15 14 13 12 11"  /* incarnation 0x1112131415161718 */
+                           "02 00 00 00"              /* share 2 */
                            "05 00"                    /* job name length 5 */
                            "6d 6e 69 73 74",          /* "mnist" */
                            want, sizeof want);
-    ck_assert_uint_eq(n, 55);
+    ck_assert_uint_eq(n, 67);
     struct sl_buf b;
     sl_buf_init(&b, 0);
     ck_assert_int_eq(sl_wire_encode_hello(&m.hello, &b), 0);
@@ -413,7 +420,7 @@ START_TEST(test_status_layout_pinned)
     sample(SL_WIRE_STATUS, &m);
     uint8_t want[64];
     size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
-                           "03 00"                    /* version 3: STATUS changes no layout */
+                           "04 00"                    /* version 4 (STATUS came within 3: no layout changed) */
                            "0a 00"                    /* type STATUS (10) */
                            "01 00 00 00"              /* state 1: scanning */
                            "fa 00 00 00"              /* retry_ms 250 */
@@ -479,7 +486,7 @@ START_TEST(test_piece_layout_pinned)
     set_tensor(&p.tensors[1], SL_WIRE_INT64, 1, d1, 32);
     uint8_t want[128];
     p.tensors[1].offset = 64;
-    size_t n = sl_test_hex("53 4c 43 31 03 00 05 00"  /* magic, version 3, type PIECE */
+    size_t n = sl_test_hex("53 4c 43 31 04 00 05 00"  /* magic, version 4, type PIECE */
                            "02 00 00 00 00 00 00 00"  /* epoch 2 */
                            "07 00 00 00 00 00 00 00"  /* step 7 */
                            "01 00 00 00"              /* worker 1 */
@@ -650,8 +657,10 @@ START_TEST(test_every_truncation)
     expect_proto(b.data, 5, "header: truncated at byte 5 of 6 (version)");
     expect_proto(b.data, 7, "header: truncated at byte 7 of 8 (type)");
     expect_proto(b.data, 18, "HELLO header: truncated at byte 18 of 20 (replicas)");
-    expect_proto(b.data, 49, "HELLO header: truncated at byte 49 of 50 (job name)");
-    expect_proto(b.data, 52, "HELLO header: truncated at byte 52 of 55 (job name)");
+    expect_proto(b.data, 49, "HELLO header: truncated at byte 49 of 56 (incarnation)");
+    expect_proto(b.data, 58, "HELLO header: truncated at byte 58 of 60 (share)");
+    expect_proto(b.data, 61, "HELLO header: truncated at byte 61 of 62 (job name)");
+    expect_proto(b.data, 64, "HELLO header: truncated at byte 64 of 67 (job name)");
     sl_buf_free(&b);
     encode_sample(SL_WIRE_PIECE, &b);
     /* tensor 0 (rank 4) starts at 50: dtype, rank, dims[0..4) at 52..84, bytes */
@@ -689,20 +698,25 @@ struct damage {
     const char *want;
 };
 
-/* Offsets in the samples: HELLO fields at 8 + 4k, job length at 48; WELCOME
+/* Offsets in the samples: HELLO fields at 8 + 4k, incarnation at 48, share
+ * at 56, job length at 60; WELCOME
  * ntensors at 40, tensor 0 ("image") at 42: name length, 5 bytes, dtype 49,
  * ragged 50, rank 51, dims 52..76; PIECE worker 24, replica 28, rows 40,
  * ntensors 48, tensor 0 at 50: dtype, rank, dims 52..84, bytes 84. */
 static const struct damage DAMAGE[] = {
     {SL_WIRE_HELLO, 0, 0x20544547, 4, 0, "bad magic 47 45 54 20 (expected \"SLC1\")"},
-    {SL_WIRE_HELLO, 4, 4, 2, 0, "unsupported version 4 (this build speaks 3)"},
-    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 3)"},
-    {SL_WIRE_HELLO, 4, 1, 2, 0, "unsupported version 1 (this build speaks 3)"}, /* a peer from before the body frame */
-    {SL_WIRE_HELLO, 4, 2, 2, 0, "unsupported version 2 (this build speaks 3)"}, /* from before shared memory */
+    {SL_WIRE_HELLO, 4, 5, 2, 0, "unsupported version 5 (this build speaks 4)"},
+    {SL_WIRE_HELLO, 4, 0, 2, 0, "unsupported version 0 (this build speaks 4)"},
+    {SL_WIRE_HELLO, 4, 1, 2, 0, "unsupported version 1 (this build speaks 4)"}, /* a peer from before the body frame */
+    {SL_WIRE_HELLO, 4, 2, 2, 0, "unsupported version 2 (this build speaks 4)"}, /* from before shared memory */
+    {SL_WIRE_HELLO, 4, 3, 2, 0, "unsupported version 3 (this build speaks 4)"}, /* from before takeover */
+    {SL_WIRE_HELLO, 56, 4096, 4, 0, "HELLO header: share 4096 not below 4096"},
+    {SL_WIRE_HELLO, 56, UINT32_MAX, 4, 0, "HELLO header: share 4294967295 not below 4096"},
+    {SL_WIRE_HELLO, 48, 7, 8, 52, "HELLO header: truncated at byte 52 of 56 (incarnation)"},
     {SL_WIRE_HELLO, 6, 12, 2, 0, "unknown message type 12"},
     {SL_WIRE_HELLO, 6, 0, 2, 0, "unknown message type 0"},
-    {SL_WIRE_HELLO, 48, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
-    {SL_WIRE_HELLO, 48, 0, 2, 50, "HELLO header: empty job name"},
+    {SL_WIRE_HELLO, 60, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
+    {SL_WIRE_HELLO, 60, 0, 2, 62, "HELLO header: empty job name"},
     {SL_WIRE_HELLO, 12, 0, 4, 0, "HELLO header: workers 0 not in 1..65536"},
     {SL_WIRE_HELLO, 12, 65537, 4, 0, "HELLO header: workers 65537 not in 1..65536"},
     {SL_WIRE_HELLO, 8, 4, 4, 0, "HELLO header: worker 4 not below workers 4"},
@@ -785,7 +799,7 @@ END_TEST
 START_TEST(test_header_size_limit)
 {
     static uint8_t big[SL_WIRE_MAX_HEADER + 1];
-    memcpy(big, "SLC1\x03\x00\x09\x00", 8);
+    memcpy(big, "SLC1\x04\x00\x09\x00", 8);
     expect_proto(big, sizeof big, "header frame of 65537 bytes exceeds 65536");
     /* the limit itself is fine until the trailing bytes */
     expect_proto(big, SL_WIRE_MAX_HEADER, "BYE header: 65528 trailing bytes after byte 8");

@@ -25,6 +25,30 @@ START_TEST(test_reverse_and_interleaved_arrival)
 }
 END_TEST
 
+/* A resumed stream starts at its resume point: earlier seqs are replays,
+ * the window counts from there; a restart with pieces held is refused. */
+START_TEST(test_restart)
+{
+    struct train_reorder *r;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_reorder_create(&r, 4, &err), 0);
+    int a, b;
+    ck_assert_int_eq(train_reorder_restart(r, 1000000), 0);
+    ck_assert_uint_eq(train_reorder_next(r), 1000000);
+    ck_assert_int_eq(train_reorder_put(r, 999999, &a, &err), SL_EPROTO);
+    ck_assert_int_eq(train_reorder_put(r, 1000004, &a, &err), SL_EPROTO);
+    ck_assert_int_eq(train_reorder_put(r, 1000001, &b, &err), 0);
+    ck_assert_int_eq(train_reorder_restart(r, 0), -1);
+    ck_assert_uint_eq(train_reorder_next(r), 1000000);
+    ck_assert_ptr_null(train_reorder_pop(r));
+    ck_assert_int_eq(train_reorder_put(r, 1000000, &a, &err), 0);
+    ck_assert_ptr_eq(train_reorder_pop(r), &a);
+    ck_assert_ptr_eq(train_reorder_pop(r), &b);
+    ck_assert_uint_eq(train_reorder_next(r), 1000002);
+    train_reorder_destroy(r);
+}
+END_TEST
+
 START_TEST(test_gaps_wait)
 {
     struct train_reorder *r;
@@ -101,6 +125,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_gaps_wait);
     tcase_add_test(tc, test_protocol_errors);
     tcase_add_test(tc, test_take);
+    tcase_add_test(tc, test_restart);
     suite_add_tcase(s, tc);
     return s;
 }
