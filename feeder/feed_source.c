@@ -412,8 +412,9 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
                                     .max_file = s->max_file};
         struct sl_error why = {0};
         if (feed_scan_cache_open(&s->cache, s->o.scan_cache, &key, &why) != 0) {
-            sl_error_prefix(&why, "every file scanned: ");
-            cache_report(s, s->o.scan_cache, &why);
+            struct sl_error w = {0};
+            sl_error_set(&w, why.code, "%s; every file is scanned, none cached", why.msg);
+            cache_report(s, s->o.scan_cache, &w);
         }
     }
     s->nfiles = npaths;

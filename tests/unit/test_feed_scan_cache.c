@@ -158,6 +158,7 @@ static void round_trip(const char *path, enum fmt_format format, const char *dir
     int rc = feed_scan_cache_load(c, path, &id, &back, &err);
     ck_assert_msg(rc == 0, "%s: %s", path, err.msg);
     expect_same_scan(scan, back);
+    fmt_scan_free(back);
     /* another identity: stale, never a hit */
     struct feed_file_id other = id;
     other.mtime_ns ^= 1;
