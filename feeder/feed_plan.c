@@ -12,6 +12,12 @@
  * so "batch by G, drop_remainder, keep batches b % W == w" reduces to which
  * positions of the shuffled stream the worker consumes, known in advance.
  * The state is the interleave cycle, the shuffle buffer and one piece.
+ *
+ * A seek (a trainer resuming) skips whole epochs by arithmetic and reaches
+ * its piece within the epoch without making the pieces before it: the
+ * split's position gives the number of shuffled elements already taken,
+ * the shuffle buffer is rebuilt from its last choices (shuffle_seek) and
+ * the interleave moves a turn of its cycle at a time (ilv_skip).
  */
 #include "feed_plan.h"
 
@@ -94,13 +100,19 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
-static uint64_t splitmix64(uint64_t *state)
+/* splitmix64's output for state z (after its increment): the n-th draw from
+ * state s is mix(s + n * GOLDEN), so any draw can be computed directly. */
+static uint64_t mix(uint64_t z)
 {
-    *state += GOLDEN;
-    uint64_t z = *state;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    *state += GOLDEN;
+    return mix(*state);
 }
 
 /* Entry j of sizes(w): base = [lo+1] * hi + [lo] * (n - hi) rotated left by
@@ -493,6 +505,145 @@ static size_t make_piece(struct feed_plan *p, uint64_t k)
     return n;
 }
 
+/* ---- fast-forward ----------------------------------------------------- */
+
+/* Pass over n elements of the interleave (fewer if it ends). While every
+ * slot of the cycle holds an open file with elements left (or, once the
+ * inputs are done, every open one does), a turn of the cycle takes one
+ * element from each open slot and ends where it began, so whole turns are
+ * taken at once, up to the first file to run out; the rest goes element by
+ * element. After a turn that emptied a file, bulk turns wait for a whole
+ * cycle of single elements, in which that slot is closed and refilled.
+ * Cost: O(parallel_reads) per file opened, whatever the file's size. */
+static void ilv_skip(struct feed_plan *p, uint64_t n)
+{
+    struct feed_elem e;
+    uint64_t single = 0; /* elements to take one by one before the next bulk try */
+    while (n > 0) {
+        if (single == 0 && p->nopen > 0 && n >= p->nopen && (p->inputs_done || p->nopen == p->cycle)) {
+            uint64_t turns = n / p->nopen;
+            for (uint32_t j = 0; j < p->cycle; j++)
+                if (p->slots[j].open)
+                    turns = min_u64(turns, p->slots[j].count - p->slots[j].next);
+            if (turns > 0) {
+                for (uint32_t j = 0; j < p->cycle; j++)
+                    if (p->slots[j].open)
+                        p->slots[j].next += turns;
+                n -= turns * p->nopen;
+                p->ilv_pos += turns * p->nopen;
+                continue;
+            }
+            single = p->cycle;
+        }
+        if (ilv_next(p, &e) != 0)
+            return;
+        p->ilv_pos++;
+        n--;
+        if (single > 0)
+            single--;
+    }
+}
+
+/* Make element j of the record stream (the interleave, record-sharded) the
+ * next that records_next returns. j is at or after the stream's position. */
+static void src_seek(struct feed_plan *p, uint64_t j)
+{
+    uint64_t at = p->fig.shard_records ? j * p->W + p->worker : j;
+    if (at > p->ilv_pos)
+        ilv_skip(p, at - p->ilv_pos);
+}
+
+#define PENDING UINT32_MAX /* a buffer slot whose element is not read yet */
+
+/* From the start of an epoch, put the shuffle where it stands after
+ * emitting T elements, without emitting them.
+ *
+ * With S = the buffer's size and `in` elements entering, emission t < in - S
+ * draws slot i_t = draw(t) % S, emits it and refills it with input element
+ * S + t; later emissions drain the buffer. So after T <= in - S emissions,
+ * slot i holds input element S + t for the last t < T with i_t = i, or
+ * element i if no draw chose it. Those last choices are found by replaying
+ * the draws backwards from T - 1 until every slot has been chosen once (the
+ * coupon collector's S * H(S) draws on average, about S (ln S + 0.58); all
+ * T draws when T is less), then forwards over the same range to read the
+ * chosen elements in input order. The interleave passes over the elements
+ * in between with ilv_skip. Drain emissions (at most S) are replayed one by
+ * one. The buffer itself holds the bookkeeping: {PENDING, position}. */
+static void shuffle_seek(struct feed_plan *p, uint64_t T)
+{
+    if (p->buf_cap == 0) {
+        src_seek(p, T);
+        p->sh_pos = T;
+        return;
+    }
+    uint64_t S = p->buf_cap, steady = p->fig.in - S, T1 = min_u64(T, steady), s0 = p->rng;
+    struct feed_elem *buf = p->buf;
+    for (uint64_t i = 0; i < S; i++) {
+        buf[i].file = PENDING;
+        buf[i].record = i; /* < S: no draw has chosen slot i yet */
+    }
+    uint64_t t = T1, left = S;
+    while (t > 0 && left > 0) {
+        t--;
+        uint64_t i = mix(s0 + (t + 1) * GOLDEN) % S;
+        if (buf[i].record < S) {
+            buf[i].record = S + t;
+            left--;
+        }
+    }
+    for (uint64_t i = 0; i < S; i++) /* never chosen: the first fill, in order */
+        if (buf[i].record < S) {
+            src_seek(p, i);
+            (void)records_next(p, &buf[i]);
+        }
+    for (; t < T1; t++) { /* each slot's last choice, in input order */
+        uint64_t i = mix(s0 + (t + 1) * GOLDEN) % S;
+        if (buf[i].file == PENDING && buf[i].record == S + t) {
+            src_seek(p, S + t);
+            (void)records_next(p, &buf[i]);
+        }
+    }
+    src_seek(p, S + T1); /* the next refill (already there: draw T1 - 1 was read last) */
+    p->buf_len = S;
+    p->primed = 1;
+    p->src_done = 0;
+    p->rng = s0 + T1 * GOLDEN;
+    p->sh_pos = T1;
+    struct feed_elem skip;
+    while (p->sh_pos < T)
+        take(p, &skip); /* the drain */
+}
+
+/* From the start of the epoch, stand before real-or-padding piece k
+ * (k < steps * R) as if pieces 0..k-1 had been made. Only the position in
+ * the shuffled stream matters: the shuffled elements before the first that
+ * piece k or a later one takes (any position between the end of the last
+ * piece made and that element gives the same pieces). */
+static void plan_forward(struct feed_plan *p, uint64_t k)
+{
+    uint64_t kk = min_u64(k, p->fig.pieces);
+    if (p->fig.mode == SPLIT_STREAM) {
+        uint64_t f = min_u64(stream_prefix(p->G, p->N, (uint64_t)p->worker * p->R, kk), p->fig.flat);
+        p->size_idx = kk;
+        p->flat_left = p->fig.flat - f;
+        if (k < p->fig.pieces) {
+            /* flat element f is in the worker's local batch f / G: with
+             * HINT=batches, global batch (f / G) * W + w */
+            uint64_t T = p->fig.shard_batches ? ((f / p->G) * p->W + p->worker) * p->G + f % p->G : f;
+            shuffle_seek(p, min_u64(T, p->fig.in));
+        }
+    } else if (k < p->fig.pieces && p->fig.mode == SPLIT_LEGACY) {
+        /* piece k's range starts after those of the batch's earlier pieces */
+        uint64_t batch = k / p->R, i = k % p->R;
+        uint64_t b = min_u64(p->G, p->fig.in - batch * p->G), start, len;
+        legacy_range(b, p->N, p->worker + (uint64_t)p->W * i, &start, &len);
+        shuffle_seek(p, batch * p->G + min_u64(start, b));
+    } else if (k < p->fig.pieces) {
+        shuffle_seek(p, min_u64(k * (p->G / p->N), p->fig.in));
+    }
+    p->k = k;
+}
+
 /* ---- API -------------------------------------------------------------- */
 
 size_t feed_plan_worker_files(const struct feed_plan_config *cfg, uint32_t worker, uint32_t *out, size_t cap)
@@ -616,7 +767,7 @@ int feed_plan_seek(struct feed_plan *p, uint64_t seq, uint64_t *within)
     }
     p->epoch = epoch;
     epoch_start(p);
-    *within = seq % per;
+    plan_forward(p, seq % per);
     return 0;
 }
 

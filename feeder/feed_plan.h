@@ -127,12 +127,18 @@ void feed_plan_destroy(struct feed_plan *p);
  * empty and the plan ends at once, even with epochs == 0. */
 int feed_plan_next(struct feed_plan *p, struct feed_piece *piece, struct sl_error *err) SL_MUST_CHECK;
 
-/* Move a fresh or running plan to the first piece of the epoch that holds
- * piece `seq` of the worker's stream, skipping whole epochs arithmetically
- * (an epoch's pieces depend only on its number), and say in *within how
- * many pieces of that epoch come before `seq` (the caller skips those with
- * feed_plan_next, at most one epoch's pieces). 0, or SL_END when `seq` is
- * at or past the end of a finite plan (the plan is then done). */
+/* Move a fresh or running plan to piece `seq` of the worker's stream, so
+ * that the next feed_plan_next returns it, without making the pieces before
+ * it: whole epochs by arithmetic (an epoch's pieces depend only on its
+ * number), then, within the epoch, the interleave a turn of its cycle at a
+ * time and the shuffle by replaying its buffer's choices backwards from
+ * `seq` until each slot's last one is known (about S (ln S + 0.58) draws
+ * for a buffer of S, never more than the epoch's draws so far). Cost
+ * O(S log S + files x parallel_reads), whatever the records' count; no
+ * memory beyond the plan's. *within is always 0 (pieces the caller would
+ * still pass over with feed_plan_next; kept for callers that do). 0, or
+ * SL_END when `seq` is at or past the end of a finite plan (the plan is
+ * then done). */
 int feed_plan_seek(struct feed_plan *p, uint64_t seq, uint64_t *within) SL_MUST_CHECK;
 
 /* Figures for worker `worker` without iterating the plan: what

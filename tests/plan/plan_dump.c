@@ -1,6 +1,9 @@
 /* plan_dump: print every worker's plan as JSON lines, for comparison with
  * the Python model tests/plan/ref_plan.py (same config keys, same output;
- * see that file). Usage: plan_dump CONFIG (JSON text or a path). */
+ * see that file). Usage: plan_dump [--seek] CONFIG (JSON text or a path).
+ * With --seek each piece is printed as a fresh plan gives it right after
+ * feed_plan_seek to its seq, and the rest of its epoch is checked against
+ * iteration (exit 1 on a difference): the same output is expected. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +66,118 @@ static void print_error(const char *msg)
     json_decref(o);
 }
 
-static int dump(const struct feed_plan_config *cfg, uint64_t forever_epochs)
+static void print_piece(const struct feed_piece *pc)
+{
+    printf("{\"worker\":%u,\"replica\":%u,\"epoch\":%llu,\"step\":%llu,\"seq\":%llu,\"elems\":[", pc->worker,
+           pc->replica, (unsigned long long)pc->epoch, (unsigned long long)pc->step, (unsigned long long)pc->seq);
+    for (size_t i = 0; i < pc->n; i++)
+        printf("%s[%u,%llu]", i ? "," : "", pc->elems[i].file, (unsigned long long)pc->elems[i].record);
+    printf("]}\n");
+}
+
+/* One worker's pieces as iteration made them (--seek). */
+struct pieces {
+    size_t n, cap, nelems, ecap;
+    struct feed_piece *v;
+    size_t *first;
+    struct feed_elem *elems;
+};
+
+static int remember(struct pieces *ps, const struct feed_piece *pc)
+{
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 64;
+        struct feed_piece *v = realloc(ps->v, cap * sizeof *v);
+        size_t *first = v ? realloc(ps->first, cap * sizeof *first) : NULL;
+        if (v != NULL)
+            ps->v = v;
+        if (first == NULL) {
+            fprintf(stderr, "plan_dump: out of memory\n");
+            return -1;
+        }
+        ps->first = first;
+        ps->cap = cap;
+    }
+    while (ps->nelems + pc->n > ps->ecap) {
+        size_t cap = ps->ecap ? 2 * ps->ecap : 256;
+        struct feed_elem *e = realloc(ps->elems, cap * sizeof *e);
+        if (e == NULL) {
+            fprintf(stderr, "plan_dump: out of memory\n");
+            return -1;
+        }
+        ps->elems = e;
+        ps->ecap = cap;
+    }
+    if (pc->n > 0)
+        memcpy(ps->elems + ps->nelems, pc->elems, pc->n * sizeof *pc->elems);
+    ps->first[ps->n] = ps->nelems;
+    ps->nelems += pc->n;
+    ps->v[ps->n++] = *pc;
+    return 0;
+}
+
+static int same_piece(const struct feed_piece *a, const struct pieces *ps, size_t k)
+{
+    const struct feed_piece *b = &ps->v[k];
+    if (a->worker != b->worker || a->replica != b->replica || a->epoch != b->epoch || a->step != b->step ||
+        a->seq != b->seq || a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->elems[i].file != ps->elems[ps->first[k] + i].file ||
+            a->elems[i].record != ps->elems[ps->first[k] + i].record)
+            return 0;
+    return 1;
+}
+
+/* --seek: print piece s as a fresh plan gives it right after
+ * feed_plan_seek(s) (passing over the `within` pieces it names), for every
+ * s; and check that the pieces after it, to the end of its epoch, are the
+ * ones iteration made. Frees the pieces. */
+static int seek_all(const struct feed_plan_config *cfg, uint32_t w, struct pieces *ps, uint64_t per)
 {
     struct sl_error err = {0};
+    int status = 0;
+    for (size_t s = 0; s < ps->n && status == 0; s++) {
+        struct feed_plan *p;
+        struct feed_piece pc;
+        uint64_t within = 0;
+        if (feed_plan_create(&p, cfg, w, &err) != 0) {
+            fprintf(stderr, "plan_dump: worker %u: %s\n", w, err.msg);
+            status = 1;
+            break;
+        }
+        if (feed_plan_seek(p, s, &within) != 0) {
+            fprintf(stderr, "plan_dump: worker %u: the seek to %zu failed\n", w, s);
+            status = 1;
+        }
+        for (uint64_t i = 0; i < within && status == 0; i++)
+            status = feed_plan_next(p, &pc, &err) != 0;
+        size_t end = per ? (s / per + 1) * per : s + 1;
+        for (size_t k = s; k < end && k < ps->n && status == 0; k++) {
+            if (feed_plan_next(p, &pc, &err) != 0) {
+                fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, no piece %zu\n", w, s, k);
+                status = 1;
+            } else if (k == s) {
+                print_piece(&pc);
+            } else if (!same_piece(&pc, ps, k)) {
+                fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, piece %zu differs from iteration's\n",
+                        w, s, k);
+                status = 1;
+            }
+        }
+        feed_plan_destroy(p);
+    }
+    free(ps->v);
+    free(ps->first);
+    free(ps->elems);
+    memset(ps, 0, sizeof *ps);
+    return status;
+}
+
+static int dump(const struct feed_plan_config *cfg, uint64_t forever_epochs, int seek)
+{
+    struct sl_error err = {0};
+    struct pieces pieces = {0};
     for (uint32_t w = 0; w < cfg->workers; w++) {
         struct feed_plan_summary sum;
         if (feed_plan_summarize(cfg, w, &sum, &err) != 0) {
@@ -99,30 +211,35 @@ static int dump(const struct feed_plan_config *cfg, uint64_t forever_epochs)
         while ((rc = feed_plan_next(p, &pc, &err)) == 0) {
             if (cfg->epochs == 0 && pc.epoch >= forever_epochs)
                 break;
-            printf("{\"worker\":%u,\"replica\":%u,\"epoch\":%llu,\"step\":%llu,\"seq\":%llu,\"elems\":[", pc.worker,
-                   pc.replica, (unsigned long long)pc.epoch, (unsigned long long)pc.step,
-                   (unsigned long long)pc.seq);
-            for (size_t i = 0; i < pc.n; i++)
-                printf("%s[%u,%llu]", i ? "," : "", pc.elems[i].file, (unsigned long long)pc.elems[i].record);
-            printf("]}\n");
+            if (seek) {
+                if (remember(&pieces, &pc) != 0) {
+                    feed_plan_destroy(p);
+                    return 1;
+                }
+            } else {
+                print_piece(&pc);
+            }
         }
         feed_plan_destroy(p);
         if (rc < 0) {
             fprintf(stderr, "plan_dump: worker %u: %s\n", w, err.msg);
             return 1;
         }
+        if (seek && seek_all(cfg, w, &pieces, sum.steps * cfg->replicas) != 0)
+            return 1;
     }
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: plan_dump CONFIG-JSON-or-PATH\n");
+    int seek = argc == 3 && strcmp(argv[1], "--seek") == 0;
+    if (argc != 2 + seek) {
+        fprintf(stderr, "usage: plan_dump [--seek] CONFIG-JSON-or-PATH\n");
         return 2;
     }
     json_error_t jerr;
-    const char *arg = argv[1];
+    const char *arg = argv[1 + seek];
     while (*arg == ' ' || *arg == '\t' || *arg == '\n')
         arg++;
     json_t *root = *arg == '{' ? json_loads(arg, 0, &jerr) : json_load_file(arg, 0, &jerr);
@@ -168,7 +285,7 @@ int main(int argc, char **argv)
     cfg.workers = (uint32_t)v[8];
     cfg.replicas = (uint32_t)v[9];
 
-    int rc = dump(&cfg, (uint64_t)v[10]);
+    int rc = dump(&cfg, (uint64_t)v[10], seek);
     sl_free(cv);
     json_decref(root);
     return rc;

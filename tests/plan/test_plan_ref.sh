@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The C plan (plan_dump) against the Python model (ref_plan.py) on random
-# configs covering every policy, hint, split and option. Stops at the first
-# difference, showing the config and the first differing lines.
+# configs covering every policy, hint, split and option: the plan iterated
+# from the start, and each piece as a fresh plan gives it right after
+# feed_plan_seek to its seq (plan_dump --seek, which also checks the rest
+# of that epoch against iteration). Stops at the first difference, showing
+# the config and the first differing lines.
 # Usage: test_plan_ref.sh PATH/TO/plan_dump [CASES] [SEED]
 set -euo pipefail
 dump=${1:?usage: test_plan_ref.sh PATH/TO/plan_dump [CASES] [SEED]}
@@ -58,9 +61,13 @@ for i in range(cases):
     cfg = config()
     text = json.dumps(cfg)
     want = "".join(line + "\n" for line in ref_plan.run(text))
-    res = subprocess.run([dump, text], capture_output=True, text=True)
+    for mode in ([], ["--seek"]):
+        res = subprocess.run([dump] + mode + [text], capture_output=True, text=True)
+        if res.returncode != 0 or res.stdout != want:
+            break
     if res.returncode != 0 or res.stdout != want:
-        print("case %d: C and Python differ (rc %d)\nconfig: %s" % (i, res.returncode, text))
+        print("case %d: C%s and Python differ (rc %d)\nconfig: %s" % (
+            i, " (each piece right after a seek to it)" if mode else "", res.returncode, text))
         if res.stderr:
             print("stderr:", res.stderr.strip())
         got_lines, want_lines = res.stdout.splitlines(), want.splitlines()

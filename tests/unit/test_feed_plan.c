@@ -83,10 +83,11 @@ static void expect_error(const struct feed_plan_config *cfg, uint32_t w, const c
 
 /* ---- docs/semantics.md 4.1: the stream split -------------------------- */
 
-/* feed_plan_seek: jumping to any seq, then skipping `within` pieces, gives
- * exactly the pieces iterating from the start gives from there on (shuffled,
- * reshuffled each epoch, interleaved, W = 2, R = 3, several epochs); past the
- * end of a finite plan it is SL_END; an endless plan seeks 2^40 at once. */
+/* feed_plan_seek: jumping to any seq, then skipping `within` pieces (none:
+ * the seek goes all the way), gives exactly the pieces iterating from the
+ * start gives from there on (shuffled, reshuffled each epoch, interleaved,
+ * W = 2, R = 3, several epochs); past the end of a finite plan it is
+ * SL_END; an endless plan seeks 2^40 at once. */
 START_TEST(test_seek_matches_iteration)
 {
     static const uint64_t counts[] = {7, 5, 9};
@@ -147,13 +148,253 @@ START_TEST(test_seek_matches_iteration)
     uint64_t per = ref[n - 1].seq + 1; /* 3 epochs' pieces */
     per /= 3;
     ck_assert_int_eq(feed_plan_seek(p, ((uint64_t)1 << 40) + 1, &within), 0);
-    ck_assert_uint_eq(within, (((uint64_t)1 << 40) + 1) % per);
+    ck_assert_uint_eq(within, 0);
     struct feed_piece got;
-    for (uint64_t i = 0; i <= within; i++)
-        ck_assert_int_eq(feed_plan_next(p, &got, &err), 0);
+    ck_assert_int_eq(feed_plan_next(p, &got, &err), 0);
     ck_assert_uint_eq(got.seq, ((uint64_t)1 << 40) + 1);
     ck_assert_uint_eq(got.epoch, (((uint64_t)1 << 40) + 1) / per);
     feed_plan_destroy(p);
+}
+END_TEST
+
+/* Every piece of worker w's finite plan, elements flattened. */
+struct plan_rec {
+    size_t n, cap, ecap, nelems;
+    struct feed_piece *pieces;
+    size_t *first; /* index of piece k's first element in elems */
+    struct feed_elem *elems;
+};
+
+static void plan_record(const struct feed_plan_config *cfg, uint32_t w, struct plan_rec *r)
+{
+    struct feed_plan *p;
+    struct sl_error err = {0};
+    struct feed_piece pc;
+    int rc;
+    memset(r, 0, sizeof *r);
+    ck_assert_msg(feed_plan_create(&p, cfg, w, &err) == 0, "create: %s", err.msg);
+    while ((rc = feed_plan_next(p, &pc, &err)) == 0) {
+        if (r->n == r->cap) {
+            r->cap = r->cap ? 2 * r->cap : 64;
+            r->pieces = realloc(r->pieces, r->cap * sizeof *r->pieces);
+            r->first = realloc(r->first, r->cap * sizeof *r->first);
+            ck_assert(r->pieces != NULL && r->first != NULL);
+        }
+        while (r->nelems + pc.n > r->ecap) {
+            r->ecap = r->ecap ? 2 * r->ecap : 256;
+            r->elems = realloc(r->elems, r->ecap * sizeof *r->elems);
+            ck_assert(r->elems != NULL);
+        }
+        if (pc.n > 0)
+            memcpy(r->elems + r->nelems, pc.elems, pc.n * sizeof *pc.elems);
+        r->first[r->n] = r->nelems;
+        r->nelems += pc.n;
+        r->pieces[r->n++] = pc;
+    }
+    ck_assert_int_eq(rc, SL_END);
+    feed_plan_destroy(p);
+}
+
+static void plan_rec_free(struct plan_rec *r)
+{
+    free(r->pieces);
+    free(r->first);
+    free(r->elems);
+}
+
+/* The checks in these loops run millions of times: they call the framework
+ * only to fail (each passing ck_assert is written to its log). */
+static void expect_piece(const struct feed_piece *got, const struct plan_rec *r, size_t k, const char *what,
+                         uint64_t seq)
+{
+    const struct feed_piece *want = &r->pieces[k];
+    if (got->seq != want->seq || got->epoch != want->epoch || got->step != want->step ||
+        got->replica != want->replica || got->worker != want->worker || got->n != want->n)
+        ck_abort_msg("%s: after a seek to %llu, piece %zu: seq %llu n %zu, want seq %llu n %zu", what,
+                     (unsigned long long)seq, k, (unsigned long long)got->seq, got->n, (unsigned long long)want->seq,
+                     want->n);
+    for (size_t e = 0; e < got->n; e++) {
+        const struct feed_elem *a = &got->elems[e], *b = &r->elems[r->first[k] + e];
+        if (a->file != b->file || a->record != b->record)
+            ck_abort_msg("%s: after a seek to %llu, piece %zu element %zu: %u:%llu, want %u:%llu", what,
+                         (unsigned long long)seq, k, e, a->file, (unsigned long long)a->record, b->file,
+                         (unsigned long long)b->record);
+    }
+}
+
+/* For every seq of worker w's finite plan: a fresh plan seeks there with
+ * within == 0 and then gives exactly the pieces iteration gives, to the end
+ * of that epoch and the first piece of the next (every epoch starts from
+ * its number alone); a seek to the end is SL_END. Returns the piece count. */
+static size_t check_seek_all(const struct feed_plan_config *cfg, uint32_t w, const char *what)
+{
+    struct plan_rec r;
+    plan_record(cfg, w, &r);
+    struct sl_error err = {0};
+    struct feed_piece got;
+    struct feed_plan *p;
+    uint64_t per = r.n / (cfg->epochs ? cfg->epochs : 1);
+    ck_assert_uint_eq(per * cfg->epochs, r.n);
+    for (size_t seq = 0; seq <= r.n; seq++) {
+        if (feed_plan_create(&p, cfg, w, &err) != 0)
+            ck_abort_msg("%s: create: %s", what, err.msg);
+        uint64_t within = 99;
+        int rc = feed_plan_seek(p, seq, &within);
+        if (within != 0 || rc != (seq == r.n ? SL_END : 0))
+            ck_abort_msg("%s: seek to %zu of %zu: rc %d within %llu", what, seq, r.n, rc,
+                         (unsigned long long)within);
+        if (seq == r.n) {
+            ck_assert_int_eq(feed_plan_next(p, &got, &err), SL_END);
+            feed_plan_destroy(p);
+            break;
+        }
+        size_t end = (seq / per + 1) * per + 1;
+        for (size_t k = seq; k < end && k < r.n; k++) {
+            if (feed_plan_next(p, &got, &err) != 0)
+                ck_abort_msg("%s: after a seek to %zu, piece %zu: no piece", what, seq, k);
+            expect_piece(&got, &r, k, what, seq);
+        }
+        feed_plan_destroy(p);
+    }
+    size_t n = r.n;
+    plan_rec_free(&r);
+    return n;
+}
+
+/* The fast-forward of feed_plan_seek against iteration, every seq of 3
+ * epochs: every policy and hint, per-replica input (no shard, files,
+ * records), unshuffled and shuffled (buffer 1, 4, and larger than the
+ * data), drop_remainder on and off, W x R of 1x1, 2x3, 3x2, 4x1, one file
+ * at a time and interleaved (cycle 3, more slots than files), every worker.
+ * Small files with an empty one, so that every stage's edges come by. */
+START_TEST(test_seek_fast_forward_matrix)
+{
+    static const uint64_t counts[] = {7, 5, 9, 0, 13, 3, 1, 8};
+    static const uint32_t shapes[][2] = {{1, 1}, {2, 3}, {3, 2}, {4, 1}};
+    static const uint64_t buffers[] = {0, 1, 4, 1000};
+    static const uint32_t cycles[] = {1, 3, 12};
+    struct {
+        int pr;
+        enum feed_policy pol;
+        enum feed_hint hint;
+        enum feed_pr_shard prs;
+    } kinds[] = {
+        {0, FEED_SHARD_AUTO, FEED_HINT_FILES, 0},    {0, FEED_SHARD_OFF, FEED_HINT_FILES, 0},
+        {0, FEED_SHARD_DATA, FEED_HINT_FILES, 0},    {0, FEED_SHARD_HINT, FEED_HINT_FILES, 0},
+        {0, FEED_SHARD_HINT, FEED_HINT_RECORDS, 0},  {0, FEED_SHARD_HINT, FEED_HINT_BATCHES, 0},
+        {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_NONE}, {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_FILES},
+        {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_RECORDS},
+    };
+    size_t configs = 0, pieces = 0;
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (size_t bi = 0; bi < sizeof buffers / sizeof buffers[0]; bi++)
+                for (int drop = 0; drop <= 1; drop++)
+                    for (size_t ci = 0; ci < sizeof cycles / sizeof cycles[0]; ci++) {
+                        uint32_t W = shapes[si][0], R = shapes[si][1];
+                        uint64_t G = kinds[ki].pr ? (uint64_t)W * R * 2 : 5;
+                        struct feed_plan_config c = make_cfg(counts, 8, G, W, R, kinds[ki].pol);
+                        c.hint = kinds[ki].hint;
+                        c.per_replica_input = kinds[ki].pr;
+                        c.pr_shard = kinds[ki].prs;
+                        c.shuffle_buffer = buffers[bi];
+                        c.seed = 1000 + ki * 7 + si;
+                        c.drop_remainder = drop;
+                        c.parallel_reads = cycles[ci];
+                        c.epochs = 3;
+                        char what[160];
+                        snprintf(what, sizeof what, "kind %zu W %u R %u buffer %llu drop %d cycle %u", ki, W, R,
+                                 (unsigned long long)buffers[bi], drop, cycles[ci]);
+                        for (uint32_t w = 0; w < W; w++)
+                            pieces += check_seek_all(&c, w, what);
+                        configs++;
+                    }
+    ck_assert_uint_eq(configs, 9 * 4 * 4 * 2 * 3);
+    ck_assert_uint_gt(pieces, 100000);
+}
+END_TEST
+
+/* Larger files than the buffer's coupon-collector span, so that the
+ * backward replay stops early and the interleave skips whole turns: every
+ * policy, shuffled (S = 6 and 61) and not, interleaved over 3 and 1 files,
+ * every seq of 3 epochs. */
+START_TEST(test_seek_fast_forward_long_files)
+{
+    static const uint64_t counts[] = {300, 251, 0, 410, 1, 97, 520};
+    static const enum feed_policy pols[] = {FEED_SHARD_FILE, FEED_SHARD_OFF, FEED_SHARD_DATA, FEED_SHARD_HINT,
+                                            FEED_SHARD_HINT};
+    static const enum feed_hint hints[] = {FEED_HINT_FILES, FEED_HINT_FILES, FEED_HINT_FILES, FEED_HINT_RECORDS,
+                                           FEED_HINT_BATCHES};
+    static const uint64_t buffers[] = {0, 6, 61};
+    for (size_t k = 0; k < 5; k++)
+        for (size_t b = 0; b < 3; b++)
+            for (uint32_t cyc = 1; cyc <= 3; cyc += 2) {
+                struct feed_plan_config c = make_cfg(counts, 7, 23, 2, 2, pols[k]);
+                c.hint = hints[k];
+                c.shuffle_buffer = buffers[b];
+                c.seed = 77 + k;
+                c.parallel_reads = cyc;
+                c.epochs = 3;
+                c.drop_remainder = (int)(b % 2);
+                char what[96];
+                snprintf(what, sizeof what, "long files: policy %zu buffer %llu cycle %u", k,
+                         (unsigned long long)buffers[b], cyc);
+                for (uint32_t w = 0; w < 2; w++)
+                    ck_assert_uint_gt(check_seek_all(&c, w, what), 100);
+            }
+    /* per-replica input, records sharded */
+    struct feed_plan_config c = make_cfg(counts, 7, 12, 2, 3, FEED_SHARD_AUTO);
+    c.per_replica_input = 1;
+    c.pr_shard = FEED_PR_SHARD_RECORDS;
+    c.shuffle_buffer = 9;
+    c.parallel_reads = 2;
+    c.epochs = 3;
+    ck_assert_uint_gt(check_seek_all(&c, 1, "long files: per-replica"), 1000);
+}
+END_TEST
+
+/* A far epoch of an endless plan: seeking to a seq in epoch 10^9 + 3 gives
+ * what seeking to that epoch's first piece and iterating gives (the way
+ * the feeder passed over pieces before the fast-forward), shuffled and
+ * reshuffled each epoch, and one seek costs no more than a near one. */
+START_TEST(test_seek_far_epoch)
+{
+    static const uint64_t counts[] = {300, 251, 0, 410, 1, 97, 520};
+    struct feed_plan_config c = make_cfg(counts, 7, 23, 2, 2, FEED_SHARD_OFF);
+    c.shuffle_buffer = 61;
+    c.seed = 5;
+    c.parallel_reads = 3;
+    c.epochs = 0;
+    struct sl_error err = {0};
+    struct feed_plan_summary sum = summary(&c, 1);
+    uint64_t per = sum.steps * c.replicas, epoch = 1000000003ull;
+    for (uint64_t within = 0; within < per; within += 37) {
+        struct feed_plan *a, *b;
+        uint64_t wa = 1, wb = 1;
+        ck_assert_int_eq(feed_plan_create(&a, &c, 1, &err), 0);
+        ck_assert_int_eq(feed_plan_create(&b, &c, 1, &err), 0);
+        ck_assert_int_eq(feed_plan_seek(a, epoch * per + within, &wa), 0);
+        ck_assert_int_eq(feed_plan_seek(b, epoch * per, &wb), 0);
+        ck_assert_uint_eq(wa, 0);
+        ck_assert_uint_eq(wb, 0);
+        struct feed_piece pa, pb;
+        for (uint64_t i = 0; i < within; i++)
+            ck_assert_int_eq(feed_plan_next(b, &pb, &err), 0);
+        for (uint64_t i = within; i < per + 2; i++) {
+            ck_assert_int_eq(feed_plan_next(a, &pa, &err), 0);
+            ck_assert_int_eq(feed_plan_next(b, &pb, &err), 0);
+            ck_assert_uint_eq(pa.seq, epoch * per + i);
+            ck_assert_uint_eq(pa.epoch, epoch + i / per);
+            ck_assert_uint_eq(pa.seq, pb.seq);
+            ck_assert_uint_eq(pa.n, pb.n);
+            for (size_t e = 0; e < pa.n; e++) {
+                ck_assert_uint_eq(pa.elems[e].file, pb.elems[e].file);
+                ck_assert_uint_eq(pa.elems[e].record, pb.elems[e].record);
+            }
+        }
+        feed_plan_destroy(a);
+        feed_plan_destroy(b);
+    }
 }
 END_TEST
 
@@ -845,6 +1086,9 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_mwms_data_range9_batch2);
     tcase_add_test(tc, test_worked_examples_5_8);
     tcase_add_test(tc, test_seek_matches_iteration);
+    tcase_add_test(tc, test_seek_fast_forward_matrix);
+    tcase_add_test(tc, test_seek_fast_forward_long_files);
+    tcase_add_test(tc, test_seek_far_epoch);
     tcase_add_test(tc, test_file_sharding_errors);
     tcase_add_test(tc, test_per_replica_errors_and_validation);
     tcase_add_test(tc, test_hint_sharding);
