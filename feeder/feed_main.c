@@ -64,7 +64,7 @@ struct args {
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s, idle_exit_s;
-    int quiet, json, plan, no_shm, done, log_level, log_format;
+    int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
     char **keys;
@@ -197,6 +197,9 @@ static const struct sl_opt opt_rows[] = {
     {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
      "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)",
      NULL, NULL},
+    {"no-takeover", 0, SL_OPT_FLAG, OFF(no_takeover), 0, 0, NULL, NULL,
+     "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
+     "another survivor)", NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
      "without copies; docs/protocol.md)", NULL, NULL},
@@ -616,6 +619,7 @@ int main(int argc, char **argv)
                                      .replicas = (uint32_t)a.replicas,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
                                      .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
+                                     .no_takeover = a.no_takeover,
                                      .idle_exit_ms = (int)(a.idle_exit_s * 1000),
                                      .stop = &stop_flag, .dump = &dump_flag};
         struct feed_counters c;

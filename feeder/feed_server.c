@@ -500,6 +500,10 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
         refuse(s, id, id_len, "identity too long");
         return;
     }
+    if (h->share != s->o->feeder_index && s->o->no_takeover) {
+        refuse(s, id, id_len, "this feeder serves its own share only (--no-takeover), not feeder %u's", h->share);
+        return;
+    }
     /* its own share, or a lost feeder's taken over (by copy: the shared
      * pool is sized for the own shares' windows) */
     int takeover = h->share != s->o->feeder_index;

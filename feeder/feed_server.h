@@ -91,6 +91,7 @@ struct feed_server_opts {
     int idle_exit_ms;           /* > 0: stop when no trainer has been connected this long
                                  * (c->idle says so); 0: serve for ever */
     int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
+    int no_takeover;            /* refuse to serve other feeders' shares (--no-takeover) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
     struct sl_metrics *metrics;   /* borrowed, over feed_metric_defs: where every figure goes

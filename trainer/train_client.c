@@ -82,6 +82,7 @@ struct feeder {
     uint64_t takeover_ns; /* rejoining: when to ask a surviving feeder instead (0: not due) */
     uint64_t refused_by; /* feeders that refused to take the share over (bit k) */
     int stopped;         /* it sent ERROR "stopped": a loss, like a close */
+    int awaiting_first;  /* rejoined or taken over: its first piece since is logged */
     void *sock;
     void *mon;           /* PAIR reading sock's monitor: connection closed */
     uint64_t closed_ns;  /* when the monitor said so (0: not) */
@@ -330,6 +331,11 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     switch (c->msg.type) {
     case SL_WIRE_PIECE: {
         f->stalled = 0;
+        if (f->awaiting_first) {
+            f->awaiting_first = 0;
+            sl_log(SL_LOG_INFO, "feeder %s: piece %" PRIu64 ", the share's first since its loss, came %.3f s after it",
+                   f->addr, c->msg.piece.seq, (double)(sl_clock_ns() - f->lost_ns) / 1e9);
+        }
         s->piece = c->msg.piece;
         const struct sl_wire_piece *p = &s->piece;
         int shared = (p->flags & SL_WIRE_PIECE_SHM) != 0;
@@ -621,6 +627,7 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
     if (!f->stalled)
         f->deadline_ns = f->lost_ns + wait_ms * 1000000u;
     f->stalled = 1;
+    f->awaiting_first = 1;
     f->refused[0] = '\0';
     f->refused_by = 0;
     sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
