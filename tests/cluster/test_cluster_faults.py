@@ -23,11 +23,15 @@ silent for 1.5 s. Cases:
    about 2 s; it finds them silent only at its own timeout, after the link
    is back, and rejoins both at once.
 4. The same cut without --reconnect-s (the default): t0's trainer fails
-   (exit 1) after its timeout, naming a silent feeder, with an exact trace
+   (exit 1) after its timeout and the takeover wait (3 s by default: no
+   other feeder is reachable either), naming a silent feeder, with an exact trace
    up to there; t1 finishes; the feeders drop worker 0 and wait for it (a
    finite job's feeder exits only when every worker has had its END). A
    new trainer for worker 0 started once the link is back gets its whole
    stream from the start, exact, and then the feeders exit 0.
+6. Feeder host f1 powered off for good (--takeover-s 1): both trainers
+   find it silent, and feeder 0 takes its share over; traces exact.
+   (Cases 1, 3 and 3b turn takeover off: they test rejoining.)
 5. Training (an MLP, workers on t0 and t1 summing gradients over the ring,
    tcp between the hosts): t1's link cut for 0.5 s (timeout 3 s) leaves the
    weights exactly as without the cut; cut for 3 s (timeout 1 s, with
@@ -148,7 +152,8 @@ def main():
     ids = ids_of(files)
     job_path, job = write_job("job-long", files, epochs=1000, global_batch_size=6, shuffle=SHUFFLE)
     ref = reference(job, [len(x) for x in ids], 2, 2)
-    rejoin = ("--timeout-ms", "1000", "--reconnect-s", "30")
+    # the rejoin cases keep each share with its own feeder (no takeover)
+    rejoin = ("--timeout-ms", "1000", "--reconnect-s", "30", "--takeover-s", "0")
 
     # 1. a feeder host powered off and back
     r = Run(net, "power", job_path, job, 5701, trainer_extra=rejoin)
@@ -224,7 +229,8 @@ def main():
     # 3b. the feeders give up first: they drop worker 0 during a cut of about
     # 2 s, and its trainer (timeout 4 s) finds them silent only after the
     # link is back, then rejoins them at once
-    r = Run(net, "late", job_path, job, 5708, trainer_extra=("--timeout-ms", "4000", "--reconnect-s", "30"))
+    r = Run(net, "late", job_path, job, 5708,
+            trainer_extra=("--timeout-ms", "4000", "--reconnect-s", "30", "--takeover-s", "0"))
     cut = time.time()
     net.cut("t0")
     for j in range(2):
@@ -297,6 +303,27 @@ def main():
             fail("ring: worker %d should fail naming rank %d's ring endpoint silent:\n%s" % (w, other, logs[w]))
     ok("training: t1's link cut for 3 s (timeout 1 s, --reconnect-s 30): both workers fail after %.1f s, each "
        "naming the other's ring endpoint: --reconnect-s rejoins feeders, not the ring" % took)
+
+    # 6. a feeder host powered off for good: its share is taken over
+    r = Run(net, "takeover", job_path, job, 5709, trainer_extra=("--timeout-ms", "1000", "--takeover-s", "1"))
+    net.power_off("f1")
+    off = time.time()
+    if wait_all([p for p, _, _ in r.trainers], 90, "takeover: trainers") != [0, 0] or \
+            wait_all([r.feeders[0][0]], 15, "takeover: feeder 0") != [0]:
+        fail("takeover: a trainer or feeder 0 failed")
+    took = time.time() - off
+    for w in range(2):
+        s = check_trace("takeover", w, r.trainers[w][1], ref, ids)
+        log = read_log(r.trainers[w][2])
+        m = re.search(r"piece \d+, the share's first since its loss, came ([0-9.]+) s after it", log)
+        if s["feeder_takeovers"] != 1 or "feeder %s took over feeder %s's share" % (r.conns[0], r.conns[1]) not in \
+                log or m is None:
+            fail("takeover: worker %d should have had f1's share taken over by f0 once (%d takeovers)"
+                 % (w, s["feeder_takeovers"]))
+    net.power_on("f1")
+    ok("feeder host f1 powered off for good (no FIN, no RST): both trainers found it silent after 1 s and had f0 "
+       "take its share over 1 s later (the first piece %s s after the loss); traces exact, run over %.1f s after "
+       "the power-off" % (m.group(1), took))
 
     finish(net, t0)
 
