@@ -9,6 +9,7 @@
  *   sluice-bench wire      the wire protocol against raw ZeroMQ
  *   sluice-bench allreduce the CPU ring all-reduce against raw ZeroMQ
  *   sluice-bench link      one end of a raw ZeroMQ transfer across hosts
+ *   sluice-bench seek      the feeder's fast-forward to a resuming trainer's step
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +35,8 @@ static const char usage[] =
     "  allreduce CPU ring all-reduce across P processes vs raw ZeroMQ\n"
     "  link      one end of a raw ZeroMQ transfer between two hosts (the baseline\n"
     "            of tools/bench_testbed.py)\n"
+    "  seek      the plan's fast-forward to a resuming trainer's step, for 1x, 10x\n"
+    "            and 100x the records, vs making the same pieces from the start\n"
     "\n"
     "Run 'sluice-bench COMMAND --help' for the options of a command;\n"
     "'sluice-bench --version' for the version, commit, build type and optional parts.\n";
@@ -65,6 +68,8 @@ int main(int argc, char **argv)
         return bench_allreduce_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "link") == 0)
         return bench_link_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "seek") == 0)
+        return bench_seek_main(argc - 1, argv + 1);
     fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

@@ -64,7 +64,7 @@ EOF
 
 # ---- help and usage errors ----
 expect "help" 0 "Commands:" "$BENCH" --help
-for cmd in formats feed run wire allreduce; do
+for cmd in formats feed run wire allreduce seek; do
     expect "$cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
 done
 expect "no command" 2 "Usage:" "$BENCH"
@@ -93,6 +93,10 @@ expect "link --push empty" 2 "--push needs a value" "$BENCH" link --push ""
 expect "link --size 0" 2 "--size" "$BENCH" link --push ipc://a --size 0
 expect "link --size huge" 2 "--size" "$BENCH" link --push ipc://a --size 2000000000
 expect "link --count 1" 2 "--count" "$BENCH" link --pull ipc://a --count 1
+expect "seek --policy x" 2 "--policy: expected auto, off, file, data or hint, got 'x'" "$BENCH" seek --policy x
+expect "seek --steps 0" 2 "--steps: expected an integer" "$BENCH" seek --steps 0
+expect "seek, a job the plan refuses" 1 "FILE sharding needs at least 4 files, found 3" \
+    "$BENCH" seek --files 3 --workers 4 --policy file
 expect "link --count -5" 2 "--count" "$BENCH" link --pull ipc://a --count -5
 expect "link, nobody sends" 1 "message 0 of 3: none came in time" "$BENCH" link --pull "ipc://$T/none.sock" \
     --count 3 --timeout-s 1
@@ -246,6 +250,21 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["procs"] for r in rows] == [2, 3]
 assert all(r["ratio"] > 0 and r["ms_per_call"]["median"] > 0 for r in rows)
 ' "$T/out" || fail "allreduce --json keys"
+# seek: step 1000 of 2 x 2 replicas (seq 2000); 51 steps an epoch at x1, 510 at x10
+expect "seek --json" 0 '"bench":"seek"' "$BENCH" seek --files 8 --records 100 --batch 16 --workers 2 \
+    --replicas 2 --shuffle 50 --steps 1000 --scales 1,10 --repeat 1 --json
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["scale"] for r in rows] == [1, 10]
+for r in rows:
+    per = r["steps_per_epoch"] * 2
+    assert r["seq"] == 2000 and r["within"] == 0
+    assert r["epoch"] == 2000 // per and r["pieces_in_epoch"] == 2000 % per
+    assert r["ratio"] > 0 and r["seek_s"]["median"] > 0 and r["from_start_s"] > 0
+    assert r["ratio_against"] == "from_start"
+assert [r["steps_per_epoch"] for r in rows] == [51, 510]
+' "$T/out" || fail "seek --json keys"
 pass "micro-benchmark JSON keys"
 
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----

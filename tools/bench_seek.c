@@ -1,0 +1,357 @@
+/* sluice-bench seek: how long a feeder takes to reach a resuming trainer's
+ * step in the plan (feeder/feed_plan.h), and whether that depends on the
+ * data's size.
+ *
+ * A trainer resuming at step N says HELLO with resume_seq = N x R (worker
+ * w's piece stream has R pieces a step); the feeder makes worker w's plan
+ * and calls feed_plan_seek, then feed_plan_next for the `within` pieces it
+ * names (none: the seek goes all the way). That is timed here, plan
+ * creation included, for worker 0 of a job of F files of about K records
+ * each (+-5%, so the interleave sees files end at different times), and
+ * again with K x 10 and K x 100 records (--scales), the same step N each
+ * time. Two baselines, measured in the same run:
+ *   - epoch + next: feed_plan_seek to the first piece of the epoch holding
+ *     step N, then feed_plan_next over the pieces of that epoch before it
+ *     (how the feeder reached the step before the plan's fast-forward);
+ *   - from the start: feed_plan_next making all N x R pieces from seq 0
+ *     (what producing the same pieces costs).
+ * The piece at step N is compared between the seek and the baseline: a
+ * difference fails the run (exit 1). Nothing reads data: the plan names
+ * records, so the figures are the plan's arithmetic alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "feed_plan.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+
+static const char usage[] =
+    "Usage: sluice-bench seek [OPTION]...\n"
+    "\n"
+    "Time for a feeder to reach step N of worker 0's plan (feed_plan_seek, then\n"
+    "feed_plan_next over what it leaves) for a job and for the same job with 10x\n"
+    "and 100x the records, against feed_plan_next making the same pieces from the\n"
+    "start and against the way before the fast-forward (whole epochs by\n"
+    "arithmetic, then feed_plan_next over the rest of the last one).\n"
+    "\n"
+    "  --files F           files (default 1000)\n"
+    "  --records K         records per file at scale 1, +-5% (default 10000)\n"
+    "  --scales LIST       multiples of K to measure (default 1,10,100)\n"
+    "  --batch G           global batch (default 1024)\n"
+    "  --shuffle S         shuffle buffer, 0 for none (default 10000)\n"
+    "  --parallel-reads C  interleave cycle (default 4)\n"
+    "  --workers W         workers (default 4)\n"
+    "  --replicas R        replicas per worker (default 8)\n"
+    "  --policy P          auto, off, file, data, hint (default auto: file)\n"
+    "  --hint H            with --policy hint: files, records, batches (default files)\n"
+    "  --per-replica       per-replica input mode (batches of G / (W x R), no split)\n"
+    "  --drop-remainder    drop each epoch's short last batch\n"
+    "  --steps N           the step to reach (default 1000000)\n"
+    "  --repeat N          seeks per figure: median, min, max (default 5); the\n"
+    "                      baselines are measured once per scale\n"
+    "  --no-baseline       skip the from-the-start baseline (the ratio is then\n"
+    "                      against epoch + next)\n"
+    "  --json              one JSON object per scale instead of the table\n"
+    "  -h, --help          this help\n";
+
+struct seek_job {
+    struct feed_plan_config cfg;
+    uint64_t *counts;
+    uint64_t records; /* all files */
+    uint64_t seq;     /* the first piece of step N */
+};
+
+/* The piece at seq, kept to compare the ways of reaching it. */
+struct kept {
+    uint64_t seq;
+    size_t n;
+    struct feed_elem *elems;
+};
+
+static int keep(struct kept *k, const struct feed_piece *pc, size_t cap)
+{
+    k->seq = pc->seq;
+    k->n = pc->n < cap ? pc->n : cap;
+    if (k->n > 0)
+        memcpy(k->elems, pc->elems, k->n * sizeof *k->elems);
+    return pc->n <= cap ? 0 : -1;
+}
+
+static int same(const struct kept *a, const struct kept *b)
+{
+    return a->seq == b->seq && a->n == b->n && memcmp(a->elems, b->elems, a->n * sizeof *a->elems) == 0;
+}
+
+/* Seconds to make worker 0's plan, seek to `seq` and pass over what the
+ * seek leaves; the piece at seq into *out. -1 on an error (said). */
+static double time_seek(const struct seek_job *j, uint64_t seq, struct kept *out, size_t cap, uint64_t *within)
+{
+    struct feed_plan *p;
+    struct feed_piece pc;
+    struct sl_error err = {0};
+    double t0 = sl_clock_s();
+    if (feed_plan_create(&p, &j->cfg, 0, &err) != 0) {
+        fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
+        return -1;
+    }
+    int rc = feed_plan_seek(p, seq, within);
+    for (uint64_t i = 0; rc == 0 && i < *within; i++)
+        rc = feed_plan_next(p, &pc, &err);
+    double el = sl_clock_s() - t0;
+    if (rc == 0)
+        rc = feed_plan_next(p, &pc, &err);
+    if (rc == 0 && keep(out, &pc, cap) != 0)
+        rc = -1;
+    feed_plan_destroy(p);
+    if (rc != 0) {
+        fprintf(stderr, "sluice-bench seek: the plan ended before seq %llu\n", (unsigned long long)seq);
+        return -1;
+    }
+    return el;
+}
+
+/* Seconds to make worker 0's plan and `seq` pieces with feed_plan_next;
+ * the piece at seq into *out. */
+static double time_next(const struct seek_job *j, uint64_t seq, struct kept *out, size_t cap)
+{
+    struct feed_plan *p;
+    struct feed_piece pc;
+    struct sl_error err = {0};
+    double t0 = sl_clock_s();
+    if (feed_plan_create(&p, &j->cfg, 0, &err) != 0) {
+        fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
+        return -1;
+    }
+    int rc = 0;
+    uint64_t sum = 0; /* touch every element, as a reader would name it */
+    for (uint64_t i = 0; rc == 0 && i < seq; i++) {
+        rc = feed_plan_next(p, &pc, &err);
+        for (size_t e = 0; rc == 0 && e < pc.n; e++)
+            sum += pc.elems[e].record;
+    }
+    double el = sl_clock_s() - t0;
+    if (rc == 0)
+        rc = feed_plan_next(p, &pc, &err);
+    if (rc == 0 && keep(out, &pc, cap) != 0)
+        rc = -1;
+    feed_plan_destroy(p);
+    if (rc != 0) {
+        fprintf(stderr, "sluice-bench seek: the plan ended before seq %llu\n", (unsigned long long)seq);
+        return -1;
+    }
+    return sum == UINT64_MAX ? el + 1e-12 : el; /* keeps sum alive */
+}
+
+/* Before the fast-forward: seconds to make worker 0's plan, put it at the
+ * first piece of the epoch (seq `first`, where feed_plan_seek only resets
+ * the epoch's state) and make the epoch's first `in_epoch` pieces with
+ * feed_plan_next; the next piece into *out. */
+static double time_epoch_next(const struct seek_job *j, uint64_t first, uint64_t in_epoch, struct kept *out,
+                              size_t cap)
+{
+    struct feed_plan *p;
+    struct feed_piece pc;
+    struct sl_error err = {0};
+    uint64_t within = 0;
+    double t0 = sl_clock_s();
+    if (feed_plan_create(&p, &j->cfg, 0, &err) != 0) {
+        fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
+        return -1;
+    }
+    int rc = feed_plan_seek(p, first, &within);
+    for (uint64_t i = 0; rc == 0 && i < within + in_epoch; i++)
+        rc = feed_plan_next(p, &pc, &err);
+    double el = sl_clock_s() - t0;
+    if (rc == 0)
+        rc = feed_plan_next(p, &pc, &err);
+    if (rc == 0 && keep(out, &pc, cap) != 0)
+        rc = -1;
+    feed_plan_destroy(p);
+    if (rc != 0) {
+        fprintf(stderr, "sluice-bench seek: the plan ended before seq %llu\n",
+                (unsigned long long)(first + in_epoch));
+        return -1;
+    }
+    return el;
+}
+
+static int job_make(struct seek_job *j, const struct feed_plan_config *base, long files, long records, long scale,
+                    long steps)
+{
+    memset(j, 0, sizeof *j);
+    j->cfg = *base;
+    j->counts = sl_malloc((size_t)files * sizeof *j->counts);
+    if (j->counts == NULL) {
+        fprintf(stderr, "sluice-bench seek: out of memory for %ld files\n", files);
+        return -1;
+    }
+    uint64_t k = (uint64_t)records * (uint64_t)scale;
+    for (long f = 0; f < files; f++) {
+        /* +-5%, fixed per file */
+        int64_t d = (int64_t)(((uint64_t)f * 7919u) % 11u) - 5;
+        j->counts[f] = (uint64_t)((int64_t)k + d * (int64_t)(k / 100));
+        j->records += j->counts[f];
+    }
+    j->cfg.nfiles = (size_t)files;
+    j->cfg.counts = j->counts;
+    j->seq = (uint64_t)steps * base->replicas;
+    return 0;
+}
+
+int bench_seek_main(int argc, char **argv)
+{
+    long files = 1000, records = 10000, batch = 1024, shuffle = 10000, cycle = 4, workers = 4, replicas = 8;
+    long steps = 1000000, repeat = 5;
+    int scales[8] = {1, 10, 100}, nscales = 3, json = 0, per_replica = 0, drop = 0, no_baseline = 0;
+    const char *policy = "auto", *hint = "files";
+    const struct bench_opt opts[] = {
+        {.name = "--files", .kind = BENCH_OPT_INT, .min = 1, .max = 10000000, .num = &files},
+        {.name = "--records", .kind = BENCH_OPT_INT, .min = 1, .max = 1000000000, .num = &records},
+        {.name = "--scales", .kind = BENCH_OPT_LIST, .min = 1, .max = 100000, .list = scales, .count = &nscales,
+         .cap = 8},
+        {.name = "--batch", .kind = BENCH_OPT_INT, .min = 1, .max = 1 << 24, .num = &batch},
+        {.name = "--shuffle", .kind = BENCH_OPT_INT, .min = 0, .max = 1 << 28, .num = &shuffle},
+        {.name = "--parallel-reads", .kind = BENCH_OPT_INT, .min = 1, .max = 4096, .num = &cycle},
+        {.name = "--workers", .kind = BENCH_OPT_INT, .min = 1, .max = 65536, .num = &workers},
+        {.name = "--replicas", .kind = BENCH_OPT_INT, .min = 1, .max = 1024, .num = &replicas},
+        {.name = "--policy", .kind = BENCH_OPT_STRING, .str = &policy},
+        {.name = "--hint", .kind = BENCH_OPT_STRING, .str = &hint},
+        {.name = "--per-replica", .kind = BENCH_OPT_FLAG, .flag = &per_replica},
+        {.name = "--drop-remainder", .kind = BENCH_OPT_FLAG, .flag = &drop},
+        {.name = "--steps", .kind = BENCH_OPT_INT, .min = 1, .max = (long)1 << 40, .num = &steps},
+        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
+        {.name = "--no-baseline", .kind = BENCH_OPT_FLAG, .flag = &no_baseline},
+        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
+    };
+    int prc = bench_parse_opts("seek", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+
+    struct feed_plan_config base;
+    memset(&base, 0, sizeof base);
+    if (feed_policy_parse(policy, &base.policy) != 0)
+        return bench_usage_error("seek", "--policy: expected auto, off, file, data or hint, got '%s'", policy);
+    if (feed_hint_parse(hint, &base.hint) != 0)
+        return bench_usage_error("seek", "--hint: expected files, records or batches, got '%s'", hint);
+    base.source_is_files = 1;
+    base.global_batch = (uint64_t)batch;
+    base.drop_remainder = drop;
+    base.shuffle_buffer = (uint64_t)shuffle;
+    base.seed = 20240611;
+    base.reshuffle_each_epoch = 1;
+    base.epochs = 0; /* forever: any step exists */
+    base.parallel_reads = (uint32_t)cycle;
+    base.per_replica_input = per_replica;
+    base.workers = (uint32_t)workers;
+    base.replicas = (uint32_t)replicas;
+
+    size_t cap = (size_t)batch; /* no piece is larger than the batch */
+    struct kept a = {0}, b = {0};
+    a.elems = sl_malloc(cap * sizeof *a.elems);
+    b.elems = sl_malloc(cap * sizeof *b.elems);
+    if (a.elems == NULL || b.elems == NULL) {
+        fprintf(stderr, "sluice-bench seek: out of memory\n");
+        sl_free(a.elems);
+        sl_free(b.elems);
+        return 1;
+    }
+    int header = json; /* the table's header goes out before the first row */
+    int status = 0;
+    for (int s = 0; s < nscales && status == 0; s++) {
+        struct seek_job j;
+        if (job_make(&j, &base, files, records, scales[s], steps) != 0) {
+            status = 1;
+            break;
+        }
+        struct feed_plan_summary sum;
+        struct sl_error err = {0};
+        if (feed_plan_summarize(&j.cfg, 0, &sum, &err) != 0) {
+            fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
+            sl_free(j.counts);
+            status = 1;
+            break;
+        }
+        if (sum.steps == 0) {
+            fprintf(stderr, "sluice-bench seek: worker 0 has no step at scale %d\n", scales[s]);
+            sl_free(j.counts);
+            status = 1;
+            break;
+        }
+        uint64_t per = sum.steps * (uint64_t)replicas, epoch = j.seq / per, in_epoch = j.seq % per, within = 0;
+        double t[32];
+        for (long r = 0; r < repeat && status == 0; r++) {
+            t[r] = time_seek(&j, j.seq, &a, cap, &within);
+            status = t[r] < 0;
+        }
+        double old = status ? -1 : time_epoch_next(&j, epoch * per, in_epoch, &b, cap);
+        if (old >= 0 && !same(&a, &b)) {
+            fprintf(stderr,
+                    "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek and epoch + next\n",
+                    scales[s], (unsigned long long)j.seq);
+            old = -1;
+        }
+        status = old < 0;
+        double start = -1;
+        if (status == 0 && !no_baseline) {
+            start = time_next(&j, j.seq, &b, cap);
+            if (start >= 0 && !same(&a, &b)) {
+                fprintf(stderr, "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek "
+                                "and iteration from the start\n", scales[s], (unsigned long long)j.seq);
+                start = -1;
+            }
+            status = start < 0;
+        }
+        if (status == 0) {
+            struct bench_stat st = bench_stat_of(t, (size_t)repeat);
+            double sps = (double)steps / st.median, pps = (double)j.seq / st.median;
+            double ratio = (no_baseline ? old : start) / st.median;
+            if (!header) {
+                printf("sluice-bench seek: %ld files x ~%ld records x scale, global batch %ld, shuffle %ld, "
+                       "parallel reads %ld,\n  W %ld x R %ld, %s%s%s%s; worker 0 to step %ld (seq %llu); seek: median "
+                       "[min-max] of %ld\n\n"
+                       " %-6s %-12s %-11s %-7s %-10s %-28s %-10s %-11s %-11s %-11s %-8s\n",
+                       files, records, batch, shuffle, cycle, workers, replicas,
+                       per_replica ? "per-replica input" : "policy ", per_replica ? "" : feed_policy_name(base.policy),
+                       !per_replica && base.policy == FEED_SHARD_HINT ? "=" : "",
+                       !per_replica && base.policy == FEED_SHARD_HINT ? feed_hint_name(base.hint) : "", steps,
+                       (unsigned long long)steps * (unsigned long long)replicas, repeat, "scale", "records", "steps/ep",
+                       "epoch", "in epoch", "seek ms", "steps/s", "pieces/s", "epoch+next", "from start", "ratio");
+                header = 1;
+            }
+            if (json)
+                printf("{\"bench\":\"seek\",\"scale\":%d,\"files\":%ld,\"records\":%llu,\"global_batch\":%ld,"
+                       "\"shuffle_buffer\":%ld,\"parallel_reads\":%ld,\"workers\":%ld,\"replicas\":%ld,"
+                       "\"policy\":\"%s\",\"per_replica\":%d,\"steps\":%ld,\"seq\":%llu,\"steps_per_epoch\":%llu,"
+                       "\"epoch\":%llu,\"pieces_in_epoch\":%llu,\"within\":%llu,"
+                       "\"seek_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"steps_per_s\":%.6g,"
+                       "\"pieces_per_s\":%.6g,\"epoch_next_s\":%.6g,\"from_start_s\":%.6g,\"ratio\":%.6g,"
+                       "\"ratio_against\":\"%s\"}\n",
+                       scales[s], files, (unsigned long long)j.records, batch, shuffle, cycle, workers, replicas,
+                       feed_policy_name(base.policy), per_replica, steps, (unsigned long long)j.seq,
+                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch,
+                       (unsigned long long)within, st.median, st.min, st.max, sps, pps, old,
+                       no_baseline ? -1.0 : start, ratio, no_baseline ? "epoch_next" : "from_start");
+            else {
+                char sc[16], rec[24], ms[48], old_s[24], start_s[24];
+                snprintf(sc, sizeof sc, "x%d", scales[s]);
+                snprintf(rec, sizeof rec, "%.3g", (double)j.records);
+                snprintf(ms, sizeof ms, "%.3f [%.3f-%.3f]", st.median * 1e3, st.min * 1e3, st.max * 1e3);
+                snprintf(old_s, sizeof old_s, "%.3f s", old);
+                snprintf(start_s, sizeof start_s, no_baseline ? "-" : "%.3f s", start);
+                printf(" %-6s %-12s %-11llu %-7llu %-10llu %-28s %-10.3g %-11.3g %-11s %-11s %-8.3g\n", sc, rec,
+                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch, ms,
+                       sps, pps, old_s, start_s, ratio);
+            }
+        }
+        sl_free(j.counts);
+    }
+    if (!json && status == 0)
+        printf("\nin epoch: pieces of that epoch before the step, which epoch + next passes over; ratio: %s / seek\n",
+               no_baseline ? "epoch+next" : "from start");
+    sl_free(a.elems);
+    sl_free(b.elems);
+    return status;
+}
