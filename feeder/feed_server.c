@@ -70,6 +70,18 @@ static int bind_router(const char *listen, void **ctx, void **router, struct sl_
     return 0;
 }
 
+/* The version of a HELLO of another protocol version (magic "SLC1", type
+ * HELLO), for a REFUSE the peer's decoder will report; 0 for anything
+ * else. */
+static unsigned other_version_hello(const zmq_msg_t *body)
+{
+    const uint8_t *p = zmq_msg_data((zmq_msg_t *)body);
+    if (zmq_msg_size((zmq_msg_t *)body) < 8 || memcmp(p, "SLC1", 4) != 0 || p[6] != SL_WIRE_HELLO || p[7] != 0)
+        return 0;
+    unsigned v = (unsigned)p[4] | (unsigned)p[5] << 8;
+    return v != SL_WIRE_VERSION ? v : 0;
+}
+
 /* ---- sending ---- */
 
 static int send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more)
@@ -634,6 +646,10 @@ static void on_message(struct server *s)
             sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
         if (t != NULL)
             feed__drop(s, t, "sent a malformed message and was dropped");
+        unsigned v = t == NULL ? other_version_hello(&body) : 0;
+        if (v != 0)
+            refuse(s, idp, id_len, "this feeder speaks protocol version %u, the trainer %u: use the same sluice release",
+                   SL_WIRE_VERSION, v);
         goto out;
     }
     if (t != NULL)
@@ -1090,6 +1106,10 @@ static int listener_take(struct feed_listener *l, const struct feed_scan_status 
     if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &l->msg, &err) != 0) {
         if (sl_log_allowed(&l->lim_bad))
             sl_log(SL_LOG_WARN, "bad message from an unknown peer: %s", err.msg);
+        unsigned v = other_version_hello(&body);
+        if (v != 0)
+            listener_refuse(l, &id, "this feeder speaks protocol version %u, the trainer %u: use the same sluice "
+                            "release", SL_WIRE_VERSION, v);
         goto out;
     }
     /* no trainer is connected while the feeder scans: only a HELLO is

@@ -13,6 +13,10 @@
  *     --big N         before the HELLO, send one frame of N zero bytes
  *     --flags N       the HELLO's flags (default 0: a trainer from before
  *                     STATUS; 2 asks a scanning feeder for a STATUS)
+ *     --share N       the HELLO's share (default 0), any 32-bit value: one
+ *                     the encoder refuses is written into the bytes
+ *     --incarnation N the HELLO's incarnation (default 0)
+ *     --version N     the header's version field (default this build's)
  *
  * Prints one JSON line per HELLO sent:
  *   {"reply":"WELCOME"|"REFUSE"|"ERROR"|"STATUS"|"none","ms":T,"reason":"...","pieces":P,"end":N}
@@ -33,6 +37,8 @@
 #include "sl_clock.h"
 #include "sl_error.h"
 #include "sl_wire.h"
+
+static unsigned raw_version; /* the header's version field as sent */
 
 static void print_json_string(const char *s, size_t n)
 {
@@ -97,12 +103,19 @@ static int one_hello(void *ctx, const char *endpoint, const struct sl_wire_hello
     }
     struct sl_buf b;
     sl_buf_init(&b, SL_WIRE_MAX_HEADER);
-    if (sl_wire_encode_hello(h, &b) != 0) {
+    struct sl_wire_hello hh = *h;
+    if (hh.share >= SL_WIRE_MAX_FEEDERS)
+        hh.share = 0;
+    if (sl_wire_encode_hello(&hh, &b) != 0) {
         fprintf(stderr, "rogue_peer: the HELLO does not encode (check its fields)\n");
         sl_buf_free(&b);
         zmq_close(sock);
         return 2;
     }
+    for (int k = 0; k < 4; k++) /* share at 56 (version 4's layout) */
+        b.data[56 + k] = (uint8_t)(h->share >> (8 * k));
+    b.data[4] = (uint8_t)(raw_version & 0xff);
+    b.data[5] = (uint8_t)(raw_version >> 8);
     struct sl_wire_msg *m = sl_malloc(sizeof *m);
     if (m == NULL)
         abort();
@@ -197,6 +210,7 @@ static int parse_long(const char *s, long *out)
 
 int main(int argc, char **argv)
 {
+    raw_version = SL_WIRE_VERSION;
     if (argc < 7) {
         fprintf(stderr, "usage: rogue_peer ENDPOINT JOB WORKER WORKERS REPLICAS RESUME_SEQ [--credits N] "
                         "[--wait-ms MS] [--take N] [--garbage N] [--hellos N] [--bye 1] [--big N] [--flags N]\n");
@@ -230,6 +244,12 @@ int main(int argc, char **argv)
             big = v;
         else if (strcmp(argv[i], "--flags") == 0 && v <= (long)UINT32_MAX)
             h.flags = (uint32_t)v;
+        else if (strcmp(argv[i], "--share") == 0 && v <= (long)UINT32_MAX)
+            h.share = (uint32_t)v;
+        else if (strcmp(argv[i], "--incarnation") == 0)
+            h.incarnation = (uint64_t)v;
+        else if (strcmp(argv[i], "--version") == 0 && v <= 0xffff)
+            raw_version = (unsigned)v;
         else {
             fprintf(stderr, "rogue_peer: unknown option %s\n", argv[i]);
             return 2;

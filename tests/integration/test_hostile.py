@@ -403,8 +403,47 @@ def case_cluster_flags(files):
        "are usage errors")
 
 
+# ---- version 4's HELLO fields: share and version ----
+
+def case_hello_v4(files):
+    harness.case()
+    tag = "v4"
+    job_path, job = write_job("job-" + tag, files, epochs=1)
+    f, sock = start_feeder(tag, job_path, extra=("--feeder-index", "0", "--feeders", "2"))
+    name = job["name"]
+    # a takeover of feeder 1's share: served (by copy)
+    got = rogue(sock, name, 0, 1, 1, 0, "--share", "1", "--take", "3", "--bye", "1", "--incarnation", "7")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 3:
+        fail("v4: a HELLO for feeder 1's share: expected a WELCOME and 3 pieces, got %s" % got)
+    # shares past the job's feeders: refused in words
+    for share in ("2", "4095"):
+        got = rogue(sock, name, 0, 1, 1, 0, "--share", share)[0]
+        if got["reply"] != "REFUSE" or "asks for feeder %s's share, but the job has 2 feeders" % share not in \
+                got.get("reason", ""):
+            fail("v4: share %s of 2 feeders: expected a REFUSE naming it, got %s" % (share, got))
+    # past the wire's limit (4096 feeders), or -1: a malformed HELLO, no answer
+    for share in ("4096", "4294967295"):  # the second: -1 as a u32
+        got = rogue(sock, name, 0, 1, 1, 0, "--share", share, "--wait-ms", "1000")[0]
+        if got["reply"] != "none":
+            fail("v4: share %s: a malformed HELLO should get no answer, got %s" % (share, got))
+    # a trainer of another protocol version: refused in words, at once
+    for version in ("3", "5", "65535"):
+        got = rogue(sock, name, 0, 1, 1, 0, "--version", version, "--wait-ms", "3000")[0]
+        if got["reply"] != "REFUSE" or "this feeder speaks protocol version 4, the trainer %s" % version not in \
+                got.get("reason", ""):
+            fail("v4: a version %s HELLO: expected a REFUSE naming both versions, got %s" % (version, got))
+    # and the feeder still serves the job's own share
+    got = rogue(sock, name, 0, 1, 1, 0, "--take", "2", "--bye", "1")[0]
+    if got["reply"] != "WELCOME" or got.get("pieces") != 2:
+        fail("v4: the own share after the hostile HELLOs: got %s" % got)
+    stop(f, "v4: feeder")
+    ok("version 4 HELLO: a takeover share served; shares 2 and 4095 of 2 feeders refused in words; 4096 and 2^32 - 1 "
+       "malformed (no answer); versions 3, 5 and 65535 refused naming both versions; the own share still served")
+
+
 def main():
     files = gen("a", 150, 5)
+    case_hello_v4(files)
     case_resume(files)
     case_shape(files)
     case_serving_errors()
