@@ -180,7 +180,8 @@ static const struct sl_opt opt_rows[] = {
      "ring waits for every worker to join", NULL, NULL},
     {"reconnect-s", 0, SL_OPT_U32, OFF(reconnect_s), 0, 86400, "0", "S",
      "instead, reconnect to a lost feeder and resume where it left off, waiting up to S s for it (or a restarted "
-     "feeder on the same address) to answer (0: fail)", NULL, NULL},
+     "feeder on the same address) to answer (0: fail, or with two or more feeders wait --takeover-s and hand "
+     "its share to a survivor)", NULL, NULL},
     {"takeover-s", 0, SL_OPT_DOUBLE, OFF(takeover_s), 0, 3600, "3", "S",
      "a feeder lost (its connection closed, silent past --timeout-ms, or stopped) and not back within S s has "
      "its share of the stream served by a surviving feeder, from the first piece this trainer lacks: nothing "
