@@ -552,3 +552,37 @@ struct train_model *train_loop_model(struct train_loop *l)
     memcpy(train_model_params(m), train_variable_copy(l->weights, 0), l->nparams * sizeof(float));
     return m;
 }
+
+/* Tower mode: the last tower applies the update with its model, so its
+ * velocity is the optimizer's; mirrored: every replica's is the same. */
+int train_loop_state(struct train_loop *l, const float **weights, const float **velocity, size_t *nparams,
+                     struct sl_error *err)
+{
+    if (l->gpu != NULL)
+        return sl_error_set(err, SL_EINVAL, "checkpoints need CPU replicas (the GPU replicas' optimizer state "
+                            "stays on the devices)");
+    const struct replica *r = &l->reps[l->tower ? l->nreplicas - 1 : 0];
+    *weights = train_variable_copy(l->weights, 0);
+    *velocity = train_model_velocity(r->model);
+    *nparams = l->nparams;
+    return 0;
+}
+
+int train_loop_set_state(struct train_loop *l, const float *weights, const float *velocity, size_t nparams,
+                         struct sl_error *err)
+{
+    if (l->gpu != NULL)
+        return sl_error_set(err, SL_EINVAL, "checkpoints need CPU replicas (the GPU replicas' optimizer state "
+                            "stays on the devices)");
+    if (nparams != l->nparams)
+        return sl_error_set(err, SL_EINVAL, "the saved state has %zu parameters, this model %zu", nparams,
+                            l->nparams);
+    size_t bytes = nparams * sizeof(float);
+    for (uint32_t r = 0; r < l->nreplicas; r++) {
+        /* tower mode has one copy: every r names it */
+        memcpy(train_variable_copy(l->weights, (int)r), weights, bytes);
+        memcpy(train_model_params(l->reps[r].model), weights, bytes);
+        memcpy(train_model_velocity(l->reps[r].model), velocity, bytes);
+    }
+    return 0;
+}

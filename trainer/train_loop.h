@@ -132,6 +132,23 @@ int train_loop_pull(struct train_loop *l, struct sl_error *err) SL_MUST_CHECK;
 /* Hash of the current weights (equal on every worker after each step;
  * GPU replicas: pulled first, best effort). */
 uint64_t train_loop_weights_hash(struct train_loop *l);
+/* The training state a checkpoint keeps (train_ckpt.h): *weights and
+ * *velocity point at *nparams floats each, the current weights and the
+ * momentum-SGD velocity (mirrored: replica 0's, equal on every replica;
+ * tower: the one copy and the velocity of the tower that applies the
+ * update), borrowed until the next run or set_state. Between runs only.
+ * SL_EINVAL with GPU replicas (their velocity lives on the devices:
+ * checkpoints are CPU-only for now). */
+int train_loop_state(struct train_loop *l, const float **weights, const float **velocity, size_t *nparams,
+                     struct sl_error *err) SL_MUST_CHECK;
+/* Install a saved state (nparams floats each, copied) into every replica's
+ * copy of the weights and every replica's model (parameters and velocity):
+ * the following runs compute exactly what they would have computed after
+ * the steps that produced it. Between runs, before the first or later.
+ * SL_EINVAL for an nparams other than the model's, or GPU replicas. */
+int train_loop_set_state(struct train_loop *l, const float *weights, const float *velocity, size_t nparams,
+                         struct sl_error *err) SL_MUST_CHECK;
+
 /* Replica 0's model with the current weights in it (borrowed). */
 struct train_model *train_loop_model(struct train_loop *l);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@
 #include "sl_opt.h"
 #include "sl_output.h"
 #include "sl_thread.h"
+#include "train_ckpt.h"
 #include "train_client.h"
 #include "train_device.h"
 #include "train_loop.h"
@@ -69,6 +71,9 @@ struct trainer_opts {
     const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
     const char *cluster_from; /* --cluster-from */
+    const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
+    uint32_t checkpoint_every, keep;
+    uint64_t restore_step;
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s, connect_timeout_s;
     double lr, momentum, takeover_s;
@@ -190,6 +195,20 @@ static const struct sl_opt opt_rows[] = {
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
+    {"checkpoint", 0, SL_OPT_STRING, OFF(checkpoint), 0, 0, NULL, "DIR",
+     "write checkpoints into DIR (made if absent): this worker's weights, optimizer state and input position, "
+     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md)", NULL, NULL},
+    {"checkpoint-every", 0, SL_OPT_U32, OFF(checkpoint_every), 0, UINT32_MAX, "1000", "N",
+     "with --checkpoint: every N steps (counted over all epochs) and after each epoch's last step (0: after each "
+     "epoch's last step only)", NULL, NULL},
+    {"keep", 0, SL_OPT_U32, OFF(keep), 1, 1000000, "3", "K", "with --checkpoint: keep this worker's K newest "
+     "checkpoints, remove older ones", NULL, NULL},
+    {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
+     "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
+     "damaged or mismatched one is refused, naming the file (the workers must agree on the step)", NULL, NULL},
+    {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
+     "with --restore: continue from step S's checkpoint instead of the newest (an explicit choice of an older one)",
+     NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
@@ -612,6 +631,11 @@ struct trainer {
     struct sl_metrics *m;                       /* the figures every report prints (train_metrics.h) */
     double t0, t_first, t_train_end;            /* t_first: the first step received */
     double last_loss, last_acc, test_rows, test_correct;
+    int restoring, restore_step_given;          /* --restore; --restore-step */
+    struct train_ckpt ck;                       /* the checkpoint restored, until its state is installed */
+    uint64_t start_step;                        /* steps trained before this run (restored) */
+    double ckpt_s_total;                        /* time spent writing checkpoints */
+    uint64_t ckpts;                             /* checkpoints written */
 };
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
@@ -723,6 +747,22 @@ static int configure(struct trainer *t, int argc, char **argv)
         return usage_error("--mode tower runs on one worker (got --workers %u)", o->workers);
     if (o->model != MODEL_NONE && o->workers > 1 && t->ring_eps.n != o->workers)
         return usage_error("--ring needs one endpoint per worker (%u), got %zu", o->workers, t->ring_eps.n);
+    static const char *const need_ckpt[] = {"checkpoint-every", "keep"};
+    for (int i = 0; i < 2; i++)
+        if (o->checkpoint == NULL && sl_opt_given(&cmd, given, need_ckpt[i]))
+            return usage_error("--%s needs --checkpoint DIR", need_ckpt[i]);
+    t->restoring = o->restore != NULL;
+    t->restore_step_given = sl_opt_given(&cmd, given, "restore-step");
+    if (t->restore_step_given && !t->restoring)
+        return usage_error("--restore-step needs --restore DIR");
+    if ((o->checkpoint != NULL && o->checkpoint[0] == '\0') || (o->restore != NULL && o->restore[0] == '\0'))
+        return usage_error("--%s: an empty directory name", o->restore != NULL && o->restore[0] == '\0' ? "restore"
+                                                                                                       : "checkpoint");
+    if ((o->checkpoint != NULL || t->restoring) && strlen(o->job) > TRAIN_CKPT_MAX_JOB)
+        return usage_error("--checkpoint and --restore take job names of at most %d bytes", TRAIN_CKPT_MAX_JOB);
+    if ((o->checkpoint != NULL || t->restoring) && t->gpu)
+        return usage_error("--checkpoint and --restore need CPU replicas (the GPU replicas' optimizer state stays "
+                           "on the devices)");
     return 0;
 }
 
@@ -760,6 +800,276 @@ static int open_trace(struct trainer *t)
     return 0;
 }
 
+/* ---- checkpoints (train_ckpt.h; docs/trainer.md, "Checkpoints") ---- */
+
+/* The input tensor's values per element, from the feeders' schema (0
+ * before the client is open or without such a tensor). */
+static uint32_t input_width(const struct trainer *t)
+{
+    const struct sl_wire_welcome *w = t->cl != NULL ? train_client_welcome(t->cl) : NULL;
+    size_t len = strlen(t->o.input);
+    for (size_t i = 0; w != NULL && i < w->ntensors; i++)
+        if (w->fields[i].name_len == len && memcmp(w->fields[i].name, t->o.input, len) == 0 && w->fields[i].rank == 1)
+            return w->fields[i].dims[0] > 0 && w->fields[i].dims[0] <= UINT32_MAX ? (uint32_t)w->fields[i].dims[0] : 0;
+    return 0;
+}
+
+/* What this run's checkpoints say they were made for, and what a restored
+ * one must match (inputs: 0, unknown before the feeders' schema). */
+static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
+{
+    const struct trainer_opts *o = &t->o;
+    memset(m, 0, sizeof *m);
+    snprintf(m->job, sizeof m->job, "%s", o->job);
+    m->worker = o->worker;
+    m->workers = o->workers;
+    m->replicas = t->replicas;
+    m->model = (uint32_t)o->model;
+    if (o->model == MODEL_NONE)
+        return;
+    m->mode = o->tower ? 1 : 0;
+    m->classes = o->classes;
+    if (o->model == MODEL_MLP) {
+        m->nhidden = (uint32_t)o->nhidden;
+        for (int h = 0; h < o->nhidden; h++)
+            m->hidden[h] = (uint32_t)o->hidden_sizes[h];
+    }
+    m->lr = (float)o->lr;
+    m->momentum = (float)o->momentum;
+    m->seed = o->seed;
+}
+
+/* With --restore and several workers, over the ring before the feeders
+ * are asked for anything: every worker's newest checkpoint step is
+ * gathered (as 16-bit parts summed in float32: exact) and all continue
+ * from the oldest of them, the newest step every worker has (a kill while
+ * the workers wrote a step's files leaves some one step ahead; --keep is at
+ * least 1, and the lockstep means the older step is the previous one they
+ * all wrote). A worker that cannot load that step says why in its log, and
+ * every worker fails naming the steps. 0 or an error. */
+static int ckpt_agree(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    size_t W = o->workers;
+    float *v = sl_calloc(4 * W, sizeof *v);
+    if (v == NULL)
+        return sl_error_set(err, SL_ENOMEM, "--restore: out of memory for %zu workers", W);
+    for (int k = 0; k < 4; k++)
+        v[4 * o->worker + (size_t)k] = (float)((t->start_step >> (16 * k)) & 0xffff);
+    int rc = train_ring_all_reduce(t->ring, v, 4 * W, TRAIN_RING_SUM, err);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    uint32_t lo_w = 0, hi_w = 0;
+    for (size_t w = 0; rc == 0 && w < W; w++) {
+        uint64_t st = 0;
+        for (int k = 0; k < 4; k++)
+            st |= (uint64_t)v[4 * w + (size_t)k] << (16 * k);
+        if (st < lo) {
+            lo = st;
+            lo_w = (uint32_t)w;
+        }
+        if (st > hi) {
+            hi = st;
+            hi_w = (uint32_t)w;
+        }
+    }
+    float bad = 0;
+    if (rc == 0 && lo != t->start_step) {
+        struct train_ckpt_meta want;
+        struct train_ckpt older;
+        struct sl_error lerr = {0};
+        char name[96], path[TRAIN_CKPT_MAX_PATH];
+        ckpt_meta_of(t, &want);
+        train_ckpt_name(name, sizeof name, lo, o->worker, o->workers);
+        snprintf(path, sizeof path, "%s/%s", o->restore, name);
+        sl_log(SL_LOG_INFO, "--restore: worker %u's newest checkpoint is step %" PRIu64 ", this worker's step %" PRIu64
+               ": every worker continues from step %" PRIu64, lo_w, lo, t->start_step, lo);
+        if (train_ckpt_read(path, &want, &older, &lerr) != 0 || older.meta.pos.step != lo) {
+            sl_log(SL_LOG_ERROR, "--restore: %s", lerr.msg[0] ? lerr.msg : "the file's step is not its name's");
+            train_ckpt_free(&older);
+            bad = 1;
+        } else {
+            train_ckpt_free(&t->ck);
+            t->ck = older;
+            t->start_step = lo;
+            sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s",
+                   lo, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path);
+        }
+    }
+    if (rc == 0)
+        rc = train_ring_all_reduce(t->ring, &bad, 1, TRAIN_RING_SUM, err);
+    sl_free(v);
+    if (rc == 0 && bad != 0)
+        rc = sl_error_set(err, SL_EINVAL, "--restore: the workers' newest checkpoints are step %" PRIu64 " (worker %u) "
+                          "and step %" PRIu64 " (worker %u), and %.0f worker(s) cannot load step %" PRIu64 " (their logs "
+                          "say why): give every worker --restore-step S with a step each of them has", lo, lo_w, hi,
+                          hi_w, (double)bad, lo);
+    return rc;
+}
+
+/* --checkpoint DIR made if absent (one level) and a directory. */
+static int ckpt_dir_ready(const char *dir, struct sl_error *err)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return sl_error_sys(err, errno, "--checkpoint: mkdir(%s)", dir);
+    if (stat(dir, &st) != 0)
+        return sl_error_sys(err, errno, "--checkpoint: stat(%s)", dir);
+    if (!S_ISDIR(st.st_mode))
+        return sl_error_set(err, SL_EINVAL, "--checkpoint %s: not a directory", dir);
+    return 0;
+}
+
+/* Find and read the checkpoint to restore: this worker's newest in
+ * --restore DIR, or --restore-step's. A damaged or mismatched file is
+ * refused naming it; the message names the previous one, to be chosen
+ * with --restore-step (never taken silently). */
+static int ckpt_load(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    uint64_t steps[2];
+    size_t n, total, other;
+    char other_name[256] = "", name[96], path[TRAIN_CKPT_MAX_PATH];
+    int rc = train_ckpt_list(o->restore, o->worker, o->workers, steps, 2, &n, &total, &other, other_name,
+                             sizeof other_name, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "--restore: ");
+    train_ckpt_name(name, sizeof name, 0, o->worker, o->workers);
+    if (n == 0 && !t->restore_step_given)
+        return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u (%s and later)%s%s%s",
+                            o->restore, o->worker, o->workers, name, other ? "; it holds checkpoints of another worker "
+                            "count, such as " : "", other_name, other ? " (--workers must be the same)" : "");
+    uint64_t step = t->restore_step_given ? o->restore_step : steps[0];
+    train_ckpt_name(name, sizeof name, step, o->worker, o->workers);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path)
+        return sl_error_set(err, SL_EINVAL, "--restore: the path %s/%s is too long", o->restore, name);
+    struct train_ckpt_meta want;
+    ckpt_meta_of(t, &want);
+    double t0 = sl_clock_s();
+    if ((rc = train_ckpt_read(path, &want, &t->ck, err)) != 0) {
+        sl_error_prefix(err, "--restore: ");
+        /* the next older one, for the message */
+        uint64_t prev = UINT64_MAX;
+        for (size_t i = 0; i < n; i++)
+            if (steps[i] < step) {
+                prev = steps[i];
+                break;
+            }
+        if (!t->restore_step_given && prev != UINT64_MAX) {
+            size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, "; the previous checkpoint of this worker is step %" PRIu64
+                     ": give --restore-step %" PRIu64 " to continue from it", prev, prev);
+        }
+        return rc;
+    }
+    if (t->ck.meta.pos.step != step) {
+        rc = sl_error_set(err, SL_ECORRUPT, "--restore: %s holds step %" PRIu64 " (the name says %" PRIu64 ")", path,
+                          t->ck.meta.pos.step, step);
+        train_ckpt_free(&t->ck);
+        return rc;
+    }
+    t->start_step = step;
+    sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s: %" PRIu64
+           " parameters, read and checked in %.1f ms", step, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path,
+           t->ck.meta.nparams, 1e3 * (sl_clock_s() - t0));
+    if (o->model != MODEL_NONE && (t->ck.meta.lr != want.lr || t->ck.meta.momentum != want.momentum))
+        sl_log(SL_LOG_WARN, "--restore: %s was made with --lr %g --momentum %g; training continues with --lr %g "
+               "--momentum %g", path, (double)t->ck.meta.lr, (double)t->ck.meta.momentum, (double)want.lr,
+               (double)want.momentum);
+    return 0;
+}
+
+/* Before the rendezvous: --checkpoint's directory ready and cleaned of this
+ * worker's temporaries (a write a kill cut short), --restore's checkpoint
+ * read and checked. A fresh run (no --restore) into a directory that
+ * already holds this worker's checkpoints is refused: its files would mix
+ * with theirs. 0, or 1 with the error logged. */
+static int prepare_checkpoints(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    size_t removed = 0;
+    const char *dirs[2] = {o->checkpoint, o->restore};
+    if (o->checkpoint != NULL && ckpt_dir_ready(o->checkpoint, &err) != 0)
+        goto fail;
+    for (int i = 0; i < 2; i++) {
+        if (dirs[i] == NULL || (i == 1 && dirs[0] != NULL && strcmp(dirs[0], dirs[1]) == 0))
+            continue;
+        if (train_ckpt_clean(dirs[i], o->worker, o->workers, &removed, &err) != 0) {
+            if (i == 0)
+                goto fail;
+            continue; /* --restore's directory: read-only is fine; the listing reports a missing one */
+        }
+        if (removed > 0)
+            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of worker %u of %u in %s (a write cut "
+                   "short)", removed, o->worker, o->workers, dirs[i]);
+    }
+    if (t->restoring && ckpt_load(t, &err) != 0)
+        goto fail;
+    if (o->checkpoint != NULL && !t->restoring) {
+        uint64_t newest;
+        size_t n, total;
+        if (train_ckpt_list(o->checkpoint, o->worker, o->workers, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
+            goto fail;
+        if (n > 0) {
+            sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of worker %u of %u (the "
+                         "newest: step %" PRIu64 "): give --restore %s to continue from it, or another directory",
+                         o->checkpoint, total, o->worker, o->workers, newest, o->checkpoint);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return 1;
+}
+
+/* After the step whose first piece is first_seq has trained: a checkpoint
+ * when one is due (every --checkpoint-every steps, and after each epoch's
+ * last step), the weights after the step and the position of the next.
+ * --trace and --metrics are flushed first, so their lines up to the
+ * checkpoint outlive a kill. 0, or 1 with the error logged. */
+static int maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_seq, uint32_t flags)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->checkpoint == NULL)
+        return 0;
+    uint64_t next = first_seq + t->replicas, steps = next / t->replicas;
+    if (!(flags & SL_WIRE_PIECE_LAST_STEP) && (o->checkpoint_every == 0 || steps % o->checkpoint_every != 0))
+        return 0;
+    struct sl_error err = {0};
+    struct train_ckpt_meta m;
+    const float *w = NULL, *v = NULL;
+    size_t np = 0;
+    ckpt_meta_of(t, &m);
+    int rc = train_input_position_at(&m.pos, next, t->replicas, epoch, &err);
+    if (rc == 0 && t->loop != NULL && (rc = train_loop_state(t->loop, &w, &v, &np, &err)) == 0) {
+        m.nparams = np;
+        m.inputs = input_width(t);
+    }
+    if (t->tf != NULL)
+        fflush(t->tf);
+    if (t->mf != NULL)
+        fflush(t->mf);
+    double t0 = sl_clock_s();
+    uint64_t bytes = 0;
+    if (rc == 0)
+        rc = train_ckpt_write(o->checkpoint, &m, w, v, &bytes, &err);
+    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, o->worker, o->workers, steps, o->keep, &err)) != 0)
+        sl_error_prefix(&err, "checkpoint: ");
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    double dt = sl_clock_s() - t0;
+    t->ckpt_s_total += dt;
+    t->ckpts++;
+    char name[96];
+    train_ckpt_name(name, sizeof name, steps, o->worker, o->workers);
+    sl_log(SL_LOG_INFO, "checkpoint: step %" PRIu64 " (epoch %" PRIu64 ") written to %s/%s, %" PRIu64 " bytes in %.1f ms",
+           steps, epoch, o->checkpoint, name, bytes, 1e3 * dt);
+    return 0;
+}
+
 /* The workers meet at worker 0's ring endpoint and check that they agree
  * before anyone trains (issue #4: cluster rendezvous); with GPU replicas,
  * worker 0's NCCL group id travels in the rendezvous' blob. */
@@ -768,10 +1078,17 @@ static int meet(struct trainer *t)
     const struct trainer_opts *o = &t->o;
     if (o->model == MODEL_NONE || o->workers < 2 || t->ring_eps.n == 0)
         return 0;
-    char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root_bind[SL_CLUSTER_MAX_ADDR];
+    char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root_bind[SL_CLUSTER_MAX_ADDR], restored[32] = "none";
+    if (t->restoring && t->restore_step_given)
+        snprintf(restored, sizeof restored, "step-%" PRIu64, t->o.restore_step);
+    else if (t->restoring)
+        snprintf(restored, sizeof restored, "newest");
+    /* the workers restore alike (all or none; the same --restore-step), or
+     * fail here with both choices in the message; which step "newest" is
+     * they settle over the ring (ckpt_agree) */
     snprintf(cfg, sizeof cfg,
-             "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
-             model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
+             "restore=%s model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
+             restored, model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
              o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu");
     const char *root = t->ring_eps.items[0];
     if (t->ring_bind[0] != '\0')
@@ -829,7 +1146,11 @@ static int start(struct trainer *t)
                                      .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL, .stop = &stop_flag};
         if (train_ring_open(&t->ring, &ro, &err) != 0)
             goto fail;
+        if (t->restoring && ckpt_agree(t, &err) != 0)
+            goto fail;
     }
+    /* the restored position, once the workers agreed on the step */
+    t->copts.resume_seq = t->restoring ? t->ck.meta.pos.seq : 0;
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
     if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
@@ -851,7 +1172,14 @@ static int start(struct trainer *t)
         lo.ring = t->ring;
         if (loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
             goto fail;
+        if (t->restoring && train_loop_set_state(t->loop, t->ck.weights, t->ck.velocity, (size_t)t->ck.meta.nparams,
+                                                 &err) != 0) {
+            sl_error_prefix(&err, "--restore: %s (made for inputs of %u values, the job's have %u): ", t->ck.path,
+                            t->ck.meta.inputs, input_width(t));
+            goto fail;
+        }
     }
+    train_ckpt_free(&t->ck); /* installed (or nothing to install: --model none) */
     if (o->metrics != NULL) {
         if (sl_output_open(&t->metrics_out, o->metrics, SL_OUTPUT_STREAM, &err) != 0) {
             sl_log(SL_LOG_ERROR, "--metrics: %s", err.msg);
@@ -868,7 +1196,7 @@ fail:
 /* A step's place, kept from its pieces (borrowed until the next receive)
  * for the metrics and logs written after it runs. */
 struct staged_step {
-    uint64_t epoch, step;
+    uint64_t epoch, step, seq; /* seq: the step's first piece's */
     uint32_t flags;
 };
 
@@ -991,7 +1319,7 @@ static int run(struct trainer *t)
     struct sl_error err = {0};
     sl_buf_init(&line, 0);
     const struct train_piece *pieces;
-    uint64_t ran = 0, last_epoch = UINT64_MAX;
+    uint64_t ran = t->start_step, last_epoch = UINT64_MAX; /* ran: steps trained, for --log-every */
     int have_prev = 0, rc;
     for (;;) {
         rc = stop_flag ? 0 : train_client_next_step(t->cl, &pieces, &err);
@@ -1016,8 +1344,13 @@ static int run(struct trainer *t)
                 }
             if (rc != 0)
                 break;
+            if (t->loop == NULL && maybe_checkpoint(t, pieces[0].epoch, pieces[0].seq, pieces[0].flags) != 0) {
+                rc = SL_EIO;
+                break;
+            }
             if (t->loop != NULL) {
-                cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step, .flags = pieces[0].flags};
+                cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step, .seq = pieces[0].seq,
+                                           .flags = pieces[0].flags};
                 if (train_loop_put(t->loop, pieces, t->replicas, &err) != 0) {
                     progress_line_clear(&bar);
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
@@ -1028,6 +1361,11 @@ static int run(struct trainer *t)
         }
         if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
             break;
+        if (t->loop != NULL && have_prev && maybe_checkpoint(t, prev.epoch, prev.seq, prev.flags) != 0) {
+            progress_line_clear(&bar);
+            rc = SL_EIO;
+            break;
+        }
         if (!got) {
             rc = SL_END;
             break;
@@ -1147,14 +1485,16 @@ static int report(struct trainer *t, int status)
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
-             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 "}}\n",
+             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
+             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
              model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", st.h2d_bytes,
-             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces);
+             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,
+             t->start_step, t->ckpts, t->ckpt_s_total);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);
@@ -1206,7 +1546,7 @@ int main(int argc, char **argv)
         status = 1;
         goto out_free_lists;
     }
-    if (meet(&t) != 0) {
+    if (prepare_checkpoints(&t) != 0 || meet(&t) != 0) {
         status = 1;
         goto out_abort_trace;
     }
@@ -1228,6 +1568,7 @@ int main(int argc, char **argv)
     train_client_close(t.cl);
 out_abort_trace:
     sl_output_abort(t.trace_out); /* what report() did not commit */
+    train_ckpt_free(&t.ck);
 out_free_lists:
     sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);

@@ -220,6 +220,11 @@ float *train_model_grads(struct train_model *m)
     return m->grads;
 }
 
+float *train_model_velocity(struct train_model *m)
+{
+    return m->velocity;
+}
+
 void train_model_zero_grads(struct train_model *m)
 {
     memset(m->grads, 0, m->nparams * sizeof(float));

@@ -38,8 +38,8 @@
  * array give bitwise the same result as one call on [0,8), and results do
  * not depend on max_rows (only the working set does).
  *
- * Thread-safe: no; one owner. Pointers from train_model_params() and
- * train_model_grads() are borrowed, valid until destroy.
+ * Thread-safe: no; one owner. Pointers from train_model_params(),
+ * train_model_grads() and train_model_velocity() are borrowed, valid until destroy.
  */
 #ifndef TRAIN_MODEL_H
 #define TRAIN_MODEL_H
@@ -86,6 +86,11 @@ size_t train_model_nparams(const struct train_model *m);
  * the model. Callers may write both (e.g. to install mirrored values). */
 float *train_model_params(struct train_model *m);
 float *train_model_grads(struct train_model *m);
+
+/* The optimizer's velocity (nparams floats, the v of the rule above),
+ * borrowed, owned by the model: with the parameters, the whole state a
+ * checkpoint keeps (train_ckpt.h). Callers may write it to restore one. */
+float *train_model_velocity(struct train_model *m);
 
 /* Set every gradient element to 0. */
 void train_model_zero_grads(struct train_model *m);

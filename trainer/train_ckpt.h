@@ -1,0 +1,124 @@
+/* train_ckpt: a trainer worker's checkpoint files (sluice-trainer
+ * --checkpoint DIR, --restore DIR; docs/trainer.md, "Checkpoints").
+ *
+ * A checkpoint is one file per worker, DIR/ckpt-SSSSSSSSSSSS.wWofN (S the
+ * steps trained over all epochs, 12 digits or more; worker W of N), holding
+ * what that worker needs to continue exactly: the model's weights and the
+ * momentum-SGD velocity, the input position (train_input_position: the
+ * first piece not trained) and what the file was made for (the job, the
+ * worker's place, the replicas, the model's shape). Every worker of a job
+ * is at the same step (the ring all-reduce keeps them in lockstep), so a
+ * step's checkpoint is the set of the N workers' files.
+ *
+ * Format, version 1, little-endian throughout:
+ *   0    8  magic "SLUICECK"
+ *   8    4  version (1)
+ *   12   4  header bytes (128)
+ *   16  40  the input position (train_input_position_encode, its own CRC)
+ *   56   4  worker        60   4  workers       64   4  replicas
+ *   68   4  model (0 none, 1 softmax, 2 mlp)    72   4  mode (0 mirrored, 1 tower)
+ *   76   4  classes       80   4  inputs        84   4  nhidden
+ *   88  16  hidden[4] (unused ones 0)
+ *   104  4  lr (float32)  108  4  momentum (float32)  112  4  seed
+ *   116  4  job name bytes J (1..256)
+ *   120  8  nparams P (0 with no model)
+ *   128  J  the job name, then zeros to a multiple of 8 bytes
+ *   ...  4P weights (float32, the model's parameter order, train_model.h)
+ *   ...  4P velocity (float32, same order)
+ *   end  4  CRC-32C of every byte before it
+ * A reader checks, before anything sizes an allocation or is believed: the
+ * magic, the version, the header size, every count's range, that P is what
+ * inputs, hidden and classes make, and that the file's size is exactly
+ * what the header says; then the CRC over the whole file; then that the
+ * file was made for this command line. A file failing any check is refused
+ * whole, with its path and what is wrong.
+ *
+ * Writes go through sl_output: an exclusive temporary ".NAME.RANDOM.tmp"
+ * in DIR, fsync, rename over the name, then fsync of DIR, so a crash leaves
+ * the previous checkpoints and at most one temporary, which
+ * train_ckpt_clean removes.
+ *
+ * Thread-safe: the functions share nothing; one caller per directory and
+ * worker.
+ */
+#ifndef TRAIN_CKPT_H
+#define TRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sl_error.h"
+#include "train_model.h"
+#include "train_strategy.h"
+
+#define TRAIN_CKPT_VERSION 1
+#define TRAIN_CKPT_HEADER_BYTES 128
+#define TRAIN_CKPT_MAX_JOB 256
+#define TRAIN_CKPT_MAX_PATH 4096
+#define TRAIN_CKPT_MAX_BYTES (UINT64_C(1) << 40) /* a file larger than this is refused unread */
+
+/* What a checkpoint was made for and where its stream stands. */
+struct train_ckpt_meta {
+    char job[TRAIN_CKPT_MAX_JOB + 1];
+    uint32_t worker, workers, replicas;
+    uint32_t model;   /* 0 none, 1 softmax, 2 mlp (sluice-trainer --model's order) */
+    uint32_t mode;    /* 0 mirrored, 1 tower */
+    uint32_t classes, inputs, nhidden, hidden[TRAIN_MODEL_MAX_HIDDEN]; /* 0 with no model */
+    float lr, momentum;
+    uint32_t seed;
+    struct train_input_position pos;
+    uint64_t nparams; /* floats of weights, and of velocity */
+};
+
+/* A checkpoint read into memory: weights and velocity point into buf. */
+struct train_ckpt {
+    struct train_ckpt_meta meta;
+    char path[TRAIN_CKPT_MAX_PATH];
+    const float *weights, *velocity; /* meta.nparams each; NULL with no model */
+    void *buf;                        /* owned */
+};
+
+/* The file name of step `steps` (steps trained) for worker w of n into
+ * out ("ckpt-000000000040.w0of2"). */
+void train_ckpt_name(char *out, size_t cap, uint64_t steps, uint32_t worker, uint32_t workers);
+
+/* Write m's checkpoint (the name from m->pos.step, m->worker, m->workers)
+ * into dir, with weights and velocity (m->nparams floats each; NULL when
+ * 0), as described at the top. *bytes (may be NULL) gets the file's size.
+ * SL_EINVAL (a meta out of range), SL_EIO naming the call and path. */
+int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const float *weights, const float *velocity,
+                     uint64_t *bytes, struct sl_error *err) SL_MUST_CHECK;
+
+/* Read and check path. With want (may be NULL) the file must have been
+ * made for want's job, worker, workers, replicas, model, mode, classes,
+ * nhidden and hidden (inputs too when want->inputs > 0). On error *out is
+ * empty and err reads "PATH: what is wrong (expected X, got Y)":
+ * SL_ECORRUPT (damaged: truncated, magic, version, sizes, CRC), SL_EINVAL
+ * (made for another command line), SL_EIO, SL_ENOMEM. */
+int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct train_ckpt *out,
+                    struct sl_error *err) SL_MUST_CHECK;
+/* Free what read allocated; an all-zero ckpt is accepted. */
+void train_ckpt_free(struct train_ckpt *ck);
+
+/* The steps of worker w of n's checkpoints in dir, newest first, into
+ * steps[0..*n) (at most cap; *total counts them all). *other (may be NULL)
+ * counts checkpoint files for another worker count (their name into
+ * other_name, when not NULL, the first found). SL_EIO: opendir(DIR): ... */
+int train_ckpt_list(const char *dir, uint32_t worker, uint32_t workers, uint64_t *steps, size_t cap, size_t *n,
+                    size_t *total, size_t *other, char *other_name, size_t other_cap,
+                    struct sl_error *err) SL_MUST_CHECK;
+
+/* Remove worker w of n's leftovers in dir: temporaries of a write a crash
+ * cut short (".ckpt-S.wWofN.RANDOM.tmp", RANDOM letters and digits). *removed (may be NULL) counts
+ * them. Only this worker's: another worker may be writing its own. */
+int train_ckpt_clean(const char *dir, uint32_t worker, uint32_t workers, size_t *removed,
+                     struct sl_error *err) SL_MUST_CHECK;
+
+/* After writing step `current`: remove worker w of n's checkpoints newer
+ * than current (a timeline abandoned by restoring an older step; each is
+ * logged as a warning), then all but the `keep` newest (keep >= 1).
+ * SL_EIO on a failed unlink. */
+int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_t current, uint32_t keep,
+                     struct sl_error *err) SL_MUST_CHECK;
+
+#endif
