@@ -21,10 +21,6 @@
 /* The furthest resume point a HELLO may ask for: no trainer can have taken
  * 2^48 pieces (at a million pieces a second, 9 years). */
 #define MAX_RESUME ((uint64_t)1 << 48)
-/* Pieces of the plan passed over per trainer per turn of the serving loop
- * while it seeks a resume point within an epoch (whole epochs are skipped
- * arithmetically), so HELLOs, heartbeats and signals are never held up. */
-#define SKIP_CHUNK 4096
 /* The most takeover connections a feeder keeps at once (each costs a plan
  * iterator): a lost feeder's share for every worker, for up to 3 lost
  * feeders at the largest shape, or more for smaller ones. */
@@ -49,7 +45,6 @@ struct trainer {
     uint64_t inflight;  /* scheduled, not yet sent */
     uint64_t sent;
     uint64_t last_seq;  /* highest seq planned + 1 (for END) */
-    uint64_t skip;      /* pieces of the plan still to pass over before the resume point */
     uint64_t epochs;
     int end_sent;
     uint64_t last_seen_ns;
