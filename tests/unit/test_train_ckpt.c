@@ -1,0 +1,398 @@
+/* train_ckpt and the strategy's input position: a checkpoint round-trips
+ * bit for bit; every flipped bit and every truncation of a real file is
+ * refused (SL_ECORRUPT naming the path) and leaves the output empty;
+ * hostile headers with a good CRC (huge parameter counts, a job name
+ * longer than the limit, sizes that disagree) are refused before anything
+ * is allocated from them; a file made for another command line is
+ * SL_EINVAL naming the field; names are parsed strictly; --keep's pruning,
+ * the removal of a timeline's newer files and of a crashed write's
+ * temporaries (only this worker's); the position's encoding. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fmt_crc32c.h"
+#include "sl_bytes.h"
+#include "sl_test.h"
+#include "train_ckpt.h"
+
+static struct train_ckpt_meta meta(uint64_t steps)
+{
+    struct train_ckpt_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.job, sizeof m.job, "job-a");
+    m.worker = 1;
+    m.workers = 2;
+    m.replicas = 3;
+    m.model = 2;
+    m.classes = 4;
+    m.inputs = 5;
+    m.nhidden = 2;
+    m.hidden[0] = 6;
+    m.hidden[1] = 7;
+    m.lr = 0.05f;
+    m.momentum = 0.9f;
+    m.seed = 11;
+    m.nparams = 5 * 6 + 6 + 6 * 7 + 7 + 7 * 4 + 4;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_input_position_at(&m.pos, steps * 3, 3, 1, &err), 0);
+    return m;
+}
+
+static float *values(size_t n, float base)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = base + (float)i * 0.25f;
+    return v;
+}
+
+static const char *fresh_dir(const char *name)
+{
+    const char *d = sl_test_path(name);
+    mkdir(d, 0777);
+    return d;
+}
+
+static char *path_of(const char *dir, uint64_t steps, uint32_t w, uint32_t n)
+{
+    static char p[4096];
+    char name[96];
+    train_ckpt_name(name, sizeof name, steps, w, n);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return p;
+}
+
+/* A written file: its bytes and size. */
+static uint8_t *write_one(const char *dir, uint64_t steps, size_t *len)
+{
+    struct train_ckpt_meta m = meta(steps);
+    float *w = values(m.nparams, 1.0f), *v = values(m.nparams, -3.0f);
+    struct sl_error err = {0};
+    uint64_t bytes = 0;
+    ck_assert_msg(train_ckpt_write(dir, &m, w, v, &bytes, &err) == 0, "%s", err.msg);
+    free(w);
+    free(v);
+    uint8_t *b = sl_test_read(path_of(dir, steps, 1, 2), len);
+    ck_assert_uint_eq(*len, bytes);
+    return b;
+}
+
+START_TEST(test_round_trip)
+{
+    const char *d = fresh_dir("rt");
+    struct train_ckpt_meta m = meta(40);
+    float *w = values(m.nparams, 1.0f), *v = values(m.nparams, -3.0f);
+    struct sl_error err = {0};
+    uint64_t bytes = 0;
+    ck_assert_int_eq(train_ckpt_write(d, &m, w, v, &bytes, &err), 0);
+    /* header 128, "job-a" padded to 8, two arrays, the CRC */
+    ck_assert_uint_eq(bytes, 128 + 8 + 8 * m.nparams + 4);
+    struct train_ckpt ck;
+    struct train_ckpt_meta want = meta(0);
+    want.inputs = 5;
+    ck_assert_msg(train_ckpt_read(path_of(d, 40, 1, 2), &want, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(ck.meta.job, "job-a");
+    ck_assert_uint_eq(ck.meta.pos.step, 40);
+    ck_assert_uint_eq(ck.meta.pos.seq, 120);
+    ck_assert_uint_eq(ck.meta.pos.epoch, 1);
+    ck_assert_uint_eq(ck.meta.nparams, m.nparams);
+    ck_assert(ck.meta.lr == 0.05f && ck.meta.momentum == 0.9f && ck.meta.seed == 11);
+    ck_assert(memcmp(ck.weights, w, m.nparams * 4) == 0);
+    ck_assert(memcmp(ck.velocity, v, m.nparams * 4) == 0);
+    ck_assert_uint_eq((uintptr_t)ck.weights % 4, 0);
+    train_ckpt_free(&ck);
+    train_ckpt_free(&ck); /* zeroed: a second free is harmless */
+    /* no temporary left beside it */
+    DIR *dir = opendir(d);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(dir)) != NULL)
+        files += e->d_name[0] != '.' || strstr(e->d_name, ".tmp") != NULL;
+    closedir(dir);
+    ck_assert_int_eq(files, 1);
+    /* --model none: no arrays */
+    struct train_ckpt_meta n = meta(41);
+    n.model = 0;
+    n.nhidden = 0;
+    n.hidden[0] = n.hidden[1] = 0;
+    n.nparams = 0;
+    ck_assert_msg(train_ckpt_write(d, &n, NULL, NULL, &bytes, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(bytes, 128 + 8 + 4);
+    ck_assert_int_eq(train_ckpt_read(path_of(d, 41, 1, 2), NULL, &ck, &err), 0);
+    ck_assert_ptr_null(ck.weights);
+    train_ckpt_free(&ck);
+    free(w);
+    free(v);
+}
+END_TEST
+
+START_TEST(test_every_flip_and_truncation)
+{
+    const char *d = fresh_dir("flip");
+    size_t len;
+    uint8_t *good = write_one(d, 9, &len);
+    const char *p = sl_test_path("flip/damaged");
+    struct sl_error err = {0};
+    struct train_ckpt ck;
+    for (size_t off = 0; off < len; off++)
+        for (int bit = 0; bit < 8; bit += 7) {
+            good[off] ^= (uint8_t)(1u << bit);
+            sl_test_write("flip/damaged", good, len);
+            int rc = train_ckpt_read(p, NULL, &ck, &err);
+            ck_assert_msg(rc == SL_ECORRUPT, "byte %zu bit %d: rc %d %s", off, bit, rc, err.msg);
+            ck_assert_msg(strstr(err.msg, p) != NULL, "%s", err.msg);
+            ck_assert_ptr_null(ck.buf);
+            good[off] ^= (uint8_t)(1u << bit);
+        }
+    for (size_t cut = 0; cut < len; cut += cut < 200 ? 1 : 97) {
+        sl_test_write("flip/damaged", good, cut);
+        int rc = train_ckpt_read(p, NULL, &ck, &err);
+        ck_assert_msg(rc == SL_ECORRUPT && strstr(err.msg, "truncated") != NULL, "cut %zu: %s", cut, err.msg);
+    }
+    free(good);
+}
+END_TEST
+
+/* A file whose header says what `edit` wrote, with a good CRC. */
+static int read_edited(const char *name, void (*edit)(uint8_t *h), size_t extra, struct sl_error *err)
+{
+    const char *d = fresh_dir("hostile");
+    size_t len;
+    uint8_t *b = write_one(d, 5, &len);
+    b = realloc(b, len + extra);
+    memset(b + len, 0, extra);
+    len += extra;
+    edit(b);
+    sl_store_le32(b + len - 4, fmt_crc32c(b, len - 4));
+    sl_test_write(name, b, len);
+    free(b);
+    struct train_ckpt ck;
+    int rc = train_ckpt_read(sl_test_path(name), NULL, &ck, err);
+    ck_assert_ptr_null(ck.buf);
+    return rc;
+}
+
+static void huge_nparams(uint8_t *h) { sl_store_le64(h + 120, UINT64_MAX / 2); }
+static void nparams_plus_one(uint8_t *h) { sl_store_le64(h + 120, sl_load_le64(h + 120) + 1); }
+static void long_job(uint8_t *h) { sl_store_le32(h + 116, 257); }
+static void zero_job(uint8_t *h) { sl_store_le32(h + 116, 0); }
+static void header_size(uint8_t *h) { sl_store_le32(h + 12, 64); }
+static void wide_hidden(uint8_t *h) { sl_store_le32(h + 88, 1u << 30); }
+static void five_hidden(uint8_t *h) { sl_store_le32(h + 84, 5); }
+static void worker_past(uint8_t *h) { sl_store_le32(h + 56, 2); }
+static void model_9(uint8_t *h) { sl_store_le32(h + 68, 9); }
+static void pad_byte(uint8_t *h) { h[128 + 6] = 'x'; }
+static void nul_job(uint8_t *h) { h[128 + 2] = 0; }
+static void replicas_differ(uint8_t *h) { sl_store_le32(h + 64, 4); }
+
+START_TEST(test_hostile_headers)
+{
+    struct sl_error err = {0};
+    struct { void (*edit)(uint8_t *); size_t extra; const char *text; } cases[] = {
+        {huge_nparams, 0, "damaged header"},
+        {nparams_plus_one, 0, "truncated"},
+        {nparams_plus_one, 8, "make"},
+        {long_job, 0, "damaged header"},
+        {zero_job, 0, "damaged header"},
+        {header_size, 0, "damaged header"},
+        {wide_hidden, 0, "make"},
+        {five_hidden, 0, "nhidden 5"},
+        {worker_past, 0, "worker 2 of 2"},
+        {model_9, 0, "model 9"},
+        {pad_byte, 0, "padding"},
+        {nul_job, 0, "a NUL in the job name"},
+        {replicas_differ, 0, "replicas 4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = read_edited("hostile/edited", cases[i].edit, cases[i].extra, &err);
+        ck_assert_msg(rc == SL_ECORRUPT && strstr(err.msg, cases[i].text) != NULL, "case %zu: rc %d %s", i, rc,
+                      err.msg);
+        ck_assert_msg(strstr(err.msg, "hostile/edited") != NULL, "%s", err.msg);
+    }
+    /* not a regular file, absent */
+    struct train_ckpt ck;
+    ck_assert_int_eq(train_ckpt_read(sl_test_dir(), NULL, &ck, &err), SL_ECORRUPT);
+    ck_assert_int_eq(train_ckpt_read(sl_test_path("nothing-here"), NULL, &ck, &err), SL_EIO);
+    ck_assert(strstr(err.msg, "No such file") != NULL);
+}
+END_TEST
+
+START_TEST(test_mismatch)
+{
+    const char *d = fresh_dir("mm");
+    size_t len;
+    free(write_one(d, 3, &len));
+    const char *p = path_of(d, 3, 1, 2);
+    struct sl_error err = {0};
+    struct train_ckpt ck;
+    struct { const char *text; int field; uint32_t value; } cases[] = {
+        {"made for job 'job-a', not 'job-b'", 0, 0},
+        {"made for worker 1 of 2, not worker 0 of 2", 1, 0},
+        {"made with 3 replicas, the command line has 2", 2, 2},
+        {"made with --model mlp, the command line has --model softmax", 3, 1},
+        {"made with --mode mirrored, the command line has --mode tower", 4, 1},
+        {"made with --classes 4, the command line has --classes 5", 5, 5},
+        {"made with hidden sizes '6,7', the command line has '6,8'", 6, 8},
+        {"made for inputs of 5 values, the job's have 9", 7, 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct train_ckpt_meta w = meta(0);
+        switch (cases[i].field) {
+        case 0: snprintf(w.job, sizeof w.job, "job-b"); break;
+        case 1: w.worker = 0; break;
+        case 2: w.replicas = cases[i].value; break;
+        case 3: w.model = cases[i].value; break;
+        case 4: w.mode = cases[i].value; break;
+        case 5: w.classes = cases[i].value; break;
+        case 6: w.hidden[1] = cases[i].value; break;
+        default: w.inputs = cases[i].value; break;
+        }
+        int rc = train_ckpt_read(p, &w, &ck, &err);
+        ck_assert_msg(rc == SL_EINVAL && strstr(err.msg, cases[i].text) != NULL && strstr(err.msg, p) != NULL,
+                      "case %zu: %d %s", i, rc, err.msg);
+        ck_assert_ptr_null(ck.buf);
+    }
+}
+END_TEST
+
+static void touch(const char *dir, const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+START_TEST(test_list_prune_clean)
+{
+    const char *d = fresh_dir("dir");
+    struct sl_error err = {0};
+    uint64_t st[8];
+    size_t n, total, other;
+    char other_name[64] = "";
+    for (uint64_t s = 10; s <= 60; s += 10)
+        touch(d, path_of(d, s, 0, 2) + strlen(d) + 1);
+    /* not checkpoints: other spellings, other workers, temporaries */
+    const char *noise[] = {"ckpt-10.w0of2", "ckpt-0000000000070.w0of2", "ckpt-000000000080.w0of2x",
+                           "ckpt-+00000000090.w0of2", "ckpt-000000000100.w00of2", "xckpt-000000000110.w0of2",
+                           "ckpt-000000000120.w1of2", "ckpt-000000000130.w0of3",
+                           ".ckpt-000000000140.w0of2.abcDEF123456.tmp", ".ckpt-000000000150.w1of2.abcDEF123456.tmp",
+                           ".ckpt-000000000160.w0of2..tmp", ".ckpt-000000000170.w0of2.ab-cd.tmp", ".other.tmp"};
+    for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++)
+        touch(d, noise[i]);
+    ck_assert_int_eq(train_ckpt_list(d, 0, 2, st, 2, &n, &total, &other, other_name, sizeof other_name, &err), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(total, 6);
+    ck_assert_uint_eq(st[0], 60);
+    ck_assert_uint_eq(st[1], 50);
+    ck_assert_uint_eq(other, 2); /* w1of2 and w0of3 */
+    ck_assert(strncmp(other_name, "ckpt-0000000001", 15) == 0);
+    ck_assert_int_eq(train_ckpt_list(d, 0, 2, st, 8, &n, &total, NULL, NULL, 0, &err), 0);
+    ck_assert_uint_eq(n, 6);
+    ck_assert_uint_eq(st[5], 10);
+    size_t removed = 0;
+    ck_assert_int_eq(train_ckpt_clean(d, 0, 2, &removed, &err), 0);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(!exists(d, ".ckpt-000000000140.w0of2.abcDEF123456.tmp"));
+    ck_assert(exists(d, ".ckpt-000000000150.w1of2.abcDEF123456.tmp")); /* another worker's */
+    ck_assert(exists(d, ".ckpt-000000000160.w0of2..tmp") && exists(d, ".ckpt-000000000170.w0of2.ab-cd.tmp"));
+    /* a write at step 40 after restoring an older step: 50 and 60 go, then the 2 newest stay */
+    ck_assert_int_eq(train_ckpt_prune(d, 0, 2, 40, 2, &err), 0);
+    ck_assert_int_eq(train_ckpt_list(d, 0, 2, st, 8, &n, &total, NULL, NULL, 0, &err), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(st[0], 40);
+    ck_assert_uint_eq(st[1], 30);
+    for (size_t i = 0; i < 8; i++) /* no noise removed */
+        ck_assert_msg(exists(d, noise[i]), "%s", noise[i]);
+    ck_assert_int_eq(train_ckpt_prune(d, 0, 2, 40, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(train_ckpt_list(sl_test_path("no-dir"), 0, 2, st, 8, &n, &total, NULL, NULL, 0, &err), SL_EIO);
+    ck_assert(strstr(err.msg, "opendir(") != NULL);
+}
+END_TEST
+
+START_TEST(test_write_errors)
+{
+    struct sl_error err = {0};
+    struct train_ckpt_meta m = meta(2);
+    float w[1] = {0};
+    m.nparams = 7; /* not what the shape makes */
+    ck_assert_int_eq(train_ckpt_write(sl_test_dir(), &m, w, w, NULL, &err), SL_EINVAL);
+    m = meta(2);
+    ck_assert_int_eq(train_ckpt_write(sl_test_dir(), &m, NULL, NULL, NULL, &err), SL_EINVAL);
+    m.job[0] = '\0';
+    ck_assert_int_eq(train_ckpt_write(sl_test_dir(), &m, w, w, NULL, &err), SL_EINVAL);
+    m = meta(2);
+    float *a = values(m.nparams, 0);
+    ck_assert_int_eq(train_ckpt_write(sl_test_path("no-such-dir"), &m, a, a, NULL, &err), SL_EIO);
+    ck_assert(strstr(err.msg, "no-such-dir") != NULL);
+    free(a);
+}
+END_TEST
+
+START_TEST(test_position)
+{
+    struct sl_error err = {0};
+    struct train_input_position p, q;
+    ck_assert_int_eq(train_input_position_at(&p, 12, 4, 2, &err), 0);
+    ck_assert_uint_eq(p.step, 3);
+    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
+    train_input_position_encode(&p, b);
+    ck_assert_int_eq(train_input_position_decode(&q, b, sizeof b, &err), 0);
+    ck_assert(p.epoch == 2 && q.epoch == 2 && q.step == 3 && q.seq == 12 && q.replicas == 4);
+    const struct train_input_position good = q;
+    ck_assert_int_eq(train_input_position_at(&p, 13, 4, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(train_input_position_at(&p, 0, 0, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(train_input_position_at(&p, 0, 1025, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(train_input_position_at(&p, (UINT64_C(1) << 48) + 1, 1, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(train_input_position_at(&p, UINT64_C(1) << 48, 1, 0, &err), 0);
+    ck_assert_int_eq(train_input_position_decode(&q, b, sizeof b - 1, &err), SL_ECORRUPT);
+    ck_assert_int_eq(train_input_position_decode(&q, b, 0, &err), SL_ECORRUPT);
+    for (size_t i = 0; i < sizeof b * 8; i++) {
+        b[i / 8] ^= (uint8_t)(1u << (i % 8));
+        ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT, "bit %zu", i);
+        b[i / 8] ^= (uint8_t)(1u << (i % 8));
+    }
+    /* a good CRC over bad values */
+    struct { uint64_t step, seq; uint32_t replicas; const char *text; } bad[] = {
+        {3, 13, 4, "is not step"}, {4, 12, 4, "is not step"}, {0, 0, 0, "replicas 0"},
+        {1, 2000, 2000, "replicas 2000"}, {(UINT64_C(1) << 48) + 1, (UINT64_C(1) << 48) + 1, 1, "above 2^48"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sl_store_le64(b + 16, bad[i].step);
+        sl_store_le64(b + 24, bad[i].seq);
+        sl_store_le32(b + 32, bad[i].replicas);
+        sl_store_le32(b + 36, fmt_crc32c(b, 36));
+        ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT &&
+                      strstr(err.msg, bad[i].text) != NULL, "case %zu: %s", i, err.msg);
+        ck_assert(q.epoch == good.epoch && q.step == good.step && q.seq == good.seq &&
+                  q.replicas == good.replicas); /* unchanged on error */
+    }
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("train_ckpt");
+    TCase *tc = tcase_create("ckpt");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_every_flip_and_truncation);
+    tcase_add_test(tc, test_hostile_headers);
+    tcase_add_test(tc, test_mismatch);
+    tcase_add_test(tc, test_list_prune_clean);
+    tcase_add_test(tc, test_write_errors);
+    tcase_add_test(tc, test_position);
+    suite_add_tcase(s, tc);
+    return s;
+}
