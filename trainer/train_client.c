@@ -83,6 +83,10 @@ struct feeder {
     uint64_t refused_by; /* feeders that refused to take the share over (bit k) */
     int stopped;         /* it sent ERROR "stopped": a loss, like a close */
     int awaiting_first;  /* rejoined or taken over: its first piece since is logged */
+    /* taken over: a probe of the share's own feeder (a HELLO for the share
+     * with no credits), which takes the share back once it answers WELCOME */
+    void *probe;
+    uint64_t probe_ns;   /* probe: when it was sent; else when the next goes (0: not due) */
     void *sock;
     void *mon;           /* PAIR reading sock's monitor: connection closed */
     uint64_t closed_ns;  /* when the monitor said so (0: not) */
@@ -583,7 +587,20 @@ static void read_monitor(struct feeder *f)
     }
 }
 
-static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
+static void close_probe(struct feeder *f, uint64_t next_ns)
+{
+    if (f->probe != NULL)
+        zmq_close(f->probe); /* linger 0: nothing of it is owed */
+    f->probe = NULL;
+    f->probe_ns = next_ns;
+}
+
+/* Share j's connection is over: lost (back = 0), or handed back to its own
+ * feeder, which answered a probe (back = 1). Its pieces not handed out are
+ * let go, to come again on a new connection from the first one missing:
+ * the share's own feeder's, and after takeover_ms (at once when the one
+ * lost had itself taken the share over) a survivor's. */
+static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     uint64_t nf = c->o.nfeeders, next = train_reorder_next(c->reorder);
@@ -614,6 +631,13 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
         s->map = NULL;
     }
     detach_shm(f);
+    close_probe(f, 0);
+    if (back && f->sock != NULL && sl_wire_encode_bye(&c->buf) == 0) {
+        /* the survivor lets the share go at once */
+        int linger = 100;
+        zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
+        (void)send_buf(f->sock, &c->buf);
+    }
     close_socket(f);
     f->rejoining = 1;
     f->welcomed = 0;
@@ -630,15 +654,21 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
     f->awaiting_first = 1;
     f->refused[0] = '\0';
     f->refused_by = 0;
-    sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
+    if (!back)
+        sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
     uint32_t was = f->host;
     /* the share's own feeder first (it may be back at its address); a
      * survivor takes the share after takeover_ms, or at once when the one
      * lost was itself a survivor that had taken it */
     f->host = (uint32_t)j;
     f->addr = c->o.feeders[j];
-    f->takeover_ns = c->o.takeover_ms <= 0 ? 0 : was != j ? f->lost_ns : f->lost_ns + (uint64_t)c->o.takeover_ms * 1000000u;
-    if (was != j)
+    f->takeover_ns = c->o.takeover_ms <= 0             ? 0
+                     : was != j && !back ? f->lost_ns
+                                         : f->lost_ns + (uint64_t)c->o.takeover_ms * 1000000u;
+    if (back)
+        sl_log(SL_LOG_INFO, "feeder %s is back: it takes its share back from feeder %s at piece %" PRIu64, f->addr,
+               c->o.feeders[was], resume);
+    else if (was != j)
         sl_log(SL_LOG_WARN, "feeder %s, which had taken over feeder %zu's share: %s; another feeder takes it, from "
                "piece %" PRIu64, c->o.feeders[was], j, f->lost, resume);
     else if (c->o.takeover_ms > 0)
@@ -648,6 +678,73 @@ static int start_rejoin(struct train_client *c, size_t j, struct sl_error *err)
         sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
                f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
     return rejoin_connect(c, j, err);
+}
+
+
+/* Shares served by a survivor: every max(1 s, takeover_ms) their own
+ * feeder is asked, on a probe connection, with a HELLO for the share and no
+ * credits (so it sends nothing); a WELCOME from it (the right feeder, index
+ * and count) means it is back and serving: the share goes back to it, from
+ * the first piece not handed out, as in a rejoin (its new connection, of
+ * the same incarnation, replaces the probe's at once). A STATUS (still
+ * scanning), a REFUSE or silence for the heartbeat timeout: asked again
+ * later. The survivor serves on meanwhile. */
+static int probes(struct train_client *c, uint64_t now, struct sl_error *err)
+{
+    uint64_t every = (uint64_t)(c->o.takeover_ms > 1000 ? c->o.takeover_ms : 1000) * 1000000u;
+    for (size_t j = 0; j < c->o.nfeeders; j++) {
+        struct feeder *f = &c->f[j];
+        if (f->host == j || f->rejoining || !f->welcomed || f->ended || c->o.takeover_ms <= 0) {
+            close_probe(f, 0);
+            continue;
+        }
+        if (f->probe == NULL) {
+            if (f->probe_ns == 0) {
+                f->probe_ns = now + every;
+            } else if (now >= f->probe_ns) {
+                int zero = 0;
+                int64_t maxmsg = SL_WIRE_MAX_HEADER;
+                f->probe = zmq_socket(c->ctx, ZMQ_DEALER);
+                if (f->probe == NULL)
+                    return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+                zmq_setsockopt(f->probe, ZMQ_LINGER, &zero, sizeof zero);
+                zmq_setsockopt(f->probe, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+                struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
+                                          .credits = 0, .flags = SL_WIRE_HELLO_STATUS,
+                                          .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
+                                          .resume_seq = first_of_share(c, train_reorder_next(c->reorder), j),
+                                          .incarnation = c->o.incarnation, .share = (uint32_t)j, .job = c->o.job,
+                                          .job_len = strlen(c->o.job)};
+                if (zmq_connect(f->probe, c->o.feeders[j]) != 0 || sl_wire_encode_hello(&h, &c->buf) != 0 ||
+                    send_buf(f->probe, &c->buf) != 0)
+                    close_probe(f, now + every);
+                else
+                    f->probe_ns = now;
+            }
+            continue;
+        }
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, f->probe, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            if (now - f->probe_ns > (uint64_t)c->o.timeout_ms * 1000000u)
+                close_probe(f, now + every);
+            continue;
+        }
+        struct sl_error derr = {0};
+        int back = !zmq_msg_more(&m) &&
+                   sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) == 0 &&
+                   c->msg.type == SL_WIRE_WELCOME && c->msg.welcome.feeder == j &&
+                   c->msg.welcome.feeders == c->o.nfeeders;
+        zmq_msg_close(&m);
+        close_probe(f, back ? 0 : now + every);
+        if (back) {
+            int rc = start_rejoin(c, j, 1, err);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
 }
 
 /* Feeder k is alive: a connection to it is up (welcomed, not lost). */
@@ -820,8 +917,9 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     if (stopped(c, "waiting for the feeders", err) != 0)
         return SL_ECLOSED;
     give_credits(c, 1);
-    zmq_pollitem_t items[64];
-    size_t idx[64], n = 0;
+    /* every share: its socket and its monitor */
+    zmq_pollitem_t items[2 * TRAIN_CLIENT_MAX_FEEDERS];
+    size_t idx[2 * TRAIN_CLIENT_MAX_FEEDERS], n = 0;
     uint64_t now = sl_clock_ns();
     /* A feeder is silent only while we listen: after a long pause of our
      * own (the caller busy, the process stopped or swapped out) its
@@ -929,10 +1027,13 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         }
         if (c->o.reconnect_ms <= 0 && c->o.takeover_ms <= 0)
             return feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
-        int rc = start_rejoin(c, j, err);
+        int rc = start_rejoin(c, j, 0, err);
         if (rc != 0)
             return rc;
     }
+    int rc = probes(c, now, err);
+    if (rc != 0)
+        return rc;
     heartbeats(c);
     c->listened_ns = sl_clock_ns();
     return 0;
@@ -1002,8 +1103,8 @@ static int handshake(struct train_client *c, struct sl_error *err)
         if (stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
             return SL_ECLOSED;
         uint64_t now = sl_clock_ns();
-        zmq_pollitem_t items[64];
-        size_t idx[64], n = 0;
+        zmq_pollitem_t items[TRAIN_CLIENT_MAX_FEEDERS];
+        size_t idx[TRAIN_CLIENT_MAX_FEEDERS], n = 0;
         int timeout_ms = 100;
         for (size_t j = 0; j < c->o.nfeeders; j++) {
             struct feeder *f = &c->f[j];
@@ -1067,8 +1168,9 @@ static int handshake(struct train_client *c, struct sl_error *err)
 int train_client_open(struct train_client **out, const struct train_client_opts *opts, struct sl_error *err)
 {
     *out = NULL;
-    if (opts->nfeeders == 0 || opts->nfeeders > 64)
-        return sl_error_set(err, SL_EINVAL, "between 1 and 64 feeders, not %zu", opts->nfeeders);
+    if (opts->nfeeders == 0 || opts->nfeeders > TRAIN_CLIENT_MAX_FEEDERS)
+        return sl_error_set(err, SL_EINVAL, "between 1 and %d feeders, not %zu", TRAIN_CLIENT_MAX_FEEDERS,
+                            opts->nfeeders);
     if (opts->replicas == 0 || opts->workers == 0 || opts->worker >= opts->workers)
         return sl_error_set(err, SL_EINVAL, "worker %u of %u with %u replicas is not a valid place", opts->worker,
                             opts->workers, opts->replicas);
@@ -1172,6 +1274,7 @@ void train_client_close(struct train_client *c)
             zmq_setsockopt(c->f[j].sock, ZMQ_LINGER, &linger, sizeof linger); /* let BYE out */
         }
         close_socket(&c->f[j]);
+        close_probe(&c->f[j], 0);
         zmq_msg_close(&c->f[j].welcome_frame);
     }
     if (c->ctx != NULL)

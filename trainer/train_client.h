@@ -39,6 +39,10 @@
 
 struct sl_metrics;
 
+/* The most feeders a trainer connects to (the takeover's refusals are a
+ * 64-bit set). */
+#define TRAIN_CLIENT_MAX_FEEDERS 64
+
 /* The default wait for a feeder's answer (sluice-trainer --connect-timeout). */
 #define TRAIN_CLIENT_CONNECT_TIMEOUT_MS 60000
 

@@ -126,10 +126,12 @@ def job_for(files, name, epochs):
                          shuffle={"buffer": 64, "seed": 11, "reshuffle_each_epoch": True})
 
 
-def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False):
+def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False, back=False):
     """F feeders, W x R trainers, `kills` feeders killed at random moments
     (with `during`, the second one is the survivor just asked to take the
-    first one's share). The traces must equal the undisturbed run's."""
+    first one's share; with `back`, each killed feeder is started again at
+    its address a random moment later, and takes its share back). The
+    traces must equal the undisturbed run's."""
     harness.case()
     tag = "run%d" % run
     job_path, job = job_for(files, "tk%dx%d" % (W, R), EPOCHS)
@@ -157,6 +159,11 @@ def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False)
             fail("%s: feeder %d had ended before it could be killed (the job is too short)" % (tag, j))
         feeders[j].send_signal(sig)
         killed.append(j)
+    again = []
+    for j in killed if back else ():
+        time.sleep(rnd.uniform(0.1, 1.5))
+        feeders[j].wait()
+        again.append(restart_feeder(tag, job_path, F, j, eps, extra=("--idle-exit", "5")))
     for w, (p, _) in enumerate(trainers):
         code = bed.wait(p, 120, "%s trainer %d" % (tag, w))
         if code != 0:
@@ -170,11 +177,16 @@ def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False)
         code = bed.wait(p, 30, "%s feeder %d" % (tag, j))
         if j not in killed and code != 0:
             fail("%s: surviving feeder %d exited %d" % (tag, j, code))
-    ok("run %d: F=%d, %dx%d, feeder%s %s %s%s: traces equal the undisturbed run's (%d pieces per worker, %d "
-       "takeovers by the last worker)" % (run, F, W, R, "s" if kills > 1 else "", killed,
-                                          "SIGTERM'd" if sig == signal.SIGTERM else "killed",
-                                          ", the second while taking the share" if during else "",
-                                          len(ref[0]), takeovers))
+    for j, p in zip(killed, again):
+        code = bed.wait(p, 30, "%s feeder %d started again" % (tag, j))
+        if code not in (0, 3):  # 3: back after every trainer had finished (idle)
+            fail("%s: feeder %d started again exited %d" % (tag, j, code))
+    handed = bed.read_log(tag, "trainer0").count("takes its share back")
+    ok("run %d: F=%d, %dx%d, feeder%s %s %s%s%s: traces equal the undisturbed run's (%d pieces per worker, %d "
+       "takeovers by the last worker, %d shares handed back to worker 0)"
+       % (run, F, W, R, "s" if kills > 1 else "", killed, "SIGTERM'd" if sig == signal.SIGTERM else "killed",
+          ", the second while taking the share" if during else "", ", then started again" if back else "",
+          len(ref[0]), takeovers, handed))
 
 
 def refusing_survivor(files):
@@ -202,8 +214,9 @@ def refusing_survivor(files):
 
 def comes_back(files):
     """Feeder 1 killed; its share is taken over; it then comes back at its
-    address: it stays out (the share stays with the survivor for the job)
-    and, with --idle-exit, ends with status 3 having served nothing."""
+    address: the trainer's probe finds it and hands the share back to it
+    (the survivor lets it go), the trace stays exact, and the returned
+    feeder serves its share to the end and exits 0."""
     harness.case()
     tag = "back"
     job_path, job = job_for(files, "tk1x2", EPOCHS)
@@ -214,16 +227,27 @@ def comes_back(files):
     time.sleep(0.6)
     feeders[1].kill()
     bed.wait_for_log(tag, "trainer0", "took over", trainers[0][0], "back: the share was not taken over")
-    again = restart_feeder(tag, job_path, 2, 1, eps, extra=("--idle-exit", "2"))
+    again = restart_feeder(tag, job_path, 2, 1, eps, extra=("--idle-exit", "60"))
     if bed.wait(trainers[0][0], 120, tag + " trainer") != 0:
         fail("back: the trainer failed:\n%s" % bed.read_log(tag, "trainer0")[-3000:])
-    compare(tag, [trainers[0][1]], ref)
+    summary = compare(tag, [trainers[0][1]], ref)
+    log = bed.read_log(tag, "trainer0")
+    m = re.search(r"feeder %s is back: it takes its share back from feeder %s at piece (\d+)" % (
+        re.escape(eps[1]), re.escape(eps[0])), log)
+    if m is None or summary["feeder_takeovers"] != 1:
+        fail("back: the trainer should hand the share back to the returned feeder:\n%s" % log[-3000:])
     code = bed.wait(again, 30, "back: the returned feeder")
-    if code != 3 or "worker 0 connected" in bed.read_log(tag, "feeder1-again"):
-        fail("back: the returned feeder should stay out and exit 3 when idle: exit %d\n%s"
-             % (code, bed.read_log(tag, "feeder1-again")[-2000:]))
+    flog = bed.read_log(tag, "feeder1-again")
+    if code != 0 or "worker 0: end of data" not in flog:
+        fail("back: the returned feeder should serve its share to the end and exit 0: exit %d\n%s"
+             % (code, flog[-2000:]))
+    if "worker 0 (feeder 1's share, taken over) said goodbye" not in bed.read_log(tag, "feeder0"):
+        fail("back: the survivor should have been told to let the share go (BYE)")
+    if bed.wait(feeders[0], 30, "back: feeder 0") != 0:
+        fail("back: feeder 0 failed")
     stop_rest(feeders)
-    ok("a feeder back after its share was taken over stays out (idle exit 3); trace exact")
+    ok("a feeder back after its share was taken over gets it back at piece %s (the survivor told BYE); trace "
+       "exact, the returned feeder serves to the end" % m.group(1))
 
 
 def back_in_time(files):
@@ -356,7 +380,7 @@ def main():
         F, W, R, kills = shapes[run % len(shapes)]
         during = kills == 2 and run % 2 == 0
         sig = signal.SIGTERM if run % 4 == 3 else signal.SIGKILL
-        run_kills(files, rnd, run, F, W, R, kills, sig=sig, during=during)
+        run_kills(files, rnd, run, F, W, R, kills, sig=sig, during=during, back=run % 3 == 1)
     bed.finish()
 
 
