@@ -636,6 +636,7 @@ struct trainer {
     uint64_t start_step;                        /* steps trained before this run (restored) */
     double ckpt_s_total;                        /* time spent writing checkpoints */
     uint64_t ckpts;                             /* checkpoints written */
+    uint64_t ckpt_last;                         /* the step of the last one */
 };
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
@@ -1025,16 +1026,18 @@ fail:
 
 /* After the step whose first piece is first_seq has trained: a checkpoint
  * when one is due (every --checkpoint-every steps, and after each epoch's
- * last step), the weights after the step and the position of the next.
+ * last step; `force`: now, unless this step's is written already: a stop
+ * signal), the weights after the step and the position of the next.
  * --trace and --metrics are flushed first, so their lines up to the
  * checkpoint outlive a kill. 0, or 1 with the error logged. */
-static int maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_seq, uint32_t flags)
+static int maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_seq, uint32_t flags, int force)
 {
     const struct trainer_opts *o = &t->o;
     if (o->checkpoint == NULL)
         return 0;
     uint64_t next = first_seq + t->replicas, steps = next / t->replicas;
-    if (!(flags & SL_WIRE_PIECE_LAST_STEP) && (o->checkpoint_every == 0 || steps % o->checkpoint_every != 0))
+    if (force ? t->ckpts > 0 && t->ckpt_last == steps
+              : !(flags & SL_WIRE_PIECE_LAST_STEP) && (o->checkpoint_every == 0 || steps % o->checkpoint_every != 0))
         return 0;
     struct sl_error err = {0};
     struct train_ckpt_meta m;
@@ -1063,6 +1066,7 @@ static int maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_se
     double dt = sl_clock_s() - t0;
     t->ckpt_s_total += dt;
     t->ckpts++;
+    t->ckpt_last = steps;
     char name[96];
     train_ckpt_name(name, sizeof name, steps, o->worker, o->workers);
     sl_log(SL_LOG_INFO, "checkpoint: step %" PRIu64 " (epoch %" PRIu64 ") written to %s/%s, %" PRIu64 " bytes in %.1f ms",
@@ -1320,7 +1324,8 @@ static int run(struct trainer *t)
     sl_buf_init(&line, 0);
     const struct train_piece *pieces;
     uint64_t ran = t->start_step, last_epoch = UINT64_MAX; /* ran: steps trained, for --log-every */
-    int have_prev = 0, rc;
+    struct staged_step last = {0}; /* the last step trained (traced, without a model) */
+    int have_prev = 0, have_last = 0, rc;
     for (;;) {
         rc = stop_flag ? 0 : train_client_next_step(t->cl, &pieces, &err);
         if (stop_flag || (rc != 0 && rc != SL_END))
@@ -1344,9 +1349,13 @@ static int run(struct trainer *t)
                 }
             if (rc != 0)
                 break;
-            if (t->loop == NULL && maybe_checkpoint(t, pieces[0].epoch, pieces[0].seq, pieces[0].flags) != 0) {
-                rc = SL_EIO;
-                break;
+            if (t->loop == NULL) {
+                last = (struct staged_step){.epoch = pieces[0].epoch, .seq = pieces[0].seq, .flags = pieces[0].flags};
+                have_last = 1;
+                if (maybe_checkpoint(t, last.epoch, last.seq, last.flags, 0) != 0) {
+                    rc = SL_EIO;
+                    break;
+                }
             }
             if (t->loop != NULL) {
                 cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step, .seq = pieces[0].seq,
@@ -1361,7 +1370,11 @@ static int run(struct trainer *t)
         }
         if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
             break;
-        if (t->loop != NULL && have_prev && maybe_checkpoint(t, prev.epoch, prev.seq, prev.flags) != 0) {
+        if (t->loop != NULL && have_prev) {
+            last = prev;
+            have_last = 1;
+        }
+        if (t->loop != NULL && have_prev && maybe_checkpoint(t, prev.epoch, prev.seq, prev.flags, 0) != 0) {
             progress_line_clear(&bar);
             rc = SL_EIO;
             break;
@@ -1379,6 +1392,10 @@ static int run(struct trainer *t)
         struct train_counters m;
         train_metrics_read(t->m, &m);
         sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", m.steps);
+        /* preempted: the last step trained is not lost (a step cut short by
+         * the signal, e.g. in its all-reduce, was not trained) */
+        if (have_last && maybe_checkpoint(t, last.epoch, last.seq, last.flags, 1) != 0)
+            sl_log(SL_LOG_ERROR, "the checkpoint at the stop could not be written");
         return 1;
     }
     if (rc != SL_END) {

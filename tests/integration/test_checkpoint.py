@@ -20,8 +20,10 @@ wrong, and the previous step is named for --restore-step; --keep,
 --checkpoint-every 0 / huge / negative / repeated, --restore on an empty
 or missing directory, a fresh run into a directory that holds checkpoints,
 workers whose newest steps differ (they continue from the older one, or
-fail naming both), and a SIGKILL during a checkpoint's write (the
-temporary is ignored and removed, the restore exact).
+fail naming both), a SIGKILL during a checkpoint's write (the temporary is
+ignored and removed, the restore exact), and SIGTERM (a preemption): each
+worker writes a checkpoint of the last step it trained before it exits,
+and the restore ends with the same weights.
 
 Usage: test_checkpoint.py BUILD_DIR     (prints "N passed, 0 failed")
 """
@@ -175,6 +177,46 @@ def kill_and_restore(W, R, ref_hash, ref_weights, trial):
                  "step %r, every %d, seed %d)" % (tag, w, o["weights_hash"], ref_hash, newest, every, SEED))
     ok("%d x %d: killed after step %d's checkpoint (target %d, every %d), restored: the same weights %s"
        % (W, R, min(newest), target, every, ref_hash))
+
+
+def preempted(W, R, ref_hash, ref_weights):
+    """SIGTERM (a preemption) to every worker once the first epoch's
+    checkpoint is written, with --checkpoint-every far away: each writes a
+    checkpoint of the last step it trained before it exits 143, and the
+    restored run ends with the uninterrupted run's weights."""
+    tag = "preempt-%dx%d" % (W, R)
+    d = os.path.join(TMP, tag + "-ckpt")
+    harness.case()
+    f, sock = feeder(tag)
+    args = ["--checkpoint", d, "--checkpoint-every", "1000000"]
+    procs = start(tag, sock, W, R, args)
+    per_epoch = STEPS // EPOCHS
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.isdir(d) and ckpt_steps(d, 0, W)):
+        if any(p.poll() is not None for p in procs):
+            fail("%s: a trainer ended before its first checkpoint" % tag)
+        time.sleep(0.001)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for w, p in enumerate(procs):
+        rc = bed.wait(p, 30, "%s: trainer %d" % (tag, w))
+        log = read_log(tag, "trainer%d" % w)
+        if rc == 0:
+            fail("%s: trainer %d finished before the signal: nothing tested" % (tag, w))
+        if rc != 128 + signal.SIGTERM or "stopped by a signal" not in log:
+            fail("%s: trainer %d exited %d after SIGTERM:\n%s" % (tag, w, rc, log[-1500:]))
+    newest = [ckpt_steps(d, w, W)[-1] for w in range(W)]
+    if min(newest) < per_epoch:
+        fail("%s: newest checkpoints %r, before the first epoch's end" % (tag, newest))
+    rtag = tag + "-restored"
+    outs = summaries(rtag, start(rtag, sock, W, R, args + ["--restore", d], save_weights(rtag)), "restored")
+    bed.wait(f, 30, "%s: the feeder" % tag)
+    for w, o in enumerate(outs):
+        if o["weights_hash"] != ref_hash or weights_bytes(rtag, w) != ref_weights:
+            fail("%s: worker %d ended with weights %s, the uninterrupted run with %s (stopped at %r)"
+                 % (tag, w, o["weights_hash"], ref_hash, newest))
+    ok("%d x %d: SIGTERM after the first epoch: checkpoints of steps %r written at the stop (exit 143), restored "
+       "from step %d: the same weights %s" % (W, R, newest, outs[0]["restored_step"], ref_hash))
 
 
 def trace_lines(path, below=None):
@@ -445,6 +487,8 @@ def main():
     for (W, R), (h, wb) in refs.items():
         for trial in range(KILLS):
             kill_and_restore(W, R, h, wb, trial)
+    for (W, R), (h, wb) in refs.items():
+        preempted(W, R, h, wb)
     model_none_traces()
     options(refs[(1, 1)][0])
     damaged(os.path.join(TMP, "opt-2"), refs[(1, 1)][0])
