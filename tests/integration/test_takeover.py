@@ -161,7 +161,12 @@ def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False,
         killed.append(j)
     again = []
     for j in killed if back else ():
-        time.sleep(rnd.uniform(0.1, 1.5))
+        # once every trainer has had the share taken over (a feeder back
+        # sooner keeps its share: back_in_time), a random moment later
+        for w in range(W):
+            bed.wait_for_log(tag, "trainer%d" % w, "took over feeder %s's share" % eps[j], trainers[w][0],
+                             "%s: worker %d had no takeover of feeder %d's share" % (tag, w, j))
+        time.sleep(rnd.uniform(0.0, 1.0))
         feeders[j].wait()
         again.append(restart_feeder(tag, job_path, F, j, eps, extra=("--idle-exit", "5")))
     for w, (p, _) in enumerate(trainers):
