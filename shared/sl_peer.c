@@ -1,0 +1,96 @@
+/* sl_peer: the local user at the other end of a socket (see sl_peer.h). */
+#define _GNU_SOURCE
+#include "sl_peer.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* "AABBCCDD:PPPP" as /proc/net/tcp prints an IPv4 end: the address's four
+ * bytes as the host reads them as one integer, the port in host order. */
+static void end_v4(char *out, size_t n, const struct sockaddr_in *a)
+{
+    uint32_t raw;
+    memcpy(&raw, &a->sin_addr, sizeof raw);
+    snprintf(out, n, "%08X:%04X", raw, ntohs(a->sin_port));
+}
+
+/* The same for IPv6 (/proc/net/tcp6): four such integers. */
+static void end_v6(char *out, size_t n, const struct sockaddr_in6 *a)
+{
+    uint32_t w[4];
+    memcpy(w, &a->sin6_addr, sizeof w);
+    snprintf(out, n, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3], ntohs(a->sin6_port));
+}
+
+static int same_host(const struct sockaddr_storage *peer, const struct sockaddr_storage *self)
+{
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *p = (const struct sockaddr_in *)peer, *s = (const struct sockaddr_in *)self;
+        return (ntohl(p->sin_addr.s_addr) >> 24) == 127 || p->sin_addr.s_addr == s->sin_addr.s_addr;
+    }
+    const struct sockaddr_in6 *p = (const struct sockaddr_in6 *)peer, *s = (const struct sockaddr_in6 *)self;
+    if (IN6_IS_ADDR_LOOPBACK(&p->sin6_addr) || memcmp(&p->sin6_addr, &s->sin6_addr, sizeof p->sin6_addr) == 0)
+        return 1;
+    if (IN6_IS_ADDR_V4MAPPED(&p->sin6_addr))
+        return p->sin6_addr.s6_addr[12] == 127;
+    return 0;
+}
+
+int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err)
+{
+    struct sockaddr_storage peer, self;
+    socklen_t pl = sizeof peer, sl = sizeof self;
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+        return sl_error_set(err, SL_EINVAL, "getpeername: %s", strerror(errno));
+    if (getsockname(fd, (struct sockaddr *)&self, &sl) != 0)
+        return sl_error_set(err, SL_EINVAL, "getsockname: %s", strerror(errno));
+    if (peer.ss_family == AF_UNIX) {
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0)
+            return sl_error_set(err, SL_EINVAL, "SO_PEERCRED: %s", strerror(errno));
+        *uid = cr.uid;
+        return 0;
+    }
+    if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6)
+        return sl_error_set(err, SL_EINVAL, "not a unix or TCP socket (family %d)", (int)peer.ss_family);
+    if (!same_host(&peer, &self))
+        return sl_error_set(err, SL_EINVAL, "the peer is on another host");
+    /* the peer's own socket: its local end is our peer, its remote end us */
+    char want_local[64], want_remote[64];
+    const char *table = peer.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6";
+    if (peer.ss_family == AF_INET) {
+        end_v4(want_local, sizeof want_local, (const struct sockaddr_in *)&peer);
+        end_v4(want_remote, sizeof want_remote, (const struct sockaddr_in *)&self);
+    } else {
+        end_v6(want_local, sizeof want_local, (const struct sockaddr_in6 *)&peer);
+        end_v6(want_remote, sizeof want_remote, (const struct sockaddr_in6 *)&self);
+    }
+    FILE *f = fopen(table, "re");
+    if (f == NULL)
+        return sl_error_sys(err, errno, "open(%s)", table);
+    char line[512];
+    int found = 0;
+    unsigned long u = 0;
+    if (fgets(line, sizeof line, f) == NULL) /* the header */
+        line[0] = '\0';
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        char local[64], remote[64];
+        unsigned st;
+        /* sl local rem st tx:rx tr:when retrnsmt uid ... */
+        if (sscanf(line, " %*s %63s %63s %x %*s %*s %*s %lu", local, remote, &st, &u) != 4)
+            continue;
+        found = strcmp(local, want_local) == 0 && strcmp(remote, want_remote) == 0;
+    }
+    fclose(f);
+    if (!found)
+        return sl_error_set(err, SL_EINVAL, "the peer's socket %s is not in %s (closed?)", want_local, table);
+    *uid = (uid_t)u;
+    return 0;
+}

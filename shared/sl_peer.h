@@ -1,0 +1,28 @@
+/* sl_peer: which local user is at the other end of a connected socket
+ * (issue #16 part 2: a feeder offers its shared piece memory only to a
+ * trainer of its own user).
+ *
+ * A unix socket's peer is asked of the kernel (SO_PEERCRED). A TCP socket
+ * whose peer is on this host (127.0.0.0/8, ::1, or one of this host's own
+ * addresses: the peer's address equals the socket's local one) is looked up
+ * in /proc/net/tcp and /proc/net/tcp6: the entry whose local end is our
+ * peer's address and port and whose remote end is ours names the owner's
+ * uid. A peer on another host has no local user, and neither has a
+ * socket the table does not list (closed meanwhile): both are errors.
+ *
+ * Thread-safe: yes (no state).
+ */
+#ifndef SL_PEER_H
+#define SL_PEER_H
+
+#include <sys/types.h>
+
+#include "sl_error.h"
+
+/* The uid of the process at the other end of the connected socket fd.
+ * 0 and *uid set; SL_EINVAL when fd is not a connected unix or TCP socket
+ * or its peer is not on this host, or the peer's entry is not found
+ * (err says which); SL_EIO when /proc/net cannot be read. */
+int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err) SL_MUST_CHECK;
+
+#endif
