@@ -543,7 +543,15 @@ static void zap_answer(struct sl_zap *z, zmq_msg_t *f, int n)
         send_reply(z->rep, n >= 2 ? &f[1] : NULL, "500", "malformed ZAP request", "");
         return;
     }
-    if (!frame_is(&f[5], "CURVE") || n != 7 || zmq_msg_size(&f[6]) != 32) {
+    if (frame_is(&f[5], "CURVE") && (n != 7 || zmq_msg_size(&f[6]) != 32)) {
+        atomic_fetch_add(&z->refused, 1);
+        if (sl_log_allowed(&z->lim))
+            sl_log(SL_LOG_WARN, "%s: refused a peer from %s: a malformed CURVE ZAP request (%d frames)", z->what,
+                   addr, n);
+        send_reply(z->rep, &f[1], "400", "malformed CURVE credentials", "");
+        return;
+    }
+    if (!frame_is(&f[5], "CURVE")) {
         char mech[32];
         frame_text(&f[5], mech, sizeof mech);
         atomic_fetch_add(&z->refused, 1);
@@ -598,6 +606,9 @@ static void *zap_main(void *arg)
         }
     }
     sl_log_limit_flush(&z->lim, 1);
+    /* free the endpoint now (a close lets the reaper do it later), so a
+     * new handler may bind it as soon as sl_zap_stop returns */
+    (void)zmq_unbind(z->rep, ZAP_ENDPOINT);
     return NULL;
 }
 

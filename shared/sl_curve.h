@@ -17,6 +17,10 @@
  * a wrong server key fails the handshake (the caller reports it, e.g. from
  * a socket monitor's ZMQ_EVENT_HANDSHAKE_FAILED_* event).
  *
+ * inproc:// is outside all this: libzmq runs no security mechanism on
+ * inproc connections (they never leave the process), so an inproc peer of
+ * a CURVE server is neither asked for a key nor shown to the ZAP handler.
+ *
  * Thread-safety: keys and allow-lists are values; an allow-list is read by
  * its ZAP thread and replaced (sl_curve_allow_reload, e.g. on SIGHUP) under
  * its own lock.
