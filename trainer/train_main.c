@@ -1091,9 +1091,9 @@ static int meet(struct trainer *t)
      * fail here with both choices in the message; which step "newest" is
      * they settle over the ring (ckpt_agree) */
     snprintf(cfg, sizeof cfg,
-             "restore=%s model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
-             restored, model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
-             o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu");
+             "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s restore=%s",
+             model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
+             o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
     const char *root = t->ring_eps.items[0];
     if (t->ring_bind[0] != '\0')
         sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
