@@ -3,6 +3,7 @@
  *   sluice-feeder --job FILE --listen ADDR [--feeder-index J --feeders F]
  *                 [--threads N] [--set KEY=VALUE ...]
  *   sluice-feeder plan --job FILE --workers W --replicas R [--set KEY=VALUE ...]
+ *   sluice-feeder keygen NAME
  *
  * Options come from the table `opt_rows` (sl_opt.h). Job key overrides are
  * `--set KEY=VALUE`, or `--KEY=VALUE` when KEY is exactly a job key (the
@@ -11,7 +12,14 @@
  * applied after the job file is loaded and before it is checked.
  *
  * Signals: SIGINT/SIGTERM stop cleanly (trainers are told), SIGUSR1 logs
- * the counters; counters are also logged on exit.
+ * the counters; counters are also logged on exit. With --curve-allow,
+ * SIGHUP reads the allow-list again (without it, SIGHUP keeps its default
+ * action).
+ *
+ * Security (issue #16, docs/security.md): --curve-key and --curve-allow
+ * make the socket a CURVE server that lets in only the allowed trainers'
+ * keys; an endpoint others can reach (not sl_endpoint_is_local) without
+ * them is refused at start (exit 2) unless --insecure.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <inttypes.h>
@@ -33,6 +41,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_cluster.h"
+#include "sl_curve.h"
 #include "sl_env.h"
 #include "sl_log.h"
 #include "sl_opt.h"
@@ -42,7 +51,7 @@
 #define EXIT_USAGE 2
 #define EXIT_IDLE 3 /* --idle-exit: no trainer for that long */
 
-static volatile sig_atomic_t stop_flag, dump_flag;
+static volatile sig_atomic_t stop_flag, dump_flag, reload_flag;
 
 static void on_stop(int sig)
 {
@@ -56,9 +65,17 @@ static void on_dump(int sig)
     dump_flag = 1;
 }
 
+static void on_reload(int sig)
+{
+    (void)sig;
+    reload_flag = 1;
+}
+
 /* The command line, filled from `opt_rows` once in main, then read-only. */
 struct args {
     const char *job, *listen, *cluster, *stats, *scan_cache;
+    const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
+    int insecure;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
@@ -200,6 +217,15 @@ static const struct sl_opt opt_rows[] = {
     {"no-takeover", 0, SL_OPT_FLAG, OFF(no_takeover), 0, 0, NULL, NULL,
      "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
      "another survivor)", NULL, NULL},
+    {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
+     "this feeder's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the socket is "
+     "encrypted and only trainers whose public key is in --curve-allow get in (docs/security.md)", NULL, NULL},
+    {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
+     "the trainers allowed: every NAME.pub in DIR (one public key a file; read again on SIGHUP); needs "
+     "--curve-key", NULL, NULL},
+    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
+     "serve in the clear on an address other hosts can reach (without it, such a --listen needs --curve-key)",
+     NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
      "without copies; docs/protocol.md)", NULL, NULL},
@@ -223,6 +249,7 @@ static const struct sl_opt opt_rows[] = {
 static const char usage[] =
     "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--set KEY=VALUE]...\n"
     "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
+    "       sluice-feeder keygen NAME\n"
     "\n"
     "Serve the per-replica batches of a job (docs/job.md) to trainers over ZeroMQ,\n"
     "or print how the job's data is divided among W workers of R replicas.\n"
@@ -237,7 +264,12 @@ static const char footer[] =
     "plan: --workers=W --replicas=R [--json]: files, elements, pieces and steps per\n"
     "worker and replica per epoch; reads only what counting needs.\n"
     "\n"
-    "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters.\n"
+    "keygen NAME: write a new CURVE key pair, NAME.key (secret, mode 0600; never\n"
+    "overwritten) and NAME.pub (public), for --curve-key and --curve-allow here and\n"
+    "sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
+    "\n"
+    "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
+    "SIGHUP reads --curve-allow again.\n"
     "Exit status: 0 served, 1 data or runtime error, 2 usage, 3 idle (--idle-exit).\n";
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
@@ -321,6 +353,44 @@ static int parse_args(int argc, char **argv, struct args *a)
     if (a->feeder_index >= a->feeders)
         return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index,
                            a->feeders);
+    if (a->curve_allow != NULL && a->curve_key == NULL)
+        return usage_error("--curve-allow needs --curve-key (this feeder's own secret key; 'sluice-feeder keygen "
+                           "NAME' makes one)");
+    if (a->curve_key != NULL && a->curve_allow == NULL)
+        return usage_error("--curve-key needs --curve-allow (a directory of the public keys, NAME.pub, of the "
+                           "trainers allowed in)");
+    /* safe by default: the data is not served in the clear to whoever can
+     * reach the address */
+    if (!a->plan && a->curve_key == NULL && !a->insecure && !sl_endpoint_is_local(a->listen))
+        return usage_error("--listen %s can be reached from other hosts, and without keys anyone who reaches it "
+                           "could read the data: give --curve-key FILE and --curve-allow DIR ('sluice-feeder "
+                           "keygen NAME' makes keys; docs/security.md), listen on a local address (ipc:// or "
+                           "tcp://127.0.0.1), or add --insecure to serve in the clear anyway",
+                           a->listen);
+    return 0;
+}
+
+/* sluice-feeder keygen NAME: 0, 1 (not written), 2 (usage). */
+static int run_keygen(int argc, char **argv)
+{
+    if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        printf("Usage: sluice-feeder keygen NAME\n\n"
+               "Write a new CURVE key pair: NAME.key, the secret key (mode 0600; an existing\n"
+               "one is never overwritten), and NAME.pub, the public key, each one line of 40\n"
+               "Z85 characters. Give NAME.key to --curve-key of the program it is for, and\n"
+               "NAME.pub to its peers (docs/security.md).\n");
+        return 0;
+    }
+    if (argc != 3 || argv[2][0] == '\0' || argv[2][0] == '-')
+        return usage_error("keygen takes one argument, the name of the key pair (NAME.key and NAME.pub are "
+                           "written)\nTry 'sluice-feeder keygen --help'");
+    struct sl_error err = {0};
+    if (sl_curve_keygen(argv[2], &err) != 0) {
+        fprintf(stderr, "sluice-feeder: keygen: %s\n", err.msg);
+        return EXIT_DATA;
+    }
+    printf("wrote %s.key (secret: keep it on this host, mode 0600) and %s.pub (public: give it to the peers)\n",
+           argv[2], argv[2]);
     return 0;
 }
 
@@ -522,6 +592,28 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     return 0;
 }
 
+/* --curve-key and --curve-allow: 0, or the exit status with the reason
+ * logged (2 for a key or directory that is wrong, 1 for one unreadable). */
+static int load_curve(const struct args *a, struct sl_curve_keys *keys, struct sl_curve_allow **allow)
+{
+    struct sl_error err = {0};
+    if (sl_curve_load_secret(a->curve_key, keys, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--curve-key: %s", err.msg);
+        return err.code == SL_EIO ? EXIT_DATA : EXIT_USAGE;
+    }
+    if (sl_curve_allow_load(allow, a->curve_allow, NULL, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--curve-allow: %s", err.msg);
+        return err.code == SL_EIO ? EXIT_DATA : EXIT_USAGE;
+    }
+    size_t n = sl_curve_allow_count(*allow);
+    sl_log(SL_LOG_INFO, "CURVE: this feeder's public key is %s; %zu trainer keys allowed (%s)", keys->public_z85, n,
+           a->curve_allow);
+    if (n == 0)
+        sl_log(SL_LOG_WARN, "CURVE: --curve-allow %s holds no NAME.pub: every trainer is refused until keys are "
+                            "added there and the feeder gets SIGHUP", a->curve_allow);
+    return 0;
+}
+
 /* One decode thread per CPU this process may run on, at most 8 (past
  * prefetch / 2 threads, each adds two piece buffers to the feeder's
  * memory). Trainers on this host take pieces in shared memory, which costs
@@ -541,6 +633,8 @@ static uint64_t default_threads(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "keygen") == 0)
+        return run_keygen(argc, argv);
     struct args a;
     memset(&a, 0, sizeof a);
     a.threads = 0; /* default_threads() unless given */
@@ -575,6 +669,20 @@ int main(int argc, char **argv)
     sa.sa_handler = on_dump;
     sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* CURVE: the feeder's keys and the trainers allowed */
+    struct sl_curve_keys curve_keys;
+    struct sl_curve_allow *curve_allow = NULL;
+    struct feed_curve curve = {.keys = &curve_keys, .reload = &reload_flag};
+    if (status == 0 && !a.plan && a.curve_key != NULL)
+        status = load_curve(&a, &curve_keys, &curve_allow);
+    curve.allow = curve_allow;
+    if (curve_allow != NULL) {
+        sa.sa_handler = on_reload;
+        sigaction(SIGHUP, &sa, NULL);
+    }
+    if (status == 0 && !a.plan && a.curve_key == NULL && !sl_endpoint_is_local(a.listen))
+        sl_log(SL_LOG_WARN, "serving in the clear on %s (--insecure): anyone who reaches it can read the data and "
+                            "join (docs/security.md)", a.listen);
     struct sl_error src_err = {0};
     double scan_s = 0, scan_cpu_s = 0;
     /* Bound before the scan: a trainer started first is told the feeder is
@@ -584,7 +692,7 @@ int main(int argc, char **argv)
     struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS};
     if (status == 0 && !a.plan) {
         if (feed_listener_open(&listener, a.listen, job->name, a.heartbeat_ms ? (int)a.heartbeat_ms : 1000,
-                               &src_err) != 0) {
+                               curve_allow != NULL ? &curve : NULL, &src_err) != 0) {
             sl_log(SL_LOG_ERROR, "%s", src_err.msg);
             status = EXIT_DATA;
         } else {
@@ -642,6 +750,8 @@ int main(int argc, char **argv)
         }
     }
     feed_listener_close(listener);
+    sl_curve_allow_free(curve_allow);
+    memset(&curve_keys, 0, sizeof curve_keys);
     feed_source_close(src);
     feed_job_free(job);
     free_args(&a);

@@ -39,6 +39,8 @@
 
 struct feed_listener {
     void *ctx, *router; /* NULL once feed_server_run has taken them */
+    struct sl_zap *zap; /* the ZAP handler on ctx (CURVE), taken with it */
+    const struct feed_curve *curve;
     const char *listen, *job;
     uint32_t retry_ms;
     struct sl_buf buf;
@@ -48,9 +50,38 @@ struct feed_listener {
     struct sl_log_limit lim_refuse, lim_bad;
 };
 
-/* A ZeroMQ context and the feeder's ROUTER, bound to `listen`. */
-static int bind_router(const char *listen, void **ctx, void **router, struct sl_error *err)
+/* Read the allow-list again if SIGHUP asked for it. */
+static void curve_reload(const struct feed_curve *curve)
 {
+    if (curve == NULL || curve->reload == NULL || !*curve->reload || curve->allow == NULL)
+        return;
+    *curve->reload = 0;
+    struct sl_error err = {0};
+    size_t before = sl_curve_allow_count(curve->allow);
+    if (sl_curve_allow_reload(curve->allow, &err) != 0)
+        sl_log(SL_LOG_ERROR, "SIGHUP: the allow-list was not reloaded, the %zu keys read before still stand: %s",
+               before, err.msg);
+    else
+        sl_log(SL_LOG_INFO, "SIGHUP: allow-list reloaded: %zu trainer keys (%zu before)",
+               sl_curve_allow_count(curve->allow), before);
+}
+
+/* The ZAP handler's figures, once at the end. */
+static void curve_summary(const struct sl_zap *zap)
+{
+    if (zap != NULL)
+        sl_log(SL_LOG_INFO,
+               "CURVE: %" PRIu64 " trainer connections accepted, %" PRIu64 " refused by the allow-list (a client "
+               "without CURVE or with the wrong server key fails before it is asked)",
+               sl_zap_accepted(zap), sl_zap_refused(zap));
+}
+
+/* A ZeroMQ context and the feeder's ROUTER, bound to `listen`; with CURVE,
+ * a CURVE server whose ZAP handler (*zap) is running before the bind. */
+static int bind_router(const char *listen, const struct feed_curve *curve, void **ctx, void **router,
+                       struct sl_zap **zap, struct sl_error *err)
+{
+    *zap = NULL;
     *ctx = zmq_ctx_new();
     if (*ctx == NULL)
         return sl_error_sys(err, errno, "zmq_ctx_new");
@@ -59,12 +90,20 @@ static int bind_router(const char *listen, void **ctx, void **router, struct sl_
         return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
     int one = 1, zero = 0, linger = 2000;
     /* trainers send header frames only: a larger frame makes ZeroMQ drop
-     * the connection before it is read (docs/protocol.md, "Transport") */
-    int64_t maxmsg = SL_WIRE_MAX_HEADER;
+     * the connection before it is read (docs/protocol.md, "Transport");
+     * under CURVE the bound is on the encrypted frame */
+    int64_t maxmsg = SL_WIRE_MAX_HEADER + (curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
     zmq_setsockopt(*router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(*router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
     zmq_setsockopt(*router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(*router, ZMQ_LINGER, &linger, sizeof linger);
+    if (curve != NULL) {
+        int rc = sl_curve_server(*router, curve->keys, err);
+        if (rc == 0)
+            rc = sl_zap_start(zap, *ctx, curve->allow, "feeder", err);
+        if (rc != 0)
+            return rc;
+    }
     if (zmq_bind(*router, listen) != 0)
         return sl_error_set(err, SL_EIO, "bind(%s): %s", listen, zmq_strerror(errno));
     return 0;
@@ -735,7 +774,7 @@ static void snapshot(const struct server *s, double t0, struct feed_counters *c)
 
 /* ---- setup and teardown ---- */
 
-static int start(struct server *s, struct sl_error *err)
+static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
     const struct feed_job *job = o->job;
@@ -755,7 +794,8 @@ static int start(struct server *s, struct sl_error *err)
         /* bound before the scan: the same socket, HELLOs waiting in it included */
         s->ctx = o->listener->ctx;
         s->router = o->listener->router;
-    } else if ((rc = bind_router(o->listen, &s->ctx, &s->router, err)) != 0) {
+        *zap = o->listener->zap;
+    } else if ((rc = bind_router(o->listen, o->curve, &s->ctx, &s->router, zap, err)) != 0) {
         return rc;
     }
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .metrics = s->m, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
@@ -833,7 +873,9 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     s->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
     double t0 = sl_clock_s();
     uint64_t cpu0 = sl_clock_thread_cpu_ns();
-    int rc = start(s, err);
+    struct sl_zap *zap = NULL;
+    const struct feed_curve *curve = o.listener != NULL ? o.listener->curve : o.curve;
+    int rc = start(s, &zap, err);
     if (rc == 0 && o.workers != 0) {
         /* the shape from the feeder's side: no HELLO can change it */
         s->fixed = 1;
@@ -860,6 +902,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
             send_error_all(s, SL_ECLOSED, "feeder stopped by a signal");
             break;
         }
+        curve_reload(curve);
         if (o.dump != NULL && *o.dump) {
             *o.dump = 0;
             char line[512];
@@ -963,10 +1006,17 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
          * frame of the pool ever went out on it) */
         s->router = NULL;
         s->ctx = NULL;
+        zap = NULL; /* the listener's still */
     } else if (o.listener != NULL) {
         o.listener->router = NULL; /* stop() closes them */
         o.listener->ctx = NULL;
+        o.listener->zap = NULL; /* stopped here */
     }
+    /* before the context ends (its REP socket would hold zmq_ctx_term);
+     * a trainer connecting while the router lingers finds no handler and
+     * is refused (ZMQ_ZAP_ENFORCE_DOMAIN) */
+    curve_summary(zap);
+    sl_zap_stop(zap);
     stop(s); /* adds the executors' and ZeroMQ's last figures */
     snapshot(s, t0, c);
     c->started = started;
@@ -988,6 +1038,7 @@ int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quie
     uint64_t last = sl_clock_ns();
     sl_log(SL_LOG_INFO, "refusing every trainer on %s until %d ms pass without one", l->listen, quiet_ms);
     while (rc == 0 && !(stop_flag && *stop_flag) && sl_clock_ns() - last < (uint64_t)quiet_ms * 1000000u) {
+        curve_reload(l->curve);
         zmq_pollitem_t it = {.socket = l->router, .events = ZMQ_POLLIN};
         if (zmq_poll(&it, 1, 100) <= 0)
             continue;
@@ -1015,7 +1066,7 @@ int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quie
 /* ---- before serving: the listener ---- */
 
 int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
-                       struct sl_error *err)
+                       const struct feed_curve *curve, struct sl_error *err)
 {
     *out = NULL;
     struct feed_listener *l = sl_calloc(1, sizeof *l);
@@ -1027,7 +1078,8 @@ int feed_listener_open(struct feed_listener **out, const char *listen, const cha
     l->lim_refuse = (struct sl_log_limit){.kind = "refusals", .burst = 10};
     l->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
     sl_buf_init(&l->buf, SL_WIRE_MAX_HEADER);
-    int rc = bind_router(listen, &l->ctx, &l->router, err);
+    l->curve = curve;
+    int rc = bind_router(listen, curve, &l->ctx, &l->router, &l->zap, err);
     if (rc != 0) {
         feed_listener_close(l);
         return rc;
@@ -1134,6 +1186,7 @@ void feed_listener_answer(struct feed_listener *l, const struct feed_scan_status
 {
     if (l == NULL || l->router == NULL)
         return;
+    curve_reload(l->curve);
     for (int k = 0; k < 256 && listener_take(l, st); k++)
         ;
     sl_log_limit_flush(&l->lim_refuse, 0);
@@ -1148,6 +1201,8 @@ void feed_listener_close(struct feed_listener *l)
     sl_log_limit_flush(&l->lim_bad, 1);
     if (l->router != NULL)
         zmq_close(l->router);
+    curve_summary(l->zap);
+    sl_zap_stop(l->zap); /* before the context ends */
     if (l->ctx != NULL)
         zmq_ctx_term(l->ctx);
     sl_buf_free(&l->buf);

@@ -34,6 +34,7 @@
 #include "feed_job.h"
 #include "feed_metrics.h"
 #include "feed_source.h"
+#include "sl_curve.h"
 #include "sl_error.h"
 
 /* The piece pool's default bound (--piece-memory): 1 GiB. */
@@ -55,11 +56,27 @@ struct feed_scan_status {
     uint64_t records, bytes;    /* found so far */
 };
 
+/* CURVE on the feeder's socket (issue #16, docs/security.md): the ROUTER
+ * is a CURVE server with `keys`, and a ZAP handler started on its context
+ * before the bind lets in only trainers whose public key is in `allow`; a
+ * refused trainer fails the handshake and never reaches the feeder's code
+ * (nor gets a byte of data). The handler logs each refusal (rate-limited)
+ * with the key and the peer's address. When *reload is set (SIGHUP), the
+ * listener and the serving loop clear it and read the allow-list again
+ * (sl_curve_allow_reload), logging the new count or why the old list
+ * stays. All borrowed; they outlive the listener and the run. */
+struct feed_curve {
+    const struct sl_curve_keys *keys; /* the feeder's key pair */
+    struct sl_curve_allow *allow;     /* the trainers' public keys */
+    volatile sig_atomic_t *reload;    /* may be NULL */
+};
+
 /* Bind `listen` (the socket options feed_server_run uses). job: the job's
  * name (borrowed); retry_ms: how soon a STATUS asks the trainer to say
- * HELLO again (1..SL_WIRE_MAX_RETRY_MS). */
+ * HELLO again (1..SL_WIRE_MAX_RETRY_MS); curve: NULL for no CURVE (the
+ * caller decides whether that is allowed: sl_endpoint_is_local). */
 int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
-                       struct sl_error *err) SL_MUST_CHECK;
+                       const struct feed_curve *curve, struct sl_error *err) SL_MUST_CHECK;
 /* Answer every message waiting on the socket, without blocking (at most
  * a few hundred a call). */
 void feed_listener_answer(struct feed_listener *l, const struct feed_scan_status *st);
@@ -75,6 +92,7 @@ struct feed_server_opts {
     size_t nspecs;
     struct feed_source *src;
     const char *listen;         /* a ZeroMQ endpoint, tcp or ipc */
+    const struct feed_curve *curve; /* CURVE when binding `listen` here (a listener has its own); NULL: none */
     struct feed_listener *listener; /* bound already (feed_listener_open): served on instead of binding
                                      * `listen`; taken once serving starts (closed at the end), left
                                      * bound after a start-up failure, for feed_server_refuse_all */

@@ -35,6 +35,11 @@
 
 #define SL_CURVE_KEY_Z85 40  /* characters of a key in Z85 */
 #define SL_CURVE_MAX_ALLOW 65536 /* public keys an allow-list holds at most */
+/* Bytes CURVE adds to a frame on the wire (a MESSAGE command: its name,
+ * an 8-byte nonce, the flags byte and a 16-byte MAC, 33 in libzmq 4.3),
+ * rounded up: ZMQ_MAXMSGSIZE bounds the encrypted frame, so a socket that
+ * must take frames of N bytes under CURVE sets N + this. */
+#define SL_CURVE_FRAME_OVERHEAD 64
 
 /* A key pair (secret may be all '\0' for a public key alone). Z85 text,
  * NUL-terminated. */

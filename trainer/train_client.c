@@ -88,8 +88,13 @@ struct feeder {
     void *probe;
     uint64_t probe_ns;   /* probe: when it was sent; else when the next goes (0: not due) */
     void *sock;
-    void *mon;           /* PAIR reading sock's monitor: connection closed */
+    void *mon;           /* PAIR reading sock's monitor: connection closed, handshake failed */
     uint64_t closed_ns;  /* when the monitor said so (0: not) */
+    /* the handshake failed (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL,
+     * or _NO_DETAIL HS_CLOSED_MAX times running): its event and value */
+    int hs_event;
+    uint32_t hs_value;
+    unsigned hs_closed;  /* _NO_DETAIL events since the last handshake that succeeded */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     int welcomed;
@@ -422,6 +427,18 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
  * way through ZeroMQ when the monitor's event comes. */
 #define CLOSED_GRACE_NS 200000000u
 
+/* What the monitor of a feeder's socket reports. */
+#define MONITOR_EVENTS                                                                                                \
+    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |          \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+
+/* A connection closed during the handshake this many times running (and
+ * none completed) is a handshake that fails: a CURVE server closes the
+ * connection when it cannot read the client's HELLO (the client holds the
+ * wrong server key) and ZeroMQ reconnects, so it repeats every 100 ms;
+ * once can be a feeder that died while the trainer connected. */
+#define HS_CLOSED_MAX 3
+
 static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
@@ -435,11 +452,18 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
     char mon_addr[96];
     snprintf(mon_addr, sizeof mon_addr, "inproc://sl-client-%p-%u", (void *)c, c->monitors++);
     f->mon = zmq_socket(c->ctx, ZMQ_PAIR);
-    if (f->mon == NULL || zmq_socket_monitor(f->sock, mon_addr, ZMQ_EVENT_DISCONNECTED) != 0 ||
+    f->hs_event = 0;
+    f->hs_value = 0;
+    f->hs_closed = 0;
+    if (f->mon == NULL || zmq_socket_monitor(f->sock, mon_addr, MONITOR_EVENTS) != 0 ||
         zmq_connect(f->mon, mon_addr) != 0)
         return sl_error_set(err, SL_EIO, "socket monitor for %s: %s", f->addr, zmq_strerror(errno));
+    /* CURVE: the key of the feeder at this address (a takeover's host) */
+    if (c->o.curve != NULL && sl_curve_client(f->sock, c->o.curve, c->o.curve_server[f->host], err) != 0)
+        return sl_error_prefix(err, "feeder %s: ", f->addr);
     int zero = 0;
-    int64_t maxmsg = SL_WIRE_MAX_MSG;
+    /* under CURVE the bound is on the encrypted frame */
+    int64_t maxmsg = (int64_t)SL_WIRE_MAX_MSG + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
     zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
@@ -573,8 +597,11 @@ static void read_monitor(struct feeder *f)
             return;
         }
         uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 6)
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
             memcpy(&event, zmq_msg_data(&ev), sizeof event);
+            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, sizeof value);
+        }
         int more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
         if (more) { /* the endpoint */
@@ -584,6 +611,59 @@ static void read_monitor(struct feeder *f)
         }
         if (event == ZMQ_EVENT_DISCONNECTED && f->closed_ns == 0)
             f->closed_ns = sl_clock_ns();
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            f->hs_closed = 0;
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++f->hs_closed < HS_CLOSED_MAX)
+            continue;
+        if ((event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) && f->hs_event == 0) {
+            f->hs_event = event;
+            f->hs_value = value;
+        }
+    }
+}
+
+/* Share j's connection failed its handshake (read_monitor saw it): an
+ * error saying why, as far as libzmq tells; 0 when it did not. A takeover
+ * connection names the survivor's address, whose key it used. */
+static int handshake_failed(struct train_client *c, size_t j, struct sl_error *err)
+{
+    const struct feeder *f = &c->f[j];
+    int curve = c->o.curve != NULL;
+    switch (f->hs_event) {
+    case 0:
+        return 0;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        return feeder_error(c, (int)j, err, SL_EPROTO,
+                            "the CURVE handshake failed: the feeder refused this trainer's key (ZAP status %u): this "
+                            "trainer's public key is not on the feeder's allow-list (add its NAME.pub to the "
+                            "feeder's --curve-allow directory and send the feeder SIGHUP)",
+                            f->hs_value);
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if (f->hs_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            return feeder_error(c, (int)j, err, SL_EPROTO, "%s",
+                                curve ? "the handshake failed: this trainer uses CURVE (--curve-key) and the feeder "
+                                        "does not (started without --curve-key?): give both sides keys, or neither"
+                                      : "the handshake failed: the feeder requires CURVE and this trainer has no "
+                                        "keys: give --curve-key and --curve-server-key (docs/security.md)");
+        return feeder_error(c, (int)j, err, SL_EPROTO,
+                            "the %s handshake failed (protocol error 0x%08x)%s", curve ? "CURVE" : "ZeroMQ",
+                            f->hs_value,
+                            curve ? ": the feeder refused this trainer's key, or --curve-server-key is not this "
+                                    "feeder's key"
+                                  : "");
+    default:
+        if (curve)
+            return feeder_error(c, (int)j, err, SL_EPROTO,
+                                "the CURVE handshake failed (the feeder refused this trainer's key, or "
+                                "--curve-server-key is not this feeder's key: the feeder closed the connection "
+                                "during the handshake %u times)",
+                                f->hs_closed);
+        return feeder_error(c, (int)j, err, SL_EPROTO,
+                            "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
+                            "listening at that address, and does it use CURVE (then give --curve-key and "
+                            "--curve-server-key)?",
+                            f->hs_closed);
     }
 }
 
@@ -703,12 +783,17 @@ static int probes(struct train_client *c, uint64_t now, struct sl_error *err)
                 f->probe_ns = now + every;
             } else if (now >= f->probe_ns) {
                 int zero = 0;
-                int64_t maxmsg = SL_WIRE_MAX_HEADER;
+                int64_t maxmsg = SL_WIRE_MAX_HEADER + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
                 f->probe = zmq_socket(c->ctx, ZMQ_DEALER);
                 if (f->probe == NULL)
                     return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
                 zmq_setsockopt(f->probe, ZMQ_LINGER, &zero, sizeof zero);
                 zmq_setsockopt(f->probe, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+                /* the share's own feeder: its key (a failed handshake is
+                 * silence here; the probe is asked again later) */
+                if (c->o.curve != NULL &&
+                    sl_curve_client(f->probe, c->o.curve, c->o.curve_server[j], err) != 0)
+                    return sl_error_prefix(err, "feeder %s: ", c->o.feeders[j]);
                 struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
                                           .credits = 0, .flags = SL_WIRE_HELLO_STATUS,
                                           .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
@@ -985,6 +1070,9 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         if (i >= nsock) {
             if (c->f[j].mon != NULL)
                 read_monitor(&c->f[j]);
+            int rc = handshake_failed(c, j, err);
+            if (rc != 0)
+                return rc;
             continue;
         }
         for (int k = 0; k < 256 && c->f[j].sock != NULL; k++) {
@@ -1103,8 +1191,8 @@ static int handshake(struct train_client *c, struct sl_error *err)
         if (stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
             return SL_ECLOSED;
         uint64_t now = sl_clock_ns();
-        zmq_pollitem_t items[TRAIN_CLIENT_MAX_FEEDERS];
-        size_t idx[TRAIN_CLIENT_MAX_FEEDERS], n = 0;
+        zmq_pollitem_t items[2 * TRAIN_CLIENT_MAX_FEEDERS];
+        size_t idx[2 * TRAIN_CLIENT_MAX_FEEDERS], n = 0;
         int timeout_ms = 100;
         for (size_t j = 0; j < c->o.nfeeders; j++) {
             struct feeder *f = &c->f[j];
@@ -1128,10 +1216,24 @@ static int handshake(struct train_client *c, struct sl_error *err)
             items[n] = (zmq_pollitem_t){.socket = f->sock, .events = ZMQ_POLLIN};
             idx[n++] = j;
         }
+        /* the monitors: a handshake that fails ends the wait at once */
+        size_t nsock = n;
+        for (size_t i = 0; i < nsock; i++) {
+            items[n] = (zmq_pollitem_t){.socket = c->f[idx[i]].mon, .events = ZMQ_POLLIN};
+            idx[n++] = idx[i];
+        }
         int r = zmq_poll(items, (int)n, timeout_ms);
         if (r < 0 && errno != EINTR)
             return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
-        for (size_t i = 0; r > 0 && i < n; i++) {
+        for (size_t i = nsock; r > 0 && i < n; i++) {
+            if (!(items[i].revents & ZMQ_POLLIN))
+                continue;
+            read_monitor(&c->f[idx[i]]);
+            int rc = handshake_failed(c, idx[i], err);
+            if (rc != 0)
+                return rc;
+        }
+        for (size_t i = 0; r > 0 && i < nsock; i++) {
             struct feeder *f = &c->f[idx[i]];
             for (int k = 0; k < 64 && !f->welcomed; k++) {
                 int ev = 0;
@@ -1179,6 +1281,11 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
                             "resume at piece %" PRIu64 ": not the first piece of a step (a multiple of %u replicas), "
                             "or past 2^48",
                             opts->resume_seq, opts->replicas);
+    for (size_t j = 0; opts->curve != NULL && j < opts->nfeeders; j++)
+        if (opts->curve_server == NULL || opts->curve_server[j] == NULL ||
+            strlen(opts->curve_server[j]) != SL_CURVE_KEY_Z85)
+            return sl_error_set(err, SL_EINVAL, "feeder %s: no CURVE server key (%d Z85 characters) for it",
+                                opts->feeders[j], SL_CURVE_KEY_Z85);
     struct train_client *c = sl_calloc(1, sizeof *c);
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");

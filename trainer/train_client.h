@@ -19,6 +19,16 @@
  * deterministic); the stream the caller sees is unchanged, and the error
  * comes only if it is not back within reconnect_ms.
  *
+ * CURVE (issue #16, docs/security.md): with `curve`, every socket the
+ * client makes (the connection to each feeder, the rejoin and takeover
+ * connections, the probes of a taken-over share's own feeder) is a CURVE
+ * client holding the server key of the feeder whose address it connects
+ * to (feeders[k] pairs with curve_server[k]; a takeover of share j by
+ * feeder k uses k's). A handshake that fails (the feeder's ZAP handler
+ * refused this trainer's key, a wrong server key, CURVE on one side only)
+ * fails the client at once with an error naming the feeder and the likely
+ * cause, instead of a connect timeout.
+ *
  * Tensor data is borrowed straight from the received ZeroMQ frames (no
  * copy) until the next train_client_next_step. ZeroMQ gives no alignment
  * guarantee for a frame's data: read int64 / float32 values with memcpy or
@@ -33,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_curve.h"
 #include "sl_error.h"
 #include "sl_wire.h"
 #include "train_piece.h" /* struct train_piece, what next_step hands out */
@@ -76,6 +87,9 @@ struct train_client_opts {
     volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
+    const struct sl_curve_keys *curve; /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
+    const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
+                                          (borrowed), the key of feeders[k] */
     struct sl_metrics *metrics;  /* a train_metrics table (borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */

@@ -32,6 +32,7 @@
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_cluster.h"
+#include "sl_curve.h"
 #include "sl_env.h"
 #include "sl_json.h"
 #include "sl_log.h"
@@ -72,6 +73,7 @@ struct trainer_opts {
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
     const char *cluster_from; /* --cluster-from */
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
+    const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
     uint32_t checkpoint_every, keep;
     uint64_t restore_step;
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
@@ -192,6 +194,14 @@ static const struct sl_opt opt_rows[] = {
      "its share of the stream served by a surviving feeder, from the first piece this trainer lacks: nothing "
      "lost, nothing twice, the order unchanged (0: off; with every feeder lost the trainer fails after S s, or "
      "--reconnect-s if longer)", NULL, NULL},
+    {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
+     "this trainer's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the feeders' "
+     "connections are encrypted, and each feeder lets in only keys on its --curve-allow list (docs/security.md)",
+     NULL, NULL},
+    {"curve-server-key", 0, SL_OPT_STRING, OFF(curve_server_key), 0, 0, NULL, "FILE|DIR",
+     "with --curve-key: the feeders' public keys: one NAME.pub file for every feeder, or a directory holding "
+     "feeder j's key at DIR/feeder-J.pub (and --eval-connect's feeder j's at DIR/eval-feeder-J.pub)", NULL,
+     NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
@@ -623,6 +633,13 @@ struct trainer {
     char group_id[TRAIN_LOOP_ID_BYTES];         /* GPU replicas across workers: the NCCL group id */
     int have_group_id;
     struct train_client_opts copts;
+    /* CURVE (--curve-key; have_curve 0: none): this worker's key pair, and
+     * each feeder's public key, [j] for feeders.items[j] (eval_: for
+     * eval_feeders) */
+    int have_curve;
+    struct sl_curve_keys curve;
+    char curve_server[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1], curve_eval[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1];
+    const char *curve_server_z85[MAX_FEEDERS], *curve_eval_z85[MAX_FEEDERS];
     struct train_client *cl;
     struct train_ring *ring;
     struct train_loop *loop;
@@ -681,6 +698,48 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
 
 /* The options, the cluster spec and the endpoint lists, and every check
  * that needs nothing started: 0, or EXIT_USAGE with the reason printed. */
+/* --curve-key and --curve-server-key: this worker's keys and the n
+ * feeders' public keys into out[] ("feeder-J.pub" in a directory, named
+ * by `prefix`). 0, or the usage error printed. */
+static int load_server_keys(const char *arg, const char *prefix, size_t n, char out[][SL_CURVE_KEY_Z85 + 1],
+                            const char **ptrs)
+{
+    struct sl_error err = {0};
+    struct stat st;
+    if (stat(arg, &st) != 0)
+        return usage_error("--curve-server-key: stat(%s): %s", arg, strerror(errno));
+    for (size_t j = 0; j < n; j++) {
+        char path[4200];
+        if (S_ISDIR(st.st_mode))
+            snprintf(path, sizeof path, "%s/%s-%zu.pub", arg, prefix, j);
+        else
+            snprintf(path, sizeof path, "%s", arg);
+        if (sl_curve_load_public(path, out[j], &err) != 0)
+            return usage_error("--curve-server-key: %s", err.msg);
+        ptrs[j] = out[j];
+    }
+    return 0;
+}
+
+static int load_curve(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    if (o->curve_key == NULL && o->curve_server_key == NULL)
+        return 0;
+    if (o->curve_key == NULL || o->curve_server_key == NULL)
+        return usage_error("--curve-key (this trainer's secret key) and --curve-server-key (the feeders' public "
+                           "keys) go together");
+    if (sl_curve_load_secret(o->curve_key, &t->curve, &err) != 0)
+        return usage_error("--curve-key: %s", err.msg);
+    t->have_curve = 1;
+    int rc = load_server_keys(o->curve_server_key, "feeder", t->feeders.n, t->curve_server, t->curve_server_z85);
+    if (rc == 0 && t->eval_feeders.n > 0)
+        rc = load_server_keys(o->curve_server_key, "eval-feeder", t->eval_feeders.n, t->curve_eval,
+                              t->curve_eval_z85);
+    return rc;
+}
+
 static int configure(struct trainer *t, int argc, char **argv)
 {
     struct trainer_opts *o = &t->o;
@@ -764,7 +823,7 @@ static int configure(struct trainer *t, int argc, char **argv)
     if ((o->checkpoint != NULL || t->restoring) && t->gpu)
         return usage_error("--checkpoint and --restore need CPU replicas (the GPU replicas' optimizer state stays "
                            "on the devices)");
-    return 0;
+    return load_curve(t);
 }
 
 /* stdout carries the JSON summary and nothing else. Libraries may print
@@ -1138,6 +1197,8 @@ static int start(struct trainer *t)
                                           .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
                                           .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
+                                          .curve = t->have_curve ? &t->curve : NULL,
+                                          .curve_server = t->curve_server_z85,
                                           .stop = &stop_flag, .metrics = t->m};
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
@@ -1439,6 +1500,7 @@ static int evaluate(struct trainer *t)
     struct train_client_opts eo = t->copts;
     eo.feeders = (const char *const *)t->eval_feeders.items;
     eo.nfeeders = t->eval_feeders.n;
+    eo.curve_server = t->curve_eval_z85;
     eo.job = o->eval_job ? o->eval_job : o->job;
     eo.metrics = NULL; /* the training's figures stay the training's */
     struct train_client *ec = NULL;
