@@ -656,8 +656,8 @@ static int handshake_failed(struct train_client *c, size_t j, struct sl_error *e
         if (curve)
             return feeder_error(c, (int)j, err, SL_EPROTO,
                                 "the CURVE handshake failed (the feeder refused this trainer's key, or "
-                                "--curve-server-key is not this feeder's key: the feeder closed the connection "
-                                "during the handshake %u times)",
+                                "--curve-server-key is not this feeder's key, or the feeder does not use CURVE: "
+                                "the connection closed during the handshake %u times)",
                                 f->hs_closed);
         return feeder_error(c, (int)j, err, SL_EPROTO,
                             "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
