@@ -13,6 +13,16 @@
  * that falls silent for three seconds after having answered is reported as
  * gone.
  *
+ * CURVE (opts.curve): rank 0's ROUTER is a CURVE server with the job's
+ * trainer key pair and a ZAP handler (sl_zap, on the call's context, for
+ * the call's length) that accepts only that pair's public key; each DEALER
+ * is a CURVE client with the same pair. A socket monitor on the DEALER
+ * sees its handshake with rank 0 fail (another key, or one side without
+ * CURVE) and the rank fails at once saying so. Rank 0's own monitor only
+ * counts failed handshakes: it cannot tell which rank (or which stranger)
+ * failed one, so it keeps waiting, and its timeout message, which every
+ * rank that came receives, says how many failed.
+ *
  * The root endpoint is worker 0's own address: the ring binds it after the
  * rendezvous has closed (rank 0 closes its ROUTER, with a linger that lets
  * the last WELCOMEs leave, before it returns), so a cluster spec needs no
@@ -35,6 +45,7 @@
 #include "train_rendezvous.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +54,8 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "train_handshake.h"
+#include "train_monitor.h"
 
 #define VERSION 1
 #define HDR 24
@@ -52,6 +65,10 @@
 #define EXTRA_WAIT_MS 10000
 #define ROOT_LINGER_MS 2000
 #define MAX_ID 256
+#define ROOT_MONITOR "inproc://sl-rendezvous-root-monitor"
+#define PEER_MONITOR "inproc://sl-rendezvous-peer-monitor"
+#define HANDSHAKE_FAILED \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 enum { MSG_HELLO = 1, MSG_STATUS = 2, MSG_WELCOME = 3, MSG_REFUSE = 4 };
 enum { WHY_TIMEOUT = 1, WHY_DISAGREE = 2 };
@@ -142,9 +159,49 @@ static const char *who(const struct train_rendezvous_opts *o, int rank, char *bu
     return buf;
 }
 
+/* A monitor PAIR on sock at addr for `events`; NULL with err set when it
+ * cannot be made. */
+static void *monitor_open(void *ctx, void *sock, const char *addr, int events, struct sl_error *err)
+{
+    int zero = 0;
+    void *mon = zmq_socket(ctx, ZMQ_PAIR);
+
+    if (mon == NULL) {
+        sl_error_set(err, SL_EIO, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_socket_monitor(sock, addr, events) < 0 || zmq_connect(mon, addr) < 0) {
+        sl_error_set(err, SL_EIO, "rendezvous: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+        zmq_socket_monitor(sock, NULL, 0);
+        zmq_close(mon);
+        return NULL;
+    }
+    return mon;
+}
+
+/* CURVE for rank 0's ROUTER: the allow-list of the one public key and the
+ * context's ZAP handler (before the bind). */
+static int root_curve(const struct train_rendezvous_opts *o, void *ctx, void *sock, struct sl_curve_allow **allow,
+                      struct sl_zap **zap, struct sl_error *err)
+{
+    const char *pub = o->curve->public_z85;
+    int rc = sl_curve_allow_load(allow, NULL, &pub, 1, err);
+
+    if (rc == 0)
+        rc = sl_zap_start(zap, ctx, *allow, "rendezvous", err);
+    if (rc == 0)
+        rc = sl_curve_server(sock, o->curve, err);
+    if (rc != 0)
+        sl_error_prefix(err, "rendezvous: ");
+    return rc;
+}
+
 struct root {
     const struct train_rendezvous_opts *o;
     void *sock;
+    void *mon;                    /* the ROUTER's monitor */
+    uint64_t hs_failed;           /* handshakes failed on the ROUTER */
     unsigned char (*ids)[MAX_ID]; /* [size]: routing ids of joined ranks */
     size_t *idlen;                /* [size]: 0 = not joined */
     int joined;                   /* ranks other than 0 that came */
@@ -252,24 +309,35 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
             next_status = now + (uint64_t)STATUS_MS * 1000000u;
         }
         if (now >= deadline) {
-            char a[320];
+            char a[320], hint[200] = "";
             int miss = first_missing(r), nmiss = o->size - 1 - r->joined;
+            if (r->hs_failed > 0)
+                snprintf(hint, sizeof hint, "; %" PRIu64 " %shandshake(s) on %s's endpoint failed: %s", r->hs_failed,
+                         o->curve ? "CURVE " : "", "rank 0",
+                         o->curve ? "the workers do not share one trainer key (--curve-key)"
+                                  : "a worker with a trainer key (--curve-key) where rank 0 has none?");
             if (nmiss == 1)
-                sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s did not show up within %.1f s",
-                             who(o, miss, a, sizeof a), secs(o->timeout_ms));
+                sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s did not show up within %.1f s%s",
+                             who(o, miss, a, sizeof a), secs(o->timeout_ms), hint);
             else
-                sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s and %d other rank(s) did not show up within %.1f s",
-                             who(o, miss, a, sizeof a), nmiss - 1, secs(o->timeout_ms));
+                sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s and %d other rank(s) did not show up within %.1f s%s",
+                             who(o, miss, a, sizeof a), nmiss - 1, secs(o->timeout_ms), hint);
             return root_refuse(r, NULL, 0, SL_ETIMEOUT, WHY_TIMEOUT, miss, err);
         }
         uint64_t wake = next_status < deadline ? next_status : deadline;
-        zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&it, 1, poll_ms(o, wake - now));
+        zmq_pollitem_t it[2] = {{r->sock, 0, ZMQ_POLLIN, 0}, {r->mon, 0, ZMQ_POLLIN, 0}};
+        int rc = zmq_poll(it, 2, poll_ms(o, wake - now));
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0)
             return sl_error_set(err, SL_EIO, "rendezvous: zmq_poll: %s", zmq_strerror(zmq_errno()));
-        if (rc == 0)
+        if (it[1].revents & ZMQ_POLLIN) {
+            uint16_t event;
+            uint32_t value;
+            while (train_monitor_event(r->mon, &event, &value))
+                r->hs_failed += (event & HANDSHAKE_FAILED) != 0;
+        }
+        if (!(it[0].revents & ZMQ_POLLIN))
             continue;
         int idn = zmq_recv(r->sock, id, sizeof id, ZMQ_DONTWAIT);
         int more = 0;
@@ -316,6 +384,8 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
 static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t start, struct sl_error *err)
 {
     struct root r = {.o = o};
+    struct sl_curve_allow *allow = NULL;
+    struct sl_zap *zap = NULL;
     int linger = ROOT_LINGER_MS, mandatory = 0;
     int64_t maxmsg = MAX_FRAME;
     const char *ep = o->bind ? o->bind : o->root;
@@ -335,13 +405,23 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     zmq_setsockopt(r.sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(r.sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(r.sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    if ((r.mon = monitor_open(ctx, r.sock, ROOT_MONITOR, HANDSHAKE_FAILED, err)) == NULL) {
+        rc = SL_EIO;
+        goto out_close;
+    }
+    if (o->curve != NULL && (rc = root_curve(o, ctx, r.sock, &allow, &zap, err)) != 0)
+        goto out_close;
     if (zmq_bind(r.sock, ep) < 0) {
         rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_bind(%s): %s", ep, zmq_strerror(zmq_errno()));
         goto out_close;
     }
     rc = root_loop(&r, start, err);
 out_close:
-    zmq_close(r.sock);
+    /* the ROUTER first: ZAP must outlive its listener (the WELCOMEs still
+     * leaving need no handshake) */
+    train_monitor_close(r.sock, r.mon);
+    sl_zap_stop(zap);
+    sl_curve_allow_free(allow);
 out_free:
     sl_free(r.buf);
     sl_free(r.idlen);
@@ -357,7 +437,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     const char *config = o->config ? o->config : "";
     char a[320], b[320];
     unsigned char *buf = sl_malloc(MAX_FRAME);
-    void *sock = NULL;
+    void *sock = NULL, *mon = NULL;
     int rc;
 
     if (buf == NULL)
@@ -368,6 +448,14 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     }
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if ((mon = monitor_open(ctx, sock, PEER_MONITOR, TRAIN_HANDSHAKE_EVENTS, err)) == NULL) {
+        rc = SL_EIO;
+        goto out_close;
+    }
+    if (o->curve != NULL && (rc = sl_curve_client(sock, o->curve, o->curve->public_z85, err)) != 0) {
+        sl_error_prefix(err, "rendezvous: ");
+        goto out_close;
+    }
     if (zmq_connect(sock, o->root) < 0) {
         rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_connect(%s): %s", o->root, zmq_strerror(zmq_errno()));
         goto out_close;
@@ -383,6 +471,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     uint64_t cap = deadline + (uint64_t)EXTRA_WAIT_MS * 1000000u;
     uint64_t heard = 0; /* when rank 0 last spoke; 0: never */
     int missing = 0;
+    struct train_handshake hs = {.curve = o->curve != NULL};
     for (;;) {
         uint64_t now = sl_clock_ns();
         if (o->stop != NULL && *o->stop) {
@@ -391,6 +480,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         }
         uint64_t alive = heard + (uint64_t)ROOT_SILENT_MS * 1000000u;
         uint64_t until = !heard ? deadline : alive < cap ? alive : cap;
+        uint64_t hs_due = train_handshake_due(&hs);
         if (now >= until && heard && now < cap) {
             rc = sl_error_set(err, SL_ECLOSED, "rendezvous: %s stopped answering (silent for %.1f s)",
                               who(o, 0, a, sizeof a), secs(ROOT_SILENT_MS));
@@ -406,15 +496,22 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
                                   who(o, 0, a, sizeof a), (double)(now - start) / 1e9);
             goto out_close;
         }
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        rc = zmq_poll(&it, 1, poll_ms(o, until - now));
+        uint64_t wake = hs_due != 0 && hs_due < until ? hs_due : until;
+        zmq_pollitem_t it[2] = {{sock, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+        rc = zmq_poll(it, 2, poll_ms(o, wake > now ? wake - now : 0));
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0) {
             rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_poll: %s", zmq_strerror(zmq_errno()));
             goto out_close;
         }
-        if (rc == 0)
+        if (it[1].revents & ZMQ_POLLIN)
+            train_handshake_read(&hs, mon, sl_clock_ns());
+        if (train_handshake_failed(&hs, sl_clock_ns())) {
+            rc = train_handshake_error(&hs, "rendezvous", who(o, 0, a, sizeof a), err);
+            goto out_close;
+        }
+        if (!(it[0].revents & ZMQ_POLLIN))
             continue;
         zmq_msg_t frame;
         struct msg m;
@@ -462,7 +559,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         goto out_close;
     }
 out_close:
-    zmq_close(sock);
+    train_monitor_close(sock, mon);
 out_free:
     sl_free(buf);
     return rc;

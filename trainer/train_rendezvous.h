@@ -13,6 +13,12 @@
  * REFUSE with the reason to every rank that did come, so every rank fails
  * with the same message, naming the peer.
  *
+ * With CURVE (opts.curve, the job's one trainer key pair on every rank)
+ * rank 0's ROUTER is a CURVE server that lets in only clients holding that
+ * key pair, and every other rank a CURVE client of it: the blob (an NCCL
+ * id) and everything else travels encrypted, and a rank with another key
+ * fails its handshake.
+ *
  * Thread-safety: a call owns its own ZeroMQ context and sockets; calls from
  * different threads are independent (tests run ranks as threads).
  */
@@ -22,6 +28,7 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "sl_curve.h"
 #include "sl_error.h"
 
 #define TRAIN_RENDEZVOUS_MAX_SIZE 4096
@@ -52,6 +59,13 @@ struct train_rendezvous_opts {
                                    longer (rank 0 may have started later) */
     const void *blob;           /* rank 0: bytes to broadcast (may be NULL) */
     size_t blob_len;            /* rank 0: <= TRAIN_RENDEZVOUS_MAX_BLOB */
+    const struct sl_curve_keys *curve; /* NULL: plaintext. Else the job's
+                                   trainer key pair, the same on every rank:
+                                   rank 0 a CURVE server with it accepting
+                                   only its public key (a ZAP handler on the
+                                   call's context), the others CURVE clients
+                                   with it and that public key as the
+                                   server's */
 };
 
 /* Meet every other rank. On 0 every rank agreed and blob_out[0..*blob_len)
@@ -67,7 +81,13 @@ struct train_rendezvous_opts {
  *   SL_EPROTO  a disagreement: "rendezvous: rank 1 (host1:2222) has config
  *              'model=mlp ...' but rank 0 has 'model=softmax ...'", or the
  *              job name, the world size, a duplicate or out-of-range rank,
- *              a malformed message;
+ *              a malformed message; on a rank other than 0, as soon as its
+ *              connection to rank 0 fails the handshake: "rendezvous: the
+ *              CURVE handshake with rank 0 (tcp://host0:2222) failed: the
+ *              workers do not share one trainer key (--curve-key)" (or one
+ *              side without CURVE); rank 0 cannot tell who failed a
+ *              handshake on its endpoint, so it waits, and its timeout
+ *              message then counts the failed handshakes;
  *   SL_EIO     bind or connect failed. */
 int train_rendezvous(const struct train_rendezvous_opts *o, void *blob_out, size_t blob_cap, size_t *blob_len,
                      struct sl_error *err) SL_MUST_CHECK;

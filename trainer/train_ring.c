@@ -22,6 +22,19 @@
  * a rank has heard from rank r-1-k; a missing rank is named by whoever
  * waits for its JOIN.
  *
+ * With CURVE (opts.curve) every rank holds the job's one trainer key pair.
+ * The PULL is a CURVE server with it, and a ZAP handler on the ring's
+ * context (sl_zap) accepts exactly its public key; the PUSH is a CURVE
+ * client with the same pair and that public key as the server's. A rank
+ * with another key therefore cannot complete a handshake either way: its
+ * PUSH encrypts for a server key its successor does not have, and its
+ * predecessor does the same to it. A second monitor, on the PUSH, sees
+ * our own connection's handshake fail and breaks the ring at once, naming
+ * the successor (its address is ours to trust: we chose it). A failed
+ * handshake on the PULL is only counted: anyone who can reach our port can
+ * cause one, so it must not stop the job, but when the predecessor then
+ * does not join in time the message says how many there were.
+ *
  * A rank that fails (timeout, disconnect, protocol error) sends an ABORT
  * naming the culprit to its successor, which forwards it, so every rank
  * fails promptly with the same diagnosis instead of timing out on an
@@ -42,7 +55,8 @@
  *     16 seq      u64 DATA, HEARTBEAT: all_reduce call number, from 1; else 0
  *     24 chunk    u32 DATA: chunk index; JOIN: joining rank; ABORT: culprit rank
  *     28 detail   u32 ABORT: reason (1 did not join, 2 silent, 3 went away,
- *                     4 protocol error, 5 could not send); else 0
+ *                     4 protocol error, 5 could not send, 6 did not join
+ *                     and CURVE handshakes failed); else 0
  *     32 bytes    u64 length of frame 2
  *   frame 2, payload: DATA: the chunk as IEEE-754 binary32 values,
  *     little-endian; JOIN, ABORT and HEARTBEAT: empty.
@@ -61,6 +75,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "train_handshake.h"
 #include "train_monitor.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -73,9 +88,13 @@
 #define DEFAULT_MAX_MESSAGE (UINT64_C(1) << 30)
 #define BROKEN_LINGER_MS 500
 #define MONITOR_ADDR "inproc://sl-ring-monitor"
+#define PUSH_MONITOR_ADDR "inproc://sl-ring-monitor-push"
+#define PENDING_MAX 32 /* connections to the PULL tracked before their handshake */
+#define HANDSHAKE_FAILED \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 enum { MSG_JOIN = 1, MSG_DATA = 2, MSG_ABORT = 3, MSG_HEARTBEAT = 4 };
-enum { WHY_JOIN = 1, WHY_SILENT = 2, WHY_GONE = 3, WHY_PROTO = 4, WHY_SEND = 5 };
+enum { WHY_JOIN = 1, WHY_SILENT = 2, WHY_GONE = 3, WHY_PROTO = 4, WHY_SEND = 5, WHY_KEY = 6 };
 
 struct hdr {
     uint32_t type;
@@ -98,7 +117,15 @@ struct train_ring {
     void *push;          /* to the successor */
     void *pull;          /* from the predecessor */
     void *mon;           /* PAIR reading the PULL's monitor */
+    void *pmon;          /* PAIR reading the PUSH's monitor */
     int pred_gone;       /* the predecessor's connection dropped */
+    int curve;           /* opts.curve was given */
+    struct sl_curve_allow *allow; /* CURVE: the one public key, for zap */
+    struct sl_zap *zap;  /* CURVE: the ZAP handler of ctx */
+    uint64_t pull_hs_failed; /* failed handshakes on the PULL */
+    uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake yet */
+    int npending;
+    struct train_handshake push_hs; /* the PUSH's handshakes */
     uint64_t seq;        /* all_reduce calls made */
     struct sl_error fail;/* code != 0: the ring is broken, with this error */
 };
@@ -249,6 +276,13 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
                             "ring: rank %d (%s) accepted no data for %.1f s (reported by rank %d)",
                             culprit, ep, secs(r->timeout_ms), reporter);
         break;
+    case WHY_KEY:
+        code = sl_error_set(&r->fail, SL_ETIMEOUT,
+                            "ring: rank %d (%s) did not join within %.1f s and handshakes on rank %d's "
+                            "endpoint failed: the workers do not share one trainer key (--curve-key) "
+                            "(reported by rank %d)",
+                            culprit, ep, secs(r->connect_timeout_ms), reporter, reporter);
+        break;
     default:
         code = sl_error_set(&r->fail, SL_EPROTO,
                             "ring: rank %d (%s) reported a protocol error in what rank %d (%s) sent",
@@ -261,29 +295,59 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
     return code;
 }
 
-/* Drain the monitor; note when the predecessor's connection drops. */
+/* Drain the PULL's monitor; note when the predecessor's connection drops,
+ * count failed handshakes.
+ *
+ * Anyone who can reach our port can open a connection and close it (a port
+ * scan, garbage, a client of another key): that is not the predecessor
+ * going away. libzmq reports each connection as ACCEPTED (its fd), then
+ * maybe a handshake's success (without the fd) or failure, then
+ * DISCONNECTED (the fd). So the accepted fds without a known outcome are
+ * kept: one that disconnects from there never carried the predecessor's
+ * messages. A success while only one fd waits is that fd's (it is
+ * forgotten: its loss counts); with several waiting, any may be the
+ * predecessor's, so all are forgotten (their loss counts: when in doubt the
+ * ring fails fast, as it did before). */
 static void read_monitor(struct train_ring *r)
 {
-    for (;;) {
-        zmq_msg_t ev, addr;
-        uint16_t event = 0;
+    uint16_t event;
+    uint32_t value;
 
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, r->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        if (zmq_msg_size(&ev) >= 6)
-            memcpy(&event, zmq_msg_data(&ev), sizeof event);
-        if (zmq_msg_more(&ev)) {
-            zmq_msg_init(&addr);
-            (void)zmq_msg_recv(&addr, r->mon, 0);
-            zmq_msg_close(&addr);
-        }
-        zmq_msg_close(&ev);
-        if (event == ZMQ_EVENT_DISCONNECTED)
+    while (train_monitor_event(r->mon, &event, &value)) {
+        int at = -1;
+
+        for (int i = 0; i < r->npending && at < 0; i++)
+            if (r->pending[i] == value)
+                at = i;
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            if (r->npending == PENDING_MAX) { /* forget the oldest: its loss counts */
+                memmove(r->pending, r->pending + 1, (PENDING_MAX - 1) * sizeof r->pending[0]);
+                r->npending--;
+            }
+            r->pending[r->npending++] = value;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            r->npending = 0;
+        } else if (event == ZMQ_EVENT_DISCONNECTED && at >= 0) {
+            memmove(r->pending + at, r->pending + at + 1, (size_t)(r->npending - at - 1) * sizeof r->pending[0]);
+            r->npending--;
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
             r->pred_gone = 1;
+        } else if (event & HANDSHAKE_FAILED) {
+            r->pull_hs_failed++;
+        }
     }
+}
+
+/* Break the ring because our connection to the successor failed its
+ * handshake (train_handshake_failed said so). */
+static int ring_handshake_failed(struct train_ring *r, struct sl_error *err)
+{
+    char peer[SL_ERROR_MSG_MAX / 2];
+    struct sl_error why = {0};
+
+    snprintf(peer, sizeof peer, "rank %d (%s)", r->succ, r->eps[r->succ]);
+    train_handshake_error(&r->push_hs, "ring", peer, &why);
+    return ring_fail(r, err, why.code, 0, 0, "%s", why.msg);
 }
 
 /* Read one message that zmq_poll says is waiting. */
@@ -359,7 +423,8 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
 static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, int beat,
                     int *heard, struct hdr *h, zmq_msg_t *payload, struct sl_error *err)
 {
-    zmq_pollitem_t items[2] = {{r->pull, 0, ZMQ_POLLIN, 0}, {r->mon, 0, ZMQ_POLLIN, 0}};
+    zmq_pollitem_t items[3] = {{r->pull, 0, ZMQ_POLLIN, 0}, {r->mon, 0, ZMQ_POLLIN, 0},
+                               {r->pmon, 0, ZMQ_POLLIN, 0}};
     uint64_t start = sl_clock_ns(), alive = start;
     uint64_t beat_ns = silence_ns / 4, next_beat = start + beat_ns;
     int rc;
@@ -370,6 +435,12 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         uint64_t deadline = alive + silence_ns < start + cap_ns ? alive + silence_ns
                                                                 : start + cap_ns;
         uint64_t wake = beat && next_beat < deadline ? next_beat : deadline;
+        uint64_t hs_due = train_handshake_due(&r->push_hs);
+
+        if (train_handshake_failed(&r->push_hs, now))
+            return ring_handshake_failed(r, err);
+        if (hs_due != 0 && hs_due < wake)
+            wake = hs_due;
         long wait_ms = now >= wake ? 0 : (long)((wake - now + 999999) / 1000000);
 
         if (r->stop != NULL && *r->stop)
@@ -378,7 +449,7 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
             wait_ms = 250;
         if (r->pred_gone)
             wait_ms = 0; /* whatever it sent is already queued */
-        rc = zmq_poll(items, 2, wait_ms);
+        rc = zmq_poll(items, 3, wait_ms);
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0)
@@ -398,6 +469,10 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         if (items[1].revents & ZMQ_POLLIN) {
             read_monitor(r);
             continue; /* look at the PULL once more before judging */
+        }
+        if (items[2].revents & ZMQ_POLLIN) {
+            train_handshake_read(&r->push_hs, r->pmon, sl_clock_ns());
+            continue; /* judged at the top */
         }
         if (r->pred_gone)
             return ring_fail(r, err, SL_ECLOSED, WHY_GONE, r->pred,
@@ -434,6 +509,14 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
 
         rc = recv_msg(r, now < deadline ? deadline - now : 0, now < deadline ? deadline - now : 0,
                       0, &heard, &in, &payload, err);
+        if (rc == SL_ETIMEOUT && r->fail.code == 0 && r->pull_hs_failed > 0)
+            return ring_fail(r, err, SL_ETIMEOUT, WHY_KEY, r->pred,
+                             "ring: rank %d (%s) did not join within %.1f s and %" PRIu64
+                             " %shandshake(s) on this rank's endpoint failed: %s",
+                             r->pred, r->eps[r->pred], secs(r->connect_timeout_ms), r->pull_hs_failed,
+                             r->curve ? "CURVE " : "",
+                             r->curve ? "the workers do not share one trainer key (--curve-key)"
+                                      : "a worker with a trainer key (--curve-key) where this one has none?");
         if (rc == SL_ETIMEOUT && r->fail.code == 0)
             return ring_fail(r, err, SL_ETIMEOUT, WHY_JOIN, origin,
                              "ring: rank %d (%s) did not join within %.1f s", origin,
@@ -459,7 +542,25 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
     return 0;
 }
 
-static int make_sockets(struct train_ring *r, struct sl_error *err)
+/* CURVE on both sockets, and the ZAP handler that lets in only holders of
+ * the job's trainer key (before any bind or connect). */
+static int make_curve(struct train_ring *r, const struct sl_curve_keys *k, struct sl_error *err)
+{
+    const char *pub = k->public_z85;
+    int rc = sl_curve_allow_load(&r->allow, NULL, &pub, 1, err);
+
+    if (rc == 0)
+        rc = sl_zap_start(&r->zap, r->ctx, r->allow, "ring", err);
+    if (rc == 0)
+        rc = sl_curve_server(r->pull, k, err);
+    if (rc == 0)
+        rc = sl_curve_client(r->push, k, pub, err);
+    if (rc != 0)
+        sl_error_prefix(err, "ring: ");
+    return rc;
+}
+
+static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve, struct sl_error *err)
 {
     int zero = 0;
     int64_t maxmsg = (int64_t)(r->max_bytes > HDR_LEN ? r->max_bytes : HDR_LEN);
@@ -469,17 +570,28 @@ static int make_sockets(struct train_ring *r, struct sl_error *err)
     r->pull = zmq_socket(r->ctx, ZMQ_PULL);
     r->push = zmq_socket(r->ctx, ZMQ_PUSH);
     r->mon = zmq_socket(r->ctx, ZMQ_PAIR);
-    if (!r->pull || !r->push || !r->mon)
+    r->pmon = zmq_socket(r->ctx, ZMQ_PAIR);
+    if (!r->pull || !r->push || !r->mon || !r->pmon)
         return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(r->mon, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r->pmon, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(r->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(r->push, ZMQ_SNDTIMEO, &r->timeout_ms, sizeof r->timeout_ms);
     zmq_setsockopt(r->push, ZMQ_LINGER, &r->timeout_ms, sizeof r->timeout_ms);
-    if (zmq_socket_monitor(r->pull, MONITOR_ADDR, ZMQ_EVENT_DISCONNECTED) < 0
-        || zmq_connect(r->mon, MONITOR_ADDR) < 0)
+    if (zmq_socket_monitor(r->pull, MONITOR_ADDR,
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED
+                               | HANDSHAKE_FAILED) < 0
+        || zmq_connect(r->mon, MONITOR_ADDR) < 0
+        || zmq_socket_monitor(r->push, PUSH_MONITOR_ADDR, TRAIN_HANDSHAKE_EVENTS) < 0
+        || zmq_connect(r->pmon, PUSH_MONITOR_ADDR) < 0)
         return sl_error_set(err, SL_EIO, "ring: zmq_socket_monitor: %s",
                             zmq_strerror(zmq_errno()));
+    if (curve != NULL) {
+        int rc = make_curve(r, curve, err);
+        if (rc != 0)
+            return rc;
+    }
     const char *bind = r->bind ? r->bind : r->eps[r->rank];
     if (zmq_bind(r->pull, bind) < 0)
         return sl_error_set(err, SL_EIO, "ring: zmq_bind(%s): %s", bind,
@@ -520,6 +632,8 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
     r->succ = (o->rank + 1) % o->size;
     r->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->stop = o->stop;
+    r->curve = o->curve != NULL;
+    r->push_hs.curve = r->curve;
     r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
     r->max_bytes = o->max_message_bytes ? o->max_message_bytes : DEFAULT_MAX_MESSAGE;
     if (r->max_bytes > INT64_MAX)
@@ -539,7 +653,7 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
         return sl_error_set(err, SL_ENOMEM, "ring: out of memory");
     }
     if (r->size > 1) {
-        rc = make_sockets(r, err);
+        rc = make_sockets(r, o->curve, err);
         if (rc == 0)
             rc = rendezvous(r, start, err);
         if (rc < 0) {
@@ -678,8 +792,8 @@ void train_ring_close(struct train_ring *r)
      * event message left in the monitor's pipe is leaked by libzmq 4.3
      * (LeakSanitizer saw the 92-byte frame of a DISCONNECTED event). */
     train_monitor_close(r->pull, r->mon);
-    if (r->push)
-        zmq_close(r->push);
+    train_monitor_close(r->push, r->pmon);
+    sl_zap_stop(r->zap); /* before the context's end, which waits for its socket */
     if (r->ctx) {
         while (zmq_ctx_term(r->ctx) < 0 && zmq_errno() == EINTR) {
         }
@@ -689,6 +803,8 @@ void train_ring_close(struct train_ring *r)
             sl_free(r->eps[i]);
         sl_free(r->eps);
     }
+    if (r->allow)
+        sl_curve_allow_free(r->allow);
     sl_free(r->bind);
     sl_free(r);
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_curve.h"
 #include "sl_error.h"
 #include "train_coll.h"
 
@@ -39,6 +40,15 @@ struct train_ring_opts {
                                     endpoints[rank] when set (a tcp wildcard on
                                     its port, for cluster specs that list host
                                     names); NULL: endpoints[rank] */
+    const struct sl_curve_keys *curve; /* NULL: plaintext. Else the job's
+                                    trainer key pair, the same on every rank
+                                    (borrowed during open only): the PULL is
+                                    a CURVE server with it whose ZAP handler
+                                    accepts that one public key, the PUSH a
+                                    CURVE client with it and that public key
+                                    as the server's. Only holders of the
+                                    secret key join, and every message is
+                                    encrypted. */
 };
 
 enum train_ring_op { TRAIN_RING_SUM, TRAIN_RING_MEAN };
@@ -48,8 +58,13 @@ struct train_ring;
 /* Join the ring: bind our endpoint, connect to our successor's and wait
  * until every rank has joined (a rendezvous passed around the ring).
  * On success *out owns a ring to give to train_ring_close. Errors:
- * SL_EINVAL (bad options), SL_EIO (bind or connect failed), SL_ETIMEOUT
- * ("ring: rank 2 (tcp://...) did not join within 10.0 s"), SL_EPROTO. */
+ * SL_EINVAL (bad options, or a key pair sl_curve refuses), SL_EIO (bind
+ * or connect failed), SL_ETIMEOUT ("ring: rank 2 (tcp://...) did not join
+ * within 10.0 s", with the count of failed CURVE handshakes on our
+ * endpoint when there were any), SL_EPROTO (as soon as our connection to
+ * the successor fails its handshake: "ring: the CURVE handshake with rank
+ * 2 (tcp://...) failed: the workers do not share one trainer key
+ * (--curve-key)", or one side without CURVE). */
 int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
                     struct sl_error *err) SL_MUST_CHECK;
 
