@@ -606,9 +606,9 @@ def case_pending(files):
         fail("pending: descriptors %d before, %d after the handshakes ended" % (base_fds, after_fds))
     if serve_one(ep, job["name"]) != 10:
         fail("pending: a client after the slow-loris was not served")
-    ok("pending handshakes: %s; %.1f kB and one descriptor each; the feeder closed each %.1f-%.1f s after it "
+    ok("pending handshakes: none: %d kB, %d fds; %s; %.1f kB and one descriptor each; the feeder closed each %.1f-%.1f s after it "
        "was made (median %.1f); after: %d kB, %d descriptors; real clients served before, during and after"
-       % (", ".join("%d connections: %d kB, %d fds" % r for r in rows), per_kb, lived[0], lived[-1],
+       % (base_rss, base_fds, ", ".join("%d connections: %d kB, %d fds" % r for r in rows), per_kb, lived[0], lived[-1],
           lived[len(lived) // 2], after_rss, after_fds))
     f.terminate()
     wait(f, 20, "pending feeder")
