@@ -53,11 +53,55 @@ static int copy_addrs(json_t *cluster, const char *key, size_t n, size_t at, cha
     return 0;
 }
 
+/* 'curve.NAME': absent, or a path (1 .. SL_CLUSTER_MAX_PATH - 1 bytes, no
+ * NUL) copied into *out. */
+static int curve_path(json_t *curve, const char *name, char **out, struct sl_error *err)
+{
+    json_t *v = json_object_get(curve, name);
+    if (v == NULL)
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve.%s' must be a key file's path (a non-empty string)",
+                            name);
+    if (json_string_length(v) >= SL_CLUSTER_MAX_PATH)
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve.%s' is longer than %d bytes", name,
+                            SL_CLUSTER_MAX_PATH - 1);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve.%s' holds a NUL byte", name);
+    if ((*out = sl_strdup(json_string_value(v))) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* "curve": {"key": PATH, "server_keys": PATH}, both optional. */
+static int read_curve(json_t *root, struct sl_cluster *c, struct sl_error *err)
+{
+    json_t *curve = json_object_get(root, "curve");
+    if (curve == NULL)
+        return 0;
+    if (!json_is_object(curve))
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve' must be an object with 'key' and 'server_keys' "
+                                            "(key files' paths)");
+    const char *key;
+    json_t *v;
+    json_object_foreach(curve, key, v)
+    {
+        if (strcmp(key, "key") != 0 && strcmp(key, "server_keys") != 0)
+            return sl_error_set(err, SL_EINVAL, "cluster spec: unknown key 'curve.%.64s%s' (expected 'key' or "
+                                "'server_keys')", key, strlen(key) > 64 ? "..." : "");
+    }
+    int rc = curve_path(curve, "key", &c->curve_key, err);
+    if (rc == 0)
+        rc = curve_path(curve, "server_keys", &c->curve_server_keys, err);
+    return rc;
+}
+
 int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *err)
 {
     memset(c, 0, sizeof *c);
     json_error_t je;
-    json_t *root = text[0] == '{' ? json_loads(text, 0, &je) : json_load_file(text, 0, &je);
+    json_t *root = text[0] == '{' ? json_loads(text, JSON_REJECT_DUPLICATES, &je)
+                                  : json_load_file(text, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL)
         return sl_error_set(err, SL_EINVAL, "cluster spec %s:%d:%d: %s", text[0] == '{' ? "(inline)" : text,
                             je.line, je.column, je.text);
@@ -100,6 +144,7 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
         if (strcmp(c->task_type, "worker") == 0)
             c->task_index += (uint32_t)nchief;
     }
+    rc = read_curve(root, c, err);
 out:
     json_decref(root);
     if (rc != 0)
@@ -114,6 +159,10 @@ void sl_cluster_free(struct sl_cluster *c)
     sl_free(c->worker_addrs);
     c->worker_addrs = NULL;
     c->nfeeders = 0;
+    sl_free(c->curve_key);
+    c->curve_key = NULL;
+    sl_free(c->curve_server_keys);
+    c->curve_server_keys = NULL;
 }
 
 int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, struct sl_error *err)

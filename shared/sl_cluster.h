@@ -11,6 +11,17 @@
  * binds its own entry). Other job types ("ps", "evaluator") are accepted
  * and ignored here.
  *
+ * A spec may also name the CURVE key files of the process reading it
+ * (issue #16; docs/security.md): paths, never keys:
+ *
+ *   "curve": {"key": "/etc/sluice/trainer.key",
+ *             "server_keys": "/etc/sluice/feeders"}
+ *
+ * "key" stands for --curve-key and "server_keys" for --curve-server-key
+ * (a trainer's) when the command line does not give them. Any other key
+ * in "curve" is refused (a misspelt security setting must not pass
+ * silently), and so is any key repeated anywhere in the spec.
+ *
  * Errors name the key: "cluster spec: 'task.index' 3 is out of range for
  * the 2 'worker' tasks".
  */
@@ -23,6 +34,7 @@
 #include "sl_error.h"
 
 #define SL_CLUSTER_MAX_ADDR 256
+#define SL_CLUSTER_MAX_PATH 4096 /* bytes of a key file's path, NUL included */
 
 struct sl_cluster {
     size_t nfeeders;
@@ -33,10 +45,12 @@ struct sl_cluster {
                                              host:port becomes tcp://host:port */
     char task_type[32];                   /* "" when the spec has no task */
     uint32_t task_index;
+    char *curve_key;                      /* owned; NULL when absent: 'curve.key' */
+    char *curve_server_keys;              /* owned; NULL when absent: 'curve.server_keys' */
 };
 
 /* Parse `text` (JSON, or the path of a JSON file when it does not start
- * with '{'). */
+ * with '{'). A key repeated in one object is refused. */
 int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *err) SL_MUST_CHECK;
 void sl_cluster_free(struct sl_cluster *c);
 

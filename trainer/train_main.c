@@ -74,6 +74,7 @@ struct trainer_opts {
     const char *cluster_from; /* --cluster-from */
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
+    int insecure;                             /* --insecure */
     uint32_t checkpoint_every, keep;
     uint64_t restore_step;
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
@@ -202,6 +203,10 @@ static const struct sl_opt opt_rows[] = {
      "with --curve-key: the feeders' public keys: one NAME.pub file for every feeder, or a directory holding "
      "feeder j's key at DIR/feeder-J.pub (and --eval-connect's feeder j's at DIR/eval-feeder-J.pub)", NULL,
      NULL},
+    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
+     "let this worker's ring (and worker 0's rendezvous) listen in plaintext on an address other hosts can reach; "
+     "without it such a worker refuses to start unless it has --curve-key (the workers' links are then encrypted "
+     "and let in only holders of the same key)", NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
@@ -637,6 +642,7 @@ struct trainer {
      * each feeder's public key, [j] for feeders.items[j] (eval_: for
      * eval_feeders) */
     int have_curve;
+    char *spec_curve_key, *spec_curve_server; /* the cluster spec's 'curve' paths (owned) */
     struct sl_curve_keys curve;
     char curve_server[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1], curve_eval[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1];
     const char *curve_server_z85[MAX_FEEDERS], *curve_eval_z85[MAX_FEEDERS];
@@ -692,6 +698,18 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
         rc = sl_cluster_worker_list(&cs, &t->ring_eps, err);
         *from_peers = 1;
     }
+    /* the spec's key files stand for --curve-key and --curve-server-key
+     * when the command line does not give them */
+    if (rc == 0 && o->curve_key == NULL && cs.curve_key != NULL) {
+        t->spec_curve_key = cs.curve_key;
+        cs.curve_key = NULL;
+        o->curve_key = t->spec_curve_key;
+    }
+    if (rc == 0 && o->curve_server_key == NULL && cs.curve_server_keys != NULL) {
+        t->spec_curve_server = cs.curve_server_keys;
+        cs.curve_server_keys = NULL;
+        o->curve_server_key = t->spec_curve_server;
+    }
     sl_cluster_free(&cs);
     return rc;
 }
@@ -738,6 +756,30 @@ static int load_curve(struct trainer *t)
         rc = load_server_keys(o->curve_server_key, "eval-feeder", t->eval_feeders.n, t->curve_eval,
                               t->curve_eval_z85);
     return rc;
+}
+
+/* What this worker's ring listens on (worker 0's rendezvous too) when it
+ * can be reached from other hosts and has no CURVE; NULL otherwise. */
+static const char *plaintext_listen(const struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->model == MODEL_NONE || o->workers < 2 || t->ring_eps.n != o->workers || t->have_curve)
+        return NULL;
+    const char *bind = t->ring_bind[0] != '\0' ? t->ring_bind : t->ring_eps.items[o->worker];
+    return sl_endpoint_is_local(bind) ? NULL : bind;
+}
+
+/* Safe by default (issue #16): a worker whose ring endpoint can be reached
+ * from other hosts listens there only with CURVE, or with --insecure (then
+ * meet() warns). 0, or the usage error printed. */
+static int check_listen(const struct trainer *t)
+{
+    const char *bind = plaintext_listen(t);
+    if (bind == NULL || t->o.insecure)
+        return 0;
+    return usage_error("this worker's ring endpoint %s can be reached from other hosts, and without --curve-key "
+                       "anyone who reaches it could join the job and read its gradients: give every worker the same "
+                       "--curve-key (docs/security.md), or --insecure to listen in plaintext anyway", bind);
 }
 
 static int configure(struct trainer *t, int argc, char **argv)
@@ -823,7 +865,8 @@ static int configure(struct trainer *t, int argc, char **argv)
     if ((o->checkpoint != NULL || t->restoring) && t->gpu)
         return usage_error("--checkpoint and --restore need CPU replicas (the GPU replicas' optimizer state stays "
                            "on the devices)");
-    return load_curve(t);
+    rc = load_curve(t);
+    return rc != 0 ? rc : check_listen(t);
 }
 
 /* stdout carries the JSON summary and nothing else. Libraries may print
@@ -1141,6 +1184,9 @@ static int meet(struct trainer *t)
     const struct trainer_opts *o = &t->o;
     if (o->model == MODEL_NONE || o->workers < 2 || t->ring_eps.n == 0)
         return 0;
+    if (plaintext_listen(t) != NULL)
+        sl_log(SL_LOG_WARN, "ring: listening on %s in plaintext (--insecure): anyone who reaches it can join the job "
+               "and read its gradients", plaintext_listen(t));
     char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root_bind[SL_CLUSTER_MAX_ADDR], restored[32] = "none";
     if (t->restoring && t->restore_step_given)
         snprintf(restored, sizeof restored, "step-%" PRIu64, t->o.restore_step);
@@ -1160,7 +1206,7 @@ static int meet(struct trainer *t)
                                        .bind = t->ring_bind[0] != '\0' ? root_bind : NULL,
                                        .names = (const char *const *)t->ring_eps.items, .job = o->job,
                                        .config = cfg, .timeout_ms = (int)(o->rendezvous_timeout_s * 1000),
-                                       .stop = &stop_flag};
+                                       .stop = &stop_flag, .curve = t->have_curve ? &t->curve : NULL};
     struct sl_error err = {0};
     size_t blob_len = 0;
     double t0 = sl_clock_s();
@@ -1208,7 +1254,8 @@ static int start(struct trainer *t)
                                      .endpoints = (const char *const *)t->ring_eps.items,
                                      .timeout_ms = (int)o->timeout_ms,
                                      .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL, .stop = &stop_flag};
+                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL, .stop = &stop_flag,
+                                     .curve = t->have_curve ? &t->curve : NULL};
         if (train_ring_open(&t->ring, &ro, &err) != 0)
             goto fail;
         if (t->restoring && ckpt_agree(t, &err) != 0)
@@ -1652,6 +1699,8 @@ out_free_lists:
     sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);
     sl_cluster_list_free(&t.ring_eps);
+    sl_free(t.spec_curve_key);
+    sl_free(t.spec_curve_server);
     sl_cluster_list_free(&t.feeders);
     /* a run a signal cut short: 130 (SIGINT) or 143 (SIGTERM); one that had
      * finished when the signal came keeps its 0 */

@@ -1,5 +1,9 @@
 /* TF_CONFIG cluster specs: worker numbering with and without a chief, feeder
- * endpoints and bind addresses, and each malformed shape's message. */
+ * endpoints and bind addresses, and each malformed shape's message; the
+ * 'curve' key files' paths (absent, wrong types, empty, NUL, huge,
+ * misspelt, repeated). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sl_cluster.h"
@@ -212,6 +216,109 @@ START_TEST(test_spec_lists)
 }
 END_TEST
 
+/* 'curve': the key files' paths, absent or given, and every bad shape. */
+START_TEST(test_curve_paths)
+{
+    static const char *const base = "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": \"worker\", "
+                                    "\"index\": 0}";
+    char spec[12000];
+    struct sl_cluster c;
+    struct sl_error err = {0};
+
+    /* absent: NULL both */
+    snprintf(spec, sizeof spec, "%s}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_ptr_null(c.curve_key);
+    ck_assert_ptr_null(c.curve_server_keys);
+    sl_cluster_free(&c);
+    /* both, one, none of the two (an empty object) */
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"key\": \"/k/trainer.key\", \"server_keys\": \"/k/feeders\"}}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_str_eq(c.curve_key, "/k/trainer.key");
+    ck_assert_str_eq(c.curve_server_keys, "/k/feeders");
+    sl_cluster_free(&c);
+    ck_assert_ptr_null(c.curve_key);
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"server_keys\": \"f.pub\"}}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_ptr_null(c.curve_key);
+    ck_assert_str_eq(c.curve_server_keys, "f.pub");
+    sl_cluster_free(&c);
+    snprintf(spec, sizeof spec, "%s, \"curve\": {}}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_ptr_null(c.curve_key);
+    ck_assert_ptr_null(c.curve_server_keys);
+    sl_cluster_free(&c);
+    /* the longest path taken, one byte more refused */
+    char path[SL_CLUSTER_MAX_PATH + 1];
+    memset(path, 'p', sizeof path);
+    path[SL_CLUSTER_MAX_PATH - 1] = '\0';
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"key\": \"%s\"}}", base, path);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_uint_eq(strlen(c.curve_key), SL_CLUSTER_MAX_PATH - 1);
+    sl_cluster_free(&c);
+
+    static const struct {
+        const char *curve, *msg;
+    } bad[] = {
+        {"\"curve\": \"/k/trainer.key\"",
+         "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
+        {"\"curve\": [\"/k/trainer.key\"]",
+         "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
+        {"\"curve\": null", "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
+        {"\"curve\": {\"key\": 7}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": -1}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": 1e999}", "cluster spec (inline):1:"}, /* jansson's: a number out of range */
+        {"\"curve\": {\"key\": null}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": true}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": {}}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": \"\"}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"server_keys\": [\"a\", \"b\"]}",
+         "cluster spec: 'curve.server_keys' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"key\": \"a\\u0000.key\"}", "\\u0000 is not allowed"}, /* jansson refuses it */
+        /* a misspelt name is not ignored */
+        {"\"curve\": {\"secret\": \"/k/trainer.key\"}",
+         "cluster spec: unknown key 'curve.secret' (expected 'key' or 'server_keys')"},
+        {"\"curve\": {\"key\": \"/k/t.key\", \"server_key\": \"/k/f\"}",
+         "cluster spec: unknown key 'curve.server_key' (expected 'key' or 'server_keys')"},
+        /* repeated: inside 'curve', and 'curve' itself */
+        {"\"curve\": {\"key\": \"/k/a.key\", \"key\": \"/k/b.key\"}", "duplicate object key"},
+        {"\"curve\": {\"key\": \"/k/a.key\"}, \"curve\": {\"key\": \"/k/b.key\"}", "duplicate object key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(spec, sizeof spec, "%s, %s}", base, bad[i].curve);
+        memset(&err, 0, sizeof err);
+        ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), SL_EINVAL);
+        if (strncmp(bad[i].msg, "cluster spec: ", 14) == 0) /* ours: exact */
+            ck_assert_str_eq(err.msg, bad[i].msg);
+        else /* jansson's, after our prefix */
+            ck_assert_msg(strncmp(err.msg, "cluster spec (inline):", 22) == 0 && strstr(err.msg, bad[i].msg) != NULL,
+                          "%s", err.msg);
+        ck_assert_ptr_null(c.curve_key); /* nothing kept */
+        ck_assert_ptr_null(c.curve_server_keys);
+    }
+    /* one byte past the longest path */
+    path[SL_CLUSTER_MAX_PATH - 1] = 'p';
+    path[SL_CLUSTER_MAX_PATH] = '\0';
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"server_keys\": \"%s\"}}", base, path);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cluster spec: 'curve.server_keys' is longer than 4095 bytes");
+    /* a huge one (1 MiB) the same */
+    size_t huge = (size_t)1 << 20;
+    char *big = malloc(huge + 200);
+    ck_assert_ptr_nonnull(big);
+    int n = snprintf(big, 200, "%s, \"curve\": {\"key\": \"", base);
+    memset(big + n, 'x', huge);
+    strcpy(big + n + huge, "\"}}");
+    ck_assert_int_eq(sl_cluster_parse(&c, big, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cluster spec: 'curve.key' is longer than 4095 bytes");
+    free(big);
+    /* a duplicate key anywhere else in the spec is refused too */
+    ck_assert_int_eq(sl_cluster_parse(&c, "{\"cluster\": {\"worker\": [\"a:1\"], \"worker\": [\"b:1\"]}}", &err),
+                     SL_EINVAL);
+    ck_assert_msg(strstr(err.msg, "duplicate") != NULL, "%s", err.msg);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_cluster");
@@ -224,6 +331,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_list_bounds);
     tcase_add_test(tc, test_list_join);
     tcase_add_test(tc, test_spec_lists);
+    tcase_add_test(tc, test_curve_paths);
     suite_add_tcase(s, tc);
     return s;
 }
