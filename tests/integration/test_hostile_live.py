@@ -67,6 +67,8 @@ SLOW_LORIS = 200       # of each kind (silent, half a greeting) during the live 
 # freed memory in quarantine (its quarantine_size_mb) on top
 VERSION = subprocess.run([bed.FEEDER, "--version"], capture_output=True, text=True).stdout
 RSS_BOUND_KB = (64 + (256 if "address" in VERSION else 0)) * 1024
+# a pending connection's memory; a sanitizer's shadow memory multiplies it
+CONN_BOUND_KB = 64 if "sanitizers:" in VERSION else 16
 
 
 def free_port():
@@ -594,7 +596,7 @@ def case_pending(files):
     per_kb = (rss - base_rss) / n
     if nfd - base_fds < n * 0.9 or nfd - base_fds > n + 4:
         fail("pending: %d pending connections hold %d descriptors (before %d)" % (n, nfd, base_fds))
-    if per_kb > 16:
+    if per_kb > CONN_BOUND_KB:
         fail("pending: %.1f kB of resident memory per pending connection" % per_kb)
     # a real client is served while they are pending
     if serve_one(ep, job["name"]) != 10:
