@@ -75,6 +75,7 @@ static void on_reload(int sig)
 struct args {
     const char *job, *listen, *cluster, *stats, *scan_cache;
     const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
+    const char *ipc_group;               /* --ipc-group GROUP */
     int insecure;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
@@ -223,6 +224,9 @@ static const struct sl_opt opt_rows[] = {
     {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
      "the trainers allowed: every NAME.pub in DIR (one public key a file; read again on SIGHUP); needs "
      "--curve-key", NULL, NULL},
+    {"ipc-group", 0, SL_OPT_STRING, OFF(ipc_group), 0, 0, NULL, "GROUP",
+     "an ipc:// --listen socket file is 0600 (only this user's trainers connect); with this, 0660 and owned by "
+     "GROUP, whose members may connect too", NULL, NULL},
     {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
      "serve in the clear on an address other hosts can reach (without it, such a --listen needs --curve-key)",
      NULL, NULL},
@@ -692,7 +696,7 @@ int main(int argc, char **argv)
     struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS};
     if (status == 0 && !a.plan) {
         if (feed_listener_open(&listener, a.listen, job->name, a.heartbeat_ms ? (int)a.heartbeat_ms : 1000,
-                               curve_allow != NULL ? &curve : NULL, &src_err) != 0) {
+                               curve_allow != NULL ? &curve : NULL, a.ipc_group, &src_err) != 0) {
             sl_log(SL_LOG_ERROR, "%s", src_err.msg);
             status = EXIT_DATA;
         } else {
@@ -727,7 +731,7 @@ int main(int argc, char **argv)
                                      .replicas = (uint32_t)a.replicas,
                                      .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
                                      .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
-                                     .no_takeover = a.no_takeover,
+                                     .no_takeover = a.no_takeover, .ipc_group = a.ipc_group,
                                      .idle_exit_ms = (int)(a.idle_exit_s * 1000),
                                      .stop = &stop_flag, .dump = &dump_flag};
         struct feed_counters c;

@@ -33,6 +33,7 @@
 #include "sl_log.h"
 #include "sl_pool.h"
 #include "sl_proc.h"
+#include "sl_peer.h"
 #include "sl_wire.h"
 
 /* ---- the socket ---- */
@@ -78,8 +79,8 @@ static void curve_summary(const struct sl_zap *zap)
 
 /* A ZeroMQ context and the feeder's ROUTER, bound to `listen`; with CURVE,
  * a CURVE server whose ZAP handler (*zap) is running before the bind. */
-static int bind_router(const char *listen, const struct feed_curve *curve, void **ctx, void **router,
-                       struct sl_zap **zap, struct sl_error *err)
+static int bind_router(const char *listen, const struct feed_curve *curve, const char *ipc_group, void **ctx,
+                       void **router, struct sl_zap **zap, struct sl_error *err)
 {
     *zap = NULL;
     *ctx = zmq_ctx_new();
@@ -104,9 +105,8 @@ static int bind_router(const char *listen, const struct feed_curve *curve, void 
         if (rc != 0)
             return rc;
     }
-    if (zmq_bind(*router, listen) != 0)
-        return sl_error_set(err, SL_EIO, "bind(%s): %s", listen, zmq_strerror(errno));
-    return 0;
+    /* an ipc socket file only this user (or --ipc-group) can connect to */
+    return sl_bind_private(*router, listen, ipc_group, err);
 }
 
 /* The version of a HELLO of another protocol version (magic "SLC1", type
@@ -460,7 +460,31 @@ static int may_replace(struct server *s, struct trainer *t, const uint8_t *id, s
     return 1;
 }
 
-static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello)
+/* Shared memory goes only to a trainer of this feeder's own user: the
+ * peer's uid, from the connection's socket (the kernel's SO_PEERCRED on
+ * ipc, /proc/net/tcp on loopback; sl_peer.h). Anything else (another
+ * user, another host, a socket that cannot tell) gets pieces by copy. The
+ * memfd itself is safe from other users anyway (opening it through
+ * /proc/PID/fd needs the feeder's own credentials): this keeps the offer,
+ * its pid, fd and token, from them too. */
+static int peer_is_us(struct server *s, int fd, uint32_t worker)
+{
+    uid_t uid;
+    struct sl_error err = {0};
+    if (fd >= 0 && sl_peer_uid(fd, &uid, &err) == 0 && uid == geteuid())
+        return 1;
+    if (sl_log_allowed(&s->lim_refuse)) {
+        if (fd >= 0 && err.code == 0)
+            sl_log(SL_LOG_INFO, "worker %u: shared memory not offered: the trainer runs as uid %u, this feeder as %u; "
+                   "pieces go by copy", worker, (unsigned)uid, (unsigned)geteuid());
+        else
+            sl_log(SL_LOG_INFO, "worker %u: shared memory not offered (%s); pieces go by copy", worker,
+                   fd < 0 ? "the connection's socket is unknown" : err.msg);
+    }
+    return 0;
+}
+
+static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)
 {
     /* s->msg is reused for the answer: keep the HELLO */
     const struct sl_wire_hello copy = *hello, *h = &copy;
@@ -557,6 +581,8 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
      * copied out what it still held: its buffers go back */
     feed_hold_release_all(&t->hold, s->pool);
     t->shm = takeover ? FEED_SHM_NONE : feed_shm_offer(s->shm.size != 0, h->flags);
+    if (t->shm == FEED_SHM_PENDING && !peer_is_us(s, fd, h->worker))
+        t->shm = FEED_SHM_NONE;
     t->worker = h->worker;
     t->share = h->share;
     t->incarnation = h->incarnation;
@@ -673,7 +699,7 @@ static void on_message(struct server *s)
         if (t != NULL)
             refuse(s, idp, id_len, "HELLO twice on one connection");
         else
-            on_hello(s, idp, id_len, &s->msg.hello);
+            on_hello(s, idp, id_len, &s->msg.hello, zmq_msg_get(&body, ZMQ_SRCFD));
         break;
     case SL_WIRE_CREDIT:
         if (t != NULL) {
@@ -795,7 +821,7 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
         s->ctx = o->listener->ctx;
         s->router = o->listener->router;
         *zap = o->listener->zap;
-    } else if ((rc = bind_router(o->listen, o->curve, &s->ctx, &s->router, zap, err)) != 0) {
+    } else if ((rc = bind_router(o->listen, o->curve, o->ipc_group, &s->ctx, &s->router, zap, err)) != 0) {
         return rc;
     }
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .metrics = s->m, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
@@ -1066,7 +1092,7 @@ int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quie
 /* ---- before serving: the listener ---- */
 
 int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
-                       const struct feed_curve *curve, struct sl_error *err)
+                       const struct feed_curve *curve, const char *ipc_group, struct sl_error *err)
 {
     *out = NULL;
     struct feed_listener *l = sl_calloc(1, sizeof *l);
@@ -1079,7 +1105,7 @@ int feed_listener_open(struct feed_listener **out, const char *listen, const cha
     l->lim_bad = (struct sl_log_limit){.kind = "malformed or unexpected messages", .burst = 10};
     sl_buf_init(&l->buf, SL_WIRE_MAX_HEADER);
     l->curve = curve;
-    int rc = bind_router(listen, curve, &l->ctx, &l->router, &l->zap, err);
+    int rc = bind_router(listen, curve, ipc_group, &l->ctx, &l->router, &l->zap, err);
     if (rc != 0) {
         feed_listener_close(l);
         return rc;

@@ -76,7 +76,7 @@ struct feed_curve {
  * HELLO again (1..SL_WIRE_MAX_RETRY_MS); curve: NULL for no CURVE (the
  * caller decides whether that is allowed: sl_endpoint_is_local). */
 int feed_listener_open(struct feed_listener **out, const char *listen, const char *job, int retry_ms,
-                       const struct feed_curve *curve, struct sl_error *err) SL_MUST_CHECK;
+                       const struct feed_curve *curve, const char *ipc_group, struct sl_error *err) SL_MUST_CHECK;
 /* Answer every message waiting on the socket, without blocking (at most
  * a few hundred a call). */
 void feed_listener_answer(struct feed_listener *l, const struct feed_scan_status *st);
@@ -110,6 +110,7 @@ struct feed_server_opts {
                                  * (c->idle says so); 0: serve for ever */
     int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
     int no_takeover;            /* refuse to serve other feeders' shares (--no-takeover) */
+    const char *ipc_group;      /* an ipc:// socket file's group (0660), NULL: 0600 (sl_bind_private) */
     volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
     volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
     struct sl_metrics *metrics;   /* borrowed, over feed_metric_defs: where every figure goes

@@ -4,12 +4,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <zmq.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 /* "AABBCCDD:PPPP" as /proc/net/tcp prints an IPv4 end: the address's four
  * bytes as the host reads them as one integer, the port in host order. */
@@ -92,5 +96,35 @@ int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err)
     if (!found)
         return sl_error_set(err, SL_EINVAL, "the peer's socket %s is not in %s (closed?)", want_local, table);
     *uid = (uid_t)u;
+    return 0;
+}
+
+int sl_bind_private(void *sock, const char *endpoint, const char *group, struct sl_error *err)
+{
+    int path_ipc = strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@' && endpoint[6] != '\0';
+    gid_t gid = (gid_t)-1;
+    if (path_ipc && group != NULL) {
+        struct group *g = getgrnam(group);
+        if (g == NULL)
+            return sl_error_set(err, SL_EINVAL, "bind(%s): no group '%s'", endpoint, group);
+        gid = g->gr_gid;
+    }
+    /* the socket file is made by zmq_bind on this thread: under umask 077
+     * it is 0600 from the start (the umask is the process's: this runs at
+     * start-up, before other threads make files) */
+    mode_t old = path_ipc ? umask(077) : 0;
+    int rc = zmq_bind(sock, endpoint);
+    int e = errno;
+    if (path_ipc)
+        umask(old);
+    if (rc != 0)
+        return sl_error_set(err, SL_EIO, "bind(%s): %s", endpoint, zmq_strerror(e));
+    /* 0700 as made (only the owner may connect: that takes write
+     * permission); then 0600, or the group's 0660 once it is the group's */
+    const char *path = endpoint + 6;
+    if (path_ipc && group != NULL && (chown(path, (uid_t)-1, gid) != 0 || chmod(path, 0660) != 0))
+        return sl_error_sys(err, errno, "bind(%s): giving the socket to group '%s'", endpoint, group);
+    if (path_ipc && group == NULL && chmod(path, 0600) != 0)
+        return sl_error_sys(err, errno, "bind(%s): chmod 0600", endpoint);
     return 0;
 }

@@ -25,4 +25,13 @@
  * (err says which); SL_EIO when /proc/net cannot be read. */
 int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err) SL_MUST_CHECK;
 
+/* zmq_bind(sock, endpoint), and for a path ipc:// endpoint a socket file
+ * only its owner can connect to: created under umask 077 (owner-only from
+ * the first moment: no window), then made 0600; or, with `group` (a group
+ * name; NULL: none), given to that group and made 0660. An abstract ipc://@name has no file
+ * and no mode: any local user can reach it (as tcp on loopback), so it is
+ * bound as given. 0, or SL_EIO / SL_EINVAL (an unknown group) naming the
+ * endpoint. */
+int sl_bind_private(void *sock, const char *endpoint, const char *group, struct sl_error *err) SL_MUST_CHECK;
+
 #endif

@@ -5,9 +5,13 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "sl_peer.h"
 #include "sl_test.h"
@@ -137,6 +141,49 @@ START_TEST(test_no_local_peer)
 }
 END_TEST
 
+/* sl_bind_private: an ipc socket file 0600 (whatever the umask), or the
+ * group's 0660; an unknown group and a bad endpoint refused naming them;
+ * the process's umask as it was. */
+START_TEST(test_bind_private)
+{
+    void *ctx = zmq_ctx_new();
+    struct sl_error err = {0};
+    mode_t before = umask(0);
+    umask(before);
+    char ep[512];
+    struct stat st;
+    /* a permissive umask does not leak into the socket file */
+    umask(0);
+    void *a = zmq_socket(ctx, ZMQ_ROUTER);
+    snprintf(ep, sizeof ep, "ipc://%s", sl_test_path("a.sock"));
+    ck_assert_msg(sl_bind_private(a, ep, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(stat(sl_test_path("a.sock"), &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0600);
+    ck_assert_uint_eq(umask(before), 0); /* restored to what it was (0 here) */
+    struct group *g = getgrnam("nogroup");
+    if (g != NULL && geteuid() == 0) {
+        void *b = zmq_socket(ctx, ZMQ_ROUTER);
+        snprintf(ep, sizeof ep, "ipc://%s", sl_test_path("b.sock"));
+        ck_assert_msg(sl_bind_private(b, ep, "nogroup", &err) == 0, "%s", err.msg);
+        ck_assert_int_eq(stat(sl_test_path("b.sock"), &st), 0);
+        ck_assert_uint_eq(st.st_mode & 07777, 0660);
+        ck_assert_uint_eq(st.st_gid, g->gr_gid);
+        zmq_close(b);
+    }
+    void *c = zmq_socket(ctx, ZMQ_ROUTER);
+    snprintf(ep, sizeof ep, "ipc://%s", sl_test_path("c.sock"));
+    ck_assert_int_eq(sl_bind_private(c, ep, "no-such-group-here", &err), SL_EINVAL);
+    ck_assert(strstr(err.msg, "no group 'no-such-group-here'") != NULL);
+    ck_assert_int_eq(sl_bind_private(c, "ipc:///no/such/dir/x.sock", NULL, &err), SL_EIO);
+    ck_assert(strstr(err.msg, "bind(ipc:///no/such/dir/x.sock)") != NULL);
+    /* tcp: bound as given */
+    ck_assert_msg(sl_bind_private(c, "tcp://127.0.0.1:*", NULL, &err) == 0, "%s", err.msg);
+    zmq_close(a);
+    zmq_close(c);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_peer");
@@ -145,6 +192,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_unix_is_ours);
     tcase_add_test(tc, test_another_user);
     tcase_add_test(tc, test_no_local_peer);
+    tcase_add_test(tc, test_bind_private);
     suite_add_tcase(s, tc);
     return s;
 }
