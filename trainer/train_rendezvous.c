@@ -65,6 +65,8 @@
 #define EXTRA_WAIT_MS 10000
 #define ROOT_LINGER_MS 2000
 #define MAX_ID 256
+#define CURVE_FRAME_EXTRA 64 /* ZMQ_MAXMSGSIZE bounds a frame as it arrives: a CURVE
+                                MESSAGE command carries 33 bytes more */
 #define ROOT_MONITOR "inproc://sl-rendezvous-root-monitor"
 #define PEER_MONITOR "inproc://sl-rendezvous-peer-monitor"
 #define HANDSHAKE_FAILED \
@@ -387,7 +389,7 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     struct sl_curve_allow *allow = NULL;
     struct sl_zap *zap = NULL;
     int linger = ROOT_LINGER_MS, mandatory = 0;
-    int64_t maxmsg = MAX_FRAME;
+    int64_t maxmsg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0);
     const char *ep = o->bind ? o->bind : o->root;
     int rc;
 
@@ -433,7 +435,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
                     size_t blob_cap, size_t *blob_len, struct sl_error *err)
 {
     int linger = 0;
-    int64_t maxmsg = MAX_FRAME;
+    int64_t maxmsg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0);
     const char *config = o->config ? o->config : "";
     char a[320], b[320];
     unsigned char *buf = sl_malloc(MAX_FRAME);

@@ -89,6 +89,8 @@
 #define BROKEN_LINGER_MS 500
 #define MONITOR_ADDR "inproc://sl-ring-monitor"
 #define PUSH_MONITOR_ADDR "inproc://sl-ring-monitor-push"
+#define CURVE_FRAME_EXTRA 64 /* a CURVE MESSAGE's bytes around a frame's data: 33 */
+#define CURVE_HANDSHAKE_MAX 1024 /* room for CURVE's handshake commands */
 #define PENDING_MAX 32 /* connections to the PULL tracked before their handshake */
 #define HANDSHAKE_FAILED \
     (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
@@ -123,8 +125,10 @@ struct train_ring {
     struct sl_curve_allow *allow; /* CURVE: the one public key, for zap */
     struct sl_zap *zap;  /* CURVE: the ZAP handler of ctx */
     uint64_t pull_hs_failed; /* failed handshakes on the PULL */
-    uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake yet */
+    uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake known */
     int npending;
+    int unpinned;            /* handshakes succeeded among them, not pinned to one */
+    int pull_last_failed;    /* the last event read was a failed handshake */
     struct train_handshake push_hs; /* the PUSH's handshakes */
     uint64_t seq;        /* all_reduce calls made */
     struct sl_error fail;/* code != 0: the ring is broken, with this error */
@@ -301,21 +305,25 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
  * Anyone who can reach our port can open a connection and close it (a port
  * scan, garbage, a client of another key): that is not the predecessor
  * going away. libzmq reports each connection as ACCEPTED (its fd), then
- * maybe a handshake's success (without the fd) or failure, then
- * DISCONNECTED (the fd). So the accepted fds without a known outcome are
- * kept: one that disconnects from there never carried the predecessor's
- * messages. A success while only one fd waits is that fd's (it is
- * forgotten: its loss counts); with several waiting, any may be the
- * predecessor's, so all are forgotten (their loss counts: when in doubt the
- * ring fails fast, as it did before). */
+ * maybe a handshake's success (without the fd) or failure (right before
+ * that connection's DISCONNECTED), then DISCONNECTED (the fd). So the
+ * accepted fds not known to have completed a handshake are kept, with the
+ * number of successes among them not yet pinned to one. A pending fd that
+ * disconnects after a failure, or while no success is unpinned, never
+ * carried the predecessor's messages; when the successes unpinned are as
+ * many as the fds pending, those are all handshaken (forgotten: their loss
+ * counts). Only when a pending fd disconnects without a failure while a
+ * success is unpinned is it taken for the predecessor (the ring fails
+ * fast, as it did before). */
 static void read_monitor(struct train_ring *r)
 {
     uint16_t event;
     uint32_t value;
 
     while (train_monitor_event(r->mon, &event, &value)) {
-        int at = -1;
+        int at = -1, failed = r->pull_last_failed;
 
+        r->pull_last_failed = 0;
         for (int i = 0; i < r->npending && at < 0; i++)
             if (r->pending[i] == value)
                 at = i;
@@ -323,18 +331,28 @@ static void read_monitor(struct train_ring *r)
             if (r->npending == PENDING_MAX) { /* forget the oldest: its loss counts */
                 memmove(r->pending, r->pending + 1, (PENDING_MAX - 1) * sizeof r->pending[0]);
                 r->npending--;
+                if (r->unpinned > r->npending)
+                    r->unpinned = r->npending;
             }
             r->pending[r->npending++] = value;
         } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-            r->npending = 0;
+            if (r->unpinned < r->npending)
+                r->unpinned++;
         } else if (event == ZMQ_EVENT_DISCONNECTED && at >= 0) {
+            if (!failed && r->unpinned > 0) { /* perhaps the handshaken one */
+                r->pred_gone = 1;
+                r->unpinned--;
+            }
             memmove(r->pending + at, r->pending + at + 1, (size_t)(r->npending - at - 1) * sizeof r->pending[0]);
             r->npending--;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             r->pred_gone = 1;
         } else if (event & HANDSHAKE_FAILED) {
             r->pull_hs_failed++;
+            r->pull_last_failed = 1;
         }
+        if (r->unpinned > 0 && r->unpinned == r->npending)
+            r->unpinned = r->npending = 0;
     }
 }
 
@@ -564,6 +582,14 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
 {
     int zero = 0;
     int64_t maxmsg = (int64_t)(r->max_bytes > HDR_LEN ? r->max_bytes : HDR_LEN);
+
+    /* ZMQ_MAXMSGSIZE bounds every frame as it arrives: with CURVE a data
+     * frame comes inside a MESSAGE command (33 bytes more), and the
+     * handshake's own commands (INITIATE: about 300 bytes) too */
+    if (curve != NULL)
+        maxmsg = maxmsg > INT64_MAX - CURVE_FRAME_EXTRA ? INT64_MAX
+                 : maxmsg + CURVE_FRAME_EXTRA < CURVE_HANDSHAKE_MAX ? CURVE_HANDSHAKE_MAX
+                                                                    : maxmsg + CURVE_FRAME_EXTRA;
 
     if ((r->ctx = zmq_ctx_new()) == NULL)
         return sl_error_sys(err, errno, "zmq_ctx_new");

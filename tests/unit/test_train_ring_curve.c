@@ -853,6 +853,43 @@ START_TEST(test_curve_rendezvous_bad_keys)
 }
 END_TEST
 
+/* max_message_bytes bounds the data: a chunk of exactly that size passes
+ * with CURVE too (its frames arrive 33 bytes larger), one more float is
+ * refused before anything is sent. The rendezvous' largest blob the same. */
+START_TEST(test_curve_message_limit)
+{
+    enum { P = 2 };
+    struct sl_curve_keys k;
+    struct ring_run run;
+    make_keys(&k);
+    ring_setup(&run, P, NULL);
+    ring_inputs(&run, 30, 2); /* chunks of 15 floats: 60 bytes, and (30/2 + 1) * 4 = 64 */
+    for (int r = 0; r < P; r++) {
+        run.arg[r].o.curve = &k;
+        run.arg[r].o.max_message_bytes = 64;
+    }
+    ring_go(&run);
+    for (int r = 0; r < P; r++)
+        ck_assert_msg(run.arg[r].rc == 0, "rank %d: %s", r, run.arg[r].err.msg);
+    ck_assert(memcmp(run.arg[0].buf, run.arg[1].buf, 2 * 30 * sizeof(float)) == 0);
+    ring_free(&run);
+
+    static unsigned char blob[TRAIN_RENDEZVOUS_MAX_BLOB];
+    for (size_t i = 0; i < sizeof blob; i++)
+        blob[i] = (unsigned char)(i * 7);
+    struct rdv_run rdv;
+    rdv_setup(&rdv, 3, NULL, blob, sizeof blob);
+    for (int r = 0; r < 3; r++)
+        rdv.arg[r].o.curve = &k;
+    rdv_go(&rdv);
+    for (int r = 0; r < 3; r++) {
+        ck_assert_msg(rdv.arg[r].rc == 0, "rank %d: %s", r, rdv.arg[r].err.msg);
+        ck_assert_uint_eq(rdv.arg[r].len, sizeof blob);
+        ck_assert(memcmp(rdv.arg[r].got, blob, sizeof blob) == 0);
+    }
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_ring_curve");
@@ -869,6 +906,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_curve_rendezvous_other_key);
     tcase_add_test(tc, test_curve_rendezvous_one_side_plain);
     tcase_add_test(tc, test_curve_rendezvous_bad_keys);
+    tcase_add_test(tc, test_curve_message_limit);
     suite_add_tcase(s, tc);
     return s;
 }
