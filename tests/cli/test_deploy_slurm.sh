@@ -9,6 +9,13 @@
 #   - 2 feeders + 2 workers on 2(x2) tasks per node
 #   - refused: srun told the tasks "cyclic" but placed them by block (each
 #     misplaced task names its node), and no task left for a worker
+#   - keys (issue #16): the first run makes them in SLUICE_KEYS (mode 0700,
+#     feeder and trainer pairs, the allow-list), every feeder serves over
+#     CURVE only the trainer key, the ring uses the shared trainer key; the
+#     next runs reuse them. Refused: a key folder others may open, a worker
+#     whose key is not on the allow-list (named by the workers, counted by
+#     the feeder), SLUICE_INSECURE other than 0 or 1. SLUICE_INSECURE=1
+#     trains in plaintext with the binaries' warnings.
 #   - across hosts, when tests/cluster/netns.py can make network namespaces
 #     (root): three nodes 198.18.0.x, each task in its node's namespace and
 #     a PID namespace of its own, every piece and gradient over the links
@@ -83,6 +90,22 @@ PY
     pass "$name"
 }
 
+# curved: the run used the keys of $T/sluice-keys: the feeders served
+# over CURVE the trainer key only (every worker accepted, none refused) and
+# no task warned about plaintext
+curved() {
+    local name="$1" F="$2" W="$3" j pub
+    pub=$(cat "$T/sluice-keys/feeder.pub")
+    for ((j = 0; j < F; j++)); do
+        grep -qF "CURVE: this feeder's public key is $pub; 1 trainer keys allowed" "$T/run/logs/task-$j.err" ||
+            fail "$name: feeder $j did not serve with the key folder's feeder key and one trainer key"
+        grep -q "CURVE: $W trainer connections accepted, 0 refused" "$T/run/logs/task-$j.err" ||
+            fail "$name: feeder $j did not accept exactly the $W workers over CURVE"
+    done
+    ! grep -q "insecure\|plaintext\|in the clear" "$T"/run/logs/*.err || fail "$name: a task runs in plaintext"
+    pass "$name: every feeder served over CURVE the $W workers' key, nothing in plaintext"
+}
+
 # a tiny job: 2 shards of 2000 records, dense float32[8] and 4 classes
 setup() {
     mkdir -p "$T/bin"
@@ -109,6 +132,7 @@ if [ "${2:-}" = "--across-hosts" ]; then
     sbatch "across hosts ($list)" 0 SLURM_JOB_NODELIST="$list" SLURM_TASKS_PER_NODE="1(x3)" \
         FAKE_SRUN_NODES="$nodes" FAKE_SRUN_COUNTS="1 1 1" FAKE_SRUN_NS="$SLUICE_NS_N1 $SLUICE_NS_N2 $SLUICE_NS_N3"
     NO_SHM=1 trained "across hosts: a feeder on $SLUICE_ADDR_N1, workers on the two others, nothing shared" 2
+    curved "across hosts" 1 2
     exit 0
 fi
 
@@ -120,12 +144,73 @@ sbatch "1 feeder, 2 workers" 0 SLURM_JOB_NODELIST="127.0.0.[1-2]" SLURM_TASKS_PE
 trained "1 feeder, 2 workers: trained, through the rendezvous" 2
 grep -q "job 'deploy-tiny' on 127.0.0.\[1-2\]: slurm:feeders=1," "$T/run/out" || fail "the script's first line"
 pass "the job's name read from the job file"
+K="$T/sluice-keys"
+grep -q "made the job's keys in $K" "$T/run/out" || fail "the first run did not say it made the keys"
+[ "$(stat -c %a "$K")" = 700 ] && [ "$(stat -c %a "$K/feeder.key")" = 600 ] &&
+    [ "$(stat -c %a "$K/trainer.key")" = 600 ] && cmp -s "$K/trainer.pub" "$K/trainers/trainer.pub" &&
+    [ "$(ls "$K/trainers")" = trainer.pub ] || fail "the key folder: $(ls -lR "$K")"
+pass "the first run made the keys: a 0700 folder, two 0600 secret keys, the trainer key alone on the allow-list"
+curved "1 feeder, 2 workers" 1 2
+cp -p "$K/feeder.key" "$T/feeder.key.first"
 
 sbatch "2 feeders, 2 workers" 0 SLURM_JOB_NODELIST="127.0.0.[1-2]" SLURM_TASKS_PER_NODE="2(x2)" \
     SLUICE_FEEDERS=2 FAKE_SRUN_NODES="127.0.0.1 127.0.0.2" FAKE_SRUN_COUNTS="2 2"
 trained "2 feeders, 2 workers (2(x2) tasks per node)" 2
 grep -q "as feeder 1 of 2" "$T/run/logs/task-1.err" || fail "task 1 is not feeder 1 of 2"
 pass "task 1 serves as feeder 1 of 2"
+curved "2 feeders, 2 workers" 2 2
+! grep -q "made the job's keys" "$T/run/out" && cmp -s "$K/feeder.key" "$T/feeder.key.first" ||
+    fail "the second run made new keys"
+pass "the second run reused the keys"
+
+# the opt-out: plaintext on every link, said by the script and by each task
+sbatch "SLUICE_INSECURE=1" 0 SLURM_JOB_NODELIST="127.0.0.[1-2]" SLURM_TASKS_PER_NODE="1,2" SLUICE_INSECURE=1 \
+    SLUICE_KEYS="$T/no-keys" FAKE_SRUN_NODES="127.0.0.1 127.0.0.2" FAKE_SRUN_COUNTS="1 2"
+trained "SLUICE_INSECURE=1: trained in plaintext" 2
+[ ! -e "$T/no-keys" ] || fail "SLUICE_INSECURE=1 made keys"
+grep -q "SLUICE_INSECURE=1: no keys, every link in plaintext" "$T/run/err" || fail "SLUICE_INSECURE=1: no warning"
+grep -q "serving in the clear on tcp://\*:$port (--insecure)" "$T/run/logs/task-0.err" ||
+    fail "SLUICE_INSECURE=1: the feeder did not warn"
+grep -q "ring: listening on tcp://\*:$((port + 101)) in plaintext (--insecure)" "$T/run/logs/task-2.err" ||
+    fail "SLUICE_INSECURE=1: worker 1 did not warn"
+pass "SLUICE_INSECURE=1: the script, the feeder and the workers each warn of plaintext"
+
+sbatch "SLUICE_INSECURE=yes" 2 SLURM_JOB_NODELIST="127.0.0.1" SLURM_TASKS_PER_NODE="2" SLUICE_INSECURE=yes \
+    FAKE_SRUN_NODES="127.0.0.1" FAKE_SRUN_COUNTS="2"
+grep -qF "SLUICE_INSECURE is 'yes': 0 (keys, the default) or 1 (plaintext)" "$T/run/err" ||
+    fail "SLUICE_INSECURE=yes: the message"
+pass "SLUICE_INSECURE=yes: refused, nothing started"
+
+# a key folder others may open is refused before any task starts
+chmod 750 "$K"
+sbatch "a key folder of mode 0750" 2 SLURM_JOB_NODELIST="127.0.0.1" SLURM_TASKS_PER_NODE="2" \
+    FAKE_SRUN_NODES="127.0.0.1" FAKE_SRUN_COUNTS="2"
+chmod 700 "$K"
+grep -qF "$K must be a folder of this user's that only it may open (mode 750" "$T/run/err" ||
+    fail "a key folder of mode 0750: the message"
+[ ! -e "$T/run/logs/task-0.err" ] || fail "a key folder of mode 0750: a task started"
+sbatch "SLUICE_KEYS with a space" 2 SLURM_JOB_NODELIST="127.0.0.1" SLURM_TASKS_PER_NODE="2" \
+    SLUICE_KEYS="$T/my keys" FAKE_SRUN_NODES="127.0.0.1" FAKE_SRUN_COUNTS="2"
+grep -qF "holds a space" "$T/run/err" || fail "SLUICE_KEYS with a space: the message"
+mkdir -p -m 700 "$T/half-keys"
+sbatch "a key folder without the trainer key" 2 SLURM_JOB_NODELIST="127.0.0.1" SLURM_TASKS_PER_NODE="2" \
+    SLUICE_KEYS="$T/half-keys" FAKE_SRUN_NODES="127.0.0.1" FAKE_SRUN_COUNTS="2"
+grep -qF "$T/half-keys has no feeder.key" "$T/run/err" || fail "a key folder without keys: the message"
+pass "refused before any task: a key folder of mode 0750, a path with a space, a folder without the keys"
+
+# a worker key the feeders do not allow: the workers fail naming the
+# allow-list, the feeder counts the refusals and serves nothing
+mv "$K/trainers/trainer.pub" "$T/trainer.pub.saved"
+(cd "$K/trainers" && "$BUILD/feeder/sluice-feeder" keygen other >/dev/null && rm other.key)
+sbatch "the trainer key not on the allow-list" 1 SLURM_JOB_NODELIST="127.0.0.[1-2]" SLURM_TASKS_PER_NODE="1,2" \
+    FAKE_SRUN_NODES="127.0.0.1 127.0.0.2" FAKE_SRUN_COUNTS="1 2"
+rm "$K/trainers/other.pub"
+mv "$T/trainer.pub.saved" "$K/trainers/trainer.pub"
+grep -q "is not on the feeder's allow-list" "$T/run/logs/task-1.err" "$T/run/logs/task-2.err" ||
+    fail "a refused trainer key: no worker named the allow-list"
+grep -qF "refused a CURVE client from 127.0.0.1: its public key $(cut -c1-20 "$K/trainer.pub")" \
+    "$T/run/logs/task-0.err" || fail "a refused trainer key: the feeder did not log the key"
+pass "a trainer key not on the allow-list: the workers fail naming it, the feeder logs the key"
 
 # srun placed the tasks by block but tells them cyclic: the misplaced tasks
 # (1 and 2) refuse to start, naming their node (the first to fail stops
