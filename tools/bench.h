@@ -7,11 +7,14 @@
 #ifndef BENCH_H
 #define BENCH_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/types.h>
+
+#include "sl_curve.h"
 
 int bench_formats_main(int argc, char **argv);
 int bench_feed_main(int argc, char **argv);
@@ -92,9 +95,53 @@ typedef int (*bench_send_fn)(void *sock, long i, void *arg);
 typedef int (*bench_recv_fn)(void *sock, long i, void *arg);
 double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
                       bench_recv_fn recv, void *recv_arg);
+/* The same with CURVE when curve is not NULL: the sender's PUSH is a CURVE
+ * server with curve->server's keys and a ZAP handler letting in the keys
+ * of the folder curve->allow, as a feeder's ROUTER; the receiver's PULL a
+ * client with curve->client's keys, as a trainer. The handshake is not
+ * timed. */
+struct bench_curve_pair;
+double bench_zmq_pair_curve(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
+                            bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg);
 /* The least ZeroMQ can do: `count` messages of `size` bytes, zero-copy
- * PUSH to PULL. Bytes per second, or < 0. */
+ * PUSH to PULL (with CURVE when curve is not NULL). Bytes per second, or
+ * < 0. */
 double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count);
+double bench_raw_zmq_curve(const char *transport, const char *dir, size_t size, long count,
+                           const struct bench_curve_pair *curve);
+
+/* ---- CURVE (bench_curve.c) ----
+ * Keys for a run, in its scratch folder (see bench_curve.c for the
+ * layout): feeder j's secret key is bench_curve_feeder_key(j); `dir` holds
+ * every feeder-J.pub (a trainer's --curve-server-key); `allow` holds the
+ * trainers' public key (a feeder's --curve-allow); `client_key` is the
+ * trainers' secret key (--curve-key). */
+struct bench_curve {
+    char dir[PATH_MAX];
+    char allow[PATH_MAX];
+    char client_key[PATH_MAX];
+    int nfeeders;
+};
+/* 1 when this libzmq has CURVE. */
+int bench_curve_available(void);
+/* Make the keys of nfeeders feeders and of the trainers under scratch
+ * (which must exist; its "curve" folder must not). 0, or -1 said on
+ * stderr as "sluice-bench CMD: --curve: ...". */
+int bench_curve_setup(const char *cmd, const char *scratch, int nfeeders, struct bench_curve *c);
+void bench_curve_feeder_key(const struct bench_curve *c, int j, char *buf, size_t n);
+/* The raw baseline's keys: feeder 0's pair for the server, the trainers'
+ * for the client, the feeders' allow-list folder. */
+struct bench_curve_pair {
+    struct sl_curve_keys server, client;
+    char allow[PATH_MAX];
+};
+/* 0, or -1 said on stderr. */
+int bench_curve_pair_load(const struct bench_curve *c, struct bench_curve_pair *p);
+/* libsodium on one core: crypto_box_easy_afternm (open_box 0) or
+ * crypto_box_open_easy_afternm (1) of `size`-byte messages for at least
+ * min_time seconds: bytes per second, or < 0 when sluice-bench was built
+ * without libsodium's header. */
+double bench_rate_sodium(size_t size, int open_box, double min_time);
 
 /* ---- least-work file and memory baselines (bench_limits.c) ----
  * A pass reads one file whole and sets *bytes to the bytes it produced. */

@@ -12,6 +12,13 @@
  *
  * On one host feeders hand pieces to trainers in shared memory by default;
  * --no-shm measures the copy path (what trainers on other hosts get).
+ *
+ * --curve measures every configuration twice in each repeat, in the clear
+ * and with CURVE (keys made in the scratch folder, bench_curve.c), the two
+ * runs back to back so that both see the same machine, and the raw
+ * baseline twice too: plain PUSH/PULL and the same pair with CURVE. The
+ * ratio that matters is CURVE against plaintext; libsodium's seal and open
+ * rates at the piece size on one core say what the cipher alone allows.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,6 +51,9 @@ static const char usage[] =
     "  --transport T       ipc (default) or tcp\n"
     "  --no-shm            pieces by copy through ZeroMQ, not in shared memory\n"
     "                      (feeders and trainers get --no-shm)\n"
+    "  --curve             measure each configuration twice, in the clear and with\n"
+    "                      CURVE (keys made for the run), and the raw baseline both\n"
+    "                      ways; report CURVE against plaintext and libsodium's rate\n"
     "  --repeat N          runs per configuration, median reported (default 3)\n"
     "  --json              one JSON object per configuration\n"
     "  --KEY=VALUE         passed to every feeder as a job override (e.g. --epochs=5)\n";
@@ -51,7 +61,9 @@ static const char usage[] =
 struct opts {
     const char *job;
     int feeders[8], nfeeders;
-    int workers, replicas, threads, repeat, json, no_shm;
+    int workers, replicas, threads, repeat, json, no_shm, curve;
+    struct bench_curve keys;       /* with --curve */
+    struct bench_curve_pair raw_keys;
     const char *transport;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
     char dir[64]; /* sockets */
@@ -95,7 +107,8 @@ static double json_num(const char *text, const char *key)
     return p ? strtod(p + strlen(pat), NULL) : 0;
 }
 
-static int one_run(const struct opts *o, int F, struct run *r)
+/* One run of F feeders, with CURVE when `curve` is set. */
+static int one_run(const struct opts *o, int F, int curve, struct run *r)
 {
     memset(r, 0, sizeof *r);
     char binds[8][128], conns[8][128], list[1200];
@@ -116,7 +129,7 @@ static int one_run(const struct opts *o, int F, struct run *r)
     for (int j = 0; j < F; j++) {
         fp[j] = fork();
         if (fp[j] == 0) {
-            char idx[16], nf[16], th[16];
+            char idx[16], nf[16], th[16], key[PATH_MAX + 64];
             snprintf(idx, sizeof idx, "%d", j);
             snprintf(nf, sizeof nf, "%d", F);
             snprintf(th, sizeof th, "%d", o->threads);
@@ -125,6 +138,13 @@ static int one_run(const struct opts *o, int F, struct run *r)
             int k = o->threads > 0 ? 11 : 9;
             if (o->no_shm)
                 argv[k++] = "--no-shm";
+            if (curve) {
+                bench_curve_feeder_key(&o->keys, j, key, sizeof key);
+                argv[k++] = "--curve-key";
+                argv[k++] = key;
+                argv[k++] = (char *)"--curve-allow";
+                argv[k++] = (char *)o->keys.allow;
+            }
             for (int i = 0; i < o->noverrides; i++)
                 argv[k++] = o->overrides[i];
             argv[k] = NULL;
@@ -144,8 +164,18 @@ static int one_run(const struct opts *o, int F, struct run *r)
             snprintf(ws, sizeof ws, "%d", w);
             snprintf(nw, sizeof nw, "%d", o->workers);
             snprintf(nr, sizeof nr, "%d", o->replicas);
-            char *argv[] = {(char *)o->trainer_bin, "--connect", list, "--job", "", "--worker", ws, "--workers", nw,
-                            "--replicas", nr, "--quiet", o->no_shm ? "--no-shm" : NULL, NULL};
+            char *argv[20] = {(char *)o->trainer_bin, "--connect", list, "--job", "", "--worker", ws, "--workers", nw,
+                              "--replicas", nr, "--quiet"};
+            int k = 12;
+            if (o->no_shm)
+                argv[k++] = "--no-shm";
+            if (curve) {
+                argv[k++] = "--curve-key";
+                argv[k++] = (char *)o->keys.client_key;
+                argv[k++] = "--curve-server-key";
+                argv[k++] = (char *)o->keys.dir;
+            }
+            argv[k] = NULL;
             /* the job name: read from the job file by the feeder; the trainer
              * must say it: take it from the environment set below */
             argv[4] = getenv("SLUICE_BENCH_JOB_NAME");
@@ -248,6 +278,162 @@ static char *read_job_name(const char *path)
     return p + 1;
 }
 
+/* Every run of one way (plaintext or CURVE) of one configuration. */
+struct side {
+    double bps[64], pps[64], rps[64], raw[64];
+    double anon, maxrss, bound, piece;
+    uint64_t npieces, nshm;
+};
+
+static void side_add(struct side *sd, int rep, const struct run *r)
+{
+    sd->npieces += r->pieces;
+    sd->nshm += r->shm_pieces;
+    sd->bps[rep] = r->bytes_per_s;
+    sd->pps[rep] = r->pieces_per_s;
+    sd->rps[rep] = r->records_per_s;
+    sd->piece = r->piece_bytes;
+    if (r->rss_anon_mb > sd->anon)
+        sd->anon = r->rss_anon_mb;
+    if (r->rss_max_mb > sd->maxrss)
+        sd->maxrss = r->rss_max_mb;
+    sd->bound = r->bound_mb;
+}
+
+/* A keyword option given as --KEY=VALUE would reach the feeders as a job
+ * override: the ones that are sluice-bench's own, or that --curve sets,
+ * are refused. 0, or 2 said on stderr. */
+static int check_override(const char *a)
+{
+    static const char *const own[] = {"--curve=", "--curve-key=", "--curve-allow=", "--curve-server-key=",
+                                      "--insecure=", "--no-shm=", "--listen="};
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+        if (strncmp(a, own[k], strlen(own[k])) == 0) {
+            fprintf(stderr,
+                    "sluice-bench feed: '%s': %.*s is not a job key for the feeders (--curve and --no-shm take no "
+                    "value; with --curve the keys are made for the run)\nTry 'sluice-bench feed --help'\n",
+                    a, (int)strlen(own[k]) - 1, own[k]);
+            return 2;
+        }
+    return 0;
+}
+
+static void print_json(const struct opts *o, int F, struct side *pl, struct side *cv, double box, double open_box)
+{
+    double b = bench_median(pl->bps, (size_t)o->repeat), p = bench_median(pl->pps, (size_t)o->repeat);
+    double rr = bench_median(pl->rps, (size_t)o->repeat), zr = bench_median(pl->raw, (size_t)o->repeat);
+    printf("{\"bench\":\"feed\",\"feeders\":%d,\"workers\":%d,\"replicas\":%d,\"transport\":\"%s\","
+           "\"shm_share\":%.3f,"
+           "\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,\"raw_zmq_gb_per_s\":%.6g,"
+           "\"ratio\":%.6g,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
+           "\"piece_memory_bound_mb\":%.1f,\"curve\":",
+           F, o->workers, o->replicas, o->transport, pl->npieces ? (double)pl->nshm / (double)pl->npieces : 0.0, p,
+           rr, b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, pl->piece, pl->anon, pl->maxrss, pl->bound);
+    if (cv == NULL) {
+        printf("null}\n");
+        return;
+    }
+    double cb = bench_median(cv->bps, (size_t)o->repeat), cp = bench_median(cv->pps, (size_t)o->repeat);
+    double cr = bench_median(cv->rps, (size_t)o->repeat), cz = bench_median(cv->raw, (size_t)o->repeat);
+    printf("{\"shm_share\":%.3f,\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,"
+           "\"raw_zmq_gb_per_s\":%.6g,\"ratio\":%.6g,\"ratio_to_plaintext\":%.6g,\"raw_ratio_to_plaintext\":%.6g,"
+           "\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,",
+           cv->npieces ? (double)cv->nshm / (double)cv->npieces : 0.0, cp, cr, cb / 1e9, cz / 1e9,
+           cz > 0 ? cb / cz : 0, b > 0 ? cb / b : 0, zr > 0 ? cz / zr : 0, cv->anon, cv->maxrss);
+    if (box > 0 && open_box > 0)
+        printf("\"sodium_box_gb_per_s\":%.6g,\"sodium_open_gb_per_s\":%.6g}}\n", box / 1e9, open_box / 1e9);
+    else
+        printf("\"sodium_box_gb_per_s\":null,\"sodium_open_gb_per_s\":null}}\n");
+}
+
+static void print_row(const struct opts *o, const char *label, struct side *sd)
+{
+    double b = bench_median(sd->bps, (size_t)o->repeat), p = bench_median(sd->pps, (size_t)o->repeat);
+    double rr = bench_median(sd->rps, (size_t)o->repeat), zr = bench_median(sd->raw, (size_t)o->repeat);
+    printf("  %-8s %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %-5s %.1f / %.1f (+ fixed; max RSS %.1f)\n", label,
+           p, rr, b / 1e9, zr / 1e9, sd->piece, zr > 0 ? b / zr : 0,
+           sd->nshm == 0 ? "no" : sd->nshm == sd->npieces ? "all" : "some", sd->anon, sd->bound, sd->maxrss);
+}
+
+static int measure(struct opts *o, int k, int first)
+{
+    int F = o->feeders[k];
+    struct side *pl = calloc(2, sizeof *pl), *cv = pl + 1;
+    if (pl == NULL)
+        return -1;
+    for (int rep = 0; rep < o->repeat; rep++) {
+        struct run r;
+        if (one_run(o, F, 0, &r) != 0)
+            goto out_fail;
+        if (rep == 0 && first && (double)r.pieces * r.piece_bytes < 1e9)
+            fprintf(stderr,
+                    "sluice-bench feed: note: a run moves only %.1f MB; start-up weighs on runs this short "
+                    "(the baseline moves at least 2 GB): raise --epochs=E for a figure that compares\n",
+                    (double)r.pieces * r.piece_bytes / 1e6);
+        side_add(pl, rep, &r);
+        /* the baseline moves messages of the same size: as many as the
+         * run's pieces, and at least 2 GB, so it lasts long enough to time */
+        long count = (long)r.pieces;
+        if (pl->piece > 0 && (double)count * pl->piece < 2e9)
+            count = (long)(2e9 / pl->piece);
+        if (count < 2)
+            count = 2;
+        pl->raw[rep] = bench_raw_zmq(o->transport, o->dir, (size_t)pl->piece, count);
+        if (!o->curve)
+            continue;
+        if (one_run(o, F, 1, &r) != 0)
+            goto out_fail;
+        side_add(cv, rep, &r);
+        if (r.pieces != pl->npieces / (uint64_t)(rep + 1) || (uint64_t)r.piece_bytes != (uint64_t)pl->piece)
+            fprintf(stderr, "sluice-bench feed: note: the CURVE run got %" PRIu64 " pieces of %.0f bytes, the "
+                            "plaintext run %" PRIu64 " of %.0f\n",
+                    r.pieces, r.piece_bytes, pl->npieces / (uint64_t)(rep + 1), pl->piece);
+        /* with CURVE as many messages as the run's pieces and at least
+         * 0.25 GB: 2 GB would take half a minute at small sizes */
+        long ccount = (long)r.pieces;
+        if (pl->piece > 0 && (double)ccount * pl->piece < 2.5e8)
+            ccount = (long)(2.5e8 / pl->piece);
+        if (ccount < 2)
+            ccount = 2;
+        cv->raw[rep] = bench_raw_zmq_curve(o->transport, o->dir, (size_t)pl->piece, ccount, &o->raw_keys);
+        if (cv->raw[rep] < 0) {
+            fprintf(stderr, "sluice-bench feed: raw ZeroMQ with CURVE on %s failed\n", o->transport);
+            goto out_fail;
+        }
+    }
+    double box = -1, open_box = -1;
+    if (o->curve) {
+        box = bench_rate_sodium((size_t)pl->piece, 0, 0.3);
+        open_box = bench_rate_sodium((size_t)pl->piece, 1, 0.3);
+    }
+    if (o->json) {
+        print_json(o, F, pl, o->curve ? cv : NULL, box, open_box);
+    } else {
+        char label[32];
+        snprintf(label, sizeof label, "%d", F);
+        print_row(o, label, pl);
+        if (o->curve) {
+            snprintf(label, sizeof label, "%d CURVE", F);
+            print_row(o, label, cv);
+            double b = bench_median(pl->bps, (size_t)o->repeat), cb = bench_median(cv->bps, (size_t)o->repeat);
+            double zr = bench_median(pl->raw, (size_t)o->repeat), cz = bench_median(cv->raw, (size_t)o->repeat);
+            printf("           CURVE / plaintext: feeders %.2fx, raw ZeroMQ %.2fx", b > 0 ? cb / b : 0,
+                   zr > 0 ? cz / zr : 0);
+            if (box > 0 && open_box > 0)
+                printf("; libsodium on one core at %.0f B: seal %.3f GB/s, open %.3f GB/s\n", pl->piece, box / 1e9,
+                       open_box / 1e9);
+            else
+                printf("; libsodium's rate: not built in\n");
+        }
+    }
+    fflush(stdout);
+    free(pl);
+    return 0;
+out_fail:
+    free(pl);
+    return -1;
+}
+
 int bench_feed_main(int argc, char **argv)
 {
     struct opts o = {.workers = 1, .replicas = 1, .threads = 0, .repeat = 3, .transport = "ipc", .nfeeders = 1};
@@ -261,6 +447,8 @@ int bench_feed_main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--no-shm") == 0) {
             o.no_shm = 1;
+        } else if (strcmp(a, "--curve") == 0) {
+            o.curve = 1;
         } else if (strcmp(a, "--json") == 0) {
             o.json = 1;
         } else if (v != NULL && strcmp(a, "--job") == 0) {
@@ -284,6 +472,8 @@ int bench_feed_main(int argc, char **argv)
                 o.feeders[o.nfeeders++] = atoi(t);
             free(copy);
         } else if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o.noverrides < 32) {
+            if (check_override(a) != 0)
+                return 2;
             o.overrides[o.noverrides++] = argv[i];
         } else {
             fprintf(stderr, "sluice-bench feed: bad argument '%s'\nTry 'sluice-bench feed --help'\n", a);
@@ -292,10 +482,19 @@ int bench_feed_main(int argc, char **argv)
     }
     int bad = o.job == NULL || o.workers < 1 || o.workers > 64 || o.replicas < 1 || o.threads < 0 || o.repeat < 1 ||
               o.repeat > 64 || (strcmp(o.transport, "ipc") != 0 && strcmp(o.transport, "tcp") != 0);
-    for (int k = 0; k < o.nfeeders; k++)
+    int maxf = 0;
+    for (int k = 0; k < o.nfeeders; k++) {
         bad |= o.feeders[k] < 1 || o.feeders[k] > 8;
+        if (o.feeders[k] > maxf)
+            maxf = o.feeders[k];
+    }
     if (bad) {
         fprintf(stderr, "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, threads >= 1, transport ipc|tcp\n");
+        return 2;
+    }
+    if (o.curve && !bench_curve_available()) {
+        fprintf(stderr, "sluice-bench feed: --curve: this libzmq has no CURVE (zmq_has(\"curve\") is false: it was "
+                        "built without libsodium)\n");
         return 2;
     }
     char *name = read_job_name(o.job);
@@ -306,61 +505,22 @@ int bench_feed_main(int argc, char **argv)
     setenv("SLUICE_BENCH_JOB_NAME", name, 1);
     if (bench_tmpdir("feed", o.dir, sizeof o.dir) != 0)
         return 1;
+    if (o.curve && (bench_curve_setup("feed", o.dir, maxf, &o.keys) != 0 ||
+                    bench_curve_pair_load(&o.keys, &o.raw_keys) != 0)) {
+        bench_rmtree(o.dir);
+        return 1;
+    }
     if (!o.json)
-        printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, pieces %s, median of %d\n\n", o.job,
+        printf("sluice-bench feed: job %s, %d worker(s) x %d replica(s), %s, pieces %s%s, median of %d\n\n", o.job,
                o.workers, o.replicas, o.transport, o.no_shm ? "by copy (--no-shm)" : "in shared memory when mapped",
-               o.repeat);
+               o.curve ? ", plaintext and CURVE" : "", o.repeat);
     if (!o.json)
         printf("  %-8s %-10s %-12s %-10s %-12s %-14s %-7s %-5s %s\n", "feeders", "pieces/s", "records/s", "GB/s",
                "raw zmq GB/s", "piece bytes", "ratio", "shm", "feeder RSS anon+shmem / bound (MB)");
-    for (int k = 0; k < o.nfeeders; k++) {
-        int F = o.feeders[k];
-        double bps[64], pps[64], rps[64], raw[64], anon = 0, bound = 0, piece = 0, maxrss = 0;
-        uint64_t npieces = 0, nshm = 0;
-        for (int rep = 0; rep < o.repeat; rep++) {
-            struct run r;
-            if (one_run(&o, F, &r) != 0) {
-                bench_rmtree(o.dir);
-                return 1;
-            }
-            if (rep == 0 && k == 0 && (double)r.pieces * r.piece_bytes < 1e9)
-                fprintf(stderr,
-                        "sluice-bench feed: note: a run moves only %.1f MB; start-up weighs on runs this short "
-                        "(the baseline moves at least 2 GB): raise --epochs=E for a figure that compares\n",
-                        (double)r.pieces * r.piece_bytes / 1e6);
-            npieces += r.pieces;
-            nshm += r.shm_pieces;
-            bps[rep] = r.bytes_per_s;
-            pps[rep] = r.pieces_per_s;
-            rps[rep] = r.records_per_s;
-            piece = r.piece_bytes;
-            if (r.rss_anon_mb > anon)
-                anon = r.rss_anon_mb;
-            if (r.rss_max_mb > maxrss)
-                maxrss = r.rss_max_mb;
-            bound = r.bound_mb;
-            /* the baseline moves messages of the same size: as many as the
-             * run's pieces, and at least 2 GB, so it lasts long enough to time */
-            long count = (long)r.pieces;
-            if (piece > 0 && (double)count * piece < 2e9)
-                count = (long)(2e9 / piece);
-            raw[rep] = bench_raw_zmq(o.transport, o.dir, (size_t)piece, count);
-        }
-        double b = bench_median(bps, (size_t)o.repeat), p = bench_median(pps, (size_t)o.repeat);
-        double rr = bench_median(rps, (size_t)o.repeat), zr = bench_median(raw, (size_t)o.repeat);
-        if (o.json)
-            printf("{\"bench\":\"feed\",\"feeders\":%d,\"workers\":%d,\"replicas\":%d,\"transport\":\"%s\","
-                   "\"shm_share\":%.3f,"
-                   "\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,\"raw_zmq_gb_per_s\":%.6g,"
-                   "\"ratio\":%.6g,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
-                   "\"piece_memory_bound_mb\":%.1f}\n",
-                   F, o.workers, o.replicas, o.transport, npieces ? (double)nshm / (double)npieces : 0.0, p, rr,
-                   b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, piece, anon, maxrss, bound);
-        else
-            printf("  %-8d %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %-5s %.1f / %.1f (+ fixed; max RSS %.1f)\n",
-                   F, p, rr, b / 1e9, zr / 1e9, piece, zr > 0 ? b / zr : 0,
-                   nshm == 0 ? "no" : nshm == npieces ? "all" : "some", anon, bound, maxrss);
-    }
+    int status = 0;
+    for (int k = 0; k < o.nfeeders && status == 0; k++)
+        status = measure(&o, k, k == 0) == 0 ? 0 : 1;
     bench_rmtree(o.dir);
-    return 0;
+    memset(&o.raw_keys, 0, sizeof o.raw_keys);
+    return status;
 }

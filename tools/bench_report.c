@@ -8,6 +8,10 @@
  * processes kept >= 85% of every core busy, else the trainer's own compute
  * when it trained a model with little input stall, else the feeder's
  * busiest stage.
+ *
+ * With --curve the results come in pairs, plaintext then CURVE for each
+ * feeder count; a CURVE result is also compared with its plaintext one
+ * (wire MB/s and raw ZeroMQ, each CURVE / plaintext).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +32,7 @@ struct derived {
     int bottleneck;                                      /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
     char limited_by[160];
+    double r_curve_wire, r_curve_raw; /* CURVE / plaintext; < 0: not a CURVE result */
 };
 
 #define STAT_OF(field, expr)                                                                                         \
@@ -40,6 +45,23 @@ struct derived {
         }                                                                                                            \
         x->field = bench_stat_of(v_, (size_t)c->nsamples);                                                           \
     } while (0)
+
+static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
+                   struct derived *x);
+
+/* A CURVE result's wire MB/s and raw ZeroMQ against its plaintext pair's. */
+static void derive_curve(const struct run_opts *o, const struct run_data *d, const struct run_config *cfg, int k,
+                         struct derived *x)
+{
+    derive(o, d, &cfg[k], x);
+    x->r_curve_wire = x->r_curve_raw = -1;
+    if (!cfg[k].curve || cfg[k].plain_index < 0)
+        return;
+    struct derived p;
+    derive(o, d, &cfg[cfg[k].plain_index], &p);
+    x->r_curve_wire = p.wire.median > 0 ? x->wire.median / p.wire.median : -1;
+    x->r_curve_raw = p.raw.median > 0 ? x->raw.median / p.raw.median : -1;
+}
 
 static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
                    struct derived *x)
@@ -143,8 +165,9 @@ static double shm_share(const struct run_config *c)
 
 void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
 {
-    fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s, ", o->job, o->job_name,
-            o->workers, o->replicas, o->model, o->transport);
+    fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s%s%s, ", o->job,
+            o->job_name, o->workers, o->replicas, o->model, o->transport, o->no_shm ? ", pieces by copy (--no-shm)" : "",
+            o->curve ? ", plaintext and CURVE" : "");
     if (o->duration > 0)
         fprintf(f, "%.1f s per run", o->duration);
     else if (o->epochs > 0)
@@ -162,7 +185,9 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
     struct derived x;
     for (int k = 0; k < n; k++) {
         derive(o, d, &cfg[k], &x);
-        fprintf(f, " %-8d", cfg[k].feeders);
+        char label[32];
+        snprintf(label, sizeof label, "%d%s", cfg[k].feeders, cfg[k].curve ? " CURVE" : "");
+        fprintf(f, " %-8s", label);
         cell(f, &x.samples, 1, "%.0f");
         cell(f, &x.disk, x.have_disk, "%.1f");
         cell(f, &x.wire, 1, "%.1f");
@@ -171,8 +196,17 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         fputc('\n', f);
     }
     for (int k = 0; k < n; k++) {
-        derive(o, d, &cfg[k], &x);
-        fprintf(f, "\n %d feeder(s): limited by %s\n", cfg[k].feeders, x.limited_by);
+        derive_curve(o, d, cfg, k, &x);
+        fprintf(f, "\n %d feeder(s)%s: limited by %s\n", cfg[k].feeders, cfg[k].curve ? " with CURVE" : "",
+                x.limited_by);
+        if (x.r_curve_wire >= 0) {
+            fprintf(f, "    CURVE / plaintext: wire %.2fx, raw ZeroMQ %.2fx", x.r_curve_wire, x.r_curve_raw);
+            if (cfg[k].sodium_box_bps > 0 && cfg[k].sodium_open_bps > 0)
+                fprintf(f, "; libsodium on one core: seal %.0f MB/s, open %.0f MB/s\n", cfg[k].sodium_box_bps / 1e6,
+                        cfg[k].sodium_open_bps / 1e6);
+            else
+                fprintf(f, "; libsodium's rate: not built in\n");
+        }
         ratio(f, "disk bytes vs read()", x.disk.median, d->read_bps / 1e6, x.r_disk, "MB/s");
         ratio(f, "inflated bytes vs inflate", x.inflated.median, d->inflate_bps / 1e6, x.r_inflate, "MB/s");
         char what[64];
@@ -240,7 +274,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     jstr(f, o->job);
     fprintf(f, ",\"job_name\":");
     jstr(f, o->job_name);
-    fprintf(f, ",\"transport\":\"%s\",\"workers\":%d,\"replicas\":%d,", o->transport, o->workers, o->replicas);
+    fprintf(f, ",\"transport\":\"%s\",\"no_shm\":%s,\"curve\":%s,\"workers\":%d,\"replicas\":%d,", o->transport,
+            o->no_shm ? "true" : "false", o->curve ? "true" : "false", o->workers, o->replicas);
     jnum(f, "threads", (double)o->threads, o->threads > 0);
     fprintf(f, ",\"model\":\"%s\",", o->model);
     jnum(f, "epochs", (double)o->epochs, o->epochs > 0);
@@ -264,8 +299,9 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     fprintf(f, "},\"configs\":[");
     struct derived x;
     for (int k = 0; k < n; k++) {
-        derive(o, d, &cfg[k], &x);
-        fprintf(f, "%s{\"feeders\":%d,\"runs\":%d,", k ? "," : "", cfg[k].feeders, cfg[k].nsamples);
+        derive_curve(o, d, cfg, k, &x);
+        fprintf(f, "%s{\"feeders\":%d,\"curve\":%s,\"runs\":%d,", k ? "," : "", cfg[k].feeders,
+                cfg[k].curve ? "true" : "false", cfg[k].nsamples);
         jstat(f, "samples_per_s", &x.samples, 1);
         fputc(',', f);
         jstat(f, "disk_mb_per_s", &x.disk, x.have_disk);
@@ -310,6 +346,10 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jstat(f, "raw_zmq_mb_per_s", &x.raw, 1);
         fputc(',', f);
         jnum(f, "memcpy_mb_per_s", x.memcpy_bps / 1e6, 1);
+        fputc(',', f);
+        jnum(f, "sodium_box_mb_per_s", cfg[k].sodium_box_bps / 1e6, cfg[k].curve && cfg[k].sodium_box_bps > 0);
+        fputc(',', f);
+        jnum(f, "sodium_open_mb_per_s", cfg[k].sodium_open_bps / 1e6, cfg[k].curve && cfg[k].sodium_open_bps > 0);
         fprintf(f, "},\"ratios\":{");
         jnum(f, "disk_to_read", x.r_disk, x.r_disk >= 0);
         fputc(',', f);
@@ -318,6 +358,10 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jnum(f, "wire_to_raw_zmq", x.r_wire_zmq, x.r_wire_zmq >= 0);
         fputc(',', f);
         jnum(f, "wire_to_memcpy", x.r_wire_memcpy, x.r_wire_memcpy >= 0);
+        fputc(',', f);
+        jnum(f, "wire_to_plaintext", x.r_curve_wire, x.r_curve_wire >= 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_to_plaintext", x.r_curve_raw, x.r_curve_raw >= 0);
         fprintf(f, "},\"limited_by\":");
         jstr(f, x.limited_by);
         fputc('}', f);

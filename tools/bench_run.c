@@ -11,7 +11,11 @@
  * the job's files (which also warms the page cache before anything is
  * timed), the fastest inflate for compressed files, memcpy of piece-sized
  * blocks and raw ZeroMQ PUSH/PULL of piece-sized messages on the same
- * transport (bench_limits.c, bench_zmq.c). A feeder or trainer that fails
+ * transport (bench_limits.c, bench_zmq.c). With --curve every feeder count
+ * is measured twice, the plaintext and the CURVE run of each repeat back to
+ * back, and its limits twice too: raw ZeroMQ with CURVE, and libsodium's
+ * seal and open rates at the piece size (bench_curve.c). A feeder or
+ * trainer that fails
  * ends the whole run: every process is stopped and reaped, the failing
  * one's log tail is printed, and the exit status is 1.
  */
@@ -52,6 +56,10 @@ static const char usage[] =
     "  --epochs E          passes over the data per run (default: the job's epochs)\n"
     "  --duration S        instead of epochs: stop each run after S seconds\n"
     "  --model M           trainer model: none (default: consume only) or mlp\n"
+    "  --no-shm            pieces by copy through ZeroMQ, not in the feeders' shared\n"
+    "                      memory (feeders and trainers get --no-shm)\n"
+    "  --curve             measure each feeder count twice, in the clear and with CURVE\n"
+    "                      (keys made for the run; the ring too), and raw ZeroMQ both ways\n"
     "  --repeat N          runs per configuration: median, min, max (default 3)\n"
     "  --warmup N          untimed runs before the first configuration (default 1)\n"
     "  --out DIR           keep every process's log there (DIR/logs), and the charts\n"
@@ -82,10 +90,26 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
             o->plot = 1;
             continue;
         }
+        if (strcmp(a, "--no-shm") == 0) {
+            o->no_shm = 1;
+            continue;
+        }
+        if (strcmp(a, "--curve") == 0) {
+            o->curve = 1;
+            continue;
+        }
         size_t k = 0;
         while (k < sizeof with_value / sizeof with_value[0] && strcmp(a, with_value[k]) != 0)
             k++;
         if (k == sizeof with_value / sizeof with_value[0]) {
+            static const char *const own[] = {"--curve=", "--curve-key=", "--curve-allow=", "--insecure=",
+                                               "--no-shm=", "--listen=", "--stats="};
+            for (size_t m = 0; strncmp(a, "--", 2) == 0 && m < sizeof own / sizeof own[0]; m++)
+                if (strncmp(a, own[m], strlen(own[m])) == 0)
+                    return bench_usage_error("run",
+                                             "'%s' is not a job key for the feeders (--curve and --no-shm take no "
+                                             "value; with --curve the keys are made for the run)",
+                                             a);
             if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o->noverrides < 32) {
                 o->overrides[o->noverrides++] = argv[i];
                 continue;
@@ -140,6 +164,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         return bench_usage_error("run", "%s", "--epochs and --duration exclude each other");
     if (o->plot && o->out == NULL)
         return bench_usage_error("run", "%s", "--plot needs --out DIR for the charts");
+    if (o->plot && o->curve)
+        return bench_usage_error("run", "%s",
+                                 "--plot draws one line per feeder count and has no place for --curve's second "
+                                 "measurement: use --json (or the table) with --curve");
     return 0;
 }
 
@@ -321,7 +349,7 @@ static void read_stats(const char *path, struct run_sample *s, int *have)
 }
 
 /* The run's processes: feeders 0..F-1, then trainers. */
-static int spawn_all(const struct run_opts *o, int F, struct run_files *rf, struct bench_group *g)
+static int spawn_all(const struct run_opts *o, int F, int curve, struct run_files *rf, struct bench_group *g)
 {
     char binds[RUN_MAX_FEEDERS][512], conn[512], list[RUN_MAX_FEEDERS * 512] = "";
     char ring[RUN_MAX_WORKERS * 512] = "";
@@ -342,13 +370,22 @@ static int spawn_all(const struct run_opts *o, int F, struct run_files *rf, stru
     else if (o->epochs > 0)
         snprintf(epochs, sizeof epochs, "--epochs=%ld", o->epochs);
     for (int j = 0; j < F; j++) {
-        char idx[16], nf[16], th[16];
+        char idx[16], nf[16], th[16], key[PATH_MAX + 64];
         snprintf(idx, sizeof idx, "%d", j);
         snprintf(nf, sizeof nf, "%d", F);
         snprintf(th, sizeof th, "%d", o->threads);
         char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index",
                           idx, "--feeders", nf, "--threads", th};
         int k = o->threads > 0 ? 11 : 9;
+        if (o->no_shm)
+            argv[k++] = "--no-shm";
+        if (curve) {
+            bench_curve_feeder_key(&o->keys, j, key, sizeof key);
+            argv[k++] = "--curve-key";
+            argv[k++] = key;
+            argv[k++] = "--curve-allow";
+            argv[k++] = (char *)o->keys.allow;
+        }
         if (o->feeder_has_stats) {
             argv[k++] = "--stats";
             argv[k++] = rf->fstats[j];
@@ -373,6 +410,14 @@ static int spawn_all(const struct run_opts *o, int F, struct run_files *rf, stru
         if (o->workers > 1 && strcmp(o->model, "none") != 0) {
             argv[k++] = "--ring";
             argv[k++] = ring;
+        }
+        if (o->no_shm)
+            argv[k++] = "--no-shm";
+        if (curve) { /* one key pair for every worker: the ring's CURVE too */
+            argv[k++] = "--curve-key";
+            argv[k++] = (char *)o->keys.client_key;
+            argv[k++] = "--curve-server-key";
+            argv[k++] = (char *)o->keys.dir;
         }
         argv[k] = NULL;
         if (bench_spawn(g, argv, rf->tout[w], rf->tlog[w], "trainer", w) < 0)
@@ -504,8 +549,8 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
     return 0;
 }
 
-static int one_run(const struct run_opts *o, const char *logdir, int F, const char *tag, struct run_sample *s,
-                   struct progress *bar)
+static int one_run(const struct run_opts *o, const char *logdir, int F, int curve, const char *tag,
+                   struct run_sample *s, struct progress *bar)
 {
     struct run_files *rf = sl_calloc(1, sizeof *rf);
     if (rf == NULL)
@@ -523,7 +568,7 @@ static int one_run(const struct run_opts *o, const char *logdir, int F, const ch
     struct bench_group g;
     memset(&g, 0, sizeof g);
     double t0 = sl_clock_s();
-    int rc = spawn_all(o, F, rf, &g);
+    int rc = spawn_all(o, F, curve, rf, &g);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "cannot start the processes (fork or endpoints)");
         bench_group_end(&g, 2);
@@ -545,7 +590,8 @@ static int make_dir(const char *path)
     return 0;
 }
 
-/* Raw ZeroMQ and memcpy for this configuration's piece size. */
+/* Raw ZeroMQ (with CURVE for a CURVE configuration, and then libsodium's
+ * rates) and memcpy for this configuration's piece size. */
 static int measure_config_limits(const struct run_opts *o, struct run_config *c)
 {
     double sizes[RUN_MAX_REPEAT];
@@ -555,12 +601,22 @@ static int measure_config_limits(const struct run_opts *o, struct run_config *c)
     long count = piece > 0 ? (long)(5e8 / (double)piece) : 1000;
     if (count < 1000)
         count = 1000;
+    struct bench_curve_pair keys;
+    if (c->curve && bench_curve_pair_load(&o->keys, &keys) != 0)
+        return -1;
     for (int r = 0; r < c->nsamples; r++)
-        if ((c->raw_zmq_bps[r] = bench_raw_zmq(o->transport, o->dir, piece, count)) < 0) {
-            sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s failed", o->transport);
+        if ((c->raw_zmq_bps[r] = bench_raw_zmq_curve(o->transport, o->dir, piece, count, c->curve ? &keys : NULL)) <
+            0) {
+            sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s%s failed", o->transport, c->curve ? " with CURVE" : "");
             return -1;
         }
+    memset(&keys, 0, sizeof keys);
     c->memcpy_bps = bench_rate_memcpy(piece ? piece : 1, 0.3);
+    c->sodium_box_bps = c->sodium_open_bps = -1;
+    if (c->curve) {
+        c->sodium_box_bps = bench_rate_sodium(piece ? piece : 1, 0, 0.3);
+        c->sodium_open_bps = bench_rate_sodium(piece ? piece : 1, 1, 0.3);
+    }
     return 0;
 }
 
@@ -583,7 +639,8 @@ static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cf
         sl_log(SL_LOG_WARN, "this sluice-feeder has no --stats: the per-stage CPU breakdown is unavailable");
     if (measure_files(d) != 0)
         return 1;
-    int total = o->warmup + o->nconfigs * o->repeat, done = 0;
+    int ways = o->curve ? 2 : 1; /* plaintext, then CURVE */
+    int total = o->warmup + o->nconfigs * o->repeat * ways, done = 0;
     struct progress bar;
     char label[64];
     progress_init(&bar, label, (uint64_t)total, 0);
@@ -593,30 +650,42 @@ static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cf
         snprintf(label, sizeof label, "sluice-bench run: warm-up");
         char tag[32];
         snprintf(tag, sizeof tag, "warmup-%d", w);
-        int rc = one_run(o, logdir, o->feeders[0], tag, &s, &bar);
+        int rc = one_run(o, logdir, o->feeders[0], 0, tag, &s, &bar);
         if (rc != 0)
             return 1;
         bar.records = (uint64_t)++done;
     }
     for (int k = 0; k < o->nconfigs; k++) {
-        struct run_config *c = &cfg[k];
-        c->feeders = o->feeders[k];
-        for (int r = 0; r < o->repeat; r++) {
-            char tag[32];
-            snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), run %d of %d", c->feeders, r + 1,
-                     o->repeat);
-            snprintf(tag, sizeof tag, "f%d-r%d", c->feeders, r);
-            if (one_run(o, logdir, c->feeders, tag, &c->s[r], &bar) != 0) {
-                progress_clear(&bar);
-                return 1;
-            }
-            c->nsamples++;
-            bar.records = (uint64_t)++done;
+        /* with --curve, cfg[2k] is plaintext and cfg[2k + 1] CURVE; their
+         * runs alternate so that both see the same machine */
+        for (int w = 0; w < ways; w++) {
+            struct run_config *c = &cfg[k * ways + w];
+            c->feeders = o->feeders[k];
+            c->curve = w;
+            c->plain_index = w ? k * ways : -1;
         }
-        snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), raw ZeroMQ", c->feeders);
-        progress_draw(&bar);
-        if (measure_config_limits(o, c) != 0)
-            return 1;
+        for (int r = 0; r < o->repeat; r++)
+            for (int w = 0; w < ways; w++) {
+                struct run_config *c = &cfg[k * ways + w];
+                char tag[32];
+                snprintf(label, sizeof label, "sluice-bench run: %d feeder(s)%s, run %d of %d", c->feeders,
+                         w ? " CURVE" : "", r + 1, o->repeat);
+                snprintf(tag, sizeof tag, "f%d%s-r%d", c->feeders, w ? "-curve" : "", r);
+                if (one_run(o, logdir, c->feeders, w, tag, &c->s[r], &bar) != 0) {
+                    progress_clear(&bar);
+                    return 1;
+                }
+                c->nsamples++;
+                bar.records = (uint64_t)++done;
+            }
+        for (int w = 0; w < ways; w++) {
+            struct run_config *c = &cfg[k * ways + w];
+            snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), raw ZeroMQ%s", c->feeders,
+                     w ? " with CURVE" : "");
+            progress_draw(&bar);
+            if (measure_config_limits(o, c) != 0)
+                return 1;
+        }
     }
     progress_clear(&bar);
     return 0;
@@ -643,18 +712,30 @@ int bench_run_main(int argc, char **argv)
     memset(&d, 0, sizeof d);
     if ((rc = load_job(&o, &d)) != 0)
         return rc;
+    if (o.curve && !bench_curve_available()) {
+        fprintf(stderr, "sluice-bench run: --curve: this libzmq has no CURVE (zmq_has(\"curve\") is false: it was "
+                        "built without libsodium)\n");
+        return 2;
+    }
     if (bench_tmpdir("run", o.dir, sizeof o.dir) != 0)
         return 1;
+    int maxf = 0;
+    for (int k = 0; k < o.nconfigs; k++)
+        maxf = o.feeders[k] > maxf ? o.feeders[k] : maxf;
+    if (o.curve && bench_curve_setup("run", o.dir, maxf, &o.keys) != 0) {
+        bench_rmtree(o.dir);
+        return 1;
+    }
     bench_signals_install();
-    struct run_config *cfg = sl_calloc(RUN_MAX_CONFIGS, sizeof *cfg);
-    int status = cfg ? run_all(&o, &d, cfg) : 1;
+    struct run_config *cfg = sl_calloc(RUN_MAX_RESULTS, sizeof *cfg);
+    int status = cfg ? run_all(&o, &d, cfg) : 1, nresults = o.nconfigs * (o.curve ? 2 : 1);
     if (status == 0) {
         if (o.json)
-            run_report_json(stdout, &o, &d, cfg, o.nconfigs);
+            run_report_json(stdout, &o, &d, cfg, nresults);
         else
-            run_report_table(stdout, &o, &d, cfg, o.nconfigs);
+            run_report_table(stdout, &o, &d, cfg, nresults);
         fflush(stdout);
-        if (o.plot && run_report_plot(&o, &d, cfg, o.nconfigs) != 0 && !bench_stop)
+        if (o.plot && run_report_plot(&o, &d, cfg, nresults) != 0 && !bench_stop)
             sl_log(SL_LOG_WARN, "no charts written");
     }
     if (bench_stop)

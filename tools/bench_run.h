@@ -13,6 +13,8 @@
 #include "bench.h"
 
 #define RUN_MAX_CONFIGS 8
+/* Results: one per feeder count, two with --curve (plaintext, then CURVE). */
+#define RUN_MAX_RESULTS (2 * RUN_MAX_CONFIGS)
 #define RUN_MAX_FEEDERS 16
 #define RUN_MAX_WORKERS 32
 #define RUN_MAX_REPEAT 32
@@ -29,6 +31,9 @@ struct run_opts {
     double duration; /* > 0: stop the trainers after this many seconds */
     const char *transport, *model, *out;
     int json, plot;
+    int no_shm; /* --no-shm to feeders and trainers: pieces by copy */
+    int curve;  /* --curve: each configuration in the clear and with CURVE */
+    struct bench_curve keys;
     char *overrides[32];
     int noverrides;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
@@ -61,10 +66,13 @@ struct run_sample {
 
 struct run_config {
     int feeders;
+    int curve;       /* measured with CURVE */
+    int plain_index; /* with curve: the plaintext result of the same feeder count */
     int nsamples;
     struct run_sample s[RUN_MAX_REPEAT];
     double raw_zmq_bps[RUN_MAX_REPEAT];
     double memcpy_bps;
+    double sodium_box_bps, sodium_open_bps; /* with curve: libsodium on one core at the piece size; < 0 unknown */
 };
 
 /* Reports (bench_report.c). */

@@ -5,6 +5,14 @@
  * ZeroMQ I/O thread and core); it binds PUSH, sends, and lingers until
  * everything has left. The receiver starts its clock at the first message,
  * so connection set-up is not timed.
+ *
+ * With CURVE (bench_zmq_pair_curve) the sender is set up as a feeder's
+ * ROUTER is: a CURVE server whose ZAP handler checks the receiver's key
+ * against an allow-list folder, and the receiver as a trainer: a CURVE
+ * client that knows the server's public key. Only the handshake differs
+ * until the first message, which starts the clock; from then on every
+ * frame is sealed in the sender's I/O thread and opened in the
+ * receiver's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +22,26 @@
 
 #include "bench.h"
 #include "sl_clock.h"
+#include "sl_curve.h"
 
-double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
-                      bench_recv_fn recv, void *recv_arg)
+/* The sender's side of a CURVE pair: server keys, ZAP handler. 0, or -1
+ * said on stderr. */
+static int curve_sender(void *ctx, void *push, const struct bench_curve_pair *c, struct sl_curve_allow **allow,
+                        struct sl_zap **zap)
+{
+    struct sl_error err = {0};
+    int rc = sl_curve_allow_load(allow, c->allow, NULL, 0, &err);
+    if (rc == 0)
+        rc = sl_zap_start(zap, ctx, *allow, "raw ZeroMQ baseline", &err);
+    if (rc == 0)
+        rc = sl_curve_server(push, &c->server, &err);
+    if (rc != 0)
+        fprintf(stderr, "sluice-bench: raw ZeroMQ with CURVE: sender: %s\n", err.msg);
+    return rc == 0 ? 0 : -1;
+}
+
+double bench_zmq_pair_curve(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
+                            bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg)
 {
     char bind_ep[512], conn[512];
     if (count < 2 || bench_endpoint(transport, dir, 900, bind_ep, conn, sizeof bind_ep) != 0)
@@ -27,17 +52,32 @@ double bench_zmq_pair(const char *transport, const char *dir, long count, bench_
     if (child == 0) {
         void *ctx = zmq_ctx_new();
         void *push = zmq_socket(ctx, ZMQ_PUSH);
-        int linger = -1, rc = zmq_bind(push, bind_ep) == 0 ? 0 : 1;
+        struct sl_curve_allow *allow = NULL;
+        struct sl_zap *zap = NULL;
+        int linger = -1, rc = curve != NULL ? curve_sender(ctx, push, curve, &allow, &zap) : 0;
+        if (rc == 0 && zmq_bind(push, bind_ep) != 0)
+            rc = 1;
         for (long i = 0; rc == 0 && i < count; i++)
             rc = send(push, i, send_arg);
         zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(push);
+        sl_zap_stop(zap);
         zmq_ctx_term(ctx);
+        sl_curve_allow_free(allow);
         _exit(rc == 0 ? 0 : 1);
     }
     void *ctx = zmq_ctx_new();
     void *pull = zmq_socket(ctx, ZMQ_PULL);
-    int tmo = 10000, rc = zmq_connect(pull, conn);
+    int tmo = 10000, rc = 0;
+    if (curve != NULL) {
+        struct sl_error err = {0};
+        if (sl_curve_client(pull, &curve->client, curve->server.public_z85, &err) != 0) {
+            fprintf(stderr, "sluice-bench: raw ZeroMQ with CURVE: receiver: %s\n", err.msg);
+            rc = -1;
+        }
+    }
+    if (rc == 0)
+        rc = zmq_connect(pull, conn);
     zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
     double t0 = 0;
     for (long i = 0; rc == 0 && i < count; i++) {
@@ -57,6 +97,12 @@ double bench_zmq_pair(const char *transport, const char *dir, long count, bench_
     if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || el <= 0)
         return -1;
     return el;
+}
+
+double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
+                      bench_recv_fn recv, void *recv_arg)
+{
+    return bench_zmq_pair_curve(transport, dir, count, NULL, send, send_arg, recv, recv_arg);
 }
 
 static void no_free(void *data, void *hint)
@@ -94,12 +140,18 @@ static int raw_recv(void *sock, long i, void *arg)
     return rc;
 }
 
-double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count)
+double bench_raw_zmq_curve(const char *transport, const char *dir, size_t size, long count,
+                           const struct bench_curve_pair *curve)
 {
     struct raw_msg m = {calloc(1, size ? size : 1), size};
     if (m.buf == NULL)
         return -1;
-    double s = bench_zmq_pair(transport, dir, count, raw_send, &m, raw_recv, NULL);
+    double s = bench_zmq_pair_curve(transport, dir, count, curve, raw_send, &m, raw_recv, NULL);
     free(m.buf);
     return s > 0 ? (double)size * (double)(count - 1) / s : -1;
+}
+
+double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count)
+{
+    return bench_raw_zmq_curve(transport, dir, size, count, NULL);
 }
