@@ -580,12 +580,14 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     double send = c->serve_cpu_s + c->zmq_io_cpu_s;
     fprintf(f,
             "{\"pieces\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"disk_bytes\":%.0f,"
-            "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
+            "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"bad_messages\":%" PRIu64
+            ",\"shm_pieces\":%" PRIu64
             ",\"blocked_s\":%.6f,"
             "\"elapsed_s\":%.6f,\"pool_bytes\":%" PRIu64 ",\"scan_s\":%.6f,\"scan_cpu_s\":%.6f,"
             "\"max_rss_kb\":%ld,\"cpu_s\":{\"read\":%.6f,\"decompress\":%.6f,\"decode\":%.6f,"
             "\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}}\n",
-            c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
+            c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->bad_messages, c->shm_pieces,
+            c->blocked_s,
             c->elapsed_s,
             c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress, t->decode, t->assemble, send,
             c->serve_cpu_s, c->zmq_io_cpu_s, t->read + t->decompress + t->decode + t->assemble + send);

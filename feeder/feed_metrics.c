@@ -13,6 +13,8 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_ERRORS] = {"errors", SL_METRIC_COUNTER, "data errors met"},
     [FEED_M_TRAINERS] = {"trainers", SL_METRIC_COUNTER, "HELLOs accepted"},
     [FEED_M_REFUSED] = {"refused", SL_METRIC_COUNTER, "HELLOs refused"},
+    [FEED_M_BAD_MESSAGES] = {"bad_messages", SL_METRIC_COUNTER,
+                             "malformed or unexpected messages, and messages from peers that are no trainer"},
     [FEED_M_SHM_PIECES] = {"shm_pieces", SL_METRIC_COUNTER, "pieces handed over in shared memory"},
     [FEED_M_BLOCKED_NS] = {"blocked_s", SL_METRIC_NS, "time with work left but no credit from any trainer"},
     [FEED_M_POOL_BYTES] = {"pool_bytes", SL_METRIC_GAUGE, "piece memory allocated"},
@@ -33,6 +35,7 @@ void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c
     c->errors = s->v[FEED_M_ERRORS];
     c->trainers = s->v[FEED_M_TRAINERS];
     c->refused = s->v[FEED_M_REFUSED];
+    c->bad_messages = s->v[FEED_M_BAD_MESSAGES];
     c->shm_pieces = s->v[FEED_M_SHM_PIECES];
     c->blocked_s = sl_metrics_seconds(s, FEED_M_BLOCKED_NS);
     c->pool_bytes = s->v[FEED_M_POOL_BYTES];
@@ -48,7 +51,9 @@ void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
 {
     snprintf(buf, n,
              "pieces=%" PRIu64 " records=%" PRIu64 " bytes=%" PRIu64 " errors=%" PRIu64 " trainers=%" PRIu64
-             " refused=%" PRIu64 " shm_pieces=%" PRIu64 " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
-             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->shm_pieces, c->blocked_s,
+             " refused=%" PRIu64 " bad_messages=%" PRIu64 " shm_pieces=%" PRIu64
+             " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
+             c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->bad_messages, c->shm_pieces,
+             c->blocked_s,
              c->elapsed_s, c->pool_bytes);
 }

@@ -18,6 +18,7 @@ enum feed_metric {
     FEED_M_ERRORS,        /* data errors met */
     FEED_M_TRAINERS,      /* HELLOs accepted */
     FEED_M_REFUSED,       /* HELLOs refused */
+    FEED_M_BAD_MESSAGES,  /* malformed messages, unexpected ones, and any from a peer that is no trainer */
     FEED_M_SHM_PIECES,    /* pieces handed over in shared memory */
     FEED_M_BLOCKED_NS,    /* time with work left but no credit from any trainer */
     FEED_M_POOL_BYTES,    /* gauge: the piece memory allocated */
@@ -35,7 +36,7 @@ extern const struct sl_metric_def feed_metric_defs[FEED_M_COUNT];
 
 /* The figures of a snapshot, typed (a view; nothing else is counted). */
 struct feed_counters {
-    uint64_t pieces, records, bytes, errors, trainers, refused, shm_pieces;
+    uint64_t pieces, records, bytes, errors, trainers, refused, bad_messages, shm_pieces;
     double blocked_s;
     double elapsed_s; /* the caller's */
     uint64_t pool_bytes;

@@ -98,6 +98,11 @@ static int bind_router(const char *listen, const struct feed_curve *curve, const
     zmq_setsockopt(*router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
     zmq_setsockopt(*router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(*router, ZMQ_LINGER, &linger, sizeof linger);
+    /* a connection that has not finished its handshake (ZMTP greeting,
+     * CURVE) within 5 s is closed: a slow-loris peer holds an fd and 3.5 kB
+     * for at most that long (docs/security.md, "Hostile clients") */
+    int handshake_ms = FEED_HANDSHAKE_MS;
+    zmq_setsockopt(*router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
     if (curve != NULL) {
         int rc = sl_curve_server(*router, curve->keys, err);
         if (rc == 0)
@@ -682,6 +687,7 @@ static void on_message(struct server *s)
     struct sl_error err = {0};
     struct trainer *t = find(s, idp, id_len);
     if (sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
+        sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
         if (t != NULL || sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
         if (t != NULL)
@@ -729,10 +735,19 @@ static void on_message(struct server *s)
         }
         break;
     default:
+        sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
         if (sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "unexpected %s message from %s", sl_wire_type_name(s->msg.type),
                    t ? "a trainer" : "an unknown peer");
         break;
+    }
+    /* a CREDIT, HEARTBEAT or BYE from a peer that is no trainer: nothing
+     * to act on, counted (and logged, rate-limited) */
+    if (t == NULL && (s->msg.type == SL_WIRE_CREDIT || s->msg.type == SL_WIRE_HEARTBEAT || s->msg.type == SL_WIRE_BYE)) {
+        sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
+        if (sl_log_allowed(&s->lim_bad))
+            sl_log(SL_LOG_WARN, "%s from an unknown peer (not a connected trainer) ignored",
+                   sl_wire_type_name(s->msg.type));
     }
 out:
     zmq_msg_close(&id);

@@ -37,6 +37,10 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 
+/* How long a connection may take over its handshake (ZMTP greeting and
+ * CURVE) before the feeder closes it: bounds what slow-loris peers hold. */
+#define FEED_HANDSHAKE_MS 5000
+
 /* The piece pool's default bound (--piece-memory): 1 GiB. */
 #define FEED_DEFAULT_PIECE_MEMORY ((uint64_t)1 << 30)
 

@@ -275,7 +275,8 @@ def log_counts(flog):
     """(refusals shown + held, bad or unexpected messages shown + held)."""
     shown_ref = len(re.findall(r"refused a trainer: ", flog))
     held_ref = sum(int(x) for x in re.findall(r"(\d+) more refusals were not logged", flog))
-    shown_bad = len(re.findall(r"(bad message|unexpected \w+ message) from an unknown peer", flog))
+    shown_bad = len(re.findall(r"(bad message|unexpected \w+ message) from an unknown peer|"
+                               r"(CREDIT|HEARTBEAT|BYE) from an unknown peer \(not a connected trainer\) ignored", flog))
     held_bad = sum(int(x) for x in re.findall(r"(\d+) more malformed or unexpected messages were not logged", flog))
     return shown_ref + held_ref, shown_bad + held_bad
 
@@ -526,9 +527,11 @@ def case_live(files):
     if st["refused"] != tally.refused or logged_ref != tally.refused:
         fail("hostile: %d REFUSEs received; --stats counts %d, the log %d (shown + held)"
              % (tally.refused, st["refused"], logged_ref))
-    if logged_bad != tally.bad + tally.unexpected:
-        fail("hostile: %d malformed and %d unexpected messages sent; the log accounts for %d"
-             % (tally.bad, tally.unexpected, logged_bad))
+    sent_bad = tally.bad + tally.unexpected + tally.ignored
+    if logged_bad != sent_bad or st.get("bad_messages") != sent_bad:
+        fail("hostile: %d malformed, %d unexpected and %d stray CREDIT/HEARTBEAT/BYE messages sent; the log "
+             "accounts for %d, --stats bad_messages %s" % (tally.bad, tally.unexpected, tally.ignored, logged_bad,
+                                                          st.get("bad_messages")))
     # each kind of refusal logged with its reason (its phase began after a
     # quiet second, so its first line was not held back)
     for phase, reason in sorted(tally.reasons.items()):
