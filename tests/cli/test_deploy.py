@@ -10,11 +10,27 @@
   ConfigMap's job file passes `sluice-feeder plan`; and each container's
   arguments, run here (the feeder on an ipc endpoint and generated shards,
   trainer 1 with its TF_CONFIG), get past option checking (no usage error).
+- Kubernetes keys (issue #16): deploy/kubernetes/sluice-keys.sh, run with a
+  stand-in kubectl that keeps what it is given, creates the two Secrets and
+  the ConfigMap the manifests mount, holding keys; the feeders pass
+  --curve-key and --curve-allow, the trainers --curve-key and
+  --curve-server-key, nobody --insecure; each pod's volumes are laid out
+  here as the kubelet lays them out (a Secret's files 0440 under fsGroup, a
+  ConfigMap's as links into ..data), its init container's command run: the
+  copied key is 0600 and accepted, where the Secret's own file is refused;
+  the feeder pod then serves with the feeder key and trainer 1 gets past
+  option checking with its keys (its ring binds every interface, which
+  without keys is refused).
 - Slurm (deploy/slurm/sluice.sbatch): `bash -n`, and the flags of both
   binaries' command lines and default extra arguments (test_deploy_slurm.sh
   runs the script).
 - systemd (deploy/systemd/sluice-feeder.service): ExecStart's flags; the
-  hardening options present; `systemd-analyze verify` silent and the offline
+  keys (ExecStart's --curve-key a copy made by ExecStartPre from the
+  LoadCredential= credential, --curve-allow a folder the unit can read,
+  ExecReload sending SIGHUP, no --insecure); ExecStartPre run here on a
+  credential laid out as systemd 254 lays it out for a DynamicUser (0400
+  and an ACL granting the user, so its mode reads 0440), which the feeder
+  refuses, and the copy (0600) accepted; the hardening options present; `systemd-analyze verify` silent and the offline
   security exposure at most 2.0 (skipped, saying so, without
   systemd-analyze); and the feeder run as ExecStart runs it, under strace:
   every system call it makes is allowed by the unit's SystemCallFilter,
@@ -32,6 +48,7 @@ import random
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -103,13 +120,15 @@ def gen(name, image_bytes):
 
 def gets_past_options(where, argv, env=None, seconds=3):
     """Run argv for a few seconds: it must not stop with a usage error
-    (exit 2 and a 'PROG: ...' line, which log lines never start with)."""
+    (exit 2 and a 'PROG: ...' line, which log lines never start with).
+    Returns its stderr."""
     p = subprocess.run(["timeout", "-k", "2", str(seconds)] + argv, capture_output=True, text=True,
                        env=env, stdin=subprocess.DEVNULL)
     prog = os.path.basename(argv[0])
     usage = [line for line in p.stderr.splitlines() if line.startswith(prog + ": ")]
     check(p.returncode != 2 and not usage, "%s: a usage error (exit %d): %s" % (where, p.returncode,
                                                                                "\n".join(usage) or p.stderr[-500:]))
+    return p.stderr
 
 
 # ---- Kubernetes ----
@@ -243,22 +262,216 @@ def kubernetes_trainers(jobk, services, fargs, F, fport, job_name):
     return tc, e["value"]
 
 
-def kubernetes_run(fc, fargs, tc, tf_template, jobfile, shards):
+FAKE_KUBECTL = r"""#!/usr/bin/env python3
+# a stand-in kubectl: 'create secret generic NAME --from-file=KEY=PATH ...' and
+# 'create configmap NAME --from-file=KEY=PATH ...' keep each file as
+# STORE/KIND/NAME/KEY; anything else fails
+import os, shutil, sys
+store = os.environ["FAKE_KUBECTL_STORE"]
+a = sys.argv[1:]
+with open(os.path.join(store, "calls"), "a") as f:
+    f.write(" ".join(a) + "\n")
+while a and a[0] in ("-n", "--namespace"):  # kubectl's own options, before the verb
+    a = a[2:]
+if a[:3] == ["create", "secret", "generic"]:
+    kind, name, rest = "secret", a[3], a[4:]
+elif a[:2] == ["create", "configmap"]:
+    kind, name, rest = "configmap", a[2], a[3:]
+else:
+    sys.exit("fake kubectl: unexpected %s" % a)
+d = os.path.join(store, kind, name)
+if os.path.exists(d):
+    sys.exit('fake kubectl: %s "%s" already exists' % (kind, name))
+os.makedirs(d)
+for r in rest:
+    assert r.startswith("--from-file="), r
+    key, src = r[len("--from-file="):].split("=", 1)
+    shutil.copyfile(src, os.path.join(d, key))
+"""
+
+
+def kubernetes_keys():
+    """deploy/kubernetes/sluice-keys.sh with the stand-in kubectl: returns
+    the store of what it created."""
+    store = os.path.join(TMP, "k8s-store")
+    os.makedirs(store)
+    kubectl = os.path.join(TMP, "fake-kubectl")
+    with open(kubectl, "w") as f:
+        f.write(FAKE_KUBECTL)
+    os.chmod(kubectl, 0o755)
+    script = os.path.join(ROOT, "deploy", "kubernetes", "sluice-keys.sh")
+    env = dict(os.environ, FAKE_KUBECTL_STORE=store, KUBECTL=kubectl, SLUICE_FEEDER=BINS["sluice-feeder"],
+               TMPDIR=TMP)
+    p = subprocess.run(["bash", script], capture_output=True, text=True, env=env)
+    check(p.returncode == 0, "sluice-keys.sh: exit %d: %s" % (p.returncode, p.stderr))
+    want = {("secret", "sluice-feeder-key"): ["feeder.key"], ("secret", "sluice-trainer-key"): ["trainer.key"],
+            ("configmap", "sluice-public-keys"): ["feeder.pub", "trainer.pub"]}
+    for (kind, name), files in want.items():
+        d = os.path.join(store, kind, name)
+        check(os.path.isdir(d) and sorted(os.listdir(d)) == files,
+              "sluice-keys.sh: %s %s holds %s, not %s" % (kind, name, os.listdir(d) if os.path.isdir(d) else None,
+                                                         files))
+        for f in files:
+            text = open(os.path.join(d, f)).read()
+            check(re.fullmatch(r"[0-9A-Za-z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}\n", text) is not None,
+                  "sluice-keys.sh: %s %s: %s is not a Z85 key: %r" % (kind, name, f, text))
+    left = [x for x in os.listdir(TMP) if x.startswith("tmp")]
+    check(not left, "sluice-keys.sh left its temporary folder behind: %s" % left)
+    # a second run fails at the first existing object, creating nothing more
+    calls = open(os.path.join(store, "calls")).read().count("\n")
+    p = subprocess.run(["bash", script, "-n", "ns"], capture_output=True, text=True, env=env)
+    check(p.returncode != 0 and "already exists" in p.stderr, "sluice-keys.sh run again: exit %d" % p.returncode)
+    lines = open(os.path.join(store, "calls")).read().splitlines()
+    check(len(lines) == calls + 1 and lines[-1].startswith("-n ns create secret generic sluice-feeder-key"),
+          "sluice-keys.sh run again: kubectl calls %s" % lines[calls:])
+    ok("sluice-keys.sh: the Secrets sluice-feeder-key (feeder.key) and sluice-trainer-key (trainer.key) and the "
+       "ConfigMap sluice-public-keys (feeder.pub, trainer.pub), Z85 keys, no temporary left; run again it stops at "
+       "the first existing one, passing its kubectl options on")
+    return store
+
+
+def lay_out_pod(tag, pod, store):
+    """The pod's volumes laid out under TMP/tag as the kubelet lays them out:
+    a Secret's files with defaultMode, plus the group's read (0440) under
+    fsGroup; a ConfigMap's items as links into ..data; an emptyDir empty.
+    Returns {volume name: host folder}."""
+    root = os.path.join(TMP, tag)
+    fs_group = pod.get("securityContext", {}).get("fsGroup")
+    vols = {}
+    for v in pod.get("volumes", []):
+        d = os.path.join(root, v["name"])
+        os.makedirs(d)
+        vols[v["name"]] = d
+        if "secret" in v or "configMap" in v:
+            src = v.get("secret") or v["configMap"]
+            name = src.get("secretName") or src.get("name")
+            sdir = os.path.join(store, "secret" if "secret" in v else "configmap", name)
+            if not os.path.isdir(sdir):
+                continue  # the job's ConfigMap: not a key
+            items = src.get("items") or [{"key": k, "path": k} for k in sorted(os.listdir(sdir))]
+            data = os.path.join(d, "..2026_01_01_00_00_00.000000001")
+            os.makedirs(data)
+            os.symlink(os.path.basename(data), os.path.join(d, "..data"))
+            mode = src.get("defaultMode", 0o644)
+            if fs_group is not None:
+                mode |= 0o440
+            for it in items:
+                shutil.copyfile(os.path.join(sdir, it["key"]), os.path.join(data, it["path"]))
+                os.chmod(os.path.join(data, it["path"]), it.get("mode", mode))
+                os.symlink(os.path.join("..data", it["path"]), os.path.join(d, it["path"]))
+    return vols
+
+
+def mapped(container, vols, text):
+    """text with the container's mount paths replaced by their folders here."""
+    for m in sorted(container.get("volumeMounts", []), key=lambda m: -len(m["mountPath"])):
+        if m["name"] in vols:
+            text = text.replace(m["mountPath"], vols[m["name"]])
+    return text
+
+
+def run_init(tag, pod, vols):
+    """Run the pod's init containers' commands here, paths mapped."""
+    for c in pod.get("initContainers", []):
+        cmd = [mapped(c, vols, x) for x in c["command"]]
+        check(cmd[:2] == ["/bin/sh", "-c"], "%s: init container %s does not run /bin/sh -c" % (tag, c["name"]))
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        check(p.returncode == 0, "%s: init container %s: exit %d: %s" % (tag, c["name"], p.returncode, p.stderr))
+        for m in c.get("volumeMounts", []):
+            secret = next((v for v in pod["volumes"] if v["name"] == m["name"] and "secret" in v), None)
+            check(secret is None or m.get("readOnly") is True,
+                  "%s: init container %s mounts the Secret writable" % (tag, c["name"]))
+
+
+def key_args(tag, c, pod, flags):
+    """The container's key flags: present, no --insecure; each --curve-key
+    an init container's copy in a memory volume mounted read-only, each
+    public key from the ConfigMap sluice-public-keys."""
+    args = dict(a[2:].split("=", 1) for a in c["args"] if "=" in a)
+    check("--insecure" not in c["args"], "%s: the container passes --insecure" % tag)
+    for f in flags:
+        check(f in args, "%s: the container lacks --%s" % (tag, f))
+    vols = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    key_mount = mounts.get(os.path.dirname(args["curve-key"]))
+    check(key_mount is not None and key_mount.get("readOnly") is True,
+          "%s: --curve-key's folder is not a read-only mount" % tag)
+    ed = vols[key_mount["name"]].get("emptyDir")
+    check(ed is not None and ed.get("medium") == "Memory", "%s: --curve-key's volume is not a memory emptyDir" % tag)
+    check(pod["securityContext"].get("fsGroup") == pod["securityContext"].get("runAsGroup"),
+          "%s: fsGroup is not the pods' group: the init container could not read the Secret" % tag)
+    inits = pod.get("initContainers", [])
+    check(any(any(m["name"] == key_mount["name"] and not m.get("readOnly") for m in i["volumeMounts"])
+              for i in inits), "%s: no init container writes the key volume" % tag)
+    secrets = [v for v in pod["volumes"] if "secret" in v]
+    check(len(secrets) == 1 and secrets[0]["secret"].get("defaultMode") == 0o400,
+          "%s: one Secret volume with defaultMode 0400 expected: %s" % (tag, secrets))
+    pub = args.get("curve-allow") or args.get("curve-server-key")
+    pub_dir = pub if "curve-allow" in args else os.path.dirname(pub)
+    pm = mounts.get(pub_dir)
+    check(pm is not None and vols[pm["name"]].get("configMap", {}).get("name") == "sluice-public-keys",
+          "%s: the public keys do not come from the ConfigMap sluice-public-keys" % tag)
+    return args
+
+
+def kubernetes_run(sts, fargs, jobk, tc, tf_template, jobfile, shards, store):
+    fpod, tpod = sts["spec"]["template"]["spec"], jobk["spec"]["template"]["spec"]
+    fc = fpod["containers"][0]
+    fkeys = key_args("the feeders", fc, fpod, ("curve-key", "curve-allow"))
+    tkeys = key_args("the trainers", tc, tpod, ("curve-key", "curve-server-key"))
+    check(tpod["volumes"][[v["name"] for v in tpod["volumes"]].index(
+        next(m["name"] for m in tc["volumeMounts"] if m["mountPath"] == os.path.dirname(tkeys["curve-server-key"])))]
+          ["configMap"]["items"] == [{"key": "feeder.pub", "path": "feeder.pub"}],
+          "the trainers' --curve-server-key folder should hold feeder.pub alone")
+    check(fpod["volumes"][[v["name"] for v in fpod["volumes"]].index(
+        next(m["name"] for m in fc["volumeMounts"] if m["mountPath"] == fkeys["curve-allow"]))]
+          ["configMap"]["items"] == [{"key": "trainer.pub", "path": "trainer.pub"}],
+          "the feeders' --curve-allow should hold trainer.pub alone")
+    ok("keys: the feeders pass --curve-key (an init container's copy, memory volume) and --curve-allow (trainer.pub "
+       "of sluice-public-keys), the trainers --curve-key and --curve-server-key (feeder.pub); no --insecure; one "
+       "Secret each, defaultMode 0400, fsGroup the pods' group")
+
+    fvols = lay_out_pod("k8s-feeder", fpod, store)
+    tvols = lay_out_pod("k8s-trainer", tpod, store)
+    # the Secret's own file, as the kubelet gives it, is refused: the reason
+    # for the init container
+    secret_key = os.path.join(fvols["secret-key"], "feeder.key")
+    check(os.stat(secret_key).st_mode & 0o777 == 0o440, "the laid-out Secret is not 0440")
+    run_init("the feeder pod", fpod, fvols)
+    run_init("the trainer pod", tpod, tvols)
+    for tag, c, vols, k in (("feeder", fc, fvols, fkeys), ("trainer", tc, tvols, tkeys)):
+        copy = mapped(c, vols, k["curve-key"])
+        check(os.stat(copy).st_mode & 0o777 == 0o600, "the %s's key copy is not 0600" % tag)
     # the feeder's arguments as the pod runs them (index 1), on an ipc endpoint
     sock = "ipc://" + os.path.join(TMP, "k8s-feeder.sock")
     argv = [BINS["sluice-feeder"]]
     for a in fc["args"]:
-        a = a.replace("$(FEEDER_INDEX)", "1")
+        a = mapped(fc, fvols, a.replace("$(FEEDER_INDEX)", "1"))
         if a.startswith("--listen="):
             a = "--listen=" + sock
         if a.startswith("--job="):
             a = "--job=" + jobfile
         argv.append(a)
-    gets_past_options("the feeder pod's arguments", argv + ["--files=" + shards], seconds=2)
+    p = subprocess.run([a if not a.startswith("--curve-key=") else "--curve-key=" + secret_key for a in argv] +
+                       ["--files=" + shards], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 2 and "a secret key readable or writable by others (mode 0440)" in p.stderr,
+          "the feeder given the Secret's own file (0440): exit %d: %s" % (p.returncode, p.stderr[-500:]))
+    err = gets_past_options("the feeder pod's arguments", argv + ["--files=" + shards], seconds=2)
+    pub = open(os.path.join(store, "configmap", "sluice-public-keys", "feeder.pub")).read().strip()
+    check("CURVE: this feeder's public key is %s; 1 trainer keys allowed" % pub in err,
+          "the feeder pod does not serve with the feeder key and the one trainer key:\n%s" % err[-1000:])
     # trainer 1's: its TF_CONFIG read through --cluster-from tf_config
     env = dict(os.environ, TF_CONFIG=tf_template.replace("$(WORKER_INDEX)", "1"))
-    gets_past_options("the trainer pod's arguments", [BINS["sluice-trainer"]] + tc["args"], env=env, seconds=3)
-    ok("the feeder's and trainer 1's arguments (with TF_CONFIG) get past option checking")
+    targv = [BINS["sluice-trainer"]] + [mapped(tc, tvols, a) for a in tc["args"]]
+    gets_past_options("the trainer pod's arguments", targv, env=env, seconds=3)
+    # without its keys, its ring on every interface is refused
+    p = subprocess.run([a for a in targv if not a.startswith("--curve-")], capture_output=True, text=True, env=env,
+                       timeout=30)
+    check(p.returncode == 2 and "can be reached from other hosts" in p.stderr,
+          "the trainer pod's arguments without keys: exit %d: %s" % (p.returncode, p.stderr[-500:]))
+    ok("the pods' volumes laid out as the kubelet does: the Secret's 0440 file is refused, the init containers' "
+       "0600 copies accepted; the feeder (index 1) serves with the feeder key, trainer 1 (with TF_CONFIG) gets past "
+       "option checking, and is refused without its keys")
 
 
 # ---- Slurm ----
@@ -276,7 +489,15 @@ def slurm():
         m = re.search(r':\s*"\$\{%s_ARGS:=([^}]*)\}"' % var, text)
         check(m is not None, "sluice.sbatch: no default %s_ARGS" % var)
         n += check_flags("sluice.sbatch %s_ARGS" % var, binary, shlex.split(m.group(1)))
-    ok("deploy/slurm/sluice.sbatch: bash -n, and its %d flags are options of the binaries" % n)
+        keys = re.findall(r'^\s*%s_KEYS="([^"]*)"' % var, text, re.M)
+        check(len(keys) == 2 and keys[0] == "--insecure" and "--curve-key" in keys[1],
+              "sluice.sbatch: %s_KEYS should be --insecure (the opt-out), then the keys: %s" % (var, keys))
+        for k in keys:
+            n += check_flags("sluice.sbatch %s_KEYS" % var, binary, shlex.split(k))
+        check(re.search(r'exec "\$%s" [^\n]*\$%s_KEYS' % (var, var), text) is not None,
+              "sluice.sbatch: $%s_KEYS is not on the exec line" % var)
+    ok("deploy/slurm/sluice.sbatch: bash -n, and its %d flags (the key options and the --insecure opt-out among "
+       "them) are options of the binaries" % n)
 
 
 # ---- systemd ----
@@ -314,6 +535,89 @@ def expand_group(group, seen=None):
     return names
 
 
+def set_user_acl(path, uid):
+    """Give uid read access to path by a POSIX ACL, as systemd does for a
+    credential (the system.posix_acl_access xattr: version 2, then the
+    entries USER_OBJ r, USER uid r, GROUP_OBJ none, MASK r, OTHER none).
+    False where the file system takes no ACL."""
+    def ent(tag, perm, ident=0xFFFFFFFF):
+        return struct.pack("<HHI", tag, perm, ident)
+    acl = struct.pack("<I", 2) + ent(0x01, 4) + ent(0x02, 4, uid) + ent(0x04, 0) + ent(0x10, 4) + ent(0x20, 0)
+    try:
+        os.setxattr(path, "system.posix_acl_access", acl)
+    except OSError:
+        return False
+    return True
+
+
+def unit_keys(service, argv):
+    """The unit's keys: LoadCredential= of the secret key, ExecStartPre's
+    copy of it, ExecStart's --curve-key (the copy) and --curve-allow, SIGHUP
+    on reload. ExecStartPre is run here (%d and %t mapped) on a credential
+    laid out as systemd lays it out; returns the paths for the traced run."""
+    check("--insecure" not in argv, "ExecStart passes --insecure")
+    check("--curve-key" in argv and "--curve-allow" in argv, "ExecStart lacks --curve-key or --curve-allow")
+    key = argv[argv.index("--curve-key") + 1]
+    allow = argv[argv.index("--curve-allow") + 1]
+    creds = service.get("LoadCredential", [])
+    check(len(creds) == 1 and creds[0].split(":", 1)[1].startswith("/etc/credstore/"),
+          "one LoadCredential=ID:/etc/credstore/... expected: %s" % creds)
+    cred_id = creds[0].split(":", 1)[0]
+    runtime = service.get("RuntimeDirectory", [""])[0]
+    check(runtime != "" and service.get("RuntimeDirectoryMode") == ["0700"],
+          "RuntimeDirectory= with RuntimeDirectoryMode=0700 expected")
+    check(key == "%%t/%s/%s" % (runtime, cred_id), "--curve-key %s is not the copy %%t/%s/%s" % (key, runtime, cred_id))
+    check(any(allow == p or allow.startswith(p + "/") for p in service["ReadOnlyPaths"][0].split()),
+          "--curve-allow %s is not under ReadOnlyPaths" % allow)
+    check(service.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], "ExecReload does not send SIGHUP")
+    pre = service.get("ExecStartPre", [])
+    check(len(pre) == 1, "one ExecStartPre expected: %s" % pre)
+    # the credential as systemd 254 and later write it for a DynamicUser on
+    # a tmpfs: root's, 0400, and an ACL granting the service's user
+    d = os.path.join(TMP, "unit-creds")
+    t = os.path.join(TMP, "unit-run")
+    os.makedirs(d, mode=0o700)
+    os.makedirs(os.path.join(t, runtime), mode=0o700)
+    kdir = os.path.join(TMP, "unit-keys")
+    os.makedirs(os.path.join(kdir, "trainers"), mode=0o700)
+    for n in ("feeder", "trainer"):
+        subprocess.run([BINS["sluice-feeder"], "keygen", n], cwd=kdir, check=True, capture_output=True)
+    shutil.copy(os.path.join(kdir, "trainer.pub"), os.path.join(kdir, "trainers", "trainer.pub"))
+    cred = os.path.join(d, cred_id)
+    shutil.copyfile(os.path.join(kdir, "feeder.key"), cred)
+    os.chmod(cred, 0o400)
+    how = "an ACL for uid 61234" if set_user_acl(cred, 61234) else "mode 0440 (no ACL on this file system)"
+    if not how.startswith("an ACL"):
+        os.chmod(cred, 0o440)
+    check(os.stat(cred).st_mode & 0o777 == 0o440, "the laid-out credential's mode is not 0440")
+    cmd = [x.replace("%d", d).replace("%t", t) for x in shlex.split(pre[0])]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    check(p.returncode == 0, "ExecStartPre: exit %d: %s" % (p.returncode, p.stderr))
+    copy = key.replace("%t", t)
+    check(os.stat(copy).st_mode & 0o777 == 0o600 and open(copy).read() == open(cred).read(),
+          "ExecStartPre's copy is not the credential, mode 0600")
+    # the credential itself is refused, the copy accepted
+    job = os.path.join(TMP, "keys-job.json")
+    json.dump({"name": "keys", "files": [gen("dk", 16)], "format": "tfrecord",
+               "features": {"label": {"dtype": "int64", "shape": []}}, "global_batch_size": 64}, open(job, "w"))
+    for path, refused in ((cred, True), (copy, False)):
+        argv = [BINS["sluice-feeder"], "--job", job, "--curve-key", path, "--curve-allow",
+                os.path.join(kdir, "trainers"), "--listen", "ipc://" + os.path.join(TMP, "keys.sock")]
+        if refused:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            check(p.returncode == 2 and "a secret key readable or writable by others (mode 0440)" in p.stderr,
+                  "the feeder given the credential %s: exit %d: %s" % (path, p.returncode, p.stderr[-500:]))
+        else:
+            gets_past_options("the feeder given ExecStartPre's copy", argv, seconds=2)
+    ok("the unit's keys: LoadCredential=%s, ExecStartPre copies it (0600) into %%t/%s, ExecStart's --curve-key is "
+       "the copy and --curve-allow %s is readable; the credential as systemd gives it (0400, %s: mode 0440) is "
+       "refused by the feeder, the copy accepted; ExecReload sends SIGHUP" % (creds[0], runtime, allow, how))
+    with open(os.path.join(kdir, "feeder.pub")) as f:
+        pub = f.read().strip()
+    return {"copy": copy, "allow": os.path.join(kdir, "trainers"), "trainer_key": os.path.join(kdir, "trainer.key"),
+            "feeder_pub": os.path.join(kdir, "feeder.pub"), "pub": pub}
+
+
 def systemd():
     path = os.path.join(ROOT, "deploy", "systemd", "sluice-feeder.service")
     entries = unit_entries(path)
@@ -327,6 +631,7 @@ def systemd():
     check(os.path.basename(argv[0]) == "sluice-feeder", "ExecStart runs %s" % argv[0])
     n = check_flags("sluice-feeder.service ExecStart", "sluice-feeder", argv[1:])
     ok("deploy/systemd/sluice-feeder.service: ExecStart's %d flags are options of sluice-feeder" % n)
+    creds = unit_keys(service, argv)
     want = {"ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "NoNewPrivileges": "yes",
             "PrivateDevices": "yes", "DynamicUser": "yes", "MemoryDenyWriteExecute": "yes"}
     for k, v in want.items():
@@ -390,13 +695,18 @@ def systemd():
             skip = "tcp://*:%d" % port
         elif a == "--stats":
             skip = os.path.join(TMP, "stats.json")
+        elif a == "--curve-key":
+            skip = creds["copy"]
+        elif a == "--curve-allow":
+            skip = creds["allow"]
     trace = os.path.join(TMP, "strace.txt")
     flog = open(os.path.join(TMP, "feeder.log"), "w")
     feeder = subprocess.Popen(["strace", "-f", "-qq", "-o", trace] + cmd, stdout=flog, stderr=subprocess.STDOUT)
     W = int(cmd[cmd.index("--workers") + 1])
     R = cmd[cmd.index("--replicas") + 1]
     trainers = [subprocess.Popen([BINS["sluice-trainer"], "--connect", "tcp://127.0.0.1:%d" % port, "--job", "unit",
-                                  "--worker", str(w), "--workers", str(W), "--replicas", R, "--no-shm", "--quiet"],
+                                  "--worker", str(w), "--workers", str(W), "--replicas", R, "--no-shm", "--quiet",
+                                  "--curve-key", creds["trainer_key"], "--curve-server-key", creds["feeder_pub"]],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for w in range(W)]
     deadline = time.time() + 60
     for p in trainers + [feeder]:
@@ -409,6 +719,10 @@ def systemd():
     check(feeder.returncode == 0 and all(p.returncode == 0 for p in trainers),
           "the feeder under strace: exit %s, trainers %s: %s" % (feeder.returncode, [p.returncode for p in trainers],
                                                                  open(flog.name).read()[-1000:]))
+    log = open(flog.name).read()
+    check("CURVE: this feeder's public key is %s" % creds["pub"] in log and
+          "CURVE: %d trainer connections accepted, 0 refused" % W in log,
+          "the feeder under strace did not serve its %d workers over CURVE:\n%s" % (W, log[-1500:]))
     used, fams, wx = set(), set(), []
     for line in open(trace):
         m = re.match(r"\d+\s+([a-z_0-9]+)\(", line)
@@ -446,7 +760,8 @@ def main():
     try:
         sts, jobk, services, fargs, F, fport, job_name, jobfile, shards = kubernetes()
         tc, tf_template = kubernetes_trainers(jobk, services, fargs, F, fport, job_name)
-        kubernetes_run(containers(sts)[0], fargs, tc, tf_template, jobfile, shards)
+        store = kubernetes_keys()
+        kubernetes_run(sts, fargs, jobk, tc, tf_template, jobfile, shards, store)
         slurm()
         systemd()
         docs()
