@@ -54,6 +54,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "sl_peer.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
 
@@ -413,8 +414,9 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     }
     if (o->curve != NULL && (rc = root_curve(o, ctx, r.sock, &allow, &zap, err)) != 0)
         goto out_close;
-    if (zmq_bind(r.sock, ep) < 0) {
-        rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_bind(%s): %s", ep, zmq_strerror(zmq_errno()));
+    /* an ipc socket file 0600: only this user's workers connect */
+    if ((rc = sl_bind_private(r.sock, ep, NULL, err)) != 0) {
+        sl_error_prefix(err, "rendezvous: ");
         goto out_close;
     }
     rc = root_loop(&r, start, err);

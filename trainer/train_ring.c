@@ -75,6 +75,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "sl_peer.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
 
@@ -619,9 +620,12 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
             return rc;
     }
     const char *bind = r->bind ? r->bind : r->eps[r->rank];
-    if (zmq_bind(r->pull, bind) < 0)
-        return sl_error_set(err, SL_EIO, "ring: zmq_bind(%s): %s", bind,
-                            zmq_strerror(zmq_errno()));
+    /* an ipc socket file 0600: only this user's workers connect */
+    int brc = sl_bind_private(r->pull, bind, NULL, err);
+    if (brc != 0) {
+        sl_error_prefix(err, "ring: ");
+        return brc;
+    }
     if (zmq_connect(r->push, r->eps[r->succ]) < 0)
         return sl_error_set(err, SL_EIO, "ring: zmq_connect(%s): %s", r->eps[r->succ],
                             zmq_strerror(zmq_errno()));
