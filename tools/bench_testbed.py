@@ -18,6 +18,13 @@ trainer's credit window (--credits) covers the link's bandwidth-delay
 product. Root is needed (namespaces); without it the script says so
 and exits 77. Medians of --repeat runs; the ratio of each run is taken
 within the run.
+
+The copy path is measured against raw ZeroMQ, which has no encryption, so
+those sluice runs are in plaintext: the feeders get --insecure (they listen
+on the hosts' addresses, which without keys they refuse). --curve adds, in
+the same repeats, runs with keys as a real cluster has them (each feeder its
+own pair from sluice-feeder keygen, the trainer's key on their allow-list):
+their GB/s, and their ratio to the plaintext runs (what CURVE costs).
 """
 import argparse
 import json
@@ -47,6 +54,8 @@ def parse():
     ap.add_argument("--delay-ms", type=float, default=0,
                     help="add this one-way delay on every host's link (tc netem; the round trip is twice it)")
     ap.add_argument("--credits", type=int, default=0, help="the trainer's --credits (default: its own)")
+    ap.add_argument("--curve", action="store_true",
+                    help="also run sluice with CURVE keys, and report its speed against the plaintext runs")
     ap.add_argument("--json", action="store_true", help="one JSON object per configuration")
     a = ap.parse_args()
     if a.repeat < 1 or a.epochs < 1:
@@ -92,24 +101,47 @@ def wait(p, what, timeout=600):
         sys.exit("bench_testbed: %s did not finish within %d s" % (what, timeout))
 
 
-def sluice_run(a, net, F, tmp, rep):
-    """One run: F feeders on f0..f(F-1), one trainer on t0 (PID namespace).
-    Returns the trainer's summary."""
+def make_keys(a, tmp, F):
+    """Keys for F feeders and the trainer, made with sluice-feeder keygen in
+    tmp/keys: {"feeder": [secret key of feeder j], "allow": the feeders'
+    allow-list, "trainer": the trainer's secret key, "servers": the folder
+    of feeder-J.pub}."""
+    feeder = binary(a, "feeder", "sluice-feeder")
+    d = os.path.join(tmp, "keys")
+    for sub in ("allow", "servers"):
+        os.makedirs(os.path.join(d, sub), mode=0o700, exist_ok=True)
+    for n in ["trainer"] + ["feeder-%d" % j for j in range(F)]:
+        if not os.path.exists(os.path.join(d, n + ".key")):
+            subprocess.run([feeder, "keygen", n], cwd=d, check=True, capture_output=True)
+        dest = "allow" if n == "trainer" else "servers"
+        with open(os.path.join(d, n + ".pub")) as src, open(os.path.join(d, dest, n + ".pub"), "w") as dst:
+            dst.write(src.read())
+    return {"feeder": [os.path.join(d, "feeder-%d.key" % j) for j in range(F)], "allow": os.path.join(d, "allow"),
+            "trainer": os.path.join(d, "trainer.key"), "servers": os.path.join(d, "servers")}
+
+
+def sluice_run(a, net, F, tmp, rep, keys=None):
+    """One run: F feeders on f0..f(F-1), one trainer on t0 (PID namespace),
+    in plaintext (--insecure), or over CURVE with keys (make_keys). Returns
+    the trainer's summary."""
     feeder, trainer = binary(a, "feeder", "sluice-feeder"), binary(a, "trainer", "sluice-trainer")
     conns, fs = [], []
+    tag = "curve-" if keys else ""
     for j in range(F):
         ep = "tcp://%s:%d" % (net.addr("f%d" % j), FEEDER_PORT)
         conns.append(ep)
         args = [feeder, "--job", a.job, "--listen", ep, "--feeder-index", str(j), "--feeders", str(F),
                 "--workers", "1", "--replicas", "1", "--epochs=%d" % a.epochs]
+        args += ["--curve-key", keys["feeder"][j], "--curve-allow", keys["allow"]] if keys else ["--insecure"]
         if a.threads:
             args += ["--threads", str(a.threads)]
-        fs.append(net.spawn("f%d" % j, args, log=os.path.join(tmp, "feeder%d-%d-%d.log" % (F, j, rep))))
-    out = os.path.join(tmp, "trainer%d-%d.json" % (F, rep))
+        fs.append(net.spawn("f%d" % j, args, log=os.path.join(tmp, "%sfeeder%d-%d-%d.log" % (tag, F, j, rep))))
+    out = os.path.join(tmp, "%strainer%d-%d.json" % (tag, F, rep))
     with open(out, "w") as o:
         t = net.spawn("t0", [trainer, "--connect", ",".join(conns), "--job", job_name(a.job), "--model", "none",
-                             "-q"] + (["--credits", str(a.credits)] if a.credits else []),
-                      log=os.path.join(tmp, "trainer%d-%d.log" % (F, rep)), pidns=True, stdout=o)
+                             "-q"] + (["--credits", str(a.credits)] if a.credits else []) +
+                      (["--curve-key", keys["trainer"], "--curve-server-key", keys["servers"]] if keys else []),
+                      log=os.path.join(tmp, "%strainer%d-%d.log" % (tag, F, rep)), pidns=True, stdout=o)
         code = wait(t, "the trainer")
     fcodes = [wait(p, "a feeder", timeout=60) for p in fs]
     if code != 0 or any(fcodes):
@@ -158,12 +190,17 @@ def main():
     if a.rate or a.delay_ms > 0:
         shape(net, hosts, a.rate, a.delay_ms)
     results = {}
+    keys = make_keys(a, tmp, Fmax) if a.curve else None
     for F in a.feeders:
         runs = []
         for rep in range(a.repeat):
             s = sluice_run(a, net, F, tmp, rep)
             piece = s["bytes"] / max(1, s["pieces"])
             r = {"gb_per_s": s["stream_bytes_per_s"] / 1e9, "piece_bytes": piece}
+            if keys:
+                c = sluice_run(a, net, F, tmp, rep, keys)
+                r["curve_gb_per_s"] = c["stream_bytes_per_s"] / 1e9
+                r["curve_ratio"] = r["curve_gb_per_s"] / r["gb_per_s"]
             if F == 1:
                 count = max(1000, int(s["bytes"] / piece))
                 r["raw_gb_per_s"] = raw_run(a, net, int(piece), count, tmp, rep) / 1e9
@@ -182,16 +219,21 @@ def main():
                "repeat": a.repeat, "gb_per_s": r["gb_per_s"], "piece_bytes": r["piece_bytes"],
                "raw_gb_per_s": r.get("raw_gb_per_s"), "ratio": r.get("ratio"), "scaling": r["scaling"],
                "ratios": [x.get("ratio") for x in r["runs"]],
+               "curve_gb_per_s": r.get("curve_gb_per_s"), "curve_ratio": r.get("curve_ratio"),
+               "curve_ratios": [x.get("curve_ratio") for x in r["runs"]] if a.curve else None,
                "loopback": {"gb_per_s": lo["gb_per_s"], "raw_zmq_gb_per_s": lo["raw_zmq_gb_per_s"],
                             "ratio": lo["ratio"]}}
         if a.json:
             print(json.dumps(doc))
         else:
-            print("feeders %d (%s link%s): %.3f GB/s%s%s; loopback: %.3f GB/s, raw %.3f, ratio %.2f" % (
+            print("feeders %d (%s link%s): %.3f GB/s in plaintext%s%s%s; loopback: %.3f GB/s, raw %.3f, ratio %.2f" % (
                 F, doc["rate"], ", %g ms each way" % a.delay_ms if a.delay_ms else "", r["gb_per_s"],
                 ", raw ZeroMQ %.3f GB/s, ratio %.2f (runs %s)" % (
                     r["raw_gb_per_s"], r["ratio"], ", ".join("%.2f" % x["ratio"] for x in r["runs"]))
                 if "ratio" in r else "",
+                "; with CURVE %.3f GB/s, %.2f of plaintext (runs %s)" % (
+                    r["curve_gb_per_s"], r["curve_ratio"], ", ".join("%.2f" % x["curve_ratio"] for x in r["runs"]))
+                if a.curve else "",
                 ", %.2fx one feeder" % r["scaling"] if r["scaling"] and F > 1 else "",
                 lo["gb_per_s"], lo["raw_zmq_gb_per_s"], lo["ratio"]))
     net.down()

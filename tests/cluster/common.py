@@ -7,9 +7,19 @@ trainers connect to those addresses from other hosts, each trainer in a PID
 namespace of its own: no feeder's /proc is visible to it, so every piece
 comes over the link, by copy (the traces' summaries must say 0 pieces in
 shared memory).
+
+Every link is encrypted, as on a real cluster (docs/security.md): each test
+makes its keys once with `sluice-feeder keygen` (keys()): feeder j its own
+pair (feeder-J), the trainers one pair shared by every worker (the ring
+needs one), the feeders' allow-list holding the trainers' public key, and
+the trainers' --curve-server-key a folder of feeder-J.pub (and
+eval-feeder-J.pub). start_feeder and start_trainer pass them unless told
+insecure=True (then --insecure: plaintext, for a case that measures
+against raw ZeroMQ).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +67,66 @@ def finish(net, t0=None):
     net.down()
     took = " (%.1f s)" % (time.time() - t0) if t0 is not None else ""
     print("%d passed, 0 failed%s" % (harness.passed(), took))
+
+
+_keys = {}
+KEY_FEEDERS = 4  # feeder-0 .. feeder-3 and eval-feeder-0 .. eval-feeder-3
+
+
+def keys():
+    """The test's keys, made once in TMP/keys with sluice-feeder keygen:
+    {"feeder": [feeder j's secret key file], "eval_feeder": [...],
+    "allow": the feeders' allow-list folder, "trainer": the workers' secret
+    key file, "servers": the folder of feeder-J.pub and eval-feeder-J.pub,
+    "trainer_pub": the workers' public key (Z85)}."""
+    if _keys:
+        return _keys
+    d = path("keys")
+    os.makedirs(os.path.join(d, "allow"), mode=0o700)
+    os.makedirs(os.path.join(d, "servers"), mode=0o700)
+    names = ["trainer"] + ["feeder-%d" % j for j in range(KEY_FEEDERS)] + \
+        ["eval-feeder-%d" % j for j in range(KEY_FEEDERS)]
+    for n in names:
+        subprocess.run([FEEDER, "keygen", n], cwd=d, check=True, capture_output=True)
+        if n != "trainer":
+            shutil.copy(os.path.join(d, n + ".pub"), os.path.join(d, "servers", n + ".pub"))
+    shutil.copy(os.path.join(d, "trainer.pub"), os.path.join(d, "allow", "trainer.pub"))
+    with open(os.path.join(d, "trainer.pub")) as f:
+        pub = f.read().strip()
+    _keys.update({"feeder": [os.path.join(d, "feeder-%d.key" % j) for j in range(KEY_FEEDERS)],
+                  "eval_feeder": [os.path.join(d, "eval-feeder-%d.key" % j) for j in range(KEY_FEEDERS)],
+                  "allow": os.path.join(d, "allow"), "trainer": os.path.join(d, "trainer.key"),
+                  "servers": os.path.join(d, "servers"), "trainer_pub": pub})
+    return _keys
+
+
+def feeder_keys(j, eval_feeder=False):
+    """The options that make feeder j (of the training or evaluation
+    feeders) serve over CURVE, the workers' key alone on its allow-list."""
+    k = keys()
+    return ["--curve-key", k["eval_feeder" if eval_feeder else "feeder"][j], "--curve-allow", k["allow"]]
+
+
+def trainer_keys():
+    """The options that make a worker's every link CURVE: feeders (each by
+    its own public key, feeder-J.pub in the servers folder), ring and
+    rendezvous (the workers' shared pair)."""
+    k = keys()
+    return ["--curve-key", k["trainer"], "--curve-server-key", k["servers"]]
+
+
+def check_curve(name, feeder_log, trainers=None):
+    """A feeder's log says it served over CURVE and accepted `trainers`
+    connections of the workers' key (None: at least one; rejoins and
+    takeovers make more), refusing none; for a feeder that ran to its
+    end."""
+    log = read_log(feeder_log)
+    if "CURVE: this feeder's public key is" not in log or "1 trainer keys allowed" not in log:
+        fail("%s: the feeder did not serve over CURVE with the workers' key:\n%s" % (name, log[-2000:]))
+    m = re.search(r"CURVE: (\d+) trainer connections accepted, 0 refused", log)
+    if m is None or int(m.group(1)) < 1 or (trainers is not None and int(m.group(1)) != trainers):
+        fail("%s: the feeder should have accepted %s CURVE connections and refused none:\n%s"
+             % (name, trainers or "some", log[-2000:]))
 
 
 def cleanup():
@@ -160,24 +230,29 @@ def wait_all(procs, timeout, what):
     return codes
 
 
-def start_feeder(net, host, job_path, port, j=0, F=1, tag="f", extra=()):
-    """Feeder j of F on host, bound to the host's own address; returns
-    (process, endpoint, log path)."""
+def start_feeder(net, host, job_path, port, j=0, F=1, tag="f", extra=(), insecure=False):
+    """Feeder j of F on host, bound to the host's own address, with its
+    keys (insecure: --insecure, plaintext); returns (process, endpoint, log
+    path)."""
     ep = "tcp://%s:%d" % (net.addr(host), port)
     log = path("%s-feeder%d.log" % (tag, j))
+    sec = ["--insecure"] if insecure else feeder_keys(j)
     p = net.spawn(host, [FEEDER, "--job", job_path, "--listen", ep, "--feeder-index", str(j), "--feeders", str(F),
-                         "--threads", "1"] + list(HB) + list(extra), log=log)
+                         "--threads", "1"] + sec + list(HB) + list(extra), log=log)
     return p, ep, log
 
 
-def start_trainer(net, host, conns, job_name, w, W, R, tag="t", extra=(), stdout=subprocess.DEVNULL):
+def start_trainer(net, host, conns, job_name, w, W, R, tag="t", extra=(), stdout=subprocess.DEVNULL,
+                  insecure=False):
     """Trainer worker w of W (R replicas) on host, in a PID namespace of its
-    own; returns (process, trace path, log path)."""
+    own, with the workers' keys (insecure: --insecure, plaintext); returns
+    (process, trace path, log path)."""
     trace = path("%s-trace%d.jsonl" % (tag, w))
     log = path("%s-trainer%d.log" % (tag, w))
+    sec = ["--insecure"] if insecure else trainer_keys()
     p = net.spawn(host, [TRAINER, "--connect", ",".join(conns), "--job", job_name, "--worker", str(w),
-                         "--workers", str(W), "--replicas", str(R), "--trace", trace] + list(HB) + list(extra),
-                  log=log, pidns=True, stdout=stdout)
+                         "--workers", str(W), "--replicas", str(R), "--trace", trace] + sec + list(HB) +
+                  list(extra), log=log, pidns=True, stdout=stdout)
     return p, trace, log
 
 

@@ -38,6 +38,12 @@ silent for 1.5 s. Cases:
    --reconnect-s) both workers fail within the cut, each naming the
    other's ring endpoint: the ring has no rejoin.
 
+Every link is encrypted (CURVE, the keys of common.py: each feeder its own
+pair, the trainers' --curve-server-key a folder of them, so a takeover
+reaches the survivor with the survivor's key; the ring's and rendezvous'
+the workers' shared pair), and every feeder that runs to its end must log
+the CURVE connections it accepted and none refused.
+
 Usage: test_cluster_faults.py BUILD_DIR   (root; exit 77 where namespaces
 cannot be made)
 """
@@ -47,8 +53,9 @@ import re
 import subprocess
 import time
 
-from common import (RECORD, check_trace, cleanup, expected, fail, finish, gen, harness, ids_of, netns, ok, path,
-                    read_log, read_trace, reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
+from common import (RECORD, check_curve, check_trace, cleanup, expected, fail, finish, gen, harness, ids_of, netns, ok,
+                    path, read_log, read_trace, reference, start_feeder, start_trainer, wait_all, wait_for_log,
+                    write_job)
 
 SHUFFLE = {"buffer": 20, "seed": 11, "reshuffle_each_epoch": True}
 
@@ -133,6 +140,10 @@ def train(net, tag, job, port, extra, cut=None):
     if wait_all([p for p, _, _ in ts], 120, "%s: workers" % tag) != [0, 0] or \
             wait_all([f], 15, "%s: feeder" % tag) != [0]:
         fail("%s: a process failed" % tag)
+    check_curve(tag, flog, 2)
+    for _, _, log in ts:
+        if "plaintext" in read_log(log):
+            fail("%s: a worker warns of plaintext:\n%s" % (tag, read_log(log)))
     hashes = set()
     for w in range(2):
         with open(outs[w]) as out:
@@ -169,6 +180,8 @@ def main():
         fail("power: a trainer failed")
     if wait_all([r.feeders[0][0], again[0]], 15, "power: feeders") != [0, 0]:
         fail("power: a feeder failed")
+    check_curve("power: feeder 0", r.feeders[0][2], 2)
+    check_curve("power: the new feeder 1", again[2], 2)
     resumed = sorted(int(x) for x in re.findall(r"connected \(\d+ credits, resume at piece (\d+)\)",
                                                  read_log(again[2])))
     for w in range(2):
@@ -192,6 +205,8 @@ def main():
     if wait_all([p for p, _, _ in r.trainers], 60, "blip: trainers") != [0, 0] or \
             wait_all([p for p, _, _ in r.feeders], 15, "blip: feeders") != [0, 0]:
         fail("blip: a process failed")
+    for j in range(2):
+        check_curve("blip: feeder %d" % j, r.feeders[j][2], 2)
     for w in range(2):
         s = check_trace("blip", w, r.trainers[w][1], ref, ids)
         if s["feeder_rejoins"] != 0 or "silent" in read_log(r.trainers[w][2]):
@@ -212,6 +227,8 @@ def main():
     if wait_all([p for p, _, _ in r.trainers], 90, "cut: trainers") != [0, 0] or \
             wait_all([p for p, _, _ in r.feeders], 15, "cut: feeders") != [0, 0]:
         fail("cut: a process failed")
+    for j in range(2):
+        check_curve("cut: feeder %d" % j, r.feeders[j][2])
     s0 = check_trace("cut", 0, r.trainers[0][1], ref, ids)
     s1 = check_trace("cut", 1, r.trainers[1][1], ref, ids)
     log = read_log(r.trainers[0][2])
@@ -313,6 +330,7 @@ def main():
     if wait_all([p for p, _, _ in r.trainers], 90, "takeover: trainers") != [0, 0] or \
             wait_all([r.feeders[0][0]], 15, "takeover: feeder 0") != [0]:
         fail("takeover: a trainer or feeder 0 failed")
+    check_curve("takeover: feeder 0", r.feeders[0][2])
     took = time.time() - off
     for w in range(2):
         s = check_trace("takeover", w, r.trainers[w][1], ref, ids)

@@ -7,24 +7,30 @@ namespace of its own. Every policy (AUTO on plain and gzip shards, FILE,
 DATA, OFF, HINT records and batches, per-replica input), each with W x R =
 1x1, 1x2, 2x1, 2x2 and F = 1, 2 (64 runs); every trace is compared with
 the reference model (tests/plan/ref_plan.py) piece by piece.
-Each case also checks that the pieces really crossed the link: the trainer
-could not map the feeder's memory (its log says why), its summary counts
-no piece in shared memory, and its host's eth0 received at least the
-pieces' bytes. A control case shows why the PID namespace is there: a
-trainer in another network namespace but the same /proc maps the feeder's
-memory (the same machine, to the kernel).
+Each case also checks that the pieces really crossed the link: every
+feeder logs that it offered no shared memory to each worker (the peer is on
+another host: its connection is not in the feeder's network namespace's
+/proc/net/tcp), the trainer's summary counts no piece in shared memory, and
+its host's eth0 received at least the pieces' bytes. A control case: a
+trainer in another network namespace but the same /proc, which could open
+the feeder's memory, still gets every piece by copy, because the feeder
+does not offer it to a peer on another host.
+Every link is encrypted (common.py: each feeder its own key pair, the
+workers one pair on every feeder's allow-list): each feeder must log that it
+served over CURVE and accepted exactly its W workers, refusing none.
 
 Usage: test_cluster_feed.py BUILD_DIR   (root; exit 77 where namespaces
 cannot be made; prints "N passed, 0 failed")
 """
 import time
 
-from common import (HB, TRAINER, check_trace, cleanup, fail, finish, gen, harness, ids_of, netns, ok, path,
-                    read_log, reference, start_feeder, start_trainer, wait_all, wait_for_log, write_job)
+from common import (HB, TRAINER, check_curve, check_trace, cleanup, fail, finish, gen, harness, ids_of, netns, ok,
+                    path, read_log, reference, start_feeder, start_trainer, trainer_keys, wait_all, wait_for_log,
+                    write_job)
 
 FEEDER_HOSTS = ("f0", "f1")
 TRAINER_HOSTS = ("t0", "t1")
-NOT_MAPPED = "cannot be mapped: No such file or directory; pieces come by copy"
+NOT_OFFERED = "worker %d: shared memory not offered (the peer is on another host); pieces go by copy"
 
 
 def run_case(net, name, files, ids, W, R, F, port, pidns=True, **keys):
@@ -40,11 +46,11 @@ def run_case(net, name, files, ids, W, R, F, port, pidns=True, **keys):
     for w in range(W):
         if pidns:
             trainers.append(start_trainer(net, TRAINER_HOSTS[w], conns, job["name"], w, W, R, tag=tag))
-        else:  # the control: the trainer shares the feeders' /proc
+        else:  # the control: the trainer shares the feeders' /proc (it could open their memory)
             trace, log = path("%s-trace%d.jsonl" % (tag, w)), path("%s-trainer%d.log" % (tag, w))
             p = net.spawn(TRAINER_HOSTS[w], [TRAINER, "--connect", ",".join(conns), "--job", job["name"],
                                              "--worker", str(w), "--workers", str(W), "--replicas", str(R),
-                                             "--trace", trace] + list(HB), log=log)
+                                             "--trace", trace] + trainer_keys() + list(HB), log=log)
             trainers.append((p, trace, log))
     codes = wait_all([p for p, _, _ in trainers], 60, name + ": trainers")
     for w, c in enumerate(codes):
@@ -53,16 +59,17 @@ def run_case(net, name, files, ids, W, R, F, port, pidns=True, **keys):
     for j, c in enumerate(wait_all([p for p, _, _ in feeders], 15, name + ": feeders")):
         if c != 0:
             fail("%s: feeder %d exited %d" % (name, j, c))
+    for j, (_, _, log) in enumerate(feeders):
+        check_curve("%s: feeder %d" % (name, j), log, W)
+        for w in range(W):
+            if NOT_OFFERED % w not in read_log(log):
+                fail("%s: feeder %d did not say it offered worker %d no shared memory (another host):\n%s"
+                     % (name, j, w, read_log(log)))
     ref = reference(job, [len(x) for x in ids], W, R)
     for w, (_, trace, log) in enumerate(trainers):
         s = check_trace(name, w, trace, ref, ids)
         got = net.link_bytes(TRAINER_HOSTS[w])[0] - before[w]
-        if not pidns:
-            if s["shm_pieces"] == 0 or "pieces through shared memory" not in read_log(log):
-                fail("%s: worker %d without a PID namespace should have mapped the feeders' memory: %s"
-                     % (name, w, s))
-            continue
-        if s["shm_pieces"] != 0 or read_log(log).count(NOT_MAPPED) != F:
+        if s["shm_pieces"] != 0 or "pieces through shared memory" in read_log(log):
             fail("%s: worker %d must get every piece by copy (%d in shared memory):\n%s"
                  % (name, w, s["shm_pieces"], read_log(log)))
         if got < s["bytes"]:
@@ -94,10 +101,12 @@ def main():
     for name, fl, fids, keys in policies:
         for W, R in ((1, 1), (1, 2), (2, 1), (2, 2)):
             for F in (1, 2):
-                run_case(net, "%s W=%d R=%d F=%d: traces exact, every piece over the link" % (name, W, R, F),
+                run_case(net, "%s W=%d R=%d F=%d: traces exact, every piece over the link, encrypted"
+                         % (name, W, R, F),
                          fl, fids, W, R, F, port, **keys)
                 port += 1
-    run_case(net, "control: a trainer without a PID namespace maps the feeders' memory (W=2 R=2 F=2)", files, ids,
+    run_case(net, "control: trainers without a PID namespace of their own, which could open the feeders' memory, "
+             "are not offered it from another host: every piece by copy (W=2 R=2 F=2)", files, ids,
              2, 2, 2, port, pidns=False, shuffle=shuffle)
     finish(net, t0)
 

@@ -16,6 +16,11 @@ It runs twice:
 Both must end with the same weights hash on every worker, the same test
 accuracy (>= 0.85, as the main job asks) and the same predictions; the
 across-hosts run must show its pieces and its gradients on the links.
+Both runs use keys (common.py), as a real cluster does: the training
+feeder serves with feeder-0's key, the test feeder with eval-feeder-0's,
+both allow only the workers' key, and the workers hold one key pair for the
+feeders, the ring and the rendezvous; each feeder must log the two workers
+accepted over CURVE, and no worker may warn of plaintext.
 
 Usage: test_cluster_train.py BUILD_DIR   (root; exit 77 where namespaces
 cannot be made or the dataset-fashion-mnist package is missing)
@@ -26,7 +31,8 @@ import subprocess
 import sys
 import time
 
-from common import FEEDER, RECORD, TRAINER, cleanup, fail, harness, netns, ok, path, read_log, wait_all
+from common import (FEEDER, RECORD, TRAINER, check_curve, cleanup, fail, feeder_keys, harness, netns, ok, path,
+                    read_log, trainer_keys, wait_all)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SRC = "/usr/share/datasets/fashion-mnist"
@@ -64,8 +70,8 @@ def train(net, tag, data, feeder_host, worker_hosts, ring_args, pidns):
         log = path("%s-%s-feeder.log" % (tag, kind))
         files = os.path.join(data, "train-*.tfrecord" if kind == "train" else "test-*.tfrecord.gz")
         p = net.spawn(feeder_host, [FEEDER, "--job", os.path.join(ROOT, "examples", "fmnist-%s.json" % kind),
-                                    "--files=" + files, "--listen", ep, "--threads", "1" if kind == "test" else "2",
-                                    "--quiet"], log=log)
+                                    "--files=" + files, "--listen", ep, "--threads", "1" if kind == "test" else "2"]
+                      + feeder_keys(0, eval_feeder=kind == "test"), log=log)
         feeders.append((p, ep, log))
     workers = []
     for w, host in enumerate(worker_hosts):
@@ -76,7 +82,7 @@ def train(net, tag, data, feeder_host, worker_hosts, ring_args, pidns):
                 "--devices", "cpu:2", "--model", "mlp", "--hidden", "256,128", "--lr", "0.05", "--momentum", "0.9",
                 "--eval-connect", feeders[1][1], "--eval-job", "fmnist-test",
                 "--predictions", pred, "--save-weights", path("%s-w%d.npy" % (tag, w)), "--progress", "off"]
-        args += ring_args
+        args += ring_args + trainer_keys()
         with open(out, "w") as f:
             p = net.spawn(host, args, log=log, pidns=pidns, stdout=f)
         workers.append((p, out, log))
@@ -87,6 +93,8 @@ def train(net, tag, data, feeder_host, worker_hosts, ring_args, pidns):
     for j, c in enumerate(wait_all([p for p, _, _ in feeders], 30, "%s: the feeders" % tag)):
         if c != 0:
             fail("%s: feeder %d exited %d" % (tag, j, c))
+    for kind, (_, _, log) in zip(("train", "test"), feeders):
+        check_curve("%s: the %s feeder" % (tag, kind), log, 2)
     res = []
     for w, (_, out, log) in enumerate(workers):
         with open(out) as f:
@@ -109,6 +117,8 @@ def check_run(tag, res, pred, shm):
                                                                                   "some" if shm else "none"))
         if "rendezvous: 2 workers agree" not in read_log(log):
             fail("%s: worker %d did not log the rendezvous" % (tag, w))
+        if "plaintext" in read_log(log):
+            fail("%s: worker %d warns of plaintext:\n%s" % (tag, w, read_log(log)))
     if [p["id"] for p in pred] != list(range(10000)):
         fail("%s: the predictions do not cover ids 0..9999 in order" % tag)
     acc = sum(p["prediction"] == p["label"] for p in pred) / 10000.0
@@ -137,8 +147,9 @@ def main():
     after = {h: net.link_bytes(h) for h in ("f0", "t0", "t1")}
     two_acc = check_run("two hosts", two, two_pred, shm=False)
     for w, (s, log, _) in enumerate(two):
-        if "cannot be mapped: No such file or directory; pieces come by copy" not in read_log(log):
-            fail("two hosts: worker %d's log does not say its pieces come by copy" % w)
+        flog = read_log(path("two-train-feeder.log"))
+        if "worker %d: shared memory not offered (the peer is on another host); pieces go by copy" % w not in flog:
+            fail("two hosts: the feeder's log does not say worker %d's pieces go by copy" % w)
     if two[0][0]["weights_hash"] != one[0][0]["weights_hash"] or two_acc != one_acc or two_pred != one_pred:
         fail("two hosts: weights %s, test accuracy %.4f; one host: weights %s, test accuracy %.4f%s"
              % (two[0][0]["weights_hash"], two_acc, one[0][0]["weights_hash"], one_acc,
