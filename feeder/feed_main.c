@@ -79,6 +79,7 @@ struct args {
     int insecure;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
+    char *spec_curve_key, *spec_curve_allow; /* the cluster spec's 'curve' paths (owned) */
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s, idle_exit_s;
@@ -165,6 +166,8 @@ static void free_args(struct args *a)
         sl_free(a->key_names[i]);
     sl_free(a->key_names);
     sl_free(a->env_spec);
+    sl_free(a->spec_curve_key);
+    sl_free(a->spec_curve_allow);
 }
 
 #define OFF(field) offsetof(struct args, field)
@@ -345,6 +348,18 @@ static int parse_args(int argc, char **argv, struct args *a)
         if (sl_cluster_parse(&c, spec, &err) != 0)
             return usage_error("%s", err.msg);
         rc = sl_cluster_feeder(&c, &j, &F, a->cluster_bind, sizeof a->cluster_bind, &err);
+        /* the spec's key files stand for --curve-key and --curve-allow
+         * when the command line does not give them */
+        if (rc == 0 && a->curve_key == NULL && c.curve_key != NULL) {
+            a->spec_curve_key = c.curve_key;
+            c.curve_key = NULL;
+            a->curve_key = a->spec_curve_key;
+        }
+        if (rc == 0 && a->curve_allow == NULL && c.curve_allow != NULL) {
+            a->spec_curve_allow = c.curve_allow;
+            c.curve_allow = NULL;
+            a->curve_allow = a->spec_curve_allow;
+        }
         sl_cluster_free(&c);
         if (rc != 0)
             return usage_error("%s", err.msg);

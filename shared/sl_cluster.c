@@ -73,26 +73,28 @@ static int curve_path(json_t *curve, const char *name, char **out, struct sl_err
     return 0;
 }
 
-/* "curve": {"key": PATH, "server_keys": PATH}, both optional. */
+/* "curve": {"key": PATH, "server_keys": PATH, "allow": PATH}, each optional. */
 static int read_curve(json_t *root, struct sl_cluster *c, struct sl_error *err)
 {
     json_t *curve = json_object_get(root, "curve");
     if (curve == NULL)
         return 0;
     if (!json_is_object(curve))
-        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve' must be an object with 'key' and 'server_keys' "
-                                            "(key files' paths)");
+        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve' must be an object with 'key', 'server_keys' "
+                                            "and 'allow' (key files' paths)");
     const char *key;
     json_t *v;
     json_object_foreach(curve, key, v)
     {
-        if (strcmp(key, "key") != 0 && strcmp(key, "server_keys") != 0)
-            return sl_error_set(err, SL_EINVAL, "cluster spec: unknown key 'curve.%.64s%s' (expected 'key' or "
-                                "'server_keys')", key, strlen(key) > 64 ? "..." : "");
+        if (strcmp(key, "key") != 0 && strcmp(key, "server_keys") != 0 && strcmp(key, "allow") != 0)
+            return sl_error_set(err, SL_EINVAL, "cluster spec: unknown key 'curve.%.64s%s' (expected 'key', "
+                                "'server_keys' or 'allow')", key, strlen(key) > 64 ? "..." : "");
     }
     int rc = curve_path(curve, "key", &c->curve_key, err);
     if (rc == 0)
         rc = curve_path(curve, "server_keys", &c->curve_server_keys, err);
+    if (rc == 0)
+        rc = curve_path(curve, "allow", &c->curve_allow, err);
     return rc;
 }
 
@@ -163,6 +165,8 @@ void sl_cluster_free(struct sl_cluster *c)
     c->curve_key = NULL;
     sl_free(c->curve_server_keys);
     c->curve_server_keys = NULL;
+    sl_free(c->curve_allow);
+    c->curve_allow = NULL;
 }
 
 int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, struct sl_error *err)

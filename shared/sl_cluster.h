@@ -17,8 +17,9 @@
  *   "curve": {"key": "/etc/sluice/trainer.key",
  *             "server_keys": "/etc/sluice/feeders"}
  *
- * "key" stands for --curve-key and "server_keys" for --curve-server-key
- * (a trainer's) when the command line does not give them. Any other key
+ * "key" stands for --curve-key (a feeder's or a trainer's own), and
+ * "server_keys" for a trainer's --curve-server-key, "allow" for a
+ * feeder's --curve-allow, when the command line does not give them. Any other key
  * in "curve" is refused (a misspelt security setting must not pass
  * silently), and so is any key repeated anywhere in the spec.
  *
@@ -47,6 +48,7 @@ struct sl_cluster {
     uint32_t task_index;
     char *curve_key;                      /* owned; NULL when absent: 'curve.key' */
     char *curve_server_keys;              /* owned; NULL when absent: 'curve.server_keys' */
+    char *curve_allow;                    /* owned; NULL when absent: 'curve.allow' */
 };
 
 /* Parse `text` (JSON, or the path of a JSON file when it does not start

@@ -385,6 +385,47 @@ def takeover(files, keys, epochs):
        % len(ref))
 
 
+def spec_keys(files, keys):
+    """Key paths from the cluster spec (TF_CONFIG-style, --cluster): the
+    feeder's 'curve.key' and 'curve.allow' let it bind every interface
+    (tcp://*) without --insecure; the trainer's 'curve.key' and
+    'curve.server_keys' get it served; a spec with a key but no allow-list
+    is the same usage error as the options."""
+    harness.case()
+    tag = "spec"
+    job_path, job = bed.write_job("cv-spec", files, epochs=1, global_batch_size=8)
+    port = free_port()
+    allow = allow_dir(tag, keys["trainer"])
+
+    def spec(name, curve):
+        path = os.path.join(bed.TMP, "%s-%s.json" % (tag, name))
+        with open(path, "w") as fh:
+            json.dump({"cluster": {"feeder": ["tcp://127.0.0.1:%d" % port],
+                                   "worker": ["127.0.0.1:%d" % (port + 1)]},
+                       "task": {"type": name, "index": 0}, "curve": curve}, fh)
+        return path
+    bad = spec("feeder", {"key": keys["feeder0"] + ".key"})
+    p = spawn([bed.FEEDER, "--job", job_path, "--cluster", bad] + FAST, log=bed.log_path(tag, "bad"))
+    if bed.wait(p, 20, "spec: a feeder key without an allow-list") != 2 or \
+            "--curve-key needs --curve-allow" not in bed.read_log(tag, "bad"):
+        fail("spec: a feeder spec with a key and no allow-list should be a usage error:\n%s"
+             % bed.read_log(tag, "bad")[-1000:])
+    fs = spec("feeder", {"key": keys["feeder0"] + ".key", "allow": allow})
+    f = spawn([bed.FEEDER, "--job", job_path, "--cluster", fs, "--threads", "1"] + FAST,
+              log=bed.log_path(tag, "feeder"))
+    bed.wait_for_log(tag, "feeder", "serving job", f, "spec: the feeder did not start from its spec's keys")
+    ts = spec("worker", {"key": keys["trainer"] + ".key", "server_keys": keys["feeder0"] + ".pub"})
+    trace = os.path.join(bed.TMP, "%s-trace.jsonl" % tag)
+    t = spawn([bed.TRAINER, "--cluster", ts, "--job", job["name"], "--trace", trace, "--connect-timeout", "20"]
+              + FAST, log=bed.log_path(tag, "trainer"))
+    run_ok(tag, t, "spec: the trainer")
+    n = len(pieces_of(trace))
+    if n != 400 // 8 or bed.wait(f, 20, "spec: the feeder") != 0:
+        fail("spec: the trainer got %d pieces (want 50), or the feeder failed" % n)
+    ok("key paths from the cluster spec: a feeder on tcp://* with 'curve.key' and 'curve.allow' serves a trainer "
+       "whose spec has 'curve.key' and 'curve.server_keys' (%d pieces); a key without 'allow' is a usage error" % n)
+
+
 def main():
     bed.setup(sys.argv[1], "curve")
     try:
@@ -395,6 +436,7 @@ def main():
         safe_default(files, keys)
         bad_keys(files, keys)
         sighup(files, keys)
+        spec_keys(files, keys)
         # 150,000 pieces take about 3 s in a release build; a sanitizer
         # build's processes run 5-20 times slower
         sanitized = "sanitizers:" in subprocess.run([bed.TRAINER, "--version"], capture_output=True,

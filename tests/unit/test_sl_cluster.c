@@ -234,6 +234,17 @@ START_TEST(test_curve_paths)
     /* both, one, none of the two (an empty object) */
     snprintf(spec, sizeof spec, "%s, \"curve\": {\"key\": \"/k/trainer.key\", \"server_keys\": \"/k/feeders\"}}", base);
     ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_ptr_null(c.curve_allow);
+    sl_cluster_free(&c);
+    /* a feeder's: its key and its allow-list */
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"key\": \"/k/feeder.key\", \"allow\": \"/k/trainers\"}}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
+    ck_assert_str_eq(c.curve_key, "/k/feeder.key");
+    ck_assert_str_eq(c.curve_allow, "/k/trainers");
+    ck_assert_ptr_null(c.curve_server_keys);
+    sl_cluster_free(&c);
+    snprintf(spec, sizeof spec, "%s, \"curve\": {\"key\": \"/k/trainer.key\", \"server_keys\": \"/k/feeders\"}}", base);
+    ck_assert_int_eq(sl_cluster_parse(&c, spec, &err), 0);
     ck_assert_str_eq(c.curve_key, "/k/trainer.key");
     ck_assert_str_eq(c.curve_server_keys, "/k/feeders");
     sl_cluster_free(&c);
@@ -261,10 +272,11 @@ START_TEST(test_curve_paths)
         const char *curve, *msg;
     } bad[] = {
         {"\"curve\": \"/k/trainer.key\"",
-         "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
+         "cluster spec: 'curve' must be an object with 'key', 'server_keys' and 'allow' (key files' paths)"},
         {"\"curve\": [\"/k/trainer.key\"]",
-         "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
-        {"\"curve\": null", "cluster spec: 'curve' must be an object with 'key' and 'server_keys' (key files' paths)"},
+         "cluster spec: 'curve' must be an object with 'key', 'server_keys' and 'allow' (key files' paths)"},
+        {"\"curve\": null",
+         "cluster spec: 'curve' must be an object with 'key', 'server_keys' and 'allow' (key files' paths)"},
         {"\"curve\": {\"key\": 7}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
         {"\"curve\": {\"key\": -1}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
         {"\"curve\": {\"key\": 1e999}", "cluster spec (inline):1:"}, /* jansson's: a number out of range */
@@ -272,14 +284,16 @@ START_TEST(test_curve_paths)
         {"\"curve\": {\"key\": true}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
         {"\"curve\": {\"key\": {}}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
         {"\"curve\": {\"key\": \"\"}", "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"allow\": 3}", "cluster spec: 'curve.allow' must be a key file's path (a non-empty string)"},
+        {"\"curve\": {\"allow\": \"/k/a\", \"allow\": \"/k/b\"}", "duplicate object key"},
         {"\"curve\": {\"server_keys\": [\"a\", \"b\"]}",
          "cluster spec: 'curve.server_keys' must be a key file's path (a non-empty string)"},
         {"\"curve\": {\"key\": \"a\\u0000.key\"}", "\\u0000 is not allowed"}, /* jansson refuses it */
         /* a misspelt name is not ignored */
         {"\"curve\": {\"secret\": \"/k/trainer.key\"}",
-         "cluster spec: unknown key 'curve.secret' (expected 'key' or 'server_keys')"},
+         "cluster spec: unknown key 'curve.secret' (expected 'key', 'server_keys' or 'allow')"},
         {"\"curve\": {\"key\": \"/k/t.key\", \"server_key\": \"/k/f\"}",
-         "cluster spec: unknown key 'curve.server_key' (expected 'key' or 'server_keys')"},
+         "cluster spec: unknown key 'curve.server_key' (expected 'key', 'server_keys' or 'allow')"},
         /* repeated: inside 'curve', and 'curve' itself */
         {"\"curve\": {\"key\": \"/k/a.key\", \"key\": \"/k/b.key\"}", "duplicate object key"},
         {"\"curve\": {\"key\": \"/k/a.key\"}, \"curve\": {\"key\": \"/k/b.key\"}", "duplicate object key"},
@@ -295,6 +309,7 @@ START_TEST(test_curve_paths)
                           "%s", err.msg);
         ck_assert_ptr_null(c.curve_key); /* nothing kept */
         ck_assert_ptr_null(c.curve_server_keys);
+        ck_assert_ptr_null(c.curve_allow);
     }
     /* one byte past the longest path */
     path[SL_CLUSTER_MAX_PATH - 1] = 'p';
