@@ -11,6 +11,10 @@
  * competition for the cores), so the ratio is the cost of the reduction
  * and the ring's framing. Both are given as "bus" bandwidth
  * (n x 4 x 2(P-1)/P bytes per call time).
+ *
+ * --curve also times the ring with CURVE on every link (one key pair for
+ * all ranks, as sluice-trainer --curve-key gives them), in the same run:
+ * its time per call and its slowdown against the plaintext ring.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +25,7 @@
 #include "bench.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "sl_curve.h"
 #include "train_ring.h"
 
 #include <zmq.h>
@@ -37,13 +42,16 @@ static const char usage[] =
     "  --iters K           timed calls per run (default 10)\n"
     "  --transport T       ipc (default) or tcp\n"
     "  --repeat N          runs per figure: median, min, max (default 3)\n"
+    "  --curve             also time the ring with CURVE on every link (the\n"
+    "                      encryption's cost: its slowdown against plaintext)\n"
     "  --json              one JSON object per P instead of the table\n"
     "  -h, --help          this help\n";
 
 /* One rank: seconds for `iters` calls into fd (as a double), exit 0. */
-static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd)
+static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd,
+                      const struct sl_curve_keys *curve)
 {
-    struct train_ring_opts ro = {.rank = rank, .size = P, .endpoints = eps};
+    struct train_ring_opts ro = {.rank = rank, .size = P, .endpoints = eps, .curve = curve};
     struct train_ring *ring;
     struct sl_error err = {0};
     float *buf = sl_calloc(n ? n : 1, sizeof *buf);
@@ -100,9 +108,11 @@ static void raw_rank_main(int rank, int P, const char **eps, size_t n, int iters
     _exit(write(fd, &secs, sizeof secs) == (ssize_t)sizeof secs ? 0 : 1);
 }
 
-/* Seconds per call (the slowest rank) of the ring (raw = 0) or of the
- * ring-shaped raw ZeroMQ baseline (raw = 1), or < 0. */
-static double ring_run(const char *transport, const char *dir, int P, size_t n, int iters, int raw)
+/* Seconds per call (the slowest rank) of the ring (raw = 0; with CURVE
+ * when curve is not NULL) or of the ring-shaped raw ZeroMQ baseline
+ * (raw = 1), or < 0. */
+static double ring_run(const char *transport, const char *dir, int P, size_t n, int iters, int raw,
+                       const struct sl_curve_keys *curve)
 {
     char bind_ep[16][512], conn[512];
     const char *eps[16];
@@ -125,7 +135,7 @@ static double ring_run(const char *transport, const char *dir, int P, size_t n, 
             close(fds[0]);
             if (raw)
                 raw_rank_main(r, P, eps, n, iters, fds[1]);
-            rank_main(r, P, eps, n, iters, fds[1]);
+            rank_main(r, P, eps, n, iters, fds[1], curve);
         }
         started += pids[r] > 0;
     }
@@ -149,11 +159,12 @@ static double ring_run(const char *transport, const char *dir, int P, size_t n, 
 
 int bench_allreduce_main(int argc, char **argv)
 {
-    int procs[16] = {2, 4}, nprocs = 2, json = 0;
+    int procs[16] = {2, 4}, nprocs = 2, json = 0, use_curve = 0;
     long floats = 4194304, iters = 10, repeat = 3;
     const char *transport = "ipc";
     const struct bench_opt opts[] = {
         {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
+        {.name = "--curve", .kind = BENCH_OPT_FLAG, .flag = &use_curve},
         {.name = "--procs", .kind = BENCH_OPT_LIST, .min = 2, .max = 16, .list = procs, .count = &nprocs, .cap = 16},
         {.name = "--floats", .kind = BENCH_OPT_INT, .min = 16, .max = 1L << 28, .num = &floats},
         {.name = "--iters", .kind = BENCH_OPT_INT, .min = 1, .max = 100000, .num = &iters},
@@ -166,18 +177,39 @@ int bench_allreduce_main(int argc, char **argv)
     char dir[64];
     if (bench_tmpdir("allreduce", dir, sizeof dir) != 0)
         return 1;
+    struct sl_curve_keys keys;
+    if (use_curve) {
+        /* the job's trainer key pair, made for this run beside its sockets */
+        char name[128], key[140];
+        struct sl_error err = {0};
+        snprintf(name, sizeof name, "%s/trainer", dir);
+        snprintf(key, sizeof key, "%s.key", name);
+        if (sl_curve_keygen(name, &err) != 0 || sl_curve_load_secret(key, &keys, &err) != 0) {
+            fprintf(stderr, "sluice-bench allreduce: --curve: %s\n", err.msg);
+            bench_rmtree(dir);
+            return 1;
+        }
+    }
     if (!json)
         printf("sluice-bench allreduce: %ld floats (%.1f MB), %ld calls per run, %s, median [min-max] of %ld\n\n"
-               " %-4s %-12s %-26s %-26s %-7s\n",
+               " %-4s %-12s %-26s %-26s %-7s%s\n",
                floats, (double)floats * 4 / 1e6, iters, transport, repeat, "P", "ms/call", "ring bus MB/s",
-               "raw ZeroMQ MB/s", "ratio");
+               "raw ZeroMQ MB/s", "ratio", use_curve ? "  CURVE ms/call [min-max] CURVE/plain" : "");
     int status = 0;
     for (int k = 0; k < nprocs && status == 0; k++) {
         int P = procs[k];
-        double ms[32], bus[32], raw[32];
+        double ms[32], bus[32], raw[32], cms[32], slow[32];
         for (int rep = 0; rep < repeat && status == 0; rep++) {
-            double per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 0);
-            double raw_per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 1);
+            double per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 0, NULL);
+            double raw_per = ring_run(transport, dir, P, (size_t)floats, (int)iters, 1, NULL);
+            double cper = use_curve ? ring_run(transport, dir, P, (size_t)floats, (int)iters, 0, &keys) : 1;
+            if (cper <= 0) {
+                fprintf(stderr, "sluice-bench allreduce: P=%d: a rank of the CURVE ring failed\n", P);
+                status = 1;
+                break;
+            }
+            cms[rep] = cper * 1e3;
+            slow[rep] = per > 0 ? cper / per : 0;
             raw[rep] = raw_per > 0 ? (double)floats * 4 * 2.0 * (P - 1) / P / raw_per / 1e6 : -1;
             if (per <= 0 || raw[rep] <= 0) {
                 fprintf(stderr, "sluice-bench allreduce: P=%d: a rank or the raw baseline failed\n", P);
@@ -190,19 +222,27 @@ int bench_allreduce_main(int argc, char **argv)
         if (status != 0)
             break;
         struct bench_stat m = bench_stat_of(ms, (size_t)repeat), b = bench_stat_of(bus, (size_t)repeat),
-                          r = bench_stat_of(raw, (size_t)repeat);
+                          r = bench_stat_of(raw, (size_t)repeat), cm = bench_stat_of(cms, (size_t)repeat),
+                          sw = bench_stat_of(slow, (size_t)repeat);
+        char extra[256] = "";
+        if (use_curve && json)
+            snprintf(extra, sizeof extra,
+                     ",\"curve_ms_per_call\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"curve_slowdown\":%.4f",
+                     cm.median, cm.min, cm.max, sw.median);
+        else if (use_curve)
+            snprintf(extra, sizeof extra, "  %8.2f [%.2f-%.2f]  %.2f", cm.median, cm.min, cm.max, sw.median);
         if (json) {
             printf("{\"bench\":\"allreduce\",\"transport\":\"%s\",\"procs\":%d,\"floats\":%ld,\"iters\":%ld,"
                    "\"ms_per_call\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
                    "\"bus_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
-                   "\"raw_zmq_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"ratio\":%.4f}\n",
+                   "\"raw_zmq_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"ratio\":%.4f%s}\n",
                    transport, P, floats, iters, m.median, m.min, m.max, b.median, b.min, b.max, r.median, r.min,
-                   r.max, b.median / r.median);
+                   r.max, b.median / r.median, extra);
         } else {
             char bc[64], rc[64];
             snprintf(bc, sizeof bc, "%.1f [%.1f-%.1f]", b.median, b.min, b.max);
             snprintf(rc, sizeof rc, "%.1f [%.1f-%.1f]", r.median, r.min, r.max);
-            printf(" %-4d %-12.2f %-26s %-26s %.2f\n", P, m.median, bc, rc, b.median / r.median);
+            printf(" %-4d %-12.2f %-26s %-26s %.2f%s\n", P, m.median, bc, rc, b.median / r.median, extra);
         }
     }
     bench_rmtree(dir);
