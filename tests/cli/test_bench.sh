@@ -121,6 +121,111 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["shm_share
     fail "feed --no-shm: pieces went in shared memory"
 pass "feed --no-shm: by copy"
 
+# ---- --curve: every configuration in the clear and with CURVE ----
+expect "feed --help names --curve" 0 "--curve +measure each configuration twice" "$BENCH" feed --help
+expect "run --help names --curve" 0 "--curve +measure each feeder count twice" "$BENCH" run --help
+expect "run --help names --no-shm" 0 "--no-shm +pieces by copy" "$BENCH" run --help
+expect "feed --curve=yes" 2 "'--curve=yes': --curve is not a job key" "$BENCH" feed --job job.json --curve=yes
+expect "feed --curve-key=FILE" 2 "--curve-key is not a job key" "$BENCH" feed --job job.json --curve --curve-key=x.key
+expect "feed --curve-allow=DIR" 2 "--curve-allow is not a job key" "$BENCH" feed --job job.json --curve-allow=/tmp
+expect "feed --insecure=1" 2 "--insecure is not a job key" "$BENCH" feed --job job.json --insecure=1
+expect "feed --curve without --job" 2 "--job is required" "$BENCH" feed --curve
+expect "run --curve=1" 2 "'--curve=1' is not a job key" "$BENCH" run --job job.json --curve=1
+expect "run --no-shm=0" 2 "'--no-shm=0' is not a job key" "$BENCH" run --job job.json --no-shm=0
+expect "run --curve-key=FILE" 2 "'--curve-key=k' is not a job key" "$BENCH" run --job job.json --curve-key=k
+expect "run --curve --plot" 2 "--plot draws one line per feeder count .* use --json" \
+    "$BENCH" run --job job.json --curve --plot --out "$T/o-curve"
+[ -e "$T/o-curve" ] && fail "run --curve --plot: refused, yet wrote $T/o-curve"
+mkdir -p "$T/tmp"
+# shared memory (pieces never cross the socket), ipc; --curve given twice is --curve
+expect "feed --curve --json" 0 "" env TMPDIR="$T/tmp" \
+    "$BENCH" feed --job job.json --repeat 1 --threads 1 --curve --curve --json
+python3 - "$T/out" 1.0 <<'PY' || fail "feed --curve --json (see above)"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+share = float(sys.argv[2])
+c = doc["curve"]
+assert set(c) == {"shm_share", "pieces_per_s", "records_per_s", "gb_per_s", "raw_zmq_gb_per_s", "ratio",
+                  "ratio_to_plaintext", "raw_ratio_to_plaintext", "feeder_rss_anon_mb", "feeder_rss_max_mb",
+                  "sodium_box_gb_per_s", "sodium_open_gb_per_s"}, c
+assert doc["shm_share"] == share and c["shm_share"] == share, doc
+for k in ("pieces_per_s", "records_per_s", "gb_per_s", "raw_zmq_gb_per_s", "ratio", "ratio_to_plaintext",
+          "raw_ratio_to_plaintext", "feeder_rss_max_mb"):
+    assert isinstance(c[k], (int, float)) and c[k] > 0, (k, c[k])
+# the same pieces, so the same records each second as the bytes
+per_gb, curve_per_gb = doc["records_per_s"] / doc["gb_per_s"], c["records_per_s"] / c["gb_per_s"]
+assert abs(curve_per_gb - per_gb) <= 0.01 * per_gb, doc
+assert abs(c["ratio_to_plaintext"] - c["gb_per_s"] / doc["gb_per_s"]) < 0.01 * c["ratio_to_plaintext"] + 1e-6, doc
+assert abs(c["raw_ratio_to_plaintext"] - c["raw_zmq_gb_per_s"] / doc["raw_zmq_gb_per_s"]) < 0.01 * c["raw_ratio_to_plaintext"] + 1e-6, doc
+# CURVE cannot beat the plaintext raw pair by much, nor libsodium's one core
+# (measured at another moment on a shared machine: a wide margin)
+assert c["raw_zmq_gb_per_s"] < 1.5 * doc["raw_zmq_gb_per_s"], doc
+box, opn = c["sodium_box_gb_per_s"], c["sodium_open_gb_per_s"]
+assert (box is None) == (opn is None), c
+if box is not None:
+    assert 0.001 < box < 100 and 0.001 < opn < 100, c
+    assert c["raw_zmq_gb_per_s"] < 3 * min(box, opn), c
+PY
+pass "feed --curve --json: the curve object"
+[ -z "$(ls -A "$T/tmp")" ] || fail "feed --curve left its scratch folder (keys): $(ls -A "$T/tmp")"
+pass "feed --curve: scratch folder and keys removed"
+# the copy path over tcp on 127.0.0.1
+expect "feed --curve --no-shm tcp" 0 "" \
+    "$BENCH" feed --job job.json --repeat 1 --threads 1 --curve --no-shm --transport tcp --json
+python3 - "$T/out" 0.0 <<'PY' || fail "feed --curve --no-shm (see above)"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+assert doc["transport"] == "tcp" and doc["shm_share"] == 0.0 and doc["curve"]["shm_share"] == 0.0, doc
+assert doc["curve"]["gb_per_s"] > 0 and doc["curve"]["raw_zmq_gb_per_s"] > 0, doc
+PY
+pass "feed --curve --no-shm --transport tcp: by copy, both ways"
+expect "feed table --curve" 0 "CURVE / plaintext: feeders [0-9.]+x, raw ZeroMQ [0-9.]+x" \
+    "$BENCH" feed --job job.json --repeat 1 --threads 1 --curve
+grep -Eq "^  1 CURVE +[0-9]+" "$T/out" || fail "feed table --curve: no '1 CURVE' row"
+expect "feed without --curve: curve null" 0 "" "$BENCH" feed --job job.json --repeat 1 --threads 1 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["curve"] is None, d' "$T/out" ||
+    fail "feed without --curve: 'curve' is not null"
+pass "feed without --curve: curve null"
+
+expect "run --curve --no-shm --json" 0 "" "$BENCH" run --job job.json --feeders 1,2 --repeat 2 --warmup 0 \
+    --epochs 2 --curve --no-shm --json --out "$T/oc"
+python3 - "$T/out" <<'PY' || fail "run --curve --json (see above)"
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+assert doc["curve"] is True and doc["no_shm"] is True, doc
+cs = doc["configs"]
+assert [(c["feeders"], c["curve"]) for c in cs] == [(1, False), (1, True), (2, False), (2, True)], cs
+for plain, curve in zip(cs[0::2], cs[1::2]):
+    assert plain["shm_share"] == 0.0 and curve["shm_share"] == 0.0, (plain, curve)
+    assert plain["piece_bytes"] == curve["piece_bytes"], (plain, curve)
+    assert plain["ratios"]["wire_to_plaintext"] is None and plain["ratios"]["raw_zmq_to_plaintext"] is None
+    assert plain["limits"]["sodium_box_mb_per_s"] is None and plain["limits"]["sodium_open_mb_per_s"] is None
+    r = curve["ratios"]
+    want = curve["wire_mb_per_s"]["median"] / plain["wire_mb_per_s"]["median"]
+    assert abs(r["wire_to_plaintext"] - want) <= 1e-3 * want, (r, want)
+    want = curve["limits"]["raw_zmq_mb_per_s"]["median"] / plain["limits"]["raw_zmq_mb_per_s"]["median"]
+    assert abs(r["raw_zmq_to_plaintext"] - want) <= 1e-3 * want, (r, want)
+    lim = curve["limits"]
+    assert (lim["sodium_box_mb_per_s"] is None) == (lim["sodium_open_mb_per_s"] is None), lim
+    if lim["sodium_box_mb_per_s"] is not None:
+        assert lim["sodium_box_mb_per_s"] > 0 and lim["sodium_open_mb_per_s"] > 0, lim
+    assert curve["runs"] == 2 and curve["samples_per_s"]["median"] > 0
+PY
+pass "run --curve --no-shm --json: plaintext and CURVE per feeder count"
+# the CURVE runs' feeders served CURVE to the allowed trainer key alone; the plaintext ones did not
+for f in "$T"/oc/logs/f1-curve-r*-feeder-0.log "$T"/oc/logs/f2-curve-r*-feeder-1.log; do
+    grep -q "CURVE: .* 1 trainer keys allowed" "$f" || fail "run --curve: $f says no CURVE"
+    grep -Eq "CURVE: [0-9]+ trainer connections accepted, 0 refused" "$f" || fail "run --curve: $f: no acceptance"
+done
+for f in "$T"/oc/logs/f1-r*-feeder-0.log; do
+    grep -q "CURVE" "$f" && fail "run --curve: plaintext run's $f has CURVE"
+done
+pass "run --curve: the CURVE runs' feeders used CURVE, the plaintext ones did not"
+expect "run --curve table" 0 "CURVE / plaintext: wire [0-9.]+x, raw ZeroMQ [0-9.]+x" \
+    "$BENCH" run --job job.json --repeat 1 --warmup 0 --epochs 1 --curve
+grep -Eq "^ 1 CURVE " "$T/out" || fail "run --curve table: no '1 CURVE' row"
+no_leftovers "$T/err" "run --curve table"
+
 # ---- the JSON schema of run ----
 expect "run --json" 0 "" "$BENCH" run --job job.json --feeders 1,2 --repeat 2 --warmup 0 --epochs 2 --json
 python3 - "$T/out" <<'PY' || fail "run --json: schema (see above)"
@@ -137,6 +242,7 @@ top = {"bench": str, "version": str, "job": str, "job_name": str, "transport": s
 for k, t in top.items():
     assert isinstance(doc.get(k), t), "top-level %s: %r" % (k, doc.get(k))
 assert doc["bench"] == "run" and doc["epochs"] == 2 and doc["duration_s"] is None
+assert doc["curve"] is False and doc["no_shm"] is False
 assert doc["threads"] is None  # not given: the feeder's own default
 d = doc["data"]
 assert d["files"] == 2 and d["records"] == 3000 and d["compressed"] is False and d["inflated_bytes"] is None
@@ -166,7 +272,9 @@ for c in doc["configs"]:
     stat(c["limits"]["raw_zmq_mb_per_s"], "raw zmq")
     assert isinstance(c["limits"]["memcpy_mb_per_s"], num)
     r = c["ratios"]
-    assert set(r) == {"disk_to_read", "inflated_to_inflate", "wire_to_raw_zmq", "wire_to_memcpy"}
+    assert set(r) == {"disk_to_read", "inflated_to_inflate", "wire_to_raw_zmq", "wire_to_memcpy",
+                      "wire_to_plaintext", "raw_zmq_to_plaintext"}
+    assert r["wire_to_plaintext"] is None and r["raw_zmq_to_plaintext"] is None and c["curve"] is False
     assert r["inflated_to_inflate"] is None
     assert all(isinstance(r[k], num) and r[k] > 0 for k in ("disk_to_read", "wire_to_raw_zmq", "wire_to_memcpy"))
     assert isinstance(c["limited_by"], str) and c["limited_by"]
