@@ -216,7 +216,7 @@ def refusals(job_path, keys):
     spec = {"cluster": {"worker": ["127.0.0.1:%d" % p0, "127.0.0.1:%d" % p1], "feeder": [sock]},
             "task": {"type": "worker", "index": 0}}
     for curve, text in (({"key": 5}, "cluster spec: 'curve.key' must be a key file's path (a non-empty string)"),
-                        ({"secret": "x"}, "cluster spec: unknown key 'curve.secret' (expected 'key' or 'server_keys')"),
+                        ({"secret": "x"}, "cluster spec: unknown key 'curve.secret' (expected 'key', 'server_keys' or 'allow')"),
                         ("x", "cluster spec: 'curve' must be an object")):
         spec["curve"] = curve
         r = subprocess.run([bed.TRAINER] + MODEL + ["--cluster", json.dumps(spec), "--job", "ring-curve"],
