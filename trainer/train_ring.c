@@ -129,7 +129,7 @@ struct train_ring {
     uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake known */
     int npending;
     int unpinned;            /* handshakes succeeded among them, not pinned to one */
-    int pull_last_failed;    /* the last event read was a failed handshake */
+    int pull_failed_open;    /* failed handshakes whose connection's DISCONNECTED has not come yet */
     struct train_handshake push_hs; /* the PUSH's handshakes */
     uint64_t seq;        /* all_reduce calls made */
     struct sl_error fail;/* code != 0: the ring is broken, with this error */
@@ -309,9 +309,13 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
  * maybe a handshake's success (without the fd) or failure (right before
  * that connection's DISCONNECTED), then DISCONNECTED (the fd). So the
  * accepted fds not known to have completed a handshake are kept, with the
- * number of successes among them not yet pinned to one. A pending fd that
- * disconnects after a failure, or while no success is unpinned, never
- * carried the predecessor's messages; when the successes unpinned are as
+ * number of successes among them not yet pinned to one. A failure's
+ * DISCONNECTED is not always the next event (a CURVE server whose ZAP
+ * handler refused a key reports the failure, sends the client an ERROR
+ * and sees the close when the client hangs up, with other connections'
+ * events between), so failures are counted until a DISCONNECTED takes
+ * each. A pending fd that disconnects while a failure is open, or while no
+ * success is unpinned, never carried the predecessor's messages; when the successes unpinned are as
  * many as the fds pending, those are all handshaken (forgotten: their loss
  * counts). Only when a pending fd disconnects without a failure while a
  * success is unpinned is it taken for the predecessor (the ring fails
@@ -322,9 +326,8 @@ static void read_monitor(struct train_ring *r)
     uint32_t value;
 
     while (train_monitor_event(r->mon, &event, &value)) {
-        int at = -1, failed = r->pull_last_failed;
+        int at = -1;
 
-        r->pull_last_failed = 0;
         for (int i = 0; i < r->npending && at < 0; i++)
             if (r->pending[i] == value)
                 at = i;
@@ -340,7 +343,9 @@ static void read_monitor(struct train_ring *r)
             if (r->unpinned < r->npending)
                 r->unpinned++;
         } else if (event == ZMQ_EVENT_DISCONNECTED && at >= 0) {
-            if (!failed && r->unpinned > 0) { /* perhaps the handshaken one */
+            if (r->pull_failed_open > 0) { /* a failed one's */
+                r->pull_failed_open--;
+            } else if (r->unpinned > 0) { /* perhaps the handshaken one */
                 r->pred_gone = 1;
                 r->unpinned--;
             }
@@ -350,7 +355,7 @@ static void read_monitor(struct train_ring *r)
             r->pred_gone = 1;
         } else if (event & HANDSHAKE_FAILED) {
             r->pull_hs_failed++;
-            r->pull_last_failed = 1;
+            r->pull_failed_open++;
         }
         if (r->unpinned > 0 && r->unpinned == r->npending)
             r->unpinned = r->npending = 0;
