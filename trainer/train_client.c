@@ -1090,6 +1090,17 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         if (f->rejoining) {
+            /* the survivor asked to take the share over was lost itself
+             * before it answered: ask another at once */
+            if (c->o.takeover_ms > 0 && f->host != j && f->takeover_ns == 0 && !host_alive(c, f->host)) {
+                sl_log(SL_LOG_WARN, "feeder %s, asked to take over feeder %s's share, was lost too; asking another",
+                       f->addr, c->o.feeders[j]);
+                close_socket(f); /* meanwhile, the share's own address again */
+                f->host = (uint32_t)j;
+                f->addr = c->o.feeders[j];
+                f->retry_ns = now;
+                f->takeover_ns = now;
+            }
             if (f->takeover_ns != 0 && now >= f->takeover_ns) {
                 int rc = try_takeover(c, j, err);
                 if (rc != 0)
