@@ -321,7 +321,8 @@ def main():
         # t1's worker may be waiting for its next step's input, not in an
         # all-reduce, when the cut comes: it then waits for its feeder
         # (--reconnect-s) and fails naming it (seen once in CI)
-        feeder = r"error: feeder tcp://[0-9.:]+: silent for [0-9.]+ s \(heartbeat timeout 1\.0 s\), and did not come back"
+        feeder = (r"error: feeder tcp://[0-9.:]+: silent for [0-9.]+ s \(heartbeat timeout 1\.0 s\), "
+                  r"and did not come back")
         if not re.search(want, logs[w]) and not (w == 1 and re.search(feeder, logs[w])):
             fail("ring: worker %d should fail naming rank %d's ring endpoint silent:\n%s" % (w, other, logs[w]))
     ok("training: t1's link cut for 3 s (timeout 1 s, --reconnect-s 2): both workers fail after %.1f s, worker 0 "
