@@ -17,8 +17,9 @@ incarnation, by copy and in shared memory) while a second live trainer for
 the same worker is refused.
 
 Usage: test_takeover.py BUILD_DIR [RUNS]   (RUNS: random kill runs, default 10,
-4 in a sanitizer build, whose processes run 5-20 times slower; the base seed
-is printed, and SLUICE_TAKEOVER_SEED sets it)
+4 in a sanitizer build; the base seed is printed, and SLUICE_TAKEOVER_SEED
+sets it; the jobs' length and the kill moments follow this build's measured
+speed)
 """
 import json
 import os
@@ -36,7 +37,13 @@ import harness  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
 
 TAKEOVER_S = 0.5
-EPOCHS = 800  # 60,000 pieces per worker: about 2 s undisturbed (in a release build)
+# The jobs' epochs and the kill moments follow the speed of this build on
+# this machine (calibrate()): an undisturbed run lasts about TARGET_S, and
+# kills land at fractions of that, so that a fast sanitizer build does not
+# end before its kill point, nor a slow one get its kills during start-up.
+TARGET_S = 2.5
+EPOCHS = 800
+RUN_S = 2.0  # how long an undisturbed run of EPOCHS takes (calibrate())
 
 
 def start_feeders(tag, job_path, F, extra=None):
@@ -121,6 +128,28 @@ def stop_rest(procs):
         p.wait()
 
 
+def calibrate(files):
+    """Time an undisturbed 100-epoch run; set EPOCHS so a run lasts about
+    TARGET_S, and RUN_S to its expected length."""
+    global EPOCHS, RUN_S
+    tag = "calibrate"
+    job_path, job = job_for(files, "tkcal", 100)
+    feeders, eps = start_feeders(tag, job_path, 1)
+    trainers = start_trainers(tag, eps, job, 1, 1)
+    if bed.wait(trainers[0][0], 120, tag + " trainer") != 0 or bed.wait(feeders[0], 20, tag + " feeder") != 0:
+        fail("calibrate: the undisturbed run failed:\n%s" % bed.read_log(tag, "trainer0"))
+    took = max(pieces_of(trainers[0][1])[1]["seconds"], 0.01)
+    EPOCHS = min(max(int(100 * TARGET_S / took), 100), 4000)
+    RUN_S = took * EPOCHS / 100
+    print("# 100 epochs took %.2f s: %d epochs per job, about %.1f s undisturbed" % (took, EPOCHS, RUN_S))
+
+
+def started(tag, trainers):
+    """Once every trainer has its WELCOMEs (its stream begins)."""
+    for w, (p, _) in enumerate(trainers):
+        bed.wait_for_log(tag, "trainer%d" % w, "worker %d of " % w, p, "%s: trainer %d did not start" % (tag, w))
+
+
 def job_for(files, name, epochs):
     return bed.write_job(name, files, epochs=epochs, global_batch_size=8,
                          shuffle={"buffer": 64, "seed": 11, "reshuffle_each_epoch": True})
@@ -141,7 +170,8 @@ def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False,
     trainers = start_trainers(tag, eps, job, W, R)
     victims = rnd.sample(range(F), kills)
     killed = []
-    time.sleep(rnd.uniform(0.2, 1.2))
+    started(tag, trainers)
+    time.sleep(rnd.uniform(0.05, 0.4) * RUN_S)
     for i, j in enumerate(victims):
         if i > 0 and during:
             # the survivor the trainer asks first: kill it as it takes the share over
@@ -154,7 +184,7 @@ def run_kills(files, rnd, run, F, W, R, kills, sig=signal.SIGKILL, during=False,
                 fail("%s: trainer 0 never asked a survivor to take over" % tag)
             j = eps.index(m.group(1))
         elif i > 0:
-            time.sleep(rnd.uniform(0.0, 1.5))
+            time.sleep(rnd.uniform(0.0, 0.3) * RUN_S)
         if feeders[j].poll() is not None:
             fail("%s: feeder %d had ended before it could be killed (the job is too short)" % (tag, j))
         feeders[j].send_signal(sig)
@@ -204,7 +234,10 @@ def refusing_survivor(files):
     feeders, eps = start_feeders(tag, job_path, 3, extra={2: ["--no-takeover"]})
     time.sleep(0.2)
     trainers = start_trainers(tag, eps, job, 1, 1)
-    time.sleep(0.5)
+    started(tag, trainers)
+    time.sleep(0.2 * RUN_S)
+    if feeders[1].poll() is not None:
+        fail("refuse: feeder 1 had ended before it could be killed (the job is too short)")
     feeders[1].kill()
     if bed.wait(trainers[0][0], 120, tag + " trainer") != 0:
         fail("refuse: the trainer failed:\n%s" % bed.read_log(tag, "trainer0")[-3000:])
@@ -231,7 +264,8 @@ def comes_back(files):
     feeders, eps = start_feeders(tag, job_path, 2)
     time.sleep(0.2)
     trainers = start_trainers(tag, eps, job, 1, 2)
-    time.sleep(0.6)
+    started(tag, trainers)
+    time.sleep(0.1 * RUN_S)
     feeders[1].kill()
     bed.wait_for_log(tag, "trainer0", "took over", trainers[0][0], "back: the share was not taken over")
     again = restart_feeder(tag, job_path, 2, 1, eps, extra=("--idle-exit", "60"))
@@ -270,7 +304,10 @@ def back_in_time(files):
     TAKEOVER_S, was = 5, TAKEOVER_S
     trainers = start_trainers(tag, eps, job, 1, 1)
     TAKEOVER_S = was
-    time.sleep(0.6)
+    started(tag, trainers)
+    time.sleep(0.2 * RUN_S)
+    if feeders[1].poll() is not None:
+        fail("quick: feeder 1 had ended before it could be killed (the job is too short)")
     feeders[1].kill()
     feeders[1].wait()
     again = restart_feeder(tag, job_path, 2, 1, eps)
@@ -365,17 +402,15 @@ def trainer_restart(files, shm):
 
 
 def main():
-    global EPOCHS
     bed.setup(sys.argv[1], "takeover")
     sanitized = "sanitizers:" in subprocess.run([bed.TRAINER, "--version"], capture_output=True,
                                                  text=True).stdout
-    if sanitized:
-        EPOCHS = 100
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 4 if sanitized else 10
     seed = int(os.environ.get("SLUICE_TAKEOVER_SEED", random.randrange(1 << 30)))
     print("# seed %d (SLUICE_TAKEOVER_SEED=%d reruns these kill points)" % (seed, seed))
     rnd = random.Random(seed)
     files = bed.gen("d", 600, 6)
+    calibrate(files)
     trainer_restart(files, shm=True)
     trainer_restart(files, shm=False)
     all_lost(files)
