@@ -1457,17 +1457,22 @@ int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
     return 0;
 }
 
-int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
+void train_client_release(struct train_client *c)
 {
-    /* here too, not only while waiting: a trainer whose pieces are always
-     * ready would otherwise be heard only through its credits */
-    heartbeats(c);
     if (c->have_step) {
         for (size_t r = 0; r < c->o.replicas; r++)
             release_slot(c, c->step_slots[r]);
         c->have_step = 0;
         give_credits(c, 0);
     }
+}
+
+int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
+{
+    /* here too, not only while waiting: a trainer whose pieces are always
+     * ready would otherwise be heard only through its credits */
+    heartbeats(c);
+    train_client_release(c);
     uint64_t t0 = sl_clock_ns();
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;

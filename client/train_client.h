@@ -29,8 +29,9 @@
  * fails the client at once with an error naming the feeder and the likely
  * cause, instead of a connect timeout.
  *
- * Tensor data is borrowed straight from the received ZeroMQ frames (no
- * copy) until the next train_client_next_step. ZeroMQ gives no alignment
+ * Tensor data is borrowed straight from the received ZeroMQ frames, or
+ * from a feeder's shared memory (no copy), until the next
+ * train_client_next_step or train_client_release. ZeroMQ gives no alignment
  * guarantee for a frame's data: read int64 / float32 values with memcpy or
  * copy them out (the staging pipeline copies into aligned pinned memory).
  *
@@ -110,6 +111,11 @@ const struct sl_wire_welcome *train_client_welcome(const struct train_client *c)
 /* The next step: *pieces points at R pieces (replica 0..R-1), borrowed
  * until the next call. 0, SL_END at the end of data, or an error. */
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err) SL_MUST_CHECK;
+
+/* Release the step handed out by the last next_step now (its slots and
+ * shared-memory buffers recycled, its credits returned), not at the next
+ * call. No step held: nothing. */
+void train_client_release(struct train_client *c);
 
 /* Keep the connections alive for about ms milliseconds while the caller's
  * work is elsewhere (a device or NCCL initialization, which can take many

@@ -1,0 +1,178 @@
+/* sluice/client.h: the sluice C client library (libsluice).
+ *
+ * A trainer process is worker w of W, each with R replicas. It connects to
+ * every feeder of a job, and receives the job's stream step by step: each
+ * step is R pieces (one per local replica, replica 0..R-1, empty pieces
+ * included), each piece a few named tensors. The stream is the same
+ * whatever the number of feeders and whatever their timing; it can be
+ * stopped and resumed at a step boundary (sluice_client_position, then
+ * resume_seq). docs/client.md has the whole story; docs/protocol.md the
+ * wire.
+ *
+ * Lifetime of what sluice_client_next_step hands out (pieces, tensors,
+ * names, shapes, data): borrowed from the client, read-only, valid until
+ * the next sluice_client_next_step or sluice_client_release on the same
+ * client, or its close, whichever comes first. A feeder on the same host
+ * places pieces in its shared memory, and then `data` points straight into
+ * that memory (no copy); otherwise it points into the received message.
+ * Either way the memory goes back to the feeder (with the step's flow
+ * control credit) when the step is released: copy what must live longer.
+ * `data` has no alignment guarantee: read int64 / float32 values with
+ * memcpy, or copy them out.
+ *
+ * Errors: every function that can fail returns an int: SLUICE_OK (0),
+ * SLUICE_END (1, the end of the stream), or a negative SLUICE_E* code, and
+ * fills the caller's struct sluice_error (may be NULL) with the code and a
+ * message naming what failed ("feeder ipc:///tmp/f.sock: job 'x' refused:
+ * ...").
+ *
+ * Thread-safe: no. A client belongs to one thread (its ZeroMQ sockets do);
+ * distinct clients may be used from distinct threads.
+ */
+#ifndef SLUICE_CLIENT_H
+#define SLUICE_CLIENT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SLUICE_API __attribute__((visibility("default")))
+#define SLUICE_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define SLUICE_API
+#define SLUICE_MUST_CHECK
+#endif
+
+/* Return codes. */
+#define SLUICE_OK 0
+#define SLUICE_END 1         /* the end of the stream */
+#define SLUICE_EIO (-1)      /* a system call failed */
+#define SLUICE_ENOMEM (-2)   /* an allocation failed */
+#define SLUICE_EINVAL (-3)   /* bad argument, option or key file; a feeder refused the job */
+#define SLUICE_ECORRUPT (-4) /* a feeder met damaged data */
+#define SLUICE_EPROTO (-5)   /* a feeder violated the wire protocol */
+#define SLUICE_ETIMEOUT (-6) /* a feeder was silent past its timeout */
+#define SLUICE_ECLOSED (-8)  /* closed, or stopped through `stop` */
+
+#define SLUICE_ERROR_MAX 1024
+
+/* A caller-owned error: the code and its message (NUL-terminated). */
+struct sluice_error {
+    int code;
+    char message[SLUICE_ERROR_MAX];
+};
+
+/* The library's version ("0.1.0") and the name of a code ("EINVAL"). */
+SLUICE_API const char *sluice_version(void);
+SLUICE_API const char *sluice_code_name(int code);
+
+/* Element types. */
+enum sluice_dtype {
+    SLUICE_INT64 = 0,
+    SLUICE_FLOAT32 = 1,
+    SLUICE_BYTES = 2, /* variable-length values concatenated; their lengths in a companion tensor */
+    SLUICE_UINT8 = 3,
+};
+
+/* "int64", "float32", "bytes", "uint8"; "?" for another value. */
+SLUICE_API const char *sluice_dtype_name(int dtype);
+
+/* Options: caller-owned; all-zero means the defaults. Strings and arrays
+ * are borrowed for the duration of sluice_client_open only. */
+struct sluice_options {
+    const char *const *feeders; /* the job's feeder endpoints, feeder j at index j
+                                   ("tcp://host:5555", "ipc:///run/f.sock") */
+    size_t nfeeders;
+    const char *job;            /* the job's name, as the feeders know it */
+    uint32_t worker, workers;   /* this trainer is worker `worker` of `workers` (0: 1) */
+    uint32_t replicas;          /* pieces per step (0: 1) */
+    uint32_t credits;           /* pieces in flight per feeder; 0: max(16, 4 * replicas) */
+    int heartbeat_ms;           /* 0: 1000 */
+    int timeout_ms;             /* a feeder silent this long is lost; 0: 10000 */
+    int connect_timeout_ms;     /* wait for a feeder's first answer; 0: 60000 */
+    int reconnect_ms;           /* > 0: a lost feeder is reconnected to and resumes where it
+                                   left off, if back within this long; 0: fail at once */
+    int takeover_ms;            /* > 0: a lost feeder not back within this long has its share
+                                   served by a surviving feeder; 0: off */
+    int no_shm;                 /* nonzero: never map a feeder's shared memory (always copy) */
+    uint64_t resume_seq;        /* the first piece wanted: 0, or an earlier client's
+                                   sluice_client_position (a multiple of replicas) */
+    const char *curve_key;      /* CURVE: this trainer's secret key file (NAME.key, mode
+                                   0600; its public key is derived); NULL: no encryption */
+    const char *const *curve_server_keys; /* with curve_key: [nfeeders] public key files
+                                             (NAME.pub), that of feeders[j] at j */
+    volatile sig_atomic_t *stop; /* when it becomes nonzero (a signal handler may set it),
+                                   every wait ends within a heartbeat tick with
+                                   SLUICE_ECLOSED; NULL: never */
+};
+
+/* A tensor of a piece. All borrowed (see the lifetime rule above). */
+struct sluice_tensor {
+    const char *name;     /* the feature's name in the job's schema */
+    int dtype;            /* enum sluice_dtype */
+    int rank;
+    const int64_t *shape; /* [rank]; shape[0] is the piece's row count for batched tensors */
+    const void *data;     /* NULL when bytes == 0 */
+    uint64_t bytes;
+};
+
+/* One replica's share of a step. */
+struct sluice_piece {
+    uint64_t epoch;       /* 0-based */
+    uint64_t step;        /* within the epoch */
+    uint64_t seq;         /* the piece's sequence number over the whole stream */
+    uint32_t worker, replica;
+    uint32_t rows;        /* 0: an empty piece (the data ran out for this replica) */
+    uint32_t last_step;   /* nonzero: the last step of its epoch */
+    uint32_t shm;         /* nonzero: data lies in the feeder's shared memory */
+    size_t ntensors;
+    const struct sluice_tensor *tensors; /* [ntensors] */
+};
+
+struct sluice_client;
+
+/* Connect to every feeder, say who this trainer is and wait for each to
+ * accept: *out is the client. A feeder still scanning its files is waited
+ * for while it keeps answering. */
+SLUICE_API int sluice_client_open(struct sluice_client **out, const struct sluice_options *o,
+                                  struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* Say goodbye to the feeders and free everything (NULL: nothing). */
+SLUICE_API void sluice_client_close(struct sluice_client *c);
+
+/* The next step: *pieces points at `replicas` pieces, borrowed until the
+ * next call, sluice_client_release or close. SLUICE_OK, SLUICE_END after
+ * the last step of the last epoch, or an error (the stream is then over). */
+SLUICE_API int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece **pieces,
+                                       struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* Give the current step's pieces back now (their memory and credits go
+ * back to the feeders) rather than at the next step. None held: nothing. */
+SLUICE_API void sluice_client_release(struct sluice_client *c);
+
+/* Where the stream stands: the seq of the first piece not handed out yet
+ * (a multiple of replicas). Save it with a checkpoint; pass it as
+ * resume_seq to continue exactly there. */
+SLUICE_API uint64_t sluice_client_position(const struct sluice_client *c);
+
+/* The replicas per step; what the feeders announced: the steps per epoch
+ * (0: not known in advance) and the epochs (0: forever). */
+SLUICE_API uint32_t sluice_client_replicas(const struct sluice_client *c);
+SLUICE_API uint64_t sluice_client_steps_per_epoch(const struct sluice_client *c);
+SLUICE_API uint64_t sluice_client_epochs(const struct sluice_client *c);
+
+/* Keep the connections alive for about ms milliseconds while the caller is
+ * busy elsewhere (a long model initialization): heartbeats go out, pieces
+ * come in and wait. SLUICE_OK or an error. */
+SLUICE_API int sluice_client_keepalive(struct sluice_client *c, int ms, struct sluice_error *err) SLUICE_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,281 @@
+/* sluice_client: the public C API of libsluice (include/sluice/client.h)
+ * over train_client.
+ *
+ * A thin layer: options are checked and translated (CURVE key files read
+ * here), each step's train_pieces are mirrored into public sluice_piece /
+ * sluice_tensor views held by the client (storage made once at open, so a
+ * step allocates nothing), and a struct sl_error becomes a struct
+ * sluice_error. The views point into the train_pieces (names, shapes,
+ * data), so they share their lifetime: until the next step or release.
+ * Only the sluice_* functions are exported from the shared library (see
+ * client/sluice.map).
+ */
+#include "sluice/client.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sl_alloc.h"
+#include "sl_curve.h"
+#include "sl_error.h"
+#include "sl_wire.h"
+#include "train_client.h"
+
+#ifndef SLUICE_VERSION_STRING
+#define SLUICE_VERSION_STRING "unknown"
+#endif
+
+/* The public codes are the internal ones, number for number. */
+_Static_assert(SLUICE_EIO == SL_EIO && SLUICE_ENOMEM == SL_ENOMEM && SLUICE_EINVAL == SL_EINVAL &&
+                   SLUICE_ECORRUPT == SL_ECORRUPT && SLUICE_EPROTO == SL_EPROTO &&
+                   SLUICE_ETIMEOUT == SL_ETIMEOUT && SLUICE_ECLOSED == SL_ECLOSED && SLUICE_END == SL_END,
+               "sluice codes follow sl_error.h");
+_Static_assert((int)SLUICE_INT64 == (int)SL_WIRE_INT64 && (int)SLUICE_FLOAT32 == (int)SL_WIRE_FLOAT32 &&
+                   (int)SLUICE_BYTES == (int)SL_WIRE_BYTES && (int)SLUICE_UINT8 == (int)SL_WIRE_UINT8,
+               "sluice dtypes follow sl_wire.h");
+_Static_assert(SLUICE_ERROR_MAX == SL_ERROR_MSG_MAX, "one message size");
+
+struct sluice_client {
+    struct train_client *tc;
+    uint32_t replicas;
+    struct sluice_piece *pieces;   /* [replicas] */
+    struct sluice_tensor *tensors; /* [replicas * SL_WIRE_MAX_TENSORS] */
+    /* what train_client borrows for its life, copied from the options */
+    char *job;
+    char **feeders;                /* [nfeeders] */
+    size_t nfeeders;
+    struct sl_curve_keys *keys;    /* NULL: no CURVE */
+    char (*servers)[SL_CURVE_KEY_Z85 + 1];
+    const char **server_ptrs;      /* [nfeeders] into servers */
+};
+
+static int out_error(struct sluice_error *out, const struct sl_error *e)
+{
+    if (out != NULL) {
+        out->code = e->code;
+        snprintf(out->message, sizeof out->message, "%s", e->msg);
+    }
+    return e->code;
+}
+
+const char *sluice_version(void)
+{
+    return SLUICE_VERSION_STRING;
+}
+
+const char *sluice_code_name(int code)
+{
+    return sl_code_name(code);
+}
+
+const char *sluice_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype <= SLUICE_UINT8 ? sl_wire_dtype_name((unsigned)dtype) : "?";
+}
+
+/* Read the CURVE key files named by the options into keys and servers. */
+static int load_keys(const struct sluice_options *o, struct sl_curve_keys *keys,
+                     char (*servers)[SL_CURVE_KEY_Z85 + 1], struct sl_error *e)
+{
+    if (o->curve_server_keys == NULL)
+        return sl_error_set(e, SL_EINVAL, "curve_key given without curve_server_keys (one per feeder)");
+    int rc = sl_curve_load_secret(o->curve_key, keys, e);
+    if (rc != 0)
+        return rc;
+    for (size_t j = 0; j < o->nfeeders; j++) {
+        if (o->curve_server_keys[j] == NULL)
+            return sl_error_set(e, SL_EINVAL, "curve_server_keys[%zu]: missing (feeder %s)", j, o->feeders[j]);
+        rc = sl_curve_load_public(o->curve_server_keys[j], servers[j], e);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static char *copy_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = sl_malloc(n);
+    if (d != NULL)
+        memcpy(d, s, n);
+    return d;
+}
+
+int sluice_client_open(struct sluice_client **out, const struct sluice_options *o, struct sluice_error *err)
+{
+    struct sl_error e = {0};
+    *out = NULL;
+    if (o == NULL || o->feeders == NULL || o->nfeeders == 0 || o->job == NULL) {
+        sl_error_set(&e, SL_EINVAL, "options: feeders, nfeeders and job are required");
+        return out_error(err, &e);
+    }
+    if (o->nfeeders > TRAIN_CLIENT_MAX_FEEDERS) {
+        sl_error_set(&e, SL_EINVAL, "options: %zu feeders, at most %d", o->nfeeders, TRAIN_CLIENT_MAX_FEEDERS);
+        return out_error(err, &e);
+    }
+    for (size_t j = 0; j < o->nfeeders; j++)
+        if (o->feeders[j] == NULL) {
+            sl_error_set(&e, SL_EINVAL, "options: feeders[%zu] is NULL", j);
+            return out_error(err, &e);
+        }
+    struct train_client_opts to = {
+        .nfeeders = o->nfeeders,
+        .worker = o->worker,
+        .workers = o->workers != 0 ? o->workers : 1,
+        .replicas = o->replicas != 0 ? o->replicas : 1,
+        .credits = o->credits,
+        .heartbeat_ms = o->heartbeat_ms,
+        .timeout_ms = o->timeout_ms,
+        .connect_timeout_ms = o->connect_timeout_ms,
+        .reconnect_ms = o->reconnect_ms,
+        .no_shm = o->no_shm,
+        .takeover_ms = o->takeover_ms,
+        .resume_seq = o->resume_seq,
+        .stop = o->stop,
+    };
+    if (to.worker >= to.workers) {
+        sl_error_set(&e, SL_EINVAL, "options: worker %u of %u", to.worker, to.workers);
+        return out_error(err, &e);
+    }
+    int rc;
+    struct sluice_client *c = sl_calloc(1, sizeof *c);
+    if (c == NULL)
+        goto out_nomem;
+    c->replicas = to.replicas;
+    c->nfeeders = o->nfeeders;
+    c->pieces = sl_calloc(to.replicas, sizeof *c->pieces);
+    c->tensors = sl_calloc((size_t)to.replicas * SL_WIRE_MAX_TENSORS, sizeof *c->tensors);
+    c->feeders = sl_calloc(o->nfeeders, sizeof *c->feeders);
+    c->job = copy_string(o->job);
+    if (c->pieces == NULL || c->tensors == NULL || c->feeders == NULL || c->job == NULL)
+        goto out_nomem;
+    for (size_t j = 0; j < o->nfeeders; j++)
+        if ((c->feeders[j] = copy_string(o->feeders[j])) == NULL)
+            goto out_nomem;
+    to.feeders = (const char *const *)c->feeders;
+    to.job = c->job;
+    if (o->curve_key != NULL) {
+        c->keys = sl_calloc(1, sizeof *c->keys);
+        c->servers = sl_calloc(o->nfeeders, sizeof *c->servers);
+        c->server_ptrs = sl_calloc(o->nfeeders, sizeof *c->server_ptrs);
+        if (c->keys == NULL || c->servers == NULL || c->server_ptrs == NULL)
+            goto out_nomem;
+        rc = load_keys(o, c->keys, c->servers, &e);
+        if (rc != 0)
+            goto out_close;
+        for (size_t j = 0; j < o->nfeeders; j++)
+            c->server_ptrs[j] = c->servers[j];
+        to.curve = c->keys;
+        to.curve_server = c->server_ptrs;
+    }
+    rc = train_client_open(&c->tc, &to, &e);
+    if (rc != 0)
+        goto out_close;
+    *out = c;
+    return 0;
+
+out_nomem:
+    sl_error_set(&e, SL_ENOMEM, "out of memory opening the client");
+out_close:
+    sluice_client_close(c);
+    return out_error(err, &e);
+}
+
+void sluice_client_close(struct sluice_client *c)
+{
+    if (c == NULL)
+        return;
+    train_client_close(c->tc);
+    if (c->keys != NULL)
+        memset(c->keys, 0, sizeof *c->keys);
+    sl_free(c->keys);
+    sl_free(c->servers);
+    sl_free(c->server_ptrs);
+    if (c->feeders != NULL)
+        for (size_t j = 0; j < c->nfeeders; j++)
+            sl_free(c->feeders[j]);
+    sl_free(c->feeders);
+    sl_free(c->job);
+    sl_free(c->tensors);
+    sl_free(c->pieces);
+    sl_free(c);
+}
+
+int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece **pieces, struct sluice_error *err)
+{
+    struct sl_error e = {0};
+    const struct train_piece *tp;
+    int rc = train_client_next_step(c->tc, &tp, &e);
+    if (rc != 0) {
+        if (rc == SL_END) {
+            if (err != NULL) {
+                err->code = SL_END;
+                err->message[0] = '\0';
+            }
+            return rc;
+        }
+        return out_error(err, &e);
+    }
+    for (uint32_t r = 0; r < c->replicas; r++) {
+        const struct train_piece *p = &tp[r];
+        struct sluice_piece *q = &c->pieces[r];
+        struct sluice_tensor *t = &c->tensors[(size_t)r * SL_WIRE_MAX_TENSORS];
+        for (size_t i = 0; i < p->ntensors; i++) {
+            t[i] = (struct sluice_tensor){
+                .name = p->t[i].name,
+                .dtype = p->t[i].dtype,
+                .rank = p->t[i].rank,
+                .shape = p->t[i].dims,
+                .data = p->t[i].data,
+                .bytes = p->t[i].bytes,
+            };
+        }
+        *q = (struct sluice_piece){
+            .epoch = p->epoch,
+            .step = p->step,
+            .seq = p->seq,
+            .worker = p->worker,
+            .replica = p->replica,
+            .rows = p->rows,
+            .last_step = (p->flags & SL_WIRE_PIECE_LAST_STEP) != 0,
+            .shm = (p->flags & SL_WIRE_PIECE_SHM) != 0,
+            .ntensors = p->ntensors,
+            .tensors = t,
+        };
+    }
+    *pieces = c->pieces;
+    return 0;
+}
+
+void sluice_client_release(struct sluice_client *c)
+{
+    if (c != NULL)
+        train_client_release(c->tc);
+}
+
+uint64_t sluice_client_position(const struct sluice_client *c)
+{
+    return train_client_position(c->tc);
+}
+
+uint32_t sluice_client_replicas(const struct sluice_client *c)
+{
+    return c->replicas;
+}
+
+uint64_t sluice_client_steps_per_epoch(const struct sluice_client *c)
+{
+    return train_client_welcome(c->tc)->steps_per_epoch;
+}
+
+uint64_t sluice_client_epochs(const struct sluice_client *c)
+{
+    return train_client_welcome(c->tc)->epochs;
+}
+
+int sluice_client_keepalive(struct sluice_client *c, int ms, struct sluice_error *err)
+{
+    struct sl_error e = {0};
+    int rc = train_client_keepalive(c->tc, ms, &e);
+    return rc != 0 ? out_error(err, &e) : 0;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The installed C client library (issue #17 part 1).
+
+1. `cmake --install BUILD --prefix TMP/prefix` puts the four programs,
+   libsluice with its SONAME links, include/sluice/client.h (and no
+   internal header), sluice.pc, the CMake package and (with help2man) the
+   man pages under the prefix.
+2. The library exports the public API only: `nm -D --defined-only` lists
+   sluice_* symbols and nothing else; its SONAME is libsluice.so.MAJOR.
+3. examples/client/sluice_count.c builds against the prefix with
+   pkg-config and with CMake's find_package(sluice) (sluice::sluice), and
+   both builds, run against a real sluice-feeder on an ipc socket as worker
+   0 of 1 with 2 replicas, receive exactly the reference model's pieces:
+   the same count, rows and ids per piece, every id once per epoch.
+
+Usage: test_client_lib.py BUILD_DIR
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import bed  # noqa: E402
+import harness  # noqa: E402
+from harness import fail, ok, spawn  # noqa: E402
+
+RECORDS, SHARDS, R = 150, 5, 2
+
+
+def run(args, **kw):
+    p = subprocess.run(args, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        fail("%s: exit %d\n%s%s" % (" ".join(args), p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p.stdout
+
+
+def install(prefix):
+    run(["cmake", "--install", bed.BUILD, "--prefix", prefix])
+    for prog in ("sluice-feeder", "sluice-trainer", "sluice-record", "sluice-bench"):
+        if not os.access(os.path.join(prefix, "bin", prog), os.X_OK):
+            fail("bin/%s not installed" % prog)
+    libdirs = [d for d in ("lib", "lib64") if os.path.isdir(os.path.join(prefix, d))]
+    libs = [os.path.join(prefix, d) for d in libdirs]
+    libdir = next((d for d in libs if os.path.exists(os.path.join(d, "libsluice.so"))), None)
+    if libdir is None:
+        fail("libsluice.so not installed under %s" % libs)
+    so = os.path.join(libdir, "libsluice.so")
+    if not os.path.islink(so) or not os.path.islink(os.path.join(libdir, "libsluice.so.0")):
+        fail("libsluice.so and libsluice.so.0 are not links: %s" % os.listdir(libdir))
+    headers = sorted(os.listdir(os.path.join(prefix, "include", "sluice")))
+    if headers != ["client.h"] or os.path.exists(os.path.join(prefix, "include", "train_client.h")):
+        fail("installed headers: %s" % headers)
+    for f in ("pkgconfig/sluice.pc", "cmake/sluice/sluiceConfig.cmake", "cmake/sluice/sluiceTargets.cmake"):
+        if not os.path.exists(os.path.join(libdir, f)):
+            fail("%s not installed" % f)
+    if shutil.which("help2man"):
+        for prog in ("sluice-feeder", "sluice-trainer", "sluice-record", "sluice-bench"):
+            page = os.path.join(prefix, "share", "man", "man1", prog + ".1")
+            with open(page) as f:
+                if ".SH NAME" not in f.read():
+                    fail("%s: not a man page" % page)
+    ok("install: programs, libsluice + links, include/sluice/client.h only, sluice.pc, CMake package, man pages")
+    return libdir, so
+
+
+def exports(so):
+    syms = run(["nm", "-D", "--defined-only", so]).split()
+    names = [s for s in syms[2::3]]
+    if not names or any(not n.startswith("sluice_") for n in names):
+        fail("libsluice exports more than sluice_*: %s" % [n for n in names if not n.startswith("sluice_")][:20])
+    for want in ("sluice_client_open", "sluice_client_next_step", "sluice_client_release", "sluice_client_position"):
+        if want not in names:
+            fail("%s not exported: %s" % (want, names))
+    soname = re.search(r"SONAME\s+(\S+)", run(["objdump", "-p", so]))
+    if soname is None or soname.group(1) != "libsluice.so.0":
+        fail("SONAME: %s" % (soname and soname.group(1)))
+    ok("exports: %d symbols, all sluice_*; SONAME libsluice.so.0" % len(names))
+
+
+def build_pkgconfig(prefix, libdir):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
+    flags = run(["pkg-config", "--cflags", "--libs", "sluice"], env=env).split()
+    out = os.path.join(bed.TMP, "count-pc")
+    run(["cc", "-std=c11", "-Wall", "-Werror", os.path.join(SRC, "examples", "client", "sluice_count.c"), "-o", out]
+        + flags + ["-Wl,-rpath," + libdir])
+    ok("pkg-config: %s" % " ".join(flags))
+    return out
+
+
+def build_cmake(prefix):
+    out = os.path.join(bed.TMP, "count-cmake")
+    run(["cmake", "-S", os.path.join(SRC, "examples", "client"), "-B", out, "-DCMAKE_PREFIX_PATH=" + prefix])
+    run(["cmake", "--build", out])
+    ok("find_package(sluice): sluice::sluice")
+    return os.path.join(out, "sluice_count")
+
+
+def expected(job):
+    per = RECORDS // SHARDS
+    ref = bed.reference(job, [per] * SHARDS, 1, R)[0]
+    return [(x["epoch"], x["step"], x["replica"], list(x["elems"])) for x in ref]
+
+
+def check_run(prog, tag, sock, want, epochs):
+    out = run([prog, "job-c", "0", "1", str(R), "ipc://" + sock], timeout=120)
+    got = []
+    for line in out.splitlines():
+        w = line.split()
+        if w[0] == "piece":
+            got.append((int(w[2]), int(w[3]), int(w[4]), int(w[5]), [int(v) for v in w[7:]]))
+    if len(got) != len(want):
+        fail("%s: %d pieces, reference %d" % (tag, len(got), len(want)))
+    rows = sum(g[3] for g in got)
+    if rows != RECORDS * epochs:
+        fail("%s: %d rows, expected %d" % (tag, rows, RECORDS * epochs))
+    for i, (g, x) in enumerate(zip(got, want)):
+        if (g[0], g[1], g[2]) != (x[0], x[1], x[2]) or g[3] != len(x[3]) or len(g[4]) != g[3]:
+            fail("%s: piece %d is (epoch, step, replica, rows) %s, reference %s" % (tag, i, g[:4],
+                                                                                    (x[0], x[1], x[2], len(x[3]))))
+    for e in range(epochs):
+        ids = sorted(v for g in got if g[0] == e for v in g[4])
+        if ids != list(range(RECORDS)):
+            fail("%s: epoch %d: ids are not 0..%d once each" % (tag, e, RECORDS - 1))
+    if "position %d" % (len(want)) not in out or not out.rstrip().endswith("end"):
+        fail("%s: position/end lines: %s" % (tag, out.splitlines()[-2:]))
+    ok("%s: %d pieces, %d rows, every id once per epoch, position %d" % (tag, len(got), rows, len(want)))
+
+
+def main():
+    bed.setup(sys.argv[1], "clientlib")
+    try:
+        prefix = os.path.join(bed.TMP, "prefix")
+        libdir, so = install(prefix)
+        exports(so)
+        progs = [("pkg-config build", build_pkgconfig(prefix, libdir)), ("CMake build", build_cmake(prefix))]
+        files = bed.gen("a", RECORDS, SHARDS)
+        job_path, job = bed.write_job("job-c", files, epochs=2)
+        want = expected(job)
+        for i, (tag, prog) in enumerate(progs):
+            # a feeder is done once its one worker has everything: one per run
+            sock = os.path.join(bed.TMP, "f%d.sock" % i)
+            feeder = spawn([os.path.join(prefix, "bin", "sluice-feeder"), "--job", job_path, "--listen",
+                            "ipc://" + sock], log=bed.log_path("c%d" % i, "feeder"))
+            bed.wait_for_log("c%d" % i, "feeder", "serving job", feeder, "the feeder did not start")
+            check_run(prog, tag, sock, want, 2)
+            if bed.wait(feeder, 30, "the feeder") != 0:
+                fail("the feeder exited with %d" % feeder.returncode)
+        bed.finish()
+    finally:
+        harness.stop_all()
+        bed.cleanup()
+
+
+if __name__ == "__main__":
+    main()
