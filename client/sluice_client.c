@@ -18,6 +18,7 @@
 #include "sl_alloc.h"
 #include "sl_curve.h"
 #include "sl_error.h"
+#include "sl_log.h"
 #include "sl_wire.h"
 #include "train_client.h"
 
@@ -49,6 +50,9 @@ struct sluice_client {
     const char **server_ptrs;      /* [nfeeders] into servers */
 };
 
+static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces,
+                   struct sluice_tensor *tensors);
+
 static int out_error(struct sluice_error *out, const struct sl_error *e)
 {
     if (out != NULL) {
@@ -66,6 +70,22 @@ const char *sluice_version(void)
 const char *sluice_code_name(int code)
 {
     return sl_code_name(code);
+}
+
+_Static_assert(SLUICE_LOG_DEBUG == SL_LOG_DEBUG && SLUICE_LOG_INFO == SL_LOG_INFO &&
+                   SLUICE_LOG_WARNING == SL_LOG_WARN && SLUICE_LOG_ERROR == SL_LOG_ERROR,
+               "sluice log levels follow sl_log.h");
+
+void sluice_log_setup(const char *prog, int fd, int min_level)
+{
+    if (min_level < SLUICE_LOG_DEBUG)
+        min_level = SLUICE_LOG_DEBUG;
+    /* fd -1: nothing shown (above every level) */
+    static char name[64]; /* sl_log keeps the pointer */
+    snprintf(name, sizeof name, "%s", prog != NULL ? prog : "sluice");
+    sl_log_setup(name, fd >= 0 ? fd : 2,
+                 fd >= 0 ? (enum sl_log_level)(min_level > SLUICE_LOG_ERROR ? SLUICE_LOG_ERROR : min_level)
+                         : (enum sl_log_level)(SL_LOG_ERROR + 1));
 }
 
 const char *sluice_dtype_name(int dtype)
@@ -216,10 +236,61 @@ int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece *
         }
         return out_error(err, &e);
     }
-    for (uint32_t r = 0; r < c->replicas; r++) {
+    mirror(tp, c->replicas, c->pieces, c->tensors);
+    *pieces = c->pieces;
+    return 0;
+}
+
+struct sluice_step {
+    struct train_kept *k;
+    struct sluice_piece *pieces;   /* [n] */
+    struct sluice_tensor *tensors; /* [n * SL_WIRE_MAX_TENSORS] */
+};
+
+int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, const struct sluice_piece **pieces,
+                            struct sluice_error *err)
+{
+    struct sl_error e = {0};
+    *out = NULL;
+    struct sluice_step *st = sl_calloc(1, sizeof *st);
+    if (st != NULL) {
+        st->pieces = sl_calloc(c->replicas, sizeof *st->pieces);
+        st->tensors = sl_calloc((size_t)c->replicas * SL_WIRE_MAX_TENSORS, sizeof *st->tensors);
+    }
+    if (st == NULL || st->pieces == NULL || st->tensors == NULL) {
+        sluice_step_free(st);
+        sl_error_set(&e, SL_ENOMEM, "out of memory keeping a step");
+        return out_error(err, &e);
+    }
+    int rc = train_client_keep(c->tc, &st->k, &e);
+    if (rc != 0) {
+        sluice_step_free(st);
+        return out_error(err, &e);
+    }
+    mirror(st->k->pieces, st->k->n, st->pieces, st->tensors);
+    *out = st;
+    *pieces = st->pieces;
+    return 0;
+}
+
+void sluice_step_free(struct sluice_step *s)
+{
+    if (s == NULL)
+        return;
+    train_kept_free(s->k);
+    sl_free(s->tensors);
+    sl_free(s->pieces);
+    sl_free(s);
+}
+
+/* The public views of n train_pieces: pieces[n], tensors[n * max]. */
+static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces,
+                   struct sluice_tensor *tensors)
+{
+    for (uint32_t r = 0; r < n; r++) {
         const struct train_piece *p = &tp[r];
-        struct sluice_piece *q = &c->pieces[r];
-        struct sluice_tensor *t = &c->tensors[(size_t)r * SL_WIRE_MAX_TENSORS];
+        struct sluice_piece *q = &pieces[r];
+        struct sluice_tensor *t = &tensors[(size_t)r * SL_WIRE_MAX_TENSORS];
         for (size_t i = 0; i < p->ntensors; i++) {
             t[i] = (struct sluice_tensor){
                 .name = p->t[i].name,
@@ -243,8 +314,6 @@ int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece *
             .tensors = t,
         };
     }
-    *pieces = c->pieces;
-    return 0;
 }
 
 void sluice_client_release(struct sluice_client *c)

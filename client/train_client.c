@@ -1467,6 +1467,97 @@ void train_client_release(struct train_client *c)
     }
 }
 
+/* The kept step: one block holding the struct, the pieces, the body
+ * frames moved over (msgs), the shared-memory bodies copied (copies) and
+ * the tensors' names. */
+struct kept_block {
+    struct train_kept k;
+    zmq_msg_t *msgs; /* [n]; empty where the body was copied or absent */
+    void **copies;   /* [n]; NULL where none */
+    char *names;
+};
+
+int train_client_keep(struct train_client *c, struct train_kept **out, struct sl_error *err)
+{
+    *out = NULL;
+    if (!c->have_step)
+        return sl_error_set(err, SL_EINVAL, "no step to keep (keep follows a next_step, before its release)");
+    uint32_t n = c->o.replicas;
+    size_t names = 0;
+    for (uint32_t r = 0; r < n; r++)
+        for (size_t i = 0; i < c->pieces[r].ntensors; i++)
+            names += strlen(c->pieces[r].t[i].name) + 1;
+    struct kept_block *b = sl_calloc(1, sizeof *b);
+    if (b == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory keeping a step");
+    b->k.n = n;
+    b->k.pieces = sl_calloc(n, sizeof *b->k.pieces);
+    b->msgs = sl_calloc(n, sizeof *b->msgs);
+    b->copies = sl_calloc(n, sizeof *b->copies);
+    b->names = sl_malloc(names ? names : 1);
+    int ok = b->k.pieces != NULL && b->msgs != NULL && b->copies != NULL && b->names != NULL;
+    for (uint32_t r = 0; b->msgs != NULL && r < n; r++)
+        zmq_msg_init(&b->msgs[r]);
+    /* first every allocation (the shared-memory copies), so that a failure
+     * leaves the step as it was */
+    for (uint32_t r = 0; ok && r < n; r++) {
+        struct slot *s = c->step_slots[r];
+        if (s->body != NULL && (s->map != NULL || s->copy != NULL))
+            ok = (b->copies[r] = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1)) != NULL;
+    }
+    if (!ok) {
+        train_kept_free(&b->k);
+        return sl_error_set(err, SL_ENOMEM, "out of memory keeping a step");
+    }
+    char *name = b->names;
+    for (uint32_t r = 0; r < n; r++) {
+        struct slot *s = c->step_slots[r];
+        const uint8_t *from = s->body, *to = NULL;
+        if (b->copies[r] != NULL) {
+            memcpy(b->copies[r], from, (size_t)s->piece.shm_bytes);
+            to = b->copies[r];
+        } else if (from != NULL && s->nframes == 1) {
+            /* a small message's data lies inside its zmq_msg_t: where it
+             * lands after the move is asked, not assumed */
+            zmq_msg_move(&b->msgs[r], &s->frames[0]);
+            to = zmq_msg_data(&b->msgs[r]);
+        }
+        struct train_piece *p = &b->k.pieces[r];
+        *p = c->pieces[r];
+        for (size_t i = 0; i < p->ntensors; i++) {
+            struct train_tensor *t = &p->t[i];
+            size_t len = strlen(t->name) + 1;
+            memcpy(name, t->name, len);
+            t->name = name;
+            name += len;
+            if (t->data != NULL)
+                t->data = to + ((const uint8_t *)t->data - from);
+        }
+        p->flags &= ~(uint32_t)SL_WIRE_PIECE_SHM;
+    }
+    train_client_release(c);
+    *out = &b->k;
+    return 0;
+}
+
+void train_kept_free(struct train_kept *k)
+{
+    if (k == NULL)
+        return;
+    struct kept_block *b = (struct kept_block *)k;
+    for (uint32_t r = 0; r < k->n; r++) {
+        if (b->msgs != NULL)
+            zmq_msg_close(&b->msgs[r]);
+        if (b->copies != NULL)
+            sl_free(b->copies[r]);
+    }
+    sl_free(b->msgs);
+    sl_free(b->copies);
+    sl_free(b->names);
+    sl_free(k->pieces);
+    sl_free(b);
+}
+
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
 {
     /* here too, not only while waiting: a trainer whose pieces are always

@@ -117,6 +117,23 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
  * call. No step held: nothing. */
 void train_client_release(struct train_client *c);
 
+/* A step kept beyond the next: its pieces, their names and shapes, and
+ * their memory, owned (train_client_keep). Independent of the client: it
+ * may be freed after the client's close, from any thread. */
+struct train_kept {
+    uint32_t n;                 /* pieces (the replicas) */
+    struct train_piece *pieces; /* [n]; tensor data and names point into this object */
+};
+
+/* Take the step handed out by the last next_step out of the client: *out
+ * owns its pieces and memory (a received body frame moved over, no copy;
+ * a body in a feeder's shared memory copied out, since that memory goes
+ * back to the feeder), and the step is released (credits
+ * returned). No step held: SL_EINVAL. 0 or SL_ENOMEM (the step then stays
+ * held). Free *out with train_kept_free. */
+int train_client_keep(struct train_client *c, struct train_kept **out, struct sl_error *err) SL_MUST_CHECK;
+void train_kept_free(struct train_kept *k);
+
 /* Keep the connections alive for about ms milliseconds while the caller's
  * work is elsewhere (a device or NCCL initialization, which can take many
  * seconds): heartbeats go out and what the feeders send comes in (pieces

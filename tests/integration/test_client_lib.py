@@ -15,6 +15,7 @@
 
 Usage: test_client_lib.py BUILD_DIR
 """
+import glob
 import os
 import re
 import shutil
@@ -130,6 +131,54 @@ def check_run(prog, tag, sock, want, epochs):
     ok("%s: %d pieces, %d rows, every id once per epoch, position %d" % (tag, len(got), rows, len(want)))
 
 
+PY_CHECK = r"""
+import os, sys
+import sluice
+assert sluice.__file__.startswith(sys.argv[1]), sluice.__file__
+plan = sluice.plan(sys.argv[2], 1, %d)
+ids = []
+with sluice.Client([sys.argv[3]], "job-c", replicas=%d) as c:
+    for step in c:
+        for rep in step.replicas:
+            ids.append((step.epoch, rep["id"].tolist()))
+print("steps", plan["workers"][0]["steps"])
+for e in sorted(set(x for x, _ in ids)):
+    print("epoch", e, " ".join(str(v) for x, vs in ids if x == e for v in vs))
+"""
+
+
+def check_python(prefix, job_path, tag):
+    """The installed Python package: under PREFIX/lib/python3.X/dist-packages,
+    its extension finding the installed libsluice by its RUNPATH ($ORIGIN),
+    sluice.plan finding PREFIX/bin/sluice-feeder; every id once per epoch."""
+    pydirs = glob.glob(os.path.join(prefix, "lib*", "python3*", "dist-packages", "sluice"))
+    if not pydirs:
+        return False
+    pkg = pydirs[0]
+    ext = glob.glob(os.path.join(pkg, "_sluice*.so"))
+    if sorted(os.listdir(pkg)) != sorted(["__init__.py", "torch.py", os.path.basename(ext[0]) if ext else "?"]):
+        fail("installed Python package: %s" % sorted(os.listdir(pkg)))
+    runpath = re.search(r"RUNPATH\s+(\S+)", run(["objdump", "-p", ext[0]]))
+    if runpath is None or not runpath.group(1).startswith("$ORIGIN/"):
+        fail("the extension's RUNPATH: %s" % (runpath and runpath.group(1)))
+    sock = os.path.join(bed.TMP, "fpy.sock")
+    feeder = spawn([os.path.join(prefix, "bin", "sluice-feeder"), "--job", job_path, "--listen", "ipc://" + sock],
+                   log=bed.log_path(tag, "feeder"))
+    bed.wait_for_log(tag, "feeder", "serving job", feeder, "the feeder did not start")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.dirname(pkg), "PYTHONDONTWRITEBYTECODE": "1"}
+    out = run(["/usr/bin/python3", "-c", PY_CHECK % (R, R), os.path.dirname(pkg), job_path, "ipc://" + sock],
+              env=env, cwd=bed.TMP, timeout=120)
+    if bed.wait(feeder, 30, "the feeder") != 0:
+        fail("the feeder exited with %d" % feeder.returncode)
+    lines = out.splitlines()
+    epochs = [ln.split()[2:] for ln in lines if ln.startswith("epoch ")]
+    if len(epochs) != 2 or any(sorted(int(v) for v in e) != list(range(RECORDS)) for e in epochs):
+        fail("installed Python package: ids are not 0..%d once per epoch:\n%s" % (RECORDS - 1, out[:2000]))
+    ok("installed Python package: %s; RUNPATH %s; %s; every id once in each of 2 epochs"
+       % (os.path.relpath(pkg, prefix), runpath.group(1), lines[0]))
+    return True
+
+
 def main():
     bed.setup(sys.argv[1], "clientlib")
     try:
@@ -149,6 +198,8 @@ def main():
             check_run(prog, tag, sock, want, 2)
             if bed.wait(feeder, 30, "the feeder") != 0:
                 fail("the feeder exited with %d" % feeder.returncode)
+        if os.path.isdir(os.path.join(bed.BUILD, "python", "sluice")) and not check_python(prefix, job_path, "py"):
+            fail("the build has the Python package, the install does not")
         bed.finish()
     finally:
         harness.stop_all()

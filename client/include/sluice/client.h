@@ -53,10 +53,10 @@ extern "C" {
 #define SLUICE_END 1         /* the end of the stream */
 #define SLUICE_EIO (-1)      /* a system call failed */
 #define SLUICE_ENOMEM (-2)   /* an allocation failed */
-#define SLUICE_EINVAL (-3)   /* bad argument, option or key file; a feeder refused the job */
+#define SLUICE_EINVAL (-3)   /* bad argument, option or key file */
 #define SLUICE_ECORRUPT (-4) /* a feeder met damaged data */
-#define SLUICE_EPROTO (-5)   /* a feeder violated the wire protocol */
-#define SLUICE_ETIMEOUT (-6) /* a feeder was silent past its timeout */
+#define SLUICE_EPROTO (-5)   /* a feeder refused this trainer (REFUSE), or violated the wire protocol */
+#define SLUICE_ETIMEOUT (-6) /* a feeder was lost: silent past its timeout, or its connection closed */
 #define SLUICE_ECLOSED (-8)  /* closed, or stopped through `stop` */
 
 #define SLUICE_ERROR_MAX 1024
@@ -67,9 +67,20 @@ struct sluice_error {
     char message[SLUICE_ERROR_MAX];
 };
 
-/* The library's version ("0.1.0") and the name of a code ("EINVAL"). */
+/* The library's version ("0.1.0") and the name of a code (SLUICE_EINVAL: "invalid"). */
 SLUICE_API const char *sluice_version(void);
 SLUICE_API const char *sluice_code_name(int code);
+
+/* The library's log lines (a feeder lost, taken over, back; shared memory
+ * mapped): one line each on file descriptor `fd` (stderr: 2; -1: none),
+ * with the program name `prog` (at most 63 bytes kept), at least at
+ * `min_level`. The default: stderr, "sluice", SLUICE_LOG_INFO. Call it
+ * before opening clients (not thread-safe against a client's work). */
+#define SLUICE_LOG_DEBUG 0
+#define SLUICE_LOG_INFO 1
+#define SLUICE_LOG_WARNING 2
+#define SLUICE_LOG_ERROR 3
+SLUICE_API void sluice_log_setup(const char *prog, int fd, int min_level);
 
 /* Element types. */
 enum sluice_dtype {
@@ -150,6 +161,25 @@ SLUICE_API void sluice_client_close(struct sluice_client *c);
  * the last step of the last epoch, or an error (the stream is then over). */
 SLUICE_API int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece **pieces,
                                        struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* A step kept beyond the next (sluice_client_keep_step). */
+struct sluice_step;
+
+/* Keep the step handed out by the last sluice_client_next_step: *out owns
+ * it, and *pieces points at its pieces, valid until sluice_step_free (the
+ * client may be closed first; the step may be freed from any thread).
+ * The client's step is released as by sluice_client_release (its credits
+ * go back to the feeders), so keeping steps does not slow the stream. A
+ * received body is moved over, not copied; a body in a feeder's shared
+ * memory is copied out once (that memory goes back to the feeder), and
+ * the kept pieces say shm 0. No alignment is promised (as above). SLUICE_OK,
+ * SLUICE_EINVAL (no step held: none handed out, or already released or
+ * kept) or SLUICE_ENOMEM (the step then stays held). */
+SLUICE_API int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out,
+                                       const struct sluice_piece **pieces, struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* Free a kept step (NULL: nothing). */
+SLUICE_API void sluice_step_free(struct sluice_step *s);
 
 /* Give the current step's pieces back now (their memory and credits go
  * back to the feeders) rather than at the next step. None held: nothing. */

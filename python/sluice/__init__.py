@@ -1,0 +1,165 @@
+"""sluice for Python: receive a job's stream from sluice feeders.
+
+    import sluice
+    with sluice.Client(feeders=["tcp://feeder0:5555"], job="fmnist-train",
+                       worker=0, workers=2) as client:
+        for step in client:
+            images = step.replicas[0]["image"]   # numpy.ndarray, (rows, 784) uint8
+            labels = step.replicas[0]["label"]   # numpy.ndarray, (rows,) int64
+
+Each step's arrays are views over the received bytes (no copy) and stay
+valid for as long as any of them lives; the feeders' flow control does not
+wait for them. sluice.torch has an IterableDataset for PyTorch.
+docs/python.md in the repository has the whole API.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+from ._sluice import Error, Step, version  # noqa: F401
+from ._sluice import Client as _CClient
+from ._sluice import LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR, log_setup as _log_setup
+
+__all__ = ["Client", "Error", "Step", "plan", "set_log_level", "version"]
+__version__ = version
+
+_LEVELS = {"debug": LOG_DEBUG, "info": LOG_INFO, "warning": LOG_WARNING, "error": LOG_ERROR}
+
+
+def set_log_level(level, fd=2):
+    """Where the library's log lines go (a feeder lost, taken over, back):
+    level "debug", "info", "warning" (the default from Python) or "error",
+    or None for none; fd 2 (stderr) by default."""
+    if level is None:
+        _log_setup("sluice", -1, LOG_ERROR)
+        return
+    if level not in _LEVELS:
+        raise ValueError("log level %r: one of %s, or None" % (level, ", ".join(_LEVELS)))
+    _log_setup("sluice", int(fd), _LEVELS[level])
+
+
+set_log_level(os.environ.get("SLUICE_LOG_LEVEL", "warning"))
+
+
+class Client(_CClient):
+    """The stream of one trainer worker: worker `worker` of `workers`, with
+    `replicas` pieces per step, from every feeder of `job` (`feeders`:
+    their endpoints, feeder j at index j, e.g. "tcp://host:5555" or
+    "ipc:///run/sluice/f0.sock").
+
+    Iterating gives sluice.Step objects until the end of the stream:
+    .step, .epoch, .seq, .last_step, .replicas (one dict per replica,
+    feature name -> numpy.ndarray, rows first) and .rows. Errors raise
+    sluice.Error with the C library's message (the feeder, and for damaged
+    data the file and byte offset). Options as in the C library
+    (docs/client.md): credits, heartbeat_ms, timeout_ms,
+    connect_timeout_ms, reconnect_ms, takeover_ms, no_shm, resume_seq
+    (a Client.position saved earlier), curve_key and curve_server_keys
+    (CURVE key files). Opening connects and waits for every feeder.
+    """
+
+    def __init__(self, feeders, job, **options):
+        if isinstance(feeders, str):
+            feeders = [feeders]
+        super().__init__(list(feeders), job, **options)
+
+    @classmethod
+    def from_tf_config(cls, job, tf_config=None, **options):
+        """A client for this task of TF_CONFIG (the environment variable, or
+        `tf_config`: its JSON text or a dict): cluster["feeder"] lists the
+        feeders, cluster["worker"] (with cluster["chief"] first, if any)
+        the trainer workers, and task {"type", "index"} says which one
+        this is."""
+        if tf_config is None:
+            tf_config = os.environ.get("TF_CONFIG")
+            if tf_config is None:
+                raise ValueError("TF_CONFIG is not set")
+        if isinstance(tf_config, str):
+            try:
+                tf_config = json.loads(tf_config)
+            except ValueError as e:
+                raise ValueError("TF_CONFIG: not JSON: %s" % e) from None
+        if not isinstance(tf_config, dict):
+            raise ValueError("TF_CONFIG: a JSON object is needed")
+        cluster = tf_config.get("cluster")
+        task = tf_config.get("task")
+        if not isinstance(cluster, dict) or not isinstance(task, dict):
+            raise ValueError("TF_CONFIG: 'cluster' and 'task' objects are needed")
+        feeders = cluster.get("feeder")
+        if not isinstance(feeders, list) or not feeders or not all(isinstance(f, str) for f in feeders):
+            raise ValueError("TF_CONFIG: cluster['feeder'] must list the feeders' endpoints")
+        chief = cluster.get("chief", [])
+        workers = cluster.get("worker", [])
+        if not isinstance(chief, list) or not isinstance(workers, list):
+            raise ValueError("TF_CONFIG: cluster['chief'] and cluster['worker'] must be lists")
+        ttype, index = task.get("type"), task.get("index", 0)
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError("TF_CONFIG: task['index'] must be an int >= 0")
+        if ttype == "chief" and index < len(chief):
+            worker = index
+        elif ttype == "worker" and index < len(workers):
+            worker = len(chief) + index
+        else:
+            raise ValueError("TF_CONFIG: task %r index %r is not a trainer of the cluster (chief %d, worker %d)"
+                             % (ttype, index, len(chief), len(workers)))
+        feeders = ["tcp://" + f if "://" not in f else f for f in feeders]
+        return cls(feeders, job, worker=worker, workers=len(chief) + len(workers), **options)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "<sluice.Client %s>" % ("closed" if self.closed else "open")
+
+
+def _tool(name, build=None):
+    """The path of a sluice binary: in `build`, beside this package's
+    prefix, or on PATH."""
+    cands = []
+    if build is not None:
+        cands.append(os.path.join(build, "feeder" if name == "sluice-feeder" else "tools", name))
+    env = os.environ.get("SLUICE_BUILD")
+    if env:
+        cands.append(os.path.join(env, "feeder", name))
+    here = os.path.dirname(os.path.abspath(__file__))
+    # installed: PREFIX/lib/python3.X/dist-packages/sluice -> PREFIX/bin
+    cands.append(os.path.normpath(os.path.join(here, "..", "..", "..", "..", "bin", name)))
+    # the build tree: BUILD/python/sluice -> BUILD/feeder
+    cands.append(os.path.normpath(os.path.join(here, "..", "..", "feeder", name)))
+    for c in cands:
+        if os.access(c, os.X_OK):
+            return c
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError("%s: not found in %s nor on PATH" % (name, ", ".join(cands)))
+    return found
+
+
+def plan(job, workers=1, replicas=1, files=None, sets=(), feeder=None):
+    """What the feeders would serve: `sluice-feeder plan --json` for the
+    job file `job` (with `files`, a glob, instead of its own list; `sets`:
+    KEY=VALUE overrides), as a dict: {"job": name, "workers": [{"worker",
+    "steps", "elements", "pieces", "files", "replica_elements"}, ...]}
+    (per epoch). `feeder`: the sluice-feeder binary (default: found beside
+    this package, or on PATH). Raises sluice.Error with the feeder's
+    message when the job cannot be planned."""
+    for what, v in (("workers", workers), ("replicas", replicas)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or v > 65536:
+            raise ValueError("%s: an int from 1 to 65536, not %r" % (what, v))
+    cmd = [feeder or _tool("sluice-feeder"), "plan", "--job", os.fspath(job), "--workers", str(workers),
+           "--replicas", str(replicas), "--json", "--quiet"]
+    if files is not None:
+        cmd.append("--files=" + files)
+    for kv in sets:
+        cmd += ["--set", kv]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        err = Error("plan %s: %s" % (job, r.stderr.strip() or "exit %d" % r.returncode))
+        err.code, err.code_name = -3, "invalid"
+        raise err
+    return json.loads(r.stdout)

@@ -1,0 +1,163 @@
+"""sluice for PyTorch: a job's stream as a torch IterableDataset.
+
+    import torch, sluice.torch
+    ds = sluice.torch.IterableDataset(feeders=["tcp://feeder0:5555"], job="fmnist-train",
+                                      worker=rank, workers=world_size)
+    for batch in torch.utils.data.DataLoader(ds, batch_size=None):
+        images, labels = batch["image"], batch["label"]   # torch.Tensor
+
+Each item is one step: with replicas=1 a dict (feature name ->
+torch.Tensor), else a list of such dicts, one per replica; each iteration
+over the dataset is one epoch of the job. The tensors share the received
+memory (no copy). Batching, sharding, shuffling and
+prefetching happen in the feeders, so use batch_size=None and
+num_workers=0 (the default): a DataLoader worker process would open a
+second client for the same trainer worker, which the feeders refuse.
+"""
+import threading
+import warnings
+
+import torch
+import torch.utils.data
+
+from . import Client
+
+__all__ = ["IterableDataset", "to_torch"]
+
+
+def to_torch(arrays, pin_memory=False):
+    """{name: numpy.ndarray} -> {name: torch.Tensor}, sharing memory (an
+    array whose data is not aligned for its type is copied first)."""
+    out = {}
+    for name, a in arrays.items():
+        if not a.flags.aligned:
+            a = a.copy()
+        t = torch.from_numpy(a)
+        if pin_memory:
+            t = t.pin_memory()
+        out[name] = t
+    return out
+
+
+class IterableDataset(torch.utils.data.IterableDataset):
+    """One trainer worker's stream, an epoch per iteration (see
+    sluice.Client for the options: feeders, job, worker, workers,
+    replicas, ...).
+
+    The first iteration opens the client; each iteration yields the steps
+    of one epoch (up to its last step) and the client stays open for the
+    next, so `for epoch in range(E): for batch in loader:` follows the
+    job's epochs. Between iterations (evaluation, checkpoints) a
+    background thread keeps the connections alive, so the feeders do not
+    drop this trainer for silence. After the stream's last epoch an
+    iteration yields nothing. close() (or the end of the stream) closes
+    the client. `position` is the client's position (save it; pass it as
+    resume_seq to continue there). pin_memory=True pins each tensor in
+    page-locked memory (needs CUDA: without it a warning is given once and
+    tensors are not pinned), as DataLoader(pin_memory=True) would."""
+
+    def __init__(self, feeders, job, pin_memory=False, **options):
+        super().__init__()
+        self.feeders = [feeders] if isinstance(feeders, str) else list(feeders)
+        self.job = job
+        self.options = dict(options)
+        self.replicas = int(options.get("replicas", 1))
+        self.pin_memory = bool(pin_memory)
+        self.position = int(options.get("resume_seq", 0))
+        self.steps_per_epoch = None
+        self.epoch = None  # the epoch of the last step yielded
+        self._client = None
+        self._ended = False
+        self._warned = False
+        self._idle = None  # (thread, stop event) keeping the client alive between iterations
+        self._lock = threading.Lock()
+
+    def _pin(self):
+        if not self.pin_memory:
+            return False
+        if torch.cuda.is_available():
+            return True
+        if not self._warned:
+            warnings.warn("sluice.torch: pin_memory=True but CUDA is not available: tensors are not pinned")
+            self._warned = True
+        return False
+
+    def _keep_alive(self, stop):
+        try:
+            while not stop.is_set():
+                with self._lock:
+                    if self._client is None or self._client.closed:
+                        return
+                    self._client.keepalive(100)
+        except Exception as e:  # noqa: BLE001 - reported at the next iteration
+            self._idle_error = e
+
+    def _stop_idle(self):
+        if self._idle is not None:
+            thread, stop = self._idle
+            stop.set()
+            thread.join()
+            self._idle = None
+        err = getattr(self, "_idle_error", None)
+        if err is not None:
+            self._idle_error = None
+            self.close()
+            raise err
+
+    def close(self):
+        """Close the client (the feeders are told goodbye)."""
+        if self._idle is not None:
+            thread, stop = self._idle
+            stop.set()
+            thread.join()
+            self._idle = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise RuntimeError("sluice.torch.IterableDataset: use num_workers=0 or 1 in the DataLoader: "
+                               "each DataLoader worker would connect as the same trainer worker, which "
+                               "the feeders refuse (the feeders already read, decode and batch in parallel)")
+        self._stop_idle()
+        if self._ended:
+            return
+        pin = self._pin()
+        if self._client is None:
+            options = dict(self.options)
+            options["resume_seq"] = self.position
+            self._client = Client(self.feeders, self.job, **options)
+            self.steps_per_epoch = self._client.steps_per_epoch
+        client = self._client
+        try:
+            while True:
+                try:
+                    step = next(client)
+                except StopIteration:
+                    self._ended = True
+                    self.close()
+                    return
+                self.position = client.position
+                self.epoch = step.epoch
+                if self.replicas == 1:
+                    yield to_torch(step.replicas[0], pin)
+                else:
+                    yield [to_torch(r, pin) for r in step.replicas]
+                if step.last_step:
+                    break
+        except BaseException:
+            self.close()
+            raise
+        stop = threading.Event()
+        thread = threading.Thread(target=self._keep_alive, args=(stop,), daemon=True,
+                                  name="sluice-keepalive")
+        self._idle = (thread, stop)
+        thread.start()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass

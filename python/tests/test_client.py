@@ -1,0 +1,372 @@
+"""The sluice Python package against real sluice-feeder processes.
+
+Run by ctest (python_client) as
+    SLUICE_BUILD=BUILD PYTHONPATH=BUILD/python /usr/bin/python3 -m pytest python/tests
+Every stream is compared, piece by piece, with the reference model of the
+plan (tests/plan/ref_plan.py, through tests/integration/bed.py): the ids of
+every row of every replica of every step.
+"""
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import bed  # noqa: E402
+
+import sluice  # noqa: E402
+
+BUILD = os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build"))
+
+
+@pytest.fixture(scope="module")
+def data():
+    bed.setup(BUILD, "python")
+    files = bed.gen("d", 300, 3)
+    ids = []
+    for f in files:
+        p = subprocess.run([bed.RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        ids.append([int(json.loads(x)["example"]["features"]["feature"]["id"]["int64List"]["value"][0])
+                    for x in p.stdout.splitlines()])
+    yield files, ids
+    bed.cleanup()
+
+
+class Feeders:
+    """F sluice-feeder processes serving one job over ipc."""
+
+    def __init__(self, tag, files, F=1, extra=(), **keys):
+        self.job_path, self.job = bed.write_job("job-" + tag, files, **keys)
+        self.eps = ["ipc://%s/%s-%d.sock" % (bed.TMP, tag, j) for j in range(F)]
+        self.procs = []
+        for j, ep in enumerate(self.eps):
+            log = open(os.path.join(bed.TMP, "%s-feeder%d.log" % (tag, j)), "w")
+            self.procs.append(subprocess.Popen(
+                [bed.FEEDER, "--job", self.job_path, "--listen", ep, "--feeder-index", str(j), "--feeders", str(F),
+                 "--threads", "1", "--heartbeat-ms", "200", "--timeout-ms", "3000"] + list(extra),
+                stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+    def wait(self):
+        return [p.wait(timeout=30) for p in self.procs]
+
+
+def want_ids(job, ids, W, R):
+    """{worker: [(epoch, step, replica, [ids])...]} from the reference model."""
+    ref = bed.reference(job, [len(x) for x in ids], W, R)
+    return {w: [(x["epoch"], x["step"], x["replica"], [ids[fi][r] for fi, r in x["elems"]]) for x in ref.get(w, [])]
+            for w in range(W)}
+
+
+def run_workers(feeders, W, R, keep_steps=True, **options):
+    """Each worker's stream from its own thread: {worker: [Step, ...]} (the
+    steps kept alive to the end: their arrays must still be right)."""
+    got, errors = {}, []
+
+    def one(w):
+        try:
+            with sluice.Client(feeders.eps, feeders.job["name"], worker=w, workers=W, replicas=R,
+                               heartbeat_ms=200, **options) as c:
+                got[w] = [s for s in c] if keep_steps else sum(1 for _ in c)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((w, e))
+
+    threads = [threading.Thread(target=one, args=(w,)) for w in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return got
+
+
+def flat(steps):
+    return [(s.epoch, s.step, r, rep["id"].tolist()) for s in steps for r, rep in enumerate(s.replicas)]
+
+
+@pytest.mark.parametrize("W,R,F,keys", [
+    (1, 1, 1, {}),
+    (2, 2, 1, {"shard_policy": "data"}),
+    (2, 1, 2, {"shard_policy": "file", "shuffle": {"buffer": 32, "seed": 5, "reshuffle_each_epoch": True}}),
+    (1, 3, 2, {"shard_policy": "off", "drop_remainder": True}),
+    (3, 2, 1, {"global_batch_size": 12, "epochs": 3}),
+])
+def test_exact_batches(data, W, R, F, keys):
+    files, ids = data
+    tag = "exact%d%d%d%s" % (W, R, F, keys.get("shard_policy", ""))
+    f = Feeders(tag, files, F, **keys)
+    try:
+        got = run_workers(f, W, R)
+        assert f.wait() == [0] * F
+    finally:
+        f.stop()
+    want = want_ids(f.job, ids, W, R)
+    for w in range(W):
+        # every step's arrays were kept alive to the end of the stream (the
+        # feeders' shared memory reused meanwhile): still exact
+        assert flat(got[w]) == want[w], "worker %d" % w
+        for s in got[w]:
+            for r, rep in enumerate(s.replicas):
+                assert s.rows[r] == len(rep["id"])
+                assert rep["image"].shape == (s.rows[r], 16) and rep["image"].dtype == np.uint8
+                assert rep["label"].dtype == np.int64 and rep["label"].shape == (s.rows[r],)
+    plan = sluice.plan(f.job_path, W, R)
+    for w in range(W):
+        pw = plan["workers"][w]
+        epochs = f.job["epochs"]
+        assert len(got[w]) == pw["steps"] * epochs
+        assert sum(len(x[3]) for x in want[w]) == pw["elements"] * epochs
+        assert [s.last_step for s in got[w]].count(True) == epochs
+
+
+def test_copy_path_and_step_fields(data):
+    """no_shm: the arrays lie in the received frames; seq, last_step and
+    the client's position follow the stream."""
+    files, ids = data
+    f = Feeders("copy", files, 1, epochs=1)
+    try:
+        with sluice.Client(f.eps, f.job["name"], replicas=2, no_shm=True) as c:
+            assert c.replicas_per_step == 2 and c.epochs == 1
+            steps = []
+            for s in c:
+                assert s.seq == len(steps) * 2
+                assert c.position == s.seq + 2
+                steps.append(s)
+            assert c.steps_per_epoch == len(steps)
+            assert [s.last_step for s in steps] == [False] * (len(steps) - 1) + [True]
+    finally:
+        f.stop()
+    assert flat(steps) == want_ids(f.job, ids, 1, 2)[0]
+
+
+def test_arrays_outlive_step_and_client(data):
+    """An array is all that is kept: the step and the client are gone, the
+    values stay."""
+    files, ids = data
+    f = Feeders("outlive", files, 1, epochs=1)
+    try:
+        c = sluice.Client(f.eps, f.job["name"])
+        first = next(c).replicas[0]["id"]
+        rest = [s.replicas[0]["id"] for s in c]
+        c.close()
+        del c
+        gc.collect()
+    finally:
+        f.stop()
+    want = want_ids(f.job, ids, 1, 1)[0]
+    assert first.tolist() == want[0][3]
+    assert [a.tolist() for a in rest] == [x[3] for x in want[1:]]
+    first[0] = -1  # the memory is this process's own: writable
+    assert first[0] == -1
+
+
+def test_resume_at_position(data):
+    """A second client from the first's position continues exactly there."""
+    files, ids = data
+    f = Feeders("resume", files, 1, epochs=2)
+    try:
+        c = sluice.Client(f.eps, f.job["name"], replicas=2)
+        head = [next(c) for _ in range(7)]
+        pos = c.position
+        c.close()
+        with sluice.Client(f.eps, f.job["name"], replicas=2, resume_seq=pos) as c2:
+            tail = list(c2)
+    finally:
+        f.stop()
+    assert pos == 14
+    assert flat(head) + flat(tail) == want_ids(f.job, ids, 1, 2)[0]
+
+
+def test_dead_feeder_raises(data):
+    files, _ = data
+    f = Feeders("dead", files, 1, epochs=0)
+    try:
+        c = sluice.Client(f.eps, f.job["name"], heartbeat_ms=200, timeout_ms=2000)
+        for _ in range(3):
+            next(c)
+        f.procs[0].send_signal(signal.SIGKILL)
+        f.procs[0].wait()
+        with pytest.raises(sluice.Error) as e:
+            for _ in c:
+                pass
+        assert e.value.code < 0 and e.value.code_name in ("io", "timeout", "closed", "proto")
+        assert f.eps[0] in str(e.value)
+        # the error again, not a quiet end
+        with pytest.raises(sluice.Error):
+            next(c)
+        c.close()
+    finally:
+        f.stop()
+
+
+def test_bad_job_raises(data):
+    files, _ = data
+    f = Feeders("badjob", files, 1)
+    try:
+        with pytest.raises(sluice.Error) as e:
+            sluice.Client(f.eps, "no-such-job", connect_timeout_ms=5000)
+        assert e.value.code_name == "proto", (e.value.code_name, str(e.value))
+        assert "refused: job 'no-such-job' is not served here" in str(e.value) and f.eps[0] in str(e.value)
+    finally:
+        f.stop()
+    bad = os.path.join(bed.TMP, "bad.json")
+    with open(bad, "w") as fh:
+        fh.write('{"name": "x", "files": [], "global_batch_size": -3}')
+    with pytest.raises(sluice.Error) as e:
+        sluice.plan(bad, 1, 1)
+    assert "bad.json" in str(e.value)
+
+
+def test_nothing_listening_times_out():
+    t0 = time.time()
+    with pytest.raises(sluice.Error) as e:
+        sluice.Client(["ipc:///nonexistent-dir/none.sock"], "j", connect_timeout_ms=300)
+    assert time.time() - t0 < 10
+    assert "none.sock" in str(e.value)
+
+
+@pytest.mark.parametrize("kw,exc", [
+    ({"worker": -1}, ValueError),
+    ({"worker": 2, "workers": 2}, ValueError),
+    ({"workers": 0}, ValueError),
+    ({"replicas": 0}, ValueError),
+    ({"replicas": 10 ** 20}, ValueError),
+    ({"credits": -5}, ValueError),
+    ({"heartbeat_ms": 2 ** 31}, ValueError),
+    ({"timeout_ms": 1.5}, TypeError),
+    ({"worker": True}, TypeError),
+    ({"resume_seq": 3, "replicas": 2}, ValueError),
+    ({"resume_seq": -1}, ValueError),
+    ({"curve_server_keys": ["a.pub"]}, ValueError),
+    ({"curve_key": "a.key"}, ValueError),
+    ({"curve_key": "a.key", "curve_server_keys": ["a.pub", "b.pub"]}, ValueError),
+    ({"bogus": 1}, TypeError),
+])
+def test_hostile_options(kw, exc):
+    with pytest.raises(exc):
+        sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", connect_timeout_ms=100, **kw)
+
+
+@pytest.mark.parametrize("feeders,job,exc", [
+    ([], "j", ValueError),
+    (["ipc:///x"] * 65, "j", ValueError),
+    ([5], "j", TypeError),
+    (["ipc:///x\0y"], "j", ValueError),
+    (["ipc:///x"], "j\0", ValueError),
+    (["ipc:///x"], None, TypeError),
+    (None, "j", TypeError),
+])
+def test_hostile_feeders_and_job(feeders, job, exc):
+    with pytest.raises(exc):
+        sluice.Client(feeders, job, connect_timeout_ms=100)
+
+
+def test_bad_curve_key_file_named(tmp_path):
+    with pytest.raises(sluice.Error) as e:
+        sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", curve_key=str(tmp_path / "missing.key"),
+                      curve_server_keys=[str(tmp_path / "f.pub")], connect_timeout_ms=100)
+    assert "missing.key" in str(e.value)
+
+
+def test_from_tf_config(monkeypatch):
+    cfg = {"cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"], "feeder": ["ipc:///nonexistent-dir/f"]},
+           "task": {"type": "worker", "index": 1}}
+    seen = {}
+
+    class Probe(sluice.Client):
+        def __init__(self, feeders, job, **options):
+            seen.update(options, feeders=feeders, job=job)
+
+    Probe.from_tf_config("j", tf_config=json.dumps(cfg))
+    assert seen == {"feeders": ["ipc:///nonexistent-dir/f"], "job": "j", "worker": 2, "workers": 3}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"], "feeder": ["f:5555"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    Probe.from_tf_config("j", replicas=2)
+    assert seen["feeders"] == ["tcp://f:5555"] and seen["worker"] == 0 and seen["workers"] == 1
+    for bad in ("{", "[]", json.dumps({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}),
+                json.dumps({"cluster": {"worker": ["a"], "feeder": ["f"]}, "task": {"type": "ps", "index": 0}}),
+                json.dumps({"cluster": {"worker": ["a"], "feeder": ["f"]}, "task": {"type": "worker",
+                                                                                     "index": 5}})):
+        with pytest.raises(ValueError):
+            Probe.from_tf_config("j", tf_config=bad)
+    monkeypatch.delenv("TF_CONFIG")
+    with pytest.raises(ValueError):
+        Probe.from_tf_config("j")
+
+
+def rss_kb():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_no_leak_over_10000_steps(data):
+    files, _ = data
+    f = Feeders("leak", files, 1, epochs=0)  # endless
+    try:
+        with sluice.Client(f.eps, f.job["name"], replicas=2) as c:
+            it = iter(c)
+            total = 0
+            for _ in range(1000):  # warm up: pools, caches
+                total += int(next(it).replicas[0]["id"].sum())
+            gc.collect()
+            tracemalloc.start()
+            rss0 = rss_kb()
+            snap0 = tracemalloc.take_snapshot()
+            for _ in range(10000):
+                s = next(it)
+                total += int(s.replicas[1]["label"].sum())
+            del s
+            gc.collect()
+            grown = sum(x.size_diff for x in tracemalloc.take_snapshot().compare_to(snap0, "filename"))
+            rss1 = rss_kb()
+            tracemalloc.stop()
+    finally:
+        f.stop()
+    assert grown < 64 * 1024, "Python objects grew by %d bytes over 10,000 steps" % grown
+    assert rss1 - rss0 < 4096, "RSS grew by %d KiB over 10,000 steps" % (rss1 - rss0)
+
+
+def test_one_thread_at_a_time(data):
+    """A second thread's call while one waits: RuntimeError, not a crash."""
+    files, _ = data
+    f = Feeders("busy", files, 1, epochs=1)
+    try:
+        time.sleep(0.3)
+        f.procs[0].send_signal(signal.SIGSTOP)  # the feeder answers nothing
+        c = sluice.Client.__new__(sluice.Client)
+        opened = threading.Event()
+        result = []
+
+        def opener():
+            try:
+                sluice.Client.__init__(c, f.eps, f.job["name"], connect_timeout_ms=1500)
+            except sluice.Error as e:
+                result.append(e)
+            opened.set()
+
+        t = threading.Thread(target=opener)
+        t.start()
+        time.sleep(0.3)
+        with pytest.raises(RuntimeError):
+            c.close()
+        t.join()
+        assert result and result[0].code_name == "timeout"
+    finally:
+        f.procs[0].send_signal(signal.SIGCONT)
+        f.stop()
