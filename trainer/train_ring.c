@@ -539,7 +539,8 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
                              " %shandshake(s) on this rank's endpoint failed: %s",
                              r->pred, r->eps[r->pred], secs(r->connect_timeout_ms), r->pull_hs_failed,
                              r->curve ? "CURVE " : "",
-                             r->curve ? "the workers do not share one trainer key (--curve-key)"
+                             r->curve ? "the workers do not share one trainer key (--curve-key), or one "
+                                        "of them has none"
                                       : "a worker with a trainer key (--curve-key) where this one has none?");
         if (rc == SL_ETIMEOUT && r->fail.code == 0)
             return ring_fail(r, err, SL_ETIMEOUT, WHY_JOIN, origin,
