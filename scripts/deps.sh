@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang
       libzmq3-dev libarchive-dev zlib1g-dev check libjansson-dev libisal-dev
       dataset-fashion-mnist python3 python3-yaml python3-zmq gnuplot-nox iproute2
-      help2man)
+      help2man python3-dev python3-numpy python3-pytest python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -370,3 +370,44 @@ def test_one_thread_at_a_time(data):
     finally:
         f.procs[0].send_signal(signal.SIGCONT)
         f.stop()
+
+
+def test_sigint_ends_a_wait(data):
+    """Ctrl-C while the client waits for a silent feeder: KeyboardInterrupt
+    within a heartbeat tick, not after the timeouts."""
+    files, _ = data
+    f = Feeders("sigint", files, 1, epochs=0)
+    child = r"""
+import sys, time
+import sluice
+c = sluice.Client([sys.argv[1]], sys.argv[2], heartbeat_ms=200, timeout_ms=60000)
+next(c)
+print("waiting", flush=True)
+t0 = time.time()
+try:
+    for _ in c:
+        pass
+except KeyboardInterrupt:
+    print("interrupted after %.2f s" % (time.time() - t0), flush=True)
+try:
+    next(c)
+except sluice.Error as e:
+    print("then:", e.code_name, flush=True)
+"""
+    try:
+        p = subprocess.Popen([sys.executable, "-c", child, f.eps[0], f.job["name"]], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ))
+        time.sleep(0.5)
+        assert p.stdout.readline().strip() == "waiting"
+        f.procs[0].send_signal(signal.SIGSTOP)  # pieces stop coming; the connection stays
+        time.sleep(1.0)
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=20)
+        took = time.time() - t0
+    finally:
+        f.procs[0].send_signal(signal.SIGCONT)
+        f.stop()
+    assert p.returncode == 0 and out.startswith("interrupted after"), out
+    assert took < 5, took
+    assert "then: closed" in out, out

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_test.h"
@@ -223,6 +224,51 @@ START_TEST(test_piece_at_the_end_is_read)
 }
 END_TEST
 
+/* A kept step (train_client_keep) owns a copy of the piece out of the
+ * shared memory: exact bytes, its own name, the SHM flag cleared, valid
+ * after the client's close. Each allocation of keep failing in turn gives
+ * SL_ENOMEM and leaves the step held and intact; keeping twice, or with
+ * no step, is SL_EINVAL. */
+START_TEST(test_kept_step_outlives_the_client)
+{
+    struct run r;
+    start(&r, 4096 + 64, 8, 8);
+    const struct train_piece *p;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_client_keep(r.c, &(struct train_kept *){NULL}, &err), SL_EINVAL);
+    ck_assert_msg(train_client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    uint8_t want[8];
+    for (size_t i = 0; i < 8; i++)
+        want[i] = (uint8_t)((4096 + 64 + i) * 7);
+    struct train_kept *k = NULL;
+    for (long n = 1; n <= 5; n++) {
+        sl_alloc_fail_after(n);
+        int rc = train_client_keep(r.c, &k, &err);
+        sl_alloc_fail_reset();
+        if (rc == 0)
+            break;
+        ck_assert_int_eq(rc, SL_ENOMEM);
+        ck_assert_ptr_null(k);
+        ck_assert_mem_eq(p[0].t[0].data, want, 8); /* still held, in place */
+    }
+    if (k == NULL)
+        ck_assert_msg(train_client_keep(r.c, &k, &err) == 0, "keep: %s", err.msg);
+    ck_assert_int_eq(train_client_keep(r.c, &(struct train_kept *){NULL}, &err), SL_EINVAL);
+    ck_assert_uint_eq(k->n, 1);
+    ck_assert_uint_eq(k->pieces[0].rows, p[0].rows);
+    ck_assert_ptr_ne(k->pieces[0].t[0].data, p[0].t[0].data);
+    ck_assert_uint_eq(k->pieces[0].flags & SL_WIRE_PIECE_SHM, 0);
+    ck_assert_ptr_ne(k->pieces[0].t[0].name, p[0].t[0].name);
+    ck_assert_str_eq(k->pieces[0].t[0].name, p[0].t[0].name);
+    ck_assert_int_eq(train_client_next_step(r.c, &p, &err), SL_END);
+    finish(&r);
+    ck_assert_uint_eq(k->pieces[0].t[0].bytes, 8);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    train_kept_free(k);
+    train_kept_free(NULL);
+}
+END_TEST
+
 /* Placements past the mapping: each refused at once, naming the range. */
 START_TEST(test_piece_past_the_end_is_refused)
 {
@@ -267,6 +313,7 @@ Suite *sl_test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_piece_at_the_end_is_read);
     tcase_add_test(tc, test_piece_past_the_end_is_refused);
+    tcase_add_test(tc, test_kept_step_outlives_the_client);
     suite_add_tcase(s, tc);
     return s;
 }
