@@ -43,6 +43,7 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_json.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
@@ -543,8 +544,18 @@ static int run_plan(const struct args *a, const struct feed_job *job, struct fee
             printf("%s{\"worker\":%u,\"steps\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"pieces\":%" PRIu64
                    ",\"files\":[",
                    w ? "," : "", w, sum.steps, sum.elements, sum.pieces);
-            for (size_t i = 0; i < nf; i++)
-                printf("%s\"%s\"", i ? "," : "", job->files.items[files[i]]);
+            for (size_t i = 0; i < nf; i++) {
+                /* a file name may hold any byte but NUL and '/': escaped */
+                struct sl_buf jb = {0};
+                const char *name = job->files.items[files[i]];
+                if (sl_json_string(&jb, name, strlen(name)) != 0) {
+                    sl_buf_free(&jb);
+                    status = EXIT_DATA;
+                    break;
+                }
+                printf("%s%.*s", i ? "," : "", (int)jb.len, (const char *)jb.data);
+                sl_buf_free(&jb);
+            }
             printf("],\"replica_elements\":[");
             for (uint64_t r = 0; r < a->replicas && r < 64; r++)
                 printf("%s%" PRIu64, r ? "," : "", sum.replica_elements[r]);

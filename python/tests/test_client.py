@@ -411,3 +411,25 @@ except sluice.Error as e:
     assert p.returncode == 0 and out.startswith("interrupted after"), out
     assert took < 5, took
     assert "then: closed" in out, out
+
+
+def test_plan_with_odd_file_names(data, tmp_path):
+    """File names are escaped in the plan's JSON (a quote, a backslash and
+    a non-ASCII letter)."""
+    files, ids = data
+    odd = [tmp_path / 'we"ird\\name.tfrecord', tmp_path / "plain.tfrecord", tmp_path / "caf\u00e9.tfrecord"]
+    for src, dst in zip(files, odd):
+        with open(src, "rb") as fi, open(dst, "wb") as fo:
+            fo.write(fi.read())
+    job = os.path.join(bed.TMP, "odd.json")
+    # the job's file entries are glob patterns: a backslash is escaped there
+    with open(job, "w") as fh:
+        json.dump({"name": "odd", "files": [str(p).replace("\\", "\\\\") for p in odd], "format": "tfrecord",
+                   "features": bed.FEATURES, "global_batch_size": 8, "epochs": 1}, fh, ensure_ascii=False)
+    p = sluice.plan(job, 2, 1, sets=["shard_policy=file"])
+    names = sorted(os.path.basename(f) for w in p["workers"] for f in w["files"])
+    assert names == sorted(["we\"ird\\name.tfrecord", "plain.tfrecord", "caf\u00e9.tfrecord"])
+    assert sum(w["elements"] for w in p["workers"]) == sum(len(x) for x in ids)
+    for bad in (0, -1, 10 ** 6, "2", True):
+        with pytest.raises(ValueError):
+            sluice.plan(job, bad, 1)
