@@ -10,6 +10,7 @@ import gc
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,12 +43,19 @@ def data():
     bed.cleanup()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Feeders:
     """F sluice-feeder processes serving one job over ipc."""
 
-    def __init__(self, tag, files, F=1, extra=(), **keys):
+    def __init__(self, tag, files, F=1, extra=(), tcp=False, **keys):
         self.job_path, self.job = bed.write_job("job-" + tag, files, **keys)
-        self.eps = ["ipc://%s/%s-%d.sock" % (bed.TMP, tag, j) for j in range(F)]
+        self.eps = ["tcp://127.0.0.1:%d" % free_port() if tcp else "ipc://%s/%s-%d.sock" % (bed.TMP, tag, j)
+                    for j in range(F)]
         self.procs = []
         for j, ep in enumerate(self.eps):
             log = open(os.path.join(bed.TMP, "%s-feeder%d.log" % (tag, j)), "w")
@@ -433,3 +441,52 @@ def test_plan_with_odd_file_names(data, tmp_path):
     for bad in (0, -1, 10 ** 6, "2", True):
         with pytest.raises(ValueError):
             sluice.plan(job, bad, 1)
+
+
+def test_curve_stream(data, tmp_path):
+    """CURVE over tcp through the binding: an allowed trainer key gets the
+    exact stream; a key not on the allow-list gets an error naming the
+    refusal, and nothing."""
+    files, ids = data
+    keys = {}
+    for name in ("feeder", "trainer", "stranger"):
+        path = str(tmp_path / name)
+        subprocess.run([bed.FEEDER, "keygen", path], check=True, capture_output=True)
+        keys[name] = path
+    allow = tmp_path / "allow"
+    allow.mkdir()
+    with open(keys["trainer"] + ".pub") as fi, open(allow / "trainer.pub", "w") as fo:
+        fo.write(fi.read())
+    f = Feeders("curve", files, 1, extra=["--curve-key", keys["feeder"] + ".key", "--curve-allow", str(allow)],
+                tcp=True, epochs=1)
+    ep = f.eps[0]
+    try:
+        time.sleep(0.3)
+        with pytest.raises(sluice.Error) as e:
+            sluice.Client([ep], f.job["name"], curve_key=keys["stranger"] + ".key",
+                          curve_server_keys=[keys["feeder"] + ".pub"], connect_timeout_ms=3000)
+        assert "CURVE" in str(e.value) and ep in str(e.value)
+        with sluice.Client([ep], f.job["name"], curve_key=keys["trainer"] + ".key",
+                           curve_server_keys=[keys["feeder"] + ".pub"], connect_timeout_ms=10000) as c:
+            steps = list(c)
+        assert f.wait() == [0]
+    finally:
+        f.stop()
+    assert flat(steps) == want_ids(f.job, ids, 1, 1)[0]
+    assert not any(s.rows[0] == 0 for s in steps[:-1])
+
+
+def test_takeover_keeps_the_stream_exact(data):
+    """Two feeders, one killed mid-stream: with takeover_ms the survivor
+    serves its share and the stream equals the reference."""
+    files, ids = data
+    f = Feeders("takeover", files, 2, epochs=40)
+    try:
+        c = sluice.Client(f.eps, f.job["name"], replicas=2, heartbeat_ms=200, timeout_ms=2000, takeover_ms=500)
+        steps = [next(c) for _ in range(50)]
+        f.procs[1].kill()
+        steps += list(c)
+        c.close()
+    finally:
+        f.stop()
+    assert flat(steps) == want_ids(f.job, ids, 1, 2)[0]
