@@ -64,7 +64,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.replicas = int(options.get("replicas", 1))
         self.pin_memory = bool(pin_memory)
         self.position = int(options.get("resume_seq", 0))
-        self.steps_per_epoch = None
+        self.steps_per_epoch = None  # known once the first iteration opened the client
+        self.epochs = None  # the job's epochs (0: forever), known then too
         self.epoch = None  # the epoch of the last step yielded
         self._client = None
         self._ended = False
@@ -130,6 +131,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             options["resume_seq"] = self.position
             self._client = Client(self.feeders, self.job, **options)
             self.steps_per_epoch = self._client.steps_per_epoch
+            self.epochs = self._client.epochs
         client = self._client
         try:
             while True:
