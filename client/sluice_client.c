@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "sl_cluster.h"
 #include "sl_curve.h"
+#include "sl_env.h"
 #include "sl_error.h"
 #include "sl_log.h"
 #include "sl_wire.h"
@@ -347,4 +349,72 @@ int sluice_client_keepalive(struct sluice_client *c, int ms, struct sluice_error
     struct sl_error e = {0};
     int rc = train_client_keepalive(c->tc, ms, &e);
     return rc != 0 ? out_error(err, &e) : 0;
+}
+
+struct sluice_cluster {
+    struct sl_cluster_list feeders;
+    uint32_t worker, workers;
+};
+
+int sluice_cluster_from_tf_config(struct sluice_cluster **out, const char *tf_config, struct sluice_error *err)
+{
+    struct sl_error e = {0};
+    *out = NULL;
+    char *env = NULL, *spec = NULL;
+    const char *envp[2] = {NULL, NULL};
+    if (tf_config != NULL) {
+        size_t n = strlen(tf_config);
+        if (n > SL_ENV_MAX_TF_CONFIG) {
+            sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu bytes, at most %u", n, SL_ENV_MAX_TF_CONFIG);
+            return out_error(err, &e);
+        }
+        if ((env = sl_malloc(n + sizeof "TF_CONFIG=")) == NULL) {
+            sl_error_set(&e, SL_ENOMEM, "out of memory reading TF_CONFIG");
+            return out_error(err, &e);
+        }
+        memcpy(env, "TF_CONFIG=", sizeof "TF_CONFIG=" - 1);
+        memcpy(env + sizeof "TF_CONFIG=" - 1, tf_config, n + 1);
+        envp[0] = env;
+    }
+    struct sl_cluster cl = {0};
+    struct sluice_cluster *c = NULL;
+    int rc = sl_env_tf_config_spec(&spec, tf_config != NULL ? envp : NULL, &e);
+    if (rc == 0)
+        rc = sl_cluster_parse(&cl, spec, &e);
+    if (rc == 0 && (c = sl_calloc(1, sizeof *c)) == NULL)
+        rc = sl_error_set(&e, SL_ENOMEM, "out of memory reading TF_CONFIG");
+    if (rc == 0)
+        rc = sl_cluster_worker(&cl, &c->worker, &c->workers, &e);
+    if (rc == 0)
+        rc = sl_cluster_feeder_list(&cl, &c->feeders, &e);
+    if (rc == 0 && c->feeders.n == 0)
+        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: cluster has no 'feeder' list (the feeders' endpoints)");
+    if (rc == 0 && c->feeders.n > TRAIN_CLIENT_MAX_FEEDERS)
+        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu feeders, at most %d", c->feeders.n,
+                          TRAIN_CLIENT_MAX_FEEDERS);
+    sl_cluster_free(&cl);
+    sl_free(spec);
+    sl_free(env);
+    if (rc != 0) {
+        sluice_cluster_free(c);
+        return out_error(err, &e);
+    }
+    *out = c;
+    return 0;
+}
+
+void sluice_cluster_apply(const struct sluice_cluster *cl, struct sluice_options *o)
+{
+    o->feeders = (const char *const *)cl->feeders.items;
+    o->nfeeders = cl->feeders.n;
+    o->worker = cl->worker;
+    o->workers = cl->workers;
+}
+
+void sluice_cluster_free(struct sluice_cluster *cl)
+{
+    if (cl == NULL)
+        return;
+    sl_cluster_list_free(&cl->feeders);
+    sl_free(cl);
 }

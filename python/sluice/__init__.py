@@ -20,6 +20,7 @@ import subprocess
 from ._sluice import Error, Step, version  # noqa: F401
 from ._sluice import Client as _CClient
 from ._sluice import LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR, log_setup as _log_setup
+from ._sluice import tf_config as _tf_config
 
 __all__ = ["Client", "Error", "Step", "plan", "set_log_level", "version"]
 __version__ = version
@@ -67,44 +68,16 @@ class Client(_CClient):
     @classmethod
     def from_tf_config(cls, job, tf_config=None, **options):
         """A client for this task of TF_CONFIG (the environment variable, or
-        `tf_config`: its JSON text or a dict): cluster["feeder"] lists the
-        feeders, cluster["worker"] (with cluster["chief"] first, if any)
-        the trainer workers, and task {"type", "index"} says which one
-        this is."""
-        if tf_config is None:
-            tf_config = os.environ.get("TF_CONFIG")
-            if tf_config is None:
-                raise ValueError("TF_CONFIG is not set")
-        if isinstance(tf_config, str):
-            try:
-                tf_config = json.loads(tf_config)
-            except ValueError as e:
-                raise ValueError("TF_CONFIG: not JSON: %s" % e) from None
-        if not isinstance(tf_config, dict):
-            raise ValueError("TF_CONFIG: a JSON object is needed")
-        cluster = tf_config.get("cluster")
-        task = tf_config.get("task")
-        if not isinstance(cluster, dict) or not isinstance(task, dict):
-            raise ValueError("TF_CONFIG: 'cluster' and 'task' objects are needed")
-        feeders = cluster.get("feeder")
-        if not isinstance(feeders, list) or not feeders or not all(isinstance(f, str) for f in feeders):
-            raise ValueError("TF_CONFIG: cluster['feeder'] must list the feeders' endpoints")
-        chief = cluster.get("chief", [])
-        workers = cluster.get("worker", [])
-        if not isinstance(chief, list) or not isinstance(workers, list):
-            raise ValueError("TF_CONFIG: cluster['chief'] and cluster['worker'] must be lists")
-        ttype, index = task.get("type"), task.get("index", 0)
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ValueError("TF_CONFIG: task['index'] must be an int >= 0")
-        if ttype == "chief" and index < len(chief):
-            worker = index
-        elif ttype == "worker" and index < len(workers):
-            worker = len(chief) + index
-        else:
-            raise ValueError("TF_CONFIG: task %r index %r is not a trainer of the cluster (chief %d, worker %d)"
-                             % (ttype, index, len(chief), len(workers)))
-        feeders = ["tcp://" + f if "://" not in f else f for f in feeders]
-        return cls(feeders, job, worker=worker, workers=len(chief) + len(workers), **options)
+        `tf_config`: its JSON text or a dict), read by the C library as
+        sluice's binaries read it: cluster["feeder"] lists the feeders (a
+        bare host:port becomes tcp://host:port), the chief (if any) is
+        worker 0 and worker[i] worker i + 1 (without a chief, worker i), and
+        task {"type", "index"} says which one this is. ValueError says what
+        is wrong and where."""
+        if isinstance(tf_config, dict):
+            tf_config = json.dumps(tf_config)
+        feeders, worker, workers = _tf_config(tf_config)
+        return cls(feeders, job, worker=worker, workers=workers, **options)
 
     def __enter__(self):
         return self

@@ -666,7 +666,40 @@ static PyObject *mod_code_name(PyObject *Py_UNUSED(m), PyObject *args)
     return PyUnicode_FromString(sluice_code_name(code));
 }
 
+/* tf_config(text or None) -> (feeders, worker, workers), through the C
+ * library's reading of TF_CONFIG (the environment variable for None). */
+static PyObject *mod_tf_config(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    const char *text = NULL;
+    if (arg != Py_None && str_option(arg, "tf_config", &text) != 0)
+        return NULL;
+    struct sluice_cluster *cl;
+    struct sluice_error e;
+    if (sluice_cluster_from_tf_config(&cl, text, &e) != 0) {
+        PyErr_SetString(PyExc_ValueError, e.message);
+        return NULL;
+    }
+    struct sluice_options o;
+    memset(&o, 0, sizeof o);
+    sluice_cluster_apply(cl, &o);
+    PyObject *feeders = PyList_New((Py_ssize_t)o.nfeeders), *out = NULL;
+    for (size_t i = 0; feeders != NULL && i < o.nfeeders; i++) {
+        PyObject *f = PyUnicode_DecodeUTF8(o.feeders[i], (Py_ssize_t)strlen(o.feeders[i]), "replace");
+        if (f == NULL) {
+            Py_CLEAR(feeders);
+            break;
+        }
+        PyList_SET_ITEM(feeders, (Py_ssize_t)i, f);
+    }
+    if (feeders != NULL)
+        out = Py_BuildValue("(NII)", feeders, o.worker, o.workers);
+    sluice_cluster_free(cl);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"tf_config", mod_tf_config, METH_O,
+     "tf_config(text or None): (feeders, worker, workers) of TF_CONFIG (None: the environment variable)."},
     {"log_setup", mod_log_setup, METH_VARARGS, "log_setup(prog, fd, level): where the library's log lines go."},
     {"code_name", mod_code_name, METH_VARARGS, "code_name(code): the name of a sluice error code."},
     {NULL, NULL, 0, NULL},

@@ -314,8 +314,20 @@ def test_from_tf_config(monkeypatch):
         with pytest.raises(ValueError):
             Probe.from_tf_config("j", tf_config=bad)
     monkeypatch.delenv("TF_CONFIG")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="TF_CONFIG is not set"):
         Probe.from_tf_config("j")
+    with pytest.raises(ValueError, match="duplicate"):
+        Probe.from_tf_config("j", tf_config='{"cluster": {}, "cluster": {}}')
+    huge = {"cluster": {"worker": ["a:1"], "feeder": ["f:1"]}, "task": {"type": "worker", "index": 0},
+            "pad": "x" * (5 << 20)}
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        Probe.from_tf_config("j", tf_config=huge)
+    many = {"cluster": {"worker": ["a:1"], "feeder": ["f:%d" % i for i in range(65)]},
+            "task": {"type": "worker", "index": 0}}
+    with pytest.raises(ValueError, match="65 feeders, at most 64"):
+        Probe.from_tf_config("j", tf_config=many)
+    with pytest.raises(ValueError):
+        Probe.from_tf_config("j", tf_config="{}\0")
 
 
 def rss_kb():

@@ -122,6 +122,30 @@ struct sluice_options {
                                    SLUICE_ECLOSED; NULL: never */
 };
 
+/* The cluster of TF_CONFIG, as TensorFlow's MultiWorkerMirroredStrategy
+ * reads it, with sluice's "feeder" list:
+ *   {"cluster": {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"],
+ *                "feeder": ["tcp://f0:5555", "f1:5555"]},
+ *    "task": {"type": "worker", "index": 1}}
+ * The chief (when present) is worker 0 and worker[i] is worker i + 1
+ * (without a chief, worker i); a bare host:port feeder becomes
+ * tcp://host:port. `tf_config`: the JSON text, or NULL for the TF_CONFIG
+ * environment variable. Checked as hostile input: at most 4 MiB, one JSON
+ * object without repeated keys, at most 64 feeders, a task that is a
+ * chief or worker of the cluster; the message says what and where
+ * ("TF_CONFIG:1:45: duplicate object key near '\"worker\"'"). */
+struct sluice_cluster;
+SLUICE_API int sluice_cluster_from_tf_config(struct sluice_cluster **out, const char *tf_config,
+                                             struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* Fill o->feeders, o->nfeeders (borrowed from `cl`: keep it until
+ * sluice_client_open returns), o->worker and o->workers from the cluster;
+ * the other options are left as they are. */
+SLUICE_API void sluice_cluster_apply(const struct sluice_cluster *cl, struct sluice_options *o);
+
+/* Free a cluster (NULL: nothing). */
+SLUICE_API void sluice_cluster_free(struct sluice_cluster *cl);
+
 /* A tensor of a piece. All borrowed (see the lifetime rule above). */
 struct sluice_tensor {
     const char *name;     /* the feature's name in the job's schema */

@@ -1,0 +1,190 @@
+/* libsluice's public API (client/include/sluice/client.h) where no feeder is
+ * needed: every option refused by sluice_client_open with its code and
+ * message, before anything is sent; CURVE key files missing or absent;
+ * the names of codes and dtypes; the log setup; TF_CONFIG read into the
+ * options (chief and workers, bare feeders, the environment variable) and
+ * every malformed one refused with what and where. Linked against the
+ * shared library, as a user's program is (only sluice_* symbols). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sl_test.h"
+#include "sluice/client.h"
+
+/* sluice_client_open(o) must fail with `code` and a message containing `want`. */
+static void expect_refused(const struct sluice_options *o, int code, const char *want)
+{
+    struct sluice_client *c = (struct sluice_client *)1;
+    struct sluice_error err;
+    memset(&err, 0x55, sizeof err);
+    int rc = sluice_client_open(&c, o, &err);
+    ck_assert_int_eq(rc, code);
+    ck_assert_int_eq(err.code, code);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err.message, want) != NULL, "'%s' lacks '%s'", err.message, want);
+}
+
+START_TEST(test_open_refuses_bad_options)
+{
+    const char *one[] = {"ipc:///nonexistent-dir/f.sock"};
+    struct sluice_options o = {0};
+    expect_refused(NULL, SLUICE_EINVAL, "feeders, nfeeders and job are required");
+    expect_refused(&o, SLUICE_EINVAL, "feeders, nfeeders and job are required");
+    o.feeders = one;
+    o.nfeeders = 1;
+    expect_refused(&o, SLUICE_EINVAL, "feeders, nfeeders and job are required"); /* no job */
+    o.job = "j";
+    o.nfeeders = 0;
+    expect_refused(&o, SLUICE_EINVAL, "feeders, nfeeders and job are required");
+    static const char *many[65];
+    for (int i = 0; i < 65; i++)
+        many[i] = one[0];
+    o.feeders = many;
+    o.nfeeders = 65;
+    expect_refused(&o, SLUICE_EINVAL, "65 feeders, at most 64");
+    const char *holes[] = {one[0], NULL};
+    o.feeders = holes;
+    o.nfeeders = 2;
+    expect_refused(&o, SLUICE_EINVAL, "feeders[1] is NULL");
+    o.feeders = one;
+    o.nfeeders = 1;
+    o.worker = 2;
+    o.workers = 2;
+    expect_refused(&o, SLUICE_EINVAL, "worker 2 of 2");
+    o.worker = 1;
+    o.workers = 0; /* 0: 1 */
+    expect_refused(&o, SLUICE_EINVAL, "worker 1 of 1");
+    o.worker = 0;
+    o.curve_key = sl_test_path("missing.key");
+    expect_refused(&o, SLUICE_EINVAL, "curve_key given without curve_server_keys");
+    const char *servers[] = {sl_test_path("f.pub")};
+    o.curve_server_keys = servers;
+    expect_refused(&o, SLUICE_EIO, "missing.key");
+}
+END_TEST
+
+/* Nothing listening: the connect timeout is the bound, and the message
+ * names the feeder. */
+START_TEST(test_open_times_out_naming_the_feeder)
+{
+    const char *one[] = {"ipc:///nonexistent-dir/none.sock"};
+    struct sluice_options o = {.feeders = one, .nfeeders = 1, .job = "j", .connect_timeout_ms = 200};
+    expect_refused(&o, SLUICE_ETIMEOUT, "ipc:///nonexistent-dir/none.sock");
+}
+END_TEST
+
+START_TEST(test_names)
+{
+    ck_assert_str_eq(sluice_version(), "0.1.0");
+    ck_assert_str_eq(sluice_code_name(SLUICE_OK), "ok");
+    ck_assert_str_eq(sluice_code_name(SLUICE_END), "end");
+    ck_assert_str_eq(sluice_code_name(SLUICE_EINVAL), "invalid");
+    ck_assert_str_eq(sluice_code_name(SLUICE_EPROTO), "proto");
+    ck_assert_str_eq(sluice_code_name(SLUICE_ETIMEOUT), "timeout");
+    ck_assert_str_eq(sluice_code_name(-1000), "unknown");
+    ck_assert_str_eq(sluice_dtype_name(SLUICE_INT64), "int64");
+    ck_assert_str_eq(sluice_dtype_name(SLUICE_UINT8), "uint8");
+    ck_assert_str_eq(sluice_dtype_name(-1), "?");
+    ck_assert_str_eq(sluice_dtype_name(4), "?");
+    /* the log's name is copied; -1 silences; huge and negative levels clamp */
+    char prog[] = "mine";
+    sluice_log_setup(prog, -1, 99);
+    sluice_log_setup(prog, 2, -7);
+    prog[0] = 'X';
+    sluice_log_setup(NULL, 2, SLUICE_LOG_INFO);
+    sluice_client_close(NULL);
+    sluice_step_free(NULL);
+    sluice_cluster_free(NULL);
+}
+END_TEST
+
+static void expect_cluster(const char *text, uint32_t w, uint32_t W, const char *feeders)
+{
+    struct sluice_cluster *cl = NULL;
+    struct sluice_error err;
+    ck_assert_msg(sluice_cluster_from_tf_config(&cl, text, &err) == 0, "%s: %s", text, err.message);
+    struct sluice_options o = {.replicas = 3};
+    sluice_cluster_apply(cl, &o);
+    ck_assert_uint_eq(o.worker, w);
+    ck_assert_uint_eq(o.workers, W);
+    ck_assert_uint_eq(o.replicas, 3);
+    char got[1024] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < o.nfeeders; i++)
+        used += (size_t)snprintf(got + used, sizeof got - used, "%s%s", i ? " " : "", o.feeders[i]);
+    ck_assert_str_eq(got, feeders);
+    sluice_cluster_free(cl);
+}
+
+static void expect_cluster_refused(const char *text, const char *want)
+{
+    struct sluice_cluster *cl = (struct sluice_cluster *)1;
+    struct sluice_error err;
+    ck_assert_int_eq(sluice_cluster_from_tf_config(&cl, text, &err), SLUICE_EINVAL);
+    ck_assert_ptr_null(cl);
+    ck_assert_msg(strstr(err.message, want) != NULL, "%s: '%s' lacks '%s'", text, err.message, want);
+}
+
+START_TEST(test_tf_config)
+{
+    expect_cluster("{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\", \"h2:1\"],"
+                   " \"feeder\": [\"f0:5555\", \"ipc:///run/f1.sock\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
+                   2, 3, "tcp://f0:5555 ipc:///run/f1.sock");
+    expect_cluster("{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\"], \"feeder\": [\"tcp://f:1\"]},"
+                   " \"task\": {\"type\": \"chief\", \"index\": 0}}",
+                   0, 2, "tcp://f:1");
+    expect_cluster("{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"], \"feeder\": [\"f:1\"]}, \"task\": {\"type\": "
+                   "\"worker\", \"index\": 1}}",
+                   1, 2, "tcp://f:1");
+    expect_cluster_refused("{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
+                           "no 'feeder' list");
+    expect_cluster_refused("{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [\"f:1\"]}, \"task\": {\"type\": "
+                           "\"ps\", \"index\": 0}}",
+                           "'ps'");
+    expect_cluster_refused("{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [\"f:1\"]}, \"task\": {\"type\": "
+                           "\"worker\", \"index\": 1}}",
+                           "index");
+    expect_cluster_refused("{\"cluster\": {}, \"cluster\": {}}", "TF_CONFIG:1:");
+    expect_cluster_refused("{", "TF_CONFIG");
+    expect_cluster_refused("", "TF_CONFIG");
+    expect_cluster_refused("[1]", "TF_CONFIG");
+    /* 65 feeders */
+    char many[4096];
+    size_t n = (size_t)snprintf(many, sizeof many, "{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [");
+    for (int i = 0; i < 65; i++)
+        n += (size_t)snprintf(many + n, sizeof many - n, "%s\"f:%d\"", i ? "," : "", 1000 + i);
+    snprintf(many + n, sizeof many - n, "]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
+    expect_cluster_refused(many, "65 feeders, at most 64");
+    /* over 4 MiB, refused before parsing */
+    size_t big = (4u << 20) + 16;
+    char *huge = malloc(big + 1);
+    ck_assert_ptr_nonnull(huge);
+    memset(huge, ' ', big);
+    huge[0] = '{';
+    huge[big - 1] = '}';
+    huge[big] = '\0';
+    expect_cluster_refused(huge, "at most");
+    free(huge);
+    /* the environment variable */
+    unsetenv("TF_CONFIG");
+    expect_cluster_refused(NULL, "TF_CONFIG is not set");
+    setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [\"f:7\"]}, \"task\": {\"type\": \"worker\","
+                        " \"index\": 0}}", 1);
+    expect_cluster(NULL, 0, 1, "tcp://f:7");
+    unsetenv("TF_CONFIG");
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("sluice_api");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_open_refuses_bad_options);
+    tcase_add_test(tc, test_open_times_out_naming_the_feeder);
+    tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_tf_config);
+    suite_add_tcase(s, tc);
+    return s;
+}
