@@ -356,6 +356,18 @@ static PyObject *client_close(Client *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* The stream failed with rc: remembered (raised again by later calls);
+ * KeyboardInterrupt when SIGINT ended the wait, else sluice.Error. */
+static PyObject *stream_failed(Client *self, int rc, const struct sluice_error *e)
+{
+    self->over = 2;
+    self->last = *e;
+    self->last.code = rc;
+    if (self->stop && PyErr_CheckSignals() != 0)
+        return NULL;
+    return raise_code(rc, e->message);
+}
+
 static int npy_type(int dtype)
 {
     switch (dtype) {
@@ -486,14 +498,8 @@ static PyObject *client_next(Client *self)
         PyErr_SetNone(PyExc_StopIteration);
         return NULL;
     }
-    if (rc != SLUICE_OK) {
-        self->over = 2;
-        self->last = e;
-        self->last.code = rc;
-        if (self->stop && PyErr_CheckSignals() != 0)
-            return NULL;
-        return raise_code(rc, e.message);
-    }
+    if (rc != SLUICE_OK)
+        return stream_failed(self, rc, &e);
     Memory *mem = PyObject_New(Memory, &MemoryType);
     if (mem == NULL) {
         sluice_step_free(step);
@@ -560,14 +566,8 @@ static PyObject *client_keepalive(Client *self, PyObject *args)
     Py_END_ALLOW_THREADS
     wait_end(installed);
     self->busy = 0;
-    if (rc != 0) {
-        self->over = 2;
-        self->last = e;
-        self->last.code = rc;
-        if (self->stop && PyErr_CheckSignals() != 0)
-            return NULL;
-        return raise_code(rc, e.message);
-    }
+    if (rc != 0)
+        return stream_failed(self, rc, &e);
     Py_RETURN_NONE;
 }
 
