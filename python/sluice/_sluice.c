@@ -532,8 +532,10 @@ static PyObject *client_next(Client *self)
     PyStructSequence_SET_ITEM(out, 5, rows);
     reps = rows = NULL;
     for (int i = 0; i < 4; i++)
-        if (PyStructSequence_GET_ITEM(out, i) == NULL)
+        if (PyStructSequence_GET_ITEM(out, i) == NULL) { /* an int or bool failed: its error is set */
             Py_CLEAR(out);
+            break;
+        }
 done:
     Py_XDECREF(reps);
     Py_XDECREF(rows);
