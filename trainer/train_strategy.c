@@ -943,3 +943,24 @@ int train_input_position_decode(struct train_input_position *out, const void *bu
     *out = p;
     return 0;
 }
+
+/* ---- values from a function (train_strategy.h) ---- */
+
+const struct train_value *train_replica_value(const struct train_replica *rep, const struct train_per_replica *pv)
+{
+    (void)rep;
+    (void)pv;
+    return NULL;
+}
+
+int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
+                                        size_t capacity, train_value_fn fn, void *ctx, struct sl_error *err)
+{
+    (void)s;
+    (void)capacity;
+    (void)fn;
+    (void)ctx;
+    if (out != NULL)
+        *out = NULL;
+    return sl_error_set(err, SL_EINVAL, "values_from_function: not implemented yet");
+}

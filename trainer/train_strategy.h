@@ -13,6 +13,11 @@
  *   train_replica_all_reduce      ReplicaContext.all_reduce
  *   train_replica_reduce          all_reduce with reduce's axis rules
  *   struct train_per_replica      PerReplica; local_results()
+ *   train_strategy_values_from_   experimental_distribute_values_from_
+ *     function                      function(value_fn)
+ *   struct train_value_context    ValueContext (value_fn's argument)
+ *   train_replica_value           run(fn, args=(distributed_values,)):
+ *                                   the replica's own component
  *   train_strategy_reduce         strategy.reduce(op, value, axis)
  *   train_strategy_variable       a variable created under strategy.scope()
  *                                   (MirroredVariable, its aggregation)
@@ -235,6 +240,14 @@ int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_
 int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value,
                          int axis, struct train_value *out, struct sl_error *err) SL_MUST_CHECK;
 
+/* This replica's component of a per-replica value: what TensorFlow's run
+ * hands fn when an argument is a DistributedValues (pv made by
+ * train_strategy_values_from_function or set in an earlier step). Borrowed
+ * from pv; NULL when pv holds another number of replicas than the
+ * strategy. To read only (a step that also sets its slot gets a new view
+ * from train_per_replica_set). */
+const struct train_value *train_replica_value(const struct train_replica *rep, const struct train_per_replica *pv);
+
 /* This replica's copy of `var` (tower mode: the one copy, to read only;
  * in mirrored mode writing it directly is how a replica diverges, which
  * the hash check reports). */
@@ -297,6 +310,46 @@ int train_per_replica_set(struct train_per_replica *pv, int replica, int rank, c
 /* local_results: the R values in replica order (views borrowed from pv,
  * valid until the next run that sets them). Returns R. */
 size_t train_per_replica_local_results(const struct train_per_replica *pv, const struct train_value **values);
+
+/* What value_fn learns about the replica it is making a value for
+ * (TensorFlow's ValueContext, plus what a replica's context carries). */
+struct train_value_context {
+    int replica_id_in_sync_group;  /* worker x R + replica (TensorFlow's), 0..num_replicas_in_sync-1 */
+    uint32_t num_replicas_in_sync; /* R x W */
+    int replica;                   /* this worker's replica, 0..R-1 (train_replica_id) */
+    uint32_t worker;               /* this worker's rank */
+    float loss_scale;              /* train_replica_loss_scale: 1/towers in tower mode (unless SUM), else 1 */
+    size_t capacity;               /* floats available at out->data */
+};
+
+/* Makes replica vc->replica's value. On entry *out is a scalar (rank 0)
+ * whose data is the replica's slot: `capacity` floats, zeroed. Set
+ * out->rank and out->dims, then either write the elements into out->data
+ * or point out->data at floats of your own (borrowed: read once, copied
+ * into the slot before the next call). Returns 0 or a negative SL_E* code
+ * with err filled. */
+typedef int (*train_value_fn)(const struct train_value_context *vc, struct train_value *out, void *ctx,
+                              struct sl_error *err);
+
+/* strategy.experimental_distribute_values_from_function(value_fn): a new
+ * per-replica value (*out, the caller's to destroy; slots of `capacity`
+ * floats each, which later steps may also set) whose replica r holds what
+ * fn made for it. fn is called on this thread (cross-replica context, no
+ * replica thread runs), exactly once per local replica, in replica order
+ * 0..R-1, with that replica's context; on W workers each worker makes its
+ * own R replicas' values (ids worker x R + r), as TensorFlow does. The
+ * values are for train_strategy_reduce, train_per_replica_local_results /
+ * _concat and steps (train_replica_value, in run or
+ * call_for_each_replica). Errors: SL_EINVAL for a NULL strategy, fn or out;
+ * fn's own error, or a value it made that is not one (a bad rank or dim,
+ * more elements than `capacity`, elements but no data), ends the call at
+ * that replica (later replicas' fn is not called): its code, the message
+ * prefixed with "values_from_function: replica r (replica_id_in_sync_group
+ * g): ". *out is NULL and nothing is kept on any error; the strategy is
+ * not failed (no step ran). SL_ENOMEM. */
+int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
+                                        size_t capacity, train_value_fn fn, void *ctx,
+                                        struct sl_error *err) SL_MUST_CHECK;
 
 /* strategy.reduce(op, pv, axis) in cross-replica context: train_reduce over
  * the local values, then across workers (the ring); MEAN as described at

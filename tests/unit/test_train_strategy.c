@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sl_alloc.h"
 #include "sl_test.h"
 #include "train_metrics.h"
 #include "train_strategy.h"
@@ -624,6 +625,467 @@ START_TEST(test_staging_order_and_stats)
 }
 END_TEST
 
+/* --- values from a function (experimental_distribute_values_from_function) ---
+ *
+ * The seed pages' value functions, in C: each fills the replica's value
+ * from its context (a scalar unless it sets a shape). */
+
+/* value_fn(ctx): tf.constant(1.) */
+static int vf_constant(const struct train_value_context *vc, struct train_value *out, void *ctx,
+                       struct sl_error *err)
+{
+    (void)vc;
+    (void)ctx;
+    (void)err;
+    out->data[0] = 1.0f;
+    return 0;
+}
+
+/* value_fn(ctx): array_value[ctx.replica_id_in_sync_group], array [3., 2., 1.] */
+static const float seed_array[3] = {3.0f, 2.0f, 1.0f};
+
+static int vf_array(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
+{
+    (void)ctx;
+    (void)err;
+    out->data[0] = seed_array[vc->replica_id_in_sync_group];
+    return 0;
+}
+
+/* value_fn(ctx): ctx.num_replicas_in_sync */
+static int vf_num_replicas(const struct train_value_context *vc, struct train_value *out, void *ctx,
+                           struct sl_error *err)
+{
+    (void)ctx;
+    (void)err;
+    out->data[0] = (float)vc->num_replicas_in_sync;
+    return 0;
+}
+
+/* value_fn(ctx): ctx.replica_id_in_sync_group */
+static int vf_replica_id(const struct train_value_context *vc, struct train_value *out, void *ctx,
+                         struct sl_error *err)
+{
+    (void)ctx;
+    (void)err;
+    out->data[0] = (float)vc->replica_id_in_sync_group;
+    return 0;
+}
+
+/* value_fn(ctx): multiple_values[ctx.replica_id_in_sync_group], values
+ * made beforehand: it points at them instead of writing its slot. */
+static int vf_prepared(const struct train_value_context *vc, struct train_value *out, void *ctx,
+                       struct sl_error *err)
+{
+    (void)err;
+    out->data = (float *)ctx + vc->replica_id_in_sync_group;
+    return 0;
+}
+
+/* Replica r of worker w: r + 1 rows, row i holding 10 x i + the global id. */
+static int vf_rows(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
+{
+    (void)ctx;
+    (void)err;
+    out->rank = 1;
+    out->dims[0] = vc->replica + 1;
+    for (int i = 0; i <= vc->replica; i++)
+        out->data[i] = (float)(10 * i + vc->replica_id_in_sync_group);
+    return 0;
+}
+
+static struct train_per_replica *values_from(struct train_strategy *s, size_t capacity, train_value_fn fn,
+                                             void *ctx)
+{
+    struct train_per_replica *pv = NULL;
+    struct sl_error err = {0};
+    int rc = train_strategy_values_from_function(&pv, s, capacity, fn, ctx, &err);
+    ck_assert_msg(rc == 0, "values_from_function: %s", err.msg);
+    ck_assert_ptr_nonnull(pv);
+    return pv;
+}
+
+/* local_results(pv): R scalars, exactly want[0..R). */
+static void expect_scalars(const struct train_per_replica *pv, uint32_t R, const float *want)
+{
+    const struct train_value *vals;
+    ck_assert_uint_eq(train_per_replica_local_results(pv, &vals), R);
+    for (uint32_t r = 0; r < R; r++) {
+        ck_assert_int_eq(vals[r].rank, 0);
+        ck_assert_msg(memcmp(vals[r].data, &want[r], sizeof(float)) == 0, "replica %u: %g, expected %g", r,
+                      (double)vals[r].data[0], (double)want[r]);
+    }
+}
+
+/* The ParameterServerStrategy page's four examples: on its one replica
+ * local_results are (1.0,), (3.0,), (1,); on three, one value each. */
+START_TEST(test_values_from_function_seed_examples)
+{
+    for (uint32_t R = 1; R <= 3; R += 2) {
+        struct train_strategy *s = make_strategy(R, TRAIN_STRATEGY_MIRRORED, 0);
+        struct train_per_replica *pv = values_from(s, 1, vf_constant, NULL);
+        const float ones[3] = {1.0f, 1.0f, 1.0f};
+        expect_scalars(pv, R, ones);
+        train_per_replica_destroy(pv);
+
+        pv = values_from(s, 1, vf_array, NULL);
+        expect_scalars(pv, R, seed_array);
+        train_per_replica_destroy(pv);
+
+        pv = values_from(s, 1, vf_num_replicas, NULL);
+        const float n[3] = {(float)R, (float)R, (float)R};
+        expect_scalars(pv, R, n);
+        train_per_replica_destroy(pv);
+
+        /* placed beforehand (the page's 1.0 each; distinct here, to see
+         * whose is whose); copied: changing them later changes nothing */
+        float prepared[3] = {1.0f, 1.25f, -2.5f};
+        const float want[3] = {1.0f, 1.25f, -2.5f};
+        pv = values_from(s, 1, vf_prepared, prepared);
+        prepared[0] = prepared[1] = prepared[2] = 9.0f;
+        expect_scalars(pv, R, want);
+        train_per_replica_destroy(pv);
+        train_strategy_destroy(s);
+    }
+}
+END_TEST
+
+/* A step taking the per-replica value as its input (run(fn,
+ * args=(distributed_values,))): each replica reads its own component. */
+struct vrun_ctx {
+    const struct train_per_replica *pv, *other;
+    float out[MAXR];
+    int calls[MAXR];
+    int other_null[MAXR];
+};
+
+/* replica_fn2(input): input * 2 */
+static int times_two_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    (void)p;
+    struct vrun_ctx *c = arg;
+    int id = train_replica_id(rep);
+    const struct train_value *v = train_replica_value(rep, c->pv);
+    if (v == NULL)
+        return sl_error_set(err, SL_EINVAL, "no component for replica %d", id);
+    c->calls[id]++;
+    c->out[id] = v->data[0] * 2.0f;
+    c->other_null[id] = c->other != NULL && train_replica_value(rep, c->other) == NULL;
+    return 0;
+}
+
+/* replica_fn(input): get_replica_context().all_reduce("sum", input) */
+static int sum_input_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    (void)p;
+    struct vrun_ctx *c = arg;
+    int id = train_replica_id(rep);
+    const struct train_value *v = train_replica_value(rep, c->pv);
+    if (v == NULL)
+        return sl_error_set(err, SL_EINVAL, "no component for replica %d", id);
+    sleep_us(300 * ((id * 5) % 3)); /* arrive in a scrambled order */
+    float x = v->data[0];
+    int rc = train_replica_all_reduce(rep, TRAIN_SUM, &x, 1, err);
+    c->calls[id]++;
+    c->out[id] = x;
+    return rc;
+}
+
+/* The MirroredStrategy page's run examples on ["GPU:0", "GPU:1"] (two
+ * replicas): num_replicas_in_sync x 2 is 4 on each; the replica ids
+ * all-reduced give PerReplica {0: 1, 1: 1}. The values go to a run without
+ * a dataset (call_for_each_replica) and to a run with a staged step, and
+ * strategy.reduce takes them (SUM 1, MEAN 0.5; rows of 1 + 2 over axis 0). */
+START_TEST(test_values_from_function_run_and_reduce)
+{
+    struct sl_error err = {0};
+    /* the ParameterServerStrategy page's run on its one replica: 1 x 2 = 2 */
+    struct train_strategy *s1 = make_strategy(1, TRAIN_STRATEGY_MIRRORED, 0);
+    struct vrun_ctx c1 = {.pv = values_from(s1, 1, vf_num_replicas, NULL)};
+    ck_assert_msg(train_strategy_call_for_each_replica(s1, times_two_step, &c1, &err) == 0, "%s", err.msg);
+    ck_assert_float_eq(c1.out[0], 2.0f);
+
+    struct train_strategy *s = make_strategy(2, TRAIN_STRATEGY_MIRRORED, 0);
+    struct vrun_ctx c = {.pv = values_from(s, 1, vf_num_replicas, NULL), .other = c1.pv};
+    ck_assert_msg(train_strategy_call_for_each_replica(s, times_two_step, &c, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_float_eq(c.out[r], 4.0f);
+        ck_assert_int_eq(c.calls[r], 1);
+        ck_assert_int_eq(c.other_null[r], 1); /* a value of one replica has no component for a strategy of 2 */
+    }
+    struct fixture f;
+    uint32_t rows[2] = {1, 1};
+    make_pieces(&f, 2, rows, 0);
+    memset(c.out, 0, sizeof c.out);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_msg(train_strategy_run(s, times_two_step, &c, &err) == 0, "%s", err.msg);
+    ck_assert_float_eq(c.out[0], 4.0f);
+    ck_assert_float_eq(c.out[1], 4.0f);
+    ck_assert_uint_eq(train_strategy_steps(s), 1);
+    train_per_replica_destroy((struct train_per_replica *)c.pv);
+
+    struct train_per_replica *ids = values_from(s, 1, vf_replica_id, NULL);
+    c = (struct vrun_ctx){.pv = ids};
+    ck_assert_msg(train_strategy_call_for_each_replica(s, sum_input_step, &c, &err) == 0, "%s", err.msg);
+    ck_assert_float_eq(c.out[0], 1.0f);
+    ck_assert_float_eq(c.out[1], 1.0f);
+    /* the same as the input of a step */
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_msg(train_strategy_run(s, sum_input_step, &c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.calls[0], 2);
+    ck_assert_float_eq(c.out[1], 1.0f);
+
+    float out[4];
+    struct train_value ov = {.data = out};
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, ids, TRAIN_AXIS_NONE, &ov, &err), 0);
+    ck_assert_int_eq(ov.rank, 0);
+    ck_assert_float_eq(out[0], 1.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, ids, TRAIN_AXIS_NONE, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 0.5f);
+    train_per_replica_destroy(ids);
+
+    /* replica 0: [0]; replica 1: [1, 11]: SUM over axis 0 is 12, MEAN 12 / 3 rows */
+    struct train_per_replica *rws = values_from(s, 4, vf_rows, NULL);
+    const struct train_value *vals;
+    ck_assert_uint_eq(train_per_replica_local_results(rws, &vals), 2);
+    ck_assert_int_eq(vals[1].rank, 1);
+    ck_assert_int_eq(vals[1].dims[0], 2);
+    ck_assert_float_eq(vals[1].data[1], 11.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, rws, 0, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 12.0f);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_MEAN, rws, 0, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 4.0f);
+    /* a later step may set the slots again, up to the capacity given */
+    float *slot;
+    int64_t d4[1] = {4};
+    ck_assert_int_eq(train_per_replica_set(rws, 1, 1, d4, &slot, &err), 0);
+    train_per_replica_destroy(rws);
+
+    train_per_replica_destroy((struct train_per_replica *)c1.pv);
+    train_strategy_destroy(s1);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* Every call's context, and the slot it was handed. */
+struct vf_log {
+    int n;
+    struct train_value_context seen[MAXR];
+    int rank_on_entry[MAXR];
+    int zeroed[MAXR];
+    int fail_at;       /* -1: none */
+    int fail_rc;
+    const char *fail_msg;
+    int64_t dim0;      /* the shape each value takes: rank 1, [dim0] (-1: scalar) */
+    int rank;          /* when nonzero: this rank instead */
+    int null_data;     /* point out->data at NULL */
+    int neg_dim;       /* dims[0] = -1 */
+};
+
+static int vf_logged(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
+{
+    struct vf_log *log = ctx;
+    int i = log->n++;
+    log->seen[i] = *vc;
+    log->rank_on_entry[i] = out->rank;
+    log->zeroed[i] = out->data != NULL;
+    for (size_t j = 0; out->data != NULL && j < vc->capacity; j++)
+        log->zeroed[i] &= out->data[j] == 0.0f;
+    if (vc->replica == log->fail_at)
+        return log->fail_msg != NULL ? sl_error_set(err, log->fail_rc, "%s", log->fail_msg) : log->fail_rc;
+    if (log->dim0 >= 0) {
+        out->rank = 1;
+        out->dims[0] = log->dim0;
+        for (int64_t j = 0; j < log->dim0 && (size_t)j < vc->capacity; j++)
+            out->data[j] = (float)(vc->replica_id_in_sync_group * 100 + j);
+    }
+    if (log->rank != 0)
+        out->rank = log->rank;
+    if (log->null_data)
+        out->data = NULL;
+    if (log->neg_dim)
+        out->dims[0] = -1;
+    return 0;
+}
+
+/* Called exactly once per replica, in replica order, with each replica's
+ * context (replica ids, num_replicas_in_sync, worker, the loss scale and
+ * the capacity), on a zeroed scalar slot; each value is exactly what fn
+ * made for its replica. replicas = 0 (one replica) gives one call. */
+START_TEST(test_values_from_function_once_per_replica_in_order)
+{
+    struct train_strategy *s = make_strategy(5, TRAIN_STRATEGY_MIRRORED, 0);
+    struct vf_log log = {.fail_at = -1, .dim0 = 3};
+    struct train_per_replica *pv = values_from(s, 4, vf_logged, &log);
+    ck_assert_int_eq(log.n, 5);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(log.seen[i].replica, i);
+        ck_assert_int_eq(log.seen[i].replica_id_in_sync_group, i);
+        ck_assert_uint_eq(log.seen[i].num_replicas_in_sync, 5);
+        ck_assert_uint_eq(log.seen[i].worker, 0);
+        ck_assert_float_eq(log.seen[i].loss_scale, 1.0f);
+        ck_assert_uint_eq(log.seen[i].capacity, 4);
+        ck_assert_int_eq(log.rank_on_entry[i], 0);
+        ck_assert_int_eq(log.zeroed[i], 1);
+    }
+    const struct train_value *vals;
+    ck_assert_uint_eq(train_per_replica_local_results(pv, &vals), 5);
+    for (int r = 0; r < 5; r++) {
+        ck_assert_int_eq(vals[r].rank, 1);
+        ck_assert_int_eq(vals[r].dims[0], 3);
+        for (int j = 0; j < 3; j++)
+            ck_assert_float_eq(vals[r].data[j], (float)(r * 100 + j));
+    }
+    train_per_replica_destroy(pv);
+    /* an empty value (rows 0, no data) is a value */
+    log = (struct vf_log){.fail_at = -1, .dim0 = 0, .null_data = 1};
+    pv = values_from(s, 4, vf_logged, &log);
+    ck_assert_uint_eq(train_per_replica_local_results(pv, &vals), 5);
+    ck_assert_int_eq(vals[4].rank, 1);
+    ck_assert_int_eq(vals[4].dims[0], 0);
+    train_per_replica_destroy(pv);
+    train_strategy_destroy(s);
+
+    struct train_strategy_opts o = {0}; /* replicas 0: one replica */
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_strategy_create(&s, &o, &err), 0);
+    log = (struct vf_log){.fail_at = -1, .dim0 = -1};
+    pv = values_from(s, 1, vf_logged, &log);
+    ck_assert_int_eq(log.n, 1);
+    ck_assert_uint_eq(log.seen[0].num_replicas_in_sync, 1);
+    train_per_replica_destroy(pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* One failing call fails the whole call, naming the replica, keeping
+ * nothing (ASan's leak check) and calling no later replica; a value that
+ * is not one fails likewise; NULL function or strategy and out of memory
+ * are refused; the strategy is not failed by any of it. */
+START_TEST(test_values_from_function_errors)
+{
+    struct train_strategy *s = make_strategy(4, TRAIN_STRATEGY_MIRRORED, 0);
+    struct sl_error err = {0};
+    static char sentinel; /* out is reset to NULL on every error */
+    struct train_per_replica *const dummy = (struct train_per_replica *)(void *)&sentinel, *pv;
+
+    struct vf_log log = {.fail_at = 2, .fail_rc = SL_ECORRUPT, .fail_msg = "bad shard table", .dim0 = 1};
+    pv = dummy;
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 2, vf_logged, &log, &err), SL_ECORRUPT);
+    ck_assert_ptr_null(pv);
+    ck_assert_str_eq(err.msg, "values_from_function: replica 2 (replica_id_in_sync_group 2): bad shard table");
+    ck_assert_int_eq(log.n, 3); /* 0, 1, 2; not 3 */
+
+    /* an error code with no message still names the replica */
+    log = (struct vf_log){.fail_at = 0, .fail_rc = SL_EIO, .dim0 = 1};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 2, vf_logged, &log, &err), SL_EIO);
+    ck_assert_ptr_null(pv);
+    ck_assert_msg(strstr(err.msg, "values_from_function: replica 0 (replica_id_in_sync_group 0): ") == err.msg,
+                  "%s", err.msg);
+    ck_assert_int_eq(log.n, 1);
+
+    /* a positive return is not an error code: refused */
+    log = (struct vf_log){.fail_at = 3, .fail_rc = 1, .dim0 = 1};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 2, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "replica 3 (replica_id_in_sync_group 3): "));
+    ck_assert_ptr_null(pv);
+
+    /* values that are not ones: over the capacity, a bad rank, a negative
+     * dim, elements without data */
+    log = (struct vf_log){.fail_at = -1, .dim0 = 5};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_null(pv);
+    ck_assert_msg(strstr(err.msg, "replica 0 (replica_id_in_sync_group 0): ") && strstr(err.msg, "[5]") &&
+                  strstr(err.msg, "5 elements") && strstr(err.msg, "capacity 4"), "%s", err.msg);
+    ck_assert_int_eq(log.n, 1);
+    log = (struct vf_log){.fail_at = -1, .dim0 = 1, .rank = 9};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "replica 0 "));
+    log = (struct vf_log){.fail_at = -1, .dim0 = 1, .neg_dim = 1};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_null(pv);
+    ck_assert_ptr_nonnull(strstr(err.msg, "replica 0 "));
+    log = (struct vf_log){.fail_at = -1, .dim0 = 2, .null_data = 1};
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_null(pv);
+    ck_assert_msg(strstr(err.msg, "replica 0 (replica_id_in_sync_group 0): ") && strstr(err.msg, "no data"), "%s",
+                  err.msg);
+
+    /* refused before any call */
+    log = (struct vf_log){.fail_at = -1, .dim0 = 1};
+    pv = dummy;
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 1, NULL, &log, &err), SL_EINVAL);
+    ck_assert_ptr_null(pv);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no value function"));
+    pv = dummy;
+    ck_assert_int_eq(train_strategy_values_from_function(&pv, NULL, 1, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_ptr_null(pv);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no strategy"));
+    ck_assert_int_eq(train_strategy_values_from_function(NULL, s, 1, vf_logged, &log, &err), SL_EINVAL);
+    ck_assert_int_eq(log.n, 0);
+
+    /* out of memory, at the first and at the second allocation */
+    for (long nth = 1; nth <= 2; nth++) {
+        sl_alloc_fail_after(nth);
+        int rc = train_strategy_values_from_function(&pv, s, 1, vf_logged, &log, &err);
+        sl_alloc_fail_reset();
+        ck_assert_int_eq(rc, SL_ENOMEM);
+        ck_assert_ptr_null(pv);
+        ck_assert_int_eq(log.n, 0);
+    }
+
+    /* the strategy still works */
+    struct vrun_ctx c = {.pv = values_from(s, 1, vf_num_replicas, NULL)};
+    ck_assert_msg(train_strategy_call_for_each_replica(s, times_two_step, &c, &err) == 0, "%s", err.msg);
+    ck_assert_float_eq(c.out[3], 8.0f);
+    train_per_replica_destroy((struct train_per_replica *)c.pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
+/* Tower mode (replicate_model_fn): one value per tower, each fn told its
+ * tower's loss scale (1/4); the values concatenated in tower order, reduced,
+ * and read by a step's towers. */
+static int vf_tower(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
+{
+    (void)ctx;
+    if (vc->loss_scale != 0.25f)
+        return sl_error_set(err, SL_EINVAL, "loss scale %g", (double)vc->loss_scale);
+    out->rank = 1;
+    out->dims[0] = 2;
+    out->data[0] = (float)(10 * vc->replica);
+    out->data[1] = (float)(10 * vc->replica + 1);
+    return 0;
+}
+
+START_TEST(test_values_from_function_tower)
+{
+    struct train_strategy *s = make_strategy(4, TRAIN_STRATEGY_TOWER, 0);
+    struct train_per_replica *pv = values_from(s, 2, vf_tower, NULL);
+    struct sl_error err = {0};
+    float out[8];
+    struct train_value ov = {.data = out};
+    ck_assert_int_eq(train_per_replica_concat(pv, &ov, &err), 0);
+    ck_assert_int_eq(ov.dims[0], 8);
+    const float want[8] = {0, 1, 10, 11, 20, 21, 30, 31};
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq(out[i], want[i]);
+    ck_assert_int_eq(train_strategy_reduce(s, TRAIN_SUM, pv, TRAIN_AXIS_NONE, &ov, &err), 0);
+    ck_assert_float_eq(out[0], 60.0f);
+    ck_assert_float_eq(out[1], 64.0f);
+    struct fixture f;
+    uint32_t rows[4] = {2, 2, 2, 2};
+    make_pieces(&f, 4, rows, 0);
+    struct vrun_ctx c = {.pv = pv};
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_msg(train_strategy_run(s, sum_input_step, &c, &err) == 0, "%s", err.msg);
+    for (int r = 0; r < 4; r++)
+        ck_assert_float_eq(c.out[r], 60.0f);
+    train_per_replica_destroy(pv);
+    train_strategy_destroy(s);
+}
+END_TEST
+
 /* --- two workers joined by a ring (threads in this process) --- */
 
 struct worker_arg {
@@ -635,6 +1097,9 @@ struct worker_arg {
     float mean[K], mean_out, sum_var, first_var;
     char msg[SL_ERROR_MSG_MAX];
     uint64_t hash;
+    int rc_vff;         /* values from a function: the replica ids of both workers */
+    float vff_local[2], vff_sum_in_step[2], vff_mean;
+    char vff_msg[SL_ERROR_MSG_MAX];
 };
 
 static void *worker_main(void *p)
@@ -674,6 +1139,29 @@ static void *worker_main(void *p)
     a->rc_reduce = rc;
     memcpy(a->mean, c.out[a->R - 1], sizeof a->mean);
     a->mean_out = out[1];
+    /* the MirroredStrategy page's all_reduce example on 2 workers x 2
+     * replicas: ids worker x 2 + r, summed in a step to 0+1+2+3 on every
+     * replica; strategy.reduce MEAN gives 1.5 */
+    struct train_per_replica *ids = NULL;
+    struct sl_error verr = {0};
+    a->rc_vff = -1;
+    if (rc == 0 && (a->rc_vff = train_strategy_values_from_function(&ids, s, 1, vf_replica_id, NULL, &verr)) == 0) {
+        const struct train_value *vals;
+        size_t nv = train_per_replica_local_results(ids, &vals);
+        for (size_t r = 0; r < nv && r < 2; r++)
+            a->vff_local[r] = vals[r].data[0];
+        struct vrun_ctx vr = {.pv = ids};
+        a->rc_vff = train_strategy_call_for_each_replica(s, sum_input_step, &vr, &verr);
+        a->vff_sum_in_step[0] = vr.out[0];
+        a->vff_sum_in_step[1] = vr.out[1];
+        float m;
+        struct train_value mv = {.data = &m};
+        if (a->rc_vff == 0)
+            a->rc_vff = train_strategy_reduce(s, TRAIN_MEAN, ids, TRAIN_AXIS_NONE, &mv, &verr);
+        a->vff_mean = m;
+    }
+    snprintf(a->vff_msg, sizeof a->vff_msg, "%s", verr.msg);
+    train_per_replica_destroy(ids);
     struct train_variable *v, *vf;
     float init = a->diverge && a->worker == 1 ? 2.0f : 1.0f;
     if (rc == 0)
@@ -738,6 +1226,14 @@ START_TEST(test_two_workers)
     }
     ck_assert_uint_eq(a[0].hash, a[1].hash);
     for (int w = 0; w < 2; w++) {
+        ck_assert_msg(a[w].rc_vff == 0, "worker %d: %s", w, a[w].vff_msg);
+        ck_assert_float_eq(a[w].vff_local[0], (float)(2 * w));
+        ck_assert_float_eq(a[w].vff_local[1], (float)(2 * w + 1));
+        ck_assert_float_eq(a[w].vff_sum_in_step[0], 6.0f);
+        ck_assert_float_eq(a[w].vff_sum_in_step[1], 6.0f);
+        ck_assert_float_eq(a[w].vff_mean, 1.5f);
+    }
+    for (int w = 0; w < 2; w++) {
         ck_assert_float_eq(a[w].sum_var, 1.0f + 6.0f);
         ck_assert_float_eq(a[w].first_var, 3.0f);
     }
@@ -765,6 +1261,11 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_error_wakes_every_replica);
     tcase_add_test(tc, test_error_reaches_replicas_waiting_outside);
     tcase_add_test(tc, test_staging_order_and_stats);
+    tcase_add_test(tc, test_values_from_function_seed_examples);
+    tcase_add_test(tc, test_values_from_function_run_and_reduce);
+    tcase_add_test(tc, test_values_from_function_once_per_replica_in_order);
+    tcase_add_test(tc, test_values_from_function_errors);
+    tcase_add_test(tc, test_values_from_function_tower);
     tcase_add_test(tc, test_two_workers);
     suite_add_tcase(s, tc);
     return s;
