@@ -948,19 +948,73 @@ int train_input_position_decode(struct train_input_position *out, const void *bu
 
 const struct train_value *train_replica_value(const struct train_replica *rep, const struct train_per_replica *pv)
 {
-    (void)rep;
-    (void)pv;
-    return NULL;
+    if (pv == NULL || pv->replicas != rep->s->R)
+        return NULL;
+    return &pv->vals[rep->id];
+}
+
+/* What fn left in *v is a value of at most `capacity` elements with its
+ * data somewhere: into the slot with it (a no-op when fn wrote there). */
+static int take_value(struct train_value *v, float *slot, size_t capacity, struct sl_error *err)
+{
+    size_t count;
+    int rc = train_value_count(v, &count, err);
+    if (rc != 0)
+        return rc;
+    char shape[128];
+    train_value_format_shape(v, shape, sizeof shape);
+    if (count > capacity)
+        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements, over the capacity %zu", shape, count,
+                            capacity);
+    if (count > 0 && v->data == NULL)
+        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements but no data", shape, count);
+    if (count > 0 && v->data != slot)
+        memmove(slot, v->data, count * sizeof *slot);
+    v->data = slot;
+    return 0;
 }
 
 int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
                                         size_t capacity, train_value_fn fn, void *ctx, struct sl_error *err)
 {
-    (void)s;
-    (void)capacity;
-    (void)fn;
-    (void)ctx;
-    if (out != NULL)
-        *out = NULL;
-    return sl_error_set(err, SL_EINVAL, "values_from_function: not implemented yet");
+    if (out == NULL)
+        return sl_error_set(err, SL_EINVAL, "values_from_function: nowhere to put the values (out is NULL)");
+    *out = NULL;
+    if (s == NULL)
+        return sl_error_set(err, SL_EINVAL, "values_from_function: no strategy (no replicas to make values for)");
+    if (fn == NULL)
+        return sl_error_set(err, SL_EINVAL, "values_from_function: no value function");
+    struct train_per_replica *pv;
+    int rc = train_per_replica_create(&pv, s, capacity, err);
+    if (rc != 0)
+        return rc;
+    memset(pv->data, 0, (capacity * s->R + 1) * sizeof *pv->data);
+    /* one replica after the other, on this thread: the replica threads are
+     * idle between runs, and fn sees the replicas in their order */
+    for (uint32_t r = 0; r < s->R; r++) {
+        struct train_value_context vc = {.replica_id_in_sync_group = (int)(s->worker * s->R + r),
+                                         .num_replicas_in_sync = s->R * s->W,
+                                         .replica = (int)r,
+                                         .worker = s->worker,
+                                         .loss_scale = s->loss_scale,
+                                         .capacity = capacity};
+        float *slot = pv->data + (size_t)r * capacity;
+        struct train_value v = {.data = slot};
+        struct sl_error ferr = {0};
+        rc = fn(&vc, &v, ctx, &ferr);
+        if (rc > 0)
+            rc = sl_error_set(&ferr, SL_EINVAL, "value_fn returned %d (not an error code)", rc);
+        else if (rc < 0 && ferr.msg[0] == '\0')
+            sl_error_set(&ferr, rc, "value_fn failed (%s)", sl_code_name(rc));
+        if (rc == 0)
+            rc = take_value(&v, slot, capacity, &ferr);
+        if (rc != 0) {
+            train_per_replica_destroy(pv);
+            return sl_error_set(err, rc, "values_from_function: replica %u (replica_id_in_sync_group %d): %s", r,
+                                vc.replica_id_in_sync_group, ferr.msg);
+        }
+        pv->vals[r] = v;
+    }
+    *out = pv;
+    return 0;
 }

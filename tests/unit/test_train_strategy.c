@@ -4,7 +4,9 @@
  * uneven and empty pieces (a 4+2 split's MEAN over axis 0 divides by 6),
  * all_reduce, the aggregation modes, local_results order, tower mode, the
  * hash check catching a deliberately diverged copy, and errors that wake
- * every replica instead of hanging. */
+ * every replica instead of hanging; and per-replica values made from a
+ * function (experimental_distribute_values_from_function) with the seed
+ * pages' examples, as inputs of steps and of reduce. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -1154,7 +1156,7 @@ static void *worker_main(void *p)
         a->rc_vff = train_strategy_call_for_each_replica(s, sum_input_step, &vr, &verr);
         a->vff_sum_in_step[0] = vr.out[0];
         a->vff_sum_in_step[1] = vr.out[1];
-        float m;
+        float m = 0;
         struct train_value mv = {.data = &m};
         if (a->rc_vff == 0)
             a->rc_vff = train_strategy_reduce(s, TRAIN_MEAN, ids, TRAIN_AXIS_NONE, &mv, &verr);
@@ -1162,7 +1164,7 @@ static void *worker_main(void *p)
     }
     snprintf(a->vff_msg, sizeof a->vff_msg, "%s", verr.msg);
     train_per_replica_destroy(ids);
-    struct train_variable *v, *vf;
+    struct train_variable *v = NULL, *vf = NULL;
     float init = a->diverge && a->worker == 1 ? 2.0f : 1.0f;
     if (rc == 0)
         rc = train_strategy_variable(s, "bias", 1, TRAIN_AGG_SUM, &init, &v, &err);
