@@ -169,7 +169,7 @@ static const struct {
     {"{\"files\": [\"a\", \"\"]}", "'files' must be a pattern or a non-empty list of patterns (got [\"a\",\"\"])"},
     {"{\"files\": \"\"}", "'files' must be a pattern or a non-empty list of patterns (got \"\")"},
     {"{\"files\": {}}", "'files' must be a pattern or a non-empty list of patterns (got {})"},
-    {"{\"format\": \"csv\"}", "'format': unknown format 'csv' (expected tfrecord, text or tar)"},
+    {"{\"format\": \"csv\"}", "'format': unknown format 'csv' (expected tfrecord, text, tar or arrays)"},
     {"{\"format\": 1}", "'format' must be a string (got 1)"},
     {"{\"compression\": \"lz4\"}", "'compression': unknown compression 'lz4' (expected auto, none, gzip or zlib)"},
     {"{\"shard_policy\": \"fil\"}",
