@@ -87,7 +87,7 @@ static const char *name_pr_shard(const void *f)
     return "?";
 }
 
-static const struct key_enum e_format = {"format", "tfrecord, text or tar", parse_format, name_format};
+static const struct key_enum e_format = {"format", "tfrecord, text, tar or arrays", parse_format, name_format};
 static const struct key_enum e_comp = {"compression", "auto, none, gzip or zlib", parse_comp, name_comp};
 static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy,
                                          name_policy};
@@ -103,7 +103,7 @@ static const struct key_enum e_on_error = {"policy", "fail or skip-file", parse_
 /* docs/job.md describes every row; keep the two in step. */
 static const struct key keys[] = {
     {"name", KEY_STRING, OFF(name), 1, 64, NULL, KEY_REQUIRED | KEY_NAME_CHARS, NULL, NULL},
-    {"files", KEY_LIST, OFF(patterns), 0, 0, NULL, KEY_REQUIRED, NULL, NULL},
+    {"files", KEY_LIST, OFF(patterns), 0, 0, NULL, KEY_REQUIRED, NULL, NULL}, /* not with arrays */
     {"format", KEY_ENUM, OFF(format), 0, 0, "tfrecord", 0, &e_format, NULL},
     {"compression", KEY_ENUM, OFF(compression), 0, 0, "auto", 0, &e_comp, NULL},
     {"features", KEY_FEATURES, OFF(features), 0, 0, NULL, 0, NULL, NULL},
@@ -131,7 +131,7 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-static const char *const feature_fields[] = {"dtype", "shape", "varlen", "default", "from"};
+static const char *const feature_fields[] = {"dtype", "shape", "varlen", "default", "from", "array"};
 #define NFIELDS (sizeof feature_fields / sizeof feature_fields[0])
 #define FEATURE_MAX_VALUES ((uint64_t)1 << 32)
 
@@ -231,11 +231,42 @@ static int list_push(struct feed_job_list *l, size_t *cap, const char *s)
 
 /* ---- features ---- */
 
-static void features_free(struct fmt_feature_spec *specs, size_t n)
+static void features_free(struct fmt_feature_spec *specs, struct feed_job_list *arrays, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         sl_free((void *)specs[i].default_bytes);
+        if (arrays != NULL)
+            list_free(&arrays[i]);
+    }
     sl_free(specs);
+    sl_free(arrays);
+}
+
+/* features.NAME.array: a pattern or a non-empty list of patterns. */
+static int parse_array(const char *key, json_t *v, struct feed_job_list *out, struct why *w)
+{
+    char g[80];
+    size_t cap = 0, i;
+    json_t *e;
+    int rc = 0;
+    if (json_is_string(v) && json_string_length(v) > 0 && strlen(json_string_value(v)) == json_string_length(v))
+        rc = list_push(out, &cap, json_string_value(v));
+    else if (!json_is_array(v) || json_array_size(v) == 0)
+        rc = SL_EINVAL;
+    else
+        json_array_foreach(v, i, e) {
+            if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0 ||
+                            strlen(json_string_value(e)) != json_string_length(e)))
+                rc = SL_EINVAL;
+            if (rc == 0)
+                rc = list_push(out, &cap, json_string_value(e));
+        }
+    if (rc != 0) {
+        list_free(out);
+        if (rc == SL_EINVAL)
+            return why_set(w, key, " must be a pattern or a non-empty list of patterns (got %s)", got(v, g, sizeof g));
+    }
+    return rc;
 }
 
 static int is_field(const char *s)
@@ -343,7 +374,8 @@ static int parse_shape(const char *key, json_t *v, struct fmt_feature_spec *s, s
     return 0;
 }
 
-static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s, struct why *w)
+static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s, struct feed_job_list *arr,
+                         struct why *w)
 {
     char key[256], g[80];
     snprintf(key, sizeof key, "features.%s", name);
@@ -365,7 +397,15 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
 
     json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
     json_t *varlen = json_object_get(v, "varlen"), *def = json_object_get(v, "default");
-    json_t *from = json_object_get(v, "from");
+    json_t *from = json_object_get(v, "from"), *array = json_object_get(v, "array");
+    if (array != NULL && json_is_null(array))
+        array = NULL;
+    if (array != NULL) {
+        snprintf(key, sizeof key, "features.%s.array", name);
+        int rc = parse_array(key, array, arr, w);
+        if (rc != 0)
+            return rc;
+    }
     snprintf(key, sizeof key, "features.%s.dtype", name);
     if (dtype == NULL || json_is_null(dtype))
         return why_set(w, key, " is required");
@@ -384,7 +424,9 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
             return why_set(w, key, " must be \"bytes\" (got %s)", got(from, g, sizeof g));
         if (s->dtype != FMT_DTYPE_UINT8)
             return why_set(w, key, ": only dtype uint8 is read from bytes");
-    } else if (s->dtype == FMT_DTYPE_UINT8) {
+        if (array != NULL)
+            return why_set(w, key, ": an array feature takes its values from its array");
+    } else if (s->dtype == FMT_DTYPE_UINT8 && array == NULL) {
         snprintf(key, sizeof key, "features.%s", name);
         return why_set(w, key, ": dtype uint8 requires \"from\": \"bytes\"");
     }
@@ -405,29 +447,37 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
     return 0;
 }
 
-static int parse_features(json_t *v, struct fmt_feature_spec **out, size_t *nout, struct why *w)
+static int parse_features(json_t *v, struct fmt_feature_spec **out, struct feed_job_list **arrays_out, size_t *nout,
+                          struct why *w)
 {
     char g[80];
     *out = NULL;
+    *arrays_out = NULL;
     *nout = 0;
     if (json_is_null(v))
         return 0;
     if (!json_is_object(v))
         return why_set(w, "features", " must be an object of name -> feature (got %s)", got(v, g, sizeof g));
     size_t n = json_object_size(v), i = 0;
-    struct fmt_feature_spec *specs = sl_calloc(n, sizeof *specs);
-    if (specs == NULL)
+    struct fmt_feature_spec *specs = sl_calloc(n ? n : 1, sizeof *specs);
+    struct feed_job_list *arrays = sl_calloc(n ? n : 1, sizeof *arrays);
+    if (specs == NULL || arrays == NULL) {
+        sl_free(specs);
+        sl_free(arrays);
         return SL_ENOMEM;
+    }
     const char *name;
     json_t *fv;
     json_object_foreach(v, name, fv) {
-        int rc = parse_feature(name, fv, &specs[i++], w);
+        i++;
+        int rc = parse_feature(name, fv, &specs[i - 1], &arrays[i - 1], w);
         if (rc != 0) {
-            features_free(specs, i);
+            features_free(specs, arrays, i);
             return rc;
         }
     }
     *out = specs;
+    *arrays_out = arrays;
     *nout = n;
     return 0;
 }
@@ -455,7 +505,8 @@ static json_t *default_to_json(const struct fmt_feature_spec *s)
     return NULL;
 }
 
-static json_t *features_to_json(const struct fmt_feature_spec *specs, size_t n, int *digits)
+static json_t *features_to_json(const struct fmt_feature_spec *specs, const struct feed_job_list *arrays, size_t n,
+                                int *digits)
 {
     json_t *all = json_object();
     if (all == NULL)
@@ -481,8 +532,17 @@ static json_t *features_to_json(const struct fmt_feature_spec *specs, size_t n, 
             goto out_free_all;
         if (s->has_default && s->dtype == FMT_DTYPE_FLOAT32 && float_digits(s->default_f32) > *digits)
             *digits = float_digits(s->default_f32);
-        if (s->dtype == FMT_DTYPE_UINT8 && json_object_set_new(f, "from", json_string("bytes")) != 0)
+        const struct feed_job_list *arr = arrays != NULL ? &arrays[i] : NULL;
+        if (arr != NULL && arr->n > 0) {
+            json_t *a = arr->n == 1 ? json_string(arr->items[0]) : json_array();
+            if (json_object_set_new(f, "array", a) != 0)
+                goto out_free_all;
+            for (size_t k = 0; arr->n > 1 && k < arr->n; k++)
+                if (json_array_append_new(a, json_string(arr->items[k])) != 0)
+                    goto out_free_all;
+        } else if (s->dtype == FMT_DTYPE_UINT8 && json_object_set_new(f, "from", json_string("bytes")) != 0) {
             goto out_free_all;
+        }
     }
     return all;
 out_free_all:
@@ -649,12 +709,14 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
     }
     case KEY_FEATURES: {
         struct fmt_feature_spec *specs;
+        struct feed_job_list *arrays;
         size_t n;
-        int rc = parse_features(v, &specs, &n, w);
+        int rc = parse_features(v, &specs, &arrays, &n, w);
         if (rc != 0)
             return rc;
-        features_free(j->job.features, j->job.nfeatures);
+        features_free(j->job.features, j->job.arrays, j->job.nfeatures);
         j->job.features = specs;
+        j->job.arrays = arrays;
         j->job.nfeatures = n;
         return 0;
     }
@@ -737,8 +799,9 @@ static int key_reset(struct job_impl *j, const struct key *k, struct why *w)
         break;
     case KEY_LIST: list_free(field); break;
     case KEY_FEATURES:
-        features_free(j->job.features, j->job.nfeatures);
+        features_free(j->job.features, j->job.arrays, j->job.nfeatures);
         j->job.features = NULL;
+        j->job.arrays = NULL;
         j->job.nfeatures = 0;
         break;
     case KEY_OBJECT: {
@@ -798,7 +861,7 @@ static json_t *key_to_json(const struct job_impl *j, const struct key *k, int *d
             }
         return o;
     }
-    case KEY_FEATURES: return features_to_json(j->job.features, j->job.nfeatures, digits);
+    case KEY_FEATURES: return features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, digits);
     }
     return NULL;
 }
@@ -875,7 +938,7 @@ static int set_feature_flag(struct job_impl *j, const char *flag, const char *te
 {
     const char *rest = flag + strlen("features."), *dot = strrchr(rest, '.');
     int digits = 0, rc;
-    json_t *all = features_to_json(j->job.features, j->job.nfeatures, &digits), *v;
+    json_t *all = features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, &digits), *v;
     json_error_t je;
     char name[256];
     if (all == NULL)
@@ -946,9 +1009,41 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
 {
     const struct job_impl *j = (const struct job_impl *)job;
     const char *src = job->source;
+    int arrays = job->format == FMT_FORMAT_ARRAYS;
+    const struct key *files = key_find("files");
     for (size_t i = 0; i < NKEYS; i++)
-        if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])))
+        if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])) &&
+            !(arrays && &keys[i] == files))
             return sl_error_set(err, SL_EINVAL, "%s: '%s' is required", src, keys[i].name);
+    if (arrays && (j->given & key_bit(files)))
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: 'files' does not apply with format \"arrays\" (each feature names its arrays: "
+                            "features.NAME.array)",
+                            src);
+    if (arrays && job->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"arrays\" (one per array)", src);
+    for (size_t i = 0; i < job->nfeatures; i++) {
+        const struct fmt_feature_spec *f = &job->features[i];
+        int has = job->arrays != NULL && job->arrays[i].n > 0;
+        if (!arrays && has)
+            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' applies only with format \"arrays\"", src,
+                                f->name);
+        if (!arrays)
+            continue;
+        if (!has)
+            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' is required with format \"arrays\"", src,
+                                f->name);
+        if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
+            return sl_error_set(err, SL_EINVAL,
+                                "%s: 'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
+                                src, f->name);
+        if (f->has_default)
+            return sl_error_set(err, SL_EINVAL,
+                                "%s: 'features.%s.default': an array feature has a value in every row, no default",
+                                src, f->name);
+    }
+    if (arrays && job->nfeatures > FMT_MAX_FIELDS)
+        return sl_error_set(err, SL_EINVAL, "%s: 'features': at most %d arrays a group", src, FMT_MAX_FIELDS);
     int has_hint = (j->given & key_bit(key_find("shard_hint"))) != 0;
     if (job->policy == FEED_SHARD_HINT && !has_hint)
         return sl_error_set(err, SL_EINVAL, "%s: 'shard_hint' is required with shard_policy \"hint\"", src);
@@ -991,34 +1086,89 @@ static int cmp_path(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int feed_job_expand(struct feed_job *job, struct sl_error *err)
+/* Expand patterns into l (appending): each with glob(3), its matches
+ * (directories left out) sorted bytewise; `what` heads the errors. */
+static int expand_patterns(const struct feed_job_list *patterns, const char *what, struct feed_job_list *l,
+                           size_t *cap, struct sl_error *err)
 {
-    struct feed_job_list l = {0};
-    size_t cap = 0;
     int rc = 0;
-    for (size_t p = 0; rc == 0 && p < job->patterns.n; p++) {
-        const char *pattern = job->patterns.items[p];
-        size_t start = l.n;
+    for (size_t p = 0; rc == 0 && p < patterns->n; p++) {
+        const char *pattern = patterns->items[p];
+        size_t start = l->n;
         glob_t g;
         int r = glob(pattern, GLOB_MARK | GLOB_NOSORT, NULL, &g);
         if (r == GLOB_NOSPACE) {
-            rc = sl_error_set(err, SL_ENOMEM, "files: out of memory");
+            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
         } else if (r != 0 && r != GLOB_NOMATCH) {
-            rc = sl_error_set(err, SL_EIO, "files: glob(%s): read error", pattern);
+            rc = sl_error_set(err, SL_EIO, "%s: glob(%s): read error", what, pattern);
         } else {
             for (size_t i = 0; r == 0 && rc == 0 && i < g.gl_pathc; i++) {
                 const char *m = g.gl_pathv[i];
-                if (m[0] != '\0' && m[strlen(m) - 1] != '/' && list_push(&l, &cap, m) != 0)
-                    rc = sl_error_set(err, SL_ENOMEM, "files: out of memory");
+                if (m[0] != '\0' && m[strlen(m) - 1] != '/' && list_push(l, cap, m) != 0)
+                    rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
             }
-            if (rc == 0 && l.n == start)
-                rc = sl_error_set(err, SL_EINVAL, "files: pattern '%s' matches no file", pattern);
+            if (rc == 0 && l->n == start)
+                rc = sl_error_set(err, SL_EINVAL, "%s: pattern '%s' matches no file", what, pattern);
             else if (rc == 0)
-                qsort(l.items + start, l.n - start, sizeof *l.items, cmp_path);
+                qsort(l->items + start, l->n - start, sizeof *l->items, cmp_path);
         }
         if (r != GLOB_NOMATCH)
             globfree(&g);
     }
+    return rc;
+}
+
+/* Format arrays: each feature's arrays, then the groups: group g is the
+ * g-th array of every feature. */
+static int expand_arrays(struct feed_job *job, struct sl_error *err)
+{
+    size_t n = job->nfeatures;
+    if (n == 0 || job->arrays == NULL)
+        return sl_error_set(err, SL_EINVAL, "features: format arrays needs features with arrays");
+    struct feed_job_list *per = sl_calloc(n, sizeof *per);
+    struct feed_job_list files = {0}, members = {0};
+    size_t fcap = 0, mcap = 0;
+    int rc = per == NULL ? sl_error_set(err, SL_ENOMEM, "features: out of memory") : 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        char what[160];
+        size_t cap = 0;
+        snprintf(what, sizeof what, "features.%s.array", job->features[k].name);
+        rc = expand_patterns(&job->arrays[k], what, &per[k], &cap, err);
+        if (rc == 0 && per[k].n != per[0].n)
+            rc = sl_error_set(err, SL_EINVAL,
+                              "features.%s.array: %zu arrays, but features.%s.array has %zu: every feature needs "
+                              "one array per group (the g-th of each, in sorted order, make group g)",
+                              job->features[k].name, per[k].n, job->features[0].name, per[0].n);
+    }
+    for (size_t g = 0; rc == 0 && g < per[0].n; g++) {
+        if (list_push(&files, &fcap, per[0].items[g]) != 0)
+            rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
+        for (size_t k = 0; rc == 0 && k < n; k++)
+            if (list_push(&members, &mcap, per[k].items[g]) != 0)
+                rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
+    }
+    for (size_t k = 0; per != NULL && k < n; k++)
+        list_free(&per[k]);
+    sl_free(per);
+    if (rc != 0) {
+        list_free(&files);
+        list_free(&members);
+        return rc;
+    }
+    list_free(&job->files);
+    list_free(&job->members);
+    job->files = files;
+    job->members = members;
+    return 0;
+}
+
+int feed_job_expand(struct feed_job *job, struct sl_error *err)
+{
+    if (job->format == FMT_FORMAT_ARRAYS)
+        return expand_arrays(job, err);
+    struct feed_job_list l = {0};
+    size_t cap = 0;
+    int rc = expand_patterns(&job->patterns, "files", &l, &cap, err);
     if (rc != 0) {
         list_free(&l);
         return rc;
@@ -1076,6 +1226,8 @@ int feed_job_to_json(const struct feed_job *job, int indent, struct sl_buf *out)
         const struct key *k = &keys[i];
         if (strchr(k->name, '.') != NULL || ((k->flags & KEY_OPTIONAL) && !(j->given & key_bit(k))))
             continue;
+        if (k->type == KEY_LIST && ((const struct feed_job_list *)((const char *)job + k->offset))->n == 0)
+            continue; /* files, with format arrays */
         if (json_object_set_new(root, k->name, key_to_json(j, k, &digits)) != 0) {
             json_decref(root);
             root = NULL;
@@ -1102,6 +1254,7 @@ void feed_job_free(struct feed_job *job)
     sl_free(job->name);
     list_free(&job->patterns);
     list_free(&job->files);
-    features_free(job->features, job->nfeatures);
+    list_free(&job->members);
+    features_free(job->features, job->arrays, job->nfeatures);
     sl_free((struct job_impl *)job);
 }

@@ -59,6 +59,13 @@ struct feed_job {
      * memory owned by this array. */
     struct fmt_feature_spec *features;
     size_t nfeatures;
+    /* features.NAME.array, per feature (nfeatures lists, owned; NULL when no
+     * feature): the patterns of its arrays with format arrays, empty lists
+     * otherwise */
+    struct feed_job_list *arrays;
+    /* format arrays: every group's arrays, group-major in feature order
+     * (feed_job_expand); `files` then holds each group's first array */
+    struct feed_job_list members;
     enum feed_policy policy;      /* shard_policy */
     enum feed_hint hint;          /* shard_hint; meaningful with FEED_SHARD_HINT only */
     uint64_t global_batch_size;   /* global_batch_size, G */

@@ -494,7 +494,14 @@ static int open_source(const struct feed_job *job, const char *scan_cache, int c
                                   .trust_scan = !job->verify_on_read, .count_only = count_only,
                                   .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag,
                                   .scan_cache = scan_cache, .on_cache = on_cache};
-    if (feed_source_open(src, (const char *const *)job->files.items, job->files.n, &so, err) != 0) {
+    const struct feed_job_list *paths = &job->files;
+    if (job->format == FMT_FORMAT_ARRAYS) { /* groups: one array per feature */
+        paths = &job->members;
+        so.group_size = job->nfeatures;
+        so.specs = job->features;
+        so.nspecs = job->nfeatures;
+    }
+    if (feed_source_open(src, (const char *const *)paths->items, paths->n, &so, err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err->msg);
         return EXIT_DATA;
     }

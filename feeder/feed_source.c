@@ -69,7 +69,9 @@ struct image {
 };
 
 struct file {
-    const char *path;
+    const char *path;      /* the file, or a group's first array */
+    const char *const *members; /* a group's arrays (nmembers), path the first */
+    size_t nmembers;
     struct fmt_scan *scan; /* where each record lies in the image; NULL when skipped */
     uint64_t count;
     enum fmt_compression comp;
@@ -221,10 +223,15 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
                                .max_output = s->max_file, .skip_crc = s->o.count_only,
                                .use_index = s->o.use_index, .stop = s->o.stop};
     struct feed_file_id id;
-    int have_id = 0, rc;
+    int have_id = 0, rc = 0; /* a cache hit on a compressed file reaches the end without setting it */
     int64_t t0 = realtime_ns();
-    int cacheable = s->cache != NULL && !has_index(s, f);
-    if (!cacheable || !cache_take(s, f, &id, &have_id)) {
+    int cacheable = s->cache != NULL && !has_index(s, f) && s->ops->scan_group == NULL;
+    if (s->ops->scan_group != NULL) { /* groups of arrays: the scan reads headers and sizes only */
+        so.specs = s->o.specs;
+        so.nspecs = s->o.specs != NULL ? s->o.nspecs : 0;
+        if ((rc = s->ops->scan_group(&f->scan, f->members, f->nmembers, &so, err)) != 0)
+            return rc;
+    } else if (!cacheable || !cache_take(s, f, &id, &have_id)) {
         if ((rc = s->ops->scan(&f->scan, f->path, &so, err)) != 0)
             return rc;
         if (cacheable && have_id)
@@ -233,6 +240,21 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     f->count = fmt_scan_count(f->scan);
     f->comp = fmt_scan_compression(f->scan);
     f->image_size = fmt_scan_image_bytes(f->scan);
+    /* a group of several arrays is one image made of several files:
+     * loaded into the cache as a compressed file is */
+    if (fmt_scan_parts(f->scan) > 1 && f->comp == FMT_COMP_NONE)
+        f->comp = FMT_COMP_AUTO;
+    if (fmt_scan_parts(f->scan) > 1 && f->image_size > s->max_file) {
+        rc = sl_error_set(err, SL_EINVAL,
+                          "%s: its group of %zu arrays holds %llu bytes, more than the %llu a group may hold in the "
+                          "cache (inflate_cache_bytes)",
+                          f->path, fmt_scan_parts(f->scan), (unsigned long long)f->image_size,
+                          (unsigned long long)s->max_file);
+        fmt_scan_free(f->scan);
+        f->scan = NULL;
+        f->count = 0;
+        return rc;
+    }
     if (f->comp == FMT_COMP_NONE && (rc = map_file(f, err)) != 0) {
         fmt_scan_free(f->scan);
         f->scan = NULL;
@@ -417,6 +439,13 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
             cache_report(s, s->o.scan_cache, &w);
         }
     }
+    size_t group = s->o.group_size ? s->o.group_size : 1;
+    if (npaths % group != 0 || (group > 1 && ops->scan_group == NULL)) {
+        feed_source_close(s);
+        return sl_error_set(err, SL_EINVAL, "%zu paths do not make groups of %zu (format %s)", npaths, group,
+                            ops->name);
+    }
+    npaths /= group;
     s->nfiles = npaths;
     s->files = sl_calloc(npaths ? npaths : 1, sizeof *s->files);
     s->counts = sl_calloc(npaths ? npaths : 1, sizeof *s->counts);
@@ -424,8 +453,11 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         feed_source_close(s);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < npaths; i++)
-        s->files[i].path = paths[i];
+    for (size_t i = 0; i < npaths; i++) {
+        s->files[i].path = paths[i * group];
+        s->files[i].members = paths + i * group;
+        s->files[i].nmembers = group;
+    }
     /* scan (threads take the files in order), then take the results in
      * file order: the first damaged file under `fail` is the one reported,
      * whatever finished first */
@@ -460,9 +492,11 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
             s->o.on_tail(s->o.ctx, f->path, tail);
         s->counts[i] = f->count;
         s->total_bytes += f->image_size;
-        struct stat dst;
-        if (stat(f->path, &dst) == 0)
-            s->disk_bytes += (uint64_t)dst.st_size;
+        for (size_t k = 0; k < f->nmembers; k++) {
+            struct stat dst;
+            if (stat(f->members[k], &dst) == 0)
+                s->disk_bytes += (uint64_t)dst.st_size;
+        }
     }
     sl_free(failed);
     sl_free(rcs);
@@ -582,26 +616,48 @@ void feed_reader_close(struct feed_reader *r)
     sl_free(r);
 }
 
-/* Inflate a compressed file straight into buf (image_size bytes, as the
- * scan found), then check that the stream ends there. */
-static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err)
+/* Read one part of an image (a file, or one array of a group) straight
+ * into buf (size bytes, as the scan found), then check that its stream
+ * ends there. */
+static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf,
+                        struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = f->comp, .max_output = f->image_size + 1};
+    struct fmt_stream_opts so = {.compression = comp, .max_output = size + 1, .use_read = comp == FMT_COMP_NONE};
     struct fmt_stream *st;
-    int rc = fmt_stream_open(&st, f->path, &so, err);
+    int rc = fmt_stream_open(&st, path, &so, err);
     if (rc != 0)
         return rc;
     size_t got = 0;
-    rc = fmt_stream_read(st, buf, (size_t)f->image_size, &got, err);
-    if (rc == 0 && got < f->image_size)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", f->path, got,
-                          (unsigned long long)f->image_size);
+    rc = fmt_stream_read(st, buf, (size_t)size, &got, err);
+    if (rc == 0 && got < size)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", path, got,
+                          (unsigned long long)size);
     uint8_t extra;
     if (rc == 0 && (rc = fmt_stream_read(st, &extra, 1, &got, err)) == 0 && got != 0) /* the end: trailer, CRC */
         rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to more than the %llu bytes it held when it was scanned",
-                          f->path, (unsigned long long)f->image_size);
+                          path, (unsigned long long)size);
     fmt_stream_close(st);
     return rc;
+}
+
+/* The image of a compressed file, or of a group of arrays (its parts one
+ * after the other), into buf (image_size bytes). */
+static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err)
+{
+    size_t parts = fmt_scan_parts(f->scan);
+    if (parts <= 1)
+        return inflate_part(f->path, f->comp, f->image_size, buf, err);
+    uint64_t at = 0;
+    for (size_t k = 0; k < parts && k < f->nmembers; k++) {
+        uint64_t n = fmt_scan_part_bytes(f->scan, k);
+        if (n > f->image_size - at)
+            return sl_error_set(err, SL_ECORRUPT, "%s: the group's arrays outgrow its image", f->path);
+        int rc = inflate_part(f->members[k], fmt_scan_part_compression(f->scan, k), n, buf + at, err);
+        if (rc != 0)
+            return rc;
+        at += n;
+    }
+    return 0;
 }
 
 /* Evict unpinned inflated images, least recently used first, until `need`

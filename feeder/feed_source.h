@@ -44,7 +44,13 @@
 #include "sl_error.h"
 
 struct feed_source_opts {
-    enum fmt_format format;           /* TFRECORD, TEXT, or TAR (records are samples) */
+    enum fmt_format format;           /* TFRECORD, TEXT, TAR (records are samples), or ARRAYS (a
+                                         "file" is a group of arrays, a record a row of each) */
+    size_t group_size;                /* ARRAYS: the paths make groups of this many, one array
+                                         per feature (0: 1); every other format: 0 or 1 */
+    const struct fmt_feature_spec *specs; /* ARRAYS: the features, checked against each array at
+                                         the scan (fmt_scan_opts); may be NULL */
+    size_t nspecs;
     enum fmt_compression compression; /* AUTO: per file */
     size_t max_record_bytes;          /* 0: the formats default */
     enum fmt_on_error on_error;
@@ -100,7 +106,10 @@ struct feed_source_cache_stats {
 struct feed_source;
 
 /* Scan `paths` (borrowed for the source's life). On a fail-policy error the
- * message names the file and offset. */
+ * message names the file and offset. With a group_size G > 1, paths hold
+ * npaths / G groups one after the other (npaths a multiple of G): file i is
+ * group i, named by its first path; its image is its arrays' decompressed
+ * bytes one after the other, held in the cache as a compressed file's is. */
 int feed_source_open(struct feed_source **out, const char *const *paths, size_t npaths,
                      const struct feed_source_opts *opts, struct sl_error *err) SL_MUST_CHECK;
 void feed_source_close(struct feed_source *s);

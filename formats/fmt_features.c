@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt_array.h"
 #include "fmt_format.h"
 
 #include "sl_alloc.h"
@@ -850,6 +851,40 @@ int fmt_batch_add_fields(struct fmt_batch *b, const struct fmt_field *fields, si
         rc = x != NULL ? field_value(b, c, x, err) : fill_default(b, c, err);
         if (rc != 0)
             return rc;
+    }
+    row_commit(b);
+    return 0;
+}
+
+/* ---- add from array rows (the arrays format) ---------------------------- */
+
+int fmt_batch_add_arrays(struct fmt_batch *b, const struct fmt_field *fields, size_t nfields, struct sl_error *err)
+{
+    if (nfields != b->ncols)
+        return sl_error_set(err, SL_EINVAL, "%zu arrays for %zu features", nfields, b->ncols);
+    int rc = row_begin(b, err);
+    if (rc != 0)
+        return rc;
+    /* check every field before writing any: the row is not staged */
+    for (size_t i = 0; i < b->ncols; i++) {
+        const struct column *c = &b->cols[i];
+        const struct fmt_array_info *a = fields[i].array;
+        if (a == NULL || c->spec.varlen || c->spec.dtype == FMT_DTYPE_BYTES)
+            return sl_error_set(err, SL_EINVAL, "feature %s: not an array row, or not a fixed-shape numeric feature",
+                                c->spec.name);
+        if ((rc = fmt_array_fits(a, c->spec.dtype, err)) != 0)
+            return sl_error_prefix(err, "Key: %s.  ", c->spec.name);
+        if (a->size == 0 || fields[i].len % a->size != 0 || fields[i].len / a->size != c->count)
+            return sl_error_set(err, SL_EINVAL,
+                                "Key: %s.  Number of %s values != expected.  Values size: %zu but expected %zu",
+                                c->spec.name, value_type(c->spec.dtype), a->size ? fields[i].len / a->size : 0,
+                                c->count);
+    }
+    size_t row = b->rows;
+    for (size_t i = 0; i < b->ncols; i++) {
+        struct column *c = &b->cols[i];
+        fmt_array_convert(fields[i].array, fields[i].data, c->count, c->spec.dtype,
+                          c->values + row * c->count * c->esize);
     }
     row_commit(b);
     return 0;

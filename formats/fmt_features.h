@@ -110,6 +110,16 @@ struct fmt_field;
 int fmt_batch_add_fields(struct fmt_batch *b, const struct fmt_field *fields, size_t nfields,
                          struct sl_error *err) SL_MUST_CHECK;
 
+/* Add a row from array rows (the arrays format, fmt_array.h): field i
+ * (typed: its `array` says how its values are stored) fills column i, which
+ * must be a fixed-shape int64 / float32 / uint8 one of exactly as many
+ * values ("Key: <k>.  Number of <t> values != expected.  Values size: <n>
+ * but expected <m>"), converted without loss (fmt_array_fits; else "Key:
+ * <k>.  float64 values do not fit float32 without loss ..."). On error the
+ * batch is unchanged. */
+int fmt_batch_add_arrays(struct fmt_batch *b, const struct fmt_field *fields, size_t nfields,
+                         struct sl_error *err) SL_MUST_CHECK;
+
 /* Bytes the committed rows take in the variable-size columns (bytes,
  * variable length): what a caller copies out after the bound ones. */
 size_t fmt_batch_variable_bytes(const struct fmt_batch *b);

@@ -7,12 +7,14 @@
 
 #include <string.h>
 
+#include "fmt_array.h"
 #include "sl_alloc.h"
 
 static const struct fmt_format_ops *const formats[] = {
     [FMT_FORMAT_TFRECORD] = &fmt__tfrecord_format,
     [FMT_FORMAT_TEXT] = &fmt__text_format,
     [FMT_FORMAT_TAR] = &fmt__tar_format,
+    [FMT_FORMAT_ARRAYS] = &fmt__arrays_format,
 };
 enum { NFORMATS = sizeof formats / sizeof formats[0] };
 
@@ -84,6 +86,7 @@ void fmt_scan_free(struct fmt_scan *s)
     sl_free(s->first);
     sl_free(s->parts);
     sl_free(s->names);
+    sl_free(s->arrays);
     sl_free(s);
 }
 
@@ -94,7 +97,30 @@ uint64_t fmt_scan_count(const struct fmt_scan *s)
 
 uint64_t fmt_scan_offset(const struct fmt_scan *s, uint64_t rec)
 {
-    return rec < s->count ? s->offsets[rec] : 0;
+    if (rec >= s->count)
+        return 0;
+    if (s->arrays != NULL) /* rows are not listed: the first array's row, in the image */
+        return s->arrays[0].image_off + s->arrays[0].info.data_offset + rec * s->arrays[0].info.row_bytes;
+    return s->offsets[rec];
+}
+
+size_t fmt_scan_parts(const struct fmt_scan *s)
+{
+    return s->arrays != NULL ? s->narrays : 1;
+}
+
+uint64_t fmt_scan_part_bytes(const struct fmt_scan *s, size_t k)
+{
+    if (s->arrays != NULL)
+        return k < s->narrays ? s->arrays[k].image_bytes : 0;
+    return k == 0 ? s->image_bytes : 0;
+}
+
+enum fmt_compression fmt_scan_part_compression(const struct fmt_scan *s, size_t k)
+{
+    if (s->arrays != NULL && k < s->narrays)
+        return (enum fmt_compression)s->arrays[k].compression;
+    return s->compression;
 }
 
 uint64_t fmt_scan_image_bytes(const struct fmt_scan *s)

@@ -20,7 +20,9 @@
  *
  * Formats: TFRecord (records are tf.train.Examples), text lines (a line is
  * one scalar bytes column), tar shards in the WebDataset layout (a record
- * is a sample: its members by extension fill the columns of their name).
+ * is a sample: its members by extension fill the columns of their name),
+ * arrays (.npy or IDX files, one per feature: a record is a row of each,
+ * fmt_array.h; its "file" is such a group of arrays, scan_group).
  *
  * Thread-safe: the tables are immutable; a fmt_scan is read-only after its
  * scan and may be read from many threads; a fmt_frame has one owner.
@@ -35,14 +37,15 @@
 #include "fmt_stream.h"
 #include "sl_error.h"
 
-enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR };
+enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR, FMT_FORMAT_ARRAYS };
 
-/* "tfrecord", "text", "tar". Returns 0 or SL_EINVAL. */
+/* "tfrecord", "text", "tar", "arrays". Returns 0 or SL_EINVAL. */
 int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
 const char *fmt_format_name(enum fmt_format f);
 
 #define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 
+struct fmt_array_info;
 struct fmt_batch;
 struct fmt_feature_spec;
 struct fmt_reader;
@@ -59,6 +62,10 @@ struct fmt_scan_opts {
                                          index files (TFRecord), instead of reading the file */
     volatile sig_atomic_t *stop;      /* when set, the scan stops (SL_ECLOSED), checked every
                                          64Ki records; may be NULL */
+    const struct fmt_feature_spec *specs; /* arrays: the features their members fill, in order; the
+                                         scan checks each member's dtype and row size against its
+                                         feature (NULL: not checked) */
+    size_t nspecs;
 };
 
 /* What a scan found (opaque; one owner, read-only once made). */
@@ -78,16 +85,24 @@ enum fmt_compression fmt_scan_compression(const struct fmt_scan *s);
 /* Bytes of a partial TFRecord header at the end, dropped as TensorFlow
  * drops them (callers warn); 0 otherwise. */
 uint64_t fmt_scan_dropped_tail(const struct fmt_scan *s);
+/* The files whose decompressed bytes, one after the other, make the image:
+ * 1, or the arrays of a group (scan_group). Part k's size in the image and
+ * its compression (one part: the image's). */
+size_t fmt_scan_parts(const struct fmt_scan *s);
+uint64_t fmt_scan_part_bytes(const struct fmt_scan *s, size_t k);
+enum fmt_compression fmt_scan_part_compression(const struct fmt_scan *s, size_t k);
 
 /* ---- frame: one record out of an image ------------------------------ */
 
 #define FMT_MAX_FIELDS 64
 
-/* A named part of a record (a tar member: its extension and data). */
+/* A named part of a record (a tar member: its extension and data), or a
+ * typed one (an array's row: its values, stored as `array` says). */
 struct fmt_field {
     const char *name;
     const uint8_t *data;
     size_t len;
+    const struct fmt_array_info *array; /* NULL: bytes (or numbers as text) */
 };
 
 /* A framed record, valid until the next frame into the same fmt_frame and
@@ -129,6 +144,12 @@ struct fmt_format_ops {
      * NULL. Holds a few MiB whatever the file's size. */
     int (*scan)(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
                 struct sl_error *err);
+    /* For formats whose "file" is a group of files (arrays: one per
+     * feature, in the features' order), the scan of such a group; the
+     * image is then the group's files' decompressed bytes one after the
+     * other (fmt_scan_parts). NULL for the others. */
+    int (*scan_group)(struct fmt_scan **out, const char *const *paths, size_t n, const struct fmt_scan_opts *opts,
+                      struct sl_error *err);
 
     /* Frame record `rec` of the file `s` describes out of its image
      * (`size` bytes at `img`): 0 and *out; or a bare error ("<what> at N",
@@ -152,6 +173,7 @@ const struct fmt_format_ops *fmt_format_get(enum fmt_format f);
 extern const struct fmt_format_ops fmt__tfrecord_format;
 extern const struct fmt_format_ops fmt__text_format;
 extern const struct fmt_format_ops fmt__tar_format;
+extern const struct fmt_format_ops fmt__arrays_format;
 
 /* A record made of named parts (tar members): where each lies. */
 struct fmt__part {
@@ -174,6 +196,9 @@ struct fmt_scan {
     struct fmt__part *parts;
     char (*names)[FMT__MAX_NAME_LEN];
     size_t nnames;
+    /* a group of arrays (fmt_array.h): its members, in order; NULL otherwise */
+    struct fmt__array_part *arrays;
+    size_t narrays;
 };
 
 /* A new, empty scan (count 0, room for offsets); NULL when out of memory. */

@@ -27,6 +27,38 @@ static size_t type_size(uint8_t t)
     }
 }
 
+int fmt_idx_parse_header(const uint8_t *p, size_t n, struct fmt_idx_info *in, size_t *hdr, struct sl_error *err)
+{
+    memset(in, 0, sizeof *in);
+    if (n < 4)
+        return sl_error_set(err, SL_ECORRUPT, "truncated IDX header at %zu", n);
+    if (p[0] != 0 || p[1] != 0 || type_size(p[2]) == 0 || p[3] == 0 || p[3] > FMT_IDX_MAX_DIMS)
+        return sl_error_set(err, SL_ECORRUPT,
+                            "not an IDX file at 0 (magic %02x %02x %02x %02x: expected 00 00 <type> <1-%d dims>)",
+                            p[0], p[1], p[2], p[3], FMT_IDX_MAX_DIMS);
+    in->type = p[2];
+    in->type_size = type_size(p[2]);
+    in->ndims = p[3];
+    *hdr = 4 + 4 * (size_t)in->ndims;
+    if (n < *hdr)
+        return sl_error_set(err, SL_ECORRUPT, "truncated IDX header at %zu", n);
+    in->elem_values = 1;
+    for (int i = 0; i < in->ndims; i++) {
+        const uint8_t *d = p + 4 + 4 * i;
+        in->dims[i] = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
+        if (i > 0) {
+            if (in->dims[i] != 0 && in->elem_values > MAX_ELEM_BYTES / in->dims[i])
+                return sl_error_set(err, SL_ECORRUPT, "IDX element larger than 1 GiB at %d", 4 + 4 * i);
+            in->elem_values *= in->dims[i];
+        }
+    }
+    in->count = in->dims[0];
+    in->elem_bytes = in->elem_values * in->type_size;
+    if (in->elem_bytes > MAX_ELEM_BYTES)
+        return sl_error_set(err, SL_ECORRUPT, "IDX element larger than 1 GiB at 4");
+    return 0;
+}
+
 int fmt_idx_open(struct fmt_idx **out, const char *path, struct sl_error *err)
 {
     *out = NULL;
@@ -40,51 +72,18 @@ int fmt_idx_open(struct fmt_idx **out, const char *path, struct sl_error *err)
         return rc;
     }
     const uint8_t *p;
-    size_t avail;
-    rc = fmt_stream_window(x->s, 4, &p, &avail, err);
-    if (rc == 0 && avail < 4)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated IDX header at 0", path);
-    if (rc == 0 && (p[0] != 0 || p[1] != 0 || type_size(p[2]) == 0 || p[3] == 0 || p[3] > FMT_IDX_MAX_DIMS))
-        rc = sl_error_set(err, SL_ECORRUPT,
-                          "%s: not an IDX file at 0 (magic %02x %02x %02x %02x: expected 00 00 <type> <1-%d dims>)",
-                          path, p[0], p[1], p[2], p[3], FMT_IDX_MAX_DIMS);
-    if (rc != 0)
-        goto out_close;
-    struct fmt_idx_info *in = &x->info;
-    in->type = p[2];
-    in->type_size = type_size(p[2]);
-    in->ndims = p[3];
-    size_t hdr = 4 + 4 * (size_t)in->ndims;
-    rc = fmt_stream_window(x->s, hdr, &p, &avail, err);
-    if (rc == 0 && avail < hdr)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated IDX header at %zu", path, avail);
-    if (rc != 0)
-        goto out_close;
-    in->elem_values = 1;
-    for (int i = 0; i < in->ndims; i++) {
-        const uint8_t *d = p + 4 + 4 * i;
-        in->dims[i] = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
-        if (i > 0) {
-            if (in->dims[i] != 0 && in->elem_values > MAX_ELEM_BYTES / in->dims[i]) {
-                rc = sl_error_set(err, SL_ECORRUPT, "%s: IDX element larger than 1 GiB at %d", path, 4 + 4 * i);
-                goto out_close;
-            }
-            in->elem_values *= in->dims[i];
-        }
-    }
-    in->count = in->dims[0];
-    in->elem_bytes = in->elem_values * in->type_size;
-    if (in->elem_bytes > MAX_ELEM_BYTES) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: IDX element larger than 1 GiB", path);
-        goto out_close;
+    size_t avail, hdr = 0;
+    rc = fmt_stream_window(x->s, 4 + 4 * FMT_IDX_MAX_DIMS, &p, &avail, err);
+    if (rc == 0 && (rc = fmt_idx_parse_header(p, avail, &x->info, &hdr, err)) != 0)
+        sl_error_prefix(err, "%s: ", path);
+    if (rc != 0) {
+        fmt_stream_close(x->s);
+        sl_free(x);
+        return rc;
     }
     fmt_stream_consume(x->s, hdr);
     *out = x;
     return 0;
-out_close:
-    fmt_stream_close(x->s);
-    sl_free(x);
-    return rc;
 }
 
 const struct fmt_idx_info *fmt_idx_info(const struct fmt_idx *x)

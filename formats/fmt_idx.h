@@ -28,6 +28,13 @@ struct fmt_idx_info {
 
 struct fmt_idx;
 
+/* Parse the header at p (n bytes of the file's decompressed start): 0 with
+ * *out and *hdr (the header's bytes), or SL_ECORRUPT with a bare message
+ * ("truncated IDX header at N", "not an IDX file at 0 (...)", "IDX element
+ * larger than 1 GiB at N"); fmt_idx_open puts the path in front. */
+int fmt_idx_parse_header(const uint8_t *p, size_t n, struct fmt_idx_info *out, size_t *hdr,
+                         struct sl_error *err) SL_MUST_CHECK;
+
 int fmt_idx_open(struct fmt_idx **out, const char *path, struct sl_error *err) SL_MUST_CHECK;
 const struct fmt_idx_info *fmt_idx_info(const struct fmt_idx *x);
 /* Next element's raw big-endian bytes, borrowed until the next call.

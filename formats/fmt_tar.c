@@ -708,7 +708,7 @@ static int tar_frame(const struct fmt_scan *s, const uint8_t *img, size_t size, 
         const struct fmt__part *p = &s->parts[i];
         if (p->off > size || p->len > size - p->off)
             return sl_error_set(err, SL_ECORRUPT, "the file changed since it was scanned");
-        out->field_buf[k] = (struct fmt_field){s->names[p->name], img + p->off, (size_t)p->len};
+        out->field_buf[k] = (struct fmt_field){s->names[p->name], img + p->off, (size_t)p->len, NULL};
     }
     out->data = NULL;
     out->len = 0;

@@ -148,7 +148,7 @@ static int text_decode(struct fmt_batch *b, const struct fmt_frame *f, struct sl
 {
     struct fmt_column c;
     fmt_batch_column(b, 0, &c);
-    struct fmt_field line = {c.name, f->data, f->len};
+    struct fmt_field line = {c.name, f->data, f->len, NULL};
     return fmt_batch_add_fields(b, &line, 1, err);
 }
 

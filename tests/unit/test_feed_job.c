@@ -169,7 +169,7 @@ static const struct {
     {"{\"files\": [\"a\", \"\"]}", "'files' must be a pattern or a non-empty list of patterns (got [\"a\",\"\"])"},
     {"{\"files\": \"\"}", "'files' must be a pattern or a non-empty list of patterns (got \"\")"},
     {"{\"files\": {}}", "'files' must be a pattern or a non-empty list of patterns (got {})"},
-    {"{\"format\": \"csv\"}", "'format': unknown format 'csv' (expected tfrecord, text or tar)"},
+    {"{\"format\": \"csv\"}", "'format': unknown format 'csv' (expected tfrecord, text, tar or arrays)"},
     {"{\"format\": 1}", "'format' must be a string (got 1)"},
     {"{\"compression\": \"lz4\"}", "'compression': unknown compression 'lz4' (expected auto, none, gzip or zlib)"},
     {"{\"shard_policy\": \"fil\"}",
@@ -664,6 +664,92 @@ START_TEST(test_expand_order)
 }
 END_TEST
 
+/* format arrays: features name their arrays; the rules across keys; the
+ * groups (the g-th array of every feature); the JSON round trip */
+START_TEST(test_arrays)
+{
+    const char *dir = sl_test_dir();
+    ck_assert_int_eq(mkdir(sl_test_path("arr"), 0700), 0);
+    touch("arr/img-1.npy");
+    touch("arr/img-0.npy");
+    touch("arr/lab-0.idx.gz");
+    touch("arr/lab-1.idx.gz");
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"name\": \"a\", \"format\": \"arrays\", \"global_batch_size\": 4,"
+             " \"features\": {\"image\": {\"dtype\": \"uint8\", \"shape\": [2, 2], \"array\": \"%s/arr/img-*.npy\"},"
+             "              \"label\": {\"dtype\": \"int64\", \"array\": [\"%s/arr/lab-*.idx.gz\"]}}}",
+             dir, dir);
+    struct feed_job *job = load_ok(json);
+    struct sl_error err = {0};
+    ck_assert_msg(feed_job_validate(job, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(feed_job_expand(job, &err), 0);
+    ck_assert_uint_eq(job->files.n, 2);
+    ck_assert_uint_eq(job->members.n, 4);
+    static const char *const want[] = {"img-0.npy", "lab-0.idx.gz", "img-1.npy", "lab-1.idx.gz"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/arr/%s", dir, want[i]);
+        ck_assert_str_eq(job->members.items[i], path);
+    }
+    ck_assert_str_eq(job->files.items[1], job->members.items[2]);
+
+    /* the effective job loads back to the same groups, with no "files" */
+    struct sl_buf out;
+    sl_buf_init(&out, 0);
+    ck_assert_int_eq(feed_job_to_json(job, 0, &out), 0);
+    ck_assert_int_eq(sl_buf_append(&out, "", 1), 0);
+    ck_assert_ptr_null(strstr((const char *)out.data, "\"files\""));
+    ck_assert_ptr_nonnull(strstr((const char *)out.data, "\"array\""));
+    ck_assert_ptr_null(strstr((const char *)out.data, "\"from\""));
+    struct feed_job *again = load_ok((const char *)out.data);
+    ck_assert_int_eq(feed_job_validate(again, &err), 0);
+    ck_assert_int_eq(feed_job_expand(again, &err), 0);
+    ck_assert_uint_eq(again->members.n, 4);
+    feed_job_free(again);
+    sl_buf_free(&out);
+
+    /* a flag changes one feature's arrays; counts must agree */
+    char flag[600];
+    snprintf(flag, sizeof flag, "%s/arr/lab-0.idx.gz", dir);
+    set_ok(job, "features.label.array", flag);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "features.label.array: 1 arrays, but features.image.array has 2: every feature needs "
+                              "one array per group (the g-th of each, in sorted order, make group g)");
+    ck_assert_uint_eq(job->members.n, 4); /* kept */
+    set_ok(job, "features.label.array", "nothing-*.npy");
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "features.label.array: pattern 'nothing-*.npy' matches no file");
+
+    /* the rules */
+    set_fails(job, "features.label.array", "[]",
+              "--features.label.array: must be a pattern or a non-empty list of patterns (got [])");
+    set_fails(job, "features.image.from", "bytes",
+              "--features.image.from: an array feature takes its values from its array");
+    set_ok(job, "features.label.default", "0");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label.default': an array feature has a value in every row, no "
+                              "default");
+    set_ok(job, "features.label.default", "null");
+    set_ok(job, "features.label.dtype", "bytes");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label': an array fills a fixed-shape int64, float32 or uint8 "
+                              "feature");
+    set_ok(job, "features.label", "{\"dtype\": \"int64\"}");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label.array' is required with format \"arrays\"");
+    set_ok(job, "features.label.array", "x.npy");
+    set_ok(job, "files", "x.tfrecord");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'files' does not apply with format \"arrays\" (each feature names its "
+                              "arrays: features.NAME.array)");
+    set_ok(job, "format", "tfrecord");
+    ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.image.array' applies only with format \"arrays\"");
+    feed_job_free(job);
+}
+END_TEST
+
 START_TEST(test_plan_config)
 {
     touch("p-0.tfrecord");
@@ -897,6 +983,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_expand_order);
     tcase_add_test(tc, test_plan_config);
     tcase_add_test(tc, test_to_json);
+    tcase_add_test(tc, test_arrays);
     tcase_add_test(tc, test_key_names);
     tcase_add_test(tc, test_alloc_failures);
     suite_add_tcase(s, tc);

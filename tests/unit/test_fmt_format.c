@@ -235,7 +235,7 @@ START_TEST(test_tar)
     ck_assert_int_eq(ops->frame(s, img, size, 2, 1, &fr, &err), 0);
     ck_assert_int_eq(ops->decode(b, &fr, &err), SL_ECORRUPT);
     ck_assert_str_eq(err.msg, "field 'cls' is not a list of int64 numbers");
-    struct fmt_field only = {"img", (const uint8_t *)"abc", 3};
+    struct fmt_field only = {"img", (const uint8_t *)"abc", 3, NULL};
     struct fmt_frame f2 = {.fields = &only, .nfields = 1};
     ck_assert_int_eq(ops->decode(b, &f2, &err), SL_EINVAL);
     ck_assert_str_eq(err.msg, "Feature: cls (data type: int64) is required but could not be found.");
