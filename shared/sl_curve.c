@@ -626,7 +626,12 @@ int sl_zap_start(struct sl_zap **out, void *ctx, struct sl_curve_allow *allow, c
     atomic_init(&z->accepted, 0);
     int rc = 0, linger = 0;
     char wake[64];
-    snprintf(wake, sizeof wake, "inproc://sl-zap-wake-%p", (void *)z);
+    /* a name never used before in this process: a handler freed and started
+     * again may get the same address, while the old name may still be
+     * bound (a closed socket's inproc endpoints are released later, by
+     * the context's reaper) */
+    static atomic_ullong serial;
+    snprintf(wake, sizeof wake, "inproc://sl-zap-wake-%llu", (unsigned long long)atomic_fetch_add(&serial, 1));
     z->rep = zmq_socket(ctx, ZMQ_REP);
     z->wake_in = zmq_socket(ctx, ZMQ_PAIR);
     z->wake_out = zmq_socket(ctx, ZMQ_PAIR);
@@ -683,6 +688,9 @@ void sl_zap_stop(struct sl_zap *z)
      * the thread's poll fails with ETERM and it returns all the same */
     zmq_send(z->wake_out, "", 0, ZMQ_DONTWAIT);
     pthread_join(z->thread, NULL);
+    /* the ZAP endpoint is released now, for a handler started right
+     * after this one (zmq_close alone releases it later, in the reaper) */
+    zmq_unbind(z->rep, ZAP_ENDPOINT);
     zmq_close(z->wake_out);
     zmq_close(z->wake_in);
     zmq_close(z->rep);

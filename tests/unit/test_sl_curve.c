@@ -583,7 +583,7 @@ START_TEST(test_zap_rfc27)
     sl_zap_stop(NULL);
     ck_assert_uint_eq(sl_zap_accepted(NULL), 0);
     /* stopped: the endpoint is free for a new handler */
-    ck_assert_int_eq(sl_zap_start(&z, ctx, NULL, "test", &err), 0);
+    ck_assert_msg(sl_zap_start(&z, ctx, NULL, "test", &err) == 0, "restart: %s", err.msg);
     sl_zap_stop(z);
     sl_curve_allow_free(al);
     ck_assert_int_eq(zmq_ctx_term(ctx), 0);
