@@ -71,7 +71,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._ended = False
         self._warned = False
         self._idle = None  # (thread, stop event) keeping the client alive between iterations
-        self._lock = threading.Lock()
+        self._idle_error = None  # what the keep-alive thread met, raised at the next iteration
 
     def _pin(self):
         if not self.pin_memory:
@@ -85,33 +85,30 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def _keep_alive(self, stop):
         try:
+            # the only user of the client meanwhile: close() and __iter__
+            # stop and join this thread before they touch it
             while not stop.is_set():
-                with self._lock:
-                    if self._client is None or self._client.closed:
-                        return
-                    self._client.keepalive(100)
+                self._client.keepalive(100)
         except Exception as e:  # noqa: BLE001 - reported at the next iteration
             self._idle_error = e
 
-    def _stop_idle(self):
+    def _join_idle(self):
         if self._idle is not None:
             thread, stop = self._idle
             stop.set()
             thread.join()
             self._idle = None
-        err = getattr(self, "_idle_error", None)
+
+    def _stop_idle(self):
+        self._join_idle()
+        err, self._idle_error = self._idle_error, None
         if err is not None:
-            self._idle_error = None
             self.close()
             raise err
 
     def close(self):
         """Close the client (the feeders are told goodbye)."""
-        if self._idle is not None:
-            thread, stop = self._idle
-            stop.set()
-            thread.join()
-            self._idle = None
+        self._join_idle()
         if self._client is not None:
             self._client.close()
             self._client = None
