@@ -405,18 +405,36 @@ int train_model_forward_backward(struct train_model *m, const float *x, const in
     return 0;
 }
 
-int train_model_sgd_step(struct train_model *m, const float *grads, struct sl_error *err)
+void train_sgd_apply(float *p, float *v, const float *g, size_t n, float lr, float momentum)
 {
-    float lr = m->cfg.lr, mom = m->cfg.momentum;
-    float *p = m->params, *v = m->velocity;
-
-    if (grads == NULL)
-        return sl_error_set(err, SL_EINVAL, "train_model_sgd_step: NULL gradient");
-    for (size_t k = 0; k < m->nparams; k++) {
-        v[k] = mom * v[k] - lr * grads[k];
+    for (size_t k = 0; k < n; k++) {
+        v[k] = momentum * v[k] - lr * g[k];
         p[k] = p[k] + v[k];
     }
+}
+
+int train_model_sgd_step(struct train_model *m, const float *grads, struct sl_error *err)
+{
+    if (grads == NULL)
+        return sl_error_set(err, SL_EINVAL, "train_model_sgd_step: NULL gradient");
+    train_sgd_apply(m->params, m->velocity, grads, m->nparams, m->cfg.lr, m->cfg.momentum);
     return 0;
+}
+
+size_t train_model_variables(const struct train_model *m, struct train_model_var *out, size_t max)
+{
+    size_t n = 0;
+    for (int l = 0; l < m->nlayers; l++) {
+        if (n < max)
+            out[n] = (struct train_model_var){.kind = 'W', .layer = l + 1, .offset = m->woff[l],
+                                              .count = m->dims[l] * m->dims[l + 1]};
+        n++;
+        if (n < max)
+            out[n] = (struct train_model_var){.kind = 'b', .layer = l + 1, .offset = m->boff[l],
+                                              .count = m->dims[l + 1]};
+        n++;
+    }
+    return n;
 }
 
 int train_model_predict(struct train_model *m, const float *x, size_t rows, int64_t *pred_out,

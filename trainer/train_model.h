@@ -115,6 +115,24 @@ int train_model_forward_backward(struct train_model *m, const float *x, const in
  * reduced gradient; may be train_model_grads(m)). SL_EINVAL for NULL. */
 int train_model_sgd_step(struct train_model *m, const float *grads, struct sl_error *err) SL_MUST_CHECK;
 
+/* The optimizer rule above on any n elements: p, v updated in place from
+ * g. train_model_sgd_step is this on the whole model; a parameter server
+ * applies it to the variables it holds, so that its arithmetic is the
+ * model's, bit for bit. */
+void train_sgd_apply(float *p, float *v, const float *g, size_t n, float lr, float momentum);
+
+/* The model's variables in creation order: W_1, b_1, W_2, b_2, ..., each a
+ * contiguous run of the parameter array. */
+#define TRAIN_MODEL_MAX_VARS (2 * (TRAIN_MODEL_MAX_HIDDEN + 1))
+struct train_model_var {
+    char kind;     /* 'W' or 'b' */
+    int layer;     /* 1..L */
+    size_t offset; /* first element in the parameter array */
+    size_t count;  /* elements */
+};
+/* Fills out[0..min(n, max)) and returns n, the model's variable count. */
+size_t train_model_variables(const struct train_model *m, struct train_model_var *out, size_t max);
+
 /* Argmax class (lowest index on ties) of each of `rows` rows of x into
  * pred_out. rows = 0 does nothing. SL_EINVAL for NULL buffers with rows > 0. */
 int train_model_predict(struct train_model *m, const float *x, size_t rows, int64_t *pred_out,

@@ -1,0 +1,345 @@
+/* train_ps (issue #18, the first part of the parameter servers): the
+ * placement of variables on servers, round robin and balanced, with
+ * colocation groups, exactly as train_ps.h states it; the model's variable
+ * list; and train_sgd_apply, the arithmetic a server will apply, equal bit
+ * for bit to the model's own step. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "sl_test.h"
+#include "train_model.h"
+#include "train_ps.h"
+
+static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
+                         const uint32_t *want)
+{
+    uint32_t got[16];
+    struct sl_error err = {0};
+    ck_assert_msg(train_ps_place(sizes, group, n, nps, how, got, &err) == 0, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "variable %zu: server %u, want %u", i, got[i], want[i]);
+}
+
+START_TEST(test_round_robin)
+{
+    const size_t sizes[5] = {100, 10, 50, 60, 5};
+    expect_place(sizes, NULL, 5, 2, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 1, 0, 1, 0});
+    expect_place(sizes, NULL, 5, 3, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 1, 2, 0, 1});
+    expect_place(sizes, NULL, 5, 1, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 0, 0, 0, 0});
+    expect_place(sizes, NULL, 5, 8, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 1, 2, 3, 4});
+    /* 1 and 3 colocated: the units are 0, {1, 3}, 2, 4 */
+    const int group[5] = {-1, 7, -1, 7, -1};
+    expect_place(sizes, group, 5, 2, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 1, 0, 1, 1});
+    /* every variable in one group: one server */
+    const int all[5] = {0, 0, 0, 0, 0};
+    expect_place(sizes, all, 5, 3, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 0, 0, 0, 0});
+}
+END_TEST
+
+START_TEST(test_balanced)
+{
+    const size_t sizes[5] = {100, 10, 50, 60, 5};
+    /* 100 -> 0; 60 -> 1; 50 -> 1 (60 < 100); 10 -> 0 (100 < 110); 5 -> 0 (110 = 110: the lower) */
+    expect_place(sizes, NULL, 5, 2, TRAIN_PS_BALANCED, (const uint32_t[]){0, 0, 1, 1, 0});
+    /* {1, 3} is one unit of 70: 100 -> 0, 70 -> 1, 50 -> 1 (70 < 100), 5 -> 0 */
+    const int group[5] = {-1, 7, -1, 7, -1};
+    expect_place(sizes, group, 5, 2, TRAIN_PS_BALANCED, (const uint32_t[]){0, 1, 1, 1, 0});
+    /* equal sizes: creation order, lowest server on ties: round robin */
+    const size_t same[4] = {8, 8, 8, 8};
+    expect_place(same, NULL, 4, 3, TRAIN_PS_BALANCED, (const uint32_t[]){0, 1, 2, 0});
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+    const size_t sizes[2] = {1, 2};
+    uint32_t owner[2] = {77, 77};
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_ps_place(sizes, NULL, 2, 0, TRAIN_PS_ROUND_ROBIN, owner, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "0 parameter servers (1 to 256)");
+    ck_assert_int_eq(train_ps_place(sizes, NULL, 2, 257, TRAIN_PS_ROUND_ROBIN, owner, &err), SL_EINVAL);
+    ck_assert_int_eq(train_ps_place(sizes, NULL, TRAIN_PS_MAX_VARS + 1, 2, TRAIN_PS_ROUND_ROBIN, owner, &err),
+                     SL_EINVAL);
+    ck_assert_str_eq(err.msg, "4097 variables (at most 4096)");
+    ck_assert_int_eq(train_ps_place(sizes, (const int[]){-1, -2}, 2, 2, TRAIN_PS_BALANCED, owner, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "variable 1: colocation group -2 (-1: none, or >= 0)");
+    ck_assert_int_eq(train_ps_place(sizes, NULL, 2, 2, (enum train_ps_placement)9, owner, &err), SL_EINVAL);
+    ck_assert_uint_eq(owner[0], 77);
+    ck_assert_uint_eq(owner[1], 77);
+    ck_assert_int_eq(train_ps_place(sizes, NULL, 0, 2, TRAIN_PS_BALANCED, owner, &err), 0);
+}
+END_TEST
+
+/* The MLP 784-128-10: W1, b1, W2, b2 cover the parameters in order;
+ * round robin on 2 servers alternates, balanced puts W1 alone. */
+START_TEST(test_model_variables)
+{
+    struct train_model_config cfg = {.inputs = 784, .classes = 10, .nhidden = 1, .hidden = {128}, .seed = 1};
+    struct train_model *m;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_model_create(&m, &cfg, &err), 0);
+    struct train_model_var v[TRAIN_MODEL_MAX_VARS];
+    size_t n = train_model_variables(m, v, TRAIN_MODEL_MAX_VARS);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(train_model_variables(m, v, 1), 4); /* the count, whatever max */
+    const char kinds[4] = {'W', 'b', 'W', 'b'};
+    const size_t counts[4] = {784 * 128, 128, 128 * 10, 10};
+    size_t at = 0, sizes[4];
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(v[i].kind, kinds[i]);
+        ck_assert_int_eq(v[i].layer, (int)i / 2 + 1);
+        ck_assert_uint_eq(v[i].offset, at);
+        ck_assert_uint_eq(v[i].count, counts[i]);
+        at += v[i].count;
+        sizes[i] = v[i].count;
+    }
+    ck_assert_uint_eq(at, train_model_nparams(m));
+    expect_place(sizes, NULL, 4, 2, TRAIN_PS_ROUND_ROBIN, (const uint32_t[]){0, 1, 0, 1});
+    expect_place(sizes, NULL, 4, 2, TRAIN_PS_BALANCED, (const uint32_t[]){0, 1, 1, 1});
+    train_model_destroy(m);
+}
+END_TEST
+
+/* train_sgd_apply on a model's parameters and velocity, variable by
+ * variable (as the servers will), equals the model's own step bit for bit,
+ * over a few steps with momentum. */
+START_TEST(test_sgd_apply_is_the_models_step)
+{
+    struct train_model_config cfg = {.inputs = 20, .classes = 3, .nhidden = 1, .hidden = {7}, .seed = 9,
+                                     .lr = 0.05f, .momentum = 0.9f};
+    struct train_model *a, *b;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_model_create(&a, &cfg, &err), 0);
+    ck_assert_int_eq(train_model_create(&b, &cfg, &err), 0);
+    size_t np = train_model_nparams(a);
+    float *g = malloc(np * sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    struct train_model_var v[TRAIN_MODEL_MAX_VARS];
+    size_t nv = train_model_variables(b, v, TRAIN_MODEL_MAX_VARS);
+    uint32_t state = 12345;
+    for (int step = 0; step < 5; step++) {
+        for (size_t k = 0; k < np; k++) {
+            state = state * 1664525u + 1013904223u;
+            g[k] = (float)((int)(state >> 8) % 2001 - 1000) / 3000.0f;
+        }
+        ck_assert_int_eq(train_model_sgd_step(a, g, &err), 0);
+        for (size_t i = nv; i-- > 0;) /* any order: the variables are disjoint */
+            train_sgd_apply(train_model_params(b) + v[i].offset, train_model_velocity(b) + v[i].offset,
+                            g + v[i].offset, v[i].count, cfg.lr, cfg.momentum);
+    }
+    ck_assert(memcmp(train_model_params(a), train_model_params(b), np * sizeof(float)) == 0);
+    ck_assert(memcmp(train_model_velocity(a), train_model_velocity(b), np * sizeof(float)) == 0);
+    free(g);
+    train_model_destroy(a);
+    train_model_destroy(b);
+}
+END_TEST
+
+struct server_run {
+    struct train_ps_server_opts o;
+    struct train_ps_server_stats st;
+    struct sl_error err;
+    int rc;
+    pthread_t tid;
+    char ep[128];
+};
+
+static void *server_main(void *arg)
+{
+    struct server_run *r = arg;
+    r->rc = train_ps_serve(&r->o, &r->st, &r->err);
+    return NULL;
+}
+
+/* Two servers (balanced placement of an MLP's variables) and one worker:
+ * the pulled values are the seeded model's; three pushes of gradients
+ * leave exactly what the model's own steps give (bit for bit), with
+ * staleness 0 and three global steps; BYE ends both servers. */
+START_TEST(test_servers_apply_the_models_steps)
+{
+    struct train_model_config cfg = {.inputs = 30, .classes = 4, .nhidden = 1, .hidden = {9}, .seed = 3,
+                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_model *m;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_model_create(&m, &cfg, &err), 0);
+    size_t np = train_model_nparams(m);
+    struct train_model_var v[TRAIN_MODEL_MAX_VARS];
+    size_t nv = train_model_variables(m, v, TRAIN_MODEL_MAX_VARS), sizes[TRAIN_MODEL_MAX_VARS];
+    for (size_t i = 0; i < nv; i++)
+        sizes[i] = v[i].count;
+    uint32_t owner[TRAIN_MODEL_MAX_VARS];
+    ck_assert_int_eq(train_ps_place(sizes, NULL, nv, 2, TRAIN_PS_BALANCED, owner, &err), 0);
+    struct train_ps_layout l = {.vars = v, .nvars = nv, .owner = owner, .nps = 2};
+    ck_assert_uint_eq(train_ps_elements(&l, 0) + train_ps_elements(&l, 1), np);
+    float *init = malloc(np * sizeof *init), *got = malloc(np * sizeof *got), *g = malloc(np * sizeof *g);
+    ck_assert(init != NULL && got != NULL && g != NULL);
+    memcpy(init, train_model_params(m), np * sizeof *init);
+    void *ctx = zmq_ctx_new();
+    struct server_run sr[2];
+    const char *eps[2];
+    for (int s = 0; s < 2; s++) {
+        memset(&sr[s], 0, sizeof sr[s]);
+        snprintf(sr[s].ep, sizeof sr[s].ep, "ipc://%s", sl_test_path(s ? "ps1" : "ps0"));
+        eps[s] = sr[s].ep;
+        sr[s].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr[s].ep, .index = (uint32_t)s, .layout = l,
+                                                .init = init, .lr = cfg.lr, .momentum = cfg.momentum,
+                                                .workers = 1, .timeout_ms = 20000};
+        ck_assert_int_eq(pthread_create(&sr[s].tid, NULL, server_main, &sr[s]), 0);
+    }
+    struct train_ps_client *c;
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 5000, &err), 0);
+    uint64_t step = 99, stale = 99;
+    ck_assert_msg(train_ps_pull(c, got, &step, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(got, init, np * sizeof *got) == 0);
+    ck_assert_uint_eq(step, 0);
+    uint32_t state = 77;
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < np; i++) {
+            state = state * 1664525u + 1013904223u;
+            g[i] = (float)((int)(state >> 8) % 2001 - 1000) / 1000.0f;
+        }
+        ck_assert_int_eq(train_model_sgd_step(m, g, &err), 0);
+        ck_assert_msg(train_ps_push(c, g, 1, &stale, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(stale, 0);
+        ck_assert_msg(train_ps_pull(c, got, &step, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(step, (uint64_t)k + 1);
+        ck_assert(memcmp(got, train_model_params(m), np * sizeof *got) == 0);
+    }
+    train_ps_client_close(c);
+    for (int s = 0; s < 2; s++) {
+        pthread_join(sr[s].tid, NULL);
+        ck_assert_msg(sr[s].rc == 0, "server %d: %s", s, sr[s].err.msg);
+        ck_assert_uint_eq(sr[s].st.pushes, 3);
+        ck_assert_uint_eq(sr[s].st.pulls, 4);
+        ck_assert_uint_eq(sr[s].st.version, 3);
+        ck_assert_uint_eq(sr[s].st.bad_messages, 0);
+    }
+    ck_assert_uint_eq(sr[0].st.global_step, 3);
+    ck_assert_uint_eq(sr[1].st.global_step, 0);
+    zmq_ctx_term(ctx);
+    free(init);
+    free(got);
+    free(g);
+    train_model_destroy(m);
+}
+END_TEST
+
+/* A server that is not there: the pull fails within the timeout, naming it. */
+START_TEST(test_silent_server_named)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    const char *eps[1] = {"ipc:///nonexistent-dir/ps0"};
+    struct train_ps_client *c;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 300, &err), 0);
+    float p[4];
+    ck_assert_int_eq(train_ps_pull(c, p, NULL, &err), SL_ETIMEOUT);
+    ck_assert_str_eq(err.msg, "parameter server 0 (ipc:///nonexistent-dir/ps0) did not answer within 0.3 s");
+    train_ps_client_close(c);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* Hostile messages: each gets an ERROR naming what was wrong, is counted,
+ * and the server serves on (a good PULL afterwards is answered; BYE ends it). */
+START_TEST(test_server_refuses_hostile_messages)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psh"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.1f, .workers = 2, .timeout_ms = 20000};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
+    uint8_t h[TRAIN_PS_HEADER];
+    char reply[256];
+    struct {
+        int type, worker, with_body;
+        size_t body;
+        const char *why;
+    } cases[] = {
+        {0, 0, 0, 0, "not a parameter-server message"},    /* type 0 */
+        {9, 0, 0, 0, "not a parameter-server message"},    /* unknown type */
+        {1, 2, 0, 0, "worker out of range"},               /* worker 2 of 2 */
+        {1, -1, 0, 0, "worker out of range"},              /* worker 2^32 - 1 */
+        {3, 0, 1, 12, "a message of the wrong type or size"}, /* PUSH of 3 floats for 4 */
+        {3, 0, 0, 0, "a message of the wrong type or size"},  /* PUSH without a body */
+        {2, 0, 0, 0, "a message of the wrong type or size"},  /* VALUES sent to a server */
+    };
+    size_t ncases = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < ncases; i++) {
+        memset(h, 0, sizeof h);
+        memcpy(h, "SLPS", 4);
+        h[4] = 1;
+        h[5] = (uint8_t)cases[i].type;
+        uint32_t w = (uint32_t)cases[i].worker;
+        memcpy(h + 8, &w, 4);
+        ck_assert_int_ge(zmq_send(d, h, sizeof h, cases[i].with_body ? ZMQ_SNDMORE : 0), 0);
+        if (cases[i].with_body) {
+            char body[64] = {0};
+            ck_assert_int_ge(zmq_send(d, body, cases[i].body, 0), 0);
+        }
+        ck_assert_int_eq(zmq_recv(d, h, sizeof h, 0), TRAIN_PS_HEADER);
+        ck_assert_int_eq(h[5], TRAIN_PS_ERROR);
+        int n = zmq_recv(d, reply, sizeof reply - 1, 0);
+        ck_assert_int_gt(n, 0);
+        reply[n] = '\0';
+        ck_assert_str_eq(reply, cases[i].why);
+    }
+    /* a short header frame */
+    ck_assert_int_ge(zmq_send(d, "SLPS", 4, 0), 0);
+    ck_assert_int_eq(zmq_recv(d, h, sizeof h, 0), TRAIN_PS_HEADER);
+    ck_assert_int_eq(h[5], TRAIN_PS_ERROR);
+    ck_assert_int_gt(zmq_recv(d, reply, sizeof reply, 0), 0);
+    /* still serving */
+    struct train_ps_client *c;
+    struct sl_error err = {0};
+    const char *eps[1] = {sr.ep};
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 1, 5000, &err), 0);
+    float p[4];
+    ck_assert_msg(train_ps_pull(c, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, init, sizeof p) == 0);
+    train_ps_client_close(c);
+    memset(h, 0, sizeof h);
+    memcpy(h, "SLPS", 4);
+    h[4] = 1;
+    h[5] = TRAIN_PS_BYE;
+    ck_assert_int_ge(zmq_send(d, h, sizeof h, 0), 0);
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.bad_messages, ncases + 1);
+    ck_assert_uint_eq(sr.st.pulls, 1);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+Suite *sl_test_suite(void)
+{
+    Suite *s = suite_create("train_ps");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_round_robin);
+    tcase_add_test(tc, test_balanced);
+    tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_model_variables);
+    tcase_add_test(tc, test_sgd_apply_is_the_models_step);
+    tcase_add_test(tc, test_servers_apply_the_models_steps);
+    tcase_add_test(tc, test_silent_server_named);
+    tcase_add_test(tc, test_server_refuses_hostile_messages);
+    suite_add_tcase(s, tc);
+    return s;
+}

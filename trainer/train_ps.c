@@ -1,0 +1,508 @@
+/* train_ps: see train_ps.h. */
+#include "train_ps.h"
+
+#include <errno.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "sl_alloc.h"
+#include "sl_bytes.h"
+#include "sl_clock.h"
+
+/* unit u: its first variable, its total size, and the server it gets */
+struct unit {
+    size_t first;
+    uint64_t size;
+    uint32_t server;
+};
+
+int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
+                   uint32_t *owner, struct sl_error *err)
+{
+    if (nps == 0 || nps > TRAIN_PS_MAX_SERVERS)
+        return sl_error_set(err, SL_EINVAL, "%u parameter servers (1 to %d)", nps, TRAIN_PS_MAX_SERVERS);
+    if (n > TRAIN_PS_MAX_VARS)
+        return sl_error_set(err, SL_EINVAL, "%zu variables (at most %d)", n, TRAIN_PS_MAX_VARS);
+    if (how != TRAIN_PS_ROUND_ROBIN && how != TRAIN_PS_BALANCED)
+        return sl_error_set(err, SL_EINVAL, "unknown placement %d", (int)how);
+    for (size_t i = 0; group != NULL && i < n; i++)
+        if (group[i] < -1)
+            return sl_error_set(err, SL_EINVAL, "variable %zu: colocation group %d (-1: none, or >= 0)", i, group[i]);
+    if (n == 0)
+        return 0;
+    struct unit *units = sl_calloc(n, sizeof *units);
+    size_t *unit_of = sl_calloc(n, sizeof *unit_of);
+    if (units == NULL || unit_of == NULL) {
+        sl_free(units);
+        sl_free(unit_of);
+        return sl_error_set(err, SL_ENOMEM, "out of memory placing %zu variables", n);
+    }
+    /* units in the order of their first variable (n^2 at most 16M steps) */
+    size_t nu = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t u = nu;
+        if (group != NULL && group[i] >= 0)
+            for (size_t k = 0; k < i; k++)
+                if (group[k] == group[i]) {
+                    u = unit_of[k];
+                    break;
+                }
+        if (u == nu)
+            units[nu++] = (struct unit){.first = i};
+        units[u].size += sizes[i];
+        unit_of[i] = u;
+    }
+    if (how == TRAIN_PS_ROUND_ROBIN) {
+        for (size_t u = 0; u < nu; u++)
+            units[u].server = (uint32_t)(u % nps);
+    } else {
+        uint64_t load[TRAIN_PS_MAX_SERVERS] = {0};
+        char *done = sl_calloc(nu, 1);
+        if (done == NULL) {
+            sl_free(units);
+            sl_free(unit_of);
+            return sl_error_set(err, SL_ENOMEM, "out of memory placing %zu variables", n);
+        }
+        for (size_t step = 0; step < nu; step++) {
+            size_t best = nu;
+            for (size_t u = 0; u < nu; u++) /* the largest left; the first on ties */
+                if (!done[u] && (best == nu || units[u].size > units[best].size))
+                    best = u;
+            uint32_t s = 0;
+            for (uint32_t k = 1; k < nps; k++)
+                if (load[k] < load[s])
+                    s = k;
+            units[best].server = s;
+            load[s] += units[best].size;
+            done[best] = 1;
+        }
+        sl_free(done);
+    }
+    for (size_t i = 0; i < n; i++)
+        owner[i] = units[unit_of[i]].server;
+    sl_free(units);
+    sl_free(unit_of);
+    return 0;
+}
+
+/* ---- the wire ---- */
+
+size_t train_ps_elements(const struct train_ps_layout *l, uint32_t ps)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->nvars; i++)
+        if (l->owner[i] == ps)
+            n += l->vars[i].count;
+    return n;
+}
+
+struct hdr {
+    uint8_t type;
+    uint32_t worker, flags;
+    uint64_t version, step;
+};
+
+static void put_hdr(uint8_t *b, const struct hdr *h)
+{
+    memset(b, 0, TRAIN_PS_HEADER);
+    memcpy(b, "SLPS", 4);
+    b[4] = 1;
+    b[5] = h->type;
+    sl_store_le32(b + 8, h->worker);
+    sl_store_le32(b + 12, h->flags);
+    sl_store_le64(b + 16, h->version);
+    sl_store_le64(b + 24, h->step);
+}
+
+static int get_hdr(const uint8_t *b, size_t n, struct hdr *h)
+{
+    if (n != TRAIN_PS_HEADER || memcmp(b, "SLPS", 4) != 0 || b[4] != 1 || b[5] < TRAIN_PS_PULL ||
+        b[5] > TRAIN_PS_ERROR)
+        return -1;
+    h->type = b[5];
+    h->worker = sl_load_le32(b + 8);
+    h->flags = sl_load_le32(b + 12);
+    h->version = sl_load_le64(b + 16);
+    h->step = sl_load_le64(b + 24);
+    return 0;
+}
+
+/* Send [routing id?] header [body]. */
+static int send_msg(void *sock, zmq_msg_t *id, const struct hdr *h, const void *body, size_t len)
+{
+    uint8_t b[TRAIN_PS_HEADER];
+    put_hdr(b, h);
+    int more = body != NULL ? ZMQ_SNDMORE : 0;
+    if (id != NULL && zmq_msg_send(id, sock, ZMQ_SNDMORE) < 0)
+        return -1;
+    if (zmq_send(sock, b, sizeof b, more) < 0)
+        return -1;
+    if (body != NULL && zmq_send(sock, body, len, 0) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- the server ---- */
+
+/* Copy between the whole array and the server's packed elements. */
+static void pack(const struct train_ps_layout *l, uint32_t ps, const float *whole, float *packed)
+{
+    for (size_t i = 0; i < l->nvars; i++)
+        if (l->owner[i] == ps) {
+            memcpy(packed, whole + l->vars[i].offset, l->vars[i].count * sizeof *packed);
+            packed += l->vars[i].count;
+        }
+}
+
+static void unpack(const struct train_ps_layout *l, uint32_t ps, const float *packed, float *whole)
+{
+    for (size_t i = 0; i < l->nvars; i++)
+        if (l->owner[i] == ps) {
+            memcpy(whole + l->vars[i].offset, packed, l->vars[i].count * sizeof *packed);
+            packed += l->vars[i].count;
+        }
+}
+
+static void refuse(void *sock, zmq_msg_t *id, struct train_ps_server_stats *st, const char *why)
+{
+    st->bad_messages++;
+    struct hdr h = {.type = TRAIN_PS_ERROR};
+    (void)send_msg(sock, id, &h, why, strlen(why));
+}
+
+int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st, struct sl_error *err)
+{
+    memset(st, 0, sizeof *st);
+    const struct train_ps_layout *l = &o->layout;
+    if (o->index >= l->nps)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u of %u", o->index, l->nps);
+    size_t n = train_ps_elements(l, o->index);
+    float *p = sl_calloc(n ? n : 1, sizeof *p), *v = sl_calloc(n ? n : 1, sizeof *v);
+    uint8_t *seen = sl_calloc(o->workers ? o->workers : 1, 1); /* 1: said BYE */
+    void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
+    int rc = 0;
+    if (p == NULL || v == NULL || seen == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory for %zu parameters", n);
+        goto out;
+    }
+    pack(l, o->index, o->init, p);
+    int linger = 0;
+    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_bind(sock, o->listen) != 0) {
+        rc = sl_error_set(err, SL_EIO, "parameter server %u: cannot listen on %s: %s", o->index, o->listen,
+                          zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    uint32_t left = o->workers;
+    uint64_t quiet_since = sl_clock_ns();
+    while (left > 0) {
+        if (o->stop != NULL && *o->stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            break;
+        }
+        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        int ready = zmq_poll(&it, 1, 100);
+        if (ready < 0 && zmq_errno() != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "parameter server %u: zmq_poll: %s", o->index, zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (ready <= 0) {
+            if (o->timeout_ms > 0 && sl_clock_ns() - quiet_since > (uint64_t)o->timeout_ms * 1000000u) {
+                rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u: no worker heard for %d ms (%u left)",
+                                  o->index, o->timeout_ms, left);
+                break;
+            }
+            continue;
+        }
+        quiet_since = sl_clock_ns();
+        /* [id] header [body]: at most 3 frames are read, the rest dropped */
+        zmq_msg_t f[3];
+        size_t nf = 0;
+        int more = 1;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, sock, 0) < 0) {
+                zmq_msg_close(&m);
+                break;
+            }
+            more = zmq_msg_more(&m);
+            if (nf < 3)
+                f[nf++] = m;
+            else
+                zmq_msg_close(&m);
+        }
+        struct hdr h;
+        if (nf < 2 || get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
+            refuse(sock, nf > 0 ? &f[0] : NULL, st, "not a parameter-server message");
+        else if (h.worker >= o->workers)
+            refuse(sock, &f[0], st, "worker out of range");
+        else if (h.type == TRAIN_PS_PULL && nf == 2) {
+            st->pulls++;
+            struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h.worker, .version = st->version,
+                            .step = st->global_step};
+            (void)send_msg(sock, &f[0], &r, p, n * sizeof *p);
+        } else if (h.type == TRAIN_PS_PUSH && nf == 3 && zmq_msg_size(&f[2]) == n * sizeof(float)) {
+            uint64_t stale = st->version >= h.version ? st->version - h.version : 0;
+            /* the body is not aligned for floats: copied out in pieces */
+            const uint8_t *g8 = zmq_msg_data(&f[2]);
+            float g[256];
+            for (size_t k = 0; k < n; k += 256) {
+                size_t m = n - k < 256 ? n - k : 256;
+                memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
+                train_sgd_apply(p + k, v + k, g, m, o->lr, o->momentum);
+            }
+            st->version++;
+            st->pushes++;
+            st->staleness_sum += stale;
+            if (stale > st->staleness_max)
+                st->staleness_max = stale;
+            if (h.flags & 1u)
+                st->global_step++;
+            struct hdr r = {.type = TRAIN_PS_ACK, .worker = h.worker, .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale),
+                            .version = st->version, .step = st->global_step};
+            (void)send_msg(sock, &f[0], &r, NULL, 0);
+        } else if (h.type == TRAIN_PS_BYE && nf == 2) {
+            if (!seen[h.worker]) {
+                seen[h.worker] = 1;
+                left--;
+            }
+        } else {
+            refuse(sock, &f[0], st, "a message of the wrong type or size");
+        }
+        for (size_t k = 0; k < nf; k++)
+            zmq_msg_close(&f[k]);
+    }
+out:
+    if (sock != NULL)
+        zmq_close(sock);
+    sl_free(seen);
+    sl_free(v);
+    sl_free(p);
+    return rc;
+}
+
+/* ---- the client ---- */
+
+struct train_ps_client {
+    const struct train_ps_layout *l;
+    uint32_t worker;
+    int timeout_ms;
+    void **socks;      /* [nps] DEALER */
+    char **eps;        /* [nps] */
+    uint64_t *version; /* [nps] the version last pulled */
+    float *buf;        /* the largest server's elements */
+};
+
+int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
+                         const struct train_ps_layout *l, uint32_t worker, int timeout_ms, struct sl_error *err)
+{
+    *out = NULL;
+    struct train_ps_client *c = sl_calloc(1, sizeof *c);
+    if (c == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    c->l = l;
+    c->worker = worker;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+    c->socks = sl_calloc(l->nps, sizeof *c->socks);
+    c->eps = sl_calloc(l->nps, sizeof *c->eps);
+    c->version = sl_calloc(l->nps, sizeof *c->version);
+    size_t most = 1;
+    for (uint32_t s = 0; s < l->nps; s++)
+        if (train_ps_elements(l, s) > most)
+            most = train_ps_elements(l, s);
+    c->buf = sl_calloc(most, sizeof *c->buf);
+    if (c->socks == NULL || c->eps == NULL || c->version == NULL || c->buf == NULL) {
+        train_ps_client_close(c);
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    }
+    int linger = 0;
+    for (uint32_t s = 0; s < l->nps; s++) {
+        c->eps[s] = sl_strdup(eps[s]);
+        c->socks[s] = zmq_socket(ctx, ZMQ_DEALER);
+        if (c->eps[s] == NULL || c->socks[s] == NULL ||
+            zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+            zmq_connect(c->socks[s], eps[s]) != 0) {
+            int rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
+            train_ps_client_close(c);
+            return rc;
+        }
+    }
+    *out = c;
+    return 0;
+}
+
+/* Wait for one reply from each server whose bit is set in want (then
+ * cleared); on_reply handles it. */
+typedef int (*reply_fn)(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body,
+                        void *arg, struct sl_error *err);
+
+static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_fn fn, void *arg,
+                  struct sl_error *err)
+{
+    uint32_t nps = c->l->nps, left = 0;
+    for (uint32_t s = 0; s < nps; s++)
+        left += want[s];
+    zmq_pollitem_t *it = sl_calloc(nps, sizeof *it);
+    if (it == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    uint64_t deadline = sl_clock_ns() + (uint64_t)c->timeout_ms * 1000000u;
+    int rc = 0;
+    while (left > 0 && rc == 0) {
+        for (uint32_t s = 0; s < nps; s++)
+            it[s] = (zmq_pollitem_t){.socket = c->socks[s], .events = want[s] ? ZMQ_POLLIN : 0};
+        uint64_t now = sl_clock_ns();
+        if (now >= deadline) {
+            uint32_t s = 0;
+            while (!want[s])
+                s++;
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s", s,
+                              c->eps[s], c->timeout_ms / 1000.0);
+            break;
+        }
+        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
+        if (ready < 0 && zmq_errno() != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
+            if (!(it[s].revents & ZMQ_POLLIN))
+                continue;
+            zmq_msg_t h8, body;
+            zmq_msg_init(&h8);
+            zmq_msg_init(&body);
+            struct hdr h;
+            int got = zmq_msg_recv(&h8, c->socks[s], 0) >= 0;
+            int has_body = got && zmq_msg_more(&h8) && zmq_msg_recv(&body, c->socks[s], 0) >= 0;
+            while (got && zmq_msg_more(has_body ? &body : &h8)) { /* drop any extra frame */
+                zmq_msg_t x;
+                zmq_msg_init(&x);
+                int ok = zmq_msg_recv(&x, c->socks[s], 0) >= 0 && zmq_msg_more(&x);
+                zmq_msg_close(&x);
+                if (!ok)
+                    break;
+            }
+            if (!got || get_hdr(zmq_msg_data(&h8), zmq_msg_size(&h8), &h) != 0)
+                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply", s, c->eps[s]);
+            else if (h.type == TRAIN_PS_ERROR)
+                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %.*s", s, c->eps[s],
+                                  has_body ? (int)(zmq_msg_size(&body) < 200 ? zmq_msg_size(&body) : 200) : 0,
+                                  has_body ? (const char *)zmq_msg_data(&body) : "");
+            else if (h.type != type)
+                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u, expected %u", s,
+                                  c->eps[s], h.type, type);
+            else
+                rc = fn(c, s, &h, has_body ? &body : NULL, arg, err);
+            zmq_msg_close(&h8);
+            zmq_msg_close(&body);
+            want[s] = 0;
+            left--;
+        }
+    }
+    sl_free(it);
+    return rc;
+}
+
+struct pull_arg {
+    float *params;
+    uint64_t step;
+};
+
+static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body, void *arg,
+                     struct sl_error *err)
+{
+    struct pull_arg *a = arg;
+    size_t n = train_ps_elements(c->l, s);
+    if (body == NULL || zmq_msg_size(body) != n * sizeof(float))
+        return sl_error_set(err, SL_EPROTO, "parameter server %u (%s): %zu bytes of values, expected %zu", s,
+                            c->eps[s], body != NULL ? zmq_msg_size(body) : 0, n * sizeof(float));
+    memcpy(c->buf, zmq_msg_data(body), n * sizeof(float));
+    unpack(c->l, s, c->buf, a->params);
+    c->version[s] = h->version;
+    if (s == 0)
+        a->step = h->step;
+    return 0;
+}
+
+int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_step, struct sl_error *err)
+{
+    uint32_t nps = c->l->nps;
+    uint8_t *want = sl_calloc(nps, 1);
+    if (want == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    int rc = 0;
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker};
+        if (send_msg(c->socks[s], NULL, &h, NULL, 0) != 0)
+            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+        want[s] = 1;
+    }
+    struct pull_arg a = {.params = params};
+    if (rc == 0)
+        rc = gather(c, want, TRAIN_PS_VALUES, on_values, &a, err);
+    if (rc == 0 && global_step != NULL)
+        *global_step = a.step;
+    sl_free(want);
+    return rc;
+}
+
+static int on_ack(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body, void *arg,
+                  struct sl_error *err)
+{
+    (void)c;
+    (void)s;
+    (void)body;
+    (void)err;
+    uint64_t *stale = arg;
+    if (h->flags > *stale)
+        *stale = h->flags;
+    return 0;
+}
+
+int train_ps_push(struct train_ps_client *c, const float *grads, int count_step, uint64_t *staleness,
+                  struct sl_error *err)
+{
+    uint32_t nps = c->l->nps;
+    uint8_t *want = sl_calloc(nps, 1);
+    if (want == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    int rc = 0;
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        size_t n = train_ps_elements(c->l, s);
+        pack(c->l, s, grads, c->buf);
+        struct hdr h = {.type = TRAIN_PS_PUSH, .worker = c->worker, .flags = count_step && s == 0 ? 1u : 0u,
+                        .version = c->version[s]};
+        if (send_msg(c->socks[s], NULL, &h, c->buf, n * sizeof(float)) != 0)
+            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+        want[s] = 1;
+    }
+    uint64_t stale = 0;
+    if (rc == 0)
+        rc = gather(c, want, TRAIN_PS_ACK, on_ack, &stale, err);
+    if (rc == 0 && staleness != NULL)
+        *staleness = stale;
+    sl_free(want);
+    return rc;
+}
+
+void train_ps_client_close(struct train_ps_client *c)
+{
+    if (c == NULL)
+        return;
+    for (uint32_t s = 0; c->socks != NULL && s < c->l->nps; s++) {
+        if (c->socks[s] != NULL) {
+            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker};
+            int linger = 1000; /* the BYE is given a second to leave */
+            zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger);
+            (void)send_msg(c->socks[s], NULL, &h, NULL, 0);
+            zmq_close(c->socks[s]);
+        }
+        if (c->eps != NULL)
+            sl_free(c->eps[s]);
+    }
+    sl_free(c->socks);
+    sl_free(c->eps);
+    sl_free(c->version);
+    sl_free(c->buf);
+    sl_free(c);
+}
