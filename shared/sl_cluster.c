@@ -115,14 +115,15 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
     }
     size_t nchief, nworker;
     if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 || (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
-        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0)
+        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0)
         goto out;
     if (nchief > 1) {
         rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.chief' holds %zu tasks, at most 1", nchief);
         goto out;
     }
     c->workers = (uint32_t)(nchief + nworker);
-    if ((rc = copy_addrs(cluster, "feeder", c->nfeeders, 0, &c->feeders, err)) != 0)
+    if ((rc = copy_addrs(cluster, "feeder", c->nfeeders, 0, &c->feeders, err)) != 0 ||
+        (rc = copy_addrs(cluster, "ps", c->nps, 0, &c->ps_addrs, err)) != 0)
         goto out;
     if (c->workers > 0 && ((rc = copy_addrs(cluster, "chief", nchief, 0, &c->worker_addrs, err)) != 0 ||
                            (rc = copy_addrs(cluster, "worker", nworker, nchief, &c->worker_addrs, err)) != 0))
@@ -158,6 +159,9 @@ void sl_cluster_free(struct sl_cluster *c)
 {
     sl_free(c->feeders);
     c->feeders = NULL;
+    sl_free(c->ps_addrs);
+    c->ps_addrs = NULL;
+    c->nps = 0;
     sl_free(c->worker_addrs);
     c->worker_addrs = NULL;
     c->nfeeders = 0;
@@ -286,6 +290,11 @@ int sl_cluster_feeder_list(const struct sl_cluster *c, struct sl_cluster_list *l
 int sl_cluster_worker_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err)
 {
     return list_copy(l, c->worker_addrs, c->workers, err);
+}
+
+int sl_cluster_ps_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err)
+{
+    return list_copy(l, c->ps_addrs, c->nps, err);
 }
 
 int sl_cluster_list_join(const char *const *items, size_t n, char *buf, size_t cap, struct sl_error *err)

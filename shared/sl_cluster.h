@@ -8,8 +8,10 @@
  * is worker 0 and worker i is worker i + 1; without a chief, worker i is
  * worker i. "feeder" is sluice's own job type: the feeders of the input
  * job, in feeder index order (a trainer connects to all of them; feeder j
- * binds its own entry). Other job types ("ps", "evaluator") are accepted
- * and ignored here.
+ * binds its own entry). "ps" lists the parameter servers
+ * (ParameterServerStrategy; a bare host:port becomes tcp://host:port) and a
+ * task of type "ps" is parameter server `index`. Other job types
+ * ("evaluator") are accepted and ignored here.
  *
  * A spec may also name the CURVE key files of the process reading it
  * (issue #16; docs/security.md): paths, never keys:
@@ -44,6 +46,8 @@ struct sl_cluster {
     char (*worker_addrs)[SL_CLUSTER_MAX_ADDR]; /* [workers], owned: the chief
                                              first, then 'worker'; a bare
                                              host:port becomes tcp://host:port */
+    size_t nps;
+    char (*ps_addrs)[SL_CLUSTER_MAX_ADDR];  /* [nps], owned: 'ps', bare host:port as tcp:// */
     char task_type[32];                   /* "" when the spec has no task */
     uint32_t task_index;
     char *curve_key;                      /* owned; NULL when absent: 'curve.key' */
@@ -95,6 +99,7 @@ int sl_cluster_list_split(struct sl_cluster_list *l, const char *text, size_t ma
  * has none) or SL_ENOMEM. */
 int sl_cluster_feeder_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err) SL_MUST_CHECK;
 int sl_cluster_worker_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err) SL_MUST_CHECK;
+int sl_cluster_ps_list(const struct sl_cluster *c, struct sl_cluster_list *l, struct sl_error *err) SL_MUST_CHECK;
 
 /* Join n endpoints with commas into buf (cap bytes, NUL included): 0, or
  * SL_EINVAL ("endpoint list longer than N bytes") with buf holding "". */

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <zmq.h>
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -64,6 +65,10 @@ struct train_loop {
     int pull_now;     /* set before a run: this run's hash check reads the copies */
     int pulled;       /* the host copies hold the device weights */
     int failed;       /* a call failed: GPU replicas leave their group by aborting */
+    int ps_mode;
+    void *zctx;                    /* ps mode: the ZeroMQ context of the servers' client */
+    struct train_ps_model pm;      /* ps mode: the variables' placement */
+    struct train_ps_client *psc;   /* ps mode: until train_loop_ps_finish */
 };
 
 /* rc, remembering a failure for train_loop_destroy */
@@ -126,10 +131,11 @@ static const float *inputs_of(struct train_loop *l, struct replica *r, const str
     return r->x;
 }
 
-/* Tower mode: the one copy of the weights into this tower's model. */
+/* Tower mode: the one copy of the weights into this tower's model; ps
+ * mode: the pulled values into this replica's. */
 static void install(struct train_loop *l, struct train_replica *rep, struct replica *r)
 {
-    if (l->tower)
+    if (l->tower || l->ps_mode)
         memcpy(train_model_params(r->model), train_replica_var(rep, l->weights), l->nparams * sizeof(float));
 }
 
@@ -170,7 +176,7 @@ static int train_step(struct train_replica *rep, const struct train_staged *p, v
     r->buf[l->nparams + 1] = (float)ok;
     if ((rc = train_replica_all_reduce(rep, TRAIN_SUM, r->buf, l->nparams + 2, err)) != 0)
         return rc;
-    if (total > 0 && (rc = train_replica_var_apply(rep, l->weights, sgd_apply, r, err)) != 0)
+    if (total > 0 && (rc = train_replica_var_apply_gradient(rep, l->weights, r->buf, sgd_apply, r, err)) != 0)
         return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;
@@ -323,6 +329,10 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
     if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
+    if (gpu && o->mode == TRAIN_STRATEGY_PS)
+        return sl_error_set(err, SL_EINVAL, "parameter-server mode runs on CPU replicas only (for now)");
+    if (o->mode == TRAIN_STRATEGY_PS && (o->ps == NULL || o->nps == 0 || o->ring != NULL))
+        return sl_error_set(err, SL_EINVAL, "parameter-server mode needs the servers' endpoints and no ring");
     if (gpu && o->workers > 1 && o->dev_id == NULL)
         return sl_error_set(err, SL_EINVAL, "GPU replicas on %u workers need worker 0's group id", o->workers);
     struct train_loop *l = sl_calloc(1, sizeof *l);
@@ -346,6 +356,17 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     mc.max_rows = l->max_rows;
     size_t cap[2] = {l->max_rows * (size_t)l->inputs * sl_wire_dtype_size(fi->dtype), l->max_rows * sizeof(int64_t)};
     int rc = 0;
+    l->ps_mode = o->mode == TRAIN_STRATEGY_PS;
+    if (l->ps_mode) {
+        /* the variables' placement (the same on every process) and the
+         * servers' client, before the strategy that uses it */
+        if ((rc = train_ps_model_init(&l->pm, &mc, o->nps, o->ps_placement, err)) == 0 &&
+            (l->zctx = zmq_ctx_new()) == NULL)
+            rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+        if (rc == 0)
+            rc = train_ps_client_open(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
+                                      o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, err);
+    }
     if (gpu) {
         /* one group over every GPU of every worker; one worker makes its own id */
         if (o->dev_id != NULL)
@@ -359,7 +380,7 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
                                      .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? o->ordinals : NULL,
                                      .device_group = gpu ? l->dev_id : NULL,
                                      .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1,
-                                     .metrics = o->metrics};
+                                     .metrics = o->metrics, .ps = l->psc};
     if (rc == 0)
         rc = train_strategy_create(&l->s, &so, err);
     if (rc == 0 && ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views))
@@ -421,6 +442,10 @@ void train_loop_destroy(struct train_loop *l)
     if (l->failed && l->s != NULL && !train_strategy_aborted(l->s))
         train_strategy_abort(l->s, SL_ECLOSED, "the training loop failed");
     train_strategy_destroy(l->s);
+    train_ps_client_close(l->psc);
+    train_ps_model_free(&l->pm);
+    if (l->zctx != NULL)
+        zmq_ctx_term(l->zctx);
     for (uint32_t r = 0; l->reps != NULL && r < l->nreplicas; r++) {
         train_model_destroy(l->reps[r].model);
         sl_free(l->reps[r].buf);
@@ -470,8 +495,21 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
         l->pulled = l->gpu == NULL || l->pull_now;
     else if (rc != 0)
         l->pulled = l->gpu == NULL;
-    if (rc == 0)
+    if (rc == 0) {
         *res = l->res;
+        train_strategy_ps_last(l->s, &res->ps);
+    }
+    return noted(l, rc);
+}
+
+int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint64_t *global_step,
+                         struct sl_error *err)
+{
+    if (!l->ps_mode || l->psc == NULL)
+        return sl_error_set(err, SL_EINVAL, "ps_finish: not in parameter-server mode, or finished");
+    int rc = train_strategy_ps_finish(l->s, stop, global_step, err);
+    train_ps_client_close(l->psc); /* BYE: the servers need this worker no more */
+    l->psc = NULL;
     return noted(l, rc);
 }
 

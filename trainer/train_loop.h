@@ -22,6 +22,13 @@
  * the copies' hashes every `hash_every` steps and on
  * train_loop_check_mirrored.
  *
+ * Parameter-server mode (mode ps, CPU replicas): the weights live on the
+ * parameter servers (train_ps.h), placed variable by variable; each run
+ * pulls them into the replicas' copies first, N in step 1 is this
+ * worker's rows (the reductions stay within the worker), and step 4 is
+ * the push of the gradient to the servers, which apply the same momentum
+ * SGD on arrival. With one worker this is mirrored training bit for bit.
+ *
  * Staging: train_loop_put stages a step (its pieces may be released when
  * it returns) and train_loop_run runs the oldest staged one; up to 2 may be
  * staged, so a caller that puts step s+1 before running step s overlaps
@@ -52,6 +59,7 @@
 #include "sl_error.h"
 #include "sl_wire.h"
 #include "train_model.h"
+#include "train_ps.h"
 #include "train_ring.h"
 #include "train_strategy.h"
 
@@ -62,7 +70,11 @@ struct train_loop_opts {
     struct train_ring *ring; /* across workers; NULL for one worker */
     uint32_t replicas;       /* local replicas, one thread each (0: 1) */
     uint32_t worker, workers;/* this worker and W (the ring's size; 0: 1) */
-    enum train_strategy_mode mode; /* mirrored (default) or tower (one worker) */
+    enum train_strategy_mode mode; /* mirrored (default), tower (one worker) or ps (parameter servers) */
+    const char *const *ps;   /* ps mode: the parameter servers' endpoints, server 0 first (nps of them) */
+    uint32_t nps;
+    enum train_ps_placement ps_placement; /* how the model's variables go to the servers */
+    int ps_timeout_ms;       /* a server silent this long fails the step, naming it (0: 10 s) */
     uint32_t hash_every;     /* compare the weights' copies every K steps (0: only on check) */
     const char *device;      /* "cpu" (NULL) or "cuda" (GPU replicas) */
     const int *ordinals;     /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
@@ -81,9 +93,10 @@ struct train_loop_opts {
 int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
 
 struct train_step_result {
-    uint64_t rows;     /* rows of the global batch */
+    uint64_t rows;     /* rows of the global batch (ps mode: this worker's batch) */
     double loss;       /* mean cross-entropy over the global batch */
     double accuracy;   /* fraction of the global batch predicted right (before the update) */
+    struct train_ps_step ps; /* ps mode: the step's pull and push (zeros otherwise) */
 };
 
 struct train_loop;
@@ -147,6 +160,14 @@ int train_loop_state(struct train_loop *l, const float **weights, const float **
  * the steps that produced it. Between runs, before the first or later.
  * SL_EINVAL for an nparams other than the model's, or GPU replicas. */
 int train_loop_set_state(struct train_loop *l, const float *weights, const float *velocity, size_t nparams,
+                         struct sl_error *err) SL_MUST_CHECK;
+
+/* Parameter-server mode, after the last run: this worker is done; wait
+ * for every worker, take the final weights (every replica's copy, the
+ * same on every worker) and release the servers (BYE). Later runs (an
+ * evaluation) use them; training runs are refused. *global_step: the
+ * servers' count of worker steps. SL_EINVAL in other modes. */
+int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint64_t *global_step,
                          struct sl_error *err) SL_MUST_CHECK;
 
 /* Replica 0's model with the current weights in it (borrowed). */

@@ -45,7 +45,9 @@
 #include "train_loop.h"
 #include "train_metrics.h"
 #include "train_mirror.h"
+#include "train_ps.h"
 #include "train_rendezvous.h"
+#include <zmq.h>
 
 #define EXIT_USAGE 2
 #define MAX_FEEDERS 64
@@ -64,6 +66,8 @@ static void on_stop(int sig)
 /* ---- options ---- */
 
 enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
+enum { MODE_MIRRORED, MODE_TOWER, MODE_PS }; /* --mode */
+static const char *const mode_names[] = {"mirrored", "tower", "ps"};
 static const char *const model_names[] = {"none", "softmax", "mlp"};
 enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
 
@@ -72,6 +76,10 @@ struct trainer_opts {
     const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
     const char *cluster_from; /* --cluster-from */
+    const char *ps;           /* --ps ADDRS */
+    uint32_t ps_task;         /* --ps-task I */
+    uint32_t ps_worker_timeout_s;
+    int ps_placement;         /* --ps-placement: enum train_ps_placement */
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
     int insecure;                             /* --insecure */
@@ -80,7 +88,7 @@ struct trainer_opts {
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s, connect_timeout_s;
     double lr, momentum, takeover_s;
-    int model, tower, progress, quiet, no_shm, log_level, log_format;
+    int model, mode, progress, quiet, no_shm, log_level, log_format;
     struct train_device_spec devspec; /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
 };
@@ -161,9 +169,24 @@ static const struct sl_opt opt_rows[] = {
     {"rendezvous-timeout", 0, SL_OPT_U32, OFF(rendezvous_timeout_s), 1, 86400, "60", "S",
      "with a model and --workers > 1, the workers meet at worker 0's endpoint first and check that they agree "
      "(job, workers, model, replicas); fail naming the worker missing after S seconds", NULL, NULL},
-    {"mode", 0, SL_OPT_CHOICE, OFF(tower), 0, 0, "mirrored", "M",
-     "mirrored (a copy of the weights per replica) or tower (replicate_model_fn: one copy, towers; one worker)",
-     "mirrored|tower", NULL},
+    {"mode", 0, SL_OPT_CHOICE, OFF(mode), 0, 0, "mirrored", "M",
+     "mirrored (a copy of the weights per replica), tower (replicate_model_fn: one copy, towers; one worker) or "
+     "ps (ParameterServerStrategy: the weights live on the --ps servers; each worker pulls, trains its R replicas "
+     "in sync and pushes its gradient without waiting for the other workers; CPU replicas)",
+     "mirrored|tower|ps", NULL},
+    {"ps", 0, SL_OPT_STRING, OFF(ps), 0, 0, NULL, "ADDRS",
+     "the parameter servers (--mode ps, and a ps task), server 0 first: endpoints or bare HOST:PORT (tcp); or "
+     "the cluster spec's 'ps' list", NULL, NULL},
+    {"ps-task", 0, SL_OPT_U32, OFF(ps_task), 0, TRAIN_PS_MAX_SERVERS - 1, NULL, "I",
+     "run as parameter server I of --ps (as a TF_CONFIG task of type 'ps' does): serve its share of the model "
+     "given by the same model flags as the workers' until every one of --workers is done", NULL, NULL},
+    {"ps-placement", 0, SL_OPT_CHOICE, OFF(ps_placement), 0, 0, "round-robin", NULL,
+     "how the model's variables go to the parameter servers: round-robin in creation order (TensorFlow's) or "
+     "balanced by size (the largest first, to the least loaded); the same on every process", "round-robin|balanced",
+     NULL},
+    {"ps-worker-timeout", 0, SL_OPT_U32, OFF(ps_worker_timeout_s), 1, 86400, "60", "S",
+     "a parameter server counts a worker lost when silent S seconds before it is done (never heard: S seconds "
+     "from the start); the server serves the others to their end and exits 1 naming it", NULL, NULL},
     {"hash-every", 0, SL_OPT_U32, OFF(hash_every), 0, UINT32_MAX, "100", "K",
      "compare the weights' copies (replicas, workers) every K steps (0: at the end of each epoch only)", NULL, NULL},
     {"log-every", 0, SL_OPT_U32, OFF(log_every), 0, UINT32_MAX, "0", "N",
@@ -623,11 +646,29 @@ static int loop_create_alive(struct train_loop **out, const struct train_loop_op
 
 /* ---- main's steps ---- */
 
+/* The model the flags describe (inputs: the schema's, set later). */
+static void model_config_of(const struct trainer_opts *o, struct train_model_config *mc)
+{
+    memset(mc, 0, sizeof *mc);
+    mc->classes = (int)o->classes;
+    mc->seed = o->seed;
+    mc->lr = (float)o->lr;
+    mc->momentum = (float)o->momentum;
+    if (o->model == MODEL_MLP) {
+        mc->nhidden = o->nhidden;
+        memcpy(mc->hidden, o->hidden_sizes, sizeof mc->hidden);
+    }
+}
+
 /* What main sets up, in the order it does; report() reads it all. */
 struct trainer {
     struct trainer_opts o;
     int done;                                   /* --help or --version printed */
-    struct sl_cluster_list feeders, ring_eps, eval_feeders;
+    struct sl_cluster_list feeders, ring_eps, eval_feeders, ps_eps;
+    int is_ps;                                  /* this process is parameter server o.ps_task */
+    uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
+    double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
     char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
     uint32_t replicas;
     int gpu;
@@ -690,8 +731,19 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
     int rc = sl_cluster_parse(&cs, spec, err);
     if (rc != 0)
         return rc;
-    if (!worker_set)
+    if (strcmp(cs.task_type, "ps") == 0 && !t->is_ps) {
+        /* a TF_CONFIG task of type ps: parameter server task.index */
+        t->is_ps = 1;
+        o->ps_task = cs.task_index;
+        if (!worker_set)
+            o->workers = cs.workers;
+        if (cs.workers == 0)
+            rc = sl_error_set(err, SL_EINVAL, "cluster spec: a 'ps' task needs the 'chief' or 'worker' list (the "
+                              "workers it serves)");
+    } else if (!worker_set)
         rc = sl_cluster_worker(&cs, &o->worker, &o->workers, err);
+    if (rc == 0 && o->ps == NULL && cs.nps > 0)
+        rc = sl_cluster_ps_list(&cs, &t->ps_eps, err);
     if (rc == 0 && o->connect == NULL && cs.nfeeders > 0)
         rc = sl_cluster_feeder_list(&cs, &t->feeders, err);
     if (rc == 0 && o->ring == NULL && o->peers == NULL && cs.workers > 1 && cs.workers == o->workers) {
@@ -782,6 +834,45 @@ static int check_listen(const struct trainer *t)
                        "--curve-key (docs/security.md), or --insecure to listen in plaintext anyway", bind);
 }
 
+/* What parameter server o.ps_task binds: its endpoint as given when that
+ * is a loopback one (a spec naming 127.0.0.1 means this host only), else
+ * every interface on its port, as the workers' ring does. */
+static void ps_bind_addr(const struct trainer *t, char *bind, size_t n)
+{
+    const char *ep = t->ps_eps.items[t->o.ps_task];
+    if (sl_endpoint_is_local(ep))
+        snprintf(bind, n, "%s", ep);
+    else
+        sl_cluster_bind_addr(ep, bind, n);
+}
+
+/* A parameter-server task (--ps-task, or a TF_CONFIG task of type ps):
+ * the model flags, the servers and the workers; no feeder, no job. 0, or
+ * EXIT_USAGE with the reason printed. */
+static int configure_ps(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->model == MODEL_NONE)
+        return usage_error("a parameter server needs the workers' model flags (--model softmax or mlp, --hidden, "
+                           "--classes, --seed, --lr, --momentum)");
+    if (t->ps_eps.n == 0)
+        return usage_error("a parameter server needs the servers' list: --ps ADDRS or the cluster spec's 'ps' list");
+    if (o->ps_task >= t->ps_eps.n)
+        return usage_error("--ps-task %u: --ps names %zu parameter servers", o->ps_task, t->ps_eps.n);
+    if (o->mode != MODE_PS)
+        return usage_error("a parameter server serves --mode ps workers: give the workers' --mode ps");
+    if (o->checkpoint != NULL || o->restore != NULL)
+        return usage_error("a parameter server keeps no checkpoints yet: drop --checkpoint and --restore");
+    char bind[SL_CLUSTER_MAX_ADDR];
+    ps_bind_addr(t, bind, sizeof bind);
+    if (!sl_endpoint_is_local(bind) && !o->insecure)
+        return usage_error("parameter server %u would listen on %s, which other hosts can reach, and its link has no "
+                           "CURVE yet: anyone who reaches it could read and change the weights; keep it on loopback "
+                           "or a private network and give --insecure to listen anyway",
+                           o->ps_task, bind);
+    return 0;
+}
+
 static int configure(struct trainer *t, int argc, char **argv)
 {
     struct trainer_opts *o = &t->o;
@@ -807,6 +898,7 @@ static int configure(struct trainer *t, int argc, char **argv)
     if (o->cluster != NULL && o->connect != NULL)
         return usage_error("--cluster gives the feeders (its 'feeder' list): give it or --connect, not both");
     int worker_set = sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers");
+    t->is_ps = sl_opt_given(&cmd, given, "ps-task");
     rc = read_cluster(t, worker_set, &from_peers, &err);
     if (env_spec != NULL) { /* read; o->cluster is not used again */
         sl_free(env_spec);
@@ -814,6 +906,13 @@ static int configure(struct trainer *t, int argc, char **argv)
     }
     if (rc != 0)
         return usage_error("%s", err.msg);
+    if (o->ps != NULL &&
+        sl_cluster_list_split(&t->ps_eps, o->ps, TRAIN_PS_MAX_SERVERS, SL_CLUSTER_BARE_TCP, "--ps", &err) != 0)
+        return usage_error("%s", err.msg);
+    if (t->is_ps)
+        return configure_ps(t);
+    if (o->mode != MODE_PS && (t->ps_eps.n > 0 && o->ps != NULL))
+        return usage_error("--ps names parameter servers: give --mode ps too (or --ps-task I to be one)");
     if ((o->connect == NULL && t->feeders.n == 0) || o->job == NULL)
         return usage_error("--connect and --job are required\nTry 'sluice-trainer --help'");
     if (o->connect != NULL && sl_cluster_list_split(&t->feeders, o->connect, MAX_FEEDERS, 0, "--connect", &err) != 0)
@@ -837,17 +936,34 @@ static int configure(struct trainer *t, int argc, char **argv)
     /* GPU replicas train with a model (the spec parser already refused GPU
      * lists in builds without CUDA); tower mode stays on CPU replicas */
     t->gpu = o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0 && o->model != MODEL_NONE;
-    if (t->gpu && o->tower)
-        return usage_error("--mode tower runs on CPU replicas only (got --devices with GPUs)");
+    if (t->gpu && o->mode != MODE_MIRRORED)
+        return usage_error("--mode %s runs on CPU replicas only (got --devices with GPUs)",
+                           o->mode == MODE_TOWER ? "tower" : "ps");
     uint32_t dev_replicas = (uint32_t)o->devspec.count;
     t->replicas = o->replicas ? o->replicas : dev_replicas ? dev_replicas : 1;
     if (dev_replicas && dev_replicas != t->replicas)
         return usage_error("--replicas %u disagrees with --devices (%u replicas)", t->replicas, dev_replicas);
     if (o->worker >= o->workers)
         return usage_error("--worker %u must be below --workers %u", o->worker, o->workers);
-    if (o->tower && o->workers > 1) /* replicate_model_fn is single-machine */
+    if (o->mode == MODE_TOWER && o->workers > 1) /* replicate_model_fn is single-machine */
         return usage_error("--mode tower runs on one worker (got --workers %u)", o->workers);
-    if (o->model != MODEL_NONE && o->workers > 1 && t->ring_eps.n != o->workers)
+    if (o->mode == MODE_PS) {
+        /* the workers meet only at the parameter servers: no ring */
+        if (o->model == MODEL_NONE)
+            return usage_error("--mode ps trains a model: give --model softmax or mlp");
+        if (t->ps_eps.n == 0)
+            return usage_error("--mode ps needs the parameter servers: --ps ADDRS or the cluster spec's 'ps' list");
+        if (o->ring != NULL || o->peers != NULL)
+            return usage_error("--mode ps has no ring: the workers meet only at the parameter servers (drop --%s)",
+                               o->ring != NULL ? "ring" : "peers");
+        if (o->checkpoint != NULL || o->restore != NULL)
+            return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: "
+                               "--checkpoint and --restore are not supported there yet");
+        if (o->predictions != NULL)
+            return usage_error("--predictions gathers over the workers' ring, which --mode ps does not have");
+        sl_cluster_list_free(&t->ring_eps);
+        t->ring_bind[0] = '\0';
+    } else if (o->model != MODEL_NONE && o->workers > 1 && t->ring_eps.n != o->workers)
         return usage_error("--ring needs one endpoint per worker (%u), got %zu", o->workers, t->ring_eps.n);
     static const char *const need_ckpt[] = {"checkpoint-every", "keep"};
     for (int i = 0; i < 2; i++)
@@ -930,7 +1046,7 @@ static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
     m->model = (uint32_t)o->model;
     if (o->model == MODEL_NONE)
         return;
-    m->mode = o->tower ? 1 : 0;
+    m->mode = (uint32_t)o->mode;
     m->classes = o->classes;
     if (o->model == MODEL_MLP) {
         m->nhidden = (uint32_t)o->nhidden;
@@ -1249,7 +1365,7 @@ static int start(struct trainer *t)
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
      * meanwhile (they would drop it after --timeout-ms) */
-    if (o->model != MODEL_NONE && o->workers > 1) {
+    if (o->model != MODEL_NONE && o->workers > 1 && o->mode != MODE_PS) {
         struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
                                      .endpoints = (const char *const *)t->ring_eps.items,
                                      .timeout_ms = (int)o->timeout_ms,
@@ -1270,17 +1386,15 @@ static int start(struct trainer *t)
     if (o->model != MODEL_NONE) {
         struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas,
                                      .worker = o->worker, .workers = o->workers, .hash_every = o->hash_every,
-                                     .mode = o->tower ? TRAIN_STRATEGY_TOWER : TRAIN_STRATEGY_MIRRORED,
+                                     .mode = o->mode == MODE_TOWER ? TRAIN_STRATEGY_TOWER
+                                             : o->mode == MODE_PS  ? TRAIN_STRATEGY_PS
+                                                                   : TRAIN_STRATEGY_MIRRORED,
+                                     .ps = (const char *const *)t->ps_eps.items, .nps = (uint32_t)t->ps_eps.n,
+                                     .ps_placement = (enum train_ps_placement)o->ps_placement,
+                                     .ps_timeout_ms = (int)o->timeout_ms,
                                      .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
                                      .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m};
-        lo.model.classes = (int)o->classes;
-        lo.model.seed = o->seed;
-        lo.model.lr = (float)o->lr;
-        lo.model.momentum = (float)o->momentum;
-        if (o->model == MODEL_MLP) {
-            lo.model.nhidden = o->nhidden;
-            memcpy(lo.model.hidden, o->hidden_sizes, sizeof lo.model.hidden);
-        }
+        model_config_of(o, &lo.model);
         lo.ring = t->ring;
         if (loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
             goto fail;
@@ -1341,13 +1455,18 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double waited = m.wait_s - c->m0.wait_s;
+    char ps[192] = "";
+    if (t->o.mode == MODE_PS) /* the step's pull and push */
+        snprintf(ps, sizeof ps,
+                 ",\"global_step\":%" PRIu64 ",\"staleness\":%" PRIu64 ",\"pull_s\":%.6f,\"push_s\":%.6f",
+                 res->ps.global_step, res->ps.staleness, res->ps.pull_s, res->ps.push_s);
     fprintf(t->mf,
             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
             ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
-            ",\"weights_hash\":\"%016" PRIx64 "\"}\n",
+            ",\"weights_hash\":\"%016" PRIx64 "\"%s}\n",
             s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
-            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop));
+            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), ps);
     c->m0 = m;
     c->step_t0 = now;
 }
@@ -1384,6 +1503,14 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         return SL_EIO;
     }
+    if (res.ps.pushed) {
+        t->ps_steps++;
+        t->ps_stale_sum += res.ps.staleness;
+        if (res.ps.staleness > t->ps_stale_max)
+            t->ps_stale_max = res.ps.staleness;
+    }
+    t->ps_pull_s += res.ps.pull_s;
+    t->ps_push_s += res.ps.push_s;
     if (t->mf != NULL)
         write_metrics(t, c, prev, &res);
     if (res.rows > 0) {
@@ -1588,8 +1715,9 @@ static int evaluate(struct trainer *t)
         sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
         return 1;
     }
-    sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (all workers)",
-           t->test_rows > 0 ? t->test_correct / t->test_rows : 0, t->test_rows);
+    sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (%s)",
+           t->test_rows > 0 ? t->test_correct / t->test_rows : 0, t->test_rows,
+           o->mode == MODE_PS ? "this worker's share; every worker holds the same final weights" : "all workers");
     return 0;
 }
 
@@ -1603,7 +1731,13 @@ static int report(struct trainer *t, int status)
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_counters st; /* h2d: staged for training and evaluation */
     train_metrics_read(t->m, &st);
-    char summary[1024];
+    char summary[1536], ps[256] = "";
+    if (o->mode == MODE_PS && o->model != MODEL_NONE)
+        snprintf(ps, sizeof ps,
+                 ",\"ps_global_step\":%" PRIu64 ",\"ps_steps\":%" PRIu64 ",\"ps_staleness_mean\":%.4f"
+                 ",\"ps_staleness_max\":%" PRIu64 ",\"ps_pull_s\":%.4f,\"ps_push_s\":%.4f",
+                 t->ps_global_step, t->ps_steps, t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0,
+                 t->ps_stale_max, t->ps_pull_s, t->ps_push_s);
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
@@ -1612,15 +1746,15 @@ static int report(struct trainer *t, int status)
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
-             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f}}\n",
+             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
              model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
-             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, o->tower ? "tower" : "mirrored", st.h2d_bytes,
+             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, mode_names[o->mode], st.h2d_bytes,
              st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,
-             t->start_step, t->ckpts, t->ckpt_s_total);
+             t->start_step, t->ckpts, t->ckpt_s_total, ps);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);
@@ -1635,6 +1769,115 @@ static int report(struct trainer *t, int status)
     if (t->summary_out != stdout && fclose(t->summary_out) != 0)
         status = status != 0 ? status : 1;
     return status;
+}
+
+/* ---- a parameter-server task ---- */
+
+struct ps_task {
+    const struct trainer *t;
+    struct train_ps_model pm; /* built from the first worker's input width */
+};
+
+/* The server's variables: this task's model flags with the input width the
+ * first worker's description names, and that description must then be
+ * this task's own, word for word. */
+static int ps_setup(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
+                    const float **init, struct sl_error *err)
+{
+    struct ps_task *pt = arg;
+    const struct trainer_opts *o = &pt->t->o;
+    uint32_t inputs = train_ps_config_inputs(config, len);
+    if (inputs == 0)
+        return sl_error_set(err, SL_EPROTO, "a worker's model description names no input width: '%.*s'",
+                            (int)(len < 200 ? len : 200), config);
+    struct train_model_config mc;
+    model_config_of(o, &mc);
+    mc.inputs = (int)inputs;
+    int rc = train_ps_model_init(&pt->pm, &mc, (uint32_t)pt->t->ps_eps.n, (enum train_ps_placement)o->ps_placement,
+                                 err);
+    if (rc != 0)
+        return rc;
+    if (strlen(pt->pm.config) != len || memcmp(pt->pm.config, config, len) != 0)
+        return sl_error_set(err, SL_EINVAL, "the workers' model '%.*s' is not this parameter server's '%s': start it "
+                            "with the workers' model flags", (int)len, config, pt->pm.config);
+    *layout = &pt->pm.layout;
+    *init = train_model_params(pt->pm.model);
+    return 0;
+}
+
+/* Serve until every worker is done; the summary line on stdout. 0 or 1. */
+static int serve_ps(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct ps_task pt = {.t = t};
+    struct train_ps_server_stats st = {0};
+    struct sl_error err = {0};
+    char bind[SL_CLUSTER_MAX_ADDR];
+    ps_bind_addr(t, bind, sizeof bind);
+    void *ctx = zmq_ctx_new();
+    struct train_ps_server_opts so = {.ctx = ctx, .listen = bind, .index = o->ps_task, .setup = ps_setup,
+                                      .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
+                                      .workers = o->workers,
+                                      .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag};
+    if (!sl_endpoint_is_local(bind))
+        sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
+               "can read and change the weights", o->ps_task, bind);
+    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers on %s", o->ps_task, t->ps_eps.n, o->workers,
+           bind);
+    double t0 = sl_clock_s();
+    int rc = ctx == NULL ? sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
+                         : train_ps_serve(&so, &st, &err);
+    double secs = sl_clock_s() - t0;
+    if (rc != 0)
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    else
+        sl_log(SL_LOG_INFO, "parameter server %u: %" PRIu64 " pushes applied, global step %" PRIu64 ", staleness "
+               "mean %.2f max %" PRIu64 ", %.1f s", o->ps_task, st.pushes, st.global_step,
+               st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0, st.staleness_max, secs);
+    /* the summary: which variables this server held, and its figures */
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    int w = sl_buf_printf(&b, "{\"summary\":{\"ps\":%u,\"servers\":%zu,\"ok\":%s,\"workers\":%u,\"variables\":[",
+                          o->ps_task, t->ps_eps.n, rc == 0 ? "true" : "false", o->workers);
+    for (size_t i = 0, k = 0; w == 0 && i < pt.pm.layout.nvars; i++)
+        if (pt.pm.owner[i] == o->ps_task)
+            w = sl_buf_printf(&b, "%s\"%c%d\"", k++ ? "," : "", pt.pm.vars[i].kind, pt.pm.vars[i].layer);
+    if (w == 0)
+        w = sl_buf_printf(&b, "],\"elements\":%zu,\"pulls\":%" PRIu64 ",\"pushes\":%" PRIu64 ",\"version\":%" PRIu64
+                          ",\"global_step\":%" PRIu64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRIu64
+                          ",\"staleness_hist\":[",
+                          st.elements, st.pulls, st.pushes, st.version, st.global_step,
+                          st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0, st.staleness_max);
+    for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
+        w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
+    if (w == 0)
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64 ",\"seconds\":%.3f}}\n", st.lost,
+                          st.bad_messages, secs);
+    if (w == 0)
+        fwrite(b.data, 1, b.len, t->summary_out);
+    sl_buf_free(&b);
+    if (t->summary_out != stdout)
+        fclose(t->summary_out);
+    t->summary_out = NULL;
+    train_ps_model_free(&pt.pm);
+    if (ctx != NULL)
+        zmq_ctx_term(ctx);
+    return rc == 0 && w == 0 ? 0 : 1;
+}
+
+/* --mode ps after the last step: the final pull (waiting for every
+ * worker: they all end with the same weights) releases the servers. */
+static int ps_finish(struct trainer *t)
+{
+    struct sl_error err = {0};
+    if (train_loop_ps_finish(t->loop, &stop_flag, &t->ps_global_step, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    sl_log(SL_LOG_INFO, "parameter servers: every worker is done; global step %" PRIu64 " (this worker's %" PRIu64
+           " steps, staleness mean %.2f max %" PRIu64 ")", t->ps_global_step, t->ps_steps,
+           t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0, t->ps_stale_max);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -1668,6 +1911,10 @@ int main(int argc, char **argv)
         status = 1;
         goto out_free_lists;
     }
+    if (t.is_ps) {
+        status = serve_ps(&t);
+        goto out_free_lists;
+    }
     if (open_trace(&t) != 0) {
         status = 1;
         goto out_free_lists;
@@ -1680,6 +1927,8 @@ int main(int argc, char **argv)
     status = start(&t);
     if (status == 0)
         status = run(&t);
+    if (status == 0 && t.o.mode == MODE_PS && t.loop != NULL)
+        status = ps_finish(&t);
     t.t_train_end = sl_clock_s();
     status = finish_training(&t, status);
     if (status == 0 && stop_flag && t.loop != NULL && t.o.eval_connect != NULL) {
@@ -1698,6 +1947,7 @@ out_abort_trace:
 out_free_lists:
     sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);
+    sl_cluster_list_free(&t.ps_eps);
     sl_cluster_list_free(&t.ring_eps);
     sl_free(t.spec_curve_key);
     sl_free(t.spec_curve_server);

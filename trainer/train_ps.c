@@ -2,7 +2,9 @@
 #include "train_ps.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "sl_alloc.h"
@@ -142,6 +144,53 @@ static int send_msg(void *sock, zmq_msg_t *id, const struct hdr *h, const void *
     return 0;
 }
 
+/* ---- the model's placement ---- */
+
+int train_ps_model_init(struct train_ps_model *pm, const struct train_model_config *cfg, uint32_t nps,
+                        enum train_ps_placement how, struct sl_error *err)
+{
+    memset(pm, 0, sizeof *pm);
+    int rc = train_model_create(&pm->model, cfg, err);
+    if (rc != 0)
+        return rc;
+    size_t n = train_model_variables(pm->model, pm->vars, TRAIN_MODEL_MAX_VARS), sizes[TRAIN_MODEL_MAX_VARS];
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = pm->vars[i].count;
+    if ((rc = train_ps_place(sizes, NULL, n, nps, how, pm->owner, err)) != 0) {
+        train_ps_model_free(pm);
+        return rc;
+    }
+    pm->layout = (struct train_ps_layout){.vars = pm->vars, .nvars = n, .owner = pm->owner, .nps = nps};
+    char hidden[64] = "-";
+    for (int h = 0, at = 0; h < cfg->nhidden; h++)
+        at += snprintf(hidden + at, sizeof hidden - (size_t)at, "%s%d", h ? "," : "", cfg->hidden[h]);
+    snprintf(pm->config, sizeof pm->config,
+             "inputs=%d classes=%d hidden=%s seed=%" PRIu64 " lr=%.9g momentum=%.9g servers=%u placement=%s",
+             cfg->inputs, cfg->classes, hidden, cfg->seed, (double)cfg->lr, (double)cfg->momentum, nps,
+             how == TRAIN_PS_BALANCED ? "balanced" : "round-robin");
+    return 0;
+}
+
+void train_ps_model_free(struct train_ps_model *pm)
+{
+    train_model_destroy(pm->model);
+    memset(pm, 0, sizeof *pm);
+}
+
+uint32_t train_ps_config_inputs(const char *config, size_t len)
+{
+    static const char key[] = "inputs=";
+    if (len < sizeof key - 1 || memcmp(config, key, sizeof key - 1) != 0)
+        return 0;
+    uint64_t v = 0;
+    size_t i = sizeof key - 1, start = i;
+    for (; i < len && config[i] >= '0' && config[i] <= '9' && i - start < 9; i++)
+        v = v * 10 + (uint64_t)(config[i] - '0');
+    if (i == start || (i < len && config[i] != ' ') || v == 0 || v > TRAIN_MODEL_MAX_WIDTH)
+        return 0;
+    return (uint32_t)v;
+}
+
 /* ---- the server ---- */
 
 /* Copy between the whole array and the server's packed elements. */
@@ -170,22 +219,165 @@ static void refuse(void *sock, zmq_msg_t *id, struct train_ps_server_stats *st, 
     (void)send_msg(sock, id, &h, why, strlen(why));
 }
 
-int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st, struct sl_error *err)
+/* What a server holds. */
+struct server {
+    const struct train_ps_server_opts *o;
+    const struct train_ps_layout *l; /* NULL until set up */
+    size_t n;
+    float *p, *v;
+    char config[TRAIN_PS_MAX_CONFIG]; /* the first worker's description (setup) */
+    size_t config_len;
+    uint8_t *done;      /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
+    uint64_t *heard;    /* [workers]: when last heard (ns) */
+    uint32_t not_done, left; /* not done; not BYE or lost */
+    int lost_first;     /* the first worker lost, or -1 */
+};
+
+/* The variables, once: from opts or from the first description. */
+static int setup(struct server *sv, const void *cfg, size_t len, struct sl_error *err)
 {
-    memset(st, 0, sizeof *st);
+    const struct train_ps_server_opts *o = sv->o;
     const struct train_ps_layout *l = &o->layout;
+    const float *init = o->init;
+    int rc = 0;
+    if (o->setup != NULL && (rc = o->setup(o->setup_arg, cfg, len, &l, &init, err)) != 0)
+        return rc;
     if (o->index >= l->nps)
         return sl_error_set(err, SL_EINVAL, "parameter server %u of %u", o->index, l->nps);
     size_t n = train_ps_elements(l, o->index);
-    float *p = sl_calloc(n ? n : 1, sizeof *p), *v = sl_calloc(n ? n : 1, sizeof *v);
-    uint8_t *seen = sl_calloc(o->workers ? o->workers : 1, 1); /* 1: said BYE */
+    if ((sv->p = sl_calloc(n ? n : 1, sizeof *sv->p)) == NULL || (sv->v = sl_calloc(n ? n : 1, sizeof *sv->v)) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory for %zu parameters", n);
+    pack(l, o->index, init, sv->p);
+    sv->l = l;
+    sv->n = n;
+    if (cfg != NULL) {
+        memcpy(sv->config, cfg, len);
+        sv->config_len = len;
+    }
+    return 0;
+}
+
+static void mark(struct server *sv, uint32_t w, uint8_t state)
+{
+    if (sv->done[w] == 0)
+        sv->not_done--;
+    if (sv->done[w] < 2 && state >= 2)
+        sv->left--;
+    if (state > sv->done[w])
+        sv->done[w] = state;
+}
+
+/* A PULL: [body] the worker's description. 0, or a setup failure (the
+ * server's end). */
+static int on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
+                   struct train_ps_server_stats *st, struct sl_error *err)
+{
+    const void *cfg = body != NULL ? zmq_msg_data(body) : NULL;
+    size_t len = body != NULL ? zmq_msg_size(body) : 0;
+    if (len > TRAIN_PS_MAX_CONFIG) {
+        refuse(sock, id, st, "a model description over 512 bytes");
+        return 0;
+    }
+    if (sv->l == NULL) {
+        if (sv->o->setup != NULL && cfg == NULL) {
+            refuse(sock, id, st, "a first pull without the model's description");
+            return 0;
+        }
+        int rc = setup(sv, cfg, len, err);
+        if (rc != 0) {
+            refuse(sock, id, st, err->msg);
+            return rc;
+        }
+    } else if (sv->o->setup != NULL && (cfg == NULL || len != sv->config_len || memcmp(cfg, sv->config, len) != 0)) {
+        char why[2 * TRAIN_PS_MAX_CONFIG + 128];
+        snprintf(why, sizeof why, "worker %u's model '%.*s' is not the one this server holds ('%.*s')", h->worker,
+                 (int)len, cfg != NULL ? (const char *)cfg : "", (int)sv->config_len, sv->config);
+        refuse(sock, id, st, why);
+        return 0;
+    }
+    st->pulls++;
+    if (h->flags & TRAIN_PS_FINAL) {
+        if (sv->done[h->worker] == 0)
+            mark(sv, h->worker, 1);
+        if (sv->not_done > 0) { /* not yet: how many are still training */
+            struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = sv->not_done,
+                            .version = st->version, .step = st->global_step};
+            (void)send_msg(sock, id, &r, NULL, 0);
+            return 0;
+        }
+    }
+    struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h->worker, .flags = h->flags & TRAIN_PS_FINAL,
+                    .version = st->version, .step = st->global_step};
+    (void)send_msg(sock, id, &r, sv->p, sv->n * sizeof *sv->p);
+    return 0;
+}
+
+static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
+                    struct train_ps_server_stats *st)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    if (sv->l == NULL) {
+        refuse(sock, id, st, "a push before any pull");
+        return;
+    }
+    if (body == NULL || zmq_msg_size(body) != sv->n * sizeof(float)) {
+        refuse(sock, id, st, "a message of the wrong type or size");
+        return;
+    }
+    uint64_t stale = st->version >= h->version ? st->version - h->version : 0;
+    /* the body is not aligned for floats: copied out in pieces */
+    const uint8_t *g8 = zmq_msg_data(body);
+    float g[256];
+    for (size_t k = 0; k < sv->n; k += 256) {
+        size_t m = sv->n - k < 256 ? sv->n - k : 256;
+        memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
+        train_sgd_apply(sv->p + k, sv->v + k, g, m, o->lr, o->momentum);
+    }
+    st->version++;
+    st->pushes++;
+    st->staleness_sum += stale;
+    st->staleness_hist[stale < TRAIN_PS_STALENESS_BUCKETS - 1 ? stale : TRAIN_PS_STALENESS_BUCKETS - 1]++;
+    if (stale > st->staleness_max)
+        st->staleness_max = stale;
+    if (h->flags & 1u)
+        st->global_step++;
+    struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker,
+                    .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale), .version = st->version,
+                    .step = st->global_step};
+    (void)send_msg(sock, id, &r, NULL, 0);
+}
+
+/* Workers silent past the timeout are lost. */
+static void check_lost(struct server *sv, uint64_t now)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    if (o->worker_timeout_ms <= 0)
+        return;
+    uint64_t limit = (uint64_t)o->worker_timeout_ms * 1000000u;
+    for (uint32_t w = 0; w < o->workers; w++)
+        if (sv->done[w] < 2 && now - sv->heard[w] > limit) {
+            if (sv->lost_first < 0)
+                sv->lost_first = (int)w;
+            mark(sv, w, 3);
+        }
+}
+
+int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st, struct sl_error *err)
+{
+    memset(st, 0, sizeof *st);
+    if (o->workers == 0)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
+    struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1};
+    sv.done = sl_calloc(o->workers, 1);
+    sv.heard = sl_calloc(o->workers, sizeof *sv.heard);
     void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
     int rc = 0;
-    if (p == NULL || v == NULL || seen == NULL) {
-        rc = sl_error_set(err, SL_ENOMEM, "out of memory for %zu parameters", n);
+    if (sv.done == NULL || sv.heard == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory for %u workers", o->workers);
         goto out;
     }
-    pack(l, o->index, o->init, p);
+    if (o->setup == NULL && (rc = setup(&sv, NULL, 0, err)) != 0)
+        goto out;
     int linger = 0;
     if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_bind(sock, o->listen) != 0) {
@@ -193,9 +385,10 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
                           zmq_strerror(zmq_errno()));
         goto out;
     }
-    uint32_t left = o->workers;
-    uint64_t quiet_since = sl_clock_ns();
-    while (left > 0) {
+    uint64_t start = sl_clock_ns();
+    for (uint32_t w = 0; w < o->workers; w++)
+        sv.heard[w] = start;
+    while (sv.left > 0) {
         if (o->stop != NULL && *o->stop) {
             rc = sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
             break;
@@ -206,15 +399,9 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             rc = sl_error_set(err, SL_EIO, "parameter server %u: zmq_poll: %s", o->index, zmq_strerror(zmq_errno()));
             break;
         }
-        if (ready <= 0) {
-            if (o->timeout_ms > 0 && sl_clock_ns() - quiet_since > (uint64_t)o->timeout_ms * 1000000u) {
-                rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u: no worker heard for %d ms (%u left)",
-                                  o->index, o->timeout_ms, left);
-                break;
-            }
+        check_lost(&sv, sl_clock_ns());
+        if (ready <= 0)
             continue;
-        }
-        quiet_since = sl_clock_ns();
         /* [id] header [body]: at most 3 frames are read, the rest dropped */
         zmq_msg_t f[3];
         size_t nf = 0;
@@ -237,48 +424,39 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             refuse(sock, nf > 0 ? &f[0] : NULL, st, "not a parameter-server message");
         else if (h.worker >= o->workers)
             refuse(sock, &f[0], st, "worker out of range");
-        else if (h.type == TRAIN_PS_PULL && nf == 2) {
-            st->pulls++;
-            struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h.worker, .version = st->version,
-                            .step = st->global_step};
-            (void)send_msg(sock, &f[0], &r, p, n * sizeof *p);
-        } else if (h.type == TRAIN_PS_PUSH && nf == 3 && zmq_msg_size(&f[2]) == n * sizeof(float)) {
-            uint64_t stale = st->version >= h.version ? st->version - h.version : 0;
-            /* the body is not aligned for floats: copied out in pieces */
-            const uint8_t *g8 = zmq_msg_data(&f[2]);
-            float g[256];
-            for (size_t k = 0; k < n; k += 256) {
-                size_t m = n - k < 256 ? n - k : 256;
-                memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
-                train_sgd_apply(p + k, v + k, g, m, o->lr, o->momentum);
-            }
-            st->version++;
-            st->pushes++;
-            st->staleness_sum += stale;
-            if (stale > st->staleness_max)
-                st->staleness_max = stale;
-            if (h.flags & 1u)
-                st->global_step++;
-            struct hdr r = {.type = TRAIN_PS_ACK, .worker = h.worker, .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale),
-                            .version = st->version, .step = st->global_step};
-            (void)send_msg(sock, &f[0], &r, NULL, 0);
-        } else if (h.type == TRAIN_PS_BYE && nf == 2) {
-            if (!seen[h.worker]) {
-                seen[h.worker] = 1;
-                left--;
-            }
-        } else {
-            refuse(sock, &f[0], st, "a message of the wrong type or size");
+        else if (sv.done[h.worker] == 3)
+            refuse(sock, &f[0], st, "this worker was silent past the timeout and is counted lost");
+        else {
+            sv.heard[h.worker] = sl_clock_ns();
+            if (h.type == TRAIN_PS_PULL)
+                rc = on_pull(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st, err);
+            else if (h.type == TRAIN_PS_PUSH)
+                on_push(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
+            else if (h.type == TRAIN_PS_BYE && nf == 2)
+                mark(&sv, h.worker, 2);
+            else
+                refuse(sock, &f[0], st, "a message of the wrong type or size");
         }
         for (size_t k = 0; k < nf; k++)
             zmq_msg_close(&f[k]);
+        if (rc != 0)
+            break;
     }
+    st->lost = 0;
+    for (uint32_t w = 0; w < o->workers; w++)
+        st->lost += sv.done[w] == 3;
+    if (rc == 0 && sv.lost_first >= 0)
+        rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u: worker %d was silent for %.1f s and is lost (%u "
+                          "lost in all); its pushes stopped there", o->index, sv.lost_first,
+                          o->worker_timeout_ms / 1000.0, st->lost);
 out:
+    st->elements = sv.n;
     if (sock != NULL)
         zmq_close(sock);
-    sl_free(seen);
-    sl_free(v);
-    sl_free(p);
+    sl_free(sv.done);
+    sl_free(sv.heard);
+    sl_free(sv.v);
+    sl_free(sv.p);
     return rc;
 }
 
@@ -287,6 +465,8 @@ out:
 struct train_ps_client {
     const struct train_ps_layout *l;
     uint32_t worker;
+    char config[TRAIN_PS_MAX_CONFIG];
+    size_t config_len; /* 0: no description */
     int timeout_ms;
     void **socks;      /* [nps] DEALER */
     char **eps;        /* [nps] */
@@ -295,12 +475,21 @@ struct train_ps_client {
 };
 
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
-                         const struct train_ps_layout *l, uint32_t worker, int timeout_ms, struct sl_error *err)
+                         const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
+                         struct sl_error *err)
 {
     *out = NULL;
+    if (l->nps == 0 || l->nps > TRAIN_PS_MAX_SERVERS)
+        return sl_error_set(err, SL_EINVAL, "%u parameter servers (1 to %d)", l->nps, TRAIN_PS_MAX_SERVERS);
+    if (config != NULL && strlen(config) >= TRAIN_PS_MAX_CONFIG)
+        return sl_error_set(err, SL_EINVAL, "a model description over %d bytes", TRAIN_PS_MAX_CONFIG - 1);
     struct train_ps_client *c = sl_calloc(1, sizeof *c);
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    if (config != NULL) {
+        c->config_len = strlen(config);
+        memcpy(c->config, config, c->config_len);
+    }
     c->l = l;
     c->worker = worker;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
@@ -386,9 +575,9 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply", s, c->eps[s]);
             else if (h.type == TRAIN_PS_ERROR)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %.*s", s, c->eps[s],
-                                  has_body ? (int)(zmq_msg_size(&body) < 200 ? zmq_msg_size(&body) : 200) : 0,
+                                  has_body ? (int)(zmq_msg_size(&body) < 700 ? zmq_msg_size(&body) : 700) : 0,
                                   has_body ? (const char *)zmq_msg_data(&body) : "");
-            else if (h.type != type)
+            else if (type != 0 ? h.type != type : h.type != TRAIN_PS_VALUES && h.type != TRAIN_PS_ACK)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u, expected %u", s,
                                   c->eps[s], h.type, type);
             else
@@ -406,12 +595,18 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
 struct pull_arg {
     float *params;
     uint64_t step;
+    uint32_t waiting; /* a final pull: the most workers any server still waits for */
 };
 
 static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body, void *arg,
                      struct sl_error *err)
 {
     struct pull_arg *a = arg;
+    if (h->type == TRAIN_PS_ACK) { /* a final pull answered "not yet" */
+        if (h->flags > a->waiting)
+            a->waiting = h->flags;
+        return 0;
+    }
     size_t n = train_ps_elements(c->l, s);
     if (body == NULL || zmq_msg_size(body) != n * sizeof(float))
         return sl_error_set(err, SL_EPROTO, "parameter server %u (%s): %zu bytes of values, expected %zu", s,
@@ -424,24 +619,61 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h,
     return 0;
 }
 
+/* PULL (flags) to every server whose want bit is set, then their answers. */
+static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, struct pull_arg *a,
+                     struct sl_error *err)
+{
+    int rc = 0;
+    for (uint32_t s = 0; s < c->l->nps && rc == 0; s++) {
+        if (!want[s])
+            continue;
+        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags};
+        if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
+            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+    }
+    return rc != 0 ? rc : gather(c, want, flags & TRAIN_PS_FINAL ? 0 : TRAIN_PS_VALUES, on_values, a, err);
+}
+
 int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_step, struct sl_error *err)
 {
-    uint32_t nps = c->l->nps;
-    uint8_t *want = sl_calloc(nps, 1);
+    uint8_t *want = sl_malloc(c->l->nps);
+    if (want == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    memset(want, 1, c->l->nps);
+    struct pull_arg a = {.params = params};
+    int rc = pull_some(c, want, 0, &a, err);
+    if (rc == 0 && global_step != NULL)
+        *global_step = a.step;
+    sl_free(want);
+    return rc;
+}
+
+int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
+                        volatile sig_atomic_t *stop, struct sl_error *err)
+{
+    uint8_t *want = sl_malloc(c->l->nps);
     if (want == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     int rc = 0;
-    for (uint32_t s = 0; s < nps && rc == 0; s++) {
-        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker};
-        if (send_msg(c->socks[s], NULL, &h, NULL, 0) != 0)
-            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
-        want[s] = 1;
+    /* every server says "not yet" until every worker is done, and then
+     * all of them answer with the final values (nobody pushes after that) */
+    for (;;) {
+        memset(want, 1, c->l->nps);
+        struct pull_arg a = {.params = params};
+        if ((rc = pull_some(c, want, TRAIN_PS_FINAL, &a, err)) != 0)
+            break;
+        if (a.waiting == 0) {
+            if (global_step != NULL)
+                *global_step = a.step;
+            break;
+        }
+        if (stop != NULL && *stop) {
+            rc = sl_error_set(err, SL_ECLOSED, "stopped while waiting for %u workers to finish", a.waiting);
+            break;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
-    struct pull_arg a = {.params = params};
-    if (rc == 0)
-        rc = gather(c, want, TRAIN_PS_VALUES, on_values, &a, err);
-    if (rc == 0 && global_step != NULL)
-        *global_step = a.step;
     sl_free(want);
     return rc;
 }
@@ -483,6 +715,15 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         *staleness = stale;
     sl_free(want);
     return rc;
+}
+
+size_t train_ps_client_params(const struct train_ps_client *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->l->nvars; i++)
+        if (c->l->vars[i].offset + c->l->vars[i].count > n)
+            n = c->l->vars[i].offset + c->l->vars[i].count;
+    return n;
 }
 
 void train_ps_client_close(struct train_ps_client *c)

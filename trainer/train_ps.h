@@ -1,10 +1,9 @@
-/* train_ps: ParameterServerStrategy's parameter servers (issue #18), being
- * built. What exists so far: the placement of the model's variables on
- * the servers, a server (train_ps_serve) and the workers' client (pull and
- * push, every server at once). sluice-trainer's --mode ps and its ps task
- * are not built yet.
+/* train_ps: ParameterServerStrategy's parameter servers: the placement of
+ * the model's variables on the servers, a server (train_ps_serve: a
+ * sluice-trainer ps task) and the workers' client (pull and push, every
+ * server at once), which the strategy's ps mode uses (train_strategy.h).
  *
- * The design this module is a part of:
+ * The design:
  * - Variables (train_model_variables: W_1, b_1, ... in creation order) are
  *   placed on the ps tasks by train_ps_place, the same on every process of
  *   the job (a pure function of the variable list and the ps count).
@@ -12,10 +11,21 @@
  *   pushed gradient on arrival with train_sgd_apply, the model's own
  *   arithmetic, so one worker with synchronous pulls trains bit for bit as
  *   mirrored training does.
- * - A worker reduces its replicas' gradients in-process as today, pushes
- *   each ps its part and pulls the new values (every ps at once, so a slow
- *   one does not hold the others up), and goes on without waiting for the
- *   other workers.
+ * - A worker pulls the current values at the start of each step (every ps
+ *   at once, so a slow one does not hold the others up), reduces its
+ *   replicas' gradients in-process, pushes each ps its part, and goes on
+ *   without waiting for the other workers. The staleness of a push is the
+ *   number of other pushes the server applied between the worker's pull
+ *   and its push.
+ * - Every PULL carries the worker's model description (train_ps_model's
+ *   `config`): a server started without knowing the input width (a ps task
+ *   has no feeder) builds its variables from the first one, and refuses a
+ *   worker whose description differs, so a ps and its workers can never
+ *   disagree on the model in silence.
+ * - At the end, each worker's final pull (train_ps_pull_final) waits until
+ *   every worker is done, so they all see the same final weights; BYE
+ *   (train_ps_client_close) releases the server, which returns once every
+ *   worker said BYE or was lost (silent past worker_timeout_ms).
  *
  * Thread-safety: the functions keep no state.
  */
@@ -62,13 +72,20 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *   5  1  type: PULL 1, VALUES 2, PUSH 3, ACK 4, BYE 5, ERROR 6
  *   6  2  0
  *   8  4  worker
- *  12  4  flags (PUSH: bit 0, count a global step)
+ *  12  4  flags: PUSH bit 0, count a global step; PULL bit 0, the final
+ *         pull (answered once every worker is done); VALUES bit 0, the
+ *         final values; ACK to a final pull: the workers not done yet;
+ *         ACK to a PUSH: the push's staleness
  *  16  8  version: VALUES and ACK the server's, PUSH the one its gradient
  *         was computed from (the version pulled)
  *  24  8  global step (VALUES, ACK)
  * VALUES' and PUSH's body: the server's variables' float32 elements, its
- * variables in creation order; ERROR's: the message. */
+ * variables in creation order; PULL's: the worker's model description
+ * (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server given its
+ * layout); ERROR's: the message. */
 #define TRAIN_PS_HEADER 32
+#define TRAIN_PS_MAX_CONFIG 512
+#define TRAIN_PS_FINAL 1u
 enum train_ps_type { TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR };
 
 /* What a server and its clients agree on: the model's variables and their
@@ -83,33 +100,69 @@ struct train_ps_layout {
 /* Elements server `ps` holds. */
 size_t train_ps_elements(const struct train_ps_layout *l, uint32_t ps);
 
+/* The model's variables placed on nps servers, as a worker's loop and a ps
+ * task both build them from the same flags (cfg.inputs must be set). */
+struct train_ps_model {
+    struct train_model *model;  /* the seeded model: its parameters are the initial values */
+    struct train_model_var vars[TRAIN_MODEL_MAX_VARS];
+    uint32_t owner[TRAIN_MODEL_MAX_VARS];
+    struct train_ps_layout layout; /* over vars and owner */
+    char config[TRAIN_PS_MAX_CONFIG]; /* the description every PULL carries */
+};
+/* SL_EINVAL (the model's or the placement's), SL_ENOMEM. On error *pm is
+ * empty (train_ps_model_free accepts it). */
+int train_ps_model_init(struct train_ps_model *pm, const struct train_model_config *cfg, uint32_t nps,
+                        enum train_ps_placement how, struct sl_error *err) SL_MUST_CHECK;
+void train_ps_model_free(struct train_ps_model *pm);
+/* The input width a description names (its "inputs=N"), or 0 when it
+ * names none in [1, TRAIN_MODEL_MAX_WIDTH]. */
+uint32_t train_ps_config_inputs(const char *config, size_t len);
+
+/* A server that learns its variables from the first worker's description:
+ * return the layout and the whole parameter array's initial values
+ * (borrowed until train_ps_serve returns), or an error (sent to that worker
+ * as ERROR; the server then returns it). */
+typedef int (*train_ps_setup_fn)(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
+                                 const float **init, struct sl_error *err);
+
 struct train_ps_server_opts {
     void *ctx;              /* the ZeroMQ context */
     const char *listen;     /* endpoint to bind */
     uint32_t index;         /* this server, 0..nps-1 */
-    struct train_ps_layout layout;
+    struct train_ps_layout layout; /* or setup (layout.nps 0) */
     const float *init;      /* the whole parameter array's initial values (the seeded model's) */
+    train_ps_setup_fn setup;
+    void *setup_arg;
     float lr, momentum;     /* the model's optimizer */
-    uint32_t workers;       /* it returns once each has said BYE */
-    int timeout_ms;         /* silent this long with workers left: SL_ETIMEOUT (0: never) */
+    uint32_t workers;       /* it returns once each has said BYE (or was lost) */
+    int worker_timeout_ms;  /* a worker not done and silent this long (since its last message, or since the
+                               start for one never heard) is lost (0: never) */
     volatile sig_atomic_t *stop; /* nonzero: return SL_ECLOSED within 100 ms */
 };
+
+#define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
 
 struct train_ps_server_stats {
     uint64_t pulls, pushes, bad_messages, version, global_step;
     uint64_t staleness_max, staleness_sum; /* over the pushes: version at apply - version pulled */
+    uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
+    uint32_t lost;                         /* workers lost */
+    size_t elements;                       /* floats this server holds */
 };
 
 /* Serve: bind, answer PULLs with the values, apply each PUSH on arrival
  * (train_sgd_apply) and ACK it, until every worker said BYE. A malformed
- * message gets an ERROR and is counted; the server goes on. */
+ * message gets an ERROR and is counted; the server goes on. Lost workers
+ * (worker_timeout_ms): the others are served to their end, then
+ * SL_ETIMEOUT names the first one lost. */
 int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st,
                    struct sl_error *err) SL_MUST_CHECK;
 
 /* A worker's connections to every server. */
 struct train_ps_client;
+/* config: the model description every PULL carries (copied; NULL: none). */
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
-                         const struct train_ps_layout *l, uint32_t worker, int timeout_ms,
+                         const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
                          struct sl_error *err) SL_MUST_CHECK;
 /* Every server's values into params (nparams floats; each server's
  * variables at their offsets), asked of all at once; *global_step from
@@ -120,6 +173,14 @@ int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_ste
  * the largest over the servers (NULL: not wanted). */
 int train_ps_push(struct train_ps_client *c, const float *grads, int count_step, uint64_t *staleness,
                   struct sl_error *err) SL_MUST_CHECK;
+/* The final pull: this worker is done; waits (asking every 20 ms, each
+ * answer within the timeout) until every worker is done, then pulls as
+ * train_ps_pull: the same values on every worker. *stop nonzero:
+ * SL_ECLOSED. */
+int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
+                        volatile sig_atomic_t *stop, struct sl_error *err) SL_MUST_CHECK;
+/* The floats of the whole parameter array the layout covers. */
+size_t train_ps_client_params(const struct train_ps_client *c);
 /* Say BYE to every server and close (NULL: nothing). */
 void train_ps_client_close(struct train_ps_client *c);
 

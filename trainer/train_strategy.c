@@ -42,6 +42,7 @@
 #include "train_collective_local.h"
 #include "train_device.h"
 #include "train_metrics.h"
+#include "train_ps.h"
 
 enum job { JOB_PUT = 1, JOB_RUN = 2, JOB_EACH = 3 };
 
@@ -79,6 +80,10 @@ struct train_strategy {
     enum train_strategy_mode mode;
     struct train_coll *across;  /* one member per worker (W > 1): the caller's thread only */
     int own_across;             /* made here around opts.ring */
+    struct train_ps_client *ps; /* ps mode: the servers (the caller's thread only) */
+    struct train_variable *ps_var; /* ps mode: the variable on the servers */
+    struct train_ps_step ps_last;  /* ps mode: the last run's pull and push */
+    int ps_done;                   /* ps mode: finished; the copies hold the final values, runs pull no more */
     uint32_t hash_every;
     struct sl_metrics *metrics; /* opts.metrics: H2D bytes and staging time, from the replicas' threads */
     float loss_scale;
@@ -331,6 +336,27 @@ int train_replica_var_apply(struct train_replica *rep, struct train_variable *va
     return s->R > 1 ? barrier(s, err) : 0;
 }
 
+int train_replica_var_apply_gradient(struct train_replica *rep, struct train_variable *var, const float *grad,
+                                     train_var_apply_fn fn, void *arg, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    if (s->mode != TRAIN_STRATEGY_PS)
+        return train_replica_var_apply(rep, var, fn, arg, err);
+    if (var != s->ps_var || s->ps_done)
+        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "apply_gradient: %s",
+                                              s->ps_done ? "the training has finished (train_strategy_ps_finish)"
+                                                         : "not the parameter servers' variable"), err);
+    if (rep->id != 0)
+        return 0;
+    uint64_t t0 = sl_clock_ns();
+    int rc = train_ps_push(s->ps, grad, 1, &s->ps_last.staleness, err);
+    if (rc != 0)
+        return replica_fail(rep, rc, err);
+    s->ps_last.push_s = (double)(sl_clock_ns() - t0) / 1e9;
+    s->ps_last.pushed = 1;
+    return 0;
+}
+
 /* One replica's share of a job. */
 static void do_job(struct train_replica *rep, enum job job, const struct train_piece *pieces, train_step_fn fn,
                    void *ctx)
@@ -500,13 +526,60 @@ int train_strategy_put(struct train_strategy *s, const struct train_piece *piece
     return rc;
 }
 
+/* ps mode: the servers' values into every copy (no replica runs). */
+static void ps_spread(struct train_strategy *s)
+{
+    struct train_mirror *m = s->ps_var->m;
+    for (uint32_t r = 1; r < s->R; r++)
+        memcpy(train_mirror_copy(m, (int)r), train_mirror_copy(m, 0), train_mirror_size(m) * sizeof(float));
+}
+
+static int ps_pull(struct train_strategy *s, struct sl_error *err)
+{
+    memset(&s->ps_last, 0, sizeof s->ps_last);
+    uint64_t t0 = sl_clock_ns();
+    int rc = train_ps_pull(s->ps, train_mirror_copy(s->ps_var->m, 0), &s->ps_last.global_step, err);
+    if (rc != 0)
+        return rc;
+    ps_spread(s);
+    s->ps_last.pull_s = (double)(sl_clock_ns() - t0) / 1e9;
+    return 0;
+}
+
+void train_strategy_ps_last(const struct train_strategy *s, struct train_ps_step *out)
+{
+    *out = s->ps_last;
+}
+
+int train_strategy_ps_finish(struct train_strategy *s, volatile sig_atomic_t *stop, uint64_t *global_step,
+                             struct sl_error *err)
+{
+    if (s->ps_var == NULL)
+        return sl_error_set(err, SL_EINVAL, "ps_finish: not in parameter-server mode with a variable");
+    if (s->broken)
+        return refuse_broken(s, err);
+    int rc = train_ps_pull_final(s->ps, train_mirror_copy(s->ps_var->m, 0), global_step, stop, err);
+    if (rc != 0)
+        return rc;
+    ps_spread(s);
+    s->ps_done = 1;
+    return 0;
+}
+
 int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, struct sl_error *err)
 {
     if (s->broken)
         return refuse_broken(s, err);
     if (s->staged == 0)
         return sl_error_set(err, SL_EINVAL, "run: no step is staged (put one first)");
-    int rc = dispatch(s, JOB_RUN, NULL, fn, ctx, err);
+    int rc = s->ps_var != NULL && !s->ps_done ? ps_pull(s, err) : 0;
+    if (rc != 0) {
+        s->staged--;
+        s->broken = rc;
+        snprintf(s->broken_msg, sizeof s->broken_msg, "%s", err->msg);
+        return rc;
+    }
+    rc = dispatch(s, JOB_RUN, NULL, fn, ctx, err);
     s->staged--;
     if (rc != 0)
         return rc;
@@ -559,9 +632,18 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     if (R > 1024)
         return sl_error_set(err, SL_EINVAL, "strategy: %u replicas (at most 1024)", R);
     int across = o->ring != NULL || o->across != NULL;
+    if (o->mode == TRAIN_STRATEGY_PS) {
+        /* each worker is its own synchronous group: no collective across
+         * workers; W only bounds this worker's rank */
+        if (o->ps == NULL || across || o->worker >= W)
+            return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode needs the servers' client and no "
+                                "ring (worker %u of %u)", o->worker, W);
+        W = 1;
+    } else if (o->ps != NULL)
+        return sl_error_set(err, SL_EINVAL, "strategy: parameter servers outside parameter-server mode");
     if (o->ring != NULL && o->across != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: a ring and a collective across workers (give one)");
-    if (across != (W > 1) || o->worker >= W)
+    if (o->mode != TRAIN_STRATEGY_PS && (across != (W > 1) || o->worker >= W))
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, W,
                             across ? "with" : "without");
     if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)W ||
@@ -569,7 +651,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u with a '%s' collective across workers of "
                             "member %d of %d", o->worker, W, o->across->ops->name, o->across->rank,
                             o->across->size);
-    if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER)
+    if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
     if (o->mode == TRAIN_STRATEGY_TOWER && across)
         return sl_error_set(err, SL_EINVAL, "strategy: tower mode (replicate_model_fn) runs on one worker");
@@ -596,6 +678,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->worker = o->worker;
     s->mode = o->mode;
     s->across = o->across;
+    s->ps = o->ps;
     s->hash_every = o->hash_every;
     s->metrics = o->metrics;
     s->loss_scale = scale;
@@ -621,7 +704,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
             rc = train_local_coll_open(&rep->local, s->group, (int)r, err);
         if (rc == 0)
             rc = train_coll_compose(&rep->coll, rep->local, r == 0 ? s->across : NULL, (int)r, (int)R,
-                                    (int)s->worker, (int)W, err);
+                                    s->mode == TRAIN_STRATEGY_PS ? 0 : (int)s->worker, (int)W, err);
         if (rc == 0)
             rc = ops->open(&rep->dev, o->ordinals != NULL ? o->ordinals[r] : (int)r, err);
         if (rc == 0)
@@ -704,6 +787,10 @@ int train_strategy_variable(struct train_strategy *s, const char *name, size_t n
     *out = NULL;
     if (s->nvars == TRAIN_STRATEGY_MAX_VARIABLES)
         return sl_error_set(err, SL_EINVAL, "strategy: at most %d variables", TRAIN_STRATEGY_MAX_VARIABLES);
+    if (s->mode == TRAIN_STRATEGY_PS && (s->ps_var != NULL || n != train_ps_client_params(s->ps)))
+        return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode holds one variable, of the servers' %zu "
+                            "floats (got '%s' of %zu%s)", train_ps_client_params(s->ps), name, n,
+                            s->ps_var != NULL ? ", a second" : "");
     if (s->W > 1) {
         size_t need = (size_t)s->W * 4 * (s->nvars + 1);
         float *hb = sl_realloc(s->hashbuf, need * sizeof *hb);
@@ -719,6 +806,8 @@ int train_strategy_variable(struct train_strategy *s, const char *name, size_t n
     v->s = s;
     v->agg = agg;
     s->nvars++;
+    if (s->mode == TRAIN_STRATEGY_PS)
+        s->ps_var = v;
     *out = v;
     return 0;
 }

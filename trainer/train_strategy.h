@@ -71,6 +71,21 @@
  * last tower; predictions are concatenated in tower order
  * (train_per_replica_concat). One worker only (a ring is refused).
  *
+ * Parameter-server mode (ParameterServerStrategy; train_ps.h): the
+ * strategy's variable (one, the model's parameters, of the servers'
+ * size) lives on the parameter servers, and each replica holds a copy of
+ * it for reading. Every run first pulls the current values into every
+ * copy (replica 0's thread, before the step function starts);
+ * train_replica_var_apply_gradient then sends replica 0's gradient (every
+ * replica's, summed in-process) to the servers, which apply the optimizer
+ * on arrival; the run does not wait for any other worker. The replica
+ * calls reduce over this worker's R replicas only, as its replicas are the
+ * synchronous group (num_replicas_in_sync = R); a worker's reductions
+ * never meet another worker's. train_strategy_ps_finish ends the training
+ * with the final pull, which waits for every worker. A parameter-server
+ * failure (a server silent past the client's timeout, a refusal) fails
+ * the run, naming the server.
+ *
  * Errors. A failing step function, collective or check fails the whole
  * run: every replica blocked in a collective wakes with the first error
  * (train_coll_abort on every replica's collectives), run returns it, and
@@ -90,6 +105,7 @@
 #ifndef TRAIN_STRATEGY_H
 #define TRAIN_STRATEGY_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -108,7 +124,10 @@
 enum train_strategy_mode {
     TRAIN_STRATEGY_MIRRORED = 0, /* a copy of every variable per replica */
     TRAIN_STRATEGY_TOWER = 1,    /* replicate_model_fn: one copy, towers */
+    TRAIN_STRATEGY_PS = 2,       /* ParameterServerStrategy: the variables live on parameter servers */
 };
+
+struct train_ps_client;
 
 /* Caller-owned options; all zero is one mirrored cpu replica, one worker,
  * no tensors staged. */
@@ -121,6 +140,8 @@ struct train_strategy_opts {
                                        worker (rank = worker, size = W), host memory; borrowed, used from
                                        the caller's thread only (abort: any thread); NULL for one worker */
     uint32_t worker, workers;       /* this worker's rank and W (the collective's size; 0: 1) */
+    struct train_ps_client *ps;     /* ps mode: this worker's connections to the parameter servers
+                                       (train_ps.h; borrowed, the caller's thread only); no ring or across */
     uint32_t hash_every;            /* compare variable hashes after every K-th run (0: only on check) */
     enum train_loss_reduction loss_reduction; /* tower mode (0 NONE is refused there; mirrored ignores it) */
     const char *device;             /* staging backend, "cpu" (NULL) or "cuda" */
@@ -276,12 +297,40 @@ typedef int (*train_var_apply_fn)(float *copy, size_t n, void *arg, struct sl_er
 int train_replica_var_apply(struct train_replica *rep, struct train_variable *var, train_var_apply_fn fn,
                             void *arg, struct sl_error *err) SL_MUST_CHECK;
 
+/* An optimizer step from a gradient: grad (n = the variable's size floats,
+ * identical on every replica: an all-reduced gradient) is applied to
+ * `var`. Mirrored and tower mode: fn does it, as train_replica_var_apply.
+ * Parameter-server mode: replica 0 pushes grad to the servers, which apply
+ * the model's optimizer on arrival and count one global step; the copies
+ * get the new values at the next run's pull; fn is not called. Every
+ * replica must call it. */
+int train_replica_var_apply_gradient(struct train_replica *rep, struct train_variable *var, const float *grad,
+                                     train_var_apply_fn fn, void *arg, struct sl_error *err) SL_MUST_CHECK;
+
 /* --- cross-replica context (the strategy's thread, between runs) --- */
+
+/* Parameter-server mode: the last run's pull and push (zeros in the other
+ * modes, and pushed 0 for a run that pushed nothing). */
+struct train_ps_step {
+    double pull_s, push_s;  /* the pull before the step, replica 0's push */
+    uint64_t staleness;     /* the push's: other workers' pushes applied between the pull and it (the most
+                               over the servers) */
+    uint64_t global_step;   /* as of the pull (server 0's count) */
+    int pushed;
+};
+void train_strategy_ps_last(const struct train_strategy *s, struct train_ps_step *out);
+/* Parameter-server mode: this worker is done; wait for every worker
+ * (train_ps_pull_final) and put the final values into every copy.
+ * *global_step: the servers' count. SL_EINVAL in the other modes. */
+int train_strategy_ps_finish(struct train_strategy *s, volatile sig_atomic_t *stop, uint64_t *global_step,
+                             struct sl_error *err) SL_MUST_CHECK;
 
 /* A mirrored variable `name` (copied) of n floats, every copy from init
  * (borrowed; NULL: zeros), aggregation as tf.VariableAggregation. Owned by
  * the strategy (freed by destroy). Create before the first run. SL_EINVAL
- * (too many variables: TRAIN_STRATEGY_MAX_VARIABLES), SL_ENOMEM. */
+ * (too many variables: TRAIN_STRATEGY_MAX_VARIABLES; parameter-server
+ * mode: a second variable, or one of another size than the servers'),
+ * SL_ENOMEM. */
 int train_strategy_variable(struct train_strategy *s, const char *name, size_t n, enum train_aggregation agg,
                             const float *init, struct train_variable **out, struct sl_error *err) SL_MUST_CHECK;
 /* Replica r's copy (tower mode: every r gives the one copy), or NULL. */

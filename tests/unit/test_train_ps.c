@@ -11,6 +11,7 @@
 
 #include "sl_test.h"
 #include "train_model.h"
+#include "sl_clock.h"
 #include "train_ps.h"
 
 static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
@@ -186,11 +187,11 @@ START_TEST(test_servers_apply_the_models_steps)
         eps[s] = sr[s].ep;
         sr[s].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr[s].ep, .index = (uint32_t)s, .layout = l,
                                                 .init = init, .lr = cfg.lr, .momentum = cfg.momentum,
-                                                .workers = 1, .timeout_ms = 20000};
+                                                .workers = 1, .worker_timeout_ms = 20000};
         ck_assert_int_eq(pthread_create(&sr[s].tid, NULL, server_main, &sr[s]), 0);
     }
     struct train_ps_client *c;
-    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 5000, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 5000, NULL, &err), 0);
     uint64_t step = 99, stale = 99;
     ck_assert_msg(train_ps_pull(c, got, &step, &err) == 0, "%s", err.msg);
     ck_assert(memcmp(got, init, np * sizeof *got) == 0);
@@ -237,7 +238,7 @@ START_TEST(test_silent_server_named)
     const char *eps[1] = {"ipc:///nonexistent-dir/ps0"};
     struct train_ps_client *c;
     struct sl_error err = {0};
-    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 300, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 300, NULL, &err), 0);
     float p[4];
     ck_assert_int_eq(train_ps_pull(c, p, NULL, &err), SL_ETIMEOUT);
     ck_assert_str_eq(err.msg, "parameter server 0 (ipc:///nonexistent-dir/ps0) did not answer within 0.3 s");
@@ -259,7 +260,7 @@ START_TEST(test_server_refuses_hostile_messages)
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psh"));
     sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.1f, .workers = 2, .timeout_ms = 20000};
+                                         .lr = 0.1f, .workers = 2, .worker_timeout_ms = 20000};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     void *d = zmq_socket(ctx, ZMQ_DEALER);
     ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
@@ -307,7 +308,7 @@ START_TEST(test_server_refuses_hostile_messages)
     struct train_ps_client *c;
     struct sl_error err = {0};
     const char *eps[1] = {sr.ep};
-    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 1, 5000, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 1, 5000, NULL, &err), 0);
     float p[4];
     ck_assert_msg(train_ps_pull(c, p, NULL, &err) == 0, "%s", err.msg);
     ck_assert(memcmp(p, init, sizeof p) == 0);
@@ -328,6 +329,111 @@ START_TEST(test_server_refuses_hostile_messages)
 }
 END_TEST
 
+/* The input width a description names, and every malformed one refused. */
+START_TEST(test_config_inputs)
+{
+    static const struct {
+        const char *text;
+        uint32_t want;
+    } cases[] = {
+        {"inputs=784 classes=10", 784}, {"inputs=1", 1}, {"inputs=16777216 x", 16777216},
+        {"inputs=16777217 x", 0},       {"inputs=0 x", 0}, {"inputs=99999999999 x", 0},
+        {"inputs=12x", 0},              {"inputs= 12", 0}, {"inputs=", 0},
+        {"", 0},                        {"classes=3 inputs=12", 0}, {"inputs=-3", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(train_ps_config_inputs(cases[i].text, strlen(cases[i].text)) == cases[i].want, "'%s'",
+                      cases[i].text);
+    /* a length that stops inside the number */
+    ck_assert_uint_eq(train_ps_config_inputs("inputs=784", 9), 78);
+}
+END_TEST
+
+struct setup_arg {
+    struct train_ps_model *pm;
+    int calls;
+};
+
+static int setup_from(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
+                      const float **init, struct sl_error *err)
+{
+    struct setup_arg *a = arg;
+    a->calls++;
+    if (len != strlen(a->pm->config) || memcmp(config, a->pm->config, len) != 0)
+        return sl_error_set(err, SL_EINVAL, "not my model");
+    *layout = &a->pm->layout;
+    *init = train_model_params(a->pm->model);
+    return 0;
+}
+
+/* A server that learns its variables from the first worker's description;
+ * a second description refused; a final pull waits for every worker, and
+ * a worker silent past the timeout is lost: the other's final pull then
+ * gets the values, and the server ends with SL_ETIMEOUT naming it. */
+START_TEST(test_setup_final_and_lost)
+{
+    struct train_model_config cfg = {.inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2,
+                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_ps_model pm, other;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_ps_model_init(&pm, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
+    ck_assert_str_eq(pm.config, "inputs=5 classes=3 hidden=4 seed=2 lr=0.100000001 momentum=0.5 servers=1 "
+                                "placement=round-robin");
+    cfg.hidden[0] = 6;
+    ck_assert_int_eq(train_ps_model_init(&other, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
+    size_t np = train_model_nparams(pm.model);
+    void *ctx = zmq_ctx_new();
+    struct setup_arg sa = {.pm = &pm};
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("pss"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .setup = setup_from,
+                                         .setup_arg = &sa, .lr = 0.1f, .momentum = 0.5f, .workers = 2,
+                                         .worker_timeout_ms = 1500};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct train_ps_client *c0, *c1, *bare;
+    ck_assert_int_eq(train_ps_client_open(&bare, ctx, eps, &pm.layout, 0, 5000, NULL, &err), 0);
+    float *p = calloc(np, sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    /* no description before the setup: refused, nothing set up */
+    ck_assert_int_eq(train_ps_pull(bare, p, NULL, &err), SL_EPROTO);
+    ck_assert_msg(strstr(err.msg, ") refused: a first pull without the model's description") != NULL, "%s", err.msg);
+    train_ps_client_close(bare);
+    ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &pm.layout, 0, 5000, pm.config, &err), 0);
+    ck_assert_msg(train_ps_pull(c0, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, train_model_params(pm.model), np * sizeof *p) == 0);
+    ck_assert_int_eq(sa.calls, 1);
+    ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &other.layout, 1, 5000, other.config, &err), 0);
+    ck_assert_int_eq(train_ps_pull(c1, p, NULL, &err), SL_EPROTO);
+    ck_assert_msg(strstr(err.msg, "refused: worker 1's model 'inputs=5 classes=3 hidden=6 ") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "is not the one this server holds ('inputs=5 classes=3 hidden=4 ") != NULL, "%s",
+                  err.msg);
+    ck_assert_int_eq(sa.calls, 1);
+    /* worker 1 falls silent: worker 0's final pull waits until it is lost */
+    double t0 = sl_clock_s();
+    uint64_t step = 99;
+    ck_assert_msg(train_ps_pull_final(c0, p, &step, NULL, &err) == 0, "%s", err.msg);
+    double waited = sl_clock_s() - t0;
+    ck_assert_msg(waited > 1.0 && waited < 10.0, "waited %.2f s", waited);
+    ck_assert_uint_eq(step, 0);
+    ck_assert(memcmp(p, train_model_params(pm.model), np * sizeof *p) == 0);
+    train_ps_client_close(c0);
+    train_ps_client_close(c1);
+    pthread_join(sr.tid, NULL);
+    ck_assert_int_eq(sr.rc, SL_ETIMEOUT);
+    ck_assert_str_eq(sr.err.msg, "parameter server 0: worker 1 was silent for 1.5 s and is lost (1 lost in all); "
+                                 "its pushes stopped there");
+    ck_assert_uint_eq(sr.st.lost, 1);
+    ck_assert_uint_eq(sr.st.bad_messages, 2);
+    ck_assert_uint_eq(sr.st.elements, np);
+    free(p);
+    train_ps_model_free(&pm);
+    train_ps_model_free(&other);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_ps");
@@ -340,6 +446,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_servers_apply_the_models_steps);
     tcase_add_test(tc, test_silent_server_named);
     tcase_add_test(tc, test_server_refuses_hostile_messages);
+    tcase_add_test(tc, test_config_inputs);
+    tcase_add_test(tc, test_setup_final_and_lost);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Integration: ParameterServerStrategy (--mode ps) with real processes.
+
+- One worker with synchronous pulls trains exactly as mirrored training
+  does: the same weights, bit for bit (--save-weights files equal byte for
+  byte, the same per-step losses), with one server and with two.
+- 2 parameter servers x 2 workers x 2 CPU replicas, started from one
+  TF_CONFIG cluster with only the task changed, train the main job's MLP
+  on Fashion-MNIST to >= 0.85 test accuracy; the servers hold disjoint
+  variable sets covering the model; the global step equals the workers'
+  steps; both workers end with the same weights.
+- A parameter server killed mid-run: every worker fails within its
+  --timeout-ms, naming the server.
+- A worker that never comes: the server serves the other to its end and
+  exits 1 naming the lost worker.
+- A server started with other model flags than the workers': refused,
+  both sides say why.
+- Usage errors: --mode ps without servers, with a ring, --ps-task out of
+  range, a server without a model, a public address without --insecure,
+  --ps with 257 servers.
+
+Usage: test_ps.py BUILD_DIR [--no-fmnist]     (prints "N passed, 0 failed")
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1])
+RECORD = os.path.join(BUILD, "tools", "sluice-record")
+FEEDER = os.path.join(BUILD, "feeder", "sluice-feeder")
+TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
+FMNIST = "/usr/share/datasets/fashion-mnist"
+TMP = tempfile.mkdtemp(prefix="sluice-ps-")
+PASSED = 0
+PROCS = []
+# Fashion-MNIST epochs: asynchronous runs vary (0.8495, 0.8672 and 0.8699 test
+# accuracy in three 5-epoch runs at --lr 0.025); 8 epochs gave 0.8752 and 0.8750
+EPOCHS = 8
+
+
+def fail(msg):
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+    print("FAIL: " + msg, file=sys.stderr)
+    print("%d passed, 1 failed" % PASSED)
+    sys.exit(1)
+
+
+def ok(name):
+    global PASSED
+    PASSED += 1
+    print("ok %d - %s" % (PASSED, name))
+
+
+def log(tag):
+    return open(os.path.join(TMP, tag + ".log"), "w")
+
+
+def logtext(tag):
+    with open(os.path.join(TMP, tag + ".log")) as f:
+        return f.read()
+
+
+def start(args, tag, env=None):
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log(tag), text=True, env=env)
+    PROCS.append(p)
+    return p
+
+
+def finish(p, tag, timeout=300):
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail("%s did not finish within %d s: %s" % (tag, timeout, logtext(tag)[-2000:]))
+    return p.returncode, out
+
+
+def summary(out):
+    lines = [json.loads(l)["summary"] for l in out.splitlines() if l.startswith('{"summary"')]
+    if len(lines) != 1:
+        fail("expected one summary line, got: %r" % out)
+    return lines[0]
+
+
+def feeder(job_path, sock, tag, extra=()):
+    p = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--quiet"] + list(extra),
+                         stdout=subprocess.DEVNULL, stderr=log(tag))
+    PROCS.append(p)
+    return p
+
+
+SMALL_MODEL = ["--model", "mlp", "--hidden", "16", "--lr", "0.05", "--momentum", "0.9", "--seed", "7",
+               "--input", "image", "--label", "label", "--classes", "3"]
+
+
+def small_job():
+    data = os.path.join(TMP, "small")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "480", "--shards", "4", "--seed", "5",
+                    "--image-bytes", "12", "--classes", "3"], check=True, capture_output=True)
+    job = {"name": "ps-it", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+           "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}},
+           "shard_policy": "data", "global_batch_size": 16, "epochs": 3,
+           "shuffle": {"buffer": 64, "seed": 3}}
+    path = os.path.join(TMP, "small.json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    return path
+
+
+def train_one(job_path, tag, mode_args, servers=0, placement="round-robin"):
+    """One worker of 2 replicas; with servers > 0, --mode ps on that many
+    parameter servers. Returns (summary, weights bytes, per-step losses)."""
+    sock = "ipc://%s/%s-f.sock" % (TMP, tag)
+    f = feeder(job_path, sock, tag + "-feeder")
+    eps = ",".join("ipc://%s/%s-ps%d.sock" % (TMP, tag, i) for i in range(servers))
+    ps = []
+    for i in range(servers):
+        ps.append(start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", str(i), "--workers", "1",
+                         "--ps-placement", placement] + SMALL_MODEL, "%s-ps%d" % (tag, i)))
+    weights = os.path.join(TMP, tag + ".npy")
+    metrics = os.path.join(TMP, tag + ".jsonl")
+    args = [TRAINER, "--connect", sock, "--job", "ps-it", "--worker", "0", "--workers", "1", "--devices", "cpu:2",
+            "--save-weights", weights, "--metrics", metrics] + SMALL_MODEL + list(mode_args)
+    if servers:
+        args += ["--mode", "ps", "--ps", eps, "--ps-placement", placement]
+    w = start(args, tag + "-w0")
+    rc, out = finish(w, tag + "-w0")
+    if rc != 0:
+        fail("%s: the worker exited %d: %s" % (tag, rc, logtext(tag + "-w0")[-2000:]))
+    for i, p in enumerate(ps):
+        prc, pout = finish(p, "%s-ps%d" % (tag, i), 30)
+        if prc != 0:
+            fail("%s: server %d exited %d: %s" % (tag, i, prc, logtext("%s-ps%d" % (tag, i))))
+        s = summary(pout)
+        if s["ok"] is not True or s["bad_messages"] != 0 or s["lost_workers"] != 0:
+            fail("%s: server %d's summary: %r" % (tag, i, s))
+    f.wait(timeout=30)
+    with open(weights, "rb") as fh:
+        wb = fh.read()
+    with open(metrics) as fh:
+        losses = [json.loads(l)["loss"] for l in fh]
+    return summary(out), wb, losses
+
+
+def test_one_worker_equals_mirrored(job_path):
+    mir, wm, lm = train_one(job_path, "mirrored", [])
+    for servers, placement in ((1, "round-robin"), (2, "balanced"), (3, "round-robin")):
+        tag = "ps%d-%s" % (servers, placement)
+        ps, wp, lp = train_one(job_path, tag, [], servers, placement)
+        if ps["mode"] != "ps" or mir["mode"] != "mirrored":
+            fail("modes: %s %s" % (ps["mode"], mir["mode"]))
+        if ps["steps"] != mir["steps"] or ps["steps"] != 90:
+            fail("%s: %d steps, mirrored %d (expected 90: 480 x 3 / 16)" % (tag, ps["steps"], mir["steps"]))
+        if lp != lm:
+            first = next(i for i in range(min(len(lp), len(lm))) if lp[i] != lm[i]) if lp[:1] else 0
+            fail("%s: per-step losses differ from mirrored training's (first at step %d)" % (tag, first))
+        if wp != wm or ps["weights_hash"] != mir["weights_hash"]:
+            fail("%s: final weights differ from mirrored training's (%s vs %s)" %
+                 (tag, ps["weights_hash"], mir["weights_hash"]))
+        if ps["ps_global_step"] != 90 or ps["ps_steps"] != 90 or ps["ps_staleness_max"] != 0:
+            fail("%s: global step %d, pushes %d, staleness max %d (expected 90, 90, 0)" %
+                 (tag, ps["ps_global_step"], ps["ps_steps"], ps["ps_staleness_max"]))
+        ok("one worker, %d server(s) (%s): the same %d losses and weights (%s) as mirrored training, bit for bit" %
+           (servers, placement, len(lp), ps["weights_hash"]))
+
+
+def fmnist_job():
+    data = os.path.join(TMP, "fmnist")
+    os.makedirs(data)
+    for prefix, images, labels, shards in (("train", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", 4),
+                                           ("test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", 2)):
+        subprocess.run([RECORD, "convert", "idx", "--images", os.path.join(FMNIST, images), "--labels",
+                        os.path.join(FMNIST, labels), "--output-dir", data, "--prefix", prefix, "--shards",
+                        str(shards)], check=True, capture_output=True)
+    feats = {"image": {"dtype": "uint8", "shape": [784], "from": "bytes"},
+             "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []}}
+    train = {"name": "fmnist-train", "files": [os.path.join(data, "train-*.tfrecord")], "format": "tfrecord",
+             "features": feats, "shard_policy": "auto", "global_batch_size": 256, "epochs": EPOCHS,
+             "shuffle": {"buffer": 10000, "seed": 7, "reshuffle_each_epoch": True}}
+    test = {"name": "fmnist-test", "files": [os.path.join(data, "test-*.tfrecord")], "format": "tfrecord",
+            "features": feats, "shard_policy": "auto", "global_batch_size": 500, "epochs": 1}
+    paths = []
+    for j in (train, test):
+        paths.append(os.path.join(TMP, j["name"] + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump(j, f)
+    return paths
+
+
+def free_ports(n):
+    import socket
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_cluster_fmnist(train_json, test_json):
+    if not os.path.isdir(FMNIST):
+        ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: %s not installed" % FMNIST)
+        return
+    fsock, esock = "ipc://%s/fm-f.sock" % TMP, "ipc://%s/fm-e.sock" % TMP
+    feeders = [feeder(train_json, fsock, "fm-feeder"), feeder(test_json, esock, "fm-efeeder")]
+    ports = free_ports(2)
+    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:%d" % p for p in ports],
+               "feeder": [fsock]}
+    # one command line for every task: only TF_CONFIG's task differs
+    # the main job's MLP; its learning rate divided by the workers, as
+    # asynchronous updates need (each push is a step of its own: at 0.05
+    # two workers' pushes can throw the ReLUs off in the first epoch)
+    cmd = [TRAINER, "--job", "fmnist-train", "--mode", "ps", "--model", "mlp", "--hidden", "256,128", "--lr",
+           "0.025", "--momentum", "0.9", "--devices", "cpu:2", "--eval-connect", esock, "--eval-job", "fmnist-test"]
+    procs = {}
+    for kind, n in (("ps", 2), ("worker", 2)):
+        for i in range(n):
+            env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": i}}))
+            tag = "fm-%s%d" % (kind, i)
+            extra = ["--metrics", os.path.join(TMP, tag + ".jsonl")] if kind == "worker" else []
+            procs[tag] = start(cmd + extra, tag, env)
+    outs = {}
+    t0 = time.time()
+    for tag in ("fm-worker0", "fm-worker1", "fm-ps0", "fm-ps1"):
+        rc, out = finish(procs[tag], tag, 600)
+        if rc != 0:
+            fail("%s exited %d: %s" % (tag, rc, logtext(tag)[-3000:]))
+        outs[tag] = summary(out)
+    for f in feeders:
+        f.wait(timeout=30)
+    wall = time.time() - t0
+    w0, w1, p0, p1 = outs["fm-worker0"], outs["fm-worker1"], outs["fm-ps0"], outs["fm-ps1"]
+    rows = w0["test_rows"] + w1["test_rows"]
+    acc = (w0["test_accuracy"] * w0["test_rows"] + w1["test_accuracy"] * w1["test_rows"]) / rows
+    if rows != 10000:
+        fail("evaluated %d test elements, expected 10000" % rows)
+    if acc < 0.85:
+        fail("test accuracy %.4f < 0.85" % acc)
+    if w0["weights_hash"] != w1["weights_hash"]:
+        fail("the workers end with different weights: %s %s" % (w0["weights_hash"], w1["weights_hash"]))
+    steps = w0["steps"] + w1["steps"]
+    if steps != 2 * 235 * EPOCHS or w0["ps_steps"] + w1["ps_steps"] != steps:
+        fail("worker steps %d + %d (pushes %d + %d), expected %d" %
+             (w0["steps"], w1["steps"], w0["ps_steps"], w1["ps_steps"], 2 * 235 * EPOCHS))
+    if p0["global_step"] != steps or p1["global_step"] != 0 or w0["ps_global_step"] != steps:
+        fail("global step: server 0 %d, server 1 %d, the workers' %d; expected %d on server 0" %
+             (p0["global_step"], p1["global_step"], w0["ps_global_step"], steps))
+    if p0["pushes"] != steps or p1["pushes"] != steps:
+        fail("pushes %d, %d; expected %d each" % (p0["pushes"], p1["pushes"], steps))
+    v0, v1 = set(p0["variables"]), set(p1["variables"])
+    want = {"W1", "b1", "W2", "b2", "W3", "b3"}
+    if v0 & v1 or v0 | v1 != want or v0 != {"W1", "W2", "W3"}:
+        fail("variables: server 0 %s, server 1 %s (round robin: W1 W2 W3 on 0, the biases on 1)" % (v0, v1))
+    if p0["elements"] + p1["elements"] != 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10:
+        fail("the servers hold %d + %d elements" % (p0["elements"], p1["elements"]))
+    hist = [a + b for a, b in zip(p0["staleness_hist"], p1["staleness_hist"])]
+    if sum(hist) != 2 * steps:
+        fail("staleness histogram counts %d pushes, expected %d" % (sum(hist), 2 * steps))
+    with open(os.path.join(TMP, "fm-worker0.jsonl")) as f:
+        lines = [json.loads(l) for l in f]
+    if len(lines) != w0["steps"] or any(k not in lines[0] for k in ("staleness", "pull_s", "push_s", "global_step")):
+        fail("--metrics lines in ps mode: %d for %d steps, first %r" % (len(lines), w0["steps"], lines[:1]))
+    ok("2 ps x 2 workers x 2 replicas from one TF_CONFIG command line: test accuracy %.4f, %d worker steps = the "
+       "global step, variables %s | %s, staleness mean %.2f (histogram %s), %.0f s" %
+       (acc, steps, sorted(v0), sorted(v1), (p0["staleness_mean"] + p1["staleness_mean"]) / 2, hist[:4], wall))
+
+
+def test_server_killed(job_path):
+    sock = "ipc://%s/kill-f.sock" % TMP
+    f = feeder(job_path, sock, "kill-feeder", ["--set", "epochs=100000"])  # minutes: the kill ends it
+    eps = "ipc://%s/kill-ps0.sock" % TMP
+    ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "2"] + SMALL_MODEL, "kill-ps0")
+    ws = [start([TRAINER, "--connect", sock, "--job", "ps-it", "--worker", str(w), "--workers", "2",
+                 "--devices", "cpu:2", "--mode", "ps", "--ps", eps, "--timeout-ms", "2000"] + SMALL_MODEL,
+                "kill-w%d" % w) for w in range(2)]
+    time.sleep(1.5)
+    for w in ws:
+        if w.poll() is not None:
+            fail("a worker ended before the kill: %s" % logtext("kill-w0")[-1500:])
+    ps.kill()
+    t0 = time.time()
+    for i, w in enumerate(ws):
+        rc, _ = finish(w, "kill-w%d" % i, 30)
+        dt = time.time() - t0
+        text = logtext("kill-w%d" % i)
+        if rc != 1 or "parameter server 0 (%s) did not answer within 2.0 s" % eps not in text:
+            fail("worker %d after the server's kill: exit %d, log %s" % (i, rc, text[-1500:]))
+        if dt > 2.0 + 5.0:
+            fail("worker %d took %.1f s to fail (timeout 2 s)" % (i, dt))
+    f.kill()
+    f.wait()
+    ok("a parameter server killed mid-run: both workers fail within %.1f s (--timeout-ms 2000), naming it" %
+       (time.time() - t0))
+
+
+def test_worker_lost(job_path):
+    sock = "ipc://%s/lost-f.sock" % TMP
+    f = feeder(job_path, sock, "lost-feeder")
+    eps = "ipc://%s/lost-ps0.sock" % TMP
+    ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "2",
+                "--ps-worker-timeout", "2"] + SMALL_MODEL, "lost-ps0")
+    w = start([TRAINER, "--connect", sock, "--job", "ps-it", "--worker", "0", "--workers", "2",
+               "--devices", "cpu:1", "--mode", "ps", "--ps", eps] + SMALL_MODEL, "lost-w0")
+    rc, out = finish(w, "lost-w0", 60)
+    if rc != 0:
+        fail("the worker that came exited %d: %s" % (rc, logtext("lost-w0")[-1500:]))
+    prc, pout = finish(ps, "lost-ps0", 30)
+    s = summary(pout)
+    text = logtext("lost-ps0")
+    if prc != 1 or s["ok"] is not False or s["lost_workers"] != 1 or \
+            "worker 1 was silent for 2.0 s and is lost (1 lost in all)" not in text:
+        fail("server with a lost worker: exit %d, summary %r, log %s" % (prc, s, text[-1500:]))
+    if s["global_step"] != summary(out)["steps"]:
+        fail("global step %d, the worker's steps %d" % (s["global_step"], summary(out)["steps"]))
+    f.kill()
+    f.wait()
+    ok("a worker that never came: the server serves the other to its end (%d steps) and exits 1 naming worker 1" %
+       s["global_step"])
+
+
+def test_model_mismatch(job_path):
+    sock = "ipc://%s/mm-f.sock" % TMP
+    f = feeder(job_path, sock, "mm-feeder")
+    eps = "ipc://%s/mm-ps0.sock" % TMP
+    other = [a if a != "16" else "32" for a in SMALL_MODEL]  # --hidden 32
+    ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "1"] + other, "mm-ps0")
+    w = start([TRAINER, "--connect", sock, "--job", "ps-it", "--devices", "cpu:1", "--mode", "ps", "--ps", eps] +
+              SMALL_MODEL, "mm-w0")
+    rc, _ = finish(w, "mm-w0", 60)
+    prc, pout = finish(ps, "mm-ps0", 30)
+    want = ("the workers' model 'inputs=12 classes=3 hidden=16 seed=7 lr=0.0500000007 momentum=0.899999976 "
+            "servers=1 placement=round-robin' is not this parameter server's 'inputs=12 classes=3 hidden=32 seed=7 "
+            "lr=0.0500000007 momentum=0.899999976 servers=1 placement=round-robin'")
+    if rc != 1 or "parameter server 0 (%s) refused: %s" % (eps, want) not in logtext("mm-w0"):
+        fail("worker against a mismatched server: exit %d, log %s" % (rc, logtext("mm-w0")[-1500:]))
+    if prc != 1 or want not in logtext("mm-ps0") or summary(pout)["pushes"] != 0:
+        fail("mismatched server: exit %d, log %s" % (prc, logtext("mm-ps0")[-1500:]))
+    f.kill()
+    f.wait()
+    ok("a server with other model flags: the worker is refused and the server exits 1, both naming the two models")
+
+
+def test_usage():
+    ipc = "ipc://%s/u.sock" % TMP
+    cases = [
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp"],
+         "--mode ps needs the parameter servers: --ps ADDRS or the cluster spec's 'ps' list"),
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--ps", ipc], "--mode ps trains a model"),
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--workers", "2",
+          "--ring", ipc + "1," + ipc + "2"], "--mode ps has no ring"),
+        (["--connect", ipc, "--job", "j", "--model", "mlp", "--ps", ipc],
+         "--ps names parameter servers: give --mode ps too"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "1"], "--ps-task 1: --ps names 1 parameter"),
+        (["--mode", "ps", "--ps", ipc, "--ps-task", "0"], "a parameter server needs the workers' model flags"),
+        (["--model", "mlp", "--ps", ipc, "--ps-task", "0"], "a parameter server serves --mode ps workers"),
+        (["--mode", "ps", "--model", "mlp", "--ps", "198.18.0.7:7001", "--ps-task", "0"],
+         "parameter server 0 would listen on tcp://*:7001, which other hosts can reach"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ",".join([ipc] * 257), "--ps-task", "0"],
+         "--ps: at most 256 endpoints"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "256"], "ps-task"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "-1"], "ps-task"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--ps-worker-timeout", "0"],
+         "ps-worker-timeout"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--ps-worker-timeout", "99999999999"],
+         "ps-worker-timeout"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--ps-placement", "random"],
+         "ps-placement"),
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--checkpoint", TMP],
+         "--checkpoint and --restore are not supported there yet"),
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--devices", "gpu:0"],
+         ""),  # refused: CPU replicas only, or no CUDA in this build
+    ]
+    for args, want in cases:
+        p = subprocess.run([TRAINER] + args, capture_output=True, text=True, timeout=30)
+        if p.returncode != 2 or want not in p.stderr:
+            fail("usage %r: exit %d, stderr %r (wanted %r)" % (args, p.returncode, p.stderr, want))
+    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"ps": ["127.0.0.1:7000"]},
+                                                 "task": {"type": "ps", "index": 0}}))
+    p = subprocess.run([TRAINER, "--mode", "ps", "--model", "mlp"], capture_output=True, text=True, env=env,
+                       timeout=30)
+    if p.returncode != 2 or "a 'ps' task needs the 'chief' or 'worker' list" not in p.stderr:
+        fail("TF_CONFIG ps task without workers: exit %d, %r" % (p.returncode, p.stderr))
+    ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 1))
+
+
+def main():
+    job = small_job()
+    test_usage()
+    test_one_worker_equals_mirrored(job)
+    test_model_mismatch(job)
+    test_server_killed(job)
+    test_worker_lost(job)
+    if "--no-fmnist" in sys.argv:
+        ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: --no-fmnist (a sanitizer build)")
+    elif os.path.isdir(FMNIST):
+        train_json, test_json = fmnist_job()
+        test_cluster_fmnist(train_json, test_json)
+    else:
+        ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: %s not installed" % FMNIST)
+    print("%d passed, 0 failed" % PASSED)
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
