@@ -351,14 +351,14 @@ END_TEST
 
 struct setup_arg {
     struct train_ps_model *pm;
-    int calls;
+    int calls; /* atomic: the server's thread counts, the test reads (ZeroMQ's ordering is not TSan's) */
 };
 
 static int setup_from(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
                       const float **init, struct sl_error *err)
 {
     struct setup_arg *a = arg;
-    a->calls++;
+    __atomic_fetch_add(&a->calls, 1, __ATOMIC_SEQ_CST);
     if (len != strlen(a->pm->config) || memcmp(config, a->pm->config, len) != 0)
         return sl_error_set(err, SL_EINVAL, "not my model");
     *layout = &a->pm->layout;
@@ -403,13 +403,13 @@ START_TEST(test_setup_final_and_lost)
     ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &pm.layout, 0, 5000, pm.config, &err), 0);
     ck_assert_msg(train_ps_pull(c0, p, NULL, &err) == 0, "%s", err.msg);
     ck_assert(memcmp(p, train_model_params(pm.model), np * sizeof *p) == 0);
-    ck_assert_int_eq(sa.calls, 1);
+    ck_assert_int_eq(__atomic_load_n(&sa.calls, __ATOMIC_SEQ_CST), 1);
     ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &other.layout, 1, 5000, other.config, &err), 0);
     ck_assert_int_eq(train_ps_pull(c1, p, NULL, &err), SL_EPROTO);
     ck_assert_msg(strstr(err.msg, "refused: worker 1's model 'inputs=5 classes=3 hidden=6 ") != NULL, "%s", err.msg);
     ck_assert_msg(strstr(err.msg, "is not the one this server holds ('inputs=5 classes=3 hidden=4 ") != NULL, "%s",
                   err.msg);
-    ck_assert_int_eq(sa.calls, 1);
+    ck_assert_int_eq(__atomic_load_n(&sa.calls, __ATOMIC_SEQ_CST), 1);
     /* worker 1 falls silent: worker 0's final pull waits until it is lost */
     double t0 = sl_clock_s();
     uint64_t step = 99;
