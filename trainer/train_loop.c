@@ -211,6 +211,11 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
         return rc;
     double loss_sum = 0, ok = 0;
     float *grad = NULL;
+    /* ps mode: the values the strategy pulled become this replica's device
+     * weights (every replica, before anything that could leave the others
+     * waiting in the sum) */
+    if (l->ps_mode && (rc = l->gpu->load(r->dev, train_replica_var(rep, l->weights), err)) != 0)
+        return rc;
     /* every replica joins the gradient sum, empty or not, and even after its
      * own grads failed (then with the first error kept); with no rows
      * anywhere the denominator is moot (nothing is applied) */
@@ -224,7 +229,12 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
     float stats[2] = {(float)loss_sum, (float)ok};
     if ((rc = train_replica_all_reduce(rep, TRAIN_SUM, stats, 2, err)) != 0)
         return rc;
-    if (total > 0 && (rc = train_replica_var_apply(rep, l->weights, dev_apply, r, err)) != 0)
+    /* ps mode: replica 0 pushes the summed gradient from its pinned
+     * staging; mirrored: momentum SGD on every device */
+    const float *host_grad = NULL;
+    if (total > 0 && l->ps_mode && id == 0 && (rc = l->gpu->gradient_to_host(r->dev, &host_grad, err)) != 0)
+        return rc;
+    if (total > 0 && (rc = train_replica_var_apply_gradient(rep, l->weights, host_grad, dev_apply, r, err)) != 0)
         return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;
@@ -239,7 +249,10 @@ static int dev_eval_step(struct train_replica *rep, const struct train_staged *p
     struct train_loop *l = ctx;
     struct replica *r = &l->reps[train_replica_id(rep)];
     r->eval_n = 0;
-    int rc = l->gpu->eval(r->dev, p, r->eval_pred, &r->eval_rows, &r->eval_correct, err);
+    /* ps mode: the weights are the host copies' (the final pull's) */
+    int rc = l->ps_mode ? l->gpu->load(r->dev, train_replica_var(rep, l->weights), err) : 0;
+    if (rc == 0)
+        rc = l->gpu->eval(r->dev, p, r->eval_pred, &r->eval_rows, &r->eval_correct, err);
     if (rc == 0)
         r->eval_n = p->rows;
     return rc;
@@ -277,7 +290,7 @@ static int dev_pull(struct train_replica *rep, const struct train_staged *p, voi
 /* GPU replicas: the device weights into the host copies, once per change. */
 static int pull(struct train_loop *l, struct sl_error *err)
 {
-    if (l->gpu == NULL || l->pulled)
+    if (l->gpu == NULL || l->pulled || l->ps_mode) /* ps mode: the host copies hold the servers' values */
         return 0;
     int rc = train_strategy_call_for_each_replica(l->s, dev_pull, l, err);
     l->pulled = rc == 0;
@@ -329,11 +342,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
     if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
-    if (gpu && o->mode == TRAIN_STRATEGY_PS)
-        return sl_error_set(err, SL_EINVAL, "parameter-server mode runs on CPU replicas only (for now)");
     if (o->mode == TRAIN_STRATEGY_PS && (o->ps == NULL || o->nps == 0 || o->ring != NULL))
         return sl_error_set(err, SL_EINVAL, "parameter-server mode needs the servers' endpoints and no ring");
-    if (gpu && o->workers > 1 && o->dev_id == NULL)
+    if (gpu && o->workers > 1 && o->dev_id == NULL && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "GPU replicas on %u workers need worker 0's group id", o->workers);
     struct train_loop *l = sl_calloc(1, sizeof *l);
     if (l == NULL)

@@ -40,6 +40,8 @@ struct train_loop_dev {
     float *x;                          /* device, max_rows x inputs (uint8 inputs scaled) */
     int64_t *pred;                     /* device, max_rows */
     int64_t *host_pred, *host_labels;  /* pinned, max_rows each */
+    float *host_params;                /* pinned, nparams: ps mode's staging (pulled weights in, gradient out);
+                                          allocated at the first use */
 };
 
 static int cuda_fail(struct sl_error *err, cudaError_t e, const char *what, int ordinal)
@@ -58,6 +60,7 @@ static void loop_close(struct train_loop_dev *d)
         (void)cudaFree(d->pred);
         (void)cudaFreeHost(d->host_pred);
         (void)cudaFreeHost(d->host_labels);
+        (void)cudaFreeHost(d->host_params);
     }
     (void)cudaGetLastError();
     sl_free(d);
@@ -149,6 +152,48 @@ static int loop_pull(struct train_loop_dev *d, float *host, struct sl_error *err
     return train_model_cuda_get_params(d->model, host, err);
 }
 
+/* ps mode's pinned staging, made once. */
+static int staging(struct train_loop_dev *d, struct sl_error *err)
+{
+    if (d->host_params != NULL)
+        return 0;
+    size_t bytes = train_model_cuda_nparams(d->model) * sizeof(float);
+    cudaError_t e;
+    if ((e = cudaSetDevice(d->ordinal)) != cudaSuccess ||
+        (e = cudaHostAlloc((void **)&d->host_params, bytes, cudaHostAllocDefault)) != cudaSuccess) {
+        d->host_params = NULL;
+        return cuda_fail(err, e, "cudaHostAlloc(parameter-server staging)", d->ordinal);
+    }
+    return 0;
+}
+
+static int loop_load(struct train_loop_dev *d, const float *host, struct sl_error *err)
+{
+    int rc = staging(d, err);
+    if (rc != 0)
+        return rc;
+    memcpy(d->host_params, host, train_model_cuda_nparams(d->model) * sizeof(float));
+    return train_model_cuda_set_params(d->model, d->host_params, err);
+}
+
+static int loop_gradient_to_host(struct train_loop_dev *d, const float **host, struct sl_error *err)
+{
+    *host = NULL;
+    int rc = staging(d, err);
+    if (rc != 0)
+        return rc;
+    cudaStream_t s = (cudaStream_t)train_model_cuda_stream(d->model);
+    size_t bytes = train_model_cuda_nparams(d->model) * sizeof(float);
+    cudaError_t e;
+    if ((e = cudaSetDevice(d->ordinal)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(d->host_params, train_model_cuda_grads(d->model), bytes, cudaMemcpyDeviceToHost, s)) !=
+            cudaSuccess ||
+        (e = cudaStreamSynchronize(s)) != cudaSuccess)
+        return cuda_fail(err, e, "cudaMemcpyAsync(gradient to host)", d->ordinal);
+    *host = d->host_params;
+    return 0;
+}
+
 static int loop_eval(struct train_loop_dev *d, const struct train_staged *p, int64_t *pred, double *rows,
                      double *correct, struct sl_error *err)
 {
@@ -183,5 +228,7 @@ const struct train_loop_dev_ops train__loop_cuda = {
     .grads = loop_grads,
     .apply = loop_apply,
     .pull = loop_pull,
+    .load = loop_load,
+    .gradient_to_host = loop_gradient_to_host,
     .eval = loop_eval,
 };

@@ -63,6 +63,17 @@ struct train_loop_dev_ops {
     /* The current weights into host[0..nparams). Blocking. */
     int (*pull)(struct train_loop_dev *d, float *host, struct sl_error *err) SL_MUST_CHECK;
 
+    /* Parameter-server mode: host[0..nparams) (the values pulled from the
+     * servers) become the device weights, through the replica's pinned
+     * staging buffer. Blocking. */
+    int (*load)(struct train_loop_dev *d, const float *host, struct sl_error *err) SL_MUST_CHECK;
+
+    /* Parameter-server mode: the (summed) gradient on the device into the
+     * replica's pinned staging buffer, returned in *host (nparams floats,
+     * owned by d, valid until the next load or gradient_to_host), for the
+     * push to the servers. Blocking. */
+    int (*gradient_to_host)(struct train_loop_dev *d, const float **host, struct sl_error *err) SL_MUST_CHECK;
+
     /* Predict the staged piece's rows and count them against its labels:
      * *rows and *correct grow, and pred[0..rows) (host memory) receives the
      * predicted classes in row order. Returns with the device idle. */

@@ -936,9 +936,8 @@ static int configure(struct trainer *t, int argc, char **argv)
     /* GPU replicas train with a model (the spec parser already refused GPU
      * lists in builds without CUDA); tower mode stays on CPU replicas */
     t->gpu = o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0 && o->model != MODEL_NONE;
-    if (t->gpu && o->mode != MODE_MIRRORED)
-        return usage_error("--mode %s runs on CPU replicas only (got --devices with GPUs)",
-                           o->mode == MODE_TOWER ? "tower" : "ps");
+    if (t->gpu && o->mode == MODE_TOWER)
+        return usage_error("--mode tower runs on CPU replicas only (got --devices with GPUs)");
     uint32_t dev_replicas = (uint32_t)o->devspec.count;
     t->replicas = o->replicas ? o->replicas : dev_replicas ? dev_replicas : 1;
     if (dev_replicas && dev_replicas != t->replicas)

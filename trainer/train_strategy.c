@@ -468,8 +468,9 @@ static int join_device_group(struct train_replica *rep, const struct train_stage
     (void)ctx;
     struct train_strategy *s = rep->s;
     struct train_coll *c;
-    int rc = s->backend->coll->open(&c, rep->dev, train_replica_global_id(rep), (int)(s->R * s->W), s->group_id,
-                                    err);
+    /* ps mode: each worker's replicas are a group of their own (s->W is 1) */
+    int rank = s->mode == TRAIN_STRATEGY_PS ? rep->id : train_replica_global_id(rep);
+    int rc = s->backend->coll->open(&c, rep->dev, rank, (int)(s->R * s->W), s->group_id, err);
     if (rc == 0) {
         pthread_mutex_lock(&s->mu);
         rep->dcoll = c;

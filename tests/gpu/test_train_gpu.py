@@ -12,6 +12,9 @@ accuracy within one row in a hundred; the predictions gathered from the
 GPU replicas (--predictions) name every id once, in order, and differ from
 the CPU ones in at most one row in a hundred (near-ties). --hash-every 1
 makes every step copy the device weights back for the mirrored check.
+Parameter-server mode (--mode ps, one server) is compared the same way:
+a GPU worker loading the pulled weights and pushing its gradient through
+pinned staging against a CPU worker.
 
 Usage: test_train_gpu.py BUILD_DIR     (prints "N passed, 0 failed";
 figures go to $OUT/gpu-train.json when OUT is set; SLUICE_GPU_TEST_DRY=1
@@ -65,7 +68,10 @@ def serve(job_path, tag):
     return p, sock
 
 
-def train(job_path, eval_path, devices, tag):
+def train(job_path, eval_path, devices, tag, ps=False):
+    """ps: --mode ps on one parameter server of the same model flags (the
+    gradient goes to it from pinned staging and the weights come back
+    each step; no --predictions there, no ring to gather them)."""
     feeder, sock = serve(job_path, tag)
     efeeder, esock = serve(eval_path, tag + "-eval")
     time.sleep(0.3)
@@ -73,10 +79,19 @@ def train(job_path, eval_path, devices, tag):
     metrics = os.path.join(TMP, tag + ".jsonl")
     preds = os.path.join(TMP, tag + "-predictions.jsonl")
     wrap = os.environ.get("SLUICE_GPU_TEST_WRAP", "").split() if devices.startswith("gpu") else []
-    args = wrap + [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices, "--model", "mlp",
-            "--hidden", "32,16", "--lr", "0.02", "--momentum", "0.5", "--seed", "11", "--classes", "4",
+    model = ["--model", "mlp", "--hidden", "32,16", "--lr", "0.02", "--momentum", "0.5", "--seed", "11",
+             "--classes", "4"]
+    args = wrap + [TRAINER, "--connect", sock, "--job", "train-gpu", "--devices", devices] + model + [
             "--hash-every", "1", "--save-weights", weights, "--metrics", metrics,
-            "--eval-connect", esock, "--eval-job", "eval-gpu", "--predictions", preds]
+            "--eval-connect", esock, "--eval-job", "eval-gpu"]
+    server = None
+    if ps:
+        ep = "ipc://%s/%s-ps.sock" % (TMP, tag)
+        args += ["--mode", "ps", "--ps", ep]
+        server = subprocess.Popen([TRAINER, "--mode", "ps", "--ps", ep, "--ps-task", "0"] + model,
+                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, tag + "-ps.log"), "w"))
+    else:
+        args += ["--predictions", preds]
     err = open(os.path.join(TMP, tag + "-trainer.log"), "w")
     t0 = time.time()
     try:
@@ -92,7 +107,7 @@ def train(job_path, eval_path, devices, tag):
         fail("%s: sluice-trainer still running after 40 s (hung?): %s" % (
             tag, open(os.path.join(TMP, tag + "-trainer.log")).read()[-3000:]))
     secs = time.time() - t0
-    for f in (feeder, efeeder):
+    for f in (feeder, efeeder) + ((server,) if server else ()):
         try:
             f.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -111,7 +126,7 @@ def train(job_path, eval_path, devices, tag):
     data = open(weights, "rb").read()
     hlen = data[8] | data[9] << 8
     w = struct.unpack("<%df" % ((len(data) - 10 - hlen) // 4), data[10 + hlen:])
-    pred = [json.loads(x) for x in open(preds)]
+    pred = None if ps else [json.loads(x) for x in open(preds)]
     return summary, steps, w, secs, pred
 
 
@@ -141,6 +156,11 @@ def compare(tag, cpu, gpu):
     if abs(gs["test_accuracy"] - cs["test_accuracy"]) > 0.01 or gs["test_rows"] != cs["test_rows"]:
         fail("%s: GPU test accuracy %.4f over %d rows, CPU %.4f over %d" % (
             tag, gs["test_accuracy"], gs["test_rows"], cs["test_accuracy"], cs["test_rows"]))
+    if gpred is None:  # ps mode: no predictions gathered
+        ok("%s: %d steps, losses within %.2g (largest), %d weights within %.2g, test accuracy %.4f vs %.4f" %
+           (tag, len(gsteps), worst_loss, len(cw), worst_w, gs["test_accuracy"], cs["test_accuracy"]))
+        return {"steps": len(gsteps), "max_loss_diff": worst_loss, "max_weight_diff": worst_w,
+                "gpu_test_accuracy": gs["test_accuracy"], "cpu_test_accuracy": cs["test_accuracy"]}
     # the predictions gathered from the GPU replicas: every evaluated id once,
     # in order, with its label; the accuracy they give is the counted one;
     # and they are the CPU's, row for row, up to near-ties (1 row in 100)
@@ -190,10 +210,18 @@ def main():
     cpu = train(paths[0], paths[1], "cpu:1", "cpu1")
     gpu = train(paths[0], paths[1], "cpu:1" if dry else "gpu:0", "gpu0")
     results["gpu:0 vs cpu:1"] = compare("gpu:0 vs cpu:1", cpu, gpu)
+    # parameter-server mode (issue #18): a GPU worker pulls into and pushes
+    # from pinned staging; against a CPU worker on its own server
+    cps = train(paths[0], paths[1], "cpu:1", "cpu1-ps", ps=True)
+    gps = train(paths[0], paths[1], "cpu:1" if dry else "gpu:0", "gpu0-ps", ps=True)
+    results["ps gpu:0 vs cpu:1"] = compare("ps mode, gpu:0 vs cpu:1", cps, gps)
     if n >= 2:
         cpu2 = train(paths[0], paths[1], "cpu:2", "cpu2")
         gpu2 = train(paths[0], paths[1], "gpu:0,1", "gpu01")
         results["gpu:0,1 vs cpu:2"] = compare("gpu:0,1 vs cpu:2", cpu2, gpu2)
+        cps2 = train(paths[0], paths[1], "cpu:2", "cpu2-ps", ps=True)
+        gps2 = train(paths[0], paths[1], "gpu:0,1", "gpu01-ps", ps=True)
+        results["ps gpu:0,1 vs cpu:2"] = compare("ps mode, gpu:0,1 vs cpu:2", cps2, gps2)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "gpu-train.json"), "w") as f:
             json.dump(results, f, indent=1)

@@ -378,7 +378,7 @@ def test_usage():
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--checkpoint", TMP],
          "--checkpoint and --restore are not supported there yet"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--devices", "gpu:0"],
-         ""),  # refused: CPU replicas only, or no CUDA in this build
+         ""),  # refused: no GPU 0 on this machine (or no CUDA in this build)
     ]
     for args, want in cases:
         p = subprocess.run([TRAINER] + args, capture_output=True, text=True, timeout=30)
