@@ -392,6 +392,36 @@ START_TEST(test_setup_final_and_lost)
                                          .worker_timeout_ms = 1500};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
+    /* before any setup: a push, and a pull whose description is too long */
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
+    uint8_t h[TRAIN_PS_HEADER];
+    char big[TRAIN_PS_MAX_CONFIG + 1], reply[256];
+    memset(big, 'x', sizeof big);
+    static const struct {
+        int type;
+        size_t body;
+        const char *why;
+    } early[] = {{TRAIN_PS_PUSH, 16, "a push before any pull"},
+                 {TRAIN_PS_PULL, TRAIN_PS_MAX_CONFIG + 1, "a model description over 512 bytes"}};
+    for (size_t i = 0; i < 2; i++) {
+        memset(h, 0, sizeof h);
+        memcpy(h, "SLPS", 4);
+        h[4] = 1;
+        h[5] = (uint8_t)early[i].type;
+        ck_assert_int_ge(zmq_send(d, h, sizeof h, ZMQ_SNDMORE), 0);
+        ck_assert_int_ge(zmq_send(d, big, early[i].body, 0), 0);
+        ck_assert_int_eq(zmq_recv(d, h, sizeof h, 0), TRAIN_PS_HEADER);
+        ck_assert_int_eq(h[5], TRAIN_PS_ERROR);
+        int n = zmq_recv(d, reply, sizeof reply - 1, 0);
+        ck_assert_int_gt(n, 0);
+        reply[n] = '\0';
+        ck_assert_str_eq(reply, early[i].why);
+    }
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d);
+    ck_assert_int_eq(__atomic_load_n(&sa.calls, __ATOMIC_SEQ_CST), 0);
     struct train_ps_client *c0, *c1, *bare;
     ck_assert_int_eq(train_ps_client_open(&bare, ctx, eps, &pm.layout, 0, 5000, NULL, &err), 0);
     float *p = calloc(np, sizeof *p);
@@ -425,7 +455,7 @@ START_TEST(test_setup_final_and_lost)
     ck_assert_str_eq(sr.err.msg, "parameter server 0: worker 1 was silent for 1.5 s and is lost (1 lost in all); "
                                  "its pushes stopped there");
     ck_assert_uint_eq(sr.st.lost, 1);
-    ck_assert_uint_eq(sr.st.bad_messages, 2);
+    ck_assert_uint_eq(sr.st.bad_messages, 4);
     ck_assert_uint_eq(sr.st.elements, np);
     free(p);
     train_ps_model_free(&pm);

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <zmq.h>
 
 #include "sl_alloc.h"
 #include "sl_test.h"
 #include "train_metrics.h"
+#include "train_ps.h"
 #include "train_strategy.h"
 
 enum { MAXR = 8, K = 3 };
@@ -1247,6 +1249,150 @@ START_TEST(test_two_workers)
 }
 END_TEST
 
+/* ---- parameter-server mode ---- */
+
+struct ps_server {
+    struct train_ps_server_opts o;
+    struct train_ps_server_stats st;
+    struct sl_error err;
+    int rc;
+    pthread_t tid;
+    char ep[128];
+};
+
+static void *ps_server_main(void *arg)
+{
+    struct ps_server *r = arg;
+    r->rc = train_ps_serve(&r->o, &r->st, &r->err);
+    return NULL;
+}
+
+struct ps_ctx {
+    struct train_variable *var;
+    float seen[MAXR][6]; /* each replica's copy when its step ran */
+    uint32_t in_sync[MAXR];
+};
+
+/* Replica r's gradient is (r + 1) x (1, 2, 3, 4, 5, 6), summed over the
+ * worker's replicas, then pushed. */
+static int ps_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
+{
+    (void)p;
+    struct ps_ctx *c = arg;
+    int r = train_replica_id(rep);
+    memcpy(c->seen[r], train_replica_var(rep, c->var), sizeof c->seen[r]);
+    c->in_sync[r] = train_replica_num_replicas_in_sync(rep);
+    float g[6];
+    for (int j = 0; j < 6; j++)
+        g[j] = (float)((r + 1) * (j + 1));
+    int rc = train_replica_all_reduce(rep, TRAIN_SUM, g, 6, err);
+    return rc != 0 ? rc : train_replica_var_apply_gradient(rep, c->var, g, NULL, NULL, err);
+}
+
+/* The strategy's ps mode over two real servers (W on server 0, b on server
+ * 1): each run pulls the servers' values into every copy, the replicas'
+ * gradients are summed within the worker only (num_replicas_in_sync = R)
+ * and pushed, the servers apply them (SGD, lr 0.5, no momentum), the next
+ * run sees the result; the variable must have the servers' size and be the
+ * only one; the final pull, then runs without pulls and pushes refused. */
+START_TEST(test_ps_mode)
+{
+    struct train_model_var v[2] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4},
+                                   {.kind = 'b', .layer = 1, .offset = 4, .count = 2}};
+    uint32_t owner[2] = {0, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 2, .owner = owner, .nps = 2};
+    const float init[6] = {1, 2, 3, 4, 5, 6};
+    void *ctx = zmq_ctx_new();
+    struct ps_server sv[2];
+    const char *eps[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&sv[i], 0, sizeof sv[i]);
+        snprintf(sv[i].ep, sizeof sv[i].ep, "ipc://%s", sl_test_path(i ? "sps1" : "sps0"));
+        eps[i] = sv[i].ep;
+        sv[i].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sv[i].ep, .index = (uint32_t)i, .layout = l,
+                                                .init = init, .lr = 0.5f, .momentum = 0.0f, .workers = 2,
+                                                .worker_timeout_ms = 20000};
+        ck_assert_int_eq(pthread_create(&sv[i].tid, NULL, ps_server_main, &sv[i]), 0);
+    }
+    struct sl_error err = {0};
+    struct train_ps_client *c, *other;
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&other, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    ck_assert_uint_eq(train_ps_client_params(c), 6);
+    static const size_t cap[1] = {64 * K * sizeof(float)};
+    struct train_strategy *s = NULL;
+    /* refused: ps mode without servers, with a ring-less W mismatch, servers in mirrored mode */
+    struct train_strategy_opts o = {.replicas = 2, .mode = TRAIN_STRATEGY_PS, .worker = 1, .workers = 2,
+                                    .ntensors = 1, .tensor_capacity = cap};
+    ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "strategy: parameter-server mode needs the servers' client and no ring (worker 1 of 2)");
+    o.ps = c;
+    o.worker = 2;
+    ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
+    o.worker = 1;
+    o.mode = TRAIN_STRATEGY_MIRRORED;
+    o.workers = 1;
+    o.worker = 0;
+    ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "strategy: parameter servers outside parameter-server mode");
+    o.mode = TRAIN_STRATEGY_PS;
+    o.workers = 2;
+    o.worker = 1;
+    ck_assert_msg(train_strategy_create(&s, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(train_strategy_num_replicas_in_sync(s), 2);
+    struct ps_ctx pc = {0};
+    ck_assert_int_eq(train_strategy_variable(s, "w", 5, TRAIN_AGG_SUM, NULL, &pc.var, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "strategy: parameter-server mode holds one variable, of the servers' 6 floats (got 'w' "
+                              "of 5)");
+    ck_assert_int_eq(train_strategy_variable(s, "w", 6, TRAIN_AGG_SUM, NULL, &pc.var, &err), 0);
+    struct train_variable *second;
+    ck_assert_int_eq(train_strategy_variable(s, "v", 6, TRAIN_AGG_SUM, NULL, &second, &err), SL_EINVAL);
+    struct fixture f;
+    const uint32_t rows[2] = {1, 1};
+    float want[6];
+    memcpy(want, init, sizeof want);
+    for (int step = 0; step < 2; step++) {
+        make_pieces(&f, 2, rows, (uint64_t)step);
+        ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+        ck_assert_msg(train_strategy_run(s, ps_step, &pc, &err) == 0, "%s", err.msg);
+        for (int r = 0; r < 2; r++) {
+            ck_assert(memcmp(pc.seen[r], want, sizeof want) == 0);
+            ck_assert_uint_eq(pc.in_sync[r], 2);
+        }
+        struct train_ps_step last;
+        train_strategy_ps_last(s, &last);
+        ck_assert_int_eq(last.pushed, 1);
+        ck_assert_uint_eq(last.staleness, 0);
+        ck_assert_uint_eq(last.global_step, (uint64_t)step);
+        ck_assert(last.pull_s > 0 && last.push_s > 0);
+        for (int j = 0; j < 6; j++) /* the sum of replicas 1x and 2x, applied at lr 0.5 */
+            want[j] -= 0.5f * (float)(3 * (j + 1));
+    }
+    train_ps_client_close(other); /* worker 0 says BYE: the final pull need not wait */
+    uint64_t gs = 0;
+    ck_assert_msg(train_strategy_ps_finish(s, NULL, &gs, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(gs, 2);
+    for (int r = 0; r < 2; r++)
+        ck_assert(memcmp(train_variable_copy(pc.var, r), want, sizeof want) == 0);
+    train_ps_client_close(c); /* BYE: the servers end */
+    /* after the end: a run pulls nothing (the copies stay), a push is refused */
+    make_pieces(&f, 2, rows, 2);
+    ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
+    ck_assert_int_eq(train_strategy_run(s, ps_step, &pc, &err), SL_EINVAL);
+    ck_assert_msg(strstr(err.msg, "the training has finished") != NULL, "%s", err.msg);
+    ck_assert(memcmp(pc.seen[0], want, sizeof want) == 0);
+    train_strategy_destroy(s);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(sv[i].tid, NULL);
+        ck_assert_msg(sv[i].rc == 0, "server %d: %s", i, sv[i].err.msg);
+        ck_assert_uint_eq(sv[i].st.pushes, 2);
+        ck_assert_uint_eq(sv[i].st.pulls, 3);
+    }
+    ck_assert_uint_eq(sv[0].st.global_step, 2);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_strategy");
@@ -1269,6 +1415,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_values_from_function_errors);
     tcase_add_test(tc, test_values_from_function_tower);
     tcase_add_test(tc, test_two_workers);
+    tcase_add_test(tc, test_ps_mode);
     suite_add_tcase(s, tc);
     return s;
 }
