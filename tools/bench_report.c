@@ -383,8 +383,9 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
 /* ---- charts ---- */
 
 /* A tick label: SI suffix from 1,000 up (500k, 2.5M), plain decimals
- * below, as many as the step needs; trailing zeros cut. */
-static void tick_label(double v, double step, char *buf, size_t n)
+ * below; printed to nine decimals and the trailing zeros cut, so a step of
+ * 2.5 x 10^k never rounds (2500 is 2.5k, not 2k). */
+static void tick_label(double v, char *buf, size_t n)
 {
     static const struct {
         double unit;
@@ -393,19 +394,13 @@ static void tick_label(double v, double step, char *buf, size_t n)
     size_t k = 0;
     while (k + 1 < sizeof si / sizeof si[0] && fabs(v) < si[k].unit)
         k++;
-    double rel = step / si[k].unit;
-    int decimals = rel >= 1 ? 0 : (int)ceil(-log10(rel)) + 1;
-    if (decimals > 9)
-        decimals = 9;
-    snprintf(buf, n, "%.*f", decimals, v / si[k].unit);
-    if (strchr(buf, '.') != NULL) {
-        size_t len = strlen(buf);
-        while (buf[len - 1] == '0')
-            buf[--len] = '\0';
-        if (buf[len - 1] == '.')
-            buf[--len] = '\0';
-    }
-    snprintf(buf + strlen(buf), n - strlen(buf), "%s", si[k].suffix);
+    snprintf(buf, n, "%.9f", v / si[k].unit);
+    size_t len = strlen(buf);
+    while (len > 0 && buf[len - 1] == '0')
+        buf[--len] = '\0';
+    if (len > 0 && buf[len - 1] == '.')
+        buf[--len] = '\0';
+    snprintf(buf + len, n - len, "%s", si[k].suffix);
 }
 
 /* "set AXISrange [0:top]" and "set AXIStics (labels)" for data up to max:
@@ -422,7 +417,7 @@ static void axis_ticks(FILE *f, const char *axis, double max)
     fprintf(f, "set %srange [0:%.15g]\nset %stics (", axis, steps * step, axis);
     for (int i = 0; i <= steps; i++) {
         char label[32];
-        tick_label(i * step, step, label, sizeof label);
+        tick_label(i * step, label, sizeof label);
         fprintf(f, "%s'%s' %.15g", i ? ", " : "", label, i * step);
     }
     fprintf(f, ")\n");
