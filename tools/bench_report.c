@@ -3,16 +3,21 @@
  * gnuplot. All three read the same derived figures (struct derived), so
  * they cannot disagree.
  *
- * "limited by" is a rule of thumb, stated in docs/bench.md: the limit this
- * configuration came closest to (ratio >= 0.8), else the CPU when the
- * processes kept >= 85% of every core busy, else the trainer's own compute
- * when it trained a model with little input stall, else the feeder's
+ * "limited by" is a rule of thumb, stated in docs/bench.md and coded in
+ * bench_verdict.c: the limit this configuration came closest to (ratio >=
+ * 0.8; raw ZeroMQ counting only the pieces sent by copy, not those read in
+ * shared memory), else the CPU when the processes kept >= 85% of every core
+ * busy, else the trainer when it seldom waited for input, else the feeder's
  * busiest stage.
  *
  * With --curve the results come in pairs, plaintext then CURVE for each
  * feeder count; a CURVE result is also compared with its plaintext one
  * (wire MB/s and raw ZeroMQ, each CURVE / plaintext).
+ *
+ * The charts' y axes get their ticks from here (nice steps, labels with SI
+ * suffixes: 500k, 2.5M), as gnuplot's own formats give 2.5e+06 or 500.0k.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@
 #include <unistd.h>
 
 #include "bench_run.h"
+#include "bench_verdict.h"
 #include "sl_log.h"
 #include "sl_output.h"
 
@@ -29,6 +35,7 @@ struct derived {
     int have_stages, have_disk, have_inflated;
     double piece_bytes, memcpy_bps;
     double r_disk, r_inflate, r_wire_zmq, r_wire_memcpy; /* < 0: no such limit */
+    double shm_share, r_copy_zmq; /* pieces read in shared memory; the copied share's ratio to raw ZeroMQ */
     int bottleneck;                                      /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
     char limited_by[160];
@@ -45,6 +52,18 @@ struct derived {
         }                                                                                                            \
         x->field = bench_stat_of(v_, (size_t)c->nsamples);                                                           \
     } while (0)
+
+/* Of every piece the trainers received in a configuration's runs, the
+ * share read in a feeder's shared memory (docs/feeder.md). */
+static double shm_share(const struct run_config *c)
+{
+    double all = 0, shared = 0;
+    for (int r = 0; r < c->nsamples; r++) {
+        all += c->s[r].pieces;
+        shared += c->s[r].shm_pieces;
+    }
+    return all > 0 ? shared / all : 0;
+}
 
 static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
                    struct derived *x);
@@ -107,24 +126,21 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
     x->r_wire_zmq = x->raw.median > 0 ? x->wire.median / x->raw.median : -1;
     x->r_wire_memcpy = c->memcpy_bps > 0 ? x->wire.median * 1e6 / c->memcpy_bps : -1;
 
-    const char *names[4] = {"read() of the files", "inflate", "raw ZeroMQ", "memcpy"};
-    double ratios[4] = {x->r_disk, x->r_inflate, x->r_wire_zmq, x->r_wire_memcpy};
-    int best = 0;
-    for (int k = 1; k < 4; k++)
-        if (ratios[k] > ratios[best])
-            best = k;
-    if (ratios[best] >= 0.8)
-        snprintf(x->limited_by, sizeof x->limited_by, "%s (%.2fx of it)", names[best], ratios[best]);
-    else if (x->util.median >= 0.85)
-        snprintf(x->limited_by, sizeof x->limited_by, "CPU: %.0f%% of %d cores busy%s%s", 100 * x->util.median,
-                 d->ncpu, x->bottleneck >= 0 ? "; feeder's busiest stage: " : "",
-                 x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : "");
-    else if (strcmp(o->model, "none") != 0 && x->stall.median < 5)
-        snprintf(x->limited_by, sizeof x->limited_by, "trainer compute (input stall %.1f%%)", x->stall.median);
-    else if (x->bottleneck >= 0)
-        snprintf(x->limited_by, sizeof x->limited_by, "feeder stage %s", run_stage_names[x->bottleneck]);
-    else
-        snprintf(x->limited_by, sizeof x->limited_by, "feeder (stage breakdown unavailable)");
+    x->shm_share = shm_share(c);
+    struct bench_verdict_in v = {
+        .r_disk = x->r_disk,
+        .r_inflate = x->r_inflate,
+        .r_wire_zmq = x->r_wire_zmq,
+        .r_wire_memcpy = x->r_wire_memcpy,
+        .shm_share = x->shm_share,
+        .cpu_util = x->util.median,
+        .ncpu = d->ncpu,
+        .trains_model = strcmp(o->model, "none") != 0,
+        .stall_pct = x->stall.median,
+        .busy_stage = x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : NULL,
+    };
+    x->r_copy_zmq = bench_verdict_copy_zmq(&v);
+    bench_verdict(&v, x->limited_by, sizeof x->limited_by);
 }
 
 /* ---- table ---- */
@@ -149,18 +165,6 @@ static void ratio(FILE *f, const char *what, double ours, double limit, double r
         fprintf(f, "    %-34s n/a\n", what);
     else
         fprintf(f, "    %-34s %10.1f %-5s of %10.1f  = %.2fx\n", what, ours, unit, limit, r);
-}
-
-/* Of every piece the trainers received in a configuration's runs, the
- * share read in a feeder's shared memory (docs/feeder.md). */
-static double shm_share(const struct run_config *c)
-{
-    double all = 0, shared = 0;
-    for (int r = 0; r < c->nsamples; r++) {
-        all += c->s[r].pieces;
-        shared += c->s[r].shm_pieces;
-    }
-    return all > 0 ? shared / all : 0;
 }
 
 void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
@@ -212,6 +216,11 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         char what[64];
         snprintf(what, sizeof what, "wire vs raw ZeroMQ (%.0f B msgs)", x.piece_bytes);
         ratio(f, what, x.wire.median, x.raw.median, x.r_wire_zmq, "MB/s");
+        if (x.shm_share > 0 && x.r_copy_zmq >= 0)
+            fprintf(f, "    %-34s %10.1f MB/s  of %10.1f  = %.2fx (the %.0f%% of pieces in shared memory bypass "
+                       "ZeroMQ)\n",
+                    "wire by copy vs raw ZeroMQ", x.wire.median * (1 - x.shm_share), x.raw.median, x.r_copy_zmq,
+                    100 * x.shm_share);
         ratio(f, "wire vs memcpy", x.wire.median, x.memcpy_bps / 1e6, x.r_wire_memcpy, "MB/s");
         if (x.have_stages) {
             fprintf(f, "    feeder CPU s per stage (all feeders):");
@@ -223,7 +232,7 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         }
         fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
                 100 * x.util.median);
-        fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * shm_share(&cfg[k]));
+        fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * x.shm_share);
         fprintf(f, "    peak RSS MB: feeders");
         for (int j = 0; j < cfg[k].feeders; j++)
             fprintf(f, " %.1f", x.rss_feeder[j]);
@@ -314,7 +323,7 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         fputc(',', f);
         jstat(f, "input_stall_pct", &x.stall, 1);
         fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"feeder_cpu_s\":", x.piece_bytes,
-                shm_share(&cfg[k]));
+                x.shm_share);
         if (x.have_stages) {
             fputc('{', f);
             for (int s = 0; s < NSTAGES; s++) {
@@ -357,6 +366,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         fputc(',', f);
         jnum(f, "wire_to_raw_zmq", x.r_wire_zmq, x.r_wire_zmq >= 0);
         fputc(',', f);
+        jnum(f, "copied_to_raw_zmq", x.r_copy_zmq, x.r_copy_zmq >= 0);
+        fputc(',', f);
         jnum(f, "wire_to_memcpy", x.r_wire_memcpy, x.r_wire_memcpy >= 0);
         fputc(',', f);
         jnum(f, "wire_to_plaintext", x.r_curve_wire, x.r_curve_wire >= 0);
@@ -370,6 +381,47 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
 }
 
 /* ---- charts ---- */
+
+/* A tick label: SI suffix from 1,000 up (500k, 2.5M), plain decimals
+ * below; printed to nine decimals and the trailing zeros cut, so a step of
+ * 2.5 x 10^k never rounds (2500 is 2.5k, not 2k). */
+static void tick_label(double v, char *buf, size_t n)
+{
+    static const struct {
+        double unit;
+        const char *suffix;
+    } si[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}};
+    size_t k = 0;
+    while (k + 1 < sizeof si / sizeof si[0] && fabs(v) < si[k].unit)
+        k++;
+    snprintf(buf, n, "%.9f", v / si[k].unit);
+    size_t len = strlen(buf);
+    while (len > 0 && buf[len - 1] == '0')
+        buf[--len] = '\0';
+    if (len > 0 && buf[len - 1] == '.')
+        buf[--len] = '\0';
+    snprintf(buf + len, n - len, "%s", si[k].suffix);
+}
+
+/* "set AXISrange [0:top]" and "set AXIStics (labels)" for data up to max:
+ * about five steps of 1, 2, 2.5 or 5 x 10^k, the top more than a quarter
+ * step above the highest point so that no point sits on the frame. */
+static void axis_ticks(FILE *f, const char *axis, double max)
+{
+    double step = 1;
+    if (max > 0) {
+        double raw = max / 5, mag = pow(10, floor(log10(raw))), norm = raw / mag;
+        step = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 2.5 ? 2.5 : norm <= 5 ? 5 : 10) * mag;
+    }
+    int steps = (int)floor(max / step + 0.25) + 1;
+    fprintf(f, "set %srange [0:%.15g]\nset %stics (", axis, steps * step, axis);
+    for (int i = 0; i <= steps; i++) {
+        char label[32];
+        tick_label(i * step, label, sizeof label);
+        fprintf(f, "%s'%s' %.15g", i ? ", " : "", label, i * step);
+    }
+    fprintf(f, ")\n");
+}
 
 /* gnuplot's full path from PATH into buf; 0, or -1 when there is none. */
 static int find_gnuplot(char *buf, size_t n)
@@ -421,26 +473,62 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
         return -1;
     }
     f = sl_output_stream(out);
-    fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset grid\nset key top left\n"
-               "set xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
-               "set title 'sluice-bench run: %s (%s)'\n",
-            o->job_name, o->transport);
-    fprintf(f, "set output '%s/throughput.png'\nset ylabel 'samples/s'\nset y2label 'MB/s on the wire'\n"
-               "set y2tics\nset yrange [0:*]\nset y2range [0:*]\n"
-               "plot '%s' using 1:2:3:4 with yerrorlines lw 2 title 'samples/s (median, min-max)', "
-               "'' using 1:5 axes x1y2 with linespoints title 'wire MB/s', "
-               "'' using 1:6 axes x1y2 with linespoints dt 2 title 'raw ZeroMQ MB/s (limit)'\n",
-            o->out, dat);
-    fprintf(f, "unset y2label\nunset y2tics\nset output '%s/stall.png'\nset ylabel 'input stall %%'\n"
-               "plot '%s' using 1:7:8:9 with yerrorlines lw 2 title 'input stall %% (median, min-max)'\n",
-            o->out, dat);
-    if (stages)
-        fprintf(f, "set output '%s/stages.png'\nset ylabel 'feeder CPU s (all feeders)'\n"
+    double top_samples = 0, top_mb = 0, top_stall = 0, top_cpu = 0, shm = 0;
+    for (int k = 0; k < n; k++) {
+        derive(o, d, &cfg[k], &x);
+        top_samples = fmax(top_samples, x.samples.max);
+        top_mb = fmax(top_mb, fmax(x.wire.median, x.raw.median));
+        top_stall = fmax(top_stall, x.stall.max);
+        double sum = 0;
+        for (int s = 0; x.have_stages && s < STAGE_TOTAL; s++)
+            sum += x.stage[s].median;
+        top_cpu = fmax(top_cpu, sum);
+        shm = fmax(shm, x.shm_share);
+    }
+    /* the key goes below the plot, where it covers nothing; the pieces'
+     * path is in the title, as it decides what raw ZeroMQ means here */
+    char path[64];
+    if (shm <= 0)
+        snprintf(path, sizeof path, "pieces by copy");
+    else if (shm >= 1)
+        snprintf(path, sizeof path, "pieces in shared memory");
+    else
+        snprintf(path, sizeof path, "%.0f%% of pieces in shared memory", 100 * shm);
+    fprintf(f, "set terminal pngcairo size 960,640 noenhanced\nset grid\nset key outside below left Left reverse "
+               "maxcols 1 height 1.5\nset xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
+               "set title 'sluice-bench run: %s (%s, %s)'\n",
+            o->job_name, o->transport, path);
+    fprintf(f, "set output '%s/throughput.png'\nset ylabel 'samples/s (left axis)'\n"
+               "set y2label 'MB/s (right axis)'\n",
+            o->out);
+    axis_ticks(f, "y", top_samples);
+    axis_ticks(f, "y2", top_mb);
+    fprintf(f, "plot '%s' using 1:2:3:4 with yerrorlines lw 2 title 'samples/s, median and min-max (left axis)', "
+               "'' using 1:5 axes x1y2 with linespoints title 'wire MB/s (right axis)', ",
+            dat);
+    if (shm > 0)
+        fprintf(f, "'' using 1:6 axes x1y2 with linespoints dt 2 lc 'gray50' title 'raw ZeroMQ MB/s (right axis): "
+                   "reference for the copy path, not a limit here'\n");
+    else
+        fprintf(f, "'' using 1:6 axes x1y2 with linespoints dt 2 title 'raw ZeroMQ MB/s (right axis): the limit "
+                   "of pieces by copy'\n");
+    fprintf(f, "unset y2label\nunset y2tics\nset output '%s/stall.png'\nset ylabel 'input stall %% (left axis)'\n",
+            o->out);
+    axis_ticks(f, "y", top_stall);
+    fprintf(f, "plot '%s' using 1:7:8:9 with yerrorlines lw 2 title 'input stall %%, median and min-max (left "
+               "axis)'\n",
+            dat);
+    if (stages) {
+        fprintf(f, "set output '%s/stages.png'\nset ylabel 'feeder CPU s, all feeders (left axis)'\n"
                    "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
-                   "set boxwidth 0.6\nset xlabel 'feeders'\nunset offsets\nset key outside right\n"
-                   "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
+                   "set boxwidth 0.6\nset xlabel 'feeders'\nunset offsets\nunset key\nset key outside right top "
+                   "vertical Left reverse title 'stage (left axis)'\n",
+                o->out);
+        axis_ticks(f, "y", top_cpu);
+        fprintf(f, "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
                    "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
-                o->out, dat);
+                dat);
+    }
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
         return -1;

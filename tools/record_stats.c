@@ -9,10 +9,20 @@
  * not an Example is counted as such and leaves no half-tally behind;
  * duplicate keys keep the last value, as TensorFlow does. For tar shards the
  * same table tallies field extensions (values = field bytes).
+ *
+ * --job FILE (issue #19) turns the tally into a job skeleton (docs/job.md):
+ * each feature's dtype from its kind, a shape [] or [n] when every record
+ * holding it holds n values, varlen when the counts differ, a default when
+ * some Examples lack it. For that the table also keeps, per key, what the
+ * records that give it a kind hold (a Feature with no kind counts as
+ * missing, as the feeder's decoder reads it). Jansson writes each value;
+ * the layout, one feature a line as docs/job.md shows, is ours.
  */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fmt_example.h"
 #include "fmt_reader.h"
@@ -21,6 +31,7 @@
 #include "sl_alloc.h"
 #include "sl_json.h"
 #include "sl_log.h"
+#include "sl_output.h"
 
 #define NBUCKETS 65 /* 0: empty records; b: [2^(b-1), 2^b) */
 
@@ -32,6 +43,9 @@ struct key_stat {
     uint64_t records;     /* records holding the key */
     uint64_t min_values, max_values;
     uint64_t stamp;       /* last record counted + 1 (duplicate keys) */
+    /* the records that give the key a kind (its last such occurrence) */
+    unsigned typed_kinds;
+    uint64_t typed_records, typed_min, typed_max, typed_stamp;
 };
 
 struct key_table {
@@ -206,6 +220,19 @@ static int stats_example(struct stats *st, const struct fmt_record *rec)
             continue;
         e->stamp = stamp;
         key_count(e, 1u << st->pend[i].kind, st->pend[i].count);
+    }
+    /* what the feeder decodes: the last occurrence that has a kind */
+    for (size_t i = st->npend; i-- > 0;) {
+        struct key_stat *e = &st->features.entries[st->pend[i].entry];
+        if (st->pend[i].kind == FMT_KIND_NONE || e->typed_stamp == stamp)
+            continue;
+        e->typed_stamp = stamp;
+        e->typed_kinds |= 1u << st->pend[i].kind;
+        if (e->typed_records == 0 || st->pend[i].count < e->typed_min)
+            e->typed_min = st->pend[i].count;
+        if (st->pend[i].count > e->typed_max)
+            e->typed_max = st->pend[i].count;
+        e->typed_records++;
     }
     return 0;
 }
@@ -439,6 +466,246 @@ static int print_text(struct sl_buf *b, const struct stats *st)
     return rc;
 }
 
+/* ---- --job: a job skeleton for the data read ---- */
+
+#define JOB_BATCH 32 /* Keras' default batch size: a placeholder the user edits */
+
+/* "name" for a message: the key as a JSON string (odd bytes escaped). */
+static const char *quoted(struct sl_buf *b, const char *key, size_t len)
+{
+    b->len = 0;
+    if (sl_json_string(b, key, len) != 0 || sl_buf_putc(b, '\0') != 0)
+        return "(out of memory)";
+    return (const char *)b->data;
+}
+
+/* A path as a glob(3) pattern matching itself alone: the feeder expands
+ * the job's files with glob, so *, ?, [ and \ are escaped. */
+static int glob_literal(struct sl_buf *b, const char *path)
+{
+    int rc = 0;
+    for (const char *c = path; rc == 0 && *c; c++)
+        rc = strchr("*?[\\", *c) != NULL ? sl_buf_printf(b, "\\%c", *c) : sl_buf_putc(b, *c);
+    return rc;
+}
+
+/* The job's name from its file's: the base name without ".json", bytes
+ * outside A-Z a-z 0-9 . _ - as '-', at most 64; "job" when nothing is left. */
+static void job_name(const char *path, char *name, size_t n)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t len = strlen(base);
+    if (len > 5 && strcmp(base + len - 5, ".json") == 0)
+        len -= 5;
+    if (len > 64)
+        len = 64;
+    if (len >= n)
+        len = n - 1;
+    for (size_t i = 0; i < len; i++) {
+        char c = base[i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("._-", c);
+        name[i] = ok && c ? c : '-';
+    }
+    name[len] = '\0';
+    if (len == 0)
+        snprintf(name, n, "job");
+}
+
+/* Refuse before reading anything: an existing job file (a skeleton is
+ * never written over a job someone may have edited) and files that are
+ * not TFRecord. 0, or the usage error's status. */
+static int job_precheck(const char *path, const struct record_read_opts *ro, char **files, int nfiles)
+{
+    struct stat sb;
+    if (path[0] == '\0')
+        return record_usage_error("stats", "--job: empty path");
+    if (lstat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode) || S_ISDIR(sb.st_mode)))
+        return record_usage_error("stats", "--job: '%s' exists: not replaced (remove it or name another file)", path);
+    for (int i = 0; i < nfiles; i++) {
+        enum fmt_format f = record_file_format(ro, files[i]);
+        if (f != FMT_FORMAT_TFRECORD)
+            return record_usage_error("stats",
+                                      "--job: '%s' is read as %s: --job writes jobs for TFRecord files of "
+                                      "tf.train.Example only",
+                                      files[i], f == FMT_FORMAT_TAR ? "a tar shard" : "text lines");
+    }
+    return 0;
+}
+
+/* One feature's declaration as jansson writes it ({"dtype": "int64",
+ * "shape": [8]}), or NULL when it cannot have one (the reason logged, or
+ * *left_out set when it only has no values to type). */
+static char *feature_decl(const struct key_stat *k, uint64_t examples, struct sl_buf *tmp, int *left_out)
+{
+    const char *name = quoted(tmp, k->key, k->key_len);
+    *left_out = 0;
+    if (k->typed_records == 0) {
+        sl_log(SL_LOG_WARN, "stats --job: feature %s has no values of any kind in any record: left out", name);
+        *left_out = 1;
+        return NULL;
+    }
+    unsigned kinds = k->typed_kinds;
+    if (kinds & (kinds - 1)) {
+        struct sl_buf kb;
+        sl_buf_init(&kb, 0);
+        int ok = put_kinds(&kb, kinds, 0) == 0 && sl_buf_putc(&kb, '\0') == 0;
+        sl_log(SL_LOG_ERROR, "stats --job: feature %s holds %s values in different records: no dtype fits them all",
+               name, ok ? (const char *)kb.data : "(out of memory)");
+        sl_buf_free(&kb);
+        return NULL;
+    }
+    const char *dtype = kinds == 1u << FMT_KIND_INT64 ? "int64" : kinds == 1u << FMT_KIND_FLOAT ? "float32" : "bytes";
+    json_t *d = json_object();
+    int varlen = k->typed_min != k->typed_max;
+    int bad = d == NULL || json_object_set_new(d, "dtype", json_string(dtype)) != 0;
+    if (!bad && varlen) {
+        bad = json_object_set_new(d, "varlen", json_true()) != 0;
+        sl_log(SL_LOG_INFO, "stats --job: feature %s holds %llu to %llu values a record: written as varlen", name,
+               (unsigned long long)k->typed_min, (unsigned long long)k->typed_max);
+    } else if (!bad) {
+        json_t *shape = json_array(); /* [] for one value a record, else [n] */
+        if (shape != NULL && k->typed_min != 1 &&
+            json_array_append_new(shape, json_integer((json_int_t)k->typed_min)) != 0) {
+            json_decref(shape);
+            shape = NULL;
+        }
+        bad = shape == NULL || json_object_set_new(d, "shape", shape) != 0; /* takes shape even when failing */
+    }
+    if (!bad && !varlen && k->typed_records < examples) {
+        json_t *def = kinds == 1u << FMT_KIND_INT64 ? json_integer(0)
+                      : kinds == 1u << FMT_KIND_FLOAT ? json_real(0)
+                                                      : json_string("");
+        bad = json_object_set_new(d, "default", def) != 0;
+        sl_log(SL_LOG_INFO, "stats --job: feature %s is missing from %llu of %llu records: written with default %s",
+               name, (unsigned long long)(examples - k->typed_records), (unsigned long long)examples,
+               kinds == 1u << FMT_KIND_INT64 ? "0" : kinds == 1u << FMT_KIND_FLOAT ? "0.0" : "\"\"");
+    }
+    char *text = bad ? NULL : json_dumps(d, JSON_PRESERVE_ORDER);
+    json_decref(d);
+    if (text == NULL && !bad)
+        sl_log(SL_LOG_ERROR, "stats --job: out of memory");
+    return text;
+}
+
+/* A JSON string for s[0..n) through jansson, which refuses what is not
+ * UTF-8; NULL then (and for NUL bytes, which the feeder's loader refuses). */
+static char *json_text(const char *s, size_t n)
+{
+    if (memchr(s, '\0', n) != NULL)
+        return NULL;
+    json_t *v = json_stringn(s, n);
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+    json_decref(v);
+    return text;
+}
+
+/* Lay out the job into b. 0, or 1 with the reason logged. */
+static int job_layout(struct sl_buf *b, const char *path, const struct stats *st, char **files, int nfiles,
+                      const struct record_read_opts *ro, size_t *nfeatures)
+{
+    uint64_t examples = st->records - st->not_examples;
+    if (st->records == 0) {
+        sl_log(SL_LOG_ERROR, "stats --job: the files hold no records: nothing to describe");
+        return 1;
+    }
+    if (st->not_examples > 0) {
+        sl_log(SL_LOG_ERROR, "stats --job: %llu of %llu records are not tf.train.Example records: a job cannot decode "
+                             "them",
+               (unsigned long long)st->not_examples, (unsigned long long)st->records);
+        return 1;
+    }
+    char name[65];
+    job_name(path, name, sizeof name);
+    int rc = sl_buf_printf(b, "{\"name\": \"%s\",\n \"files\": [", name);
+    struct sl_buf tmp;
+    sl_buf_init(&tmp, 0);
+    for (int i = 0; rc == 0 && i < nfiles; i++) {
+        tmp.len = 0;
+        char *text = NULL;
+        if (glob_literal(&tmp, files[i]) != 0 || (text = json_text((const char *)tmp.data, tmp.len)) == NULL) {
+            sl_log(SL_LOG_ERROR, "stats --job: file name %s is not valid UTF-8: a job file cannot name it",
+                   quoted(&tmp, files[i], strlen(files[i])));
+            rc = 1;
+            break;
+        }
+        rc = sl_buf_printf(b, "%s%s", i ? ",\n           " : "", text);
+        free(text);
+    }
+    rc = rc ? rc : sl_buf_puts(b, "],\n \"format\": \"tfrecord\",\n");
+    if (rc == 0 && ro->compression != FMT_COMP_AUTO)
+        rc = sl_buf_printf(b, " \"compression\": \"%s\",\n", fmt_compression_name(ro->compression));
+    size_t n = 0;
+    struct key_stat **keys = rc ? NULL : sorted_keys(&st->features, &n);
+    if (rc == 0 && keys == NULL)
+        rc = SL_ENOMEM;
+    *nfeatures = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int left_out;
+        char *decl = feature_decl(keys[i], examples, &tmp, &left_out), *key = NULL;
+        if (decl == NULL && left_out)
+            continue;
+        if (decl != NULL && (key = json_text(keys[i]->key, keys[i]->key_len)) == NULL)
+            sl_log(SL_LOG_ERROR, "stats --job: feature key %s is not valid UTF-8 or holds a NUL byte: a job file "
+                                 "cannot name it",
+                   quoted(&tmp, keys[i]->key, keys[i]->key_len));
+        if (decl == NULL || key == NULL)
+            rc = 1;
+        else
+            rc = sl_buf_printf(b, "%s%s: %s", *nfeatures ? ",\n              " : " \"features\": {", key, decl);
+        *nfeatures += rc == 0;
+        free(key);
+        free(decl);
+    }
+    sl_free(keys);
+    sl_buf_free(&tmp);
+    if (rc == 0 && *nfeatures == 0) {
+        sl_log(SL_LOG_ERROR, "stats --job: no feature has values: nothing to describe");
+        rc = 1;
+    }
+    rc = rc ? rc : sl_buf_puts(b, "},\n");
+    if (rc == 0 && ro->max_record_bytes != 0)
+        rc = sl_buf_printf(b, " \"max_record_bytes\": %llu,\n", (unsigned long long)ro->max_record_bytes);
+    if (rc == 0 && ro->on_error != FMT_ON_ERROR_FAIL)
+        rc = sl_buf_printf(b, " \"on_error\": \"%s\",\n", fmt_on_error_name(ro->on_error));
+    rc = rc ? rc : sl_buf_printf(b, " \"global_batch_size\": %d}\n", JOB_BATCH);
+    if (rc == SL_ENOMEM)
+        sl_log(SL_LOG_ERROR, "stats --job: out of memory");
+    return rc ? 1 : 0;
+}
+
+/* Write the skeleton to path (through sl_output: whole or not at all).
+ * 0, or 1 with the reason logged and nothing written. */
+static int job_write(const char *path, const struct stats *st, char **files, int nfiles,
+                     const struct record_read_opts *ro)
+{
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    size_t nfeatures = 0;
+    int rc = job_layout(&b, path, st, files, nfiles, ro, &nfeatures);
+    struct sl_output *out = NULL;
+    struct sl_error err = {0};
+    if (rc == 0) {
+        if (sl_output_open(&out, path, 0, &err) != 0) {
+            rc = 1;
+        } else if (fwrite(b.data, 1, b.len, sl_output_stream(out)) != b.len) {
+            sl_output_abort(out); /* the reason comes at the flush; a short fwrite has none */
+            sl_error_set(&err, SL_EIO, "write(%s): short write", path);
+            rc = 1;
+        } else if (sl_output_commit(out, &err) != 0) { /* frees out in every case */
+            rc = 1;
+        }
+        if (rc != 0)
+            sl_log(SL_LOG_ERROR, "stats --job: %s", err.msg);
+    }
+    if (rc == 0)
+        sl_log(SL_LOG_INFO, "stats --job: wrote %s: %zu feature%s of %d file%s; global_batch_size %d is a placeholder",
+               path, nfeatures, nfeatures == 1 ? "" : "s", nfiles, nfiles == 1 ? "" : "s", JOB_BATCH);
+    else
+        sl_log(SL_LOG_ERROR, "stats --job: no job written");
+    sl_buf_free(&b);
+    return rc;
+}
+
 static const char stats_help[] =
     "Usage: sluice-record stats [OPTION]... FILE...\n"
     "Summarize the records of all FILEs together: count, bytes, min/mean/max\n"
@@ -453,12 +720,24 @@ static const char stats_help[] =
     "  -c, --compression=C        auto (default), none, gzip or zlib\n"
     "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
     "      --json                 print one JSON object\n"
+    "      --job=FILE             also write a job skeleton for the data read to FILE\n"
+    "                             (docs/job.md; TFRecord files of tf.train.Example)\n"
     RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "A file that cannot be read to its end is reported (its records so far are\n"
     "included); under --on-error=fail nothing after it is read and the exit\n"
-    "status is 1.\n";
+    "status is 1.\n"
+    "\n"
+    "--job writes the job that serves the FILEs as given (glob characters escaped):\n"
+    "each feature key with its dtype (int64, float32 or bytes, from its kind), its\n"
+    "shape ([] for one value a record, [N] for N) or varlen: true when the count\n"
+    "varies between records, and a default (0, 0.0 or \"\") when some records lack\n"
+    "it; the job's name comes from FILE's name, global_batch_size is 32: edit both,\n"
+    "and add shuffle and epochs, before serving it. A FILE that exists is not\n"
+    "replaced (exit status 2). Nothing is written (exit status 1) when the data\n"
+    "cannot be described: no records, records that are not Examples, a feature\n"
+    "with values of two kinds, a key or file name that is not UTF-8.\n";
 
 int record_stats_main(int argc, char **argv)
 {
@@ -468,10 +747,11 @@ int record_stats_main(int argc, char **argv)
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
         {"json", no_argument, NULL, RECORD_OPT_JSON},
         {"on-error", required_argument, NULL, RECORD_OPT_ON_ERROR},
+        {"job", required_argument, NULL, RECORD_OPT_FIRST_PRIVATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *cmd = "stats";
+    const char *cmd = "stats", *job = NULL;
     struct record_read_opts ro = {0};
     int json = 0, c;
     opterr = 0;
@@ -481,6 +761,9 @@ int record_stats_main(int argc, char **argv)
             return record_help(stats_help);
         case RECORD_OPT_JSON:
             json = 1;
+            continue;
+        case RECORD_OPT_FIRST_PRIVATE:
+            job = optarg;
             continue;
         case 'f':
             c = RECORD_OPT_FORMAT;
@@ -499,6 +782,8 @@ int record_stats_main(int argc, char **argv)
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");
+    if (job != NULL && (c = job_precheck(job, &ro, argv + optind, argc - optind)) != 0)
+        return c;
 
     struct stats *st = sl_calloc(1, sizeof *st);
     if (st == NULL) {
@@ -532,6 +817,10 @@ int record_stats_main(int argc, char **argv)
     if (record_out_flush(&o) != 0)
         status = RECORD_EXIT_DATA;
     record_out_free(&o);
+    if (job != NULL && status == RECORD_EXIT_OK && job_write(job, st, argv + optind, argc - optind, &ro) != 0)
+        status = RECORD_EXIT_DATA;
+    else if (job != NULL && status != RECORD_EXIT_OK)
+        sl_log(SL_LOG_ERROR, "stats --job: a file failed: no job written");
     table_free(&st->features);
     table_free(&st->fields);
     sl_free(st->pend);

@@ -62,6 +62,90 @@ cat >"$T/job.json" <<EOF
  "global_batch_size": 64, "epochs": 1, "prefetch": 4}
 EOF
 
+# verdict.py RUN_JSON: every config's "limited by" is the rule of docs/bench.md
+# recomputed from its own figures; raw ZeroMQ counts only the pieces sent by
+# copy (copied_to_raw_zmq = wire_to_raw_zmq x (1 - shm_share)), so a run
+# whose pieces all went through shared memory never names it
+cat >"$T/verdict.py" <<'PY'
+import json, sys
+doc = json.loads(open(sys.argv[1]).read())
+for c in doc["configs"]:
+    r, shm = c["ratios"], c["shm_share"]
+    copied = r["copied_to_raw_zmq"]
+    assert abs(copied - r["wire_to_raw_zmq"] * (1 - shm)) <= 1e-4 * max(copied, 1e-9), c
+    if shm == 1.0:
+        assert copied == 0 and "ZeroMQ" not in c["limited_by"], c
+    limits = [("read() of the files", r["disk_to_read"]), ("inflate", r["inflated_to_inflate"]),
+              ("raw ZeroMQ", copied), ("memcpy", r["wire_to_memcpy"])]
+    name, best = max(((n, v) for n, v in limits if v is not None), key=lambda nv: nv[1])
+    util, stall, stage = c["cpu_utilization"]["median"], c["input_stall_pct"]["median"], c["bottleneck_stage"]
+    if best >= 0.8 and name == "raw ZeroMQ" and shm > 0:
+        want = "raw ZeroMQ (%.2fx of it by the %.0f%% of pieces sent by copy)" % (best, 100 * (1 - shm))
+    elif best >= 0.8:
+        want = "%s (%.2fx of it)" % (name, best)
+    elif util >= 0.85:
+        want = "CPU: %.0f%% of %d cores busy" % (100 * util, doc["cpus"])
+        want += "; feeder's busiest stage: " + stage if stage else ""
+    elif stall < 5:
+        want = ("trainer compute (input stall %.1f%%)" if doc["model"] != "none" else
+                "the trainer's receiving of pieces (--model none; input stall %.1f%%)") % stall
+    elif stage:
+        want = "feeder stage %s (its busiest; input stall %.1f%%)" % (stage, stall)
+    else:
+        want = "feeder (stage breakdown unavailable; input stall %.1f%%)" % stall
+    assert c["limited_by"] == want, (c["limited_by"], want, c)
+    print("verdict ok: %d feeder(s)%s, shm %.2f: limited by %s" % (c["feeders"], " CURVE" * c["curve"], shm,
+                                                                     c["limited_by"]))
+PY
+
+# charts.py OUT shm|copy: OUT/run.gp as gnuplot gets it: the key below the
+# plot (it covers no point), every series and y axis says its axis, every y
+# tick label is a plain or SI-suffixed number (no e-notation) at the value
+# it names, the top tick above the highest point, and raw ZeroMQ drawn as a
+# limit only when the pieces went by copy
+cat >"$T/charts.py" <<'PY'
+import re, sys
+out, path = sys.argv[1], sys.argv[2]
+gp = open(out + "/run.gp").read().splitlines()
+rows = [list(map(float, l.split())) for l in open(out + "/run.dat") if not l.startswith("#")]
+assert gp.count("set key outside below left Left reverse maxcols 1 height 1.5") == 1, gp
+title = {"shm": "pieces in shared memory", "copy": "pieces by copy"}[path]
+assert any(l.startswith("set title 'sluice-bench run: tiny (ipc, %s)'" % title) for l in gp), gp
+plots = [l for l in gp if l.startswith("plot ")]
+series = [t for p in plots for t in re.findall(r"title '([^']*)'", p)]
+assert len(series) == 4 + 5 * (len(plots) == 3), series
+for t in series[:4]:
+    assert t.endswith("(left axis)") or "(right axis)" in t, t
+raw = series[2]
+want = {"shm": "raw ZeroMQ MB/s (right axis): reference for the copy path, not a limit here",
+        "copy": "raw ZeroMQ MB/s (right axis): the limit of pieces by copy"}[path]
+assert raw == want, raw
+for l in gp:
+    if re.match(r"set y2?label", l):
+        assert l.endswith("(left axis)'") or l.endswith("(right axis)'"), l
+SI = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+# (axis, columns of run.dat it shows), in the order the script sets them
+shows = [("y", [1, 2, 3]), ("y2", [4, 5]), ("y", [6, 7, 8]), ("y", None)]
+ranges = [l for l in gp if re.match(r"set y2?range", l)]
+tics = [l for l in gp if re.match(r"set y2?tics \(", l)]
+assert len(ranges) == len(tics) == 1 + len(plots), (ranges, tics)
+for (axis, cols), rl, tl in zip(shows, ranges, tics):
+    assert rl.startswith("set %srange [0:" % axis) and tl.startswith("set %stics (" % axis), (rl, tl)
+    top = float(rl[rl.index(":") + 1:-1])
+    ticks = re.findall(r"'([^']*)' ([0-9.]+)", tl)
+    values = [float(v) for _, v in ticks]
+    assert values[0] == 0 and abs(values[-1] - top) <= 1e-9 * top, tl
+    step = values[1] - values[0]
+    assert all(abs(b - a - step) <= 1e-9 * top for a, b in zip(values, values[1:])), tl
+    for label, v in ticks:
+        m = re.fullmatch(r"(0|[0-9]+(?:\.[0-9]*[1-9])?)([kMGT]?)", label)
+        assert m and "e" not in label, label
+        assert abs(float(m.group(1)) * SI[m.group(2)] - float(v)) <= 1e-9 * top, (label, v)
+    data = [r[c] for r in rows for c in cols] if cols else [sum(r[9:14]) for r in rows]
+    assert max(data) < top, (axis, max(data), top)
+print("charts ok: %d plots, %d series" % (len(plots), len(series)))
+PY
+
 # ---- help and usage errors ----
 expect "help" 0 "Commands:" "$BENCH" --help
 for cmd in formats feed run wire allreduce seek; do
@@ -212,6 +296,8 @@ for plain, curve in zip(cs[0::2], cs[1::2]):
     assert curve["runs"] == 2 and curve["samples_per_s"]["median"] > 0
 PY
 pass "run --curve --no-shm --json: plaintext and CURVE per feeder count"
+python3 "$T/verdict.py" "$T/out" || fail "run --curve --no-shm: a verdict against the rule (see above)"
+pass "run --curve --no-shm: limited by, by the rule (raw ZeroMQ counted whole: every piece by copy)"
 # the CURVE runs' feeders served CURVE to the allowed trainer key alone; the plaintext ones did not
 for f in "$T"/oc/logs/f1-curve-r*-feeder-0.log "$T"/oc/logs/f2-curve-r*-feeder-1.log; do
     grep -q "CURVE: .* 1 trainer keys allowed" "$f" || fail "run --curve: $f says no CURVE"
@@ -273,7 +359,7 @@ for c in doc["configs"]:
     assert isinstance(c["limits"]["memcpy_mb_per_s"], num)
     r = c["ratios"]
     assert set(r) == {"disk_to_read", "inflated_to_inflate", "wire_to_raw_zmq", "wire_to_memcpy",
-                      "wire_to_plaintext", "raw_zmq_to_plaintext"}
+                      "wire_to_plaintext", "raw_zmq_to_plaintext", "copied_to_raw_zmq"}
     assert r["wire_to_plaintext"] is None and r["raw_zmq_to_plaintext"] is None and c["curve"] is False
     assert r["inflated_to_inflate"] is None
     assert all(isinstance(r[k], num) and r[k] > 0 for k in ("disk_to_read", "wire_to_raw_zmq", "wire_to_memcpy"))
@@ -281,6 +367,8 @@ for c in doc["configs"]:
 print("schema ok: %d configs, stage breakdown %s" % (len(doc["configs"]), doc["stage_breakdown"]))
 PY
 pass "run --json schema"
+python3 "$T/verdict.py" "$T/out" || fail "run --json: a verdict against the rule (see above)"
+pass "run --json: limited by, by the rule (pieces in shared memory: raw ZeroMQ never named)"
 no_leftovers "$T/err" "run --json"
 
 # the human table, a gzip job (inflate limit), and charts when gnuplot is here
@@ -292,6 +380,12 @@ if command -v gnuplot >/dev/null; then
         [ -s "$T/o/$png.png" ] || fail "--plot: no $png.png"
     done
     pass "run --plot wrote the charts"
+    python3 "$T/charts.py" "$T/o" shm || fail "run --plot: the chart script (see above)"
+    pass "run --plot: key outside, axes named, SI tick labels, raw ZeroMQ a reference under shared memory"
+    expect "run --plot --no-shm" 0 "" "$BENCH" run --job job.json --repeat 1 --warmup 0 --epochs 1 --no-shm \
+        --out "$T/op" --plot
+    python3 "$T/charts.py" "$T/op" copy || fail "run --plot --no-shm: the chart script (see above)"
+    pass "run --plot --no-shm: raw ZeroMQ drawn as the copy path's limit"
 else
     grep -q "gnuplot is not installed" "$T/err" || fail "--plot without gnuplot: no message"
     pass "run --plot without gnuplot says so"
