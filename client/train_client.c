@@ -143,6 +143,9 @@ struct train_client {
     uint64_t total;             /* pieces in the stream, once every feeder said END */
     unsigned monitors;          /* monitors made: each gets its own inproc name */
     uint64_t listened_ns;       /* when the last pump stopped listening (0: none yet) */
+    /* the input wait by the feeder whose piece ended it (the piece next in
+     * order when the step waited): ns, atomic (read by any thread) */
+    uint64_t wait_by_feeder[TRAIN_CLIENT_MAX_FEEDERS];
 };
 
 static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
@@ -1564,11 +1567,17 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
     train_client_release(c);
-    uint64_t t0 = sl_clock_ns();
+    uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;
     while (c->ngot < c->o.replicas) {
         struct slot *s = train_reorder_pop(c->reorder);
+        if (s != NULL && waited_since != 0) {
+            /* the wait since the last piece was for this one: its feeder's */
+            if (s->feeder >= 0 && (size_t)s->feeder < TRAIN_CLIENT_MAX_FEEDERS)
+                __atomic_fetch_add(&c->wait_by_feeder[s->feeder], sl_clock_ns() - waited_since, __ATOMIC_RELAXED);
+            waited_since = 0;
+        }
         if (s != NULL) {
             if (s->piece.replica != c->ngot) {
                 release_slot(c, s);
@@ -1601,6 +1610,8 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
                 return SL_END;
             }
         }
+        if (waited_since == 0)
+            waited_since = sl_clock_ns();
         int rc = pump(c, c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1, err);
         if (rc != 0) {
             for (size_t r = 0; r < c->ngot; r++)
@@ -1629,6 +1640,14 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 struct sl_metrics *train_client_metrics(const struct train_client *c)
 {
     return c->m;
+}
+
+size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n)
+{
+    size_t F = c->o.nfeeders < TRAIN_CLIENT_MAX_FEEDERS ? c->o.nfeeders : TRAIN_CLIENT_MAX_FEEDERS;
+    for (size_t j = 0; j < F && j < n; j++)
+        secs[j] = (double)__atomic_load_n(&c->wait_by_feeder[j], __ATOMIC_RELAXED) / 1e9;
+    return F;
 }
 
 uint64_t train_client_position(const struct train_client *c)

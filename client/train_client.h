@@ -142,6 +142,14 @@ void train_kept_free(struct train_kept *k);
  * step. 0, or an error (a feeder lost meanwhile). */
 int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
 
+/* The input wait so far, by feeder: secs[j] (for j < n) the seconds
+ * next_step waited for a piece that feeder j's connection then delivered
+ * (with a takeover, the survivor's index: it delivered it), the piece next
+ * in order, so the feeder whose piece ended each wait. They add up to the
+ * client's input wait, less the wait at the stream's end. Returns the
+ * feeder count. Any thread (atomic reads), for live metrics. */
+size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n);
+
 /* Where the stream stands: the seq of the first piece not handed out yet
  * (a step's first: a multiple of replicas; step = seq / replicas counted
  * over all epochs). Pass it as resume_seq to continue exactly there. */

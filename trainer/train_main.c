@@ -1429,6 +1429,8 @@ struct staged_step {
  * metrics at the last line of each, and the means since the last log line. */
 struct run_counters {
     double step_t0;             /* the previous step's end */
+    double fw_m0[MAX_FEEDERS];  /* the wait by feeder at the last --metrics line */
+    double fw_l0[MAX_FEEDERS];  /* at the last log line */
     struct train_counters m0;   /* at the last --metrics line */
     struct train_counters l0;   /* at the last log line */
     double loss_sum, acc_sum;   /* since the last log line */
@@ -1440,6 +1442,29 @@ static double h2d_rate(const struct train_counters *now, const struct train_coun
 {
     return now->h2d_s > then->h2d_s ? (double)(now->h2d_bytes - then->h2d_bytes) / (now->h2d_s - then->h2d_s) / 1e9
                                     : 0.0;
+}
+
+/* The input wait by feeder since *then (updated to now) as JSON
+ * ",\"input_wait_by_feeder_s\":[...],\"input_bound_feeder\":J" (J: the
+ * feeder that caused most of it, -1 when nothing was waited for). */
+static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t cap)
+{
+    double now[MAX_FEEDERS];
+    size_t F = train_client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
+    int worst = -1;
+    double most = 0;
+    at += (size_t)snprintf(out + at, cap - at, ",\"input_wait_by_feeder_s\":[");
+    for (size_t j = 0; j < F && at < cap; j++) {
+        double d = now[j] - then[j];
+        then[j] = now[j];
+        if (d > most) {
+            most = d;
+            worst = (int)j;
+        }
+        at += (size_t)snprintf(out + at, cap - at, "%s%.6f", j ? "," : "", d);
+    }
+    if (at < cap)
+        snprintf(out + at, cap - at, "],\"input_bound_feeder\":%d", worst);
 }
 
 /* One --metrics line. The step's time runs from the previous step's end
@@ -1454,7 +1479,8 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double waited = m.wait_s - c->m0.wait_s;
-    char ps[192] = "";
+    char ps[192] = "", fw[64 + 16 * MAX_FEEDERS];
+    wait_by_feeder(t, c->fw_m0, fw, sizeof fw);
     if (t->o.mode == MODE_PS) /* the step's pull and push */
         snprintf(ps, sizeof ps,
                  ",\"global_step\":%" PRIu64 ",\"staleness\":%" PRIu64 ",\"pull_s\":%.6f,\"push_s\":%.6f",
@@ -1463,9 +1489,9 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
             ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
-            ",\"weights_hash\":\"%016" PRIx64 "\"%s}\n",
+            ",\"weights_hash\":\"%016" PRIx64 "\"%s%s}\n",
             s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
-            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), ps);
+            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), fw, ps);
     c->m0 = m;
     c->step_t0 = now;
 }
@@ -1479,11 +1505,23 @@ static void log_progress(struct trainer *t, struct run_counters *c, const struct
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double el = sl_clock_s() - t->t_first;
+    /* who the input waited for since the last log line (several feeders) */
+    char who[32 + 24 * MAX_FEEDERS] = "";
+    double now[MAX_FEEDERS], total = 0;
+    size_t F = train_client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
+    for (size_t j = 0; j < F; j++)
+        total += now[j] - c->fw_l0[j];
+    for (size_t j = 0; F > 1 && total > 0 && j < F && at < sizeof who; j++)
+        at += (size_t)snprintf(who + at, sizeof who - at, "%s%zu %.0f%%", j ? ", " : " (waiting for feeder ", j,
+                               100.0 * (now[j] - c->fw_l0[j]) / total);
+    if (at > 0 && at < sizeof who)
+        snprintf(who + at, sizeof who - at, ")");
+    memcpy(c->fw_l0, now, F * sizeof *now);
     sl_log(SL_LOG_INFO,
            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
-           "%.0f samples/s, input stall %.1f%%, H2D %.2f GB/s, weights %016" PRIx64,
+           "%.0f samples/s, input stall %.1f%%%s, H2D %.2f GB/s, weights %016" PRIx64,
            s->epoch, s->step, t->last_loss, t->last_acc, el > 0 ? (double)m.rows * t->o.workers / el : 0,
-           el > 0 ? 100.0 * m.wait_s / el : 0, h2d_rate(&m, &c->l0), train_loop_weights_hash(t->loop));
+           el > 0 ? 100.0 * m.wait_s / el : 0, who, h2d_rate(&m, &c->l0), train_loop_weights_hash(t->loop));
     c->l0 = m;
     c->loss_sum = c->acc_sum = 0;
     c->loss_steps = 0;
@@ -1730,7 +1768,16 @@ static int report(struct trainer *t, int status)
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_counters st; /* h2d: staged for training and evaluation */
     train_metrics_read(t->m, &st);
-    char summary[1536], ps[256] = "";
+    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "";
+    if (t->cl != NULL) { /* the input wait by the feeder whose piece ended it */
+        double w[MAX_FEEDERS];
+        size_t F = train_client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
+        at += (size_t)snprintf(fw, sizeof fw, ",\"input_wait_by_feeder_s\":[");
+        for (size_t j = 0; j < F && at < sizeof fw; j++)
+            at += (size_t)snprintf(fw + at, sizeof fw - at, "%s%.4f", j ? "," : "", w[j]);
+        if (at < sizeof fw)
+            snprintf(fw + at, sizeof fw - at, "]");
+    }
     if (o->mode == MODE_PS && o->model != MODEL_NONE)
         snprintf(ps, sizeof ps,
                  ",\"ps_global_step\":%" PRIu64 ",\"ps_steps\":%" PRIu64 ",\"ps_staleness_mean\":%.4f"
@@ -1745,7 +1792,7 @@ static int report(struct trainer *t, int status)
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
-             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s}}\n",
+             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s%s}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
@@ -1753,7 +1800,7 @@ static int report(struct trainer *t, int status)
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, mode_names[o->mode], st.h2d_bytes,
              st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,
-             t->start_step, t->ckpts, t->ckpt_s_total, ps);
+             t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);
