@@ -132,6 +132,16 @@ unsigned feed_expose_port(const struct feed_expose *e)
     return e != NULL ? sl_http_metrics_port(e->http) : 0;
 }
 
+uint64_t feed_expose_scrapes(const struct feed_expose *e)
+{
+    return e != NULL ? sl_http_metrics_scrapes(e->http) : 0;
+}
+
+uint64_t feed_expose_begun(const struct feed_expose *e)
+{
+    return e != NULL ? sl_http_metrics_begun(e->http) : 0;
+}
+
 void feed_expose_stop(struct feed_expose *e)
 {
     if (e == NULL)

@@ -32,6 +32,10 @@ int feed_expose_start(struct feed_expose **out, const struct feed_expose_opts *o
 /* The port it listens on (the kernel's pick for port 0). */
 unsigned feed_expose_port(const struct feed_expose *e);
 
+/* sl_http_metrics_scrapes and _begun of its server. */
+uint64_t feed_expose_scrapes(const struct feed_expose *e);
+uint64_t feed_expose_begun(const struct feed_expose *e);
+
 /* Stop serving and free; NULL is ignored. */
 void feed_expose_stop(struct feed_expose *e);
 

@@ -86,7 +86,7 @@ struct args {
     char *spec_curve_key, *spec_curve_allow; /* the cluster spec's 'curve' paths (owned) */
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s, idle_exit_s;
+        report_s, idle_exit_s, metrics_linger_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
@@ -222,6 +222,9 @@ static const struct sl_opt opt_rows[] = {
     {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
      "serve the counters live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free "
      "port, logged; docs/operations.md lists the metrics)", NULL, NULL},
+    {"metrics-linger", 0, SL_OPT_U64, OFF(metrics_linger_s), 0, 3600, "0", "S",
+     "with --metrics-listen: once served, keep /metrics up until one scrape has read the final figures, at most S "
+     "seconds (a job-scoped feeder's last counts then reach Prometheus; 0: exit at once)", NULL, NULL},
     {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
      "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)",
      NULL, NULL},
@@ -687,6 +690,22 @@ static uint64_t default_threads(void)
     return n > 8 ? 8 : (uint64_t)n;
 }
 
+/* --metrics-linger: the final figures stay up until a scrape has read
+ * them (one that began after this call), S seconds pass, or a signal. */
+static void linger(const struct feed_expose *e, uint64_t s)
+{
+    if (e == NULL || s == 0 || stop_flag)
+        return;
+    sl_log(SL_LOG_INFO, "metrics: serving the final figures until a scrape reads them (at most %" PRIu64 " s)", s);
+    /* scrapes are answered in order: the next one begun from now reads
+     * the final figures (one in progress may have read them before) */
+    uint64_t begun = feed_expose_begun(e), deadline = sl_clock_ns() + s * 1000000000u;
+    while (feed_expose_scrapes(e) < begun + 1 && sl_clock_ns() < deadline && !stop_flag) {
+        struct timespec ts = {.tv_nsec = 20000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "keygen") == 0)
@@ -833,6 +852,7 @@ int main(int argc, char **argv)
         }
     }
     feed_listener_close(listener);
+    linger(expose, a.metrics_linger_s);
     feed_expose_stop(expose); /* before the figures it reads go */
     sl_metrics_destroy(metrics);
     sl_curve_allow_free(curve_allow);

@@ -814,7 +814,7 @@ static int all_done(const struct server *s)
 }
 
 /* The live gauges (connections served, those held back for want of
- * credit, the shape) and the serving thread's CPU so far: on every tick,
+ * credit) and the serving thread's CPU so far: on every tick,
  * for the /metrics endpoint. */
 static void update_gauges(struct server *s, uint64_t *cpu_mark)
 {
@@ -831,7 +831,6 @@ static void update_gauges(struct server *s, uint64_t *cpu_mark)
     }
     sl_metrics_set(s->m, FEED_M_CONNECTED, connected);
     sl_metrics_set(s->m, FEED_M_STARVED, starved);
-    sl_metrics_set(s->m, FEED_M_WORKERS, s->workers);
     uint64_t cpu = sl_clock_thread_cpu_ns();
     sl_metrics_add(s->m, FEED_M_SERVE_NS, cpu - *cpu_mark);
     *cpu_mark = cpu;

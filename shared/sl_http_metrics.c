@@ -32,7 +32,7 @@ struct sl_http_metrics {
     sl_http_metrics_fn fn;
     void *ctx;
     size_t max_body;
-    _Atomic uint64_t scrapes;
+    _Atomic uint64_t scrapes, begun;
 };
 
 static int bad_addr(struct sl_error *err, const char *listen)
@@ -125,6 +125,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     struct sl_buf b;
     sl_buf_init(&b, h->max_body);
+    atomic_fetch_add_explicit(&h->begun, 1, memory_order_relaxed);
     int rc = h->fn(h->ctx, &b);
     enum MHD_Result ok;
     if (rc != 0) {
@@ -132,9 +133,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ok = answer(c, MHD_HTTP_INTERNAL_SERVER_ERROR, msg, sizeof msg - 1, NULL);
     } else {
         ok = answer(c, MHD_HTTP_OK, b.len > 0 ? (const char *)b.data : "", b.len, NULL);
-        if (ok == MHD_YES)
-            atomic_fetch_add_explicit(&h->scrapes, 1, memory_order_relaxed);
     }
+    atomic_fetch_add_explicit(&h->scrapes, 1, memory_order_relaxed);
     sl_buf_free(&b);
     return ok;
 }
@@ -156,6 +156,7 @@ int sl_http_metrics_start(struct sl_http_metrics **out, const struct sl_http_met
     h->ctx = o->ctx;
     h->max_body = o->max_body ? o->max_body : (size_t)4 << 20;
     atomic_init(&h->scrapes, 0);
+    atomic_init(&h->begun, 0);
     h->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (h->fd < 0) {
         rc = sl_error_sys(err, errno, "%s: socket", o->listen);
@@ -209,6 +210,11 @@ unsigned sl_http_metrics_port(const struct sl_http_metrics *h)
 uint64_t sl_http_metrics_scrapes(const struct sl_http_metrics *h)
 {
     return h != NULL ? atomic_load_explicit(&h->scrapes, memory_order_relaxed) : 0;
+}
+
+uint64_t sl_http_metrics_begun(const struct sl_http_metrics *h)
+{
+    return h != NULL ? atomic_load_explicit(&h->begun, memory_order_relaxed) : 0;
 }
 
 void sl_http_metrics_stop(struct sl_http_metrics *h)

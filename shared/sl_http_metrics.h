@@ -56,8 +56,12 @@ int sl_http_metrics_start(struct sl_http_metrics **out, const struct sl_http_met
 /* The port it listens on (the kernel's choice for port 0). */
 unsigned sl_http_metrics_port(const struct sl_http_metrics *h);
 
-/* /metrics requests answered 200 so far. */
+/* /metrics requests answered so far (200, or 500 when the callback
+ * failed), and begun so far (the callback called). Requests are answered one at a time, in order: once
+ * scrapes >= b + 1, where b was begun at some moment, a scrape that began
+ * after that moment has been answered. */
 uint64_t sl_http_metrics_scrapes(const struct sl_http_metrics *h);
+uint64_t sl_http_metrics_begun(const struct sl_http_metrics *h);
 
 /* Stop serving (waits for the server's thread: a request being answered
  * finishes first), close and free. NULL is ignored. */

@@ -258,6 +258,7 @@ START_TEST(test_answers)
     ck_assert_msg(r[0] == '\0' || strncmp(r, "HTTP/1.1 400", 12) == 0, "%s", r);
     free(r);
     ck_assert_uint_eq(sl_http_metrics_scrapes(h), 3); /* the GETs and the HEAD of /metrics */
+    ck_assert_uint_eq(sl_http_metrics_begun(h), 3);
     sl_http_metrics_stop(h);
     sl_http_metrics_stop(NULL);
 }
@@ -279,6 +280,8 @@ START_TEST(test_failed_or_oversized_body_is_500)
     r = get(sl_http_metrics_port(h), "GET", "/metrics");
     ck_assert_msg(strncmp(r, "HTTP/1.1 200", 12) == 0, "%s", r);
     free(r);
+    ck_assert_uint_eq(sl_http_metrics_scrapes(h), 3); /* answered, 500s too */
+    ck_assert_uint_eq(sl_http_metrics_begun(h), 3);
     sl_http_metrics_stop(h);
 }
 END_TEST
