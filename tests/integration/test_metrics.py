@@ -479,4 +479,5 @@ try:
         fail("unknown mode %r" % MODE)
     bed.finish()
 finally:
-    bed.cleanup() if os.environ.get("SLUICE_KEEP_TMP") is None else None
+    if os.environ.get("SLUICE_KEEP_TMP") is None:  # set it to keep the logs and prometheus.yml
+        bed.cleanup()
