@@ -32,6 +32,7 @@ struct feed_assembler {
      * (wall); each piece's thread CPU time is split in those proportions */
     uint64_t tick; /* reads so far */
     uint64_t read_wall, decode_wall, sampled;
+    uint64_t read_bytes; /* the records' bytes framed so far */
     struct sl_metrics *metrics; /* borrowed; NULL: not measured */
 };
 
@@ -260,6 +261,9 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
         int rc = frame_record(a, timed, e->file, e->record, &fr, err);
         if (rc != 0)
             return rc; /* it names the file and the offset already */
+        a->read_bytes += fr->data != NULL ? fr->len : 0;
+        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
+            a->read_bytes += fr->fields[k].len;
         if (timed) {
             uint64_t t0 = sl_clock_ns();
             rc = a->ops->decode(a->batch, fr, err);
@@ -329,7 +333,7 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     uint64_t icpu0, iwall0, icpu1, iwall1;
     feed_reader_inflate_ns(a->rd, &icpu0, &iwall0);
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
-    uint64_t rw0 = a->read_wall, dw0 = a->decode_wall, n0 = a->sampled, calls0 = a->tick;
+    uint64_t rw0 = a->read_wall, dw0 = a->decode_wall, n0 = a->sampled, calls0 = a->tick, rb0 = a->read_bytes;
     int rc = fill_piece(a, piece, buf, cap, out, err);
     /* between pieces hold no cached image: a reader waiting for cache room
      * must not wait on an idle executor */
@@ -340,6 +344,7 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     cpu = cpu > icpu ? cpu - icpu : 0;
     wall = wall > iwall ? wall - iwall : 0;
     sl_metrics_add(a->metrics, FEED_M_DECOMPRESS_NS, icpu);
+    sl_metrics_add(a->metrics, FEED_M_READ_BYTES, a->read_bytes - rb0);
     /* scale the sampled reads up to all of this piece's reads (a tar
      * piece reads each sample once per column), then share the piece's CPU
      * time in the proportions its wall time was spent */

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "feed_expose.h"
 #include "feed_job.h"
 #include "feed_plan.h"
 #include "feed_server.h"
@@ -43,6 +44,7 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_http_metrics.h"
 #include "sl_json.h"
 #include "sl_log.h"
 #include "sl_opt.h"
@@ -75,6 +77,7 @@ static void on_reload(int sig)
 /* The command line, filled from `opt_rows` once in main, then read-only. */
 struct args {
     const char *job, *listen, *cluster, *stats, *scan_cache;
+    const char *metrics_listen; /* --metrics-listen HOST:PORT */
     const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
     const char *ipc_group;               /* --ipc-group GROUP */
     int insecure;
@@ -83,7 +86,7 @@ struct args {
     char *spec_curve_key, *spec_curve_allow; /* the cluster spec's 'curve' paths (owned) */
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s, idle_exit_s;
+        report_s, idle_exit_s, metrics_linger_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
@@ -216,6 +219,12 @@ static const struct sl_opt opt_rows[] = {
     {"stats", 0, SL_OPT_STRING, OFF(stats), 0, 0, NULL, "FILE",
      "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
      "seconds per stage (docs/feeder.md)", NULL, NULL},
+    {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
+     "serve the counters live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free "
+     "port, logged; docs/operations.md lists the metrics)", NULL, NULL},
+    {"metrics-linger", 0, SL_OPT_U64, OFF(metrics_linger_s), 0, 3600, "0", "S",
+     "with --metrics-listen: once served, keep /metrics up until one scrape has read the final figures, at most S "
+     "seconds (a job-scoped feeder's last counts then reach Prometheus; 0: exit at once)", NULL, NULL},
     {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
      "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)",
      NULL, NULL},
@@ -370,6 +379,12 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     if (!a->plan && a->listen == NULL)
         return usage_error("--listen is required\nTry 'sluice-feeder --help'");
+    if (a->metrics_listen != NULL) {
+        struct sockaddr_storage ss;
+        socklen_t sslen;
+        if (sl_http_metrics_parse(a->metrics_listen, &ss, &sslen, &err) != 0)
+            return usage_error("--metrics-listen: %s", err.msg);
+    }
     if (a->feeder_index >= a->feeders)
         return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index,
                            a->feeders);
@@ -459,6 +474,7 @@ static void on_tail(void *ctx, const char *path, uint64_t bytes)
 
 struct scan_watch {
     struct feed_listener *listener; /* NULL: plan */
+    struct sl_metrics *m;           /* the scan's progress goes here too (NULL: plan) */
     struct feed_scan_status st;
     uint64_t next_log_ns;
 };
@@ -467,6 +483,10 @@ static void on_progress(void *ctx, size_t files_done, size_t nfiles, uint64_t by
 {
     struct scan_watch *w = ctx;
     w->st = (struct feed_scan_status){.files_done = files_done, .files = nfiles, .records = records, .bytes = bytes};
+    sl_metrics_set(w->m, FEED_M_SCAN_FILES, nfiles);
+    sl_metrics_set(w->m, FEED_M_SCAN_DONE, files_done);
+    sl_metrics_set(w->m, FEED_M_SCAN_RECORDS, records);
+    sl_metrics_set(w->m, FEED_M_SCAN_BYTES, bytes);
     feed_listener_answer(w->listener, &w->st);
     uint64_t now = sl_clock_ns();
     if (now >= w->next_log_ns) {
@@ -670,6 +690,22 @@ static uint64_t default_threads(void)
     return n > 8 ? 8 : (uint64_t)n;
 }
 
+/* --metrics-linger: the final figures stay up until a scrape has read
+ * them (one that began after this call), S seconds pass, or a signal. */
+static void linger(const struct feed_expose *e, uint64_t s)
+{
+    if (e == NULL || s == 0 || stop_flag)
+        return;
+    sl_log(SL_LOG_INFO, "metrics: serving the final figures until a scrape reads them (at most %" PRIu64 " s)", s);
+    /* scrapes are answered in order: the next one begun from now reads
+     * the final figures (one in progress may have read them before) */
+    uint64_t begun = feed_expose_begun(e), deadline = sl_clock_ns() + s * 1000000000u;
+    while (feed_expose_scrapes(e) < begun + 1 && sl_clock_ns() < deadline && !stop_flag) {
+        struct timespec ts = {.tv_nsec = 20000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "keygen") == 0)
@@ -722,13 +758,32 @@ int main(int argc, char **argv)
     if (status == 0 && !a.plan && a.curve_key == NULL && !sl_endpoint_is_local(a.listen))
         sl_log(SL_LOG_WARN, "serving in the clear on %s (--insecure): anyone who reaches it can read the data and "
                             "join (docs/security.md)", a.listen);
+    /* the figures, from the scan on: --metrics-listen serves them live */
+    struct sl_metrics *metrics = NULL;
+    struct feed_expose *expose = NULL;
+    if (status == 0 && !a.plan && sl_metrics_create(&metrics, feed_metric_defs, FEED_M_COUNT) != 0) {
+        sl_log(SL_LOG_ERROR, "out of memory");
+        status = EXIT_DATA;
+    }
+    if (status == 0 && !a.plan && a.metrics_listen != NULL) {
+        struct sl_error merr = {0};
+        struct feed_expose_opts eo = {.listen = a.metrics_listen, .m = metrics, .job = job->name,
+                                      .feeder_index = (uint32_t)a.feeder_index};
+        if (feed_expose_start(&expose, &eo, &merr) != 0) {
+            sl_log(SL_LOG_ERROR, "--metrics-listen: %s", merr.msg);
+            status = merr.code == SL_EINVAL ? EXIT_USAGE : EXIT_DATA;
+        } else {
+            sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", a.metrics_listen,
+                   feed_expose_port(expose));
+        }
+    }
     struct sl_error src_err = {0};
     double scan_s = 0, scan_cpu_s = 0;
     /* Bound before the scan: a trainer started first is told the feeder is
      * scanning (and waits) instead of hearing nothing; a bind that fails
      * (the address in use) fails the feeder now, not after the scan. */
     struct feed_listener *listener = NULL;
-    struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS};
+    struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS, .m = metrics};
     if (status == 0 && !a.plan) {
         if (feed_listener_open(&listener, a.listen, job->name, a.heartbeat_ms ? (int)a.heartbeat_ms : 1000,
                                curve_allow != NULL ? &curve : NULL, a.ipc_group, &src_err) != 0) {
@@ -745,6 +800,14 @@ int main(int argc, char **argv)
         double t0 = sl_clock_s(), c0 = process_cpu_s();
         status = open_source(job, a.scan_cache, a.plan, a.threads ? (unsigned)a.threads : 1, &watch, &src, &src_err);
         scan_s = sl_clock_s() - t0;
+        if (status == 0 && metrics != NULL) { /* the scan's end, whatever the last progress call said */
+            uint64_t records = 0;
+            for (size_t i = 0; i < feed_source_nfiles(src); i++)
+                records += feed_source_count(src, i);
+            sl_metrics_set(metrics, FEED_M_SCAN_FILES, feed_source_nfiles(src));
+            sl_metrics_set(metrics, FEED_M_SCAN_DONE, feed_source_nfiles(src));
+            sl_metrics_set(metrics, FEED_M_SCAN_RECORDS, records);
+        }
         scan_cpu_s = process_cpu_s() - c0;
         /* a file that cannot be read or is damaged (on_error=fail): tell
          * the trainers why, rather than leave them waiting for an answer */
@@ -768,7 +831,7 @@ int main(int argc, char **argv)
                                      .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
                                      .no_takeover = a.no_takeover, .ipc_group = a.ipc_group,
                                      .idle_exit_ms = (int)(a.idle_exit_s * 1000),
-                                     .stop = &stop_flag, .dump = &dump_flag};
+                                     .stop = &stop_flag, .dump = &dump_flag, .metrics = metrics};
         struct feed_counters c;
         struct sl_error err = {0};
         int rc = feed_server_run(&o, &c, &err);
@@ -789,6 +852,9 @@ int main(int argc, char **argv)
         }
     }
     feed_listener_close(listener);
+    linger(expose, a.metrics_linger_s);
+    feed_expose_stop(expose); /* before the figures it reads go */
+    sl_metrics_destroy(metrics);
     sl_curve_allow_free(curve_allow);
     memset(&curve_keys, 0, sizeof curve_keys);
     feed_source_close(src);

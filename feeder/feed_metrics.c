@@ -24,6 +24,16 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_ASSEMBLE_NS] = {"cpu_assemble_s", SL_METRIC_NS, "executor CPU assembling pieces"},
     [FEED_M_SERVE_NS] = {"cpu_serve_s", SL_METRIC_NS, "serving thread CPU"},
     [FEED_M_ZMQ_IO_NS] = {"cpu_zmq_io_s", SL_METRIC_NS, "ZeroMQ I/O threads' CPU"},
+    [FEED_M_COPY_PIECES] = {"copy_pieces", SL_METRIC_COUNTER, "pieces sent by copy"},
+    [FEED_M_READ_BYTES] = {"read_bytes", SL_METRIC_COUNTER, "bytes of the records read for pieces"},
+    [FEED_M_DROPPED] = {"dropped", SL_METRIC_COUNTER, "trainer connections dropped"},
+    [FEED_M_CONNECTED] = {"connected", SL_METRIC_GAUGE, "trainer connections being served"},
+    [FEED_M_STARVED] = {"starved", SL_METRIC_GAUGE, "connections with pieces left but no credit"},
+    [FEED_M_WORKERS] = {"workers", SL_METRIC_GAUGE, "the cluster shape's workers"},
+    [FEED_M_SCAN_FILES] = {"scan_files", SL_METRIC_GAUGE, "files the start-up scan reads"},
+    [FEED_M_SCAN_DONE] = {"scan_files_done", SL_METRIC_GAUGE, "files scanned so far"},
+    [FEED_M_SCAN_RECORDS] = {"scan_records", SL_METRIC_GAUGE, "records found by the scan so far"},
+    [FEED_M_SCAN_BYTES] = {"scan_bytes", SL_METRIC_GAUGE, "bytes read by the scan so far"},
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)

@@ -28,6 +28,16 @@ enum feed_metric {
     FEED_M_ASSEMBLE_NS,   /* executor CPU: the rest of assembling pieces */
     FEED_M_SERVE_NS,      /* serving thread CPU: scheduling, framing, handing frames to ZeroMQ */
     FEED_M_ZMQ_IO_NS,     /* ZeroMQ I/O threads' CPU (read at the end) */
+    FEED_M_COPY_PIECES,   /* pieces sent by copy (the rest of FEED_M_PIECES went in shared memory) */
+    FEED_M_READ_BYTES,    /* bytes of the records read for pieces (framed records, or their fields) */
+    FEED_M_DROPPED,       /* trainer connections dropped (silent past the timeout, a send refused) */
+    FEED_M_CONNECTED,     /* gauge: trainer connections being served now */
+    FEED_M_STARVED,       /* gauge: connections with pieces left to send but no credit, at the last look */
+    FEED_M_WORKERS,       /* gauge: the cluster shape's workers (0: no shape yet) */
+    FEED_M_SCAN_FILES,    /* gauge: files the start-up scan reads */
+    FEED_M_SCAN_DONE,     /* gauge: of those, scanned so far */
+    FEED_M_SCAN_RECORDS,  /* gauge: records the scan has found so far */
+    FEED_M_SCAN_BYTES,    /* gauge: bytes the scan has read so far */
     FEED_M_COUNT
 };
 

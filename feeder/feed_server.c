@@ -153,6 +153,7 @@ static void send_simple(struct server *s, struct trainer *t, int rc_encode, cons
     if (send_frames(s, t, &s->hbuf, 0) != 0) {
         char why[160];
         snprintf(why, sizeof why, "could not be sent the %s (%s) and was dropped", what, zmq_strerror(errno));
+        sl_metrics_add(s->m, FEED_M_DROPPED, 1);
         feed__drop(s, t, why);
     }
 }
@@ -262,6 +263,7 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
                  zmq_strerror(errno));
         if (shared)
             sl_pool_put(s->pool, k->buf);
+        sl_metrics_add(s->m, FEED_M_DROPPED, 1);
         feed__drop(s, t, why);
         return;
     }
@@ -269,6 +271,7 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
         /* cannot happen while credits are honest (at most `window`
          * outstanding, and the ring holds twice that) */
         sl_pool_put(s->pool, k->buf);
+        sl_metrics_add(s->m, FEED_M_DROPPED, 1);
         feed__drop(s, t, "had more pieces outstanding than its window and was dropped");
         return;
     }
@@ -295,11 +298,14 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
             char why[160];
             snprintf(why, sizeof why, "could not be sent the body of piece %" PRIu64 " (%s) and was dropped", p->seq,
                      zmq_strerror(errno));
+            sl_metrics_add(s->m, FEED_M_DROPPED, 1);
             feed__drop(s, t, why);
             return;
         }
     }
     t->sent++;
+    if (!shared)
+        sl_metrics_add(s->m, FEED_M_COPY_PIECES, 1);
     sl_metrics_add(s->m, FEED_M_PIECES, 1);
     sl_metrics_add(s->m, FEED_M_RECORDS, k->piece.n);
     sl_metrics_add(s->m, FEED_M_BYTES, bytes);
@@ -690,8 +696,10 @@ static void on_message(struct server *s)
         sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
         if (t != NULL || sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "bad message from %s: %s", t ? "a trainer" : "an unknown peer", err.msg);
-        if (t != NULL)
+        if (t != NULL) {
+            sl_metrics_add(s->m, FEED_M_DROPPED, 1);
             feed__drop(s, t, "sent a malformed message and was dropped");
+        }
         unsigned v = t == NULL ? other_version_hello(&body) : 0;
         if (v != 0)
             refuse(s, idp, id_len, "this feeder speaks protocol version %u, the trainer %u: use the same sluice release",
@@ -769,6 +777,7 @@ static void heartbeats_and_ends(struct server *s)
         if (now - t->last_seen_ns > to) {
             sl_log(SL_LOG_WARN, "worker %u silent for %.1f s (heartbeat timeout %.1f s)", t->worker,
                    (double)(now - t->last_seen_ns) / 1e9, (double)s->o->timeout_ms / 1e3);
+            sl_metrics_add(s->m, FEED_M_DROPPED, 1);
             feed__drop(s, t, "timed out");
             continue;
         }
@@ -802,6 +811,29 @@ static int all_done(const struct server *s)
         if (s->trainers[i].active)
             return 0;
     return 1;
+}
+
+/* The live gauges (connections served, those held back for want of
+ * credit) and the serving thread's CPU so far: on every tick,
+ * for the /metrics endpoint. */
+static void update_gauges(struct server *s, uint64_t *cpu_mark)
+{
+    uint64_t connected = 0, starved = 0;
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        const struct trainer *t = &s->trainers[i];
+        if (!t->active)
+            continue;
+        connected++;
+        uint64_t returned = t->granted - t->initial;
+        uint64_t outstanding = t->scheduled > returned ? t->scheduled - returned : 0;
+        if (!t->plan_done && (t->credits == 0 || outstanding >= s->window))
+            starved++;
+    }
+    sl_metrics_set(s->m, FEED_M_CONNECTED, connected);
+    sl_metrics_set(s->m, FEED_M_STARVED, starved);
+    uint64_t cpu = sl_clock_thread_cpu_ns();
+    sl_metrics_add(s->m, FEED_M_SERVE_NS, cpu - *cpu_mark);
+    *cpu_mark = cpu;
 }
 
 /* The figures now, typed, with the run's elapsed time. */
@@ -1006,6 +1038,7 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         uint64_t now = sl_clock_ns();
         if (now - last_tick >= (uint64_t)o.heartbeat_ms * 250000u) {
             heartbeats_and_ends(s);
+            update_gauges(s, &cpu0);
             last_tick = now;
         } else {
             /* ENDs promptly, heartbeats on the tick */
@@ -1040,6 +1073,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         }
     }
     sl_metrics_add(s->m, FEED_M_SERVE_NS, sl_clock_thread_cpu_ns() - cpu0);
+    sl_metrics_set(s->m, FEED_M_CONNECTED, 0);
+    sl_metrics_set(s->m, FEED_M_STARVED, 0);
     sl_log_limit_flush(&s->lim_refuse, 1);
     sl_log_limit_flush(&s->lim_bad, 1);
     if (o.listener != NULL && !started) {

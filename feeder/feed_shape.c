@@ -92,6 +92,7 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
         return sl_error_set(err, rc, "cannot allocate %zu piece buffers of %" PRIu64 " bytes", nbufs, s->piece_bytes);
     }
     sl_metrics_set(s->m, FEED_M_POOL_BYTES, (uint64_t)nbufs * s->piece_bytes);
+    sl_metrics_set(s->m, FEED_M_WORKERS, W);
     s->workers = W;
     s->replicas = R;
     s->ntrainers = s->cap_trainers = W;
@@ -147,6 +148,7 @@ int feed__shape_release(struct server *s)
     s->steps = 0;
     s->ended = 0;
     sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
+    sl_metrics_set(s->m, FEED_M_WORKERS, 0);
     s->release_pending = 0;
     return 0;
 }

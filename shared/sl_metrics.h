@@ -61,4 +61,18 @@ void sl_metrics_snapshot(const struct sl_metrics *m, struct sl_metrics_snap *out
  * gauge) or as a number; 0 for an id out of range. */
 double sl_metrics_seconds(const struct sl_metrics_snap *s, unsigned id);
 
+/* One slot's value now (0 for an id out of range or a NULL m). */
+uint64_t sl_metrics_get(const struct sl_metrics *m, unsigned id);
+
+/* A watcher of one slot: after each sl_metrics_add to slot `id`, fn(ctx,
+ * the slot's new value) runs on the thread that added, before the add
+ * returns. It turns a counter's events into per-event figures (a
+ * histogram of the time between steps) without touching the code that
+ * counts; it must be short and never block (it runs on a hot path). One
+ * watcher per object; fn NULL removes it. The caller makes sure no add can
+ * still be calling an old watcher when its ctx goes away (remove it once
+ * every thread that adds to the slot has ended). */
+typedef void (*sl_metrics_watch_fn)(void *ctx, uint64_t value);
+void sl_metrics_watch(struct sl_metrics *m, unsigned id, sl_metrics_watch_fn fn, void *ctx);
+
 #endif

@@ -42,6 +42,7 @@
 #include "train_ckpt.h"
 #include "train_client.h"
 #include "train_device.h"
+#include "train_expose.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 #include "train_mirror.h"
@@ -80,6 +81,7 @@ struct trainer_opts {
     uint32_t ps_task;         /* --ps-task I */
     uint32_t ps_worker_timeout_s;
     int ps_placement;         /* --ps-placement: enum train_ps_placement */
+    const char *metrics_listen; /* --metrics-listen HOST:PORT */
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
     int insecure;                             /* --insecure */
@@ -153,6 +155,9 @@ static const struct sl_opt opt_rows[] = {
     {"metrics", 0, SL_OPT_STRING, OFF(metrics), 0, 0, NULL, "FILE",
      "one JSON line per step: epoch, step, rows, loss, accuracy, step time, input wait and stall %, samples/s, "
      "H2D GB/s, weights hash", NULL, NULL},
+    {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
+     "serve the figures live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9465; port 0: any free "
+     "port, logged; docs/operations.md lists the metrics)", NULL, NULL},
     {"predictions", 0, SL_OPT_STRING, OFF(predictions), 0, 0, NULL, "FILE",
      "with --eval-*: every evaluated element's prediction, gathered from all workers by its --trace-feature id "
      "(ids 0..N-1, each once) and written by worker 0 in id order, one JSON line each (CPU replicas)", NULL, NULL},
@@ -1929,6 +1934,7 @@ static int ps_finish(struct trainer *t)
 int main(int argc, char **argv)
 {
     static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
+    struct train_expose *expose = NULL; /* --metrics-listen */
     int status = configure(&t, argc, argv);
     if (status != 0 || t.done)
         goto out_free_lists;
@@ -1957,10 +1963,12 @@ int main(int argc, char **argv)
         status = 1;
         goto out_free_lists;
     }
-    if (t.is_ps) {
+    if (t.is_ps) { /* no /metrics on a parameter server yet: its summary line says what it did */
         status = serve_ps(&t);
         goto out_free_lists;
     }
+    if ((status = train_expose_start(&expose, t.o.metrics_listen, t.m, &t.loop, t.o.job, t.o.worker)) != 0)
+        goto out_free_lists;
     if (open_trace(&t) != 0) {
         status = 1;
         goto out_free_lists;
@@ -1991,6 +1999,7 @@ out_abort_trace:
     sl_output_abort(t.trace_out); /* what report() did not commit */
     train_ckpt_free(&t.ck);
 out_free_lists:
+    train_expose_stop(expose); /* every thread adding to t.m has ended */
     sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);
     sl_cluster_list_free(&t.ps_eps);

@@ -118,6 +118,53 @@ START_TEST(test_concurrent_adds_are_exact)
 }
 END_TEST
 
+/* sl_metrics_watch: the watcher sees every add to its slot, on the adding
+ * thread, with the value after the add; adds to other slots, sets, and
+ * adds after it is removed are not seen. sl_metrics_get reads one slot. */
+struct seen {
+    uint64_t calls, last, sum_of_values;
+};
+
+static void watcher(void *ctx, uint64_t v)
+{
+    struct seen *s = ctx;
+    s->calls++;
+    s->last = v;
+    s->sum_of_values += v;
+}
+
+START_TEST(test_watch)
+{
+    struct sl_metrics *m;
+    ck_assert_int_eq(sl_metrics_create(&m, defs, 4), 0);
+    struct seen seen = {0};
+    sl_metrics_watch(m, 0, watcher, &seen);
+    sl_metrics_add(m, 0, 2);
+    sl_metrics_add(m, 0, 3);
+    sl_metrics_add(m, 1, 7);   /* another slot */
+    sl_metrics_set(m, 0, 100); /* a set is no add */
+    sl_metrics_add(m, 0, 1);
+    ck_assert_uint_eq(seen.calls, 3);
+    ck_assert_uint_eq(seen.last, 101);
+    ck_assert_uint_eq(seen.sum_of_values, 2 + 5 + 101);
+    ck_assert_uint_eq(sl_metrics_get(m, 0), 101);
+    ck_assert_uint_eq(sl_metrics_get(m, 1), 7);
+    ck_assert_uint_eq(sl_metrics_get(m, 9), 0);
+    ck_assert_uint_eq(sl_metrics_get(NULL, 0), 0);
+    sl_metrics_watch(m, 1, watcher, &seen); /* moved: slot 0 no longer watched */
+    sl_metrics_add(m, 0, 1);
+    sl_metrics_add(m, 1, 1);
+    ck_assert_uint_eq(seen.calls, 4);
+    ck_assert_uint_eq(seen.last, 8);
+    sl_metrics_watch(m, 0, NULL, NULL);
+    sl_metrics_add(m, 1, 1);
+    sl_metrics_add(m, 0, 1);
+    ck_assert_uint_eq(seen.calls, 4);
+    sl_metrics_watch(NULL, 0, watcher, &seen); /* ignored */
+    sl_metrics_destroy(m);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("sl_metrics");
@@ -126,6 +173,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_add_set_snapshot);
     tcase_add_test(tc, test_real_gauge);
     tcase_add_test(tc, test_concurrent_adds_are_exact);
+    tcase_add_test(tc, test_watch);
     suite_add_tcase(s, tc);
     return s;
 }
