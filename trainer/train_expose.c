@@ -3,8 +3,10 @@
  *
  * Names: the sluice_trainer_ prefix, base units, _total on counters;
  * every sample carries sluice_job and worker (not "job", which Prometheus
- * sets on every target itself). Input wait is one total: the client does
- * not count it per feeder. All-reduce time is inside step_run (the
+ * sets on every target itself). The input wait by feeder (the feeder whose
+ * piece ended each wait, train_client_wait_by_feeder) is copied from the
+ * client at each step received (on_step, the client's thread) into atomics
+ * the scrape reads: a step behind at most. All-reduce time is inside step_run (the
  * strategy does not time it apart).
  *
  * Threads: on_step runs on the main loop's thread (it alone counts steps)
@@ -24,6 +26,7 @@
 #include "sl_http_metrics.h"
 #include "sl_log.h"
 #include "sl_prom.h"
+#include "train_client.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 
@@ -31,6 +34,9 @@ struct train_expose {
     struct sl_http_metrics *http;
     struct sl_metrics *m;
     struct train_loop *const *loop;
+    struct train_client *const *cl;   /* read by on_step only (the main thread's) */
+    _Atomic uint64_t fw_ns[TRAIN_CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
+    _Atomic size_t nfeeders;
     struct sl_buf labels;
     struct sl_hist step, wait;
     _Atomic int hash_wanted;  /* set by a scrape, taken by on_step */
@@ -54,6 +60,13 @@ static void on_step(void *ctx, uint64_t steps)
     e->last_ns = now;
     e->last_wait_ns = waited;
     e->stepped = 1;
+    if (e->cl != NULL && *e->cl != NULL) {
+        double w[TRAIN_CLIENT_MAX_FEEDERS];
+        size_t F = train_client_wait_by_feeder(*e->cl, w, TRAIN_CLIENT_MAX_FEEDERS);
+        for (size_t j = 0; j < F && j < TRAIN_CLIENT_MAX_FEEDERS; j++)
+            atomic_store_explicit(&e->fw_ns[j], (uint64_t)(w[j] * 1e9 + 0.5), memory_order_relaxed);
+        atomic_store_explicit(&e->nfeeders, F, memory_order_release);
+    }
     if (*e->loop != NULL && atomic_exchange_explicit(&e->hash_wanted, 0, memory_order_relaxed)) {
         atomic_store_explicit(&e->hash, train_loop_weights_hash(*e->loop), memory_order_relaxed);
         atomic_store_explicit(&e->have_hash, 1, memory_order_release);
@@ -90,6 +103,18 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
     counter(&p, "sluice_trainer_received_bytes_total", "Tensor bytes received.", v[TRAIN_M_BYTES]);
     seconds(&p, "sluice_trainer_input_wait_seconds_total", "Time waiting for pieces (the input stall), all feeders.",
             v[TRAIN_M_WAIT_NS]);
+    size_t F = atomic_load_explicit(&e->nfeeders, memory_order_acquire);
+    if (F > 0) {
+        const char *name = "sluice_trainer_input_wait_by_feeder_seconds_total";
+        sl_prom_family(&p, name, "counter",
+                       "Time waiting for pieces, by the feeder whose piece ended each wait (the piece next in order; "
+                       "after a takeover, the survivor's index). As of the last step received.");
+        for (size_t j = 0; j < F; j++) {
+            char label[32];
+            snprintf(label, sizeof label, "feeder=\"%zu\"", j);
+            sl_prom_seconds(&p, name, label, atomic_load_explicit(&e->fw_ns[j], memory_order_relaxed));
+        }
+    }
     struct sl_hist_snap h;
     sl_hist_snapshot(&e->step, &h);
     sl_prom_hist(&p, "sluice_trainer_step_seconds",
@@ -130,7 +155,8 @@ static int serve(void *ctx, struct sl_buf *out)
 }
 
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, const char *job, uint32_t worker)
+                       struct train_loop *const *loop, struct train_client *const *cl, const char *job,
+                       uint32_t worker)
 {
     *out = NULL;
     if (listen == NULL)
@@ -142,6 +168,7 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     }
     e->m = m;
     e->loop = loop;
+    e->cl = cl;
     sl_hist_init(&e->step, sl_hist_step_bounds_ns, sl_hist_step_nbounds);
     sl_hist_init(&e->wait, sl_hist_step_bounds_ns, sl_hist_step_nbounds);
     atomic_init(&e->hash_wanted, 1);

@@ -27,15 +27,19 @@
 #include "sl_metrics.h"
 
 struct train_loop;
+struct train_client;
 struct train_expose;
 
 /* Serve /metrics on `listen` (NULL: nothing; *out NULL and 0). m: the
  * trainer's table (borrowed, outlives the endpoint); loop: where the main
  * thread keeps its training loop (NULL until made, and without a model);
- * job and worker: labels. Logs the port, or why it cannot serve. 0, or the
+ * cl: where it keeps its client (NULL until open; read on the main thread
+ * only, at each step received, for the input wait by feeder); job and
+ * worker: labels. Logs the port, or why it cannot serve. 0, or the
  * exit status: 2 for an address it cannot parse, 1 otherwise. */
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, const char *job, uint32_t worker);
+                       struct train_loop *const *loop, struct train_client *const *cl, const char *job,
+                       uint32_t worker);
 
 /* Stop serving, stop watching the metrics, free. NULL is ignored. */
 void train_expose_stop(struct train_expose *e);

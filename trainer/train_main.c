@@ -1967,7 +1967,7 @@ int main(int argc, char **argv)
         status = serve_ps(&t);
         goto out_free_lists;
     }
-    if ((status = train_expose_start(&expose, t.o.metrics_listen, t.m, &t.loop, t.o.job, t.o.worker)) != 0)
+    if ((status = train_expose_start(&expose, t.o.metrics_listen, t.m, &t.loop, &t.cl, t.o.job, t.o.worker)) != 0)
         goto out_free_lists;
     if (open_trace(&t) != 0) {
         status = 1;

@@ -186,6 +186,34 @@ def trainer_args(eps, job, w, W, tag, extra=()):
 
 # ---------------------------------------------------------------- curl
 
+def check_names(families):
+    """docs/operations.md lists exactly the families the processes export,
+    and every query of the Grafana dashboard names only exported ones."""
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(src, "docs", "operations.md")) as f:
+        documented = set(re.findall(r"^\| `(sluice_(?:feeder|trainer)_[a-z0-9_]+)` \|", f.read(), re.M))
+    if documented != families:
+        fail("docs/operations.md lists %s but not %s" % (sorted(documented - families) or "nothing more",
+                                                         sorted(families - documented) or "nothing less"))
+    with open(os.path.join(src, "deploy", "grafana", "sluice-dashboard.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs.append(dash["templating"]["list"][1]["definition"])
+    used = set()
+    for e in exprs:
+        for name in re.findall(r"\b(sluice_(?:feeder|trainer)_[a-z0-9_]+)", e):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if name not in families and base not in families:
+                fail("the dashboard's query %r names %s, which no process exports" % (e, name))
+            used.add(name if name in families else base)
+    needed = {"sluice_trainer_input_wait_seconds_total", "sluice_trainer_input_wait_by_feeder_seconds_total",
+              "sluice_feeder_cpu_seconds_total", "sluice_trainer_samples_total"}
+    if not needed <= used:
+        fail("the dashboard lacks %s (input-bound, stall by feeder, stages, throughput)" % sorted(needed - used))
+    ok("docs/operations.md lists the %d exported families; the dashboard's %d queries name only them (%d used)" %
+       (len(families), len(exprs), len(used)))
+
+
 def case_curl():
     harness.case()
     tag = "curl"
@@ -234,10 +262,11 @@ def case_curl():
     # the feeder, done, keeps its final figures up for one scrape (--metrics-linger), then exits
     bed.wait_for_log(tag, "feeder", "metrics: serving the final figures until a scrape reads them", feeder,
                      "curl: the feeder did not linger")
-    _, fs = parse(curl(url)[1], "feeder after the run")
+    ftyped, fs = parse(curl(url)[1], "feeder after the run")
     if wait(feeder, 60, "curl: the lingering feeder") != 0:
         fail("curl: the feeder exited %d" % feeder.returncode)
-    _, ts = parse(curl(turl)[1], "trainer after the run")
+    ttyped, ts = parse(curl(turl)[1], "trainer after the run")
+    check_names(set(ftyped) | set(ttyped))
     reader = weights_reader(os.path.join(TMP, "%s-w0.npy" % tag))
     out, _ = trainer.communicate(timeout=120)
     reader.join(timeout=30)
