@@ -119,6 +119,9 @@ struct feeder {
     int scanning;                 /* it has said STATUS */
     struct sl_wire_status status; /* its last */
     uint64_t status_log_ns;       /* when it was last logged */
+    /* its STATS (SL_WIRE_HELLO_STATS): the last two, [0] the newer */
+    struct sl_wire_stats stats[2];
+    unsigned nstats;              /* received, up to 2 */
 };
 
 struct train_client {
@@ -150,6 +153,15 @@ struct train_client {
 
 static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
     SL_PRINTF(5, 6);
+
+/* A STATS from feeder j: kept beside the one before it. */
+static void note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st)
+{
+    c->f[j].stats[1] = c->f[j].stats[0];
+    c->f[j].stats[0] = *st;
+    if (c->f[j].nstats < 2)
+        c->f[j].nstats++;
+}
 
 static int feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
 {
@@ -408,6 +420,9 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         break;
     case SL_WIRE_HEARTBEAT:
         break;
+    case SL_WIRE_STATS:
+        note_stats(c, j, &c->msg.stats);
+        break;
     case SL_WIRE_REFUSE:
         rc = feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
         break;
@@ -488,7 +503,8 @@ static int send_hello(struct train_client *c, size_t j, uint32_t credits, uint64
      * comes again after the retry it asks for */
     struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
                               .credits = credits, .incarnation = c->o.incarnation, .share = (uint32_t)j,
-                              .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS,
+                              .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS |
+                                       SL_WIRE_HELLO_STATS,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
@@ -1164,6 +1180,9 @@ static int handshake_receive(struct train_client *c, size_t j, size_t *welcomed,
                             c->msg.refuse.reason);
     case SL_WIRE_HEARTBEAT:
         return 0;
+    case SL_WIRE_STATS:
+        note_stats(c, j, &c->msg.stats);
+        return 0;
     case SL_WIRE_STATUS:
         note_status(c, j, &c->msg.status);
         return 0;
@@ -1640,6 +1659,35 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 struct sl_metrics *train_client_metrics(const struct train_client *c)
 {
     return c->m;
+}
+
+const char *train_client_stage_name(int stage)
+{
+    static const char *const names[SL_WIRE_STAGES] = {"read", "decompress", "decode", "assemble", "send"};
+    return stage >= 0 && stage < SL_WIRE_STAGES ? names[stage] : "unknown";
+}
+
+int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
+                               int *busiest)
+{
+    *busiest = -1;
+    if (j >= c->o.nfeeders)
+        return SL_EINVAL;
+    const struct feeder *f = &c->f[j];
+    for (int k = 0; k < SL_WIRE_STAGES; k++)
+        stage_ns[k] = f->nstats > 0 ? f->stats[0].stage_ns[k] : 0;
+    if (f->nstats < 2)
+        return 0;
+    uint64_t most = 0;
+    for (int k = 0; k < SL_WIRE_STAGES; k++) {
+        uint64_t d = f->stats[0].stage_ns[k] > f->stats[1].stage_ns[k] ? f->stats[0].stage_ns[k] -
+                                                                             f->stats[1].stage_ns[k] : 0;
+        if (d > most) {
+            most = d;
+            *busiest = k;
+        }
+    }
+    return 0;
 }
 
 size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n)

@@ -150,6 +150,17 @@ int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
  * feeder count. Any thread (atomic reads), for live metrics. */
 size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n);
 
+/* Feeder j's CPU by stage (SL_WIRE_STAGE_*: read, decompress, decode,
+ * assemble, send), from the STATS it sends every heartbeat interval: the
+ * totals so far in ns (zeros before its first), and in *busiest the stage
+ * that grew most between its last two STATS (its recent bound), -1 before
+ * two or when none grew. 0, or SL_EINVAL for j out of range. The client's
+ * thread. */
+int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
+                               int *busiest) SL_MUST_CHECK;
+/* "read", "decompress", "decode", "assemble", "send"; "unknown" otherwise. */
+const char *train_client_stage_name(int stage);
+
 /* Where the stream stands: the seq of the first piece not handed out yet
  * (a step's first: a multiple of replicas; step = seq / replicas counted
  * over all epochs). Pass it as resume_seq to continue exactly there. */

@@ -50,6 +50,8 @@ struct trainer {
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
+    int wants_stats;       /* its HELLO set SL_WIRE_HELLO_STATS: a STATS every heartbeat interval */
+    uint64_t last_stats_ns;
     /* Shared memory: offered in the WELCOME when the HELLO asked, used once
      * the trainer's CREDIT says it mapped it; the buffers of pieces sent
      * that way are held until their credits come back (feed_hold.h) */

@@ -615,6 +615,8 @@ static void on_hello(struct server *s, const uint8_t *id, size_t id_len, const s
     t->end_sent = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     t->heartbeat_ms = h->heartbeat_ms;
+    t->wants_stats = (h->flags & SL_WIRE_HELLO_STATS) != 0;
+    t->last_stats_ns = 0; /* the first tick sends one */
 
     struct sl_wire_welcome *wm = &s->msg.welcome;
     memset(wm, 0, sizeof *wm);
@@ -785,6 +787,22 @@ static void heartbeats_and_ends(struct server *s)
             struct sl_wire_heartbeat h = {.sent_ns = now};
             send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf), "HEARTBEAT");
             t->last_hb_ns = now;
+        }
+        if (t->wants_stats && now - t->last_stats_ns >= hb) {
+            /* the feeder's CPU by stage so far, for the trainer to say which
+             * stage bounds it when it waits for this feeder (issue #19) */
+            struct sl_wire_stats st = {.credit_wait_ns = sl_metrics_get(s->m, FEED_M_BLOCKED_NS)};
+            st.stage_ns[SL_WIRE_STAGE_READ] = sl_metrics_get(s->m, FEED_M_READ_NS);
+            st.stage_ns[SL_WIRE_STAGE_DECOMPRESS] = sl_metrics_get(s->m, FEED_M_DECOMPRESS_NS);
+            st.stage_ns[SL_WIRE_STAGE_DECODE] = sl_metrics_get(s->m, FEED_M_DECODE_NS);
+            st.stage_ns[SL_WIRE_STAGE_ASSEMBLE] = sl_metrics_get(s->m, FEED_M_ASSEMBLE_NS);
+            st.stage_ns[SL_WIRE_STAGE_SEND] = sl_metrics_get(s->m, FEED_M_SERVE_NS) + sl_metrics_get(s->m, FEED_M_ZMQ_IO_NS);
+            for (int k = 0; k < SL_WIRE_STAGES; k++) /* a counter past the wire's limit is clamped, not refused */
+                st.stage_ns[k] = st.stage_ns[k] < SL_WIRE_MAX_COUNT ? st.stage_ns[k] : SL_WIRE_MAX_COUNT;
+            if (st.credit_wait_ns > SL_WIRE_MAX_COUNT)
+                st.credit_wait_ns = SL_WIRE_MAX_COUNT;
+            send_simple(s, t, sl_wire_encode_stats(&st, &s->hbuf), "STATS");
+            t->last_stats_ns = now;
         }
         if (t->plan_done && t->inflight == 0 && !t->end_sent) {
             struct sl_wire_end e = {.worker = t->worker, .pieces = t->last_seq, .epochs = s->o->job->epochs};

@@ -34,6 +34,7 @@ const char *sl_wire_type_name(unsigned type)
     case SL_WIRE_HEARTBEAT: return "HEARTBEAT";
     case SL_WIRE_BYE: return "BYE";
     case SL_WIRE_STATUS: return "STATUS";
+    case SL_WIRE_STATS: return "STATS";
     default: return "?";
     }
 }
@@ -326,6 +327,24 @@ static int dec_status(struct rd *r, struct sl_wire_status *m)
     return rd_end(r);
 }
 
+static int dec_stats(struct rd *r, struct sl_wire_stats *m)
+{
+    static const char *const names[SL_WIRE_STAGES] = {"read_ns", "decompress_ns", "decode_ns", "assemble_ns",
+                                                      "send_ns"};
+    int rc;
+    for (int i = 0; i < SL_WIRE_STAGES; i++)
+        if ((rc = rd_u64(r, names[i], &m->stage_ns[i])) != 0)
+            return rc;
+    if ((rc = rd_u64(r, "credit_wait_ns", &m->credit_wait_ns)) != 0)
+        return rc;
+    for (int i = 0; i < SL_WIRE_STAGES; i++)
+        if (m->stage_ns[i] > SL_WIRE_MAX_COUNT)
+            return bad(r, "%s %" PRIu64 " exceeds %" PRIu64, names[i], m->stage_ns[i], SL_WIRE_MAX_COUNT);
+    if (m->credit_wait_ns > SL_WIRE_MAX_COUNT)
+        return bad(r, "credit_wait_ns %" PRIu64 " exceeds %" PRIu64, m->credit_wait_ns, SL_WIRE_MAX_COUNT);
+    return rd_end(r);
+}
+
 static int dec_body(struct rd *r, struct sl_wire_msg *m)
 {
     int rc;
@@ -372,6 +391,8 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
         return rd_end(r);
     case SL_WIRE_STATUS:
         return dec_status(r, &m->status);
+    case SL_WIRE_STATS:
+        return dec_stats(r, &m->stats);
     default:
         return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
     }
@@ -605,6 +626,13 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
         wr_u64(w, m->bytes);
         return 0;
     }
+    case SL_WIRE_STATS: {
+        const struct sl_wire_stats *m = msg;
+        for (int i = 0; i < SL_WIRE_STAGES; i++)
+            wr_u64(w, m->stage_ns[i]);
+        wr_u64(w, m->credit_wait_ns);
+        return 0;
+    }
     default:
         return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
     }
@@ -688,6 +716,11 @@ int sl_wire_encode_status(const struct sl_wire_status *m, struct sl_buf *out)
     return encode(SL_WIRE_STATUS, m, out, NULL);
 }
 
+int sl_wire_encode_stats(const struct sl_wire_stats *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_STATS, m, out, NULL);
+}
+
 int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_error *err)
 {
     const void *body;
@@ -701,6 +734,7 @@ int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_er
     case SL_WIRE_ERROR: body = &m->error; break;
     case SL_WIRE_HEARTBEAT: body = &m->heartbeat; break;
     case SL_WIRE_STATUS: body = &m->status; break;
+    case SL_WIRE_STATS: body = &m->stats; break;
     default: body = NULL; break;
     }
     return encode(m->type, body, out, err);

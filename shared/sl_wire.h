@@ -72,6 +72,8 @@ enum sl_wire_type {
     SL_WIRE_HEARTBEAT = 8, /* both ways */
     SL_WIRE_BYE = 9,       /* trainer -> feeder */
     SL_WIRE_STATUS = 10,   /* feeder -> trainer: not ready yet (to a HELLO with SL_WIRE_HELLO_STATUS) */
+    SL_WIRE_STATS = 11,    /* feeder -> trainer: its CPU by stage, every heartbeat interval (to a HELLO with
+                            * SL_WIRE_HELLO_STATS) */
 };
 
 enum sl_wire_dtype {
@@ -90,6 +92,13 @@ enum sl_wire_dtype {
 #define SL_WIRE_HELLO_SHM 0x1u    /* the trainer can map a feeder's shared piece memory */
 #define SL_WIRE_HELLO_STATUS 0x2u /* the trainer understands STATUS: a feeder still starting may answer
                                    * with one, and then expects this HELLO again after retry_ms */
+
+#define SL_WIRE_HELLO_STATS 0x4u  /* the trainer understands STATS: the feeder sends its CPU by stage every
+                                   * heartbeat interval while serving it */
+
+/* STATS: the feeder's stages, in this order */
+enum { SL_WIRE_STAGE_READ, SL_WIRE_STAGE_DECOMPRESS, SL_WIRE_STAGE_DECODE, SL_WIRE_STAGE_ASSEMBLE, SL_WIRE_STAGE_SEND,
+       SL_WIRE_STAGES };
 
 /* STATUS states */
 #define SL_WIRE_STATUS_SCANNING 1u /* the feeder is scanning its files (files_done of files) */
@@ -199,6 +208,16 @@ struct sl_wire_heartbeat {
     uint64_t sent_ns; /* the sender's monotonic clock (sl_clock_ns) */
 };
 
+/* A feeder's figures so far, for a trainer to say which stage of the
+ * feeder it waits for bounds it: the CPU ns of each stage (SL_WIRE_STAGE_*:
+ * read, decompress, decode, assemble, send) since the feeder started, and
+ * its time with pieces to make but no credit. Each at most
+ * SL_WIRE_MAX_COUNT. */
+struct sl_wire_stats {
+    uint64_t stage_ns[SL_WIRE_STAGES];
+    uint64_t credit_wait_ns;
+};
+
 /* The answer to a HELLO (with SL_WIRE_HELLO_STATUS) that a feeder cannot
  * serve yet: where it stands; the trainer says HELLO again after retry_ms
  * on the same connection. Progress so far, for the trainer's log. */
@@ -225,6 +244,7 @@ struct sl_wire_msg {
         struct sl_wire_error error;
         struct sl_wire_heartbeat heartbeat;
         struct sl_wire_status status;
+        struct sl_wire_stats stats;
     };
 };
 
@@ -240,6 +260,7 @@ int sl_wire_encode_piece(const struct sl_wire_piece *m, struct sl_buf *out) SL_M
 int sl_wire_encode_end(const struct sl_wire_end *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_error(const struct sl_wire_error *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_heartbeat(const struct sl_wire_heartbeat *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_stats(const struct sl_wire_stats *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_bye(struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_status(const struct sl_wire_status *m, struct sl_buf *out) SL_MUST_CHECK;
 

@@ -1468,8 +1468,14 @@ static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t ca
         }
         at += (size_t)snprintf(out + at, cap - at, "%s%.6f", j ? "," : "", d);
     }
+    /* and that feeder's busiest stage lately, from its STATS */
+    uint64_t ns[SL_WIRE_STAGES];
+    int stage = -1;
+    if (worst >= 0 && train_client_feeder_stages(t->cl, (size_t)worst, ns, &stage) != 0)
+        stage = -1;
     if (at < cap)
-        snprintf(out + at, cap - at, "],\"input_bound_feeder\":%d", worst);
+        snprintf(out + at, cap - at, "],\"input_bound_feeder\":%d,\"input_bound_stage\":\"%s\"", worst,
+                 worst >= 0 && stage >= 0 ? train_client_stage_name(stage) : "");
 }
 
 /* One --metrics line. The step's time runs from the previous step's end
@@ -1484,7 +1490,7 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double waited = m.wait_s - c->m0.wait_s;
-    char ps[192] = "", fw[64 + 16 * MAX_FEEDERS];
+    char ps[192] = "", fw[96 + 16 * MAX_FEEDERS];
     wait_by_feeder(t, c->fw_m0, fw, sizeof fw);
     if (t->o.mode == MODE_PS) /* the step's pull and push */
         snprintf(ps, sizeof ps,
@@ -1519,8 +1525,19 @@ static void log_progress(struct trainer *t, struct run_counters *c, const struct
     for (size_t j = 0; F > 1 && total > 0 && j < F && at < sizeof who; j++)
         at += (size_t)snprintf(who + at, sizeof who - at, "%s%zu %.0f%%", j ? ", " : " (waiting for feeder ", j,
                                100.0 * (now[j] - c->fw_l0[j]) / total);
+    size_t top = 0;
+    for (size_t j = 1; j < F; j++)
+        if (now[j] - c->fw_l0[j] > now[top] - c->fw_l0[top])
+            top = j;
+    uint64_t ns[SL_WIRE_STAGES];
+    int stage = -1;
+    if (total > 0 && train_client_feeder_stages(t->cl, top, ns, &stage) != 0)
+        stage = -1;
     if (at > 0 && at < sizeof who)
-        snprintf(who + at, sizeof who - at, ")");
+        snprintf(who + at, sizeof who - at, "%s%s)", stage >= 0 ? "; its busiest stage: " : "",
+                 stage >= 0 ? train_client_stage_name(stage) : "");
+    else if (total > 0 && stage >= 0) /* one feeder */
+        snprintf(who, sizeof who, " (the feeder's busiest stage: %s)", train_client_stage_name(stage));
     memcpy(c->fw_l0, now, F * sizeof *now);
     sl_log(SL_LOG_INFO,
            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "

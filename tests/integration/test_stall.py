@@ -30,6 +30,7 @@ TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
 TMP = tempfile.mkdtemp(prefix="sluice-stall-")
 PASSED = 0
 PROCS = []
+STAGES = ("read", "decompress", "decode", "assemble", "send")
 
 
 def fail(msg):
@@ -62,7 +63,8 @@ def main():
     feeders = []
     for j in range(2):
         feeders.append(subprocess.Popen([FEEDER, "--job", jpath, "--listen", socks[j], "--feeder-index", str(j),
-                                         "--feeders", "2", "--threads", "1", "--quiet"],
+                                         "--feeders", "2", "--threads", "1", "--quiet",
+                                         "--heartbeat-ms", "100"],
                                         stdout=subprocess.DEVNULL,
                                         stderr=open(os.path.join(TMP, "f%d.log" % j), "w")))
     PROCS.extend(feeders)
@@ -80,6 +82,7 @@ def main():
         if tr.poll() is not None:
             fail("the trainer ended early: %s" % open(tlog).read()[-2000:])
         time.sleep(0.05)
+    time.sleep(1.0)  # several STATS (every 100 ms) before the pause
     feeders[1].send_signal(signal.SIGSTOP)
     time.sleep(1.5)
     feeders[1].send_signal(signal.SIGCONT)
@@ -104,16 +107,22 @@ def main():
     worst = max(lines, key=lambda l: l["input_wait_s"])
     if worst["input_bound_feeder"] != 1 or worst["input_wait_by_feeder_s"][1] < 0.5:
         fail("the step that waited longest (%r) does not name feeder 1" % worst)
+    if worst["input_bound_stage"] not in STAGES:
+        fail("the step that waited longest names no stage of feeder 1 (its STATS): %r" % worst)
     still = [l for l in lines if l["input_wait_s"] == 0]
-    if not still or any(l["input_bound_feeder"] != -1 for l in still):
+    if not still or any(l["input_bound_feeder"] != -1 or l["input_bound_stage"] != "" for l in still):
         fail("steps without a wait must name no feeder (input_bound_feeder -1)")
     total = [sum(l["input_wait_by_feeder_s"]) for l in lines]
     if any(abs(a - l["input_wait_s"]) > 1e-3 + 0.05 * l["input_wait_s"] for a, l in zip(total, lines)):
         fail("a --metrics line's waits by feeder do not add up to its input_wait_s")
-    ok("--metrics: the step that waited %.3f s names feeder 1; %d steps without a wait name none; every line's "
-       "parts add up" % (worst["input_wait_s"], len(still)))
+    ok("--metrics: the step that waited %.3f s names feeder 1 (its busiest stage before the pause: %s); %d steps "
+       "without a wait name none; every line's parts add up" % (worst["input_wait_s"], worst["input_bound_stage"],
+                                                                len(still)))
     log = open(tlog).read()
-    shares = [(int(a), int(b)) for a, b in re.findall(r"\(waiting for feeder 0 (\d+)%, 1 (\d+)%\)", log)]
+    found = re.findall(r"\(waiting for feeder 0 (\d+)%, 1 (\d+)%(?:; its busiest stage: (\w+))?\)", log)
+    shares = [(int(a), int(b)) for a, b, _ in found]
+    if any(st not in STAGES for _, _, st in found):
+        fail("a log line names a stage that is none: %r" % found)
     if not shares or any(abs(a + b - 100) > 1 for a, b in shares) or max(b for _, b in shares) < 90:
         fail("the log lines' shares by feeder %r: none with feeder 1 at 90%% or more: %s" % (shares, log[-1500:]))
     ok("the log lines give the input stall's shares by feeder: %r" % shares)

@@ -13,7 +13,7 @@
 
 static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT, SL_WIRE_PIECE,
                                      SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE,
-                                     SL_WIRE_STATUS};
+                                     SL_WIRE_STATUS, SL_WIRE_STATS};
 #define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 static void set_field(struct sl_wire_field *f, const char *name, unsigned dtype, unsigned ragged, unsigned rank,
@@ -115,6 +115,9 @@ static void sample(unsigned type, struct sl_wire_msg *m)
     case SL_WIRE_STATUS:
         m->status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = 250, .files_done = 3,
                                             .files = 10, .records = 0x123456, .bytes = 0x89abcdef01ull};
+        break;
+    case SL_WIRE_STATS:
+        m->stats = (struct sl_wire_stats){.stage_ns = {1, 0x200, 0x30000, 0x4000000000ull, 5}, .credit_wait_ns = 6};
         break;
     default:
         break;
@@ -245,6 +248,11 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(a->status.records, b->status.records);
         ck_assert_uint_eq(a->status.bytes, b->status.bytes);
         break;
+    case SL_WIRE_STATS:
+        for (int i = 0; i < SL_WIRE_STAGES; i++)
+            ck_assert_uint_eq(a->stats.stage_ns[i], b->stats.stage_ns[i]);
+        ck_assert_uint_eq(a->stats.credit_wait_ns, b->stats.credit_wait_ns);
+        break;
     default:
         break;
     }
@@ -264,6 +272,7 @@ static int encode_typed(const struct sl_wire_msg *m, struct sl_buf *b)
     case SL_WIRE_HEARTBEAT: return sl_wire_encode_heartbeat(&m->heartbeat, b);
     case SL_WIRE_BYE: return sl_wire_encode_bye(b);
     case SL_WIRE_STATUS: return sl_wire_encode_status(&m->status, b);
+    case SL_WIRE_STATS: return sl_wire_encode_stats(&m->stats, b);
     default: return SL_EINVAL;
     }
 }
@@ -469,6 +478,54 @@ START_TEST(test_status_layout_pinned)
 }
 END_TEST
 
+/* STATS (issue #19): the layout, the limits, the flag. */
+START_TEST(test_stats_layout_pinned)
+{
+    struct sl_wire_msg m;
+    sample(SL_WIRE_STATS, &m);
+    uint8_t want[64];
+    size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
+                           "04 00"                    /* version 4 (an optional message: no layout changed) */
+                           "0b 00"                    /* type STATS (11) */
+                           "01 00 00 00 00 00 00 00"  /* read_ns 1 */
+                           "00 02 00 00 00 00 00 00"  /* decompress_ns 0x200 */
+                           "00 00 03 00 00 00 00 00"  /* decode_ns 0x30000 */
+                           "00 00 00 00 40 00 00 00"  /* assemble_ns 0x4000000000 */
+                           "05 00 00 00 00 00 00 00"  /* send_ns 5 */
+                           "06 00 00 00 00 00 00 00", /* credit_wait_ns 6 */
+                           want, sizeof want);
+    ck_assert_uint_eq(n, 56);
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode_stats(&m.stats, &b), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    ck_assert_str_eq(sl_wire_type_name(SL_WIRE_STATS), "STATS");
+    struct sl_wire_msg out;
+    struct sl_error err = {0};
+    for (int i = 0; i <= SL_WIRE_STAGES; i++) { /* each field at its limit passes, one past it does not */
+        uint64_t *f = i < SL_WIRE_STAGES ? &m.stats.stage_ns[i] : &m.stats.credit_wait_ns;
+        sample(SL_WIRE_STATS, &m);
+        *f = SL_WIRE_MAX_COUNT;
+        ck_assert_int_eq(sl_wire_encode_stats(&m.stats, &b), 0);
+        ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+        assert_same(&m, &out);
+        *f = SL_WIRE_MAX_COUNT + 1;
+        ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+        ck_assert_msg(strstr(err.msg, "exceeds 1152921504606846976") != NULL, "%s", err.msg);
+        *f = UINT64_MAX;
+        ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    }
+    /* the message names the field: decode_ns over the limit */
+    m.stats.stage_ns[SL_WIRE_STAGE_DECODE] = SL_WIRE_MAX_COUNT + 1;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATS header: decode_ns 1152921504606846977 exceeds 1152921504606846976");
+    ck_assert_uint_eq(SL_WIRE_HELLO_STATS, 4);
+    ck_assert_uint_eq(SL_WIRE_HELLO_STATS & (SL_WIRE_HELLO_SHM | SL_WIRE_HELLO_STATUS), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_piece_layout_pinned)
 {
     struct sl_wire_piece p;
@@ -620,7 +677,7 @@ START_TEST(test_fixed_sizes)
 {
     static const struct { unsigned type; size_t len; } sizes[] = {
         {SL_WIRE_CREDIT, 16}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
-        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48},
+        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48}, {SL_WIRE_STATS, 56},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         struct sl_buf b;
@@ -1008,6 +1065,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip_every_type);
     tcase_add_test(tc, test_round_trip_extremes);
     tcase_add_test(tc, test_hello_layout_pinned);
+    tcase_add_test(tc, test_stats_layout_pinned);
     tcase_add_test(tc, test_piece_layout_pinned);
     tcase_add_test(tc, test_status_layout_pinned);
     tcase_add_test(tc, test_shm_piece);
