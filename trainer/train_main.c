@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "sl_alloc.h"
 #include "sl_buf.h"
@@ -34,10 +35,12 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_http_metrics.h"
 #include "sl_json.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
+#include "sl_prom.h"
 #include "sl_thread.h"
 #include "train_ckpt.h"
 #include "train_client.h"
@@ -48,7 +51,6 @@
 #include "train_mirror.h"
 #include "train_ps.h"
 #include "train_rendezvous.h"
-#include <zmq.h>
 
 #define EXIT_USAGE 2
 #define MAX_FEEDERS 64
@@ -1873,6 +1875,54 @@ static int ps_setup(void *arg, const char *config, size_t len, const struct trai
     return 0;
 }
 
+/* A parameter server's /metrics (--metrics-listen). */
+struct ps_expose {
+    struct train_ps_live live;
+    struct sl_buf labels;
+};
+
+static void ps_family(struct sl_prom *p, const char *name, const char *type, const char *help, uint64_t v)
+{
+    sl_prom_family(p, name, type, help);
+    sl_prom_u64(p, name, NULL, v);
+}
+
+static int ps_write(void *ctx, struct sl_buf *out)
+{
+    struct ps_expose *e = ctx;
+    struct train_ps_live *l = &e->live;
+    struct sl_prom p = {.b = out, .labels = (const char *)e->labels.data};
+#define LOAD(x) atomic_load_explicit(&l->x, memory_order_relaxed)
+    ps_family(&p, "sluice_ps_pulls_total", "counter", "PULLs answered (a final pull asked again counts again).",
+              LOAD(pulls));
+    ps_family(&p, "sluice_ps_pushes_total", "counter", "Gradients applied (one per worker step).", LOAD(pushes));
+    ps_family(&p, "sluice_ps_global_step", "gauge", "Worker steps counted (server 0 counts; the others hold 0).",
+              LOAD(global_step));
+    ps_family(&p, "sluice_ps_elements", "gauge", "float32 elements this server holds (0 before the first pull).",
+              LOAD(elements));
+    ps_family(&p, "sluice_ps_workers_done", "gauge", "Workers done (final pull, BYE or lost).", LOAD(workers_done));
+    ps_family(&p, "sluice_ps_workers_lost", "gauge", "Workers silent past --ps-worker-timeout.", LOAD(lost));
+    ps_family(&p, "sluice_ps_bad_messages_total", "counter", "Malformed or refused messages.", LOAD(bad_messages));
+    /* staleness: other workers' pushes applied between a push's pull and
+     * it; integer buckets 0..15 and +Inf */
+    const char *h = "sluice_ps_push_staleness";
+    sl_prom_family(&p, h, "histogram", "Each push's staleness: pushes applied between its pull and it.");
+    uint64_t cum = 0;
+    char le[24];
+    for (int k = 0; k < TRAIN_PS_STALENESS_BUCKETS; k++) {
+        cum += LOAD(staleness_hist[k]);
+        if (k < TRAIN_PS_STALENESS_BUCKETS - 1)
+            snprintf(le, sizeof le, "le=\"%d\"", k);
+        else
+            snprintf(le, sizeof le, "le=\"+Inf\"");
+        sl_prom_u64(&p, "sluice_ps_push_staleness_bucket", le, cum);
+    }
+    sl_prom_u64(&p, "sluice_ps_push_staleness_sum", NULL, LOAD(staleness_sum));
+    sl_prom_u64(&p, "sluice_ps_push_staleness_count", NULL, cum);
+#undef LOAD
+    return p.rc;
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
@@ -1880,13 +1930,31 @@ static int serve_ps(struct trainer *t)
     struct ps_task pt = {.t = t};
     struct train_ps_server_stats st = {0};
     struct sl_error err = {0};
+    static struct ps_expose ex; /* zero: every figure 0 */
+    struct sl_http_metrics *http = NULL;
+    if (o->metrics_listen != NULL) {
+        char index[16];
+        snprintf(index, sizeof index, "%u", o->ps_task);
+        sl_buf_init(&ex.labels, 4096);
+        int lrc = o->job != NULL ? sl_prom_label(&ex.labels, "sluice_job", o->job) : 0;
+        if (lrc == 0)
+            lrc = sl_prom_label(&ex.labels, "ps", index);
+        struct sl_http_metrics_opts ho = {.listen = o->metrics_listen, .fn = ps_write, .ctx = &ex};
+        if (lrc != 0 || sl_http_metrics_start(&http, &ho, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "--metrics-listen: %s", lrc != 0 ? "the job's name does not fit a label" : err.msg);
+            sl_buf_free(&ex.labels);
+            return 1;
+        }
+        sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", o->metrics_listen, sl_http_metrics_port(http));
+    }
     char bind[SL_CLUSTER_MAX_ADDR];
     ps_bind_addr(t, bind, sizeof bind);
     void *ctx = zmq_ctx_new();
     struct train_ps_server_opts so = {.ctx = ctx, .listen = bind, .index = o->ps_task, .setup = ps_setup,
                                       .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
                                       .workers = o->workers,
-                                      .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag};
+                                      .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
+                                      .live = http != NULL ? &ex.live : NULL};
     if (!sl_endpoint_is_local(bind))
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
@@ -1930,6 +1998,10 @@ static int serve_ps(struct trainer *t)
     train_ps_model_free(&pt.pm);
     if (ctx != NULL)
         zmq_ctx_term(ctx);
+    if (http != NULL) {
+        sl_http_metrics_stop(http);
+        sl_buf_free(&ex.labels);
+    }
     return rc == 0 && w == 0 ? 0 : 1;
 }
 
@@ -1980,7 +2052,7 @@ int main(int argc, char **argv)
         status = 1;
         goto out_free_lists;
     }
-    if (t.is_ps) { /* no /metrics on a parameter server yet: its summary line says what it did */
+    if (t.is_ps) { /* its own /metrics (serve_ps) */
         status = serve_ps(&t);
         goto out_free_lists;
     }

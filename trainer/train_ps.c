@@ -347,6 +347,27 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
     (void)send_msg(sock, id, &r, NULL, 0);
 }
 
+/* The figures, for another thread (a /metrics endpoint). */
+static void publish(const struct server *sv, const struct train_ps_server_stats *st)
+{
+    struct train_ps_live *l = sv->o->live;
+    if (l == NULL)
+        return;
+    atomic_store_explicit(&l->pulls, st->pulls, memory_order_relaxed);
+    atomic_store_explicit(&l->pushes, st->pushes, memory_order_relaxed);
+    atomic_store_explicit(&l->global_step, st->global_step, memory_order_relaxed);
+    atomic_store_explicit(&l->staleness_sum, st->staleness_sum, memory_order_relaxed);
+    atomic_store_explicit(&l->bad_messages, st->bad_messages, memory_order_relaxed);
+    atomic_store_explicit(&l->elements, sv->n, memory_order_relaxed);
+    uint64_t lost = 0;
+    for (uint32_t w = 0; w < sv->o->workers; w++)
+        lost += sv->done[w] == 3;
+    atomic_store_explicit(&l->lost, lost, memory_order_relaxed);
+    atomic_store_explicit(&l->workers_done, sv->o->workers - sv->not_done, memory_order_relaxed);
+    for (int k = 0; k < TRAIN_PS_STALENESS_BUCKETS; k++)
+        atomic_store_explicit(&l->staleness_hist[k], st->staleness_hist[k], memory_order_relaxed);
+}
+
 /* Workers silent past the timeout are lost. */
 static void check_lost(struct server *sv, uint64_t now)
 {
@@ -400,8 +421,10 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             break;
         }
         check_lost(&sv, sl_clock_ns());
-        if (ready <= 0)
+        if (ready <= 0) {
+            publish(&sv, st);
             continue;
+        }
         /* [id] header [body]: at most 3 frames are read, the rest dropped */
         zmq_msg_t f[3];
         size_t nf = 0;
@@ -439,6 +462,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         }
         for (size_t k = 0; k < nf; k++)
             zmq_msg_close(&f[k]);
+        publish(&sv, st);
         if (rc != 0)
             break;
     }

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include <signal.h>
+#include <stdatomic.h>
 
 #include "sl_error.h"
 #include "train_model.h"
@@ -86,6 +87,7 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_HEADER 32
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
+#define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
 enum train_ps_type { TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR };
 
 /* What a server and its clients agree on: the model's variables and their
@@ -138,9 +140,8 @@ struct train_ps_server_opts {
     int worker_timeout_ms;  /* a worker not done and silent this long (since its last message, or since the
                                start for one never heard) is lost (0: never) */
     volatile sig_atomic_t *stop; /* nonzero: return SL_ECLOSED within 100 ms */
+    struct train_ps_live *live;  /* NULL, or where the figures are published as they change */
 };
-
-#define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
 
 struct train_ps_server_stats {
     uint64_t pulls, pushes, bad_messages, version, global_step;
@@ -148,6 +149,13 @@ struct train_ps_server_stats {
     uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
     uint32_t lost;                         /* workers lost */
     size_t elements;                       /* floats this server holds */
+};
+
+/* The server's figures as it goes, for a /metrics endpoint on another
+ * thread: the serving loop stores them (relaxed) after every message. */
+struct train_ps_live {
+    _Atomic uint64_t pulls, pushes, global_step, staleness_sum, bad_messages, lost, elements, workers_done;
+    _Atomic uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
 };
 
 /* Serve: bind, answer PULLs with the values, apply each PUSH on arrival

@@ -23,6 +23,7 @@ Usage: test_ps.py BUILD_DIR [--no-fmnist]     (prints "N passed, 0 failed")
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -303,6 +304,66 @@ def test_server_killed(job_path):
        (time.time() - t0))
 
 
+def scrape(port):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        text = r.read().decode()
+    vals = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, v = line.rsplit(" ", 1)
+            vals[name] = float(v)
+    return text, vals
+
+
+def test_ps_metrics(job_path):
+    """A server's /metrics while a worker trains: pulls, pushes, the global
+    step, the staleness histogram (one worker: all 0), then the worker killed
+    and the server's end naming it lost, its summary past what was scraped."""
+    sock = "ipc://%s/met-f.sock" % TMP
+    f = feeder(job_path, sock, "met-feeder", ["--set", "epochs=100000"])
+    eps = "ipc://%s/met-ps0.sock" % TMP
+    ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "1", "--job", "ps-it",
+                "--ps-worker-timeout", "2", "--metrics-listen", "127.0.0.1:0"] + SMALL_MODEL, "met-ps0")
+    t0 = time.time()
+    port = None
+    while port is None and time.time() - t0 < 30:
+        m = re.search(r"serving /metrics on \S+ \(port (\d+)\)", logtext("met-ps0"))
+        port = int(m.group(1)) if m else None
+        time.sleep(0.05)
+    if port is None:
+        fail("the server did not serve /metrics: %s" % logtext("met-ps0"))
+    _, before = scrape(port)
+    lab = '{sluice_job="ps-it",ps="0"}'
+    if before.get("sluice_ps_pushes_total" + lab) != 0 or before.get("sluice_ps_elements" + lab) != 0:
+        fail("before any worker: %r" % before)
+    w = start([TRAINER, "--connect", sock, "--job", "ps-it", "--devices", "cpu:1", "--mode", "ps", "--ps", eps] +
+              SMALL_MODEL, "met-w0")
+    time.sleep(1.5)
+    text, v = scrape(port)
+    pushes = v.get("sluice_ps_pushes_total" + lab, 0)
+    if pushes < 10 or v["sluice_ps_global_step" + lab] != pushes or v["sluice_ps_pulls_total" + lab] < pushes:
+        fail("mid-run: %r" % v)
+    le0 = 'sluice_ps_push_staleness_bucket{sluice_job="ps-it",ps="0",le="0"}'
+    inf = 'sluice_ps_push_staleness_bucket{sluice_job="ps-it",ps="0",le="+Inf"}'
+    if v[le0] != pushes or v[inf] != pushes or v["sluice_ps_push_staleness_sum" + lab] != 0:
+        fail("one worker's staleness must be 0 for every push: %r" % {k: x for k, x in v.items() if "stale" in k})
+    if v["sluice_ps_elements" + lab] != 12 * 16 + 16 + 16 * 3 + 3:
+        fail("elements %r" % v["sluice_ps_elements" + lab])
+    if "# TYPE sluice_ps_push_staleness histogram" not in text:
+        fail("the staleness is no histogram: %s" % text[:500])
+    w.kill()
+    w.wait()
+    rc, out = finish(ps, "met-ps0", 30)
+    s = summary(out)
+    if rc != 1 or s["lost_workers"] != 1 or s["pushes"] < pushes:
+        fail("after the worker's kill: exit %d, summary %r" % (rc, s))
+    f.kill()
+    f.wait()
+    ok("a server's /metrics mid-run: %d pushes = the global step, every push's staleness 0, %d elements; the worker "
+       "killed, the server exits 1 naming it lost" % (pushes, v["sluice_ps_elements" + lab]))
+
+
 def test_worker_lost(job_path):
     sock = "ipc://%s/lost-f.sock" % TMP
     f = feeder(job_path, sock, "lost-feeder")
@@ -400,6 +461,7 @@ def main():
     test_model_mismatch(job)
     test_server_killed(job)
     test_worker_lost(job)
+    test_ps_metrics(job)
     if "--no-fmnist" in sys.argv:
         ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: --no-fmnist (a sanitizer build)")
     elif os.path.isdir(FMNIST):
