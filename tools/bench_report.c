@@ -38,7 +38,10 @@ struct derived {
     double shm_share, r_copy_zmq; /* pieces read in shared memory; the copied share's ratio to raw ZeroMQ */
     int bottleneck;                                      /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
-    char limited_by[160];
+    char limited_by[192];
+    double wait_feeder_s[RUN_MAX_FEEDERS]; /* median over the runs */
+    int wait_feeder;                       /* the feeder with the most, -1: no wait attributed */
+    double wait_share;
     double r_curve_wire, r_curve_raw; /* CURVE / plaintext; < 0: not a CURVE result */
 };
 
@@ -127,6 +130,18 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
     x->r_wire_memcpy = c->memcpy_bps > 0 ? x->wire.median * 1e6 / c->memcpy_bps : -1;
 
     x->shm_share = shm_share(c);
+    double wall = 0;
+    x->wait_feeder = -1;
+    for (int j = 0; j < c->feeders && j < RUN_MAX_FEEDERS; j++) {
+        double v_[RUN_MAX_REPEAT];
+        for (int r = 0; r < c->nsamples; r++)
+            v_[r] = c->s[r].wait_feeder_s[j];
+        x->wait_feeder_s[j] = bench_median(v_, (size_t)c->nsamples);
+        wall += x->wait_feeder_s[j];
+        if (x->wait_feeder_s[j] > 0 && (x->wait_feeder < 0 || x->wait_feeder_s[j] > x->wait_feeder_s[x->wait_feeder]))
+            x->wait_feeder = j;
+    }
+    x->wait_share = c->feeders > 1 && x->wait_feeder >= 0 && wall > 0 ? x->wait_feeder_s[x->wait_feeder] / wall : 0;
     struct bench_verdict_in v = {
         .r_disk = x->r_disk,
         .r_inflate = x->r_inflate,
@@ -138,6 +153,8 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         .trains_model = strcmp(o->model, "none") != 0,
         .stall_pct = x->stall.median,
         .busy_stage = x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : NULL,
+        .wait_feeder = x->wait_feeder,
+        .wait_share = x->wait_share,
     };
     x->r_copy_zmq = bench_verdict_copy_zmq(&v);
     bench_verdict(&v, x->limited_by, sizeof x->limited_by);
@@ -334,6 +351,10 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         } else {
             fputs("null", f);
         }
+        fprintf(f, ",\"input_wait_by_feeder_s\":[");
+        for (int j = 0; j < cfg[k].feeders && j < RUN_MAX_FEEDERS; j++)
+            fprintf(f, "%s%.6f", j ? "," : "", x.wait_feeder_s[j]);
+        fprintf(f, "]");
         fprintf(f, ",\"bottleneck_stage\":");
         if (x.bottleneck >= 0)
             jstr(f, run_stage_names[x.bottleneck]);

@@ -533,6 +533,10 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
         bytes += num(sm, "bytes");
         pieces += num(sm, "pieces");
         s->shm_pieces += num(sm, "shm_pieces");
+        json_t *wf = json_object_get(sm, "input_wait_by_feeder_s"); /* the trainer's attribution */
+        for (size_t j = 0; json_is_array(wf) && j < json_array_size(wf) && j < (size_t)F && j < RUN_MAX_FEEDERS; j++)
+            if (json_is_number(json_array_get(wf, j)))
+                s->wait_feeder_s[j] += json_number_value(json_array_get(wf, j));
         stall += num(sm, "input_stall_pct") / o->workers;
         json_decref(root);
     }

@@ -62,6 +62,7 @@ struct run_sample {
     int have_stages;
     double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */
     double rss_mb[RUN_MAX_FEEDERS + RUN_MAX_WORKERS]; /* feeders first, then trainers */
+    double wait_feeder_s[RUN_MAX_FEEDERS]; /* the trainers' input wait by the feeder it waited for, summed */
 };
 
 struct run_config {

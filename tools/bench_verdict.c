@@ -10,7 +10,10 @@
  *  2. the CPU, when the processes kept >= 85% of all cores busy;
  *  3. the trainer, when it waited for input < 5% of the time: its model's
  *     compute, or with --model none its own receiving of pieces;
- *  4. else the feeders, named by their busiest stage (CPU seconds).
+ *  4. else the feeders, named by their busiest stage (CPU seconds), and,
+ *     with several feeders, the one the trainers waited for most with its
+ *     share of their input wait (the trainers' own attribution, their
+ *     summaries' input_wait_by_feeder_s).
  */
 #include "bench_verdict.h"
 
@@ -49,8 +52,13 @@ void bench_verdict(const struct bench_verdict_in *in, char *buf, size_t n)
         snprintf(buf, n, "trainer compute (input stall %.1f%%)", in->stall_pct);
     else if (in->stall_pct < STALL_LOW_PCT)
         snprintf(buf, n, "the trainer's receiving of pieces (--model none; input stall %.1f%%)", in->stall_pct);
-    else if (in->busy_stage)
-        snprintf(buf, n, "feeder stage %s (its busiest; input stall %.1f%%)", in->busy_stage, in->stall_pct);
-    else
-        snprintf(buf, n, "feeder (stage breakdown unavailable; input stall %.1f%%)", in->stall_pct);
+    else {
+        char who[64] = "";
+        if (in->wait_share > 0)
+            snprintf(who, sizeof who, "; feeder %d holds %.0f%% of the wait", in->wait_feeder, 100 * in->wait_share);
+        if (in->busy_stage)
+            snprintf(buf, n, "feeder stage %s (its busiest; input stall %.1f%%%s)", in->busy_stage, in->stall_pct, who);
+        else
+            snprintf(buf, n, "feeder (stage breakdown unavailable; input stall %.1f%%%s)", in->stall_pct, who);
+    }
 }

@@ -19,6 +19,8 @@ struct bench_verdict_in {
     int trains_model;        /* the trainers trained a model (not --model none) */
     double stall_pct;        /* the trainers' input stall, % */
     const char *busy_stage;  /* the feeders' busiest stage; NULL: no stage breakdown */
+    int wait_feeder;         /* the feeder the trainers waited for most (their attribution) */
+    double wait_share;       /* its share of their input wait, 0..1; <= 0: unknown (or one feeder) */
 };
 
 /* The share of raw ZeroMQ's rate the pieces sent by copy used: r_wire_zmq x

@@ -89,10 +89,19 @@ for c in doc["configs"]:
     elif stall < 5:
         want = ("trainer compute (input stall %.1f%%)" if doc["model"] != "none" else
                 "the trainer's receiving of pieces (--model none; input stall %.1f%%)") % stall
-    elif stage:
-        want = "feeder stage %s (its busiest; input stall %.1f%%)" % (stage, stall)
     else:
-        want = "feeder (stage breakdown unavailable; input stall %.1f%%)" % stall
+        # several feeders: the one the trainers waited for most (their own
+        # attribution, medians over the runs) and its share of the wait
+        wf = c["input_wait_by_feeder_s"]
+        assert len(wf) == c["feeders"], c
+        who = ""
+        if len(wf) > 1 and sum(wf) > 0:
+            j = max(range(len(wf)), key=lambda k: (wf[k], -k))
+            who = "; feeder %d holds %.0f%% of the wait" % (j, 100 * wf[j] / sum(wf))
+        if stage:
+            want = "feeder stage %s (its busiest; input stall %.1f%%%s)" % (stage, stall, who)
+        else:
+            want = "feeder (stage breakdown unavailable; input stall %.1f%%%s)" % (stall, who)
     # the JSON rounds the medians the C verdict printed (57.849... shows as
     # 57.85): the words must match, each number to its last printed digit
     num = r"\d+(?:\.\d+)?"

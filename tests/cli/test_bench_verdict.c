@@ -85,6 +85,30 @@ START_TEST(test_copy_share)
 }
 END_TEST
 
+/* Several feeders: the one the trainers waited for most, by their own
+ * attribution, and its share of the wait follow the stage; none with a
+ * share of 0 (one feeder, or no wait attributed). */
+START_TEST(test_waited_feeder)
+{
+    struct bench_verdict_in in = {.r_disk = 0.1, .r_inflate = -1, .r_wire_zmq = 0.2, .r_wire_memcpy = 0.01,
+                                  .cpu_util = 0.4, .ncpu = 2, .stall_pct = 40, .busy_stage = "decode",
+                                  .wait_feeder = 1, .wait_share = 0.625};
+    char got[192];
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "feeder stage decode (its busiest; input stall 40.0%; feeder 1 holds 62% of the wait)");
+    in.busy_stage = NULL;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "feeder (stage breakdown unavailable; input stall 40.0%; feeder 1 holds 62% of the wait)");
+    in.wait_share = 0;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "feeder (stage breakdown unavailable; input stall 40.0%)");
+    in.wait_share = 0.9; /* the trainer's own bound names no feeder */
+    in.stall_pct = 2;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "the trainer's receiving of pieces (--model none; input stall 2.0%)");
+}
+END_TEST
+
 START_TEST(test_truncates)
 {
     struct bench_verdict_in in = input_of(&cases[1]); /* raw ZeroMQ (0.92x of it) */
@@ -102,6 +126,7 @@ Suite *sl_test_suite(void)
     tcase_add_loop_test(tc, test_verdicts, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_copy_share);
     tcase_add_test(tc, test_truncates);
+    tcase_add_test(tc, test_waited_feeder);
     suite_add_tcase(s, tc);
     return s;
 }
