@@ -37,6 +37,10 @@ struct train_expose {
     struct train_client *const *cl;   /* read by on_step only (the main thread's) */
     _Atomic uint64_t fw_ns[TRAIN_CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
     _Atomic size_t nfeeders;
+    /* the input's bound between two scrapes: the feeder waited for most
+     * since the previous one and its busiest stage (its STATS); -1: none */
+    _Atomic int bound_wanted, bound_feeder, bound_stage;
+    uint64_t bound_mark[TRAIN_CLIENT_MAX_FEEDERS]; /* on_step's: the wait by feeder at the last evaluation */
     struct sl_buf labels;
     struct sl_hist step, wait;
     _Atomic int hash_wanted;  /* set by a scrape, taken by on_step */
@@ -66,6 +70,25 @@ static void on_step(void *ctx, uint64_t steps)
         for (size_t j = 0; j < F && j < TRAIN_CLIENT_MAX_FEEDERS; j++)
             atomic_store_explicit(&e->fw_ns[j], (uint64_t)(w[j] * 1e9 + 0.5), memory_order_relaxed);
         atomic_store_explicit(&e->nfeeders, F, memory_order_release);
+        if (atomic_exchange_explicit(&e->bound_wanted, 0, memory_order_relaxed)) {
+            int worst = -1;
+            uint64_t most = 0;
+            for (size_t j = 0; j < F && j < TRAIN_CLIENT_MAX_FEEDERS; j++) {
+                uint64_t now_ns = (uint64_t)(w[j] * 1e9 + 0.5);
+                uint64_t d = now_ns > e->bound_mark[j] ? now_ns - e->bound_mark[j] : 0;
+                e->bound_mark[j] = now_ns;
+                if (d > most) {
+                    most = d;
+                    worst = (int)j;
+                }
+            }
+            uint64_t ns[SL_WIRE_STAGES];
+            int stage = -1;
+            if (worst >= 0 && train_client_feeder_stages(*e->cl, (size_t)worst, ns, &stage) != 0)
+                stage = -1;
+            atomic_store_explicit(&e->bound_stage, stage, memory_order_relaxed);
+            atomic_store_explicit(&e->bound_feeder, worst, memory_order_relaxed);
+        }
     }
     if (*e->loop != NULL && atomic_exchange_explicit(&e->hash_wanted, 0, memory_order_relaxed)) {
         atomic_store_explicit(&e->hash, train_loop_weights_hash(*e->loop), memory_order_relaxed);
@@ -114,6 +137,17 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
             snprintf(label, sizeof label, "feeder=\"%zu\"", j);
             sl_prom_seconds(&p, name, label, atomic_load_explicit(&e->fw_ns[j], memory_order_relaxed));
         }
+    }
+    atomic_store_explicit(&e->bound_wanted, 1, memory_order_relaxed);
+    int bf = atomic_load_explicit(&e->bound_feeder, memory_order_relaxed);
+    if (bf >= 0) {
+        char label[64];
+        int st = atomic_load_explicit(&e->bound_stage, memory_order_relaxed);
+        snprintf(label, sizeof label, "feeder=\"%d\",stage=\"%s\"", bf, st >= 0 ? train_client_stage_name(st) : "");
+        sl_prom_family(&p, "sluice_trainer_input_bound_info", "gauge",
+                       "Between the two scrapes before this one: the feeder the input waited for most, and its busiest "
+                       "stage lately (from its STATS; \"\" before two); always 1, absent when nothing was waited for.");
+        sl_prom_u64(&p, "sluice_trainer_input_bound_info", label, 1);
     }
     struct sl_hist_snap h;
     sl_hist_snapshot(&e->step, &h);
@@ -173,6 +207,9 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     sl_hist_init(&e->wait, sl_hist_step_bounds_ns, sl_hist_step_nbounds);
     atomic_init(&e->hash_wanted, 1);
     atomic_init(&e->have_hash, 0);
+    atomic_init(&e->bound_wanted, 1);
+    atomic_init(&e->bound_feeder, -1);
+    atomic_init(&e->bound_stage, -1);
     atomic_init(&e->hash, 0);
     sl_buf_init(&e->labels, 4096);
     char index[16];

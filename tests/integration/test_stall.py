@@ -48,6 +48,12 @@ def ok(name):
     print("ok %d - %s" % (PASSED, name))
 
 
+def scrape(port):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        return r.read().decode()
+
+
 def main():
     data = os.path.join(TMP, "data")
     subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "480", "--shards", "4", "--seed", "5",
@@ -73,7 +79,7 @@ def main():
     tr = subprocess.Popen([TRAINER, "--connect", ",".join(socks), "--job", "stall-it", "--devices", "cpu:2",
                            "--model", "softmax", "--classes", "3", "--lr", "0.01",
                            "--metrics", metrics, "--log-every", "2000", "--timeout-ms", "10000",
-                           "--takeover-s", "5"],
+                           "--takeover-s", "5", "--metrics-listen", "127.0.0.1:0"],
                           stdout=subprocess.PIPE, stderr=open(tlog, "w"), text=True)
     PROCS.append(tr)
     # the stream is flowing once the metrics file has lines
@@ -83,10 +89,17 @@ def main():
             fail("the trainer ended early: %s" % open(tlog).read()[-2000:])
         time.sleep(0.05)
     time.sleep(1.0)  # several STATS (every 100 ms) before the pause
+    port = int(re.search(r"serving /metrics on \S+ \(port (\d+)\)", open(tlog).read()).group(1))
+    scrape(port)  # the next step marks where the bound is measured from
+    time.sleep(0.2)
     feeders[1].send_signal(signal.SIGSTOP)
-    time.sleep(1.5)
-    feeders[1].send_signal(signal.SIGCONT)
+    time.sleep(0.5)
+    scrape(port)  # asks for the bound again: evaluated at the first step after the pause
     time.sleep(1.0)
+    feeders[1].send_signal(signal.SIGCONT)
+    time.sleep(0.5)
+    after = scrape(port)
+    time.sleep(0.5)
     tr.send_signal(signal.SIGINT)
     out, _ = tr.communicate(timeout=30)
     for f in feeders:
@@ -118,6 +131,15 @@ def main():
     ok("--metrics: the step that waited %.3f s names feeder 1 (its busiest stage before the pause: %s); %d steps "
        "without a wait name none; every line's parts add up" % (worst["input_wait_s"], worst["input_bound_stage"],
                                                                 len(still)))
+    m = re.search(r'^sluice_trainer_input_bound_info\{[^}]*feeder="(\d+)",stage="(\w*)"\} 1$', after, re.M)
+    if m is None or m.group(1) != "1" or m.group(2) not in STAGES:
+        fail("/metrics after the pause: the input's bound is not feeder 1 with a stage: %s" %
+             "\n".join(l for l in after.splitlines() if "bound" in l or "by_feeder" in l))
+    w1 = re.search(r'^sluice_trainer_input_wait_by_feeder_seconds_total\{[^}]*feeder="1"\} (\S+)$', after, re.M)
+    if w1 is None or float(w1.group(1)) < 1.0:
+        fail("/metrics after the pause: feeder 1's wait %r" % (w1.group(1) if w1 else None))
+    ok("/metrics after the pause: sluice_trainer_input_bound_info names feeder 1 (stage %s), its wait %.2f s" %
+       (m.group(2), float(w1.group(1))))
     log = open(tlog).read()
     found = re.findall(r"\(waiting for feeder 0 (\d+)%, 1 (\d+)%(?:; its busiest stage: (\w+))?\)", log)
     shares = [(int(a), int(b)) for a, b, _ in found]
