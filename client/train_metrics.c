@@ -20,6 +20,7 @@ const struct sl_metric_def train_metric_defs[TRAIN_M_COUNT] = {
     [TRAIN_M_TRAINED] = {"trained_steps", SL_METRIC_COUNTER, "steps trained"},
     [TRAIN_M_RUN_NS] = {"step_run_s", SL_METRIC_NS, "time running trained steps"},
     [TRAIN_M_LOSS] = {"loss", SL_METRIC_REAL, "the last trained step's loss"},
+    [TRAIN_M_ALLREDUCE_NS] = {"allreduce_s", SL_METRIC_NS, "replica 0's time in all-reduces"},
     [TRAIN_M_ACCURACY] = {"accuracy", SL_METRIC_REAL, "the last trained step's accuracy"},
 };
 

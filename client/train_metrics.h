@@ -29,6 +29,7 @@ enum train_metric {
     TRAIN_M_RUN_NS,     /* time running trained steps (compute and all-reduce) */
     TRAIN_M_LOSS,       /* real: the last trained step's loss */
     TRAIN_M_ACCURACY,   /* real: the last trained step's accuracy */
+    TRAIN_M_ALLREDUCE_NS, /* replica 0's time in all-reduces (host and device; within TRAIN_M_RUN_NS) */
     TRAIN_M_COUNT
 };
 

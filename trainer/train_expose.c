@@ -6,8 +6,8 @@
  * sets on every target itself). The input wait by feeder (the feeder whose
  * piece ended each wait, train_client_wait_by_feeder) is copied from the
  * client at each step received (on_step, the client's thread) into atomics
- * the scrape reads: a step behind at most. All-reduce time is inside step_run (the
- * strategy does not time it apart).
+ * the scrape reads: a step behind at most. All-reduce time is replica 0's, timed
+ * by the strategy (TRAIN_M_ALLREDUCE_NS).
  *
  * Threads: on_step runs on the main loop's thread (it alone counts steps)
  * and owns the `last_*` marks; the server's thread reads the histograms,
@@ -161,6 +161,9 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
             v[TRAIN_M_H2D_NS]);
     seconds(&p, "sluice_trainer_step_run_seconds_total", "Time running trained steps (compute and all-reduce).",
             v[TRAIN_M_RUN_NS]);
+    seconds(&p, "sluice_trainer_allreduce_seconds_total",
+            "Replica 0's time in all-reduces, host and device (waiting for the other replicas and workers "
+            "included; a part of step_run).", v[TRAIN_M_ALLREDUCE_NS]);
     counter(&p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", v[TRAIN_M_REJOINS]);
     counter(&p, "sluice_trainer_feeder_takeovers_total", "Lost feeders' shares taken over by surviving feeders.",
             v[TRAIN_M_TAKEOVERS]);

@@ -163,7 +163,10 @@ static int barrier(struct train_strategy *s, struct sl_error *err)
 /* The sum over every replica of every worker, the same bits everywhere. */
 static int sum_all(struct train_replica *rep, float *buf, size_t n, struct sl_error *err)
 {
+    uint64_t t0 = rep->id == 0 && rep->s->metrics != NULL ? sl_clock_ns() : 0;
     int rc = train_coll_all_reduce(rep->coll, buf, n, err);
+    if (t0 != 0) /* replica 0's view: waiting for the others included */
+        sl_metrics_add(rep->s->metrics, TRAIN_M_ALLREDUCE_NS, sl_clock_ns() - t0);
     return rc != 0 ? replica_fail(rep, rc, err) : 0;
 }
 
@@ -173,7 +176,10 @@ int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_
     if (c == NULL)
         return replica_fail(rep, sl_error_set(err, SL_EINVAL, "all_reduce_device: the strategy's '%s' devices have "
                                               "no group (device_group)", rep->s->backend->kind), err);
+    uint64_t t0 = rep->id == 0 && rep->s->metrics != NULL ? sl_clock_ns() : 0;
     int rc = train_coll_all_reduce(c, buf, n, err);
+    if (t0 != 0)
+        sl_metrics_add(rep->s->metrics, TRAIN_M_ALLREDUCE_NS, sl_clock_ns() - t0);
     return rc != 0 ? replica_fail(rep, rc, err) : 0;
 }
 
