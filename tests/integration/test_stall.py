@@ -5,8 +5,8 @@ Two feeders serve one long job to one trainer (a softmax model: --metrics
 lines are per trained step). Feeder 1 is
 stopped (SIGSTOP) for 1.5 s mid-run, under the takeover delay, then let go
 (SIGCONT); the trainer is stopped with SIGINT a little later. Its summary's
-input_wait_by_feeder_s must put the pause on feeder 1 (at least 1.0 s, and
-at least 5x feeder 0's), the parts must add up to the summary's wait_s (to
+input_wait_by_feeder_s must put the pause on feeder 1 (at least 1.3 s, and
+at least twice feeder 0's), the parts must add up to the summary's wait_s (to
 the wait at the stream's end, here none), the --metrics lines must name
 feeder 1 as the bound of the steps that waited longest, and the log line
 must give the shares.
@@ -109,7 +109,9 @@ def main():
         fail("the trainer exited %d after SIGINT (expected 130): %s" % (tr.returncode, open(tlog).read()[-2000:]))
     s = json.loads(out.strip().splitlines()[-1])["summary"]
     w = s["input_wait_by_feeder_s"]
-    if len(w) != 2 or w[1] < 1.0 or w[1] < 5 * w[0]:
+    # the pause is 1.5 s: nearly all of it on feeder 1; feeder 0 gets the
+    # ordinary waits, larger in a sanitizer build (0.31 s under TSan)
+    if len(w) != 2 or w[1] < 1.3 or w[1] < 2 * w[0]:
         fail("wait by feeder %r: the 1.5 s pause of feeder 1 is not on feeder 1 (summary %r)" % (w, s))
     if abs(sum(w) - s["wait_s"]) > 0.01 + 0.01 * s["wait_s"]:
         fail("the feeders' waits add up to %.4f s, the trainer waited %.4f s" % (sum(w), s["wait_s"]))
