@@ -147,8 +147,8 @@ def main():
     shares = [(int(a), int(b)) for a, b, _ in found]
     if any(st not in STAGES for _, _, st in found):
         fail("a log line names a stage that is none: %r" % found)
-    if not shares or any(abs(a + b - 100) > 1 for a, b in shares) or max(b for _, b in shares) < 90:
-        fail("the log lines' shares by feeder %r: none with feeder 1 at 90%% or more: %s" % (shares, log[-1500:]))
+    if not shares or any(abs(a + b - 100) > 1 for a, b in shares) or max(b for _, b in shares) < 75:
+        fail("the log lines' shares by feeder %r: none with feeder 1 at 75%% or more: %s" % (shares, log[-1500:]))
     ok("the log lines give the input stall's shares by feeder: %r" % shares)
     print("%d passed, 0 failed" % PASSED)
     shutil.rmtree(TMP, ignore_errors=True)
