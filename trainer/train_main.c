@@ -1453,7 +1453,8 @@ static double h2d_rate(const struct train_counters *now, const struct train_coun
 
 /* The input wait by feeder since *then (updated to now) as JSON
  * ",\"input_wait_by_feeder_s\":[...],\"input_bound_feeder\":J" (J: the
- * feeder that caused most of it, -1 when nothing was waited for). */
+ * feeder that caused most of it, -1 when no feeder was waited for 1 us or
+ * more). */
 static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t cap)
 {
     double now[MAX_FEEDERS];
@@ -1464,7 +1465,7 @@ static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t ca
     for (size_t j = 0; j < F && at < cap; j++) {
         double d = now[j] - then[j];
         then[j] = now[j];
-        if (d > most) {
+        if (d > most && d >= 1e-6) { /* a wait under 1 us (the line shows 6 decimals) names nobody */
             most = d;
             worst = (int)j;
         }
