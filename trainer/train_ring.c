@@ -820,7 +820,9 @@ void train_ring_close(struct train_ring *r)
 {
     if (!r)
         return;
-    if (r->push && r->fail.code) {
+    /* a broken ring, or one a signal stopped (its peers learn of it by their
+     * own failure detection): what is still queued is not waited for long */
+    if (r->push && (r->fail.code || (r->stop != NULL && *r->stop))) {
         int linger = r->timeout_ms < BROKEN_LINGER_MS ? r->timeout_ms : BROKEN_LINGER_MS;
         zmq_setsockopt(r->push, ZMQ_LINGER, &linger, sizeof linger);
     }
