@@ -484,7 +484,13 @@ def main():
     feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--report-s", "1", "--timeout-ms", "60000"))
     time.sleep(0.2)
     slow, slow_trace = start_trainer(conns, job, 0, 2, 1, tag, extra=("--credits", "2"))
-    time.sleep(0.3)
+    # stopped as soon as its first pieces are in its trace: a fixed sleep let
+    # a fast machine take all 9000 pieces before the stop (0.26 s)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and slow.poll() is None:
+        if os.path.exists(slow_trace) and os.path.getsize(slow_trace) > 0:
+            break
+        time.sleep(0.001)
     slow.send_signal(signal.SIGSTOP)
     time.sleep(0.05)
     ref = reference(job, [len(x) for x in ids], 2, 1)
