@@ -334,7 +334,8 @@ static int on_evaluator(struct server *sv, void *sock, zmq_msg_t *id, const stru
         return 0;
     }
     if (h->type == TRAIN_PS_BYE && nf == 2) {
-        sv->eval = TRAIN_PS_EVAL_BYE;
+        if (sv->eval != TRAIN_PS_EVAL_NONE) /* an evaluator never let in (another model) has not come */
+            sv->eval = TRAIN_PS_EVAL_BYE;
         return 0;
     }
     if (h->type != TRAIN_PS_PULL) {
