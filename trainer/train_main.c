@@ -920,11 +920,17 @@ static int configure_evaluator(struct trainer *t)
                            "--eval-job NAME)");
     if (o->eval_job == NULL && o->job == NULL)
         return usage_error("the evaluator needs the evaluation job's name: --eval-job NAME (or --job)");
-    const char *const names[] = {"connect", "ring", "peers", "checkpoint", "restore"};
-    const char *const given[] = {o->connect, o->ring, o->peers, o->checkpoint, o->restore};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (given[i] != NULL)
+    const char *const names[] = {"connect", "ring", "peers", "checkpoint", "restore",
+                                 "trace", "metrics", "save-weights", "metrics-listen"};
+    const char *const given[] = {o->connect, o->ring, o->peers, o->checkpoint, o->restore,
+                                 o->trace, o->metrics, o->save_weights, o->metrics_listen};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (given[i] != NULL && i < 5)
             return usage_error("the evaluator trains nothing and meets no worker: drop --%s", names[i]);
+        if (given[i] != NULL)
+            return usage_error("the evaluator writes its summary and --predictions, nothing else: drop --%s "
+                               "(the workers write the training's files)", names[i]);
+    }
     if (o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0)
         return usage_error("the evaluator runs on CPU replicas (got --devices with GPUs)");
     uint32_t dev_replicas = (uint32_t)o->devspec.count;
@@ -967,8 +973,6 @@ static int configure(struct trainer *t, int argc, char **argv)
     t->ps_evaluator = o->ps_evaluator;
     if (t->is_ps && t->is_evaluator)
         return usage_error("a task is a parameter server (--ps-task) or the evaluator (--evaluator), not both");
-    if (o->ps_evaluator && !t->is_ps)
-        return usage_error("--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator");
     rc = read_cluster(t, worker_set, &from_peers, &err);
     if (env_spec != NULL) { /* read; o->cluster is not used again */
         sl_free(env_spec);
@@ -976,6 +980,8 @@ static int configure(struct trainer *t, int argc, char **argv)
     }
     if (rc != 0)
         return usage_error("%s", err.msg);
+    if (o->ps_evaluator && !t->is_ps)
+        return usage_error("--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator");
     if (o->ps != NULL &&
         sl_cluster_list_split(&t->ps_eps, o->ps, TRAIN_PS_MAX_SERVERS, SL_CLUSTER_BARE_TCP, "--ps", &err) != 0)
         return usage_error("%s", err.msg);

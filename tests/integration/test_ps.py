@@ -598,6 +598,12 @@ def test_usage():
           "--checkpoint", TMP], "the evaluator trains nothing and meets no worker: drop --checkpoint"),
         (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
           "--devices", "cpu:2", "--replicas", "3"], "--replicas 3 disagrees with --devices (2 replicas)"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--save-weights", TMP + "/w.npy"],
+         "the evaluator writes its summary and --predictions, nothing else: drop --save-weights"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--metrics-listen", "127.0.0.1:0"],
+         "the evaluator writes its summary and --predictions, nothing else: drop --metrics-listen"),
     ]
     for args, want in cases:
         p = subprocess.run([TRAINER] + args, capture_output=True, text=True, timeout=30)
@@ -615,12 +621,15 @@ def test_usage():
                          "task": {"type": "evaluator", "index": 0}},
                         "cluster spec: 'cluster.evaluator' holds 2 tasks, at most 1"),
                        ({"cluster": {"worker": ["a:1"], "ps": [ipc]}, "task": {"type": "evaluator", "index": 0}},
-                        "the evaluator evaluates on its own evaluation feeders: give --eval-connect ADDRS")):
-        p = subprocess.run([TRAINER, "--mode", "ps", "--model", "mlp"], capture_output=True, text=True,
+                        "the evaluator evaluates on its own evaluation feeders: give --eval-connect ADDRS"),
+                       ({"cluster": {"worker": ["a:1"], "ps": [ipc]}, "task": {"type": "worker", "index": 0}},
+                        "--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator")):
+        extra = ["--ps-evaluator"] if spec["task"]["type"] == "worker" else []
+        p = subprocess.run([TRAINER, "--mode", "ps", "--model", "mlp"] + extra, capture_output=True, text=True,
                            env=dict(os.environ, TF_CONFIG=json.dumps(spec)), timeout=30)
         if p.returncode != 2 or want not in p.stderr:
             fail("TF_CONFIG %r: exit %d, %r (wanted %r)" % (spec, p.returncode, p.stderr, want))
-    ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 4))
+    ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 5))
 
 
 def main():
