@@ -115,8 +115,8 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
     }
     size_t nchief, nworker;
     if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 || (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
-        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0 ||
-        (rc = list_len(cluster, "evaluator", &c->nevaluators, err)) != 0)
+        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0
+        || (rc = list_len(cluster, "evaluator", &c->nevaluators, err)) != 0)
         goto out;
     if (c->nevaluators > 1) {
         rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.evaluator' holds %zu tasks, at most 1",

@@ -2084,7 +2084,8 @@ static int serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64 ",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64
+                          ",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
                           st.lost, st.bad_messages, ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);

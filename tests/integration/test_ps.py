@@ -4,9 +4,10 @@
 - One worker with synchronous pulls trains exactly as mirrored training
   does: the same weights, bit for bit (--save-weights files equal byte for
   byte, the same per-step losses), with one server and with two.
-- 2 parameter servers x 2 workers x 2 CPU replicas, started from one
-  TF_CONFIG cluster with only the task changed, train the main job's MLP
-  on Fashion-MNIST to >= 0.85 test accuracy; the servers hold disjoint
+- 2 parameter servers x 2 workers x 2 CPU replicas and the evaluator,
+  started from one TF_CONFIG cluster with only the task changed, train the
+  main job's MLP on Fashion-MNIST to >= 0.85 test accuracy (the
+  evaluator's, equal to the workers' shares' row-weighted mean); the servers hold disjoint
   variable sets covering the model; the global step equals the workers'
   steps; both workers end with the same weights.
 - A parameter server killed mid-run: every worker fails within its
@@ -221,27 +222,31 @@ def test_cluster_fmnist(train_json, test_json):
     if not os.path.isdir(FMNIST):
         ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: %s not installed" % FMNIST)
         return
-    fsock, esock = "ipc://%s/fm-f.sock" % TMP, "ipc://%s/fm-e.sock" % TMP
-    feeders = [feeder(train_json, fsock, "fm-feeder"), feeder(test_json, esock, "fm-efeeder")]
+    fsock, esock, vsock = ("ipc://%s/fm-%s.sock" % (TMP, k) for k in ("f", "e", "v"))
+    feeders = [feeder(train_json, fsock, "fm-feeder"), feeder(test_json, esock, "fm-efeeder"),
+               feeder(test_json, vsock, "fm-vfeeder")]
     ports = free_ports(2)
     cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:%d" % p for p in ports],
-               "feeder": [fsock]}
-    # one command line for every task: only TF_CONFIG's task differs
+               "feeder": [fsock], "evaluator": ["127.0.0.1:3"]}
+    # one command line for every task: only TF_CONFIG's task differs (and
+    # the evaluation feeder: the workers share one, the evaluator has its own)
     # the main job's MLP; its learning rate divided by the workers, as
     # asynchronous updates need (each push is a step of its own: at 0.05
     # two workers' pushes can throw the ReLUs off in the first epoch)
     cmd = [TRAINER, "--job", "fmnist-train", "--mode", "ps", "--model", "mlp", "--hidden", "256,128", "--lr",
-           "0.025", "--momentum", "0.9", "--devices", "cpu:2", "--eval-connect", esock, "--eval-job", "fmnist-test"]
+           "0.025", "--momentum", "0.9", "--devices", "cpu:2", "--eval-job", "fmnist-test"]
     procs = {}
-    for kind, n in (("ps", 2), ("worker", 2)):
+    # and the evaluator (train_and_evaluate's) on its own evaluation feeder
+    for kind, n in (("ps", 2), ("worker", 2), ("evaluator", 1)):
         for i in range(n):
             env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": i}}))
             tag = "fm-%s%d" % (kind, i)
-            extra = ["--metrics", os.path.join(TMP, tag + ".jsonl")] if kind == "worker" else []
+            extra = {"ps": [], "evaluator": ["--eval-connect", vsock],
+                     "worker": ["--eval-connect", esock, "--metrics", os.path.join(TMP, tag + ".jsonl")]}[kind]
             procs[tag] = start(cmd + extra, tag, env)
     outs = {}
     t0 = time.time()
-    for tag in ("fm-worker0", "fm-worker1", "fm-ps0", "fm-ps1"):
+    for tag in ("fm-worker0", "fm-worker1", "fm-evaluator0", "fm-ps0", "fm-ps1"):
         rc, out = finish(procs[tag], tag, 600)
         if rc != 0:
             fail("%s exited %d: %s" % (tag, rc, logtext(tag)[-3000:]))
@@ -256,6 +261,12 @@ def test_cluster_fmnist(train_json, test_json):
         fail("evaluated %d test elements, expected 10000" % rows)
     if acc < 0.85:
         fail("test accuracy %.4f < 0.85" % acc)
+    ev = outs["fm-evaluator0"]
+    correct = sum(round(w["test_accuracy"] * w["test_rows"]) for w in (w0, w1))
+    if ev["test_rows"] != 10000 or ev["test_correct"] != correct or abs(ev["test_accuracy"] - acc) > 1e-5 or \
+            ev["weights_hash"] != w0["weights_hash"] or p0["evaluator"] != "served" or p1["evaluator"] != "served":
+        fail("the evaluator: %r; the workers' shares: %d correct of %d, accuracy %.5f, weights %s; servers %s %s" %
+             (ev, correct, rows, acc, w0["weights_hash"], p0["evaluator"], p1["evaluator"]))
     if w0["weights_hash"] != w1["weights_hash"]:
         fail("the workers end with different weights: %s %s" % (w0["weights_hash"], w1["weights_hash"]))
     steps = w0["steps"] + w1["steps"]
@@ -280,8 +291,9 @@ def test_cluster_fmnist(train_json, test_json):
         lines = [json.loads(l) for l in f]
     if len(lines) != w0["steps"] or any(k not in lines[0] for k in ("staleness", "pull_s", "push_s", "global_step")):
         fail("--metrics lines in ps mode: %d for %d steps, first %r" % (len(lines), w0["steps"], lines[:1]))
-    ok("2 ps x 2 workers x 2 replicas from one TF_CONFIG command line: test accuracy %.4f, %d worker steps = the "
-       "global step, variables %s | %s, staleness mean %.2f (histogram %s), %.0f s" %
+    ok("2 ps x 2 workers x 2 replicas and the evaluator from one TF_CONFIG command line: test accuracy %.4f (the "
+       "evaluator's, the workers' shares' row-weighted mean), %d worker steps = the global step, variables %s | %s, "
+       "staleness mean %.2f (histogram %s), %.0f s" %
        (acc, steps, sorted(v0), sorted(v1), (p0["staleness_mean"] + p1["staleness_mean"]) / 2, hist[:4], wall))
 
 
@@ -491,7 +503,8 @@ def test_evaluator(job_path, test_path, by_flags):
              (tag, ev["test_rows"], ev["test_correct"], w0["test_rows"], w1["test_rows"], shares))
     mean = (w0["test_accuracy"] * w0["test_rows"] + w1["test_accuracy"] * w1["test_rows"]) / 200
     if abs(ev["test_accuracy"] - mean) > 1e-5 or ev["test_accuracy"] != round(sum(shares) / 200.0, 5):
-        fail("%s: the evaluator's accuracy %.5f, the workers' row-weighted mean %.6f" % (tag, ev["test_accuracy"], mean))
+        fail("%s: the evaluator's accuracy %.5f, the workers' row-weighted mean %.6f" %
+             (tag, ev["test_accuracy"], mean))
     if not (ev["weights_hash"] == w0["weights_hash"] == w1["weights_hash"]):
         fail("%s: weights: evaluator %s, workers %s %s" % (tag, ev["weights_hash"], w0["weights_hash"],
                                                           w1["weights_hash"]))
