@@ -115,8 +115,14 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
     }
     size_t nchief, nworker;
     if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 || (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
-        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0)
+        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0
+        || (rc = list_len(cluster, "evaluator", &c->nevaluators, err)) != 0)
         goto out;
+    if (c->nevaluators > 1) {
+        rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.evaluator' holds %zu tasks, at most 1",
+                          c->nevaluators);
+        goto out;
+    }
     if (nchief > 1) {
         rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.chief' holds %zu tasks, at most 1", nchief);
         goto out;
@@ -138,6 +144,8 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
         snprintf(c->task_type, sizeof c->task_type, "%s", json_string_value(type));
         json_t *list = json_object_get(cluster, c->task_type);
         size_t n = json_is_array(list) ? json_array_size(list) : 0;
+        if (strcmp(c->task_type, "evaluator") == 0) /* not in the training cluster: it may be unlisted */
+            n = 1;
         if ((size_t)json_integer_value(index) >= n) {
             rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'task.index' %lld is out of range for the %zu '%s' tasks",
                               (long long)json_integer_value(index), n, c->task_type);

@@ -10,8 +10,11 @@
  * job, in feeder index order (a trainer connects to all of them; feeder j
  * binds its own entry). "ps" lists the parameter servers
  * (ParameterServerStrategy; a bare host:port becomes tcp://host:port) and a
- * task of type "ps" is parameter server `index`. Other job types
- * ("evaluator") are accepted and ignored here.
+ * task of type "ps" is parameter server `index`. A task of type
+ * "evaluator" (train_and_evaluate's evaluator) has index 0 and need not be
+ * listed, as in TensorFlow, where it is not part of the training cluster;
+ * an "evaluator" list holds at most one task (its address is not used).
+ * Other job types are accepted and ignored here.
  *
  * A spec may also name the CURVE key files of the process reading it
  * (issue #16; docs/security.md): paths, never keys:
@@ -48,6 +51,7 @@ struct sl_cluster {
                                              host:port becomes tcp://host:port */
     size_t nps;
     char (*ps_addrs)[SL_CLUSTER_MAX_ADDR];  /* [nps], owned: 'ps', bare host:port as tcp:// */
+    size_t nevaluators;                   /* 'evaluator' tasks listed: 0 or 1 */
     char task_type[32];                   /* "" when the spec has no task */
     uint32_t task_index;
     char *curve_key;                      /* owned; NULL when absent: 'curve.key' */

@@ -50,6 +50,7 @@
 #include "train_metrics.h"
 #include "train_mirror.h"
 #include "train_ps.h"
+#include "train_ps_eval.h"
 #include "train_rendezvous.h"
 
 #define EXIT_USAGE 2
@@ -83,6 +84,7 @@ struct trainer_opts {
     uint32_t ps_task;         /* --ps-task I */
     uint32_t ps_worker_timeout_s;
     int ps_placement;         /* --ps-placement: enum train_ps_placement */
+    int evaluator, ps_evaluator; /* --evaluator, --ps-evaluator */
     const char *metrics_listen; /* --metrics-listen HOST:PORT */
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
@@ -191,6 +193,15 @@ static const struct sl_opt opt_rows[] = {
      "how the model's variables go to the parameter servers: round-robin in creation order (TensorFlow's) or "
      "balanced by size (the largest first, to the least loaded); the same on every process", "round-robin|balanced",
      NULL},
+    {"evaluator", 0, SL_OPT_FLAG, OFF(evaluator), 0, 0, NULL, NULL,
+     "run as the evaluator of a --mode ps job (as a TF_CONFIG task of type 'evaluator' does): once every worker "
+     "is done, read the final weights from the --ps servers (never counted as a worker) and report the accuracy "
+     "on the whole of its own --eval-connect job (and --predictions); the same model flags as the workers'",
+     NULL, NULL},
+    {"ps-evaluator", 0, SL_OPT_FLAG, OFF(ps_evaluator), 0, 0, NULL, NULL,
+     "with --ps-task: the job has an evaluator task (as a TF_CONFIG cluster listing an 'evaluator' says): once "
+     "the workers are done, serve on until it has read the final weights, or was silent --ps-worker-timeout",
+     NULL, NULL},
     {"ps-worker-timeout", 0, SL_OPT_U32, OFF(ps_worker_timeout_s), 1, 86400, "60", "S",
      "a parameter server counts a worker lost when silent S seconds before it is done (never heard: S seconds "
      "from the start); the server serves the others to their end and exits 1 naming it", NULL, NULL},
@@ -673,6 +684,8 @@ struct trainer {
     int done;                                   /* --help or --version printed */
     struct sl_cluster_list feeders, ring_eps, eval_feeders, ps_eps;
     int is_ps;                                  /* this process is parameter server o.ps_task */
+    int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
+    int ps_evaluator;                           /* a ps task: the job has an evaluator */
     uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
@@ -738,7 +751,11 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
     int rc = sl_cluster_parse(&cs, spec, err);
     if (rc != 0)
         return rc;
-    if (strcmp(cs.task_type, "ps") == 0 && !t->is_ps) {
+    if (!t->is_ps && (t->is_evaluator || strcmp(cs.task_type, "evaluator") == 0)) {
+        /* train_and_evaluate's evaluator: no worker (its data comes from
+         * --eval-connect; the spec gives the servers) */
+        t->is_evaluator = 1;
+    } else if (strcmp(cs.task_type, "ps") == 0 && !t->is_ps) {
         /* a TF_CONFIG task of type ps: parameter server task.index */
         t->is_ps = 1;
         o->ps_task = cs.task_index;
@@ -751,6 +768,8 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
         rc = sl_cluster_worker(&cs, &o->worker, &o->workers, err);
     if (rc == 0 && o->ps == NULL && cs.nps > 0)
         rc = sl_cluster_ps_list(&cs, &t->ps_eps, err);
+    if (cs.nevaluators > 0)
+        t->ps_evaluator = 1;
     if (rc == 0 && o->connect == NULL && cs.nfeeders > 0)
         rc = sl_cluster_feeder_list(&cs, &t->feeders, err);
     if (rc == 0 && o->ring == NULL && o->peers == NULL && cs.workers > 1 && cs.workers == o->workers) {
@@ -880,6 +899,50 @@ static int configure_ps(struct trainer *t)
     return 0;
 }
 
+/* The evaluator task (--evaluator, or a TF_CONFIG task of type
+ * evaluator): the workers' model flags, the servers, and its own
+ * evaluation feeders; no training feeders. 0, or EXIT_USAGE with the
+ * reason printed. */
+static int configure_evaluator(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    if (o->mode != MODE_PS)
+        return usage_error("the evaluator evaluates a --mode ps job: give the workers' --mode ps");
+    if (o->model == MODEL_NONE)
+        return usage_error("the evaluator needs the workers' model flags (--model softmax or mlp, --hidden, "
+                           "--classes, --seed, --lr, --momentum)");
+    if (t->ps_eps.n == 0)
+        return usage_error("the evaluator reads the weights from the parameter servers: --ps ADDRS or the cluster "
+                           "spec's 'ps' list");
+    if (o->eval_connect == NULL)
+        return usage_error("the evaluator evaluates on its own evaluation feeders: give --eval-connect ADDRS (and "
+                           "--eval-job NAME)");
+    if (o->eval_job == NULL && o->job == NULL)
+        return usage_error("the evaluator needs the evaluation job's name: --eval-job NAME (or --job)");
+    const char *const names[] = {"connect", "ring", "peers", "checkpoint", "restore",
+                                 "trace", "metrics", "save-weights", "metrics-listen"};
+    const char *const given[] = {o->connect, o->ring, o->peers, o->checkpoint, o->restore,
+                                 o->trace, o->metrics, o->save_weights, o->metrics_listen};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (given[i] != NULL && i < 5)
+            return usage_error("the evaluator trains nothing and meets no worker: drop --%s", names[i]);
+        if (given[i] != NULL)
+            return usage_error("the evaluator writes its summary and --predictions, nothing else: drop --%s "
+                               "(the workers write the training's files)", names[i]);
+    }
+    if (o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0)
+        return usage_error("the evaluator runs on CPU replicas (got --devices with GPUs)");
+    uint32_t dev_replicas = (uint32_t)o->devspec.count;
+    t->replicas = o->replicas ? o->replicas : dev_replicas ? dev_replicas : 1;
+    if (dev_replicas && dev_replicas != t->replicas)
+        return usage_error("--replicas %u disagrees with --devices (%u replicas)", t->replicas, dev_replicas);
+    sl_cluster_list_free(&t->feeders); /* the spec's training feeders: not the evaluator's */
+    if (sl_cluster_list_split(&t->eval_feeders, o->eval_connect, MAX_FEEDERS, 0, "--eval-connect", &err) != 0)
+        return usage_error("%s", err.msg);
+    return load_curve(t);
+}
+
 static int configure(struct trainer *t, int argc, char **argv)
 {
     struct trainer_opts *o = &t->o;
@@ -906,6 +969,10 @@ static int configure(struct trainer *t, int argc, char **argv)
         return usage_error("--cluster gives the feeders (its 'feeder' list): give it or --connect, not both");
     int worker_set = sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers");
     t->is_ps = sl_opt_given(&cmd, given, "ps-task");
+    t->is_evaluator = o->evaluator;
+    t->ps_evaluator = o->ps_evaluator;
+    if (t->is_ps && t->is_evaluator)
+        return usage_error("a task is a parameter server (--ps-task) or the evaluator (--evaluator), not both");
     rc = read_cluster(t, worker_set, &from_peers, &err);
     if (env_spec != NULL) { /* read; o->cluster is not used again */
         sl_free(env_spec);
@@ -913,11 +980,15 @@ static int configure(struct trainer *t, int argc, char **argv)
     }
     if (rc != 0)
         return usage_error("%s", err.msg);
+    if (o->ps_evaluator && !t->is_ps)
+        return usage_error("--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator");
     if (o->ps != NULL &&
         sl_cluster_list_split(&t->ps_eps, o->ps, TRAIN_PS_MAX_SERVERS, SL_CLUSTER_BARE_TCP, "--ps", &err) != 0)
         return usage_error("%s", err.msg);
     if (t->is_ps)
         return configure_ps(t);
+    if (t->is_evaluator)
+        return configure_evaluator(t);
     if (o->mode != MODE_PS && (t->ps_eps.n > 0 && o->ps != NULL))
         return usage_error("--ps names parameter servers: give --mode ps too (or --ps-task I to be one)");
     if ((o->connect == NULL && t->feeders.n == 0) || o->job == NULL)
@@ -966,7 +1037,8 @@ static int configure(struct trainer *t, int argc, char **argv)
             return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: "
                                "--checkpoint and --restore are not supported there yet");
         if (o->predictions != NULL)
-            return usage_error("--predictions gathers over the workers' ring, which --mode ps does not have");
+            return usage_error("--predictions in --mode ps are the evaluator's (--evaluator, or a TF_CONFIG task of "
+                               "type 'evaluator'): the workers have no ring to gather them over");
         sl_cluster_list_free(&t->ring_eps);
         t->ring_bind[0] = '\0';
     } else if (o->model != MODEL_NONE && o->workers > 1 && t->ring_eps.n != o->workers)
@@ -1728,9 +1800,10 @@ static int finish_training(struct trainer *t, int status)
 
 /* Evaluation on a second job: every worker predicts its own pieces; the
  * counts are summed over workers (and --predictions gathered). Look-ahead
- * as in training: stage step s+1, then predict step s. 0, or 1 with the
- * error logged. */
-static int evaluate(struct trainer *t)
+ * as in training: stage step s+1, then predict step s. ec: the evaluation
+ * job's client when already open (the evaluator's, borrowed), or NULL:
+ * opened and closed here. 0, or 1 with the error logged. */
+static int evaluate(struct trainer *t, struct train_client *ec)
 {
     const struct trainer_opts *o = &t->o;
     struct train_client_opts eo = t->copts;
@@ -1739,11 +1812,11 @@ static int evaluate(struct trainer *t)
     eo.curve_server = t->curve_eval_z85;
     eo.job = o->eval_job ? o->eval_job : o->job;
     eo.metrics = NULL; /* the training's figures stay the training's */
-    struct train_client *ec = NULL;
+    int own = ec == NULL;
     const struct train_piece *pieces;
     struct gather g = {0};
     struct sl_error err = {0};
-    int rc = train_client_open(&ec, &eo, &err);
+    int rc = own ? train_client_open(&ec, &eo, &err) : 0;
     for (int have_prev = 0, slot = 0; rc == 0 && !stop_flag; slot ^= 1) {
         int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
         if (rc != 0 && rc != SL_END)
@@ -1772,14 +1845,17 @@ static int evaluate(struct trainer *t)
     if (rc == 0 && o->predictions != NULL && !stop_flag) /* rc is the counts' sum's */
         rc = gather_write(&g, t->loop, o->worker, t->test_rows, t->test_correct, o->predictions, &err);
     gather_free(&g);
-    train_client_close(ec);
+    if (own)
+        train_client_close(ec);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
         return 1;
     }
     sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (%s)",
            t->test_rows > 0 ? t->test_correct / t->test_rows : 0, t->test_rows,
-           o->mode == MODE_PS ? "this worker's share; every worker holds the same final weights" : "all workers");
+           t->is_evaluator        ? "the whole test set: the evaluator, with the final weights"
+           : o->mode == MODE_PS ? "this worker's share; every worker holds the same final weights"
+                                : "all workers");
     return 0;
 }
 
@@ -1924,6 +2000,21 @@ static int ps_write(void *ctx, struct sl_buf *out)
     return p.rc;
 }
 
+/* The evaluator as the server saw it, for its summary. */
+static const char *ps_eval_word(const struct train_ps_server_stats *st)
+{
+    switch (st->evaluator) {
+    case TRAIN_PS_EVAL_NONE:
+        return "none";
+    case TRAIN_PS_EVAL_LOST:
+        return "lost";
+    case TRAIN_PS_EVAL_BYE:
+        return st->evaluator_served ? "served" : "left";
+    default:
+        return st->evaluator_served ? "served" : "unserved";
+    }
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
@@ -1955,16 +2046,21 @@ static int serve_ps(struct trainer *t)
                                       .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
                                       .workers = o->workers,
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
-                                      .live = http != NULL ? &ex.live : NULL};
+                                      .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator};
     if (!sl_endpoint_is_local(bind))
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
-    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers on %s", o->ps_task, t->ps_eps.n, o->workers,
-           bind);
+    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers%s on %s", o->ps_task, t->ps_eps.n,
+           o->workers, t->ps_evaluator ? " and the evaluator" : "", bind);
     double t0 = sl_clock_s();
     int rc = ctx == NULL ? sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
                          : train_ps_serve(&so, &st, &err);
     double secs = sl_clock_s() - t0;
+    if (st.evaluator == TRAIN_PS_EVAL_LOST)
+        sl_log(SL_LOG_WARN, "parameter server %u: the evaluator was silent for %.1f s once the workers were done and "
+               "is lost: it read no final weights from this server", o->ps_task, o->ps_worker_timeout_s * 1.0);
+    else if (st.evaluator == TRAIN_PS_EVAL_BYE && !st.evaluator_served)
+        sl_log(SL_LOG_WARN, "parameter server %u: the evaluator left before reading the final weights", o->ps_task);
     if (rc != 0)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
     else
@@ -1988,8 +2084,9 @@ static int serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64 ",\"seconds\":%.3f}}\n", st.lost,
-                          st.bad_messages, secs);
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64
+                          ",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
+                          st.lost, st.bad_messages, ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
@@ -2004,6 +2101,96 @@ static int serve_ps(struct trainer *t)
         sl_buf_free(&ex.labels);
     }
     return rc == 0 && w == 0 ? 0 : 1;
+}
+
+/* ---- the evaluator task ---- */
+
+static int eval_keepalive(void *arg, int ms, struct sl_error *err)
+{
+    return train_client_keepalive(arg, ms, err);
+}
+
+/* The evaluator's summary line on stdout. */
+static void eval_report(struct trainer *t, int status, const struct train_ps_eval_result *res, double secs)
+{
+    const struct trainer_opts *o = &t->o;
+    fprintf(t->summary_out,
+            "{\"summary\":{\"evaluator\":0,\"ok\":%s,\"mode\":\"ps\",\"model\":\"%s\",\"replicas\":%u,"
+            "\"servers\":%zu,\"global_step\":%" PRIu64 ",\"wait_s\":%.3f,\"weights_hash\":\"%016" PRIx64 "\","
+            "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"seconds\":%.3f}}\n",
+            status == 0 ? "true" : "false", model_names[o->model], t->replicas, t->ps_eps.n, res->global_step,
+            res->wait_s, t->loop != NULL && status == 0 ? train_loop_weights_hash(t->loop) : (uint64_t)0,
+            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, secs);
+    if (t->summary_out != stdout)
+        fclose(t->summary_out);
+    t->summary_out = NULL;
+}
+
+/* The evaluator (train_and_evaluate's): its evaluation feeders' schema
+ * makes the model; it waits, keeping them alive, until every worker is
+ * done, takes the final weights from the servers (never as a worker), and
+ * evaluates them on its whole job (and --predictions). 0 or 1. */
+static int run_evaluator(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    struct train_ps_eval_result res = {0};
+    double t0 = sl_clock_s();
+    t->copts = (struct train_client_opts){.feeders = (const char *const *)t->eval_feeders.items,
+                                          .nfeeders = t->eval_feeders.n, .job = o->eval_job ? o->eval_job : o->job,
+                                          .worker = 0, .workers = 1, .replicas = t->replicas, .credits = o->credits,
+                                          .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
+                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
+                                          .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
+                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
+                                          .curve = t->have_curve ? &t->curve : NULL,
+                                          .curve_server = t->curve_eval_z85, .stop = &stop_flag, .metrics = t->m};
+    struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas, .worker = 0,
+                                 .workers = 1, .mode = TRAIN_STRATEGY_MIRRORED, .hash_every = 0, .device = "cpu"};
+    model_config_of(o, &lo.model);
+    float *params = NULL;
+    const float *w, *v;
+    size_t np = 0;
+    void *ctx = NULL;
+    int rc = train_client_open(&t->cl, &t->copts, &err);
+    if (rc == 0)
+        rc = loop_create_alive(&t->loop, &lo, t->cl, &err);
+    if (rc == 0)
+        rc = train_loop_state(t->loop, &w, &v, &np, &err);
+    if (rc == 0 && (params = sl_calloc(2 * np, sizeof *params)) == NULL) /* the weights, then a zero velocity */
+        rc = sl_error_set(&err, SL_ENOMEM, "out of memory for %zu parameters", np);
+    if (rc == 0 && (ctx = zmq_ctx_new()) == NULL)
+        rc = sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0) {
+        sl_log(SL_LOG_INFO, "evaluator: waiting for the workers to finish (%zu parameter servers)", t->ps_eps.n);
+        struct train_ps_eval_opts eo = {.ctx = ctx, .ps = (const char *const *)t->ps_eps.items,
+                                        .nps = (uint32_t)t->ps_eps.n,
+                                        .placement = (enum train_ps_placement)o->ps_placement, .model = lo.model,
+                                        .timeout_ms = (int)o->timeout_ms, .idle = eval_keepalive,
+                                        .idle_arg = t->cl, .stop = &stop_flag};
+        eo.model.inputs = (int)input_width(t);
+        rc = train_ps_eval_final(&eo, params, np, &res, &err);
+    }
+    if (rc == 0)
+        rc = train_loop_set_state(t->loop, params, params + np, np, &err);
+    if (ctx != NULL)
+        zmq_ctx_term(ctx);
+    sl_free(params);
+    int status = 0;
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "evaluator: %s", err.msg);
+        status = 1;
+    } else {
+        sl_log(SL_LOG_INFO, "evaluator: every worker is done; the final weights (global step %" PRIu64 ") read "
+               "after %.1f s", res.global_step, res.wait_s);
+        status = evaluate(t, t->cl);
+    }
+    eval_report(t, status, &res, sl_clock_s() - t0);
+    train_loop_destroy(t->loop);
+    t->loop = NULL;
+    train_client_close(t->cl);
+    t->cl = NULL;
+    return status;
 }
 
 /* --mode ps after the last step: the final pull (waiting for every
@@ -2057,6 +2244,10 @@ int main(int argc, char **argv)
         status = serve_ps(&t);
         goto out_free_lists;
     }
+    if (t.is_evaluator) {
+        status = run_evaluator(&t);
+        goto out_free_lists;
+    }
     if ((status = train_expose_start(&expose, t.o.metrics_listen, t.m, &t.loop, &t.cl, t.o.job, t.o.worker)) != 0)
         goto out_free_lists;
     if (open_trace(&t) != 0) {
@@ -2080,7 +2271,7 @@ int main(int argc, char **argv)
         status = 1;
     }
     if (status == 0 && t.loop != NULL && t.o.eval_connect != NULL && !stop_flag)
-        status = evaluate(&t);
+        status = evaluate(&t, NULL);
     status = report(&t, status);
     train_loop_destroy(t.loop);
     train_ring_close(t.ring);

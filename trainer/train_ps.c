@@ -231,6 +231,9 @@ struct server {
     uint64_t *heard;    /* [workers]: when last heard (ns) */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;     /* the first worker lost, or -1 */
+    enum train_ps_eval_state eval; /* the evaluator (not a worker) */
+    int eval_served;    /* it was sent the final values */
+    uint64_t eval_heard; /* when last heard (ns) */
 };
 
 /* The variables, once: from opts or from the first description. */
@@ -297,7 +300,7 @@ static int on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct hd
     }
     st->pulls++;
     if (h->flags & TRAIN_PS_FINAL) {
-        if (sv->done[h->worker] == 0)
+        if (!(h->flags & TRAIN_PS_READ_ONLY) && sv->done[h->worker] == 0)
             mark(sv, h->worker, 1);
         if (sv->not_done > 0) { /* not yet: how many are still training */
             struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = sv->not_done,
@@ -309,7 +312,58 @@ static int on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct hd
     struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h->worker, .flags = h->flags & TRAIN_PS_FINAL,
                     .version = st->version, .step = st->global_step};
     (void)send_msg(sock, id, &r, sv->p, sv->n * sizeof *sv->p);
+    if ((h->flags & TRAIN_PS_READ_ONLY) && (h->flags & TRAIN_PS_FINAL)) {
+        sv->eval_served = 1;
+        if (sv->eval < TRAIN_PS_EVAL_SERVED)
+            sv->eval = TRAIN_PS_EVAL_SERVED;
+    }
     return 0;
+}
+
+/* The evaluator's PULL or BYE (TRAIN_PS_READ_ONLY): answered as a
+ * worker's, but it is no worker: nothing of the workers' state changes. */
+static int on_evaluator(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
+                        size_t nf, struct train_ps_server_stats *st, struct sl_error *err)
+{
+    if (h->worker != 0) {
+        refuse(sock, id, st, "evaluator out of range (a job has one evaluator, index 0)");
+        return 0;
+    }
+    if (sv->eval == TRAIN_PS_EVAL_LOST) {
+        refuse(sock, id, st, "the evaluator was silent past the timeout and is counted lost");
+        return 0;
+    }
+    if (h->type == TRAIN_PS_BYE && nf == 2) {
+        if (sv->eval != TRAIN_PS_EVAL_NONE) /* an evaluator never let in (another model) has not come */
+            sv->eval = TRAIN_PS_EVAL_BYE;
+        return 0;
+    }
+    if (h->type != TRAIN_PS_PULL) {
+        refuse(sock, id, st, "the evaluator only pulls");
+        return 0;
+    }
+    uint64_t bad = st->bad_messages;
+    int rc = on_pull(sv, sock, id, h, body, st, err);
+    if (st->bad_messages == bad) { /* a pull refused does not make an evaluator */
+        sv->eval_heard = sl_clock_ns();
+        if (sv->eval == TRAIN_PS_EVAL_NONE)
+            sv->eval = TRAIN_PS_EVAL_HEARD;
+    }
+    return rc;
+}
+
+/* Once the workers are done: whether to serve on for the evaluator (one
+ * expected or heard, not gone, not silent past the timeout). */
+static int eval_awaited(struct server *sv, uint64_t now)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    if (sv->eval >= TRAIN_PS_EVAL_BYE || (sv->eval == TRAIN_PS_EVAL_NONE && !o->evaluator))
+        return 0;
+    if (o->worker_timeout_ms > 0 && now - sv->eval_heard > (uint64_t)o->worker_timeout_ms * 1000000u) {
+        sv->eval = TRAIN_PS_EVAL_LOST;
+        return 0;
+    }
+    return 1;
 }
 
 static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
@@ -409,7 +463,8 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     uint64_t start = sl_clock_ns();
     for (uint32_t w = 0; w < o->workers; w++)
         sv.heard[w] = start;
-    while (sv.left > 0) {
+    sv.eval_heard = start;
+    while (sv.left > 0 || eval_awaited(&sv, sl_clock_ns())) {
         if (o->stop != NULL && *o->stop) {
             rc = sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
             break;
@@ -445,6 +500,8 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         struct hdr h;
         if (nf < 2 || get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
             refuse(sock, nf > 0 ? &f[0] : NULL, st, "not a parameter-server message");
+        else if (h.flags & TRAIN_PS_READ_ONLY)
+            rc = on_evaluator(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, nf, st, err);
         else if (h.worker >= o->workers)
             refuse(sock, &f[0], st, "worker out of range");
         else if (sv.done[h.worker] == 3)
@@ -475,6 +532,8 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
                           o->worker_timeout_ms / 1000.0, st->lost);
 out:
     st->elements = sv.n;
+    st->evaluator = sv.eval;
+    st->evaluator_served = sv.eval_served;
     if (sock != NULL)
         zmq_close(sock);
     sl_free(sv.done);
@@ -489,6 +548,7 @@ out:
 struct train_ps_client {
     const struct train_ps_layout *l;
     uint32_t worker;
+    uint32_t flags;    /* TRAIN_PS_READ_ONLY: the evaluator's */
     char config[TRAIN_PS_MAX_CONFIG];
     size_t config_len; /* 0: no description */
     int timeout_ms;
@@ -651,7 +711,7 @@ static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, s
     for (uint32_t s = 0; s < c->l->nps && rc == 0; s++) {
         if (!want[s])
             continue;
-        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags};
+        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags | c->flags};
         if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
             rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
     }
@@ -702,6 +762,24 @@ int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *glob
     return rc;
 }
 
+int train_ps_pull_final_try(struct train_ps_client *c, float *params, uint64_t *global_step, uint32_t *waiting,
+                            struct sl_error *err)
+{
+    uint8_t *want = sl_malloc(c->l->nps);
+    if (want == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    memset(want, 1, c->l->nps);
+    struct pull_arg a = {.params = params};
+    int rc = pull_some(c, want, TRAIN_PS_FINAL, &a, err);
+    if (rc == 0) {
+        *waiting = a.waiting;
+        if (a.waiting == 0 && global_step != NULL)
+            *global_step = a.step;
+    }
+    sl_free(want);
+    return rc;
+}
+
 static int on_ack(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body, void *arg,
                   struct sl_error *err)
 {
@@ -719,6 +797,8 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
                   struct sl_error *err)
 {
     uint32_t nps = c->l->nps;
+    if (c->flags & TRAIN_PS_READ_ONLY)
+        return sl_error_set(err, SL_EINVAL, "the evaluator does not push");
     uint8_t *want = sl_calloc(nps, 1);
     if (want == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -741,6 +821,16 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
     return rc;
 }
 
+int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, const char *const *eps,
+                                   const struct train_ps_layout *l, int timeout_ms, const char *config,
+                                   struct sl_error *err)
+{
+    int rc = train_ps_client_open(out, ctx, eps, l, 0, timeout_ms, config, err);
+    if (rc == 0)
+        (*out)->flags = TRAIN_PS_READ_ONLY;
+    return rc;
+}
+
 size_t train_ps_client_params(const struct train_ps_client *c)
 {
     size_t n = 0;
@@ -756,7 +846,7 @@ void train_ps_client_close(struct train_ps_client *c)
         return;
     for (uint32_t s = 0; c->socks != NULL && s < c->l->nps; s++) {
         if (c->socks[s] != NULL) {
-            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker};
+            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .flags = c->flags};
             int linger = 1000; /* the BYE is given a second to leave */
             zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger);
             (void)send_msg(c->socks[s], NULL, &h, NULL, 0);

@@ -74,9 +74,12 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *   6  2  0
  *   8  4  worker
  *  12  4  flags: PUSH bit 0, count a global step; PULL bit 0, the final
- *         pull (answered once every worker is done); VALUES bit 0, the
- *         final values; ACK to a final pull: the workers not done yet;
- *         ACK to a PUSH: the push's staleness
+ *         pull (answered once every worker is done); PULL and BYE bit 1,
+ *         the evaluator (worker 0 then names evaluator 0, not a worker: it
+ *         reads, it is never counted among the workers, and a PUSH with
+ *         the bit is refused); VALUES bit 0, the final values; ACK to a
+ *         final pull: the workers not done yet; ACK to a PUSH: the push's
+ *         staleness
  *  16  8  version: VALUES and ACK the server's, PUSH the one its gradient
  *         was computed from (the version pulled)
  *  24  8  global step (VALUES, ACK)
@@ -87,6 +90,7 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_HEADER 32
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
+#define TRAIN_PS_READ_ONLY 2u /* PULL, BYE: from the evaluator task, not a worker */
 #define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
 enum train_ps_type { TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR };
 
@@ -141,6 +145,18 @@ struct train_ps_server_opts {
                                start for one never heard) is lost (0: never) */
     volatile sig_atomic_t *stop; /* nonzero: return SL_ECLOSED within 100 ms */
     struct train_ps_live *live;  /* NULL, or where the figures are published as they change */
+    int evaluator;          /* 1: the job has an evaluator task: once the workers are done, serve on until it
+                               has said BYE (after reading the final values), or was silent worker_timeout_ms.
+                               0: wait so only for an evaluator heard from before the workers were done */
+};
+
+/* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
+enum train_ps_eval_state {
+    TRAIN_PS_EVAL_NONE = 0, /* never heard (and not expected) */
+    TRAIN_PS_EVAL_HEARD,    /* pulled, but not the final values (the server was stopped) */
+    TRAIN_PS_EVAL_SERVED,   /* the final values sent */
+    TRAIN_PS_EVAL_BYE,      /* said BYE (after the final values, or before: it gave up) */
+    TRAIN_PS_EVAL_LOST,     /* silent worker_timeout_ms once the workers were done (or expected, never heard) */
 };
 
 struct train_ps_server_stats {
@@ -149,6 +165,9 @@ struct train_ps_server_stats {
     uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
     uint32_t lost;                         /* workers lost */
     size_t elements;                       /* floats this server holds */
+    enum train_ps_eval_state evaluator;    /* the evaluator's end; EVAL_BYE only after the final values
+                                              counts as served (evaluator_served) */
+    int evaluator_served;                  /* 1: the evaluator was sent the final values */
 };
 
 /* The server's figures as it goes, for a /metrics endpoint on another
@@ -162,7 +181,13 @@ struct train_ps_live {
  * (train_sgd_apply) and ACK it, until every worker said BYE. A malformed
  * message gets an ERROR and is counted; the server goes on. Lost workers
  * (worker_timeout_ms): the others are served to their end, then
- * SL_ETIMEOUT names the first one lost. */
+ * SL_ETIMEOUT names the first one lost. The evaluator (PULL and BYE with
+ * TRAIN_PS_READ_ONLY, worker 0) is answered as a worker is, its final pull
+ * too ("not yet" until every worker is done), but it is not a worker: it
+ * neither holds the workers' final pull up nor counts among the workers
+ * done or lost; the server waits for its BYE after the workers' (see
+ * opts.evaluator). An evaluator lost is not an error of the server's (its
+ * own task fails): st->evaluator says so. */
 int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st,
                    struct sl_error *err) SL_MUST_CHECK;
 
@@ -187,6 +212,19 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
  * SL_ECLOSED. */
 int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
                         volatile sig_atomic_t *stop, struct sl_error *err) SL_MUST_CHECK;
+/* The evaluator's connections (worker 0 on the wire, with
+ * TRAIN_PS_READ_ONLY on every PULL and BYE): as train_ps_client_open; its
+ * train_ps_push fails (SL_EINVAL). */
+int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, const char *const *eps,
+                                   const struct train_ps_layout *l, int timeout_ms, const char *config,
+                                   struct sl_error *err) SL_MUST_CHECK;
+/* One round of the final pull, without waiting: *waiting 0 and params
+ * filled (every server sent its final values; *global_step from server 0),
+ * or *waiting the most workers any server is still waiting for (params
+ * then partly filled: ask again). For an evaluator's client this reads and
+ * marks nobody done. */
+int train_ps_pull_final_try(struct train_ps_client *c, float *params, uint64_t *global_step, uint32_t *waiting,
+                            struct sl_error *err) SL_MUST_CHECK;
 /* The floats of the whole parameter array the layout covers. */
 size_t train_ps_client_params(const struct train_ps_client *c);
 /* Say BYE to every server and close (NULL: nothing). */

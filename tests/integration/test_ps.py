@@ -4,9 +4,10 @@
 - One worker with synchronous pulls trains exactly as mirrored training
   does: the same weights, bit for bit (--save-weights files equal byte for
   byte, the same per-step losses), with one server and with two.
-- 2 parameter servers x 2 workers x 2 CPU replicas, started from one
-  TF_CONFIG cluster with only the task changed, train the main job's MLP
-  on Fashion-MNIST to >= 0.85 test accuracy; the servers hold disjoint
+- 2 parameter servers x 2 workers x 2 CPU replicas and the evaluator,
+  started from one TF_CONFIG cluster with only the task changed, train the
+  main job's MLP on Fashion-MNIST to >= 0.85 test accuracy (the
+  evaluator's, equal to the workers' shares' row-weighted mean); the servers hold disjoint
   variable sets covering the model; the global step equals the workers'
   steps; both workers end with the same weights.
 - A parameter server killed mid-run: every worker fails within its
@@ -15,6 +16,15 @@
   exits 1 naming the lost worker.
 - A server started with other model flags than the workers': refused,
   both sides say why.
+- train_and_evaluate's evaluator (a TF_CONFIG task of type "evaluator",
+  not listed among the workers): with 2 servers and 2 workers each
+  evaluating its half, it reads the final weights (the workers' hash) and
+  reports the whole test set: its rows and correct count are the sum of
+  the workers' shares, and its --predictions file lists every element once
+  in id order, as many right as it counted; the servers never counted it
+  as a worker (pushes = the workers' steps) and say "served". The same by
+  flags (--evaluator, --ps-evaluator); an evaluator expected and never
+  come: the workers are not held up, the server counts it lost (exit 0).
 - Usage errors: --mode ps without servers, with a ring, --ps-task out of
   range, a server without a model, a public address without --insecure,
   --ps with 257 servers.
@@ -212,27 +222,31 @@ def test_cluster_fmnist(train_json, test_json):
     if not os.path.isdir(FMNIST):
         ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: %s not installed" % FMNIST)
         return
-    fsock, esock = "ipc://%s/fm-f.sock" % TMP, "ipc://%s/fm-e.sock" % TMP
-    feeders = [feeder(train_json, fsock, "fm-feeder"), feeder(test_json, esock, "fm-efeeder")]
+    fsock, esock, vsock = ("ipc://%s/fm-%s.sock" % (TMP, k) for k in ("f", "e", "v"))
+    feeders = [feeder(train_json, fsock, "fm-feeder"), feeder(test_json, esock, "fm-efeeder"),
+               feeder(test_json, vsock, "fm-vfeeder")]
     ports = free_ports(2)
     cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:%d" % p for p in ports],
-               "feeder": [fsock]}
-    # one command line for every task: only TF_CONFIG's task differs
+               "feeder": [fsock], "evaluator": ["127.0.0.1:3"]}
+    # one command line for every task: only TF_CONFIG's task differs (and
+    # the evaluation feeder: the workers share one, the evaluator has its own)
     # the main job's MLP; its learning rate divided by the workers, as
     # asynchronous updates need (each push is a step of its own: at 0.05
     # two workers' pushes can throw the ReLUs off in the first epoch)
     cmd = [TRAINER, "--job", "fmnist-train", "--mode", "ps", "--model", "mlp", "--hidden", "256,128", "--lr",
-           "0.025", "--momentum", "0.9", "--devices", "cpu:2", "--eval-connect", esock, "--eval-job", "fmnist-test"]
+           "0.025", "--momentum", "0.9", "--devices", "cpu:2", "--eval-job", "fmnist-test"]
     procs = {}
-    for kind, n in (("ps", 2), ("worker", 2)):
+    # and the evaluator (train_and_evaluate's) on its own evaluation feeder
+    for kind, n in (("ps", 2), ("worker", 2), ("evaluator", 1)):
         for i in range(n):
             env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": i}}))
             tag = "fm-%s%d" % (kind, i)
-            extra = ["--metrics", os.path.join(TMP, tag + ".jsonl")] if kind == "worker" else []
+            extra = {"ps": [], "evaluator": ["--eval-connect", vsock],
+                     "worker": ["--eval-connect", esock, "--metrics", os.path.join(TMP, tag + ".jsonl")]}[kind]
             procs[tag] = start(cmd + extra, tag, env)
     outs = {}
     t0 = time.time()
-    for tag in ("fm-worker0", "fm-worker1", "fm-ps0", "fm-ps1"):
+    for tag in ("fm-worker0", "fm-worker1", "fm-evaluator0", "fm-ps0", "fm-ps1"):
         rc, out = finish(procs[tag], tag, 600)
         if rc != 0:
             fail("%s exited %d: %s" % (tag, rc, logtext(tag)[-3000:]))
@@ -247,6 +261,12 @@ def test_cluster_fmnist(train_json, test_json):
         fail("evaluated %d test elements, expected 10000" % rows)
     if acc < 0.85:
         fail("test accuracy %.4f < 0.85" % acc)
+    ev = outs["fm-evaluator0"]
+    correct = sum(round(w["test_accuracy"] * w["test_rows"]) for w in (w0, w1))
+    if ev["test_rows"] != 10000 or ev["test_correct"] != correct or abs(ev["test_accuracy"] - acc) > 1e-5 or \
+            ev["weights_hash"] != w0["weights_hash"] or p0["evaluator"] != "served" or p1["evaluator"] != "served":
+        fail("the evaluator: %r; the workers' shares: %d correct of %d, accuracy %.5f, weights %s; servers %s %s" %
+             (ev, correct, rows, acc, w0["weights_hash"], p0["evaluator"], p1["evaluator"]))
     if w0["weights_hash"] != w1["weights_hash"]:
         fail("the workers end with different weights: %s %s" % (w0["weights_hash"], w1["weights_hash"]))
     steps = w0["steps"] + w1["steps"]
@@ -271,8 +291,9 @@ def test_cluster_fmnist(train_json, test_json):
         lines = [json.loads(l) for l in f]
     if len(lines) != w0["steps"] or any(k not in lines[0] for k in ("staleness", "pull_s", "push_s", "global_step")):
         fail("--metrics lines in ps mode: %d for %d steps, first %r" % (len(lines), w0["steps"], lines[:1]))
-    ok("2 ps x 2 workers x 2 replicas from one TF_CONFIG command line: test accuracy %.4f, %d worker steps = the "
-       "global step, variables %s | %s, staleness mean %.2f (histogram %s), %.0f s" %
+    ok("2 ps x 2 workers x 2 replicas and the evaluator from one TF_CONFIG command line: test accuracy %.4f (the "
+       "evaluator's, the workers' shares' row-weighted mean), %d worker steps = the global step, variables %s | %s, "
+       "staleness mean %.2f (histogram %s), %.0f s" %
        (acc, steps, sorted(v0), sorted(v1), (p0["staleness_mean"] + p1["staleness_mean"]) / 2, hist[:4], wall))
 
 
@@ -415,6 +436,129 @@ def test_model_mismatch(job_path):
     ok("a server with other model flags: the worker is refused and the server exits 1, both naming the two models")
 
 
+def test_job(n=200):
+    """A test set of n elements (ids 0..n-1) for the small model."""
+    data = os.path.join(TMP, "smalltest")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", str(n), "--shards", "2", "--seed", "9",
+                    "--image-bytes", "12", "--classes", "3", "--prefix", "test"], check=True, capture_output=True)
+    job = {"name": "ps-it-test", "files": [os.path.join(data, "test-*.tfrecord")], "format": "tfrecord",
+           "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []}},
+           "shard_policy": "data", "global_batch_size": 16, "epochs": 1}
+    path = os.path.join(TMP, "smalltest.json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    return path
+
+
+def test_evaluator(job_path, test_path, by_flags):
+    """2 servers, 2 workers evaluating their halves on one eval feeder, and
+    the evaluator on its own: the whole test set's figure is the workers'
+    shares summed, from the same final weights."""
+    tag = "evf" if by_flags else "evt"
+    fsock, esock, vsock = ("ipc://%s/%s-%s.sock" % (TMP, tag, k) for k in ("f", "e", "v"))
+    feeders = [feeder(job_path, fsock, tag + "-feeder"), feeder(test_path, esock, tag + "-efeeder"),
+               feeder(test_path, vsock, tag + "-vfeeder")]
+    eps = ["ipc://%s/%s-ps%d.sock" % (TMP, tag, i) for i in range(2)]
+    preds = os.path.join(TMP, tag + "-predictions.jsonl")
+    cmd = [TRAINER, "--mode", "ps", "--devices", "cpu:2", "--eval-job", "ps-it-test"] + SMALL_MODEL
+    procs = {}
+    if by_flags:
+        for i in range(2):
+            procs["ps%d" % i] = start(cmd + ["--ps", ",".join(eps), "--ps-task", str(i), "--workers", "2",
+                                             "--ps-evaluator"], "%s-ps%d" % (tag, i))
+        for i in range(2):
+            procs["worker%d" % i] = start(cmd + ["--ps", ",".join(eps), "--connect", fsock, "--job", "ps-it",
+                                                 "--worker", str(i), "--workers", "2", "--eval-connect", esock],
+                                          "%s-worker%d" % (tag, i))
+        procs["evaluator"] = start(cmd + ["--ps", ",".join(eps), "--evaluator", "--eval-connect", vsock,
+                                          "--predictions", preds], tag + "-evaluator")
+    else:
+        # TensorFlow's cluster: the evaluator is listed apart from the
+        # workers (it may also be left out; the servers then wait for it
+        # only once they have heard it)
+        cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": eps, "feeder": [fsock],
+                   "evaluator": ["127.0.0.1:3"]}
+        for kind, n in (("ps", 2), ("worker", 2), ("evaluator", 1)):
+            for i in range(n):
+                env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": i}}))
+                extra = {"ps": [], "worker": ["--job", "ps-it", "--eval-connect", esock],
+                         "evaluator": ["--eval-connect", vsock, "--predictions", preds]}[kind]
+                procs["%s%d" % (kind, i) if kind != "evaluator" else kind] = start(cmd + extra, "%s-%s%d" % (
+                    tag, kind, i) if kind != "evaluator" else tag + "-evaluator", env)
+    outs = {}
+    for name in ("worker0", "worker1", "evaluator", "ps0", "ps1"):
+        rc, out = finish(procs[name], "%s-%s" % (tag, name), 120)
+        if rc != 0:
+            fail("%s: %s exited %d: %s" % (tag, name, rc, logtext("%s-%s" % (tag, name))[-3000:]))
+        outs[name] = summary(out)
+    for f in feeders:
+        f.wait(timeout=30)
+    w0, w1, ev, p0, p1 = (outs[k] for k in ("worker0", "worker1", "evaluator", "ps0", "ps1"))
+    shares = [round(w["test_accuracy"] * w["test_rows"]) for w in (w0, w1)]
+    if w0["test_rows"] == 0 or w1["test_rows"] == 0 or w0["test_rows"] + w1["test_rows"] != 200:
+        fail("%s: the workers evaluated %d + %d elements of 200" % (tag, w0["test_rows"], w1["test_rows"]))
+    if ev["test_rows"] != 200 or ev["test_correct"] != sum(shares):
+        fail("%s: the evaluator: %d rows, %d correct; the workers' shares %d + %d rows, %r correct" %
+             (tag, ev["test_rows"], ev["test_correct"], w0["test_rows"], w1["test_rows"], shares))
+    mean = (w0["test_accuracy"] * w0["test_rows"] + w1["test_accuracy"] * w1["test_rows"]) / 200
+    if abs(ev["test_accuracy"] - mean) > 1e-5 or ev["test_accuracy"] != round(sum(shares) / 200.0, 5):
+        fail("%s: the evaluator's accuracy %.5f, the workers' row-weighted mean %.6f" %
+             (tag, ev["test_accuracy"], mean))
+    if not (ev["weights_hash"] == w0["weights_hash"] == w1["weights_hash"]):
+        fail("%s: weights: evaluator %s, workers %s %s" % (tag, ev["weights_hash"], w0["weights_hash"],
+                                                          w1["weights_hash"]))
+    steps = w0["steps"] + w1["steps"]
+    if ev["global_step"] != steps or p0["global_step"] != steps or p0["pushes"] != steps or p1["pushes"] != steps:
+        fail("%s: global step: evaluator %d, server 0 %d; pushes %d %d; the workers' steps %d" %
+             (tag, ev["global_step"], p0["global_step"], p0["pushes"], p1["pushes"], steps))
+    for i, p in enumerate((p0, p1)):
+        if p["ok"] is not True or p["evaluator"] != "served" or p["lost_workers"] != 0 or p["bad_messages"] != 0 or \
+                p["workers"] != 2:
+            fail("%s: server %d's summary %r" % (tag, i, p))
+    with open(preds) as f:
+        lines = [json.loads(l) for l in f]
+    if [l["id"] for l in lines] != list(range(200)) or \
+            sum(l["prediction"] == l["label"] for l in lines) != ev["test_correct"]:
+        fail("%s: --predictions: %d lines, ids %r..., %d right (counted %d)" %
+             (tag, len(lines), [l["id"] for l in lines][:5], sum(l["prediction"] == l["label"] for l in lines),
+              ev["test_correct"]))
+    if "evaluator: every worker is done; the final weights (global step %d)" % steps not in \
+            logtext(tag + "-evaluator"):
+        fail("%s: the evaluator's log: %s" % (tag, logtext(tag + "-evaluator")[-1500:]))
+    ok("the evaluator (%s): the whole test set, %d of 200 right (%.5f) = the workers' shares %d/%d + %d/%d, the "
+       "same final weights %s, predictions in id order; not a worker on the servers (pushes %d = the steps)" %
+       ("--evaluator, --ps-evaluator" if by_flags else "TF_CONFIG task 'evaluator'", ev["test_correct"],
+        ev["test_accuracy"], shares[0], w0["test_rows"], shares[1], w1["test_rows"], ev["weights_hash"], steps))
+
+
+def test_evaluator_lost(job_path):
+    """A server told of an evaluator that never comes: the worker is not
+    held up; the server waits --ps-worker-timeout, counts it lost, warns and
+    exits 0."""
+    sock = "ipc://%s/evl-f.sock" % TMP
+    f = feeder(job_path, sock, "evl-feeder")
+    eps = "ipc://%s/evl-ps0.sock" % TMP
+    ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "1", "--ps-evaluator",
+                "--ps-worker-timeout", "2"] + SMALL_MODEL, "evl-ps0")
+    w = start([TRAINER, "--connect", sock, "--job", "ps-it", "--devices", "cpu:1", "--mode", "ps", "--ps", eps] +
+              SMALL_MODEL, "evl-w0")
+    rc, out = finish(w, "evl-w0", 60)
+    t_done = time.time()
+    if rc != 0:
+        fail("the worker exited %d: %s" % (rc, logtext("evl-w0")[-1500:]))
+    prc, pout = finish(ps, "evl-ps0", 30)
+    s = summary(pout)
+    text = logtext("evl-ps0")
+    if prc != 0 or s["ok"] is not True or s["evaluator"] != "lost" or s["lost_workers"] != 0 or \
+            "the evaluator was silent for 2.0 s once the workers were done and is lost" not in text or \
+            time.time() - t_done > 10:
+        fail("server with an evaluator that never came: exit %d, summary %r, log %s" % (prc, s, text[-1500:]))
+    f.kill()
+    f.wait()
+    ok("an evaluator expected and never come: the worker ends at once, the server counts it lost and exits 0")
+
+
 def test_usage():
     ipc = "ipc://%s/u.sock" % TMP
     cases = [
@@ -444,6 +588,35 @@ def test_usage():
          "--checkpoint and --restore are not supported there yet"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--devices", "gpu:0"],
          ""),  # refused: no GPU 0 on this machine (or no CUDA in this build)
+        (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--eval-connect", ipc,
+          "--predictions", TMP + "/p.jsonl"],
+         "--predictions in --mode ps are the evaluator's (--evaluator, or a TF_CONFIG task of type 'evaluator')"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--evaluator"],
+         "a task is a parameter server (--ps-task) or the evaluator (--evaluator), not both"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-evaluator", "--connect", ipc, "--job", "j"],
+         "--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator"),
+        (["--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--eval-job", "t"],
+         "the evaluator evaluates a --mode ps job: give the workers' --mode ps"),
+        (["--mode", "ps", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--eval-job", "t"],
+         "the evaluator needs the workers' model flags"),
+        (["--mode", "ps", "--model", "mlp", "--evaluator", "--eval-connect", ipc, "--eval-job", "t"],
+         "the evaluator reads the weights from the parameter servers: --ps ADDRS"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-job", "t"],
+         "the evaluator evaluates on its own evaluation feeders: give --eval-connect ADDRS"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc],
+         "the evaluator needs the evaluation job's name: --eval-job NAME (or --job)"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--connect", ipc], "the evaluator trains nothing and meets no worker: drop --connect"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--checkpoint", TMP], "the evaluator trains nothing and meets no worker: drop --checkpoint"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--devices", "cpu:2", "--replicas", "3"], "--replicas 3 disagrees with --devices (2 replicas)"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--save-weights", TMP + "/w.npy"],
+         "the evaluator writes its summary and --predictions, nothing else: drop --save-weights"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--evaluator", "--eval-connect", ipc, "--job", "t",
+          "--metrics-listen", "127.0.0.1:0"],
+         "the evaluator writes its summary and --predictions, nothing else: drop --metrics-listen"),
     ]
     for args, want in cases:
         p = subprocess.run([TRAINER] + args, capture_output=True, text=True, timeout=30)
@@ -455,7 +628,21 @@ def test_usage():
                        timeout=30)
     if p.returncode != 2 or "a 'ps' task needs the 'chief' or 'worker' list" not in p.stderr:
         fail("TF_CONFIG ps task without workers: exit %d, %r" % (p.returncode, p.stderr))
-    ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 1))
+    for spec, want in (({"cluster": {"worker": ["a:1"], "ps": [ipc]}, "task": {"type": "evaluator", "index": 1}},
+                        "cluster spec: 'task.index' 1 is out of range for the 1 'evaluator' tasks"),
+                       ({"cluster": {"worker": ["a:1"], "ps": [ipc], "evaluator": ["e:1", "e:2"]},
+                         "task": {"type": "evaluator", "index": 0}},
+                        "cluster spec: 'cluster.evaluator' holds 2 tasks, at most 1"),
+                       ({"cluster": {"worker": ["a:1"], "ps": [ipc]}, "task": {"type": "evaluator", "index": 0}},
+                        "the evaluator evaluates on its own evaluation feeders: give --eval-connect ADDRS"),
+                       ({"cluster": {"worker": ["a:1"], "ps": [ipc]}, "task": {"type": "worker", "index": 0}},
+                        "--ps-evaluator tells a parameter server (--ps-task) that the job has an evaluator")):
+        extra = ["--ps-evaluator"] if spec["task"]["type"] == "worker" else []
+        p = subprocess.run([TRAINER, "--mode", "ps", "--model", "mlp"] + extra, capture_output=True, text=True,
+                           env=dict(os.environ, TF_CONFIG=json.dumps(spec)), timeout=30)
+        if p.returncode != 2 or want not in p.stderr:
+            fail("TF_CONFIG %r: exit %d, %r (wanted %r)" % (spec, p.returncode, p.stderr, want))
+    ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 5))
 
 
 def main():
@@ -466,6 +653,10 @@ def main():
     test_server_killed(job)
     test_worker_lost(job)
     test_ps_metrics(job)
+    test = test_job()
+    test_evaluator(job, test, False)
+    test_evaluator(job, test, True)
+    test_evaluator_lost(job)
     if "--no-fmnist" in sys.argv:
         ok("SKIPPED 2 ps x 2 workers on Fashion-MNIST: --no-fmnist (a sanitizer build)")
     elif os.path.isdir(FMNIST):

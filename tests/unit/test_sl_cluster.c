@@ -217,6 +217,57 @@ START_TEST(test_spec_lists)
 END_TEST
 
 /* 'curve': the key files' paths, absent or given, and every bad shape. */
+/* ParameterServerStrategy's evaluator (issue #24 item 18): not part of the
+ * training cluster, so a task of type 'evaluator' index 0 is accepted
+ * whether or not the spec lists it; at most one is listed; index 1 is
+ * out of range; it is no worker. */
+START_TEST(test_evaluator_task)
+{
+    struct sl_cluster c;
+    struct sl_error err = {0};
+    ck_assert_int_eq(sl_cluster_parse(&c,
+                                      "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"], \"ps\": [\"p:2\"]},"
+                                      " \"task\": {\"type\": \"evaluator\", \"index\": 0}}",
+                                      &err),
+                     0);
+    ck_assert_str_eq(c.task_type, "evaluator");
+    ck_assert_uint_eq(c.task_index, 0);
+    ck_assert_uint_eq(c.nevaluators, 0);
+    ck_assert_uint_eq(c.workers, 2);
+    ck_assert_uint_eq(c.nps, 1);
+    uint32_t w, W;
+    ck_assert_int_eq(sl_cluster_worker(&c, &w, &W, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cluster spec: this task is 'evaluator', not a chief or worker");
+    sl_cluster_free(&c);
+    ck_assert_int_eq(sl_cluster_parse(&c,
+                                      "{\"cluster\": {\"worker\": [\"a:1\"], \"ps\": [\"p:2\"], \"evaluator\": "
+                                      "[\"e:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}",
+                                      &err),
+                     0);
+    ck_assert_uint_eq(c.nevaluators, 1);
+    sl_cluster_free(&c);
+    static const struct {
+        const char *spec, *msg;
+    } bad[] = {
+        {"{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"evaluator\", \"index\": 1}}",
+         "cluster spec: 'task.index' 1 is out of range for the 1 'evaluator' tasks"},
+        {"{\"cluster\": {\"worker\": [\"a:1\"], \"evaluator\": [\"e:1\", \"e:2\"]}}",
+         "cluster spec: 'cluster.evaluator' holds 2 tasks, at most 1"},
+        {"{\"cluster\": {\"worker\": [\"a:1\"], \"evaluator\": \"e:1\"}}",
+         "cluster spec: 'cluster.evaluator' must be a list of addresses"},
+        {"{\"cluster\": {\"worker\": [\"a:1\"], \"evaluator\": [7]}}",
+         "cluster spec: 'cluster.evaluator[0]' must be a string"},
+        {"{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"evaluator\", \"index\": "
+         "99999999999999}}",
+         "cluster spec: 'task.index' 99999999999999 is out of range for the 1 'evaluator' tasks"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(sl_cluster_parse(&c, bad[i].spec, &err), SL_EINVAL);
+        ck_assert_str_eq(err.msg, bad[i].msg);
+    }
+}
+END_TEST
+
 START_TEST(test_curve_paths)
 {
     static const char *const base = "{\"cluster\": {\"worker\": [\"a:1\", \"b:1\"]}, \"task\": {\"type\": \"worker\", "
@@ -347,6 +398,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_list_join);
     tcase_add_test(tc, test_spec_lists);
     tcase_add_test(tc, test_curve_paths);
+    tcase_add_test(tc, test_evaluator_task);
     suite_add_tcase(s, tc);
     return s;
 }
