@@ -104,7 +104,7 @@ struct train_strategy {
      * pieces were unequal */
     struct train_piece *tower_pieces; /* [R] */
     void *tower_buf;
-    size_t tower_buf_bytes;     /* R x the sum of the tensors' capacities */
+    size_t tower_buf_bytes;     /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
 
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv, bar_cv;
@@ -708,7 +708,10 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
             else
                 sum += o->tensor_capacity[i];
         }
-        s->tower_buf_bytes = sum * R;
+        /* each tensor's rows start aligned in it */
+        if (rc == 0 && o->ntensors > (SIZE_MAX - sum * R) / TRAIN_TOWER_ALIGN)
+            rc = sl_error_set(err, SL_EINVAL, "strategy: tensor capacities of %u towers overflow", R);
+        s->tower_buf_bytes = rc == 0 ? sum * R + o->ntensors * TRAIN_TOWER_ALIGN : 0;
         if (rc == 0 && ((s->tower_pieces = sl_calloc(R, sizeof *s->tower_pieces)) == NULL ||
                         (s->tower_buf_bytes > 0 && (s->tower_buf = sl_malloc(s->tower_buf_bytes)) == NULL)))
             rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory for the towers' split");

@@ -88,7 +88,7 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
     for (size_t i = 0; i < ref->ntensors; i++) {
         if ((rb[i] = row_bytes(&ref->t[i], (uint32_t)(ref - in), ref->rows, err)) == 0)
             return SL_EINVAL;
-        need += rb[i] * total;
+        need += (rb[i] * total + TRAIN_TOWER_ALIGN - 1) / TRAIN_TOWER_ALIGN * TRAIN_TOWER_ALIGN;
     }
     for (uint32_t t = 0; t < n; t++) {
         const struct train_piece *p = &in[t];
@@ -136,7 +136,7 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
             o->bytes = rb[i] * (uint64_t)k;
             o->data = k > 0 ? base + (size_t)t * (size_t)o->bytes : NULL;
         }
-        base += used;
+        base += (used + TRAIN_TOWER_ALIGN - 1) / TRAIN_TOWER_ALIGN * TRAIN_TOWER_ALIGN;
     }
     return 0;
 }

@@ -37,8 +37,10 @@ int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, s
  * same way (a partial last batch of 96 rows that arrived as 96 and 0 goes
  * 48 and 48). When every piece already holds k rows, out[t] is in[t]
  * (views, no copy). Otherwise the rows are copied into `scratch` (caller-
- * owned, scratch_bytes long: the sum of the pieces' tensor bytes is
- * enough) and out's tensors point into it, valid until scratch is reused;
+ * owned, scratch_bytes long, aligned to TRAIN_TOWER_ALIGN: the sum of the
+ * pieces' tensor bytes plus TRAIN_TOWER_ALIGN per tensor is enough), each
+ * tensor's rows from an aligned offset, and out's tensors point into it,
+ * valid until scratch is reused;
  * out[t] keeps in[t]'s step fields (epoch, step, seq, worker, replica,
  * flags) with rows = k. Errors, SL_EINVAL with out unspecified: the total
  * not divisible by n (train_tower_split's message); with a copy to make,
@@ -46,6 +48,7 @@ int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, s
  * dim 0, a tensor whose dim 0 is not its piece's rows or whose bytes do
  * not match its shape, a bytes (variable-length) tensor, scratch too
  * small. in and out must not overlap. */
+#define TRAIN_TOWER_ALIGN 16
 int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_piece *out, void *scratch,
                         size_t scratch_bytes, struct sl_error *err) SL_MUST_CHECK;
 
