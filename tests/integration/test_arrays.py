@@ -198,6 +198,13 @@ def main():
     job_data = dict(base, name="one-data", shard_policy="data")
     check("one group, W2 R2 auto == data", run("oa", job_auto, 2, 2), run("od", job_data, 2, 2), job_auto, [n],
           2, 2, [list(range(n))], other="data")
+    p = subprocess.run([FEEDER, "plan", "--job", os.path.join(TMP, "oa.json"), "--workers", "2", "--replicas", "2"],
+                       capture_output=True, text=True, timeout=60)
+    head = "job 'one-auto': 1 files, %d records; 2 workers x 2 replicas, global batch 8, policy auto (data for arrays)" % n
+    if p.returncode != 0 or not p.stdout.startswith(head + "\n"):
+        fail("plan of the one-group auto job: exit %d, want %r first in:\n%s%s" % (p.returncode, head, p.stdout,
+                                                                                 p.stderr))
+    ok("sluice-feeder plan says the arrays' auto is data")
 
     # a group whose arrays disagree: the feeder stops at start, naming the file
     harness.case()
