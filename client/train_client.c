@@ -126,6 +126,7 @@ struct feeder {
 
 struct train_client {
     struct train_client_opts o;
+    pid_t pid;                  /* the process that opened it (fork: see train_client.h) */
     void *ctx;
     struct feeder *f;
     struct sl_wire_welcome welcome;
@@ -305,6 +306,22 @@ static void release_slot(struct train_client *c, struct slot *s)
     if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
         c->f[s->feeder].owed++;
     c->free_slots[c->nfree++] = s;
+}
+
+/* After fork() the child's copy shares the parent's sockets (without
+ * ZeroMQ's threads) and its view of the feeders' shared memory: no call
+ * may hand out data from it or send on it. getpid() is one system call. */
+static int forked(const struct train_client *c)
+{
+    return getpid() != c->pid;
+}
+
+static int refuse_forked(const struct train_client *c, struct sl_error *err)
+{
+    return sl_error_set(err, SL_EINVAL,
+                        "client used after fork(): create a new client in the child (this one belongs to process "
+                        "%ld)",
+                        (long)c->pid);
 }
 
 /* Receive one message from feeder j (it is readable). */
@@ -1323,6 +1340,7 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->o = *opts;
+    c->pid = getpid();
     if (c->o.credits == 0)
         c->o.credits = 4 * c->o.replicas < 16 ? 16 : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
@@ -1391,10 +1409,32 @@ static void say_bye(struct train_client *c)
     c->said_bye = 1;
 }
 
+/* In a forked child: free the child's copy of the client's own memory and
+ * nothing else. Closing a socket or terminating the context would wait for
+ * I/O threads that did not follow the fork (a hang), and a BYE or a credit
+ * would speak on the parent's connections; the messages and mappings are
+ * left to the child's exit or exec. */
+static void drop_forked(struct train_client *c)
+{
+    train_reorder_destroy(c->reorder);
+    sl_free(c->f);
+    sl_free(c->slots);
+    sl_free(c->free_slots);
+    sl_free(c->step_slots);
+    sl_free(c->pieces);
+    sl_buf_free(&c->buf);
+    sl_metrics_destroy(c->own_m);
+    sl_free(c);
+}
+
 void train_client_close(struct train_client *c)
 {
     if (c == NULL)
         return;
+    if (forked(c)) {
+        drop_forked(c);
+        return;
+    }
     for (size_t r = 0; c->have_step && r < c->o.replicas; r++)
         release_slot(c, c->step_slots[r]);
     struct slot *s;
@@ -1467,6 +1507,8 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
 
 int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
 {
+    if (forked(c))
+        return refuse_forked(c, err);
     heartbeats(c);
     uint64_t end = sl_clock_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000u;
     int tick = c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1;
@@ -1481,7 +1523,7 @@ int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
 
 void train_client_release(struct train_client *c)
 {
-    if (c->have_step) {
+    if (c->have_step && !forked(c)) {
         for (size_t r = 0; r < c->o.replicas; r++)
             release_slot(c, c->step_slots[r]);
         c->have_step = 0;
@@ -1502,6 +1544,8 @@ struct kept_block {
 int train_client_keep(struct train_client *c, struct train_kept **out, struct sl_error *err)
 {
     *out = NULL;
+    if (forked(c))
+        return refuse_forked(c, err);
     if (!c->have_step)
         return sl_error_set(err, SL_EINVAL, "no step to keep (keep follows a next_step, before its release)");
     uint32_t n = c->o.replicas;
@@ -1582,6 +1626,8 @@ void train_kept_free(struct train_kept *k)
 
 int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
 {
+    if (forked(c))
+        return refuse_forked(c, err);
     /* here too, not only while waiting: a trainer whose pieces are always
      * ready would otherwise be heard only through its credits */
     heartbeats(c);

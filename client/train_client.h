@@ -36,6 +36,17 @@
  * copy them out (the staging pipeline copies into aligned pinned memory).
  *
  * Thread-safe: no; one owner thread (the ZeroMQ sockets belong to it).
+ *
+ * fork(): a client belongs to the process that opened it. A child's copy
+ * has the parent's sockets without ZeroMQ's I/O threads, and views of
+ * shared memory the feeder goes on reusing for the parent, so the calls
+ * that hand out data or talk to the feeders (next_step, keep, keepalive)
+ * fail at once in another process with SL_EINVAL "client used after
+ * fork(): create a new client in the child (this one belongs to process
+ * PID)", before touching anything; release does nothing there, and close
+ * only frees the child's copy of the client's memory (no BYE, no socket or
+ * context closed: the parent's connections go on). A step handed out
+ * before the fork is the parent's: the child must not read it.
  */
 #ifndef TRAIN_CLIENT_H
 #define TRAIN_CLIENT_H
@@ -103,7 +114,7 @@ struct train_client;
  * it is logged ("feeder ADDR: scanning, k of n files ...") and waited for
  * as long as it keeps answering (connect_timeout_ms between answers). */
 int train_client_open(struct train_client **out, const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
-void train_client_close(struct train_client *c); /* says BYE */
+void train_client_close(struct train_client *c); /* says BYE (in a forked child: frees its copy only) */
 
 /* The schema every feeder agreed on (strings borrowed for the client's life). */
 const struct sl_wire_welcome *train_client_welcome(const struct train_client *c);

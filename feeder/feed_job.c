@@ -1183,11 +1183,18 @@ int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts
 {
     if (job->files.n == 0 || counts == NULL || W == 0 || R == 0)
         return SL_EINVAL;
+    /* AUTO is DATA for arrays, as TensorFlow's AUTO is for
+     * from_tensor_slices (what experimental_make_numpy_dataset builds): there
+     * is no file reader to shard. An explicit FILE still deals out the groups
+     * (docs/semantics.md 3.4). */
+    enum feed_policy policy = job->policy;
+    if (policy == FEED_SHARD_AUTO && job->format == FMT_FORMAT_ARRAYS && !job->per_replica_input)
+        policy = FEED_SHARD_DATA;
     *cfg = (struct feed_plan_config){
         .nfiles = job->files.n,
         .counts = counts,
         .source_is_files = 1,
-        .policy = job->policy,
+        .policy = policy,
         .hint = job->hint,
         .global_batch = job->global_batch_size,
         .drop_remainder = job->drop_remainder,

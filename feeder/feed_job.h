@@ -127,7 +127,8 @@ int feed_job_expand(struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
 /* Fill a plan config for W workers of R replicas from an expanded job;
  * `counts` (records per file, job->files order) is borrowed by cfg, and so
  * is the job. SL_EINVAL when the job has no files, counts is NULL, or W or
- * R is 0; the plan checks the rest (feed_plan_create). */
+ * R is 0; the plan checks the rest (feed_plan_create). With format
+ * arrays, shard_policy "auto" becomes FEED_SHARD_DATA in cfg. */
 int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts, uint32_t W, uint32_t R,
                               struct feed_plan_config *cfg) SL_MUST_CHECK;
 

@@ -551,9 +551,11 @@ static int run_plan(const struct args *a, const struct feed_job *job, struct fee
         total += feed_source_count(src, i);
     if (!a->json)
         printf("job '%s': %zu files, %" PRIu64 " records; %" PRIu64 " workers x %" PRIu64
-               " replicas, global batch %" PRIu64 ", policy %s\n",
+               " replicas, global batch %" PRIu64 ", policy %s%s%s%s\n",
                job->name, job->files.n, total, a->workers, a->replicas, job->global_batch_size,
-               feed_policy_name(job->policy));
+               feed_policy_name(job->policy), cfg.policy != job->policy ? " (" : "",
+               cfg.policy != job->policy ? feed_policy_name(cfg.policy) : "",
+               cfg.policy != job->policy ? " for arrays)" : "");
     else
         printf("{\"job\":\"%s\",\"workers\":[", job->name);
     int status = 0;

@@ -473,13 +473,22 @@ static int gather_keep(struct gather *g, int slot, const struct train_piece *pie
 static int gather_add(struct gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
                       struct sl_error *err)
 {
-    size_t k = 0;
+    /* tower mode re-splits a step's rows into equal towers (in order), so
+     * the replicas' predictions match the kept rows as a whole */
+    size_t k = 0, kept = 0, predicted = 0;
     for (uint32_t r = 0; r < replicas && r < 64; r++) {
         uint32_t n;
         const int64_t *pred = train_loop_eval_predictions(loop, r, &n);
-        if (n != g->rows[slot][r] || (n > 0 && pred == NULL))
-            return sl_error_set(err, SL_EINVAL, "--predictions: replica %u predicted %u rows of %u", r, n,
-                                g->rows[slot][r]);
+        kept += g->rows[slot][r];
+        predicted += n;
+        if (n > 0 && pred == NULL)
+            return sl_error_set(err, SL_EINVAL, "--predictions: replica %u has no predictions", r);
+    }
+    if (predicted != kept)
+        return sl_error_set(err, SL_EINVAL, "--predictions: the replicas predicted %zu rows of %zu", predicted, kept);
+    for (uint32_t r = 0; r < replicas && r < 64; r++) {
+        uint32_t n;
+        const int64_t *pred = train_loop_eval_predictions(loop, r, &n);
         if (g->n + n > g->out_cap) {
             size_t cap = g->out_cap ? g->out_cap * 2 : 4096;
             while (cap < g->n + n)

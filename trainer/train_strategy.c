@@ -99,6 +99,12 @@ struct train_strategy {
     struct train_value *shapes; /* [R]: each replica's value shape in train_replica_reduce */
     uint64_t steps;
     unsigned staged;            /* steps put and not yet run */
+    /* tower mode, R > 1: a step's pieces re-split into equal towers
+     * (train_tower_resplit), their rows copied into tower_buf when the
+     * pieces were unequal */
+    struct train_piece *tower_pieces; /* [R] */
+    void *tower_buf;
+    size_t tower_buf_bytes;     /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
 
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv, bar_cv;
@@ -513,19 +519,16 @@ int train_strategy_put(struct train_strategy *s, const struct train_piece *piece
         return refuse_broken(s, err);
     if (s->staged == TRAIN_STAGE_SLOTS)
         return sl_error_set(err, SL_EINVAL, "put: %u steps are staged already (run one first)", s->staged);
-    if (s->mode == TRAIN_STRATEGY_TOWER) {
-        uint64_t total = 0;
-        for (uint32_t r = 0; r < s->R; r++)
-            total += pieces[r].rows;
-        int64_t rows;
-        int rc = train_tower_split((int64_t)total, (int)s->R, &rows, err);
-        if (rc != 0)
+    if (s->mode == TRAIN_STRATEGY_TOWER && s->R > 1) {
+        /* replicate_model_fn splits the step's batch along dim 0 into equal
+         * shards, whatever split the pieces arrived in (a partial last batch
+         * of the stream split comes as 96 and 0 rows: 48 and 48) */
+        int rc = train_tower_resplit(pieces, s->R, s->tower_pieces, s->tower_buf, s->tower_buf_bytes, err);
+        if (rc != 0) {
+            sl_error_prefix(err, "tower mode: step %" PRIu64 ": ", pieces[0].step);
             return rc;
-        for (uint32_t r = 0; r < s->R; r++)
-            if (pieces[r].rows != (uint64_t)rows)
-                return sl_error_set(err, SL_EINVAL, "tower mode: step %" PRIu64 " gives tower %u %u rows, expected "
-                                    "%" PRId64 " (towers take equal shards of the batch)", pieces[r].step, r,
-                                    pieces[r].rows, rows);
+        }
+        pieces = s->tower_pieces;
     }
     int rc = dispatch(s, JOB_PUT, pieces, NULL, NULL, err);
     if (rc == 0)
@@ -697,6 +700,22 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
         rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
     if (rc == 0 && R > 1)
         rc = train_local_group_create(&s->group, (int)R, err);
+    if (rc == 0 && R > 1 && o->mode == TRAIN_STRATEGY_TOWER) {
+        size_t sum = 0;
+        for (size_t i = 0; rc == 0 && i < o->ntensors && o->tensor_capacity != NULL; i++) {
+            if (o->tensor_capacity[i] > SIZE_MAX / R - sum)
+                rc = sl_error_set(err, SL_EINVAL, "strategy: tensor capacities of %u towers overflow", R);
+            else
+                sum += o->tensor_capacity[i];
+        }
+        /* each tensor's rows start aligned in it */
+        if (rc == 0 && o->ntensors > (SIZE_MAX - sum * R) / TRAIN_TOWER_ALIGN)
+            rc = sl_error_set(err, SL_EINVAL, "strategy: tensor capacities of %u towers overflow", R);
+        s->tower_buf_bytes = rc == 0 ? sum * R + o->ntensors * TRAIN_TOWER_ALIGN : 0;
+        if (rc == 0 && ((s->tower_pieces = sl_calloc(R, sizeof *s->tower_pieces)) == NULL ||
+                        (s->tower_buf_bytes > 0 && (s->tower_buf = sl_malloc(s->tower_buf_bytes)) == NULL)))
+            rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory for the towers' split");
+    }
     if (rc == 0 && o->ring != NULL) {
         rc = train_ring_coll_open(&s->across, o->ring, err);
         s->own_across = rc == 0;
@@ -780,6 +799,8 @@ void train_strategy_destroy(struct train_strategy *s)
     train_local_group_destroy(s->group);
     sl_free(s->hashbuf);
     sl_free(s->shapes);
+    sl_free(s->tower_pieces);
+    sl_free(s->tower_buf);
     sl_free(s->reps);
     pthread_cond_destroy(&s->bar_cv);
     pthread_cond_destroy(&s->done_cv);

@@ -63,9 +63,9 @@
  * divergence is SL_ECORRUPT naming the variable and the replica or worker.
  *
  * Tower mode (replicate_model_fn, docs/semantics.md 6.4): one copy of each
- * variable, read by every tower; each step's towers must hold equal rows
- * (train_tower_split's "Batch size N needs to be divisible by the number of
- * GPUs" otherwise); train_replica_loss_scale gives each tower's loss (and
+ * variable, read by every tower; each step's rows are cut into equal towers
+ * (train_tower_resplit; train_tower_split's "Batch size N needs to be
+ * divisible by the number of GPUs" when they do not divide); train_replica_loss_scale gives each tower's loss (and
  * gradient) factor, 1/towers unless the loss reduction is SUM; updates add
  * the towers' values (add_n, tower order) and are applied once, by the
  * last tower; predictions are concatenated in tower order
@@ -189,8 +189,12 @@ enum train_strategy_mode train_strategy_mode(const struct train_strategy *s);
 
 /* Stage one step: pieces[r] (borrowed for the call only; its frames may be
  * released when put returns) into replica r's stager, on replica r's
- * thread. SL_EINVAL, changing nothing, when 2 steps are already staged or
- * (tower mode) the towers' rows are unequal. A piece that a stager refuses
+ * thread. Tower mode: the step's rows (the pieces joined in replica order)
+ * are first cut into R equal towers (train_tower_resplit; a partial last
+ * batch that came as 96 and 0 rows is staged as 48 and 48). SL_EINVAL,
+ * changing nothing, when 2 steps are already staged or (tower mode) the
+ * rows do not divide among the towers or cannot be cut (train_tower_resplit's
+ * errors, prefixed "tower mode: step S: "). A piece that a stager refuses
  * (wrong tensors, over capacity) or a device error breaks the strategy. */
 int train_strategy_put(struct train_strategy *s, const struct train_piece *pieces, struct sl_error *err) SL_MUST_CHECK;
 

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "sl_wire.h"
+
 int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, struct sl_error *err)
 {
     *rows_per_tower = 0;
@@ -16,6 +18,126 @@ int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, s
         return sl_error_set(err, SL_EINVAL, "Batch size %lld needs to be divisible by the number of GPUs, which is %d.",
                             (long long)batch_rows, towers);
     *rows_per_tower = batch_rows / towers;
+    return 0;
+}
+
+/* Bytes of one row of tensor t (dims after dim 0), or 0 with err set when
+ * t cannot be cut along dim 0 for a piece of `rows` rows. */
+static uint64_t row_bytes(const struct train_tensor *t, uint32_t tower, uint32_t rows, struct sl_error *err)
+{
+    const char *name = t->name != NULL ? t->name : "";
+    size_t esize = sl_wire_dtype_size(t->dtype);
+    if (esize == 0) {
+        sl_error_set(err, SL_EINVAL, "tower split: tensor '%s' is %s: only fixed-size values can be split along "
+                     "dim 0", name, sl_wire_dtype_name(t->dtype));
+        return 0;
+    }
+    if (t->rank < 1 || t->rank > SL_WIRE_MAX_PIECE_RANK || t->dims[0] != (int64_t)rows) {
+        sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor '%s' has rank %d and dim 0 of %lld for %u rows",
+                     tower, name, t->rank, t->rank >= 1 ? (long long)t->dims[0] : 0LL, rows);
+        return 0;
+    }
+    uint64_t b = esize;
+    for (int d = 1; d < t->rank; d++) {
+        if (t->dims[d] < 0 || (t->dims[d] > 0 && b > UINT64_MAX / (uint64_t)t->dims[d] / rows)) {
+            sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor '%s': bad dim %d (%lld)", tower, name, d,
+                         (long long)t->dims[d]);
+            return 0;
+        }
+        b *= (uint64_t)t->dims[d];
+    }
+    if (b == 0 || t->bytes != b * rows || t->data == NULL) {
+        sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor '%s' holds %llu bytes, its shape %llu",
+                     tower, name, (unsigned long long)t->bytes, (unsigned long long)(b * rows));
+        return 0;
+    }
+    return b;
+}
+
+int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_piece *out, void *scratch,
+                        size_t scratch_bytes, struct sl_error *err)
+{
+    if (n < 1)
+        return sl_error_set(err, SL_EINVAL, "tower split: needs >= 1 tower (got %u)", n);
+    uint64_t total = 0;
+    for (uint32_t t = 0; t < n; t++)
+        total += in[t].rows;
+    int64_t k;
+    int rc = train_tower_split((int64_t)total, (int)n, &k, err);
+    if (rc != 0)
+        return rc;
+    int equal = 1;
+    for (uint32_t t = 0; t < n; t++)
+        equal &= in[t].rows == (uint64_t)k;
+    if (equal) {
+        memcpy(out, in, n * sizeof *out);
+        return 0;
+    }
+
+    /* the first non-empty piece gives the tensors' layout; every other
+     * non-empty piece must agree with it */
+    const struct train_piece *ref = NULL;
+    for (uint32_t t = 0; ref == NULL && t < n; t++)
+        if (in[t].rows > 0)
+            ref = &in[t];
+    uint64_t rb[SL_WIRE_MAX_TENSORS];
+    if (ref->ntensors > SL_WIRE_MAX_TENSORS)
+        return sl_error_set(err, SL_EINVAL, "tower split: %zu tensors (at most %d)", ref->ntensors,
+                            SL_WIRE_MAX_TENSORS);
+    uint64_t need = 0;
+    for (size_t i = 0; i < ref->ntensors; i++) {
+        if ((rb[i] = row_bytes(&ref->t[i], (uint32_t)(ref - in), ref->rows, err)) == 0)
+            return SL_EINVAL;
+        need += (rb[i] * total + TRAIN_TOWER_ALIGN - 1) / TRAIN_TOWER_ALIGN * TRAIN_TOWER_ALIGN;
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        const struct train_piece *p = &in[t];
+        if (p->rows == 0 || p == ref)
+            continue;
+        if (p->ntensors != ref->ntensors)
+            return sl_error_set(err, SL_EINVAL, "tower split: tower %u has %zu tensors, tower %u %zu", t,
+                                p->ntensors, (uint32_t)(ref - in), ref->ntensors);
+        for (size_t i = 0; i < p->ntensors; i++) {
+            const struct train_tensor *a = &p->t[i], *b = &ref->t[i];
+            int same = a->dtype == b->dtype && a->rank == b->rank &&
+                       strcmp(a->name != NULL ? a->name : "", b->name != NULL ? b->name : "") == 0;
+            for (int d = 1; same && d < a->rank && d < SL_WIRE_MAX_PIECE_RANK; d++)
+                same = a->dims[d] == b->dims[d];
+            if (!same)
+                return sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor %zu differs from tower %u's in "
+                                    "name, dtype or shape after dim 0", t, i, (uint32_t)(ref - in));
+            if (row_bytes(a, t, p->rows, err) == 0)
+                return SL_EINVAL;
+        }
+    }
+    if (need > scratch_bytes)
+        return sl_error_set(err, SL_EINVAL, "tower split: the step's %llu bytes exceed the %zu-byte scratch",
+                            (unsigned long long)need, scratch_bytes);
+
+    /* tensor i's rows of the whole batch, one after another, then cut */
+    unsigned char *base = scratch;
+    for (uint32_t t = 0; t < n; t++) {
+        out[t] = in[t];
+        out[t].rows = (uint32_t)k;
+        out[t].ntensors = ref->ntensors;
+    }
+    for (size_t i = 0; i < ref->ntensors; i++) {
+        size_t used = 0;
+        for (uint32_t t = 0; t < n; t++) {
+            if (in[t].rows == 0)
+                continue;
+            memcpy(base + used, in[t].t[i].data, (size_t)in[t].t[i].bytes);
+            used += (size_t)in[t].t[i].bytes;
+        }
+        for (uint32_t t = 0; t < n; t++) {
+            struct train_tensor *o = &out[t].t[i];
+            *o = ref->t[i];
+            o->dims[0] = k;
+            o->bytes = rb[i] * (uint64_t)k;
+            o->data = k > 0 ? base + (size_t)t * (size_t)o->bytes : NULL;
+        }
+        base += (used + TRAIN_TOWER_ALIGN - 1) / TRAIN_TOWER_ALIGN * TRAIN_TOWER_ALIGN;
+    }
     return 0;
 }
 

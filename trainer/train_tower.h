@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "sl_error.h"
+#include "train_piece.h"
 #include "train_reduce.h"
 
 /* tf.losses.Reduction; replicate_model_fn defaults to
@@ -29,6 +30,27 @@ enum train_loss_reduction {
  * SL_EINVAL "Batch size {rows} needs to be divisible by the number of GPUs,
  * which is {towers}." when it does not divide. */
 int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, struct sl_error *err) SL_MUST_CHECK;
+
+/* replicate_model_fn's split of one step over n towers: the step's batch
+ * is the pieces in[0..n) joined along dim 0 in tower order, and out[t]
+ * gets its rows [t*k, (t+1)*k), k = total rows / n, every tensor cut the
+ * same way (a partial last batch of 96 rows that arrived as 96 and 0 goes
+ * 48 and 48). When every piece already holds k rows, out[t] is in[t]
+ * (views, no copy). Otherwise the rows are copied into `scratch` (caller-
+ * owned, scratch_bytes long, aligned to TRAIN_TOWER_ALIGN: the sum of the
+ * pieces' tensor bytes plus TRAIN_TOWER_ALIGN per tensor is enough), each
+ * tensor's rows from an aligned offset, and out's tensors point into it,
+ * valid until scratch is reused;
+ * out[t] keeps in[t]'s step fields (epoch, step, seq, worker, replica,
+ * flags) with rows = k. Errors, SL_EINVAL with out unspecified: the total
+ * not divisible by n (train_tower_split's message); with a copy to make,
+ * pieces whose tensors differ in count, name, dtype, rank or dims after
+ * dim 0, a tensor whose dim 0 is not its piece's rows or whose bytes do
+ * not match its shape, a bytes (variable-length) tensor, scratch too
+ * small. in and out must not overlap. */
+#define TRAIN_TOWER_ALIGN 16
+int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_piece *out, void *scratch,
+                        size_t scratch_bytes, struct sl_error *err) SL_MUST_CHECK;
 
 /* The factor each tower's loss (and gradient) is multiplied by: 1/towers
  * when towers > 1 and the reduction is not SUM, else 1. TRAIN_LOSS_NONE is

@@ -15,6 +15,11 @@
  *
  * A client belongs to one thread at a time: a second thread's call while
  * one waits raises RuntimeError rather than entering the C client twice.
+ * It belongs to one process too: in a child of fork() (multiprocessing's
+ * fork start method) libsluice refuses every call that would hand out
+ * data, raised here as sluice.Error ("client used after fork(): ..."),
+ * and close drops the child's copy only; kept steps own their memory and
+ * stay readable in both processes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

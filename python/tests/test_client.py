@@ -201,6 +201,59 @@ def test_resume_at_position(data):
     assert flat(head) + flat(tail) == want_ids(f.job, ids, 1, 2)[0]
 
 
+def _forked_child(c, q):
+    """multiprocessing's child (fork start method): every call that would
+    hand out data must raise at once; close must return."""
+    out = {}
+    t0 = time.monotonic()
+    for name, call in (("next", lambda: next(c)), ("keepalive", lambda: c.keepalive(100))):
+        try:
+            call()
+            out[name] = ("data", None, None)
+        except sluice.Error as e:
+            out[name] = ("error", str(e), e.code_name)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out[name] = (type(e).__name__, str(e), None)
+    out["raise_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    c.close()
+    out["close_s"] = time.monotonic() - t0
+    out["closed"] = c.closed
+    q.put(out)
+
+
+@pytest.mark.parametrize("no_shm", [False, True])
+def test_fork_child_raises_parent_goes_on(data, no_shm):
+    """A client used in a child of fork() (multiprocessing's fork start
+    method) raises at once, before handing out any data, and the child's
+    close leaves the parent's connection alone: the parent's stream stays
+    exact (issue #24 A.4: the child used to get the parent's next step, or
+    shared-memory buffers the feeder had reused)."""
+    import multiprocessing
+    files, ids = data
+    f = Feeders("fork%d" % no_shm, files, 1, epochs=1)
+    try:
+        c = sluice.Client(f.eps, f.job["name"], replicas=2, heartbeat_ms=200, no_shm=no_shm)
+        head = [next(c) for _ in range(3)]
+        ctx = multiprocessing.get_context("fork")
+        q = ctx.Queue()
+        p = ctx.Process(target=_forked_child, args=(c, q))
+        p.start()
+        got = q.get(timeout=30)
+        p.join(30)
+        assert p.exitcode == 0
+        tail = list(c)
+        c.close()
+        assert f.wait() == [0]
+    finally:
+        f.stop()
+    msg = "client used after fork(): create a new client in the child (this one belongs to process %d)" % os.getpid()
+    assert got["next"] == ("error", msg, "invalid")
+    assert got["keepalive"] == ("error", msg, "invalid")
+    assert got["raise_s"] < 1.0 and got["close_s"] < 1.0 and got["closed"]
+    assert flat(head) + flat(tail) == want_ids(f.job, ids, 1, 2)[0]
+
+
 def test_dead_feeder_raises(data):
     files, _ = data
     f = Feeders("dead", files, 1, epochs=0)

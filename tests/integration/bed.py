@@ -74,7 +74,10 @@ def reference(job, counts, W, R):
     """The reference model's pieces of a job per worker (tests/plan/ref_plan.py):
     {worker: [piece, ...]}, `counts` the records of each file."""
     shuffle = job.get("shuffle") or {}
-    cfg = {"counts": counts, "source_is_files": 1, "policy": job.get("shard_policy", "auto"),
+    policy = job.get("shard_policy", "auto")
+    if policy == "auto" and job.get("format") == "arrays" and not job.get("per_replica_input", False):
+        policy = "data"  # arrays have no file reader: AUTO is DATA (docs/semantics.md 3.4)
+    cfg = {"counts": counts, "source_is_files": 1, "policy": policy,
            "hint": job.get("shard_hint", "files"), "G": job["global_batch_size"],
            "drop_remainder": int(job.get("drop_remainder", False)), "shuffle_buffer": shuffle.get("buffer", 0),
            "seed": str(shuffle.get("seed", 0)), "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),

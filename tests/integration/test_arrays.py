@@ -97,15 +97,15 @@ def run(tag, job, W, R, feature="id", timeout=120):
     return traces
 
 
-def check(name, got_arrays, got_records, job, counts, W, R, values):
+def check(name, got_arrays, got_records, job, counts, W, R, values, other="TFRecord"):
     """Both runs' traces equal, piece by piece, and equal to the model's."""
     if got_arrays != got_records:
         for w, (a, b) in enumerate(zip(got_arrays, got_records)):
             for i, (x, y) in enumerate(zip(a, b)):
                 if x != y:
-                    fail("%s: worker %d piece %d differs:\n  arrays   %s\n  tfrecord %s" % (name, w, i, x, y))
+                    fail("%s: worker %d piece %d differs:\n  arrays   %s\n  %s %s" % (name, w, i, x, other, y))
             if len(a) != len(b):
-                fail("%s: worker %d: %d pieces from arrays, %d from TFRecord" % (name, w, len(a), len(b)))
+                fail("%s: worker %d: %d pieces from arrays, %d from %s" % (name, w, len(a), other, len(b)))
     ref = reference(job, counts, W, R)
     for w in range(W):
         want = [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"], "step": x["step"],
@@ -117,7 +117,7 @@ def check(name, got_arrays, got_records, job, counts, W, R, values):
     pieces = sum(len(t) for t in got_arrays)
     if pieces == 0:
         fail("%s: no pieces at all" % name)
-    ok("%s: %d pieces, arrays == TFRecord == model" % (name, pieces))
+    ok("%s: %d pieces, arrays == %s == model" % (name, pieces, other))
 
 
 def main():
@@ -150,6 +150,8 @@ def main():
                     "label": {"dtype": "int64", "array": os.path.join(arr, "labels-*.idx.gz")},
                     "id": {"dtype": "int64", "array": [os.path.join(arr, "ids-*.npy")]}}
     # tfrecord's image is [16]; trace ids and labels, not images, so the shapes may differ
+    # AUTO on arrays is DATA (from_tensor_slices has no file reader), so the
+    # TFRecord run it is compared with says "data"
     cases = [
         ("W2 R2 auto shuffled", 2, 2, {"shard_policy": "auto", "shuffle": {"buffer": 16, "seed": 5}}),
         ("W2 R1 data", 2, 1, {"shard_policy": "data"}),
@@ -165,6 +167,8 @@ def main():
         base = {"global_batch_size": 8, "epochs": 2, "prefetch": 4}
         base.update(keys)
         job_r = dict(base, name="rec-%d" % k, files=tfr, format="tfrecord", features=rec_features)
+        if keys.get("shard_policy") == "auto":
+            job_r["shard_policy"] = "data"
         job_a = dict(base, name="arr-%d" % k, format="arrays", features=arr_features)
         got_r = run("r%d" % k, job_r, W, R)
         got_a = run("a%d" % k, job_a, W, R)
@@ -179,6 +183,28 @@ def main():
     check("labels, W2 R1 data shuffled", run("al", job_a, 2, 1, feature="label"), run("rl", job_r, 2, 1,
                                                                                        feature="label"),
           job_a, counts, 2, 1, lab)
+
+    # one group (one array per feature) to 2 workers: AUTO is DATA, the
+    # traces of "auto" and of an explicit "data" are the same (issue #24 D.16:
+    # AUTO was FILE, "FILE sharding needs at least 2 files, found 1")
+    harness.case()
+    np.save(os.path.join(arr, "all-ids.npy"), np.arange(n, dtype=np.int64))
+    one = {"image": {"dtype": "uint8", "shape": [4, 4], "array": os.path.join(src, "images-idx3-ubyte")},
+           "label": {"dtype": "int64", "array": os.path.join(src, "labels-idx1-ubyte.gz")},
+           "id": {"dtype": "int64", "array": os.path.join(arr, "all-ids.npy")}}
+    base = {"global_batch_size": 8, "epochs": 2, "format": "arrays", "features": one,
+            "shuffle": {"buffer": 10, "seed": 4}}
+    job_auto = dict(base, name="one-auto")
+    job_data = dict(base, name="one-data", shard_policy="data")
+    check("one group, W2 R2 auto == data", run("oa", job_auto, 2, 2), run("od", job_data, 2, 2), job_auto, [n],
+          2, 2, [list(range(n))], other="data")
+    p = subprocess.run([FEEDER, "plan", "--job", os.path.join(TMP, "oa.json"), "--workers", "2", "--replicas", "2"],
+                       capture_output=True, text=True, timeout=60)
+    head = "job 'one-auto': 1 files, %d records; 2 workers x 2 replicas, global batch 8, policy auto (data for arrays)" % n
+    if p.returncode != 0 or not p.stdout.startswith(head + "\n"):
+        fail("plan of the one-group auto job: exit %d, want %r first in:\n%s%s" % (p.returncode, head, p.stdout,
+                                                                                 p.stderr))
+    ok("sluice-feeder plan says the arrays' auto is data")
 
     # a group whose arrays disagree: the feeder stops at start, naming the file
     harness.case()

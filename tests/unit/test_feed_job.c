@@ -694,6 +694,25 @@ START_TEST(test_arrays)
     }
     ck_assert_str_eq(job->files.items[1], job->members.items[2]);
 
+    /* AUTO shards arrays as DATA (from_tensor_slices has no file reader);
+     * an explicit policy is kept, FILE included (it deals out groups) */
+    struct feed_plan_config cfg;
+    const uint64_t counts[2] = {10, 20};
+    ck_assert_int_eq(feed_job_fill_plan_config(job, counts, 2, 1, &cfg), 0);
+    ck_assert_int_eq(cfg.policy, FEED_SHARD_DATA);
+    ck_assert_int_eq(cfg.source_is_files, 1);
+    set_ok(job, "shard_policy", "file");
+    ck_assert_int_eq(feed_job_fill_plan_config(job, counts, 2, 1, &cfg), 0);
+    ck_assert_int_eq(cfg.policy, FEED_SHARD_FILE);
+    set_ok(job, "shard_policy", "off");
+    ck_assert_int_eq(feed_job_fill_plan_config(job, counts, 2, 1, &cfg), 0);
+    ck_assert_int_eq(cfg.policy, FEED_SHARD_OFF);
+    set_ok(job, "shard_policy", "auto");
+    set_ok(job, "per_replica_input", "true");
+    ck_assert_int_eq(feed_job_fill_plan_config(job, counts, 2, 1, &cfg), 0);
+    ck_assert_int_eq(cfg.policy, FEED_SHARD_AUTO); /* not sharded at all */
+    set_ok(job, "per_replica_input", "false");
+
     /* the effective job loads back to the same groups, with no "files" */
     struct sl_buf out;
     sl_buf_init(&out, 0);

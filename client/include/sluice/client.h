@@ -28,6 +28,14 @@
  *
  * Thread-safe: no. A client belongs to one thread (its ZeroMQ sockets do);
  * distinct clients may be used from distinct threads.
+ *
+ * fork(): a client belongs to the process that opened it. In a child,
+ * sluice_client_next_step, sluice_client_keep_step and
+ * sluice_client_keepalive fail at once with SLUICE_EINVAL ("client used
+ * after fork(): create a new client in the child (this one belongs to
+ * process PID)"), handing out nothing; sluice_client_release does nothing
+ * and sluice_client_close frees only the child's copy (no socket closed,
+ * nothing sent): the parent's stream goes on.
  */
 #ifndef SLUICE_CLIENT_H
 #define SLUICE_CLIENT_H
