@@ -257,6 +257,16 @@ def bad_keys(files, keys):
     shutil.copy(keys["trainer"] + ".pub", bad_allow)
     with open(os.path.join(bad_allow, "broken.pub"), "w") as f:
         f.write("x" * 41 + "\n")
+    os.chmod(os.path.join(bad_allow, "broken.pub"), 0o644)
+    # whoever can write an allow-list key or its folder can join (issue #24 item 9)
+    open_pub = os.path.join(d, "open-pub")
+    os.makedirs(open_pub)
+    shutil.copy(keys["trainer"] + ".pub", open_pub)
+    os.chmod(os.path.join(open_pub, os.path.basename(keys["trainer"]) + ".pub"), 0o666)
+    open_dir = os.path.join(d, "open-dir")
+    os.makedirs(open_dir)
+    shutil.copy(keys["trainer"] + ".pub", open_dir)
+    os.chmod(open_dir, 0o1777)
     ep = "ipc://%s/bad.sock" % bed.TMP
     fcases = [
         (["--curve-key", wide, "--curve-allow", bad_allow], 2, wide + ": a secret key readable or writable by others "
@@ -269,6 +279,13 @@ def bad_keys(files, keys):
         (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", os.path.join(d, "none")], 1,
          "opendir(%s): No such file" % os.path.join(d, "none")),
         (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", wide], 2, "not a directory"),
+        (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", open_pub], 2,
+         "%s/%s.pub: an allow-list key writable by others (mode 0666): whoever can write it can join; make it "
+         "writable by its owner alone: chmod go-w %s/%s.pub" % (open_pub, os.path.basename(keys["trainer"]), open_pub,
+                                                                os.path.basename(keys["trainer"]))),
+        (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", open_dir], 2,
+         "%s: an allow-list directory writable by others (mode 1777): whoever can write there can join; make it "
+         "writable by its owner alone: chmod go-w %s" % (open_dir, open_dir)),
     ]
     for args, code, text in fcases:
         r = subprocess.run([bed.FEEDER, "--job", job_path, "--listen", ep] + args, capture_output=True, text=True,
