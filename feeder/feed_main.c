@@ -44,6 +44,7 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_exit.h"
 #include "sl_http_metrics.h"
 #include "sl_json.h"
 #include "sl_log.h"
@@ -265,8 +266,8 @@ static const struct sl_opt opt_rows[] = {
 
 static const char usage[] =
     "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--set KEY=VALUE]...\n"
-    "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
-    "       sluice-feeder keygen NAME\n"
+    "  or:  sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
+    "  or:  sluice-feeder keygen NAME\n"
     "\n"
     "Serve the per-replica batches of a job (docs/job.md) to trainers over ZeroMQ,\n"
     "or print how the job's data is divided among W workers of R replicas.\n"
@@ -287,7 +288,7 @@ static const char footer[] =
     "\n"
     "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
     "SIGHUP reads --curve-allow again.\n"
-    "Exit status: 0 served, 1 data or runtime error, 2 usage, 3 idle (--idle-exit).\n";
+    "\n" SL_EXIT_STATUS_HELP;
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
 
@@ -446,7 +447,9 @@ static int prepare_job(const struct args *a, struct feed_job **out)
     if (feed_job_validate(job, &err) != 0 || feed_job_expand(job, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         feed_job_free(job);
-        return EXIT_USAGE;
+        /* files that are not there (a pattern matching none, a read error)
+         * are a data error, as a job file that is not there (sl_exit.h) */
+        return err.code == SL_EIO ? EXIT_DATA : EXIT_USAGE;
     }
     *out = job;
     return 0;

@@ -296,19 +296,25 @@ def bad_keys(files, keys):
     sdir = os.path.join(d, "servers")
     os.makedirs(sdir)
     shutil.copy(keys["feeder0"] + ".pub", os.path.join(sdir, "feeder-0.pub"))
+    # a key file that is not there is exit 1, as for the feeder; one that is
+    # refused is 2 (issue #24 item 13: one rule, docs/exit-codes.md)
     tcases = [
-        (["--curve-key", wide, "--curve-server-key", keys["feeder0"] + ".pub"], wide + ": a secret key readable"),
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", short], short + ": not a CURVE key"),
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", os.path.join(d, "absent.pub")],
-         "absent.pub): No such file"),
+        (["--curve-key", wide, "--curve-server-key", keys["feeder0"] + ".pub"], 2, wide + ": a secret key readable"),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", short], 2, short + ": not a CURVE key"),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", os.path.join(d, "absent.pub")], 1,
+         "sluice-trainer: --curve-server-key: stat(%s): No such file" % os.path.join(d, "absent.pub")),
+        (["--curve-key", os.path.join(d, "absent.key"), "--curve-server-key", keys["feeder0"] + ".pub"], 1,
+         "sluice-trainer: --curve-key: open(%s): No such file" % os.path.join(d, "absent.key")),
         # a directory: feeder-1.pub is missing for the second feeder
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", sdir], os.path.join(sdir, "feeder-1.pub")),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", sdir], 1,
+         "open(%s): No such file" % os.path.join(sdir, "feeder-1.pub")),
     ]
-    for args, text in tcases:
+    for args, code, text in tcases:
         r = subprocess.run([bed.TRAINER, "--connect", ep + "," + ep + "2", "--job", job["name"]] + args,
                            capture_output=True, text=True, timeout=30)
-        if r.returncode != 2 or text not in r.stderr:
-            fail("bad keys: trainer %s: expected exit 2 with %r, got %d: %s" % (args, text, r.returncode, r.stderr))
+        if r.returncode != code or text not in r.stderr:
+            fail("bad keys: trainer %s: expected exit %d with %r, got %d: %s" % (args, code, text, r.returncode,
+                                                                               r.stderr))
     # keygen itself
     r = subprocess.run([bed.FEEDER, "keygen", keys["trainer"]], capture_output=True, text=True)
     if r.returncode != 1 or "exists already" not in r.stderr:
