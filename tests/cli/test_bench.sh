@@ -35,7 +35,9 @@ expect() {
     "$@" >"$T/out" 2>"$T/err"
     local rc=$?
     [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
-    if [ -n "$re" ] && ! cat "$T/out" "$T/err" | grep -Eq -- "$re"; then
+    # grep reads the files itself: `cat | grep -q` under pipefail fails when
+    # grep has matched and left before cat wrote everything (SIGPIPE)
+    if [ -n "$re" ] && ! grep -Eq -- "$re" "$T/out" "$T/err"; then
         fail "$name: no output matching /$re/"
     fi
     pass "$name"
