@@ -283,8 +283,8 @@ static const char footer[] =
     "worker and replica per epoch; reads only what counting needs.\n"
     "\n"
     "keygen NAME: write a new CURVE key pair, NAME.key (secret, mode 0600; never\n"
-    "overwritten) and NAME.pub (public), for --curve-key and --curve-allow here and\n"
-    "sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
+    "overwritten) and NAME.pub (public, mode 0644), for --curve-key and --curve-allow\n"
+    "here and sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
     "\n"
     "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
     "SIGHUP reads --curve-allow again.\n"
@@ -412,9 +412,10 @@ static int run_keygen(int argc, char **argv)
     if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
         printf("Usage: sluice-feeder keygen NAME\n\n"
                "Write a new CURVE key pair: NAME.key, the secret key (mode 0600; an existing\n"
-               "one is never overwritten), and NAME.pub, the public key, each one line of 40\n"
-               "Z85 characters. Give NAME.key to --curve-key of the program it is for, and\n"
-               "NAME.pub to its peers (docs/security.md).\n");
+               "one is never overwritten), and NAME.pub, the public key (mode 0644), each one\n"
+               "line of 40 Z85 characters, whatever the umask. Give NAME.key to --curve-key of\n"
+               "the program it is for, and NAME.pub to its peers (docs/security.md); an\n"
+               "allow-list refuses a .pub, or a folder, the group or others may write.\n");
         return 0;
     }
     if (argc != 3 || argv[2][0] == '\0' || argv[2][0] == '-')
