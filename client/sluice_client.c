@@ -123,6 +123,10 @@ static char *copy_string(const char *s)
     return d;
 }
 
+/* The messages name the options as this API (and the Python package, whose
+ * keywords are these fields) spells them, not sluice-trainer's flags. */
+static const struct train_client_names api_names = {"connect_timeout_ms", "curve_key", "curve_server_keys", 1};
+
 int sluice_client_open(struct sluice_client **out, const struct sluice_options *o, struct sluice_error *err)
 {
     struct sl_error e = {0};
@@ -154,6 +158,7 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         .takeover_ms = o->takeover_ms,
         .resume_seq = o->resume_seq,
         .stop = o->stop,
+        .names = &api_names,
     };
     if (to.worker >= to.workers) {
         sl_error_set(&e, SL_EINVAL, "options: worker %u of %u", to.worker, to.workers);

@@ -659,12 +659,21 @@ static void read_monitor(struct feeder *f)
     }
 }
 
+static const struct train_client_names trainer_names = {"--connect-timeout", "--curve-key", "--curve-server-key", 0};
+
+/* The option names for messages: the caller's, else sluice-trainer's. */
+static const struct train_client_names *names_of(const struct train_client *c)
+{
+    return c->o.names != NULL ? c->o.names : &trainer_names;
+}
+
 /* Share j's connection failed its handshake (read_monitor saw it): an
  * error saying why, as far as libzmq tells; 0 when it did not. A takeover
  * connection names the survivor's address, whose key it used. */
 static int handshake_failed(struct train_client *c, size_t j, struct sl_error *err)
 {
     const struct feeder *f = &c->f[j];
+    const struct train_client_names *nm = names_of(c);
     int curve = c->o.curve != NULL;
     switch (f->hs_event) {
     case 0:
@@ -676,30 +685,33 @@ static int handshake_failed(struct train_client *c, size_t j, struct sl_error *e
                             "feeder's --curve-allow directory and send the feeder SIGHUP)",
                             f->hs_value);
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        if (f->hs_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-            return feeder_error(c, (int)j, err, SL_EPROTO, "%s",
-                                curve ? "the handshake failed: this trainer uses CURVE (--curve-key) and the feeder "
-                                        "does not (started without --curve-key?): give both sides keys, or neither"
-                                      : "the handshake failed: the feeder requires CURVE and this trainer has no "
-                                        "keys: give --curve-key and --curve-server-key (docs/security.md)");
-        return feeder_error(c, (int)j, err, SL_EPROTO,
-                            "the %s handshake failed (protocol error 0x%08x)%s", curve ? "CURVE" : "ZeroMQ",
-                            f->hs_value,
-                            curve ? ": the feeder refused this trainer's key, or --curve-server-key is not this "
-                                    "feeder's key"
-                                  : "");
+        if (f->hs_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+            if (curve)
+                return feeder_error(c, (int)j, err, SL_EPROTO,
+                                    "the handshake failed: this trainer uses CURVE (%s) and the feeder does not "
+                                    "(started without --curve-key?): give both sides keys, or neither",
+                                    nm->curve_key);
+            return feeder_error(c, (int)j, err, SL_EPROTO,
+                                "the handshake failed: the feeder requires CURVE and this trainer has no keys: "
+                                "give %s and %s (docs/security.md)", nm->curve_key, nm->curve_server_key);
+        }
+        if (curve)
+            return feeder_error(c, (int)j, err, SL_EPROTO,
+                                "the CURVE handshake failed (protocol error 0x%08x): the feeder refused this "
+                                "trainer's key, or %s is not this feeder's key", f->hs_value, nm->curve_server_key);
+        return feeder_error(c, (int)j, err, SL_EPROTO, "the ZeroMQ handshake failed (protocol error 0x%08x)",
+                            f->hs_value);
     default:
         if (curve)
             return feeder_error(c, (int)j, err, SL_EPROTO,
                                 "the CURVE handshake failed (the feeder refused this trainer's key, or "
-                                "--curve-server-key is not this feeder's key, or the feeder does not use CURVE: "
+                                "%s is not this feeder's key, or the feeder does not use CURVE: "
                                 "the connection closed during the handshake %u times)",
-                                f->hs_closed);
+                                nm->curve_server_key, f->hs_closed);
         return feeder_error(c, (int)j, err, SL_EPROTO,
                             "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
-                            "listening at that address, and does it use CURVE (then give --curve-key and "
-                            "--curve-server-key)?",
-                            f->hs_closed);
+                            "listening at that address, and does it use CURVE (then give %s and %s)?",
+                            f->hs_closed, nm->curve_key, nm->curve_server_key);
     }
 }
 
@@ -1302,16 +1314,23 @@ static int handshake(struct train_client *c, struct sl_error *err)
             const struct feeder *f = &c->f[j];
             if (f->welcomed || now < f->answer_by_ns)
                 continue;
-            if (f->scanning)
+            if (f->scanning) {
+                const struct train_client_names *nm = names_of(c);
+                char given[96];
+                if (nm->in_ms)
+                    snprintf(given, sizeof given, "%s=%d", nm->connect_timeout, c->o.connect_timeout_ms);
+                else
+                    snprintf(given, sizeof given, "%s %.0f s", nm->connect_timeout,
+                             (double)c->o.connect_timeout_ms / 1e3);
                 return feeder_error(c, (int)j, err, SL_ETIMEOUT,
                                     "silent for %.1f s while scanning its files (it last said %" PRIu64 " of %" PRIu64
-                                    " done; --connect-timeout %.0f s)",
+                                    " done; %s)",
                                     (double)c->o.connect_timeout_ms / 1e3, f->status.files_done, f->status.files,
-                                    (double)c->o.connect_timeout_ms / 1e3);
+                                    given);
+            }
             return feeder_error(c, (int)j, err, SL_ETIMEOUT,
-                                "no answer to HELLO within %.1f s (--connect-timeout): is a feeder running at that "
-                                "address?",
-                                (double)c->o.connect_timeout_ms / 1e3);
+                                "no answer to HELLO within %.1f s (%s): is a feeder running at that address?",
+                                (double)c->o.connect_timeout_ms / 1e3, names_of(c)->connect_timeout);
         }
     }
     return 0;

@@ -69,6 +69,18 @@ struct sl_metrics;
 /* The default wait for a feeder's answer (sluice-trainer --connect-timeout). */
 #define TRAIN_CLIENT_CONNECT_TIMEOUT_MS 60000
 
+/* How the caller spells the options the client's messages name:
+ * sluice-trainer's flags, or the C and Python API's fields (libsluice's
+ * sluice_client_open passes "connect_timeout_ms", "curve_key",
+ * "curve_server_keys"). Borrowed strings. */
+struct train_client_names {
+    const char *connect_timeout;  /* "--connect-timeout" */
+    const char *curve_key;        /* "--curve-key" */
+    const char *curve_server_key; /* "--curve-server-key" */
+    int in_ms;                    /* the timeout is given in milliseconds ("connect_timeout_ms=3000"),
+                                     not seconds ("--connect-timeout 3 s") */
+};
+
 struct train_client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
     size_t nfeeders;
@@ -102,6 +114,7 @@ struct train_client_opts {
     const struct sl_curve_keys *curve; /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
     const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
                                           (borrowed), the key of feeders[k] */
+    const struct train_client_names *names; /* in messages (borrowed); NULL: sluice-trainer's flags */
     struct sl_metrics *metrics;  /* a train_metrics table (borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */

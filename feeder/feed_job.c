@@ -1108,7 +1108,8 @@ static int expand_patterns(const struct feed_job_list *patterns, const char *wha
                     rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
             }
             if (rc == 0 && l->n == start)
-                rc = sl_error_set(err, SL_EINVAL, "%s: pattern '%s' matches no file", what, pattern);
+                /* SL_EIO: files missing, like a job file missing (exit 1, sl_exit.h) */
+                rc = sl_error_set(err, SL_EIO, "%s: pattern '%s' matches no file", what, pattern);
             else if (rc == 0)
                 qsort(l->items + start, l->n - start, sizeof *l->items, cmp_path);
         }

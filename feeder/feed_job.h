@@ -120,8 +120,9 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err) SL_MUST_
  * pattern with glob(3), relative to the current directory; its matches
  * (directories left out) sorted bytewise; the lists concatenated in the
  * patterns' order (a file matched twice is read twice). A pattern that
- * matches no file is an error: "files: pattern 'x*.tfrecord' matches no
- * file". On error job->files is unchanged. */
+ * matches no file is SL_EIO (files missing, like a read error: exit 1):
+ * "files: pattern 'x*.tfrecord' matches no file"; a rule broken is
+ * SL_EINVAL. On error job->files is unchanged. */
 int feed_job_expand(struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
 
 /* Fill a plan config for W workers of R replicas from an expanded job;

@@ -44,6 +44,7 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_exit.h"
 #include "sl_http_metrics.h"
 #include "sl_json.h"
 #include "sl_log.h"
@@ -265,8 +266,8 @@ static const struct sl_opt opt_rows[] = {
 
 static const char usage[] =
     "Usage: sluice-feeder --job FILE --listen ADDR [OPTION]... [--set KEY=VALUE]...\n"
-    "       sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
-    "       sluice-feeder keygen NAME\n"
+    "  or:  sluice-feeder plan --job FILE --workers W --replicas R [--json] [--set KEY=VALUE]...\n"
+    "  or:  sluice-feeder keygen NAME\n"
     "\n"
     "Serve the per-replica batches of a job (docs/job.md) to trainers over ZeroMQ,\n"
     "or print how the job's data is divided among W workers of R replicas.\n"
@@ -282,12 +283,12 @@ static const char footer[] =
     "worker and replica per epoch; reads only what counting needs.\n"
     "\n"
     "keygen NAME: write a new CURVE key pair, NAME.key (secret, mode 0600; never\n"
-    "overwritten) and NAME.pub (public), for --curve-key and --curve-allow here and\n"
-    "sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
+    "overwritten) and NAME.pub (public, mode 0644), for --curve-key and --curve-allow\n"
+    "here and sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
     "\n"
     "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
     "SIGHUP reads --curve-allow again.\n"
-    "Exit status: 0 served, 1 data or runtime error, 2 usage, 3 idle (--idle-exit).\n";
+    "\n" SL_EXIT_STATUS_HELP;
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
 
@@ -411,9 +412,10 @@ static int run_keygen(int argc, char **argv)
     if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
         printf("Usage: sluice-feeder keygen NAME\n\n"
                "Write a new CURVE key pair: NAME.key, the secret key (mode 0600; an existing\n"
-               "one is never overwritten), and NAME.pub, the public key, each one line of 40\n"
-               "Z85 characters. Give NAME.key to --curve-key of the program it is for, and\n"
-               "NAME.pub to its peers (docs/security.md).\n");
+               "one is never overwritten), and NAME.pub, the public key (mode 0644), each one\n"
+               "line of 40 Z85 characters, whatever the umask. Give NAME.key to --curve-key of\n"
+               "the program it is for, and NAME.pub to its peers (docs/security.md); an\n"
+               "allow-list refuses a .pub, or a folder, the group or others may write.\n");
         return 0;
     }
     if (argc != 3 || argv[2][0] == '\0' || argv[2][0] == '-')
@@ -446,7 +448,9 @@ static int prepare_job(const struct args *a, struct feed_job **out)
     if (feed_job_validate(job, &err) != 0 || feed_job_expand(job, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         feed_job_free(job);
-        return EXIT_USAGE;
+        /* files that are not there (a pattern matching none, a read error)
+         * are a data error, as a job file that is not there (sl_exit.h) */
+        return err.code == SL_EIO ? EXIT_DATA : EXIT_USAGE;
     }
     *out = job;
     return 0;

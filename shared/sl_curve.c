@@ -11,7 +11,12 @@
  * `keygen` writes the secret key to a temporary created 0600 by mkstemp in
  * the target's directory, fsyncs it and link()s it to NAME.key: link never
  * replaces an existing name, so an existing secret is never overwritten and
- * a reader never sees half a key. NAME.pub goes through sl_output.
+ * a reader never sees half a key. NAME.pub goes through sl_output, 0644
+ * whatever the umask.
+ *
+ * An allow-list entry and its directory may not be writable by the group
+ * or others (whoever can write there can join), except on a read-only
+ * mount; the check is on the descriptor read, as for secret keys.
  *
  * The allow-list is a sorted array of 32-byte keys behind a mutex; the ZAP
  * thread looks keys up (binary search) and SIGHUP's reload builds a new
@@ -39,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -91,8 +97,26 @@ static int check_z85(const char *path, const char *s, size_t len, uint8_t key[32
     return 0;
 }
 
+/* What a key file is for: its mode checks differ. */
+enum key_kind {
+    KEY_PUBLIC,  /* --curve-server-key: anyone may read it */
+    KEY_SECRET,  /* no bit for the group or others */
+    KEY_ALLOWED, /* an allow-list entry: nobody but its owner may write it */
+};
+
+/* Writable by the group or others, on a file system mounted read-write (a
+ * read-only mount, e.g. a Kubernetes ConfigMap volume, cannot be written
+ * through whatever its bits say). */
+static int others_can_write(int fd, const struct stat *st)
+{
+    struct statvfs vfs;
+    if ((st->st_mode & 022) == 0)
+        return 0;
+    return fstatvfs(fd, &vfs) != 0 || (vfs.f_flag & ST_RDONLY) == 0;
+}
+
 /* Read the one-line key file `path` into z (40 characters + NUL). */
-static int read_key_file(const char *path, int secret, char z[SL_CURVE_KEY_Z85 + 1], uint8_t key[32],
+static int read_key_file(const char *path, enum key_kind kind, char z[SL_CURVE_KEY_Z85 + 1], uint8_t key[32],
                          struct sl_error *err)
 {
     if (path == NULL || path[0] == '\0')
@@ -110,7 +134,14 @@ static int read_key_file(const char *path, int secret, char z[SL_CURVE_KEY_Z85 +
         close(fd);
         return sl_error_set(err, SL_EINVAL, "%s: not a regular file (a CURVE key file is one)", path);
     }
-    if (secret && (st.st_mode & 077) != 0) {
+    if (kind == KEY_ALLOWED && others_can_write(fd, &st)) {
+        close(fd);
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: an allow-list key writable by others (mode %04o): whoever can write it can join; "
+                            "make it writable by its owner alone: chmod go-w %s",
+                            path, (unsigned)(st.st_mode & 07777), path);
+    }
+    if (kind == KEY_SECRET && (st.st_mode & 077) != 0) {
         close(fd);
         return sl_error_set(err, SL_EINVAL,
                             "%s: a secret key readable or writable by others (mode %04o); "
@@ -156,7 +187,7 @@ static int read_key_file(const char *path, int secret, char z[SL_CURVE_KEY_Z85 +
 int sl_curve_load_secret(const char *path, struct sl_curve_keys *out, struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    int rc = read_key_file(path, 1, out->secret_z85, NULL, err);
+    int rc = read_key_file(path, KEY_SECRET, out->secret_z85, NULL, err);
     if (rc != 0)
         return rc;
     if (zmq_curve_public(out->public_z85, out->secret_z85) != 0) {
@@ -170,7 +201,7 @@ int sl_curve_load_secret(const char *path, struct sl_curve_keys *out, struct sl_
 int sl_curve_load_public(const char *path, char out_z85[SL_CURVE_KEY_Z85 + 1], struct sl_error *err)
 {
     out_z85[0] = '\0';
-    return read_key_file(path, 0, out_z85, NULL, err);
+    return read_key_file(path, KEY_PUBLIC, out_z85, NULL, err);
 }
 
 /* dir and base of `path` into dir (with the trailing '/', or "") and base */
@@ -254,7 +285,15 @@ int sl_curve_keygen(const char *name, struct sl_error *err)
     struct sl_output *o = NULL;
     rc = sl_output_open(&o, pubpath, SL_OUTPUT_FSYNC, err);
     if (rc == 0) {
-        if (fprintf(sl_output_stream(o), "%s\n", k.public_z85) < 0) {
+        /* 0644 whatever the umask (or the bits of a .pub replaced): an
+         * allow-list refuses a key others can write */
+        struct stat pst;
+        int pfd = fileno(sl_output_stream(o));
+        if (fstat(pfd, &pst) == 0 && S_ISREG(pst.st_mode) && fchmod(pfd, 0644) != 0) {
+            int e = errno;
+            sl_output_abort(o);
+            rc = sl_error_sys(err, e, "fchmod(%s)", pubpath);
+        } else if (fprintf(sl_output_stream(o), "%s\n", k.public_z85) < 0) {
             sl_output_abort(o);
             rc = sl_error_sys(err, errno, "write(%s)", pubpath);
         } else {
@@ -320,6 +359,13 @@ static int build_keys(const char *dir, uint8_t (*extra)[32], size_t nextra, uint
         }
         size_t files = 0;
         int rc = 0;
+        struct stat st;
+        if (fstat(dirfd(d), &st) != 0)
+            rc = sl_error_sys(err, errno, "fstat(%s)", dir);
+        else if (others_can_write(dirfd(d), &st))
+            rc = sl_error_set(err, SL_EINVAL, "%s: an allow-list directory writable by others (mode %04o): whoever "
+                              "can write there can join; make it writable by its owner alone: chmod go-w %s", dir,
+                              (unsigned)(st.st_mode & 07777), dir);
         struct dirent *de;
         char path[4096];
         while (rc == 0) {
@@ -353,7 +399,7 @@ static int build_keys(const char *dir, uint8_t (*extra)[32], size_t nextra, uint
                 cap = ncap;
             }
             char z[SL_CURVE_KEY_Z85 + 1];
-            rc = read_key_file(path, 0, z, keys[n], err);
+            rc = read_key_file(path, KEY_ALLOWED, z, keys[n], err);
             if (rc == 0)
                 n++;
         }

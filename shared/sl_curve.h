@@ -48,8 +48,9 @@ struct sl_curve_keys {
     char secret_z85[SL_CURVE_KEY_Z85 + 1];
 };
 
-/* Write NAME.key (0600) and NAME.pub: a new key pair. SL_EIO naming the
- * file; an existing NAME.key is never overwritten (SL_EINVAL). */
+/* Write NAME.key (0600) and NAME.pub (0644), whatever the umask: a new key
+ * pair. SL_EIO naming the file; an existing NAME.key is never overwritten
+ * (SL_EINVAL). */
 int sl_curve_keygen(const char *name, struct sl_error *err) SL_MUST_CHECK;
 
 /* Read a secret key file (and derive its public key). SL_EINVAL naming the
@@ -68,7 +69,9 @@ struct sl_curve_allow;
 
 /* Every NAME.pub file in dir (names starting with '.' and files not ending
  * in ".pub" are ignored; at most SL_CURVE_MAX_ALLOW files, more is an
- * error; a bad file is an error naming it), plus `extra` keys (Z85, may be
+ * error; a bad file is an error naming it; so is a NAME.pub, or dir
+ * itself, that the group or others may write, unless on a read-only
+ * mount: SL_EINVAL), plus `extra` keys (Z85, may be
  * NULL/0). dir may be NULL (the extras alone). Duplicate keys count once.
  * An empty list refuses everyone. Thread-safe: has/count/reload may be
  * called from any thread; free only once nobody uses it. */

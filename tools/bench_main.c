@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "sl_exit.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 
@@ -39,7 +40,8 @@ static const char usage[] =
     "            and 100x the records, vs making the same pieces from the start\n"
     "\n"
     "Run 'sluice-bench COMMAND --help' for the options of a command;\n"
-    "'sluice-bench --version' for the version, commit, build type and optional parts.\n";
+    "'sluice-bench --version' for the version, commit, build type and optional parts.\n"
+    "\n" SL_EXIT_STATUS_HELP;
 
 int main(int argc, char **argv)
 {

@@ -69,7 +69,8 @@ static const char usage[] =
     "  -h, --help          this help\n"
     "\n"
     "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
-    "measured, interrupted), 2 usage.\n";
+    "measured) or the job's files are missing, 2 usage, 128 + the signal when\n"
+    "interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).\n";
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
@@ -172,10 +173,17 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 }
 
 /* The job's name and files (after --name= / --files= overrides). Returns
- * 0, or 2 with the reason printed (an unusable job is a usage error). */
+ * 0, 1 with the reason printed when the job file or its files are not
+ * there, 2 when the job is unusable (a usage error). */
 static int load_job(struct run_opts *o, struct run_data *d)
 {
     json_error_t je;
+    /* a job file that is not there is a data error (exit 1), as in
+     * sluice-feeder; one that does not parse is a usage error (sl_exit.h) */
+    if (access(o->job, R_OK) != 0) {
+        fprintf(stderr, "sluice-bench run: --job: open(%s): %s\n", o->job, strerror(errno));
+        return 1;
+    }
     json_t *root = json_load_file(o->job, 0, &je);
     if (root == NULL || !json_is_object(root)) {
         fprintf(stderr, "sluice-bench run: --job: %s:%d: %s\n", o->job, je.line, root ? "not an object" : je.text);
@@ -221,7 +229,7 @@ static int load_job(struct run_opts *o, struct run_data *d)
     if (g.gl_pathc == 0) {
         fprintf(stderr, "sluice-bench run: --job: %s: no file matches its 'files'\n", o->job);
         globfree(&g);
-        return 2;
+        return 1; /* files missing: a data error, as in sluice-feeder */
     }
     d->npaths = g.gl_pathc;
     d->paths = sl_calloc(d->npaths, sizeof *d->paths);
@@ -743,7 +751,7 @@ int bench_run_main(int argc, char **argv)
             sl_log(SL_LOG_WARN, "no charts written");
     }
     if (bench_stop)
-        status = 1;
+        status = 128 + (int)bench_stop; /* 130 SIGINT, 143 SIGTERM, 129 SIGHUP (sl_exit.h) */
     bench_rmtree(o.dir);
     for (size_t i = 0; i < d.npaths; i++)
         sl_free(d.paths[i]);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "record.h"
+#include "sl_exit.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 
@@ -40,8 +41,8 @@ static const char main_help[] =
     "      --version  show the version (commit, build type, optional parts) and exit\n"
     "\n"
     "Run 'sluice-record COMMAND --help' for a command's options.\n"
-    "Exit status: 0 success, 1 a data or file error, 2 a usage error,\n"
-    "130/143 interrupted by SIGINT/SIGTERM (partial outputs removed).\n";
+    "An interrupted writer removes its partial outputs.\n"
+    "\n" SL_EXIT_STATUS_HELP;
 
 struct command {
     const char *name;

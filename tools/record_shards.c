@@ -49,6 +49,29 @@ static const char *compression_suffix(enum fmt_compression c)
     return c == FMT_COMP_GZIP ? ".gz" : c == FMT_COMP_ZLIB ? ".zz" : "";
 }
 
+/* mkdir -p: dir and its missing parents (0777 less the umask), as --help's
+ * "created if missing" promises; the first mkdir that fails is named.
+ * Folders made are left on a later error (as mkdir -p leaves them). */
+static int make_dirs(const char *dir, struct sl_error *err)
+{
+    char *p = sl_strdup(dir);
+    if (p == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", dir);
+    int rc = 0;
+    for (char *c = p + 1; rc == 0 && *c != '\0'; c++) {
+        if (*c != '/' || c[-1] == '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            rc = sl_error_sys(err, errno, "mkdir(%s)", p);
+        *c = '/';
+    }
+    if (rc == 0 && mkdir(p, 0777) != 0 && errno != EEXIST)
+        rc = sl_error_sys(err, errno, "mkdir(%s)", p);
+    sl_free(p);
+    return rc;
+}
+
 int record_shards_init(struct record_shards *s, const char *dir, const char *prefix, unsigned nshards,
                        enum fmt_compression compression, int with_index, struct sl_error *err)
 {
@@ -58,8 +81,9 @@ int record_shards_init(struct record_shards *s, const char *dir, const char *pre
     s->with_index = with_index;
     if (nshards == 0 || nshards > RECORD_MAX_SHARDS)
         return sl_error_set(err, SL_EINVAL, "shard count %u out of range 1..%u", nshards, RECORD_MAX_SHARDS);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return sl_error_sys(err, errno, "mkdir(%s)", dir);
+    int rc = make_dirs(dir, err);
+    if (rc != 0)
+        return rc;
     struct stat st;
     if (stat(dir, &st) != 0)
         return sl_error_sys(err, errno, "stat(%s)", dir);

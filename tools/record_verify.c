@@ -257,12 +257,12 @@ int record_verify_main(int argc, char **argv)
         bytes += res.bytes;
         if (rc != 0) {
             progress_clear(&bar);
-            fprintf(stderr, "%s\n", err.msg);
+            fprintf(stderr, "%s: verify: %s\n", RECORD_PROG, err.msg);
             errors++;
         } else if (res.dropped_tail) {
             progress_clear(&bar);
-            fprintf(stderr, "%s: warning: dropped a partial record header of %llu bytes at the end of the file\n",
-                    argv[i], (unsigned long long)res.dropped_tail);
+            fprintf(stderr, "%s: verify: %s: warning: dropped a partial record header of %llu bytes at the end of "
+                    "the file\n", RECORD_PROG, argv[i], (unsigned long long)res.dropped_tail);
             warnings++;
         }
         sp.records_base += res.records;

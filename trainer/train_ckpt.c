@@ -57,6 +57,41 @@ static size_t pad8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
+/* "a directory", "a FIFO"...: for messages about what is not a regular file */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    return S_ISREG(mode) ? "a regular file" : "not a file";
+}
+
+/* Remove path only when it is a regular file (what sl_output writes):
+ * anything else carrying a checkpoint's or a temporary's name was not made
+ * here and is left in place with a warning, never a failed unlink. 0 when
+ * removed (or gone), 1 when left, SL_EIO naming the call. */
+static int remove_regular(const char *path, struct sl_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : sl_error_sys(err, errno, "lstat(%s)", path);
+    if (!S_ISREG(st.st_mode)) {
+        sl_log(SL_LOG_WARN, "checkpoint: %s is %s, not a file this trainer wrote: left in place (remove it by hand)",
+               path, file_kind(st.st_mode));
+        return 1;
+    }
+    if (unlink(path) != 0 && errno != ENOENT)
+        return sl_error_sys(err, errno, "unlink(%s)", path);
+    return 0;
+}
+
 void train_ckpt_name(char *out, size_t cap, uint64_t steps, uint32_t worker, uint32_t workers)
 {
     snprintf(out, cap, "ckpt-%012" PRIu64 ".w%" PRIu32 "of%" PRIu32, steps, worker, workers);
@@ -314,10 +349,17 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
                     struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return sl_error_sys(err, errno, "open(%s)", path);
     struct stat st;
+    /* O_NONBLOCK: a FIFO at the name must not block the open (nothing
+     * would ever write to it); O_NOFOLLOW: a symlink is refused by name */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
+                                "through symlinks; put the file itself in the directory)", path);
+        return sl_error_sys(err, e, "open(%s)", path);
+    }
     int rc = 0;
     uint8_t h[TRAIN_CKPT_HEADER_BYTES];
     uint8_t *buf = NULL;
@@ -328,7 +370,8 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
         goto out_close;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file", path);
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
+                          file_kind(st.st_mode));
         goto out_close;
     }
     uint64_t size = (uint64_t)st.st_size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
@@ -502,9 +545,10 @@ int train_ckpt_clean(const char *dir, uint32_t worker, uint32_t workers, size_t 
         char path[TRAIN_CKPT_MAX_PATH];
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, nm) >= sizeof path)
             continue;
-        if (unlink(path) != 0 && errno != ENOENT)
-            rc = sl_error_sys(err, errno, "unlink(%s)", path);
-        else if (removed != NULL)
+        int r = remove_regular(path, err);
+        if (r < 0)
+            rc = r;
+        else if (r == 0 && removed != NULL)
             (*removed)++;
     }
     closedir(d);
@@ -531,10 +575,12 @@ int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_
             continue;
         if (s > current) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            sl_log(SL_LOG_WARN, "checkpoint: removing %s, newer than step %" PRIu64 " just written (left by a run "
-                   "restored from an older step)", path, current);
-            if (unlink(path) != 0 && errno != ENOENT)
-                rc = sl_error_sys(err, errno, "unlink(%s)", path);
+            int r = remove_regular(path, err);
+            if (r < 0)
+                rc = r;
+            else if (r == 0)
+                sl_log(SL_LOG_WARN, "checkpoint: removed %s, newer than step %" PRIu64 " just written (left by a run "
+                       "restored from an older step)", path, current);
             continue;
         }
         if (n == cap) {
@@ -562,8 +608,9 @@ int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_
             char name[96];
             train_ckpt_name(name, sizeof name, older[i], worker, workers);
             snprintf(path, sizeof path, "%s/%s", dir, name);
-            if (unlink(path) != 0 && errno != ENOENT)
-                rc = sl_error_sys(err, errno, "unlink(%s)", path);
+            int r = remove_regular(path, err);
+            if (r < 0)
+                rc = r;
         }
     }
     sl_free(older);

@@ -94,7 +94,10 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
  * nhidden and hidden (inputs too when want->inputs > 0). On error *out is
  * empty and err reads "PATH: what is wrong (expected X, got Y)":
  * SL_ECORRUPT (damaged: truncated, magic, version, sizes, CRC), SL_EINVAL
- * (made for another command line), SL_EIO, SL_ENOMEM. */
+ * (made for another command line), SL_EIO, SL_ENOMEM. A symlink at path
+ * ("PATH: a symbolic link: refused ...") and anything not a regular file
+ * ("PATH: not a regular file (a FIFO): ...") are SL_ECORRUPT; the open
+ * never blocks (a FIFO is opened O_NONBLOCK, then refused). */
 int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct train_ckpt *out,
                     struct sl_error *err) SL_MUST_CHECK;
 /* Free what read allocated; an all-zero ckpt is accepted. */
@@ -110,14 +113,17 @@ int train_ckpt_list(const char *dir, uint32_t worker, uint32_t workers, uint64_t
 
 /* Remove worker w of n's leftovers in dir: temporaries of a write a crash
  * cut short (".ckpt-S.wWofN.RANDOM.tmp", RANDOM letters and digits). *removed (may be NULL) counts
- * them. Only this worker's: another worker may be writing its own. */
+ * them. Only this worker's: another worker may be writing its own. Only
+ * regular files are removed: a directory, FIFO or symlink with such a name
+ * is left in place with a warning (sluice never made it). */
 int train_ckpt_clean(const char *dir, uint32_t worker, uint32_t workers, size_t *removed,
                      struct sl_error *err) SL_MUST_CHECK;
 
 /* After writing step `current`: remove worker w of n's checkpoints newer
  * than current (a timeline abandoned by restoring an older step; each is
  * logged as a warning), then all but the `keep` newest (keep >= 1).
- * SL_EIO on a failed unlink. */
+ * As in clean, only regular files are removed (anything else is left and
+ * logged). SL_EIO on a failed unlink. */
 int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_t current, uint32_t keep,
                      struct sl_error *err) SL_MUST_CHECK;
 

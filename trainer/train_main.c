@@ -35,6 +35,7 @@
 #include "sl_cluster.h"
 #include "sl_curve.h"
 #include "sl_env.h"
+#include "sl_exit.h"
 #include "sl_http_metrics.h"
 #include "sl_json.h"
 #include "sl_log.h"
@@ -288,15 +289,15 @@ static const struct sl_opt opt_rows[] = {
 
 static const struct sl_opt_cmd cmd = {
     .prog = "sluice-trainer",
-    .usage = "Usage: sluice-trainer --connect ADDR[,ADDR...] --job NAME --worker W --workers N\n"
-             "                      --replicas R [OPTION]...\n"
+    .usage = "Usage: sluice-trainer --connect ADDR[,ADDR...] --job NAME [OPTION]...\n"
              "\n"
              "Receive a job's per-replica batches from its feeders (listed in feeder index\n"
-             "order) as trainer worker W of N with R replicas.\n"
+             "order) as trainer worker W of N (--worker, --workers) with R replicas\n"
+             "(--replicas).\n"
              "\n",
     .footer = "\n"
               "A summary line (JSON) goes to stdout at the end; logs go to stderr.\n"
-              "Exit status: 0 all data received, 1 error (the feeder's message is printed), 2 usage.\n",
+              "\n" SL_EXIT_STATUS_HELP,
     .rows = opt_rows,
     .nrows = sizeof opt_rows / sizeof opt_rows[0],
 };
@@ -745,6 +746,15 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+/* A key file's error, printed as a usage error is: exit 1 when the file
+ * is not there or cannot be read (SL_EIO), 2 when its content or mode is
+ * refused (sl_exit.h; the feeder's rule for the same files). */
+static int key_error(const struct sl_error *err, const char *opt)
+{
+    fprintf(stderr, "sluice-trainer: %s: %s\n", opt, err->msg);
+    return err->code == SL_EIO ? SL_EXIT_DATA : SL_EXIT_USAGE;
+}
+
 /* A TF_CONFIG-style spec (--cluster, else TF_CONFIG) gives the feeders,
  * this worker's place and the ring (the chief and workers, as --peers
  * would). An explicit --cluster is always read, so a bad one is an error;
@@ -811,8 +821,10 @@ static int load_server_keys(const char *arg, const char *prefix, size_t n, char 
 {
     struct sl_error err = {0};
     struct stat st;
-    if (stat(arg, &st) != 0)
-        return usage_error("--curve-server-key: stat(%s): %s", arg, strerror(errno));
+    if (stat(arg, &st) != 0) {
+        sl_error_sys(&err, errno, "stat(%s)", arg);
+        return key_error(&err, "--curve-server-key");
+    }
     for (size_t j = 0; j < n; j++) {
         char path[4200];
         if (S_ISDIR(st.st_mode))
@@ -820,7 +832,7 @@ static int load_server_keys(const char *arg, const char *prefix, size_t n, char 
         else
             snprintf(path, sizeof path, "%s", arg);
         if (sl_curve_load_public(path, out[j], &err) != 0)
-            return usage_error("--curve-server-key: %s", err.msg);
+            return key_error(&err, "--curve-server-key");
         ptrs[j] = out[j];
     }
     return 0;
@@ -836,7 +848,7 @@ static int load_curve(struct trainer *t)
         return usage_error("--curve-key (this trainer's secret key) and --curve-server-key (the feeders' public "
                            "keys) go together");
     if (sl_curve_load_secret(o->curve_key, &t->curve, &err) != 0)
-        return usage_error("--curve-key: %s", err.msg);
+        return key_error(&err, "--curve-key");
     t->have_curve = 1;
     int rc = load_server_keys(o->curve_server_key, "feeder", t->feeders.n, t->curve_server, t->curve_server_z85);
     if (rc == 0 && t->eval_feeders.n > 0)

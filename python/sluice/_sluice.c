@@ -275,6 +275,14 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
         goto out;
     if ((fv = str_list(feeders, "feeders", 64, &nf, &keep_f)) == NULL)
         goto out;
+    /* "localhost:5555" or "/run/f.sock": ZeroMQ wants the transport too */
+    for (size_t j = 0; j < nf; j++)
+        if (strstr(fv[j], "://") == NULL) {
+            PyErr_Format(PyExc_ValueError,
+                         "feeders[%zu]: '%s' is not a ZeroMQ endpoint (TRANSPORT://ADDRESS): did you mean %s%s?", j,
+                         fv[j], fv[j][0] == '/' ? "ipc://" : "tcp://", fv[j]);
+            goto out;
+        }
     if (ckey != NULL && ckey != Py_None) {
         if (str_option(ckey, "curve_key", &o.curve_key) != 0)
             goto out;

@@ -300,6 +300,22 @@ def test_nothing_listening_times_out():
         sluice.Client(["ipc:///nonexistent-dir/none.sock"], "j", connect_timeout_ms=300)
     assert time.time() - t0 < 10
     assert "none.sock" in str(e.value)
+    # the keyword, not sluice-trainer's flag (issue #24 item 15)
+    assert "no answer to HELLO within 0.3 s (connect_timeout_ms)" in str(e.value), str(e.value)
+    assert "--" not in str(e.value)
+
+
+@pytest.mark.parametrize("ep,hint", [
+    ("localhost:5555", "tcp://localhost:5555"),
+    ("127.0.0.1:5555", "tcp://127.0.0.1:5555"),
+    ("/run/sluice/f.sock", "ipc:///run/sluice/f.sock"),
+    ("", "tcp://"),
+])
+def test_endpoint_without_transport_hints(ep, hint):
+    with pytest.raises(ValueError) as e:
+        sluice.Client(["ipc:///nonexistent-dir/a.sock", ep], "j", connect_timeout_ms=100)
+    assert str(e.value) == ("feeders[1]: '%s' is not a ZeroMQ endpoint (TRANSPORT://ADDRESS): did you mean %s?"
+                            % (ep, hint))
 
 
 @pytest.mark.parametrize("kw,exc", [
@@ -531,6 +547,12 @@ def test_curve_stream(data, tmp_path):
             sluice.Client([ep], f.job["name"], curve_key=keys["stranger"] + ".key",
                           curve_server_keys=[keys["feeder"] + ".pub"], connect_timeout_ms=3000)
         assert "CURVE" in str(e.value) and ep in str(e.value)
+        # no keys against a CURVE feeder: the keywords to give, not the trainer's flags
+        with pytest.raises(sluice.Error) as e:
+            sluice.Client([ep], f.job["name"], connect_timeout_ms=3000)
+        # (a mechanism mismatch, or the connection closed in the handshake: either names them)
+        assert "give curve_key and curve_server_keys" in str(e.value), str(e.value)
+        assert "--curve-key" not in str(e.value) and "--curve-server-key" not in str(e.value)
         with sluice.Client([ep], f.job["name"], curve_key=keys["trainer"] + ".key",
                            curve_server_keys=[keys["feeder"] + ".pub"], connect_timeout_ms=10000) as c:
             steps = list(c)

@@ -35,7 +35,9 @@ expect() {
     "$@" >"$T/out" 2>"$T/err"
     local rc=$?
     [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
-    if [ -n "$re" ] && ! cat "$T/out" "$T/err" | grep -Eq -- "$re"; then
+    # grep reads the files itself: `cat | grep -q` under pipefail fails when
+    # grep has matched and left before cat wrote everything (SIGPIPE)
+    if [ -n "$re" ] && ! grep -Eq -- "$re" "$T/out" "$T/err"; then
         fail "$name: no output matching /$re/"
     fi
     pass "$name"
@@ -182,7 +184,11 @@ expect "run --epochs with --duration" 2 "exclude each other" \
 expect "run --plot without --out" 2 "--plot needs --out" "$BENCH" run --job job.json --plot
 expect "run unknown option" 2 "unknown option '--bogus'" "$BENCH" run --job job.json --bogus
 expect "run --workers missing value" 2 "--workers needs a value" "$BENCH" run --job job.json --workers
-expect "run job without files" 2 "no file matches" "$BENCH" run --job job.json --files=/nonexistent/x*
+# files that are not there are a data error (1), as in sluice-feeder; a job
+# that is not there too (issue #24 item 13: one rule for all four programs)
+expect "run job without files" 1 "no file matches" "$BENCH" run --job job.json --files=/nonexistent/x*
+expect "run job file missing" 1 "sluice-bench run: --job: open\(/nonexistent/job.json\): No such file or directory" \
+    "$BENCH" run --job /nonexistent/job.json
 expect "wire --tensors 99" 2 "--tensors: expected an integer in \[1, 64\], got '99'" "$BENCH" wire --tensors 99
 expect "allreduce --procs 1" 2 "--procs: expected an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
 expect "allreduce --transport" 2 "--transport: expected ipc or tcp" "$BENCH" allreduce --transport x
@@ -438,10 +444,10 @@ kill -TERM "$BGPID"
 wait "$BGPID"
 rc=$?
 BGPID=""
-[ "$rc" = 1 ] || fail "SIGTERM: exit status $rc, expected 1"
+[ "$rc" = 143 ] || fail "SIGTERM: exit status $rc, expected 143 (128 + 15)"
 grep -q "interrupted by signal 15" "$T/err" || fail "SIGTERM: no message"
 no_leftovers "$T/err" "SIGTERM"
-pass "SIGTERM: exit 1, every process stopped"
+pass "SIGTERM: exit 143, every process stopped"
 
 # ---- a damaged file: the feeder fails, the run says so ----
 cp "$T/d/s-00000-of-00002.tfrecord" "$T/bad.tfrecord"

@@ -259,30 +259,30 @@ write("cut-crc.tfrecord", d[:19 + 19 - 1])
 write("tail.tfrecord", d + b"\x05\x00\x00\x00\x00")
 '
 ok_run "verify flipped data byte" 1 "$BIN" verify bad-data.tfrecord
-expect_file "verify flipped data byte message" "$T/err" "bad-data.tfrecord: corrupted record at 12
+expect_file "verify flipped data byte message" "$T/err" "sluice-record: verify: bad-data.tfrecord: corrupted record at 12
 "
 expect_file "verify flipped data byte summary" "$T/out" "verified 1 files, 0 records, 0 bytes: 1 errors
 "
 ok_run "verify flipped byte of record 1" 1 "$BIN" verify bad-data2.tfrecord
-expect_file "verify flipped byte of record 1 message" "$T/err" "bad-data2.tfrecord: corrupted record at 31
+expect_file "verify flipped byte of record 1 message" "$T/err" "sluice-record: verify: bad-data2.tfrecord: corrupted record at 31
 "
 ok_run "verify flipped header byte" 1 "$BIN" verify bad-head.tfrecord
-expect_file "verify flipped header byte message" "$T/err" "bad-head.tfrecord: corrupted record at 19
+expect_file "verify flipped header byte message" "$T/err" "sluice-record: verify: bad-head.tfrecord: corrupted record at 19
 "
 ok_run "verify truncated data" 1 "$BIN" verify cut.tfrecord
-expect_file "verify truncated data message" "$T/err" "cut.tfrecord: truncated record at 19
+expect_file "verify truncated data message" "$T/err" "sluice-record: verify: cut.tfrecord: truncated record at 19
 "
 ok_run "verify truncated crc" 1 "$BIN" verify cut-crc.tfrecord
-expect_file "verify truncated crc message" "$T/err" "cut-crc.tfrecord: truncated record at 19
+expect_file "verify truncated crc message" "$T/err" "sluice-record: verify: cut-crc.tfrecord: truncated record at 19
 "
 ok_run "verify goes on after a bad file" 1 "$BIN" verify bad-data.tfrecord t3.tfrecord cut.tfrecord
-expect_file "verify several files messages" "$T/err" "bad-data.tfrecord: corrupted record at 12
-cut.tfrecord: truncated record at 19
+expect_file "verify several files messages" "$T/err" "sluice-record: verify: bad-data.tfrecord: corrupted record at 12
+sluice-record: verify: cut.tfrecord: truncated record at 19
 "
 expect_file "verify several files summary" "$T/out" "verified 3 files, 4 records, 21 bytes: 2 errors
 "
 ok_run "verify partial header at EOF is a warning" 0 "$BIN" verify tail.tfrecord
-expect_file "verify partial header message" "$T/err" "tail.tfrecord: warning: dropped a partial record header of 5 bytes at the end of the file
+expect_file "verify partial header message" "$T/err" "sluice-record: verify: tail.tfrecord: warning: dropped a partial record header of 5 bytes at the end of the file
 "
 expect_file "verify partial header summary" "$T/out" "verified 1 files, 3 records, 18 bytes: 0 errors, 1 warnings
 "
@@ -303,9 +303,9 @@ ok_run "verify gzip good" 0 "$BIN" verify big.tfrecord.gz
 expect_file "verify gzip good summary" "$T/out" "verified 1 files, 200 records, 40000 bytes: 0 errors
 "
 ok_run "verify corrupted gzip" 1 "$BIN" verify badz.tfrecord.gz
-expect_grep "verify corrupted gzip message" "$T/err" '^badz\.tfrecord\.gz: .*compressed offset [0-9]+'
+expect_grep "verify corrupted gzip message" "$T/err" '^sluice-record: verify: badz\.tfrecord\.gz: .*compressed offset [0-9]+'
 ok_run "verify truncated gzip" 1 "$BIN" verify cutz.tfrecord.gz
-expect_grep "verify truncated gzip message" "$T/err" '^cutz\.tfrecord\.gz: .*(compressed offset [0-9]+|truncated record at [0-9]+)'
+expect_grep "verify truncated gzip message" "$T/err" '^sluice-record: verify: cutz\.tfrecord\.gz: .*(compressed offset [0-9]+|truncated record at [0-9]+)'
 
 ok_run "index" 0 "$BIN" index t3.tfrecord zero.tfrecord
 expect_file "index stdout" "$T/out" "t3.tfrecord.idx	3
@@ -323,7 +323,7 @@ expect_file "index --output file" my.idx "0 19
 38 28
 "
 ok_run "index of a damaged file" 1 "$BIN" index bad-data.tfrecord
-expect_grep "index of a damaged file message" "$T/err" "bad-data.tfrecord: corrupted record at 12"
+expect_grep "index of a damaged file message" "$T/err" "sluice-record: error: bad-data.tfrecord: corrupted record at 12"
 [ ! -e bad-data.tfrecord.idx ] || fail "index left a partial index for a damaged file"
 pass "index leaves no partial index"
 
@@ -393,7 +393,7 @@ expect_file "count tar output" "$T/out" "shard.tar	3
 total	3
 "
 ok_run "verify tar with a repeated extension" 1 "$BIN" verify dup.tar shard.tar
-expect_grep "repeated extension message" "$T/err" "^dup\.tar: "
+expect_grep "repeated extension message" "$T/err" "^sluice-record: verify: dup\.tar: "
 expect_file "verify tar summary" "$T/out" "verified 2 files, 3 records, 6 bytes: 1 errors
 "
 
@@ -479,6 +479,18 @@ expect_grep "count mismatch message" "$T/err" "10 images but lab9-idx1-ubyte has
 [ -z "$(ls -A convbad 2>/dev/null)" ] || fail "convert idx left files after an error: $(ls -A convbad)"
 pass "convert idx removes outputs on error"
 ok_run "convert idx missing input" 1 "$BIN" convert idx --images nope.gz --labels lab-idx1-ubyte --output-dir convbad
+# --output-dir's missing parents are made, as --help says "created if missing"
+# (issue #24 item 13: was "mkdir(deep/er/conv): No such file or directory")
+ok_run "convert idx into missing parents" 0 "$BIN" convert idx --images img-idx3-ubyte.gz --labels lab-idx1-ubyte \
+    --output-dir deep/er/conv --shards 2
+[ -f deep/er/conv/train-00000-of-00002.tfrecord ] && [ -f deep/er/conv/train-00001-of-00002.tfrecord ] ||
+    fail "convert into missing parents: no shards in deep/er/conv"
+ok_run "gen into missing parents" 0 "$BIN" gen --output-dir "$T/abs/deeper/g" --records 3
+[ -f "$T/abs/deeper/g/gen-00000-of-00001.tfrecord" ] || fail "gen into missing parents: no shard"
+: >plainfile
+ok_run "convert idx under a file" 1 "$BIN" convert idx --images img-idx3-ubyte.gz --labels lab-idx1-ubyte \
+    --output-dir plainfile/sub/conv
+expect_grep "convert idx under a file message" "$T/err" "sluice-record: error: convert idx: mkdir\(plainfile/sub\): Not a directory"
 
 # ---- convert idx on the real Fashion-MNIST test set ----
 if [ -r "$FMNIST/t10k-images-idx3-ubyte.gz" ] && [ -r "$FMNIST/t10k-labels-idx1-ubyte.gz" ]; then

@@ -299,7 +299,11 @@ def damaged(base_dir, ref_hash):
              ("magic", lambda p: flip(p, 0), "not a sluice checkpoint (bad magic"),
              ("version", lambda p: flip(p, 9), "checkpoint version 4097"),
              ("nparams", lambda p: flip(p, 127), "damaged header"),
-             ("directory", lambda p: (os.unlink(p), os.mkdir(p)), "not a regular file")]
+             ("directory", lambda p: (os.unlink(p), os.mkdir(p)), "not a regular file (a directory)"),
+             # issue #24 item 10: a FIFO hung the open until killed; a symlink said "Too many levels of symbolic links"
+             ("fifo", lambda p: (os.unlink(p), os.mkfifo(p)), "not a regular file (a FIFO): refused"),
+             ("symlink", lambda p: (os.rename(p, p + ".real"), os.symlink(p + ".real", p)),
+              "a symbolic link: refused (checkpoints are never read through symlinks")]
     for what, damage, text in cases:
         tag = "damaged-" + what
         d = os.path.join(TMP, tag)
@@ -310,6 +314,20 @@ def damaged(base_dir, ref_hash):
         if "give --restore-step 440 to continue from it" not in read_log(tag, "trainer0"):
             fail("%s: the refusal does not name the previous step: %s" % (tag, read_log(tag, "trainer0")[-800:]))
         ok("a damaged newest checkpoint (%s) is refused naming the file and step 440" % what)
+    # a directory named like this worker's temporary is left in place, not
+    # "unlink(...): Is a directory" (issue #24 item 10): the run goes on to
+    # its next check (here: a fresh run into a directory holding checkpoints)
+    tag = "tmp-directory"
+    d = os.path.join(TMP, tag)
+    shutil.copytree(base_dir, d)
+    odd = os.path.join(d, ".ckpt-000000000460.w0of1.abcDEF123456.tmp")
+    os.mkdir(odd)
+    harness.case()
+    refused(tag, ["--checkpoint", d], "--checkpoint %s already holds 3 checkpoint(s) of worker 0 of 1" % d)
+    want = "checkpoint: %s is a directory, not a file this trainer wrote: left in place (remove it by hand)" % odd
+    if want not in read_log(tag, "trainer0") or not os.path.isdir(odd):
+        fail("%s: expected %r: %s" % (tag, want, read_log(tag, "trainer0")[-800:]))
+    ok("a directory named like a temporary is left in place with a warning")
     # the explicit choice: the previous step, and the same final weights
     tag = "damaged-flipped-step"
     o = train(tag, 1, 1, ["--restore", os.path.join(TMP, "damaged-flipped"), "--restore-step", "440"])[0]

@@ -83,12 +83,30 @@ def exports(so):
 
 
 def build_pkgconfig(prefix, libdir):
+    """Built as docs/client.md says, the run-time path from pkg-config's
+    libdir (-Wl,-rpath); without it the program does not start from a
+    non-standard prefix, and LD_LIBRARY_PATH is the other way."""
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
+    env.pop("LD_LIBRARY_PATH", None)
     flags = run(["pkg-config", "--cflags", "--libs", "sluice"], env=env).split()
+    pc_libdir = run(["pkg-config", "--variable=libdir", "sluice"], env=env).strip()
+    if os.path.realpath(pc_libdir) != os.path.realpath(libdir):
+        fail("pkg-config --variable=libdir sluice: %s, not %s" % (pc_libdir, libdir))
+    src = os.path.join(SRC, "examples", "client", "sluice_count.c")
+    bare = os.path.join(bed.TMP, "count-bare")
+    run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", bare] + flags, env=env)
+    p = subprocess.run([bare], capture_output=True, text=True, env=env)
+    if p.returncode != 127 or "libsluice.so.0: cannot open shared object file" not in p.stderr:
+        fail("built without an rpath: exit %d (expected 127, libsluice.so.0 not found): %s" % (p.returncode,
+                                                                                               p.stderr))
+    p = subprocess.run([bare], capture_output=True, text=True, env=dict(env, LD_LIBRARY_PATH=pc_libdir))
+    if p.returncode != 2 or not p.stderr.startswith("usage: "):
+        fail("built without an rpath, run with LD_LIBRARY_PATH: exit %d (expected its usage, 2): %s"
+             % (p.returncode, p.stderr))
     out = os.path.join(bed.TMP, "count-pc")
-    run(["cc", "-std=c11", "-Wall", "-Werror", os.path.join(SRC, "examples", "client", "sluice_count.c"), "-o", out]
-        + flags + ["-Wl,-rpath," + libdir])
-    ok("pkg-config: %s" % " ".join(flags))
+    run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", out] + flags + ["-Wl,-rpath," + pc_libdir], env=env)
+    ok("pkg-config: %s; -Wl,-rpath,$(pkg-config --variable=libdir sluice) or LD_LIBRARY_PATH finds libsluice, "
+       "neither: exit 127" % " ".join(flags))
     return out
 
 

@@ -257,6 +257,16 @@ def bad_keys(files, keys):
     shutil.copy(keys["trainer"] + ".pub", bad_allow)
     with open(os.path.join(bad_allow, "broken.pub"), "w") as f:
         f.write("x" * 41 + "\n")
+    os.chmod(os.path.join(bad_allow, "broken.pub"), 0o644)
+    # whoever can write an allow-list key or its folder can join (issue #24 item 9)
+    open_pub = os.path.join(d, "open-pub")
+    os.makedirs(open_pub)
+    shutil.copy(keys["trainer"] + ".pub", open_pub)
+    os.chmod(os.path.join(open_pub, os.path.basename(keys["trainer"]) + ".pub"), 0o666)
+    open_dir = os.path.join(d, "open-dir")
+    os.makedirs(open_dir)
+    shutil.copy(keys["trainer"] + ".pub", open_dir)
+    os.chmod(open_dir, 0o1777)
     ep = "ipc://%s/bad.sock" % bed.TMP
     fcases = [
         (["--curve-key", wide, "--curve-allow", bad_allow], 2, wide + ": a secret key readable or writable by others "
@@ -269,6 +279,13 @@ def bad_keys(files, keys):
         (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", os.path.join(d, "none")], 1,
          "opendir(%s): No such file" % os.path.join(d, "none")),
         (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", wide], 2, "not a directory"),
+        (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", open_pub], 2,
+         "%s/%s.pub: an allow-list key writable by others (mode 0666): whoever can write it can join; make it "
+         "writable by its owner alone: chmod go-w %s/%s.pub" % (open_pub, os.path.basename(keys["trainer"]), open_pub,
+                                                                os.path.basename(keys["trainer"]))),
+        (["--curve-key", keys["feeder0"] + ".key", "--curve-allow", open_dir], 2,
+         "%s: an allow-list directory writable by others (mode 1777): whoever can write there can join; make it "
+         "writable by its owner alone: chmod go-w %s" % (open_dir, open_dir)),
     ]
     for args, code, text in fcases:
         r = subprocess.run([bed.FEEDER, "--job", job_path, "--listen", ep] + args, capture_output=True, text=True,
@@ -279,19 +296,25 @@ def bad_keys(files, keys):
     sdir = os.path.join(d, "servers")
     os.makedirs(sdir)
     shutil.copy(keys["feeder0"] + ".pub", os.path.join(sdir, "feeder-0.pub"))
+    # a key file that is not there is exit 1, as for the feeder; one that is
+    # refused is 2 (issue #24 item 13: one rule, docs/exit-codes.md)
     tcases = [
-        (["--curve-key", wide, "--curve-server-key", keys["feeder0"] + ".pub"], wide + ": a secret key readable"),
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", short], short + ": not a CURVE key"),
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", os.path.join(d, "absent.pub")],
-         "absent.pub): No such file"),
+        (["--curve-key", wide, "--curve-server-key", keys["feeder0"] + ".pub"], 2, wide + ": a secret key readable"),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", short], 2, short + ": not a CURVE key"),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", os.path.join(d, "absent.pub")], 1,
+         "sluice-trainer: --curve-server-key: stat(%s): No such file" % os.path.join(d, "absent.pub")),
+        (["--curve-key", os.path.join(d, "absent.key"), "--curve-server-key", keys["feeder0"] + ".pub"], 1,
+         "sluice-trainer: --curve-key: open(%s): No such file" % os.path.join(d, "absent.key")),
         # a directory: feeder-1.pub is missing for the second feeder
-        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", sdir], os.path.join(sdir, "feeder-1.pub")),
+        (["--curve-key", keys["trainer"] + ".key", "--curve-server-key", sdir], 1,
+         "open(%s): No such file" % os.path.join(sdir, "feeder-1.pub")),
     ]
-    for args, text in tcases:
+    for args, code, text in tcases:
         r = subprocess.run([bed.TRAINER, "--connect", ep + "," + ep + "2", "--job", job["name"]] + args,
                            capture_output=True, text=True, timeout=30)
-        if r.returncode != 2 or text not in r.stderr:
-            fail("bad keys: trainer %s: expected exit 2 with %r, got %d: %s" % (args, text, r.returncode, r.stderr))
+        if r.returncode != code or text not in r.stderr:
+            fail("bad keys: trainer %s: expected exit %d with %r, got %d: %s" % (args, code, text, r.returncode,
+                                                                               r.stderr))
     # keygen itself
     r = subprocess.run([bed.FEEDER, "keygen", keys["trainer"]], capture_output=True, text=True)
     if r.returncode != 1 or "exists already" not in r.stderr:

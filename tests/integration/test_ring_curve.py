@@ -223,14 +223,15 @@ def refusals(job_path, keys):
                            capture_output=True, text=True, timeout=30)
         if r.returncode != 2 or text not in r.stderr:
             fail("spec 'curve' %r: exit %d, stderr %r" % (curve, r.returncode, r.stderr))
-    # the spec's key path is read like --curve-key's: a missing file is named
+    # the spec's key path is read like --curve-key's: a missing file is named,
+    # exit 1 as every file that is not there (docs/exit-codes.md)
     spec["curve"] = {"key": os.path.join(bed.TMP, "no-such.key"), "server_keys": keys["feeder"] + ".pub"}
     r = subprocess.run([bed.TRAINER] + MODEL + ["--cluster", json.dumps(spec), "--job", "ring-curve"],
                        capture_output=True, text=True, timeout=30)
-    if r.returncode != 2 or "--curve-key: " not in r.stderr or "no-such.key" not in r.stderr:
+    if r.returncode != 1 or "--curve-key: " not in r.stderr or "no-such.key" not in r.stderr:
         fail("spec with a missing key file: exit %d, stderr %r" % (r.returncode, r.stderr))
     ok("a ring other hosts can reach, without keys: exit 2 saying why (--ring tcp://*, --peers, a host's "
-       "address); a malformed or missing 'curve' in the cluster spec: exit 2 naming it")
+       "address); a malformed 'curve' in the cluster spec: exit 2 naming it; a missing key file: exit 1")
 
 
 def insecure_run(job_path, want):

@@ -650,13 +650,13 @@ START_TEST(test_expand_order)
 
     /* no match (a directory is not a match): an error, the list kept */
     set_ok(job, "files", "d/a-*,x*.tfrecord");
-    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EIO);
     ck_assert_str_eq(err.msg, "files: pattern 'x*.tfrecord' matches no file");
     set_ok(job, "files", "d/b-dir*");
-    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EIO);
     ck_assert_str_eq(err.msg, "files: pattern 'd/b-dir*' matches no file");
     set_ok(job, "files", "d/nothing.tfrecord");
-    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EIO);
     ck_assert_str_eq(err.msg, "files: pattern 'd/nothing.tfrecord' matches no file");
     ck_assert_uint_eq(job->files.n, 3);
     ck_assert_str_eq(job->files.items[0], "d/a-10.tfrecord");
@@ -737,7 +737,7 @@ START_TEST(test_arrays)
                               "one array per group (the g-th of each, in sorted order, make group g)");
     ck_assert_uint_eq(job->members.n, 4); /* kept */
     set_ok(job, "features.label.array", "nothing-*.npy");
-    ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EIO);
     ck_assert_str_eq(err.msg, "features.label.array: pattern 'nothing-*.npy' matches no file");
 
     /* the rules */

@@ -8,11 +8,14 @@
  * and tcp: an allowed key talks, an unknown key and a wrong server key get
  * nothing and the client's monitor sees the handshake fail. Each case works
  * in its own folder. */
+#define _GNU_SOURCE /* unshare */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -117,9 +120,20 @@ START_TEST(test_keygen_files_and_modes)
     ck_assert_int_eq(st.st_mode & 07777, 0600);
     ck_assert(S_ISREG(st.st_mode));
     ck_assert_int_eq(stat(join(d, "feeder-0.pub"), &st), 0);
-    ck_assert_int_eq(st.st_mode & 0400, 0400);
+    ck_assert_int_eq(st.st_mode & 07777, 0644); /* not 0666 under umask 0 (issue #24 item 9) */
     ck_assert_int_eq(st.st_size, SL_CURVE_KEY_Z85 + 1);
     ck_assert_int_eq(count_entries(d), 2); /* no temporary left */
+    /* a .pub left world-writable (no .key beside it) is replaced 0644 */
+    put(join(d, "stale.pub"), "old\n", 0666);
+    old = umask(0);
+    make_keys(d, "stale");
+    umask(old);
+    ck_assert_int_eq(stat(join(d, "stale.pub"), &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0644);
+    ck_assert_int_eq(stat(join(d, "stale.key"), &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0600);
+    ck_assert_int_eq(unlink(join(d, "stale.pub")), 0);
+    ck_assert_int_eq(unlink(join(d, "stale.key")), 0);
 
     /* the pair belongs together: the secret's public half is NAME.pub */
     struct sl_curve_keys k = load_keys(n);
@@ -383,6 +397,95 @@ START_TEST(test_allow_list_from_dir)
     ck_assert_ptr_nonnull(strstr(err.msg, "No such file"));
     ck_assert_int_eq(sl_curve_allow_load(&al, join(d, "README"), NULL, 0, &err), SL_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "README: not a directory"));
+}
+END_TEST
+
+/* Whoever can write an allow-list key or its directory can join (issue #24
+ * item 9): a .pub or a directory writable by the group or others is
+ * refused naming it and its mode, whatever the umask the files were made
+ * under; a reload keeps the old list; a read-only mount is exempt. */
+START_TEST(test_allow_list_modes)
+{
+    mode_t old = umask(0); /* as a careless deployment would make them */
+    const char *d = case_dir("modes");
+    ck_assert_int_eq(chmod(d, 0755), 0);
+    const char *a = make_keys(d, "a");
+    struct sl_curve_allow *al = NULL;
+    struct sl_error err = {0};
+    ck_assert_msg(sl_curve_allow_load(&al, d, NULL, 0, &err) == 0, "%s", err.msg); /* keygen's 0644 */
+    ck_assert_uint_eq(sl_curve_allow_count(al), 1);
+    char want[1400];
+
+    /* a key the group or others can write */
+    const mode_t bad_files[] = {0666, 0664, 0646, 0622, 0660, 0602};
+    for (size_t i = 0; i < sizeof bad_files / sizeof bad_files[0]; i++) {
+        ck_assert_int_eq(chmod(join(d, "a.pub"), bad_files[i]), 0);
+        struct sl_curve_allow *no = NULL;
+        ck_assert_int_eq(sl_curve_allow_load(&no, d, NULL, 0, &err), SL_EINVAL);
+        ck_assert_ptr_null(no);
+        snprintf(want, sizeof want, "%s/a.pub: an allow-list key writable by others (mode %04o): whoever can write it "
+                 "can join; make it writable by its owner alone: chmod go-w %s/a.pub", d, (unsigned)bad_files[i], d);
+        ck_assert_str_eq(err.msg, want);
+        /* SIGHUP's reload refuses too and keeps the list */
+        ck_assert_int_eq(sl_curve_allow_reload(al, &err), SL_EINVAL);
+        ck_assert_str_eq(err.msg, want);
+        ck_assert_uint_eq(sl_curve_allow_count(al), 1);
+    }
+    /* read-only for others, or the owner's alone: accepted */
+    const mode_t good_files[] = {0644, 0600, 0400, 0444, 0640, 0755};
+    for (size_t i = 0; i < sizeof good_files / sizeof good_files[0]; i++) {
+        ck_assert_int_eq(chmod(join(d, "a.pub"), good_files[i]), 0);
+        ck_assert_msg(sl_curve_allow_reload(al, &err) == 0, "mode %04o: %s", (unsigned)good_files[i], err.msg);
+    }
+    /* a symlink is checked at the file it leads to */
+    const char *elsewhere = case_dir("modes-target");
+    put(join(elsewhere, "t.pub"), pub_of(a), 0666);
+    ck_assert_int_eq(symlink(join(elsewhere, "t.pub"), join(d, "t.pub")), 0);
+    ck_assert_int_eq(sl_curve_allow_reload(al, &err), SL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "t.pub: an allow-list key writable by others (mode 0666)"));
+    ck_assert_int_eq(chmod(join(elsewhere, "t.pub"), 0644), 0);
+    ck_assert_msg(sl_curve_allow_reload(al, &err) == 0, "%s", err.msg);
+    /* files not read (not NAME.pub, hidden) are not judged */
+    put(join(d, "README"), "notes\n", 0666);
+    put(join(d, ".x.pub"), "notes\n", 0666);
+    ck_assert_msg(sl_curve_allow_reload(al, &err) == 0, "%s", err.msg);
+
+    /* the directory: group or other write, sticky or not */
+    const mode_t bad_dirs[] = {0777, 0775, 0757, 01777, 0770, 0730};
+    for (size_t i = 0; i < sizeof bad_dirs / sizeof bad_dirs[0]; i++) {
+        ck_assert_int_eq(chmod(d, bad_dirs[i]), 0);
+        struct sl_curve_allow *no = NULL;
+        ck_assert_int_eq(sl_curve_allow_load(&no, d, NULL, 0, &err), SL_EINVAL);
+        ck_assert_ptr_null(no);
+        snprintf(want, sizeof want, "%s: an allow-list directory writable by others (mode %04o): whoever can write "
+                 "there can join; make it writable by its owner alone: chmod go-w %s", d, (unsigned)bad_dirs[i], d);
+        ck_assert_str_eq(err.msg, want);
+        ck_assert_int_eq(sl_curve_allow_reload(al, &err), SL_EINVAL);
+        ck_assert_uint_eq(sl_curve_allow_count(al), 1);
+    }
+    const mode_t good_dirs[] = {0755, 0700, 0555, 0750, 0711};
+    for (size_t i = 0; i < sizeof good_dirs / sizeof good_dirs[0]; i++) {
+        ck_assert_int_eq(chmod(d, good_dirs[i]), 0);
+        ck_assert_msg(sl_curve_allow_reload(al, &err) == 0, "mode %04o: %s", (unsigned)good_dirs[i], err.msg);
+    }
+    sl_curve_allow_free(al);
+
+    /* a read-only mount cannot be written whatever its bits (a Kubernetes
+     * ConfigMap volume): accepted. Needs a private mount namespace (this
+     * case runs in its own process); skipped where none can be made. */
+    ck_assert_int_eq(chmod(d, 0777), 0);
+    ck_assert_int_eq(chmod(join(d, "a.pub"), 0666), 0);
+    umask(old);
+    if ((unshare(CLONE_NEWNS) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0) &&
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 && mount(d, d, NULL, MS_BIND, NULL) == 0 &&
+        mount(NULL, d, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0) {
+        ck_assert_msg(sl_curve_allow_load(&al, d, NULL, 0, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(sl_curve_allow_count(al), 1); /* a, and t its copy */
+        sl_curve_allow_free(al);
+    } else {
+        fprintf(stderr, "test_allow_list_modes: no private read-only mount here (%s): that part skipped\n",
+                strerror(errno));
+    }
 }
 END_TEST
 
@@ -866,6 +969,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_unreadable_secret);
     tcase_add_test(tc, test_allow_list_from_dir);
     tcase_add_test(tc, test_allow_reload);
+    tcase_add_test(tc, test_allow_list_modes);
     tcase_add_test(tc, test_endpoint_is_local);
     tcase_add_test(tc, test_socket_options_refused);
     suite_add_tcase(s, tc);

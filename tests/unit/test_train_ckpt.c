@@ -322,6 +322,91 @@ START_TEST(test_list_prune_clean)
 }
 END_TEST
 
+/* What is not a regular file at a checkpoint's name (issue #24 item 10):
+ * a FIFO is refused at once (before the fix open() waited forever for a
+ * writer), a symlink is refused as a symlink, and a directory named like a
+ * temporary or a checkpoint is left in place by clean and prune (before
+ * the fix: "unlink(...): Is a directory", failing --checkpoint). */
+START_TEST(test_not_a_file)
+{
+    const char *d = fresh_dir("odd");
+    struct sl_error err = {0};
+    struct train_ckpt ck;
+    char want[4400];
+    size_t len;
+    uint8_t *good = write_one(d, 5, &len);
+    free(good);
+    char real[4096];
+    snprintf(real, sizeof real, "%s", path_of(d, 5, 1, 2));
+
+    /* a FIFO as the newest: refused, never blocking (the case's timeout catches a hang) */
+    const char *fifo = path_of(d, 6, 1, 2);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(train_ckpt_read(fifo, NULL, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: not a regular file (a FIFO): refused, a checkpoint is one", fifo);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_ptr_null(ck.buf);
+    ck_assert_int_eq(unlink(fifo), 0);
+
+    /* a symlink to a good checkpoint: refused, saying so */
+    const char *link = path_of(d, 7, 1, 2);
+    ck_assert_int_eq(symlink(real, link), 0);
+    ck_assert_int_eq(train_ckpt_read(link, NULL, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: a symbolic link: refused (checkpoints are never read through symlinks; put the "
+             "file itself in the directory)", link);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(train_ckpt_read(real, NULL, &ck, &err), 0); /* the file itself reads */
+    train_ckpt_free(&ck);
+
+    /* a directory at a checkpoint's name */
+    const char *dir = path_of(d, 8, 1, 2);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    ck_assert_int_eq(train_ckpt_read(dir, NULL, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: not a regular file (a directory): refused, a checkpoint is one", dir);
+    ck_assert_str_eq(err.msg, want);
+
+    /* clean: a directory (and a FIFO, a symlink) named like this worker's
+     * temporary are left, the real temporary is removed, no error */
+    const char *tdir = ".ckpt-000000000009.w1of2.abcDEF123456.tmp";
+    const char *tfifo = ".ckpt-000000000009.w1of2.abcDEF123457.tmp";
+    const char *tlink = ".ckpt-000000000009.w1of2.abcDEF123458.tmp";
+    const char *treal = ".ckpt-000000000009.w1of2.abcDEF123459.tmp";
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", d, tdir);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/%s", d, tfifo);
+    ck_assert_int_eq(mkfifo(p, 0600), 0);
+    snprintf(p, sizeof p, "%s/%s", d, tlink);
+    ck_assert_int_eq(symlink(real, p), 0);
+    touch(d, treal);
+    size_t removed = 9;
+    ck_assert_msg(train_ckpt_clean(d, 1, 2, &removed, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(exists(d, tdir) && exists(d, tfifo) && exists(d, tlink) && !exists(d, treal));
+    ck_assert(exists(d, path_of(d, 5, 1, 2) + strlen(d) + 1)); /* the link's target is untouched */
+
+    /* prune: a directory newer than the step written, and one older than
+     * --keep, are left; the regular files are pruned as ever */
+    const char *older = path_of(d, 1, 1, 2);
+    ck_assert_int_eq(mkdir(older, 0700), 0);
+    free(write_one(d, 2, &len));
+    free(write_one(d, 3, &len));
+    free(write_one(d, 4, &len));
+    ck_assert_msg(train_ckpt_prune(d, 1, 2, 4, 2, &err) == 0, "%s", err.msg);
+    struct stat st;
+    ck_assert_int_eq(lstat(path_of(d, 8, 1, 2), &st), 0); /* the directory newer than 4 */
+    ck_assert(S_ISDIR(st.st_mode));
+    ck_assert_int_eq(lstat(path_of(d, 7, 1, 2), &st), 0); /* the symlink newer than 4 */
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(lstat(path_of(d, 1, 1, 2), &st), 0); /* the directory older than --keep's */
+    ck_assert(S_ISDIR(st.st_mode));
+    ck_assert_int_eq(access(path_of(d, 5, 1, 2), F_OK), -1); /* a newer regular file: removed */
+    ck_assert_int_eq(access(path_of(d, 2, 1, 2), F_OK), -1); /* past --keep 2: removed */
+    ck_assert_int_eq(access(path_of(d, 3, 1, 2), F_OK), 0);
+    ck_assert_int_eq(access(path_of(d, 4, 1, 2), F_OK), 0);
+}
+END_TEST
+
 START_TEST(test_write_errors)
 {
     struct sl_error err = {0};
@@ -394,5 +479,9 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_write_errors);
     tcase_add_test(tc, test_position);
     suite_add_tcase(s, tc);
+    TCase *odd = tcase_create("not a file"); /* a FIFO that hangs fails here, quickly */
+    tcase_set_timeout(odd, 10);
+    tcase_add_test(odd, test_not_a_file);
+    suite_add_tcase(s, odd);
     return s;
 }
