@@ -129,6 +129,14 @@ def hide_cuda(module):
                    for m in re.finditer(r"lib(?:cudart|nccl)\S* => (\S+)", must(["ldd", module]))})
     if not dirs:
         fail("ldd %s resolves neither libcudart nor libnccl" % module)
+    # never hide what the trainer itself needs (CUDA installed among the
+    # system's libraries): the test would then say nothing
+    trainer = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(module))), "bin", "sluice-trainer")
+    own = {os.path.dirname(os.path.realpath(m.group(1)))
+           for m in re.finditer(r"=> (/\S+)", must(["ldd", trainer]))}
+    if own & set(dirs):
+        print("SKIP part 3: the CUDA libraries share %s with the trainer's own" % sorted(own & set(dirs)))
+        return None, dirs
     script = " && ".join("mount -t tmpfs sluice-hidden %s" % d for d in dirs) + ' && exec "$@"'
     for unshare in (["unshare", "-m"], ["unshare", "-r", "-m"]):
         if shutil.which("unshare") and run(unshare + ["sh", "-c", script, "sh", "true"]).returncode == 0:
