@@ -13,9 +13,11 @@
 #include "train_backend.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_version.h"
 #include "train_cuda_module.h"
@@ -29,7 +31,7 @@ static struct train_backend backends[] = {
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const struct train_cuda_module *cuda_preset; /* train_backend_use_cuda's, read by load_cuda */
 static int cuda_loaded;                             /* backends[1] is filled */
-static char cuda_why[768];                          /* why not, when it is not */
+static char cuda_why[SL_ERROR_MSG_MAX - 64];         /* why not, when it is not */
 
 void train_backend_use_cuda(const struct train_cuda_module *m)
 {
@@ -37,13 +39,53 @@ void train_backend_use_cuda(const struct train_cuda_module *m)
 }
 
 #ifdef SLUICE_HAVE_CUDA
+/* Where the module is, beside this program: the program's directory
+ * (/proc/self/exe) + SLUICE_CUDA_MODULE_DIR (BINDIR/../LIBDIR/sluice, the
+ * layout of an install and of the build tree), or that directory itself
+ * when absolute. 0, or -1 when the path cannot be made. */
+static int module_path(char *out, size_t n)
+{
+    const char *dir = SLUICE_CUDA_MODULE_DIR;
+    if (dir[0] == '/')
+        return snprintf(out, n, "%s/%s", dir, TRAIN_CUDA_MODULE_FILE) < (int)n ? 0 : -1;
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return -1;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    return snprintf(out, n, "%s/%s/%s", exe, dir, TRAIN_CUDA_MODULE_FILE) < (int)n ? 0 : -1;
+}
+
 static const struct train_cuda_module *open_module(void)
 {
-    /* RTLD_LOCAL: the module's symbols stay its own; never closed, as the
-     * CUDA runtime registers exit handlers from it */
-    void *h = dlopen(TRAIN_CUDA_MODULE_FILE, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %s", dlerror());
+    /* the module beside the program when it is there (its own dlerror if
+     * it cannot be loaded: a library it needs missing), else the dynamic
+     * loader's search for the bare name (LD_LIBRARY_PATH, the system's
+     * directories). RTLD_LOCAL: the module's symbols stay its own; never
+     * closed, as the CUDA runtime registers exit handlers from it. */
+    char path[PATH_MAX + 64];
+    int beside = module_path(path, sizeof path) == 0;
+    void *h;
+    if (beside && access(path, F_OK) == 0) {
+        if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+            snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %s", dlerror());
+            return NULL;
+        }
+    }
+    else if ((h = dlopen(TRAIN_CUDA_MODULE_FILE, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        const char *e = dlerror();
+        if (beside) {
+            *strrchr(path, '/') = '\0';
+            /* a message of at most 1 KiB: the path's first 512 bytes */
+            snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %.256s (looked in "
+                     "%.512s, then LD_LIBRARY_PATH and the system's directories)", e, path);
+        }
+        else
+            snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %s", e);
         return NULL;
     }
     void *sym = dlsym(h, TRAIN_CUDA_MODULE_SYMBOL);

@@ -9,12 +9,14 @@
  * is asked for (--devices gpu..., or `auto` probing for GPUs) and reports
  * dlerror() when it cannot (the module, or a library it needs, missing).
  *
- * Where it is looked for: dlopen's usual search for the bare name
- * TRAIN_CUDA_MODULE_FILE, that is LD_LIBRARY_PATH, then the RUNPATH of the
- * program (or shared library) holding the loader: the installed
- * sluice-trainer's is $ORIGIN/../LIBDIR/sluice (the module is installed
- * there), a program in the build tree's is BUILD/lib/sluice; then the
- * system's directories.
+ * Where it is looked for: beside the program, in BINDIR/../LIBDIR/sluice
+ * from the program's own directory (/proc/self/exe; SLUICE_CUDA_MODULE_DIR),
+ * where `cmake --install` puts it and where the build tree has it
+ * (BUILD/LIBDIR/sluice, two levels from BUILD/trainer/sluice-trainer and
+ * BUILD/tests/...); when it is not there, dlopen's search for the bare
+ * name TRAIN_CUDA_MODULE_FILE (LD_LIBRARY_PATH, the system's directories).
+ * The program's RUNPATH is not relied on: a sanitizer's dlopen interceptor
+ * makes the loader search the runtime's instead.
  *
  * The module exports one symbol, TRAIN_CUDA_MODULE_SYMBOL, a function
  * returning its struct train_cuda_module. The tables' layouts are the

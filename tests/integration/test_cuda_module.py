@@ -8,15 +8,15 @@ starts and trains on CPU replicas on a node without libcudart or libnccl,
 and asking it for a GPU there fails with the loader's reason.
 
 1. `cmake --install BUILD --prefix TMP/prefix`: the trainer's ELF needs
-   neither libcudart nor libnccl (readelf NEEDED, and `ldd` lists neither);
-   its RUNPATH is $ORIGIN/../LIBDIR/sluice. In a build with CUDA, the
+   neither libcudart nor libnccl (readelf NEEDED, and `ldd` lists neither).
+   In a build with CUDA, the
    module is installed there, exports sluice_cuda_module_v1 only and needs
    libcudart and libnccl.
 2. The module removed from the prefix: the installed trainer trains on
    `--devices cpu:2` and on `--devices auto` (the probe falls back to CPU
    replicas) against the installed feeder, exit 0 and "ok": true; asked for
    gpu:0 it exits 2 with the exact message naming the missing module
-   (dlerror), or, in a build without CUDA, that the build has none.
+   (dlerror) and where it was looked for, or, in a build without CUDA, that the build has none.
 3. The module back, the CUDA libraries hidden (a private mount namespace
    with an empty tmpfs over the directories libcudart and libnccl resolve
    to; needs root or user namespaces, else said and skipped): `ldd` of the
@@ -70,11 +70,7 @@ def install(prefix):
     ldd = must(["ldd", trainer])
     if re.search(r"libcudart|libnccl", ldd):
         fail("ldd lists CUDA libraries for the installed trainer:\n%s" % ldd)
-    runpath = re.search(r"RUNPATH\)\s+Library runpath: \[([^]]*)\]", must(["readelf", "-d", trainer]))
-    want = "$ORIGIN/../%s/sluice" % os.path.basename(libdir)
-    if runpath is None or runpath.group(1) != want:
-        fail("the trainer's RUNPATH is %s, expected %s" % (runpath and runpath.group(1), want))
-    ok("installed trainer: NEEDED %s (no libcudart, no libnccl; ldd agrees), RUNPATH %s" % (" ".join(deps), want))
+    ok("installed trainer: NEEDED %s (no libcudart, no libnccl; ldd agrees)" % " ".join(deps))
     module = os.path.join(libdir, "sluice", MODULE)
     built = os.path.exists(os.path.join(bed.BUILD, "lib", "sluice", MODULE))
     if built != os.path.exists(module):
@@ -161,7 +157,9 @@ def main():
         if module is not None:
             msg = gpu_refused(trainer, re.escape(
                 "sluice-trainer: --devices: 'gpu:0' asks for GPUs, but the CUDA backend module could not be "
-                "loaded: %s: cannot open shared object file: No such file or directory" % MODULE))
+                "loaded: %s: cannot open shared object file: No such file or directory (looked in %s/bin/../%s/"
+                "sluice, then LD_LIBRARY_PATH and the system's directories)"
+                % (MODULE, prefix, os.path.relpath(os.path.dirname(os.path.dirname(module)), prefix))))
         else:
             msg = gpu_refused(trainer, re.escape(
                 "sluice-trainer: --devices: 'gpu:0' asks for GPUs, but this build has no CUDA backend (CUDA and "
