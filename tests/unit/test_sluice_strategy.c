@@ -348,8 +348,11 @@ struct run_ctx {
     const struct sluice_per_replica *in;
     struct sluice_per_replica *out;
     int mode;
+    /* mode 1: each field written by one replica only */
     int rc[4];
     char msg[4][SLUICE_ERROR_MAX];
+    int rc_rank, rc_nodims, rc_value;
+    char msg_rank[SLUICE_ERROR_MAX], msg_value[SLUICE_ERROR_MAX];
 };
 
 static int step(struct sluice_replica *rep, void *ctx, struct sluice_error *err)
@@ -371,14 +374,14 @@ static int step(struct sluice_replica *rep, void *ctx, struct sluice_error *err)
         c->rc[id] = sluice_replica_set(rep, c->out, 1, (const int64_t[]){5}, &d, err);
         snprintf(c->msg[id], sizeof c->msg[id], "%s", err->message);
         if (id == 0) {
-            c->rc[2] = sluice_replica_set(rep, c->out, 9, (const int64_t[9]){0}, &d, err);
-            snprintf(c->msg[3], sizeof c->msg[3], "%s", err->message);
+            c->rc_rank = sluice_replica_set(rep, c->out, 9, (const int64_t[9]){0}, &d, err);
+            snprintf(c->msg_rank, sizeof c->msg_rank, "%s", err->message);
         }
         if (id == 1)
-            c->rc[3] = sluice_replica_set(rep, c->out, 1, NULL, &d, err);
+            c->rc_nodims = sluice_replica_set(rep, c->out, 1, NULL, &d, err);
         if (id == 2) {
-            c->rc[0] = sluice_replica_value(rep, NULL, &v, err);
-            snprintf(c->msg[2], sizeof c->msg[2], "%s", err->message);
+            c->rc_value = sluice_replica_value(rep, NULL, &v, err);
+            snprintf(c->msg_value, sizeof c->msg_value, "%s", err->message);
         }
         return SLUICE_OK;
     case 2: /* replica 2 fails */
@@ -410,11 +413,11 @@ START_TEST(test_run)
     ck_assert_int_eq(sluice_strategy_run(s, step, &c, &err), SLUICE_OK);
     ck_assert_int_eq(c.rc[1], SLUICE_EINVAL);
     ck_assert_str_eq(c.msg[1], "per-replica value: replica 1's value has 5 elements (capacity 4)");
-    ck_assert_int_eq(c.rc[2], SLUICE_EINVAL);
-    ck_assert_str_eq(c.msg[3], "value rank 9 is outside 0..8");
-    ck_assert_int_eq(c.rc[3], SLUICE_EINVAL);
-    ck_assert_int_eq(c.rc[0], SLUICE_EINVAL);
-    ck_assert_str_eq(c.msg[2], "replica 2: no per-replica value");
+    ck_assert_int_eq(c.rc_rank, SLUICE_EINVAL);
+    ck_assert_str_eq(c.msg_rank, "value rank 9 is outside 0..8");
+    ck_assert_int_eq(c.rc_nodims, SLUICE_EINVAL);
+    ck_assert_int_eq(c.rc_value, SLUICE_EINVAL);
+    ck_assert_str_eq(c.msg_value, "replica 2: no per-replica value");
     ck_assert_int_eq(sluice_strategy_run(s, NULL, &c, &err), SLUICE_EINVAL);
     ck_assert_str_eq(err.message, "run: no step function");
     /* a replica's error fails the run and breaks the strategy */
