@@ -321,9 +321,9 @@ int sluice_strategy_distribute_step(struct sluice_per_replica **out, const struc
     if (per_replica_new(&p, s, most, first->dtype, &e) != 0)
         return out_error(err, &e);
     for (uint32_t r = 0; r < R; r++) {
-        const struct sluice_tensor *t;
-        size_t count;
-        float *d;
+        const struct sluice_tensor *t = NULL;
+        size_t count = 0;
+        float *d = NULL;
         int rc = step_tensor(&pieces[r], r, tensor, &t, &count, &e);
         int64_t dims[SLUICE_VALUE_MAX_RANK];
         if (rc == 0) {
