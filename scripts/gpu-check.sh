@@ -74,7 +74,7 @@ fi
 if [ ${#rpath[@]} -gt 0 ]; then
   flags="-Wl,--disable-new-dtags"
   for d in "${rpath[@]}"; do flags="$flags -Wl,-rpath,$d -Wl,-rpath-link,$d"; done
-  cmake_args+=(-DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags")
+  cmake_args+=(-DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DCMAKE_MODULE_LINKER_FLAGS="$flags")
 fi
 command -v make >/dev/null 2>&1 || cmake_args+=(-G Ninja)
 if ! cmake -S . -B "$b" "${cmake_args[@]}" >"$out/cmake.log" 2>&1; then

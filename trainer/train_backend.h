@@ -10,13 +10,17 @@
  *   "cuda"  train_device_cuda.c    "nccl",              train_loop_cuda.c
  *                                  train_coll_nccl.c    (train_model_cuda)
  *
+ * The "cuda" row is the module libsluice-cuda.so (train_cuda_module.h),
+ * loaded the first time the row is asked for, so that nothing else links
+ * the CUDA runtime or NCCL: a program starts on a machine without them and
+ * fails only when it asks for a GPU, with the loader's reason.
  * train_backend.c is the one place in the trainer's C code that knows
- * whether CUDA was built (its single #ifdef SLUICE_HAVE_CUDA, at the table,
+ * whether CUDA was built (its single #ifdef SLUICE_HAVE_CUDA, at the load,
  * as curl keeps its HAVE_* tests at its feature table); everything else
  * asks this table, train_device.h's train_device_find / _count / _describe
  * included (defined there). It sits below the strategy and the loop: it
  * takes the addresses of the kinds' tables without including their
- * headers. Rows are static and const; any thread.
+ * headers. Rows do not change once found; any thread.
  */
 #ifndef TRAIN_BACKEND_H
 #define TRAIN_BACKEND_H
@@ -39,10 +43,18 @@ struct train_backend {
                                                 model (train_model.h) */
 };
 
-/* The row of `kind`, or NULL when the kind is unknown or not built. */
+/* *out = the row of `kind` ("cpu", "cuda"), loading the CUDA module at the
+ * first ask for "cuda". SL_EINVAL, *out NULL, with why: an unknown kind, a
+ * build without CUDA, or the module that could not be loaded (dlerror():
+ * the module or a library it needs, libcudart or libnccl, missing), or one
+ * from another sluice version. Any thread (the load happens once). */
+int train_backend_load(const char *kind, const struct train_backend **out, struct sl_error *err) SL_MUST_CHECK;
+
+/* The row of `kind`, or NULL when train_backend_load fails for it. */
 const struct train_backend *train_backend_find(const char *kind);
 
-/* Rows built (1 without CUDA, 2 with), and row i of them (NULL past the end). */
+/* Rows available (1 when the cuda row cannot be loaded, else 2: loads it),
+ * and row i of them (NULL past the end). */
 size_t train_backend_count(void);
 const struct train_backend *train_backend_at(size_t i);
 

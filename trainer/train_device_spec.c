@@ -1,7 +1,8 @@
 /* train_device_spec: the trainer's --devices option, resolved against the
  * backends this build has and the devices this machine has.
  *
- *   auto       every GPU when the cuda backend is built and sees one, else
+ *   auto       every GPU when the cuda backend is built, loads (the module
+ *              libsluice-cuda.so and the CUDA libraries) and sees one, else
  *              one CPU replica per online core (sysconf)
  *   cpu        one CPU replica per online core
  *   cpu:N      N CPU replicas
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "train_backend.h"
 #include "train_device.h"
 
 static int parse_int(const char *s, const char *end, long max, long *out)
@@ -84,9 +86,10 @@ int train_device_spec_parse(const char *text, struct train_device_spec *out, str
     if (strcmp(text, "gpu") != 0 && strncmp(text, "gpu:", 4) != 0)
         return sl_error_set(err, SL_EINVAL, "--devices: expected auto, cpu, cpu:N, gpu or gpu:I,J,..., got '%s'",
                             text);
-    if (train_device_find("cuda") == NULL)
-        return sl_error_set(err, SL_EINVAL, "--devices: '%s' asks for GPUs, but this build has no CUDA backend "
-                            "(CUDA and NCCL were not found at configure time)", text);
+    const struct train_backend *cuda;
+    struct sl_error why = {0};
+    if (train_backend_load("cuda", &cuda, &why) != 0)
+        return sl_error_set(err, SL_EINVAL, "--devices: '%s' asks for GPUs, but %s", text, why.msg);
     int present = train_device_count("cuda");
     if (strcmp(text, "gpu") == 0) {
         if (present == 0)

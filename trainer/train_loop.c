@@ -334,12 +334,13 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     uint32_t R = o->replicas ? o->replicas : 1;
     /* GPU replicas: a device kind with a model of its own (and collectives
      * for its gradient); "cuda" is the only one */
-    const struct train_backend *b = train_backend_find(o->device != NULL ? o->device : "cpu");
+    const struct train_backend *b;
     int gpu = o->device != NULL && strcmp(o->device, "cuda") == 0;
     if (o->device != NULL && !gpu && strcmp(o->device, "cpu") != 0)
         return sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (cpu or cuda)", o->device);
-    if (gpu && (b == NULL || b->model == NULL || b->coll == NULL))
-        return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
+    struct sl_error why = {0};
+    if (train_backend_load(o->device != NULL ? o->device : "cpu", &b, &why) != 0)
+        return sl_error_set(err, SL_EINVAL, "GPU replicas need the CUDA backend: %s", why.msg);
     if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
     if (o->mode == TRAIN_STRATEGY_PS && (o->ps == NULL || o->nps == 0 || o->ring != NULL))
@@ -570,9 +571,10 @@ int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces,
 
 int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
 {
-    const struct train_backend *b = train_backend_find("cuda");
-    if (b == NULL || b->coll == NULL)
-        return sl_error_set(err, SL_EINVAL, "GPU replicas need a build with CUDA and NCCL");
+    const struct train_backend *b;
+    struct sl_error why = {0};
+    if (train_backend_load("cuda", &b, &why) != 0)
+        return sl_error_set(err, SL_EINVAL, "GPU replicas need the CUDA backend: %s", why.msg);
     return train_backend_group_id(b, out, err);
 }
 

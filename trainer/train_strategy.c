@@ -672,9 +672,10 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
             return rc;
     }
     const char *kind = o->device ? o->device : "cpu";
-    const struct train_backend *backend = train_backend_find(kind);
-    if (backend == NULL)
-        return sl_error_set(err, SL_EINVAL, "strategy: no '%s' device backend in this build", kind);
+    const struct train_backend *backend;
+    struct sl_error why = {0};
+    if (train_backend_load(kind, &backend, &why) != 0)
+        return sl_error_set(err, SL_EINVAL, "strategy: no '%s' device backend: %s", kind, why.msg);
     const struct train_device_ops *ops = backend->device;
     struct train_strategy *s = sl_calloc(1, sizeof *s);
     if (s == NULL)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sl_clock.h"
+#include "train_cuda_module.h"
 #include "train_cuda_inc.h"
 #include "train_device.h"
 #include "train_nccl.h"
@@ -217,6 +218,7 @@ static void all_reduce_latency(const struct train_device_ops *ops, struct train_
 
 int main(void)
 {
+    train_backend_use_cuda(&train__cuda_module); /* this program's copy, not the module */
     int count = train_device_count("cuda");
     if (count == 0) {
         printf("SKIP: no CUDA device (or no driver)\n");

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "train_cuda_module.h"
 #include "train_cuda_inc.h"
 #include "train_device.h"
 #include "train_model.h"
@@ -245,6 +246,7 @@ static void check_nccl_id_over_rendezvous(void)
 
 int main(void)
 {
+    train_backend_use_cuda(&train__cuda_module); /* this program's copy, not the module */
     if (train_device_count("cuda") == 0) {
         printf("SKIP: no CUDA device (or no driver)\n");
         return SKIP;

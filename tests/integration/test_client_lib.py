@@ -2,8 +2,8 @@
 """The installed C client library (issue #17 part 1).
 
 1. `cmake --install BUILD --prefix TMP/prefix` puts the four programs,
-   libsluice with its SONAME links, include/sluice/client.h (and no
-   internal header), sluice.pc, the CMake package and (with help2man) the
+   libsluice with its SONAME links, include/sluice/client.h (beside
+   libsluice-strategy's strategy.h, and no internal header), sluice.pc, the CMake package and (with help2man) the
    man pages under the prefix.
 2. The library exports the public API only: `nm -D --defined-only` lists
    sluice_* symbols and nothing else; its SONAME is libsluice.so.MAJOR.
@@ -53,7 +53,8 @@ def install(prefix):
     if not os.path.islink(so) or not os.path.islink(os.path.join(libdir, "libsluice.so.0")):
         fail("libsluice.so and libsluice.so.0 are not links: %s" % os.listdir(libdir))
     headers = sorted(os.listdir(os.path.join(prefix, "include", "sluice")))
-    if headers != ["client.h"] or os.path.exists(os.path.join(prefix, "include", "train_client.h")):
+    # strategy.h: libsluice-strategy's (test_strategy_lib.py)
+    if headers != ["client.h", "strategy.h"] or os.path.exists(os.path.join(prefix, "include", "train_client.h")):
         fail("installed headers: %s" % headers)
     for f in ("pkgconfig/sluice.pc", "cmake/sluice/sluiceConfig.cmake", "cmake/sluice/sluiceTargets.cmake"):
         if not os.path.exists(os.path.join(libdir, f)):
@@ -64,7 +65,7 @@ def install(prefix):
             with open(page) as f:
                 if ".SH NAME" not in f.read():
                     fail("%s: not a man page" % page)
-    ok("install: programs, libsluice + links, include/sluice/client.h only, sluice.pc, CMake package, man pages")
+    ok("install: programs, libsluice + links, include/sluice/client.h (+ strategy.h), sluice.pc, CMake package, man pages")
     return libdir, so
 
 

@@ -1,10 +1,13 @@
 /* train_device, cpu backend: the staging round trip, alignment, both copy
  * streams, and every error path a caller can hit. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sl_alloc.h"
 #include "sl_test.h"
+#include "train_backend.h"
+#include "train_cuda_module.h"
 #include "train_device.h"
 
 static struct train_device *open_cpu(const struct train_device_ops **ops, int ordinal)
@@ -36,6 +39,43 @@ START_TEST(test_find)
         ck_assert_str_eq(cuda->name, "cuda");
         ck_assert(cuda->all_reduce_sum_f32 != NULL);
     }
+}
+END_TEST
+
+/* The backend table's reasons (issue #24 item 14): an unknown kind, and a
+ * "cuda" module from another sluice refused at load, naming both versions
+ * (a forked test: the load happens once per process). */
+START_TEST(test_backend_load)
+{
+    struct sl_error err = {0};
+    const struct train_backend *b = (const struct train_backend *)&err;
+    ck_assert_int_eq(train_backend_load("tpu", &b, &err), SL_EINVAL);
+    ck_assert_ptr_null(b);
+    ck_assert_str_eq(err.msg, "unknown device kind 'tpu' (cpu or cuda)");
+    ck_assert_int_eq(train_backend_load(NULL, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "unknown device kind '(null)' (cpu or cuda)");
+    ck_assert_int_eq(train_backend_load("cpu", &b, &err), 0);
+    ck_assert_str_eq(b->kind, "cpu");
+
+    static const struct train_cuda_module foreign = {.abi = 99, .version = "0.0.9"};
+    train_backend_use_cuda(&foreign);
+    ck_assert_int_eq(train_backend_load("cuda", &b, &err), SL_EINVAL);
+    ck_assert_ptr_null(b);
+#ifdef SLUICE_HAVE_CUDA
+    char want[SL_ERROR_MSG_MAX];
+    snprintf(want, sizeof want, "the CUDA backend module libsluice-cuda.so is from another sluice (version 0.0.9, "
+             "ABI 99; this is %s, ABI 1)", SL_TEST_PROJECT_VERSION);
+#else
+    const char *want = "this build has no CUDA backend (CUDA and NCCL were not found at configure time)";
+#endif
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_ptr_null(train_device_find("cuda"));
+    ck_assert_int_eq(train_device_count("cuda"), 0);
+    ck_assert_uint_eq(train_backend_count(), 1);
+    char buf[64];
+    ck_assert_int_eq(train_device_describe("cuda", 0, buf, sizeof buf, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_str_eq(buf, "cuda 0: unavailable");
 }
 END_TEST
 
@@ -203,6 +243,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_find);
+    tcase_add_test(tc, test_backend_load);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_alignment);
     tcase_add_test(tc, test_double_buffer);
