@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "sl_curve.h"
+#include "sl_endpoint.h"
 
 static int list_len(json_t *cluster, const char *key, size_t *n, struct sl_error *err)
 {
@@ -49,6 +51,8 @@ static int copy_addrs(json_t *cluster, const char *key, size_t n, size_t at, cha
             snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "tcp://%s", a);
         else
             snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "%s", a);
+        if (sl_endpoint_check((*out)[at + i], err) != 0)
+            return sl_error_prefix(err, "cluster spec: 'cluster.%s[%zu]': ", key, i);
     }
     return 0;
 }
@@ -197,7 +201,9 @@ int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char
 void sl_cluster_bind_addr(const char *a, char *bind, size_t n)
 {
     const char *colon = strrchr(a, ':');
-    if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6)
+    /* a loopback endpoint (127.0.0.1, localhost, [::1]) means this host
+     * only: bound as given (sl_bind_private binds localhost as 127.0.0.1) */
+    if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6 && !sl_endpoint_is_local(a))
         snprintf(bind, n, "tcp://*%s", colon);
     else
         snprintf(bind, n, "%s", a);
@@ -268,6 +274,11 @@ int sl_cluster_list_split(struct sl_cluster_list *l, const char *text, size_t ma
             list_push(l, p, len, (flags & SL_CLUSTER_BARE_TCP) && !has_scheme(p, len));
         p += len + (p[len] == ',');
     }
+    for (size_t i = 0; i < l->n; i++)
+        if (sl_endpoint_check(l->items[i], err) != 0) {
+            sl_cluster_list_free(l);
+            return sl_error_prefix(err, "%s: ", what);
+        }
     return 0;
 }
 
