@@ -13,8 +13,9 @@ items 6, 7, 8, 11, 12).
   SIGKILL leaves a stale socket file, which the next feeder replaces.
 - Ports outside 1..65535 refused by every parser a user reaches: --listen,
   --connect, --ps, --peers, --metrics-listen, TF_CONFIG.
-- tcp://localhost:PORT and tcp://[::1]:PORT bind and serve a trainer (the
-  [::1] case is skipped without an IPv6 loopback); the seed's TF_CONFIG,
+- tcp://localhost:PORT and tcp://[::1]:PORT bind and serve a trainer, and
+  carry two workers' ring (--peers localhost:P, --ring tcp://[::1]:P) (the
+  [::1] cases are skipped without an IPv6 loopback); the seed's TF_CONFIG,
   "ps": ["localhost:PORT"], runs a parameter server and a worker in ps mode.
 
 Usage: test_endpoints.py BUILD_DIR     (prints "N passed, 0 failed" at the end)
@@ -267,6 +268,44 @@ def case_localhost(job_path, job, want):
     ok("tcp://localhost %s bind without --insecure and serve a trainer every piece (%d)" % (v6, want))
 
 
+def ring_pair(tag, job_path, job, ring_args):
+    """Two workers whose ring is given by ring_args(w): both exit 0 with the
+    same weights (the ring and worker 0's rendezvous bound and reached)."""
+    sock = "ipc://%s/%s-f.sock" % (TMP, tag)
+    f = feeder(tag, job_path, sock)
+    model = ["--model", "mlp", "--hidden", "8", "--lr", "0.05", "--momentum", "0.9", "--seed", "7", "--input",
+             "image", "--label", "label", "--classes", "10", "--devices", "cpu:1"]
+    ws = [spawn([TRAINER, "--connect", sock, "--job", job["name"], "--worker", str(w), "--workers", "2",
+                 "--connect-timeout", "20"] + model + ring_args(w),
+                log=log_path(tag, "w%d" % w), stdout=subprocess.PIPE, text=True) for w in range(2)]
+    hashes = set()
+    for w, p in enumerate(ws):
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            fail("%s: worker %d did not finish" % (tag, w))
+        if p.returncode != 0:
+            fail("%s: worker %d exited %d:\n%s" % (tag, w, p.returncode, read_log(tag, "w%d" % w)[-1500:]))
+        hashes.add(json.loads(out.strip().splitlines()[-1])["summary"]["weights_hash"])
+    wait(f, 30, tag + ": the feeder")
+    if len(hashes) != 1:
+        fail("%s: the workers end with different weights: %s" % (tag, hashes))
+
+
+def case_ring_localhost(job_path, job):
+    harness.case()
+    p = [free_port(), free_port()]
+    # --peers (TF_CONFIG style): each worker binds its own entry, on loopback as given
+    ring_pair("ring-lh", job_path, job, lambda w: ["--peers", "localhost:%d,localhost:%d" % (p[0], p[1])])
+    if has_ipv6_loopback():
+        q = [free_port(), free_port()]
+        ring_pair("ring-v6", job_path, job, lambda w: ["--ring", "tcp://[::1]:%d,tcp://[::1]:%d" % (q[0], q[1])])
+        v6 = "and --ring tcp://[::1]"
+    else:
+        v6 = "(SKIPPED tcp://[::1]: no IPv6 loopback here)"
+    ok("a ring on --peers localhost:P %s: two workers train without --insecure to the same weights" % v6)
+
+
 def case_seed_tf_config(job_path, job):
     """The seed's TF_CONFIG: 'ps': ['localhost:PORT'] (and workers on
     localhost), a ps task and a worker in ps mode, one command line."""
@@ -303,6 +342,7 @@ def main():
     case_ipc_takeover(job_path, job, want)
     case_port_range(job_path)
     case_localhost(job_path, job, want)
+    case_ring_localhost(job_path, job)
     case_seed_tf_config(job_path, job)
     bed.finish()
     bed.cleanup()
