@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "sl_alloc.h"
-#include "sl_curve.h"
 #include "sl_endpoint.h"
 
 static int list_len(json_t *cluster, const char *key, size_t *n, struct sl_error *err)
@@ -201,9 +200,7 @@ int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char
 void sl_cluster_bind_addr(const char *a, char *bind, size_t n)
 {
     const char *colon = strrchr(a, ':');
-    /* a loopback endpoint (127.0.0.1, localhost, [::1]) means this host
-     * only: bound as given (sl_bind_private binds localhost as 127.0.0.1) */
-    if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6 && !sl_endpoint_is_local(a))
+    if (strncmp(a, "tcp://", 6) == 0 && colon != NULL && colon > a + 6)
         snprintf(bind, n, "tcp://*%s", colon);
     else
         snprintf(bind, n, "%s", a);

@@ -68,10 +68,8 @@ int sl_cluster_worker(const struct sl_cluster *c, uint32_t *w, uint32_t *W, stru
  * bind (a tcp endpoint binds every interface on its port; other transports bind the
  * address as given). SL_EINVAL when the task is not a feeder. */
 /* What a process binds to listen on its own endpoint `ep`: a tcp endpoint
- * binds every interface on its port ("tcp://host1:2222" -> "tcp://" "*:2222"),
- * unless it is a loopback one (sl_endpoint_is_local: 127.0.0.1, localhost,
- * [::1]), which means this host only and is bound as given; other
- * transports bind the address as given. */
+ * binds every interface on its port ("tcp://host1:2222" -> "tcp://" "*:2222");
+ * other transports bind the address as given. */
 void sl_cluster_bind_addr(const char *ep, char *bind, size_t n);
 
 int sl_cluster_feeder(const struct sl_cluster *c, uint32_t *j, uint32_t *F, char *bind, size_t n,

@@ -69,11 +69,12 @@ struct sl_http_metrics {
     struct conn_slot *slots;  /* [nslots]: max_connections */
 };
 
-static int bad_addr(struct sl_error *err, const char *listen)
+static int bad_addr(struct sl_error *err, const char *listen, const char *why)
 {
     return sl_error_set(err, SL_EINVAL,
                         "expected HOST:PORT (HOST an IPv4 address, [IPv6], localhost or *; PORT 0-65535, 0 for any "
-                        "free port), e.g. 127.0.0.1:9464, got '%.80s'", listen);
+                        "free port), e.g. 127.0.0.1:9464, got '%.80s'%s%s%s", listen, why[0] ? " (" : "", why,
+                        why[0] ? ")" : "");
 }
 
 int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, socklen_t *len, struct sl_error *err)
@@ -81,14 +82,12 @@ int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, soc
     memset(addr, 0, sizeof *addr);
     *len = 0;
     if (listen == NULL)
-        return bad_addr(err, "");
+        return bad_addr(err, "", "");
     char host[64];
     unsigned port;
     struct sl_error why = {0};
-    if (sl_endpoint_hostport(listen, strlen(listen), SL_ENDPOINT_PORT_ZERO, host, sizeof host, &port, &why) != 0) {
-        bad_addr(err, listen);
-        return sl_error_prefix(err, "%s: ", why.msg);
-    }
+    if (sl_endpoint_hostport(listen, strlen(listen), SL_ENDPOINT_PORT_ZERO, host, sizeof host, &port, &why) != 0)
+        return bad_addr(err, listen, why.msg);
     size_t hlen = strlen(host);
     /* ":PORT" looks like "this host" and binds every interface: refused */
     if (hlen == 0)
@@ -99,7 +98,7 @@ int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, soc
         struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)addr;
         host[hlen - 1] = '\0';
         if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-            return bad_addr(err, listen);
+            return bad_addr(err, listen, "");
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)port);
         *len = sizeof *a6;
@@ -114,7 +113,7 @@ int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, soc
     else if (strcmp(host, "localhost") == 0)
         a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-        return bad_addr(err, listen);
+        return bad_addr(err, listen, "");
     return 0;
 }
 

@@ -14,7 +14,7 @@ items 6, 7, 8, 11, 12).
 - Ports outside 1..65535 refused by every parser a user reaches: --listen,
   --connect, --ps, --peers, --metrics-listen, TF_CONFIG.
 - tcp://localhost:PORT and tcp://[::1]:PORT bind and serve a trainer, and
-  carry two workers' ring (--peers localhost:P, --ring tcp://[::1]:P) (the
+  carry two workers' ring (--ring tcp://localhost:P, tcp://[::1]:P) (the
   [::1] cases are skipped without an IPv6 loopback); the seed's TF_CONFIG,
   "ps": ["localhost:PORT"], runs a parameter server and a worker in ps mode.
 
@@ -175,7 +175,7 @@ def case_metrics_address(job_path):
           "--metrics-listen: ':%d' names no host: give 127.0.0.1:%d (this host only) or, to be scraped from other "
           "hosts, *:%d or an address of this host" % (port, port, port), "metrics ':PORT'")
     usage([FEEDER, "--job", job_path, "--listen", sock, "--metrics-listen", "127.0.0.1:99999"],
-          "--metrics-listen: port 99999 is out of range (0-65535)", "metrics port 99999")
+          "got '127.0.0.1:99999' (port 99999 is out of range (0-65535))", "metrics port 99999")
     warning = "can be reached from other hosts, and it shows file names, the job's name and shape"
     for listen, warned in (("*:%d" % port, True), ("0.0.0.0:%d" % port, True), ("127.0.0.1:%d" % port, False)):
         who = "feeder-" + listen.split(":")[0].replace("*", "star")
@@ -295,15 +295,14 @@ def ring_pair(tag, job_path, job, ring_args):
 def case_ring_localhost(job_path, job):
     harness.case()
     p = [free_port(), free_port()]
-    # --peers (TF_CONFIG style): each worker binds its own entry, on loopback as given
-    ring_pair("ring-lh", job_path, job, lambda w: ["--peers", "localhost:%d,localhost:%d" % (p[0], p[1])])
+    ring_pair("ring-lh", job_path, job, lambda w: ["--ring", "tcp://localhost:%d,tcp://localhost:%d" % (p[0], p[1])])
     if has_ipv6_loopback():
         q = [free_port(), free_port()]
         ring_pair("ring-v6", job_path, job, lambda w: ["--ring", "tcp://[::1]:%d,tcp://[::1]:%d" % (q[0], q[1])])
         v6 = "and --ring tcp://[::1]"
     else:
         v6 = "(SKIPPED tcp://[::1]: no IPv6 loopback here)"
-    ok("a ring on --peers localhost:P %s: two workers train without --insecure to the same weights" % v6)
+    ok("a ring on --ring tcp://localhost:P %s: two workers train without --insecure to the same weights" % v6)
 
 
 def case_seed_tf_config(job_path, job):
