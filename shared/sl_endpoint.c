@@ -68,8 +68,9 @@ int sl_endpoint_hostport(const char *hp, size_t len, unsigned flags, char *host,
     } else if (memchr(hp, ':', hlen) != NULL) {
         return sl_error_set(err, SL_EINVAL, "an IPv6 address needs brackets ([::1]:PORT), and a host one colon");
     }
-    if (hlen > SL_ENDPOINT_MAX_HOST || hlen >= hcap)
-        return sl_error_set(err, SL_EINVAL, "the host is longer than %d bytes", SL_ENDPOINT_MAX_HOST);
+    size_t most = hcap - 1 < SL_ENDPOINT_MAX_HOST ? hcap - 1 : SL_ENDPOINT_MAX_HOST;
+    if (hlen > most)
+        return sl_error_set(err, SL_EINVAL, "the host is longer than %zu bytes", most);
     int rc = port_of(colon + 1, len - hlen - 1, flags, port, err);
     if (rc != 0)
         return rc;

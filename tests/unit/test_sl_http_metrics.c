@@ -528,6 +528,11 @@ START_TEST(test_port_in_use_and_bad_addresses)
                  {":9464", 0},          {"garbage", 0}};
     for (size_t i = 0; i < sizeof reach / sizeof reach[0]; i++)
         ck_assert_msg(sl_http_metrics_is_local(reach[i].addr) == reach[i].local, "%s", reach[i].addr);
+    char longer[128];
+    memset(longer, 'h', 100);
+    strcpy(longer + 100, ":80");
+    ck_assert_int_eq(sl_http_metrics_parse(longer, &ss0, &len0, &err), SL_EINVAL);
+    ck_assert(strstr(err.msg, "(the host is longer than 63 bytes)") != NULL);
     h = start(&bd, 0, 0, 0);
     ck_assert_int_eq(sl_http_metrics_local(h), 1);
     sl_http_metrics_stop(h);
