@@ -409,7 +409,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     }
     /* checked, localhost and [::1] bound, a live server's ipc path refused */
     if ((rc = sl_bind_private(sock, o->listen, NULL, err)) != 0) {
-        sl_error_prefix(err, "parameter server %u: cannot listen on %s: ", o->index, o->listen);
+        sl_error_prefix(err, "parameter server %u: cannot listen: ", o->index);
         goto out;
     }
     uint64_t start = sl_clock_ns();
