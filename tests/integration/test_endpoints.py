@@ -222,8 +222,24 @@ def case_ipc_takeover(job_path, job, want):
         fail("ipc: a killed feeder's socket file is gone (the stale case is not tested)")
     tag2 = "ipc-stale"
     serve_one(tag2, job_path, job, sock, sock, want)
+    # a parameter server binds through the same check
+    ps_path = os.path.join(TMP, "ipc-ps.sock")
+    model = ["--mode", "ps", "--model", "mlp", "--hidden", "8", "--classes", "10", "--ps", "ipc://" + ps_path,
+             "--ps-task", "0", "--workers", "1"]
+    p1 = spawn([TRAINER] + model, log=log_path(tag, "ps1"), stdout=subprocess.DEVNULL)
+    wait_for_log(tag, "ps1", "serving 1 workers", p1, "ipc: the first parameter server did not start")
+    p2 = spawn([TRAINER] + model, log=log_path(tag, "ps2"), stdout=subprocess.DEVNULL)
+    msg = "parameter server 0: cannot listen: bind(ipc://%s): a live process serves %s" % (ps_path, ps_path)
+    if wait(p2, 30, "ipc: the second parameter server") != 1 or msg not in read_log(tag, "ps2"):
+        fail("ipc: a second parameter server on a live one's path: exit %s, want 1 and %r:\n%s"
+             % (p2.returncode, msg, read_log(tag, "ps2")[-1500:]))
+    if p1.poll() is not None:
+        fail("ipc: the first parameter server ended when a second tried its path")
+    p1.send_signal(signal.SIGTERM)
+    wait(p1, 30, "ipc: the first parameter server")
     ok("ipc: a second feeder on a live feeder's path refused (exit 1, naming it), the first serves on (%d pieces); "
-       "a killed feeder's stale socket replaced by the next" % want)
+       "a killed feeder's stale socket replaced by the next; a second parameter server on a live one's path "
+       "refused too" % want)
 
 
 # ---- ports and addresses ----
