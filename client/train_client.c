@@ -47,6 +47,7 @@
 #include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_clock.h"
+#include "sl_endpoint.h"
 #include "sl_log.h"
 #include "train_metrics.h"
 #include "train_monitor.h"
@@ -502,8 +503,8 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
     zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
     zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (zmq_connect(f->sock, f->addr) != 0)
-        return sl_error_set(err, SL_EINVAL, "connect(%s): %s", f->addr, zmq_strerror(errno));
+    if (sl_endpoint_connect(f->sock, f->addr, err) != 0)
+        return SL_EINVAL;
     return 0;
 }
 
@@ -848,7 +849,7 @@ static int probes(struct train_client *c, uint64_t now, struct sl_error *err)
                                           .resume_seq = first_of_share(c, train_reorder_next(c->reorder), j),
                                           .incarnation = c->o.incarnation, .share = (uint32_t)j, .job = c->o.job,
                                           .job_len = strlen(c->o.job)};
-                if (zmq_connect(f->probe, c->o.feeders[j]) != 0 || sl_wire_encode_hello(&h, &c->buf) != 0 ||
+                if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 || sl_wire_encode_hello(&h, &c->buf) != 0 ||
                     send_buf(f->probe, &c->buf) != 0)
                     close_probe(f, now + every);
                 else
@@ -1350,6 +1351,9 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
                             "resume at piece %" PRIu64 ": not the first piece of a step (a multiple of %u replicas), "
                             "or past 2^48",
                             opts->resume_seq, opts->replicas);
+    for (size_t j = 0; j < opts->nfeeders; j++)
+        if (sl_endpoint_check(opts->feeders[j], err) != 0)
+            return sl_error_prefix(err, "feeder %zu: ", j);
     for (size_t j = 0; opts->curve != NULL && j < opts->nfeeders; j++)
         if (opts->curve_server == NULL || opts->curve_server[j] == NULL ||
             strlen(opts->curve_server[j]) != SL_CURVE_KEY_Z85)

@@ -43,6 +43,7 @@
 #include "sl_clock.h"
 #include "sl_cluster.h"
 #include "sl_curve.h"
+#include "sl_endpoint.h"
 #include "sl_env.h"
 #include "sl_exit.h"
 #include "sl_http_metrics.h"
@@ -380,6 +381,8 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     if (!a->plan && a->listen == NULL)
         return usage_error("--listen is required\nTry 'sluice-feeder --help'");
+    if (a->listen != NULL && sl_endpoint_check(a->listen, &err) != 0)
+        return usage_error("--listen: %s", err.msg);
     if (a->metrics_listen != NULL) {
         struct sockaddr_storage ss;
         socklen_t sslen;
@@ -781,6 +784,8 @@ int main(int argc, char **argv)
         } else {
             sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", a.metrics_listen,
                    feed_expose_port(expose));
+            if (!sl_http_metrics_is_local(a.metrics_listen))
+                sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, a.metrics_listen);
         }
     }
     struct sl_error src_err = {0};

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sl_alloc.h"
+#include "sl_endpoint.h"
 
 static int list_len(json_t *cluster, const char *key, size_t *n, struct sl_error *err)
 {
@@ -49,6 +50,8 @@ static int copy_addrs(json_t *cluster, const char *key, size_t n, size_t at, cha
             snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "tcp://%s", a);
         else
             snprintf((*out)[at + i], SL_CLUSTER_MAX_ADDR, "%s", a);
+        if (sl_endpoint_check((*out)[at + i], err) != 0)
+            return sl_error_prefix(err, "cluster spec: 'cluster.%s[%zu]': ", key, i);
     }
     return 0;
 }
@@ -276,6 +279,11 @@ int sl_cluster_list_split(struct sl_cluster_list *l, const char *text, size_t ma
             list_push(l, p, len, (flags & SL_CLUSTER_BARE_TCP) && !has_scheme(p, len));
         p += len + (p[len] == ',');
     }
+    for (size_t i = 0; i < l->n; i++)
+        if (sl_endpoint_check(l->items[i], err) != 0) {
+            sl_cluster_list_free(l);
+            return sl_error_prefix(err, "%s: ", what);
+        }
     return 0;
 }
 

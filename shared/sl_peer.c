@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "sl_endpoint.h"
+
 /* "AABBCCDD:PPPP" as /proc/net/tcp prints an IPv4 end: the address's four
  * bytes as the host reads them as one integer, the port in host order. */
 static void end_v4(char *out, size_t n, const struct sockaddr_in *a)
@@ -102,6 +104,7 @@ int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err)
 int sl_bind_private(void *sock, const char *endpoint, const char *group, struct sl_error *err)
 {
     int path_ipc = strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '@' && endpoint[6] != '\0';
+    char bind[512];
     gid_t gid = (gid_t)-1;
     if (path_ipc && group != NULL) {
         struct group *g = getgrnam(group);
@@ -109,11 +112,16 @@ int sl_bind_private(void *sock, const char *endpoint, const char *group, struct 
             return sl_error_set(err, SL_EINVAL, "bind(%s): no group '%s'", endpoint, group);
         gid = g->gr_gid;
     }
+    /* checked; localhost as 127.0.0.1, [IPv6] with ZMQ_IPV6; a live
+     * server's ipc path refused, a stale one removed */
+    int rc = sl_endpoint_bind_prepare(sock, endpoint, bind, sizeof bind, err);
+    if (rc != 0)
+        return rc;
     /* the socket file is made by zmq_bind on this thread: under umask 077
      * it is 0600 from the start (the umask is the process's: this runs at
      * start-up, before other threads make files) */
     mode_t old = path_ipc ? umask(077) : 0;
-    int rc = zmq_bind(sock, endpoint);
+    rc = zmq_bind(sock, bind);
     int e = errno;
     if (path_ipc)
         umask(old);

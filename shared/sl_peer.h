@@ -30,8 +30,11 @@ int sl_peer_uid(int fd, uid_t *uid, struct sl_error *err) SL_MUST_CHECK;
  * the first moment: no window), then made 0600; or, with `group` (a group
  * name; NULL: none), given to that group and made 0660. An abstract ipc://@name has no file
  * and no mode: any local user can reach it (as tcp on loopback), so it is
- * bound as given. 0, or SL_EIO / SL_EINVAL (an unknown group) naming the
- * endpoint. */
+ * bound as given. The endpoint is checked and prepared first
+ * (sl_endpoint_bind_prepare: tcp://localhost binds 127.0.0.1, [IPv6] sets
+ * ZMQ_IPV6, an ipc path a live process serves is refused and a stale one
+ * replaced). 0, or SL_EIO / SL_EINVAL (an unknown group, a bad endpoint, a
+ * live server's path) naming the endpoint. */
 int sl_bind_private(void *sock, const char *endpoint, const char *group, struct sl_error *err) SL_MUST_CHECK;
 
 #endif

@@ -233,6 +233,8 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     }
     sl_metrics_watch(m, TRAIN_M_STEPS, on_step, e);
     sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", listen, sl_http_metrics_port(e->http));
+    if (!sl_http_metrics_local(e->http))
+        sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, listen);
     *out = e;
     return 0;
 out_free:

@@ -2059,6 +2059,8 @@ static int serve_ps(struct trainer *t)
             return 1;
         }
         sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", o->metrics_listen, sl_http_metrics_port(http));
+        if (!sl_http_metrics_local(http))
+            sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, o->metrics_listen);
     }
     char bind[SL_CLUSTER_MAX_ADDR];
     ps_bind_addr(t, bind, sizeof bind);

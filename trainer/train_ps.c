@@ -10,6 +10,8 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "sl_endpoint.h"
+#include "sl_peer.h"
 
 /* unit u: its first variable, its total size, and the server it gets */
 struct unit {
@@ -454,10 +456,14 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     if (o->setup == NULL && (rc = setup(&sv, NULL, 0, err)) != 0)
         goto out;
     int linger = 0;
-    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-        zmq_bind(sock, o->listen) != 0) {
+    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
         rc = sl_error_set(err, SL_EIO, "parameter server %u: cannot listen on %s: %s", o->index, o->listen,
                           zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    /* checked, localhost and [::1] bound, a live server's ipc path refused */
+    if ((rc = sl_bind_private(sock, o->listen, NULL, err)) != 0) {
+        sl_error_prefix(err, "parameter server %u: cannot listen: ", o->index);
         goto out;
     }
     uint64_t start = sl_clock_ns();
@@ -595,7 +601,7 @@ int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *co
         c->socks[s] = zmq_socket(ctx, ZMQ_DEALER);
         if (c->eps[s] == NULL || c->socks[s] == NULL ||
             zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-            zmq_connect(c->socks[s], eps[s]) != 0) {
+            sl_endpoint_connect(c->socks[s], eps[s], err) != 0) {
             int rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
             train_ps_client_close(c);
             return rc;

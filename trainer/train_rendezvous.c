@@ -54,6 +54,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "sl_endpoint.h"
 #include "sl_peer.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
@@ -460,8 +461,8 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         sl_error_prefix(err, "rendezvous: ");
         goto out_close;
     }
-    if (zmq_connect(sock, o->root) < 0) {
-        rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_connect(%s): %s", o->root, zmq_strerror(zmq_errno()));
+    if ((rc = sl_endpoint_connect(sock, o->root, err)) != 0) {
+        sl_error_prefix(err, "rendezvous: ");
         goto out_close;
     }
     size_t n = encode(buf, MSG_HELLO, (uint32_t)o->rank, (uint32_t)o->size, o->job, (uint32_t)strlen(o->job),

@@ -75,6 +75,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_clock.h"
+#include "sl_endpoint.h"
 #include "sl_peer.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
@@ -632,9 +633,8 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
         sl_error_prefix(err, "ring: ");
         return brc;
     }
-    if (zmq_connect(r->push, r->eps[r->succ]) < 0)
-        return sl_error_set(err, SL_EIO, "ring: zmq_connect(%s): %s", r->eps[r->succ],
-                            zmq_strerror(zmq_errno()));
+    if (sl_endpoint_connect(r->push, r->eps[r->succ], err) != 0)
+        return sl_error_prefix(err, "ring: ");
     return 0;
 }
 

@@ -354,6 +354,22 @@ def test_hostile_feeders_and_job(feeders, job, exc):
         sluice.Client(feeders, job, connect_timeout_ms=100)
 
 
+# every endpoint checked before anything connects (issue #24 item 11):
+# ZeroMQ would take port 99999 as 34463
+@pytest.mark.parametrize("feeder,msg", [
+    ("tcp://127.0.0.1:99999", "'tcp://127.0.0.1:99999': port 99999 is out of range (1-65535)"),
+    ("tcp://127.0.0.1:0", "'tcp://127.0.0.1:0': port 0 is out of range (1-65535)"),
+    ("tcp://127.0.0.1:-1", "'tcp://127.0.0.1:-1': port '-1' is not a decimal number (expected 1-65535)"),
+    ("tcp://::1:5555", "'tcp://::1:5555': an IPv6 address needs brackets ([::1]:PORT), and a host one colon"),
+    ("tcp://127.0.0.1", "'tcp://127.0.0.1': no port (expected HOST:PORT, PORT 1-65535)"),
+    ("localhost:5555", "'localhost:5555': unknown transport (expected tcp://HOST:PORT, ipc://PATH or inproc://NAME)"),
+])
+def test_bad_endpoints_refused(feeder, msg):
+    with pytest.raises(sluice.Error) as e:
+        sluice.Client(["ipc:///nonexistent-dir/x.sock", feeder], "j", connect_timeout_ms=100)
+    assert str(e.value) == "feeder 1: " + msg
+
+
 def test_bad_curve_key_file_named(tmp_path):
     with pytest.raises(sluice.Error) as e:
         sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", curve_key=str(tmp_path / "missing.key"),
@@ -391,7 +407,7 @@ def test_from_tf_config(monkeypatch):
             "pad": "x" * (5 << 20)}
     with pytest.raises(ValueError, match="TF_CONFIG"):
         Probe.from_tf_config("j", tf_config=huge)
-    many = {"cluster": {"worker": ["a:1"], "feeder": ["f:%d" % i for i in range(65)]},
+    many = {"cluster": {"worker": ["a:1"], "feeder": ["f:%d" % (i + 1) for i in range(65)]},
             "task": {"type": "worker", "index": 0}}
     with pytest.raises(ValueError, match="65 feeders, at most 64"):
         Probe.from_tf_config("j", tf_config=many)

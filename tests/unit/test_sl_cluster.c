@@ -95,7 +95,7 @@ START_TEST(test_errors)
         {"{\"cluster\": {\"worker\": \"a\"}}", "cluster spec: 'cluster.worker' must be a list of addresses"},
         {"{\"cluster\": {\"feeder\": [1]}}", "cluster spec: 'cluster.feeder[0]' must be a string"},
         {"{\"cluster\": {\"chief\": [\"a\", \"b\"]}}", "cluster spec: 'cluster.chief' holds 2 tasks, at most 1"},
-        {"{\"cluster\": {\"worker\": [\"a\"]}, \"task\": {\"type\": \"worker\", \"index\": 3}}",
+        {"{\"cluster\": {\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 3}}",
          "cluster spec: 'task.index' 3 is out of range for the 1 'worker' tasks"},
         {"{\"cluster\": {}, \"task\": {\"type\": \"worker\"}}",
          "cluster spec: 'task' needs a string 'type' and an integer 'index' >= 0"},
@@ -153,13 +153,16 @@ START_TEST(test_list_bounds)
     big[sizeof big - 1] = '\0';
     /* 255 bytes fit as given, 250 with "tcp://" before them */
     big[SL_CLUSTER_MAX_ADDR - 1] = '\0';
+    memcpy(big, "inproc://", 9); /* an endpoint (sl_endpoint_check) */
     ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, 0, "--ring", &err), 0);
     ck_assert_uint_eq(strlen(l.items[0]), SL_CLUSTER_MAX_ADDR - 1);
     sl_cluster_list_free(&l);
+    memset(big, 'h', 9);
     ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, SL_CLUSTER_BARE_TCP, "--peers", &err), SL_EINVAL);
     ck_assert(strstr(err.msg, "--peers: 'hhhh") == err.msg);
     ck_assert(strstr(err.msg, "is longer than 249 bytes") != NULL);
     big[SL_CLUSTER_MAX_ADDR - 7] = '\0';
+    memcpy(big + SL_CLUSTER_MAX_ADDR - 9, ":1", 2); /* HOST:PORT */
     ck_assert_int_eq(sl_cluster_list_split(&l, big, 2, SL_CLUSTER_BARE_TCP, "--peers", &err), 0);
     ck_assert_uint_eq(strlen(l.items[0]), SL_CLUSTER_MAX_ADDR - 1);
     sl_cluster_list_free(&l);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sl_hist.h"
@@ -374,11 +375,102 @@ START_TEST(test_many_connections)
         closed += recv(fds[i], &c, 1, 0) <= 0; /* closed by the server: over the limit, or silent too long */
     }
     ck_assert_int_eq(closed, NS);
-    char *r = get(port, "GET", "/metrics");
+    /* the server's side of a closed connection is freed on its thread a
+     * moment after the client sees it end: a few tries */
+    char *r = NULL;
+    for (int i = 0; i < 20 && (r == NULL || strncmp(r, "HTTP/1.1 200", 12) != 0); i++) {
+        free(r);
+        if (i > 0)
+            usleep(100000);
+        r = get(port, "GET", "/metrics");
+    }
     ck_assert_msg(strncmp(r, "HTTP/1.1 200", 12) == 0, "%s", r);
     free(r);
     for (int i = 0; i < NS; i++)
         close(fds[i]);
+    sl_http_metrics_stop(h);
+}
+END_TEST
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A connection to 127.0.0.1:port from the loopback address src. */
+static int connect_from(const char *src, unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in s = {.sin_family = AF_INET};
+    ck_assert_int_eq(inet_pton(AF_INET, src, &s.sin_addr), 1);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&s, sizeof s), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Slowloris (issue #24 item 6): 40 connections from one address, each
+ * trickling a header line well inside the silence timeout, once held every
+ * slot for as long as they lasted. Now one address holds at most 8 (a
+ * quarter of 32), those 8 are cut at the request's deadline (2 s here)
+ * although they never fall silent, the other 32 are closed at once, and
+ * every scrape from another address meanwhile is answered. */
+START_TEST(test_slowloris)
+{
+    struct body bd = {.repeat = 1};
+    struct sl_http_metrics *h = start(&bd, 0, 2, 0); /* the defaults but a 2 s deadline */
+    unsigned port = sl_http_metrics_port(h);
+    enum { NA = 40, TICKS = 10 };
+    static const char head[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    int fds[NA];
+    double t0 = now_s(), closed_at[NA];
+    for (int i = 0; i < NA; i++) {
+        fds[i] = connect_from("127.0.0.2", port);
+        closed_at[i] = -1;
+        (void)send(fds[i], head, sizeof head - 1, MSG_NOSIGNAL);
+    }
+    int answered = 0;
+    for (int tick = 0; tick < TICKS; tick++) {
+        double tick_end = t0 + 0.5 * (tick + 1);
+        for (int i = 0; i < NA; i++) {
+            if (fds[i] < 0)
+                continue;
+            char c;
+            ssize_t n = recv(fds[i], &c, 1, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+                send(fds[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+                closed_at[i] = now_s() - t0;
+                close(fds[i]);
+                fds[i] = -1;
+            }
+        }
+        double t = now_s();
+        char *r = get(port, "GET", "/metrics"); /* from 127.0.0.1 */
+        ck_assert_msg(strncmp(r, "HTTP/1.1 200", 12) == 0, "scrape %d (%.1f s in): '%.80s'", tick, t - t0, r);
+        ck_assert_msg(now_s() - t < 1.5, "scrape %d took %.1f s", tick, now_s() - t);
+        free(r);
+        answered++;
+        double left = tick_end - now_s();
+        if (left > 0)
+            usleep((useconds_t)(left * 1e6));
+    }
+    int at_once = 0, at_deadline = 0;
+    for (int i = 0; i < NA; i++) {
+        if (closed_at[i] >= 0 && closed_at[i] < 1.0)
+            at_once++;
+        else if (closed_at[i] >= 1.5 && closed_at[i] < 4.0)
+            at_deadline++;
+        if (fds[i] >= 0)
+            close(fds[i]);
+    }
+    ck_assert_int_eq(answered, TICKS);
+    ck_assert_int_eq(at_once, NA - 8);
+    ck_assert_int_eq(at_deadline, 8);
+    ck_assert_uint_eq(sl_http_metrics_cut(h), 8);
     sl_http_metrics_stop(h);
 }
 END_TEST
@@ -416,7 +508,34 @@ START_TEST(test_port_in_use_and_bad_addresses)
         int family;
         unsigned port;
     } good[] = {{"127.0.0.1:9464", AF_INET, 9464}, {"localhost:0", AF_INET, 0}, {"*:80", AF_INET, 80},
-                {":65535", AF_INET, 65535},        {"[::1]:9", AF_INET6, 9},    {"0.0.0.0:00080", AF_INET, 80}};
+                {"[::1]:9", AF_INET6, 9},          {"0.0.0.0:00080", AF_INET, 80}};
+    /* ":PORT" reads like "this host" and bound every interface: refused (issue #24 item 7) */
+    struct sockaddr_storage ss0;
+    socklen_t len0;
+    ck_assert_int_eq(sl_http_metrics_parse(":9464", &ss0, &len0, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "':9464' names no host: give 127.0.0.1:9464 (this host only) or, to be scraped from "
+                              "other hosts, *:9464 or an address of this host");
+    ck_assert_int_eq(sl_http_metrics_parse("127.0.0.1:99999", &ss0, &len0, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "expected HOST:PORT (HOST an IPv4 address, [IPv6], localhost or *; PORT 0-65535, 0 "
+                              "for any free port), e.g. 127.0.0.1:9464, got '127.0.0.1:99999' (port 99999 is out of "
+                              "range (0-65535))");
+    /* what is reachable from other hosts (the process warns) */
+    static const struct {
+        const char *addr;
+        int local;
+    } reach[] = {{"127.0.0.1:9464", 1}, {"127.3.2.1:1", 1}, {"localhost:0", 1}, {"[::1]:9", 1},
+                 {"*:9464", 0},         {"0.0.0.0:9464", 0}, {"198.18.0.1:9464", 0}, {"[::]:9", 0},
+                 {":9464", 0},          {"garbage", 0}};
+    for (size_t i = 0; i < sizeof reach / sizeof reach[0]; i++)
+        ck_assert_msg(sl_http_metrics_is_local(reach[i].addr) == reach[i].local, "%s", reach[i].addr);
+    char longer[128];
+    memset(longer, 'h', 100);
+    strcpy(longer + 100, ":80");
+    ck_assert_int_eq(sl_http_metrics_parse(longer, &ss0, &len0, &err), SL_EINVAL);
+    ck_assert(strstr(err.msg, "(the host is longer than 63 bytes)") != NULL);
+    h = start(&bd, 0, 0, 0);
+    ck_assert_int_eq(sl_http_metrics_local(h), 1);
+    sl_http_metrics_stop(h);
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         struct sockaddr_storage ss;
         socklen_t len;
@@ -443,6 +562,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_failed_or_oversized_body_is_500);
     tcase_add_test(tc, test_huge_request_refused);
     tcase_add_test(tc, test_many_connections);
+    tcase_add_test(tc, test_slowloris);
     tcase_add_test(tc, test_port_in_use_and_bad_addresses);
     suite_add_tcase(s, tc);
     return s;
