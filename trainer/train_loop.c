@@ -375,8 +375,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
             (l->zctx = zmq_ctx_new()) == NULL)
             rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         if (rc == 0)
-            rc = train_ps_client_open(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
-                                      o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, err);
+            rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
+                                           o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config,
+                                           o->ps_curve, err);
     }
     if (gpu) {
         /* one group over every GPU of every worker; one worker makes its own id */
@@ -579,6 +580,31 @@ int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
 int train_loop_pull(struct train_loop *l, struct sl_error *err)
 {
     return pull(l, err);
+}
+
+long long train_loop_first_non_finite(const struct train_loop *l)
+{
+    if (l->gpu != NULL && !l->pulled && !l->ps_mode)
+        return -1;
+    const float *w = train_variable_copy(l->weights, 0);
+    /* an exponent of all ones is a NaN or an infinity; the OR of a block
+     * vectorizes, and the block is searched only when it has one */
+    for (size_t k = 0; k < l->nparams; k += 1024) {
+        size_t m = l->nparams - k < 1024 ? l->nparams - k : 1024;
+        uint32_t any = 0;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t b;
+            memcpy(&b, &w[k + i], sizeof b);
+            any |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u);
+        }
+        for (size_t i = 0; any && i < m; i++) {
+            uint32_t b;
+            memcpy(&b, &w[k + i], sizeof b);
+            if ((b & 0x7f800000u) == 0x7f800000u)
+                return (long long)(k + i);
+        }
+    }
+    return -1;
 }
 
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err)
