@@ -1504,6 +1504,16 @@ static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t ca
  * then, and its input wait the wait within the same interval (with the
  * look-ahead, the wait for the next step's pieces, received before this
  * step ran). */
+/* v with `decimals` decimals, or null when it is a NaN or an infinity
+ * (--check-numerics off): JSON has no such numbers. Returns buf or "null". */
+static const char *json_real(char *buf, size_t n, int decimals, double v)
+{
+    if (!isfinite(v))
+        return "null";
+    snprintf(buf, n, "%.*f", decimals, v);
+    return buf;
+}
+
 static void write_metrics(struct trainer *t, struct run_counters *c, const struct staged_step *s,
                           const struct train_step_result *res)
 {
@@ -1511,7 +1521,7 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double waited = m.wait_s - c->m0.wait_s;
-    char ps[192] = "", fw[96 + 16 * MAX_FEEDERS];
+    char ps[192] = "", fw[96 + 16 * MAX_FEEDERS], loss[64];
     wait_by_feeder(t, c->fw_m0, fw, sizeof fw);
     if (t->o.mode == MODE_PS) /* the step's pull and push */
         snprintf(ps, sizeof ps,
@@ -1519,10 +1529,10 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
                  res->ps.global_step, res->ps.staleness, res->ps.pull_s, res->ps.push_s);
     fprintf(t->mf,
             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
-            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
+            ",\"loss\":%s,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
             ",\"weights_hash\":\"%016" PRIx64 "\"%s%s}\n",
-            s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
+            s->epoch, s->step, res->rows, json_real(loss, sizeof loss, 6, res->loss), res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
             dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), fw, ps);
     c->m0 = m;
     c->step_t0 = now;
@@ -1606,7 +1616,7 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
     struct sl_error err = {0};
     if (train_loop_run(t->loop, &res, &err) != 0) {
         progress_line_clear(bar);
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
         return SL_EIO;
     }
     if (check_numerics(t, prev->epoch, prev->step, &res) != 0) {
@@ -1841,7 +1851,7 @@ static int report(struct trainer *t, int status)
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_counters st; /* h2d: staged for training and evaluation */
     train_metrics_read(t->m, &st);
-    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "";
+    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "", loss[64];
     if (t->cl != NULL) { /* the input wait by the feeder whose piece ended it */
         double w[MAX_FEEDERS];
         size_t F = train_client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
@@ -1861,7 +1871,7 @@ static int report(struct trainer *t, int status)
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
              ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
-             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
+             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%s,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
@@ -1869,7 +1879,7 @@ static int report(struct trainer *t, int status)
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
-             model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
+             model_names[o->model], json_real(loss, sizeof loss, 5, t->last_loss), t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, mode_names[o->mode], st.h2d_bytes,
              st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,

@@ -712,6 +712,50 @@ static int send_failed(const struct train_ps_client *c, uint32_t s, struct sl_er
     return sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
 }
 
+/* Server s did not answer in time. A killed server restarted at once
+ * drops the request it had (ZeroMQ does not send it again), so the worker
+ * would only see a timeout: ask it once more (a plain PULL, which changes
+ * nothing) and wait up to 2 s. 1 when an answer names another incarnation
+ * (c->broken then says so), else 0. */
+static int probe_restart(struct train_ps_client *c, uint32_t s)
+{
+    if (c->incarnation[s] == 0)
+        return 0;
+    struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s]};
+    if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
+        return 0;
+    uint64_t deadline = sl_clock_ns() + 2000000000u;
+    for (uint64_t now = sl_clock_ns(); now < deadline; now = sl_clock_ns()) {
+        zmq_pollitem_t it = {.socket = c->socks[s], .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, (long)((deadline - now) / 1000000u) + 1) <= 0)
+            continue;
+        int more = 1, first = 1;
+        struct hdr r;
+        int have = 0;
+        while (more) { /* the header, then whatever body follows */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, c->socks[s], 0) < 0) {
+                zmq_msg_close(&m);
+                break;
+            }
+            if (first && get_hdr(zmq_msg_data(&m), zmq_msg_size(&m), &r) == 0)
+                have = 1;
+            first = 0;
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (have && r.incarnation != c->incarnation[s]) {
+            sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s) restarted: its incarnation is %016" PRIx64
+                         ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values and updates "
+                         "it held are gone (the request in flight was lost with it)", s, c->eps[s], r.incarnation,
+                         c->incarnation[s], c->version[s]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Wait for one reply from each server whose bit is set in want (then
  * cleared); on_reply handles it. */
 typedef int (*reply_fn)(struct train_ps_client *c, uint32_t s, const struct hdr *h, zmq_msg_t *body,
@@ -736,6 +780,12 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
             uint32_t s = 0;
             while (!want[s])
                 s++;
+            if (probe_restart(c, s)) {
+                rc = c->broken.code;
+                if (err != NULL)
+                    *err = c->broken;
+                break;
+            }
             rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s,
                               c->eps[s], c->timeout_ms / 1000.0,
                               c->curve ? " (with CURVE: does it hold the workers' --curve-key?)" : "");
