@@ -640,16 +640,14 @@ START_TEST(test_restarted_server_detected)
     const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
     struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
     void *ctx = zmq_ctx_new();
-    volatile sig_atomic_t stop_a = 0;
     struct server_run a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     snprintf(a.ep, sizeof a.ep, "ipc://%s", sl_test_path("psr"));
     memcpy(b.ep, a.ep, sizeof b.ep);
     a.o = (struct train_ps_server_opts){.ctx = ctx, .listen = a.ep, .index = 0, .layout = l, .init = init,
-                                        .lr = 0.5f, .workers = 1, .worker_timeout_ms = 20000, .stop = &stop_a};
+                                        .lr = 0.5f, .workers = 1, .worker_timeout_ms = 20000};
     b.o = a.o;
-    b.o.stop = NULL;
     ck_assert_int_eq(pthread_create(&a.tid, NULL, server_main, &a), 0);
     struct train_ps_client *c;
     struct sl_error err = {0};
@@ -661,9 +659,15 @@ START_TEST(test_restarted_server_detected)
     ck_assert_msg(train_ps_push(c, g, 1, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(train_ps_pull(c, p, &step, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(step, 1);
-    stop_a = 1;
+    /* A ends: a BYE for worker 0 from another socket (A's "crash") */
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    ck_assert_int_eq(zmq_connect(d, a.ep), 0);
+    send_raw(d, TRAIN_PS_BYE, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
     pthread_join(a.tid, NULL);
-    ck_assert_int_eq(a.rc, SL_ECLOSED);
+    zmq_close(d);
+    ck_assert_int_eq(a.rc, SL_EPROTO);
     ck_assert_int_eq(pthread_create(&b.tid, NULL, server_main, &b), 0);
     struct timespec ts = {0, 300 * 1000 * 1000}; /* the DEALER reconnects (every 100 ms) */
     nanosleep(&ts, NULL);
