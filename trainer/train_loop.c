@@ -69,6 +69,7 @@ struct train_loop {
     void *zctx;                    /* ps mode: the ZeroMQ context of the servers' client */
     struct train_ps_model pm;      /* ps mode: the variables' placement */
     struct train_ps_client *psc;   /* ps mode: until train_loop_ps_finish */
+    uint32_t ps_lost, ps_first_lost; /* ps mode: from the final pull (train_ps_client_lost) */
 };
 
 /* rc, remembering a failure for train_loop_destroy */
@@ -520,6 +521,8 @@ int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint
     if (!l->ps_mode || l->psc == NULL)
         return sl_error_set(err, SL_EINVAL, "ps_finish: not in parameter-server mode, or finished");
     int rc = train_strategy_ps_finish(l->s, stop, global_step, err);
+    if (rc == 0)
+        l->ps_lost = train_ps_client_lost(l->psc, &l->ps_first_lost);
     train_ps_client_close(l->psc); /* BYE: the servers need this worker no more */
     l->psc = NULL;
     return noted(l, rc);
@@ -580,6 +583,13 @@ int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
 int train_loop_pull(struct train_loop *l, struct sl_error *err)
 {
     return pull(l, err);
+}
+
+uint32_t train_loop_ps_lost(const struct train_loop *l, uint32_t *first)
+{
+    if (first != NULL)
+        *first = l->ps_first_lost;
+    return l->ps_lost;
 }
 
 long long train_loop_first_non_finite(const struct train_loop *l)

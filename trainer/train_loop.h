@@ -132,6 +132,10 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
  * until the next evaluation. */
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows);
 
+/* ps mode, after train_loop_ps_finish: the workers the servers counted
+ * lost, failed or restarted (train_ps_client_lost), *first the lowest. */
+uint32_t train_loop_ps_lost(const struct train_loop *l, uint32_t *first);
+
 /* The index of the first weight that is a NaN or an infinity in the host
  * copy of the weights (replica 0's; in ps mode the values last pulled), or
  * -1 when every one is finite or the host copy is not current (GPU

@@ -683,6 +683,7 @@ struct trainer {
     struct sl_cluster_list feeders, ring_eps, eval_feeders, ps_eps;
     int is_ps;                                  /* this process is parameter server o.ps_task */
     uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
     char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
@@ -1864,9 +1865,9 @@ static int report(struct trainer *t, int status)
     if (o->mode == MODE_PS && o->model != MODEL_NONE)
         snprintf(ps, sizeof ps,
                  ",\"ps_global_step\":%" PRIu64 ",\"ps_steps\":%" PRIu64 ",\"ps_staleness_mean\":%.4f"
-                 ",\"ps_staleness_max\":%" PRIu64 ",\"ps_pull_s\":%.4f,\"ps_push_s\":%.4f",
+                 ",\"ps_staleness_max\":%" PRIu64 ",\"ps_pull_s\":%.4f,\"ps_push_s\":%.4f,\"lost_workers\":%u",
                  t->ps_global_step, t->ps_steps, t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0,
-                 t->ps_stale_max, t->ps_pull_s, t->ps_push_s);
+                 t->ps_stale_max, t->ps_pull_s, t->ps_push_s, t->ps_lost);
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
@@ -2103,6 +2104,14 @@ static int ps_finish(struct trainer *t)
     struct sl_error err = {0};
     if (train_loop_ps_finish(t->loop, &stop_flag, &t->ps_global_step, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    uint32_t first = 0;
+    t->ps_lost = train_loop_ps_lost(t->loop, &first);
+    if (t->ps_lost > 0) {
+        sl_log(SL_LOG_ERROR, "the job did not finish: %u of %u workers were lost or failed (worker %u first; the "
+               "servers' logs say which and why): their shards were not trained to the end (global step %" PRIu64
+               ")", t->ps_lost, t->o.workers, first, t->ps_global_step);
         return 1;
     }
     long long bad = t->o.check_numerics != CHECK_OFF ? train_loop_first_non_finite(t->loop) : -1;

@@ -104,7 +104,7 @@ size_t train_ps_elements(const struct train_ps_layout *l, uint32_t ps)
 struct hdr {
     uint8_t type;
     uint32_t worker, flags;
-    uint64_t version, step, incarnation;
+    uint64_t version, step, incarnation, session;
 };
 
 static void put_hdr(uint8_t *b, const struct hdr *h)
@@ -118,6 +118,7 @@ static void put_hdr(uint8_t *b, const struct hdr *h)
     sl_store_le64(b + 16, h->version);
     sl_store_le64(b + 24, h->step);
     sl_store_le64(b + 32, h->incarnation);
+    sl_store_le64(b + 40, h->session);
 }
 
 static int get_hdr(const uint8_t *b, size_t n, struct hdr *h)
@@ -131,6 +132,7 @@ static int get_hdr(const uint8_t *b, size_t n, struct hdr *h)
     h->version = sl_load_le64(b + 16);
     h->step = sl_load_le64(b + 24);
     h->incarnation = sl_load_le64(b + 32);
+    h->session = sl_load_le64(b + 40);
     return 0;
 }
 
@@ -250,6 +252,8 @@ struct server {
     uint8_t *done;      /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
     uint8_t *final;     /* [workers]: its final pull came */
     uint64_t *heard;    /* [workers]: when last heard (ns) */
+    uint64_t *session;  /* [workers]: the session whose push was applied first (pushed[w]) */
+    uint8_t *pushed;    /* [workers]: a push of it was applied */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;     /* the first worker lost, or -1 */
     int early_first;    /* the first worker whose BYE came before its final pull, or -1 */
@@ -268,7 +272,7 @@ static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker
 }
 
 /* A random nonzero id: getrandom, else the clock and the pid. */
-static uint64_t draw_incarnation(void)
+static uint64_t draw_id(void)
 {
     uint64_t x = 0;
     if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x || x == 0)
@@ -367,6 +371,15 @@ static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct h
     }
     struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h->worker, .flags = h->flags & TRAIN_PS_FINAL,
                     .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+    if (h->flags & TRAIN_PS_FINAL) { /* every worker is done: say who did not finish */
+        uint32_t bad = 0;
+        for (uint32_t w = sv->o->workers; w-- > 0;)
+            if (sv->done[w] == 3 || sv->final[w] == 2) {
+                bad++;
+                r.session = (uint64_t)w + 1;
+            }
+        r.flags |= (bad < 0xffffffu ? bad : 0xffffffu) << 8;
+    }
     (void)send_msg(sock, id, &r, sv->p, sv->n * sizeof *sv->p);
 }
 
@@ -412,6 +425,10 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
                 refuse(sv, sock, id, h->worker, st, why);
                 return;
             }
+    }
+    if (!sv->pushed[h->worker]) {
+        sv->pushed[h->worker] = 1;
+        sv->session[h->worker] = h->session;
     }
     uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
@@ -511,16 +528,18 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     if (o->workers == 0)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
     struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1, .early_first = -1,
-                        .incarnation = draw_incarnation()};
+                        .incarnation = draw_id()};
     st->incarnation = sv.incarnation;
     sv.done = sl_calloc(o->workers, 1);
     sv.final = sl_calloc(o->workers, 1);
     sv.heard = sl_calloc(o->workers, sizeof *sv.heard);
+    sv.session = sl_calloc(o->workers, sizeof *sv.session);
+    sv.pushed = sl_calloc(o->workers, 1);
     void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
     struct sl_curve_allow *allow = NULL;
     struct sl_zap *zap = NULL;
     int rc = 0;
-    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL) {
+    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL || sv.session == NULL || sv.pushed == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory for %u workers", o->workers);
         goto out;
     }
@@ -567,7 +586,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
                 zmq_msg_close(&m);
         }
         struct hdr h;
-        char why[128];
+        char why[384];
         if (nf < 2 || get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
             refuse(&sv, sock, nf > 0 ? &f[0] : NULL, UINT32_MAX, st, "not a parameter-server message");
         else if (h.worker >= o->workers)
@@ -578,6 +597,13 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
                      h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
                      h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "2" : "1");
+            refuse(&sv, sock, &f[0], h.worker, st, why);
+        } else if (sv.pushed[h.worker] && h.session != sv.session[h.worker] &&
+                   (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
+            snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one whose "
+                     "pushes this server applied (session %016" PRIx64 "): a restarted worker would train its "
+                     "shard again from the start, and resuming one needs ps checkpoints (not built yet)", h.worker,
+                     h.session, sv.session[h.worker]);
             refuse(&sv, sock, &f[0], h.worker, st, why);
         } else {
             sv.heard[h.worker] = sl_clock_ns();
@@ -616,6 +642,8 @@ out:
     sl_free(sv.done);
     sl_free(sv.final);
     sl_free(sv.heard);
+    sl_free(sv.session);
+    sl_free(sv.pushed);
     sl_free(sv.v);
     sl_free(sv.p);
     return rc;
@@ -634,6 +662,8 @@ struct train_ps_client {
     char **eps;        /* [nps] */
     uint64_t *version; /* [nps] the version last pulled (or acknowledged) */
     uint64_t *incarnation; /* [nps] the server's, from its first reply (0: none yet) */
+    uint64_t session;  /* this client's, in every PULL, PUSH and BYE */
+    uint32_t lost, first_lost; /* from the final values (train_ps_client_lost) */
     float *buf;        /* the largest server's elements */
     struct sl_error broken; /* a server restarted or went backwards: every call fails with this */
 };
@@ -669,6 +699,7 @@ int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const cha
     c->version = sl_calloc(l->nps, sizeof *c->version);
     c->incarnation = sl_calloc(l->nps, sizeof *c->incarnation);
     c->curve = curve != NULL;
+    c->session = draw_id();
     size_t most = 1;
     for (uint32_t s = 0; s < l->nps; s++)
         if (train_ps_elements(l, s) > most)
@@ -721,7 +752,8 @@ static int probe_restart(struct train_ps_client *c, uint32_t s)
 {
     if (c->incarnation[s] == 0)
         return 0;
-    struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s]};
+    struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s],
+                    .session = c->session};
     if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
         return 0;
     uint64_t deadline = sl_clock_ns() + 2000000000u;
@@ -875,6 +907,13 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h,
     memcpy(c->buf, zmq_msg_data(body), n * sizeof(float));
     unpack(c->l, s, c->buf, a->params);
     c->version[s] = h->version;
+    if (h->flags & TRAIN_PS_FINAL) { /* who did not finish, by this server's count */
+        uint32_t bad = h->flags >> 8;
+        if (bad > c->lost)
+            c->lost = bad;
+        if (h->session != 0 && (c->first_lost == 0 || h->session < c->first_lost))
+            c->first_lost = (uint32_t)(h->session < UINT32_MAX ? h->session : UINT32_MAX);
+    }
     if (s == 0)
         a->step = h->step;
     return 0;
@@ -894,7 +933,7 @@ static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, s
         if (!want[s])
             continue;
         struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags,
-                        .incarnation = c->incarnation[s]};
+                        .incarnation = c->incarnation[s], .session = c->session};
         if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
             rc = send_failed(c, s, err);
     }
@@ -975,7 +1014,7 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         size_t n = train_ps_elements(c->l, s);
         pack(c->l, s, grads, c->buf);
         struct hdr h = {.type = TRAIN_PS_PUSH, .worker = c->worker, .flags = count_step && s == 0 ? 1u : 0u,
-                        .version = c->version[s], .incarnation = c->incarnation[s]};
+                        .version = c->version[s], .incarnation = c->incarnation[s], .session = c->session};
         if (send_msg(c->socks[s], NULL, &h, c->buf, n * sizeof(float)) != 0)
             rc = send_failed(c, s, err);
         want[s] = 1;
@@ -987,6 +1026,13 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         *staleness = stale;
     sl_free(want);
     return rc;
+}
+
+uint32_t train_ps_client_lost(const struct train_ps_client *c, uint32_t *first)
+{
+    if (first != NULL)
+        *first = c->first_lost > 0 ? c->first_lost - 1 : 0;
+    return c->lost;
 }
 
 size_t train_ps_client_params(const struct train_ps_client *c)
@@ -1004,7 +1050,8 @@ void train_ps_client_close(struct train_ps_client *c)
         return;
     for (uint32_t s = 0; c->socks != NULL && s < c->l->nps; s++) {
         if (c->socks[s] != NULL) {
-            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .incarnation = c->incarnation[s]};
+            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .incarnation = c->incarnation[s],
+                            .session = c->session};
             int linger = 1000; /* the BYE is given a second to leave */
             zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger);
             int quick = 100; /* a server never connected: the BYE is not waited for long */

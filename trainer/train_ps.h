@@ -26,6 +26,11 @@
  *   silence. A description the setup refuses (malformed, foreign) is
  *   answered with ERROR and counted, and the server keeps waiting for a
  *   valid one: a stray peer cannot stop it.
+ * - A worker process draws a random session when it opens its client;
+ *   once a server applied a worker's push, it refuses that worker's
+ *   messages from another session (a restarted worker would train its
+ *   shard again from step 0 in silence). The final values tell every
+ *   worker how many workers were lost or failed (train_ps_client_lost).
  * - A server draws a random incarnation when it starts; a worker fails
  *   when a server's incarnation changes or its version goes backwards (a
  *   restarted server starts again from the initial values: the job's
@@ -79,7 +84,7 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
                    uint32_t *owner, struct sl_error *err) SL_MUST_CHECK;
 
 /* ---- the wire ----
- * Each message is a 40-byte header frame, and for VALUES, PUSH and ERROR a
+ * Each message is a 48-byte header frame, and for VALUES, PUSH and ERROR a
  * body frame (PULL: optional); nothing more (a message with another frame
  * count is refused). Little-endian:
  *   0  4  magic "SLPS"
@@ -90,8 +95,9 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *   8  4  worker
  *  12  4  flags: PUSH bit 0, count a global step; PULL bit 0, the final
  *         pull (answered once every worker is done); VALUES bit 0, the
- *         final values; ACK to a final pull: the workers not done yet;
- *         ACK to a PUSH: the push's staleness
+ *         final values, bits 8-31 of a final VALUES: the workers lost or
+ *         failed (capped at 2^24 - 1); ACK to a final pull: the workers
+ *         not done yet; ACK to a PUSH: the push's staleness
  *  16  8  version: VALUES and ACK the server's, PUSH the one its gradient
  *         was computed from (the version pulled; a server refuses one
  *         newer than its own)
@@ -102,13 +108,19 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *         a PULL or PUSH naming another incarnation (it restarted: what
  *         the worker pulled is gone), and a worker fails when a server's
  *         incarnation changes or its version goes backwards.
+ *  40  8  PULL, PUSH and BYE: the worker process's session (a random
+ *         nonzero 64-bit id drawn when its client opens; 0: none). Once a
+ *         server applied a push of worker w, it refuses worker w's
+ *         messages from another session (a restarted worker would train
+ *         its shard again from the start). A final VALUES: the first
+ *         worker lost or failed, plus 1 (0: none).
  * VALUES' and PUSH's body: the server's variables' float32 elements, its
  * variables in creation order (a PUSH with a NaN or an infinity is
  * refused: nothing applied, no global step); PULL's: the worker's model
  * description (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server
  * given its layout); ERROR's: the message (text; a reader escapes its
  * control bytes before logging it). */
-#define TRAIN_PS_HEADER 40
+#define TRAIN_PS_HEADER 48
 #define TRAIN_PS_WIRE_VERSION 2
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
@@ -238,6 +250,12 @@ int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *glob
  * truncated to fit): bytes outside printable ASCII and '\\' as \xNN.
  * Returns out. */
 char *train_ps_printable(char *out, size_t cap, const void *text, size_t len);
+
+/* After train_ps_pull_final: the workers the servers counted lost (silent
+ * past their timeout), failed (BYE before their final pull) or restarted,
+ * the largest count over the servers, and *first (may be NULL) the lowest
+ * such worker; 0 when every worker finished. */
+uint32_t train_ps_client_lost(const struct train_ps_client *c, uint32_t *first);
 
 /* The floats of the whole parameter array the layout covers. */
 size_t train_ps_client_params(const struct train_ps_client *c);

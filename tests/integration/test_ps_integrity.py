@@ -17,6 +17,8 @@
 - A ps task killed (SIGKILL) mid-run and restarted on its endpoint: both
   workers fail naming the restart (both incarnations); the new server's
   summary is not ok (the workers left before their final pull).
+- A worker killed mid-run and started again (issue #24 item 3, the part
+  built): the new process is refused; the survivor exits 1 naming it.
 - CURVE on the ps link: a ps task with --curve-key serves workers holding
   the job's key; a rogue without it gets no answer at all.
 
@@ -306,6 +308,46 @@ def test_restart(job_path):
        "exits 1, ok false, 2 failed workers, nothing applied" % (list(incs)[0][1], list(incs)[0][0]))
 
 
+def test_worker_killed_and_restarted(job_path):
+    """Issue #24 item 3, the part built: a worker killed (SIGKILL) mid-run and
+    started again is refused (it would retrain its shard from step 0); the
+    survivor trains its shard, then exits 1 naming the lost worker; the
+    server exits 1, lost_workers 1."""
+    sock = "ipc://%s/wk-f.sock" % TMP
+    f = feeder(job_path, sock, "wk-feeder", ["--set", "epochs=400"])
+    eps = "ipc://%s/wk-ps0.sock" % TMP
+    ps = ps_task(eps, 0, 2, "wk-ps0", extra=["--ps-worker-timeout", "2"])
+
+    def worker(w, tag):
+        return start([TRAINER, "--connect", sock, "--job", "psi", "--worker", str(w), "--workers", "2",
+                      "--devices", "cpu:1", "--mode", "ps", "--ps", eps, "--timeout-ms", "5000"] + SMALL_MODEL, tag)
+    ws = [worker(0, "wk-w0"), worker(1, "wk-w1")]
+    time.sleep(0.7)
+    if ws[1].poll() is not None:
+        fail("worker 1 ended before the kill: %s" % logtext("wk-w1")[-1500:])
+    ws[1].kill()
+    ws[1].wait()
+    again = worker(1, "wk-w1b")
+    rc, out = finish(again, "wk-w1b", 60)
+    want = "parameter server 0 (%s) refused: worker 1 is another process (session " % eps
+    if rc != 1 or want not in logtext("wk-w1b") or "a restarted worker would train its shard again from the " \
+            "start" not in logtext("wk-w1b"):
+        fail("the restarted worker: exit %d, %s" % (rc, logtext("wk-w1b")[-1500:]))
+    rc, out = finish(ws[0], "wk-w0", 120)
+    s = summary(out, "wk-w0")
+    if rc != 1 or s["ok"] is not False or s["lost_workers"] != 1 or \
+            "the job did not finish: 1 of 2 workers were lost or failed (worker 1 first" not in logtext("wk-w0"):
+        fail("the survivor: exit %d, %r, %s" % (rc, s, logtext("wk-w0")[-1500:]))
+    prc, pout = finish(ps, "wk-ps0", 60)
+    p = summary(pout, "wk-ps0")
+    if prc != 1 or p["ok"] is not False or p["lost_workers"] != 1 or \
+            "worker 1 was silent for 2.0 s and is lost" not in logtext("wk-ps0"):
+        fail("the server: exit %d, %r, %s" % (prc, p, logtext("wk-ps0")[-1500:]))
+    stop(f)
+    ok("a worker killed and started again: refused as another process; the survivor trains %d steps, then exits 1 "
+       "naming worker 1; the server exits 1, lost_workers 1" % s["steps"])
+
+
 def keygen(name):
     path = os.path.join(TMP, "keys", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -345,6 +387,7 @@ def main():
     test_divergence(job)
     test_nan(nan_job())
     test_restart(job)
+    test_worker_killed_and_restarted(job)
     test_curve(job)
     print("%d passed, 0 failed" % PASSED)
     shutil.rmtree(TMP, ignore_errors=True)
