@@ -1604,6 +1604,7 @@ static int check_numerics(struct trainer *t, uint64_t epoch, uint64_t step, cons
                "stops only for NaN or infinity, off never)", epoch, step, res->loss, bound, o->classes, o->classes);
     else
         return 0;
+    t->last_loss = res->loss; /* the summary shows the loss that stopped the run (null when not finite) */
     return 1;
 }
 
