@@ -69,6 +69,7 @@ struct train_loop {
     void *zctx;                    /* ps mode: the ZeroMQ context of the servers' client */
     struct train_ps_model pm;      /* ps mode: the variables' placement */
     struct train_ps_client *psc;   /* ps mode: until train_loop_ps_finish */
+    uint32_t ps_lost, ps_first_lost; /* ps mode: from the final pull (train_ps_client_lost) */
 };
 
 /* rc, remembering a failure for train_loop_destroy */
@@ -376,8 +377,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
             (l->zctx = zmq_ctx_new()) == NULL)
             rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         if (rc == 0)
-            rc = train_ps_client_open(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
-                                      o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, err);
+            rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
+                                           o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config,
+                                           o->ps_curve, err);
     }
     if (gpu) {
         /* one group over every GPU of every worker; one worker makes its own id */
@@ -520,6 +522,8 @@ int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint
     if (!l->ps_mode || l->psc == NULL)
         return sl_error_set(err, SL_EINVAL, "ps_finish: not in parameter-server mode, or finished");
     int rc = train_strategy_ps_finish(l->s, stop, global_step, err);
+    if (rc == 0)
+        l->ps_lost = train_ps_client_lost(l->psc, &l->ps_first_lost);
     train_ps_client_close(l->psc); /* BYE: the servers need this worker no more */
     l->psc = NULL;
     return noted(l, rc);
@@ -581,6 +585,38 @@ int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err)
 int train_loop_pull(struct train_loop *l, struct sl_error *err)
 {
     return pull(l, err);
+}
+
+uint32_t train_loop_ps_lost(const struct train_loop *l, uint32_t *first)
+{
+    if (first != NULL)
+        *first = l->ps_first_lost;
+    return l->ps_lost;
+}
+
+long long train_loop_first_non_finite(const struct train_loop *l)
+{
+    if (l->gpu != NULL && !l->pulled && !l->ps_mode)
+        return -1;
+    const float *w = train_variable_copy(l->weights, 0);
+    /* an exponent of all ones is a NaN or an infinity; the OR of a block
+     * vectorizes, and the block is searched only when it has one */
+    for (size_t k = 0; k < l->nparams; k += 1024) {
+        size_t m = l->nparams - k < 1024 ? l->nparams - k : 1024;
+        uint32_t any = 0;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t b;
+            memcpy(&b, &w[k + i], sizeof b);
+            any |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u);
+        }
+        for (size_t i = 0; any && i < m; i++) {
+            uint32_t b;
+            memcpy(&b, &w[k + i], sizeof b);
+            if ((b & 0x7f800000u) == 0x7f800000u)
+                return (long long)(k + i);
+        }
+    }
+    return -1;
 }
 
 int train_loop_sum(struct train_loop *l, float *v, size_t n, struct sl_error *err)

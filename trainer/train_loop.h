@@ -82,6 +82,8 @@ struct train_loop_opts {
                                 the same on every worker; NULL with one worker: made here */
     struct sl_metrics *metrics; /* a train_metrics table (borrowed): staging (by the replicas), trained
                                    steps, their run time and the last loss and accuracy; NULL: none */
+    const struct sl_curve_keys *ps_curve; /* ps mode: the job's trainer key pair (CURVE to the servers;
+                                             copied), or NULL: plaintext */
 };
 
 /* Bytes of a GPU group id (NCCL's unique id). */
@@ -129,6 +131,16 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
  * of them (0 for an empty piece), on CPU and GPU replicas alike. Valid
  * until the next evaluation. */
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows);
+
+/* ps mode, after train_loop_ps_finish: the workers the servers counted
+ * lost, failed or restarted (train_ps_client_lost), *first the lowest. */
+uint32_t train_loop_ps_lost(const struct train_loop *l, uint32_t *first);
+
+/* The index of the first weight that is a NaN or an infinity in the host
+ * copy of the weights (replica 0's; in ps mode the values last pulled), or
+ * -1 when every one is finite or the host copy is not current (GPU
+ * replicas between hash checks: their loss still shows a divergence). */
+long long train_loop_first_non_finite(const struct train_loop *l);
 
 /* Sum n values across the workers (train_strategy_sum_across_workers: the
  * ring; a no-op for one worker). */

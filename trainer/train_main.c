@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <math.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -90,6 +91,7 @@ struct trainer_opts {
     const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
     int insecure;                             /* --insecure */
+    int check_numerics;                       /* --check-numerics: CHECK_ON, CHECK_FINITE, CHECK_OFF */
     uint32_t checkpoint_every, keep;
     uint64_t restore_step;
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
@@ -99,6 +101,8 @@ struct trainer_opts {
     struct train_device_spec devspec; /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
 };
+
+enum { CHECK_ON, CHECK_FINITE, CHECK_OFF };
 
 static int set_devices(void *opts, const char *value, struct sl_error *err)
 {
@@ -208,6 +212,11 @@ static const struct sl_opt opt_rows[] = {
      "from the start); the server serves the others to their end and exits 1 naming it", NULL, NULL},
     {"hash-every", 0, SL_OPT_U32, OFF(hash_every), 0, UINT32_MAX, "100", "K",
      "compare the weights' copies (replicas, workers) every K steps (0: at the end of each epoch only)", NULL, NULL},
+    {"check-numerics", 0, SL_OPT_CHOICE, OFF(check_numerics), 0, 0, "on", NULL,
+     "stop the run (exit 1, \"ok\":false, naming the step) when a step's loss or a weight is a NaN or an "
+     "infinity, or (on) the loss is over 1000 x ln(classes), the mean loss of a uniform guess a thousand times: "
+     "the training diverged; finite: the non-finite check alone; off: train on whatever comes (docs/trainer.md)",
+     "on|finite|off", NULL},
     {"log-every", 0, SL_OPT_U32, OFF(log_every), 0, UINT32_MAX, "0", "N",
      "log loss and accuracy every N steps (0: per epoch)", NULL, NULL},
     {"progress", 0, SL_OPT_CHOICE, OFF(progress), 0, 0, "auto", NULL,
@@ -697,6 +706,7 @@ struct trainer {
     int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
     int ps_evaluator;                           /* a ps task: the job has an evaluator */
     uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
     char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
@@ -910,12 +920,20 @@ static int configure_ps(struct trainer *t)
         return usage_error("a parameter server serves --mode ps workers: give the workers' --mode ps");
     if (o->checkpoint != NULL || o->restore != NULL)
         return usage_error("a parameter server keeps no checkpoints yet: drop --checkpoint and --restore");
+    /* CURVE: the job's one trainer key pair (the workers' --curve-key);
+     * the feeders' keys (--curve-server-key) are not a server's business */
+    struct sl_error err = {0};
+    if (o->curve_key != NULL) {
+        if (sl_curve_load_secret(o->curve_key, &t->curve, &err) != 0)
+            return usage_error("--curve-key: %s", err.msg);
+        t->have_curve = 1;
+    }
     char bind[SL_CLUSTER_MAX_ADDR];
     ps_bind_addr(t, bind, sizeof bind);
-    if (!sl_endpoint_is_local(bind) && !o->insecure)
-        return usage_error("parameter server %u would listen on %s, which other hosts can reach, and its link has no "
-                           "CURVE yet: anyone who reaches it could read and change the weights; keep it on loopback "
-                           "or a private network and give --insecure to listen anyway",
+    if (!sl_endpoint_is_local(bind) && !o->insecure && !t->have_curve)
+        return usage_error("parameter server %u would listen on %s, which other hosts can reach, and without "
+                           "--curve-key anyone who reaches it could read and change the weights: give it the "
+                           "workers' --curve-key (docs/security.md), or --insecure to listen in plaintext anyway",
                            o->ps_task, bind);
     return 0;
 }
@@ -1492,7 +1510,8 @@ static int start(struct trainer *t)
                                      .ps_placement = (enum train_ps_placement)o->ps_placement,
                                      .ps_timeout_ms = (int)o->timeout_ms,
                                      .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
-                                     .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m};
+                                     .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m,
+                                     .ps_curve = t->have_curve ? &t->curve : NULL};
         model_config_of(o, &lo.model);
         lo.ring = t->ring;
         if (loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
@@ -1579,6 +1598,16 @@ static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t ca
  * then, and its input wait the wait within the same interval (with the
  * look-ahead, the wait for the next step's pieces, received before this
  * step ran). */
+/* v with `decimals` decimals, or null when it is a NaN or an infinity
+ * (--check-numerics off): JSON has no such numbers. Returns buf or "null". */
+static const char *json_real(char *buf, size_t n, int decimals, double v)
+{
+    if (!isfinite(v))
+        return "null";
+    snprintf(buf, n, "%.*f", decimals, v);
+    return buf;
+}
+
 static void write_metrics(struct trainer *t, struct run_counters *c, const struct staged_step *s,
                           const struct train_step_result *res)
 {
@@ -1586,7 +1615,7 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
     struct train_counters m;
     train_metrics_read(t->m, &m);
     double waited = m.wait_s - c->m0.wait_s;
-    char ps[192] = "", fw[96 + 16 * MAX_FEEDERS];
+    char ps[192] = "", fw[96 + 16 * MAX_FEEDERS], loss[64];
     wait_by_feeder(t, c->fw_m0, fw, sizeof fw);
     if (t->o.mode == MODE_PS) /* the step's pull and push */
         snprintf(ps, sizeof ps,
@@ -1594,10 +1623,10 @@ static void write_metrics(struct trainer *t, struct run_counters *c, const struc
                  res->ps.global_step, res->ps.staleness, res->ps.pull_s, res->ps.push_s);
     fprintf(t->mf,
             "{\"epoch\":%" PRIu64 ",\"step\":%" PRIu64 ",\"rows\":%" PRIu64
-            ",\"loss\":%.6f,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
+            ",\"loss\":%s,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
             ",\"weights_hash\":\"%016" PRIx64 "\"%s%s}\n",
-            s->epoch, s->step, res->rows, res->loss, res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
+            s->epoch, s->step, res->rows, json_real(loss, sizeof loss, 6, res->loss), res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
             dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), fw, ps);
     c->m0 = m;
     c->step_t0 = now;
@@ -1645,6 +1674,33 @@ static void log_progress(struct trainer *t, struct run_counters *c, const struct
     c->loss_steps = 0;
 }
 
+/* --check-numerics: the step's loss and the weights (the host copy: in ps
+ * mode the values pulled). 0, or 1 with the step named in the log. */
+static int check_numerics(struct trainer *t, uint64_t epoch, uint64_t step, const struct train_step_result *res)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->check_numerics == CHECK_OFF)
+        return 0;
+    long long bad = train_loop_first_non_finite(t->loop);
+    double bound = 1000.0 * log((double)(o->classes > 1 ? o->classes : 2));
+    const char *how = "--check-numerics off trains on anyway";
+    if (res->rows > 0 && !isfinite(res->loss))
+        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": the loss is %s: the training diverged (a lower --lr "
+               "may help; %s)", epoch, step, isnan(res->loss) ? "nan" : "inf", how);
+    else if (bad >= 0)
+        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": weight %lld is not finite%s: the training diverged "
+               "(a lower --lr may help; %s)", epoch, step, bad, o->mode == MODE_PS ? " (as pulled from the servers)"
+               : "", how);
+    else if (o->check_numerics == CHECK_ON && res->rows > 0 && res->loss > bound)
+        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": the loss is %.6g, over %.6g (1000 x ln %u classes: "
+               "a uniform guess scores ln %u): the training diverged (a lower --lr may help; --check-numerics finite "
+               "stops only for NaN or infinity, off never)", epoch, step, res->loss, bound, o->classes, o->classes);
+    else
+        return 0;
+    t->last_loss = res->loss; /* the summary shows the loss that stopped the run (null when not finite) */
+    return 1;
+}
+
 /* Run step `prev` (its pieces staged before the next step's arrived):
  * metrics, the mirrored check at an epoch's end, progress and logs. 0, or
  * SL_EIO with the error logged. */
@@ -1655,7 +1711,11 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
     struct sl_error err = {0};
     if (train_loop_run(t->loop, &res, &err) != 0) {
         progress_line_clear(bar);
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
+        return SL_EIO;
+    }
+    if (check_numerics(t, prev->epoch, prev->step, &res) != 0) {
+        progress_line_clear(bar);
         return SL_EIO;
     }
     if (res.ps.pushed) {
@@ -1890,7 +1950,7 @@ static int report(struct trainer *t, int status)
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_counters st; /* h2d: staged for training and evaluation */
     train_metrics_read(t->m, &st);
-    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "";
+    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "", loss[64];
     if (t->cl != NULL) { /* the input wait by the feeder whose piece ended it */
         double w[MAX_FEEDERS];
         size_t F = train_client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
@@ -1903,14 +1963,14 @@ static int report(struct trainer *t, int status)
     if (o->mode == MODE_PS && o->model != MODEL_NONE)
         snprintf(ps, sizeof ps,
                  ",\"ps_global_step\":%" PRIu64 ",\"ps_steps\":%" PRIu64 ",\"ps_staleness_mean\":%.4f"
-                 ",\"ps_staleness_max\":%" PRIu64 ",\"ps_pull_s\":%.4f,\"ps_push_s\":%.4f",
+                 ",\"ps_staleness_max\":%" PRIu64 ",\"ps_pull_s\":%.4f,\"ps_push_s\":%.4f,\"lost_workers\":%u",
                  t->ps_global_step, t->ps_steps, t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0,
-                 t->ps_stale_max, t->ps_pull_s, t->ps_push_s);
+                 t->ps_stale_max, t->ps_pull_s, t->ps_push_s, t->ps_lost);
     snprintf(summary, sizeof summary,
              "{\"summary\":{\"worker\":%u,\"replicas\":%u,\"ok\":%s,\"steps\":%" PRIu64 ",\"epochs\":%" PRIu64
              ",\"pieces\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"bytes\":%" PRIu64
              ",\"seconds\":%.3f,\"elements_per_s\":%.1f,\"wait_s\":%.3f,\"stream_seconds\":%.3f,"
-             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%.5f,"
+             "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%s,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
@@ -1918,7 +1978,7 @@ static int report(struct trainer *t, int status)
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
-             model_names[o->model], t->last_loss, t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
+             model_names[o->model], json_real(loss, sizeof loss, 5, t->last_loss), t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, mode_names[o->mode], st.h2d_bytes,
              st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,
@@ -1946,18 +2006,23 @@ struct ps_task {
     struct train_ps_model pm; /* built from the first worker's input width */
 };
 
-/* The server's variables: this task's model flags with the input width the
- * first worker's description names, and that description must then be
- * this task's own, word for word. */
+/* The server's variables: this task's model flags with the input width a
+ * worker's description names, and that description must then be this
+ * task's own, word for word. A description refused here (malformed, or
+ * another model) is answered with ERROR and the server waits for the next:
+ * the first description that matches this task's flags sets the model.
+ * Only the input width comes from the peer (a ps task has no feeder to
+ * learn it from); with --curve-key only holders of the job's key get here. */
 static int ps_setup(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
                     const float **init, struct sl_error *err)
 {
     struct ps_task *pt = arg;
     const struct trainer_opts *o = &pt->t->o;
     uint32_t inputs = train_ps_config_inputs(config, len);
+    char text[2 * TRAIN_PS_MAX_CONFIG];
+    train_ps_printable(text, sizeof text, config, len);
     if (inputs == 0)
-        return sl_error_set(err, SL_EPROTO, "a worker's model description names no input width: '%.*s'",
-                            (int)(len < 200 ? len : 200), config);
+        return sl_error_set(err, SL_EPROTO, "a worker's model description names no input width: '%.200s'", text);
     struct train_model_config mc;
     model_config_of(o, &mc);
     mc.inputs = (int)inputs;
@@ -1965,9 +2030,13 @@ static int ps_setup(void *arg, const char *config, size_t len, const struct trai
                                  err);
     if (rc != 0)
         return rc;
-    if (strlen(pt->pm.config) != len || memcmp(pt->pm.config, config, len) != 0)
-        return sl_error_set(err, SL_EINVAL, "the workers' model '%.*s' is not this parameter server's '%s': start it "
-                            "with the workers' model flags", (int)len, config, pt->pm.config);
+    if (strlen(pt->pm.config) != len || memcmp(pt->pm.config, config, len) != 0) {
+        /* refused: the next description is tried afresh */
+        rc = sl_error_set(err, SL_EINVAL, "the workers' model '%s' is not this parameter server's '%s': start it "
+                          "with the workers' model flags", text, pt->pm.config);
+        train_ps_model_free(&pt->pm);
+        return rc;
+    }
     *layout = &pt->pm.layout;
     *init = train_model_params(pt->pm.model);
     return 0;
@@ -2036,6 +2105,24 @@ static const char *ps_eval_word(const struct train_ps_server_stats *st)
     }
 }
 
+/* A refused message, logged (rate-limited: anyone who reaches the port
+ * can cause these); the text comes escaped from train_ps. */
+struct ps_refusals {
+    uint32_t index;
+    struct sl_log_limit limit;
+};
+
+static void ps_refused(void *arg, uint32_t worker, const char *why)
+{
+    struct ps_refusals *r = arg;
+    if (!sl_log_allowed(&r->limit))
+        return;
+    if (worker == UINT32_MAX)
+        sl_log(SL_LOG_WARN, "parameter server %u refused a message: %s", r->index, why);
+    else
+        sl_log(SL_LOG_WARN, "parameter server %u refused worker %u's message: %s", r->index, worker, why);
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
@@ -2065,16 +2152,20 @@ static int serve_ps(struct trainer *t)
     char bind[SL_CLUSTER_MAX_ADDR];
     ps_bind_addr(t, bind, sizeof bind);
     void *ctx = zmq_ctx_new();
+    struct ps_refusals refusals = {.index = o->ps_task, .limit = {.kind = "refusals", .burst = 10}};
     struct train_ps_server_opts so = {.ctx = ctx, .listen = bind, .index = o->ps_task, .setup = ps_setup,
                                       .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
                                       .workers = o->workers,
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
-                                      .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator};
-    if (!sl_endpoint_is_local(bind))
+                                      .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
+                                      .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
+                                      .refused_arg = &refusals};
+    if (!sl_endpoint_is_local(bind) && !t->have_curve)
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
-    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers%s on %s", o->ps_task, t->ps_eps.n,
-           o->workers, t->ps_evaluator ? " and the evaluator" : "", bind);
+    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers%s on %s%s", o->ps_task, t->ps_eps.n,
+           o->workers, t->ps_evaluator ? " and the evaluator" : "", bind,
+           t->have_curve ? " (CURVE: holders of the job's trainer key only)" : "");
     double t0 = sl_clock_s();
     int rc = ctx == NULL ? sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
                          : train_ps_serve(&so, &st, &err);
@@ -2084,6 +2175,7 @@ static int serve_ps(struct trainer *t)
                "is lost: it read no final weights from this server", o->ps_task, o->ps_worker_timeout_s * 1.0);
     else if (st.evaluator == TRAIN_PS_EVAL_BYE && !st.evaluator_served)
         sl_log(SL_LOG_WARN, "parameter server %u: the evaluator left before reading the final weights", o->ps_task);
+    sl_log_limit_flush(&refusals.limit, 1);
     if (rc != 0)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
     else
@@ -2107,9 +2199,9 @@ static int serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"bad_messages\":%" PRIu64
-                          ",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
-                          st.lost, st.bad_messages, ps_eval_word(&st), secs);
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"bad_messages\":%" PRIu64
+                          ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
+                          st.lost, st.left_early, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
@@ -2190,7 +2282,8 @@ static int run_evaluator(struct trainer *t)
                                         .nps = (uint32_t)t->ps_eps.n,
                                         .placement = (enum train_ps_placement)o->ps_placement, .model = lo.model,
                                         .timeout_ms = (int)o->timeout_ms, .idle = eval_keepalive,
-                                        .idle_arg = t->cl, .stop = &stop_flag};
+                                        .idle_arg = t->cl, .stop = &stop_flag,
+                                        .curve = t->have_curve ? &t->curve : NULL};
         eo.model.inputs = (int)input_width(t);
         rc = train_ps_eval_final(&eo, params, np, &res, &err);
     }
@@ -2223,6 +2316,20 @@ static int ps_finish(struct trainer *t)
     struct sl_error err = {0};
     if (train_loop_ps_finish(t->loop, &stop_flag, &t->ps_global_step, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    uint32_t first = 0;
+    t->ps_lost = train_loop_ps_lost(t->loop, &first);
+    if (t->ps_lost > 0) {
+        sl_log(SL_LOG_ERROR, "the job did not finish: %u of %u workers were lost or failed (worker %u first; the "
+               "servers' logs say which and why): their shards were not trained to the end (global step %" PRIu64
+               ")", t->ps_lost, t->o.workers, first, t->ps_global_step);
+        return 1;
+    }
+    long long bad = t->o.check_numerics != CHECK_OFF ? train_loop_first_non_finite(t->loop) : -1;
+    if (bad >= 0) {
+        sl_log(SL_LOG_ERROR, "the final pull (global step %" PRIu64 "): weight %lld is not finite: the training "
+               "diverged (--check-numerics off trains on anyway)", t->ps_global_step, bad);
         return 1;
     }
     sl_log(SL_LOG_INFO, "parameter servers: every worker is done; global step %" PRIu64 " (this worker's %" PRIu64

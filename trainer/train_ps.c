@@ -3,8 +3,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "sl_alloc.h"
@@ -103,32 +106,58 @@ size_t train_ps_elements(const struct train_ps_layout *l, uint32_t ps)
 struct hdr {
     uint8_t type;
     uint32_t worker, flags;
-    uint64_t version, step;
+    uint64_t version, step, incarnation, session;
 };
 
 static void put_hdr(uint8_t *b, const struct hdr *h)
 {
     memset(b, 0, TRAIN_PS_HEADER);
     memcpy(b, "SLPS", 4);
-    b[4] = 1;
+    b[4] = TRAIN_PS_WIRE_VERSION;
     b[5] = h->type;
     sl_store_le32(b + 8, h->worker);
     sl_store_le32(b + 12, h->flags);
     sl_store_le64(b + 16, h->version);
     sl_store_le64(b + 24, h->step);
+    sl_store_le64(b + 32, h->incarnation);
+    sl_store_le64(b + 40, h->session);
 }
 
 static int get_hdr(const uint8_t *b, size_t n, struct hdr *h)
 {
-    if (n != TRAIN_PS_HEADER || memcmp(b, "SLPS", 4) != 0 || b[4] != 1 || b[5] < TRAIN_PS_PULL ||
-        b[5] > TRAIN_PS_ERROR)
+    if (n != TRAIN_PS_HEADER || memcmp(b, "SLPS", 4) != 0 || b[4] != TRAIN_PS_WIRE_VERSION ||
+        b[5] < TRAIN_PS_PULL || b[5] > TRAIN_PS_ERROR)
         return -1;
     h->type = b[5];
     h->worker = sl_load_le32(b + 8);
     h->flags = sl_load_le32(b + 12);
     h->version = sl_load_le64(b + 16);
     h->step = sl_load_le64(b + 24);
+    h->incarnation = sl_load_le64(b + 32);
+    h->session = sl_load_le64(b + 40);
     return 0;
+}
+
+char *train_ps_printable(char *out, size_t cap, const void *text, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *t = text;
+    size_t at = 0;
+    for (size_t i = 0; i < len; i++) {
+        int plain = t[i] >= 0x20 && t[i] < 0x7f && t[i] != '\\';
+        if (at + (plain ? 1 : 4) >= cap)
+            break;
+        if (plain) {
+            out[at++] = (char)t[i];
+        } else {
+            out[at++] = '\\';
+            out[at++] = 'x';
+            out[at++] = hex[t[i] >> 4];
+            out[at++] = hex[t[i] & 15];
+        }
+    }
+    out[at] = '\0';
+    return out;
 }
 
 /* Send [routing id?] header [body]. */
@@ -214,31 +243,50 @@ static void unpack(const struct train_ps_layout *l, uint32_t ps, const float *pa
         }
 }
 
-static void refuse(void *sock, zmq_msg_t *id, struct train_ps_server_stats *st, const char *why)
-{
-    st->bad_messages++;
-    struct hdr h = {.type = TRAIN_PS_ERROR};
-    (void)send_msg(sock, id, &h, why, strlen(why));
-}
-
 /* What a server holds. */
 struct server {
     const struct train_ps_server_opts *o;
     const struct train_ps_layout *l; /* NULL until set up */
     size_t n;
     float *p, *v;
-    char config[TRAIN_PS_MAX_CONFIG]; /* the first worker's description (setup) */
+    char config[TRAIN_PS_MAX_CONFIG]; /* the first accepted description (setup) */
     size_t config_len;
     uint8_t *done;      /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
+    uint8_t *final;     /* [workers]: its final pull came */
     uint64_t *heard;    /* [workers]: when last heard (ns) */
+    uint64_t *session;  /* [workers]: the session whose push was applied first (pushed[w]) */
+    uint8_t *pushed;    /* [workers]: a push of it was applied */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;     /* the first worker lost, or -1 */
+    int early_first;    /* the first worker whose BYE came before its final pull, or -1 */
+    uint64_t incarnation;
     enum train_ps_eval_state eval; /* the evaluator (not a worker) */
     int eval_served;    /* it was sent the final values */
     uint64_t eval_heard; /* when last heard (ns) */
 };
 
-/* The variables, once: from opts or from the first description. */
+/* ERROR (carrying the incarnation), counted, and told to opts.refused. */
+static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker, struct train_ps_server_stats *st,
+                   const char *why)
+{
+    st->bad_messages++;
+    struct hdr h = {.type = TRAIN_PS_ERROR, .worker = worker, .incarnation = sv->incarnation};
+    (void)send_msg(sock, id, &h, why, strlen(why));
+    if (sv->o->refused != NULL)
+        sv->o->refused(sv->o->refused_arg, worker, why);
+}
+
+/* A random nonzero id: getrandom, else the clock and the pid. */
+static uint64_t draw_id(void)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x || x == 0)
+        x = (sl_clock_ns() ^ ((uint64_t)getpid() << 40)) | 1u;
+    return x;
+}
+
+/* The variables, once: from opts or from the first description the setup
+ * accepts. On an error nothing is kept (a later description may set up). */
 static int setup(struct server *sv, const void *cfg, size_t len, struct sl_error *err)
 {
     const struct train_ps_server_opts *o = sv->o;
@@ -250,8 +298,14 @@ static int setup(struct server *sv, const void *cfg, size_t len, struct sl_error
     if (o->index >= l->nps)
         return sl_error_set(err, SL_EINVAL, "parameter server %u of %u", o->index, l->nps);
     size_t n = train_ps_elements(l, o->index);
-    if ((sv->p = sl_calloc(n ? n : 1, sizeof *sv->p)) == NULL || (sv->v = sl_calloc(n ? n : 1, sizeof *sv->v)) == NULL)
+    float *p = sl_calloc(n ? n : 1, sizeof *p), *v = sl_calloc(n ? n : 1, sizeof *v);
+    if (p == NULL || v == NULL) {
+        sl_free(p);
+        sl_free(v);
         return sl_error_set(err, SL_ENOMEM, "out of memory for %zu parameters", n);
+    }
+    sv->p = p;
+    sv->v = v;
     pack(l, o->index, init, sv->p);
     sv->l = l;
     sv->n = n;
@@ -272,86 +326,104 @@ static void mark(struct server *sv, uint32_t w, uint8_t state)
         sv->done[w] = state;
 }
 
-/* A PULL: [body] the worker's description. 0, or a setup failure (the
- * server's end). */
-static int on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
-                   struct train_ps_server_stats *st, struct sl_error *err)
+/* A PULL: [body] the worker's description. Whatever is wrong is refused
+ * (a description the setup refuses too); the server goes on. */
+static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
+                    struct train_ps_server_stats *st)
 {
     const void *cfg = body != NULL ? zmq_msg_data(body) : NULL;
     size_t len = body != NULL ? zmq_msg_size(body) : 0;
+    char why[3 * TRAIN_PS_MAX_CONFIG + 256], a[2 * TRAIN_PS_MAX_CONFIG], b[2 * TRAIN_PS_MAX_CONFIG];
     if (len > TRAIN_PS_MAX_CONFIG) {
-        refuse(sock, id, st, "a model description over 512 bytes");
-        return 0;
+        refuse(sv, sock, id, h->worker, st, "a model description over 512 bytes");
+        return;
+    }
+    if (h->incarnation != 0 && h->incarnation != sv->incarnation) {
+        snprintf(why, sizeof why, "worker %u pulled before from incarnation %016" PRIx64 " of parameter server %u, "
+                 "which now runs as %016" PRIx64 ": the server restarted and what it held is gone", h->worker,
+                 h->incarnation, sv->o->index, sv->incarnation);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
     }
     if (sv->l == NULL) {
         if (sv->o->setup != NULL && cfg == NULL) {
-            refuse(sock, id, st, "a first pull without the model's description");
-            return 0;
+            refuse(sv, sock, id, h->worker, st, "a first pull without the model's description");
+            return;
         }
-        int rc = setup(sv, cfg, len, err);
-        if (rc != 0) {
-            refuse(sock, id, st, err->msg);
-            return rc;
+        struct sl_error e = {0};
+        if (setup(sv, cfg, len, &e) != 0) { /* refused; a later, valid description may set up */
+            refuse(sv, sock, id, h->worker, st, e.msg);
+            return;
         }
     } else if (sv->o->setup != NULL && (cfg == NULL || len != sv->config_len || memcmp(cfg, sv->config, len) != 0)) {
-        char why[2 * TRAIN_PS_MAX_CONFIG + 128];
-        snprintf(why, sizeof why, "worker %u's model '%.*s' is not the one this server holds ('%.*s')", h->worker,
-                 (int)len, cfg != NULL ? (const char *)cfg : "", (int)sv->config_len, sv->config);
-        refuse(sock, id, st, why);
-        return 0;
+        snprintf(why, sizeof why, "worker %u's model '%s' is not the one this server holds ('%s')", h->worker,
+                 train_ps_printable(a, sizeof a, cfg, len), train_ps_printable(b, sizeof b, sv->config,
+                                                                               sv->config_len));
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
     }
     st->pulls++;
     if (h->flags & TRAIN_PS_FINAL) {
-        if (!(h->flags & TRAIN_PS_READ_ONLY) && sv->done[h->worker] == 0)
-            mark(sv, h->worker, 1);
+        if (!(h->flags & TRAIN_PS_READ_ONLY)) { /* the evaluator is no worker: nobody is marked */
+            sv->final[h->worker] = 1;
+            if (sv->done[h->worker] == 0)
+                mark(sv, h->worker, 1);
+        }
         if (sv->not_done > 0) { /* not yet: how many are still training */
             struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = sv->not_done,
-                            .version = st->version, .step = st->global_step};
+                            .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
             (void)send_msg(sock, id, &r, NULL, 0);
-            return 0;
+            return;
         }
     }
     struct hdr r = {.type = TRAIN_PS_VALUES, .worker = h->worker, .flags = h->flags & TRAIN_PS_FINAL,
-                    .version = st->version, .step = st->global_step};
+                    .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+    if (h->flags & TRAIN_PS_FINAL) { /* every worker is done: say who did not finish */
+        uint32_t bad = 0;
+        for (uint32_t w = sv->o->workers; w-- > 0;)
+            if (sv->done[w] == 3 || sv->final[w] == 2) {
+                bad++;
+                r.session = (uint64_t)w + 1;
+            }
+        r.flags |= (bad < 0xffffffu ? bad : 0xffffffu) << 8;
+    }
     (void)send_msg(sock, id, &r, sv->p, sv->n * sizeof *sv->p);
     if ((h->flags & TRAIN_PS_READ_ONLY) && (h->flags & TRAIN_PS_FINAL)) {
         sv->eval_served = 1;
         if (sv->eval < TRAIN_PS_EVAL_SERVED)
             sv->eval = TRAIN_PS_EVAL_SERVED;
     }
-    return 0;
 }
 
 /* The evaluator's PULL or BYE (TRAIN_PS_READ_ONLY): answered as a
  * worker's, but it is no worker: nothing of the workers' state changes. */
-static int on_evaluator(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
-                        size_t nf, struct train_ps_server_stats *st, struct sl_error *err)
+static void on_evaluator(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
+                         size_t frames, struct train_ps_server_stats *st)
 {
     if (h->worker != 0) {
-        refuse(sock, id, st, "evaluator out of range (a job has one evaluator, index 0)");
-        return 0;
+        refuse(sv, sock, id, h->worker, st, "evaluator out of range (a job has one evaluator, index 0)");
+        return;
     }
     if (sv->eval == TRAIN_PS_EVAL_LOST) {
-        refuse(sock, id, st, "the evaluator was silent past the timeout and is counted lost");
-        return 0;
+        refuse(sv, sock, id, h->worker, st, "the evaluator was silent past the timeout and is counted lost");
+        return;
     }
-    if (h->type == TRAIN_PS_BYE && nf == 2) {
+    if (h->type == TRAIN_PS_BYE && frames == 2) {
         if (sv->eval != TRAIN_PS_EVAL_NONE) /* an evaluator never let in (another model) has not come */
             sv->eval = TRAIN_PS_EVAL_BYE;
-        return 0;
+        return;
     }
-    if (h->type != TRAIN_PS_PULL) {
-        refuse(sock, id, st, "the evaluator only pulls");
-        return 0;
+    if (h->type != TRAIN_PS_PULL || frames > 3) {
+        refuse(sv, sock, id, h->worker, st, "the evaluator only pulls");
+        return;
     }
     uint64_t bad = st->bad_messages;
-    int rc = on_pull(sv, sock, id, h, body, st, err);
+    on_pull(sv, sock, id, h, body, st);
     if (st->bad_messages == bad) { /* a pull refused does not make an evaluator */
         sv->eval_heard = sl_clock_ns();
         if (sv->eval == TRAIN_PS_EVAL_NONE)
             sv->eval = TRAIN_PS_EVAL_HEARD;
     }
-    return rc;
 }
 
 /* Once the workers are done: whether to serve on for the evaluator (one
@@ -372,18 +444,50 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
                     struct train_ps_server_stats *st)
 {
     const struct train_ps_server_opts *o = sv->o;
+    char why[256];
     if (sv->l == NULL) {
-        refuse(sock, id, st, "a push before any pull");
+        refuse(sv, sock, id, h->worker, st, "a push before any pull");
         return;
     }
     if (body == NULL || zmq_msg_size(body) != sv->n * sizeof(float)) {
-        refuse(sock, id, st, "a message of the wrong type or size");
+        snprintf(why, sizeof why, "a push of %zu bytes (this server holds %zu floats: %zu bytes)",
+                 body != NULL ? zmq_msg_size(body) : 0, sv->n, sv->n * sizeof(float));
+        refuse(sv, sock, id, h->worker, st, why);
         return;
     }
-    uint64_t stale = st->version >= h->version ? st->version - h->version : 0;
-    /* the body is not aligned for floats: copied out in pieces */
+    if (h->incarnation != sv->incarnation) {
+        snprintf(why, sizeof why, "a push computed on incarnation %016" PRIx64 " of parameter server %u, which now "
+                 "runs as %016" PRIx64 " (restarted: the values it was computed from are gone)", h->incarnation,
+                 o->index, sv->incarnation);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    if (h->version > st->version) {
+        snprintf(why, sizeof why, "a push computed from version %" PRIu64 ", newer than this server's %" PRIu64,
+                 h->version, st->version);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    /* the body is not aligned for floats: copied out in pieces; every
+     * value is checked before anything is applied */
     const uint8_t *g8 = zmq_msg_data(body);
     float g[256];
+    for (size_t k = 0; k < sv->n; k += 256) {
+        size_t m = sv->n - k < 256 ? sv->n - k : 256;
+        memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
+        for (size_t i = 0; i < m; i++)
+            if (!isfinite(g[i])) {
+                snprintf(why, sizeof why, "a gradient with a non-finite value (%s at element %zu of %zu): nothing "
+                         "applied", isnan(g[i]) ? "nan" : g[i] > 0 ? "inf" : "-inf", k + i, sv->n);
+                refuse(sv, sock, id, h->worker, st, why);
+                return;
+            }
+    }
+    if (!sv->pushed[h->worker]) {
+        sv->pushed[h->worker] = 1;
+        sv->session[h->worker] = h->session;
+    }
+    uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
         memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
@@ -399,8 +503,19 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
         st->global_step++;
     struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker,
                     .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale), .version = st->version,
-                    .step = st->global_step};
+                    .step = st->global_step, .incarnation = sv->incarnation};
     (void)send_msg(sock, id, &r, NULL, 0);
+}
+
+/* A BYE: the worker is gone; before its final pull, it failed. */
+static void on_bye(struct server *sv, uint32_t w)
+{
+    if (!sv->final[w] && sv->done[w] < 2) {
+        if (sv->early_first < 0)
+            sv->early_first = (int)w;
+        sv->final[w] = 2; /* counted once */
+    }
+    mark(sv, w, 2);
 }
 
 /* The figures, for another thread (a /metrics endpoint). */
@@ -439,33 +554,56 @@ static void check_lost(struct server *sv, uint64_t now)
         }
 }
 
+/* The socket: CURVE and its ZAP handler (opts.curve), then bound. */
+static int listen_on(const struct train_ps_server_opts *o, void *sock, struct sl_curve_allow **allow,
+                     struct sl_zap **zap, struct sl_error *err)
+{
+    int linger = 0, rc = 0;
+    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0)
+        return sl_error_set(err, SL_EIO, "parameter server %u: zmq_socket: %s", o->index, zmq_strerror(zmq_errno()));
+    if (o->curve != NULL) {
+        const char *pub = o->curve->public_z85;
+        rc = sl_curve_allow_load(allow, NULL, &pub, 1, err);
+        if (rc == 0)
+            rc = sl_zap_start(zap, o->ctx, *allow, "parameter server", err);
+        if (rc == 0)
+            rc = sl_curve_server(sock, o->curve, err);
+        if (rc != 0) {
+            sl_error_prefix(err, "parameter server %u: ", o->index);
+            return rc;
+        }
+    }
+    /* checked, localhost and [::1] bound, a live server's ipc path refused */
+    if ((rc = sl_bind_private(sock, o->listen, NULL, err)) != 0)
+        sl_error_prefix(err, "parameter server %u: cannot listen: ", o->index);
+    return rc;
+}
+
 int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st, struct sl_error *err)
 {
     memset(st, 0, sizeof *st);
     if (o->workers == 0)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
-    struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1};
+    struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1, .early_first = -1,
+                        .incarnation = draw_id()};
+    st->incarnation = sv.incarnation;
     sv.done = sl_calloc(o->workers, 1);
+    sv.final = sl_calloc(o->workers, 1);
     sv.heard = sl_calloc(o->workers, sizeof *sv.heard);
+    sv.session = sl_calloc(o->workers, sizeof *sv.session);
+    sv.pushed = sl_calloc(o->workers, 1);
     void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
+    struct sl_curve_allow *allow = NULL;
+    struct sl_zap *zap = NULL;
     int rc = 0;
-    if (sv.done == NULL || sv.heard == NULL) {
+    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL || sv.session == NULL || sv.pushed == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory for %u workers", o->workers);
         goto out;
     }
     if (o->setup == NULL && (rc = setup(&sv, NULL, 0, err)) != 0)
         goto out;
-    int linger = 0;
-    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
-        rc = sl_error_set(err, SL_EIO, "parameter server %u: cannot listen on %s: %s", o->index, o->listen,
-                          zmq_strerror(zmq_errno()));
+    if ((rc = listen_on(o, sock, &allow, &zap, err)) != 0)
         goto out;
-    }
-    /* checked, localhost and [::1] bound, a live server's ipc path refused */
-    if ((rc = sl_bind_private(sock, o->listen, NULL, err)) != 0) {
-        sl_error_prefix(err, "parameter server %u: cannot listen: ", o->index);
-        goto out;
-    }
     uint64_t start = sl_clock_ns();
     for (uint32_t w = 0; w < o->workers; w++)
         sv.heard[w] = start;
@@ -486,9 +624,10 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             publish(&sv, st);
             continue;
         }
-        /* [id] header [body]: at most 3 frames are read, the rest dropped */
+        /* [id] header [body]: at most 3 frames are kept, the rest counted
+         * and dropped */
         zmq_msg_t f[3];
-        size_t nf = 0;
+        size_t nf = 0, frames = 0;
         int more = 1;
         while (more) {
             zmq_msg_t m;
@@ -498,52 +637,75 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
                 break;
             }
             more = zmq_msg_more(&m);
+            frames++;
             if (nf < 3)
                 f[nf++] = m;
             else
                 zmq_msg_close(&m);
         }
         struct hdr h;
+        char why[384];
         if (nf < 2 || get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
-            refuse(sock, nf > 0 ? &f[0] : NULL, st, "not a parameter-server message");
-        else if (h.flags & TRAIN_PS_READ_ONLY)
-            rc = on_evaluator(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, nf, st, err);
+            refuse(&sv, sock, nf > 0 ? &f[0] : NULL, UINT32_MAX, st, "not a parameter-server message");
+        else if (h.flags & TRAIN_PS_READ_ONLY) /* frames checked there: worker 0 may be lost, not the evaluator */
+            on_evaluator(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, frames, st);
         else if (h.worker >= o->workers)
-            refuse(sock, &f[0], st, "worker out of range");
+            refuse(&sv, sock, &f[0], h.worker, st, "worker out of range");
         else if (sv.done[h.worker] == 3)
-            refuse(sock, &f[0], st, "this worker was silent past the timeout and is counted lost");
-        else {
+            refuse(&sv, sock, &f[0], h.worker, st, "this worker was silent past the timeout and is counted lost");
+        else if (frames > 3 || (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
+            snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
+                     h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
+                     h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "2" : "1");
+            refuse(&sv, sock, &f[0], h.worker, st, why);
+        } else if (sv.pushed[h.worker] && h.session != sv.session[h.worker] &&
+                   (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
+            snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one whose "
+                     "pushes this server applied (session %016" PRIx64 "): a restarted worker would train its "
+                     "shard again from the start, and resuming one needs ps checkpoints (not built yet)", h.worker,
+                     h.session, sv.session[h.worker]);
+            refuse(&sv, sock, &f[0], h.worker, st, why);
+        } else {
             sv.heard[h.worker] = sl_clock_ns();
             if (h.type == TRAIN_PS_PULL)
-                rc = on_pull(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st, err);
+                on_pull(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
             else if (h.type == TRAIN_PS_PUSH)
                 on_push(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
-            else if (h.type == TRAIN_PS_BYE && nf == 2)
-                mark(&sv, h.worker, 2);
+            else if (h.type == TRAIN_PS_BYE)
+                on_bye(&sv, h.worker);
             else
-                refuse(sock, &f[0], st, "a message of the wrong type or size");
+                refuse(&sv, sock, &f[0], h.worker, st, "a message of the wrong type or size");
         }
         for (size_t k = 0; k < nf; k++)
             zmq_msg_close(&f[k]);
         publish(&sv, st);
-        if (rc != 0)
-            break;
     }
     st->lost = 0;
-    for (uint32_t w = 0; w < o->workers; w++)
+    for (uint32_t w = 0; w < o->workers; w++) {
         st->lost += sv.done[w] == 3;
+        st->left_early += sv.final[w] == 2;
+    }
     if (rc == 0 && sv.lost_first >= 0)
         rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u: worker %d was silent for %.1f s and is lost (%u "
                           "lost in all); its pushes stopped there", o->index, sv.lost_first,
                           o->worker_timeout_ms / 1000.0, st->lost);
+    else if (rc == 0 && sv.early_first >= 0)
+        rc = sl_error_set(err, SL_EPROTO, "parameter server %u: worker %d left before its final pull (it failed or "
+                          "was stopped; %u in all): the job did not finish", o->index, sv.early_first,
+                          st->left_early);
 out:
     st->elements = sv.n;
     st->evaluator = sv.eval;
     st->evaluator_served = sv.eval_served;
     if (sock != NULL)
         zmq_close(sock);
+    sl_zap_stop(zap);
+    sl_curve_allow_free(allow);
     sl_free(sv.done);
+    sl_free(sv.final);
     sl_free(sv.heard);
+    sl_free(sv.session);
+    sl_free(sv.pushed);
     sl_free(sv.v);
     sl_free(sv.p);
     return rc;
@@ -558,15 +720,27 @@ struct train_ps_client {
     char config[TRAIN_PS_MAX_CONFIG];
     size_t config_len; /* 0: no description */
     int timeout_ms;
+    int curve;         /* the connections are CURVE clients */
     void **socks;      /* [nps] DEALER */
     char **eps;        /* [nps] */
-    uint64_t *version; /* [nps] the version last pulled */
+    uint64_t *version; /* [nps] the version last pulled (or acknowledged) */
+    uint64_t *incarnation; /* [nps] the server's, from its first reply (0: none yet) */
+    uint64_t session;  /* this client's, in every PULL, PUSH and BYE */
+    uint32_t lost, first_lost; /* from the final values (train_ps_client_lost) */
     float *buf;        /* the largest server's elements */
+    struct sl_error broken; /* a server restarted or went backwards: every call fails with this */
 };
 
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
                          const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
                          struct sl_error *err)
+{
+    return train_ps_client_open_keys(out, ctx, eps, l, worker, timeout_ms, config, NULL, err);
+}
+
+int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const char *const *eps,
+                              const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
+                              const struct sl_curve_keys *curve, struct sl_error *err)
 {
     *out = NULL;
     if (l->nps == 0 || l->nps > TRAIN_PS_MAX_SERVERS)
@@ -586,12 +760,15 @@ int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *co
     c->socks = sl_calloc(l->nps, sizeof *c->socks);
     c->eps = sl_calloc(l->nps, sizeof *c->eps);
     c->version = sl_calloc(l->nps, sizeof *c->version);
+    c->incarnation = sl_calloc(l->nps, sizeof *c->incarnation);
+    c->curve = curve != NULL;
+    c->session = draw_id();
     size_t most = 1;
     for (uint32_t s = 0; s < l->nps; s++)
         if (train_ps_elements(l, s) > most)
             most = train_ps_elements(l, s);
     c->buf = sl_calloc(most, sizeof *c->buf);
-    if (c->socks == NULL || c->eps == NULL || c->version == NULL || c->buf == NULL) {
+    if (c->socks == NULL || c->eps == NULL || c->version == NULL || c->incarnation == NULL || c->buf == NULL) {
         train_ps_client_close(c);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
@@ -601,13 +778,77 @@ int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *co
         c->socks[s] = zmq_socket(ctx, ZMQ_DEALER);
         if (c->eps[s] == NULL || c->socks[s] == NULL ||
             zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-            sl_endpoint_connect(c->socks[s], eps[s], err) != 0) {
+            zmq_setsockopt(c->socks[s], ZMQ_SNDTIMEO, &c->timeout_ms, sizeof c->timeout_ms) != 0) {
             int rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
+            train_ps_client_close(c);
+            return rc;
+        }
+        int rc = curve != NULL ? sl_curve_client(c->socks[s], curve, curve->public_z85, err) : 0;
+        /* checked, ZMQ_IPV6 for a bracketed host */
+        if (rc == 0 && (rc = sl_endpoint_connect(c->socks[s], eps[s], err)) != 0)
+            sl_error_prefix(err, "parameter server %u: ", s);
+        if (rc != 0) {
             train_ps_client_close(c);
             return rc;
         }
     }
     *out = c;
+    return 0;
+}
+
+/* A send to server s failed: a connection that never came up (a send
+ * blocked past the timeout: ZMQ_SNDTIMEO) reads as a silent server. */
+static int send_failed(const struct train_ps_client *c, uint32_t s, struct sl_error *err)
+{
+    if (zmq_errno() == EAGAIN)
+        return sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s,
+                            c->eps[s], c->timeout_ms / 1000.0,
+                            c->curve ? " (with CURVE: does it hold the workers' --curve-key?)" : "");
+    return sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+}
+
+/* Server s did not answer in time. A killed server restarted at once
+ * drops the request it had (ZeroMQ does not send it again), so the worker
+ * would only see a timeout: ask it once more (a plain PULL, which changes
+ * nothing) and wait up to 2 s. 1 when an answer names another incarnation
+ * (c->broken then says so), else 0. */
+static int probe_restart(struct train_ps_client *c, uint32_t s)
+{
+    if (c->incarnation[s] == 0)
+        return 0;
+    struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s],
+                    .session = c->session};
+    if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
+        return 0;
+    uint64_t deadline = sl_clock_ns() + 2000000000u;
+    for (uint64_t now = sl_clock_ns(); now < deadline; now = sl_clock_ns()) {
+        zmq_pollitem_t it = {.socket = c->socks[s], .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, (long)((deadline - now) / 1000000u) + 1) <= 0)
+            continue;
+        int more = 1, first = 1;
+        struct hdr r;
+        int have = 0;
+        while (more) { /* the header, then whatever body follows */
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, c->socks[s], 0) < 0) {
+                zmq_msg_close(&m);
+                break;
+            }
+            if (first && get_hdr(zmq_msg_data(&m), zmq_msg_size(&m), &r) == 0)
+                have = 1;
+            first = 0;
+            more = zmq_msg_more(&m);
+            zmq_msg_close(&m);
+        }
+        if (have && r.incarnation != c->incarnation[s]) {
+            sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s) restarted: its incarnation is %016" PRIx64
+                         ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values and updates "
+                         "it held are gone (the request in flight was lost with it)", s, c->eps[s], r.incarnation,
+                         c->incarnation[s], c->version[s]);
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -635,8 +876,15 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
             uint32_t s = 0;
             while (!want[s])
                 s++;
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s", s,
-                              c->eps[s], c->timeout_ms / 1000.0);
+            if (probe_restart(c, s)) {
+                rc = c->broken.code;
+                if (err != NULL)
+                    *err = c->broken;
+                break;
+            }
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s,
+                              c->eps[s], c->timeout_ms / 1000.0,
+                              c->curve ? " (with CURVE: does it hold the workers' --curve-key?)" : "");
             break;
         }
         int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
@@ -661,17 +909,36 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
                 if (!ok)
                     break;
             }
-            if (!got || get_hdr(zmq_msg_data(&h8), zmq_msg_size(&h8), &h) != 0)
+            char text[720];
+            int bad = !got || get_hdr(zmq_msg_data(&h8), zmq_msg_size(&h8), &h) != 0;
+            int answer = !bad && (h.type == TRAIN_PS_VALUES || h.type == TRAIN_PS_ACK);
+            if (!bad && c->incarnation[s] != 0 && h.incarnation != c->incarnation[s])
+                sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s) restarted: its incarnation is %016"
+                             PRIx64 ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values "
+                             "and updates it held are gone, and training on would start over in silence", s,
+                             c->eps[s], h.incarnation, c->incarnation[s], c->version[s]);
+            else if (answer && h.version < c->version[s])
+                sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s): its version went backwards from %"
+                             PRIu64 " to %" PRIu64 " (incarnation %016" PRIx64 ")", s, c->eps[s], c->version[s],
+                             h.version, h.incarnation);
+            if (bad)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply", s, c->eps[s]);
-            else if (h.type == TRAIN_PS_ERROR)
-                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %.*s", s, c->eps[s],
-                                  has_body ? (int)(zmq_msg_size(&body) < 700 ? zmq_msg_size(&body) : 700) : 0,
-                                  has_body ? (const char *)zmq_msg_data(&body) : "");
-            else if (type != 0 ? h.type != type : h.type != TRAIN_PS_VALUES && h.type != TRAIN_PS_ACK)
+            else if (c->broken.code != 0) {
+                rc = c->broken.code;
+                if (err != NULL)
+                    *err = c->broken;
+            } else if (h.type == TRAIN_PS_ERROR)
+                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %s", s, c->eps[s],
+                                  has_body ? train_ps_printable(text, sizeof text, zmq_msg_data(&body),
+                                                                zmq_msg_size(&body))
+                                           : "");
+            else if (type != 0 ? h.type != type : !answer)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u, expected %u", s,
                                   c->eps[s], h.type, type);
             else
                 rc = fn(c, s, &h, has_body ? &body : NULL, arg, err);
+            if (rc == 0 && c->incarnation[s] == 0 && answer)
+                c->incarnation[s] = h.incarnation;
             zmq_msg_close(&h8);
             zmq_msg_close(&body);
             want[s] = 0;
@@ -704,6 +971,13 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h,
     memcpy(c->buf, zmq_msg_data(body), n * sizeof(float));
     unpack(c->l, s, c->buf, a->params);
     c->version[s] = h->version;
+    if (h->flags & TRAIN_PS_FINAL) { /* who did not finish, by this server's count */
+        uint32_t bad = h->flags >> 8;
+        if (bad > c->lost)
+            c->lost = bad;
+        if (h->session != 0 && (c->first_lost == 0 || h->session < c->first_lost))
+            c->first_lost = (uint32_t)(h->session < UINT32_MAX ? h->session : UINT32_MAX);
+    }
     if (s == 0)
         a->step = h->step;
     return 0;
@@ -713,13 +987,19 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct hdr *h,
 static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, struct pull_arg *a,
                      struct sl_error *err)
 {
+    if (c->broken.code != 0) {
+        if (err != NULL)
+            *err = c->broken;
+        return c->broken.code;
+    }
     int rc = 0;
     for (uint32_t s = 0; s < c->l->nps && rc == 0; s++) {
         if (!want[s])
             continue;
-        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags | c->flags};
+        struct hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags | c->flags,
+                        .incarnation = c->incarnation[s], .session = c->session};
         if (send_msg(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
-            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+            rc = send_failed(c, s, err);
     }
     return rc != 0 ? rc : gather(c, want, flags & TRAIN_PS_FINAL ? 0 : TRAIN_PS_VALUES, on_values, a, err);
 }
@@ -805,6 +1085,11 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
     uint32_t nps = c->l->nps;
     if (c->flags & TRAIN_PS_READ_ONLY)
         return sl_error_set(err, SL_EINVAL, "the evaluator does not push");
+    if (c->broken.code != 0) {
+        if (err != NULL)
+            *err = c->broken;
+        return c->broken.code;
+    }
     uint8_t *want = sl_calloc(nps, 1);
     if (want == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -813,9 +1098,9 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         size_t n = train_ps_elements(c->l, s);
         pack(c->l, s, grads, c->buf);
         struct hdr h = {.type = TRAIN_PS_PUSH, .worker = c->worker, .flags = count_step && s == 0 ? 1u : 0u,
-                        .version = c->version[s]};
+                        .version = c->version[s], .incarnation = c->incarnation[s], .session = c->session};
         if (send_msg(c->socks[s], NULL, &h, c->buf, n * sizeof(float)) != 0)
-            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
+            rc = send_failed(c, s, err);
         want[s] = 1;
     }
     uint64_t stale = 0;
@@ -829,12 +1114,19 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
 
 int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, const char *const *eps,
                                    const struct train_ps_layout *l, int timeout_ms, const char *config,
-                                   struct sl_error *err)
+                                   const struct sl_curve_keys *curve, struct sl_error *err)
 {
-    int rc = train_ps_client_open(out, ctx, eps, l, 0, timeout_ms, config, err);
+    int rc = train_ps_client_open_keys(out, ctx, eps, l, 0, timeout_ms, config, curve, err);
     if (rc == 0)
         (*out)->flags = TRAIN_PS_READ_ONLY;
     return rc;
+}
+
+uint32_t train_ps_client_lost(const struct train_ps_client *c, uint32_t *first)
+{
+    if (first != NULL)
+        *first = c->first_lost > 0 ? c->first_lost - 1 : 0;
+    return c->lost;
 }
 
 size_t train_ps_client_params(const struct train_ps_client *c)
@@ -852,9 +1144,12 @@ void train_ps_client_close(struct train_ps_client *c)
         return;
     for (uint32_t s = 0; c->socks != NULL && s < c->l->nps; s++) {
         if (c->socks[s] != NULL) {
-            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .flags = c->flags};
+            struct hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .flags = c->flags,
+                            .incarnation = c->incarnation[s], .session = c->session};
             int linger = 1000; /* the BYE is given a second to leave */
             zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger);
+            int quick = 100; /* a server never connected: the BYE is not waited for long */
+            zmq_setsockopt(c->socks[s], ZMQ_SNDTIMEO, &quick, sizeof quick);
             (void)send_msg(c->socks[s], NULL, &h, NULL, 0);
             zmq_close(c->socks[s]);
         }
@@ -864,6 +1159,7 @@ void train_ps_client_close(struct train_ps_client *c)
     sl_free(c->socks);
     sl_free(c->eps);
     sl_free(c->version);
+    sl_free(c->incarnation);
     sl_free(c->buf);
     sl_free(c);
 }

@@ -19,9 +19,26 @@
  *   and its push.
  * - Every PULL carries the worker's model description (train_ps_model's
  *   `config`): a server started without knowing the input width (a ps task
- *   has no feeder) builds its variables from the first one, and refuses a
- *   worker whose description differs, so a ps and its workers can never
- *   disagree on the model in silence.
+ *   has no feeder) builds its variables from the first description its
+ *   setup accepts (a ps task accepts only its own flags' description with
+ *   the named input width), and refuses a worker whose description
+ *   differs, so a ps and its workers can never disagree on the model in
+ *   silence. A description the setup refuses (malformed, foreign) is
+ *   answered with ERROR and counted, and the server keeps waiting for a
+ *   valid one: a stray peer cannot stop it.
+ * - A worker process draws a random session when it opens its client;
+ *   once a server applied a worker's push, it refuses that worker's
+ *   messages from another session (a restarted worker would train its
+ *   shard again from step 0 in silence). The final values tell every
+ *   worker how many workers were lost or failed (train_ps_client_lost).
+ * - A server draws a random incarnation when it starts; a worker fails
+ *   when a server's incarnation changes or its version goes backwards (a
+ *   restarted server starts again from the initial values: the job's
+ *   progress on it is gone). A server refuses a push with a NaN or an
+ *   infinity, a version newer than its own, or another incarnation.
+ * - With CURVE (the job's one trainer key pair, as the workers' ring has
+ *   it) the server lets in only holders of that key (ZAP) and every
+ *   message is encrypted.
  * - At the end, each worker's final pull (train_ps_pull_final) waits until
  *   every worker is done, so they all see the same final weights; BYE
  *   (train_ps_client_close) releases the server, which returns once every
@@ -38,6 +55,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include "sl_curve.h"
 #include "sl_error.h"
 #include "train_model.h"
 
@@ -66,10 +84,12 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
                    uint32_t *owner, struct sl_error *err) SL_MUST_CHECK;
 
 /* ---- the wire ----
- * Each message is a 32-byte header frame, and for VALUES, PUSH and ERROR a
- * body frame. Little-endian:
+ * Each message is a 48-byte header frame, and for VALUES, PUSH and ERROR a
+ * body frame (PULL: optional); nothing more (a message with another frame
+ * count is refused). Little-endian:
  *   0  4  magic "SLPS"
- *   4  1  version (1)
+ *   4  1  version (2; a version-1 peer's header is refused as "not a
+ *         parameter-server message")
  *   5  1  type: PULL 1, VALUES 2, PUSH 3, ACK 4, BYE 5, ERROR 6
  *   6  2  0
  *   8  4  worker
@@ -77,17 +97,34 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *         pull (answered once every worker is done); PULL and BYE bit 1,
  *         the evaluator (worker 0 then names evaluator 0, not a worker: it
  *         reads, it is never counted among the workers, and a PUSH with
- *         the bit is refused); VALUES bit 0, the final values; ACK to a
- *         final pull: the workers not done yet; ACK to a PUSH: the push's
- *         staleness
+ *         the bit is refused); VALUES bit 0, the final values, bits 8-31
+ *         of a final VALUES: the workers lost or failed (capped at
+ *         2^24 - 1); ACK to a final pull: the workers not done yet; ACK to
+ *         a PUSH: the push's staleness
  *  16  8  version: VALUES and ACK the server's, PUSH the one its gradient
- *         was computed from (the version pulled)
+ *         was computed from (the version pulled; a server refuses one
+ *         newer than its own)
  *  24  8  global step (VALUES, ACK)
+ *  32  8  incarnation: VALUES, ACK and ERROR the server's (a random nonzero
+ *         64-bit id drawn when it starts); PULL, PUSH and BYE the one the
+ *         worker's earlier replies carried (0: none yet). A server refuses
+ *         a PULL or PUSH naming another incarnation (it restarted: what
+ *         the worker pulled is gone), and a worker fails when a server's
+ *         incarnation changes or its version goes backwards.
+ *  40  8  PULL, PUSH and BYE: the worker process's session (a random
+ *         nonzero 64-bit id drawn when its client opens; 0: none). Once a
+ *         server applied a push of worker w, it refuses worker w's
+ *         messages from another session (a restarted worker would train
+ *         its shard again from the start). A final VALUES: the first
+ *         worker lost or failed, plus 1 (0: none).
  * VALUES' and PUSH's body: the server's variables' float32 elements, its
- * variables in creation order; PULL's: the worker's model description
- * (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server given its
- * layout); ERROR's: the message. */
-#define TRAIN_PS_HEADER 32
+ * variables in creation order (a PUSH with a NaN or an infinity is
+ * refused: nothing applied, no global step); PULL's: the worker's model
+ * description (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server
+ * given its layout); ERROR's: the message (text; a reader escapes its
+ * control bytes before logging it). */
+#define TRAIN_PS_HEADER 48
+#define TRAIN_PS_WIRE_VERSION 2
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
 #define TRAIN_PS_READ_ONLY 2u /* PULL, BYE: from the evaluator task, not a worker */
@@ -131,6 +168,10 @@ uint32_t train_ps_config_inputs(const char *config, size_t len);
 typedef int (*train_ps_setup_fn)(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
                                  const float **init, struct sl_error *err);
 
+/* A message the server refused (its ERROR's text, control bytes escaped),
+ * for the caller's log; worker is UINT32_MAX when the header was not read. */
+typedef void (*train_ps_refused_fn)(void *arg, uint32_t worker, const char *why);
+
 struct train_ps_server_opts {
     void *ctx;              /* the ZeroMQ context */
     const char *listen;     /* endpoint to bind */
@@ -148,6 +189,11 @@ struct train_ps_server_opts {
     int evaluator;          /* 1: the job has an evaluator task: once the workers are done, serve on until it
                                has said BYE (after reading the final values), or was silent worker_timeout_ms.
                                0: wait so only for an evaluator heard from before the workers were done */
+    const struct sl_curve_keys *curve; /* NULL: plaintext; else the job's trainer key pair: the socket is a
+                                          CURVE server letting in only clients holding it (a ZAP handler
+                                          in ctx for the server's life: ctx must have none) */
+    train_ps_refused_fn refused; /* NULL, or told of each refused message */
+    void *refused_arg;
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
@@ -164,6 +210,8 @@ struct train_ps_server_stats {
     uint64_t staleness_max, staleness_sum; /* over the pushes: version at apply - version pulled */
     uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
     uint32_t lost;                         /* workers lost */
+    uint32_t left_early;                   /* workers that said BYE before their final pull (failed) */
+    uint64_t incarnation;                  /* this run's random id (nonzero) */
     size_t elements;                       /* floats this server holds */
     enum train_ps_eval_state evaluator;    /* the evaluator's end; EVAL_BYE only after the final values
                                               counts as served (evaluator_served) */
@@ -179,27 +227,38 @@ struct train_ps_live {
 
 /* Serve: bind, answer PULLs with the values, apply each PUSH on arrival
  * (train_sgd_apply) and ACK it, until every worker said BYE. A malformed
- * message gets an ERROR and is counted; the server goes on. Lost workers
- * (worker_timeout_ms): the others are served to their end, then
- * SL_ETIMEOUT names the first one lost. The evaluator (PULL and BYE with
+ * or refused message (a description the setup refuses included) gets an
+ * ERROR, is counted (bad_messages) and changes nothing; the server goes
+ * on. Lost workers (worker_timeout_ms): the others are served to their
+ * end, then SL_ETIMEOUT names the first one lost. A worker whose BYE came
+ * before its final pull failed: SL_EPROTO names the first such one (the
+ * job did not finish). The evaluator (PULL and BYE with
  * TRAIN_PS_READ_ONLY, worker 0) is answered as a worker is, its final pull
  * too ("not yet" until every worker is done), but it is not a worker: it
  * neither holds the workers' final pull up nor counts among the workers
- * done or lost; the server waits for its BYE after the workers' (see
- * opts.evaluator). An evaluator lost is not an error of the server's (its
- * own task fails): st->evaluator says so. */
+ * done, lost or failed; the server waits for its BYE after the workers'
+ * (see opts.evaluator). An evaluator lost is not an error of the server's
+ * (its own task fails): st->evaluator says so. */
 int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st,
                    struct sl_error *err) SL_MUST_CHECK;
 
 /* A worker's connections to every server. */
 struct train_ps_client;
-/* config: the model description every PULL carries (copied; NULL: none). */
+/* config: the model description every PULL carries (copied; NULL: none).
+ * Plaintext: train_ps_client_open_keys with curve NULL. */
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
                          const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
                          struct sl_error *err) SL_MUST_CHECK;
+/* curve (NULL: plaintext): the job's trainer key pair (copied), which the
+ * servers hold too: each connection is a CURVE client of that public key. */
+int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const char *const *eps,
+                              const struct train_ps_layout *l, uint32_t worker, int timeout_ms, const char *config,
+                              const struct sl_curve_keys *curve, struct sl_error *err) SL_MUST_CHECK;
 /* Every server's values into params (nparams floats; each server's
  * variables at their offsets), asked of all at once; *global_step from
- * server 0. A server silent past the timeout: SL_ETIMEOUT naming it. */
+ * server 0. A server silent past the timeout: SL_ETIMEOUT naming it; one
+ * whose incarnation changed (restarted) or whose version went backwards:
+ * SL_EPROTO naming it (every call after that fails the same way). */
 int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_step, struct sl_error *err) SL_MUST_CHECK;
 /* Each server its part of grads (nparams floats), sent to all at once,
  * then every ACK; count_step: server 0 counts a global step. *staleness:
@@ -213,11 +272,11 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
 int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
                         volatile sig_atomic_t *stop, struct sl_error *err) SL_MUST_CHECK;
 /* The evaluator's connections (worker 0 on the wire, with
- * TRAIN_PS_READ_ONLY on every PULL and BYE): as train_ps_client_open; its
- * train_ps_push fails (SL_EINVAL). */
+ * TRAIN_PS_READ_ONLY on every PULL and BYE): as train_ps_client_open_keys
+ * (curve NULL: plaintext); its train_ps_push fails (SL_EINVAL). */
 int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, const char *const *eps,
                                    const struct train_ps_layout *l, int timeout_ms, const char *config,
-                                   struct sl_error *err) SL_MUST_CHECK;
+                                   const struct sl_curve_keys *curve, struct sl_error *err) SL_MUST_CHECK;
 /* One round of the final pull, without waiting: *waiting 0 and params
  * filled (every server sent its final values; *global_step from server 0),
  * or *waiting the most workers any server is still waiting for (params
@@ -225,6 +284,17 @@ int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, cons
  * marks nobody done. */
 int train_ps_pull_final_try(struct train_ps_client *c, float *params, uint64_t *global_step, uint32_t *waiting,
                             struct sl_error *err) SL_MUST_CHECK;
+/* text (len bytes, from a peer) into out (cap > 0, NUL-terminated,
+ * truncated to fit): bytes outside printable ASCII and '\\' as \xNN.
+ * Returns out. */
+char *train_ps_printable(char *out, size_t cap, const void *text, size_t len);
+
+/* After train_ps_pull_final: the workers the servers counted lost (silent
+ * past their timeout), failed (BYE before their final pull) or restarted,
+ * the largest count over the servers, and *first (may be NULL) the lowest
+ * such worker; 0 when every worker finished. */
+uint32_t train_ps_client_lost(const struct train_ps_client *c, uint32_t *first);
+
 /* The floats of the whole parameter array the layout covers. */
 size_t train_ps_client_params(const struct train_ps_client *c);
 /* Say BYE to every server and close (NULL: nothing). */

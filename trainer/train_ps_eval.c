@@ -28,7 +28,8 @@ int train_ps_eval_final(const struct train_ps_eval_opts *o, float *params, size_
         rc = sl_error_set(err, SL_EINVAL, "the evaluator's model has %zu parameters, the buffer %zu",
                           train_model_nparams(pm.model), nparams);
     if (rc == 0)
-        rc = train_ps_client_open_evaluator(&c, o->ctx, o->ps, &pm.layout, o->timeout_ms, pm.config, err);
+        rc = train_ps_client_open_evaluator(&c, o->ctx, o->ps, &pm.layout, o->timeout_ms, pm.config, o->curve,
+                                            err);
     int poll_ms = o->poll_ms > 0 ? o->poll_ms : 100;
     double t0 = sl_clock_s();
     while (rc == 0) {

@@ -34,6 +34,7 @@ struct train_ps_eval_opts {
     train_ps_eval_idle_fn idle;      /* NULL: sleep poll_ms */
     void *idle_arg;
     volatile sig_atomic_t *stop;     /* nonzero: SL_ECLOSED */
+    const struct sl_curve_keys *curve; /* NULL: plaintext; else the job's trainer key pair, as the workers' */
 };
 
 struct train_ps_eval_result {

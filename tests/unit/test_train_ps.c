@@ -3,10 +3,12 @@
  * colocation groups, exactly as train_ps.h states it; the model's variable
  * list; and train_sgd_apply, the arithmetic a server will apply, equal bit
  * for bit to the model's own step. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "sl_test.h"
@@ -209,12 +211,13 @@ START_TEST(test_servers_apply_the_models_steps)
         ck_assert_uint_eq(step, (uint64_t)k + 1);
         ck_assert(memcmp(got, train_model_params(m), np * sizeof *got) == 0);
     }
+    ck_assert_msg(train_ps_pull_final(c, got, &step, NULL, &err) == 0, "%s", err.msg);
     train_ps_client_close(c);
     for (int s = 0; s < 2; s++) {
         pthread_join(sr[s].tid, NULL);
         ck_assert_msg(sr[s].rc == 0, "server %d: %s", s, sr[s].err.msg);
         ck_assert_uint_eq(sr[s].st.pushes, 3);
-        ck_assert_uint_eq(sr[s].st.pulls, 4);
+        ck_assert_uint_eq(sr[s].st.pulls, 5);
         ck_assert_uint_eq(sr[s].st.version, 3);
         ck_assert_uint_eq(sr[s].st.bad_messages, 0);
     }
@@ -247,6 +250,46 @@ START_TEST(test_silent_server_named)
 }
 END_TEST
 
+/* A raw message from a DEALER: header (wire version 2), then the frames
+ * given (len (size_t)-1: none). */
+static void send_raw(void *d, int type, uint32_t worker, uint32_t flags, uint64_t version, uint64_t incarnation,
+                     const void *body, size_t len, const void *extra, size_t extra_len)
+{
+    uint8_t h[TRAIN_PS_HEADER] = {0};
+    memcpy(h, "SLPS", 4);
+    h[4] = TRAIN_PS_WIRE_VERSION;
+    h[5] = (uint8_t)type;
+    for (int k = 0; k < 4; k++) {
+        h[8 + k] = (uint8_t)(worker >> (8 * k));
+        h[12 + k] = (uint8_t)(flags >> (8 * k));
+    }
+    for (int k = 0; k < 8; k++) {
+        h[16 + k] = (uint8_t)(version >> (8 * k));
+        h[32 + k] = (uint8_t)(incarnation >> (8 * k));
+    }
+    int more_body = len != (size_t)-1, more_extra = extra_len != (size_t)-1;
+    ck_assert_int_ge(zmq_send(d, h, sizeof h, more_body ? ZMQ_SNDMORE : 0), 0);
+    if (more_body)
+        ck_assert_int_ge(zmq_send(d, body, len, more_extra ? ZMQ_SNDMORE : 0), 0);
+    if (more_extra)
+        ck_assert_int_ge(zmq_send(d, extra, extra_len, 0), 0);
+}
+
+/* An ERROR reply: its text into why (NUL-terminated), its incarnation. */
+static uint64_t recv_error(void *d, char *why, size_t cap)
+{
+    uint8_t h[TRAIN_PS_HEADER];
+    ck_assert_int_eq(zmq_recv(d, h, sizeof h, 0), TRAIN_PS_HEADER);
+    ck_assert_int_eq(h[5], TRAIN_PS_ERROR);
+    int n = zmq_recv(d, why, cap - 1, 0);
+    ck_assert_int_gt(n, 0);
+    why[n < (int)cap - 1 ? n : (int)cap - 1] = '\0';
+    uint64_t inc = 0;
+    for (int k = 7; k >= 0; k--)
+        inc = inc << 8 | h[32 + k];
+    return inc;
+}
+
 /* Hostile messages: each gets an ERROR naming what was wrong, is counted,
  * and the server serves on (a good PULL afterwards is answered; BYE ends it). */
 START_TEST(test_server_refuses_hostile_messages)
@@ -275,15 +318,15 @@ START_TEST(test_server_refuses_hostile_messages)
         {9, 0, 0, 0, "not a parameter-server message"},    /* unknown type */
         {1, 2, 0, 0, "worker out of range"},               /* worker 2 of 2 */
         {1, -1, 0, 0, "worker out of range"},              /* worker 2^32 - 1 */
-        {3, 0, 1, 12, "a message of the wrong type or size"}, /* PUSH of 3 floats for 4 */
-        {3, 0, 0, 0, "a message of the wrong type or size"},  /* PUSH without a body */
+        {3, 0, 1, 12, "a push of 12 bytes (this server holds 4 floats: 16 bytes)"}, /* PUSH of 3 floats for 4 */
+        {3, 0, 0, 0, "a push of 0 bytes (this server holds 4 floats: 16 bytes)"},   /* PUSH without a body */
         {2, 0, 0, 0, "a message of the wrong type or size"},  /* VALUES sent to a server */
     };
     size_t ncases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < ncases; i++) {
         memset(h, 0, sizeof h);
         memcpy(h, "SLPS", 4);
-        h[4] = 1;
+        h[4] = TRAIN_PS_WIRE_VERSION;
         h[5] = (uint8_t)cases[i].type;
         uint32_t w = (uint32_t)cases[i].worker;
         memcpy(h + 8, &w, 4);
@@ -304,23 +347,75 @@ START_TEST(test_server_refuses_hostile_messages)
     ck_assert_int_eq(zmq_recv(d, h, sizeof h, 0), TRAIN_PS_HEADER);
     ck_assert_int_eq(h[5], TRAIN_PS_ERROR);
     ck_assert_int_gt(zmq_recv(d, reply, sizeof reply, 0), 0);
+    /* a version-1 header (the wire before the incarnation) */
+    memset(h, 0, sizeof h);
+    memcpy(h, "SLPS", 4);
+    h[4] = 1;
+    h[5] = TRAIN_PS_PULL;
+    ck_assert_int_ge(zmq_send(d, h, 32, 0), 0);
+    uint64_t inc = recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "not a parameter-server message");
+    ck_assert_uint_ne(inc, 0);
+    /* pushes of the right size that must change nothing (issue #24 item 1) */
+    float nan4[4] = {0.5f, 0.25f, __builtin_nanf(""), 1}, inf4[4] = {__builtin_inff(), 0, 0, 0},
+          ninf4[4] = {0, 0, 0, -__builtin_inff()}, fine[4] = {1, 1, 1, 1};
+    char want[256];
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, nan4, sizeof nan4, NULL, (size_t)-1);
+    ck_assert_uint_eq(recv_error(d, reply, sizeof reply), inc);
+    ck_assert_str_eq(reply, "a gradient with a non-finite value (nan at element 2 of 4): nothing applied");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, inf4, sizeof inf4, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a gradient with a non-finite value (inf at element 0 of 4): nothing applied");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, ninf4, sizeof ninf4, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a gradient with a non-finite value (-inf at element 3 of 4): nothing applied");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, UINT64_C(1) << 63, inc, fine, sizeof fine, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a push computed from version 9223372036854775808, newer than this server's 0");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, fine, sizeof fine, "x", 1); /* a stray third frame */
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a message of 3 frames (a PUSH takes 2)");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc ^ 1, fine, sizeof fine, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    snprintf(want, sizeof want, "a push computed on incarnation %016" PRIx64 " of parameter server 0, which now runs "
+             "as %016" PRIx64 " (restarted: the values it was computed from are gone)", inc ^ 1, inc);
+    ck_assert_str_eq(reply, want);
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, 0, fine, sizeof fine, NULL, (size_t)-1); /* no incarnation at all */
+    recv_error(d, reply, sizeof reply);
+    ck_assert_ptr_nonnull(strstr(reply, "a push computed on incarnation 0000000000000000 of parameter server 0"));
+    send_raw(d, TRAIN_PS_PULL, 0, 0, 0, inc ^ 2, NULL, (size_t)-1, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    snprintf(want, sizeof want, "worker 0 pulled before from incarnation %016" PRIx64 " of parameter server 0, which "
+             "now runs as %016" PRIx64 ": the server restarted and what it held is gone", inc ^ 2, inc);
+    ck_assert_str_eq(reply, want);
+    send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, "x", 1, NULL, (size_t)-1); /* BYE takes no body */
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a message of 2 frames (a message of its type takes 1)");
+    send_raw(d, TRAIN_PS_PULL, 0, 0, 0, inc, "a", 1, "b", 1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a message of 3 frames (a PULL takes 1 or 2)");
     /* still serving */
     struct train_ps_client *c;
     struct sl_error err = {0};
     const char *eps[1] = {sr.ep};
     ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 1, 5000, NULL, &err), 0);
     float p[4];
-    ck_assert_msg(train_ps_pull(c, p, NULL, &err) == 0, "%s", err.msg);
-    ck_assert(memcmp(p, init, sizeof p) == 0);
-    train_ps_client_close(c);
-    memset(h, 0, sizeof h);
-    memcpy(h, "SLPS", 4);
-    h[4] = 1;
-    h[5] = TRAIN_PS_BYE;
-    ck_assert_int_ge(zmq_send(d, h, sizeof h, 0), 0);
+    uint64_t step = 99;
+    ck_assert_msg(train_ps_pull(c, p, &step, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, init, sizeof p) == 0); /* nothing applied */
+    ck_assert_uint_eq(step, 0);                /* no global step */
+    train_ps_client_close(c); /* worker 1's BYE before any final pull: it failed */
+    send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
     pthread_join(sr.tid, NULL);
-    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
-    ck_assert_uint_eq(sr.st.bad_messages, ncases + 1);
+    ck_assert_int_eq(sr.rc, SL_EPROTO);
+    ck_assert_str_eq(sr.err.msg, "parameter server 0: worker 1 left before its final pull (it failed or was stopped; "
+                                 "2 in all): the job did not finish");
+    ck_assert_uint_eq(sr.st.left_early, 2);
+    ck_assert_uint_eq(sr.st.incarnation, inc);
+    ck_assert_uint_eq(sr.st.bad_messages, ncases + 1 + 11);
+    ck_assert_uint_eq(sr.st.pushes, 0);
+    ck_assert_uint_eq(sr.st.version, 0);
+    ck_assert_uint_eq(sr.st.global_step, 0);
     ck_assert_uint_eq(sr.st.pulls, 1);
     int linger = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
@@ -407,7 +502,7 @@ START_TEST(test_setup_final_and_lost)
     for (size_t i = 0; i < 2; i++) {
         memset(h, 0, sizeof h);
         memcpy(h, "SLPS", 4);
-        h[4] = 1;
+        h[4] = TRAIN_PS_WIRE_VERSION;
         h[5] = (uint8_t)early[i].type;
         ck_assert_int_ge(zmq_send(d, h, sizeof h, ZMQ_SNDMORE), 0);
         ck_assert_int_ge(zmq_send(d, big, early[i].body, 0), 0);
@@ -464,6 +559,235 @@ START_TEST(test_setup_final_and_lost)
 }
 END_TEST
 
+/* Descriptions the setup refuses (malformed with control bytes, another
+ * model) before the first valid one: each is refused, counted and told,
+ * and the server does not stop: the valid one still sets it up (issue #24
+ * item 5). */
+struct told {
+    int n;
+    char last[512];
+};
+
+static void told_refused(void *arg, uint32_t worker, const char *why)
+{
+    struct told *t = arg;
+    t->n++;
+    snprintf(t->last, sizeof t->last, "%u: %s", worker, why);
+}
+
+START_TEST(test_setup_survives_bad_descriptions)
+{
+    struct train_model_config cfg = {.inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2,
+                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_ps_model pm, other;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_ps_model_init(&pm, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
+    cfg.inputs = 6;
+    ck_assert_int_eq(train_ps_model_init(&other, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
+    size_t np = train_model_nparams(pm.model);
+    void *ctx = zmq_ctx_new();
+    struct setup_arg sa = {.pm = &pm};
+    struct told told = {0};
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psb"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .setup = setup_from,
+                                         .setup_arg = &sa, .lr = 0.1f, .momentum = 0.5f, .workers = 1,
+                                         .worker_timeout_ms = 20000, .refused = told_refused, .refused_arg = &told};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct train_ps_client *rogue, *foreign, *c0;
+    float *p = calloc(np, sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    /* a description with an escape sequence and a newline: refused, the
+     * text escaped on both sides */
+    ck_assert_int_eq(train_ps_client_open(&rogue, ctx, eps, &pm.layout, 0, 5000, "inputs=5 \x1b[2J\nboom\\", &err),
+                     0);
+    ck_assert_int_eq(train_ps_pull(rogue, p, NULL, &err), SL_EPROTO);
+    ck_assert_msg(strstr(err.msg, ") refused: not my model") != NULL, "%s", err.msg);
+    ck_assert_int_eq(train_ps_client_open(&foreign, ctx, eps, &other.layout, 0, 5000, other.config, &err), 0);
+    ck_assert_int_eq(train_ps_pull(foreign, p, NULL, &err), SL_EPROTO);
+    ck_assert_int_eq(__atomic_load_n(&sa.calls, __ATOMIC_SEQ_CST), 2);
+    ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &pm.layout, 0, 5000, pm.config, &err), 0);
+    ck_assert_msg(train_ps_pull(c0, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, train_model_params(pm.model), np * sizeof *p) == 0);
+    ck_assert_msg(train_ps_pull_final(c0, p, NULL, NULL, &err) == 0, "%s", err.msg);
+    train_ps_client_close(c0);
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.bad_messages, 2);
+    ck_assert_uint_eq(sr.st.pulls, 2);
+    ck_assert_int_eq(told.n, 2);
+    ck_assert_str_eq(told.last, "0: not my model");
+    train_ps_client_close(rogue);
+    train_ps_client_close(foreign);
+    ck_assert_int_eq(__atomic_load_n(&sa.calls, __ATOMIC_SEQ_CST), 3);
+    free(p);
+    train_ps_model_free(&pm);
+    train_ps_model_free(&other);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* A server restarted under a worker (issue #24 item 2): the next pull
+ * fails naming both incarnations, and so does every call after it; the
+ * new server refuses the old worker's push and its early BYE ends it
+ * with "the job did not finish". */
+START_TEST(test_restarted_server_detected)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(a.ep, sizeof a.ep, "ipc://%s", sl_test_path("psr"));
+    memcpy(b.ep, a.ep, sizeof b.ep);
+    a.o = (struct train_ps_server_opts){.ctx = ctx, .listen = a.ep, .index = 0, .layout = l, .init = init,
+                                        .lr = 0.5f, .workers = 1, .worker_timeout_ms = 500};
+    b.o = a.o;
+    b.o.worker_timeout_ms = 20000;
+    ck_assert_int_eq(pthread_create(&a.tid, NULL, server_main, &a), 0);
+    struct train_ps_client *c;
+    struct sl_error err = {0};
+    const char *eps[1] = {a.ep};
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 3000, NULL, &err), 0);
+    float p[4];
+    uint64_t step;
+    ck_assert_msg(train_ps_pull(c, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_push(c, g, 1, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_pull(c, p, &step, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(step, 1);
+    /* A ends (its "crash"): the worker, silent past A's 0.5 s, is lost */
+    pthread_join(a.tid, NULL);
+    ck_assert_int_eq(a.rc, SL_ETIMEOUT);
+    ck_assert_int_eq(pthread_create(&b.tid, NULL, server_main, &b), 0);
+    struct timespec ts = {0, 300 * 1000 * 1000}; /* the DEALER reconnects (every 100 ms) */
+    nanosleep(&ts, NULL);
+    /* the push computed on A's values reaches B: refused, and the worker
+     * names the restart */
+    char want[512];
+    struct sl_error first = {0};
+    ck_assert_int_eq(train_ps_push(c, g, 1, NULL, &first), SL_EPROTO);
+    ck_assert_int_eq(train_ps_pull(c, p, NULL, &err), SL_EPROTO); /* at once: broken for good */
+    ck_assert_str_eq(err.msg, first.msg);
+    train_ps_client_close(c);
+    pthread_join(b.tid, NULL);
+    snprintf(want, sizeof want, "parameter server 0 (%s) restarted: its incarnation is %016" PRIx64 ", this worker "
+             "pulled from %016" PRIx64 " (at version 1): the values and updates it held are gone, and training on "
+             "would start over in silence", a.ep, b.st.incarnation, a.st.incarnation);
+    ck_assert_str_eq(first.msg, want);
+    ck_assert_uint_ne(a.st.incarnation, b.st.incarnation);
+    ck_assert_int_eq(b.rc, SL_EPROTO);
+    ck_assert_str_eq(b.err.msg, "parameter server 0: worker 0 left before its final pull (it failed or was stopped; "
+                                "1 in all): the job did not finish");
+    ck_assert_uint_eq(b.st.pushes, 0);
+    ck_assert_uint_eq(b.st.bad_messages, 1);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* A worker restarted after its pushes were applied is refused (it would
+ * train its shard again from the start), and the survivors' final values
+ * say how many workers did not finish and which first (issue #24 item 3,
+ * the part without ps checkpoints). */
+START_TEST(test_restarted_worker_and_lost_count)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.5f, .workers = 3, .worker_timeout_ms = 800};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct train_ps_client *c0, *c1, *again;
+    struct sl_error err = {0};
+    float p[4];
+    ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    ck_assert_msg(train_ps_pull(c1, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_push(c1, g, 1, NULL, &err) == 0, "%s", err.msg);
+    /* worker 1 "restarts": a new process (client) for the same worker */
+    ck_assert_int_eq(train_ps_client_open(&again, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_pull(again, p, NULL, &err), SL_EPROTO);
+    ck_assert_msg(strstr(err.msg, "refused: worker 1 is another process (session ") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, ") than the one whose pushes this server applied (session ") != NULL, "%s",
+                  err.msg);
+    ck_assert_msg(strstr(err.msg, "): a restarted worker would train its shard again from the start, and resuming "
+                                  "one needs ps checkpoints (not built yet)") != NULL, "%s", err.msg);
+    train_ps_client_close(again); /* its BYE is refused too: worker 1's slot stays its first process's */
+    /* worker 0 finishes; worker 1 (the first process) says BYE without its
+     * final pull: failed; worker 2 never comes: lost */
+    ck_assert_msg(train_ps_pull(c0, p, NULL, &err) == 0, "%s", err.msg);
+    train_ps_client_close(c1);
+    ck_assert_msg(train_ps_pull_final(c0, p, NULL, NULL, &err) == 0, "%s", err.msg);
+    uint32_t first = 99;
+    ck_assert_uint_eq(train_ps_client_lost(c0, &first), 2);
+    ck_assert_uint_eq(first, 1);
+    train_ps_client_close(c0);
+    pthread_join(sr.tid, NULL);
+    ck_assert_int_eq(sr.rc, SL_ETIMEOUT);
+    ck_assert_str_eq(sr.err.msg, "parameter server 0: worker 2 was silent for 0.8 s and is lost (1 lost in all); "
+                                 "its pushes stopped there");
+    ck_assert_uint_eq(sr.st.left_early, 1);
+    ck_assert_uint_eq(sr.st.bad_messages, 2);
+    ck_assert_uint_eq(sr.st.pushes, 1);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* CURVE on the ps link (issue #24 item 5): a client holding the job's key
+ * pulls; one with another key pair is never answered (ZAP refuses it). */
+START_TEST(test_curve_link)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    struct sl_curve_keys job, stranger;
+    ck_assert_int_eq(zmq_curve_keypair(job.public_z85, job.secret_z85), 0);
+    ck_assert_int_eq(zmq_curve_keypair(stranger.public_z85, stranger.secret_z85), 0);
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psc"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.1f, .workers = 1, .worker_timeout_ms = 20000, .curve = &job};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct train_ps_client *c0, *c1, *plain;
+    struct sl_error err = {0};
+    float p[4];
+    char want[256];
+    ck_assert_int_eq(train_ps_client_open_keys(&c1, ctx, eps, &l, 0, 700, NULL, &stranger, &err), 0);
+    ck_assert_int_eq(train_ps_pull(c1, p, NULL, &err), SL_ETIMEOUT);
+    snprintf(want, sizeof want, "parameter server 0 (%s) did not answer within 0.7 s (with CURVE: does it hold the "
+             "workers' --curve-key?)", sr.ep);
+    ck_assert_str_eq(err.msg, want);
+    train_ps_client_close(c1);
+    ck_assert_int_eq(train_ps_client_open(&plain, ctx, eps, &l, 0, 700, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_pull(plain, p, NULL, &err), SL_ETIMEOUT);
+    train_ps_client_close(plain);
+    ck_assert_int_eq(train_ps_client_open_keys(&c0, ctx, eps, &l, 0, 5000, NULL, &job, &err), 0);
+    ck_assert_msg(train_ps_pull(c0, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, init, sizeof p) == 0);
+    ck_assert_msg(train_ps_pull_final(c0, p, NULL, NULL, &err) == 0, "%s", err.msg);
+    train_ps_client_close(c0);
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.pulls, 2);         /* the key holder's alone */
+    ck_assert_uint_eq(sr.st.bad_messages, 0);  /* the others never got a byte through */
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_ps");
@@ -478,6 +802,10 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_server_refuses_hostile_messages);
     tcase_add_test(tc, test_config_inputs);
     tcase_add_test(tc, test_setup_final_and_lost);
+    tcase_add_test(tc, test_setup_survives_bad_descriptions);
+    tcase_add_test(tc, test_restarted_server_detected);
+    tcase_add_test(tc, test_curve_link);
+    tcase_add_test(tc, test_restarted_worker_and_lost_count);
     suite_add_tcase(s, tc);
     return s;
 }

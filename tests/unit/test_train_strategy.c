@@ -1408,10 +1408,15 @@ START_TEST(test_ps_mode)
         for (int j = 0; j < 6; j++) /* the sum of replicas 1x and 2x, applied at lr 0.5 */
             want[j] -= 0.5f * (float)(3 * (j + 1));
     }
-    train_ps_client_close(other); /* worker 0 says BYE: the final pull need not wait */
+    /* worker 0 says BYE without its final pull: the final pull need not
+     * wait, and it learns that worker 0 did not finish (issue #24) */
+    train_ps_client_close(other);
     uint64_t gs = 0;
     ck_assert_msg(train_strategy_ps_finish(s, NULL, &gs, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(gs, 2);
+    uint32_t first = 99;
+    ck_assert_uint_eq(train_ps_client_lost(c, &first), 1);
+    ck_assert_uint_eq(first, 0);
     for (int r = 0; r < 2; r++)
         ck_assert(memcmp(train_variable_copy(pc.var, r), want, sizeof want) == 0);
     train_ps_client_close(c); /* BYE: the servers end */
@@ -1424,7 +1429,8 @@ START_TEST(test_ps_mode)
     train_strategy_destroy(s);
     for (int i = 0; i < 2; i++) {
         pthread_join(sv[i].tid, NULL);
-        ck_assert_msg(sv[i].rc == 0, "server %d: %s", i, sv[i].err.msg);
+        ck_assert_msg(sv[i].rc == SL_EPROTO, "server %d: %s", i, sv[i].err.msg);
+        ck_assert_uint_eq(sv[i].st.left_early, 1);
         ck_assert_uint_eq(sv[i].st.pushes, 2);
         /* 2 runs, then the final pull: asked again while worker 0's BYE is on its way */
         ck_assert_uint_ge(sv[i].st.pulls, 3);
