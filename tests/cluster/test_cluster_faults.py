@@ -314,9 +314,10 @@ def main():
     logs, took = train(net, "ring-cut", train_job, 5707, ("--timeout-ms", "1000", "--reconnect-s", "2"), cut=3.0)
     for w in range(2):
         other = 1 - w
-        # the cut may fall in a gradient all-reduce or in the hash check's
-        # ("error: hash check across workers: ring: ...")
-        want = r"error: (hash check across workers: )?ring: no data from rank %d \(tcp://%s:%d\) for 1\.0 s" % (
+        # the cut may fall in a gradient all-reduce (a step's error names
+        # the step: "error: epoch 6 step 20: ring: ...") or in the hash
+        # check's ("error: hash check across workers: ring: ...")
+        want = r"error: (epoch \d+ step \d+: )?(hash check across workers: )?ring: no data from rank %d \(tcp://%s:%d\) for 1\.0 s" % (
             other, net.addr("t%d" % other), 7000 + other)
         # t1's worker may be waiting for its next step's input, not in an
         # all-reduce, when the cut comes: it then waits for its feeder

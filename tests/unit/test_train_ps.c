@@ -792,6 +792,9 @@ Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_ps");
     TCase *tc = tcase_create("core");
+    /* real servers, timeouts and restarts: seconds each, more under a
+     * sanitizer on a loaded machine (Check's default is 4 s) */
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_round_robin);
     tcase_add_test(tc, test_balanced);
     tcase_add_test(tc, test_refused);
