@@ -706,6 +706,8 @@ struct trainer {
     int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
     int ps_evaluator;                           /* a ps task: the job has an evaluator */
     uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint64_t ps_session;                        /* --mode ps: this worker process's session (ps_resume) */
+    int ps_resumed;                             /* --mode ps: started again where the servers recorded */
     uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
@@ -1462,6 +1464,37 @@ static int meet(struct trainer *t)
     return 0;
 }
 
+/* ps mode, before the feeders' connections: where this worker's shard
+ * stands on the servers (a process started again resumes there: the
+ * servers adopt its session), its feeders' resume_seq. */
+static int ps_resume(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_ps_resume_result r;
+    t->ps_session = train_ps_draw_id();
+    void *ctx = zmq_ctx_new();
+    int rc = ctx == NULL ? sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
+                         : train_ps_resume(ctx, (const char *const *)t->ps_eps.items, (uint32_t)t->ps_eps.n, o->worker,
+                                           t->ps_session, t->replicas, (int)o->timeout_ms,
+                                           t->have_curve ? &t->curve : NULL, &r, err);
+    if (ctx != NULL)
+        zmq_ctx_term(ctx);
+    if (rc != 0) {
+        sl_error_prefix(err, "worker %u: where to resume: ", o->worker);
+        return rc;
+    }
+    if (r.recorded == 0)
+        return 0; /* a fresh start: nothing of this worker's shard was trained */
+    sl_log(SL_LOG_INFO, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
+           ", as %u of %zu parameter servers recorded it%s)", o->worker, r.pos.epoch, r.pos.step, r.pos.seq,
+           r.recorded - r.ahead, t->ps_eps.n,
+           r.ahead > 0 ? "; the others applied the next step already and will not again" : "");
+    t->copts.resume_seq = r.pos.seq;
+    t->start_step = r.pos.step;
+    t->ps_resumed = 1;
+    return 0;
+}
+
 /* With a model and several workers the ring across workers, then the
  * feeders' connections (their WELCOME gives the schema), the training loop
  * and --metrics. */
@@ -1496,6 +1529,8 @@ static int start(struct trainer *t)
     }
     /* the restored position, once the workers agreed on the step */
     t->copts.resume_seq = t->restoring ? t->ck.meta.pos.seq : 0;
+    if (o->model != MODEL_NONE && o->mode == MODE_PS && ps_resume(t, &err) != 0)
+        goto fail;
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
     if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
@@ -1508,7 +1543,7 @@ static int start(struct trainer *t)
                                                                    : TRAIN_STRATEGY_MIRRORED,
                                      .ps = (const char *const *)t->ps_eps.items, .nps = (uint32_t)t->ps_eps.n,
                                      .ps_placement = (enum train_ps_placement)o->ps_placement,
-                                     .ps_timeout_ms = (int)o->timeout_ms,
+                                     .ps_timeout_ms = (int)o->timeout_ms, .ps_session = t->ps_session,
                                      .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
                                      .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m,
                                      .ps_curve = t->have_curve ? &t->curve : NULL};
@@ -1752,6 +1787,24 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
     return 0;
 }
 
+/* ps mode, before step s runs: the input position after it, which its
+ * push carries (the servers record it: a restart resumes there); --trace
+ * flushed first, so its lines for the steps pushed outlive a kill. 0, or
+ * 1 with the error logged. */
+static int ps_position(struct trainer *t, const struct staged_step *s)
+{
+    struct train_input_position next;
+    struct sl_error err = {0};
+    if (t->tf != NULL)
+        fflush(t->tf);
+    if (train_input_position_at(&next, s->seq + t->replicas, t->replicas, s->epoch, &err) != 0 ||
+        train_loop_ps_position(t->loop, &next, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Receive every step, trace its pieces, and with a model train on it.
  * Look-ahead: step s+1 is received and staged (its copies queued on the
  * replicas' devices) before step s runs, so on a GPU the copy of s+1
@@ -1817,6 +1870,10 @@ static int run(struct trainer *t)
                     break;
                 }
             }
+        }
+        if (t->loop != NULL && have_prev && o->mode == MODE_PS && ps_position(t, &prev) != 0) {
+            rc = SL_EIO;
+            break;
         }
         if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
             break;
@@ -2123,6 +2180,14 @@ static void ps_refused(void *arg, uint32_t worker, const char *why)
         sl_log(SL_LOG_WARN, "parameter server %u refused worker %u's message: %s", r->index, worker, why);
 }
 
+/* A worker restart adopted, a push not applied twice: said, never limited. */
+static void ps_said(void *arg, uint32_t worker, const char *what)
+{
+    const struct ps_refusals *r = arg;
+    (void)worker;
+    sl_log(SL_LOG_INFO, "parameter server %u: %s", r->index, what);
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
@@ -2159,7 +2224,7 @@ static int serve_ps(struct trainer *t)
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
                                       .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
                                       .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
-                                      .refused_arg = &refusals};
+                                      .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals};
     if (!sl_endpoint_is_local(bind) && !t->have_curve)
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
@@ -2199,9 +2264,11 @@ static int serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"bad_messages\":%" PRIu64
-                          ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
-                          st.lost, st.left_early, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016"
+                          PRIx64 "\",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
+                          st.lost, st.left_early, st.restarts, st.skipped, st.bad_messages, st.incarnation,
+                          ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
