@@ -52,6 +52,7 @@
 #include "train_metrics.h"
 #include "train_mirror.h"
 #include "train_ps.h"
+#include "train_ps_ckpt.h"
 #include "train_ps_eval.h"
 #include "train_rendezvous.h"
 
@@ -920,8 +921,12 @@ static int configure_ps(struct trainer *t)
         return usage_error("--ps-task %u: --ps names %zu parameter servers", o->ps_task, t->ps_eps.n);
     if (o->mode != MODE_PS)
         return usage_error("a parameter server serves --mode ps workers: give the workers' --mode ps");
-    if (o->checkpoint != NULL || o->restore != NULL)
-        return usage_error("a parameter server keeps no checkpoints yet: drop --checkpoint and --restore");
+    if (o->restore_step != 0 || (o->restore != NULL && o->restore[0] == '\0') ||
+        (o->checkpoint != NULL && o->checkpoint[0] == '\0'))
+        return usage_error(o->restore_step != 0 ? "--restore-step: a parameter server restores its newest checkpoint"
+                                                : "--checkpoint and --restore: an empty directory name");
+    if (o->checkpoint == NULL && (o->checkpoint_every != 1000 || o->keep != 3))
+        return usage_error("--%s needs --checkpoint DIR", o->keep != 3 ? "keep" : "checkpoint-every");
     /* CURVE: the job's one trainer key pair (the workers' --curve-key);
      * the feeders' keys (--curve-server-key) are not a server's business */
     struct sl_error err = {0};
@@ -1075,8 +1080,9 @@ static int configure(struct trainer *t, int argc, char **argv)
             return usage_error("--mode ps has no ring: the workers meet only at the parameter servers (drop --%s)",
                                o->ring != NULL ? "ring" : "peers");
         if (o->checkpoint != NULL || o->restore != NULL)
-            return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: "
-                               "--checkpoint and --restore are not supported there yet");
+            return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: give "
+                               "--checkpoint and --restore to the ps tasks (a worker started again resumes where "
+                               "the servers recorded by itself)");
         if (o->predictions != NULL)
             return usage_error("--predictions in --mode ps are the evaluator's (--evaluator, or a TF_CONFIG task of "
                                "type 'evaluator'): the workers have no ring to gather them over");
@@ -1488,7 +1494,8 @@ static int ps_resume(struct trainer *t, struct sl_error *err)
     sl_log(SL_LOG_INFO, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
            ", as %u of %zu parameter servers recorded it%s)", o->worker, r.pos.epoch, r.pos.step, r.pos.seq,
            r.recorded - r.ahead, t->ps_eps.n,
-           r.ahead > 0 ? "; the others applied the next step already and will not again" : "");
+           r.ahead > 0 ? "; the others are ahead: they acknowledge the steps they applied without applying them "
+                         "again" : "");
     t->copts.resume_seq = r.pos.seq;
     t->start_step = r.pos.step;
     t->ps_resumed = 1;
@@ -2188,12 +2195,106 @@ static void ps_said(void *arg, uint32_t worker, const char *what)
     sl_log(SL_LOG_INFO, "parameter server %u: %s", r->index, what);
 }
 
+/* A ps task's --checkpoint: the server's state every --checkpoint-every
+ * pushes it applied, and when stopped (train_ps_ckpt.h), the --keep
+ * newest kept. */
+struct ps_ckpt_writer {
+    const struct trainer_opts *o;
+    uint32_t servers;
+    uint64_t written;
+};
+
+static int ps_checkpoint(void *arg, const struct train_ps_state *s, struct sl_error *err)
+{
+    struct ps_ckpt_writer *cw = arg;
+    const struct trainer_opts *o = cw->o;
+    double t0 = sl_clock_s();
+    uint64_t bytes = 0;
+    int rc = train_ps_ckpt_write(o->checkpoint, s, &bytes, err);
+    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, s->index, s->servers, s->version, o->keep, err)) != 0)
+        sl_error_prefix(err, "checkpoint: ");
+    if (rc != 0)
+        return rc;
+    char name[96];
+    train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
+    sl_log(SL_LOG_INFO, "parameter server %u: checkpoint: version %" PRIu64 " (global step %" PRIu64 ") written to "
+           "%s/%s, %" PRIu64 " bytes in %.1f ms", s->index, s->version, s->global_step, o->checkpoint, name, bytes,
+           1e3 * (sl_clock_s() - t0));
+    cw->written++;
+    return 0;
+}
+
+/* --checkpoint DIR ready (a fresh run into a directory that already holds
+ * this server's checkpoints is refused), and --restore DIR's newest
+ * checkpoint of this server read into *ck. 0, or 1 with the error logged. */
+static int ps_prepare_checkpoints(struct trainer *t, struct train_ps_ckpt *ck)
+{
+    const struct trainer_opts *o = &t->o;
+    uint32_t nps = (uint32_t)t->ps_eps.n;
+    struct sl_error err = {0};
+    size_t removed = 0, n = 0, total = 0;
+    uint64_t newest = 0;
+    char name[96], path[TRAIN_CKPT_MAX_PATH];
+    if (o->checkpoint != NULL) {
+        if (ckpt_dir_ready(o->checkpoint, &err) != 0 ||
+            train_ckpt_clean(o->checkpoint, o->ps_task, nps, &removed, &err) != 0)
+            goto fail;
+        if (removed > 0)
+            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of parameter server %u of %u in %s (a "
+                   "write cut short)", removed, o->ps_task, nps, o->checkpoint);
+        if (o->restore == NULL) {
+            if (train_ckpt_list(o->checkpoint, o->ps_task, nps, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
+                goto fail;
+            if (n > 0) {
+                sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of parameter server "
+                             "%u of %u (the newest: version %" PRIu64 "): give --restore %s to continue from it, or "
+                             "another directory", o->checkpoint, total, o->ps_task, nps, newest, o->checkpoint);
+                goto fail;
+            }
+        }
+    }
+    if (o->restore == NULL)
+        return 0;
+    if (train_ckpt_list(o->restore, o->ps_task, nps, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0) {
+        sl_error_prefix(&err, "--restore: ");
+        goto fail;
+    }
+    train_ckpt_name(name, sizeof name, newest, o->ps_task, nps);
+    if (n == 0) {
+        sl_error_set(&err, SL_EINVAL, "--restore %s: no checkpoint of parameter server %u of %u there (ckpt-*.w%uof%u)",
+                     o->restore, o->ps_task, nps, o->ps_task, nps);
+        goto fail;
+    }
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path) {
+        sl_error_set(&err, SL_EINVAL, "--restore: the path %s/%s is too long", o->restore, name);
+        goto fail;
+    }
+    if (train_ps_ckpt_read(path, o->ps_task, nps, o->workers, ck, &err) != 0) {
+        sl_error_prefix(&err, "--restore: ");
+        goto fail;
+    }
+    uint32_t with = 0;
+    for (uint32_t w = 0; w < o->workers; w++)
+        with += ck->state.pos[w].replicas != 0;
+    sl_log(SL_LOG_INFO, "parameter server %u: restoring version %" PRIu64 " (global step %" PRIu64 ", %u of %u "
+           "workers' positions) from %s", o->ps_task, ck->state.version, ck->state.global_step, with, o->workers,
+           path);
+    return 0;
+fail:
+    sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return 1;
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct ps_task pt = {.t = t};
     struct train_ps_server_stats st = {0};
+    struct train_ps_ckpt ck = {0};
+    struct ps_ckpt_writer cw = {.o = o, .servers = (uint32_t)t->ps_eps.n};
+    if (ps_prepare_checkpoints(t, &ck) != 0)
+        return 1;
     struct sl_error err = {0};
     static struct ps_expose ex; /* zero: every figure 0 */
     struct sl_http_metrics *http = NULL;
@@ -2224,7 +2325,10 @@ static int serve_ps(struct trainer *t)
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
                                       .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
                                       .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
-                                      .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals};
+                                      .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals,
+                                      .restore = o->restore != NULL ? &ck.state : NULL,
+                                      .checkpoint = o->checkpoint != NULL ? ps_checkpoint : NULL,
+                                      .checkpoint_arg = &cw, .checkpoint_every = o->checkpoint_every};
     if (!sl_endpoint_is_local(bind) && !t->have_curve)
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
@@ -2265,10 +2369,11 @@ static int serve_ps(struct trainer *t)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
         w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
-                          "\"pushes_not_reapplied\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016"
-                          PRIx64 "\",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
-                          st.lost, st.left_early, st.restarts, st.skipped, st.bad_messages, st.incarnation,
-                          ps_eval_word(&st), secs);
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64 ",\"checkpoints\":%"
+                          PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":"
+                          "\"%s\",\"seconds\":%.3f}}\n",
+                          st.lost, st.left_early, st.restarts, st.skipped, o->restore != NULL ? ck.state.version : 0,
+                          st.checkpoints, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
@@ -2276,6 +2381,7 @@ static int serve_ps(struct trainer *t)
         fclose(t->summary_out);
     t->summary_out = NULL;
     train_ps_model_free(&pt.pm);
+    train_ps_ckpt_free(&ck);
     if (ctx != NULL)
         zmq_ctx_term(ctx);
     if (http != NULL) {

@@ -258,15 +258,21 @@ struct server {
                            RESUME adopted since */
     uint8_t *pushed;    /* [workers]: a push of it was applied */
     struct train_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
-    uint8_t *adopted;   /* [workers]: a RESUME adopted a new session, no push of it came yet */
+    uint8_t *adopted;   /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
+                           it applied yet: 1, 2 once a skipped push was said */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;     /* the first worker lost, or -1 */
     int early_first;    /* the first worker whose BYE came before its final pull, or -1 */
     uint64_t incarnation;
+    int ckpt_rc;        /* a checkpoint failed: the server stops with ckpt_err */
+    struct sl_error ckpt_err;
+    uint64_t ckpt_version; /* the version last checkpointed (restored) */
     enum train_ps_eval_state eval; /* the evaluator (not a worker) */
     int eval_served;    /* it was sent the final values */
     uint64_t eval_heard; /* when last heard (ns) */
 };
+
+static void checkpoint(struct server *sv, struct train_ps_server_stats *st);
 
 /* ERROR (carrying the incarnation), counted, and told to opts.refused. */
 static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker, struct train_ps_server_stats *st,
@@ -451,9 +457,11 @@ static int eval_awaited(struct server *sv, uint64_t now)
 }
 
 /* The position a push of worker w carries (pm: its frame): 0 and *dup 1
- * when it is the recorded one right after an adoption (applied before the
- * restart), 0 and *dup 0 when it is one step past the recorded one, else
- * the reason in why. */
+ * when, after an adoption and before any push of the new session was
+ * applied, it is at or before the recorded one (applied here before the
+ * restart or the checkpoint: the worker catches up with this server), 0
+ * and *dup 0 when it is one step past the recorded one, else the reason
+ * in why. */
 static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct train_input_position *p, int *dup,
                          char *why, size_t cap)
 {
@@ -474,7 +482,7 @@ static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct tr
                  r->replicas);
         return -1;
     }
-    if (have && sv->adopted[w] && p->seq == r->seq && p->epoch == r->epoch) {
+    if (have && sv->adopted[w] && p->seq <= r->seq && p->epoch <= r->epoch) {
         *dup = 1;
         return 0;
     }
@@ -538,13 +546,17 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
         refuse(sv, sock, id, h->worker, st, why);
         return;
     }
-    sv->adopted[h->worker] = 0;
-    if (dup) { /* the old process's last push reached this server: not again */
+    if (dup) { /* the old process's push reached this server: not again */
         st->skipped++;
-        snprintf(why, sizeof why, "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
-                 ") was applied here before its restart: acknowledged, not applied again", h->worker, pos.epoch,
-                 pos.step, pos.seq);
-        say(sv, h->worker, why);
+        if (sv->adopted[h->worker] == 1) { /* said once an adoption: a restored server may skip many */
+            const struct train_input_position *r = &sv->pos[h->worker];
+            snprintf(why, sizeof why, "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %"
+                     PRIu64 ") was applied here before its restart: acknowledged, not applied again (and so up to "
+                     "step %" PRIu64 ", the position recorded here)", h->worker, pos.epoch, pos.step, pos.seq,
+                     r->step);
+            say(sv, h->worker, why);
+            sv->adopted[h->worker] = 2;
+        }
         struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = TRAIN_PS_ACK_SKIPPED,
                         .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
         (void)send_msg(sock, id, &r, NULL, 0);
@@ -555,6 +567,7 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
         sv->session[h->worker] = h->session;
     }
     sv->pos[h->worker] = pos;
+    sv->adopted[h->worker] = 0;
     uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
@@ -569,10 +582,28 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
         st->staleness_max = stale;
     if (h->flags & 1u)
         st->global_step++;
+    if (o->checkpoint_every > 0 && st->version % o->checkpoint_every == 0)
+        checkpoint(sv, st);
     struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker,
                     .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale), .version = st->version,
                     .step = st->global_step, .incarnation = sv->incarnation};
     (void)send_msg(sock, id, &r, NULL, 0);
+}
+
+/* A checkpoint of what the server holds now (opts.checkpoint). */
+static void checkpoint(struct server *sv, struct train_ps_server_stats *st)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    if (o->checkpoint == NULL || sv->l == NULL || sv->ckpt_rc != 0)
+        return;
+    struct train_ps_state s = {.index = o->index, .servers = sv->l->nps, .workers = o->workers,
+                               .version = st->version, .global_step = st->global_step, .config = sv->config,
+                               .config_len = sv->config_len, .pos = sv->pos, .values = sv->p, .momentum = sv->v,
+                               .n = sv->n};
+    if ((sv->ckpt_rc = o->checkpoint(o->checkpoint_arg, &s, &sv->ckpt_err)) == 0) {
+        st->checkpoints++;
+        sv->ckpt_version = st->version;
+    }
 }
 
 /* A RESUME: a worker process starting asks where its shard stands. A
@@ -596,9 +627,11 @@ static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct
     }
     const struct train_input_position *p = &sv->pos[w];
     if (sv->pushed[w] && h->session != sv->session[w]) {
+        char old[40] = "restored from a checkpoint";
+        if (sv->session[w] != 0)
+            snprintf(old, sizeof old, "replaces %016" PRIx64, sv->session[w]);
         snprintf(why, sizeof why, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input "
-                 "position %" PRIu64 "; session %016" PRIx64 " replaces %016" PRIx64 ")", w, p->epoch, p->step, p->seq,
-                 h->session, sv->session[w]);
+                 "position %" PRIu64 "; session %016" PRIx64 " %s)", w, p->epoch, p->step, p->seq, h->session, old);
         sv->session[w] = h->session;
         sv->adopted[w] = 1;
         st->restarts++;
@@ -659,6 +692,38 @@ static void check_lost(struct server *sv, uint64_t now)
         }
 }
 
+/* Start from opts.restore: the workers' positions (each to be adopted),
+ * the version and global step, and (set up from its description) the
+ * values and momentum. */
+static int restore(struct server *sv, struct train_ps_server_stats *st, struct sl_error *err)
+{
+    const struct train_ps_state *r = sv->o->restore;
+    const struct train_ps_server_opts *o = sv->o;
+    if (r->index != o->index || r->workers != o->workers)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u of %u workers: the state restored is server %u's of "
+                            "%u workers", o->index, o->workers, r->index, r->workers);
+    if (r->config_len > TRAIN_PS_MAX_CONFIG)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u: a restored description over %d bytes", o->index,
+                            TRAIN_PS_MAX_CONFIG);
+    int rc;
+    if (sv->l == NULL && (rc = setup(sv, r->config_len ? r->config : NULL, r->config_len, err)) != 0)
+        return sl_error_prefix(err, "parameter server %u: the restored model: ", o->index);
+    if (r->servers != sv->l->nps || r->n != sv->n)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u: the state restored holds %zu floats of server %u of "
+                            "%u; this server holds %zu of %u", o->index, r->n, r->index, r->servers, sv->n,
+                            sv->l->nps);
+    memcpy(sv->p, r->values, sv->n * sizeof *sv->p);
+    memcpy(sv->v, r->momentum, sv->n * sizeof *sv->v);
+    for (uint32_t w = 0; w < o->workers; w++) {
+        sv->pos[w] = r->pos[w];
+        sv->pushed[w] = sv->adopted[w] = r->pos[w].replicas != 0;
+        sv->session[w] = 0; /* whoever comes is a new process: its RESUME adopts it */
+    }
+    st->version = sv->ckpt_version = r->version;
+    st->global_step = r->global_step;
+    return 0;
+}
+
 /* The socket: CURVE and its ZAP handler (opts.curve), then bound. */
 static int listen_on(const struct train_ps_server_opts *o, void *sock, struct sl_curve_allow **allow,
                      struct sl_zap **zap, struct sl_error *err)
@@ -710,6 +775,8 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     }
     if (o->setup == NULL && (rc = setup(&sv, NULL, 0, err)) != 0)
         goto out;
+    if (o->restore != NULL && (rc = restore(&sv, st, err)) != 0)
+        goto out;
     if ((rc = listen_on(o, sock, &allow, &zap, err)) != 0)
         goto out;
     uint64_t start = sl_clock_ns();
@@ -718,7 +785,15 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     sv.eval_heard = start;
     while (sv.left > 0 || eval_awaited(&sv, sl_clock_ns())) {
         if (o->stop != NULL && *o->stop) {
-            rc = sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            if (st->version != sv.ckpt_version || st->checkpoints == 0)
+                checkpoint(&sv, st);
+            rc = sv.ckpt_rc != 0 ? sl_error_set(err, sv.ckpt_rc, "parameter server %u: stopped; %s", o->index,
+                                                sv.ckpt_err.msg)
+                                 : sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            break;
+        }
+        if (sv.ckpt_rc != 0) {
+            rc = sl_error_set(err, sv.ckpt_rc, "parameter server %u: %s", o->index, sv.ckpt_err.msg);
             break;
         }
         zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
@@ -766,6 +841,14 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
                      h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
                      h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "3" : "1");
+            refuse(&sv, sock, &f[0], h.worker, st, why);
+        } else if (h.type == TRAIN_PS_BYE && o->restore != NULL && h.incarnation != 0 &&
+                   h.incarnation != sv.incarnation) {
+            /* restored: a worker of the server's previous run leaving (it failed naming the restart) is not
+             * this run's worker, which is to come and resume (without a restore, such a BYE ends the job as
+             * failed: nothing could resume it) */
+            snprintf(why, sizeof why, "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
+                     "%016" PRIx64 ": ignored", h.incarnation, o->index, sv.incarnation);
             refuse(&sv, sock, &f[0], h.worker, st, why);
         } else if (sv.pushed[h.worker] && h.session != sv.session[h.worker] &&
                    (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
@@ -1367,8 +1450,8 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
             left--;
         }
     }
-    /* the lowest position; the others at most one step past it */
-    struct train_input_position lo = {.replicas = replicas}, hi = lo;
+    /* the lowest position (the servers ahead skip the steps up to theirs) */
+    struct train_input_position lo = {.replicas = replicas};
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         if (got[s] != 2)
             continue;
@@ -1379,18 +1462,12 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
             break;
         }
         out->recorded++;
-        if (out->recorded == 1 || pos[s].seq > hi.seq)
-            hi = pos[s];
     }
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         struct train_input_position p = got[s] == 2 ? pos[s] : (struct train_input_position){.replicas = replicas};
         if (s == 0 || p.seq < lo.seq)
             lo = p;
     }
-    if (rc == 0 && hi.seq - lo.seq > replicas)
-        rc = sl_error_set(err, SL_EPROTO, "the parameter servers recorded worker %u's position %" PRIu64 " apart "
-                          "(input positions %" PRIu64 " and %" PRIu64 "; a push reaches them all or some, one step "
-                          "at most): their states do not belong to one run", worker, hi.seq - lo.seq, lo.seq, hi.seq);
     for (uint32_t s = 0; s < nps && rc == 0; s++)
         out->ahead += got[s] == 2 && pos[s].seq > lo.seq;
     if (rc == 0)

@@ -33,11 +33,12 @@
  *   worker process that starts again asks the servers for it first
  *   (train_ps_resume): they adopt its new session (said in the logs) and
  *   it resumes its feeders exactly there. A push in flight when a worker
- *   died may have reached some servers and not others: the worker resumes
- *   at the lowest recorded position, and a server that had applied that
- *   step already acknowledges its push again without applying it (once,
- *   right after the adoption), so every step's gradient is applied exactly
- *   once on every server. The final values tell every worker how many
+ *   died may have reached some servers and not others (and restored
+ *   checkpoints of several servers are of different moments): the worker
+ *   resumes at the lowest recorded position, and a server that had
+ *   applied those steps already acknowledges their pushes again without
+ *   applying them (until it is caught up), so every step's gradient is
+ *   applied exactly once on every server. The final values tell every worker how many
  *   workers were lost or failed (train_ps_client_lost).
  * - A server draws a random incarnation when it starts; a worker fails
  *   when a server's incarnation changes or its version goes backwards (a
@@ -137,9 +138,10 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  * step (its replicas' pieces) after the one the server recorded for the
  * worker (none: seq 0), in the same or the next epoch, with the same
  * replicas; else it is refused (a step skipped or repeated). The one
- * exception: the first push after a RESUME adopted a new session may
- * carry the recorded position itself (the step the old process pushed
- * last, which reached this server): ACKed with flags bit 31, not applied,
+ * exception: after a RESUME adopted a new session, until a push of it is
+ * applied, a push at or before the recorded position (steps the old
+ * process pushed, or pushed after a restored checkpoint of another
+ * server, that reached this one) is ACKed with flags bit 31, not applied,
  * not counted. PULL's: the worker's model
  * description (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server
  * given its layout); ERROR's: the message (text; a reader escapes its
@@ -196,6 +198,22 @@ typedef int (*train_ps_setup_fn)(void *arg, const char *config, size_t len, cons
  * for the caller's log; worker is UINT32_MAX when the header was not read. */
 typedef void (*train_ps_refused_fn)(void *arg, uint32_t worker, const char *why);
 
+/* What a server's checkpoint keeps (train_ps_ckpt.h): its variables'
+ * values and momentum, its version and global step, the description that
+ * set it up, and each worker's recorded position. Borrowed. */
+struct train_ps_state {
+    uint32_t index, servers, workers;
+    uint64_t version, global_step;
+    const char *config;                     /* the model description it holds (config_len 0: none, a server
+                                               given its layout) */
+    size_t config_len;
+    const struct train_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
+    const float *values, *momentum;         /* [n] each, the server's variables in creation order */
+    size_t n;
+};
+/* Write s (a checkpoint); an error stops the server with it. */
+typedef int (*train_ps_checkpoint_fn)(void *arg, const struct train_ps_state *s, struct sl_error *err);
+
 struct train_ps_server_opts {
     void *ctx;              /* the ZeroMQ context */
     const char *listen;     /* endpoint to bind */
@@ -221,6 +239,15 @@ struct train_ps_server_opts {
     train_ps_refused_fn said;    /* NULL, or told of each worker restart adopted and each push not applied
                                     again (text, for the log) */
     void *said_arg;
+    const struct train_ps_state *restore; /* NULL, or where to start from (a checkpoint's state: its index and
+                                             workers must be these; the description sets the server up at once,
+                                             a setup refusing it is the error returned; each worker with a
+                                             position is to be adopted by its RESUME and catches up) */
+    train_ps_checkpoint_fn checkpoint; /* NULL, or called with the state every checkpoint_every pushes applied
+                                          (version a multiple of it; 0: never so) and when stopped (opts.stop)
+                                          once the server holds variables */
+    void *checkpoint_arg;
+    uint64_t checkpoint_every;
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
@@ -240,6 +267,7 @@ struct train_ps_server_stats {
     uint32_t left_early;                   /* workers that said BYE before their final pull (failed) */
     uint32_t restarts;                     /* worker restarts adopted (RESUME with another session) */
     uint64_t skipped;                      /* pushes ACKed as applied before a restart, not applied again */
+    uint64_t checkpoints;                  /* opts.checkpoint calls that succeeded */
     uint64_t incarnation;                  /* this run's random id (nonzero) */
     size_t elements;                       /* floats this server holds */
     enum train_ps_eval_state evaluator;    /* the evaluator's end; EVAL_BYE only after the final values
@@ -340,11 +368,12 @@ void train_ps_client_set_position(struct train_ps_client *c, const struct train_
 struct train_ps_resume_result {
     struct train_input_position pos; /* where to open the feeders (pos.seq: their resume_seq) */
     uint32_t recorded;               /* servers that had a position for the worker (0: a fresh start) */
-    uint32_t ahead;                  /* servers one step past pos (the old process's last push reached them) */
+    uint32_t ahead;                  /* servers past pos (the old process's last push reached them, or their
+                                        checkpoints are newer): they skip the steps up to theirs */
 };
 /* SL_ETIMEOUT (a server silent timeout_ms), SL_EPROTO (a server's ERROR,
- * a malformed reply, positions more than one step apart or for another
- * replica count than `replicas`), SL_EIO. curve NULL: plaintext. */
+ * a malformed reply, a position for another replica count than
+ * `replicas`), SL_EIO. curve NULL: plaintext. */
 int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
                     uint32_t replicas, int timeout_ms, const struct sl_curve_keys *curve,
                     struct train_ps_resume_result *out, struct sl_error *err) SL_MUST_CHECK;

@@ -591,7 +591,12 @@ def test_usage():
         (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--ps-placement", "random"],
          "ps-placement"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--checkpoint", TMP],
-         "--checkpoint and --restore are not supported there yet"),
+         "give --checkpoint and --restore to the ps tasks (a worker started again resumes where the servers "
+         "recorded by itself)"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--restore", TMP, "--restore-step", "5"],
+         "--restore-step: a parameter server restores its newest checkpoint"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--keep", "5"],
+         "--keep needs --checkpoint DIR"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--devices", "gpu:0"],
          ""),  # refused: no GPU 0 on this machine (or no CUDA in this build)
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--eval-connect", ipc,

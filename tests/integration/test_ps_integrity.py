@@ -419,7 +419,9 @@ def test_worker_killed_and_restarted(job_path):
     the uninterrupted run's, and each worker's trace (the killed process's
     up to the resume position, then the new one's) is the uninterrupted
     run's piece for piece: every element exactly once an epoch."""
+    global REF
     rcs, outs, pss, ref, _ = ps_run(job_path, "ref")
+    REF = ref
     if rcs != [0, 0] or any(prc != 0 for prc, _ in pss):
         fail("the uninterrupted run: exits %r, %r" % (rcs, pss))
     steps = EPOCHS * 60
@@ -454,6 +456,117 @@ def test_worker_killed_and_restarted(job_path):
        "%d of 2 servers there, %d push acknowledged and not applied again): all exit 0, global step %d as "
        "uninterrupted, both traces piece for piece the uninterrupted run's" % (step, epoch, step, seq, agreeing,
                                                                               skipped, steps))
+
+
+REF = None
+
+
+def ps_restore_fails(extra, tag, want):
+    """A ps task started with extra args exits 1 at once, saying want."""
+    eps = "ipc://%s/bad-ps0.sock,ipc://%s/bad-ps1.sock" % (TMP, TMP)
+    rc, out = finish(ps_task(eps, 0, 2, tag, extra=extra), tag, 30)
+    if rc != 1 or want not in logtext(tag):
+        fail("%s: exit %d, wanted 1 and %r in %s" % (tag, rc, want, logtext(tag)[-1500:]))
+
+
+def test_cluster_restored(job_path):
+    """Issue #24 item 3, ps checkpoints: 2 ps tasks with --checkpoint write
+    their state every 200 pushes; both are killed (SIGKILL) under running
+    workers and started again with --restore: they say what they restored;
+    the running workers fail loudly naming the restart (exit 1); started
+    again, the workers resume where the restored servers recorded (each
+    server skips the steps it had beyond the lowest position), and the job
+    ends with the uninterrupted run's global step and both traces piece
+    for piece the uninterrupted run's. Hostile checkpoint directories (a
+    FIFO, a symlink, a flipped byte, nothing there, a fresh run into a used
+    directory) are refused at once."""
+    steps = EPOCHS * 60
+    d = os.path.join(TMP, "ps-ckpt")
+    sock = "ipc://%s/cr-f.sock" % TMP
+    f = feeder(job_path, sock, "cr-feeder", ["--set", "epochs=%d" % EPOCHS])
+    eps = ",".join("ipc://%s/cr-ps%d.sock" % (TMP, i) for i in range(2))
+    ckpt = ["--checkpoint", d, "--checkpoint-every", "200", "--ps-worker-timeout", "30"]
+    ps = [ps_task(eps, i, 2, "cr-ps%d" % i, extra=ckpt) for i in range(2)]
+
+    def worker(w, tag):
+        return start([TRAINER, "--connect", sock, "--job", "psi", "--worker", str(w), "--workers", "2",
+                      "--devices", "cpu:1", "--mode", "ps", "--ps", eps, "--timeout-ms", "1500", "--trace",
+                      os.path.join(TMP, tag + ".trace")] + SMALL_MODEL, tag)
+    ws = [worker(0, "cr-w0"), worker(1, "cr-w1")]
+    wait_lines(os.path.join(TMP, "cr-w1.trace"), steps // 6, ws[1], "cr-w1")
+    for p in ps:
+        p.kill()
+        p.wait()
+    names = sorted(os.listdir(d))
+    if not any(n.endswith(".w0of2") for n in names) or not any(n.endswith(".w1of2") for n in names):
+        fail("ps checkpoints: %r in %s" % (names, d))
+    # hostile directories: each refused at once, naming the file
+    newest0 = max(n for n in names if n.endswith(".w0of2"))
+    for kind in ("fifo", "symlink", "flipped", "empty"):
+        bad = os.path.join(TMP, "ps-ckpt-" + kind)
+        shutil.copytree(d, bad)
+        target = os.path.join(bad, newest0)
+        if kind == "fifo":
+            os.unlink(target)
+            os.mkfifo(target)
+            want = "%s: not a regular file (a FIFO): refused" % target
+        elif kind == "symlink":
+            os.unlink(target)
+            os.symlink(os.path.join(d, newest0), target)
+            want = "%s: a symbolic link: refused" % target
+        elif kind == "flipped":
+            with open(target, "r+b") as fh:
+                fh.seek(100)
+                b = fh.read(1)
+                fh.seek(100)
+                fh.write(bytes([b[0] ^ 0x10]))
+            want = "%s: damaged (CRC-32C mismatch" % target
+        else:
+            for n in os.listdir(bad):
+                os.unlink(os.path.join(bad, n))
+            want = "--restore %s: no checkpoint of parameter server 0 of 2 there" % bad
+        ps_restore_fails(["--restore", bad], "cr-bad-" + kind, want)
+    ps_restore_fails(["--checkpoint", d], "cr-bad-fresh", "--checkpoint %s already holds" % d)
+    ps = [ps_task(eps, i, 2, "cr-ps%db" % i, extra=ckpt + ["--restore", d]) for i in range(2)]
+    for i, w in enumerate(ws):
+        rc, out = finish(w, "cr-w%d" % i, 60)
+        if rc != 1 or "restarted: its incarnation is " not in logtext("cr-w%d" % i):
+            fail("a worker running when the servers were restored: exit %d, %s" % (rc, logtext("cr-w%d" % i)[-1500:]))
+    ws = [worker(0, "cr-w0b"), worker(1, "cr-w1b")]
+    resume = []
+    for i, w in enumerate(ws):
+        rc, out = finish(w, "cr-w%db" % i, 120)
+        m = re.search(r"worker %d restarted: resuming at epoch (\d+) step (\d+) \(input position (\d+)" % i,
+                      logtext("cr-w%db" % i))
+        if rc != 0 or m is None or summary(out, "cr-w%db" % i)["ok"] is not True:
+            fail("worker %d after the restore: exit %d, %s" % (i, rc, logtext("cr-w%db" % i)[-1500:]))
+        resume.append(int(m.group(3)))
+    pss = []
+    for i, p in enumerate(ps):
+        prc, pout = finish(p, "cr-ps%db" % i, 60)
+        s = summary(pout, "cr-ps%db" % i)
+        text = logtext("cr-ps%db" % i)
+        if prc != 0 or s["ok"] is not True or s["restored_version"] == 0 or s["restored_version"] % 200 != 0 or \
+                "parameter server %d: restoring version %d (global step " % (i, s["restored_version"]) not in text \
+                or "worker 1 restarted: resuming at epoch " not in text or s["restarted_workers"] != 2:
+            fail("restored server %d: exit %d, %r, %s" % (i, prc, s, text[-1500:]))
+        pss.append(s)
+    stop(f)
+    if pss[0]["global_step"] != steps:
+        fail("restored: global step %d, the uninterrupted run's %d" % (pss[0]["global_step"], steps))
+    for w in range(2):
+        got = trace_lines(os.path.join(TMP, "cr-w%d.trace" % w), below=resume[w]) + \
+              trace_lines(os.path.join(TMP, "cr-w%db.trace" % w))
+        if got != REF[w]:
+            diff = next((k for k, (a, b) in enumerate(zip(got, REF[w])) if a != b), min(len(got), len(REF[w])))
+            fail("restored: worker %d's trace (resumed at seq %d) differs from the uninterrupted run's at piece %d: "
+                 "%r against %r" % (w, resume[w], diff, got[diff:diff + 1], REF[w][diff:diff + 1]))
+    ok("2 ps tasks killed under running workers and restarted with --restore (versions %d and %d): the running "
+       "workers fail naming the restart; started again they resume at input positions %r (%d pushes acknowledged "
+       "and not applied again), global step %d as uninterrupted, both traces piece for piece the uninterrupted "
+       "run's; a FIFO, a symlink, a flipped byte, an empty directory and a fresh run into a used one refused"
+       % (pss[0]["restored_version"], pss[1]["restored_version"], resume,
+          sum(s["pushes_not_reapplied"] for s in pss), steps))
 
 
 def test_worker_killed_never_back(job_path):
@@ -515,6 +628,7 @@ def main():
     test_restart(job)
     test_worker_killed_and_restarted(job)
     test_worker_killed_never_back(job)
+    test_cluster_restored(job)
     test_curve(job)
     print("%d passed, 0 failed" % PASSED)
     shutil.rmtree(TMP, ignore_errors=True)
