@@ -264,15 +264,17 @@ static const struct sl_opt opt_rows[] = {
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
     {"checkpoint", 0, SL_OPT_STRING, OFF(checkpoint), 0, 0, NULL, "DIR",
      "write checkpoints into DIR (made if absent): this worker's weights, optimizer state and input position, "
-     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md)", NULL, NULL},
+     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md); on a ps task, its variables, momentum, "
+     "global step and each worker's input position (ckpt-VERSION.wPofN)", NULL, NULL},
     {"checkpoint-every", 0, SL_OPT_U32, OFF(checkpoint_every), 0, UINT32_MAX, "1000", "N",
      "with --checkpoint: every N steps (counted over all epochs) and after each epoch's last step (0: after each "
-     "epoch's last step only)", NULL, NULL},
+     "epoch's last step only); on a ps task, every N pushes it applied (0: only when stopped)", NULL, NULL},
     {"keep", 0, SL_OPT_U32, OFF(keep), 1, 1000000, "3", "K", "with --checkpoint: keep this worker's K newest "
      "checkpoints, remove older ones", NULL, NULL},
     {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
      "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
-     "damaged or mismatched one is refused, naming the file (the workers must agree on the step)", NULL, NULL},
+     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); on a ps task, its "
+     "newest checkpoint, the workers resuming where it recorded them", NULL, NULL},
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
      "with --restore: continue from step S's checkpoint instead of the newest (an explicit choice of an older one)",
      NULL, NULL},

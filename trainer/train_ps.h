@@ -43,8 +43,11 @@
  * - A server draws a random incarnation when it starts; a worker fails
  *   when a server's incarnation changes or its version goes backwards (a
  *   restarted server starts again from the initial values: the job's
- *   progress on it is gone). A server refuses a push with a NaN or an
- *   infinity, a version newer than its own, or another incarnation.
+ *   progress on it is gone), unless it restored a checkpoint
+ *   (train_ps_server_opts.restore, train_ps_ckpt.h): its workers, failed
+ *   naming the restart, start again and resume where it recorded them. A
+ *   server refuses a push with a NaN or an infinity, a version newer than
+ *   its own, or another incarnation.
  * - With CURVE (the job's one trainer key pair, as the workers' ring has
  *   it) the server lets in only holders of that key (ZAP) and every
  *   message is encrypted.

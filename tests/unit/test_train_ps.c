@@ -15,6 +15,9 @@
 #include "train_model.h"
 #include "sl_clock.h"
 #include "train_ps.h"
+#include "train_ps_ckpt.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
                          const uint32_t *want)
@@ -1107,6 +1110,188 @@ START_TEST(test_resume_after_a_push_in_flight)
 }
 END_TEST
 
+/* A ps checkpoint written and read back field for field; hostile files
+ * refused with their exact reasons: another server's, a flipped byte, a
+ * truncated file, a FIFO (without blocking), a symlink, a non-finite
+ * value, a global step above the version, a position with seq 2^60. */
+START_TEST(test_ps_checkpoint_files)
+{
+    char dir[512], path[1024], other[1024], want[1400];
+    snprintf(dir, sizeof dir, "%s", sl_test_path("psck"));
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    const char cfg[] = "inputs=4 classes=2 hidden=- seed=1";
+    struct train_input_position pos[3] = {{.epoch = 1, .step = 2, .seq = 4, .replicas = 2},
+                                          {0},
+                                          {.epoch = 0, .step = 1, .seq = 1, .replicas = 1}};
+    float vals[4] = {1.5f, -2, 3, 4}, mom[4] = {0.25f, 0, 0, -1};
+    struct train_ps_state s = {.index = 1, .servers = 2, .workers = 3, .version = 7, .global_step = 0,
+                               .config = cfg, .config_len = strlen(cfg), .pos = pos, .values = vals,
+                               .momentum = mom, .n = 4};
+    struct sl_error err = {0};
+    uint64_t bytes = 0;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, &bytes, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/ckpt-000000000007.w1of2", dir);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq((uint64_t)st.st_size, bytes);
+    ck_assert_uint_eq(bytes, 64 + 40 + 3 * 40 + 32 + 4);
+    struct train_ps_ckpt ck;
+    ck_assert_msg(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.state.version, 7);
+    ck_assert_uint_eq(ck.state.n, 4);
+    ck_assert_str_eq(ck.state.config, cfg);
+    ck_assert(memcmp(ck.state.values, vals, sizeof vals) == 0);
+    ck_assert(memcmp(ck.state.momentum, mom, sizeof mom) == 0);
+    ck_assert(memcmp(ck.state.pos, pos, sizeof pos) == 0);
+    train_ps_ckpt_free(&ck);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 2, 3, &ck, &err), SL_EINVAL);
+    snprintf(want, sizeof want, "%s: made by parameter server 1 of 2 for 3 workers, not server 0 of 2 for 3", path);
+    ck_assert_str_eq(err.msg, want);
+    /* a flipped byte, then a truncated file */
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 70, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": damaged (CRC-32C mismatch: stored ") != NULL, "%s", err.msg);
+    ck_assert_int_eq(truncate(path, 100), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: truncated (100 bytes, the header says %" PRIu64 ")", path, bytes);
+    ck_assert_str_eq(err.msg, want);
+    /* a FIFO and a symlink in its place */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: not a regular file (a FIFO): refused, a checkpoint is one", path);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(other, sizeof other, "%s/elsewhere", dir);
+    ck_assert_int_eq(symlink(other, path), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": a symbolic link: refused") != NULL, "%s", err.msg);
+    ck_assert_int_eq(unlink(path), 0);
+    /* well-formed files holding values no server could have */
+    vals[2] = __builtin_nanf("");
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: damaged: a non-finite value at element 2", path);
+    ck_assert_str_eq(err.msg, want);
+    vals[2] = 3;
+    s.global_step = 9;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: damaged: global step 9 above the version 7", path);
+    ck_assert_str_eq(err.msg, want);
+    s.global_step = 0;
+    pos[0] = (struct train_input_position){.step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1};
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": damaged: worker 0's input position: seq 1152921504606846976 is not step") != NULL,
+                  "%s", err.msg);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* What a server's checkpoint callback saw last (read after the join). */
+struct seen_ckpt {
+    int calls;
+    uint64_t version, global_step, seq0;
+    float v0;
+};
+
+static int record_ckpt(void *arg, const struct train_ps_state *s, struct sl_error *err)
+{
+    (void)err;
+    struct seen_ckpt *c = arg;
+    c->calls++;
+    c->version = s->version;
+    c->global_step = s->global_step;
+    c->seq0 = s->pos[0].seq;
+    c->v0 = s->values[0];
+    return 0;
+}
+
+/* A server restored from a state: its values, version and global step go
+ * on from there; worker 0's RESUME gets its restored position (adopted,
+ * said "restored from a checkpoint"), worker 1 (no position) starts
+ * fresh; the checkpoint callback runs every 2 pushes applied with the
+ * positions; a state for another worker count is refused. */
+START_TEST(test_server_restores_and_checkpoints)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, vals[4] = {5, 5, 5, 5}, mom[4] = {0};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    struct train_input_position pos[2] = {{.epoch = 0, .step = 3, .seq = 3, .replicas = 1}, {0}};
+    struct train_ps_state rs = {.index = 0, .servers = 1, .workers = 2, .version = 10, .global_step = 10,
+                                .pos = pos, .values = vals, .momentum = mom, .n = 4};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    struct seen_ckpt seen = {0};
+    struct said said = {0};
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psrs"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000, .restore = &rs,
+                                         .checkpoint = record_ckpt, .checkpoint_arg = &seen, .checkpoint_every = 2,
+                                         .said = told_said, .said_arg = &said};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct sl_error err = {0};
+    struct train_ps_resume_result r;
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 0, 0xc0, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 1);
+    ck_assert_uint_eq(r.pos.seq, 3);
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 1, 0xc1, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 0);
+    struct train_ps_client *c0, *c1;
+    ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    train_ps_client_set_session(c0, 0xc0);
+    train_ps_client_set_session(c1, 0xc1);
+    float p[4];
+    uint64_t step = 0;
+    ck_assert_msg(train_ps_pull(c0, p, &step, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, vals, sizeof p) == 0);
+    ck_assert_uint_eq(step, 10);
+    for (uint64_t k = 4; k <= 5; k++) {
+        train_ps_client_set_position(c0, &(struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        ck_assert_msg(train_ps_push(c0, g, 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_msg(train_ps_pull(c1, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_push(c1, g, 1, NULL, &err) == 0, "%s", err.msg); /* position 1 (auto) */
+    uint32_t waiting = 0;
+    ck_assert_msg(train_ps_pull_final_try(c0, p, NULL, &waiting, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(waiting, 1);
+    ck_assert_msg(train_ps_pull_final(c1, p, &step, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(step, 13);
+    ck_assert_msg(train_ps_pull_final(c0, p, &step, NULL, &err) == 0, "%s", err.msg);
+    train_ps_client_close(c0);
+    train_ps_client_close(c1);
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.version, 13);
+    ck_assert_uint_eq(sr.st.global_step, 13);
+    ck_assert_uint_eq(sr.st.restarts, 1);
+    ck_assert_int_eq(seen.calls, 1); /* version 12 */
+    ck_assert_uint_eq(sr.st.checkpoints, 1);
+    ck_assert_uint_eq(seen.version, 12);
+    ck_assert_uint_eq(seen.global_step, 12);
+    ck_assert_uint_eq(seen.seq0, 5);
+    ck_assert_float_eq(seen.v0, 5 - 0.5f * 2);
+    ck_assert_msg(strstr(said.text, "0: worker 0 restarted: resuming at epoch 0 step 3 (input position 3; session "
+                                    "00000000000000c0 restored from a checkpoint)\n") != NULL, "%s", said.text);
+    /* a state for 3 workers */
+    rs.workers = 3;
+    memset(&sr.st, 0, sizeof sr.st);
+    ck_assert_int_eq(train_ps_serve(&sr.o, &sr.st, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "parameter server 0 of 2 workers: the state restored is server 0's of 3 workers");
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 /* CURVE on the ps link (issue #24 item 5): a client holding the job's key
  * pulls; one with another key pair is never answered (ZAP refuses it). */
 START_TEST(test_curve_link)
@@ -1172,6 +1357,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_restarted_worker_and_lost_count);
     tcase_add_test(tc, test_push_positions_and_resume);
     tcase_add_test(tc, test_resume_after_a_push_in_flight);
+    tcase_add_test(tc, test_ps_checkpoint_files);
+    tcase_add_test(tc, test_server_restores_and_checkpoints);
     suite_add_tcase(s, tc);
     return s;
 }
