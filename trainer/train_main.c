@@ -2407,10 +2407,11 @@ static void eval_report(struct trainer *t, int status, const struct train_ps_eva
     fprintf(t->summary_out,
             "{\"summary\":{\"evaluator\":0,\"ok\":%s,\"mode\":\"ps\",\"model\":\"%s\",\"replicas\":%u,"
             "\"servers\":%zu,\"global_step\":%" PRIu64 ",\"wait_s\":%.3f,\"weights_hash\":\"%016" PRIx64 "\","
-            "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"seconds\":%.3f}}\n",
+            "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"lost_workers\":%u,\"seconds\":%.3f}}\n",
             status == 0 ? "true" : "false", model_names[o->model], t->replicas, t->ps_eps.n, res->global_step,
             res->wait_s, t->loop != NULL && status == 0 ? train_loop_weights_hash(t->loop) : (uint64_t)0,
-            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, secs);
+            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, res->lost_workers,
+            secs);
     if (t->summary_out != stdout)
         fclose(t->summary_out);
     t->summary_out = NULL;
@@ -2461,6 +2462,11 @@ static int run_evaluator(struct trainer *t)
                                         .curve = t->have_curve ? &t->curve : NULL};
         eo.model.inputs = (int)input_width(t);
         rc = train_ps_eval_final(&eo, params, np, &res, &err);
+        if (rc == 0 && res.lost_workers > 0) /* the weights are an unfinished job's: said, as the workers say it */
+            rc = sl_error_set(&err, SL_EPROTO, "the job did not finish: %u of %u workers were lost or failed (worker "
+                              "%u first; the servers' logs say which and why): the final weights are not the "
+                              "trained model's (global step %" PRIu64 ")", res.lost_workers, o->workers,
+                              res.first_lost, res.global_step);
     }
     if (rc == 0)
         rc = train_loop_set_state(t->loop, params, params + np, np, &err);
