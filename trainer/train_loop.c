@@ -380,6 +380,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
             rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
                                            o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config,
                                            o->ps_curve, err);
+        if (rc == 0)
+            train_ps_client_set_session(l->psc, o->ps_session);
     }
     if (gpu) {
         /* one group over every GPU of every worker; one worker makes its own id */
@@ -514,6 +516,14 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
         train_strategy_ps_last(l->s, &res->ps);
     }
     return noted(l, rc);
+}
+
+int train_loop_ps_position(struct train_loop *l, const struct train_input_position *next, struct sl_error *err)
+{
+    if (!l->ps_mode || l->psc == NULL)
+        return sl_error_set(err, SL_EINVAL, "ps_position: not in parameter-server mode, or finished");
+    train_ps_client_set_position(l->psc, next);
+    return 0;
 }
 
 int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint64_t *global_step,

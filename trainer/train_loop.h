@@ -75,6 +75,7 @@ struct train_loop_opts {
     uint32_t nps;
     enum train_ps_placement ps_placement; /* how the model's variables go to the servers */
     int ps_timeout_ms;       /* a server silent this long fails the step, naming it (0: 10 s) */
+    uint64_t ps_session;     /* ps mode: the session train_ps_resume was given (0: one drawn at open) */
     uint32_t hash_every;     /* compare the weights' copies every K steps (0: only on check) */
     const char *device;      /* "cpu" (NULL) or "cuda" (GPU replicas) */
     const int *ordinals;     /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
@@ -132,6 +133,10 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
  * until the next evaluation. */
 const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t r, uint32_t *rows);
 
+/* ps mode: the input position after the next step run (its push carries
+ * it: train_ps_client_set_position). SL_EINVAL in other modes. */
+int train_loop_ps_position(struct train_loop *l, const struct train_input_position *next,
+                           struct sl_error *err) SL_MUST_CHECK;
 /* ps mode, after train_loop_ps_finish: the workers the servers counted
  * lost, failed or restarted (train_ps_client_lost), *first the lowest. */
 uint32_t train_loop_ps_lost(const struct train_loop *l, uint32_t *first);

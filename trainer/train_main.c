@@ -52,6 +52,7 @@
 #include "train_metrics.h"
 #include "train_mirror.h"
 #include "train_ps.h"
+#include "train_ps_ckpt.h"
 #include "train_ps_eval.h"
 #include "train_rendezvous.h"
 
@@ -263,15 +264,17 @@ static const struct sl_opt opt_rows[] = {
      "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
     {"checkpoint", 0, SL_OPT_STRING, OFF(checkpoint), 0, 0, NULL, "DIR",
      "write checkpoints into DIR (made if absent): this worker's weights, optimizer state and input position, "
-     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md)", NULL, NULL},
+     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md); on a ps task, its variables, momentum, "
+     "global step and each worker's input position (ckpt-VERSION.wPofN)", NULL, NULL},
     {"checkpoint-every", 0, SL_OPT_U32, OFF(checkpoint_every), 0, UINT32_MAX, "1000", "N",
      "with --checkpoint: every N steps (counted over all epochs) and after each epoch's last step (0: after each "
-     "epoch's last step only)", NULL, NULL},
+     "epoch's last step only); on a ps task, every N pushes it applied (0: only when stopped)", NULL, NULL},
     {"keep", 0, SL_OPT_U32, OFF(keep), 1, 1000000, "3", "K", "with --checkpoint: keep this worker's K newest "
      "checkpoints, remove older ones", NULL, NULL},
     {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
      "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
-     "damaged or mismatched one is refused, naming the file (the workers must agree on the step)", NULL, NULL},
+     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); on a ps task, its "
+     "newest checkpoint, the workers resuming where it recorded them", NULL, NULL},
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
      "with --restore: continue from step S's checkpoint instead of the newest (an explicit choice of an older one)",
      NULL, NULL},
@@ -706,6 +709,8 @@ struct trainer {
     int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
     int ps_evaluator;                           /* a ps task: the job has an evaluator */
     uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint64_t ps_session;                        /* --mode ps: this worker process's session (ps_resume) */
+    int ps_resumed;                             /* --mode ps: started again where the servers recorded */
     uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
@@ -918,8 +923,12 @@ static int configure_ps(struct trainer *t)
         return usage_error("--ps-task %u: --ps names %zu parameter servers", o->ps_task, t->ps_eps.n);
     if (o->mode != MODE_PS)
         return usage_error("a parameter server serves --mode ps workers: give the workers' --mode ps");
-    if (o->checkpoint != NULL || o->restore != NULL)
-        return usage_error("a parameter server keeps no checkpoints yet: drop --checkpoint and --restore");
+    if (o->restore_step != 0 || (o->restore != NULL && o->restore[0] == '\0') ||
+        (o->checkpoint != NULL && o->checkpoint[0] == '\0'))
+        return usage_error(o->restore_step != 0 ? "--restore-step: a parameter server restores its newest checkpoint"
+                                                : "--checkpoint and --restore: an empty directory name");
+    if (o->checkpoint == NULL && (o->checkpoint_every != 1000 || o->keep != 3))
+        return usage_error("--%s needs --checkpoint DIR", o->keep != 3 ? "keep" : "checkpoint-every");
     /* CURVE: the job's one trainer key pair (the workers' --curve-key);
      * the feeders' keys (--curve-server-key) are not a server's business */
     struct sl_error err = {0};
@@ -1073,8 +1082,9 @@ static int configure(struct trainer *t, int argc, char **argv)
             return usage_error("--mode ps has no ring: the workers meet only at the parameter servers (drop --%s)",
                                o->ring != NULL ? "ring" : "peers");
         if (o->checkpoint != NULL || o->restore != NULL)
-            return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: "
-                               "--checkpoint and --restore are not supported there yet");
+            return usage_error("--mode ps keeps the weights and the optimizer state on the parameter servers: give "
+                               "--checkpoint and --restore to the ps tasks (a worker started again resumes where "
+                               "the servers recorded by itself)");
         if (o->predictions != NULL)
             return usage_error("--predictions in --mode ps are the evaluator's (--evaluator, or a TF_CONFIG task of "
                                "type 'evaluator'): the workers have no ring to gather them over");
@@ -1462,6 +1472,38 @@ static int meet(struct trainer *t)
     return 0;
 }
 
+/* ps mode, before the feeders' connections: where this worker's shard
+ * stands on the servers (a process started again resumes there: the
+ * servers adopt its session), its feeders' resume_seq. */
+static int ps_resume(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_ps_resume_result r;
+    t->ps_session = train_ps_draw_id();
+    void *ctx = zmq_ctx_new();
+    int rc = ctx == NULL ? sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
+                         : train_ps_resume(ctx, (const char *const *)t->ps_eps.items, (uint32_t)t->ps_eps.n, o->worker,
+                                           t->ps_session, t->replicas, (int)o->timeout_ms,
+                                           t->have_curve ? &t->curve : NULL, &r, err);
+    if (ctx != NULL)
+        zmq_ctx_term(ctx);
+    if (rc != 0) {
+        sl_error_prefix(err, "worker %u: where to resume: ", o->worker);
+        return rc;
+    }
+    if (r.recorded == 0)
+        return 0; /* a fresh start: nothing of this worker's shard was trained */
+    sl_log(SL_LOG_INFO, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
+           ", as %u of %zu parameter servers recorded it%s)", o->worker, r.pos.epoch, r.pos.step, r.pos.seq,
+           r.recorded - r.ahead, t->ps_eps.n,
+           r.ahead > 0 ? "; the others are ahead: they acknowledge the steps they applied without applying them "
+                         "again" : "");
+    t->copts.resume_seq = r.pos.seq;
+    t->start_step = r.pos.step;
+    t->ps_resumed = 1;
+    return 0;
+}
+
 /* With a model and several workers the ring across workers, then the
  * feeders' connections (their WELCOME gives the schema), the training loop
  * and --metrics. */
@@ -1496,6 +1538,8 @@ static int start(struct trainer *t)
     }
     /* the restored position, once the workers agreed on the step */
     t->copts.resume_seq = t->restoring ? t->ck.meta.pos.seq : 0;
+    if (o->model != MODEL_NONE && o->mode == MODE_PS && ps_resume(t, &err) != 0)
+        goto fail;
     if (train_client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
     if (o->trace != NULL && check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
@@ -1508,7 +1552,7 @@ static int start(struct trainer *t)
                                                                    : TRAIN_STRATEGY_MIRRORED,
                                      .ps = (const char *const *)t->ps_eps.items, .nps = (uint32_t)t->ps_eps.n,
                                      .ps_placement = (enum train_ps_placement)o->ps_placement,
-                                     .ps_timeout_ms = (int)o->timeout_ms,
+                                     .ps_timeout_ms = (int)o->timeout_ms, .ps_session = t->ps_session,
                                      .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
                                      .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m,
                                      .ps_curve = t->have_curve ? &t->curve : NULL};
@@ -1752,6 +1796,24 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
     return 0;
 }
 
+/* ps mode, before step s runs: the input position after it, which its
+ * push carries (the servers record it: a restart resumes there); --trace
+ * flushed first, so its lines for the steps pushed outlive a kill. 0, or
+ * 1 with the error logged. */
+static int ps_position(struct trainer *t, const struct staged_step *s)
+{
+    struct train_input_position next;
+    struct sl_error err = {0};
+    if (t->tf != NULL)
+        fflush(t->tf);
+    if (train_input_position_at(&next, s->seq + t->replicas, t->replicas, s->epoch, &err) != 0 ||
+        train_loop_ps_position(t->loop, &next, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Receive every step, trace its pieces, and with a model train on it.
  * Look-ahead: step s+1 is received and staged (its copies queued on the
  * replicas' devices) before step s runs, so on a GPU the copy of s+1
@@ -1817,6 +1879,10 @@ static int run(struct trainer *t)
                     break;
                 }
             }
+        }
+        if (t->loop != NULL && have_prev && o->mode == MODE_PS && ps_position(t, &prev) != 0) {
+            rc = SL_EIO;
+            break;
         }
         if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
             break;
@@ -2123,12 +2189,114 @@ static void ps_refused(void *arg, uint32_t worker, const char *why)
         sl_log(SL_LOG_WARN, "parameter server %u refused worker %u's message: %s", r->index, worker, why);
 }
 
+/* A worker restart adopted, a push not applied twice: said, never limited. */
+static void ps_said(void *arg, uint32_t worker, const char *what)
+{
+    const struct ps_refusals *r = arg;
+    (void)worker;
+    sl_log(SL_LOG_INFO, "parameter server %u: %s", r->index, what);
+}
+
+/* A ps task's --checkpoint: the server's state every --checkpoint-every
+ * pushes it applied, and when stopped (train_ps_ckpt.h), the --keep
+ * newest kept. */
+struct ps_ckpt_writer {
+    const struct trainer_opts *o;
+    uint32_t servers;
+    uint64_t written;
+};
+
+static int ps_checkpoint(void *arg, const struct train_ps_state *s, struct sl_error *err)
+{
+    struct ps_ckpt_writer *cw = arg;
+    const struct trainer_opts *o = cw->o;
+    double t0 = sl_clock_s();
+    uint64_t bytes = 0;
+    int rc = train_ps_ckpt_write(o->checkpoint, s, &bytes, err);
+    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, s->index, s->servers, s->version, o->keep, err)) != 0)
+        sl_error_prefix(err, "checkpoint: ");
+    if (rc != 0)
+        return rc;
+    char name[96];
+    train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
+    sl_log(SL_LOG_INFO, "parameter server %u: checkpoint: version %" PRIu64 " (global step %" PRIu64 ") written to "
+           "%s/%s, %" PRIu64 " bytes in %.1f ms", s->index, s->version, s->global_step, o->checkpoint, name, bytes,
+           1e3 * (sl_clock_s() - t0));
+    cw->written++;
+    return 0;
+}
+
+/* --checkpoint DIR ready (a fresh run into a directory that already holds
+ * this server's checkpoints is refused), and --restore DIR's newest
+ * checkpoint of this server read into *ck. 0, or 1 with the error logged. */
+static int ps_prepare_checkpoints(struct trainer *t, struct train_ps_ckpt *ck)
+{
+    const struct trainer_opts *o = &t->o;
+    uint32_t nps = (uint32_t)t->ps_eps.n;
+    struct sl_error err = {0};
+    size_t removed = 0, n = 0, total = 0;
+    uint64_t newest = 0;
+    char name[96], path[TRAIN_CKPT_MAX_PATH];
+    if (o->checkpoint != NULL) {
+        if (ckpt_dir_ready(o->checkpoint, &err) != 0 ||
+            train_ckpt_clean(o->checkpoint, o->ps_task, nps, &removed, &err) != 0)
+            goto fail;
+        if (removed > 0)
+            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of parameter server %u of %u in %s (a "
+                   "write cut short)", removed, o->ps_task, nps, o->checkpoint);
+        if (o->restore == NULL) {
+            if (train_ckpt_list(o->checkpoint, o->ps_task, nps, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
+                goto fail;
+            if (n > 0) {
+                sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of parameter server "
+                             "%u of %u (the newest: version %" PRIu64 "): give --restore %s to continue from it, or "
+                             "another directory", o->checkpoint, total, o->ps_task, nps, newest, o->checkpoint);
+                goto fail;
+            }
+        }
+    }
+    if (o->restore == NULL)
+        return 0;
+    if (train_ckpt_list(o->restore, o->ps_task, nps, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0) {
+        sl_error_prefix(&err, "--restore: ");
+        goto fail;
+    }
+    train_ckpt_name(name, sizeof name, newest, o->ps_task, nps);
+    if (n == 0) {
+        sl_error_set(&err, SL_EINVAL, "--restore %s: no checkpoint of parameter server %u of %u there (ckpt-*.w%uof%u)",
+                     o->restore, o->ps_task, nps, o->ps_task, nps);
+        goto fail;
+    }
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path) {
+        sl_error_set(&err, SL_EINVAL, "--restore: the path %s/%s is too long", o->restore, name);
+        goto fail;
+    }
+    if (train_ps_ckpt_read(path, o->ps_task, nps, o->workers, ck, &err) != 0) {
+        sl_error_prefix(&err, "--restore: ");
+        goto fail;
+    }
+    uint32_t with = 0;
+    for (uint32_t w = 0; w < o->workers; w++)
+        with += ck->state.pos[w].replicas != 0;
+    sl_log(SL_LOG_INFO, "parameter server %u: restoring version %" PRIu64 " (global step %" PRIu64 ", %u of %u "
+           "workers' positions) from %s", o->ps_task, ck->state.version, ck->state.global_step, with, o->workers,
+           path);
+    return 0;
+fail:
+    sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return 1;
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 static int serve_ps(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct ps_task pt = {.t = t};
     struct train_ps_server_stats st = {0};
+    struct train_ps_ckpt ck = {0};
+    struct ps_ckpt_writer cw = {.o = o, .servers = (uint32_t)t->ps_eps.n};
+    if (ps_prepare_checkpoints(t, &ck) != 0)
+        return 1;
     struct sl_error err = {0};
     static struct ps_expose ex; /* zero: every figure 0 */
     struct sl_http_metrics *http = NULL;
@@ -2159,7 +2327,10 @@ static int serve_ps(struct trainer *t)
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &stop_flag,
                                       .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
                                       .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
-                                      .refused_arg = &refusals};
+                                      .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals,
+                                      .restore = o->restore != NULL ? &ck.state : NULL,
+                                      .checkpoint = o->checkpoint != NULL ? ps_checkpoint : NULL,
+                                      .checkpoint_arg = &cw, .checkpoint_every = o->checkpoint_every};
     if (!sl_endpoint_is_local(bind) && !t->have_curve)
         sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
                "can read and change the weights", o->ps_task, bind);
@@ -2199,9 +2370,12 @@ static int serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"bad_messages\":%" PRIu64
-                          ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":\"%s\",\"seconds\":%.3f}}\n",
-                          st.lost, st.left_early, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
+        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64 ",\"checkpoints\":%"
+                          PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":"
+                          "\"%s\",\"seconds\":%.3f}}\n",
+                          st.lost, st.left_early, st.restarts, st.skipped, o->restore != NULL ? ck.state.version : 0,
+                          st.checkpoints, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
@@ -2209,6 +2383,7 @@ static int serve_ps(struct trainer *t)
         fclose(t->summary_out);
     t->summary_out = NULL;
     train_ps_model_free(&pt.pm);
+    train_ps_ckpt_free(&ck);
     if (ctx != NULL)
         zmq_ctx_term(ctx);
     if (http != NULL) {
@@ -2232,10 +2407,11 @@ static void eval_report(struct trainer *t, int status, const struct train_ps_eva
     fprintf(t->summary_out,
             "{\"summary\":{\"evaluator\":0,\"ok\":%s,\"mode\":\"ps\",\"model\":\"%s\",\"replicas\":%u,"
             "\"servers\":%zu,\"global_step\":%" PRIu64 ",\"wait_s\":%.3f,\"weights_hash\":\"%016" PRIx64 "\","
-            "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"seconds\":%.3f}}\n",
+            "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"lost_workers\":%u,\"seconds\":%.3f}}\n",
             status == 0 ? "true" : "false", model_names[o->model], t->replicas, t->ps_eps.n, res->global_step,
             res->wait_s, t->loop != NULL && status == 0 ? train_loop_weights_hash(t->loop) : (uint64_t)0,
-            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, secs);
+            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, res->lost_workers,
+            secs);
     if (t->summary_out != stdout)
         fclose(t->summary_out);
     t->summary_out = NULL;
@@ -2286,6 +2462,11 @@ static int run_evaluator(struct trainer *t)
                                         .curve = t->have_curve ? &t->curve : NULL};
         eo.model.inputs = (int)input_width(t);
         rc = train_ps_eval_final(&eo, params, np, &res, &err);
+        if (rc == 0 && res.lost_workers > 0) /* the weights are an unfinished job's: said, as the workers say it */
+            rc = sl_error_set(&err, SL_EPROTO, "the job did not finish: %u of %u workers were lost or failed (worker "
+                              "%u first; the servers' logs say which and why): the final weights are not the "
+                              "trained model's (global step %" PRIu64 ")", res.lost_workers, o->workers,
+                              res.first_lost, res.global_step);
     }
     if (rc == 0)
         rc = train_loop_set_state(t->loop, params, params + np, np, &err);

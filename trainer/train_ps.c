@@ -126,7 +126,7 @@ static void put_hdr(uint8_t *b, const struct hdr *h)
 static int get_hdr(const uint8_t *b, size_t n, struct hdr *h)
 {
     if (n != TRAIN_PS_HEADER || memcmp(b, "SLPS", 4) != 0 || b[4] != TRAIN_PS_WIRE_VERSION ||
-        b[5] < TRAIN_PS_PULL || b[5] > TRAIN_PS_ERROR)
+        b[5] < TRAIN_PS_PULL || b[5] > TRAIN_PS_RESUME)
         return -1;
     h->type = b[5];
     h->worker = sl_load_le32(b + 8);
@@ -254,16 +254,25 @@ struct server {
     uint8_t *done;      /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
     uint8_t *final;     /* [workers]: its final pull came */
     uint64_t *heard;    /* [workers]: when last heard (ns) */
-    uint64_t *session;  /* [workers]: the session whose push was applied first (pushed[w]) */
+    uint64_t *session;  /* [workers]: the session whose push was applied first (pushed[w]), or the one a
+                           RESUME adopted since */
     uint8_t *pushed;    /* [workers]: a push of it was applied */
+    struct train_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
+    uint8_t *adopted;   /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
+                           it applied yet: 1, 2 once a skipped push was said */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;     /* the first worker lost, or -1 */
     int early_first;    /* the first worker whose BYE came before its final pull, or -1 */
     uint64_t incarnation;
+    int ckpt_rc;        /* a checkpoint failed: the server stops with ckpt_err */
+    struct sl_error ckpt_err;
+    uint64_t ckpt_version; /* the version last checkpointed (restored) */
     enum train_ps_eval_state eval; /* the evaluator (not a worker) */
     int eval_served;    /* it was sent the final values */
     uint64_t eval_heard; /* when last heard (ns) */
 };
+
+static void checkpoint(struct server *sv, struct train_ps_server_stats *st);
 
 /* ERROR (carrying the incarnation), counted, and told to opts.refused. */
 static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker, struct train_ps_server_stats *st,
@@ -276,8 +285,15 @@ static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker
         sv->o->refused(sv->o->refused_arg, worker, why);
 }
 
+/* Told to opts.said (a restart adopted, a push not applied again). */
+static void say(struct server *sv, uint32_t worker, const char *what)
+{
+    if (sv->o->said != NULL)
+        sv->o->said(sv->o->said_arg, worker, what);
+}
+
 /* A random nonzero id: getrandom, else the clock and the pid. */
-static uint64_t draw_id(void)
+uint64_t train_ps_draw_id(void)
 {
     uint64_t x = 0;
     if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x || x == 0)
@@ -440,11 +456,52 @@ static int eval_awaited(struct server *sv, uint64_t now)
     return 1;
 }
 
+/* The position a push of worker w carries (pm: its frame): 0 and *dup 1
+ * when, after an adoption and before any push of the new session was
+ * applied, it is at or before the recorded one (applied here before the
+ * restart or the checkpoint: the worker catches up with this server), 0
+ * and *dup 0 when it is one step past the recorded one, else the reason
+ * in why. */
+static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct train_input_position *p, int *dup,
+                         char *why, size_t cap)
+{
+    struct sl_error e = {0};
+    *dup = 0;
+    if (pm == NULL) {
+        snprintf(why, cap, "a push without its input position (a PUSH takes 3 frames: header, gradient, position)");
+        return -1;
+    }
+    if (train_input_position_decode(p, zmq_msg_data(pm), zmq_msg_size(pm), &e) != 0) {
+        snprintf(why, cap, "a push's %s", e.msg);
+        return -1;
+    }
+    const struct train_input_position *r = &sv->pos[w];
+    int have = sv->pushed[w] && r->replicas != 0;
+    if (have && p->replicas != r->replicas) {
+        snprintf(why, cap, "worker %u's position counts %u replicas a step, its earlier pushes %u", w, p->replicas,
+                 r->replicas);
+        return -1;
+    }
+    if (have && sv->adopted[w] && p->seq <= r->seq && p->epoch <= r->epoch) {
+        *dup = 1;
+        return 0;
+    }
+    uint64_t want = (have ? r->seq : 0) + p->replicas, epoch = have ? r->epoch : 0;
+    if (p->seq != want || p->epoch < epoch || p->epoch > epoch + 1) {
+        snprintf(why, cap, "worker %u pushed the step ending at input position %" PRIu64 " (epoch %" PRIu64 " step %"
+                 PRIu64 "); this server expected %" PRIu64 " (epoch %" PRIu64 " or %" PRIu64 "), one step after "
+                 "the last it applied: a step skipped or repeated", w, p->seq, p->epoch, p->step, want, epoch,
+                 epoch + 1);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h, zmq_msg_t *body,
-                    struct train_ps_server_stats *st)
+                    zmq_msg_t *posm, struct train_ps_server_stats *st)
 {
     const struct train_ps_server_opts *o = sv->o;
-    char why[256];
+    char why[1200];
     if (sv->l == NULL) {
         refuse(sv, sock, id, h->worker, st, "a push before any pull");
         return;
@@ -483,10 +540,34 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
                 return;
             }
     }
+    struct train_input_position pos;
+    int dup = 0;
+    if (push_position(sv, h->worker, posm, &pos, &dup, why, sizeof why) != 0) {
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    if (dup) { /* the old process's push reached this server: not again */
+        st->skipped++;
+        if (sv->adopted[h->worker] == 1) { /* said once an adoption: a restored server may skip many */
+            const struct train_input_position *r = &sv->pos[h->worker];
+            snprintf(why, sizeof why, "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %"
+                     PRIu64 ") was applied here before its restart: acknowledged, not applied again (and so up to "
+                     "step %" PRIu64 ", the position recorded here)", h->worker, pos.epoch, pos.step, pos.seq,
+                     r->step);
+            say(sv, h->worker, why);
+            sv->adopted[h->worker] = 2;
+        }
+        struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = TRAIN_PS_ACK_SKIPPED,
+                        .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+        (void)send_msg(sock, id, &r, NULL, 0);
+        return;
+    }
     if (!sv->pushed[h->worker]) {
         sv->pushed[h->worker] = 1;
         sv->session[h->worker] = h->session;
     }
+    sv->pos[h->worker] = pos;
+    sv->adopted[h->worker] = 0;
     uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
@@ -501,10 +582,67 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct h
         st->staleness_max = stale;
     if (h->flags & 1u)
         st->global_step++;
+    if (o->checkpoint_every > 0 && st->version % o->checkpoint_every == 0)
+        checkpoint(sv, st);
     struct hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker,
                     .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale), .version = st->version,
                     .step = st->global_step, .incarnation = sv->incarnation};
     (void)send_msg(sock, id, &r, NULL, 0);
+}
+
+/* A checkpoint of what the server holds now (opts.checkpoint). */
+static void checkpoint(struct server *sv, struct train_ps_server_stats *st)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    if (o->checkpoint == NULL || sv->l == NULL || sv->ckpt_rc != 0)
+        return;
+    struct train_ps_state s = {.index = o->index, .servers = sv->l->nps, .workers = o->workers,
+                               .version = st->version, .global_step = st->global_step, .config = sv->config,
+                               .config_len = sv->config_len, .pos = sv->pos, .values = sv->p, .momentum = sv->v,
+                               .n = sv->n};
+    if ((sv->ckpt_rc = o->checkpoint(o->checkpoint_arg, &s, &sv->ckpt_err)) == 0) {
+        st->checkpoints++;
+        sv->ckpt_version = st->version;
+    }
+}
+
+/* A RESUME: a worker process starting asks where its shard stands. A
+ * session other than the recorded one is adopted (the old process is
+ * gone: its messages are refused from now on); the answer is an ACK with
+ * the recorded position (none: the worker has no push applied here). */
+static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct hdr *h,
+                      struct train_ps_server_stats *st)
+{
+    uint32_t w = h->worker;
+    char why[384];
+    if (h->session == 0) {
+        refuse(sv, sock, id, w, st, "a RESUME without a session");
+        return;
+    }
+    if (sv->done[w] != 0) {
+        snprintf(why, sizeof why, "worker %u %s: there is nothing left of its shard to resume", w,
+                 sv->final[w] == 1 ? "made its final pull already" : "said BYE already");
+        refuse(sv, sock, id, w, st, why);
+        return;
+    }
+    const struct train_input_position *p = &sv->pos[w];
+    if (sv->pushed[w] && h->session != sv->session[w]) {
+        char old[40] = "restored from a checkpoint";
+        if (sv->session[w] != 0)
+            snprintf(old, sizeof old, "replaces %016" PRIx64, sv->session[w]);
+        snprintf(why, sizeof why, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input "
+                 "position %" PRIu64 "; session %016" PRIx64 " %s)", w, p->epoch, p->step, p->seq, h->session, old);
+        sv->session[w] = h->session;
+        sv->adopted[w] = 1;
+        st->restarts++;
+        say(sv, w, why);
+    }
+    struct hdr r = {.type = TRAIN_PS_ACK, .worker = w, .version = st->version, .step = st->global_step,
+                    .incarnation = sv->incarnation, .session = h->session};
+    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
+    if (sv->pushed[w])
+        train_input_position_encode(p, b);
+    (void)send_msg(sock, id, &r, sv->pushed[w] ? b : NULL, sizeof b);
 }
 
 /* A BYE: the worker is gone; before its final pull, it failed. */
@@ -554,6 +692,38 @@ static void check_lost(struct server *sv, uint64_t now)
         }
 }
 
+/* Start from opts.restore: the workers' positions (each to be adopted),
+ * the version and global step, and (set up from its description) the
+ * values and momentum. */
+static int restore(struct server *sv, struct train_ps_server_stats *st, struct sl_error *err)
+{
+    const struct train_ps_state *r = sv->o->restore;
+    const struct train_ps_server_opts *o = sv->o;
+    if (r->index != o->index || r->workers != o->workers)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u of %u workers: the state restored is server %u's of "
+                            "%u workers", o->index, o->workers, r->index, r->workers);
+    if (r->config_len > TRAIN_PS_MAX_CONFIG)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u: a restored description over %d bytes", o->index,
+                            TRAIN_PS_MAX_CONFIG);
+    int rc;
+    if (sv->l == NULL && (rc = setup(sv, r->config_len ? r->config : NULL, r->config_len, err)) != 0)
+        return sl_error_prefix(err, "parameter server %u: the restored model: ", o->index);
+    if (r->servers != sv->l->nps || r->n != sv->n)
+        return sl_error_set(err, SL_EINVAL, "parameter server %u: the state restored holds %zu floats of server %u of "
+                            "%u; this server holds %zu of %u", o->index, r->n, r->index, r->servers, sv->n,
+                            sv->l->nps);
+    memcpy(sv->p, r->values, sv->n * sizeof *sv->p);
+    memcpy(sv->v, r->momentum, sv->n * sizeof *sv->v);
+    for (uint32_t w = 0; w < o->workers; w++) {
+        sv->pos[w] = r->pos[w];
+        sv->pushed[w] = sv->adopted[w] = r->pos[w].replicas != 0;
+        sv->session[w] = 0; /* whoever comes is a new process: its RESUME adopts it */
+    }
+    st->version = sv->ckpt_version = r->version;
+    st->global_step = r->global_step;
+    return 0;
+}
+
 /* The socket: CURVE and its ZAP handler (opts.curve), then bound. */
 static int listen_on(const struct train_ps_server_opts *o, void *sock, struct sl_curve_allow **allow,
                      struct sl_zap **zap, struct sl_error *err)
@@ -585,22 +755,27 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     if (o->workers == 0)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
     struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1, .early_first = -1,
-                        .incarnation = draw_id()};
+                        .incarnation = train_ps_draw_id()};
     st->incarnation = sv.incarnation;
     sv.done = sl_calloc(o->workers, 1);
     sv.final = sl_calloc(o->workers, 1);
     sv.heard = sl_calloc(o->workers, sizeof *sv.heard);
     sv.session = sl_calloc(o->workers, sizeof *sv.session);
     sv.pushed = sl_calloc(o->workers, 1);
+    sv.pos = sl_calloc(o->workers, sizeof *sv.pos);
+    sv.adopted = sl_calloc(o->workers, 1);
     void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
     struct sl_curve_allow *allow = NULL;
     struct sl_zap *zap = NULL;
     int rc = 0;
-    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL || sv.session == NULL || sv.pushed == NULL) {
+    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL || sv.session == NULL || sv.pushed == NULL ||
+        sv.pos == NULL || sv.adopted == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory for %u workers", o->workers);
         goto out;
     }
     if (o->setup == NULL && (rc = setup(&sv, NULL, 0, err)) != 0)
+        goto out;
+    if (o->restore != NULL && (rc = restore(&sv, st, err)) != 0)
         goto out;
     if ((rc = listen_on(o, sock, &allow, &zap, err)) != 0)
         goto out;
@@ -610,7 +785,15 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     sv.eval_heard = start;
     while (sv.left > 0 || eval_awaited(&sv, sl_clock_ns())) {
         if (o->stop != NULL && *o->stop) {
-            rc = sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            if (st->version != sv.ckpt_version || st->checkpoints == 0)
+                checkpoint(&sv, st);
+            rc = sv.ckpt_rc != 0 ? sl_error_set(err, sv.ckpt_rc, "parameter server %u: stopped; %s", o->index,
+                                                sv.ckpt_err.msg)
+                                 : sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            break;
+        }
+        if (sv.ckpt_rc != 0) {
+            rc = sl_error_set(err, sv.ckpt_rc, "parameter server %u: %s", o->index, sv.ckpt_err.msg);
             break;
         }
         zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
@@ -624,9 +807,9 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             publish(&sv, st);
             continue;
         }
-        /* [id] header [body]: at most 3 frames are kept, the rest counted
-         * and dropped */
-        zmq_msg_t f[3];
+        /* [id] header [body [position]]: at most 4 frames are kept, the
+         * rest counted and dropped */
+        zmq_msg_t f[4];
         size_t nf = 0, frames = 0;
         int more = 1;
         while (more) {
@@ -638,7 +821,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             }
             more = zmq_msg_more(&m);
             frames++;
-            if (nf < 3)
+            if (nf < 4)
                 f[nf++] = m;
             else
                 zmq_msg_close(&m);
@@ -653,16 +836,25 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             refuse(&sv, sock, &f[0], h.worker, st, "worker out of range");
         else if (sv.done[h.worker] == 3)
             refuse(&sv, sock, &f[0], h.worker, st, "this worker was silent past the timeout and is counted lost");
-        else if (frames > 3 || (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
+        else if (frames > 4 || (frames == 4 && h.type != TRAIN_PS_PUSH) ||
+                 (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
             snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
                      h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
-                     h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "2" : "1");
+                     h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "3" : "1");
+            refuse(&sv, sock, &f[0], h.worker, st, why);
+        } else if (h.type == TRAIN_PS_BYE && o->restore != NULL && h.incarnation != 0 &&
+                   h.incarnation != sv.incarnation) {
+            /* restored: a worker of the server's previous run leaving (it failed naming the restart) is not
+             * this run's worker, which is to come and resume (without a restore, such a BYE ends the job as
+             * failed: nothing could resume it) */
+            snprintf(why, sizeof why, "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
+                     "%016" PRIx64 ": ignored", h.incarnation, o->index, sv.incarnation);
             refuse(&sv, sock, &f[0], h.worker, st, why);
         } else if (sv.pushed[h.worker] && h.session != sv.session[h.worker] &&
                    (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
-            snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one whose "
-                     "pushes this server applied (session %016" PRIx64 "): a restarted worker would train its "
-                     "shard again from the start, and resuming one needs ps checkpoints (not built yet)", h.worker,
+            snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one this "
+                     "server serves (session %016" PRIx64 "): a process starting asks where to resume (RESUME) "
+                     "before it pulls; one that did not would train its shard again from the start", h.worker,
                      h.session, sv.session[h.worker]);
             refuse(&sv, sock, &f[0], h.worker, st, why);
         } else {
@@ -670,7 +862,9 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             if (h.type == TRAIN_PS_PULL)
                 on_pull(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
             else if (h.type == TRAIN_PS_PUSH)
-                on_push(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
+                on_push(&sv, sock, &f[0], &h, nf >= 3 ? &f[2] : NULL, nf == 4 ? &f[3] : NULL, st);
+            else if (h.type == TRAIN_PS_RESUME)
+                on_resume(&sv, sock, &f[0], &h, st);
             else if (h.type == TRAIN_PS_BYE)
                 on_bye(&sv, h.worker);
             else
@@ -706,6 +900,8 @@ out:
     sl_free(sv.heard);
     sl_free(sv.session);
     sl_free(sv.pushed);
+    sl_free(sv.pos);
+    sl_free(sv.adopted);
     sl_free(sv.v);
     sl_free(sv.p);
     return rc;
@@ -728,6 +924,8 @@ struct train_ps_client {
     uint64_t session;  /* this client's, in every PULL, PUSH and BYE */
     uint32_t lost, first_lost; /* from the final values (train_ps_client_lost) */
     float *buf;        /* the largest server's elements */
+    struct train_input_position next; /* the position the next push carries */
+    int next_set;      /* train_ps_client_set_position since the last push */
     struct sl_error broken; /* a server restarted or went backwards: every call fails with this */
 };
 
@@ -762,7 +960,7 @@ int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const cha
     c->version = sl_calloc(l->nps, sizeof *c->version);
     c->incarnation = sl_calloc(l->nps, sizeof *c->incarnation);
     c->curve = curve != NULL;
-    c->session = draw_id();
+    c->session = train_ps_draw_id();
     size_t most = 1;
     for (uint32_t s = 0; s < l->nps; s++)
         if (train_ps_elements(l, s) > most)
@@ -1074,8 +1272,9 @@ static int on_ack(struct train_ps_client *c, uint32_t s, const struct hdr *h, zm
     (void)body;
     (void)err;
     uint64_t *stale = arg;
-    if (h->flags > *stale)
-        *stale = h->flags;
+    uint32_t f = h->flags & ~TRAIN_PS_ACK_SKIPPED;
+    if (f > *stale)
+        *stale = f;
     return 0;
 }
 
@@ -1093,13 +1292,25 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
     uint8_t *want = sl_calloc(nps, 1);
     if (want == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
+    if (!c->next_set) { /* no position given: one step past the last */
+        uint32_t r = c->next.replicas ? c->next.replicas : 1;
+        c->next = (struct train_input_position){.epoch = c->next.epoch, .step = c->next.step + 1,
+                                                .seq = c->next.seq + r, .replicas = r};
+    }
+    c->next_set = 0;
+    uint8_t pos[TRAIN_INPUT_POSITION_BYTES];
+    train_input_position_encode(&c->next, pos);
     int rc = 0;
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         size_t n = train_ps_elements(c->l, s);
         pack(c->l, s, grads, c->buf);
         struct hdr h = {.type = TRAIN_PS_PUSH, .worker = c->worker, .flags = count_step && s == 0 ? 1u : 0u,
                         .version = c->version[s], .incarnation = c->incarnation[s], .session = c->session};
-        if (send_msg(c->socks[s], NULL, &h, c->buf, n * sizeof(float)) != 0)
+        uint8_t b[TRAIN_PS_HEADER];
+        put_hdr(b, &h);
+        if (zmq_send(c->socks[s], b, sizeof b, ZMQ_SNDMORE) < 0 ||
+            zmq_send(c->socks[s], c->buf, n * sizeof(float), ZMQ_SNDMORE) < 0 ||
+            zmq_send(c->socks[s], pos, sizeof pos, 0) < 0)
             rc = send_failed(c, s, err);
         want[s] = 1;
     }
@@ -1119,6 +1330,156 @@ int train_ps_client_open_evaluator(struct train_ps_client **out, void *ctx, cons
     int rc = train_ps_client_open_keys(out, ctx, eps, l, 0, timeout_ms, config, curve, err);
     if (rc == 0)
         (*out)->flags = TRAIN_PS_READ_ONLY;
+    return rc;
+}
+
+void train_ps_client_set_session(struct train_ps_client *c, uint64_t session)
+{
+    if (session != 0)
+        c->session = session;
+}
+
+void train_ps_client_set_position(struct train_ps_client *c, const struct train_input_position *next)
+{
+    c->next = *next;
+    c->next_set = 1;
+}
+
+/* The answer to RESUME from one server: 1 with *p its recorded position,
+ * 0 for none, or -1 with err set. */
+static int resume_reply(void *sock, uint32_t s, const char *ep, struct train_input_position *p, struct sl_error *err)
+{
+    zmq_msg_t f[2];
+    size_t nf = 0;
+    int more = 1, frames = 0;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        frames++;
+        if (nf < 2)
+            f[nf++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    struct hdr h;
+    char text[720];
+    int rc = -1;
+    if (nf == 0 || frames > 2 || get_hdr(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), &h) != 0)
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply to RESUME", s, ep);
+    else if (h.type == TRAIN_PS_ERROR)
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %s", s, ep,
+                     nf == 2 ? train_ps_printable(text, sizeof text, zmq_msg_data(&f[1]), zmq_msg_size(&f[1])) : "");
+    else if (h.type != TRAIN_PS_ACK)
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u to RESUME, expected %u", s, ep,
+                     h.type, TRAIN_PS_ACK);
+    else if (nf == 1)
+        rc = 0;
+    else if (train_input_position_decode(p, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), err) == 0)
+        rc = 1;
+    else
+        sl_error_prefix(err, "parameter server %u (%s): ", s, ep);
+    for (size_t k = 0; k < nf; k++)
+        zmq_msg_close(&f[k]);
+    return rc;
+}
+
+int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
+                    uint32_t replicas, int timeout_ms, const struct sl_curve_keys *curve,
+                    struct train_ps_resume_result *out, struct sl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (nps == 0 || nps > TRAIN_PS_MAX_SERVERS)
+        return sl_error_set(err, SL_EINVAL, "%u parameter servers (1 to %d)", nps, TRAIN_PS_MAX_SERVERS);
+    if (session == 0 || replicas == 0)
+        return sl_error_set(err, SL_EINVAL, "RESUME: session and replicas must be nonzero");
+    void **socks = sl_calloc(nps, sizeof *socks);
+    zmq_pollitem_t *it = sl_calloc(nps, sizeof *it);
+    struct train_input_position *pos = sl_calloc(nps, sizeof *pos);
+    int8_t *got = sl_calloc(nps, 1); /* 0 waiting, 1 none, 2 a position */
+    int rc = 0;
+    if (socks == NULL || it == NULL || pos == NULL || got == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+        goto out;
+    }
+    int linger = 0, tmo = timeout_ms > 0 ? timeout_ms : 10000;
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        struct hdr h = {.type = TRAIN_PS_RESUME, .worker = worker, .session = session};
+        if ((socks[s] = zmq_socket(ctx, ZMQ_DEALER)) == NULL ||
+            zmq_setsockopt(socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+            zmq_setsockopt(socks[s], ZMQ_SNDTIMEO, &tmo, sizeof tmo) != 0) {
+            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
+            break;
+        }
+        rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
+        if (rc == 0 && (rc = sl_endpoint_connect(socks[s], eps[s], err)) != 0)
+            sl_error_prefix(err, "parameter server %u: ", s);
+        if (rc == 0 && send_msg(socks[s], NULL, &h, NULL, 0) != 0)
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not take RESUME within %.1f s: %s", s,
+                              eps[s], tmo / 1000.0, zmq_strerror(zmq_errno()));
+    }
+    uint64_t deadline = sl_clock_ns() + (uint64_t)tmo * 1000000u;
+    for (uint32_t left = nps; rc == 0 && left > 0;) {
+        uint64_t now = sl_clock_ns();
+        if (now >= deadline) {
+            uint32_t s = 0;
+            while (got[s])
+                s++;
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer RESUME within %.1f s", s,
+                              eps[s], tmo / 1000.0);
+            break;
+        }
+        for (uint32_t s = 0; s < nps; s++)
+            it[s] = (zmq_pollitem_t){.socket = socks[s], .events = got[s] ? 0 : ZMQ_POLLIN};
+        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
+        if (ready < 0 && zmq_errno() != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
+            if (!(it[s].revents & ZMQ_POLLIN))
+                continue;
+            int r = resume_reply(socks[s], s, eps[s], &pos[s], err);
+            if (r < 0)
+                rc = err != NULL && err->code != 0 ? err->code : SL_EPROTO;
+            got[s] = (int8_t)(r + 1);
+            left--;
+        }
+    }
+    /* the lowest position (the servers ahead skip the steps up to theirs) */
+    struct train_input_position lo = {.replicas = replicas};
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        if (got[s] != 2)
+            continue;
+        if (pos[s].replicas != replicas) {
+            rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) recorded worker %u's position with %u "
+                              "replicas a step; this process runs %u (start it with the same replicas)", s, eps[s],
+                              worker, pos[s].replicas, replicas);
+            break;
+        }
+        out->recorded++;
+    }
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        struct train_input_position p = got[s] == 2 ? pos[s] : (struct train_input_position){.replicas = replicas};
+        if (s == 0 || p.seq < lo.seq)
+            lo = p;
+    }
+    for (uint32_t s = 0; s < nps && rc == 0; s++)
+        out->ahead += got[s] == 2 && pos[s].seq > lo.seq;
+    if (rc == 0)
+        out->pos = lo;
+out:
+    for (uint32_t s = 0; socks != NULL && s < nps; s++)
+        if (socks[s] != NULL)
+            zmq_close(socks[s]);
+    sl_free(socks);
+    sl_free(it);
+    sl_free(pos);
+    sl_free(got);
     return rc;
 }
 

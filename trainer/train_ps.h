@@ -26,16 +26,28 @@
  *   silence. A description the setup refuses (malformed, foreign) is
  *   answered with ERROR and counted, and the server keeps waiting for a
  *   valid one: a stray peer cannot stop it.
- * - A worker process draws a random session when it opens its client;
- *   once a server applied a worker's push, it refuses that worker's
- *   messages from another session (a restarted worker would train its
- *   shard again from step 0 in silence). The final values tell every
- *   worker how many workers were lost or failed (train_ps_client_lost).
+ * - A worker process draws a random session when it starts; once a
+ *   server applied a worker's push, it refuses that worker's messages from
+ *   another session, except RESUME: every PUSH carries the worker's input
+ *   position after its step, which each server records per worker, and a
+ *   worker process that starts again asks the servers for it first
+ *   (train_ps_resume): they adopt its new session (said in the logs) and
+ *   it resumes its feeders exactly there. A push in flight when a worker
+ *   died may have reached some servers and not others (and restored
+ *   checkpoints of several servers are of different moments): the worker
+ *   resumes at the lowest recorded position, and a server that had
+ *   applied those steps already acknowledges their pushes again without
+ *   applying them (until it is caught up), so every step's gradient is
+ *   applied exactly once on every server. The final values tell every worker how many
+ *   workers were lost or failed (train_ps_client_lost).
  * - A server draws a random incarnation when it starts; a worker fails
  *   when a server's incarnation changes or its version goes backwards (a
  *   restarted server starts again from the initial values: the job's
- *   progress on it is gone). A server refuses a push with a NaN or an
- *   infinity, a version newer than its own, or another incarnation.
+ *   progress on it is gone), unless it restored a checkpoint
+ *   (train_ps_server_opts.restore, train_ps_ckpt.h): its workers, failed
+ *   naming the restart, start again and resume where it recorded them. A
+ *   server refuses a push with a NaN or an infinity, a version newer than
+ *   its own, or another incarnation.
  * - With CURVE (the job's one trainer key pair, as the workers' ring has
  *   it) the server lets in only holders of that key (ZAP) and every
  *   message is encrypted.
@@ -58,6 +70,7 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "train_model.h"
+#include "train_strategy.h" /* train_input_position */
 
 #define TRAIN_PS_MAX_SERVERS 256
 #define TRAIN_PS_MAX_VARS 4096
@@ -85,12 +98,17 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 
 /* ---- the wire ----
  * Each message is a 48-byte header frame, and for VALUES, PUSH and ERROR a
- * body frame (PULL: optional); nothing more (a message with another frame
- * count is refused). Little-endian:
+ * body frame (PULL: optional; ACK to a RESUME: the recorded position, when
+ * there is one), PUSH a third frame, the worker's input position after the
+ * step (TRAIN_INPUT_POSITION_BYTES, train_input_position_encode); nothing
+ * more (a message with another frame count is refused). Little-endian:
  *   0  4  magic "SLPS"
  *   4  1  version (2; a version-1 peer's header is refused as "not a
  *         parameter-server message")
- *   5  1  type: PULL 1, VALUES 2, PUSH 3, ACK 4, BYE 5, ERROR 6
+ *   5  1  type: PULL 1, VALUES 2, PUSH 3, ACK 4, BYE 5, ERROR 6, RESUME 7
+ *         (a worker process starting: answered with ACK and the position
+ *         the server recorded for the worker, none when it applied no push
+ *         of it; a session other than the recorded one is adopted)
  *   6  2  0
  *   8  4  worker
  *  12  4  flags: PUSH bit 0, count a global step; PULL bit 0, the final
@@ -119,7 +137,15 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *         worker lost or failed, plus 1 (0: none).
  * VALUES' and PUSH's body: the server's variables' float32 elements, its
  * variables in creation order (a PUSH with a NaN or an infinity is
- * refused: nothing applied, no global step); PULL's: the worker's model
+ * refused: nothing applied, no global step). A PUSH's position must be one
+ * step (its replicas' pieces) after the one the server recorded for the
+ * worker (none: seq 0), in the same or the next epoch, with the same
+ * replicas; else it is refused (a step skipped or repeated). The one
+ * exception: after a RESUME adopted a new session, until a push of it is
+ * applied, a push at or before the recorded position (steps the old
+ * process pushed, or pushed after a restored checkpoint of another
+ * server, that reached this one) is ACKed with flags bit 31, not applied,
+ * not counted. PULL's: the worker's model
  * description (at most TRAIN_PS_MAX_CONFIG bytes; optional for a server
  * given its layout); ERROR's: the message (text; a reader escapes its
  * control bytes before logging it). */
@@ -129,7 +155,10 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_FINAL 1u
 #define TRAIN_PS_READ_ONLY 2u /* PULL, BYE: from the evaluator task, not a worker */
 #define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
-enum train_ps_type { TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR };
+#define TRAIN_PS_ACK_SKIPPED 0x80000000u /* ACK to a PUSH: applied before the worker's restart, not again */
+enum train_ps_type {
+    TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR, TRAIN_PS_RESUME
+};
 
 /* What a server and its clients agree on: the model's variables and their
  * placement (the same on every process). */
@@ -172,6 +201,22 @@ typedef int (*train_ps_setup_fn)(void *arg, const char *config, size_t len, cons
  * for the caller's log; worker is UINT32_MAX when the header was not read. */
 typedef void (*train_ps_refused_fn)(void *arg, uint32_t worker, const char *why);
 
+/* What a server's checkpoint keeps (train_ps_ckpt.h): its variables'
+ * values and momentum, its version and global step, the description that
+ * set it up, and each worker's recorded position. Borrowed. */
+struct train_ps_state {
+    uint32_t index, servers, workers;
+    uint64_t version, global_step;
+    const char *config;                     /* the model description it holds (config_len 0: none, a server
+                                               given its layout) */
+    size_t config_len;
+    const struct train_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
+    const float *values, *momentum;         /* [n] each, the server's variables in creation order */
+    size_t n;
+};
+/* Write s (a checkpoint); an error stops the server with it. */
+typedef int (*train_ps_checkpoint_fn)(void *arg, const struct train_ps_state *s, struct sl_error *err);
+
 struct train_ps_server_opts {
     void *ctx;              /* the ZeroMQ context */
     const char *listen;     /* endpoint to bind */
@@ -194,6 +239,18 @@ struct train_ps_server_opts {
                                           in ctx for the server's life: ctx must have none) */
     train_ps_refused_fn refused; /* NULL, or told of each refused message */
     void *refused_arg;
+    train_ps_refused_fn said;    /* NULL, or told of each worker restart adopted and each push not applied
+                                    again (text, for the log) */
+    void *said_arg;
+    const struct train_ps_state *restore; /* NULL, or where to start from (a checkpoint's state: its index and
+                                             workers must be these; the description sets the server up at once,
+                                             a setup refusing it is the error returned; each worker with a
+                                             position is to be adopted by its RESUME and catches up) */
+    train_ps_checkpoint_fn checkpoint; /* NULL, or called with the state every checkpoint_every pushes applied
+                                          (version a multiple of it; 0: never so) and when stopped (opts.stop)
+                                          once the server holds variables */
+    void *checkpoint_arg;
+    uint64_t checkpoint_every;
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
@@ -211,6 +268,9 @@ struct train_ps_server_stats {
     uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
     uint32_t lost;                         /* workers lost */
     uint32_t left_early;                   /* workers that said BYE before their final pull (failed) */
+    uint32_t restarts;                     /* worker restarts adopted (RESUME with another session) */
+    uint64_t skipped;                      /* pushes ACKed as applied before a restart, not applied again */
+    uint64_t checkpoints;                  /* opts.checkpoint calls that succeeded */
     uint64_t incarnation;                  /* this run's random id (nonzero) */
     size_t elements;                       /* floats this server holds */
     enum train_ps_eval_state evaluator;    /* the evaluator's end; EVAL_BYE only after the final values
@@ -294,6 +354,32 @@ char *train_ps_printable(char *out, size_t cap, const void *text, size_t len);
  * the largest count over the servers, and *first (may be NULL) the lowest
  * such worker; 0 when every worker finished. */
 uint32_t train_ps_client_lost(const struct train_ps_client *c, uint32_t *first);
+
+/* A random nonzero id (a worker process's session). */
+uint64_t train_ps_draw_id(void);
+/* Use session (nonzero) in every message from now on instead of the one
+ * drawn at open: the one train_ps_resume was given. */
+void train_ps_client_set_session(struct train_ps_client *c, uint64_t session);
+/* The input position after the step about to be pushed (the next
+ * train_ps_push carries it). Without one, a push carries the last one
+ * advanced by a step (from epoch 0, seq 0, 1 replica). */
+void train_ps_client_set_position(struct train_ps_client *c, const struct train_input_position *next);
+
+/* Where a worker process starting resumes: RESUME to every server (each
+ * adopts `session` for the worker), then the lowest position they
+ * recorded (seq 0 for none). */
+struct train_ps_resume_result {
+    struct train_input_position pos; /* where to open the feeders (pos.seq: their resume_seq) */
+    uint32_t recorded;               /* servers that had a position for the worker (0: a fresh start) */
+    uint32_t ahead;                  /* servers past pos (the old process's last push reached them, or their
+                                        checkpoints are newer): they skip the steps up to theirs */
+};
+/* SL_ETIMEOUT (a server silent timeout_ms), SL_EPROTO (a server's ERROR,
+ * a malformed reply, a position for another replica count than
+ * `replicas`), SL_EIO. curve NULL: plaintext. */
+int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
+                    uint32_t replicas, int timeout_ms, const struct sl_curve_keys *curve,
+                    struct train_ps_resume_result *out, struct sl_error *err) SL_MUST_CHECK;
 
 /* The floats of the whole parameter array the layout covers. */
 size_t train_ps_client_params(const struct train_ps_client *c);

@@ -48,6 +48,8 @@ int train_ps_eval_final(const struct train_ps_eval_opts *o, float *params, size_
                       NULL);
     }
     res->wait_s = sl_clock_s() - t0;
+    if (rc == 0)
+        res->lost_workers = train_ps_client_lost(c, &res->first_lost);
     train_ps_client_close(c); /* BYE (read-only): the servers may end */
     train_ps_model_free(&pm);
     return rc;

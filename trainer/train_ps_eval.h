@@ -41,6 +41,8 @@ struct train_ps_eval_result {
     uint64_t global_step; /* the servers' count of worker steps at the end */
     uint64_t rounds;      /* final pulls asked before every worker was done */
     double wait_s;        /* from the first round to the final values */
+    uint32_t lost_workers; /* workers lost or failed by the servers' count (train_ps_client_lost) */
+    uint32_t first_lost;   /* the lowest of them */
 };
 
 /* Wait until every worker is done, then read the final values into params

@@ -8,7 +8,7 @@
  *                     version and the server's size
  *     push:KIND       a PUSH of the server's size: KIND nan (every value a
  *                     NaN), inf, ones, version (ones, version 2^63), stray
- *                     (ones and a third frame), short (one float less)
+ *                     (ones and a fourth frame), short (one float less)
  *     bye             a BYE
  *   --curve FILE      before the actions: be a CURVE client with the secret
  *                     key FILE of the server's public key (the same pair)
@@ -109,8 +109,10 @@ int main(int argc, char **argv)
             header(h, TRAIN_PS_PUSH, worker, strcmp(kind, "version") == 0 ? UINT64_C(1) << 63 : version,
                    incarnation);
             int stray = strcmp(kind, "stray") == 0;
-            sent = zmq_send(d, h, sizeof h, ZMQ_SNDMORE) >= 0 &&
-                   zmq_send(d, g, n * sizeof *g, stray ? ZMQ_SNDMORE : 0) >= 0 &&
+            uint8_t pos[TRAIN_INPUT_POSITION_BYTES]; /* the first step's: what a worker's first push carries */
+            train_input_position_encode(&(struct train_input_position){.step = 1, .seq = 1, .replicas = 1}, pos);
+            sent = zmq_send(d, h, sizeof h, ZMQ_SNDMORE) >= 0 && zmq_send(d, g, n * sizeof *g, ZMQ_SNDMORE) >= 0 &&
+                   zmq_send(d, pos, sizeof pos, stray ? ZMQ_SNDMORE : 0) >= 0 &&
                    (!stray || zmq_send(d, "x", 1, 0) >= 0);
         } else if (strcmp(act, "bye") == 0) {
             header(h, TRAIN_PS_BYE, worker, 0, incarnation);

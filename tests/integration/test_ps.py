@@ -392,12 +392,16 @@ def test_ps_metrics(job_path):
        "killed, the server exits 1 naming it lost" % (pushes, v["sluice_ps_elements" + lab]))
 
 
-def test_worker_lost(job_path):
+def test_worker_lost(job_path, test_path):
     sock = "ipc://%s/lost-f.sock" % TMP
+    vsock = "ipc://%s/lost-v.sock" % TMP
     f = feeder(job_path, sock, "lost-feeder")
+    vf = feeder(test_path, vsock, "lost-vfeeder")
     eps = "ipc://%s/lost-ps0.sock" % TMP
     ps = start([TRAINER, "--mode", "ps", "--ps", eps, "--ps-task", "0", "--workers", "2",
-                "--ps-worker-timeout", "2"] + SMALL_MODEL, "lost-ps0")
+                "--ps-worker-timeout", "2", "--ps-evaluator"] + SMALL_MODEL, "lost-ps0")
+    ev = start([TRAINER, "--mode", "ps", "--ps", eps, "--evaluator", "--workers", "2", "--eval-connect", vsock,
+                "--eval-job", "ps-it-test"] + SMALL_MODEL, "lost-ev")
     w = start([TRAINER, "--connect", sock, "--job", "ps-it", "--worker", "0", "--workers", "2",
                "--devices", "cpu:1", "--mode", "ps", "--ps", eps] + SMALL_MODEL, "lost-w0")
     rc, out = finish(w, "lost-w0", 60)
@@ -414,10 +418,18 @@ def test_worker_lost(job_path):
         fail("server with a lost worker: exit %d, summary %r, log %s" % (prc, s, text[-1500:]))
     if s["global_step"] != summary(out)["steps"]:
         fail("global step %d, the worker's steps %d" % (s["global_step"], summary(out)["steps"]))
+    # the evaluator read the unfinished job's weights: it says so, exit 1
+    erc, eout = finish(ev, "lost-ev", 30)
+    e = summary(eout)
+    if erc != 1 or e["ok"] is not False or e["lost_workers"] != 1 or \
+            "the job did not finish: 1 of 2 workers were lost or failed (worker 1 first" not in logtext("lost-ev"):
+        fail("the evaluator of a job with a lost worker: exit %d, %r, %s" % (erc, e, logtext("lost-ev")[-1500:]))
     f.kill()
     f.wait()
+    vf.kill()
+    vf.wait()
     ok("a worker that never came: the server serves the other to its end (%d steps) and exits 1 naming worker 1; "
-       "so does the other" % s["global_step"])
+       "so do the other and the evaluator (lost_workers 1 in every summary)" % s["global_step"])
 
 
 def test_model_mismatch(job_path):
@@ -591,7 +603,12 @@ def test_usage():
         (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--ps-placement", "random"],
          "ps-placement"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--checkpoint", TMP],
-         "--checkpoint and --restore are not supported there yet"),
+         "give --checkpoint and --restore to the ps tasks (a worker started again resumes where the servers "
+         "recorded by itself)"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--restore", TMP, "--restore-step", "5"],
+         "--restore-step: a parameter server restores its newest checkpoint"),
+        (["--mode", "ps", "--model", "mlp", "--ps", ipc, "--ps-task", "0", "--keep", "5"],
+         "--keep needs --checkpoint DIR"),
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--devices", "gpu:0"],
          ""),  # refused: no GPU 0 on this machine (or no CUDA in this build)
         (["--connect", ipc, "--job", "j", "--mode", "ps", "--model", "mlp", "--ps", ipc, "--eval-connect", ipc,
@@ -657,9 +674,9 @@ def main():
     test_one_worker_equals_mirrored(job)
     test_model_mismatch(job)
     test_server_killed(job)
-    test_worker_lost(job)
-    test_ps_metrics(job)
     test = test_job()
+    test_worker_lost(job, test)
+    test_ps_metrics(job)
     test_evaluator(job, test, False)
     test_evaluator(job, test, True)
     test_evaluator_lost(job)

@@ -4,7 +4,7 @@
 
 - A rogue peer against a real ps task: a description with control bytes,
   one naming no input width, another model's; pushes of NaNs, infinities,
-  version 2^63, a stray third frame, a short body: each refused with its
+  version 2^63, a stray fourth frame, a short body: each refused with its
   ERROR (counted), nothing applied (the values and the global step stay at
   0), control bytes escaped in the ps task's log; then a real worker trains
   on that same server to its end, and the server's summary is ok.
@@ -17,8 +17,10 @@
 - A ps task killed (SIGKILL) mid-run and restarted on its endpoint: both
   workers fail naming the restart (both incarnations); the new server's
   summary is not ok (the workers left before their final pull).
-- A worker killed mid-run and started again (issue #24 item 3, the part
-  built): the new process is refused; the survivor exits 1 naming it.
+- A worker killed mid-run and started again (issue #24 item 3): it resumes
+  at the position the servers recorded; the global step and both traces
+  are the uninterrupted run's. Killed and never back: the survivor exits 1
+  naming it, lost_workers 1.
 - CURVE on the ps link: a ps task with --curve-key serves workers holding
   the job's key; a rogue without it gets no answer at all.
 
@@ -115,7 +117,7 @@ def small_job():
                     "--image-bytes", "12", "--classes", "3"], check=True, capture_output=True)
     job = {"name": "psi", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
            "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
-                        "label": {"dtype": "int64", "shape": []}},
+                        "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []}},
            "shard_policy": "data", "global_batch_size": 16, "epochs": 3, "shuffle": {"buffer": 64, "seed": 3}}
     path = os.path.join(TMP, "small.json")
     with open(path, "w") as f:
@@ -183,7 +185,7 @@ def test_rogue(job_path):
         ("ERROR", "a gradient with a non-finite value (nan at element 0 of %d): nothing applied" % NPARAMS),
         ("ERROR", "a gradient with a non-finite value (inf at element 0 of %d): nothing applied" % NPARAMS),
         ("ERROR", "a push computed from version 9223372036854775808, newer than this server's 0"),
-        ("ERROR", "a message of 3 frames (a PUSH takes 2)"),
+        ("ERROR", "a message of 4 frames (a PUSH takes 3)"),
         ("ERROR", "a push of %d bytes (this server holds %d floats: %d bytes)" % (4 * NPARAMS - 4, NPARAMS,
                                                                                   4 * NPARAMS)),
         ("VALUES", ""),
@@ -325,45 +327,264 @@ def test_restart(job_path):
        "exits 1, ok false, 2 failed workers, nothing applied" % (list(incs)[0][1], list(incs)[0][0]))
 
 
+def trace_lines(path, below=None):
+    """A trace's piece lines as dicts (complete lines only: a killed run's
+    last may be cut), those with seq < below when given."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            x = json.loads(line)
+            if "summary" not in x and (below is None or x["seq"] < below):
+                out.append(x)
+    return out
+
+
+def wait_lines(path, n, proc, tag, timeout=60):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        try:
+            with open(path) as f:
+                if sum(1 for _ in f) >= n:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            fail("%s ended before the kill: %s" % (tag, logtext(tag)[-1500:]))
+        time.sleep(0.01)
+    fail("%s did not trace %d pieces within %d s" % (tag, n, timeout))
+
+
+EPOCHS = 100  # 480 records, 2 workers, batches of 8 each: 30 steps a worker an epoch
+
+
+def ps_run(job_path, tag, servers=2, kill_after=None, restart=True, timeout="5"):
+    """Feeder, `servers` ps tasks, 2 workers with --trace. kill_after: worker
+    1 is killed (SIGKILL) once its trace has that many pieces, then started
+    again (restart) or not. Returns (worker exits, their summaries, the ps
+    summaries, traces by worker [list of lists], the resume position)."""
+    sock = "ipc://%s/%s-f.sock" % (TMP, tag)
+    f = feeder(job_path, sock, tag + "-feeder", ["--set", "epochs=%d" % EPOCHS])
+    eps = ",".join("ipc://%s/%s-ps%d.sock" % (TMP, tag, i) for i in range(servers))
+    ps = [ps_task(eps, i, 2, "%s-ps%d" % (tag, i), extra=["--ps-worker-timeout", timeout])
+          for i in range(servers)]
+
+    def worker(w, wtag):
+        return start([TRAINER, "--connect", sock, "--job", "psi", "--worker", str(w), "--workers", "2",
+                      "--devices", "cpu:1", "--mode", "ps", "--ps", eps, "--timeout-ms", "5000", "--trace",
+                      os.path.join(TMP, wtag + ".trace")] + SMALL_MODEL, wtag)
+    tags = [tag + "-w0", tag + "-w1"]
+    ws = [worker(0, tags[0]), worker(1, tags[1])]
+    resume = None
+    if kill_after is not None:
+        wait_lines(os.path.join(TMP, tags[1] + ".trace"), kill_after, ws[1], tags[1])
+        ws[1].kill()
+        ws[1].wait()
+        if restart:
+            tags.append(tag + "-w1b")
+            ws.append(worker(1, tags[2]))
+    rcs, outs = [], []
+    for w, wtag in zip(ws, tags):
+        if w.returncode is not None and wtag == tags[1] and kill_after is not None:
+            rcs.append(-9)
+            outs.append(None)
+            continue
+        rc, out = finish(w, wtag, 120)
+        rcs.append(rc)
+        outs.append(summary(out, wtag))
+    pss = []
+    for i, p in enumerate(ps):
+        prc, pout = finish(p, "%s-ps%d" % (tag, i), 60)
+        pss.append((prc, summary(pout, "%s-ps%d" % (tag, i))))
+    stop(f)
+    traces = [trace_lines(os.path.join(TMP, tags[0] + ".trace"))]
+    if kill_after is not None and restart:
+        m = re.search(r"worker 1 restarted: resuming at epoch (\d+) step (\d+) \(input position (\d+), as (\d+) of "
+                      r"%d parameter servers recorded it" % servers, logtext(tags[2]))
+        if m is None:
+            fail("%s: the restarted worker does not say where it resumes: %s" % (tag, logtext(tags[2])[-1500:]))
+        resume = tuple(int(x) for x in m.groups())
+        traces.append(trace_lines(os.path.join(TMP, tags[1] + ".trace"), below=resume[2]) +
+                      trace_lines(os.path.join(TMP, tags[2] + ".trace")))
+    elif kill_after is None:
+        traces.append(trace_lines(os.path.join(TMP, tags[1] + ".trace")))
+    return rcs, outs, pss, traces, resume
+
+
 def test_worker_killed_and_restarted(job_path):
-    """Issue #24 item 3, the part built: a worker killed (SIGKILL) mid-run and
-    started again is refused (it would retrain its shard from step 0); the
-    survivor trains its shard, then exits 1 naming the lost worker; the
-    server exits 1, lost_workers 1."""
-    sock = "ipc://%s/wk-f.sock" % TMP
-    f = feeder(job_path, sock, "wk-feeder", ["--set", "epochs=400"])
-    eps = "ipc://%s/wk-ps0.sock" % TMP
-    ps = ps_task(eps, 0, 2, "wk-ps0", extra=["--ps-worker-timeout", "2"])
+    """Issue #24 item 3: a worker killed (SIGKILL) mid-run and started again
+    resumes at the input position the servers recorded (both servers adopt
+    its new session and say so): every process exits 0, the global step is
+    the uninterrupted run's, and each worker's trace (the killed process's
+    up to the resume position, then the new one's) is the uninterrupted
+    run's piece for piece: every element exactly once an epoch."""
+    global REF
+    rcs, outs, pss, ref, _ = ps_run(job_path, "ref")
+    REF = ref
+    if rcs != [0, 0] or any(prc != 0 for prc, _ in pss):
+        fail("the uninterrupted run: exits %r, %r" % (rcs, pss))
+    steps = EPOCHS * 60
+    if pss[0][1]["global_step"] != steps or [len(t) for t in ref] != [steps // 2, steps // 2]:
+        fail("the uninterrupted run: global step %d, traces of %r pieces" % (pss[0][1]["global_step"],
+                                                                              [len(t) for t in ref]))
+    for epoch in range(EPOCHS):
+        ids = sorted(i for t in ref for x in t if x["epoch"] == epoch for i in x["ids"])
+        if ids != list(range(480)):
+            fail("the uninterrupted run's epoch %d is not every element once" % epoch)
+    rcs, outs, pss, got, resume = ps_run(job_path, "rw", kill_after=steps // 6)
+    if rcs != [0, -9, 0]:
+        fail("killed and restarted: exits %r (w0, w1 killed, w1 again): %s" % (rcs, logtext("rw-w1b")[-1500:]))
+    epoch, step, seq, agreeing = resume
+    for i, (prc, p) in enumerate(pss):
+        text = logtext("rw-ps%d" % i)
+        if prc != 0 or p["ok"] is not True or p["restarted_workers"] != 1 or p["lost_workers"] != 0 or \
+                p["failed_workers"] != 0 or "parameter server %d: worker 1 restarted: resuming at epoch " % i not in text:
+            fail("killed and restarted: server %d exit %d, %r, %s" % (i, prc, p, text[-1500:]))
+    skipped = sum(p["pushes_not_reapplied"] for _, p in pss)
+    if agreeing + skipped != 2 or pss[0][1]["global_step"] != steps:
+        fail("killed and restarted: %d servers at the resume position, %d pushes not applied again, global step %d "
+             "(expected %d)" % (agreeing, skipped, pss[0][1]["global_step"], steps))
+    if got[0] != ref[0] or got[1] != ref[1]:
+        w = 0 if got[0] != ref[0] else 1
+        diff = next((k for k, (a, b) in enumerate(zip(got[w], ref[w])) if a != b), min(len(got[w]), len(ref[w])))
+        fail("killed and restarted at seq %d: worker %d's trace differs from the uninterrupted run's at piece %d: "
+             "%r against %r" % (seq, w, diff, got[w][diff:diff + 1], ref[w][diff:diff + 1]))
+    if outs[0]["lost_workers"] != 0 or outs[2]["lost_workers"] != 0 or outs[2]["ok"] is not True:
+        fail("killed and restarted: summaries %r %r" % (outs[0], outs[2]))
+    ok("a worker killed (SIGKILL) at its step %d and started again resumes at epoch %d step %d (input position %d; "
+       "%d of 2 servers there, %d push acknowledged and not applied again): all exit 0, global step %d as "
+       "uninterrupted, both traces piece for piece the uninterrupted run's" % (step, epoch, step, seq, agreeing,
+                                                                              skipped, steps))
+
+
+REF = None
+
+
+def ps_restore_fails(extra, tag, want):
+    """A ps task started with extra args exits 1 at once, saying want."""
+    eps = "ipc://%s/bad-ps0.sock,ipc://%s/bad-ps1.sock" % (TMP, TMP)
+    rc, out = finish(ps_task(eps, 0, 2, tag, extra=extra), tag, 30)
+    if rc != 1 or want not in logtext(tag):
+        fail("%s: exit %d, wanted 1 and %r in %s" % (tag, rc, want, logtext(tag)[-1500:]))
+
+
+def test_cluster_restored(job_path):
+    """Issue #24 item 3, ps checkpoints: 2 ps tasks with --checkpoint write
+    their state every 200 pushes; both are killed (SIGKILL) under running
+    workers and started again with --restore: they say what they restored;
+    the running workers fail loudly naming the restart (exit 1); started
+    again, the workers resume where the restored servers recorded (each
+    server skips the steps it had beyond the lowest position), and the job
+    ends with the uninterrupted run's global step and both traces piece
+    for piece the uninterrupted run's. Hostile checkpoint directories (a
+    FIFO, a symlink, a flipped byte, nothing there, a fresh run into a used
+    directory) are refused at once."""
+    steps = EPOCHS * 60
+    d = os.path.join(TMP, "ps-ckpt")
+    sock = "ipc://%s/cr-f.sock" % TMP
+    f = feeder(job_path, sock, "cr-feeder", ["--set", "epochs=%d" % EPOCHS])
+    eps = ",".join("ipc://%s/cr-ps%d.sock" % (TMP, i) for i in range(2))
+    ckpt = ["--checkpoint", d, "--checkpoint-every", "200", "--ps-worker-timeout", "30"]
+    ps = [ps_task(eps, i, 2, "cr-ps%d" % i, extra=ckpt) for i in range(2)]
 
     def worker(w, tag):
         return start([TRAINER, "--connect", sock, "--job", "psi", "--worker", str(w), "--workers", "2",
-                      "--devices", "cpu:1", "--mode", "ps", "--ps", eps, "--timeout-ms", "5000", "--metrics",
-                      os.path.join(TMP, tag + ".jsonl")] + SMALL_MODEL, tag)
-    ws = [worker(0, "wk-w0"), worker(1, "wk-w1")]
-    wait_steps(["wk-w0", "wk-w1"], 5)  # worker 1's pushes were applied
-    if ws[1].poll() is not None:
-        fail("worker 1 ended before the kill: %s" % logtext("wk-w1")[-1500:])
-    ws[1].kill()
-    ws[1].wait()
-    again = worker(1, "wk-w1b")
-    rc, out = finish(again, "wk-w1b", 60)
-    want = "parameter server 0 (%s) refused: worker 1 is another process (session " % eps
-    if rc != 1 or want not in logtext("wk-w1b") or "a restarted worker would train its shard again from the " \
-            "start" not in logtext("wk-w1b"):
-        fail("the restarted worker: exit %d, %s" % (rc, logtext("wk-w1b")[-1500:]))
-    rc, out = finish(ws[0], "wk-w0", 120)
-    s = summary(out, "wk-w0")
-    if rc != 1 or s["ok"] is not False or s["lost_workers"] != 1 or \
+                      "--devices", "cpu:1", "--mode", "ps", "--ps", eps, "--timeout-ms", "1500", "--trace",
+                      os.path.join(TMP, tag + ".trace")] + SMALL_MODEL, tag)
+    ws = [worker(0, "cr-w0"), worker(1, "cr-w1")]
+    wait_lines(os.path.join(TMP, "cr-w1.trace"), steps // 6, ws[1], "cr-w1")
+    for p in ps:
+        p.kill()
+        p.wait()
+    names = sorted(os.listdir(d))
+    if not any(n.endswith(".w0of2") for n in names) or not any(n.endswith(".w1of2") for n in names):
+        fail("ps checkpoints: %r in %s" % (names, d))
+    # hostile directories: each refused at once, naming the file
+    newest0 = max(n for n in names if n.endswith(".w0of2"))
+    for kind in ("fifo", "symlink", "flipped", "empty"):
+        bad = os.path.join(TMP, "ps-ckpt-" + kind)
+        shutil.copytree(d, bad)
+        target = os.path.join(bad, newest0)
+        if kind == "fifo":
+            os.unlink(target)
+            os.mkfifo(target)
+            want = "%s: not a regular file (a FIFO): refused" % target
+        elif kind == "symlink":
+            os.unlink(target)
+            os.symlink(os.path.join(d, newest0), target)
+            want = "%s: a symbolic link: refused" % target
+        elif kind == "flipped":
+            with open(target, "r+b") as fh:
+                fh.seek(100)
+                b = fh.read(1)
+                fh.seek(100)
+                fh.write(bytes([b[0] ^ 0x10]))
+            want = "%s: damaged (CRC-32C mismatch" % target
+        else:
+            for n in os.listdir(bad):
+                os.unlink(os.path.join(bad, n))
+            want = "--restore %s: no checkpoint of parameter server 0 of 2 there" % bad
+        ps_restore_fails(["--restore", bad], "cr-bad-" + kind, want)
+    ps_restore_fails(["--checkpoint", d], "cr-bad-fresh", "--checkpoint %s already holds" % d)
+    ps = [ps_task(eps, i, 2, "cr-ps%db" % i, extra=ckpt + ["--restore", d]) for i in range(2)]
+    for i, w in enumerate(ws):
+        rc, out = finish(w, "cr-w%d" % i, 60)
+        if rc != 1 or "restarted: its incarnation is " not in logtext("cr-w%d" % i):
+            fail("a worker running when the servers were restored: exit %d, %s" % (rc, logtext("cr-w%d" % i)[-1500:]))
+    ws = [worker(0, "cr-w0b"), worker(1, "cr-w1b")]
+    resume = []
+    for i, w in enumerate(ws):
+        rc, out = finish(w, "cr-w%db" % i, 120)
+        m = re.search(r"worker %d restarted: resuming at epoch (\d+) step (\d+) \(input position (\d+)" % i,
+                      logtext("cr-w%db" % i))
+        if rc != 0 or m is None or summary(out, "cr-w%db" % i)["ok"] is not True:
+            fail("worker %d after the restore: exit %d, %s" % (i, rc, logtext("cr-w%db" % i)[-1500:]))
+        resume.append(int(m.group(3)))
+    pss = []
+    for i, p in enumerate(ps):
+        prc, pout = finish(p, "cr-ps%db" % i, 60)
+        s = summary(pout, "cr-ps%db" % i)
+        text = logtext("cr-ps%db" % i)
+        if prc != 0 or s["ok"] is not True or s["restored_version"] == 0 or s["restored_version"] % 200 != 0 or \
+                "parameter server %d: restoring version %d (global step " % (i, s["restored_version"]) not in text \
+                or "worker 1 restarted: resuming at epoch " not in text or s["restarted_workers"] != 2:
+            fail("restored server %d: exit %d, %r, %s" % (i, prc, s, text[-1500:]))
+        pss.append(s)
+    stop(f)
+    if pss[0]["global_step"] != steps:
+        fail("restored: global step %d, the uninterrupted run's %d" % (pss[0]["global_step"], steps))
+    for w in range(2):
+        got = trace_lines(os.path.join(TMP, "cr-w%d.trace" % w), below=resume[w]) + \
+              trace_lines(os.path.join(TMP, "cr-w%db.trace" % w))
+        if got != REF[w]:
+            diff = next((k for k, (a, b) in enumerate(zip(got, REF[w])) if a != b), min(len(got), len(REF[w])))
+            fail("restored: worker %d's trace (resumed at seq %d) differs from the uninterrupted run's at piece %d: "
+                 "%r against %r" % (w, resume[w], diff, got[diff:diff + 1], REF[w][diff:diff + 1]))
+    ok("2 ps tasks killed under running workers and restarted with --restore (versions %d and %d): the running "
+       "workers fail naming the restart; started again they resume at input positions %r (%d pushes acknowledged "
+       "and not applied again), global step %d as uninterrupted, both traces piece for piece the uninterrupted "
+       "run's; a FIFO, a symlink, a flipped byte, an empty directory and a fresh run into a used one refused"
+       % (pss[0]["restored_version"], pss[1]["restored_version"], resume,
+          sum(s["pushes_not_reapplied"] for s in pss), steps))
+
+
+def test_worker_killed_never_back(job_path):
+    """Issue #24 item 3: a worker killed and never started again: the
+    survivor trains its shard, then exits 1 naming the lost worker (its
+    final pull waits up to --ps-worker-timeout); the servers exit 1,
+    lost_workers 1 in every summary."""
+    rcs, outs, pss, _, _ = ps_run(job_path, "wk", servers=1, kill_after=300, restart=False, timeout="2")
+    s = outs[0]
+    if rcs != [1, -9] or s["ok"] is not False or s["lost_workers"] != 1 or \
             "the job did not finish: 1 of 2 workers were lost or failed (worker 1 first" not in logtext("wk-w0"):
-        fail("the survivor: exit %d, %r, %s" % (rc, s, logtext("wk-w0")[-1500:]))
-    prc, pout = finish(ps, "wk-ps0", 60)
-    p = summary(pout, "wk-ps0")
+        fail("the survivor: exit %r, %r, %s" % (rcs, s, logtext("wk-w0")[-1500:]))
+    prc, p = pss[0]
     if prc != 1 or p["ok"] is not False or p["lost_workers"] != 1 or \
             "worker 1 was silent for 2.0 s and is lost" not in logtext("wk-ps0"):
         fail("the server: exit %d, %r, %s" % (prc, p, logtext("wk-ps0")[-1500:]))
-    stop(f)
-    ok("a worker killed and started again: refused as another process; the survivor trains %d steps, then exits 1 "
-       "naming worker 1; the server exits 1, lost_workers 1" % s["steps"])
+    ok("a worker killed and not started again: the survivor trains %d steps, then exits 1 naming worker 1; the "
+       "server exits 1, lost_workers 1" % s["steps"])
 
 
 def keygen(name):
@@ -406,6 +627,8 @@ def main():
     test_nan(nan_job())
     test_restart(job)
     test_worker_killed_and_restarted(job)
+    test_worker_killed_never_back(job)
+    test_cluster_restored(job)
     test_curve(job)
     print("%d passed, 0 failed" % PASSED)
     shutil.rmtree(TMP, ignore_errors=True)

@@ -15,6 +15,9 @@
 #include "train_model.h"
 #include "sl_clock.h"
 #include "train_ps.h"
+#include "train_ps_ckpt.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
                          const uint32_t *want)
@@ -250,6 +253,9 @@ START_TEST(test_silent_server_named)
 }
 END_TEST
 
+/* The session raw messages carry (offset 40). */
+static uint64_t raw_session;
+
 /* A raw message from a DEALER: header (wire version 2), then the frames
  * given (len (size_t)-1: none). */
 static void send_raw(void *d, int type, uint32_t worker, uint32_t flags, uint64_t version, uint64_t incarnation,
@@ -266,6 +272,7 @@ static void send_raw(void *d, int type, uint32_t worker, uint32_t flags, uint64_
     for (int k = 0; k < 8; k++) {
         h[16 + k] = (uint8_t)(version >> (8 * k));
         h[32 + k] = (uint8_t)(incarnation >> (8 * k));
+        h[40 + k] = (uint8_t)(raw_session >> (8 * k));
     }
     int more_body = len != (size_t)-1, more_extra = extra_len != (size_t)-1;
     ck_assert_int_ge(zmq_send(d, h, sizeof h, more_body ? ZMQ_SNDMORE : 0), 0);
@@ -360,21 +367,38 @@ START_TEST(test_server_refuses_hostile_messages)
     float nan4[4] = {0.5f, 0.25f, __builtin_nanf(""), 1}, inf4[4] = {__builtin_inff(), 0, 0, 0},
           ninf4[4] = {0, 0, 0, -__builtin_inff()}, fine[4] = {1, 1, 1, 1};
     char want[256];
-    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, nan4, sizeof nan4, NULL, (size_t)-1);
+    uint8_t pos1[TRAIN_INPUT_POSITION_BYTES];
+    train_input_position_encode(&(struct train_input_position){.seq = 1, .step = 1, .replicas = 1}, pos1);
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, nan4, sizeof nan4, pos1, sizeof pos1);
     ck_assert_uint_eq(recv_error(d, reply, sizeof reply), inc);
     ck_assert_str_eq(reply, "a gradient with a non-finite value (nan at element 2 of 4): nothing applied");
-    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, inf4, sizeof inf4, NULL, (size_t)-1);
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, inf4, sizeof inf4, pos1, sizeof pos1);
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "a gradient with a non-finite value (inf at element 0 of 4): nothing applied");
-    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, ninf4, sizeof ninf4, NULL, (size_t)-1);
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, ninf4, sizeof ninf4, pos1, sizeof pos1);
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "a gradient with a non-finite value (-inf at element 3 of 4): nothing applied");
     send_raw(d, TRAIN_PS_PUSH, 0, 1, UINT64_C(1) << 63, inc, fine, sizeof fine, NULL, (size_t)-1);
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "a push computed from version 9223372036854775808, newer than this server's 0");
-    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, fine, sizeof fine, "x", 1); /* a stray third frame */
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, fine, sizeof fine, "x", 1); /* a third frame, not a position */
     recv_error(d, reply, sizeof reply);
-    ck_assert_str_eq(reply, "a message of 3 frames (a PUSH takes 2)");
+    ck_assert_str_eq(reply, "a push's input position: 1 bytes (expected 40)");
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, fine, sizeof fine, NULL, (size_t)-1); /* no position */
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a push without its input position (a PUSH takes 3 frames: header, gradient, position)");
+    { /* a stray fourth frame */
+        uint8_t hh[TRAIN_PS_HEADER] = {0};
+        memcpy(hh, "SLPS", 4);
+        hh[4] = TRAIN_PS_WIRE_VERSION;
+        hh[5] = TRAIN_PS_PUSH;
+        ck_assert_int_ge(zmq_send(d, hh, sizeof hh, ZMQ_SNDMORE), 0);
+        ck_assert_int_ge(zmq_send(d, fine, sizeof fine, ZMQ_SNDMORE), 0);
+        ck_assert_int_ge(zmq_send(d, pos1, sizeof pos1, ZMQ_SNDMORE), 0);
+        ck_assert_int_ge(zmq_send(d, "x", 1, 0), 0);
+        recv_error(d, reply, sizeof reply);
+        ck_assert_str_eq(reply, "a message of 4 frames (a PUSH takes 3)");
+    }
     send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc ^ 1, fine, sizeof fine, NULL, (size_t)-1);
     recv_error(d, reply, sizeof reply);
     snprintf(want, sizeof want, "a push computed on incarnation %016" PRIx64 " of parameter server 0, which now runs "
@@ -412,7 +436,7 @@ START_TEST(test_server_refuses_hostile_messages)
                                  "2 in all): the job did not finish");
     ck_assert_uint_eq(sr.st.left_early, 2);
     ck_assert_uint_eq(sr.st.incarnation, inc);
-    ck_assert_uint_eq(sr.st.bad_messages, ncases + 1 + 11);
+    ck_assert_uint_eq(sr.st.bad_messages, ncases + 1 + 13);
     ck_assert_uint_eq(sr.st.pushes, 0);
     ck_assert_uint_eq(sr.st.version, 0);
     ck_assert_uint_eq(sr.st.global_step, 0);
@@ -718,10 +742,9 @@ START_TEST(test_restarted_worker_and_lost_count)
     ck_assert_int_eq(train_ps_client_open(&again, ctx, eps, &l, 1, 5000, NULL, &err), 0);
     ck_assert_int_eq(train_ps_pull(again, p, NULL, &err), SL_EPROTO);
     ck_assert_msg(strstr(err.msg, "refused: worker 1 is another process (session ") != NULL, "%s", err.msg);
-    ck_assert_msg(strstr(err.msg, ") than the one whose pushes this server applied (session ") != NULL, "%s",
-                  err.msg);
-    ck_assert_msg(strstr(err.msg, "): a restarted worker would train its shard again from the start, and resuming "
-                                  "one needs ps checkpoints (not built yet)") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, ") than the one this server serves (session ") != NULL, "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "): a process starting asks where to resume (RESUME) before it pulls; one that did "
+                                  "not would train its shard again from the start") != NULL, "%s", err.msg);
     train_ps_client_close(again); /* its BYE is refused too: worker 1's slot stays its first process's */
     /* worker 0 finishes; worker 1 (the first process) says BYE without its
      * final pull: failed; worker 2 never comes: lost */
@@ -739,6 +762,537 @@ START_TEST(test_restarted_worker_and_lost_count)
     ck_assert_uint_eq(sr.st.left_early, 1);
     ck_assert_uint_eq(sr.st.bad_messages, 2);
     ck_assert_uint_eq(sr.st.pushes, 1);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* Receive one reply: its header into h, its body (if any) into body (cap
+ * bytes); the body's length, or -1 when there is none. */
+static int recv_reply(void *d, uint8_t h[TRAIN_PS_HEADER], void *body, size_t cap)
+{
+    ck_assert_int_eq(zmq_recv(d, h, TRAIN_PS_HEADER, 0), TRAIN_PS_HEADER);
+    int more = 0;
+    size_t ml = sizeof more;
+    ck_assert_int_eq(zmq_getsockopt(d, ZMQ_RCVMORE, &more, &ml), 0);
+    if (!more)
+        return -1;
+    int n = zmq_recv(d, body, cap, 0);
+    ck_assert_int_ge(n, 0);
+    return n;
+}
+
+static uint64_t le64_at(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = v << 8 | b[k];
+    return v;
+}
+
+/* A raw PUSH of g (4 floats) at position p (as is, however hostile). */
+static void push_at(void *d, uint32_t worker, uint64_t version, uint64_t inc, const float *g,
+                    struct train_input_position p)
+{
+    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
+    train_input_position_encode(&p, b);
+    send_raw(d, TRAIN_PS_PUSH, worker, 1, version, inc, g, 4 * sizeof *g, b, sizeof b);
+}
+
+/* What servers said (a restart adopted, a push not applied again),
+ * appended; read by the test only after the server's thread ended. */
+struct said {
+    int n;
+    char text[2048];
+};
+
+static void told_said(void *arg, uint32_t worker, const char *what)
+{
+    struct said *t = arg;
+    size_t at = strlen(t->text);
+    t->n++;
+    snprintf(t->text + at, sizeof t->text - at, "%u: %s\n", worker, what);
+}
+
+/* Every PUSH carries the worker's input position; a server applies only
+ * the step one past the position it recorded (issue #24 item 3): a push
+ * without one, a malformed one, one from the future (a step skipped),
+ * huge seq and epoch, the same step twice, another replica count: each
+ * refused and nothing applied. RESUME: without a session refused; for a
+ * worker that never pushed, no position (a fresh start); for one that
+ * pushed, from another session: adopted (said), the recorded position
+ * returned, the old session refused from then on, and the recorded step
+ * pushed again is ACKed as skipped (not applied, not counted) until a push
+ * past it is applied. */
+START_TEST(test_push_positions_and_resume)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    struct said said = {0};
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psp"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000, .said = told_said,
+                                         .said_arg = &said};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
+    uint8_t h[TRAIN_PS_HEADER], body[64];
+    char reply[512];
+    raw_session = 0x1111;
+    send_raw(d, TRAIN_PS_PULL, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), 16);
+    ck_assert_int_eq(h[5], TRAIN_PS_VALUES);
+    uint64_t inc = le64_at(h + 32);
+    /* the position frame itself */
+    uint8_t bad[TRAIN_INPUT_POSITION_BYTES];
+    train_input_position_encode(&(struct train_input_position){.seq = 1, .step = 1, .replicas = 1}, bad);
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, g, sizeof g, bad, sizeof bad - 1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a push's input position: 39 bytes (expected 40)");
+    bad[20] ^= 1;
+    send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, g, sizeof g, bad, sizeof bad);
+    recv_error(d, reply, sizeof reply);
+    static const char crc[] = "a push's input position: CRC-32C mismatch (stored ";
+    ck_assert_msg(strncmp(reply, crc, sizeof crc - 1) == 0, "%s", reply);
+    const struct {
+        struct train_input_position p;
+        const char *why;
+    } cases[] = {
+        {{.epoch = 0, .step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1},
+         "a push's input position: seq 1152921504606846976 is not step 1152921504606846976 x 1 replicas (or above "
+         "2^48)"},
+        {{.epoch = 0, .step = 5, .seq = 5, .replicas = 1}, /* from the future: steps 1-4 skipped */
+         "worker 0 pushed the step ending at input position 5 (epoch 0 step 5); this server expected 1 (epoch 0 or "
+         "1), one step after the last it applied: a step skipped or repeated"},
+        {{.epoch = UINT64_C(1) << 62, .step = 1, .seq = 1, .replicas = 1},
+         "worker 0 pushed the step ending at input position 1 (epoch 4611686018427387904 step 1); this server "
+         "expected 1 (epoch 0 or 1), one step after the last it applied: a step skipped or repeated"},
+        {{.epoch = 0, .step = 0, .seq = 0, .replicas = 1},
+         "worker 0 pushed the step ending at input position 0 (epoch 0 step 0); this server expected 1 (epoch 0 or "
+         "1), one step after the last it applied: a step skipped or repeated"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        push_at(d, 0, 0, inc, g, cases[i].p);
+        recv_error(d, reply, sizeof reply);
+        ck_assert_str_eq(reply, cases[i].why);
+    }
+    /* the first step: applied */
+    push_at(d, 0, 0, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    ck_assert_uint_eq(le64_at(h + 16), 1);
+    /* the same step again (no restart in between), another replica count */
+    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "worker 0 pushed the step ending at input position 1 (epoch 0 step 1); this server "
+                            "expected 2 (epoch 0 or 1), one step after the last it applied: a step skipped or "
+                            "repeated");
+    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 2, .seq = 4, .replicas = 2});
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "worker 0's position counts 2 replicas a step, its earlier pushes 1");
+    /* RESUME without a session; for worker 1, which never pushed: no position */
+    raw_session = 0;
+    send_raw(d, TRAIN_PS_RESUME, 1, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a RESUME without a session");
+    raw_session = 0x7777;
+    send_raw(d, TRAIN_PS_RESUME, 1, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    /* worker 0 "restarts": session 0x5555 adopted, position 1 returned */
+    raw_session = 0x5555;
+    send_raw(d, TRAIN_PS_RESUME, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), TRAIN_INPUT_POSITION_BYTES);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    struct train_input_position got;
+    struct sl_error err = {0};
+    ck_assert_int_eq(train_input_position_decode(&got, body, TRAIN_INPUT_POSITION_BYTES, &err), 0);
+    ck_assert_uint_eq(got.seq, 1);
+    ck_assert_uint_eq(got.epoch, 0);
+    ck_assert_uint_eq(got.replicas, 1);
+    /* the old session is refused now */
+    raw_session = 0x1111;
+    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 2, .seq = 2, .replicas = 1});
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "worker 0 is another process (session 0000000000001111) than the one this server serves "
+                            "(session 0000000000005555): a process starting asks where to resume (RESUME) before it "
+                            "pulls; one that did not would train its shard again from the start");
+    /* the new one pushes the recorded step again (its old process's last
+     * push reached this server): ACKed as skipped, once */
+    raw_session = 0x5555;
+    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    ck_assert_uint_eq(le64_at(h + 12) & 0xffffffffu, TRAIN_PS_ACK_SKIPPED);
+    ck_assert_uint_eq(le64_at(h + 16), 1); /* version unchanged */
+    ck_assert_uint_eq(le64_at(h + 24), 1); /* global step unchanged */
+    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    ck_assert_uint_eq(le64_at(h + 16), 2);
+    ck_assert_uint_eq(le64_at(h + 24), 2);
+    /* caught up: the same step again is a repeat now */
+    push_at(d, 0, 2, inc, g, (struct train_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
+    recv_error(d, reply, sizeof reply);
+    ck_assert_msg(strstr(reply, "this server expected 3 (epoch 1 or 2)") != NULL, "%s", reply);
+    /* worker 0's final pull, then a RESUME for it is refused */
+    send_raw(d, TRAIN_PS_PULL, 0, TRAIN_PS_FINAL, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK); /* not yet: worker 1 */
+    raw_session = 0x6666;
+    send_raw(d, TRAIN_PS_RESUME, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "worker 0 made its final pull already: there is nothing left of its shard to resume");
+    raw_session = 0x5555;
+    send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    raw_session = 0x7777;
+    send_raw(d, TRAIN_PS_PULL, 1, TRAIN_PS_FINAL, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), 16);
+    ck_assert_int_eq(h[5], TRAIN_PS_VALUES);
+    ck_assert_uint_eq(le64_at(h + 12) & 0xffffffffu, TRAIN_PS_FINAL); /* nobody lost or failed */
+    send_raw(d, TRAIN_PS_BYE, 1, 0, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    raw_session = 0;
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.pushes, 2);
+    ck_assert_uint_eq(sr.st.global_step, 2);
+    ck_assert_uint_eq(sr.st.restarts, 1);
+    ck_assert_uint_eq(sr.st.skipped, 1);
+    ck_assert_uint_eq(sr.st.bad_messages, 12);
+    ck_assert_int_eq(said.n, 2);
+    ck_assert_str_eq(said.text, "0: worker 0 restarted: resuming at epoch 0 step 1 (input position 1; session "
+                                "0000000000005555 replaces 0000000000001111)\n"
+                                "0: worker 0: its push of epoch 0 step 1 (input position 1) was applied here before "
+                                "its restart: acknowledged, not applied again (and so up to step 1, the position recorded here)\n");
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* A raw PULL to learn a server's incarnation. */
+static uint64_t incarnation_of(void *d)
+{
+    uint8_t h[TRAIN_PS_HEADER], body[64];
+    send_raw(d, TRAIN_PS_PULL, 1, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    recv_reply(d, h, body, sizeof body);
+    ck_assert_int_eq(h[5], TRAIN_PS_VALUES);
+    return le64_at(h + 32);
+}
+
+/* A worker killed with its push in flight, which reached server 0 but not
+ * server 1 (issue #24 item 3): train_ps_resume gives the lower position
+ * (server 1's) and says one server is ahead; the new process pushes that
+ * step again: server 0 acknowledges it without applying it, server 1
+ * applies it, so every step is applied exactly once on each server and
+ * server 0's global step counts it once. Positions more than a step apart
+ * and another replica count are refused. */
+START_TEST(test_resume_after_a_push_in_flight)
+{
+    struct train_model_var v[2] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4},
+                                   {.kind = 'b', .layer = 1, .offset = 4, .count = 4}};
+    uint32_t owner[2] = {0, 1};
+    const float init[8] = {1, 2, 3, 4, 5, 6, 7, 8}, g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 2, .owner = owner, .nps = 2};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr[2];
+    struct said said[2] = {{0}, {0}};
+    const char *eps[2];
+    for (int s = 0; s < 2; s++) {
+        memset(&sr[s], 0, sizeof sr[s]);
+        snprintf(sr[s].ep, sizeof sr[s].ep, "ipc://%s", sl_test_path(s ? "psf1" : "psf0"));
+        eps[s] = sr[s].ep;
+        sr[s].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr[s].ep, .index = (uint32_t)s, .layout = l,
+                                                .init = init, .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000,
+                                                .said = told_said, .said_arg = &said[s]};
+        ck_assert_int_eq(pthread_create(&sr[s].tid, NULL, server_main, &sr[s]), 0);
+    }
+    struct sl_error err = {0};
+    struct train_ps_resume_result r;
+    /* a fresh start: nothing recorded */
+    ck_assert_msg(train_ps_resume(ctx, eps, 2, 0, 0xa1, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 0);
+    ck_assert_uint_eq(r.pos.seq, 0);
+    ck_assert_uint_eq(r.pos.replicas, 1);
+    struct train_ps_client *c, *c2, *c1;
+    float p[8];
+    ck_assert_int_eq(train_ps_client_open(&c, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    train_ps_client_set_session(c, 0xa1);
+    ck_assert_msg(train_ps_pull(c, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_push(c, g, 1, NULL, &err) == 0, "%s", err.msg); /* position 1 (auto) */
+    /* step 2's push reaches server 0 only, then the process dies */
+    void *d0 = zmq_socket(ctx, ZMQ_DEALER), *d1 = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d0, eps[0]), 0);
+    ck_assert_int_eq(zmq_connect(d1, eps[1]), 0);
+    uint8_t h[TRAIN_PS_HEADER], body[64];
+    raw_session = 0xa1;
+    uint64_t inc0 = incarnation_of(d0), inc1 = incarnation_of(d1);
+    push_at(d0, 0, 1, inc0, g, (struct train_input_position){.step = 2, .seq = 2, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d0, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    /* worker 1: two steps on server 0 only (as after restored checkpoints of
+     * two moments) */
+    raw_session = 0xb1;
+    for (uint64_t k = 1; k <= 2; k++) {
+        push_at(d0, 1, 2, inc0, g, (struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        ck_assert_int_eq(recv_reply(d0, h, body, sizeof body), -1);
+        ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    }
+    (void)inc1;
+    raw_session = 0;
+    ck_assert_msg(train_ps_resume(ctx, eps, 2, 1, 0xb2, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.pos.seq, 0); /* server 1's: none */
+    ck_assert_uint_eq(r.recorded, 1);
+    ck_assert_uint_eq(r.ahead, 1);
+    /* worker 0 restarted with 2 replicas: refused (after adopting) */
+    ck_assert_int_eq(train_ps_resume(ctx, eps, 2, 0, 0xa2, 2, 5000, NULL, &r, &err), SL_EPROTO);
+    ck_assert_msg(strstr(err.msg, "recorded worker 0's position with 1 replicas a step; this process runs 2 (start it "
+                                  "with the same replicas)") != NULL, "%s", err.msg);
+    /* and with 1: the lower position, server 0 ahead */
+    ck_assert_msg(train_ps_resume(ctx, eps, 2, 0, 0xa3, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 2);
+    ck_assert_uint_eq(r.ahead, 1);
+    ck_assert_uint_eq(r.pos.seq, 1);
+    ck_assert_uint_eq(r.pos.step, 1);
+    ck_assert_int_eq(train_ps_push(c, g, 1, NULL, &err), SL_EPROTO); /* the old process: refused */
+    ck_assert_int_eq(train_ps_client_open(&c2, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    train_ps_client_set_session(c2, 0xa3);
+    ck_assert_msg(train_ps_pull(c2, p, NULL, &err) == 0, "%s", err.msg);
+    for (uint64_t k = 2; k <= 3; k++) {
+        train_ps_client_set_position(c2, &(struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        ck_assert_msg(train_ps_push(c2, g, 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    /* worker 1 (adopted as 0xb2 by the refused RESUME) leaves: failed */
+    ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    train_ps_client_set_session(c1, 0xb2);
+    train_ps_client_close(c1);
+    uint64_t step = 0;
+    ck_assert_msg(train_ps_pull_final(c2, p, &step, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(step, 5); /* worker 0's 3 steps, once each, and worker 1's 2 */
+    /* each server applied worker 0's steps 1, 2, 3 once: 3 x 0.5 off server 1's
+     * values, 5 x 0.5 off server 0's (worker 1's two included) */
+    for (int i = 0; i < 4; i++) {
+        ck_assert_float_eq(p[i], init[i] - 2.5f);
+        ck_assert_float_eq(p[4 + i], init[4 + i] - 1.5f);
+    }
+    uint32_t first = 9;
+    ck_assert_uint_eq(train_ps_client_lost(c2, &first), 1);
+    ck_assert_uint_eq(first, 1);
+    train_ps_client_close(c2);
+    train_ps_client_close(c);
+    for (int s = 0; s < 2; s++) {
+        pthread_join(sr[s].tid, NULL);
+        ck_assert_int_eq(sr[s].rc, SL_EPROTO); /* worker 1 left before its final pull */
+        ck_assert_uint_eq(sr[s].st.restarts, s == 0 ? 3 : 2); /* worker 1's on server 0 */
+    }
+    ck_assert_uint_eq(sr[0].st.pushes, 5);
+    ck_assert_uint_eq(sr[0].st.skipped, 1);
+    ck_assert_uint_eq(sr[0].st.global_step, 5);
+    ck_assert_uint_eq(sr[1].st.pushes, 3);
+    ck_assert_uint_eq(sr[1].st.skipped, 0);
+    ck_assert_msg(strstr(said[0].text, "0: worker 0 restarted: resuming at epoch 0 step 2 (input position 2; session "
+                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL, "%s", said[0].text);
+    ck_assert_msg(strstr(said[1].text, "0: worker 0 restarted: resuming at epoch 0 step 1 (input position 1; session "
+                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL, "%s", said[1].text);
+    ck_assert_msg(strstr(said[0].text, "its push of epoch 0 step 2 (input position 2) was applied here before its "
+                                       "restart") != NULL, "%s", said[0].text);
+    int linger = 0;
+    zmq_setsockopt(d0, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(d1, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d0);
+    zmq_close(d1);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* A ps checkpoint written and read back field for field; hostile files
+ * refused with their exact reasons: another server's, a flipped byte, a
+ * truncated file, a FIFO (without blocking), a symlink, a non-finite
+ * value, a global step above the version, a position with seq 2^60. */
+START_TEST(test_ps_checkpoint_files)
+{
+    char dir[512], path[1024], other[1024], want[1400];
+    snprintf(dir, sizeof dir, "%s", sl_test_path("psck"));
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    const char cfg[] = "inputs=4 classes=2 hidden=- seed=1";
+    struct train_input_position pos[3] = {{.epoch = 1, .step = 2, .seq = 4, .replicas = 2},
+                                          {0},
+                                          {.epoch = 0, .step = 1, .seq = 1, .replicas = 1}};
+    float vals[4] = {1.5f, -2, 3, 4}, mom[4] = {0.25f, 0, 0, -1};
+    struct train_ps_state s = {.index = 1, .servers = 2, .workers = 3, .version = 7, .global_step = 0,
+                               .config = cfg, .config_len = strlen(cfg), .pos = pos, .values = vals,
+                               .momentum = mom, .n = 4};
+    struct sl_error err = {0};
+    uint64_t bytes = 0;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, &bytes, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/ckpt-000000000007.w1of2", dir);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq((uint64_t)st.st_size, bytes);
+    ck_assert_uint_eq(bytes, 64 + 40 + 3 * 40 + 32 + 4);
+    struct train_ps_ckpt ck;
+    ck_assert_msg(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.state.version, 7);
+    ck_assert_uint_eq(ck.state.n, 4);
+    ck_assert_str_eq(ck.state.config, cfg);
+    ck_assert(memcmp(ck.state.values, vals, sizeof vals) == 0);
+    ck_assert(memcmp(ck.state.momentum, mom, sizeof mom) == 0);
+    for (int w = 0; w < 3; w++) { /* field by field: the struct has padding */
+        ck_assert_uint_eq(ck.state.pos[w].epoch, pos[w].epoch);
+        ck_assert_uint_eq(ck.state.pos[w].step, pos[w].step);
+        ck_assert_uint_eq(ck.state.pos[w].seq, pos[w].seq);
+        ck_assert_uint_eq(ck.state.pos[w].replicas, pos[w].replicas);
+    }
+    train_ps_ckpt_free(&ck);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 2, 3, &ck, &err), SL_EINVAL);
+    snprintf(want, sizeof want, "%s: made by parameter server 1 of 2 for 3 workers, not server 0 of 2 for 3", path);
+    ck_assert_str_eq(err.msg, want);
+    /* a flipped byte, then a truncated file */
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 70, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": damaged (CRC-32C mismatch: stored ") != NULL, "%s", err.msg);
+    ck_assert_int_eq(truncate(path, 100), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: truncated (100 bytes, the header says %" PRIu64 ")", path, bytes);
+    ck_assert_str_eq(err.msg, want);
+    /* a FIFO and a symlink in its place */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: not a regular file (a FIFO): refused, a checkpoint is one", path);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(other, sizeof other, "%s/elsewhere", dir);
+    ck_assert_int_eq(symlink(other, path), 0);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": a symbolic link: refused") != NULL, "%s", err.msg);
+    ck_assert_int_eq(unlink(path), 0);
+    /* well-formed files holding values no server could have */
+    vals[2] = __builtin_nanf("");
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: damaged: a non-finite value at element 2", path);
+    ck_assert_str_eq(err.msg, want);
+    vals[2] = 3;
+    s.global_step = 9;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: damaged: global step 9 above the version 7", path);
+    ck_assert_str_eq(err.msg, want);
+    s.global_step = 0;
+    pos[0] = (struct train_input_position){.step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1};
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
+    ck_assert_msg(strstr(err.msg, ": damaged: worker 0's input position: seq 1152921504606846976 is not step") != NULL,
+                  "%s", err.msg);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* What a server's checkpoint callback saw last (read after the join). */
+struct seen_ckpt {
+    int calls;
+    uint64_t version, global_step, seq0;
+    float v0;
+};
+
+static int record_ckpt(void *arg, const struct train_ps_state *s, struct sl_error *err)
+{
+    (void)err;
+    struct seen_ckpt *c = arg;
+    c->calls++;
+    c->version = s->version;
+    c->global_step = s->global_step;
+    c->seq0 = s->pos[0].seq;
+    c->v0 = s->values[0];
+    return 0;
+}
+
+/* A server restored from a state: its values, version and global step go
+ * on from there; worker 0's RESUME gets its restored position (adopted,
+ * said "restored from a checkpoint"), worker 1 (no position) starts
+ * fresh; the checkpoint callback runs every 2 pushes applied with the
+ * positions; a state for another worker count is refused. */
+START_TEST(test_server_restores_and_checkpoints)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, vals[4] = {5, 5, 5, 5}, mom[4] = {0};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    struct train_input_position pos[2] = {{.epoch = 0, .step = 3, .seq = 3, .replicas = 1}, {0}};
+    struct train_ps_state rs = {.index = 0, .servers = 1, .workers = 2, .version = 10, .global_step = 10,
+                                .pos = pos, .values = vals, .momentum = mom, .n = 4};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    struct seen_ckpt seen = {0};
+    struct said said = {0};
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psrs"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
+                                         .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000, .restore = &rs,
+                                         .checkpoint = record_ckpt, .checkpoint_arg = &seen, .checkpoint_every = 2,
+                                         .said = told_said, .said_arg = &said};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    struct sl_error err = {0};
+    struct train_ps_resume_result r;
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 0, 0xc0, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 1);
+    ck_assert_uint_eq(r.pos.seq, 3);
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 1, 0xc1, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 0);
+    struct train_ps_client *c0, *c1;
+    ck_assert_int_eq(train_ps_client_open(&c0, ctx, eps, &l, 0, 5000, NULL, &err), 0);
+    ck_assert_int_eq(train_ps_client_open(&c1, ctx, eps, &l, 1, 5000, NULL, &err), 0);
+    train_ps_client_set_session(c0, 0xc0);
+    train_ps_client_set_session(c1, 0xc1);
+    float p[4];
+    uint64_t step = 0;
+    ck_assert_msg(train_ps_pull(c0, p, &step, &err) == 0, "%s", err.msg);
+    ck_assert(memcmp(p, vals, sizeof p) == 0);
+    ck_assert_uint_eq(step, 10);
+    for (uint64_t k = 4; k <= 5; k++) {
+        train_ps_client_set_position(c0, &(struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        ck_assert_msg(train_ps_push(c0, g, 1, NULL, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_msg(train_ps_pull(c1, p, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_push(c1, g, 1, NULL, &err) == 0, "%s", err.msg); /* position 1 (auto) */
+    uint32_t waiting = 0;
+    ck_assert_msg(train_ps_pull_final_try(c0, p, NULL, &waiting, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(waiting, 1);
+    ck_assert_msg(train_ps_pull_final(c1, p, &step, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(step, 13);
+    ck_assert_msg(train_ps_pull_final(c0, p, &step, NULL, &err) == 0, "%s", err.msg);
+    train_ps_client_close(c0);
+    train_ps_client_close(c1);
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.version, 13);
+    ck_assert_uint_eq(sr.st.global_step, 13);
+    ck_assert_uint_eq(sr.st.restarts, 1);
+    ck_assert_int_eq(seen.calls, 1); /* version 12 */
+    ck_assert_uint_eq(sr.st.checkpoints, 1);
+    ck_assert_uint_eq(seen.version, 12);
+    ck_assert_uint_eq(seen.global_step, 12);
+    ck_assert_uint_eq(seen.seq0, 5);
+    ck_assert_float_eq(seen.v0, 5 - 0.5f * 2);
+    ck_assert_msg(strstr(said.text, "0: worker 0 restarted: resuming at epoch 0 step 3 (input position 3; session "
+                                    "00000000000000c0 restored from a checkpoint)\n") != NULL, "%s", said.text);
+    /* a state for 3 workers */
+    rs.workers = 3;
+    memset(&sr.st, 0, sizeof sr.st);
+    ck_assert_int_eq(train_ps_serve(&sr.o, &sr.st, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "parameter server 0 of 2 workers: the state restored is server 0's of 3 workers");
     zmq_ctx_term(ctx);
 }
 END_TEST
@@ -809,6 +1363,10 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_restarted_server_detected);
     tcase_add_test(tc, test_curve_link);
     tcase_add_test(tc, test_restarted_worker_and_lost_count);
+    tcase_add_test(tc, test_push_positions_and_resume);
+    tcase_add_test(tc, test_resume_after_a_push_in_flight);
+    tcase_add_test(tc, test_ps_checkpoint_files);
+    tcase_add_test(tc, test_server_restores_and_checkpoints);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,240 @@
+/* train_ps_ckpt: see train_ps_ckpt.h. */
+#include "train_ps_ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
+#include "sl_alloc.h"
+#include "sl_bytes.h"
+#include "sl_output.h"
+#include "train_ckpt.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint arrays are written as the host's float32 bytes: little-endian hosts only"
+#endif
+
+static const char ps_magic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'P', 'S'};
+
+static size_t pad8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* fwrite and crc together; 0 or -1. */
+static int put(FILE *f, uint32_t *crc, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    *crc = fmt_crc32c_extend(*crc, p, n);
+    return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_t *bytes, struct sl_error *err)
+{
+    if (s->servers == 0 || s->index >= s->servers || s->workers == 0 || s->workers > TRAIN_PS_CKPT_MAX_WORKERS ||
+        s->config_len > TRAIN_PS_MAX_CONFIG || (s->n > 0 && (s->values == NULL || s->momentum == NULL)))
+        return sl_error_set(err, SL_EINVAL, "checkpoint: server %u of %u, %u workers, a %zu-byte description: out of "
+                            "range", s->index, s->servers, s->workers, s->config_len);
+    char name[96], path[TRAIN_CKPT_MAX_PATH];
+    train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return sl_error_set(err, SL_EINVAL, "checkpoint: the path %s/%s is too long", dir, name);
+    uint8_t h[TRAIN_PS_CKPT_HEADER] = {0}, zeros[8] = {0}, pos[TRAIN_INPUT_POSITION_BYTES], tail[4];
+    memcpy(h, ps_magic, 8);
+    sl_store_le32(h + 8, TRAIN_PS_CKPT_VERSION);
+    sl_store_le32(h + 12, s->index);
+    sl_store_le32(h + 16, s->servers);
+    sl_store_le32(h + 20, s->workers);
+    sl_store_le64(h + 24, s->version);
+    sl_store_le64(h + 32, s->global_step);
+    sl_store_le64(h + 40, s->n);
+    sl_store_le32(h + 48, (uint32_t)s->config_len);
+    struct sl_output *out;
+    int rc = sl_output_open(&out, path, SL_OUTPUT_FSYNC, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "checkpoint: ");
+    FILE *f = sl_output_stream(out);
+    uint32_t crc = 0;
+    int bad = put(f, &crc, h, sizeof h) || put(f, &crc, s->config, s->config_len) ||
+              put(f, &crc, zeros, pad8(s->config_len) - s->config_len);
+    for (uint32_t w = 0; !bad && w < s->workers; w++) {
+        if (s->pos[w].replicas == 0)
+            memset(pos, 0, sizeof pos);
+        else
+            train_input_position_encode(&s->pos[w], pos);
+        bad = put(f, &crc, pos, sizeof pos);
+    }
+    bad = bad || put(f, &crc, s->values, s->n * sizeof(float)) || put(f, &crc, s->momentum, s->n * sizeof(float));
+    sl_store_le32(tail, crc);
+    bad = bad || fwrite(tail, 1, 4, f) != 4;
+    if (bad) {
+        rc = sl_error_sys(err, errno ? errno : EIO, "checkpoint: write(%s)", sl_output_write_path(out));
+        sl_output_abort(out);
+        return rc;
+    }
+    if ((rc = sl_output_commit(out, err)) != 0)
+        return sl_error_prefix(err, "checkpoint: ");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        rc = sl_error_sys(err, errno, "checkpoint: fsync(%s)", dir);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    close(fd);
+    if (bytes != NULL)
+        *bytes = TRAIN_PS_CKPT_HEADER + pad8(s->config_len) + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s->workers +
+                 8 * (uint64_t)s->n + 4;
+    return 0;
+}
+
+void train_ps_ckpt_free(struct train_ps_ckpt *ck)
+{
+    if (ck == NULL)
+        return;
+    sl_free(ck->buf);
+    sl_free(ck->pos);
+    memset(ck, 0, sizeof *ck);
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a file";
+}
+
+int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers,
+                       struct train_ps_ckpt *out, struct sl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct stat st;
+    /* a FIFO must not block the open; a symlink is refused by name */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
+                                "through symlinks; put the file itself in the directory)", path);
+        return sl_error_sys(err, e, "open(%s)", path);
+    }
+    uint8_t h[TRAIN_PS_CKPT_HEADER], *buf = NULL;
+    struct train_input_position *pos = NULL;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = sl_error_sys(err, errno, "fstat(%s)", path);
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
+                          kind_of(st.st_mode));
+        goto fail;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < TRAIN_PS_CKPT_HEADER + 4) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes)", path, size);
+        goto fail;
+    }
+    if (read(fd, h, sizeof h) != (ssize_t)sizeof h) {
+        rc = sl_error_sys(err, errno ? errno : EIO, "read(%s)", path);
+        goto fail;
+    }
+    if (memcmp(h, ps_magic, 8) != 0) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a parameter server's checkpoint (bad magic, expected SLUICEPS)",
+                          path);
+        goto fail;
+    }
+    uint32_t ver = sl_load_le32(h + 8), d = sl_load_le32(h + 48);
+    struct train_ps_state s = {.index = sl_load_le32(h + 12), .servers = sl_load_le32(h + 16),
+                               .workers = sl_load_le32(h + 20), .version = sl_load_le64(h + 24),
+                               .global_step = sl_load_le64(h + 32)};
+    uint64_t n = sl_load_le64(h + 40);
+    if (ver != TRAIN_PS_CKPT_VERSION || d > TRAIN_PS_MAX_CONFIG || s.workers == 0 ||
+        s.workers > TRAIN_PS_CKPT_MAX_WORKERS || n > TRAIN_CKPT_MAX_BYTES / 8) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged header (format version %" PRIu32 ", description bytes %" PRIu32
+                          ", %" PRIu32 " workers, %" PRIu64 " elements)", path, ver, d, s.workers, n);
+        goto fail;
+    }
+    uint64_t at_pos = TRAIN_PS_CKPT_HEADER + pad8(d), at_values = at_pos + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s.workers,
+             expect = at_values + 8 * n + 4;
+    if (size != expect) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: %s (%" PRIu64 " bytes, the header says %" PRIu64 ")", path,
+                          size < expect ? "truncated" : "longer than its header says", size, expect);
+        goto fail;
+    }
+    if ((buf = sl_malloc((size_t)size)) == NULL ||
+        (pos = sl_calloc(s.workers, sizeof *pos)) == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %" PRIu64 " bytes", path, size);
+        goto fail;
+    }
+    memcpy(buf, h, sizeof h);
+    for (size_t got = sizeof h; got < size;) {
+        ssize_t r = read(fd, buf + got, (size_t)size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? sl_error_sys(err, errno, "read(%s)", path)
+                       : sl_error_set(err, SL_ECORRUPT, "%s: truncated while read", path);
+            goto fail;
+        }
+        got += (size_t)r;
+    }
+    uint32_t stored = sl_load_le32(buf + size - 4), crc = fmt_crc32c(buf, (size_t)size - 4);
+    if (stored != crc) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
+                          ")", path, stored, crc);
+        goto fail;
+    }
+    if (s.index != index || s.servers != servers || s.workers != workers) {
+        rc = sl_error_set(err, SL_EINVAL, "%s: made by parameter server %" PRIu32 " of %" PRIu32 " for %" PRIu32
+                          " workers, not server %" PRIu32 " of %" PRIu32 " for %" PRIu32, path, s.index, s.servers,
+                          s.workers, index, servers, workers);
+        goto fail;
+    }
+    if (s.global_step > s.version) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged: global step %" PRIu64 " above the version %" PRIu64, path,
+                          s.global_step, s.version);
+        goto fail;
+    }
+    static const uint8_t none[TRAIN_INPUT_POSITION_BYTES];
+    for (uint32_t w = 0; w < s.workers; w++) {
+        const uint8_t *p = buf + at_pos + (size_t)TRAIN_INPUT_POSITION_BYTES * w;
+        if (memcmp(p, none, sizeof none) != 0 &&
+            (rc = train_input_position_decode(&pos[w], p, TRAIN_INPUT_POSITION_BYTES, err)) != 0) {
+            sl_error_prefix(err, "%s: damaged: worker %" PRIu32 "'s ", path, w);
+            goto fail;
+        }
+    }
+    const float *values = (const float *)(const void *)(buf + at_values);
+    for (uint64_t k = 0; k < 2 * n; k++)
+        if (!isfinite(values[k])) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged: a non-finite %s at element %" PRIu64, path,
+                              k < n ? "value" : "momentum", k % (n ? n : 1));
+            goto fail;
+        }
+    close(fd);
+    memcpy(out->config, buf + TRAIN_PS_CKPT_HEADER, d);
+    out->config[d] = '\0';
+    s.config = out->config;
+    s.config_len = d;
+    s.pos = pos;
+    s.values = values;
+    s.momentum = values + n;
+    s.n = (size_t)n;
+    out->state = s;
+    out->pos = pos;
+    out->buf = buf;
+    snprintf(out->path, sizeof out->path, "%s", path);
+    return 0;
+fail:
+    close(fd);
+    sl_free(buf);
+    sl_free(pos);
+    return rc;
+}
