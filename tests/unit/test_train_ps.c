@@ -11,13 +11,16 @@
 #include <time.h>
 #include <zmq.h>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sl_clock.h"
 #include "sl_test.h"
 #include "train_model.h"
-#include "sl_clock.h"
 #include "train_ps.h"
 #include "train_ps_ckpt.h"
-#include <sys/stat.h>
-#include <unistd.h>
 
 static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
                          const uint32_t *want)
@@ -653,6 +656,25 @@ START_TEST(test_setup_survives_bad_descriptions)
 }
 END_TEST
 
+/* Wait (at most 10 s) until nothing accepts on the unix socket at path. */
+static void ipc_closed(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    ck_assert_uint_lt(strlen(path), sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    for (int i = 0; i < 1000; i++) {
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+        close(fd);
+        if (!live)
+            return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_abort_msg("%s still accepts 10 s after its server returned", path);
+}
+
 /* A server restarted under a worker (issue #24 item 2): the next pull
  * fails naming both incarnations, and so does every call after it; the
  * new server refuses the old worker's push and its early BYE ends it
@@ -687,6 +709,10 @@ START_TEST(test_restarted_server_detected)
     /* A ends (its "crash"): the worker, silent past A's 0.5 s, is lost */
     pthread_join(a.tid, NULL);
     ck_assert_int_eq(a.rc, SL_ETIMEOUT);
+    /* A's socket closes in ZeroMQ's I/O thread, after train_ps_serve
+     * returned (a killed process's closes at once): until it has, B would
+     * rightly refuse a path a live socket serves */
+    ipc_closed(a.ep + strlen("ipc://"));
     ck_assert_int_eq(pthread_create(&b.tid, NULL, server_main, &b), 0);
     struct timespec ts = {0, 300 * 1000 * 1000}; /* the DEALER reconnects (every 100 ms) */
     nanosleep(&ts, NULL);
