@@ -45,7 +45,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     so->max_window = r->st.max_record_bytes + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER + 1;
     so->plain_probe = ops->plain_probe;
     so->use_zlib = o->use_zlib;
-    so->use_read = o->use_read;
+    so->io = o->io;
     so->max_output = o->max_output;
     *out = r;
     return 0;

@@ -32,7 +32,7 @@ struct fmt_reader_opts {
     size_t buffer_size;               /* 0: 256 KiB */
     int skip_crc;                     /* 1: do not verify TFRecord CRCs (never the default) */
     int use_zlib;                     /* 1: inflate with zlib even when ISA-L is present */
-    int use_read;                     /* 1: read(2) plain files instead of mapping them */
+    enum fmt_io io;                   /* plain files: AUTO (default), READ or MAP (fmt_stream.h) */
     uint64_t max_output;              /* compressed files: most decompressed bytes (fmt_stream's
                                          max_output); 0: no limit */
 };

@@ -72,7 +72,7 @@ static void roundtrip(const char *name, const uint8_t *file, size_t flen, const 
     /* memory, a mapped file, a file read with read(2) */
     for (int from_file = 0; from_file < 3; from_file++) {
         struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib,
-                                    .use_read = from_file == 2};
+                                    .io = from_file == 2 ? FMT_IO_READ : FMT_IO_MAP};
         struct fmt_stream *s;
         if (from_file)
             ck_assert_int_eq(fmt_stream_open(&s, sl_test_write(name, file, flen), &o, &err), 0);

@@ -429,7 +429,7 @@ struct path_run {
 /* mode 0: the file mapped (default); 1: read(2) in small chunks; 2: memory */
 static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, struct path_run *pr)
 {
-    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .use_read = mode == 1,
+    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .io = mode == 1 ? FMT_IO_READ : FMT_IO_MAP,
                                 .buffer_size = mode == 1 ? 1000 : 0};
     struct fmt_reader *r;
     struct sl_error err = {0};
