@@ -65,6 +65,7 @@ int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_
         fmt_reader_close(r);
         return rc;
     }
+    r->st.lend_ahead = fmt_stream_io(r->st.stream) == FMT_IO_READ;
     *out = r;
     return 0;
 }
@@ -117,6 +118,7 @@ int fmt_reader_seek(struct fmt_reader *r, uint64_t off, uint64_t index, struct s
     if (rc != 0)
         return rc;
     r->st.index = index;
+    r->st.ahead_len = 0;
     r->failed = 0;
     return 0;
 }

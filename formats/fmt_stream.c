@@ -50,6 +50,11 @@
 #include "sl_clock.h"
 
 #define DEFAULT_BUFFER ((size_t)1 << 20)
+/* A plain file read(2) into the window: 256 KiB calls keep the window in
+ * the L2 cache while its records' CRCs read it (in one process against
+ * read() + CRC32C of 1 MiB, 1 GiB in the page cache: 0.925-0.963x of the
+ * baseline with 256 KiB, 0.894-0.955x with 1 MiB, the same runs). */
+#define DEFAULT_PLAIN_READ ((size_t)256 << 10)
 #define DEFAULT_MAX_WINDOW (((size_t)64 << 20) + 64)
 /* Lent blocks: keep between PREFETCH_AHEAD and 2 x PREFETCH_AHEAD bytes
  * past the position prefetched. `sluice-record verify` of 1 GiB in the page
@@ -508,6 +513,8 @@ static int open_common(struct fmt_stream *s, const struct fmt_stream_opts *opts,
         s->inflater = INF_NONE;
         if (s->fd >= 0)
             map_file(s, o->io);
+        if (s->map == NULL && o->buffer_size == 0)
+            s->chunk = DEFAULT_PLAIN_READ;
         if (s->fd < 0 || s->map != NULL) {
             s->win = (uint8_t *)s->mem;
             s->win_cap = s->win_len = s->mem_len;

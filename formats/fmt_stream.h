@@ -78,7 +78,8 @@ enum fmt_io fmt_io_current(struct fmt_io_probe *probe, const char **source);
 
 struct fmt_stream_opts {
     enum fmt_compression compression; /* AUTO: by extension, then by magic */
-    size_t buffer_size;                /* input chunk; 0: 256 KiB */
+    size_t buffer_size;                /* input chunk; 0: 256 KiB for a plain file read(2), 1 MiB for
+                                          compressed input */
     size_t max_window;                 /* largest window a caller may ask for; 0: 64 MiB + 64 */
     fmt_plain_probe_fn plain_probe;    /* optional, see above */
     int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */

@@ -81,8 +81,8 @@ static uint32_t header_crc(const uint8_t *p)
 
 /* The 12 header bytes at p of the record starting at `start`: the length,
  * checked against its CRC (unless skip_crc) and against `max`. */
-static int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
-                        struct sl_error *err)
+static inline int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
+                               struct sl_error *err)
 {
     if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(p + 8)) != header_crc(p))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
@@ -124,12 +124,20 @@ int fmt_tfrecord_frame(const uint8_t *p, size_t avail, uint64_t start, size_t ma
 static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err)
 {
     struct fmt__reader_state *st = fmt__reader_state(r);
-    uint64_t start = fmt_stream_offset(s);
+    uint64_t start;
     const uint8_t *p;
     size_t avail;
-    int rc = fmt_stream_window(s, FMT_TFRECORD_HEADER, &p, &avail, err);
-    if (rc != 0)
-        return rc;
+    int rc;
+    if (st->ahead_len >= FMT_TFRECORD_HEADER) { /* the rest of the last window */
+        start = st->ahead_off;
+        p = st->ahead;
+        avail = st->ahead_len;
+    } else {
+        start = fmt_stream_offset(s);
+        if ((rc = fmt_stream_window(s, FMT_TFRECORD_HEADER, &p, &avail, err)) != 0)
+            return rc;
+    }
+    st->ahead_len = 0;
     if (avail < FMT_TFRECORD_HEADER) {
         st->dropped_tail = avail;
         fmt_stream_consume(s, avail);
@@ -154,6 +162,11 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
     rec->offset = start;
     rec->index = st->index++;
     fmt_stream_consume(s, total);
+    if (st->lend_ahead) {
+        st->ahead = p + total;
+        st->ahead_len = avail - total;
+        st->ahead_off = start + total;
+    }
     return 0;
 }
 
