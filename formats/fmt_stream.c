@@ -475,13 +475,15 @@ enum fmt_io fmt_io_current(struct fmt_io_probe *probe, const char **source)
 /* An uncompressed regular file: mapped and lent straight from the page
  * cache, or read(2) into the window, as `io` (or AUTO's choice) says.
  * Anything that cannot be mapped (a pipe, an empty file) is read. A regular
- * file is read up to its size at open, as a mapping would be. */
+ * file is read up to its size at open, as a mapping would be (one whose
+ * size is 0 to the end it has). */
 static void map_file(struct fmt_stream *s, enum fmt_io io)
 {
     struct stat st;
     if (fstat(s->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return;
-    s->src_limit = (uint64_t)st.st_size;
+    if (st.st_size > 0) /* 0: empty, or a pseudo-file (/proc) whose size says nothing */
+        s->src_limit = (uint64_t)st.st_size;
     off_t pos = lseek(s->fd, 0, SEEK_CUR);
     s->src_off = pos > 0 ? (uint64_t)pos : 0;
     if (st.st_size <= 0 || (uint64_t)st.st_size > (uint64_t)SIZE_MAX)
