@@ -26,7 +26,9 @@
  * probe (fmt_io_probe, run once on the first plain file of at least 32 MiB:
  * mapping wins or loses against read(2) by up to 5x depending on the
  * machine, docs/performance.md "issue #25"); until a probe has run, read.
- * Both paths give the same records, offsets and errors. Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
+ * Both paths give the same records, offsets and errors.
+ *
+ * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
  * zlib otherwise; fmt_stream_inflater_name() says which.
  *
  * Thread-safe: no; one owner.
