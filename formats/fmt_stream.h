@@ -23,15 +23,18 @@
  * cache (a file truncated by another process while mapped would raise
  * SIGBUS). Which one is the opts' `io`; FMT_IO_AUTO takes the environment's
  * SLUICE_IO (map, read or auto), else the process-wide choice of a short
- * probe (fmt_io_probe, run once on the first plain file of at least 32 MiB:
- * mapping wins or loses against read(2) by up to 5x depending on the
- * machine, docs/performance.md "issue #25"); until a probe has run, read.
+ * probe (the measurement of fmt_io_probe_file, run once on the first plain
+ * file of at least 32 MiB in the page cache: mapping wins or loses against
+ * read(2) by up to 4x depending on the machine and its memory's state,
+ * docs/performance.md "Map or read (issue #25)"); until a probe has run,
+ * read.
  * Both paths give the same records, offsets and errors.
  *
  * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
  * zlib otherwise; fmt_stream_inflater_name() says which.
  *
- * Thread-safe: no; one owner.
+ * Thread-safe: a stream, no (one owner); the fmt_io_* functions and the
+ * process-wide choice, yes.
  */
 #ifndef FMT_STREAM_H
 #define FMT_STREAM_H
