@@ -324,23 +324,19 @@ const char *fmt_io_name(enum fmt_io io)
     return "?";
 }
 
-/* Are the probe's regions all in the page cache? (mincore of a mapping that
- * is never touched.) */
-static int regions_cached(int fd, uint64_t size, const uint64_t *offs, size_t n)
+/* Are the probe's regions of the mapping `m` all in the page cache?
+ * (mincore: the pages are not touched.) */
+static int regions_cached(const uint8_t *m, const uint64_t *offs, size_t n)
 {
-    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED)
-        return 0;
     unsigned char vec[PROBE_REGION / PAGE];
-    int ok = 1;
-    for (size_t i = 0; i < n && ok; i++) {
-        if (mincore((uint8_t *)m + offs[i], PROBE_REGION, vec) != 0)
-            ok = 0;
-        for (size_t k = 0; ok && k < sizeof vec; k++)
-            ok = vec[k] & 1;
+    for (size_t i = 0; i < n; i++) {
+        if (mincore((void *)(m + offs[i]), PROBE_REGION, vec) != 0)
+            return 0;
+        for (size_t k = 0; k < sizeof vec; k++)
+            if (!(vec[k] & 1))
+                return 0;
     }
-    munmap(m, (size_t)size);
-    return ok;
+    return 1;
 }
 
 static uint64_t probe_read(int fd, uint64_t off, uint8_t *buf, uint32_t *crc)
@@ -356,16 +352,14 @@ static uint64_t probe_read(int fd, uint64_t off, uint8_t *buf, uint32_t *crc)
     return sl_clock_ns() - t0;
 }
 
-static uint64_t probe_map(int fd, uint64_t off, uint32_t *crc)
+/* A region of the file's mapping, its pages never touched before: the
+ * faults and the CRC, as the mapped path pays them (the mapping is made
+ * once for the whole file, as that path makes it). */
+static uint64_t probe_map(const uint8_t *m, uint64_t off, uint32_t *crc)
 {
     uint64_t t0 = sl_clock_ns();
-    void *m = mmap(NULL, PROBE_REGION, PROT_READ, MAP_PRIVATE, fd, (off_t)off);
-    if (m == MAP_FAILED)
-        return UINT64_MAX;
-    madvise(m, PROBE_REGION, MADV_SEQUENTIAL);
     for (size_t done = 0; done < PROBE_REGION; done += PROBE_CALL)
-        *crc = fmt_crc32c_extend(*crc, (uint8_t *)m + done, PROBE_CALL);
-    munmap(m, PROBE_REGION);
+        *crc = fmt_crc32c_extend(*crc, m + off + done, PROBE_CALL);
     return sl_clock_ns() - t0;
 }
 
@@ -382,23 +376,35 @@ static int probe_fd(int fd, uint64_t size, const char *path, struct fmt_io_probe
     uint64_t step = size / (2 * PROBE_ROUNDS);
     for (size_t i = 0; i < 2 * PROBE_ROUNDS; i++)
         offs[i] = (step * i) / PROBE_REGION * PROBE_REGION;
-    if (!regions_cached(fd, size, offs, 2 * PROBE_ROUNDS))
-        return sl_error_set(err, SL_EINVAL, "%s: not in the page cache, not probed", path);
-    uint8_t *buf = sl_malloc(PROBE_CALL);
-    if (buf == NULL)
-        return sl_error_set(err, SL_ENOMEM, "%s: out of memory for the probe", path);
-    memset(buf, 0, PROBE_CALL); /* its pages faulted in before timing, as a reused window's are */
+    if (size > (uint64_t)SIZE_MAX)
+        return sl_error_set(err, SL_EINVAL, "%s: too large to map", path);
+    uint8_t *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED)
+        return sl_error_sys(err, errno, "mmap(%s)", path);
+    madvise(m, (size_t)size, MADV_SEQUENTIAL);
+    uint8_t *buf = NULL;
+    int rc = 0;
+    if (!regions_cached(m, offs, 2 * PROBE_ROUNDS))
+        rc = sl_error_set(err, SL_EINVAL, "%s: not in the page cache, not probed", path);
+    else if ((buf = sl_malloc(PROBE_CALL)) == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for the probe", path);
     uint64_t best_read = UINT64_MAX, best_map = UINT64_MAX;
     uint32_t crc = 0;
-    for (size_t r = 0; r < PROBE_ROUNDS; r++) {
-        uint64_t a = offs[2 * r + (r & 1)], b = offs[2 * r + 1 - (r & 1)];
-        uint64_t tr = probe_read(fd, a, buf, &crc), tm = probe_map(fd, b, &crc);
-        best_read = tr < best_read ? tr : best_read;
-        best_map = tm < best_map ? tm : best_map;
+    if (rc == 0) {
+        memset(buf, 0, PROBE_CALL); /* its pages faulted in before timing, as a reused window's are */
+        for (size_t r = 0; r < PROBE_ROUNDS; r++) {
+            uint64_t a = offs[2 * r + (r & 1)], b = offs[2 * r + 1 - (r & 1)];
+            uint64_t tr = probe_read(fd, a, buf, &crc), tm = probe_map(m, b, &crc);
+            best_read = tr < best_read ? tr : best_read;
+            best_map = tm < best_map ? tm : best_map;
+        }
+        if (best_read == UINT64_MAX)
+            rc = sl_error_set(err, SL_EIO, "%s: the probe could not read the file", path);
     }
     sl_free(buf);
-    if (best_read == UINT64_MAX || best_map == UINT64_MAX)
-        return sl_error_set(err, SL_EIO, "%s: the probe could not read or map the file", path);
+    munmap(m, (size_t)size);
+    if (rc != 0)
+        return rc;
     out->done = 1;
     out->read_bps = (double)PROBE_REGION * 1e9 / (double)(best_read ? best_read : 1);
     out->map_bps = (double)PROBE_REGION * 1e9 / (double)(best_map ? best_map : 1);
