@@ -436,21 +436,28 @@ static int io_env_read;               /* under io_mu */
 static const char *io_source = "default"; /* under io_mu */
 static struct fmt_io_probe io_probe;  /* under io_mu */
 
+/* SLUICE_IO, read once: it decides for the whole process. Called with
+ * io_mu held. */
+static void io_env_locked(void)
+{
+    if (io_env_read)
+        return;
+    io_env_read = 1;
+    const char *e = getenv("SLUICE_IO");
+    enum fmt_io io;
+    if (e != NULL && fmt_io_parse(e, &io) == 0 && io != FMT_IO_AUTO) {
+        io_source = "SLUICE_IO";
+        atomic_store(&io_state, (int)io);
+    }
+}
+
 static enum fmt_io io_auto(int fd, uint64_t size, const char *path)
 {
     int st = atomic_load_explicit(&io_state, memory_order_acquire);
     if (st != 0)
         return (enum fmt_io)st;
     pthread_mutex_lock(&io_mu);
-    if (!io_env_read) {
-        io_env_read = 1;
-        const char *e = getenv("SLUICE_IO");
-        enum fmt_io io;
-        if (e != NULL && fmt_io_parse(e, &io) == 0 && io != FMT_IO_AUTO) {
-            io_source = "SLUICE_IO";
-            atomic_store(&io_state, (int)io);
-        }
-    }
+    io_env_locked();
     st = atomic_load(&io_state);
     if (st == 0 && size >= PROBE_MIN_FILE) {
         struct fmt_io_probe p;
@@ -469,6 +476,7 @@ static enum fmt_io io_auto(int fd, uint64_t size, const char *path)
 enum fmt_io fmt_io_current(struct fmt_io_probe *probe, const char **source)
 {
     pthread_mutex_lock(&io_mu);
+    io_env_locked();
     int st = atomic_load(&io_state);
     if (probe != NULL)
         *probe = io_probe;

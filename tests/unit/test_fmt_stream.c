@@ -397,10 +397,12 @@ END_TEST
 static void env_case(const char *value, enum fmt_io want, const char *want_source)
 {
     setenv("SLUICE_IO", value, 1);
+    const char *source;
+    ck_assert_int_eq(fmt_io_current(NULL, &source), want); /* before any file is opened */
+    ck_assert_str_eq(source, want_source);
     uint8_t b[100] = {0};
     const char *path = sl_test_write("env.bin", b, sizeof b);
     ck_assert_int_eq(auto_path(path), want);
-    const char *source;
     ck_assert_int_eq(fmt_io_current(NULL, &source), want);
     ck_assert_str_eq(source, want_source);
     struct fmt_stream *s;
