@@ -622,7 +622,8 @@ void feed_reader_close(struct feed_reader *r)
 static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf,
                         struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = comp, .max_output = size + 1, .use_read = comp == FMT_COMP_NONE};
+    struct fmt_stream_opts so = {.compression = comp, .max_output = size + 1,
+                                 .io = comp == FMT_COMP_NONE ? FMT_IO_READ : FMT_IO_AUTO};
     struct fmt_stream *st;
     int rc = fmt_stream_open(&st, path, &so, err);
     if (rc != 0)

@@ -113,7 +113,7 @@ static uint32_t crc_isal(uint32_t crc, const void *data, size_t n)
 #define HAVE_ISAL_VZU 1
 __attribute__((target("avx"))) static uint32_t crc_isal_vzu(uint32_t crc, const void *data, size_t n)
 {
-    uint32_t c = crc_isal(crc, data, n);
+    uint32_t c = n <= (size_t)INT_MAX ? ~crc32_iscsi((unsigned char *)data, (int)n, ~crc) : crc_isal(crc, data, n);
     __builtin_ia32_vzeroupper();
     return c;
 }

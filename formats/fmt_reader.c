@@ -45,7 +45,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     so->max_window = r->st.max_record_bytes + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER + 1;
     so->plain_probe = ops->plain_probe;
     so->use_zlib = o->use_zlib;
-    so->use_read = o->use_read;
+    so->io = o->io;
     so->max_output = o->max_output;
     *out = r;
     return 0;
@@ -65,6 +65,7 @@ int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_
         fmt_reader_close(r);
         return rc;
     }
+    r->st.lend_ahead = fmt_stream_io(r->st.stream) == FMT_IO_READ;
     *out = r;
     return 0;
 }
@@ -117,6 +118,7 @@ int fmt_reader_seek(struct fmt_reader *r, uint64_t off, uint64_t index, struct s
     if (rc != 0)
         return rc;
     r->st.index = index;
+    r->st.ahead_len = 0;
     r->failed = 0;
     return 0;
 }

@@ -29,10 +29,10 @@ struct fmt_reader_opts {
     enum fmt_format format;           /* TFRECORD or TEXT */
     enum fmt_compression compression; /* AUTO by default */
     size_t max_record_bytes;          /* 0: FMT_DEFAULT_MAX_RECORD_BYTES */
-    size_t buffer_size;               /* 0: 256 KiB */
+    size_t buffer_size;               /* 0: fmt_stream's default (256 KiB plain, 1 MiB compressed) */
     int skip_crc;                     /* 1: do not verify TFRecord CRCs (never the default) */
     int use_zlib;                     /* 1: inflate with zlib even when ISA-L is present */
-    int use_read;                     /* 1: read(2) plain files instead of mapping them */
+    enum fmt_io io;                   /* plain files: AUTO (default), READ or MAP (fmt_stream.h) */
     uint64_t max_output;              /* compressed files: most decompressed bytes (fmt_stream's
                                          max_output); 0: no limit */
 };
@@ -76,6 +76,15 @@ struct fmt__reader_state {
     struct fmt_stream *stream;
     uint8_t *scratch; /* text: a line with '\r' removed, or one longer than a window */
     size_t scratch_cap;
+    /* TFRecord over a window the stream fills (read(2), inflate): what is
+     * left of the last window after the records taken from it, still
+     * valid (fmt_stream_consume moves no data), so the next record is
+     * framed without another window call; ahead_len 0: ask the stream.
+     * Not used for a lent block, whose window calls prefetch. */
+    int lend_ahead;
+    const uint8_t *ahead;
+    size_t ahead_len;
+    uint64_t ahead_off; /* decompressed offset of ahead[0] */
 };
 struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r);
 

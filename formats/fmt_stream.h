@@ -17,12 +17,24 @@
  * offset L, compressed offset N)"), found before more than one input chunk
  * beyond it is inflated.
  *
- * An uncompressed regular file is memory-mapped and lent from the page cache
- * (use_read turns that off; a file truncated by another process while mapped
- * would raise SIGBUS). Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
+ * An uncompressed regular file is either read(2) into the stream's reused
+ * window, from which records are lent (only a record straddling two reads
+ * is moved, to the window's start), or memory-mapped and lent from the page
+ * cache (a file truncated by another process while mapped would raise
+ * SIGBUS). Which one is the opts' `io`; FMT_IO_AUTO takes the environment's
+ * SLUICE_IO (map, read or auto), else the process-wide choice of a short
+ * probe (the measurement of fmt_io_probe_file, run once on the first plain
+ * file of at least 32 MiB in the page cache: mapping wins or loses against
+ * read(2) by up to 4x depending on the machine and its memory's state,
+ * docs/performance.md "Map or read (issue #25)"); until a probe has run,
+ * read.
+ * Both paths give the same records, offsets and errors.
+ *
+ * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
  * zlib otherwise; fmt_stream_inflater_name() says which.
  *
- * Thread-safe: no; one owner.
+ * Thread-safe: a stream, no (one owner); the fmt_io_* functions and the
+ * process-wide choice, yes.
  */
 #ifndef FMT_STREAM_H
 #define FMT_STREAM_H
@@ -44,13 +56,39 @@ const char *fmt_compression_name(enum fmt_compression c);
  * whose first length happens to look like a zlib header). */
 typedef int (*fmt_plain_probe_fn)(const uint8_t *head, size_t n);
 
+/* How an uncompressed file is read (see the top of the file). */
+enum fmt_io { FMT_IO_AUTO = 0, FMT_IO_READ, FMT_IO_MAP };
+
+/* "auto", "read", "map". Returns 0 or SL_EINVAL. */
+int fmt_io_parse(const char *s, enum fmt_io *out) SL_MUST_CHECK;
+const char *fmt_io_name(enum fmt_io io);
+
+/* What the probe measured: over a few 2 MiB regions of one file in the page
+ * cache, alternated, the fastest read(2) (1 MiB calls into a reused buffer)
+ * + CRC32C, and the fastest mmap + CRC32C + munmap, in bytes/s. */
+struct fmt_io_probe {
+    int done;           /* 0: no probe ran (no plain file large enough, or SLUICE_IO set) */
+    enum fmt_io choice; /* what AUTO uses: MAP only when it beat READ by 5% or more */
+    double read_bps, map_bps;
+    char path[256];     /* the file measured (truncated) */
+};
+
+/* Measure `path` now (the process-wide choice is not changed). SL_EINVAL
+ * when it is under 32 MiB, or when its probed regions are not all in the
+ * page cache (a probe of a disk would measure the disk). */
+int fmt_io_probe_file(const char *path, struct fmt_io_probe *out, struct sl_error *err) SL_MUST_CHECK;
+/* The process-wide choice so far, and where it came from: "SLUICE_IO",
+ * "probe" or "default" (no probe yet). */
+enum fmt_io fmt_io_current(struct fmt_io_probe *probe, const char **source);
+
 struct fmt_stream_opts {
     enum fmt_compression compression; /* AUTO: by extension, then by magic */
-    size_t buffer_size;                /* input chunk; 0: 256 KiB */
+    size_t buffer_size;                /* input chunk; 0: 256 KiB for a plain file read(2), 1 MiB for
+                                          compressed input */
     size_t max_window;                 /* largest window a caller may ask for; 0: 64 MiB + 64 */
     fmt_plain_probe_fn plain_probe;    /* optional, see above */
     int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */
-    int use_read;                      /* 1: read(2) an uncompressed file instead of mapping it */
+    enum fmt_io io;                    /* uncompressed files: AUTO (default), READ or MAP */
     uint64_t max_output;               /* compressed streams: most decompressed bytes the file may
                                           hold (a gzip bomb stops there); 0: no limit */
 };
@@ -91,5 +129,8 @@ uint64_t fmt_stream_in_offset(const struct fmt_stream *s);
 const char *fmt_stream_path(const struct fmt_stream *s);
 enum fmt_compression fmt_stream_compression(const struct fmt_stream *s); /* resolved, never AUTO */
 const char *fmt_stream_inflater_name(const struct fmt_stream *s);        /* "none", "isa-l", "zlib" */
+/* How the stream's bytes arrive: MAP for a mapped file or memory lent,
+ * READ for read(2) into the window (compressed files: their input). */
+enum fmt_io fmt_stream_io(const struct fmt_stream *s);
 
 #endif

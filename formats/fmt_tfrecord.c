@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,12 +52,39 @@ int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
     return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(sl_load_le32(head + 8)) == fmt_crc32c(head, 8);
 }
 
+/* The CRC of a header's 8 length bytes: one crc32 instruction where the
+ * CPU has it (a record costs two CRC calls; this one need not go through
+ * fmt_crc32c's dispatch). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc8_sse42(const uint8_t *p)
+{
+    return ~(uint32_t)__builtin_ia32_crc32di(0xffffffffu, sl_load_le64(p));
+}
+
+static uint32_t header_crc(const uint8_t *p)
+{
+    static atomic_int have = -1; /* every thread computes the same value */
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("sse4.2") != 0;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h ? crc8_sse42(p) : fmt_crc32c(p, 8);
+}
+#else
+static uint32_t header_crc(const uint8_t *p)
+{
+    return fmt_crc32c(p, 8);
+}
+#endif
+
 /* The 12 header bytes at p of the record starting at `start`: the length,
  * checked against its CRC (unless skip_crc) and against `max`. */
-static int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
-                        struct sl_error *err)
+static inline int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
+                               struct sl_error *err)
 {
-    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(p + 8)) != fmt_crc32c(p, 8))
+    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(p + 8)) != header_crc(p))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
                             start == 0 ? " (Is this even a TFRecord file?)" : "");
     *len = sl_load_le64(p);
@@ -96,12 +124,20 @@ int fmt_tfrecord_frame(const uint8_t *p, size_t avail, uint64_t start, size_t ma
 static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err)
 {
     struct fmt__reader_state *st = fmt__reader_state(r);
-    uint64_t start = fmt_stream_offset(s);
+    uint64_t start;
     const uint8_t *p;
     size_t avail;
-    int rc = fmt_stream_window(s, FMT_TFRECORD_HEADER, &p, &avail, err);
-    if (rc != 0)
-        return rc;
+    int rc;
+    if (st->ahead_len >= FMT_TFRECORD_HEADER) { /* the rest of the last window */
+        start = st->ahead_off;
+        p = st->ahead;
+        avail = st->ahead_len;
+    } else {
+        start = fmt_stream_offset(s);
+        if ((rc = fmt_stream_window(s, FMT_TFRECORD_HEADER, &p, &avail, err)) != 0)
+            return rc;
+    }
+    st->ahead_len = 0;
     if (avail < FMT_TFRECORD_HEADER) {
         st->dropped_tail = avail;
         fmt_stream_consume(s, avail);
@@ -126,6 +162,11 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
     rec->offset = start;
     rec->index = st->index++;
     fmt_stream_consume(s, total);
+    if (st->lend_ahead) {
+        st->ahead = p + total;
+        st->ahead_len = avail - total;
+        st->ahead_off = start + total;
+    }
     return 0;
 }
 

@@ -68,7 +68,9 @@ static const char usage[] =
     "                      written under --scratch, read once to be in the page cache and\n"
     "                      removed at the end (it needs BYTES of disk and of free memory)\n"
     "  --once TEST         one pass of TEST over --file, then exit (for timing whole\n"
-    "                      processes): read-crc (the baseline), scan (mapped) or scan-read\n"
+    "                      processes): read-crc (the baseline), scan (mapped), scan-read\n"
+    "                      (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's\n"
+    "                      choice)\n"
     "  --json              one JSON object instead of the table\n"
     "  -h, --help          this help\n";
 
@@ -85,6 +87,9 @@ struct bench {
     uint64_t size;        /* --size: 0 none */
     char big[4096];       /* its file */
     uint64_t big_bytes, big_records;
+    /* the map-or-read probe (fmt_io_probe_file) on the plain file and on
+     * --size's: this machine's limits for each path, and the default path */
+    struct fmt_io_probe probe, big_probe;
     /* all records in memory, for the decode test */
     uint8_t *recs;
     uint64_t *rec_off; /* records + 1 */
@@ -130,13 +135,13 @@ struct inflate_arg {
 struct scan_arg {
     const char *path;
     int use_zlib;
-    int use_read;
+    enum fmt_io io;
 };
 
 static int pass_scan(struct bench *b, const void *arg, uint64_t *bytes)
 {
     const struct scan_arg *a = arg;
-    struct fmt_reader_opts o = {.use_zlib = a->use_zlib, .use_read = a->use_read};
+    struct fmt_reader_opts o = {.use_zlib = a->use_zlib, .io = a->io};
     struct fmt_reader *r;
     struct sl_error err = {0};
     if (fmt_reader_open(&r, a->path, &o, &err) != 0) {
@@ -429,7 +434,9 @@ static int parse_bytes(const char *s, uint64_t *out)
 static int run_once(struct bench *b, const char *test)
 {
     uint64_t bytes = 0;
-    struct scan_arg a = {b->file, 0, strcmp(test, "scan-read") == 0};
+    struct scan_arg a = {b->file, 0, strcmp(test, "scan-read") == 0 ? FMT_IO_READ
+                                     : strcmp(test, "scan") == 0    ? FMT_IO_MAP
+                                                                    : FMT_IO_AUTO};
     double t0 = sl_clock_s();
     int rc;
     if (strcmp(test, "read-crc") == 0)
@@ -441,8 +448,19 @@ static int run_once(struct bench *b, const char *test)
         sl_log(SL_LOG_ERROR, "%s: %s failed", b->file, test);
         return 1;
     }
-    printf("%s: %llu bytes in %.3f s (%.2f GB/s)\n", test, (unsigned long long)bytes, el,
+    printf("%s: %llu bytes in %.3f s (%.2f GB/s)", test, (unsigned long long)bytes, el,
            el > 0 ? (double)bytes / el / 1e9 : 0.0);
+    if (strcmp(test, "read-crc") != 0) {
+        struct fmt_io_probe p;
+        const char *source;
+        enum fmt_io io = a.io != FMT_IO_AUTO ? a.io : fmt_io_current(&p, &source);
+        printf("; path %s", fmt_io_name(io));
+        if (a.io == FMT_IO_AUTO && p.done)
+            printf(" (probe: read()+crc32c %.2f GB/s, mmap+crc32c %.2f GB/s)", p.read_bps / 1e9, p.map_bps / 1e9);
+        else if (a.io == FMT_IO_AUTO)
+            printf(" (%s)", source);
+    }
+    printf("\n");
     return 0;
 }
 
@@ -518,22 +536,49 @@ static void print_table(const struct result *r, size_t n)
 }
 
 /* r[0..n): the default data's figures; big[0..nbig): the --size file's. */
+/* One probe as JSON, or as a line of the table's header. */
+static void print_probe(const struct bench *b, const struct fmt_io_probe *p, const char *what)
+{
+    if (b->json) {
+        if (!p->done) {
+            printf(",\"io_probe\":null");
+            return;
+        }
+        printf(",\"io_probe\":{\"read_crc_gbps\":%.3f,\"map_crc_gbps\":%.3f,\"choice\":\"%s\"}",
+               p->read_bps / 1e9, p->map_bps / 1e9, fmt_io_name(p->choice));
+        return;
+    }
+    if (!p->done) {
+        printf("map or read on %s: not probed (under 32 MiB, or not in the page cache)\n", what);
+        return;
+    }
+    printf("map or read on %s (probe, 3 x 2 MiB each, fastest): read()+crc32c %.2f GB/s, mmap+crc32c %.2f GB/s: "
+           "%s\n",
+           what, p->read_bps / 1e9, p->map_bps / 1e9,
+           p->choice == FMT_IO_MAP ? "map wins, the default path maps" : "the default path reads");
+}
+
 static void print_results(const struct bench *b, const struct result *r, size_t n, const struct result *big,
                           size_t nbig)
 {
+    const char *source;
+    enum fmt_io io = fmt_io_current(NULL, &source);
     if (b->json) {
         printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
                "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
                (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
                (unsigned long long)b->gz_bytes, fmt_crc32c_impl_name(), b->repeat);
         print_json_results(r, n);
-        printf("]");
+        printf("],\"io\":\"%s\",\"io_source\":\"%s\"", fmt_io_name(io), source);
+        print_probe(b, &b->probe, "");
         if (b->size) {
             printf(",\"at_size\":{\"size\":%llu,\"records\":%llu,\"plain_bytes\":%llu,\"results\":[",
                    (unsigned long long)b->size, (unsigned long long)b->big_records,
                    (unsigned long long)b->big_bytes);
             print_json_results(big, nbig);
-            printf("]}");
+            printf("]");
+            print_probe(b, &b->big_probe, "");
+            printf("}");
         }
         printf("}\n");
         return;
@@ -541,10 +586,14 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
            (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
            fmt_crc32c_impl_name(), b->repeat);
+    print_probe(b, &b->probe, "the plain file");
+    printf("default path for plain files in this process: %s (%s)\n\n", fmt_io_name(io), source);
     print_table(r, n);
     if (b->size) {
         printf("\nat --size %llu: %llu records, %.1f MB plain (in the page cache)\n\n",
                (unsigned long long)b->size, (unsigned long long)b->big_records, (double)b->big_bytes / 1e6);
+        print_probe(b, &b->big_probe, "this file");
+        printf("\n");
         print_table(big, nbig);
     }
 }
@@ -596,8 +645,10 @@ int bench_formats_main(int argc, char **argv)
         return 2;
     }
     if (once != NULL) {
-        if (strcmp(once, "read-crc") != 0 && strcmp(once, "scan") != 0 && strcmp(once, "scan-read") != 0) {
-            fprintf(stderr, "sluice-bench formats: --once: expected read-crc, scan or scan-read, got '%s'\n", once);
+        if (strcmp(once, "read-crc") != 0 && strcmp(once, "scan") != 0 && strcmp(once, "scan-read") != 0 &&
+            strcmp(once, "scan-auto") != 0) {
+            fprintf(stderr, "sluice-bench formats: --once: expected read-crc, scan, scan-read or scan-auto, got '%s'\n",
+                    once);
             return 2;
         }
         if (b.file == NULL) {
@@ -631,6 +682,9 @@ int bench_formats_main(int argc, char **argv)
         goto out_rmdir;
     b.plain_bytes = file_size(b.plain);
     b.gz_bytes = file_size(b.gz);
+    struct sl_error perr = {0};
+    if (fmt_io_probe_file(b.plain, &b.probe, &perr) != 0) /* printed as not probed */
+        b.probe.done = 0;
 
     struct result res[16];
     size_t nres = 0;
@@ -640,8 +694,8 @@ int bench_formats_main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         goto out_rmdir;
     }
-    struct scan_arg plain = {b.plain, 0, 0}, plain_read = {b.plain, 0, 1}, gz = {b.gz, 0, 0},
-                    gz_zlib = {b.gz, 1, 0};
+    struct scan_arg plain = {b.plain, 0, FMT_IO_MAP}, plain_read = {b.plain, 0, FMT_IO_READ},
+                    gz = {b.gz, 0, FMT_IO_AUTO}, gz_zlib = {b.gz, 1, FMT_IO_AUTO};
     res[nres] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
     if (compare(&b, &res[nres++], pass_scan, &plain, pass_read_crc, b.plain) != 0)
         goto out_batch;
@@ -697,7 +751,9 @@ int bench_formats_main(int argc, char **argv)
         if (write_big(&b) != 0 || pass_read_crc(&b, b.big, &warm) != 0)
             goto out_batch;
         b.big_bytes = file_size(b.big);
-        struct scan_arg bp = {b.big, 0, 0}, bpr = {b.big, 0, 1};
+        if (fmt_io_probe_file(b.big, &b.big_probe, &err) != 0)
+            b.big_probe.done = 0;
+        struct scan_arg bp = {b.big, 0, FMT_IO_MAP}, bpr = {b.big, 0, FMT_IO_READ};
         big[nbig] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
         if (compare(&b, &big[nbig++], pass_scan, &bp, pass_read_crc, b.big) != 0)
             goto out_batch;

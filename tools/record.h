@@ -67,6 +67,7 @@ struct record_read_opts {
     size_t max_record_bytes; /* 0: the library default */
     enum fmt_on_error on_error; /* --on-error: fail (default) or skip-file */
     uint64_t skipped;           /* files skipped under skip-file so far */
+    enum fmt_io io;             /* verify --io: plain files mapped or read (auto: fmt_stream's choice) */
 };
 
 /* The help line of --on-error, for the commands that take it. */

@@ -215,6 +215,7 @@ void record_reader_opts(const struct record_read_opts *ro, enum fmt_format f, st
     out->format = f;
     out->compression = ro->compression;
     out->max_record_bytes = ro->max_record_bytes;
+    out->io = ro->io;
 }
 
 enum fmt_compression record_output_compression(const char *path, enum fmt_compression c)

@@ -23,6 +23,8 @@
 #include "sl_output.h"
 
 struct scan_result {
+    enum fmt_io io;        /* how a plain file's bytes came (a compressed one's: READ) */
+    int plain;             /* an uncompressed record file */
     uint64_t records;
     uint64_t bytes;        /* record payload bytes (tar: field bytes) */
     uint64_t dropped_tail; /* bytes of a partial TFRecord header dropped at EOF */
@@ -69,6 +71,8 @@ static int scan_file(const char *path, const struct record_read_opts *ro, struct
     if (rc != 0)
         return rc;
     struct fmt_stream *s = fmt_reader_stream(r);
+    res->io = fmt_stream_io(s);
+    res->plain = fmt_stream_compression(s) == FMT_COMP_NONE;
     struct fmt_record rec;
     while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
         res->records++;
@@ -93,8 +97,10 @@ static uint64_t total_input_bytes(const struct record_read_opts *ro, int n, char
 }
 
 /* Options of count and verify: the reading options, --json, --help. */
+enum { OPT_IO = RECORD_OPT_FIRST_PRIVATE, OPT_SHOW_IO };
+
 static int parse_scan_opts(const char *cmd, const char *help, int argc, char **argv, struct record_read_opts *ro,
-                           int *json, int *done)
+                           int *json, int *show_io, int *done)
 {
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
@@ -102,6 +108,8 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
         {"json", no_argument, NULL, RECORD_OPT_JSON},
         {"on-error", required_argument, NULL, RECORD_OPT_ON_ERROR},
+        {"io", required_argument, NULL, OPT_IO},
+        {"show-io", no_argument, NULL, OPT_SHOW_IO},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -117,6 +125,17 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
             if (json == NULL)
                 return record_usage_error(cmd, "unrecognized option '--json'");
             *json = 1;
+            continue;
+        case OPT_IO:
+            if (show_io == NULL)
+                return record_usage_error(cmd, "unrecognized option '--io'");
+            if (fmt_io_parse(optarg, &ro->io) != 0)
+                return record_usage_error(cmd, "--io: expected auto, map or read, got '%s'", optarg);
+            continue;
+        case OPT_SHOW_IO:
+            if (show_io == NULL)
+                return record_usage_error(cmd, "unrecognized option '--show-io'");
+            *show_io = 1;
             continue;
         case 'f':
             c = RECORD_OPT_FORMAT;
@@ -166,7 +185,7 @@ int record_count_main(int argc, char **argv)
     const char *cmd = "count";
     struct record_read_opts ro = {0};
     int json = 0, done;
-    int st = parse_scan_opts(cmd, count_help, argc, argv, &ro, &json, &done);
+    int st = parse_scan_opts(cmd, count_help, argc, argv, &ro, &json, NULL, &done);
     if (st != 0 || done)
         return st;
 
@@ -231,28 +250,55 @@ static const char verify_help[] =
     "  verified K files, R records, B bytes: E errors[, W warnings]\n"
     "(B counts record payload bytes).\n"
     "\n" READ_OPTS_HELP
+    "      --io=IO                how plain files are read: auto (default: the\n"
+    "                             SLUICE_IO variable, else a short probe at the first\n"
+    "                             file of 32 MiB or more picks the faster), map or read\n"
+    "      --show-io              after the summary, say on stderr which path each\n"
+    "                             plain file took and what the probe measured\n"
     "  -h, --help                 show this help and exit\n"
     "\n"
     "Exit status: 0 all files good, 1 any error, 2 usage.\n";
+
+/* --show-io: the paths the plain files took, and where auto's choice
+ * came from, with the probe's figures when it ran. */
+static void print_io(const struct record_read_opts *ro, uint64_t nread, uint64_t nmapped)
+{
+    struct fmt_io_probe p;
+    const char *source;
+    enum fmt_io io = fmt_io_current(&p, &source);
+    fprintf(stderr, "io: %llu plain files read(2), %llu mapped; ", (unsigned long long)nread,
+            (unsigned long long)nmapped);
+    if (ro->io != FMT_IO_AUTO)
+        fprintf(stderr, "--io=%s\n", fmt_io_name(ro->io));
+    else if (p.done)
+        fprintf(stderr, "auto: %s, by the probe of %s: read()+crc32c %.2f GB/s, mmap+crc32c %.2f GB/s\n",
+                fmt_io_name(io), p.path, p.read_bps / 1e9, p.map_bps / 1e9);
+    else if (strcmp(source, "SLUICE_IO") == 0)
+        fprintf(stderr, "auto: %s, from SLUICE_IO\n", fmt_io_name(io));
+    else
+        fprintf(stderr, "auto: read, not probed (no plain file of 32 MiB or more in the page cache)\n");
+}
 
 int record_verify_main(int argc, char **argv)
 {
     const char *cmd = "verify";
     struct record_read_opts ro = {0};
-    int done;
-    int st = parse_scan_opts(cmd, verify_help, argc, argv, &ro, NULL, &done);
+    int done, show_io = 0;
+    int st = parse_scan_opts(cmd, verify_help, argc, argv, &ro, NULL, &show_io, &done);
     if (st != 0 || done)
         return st;
 
     struct progress bar;
     progress_init(&bar, cmd, 0, total_input_bytes(&ro, argc - optind, argv + optind));
     struct scan_progress sp = {.bar = &bar};
-    uint64_t files = 0, records = 0, bytes = 0, errors = 0, warnings = 0;
+    uint64_t files = 0, records = 0, bytes = 0, errors = 0, warnings = 0, nread = 0, nmapped = 0;
     for (int i = optind; i < argc; i++) {
         struct scan_result res;
         struct sl_error err = {0};
         int rc = scan_file(argv[i], &ro, &res, &sp, &err);
         files++;
+        nread += res.plain && res.io == FMT_IO_READ;
+        nmapped += res.plain && res.io == FMT_IO_MAP;
         records += res.records;
         bytes += res.bytes;
         if (rc != 0) {
@@ -276,6 +322,8 @@ int record_verify_main(int argc, char **argv)
     printf("\n");
     if (fflush(stdout) != 0)
         return RECORD_EXIT_DATA;
+    if (show_io)
+        print_io(&ro, nread, nmapped);
     return errors ? RECORD_EXIT_DATA : RECORD_EXIT_OK;
 }
 

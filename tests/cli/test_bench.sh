@@ -493,13 +493,19 @@ pass "micro-benchmark JSON keys"
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----
 expect "formats --size 1x" 2 "--size: expected a byte count" "$BENCH" formats --size 1x
 expect "formats --size 0" 2 "--size: expected a byte count" "$BENCH" formats --size 0
-expect "formats --once nope" 2 "--once: expected read-crc, scan or scan-read, got 'nope'" \
+expect "formats --once nope" 2 "--once: expected read-crc, scan, scan-read or scan-auto, got 'nope'" \
     "$BENCH" formats --once nope --file x
 expect "formats --once without --file" 2 "--once needs --file" "$BENCH" formats --once scan
 F="$T/d/s-00000-of-00002.tfrecord"
-for t in read-crc scan scan-read; do
+for t in read-crc scan scan-read scan-auto; do
     expect "formats --once $t" 0 "^$t: $(stat -c %s "$F") bytes in" "$BENCH" formats --file "$F" --once "$t"
 done
+# the path each scan took (issue #25 item 5); a small file is never probed
+expect "formats --once scan: path" 0 "; path map$" "$BENCH" formats --file "$F" --once scan
+expect "formats --once scan-read: path" 0 "; path read$" "$BENCH" formats --file "$F" --once scan-read
+SLUICE_IO= expect "formats --once scan-auto: path" 0 "; path read \(default\)$" "$BENCH" formats --file "$F" --once scan-auto
+SLUICE_IO=map expect "formats --once scan-auto, SLUICE_IO=map" 0 "; path map \(SLUICE_IO\)$" \
+    "$BENCH" formats --file "$F" --once scan-auto
 expect "formats --once on a damaged file" 1 "scan failed" "$BENCH" formats --file "$T/bad.tfrecord" --once scan
 SMALL=(--file "$F" --features label:int64,id:int64 --scratch "$T" --size 64K --repeat 1 --min-time 0)
 expect "formats --size 64K --json" 0 '"at_size"' "$BENCH" formats "${SMALL[@]}" --json
@@ -511,9 +517,17 @@ assert a["size"] == 65536 and 0 < a["plain_bytes"] <= 65536 and a["records"] > 0
 assert [r["name"] for r in a["results"]] == ["tfrecord scan + crc (mmap)", "tfrecord scan + crc (read)"], a
 assert all(r["baseline"] == "read()+crc32c" and r["ratio"] > 0 for r in a["results"]), a
 assert d["results"][0]["name"] == "tfrecord scan + crc (mmap)", d
+# the map-or-read report: the default path, where it came from, the probes
+# (none here: the files are under 32 MiB)
+assert d["io"] in ("read", "map") and d["io_source"] in ("default", "probe", "SLUICE_IO"), d
+assert d["io_probe"] is None and a["io_probe"] is None, d
 PY
 ls "$T" | grep -q '^sluice-bench-' && fail "formats --size left its scratch folder"
 expect "formats --size, table" 0 "at --size 65536: [0-9]+ records" "$BENCH" formats "${SMALL[@]}"
+expect "formats, table: the default path" 0 "^default path for plain files in this process: (read|map) " \
+    "$BENCH" formats "${SMALL[@]}"
+expect "formats, table: not probed" 0 "^map or read on this file: not probed \(under 32 MiB" \
+    "$BENCH" formats "${SMALL[@]}"
 pass "formats --size and --once"
 
 # ---- link: the two ends of a raw transfer, as tools/bench_testbed.py runs them ----

@@ -247,6 +247,24 @@ ok_run "verify good" 0 "$BIN" verify t3.tfrecord t3.tfrecord.gz
 expect_file "verify good summary" "$T/out" "verified 2 files, 6 records, 36 bytes: 0 errors
 "
 expect_file "verify good stderr" "$T/err" ""
+# --io and --show-io (issue #25): the path each plain file took, and where
+# auto's choice came from; the same summary by either path
+for io in map read; do
+    ok_run "verify --io=$io" 0 "$BIN" verify --io=$io --show-io t3.tfrecord t3.tfrecord.gz
+    expect_file "verify --io=$io summary" "$T/out" "verified 2 files, 6 records, 36 bytes: 0 errors
+"
+done
+expect_file "verify --io=read --show-io" "$T/err" "io: 1 plain files read(2), 0 mapped; --io=read
+"
+SLUICE_IO=map ok_run "verify SLUICE_IO=map" 0 "$BIN" verify --show-io t3.tfrecord
+expect_file "verify SLUICE_IO=map --show-io" "$T/err" "io: 0 plain files read(2), 1 mapped; auto: map, from SLUICE_IO
+"
+SLUICE_IO= ok_run "verify auto, small file" 0 "$BIN" verify --show-io t3.tfrecord
+expect_file "verify auto --show-io, nothing to probe" "$T/err" "io: 1 plain files read(2), 0 mapped; auto: read, not probed (no plain file of 32 MiB or more in the page cache)
+"
+ok_run "verify --io=mmap" 2 "$BIN" verify --io=mmap t3.tfrecord
+expect_grep "verify --io=mmap message" "$T/err" "--io: expected auto, map or read, got 'mmap'"
+ok_run "count takes no --io" 2 "$BIN" count --io=read t3.tfrecord
 
 # damaged copies: flipped data byte, flipped header byte, cut inside data, partial header
 py '

@@ -72,7 +72,7 @@ static void roundtrip(const char *name, const uint8_t *file, size_t flen, const 
     /* memory, a mapped file, a file read with read(2) */
     for (int from_file = 0; from_file < 3; from_file++) {
         struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib,
-                                    .use_read = from_file == 2};
+                                    .io = from_file == 2 ? FMT_IO_READ : FMT_IO_MAP};
         struct fmt_stream *s;
         if (from_file)
             ck_assert_int_eq(fmt_stream_open(&s, sl_test_write(name, file, flen), &o, &err), 0);
@@ -315,6 +315,122 @@ START_TEST(test_inflate_leaves_upper_vector_state_clean)
 END_TEST
 #endif
 
+START_TEST(test_io_names)
+{
+    static const char *names[] = {"auto", "read", "map"};
+    for (int i = 0; i < 3; i++) {
+        enum fmt_io io;
+        ck_assert_int_eq(fmt_io_parse(names[i], &io), 0);
+        ck_assert_int_eq(io, i);
+        ck_assert_str_eq(fmt_io_name(io), names[i]);
+    }
+    enum fmt_io io = FMT_IO_MAP;
+    static const char *bad[] = {"", "MAP", "mmap", "read ", "2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_int_eq(fmt_io_parse(bad[i], &io), SL_EINVAL);
+    ck_assert_int_eq(io, FMT_IO_MAP);
+}
+END_TEST
+
+/* Opens `path` with io AUTO and says which path it took. */
+static enum fmt_io auto_path(const char *path)
+{
+    struct fmt_stream *s;
+    struct sl_error err = {0};
+    struct fmt_stream_opts o = {.compression = FMT_COMP_NONE};
+    ck_assert_int_eq(fmt_stream_open(&s, path, &o, &err), 0);
+    enum fmt_io io = fmt_stream_io(s);
+    fmt_stream_close(s);
+    return io;
+}
+
+/* The probe: a file under 32 MiB is refused; one of 32 MiB in the page
+ * cache (just written) is measured both ways, and the choice follows the
+ * rule (map only when 5% faster). AUTO without SLUICE_IO reads small files
+ * before any probe, then takes the probe's choice for every file. */
+START_TEST(test_io_probe_and_auto)
+{
+    const char *env = getenv("SLUICE_IO"); /* ctest runs this binary under SLUICE_IO=map too */
+    size_t n = (size_t)32 << 20;
+    uint8_t *big = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (uint8_t)(i * 7 + (i >> 12));
+    const char *small = sl_test_write("probe-small.bin", big, 4096);
+    struct fmt_io_probe p;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_io_probe_file(small, &p, &err), SL_EINVAL);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: 4096 bytes, too small to probe (at least 33554432)", small);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_int_eq(p.done, 0);
+    const char *source = NULL;
+    if (env == NULL) {
+        ck_assert_int_eq(auto_path(small), FMT_IO_READ);
+        ck_assert_int_eq(fmt_io_current(&p, &source), FMT_IO_READ);
+        ck_assert_str_eq(source, "default");
+        ck_assert_int_eq(p.done, 0);
+    }
+    const char *path = sl_test_write("probe-big.bin", big, n);
+    free(big);
+    ck_assert_int_eq(fmt_io_probe_file(path, &p, &err), 0);
+    ck_assert_int_eq(p.done, 1);
+    ck_assert(p.read_bps > 1e6 && p.map_bps > 1e6);
+    ck_assert_int_eq(p.choice, p.map_bps >= p.read_bps * 1.05 ? FMT_IO_MAP : FMT_IO_READ);
+    ck_assert_str_eq(p.path, path);
+    if (env != NULL)
+        return;
+    /* fmt_io_probe_file does not decide for the process; opening does */
+    ck_assert_int_eq(fmt_io_current(NULL, &source), FMT_IO_READ);
+    ck_assert_str_eq(source, "default");
+    enum fmt_io first = auto_path(path);
+    struct fmt_io_probe q;
+    ck_assert_int_eq(fmt_io_current(&q, &source), first);
+    ck_assert_str_eq(source, "probe");
+    ck_assert_int_eq(q.done, 1);
+    ck_assert_int_eq(q.choice, first);
+    ck_assert_int_eq(auto_path(small), first);
+}
+END_TEST
+
+/* SLUICE_IO decides AUTO for the whole process, before any probe; a value
+ * it does not know is ignored; an explicit io is never overridden. */
+static void env_case(const char *value, enum fmt_io want, const char *want_source)
+{
+    setenv("SLUICE_IO", value, 1);
+    const char *source;
+    ck_assert_int_eq(fmt_io_current(NULL, &source), want); /* before any file is opened */
+    ck_assert_str_eq(source, want_source);
+    uint8_t b[100] = {0};
+    const char *path = sl_test_write("env.bin", b, sizeof b);
+    ck_assert_int_eq(auto_path(path), want);
+    ck_assert_int_eq(fmt_io_current(NULL, &source), want);
+    ck_assert_str_eq(source, want_source);
+    struct fmt_stream *s;
+    struct sl_error err = {0};
+    struct fmt_stream_opts o = {.compression = FMT_COMP_NONE, .io = want == FMT_IO_MAP ? FMT_IO_READ : FMT_IO_MAP};
+    ck_assert_int_eq(fmt_stream_open(&s, path, &o, &err), 0);
+    ck_assert_int_eq(fmt_stream_io(s), o.io);
+    fmt_stream_close(s);
+}
+
+START_TEST(test_io_env_map)
+{
+    env_case("map", FMT_IO_MAP, "SLUICE_IO");
+}
+END_TEST
+
+START_TEST(test_io_env_read)
+{
+    env_case("read", FMT_IO_READ, "SLUICE_IO");
+}
+END_TEST
+
+START_TEST(test_io_env_unknown)
+{
+    env_case("mmap", FMT_IO_READ, "default");
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("fmt_stream");
@@ -330,6 +446,11 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_compression_names);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     tcase_add_test(tc, test_inflate_leaves_upper_vector_state_clean);
+    tcase_add_test(tc, test_io_names);
+    tcase_add_test(tc, test_io_probe_and_auto);
+    tcase_add_test(tc, test_io_env_map);
+    tcase_add_test(tc, test_io_env_read);
+    tcase_add_test(tc, test_io_env_unknown);
 #endif
     suite_add_tcase(s, tc);
     return s;

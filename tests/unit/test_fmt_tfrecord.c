@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "fmt_crc32c.h"
@@ -426,11 +427,21 @@ struct path_run {
     char msg[SL_ERROR_MSG_MAX];
 };
 
-/* mode 0: the file mapped (default); 1: read(2) in small chunks; 2: memory */
-static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, struct path_run *pr)
+/* The paths: the file mapped; memory; read(2) in chunks of each size
+ * (records of 16 + 4083..4085 bytes straddle chunks of 4099-4101 bytes by
+ * one byte either way, 9000 is larger than every small chunk; 0: the
+ * default 1 MiB). */
+static const struct {
+    int mode; /* 0 mapped, 1 read(2), 2 memory */
+    size_t chunk;
+} paths[] = {{0, 0}, {2, 0}, {1, 1000}, {1, 4096}, {1, 4099}, {1, 4100}, {1, 4101}, {1, 8196}, {1, 0}};
+#define NPATHS (sizeof paths / sizeof paths[0])
+
+static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, size_t chunk,
+                     struct path_run *pr)
 {
-    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .use_read = mode == 1,
-                                .buffer_size = mode == 1 ? 1000 : 0};
+    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .io = mode == 1 ? FMT_IO_READ : FMT_IO_MAP,
+                                .buffer_size = chunk};
     struct fmt_reader *r;
     struct sl_error err = {0};
     if (mode == 2)
@@ -457,14 +468,14 @@ static void run_path(const char *path, const uint8_t *bytes, size_t len, int mod
 static void check_paths(const uint8_t *bytes, size_t len, size_t want_n, const char *want_msg, const char *what)
 {
     const char *path = sl_test_write("paths.tfrecord", bytes, len);
-    struct path_run pr[3];
-    for (int m = 0; m < 3; m++)
-        run_path(path, bytes, len, m, &pr[m]);
-    for (int m = 0; m < 3; m++) {
-        ck_assert_msg(pr[m].n == want_n, "%s, path %d: %zu records, want %zu", what, m, pr[m].n, want_n);
+    struct path_run pr[NPATHS];
+    for (size_t m = 0; m < NPATHS; m++)
+        run_path(path, bytes, len, paths[m].mode, paths[m].chunk, &pr[m]);
+    for (size_t m = 0; m < NPATHS; m++) {
+        ck_assert_msg(pr[m].n == want_n, "%s, path %zu: %zu records, want %zu", what, m, pr[m].n, want_n);
         char want[1200];
         snprintf(want, sizeof want, "%s%s", want_msg[0] ? path : "", want_msg);
-        ck_assert_msg(strcmp(pr[m].msg, want) == 0, "%s, path %d: '%s', want '%s'", what, m, pr[m].msg, want);
+        ck_assert_msg(strcmp(pr[m].msg, want) == 0, "%s, path %zu: '%s', want '%s'", what, m, pr[m].msg, want);
         if (m == 0)
             continue;
         ck_assert_int_eq(pr[m].rc, pr[0].rc);
@@ -480,8 +491,9 @@ static void check_paths(const uint8_t *bytes, size_t len, size_t want_n, const c
 
 /* Every cut around the records' boundaries and around each multiple of
  * 4 KiB, a damaged byte in records that straddle them, and an empty file:
- * the mapped (prefetched), read(2) and memory paths give the same records,
- * offsets and TensorFlow's errors at the same offsets. */
+ * the mapped (prefetched), read(2) (chunks smaller than a record, around
+ * a record's size, and the default) and memory paths give the same
+ * records, offsets and TensorFlow's errors at the same offsets. */
 START_TEST(test_mapped_read_and_memory_paths_agree)
 {
     static uint8_t file[64 << 10];
@@ -559,6 +571,64 @@ START_TEST(test_mapped_seek_forward_and_back)
 }
 END_TEST
 
+static void append(const char *path, const uint8_t *p, size_t n)
+{
+    FILE *f = fopen(path, "ab");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A file that grows while it is read is read to the size it had when it
+ * was opened, by both paths (a mapping sees no further); one that shrinks
+ * while read(2) reads it is an error that says where it ended (a mapping
+ * would raise SIGBUS there: docs/formats.md), after exactly the records
+ * that lay before that point. */
+START_TEST(test_file_changing_size_while_read)
+{
+    static uint8_t file[64 << 10];
+    size_t starts[32], nrec;
+    size_t size = paths_file(file, sizeof file, starts, &nrec);
+    struct sl_error err = {0};
+    struct fmt_record rec;
+    for (int io = 0; io < 2; io++) {
+        const char *path = sl_test_write("grow.tfrecord", file, starts[nrec - 1]);
+        struct fmt_reader_opts o = {.io = io ? FMT_IO_READ : FMT_IO_MAP, .buffer_size = 1000};
+        struct fmt_reader *r;
+        ck_assert_int_eq(fmt_reader_open(&r, path, &o, &err), 0);
+        ck_assert_int_eq(fmt_reader_next(r, &rec, &err), 0);
+        append(path, file + starts[nrec - 1], size - starts[nrec - 1]);
+        size_t n = 1;
+        while (fmt_reader_next(r, &rec, &err) == 0) {
+            ck_assert_uint_eq(rec.offset, starts[n]);
+            n++;
+        }
+        ck_assert_uint_eq(n, nrec - 1);
+        ck_assert_uint_eq(fmt_stream_offset(fmt_reader_stream(r)), starts[nrec - 1]);
+        fmt_reader_close(r);
+    }
+    /* shrinks to the middle of record 5 (starts[5] = 5041) after record 0 */
+    const char *path = sl_test_write("shrink.tfrecord", file, size);
+    struct fmt_reader_opts o = {.io = FMT_IO_READ, .buffer_size = 1000};
+    struct fmt_reader *r;
+    ck_assert_int_eq(fmt_reader_open(&r, path, &o, &err), 0);
+    ck_assert_int_eq(fmt_reader_next(r, &rec, &err), 0);
+    ck_assert_uint_eq(starts[5], 5041);
+    ck_assert_int_eq(truncate(path, 5061), 0);
+    size_t n = 1;
+    int rc;
+    while ((rc = fmt_reader_next(r, &rec, &err)) == 0)
+        n++;
+    ck_assert_int_eq(rc, SL_ECORRUPT);
+    ck_assert_uint_eq(n, 5);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: the file shrank while read: it ends at 5061, it held %zu bytes when opened",
+             path, size);
+    ck_assert_str_eq(err.msg, want);
+    fmt_reader_close(r);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("fmt_tfrecord");
@@ -579,6 +649,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_writer_abort_removes_file);
     tcase_add_test(tc, test_mapped_read_and_memory_paths_agree);
     tcase_add_test(tc, test_mapped_seek_forward_and_back);
+    tcase_add_test(tc, test_file_changing_size_while_read);
     suite_add_tcase(s, tc);
     return s;
 }
