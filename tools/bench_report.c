@@ -160,6 +160,44 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
     bench_verdict(&v, x->limited_by, sizeof x->limited_by);
 }
 
+/* Which way the pieces went: "shm" (every one read in a feeder's shared
+ * memory), "copy" (every one through ZeroMQ), or "mixed". */
+static const char *path_of(double shm_share)
+{
+    return shm_share >= 1 ? "shm" : shm_share <= 0 ? "copy" : "mixed";
+}
+
+static double over(double wire_mb, double bps)
+{
+    return bps > 0 ? wire_mb * 1e6 / bps : -1;
+}
+
+/* The path the run used and the machine's raw ZeroMQ limits at its piece
+ * size, every one measured in this invocation (issue #25 item 5). */
+static void limits_lines(FILE *f, const struct run_opts *o, const struct run_config *c, const struct derived *x)
+{
+    if (x->shm_share >= 1)
+        fprintf(f, "    path: shared memory (every piece read in the feeder's pool; only a header crosses %s)%s\n",
+                o->transport, c->curve ? ", CURVE on the headers" : "");
+    else if (x->shm_share <= 0)
+        fprintf(f, "    path: copy (every piece through ZeroMQ over %s%s)\n", o->transport,
+                c->curve ? ", sealed with CURVE" : "");
+    else
+        fprintf(f, "    path: mixed (%.0f%% of pieces in shared memory, the rest by copy over %s%s)\n",
+                100 * x->shm_share, o->transport, c->curve ? ", CURVE" : "");
+    fprintf(f, "    limits here at %.0f B: raw ZeroMQ ipc %.0f MB/s, tcp %.0f MB/s, ", x->piece_bytes,
+            c->lim_ipc_bps / 1e6, c->lim_tcp_bps / 1e6);
+    if (c->lim_curve_bps > 0)
+        fprintf(f, "CURVE (%s) %.0f MB/s\n", o->transport, c->lim_curve_bps / 1e6);
+    else
+        fprintf(f, "CURVE n/a (this libzmq has none)\n");
+    fprintf(f, "    wire vs raw ZeroMQ ipc %.2fx, tcp %.2fx", over(x->wire.median, c->lim_ipc_bps),
+            over(x->wire.median, c->lim_tcp_bps));
+    if (c->lim_curve_bps > 0)
+        fprintf(f, ", CURVE %.2fx", over(x->wire.median, c->lim_curve_bps));
+    fprintf(f, "\n");
+}
+
 /* ---- table ---- */
 
 static void cell(FILE *f, const struct bench_stat *s, int show, const char *fmt)
@@ -220,6 +258,7 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         derive_curve(o, d, cfg, k, &x);
         fprintf(f, "\n %d feeder(s)%s: limited by %s\n", cfg[k].feeders, cfg[k].curve ? " with CURVE" : "",
                 x.limited_by);
+        limits_lines(f, o, &cfg[k], &x);
         if (x.r_curve_wire >= 0) {
             fprintf(f, "    CURVE / plaintext: wire %.2fx, raw ZeroMQ %.2fx", x.r_curve_wire, x.r_curve_raw);
             if (cfg[k].sodium_box_bps > 0 && cfg[k].sodium_open_bps > 0)
@@ -339,8 +378,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jstat(f, "pieces_per_s", &x.pieces, 1);
         fputc(',', f);
         jstat(f, "input_stall_pct", &x.stall, 1);
-        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"feeder_cpu_s\":", x.piece_bytes,
-                x.shm_share);
+        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"path\":\"%s\",\"feeder_cpu_s\":", x.piece_bytes,
+                x.shm_share, path_of(x.shm_share));
         if (x.have_stages) {
             fputc('{', f);
             for (int s = 0; s < NSTAGES; s++) {
@@ -380,6 +419,12 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jnum(f, "sodium_box_mb_per_s", cfg[k].sodium_box_bps / 1e6, cfg[k].curve && cfg[k].sodium_box_bps > 0);
         fputc(',', f);
         jnum(f, "sodium_open_mb_per_s", cfg[k].sodium_open_bps / 1e6, cfg[k].curve && cfg[k].sodium_open_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_ipc_mb_per_s", cfg[k].lim_ipc_bps / 1e6, cfg[k].lim_ipc_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_tcp_mb_per_s", cfg[k].lim_tcp_bps / 1e6, cfg[k].lim_tcp_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_curve_mb_per_s", cfg[k].lim_curve_bps / 1e6, cfg[k].lim_curve_bps > 0);
         fprintf(f, "},\"ratios\":{");
         jnum(f, "disk_to_read", x.r_disk, x.r_disk >= 0);
         fputc(',', f);
@@ -394,6 +439,12 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jnum(f, "wire_to_plaintext", x.r_curve_wire, x.r_curve_wire >= 0);
         fputc(',', f);
         jnum(f, "raw_zmq_to_plaintext", x.r_curve_raw, x.r_curve_raw >= 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_ipc", over(x.wire.median, cfg[k].lim_ipc_bps), cfg[k].lim_ipc_bps > 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_tcp", over(x.wire.median, cfg[k].lim_tcp_bps), cfg[k].lim_tcp_bps > 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_curve", over(x.wire.median, cfg[k].lim_curve_bps), cfg[k].lim_curve_bps > 0);
         fprintf(f, "},\"limited_by\":");
         jstr(f, x.limited_by);
         fputc('}', f);

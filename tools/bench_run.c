@@ -594,9 +594,19 @@ static int make_dir(const char *path)
     return 0;
 }
 
+static double median_of(const double *v, int n)
+{
+    double tmp[RUN_MAX_REPEAT];
+    memcpy(tmp, v, (size_t)n * sizeof *v);
+    return bench_median(tmp, (size_t)n);
+}
+
 /* Raw ZeroMQ (with CURVE for a CURVE configuration, and then libsodium's
- * rates) and memcpy for this configuration's piece size. */
-static int measure_config_limits(const struct run_opts *o, struct run_config *c)
+ * rates) and memcpy for this configuration's piece size; then the
+ * machine's limits at that size that the run's own transport did not
+ * give: raw ZeroMQ over ipc and over tcp, and with CURVE (taken from the
+ * plaintext pair `plain` of a CURVE configuration where it has them). */
+static int measure_config_limits(const struct run_opts *o, struct run_config *c, const struct run_config *plain)
 {
     double sizes[RUN_MAX_REPEAT];
     for (int r = 0; r < c->nsamples; r++)
@@ -605,16 +615,41 @@ static int measure_config_limits(const struct run_opts *o, struct run_config *c)
     long count = piece > 0 ? (long)(5e8 / (double)piece) : 1000;
     if (count < 1000)
         count = 1000;
+    /* the other limits: a quarter GB each, or 500 messages */
+    long small = piece > 0 ? (long)(2.5e8 / (double)piece) : 500;
+    if (small < 500)
+        small = 500;
     struct bench_curve_pair keys;
-    if (c->curve && bench_curve_pair_load(&o->keys, &keys) != 0)
+    memset(&keys, 0, sizeof keys);
+    if (o->have_keys && bench_curve_pair_load(&o->keys, &keys) != 0)
         return -1;
     for (int r = 0; r < c->nsamples; r++)
         if ((c->raw_zmq_bps[r] = bench_raw_zmq_curve(o->transport, o->dir, piece, count, c->curve ? &keys : NULL)) <
             0) {
             sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s%s failed", o->transport, c->curve ? " with CURVE" : "");
+            memset(&keys, 0, sizeof keys);
             return -1;
         }
+    double own = median_of(c->raw_zmq_bps, c->nsamples);
+    int is_ipc = strcmp(o->transport, "ipc") == 0;
+    c->lim_ipc_bps = c->lim_tcp_bps = c->lim_curve_bps = -1;
+    if (plain != NULL) {
+        c->lim_ipc_bps = plain->lim_ipc_bps;
+        c->lim_tcp_bps = plain->lim_tcp_bps;
+    } else {
+        double other = bench_raw_zmq(is_ipc ? "tcp" : "ipc", o->dir, piece, small);
+        c->lim_ipc_bps = is_ipc ? own : other;
+        c->lim_tcp_bps = is_ipc ? other : own;
+    }
+    if (c->curve)
+        c->lim_curve_bps = own;
+    else if (o->have_keys)
+        c->lim_curve_bps = bench_raw_zmq_curve(o->transport, o->dir, piece, small, &keys);
     memset(&keys, 0, sizeof keys);
+    if (c->lim_ipc_bps < 0 || c->lim_tcp_bps < 0 || (o->have_keys && c->lim_curve_bps < 0)) {
+        sl_log(SL_LOG_ERROR, "raw ZeroMQ limits (ipc, tcp, CURVE) at %zu bytes failed", piece);
+        return -1;
+    }
     c->memcpy_bps = bench_rate_memcpy(piece ? piece : 1, 0.3);
     c->sodium_box_bps = c->sodium_open_bps = -1;
     if (c->curve) {
@@ -687,7 +722,7 @@ static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cf
             snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), raw ZeroMQ%s", c->feeders,
                      w ? " with CURVE" : "");
             progress_draw(&bar);
-            if (measure_config_limits(o, c) != 0)
+            if (measure_config_limits(o, c, w ? &cfg[k * ways] : NULL) != 0)
                 return 1;
         }
     }
@@ -730,6 +765,9 @@ int bench_run_main(int argc, char **argv)
         bench_rmtree(o.dir);
         return 1;
     }
+    /* without --curve too: raw ZeroMQ with CURVE is one of the limits
+     * printed (none where this libzmq has no CURVE) */
+    o.have_keys = o.curve || (bench_curve_available() && bench_curve_setup("run", o.dir, maxf, &o.keys) == 0);
     bench_signals_install();
     struct run_config *cfg = sl_calloc(RUN_MAX_RESULTS, sizeof *cfg);
     int status = cfg ? run_all(&o, &d, cfg) : 1, nresults = o.nconfigs * (o.curve ? 2 : 1);

@@ -34,6 +34,7 @@ struct run_opts {
     int no_shm; /* --no-shm to feeders and trainers: pieces by copy */
     int curve;  /* --curve: each configuration in the clear and with CURVE */
     struct bench_curve keys;
+    int have_keys; /* keys made: --curve, or CURVE available for the CURVE limit */
     char *overrides[32];
     int noverrides;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
@@ -74,6 +75,11 @@ struct run_config {
     double raw_zmq_bps[RUN_MAX_REPEAT];
     double memcpy_bps;
     double sodium_box_bps, sodium_open_bps; /* with curve: libsodium on one core at the piece size; < 0 unknown */
+    /* the limits of this machine at the piece size, each measured once per
+     * configuration whatever the run's own transport (issue #25 item 5):
+     * raw ZeroMQ over ipc, over tcp, and with CURVE on the run's
+     * transport; bytes per second, < 0 not measured (no CURVE built in) */
+    double lim_ipc_bps, lim_tcp_bps, lim_curve_bps;
 };
 
 /* Reports (bench_report.c). */

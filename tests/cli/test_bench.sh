@@ -309,6 +309,16 @@ for plain, curve in zip(cs[0::2], cs[1::2]):
     if lim["sodium_box_mb_per_s"] is not None:
         assert lim["sodium_box_mb_per_s"] > 0 and lim["sodium_open_mb_per_s"] > 0, lim
     assert curve["runs"] == 2 and curve["samples_per_s"]["median"] > 0
+    # issue #25 item 5: the path, and every limit at the piece size; the
+    # CURVE result's CURVE limit is its own raw ZeroMQ, its ipc and tcp
+    # limits its plaintext pair's
+    assert plain["path"] == "copy" and curve["path"] == "copy", (plain, curve)
+    pl, cl = plain["limits"], curve["limits"]
+    assert pl["raw_zmq_ipc_mb_per_s"] == pl["raw_zmq_mb_per_s"]["median"], pl
+    assert cl["raw_zmq_curve_mb_per_s"] == cl["raw_zmq_mb_per_s"]["median"], cl
+    assert cl["raw_zmq_ipc_mb_per_s"] == pl["raw_zmq_ipc_mb_per_s"], (pl, cl)
+    assert cl["raw_zmq_tcp_mb_per_s"] == pl["raw_zmq_tcp_mb_per_s"] > 0, (pl, cl)
+    assert pl["raw_zmq_curve_mb_per_s"] > 0, pl  # measured for the plaintext result as well
 PY
 pass "run --curve --no-shm --json: plaintext and CURVE per feeder count"
 python3 "$T/verdict.py" "$T/out" || fail "run --curve --no-shm: a verdict against the rule (see above)"
@@ -325,6 +335,13 @@ pass "run --curve: the CURVE runs' feeders used CURVE, the plaintext ones did no
 expect "run --curve table" 0 "CURVE / plaintext: wire [0-9.]+x, raw ZeroMQ [0-9.]+x" \
     "$BENCH" run --job job.json --repeat 1 --warmup 0 --epochs 1 --curve
 grep -Eq "^ 1 CURVE " "$T/out" || fail "run --curve table: no '1 CURVE' row"
+grep -Eq "^    path: shared memory \(every piece read in the feeder's pool; only a header crosses ipc\), CURVE on the headers$" "$T/out" ||
+    fail "run --curve table: no 'path: shared memory ... CURVE' line"
+grep -Eq "^    limits here at [0-9]+ B: raw ZeroMQ ipc [0-9]+ MB/s, tcp [0-9]+ MB/s, CURVE \(ipc\) [0-9]+ MB/s$" "$T/out" ||
+    fail "run --curve table: no 'limits here' line"
+grep -Eq "^    wire vs raw ZeroMQ ipc [0-9.]+x, tcp [0-9.]+x, CURVE [0-9.]+x$" "$T/out" ||
+    fail "run --curve table: no 'wire vs raw ZeroMQ ipc, tcp, CURVE' line"
+pass "run table: the path and the machine's limits (ipc, tcp, CURVE) at the piece size"
 no_leftovers "$T/err" "run --curve table"
 
 # ---- the JSON schema of run ----
@@ -374,9 +391,24 @@ for c in doc["configs"]:
     assert isinstance(c["limits"]["memcpy_mb_per_s"], num)
     r = c["ratios"]
     assert set(r) == {"disk_to_read", "inflated_to_inflate", "wire_to_raw_zmq", "wire_to_memcpy",
-                      "wire_to_plaintext", "raw_zmq_to_plaintext", "copied_to_raw_zmq"}
+                      "wire_to_plaintext", "raw_zmq_to_plaintext", "copied_to_raw_zmq", "wire_to_raw_zmq_ipc",
+                      "wire_to_raw_zmq_tcp", "wire_to_raw_zmq_curve"}
     assert r["wire_to_plaintext"] is None and r["raw_zmq_to_plaintext"] is None and c["curve"] is False
     assert r["inflated_to_inflate"] is None
+    # the machine's limits at the piece size (issue #25 item 5): ipc is the
+    # run's own transport here, so its limit is the per-run raw ZeroMQ median
+    lim = c["limits"]
+    assert c["path"] == "shm", c
+    assert lim["raw_zmq_ipc_mb_per_s"] == lim["raw_zmq_mb_per_s"]["median"], lim
+    assert isinstance(lim["raw_zmq_tcp_mb_per_s"], num) and lim["raw_zmq_tcp_mb_per_s"] > 0, lim
+    assert lim["raw_zmq_curve_mb_per_s"] is None or lim["raw_zmq_curve_mb_per_s"] > 0, lim
+    for t in ("ipc", "tcp", "curve"):
+        v = lim["raw_zmq_%s_mb_per_s" % t]
+        if v is None:
+            assert r["wire_to_raw_zmq_" + t] is None, (t, r)
+        else:
+            want = c["wire_mb_per_s"]["median"] / v
+            assert abs(r["wire_to_raw_zmq_" + t] - want) <= 1e-3 * want + 1e-4, (t, r, want)
     assert all(isinstance(r[k], num) and r[k] > 0 for k in ("disk_to_read", "wire_to_raw_zmq", "wire_to_memcpy"))
     assert isinstance(c["limited_by"], str) and c["limited_by"]
 print("schema ok: %d configs, stage breakdown %s" % (len(doc["configs"]), doc["stage_breakdown"]))
