@@ -233,7 +233,11 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         fprintf(f, "%ld epoch(s) per run", o->epochs);
     else
         fprintf(f, "the job's epochs per run");
-    fprintf(f, ", median [min-max] of %d, %d CPUs\n", o->repeat, d->ncpu);
+    fprintf(f, ", median [min-max] of %d, %d CPUs", o->repeat, d->ncpu);
+    if (d->load_start >= 0 && d->load_end >= 0)
+        fprintf(f, ", load average %.1f before and %.1f after%s", d->load_start, d->load_end,
+                fmax(d->load_start, d->load_end) > 0.5 * d->ncpu ? " (other processes shared the cores: noisy)" : "");
+    fputc('\n', f);
     fprintf(f, "data: %zu file(s), %.1f MB on disk, %llu records%s\n", d->npaths, (double)d->disk_bytes / 1e6,
             (unsigned long long)d->records, d->inflate_impl ? ", compressed" : "");
     fprintf(f, "limits: read() %.0f MB/s", d->read_bps / 1e6);
@@ -348,6 +352,10 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     jnum(f, "duration_s", o->duration, o->duration > 0);
     fprintf(f, ",\"repeat\":%d,\"warmup\":%d,\"cpus\":%d,\"stage_breakdown\":%s,", o->repeat, o->warmup, d->ncpu,
             o->feeder_has_stats ? "true" : "false");
+    if (d->load_start >= 0 && d->load_end >= 0)
+        fprintf(f, "\"load_avg\":{\"before\":%.2f,\"after\":%.2f},", d->load_start, d->load_end);
+    else
+        fprintf(f, "\"load_avg\":null,");
     fprintf(f, "\"data\":{\"files\":%zu,\"disk_bytes\":%llu,", d->npaths, (unsigned long long)d->disk_bytes);
     jnum(f, "records", (double)d->records, d->records > 0);
     fprintf(f, ",\"compressed\":%s,", d->inflate_impl ? "true" : "false");

@@ -262,9 +262,23 @@ static uint64_t count_records(const struct run_data *d)
     return rc == SL_END ? records : 0;
 }
 
+/* The 1-minute load average, or -1. */
+static double load_average(void)
+{
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static int measure_files(struct run_data *d)
 {
     d->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    d->load_start = load_average();
     d->read_bps = bench_rate_files(bench_pass_read, d->paths, d->npaths, 0.5);
     if (d->read_bps < 0) {
         sl_log(SL_LOG_ERROR, "cannot read the job's files (read limit)");
@@ -727,6 +741,7 @@ static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cf
         }
     }
     progress_clear(&bar);
+    d->load_end = load_average();
     return 0;
 }
 

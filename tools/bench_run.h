@@ -52,6 +52,9 @@ struct run_data {
     const char *inflate_impl;                     /* NULL: files not compressed */
     double read_bps, inflate_bps;                 /* bytes per second (inflate: inflated bytes) */
     int ncpu;
+    /* the 1-minute load average (/proc/loadavg) before the first run and
+     * after the last: how busy other processes kept the cores; < 0 unknown */
+    double load_start, load_end;
 };
 
 /* One run of one configuration. */

@@ -362,6 +362,9 @@ for k, t in top.items():
 assert doc["bench"] == "run" and doc["epochs"] == 2 and doc["duration_s"] is None
 assert doc["curve"] is False and doc["no_shm"] is False
 assert doc["threads"] is None  # not given: the feeder's own default
+# how busy the machine was (issue #25 item 5): the 1-minute load average before the first run and after the last
+la = doc["load_avg"]
+assert set(la) == {"before", "after"} and all(isinstance(v, num) and v >= 0 for v in la.values()), la
 d = doc["data"]
 assert d["files"] == 2 and d["records"] == 3000 and d["compressed"] is False and d["inflated_bytes"] is None
 assert isinstance(d["disk_bytes"], int) and d["disk_bytes"] > 0
