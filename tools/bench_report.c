@@ -43,6 +43,12 @@ struct derived {
     int wait_feeder;                       /* the feeder with the most, -1: no wait attributed */
     double wait_share;
     double r_curve_wire, r_curve_raw; /* CURVE / plaintext; < 0: not a CURVE result */
+    /* how busy each kind of feeder thread was over the stream (medians, a
+     * fraction of one core): a decode thread (read + decompress + decode +
+     * assemble over the threads), the serving thread, the ZeroMQ I/O
+     * thread; have_busy 0: unknown */
+    int have_busy, decode_threads;
+    double busy_decode, busy_serve, busy_io;
 };
 
 #define STAT_OF(field, expr)                                                                                         \
@@ -111,6 +117,26 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         STAT_OF(stage[k], s->stage_cpu[k]);
         if (k != STAGE_TOTAL && (x->bottleneck < 0 || x->stage[k].median > x->stage[x->bottleneck].median))
             x->bottleneck = k;
+    }
+    x->decode_threads = o->threads > 0 ? o->threads : d->ncpu; /* the feeder's default: one per CPU */
+    x->have_busy = x->have_stages && c->nsamples > 0;
+    for (int r = 0; r < c->nsamples; r++)
+        x->have_busy &= c->s[r].serve_cpu >= 0 && c->s[r].stream_s > 0;
+    if (x->have_busy) {
+        double per = (double)c->feeders, v[RUN_MAX_REPEAT];
+        for (int r = 0; r < c->nsamples; r++) {
+            const struct run_sample *s = &c->s[r];
+            double dec = s->stage_cpu[STAGE_READ] + s->stage_cpu[STAGE_DECOMPRESS] + s->stage_cpu[STAGE_DECODE] +
+                         s->stage_cpu[STAGE_ASSEMBLE];
+            v[r] = dec / (s->stream_s * per * x->decode_threads);
+        }
+        x->busy_decode = bench_stat_of(v, (size_t)c->nsamples).median;
+        for (int r = 0; r < c->nsamples; r++)
+            v[r] = c->s[r].serve_cpu / (c->s[r].stream_s * per);
+        x->busy_serve = bench_stat_of(v, (size_t)c->nsamples).median;
+        for (int r = 0; r < c->nsamples; r++)
+            v[r] = c->s[r].io_cpu / (c->s[r].stream_s * per);
+        x->busy_io = bench_stat_of(v, (size_t)c->nsamples).median;
     }
     double sizes[RUN_MAX_REPEAT];
     for (int r = 0; r < c->nsamples; r++) {
@@ -290,6 +316,10 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         } else {
             fprintf(f, "    feeder CPU s per stage: unavailable (feeder without --stats)\n");
         }
+        if (x.have_busy)
+            fprintf(f, "    feeder threads busy over the stream (of one core, per feeder): each of %d decode threads %.0f%%, "
+                       "serving thread %.0f%%, ZeroMQ I/O thread %.0f%%\n",
+                    x.decode_threads, 100 * x.busy_decode, 100 * x.busy_serve, 100 * x.busy_io);
         fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
                 100 * x.util.median);
         fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * x.shm_share);
@@ -419,7 +449,13 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         fprintf(f, "],\"trainers\":[");
         for (int w = 0; w < o->workers; w++)
             fprintf(f, "%s%.1f", w ? "," : "", x.rss_trainer[w]);
-        fprintf(f, "]},\"limits\":{");
+        fprintf(f, "]},\"feeder_busy\":");
+        if (x.have_busy)
+            fprintf(f, "{\"decode_threads\":%d,\"decode_thread\":%.4f,\"serve\":%.4f,\"zmq_io\":%.4f}",
+                    x.decode_threads, x.busy_decode, x.busy_serve, x.busy_io);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"limits\":{");
         jstat(f, "raw_zmq_mb_per_s", &x.raw, 1);
         fputc(',', f);
         jnum(f, "memcpy_mb_per_s", x.memcpy_bps / 1e6, 1);

@@ -357,6 +357,14 @@ static void read_stats(const char *path, struct run_sample *s, int *have)
         if (ok)
             s->stage_cpu[k] += json_number_value(v);
     }
+    /* send's two halves (a feeder without them: unknown) */
+    json_t *serve = json_object_get(cpu, "serve"), *io = json_object_get(cpu, "zmq_io");
+    if (ok && json_is_number(serve) && json_is_number(io) && s->serve_cpu >= 0) {
+        s->serve_cpu += json_number_value(serve);
+        s->io_cpu += json_number_value(io);
+    } else {
+        s->serve_cpu = s->io_cpu = -1;
+    }
     if (!ok)
         *have = 0;
     json_decref(root);
@@ -558,6 +566,7 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
         sl_log(SL_LOG_ERROR, "the trainers received no data (see the logs in %s)", rf->dir);
         return -1;
     }
+    s->stream_s = stream;
     s->samples_ps = (double)s->samples / stream;
     s->wire_bps = bytes / stream;
     s->pieces_ps = pieces / stream;

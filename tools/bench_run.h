@@ -63,6 +63,8 @@ struct run_sample {
     uint64_t samples;
     double pieces, shm_pieces; /* received by the trainers; of those, read in a feeder's shared memory */
     double stage_cpu[NSTAGES]; /* feeders' thread CPU per stage, summed */
+    double serve_cpu, io_cpu;  /* of send: the serving threads' and ZeroMQ I/O threads' CPU, summed; < 0 unknown */
+    double stream_s;           /* the longest trainer stream (first piece to end) */
     int have_stages;
     double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */
     double rss_mb[RUN_MAX_FEEDERS + RUN_MAX_WORKERS]; /* feeders first, then trainers */

@@ -384,8 +384,13 @@ for c in doc["configs"]:
         for v in c["feeder_cpu_s"].values():
             stat(v, "feeder_cpu_s")
         assert c["bottleneck_stage"] in ("read", "decompress", "decode", "assemble", "send")
+        # how busy each kind of feeder thread was over the stream (issue #25 item 5)
+        b = c["feeder_busy"]
+        assert set(b) == {"decode_threads", "decode_thread", "serve", "zmq_io"}, b
+        assert isinstance(b["decode_threads"], int) and b["decode_threads"] >= 1, b
+        assert all(isinstance(b[k], num) and b[k] >= 0 for k in ("decode_thread", "serve", "zmq_io")), b
     else:
-        assert c["feeder_cpu_s"] is None and c["bottleneck_stage"] is None
+        assert c["feeder_cpu_s"] is None and c["bottleneck_stage"] is None and c["feeder_busy"] is None
     stat(c["process_cpu_s"]["feeders"], "cpu feeders")
     stat(c["process_cpu_s"]["trainers"], "cpu trainers")
     assert len(c["rss_mb"]["feeders"]) == c["feeders"] and len(c["rss_mb"]["trainers"]) == 1
