@@ -35,7 +35,9 @@ expect() {
     "$@" >"$T/out" 2>"$T/err"
     local rc=$?
     [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
-    if [ -n "$re" ] && ! cat "$T/out" "$T/err" | grep -Eq -- "$re"; then
+    # grep reads both files itself: `cat | grep -q` under pipefail failed
+    # when grep matched in out and quit before cat wrote err (SIGPIPE)
+    if [ -n "$re" ] && ! grep -Eqh -- "$re" "$T/out" "$T/err"; then
         fail "$name: no output matching /$re/"
     fi
     pass "$name"
