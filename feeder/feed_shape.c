@@ -43,7 +43,8 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
                __builtin_mul_overflow(nbufs64, s->piece_bytes, &pool_bytes);
     /* a window of at least FEED_WINDOW_MIN_BYTES of pieces where that
      * still fits --piece-memory (else the prefetch window, as before) */
-    uint64_t least = (FEED_WINDOW_MIN_BYTES + s->piece_bytes - 1) / s->piece_bytes, wide_bufs = 0, wide_bytes = 0;
+    uint64_t least = s->piece_bytes > 0 ? (FEED_WINDOW_MIN_BYTES + s->piece_bytes - 1) / s->piece_bytes : 0;
+    uint64_t wide_bufs = 0, wide_bytes = 0;
     if (!huge && least > s->window && !__builtin_mul_overflow(least, (uint64_t)W, &wide_bufs) &&
         !__builtin_add_overflow(wide_bufs, (uint64_t)s->ntasks, &wide_bufs) &&
         !__builtin_mul_overflow(wide_bufs, s->piece_bytes, &wide_bytes) && wide_bytes <= s->o->piece_memory) {
