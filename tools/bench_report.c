@@ -262,7 +262,7 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
     fprintf(f, ", median [min-max] of %d, %d CPUs", o->repeat, d->ncpu);
     if (d->load_start >= 0 && d->load_end >= 0)
         fprintf(f, ", load average %.1f before and %.1f after%s", d->load_start, d->load_end,
-                fmax(d->load_start, d->load_end) > 0.5 * d->ncpu ? " (other processes shared the cores: noisy)" : "");
+                d->load_start > 0.5 * d->ncpu ? " (other processes shared the cores: noisy)" : "");
     fputc('\n', f);
     fprintf(f, "data: %zu file(s), %.1f MB on disk, %llu records%s\n", d->npaths, (double)d->disk_bytes / 1e6,
             (unsigned long long)d->records, d->inflate_impl ? ", compressed" : "");
