@@ -38,7 +38,7 @@ struct derived {
     double shm_share, r_copy_zmq; /* pieces read in shared memory; the copied share's ratio to raw ZeroMQ */
     int bottleneck;                                      /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
-    char limited_by[192];
+    char limited_by[256];
     double wait_feeder_s[RUN_MAX_FEEDERS]; /* median over the runs */
     int wait_feeder;                       /* the feeder with the most, -1: no wait attributed */
     double wait_share;
@@ -181,6 +181,8 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         .busy_stage = x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : NULL,
         .wait_feeder = x->wait_feeder,
         .wait_share = x->wait_share,
+        .have_busy = x->have_busy,
+        .busy_max = fmax(x->busy_decode, fmax(x->busy_serve, x->busy_io)),
     };
     x->r_copy_zmq = bench_verdict_copy_zmq(&v);
     bench_verdict(&v, x->limited_by, sizeof x->limited_by);
