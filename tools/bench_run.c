@@ -535,8 +535,14 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
             return -1;
         }
         json_t *sm = json_object_get(root, "summary");
-        if (num(sm, "stream_seconds") > stream)
-            stream = num(sm, "stream_seconds");
+        /* stream_seconds is printed to the millisecond, which a short
+         * stream (a whole tiny job inside one window) rounds to 0: the
+         * elements over their rate give its length to the precision of the
+         * rate's digits (as sluice-bench feed takes it) */
+        double n = num(sm, "elements"), rate = num(sm, "stream_elements_per_s");
+        double secs = n > 0 && rate > 0 ? n / rate : num(sm, "stream_seconds");
+        if (secs > stream)
+            stream = secs;
         s->samples += (uint64_t)num(sm, "elements");
         bytes += num(sm, "bytes");
         pieces += num(sm, "pieces");
