@@ -257,9 +257,11 @@ def comes_back(files):
     feeder serves its share to the end and exits 0."""
     harness.case()
     tag = "back"
-    # long enough, also in a sanitizer build, for the probe (every 1 s) to
-    # find the returned feeder after its scan: 400 epochs at least
-    job_path, job = job_for(files, "tk1x2b", max(EPOCHS, 400))
+    # long enough, also in a sanitizer build, for the takeover, the
+    # restarted feeder's scan and the probe (every 1 s) that finds it: three
+    # calibrated runs (about 7.5 s undisturbed; one run's 2.5 s let a fast
+    # machine end the stream first), 400 epochs at least
+    job_path, job = job_for(files, "tk1x2b", max(3 * EPOCHS, 400))
     ref = reference(files, job_path, job, 1, 2)
     feeders, eps = start_feeders(tag, job_path, 2)
     time.sleep(0.2)
