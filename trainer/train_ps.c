@@ -175,6 +175,31 @@ static int send_msg(void *sock, zmq_msg_t *id, const struct hdr *h, const void *
     return 0;
 }
 
+/* Receive one multipart message: its first `cap` frames into f (*nf of
+ * them, each to be closed by the caller), the rest closed. Returns how
+ * many frames the message had. */
+static size_t recv_frames(void *sock, zmq_msg_t *f, size_t cap, size_t *nf)
+{
+    size_t frames = 0;
+    int more = 1;
+    *nf = 0;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, 0) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        frames++;
+        if (*nf < cap)
+            f[(*nf)++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    return frames;
+}
+
 /* ---- the model's placement ---- */
 
 int train_ps_model_init(struct train_ps_model *pm, const struct train_model_config *cfg, uint32_t nps,
@@ -810,22 +835,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         /* [id] header [body [position]]: at most 4 frames are kept, the
          * rest counted and dropped */
         zmq_msg_t f[4];
-        size_t nf = 0, frames = 0;
-        int more = 1;
-        while (more) {
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            if (zmq_msg_recv(&m, sock, 0) < 0) {
-                zmq_msg_close(&m);
-                break;
-            }
-            more = zmq_msg_more(&m);
-            frames++;
-            if (nf < 4)
-                f[nf++] = m;
-            else
-                zmq_msg_close(&m);
-        }
+        size_t nf = 0, frames = recv_frames(sock, f, 4, &nf);
         struct hdr h;
         char why[384];
         if (nf < 2 || get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
@@ -1350,22 +1360,7 @@ void train_ps_client_set_position(struct train_ps_client *c, const struct train_
 static int resume_reply(void *sock, uint32_t s, const char *ep, struct train_input_position *p, struct sl_error *err)
 {
     zmq_msg_t f[2];
-    size_t nf = 0;
-    int more = 1, frames = 0;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, sock, 0) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        frames++;
-        if (nf < 2)
-            f[nf++] = m;
-        else
-            zmq_msg_close(&m);
-    }
+    size_t nf = 0, frames = recv_frames(sock, f, 2, &nf);
     struct hdr h;
     char text[720];
     int rc = -1;
