@@ -102,6 +102,10 @@ struct feeder {
     int ended;
     uint64_t end_pieces;
     uint32_t owed; /* credits to give back */
+    /* this connection's pieces received and not yet credited back, and
+     * the most of them seen at once: about what the feeder lets out (its
+     * window, or the grant), which caps the credit batch */
+    uint32_t unreturned, peak;
     zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
     struct shm_map *map;     /* its shared memory, when this connection mapped it */
     /* rejoining after a loss (reconnect_ms > 0) */
@@ -262,19 +266,29 @@ static void detach_shm(struct feeder *f)
     f->map = NULL;
 }
 
-/* Credits go back in batches of a quarter of the window (one message per
- * few pieces instead of one per piece), or all at once when `all`. */
+/* Credits go back in batches (one message per several pieces instead of
+ * one per piece: each is a round of wake-ups in both processes), or all at
+ * once when `all`. A batch is a quarter of the grant, but at most half of
+ * what the feeder has been seen to let out: a feeder whose window is
+ * smaller than the grant waits for those credits, and half its window
+ * keeps it working while the other half comes back. */
 static void give_credits(struct train_client *c, int all)
 {
-    uint32_t batch = c->o.credits / 4 > 0 ? c->o.credits / 4 : 1;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
+        uint32_t batch = c->o.credits / 4, half = f->peak / 2;
+        if (batch > half)
+            batch = half;
+        if (batch == 0)
+            batch = 1;
         /* a rejoining feeder's owed credits are folded into its next HELLO */
         if (f->owed == 0 || f->ended || f->rejoining || (!all && f->owed < batch))
             continue;
         struct sl_wire_credit cr = {.credits = f->owed};
-        if (sl_wire_encode_credit(&cr, &c->buf) == 0 && send_buf(f->sock, &c->buf) == 0)
+        if (sl_wire_encode_credit(&cr, &c->buf) == 0 && send_buf(f->sock, &c->buf) == 0) {
+            f->unreturned = f->unreturned > f->owed ? f->unreturned - f->owed : 0;
             f->owed = 0;
+        }
     }
 }
 
@@ -417,6 +431,8 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         if (rc != 0) {
             release_slot(c, s);
             f->owed--;
+        } else if (++f->unreturned > f->peak) {
+            f->peak = f->unreturned;
         }
         return rc;
     }
@@ -737,6 +753,7 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
     uint64_t resume = first_of_share(c, next, j);
     /* a new connection: nothing of the old one gives credit back now */
     f->conn++;
+    f->unreturned = f->peak = 0;
     /* what of it waits in the reorder window comes again */
     for (uint64_t seq = resume; seq < next + c->nslots; seq += nf) {
         struct slot *s = train_reorder_take(c->reorder, seq);
@@ -1364,8 +1381,9 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->o = *opts;
     c->pid = getpid();
-    if (c->o.credits == 0)
-        c->o.credits = 4 * c->o.replicas < 16 ? 16 : 4 * c->o.replicas;
+    if (c->o.credits == 0) /* TRAIN_CLIENT_DEFAULT_CREDITS, or 4 steps */
+        c->o.credits = 4 * c->o.replicas < TRAIN_CLIENT_DEFAULT_CREDITS ? TRAIN_CLIENT_DEFAULT_CREDITS
+                                                                        : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
         c->o.heartbeat_ms = 1000;
     if (c->o.timeout_ms <= 0)

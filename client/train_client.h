@@ -68,6 +68,10 @@ struct sl_metrics;
 
 /* The default wait for a feeder's answer (sluice-trainer --connect-timeout). */
 #define TRAIN_CLIENT_CONNECT_TIMEOUT_MS 60000
+/* Credits per feeder by default (with 4 steps' worth when more): deep
+ * enough for the credits to go back in batches of 16 (docs/protocol.md);
+ * a feeder lets out no more than its own window whatever the grant. */
+#define TRAIN_CLIENT_DEFAULT_CREDITS 64
 
 /* How the caller spells the options the client's messages name:
  * sluice-trainer's flags, or the C and Python API's fields (libsluice's
@@ -86,7 +90,7 @@ struct train_client_opts {
     size_t nfeeders;
     const char *job;
     uint32_t worker, workers, replicas;
-    uint32_t credits;           /* per feeder; 0: max(16, 4 * replicas) */
+    uint32_t credits;           /* per feeder; 0: max(64, 4 * replicas) */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
     int connect_timeout_ms;     /* wait for a feeder's first answer to HELLO, and while it

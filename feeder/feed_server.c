@@ -740,6 +740,11 @@ static void on_message(struct server *s)
         /* a trainer says BYE once it is done with every piece: its
          * buffers go back at once */
         if (t != NULL) {
+            /* one that had its END had every piece of its stream: taken,
+             * though a window as wide as the stream let it return no
+             * credit first (the shape is this job's for good) */
+            if (t->end_sent && t->sent > 0)
+                s->consumed = 1;
             feed_hold_release_all(&t->hold, s->pool);
             feed__drop(s, t, "said goodbye");
         }

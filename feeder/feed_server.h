@@ -44,6 +44,13 @@
 /* The piece pool's default bound (--piece-memory): 1 GiB. */
 #define FEED_DEFAULT_PIECE_MEMORY ((uint64_t)1 << 30)
 
+/* The least a trainer's window holds in bytes, whatever `prefetch`: small
+ * windows (8 pieces of 204 KB) made every few pieces a round of wake-ups
+ * through the credit loop, and a virtual machine's cores paid for it
+ * (docs/performance.md, issue #25). The window grows to this many bytes
+ * of pieces only where the pool then still fits --piece-memory. */
+#define FEED_WINDOW_MIN_BYTES ((uint64_t)8 << 20)
+
 /* The feeder's ROUTER socket, bound before the start-up scan so that a
  * trainer started first is answered at once: a HELLO for this job gets a
  * STATUS ("scanning, k of n files"; only when the HELLO says it

@@ -41,6 +41,17 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
     int huge = __builtin_mul_overflow(s->window, (uint64_t)W, &nbufs64) ||
                __builtin_add_overflow(nbufs64, (uint64_t)s->ntasks, &nbufs64) ||
                __builtin_mul_overflow(nbufs64, s->piece_bytes, &pool_bytes);
+    /* a window of at least FEED_WINDOW_MIN_BYTES of pieces where that
+     * still fits --piece-memory (else the prefetch window, as before) */
+    uint64_t least = s->piece_bytes > 0 ? (FEED_WINDOW_MIN_BYTES + s->piece_bytes - 1) / s->piece_bytes : 0;
+    uint64_t wide_bufs = 0, wide_bytes = 0;
+    if (!huge && least > s->window && !__builtin_mul_overflow(least, (uint64_t)W, &wide_bufs) &&
+        !__builtin_add_overflow(wide_bufs, (uint64_t)s->ntasks, &wide_bufs) &&
+        !__builtin_mul_overflow(wide_bufs, s->piece_bytes, &wide_bytes) && wide_bytes <= s->o->piece_memory) {
+        s->window = least;
+        nbufs64 = wide_bufs;
+        pool_bytes = wide_bytes;
+    }
     if (huge || pool_bytes > s->o->piece_memory) {
         char need[32] = "over 2^64";
         if (!huge)
@@ -98,8 +109,9 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
     s->ntrainers = s->cap_trainers = W;
     s->steps = sum.steps;
     sl_log(SL_LOG_INFO,
-           "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes",
-           W, R, s->steps, nbufs, s->piece_bytes);
+           "cluster: %u workers x %u replicas, %" PRIu64 " steps per epoch; %zu piece buffers of %" PRIu64 " bytes "
+           "(a window of %" PRIu64 " pieces per worker)",
+           W, R, s->steps, nbufs, s->piece_bytes, s->window);
     return 0;
 }
 

@@ -38,11 +38,17 @@ struct derived {
     double shm_share, r_copy_zmq; /* pieces read in shared memory; the copied share's ratio to raw ZeroMQ */
     int bottleneck;                                      /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
-    char limited_by[192];
+    char limited_by[256];
     double wait_feeder_s[RUN_MAX_FEEDERS]; /* median over the runs */
     int wait_feeder;                       /* the feeder with the most, -1: no wait attributed */
     double wait_share;
     double r_curve_wire, r_curve_raw; /* CURVE / plaintext; < 0: not a CURVE result */
+    /* how busy each kind of feeder thread was over the stream (medians, a
+     * fraction of one core): a decode thread (read + decompress + decode +
+     * assemble over the threads), the serving thread, the ZeroMQ I/O
+     * thread; have_busy 0: unknown */
+    int have_busy, decode_threads;
+    double busy_decode, busy_serve, busy_io;
 };
 
 #define STAT_OF(field, expr)                                                                                         \
@@ -112,6 +118,26 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         if (k != STAGE_TOTAL && (x->bottleneck < 0 || x->stage[k].median > x->stage[x->bottleneck].median))
             x->bottleneck = k;
     }
+    x->decode_threads = o->threads > 0 ? o->threads : d->ncpu; /* the feeder's default: one per CPU */
+    x->have_busy = x->have_stages && c->nsamples > 0;
+    for (int r = 0; r < c->nsamples; r++)
+        x->have_busy &= c->s[r].serve_cpu >= 0 && c->s[r].stream_s > 0;
+    if (x->have_busy) {
+        double per = (double)c->feeders, v[RUN_MAX_REPEAT];
+        for (int r = 0; r < c->nsamples; r++) {
+            const struct run_sample *s = &c->s[r];
+            double dec = s->stage_cpu[STAGE_READ] + s->stage_cpu[STAGE_DECOMPRESS] + s->stage_cpu[STAGE_DECODE] +
+                         s->stage_cpu[STAGE_ASSEMBLE];
+            v[r] = dec / (s->stream_s * per * x->decode_threads);
+        }
+        x->busy_decode = bench_stat_of(v, (size_t)c->nsamples).median;
+        for (int r = 0; r < c->nsamples; r++)
+            v[r] = c->s[r].serve_cpu / (c->s[r].stream_s * per);
+        x->busy_serve = bench_stat_of(v, (size_t)c->nsamples).median;
+        for (int r = 0; r < c->nsamples; r++)
+            v[r] = c->s[r].io_cpu / (c->s[r].stream_s * per);
+        x->busy_io = bench_stat_of(v, (size_t)c->nsamples).median;
+    }
     double sizes[RUN_MAX_REPEAT];
     for (int r = 0; r < c->nsamples; r++) {
         sizes[r] = c->s[r].piece_bytes;
@@ -155,9 +181,49 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         .busy_stage = x->bottleneck >= 0 ? run_stage_names[x->bottleneck] : NULL,
         .wait_feeder = x->wait_feeder,
         .wait_share = x->wait_share,
+        .have_busy = x->have_busy,
+        .busy_max = fmax(x->busy_decode, fmax(x->busy_serve, x->busy_io)),
     };
     x->r_copy_zmq = bench_verdict_copy_zmq(&v);
     bench_verdict(&v, x->limited_by, sizeof x->limited_by);
+}
+
+/* Which way the pieces went: "shm" (every one read in a feeder's shared
+ * memory), "copy" (every one through ZeroMQ), or "mixed". */
+static const char *path_of(double shm_share)
+{
+    return shm_share >= 1 ? "shm" : shm_share <= 0 ? "copy" : "mixed";
+}
+
+static double over(double wire_mb, double bps)
+{
+    return bps > 0 ? wire_mb * 1e6 / bps : -1;
+}
+
+/* The path the run used and the machine's raw ZeroMQ limits at its piece
+ * size, every one measured in this invocation (issue #25 item 5). */
+static void limits_lines(FILE *f, const struct run_opts *o, const struct run_config *c, const struct derived *x)
+{
+    if (x->shm_share >= 1)
+        fprintf(f, "    path: shared memory (every piece read in the feeder's pool; only a header crosses %s)%s\n",
+                o->transport, c->curve ? ", CURVE on the headers" : "");
+    else if (x->shm_share <= 0)
+        fprintf(f, "    path: copy (every piece through ZeroMQ over %s%s)\n", o->transport,
+                c->curve ? ", sealed with CURVE" : "");
+    else
+        fprintf(f, "    path: mixed (%.0f%% of pieces in shared memory, the rest by copy over %s%s)\n",
+                100 * x->shm_share, o->transport, c->curve ? ", CURVE" : "");
+    fprintf(f, "    limits here at %.0f B: raw ZeroMQ ipc %.0f MB/s, tcp %.0f MB/s, ", x->piece_bytes,
+            c->lim_ipc_bps / 1e6, c->lim_tcp_bps / 1e6);
+    if (c->lim_curve_bps > 0)
+        fprintf(f, "CURVE (%s) %.0f MB/s\n", o->transport, c->lim_curve_bps / 1e6);
+    else
+        fprintf(f, "CURVE n/a (this libzmq has none)\n");
+    fprintf(f, "    wire vs raw ZeroMQ ipc %.2fx, tcp %.2fx", over(x->wire.median, c->lim_ipc_bps),
+            over(x->wire.median, c->lim_tcp_bps));
+    if (c->lim_curve_bps > 0)
+        fprintf(f, ", CURVE %.2fx", over(x->wire.median, c->lim_curve_bps));
+    fprintf(f, "\n");
 }
 
 /* ---- table ---- */
@@ -195,7 +261,11 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         fprintf(f, "%ld epoch(s) per run", o->epochs);
     else
         fprintf(f, "the job's epochs per run");
-    fprintf(f, ", median [min-max] of %d, %d CPUs\n", o->repeat, d->ncpu);
+    fprintf(f, ", median [min-max] of %d, %d CPUs", o->repeat, d->ncpu);
+    if (d->load_start >= 0 && d->load_end >= 0)
+        fprintf(f, ", load average %.1f before and %.1f after%s", d->load_start, d->load_end,
+                d->load_start > 0.5 * d->ncpu ? " (other processes shared the cores: noisy)" : "");
+    fputc('\n', f);
     fprintf(f, "data: %zu file(s), %.1f MB on disk, %llu records%s\n", d->npaths, (double)d->disk_bytes / 1e6,
             (unsigned long long)d->records, d->inflate_impl ? ", compressed" : "");
     fprintf(f, "limits: read() %.0f MB/s", d->read_bps / 1e6);
@@ -220,6 +290,7 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         derive_curve(o, d, cfg, k, &x);
         fprintf(f, "\n %d feeder(s)%s: limited by %s\n", cfg[k].feeders, cfg[k].curve ? " with CURVE" : "",
                 x.limited_by);
+        limits_lines(f, o, &cfg[k], &x);
         if (x.r_curve_wire >= 0) {
             fprintf(f, "    CURVE / plaintext: wire %.2fx, raw ZeroMQ %.2fx", x.r_curve_wire, x.r_curve_raw);
             if (cfg[k].sodium_box_bps > 0 && cfg[k].sodium_open_bps > 0)
@@ -247,6 +318,10 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         } else {
             fprintf(f, "    feeder CPU s per stage: unavailable (feeder without --stats)\n");
         }
+        if (x.have_busy)
+            fprintf(f, "    feeder threads busy over the stream (of one core, per feeder): each of %d decode threads %.0f%%, "
+                       "serving thread %.0f%%, ZeroMQ I/O thread %.0f%%\n",
+                    x.decode_threads, 100 * x.busy_decode, 100 * x.busy_serve, 100 * x.busy_io);
         fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
                 100 * x.util.median);
         fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * x.shm_share);
@@ -309,6 +384,10 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     jnum(f, "duration_s", o->duration, o->duration > 0);
     fprintf(f, ",\"repeat\":%d,\"warmup\":%d,\"cpus\":%d,\"stage_breakdown\":%s,", o->repeat, o->warmup, d->ncpu,
             o->feeder_has_stats ? "true" : "false");
+    if (d->load_start >= 0 && d->load_end >= 0)
+        fprintf(f, "\"load_avg\":{\"before\":%.2f,\"after\":%.2f},", d->load_start, d->load_end);
+    else
+        fprintf(f, "\"load_avg\":null,");
     fprintf(f, "\"data\":{\"files\":%zu,\"disk_bytes\":%llu,", d->npaths, (unsigned long long)d->disk_bytes);
     jnum(f, "records", (double)d->records, d->records > 0);
     fprintf(f, ",\"compressed\":%s,", d->inflate_impl ? "true" : "false");
@@ -339,8 +418,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jstat(f, "pieces_per_s", &x.pieces, 1);
         fputc(',', f);
         jstat(f, "input_stall_pct", &x.stall, 1);
-        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"feeder_cpu_s\":", x.piece_bytes,
-                x.shm_share);
+        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"path\":\"%s\",\"feeder_cpu_s\":", x.piece_bytes,
+                x.shm_share, path_of(x.shm_share));
         if (x.have_stages) {
             fputc('{', f);
             for (int s = 0; s < NSTAGES; s++) {
@@ -372,7 +451,13 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         fprintf(f, "],\"trainers\":[");
         for (int w = 0; w < o->workers; w++)
             fprintf(f, "%s%.1f", w ? "," : "", x.rss_trainer[w]);
-        fprintf(f, "]},\"limits\":{");
+        fprintf(f, "]},\"feeder_busy\":");
+        if (x.have_busy)
+            fprintf(f, "{\"decode_threads\":%d,\"decode_thread\":%.4f,\"serve\":%.4f,\"zmq_io\":%.4f}",
+                    x.decode_threads, x.busy_decode, x.busy_serve, x.busy_io);
+        else
+            fputs("null", f);
+        fprintf(f, ",\"limits\":{");
         jstat(f, "raw_zmq_mb_per_s", &x.raw, 1);
         fputc(',', f);
         jnum(f, "memcpy_mb_per_s", x.memcpy_bps / 1e6, 1);
@@ -380,6 +465,12 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jnum(f, "sodium_box_mb_per_s", cfg[k].sodium_box_bps / 1e6, cfg[k].curve && cfg[k].sodium_box_bps > 0);
         fputc(',', f);
         jnum(f, "sodium_open_mb_per_s", cfg[k].sodium_open_bps / 1e6, cfg[k].curve && cfg[k].sodium_open_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_ipc_mb_per_s", cfg[k].lim_ipc_bps / 1e6, cfg[k].lim_ipc_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_tcp_mb_per_s", cfg[k].lim_tcp_bps / 1e6, cfg[k].lim_tcp_bps > 0);
+        fputc(',', f);
+        jnum(f, "raw_zmq_curve_mb_per_s", cfg[k].lim_curve_bps / 1e6, cfg[k].lim_curve_bps > 0);
         fprintf(f, "},\"ratios\":{");
         jnum(f, "disk_to_read", x.r_disk, x.r_disk >= 0);
         fputc(',', f);
@@ -394,6 +485,12 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
         jnum(f, "wire_to_plaintext", x.r_curve_wire, x.r_curve_wire >= 0);
         fputc(',', f);
         jnum(f, "raw_zmq_to_plaintext", x.r_curve_raw, x.r_curve_raw >= 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_ipc", over(x.wire.median, cfg[k].lim_ipc_bps), cfg[k].lim_ipc_bps > 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_tcp", over(x.wire.median, cfg[k].lim_tcp_bps), cfg[k].lim_tcp_bps > 0);
+        fputc(',', f);
+        jnum(f, "wire_to_raw_zmq_curve", over(x.wire.median, cfg[k].lim_curve_bps), cfg[k].lim_curve_bps > 0);
         fprintf(f, "},\"limited_by\":");
         jstr(f, x.limited_by);
         fputc('}', f);

@@ -270,9 +270,23 @@ static uint64_t count_records(const struct run_data *d)
     return rc == SL_END ? records : 0;
 }
 
+/* The 1-minute load average, or -1. */
+static double load_average(void)
+{
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static int measure_files(struct run_data *d)
 {
     d->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    d->load_start = load_average();
     d->read_bps = bench_rate_files(bench_pass_read, d->paths, d->npaths, 0.5);
     if (d->read_bps < 0) {
         sl_log(SL_LOG_ERROR, "cannot read the job's files (read limit)");
@@ -350,6 +364,14 @@ static void read_stats(const char *path, struct run_sample *s, int *have)
         ok = json_is_number(v);
         if (ok)
             s->stage_cpu[k] += json_number_value(v);
+    }
+    /* send's two halves (a feeder without them: unknown) */
+    json_t *serve = json_object_get(cpu, "serve"), *io = json_object_get(cpu, "zmq_io");
+    if (ok && json_is_number(serve) && json_is_number(io) && s->serve_cpu >= 0) {
+        s->serve_cpu += json_number_value(serve);
+        s->io_cpu += json_number_value(io);
+    } else {
+        s->serve_cpu = s->io_cpu = -1;
     }
     if (!ok)
         *have = 0;
@@ -558,6 +580,7 @@ static int collect(const struct run_opts *o, int F, const struct bench_group *g,
         sl_log(SL_LOG_ERROR, "the trainers received no data (see the logs in %s)", rf->dir);
         return -1;
     }
+    s->stream_s = stream;
     s->samples_ps = (double)s->samples / stream;
     s->wire_bps = bytes / stream;
     s->pieces_ps = pieces / stream;
@@ -608,9 +631,19 @@ static int make_dir(const char *path)
     return 0;
 }
 
+static double median_of(const double *v, int n)
+{
+    double tmp[RUN_MAX_REPEAT];
+    memcpy(tmp, v, (size_t)n * sizeof *v);
+    return bench_median(tmp, (size_t)n);
+}
+
 /* Raw ZeroMQ (with CURVE for a CURVE configuration, and then libsodium's
- * rates) and memcpy for this configuration's piece size. */
-static int measure_config_limits(const struct run_opts *o, struct run_config *c)
+ * rates) and memcpy for this configuration's piece size; then the
+ * machine's limits at that size that the run's own transport did not
+ * give: raw ZeroMQ over ipc and over tcp, and with CURVE (taken from the
+ * plaintext pair `plain` of a CURVE configuration where it has them). */
+static int measure_config_limits(const struct run_opts *o, struct run_config *c, const struct run_config *plain)
 {
     double sizes[RUN_MAX_REPEAT];
     for (int r = 0; r < c->nsamples; r++)
@@ -619,16 +652,41 @@ static int measure_config_limits(const struct run_opts *o, struct run_config *c)
     long count = piece > 0 ? (long)(5e8 / (double)piece) : 1000;
     if (count < 1000)
         count = 1000;
+    /* the other limits: a quarter GB each, or 500 messages */
+    long small = piece > 0 ? (long)(2.5e8 / (double)piece) : 500;
+    if (small < 500)
+        small = 500;
     struct bench_curve_pair keys;
-    if (c->curve && bench_curve_pair_load(&o->keys, &keys) != 0)
+    memset(&keys, 0, sizeof keys);
+    if (o->have_keys && bench_curve_pair_load(&o->keys, &keys) != 0)
         return -1;
     for (int r = 0; r < c->nsamples; r++)
         if ((c->raw_zmq_bps[r] = bench_raw_zmq_curve(o->transport, o->dir, piece, count, c->curve ? &keys : NULL)) <
             0) {
             sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s%s failed", o->transport, c->curve ? " with CURVE" : "");
+            memset(&keys, 0, sizeof keys);
             return -1;
         }
+    double own = median_of(c->raw_zmq_bps, c->nsamples);
+    int is_ipc = strcmp(o->transport, "ipc") == 0;
+    c->lim_ipc_bps = c->lim_tcp_bps = c->lim_curve_bps = -1;
+    if (plain != NULL) {
+        c->lim_ipc_bps = plain->lim_ipc_bps;
+        c->lim_tcp_bps = plain->lim_tcp_bps;
+    } else {
+        double other = bench_raw_zmq(is_ipc ? "tcp" : "ipc", o->dir, piece, small);
+        c->lim_ipc_bps = is_ipc ? own : other;
+        c->lim_tcp_bps = is_ipc ? other : own;
+    }
+    if (c->curve)
+        c->lim_curve_bps = own;
+    else if (o->have_keys)
+        c->lim_curve_bps = bench_raw_zmq_curve(o->transport, o->dir, piece, small, &keys);
     memset(&keys, 0, sizeof keys);
+    if (c->lim_ipc_bps < 0 || c->lim_tcp_bps < 0 || (o->have_keys && c->lim_curve_bps < 0)) {
+        sl_log(SL_LOG_ERROR, "raw ZeroMQ limits (ipc, tcp, CURVE) at %zu bytes failed", piece);
+        return -1;
+    }
     c->memcpy_bps = bench_rate_memcpy(piece ? piece : 1, 0.3);
     c->sodium_box_bps = c->sodium_open_bps = -1;
     if (c->curve) {
@@ -701,11 +759,12 @@ static int run_all(struct run_opts *o, struct run_data *d, struct run_config *cf
             snprintf(label, sizeof label, "sluice-bench run: %d feeder(s), raw ZeroMQ%s", c->feeders,
                      w ? " with CURVE" : "");
             progress_draw(&bar);
-            if (measure_config_limits(o, c) != 0)
+            if (measure_config_limits(o, c, w ? &cfg[k * ways] : NULL) != 0)
                 return 1;
         }
     }
     progress_clear(&bar);
+    d->load_end = load_average();
     return 0;
 }
 
@@ -744,6 +803,9 @@ int bench_run_main(int argc, char **argv)
         bench_rmtree(o.dir);
         return 1;
     }
+    /* without --curve too: raw ZeroMQ with CURVE is one of the limits
+     * printed (none where this libzmq has no CURVE) */
+    o.have_keys = o.curve || (bench_curve_available() && bench_curve_setup("run", o.dir, maxf, &o.keys) == 0);
     bench_signals_install();
     struct run_config *cfg = sl_calloc(RUN_MAX_RESULTS, sizeof *cfg);
     int status = cfg ? run_all(&o, &d, cfg) : 1, nresults = o.nconfigs * (o.curve ? 2 : 1);

@@ -34,6 +34,7 @@ struct run_opts {
     int no_shm; /* --no-shm to feeders and trainers: pieces by copy */
     int curve;  /* --curve: each configuration in the clear and with CURVE */
     struct bench_curve keys;
+    int have_keys; /* keys made: --curve, or CURVE available for the CURVE limit */
     char *overrides[32];
     int noverrides;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
@@ -51,6 +52,9 @@ struct run_data {
     const char *inflate_impl;                     /* NULL: files not compressed */
     double read_bps, inflate_bps;                 /* bytes per second (inflate: inflated bytes) */
     int ncpu;
+    /* the 1-minute load average (/proc/loadavg) before the first run and
+     * after the last: how busy other processes kept the cores; < 0 unknown */
+    double load_start, load_end;
 };
 
 /* One run of one configuration. */
@@ -59,6 +63,8 @@ struct run_sample {
     uint64_t samples;
     double pieces, shm_pieces; /* received by the trainers; of those, read in a feeder's shared memory */
     double stage_cpu[NSTAGES]; /* feeders' thread CPU per stage, summed */
+    double serve_cpu, io_cpu;  /* of send: the serving threads' and ZeroMQ I/O threads' CPU, summed; < 0 unknown */
+    double stream_s;           /* the longest trainer stream (first piece to end) */
     int have_stages;
     double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */
     double rss_mb[RUN_MAX_FEEDERS + RUN_MAX_WORKERS]; /* feeders first, then trainers */
@@ -74,6 +80,11 @@ struct run_config {
     double raw_zmq_bps[RUN_MAX_REPEAT];
     double memcpy_bps;
     double sodium_box_bps, sodium_open_bps; /* with curve: libsodium on one core at the piece size; < 0 unknown */
+    /* the limits of this machine at the piece size, each measured once per
+     * configuration whatever the run's own transport (issue #25 item 5):
+     * raw ZeroMQ over ipc, over tcp, and with CURVE on the run's
+     * transport; bytes per second, < 0 not measured (no CURVE built in) */
+    double lim_ipc_bps, lim_tcp_bps, lim_curve_bps;
 };
 
 /* Reports (bench_report.c). */

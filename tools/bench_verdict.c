@@ -56,7 +56,12 @@ void bench_verdict(const struct bench_verdict_in *in, char *buf, size_t n)
         char who[64] = "";
         if (in->wait_share > 0)
             snprintf(who, sizeof who, "; feeder %d holds %.0f%% of the wait", in->wait_feeder, 100 * in->wait_share);
-        if (in->busy_stage)
+        if (in->busy_stage && in->have_busy && in->busy_max < BENCH_VERDICT_THREAD_BUSY)
+            snprintf(buf, n,
+                     "no feeder thread (the busiest at %.0f%% of a core; busiest stage %s): waits between threads, or "
+                     "other processes on the cores (input stall %.1f%%%s)",
+                     100 * in->busy_max, in->busy_stage, in->stall_pct, who);
+        else if (in->busy_stage)
             snprintf(buf, n, "feeder stage %s (its busiest; input stall %.1f%%%s)", in->busy_stage, in->stall_pct, who);
         else
             snprintf(buf, n, "feeder (stage breakdown unavailable; input stall %.1f%%%s)", in->stall_pct, who);

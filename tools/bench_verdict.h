@@ -21,7 +21,16 @@ struct bench_verdict_in {
     const char *busy_stage;  /* the feeders' busiest stage; NULL: no stage breakdown */
     int wait_feeder;         /* the feeder the trainers waited for most (their attribution) */
     double wait_share;       /* its share of their input wait, 0..1; <= 0: unknown (or one feeder) */
+    /* the busiest feeder thread's CPU over the stream, a fraction of one
+     * core (a decode, serving or ZeroMQ I/O thread); have_busy 0: unknown */
+    int have_busy;
+    double busy_max;
 };
+
+/* Below this share of a core the feeder's busiest thread was not what
+ * held the stream back: the verdict says so rather than name its stage as
+ * a bound. */
+#define BENCH_VERDICT_THREAD_BUSY 0.8
 
 /* The share of raw ZeroMQ's rate the pieces sent by copy used: r_wire_zmq x
  * (1 - shm_share). Pieces read in a feeder's shared memory do not go through

@@ -224,7 +224,7 @@ static const struct sl_opt opt_rows[] = {
      "a progress line on stderr (epoch, step, loss, samples/s, input stall); auto: worker 0 on a terminal",
      "auto|on|off", NULL},
     {"credits", 0, SL_OPT_U32, OFF(credits), 1, 1 << 20, NULL, "N",
-     "pieces each feeder may have in flight (default max(16, 4R))", NULL, NULL},
+     "pieces each feeder may have in flight (default max(64, 4R))", NULL, NULL},
     {"trace", 0, SL_OPT_STRING, OFF(trace), 0, 0, NULL, "FILE", "one JSON line per piece, then a summary line",
      NULL, NULL},
     {"trace-feature", 0, SL_OPT_STRING, OFF(feature), 0, 0, "id", "NAME",

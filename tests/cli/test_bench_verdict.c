@@ -102,6 +102,24 @@ START_TEST(test_waited_feeder)
     in.wait_share = 0;
     bench_verdict(&in, got, sizeof got);
     ck_assert_str_eq(got, "feeder (stage breakdown unavailable; input stall 40.0%)");
+    /* the busiest feeder thread well under a core: no stage is named as
+     * the bound (issue #25: "limited by feeder stage send" with the serving
+     * thread a quarter busy); at 0.8 of a core and above the stage is */
+    in.busy_stage = "send";
+    in.wait_share = 0;
+    in.have_busy = 1;
+    in.busy_max = 0.57;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "no feeder thread (the busiest at 57% of a core; busiest stage send): waits between threads, "
+                          "or other processes on the cores (input stall 40.0%)");
+    in.busy_max = 0.8;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "feeder stage send (its busiest; input stall 40.0%)");
+    in.have_busy = 0;
+    in.busy_max = 0.1;
+    bench_verdict(&in, got, sizeof got);
+    ck_assert_str_eq(got, "feeder stage send (its busiest; input stall 40.0%)");
+    in.busy_stage = NULL;
     in.wait_share = 0.9; /* the trainer's own bound names no feeder */
     in.stall_pct = 2;
     bench_verdict(&in, got, sizeof got);

@@ -164,8 +164,9 @@ def shm_pieces(path):
 
 
 def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=(), trainer_extra=(), shm=None,
-             **keys):
-    """shm: None, or True / False: every piece with rows came in shared memory / none did."""
+             window=None, **keys):
+    """shm: None, or True / False: every piece with rows came in shared memory / none did. window: None, or
+    the window every feeder must say it gives each worker."""
     harness.case()
     tag = "c%d" % (harness.passed() + 1)
     job_path, job = write_job("job-" + tag, files, **keys)
@@ -184,6 +185,11 @@ def run_case(name, files, ids, W, R, F, kind="ipc", counts=None, feeder_extra=()
             fail("%s: feeder %d exited %d:\n%s" % (name, j, c, read_log(tag, "feeder%d" % j)))
     ref = reference(job, counts if counts is not None else [len(x) for x in ids], W, R)
     check_traces(name, [t for _, t in trainers], ref, ids)
+    for j in range(F if window is not None else 0):
+        got = re.findall(r"piece buffers of \d+ bytes \(a window of (\d+) pieces per worker\)",
+                         read_log(tag, "feeder%d" % j))
+        if not got or any(int(x) != window for x in got):
+            fail("%s: feeder %d: expected a window of %d pieces per worker, its log says %s" % (name, j, window, got))
     for w, (_, path) in enumerate(trainers):
         rows, shared = shm_pieces(path)
         if shm is not None and shared != (rows if shm else 0):
@@ -273,16 +279,40 @@ def main():
     # prefetch counts steps: with prefetch 1 a feeder still lets R pieces
     # out (a window of 1 piece could never make up a 4-replica step: the
     # trainer waited for pieces, the feeder for credits, for ever)
+    # (--piece-memory 1M: too little for the 8 MiB window floor, so the
+    # window is the prefetch's, as these cases need)
+    small_pool = ("--piece-memory", "1M")
     run_case("prefetch 1, W=1 R=4 G=8: a step's R pieces fit the window", files, ids, 1, 4, 1, prefetch=1,
-             global_batch_size=8)
+             global_batch_size=8, feeder_extra=small_pool, window=4)
     # a trainer granting more credits than the feeder's window must give
     # back what it owes before it blocks (it held them back until a quarter
     # of its grant had piled up, so each piece waited for a poll timeout or
     # a heartbeat: 1 s here, 150 pieces, past the case's 60 s)
     slow_polls = ("--heartbeat-ms", "4000", "--timeout-ms", "20000")
     run_case("prefetch 1, 64 credits, 1 s polls: credits go back before the trainer waits", files, ids, 1, 1, 1,
-             feeder_extra=slow_polls, trainer_extra=("--credits", "64") + slow_polls, prefetch=1,
-             global_batch_size=4, epochs=4)
+             feeder_extra=slow_polls + small_pool, trainer_extra=("--credits", "64") + slow_polls, prefetch=1,
+             global_batch_size=4, epochs=4, window=1)
+    # the same with the trainer's default grant (64): its credit batches
+    # stay within half the window it has seen, so a feeder with a window of
+    # 2 keeps working (issue #25; before, batches of 16 came back only when
+    # the trainer waited)
+    run_case("prefetch 2, default credits, 1 s polls: batches within the feeder's window", files, ids, 1, 1, 1,
+             feeder_extra=slow_polls + small_pool, trainer_extra=slow_polls, prefetch=2, global_batch_size=4,
+             epochs=4, window=2)
+    # the window's floor (issue #25): 8 MiB of pieces per worker where the
+    # pool then fits --piece-memory; at exactly that pool it does, a byte
+    # less and the window is prefetch x R (4 x 2 here). Every element
+    # exactly once either way; a window as wide as the stream (150 records,
+    # 19 pieces a worker) delivers it all before any credit comes back
+    # a piece: 3 tensors of 2 rows, each rounded up to 64 bytes, + 64 bytes
+    # for each of 64 tensor slots; tasks: max(prefetch, 2 x 2 threads)
+    piece, tasks = 3 * 64 + 64 * 64, 4
+    least = -(-(8 << 20) // piece)
+    floor_pool = (least * 2 + tasks) * piece
+    run_case("window floor: 8 MiB of pieces a worker when the pool fits --piece-memory exactly", files, ids, 2, 2, 1,
+             feeder_extra=("--piece-memory", str(floor_pool)), prefetch=4, window=least, shuffle=shuffle)
+    run_case("window floor: a byte less and the window is prefetch x R", files, ids, 2, 2, 1,
+             feeder_extra=("--piece-memory", str(floor_pool - 1)), prefetch=4, window=8, shuffle=shuffle)
 
     # --stats: the feeder's counters as JSON, matching what the trainer got
     tag = "stats"

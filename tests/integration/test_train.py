@@ -150,8 +150,11 @@ def keepalive(job_path):
     for mode in ("keepalive", "sleep"):
         sock = "ipc://%s/keepalive-%s.sock" % (TMP, mode)
         flog_path = os.path.join(TMP, "keepalive-%s-feeder.log" % mode)
+        # --piece-memory 1M: the prefetch's window, too small for the
+        # stream (the 8 MiB window floor would send all 60 steps before the
+        # client sleeps, and nothing would be left to wait for it)
         feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1",
-                                   "--heartbeat-ms", "100", "--timeout-ms", "800"],
+                                   "--heartbeat-ms", "100", "--timeout-ms", "800", "--piece-memory", "1M"],
                                   stdout=open(flog_path, "w"), stderr=subprocess.STDOUT)
         time.sleep(0.2)
         p = subprocess.run([helper, sock, "train-it", mode, "2500"], capture_output=True, text=True, timeout=60)

@@ -110,7 +110,7 @@ struct sluice_options {
     const char *job;            /* the job's name, as the feeders know it */
     uint32_t worker, workers;   /* this trainer is worker `worker` of `workers` (0: 1) */
     uint32_t replicas;          /* pieces per step (0: 1) */
-    uint32_t credits;           /* pieces in flight per feeder; 0: max(16, 4 * replicas) */
+    uint32_t credits;           /* pieces in flight per feeder; 0: max(64, 4 * replicas) */
     int heartbeat_ms;           /* 0: 1000 */
     int timeout_ms;             /* a feeder silent this long is lost; 0: 10000 */
     int connect_timeout_ms;     /* wait for a feeder's first answer; 0: 60000 */
