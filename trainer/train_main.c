@@ -98,6 +98,7 @@ struct trainer_opts {
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s, connect_timeout_s;
     double lr, momentum, takeover_s;
+    double step_ms; /* --step-ms: a stand-in for a model's compute per step */
     int model, mode, progress, quiet, no_shm, log_level, log_format;
     struct train_device_spec devspec; /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
@@ -223,6 +224,9 @@ static const struct sl_opt opt_rows[] = {
     {"progress", 0, SL_OPT_CHOICE, OFF(progress), 0, 0, "auto", NULL,
      "a progress line on stderr (epoch, step, loss, samples/s, input stall); auto: worker 0 on a terminal",
      "auto|on|off", NULL},
+    {"step-ms", 0, SL_OPT_DOUBLE, OFF(step_ms), 0, 600000, "0", "MS",
+     "after each step, spend MS ms (fractions allowed) as a stand-in for a model's compute, keeping the feeders' "
+     "connections alive meanwhile: how an input pipeline keeps up with a step of that length", NULL, NULL},
     {"credits", 0, SL_OPT_U32, OFF(credits), 1, 1 << 20, NULL, "N",
      "pieces each feeder may have in flight (default max(64, 4R))", NULL, NULL},
     {"trace", 0, SL_OPT_STRING, OFF(trace), 0, 0, NULL, "FILE", "one JSON line per piece, then a summary line",
@@ -1820,6 +1824,25 @@ static int ps_position(struct trainer *t, const struct staged_step *s)
  * overlaps step s; the last step runs after the stream ends. A step's
  * pieces are borrowed until the next receive: the stagers have copied
  * them by then (train_loop_put). 0, or 1 with the error logged. */
+/* --step-ms: ms of a stand-in compute with the step in hand. Whole
+ * milliseconds go to train_client_keepalive (heartbeats out, pieces in,
+ * as a real step's wait would); the fraction is slept. A signal ends it
+ * early (the loop then sees stop_flag). */
+static int simulated_step(struct trainer *t, double ms, struct sl_error *err)
+{
+    int whole = (int)ms;
+    for (int left = whole; left > 0 && !stop_flag; left -= 100) { /* a signal is seen within 0.1 s */
+        int rc = train_client_keepalive(t->cl, left < 100 ? left : 100, err);
+        if (rc != 0)
+            return rc;
+    }
+    long frac_ns = (long)((ms - whole) * 1e6);
+    struct timespec left = {.tv_nsec = frac_ns};
+    while (frac_ns > 0 && !stop_flag && nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
 static int run(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
@@ -1861,6 +1884,12 @@ static int run(struct trainer *t)
                 }
             if (rc != 0)
                 break;
+            if (o->step_ms > 0 && (rc = simulated_step(t, o->step_ms, &err)) != 0) {
+                progress_line_clear(&bar);
+                sl_log(SL_LOG_ERROR, "%s", err.msg);
+                rc = SL_EIO;
+                break;
+            }
             if (t->loop == NULL) {
                 last = (struct staged_step){.epoch = pieces[0].epoch, .seq = pieces[0].seq, .flags = pieces[0].flags};
                 have_last = 1;

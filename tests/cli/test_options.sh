@@ -70,6 +70,10 @@ expect "trainer --workers 0" 2 "--workers: must be an integer in [1, 65536], got
 expect "trainer --worker -1" 2 "--worker: must be an integer in [0, 65535], got '-1'" "${tr[@]}" --worker -1
 expect "trainer --seed huge" 2 "--seed: must be an integer in [0, 4294967295], got '99999999999999999999'" \
     "${tr[@]}" --seed 99999999999999999999
+expect "trainer --step-ms -1" 2 "sluice-trainer: --step-ms: must be in [0, 600000], got '-1'" "${tr[@]}" --step-ms -1
+expect "trainer --step-ms huge" 2 "sluice-trainer: --step-ms: must be in [0, 600000], got '1e9'" "${tr[@]}" --step-ms 1e9
+expect "trainer --step-ms nan" 2 "sluice-trainer: --step-ms: not a number: 'nan'" "${tr[@]}" --step-ms nan
+expect "trainer --step-ms absent" 2 "sluice-trainer: --step-ms needs a value" "${tr[@]}" --step-ms
 expect "trainer --credits 4x" 2 "--credits: not an integer: '4x'" "${tr[@]}" --credits 4x
 expect "trainer --hidden 16,x" 2 "--hidden: expected sizes" "${tr[@]}" --hidden 16,x
 expect "trainer --hidden too many" 2 "--hidden: at most 4 sizes" "${tr[@]}" --hidden 1,2,3,4,5

@@ -556,6 +556,29 @@ def main():
     ok("--report-s: %d progress lines, the stopped trainer seen as %s%% waiting for credits"
        % (len(reports), max(int(r[4]) for r in reports)))
 
+    # --step-ms: a stand-in step longer than the feeder's timeout keeps the
+    # trainer connected (its heartbeats go out while it "computes"), the data
+    # exact, and the steps take at least their time
+    tag = "stepms"
+    job_path, job = write_job("job-stepms", files, epochs=1, global_batch_size=50)
+    feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--heartbeat-ms", "100", "--timeout-ms", "500"))
+    time.sleep(0.2)
+    t_start = time.monotonic()
+    p, trace = start_trainer(conns, job, 0, 1, 1, tag, extra=("--step-ms", "700.5"))
+    code = wait_all([p], 60, "trainer with --step-ms")[0]
+    took = time.monotonic() - t_start
+    wait_all(feeders, 15, "feeder of --step-ms")
+    flog = read_log(tag, "feeder0")
+    if code != 0 or "silent" in flog or "dropped" in flog:
+        fail("--step-ms 700.5 against a feeder timing out at 500 ms: exit %d\n%s\n%s"
+             % (code, read_log(tag, "trainer0"), flog))
+    ref = reference(job, [len(x) for x in ids], 1, 1)
+    check_traces("step-ms", [trace], ref, ids)
+    if len(ref[0]) != 3 or took < 3 * 0.7005:
+        fail("--step-ms 700.5: %d steps took %.2f s, expected 3 steps of at least 0.7005 s" % (len(ref[0]), took))
+    ok("--step-ms 700.5: 3 steps in %.2f s (>= 2.10), the feeder (500 ms timeout) never found the trainer silent, "
+       "trace exact" % took)
+
     # a killed feeder is reported by the trainer before its heartbeat
     # timeout (5 s here): the closed connection is what it reports, not the
     # silence (the time bound only has to beat the timeout, for loaded
