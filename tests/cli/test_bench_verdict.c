@@ -1,11 +1,11 @@
-/* The "limited by" rule of sluice-bench run (tools/bench_verdict.c), fed
+/* The "limited by" rule of sluice-bench run (tools/bench/bench_verdict.c), fed
  * figures chosen to hit each branch; the verdicts are compared whole.
  * Real runs cannot be made to reach a limit on purpose, so the rule is
  * tested here and tests/cli/test_bench.sh checks that real runs use it.
  */
 #include <string.h>
 
-#include "../../tools/bench_verdict.h"
+#include "../../tools/bench/bench_verdict.h"
 #include "sl_test.h"
 
 /* One row: the ratios to read(), inflate, raw ZeroMQ (whole wire rate) and
