@@ -23,33 +23,22 @@ struct feed_expose {
     struct sl_buf labels; /* sluice_job="..",feeder=".." */
 };
 
-static void counter(struct sl_prom *p, const char *name, const char *help, uint64_t v)
-{
-    sl_prom_family(p, name, "counter", help);
-    sl_prom_u64(p, name, NULL, v);
-}
-
-static void gauge(struct sl_prom *p, const char *name, const char *help, uint64_t v)
-{
-    sl_prom_family(p, name, "gauge", help);
-    sl_prom_u64(p, name, NULL, v);
-}
-
 int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struct sl_buf *b)
 {
     if (s->n < FEED_M_COUNT)
         return SL_EINVAL;
     const uint64_t *v = s->v;
     struct sl_prom p = {.b = b, .labels = labels};
-    counter(&p, "sluice_feeder_pieces_total", "Pieces (per-replica batches) sent to trainers.", v[FEED_M_PIECES]);
+    sl_prom_counter(&p, "sluice_feeder_pieces_total",
+                    "Pieces (per-replica batches) sent to trainers.", v[FEED_M_PIECES]);
     sl_prom_family(&p, "sluice_feeder_transport_pieces_total", "counter",
                    "Pieces sent, by how: in shared memory (shm) or by copy over ZeroMQ (copy).");
     sl_prom_u64(&p, "sluice_feeder_transport_pieces_total", "transport=\"shm\"", v[FEED_M_SHM_PIECES]);
     sl_prom_u64(&p, "sluice_feeder_transport_pieces_total", "transport=\"copy\"", v[FEED_M_COPY_PIECES]);
-    counter(&p, "sluice_feeder_records_total", "Records (rows) in the pieces sent.", v[FEED_M_RECORDS]);
-    counter(&p, "sluice_feeder_sent_bytes_total", "Tensor bytes of the pieces sent.", v[FEED_M_BYTES]);
-    counter(&p, "sluice_feeder_read_bytes_total", "Bytes of the records read from the files for pieces.",
-            v[FEED_M_READ_BYTES]);
+    sl_prom_counter(&p, "sluice_feeder_records_total", "Records (rows) in the pieces sent.", v[FEED_M_RECORDS]);
+    sl_prom_counter(&p, "sluice_feeder_sent_bytes_total", "Tensor bytes of the pieces sent.", v[FEED_M_BYTES]);
+    sl_prom_counter(&p, "sluice_feeder_read_bytes_total", "Bytes of the records read from the files for pieces.",
+                    v[FEED_M_READ_BYTES]);
     sl_prom_family(&p, "sluice_feeder_cpu_seconds_total", "counter",
                    "CPU seconds by stage: executors reading, decompressing, decoding and assembling; sending is the "
                    "serving thread's CPU (updated each heartbeat tick) plus ZeroMQ's I/O threads' (added at exit).");
@@ -67,11 +56,11 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_family(&p, "sluice_feeder_credit_wait_seconds_total", "counter",
                    "Time the feeder had pieces to make but no credit from any trainer (trainers are the bound).");
     sl_prom_seconds(&p, "sluice_feeder_credit_wait_seconds_total", NULL, v[FEED_M_BLOCKED_NS]);
-    gauge(&p, "sluice_feeder_trainers_connected", "Trainer connections being served.", v[FEED_M_CONNECTED]);
-    gauge(&p, "sluice_feeder_trainers_waiting_credit",
-          "Trainer connections with pieces left to send but no credit, at the last heartbeat tick.",
-          v[FEED_M_STARVED]);
-    counter(&p, "sluice_feeder_trainers_accepted_total", "Trainer HELLOs accepted.", v[FEED_M_TRAINERS]);
+    sl_prom_gauge(&p, "sluice_feeder_trainers_connected", "Trainer connections being served.", v[FEED_M_CONNECTED]);
+    sl_prom_gauge(&p, "sluice_feeder_trainers_waiting_credit",
+                  "Trainer connections with pieces left to send but no credit, at the last heartbeat tick.",
+                  v[FEED_M_STARVED]);
+    sl_prom_counter(&p, "sluice_feeder_trainers_accepted_total", "Trainer HELLOs accepted.", v[FEED_M_TRAINERS]);
     sl_prom_family(&p, "sluice_feeder_errors_total", "counter",
                    "Errors by kind: data (a damaged file met while assembling), refused (a HELLO refused), "
                    "bad_message (malformed or unexpected messages), dropped (a trainer connection dropped: silent "
@@ -80,13 +69,13 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"refused\"", v[FEED_M_REFUSED]);
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"bad_message\"", v[FEED_M_BAD_MESSAGES]);
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"dropped\"", v[FEED_M_DROPPED]);
-    gauge(&p, "sluice_feeder_piece_memory_bytes", "Piece buffer memory allocated.", v[FEED_M_POOL_BYTES]);
-    gauge(&p, "sluice_feeder_workers", "Workers of the cluster shape served (0 before the first trainer).",
-          v[FEED_M_WORKERS]);
-    gauge(&p, "sluice_feeder_scan_files", "Files the start-up scan reads.", v[FEED_M_SCAN_FILES]);
-    gauge(&p, "sluice_feeder_scan_files_done", "Files the start-up scan has read.", v[FEED_M_SCAN_DONE]);
-    gauge(&p, "sluice_feeder_scan_records", "Records the start-up scan has found.", v[FEED_M_SCAN_RECORDS]);
-    gauge(&p, "sluice_feeder_scan_bytes", "Bytes the start-up scan has read.", v[FEED_M_SCAN_BYTES]);
+    sl_prom_gauge(&p, "sluice_feeder_piece_memory_bytes", "Piece buffer memory allocated.", v[FEED_M_POOL_BYTES]);
+    sl_prom_gauge(&p, "sluice_feeder_workers", "Workers of the cluster shape served (0 before the first trainer).",
+                  v[FEED_M_WORKERS]);
+    sl_prom_gauge(&p, "sluice_feeder_scan_files", "Files the start-up scan reads.", v[FEED_M_SCAN_FILES]);
+    sl_prom_gauge(&p, "sluice_feeder_scan_files_done", "Files the start-up scan has read.", v[FEED_M_SCAN_DONE]);
+    sl_prom_gauge(&p, "sluice_feeder_scan_records", "Records the start-up scan has found.", v[FEED_M_SCAN_RECORDS]);
+    sl_prom_gauge(&p, "sluice_feeder_scan_bytes", "Bytes the start-up scan has read.", v[FEED_M_SCAN_BYTES]);
     return p.rc;
 }
 

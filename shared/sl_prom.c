@@ -66,6 +66,24 @@ void sl_prom_family(struct sl_prom *p, const char *name, const char *type, const
     put(p, "\n", 1);
 }
 
+void sl_prom_counter(struct sl_prom *p, const char *name, const char *help, uint64_t v)
+{
+    sl_prom_family(p, name, "counter", help);
+    sl_prom_u64(p, name, NULL, v);
+}
+
+void sl_prom_gauge(struct sl_prom *p, const char *name, const char *help, uint64_t v)
+{
+    sl_prom_family(p, name, "gauge", help);
+    sl_prom_u64(p, name, NULL, v);
+}
+
+void sl_prom_counter_seconds(struct sl_prom *p, const char *name, const char *help, uint64_t ns)
+{
+    sl_prom_family(p, name, "counter", help);
+    sl_prom_seconds(p, name, NULL, ns);
+}
+
 /* name{labels,a,b} and a space (a and b may be NULL or empty) */
 static void sample_name(struct sl_prom *p, const char *name, const char *a, const char *b)
 {

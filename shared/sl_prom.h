@@ -45,6 +45,13 @@ void sl_prom_u64(struct sl_prom *p, const char *name, const char *extra, uint64_
 void sl_prom_seconds(struct sl_prom *p, const char *name, const char *extra, uint64_t ns);
 void sl_prom_double(struct sl_prom *p, const char *name, const char *extra, double v);
 
+/* A family of one sample without labels of its own: the header, then the
+ * value (a counter or gauge of a count; of nanoseconds, printed as
+ * seconds). */
+void sl_prom_counter(struct sl_prom *p, const char *name, const char *help, uint64_t v);
+void sl_prom_gauge(struct sl_prom *p, const char *name, const char *help, uint64_t v);
+void sl_prom_counter_seconds(struct sl_prom *p, const char *name, const char *help, uint64_t ns);
+
 /* A histogram family of durations: name_bucket{le="..."} for every bound
  * and "+Inf", name_sum (seconds) and name_count. */
 void sl_prom_hist(struct sl_prom *p, const char *name, const char *help, const char *extra,

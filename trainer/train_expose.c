@@ -96,18 +96,6 @@ static void on_step(void *ctx, uint64_t steps)
     }
 }
 
-static void counter(struct sl_prom *p, const char *name, const char *help, uint64_t v)
-{
-    sl_prom_family(p, name, "counter", help);
-    sl_prom_u64(p, name, NULL, v);
-}
-
-static void seconds(struct sl_prom *p, const char *name, const char *help, uint64_t ns)
-{
-    sl_prom_family(p, name, "counter", help);
-    sl_prom_seconds(p, name, NULL, ns);
-}
-
 int train_expose_write(struct train_expose *e, struct sl_buf *b)
 {
     struct sl_metrics_snap s;
@@ -116,16 +104,17 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
         return SL_EINVAL;
     const uint64_t *v = s.v;
     struct sl_prom p = {.b = b, .labels = (const char *)e->labels.data};
-    counter(&p, "sluice_trainer_steps_total", "Steps received (one piece per replica each).", v[TRAIN_M_STEPS]);
-    counter(&p, "sluice_trainer_trained_steps_total", "Steps trained (run on the model).", v[TRAIN_M_TRAINED]);
-    counter(&p, "sluice_trainer_epochs_total", "Epochs begun.", v[TRAIN_M_EPOCHS]);
-    counter(&p, "sluice_trainer_pieces_total", "Pieces received.", v[TRAIN_M_PIECES]);
-    counter(&p, "sluice_trainer_shm_pieces_total", "Pieces read in a feeder's shared memory (no copy).",
-            v[TRAIN_M_SHM_PIECES]);
-    counter(&p, "sluice_trainer_samples_total", "Samples (rows) received.", v[TRAIN_M_ROWS]);
-    counter(&p, "sluice_trainer_received_bytes_total", "Tensor bytes received.", v[TRAIN_M_BYTES]);
-    seconds(&p, "sluice_trainer_input_wait_seconds_total", "Time waiting for pieces (the input stall), all feeders.",
-            v[TRAIN_M_WAIT_NS]);
+    sl_prom_counter(&p, "sluice_trainer_steps_total", "Steps received (one piece per replica each).", v[TRAIN_M_STEPS]);
+    sl_prom_counter(&p, "sluice_trainer_trained_steps_total", "Steps trained (run on the model).", v[TRAIN_M_TRAINED]);
+    sl_prom_counter(&p, "sluice_trainer_epochs_total", "Epochs begun.", v[TRAIN_M_EPOCHS]);
+    sl_prom_counter(&p, "sluice_trainer_pieces_total", "Pieces received.", v[TRAIN_M_PIECES]);
+    sl_prom_counter(&p, "sluice_trainer_shm_pieces_total", "Pieces read in a feeder's shared memory (no copy).",
+                    v[TRAIN_M_SHM_PIECES]);
+    sl_prom_counter(&p, "sluice_trainer_samples_total", "Samples (rows) received.", v[TRAIN_M_ROWS]);
+    sl_prom_counter(&p, "sluice_trainer_received_bytes_total", "Tensor bytes received.", v[TRAIN_M_BYTES]);
+    sl_prom_counter_seconds(&p, "sluice_trainer_input_wait_seconds_total",
+                            "Time waiting for pieces (the input stall), all feeders.",
+                            v[TRAIN_M_WAIT_NS]);
     size_t F = atomic_load_explicit(&e->nfeeders, memory_order_acquire);
     if (F > 0) {
         const char *name = "sluice_trainer_input_wait_by_feeder_seconds_total";
@@ -155,18 +144,22 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
                  "Time between consecutive steps received (receiving, staging and running a step).", NULL, &h);
     sl_hist_snapshot(&e->wait, &h);
     sl_prom_hist(&p, "sluice_trainer_step_input_wait_seconds", "Each step's time waiting for its pieces.", NULL, &h);
-    counter(&p, "sluice_trainer_h2d_bytes_total", "Bytes staged to the replicas' devices.", v[TRAIN_M_H2D_BYTES]);
-    seconds(&p, "sluice_trainer_h2d_seconds_total",
-            "Replica time staging pieces to devices (packing, queuing and waiting for the copies).",
-            v[TRAIN_M_H2D_NS]);
-    seconds(&p, "sluice_trainer_step_run_seconds_total", "Time running trained steps (compute and all-reduce).",
-            v[TRAIN_M_RUN_NS]);
-    seconds(&p, "sluice_trainer_allreduce_seconds_total",
-            "Replica 0's time in all-reduces, host and device (waiting for the other replicas and workers "
-            "included; a part of step_run).", v[TRAIN_M_ALLREDUCE_NS]);
-    counter(&p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", v[TRAIN_M_REJOINS]);
-    counter(&p, "sluice_trainer_feeder_takeovers_total", "Lost feeders' shares taken over by surviving feeders.",
-            v[TRAIN_M_TAKEOVERS]);
+    sl_prom_counter(&p, "sluice_trainer_h2d_bytes_total",
+                    "Bytes staged to the replicas' devices.", v[TRAIN_M_H2D_BYTES]);
+    sl_prom_counter_seconds(&p, "sluice_trainer_h2d_seconds_total",
+                            "Replica time staging pieces to devices (packing, queuing and waiting for the copies).",
+                            v[TRAIN_M_H2D_NS]);
+    sl_prom_counter_seconds(&p, "sluice_trainer_step_run_seconds_total",
+                            "Time running trained steps (compute and all-reduce).",
+                            v[TRAIN_M_RUN_NS]);
+    sl_prom_counter_seconds(&p, "sluice_trainer_allreduce_seconds_total",
+                            "Replica 0's time in all-reduces, host and device (waiting for the other replicas and "
+                            "workers included; a part of step_run).",
+                            v[TRAIN_M_ALLREDUCE_NS]);
+    sl_prom_counter(&p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", v[TRAIN_M_REJOINS]);
+    sl_prom_counter(&p, "sluice_trainer_feeder_takeovers_total",
+                    "Lost feeders' shares taken over by surviving feeders.",
+                    v[TRAIN_M_TAKEOVERS]);
     if (v[TRAIN_M_TRAINED] > 0) {
         sl_prom_family(&p, "sluice_trainer_loss", "gauge", "The last trained step's loss.");
         sl_prom_double(&p, "sluice_trainer_loss", NULL, sl_metrics_seconds(&s, TRAIN_M_LOSS));

@@ -80,6 +80,24 @@ START_TEST(test_prom_exact)
 }
 END_TEST
 
+/* the one-sample families the feeder, the trainer and the ps expose */
+START_TEST(test_prom_single_families)
+{
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    struct sl_prom p = {.b = &b, .labels = "job=\"j\""};
+    sl_prom_counter(&p, "c_total", "a count", 0);
+    sl_prom_gauge(&p, "g", "a level", UINT64_MAX);
+    sl_prom_counter_seconds(&p, "s_seconds_total", "a time", 2000000003);
+    ck_assert_int_eq(p.rc, 0);
+    ck_assert_str_eq(text(&b), "# HELP c_total a count\n# TYPE c_total counter\nc_total{job=\"j\"} 0\n"
+                               "# HELP g a level\n# TYPE g gauge\ng{job=\"j\"} 18446744073709551615\n"
+                               "# HELP s_seconds_total a time\n# TYPE s_seconds_total counter\n"
+                               "s_seconds_total{job=\"j\"} 2.000000003\n");
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_prom_bound_sticks)
 {
     struct sl_buf b;
@@ -553,6 +571,7 @@ Suite *sl_test_suite(void)
     Suite *s = suite_create("sl_http_metrics");
     TCase *tc = tcase_create("format");
     tcase_add_test(tc, test_prom_exact);
+    tcase_add_test(tc, test_prom_single_families);
     tcase_add_test(tc, test_prom_bound_sticks);
     tcase_add_test(tc, test_hist_buckets_exact);
     suite_add_tcase(s, tc);
