@@ -213,7 +213,19 @@ expect "link, nobody sends" 1 "message 0 of 3: none came in time" "$BENCH" link 
     --count 3 --timeout-s 1
 
 # ---- feed: a short run, its note and its JSON ----
-expect "feed --threads 0" 2 "threads >= 1" "$BENCH" feed --job job.json --threads 0
+expect "feed --threads 0" 2 "sluice-bench feed: --threads: expected an integer in \[1, 256\], got '0'" \
+    "$BENCH" feed --job job.json --threads 0
+# numbers are checked whole: atoi took '1x' as 1, '-1' and '99999999999' as what they wrapped to
+expect "feed --workers 1x" 2 "sluice-bench feed: --workers: expected an integer in \[1, 64\], got '1x'" \
+    "$BENCH" feed --job job.json --workers 1x
+expect "feed --replicas -1" 2 "sluice-bench feed: --replicas: expected an integer in \[1, 256\], got '-1'" \
+    "$BENCH" feed --job job.json --replicas -1
+expect "feed --repeat huge" 2 "sluice-bench feed: --repeat: expected an integer in \[1, 64\], got '99999999999'" \
+    "$BENCH" feed --job job.json --repeat 99999999999
+expect "feed --feeders 1,x" 2 "sluice-bench feed: --feeders: expected an integer in \[1, 8\], got 'x'" \
+    "$BENCH" feed --job job.json --feeders 1,x
+expect "feed --feeders 9 of them" 2 "--feeders: expected at most 8 comma-separated integers" \
+    "$BENCH" feed --job job.json --feeders 1,1,1,1,1,1,1,1,1
 expect "feed --json" 0 "note: a run moves only 0.1 MB" "$BENCH" feed --job job.json --repeat 1 --threads 1 --json
 python3 - "$T/out" <<'PY' || fail "feed --json: schema (see above)"
 import json, sys
@@ -539,6 +551,15 @@ pass "micro-benchmark JSON keys"
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----
 expect "formats --size 1x" 2 "--size: expected a byte count" "$BENCH" formats --size 1x
 expect "formats --size 0" 2 "--size: expected a byte count" "$BENCH" formats --size 0
+expect "formats --repeat 0" 2 "sluice-bench formats: --repeat: expected an integer in \[1, 64\], got '0'" \
+    "$BENCH" formats --repeat 0
+expect "formats --batch -5" 2 "sluice-bench formats: --batch: expected an integer in \[1, 1048576\], got '-5'" \
+    "$BENCH" formats --batch -5
+expect "formats --min-time abc" 2 "sluice-bench formats: --min-time: expected a number in \[0, 3600\], got 'abc'" \
+    "$BENCH" formats --min-time abc
+expect "formats --features count -1" 2 "bad --features 'image:uint8:-1'" "$BENCH" formats --features image:uint8:-1
+expect "formats --features count huge" 2 "bad --features 'image:uint8:99999999999'" \
+    "$BENCH" formats --features image:uint8:99999999999
 expect "formats --once nope" 2 "--once: expected read-crc, scan, scan-read or scan-auto, got 'nope'" \
     "$BENCH" formats --once nope --file x
 expect "formats --once without --file" 2 "--once needs --file" "$BENCH" formats --once scan

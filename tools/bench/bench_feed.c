@@ -71,6 +71,24 @@ struct opts {
     int noverrides;
 };
 
+/* The integer options' fields and upper bounds (the least is 1): workers
+ * and repeats up to 64, replicas and feeder threads up to 256 (the
+ * feeder's own bound); NULL for another option. */
+static int *count_option(struct opts *o, const char *name, long *max)
+{
+    *max = 64;
+    if (strcmp(name, "--workers") == 0)
+        return &o->workers;
+    if (strcmp(name, "--repeat") == 0)
+        return &o->repeat;
+    *max = 256;
+    if (strcmp(name, "--replicas") == 0)
+        return &o->replicas;
+    if (strcmp(name, "--threads") == 0)
+        return &o->threads;
+    return NULL;
+}
+
 struct run {
     double bytes_per_s, pieces_per_s, records_per_s;
     double piece_bytes;
@@ -439,6 +457,8 @@ int bench_feed_main(int argc, char **argv)
     struct opts o = {.workers = 1, .replicas = 1, .threads = 0, .repeat = 3, .transport = "ipc", .nfeeders = 1};
     o.feeders[0] = 1;
     bench_find_bins(o.feeder_bin, o.trainer_bin, sizeof o.feeder_bin);
+    int *num = NULL;
+    long max = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -453,24 +473,16 @@ int bench_feed_main(int argc, char **argv)
             o.json = 1;
         } else if (v != NULL && strcmp(a, "--job") == 0) {
             o.job = argv[++i];
-        } else if (v != NULL && strcmp(a, "--workers") == 0) {
-            o.workers = atoi(argv[++i]);
-        } else if (v != NULL && strcmp(a, "--replicas") == 0) {
-            o.replicas = atoi(argv[++i]);
-        } else if (v != NULL && strcmp(a, "--threads") == 0) {
-            o.threads = atoi(argv[++i]);
-            if (o.threads < 1)
-                o.threads = -1; /* given, but not a count: refused below */
-        } else if (v != NULL && strcmp(a, "--repeat") == 0) {
-            o.repeat = atoi(argv[++i]);
+        } else if (v != NULL && (num = count_option(&o, a, &max)) != NULL) {
+            long n = 0;
+            if (bench_parse_int("feed", a, argv[++i], 1, max, &n) != 0)
+                return 2;
+            *num = (int)n;
         } else if (v != NULL && strcmp(a, "--transport") == 0) {
             o.transport = argv[++i];
         } else if (v != NULL && strcmp(a, "--feeders") == 0) {
-            o.nfeeders = 0;
-            char *copy = strdup(argv[++i]), *save = NULL;
-            for (char *t = strtok_r(copy, ",", &save); t && o.nfeeders < 8; t = strtok_r(NULL, ",", &save))
-                o.feeders[o.nfeeders++] = atoi(t);
-            free(copy);
+            if (bench_parse_int_list("feed", a, argv[++i], 1, 8, o.feeders, 8, &o.nfeeders) != 0)
+                return 2;
         } else if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o.noverrides < 32) {
             if (check_override(a) != 0)
                 return 2;

@@ -43,6 +43,7 @@
 #include "sl_buf.h"
 #include "sl_clock.h"
 #include "sl_log.h"
+#include "sl_opt.h"
 
 #define CHUNK ((size_t)1 << 20)
 #define DEFAULT_IMAGES "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
@@ -495,9 +496,15 @@ static int parse_features(struct bench *b, const char *spec)
             sl_free(copy);
             return -1;
         }
+        struct sl_error ignored = {0};
+        uint64_t n = 0;
+        if (count != NULL && sl_opt_parse_u64(count, 1, (uint64_t)1 << 24, &n, &ignored) != 0) {
+            sl_free(copy);
+            return -1;
+        }
         if (count != NULL) {
             s->rank = 1;
-            s->shape[0] = atoll(count);
+            s->shape[0] = n;
         }
     }
     sl_free(copy);
@@ -613,6 +620,7 @@ int bench_formats_main(int argc, char **argv)
     const char *scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     const char *once = NULL;
     int c;
+    long num = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
@@ -621,9 +629,20 @@ int bench_formats_main(int argc, char **argv)
         case 'i': images = optarg; break;
         case 'l': labels = optarg; break;
         case 's': scratch = optarg; break;
-        case 'r': b.repeat = atoi(optarg); break;
-        case 't': b.min_time = atof(optarg); break;
-        case 'b': b.batch = (size_t)atol(optarg); break;
+        case 'r':
+            if (bench_parse_int("formats", "--repeat", optarg, 1, 64, &num) != 0)
+                return 2;
+            b.repeat = (int)num;
+            break;
+        case 't':
+            if (bench_parse_double("formats", "--min-time", optarg, 0, 3600, &b.min_time) != 0)
+                return 2;
+            break;
+        case 'b':
+            if (bench_parse_int("formats", "--batch", optarg, 1, 1 << 20, &num) != 0)
+                return 2;
+            b.batch = (size_t)num;
+            break;
         case 'j': b.json = 1; break;
         case 'S':
             if (parse_bytes(optarg, &b.size) != 0 || b.size < 4096) {
@@ -639,10 +658,6 @@ int bench_formats_main(int argc, char **argv)
                     argv[optind - 1]);
             return 2;
         }
-    }
-    if (b.repeat < 1 || b.repeat > 64 || b.min_time < 0 || b.batch < 1 || b.batch > 1 << 20) {
-        fprintf(stderr, "sluice-bench formats: --repeat must be 1-64, --min-time >= 0, --batch 1-1048576\n");
-        return 2;
     }
     if (once != NULL) {
         if (strcmp(once, "read-crc") != 0 && strcmp(once, "scan") != 0 && strcmp(once, "scan-read") != 0 &&
