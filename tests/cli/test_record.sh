@@ -172,6 +172,14 @@ ok_run "missing option value" 2 "$BIN" cat x --format
 expect_grep "missing option value message" "$T/err" "option '--format' requires an argument"
 ok_run "bad number" 2 "$BIN" gen --output-dir d --records 12x
 expect_grep "bad number message" "$T/err" "invalid value '12x' for --records"
+for v in -1 0x10 " 5" "" 18446744073709551616; do
+    ok_run "gen --records '$v'" 2 "$BIN" gen --output-dir d --records "$v"
+    expect_grep "gen --records '$v' message" "$T/err" "invalid value '$v' for --records: not a non-negative integer"
+done
+ok_run "gen --records over its bound" 2 "$BIN" gen --output-dir d --records 1099511627777
+expect_grep "gen --records over its bound message" "$T/err" \
+    "invalid value '1099511627777' for --records: must be between 0 and 1099511627776"
+ok_run "gen --seed 2^64-1" 0 "$BIN" gen --output-dir dmax --records 1 --seed 18446744073709551615
 ok_run "gen without --records" 2 "$BIN" gen --output-dir d
 ok_run "gen zero shards" 2 "$BIN" gen --output-dir d --records 5 --shards 0
 ok_run "convert without mode" 2 "$BIN" convert

@@ -136,12 +136,12 @@ int record_help(const char *text)
 int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max,
                      uint64_t *out)
 {
-    char *end = NULL;
-    errno = 0;
-    if (s[0] < '0' || s[0] > '9')
-        return record_usage_error(cmd, "invalid value '%s' for %s: not a non-negative integer", s, opt);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0')
+    /* sl_opt's parser decides what is a number; this command's messages
+     * say non-negative (a sign, a blank, trailing text or over 2^64 - 1:
+     * not one) and the range apart */
+    struct sl_error ignored = {0};
+    uint64_t v = 0;
+    if (s[0] < '0' || s[0] > '9' || sl_opt_parse_u64(s, 0, UINT64_MAX, &v, &ignored) != 0)
         return record_usage_error(cmd, "invalid value '%s' for %s: not a non-negative integer", s, opt);
     if (v < min || v > max)
         return record_usage_error(cmd, "invalid value '%s' for %s: must be between %llu and %llu", s, opt,
