@@ -173,9 +173,12 @@ PY
 expect "help" 0 "Commands:" "$BENCH" --help
 for cmd in formats feed run wire allreduce seek; do
     expect "$cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
+    expect "help $cmd" 0 "Usage: sluice-bench $cmd" "$BENCH" help "$cmd"
 done
 expect "no command" 2 "Usage:" "$BENCH"
 expect "unknown command" 2 "unknown command 'nope'" "$BENCH" nope
+expect "help with no command" 0 "^Usage: sluice-bench COMMAND" "$BENCH" help
+expect "help nope" 2 "unknown command 'nope'" "$BENCH" help nope
 expect "run without --job" 2 "--job is required" "$BENCH" run
 expect "run --feeders 0" 2 "--feeders: expected an integer in \[1, 16\], got '0'" \
     "$BENCH" run --job job.json --feeders 1,0

@@ -39,9 +39,20 @@ static const char usage[] =
     "  seek      the plan's fast-forward to a resuming trainer's step, for 1x, 10x\n"
     "            and 100x the records, vs making the same pieces from the start\n"
     "\n"
-    "Run 'sluice-bench COMMAND --help' for the options of a command;\n"
+    "Run 'sluice-bench COMMAND --help' (or 'sluice-bench help COMMAND') for the options of a command;\n"
     "'sluice-bench --version' for the version, commit, build type and optional parts.\n"
     "\n" SL_EXIT_STATUS_HELP;
+
+/* The commands, in --help's order; each takes (argc, argv) from its own
+ * name on. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"run", bench_run_main},   {"formats", bench_formats_main},     {"feed", bench_feed_main},
+    {"wire", bench_wire_main}, {"allreduce", bench_allreduce_main}, {"link", bench_link_main},
+    {"seek", bench_seek_main},
+};
 
 int main(int argc, char **argv)
 {
@@ -50,28 +61,29 @@ int main(int argc, char **argv)
         fputs(usage, stderr);
         return 2;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || (strcmp(cmd, "help") == 0 && argc < 3)) {
         fputs(usage, stdout);
         return 0;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (strcmp(cmd, "--version") == 0) {
         sl_opt_version("sluice-bench", stdout); /* version, commit, build type, optional parts */
         return 0;
     }
-    if (strcmp(argv[1], "formats") == 0)
-        return bench_formats_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "feed") == 0)
-        return bench_feed_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "run") == 0)
-        return bench_run_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "wire") == 0)
-        return bench_wire_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "allreduce") == 0)
-        return bench_allreduce_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "link") == 0)
-        return bench_link_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "seek") == 0)
-        return bench_seek_main(argc - 1, argv + 1);
-    fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", argv[1], usage);
+    /* "sluice-bench help CMD" is "sluice-bench CMD --help" */
+    int help = strcmp(cmd, "help") == 0;
+    if (help)
+        cmd = argv[2];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(cmd, commands[i].name) != 0)
+            continue;
+        if (help) {
+            static char help_opt[] = "--help";
+            char *args[] = {argv[2], help_opt, NULL};
+            return commands[i].run(2, args);
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "sluice-bench: unknown command '%s'\n%s", cmd, usage);
     return 2;
 }
