@@ -130,9 +130,13 @@ def main():
     named = [l for l in still if l["input_bound_feeder"] != -1 or l["input_bound_stage"] != ""]
     if named:
         fail("steps without a wait must name no feeder (input_bound_feeder -1): %r" % named[:3])
+    # a step's wait counts from its start; a feeder's share from the first
+    # poll for its piece: the time between (popping pieces already there, or
+    # the thread descheduled on a loaded machine: once 2 ms) is no feeder's
     total = [sum(l["input_wait_by_feeder_s"]) for l in lines]
-    if any(abs(a - l["input_wait_s"]) > 1e-3 + 0.05 * l["input_wait_s"] for a, l in zip(total, lines)):
-        fail("a --metrics line's waits by feeder do not add up to its input_wait_s")
+    off = [l for a, l in zip(total, lines) if abs(a - l["input_wait_s"]) > 0.02 + 0.05 * l["input_wait_s"]]
+    if off:
+        fail("%d --metrics lines' waits by feeder do not add up to their input_wait_s: %r" % (len(off), off[:3]))
     ok("--metrics: the step that waited %.3f s names feeder 1 (its busiest stage before the pause: %s); %d steps "
        "without a wait name none; every line's parts add up" % (worst["input_wait_s"], worst["input_bound_stage"],
                                                                 len(still)))

@@ -44,6 +44,11 @@ TAKEOVER_S = 0.5
 TARGET_S = 2.5
 EPOCHS = 800
 RUN_S = 2.0  # how long an undisturbed run of EPOCHS takes (calibrate())
+# A floor under that: the cases' trainers spend --step-ms STEP_MS after
+# each step, so that a run of EPOCHS lasts at least 0.8 x RUN_S however much
+# faster the stream goes than in calibration (a calibration under load
+# measured 8x the time a later, quieter case took: it ended before its kill)
+STEP_MS = 0.0
 
 
 def start_feeders(tag, job_path, F, extra=None):
@@ -63,8 +68,12 @@ def restart_feeder(tag, job_path, F, j, eps, extra=()):
                  log=bed.log_path(tag, "feeder%d-again" % j))
 
 
-def start_trainers(tag, eps, job, W, R, extra=()):
+def start_trainers(tag, eps, job, W, R, extra=(), paced=True):
+    """W trainers of R replicas; paced: with --step-ms STEP_MS (the
+    undisturbed reference and calibration runs are not)."""
     out = []
+    if paced and STEP_MS > 0:
+        extra = ("--step-ms", "%.4f" % STEP_MS) + tuple(extra)
     for w in range(W):
         trace = os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w))
         p = spawn([bed.TRAINER, "--connect", ",".join(eps), "--job", job["name"], "--worker", str(w), "--workers",
@@ -95,7 +104,7 @@ def reference(files, job_path, job, W, R):
     if key not in REFS:
         tag = "ref-%s-%dx%d" % (job["name"], W, R)
         feeders, eps = start_feeders(tag, job_path, 1)
-        trainers = start_trainers(tag, eps, job, W, R)
+        trainers = start_trainers(tag, eps, job, W, R, paced=False)
         for w, (p, _) in enumerate(trainers):
             if bed.wait(p, 120, tag + " trainer") != 0:
                 fail("%s: the undisturbed trainer %d failed:\n%s" % (tag, w, bed.read_log(tag, "trainer%d" % w)))
@@ -134,13 +143,14 @@ def calibrate(files):
     feeder a run took 3x as long as with two, and a case's kill landed after
     its stream had ended); set EPOCHS so the fastest lasts about TARGET_S,
     and RUN_S to its expected length. Slower shapes then run longer."""
-    global EPOCHS, RUN_S
+    global EPOCHS, RUN_S, STEP_MS
     took = None
+    steps = 1
     for F, W in ((3, 1), (2, 2)):
         tag = "calibrate%d%d" % (F, W)
         job_path, job = job_for(files, "tkcal%d%d" % (F, W), 100)
         feeders, eps = start_feeders(tag, job_path, F)
-        trainers = start_trainers(tag, eps, job, W, 1)
+        trainers = start_trainers(tag, eps, job, W, 1, paced=False)
         for w, (p, _) in enumerate(trainers):
             if bed.wait(p, 120, tag + " trainer") != 0:
                 fail("calibrate: the undisturbed run failed:\n%s" % bed.read_log(tag, "trainer%d" % w))
@@ -149,9 +159,12 @@ def calibrate(files):
                 fail("calibrate: an undisturbed feeder failed")
         t = max(max(pieces_of(tr)[1]["seconds"] for _, tr in trainers), 0.01)
         took = t if took is None else min(took, t)
+        steps = pieces_of(trainers[0][1])[1]["steps"] // 100  # a worker's steps per epoch
     EPOCHS = min(max(int(100 * TARGET_S / took), 100), 4000)
     RUN_S = took * EPOCHS / 100
-    print("# 100 epochs took %.2f s: %d epochs per job, about %.1f s undisturbed" % (took, EPOCHS, RUN_S))
+    STEP_MS = 0.8 * RUN_S * 1000 / (steps * EPOCHS)
+    print("# 100 epochs took %.2f s: %d epochs per job, about %.1f s undisturbed; the cases' trainers --step-ms %.4f"
+          % (took, EPOCHS, RUN_S, STEP_MS))
 
 
 def started(tag, trainers):
