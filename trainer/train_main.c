@@ -13,7 +13,7 @@
  * loop), evaluate, report (the summary); one cleanup ladder undoes what
  * was set up.
  */
-#include "train_main.h"
+#include "train_main_int.h"
 
 #include <malloc.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* train_main_ckpt: sluice-trainer's checkpoints, a worker's (train_ckpt.h):
  * what they must agree on, the directory, the restore and the periodic
- * write (see train_main.h). */
-#include "train_main.h"
+ * write (see train_main_int.h). */
+#include "train_main_int.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* train_main_opts: sluice-trainer's options (the table `opt_rows`, parsed by
  * sl_opt), the cluster spec and the endpoint lists: configure(), after
- * which every usage error has exited 2 (see train_main.h). */
-#include "train_main.h"
+ * which every usage error has exited 2 (see train_main_int.h). */
+#include "train_main_int.h"
 
 #include <errno.h>
 #include <stdarg.h>

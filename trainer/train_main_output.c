@@ -1,7 +1,7 @@
 /* train_main_output: what sluice-trainer writes: the trace, the gathered
  * --predictions, --save-weights, the progress line, the --metrics lines,
- * the periodic log line and the summary (see train_main.h). */
-#include "train_main.h"
+ * the periodic log line and the summary (see train_main_int.h). */
+#include "train_main_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -139,7 +139,7 @@ static const struct train_tensor *find_int64(const struct train_piece *p, const 
     return NULL;
 }
 
-int trainer_gather_keep(struct gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
                         const char *id_name, const char *label_name, struct sl_error *err)
 {
     size_t total = 0;
@@ -171,7 +171,7 @@ int trainer_gather_keep(struct gather *g, int slot, const struct train_piece *pi
     return 0;
 }
 
-int trainer_gather_add(struct gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
+int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
                        struct sl_error *err)
 {
     /* tower mode re-splits a step's rows into equal towers (in order), so
@@ -210,7 +210,7 @@ int trainer_gather_add(struct gather *g, int slot, const struct train_loop *loop
 }
 
 /* Every worker takes part (the ring's sum); worker 0 writes the file. */
-int trainer_gather_write(const struct gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
+int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
                          const char *path, struct sl_error *err)
 {
     if (rows >= 16777216.0)
@@ -271,7 +271,7 @@ int trainer_gather_write(const struct gather *g, struct train_loop *loop, uint32
     return rc;
 }
 
-void trainer_gather_free(struct gather *g)
+void trainer_gather_free(struct pred_gather *g)
 {
     for (int s = 0; s < 2; s++) {
         sl_free(g->ids[s]);

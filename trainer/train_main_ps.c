@@ -1,6 +1,6 @@
 /* train_main_ps: a parameter-server task (serve_ps) and the evaluator
- * task (run_evaluator) of sluice-trainer (see train_main.h). */
-#include "train_main.h"
+ * task (run_evaluator) of sluice-trainer (see train_main_int.h). */
+#include "train_main_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,7 +19,7 @@
 
 /* ---- a parameter-server task ---- */
 
-struct ps_task {
+struct ps_serve {
     const struct trainer *t;
     struct train_ps_model pm; /* built from the first worker's input width */
 };
@@ -34,7 +34,7 @@ struct ps_task {
 static int ps_setup(void *arg, const char *config, size_t len, const struct train_ps_layout **layout,
                     const float **init, struct sl_error *err)
 {
-    struct ps_task *pt = arg;
+    struct ps_serve *pt = arg;
     const struct trainer_opts *o = &pt->t->o;
     uint32_t inputs = train_ps_config_inputs(config, len);
     char text[2 * TRAIN_PS_MAX_CONFIG];
@@ -243,7 +243,7 @@ fail:
 int trainer_serve_ps(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
-    struct ps_task pt = {.t = t};
+    struct ps_serve pt = {.t = t};
     struct train_ps_server_stats st = {0};
     struct train_ps_ckpt ck = {0};
     struct ps_ckpt_writer cw = {.o = o, .servers = (uint32_t)t->ps_eps.n};

@@ -1,7 +1,7 @@
 /* train_main_run: sluice-trainer's training: meet (the rendezvous), start
  * (feeders, model, ring), run (the step loop), the ps mode's final pull,
- * finish and evaluate (see train_main.h). */
-#include "train_main.h"
+ * finish and evaluate (see train_main_int.h). */
+#include "train_main_int.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -249,7 +249,7 @@ fail:
 
 /* --check-numerics: the step's loss and the weights (the host copy: in ps
  * mode the values pulled). 0, or 1 with the step named in the log. */
-static int check_numerics(struct trainer *t, uint64_t epoch, uint64_t step, const struct train_step_result *res)
+static int check_step_numerics(struct trainer *t, uint64_t epoch, uint64_t step, const struct train_step_result *res)
 {
     const struct trainer_opts *o = &t->o;
     if (o->check_numerics == CHECK_OFF)
@@ -287,7 +287,7 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
         return SL_EIO;
     }
-    if (check_numerics(t, prev->epoch, prev->step, &res) != 0) {
+    if (check_step_numerics(t, prev->epoch, prev->step, &res) != 0) {
         trainer_progress_line_clear(bar);
         return SL_EIO;
     }
@@ -490,7 +490,7 @@ int trainer_evaluate(struct trainer *t, struct train_client *ec)
     eo.metrics = NULL; /* the training's figures stay the training's */
     int own = ec == NULL;
     const struct train_piece *pieces;
-    struct gather g = {0};
+    struct pred_gather g = {0};
     struct sl_error err = {0};
     int rc = own ? train_client_open(&ec, &eo, &err) : 0;
     for (int have_prev = 0, slot = 0; rc == 0 && !trainer_stop_flag; slot ^= 1) {

@@ -1,11 +1,11 @@
-/* train_main: what the parts of sluice-trainer share (train_main.c and
+/* train_main_int: what the parts of sluice-trainer share (train_main.c and
  * train_main_*.c); not for other code. main (train_main.c) is the table of
  * contents: configure (train_main_opts.c), the outputs
  * (train_main_output.c), the checkpoints (train_main_ckpt.c), the
  * training (train_main_run.c), and the parameter-server and evaluator tasks
  * (train_main_ps.c). */
-#ifndef TRAIN_MAIN_H
-#define TRAIN_MAIN_H
+#ifndef TRAIN_MAIN_INT_H
+#define TRAIN_MAIN_INT_H
 
 #include <signal.h>
 #include <stddef.h>
@@ -136,7 +136,7 @@ struct run_counters {
  * replicas' predictions after the step runs, then gathered over workers by
  * id with the ring's sum: per id a count (must end as 1), the prediction
  * and the label, all small integers, exact in float32. */
-struct gather {
+struct pred_gather {
     int64_t *ids[2], *labels[2]; /* [slot]: the step's rows, replica by replica */
     uint32_t rows[2][64];        /* [slot][replica] */
     size_t cap[2];
@@ -164,13 +164,13 @@ int trainer_configure(struct trainer *t, int argc, char **argv);
 int trainer_save_weights(const char *path, const float *p, size_t n, struct sl_error *err);
 int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const char *feature, FILE *out);
 int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *feature, struct sl_error *err);
-int trainer_gather_keep(struct gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
                         const char *id_name, const char *label_name, struct sl_error *err);
-int trainer_gather_add(struct gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
+int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
                        struct sl_error *err);
-int trainer_gather_write(const struct gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
+int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
                          const char *path, struct sl_error *err);
-void trainer_gather_free(struct gather *g);
+void trainer_gather_free(struct pred_gather *g);
 void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_t step, double loss, double rate,
                                 double stall_pct);
 void trainer_progress_line_clear(struct progress_line *b);
