@@ -168,8 +168,8 @@ int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piec
                         const char *id_name, const char *label_name, struct sl_error *err);
 int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
                        struct sl_error *err);
-int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
-                         const char *path, struct sl_error *err);
+int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows,
+                         double correct, const char *path, struct sl_error *err);
 void trainer_gather_free(struct pred_gather *g);
 void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_t step, double loss, double rate,
                                 double stall_pct);

@@ -210,8 +210,8 @@ int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop 
 }
 
 /* Every worker takes part (the ring's sum); worker 0 writes the file. */
-int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows, double correct,
-                         const char *path, struct sl_error *err)
+int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows,
+                         double correct, const char *path, struct sl_error *err)
 {
     if (rows >= 16777216.0)
         return sl_error_set(err, SL_EINVAL, "--predictions: %.0f elements, more than float32 counts exactly", rows);
@@ -501,7 +501,8 @@ int trainer_report(struct trainer *t, int status)
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
              st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
-             trainer_model_names[o->model], json_real(loss, sizeof loss, 5, t->last_loss), t->last_acc, stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
+             trainer_model_names[o->model], json_real(loss, sizeof loss, 5, t->last_loss), t->last_acc,
+             stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
              t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
              t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, trainer_mode_names[o->mode], st.h2d_bytes,
              st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,

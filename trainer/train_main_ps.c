@@ -276,7 +276,8 @@ int trainer_serve_ps(struct trainer *t)
     struct train_ps_server_opts so = {.ctx = ctx, .listen = bind, .index = o->ps_task, .setup = ps_setup,
                                       .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
                                       .workers = o->workers,
-                                      .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000), .stop = &trainer_stop_flag,
+                                      .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000),
+                                      .stop = &trainer_stop_flag,
                                       .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
                                       .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
                                       .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals,
@@ -387,7 +388,8 @@ int trainer_run_evaluator(struct trainer *t)
                                           .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
                                           .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
                                           .curve = t->have_curve ? &t->curve : NULL,
-                                          .curve_server = t->curve_eval_z85, .stop = &trainer_stop_flag, .metrics = t->m};
+                                          .curve_server = t->curve_eval_z85, .stop = &trainer_stop_flag,
+                                          .metrics = t->m};
     struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas, .worker = 0,
                                  .workers = 1, .mode = TRAIN_STRATEGY_MIRRORED, .hash_every = 0, .device = "cpu"};
     trainer_model_config_of(o, &lo.model);

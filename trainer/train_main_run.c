@@ -106,8 +106,8 @@ int trainer_meet(struct trainer *t)
      * they settle over the ring (ckpt_agree) */
     snprintf(cfg, sizeof cfg,
              "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s restore=%s",
-             trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
-             o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
+             trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label,
+             o->lr, o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
     const char *root = t->ring_eps.items[0];
     if (t->ring_bind[0] != '\0')
         sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
@@ -315,7 +315,8 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         struct train_counters m;
         train_metrics_read(t->m, &m);
         double el = sl_clock_s() - t->t_first;
-        trainer_progress_line_draw(bar, prev->epoch, prev->step, c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0,
+        trainer_progress_line_draw(bar, prev->epoch, prev->step,
+                                   c->loss_steps ? c->loss_sum / (double)c->loss_steps : 0,
                                    el > 0 ? (double)m.rows * t->o.workers / el : 0, el > 0 ? 100.0 * m.wait_s / el : 0);
     }
     if ((t->o.log_every && ran % t->o.log_every == 0) || (!t->o.log_every && last)) {
@@ -504,7 +505,8 @@ int trainer_evaluate(struct trainer *t, struct train_client *ec)
             break;
         if (have_prev && (rc = train_loop_eval_run(t->loop, &t->test_rows, &t->test_correct, &err)) != 0)
             break;
-        if (have_prev && o->predictions != NULL && (rc = trainer_gather_add(&g, slot ^ 1, t->loop, t->replicas, &err)) != 0)
+        if (have_prev && o->predictions != NULL &&
+            (rc = trainer_gather_add(&g, slot ^ 1, t->loop, t->replicas, &err)) != 0)
             break;
         if (!got) {
             rc = SL_END;
