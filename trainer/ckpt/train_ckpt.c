@@ -312,32 +312,15 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
                     struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    struct stat st;
-    /* O_NONBLOCK: a FIFO at the name must not block the open (nothing
-     * would ever write to it); O_NOFOLLOW: a symlink is refused by name */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
-                                "through symlinks; put the file itself in the directory)", path);
-        return sl_error_sys(err, e, "open(%s)", path);
-    }
-    int rc = 0;
+    int fd;
+    uint64_t size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
+    int rc = train__ckpt_open(path, &fd, &size, err);
+    if (rc != 0)
+        return rc;
     uint8_t h[TRAIN_CKPT_HEADER_BYTES];
     uint8_t *buf = NULL;
     struct train_ckpt_meta m;
     memset(&m, 0, sizeof m);
-    if (fstat(fd, &st) != 0) {
-        rc = sl_error_sys(err, errno, "fstat(%s)", path);
-        goto out_close;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
-                          train__ckpt_file_kind(st.st_mode));
-        goto out_close;
-    }
-    uint64_t size = (uint64_t)st.st_size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
     if (size < min) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes; a checkpoint has at least %" PRIu64 ")",
                           path, size, min);

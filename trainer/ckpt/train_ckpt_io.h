@@ -26,6 +26,13 @@ int train__ckpt_put(FILE *f, uint32_t *crc, const void *p, size_t n);
  * or SL_EIO naming the call (open or fsync) and dir. */
 int train__ckpt_fsync_dir(const char *dir, struct sl_error *err) SL_MUST_CHECK;
 
+/* Open path for reading a checkpoint: *fd, and its size in *size, or an
+ * error naming path: a symbolic link or anything but a regular file is
+ * refused (SL_ECORRUPT; a FIFO does not block the open), a failed open or
+ * fstat is SL_EIO (or what errno maps to). On an error nothing is left
+ * open. */
+int train__ckpt_open(const char *path, int *fd, uint64_t *size, struct sl_error *err) SL_MUST_CHECK;
+
 /* "a directory", "a FIFO", "a symbolic link", "a socket", "a device", "a
  * regular file", else "not a file": for messages about what a path is. */
 const char *train__ckpt_file_kind(mode_t mode);

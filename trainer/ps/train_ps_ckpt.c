@@ -90,29 +90,13 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
                        struct train_ps_ckpt *out, struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    struct stat st;
-    /* a FIFO must not block the open; a symlink is refused by name */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
-                                "through symlinks; put the file itself in the directory)", path);
-        return sl_error_sys(err, e, "open(%s)", path);
-    }
+    int fd;
+    uint64_t size;
+    int rc = train__ckpt_open(path, &fd, &size, err);
+    if (rc != 0)
+        return rc;
     uint8_t h[TRAIN_PS_CKPT_HEADER], *buf = NULL;
     struct train_input_position *pos = NULL;
-    int rc = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = sl_error_sys(err, errno, "fstat(%s)", path);
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
-                          train__ckpt_file_kind(st.st_mode));
-        goto fail;
-    }
-    uint64_t size = (uint64_t)st.st_size;
     if (size < TRAIN_PS_CKPT_HEADER + 4) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes)", path, size);
         goto fail;

@@ -511,6 +511,63 @@ static int listen_on(const struct train_ps_server_opts *o, void *sock, struct sl
     return rc;
 }
 
+/* One message on the server's socket: checked (its header, its worker,
+ * its frames, its incarnation and session), then handled by its type or
+ * refused with the reason. */
+static void on_message(struct server *sv, void *sock, struct train_ps_server_stats *st)
+{
+    /* [id] header [body [position]]: at most 4 frames are kept, the
+     * rest counted and dropped */
+    zmq_msg_t f[4];
+    size_t nf = 0, frames = train__ps_recv_frames(sock, f, 4, &nf);
+    struct train__ps_hdr h;
+    char why[384];
+    if (nf < 2 || train__ps_get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
+        refuse(sv, sock, nf > 0 ? &f[0] : NULL, UINT32_MAX, st, "not a parameter-server message");
+    else if (h.flags & TRAIN_PS_READ_ONLY) /* frames checked there: worker 0 may be lost, not the evaluator */
+        on_evaluator(sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, frames, st);
+    else if (h.worker >= sv->o->workers)
+        refuse(sv, sock, &f[0], h.worker, st, "worker out of range");
+    else if (sv->done[h.worker] == 3)
+        refuse(sv, sock, &f[0], h.worker, st, "this worker was silent past the timeout and is counted lost");
+    else if (frames > 4 || (frames == 4 && h.type != TRAIN_PS_PUSH) ||
+             (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
+        snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
+                 h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
+                 h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "3" : "1");
+        refuse(sv, sock, &f[0], h.worker, st, why);
+    } else if (h.type == TRAIN_PS_BYE && sv->o->restore != NULL && h.incarnation != 0 &&
+               h.incarnation != sv->incarnation) {
+        /* restored: a worker of the server's previous run leaving (it failed naming the restart) is not
+         * this run's worker, which is to come and resume (without a restore, such a BYE ends the job as
+         * failed: nothing could resume it) */
+        snprintf(why, sizeof why, "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
+                 "%016" PRIx64 ": ignored", h.incarnation, sv->o->index, sv->incarnation);
+        refuse(sv, sock, &f[0], h.worker, st, why);
+    } else if (sv->pushed[h.worker] && h.session != sv->session[h.worker] &&
+               (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
+        snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one this "
+                 "server serves (session %016" PRIx64 "): a process starting asks where to resume (RESUME) "
+                 "before it pulls; one that did not would train its shard again from the start", h.worker,
+                 h.session, sv->session[h.worker]);
+        refuse(sv, sock, &f[0], h.worker, st, why);
+    } else {
+        sv->heard[h.worker] = sl_clock_ns();
+        if (h.type == TRAIN_PS_PULL)
+            on_pull(sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
+        else if (h.type == TRAIN_PS_PUSH)
+            on_push(sv, sock, &f[0], &h, nf >= 3 ? &f[2] : NULL, nf == 4 ? &f[3] : NULL, st);
+        else if (h.type == TRAIN_PS_RESUME)
+            on_resume(sv, sock, &f[0], &h, st);
+        else if (h.type == TRAIN_PS_BYE)
+            on_bye(sv, h.worker);
+        else
+            refuse(sv, sock, &f[0], h.worker, st, "a message of the wrong type or size");
+    }
+    for (size_t k = 0; k < nf; k++)
+        zmq_msg_close(&f[k]);
+}
+
 int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_stats *st, struct sl_error *err)
 {
     memset(st, 0, sizeof *st);
@@ -569,56 +626,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
             publish(&sv, st);
             continue;
         }
-        /* [id] header [body [position]]: at most 4 frames are kept, the
-         * rest counted and dropped */
-        zmq_msg_t f[4];
-        size_t nf = 0, frames = train__ps_recv_frames(sock, f, 4, &nf);
-        struct train__ps_hdr h;
-        char why[384];
-        if (nf < 2 || train__ps_get_hdr(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &h) != 0)
-            refuse(&sv, sock, nf > 0 ? &f[0] : NULL, UINT32_MAX, st, "not a parameter-server message");
-        else if (h.flags & TRAIN_PS_READ_ONLY) /* frames checked there: worker 0 may be lost, not the evaluator */
-            on_evaluator(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, frames, st);
-        else if (h.worker >= o->workers)
-            refuse(&sv, sock, &f[0], h.worker, st, "worker out of range");
-        else if (sv.done[h.worker] == 3)
-            refuse(&sv, sock, &f[0], h.worker, st, "this worker was silent past the timeout and is counted lost");
-        else if (frames > 4 || (frames == 4 && h.type != TRAIN_PS_PUSH) ||
-                 (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
-            snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
-                     h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
-                     h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "3" : "1");
-            refuse(&sv, sock, &f[0], h.worker, st, why);
-        } else if (h.type == TRAIN_PS_BYE && o->restore != NULL && h.incarnation != 0 &&
-                   h.incarnation != sv.incarnation) {
-            /* restored: a worker of the server's previous run leaving (it failed naming the restart) is not
-             * this run's worker, which is to come and resume (without a restore, such a BYE ends the job as
-             * failed: nothing could resume it) */
-            snprintf(why, sizeof why, "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
-                     "%016" PRIx64 ": ignored", h.incarnation, o->index, sv.incarnation);
-            refuse(&sv, sock, &f[0], h.worker, st, why);
-        } else if (sv.pushed[h.worker] && h.session != sv.session[h.worker] &&
-                   (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
-            snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one this "
-                     "server serves (session %016" PRIx64 "): a process starting asks where to resume (RESUME) "
-                     "before it pulls; one that did not would train its shard again from the start", h.worker,
-                     h.session, sv.session[h.worker]);
-            refuse(&sv, sock, &f[0], h.worker, st, why);
-        } else {
-            sv.heard[h.worker] = sl_clock_ns();
-            if (h.type == TRAIN_PS_PULL)
-                on_pull(&sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
-            else if (h.type == TRAIN_PS_PUSH)
-                on_push(&sv, sock, &f[0], &h, nf >= 3 ? &f[2] : NULL, nf == 4 ? &f[3] : NULL, st);
-            else if (h.type == TRAIN_PS_RESUME)
-                on_resume(&sv, sock, &f[0], &h, st);
-            else if (h.type == TRAIN_PS_BYE)
-                on_bye(&sv, h.worker);
-            else
-                refuse(&sv, sock, &f[0], h.worker, st, "a message of the wrong type or size");
-        }
-        for (size_t k = 0; k < nf; k++)
-            zmq_msg_close(&f[k]);
+        on_message(&sv, sock, st);
         publish(&sv, st);
     }
     st->lost = 0;
