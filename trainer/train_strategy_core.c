@@ -551,42 +551,50 @@ enum train_strategy_mode train_strategy_mode(const struct train_strategy *s)
     return s->mode;
 }
 
-int train_strategy_create(struct train_strategy **out, const struct train_strategy_opts *o, struct sl_error *err)
+/* The options' consistency for R replicas and *W workers (ps mode: *W
+ * becomes 1, each worker its own group): 0, or SL_EINVAL saying what does
+ * not fit. */
+static int check_opts(const struct train_strategy_opts *o, uint32_t R, uint32_t *W, struct sl_error *err)
 {
-    *out = NULL;
-    uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
     if (R > 1024)
         return sl_error_set(err, SL_EINVAL, "strategy: %u replicas (at most 1024)", R);
     int across = o->ring != NULL || o->across != NULL;
     if (o->mode == TRAIN_STRATEGY_PS) {
         /* each worker is its own synchronous group: no collective across
          * workers; W only bounds this worker's rank */
-        if (o->ps == NULL || across || o->worker >= W)
+        if (o->ps == NULL || across || o->worker >= *W)
             return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode needs the servers' client and no "
-                                "ring (worker %u of %u)", o->worker, W);
-        W = 1;
+                                "ring (worker %u of %u)", o->worker, *W);
+        *W = 1;
     } else if (o->ps != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: parameter servers outside parameter-server mode");
     if (o->ring != NULL && o->across != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: a ring and a collective across workers (give one)");
-    if (o->mode != TRAIN_STRATEGY_PS && (across != (W > 1) || o->worker >= W))
-        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, W,
+    if (o->mode != TRAIN_STRATEGY_PS && (across != (*W > 1) || o->worker >= *W))
+        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, *W,
                             across ? "with" : "without");
-    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)W ||
+    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)*W ||
                               o->across->mem != TRAIN_COLL_HOST))
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u with a '%s' collective across workers of "
-                            "member %d of %d", o->worker, W, o->across->ops->name, o->across->rank,
+                            "member %d of %d", o->worker, *W, o->across->ops->name, o->across->rank,
                             o->across->size);
     if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
     if (o->mode == TRAIN_STRATEGY_TOWER && across)
         return sl_error_set(err, SL_EINVAL, "strategy: tower mode (replicate_model_fn) runs on one worker");
+    return 0;
+}
+
+int train_strategy_create(struct train_strategy **out, const struct train_strategy_opts *o, struct sl_error *err)
+{
+    *out = NULL;
+    uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
+    int rc = check_opts(o, R, &W, err);
+    if (rc != 0)
+        return rc;
     float scale = 1.0f;
-    if (o->mode == TRAIN_STRATEGY_TOWER) {
-        int rc = train_tower_loss_scale(o->loss_reduction, (int)R, &scale, err);
-        if (rc != 0)
-            return rc;
-    }
+    if (o->mode == TRAIN_STRATEGY_TOWER && (rc = train_tower_loss_scale(o->loss_reduction, (int)R, &scale, err)) != 0)
+        return rc;
     const char *kind = o->device ? o->device : "cpu";
     const struct train_backend *backend;
     struct sl_error why = {0};
@@ -612,7 +620,6 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
     s->ops = ops;
     s->backend = backend;
-    int rc = 0;
     if ((s->reps = sl_calloc(R, sizeof *s->reps)) == NULL || (s->shapes = sl_calloc(R, sizeof *s->shapes)) == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
     if (rc == 0 && R > 1)
