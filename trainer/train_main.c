@@ -7,11 +7,14 @@
  * GPU replicas (--devices gpu:..., builds with CUDA), receiving step s+1
  * while step s runs.
  *
- * main is a sequence: configure (the option table `opt_rows`, the cluster spec,
- * the endpoint lists; every usage error exits 2 before anything starts),
- * meet (the rendezvous), start (feeders, model, ring), run (the training
- * loop), evaluate, report (the summary); one cleanup ladder undoes what
- * was set up.
+ * main is a sequence: configure (train_main_opts.c: the option table
+ * `opt_rows`, the cluster spec, the endpoint lists; every usage error exits
+ * 2 before anything starts), a parameter-server or evaluator task instead
+ * of a worker (train_main_ps.c), the trace and the checkpoints
+ * (train_main_output.c, train_main_ckpt.c), meet (the rendezvous), start
+ * (feeders, model, ring), run (the training loop), finish and evaluate
+ * (train_main_run.c), report (the summary, train_main_output.c); one
+ * cleanup ladder undoes what was set up.
  */
 #include "train_main_int.h"
 
@@ -34,14 +37,10 @@ static void on_stop(int sig)
     trainer_stop_flag = sig;
 }
 
-int main(int argc, char **argv)
+/* The process around the run: the heap's thresholds, the log, and
+ * SIGINT/SIGTERM setting trainer_stop_flag. */
+static void setup_process(const struct trainer_opts *o)
 {
-    static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
-    struct train_expose *expose = NULL; /* --metrics-listen */
-    int status = trainer_configure(&t, argc, argv);
-    if (status != 0 || t.done)
-        goto out_free_lists;
-    trainer_split_stdout(&t);
     /* ZeroMQ allocates every received piece of a copied stream (one malloc
      * per message, ~200 KB for the Fashion-MNIST job) and the client frees
      * them out of order. glibc's defaults map large blocks afresh and give
@@ -54,13 +53,24 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     sl_log_setup("sluice-trainer", 2,
-                 t.o.quiet && t.o.log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)t.o.log_level);
-    sl_log_set_format((enum sl_log_format)t.o.log_format);
+                 o->quiet && o->log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)o->log_level);
+    sl_log_set_format((enum sl_log_format)o->log_format);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
+    struct train_expose *expose = NULL; /* --metrics-listen */
+    int status = trainer_configure(&t, argc, argv);
+    if (status != 0 || t.done)
+        goto out_free_lists;
+    trainer_split_stdout(&t);
+    setup_process(&t.o);
     if (train_metrics_create(&t.m) != 0) {
         sl_log(SL_LOG_ERROR, "out of memory");
         status = 1;

@@ -3,7 +3,8 @@
  * contents: configure (train_main_opts.c), the outputs
  * (train_main_output.c), the checkpoints (train_main_ckpt.c), the
  * training (train_main_run.c), and the parameter-server and evaluator tasks
- * (train_main_ps.c). */
+ * (train_main_ps.c). Each function's contract is written at its
+ * definition. */
 #ifndef TRAIN_MAIN_INT_H
 #define TRAIN_MAIN_INT_H
 
