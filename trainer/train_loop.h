@@ -1,5 +1,5 @@
 /* train_loop: one worker's synchronous data-parallel training step on CPU
- * or GPU replicas, the model of trainer/train_model.h, written as a step
+ * or GPU replicas, the model of trainer/model/train_model.h, written as a step
  * function of the strategy API (train_strategy.h).
  *
  * The strategy runs R replica threads (the caller's thread is replica 0);

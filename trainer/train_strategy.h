@@ -112,6 +112,7 @@
 #include "sl_error.h"
 #include "train_coll.h"
 #include "train_mirror.h"
+#include "train_position.h"
 #include "train_piece.h"
 #include "train_reduce.h"
 #include "train_ring.h"
@@ -416,46 +417,6 @@ int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, con
  * Its errors as they come (the ring's). */
 int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n,
                                       struct sl_error *err) SL_MUST_CHECK;
-
-/* --- the input position, for a checkpoint of the caller's own loop ---
- *
- * Where a worker's input stream stands, to save beside the caller's own
- * model and optimizer state and to continue exactly there later: seq is
- * the first piece not trained yet (train_client_position() when every
- * step handed out has been trained; with a look-ahead of one step, the
- * trained step's first piece's seq + replicas), a step's first piece, so
- * a multiple of replicas; step = seq / replicas, the steps trained over
- * all epochs; epoch, the epoch of the last step trained (for the logs:
- * the stream knows it from seq). To continue, open the client with
- * train_client_opts.resume_seq = seq (and the same job, worker, workers
- * and replicas). */
-struct train_input_position {
-    uint64_t epoch;
-    uint64_t step;
-    uint64_t seq;
-    uint32_t replicas;
-};
-
-/* Bytes of an encoded position: "SLPOS001", epoch, step, seq (u64 LE),
- * replicas (u32 LE), then the CRC-32C of the 36 bytes before it (u32 LE). */
-#define TRAIN_INPUT_POSITION_BYTES 40
-/* The largest seq the client accepts as resume_seq (2^48). */
-#define TRAIN_INPUT_POSITION_MAX_SEQ (UINT64_C(1) << 48)
-
-/* *out for a stream at seq with R = replicas, the last step trained in
- * `epoch`. SL_EINVAL when replicas is 0 or above TRAIN_DEVICE_MAX_REPLICAS,
- * seq is not a multiple of replicas or above the maximum. */
-int train_input_position_at(struct train_input_position *out, uint64_t seq, uint32_t replicas, uint64_t epoch,
-                            struct sl_error *err) SL_MUST_CHECK;
-/* Encode *p into out (always TRAIN_INPUT_POSITION_BYTES bytes). */
-void train_input_position_encode(const struct train_input_position *p,
-                                 uint8_t out[TRAIN_INPUT_POSITION_BYTES]);
-/* Decode len bytes at buf into *out (unchanged on error). SL_ECORRUPT,
- * with what is wrong: a length other than TRAIN_INPUT_POSITION_BYTES,
- * the magic, the CRC, replicas 0 or too many, seq not step x replicas or
- * above the maximum. */
-int train_input_position_decode(struct train_input_position *out, const void *buf, size_t len,
-                                struct sl_error *err) SL_MUST_CHECK;
 
 /* Tower mode's predictions: the per-replica values concatenated along dim
  * 0 in replica order (train_tower_concat). out->data caller-sized. */

@@ -1,5 +1,5 @@
 /* sluice-bench allreduce: the trainer's CPU ring all-reduce
- * (trainer/train_ring.h) across P processes, against raw ZeroMQ moving the
+ * (trainer/coll/train_ring.h) across P processes, against raw ZeroMQ moving the
  * same bytes.
  *
  * P ranks are forked, join a ring on loopback, make two untimed calls and

@@ -15,26 +15,13 @@
 #include "sl_bytes.h"
 #include "sl_output.h"
 #include "train_ckpt.h"
+#include "train_ckpt_io.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint arrays are written as the host's float32 bytes: little-endian hosts only"
 #endif
 
 static const char ps_magic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'P', 'S'};
-
-static size_t pad8(size_t n)
-{
-    return (n + 7) & ~(size_t)7;
-}
-
-/* fwrite and crc together; 0 or -1. */
-static int put(FILE *f, uint32_t *crc, const void *p, size_t n)
-{
-    if (n == 0)
-        return 0;
-    *crc = fmt_crc32c_extend(*crc, p, n);
-    return fwrite(p, 1, n, f) == n ? 0 : -1;
-}
 
 int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_t *bytes, struct sl_error *err)
 {
@@ -62,16 +49,17 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
         return sl_error_prefix(err, "checkpoint: ");
     FILE *f = sl_output_stream(out);
     uint32_t crc = 0;
-    int bad = put(f, &crc, h, sizeof h) || put(f, &crc, s->config, s->config_len) ||
-              put(f, &crc, zeros, pad8(s->config_len) - s->config_len);
+    int bad = train__ckpt_put(f, &crc, h, sizeof h) || train__ckpt_put(f, &crc, s->config, s->config_len) ||
+              train__ckpt_put(f, &crc, zeros, train__ckpt_pad8(s->config_len) - s->config_len);
     for (uint32_t w = 0; !bad && w < s->workers; w++) {
         if (s->pos[w].replicas == 0)
             memset(pos, 0, sizeof pos);
         else
             train_input_position_encode(&s->pos[w], pos);
-        bad = put(f, &crc, pos, sizeof pos);
+        bad = train__ckpt_put(f, &crc, pos, sizeof pos);
     }
-    bad = bad || put(f, &crc, s->values, s->n * sizeof(float)) || put(f, &crc, s->momentum, s->n * sizeof(float));
+    bad = bad || train__ckpt_put(f, &crc, s->values, s->n * sizeof(float)) ||
+          train__ckpt_put(f, &crc, s->momentum, s->n * sizeof(float));
     sl_store_le32(tail, crc);
     bad = bad || fwrite(tail, 1, 4, f) != 4;
     if (bad) {
@@ -81,17 +69,11 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
     }
     if ((rc = sl_output_commit(out, err)) != 0)
         return sl_error_prefix(err, "checkpoint: ");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        rc = sl_error_sys(err, errno, "checkpoint: fsync(%s)", dir);
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
-    close(fd);
+    if ((rc = train__ckpt_fsync_dir(dir, err)) != 0)
+        return sl_error_prefix(err, "checkpoint: ");
     if (bytes != NULL)
-        *bytes = TRAIN_PS_CKPT_HEADER + pad8(s->config_len) + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s->workers +
-                 8 * (uint64_t)s->n + 4;
+        *bytes = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(s->config_len) +
+                 (uint64_t)TRAIN_INPUT_POSITION_BYTES * s->workers + 8 * (uint64_t)s->n + 4;
     return 0;
 }
 
@@ -104,39 +86,17 @@ void train_ps_ckpt_free(struct train_ps_ckpt *ck)
     memset(ck, 0, sizeof *ck);
 }
 
-static const char *kind_of(mode_t m)
-{
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
-         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a file";
-}
-
 int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers,
                        struct train_ps_ckpt *out, struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    struct stat st;
-    /* a FIFO must not block the open; a symlink is refused by name */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
-                                "through symlinks; put the file itself in the directory)", path);
-        return sl_error_sys(err, e, "open(%s)", path);
-    }
+    int fd;
+    uint64_t size;
+    int rc = train__ckpt_open(path, &fd, &size, err);
+    if (rc != 0)
+        return rc;
     uint8_t h[TRAIN_PS_CKPT_HEADER], *buf = NULL;
     struct train_input_position *pos = NULL;
-    int rc = 0;
-    if (fstat(fd, &st) != 0) {
-        rc = sl_error_sys(err, errno, "fstat(%s)", path);
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
-                          kind_of(st.st_mode));
-        goto fail;
-    }
-    uint64_t size = (uint64_t)st.st_size;
     if (size < TRAIN_PS_CKPT_HEADER + 4) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes)", path, size);
         goto fail;
@@ -161,8 +121,8 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
                           ", %" PRIu32 " workers, %" PRIu64 " elements)", path, ver, d, s.workers, n);
         goto fail;
     }
-    uint64_t at_pos = TRAIN_PS_CKPT_HEADER + pad8(d), at_values = at_pos + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s.workers,
-             expect = at_values + 8 * n + 4;
+    uint64_t at_pos = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(d),
+             at_values = at_pos + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s.workers, expect = at_values + 8 * n + 4;
     if (size != expect) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: %s (%" PRIu64 " bytes, the header says %" PRIu64 ")", path,
                           size < expect ? "truncated" : "longer than its header says", size, expect);

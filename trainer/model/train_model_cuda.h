@@ -1,6 +1,6 @@
 /* train_model_cuda: the built-in models (train_model.h) on one GPU: the
  * same architecture, parameter layout, initialization, loss scaling and
- * momentum SGD, as CUDA kernels (trainer/train_model_cuda.cu, built only
+ * momentum SGD, as CUDA kernels (trainer/model/train_model_cuda.cu, built only
  * when CMake finds CUDA; declared only in builds with SLUICE_HAVE_CUDA).
  *
  * Every array argument named *_dev is device memory on the model's GPU

@@ -1,4 +1,6 @@
-/* train_strategy: see train_strategy.h.
+/* train_strategy_core: the strategy (train_strategy.h) but for its
+ * distributed values (train_strategy_values.c): its replicas, their steps
+ * and collectives, ps mode, create and destroy.
  *
  * Replica 0 is the caller's thread; replicas 1..R-1 wait on `job_cv` for
  * the next job (put or run), do it and count themselves in `done`. A job's
@@ -28,100 +30,14 @@
 #include "train_strategy.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
 #include "sl_alloc.h"
-#include "sl_bytes.h"
 #include "sl_clock.h"
 #include "sl_thread.h"
-#include "train_backend.h"
-#include "train_coll.h"
-#include "train_collective_local.h"
-#include "train_device.h"
 #include "train_metrics.h"
-#include "train_ps.h"
-
-enum job { JOB_PUT = 1, JOB_RUN = 2, JOB_EACH = 3 };
-
-struct train_variable {
-    struct train_strategy *s;
-    struct train_mirror *m; /* R copies, or one in tower mode */
-    enum train_aggregation agg;
-};
-
-struct train_replica {
-    struct train_strategy *s;
-    int id;
-    pthread_t thread;
-    int started;
-    struct train_device *dev;
-    struct train_stage *stage;
-    struct train_coll *local;  /* this replica's member of the local group (R > 1) */
-    struct train_coll *coll;   /* composed: every replica of every worker, host memory */
-    struct train_coll *dcoll;  /* the device kind's (nccl), device memory; NULL without one; under mu */
-    float *scratch;            /* scratch_floats + 1 */
-    struct train_staged view;  /* the running step's piece */
-    int rc;
-    struct sl_error err;
-};
-
-struct train_per_replica {
-    uint32_t replicas;
-    size_t capacity;
-    float *data;                /* [replicas][capacity] */
-    struct train_value vals[];  /* [replicas] */
-};
-
-struct train_strategy {
-    uint32_t R, W, worker;
-    enum train_strategy_mode mode;
-    struct train_coll *across;  /* one member per worker (W > 1): the caller's thread only */
-    int own_across;             /* made here around opts.ring */
-    struct train_ps_client *ps; /* ps mode: the servers (the caller's thread only) */
-    struct train_variable *ps_var; /* ps mode: the variable on the servers */
-    struct train_ps_step ps_last;  /* ps mode: the last run's pull and push */
-    int ps_done;                   /* ps mode: finished; the copies hold the final values, runs pull no more */
-    uint32_t hash_every;
-    struct sl_metrics *metrics; /* opts.metrics: H2D bytes and staging time, from the replicas' threads */
-    float loss_scale;
-    size_t scratch_floats;
-    const struct train_device_ops *ops;
-    const struct train_backend *backend;
-    char group_id[TRAIN_COLL_ID_BYTES]; /* the device collective's group (device_group) */
-    struct train_replica *reps;
-    struct train_local_group *group; /* R > 1 */
-    struct train_variable vars[TRAIN_STRATEGY_MAX_VARIABLES];
-    size_t nvars;
-    float *hashbuf;             /* W x 4 x nvars: the hashes across workers */
-    struct train_value *shapes; /* [R]: each replica's value shape in train_replica_reduce */
-    uint64_t steps;
-    unsigned staged;            /* steps put and not yet run */
-    /* tower mode, R > 1: a step's pieces re-split into equal towers
-     * (train_tower_resplit), their rows copied into tower_buf when the
-     * pieces were unequal */
-    struct train_piece *tower_pieces; /* [R] */
-    void *tower_buf;
-    size_t tower_buf_bytes;     /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
-
-    pthread_mutex_t mu;
-    pthread_cond_t job_cv, done_cv, bar_cv;
-    uint64_t job_gen;
-    enum job job;
-    const struct train_piece *pieces;
-    train_step_fn fn;
-    void *ctx;
-    uint32_t done;
-    int stop;
-    uint32_t bar_count;
-    uint64_t bar_gen;
-    int aborted;                /* 0 or the first error's code */
-    char abort_msg[SL_ERROR_MSG_MAX];
-    int broken;                 /* a failed run: every later call fails with it */
-    char broken_msg[SL_ERROR_MSG_MAX];
-};
+#include "train_strategy_int.h"
 
 /* Fail the run for everybody: the first error wins. */
 static void strategy_abort(struct train_strategy *s, int code, const char *msg)
@@ -635,42 +551,50 @@ enum train_strategy_mode train_strategy_mode(const struct train_strategy *s)
     return s->mode;
 }
 
-int train_strategy_create(struct train_strategy **out, const struct train_strategy_opts *o, struct sl_error *err)
+/* The options' consistency for R replicas and *W workers (ps mode: *W
+ * becomes 1, each worker its own group): 0, or SL_EINVAL saying what does
+ * not fit. */
+static int check_opts(const struct train_strategy_opts *o, uint32_t R, uint32_t *W, struct sl_error *err)
 {
-    *out = NULL;
-    uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
     if (R > 1024)
         return sl_error_set(err, SL_EINVAL, "strategy: %u replicas (at most 1024)", R);
     int across = o->ring != NULL || o->across != NULL;
     if (o->mode == TRAIN_STRATEGY_PS) {
         /* each worker is its own synchronous group: no collective across
          * workers; W only bounds this worker's rank */
-        if (o->ps == NULL || across || o->worker >= W)
+        if (o->ps == NULL || across || o->worker >= *W)
             return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode needs the servers' client and no "
-                                "ring (worker %u of %u)", o->worker, W);
-        W = 1;
+                                "ring (worker %u of %u)", o->worker, *W);
+        *W = 1;
     } else if (o->ps != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: parameter servers outside parameter-server mode");
     if (o->ring != NULL && o->across != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: a ring and a collective across workers (give one)");
-    if (o->mode != TRAIN_STRATEGY_PS && (across != (W > 1) || o->worker >= W))
-        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, W,
+    if (o->mode != TRAIN_STRATEGY_PS && (across != (*W > 1) || o->worker >= *W))
+        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, *W,
                             across ? "with" : "without");
-    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)W ||
+    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)*W ||
                               o->across->mem != TRAIN_COLL_HOST))
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u with a '%s' collective across workers of "
-                            "member %d of %d", o->worker, W, o->across->ops->name, o->across->rank,
+                            "member %d of %d", o->worker, *W, o->across->ops->name, o->across->rank,
                             o->across->size);
     if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
     if (o->mode == TRAIN_STRATEGY_TOWER && across)
         return sl_error_set(err, SL_EINVAL, "strategy: tower mode (replicate_model_fn) runs on one worker");
+    return 0;
+}
+
+int train_strategy_create(struct train_strategy **out, const struct train_strategy_opts *o, struct sl_error *err)
+{
+    *out = NULL;
+    uint32_t R = o->replicas ? o->replicas : 1, W = o->workers ? o->workers : 1;
+    int rc = check_opts(o, R, &W, err);
+    if (rc != 0)
+        return rc;
     float scale = 1.0f;
-    if (o->mode == TRAIN_STRATEGY_TOWER) {
-        int rc = train_tower_loss_scale(o->loss_reduction, (int)R, &scale, err);
-        if (rc != 0)
-            return rc;
-    }
+    if (o->mode == TRAIN_STRATEGY_TOWER && (rc = train_tower_loss_scale(o->loss_reduction, (int)R, &scale, err)) != 0)
+        return rc;
     const char *kind = o->device ? o->device : "cpu";
     const struct train_backend *backend;
     struct sl_error why = {0};
@@ -696,7 +620,6 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
     s->scratch_floats = o->scratch_floats ? o->scratch_floats : TRAIN_STRATEGY_DEFAULT_SCRATCH;
     s->ops = ops;
     s->backend = backend;
-    int rc = 0;
     if ((s->reps = sl_calloc(R, sizeof *s->reps)) == NULL || (s->shapes = sl_calloc(R, sizeof *s->shapes)) == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "strategy: out of memory");
     if (rc == 0 && R > 1)
@@ -810,188 +733,6 @@ void train_strategy_destroy(struct train_strategy *s)
     sl_free(s);
 }
 
-int train_strategy_variable(struct train_strategy *s, const char *name, size_t n, enum train_aggregation agg,
-                            const float *init, struct train_variable **out, struct sl_error *err)
-{
-    *out = NULL;
-    if (s->nvars == TRAIN_STRATEGY_MAX_VARIABLES)
-        return sl_error_set(err, SL_EINVAL, "strategy: at most %d variables", TRAIN_STRATEGY_MAX_VARIABLES);
-    if (s->mode == TRAIN_STRATEGY_PS && (s->ps_var != NULL || n != train_ps_client_params(s->ps)))
-        return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode holds one variable, of the servers' %zu "
-                            "floats (got '%s' of %zu%s)", train_ps_client_params(s->ps), name, n,
-                            s->ps_var != NULL ? ", a second" : "");
-    if (s->W > 1) {
-        size_t need = (size_t)s->W * 4 * (s->nvars + 1);
-        float *hb = sl_realloc(s->hashbuf, need * sizeof *hb);
-        if (hb == NULL)
-            return sl_error_set(err, SL_ENOMEM, "strategy: out of memory for the hash check");
-        s->hashbuf = hb;
-    }
-    struct train_variable *v = &s->vars[s->nvars];
-    int copies = s->mode == TRAIN_STRATEGY_TOWER ? 1 : (int)s->R;
-    int rc = train_mirror_create(&v->m, name, n, copies, agg, init, err);
-    if (rc != 0)
-        return rc;
-    v->s = s;
-    v->agg = agg;
-    s->nvars++;
-    if (s->mode == TRAIN_STRATEGY_PS)
-        s->ps_var = v;
-    *out = v;
-    return 0;
-}
-
-float *train_variable_copy(struct train_variable *var, int replica)
-{
-    if (replica < 0 || (uint32_t)replica >= var->s->R)
-        return NULL;
-    return train_mirror_copy(var->m, var->s->mode == TRAIN_STRATEGY_TOWER ? 0 : replica);
-}
-
-size_t train_variable_size(const struct train_variable *var)
-{
-    return train_mirror_size(var->m);
-}
-
-uint64_t train_variable_hash(const struct train_variable *var)
-{
-    return train_mirror_hash(var->m, 0);
-}
-
-int train_strategy_check(struct train_strategy *s, struct sl_error *err)
-{
-    for (size_t i = 0; i < s->nvars; i++) {
-        int rc = train_mirror_check(s->vars[i].m, err);
-        if (rc != 0)
-            return rc;
-    }
-    if (s->W == 1 || s->nvars == 0)
-        return 0;
-    /* each worker's hashes as 16-bit pieces (exact in float32) in its own
-     * slots, zeros elsewhere: the ring's sum hands everyone all of them */
-    size_t per = 4 * s->nvars, n = per * s->W;
-    memset(s->hashbuf, 0, n * sizeof *s->hashbuf);
-    for (size_t i = 0; i < s->nvars; i++) {
-        uint64_t h = train_mirror_hash(s->vars[i].m, 0);
-        for (int k = 0; k < 4; k++)
-            s->hashbuf[s->worker * per + 4 * i + (size_t)k] = (float)((h >> (16 * k)) & 0xffff);
-    }
-    int rc = train_coll_all_reduce(s->across, s->hashbuf, n, err);
-    if (rc != 0)
-        return sl_error_prefix(err, "hash check across workers: ");
-    for (size_t i = 0; i < s->nvars; i++) {
-        uint64_t h[2];
-        for (uint32_t w = 0; w < s->W; w++) {
-            uint64_t x = 0;
-            for (int k = 0; k < 4; k++)
-                x |= (uint64_t)s->hashbuf[w * per + 4 * i + (size_t)k] << (16 * k);
-            h[w == 0 ? 0 : 1] = x;
-            if (w > 0 && h[1] != h[0])
-                return sl_error_set(err, SL_ECORRUPT,
-                                    "mirrored variable '%s' diverged across workers: worker %u hashes 0x%016" PRIx64
-                                    ", worker 0 0x%016" PRIx64,
-                                    train_mirror_name(s->vars[i].m), w, h[1], h[0]);
-        }
-    }
-    return 0;
-}
-
-int train_per_replica_create(struct train_per_replica **out, const struct train_strategy *s, size_t capacity,
-                             struct sl_error *err)
-{
-    *out = NULL;
-    if (capacity > SIZE_MAX / sizeof(float) / s->R - 1)
-        return sl_error_set(err, SL_EINVAL, "per-replica value: %zu floats x %u replicas is too large", capacity, s->R);
-    struct train_per_replica *pv = sl_calloc(1, sizeof *pv + s->R * sizeof pv->vals[0]);
-    if (pv != NULL && (pv->data = sl_malloc((capacity * s->R + 1) * sizeof(float))) == NULL) {
-        sl_free(pv);
-        pv = NULL;
-    }
-    if (pv == NULL)
-        return sl_error_set(err, SL_ENOMEM, "per-replica value: out of memory");
-    pv->replicas = s->R;
-    pv->capacity = capacity;
-    for (uint32_t r = 0; r < s->R; r++)
-        pv->vals[r].data = pv->data + (size_t)r * capacity;
-    *out = pv;
-    return 0;
-}
-
-void train_per_replica_destroy(struct train_per_replica *pv)
-{
-    if (pv == NULL)
-        return;
-    sl_free(pv->data);
-    sl_free(pv);
-}
-
-int train_per_replica_set(struct train_per_replica *pv, int replica, int rank, const int64_t *dims, float **data,
-                          struct sl_error *err)
-{
-    if (replica < 0 || (uint32_t)replica >= pv->replicas)
-        return sl_error_set(err, SL_EINVAL, "per-replica value: no replica %d", replica);
-    struct train_value v = {.data = pv->vals[replica].data, .rank = rank};
-    if (rank > 0)
-        memcpy(v.dims, dims, (size_t)(rank <= TRAIN_VALUE_MAX_RANK ? rank : TRAIN_VALUE_MAX_RANK) * sizeof v.dims[0]);
-    size_t count;
-    int rc = train_value_count(&v, &count, err);
-    if (rc != 0)
-        return rc;
-    if (count > pv->capacity)
-        return sl_error_set(err, SL_EINVAL, "per-replica value: replica %d's value has %zu elements (capacity %zu)",
-                            replica, count, pv->capacity);
-    pv->vals[replica] = v;
-    *data = v.data;
-    return 0;
-}
-
-size_t train_per_replica_local_results(const struct train_per_replica *pv, const struct train_value **values)
-{
-    *values = pv->vals;
-    return pv->replicas;
-}
-
-int train_per_replica_concat(const struct train_per_replica *pv, struct train_value *out, struct sl_error *err)
-{
-    return train_tower_concat(pv->vals, pv->replicas, out, err);
-}
-
-int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, const struct train_per_replica *pv,
-                          int axis, struct train_value *out, struct sl_error *err)
-{
-    if (pv->replicas != s->R)
-        return sl_error_set(err, SL_EINVAL, "reduce: a value of %u replicas for a strategy of %u", pv->replicas, s->R);
-    if (s->W == 1)
-        return train_reduce(op, pv->vals, s->R, axis, out, err);
-    if (op != TRAIN_SUM && op != TRAIN_MEAN)
-        return sl_error_set(err, SL_EINVAL, "reduce: unknown reduce op %d", (int)op);
-    /* across workers: sums first (this worker's by train_reduce), the count
-     * alongside, one division at the end */
-    int rc = train_reduce(TRAIN_SUM, pv->vals, s->R, axis, out, err);
-    size_t m = 0;
-    if (rc == 0)
-        rc = train_value_count(out, &m, err);
-    if (rc != 0)
-        return rc;
-    if (m > s->scratch_floats)
-        return sl_error_set(err, SL_EINVAL, "reduce: %zu values exceed the scratch of %zu floats", m,
-                            s->scratch_floats);
-    float *buf = s->reps[0].scratch; /* replica 0's: this is its thread, between runs */
-    memcpy(buf, out->data, m * sizeof *buf);
-    float rows = 0;
-    for (uint32_t r = 0; r < s->R; r++)
-        rows += axis == TRAIN_AXIS_NONE ? 1.0f : (float)pv->vals[r].dims[0];
-    buf[m] = rows;
-    if ((rc = train_coll_all_reduce(s->across, buf, m + 1, err)) != 0)
-        return sl_error_prefix(err, "reduce across workers: ");
-    if (op == TRAIN_MEAN && buf[m] == 0)
-        return sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty (0 rows in all): the "
-                            "mean is undefined");
-    for (size_t j = 0; j < m; j++)
-        out->data[j] = op == TRAIN_MEAN ? buf[j] / buf[m] : buf[j];
-    return 0;
-}
-
 int train_strategy_sum_across_workers(struct train_strategy *s, float *buf, size_t n, struct sl_error *err)
 {
     return s->across != NULL ? train_coll_all_reduce(s->across, buf, n, err) : 0;
@@ -1006,133 +747,4 @@ void train_strategy_abort(struct train_strategy *s, int code, const char *msg)
         s->broken = code < 0 ? code : SL_EINVAL;
         snprintf(s->broken_msg, sizeof s->broken_msg, "%s", msg);
     }
-}
-
-/* ---- the input position (train_strategy.h) ---- */
-
-static const char position_magic[8] = {'S', 'L', 'P', 'O', 'S', '0', '0', '1'};
-
-int train_input_position_at(struct train_input_position *out, uint64_t seq, uint32_t replicas, uint64_t epoch,
-                            struct sl_error *err)
-{
-    if (replicas == 0 || replicas > TRAIN_DEVICE_MAX_REPLICAS)
-        return sl_error_set(err, SL_EINVAL, "input position: replicas %u out of range (1..%d)", replicas,
-                            TRAIN_DEVICE_MAX_REPLICAS);
-    if (seq % replicas != 0 || seq > TRAIN_INPUT_POSITION_MAX_SEQ)
-        return sl_error_set(err, SL_EINVAL,
-                            "input position: seq %" PRIu64 " is not a step's first piece (a multiple of %u, at most "
-                            "2^48)", seq, replicas);
-    *out = (struct train_input_position){.epoch = epoch, .step = seq / replicas, .seq = seq, .replicas = replicas};
-    return 0;
-}
-
-void train_input_position_encode(const struct train_input_position *p, uint8_t out[TRAIN_INPUT_POSITION_BYTES])
-{
-    memcpy(out, position_magic, 8);
-    sl_store_le64(out + 8, p->epoch);
-    sl_store_le64(out + 16, p->step);
-    sl_store_le64(out + 24, p->seq);
-    sl_store_le32(out + 32, p->replicas);
-    sl_store_le32(out + 36, fmt_crc32c(out, 36));
-}
-
-int train_input_position_decode(struct train_input_position *out, const void *buf, size_t len,
-                                struct sl_error *err)
-{
-    const uint8_t *b = buf;
-    if (len != TRAIN_INPUT_POSITION_BYTES)
-        return sl_error_set(err, SL_ECORRUPT, "input position: %zu bytes (expected %d)", len,
-                            TRAIN_INPUT_POSITION_BYTES);
-    if (memcmp(b, position_magic, 8) != 0)
-        return sl_error_set(err, SL_ECORRUPT, "input position: bad magic (expected SLPOS001)");
-    uint32_t stored = sl_load_le32(b + 36), crc = fmt_crc32c(b, 36);
-    if (stored != crc)
-        return sl_error_set(err, SL_ECORRUPT, "input position: CRC-32C mismatch (stored %08x, computed %08x)", stored,
-                            crc);
-    struct train_input_position p = {.epoch = sl_load_le64(b + 8), .step = sl_load_le64(b + 16),
-                                     .seq = sl_load_le64(b + 24), .replicas = sl_load_le32(b + 32)};
-    if (p.replicas == 0 || p.replicas > TRAIN_DEVICE_MAX_REPLICAS)
-        return sl_error_set(err, SL_ECORRUPT, "input position: replicas %u out of range (1..%d)", p.replicas,
-                            TRAIN_DEVICE_MAX_REPLICAS);
-    if (p.seq > TRAIN_INPUT_POSITION_MAX_SEQ || p.seq / p.replicas != p.step || p.seq % p.replicas != 0)
-        return sl_error_set(err, SL_ECORRUPT,
-                            "input position: seq %" PRIu64 " is not step %" PRIu64 " x %u replicas (or above 2^48)",
-                            p.seq, p.step, p.replicas);
-    *out = p;
-    return 0;
-}
-
-/* ---- values from a function (train_strategy.h) ---- */
-
-const struct train_value *train_replica_value(const struct train_replica *rep, const struct train_per_replica *pv)
-{
-    if (pv == NULL || pv->replicas != rep->s->R)
-        return NULL;
-    return &pv->vals[rep->id];
-}
-
-/* What fn left in *v is a value of at most `capacity` elements with its
- * data somewhere: into the slot with it (a no-op when fn wrote there). */
-static int take_value(struct train_value *v, float *slot, size_t capacity, struct sl_error *err)
-{
-    size_t count;
-    int rc = train_value_count(v, &count, err);
-    if (rc != 0)
-        return rc;
-    char shape[128];
-    train_value_format_shape(v, shape, sizeof shape);
-    if (count > capacity)
-        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements, over the capacity %zu", shape, count,
-                            capacity);
-    if (count > 0 && v->data == NULL)
-        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements but no data", shape, count);
-    if (count > 0 && v->data != slot)
-        memmove(slot, v->data, count * sizeof *slot);
-    v->data = slot;
-    return 0;
-}
-
-int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
-                                        size_t capacity, train_value_fn fn, void *ctx, struct sl_error *err)
-{
-    if (out == NULL)
-        return sl_error_set(err, SL_EINVAL, "values_from_function: nowhere to put the values (out is NULL)");
-    *out = NULL;
-    if (s == NULL)
-        return sl_error_set(err, SL_EINVAL, "values_from_function: no strategy (no replicas to make values for)");
-    if (fn == NULL)
-        return sl_error_set(err, SL_EINVAL, "values_from_function: no value function");
-    struct train_per_replica *pv;
-    int rc = train_per_replica_create(&pv, s, capacity, err);
-    if (rc != 0)
-        return rc;
-    memset(pv->data, 0, (capacity * s->R + 1) * sizeof *pv->data);
-    /* one replica after the other, on this thread: the replica threads are
-     * idle between runs, and fn sees the replicas in their order */
-    for (uint32_t r = 0; r < s->R; r++) {
-        struct train_value_context vc = {.replica_id_in_sync_group = (int)(s->worker * s->R + r),
-                                         .num_replicas_in_sync = s->R * s->W,
-                                         .replica = (int)r,
-                                         .worker = s->worker,
-                                         .loss_scale = s->loss_scale,
-                                         .capacity = capacity};
-        float *slot = pv->data + (size_t)r * capacity;
-        struct train_value v = {.data = slot};
-        struct sl_error ferr = {0};
-        rc = fn(&vc, &v, ctx, &ferr);
-        if (rc > 0)
-            rc = sl_error_set(&ferr, SL_EINVAL, "value_fn returned %d (not an error code)", rc);
-        else if (rc < 0 && ferr.msg[0] == '\0')
-            sl_error_set(&ferr, rc, "value_fn failed (%s)", sl_code_name(rc));
-        if (rc == 0)
-            rc = take_value(&v, slot, capacity, &ferr);
-        if (rc != 0) {
-            train_per_replica_destroy(pv);
-            return sl_error_set(err, rc, "values_from_function: replica %u (replica_id_in_sync_group %d): %s", r,
-                                vc.replica_id_in_sync_group, ferr.msg);
-        }
-        pv->vals[r] = v;
-    }
-    *out = pv;
-    return 0;
 }

@@ -434,13 +434,48 @@ out_free:
     return rc;
 }
 
+/* A peer's wait ended at `now` (the deadline, or rank 0 silent past
+ * ROOT_SILENT_MS, capped at `cap`): the error that says which. */
+static int peer_timed_out(const struct train_rendezvous_opts *o, uint64_t now, uint64_t start, uint64_t heard,
+                          uint64_t cap, int missing, struct sl_error *err)
+{
+    char a[320], b[320];
+    if (heard && now < cap)
+        return sl_error_set(err, SL_ECLOSED, "rendezvous: %s stopped answering (silent for %.1f s)",
+                            who(o, 0, a, sizeof a), secs(ROOT_SILENT_MS));
+    if (heard && missing > 0)
+        return sl_error_set(err, SL_ETIMEOUT,
+                            "rendezvous: %s did not show up within %.1f s (%s was still waiting for it)",
+                            who(o, missing, a, sizeof a), (double)(now - start) / 1e9, who(o, 0, b, sizeof b));
+    return sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s did not answer within %.1f s", who(o, 0, a, sizeof a),
+                        (double)(now - start) / 1e9);
+}
+
+/* Rank 0's WELCOME m: its blob into blob_out (*blob_len), or the error when
+ * it names another number of workers or a blob over blob_cap. */
+static int take_welcome(const struct train_rendezvous_opts *o, const struct msg *m, void *blob_out, size_t blob_cap,
+                        size_t *blob_len, struct sl_error *err)
+{
+    char a[320];
+    if (m->size != (uint32_t)o->size)
+        return sl_error_set(err, SL_EPROTO, "rendezvous: %s welcomed us into %u workers (expected %d)",
+                            who(o, 0, a, sizeof a), m->size, o->size);
+    if (m->a > blob_cap)
+        return sl_error_set(err, SL_EINVAL, "rendezvous: %s sent a %u-byte blob, more than the %zu expected",
+                            who(o, 0, a, sizeof a), m->a, blob_cap);
+    if (m->a > 0)
+        memcpy(blob_out, m->payload, m->a);
+    *blob_len = m->a;
+    return 0;
+}
+
 static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t start, void *blob_out,
                     size_t blob_cap, size_t *blob_len, struct sl_error *err)
 {
     int linger = 0;
     int64_t maxmsg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0);
     const char *config = o->config ? o->config : "";
-    char a[320], b[320];
+    char a[320];
     unsigned char *buf = sl_malloc(MAX_FRAME);
     void *sock = NULL, *mon = NULL;
     int rc;
@@ -486,19 +521,8 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         uint64_t alive = heard + (uint64_t)ROOT_SILENT_MS * 1000000u;
         uint64_t until = !heard ? deadline : alive < cap ? alive : cap;
         uint64_t hs_due = train_handshake_due(&hs);
-        if (now >= until && heard && now < cap) {
-            rc = sl_error_set(err, SL_ECLOSED, "rendezvous: %s stopped answering (silent for %.1f s)",
-                              who(o, 0, a, sizeof a), secs(ROOT_SILENT_MS));
-            goto out_close;
-        }
         if (now >= until) {
-            if (heard && missing > 0)
-                rc = sl_error_set(err, SL_ETIMEOUT,
-                                  "rendezvous: %s did not show up within %.1f s (%s was still waiting for it)",
-                                  who(o, missing, a, sizeof a), (double)(now - start) / 1e9, who(o, 0, b, sizeof b));
-            else
-                rc = sl_error_set(err, SL_ETIMEOUT, "rendezvous: %s did not answer within %.1f s",
-                                  who(o, 0, a, sizeof a), (double)(now - start) / 1e9);
+            rc = peer_timed_out(o, now, start, heard, cap, missing, err);
             goto out_close;
         }
         uint64_t wake = hs_due != 0 && hs_due < until ? hs_due : until;
@@ -547,19 +571,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
             zmq_msg_close(&frame);
             goto out_close;
         }
-        /* WELCOME */
-        if (m.size != (uint32_t)o->size) {
-            rc = sl_error_set(err, SL_EPROTO, "rendezvous: %s welcomed us into %u workers (expected %d)",
-                              who(o, 0, a, sizeof a), m.size, o->size);
-        } else if (m.a > blob_cap) {
-            rc = sl_error_set(err, SL_EINVAL, "rendezvous: %s sent a %u-byte blob, more than the %zu expected",
-                              who(o, 0, a, sizeof a), m.a, blob_cap);
-        } else {
-            if (m.a > 0)
-                memcpy(blob_out, m.payload, m.a);
-            *blob_len = m.a;
-            rc = 0;
-        }
+        rc = take_welcome(o, &m, blob_out, blob_cap, blob_len, err);
         zmq_msg_close(&frame);
         goto out_close;
     }

@@ -49,7 +49,7 @@
 
 #include "sl_error.h"
 #include "train_model.h"
-#include "train_strategy.h"
+#include "train_position.h"
 
 #define TRAIN_CKPT_VERSION 1
 #define TRAIN_CKPT_HEADER_BYTES 128

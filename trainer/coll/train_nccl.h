@@ -1,8 +1,8 @@
 /* train_nccl: NCCL communicators for the cuda backend's all-reduce
  * (train_device_ops.all_reduce_sum_f32 of train_device_find("cuda")) and
- * broadcast. The trainer reaches them through the "nccl" collective
- * (train_coll.h, train_coll_nccl.c); this header is for that backend and
- * the GPU tests.
+ * broadcast, defined with the "nccl" collective (train_coll.h,
+ * train_coll_nccl.c), through which the trainer reaches them; this header
+ * is for that collective and the GPU tests.
  *
  * Defined only in builds with SLUICE_HAVE_CUDA. Setup, as NCCL's: one rank
  * makes a unique id, the id travels to every rank (over the ZeroMQ control

@@ -31,6 +31,7 @@
 #include "sl_bytes.h"
 #include "sl_log.h"
 #include "sl_output.h"
+#include "train_ckpt_io.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint arrays are written as the host's float32 bytes: little-endian hosts only"
@@ -52,27 +53,6 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
-static size_t pad8(size_t n)
-{
-    return (n + 7) & ~(size_t)7;
-}
-
-/* "a directory", "a FIFO"...: for messages about what is not a regular file */
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISLNK(mode))
-        return "a symbolic link";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    if (S_ISCHR(mode) || S_ISBLK(mode))
-        return "a device";
-    return S_ISREG(mode) ? "a regular file" : "not a file";
-}
-
 /* Remove path only when it is a regular file (what sl_output writes):
  * anything else carrying a checkpoint's or a temporary's name was not made
  * here and is left in place with a warning, never a failed unlink. 0 when
@@ -84,7 +64,7 @@ static int remove_regular(const char *path, struct sl_error *err)
         return errno == ENOENT ? 0 : sl_error_sys(err, errno, "lstat(%s)", path);
     if (!S_ISREG(st.st_mode)) {
         sl_log(SL_LOG_WARN, "checkpoint: %s is %s, not a file this trainer wrote: left in place (remove it by hand)",
-               path, file_kind(st.st_mode));
+               path, train__ckpt_file_kind(st.st_mode));
         return 1;
     }
     if (unlink(path) != 0 && errno != ENOENT)
@@ -217,25 +197,6 @@ static void encode_header(const struct train_ckpt_meta *m, size_t jl, uint8_t h[
     sl_store_le64(h + 120, m->nparams);
 }
 
-/* fwrite and crc together; 0 or -1. */
-static int put(FILE *f, uint32_t *crc, const void *p, size_t n)
-{
-    if (n == 0)
-        return 0;
-    *crc = fmt_crc32c_extend(*crc, p, n);
-    return fwrite(p, 1, n, f) == n ? 0 : -1;
-}
-
-static int fsync_dir(const char *dir, struct sl_error *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return sl_error_sys(err, errno, "open(%s)", dir);
-    int rc = fsync(fd) == 0 ? 0 : sl_error_sys(err, errno, "fsync(%s)", dir);
-    close(fd);
-    return rc;
-}
-
 int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const float *weights, const float *velocity,
                      uint64_t *bytes, struct sl_error *err)
 {
@@ -258,8 +219,10 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
     FILE *f = sl_output_stream(out);
     uint32_t crc = 0;
     size_t n = (size_t)m->nparams;
-    int bad = put(f, &crc, h, sizeof h) || put(f, &crc, m->job, jl) || put(f, &crc, zeros, pad8(jl) - jl) ||
-              put(f, &crc, weights, n * sizeof(float)) || put(f, &crc, velocity, n * sizeof(float));
+    int bad = train__ckpt_put(f, &crc, h, sizeof h) || train__ckpt_put(f, &crc, m->job, jl) ||
+              train__ckpt_put(f, &crc, zeros, train__ckpt_pad8(jl) - jl) ||
+              train__ckpt_put(f, &crc, weights, n * sizeof(float)) ||
+              train__ckpt_put(f, &crc, velocity, n * sizeof(float));
     sl_store_le32(tail, crc);
     bad = bad || fwrite(tail, 1, 4, f) != 4;
     if (bad) {
@@ -269,10 +232,10 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
     }
     if ((rc = sl_output_commit(out, err)) != 0)
         return sl_error_prefix(err, "checkpoint: ");
-    if ((rc = fsync_dir(dir, err)) != 0)
+    if ((rc = train__ckpt_fsync_dir(dir, err)) != 0)
         return sl_error_prefix(err, "checkpoint: ");
     if (bytes != NULL)
-        *bytes = TRAIN_CKPT_HEADER_BYTES + pad8(jl) + 8 * (uint64_t)n + 4;
+        *bytes = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl) + 8 * (uint64_t)n + 4;
     return 0;
 }
 
@@ -349,32 +312,15 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
                     struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
-    struct stat st;
-    /* O_NONBLOCK: a FIFO at the name must not block the open (nothing
-     * would ever write to it); O_NOFOLLOW: a symlink is refused by name */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
-                                "through symlinks; put the file itself in the directory)", path);
-        return sl_error_sys(err, e, "open(%s)", path);
-    }
-    int rc = 0;
+    int fd;
+    uint64_t size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
+    int rc = train__ckpt_open(path, &fd, &size, err);
+    if (rc != 0)
+        return rc;
     uint8_t h[TRAIN_CKPT_HEADER_BYTES];
     uint8_t *buf = NULL;
     struct train_ckpt_meta m;
     memset(&m, 0, sizeof m);
-    if (fstat(fd, &st) != 0) {
-        rc = sl_error_sys(err, errno, "fstat(%s)", path);
-        goto out_close;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: not a regular file (%s): refused, a checkpoint is one", path,
-                          file_kind(st.st_mode));
-        goto out_close;
-    }
-    uint64_t size = (uint64_t)st.st_size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
     if (size < min) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes; a checkpoint has at least %" PRIu64 ")",
                           path, size, min);
@@ -400,7 +346,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
                           " parameters)", path, hbytes, jl, m.nparams);
         goto out_close;
     }
-    uint64_t expect = TRAIN_CKPT_HEADER_BYTES + pad8(jl) + 8 * m.nparams + 4;
+    uint64_t expect = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl) + 8 * m.nparams + 4;
     if (size != expect) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: %s (%" PRIu64 " bytes, the header says %" PRIu64 ")", path,
                           size < expect ? "truncated" : "longer than its header says", size, expect);
@@ -444,7 +390,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     memcpy(m.job, buf + TRAIN_CKPT_HEADER_BYTES, jl);
     m.job[jl] = '\0';
     int zero_pad = strlen(m.job) == jl;
-    for (size_t k = jl; zero_pad && k < pad8(jl); k++)
+    for (size_t k = jl; zero_pad && k < train__ckpt_pad8(jl); k++)
         zero_pad = buf[TRAIN_CKPT_HEADER_BYTES + k] == 0;
     if (!zero_pad) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (a NUL in the job name or its padding is not zero)", path);
@@ -461,7 +407,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     snprintf(out->path, sizeof out->path, "%s", path);
     out->buf = buf;
     if (m.nparams > 0) {
-        size_t off = TRAIN_CKPT_HEADER_BYTES + pad8(jl);
+        size_t off = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl);
         out->weights = (const float *)(const void *)(buf + off);
         out->velocity = out->weights + m.nparams;
     }

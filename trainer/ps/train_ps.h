@@ -70,7 +70,7 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "train_model.h"
-#include "train_strategy.h" /* train_input_position */
+#include "train_position.h"
 
 #define TRAIN_PS_MAX_SERVERS 256
 #define TRAIN_PS_MAX_VARS 4096

@@ -1,0 +1,287 @@
+/* train_main_ckpt: sluice-trainer's checkpoints, a worker's (train_ckpt.h):
+ * what they must agree on, the directory, the restore and the periodic
+ * write (see train_main_int.h). */
+#include "train_main_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "sl_log.h"
+
+/* ---- checkpoints (train_ckpt.h; docs/trainer.md, "Checkpoints") ---- */
+
+/* The input tensor's values per element, from the feeders' schema (0
+ * before the client is open or without such a tensor). */
+uint32_t trainer_input_width(const struct trainer *t)
+{
+    const struct sl_wire_welcome *w = t->cl != NULL ? train_client_welcome(t->cl) : NULL;
+    size_t len = strlen(t->o.input);
+    for (size_t i = 0; w != NULL && i < w->ntensors; i++)
+        if (w->fields[i].name_len == len && memcmp(w->fields[i].name, t->o.input, len) == 0 && w->fields[i].rank == 1)
+            return w->fields[i].dims[0] > 0 && w->fields[i].dims[0] <= UINT32_MAX ? (uint32_t)w->fields[i].dims[0] : 0;
+    return 0;
+}
+
+/* What this run's checkpoints say they were made for, and what a restored
+ * one must match (inputs: 0, unknown before the feeders' schema). */
+static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
+{
+    const struct trainer_opts *o = &t->o;
+    memset(m, 0, sizeof *m);
+    snprintf(m->job, sizeof m->job, "%s", o->job);
+    m->worker = o->worker;
+    m->workers = o->workers;
+    m->replicas = t->replicas;
+    m->model = (uint32_t)o->model;
+    if (o->model == MODEL_NONE)
+        return;
+    m->mode = (uint32_t)o->mode;
+    m->classes = o->classes;
+    if (o->model == MODEL_MLP) {
+        m->nhidden = (uint32_t)o->nhidden;
+        for (int h = 0; h < o->nhidden; h++)
+            m->hidden[h] = (uint32_t)o->hidden_sizes[h];
+    }
+    m->lr = (float)o->lr;
+    m->momentum = (float)o->momentum;
+    m->seed = o->seed;
+}
+
+/* With --restore and several workers, over the ring before the feeders
+ * are asked for anything: every worker's newest checkpoint step is
+ * gathered (as 16-bit parts summed in float32: exact) and all continue
+ * from the oldest of them, the newest step every worker has (a kill while
+ * the workers wrote a step's files leaves some one step ahead; --keep is at
+ * least 1, and the lockstep means the older step is the previous one they
+ * all wrote). A worker that cannot load that step says why in its log, and
+ * every worker fails naming the steps. 0 or an error. */
+int trainer_ckpt_agree(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    size_t W = o->workers;
+    float *v = sl_calloc(4 * W, sizeof *v);
+    if (v == NULL)
+        return sl_error_set(err, SL_ENOMEM, "--restore: out of memory for %zu workers", W);
+    for (int k = 0; k < 4; k++)
+        v[4 * o->worker + (size_t)k] = (float)((t->start_step >> (16 * k)) & 0xffff);
+    int rc = train_ring_all_reduce(t->ring, v, 4 * W, TRAIN_RING_SUM, err);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    uint32_t lo_w = 0, hi_w = 0;
+    for (size_t w = 0; rc == 0 && w < W; w++) {
+        uint64_t st = 0;
+        for (int k = 0; k < 4; k++)
+            st |= (uint64_t)v[4 * w + (size_t)k] << (16 * k);
+        if (st < lo) {
+            lo = st;
+            lo_w = (uint32_t)w;
+        }
+        if (st > hi) {
+            hi = st;
+            hi_w = (uint32_t)w;
+        }
+    }
+    float bad = 0;
+    if (rc == 0 && lo != t->start_step) {
+        struct train_ckpt_meta want;
+        struct train_ckpt older;
+        struct sl_error lerr = {0};
+        char name[96], path[TRAIN_CKPT_MAX_PATH];
+        ckpt_meta_of(t, &want);
+        train_ckpt_name(name, sizeof name, lo, o->worker, o->workers);
+        snprintf(path, sizeof path, "%s/%s", o->restore, name);
+        sl_log(SL_LOG_INFO, "--restore: worker %u's newest checkpoint is step %" PRIu64 ", this worker's step %" PRIu64
+               ": every worker continues from step %" PRIu64, lo_w, lo, t->start_step, lo);
+        if (train_ckpt_read(path, &want, &older, &lerr) != 0 || older.meta.pos.step != lo) {
+            sl_log(SL_LOG_ERROR, "--restore: %s", lerr.msg[0] ? lerr.msg : "the file's step is not its name's");
+            train_ckpt_free(&older);
+            bad = 1;
+        } else {
+            train_ckpt_free(&t->ck);
+            t->ck = older;
+            t->start_step = lo;
+            sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s",
+                   lo, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path);
+        }
+    }
+    if (rc == 0)
+        rc = train_ring_all_reduce(t->ring, &bad, 1, TRAIN_RING_SUM, err);
+    sl_free(v);
+    if (rc == 0 && bad != 0)
+        rc = sl_error_set(err, SL_EINVAL, "--restore: the workers' newest checkpoints are step %" PRIu64 " (worker %u) "
+                          "and step %" PRIu64 " (worker %u), and %.0f worker(s) cannot load step %" PRIu64 " (their logs "
+                          "say why): give every worker --restore-step S with a step each of them has", lo, lo_w, hi,
+                          hi_w, (double)bad, lo);
+    return rc;
+}
+
+/* --checkpoint DIR made if absent (one level) and a directory. */
+int trainer_ckpt_dir_ready(const char *dir, struct sl_error *err)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return sl_error_sys(err, errno, "--checkpoint: mkdir(%s)", dir);
+    if (stat(dir, &st) != 0)
+        return sl_error_sys(err, errno, "--checkpoint: stat(%s)", dir);
+    if (!S_ISDIR(st.st_mode))
+        return sl_error_set(err, SL_EINVAL, "--checkpoint %s: not a directory", dir);
+    return 0;
+}
+
+/* Find and read the checkpoint to restore: this worker's newest in
+ * --restore DIR, or --restore-step's. A damaged or mismatched file is
+ * refused naming it; the message names the previous one, to be chosen
+ * with --restore-step (never taken silently). */
+static int ckpt_load(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    uint64_t steps[2];
+    size_t n, total, other;
+    char other_name[256] = "", name[96], path[TRAIN_CKPT_MAX_PATH];
+    int rc = train_ckpt_list(o->restore, o->worker, o->workers, steps, 2, &n, &total, &other, other_name,
+                             sizeof other_name, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "--restore: ");
+    train_ckpt_name(name, sizeof name, 0, o->worker, o->workers);
+    if (n == 0 && !t->restore_step_given)
+        return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u (%s and later)%s%s%s",
+                            o->restore, o->worker, o->workers, name, other ? "; it holds checkpoints of another worker "
+                            "count, such as " : "", other_name, other ? " (--workers must be the same)" : "");
+    uint64_t step = t->restore_step_given ? o->restore_step : steps[0];
+    train_ckpt_name(name, sizeof name, step, o->worker, o->workers);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path)
+        return sl_error_set(err, SL_EINVAL, "--restore: the path %s/%s is too long", o->restore, name);
+    struct train_ckpt_meta want;
+    ckpt_meta_of(t, &want);
+    double t0 = sl_clock_s();
+    if ((rc = train_ckpt_read(path, &want, &t->ck, err)) != 0) {
+        sl_error_prefix(err, "--restore: ");
+        /* the next older one, for the message */
+        uint64_t prev = UINT64_MAX;
+        for (size_t i = 0; i < n; i++)
+            if (steps[i] < step) {
+                prev = steps[i];
+                break;
+            }
+        if (!t->restore_step_given && prev != UINT64_MAX) {
+            size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, "; the previous checkpoint of this worker is step %" PRIu64
+                     ": give --restore-step %" PRIu64 " to continue from it", prev, prev);
+        }
+        return rc;
+    }
+    if (t->ck.meta.pos.step != step) {
+        rc = sl_error_set(err, SL_ECORRUPT, "--restore: %s holds step %" PRIu64 " (the name says %" PRIu64 ")", path,
+                          t->ck.meta.pos.step, step);
+        train_ckpt_free(&t->ck);
+        return rc;
+    }
+    t->start_step = step;
+    sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s: %" PRIu64
+           " parameters, read and checked in %.1f ms", step, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path,
+           t->ck.meta.nparams, 1e3 * (sl_clock_s() - t0));
+    if (o->model != MODEL_NONE && (t->ck.meta.lr != want.lr || t->ck.meta.momentum != want.momentum))
+        sl_log(SL_LOG_WARN, "--restore: %s was made with --lr %g --momentum %g; training continues with --lr %g "
+               "--momentum %g", path, (double)t->ck.meta.lr, (double)t->ck.meta.momentum, (double)want.lr,
+               (double)want.momentum);
+    return 0;
+}
+
+/* Before the rendezvous: --checkpoint's directory ready and cleaned of this
+ * worker's temporaries (a write a kill cut short), --restore's checkpoint
+ * read and checked. A fresh run (no --restore) into a directory that
+ * already holds this worker's checkpoints is refused: its files would mix
+ * with theirs. 0, or 1 with the error logged. */
+int trainer_prepare_checkpoints(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    size_t removed = 0;
+    const char *dirs[2] = {o->checkpoint, o->restore};
+    if (o->checkpoint != NULL && trainer_ckpt_dir_ready(o->checkpoint, &err) != 0)
+        goto fail;
+    for (int i = 0; i < 2; i++) {
+        if (dirs[i] == NULL || (i == 1 && dirs[0] != NULL && strcmp(dirs[0], dirs[1]) == 0))
+            continue;
+        if (train_ckpt_clean(dirs[i], o->worker, o->workers, &removed, &err) != 0) {
+            if (i == 0)
+                goto fail;
+            continue; /* --restore's directory: read-only is fine; the listing reports a missing one */
+        }
+        if (removed > 0)
+            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of worker %u of %u in %s (a write cut "
+                   "short)", removed, o->worker, o->workers, dirs[i]);
+    }
+    if (t->restoring && ckpt_load(t, &err) != 0)
+        goto fail;
+    if (o->checkpoint != NULL && !t->restoring) {
+        uint64_t newest;
+        size_t n, total;
+        if (train_ckpt_list(o->checkpoint, o->worker, o->workers, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
+            goto fail;
+        if (n > 0) {
+            sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of worker %u of %u (the "
+                         "newest: step %" PRIu64 "): give --restore %s to continue from it, or another directory",
+                         o->checkpoint, total, o->worker, o->workers, newest, o->checkpoint);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    sl_log(SL_LOG_ERROR, "%s", err.msg);
+    return 1;
+}
+
+/* After the step whose first piece is first_seq has trained: a checkpoint
+ * when one is due (every --checkpoint-every steps, and after each epoch's
+ * last step; `force`: now, unless this step's is written already: a stop
+ * signal), the weights after the step and the position of the next.
+ * --trace and --metrics are flushed first, so their lines up to the
+ * checkpoint outlive a kill. 0, or 1 with the error logged. */
+int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_seq, uint32_t flags, int force)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->checkpoint == NULL)
+        return 0;
+    uint64_t next = first_seq + t->replicas, steps = next / t->replicas;
+    if (force ? t->ckpts > 0 && t->ckpt_last == steps
+              : !(flags & SL_WIRE_PIECE_LAST_STEP) && (o->checkpoint_every == 0 || steps % o->checkpoint_every != 0))
+        return 0;
+    struct sl_error err = {0};
+    struct train_ckpt_meta m;
+    const float *w = NULL, *v = NULL;
+    size_t np = 0;
+    ckpt_meta_of(t, &m);
+    int rc = train_input_position_at(&m.pos, next, t->replicas, epoch, &err);
+    if (rc == 0 && t->loop != NULL && (rc = train_loop_state(t->loop, &w, &v, &np, &err)) == 0) {
+        m.nparams = np;
+        m.inputs = trainer_input_width(t);
+    }
+    if (t->tf != NULL)
+        fflush(t->tf);
+    if (t->mf != NULL)
+        fflush(t->mf);
+    double t0 = sl_clock_s();
+    uint64_t bytes = 0;
+    if (rc == 0)
+        rc = train_ckpt_write(o->checkpoint, &m, w, v, &bytes, &err);
+    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, o->worker, o->workers, steps, o->keep, &err)) != 0)
+        sl_error_prefix(&err, "checkpoint: ");
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    double dt = sl_clock_s() - t0;
+    t->ckpt_s_total += dt;
+    t->ckpts++;
+    t->ckpt_last = steps;
+    char name[96];
+    train_ckpt_name(name, sizeof name, steps, o->worker, o->workers);
+    sl_log(SL_LOG_INFO, "checkpoint: step %" PRIu64 " (epoch %" PRIu64 ") written to %s/%s, %" PRIu64 " bytes in %.1f ms",
+           steps, epoch, o->checkpoint, name, bytes, 1e3 * dt);
+    return 0;
+}

@@ -1,0 +1,211 @@
+/* train_main_int: what the parts of sluice-trainer share (train_main.c and
+ * train_main_*.c); not for other code. main (train_main.c) is the table of
+ * contents: configure (train_main_opts.c), the outputs
+ * (train_main_output.c), the checkpoints (train_main_ckpt.c), the
+ * training (train_main_run.c), and the parameter-server and evaluator tasks
+ * (train_main_ps.c). Each function's contract is written at its
+ * definition. */
+#ifndef TRAIN_MAIN_INT_H
+#define TRAIN_MAIN_INT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sl_buf.h"
+#include "sl_cluster.h"
+#include "sl_curve.h"
+#include "sl_error.h"
+#include "sl_output.h"
+#include "train_ckpt.h"
+#include "train_client.h"
+#include "train_device.h"
+#include "train_loop.h"
+#include "train_metrics.h"
+
+#define EXIT_USAGE 2
+#define MAX_FEEDERS 64
+#define MAX_WORKERS 65536
+
+/* The stop signal's number (SIGINT, SIGTERM), 0 until one comes: every
+ * wait checks it (the client's, the rendezvous', the ring's) and ends
+ * within 250 ms; the trainer then exits 128 + the signal's number. */
+extern volatile sig_atomic_t trainer_stop_flag;
+
+enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
+enum { MODE_MIRRORED, MODE_TOWER, MODE_PS }; /* --mode */
+extern const char *const trainer_mode_names[3];  /* [MODE_*]: the --mode words */
+extern const char *const trainer_model_names[3]; /* [MODEL_*]: the --model words */
+enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
+
+/* The command line, filled from `rows` once in main, then read-only. */
+struct trainer_opts {
+    const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
+    const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
+    const char *cluster_from; /* --cluster-from */
+    const char *ps;           /* --ps ADDRS */
+    uint32_t ps_task;         /* --ps-task I */
+    uint32_t ps_worker_timeout_s;
+    int ps_placement;         /* --ps-placement: enum train_ps_placement */
+    int evaluator, ps_evaluator; /* --evaluator, --ps-evaluator */
+    const char *metrics_listen; /* --metrics-listen HOST:PORT */
+    const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
+    const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
+    int insecure;                             /* --insecure */
+    int check_numerics;                       /* --check-numerics: CHECK_ON, CHECK_FINITE, CHECK_OFF */
+    uint32_t checkpoint_every, keep;
+    uint64_t restore_step;
+    uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
+        hash_every, rendezvous_timeout_s, connect_timeout_s;
+    double lr, momentum, takeover_s;
+    double step_ms; /* --step-ms: a stand-in for a model's compute per step */
+    int model, mode, progress, quiet, no_shm, log_level, log_format;
+    struct train_device_spec devspec; /* --devices (count 0: not given) */
+    int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
+};
+
+enum { CHECK_ON, CHECK_FINITE, CHECK_OFF };
+/* What main sets up, in the order it does; trainer_report() reads it all. */
+struct trainer {
+    struct trainer_opts o;
+    int done;                                   /* --help or --version printed */
+    struct sl_cluster_list feeders, ring_eps, eval_feeders, ps_eps;
+    int is_ps;                                  /* this process is parameter server o.ps_task */
+    int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
+    int ps_evaluator;                           /* a ps task: the job has an evaluator */
+    uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
+    uint64_t ps_session;                        /* --mode ps: this worker process's session (ps_resume) */
+    int ps_resumed;                             /* --mode ps: started again where the servers recorded */
+    uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
+    uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
+    double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
+    char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
+    uint32_t replicas;
+    int gpu;
+    FILE *summary_out;                          /* a private copy of stdout */
+    struct sl_output *trace_out;                /* --trace, until trainer_report() commits it */
+    FILE *tf;
+    int trace_failed;
+    char group_id[TRAIN_LOOP_ID_BYTES];         /* GPU replicas across workers: the NCCL group id */
+    int have_group_id;
+    struct train_client_opts copts;
+    /* CURVE (--curve-key; have_curve 0: none): this worker's key pair, and
+     * each feeder's public key, [j] for feeders.items[j] (eval_: for
+     * eval_feeders) */
+    int have_curve;
+    char *spec_curve_key, *spec_curve_server; /* the cluster spec's 'curve' paths (owned) */
+    struct sl_curve_keys curve;
+    char curve_server[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1], curve_eval[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1];
+    const char *curve_server_z85[MAX_FEEDERS], *curve_eval_z85[MAX_FEEDERS];
+    struct train_client *cl;
+    struct train_ring *ring;
+    struct train_loop *loop;
+    struct sl_output *metrics_out;              /* --metrics, until the training ends */
+    FILE *mf;
+    struct sl_metrics *m;                       /* the figures every report prints (train_metrics.h) */
+    double t0, t_first, t_train_end;            /* t_first: the first step received */
+    double last_loss, last_acc, test_rows, test_correct;
+    int restoring, restore_step_given;          /* --restore; --restore-step */
+    struct train_ckpt ck;                       /* the checkpoint restored, until its state is installed */
+    uint64_t start_step;                        /* steps trained before this run (restored) */
+    double ckpt_s_total;                        /* time spent writing checkpoints */
+    uint64_t ckpts;                             /* checkpoints written */
+    uint64_t ckpt_last;                         /* the step of the last one */
+};
+
+/* A step's place, kept from its pieces (borrowed until the next receive)
+ * for the metrics and logs written after it runs. */
+struct staged_step {
+    uint64_t epoch, step, seq; /* seq: the step's first piece's */
+    uint32_t flags;
+};
+
+/* What the --metrics lines and the periodic log line measure from: the
+ * metrics at the last line of each, and the means since the last log line. */
+struct run_counters {
+    double step_t0;             /* the previous step's end */
+    double fw_m0[MAX_FEEDERS];  /* the wait by feeder at the last --metrics line */
+    double fw_l0[MAX_FEEDERS];  /* at the last log line */
+    struct train_counters m0;   /* at the last --metrics line */
+    struct train_counters l0;   /* at the last log line */
+    double loss_sum, acc_sum;   /* since the last log line */
+    uint64_t loss_steps;
+};
+
+/* --predictions: each evaluated element's (id, label) kept as its piece
+ * arrives (look-ahead: two steps' worth, by slot), joined with the
+ * replicas' predictions after the step runs, then gathered over workers by
+ * id with the ring's sum: per id a count (must end as 1), the prediction
+ * and the label, all small integers, exact in float32. */
+struct pred_gather {
+    int64_t *ids[2], *labels[2]; /* [slot]: the step's rows, replica by replica */
+    uint32_t rows[2][64];        /* [slot][replica] */
+    size_t cap[2];
+    int64_t *out;                /* (id, prediction, label) triples of this worker */
+    size_t n, out_cap;
+};
+
+/* A progress line on stderr, redrawn at most 5 times a second: epoch and
+ * step (of the totals the feeder announced), the running loss, samples/s
+ * and the input stall so far. Cleared before log lines. */
+struct progress_line {
+    int on, drawn;
+    uint64_t steps_per_epoch, epochs;
+    double next;
+};
+
+/* ---- train_main_opts.c: the options, the cluster spec, the endpoint lists ---- */
+
+const char *trainer_plaintext_listen(const struct trainer *t);
+void trainer_ps_bind_addr(const struct trainer *t, char *bind, size_t n);
+int trainer_configure(struct trainer *t, int argc, char **argv);
+
+/* ---- train_main_output.c: the trace, --predictions, the progress line, --metrics and the summary ---- */
+
+int trainer_save_weights(const char *path, const float *p, size_t n, struct sl_error *err);
+int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const char *feature, FILE *out);
+int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *feature, struct sl_error *err);
+int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+                        const char *id_name, const char *label_name, struct sl_error *err);
+int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
+                       struct sl_error *err);
+int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, uint32_t worker, double rows,
+                         double correct, const char *path, struct sl_error *err);
+void trainer_gather_free(struct pred_gather *g);
+void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_t step, double loss, double rate,
+                                double stall_pct);
+void trainer_progress_line_clear(struct progress_line *b);
+void trainer_split_stdout(struct trainer *t);
+int trainer_open_trace(struct trainer *t);
+void trainer_write_metrics(struct trainer *t, struct run_counters *c, const struct staged_step *s,
+                           const struct train_step_result *res);
+void trainer_log_progress(struct trainer *t, struct run_counters *c, const struct staged_step *s);
+int trainer_report(struct trainer *t, int status);
+
+/* ---- train_main_ckpt.c: the checkpoints (train_ckpt.h; docs/trainer.md, "Checkpoints") ---- */
+
+uint32_t trainer_input_width(const struct trainer *t);
+int trainer_ckpt_agree(struct trainer *t, struct sl_error *err);
+int trainer_ckpt_dir_ready(const char *dir, struct sl_error *err);
+int trainer_prepare_checkpoints(struct trainer *t);
+int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_seq, uint32_t flags, int force);
+
+/* ---- train_main_run.c: meet, start, train, evaluate ---- */
+
+int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct train_client *cl,
+                              struct sl_error *err);
+void trainer_model_config_of(const struct trainer_opts *o, struct train_model_config *mc);
+int trainer_meet(struct trainer *t);
+int trainer_start(struct trainer *t);
+int trainer_run(struct trainer *t);
+int trainer_finish_training(struct trainer *t, int status);
+int trainer_evaluate(struct trainer *t, struct train_client *ec);
+int trainer_ps_finish(struct trainer *t);
+
+/* ---- train_main_ps.c: a parameter-server task and the evaluator task ---- */
+
+int trainer_serve_ps(struct trainer *t);
+int trainer_run_evaluator(struct trainer *t);
+
+#endif
