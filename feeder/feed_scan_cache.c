@@ -25,9 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 #include "sl_output.h"
 
 static const uint8_t magic[8] = {'S', 'L', 'S', 'C', 'A', 'N', 'C', '\0'};
@@ -172,7 +172,7 @@ static const uint8_t *rd_take(struct rd *r, size_t n, struct sl_error *err)
     }
     const uint8_t *p = r->buf + r->pos;
     r->pos += n;
-    r->crc = fmt_crc32c_extend(r->crc, p, n);
+    r->crc = sl_crc32c_extend(r->crc, p, n);
     return p;
 }
 
@@ -382,7 +382,7 @@ int feed_scan_cache_load(const struct feed_scan_cache *c, const char *path, cons
         rc = sl_error_set(err, SL_ECORRUPT, "%s: not a scan cache entry (bad magic)", name);
         goto out_close;
     }
-    if (sl_load_le32(p + 132) != fmt_crc32c(p, 132)) {
+    if (sl_load_le32(p + 132) != sl_crc32c(p, 132)) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: header checksum mismatch", name);
         goto out_close;
     }
@@ -429,7 +429,7 @@ static void wr_flush(struct wr *w)
 
 static void wr_put(struct wr *w, const void *p, size_t n)
 {
-    w->crc = fmt_crc32c_extend(w->crc, p, n);
+    w->crc = sl_crc32c_extend(w->crc, p, n);
     while (n > 0) {
         if (w->len == BUF_BYTES)
             wr_flush(w);
@@ -479,7 +479,7 @@ int feed_scan_cache_store(const struct feed_scan_cache *c, const char *path, con
     sl_store_le32(h + 116, tar ? (uint32_t)s->nnames : 0);
     sl_store_le64(h + 120, nparts);
     sl_store_le32(h + 128, (uint32_t)strlen(abs));
-    sl_store_le32(h + 132, fmt_crc32c(h, 132));
+    sl_store_le32(h + 132, sl_crc32c(h, 132));
 
     struct sl_output *o;
     if ((rc = sl_output_open(&o, name, 0, err)) != 0)

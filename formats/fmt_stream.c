@@ -18,7 +18,7 @@
  *
  * ISA-L's inflate returns with the upper halves of the vector registers in
  * use; the framing code's SSE instructions would then each wait on them, so
- * the inflate call is followed by vzeroupper (as fmt_crc32c does for its
+ * the inflate call is followed by vzeroupper (as sl_crc32c does for its
  * ISA-L call).
  *
  * Compressed framing rules (docs/semantics.md 1.1): gzip members are read one
@@ -45,9 +45,9 @@
 #include <isa-l/igzip_lib.h>
 #endif
 
-#include "fmt_crc32c.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
+#include "sl_crc32c.h"
 
 #define DEFAULT_BUFFER ((size_t)1 << 20)
 /* A plain file read(2) into the window: 256 KiB calls keep the window in
@@ -346,7 +346,7 @@ static uint64_t probe_read(int fd, uint64_t off, uint8_t *buf, uint32_t *crc)
         ssize_t r = pread(fd, buf, PROBE_CALL, (off_t)(off + done));
         if (r <= 0)
             return UINT64_MAX;
-        *crc = fmt_crc32c_extend(*crc, buf, (size_t)r);
+        *crc = sl_crc32c_extend(*crc, buf, (size_t)r);
         done += (size_t)r;
     }
     return sl_clock_ns() - t0;
@@ -359,7 +359,7 @@ static uint64_t probe_map(const uint8_t *m, uint64_t off, uint32_t *crc)
 {
     uint64_t t0 = sl_clock_ns();
     for (size_t done = 0; done < PROBE_REGION; done += PROBE_CALL)
-        *crc = fmt_crc32c_extend(*crc, m + off + done, PROBE_CALL);
+        *crc = sl_crc32c_extend(*crc, m + off + done, PROBE_CALL);
     return sl_clock_ns() - t0;
 }
 

@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
 #include "sl_alloc.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 #include "sl_output.h"
 #include "train_ckpt.h"
 
@@ -32,7 +32,7 @@ static int put(FILE *f, uint32_t *crc, const void *p, size_t n)
 {
     if (n == 0)
         return 0;
-    *crc = fmt_crc32c_extend(*crc, p, n);
+    *crc = sl_crc32c_extend(*crc, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
@@ -185,7 +185,7 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
         }
         got += (size_t)r;
     }
-    uint32_t stored = sl_load_le32(buf + size - 4), crc = fmt_crc32c(buf, (size_t)size - 4);
+    uint32_t stored = sl_load_le32(buf + size - 4), crc = sl_crc32c(buf, (size_t)size - 4);
     if (stored != crc) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
                           ")", path, stored, crc);
