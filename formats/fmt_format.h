@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "fmt_stream.h"
+#include "fmt_types.h" /* struct fmt_array_info */
 #include "sl_error.h"
 
 enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR, FMT_FORMAT_ARRAYS };
@@ -45,7 +46,6 @@ const char *fmt_format_name(enum fmt_format f);
 
 #define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 
-struct fmt_array_info;
 struct fmt_batch;
 struct fmt_feature_spec;
 struct fmt_reader;
@@ -179,6 +179,13 @@ extern const struct fmt_format_ops fmt__arrays_format;
 struct fmt__part {
     uint32_t name; /* index into the scan's names */
     uint64_t off, len;
+};
+
+/* A member of a group of arrays, as the scan found it (fmt_scan.arrays). */
+struct fmt__array_part {
+    struct fmt_array_info info;
+    uint64_t image_off, image_bytes; /* its decompressed bytes in the group's image */
+    int compression;                 /* enum fmt_compression: its own */
 };
 
 #define FMT__MAX_NAMES 256
