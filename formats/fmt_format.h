@@ -134,6 +134,12 @@ struct fmt_format_ops {
      * reader (tar: fmt_tar.h). */
     fmt_plain_probe_fn plain_probe;
     int (*next)(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err);
+    /* Its framing limits: the bytes a record's framing adds before its data
+     * and, at most, after it (TFRecord: a 12-byte header, a 4-byte footer;
+     * text: none, and the '\n'). The loop's window holds max_record_bytes
+     * plus both, so any record within the limit is lent whole; a TFRecord
+     * index entry (fmt_index.h) spans both. 0 for formats without `next`. */
+    size_t frame_head, frame_tail;
 
     /* Can records of this format fill these features? 0 or SL_EINVAL
      * saying which feature cannot be. */
