@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fmt_job.h"
 #include "sl_alloc.h"
 
 struct job_impl {
@@ -87,14 +88,14 @@ static const char *name_pr_shard(const void *f)
     return "?";
 }
 
-static const struct key_enum e_format = {"format", "tfrecord, text, tar or arrays", parse_format, name_format};
-static const struct key_enum e_comp = {"compression", "auto, none, gzip or zlib", parse_comp, name_comp};
+static const struct key_enum e_format = {"format", FMT_FORMAT_NAMES, parse_format, name_format};
+static const struct key_enum e_comp = {"compression", FMT_COMPRESSION_NAMES, parse_comp, name_comp};
 static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy,
                                          name_policy};
 static const struct key_enum e_hint = {"shard hint", "files, records or batches", parse_hint, name_hint};
 static const struct key_enum e_pr_shard = {"per-replica shard", "none, files or records", parse_pr_shard,
                                            name_pr_shard};
-static const struct key_enum e_on_error = {"policy", "fail or skip-file", parse_on_error, name_on_error};
+static const struct key_enum e_on_error = {"policy", FMT_ON_ERROR_NAMES, parse_on_error, name_on_error};
 
 #define OFF(field) offsetof(struct feed_job, field)
 #define I64MAX ((json_int_t)INT64_MAX)
@@ -412,7 +413,7 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
     if (!json_is_string(dtype))
         return why_set(w, key, " must be a string (got %s)", got(dtype, g, sizeof g));
     if (fmt_dtype_parse(json_string_value(dtype), &s->dtype) != 0)
-        return why_set(w, key, ": unknown dtype '%s' (expected int64, float32, bytes or uint8)",
+        return why_set(w, key, ": unknown dtype '%s' (expected " FMT_DTYPE_NAMES ")",
                        json_string_value(dtype));
     snprintf(key, sizeof key, "features.%s.varlen", name);
     if (varlen != NULL && !json_is_null(varlen) && !json_is_boolean(varlen))
@@ -1005,45 +1006,29 @@ int feed_job_set(struct feed_job *job, const char *key, const char *value, struc
     return rc == 0 ? 0 : report_flag(err, rc, key, &w);
 }
 
+/* Does feature i name arrays? (fmt_job_input) */
+static int names_arrays(const void *ctx, size_t i)
+{
+    const struct feed_job *job = ctx;
+    return job->arrays != NULL && job->arrays[i].n > 0;
+}
+
+/* The job's own rules, and its format's (fmt_format_check_job: what names
+ * the input, then which features it fills). */
 int feed_job_validate(const struct feed_job *job, struct sl_error *err)
 {
     const struct job_impl *j = (const struct job_impl *)job;
     const char *src = job->source;
-    int arrays = job->format == FMT_FORMAT_ARRAYS;
     const struct key *files = key_find("files");
+    int reads_files = fmt_format_reads_files(job->format);
     for (size_t i = 0; i < NKEYS; i++)
         if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])) &&
-            !(arrays && &keys[i] == files))
+            !(!reads_files && &keys[i] == files))
             return sl_error_set(err, SL_EINVAL, "%s: '%s' is required", src, keys[i].name);
-    if (arrays && (j->given & key_bit(files)))
-        return sl_error_set(err, SL_EINVAL,
-                            "%s: 'files' does not apply with format \"arrays\" (each feature names its arrays: "
-                            "features.NAME.array)",
-                            src);
-    if (arrays && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"arrays\" (one per array)", src);
-    for (size_t i = 0; i < job->nfeatures; i++) {
-        const struct fmt_feature_spec *f = &job->features[i];
-        int has = job->arrays != NULL && job->arrays[i].n > 0;
-        if (!arrays && has)
-            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' applies only with format \"arrays\"", src,
-                                f->name);
-        if (!arrays)
-            continue;
-        if (!has)
-            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' is required with format \"arrays\"", src,
-                                f->name);
-        if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
-                                src, f->name);
-        if (f->has_default)
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s.default': an array feature has a value in every row, no default",
-                                src, f->name);
-    }
-    if (arrays && job->nfeatures > FMT_MAX_FIELDS)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features': at most %d arrays a group", src, FMT_MAX_FIELDS);
+    struct fmt_job_input in = {.files_given = (j->given & key_bit(files)) != 0, .features = job->features,
+                               .nfeatures = job->nfeatures, .names_arrays = names_arrays, .ctx = job};
+    if (fmt_format_check_job(job->format, FMT_JOB_INPUT, &in, err) != 0)
+        return sl_error_prefix(err, "%s: ", src);
     int has_hint = (j->given & key_bit(key_find("shard_hint"))) != 0;
     if (job->policy == FEED_SHARD_HINT && !has_hint)
         return sl_error_set(err, SL_EINVAL, "%s: 'shard_hint' is required with shard_policy \"hint\"", src);
@@ -1057,27 +1042,11 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
                             src, feed_policy_name(job->policy));
     if (!job->per_replica_input && job->pr_shard != FEED_PR_SHARD_NONE)
         return sl_error_set(err, SL_EINVAL, "%s: 'per_replica_shard' applies only with per_replica_input true", src);
-    if (job->format == FMT_FORMAT_TFRECORD && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tfrecord\"", src);
     if ((job->workers != 0) != (job->replicas != 0))
         return sl_error_set(err, SL_EINVAL, "%s: 'workers' and 'replicas' go together (the cluster shape to serve)",
                             src);
-    if (job->format == FMT_FORMAT_TEXT &&
-        (job->nfeatures > 1 || (job->nfeatures == 1 && (job->features[0].dtype != FMT_DTYPE_BYTES ||
-                                                        job->features[0].rank != 0 || job->features[0].varlen))))
-        return sl_error_set(err, SL_EINVAL,
-                            "%s: 'features': format \"text\" takes one scalar bytes feature (each line), or none "
-                            "(it is then named \"line\")",
-                            src);
-    if (job->format == FMT_FORMAT_TAR && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tar\" (one per field extension)",
-                            src);
-    for (size_t i = 0; job->format == FMT_FORMAT_TAR && i < job->nfeatures; i++)
-        if (job->features[i].varlen || (job->features[i].dtype == FMT_DTYPE_BYTES && job->features[i].rank != 0))
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s': a tar field is a scalar bytes feature or a fixed-shape "
-                                "int64/float32/uint8 one",
-                                src, job->features[i].name);
+    if (fmt_format_check_job(job->format, FMT_JOB_FEATURES, &in, err) != 0)
+        return sl_error_prefix(err, "%s: ", src);
     return 0;
 }
 
@@ -1165,7 +1134,7 @@ static int expand_arrays(struct feed_job *job, struct sl_error *err)
 
 int feed_job_expand(struct feed_job *job, struct sl_error *err)
 {
-    if (job->format == FMT_FORMAT_ARRAYS)
+    if (!fmt_format_reads_files(job->format))
         return expand_arrays(job, err);
     struct feed_job_list l = {0};
     size_t cap = 0;
@@ -1189,7 +1158,7 @@ int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts
      * is no file reader to shard. An explicit FILE still deals out the groups
      * (docs/semantics.md 3.4). */
     enum feed_policy policy = job->policy;
-    if (policy == FEED_SHARD_AUTO && job->format == FMT_FORMAT_ARRAYS && !job->per_replica_input)
+    if (policy == FEED_SHARD_AUTO && !fmt_format_reads_files(job->format) && !job->per_replica_input)
         policy = FEED_SHARD_DATA;
     *cfg = (struct feed_plan_config){
         .nfiles = job->files.n,

@@ -20,6 +20,7 @@
 
 #include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 #include "fmt_idx.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
@@ -532,12 +533,42 @@ static int arrays_specs(const struct fmt_feature_spec *specs, size_t nspecs, str
     return 0;
 }
 
+/* A job names no 'files': each feature names its arrays (group g is the
+ * g-th of each), and fills a fixed-shape numeric feature from them, a
+ * value in every row. */
+static int arrays_job_input(const struct fmt_job_input *in, struct sl_error *err)
+{
+    if (in->files_given)
+        return sl_error_set(err, SL_EINVAL,
+                            "'files' does not apply with format \"arrays\" (each feature names its arrays: "
+                            "features.NAME.array)");
+    if (in->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "'features' is required with format \"arrays\" (one per array)");
+    for (size_t i = 0; i < in->nfeatures; i++) {
+        const struct fmt_feature_spec *f = &in->features[i];
+        if (in->names_arrays == NULL || !in->names_arrays(in->ctx, i))
+            return sl_error_set(err, SL_EINVAL, "'features.%s.array' is required with format \"arrays\"", f->name);
+        if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
+            return sl_error_set(err, SL_EINVAL,
+                                "'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
+                                f->name);
+        if (f->has_default)
+            return sl_error_set(err, SL_EINVAL,
+                                "'features.%s.default': an array feature has a value in every row, no default",
+                                f->name);
+    }
+    if (in->nfeatures > FMT_MAX_FIELDS)
+        return sl_error_set(err, SL_EINVAL, "'features': at most %d arrays a group", FMT_MAX_FIELDS);
+    return 0;
+}
+
 const struct fmt_format_ops fmt__arrays_format = {
     .name = "arrays",
     .element = "row",
     .plain_probe = NULL,
     .next = NULL,
     .check_specs = arrays_specs,
+    .job_input = arrays_job_input,
     .scan = arrays_scan,
     .scan_group = arrays_scan_group,
     .frame = arrays_frame,

@@ -43,11 +43,14 @@ enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR, FMT_
 /* "tfrecord", "text", "tar", "arrays". Returns 0 or SL_EINVAL. */
 int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
 const char *fmt_format_name(enum fmt_format f);
+/* The names fmt_format_parse takes, for messages. */
+#define FMT_FORMAT_NAMES "tfrecord, text, tar or arrays"
 
 #define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 
 struct fmt_batch;
 struct fmt_feature_spec;
+struct fmt_job_input;
 struct fmt_reader;
 struct fmt_record;
 
@@ -144,6 +147,12 @@ struct fmt_format_ops {
     /* Can records of this format fill these features? 0 or SL_EINVAL
      * saying which feature cannot be. */
     int (*check_specs)(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err);
+
+    /* What a job may declare (fmt_job.h: fmt_format_check_job, whose
+     * messages these write): its input rules (NULL: the input is 'files', and no feature
+     * names arrays) and its features rules (NULL: any features, or none). */
+    int (*job_input)(const struct fmt_job_input *in, struct sl_error *err);
+    int (*job_features)(const struct fmt_job_input *in, struct sl_error *err);
 
     /* Stream `path` once and locate every record: 0 and *out (the caller
      * frees it), or an error naming the file ("<path>: <what> at N"), *out

@@ -50,6 +50,8 @@ enum fmt_compression { FMT_COMP_AUTO = 0, FMT_COMP_NONE, FMT_COMP_GZIP, FMT_COMP
  * Returns 0 or SL_EINVAL. */
 int fmt_compression_parse(const char *s, enum fmt_compression *out) SL_MUST_CHECK;
 const char *fmt_compression_name(enum fmt_compression c);
+/* The names fmt_compression_parse takes (TensorFlow's aside), for messages. */
+#define FMT_COMPRESSION_NAMES "auto, none, gzip or zlib"
 
 /* Decides, for FMT_COMP_AUTO, whether bytes that carry a compression magic
  * number are in fact an uncompressed file of the caller's format (a TFRecord

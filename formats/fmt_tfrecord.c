@@ -30,6 +30,7 @@
 
 #include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 #include "fmt_index.h"
 #include "fmt_reader.h"
 #include "sl_alloc.h"
@@ -263,6 +264,14 @@ static int any_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct
     return 0;
 }
 
+/* Records are Examples: the job says which features to take. */
+static int tfrecord_job_features(const struct fmt_job_input *in, struct sl_error *err)
+{
+    if (in->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "'features' is required with format \"tfrecord\"");
+    return 0;
+}
+
 const struct fmt_format_ops fmt__tfrecord_format = {
     .name = "tfrecord",
     .element = "record",
@@ -271,6 +280,7 @@ const struct fmt_format_ops fmt__tfrecord_format = {
     .frame_head = FMT_TFRECORD_HEADER,
     .frame_tail = FMT_TFRECORD_FOOTER,
     .check_specs = any_specs,
+    .job_features = tfrecord_job_features,
     .scan = tfrecord_scan,
     .frame = tfrecord_frame,
     .decode = tfrecord_decode,

@@ -23,6 +23,9 @@ enum fmt_dtype { FMT_DTYPE_INT64 = 0, FMT_DTYPE_FLOAT32, FMT_DTYPE_BYTES, FMT_DT
 const char *fmt_dtype_name(enum fmt_dtype t); /* "int64", "float32", "bytes", "uint8" */
 int fmt_dtype_parse(const char *s, enum fmt_dtype *out) SL_MUST_CHECK;
 size_t fmt_dtype_size(enum fmt_dtype t); /* 8, 4, 0 (variable), 1 */
+/* The names a job declares dtypes by (fmt_dtype_parse also takes
+ * TensorFlow's "float" and "string"), for messages. */
+#define FMT_DTYPE_NAMES "int64, float32, bytes or uint8"
 
 /* ---- what array files store ---- */
 
