@@ -95,6 +95,58 @@ size_t fmt_scan_parts(const struct fmt_scan *s);
 uint64_t fmt_scan_part_bytes(const struct fmt_scan *s, size_t k);
 enum fmt_compression fmt_scan_part_compression(const struct fmt_scan *s, size_t k);
 
+/* ---- keep: a scan on disk (the feeder's scan cache) ------------------ */
+
+/* A scan holds record offsets, which any keeper stores as it likes; a
+ * format whose records are made of parts (tar) holds more, and its table's
+ * `keep` writes and reads that much (the keeper owns the file, its header,
+ * buffering and checksums, and lends these byte streams). */
+
+/* How much more: the counts a keeper stores in its header. */
+struct fmt_scan_extra {
+    uint64_t nparts;
+    uint32_t nnames;
+};
+
+/* A run of `n` values of `each` bytes in the keeper's body. */
+struct fmt_scan_block {
+    uint64_t n, each;
+};
+
+#define FMT_SCAN_MAX_BLOCKS 4
+
+/* put: append n bytes (failures are the keeper's to note). take: lend the
+ * next n bytes (n <= 64 KiB), or NULL with err set, naming the entry, at a
+ * short entry or a read error. `name` names the entry in messages. */
+struct fmt_scan_sink {
+    void (*put)(void *ctx, const void *p, size_t n);
+    void *ctx;
+};
+struct fmt_scan_source {
+    const uint8_t *(*take)(void *ctx, size_t n, struct sl_error *err);
+    void *ctx;
+    const char *name;
+};
+
+struct fmt_scan_keep {
+    /* The counts of scan `s`. */
+    void (*extra)(const struct fmt_scan *s, struct fmt_scan_extra *out);
+    /* The blocks these counts take, in body order, for `count` records:
+     * how many (at most FMT_SCAN_MAX_BLOCKS), or -1 when the counts cannot
+     * be those of `count` records. Sizes nothing; the keeper bounds the
+     * blocks by its file's size before any allocation. */
+    int (*layout)(const struct fmt_scan_extra *x, uint64_t count, struct fmt_scan_block *out);
+    /* Room in `s` for `count` records of these counts (bounded by now):
+     * 0 or SL_ENOMEM. */
+    int (*alloc)(struct fmt_scan *s, uint64_t count, const struct fmt_scan_extra *x);
+    void (*write)(const struct fmt_scan *s, const struct fmt_scan_sink *out);
+    /* Read the blocks into `s` (count and image_bytes set), each value
+     * checked against the image: 0, or SL_ECORRUPT "<name>: <what> (a, b)",
+     * or the source's error. */
+    int (*read)(struct fmt_scan *s, const struct fmt_scan_extra *x, const struct fmt_scan_source *in,
+                struct sl_error *err);
+};
+
 /* ---- frame: one record out of an image ------------------------------ */
 
 #define FMT_MAX_FIELDS 64
@@ -166,6 +218,10 @@ struct fmt_format_ops {
     int (*scan_group)(struct fmt_scan **out, const char *const *paths, size_t n, const struct fmt_scan_opts *opts,
                       struct sl_error *err);
 
+    /* Keeping a scan beyond its record offsets (above); NULL: there is
+     * nothing more to keep. */
+    const struct fmt_scan_keep *keep;
+
     /* Frame record `rec` of the file `s` describes out of its image
      * (`size` bytes at `img`): 0 and *out; or a bare error ("<what> at N",
      * the caller adds the path), SL_EINVAL for a record that does not
@@ -189,6 +245,7 @@ extern const struct fmt_format_ops fmt__tfrecord_format;
 extern const struct fmt_format_ops fmt__text_format;
 extern const struct fmt_format_ops fmt__tar_format;
 extern const struct fmt_format_ops fmt__arrays_format;
+extern const struct fmt_scan_keep fmt__tar_keep;
 
 /* A record made of named parts (tar members): where each lies. */
 struct fmt__part {

@@ -755,6 +755,7 @@ const struct fmt_format_ops fmt__tar_format = {
     .check_specs = tar_specs,
     .job_features = tar_job_features,
     .scan = tar_scan,
+    .keep = &fmt__tar_keep,
     .frame = tar_frame,
     .decode = tar_decode,
 };
