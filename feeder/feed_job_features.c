@@ -3,12 +3,13 @@
  * checked with the job file's messages ("'features.x.shape' must be ...");
  * and written back as JSON (feed_job_to_json, a flag over one feature).
  */
+#include "feed_job_features.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "feed_job_int.h"
 #include "sl_alloc.h"
 
 static const char *const feature_fields[] = {"dtype", "shape", "varlen", "default", "from", "array"};

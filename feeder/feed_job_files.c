@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "feed_job_int.h"
+#include "feed_job.h"
+#include "feed_job_parse.h"
 #include "fmt_job.h"
 #include "sl_alloc.h"
 
