@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <float.h>
-#include <glob.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +26,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "feed_job_features.h"
+#include "feed_job_parse.h"
+#include "fmt_job.h"
 #include "sl_alloc.h"
 
 struct job_impl {
@@ -58,13 +60,6 @@ struct key {
     const char *word;         /* INT: a word that stands for 0 */
 };
 
-/* What went wrong, before it is worded for the file or for a flag. */
-struct why {
-    int unknown;    /* the key does not exist */
-    char key[256];
-    char text[640]; /* follows the quoted key: " must be ..." or ": ..." */
-};
-
 static int parse_format(const char *s, void *f) { return fmt_format_parse(s, f); }
 static const char *name_format(const void *f) { return fmt_format_name(*(const enum fmt_format *)f); }
 static int parse_comp(const char *s, void *f) { return fmt_compression_parse(s, f); }
@@ -87,14 +82,14 @@ static const char *name_pr_shard(const void *f)
     return "?";
 }
 
-static const struct key_enum e_format = {"format", "tfrecord, text, tar or arrays", parse_format, name_format};
-static const struct key_enum e_comp = {"compression", "auto, none, gzip or zlib", parse_comp, name_comp};
+static const struct key_enum e_format = {"format", FMT_FORMAT_NAMES, parse_format, name_format};
+static const struct key_enum e_comp = {"compression", FMT_COMPRESSION_NAMES, parse_comp, name_comp};
 static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy,
                                          name_policy};
 static const struct key_enum e_hint = {"shard hint", "files, records or batches", parse_hint, name_hint};
 static const struct key_enum e_pr_shard = {"per-replica shard", "none, files or records", parse_pr_shard,
                                            name_pr_shard};
-static const struct key_enum e_on_error = {"policy", "fail or skip-file", parse_on_error, name_on_error};
+static const struct key_enum e_on_error = {"policy", FMT_ON_ERROR_NAMES, parse_on_error, name_on_error};
 
 #define OFF(field) offsetof(struct feed_job, field)
 #define I64MAX ((json_int_t)INT64_MAX)
@@ -131,51 +126,12 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-static const char *const feature_fields[] = {"dtype", "shape", "varlen", "default", "from", "array"};
-#define NFIELDS (sizeof feature_fields / sizeof feature_fields[0])
-#define FEATURE_MAX_VALUES ((uint64_t)1 << 32)
-
 static uint64_t key_bit(const struct key *k)
 {
     return (uint64_t)1 << (k - keys);
 }
 
 /* ---- errors ---- */
-
-static int why_set(struct why *w, const char *key, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static int why_set(struct why *w, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    w->unknown = 0;
-    snprintf(w->key, sizeof w->key, "%s", key);
-    va_start(ap, fmt);
-    vsnprintf(w->text, sizeof w->text, fmt, ap);
-    va_end(ap);
-    return SL_EINVAL;
-}
-
-static int why_unknown(struct why *w, const char *key)
-{
-    w->unknown = 1;
-    snprintf(w->key, sizeof w->key, "%s", key);
-    w->text[0] = '\0';
-    return SL_EINVAL;
-}
-
-/* A value as the user wrote it (compact JSON, 15 digits, cut at 60 bytes). */
-static const char *got(const json_t *v, char *buf, size_t cap)
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
-    if (s == NULL)
-        return "?";
-    if (strlen(s) > 60)
-        snprintf(buf, cap, "%.57s...", s);
-    else
-        snprintf(buf, cap, "%s", s);
-    free(s);
-    return buf;
-}
 
 static int report_file(struct sl_error *err, int rc, const char *source, const struct why *w)
 {
@@ -200,354 +156,6 @@ static int report_flag(struct sl_error *err, int rc, const char *flag, const str
     const char *t = w->text;
     t += strspn(t, ": ");
     return sl_error_set(err, rc, "--%s: %s", flag, t);
-}
-
-/* ---- lists ---- */
-
-static void list_free(struct feed_job_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        sl_free(l->items[i]);
-    sl_free(l->items);
-    l->items = NULL;
-    l->n = 0;
-}
-
-static int list_push(struct feed_job_list *l, size_t *cap, const char *s)
-{
-    if (l->n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 8;
-        char **items = sl_realloc(l->items, ncap * sizeof *items);
-        if (items == NULL)
-            return SL_ENOMEM;
-        l->items = items;
-        *cap = ncap;
-    }
-    if ((l->items[l->n] = sl_strdup(s)) == NULL)
-        return SL_ENOMEM;
-    l->n++;
-    return 0;
-}
-
-/* ---- features ---- */
-
-static void features_free(struct fmt_feature_spec *specs, struct feed_job_list *arrays, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        sl_free((void *)specs[i].default_bytes);
-        if (arrays != NULL)
-            list_free(&arrays[i]);
-    }
-    sl_free(specs);
-    sl_free(arrays);
-}
-
-/* features.NAME.array: a pattern or a non-empty list of patterns. */
-static int parse_array(const char *key, json_t *v, struct feed_job_list *out, struct why *w)
-{
-    char g[80];
-    size_t cap = 0, i;
-    json_t *e;
-    int rc = 0;
-    if (json_is_string(v) && json_string_length(v) > 0 && strlen(json_string_value(v)) == json_string_length(v))
-        rc = list_push(out, &cap, json_string_value(v));
-    else if (!json_is_array(v) || json_array_size(v) == 0)
-        rc = SL_EINVAL;
-    else
-        json_array_foreach(v, i, e) {
-            if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0 ||
-                            strlen(json_string_value(e)) != json_string_length(e)))
-                rc = SL_EINVAL;
-            if (rc == 0)
-                rc = list_push(out, &cap, json_string_value(e));
-        }
-    if (rc != 0) {
-        list_free(out);
-        if (rc == SL_EINVAL)
-            return why_set(w, key, " must be a pattern or a non-empty list of patterns (got %s)", got(v, g, sizeof g));
-    }
-    return rc;
-}
-
-static int is_field(const char *s)
-{
-    for (size_t i = 0; i < NFIELDS; i++)
-        if (strcmp(s, feature_fields[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Collect the leaves of a (possibly nested) array default. */
-static void leaves(json_t *v, json_t **first, int *same, size_t *n)
-{
-    if (!json_is_array(v)) {
-        if (*first == NULL)
-            *first = v;
-        else if (!json_equal(*first, v))
-            *same = 0;
-        (*n)++;
-        return;
-    }
-    size_t i;
-    json_t *e;
-    json_array_foreach(v, i, e)
-        leaves(e, first, same, n);
-}
-
-/* The default of a fixed-length feature: one value for every element, or
- * an array (flat or nested) of `count` equal values. */
-static int parse_default(const char *key, json_t *v, struct fmt_feature_spec *s, uint64_t count, struct why *w)
-{
-    char g[80];
-    json_t *one = NULL;
-    int same = 1;
-    size_t n = 0;
-    leaves(v, &one, &same, &n);
-    if (json_is_array(v) && n != count)
-        return why_set(w, key, " must be one value or an array of %llu values (got %s)",
-                       (unsigned long long)count, got(v, g, sizeof g));
-    if (!same)
-        return why_set(w, key, ": every value must be the same (got %s)", got(v, g, sizeof g));
-    s->has_default = 1;
-    if (one == NULL)
-        return 0; /* an empty shape: nothing to fill */
-    switch (s->dtype) {
-    case FMT_DTYPE_INT64:
-        if (!json_is_integer(one))
-            return why_set(w, key, " must be an integer (got %s)", got(v, g, sizeof g));
-        s->default_i64 = (int64_t)json_integer_value(one);
-        break;
-    case FMT_DTYPE_FLOAT32: {
-        /* below 0x1.ffffffp127 a double still rounds to a finite float */
-        double d = json_number_value(one);
-        if (!json_is_number(one) || !(d < 0x1.ffffffp127 && d > -0x1.ffffffp127))
-            return why_set(w, key, " must be a float32 number (got %s)", got(v, g, sizeof g));
-        s->default_f32 = (float)d;
-        break;
-    }
-    case FMT_DTYPE_UINT8:
-        if (!json_is_integer(one) || json_integer_value(one) < 0 || json_integer_value(one) > 255)
-            return why_set(w, key, " must be an integer from 0 to 255 (got %s)", got(v, g, sizeof g));
-        s->default_u8 = (uint8_t)json_integer_value(one);
-        break;
-    case FMT_DTYPE_BYTES: {
-        if (!json_is_string(one))
-            return why_set(w, key, " must be a string (got %s)", got(v, g, sizeof g));
-        size_t len = json_string_length(one);
-        uint8_t *p = sl_malloc(len);
-        if (p == NULL)
-            return SL_ENOMEM;
-        memcpy(p, json_string_value(one), len);
-        s->default_bytes = p;
-        s->default_bytes_len = len;
-        break;
-    }
-    }
-    return 0;
-}
-
-static int parse_shape(const char *key, json_t *v, struct fmt_feature_spec *s, struct why *w)
-{
-    char g[80];
-    int ok = json_is_array(v) && json_array_size(v) <= FMT_MAX_RANK;
-    uint64_t count = 1;
-    size_t i;
-    json_t *d;
-    if (ok)
-        json_array_foreach(v, i, d) {
-            if (!json_is_integer(d) || json_integer_value(d) < 0) {
-                ok = 0;
-                break;
-            }
-            s->shape[i] = (int64_t)json_integer_value(d);
-            uint64_t dim = (uint64_t)s->shape[i];
-            count = dim == 0 || count == 0 ? 0
-                    : count > FEATURE_MAX_VALUES / dim ? FEATURE_MAX_VALUES + 1 : count * dim;
-        }
-    if (!ok)
-        return why_set(w, key, " must be an array of at most %d integers >= 0 (got %s)", FMT_MAX_RANK,
-                       got(v, g, sizeof g));
-    if (count > FEATURE_MAX_VALUES)
-        return why_set(w, key, " must hold at most %llu values (got %s)", (unsigned long long)FEATURE_MAX_VALUES,
-                       got(v, g, sizeof g));
-    s->rank = (int)json_array_size(v);
-    return 0;
-}
-
-static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s, struct feed_job_list *arr,
-                         struct why *w)
-{
-    char key[256], g[80];
-    snprintf(key, sizeof key, "features.%s", name);
-    if (name[0] == '\0')
-        return why_set(w, "features", ": a feature name must not be empty");
-    if (strlen(name) >= sizeof s->name)
-        return why_set(w, key, ": a feature name has at most %zu bytes", sizeof s->name - 1);
-    if (!json_is_object(v))
-        return why_set(w, key, " must be an object (got %s)", got(v, g, sizeof g));
-    const char *field;
-    json_t *fv;
-    json_object_foreach(v, field, fv) {
-        if (!is_field(field)) {
-            snprintf(key, sizeof key, "features.%s.%s", name, field);
-            return why_unknown(w, key);
-        }
-    }
-    snprintf(s->name, sizeof s->name, "%s", name);
-
-    json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
-    json_t *varlen = json_object_get(v, "varlen"), *def = json_object_get(v, "default");
-    json_t *from = json_object_get(v, "from"), *array = json_object_get(v, "array");
-    if (array != NULL && json_is_null(array))
-        array = NULL;
-    if (array != NULL) {
-        snprintf(key, sizeof key, "features.%s.array", name);
-        int rc = parse_array(key, array, arr, w);
-        if (rc != 0)
-            return rc;
-    }
-    snprintf(key, sizeof key, "features.%s.dtype", name);
-    if (dtype == NULL || json_is_null(dtype))
-        return why_set(w, key, " is required");
-    if (!json_is_string(dtype))
-        return why_set(w, key, " must be a string (got %s)", got(dtype, g, sizeof g));
-    if (fmt_dtype_parse(json_string_value(dtype), &s->dtype) != 0)
-        return why_set(w, key, ": unknown dtype '%s' (expected int64, float32, bytes or uint8)",
-                       json_string_value(dtype));
-    snprintf(key, sizeof key, "features.%s.varlen", name);
-    if (varlen != NULL && !json_is_null(varlen) && !json_is_boolean(varlen))
-        return why_set(w, key, " must be true or false (got %s)", got(varlen, g, sizeof g));
-    s->varlen = json_is_true(varlen);
-    snprintf(key, sizeof key, "features.%s.from", name);
-    if (from != NULL && !json_is_null(from)) {
-        if (!json_is_string(from) || strcmp(json_string_value(from), "bytes") != 0)
-            return why_set(w, key, " must be \"bytes\" (got %s)", got(from, g, sizeof g));
-        if (s->dtype != FMT_DTYPE_UINT8)
-            return why_set(w, key, ": only dtype uint8 is read from bytes");
-        if (array != NULL)
-            return why_set(w, key, ": an array feature takes its values from its array");
-    } else if (s->dtype == FMT_DTYPE_UINT8 && array == NULL) {
-        snprintf(key, sizeof key, "features.%s", name);
-        return why_set(w, key, ": dtype uint8 requires \"from\": \"bytes\"");
-    }
-    snprintf(key, sizeof key, "features.%s.shape", name);
-    if (shape != NULL && !json_is_null(shape)) {
-        if (s->varlen)
-            return why_set(w, key, ": a varlen feature has no shape");
-        int rc = parse_shape(key, shape, s, w);
-        if (rc != 0)
-            return rc;
-    }
-    snprintf(key, sizeof key, "features.%s.default", name);
-    if (def != NULL && !json_is_null(def)) {
-        if (s->varlen)
-            return why_set(w, key, ": a varlen feature takes no default");
-        return parse_default(key, def, s, fmt_feature_spec_count(s), w);
-    }
-    return 0;
-}
-
-static int parse_features(json_t *v, struct fmt_feature_spec **out, struct feed_job_list **arrays_out, size_t *nout,
-                          struct why *w)
-{
-    char g[80];
-    *out = NULL;
-    *arrays_out = NULL;
-    *nout = 0;
-    if (json_is_null(v))
-        return 0;
-    if (!json_is_object(v))
-        return why_set(w, "features", " must be an object of name -> feature (got %s)", got(v, g, sizeof g));
-    size_t n = json_object_size(v), i = 0;
-    struct fmt_feature_spec *specs = sl_calloc(n ? n : 1, sizeof *specs);
-    struct feed_job_list *arrays = sl_calloc(n ? n : 1, sizeof *arrays);
-    if (specs == NULL || arrays == NULL) {
-        sl_free(specs);
-        sl_free(arrays);
-        return SL_ENOMEM;
-    }
-    const char *name;
-    json_t *fv;
-    json_object_foreach(v, name, fv) {
-        i++;
-        int rc = parse_feature(name, fv, &specs[i - 1], &arrays[i - 1], w);
-        if (rc != 0) {
-            features_free(specs, arrays, i);
-            return rc;
-        }
-    }
-    *out = specs;
-    *arrays_out = arrays;
-    *nout = n;
-    return 0;
-}
-
-/* The precision that gives f back when printed with %.*g. */
-static int float_digits(float f)
-{
-    char tmp[32];
-    for (int p = 1; p < 9; p++) {
-        snprintf(tmp, sizeof tmp, "%.*g", p, (double)f);
-        if ((float)strtod(tmp, NULL) == f) /* as the loader reads it back */
-            return p;
-    }
-    return 9;
-}
-
-static json_t *default_to_json(const struct fmt_feature_spec *s)
-{
-    switch (s->dtype) {
-    case FMT_DTYPE_INT64: return json_integer((json_int_t)s->default_i64);
-    case FMT_DTYPE_FLOAT32: return json_real((double)s->default_f32);
-    case FMT_DTYPE_UINT8: return json_integer(s->default_u8);
-    case FMT_DTYPE_BYTES: return json_stringn((const char *)s->default_bytes, s->default_bytes_len);
-    }
-    return NULL;
-}
-
-static json_t *features_to_json(const struct fmt_feature_spec *specs, const struct feed_job_list *arrays, size_t n,
-                                int *digits)
-{
-    json_t *all = json_object();
-    if (all == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        const struct fmt_feature_spec *s = &specs[i];
-        json_t *f = json_object(), *shape;
-        /* the _new setters take the value's reference even when they fail */
-        if (json_object_set_new(all, s->name, f) != 0 ||
-            json_object_set_new(f, "dtype", json_string(fmt_dtype_name(s->dtype))) != 0)
-            goto out_free_all;
-        if (s->varlen) {
-            if (json_object_set_new(f, "varlen", json_true()) != 0)
-                goto out_free_all;
-        } else {
-            if (json_object_set_new(f, "shape", shape = json_array()) != 0)
-                goto out_free_all;
-            for (int d = 0; d < s->rank; d++)
-                if (json_array_append_new(shape, json_integer((json_int_t)s->shape[d])) != 0)
-                    goto out_free_all;
-        }
-        if (s->has_default && json_object_set_new(f, "default", default_to_json(s)) != 0)
-            goto out_free_all;
-        if (s->has_default && s->dtype == FMT_DTYPE_FLOAT32 && float_digits(s->default_f32) > *digits)
-            *digits = float_digits(s->default_f32);
-        const struct feed_job_list *arr = arrays != NULL ? &arrays[i] : NULL;
-        if (arr != NULL && arr->n > 0) {
-            json_t *a = arr->n == 1 ? json_string(arr->items[0]) : json_array();
-            if (json_object_set_new(f, "array", a) != 0)
-                goto out_free_all;
-            for (size_t k = 0; arr->n > 1 && k < arr->n; k++)
-                if (json_array_append_new(a, json_string(arr->items[k])) != 0)
-                    goto out_free_all;
-        } else if (s->dtype == FMT_DTYPE_UINT8 && json_object_set_new(f, "from", json_string("bytes")) != 0) {
-            goto out_free_all;
-        }
-    }
-    return all;
-out_free_all:
-    json_decref(all);
-    return NULL;
 }
 
 /* ---- keys ---- */
@@ -598,7 +206,7 @@ static int set_object(struct job_impl *j, const char *prefix, json_t *v, struct 
         if (k == NULL) {
             char full[256];
             snprintf(full, sizeof full, "%s%s", prefix, name);
-            return why_unknown(w, full);
+            return feed__why_unknown(w, full);
         }
         int rc = key_set(j, k, e, w);
         if (rc != 0)
@@ -612,7 +220,7 @@ static int set_object(struct job_impl *j, const char *prefix, json_t *v, struct 
             continue;
         json_t *given = json_object_get(v, k->name + strlen(prefix));
         if (given == NULL || json_is_null(given))
-            return why_set(w, k->name, " is required");
+            return feed__why_set(w, k->name, " is required");
     }
     return 0;
 }
@@ -634,13 +242,13 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
             return 0;
         }
         if (json_is_integer(v) && json_integer_value(v) > k->max)
-            return why_set(w, k->name, " must be an integer <= %lld (got %s)", (long long)k->max, got(v, g, sizeof g));
-        return why_set(w, k->name, " must be an integer >= %lld%s%s%s (got %s)", (long long)k->min, or_word, word, q,
-                       got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be an integer <= %lld (got %s)", (long long)k->max, feed__got(v, g, sizeof g));
+        return feed__why_set(w, k->name, " must be an integer >= %lld%s%s%s (got %s)", (long long)k->min, or_word, word, q,
+                       feed__got(v, g, sizeof g));
     }
     case KEY_BOOL:
         if (!json_is_boolean(v))
-            return why_set(w, k->name, " must be true or false (got %s)", got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be true or false (got %s)", feed__got(v, g, sizeof g));
         *(int *)field = json_is_true(v);
         return 0;
     case KEY_STRING: {
@@ -648,9 +256,9 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         size_t len = json_string_length(v);
         if (s == NULL || (json_int_t)len < k->min || (json_int_t)len > k->max ||
             ((k->flags & KEY_NAME_CHARS) && !name_chars_ok(s)))
-            return why_set(w, k->name, " must be a string of %lld to %lld characters%s (got %s)", (long long)k->min,
+            return feed__why_set(w, k->name, " must be a string of %lld to %lld characters%s (got %s)", (long long)k->min,
                            (long long)k->max, (k->flags & KEY_NAME_CHARS) ? " from A-Z a-z 0-9 . _ -" : "",
-                           got(v, g, sizeof g));
+                           feed__got(v, g, sizeof g));
         char *copy = sl_strdup(s);
         if (copy == NULL)
             return SL_ENOMEM;
@@ -660,9 +268,9 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
     }
     case KEY_ENUM:
         if (!json_is_string(v))
-            return why_set(w, k->name, " must be a string (got %s)", got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be a string (got %s)", feed__got(v, g, sizeof g));
         if (k->e->parse(json_string_value(v), field) != 0)
-            return why_set(w, k->name, ": unknown %s '%s' (expected %s)", k->e->noun, json_string_value(v),
+            return feed__why_set(w, k->name, ": unknown %s '%s' (expected %s)", k->e->noun, json_string_value(v),
                            k->e->expected);
         return 0;
     case KEY_LIST: {
@@ -671,7 +279,7 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         json_t *e;
         int rc = 0;
         if (json_is_string(v) && json_string_length(v) > 0 && strlen(json_string_value(v)) == json_string_length(v))
-            rc = list_push(&l, &cap, json_string_value(v));
+            rc = feed__list_push(&l, &cap, json_string_value(v));
         else if (!json_is_array(v) || json_array_size(v) == 0)
             rc = SL_EINVAL;
         else
@@ -679,22 +287,22 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
                 if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0))
                     rc = SL_EINVAL;
                 if (rc == 0)
-                    rc = list_push(&l, &cap, json_string_value(e));
+                    rc = feed__list_push(&l, &cap, json_string_value(e));
             }
         if (rc != 0) {
-            list_free(&l);
+            feed__list_free(&l);
             if (rc == SL_EINVAL)
-                return why_set(w, k->name, " must be a pattern or a non-empty list of patterns (got %s)",
-                               got(v, g, sizeof g));
+                return feed__why_set(w, k->name, " must be a pattern or a non-empty list of patterns (got %s)",
+                               feed__got(v, g, sizeof g));
             return rc;
         }
-        list_free(field);
+        feed__list_free(field);
         *(struct feed_job_list *)field = l;
         return 0;
     }
     case KEY_OBJECT: {
         if (!json_is_object(v))
-            return why_set(w, k->name, " must be an object or null (got %s)", got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be an object or null (got %s)", feed__got(v, g, sizeof g));
         /* An object's keys are numbers and booleans: a copy of the struct
          * is enough to undo a half-applied object. */
         struct job_impl saved = *j;
@@ -711,10 +319,10 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         struct fmt_feature_spec *specs;
         struct feed_job_list *arrays;
         size_t n;
-        int rc = parse_features(v, &specs, &arrays, &n, w);
+        int rc = feed__features_parse(v, &specs, &arrays, &n, w);
         if (rc != 0)
             return rc;
-        features_free(j->job.features, j->job.arrays, j->job.nfeatures);
+        feed__features_free(j->job.features, j->job.arrays, j->job.nfeatures);
         j->job.features = specs;
         j->job.arrays = arrays;
         j->job.nfeatures = n;
@@ -776,7 +384,7 @@ static int key_store_text(struct job_impl *j, const struct key *k, const char *t
     char bad[200];
     json_t *v = flag_value(k, text, bad, sizeof bad);
     if (v == NULL)
-        return bad[0] ? why_set(w, k->name, ": %s", bad) : SL_ENOMEM;
+        return bad[0] ? feed__why_set(w, k->name, ": %s", bad) : SL_ENOMEM;
     int rc = key_store(j, k, v, w);
     json_decref(v);
     return rc;
@@ -797,9 +405,9 @@ static int key_reset(struct job_impl *j, const struct key *k, struct why *w)
         sl_free(*(char **)field);
         *(char **)field = NULL;
         break;
-    case KEY_LIST: list_free(field); break;
+    case KEY_LIST: feed__list_free(field); break;
     case KEY_FEATURES:
-        features_free(j->job.features, j->job.arrays, j->job.nfeatures);
+        feed__features_free(j->job.features, j->job.arrays, j->job.nfeatures);
         j->job.features = NULL;
         j->job.arrays = NULL;
         j->job.nfeatures = 0;
@@ -861,7 +469,7 @@ static json_t *key_to_json(const struct job_impl *j, const struct key *k, int *d
             }
         return o;
     }
-    case KEY_FEATURES: return features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, digits);
+    case KEY_FEATURES: return feed__features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, digits);
     }
     return NULL;
 }
@@ -918,7 +526,7 @@ int feed_job_load(struct feed_job **out, const char *path, struct sl_error *err)
     }
     if (!json_is_object(root)) {
         char g[80];
-        rc = sl_error_set(err, SL_EINVAL, "%s: a job is one JSON object (got %s)", path, got(root, g, sizeof g));
+        rc = sl_error_set(err, SL_EINVAL, "%s: a job is one JSON object (got %s)", path, feed__got(root, g, sizeof g));
     } else if ((rc = set_object(j, "", root, &w)) != 0) {
         report_file(err, rc, path, &w);
     }
@@ -938,21 +546,21 @@ static int set_feature_flag(struct job_impl *j, const char *flag, const char *te
 {
     const char *rest = flag + strlen("features."), *dot = strrchr(rest, '.');
     int digits = 0, rc;
-    json_t *all = features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, &digits), *v;
+    json_t *all = feed__features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, &digits), *v;
     json_error_t je;
     char name[256];
     if (all == NULL)
         return SL_ENOMEM;
     snprintf(name, sizeof name, "%s", rest);
-    if (json_object_get(all, rest) == NULL && dot != NULL && is_field(dot + 1) && (size_t)(dot - rest) < sizeof name) {
+    if (json_object_get(all, rest) == NULL && dot != NULL && feed__feature_field(dot + 1) && (size_t)(dot - rest) < sizeof name) {
         name[dot - rest] = '\0';
         if (json_object_get(all, name) == NULL) {
-            rc = why_set(w, flag, ": no feature '%s'", name);
+            rc = feed__why_set(w, flag, ": no feature '%s'", name);
             goto out_free_all;
         }
         json_t *feature = json_object_get(all, name);
         if ((v = json_loads(text, JSON_DECODE_ANY, NULL)) == NULL && (v = json_string(text)) == NULL) {
-            rc = why_set(w, flag, ": not valid UTF-8");
+            rc = feed__why_set(w, flag, ": not valid UTF-8");
             goto out_free_all;
         }
         if (strcmp(dot + 1, "varlen") == 0 && json_is_true(v)) {
@@ -962,7 +570,7 @@ static int set_feature_flag(struct job_impl *j, const char *flag, const char *te
         rc = json_is_null(v) ? (json_object_del(feature, dot + 1), 0) : json_object_set(feature, dot + 1, v);
     } else {
         if ((v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je)) == NULL) {
-            rc = why_set(w, flag, ": not valid JSON: %s at column %d", je.text, je.column);
+            rc = feed__why_set(w, flag, ": not valid JSON: %s at column %d", je.text, je.column);
             goto out_free_all;
         }
         rc = json_is_null(v) ? (json_object_del(all, rest), 0) : json_object_set(all, rest, v);
@@ -992,12 +600,12 @@ int feed_job_set(struct feed_job *job, const char *key, const char *value, struc
     if (strncmp(key, "features.", 9) == 0) {
         rc = set_feature_flag(j, key, value, &w);
     } else if (k == NULL) {
-        rc = why_unknown(&w, key);
+        rc = feed__why_unknown(&w, key);
     } else {
         char bad[200];
         json_t *v = flag_value(k, value, bad, sizeof bad);
         if (v == NULL)
-            rc = bad[0] ? why_set(&w, k->name, ": %s", bad) : SL_ENOMEM;
+            rc = bad[0] ? feed__why_set(&w, k->name, ": %s", bad) : SL_ENOMEM;
         else
             rc = key_set(j, k, v, &w);
         json_decref(v);
@@ -1005,45 +613,29 @@ int feed_job_set(struct feed_job *job, const char *key, const char *value, struc
     return rc == 0 ? 0 : report_flag(err, rc, key, &w);
 }
 
+/* Does feature i name arrays? (fmt_job_input) */
+static int names_arrays(const void *ctx, size_t i)
+{
+    const struct feed_job *job = ctx;
+    return job->arrays != NULL && job->arrays[i].n > 0;
+}
+
+/* The job's own rules, and its format's (fmt_format_check_job: what names
+ * the input, then which features it fills). */
 int feed_job_validate(const struct feed_job *job, struct sl_error *err)
 {
     const struct job_impl *j = (const struct job_impl *)job;
     const char *src = job->source;
-    int arrays = job->format == FMT_FORMAT_ARRAYS;
     const struct key *files = key_find("files");
+    int reads_files = fmt_format_reads_files(job->format);
     for (size_t i = 0; i < NKEYS; i++)
         if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])) &&
-            !(arrays && &keys[i] == files))
+            !(!reads_files && &keys[i] == files))
             return sl_error_set(err, SL_EINVAL, "%s: '%s' is required", src, keys[i].name);
-    if (arrays && (j->given & key_bit(files)))
-        return sl_error_set(err, SL_EINVAL,
-                            "%s: 'files' does not apply with format \"arrays\" (each feature names its arrays: "
-                            "features.NAME.array)",
-                            src);
-    if (arrays && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"arrays\" (one per array)", src);
-    for (size_t i = 0; i < job->nfeatures; i++) {
-        const struct fmt_feature_spec *f = &job->features[i];
-        int has = job->arrays != NULL && job->arrays[i].n > 0;
-        if (!arrays && has)
-            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' applies only with format \"arrays\"", src,
-                                f->name);
-        if (!arrays)
-            continue;
-        if (!has)
-            return sl_error_set(err, SL_EINVAL, "%s: 'features.%s.array' is required with format \"arrays\"", src,
-                                f->name);
-        if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
-                                src, f->name);
-        if (f->has_default)
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s.default': an array feature has a value in every row, no default",
-                                src, f->name);
-    }
-    if (arrays && job->nfeatures > FMT_MAX_FIELDS)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features': at most %d arrays a group", src, FMT_MAX_FIELDS);
+    struct fmt_job_input in = {.files_given = (j->given & key_bit(files)) != 0, .features = job->features,
+                               .nfeatures = job->nfeatures, .names_arrays = names_arrays, .ctx = job};
+    if (fmt_format_check_job(job->format, FMT_JOB_INPUT, &in, err) != 0)
+        return sl_error_prefix(err, "%s: ", src);
     int has_hint = (j->given & key_bit(key_find("shard_hint"))) != 0;
     if (job->policy == FEED_SHARD_HINT && !has_hint)
         return sl_error_set(err, SL_EINVAL, "%s: 'shard_hint' is required with shard_policy \"hint\"", src);
@@ -1057,125 +649,11 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
                             src, feed_policy_name(job->policy));
     if (!job->per_replica_input && job->pr_shard != FEED_PR_SHARD_NONE)
         return sl_error_set(err, SL_EINVAL, "%s: 'per_replica_shard' applies only with per_replica_input true", src);
-    if (job->format == FMT_FORMAT_TFRECORD && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tfrecord\"", src);
     if ((job->workers != 0) != (job->replicas != 0))
         return sl_error_set(err, SL_EINVAL, "%s: 'workers' and 'replicas' go together (the cluster shape to serve)",
                             src);
-    if (job->format == FMT_FORMAT_TEXT &&
-        (job->nfeatures > 1 || (job->nfeatures == 1 && (job->features[0].dtype != FMT_DTYPE_BYTES ||
-                                                        job->features[0].rank != 0 || job->features[0].varlen))))
-        return sl_error_set(err, SL_EINVAL,
-                            "%s: 'features': format \"text\" takes one scalar bytes feature (each line), or none "
-                            "(it is then named \"line\")",
-                            src);
-    if (job->format == FMT_FORMAT_TAR && job->nfeatures == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: 'features' is required with format \"tar\" (one per field extension)",
-                            src);
-    for (size_t i = 0; job->format == FMT_FORMAT_TAR && i < job->nfeatures; i++)
-        if (job->features[i].varlen || (job->features[i].dtype == FMT_DTYPE_BYTES && job->features[i].rank != 0))
-            return sl_error_set(err, SL_EINVAL,
-                                "%s: 'features.%s': a tar field is a scalar bytes feature or a fixed-shape "
-                                "int64/float32/uint8 one",
-                                src, job->features[i].name);
-    return 0;
-}
-
-static int cmp_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Expand patterns into l (appending): each with glob(3), its matches
- * (directories left out) sorted bytewise; `what` heads the errors. */
-static int expand_patterns(const struct feed_job_list *patterns, const char *what, struct feed_job_list *l,
-                           size_t *cap, struct sl_error *err)
-{
-    int rc = 0;
-    for (size_t p = 0; rc == 0 && p < patterns->n; p++) {
-        const char *pattern = patterns->items[p];
-        size_t start = l->n;
-        glob_t g;
-        int r = glob(pattern, GLOB_MARK | GLOB_NOSORT, NULL, &g);
-        if (r == GLOB_NOSPACE) {
-            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
-        } else if (r != 0 && r != GLOB_NOMATCH) {
-            rc = sl_error_set(err, SL_EIO, "%s: glob(%s): read error", what, pattern);
-        } else {
-            for (size_t i = 0; r == 0 && rc == 0 && i < g.gl_pathc; i++) {
-                const char *m = g.gl_pathv[i];
-                if (m[0] != '\0' && m[strlen(m) - 1] != '/' && list_push(l, cap, m) != 0)
-                    rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
-            }
-            if (rc == 0 && l->n == start)
-                /* SL_EIO: files missing, like a job file missing (exit 1, sl_exit.h) */
-                rc = sl_error_set(err, SL_EIO, "%s: pattern '%s' matches no file", what, pattern);
-            else if (rc == 0)
-                qsort(l->items + start, l->n - start, sizeof *l->items, cmp_path);
-        }
-        if (r != GLOB_NOMATCH)
-            globfree(&g);
-    }
-    return rc;
-}
-
-/* Format arrays: each feature's arrays, then the groups: group g is the
- * g-th array of every feature. */
-static int expand_arrays(struct feed_job *job, struct sl_error *err)
-{
-    size_t n = job->nfeatures;
-    if (n == 0 || job->arrays == NULL)
-        return sl_error_set(err, SL_EINVAL, "features: format arrays needs features with arrays");
-    struct feed_job_list *per = sl_calloc(n, sizeof *per);
-    struct feed_job_list files = {0}, members = {0};
-    size_t fcap = 0, mcap = 0;
-    int rc = per == NULL ? sl_error_set(err, SL_ENOMEM, "features: out of memory") : 0;
-    for (size_t k = 0; rc == 0 && k < n; k++) {
-        char what[160];
-        size_t cap = 0;
-        snprintf(what, sizeof what, "features.%s.array", job->features[k].name);
-        rc = expand_patterns(&job->arrays[k], what, &per[k], &cap, err);
-        if (rc == 0 && per[k].n != per[0].n)
-            rc = sl_error_set(err, SL_EINVAL,
-                              "features.%s.array: %zu arrays, but features.%s.array has %zu: every feature needs "
-                              "one array per group (the g-th of each, in sorted order, make group g)",
-                              job->features[k].name, per[k].n, job->features[0].name, per[0].n);
-    }
-    for (size_t g = 0; rc == 0 && g < per[0].n; g++) {
-        if (list_push(&files, &fcap, per[0].items[g]) != 0)
-            rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
-        for (size_t k = 0; rc == 0 && k < n; k++)
-            if (list_push(&members, &mcap, per[k].items[g]) != 0)
-                rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
-    }
-    for (size_t k = 0; per != NULL && k < n; k++)
-        list_free(&per[k]);
-    sl_free(per);
-    if (rc != 0) {
-        list_free(&files);
-        list_free(&members);
-        return rc;
-    }
-    list_free(&job->files);
-    list_free(&job->members);
-    job->files = files;
-    job->members = members;
-    return 0;
-}
-
-int feed_job_expand(struct feed_job *job, struct sl_error *err)
-{
-    if (job->format == FMT_FORMAT_ARRAYS)
-        return expand_arrays(job, err);
-    struct feed_job_list l = {0};
-    size_t cap = 0;
-    int rc = expand_patterns(&job->patterns, "files", &l, &cap, err);
-    if (rc != 0) {
-        list_free(&l);
-        return rc;
-    }
-    list_free(&job->files);
-    job->files = l;
+    if (fmt_format_check_job(job->format, FMT_JOB_FEATURES, &in, err) != 0)
+        return sl_error_prefix(err, "%s: ", src);
     return 0;
 }
 
@@ -1189,7 +667,7 @@ int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts
      * is no file reader to shard. An explicit FILE still deals out the groups
      * (docs/semantics.md 3.4). */
     enum feed_policy policy = job->policy;
-    if (policy == FEED_SHARD_AUTO && job->format == FMT_FORMAT_ARRAYS && !job->per_replica_input)
+    if (policy == FEED_SHARD_AUTO && !fmt_format_reads_files(job->format) && !job->per_replica_input)
         policy = FEED_SHARD_DATA;
     *cfg = (struct feed_plan_config){
         .nfiles = job->files.n,
@@ -1260,9 +738,9 @@ void feed_job_free(struct feed_job *job)
         return;
     sl_free(job->source);
     sl_free(job->name);
-    list_free(&job->patterns);
-    list_free(&job->files);
-    list_free(&job->members);
-    features_free(job->features, job->arrays, job->nfeatures);
+    feed__list_free(&job->patterns);
+    feed__list_free(&job->files);
+    feed__list_free(&job->members);
+    feed__features_free(job->features, job->arrays, job->nfeatures);
     sl_free((struct job_impl *)job);
 }

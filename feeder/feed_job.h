@@ -37,14 +37,9 @@
 #include "fmt_files.h"
 #include "fmt_reader.h"
 #include "fmt_stream.h"
+#include "feed_job_parse.h" /* struct feed_job_list */
 #include "sl_buf.h"
 #include "sl_error.h"
-
-/* A list of owned strings. */
-struct feed_job_list {
-    char **items; /* owned, each item owned; NULL when n == 0 */
-    size_t n;
-};
 
 /* Every field is public and read-only for everyone but this module. The
  * key each field comes from is in the comment; docs/job.md has the rest. */

@@ -11,7 +11,11 @@
  * over the entry.
  *
  * The fmt_scan is filled field by field (fmt_format.h's shared part): this
- * file and the formats' scans are the only writers of one.
+ * file and the formats' scans are the only writers of one. What a format's
+ * scan holds beyond its record offsets (tar: each sample's parts and the
+ * field names) the format writes and reads itself, through its table's
+ * `keep` (fmt_scan_keep), on this file's buffers and checksum; this file
+ * bounds the blocks the format says it needs before anything is sized.
  */
 #define _GNU_SOURCE /* O_CLOEXEC, O_NOFOLLOW in older glibc headers; realpath */
 #include "feed_scan_cache.h"
@@ -25,20 +29,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 #include "sl_output.h"
 
 static const uint8_t magic[8] = {'S', 'L', 'S', 'C', 'A', 'N', 'C', '\0'};
 
 #define BUF_BYTES ((size_t)64 << 10)
-#define PART_BYTES 24u
 #define FLAG_COUNT_ONLY 1u
 
 struct feed_scan_cache {
     const char *dir;
     struct feed_scan_key key;
+    const struct fmt_scan_keep *keep; /* the format's, for what a scan holds beyond its offsets; NULL: nothing */
 };
 
 int feed_file_id_get(const char *path, struct feed_file_id *out, struct sl_error *err)
@@ -81,6 +85,8 @@ int feed_scan_cache_open(struct feed_scan_cache **out, const char *dir, const st
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->dir = dir;
     c->key = *key;
+    const struct fmt_format_ops *ops = fmt_format_get(key->format);
+    c->keep = ops != NULL ? ops->keep : NULL;
     *out = c;
     return 0;
 }
@@ -172,8 +178,13 @@ static const uint8_t *rd_take(struct rd *r, size_t n, struct sl_error *err)
     }
     const uint8_t *p = r->buf + r->pos;
     r->pos += n;
-    r->crc = fmt_crc32c_extend(r->crc, p, n);
+    r->crc = sl_crc32c_extend(r->crc, p, n);
     return p;
+}
+
+static const uint8_t *rd_take_fn(void *ctx, size_t n, struct sl_error *err)
+{
+    return rd_take(ctx, n, err);
 }
 
 static int bad(struct sl_error *err, const struct rd *r, const char *what, uint64_t a, uint64_t b)
@@ -232,7 +243,6 @@ static int header_check(const struct feed_scan_cache *c, const struct rd *r, con
         return sl_error_set(err, SL_END, "%s: the file changed since it was cached", r->name);
     if (h->path_len != abs_len)
         return sl_error_set(err, SL_END, "%s: written for another file", r->name);
-    int tar = c->key.format == FMT_FORMAT_TAR; /* the one format whose records are made of parts */
     if (h->compression != FMT_COMP_NONE && h->compression != FMT_COMP_GZIP && h->compression != FMT_COMP_ZLIB)
         return bad(err, r, "no such compression", h->compression, 0);
     if (h->compression == FMT_COMP_NONE && h->image_bytes != id->size)
@@ -241,15 +251,18 @@ static int header_check(const struct feed_scan_cache *c, const struct rd *r, con
         return sl_error_set(err, SL_END, "%s: inflates past the per-file limit now in force", r->name);
     if (h->count > h->image_bytes || h->dropped_tail > h->image_bytes)
         return bad(err, r, "counts past the image (records, image bytes)", h->count, h->image_bytes);
-    if (!tar && (h->nparts != 0 || h->nnames != 0))
+    if (c->keep == NULL && (h->nparts != 0 || h->nnames != 0))
         return bad(err, r, "parts for records of bytes", h->nparts, h->nnames);
-    if (tar && (h->nnames > FMT__MAX_NAMES || h->nparts / FMT_MAX_FIELDS + (h->nparts % FMT_MAX_FIELDS != 0) > h->count))
+    /* what the format keeps beyond the offsets (tar: parts, names) */
+    struct fmt_scan_extra x = {.nparts = h->nparts, .nnames = h->nnames};
+    struct fmt_scan_block blocks[FMT_SCAN_MAX_BLOCKS];
+    int nblocks = c->keep != NULL ? c->keep->layout(&x, h->count, blocks) : 0;
+    if (nblocks < 0)
         return bad(err, r, "too many parts or names", h->nparts, h->nnames);
     uint64_t used = FEED_SCAN_CACHE_HEADER;
     int ok = fits(&used, h->path_len, 1, file_size) && fits(&used, h->count, 8, file_size);
-    if (ok && tar)
-        ok = fits(&used, h->count + 1, 8, file_size) && fits(&used, h->nparts, PART_BYTES, file_size) &&
-             fits(&used, h->nnames, FMT__MAX_NAME_LEN, file_size);
+    for (int i = 0; ok && i < nblocks; i++)
+        ok = fits(&used, blocks[i].n, blocks[i].each, file_size);
     if (!ok || used + 4 != file_size)
         return bad(err, r, ok ? "holds another size than its header says" : "truncated: its header claims more",
                    ok ? used + 4 : h->count, file_size);
@@ -275,34 +288,12 @@ static int read_body(const struct feed_scan_cache *c, struct rd *r, const struct
             return bad(err, r, "record offset out of order or past the image", i, off);
         s->offsets[i] = prev = off;
     }
-    if (c->key.format == FMT_FORMAT_TAR) {
-        for (uint64_t i = 0; i <= h->count; i++) {
-            if ((p = rd_take(r, 8, err)) == NULL)
-                return err->code;
-            uint64_t first = sl_load_le64(p);
-            if ((i == 0 && first != 0) || (i > 0 && (first < s->first[i - 1] ||
-                                                     first - s->first[i - 1] > FMT_MAX_FIELDS)) ||
-                (i == h->count && first != h->nparts))
-                return bad(err, r, "sample's first part out of order", i, first);
-            s->first[i] = first;
-        }
-        for (uint64_t i = 0; i < h->nparts; i++) {
-            if ((p = rd_take(r, PART_BYTES, err)) == NULL)
-                return err->code;
-            struct fmt__part part = {.name = sl_load_le32(p), .off = sl_load_le64(p + 8),
-                                     .len = sl_load_le64(p + 16)};
-            if (part.name >= h->nnames || sl_load_le32(p + 4) != 0 || part.off > h->image_bytes ||
-                part.len > h->image_bytes - part.off)
-                return bad(err, r, "part past the image or of no known name", i, part.off);
-            s->parts[i] = part;
-        }
-        for (uint32_t i = 0; i < h->nnames; i++) {
-            if ((p = rd_take(r, FMT__MAX_NAME_LEN, err)) == NULL)
-                return err->code;
-            if (memchr(p, '\0', FMT__MAX_NAME_LEN) == NULL)
-                return bad(err, r, "field name without its end", i, 0);
-            memcpy(s->names[i], p, FMT__MAX_NAME_LEN);
-        }
+    if (c->keep != NULL) {
+        struct fmt_scan_extra x = {.nparts = h->nparts, .nnames = h->nnames};
+        struct fmt_scan_source in = {.take = rd_take_fn, .ctx = r, .name = r->name};
+        int rc = c->keep->read(s, &x, &in, err);
+        if (rc != 0)
+            return rc;
     }
     uint32_t body_crc = r->crc;
     if ((p = rd_take(r, 4, err)) == NULL)
@@ -327,15 +318,14 @@ static struct fmt_scan *scan_alloc(const struct feed_scan_cache *c, const struct
         return NULL;
     }
     s->offsets = o;
-    if (c->key.format == FMT_FORMAT_TAR) {
-        s->first = sl_malloc((size_t)(h->count + 1) * sizeof *s->first);
-        s->parts = sl_malloc((size_t)(h->nparts ? h->nparts : 1) * sizeof *s->parts);
-        s->names = sl_malloc((size_t)(h->nnames ? h->nnames : 1) * sizeof *s->names);
-        if (s->first == NULL || s->parts == NULL || s->names == NULL) {
-            fmt_scan_free(s);
-            return NULL;
-        }
+    struct fmt_scan_extra x = {.nparts = h->nparts, .nnames = h->nnames};
+    if (c->keep != NULL && c->keep->alloc(s, h->count, &x) != 0) {
+        fmt_scan_free(s);
+        return NULL;
     }
+    /* what the format's read checks its values against */
+    s->count = h->count;
+    s->image_bytes = h->image_bytes;
     return s;
 }
 
@@ -382,7 +372,7 @@ int feed_scan_cache_load(const struct feed_scan_cache *c, const char *path, cons
         rc = sl_error_set(err, SL_ECORRUPT, "%s: not a scan cache entry (bad magic)", name);
         goto out_close;
     }
-    if (sl_load_le32(p + 132) != fmt_crc32c(p, 132)) {
+    if (sl_load_le32(p + 132) != sl_crc32c(p, 132)) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: header checksum mismatch", name);
         goto out_close;
     }
@@ -396,11 +386,8 @@ int feed_scan_cache_load(const struct feed_scan_cache *c, const char *path, cons
     }
     if ((rc = read_body(c, &r, &h, abs, s, err)) != 0)
         goto out_close;
-    s->count = h.count;
-    s->image_bytes = h.image_bytes;
     s->dropped_tail = h.dropped_tail;
     s->compression = (enum fmt_compression)h.compression;
-    s->nnames = h.nnames;
     *out = s;
     s = NULL;
 out_close:
@@ -429,7 +416,7 @@ static void wr_flush(struct wr *w)
 
 static void wr_put(struct wr *w, const void *p, size_t n)
 {
-    w->crc = fmt_crc32c_extend(w->crc, p, n);
+    w->crc = sl_crc32c_extend(w->crc, p, n);
     while (n > 0) {
         if (w->len == BUF_BYTES)
             wr_flush(w);
@@ -439,6 +426,11 @@ static void wr_put(struct wr *w, const void *p, size_t n)
         p = (const uint8_t *)p + k;
         n -= k;
     }
+}
+
+static void wr_put_fn(void *ctx, const void *p, size_t n)
+{
+    wr_put(ctx, p, n);
 }
 
 static void wr_u64(struct wr *w, uint64_t v)
@@ -455,8 +447,9 @@ int feed_scan_cache_store(const struct feed_scan_cache *c, const char *path, con
     int rc = resolve(path, abs, err);
     if (rc != 0 || (rc = entry_name(c, abs, name, sizeof name, err)) != 0)
         return rc;
-    int tar = c->key.format == FMT_FORMAT_TAR;
-    uint64_t nparts = tar && s->first != NULL ? s->first[s->count] : 0;
+    struct fmt_scan_extra x = {0};
+    if (c->keep != NULL)
+        c->keep->extra(s, &x);
     uint8_t h[FEED_SCAN_CACHE_HEADER];
     memset(h, 0, sizeof h);
     memcpy(h, magic, sizeof magic);
@@ -476,10 +469,10 @@ int feed_scan_cache_store(const struct feed_scan_cache *c, const char *path, con
     sl_store_le64(h + 96, s->image_bytes);
     sl_store_le64(h + 104, s->dropped_tail);
     sl_store_le32(h + 112, (uint32_t)s->compression);
-    sl_store_le32(h + 116, tar ? (uint32_t)s->nnames : 0);
-    sl_store_le64(h + 120, nparts);
+    sl_store_le32(h + 116, x.nnames);
+    sl_store_le64(h + 120, x.nparts);
     sl_store_le32(h + 128, (uint32_t)strlen(abs));
-    sl_store_le32(h + 132, fmt_crc32c(h, 132));
+    sl_store_le32(h + 132, sl_crc32c(h, 132));
 
     struct sl_output *o;
     if ((rc = sl_output_open(&o, name, 0, err)) != 0)
@@ -494,24 +487,8 @@ int feed_scan_cache_store(const struct feed_scan_cache *c, const char *path, con
     wr_put(&w, abs, strlen(abs));
     for (uint64_t i = 0; i < s->count; i++)
         wr_u64(&w, s->offsets[i]);
-    if (tar) {
-        for (uint64_t i = 0; i <= s->count; i++)
-            wr_u64(&w, s->first != NULL ? s->first[i] : 0);
-        for (uint64_t i = 0; i < nparts; i++) {
-            uint8_t b[PART_BYTES];
-            sl_store_le32(b, s->parts[i].name);
-            sl_store_le32(b + 4, 0);
-            sl_store_le64(b + 8, s->parts[i].off);
-            sl_store_le64(b + 16, s->parts[i].len);
-            wr_put(&w, b, sizeof b);
-        }
-        for (size_t i = 0; i < s->nnames; i++) {
-            char n[FMT__MAX_NAME_LEN];
-            memset(n, 0, sizeof n);
-            snprintf(n, sizeof n, "%s", s->names[i]);
-            wr_put(&w, n, sizeof n);
-        }
-    }
+    if (c->keep != NULL)
+        c->keep->write(s, &(struct fmt_scan_sink){.put = wr_put_fn, .ctx = &w});
     uint8_t crc[4];
     sl_store_le32(crc, w.crc);
     wr_put(&w, crc, sizeof crc);

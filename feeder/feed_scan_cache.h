@@ -32,7 +32,8 @@
  *   88  u64 count   96 u64 image bytes   104 u64 dropped tail
  *   112 u32 compression found (NONE, GZIP, ZLIB)   116 u32 names
  *   120 u64 parts   128 u32 path length   132 u32 CRC-32C of bytes 0..132
- * Body: the absolute path; count offsets (u64); for tar only: count + 1
+ * Body: the absolute path; count offsets (u64); for tar only (written and
+ * read by the format's fmt_scan_keep, formats/fmt_tar_keep.c): count + 1
  * firsts (u64), the parts (u32 name, u32 0, u64 offset, u64 length) and the
  * names (64 bytes each, NUL-terminated).
  *

@@ -1,8 +1,9 @@
 /* fmt_array: .npy headers (a tiny reader for the one Python literal NumPy
- * writes there), IDX headers as arrays, the dtype rules, and the "arrays"
+ * writes there), IDX headers as arrays, and the "arrays"
  * format's table: a scan that reads each member's header and checks its
  * data's size (streaming a compressed member through once), a frame that
- * lends each member's row, a decode that converts them into the columns.
+ * lends each member's row, a decode that converts them into the columns
+ * (the rules from stored types to dtypes are fmt_types.c's).
  *
  * The .npy header is "\x93NUMPY", a version byte pair, a little-endian
  * length (u16 in 1.0, u32 in 2.0 and 3.0), then that many bytes holding a
@@ -17,24 +18,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 #include "fmt_idx.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
 
 static const uint8_t npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-
-const char *fmt_array_type_name(const struct fmt_array_info *a)
-{
-    switch (a->kind) {
-    case FMT_ARRAY_BOOL: return "bool";
-    case FMT_ARRAY_UINT:
-        return a->size == 1 ? "uint8" : a->size == 2 ? "uint16" : a->size == 4 ? "uint32" : "uint64";
-    case FMT_ARRAY_INT: return a->size == 1 ? "int8" : a->size == 2 ? "int16" : a->size == 4 ? "int32" : "int64";
-    case FMT_ARRAY_FLOAT: return a->size == 4 ? "float32" : "float64";
-    }
-    return "?";
-}
 
 const char *fmt_array_shape(const struct fmt_array_info *a, char *buf, size_t cap)
 {
@@ -349,98 +340,6 @@ int fmt_idx_parse_array(const uint8_t *p, size_t n, struct fmt_array_info *out, 
     return 0;
 }
 
-/* ---- dtypes ---- */
-
-int fmt_array_fits(const struct fmt_array_info *a, enum fmt_dtype t, struct sl_error *err)
-{
-    const char *name = fmt_array_type_name(a);
-    switch (t) {
-    case FMT_DTYPE_INT64:
-        if (a->kind == FMT_ARRAY_FLOAT)
-            return sl_error_set(err, SL_EINVAL, "%s values cannot fill an int64 feature (declare it float32)", name);
-        if (a->kind == FMT_ARRAY_UINT && a->size == 8)
-            return sl_error_set(err, SL_EINVAL, "uint64 values do not all fit int64");
-        return 0;
-    case FMT_DTYPE_FLOAT32:
-        if (a->kind == FMT_ARRAY_FLOAT && a->size == 4)
-            return 0;
-        if (a->kind == FMT_ARRAY_FLOAT)
-            return sl_error_set(err, SL_EINVAL, "float64 values do not fit float32 without loss (save as float32)");
-        return sl_error_set(err, SL_EINVAL, "%s values cannot fill a float32 feature (declare it int64)", name);
-    case FMT_DTYPE_UINT8:
-        if ((a->kind == FMT_ARRAY_UINT && a->size == 1) || a->kind == FMT_ARRAY_BOOL)
-            return 0;
-        return sl_error_set(err, SL_EINVAL, "%s values do not all fit uint8 (declare it %s)", name,
-                            a->kind == FMT_ARRAY_FLOAT ? "float32" : "int64");
-    case FMT_DTYPE_BYTES:
-        break;
-    }
-    return sl_error_set(err, SL_EINVAL, "arrays cannot fill a bytes feature");
-}
-
-static uint64_t load(const uint8_t *q, uint32_t size, int big)
-{
-    uint64_t v = 0;
-    if (big)
-        for (uint32_t i = 0; i < size; i++)
-            v = v << 8 | q[i];
-    else
-        for (uint32_t i = size; i-- > 0;)
-            v = v << 8 | q[i];
-    return v;
-}
-
-static int64_t signed_of(uint64_t v, uint32_t size)
-{
-    if (size == 8)
-        return (int64_t)v;
-    uint64_t sign = (uint64_t)1 << (8 * size - 1);
-    return (int64_t)((v ^ sign) - sign);
-}
-
-void fmt_array_convert(const struct fmt_array_info *a, const uint8_t *src, size_t n, enum fmt_dtype t, void *dst)
-{
-    const uint32_t size = a->size;
-    const int big = a->big_endian;
-    static const uint16_t one = 1;
-    const int host_little = *(const uint8_t *)&one == 1;
-    if (t == FMT_DTYPE_UINT8) {
-        uint8_t *d = dst;
-        if (a->kind == FMT_ARRAY_BOOL)
-            for (size_t i = 0; i < n; i++)
-                d[i] = src[i] != 0;
-        else
-            memcpy(d, src, n);
-        return;
-    }
-    if (t == FMT_DTYPE_FLOAT32) {
-        if (big == !host_little) {
-            memcpy(dst, src, n * 4);
-            return;
-        }
-        float *d = dst;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)load(src + 4 * i, 4, big);
-            memcpy(&d[i], &u, 4);
-        }
-        return;
-    }
-    int64_t *d = dst;
-    if (a->kind == FMT_ARRAY_INT && size == 8 && big == !host_little) {
-        memcpy(d, src, n * 8);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *q = src + (size_t)size * i;
-        if (a->kind == FMT_ARRAY_BOOL)
-            d[i] = q[0] != 0;
-        else if (a->kind == FMT_ARRAY_UINT)
-            d[i] = (int64_t)(size == 1 ? q[0] : load(q, size, big));
-        else
-            d[i] = size == 1 ? (int8_t)q[0] : signed_of(load(q, size, big), size);
-    }
-}
-
 /* ---- the "arrays" format ---- */
 
 #define HEAD_WINDOW (FMT_NPY_MAX_HEADER + 16)
@@ -634,12 +533,42 @@ static int arrays_specs(const struct fmt_feature_spec *specs, size_t nspecs, str
     return 0;
 }
 
+/* A job names no 'files': each feature names its arrays (group g is the
+ * g-th of each), and fills a fixed-shape numeric feature from them, a
+ * value in every row. */
+static int arrays_job_input(const struct fmt_job_input *in, struct sl_error *err)
+{
+    if (in->files_given)
+        return sl_error_set(err, SL_EINVAL,
+                            "'files' does not apply with format \"arrays\" (each feature names its arrays: "
+                            "features.NAME.array)");
+    if (in->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "'features' is required with format \"arrays\" (one per array)");
+    for (size_t i = 0; i < in->nfeatures; i++) {
+        const struct fmt_feature_spec *f = &in->features[i];
+        if (in->names_arrays == NULL || !in->names_arrays(in->ctx, i))
+            return sl_error_set(err, SL_EINVAL, "'features.%s.array' is required with format \"arrays\"", f->name);
+        if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
+            return sl_error_set(err, SL_EINVAL,
+                                "'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
+                                f->name);
+        if (f->has_default)
+            return sl_error_set(err, SL_EINVAL,
+                                "'features.%s.default': an array feature has a value in every row, no default",
+                                f->name);
+    }
+    if (in->nfeatures > FMT_MAX_FIELDS)
+        return sl_error_set(err, SL_EINVAL, "'features': at most %d arrays a group", FMT_MAX_FIELDS);
+    return 0;
+}
+
 const struct fmt_format_ops fmt__arrays_format = {
     .name = "arrays",
     .element = "row",
     .plain_probe = NULL,
     .next = NULL,
     .check_specs = arrays_specs,
+    .job_input = arrays_job_input,
     .scan = arrays_scan,
     .scan_group = arrays_scan_group,
     .frame = arrays_frame,

@@ -24,42 +24,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fmt_features.h"
+#include "fmt_features.h" /* the arrays format fills features (fmt_batch_add_arrays) */
+#include "fmt_types.h"
 #include "sl_error.h"
 
-/* Dimensions of an array: the row index plus up to FMT_MAX_RANK per row. */
-#define FMT_ARRAY_MAX_DIMS (FMT_MAX_RANK + 1)
 /* The most header bytes an .npy file may declare (NumPy's own reader
  * stops at 10000 by default; sluice allows more, and no more). */
 #define FMT_NPY_MAX_HEADER 65536
 /* The most bytes an array's data may declare (2^62): products stay exact. */
 #define FMT_ARRAY_MAX_BYTES ((uint64_t)1 << 62)
 
-enum fmt_array_kind { FMT_ARRAY_BOOL = 0, FMT_ARRAY_UINT, FMT_ARRAY_INT, FMT_ARRAY_FLOAT };
-
-/* What a header says about its array. */
-struct fmt_array_info {
-    enum fmt_array_kind kind;
-    uint32_t size;           /* bytes per value: 1, 2, 4 or 8 */
-    int big_endian;          /* values stored big-endian (IDX; npy '>') */
-    int ndims;               /* 1 to FMT_ARRAY_MAX_DIMS */
-    uint64_t dims[FMT_ARRAY_MAX_DIMS];
-    uint64_t rows;           /* dims[0] */
-    uint64_t row_values;     /* product of dims[1..] (1 for a 1-d array) */
-    uint64_t row_bytes;      /* row_values * size */
-    uint64_t data_offset;    /* header bytes: where the data starts */
-    uint64_t data_bytes;     /* rows * row_bytes */
-};
-
-/* A member of a group of arrays, as the scan found it (fmt_scan.arrays). */
-struct fmt__array_part {
-    struct fmt_array_info info;
-    uint64_t image_off, image_bytes; /* its decompressed bytes in the group's image */
-    int compression;                 /* enum fmt_compression: its own */
-};
-
-/* "uint8", "int16", "float32", "bool"... (NumPy's names). */
-const char *fmt_array_type_name(const struct fmt_array_info *a);
 /* "(60000, 28, 28)", as NumPy prints a shape, into buf. */
 const char *fmt_array_shape(const struct fmt_array_info *a, char *buf, size_t cap);
 
@@ -87,17 +61,5 @@ int fmt_npy_parse_header(const uint8_t *p, size_t n, struct fmt_array_info *out,
 /* The header of an IDX file (fmt_idx.h) as an array: 0 and *out, or
  * SL_ECORRUPT with fmt_idx's messages (bare: "not an IDX file at 0 ..."). */
 int fmt_idx_parse_array(const uint8_t *p, size_t n, struct fmt_array_info *out, struct sl_error *err) SL_MUST_CHECK;
-
-/* Can an array of this type fill a feature of dtype t without loss? 0, or
- * SL_EINVAL with why (bare: "float64 values do not fit float32 without
- * loss"). The rules follow the Example decoder, which takes a feature's
- * values only from the list of its own kind: int64 takes any integer or
- * bool array whose values all fit (not uint64), float32 takes float32
- * only, uint8 takes uint8 or bool; bytes features take no arrays. */
-int fmt_array_fits(const struct fmt_array_info *a, enum fmt_dtype t, struct sl_error *err) SL_MUST_CHECK;
-
-/* Convert `n` values at src (stored as `a` says) into dst, of dtype t (one
- * that fmt_array_fits allows). */
-void fmt_array_convert(const struct fmt_array_info *a, const uint8_t *src, size_t n, enum fmt_dtype t, void *dst);
 
 #endif

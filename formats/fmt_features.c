@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmt_array.h"
 #include "fmt_format.h"
+#include "fmt_types.h"
 
 #include "sl_alloc.h"
 
@@ -73,47 +73,6 @@ struct fmt_batch {
     uint32_t *table; /* open addressing: column index + 1, 0 empty; NULL for few columns */
     size_t table_mask;
 };
-
-const char *fmt_dtype_name(enum fmt_dtype t)
-{
-    switch (t) {
-    case FMT_DTYPE_INT64: return "int64";
-    case FMT_DTYPE_FLOAT32: return "float32";
-    case FMT_DTYPE_BYTES: return "bytes";
-    case FMT_DTYPE_UINT8: return "uint8";
-    default: return "unknown";
-    }
-}
-
-int fmt_dtype_parse(const char *s, enum fmt_dtype *out)
-{
-    static const struct {
-        const char *name;
-        enum fmt_dtype t;
-    } names[] = {
-        {"int64", FMT_DTYPE_INT64}, {"float32", FMT_DTYPE_FLOAT32}, {"float", FMT_DTYPE_FLOAT32},
-        {"bytes", FMT_DTYPE_BYTES}, {"string", FMT_DTYPE_BYTES},    {"uint8", FMT_DTYPE_UINT8},
-    };
-    if (s == NULL)
-        return SL_EINVAL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(s, names[i].name) == 0) {
-            *out = names[i].t;
-            return 0;
-        }
-    }
-    return SL_EINVAL;
-}
-
-size_t fmt_dtype_size(enum fmt_dtype t)
-{
-    switch (t) {
-    case FMT_DTYPE_INT64: return 8;
-    case FMT_DTYPE_FLOAT32: return 4;
-    case FMT_DTYPE_UINT8: return 1;
-    default: return 0;
-    }
-}
 
 size_t fmt_feature_spec_count(const struct fmt_feature_spec *s)
 {

@@ -38,14 +38,8 @@
 #include <stdint.h>
 
 #include "fmt_example.h"
+#include "fmt_types.h" /* FMT_MAX_RANK, enum fmt_dtype */
 #include "sl_error.h"
-
-#define FMT_MAX_RANK 8
-
-enum fmt_dtype { FMT_DTYPE_INT64 = 0, FMT_DTYPE_FLOAT32, FMT_DTYPE_BYTES, FMT_DTYPE_UINT8 };
-const char *fmt_dtype_name(enum fmt_dtype t); /* "int64", "float32", "bytes", "uint8" */
-int fmt_dtype_parse(const char *s, enum fmt_dtype *out) SL_MUST_CHECK;
-size_t fmt_dtype_size(enum fmt_dtype t); /* 8, 4, 0 (variable), 1 */
 
 struct fmt_feature_spec {
     char name[128];

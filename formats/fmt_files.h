@@ -27,6 +27,8 @@ enum fmt_on_error { FMT_ON_ERROR_FAIL = 0, FMT_ON_ERROR_SKIP_FILE };
 /* "fail", "skip-file". 0 or SL_EINVAL. */
 int fmt_on_error_parse(const char *s, enum fmt_on_error *out) SL_MUST_CHECK;
 const char *fmt_on_error_name(enum fmt_on_error p);
+/* The names fmt_on_error_parse takes, for messages. */
+#define FMT_ON_ERROR_NAMES "fail or skip-file"
 
 struct fmt_files_opts {
     struct fmt_reader_opts reader;

@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-#include "fmt_array.h"
 #include "sl_alloc.h"
 
 static const struct fmt_format_ops *const formats[] = {

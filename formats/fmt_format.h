@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "fmt_stream.h"
+#include "fmt_types.h" /* struct fmt_array_info */
 #include "sl_error.h"
 
 enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR, FMT_FORMAT_ARRAYS };
@@ -42,12 +43,14 @@ enum fmt_format { FMT_FORMAT_TFRECORD = 0, FMT_FORMAT_TEXT, FMT_FORMAT_TAR, FMT_
 /* "tfrecord", "text", "tar", "arrays". Returns 0 or SL_EINVAL. */
 int fmt_format_parse(const char *s, enum fmt_format *out) SL_MUST_CHECK;
 const char *fmt_format_name(enum fmt_format f);
+/* The names fmt_format_parse takes, for messages. */
+#define FMT_FORMAT_NAMES "tfrecord, text, tar or arrays"
 
 #define FMT_DEFAULT_MAX_RECORD_BYTES ((size_t)64 << 20)
 
-struct fmt_array_info;
 struct fmt_batch;
 struct fmt_feature_spec;
+struct fmt_job_input;
 struct fmt_reader;
 struct fmt_record;
 
@@ -92,6 +95,58 @@ size_t fmt_scan_parts(const struct fmt_scan *s);
 uint64_t fmt_scan_part_bytes(const struct fmt_scan *s, size_t k);
 enum fmt_compression fmt_scan_part_compression(const struct fmt_scan *s, size_t k);
 
+/* ---- keep: a scan on disk (the feeder's scan cache) ------------------ */
+
+/* A scan holds record offsets, which any keeper stores as it likes; a
+ * format whose records are made of parts (tar) holds more, and its table's
+ * `keep` writes and reads that much (the keeper owns the file, its header,
+ * buffering and checksums, and lends these byte streams). */
+
+/* How much more: the counts a keeper stores in its header. */
+struct fmt_scan_extra {
+    uint64_t nparts;
+    uint32_t nnames;
+};
+
+/* A run of `n` values of `each` bytes in the keeper's body. */
+struct fmt_scan_block {
+    uint64_t n, each;
+};
+
+#define FMT_SCAN_MAX_BLOCKS 4
+
+/* put: append n bytes (failures are the keeper's to note). take: lend the
+ * next n bytes (n <= 64 KiB), or NULL with err set, naming the entry, at a
+ * short entry or a read error. `name` names the entry in messages. */
+struct fmt_scan_sink {
+    void (*put)(void *ctx, const void *p, size_t n);
+    void *ctx;
+};
+struct fmt_scan_source {
+    const uint8_t *(*take)(void *ctx, size_t n, struct sl_error *err);
+    void *ctx;
+    const char *name;
+};
+
+struct fmt_scan_keep {
+    /* The counts of scan `s`. */
+    void (*extra)(const struct fmt_scan *s, struct fmt_scan_extra *out);
+    /* The blocks these counts take, in body order, for `count` records:
+     * how many (at most FMT_SCAN_MAX_BLOCKS), or -1 when the counts cannot
+     * be those of `count` records. Sizes nothing; the keeper bounds the
+     * blocks by its file's size before any allocation. */
+    int (*layout)(const struct fmt_scan_extra *x, uint64_t count, struct fmt_scan_block *out);
+    /* Room in `s` for `count` records of these counts (bounded by now):
+     * 0 or SL_ENOMEM. */
+    int (*alloc)(struct fmt_scan *s, uint64_t count, const struct fmt_scan_extra *x);
+    void (*write)(const struct fmt_scan *s, const struct fmt_scan_sink *out);
+    /* Read the blocks into `s` (count and image_bytes set), each value
+     * checked against the image: 0, or SL_ECORRUPT "<name>: <what> (a, b)",
+     * or the source's error. */
+    int (*read)(struct fmt_scan *s, const struct fmt_scan_extra *x, const struct fmt_scan_source *in,
+                struct sl_error *err);
+};
+
 /* ---- frame: one record out of an image ------------------------------ */
 
 #define FMT_MAX_FIELDS 64
@@ -134,10 +189,22 @@ struct fmt_format_ops {
      * reader (tar: fmt_tar.h). */
     fmt_plain_probe_fn plain_probe;
     int (*next)(struct fmt_reader *r, struct fmt_stream *s, struct fmt_record *rec, struct sl_error *err);
+    /* Its framing limits: the bytes a record's framing adds before its data
+     * and, at most, after it (TFRecord: a 12-byte header, a 4-byte footer;
+     * text: none, and the '\n'). The loop's window holds max_record_bytes
+     * plus both, so any record within the limit is lent whole; a TFRecord
+     * index entry (fmt_index.h) spans both. 0 for formats without `next`. */
+    size_t frame_head, frame_tail;
 
     /* Can records of this format fill these features? 0 or SL_EINVAL
      * saying which feature cannot be. */
     int (*check_specs)(const struct fmt_feature_spec *specs, size_t nspecs, struct sl_error *err);
+
+    /* What a job may declare (fmt_job.h: fmt_format_check_job, whose
+     * messages these write): its input rules (NULL: the input is 'files', and no feature
+     * names arrays) and its features rules (NULL: any features, or none). */
+    int (*job_input)(const struct fmt_job_input *in, struct sl_error *err);
+    int (*job_features)(const struct fmt_job_input *in, struct sl_error *err);
 
     /* Stream `path` once and locate every record: 0 and *out (the caller
      * frees it), or an error naming the file ("<path>: <what> at N"), *out
@@ -150,6 +217,10 @@ struct fmt_format_ops {
      * other (fmt_scan_parts). NULL for the others. */
     int (*scan_group)(struct fmt_scan **out, const char *const *paths, size_t n, const struct fmt_scan_opts *opts,
                       struct sl_error *err);
+
+    /* Keeping a scan beyond its record offsets (above); NULL: there is
+     * nothing more to keep. */
+    const struct fmt_scan_keep *keep;
 
     /* Frame record `rec` of the file `s` describes out of its image
      * (`size` bytes at `img`): 0 and *out; or a bare error ("<what> at N",
@@ -174,11 +245,19 @@ extern const struct fmt_format_ops fmt__tfrecord_format;
 extern const struct fmt_format_ops fmt__text_format;
 extern const struct fmt_format_ops fmt__tar_format;
 extern const struct fmt_format_ops fmt__arrays_format;
+extern const struct fmt_scan_keep fmt__tar_keep;
 
 /* A record made of named parts (tar members): where each lies. */
 struct fmt__part {
     uint32_t name; /* index into the scan's names */
     uint64_t off, len;
+};
+
+/* A member of a group of arrays, as the scan found it (fmt_scan.arrays). */
+struct fmt__array_part {
+    struct fmt_array_info info;
+    uint64_t image_off, image_bytes; /* its decompressed bytes in the group's image */
+    int compression;                 /* enum fmt_compression: its own */
 };
 
 #define FMT__MAX_NAMES 256

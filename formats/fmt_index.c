@@ -11,9 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmt_tfrecord.h"
+#include "fmt_format.h"
 #include "sl_alloc.h"
 #include "sl_output.h"
+
+/* An entry spans a record's data and its framing, as the TFRecord format
+ * states it (12 + length + 4). */
+static uint64_t framing_bytes(void)
+{
+    const struct fmt_format_ops *ops = fmt_format_get(FMT_FORMAT_TFRECORD);
+    return (uint64_t)ops->frame_head + ops->frame_tail;
+}
 
 int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts,
                     uint64_t *count, struct sl_error *err)
@@ -33,11 +41,10 @@ int fmt_index_build(const char *path, const char *idx_path, const struct fmt_rea
         return rc;
     }
     FILE *f = sl_output_stream(out);
-    uint64_t n = 0;
+    uint64_t n = 0, framing = framing_bytes();
     struct fmt_record rec;
     while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
-        fprintf(f, "%" PRIu64 " %" PRIu64 "\n", rec.offset,
-                (uint64_t)(rec.len + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER));
+        fprintf(f, "%" PRIu64 " %" PRIu64 "\n", rec.offset, (uint64_t)rec.len + framing);
         n++;
     }
     fmt_reader_close(r);
@@ -83,7 +90,7 @@ int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_
     size_t len = 0, cap = 0, lineno = 0;
     char line[128];
     int rc = 0;
-    uint64_t next = 0;
+    uint64_t next = 0, framing = framing_bytes();
     while (fgets(line, sizeof line, f) != NULL) {
         lineno++;
         const char *p = line;
@@ -97,9 +104,9 @@ int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_
             rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: expected '<offset> <size>'", idx_path, lineno);
             break;
         }
-        if (size < FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER) {
-            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record size %" PRIu64 " is below 16", idx_path,
-                              lineno, size);
+        if (size < framing) {
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record size %" PRIu64 " is below %" PRIu64, idx_path,
+                              lineno, size, framing);
             break;
         }
         if (off < next) {

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "fmt_format.h"
-#include "fmt_tfrecord.h"
 #include "sl_alloc.h"
 
 struct fmt_reader {
@@ -41,8 +40,8 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     memset(so, 0, sizeof *so);
     so->compression = o->compression;
     so->buffer_size = o->buffer_size;
-    /* a whole record plus its framing (or a line plus its newline) must fit */
-    so->max_window = r->st.max_record_bytes + FMT_TFRECORD_HEADER + FMT_TFRECORD_FOOTER + 1;
+    /* a whole record plus its framing must fit, as the format frames it */
+    so->max_window = r->st.max_record_bytes + ops->frame_head + ops->frame_tail;
     so->plain_probe = ops->plain_probe;
     so->use_zlib = o->use_zlib;
     so->io = o->io;

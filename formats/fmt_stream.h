@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt_io.h" /* enum fmt_io: how a plain file is read */
 #include "sl_error.h"
 
 enum fmt_compression { FMT_COMP_AUTO = 0, FMT_COMP_NONE, FMT_COMP_GZIP, FMT_COMP_ZLIB };
@@ -50,36 +51,13 @@ enum fmt_compression { FMT_COMP_AUTO = 0, FMT_COMP_NONE, FMT_COMP_GZIP, FMT_COMP
  * Returns 0 or SL_EINVAL. */
 int fmt_compression_parse(const char *s, enum fmt_compression *out) SL_MUST_CHECK;
 const char *fmt_compression_name(enum fmt_compression c);
+/* The names fmt_compression_parse takes (TensorFlow's aside), for messages. */
+#define FMT_COMPRESSION_NAMES "auto, none, gzip or zlib"
 
 /* Decides, for FMT_COMP_AUTO, whether bytes that carry a compression magic
  * number are in fact an uncompressed file of the caller's format (a TFRecord
  * whose first length happens to look like a zlib header). */
 typedef int (*fmt_plain_probe_fn)(const uint8_t *head, size_t n);
-
-/* How an uncompressed file is read (see the top of the file). */
-enum fmt_io { FMT_IO_AUTO = 0, FMT_IO_READ, FMT_IO_MAP };
-
-/* "auto", "read", "map". Returns 0 or SL_EINVAL. */
-int fmt_io_parse(const char *s, enum fmt_io *out) SL_MUST_CHECK;
-const char *fmt_io_name(enum fmt_io io);
-
-/* What the probe measured: over a few 2 MiB regions of one file in the page
- * cache, alternated, the fastest read(2) (1 MiB calls into a reused buffer)
- * + CRC32C, and the fastest mmap + CRC32C + munmap, in bytes/s. */
-struct fmt_io_probe {
-    int done;           /* 0: no probe ran (no plain file large enough, or SLUICE_IO set) */
-    enum fmt_io choice; /* what AUTO uses: MAP only when it beat READ by 5% or more */
-    double read_bps, map_bps;
-    char path[256];     /* the file measured (truncated) */
-};
-
-/* Measure `path` now (the process-wide choice is not changed). SL_EINVAL
- * when it is under 32 MiB, or when its probed regions are not all in the
- * page cache (a probe of a disk would measure the disk). */
-int fmt_io_probe_file(const char *path, struct fmt_io_probe *out, struct sl_error *err) SL_MUST_CHECK;
-/* The process-wide choice so far, and where it came from: "SLUICE_IO",
- * "probe" or "default" (no probe yet). */
-enum fmt_io fmt_io_current(struct fmt_io_probe *probe, const char **source);
 
 struct fmt_stream_opts {
     enum fmt_compression compression; /* AUTO: by extension, then by magic */

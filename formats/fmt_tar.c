@@ -34,6 +34,7 @@
 
 #include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
 #include "sl_buf.h"
@@ -732,13 +733,29 @@ static int tar_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct
     return 0;
 }
 
+/* A job names a feature per field extension, each one tar_specs takes. */
+static int tar_job_features(const struct fmt_job_input *in, struct sl_error *err)
+{
+    if (in->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "'features' is required with format \"tar\" (one per field extension)");
+    for (size_t i = 0; i < in->nfeatures; i++)
+        if (in->features[i].varlen || (in->features[i].dtype == FMT_DTYPE_BYTES && in->features[i].rank != 0))
+            return sl_error_set(err, SL_EINVAL,
+                                "'features.%s': a tar field is a scalar bytes feature or a fixed-shape "
+                                "int64/float32/uint8 one",
+                                in->features[i].name);
+    return 0;
+}
+
 const struct fmt_format_ops fmt__tar_format = {
     .name = "tar",
     .element = "sample",
     .plain_probe = NULL,
     .next = NULL, /* samples: fmt_tar_next */
     .check_specs = tar_specs,
+    .job_features = tar_job_features,
     .scan = tar_scan,
+    .keep = &fmt__tar_keep,
     .frame = tar_frame,
     .decode = tar_decode,
 };

@@ -20,6 +20,7 @@
 
 #include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 
 #include "sl_alloc.h"
 
@@ -159,12 +160,27 @@ static int text_specs(const struct fmt_feature_spec *specs, size_t nspecs, struc
     return 0;
 }
 
+/* A line is one scalar bytes value; a job that declares none gets one
+ * named "line" (the feeder's default). */
+static int text_job_features(const struct fmt_job_input *in, struct sl_error *err)
+{
+    const struct fmt_feature_spec *f = in->features;
+    if (in->nfeatures > 1 || (in->nfeatures == 1 && (f[0].dtype != FMT_DTYPE_BYTES || f[0].rank != 0 || f[0].varlen)))
+        return sl_error_set(err, SL_EINVAL,
+                            "'features': format \"text\" takes one scalar bytes feature (each line), or none "
+                            "(it is then named \"line\")");
+    return 0;
+}
+
 const struct fmt_format_ops fmt__text_format = {
     .name = "text",
     .element = "line",
     .plain_probe = NULL,
     .next = text_next,
+    .frame_head = 0,
+    .frame_tail = 1, /* the '\n' */
     .check_specs = text_specs,
+    .job_features = text_job_features,
     .scan = text_scan,
     .frame = text_frame,
     .decode = text_decode,

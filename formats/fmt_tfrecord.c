@@ -28,33 +28,34 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "fmt_crc32c.h"
 #include "fmt_features.h"
 #include "fmt_format.h"
+#include "fmt_job.h"
 #include "fmt_index.h"
 #include "fmt_reader.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 
 void fmt_tfrecord_header(uint8_t out[FMT_TFRECORD_HEADER], uint64_t len)
 {
     sl_store_le64(out, len);
-    sl_store_le32(out + 8, fmt_crc32c_mask(fmt_crc32c(out, 8)));
+    sl_store_le32(out + 8, sl_crc32c_mask(sl_crc32c(out, 8)));
 }
 
 uint32_t fmt_tfrecord_footer(const void *data, size_t len)
 {
-    return fmt_crc32c_mask(fmt_crc32c(data, len));
+    return sl_crc32c_mask(sl_crc32c(data, len));
 }
 
 int fmt_tfrecord_looks_plain(const uint8_t *head, size_t n)
 {
-    return n >= FMT_TFRECORD_HEADER && fmt_crc32c_unmask(sl_load_le32(head + 8)) == fmt_crc32c(head, 8);
+    return n >= FMT_TFRECORD_HEADER && sl_crc32c_unmask(sl_load_le32(head + 8)) == sl_crc32c(head, 8);
 }
 
 /* The CRC of a header's 8 length bytes: one crc32 instruction where the
  * CPU has it (a record costs two CRC calls; this one need not go through
- * fmt_crc32c's dispatch). */
+ * sl_crc32c's dispatch). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("sse4.2"))) static uint32_t crc8_sse42(const uint8_t *p)
 {
@@ -70,12 +71,12 @@ static uint32_t header_crc(const uint8_t *p)
         h = __builtin_cpu_supports("sse4.2") != 0;
         atomic_store_explicit(&have, h, memory_order_relaxed);
     }
-    return h ? crc8_sse42(p) : fmt_crc32c(p, 8);
+    return h ? crc8_sse42(p) : sl_crc32c(p, 8);
 }
 #else
 static uint32_t header_crc(const uint8_t *p)
 {
-    return fmt_crc32c(p, 8);
+    return sl_crc32c(p, 8);
 }
 #endif
 
@@ -84,7 +85,7 @@ static uint32_t header_crc(const uint8_t *p)
 static inline int check_header(const uint8_t *p, uint64_t start, size_t max, int skip_crc, uint64_t *len,
                                struct sl_error *err)
 {
-    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(p + 8)) != header_crc(p))
+    if (!skip_crc && sl_crc32c_unmask(sl_load_le32(p + 8)) != header_crc(p))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu%s", (unsigned long long)start,
                             start == 0 ? " (Is this even a TFRecord file?)" : "");
     *len = sl_load_le64(p);
@@ -97,7 +98,7 @@ static inline int check_header(const uint8_t *p, uint64_t start, size_t max, int
 /* The data and footer CRC of a record whose data starts at `data`. */
 static int check_data(const uint8_t *data, uint64_t len, uint64_t start, int skip_crc, struct sl_error *err)
 {
-    if (!skip_crc && fmt_crc32c_unmask(sl_load_le32(data + len)) != fmt_crc32c(data, (size_t)len))
+    if (!skip_crc && sl_crc32c_unmask(sl_load_le32(data + len)) != sl_crc32c(data, (size_t)len))
         return sl_error_set(err, SL_ECORRUPT, "corrupted record at %llu",
                             (unsigned long long)(start + FMT_TFRECORD_HEADER));
     return 0;
@@ -263,12 +264,23 @@ static int any_specs(const struct fmt_feature_spec *specs, size_t nspecs, struct
     return 0;
 }
 
+/* Records are Examples: the job says which features to take. */
+static int tfrecord_job_features(const struct fmt_job_input *in, struct sl_error *err)
+{
+    if (in->nfeatures == 0)
+        return sl_error_set(err, SL_EINVAL, "'features' is required with format \"tfrecord\"");
+    return 0;
+}
+
 const struct fmt_format_ops fmt__tfrecord_format = {
     .name = "tfrecord",
     .element = "record",
     .plain_probe = fmt_tfrecord_looks_plain,
     .next = tfrecord_next,
+    .frame_head = FMT_TFRECORD_HEADER,
+    .frame_tail = FMT_TFRECORD_FOOTER,
     .check_specs = any_specs,
+    .job_features = tfrecord_job_features,
     .scan = tfrecord_scan,
     .frame = tfrecord_frame,
     .decode = tfrecord_decode,

@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
+#include "sl_crc32c.h"
 #include "sl_bytes.h"
 #include "train_device.h" /* TRAIN_DEVICE_MAX_REPLICAS */
 
@@ -31,7 +31,7 @@ void train_input_position_encode(const struct train_input_position *p, uint8_t o
     sl_store_le64(out + 16, p->step);
     sl_store_le64(out + 24, p->seq);
     sl_store_le32(out + 32, p->replicas);
-    sl_store_le32(out + 36, fmt_crc32c(out, 36));
+    sl_store_le32(out + 36, sl_crc32c(out, 36));
 }
 
 int train_input_position_decode(struct train_input_position *out, const void *buf, size_t len,
@@ -43,7 +43,7 @@ int train_input_position_decode(struct train_input_position *out, const void *bu
                             TRAIN_INPUT_POSITION_BYTES);
     if (memcmp(b, position_magic, 8) != 0)
         return sl_error_set(err, SL_ECORRUPT, "input position: bad magic (expected SLPOS001)");
-    uint32_t stored = sl_load_le32(b + 36), crc = fmt_crc32c(b, 36);
+    uint32_t stored = sl_load_le32(b + 36), crc = sl_crc32c(b, 36);
     if (stored != crc)
         return sl_error_set(err, SL_ECORRUPT, "input position: CRC-32C mismatch (stored %08x, computed %08x)", stored,
                             crc);

@@ -16,8 +16,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h"
 #include "fmt_reader.h"
+#include "sl_crc32c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -65,7 +65,7 @@ static void outcome_of(const char *name, const uint8_t *data, size_t size, int p
     while ((rc = fmt_reader_next(r, &rec, &err)) == 0) {
         out->n++;
         out->digest = out->digest * 1000003u + rec.offset * 31u + rec.len * 7u + rec.index +
-                      fmt_crc32c(rec.data, rec.len);
+                      sl_crc32c(rec.data, rec.len);
     }
     out->rc = rc;
     out->dropped = fmt_reader_dropped_tail(r);

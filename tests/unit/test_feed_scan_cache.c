@@ -23,10 +23,10 @@
 
 #include "feed_scan_cache.h"
 #include "feed_source.h"
-#include "fmt_crc32c.h"
 #include "fmt_tfrecord.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 #include "sl_test.h"
 
 /* record r of file f: "f<f>-r<r>" padded with r % 40 bytes of 'x' */
@@ -439,12 +439,12 @@ END_TEST
 /* Rewrite the header's CRC after editing it: a hostile entry. */
 static void reseal_header(uint8_t *b)
 {
-    sl_store_le32(b + 132, fmt_crc32c(b, 132));
+    sl_store_le32(b + 132, sl_crc32c(b, 132));
 }
 
 static void reseal_body(uint8_t *b, size_t len)
 {
-    sl_store_le32(b + len - 4, fmt_crc32c(b + FEED_SCAN_CACHE_HEADER, len - 4 - FEED_SCAN_CACHE_HEADER));
+    sl_store_le32(b + len - 4, sl_crc32c(b + FEED_SCAN_CACHE_HEADER, len - 4 - FEED_SCAN_CACHE_HEADER));
 }
 
 START_TEST(test_hostile_entries)

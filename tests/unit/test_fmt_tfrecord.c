@@ -7,9 +7,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "fmt_crc32c.h"
 #include "fmt_reader.h"
 #include "fmt_tfrecord.h"
+#include "sl_crc32c.h"
 #include "sl_test.h"
 
 /* foo, "", 123456789: a 19 + 16 + 25 = 60 byte file (records at 0, 19, 35) */
@@ -455,7 +455,7 @@ static void run_path(const char *path, const uint8_t *bytes, size_t len, int mod
         pr->off[pr->n] = rec.offset;
         pr->index[pr->n] = rec.index;
         pr->len[pr->n] = rec.len;
-        pr->crc[pr->n] = fmt_crc32c(rec.data, rec.len);
+        pr->crc[pr->n] = sl_crc32c(rec.data, rec.len);
         pr->n++;
     }
     pr->dropped = fmt_reader_dropped_tail(r);

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h"
 #include "sl_bytes.h"
+#include "sl_crc32c.h"
 #include "sl_test.h"
 #include "train_ckpt.h"
 
@@ -167,7 +167,7 @@ static int read_edited(const char *name, void (*edit)(uint8_t *h), size_t extra,
     memset(b + len, 0, extra);
     len += extra;
     edit(b);
-    sl_store_le32(b + len - 4, fmt_crc32c(b, len - 4));
+    sl_store_le32(b + len - 4, sl_crc32c(b, len - 4));
     sl_test_write(name, b, len);
     free(b);
     struct train_ckpt ck;
@@ -457,7 +457,7 @@ START_TEST(test_position)
         sl_store_le64(b + 16, bad[i].step);
         sl_store_le64(b + 24, bad[i].seq);
         sl_store_le32(b + 32, bad[i].replicas);
-        sl_store_le32(b + 36, fmt_crc32c(b, 36));
+        sl_store_le32(b + 36, sl_crc32c(b, 36));
         ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT &&
                       strstr(err.msg, bad[i].text) != NULL, "case %zu: %s", i, err.msg);
         ck_assert(q.epoch == good.epoch && q.step == good.step && q.seq == good.seq &&

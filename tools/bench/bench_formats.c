@@ -33,7 +33,6 @@
 #include <zlib.h>
 
 #include "bench.h"
-#include "fmt_crc32c.h"
 #include "fmt_example.h"
 #include "fmt_features.h"
 #include "fmt_idx.h"
@@ -42,6 +41,7 @@
 #include "sl_alloc.h"
 #include "sl_buf.h"
 #include "sl_clock.h"
+#include "sl_crc32c.h"
 #include "sl_log.h"
 #include "sl_opt.h"
 
@@ -119,7 +119,7 @@ static int pass_read_crc(struct bench *b, const void *arg, uint64_t *bytes)
     ssize_t n;
     uint64_t total = 0;
     while ((n = read(fd, buf, CHUNK)) > 0) {
-        crc = fmt_crc32c_extend(crc, buf, (size_t)n);
+        crc = sl_crc32c_extend(crc, buf, (size_t)n);
         total += (uint64_t)n;
     }
     close(fd);
@@ -217,7 +217,7 @@ static int pass_scan_decode(struct bench *b, const void *arg, uint64_t *bytes)
 }
 
 struct crc_arg {
-    fmt_crc32c_fn fn;
+    sl_crc32c_fn fn;
     size_t block; /* CRC calls of this many bytes over the records buffer */
 };
 
@@ -574,7 +574,7 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
         printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
                "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
                (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
-               (unsigned long long)b->gz_bytes, fmt_crc32c_impl_name(), b->repeat);
+               (unsigned long long)b->gz_bytes, sl_crc32c_impl_name(), b->repeat);
         print_json_results(r, n);
         printf("],\"io\":\"%s\",\"io_source\":\"%s\"", fmt_io_name(io), source);
         print_probe(b, &b->probe, "");
@@ -592,7 +592,7 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     }
     printf("sluice-bench formats: %llu records, %.1f MB plain, %.1f MB gzip; crc32c %s; median of %d\n\n",
            (unsigned long long)b->records, (double)b->plain_bytes / 1e6, (double)b->gz_bytes / 1e6,
-           fmt_crc32c_impl_name(), b->repeat);
+           sl_crc32c_impl_name(), b->repeat);
     print_probe(b, &b->probe, "the plain file");
     printf("default path for plain files in this process: %s (%s)\n\n", fmt_io_name(io), source);
     print_table(r, n);
@@ -741,10 +741,10 @@ int bench_formats_main(int argc, char **argv)
     res[nres].extra = res[nres].ours * (double)b.records / (double)b.plain_bytes;
     nres++;
     static const char *crc_names[] = {"portable", "sse4.2", "isa-l"};
-    static char crc_labels[FMT_CRC32C_NIMPL][2][48];
+    static char crc_labels[SL_CRC32C_NIMPL][2][48];
     size_t avg = (size_t)(b.rec_off[b.records] / (b.records ? b.records : 1));
-    for (int i = 0; i < FMT_CRC32C_NIMPL && nres + 2 <= sizeof res / sizeof res[0]; i++) {
-        fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+    for (int i = 0; i < SL_CRC32C_NIMPL && nres + 2 <= sizeof res / sizeof res[0]; i++) {
+        sl_crc32c_fn fn = sl_crc32c_impl_fn((enum sl_crc32c_impl)i);
         if (fn == NULL)
             continue;
         for (int k = 0; k < 2; k++) {

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
+#include "sl_crc32c.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_log.h"
@@ -364,7 +364,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     memcpy(buf, h, sizeof h);
     if ((rc = read_all(fd, buf + sizeof h, (size_t)size - sizeof h, path, err)) != 0)
         goto out_free;
-    uint32_t stored = sl_load_le32(buf + size - 4), crc = fmt_crc32c(buf, (size_t)size - 4);
+    uint32_t stored = sl_load_le32(buf + size - 4), crc = sl_crc32c(buf, (size_t)size - 4);
     if (stored != crc) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
                           ")", path, stored, crc);

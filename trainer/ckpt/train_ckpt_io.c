@@ -6,13 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
+#include "sl_crc32c.h"
 
 int train__ckpt_put(FILE *f, uint32_t *crc, const void *p, size_t n)
 {
     if (n == 0)
         return 0;
-    *crc = fmt_crc32c_extend(*crc, p, n);
+    *crc = sl_crc32c_extend(*crc, p, n);
     return fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 

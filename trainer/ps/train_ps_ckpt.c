@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fmt_crc32c.h" /* a checksum, not a format (trainer/CMakeLists.txt) */
+#include "sl_crc32c.h"
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_output.h"
@@ -145,7 +145,7 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
         }
         got += (size_t)r;
     }
-    uint32_t stored = sl_load_le32(buf + size - 4), crc = fmt_crc32c(buf, (size_t)size - 4);
+    uint32_t stored = sl_load_le32(buf + size - 4), crc = sl_crc32c(buf, (size_t)size - 4);
     if (stored != crc) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
                           ")", path, stored, crc);

@@ -1,4 +1,4 @@
-/* fmt_crc32c: three implementations behind one function pointer chosen on
+/* sl_crc32c: three implementations behind one function pointer chosen on
  * first use.
  *
  *  - ISA-L's crc32_iscsi (when built with it): its own run-time dispatch to
@@ -17,7 +17,7 @@
  * "P1 at scale"), so on CPUs with AVX the ISA-L call is followed by
  * vzeroupper.
  */
-#include "fmt_crc32c.h"
+#include "sl_crc32c.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -120,19 +120,19 @@ __attribute__((target("avx"))) static uint32_t crc_isal_vzu(uint32_t crc, const 
 #endif
 #endif
 
-fmt_crc32c_fn fmt_crc32c_impl_fn(enum fmt_crc32c_impl which)
+sl_crc32c_fn sl_crc32c_impl_fn(enum sl_crc32c_impl which)
 {
     switch (which) {
-    case FMT_CRC32C_PORTABLE:
+    case SL_CRC32C_PORTABLE:
         return crc_portable;
-    case FMT_CRC32C_SSE42:
+    case SL_CRC32C_SSE42:
 #ifdef HAVE_SSE42_IMPL
         __builtin_cpu_init();
         if (__builtin_cpu_supports("sse4.2"))
             return crc_sse42;
 #endif
         return NULL;
-    case FMT_CRC32C_ISAL:
+    case SL_CRC32C_ISAL:
 #ifdef SLUICE_HAVE_ISAL
 #ifdef HAVE_ISAL_VZU
         __builtin_cpu_init();
@@ -148,20 +148,20 @@ fmt_crc32c_fn fmt_crc32c_impl_fn(enum fmt_crc32c_impl which)
     }
 }
 
-static _Atomic(fmt_crc32c_fn) chosen;
-static _Atomic(fmt_crc32c_fn) chosen_small;
+static _Atomic(sl_crc32c_fn) chosen;
+static _Atomic(sl_crc32c_fn) chosen_small;
 static const char *_Atomic chosen_name;
 
-static fmt_crc32c_fn choose(void)
+static sl_crc32c_fn choose(void)
 {
     static const struct {
-        enum fmt_crc32c_impl id;
+        enum sl_crc32c_impl id;
         const char *name;
-    } order[] = {{FMT_CRC32C_ISAL, "isa-l"}, {FMT_CRC32C_SSE42, "sse4.2"}, {FMT_CRC32C_PORTABLE, "portable"}};
+    } order[] = {{SL_CRC32C_ISAL, "isa-l"}, {SL_CRC32C_SSE42, "sse4.2"}, {SL_CRC32C_PORTABLE, "portable"}};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        fmt_crc32c_fn fn = fmt_crc32c_impl_fn(order[i].id);
+        sl_crc32c_fn fn = sl_crc32c_impl_fn(order[i].id);
         if (fn != NULL) {
-            fmt_crc32c_fn small = fmt_crc32c_impl_fn(FMT_CRC32C_SSE42);
+            sl_crc32c_fn small = sl_crc32c_impl_fn(SL_CRC32C_SSE42);
             atomic_store(&chosen_small, small != NULL ? small : fn);
             atomic_store(&chosen_name, order[i].name);
             atomic_store(&chosen, fn);
@@ -176,9 +176,9 @@ static fmt_crc32c_fn choose(void)
  * checks an 8-byte CRC per record, so the split matters. */
 #define SMALL_INPUT 64
 
-uint32_t fmt_crc32c_extend(uint32_t crc, const void *p, size_t n)
+uint32_t sl_crc32c_extend(uint32_t crc, const void *p, size_t n)
 {
-    fmt_crc32c_fn fn = atomic_load_explicit(n < SMALL_INPUT ? &chosen_small : &chosen, memory_order_relaxed);
+    sl_crc32c_fn fn = atomic_load_explicit(n < SMALL_INPUT ? &chosen_small : &chosen, memory_order_relaxed);
     if (fn == NULL) {
         choose();
         fn = atomic_load(n < SMALL_INPUT ? &chosen_small : &chosen);
@@ -186,7 +186,7 @@ uint32_t fmt_crc32c_extend(uint32_t crc, const void *p, size_t n)
     return fn(crc, p, n);
 }
 
-const char *fmt_crc32c_impl_name(void)
+const char *sl_crc32c_impl_name(void)
 {
     if (atomic_load(&chosen) == NULL)
         choose();

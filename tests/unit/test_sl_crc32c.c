@@ -6,7 +6,7 @@
 #include <string.h>
 
 
-#include "fmt_crc32c.h"
+#include "sl_crc32c.h"
 #include "sl_test.h"
 
 static const struct {
@@ -22,13 +22,13 @@ static const struct {
 
 static void check_all_impls(const void *p, size_t n, uint32_t want)
 {
-    for (int i = 0; i < FMT_CRC32C_NIMPL; i++) {
-        fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+    for (int i = 0; i < SL_CRC32C_NIMPL; i++) {
+        sl_crc32c_fn fn = sl_crc32c_impl_fn((enum sl_crc32c_impl)i);
         if (fn == NULL)
             continue;
         ck_assert_msg(fn(0, p, n) == want, "impl %d: got %08x want %08x (n=%zu)", i, fn(0, p, n), want, n);
     }
-    ck_assert_uint_eq(fmt_crc32c(p, n), want);
+    ck_assert_uint_eq(sl_crc32c(p, n), want);
 }
 
 START_TEST(test_rfc3720_vectors)
@@ -57,22 +57,22 @@ START_TEST(test_named_vectors_and_masks)
 {
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         check_all_impls(named[i].name, strlen(named[i].name), named[i].crc);
-    ck_assert_uint_eq(fmt_crc32c_mask(0xe3069283u), 0xc78ab0e5u);
-    ck_assert_uint_eq(fmt_crc32c_mask(0), 0xa282ead8u);
-    ck_assert_uint_eq(fmt_crc32c_mask(0xcfc4ae1du), 0xfebe8a61u);
+    ck_assert_uint_eq(sl_crc32c_mask(0xe3069283u), 0xc78ab0e5u);
+    ck_assert_uint_eq(sl_crc32c_mask(0), 0xa282ead8u);
+    ck_assert_uint_eq(sl_crc32c_mask(0xcfc4ae1du), 0xfebe8a61u);
     uint8_t len0[8] = {0};
-    ck_assert_uint_eq(fmt_crc32c_mask(fmt_crc32c(len0, 8)), 0x07980329u);
+    ck_assert_uint_eq(sl_crc32c_mask(sl_crc32c(len0, 8)), 0x07980329u);
     uint8_t len3[8] = {3};
-    ck_assert_uint_eq(fmt_crc32c_mask(fmt_crc32c(len3, 8)), 0x0e4999b0u);
+    ck_assert_uint_eq(sl_crc32c_mask(sl_crc32c(len3, 8)), 0x0e4999b0u);
     for (uint32_t v = 1; v < 0xF0000000u; v += 0x01234567u)
-        ck_assert_uint_eq(fmt_crc32c_unmask(fmt_crc32c_mask(v)), v);
+        ck_assert_uint_eq(sl_crc32c_unmask(sl_crc32c_mask(v)), v);
 }
 END_TEST
 
 START_TEST(test_extend_is_concatenation)
 {
-    uint32_t a = fmt_crc32c("hello ", 6);
-    ck_assert_uint_eq(fmt_crc32c_extend(a, "world", 5), fmt_crc32c("hello world", 11));
+    uint32_t a = sl_crc32c("hello ", 6);
+    ck_assert_uint_eq(sl_crc32c_extend(a, "world", 5), sl_crc32c("hello world", 11));
 }
 END_TEST
 
@@ -84,7 +84,7 @@ START_TEST(test_impls_agree_every_length_and_alignment)
         x = x * 1103515245u + 12345u;
         buf[i] = (uint8_t)(x >> 16);
     }
-    fmt_crc32c_fn ref = fmt_crc32c_impl_fn(FMT_CRC32C_PORTABLE);
+    sl_crc32c_fn ref = sl_crc32c_impl_fn(SL_CRC32C_PORTABLE);
     ck_assert(ref != NULL);
     for (size_t align = 0; align < 8; align++)
         for (size_t n = 0; n < 300; n++) {
@@ -93,7 +93,7 @@ START_TEST(test_impls_agree_every_length_and_alignment)
             /* split at every point: extend(a, b) */
             if (n > 0) {
                 size_t k = n / 3;
-                ck_assert_uint_eq(fmt_crc32c_extend(fmt_crc32c(buf + align, k), buf + align + k, n - k), want);
+                ck_assert_uint_eq(sl_crc32c_extend(sl_crc32c(buf + align, k), buf + align + k, n - k), want);
             }
         }
     check_all_impls(buf, 4096 + 16, ref(0, buf, 4096 + 16));
@@ -104,7 +104,7 @@ END_TEST
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* ISA-L's AVX-512 code returns with the upper register halves in use; any
  * SSE instruction after it then waits on the CRC (3x slower record scans
- * from DRAM, docs/performance.md "P1 at scale"). fmt_crc32c clears them. */
+ * from DRAM, docs/performance.md "P1 at scale"). sl_crc32c clears them. */
 START_TEST(test_upper_vector_state_clean_after_crc)
 {
     uint64_t before;
@@ -116,8 +116,8 @@ START_TEST(test_upper_vector_state_clean_after_crc)
         buf[i] = (uint8_t)(i * 7 + (i >> 9));
     static const size_t sizes[] = {8, 63, 64, 836, 4096, (size_t)1 << 20};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        for (int i = 0; i < FMT_CRC32C_NIMPL; i++) {
-            fmt_crc32c_fn fn = fmt_crc32c_impl_fn((enum fmt_crc32c_impl)i);
+        for (int i = 0; i < SL_CRC32C_NIMPL; i++) {
+            sl_crc32c_fn fn = sl_crc32c_impl_fn((enum sl_crc32c_impl)i);
             if (fn == NULL)
                 continue;
             volatile uint32_t c = fn(0, buf, sizes[k]);
@@ -127,11 +127,11 @@ START_TEST(test_upper_vector_state_clean_after_crc)
             ck_assert_msg((after & 0x44) == 0, "impl %d, %zu bytes: XINUSE %#llx after the call", i, sizes[k],
                           (unsigned long long)after);
         }
-        volatile uint32_t c = fmt_crc32c(buf, sizes[k]);
+        volatile uint32_t c = sl_crc32c(buf, sizes[k]);
         (void)c;
         uint64_t after = 0;
         ck_assert(sl_test_xinuse(&after));
-        ck_assert_msg((after & 0x44) == 0, "fmt_crc32c, %zu bytes: XINUSE %#llx", sizes[k],
+        ck_assert_msg((after & 0x44) == 0, "sl_crc32c, %zu bytes: XINUSE %#llx", sizes[k],
                       (unsigned long long)after);
     }
     free(buf);
@@ -141,14 +141,14 @@ END_TEST
 
 START_TEST(test_impl_name)
 {
-    const char *n = fmt_crc32c_impl_name();
+    const char *n = sl_crc32c_impl_name();
     ck_assert(strcmp(n, "isa-l") == 0 || strcmp(n, "sse4.2") == 0 || strcmp(n, "portable") == 0);
 }
 END_TEST
 
 Suite *sl_test_suite(void)
 {
-    Suite *s = suite_create("fmt_crc32c");
+    Suite *s = suite_create("sl_crc32c");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_rfc3720_vectors);
     tcase_add_test(tc, test_named_vectors_and_masks);

@@ -1,0 +1,111 @@
+/* feed_job_files: a job's files, as feed_job_expand finds them: each
+ * pattern expanded with glob(3) and its matches sorted, or, with format
+ * arrays, each feature's arrays grouped (group g: the g-th of each).
+ */
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feed_job.h"
+#include "feed_job_parse.h"
+#include "fmt_job.h"
+#include "sl_alloc.h"
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Expand patterns into l (appending): each with glob(3), its matches
+ * (directories left out) sorted bytewise; `what` heads the errors. */
+static int expand_patterns(const struct feed_job_list *patterns, const char *what, struct feed_job_list *l,
+                           size_t *cap, struct sl_error *err)
+{
+    int rc = 0;
+    for (size_t p = 0; rc == 0 && p < patterns->n; p++) {
+        const char *pattern = patterns->items[p];
+        size_t start = l->n;
+        glob_t g;
+        int r = glob(pattern, GLOB_MARK | GLOB_NOSORT, NULL, &g);
+        if (r == GLOB_NOSPACE) {
+            rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
+        } else if (r != 0 && r != GLOB_NOMATCH) {
+            rc = sl_error_set(err, SL_EIO, "%s: glob(%s): read error", what, pattern);
+        } else {
+            for (size_t i = 0; r == 0 && rc == 0 && i < g.gl_pathc; i++) {
+                const char *m = g.gl_pathv[i];
+                if (m[0] != '\0' && m[strlen(m) - 1] != '/' && feed__list_push(l, cap, m) != 0)
+                    rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
+            }
+            if (rc == 0 && l->n == start)
+                /* SL_EIO: files missing, like a job file missing (exit 1, sl_exit.h) */
+                rc = sl_error_set(err, SL_EIO, "%s: pattern '%s' matches no file", what, pattern);
+            else if (rc == 0)
+                qsort(l->items + start, l->n - start, sizeof *l->items, cmp_path);
+        }
+        if (r != GLOB_NOMATCH)
+            globfree(&g);
+    }
+    return rc;
+}
+
+/* Format arrays: each feature's arrays, then the groups: group g is the
+ * g-th array of every feature. */
+static int expand_arrays(struct feed_job *job, struct sl_error *err)
+{
+    size_t n = job->nfeatures;
+    if (n == 0 || job->arrays == NULL)
+        return sl_error_set(err, SL_EINVAL, "features: format arrays needs features with arrays");
+    struct feed_job_list *per = sl_calloc(n, sizeof *per);
+    struct feed_job_list files = {0}, members = {0};
+    size_t fcap = 0, mcap = 0;
+    int rc = per == NULL ? sl_error_set(err, SL_ENOMEM, "features: out of memory") : 0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        char what[160];
+        size_t cap = 0;
+        snprintf(what, sizeof what, "features.%s.array", job->features[k].name);
+        rc = expand_patterns(&job->arrays[k], what, &per[k], &cap, err);
+        if (rc == 0 && per[k].n != per[0].n)
+            rc = sl_error_set(err, SL_EINVAL,
+                              "features.%s.array: %zu arrays, but features.%s.array has %zu: every feature needs "
+                              "one array per group (the g-th of each, in sorted order, make group g)",
+                              job->features[k].name, per[k].n, job->features[0].name, per[0].n);
+    }
+    for (size_t g = 0; rc == 0 && g < per[0].n; g++) {
+        if (feed__list_push(&files, &fcap, per[0].items[g]) != 0)
+            rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
+        for (size_t k = 0; rc == 0 && k < n; k++)
+            if (feed__list_push(&members, &mcap, per[k].items[g]) != 0)
+                rc = sl_error_set(err, SL_ENOMEM, "features: out of memory");
+    }
+    for (size_t k = 0; per != NULL && k < n; k++)
+        feed__list_free(&per[k]);
+    sl_free(per);
+    if (rc != 0) {
+        feed__list_free(&files);
+        feed__list_free(&members);
+        return rc;
+    }
+    feed__list_free(&job->files);
+    feed__list_free(&job->members);
+    job->files = files;
+    job->members = members;
+    return 0;
+}
+
+int feed_job_expand(struct feed_job *job, struct sl_error *err)
+{
+    if (!fmt_format_reads_files(job->format))
+        return expand_arrays(job, err);
+    struct feed_job_list l = {0};
+    size_t cap = 0;
+    int rc = expand_patterns(&job->patterns, "files", &l, &cap, err);
+    if (rc != 0) {
+        feed__list_free(&l);
+        return rc;
+    }
+    feed__list_free(&job->files);
+    job->files = l;
+    return 0;
+}
