@@ -556,8 +556,13 @@ def run_python(args, tmp, sluice):
 
 
 def run_dataloader(args, files, workers, check_crc):
+    return run_loader(args, make_dataset_class()(files, check_crc=check_crc), workers)
+
+
+def run_loader(args, ds, workers):
+    """The consumer loop over a DataLoader on `ds` (batch --batch, default
+    collate), --dl-epochs epochs; each batch a dict with 'label' and 'id'."""
     import torch
-    ds = make_dataset_class()(files, check_crc=check_crc)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=False, num_workers=workers)
 
     def make_iter():
@@ -572,6 +577,84 @@ def run_dataloader(args, files, workers, check_crc):
         return (e, int(b["label"].shape[0]), int(b["label"].sum()), int(b["id"].sum()))
 
     return consume(make_iter, summarize, args.step_ms / 1000.0)
+
+
+# ---------------------------------------------------------------------------
+# the public `tfrecord` reader (github.com/vahidk/tfrecord, `pip install
+# tfrecord`), imported, never copied: --tfrecord-lib DIR or a normal import
+
+TFRECORD_DESCRIPTION = {"image": "byte", "label": "int", "id": "int"}
+
+
+def import_tfrecord(lib):
+    """(tfrecord.torch.dataset, tfrecord.tools.tfrecord2idx, where) or
+    (None, None, why not). `lib`: a folder put first on sys.path, or None
+    for the normal search path."""
+    if lib is not None:
+        sys.path.insert(0, lib)
+    try:
+        from tfrecord.torch import dataset as tfds
+        from tfrecord.tools import tfrecord2idx
+    except Exception as e:  # ImportError; protobuf refuses a generated module it cannot load with TypeError
+        return None, None, "%s: %s" % (type(e).__name__, e)
+    where = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(tfds.__file__))))
+    if lib is not None and os.path.realpath(where) != os.path.realpath(lib):
+        return None, None, "tfrecord was imported from %s, not from --tfrecord-lib %s" % (where, lib)
+    try:
+        from google.protobuf import __version__ as pb_version
+        from google.protobuf.internal import api_implementation
+        where += " (protobuf %s, %s implementation)" % (pb_version, api_implementation.Type())
+    except ImportError:
+        pass
+    return tfds, tfrecord2idx, where
+
+
+def tfrecord_image(features):
+    """The `transform` a user gives the library: the image's bytes as a
+    uint8 array (the library hands a single bytes value over as bytes; label
+    and id come as int64 arrays of one value)."""
+    import numpy as np
+    features["image"] = np.frombuffer(features["image"], dtype=np.uint8).copy()
+    return features
+
+
+def tfrecord_indexes(files, tmp, tfrecord2idx):
+    """The library's own index of each shard (its text format, made by its
+    tfrecord2idx.create_index), which it needs to split the records
+    between DataLoader workers: {shard path: index path}."""
+    out = {}
+    folder = os.path.join(tmp, "tfrecord-index")
+    os.makedirs(folder, exist_ok=True)
+    for path in files:
+        idx = os.path.join(folder, os.path.basename(path)[:-len(".tfrecord")] + ".index")
+        tfrecord2idx.create_index(path, idx)
+        out[path] = idx
+    return out
+
+
+def run_tfrecord(args, files, indexes, workers, kind, tfds):
+    """A DataLoader over the library's datasets: `chain`, one
+    TFRecordDataset per shard chained in file order (torch's ChainDataset);
+    `multi`, one MultiTFRecordDataset over the shards (equal weights,
+    infinite=False: it draws each record from a randomly chosen shard until
+    all are read). Without workers no index is passed (the library then
+    reads each file from its start); with workers each worker reads its
+    share of every shard through the index."""
+    import torch
+    use_index = workers > 0
+    if kind == "chain":
+        ds = torch.utils.data.ChainDataset(
+            [tfds.TFRecordDataset(f, indexes[f] if use_index else None, TFRECORD_DESCRIPTION,
+                                  transform=tfrecord_image) for f in files])
+    else:
+        names = [os.path.basename(f)[:-len(".tfrecord")] for f in files]
+        folder = os.path.dirname(files[0]).replace("{", "{{").replace("}", "}}")
+        ifolder = os.path.dirname(indexes[files[0]]).replace("{", "{{").replace("}", "}}")
+        ds = tfds.MultiTFRecordDataset(os.path.join(folder, "{}.tfrecord"),
+                                       os.path.join(ifolder, "{}.index") if use_index else None,
+                                       {n: 1.0 for n in names}, TFRECORD_DESCRIPTION,
+                                       transform=tfrecord_image, infinite=False)
+    return run_loader(args, ds, workers)
 
 
 # ---------------------------------------------------------------------------
@@ -674,8 +757,23 @@ def main():
                     help="the pure-Python reader checks the CRCs (on, the default), skips them (off), "
                          "or each DataLoader is measured both ways (both)")
     ap.add_argument("--expect-rows", type=int, default=60000, help="rows per epoch (default 60000)")
+    ap.add_argument("--tfrecord-lib", metavar="DIR",
+                    help="the folder holding the public `tfrecord` package (github.com/vahidk/tfrecord: "
+                         "DIR/tfrecord/torch/dataset.py), put first on sys.path; default: a normal import. "
+                         "Its DataLoaders are measured when the import works, skipped (said so) when not")
+    ap.add_argument("--tfrecord-datasets", default="chain,multi",
+                    help="which of the library's datasets: chain (a TFRecordDataset per shard, chained), "
+                         "multi (MultiTFRecordDataset), comma-separated; empty: none (default chain,multi)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as one JSON object")
     args = ap.parse_args()
+    args.tfrecord_kinds = [k for k in args.tfrecord_datasets.split(",") if k != ""]
+    if any(k not in ("chain", "multi") for k in args.tfrecord_kinds):
+        ap.error("--tfrecord-datasets: a comma-separated list of chain and multi")
+    if args.tfrecord_lib is not None:
+        if not os.path.isdir(os.path.join(args.tfrecord_lib, "tfrecord")):
+            ap.error("--tfrecord-lib %s: no folder tfrecord in it (give the folder that holds the package)"
+                     % args.tfrecord_lib)
+        args.tfrecord_lib = os.path.abspath(args.tfrecord_lib)
     if args.epochs < 1 or args.dl_epochs < 1 or args.batch < 1 or args.repeat < 1 or args.step_ms < 0:
         ap.error("--epochs, --dl-epochs, --batch and --repeat must be >= 1, --step-ms >= 0")
     try:
@@ -707,6 +805,7 @@ def main():
 
 
 def bench(args, dl_workers, tmp):
+    load_start = os.getloadavg()
     files = ensure_data(args)
     args.job_path = write_job(args, files, tmp)
     problems = []
@@ -748,6 +847,27 @@ def bench(args, dl_workers, tmp):
             print("bench_python: %s" % name, file=sys.stderr)
             results[name] = [run_dataloader(args, files, w, crc)]
 
+    tfrecord_note = None
+    if dl_workers and args.tfrecord_kinds:
+        tfds, tfrecord2idx, where = import_tfrecord(args.tfrecord_lib)
+        if tfds is None:
+            tfrecord_note = ("DataLoader over the public tfrecord reader: SKIPPED, it cannot be imported (%s); "
+                             "see docs/bench.md (--tfrecord-lib DIR, python3-protobuf)" % where)
+            print("bench_python: " + tfrecord_note, file=sys.stderr)
+        else:
+            tfrecord_note = "the public tfrecord reader: %s" % where
+            indexes = tfrecord_indexes(files, tmp, tfrecord2idx)
+            for w in dl_workers:
+                for kind in args.tfrecord_kinds:
+                    name = "tfrecord-%s-%d" % (kind, w)
+                    labels[name] = "DataLoader, num_workers=%d (tfrecord %s, no CRC check)" % (
+                        w, "TFRecordDataset per shard, chained" if kind == "chain" else "MultiTFRecordDataset")
+                    epochs_of[name] = args.dl_epochs
+                    print("bench_python: %s" % name, file=sys.stderr)
+                    results[name] = [run_tfrecord(args, files, indexes, w, kind, tfds)]
+    elif args.tfrecord_kinds:
+        tfrecord_note = "DataLoader over the public tfrecord reader: SKIPPED, no --dl-workers given"
+
     ref = {"label": idx_label_sum(), "id": None}
     rows_out = {}
     for name, runs in results.items():
@@ -771,8 +891,20 @@ def bench(args, dl_workers, tmp):
             best = max(dls, key=lambda f: f["elements_per_s"])
             ratios[key] = rows_out["python"]["elements_per_s"] / best["elements_per_s"]
 
+    tfs = [rows_out[n] for n in rows_out if n.startswith("tfrecord-")]
+    if tfs:
+        best = max(tfs, key=lambda f: f["elements_per_s"])
+        for who in ("c", "python"):
+            if who in rows_out:
+                ratios["%s_over_best_tfrecord" % who] = rows_out[who]["elements_per_s"] / best["elements_per_s"]
+
+    load = os.getloadavg()
     print()
     print("machine: %s" % machine())
+    print("load average (1, 5, 15 min): %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end"
+          % (load_start + load))
+    if tfrecord_note:
+        print(tfrecord_note)
     print("batch %d, step %.3g ms, sluice epochs %d (median of %d runs), DataLoader epochs %d"
           % (args.batch, args.step_ms, args.epochs, args.repeat, args.dl_epochs))
     print()
@@ -783,6 +915,11 @@ def bench(args, dl_workers, tmp):
     print()
     if "python_over_c" in ratios:
         print("Python client / C client: %.2fx (target >= 0.8)" % ratios["python_over_c"])
+    if "c_over_best_tfrecord" in ratios:
+        print("C client / best DataLoader over the tfrecord reader: %.1fx (target >= 60)"
+              % ratios["c_over_best_tfrecord"])
+    if "python_over_best_tfrecord" in ratios:
+        print("Python client / best DataLoader over the tfrecord reader: %.1fx" % ratios["python_over_best_tfrecord"])
     if "python_over_best_dataloader" in ratios:
         print("Python client / best DataLoader: %.1fx (target >= 20)" % ratios["python_over_best_dataloader"])
     if "python_over_best_dataloader_nocrc" in ratios:
@@ -798,7 +935,8 @@ def bench(args, dl_workers, tmp):
             json.dump({"machine": machine(), "batch": args.batch, "step_ms": args.step_ms, "epochs": args.epochs,
                        "dl_epochs": args.dl_epochs, "repeat": args.repeat, "dl_crc": args.dl_crc,
                        "contenders": rows_out, "ratios": ratios, "label_sum": ref["label"], "id_sum": ref["id"],
-                       "problems": problems, "ok": not problems}, f, indent=1)
+                       "problems": problems, "ok": not problems, "loadavg_start": load_start, "loadavg_end": load, "tfrecord": tfrecord_note},
+                      f, indent=1)
             f.write("\n")
     return 1 if problems else 0
 
