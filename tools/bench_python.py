@@ -1,16 +1,17 @@
-#!/usr/bin/python3
-"""Python input: the sluice Python client against a PyTorch DataLoader over a
-pure-Python TFRecord reader, and against sluice's C client, on the same
-Fashion-MNIST TFRecord shards, measured in one run (issue #17 section 4).
+"""Python input: the sluice Python client against PyTorch DataLoaders over a
+pure-Python TFRecord reader and over the public `tfrecord` reader, and
+against sluice's C client, on the same Fashion-MNIST TFRecord shards,
+measured in one run (issue #17 section 4, issue #25).
 
     tools/bench_python.py [--data DIR] [--build DIR] [--epochs N] [--dl-epochs N]
-                          [--batch N] [--step-ms MS] [--repeat N]
-                          [--dl-workers 0,2] [--dl-crc on|off|both] [--json FILE]
+                          [--batch N] [--step-ms MS] [--repeat N] [--dl-repeat N]
+                          [--dl-workers 0,2] [--dl-crc on|off|both]
+                          [--tfrecord-lib DIR] [--tfrecord-datasets chain,multi] [--json FILE]
 
-Contenders, each consuming the training shards in file order (no shuffle)
-in batches of --batch rows, with the same consumer loop: take the next
-batch (timed: the input wait), sum its labels and ids (the checks below),
-then a simulated training step (a busy loop of --step-ms, 0 allowed):
+Contenders, each consuming the training shards (no shuffle) in batches of
+--batch rows, with the same consumer loop: take the next batch (timed: the
+input wait), sum its labels and ids (the checks below), then a simulated
+training step (a busy loop of --step-ms, 0 allowed):
 
   python     sluice.Client (worker 0 of 1, one replica) fed by one
              sluice-feeder over ipc://, pieces in shared memory
@@ -26,21 +27,34 @@ then a simulated training step (a busy loop of --step-ms, 0 allowed):
              and each record checked (a table-driven pure-Python CRC32C;
              --dl-crc off skips them, both measures each DataLoader both
              ways), and tf.train.Example parsed by
-             a hand-written protobuf wire-format decoder (python3-protobuf
-             is not installed here; no generated code)
+             a hand-written protobuf wire-format decoder (no generated code)
+  tfrecord   the same DataLoaders over the public `tfrecord` reader
+             (github.com/vahidk/tfrecord, what `pip install tfrecord`
+             gives): its TFRecordDataset per shard chained in file order
+             (chain) and its MultiTFRecordDataset (multi), description
+             image "byte", label "int", id "int", the image's bytes made a
+             uint8 array by the dataset's transform; with workers, each
+             reads its share of every shard through the library's own
+             index (made for the run by its tfrecord2idx). The library
+             does not check CRCs. It is imported, never copied: from
+             --tfrecord-lib DIR (put first on sys.path) or a normal import;
+             it needs python3-protobuf and python3-crc32c. When the import
+             fails, these contenders are skipped and the report says why.
 
 Each sluice contender gets a feeder of its own (started before its clock
 starts, once it logs 'serving job'; the feeder's temporary job is
 examples/fmnist-train.json with shuffle off, --epochs and --batch). The
 sluice contenders run --repeat times, alternating, and the run with the
-median elements/s is reported; each DataLoader runs once (a pure-Python
-epoch takes seconds).
+median elements/s is reported; each DataLoader runs --dl-repeat times (by
+default once: a pure-Python epoch takes seconds), in the same rounds.
 
 Per contender: batches/s, elements/s and the input stall, the time the
 consumer waited for its next batch over its total time (from creating
 the client or the DataLoader iterator to the last batch). Ratios (of
-elements/s): Python client / C client (target >= 0.8) and Python client /
-the best DataLoader (target >= 20).
+elements/s): Python client / C client (target >= 0.8), Python client /
+the best DataLoader (target >= 20), and C client and Python client / the
+best DataLoader over the tfrecord reader (target for C >= 60). The report
+gives the load average at the start and at the end.
 
 Checks: every contender must see exactly --expect-rows rows in each
 epoch, with the same label sum (that of the IDX label file the shards were
@@ -740,7 +754,7 @@ def figures(r):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="See the module docstring (head -60 %s) for what is measured." % __file__)
+                                 epilog="See the module docstring (head -70 %s) for what is measured." % __file__)
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "fmnist"),
                     help="the shards' folder: DATA/train-*.tfrecord, made with sluice-record convert idx "
                          "from %s if missing (default data/fmnist)" % FMNIST)
@@ -752,6 +766,9 @@ def main():
                     help="the simulated training step, a busy loop, per batch (default 0.2; 0: none)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each sluice contender, alternating; the median is reported (default 3)")
+    ap.add_argument("--dl-repeat", type=int, default=1,
+                    help="runs of each DataLoader, in the same rounds as the sluice contenders; "
+                         "the median is reported (default 1)")
     ap.add_argument("--dl-workers", default="0,2", help="DataLoader num_workers values (default 0,2)")
     ap.add_argument("--dl-crc", choices=["on", "off", "both"], default="on",
                     help="the pure-Python reader checks the CRCs (on, the default), skips them (off), "
@@ -774,8 +791,9 @@ def main():
             ap.error("--tfrecord-lib %s: no folder tfrecord in it (give the folder that holds the package)"
                      % args.tfrecord_lib)
         args.tfrecord_lib = os.path.abspath(args.tfrecord_lib)
-    if args.epochs < 1 or args.dl_epochs < 1 or args.batch < 1 or args.repeat < 1 or args.step_ms < 0:
-        ap.error("--epochs, --dl-epochs, --batch and --repeat must be >= 1, --step-ms >= 0")
+    if (args.epochs < 1 or args.dl_epochs < 1 or args.batch < 1 or args.repeat < 1 or args.dl_repeat < 1
+            or args.step_ms < 0):
+        ap.error("--epochs, --dl-epochs, --batch, --repeat and --dl-repeat must be >= 1, --step-ms >= 0")
     try:
         dl_workers = [int(x) for x in args.dl_workers.split(",") if x != ""]
     except ValueError:
@@ -828,24 +846,13 @@ def bench(args, dl_workers, tmp):
                            lambda: run_python(args, tmp, sluice), args.epochs))
     if exe is not None:
         contenders.append(("c", "sluice C client (libsluice, shm)", lambda: run_c(args, tmp, exe), args.epochs))
-    for rep in range(args.repeat):
-        for name, _, fn, _ in contenders:
-            print("bench_python: %s, run %d of %d" % (name, rep + 1, args.repeat), file=sys.stderr)
-            try:
-                results.setdefault(name, []).append(fn())
-            except RuntimeError as e:
-                problems.append("%s: %s" % (name, e))
-    labels = {name: label for name, label, _, _ in contenders}
-    epochs_of = {name: ep for name, _, _, ep in contenders}
     crcs = {"on": [True], "off": [False], "both": [True, False]}[args.dl_crc]
     for w in dl_workers:
         for crc in crcs:
-            name = "dataloader-%d%s" % (w, "" if crc else "-nocrc")
-            labels[name] = "DataLoader, num_workers=%d (pure-Python TFRecord, %s)" % (
-                w, "CRC checked" if crc else "no CRC check")
-            epochs_of[name] = args.dl_epochs
-            print("bench_python: %s" % name, file=sys.stderr)
-            results[name] = [run_dataloader(args, files, w, crc)]
+            contenders.append(("dataloader-%d%s" % (w, "" if crc else "-nocrc"),
+                               "DataLoader, num_workers=%d (pure-Python TFRecord, %s)"
+                               % (w, "CRC checked" if crc else "no CRC check"),
+                               lambda w=w, crc=crc: run_dataloader(args, files, w, crc), args.dl_epochs))
 
     tfrecord_note = None
     if dl_workers and args.tfrecord_kinds:
@@ -859,14 +866,31 @@ def bench(args, dl_workers, tmp):
             indexes = tfrecord_indexes(files, tmp, tfrecord2idx)
             for w in dl_workers:
                 for kind in args.tfrecord_kinds:
-                    name = "tfrecord-%s-%d" % (kind, w)
-                    labels[name] = "DataLoader, num_workers=%d (tfrecord %s, no CRC check)" % (
-                        w, "TFRecordDataset per shard, chained" if kind == "chain" else "MultiTFRecordDataset")
-                    epochs_of[name] = args.dl_epochs
-                    print("bench_python: %s" % name, file=sys.stderr)
-                    results[name] = [run_tfrecord(args, files, indexes, w, kind, tfds)]
+                    contenders.append(("tfrecord-%s-%d" % (kind, w),
+                                       "DataLoader, num_workers=%d (tfrecord %s, no CRC check)"
+                                       % (w, "TFRecordDataset per shard, chained" if kind == "chain"
+                                          else "MultiTFRecordDataset"),
+                                       lambda w=w, kind=kind: run_tfrecord(args, files, indexes, w, kind, tfds),
+                                       args.dl_epochs))
     elif args.tfrecord_kinds:
         tfrecord_note = "DataLoader over the public tfrecord reader: SKIPPED, no --dl-workers given"
+
+    # rounds: each contender once per round, in turn, for as many rounds as
+    # its --repeat or --dl-repeat asks
+    def runs_of(name):
+        return args.repeat if name in ("python", "c") else args.dl_repeat
+
+    for rep in range(max(args.repeat, args.dl_repeat)):
+        for name, _, fn, _ in contenders:
+            if rep >= runs_of(name):
+                continue
+            print("bench_python: %s, run %d of %d" % (name, rep + 1, runs_of(name)), file=sys.stderr)
+            try:
+                results.setdefault(name, []).append(fn())
+            except RuntimeError as e:
+                problems.append("%s: %s" % (name, e))
+    labels = {name: label for name, label, _, _ in contenders}
+    epochs_of = {name: ep for name, _, _, ep in contenders}
 
     ref = {"label": idx_label_sum(), "id": None}
     rows_out = {}
@@ -905,8 +929,8 @@ def bench(args, dl_workers, tmp):
           % (load_start + load))
     if tfrecord_note:
         print(tfrecord_note)
-    print("batch %d, step %.3g ms, sluice epochs %d (median of %d runs), DataLoader epochs %d"
-          % (args.batch, args.step_ms, args.epochs, args.repeat, args.dl_epochs))
+    print("batch %d, step %.3g ms, sluice epochs %d (median of %d runs), DataLoader epochs %d (median of %d runs)"
+          % (args.batch, args.step_ms, args.epochs, args.repeat, args.dl_epochs, args.dl_repeat))
     print()
     print("| contender | batches/s | elements/s | stall % |")
     print("| --- | ---: | ---: | ---: |")
@@ -933,7 +957,8 @@ def bench(args, dl_workers, tmp):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "batch": args.batch, "step_ms": args.step_ms, "epochs": args.epochs,
-                       "dl_epochs": args.dl_epochs, "repeat": args.repeat, "dl_crc": args.dl_crc,
+                       "dl_epochs": args.dl_epochs, "repeat": args.repeat, "dl_repeat": args.dl_repeat,
+                       "dl_crc": args.dl_crc,
                        "contenders": rows_out, "ratios": ratios, "label_sum": ref["label"], "id_sum": ref["id"],
                        "problems": problems, "ok": not problems, "loadavg_start": load_start, "loadavg_end": load, "tfrecord": tfrecord_note},
                       f, indent=1)
