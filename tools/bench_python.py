@@ -906,8 +906,14 @@ def bench(args, dl_workers, tmp):
         rows_out[name] = med
 
     ratios = {}
+    rounds = []  # Python / C of each round: the pair ran back to back, under the same load
     if "python" in rows_out and "c" in rows_out:
         ratios["python_over_c"] = rows_out["python"]["elements_per_s"] / rows_out["c"]["elements_per_s"]
+        if len(results["python"]) == len(results["c"]):  # else a run failed: no pairs (the problem is listed)
+            for py, c in zip(results["python"], results["c"]):
+                rounds.append(figures(py)["elements_per_s"] / figures(c)["elements_per_s"])
+            ratios["python_over_c_rounds"] = [round(x, 3) for x in rounds]
+            ratios["python_over_c_rounds_median"] = sorted(rounds)[len(rounds) // 2]
     for key, pick in (("python_over_best_dataloader", lambda n: not n.endswith("-nocrc")),
                       ("python_over_best_dataloader_nocrc", lambda n: n.endswith("-nocrc"))):
         dls = [rows_out[n] for n in rows_out if n.startswith("dataloader-") and pick(n)]
@@ -939,6 +945,9 @@ def bench(args, dl_workers, tmp):
     print()
     if "python_over_c" in ratios:
         print("Python client / C client: %.2fx (target >= 0.8)" % ratios["python_over_c"])
+    if rounds:
+        print("  in each round (back to back, the same load): %s; median %.2fx"
+              % (" ".join("%.2f" % x for x in rounds), ratios["python_over_c_rounds_median"]))
     if "c_over_best_tfrecord" in ratios:
         print("C client / best DataLoader over the tfrecord reader: %.1fx (target >= 60)"
               % ratios["c_over_best_tfrecord"])
