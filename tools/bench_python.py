@@ -668,7 +668,12 @@ def run_tfrecord(args, files, indexes, workers, kind, tfds):
                                        os.path.join(ifolder, "{}.index") if use_index else None,
                                        {n: 1.0 for n in names}, TFRECORD_DESCRIPTION,
                                        transform=tfrecord_image, infinite=False)
-    return run_loader(args, ds, workers)
+    try:
+        return run_loader(args, ds, workers)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:  # the library's own failure: listed as a problem, the run goes on
+        raise RuntimeError("the tfrecord reader failed: %s: %s" % (type(e).__name__, e)) from e
 
 
 # ---------------------------------------------------------------------------
@@ -886,7 +891,8 @@ def bench(args, dl_workers, tmp):
                 continue
             print("bench_python: %s, run %d of %d" % (name, rep + 1, runs_of(name)), file=sys.stderr)
             try:
-                results.setdefault(name, []).append(fn())
+                r = fn()  # before setdefault: a contender that never ran has no entry, not an empty one
+                results.setdefault(name, []).append(r)
             except RuntimeError as e:
                 problems.append("%s: %s" % (name, e))
     labels = {name: label for name, label, _, _ in contenders}

@@ -13,6 +13,8 @@ tool's handling is checked wherever the tests run.
 3. A tfrecord package whose TFRecordDataset drops each shard's last
    record (a wrong reader): the per-epoch checks catch it, exit 1, with
    the exact rows it saw.
+4. One whose TFRecordDataset raises: listed as a problem, exit 1, the
+   other contenders still reported.
 """
 import os
 import subprocess
@@ -105,6 +107,13 @@ def main():
         expect("the public tfrecord reader: %s" % wrong in out, "the library is imported from --tfrecord-lib", out)
         expect(rc == 1 and "tfrecord-chain-0: epoch 0: 59992 rows, not 60000" in out and "FAILED" in out,
                "a reader that drops a record per shard fails the checks (exit 1, rows named)", out + err)
+
+        failing = os.path.join(tmp, "failing")
+        package(failing, WRONG_DATASET.replace("for rec in list(", "raise OSError('disk on fire')\n        for rec in list("))
+        rc, out, err = bench(build, data, failing, "--tfrecord-datasets", "chain")
+        expect(rc == 1 and "tfrecord-chain-0: the tfrecord reader failed: OSError: disk on fire" in out
+               and "| sluice C client" in out,
+               "a reader that raises: listed as a problem (exit 1), the others still reported", out + err)
     print("bench_tfrecord: all passed")
     return 0
 
