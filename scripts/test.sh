@@ -14,10 +14,13 @@
 # the end (also after a failure) each stage's time is printed against its
 # budget (docs/testbed.md, "CI budget"); a stage over its budget is named.
 # SLUICE_CI_BUDGET_S=N (.ci/run sets it) also fails a run that took more
-# than N seconds in all, even if every test passed.
+# than N seconds in all, even if every test passed. SLUICE_TEST_TIMEOUT_SCALE=K
+# multiplies every test's budget by K, for a machine known to be slower or
+# busier than CI's (the budgets are for 2 cores beside two busy loops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+scale=-DSLUICE_TEST_TIMEOUT_SCALE=${SLUICE_TEST_TIMEOUT_SCALE:-1}
 
 # stage budgets in seconds (build and tests together), for this 2-core
 # machine beside two busy loops; their sum with deps is CI's 40 minutes
@@ -81,18 +84,18 @@ begin deps "dependencies (scripts/deps.sh)"
 scripts/deps.sh
 
 begin release "release build and every test"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$scale" >/dev/null
 cmake --build build -j"$jobs"
 run_ctest build
 
 if [ "${1:-}" = "--all" ]; then
   begin asan "unit and sanitize-labelled integration tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address "$scale" >/dev/null
   cmake --build build-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan -L "^(unit|sanitize)$"
   begin tsan "unit and sanitize-labelled integration tests under ThreadSanitizer"
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread >/dev/null
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread "$scale" >/dev/null
   cmake --build build-tsan -j"$jobs"
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     run_ctest build-tsan -L "^(unit|sanitize)$"
