@@ -24,7 +24,7 @@ scale=-DSLUICE_TEST_TIMEOUT_SCALE=${SLUICE_TEST_TIMEOUT_SCALE:-1}
 
 # stage budgets in seconds (build and tests together), for this 2-core
 # machine beside two busy loops; their sum with deps is CI's 40 minutes
-declare -A budget=([deps]=60 [release]=1080 [asan]=480 [tsan]=540 [fuzz]=180)
+declare -A budget=([deps]=60 [release]=1080 [asan]=480 [tsan]=540 [fuzz]=240)
 stages=()
 declare -A took=()
 start=$SECONDS
