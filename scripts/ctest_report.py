@@ -13,6 +13,7 @@ budget (default 50) are named too: they are the next ones to time out on a busy
 machine. Exit status: 0, or 1 when a test ran out of its budget (scripts/test.sh
 runs this after ctest, whose own status already fails the stage).
 """
+import argparse
 import os
 import re
 import sys
@@ -55,20 +56,15 @@ def last_run(build):
 
 
 def main(argv):
-    args = [a for a in argv[1:]]
-    top, near = 10, 50.0
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
-    if "--near" in args:
-        i = args.index("--near")
-        near = float(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 1:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    build = args[0]
+    ap = argparse.ArgumentParser(description="the slowest tests of the last ctest run against their budgets")
+    ap.add_argument("build", help="the build folder ctest ran in")
+    ap.add_argument("--top", type=int, default=10, help="how many of the slowest tests to list (10)")
+    ap.add_argument("--near", type=float, default=50.0, help="name the tests past this percent of their budget (50)")
+    args = ap.parse_args(argv[1:])
+    build, top, near = args.build, args.top, args.near
+    if not os.path.exists(os.path.join(build, "Testing", "Temporary", "LastTest.log")):
+        print(f"ctest report: no LastTest.log in {build}: ctest has not run there")
+        return 0
     limits = budgets(build)
     runs = last_run(build)
     if not runs:
