@@ -14,7 +14,7 @@
 # the end (also after a failure) each stage's time is printed against its
 # budget (docs/testbed.md, "CI budget"); a stage over its budget is named.
 # SLUICE_CI_BUDGET_S=N (.ci/run sets it) also fails a run that took more
-# than N seconds in all, even if every test passed. SLUICE_TEST_TIMEOUT_SCALE=K
+# than N seconds in all, even if every test passed (0: no such check). SLUICE_TEST_TIMEOUT_SCALE=K
 # multiplies every test's budget by K, for a machine known to be slower or
 # busier than CI's (the budgets are for 2 cores beside two busy loops).
 set -euo pipefail
@@ -58,7 +58,7 @@ summary() {
       echo "test.sh: OVER BUDGET: stage $s took ${took[$s]} s, its budget is ${budget[$s]} s"
     fi
   done
-  if [ -n "${SLUICE_CI_BUDGET_S:-}" ] && [ "$total" -gt "$SLUICE_CI_BUDGET_S" ]; then
+  if [ "${SLUICE_CI_BUDGET_S:-0}" -gt 0 ] && [ "$total" -gt "$SLUICE_CI_BUDGET_S" ]; then
     echo "test.sh: OVER BUDGET: the whole run took $total s, CI's budget is $SLUICE_CI_BUDGET_S s" \
          "(SLUICE_CI_BUDGET_S): find the stage and the tests that grew above"
     over=1
