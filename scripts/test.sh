@@ -14,16 +14,17 @@
 # the end (also after a failure) each stage's time is printed against its
 # budget (docs/testbed.md, "CI budget"); a stage over its budget is named.
 # SLUICE_CI_BUDGET_S=N (.ci/run sets it) also fails a run that took more
-# than N seconds in all, even if every test passed (0: no such check). SLUICE_TEST_TIMEOUT_SCALE=K
-# multiplies every test's budget by K, for a machine known to be slower or
-# busier than CI's (the budgets are for 2 cores beside two busy loops).
+# than N seconds in all, even if every test passed (0: no such check).
+# SLUICE_TEST_TIMEOUT_SCALE=K multiplies every test's budget by K, for a
+# machine known to be slower or busier than CI's (the budgets are for 2
+# cores beside two busy loops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 scale=-DSLUICE_TEST_TIMEOUT_SCALE=${SLUICE_TEST_TIMEOUT_SCALE:-1}
 
 # stage budgets in seconds (build and tests together), for this 2-core
-# machine beside two busy loops; their sum with deps is CI's 40 minutes
+# machine beside two busy loops; together CI's 40 minutes
 declare -A budget=([deps]=60 [release]=1080 [asan]=480 [tsan]=540 [fuzz]=240)
 stages=()
 declare -A took=()
