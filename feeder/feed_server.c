@@ -407,6 +407,19 @@ static struct trainer *find(struct server *s, const uint8_t *id, size_t id_len)
     return NULL;
 }
 
+/* The entry of a connection this feeder dropped (its send failed, it was
+ * silent), by its routing id: what it sent before it went may still be
+ * queued behind the drop. NULL when there is none. */
+static struct trainer *find_dropped(struct server *s, const uint8_t *id, size_t id_len)
+{
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        if (!t->active && t->id_len == id_len && id_len > 0 && memcmp(t->id, id, id_len) == 0)
+            return t;
+    }
+    return NULL;
+}
+
 /* The connection entry for a takeover of `share` for `worker`: the one it
  * had (active or not), else a free one, else a new one while there is
  * room (NULL when there is none). */
@@ -718,6 +731,17 @@ static void on_message(struct server *s)
             on_hello(s, idp, id_len, &s->msg.hello, zmq_msg_get(&body, ZMQ_SRCFD));
         break;
     case SL_WIRE_CREDIT:
+        if (t == NULL && !s->fixed && !s->consumed) {
+            /* a trainer that took pieces, returned their credit and left:
+             * a send to it may fail (and drop it) before its CREDIT is
+             * read here; that CREDIT still says the shape was consumed,
+             * and the release the drop asked for is called off */
+            struct trainer *gone = find_dropped(s, idp, id_len);
+            if (gone != NULL && gone->sent > 0 && gone->granted + s->msg.credit.credits > gone->initial) {
+                s->consumed = 1;
+                s->release_pending = 0;
+            }
+        }
         if (t != NULL) {
             t->credits += s->msg.credit.credits;
             t->granted += s->msg.credit.credits;
