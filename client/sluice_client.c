@@ -123,6 +123,13 @@ static char *copy_string(const char *s)
     return d;
 }
 
+_Static_assert(SLUICE_MAX_REPLICAS == TRAIN_CLIENT_MAX_REPLICAS && SLUICE_MAX_CREDITS == TRAIN_CLIENT_MAX_CREDITS &&
+                   SLUICE_MAX_HEARTBEAT_MS == TRAIN_CLIENT_MAX_HEARTBEAT_MS &&
+                   SLUICE_MIN_HEARTBEAT_MS == TRAIN_CLIENT_MIN_HEARTBEAT_MS &&
+                   SLUICE_MIN_TIMEOUT_MS == TRAIN_CLIENT_MIN_TIMEOUT_MS &&
+                   SLUICE_MAX_TIMEOUT_MS == TRAIN_CLIENT_MAX_TIMEOUT_MS && SLUICE_MAX_WAIT_MS == TRAIN_CLIENT_MAX_WAIT_MS,
+               "the public bounds are the client's");
+
 /* The messages name the options as this API (and the Python package, whose
  * keywords are these fields) spells them, not sluice-trainer's flags. */
 static const struct train_client_names api_names = {"connect_timeout_ms", "curve_key", "curve_server_keys", 1};
@@ -164,6 +171,8 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         sl_error_set(&e, SL_EINVAL, "options: worker %u of %u", to.worker, to.workers);
         return out_error(err, &e);
     }
+    if (train_client_check_bounds(&to, &e) != 0) /* before anything is sized by them */
+        return out_error(err, &e);
     int rc;
     struct sluice_client *c = sl_calloc(1, sizeof *c);
     if (c == NULL)

@@ -1354,6 +1354,39 @@ static int handshake(struct train_client *c, struct sl_error *err)
     return 0;
 }
 
+/* One bound: a value of `api` (the C and Python field) or `flag`
+ * (sluice-trainer's) within [least, most]; 0 is the default where zero_ok. */
+static int bound(const struct train_client_opts *o, const char *api, const char *flag, long long v, long long least,
+                 long long most, int zero_ok, struct sl_error *err)
+{
+    if ((zero_ok && v == 0) || (v >= least && v <= most))
+        return 0;
+    const char *name = o->names != NULL && o->names->in_ms ? api : flag;
+    return sl_error_set(err, SL_EINVAL, "%s: %lld is out of range (%s%lld to %lld)", name, v, zero_ok ? "0 or " : "",
+                        least, most);
+}
+
+int train_client_check_bounds(const struct train_client_opts *o, struct sl_error *err)
+{
+    int rc = bound(o, "replicas", "--replicas", o->replicas, 1, TRAIN_CLIENT_MAX_REPLICAS, 0, err);
+    if (rc == 0)
+        rc = bound(o, "credits", "--credits", o->credits, 1, TRAIN_CLIENT_MAX_CREDITS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "heartbeat_ms", "--heartbeat-ms", o->heartbeat_ms, TRAIN_CLIENT_MIN_HEARTBEAT_MS,
+                   TRAIN_CLIENT_MAX_HEARTBEAT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "timeout_ms", "--timeout-ms", o->timeout_ms, TRAIN_CLIENT_MIN_TIMEOUT_MS,
+                   TRAIN_CLIENT_MAX_TIMEOUT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "connect_timeout_ms", "--connect-timeout", o->connect_timeout_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1,
+                   err);
+    if (rc == 0)
+        rc = bound(o, "reconnect_ms", "--reconnect-s", o->reconnect_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "takeover_ms", "--takeover-s", o->takeover_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1, err);
+    return rc;
+}
+
 int train_client_open(struct train_client **out, const struct train_client_opts *opts, struct sl_error *err)
 {
     *out = NULL;
@@ -1363,6 +1396,9 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (opts->replicas == 0 || opts->workers == 0 || opts->worker >= opts->workers)
         return sl_error_set(err, SL_EINVAL, "worker %u of %u with %u replicas is not a valid place", opts->worker,
                             opts->workers, opts->replicas);
+    int rc = train_client_check_bounds(opts, err);
+    if (rc != 0)
+        return rc;
     if (opts->resume_seq % opts->replicas != 0 || opts->resume_seq > ((uint64_t)1 << 48))
         return sl_error_set(err, SL_EINVAL,
                             "resume at piece %" PRIu64 ": not the first piece of a step (a multiple of %u replicas), "
@@ -1402,7 +1438,6 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     c->free_slots = sl_calloc(c->nslots, sizeof *c->free_slots);
     c->step_slots = sl_calloc(c->o.replicas, sizeof *c->step_slots);
     c->pieces = sl_calloc(c->o.replicas, sizeof *c->pieces);
-    int rc = 0;
     if (c->f == NULL || c->slots == NULL || c->free_slots == NULL || c->step_slots == NULL || c->pieces == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)

@@ -73,6 +73,19 @@ struct sl_metrics;
  * a feeder lets out no more than its own window whatever the grant. */
 #define TRAIN_CLIENT_DEFAULT_CREDITS 64
 
+/* The bounds of the options, the same for sluice-trainer's flags (its
+ * option table uses these), the C API and the Python package
+ * (<sluice/client.h>'s SLUICE_MAX_*): train_client_open refuses a value
+ * outside them, naming it. A time of 0 is its default; below the least,
+ * a heartbeat or timeout would spin. */
+#define TRAIN_CLIENT_MAX_REPLICAS 65536
+#define TRAIN_CLIENT_MAX_CREDITS (1u << 20)
+#define TRAIN_CLIENT_MIN_HEARTBEAT_MS 10
+#define TRAIN_CLIENT_MAX_HEARTBEAT_MS 600000
+#define TRAIN_CLIENT_MIN_TIMEOUT_MS 50
+#define TRAIN_CLIENT_MAX_TIMEOUT_MS 3600000
+#define TRAIN_CLIENT_MAX_WAIT_MS 86400000 /* connect_timeout, reconnect, takeover */
+
 /* How the caller spells the options the client's messages name:
  * sluice-trainer's flags, or the C and Python API's fields (libsluice's
  * sluice_client_open passes "connect_timeout_ms", "curve_key",
@@ -125,6 +138,11 @@ struct train_client_opts {
 };
 
 struct train_client;
+
+/* The options against the bounds above (train_client_open checks them
+ * too; a caller that allocates by them first asks here). 0 or SL_EINVAL
+ * naming the option as o->names spells it. */
+int train_client_check_bounds(const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
 
 /* Connect and handshake with every feeder. A REFUSE is an error carrying
  * the feeder's reason. A feeder still scanning its files answers STATUS:

@@ -248,12 +248,23 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
     memset(&o, 0, sizeof o);
     long long w = 0, nw = 1, r = 1, cr = 0, hbv = 0, tov = 0, ctov = 0, rcv = 0, tkv = 0, rs = 0;
     if (int_option(worker, "worker", UINT32_MAX - 1, &w) != 0 || int_option(workers, "workers", UINT32_MAX, &nw) != 0 ||
-        int_option(replicas, "replicas", 65536, &r) != 0 || int_option(credits, "credits", 65536, &cr) != 0 ||
-        int_option(hb, "heartbeat_ms", INT_MAX, &hbv) != 0 || int_option(to, "timeout_ms", INT_MAX, &tov) != 0 ||
-        int_option(cto, "connect_timeout_ms", INT_MAX, &ctov) != 0 ||
-        int_option(rc_ms, "reconnect_ms", INT_MAX, &rcv) != 0 || int_option(tk, "takeover_ms", INT_MAX, &tkv) != 0 ||
+        int_option(replicas, "replicas", SLUICE_MAX_REPLICAS, &r) != 0 ||
+        int_option(credits, "credits", SLUICE_MAX_CREDITS, &cr) != 0 ||
+        int_option(hb, "heartbeat_ms", SLUICE_MAX_HEARTBEAT_MS, &hbv) != 0 ||
+        int_option(to, "timeout_ms", SLUICE_MAX_TIMEOUT_MS, &tov) != 0 ||
+        int_option(cto, "connect_timeout_ms", SLUICE_MAX_WAIT_MS, &ctov) != 0 ||
+        int_option(rc_ms, "reconnect_ms", SLUICE_MAX_WAIT_MS, &rcv) != 0 ||
+        int_option(tk, "takeover_ms", SLUICE_MAX_WAIT_MS, &tkv) != 0 ||
         int_option(resume, "resume_seq", LLONG_MAX, &rs) != 0)
         return -1;
+    /* the least nonzero times, as the library words them */
+    if ((hbv != 0 && hbv < SLUICE_MIN_HEARTBEAT_MS) || (tov != 0 && tov < SLUICE_MIN_TIMEOUT_MS)) {
+        int hb_bad = hbv != 0 && hbv < SLUICE_MIN_HEARTBEAT_MS;
+        PyErr_Format(PyExc_ValueError, "%s: %lld is out of range (0 or %d to %d)", hb_bad ? "heartbeat_ms" : "timeout_ms",
+                     hb_bad ? hbv : tov, hb_bad ? SLUICE_MIN_HEARTBEAT_MS : SLUICE_MIN_TIMEOUT_MS,
+                     hb_bad ? SLUICE_MAX_HEARTBEAT_MS : SLUICE_MAX_TIMEOUT_MS);
+        return -1;
+    }
     if (nw == 0 || r == 0) {
         PyErr_SetString(PyExc_ValueError, nw == 0 ? "workers: at least 1" : "replicas: at least 1");
         return -1;

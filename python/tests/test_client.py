@@ -325,6 +325,11 @@ def test_endpoint_without_transport_hints(ep, hint):
     ({"replicas": 0}, ValueError),
     ({"replicas": 10 ** 20}, ValueError),
     ({"credits": -5}, ValueError),
+    ({"credits": 2 ** 20 + 1}, ValueError),
+    ({"replicas": 65537}, ValueError),
+    ({"heartbeat_ms": 9}, ValueError),
+    ({"timeout_ms": 3600001}, ValueError),
+    ({"takeover_ms": 86400001}, ValueError),
     ({"heartbeat_ms": 2 ** 31}, ValueError),
     ({"timeout_ms": 1.5}, TypeError),
     ({"worker": True}, TypeError),
@@ -338,6 +343,19 @@ def test_endpoint_without_transport_hints(ep, hint):
 def test_hostile_options(kw, exc):
     with pytest.raises(exc):
         sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", connect_timeout_ms=100, **kw)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"credits": 2 ** 20 + 1}, "credits: 1048577 is out of range (0 to 1048576)"),
+    ({"heartbeat_ms": 9}, "heartbeat_ms: 9 is out of range (0 or 10 to 600000)"),
+    ({"timeout_ms": 49}, "timeout_ms: 49 is out of range (0 or 50 to 3600000)"),
+])
+def test_option_bounds_are_the_librarys(kw, msg):
+    """The bounds the trainer's flags and the C API share (SLUICE_MAX_*):
+    past the most, the binding says so; under the least, the library."""
+    with pytest.raises(ValueError) as e:
+        sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", connect_timeout_ms=100, **kw)
+    assert msg in str(e.value)
 
 
 @pytest.mark.parametrize("feeders,job,exc", [

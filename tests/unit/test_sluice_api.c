@@ -5,6 +5,7 @@
  * options (chief and workers, bare feeders, the environment variable) and
  * every malformed one refused with what and where. Linked against the
  * shared library, as a user's program is (only sluice_* symbols). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,38 @@ START_TEST(test_open_refuses_bad_options)
     o.workers = 0; /* 0: 1 */
     expect_refused(&o, SLUICE_EINVAL, "worker 1 of 1");
     o.worker = 0;
+    /* the bounds the trainer's flags and Python share (SLUICE_MAX_*): one
+     * past each, a negative time, and the least nonzero heartbeat and
+     * timeout; 0 stays the default */
+    o.replicas = SLUICE_MAX_REPLICAS + 1;
+    expect_refused(&o, SLUICE_EINVAL, "replicas: 65537 is out of range (1 to 65536)");
+    o.replicas = UINT32_MAX; /* 4 x replicas wrapped to 0 in the default credits */
+    expect_refused(&o, SLUICE_EINVAL, "replicas: 4294967295 is out of range (1 to 65536)");
+    o.replicas = 0;
+    o.credits = SLUICE_MAX_CREDITS + 1;
+    expect_refused(&o, SLUICE_EINVAL, "credits: 1048577 is out of range (0 or 1 to 1048576)");
+    o.credits = UINT32_MAX;
+    expect_refused(&o, SLUICE_EINVAL, "credits: 4294967295 is out of range (0 or 1 to 1048576)");
+    o.credits = 0;
+    o.heartbeat_ms = 9;
+    expect_refused(&o, SLUICE_EINVAL, "heartbeat_ms: 9 is out of range (0 or 10 to 600000)");
+    o.heartbeat_ms = SLUICE_MAX_HEARTBEAT_MS + 1;
+    expect_refused(&o, SLUICE_EINVAL, "heartbeat_ms: 600001 is out of range (0 or 10 to 600000)");
+    o.heartbeat_ms = -1;
+    expect_refused(&o, SLUICE_EINVAL, "heartbeat_ms: -1 is out of range (0 or 10 to 600000)");
+    o.heartbeat_ms = 0;
+    o.timeout_ms = 49;
+    expect_refused(&o, SLUICE_EINVAL, "timeout_ms: 49 is out of range (0 or 50 to 3600000)");
+    o.timeout_ms = 0;
+    o.connect_timeout_ms = SLUICE_MAX_WAIT_MS + 1;
+    expect_refused(&o, SLUICE_EINVAL, "connect_timeout_ms: 86400001 is out of range (0 or 1 to 86400000)");
+    o.connect_timeout_ms = 0;
+    o.reconnect_ms = -5;
+    expect_refused(&o, SLUICE_EINVAL, "reconnect_ms: -5 is out of range (0 or 1 to 86400000)");
+    o.reconnect_ms = 0;
+    o.takeover_ms = INT32_MAX;
+    expect_refused(&o, SLUICE_EINVAL, "takeover_ms: 2147483647 is out of range (0 or 1 to 86400000)");
+    o.takeover_ms = 0;
     o.curve_key = sl_test_path("missing.key");
     expect_refused(&o, SLUICE_EINVAL, "curve_key given without curve_server_keys");
     const char *servers[] = {sl_test_path("f.pub")};

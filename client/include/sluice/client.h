@@ -101,6 +101,17 @@ enum sluice_dtype {
 /* "int64", "float32", "bytes", "uint8"; "?" for another value. */
 SLUICE_API const char *sluice_dtype_name(int dtype);
 
+/* The options' bounds (sluice-trainer's flags have the same): a value
+ * outside them makes sluice_client_open fail with SLUICE_EINVAL naming the
+ * field. A time of 0 is its default. */
+#define SLUICE_MAX_REPLICAS 65536
+#define SLUICE_MAX_CREDITS 1048576
+#define SLUICE_MIN_HEARTBEAT_MS 10
+#define SLUICE_MAX_HEARTBEAT_MS 600000
+#define SLUICE_MIN_TIMEOUT_MS 50
+#define SLUICE_MAX_TIMEOUT_MS 3600000
+#define SLUICE_MAX_WAIT_MS 86400000 /* connect_timeout_ms, reconnect_ms, takeover_ms */
+
 /* Options: caller-owned; all-zero means the defaults. Strings and arrays
  * are borrowed for the duration of sluice_client_open only. */
 struct sluice_options {
