@@ -49,6 +49,7 @@
 #include "sl_clock.h"
 #include "sl_endpoint.h"
 #include "sl_log.h"
+#include "sl_zsock.h"
 #include "train_metrics.h"
 #include "train_monitor.h"
 #include "train_reorder.h"
@@ -496,9 +497,14 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
     struct feeder *f = &c->f[j];
     f->closed_ns = 0;
     f->stopped = 0;
-    f->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    const struct sl_zsock_opts zo = {
+        /* under CURVE the bound is on the encrypted frame */
+        .max_msg = (int64_t)SL_WIRE_MAX_MSG + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0),
+        .unbounded_recv = 1, /* the credits given bound what arrives */
+    };
+    f->sock = sl_zsock_open(c->ctx, ZMQ_DEALER, &zo, f->addr, err);
     if (f->sock == NULL)
-        return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+        return SL_EIO;
     /* The monitor tells at once when the connection closes (the feeder
      * exited or was killed), instead of after the heartbeat timeout. */
     char mon_addr[96];
@@ -513,12 +519,6 @@ static int open_socket(struct train_client *c, size_t j, struct sl_error *err)
     /* CURVE: the key of the feeder at this address (a takeover's host) */
     if (c->o.curve != NULL && sl_curve_client(f->sock, c->o.curve, c->o.curve_server[f->host], err) != 0)
         return sl_error_prefix(err, "feeder %s: ", f->addr);
-    int zero = 0;
-    /* under CURVE the bound is on the encrypted frame */
-    int64_t maxmsg = (int64_t)SL_WIRE_MAX_MSG + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
-    zmq_setsockopt(f->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof zero); /* credits bound what arrives */
-    zmq_setsockopt(f->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (sl_endpoint_connect(f->sock, f->addr, err) != 0)
         return SL_EINVAL;
     return 0;
@@ -780,8 +780,7 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
     close_probe(f, 0);
     if (back && f->sock != NULL && sl_wire_encode_bye(&c->buf) == 0) {
         /* the survivor lets the share go at once */
-        int linger = 100;
-        zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof linger);
+        sl_zsock_linger(f->sock, 100);
         (void)send_buf(f->sock, &c->buf);
     }
     close_socket(f);
@@ -848,13 +847,11 @@ static int probes(struct train_client *c, uint64_t now, struct sl_error *err)
             if (f->probe_ns == 0) {
                 f->probe_ns = now + every;
             } else if (now >= f->probe_ns) {
-                int zero = 0;
-                int64_t maxmsg = SL_WIRE_MAX_HEADER + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
-                f->probe = zmq_socket(c->ctx, ZMQ_DEALER);
+                const struct sl_zsock_opts zo = {
+                    .max_msg = SL_WIRE_MAX_HEADER + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0)};
+                f->probe = sl_zsock_open(c->ctx, ZMQ_DEALER, &zo, c->o.feeders[j], err);
                 if (f->probe == NULL)
-                    return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
-                zmq_setsockopt(f->probe, ZMQ_LINGER, &zero, sizeof zero);
-                zmq_setsockopt(f->probe, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+                    return SL_EIO;
                 /* the share's own feeder: its key (a failed handshake is
                  * silence here; the probe is asked again later) */
                 if (c->o.curve != NULL &&
@@ -1525,10 +1522,8 @@ void train_client_close(struct train_client *c)
         detach_shm(&c->f[j]);
     say_bye(c);
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++) {
-        if (c->f[j].sock != NULL) {
-            int linger = 200;
-            zmq_setsockopt(c->f[j].sock, ZMQ_LINGER, &linger, sizeof linger); /* let BYE out */
-        }
+        if (c->f[j].sock != NULL)
+            sl_zsock_linger(c->f[j].sock, 200); /* let BYE out */
         close_socket(&c->f[j]);
         close_probe(&c->f[j], 0);
         zmq_msg_close(&c->f[j].welcome_frame);

@@ -14,6 +14,7 @@
 #include "sl_alloc.h"
 #include "sl_queue.h"
 #include "sl_thread.h"
+#include "sl_zsock.h"
 
 struct executor {
     struct feed_exec *e;
@@ -89,23 +90,20 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         feed_exec_destroy(e);
         return rc;
     }
-    int zero = 0;
+    /* a task's done message waits for the serving thread, however many */
+    const struct sl_zsock_opts zo = {.unbounded_send = 1};
     for (unsigned i = 0; i < o->threads; i++) {
         struct executor *ex = &e->exs[i];
         ex->e = e;
         e->nexs = i + 1;
         rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, o->format, o->max_rows, o->metrics, err);
         if (rc == 0) {
-            ex->push = zmq_socket(o->zmq_ctx, ZMQ_PUSH);
+            ex->push = sl_zsock_open(o->zmq_ctx, ZMQ_PUSH, &zo, "a decode thread's done queue", err);
             if (ex->push == NULL)
-                rc = sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
+                rc = SL_EIO;
         }
-        if (rc == 0) {
-            zmq_setsockopt(ex->push, ZMQ_SNDHWM, &zero, sizeof zero);
-            zmq_setsockopt(ex->push, ZMQ_LINGER, &zero, sizeof zero);
-            if (zmq_connect(ex->push, e->addr) != 0)
-                rc = sl_error_set(err, SL_EIO, "connect(%s): %s", e->addr, zmq_strerror(errno));
-        }
+        if (rc == 0 && zmq_connect(ex->push, e->addr) != 0)
+            rc = sl_error_set(err, SL_EIO, "connect(%s): %s", e->addr, zmq_strerror(errno));
         if (rc == 0 && sl_thread_start(&e->threads[i], executor_main, ex) != 0)
             rc = sl_error_set(err, SL_EIO, "pthread_create failed");
         if (rc != 0) {

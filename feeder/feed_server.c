@@ -35,6 +35,7 @@
 #include "sl_proc.h"
 #include "sl_peer.h"
 #include "sl_wire.h"
+#include "sl_zsock.h"
 
 /* ---- the socket ---- */
 
@@ -86,23 +87,22 @@ static int bind_router(const char *listen, const struct feed_curve *curve, const
     *ctx = zmq_ctx_new();
     if (*ctx == NULL)
         return sl_error_sys(err, errno, "zmq_ctx_new");
-    *router = zmq_socket(*ctx, ZMQ_ROUTER);
+    struct sl_zsock_opts zo = {
+        .linger_ms = 2000,
+        /* trainers send header frames only: a larger frame makes ZeroMQ
+         * drop the connection before it is read (docs/protocol.md,
+         * "Transport"); under CURVE the bound is on the encrypted frame */
+        .max_msg = SL_WIRE_MAX_HEADER + (curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0),
+        .unbounded_send = 1, /* credits bound what is queued */
+        /* a connection that has not finished its handshake (ZMTP greeting,
+         * CURVE) within 5 s is closed: a slow-loris peer holds an fd and
+         * 3.5 kB for at most that long (docs/security.md, "Hostile clients") */
+        .handshake_ms = FEED_HANDSHAKE_MS,
+        .router_mandatory = 1,
+    };
+    *router = sl_zsock_open(*ctx, ZMQ_ROUTER, &zo, "the feeder's socket", err);
     if (*router == NULL)
-        return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(errno));
-    int one = 1, zero = 0, linger = 2000;
-    /* trainers send header frames only: a larger frame makes ZeroMQ drop
-     * the connection before it is read (docs/protocol.md, "Transport");
-     * under CURVE the bound is on the encrypted frame */
-    int64_t maxmsg = SL_WIRE_MAX_HEADER + (curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0);
-    zmq_setsockopt(*router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(*router, ZMQ_SNDHWM, &zero, sizeof zero); /* credits bound what is queued */
-    zmq_setsockopt(*router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(*router, ZMQ_LINGER, &linger, sizeof linger);
-    /* a connection that has not finished its handshake (ZMTP greeting,
-     * CURVE) within 5 s is closed: a slow-loris peer holds an fd and 3.5 kB
-     * for at most that long (docs/security.md, "Hostile clients") */
-    int handshake_ms = FEED_HANDSHAKE_MS;
-    zmq_setsockopt(*router, ZMQ_HANDSHAKE_IVL, &handshake_ms, sizeof handshake_ms);
+        return SL_EIO;
     if (curve != NULL) {
         int rc = sl_curve_server(*router, curve->keys, err);
         if (rc == 0)

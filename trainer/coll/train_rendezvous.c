@@ -56,6 +56,7 @@
 #include "sl_clock.h"
 #include "sl_endpoint.h"
 #include "sl_peer.h"
+#include "sl_zsock.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
 
@@ -167,14 +168,9 @@ static const char *who(const struct train_rendezvous_opts *o, int rank, char *bu
  * cannot be made. */
 static void *monitor_open(void *ctx, void *sock, const char *addr, int events, struct sl_error *err)
 {
-    int zero = 0;
-    void *mon = zmq_socket(ctx, ZMQ_PAIR);
-
-    if (mon == NULL) {
-        sl_error_set(err, SL_EIO, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    void *mon = sl_zsock_open(ctx, ZMQ_PAIR, NULL, "rendezvous: the monitor", err);
+    if (mon == NULL)
         return NULL;
-    }
-    zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
     if (zmq_socket_monitor(sock, addr, events) < 0 || zmq_connect(mon, addr) < 0) {
         sl_error_set(err, SL_EIO, "rendezvous: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
         zmq_socket_monitor(sock, NULL, 0);
@@ -390,8 +386,8 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     struct root r = {.o = o};
     struct sl_curve_allow *allow = NULL;
     struct sl_zap *zap = NULL;
-    int linger = ROOT_LINGER_MS, mandatory = 0;
-    int64_t maxmsg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0);
+    const struct sl_zsock_opts zo = {.linger_ms = ROOT_LINGER_MS,
+                                     .max_msg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0)};
     const char *ep = o->bind ? o->bind : o->root;
     int rc;
 
@@ -402,13 +398,10 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         rc = sl_error_set(err, SL_ENOMEM, "rendezvous: out of memory");
         goto out_free;
     }
-    if ((r.sock = zmq_socket(ctx, ZMQ_ROUTER)) == NULL) {
-        rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if ((r.sock = sl_zsock_open(ctx, ZMQ_ROUTER, &zo, "rendezvous", err)) == NULL) {
+        rc = SL_EIO;
         goto out_free;
     }
-    zmq_setsockopt(r.sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(r.sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(r.sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     if ((r.mon = monitor_open(ctx, r.sock, ROOT_MONITOR, HANDSHAKE_FAILED, err)) == NULL) {
         rc = SL_EIO;
         goto out_close;
@@ -472,8 +465,7 @@ static int take_welcome(const struct train_rendezvous_opts *o, const struct msg 
 static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t start, void *blob_out,
                     size_t blob_cap, size_t *blob_len, struct sl_error *err)
 {
-    int linger = 0;
-    int64_t maxmsg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0);
+    const struct sl_zsock_opts zo = {.max_msg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0)};
     const char *config = o->config ? o->config : "";
     char a[320];
     unsigned char *buf = sl_malloc(MAX_FRAME);
@@ -482,12 +474,10 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
 
     if (buf == NULL)
         return sl_error_set(err, SL_ENOMEM, "rendezvous: out of memory");
-    if ((sock = zmq_socket(ctx, ZMQ_DEALER)) == NULL) {
-        rc = sl_error_set(err, SL_EIO, "rendezvous: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if ((sock = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "rendezvous", err)) == NULL) {
+        rc = SL_EIO;
         goto out_free;
     }
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if ((mon = monitor_open(ctx, sock, PEER_MONITOR, TRAIN_HANDSHAKE_EVENTS, err)) == NULL) {
         rc = SL_EIO;
         goto out_close;

@@ -77,6 +77,7 @@
 #include "sl_clock.h"
 #include "sl_endpoint.h"
 #include "sl_peer.h"
+#include "sl_zsock.h"
 #include "train_handshake.h"
 #include "train_monitor.h"
 
@@ -588,7 +589,6 @@ static int make_curve(struct train_ring *r, const struct sl_curve_keys *k, struc
 
 static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve, struct sl_error *err)
 {
-    int zero = 0;
     int64_t maxmsg = (int64_t)(r->max_bytes > HDR_LEN ? r->max_bytes : HDR_LEN);
 
     /* ZMQ_MAXMSGSIZE bounds every frame as it arrives: with CURVE a data
@@ -601,18 +601,13 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
 
     if ((r->ctx = zmq_ctx_new()) == NULL)
         return sl_error_sys(err, errno, "zmq_ctx_new");
-    r->pull = zmq_socket(r->ctx, ZMQ_PULL);
-    r->push = zmq_socket(r->ctx, ZMQ_PUSH);
-    r->mon = zmq_socket(r->ctx, ZMQ_PAIR);
-    r->pmon = zmq_socket(r->ctx, ZMQ_PAIR);
-    if (!r->pull || !r->push || !r->mon || !r->pmon)
-        return sl_error_set(err, SL_EIO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
-    zmq_setsockopt(r->pull, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(r->mon, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(r->pmon, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(r->pull, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(r->push, ZMQ_SNDTIMEO, &r->timeout_ms, sizeof r->timeout_ms);
-    zmq_setsockopt(r->push, ZMQ_LINGER, &r->timeout_ms, sizeof r->timeout_ms);
+    const struct sl_zsock_opts pull = {.max_msg = maxmsg}, mon = {0},
+                               push = {.linger_ms = r->timeout_ms, .send_timeout_ms = r->timeout_ms};
+    if ((r->pull = sl_zsock_open(r->ctx, ZMQ_PULL, &pull, "ring: the receiving socket", err)) == NULL ||
+        (r->push = sl_zsock_open(r->ctx, ZMQ_PUSH, &push, "ring: the sending socket", err)) == NULL ||
+        (r->mon = sl_zsock_open(r->ctx, ZMQ_PAIR, &mon, "ring: a monitor", err)) == NULL ||
+        (r->pmon = sl_zsock_open(r->ctx, ZMQ_PAIR, &mon, "ring: a monitor", err)) == NULL)
+        return SL_EIO;
     if (zmq_socket_monitor(r->pull, MONITOR_ADDR,
                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED
                                | HANDSHAKE_FAILED) < 0
@@ -822,10 +817,8 @@ void train_ring_close(struct train_ring *r)
         return;
     /* a broken ring, or one a signal stopped (its peers learn of it by their
      * own failure detection): what is still queued is not waited for long */
-    if (r->push && (r->fail.code || (r->stop != NULL && *r->stop))) {
-        int linger = r->timeout_ms < BROKEN_LINGER_MS ? r->timeout_ms : BROKEN_LINGER_MS;
-        zmq_setsockopt(r->push, ZMQ_LINGER, &linger, sizeof linger);
-    }
+    if (r->push && (r->fail.code || (r->stop != NULL && *r->stop)))
+        sl_zsock_linger(r->push, r->timeout_ms < BROKEN_LINGER_MS ? r->timeout_ms : BROKEN_LINGER_MS);
     /* Stop the monitor and read what it still holds before closing: an
      * event message left in the monitor's pipe is leaked by libzmq 4.3
      * (LeakSanitizer saw the 92-byte frame of a DISCONNECTED event). */

@@ -10,6 +10,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_endpoint.h"
+#include "sl_zsock.h"
 #include "train_ps_int.h"
 
 /* ---- the client ---- */
@@ -75,14 +76,13 @@ int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const cha
         train_ps_client_close(c);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
-    int linger = 0;
+    const struct sl_zsock_opts zo = {.send_timeout_ms = c->timeout_ms};
     for (uint32_t s = 0; s < l->nps; s++) {
         c->eps[s] = sl_strdup(eps[s]);
-        c->socks[s] = zmq_socket(ctx, ZMQ_DEALER);
-        if (c->eps[s] == NULL || c->socks[s] == NULL ||
-            zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-            zmq_setsockopt(c->socks[s], ZMQ_SNDTIMEO, &c->timeout_ms, sizeof c->timeout_ms) != 0) {
-            int rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
+        c->socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err);
+        if (c->eps[s] == NULL || c->socks[s] == NULL) {
+            int rc = c->eps[s] == NULL ? sl_error_set(err, SL_ENOMEM, "out of memory") : SL_EIO;
+            sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
             train_ps_client_close(c);
             return rc;
         }
@@ -496,13 +496,12 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         goto out;
     }
-    int linger = 0, tmo = timeout_ms > 0 ? timeout_ms : 10000;
+    int tmo = timeout_ms > 0 ? timeout_ms : 10000;
+    const struct sl_zsock_opts zo = {.send_timeout_ms = tmo};
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         struct train__ps_hdr h = {.type = TRAIN_PS_RESUME, .worker = worker, .session = session};
-        if ((socks[s] = zmq_socket(ctx, ZMQ_DEALER)) == NULL ||
-            zmq_setsockopt(socks[s], ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-            zmq_setsockopt(socks[s], ZMQ_SNDTIMEO, &tmo, sizeof tmo) != 0) {
-            rc = sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, eps[s], zmq_strerror(zmq_errno()));
+        if ((socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err)) == NULL) {
+            rc = sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
             break;
         }
         rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
@@ -597,10 +596,11 @@ void train_ps_client_close(struct train_ps_client *c)
         if (c->socks[s] != NULL) {
             struct train__ps_hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .flags = c->flags,
                             .incarnation = c->incarnation[s], .session = c->session};
-            int linger = 1000; /* the BYE is given a second to leave */
-            zmq_setsockopt(c->socks[s], ZMQ_LINGER, &linger, sizeof linger);
-            int quick = 100; /* a server never connected: the BYE is not waited for long */
-            zmq_setsockopt(c->socks[s], ZMQ_SNDTIMEO, &quick, sizeof quick);
+            sl_zsock_linger(c->socks[s], 1000); /* the BYE is given a second to leave */
+            /* a server never connected: the BYE is not waited for long
+             * (best effort: the send below is not checked either) */
+            if (sl_zsock_set_int(c->socks[s], ZMQ_SNDTIMEO, 100, "", NULL) != 0)
+                sl_zsock_linger(c->socks[s], 0);
             (void)train__ps_send(c->socks[s], NULL, &h, NULL, 0);
             zmq_close(c->socks[s]);
         }

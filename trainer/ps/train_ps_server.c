@@ -10,6 +10,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_peer.h"
+#include "sl_zsock.h"
 #include "train_ps_int.h"
 
 /* ---- the server ---- */
@@ -490,9 +491,11 @@ static int restore(struct server *sv, struct train_ps_server_stats *st, struct s
 static int listen_on(const struct train_ps_server_opts *o, void *sock, struct sl_curve_allow **allow,
                      struct sl_zap **zap, struct sl_error *err)
 {
-    int linger = 0, rc = 0;
-    if (sock == NULL || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0)
+    if (sock == NULL)
         return sl_error_set(err, SL_EIO, "parameter server %u: zmq_socket: %s", o->index, zmq_strerror(zmq_errno()));
+    int rc = sl_zsock_set_int(sock, ZMQ_LINGER, 0, "parameter server", err);
+    if (rc != 0)
+        return rc;
     if (o->curve != NULL) {
         const char *pub = o->curve->public_z85;
         rc = sl_curve_allow_load(allow, NULL, &pub, 1, err);
