@@ -6,7 +6,8 @@
 #                            docs/testbed.md)
 #   scripts/test.sh --all    also the unit and integration tests under ASan+UBSan
 #                            and under TSan, and a short libFuzzer run of every
-#                            fuzz target (what CI runs)
+#                            fuzz target (what CI runs; SLUICE_FUZZ_SECONDS: their
+#                            time in all, default 80, split evenly)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -27,6 +28,6 @@ if [ "${1:-}" = "--all" ]; then
   cmake --build build-tsan -j"$jobs"
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     ctest --test-dir build-tsan -L "unit|integration" --output-on-failure -j"$jobs"
-  echo "== fuzz targets, ${SLUICE_FUZZ_SECONDS:-20} s each"
-  scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-20}"
+  echo "== fuzz targets, ${SLUICE_FUZZ_SECONDS:-80} s in all"
+  scripts/fuzz.sh --total "${SLUICE_FUZZ_SECONDS:-80}"
 fi

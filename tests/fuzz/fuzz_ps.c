@@ -9,7 +9,8 @@
  *    made right, so that the checks behind the CRC are fuzzed: accepted,
  *    it is re-encoded into the same bytes; refused, SL_ECORRUPT says why;
  *  - second frame as a PULL's model description (train_ps_config_inputs):
- *    0 or the width its "inputs=N" names, N printed back the same;
+ *    0 or the width its leading "inputs=N" names (N: 1 to 9 digits, then
+ *    the end or a space);
  *  - second frame as an ERROR's text (train_ps_printable): NUL-terminated
  *    within the buffer, printable ASCII only, and it reads back as a prefix
  *    of the text (\xNN undone). */
@@ -41,11 +42,13 @@ static void check_config(const uint8_t *body, size_t len)
     uint32_t v = train_ps_config_inputs((const char *)body, len);
     if (v == 0)
         return;
-    CHECK(v <= TRAIN_MODEL_MAX_WIDTH);
-    char s[32];
-    int k = snprintf(s, sizeof s, "inputs=%u", v);
-    CHECK(len >= (size_t)k && memcmp(body, s, (size_t)k) == 0);
-    CHECK(len == (size_t)k || body[k] == ' ');
+    /* "inputs=" then at most 9 digits (leading zeros allowed) naming v, then the end or a space */
+    CHECK(v <= TRAIN_MODEL_MAX_WIDTH && len > 7 && memcmp(body, "inputs=", 7) == 0);
+    uint64_t x = 0;
+    size_t i = 7;
+    for (; i < len && i < 16 && body[i] >= '0' && body[i] <= '9'; i++)
+        x = x * 10 + (uint64_t)(body[i] - '0');
+    CHECK(i > 7 && x == v && (i == len || body[i] == ' '));
 }
 
 static int hexval(char c)
