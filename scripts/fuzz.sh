@@ -36,6 +36,10 @@ if [ -n "$total" ]; then
   secs=$(( total / ${#targets[@]} ))
   [ "$secs" -ge 1 ] || secs=1
 fi
+# the scratch files of the targets that read a path (tests/fuzz/fuzz_common.h)
+SLUICE_FUZZ_TMPDIR=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo /tmp )/sluice-fuzz.XXXXXX")
+export SLUICE_FUZZ_TMPDIR
+trap 'rm -rf "$SLUICE_FUZZ_TMPDIR"' EXIT
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 for t in "${targets[@]}"; do

@@ -86,13 +86,16 @@ static inline uint64_t fuzz_load_le64(const uint8_t *p)
     return (uint64_t)fuzz_load_le32(p) | (uint64_t)fuzz_load_le32(p + 4) << 32;
 }
 
-/* A private directory for the process's scratch files, in /dev/shm when
- * it can be written (no disk write per input), removed at exit. */
-static char fuzz_dir_path[64];
+/* A private directory for the process's scratch files, removed at exit
+ * (libFuzzer's own exits skip that: scripts/fuzz.sh gives the targets a
+ * directory of its own in SLUICE_FUZZ_TMPDIR and removes it), in
+ * SLUICE_FUZZ_TMPDIR when set, else /dev/shm when it can be written (no
+ * disk write per input), else /tmp. */
+static char fuzz_dir_path[192];
 
 static inline void fuzz_dir_remove(void)
 {
-    char cmd[96];
+    char cmd[sizeof fuzz_dir_path + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", fuzz_dir_path);
     if (fuzz_dir_path[0] != '\0' && system(cmd) != 0)
         fprintf(stderr, "fuzz: could not remove %s\n", fuzz_dir_path);
@@ -101,8 +104,11 @@ static inline void fuzz_dir_remove(void)
 static inline const char *fuzz_dir(void)
 {
     if (fuzz_dir_path[0] == '\0') {
-        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/sluice-fuzz-XXXXXX",
-                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+        const char *base = getenv("SLUICE_FUZZ_TMPDIR");
+        if (base == NULL || base[0] == '\0')
+            base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        CHECK(strlen(base) < sizeof fuzz_dir_path - 32);
+        snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/sluice-fuzz-XXXXXX", base);
         CHECK(mkdtemp(fuzz_dir_path) != NULL);
         atexit(fuzz_dir_remove);
     }
