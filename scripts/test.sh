@@ -7,7 +7,8 @@
 #   scripts/test.sh --all    also the unit tests and the integration tests
 #                            labelled `sanitize` under ASan+UBSan and under
 #                            TSan, and a short libFuzzer run of every fuzz
-#                            target (what CI runs)
+#                            target (what CI runs; SLUICE_FUZZ_SECONDS: their
+#                            time in all, default 80, split evenly)
 #
 # After each ctest run, scripts/ctest_report.py lists the slowest tests
 # against their budgets (their TIMEOUT) and names any test stopped at it. At
@@ -100,6 +101,6 @@ if [ "${1:-}" = "--all" ]; then
   cmake --build build-tsan -j"$jobs"
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     run_ctest build-tsan -L "^(unit|sanitize)$"
-  begin fuzz "fuzz targets, ${SLUICE_FUZZ_SECONDS:-20} s each"
-  scripts/fuzz.sh "${SLUICE_FUZZ_SECONDS:-20}"
+  begin fuzz "fuzz targets, ${SLUICE_FUZZ_SECONDS:-80} s in all"
+  scripts/fuzz.sh --total "${SLUICE_FUZZ_SECONDS:-80}"
 fi

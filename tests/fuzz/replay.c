@@ -1,7 +1,8 @@
 /* Runs a libFuzzer target's LLVMFuzzerTestOneInput over each file named on
  * the command line, or each file of a directory named there: the committed
  * seeds as a ctest without clang's fuzzer runtime. Exit 1 when a file
- * cannot be read; a target that finds a fault aborts. */
+ * cannot be read; a target that finds a fault aborts. With SLUICE_FUZZ_TRACE
+ * set each file is named on stderr before it runs. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@ static int run_file(const char *path)
     fclose(f);
     if (buf == NULL)
         return 1;
+    if (getenv("SLUICE_FUZZ_TRACE") != NULL)
+        fprintf(stderr, "%s\n", path);
     LLVMFuzzerTestOneInput(buf, n);
     free(buf);
     return 0;

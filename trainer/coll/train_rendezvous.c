@@ -148,6 +148,17 @@ static const char *decode(const unsigned char *p, size_t n, struct msg *m)
     }
 }
 
+const char *train_rendezvous_check(const unsigned char *p, size_t n, unsigned char *back, size_t *back_len)
+{
+    struct msg m;
+    const char *bad = decode(p, n, &m);
+    if (bad == NULL)
+        *back_len = m.type == MSG_HELLO
+                        ? encode(back, m.type, m.rank, m.size, m.payload, m.a, m.payload + m.a, m.b)
+                        : encode(back, m.type, m.rank, m.size, m.payload, m.a, NULL, 0);
+    return bad;
+}
+
 static double secs(int ms)
 {
     return (double)ms / 1000.0;

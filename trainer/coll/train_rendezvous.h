@@ -92,4 +92,10 @@ struct train_rendezvous_opts {
 int train_rendezvous(const struct train_rendezvous_opts *o, void *blob_out, size_t blob_cap, size_t *blob_len,
                      struct sl_error *err) SL_MUST_CHECK;
 
+/* A message as rank 0 and the other ranks read it, for tests
+ * (tests/fuzz/fuzz_rendezvous.c): decode the n bytes at p; NULL with what
+ * was decoded encoded again into back (room for n bytes) and its length in
+ * *back_len, or the short reason the message is refused. */
+const char *train_rendezvous_check(const unsigned char *p, size_t n, unsigned char *back, size_t *back_len);
+
 #endif

@@ -92,4 +92,11 @@ int train_ring_coll_open(struct train_coll **out, struct train_ring *r, struct s
  * (half a second once the ring is broken). Accepts NULL. */
 void train_ring_close(struct train_ring *r);
 
+/* A message header as a rank reads it, for tests (tests/fuzz/fuzz_ring.c):
+ * decode the TRAIN_RING_HDR_BYTES bytes at p; NULL with what was decoded
+ * encoded again into back (TRAIN_RING_HDR_BYTES bytes), or the short reason
+ * the header is refused. */
+#define TRAIN_RING_HDR_BYTES 40
+const char *train_ring_hdr_check(const unsigned char *p, unsigned char *back);
+
 #endif

@@ -130,6 +130,15 @@ int train__ps_get_hdr(const uint8_t *b, size_t n, struct train__ps_hdr *h)
     return 0;
 }
 
+int train_ps_hdr_check(const uint8_t *b, size_t n, uint8_t *back)
+{
+    struct train__ps_hdr h;
+    if (train__ps_get_hdr(b, n, &h) != 0)
+        return -1;
+    train__ps_put_hdr(back, &h);
+    return 0;
+}
+
 char *train_ps_printable(char *out, size_t cap, const void *text, size_t len)
 {
     static const char hex[] = "0123456789abcdef";

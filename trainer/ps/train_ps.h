@@ -348,6 +348,10 @@ int train_ps_pull_final_try(struct train_ps_client *c, float *params, uint64_t *
  * truncated to fit): bytes outside printable ASCII and '\\' as \xNN.
  * Returns out. */
 char *train_ps_printable(char *out, size_t cap, const void *text, size_t len);
+/* A message header as a server and a client read it, for tests
+ * (tests/fuzz/fuzz_ps.c): 0 with what the n bytes at b decode to encoded
+ * again into back (TRAIN_PS_HEADER bytes), or -1 when they are refused. */
+int train_ps_hdr_check(const uint8_t *b, size_t n, uint8_t *back);
 
 /* After train_ps_pull_final: the workers the servers counted lost (silent
  * past their timeout), failed (BYE before their final pull) or restarted,
