@@ -14,7 +14,6 @@
 
 void progress_init(struct progress *p, const char *label, uint64_t total_records, uint64_t total_bytes)
 {
-    p->enabled = isatty(STDERR_FILENO);
     p->label = label;
     p->unit = NULL;
     p->total_records = total_records;
@@ -23,10 +22,9 @@ void progress_init(struct progress *p, const char *label, uint64_t total_records
     p->bytes = 0;
     p->start_ns = sl_clock_ns();
     /* no bar for runs that end within half a second */
-    p->next_draw_ns = p->start_ns + 5 * DRAW_INTERVAL_NS;
+    sl_status_line_init(&p->line, isatty(STDERR_FILENO), DRAW_INTERVAL_NS, 5 * DRAW_INTERVAL_NS);
     p->check_bytes = 0;
     p->calls = 0;
-    p->drawn = 0;
 }
 
 static void human(char *out, size_t n, double v)
@@ -43,21 +41,17 @@ static void human(char *out, size_t n, double v)
 
 void progress__tick(struct progress *p)
 {
-    if (!p->enabled)
+    if (!p->line.on)
         return;
     p->check_bytes = p->bytes;
-    uint64_t now = sl_clock_ns();
-    if (now < p->next_draw_ns)
+    if (!sl_status_line_due(&p->line))
         return;
-    p->next_draw_ns = now + DRAW_INTERVAL_NS;
-    double secs = (double)(now - p->start_ns) / 1e9;
+    double secs = (double)(sl_clock_ns() - p->start_ns) / 1e9;
     if (secs <= 0)
         secs = 1e-9;
     if (p->unit != NULL) {
-        fprintf(stderr, "\r%s: %" PRIu64 "/%" PRIu64 " %s done, %.0f s\033[K", p->label, p->records,
-                p->total_records, p->unit, secs);
-        fflush(stderr);
-        p->drawn = 1;
+        sl_status_line_draw(&p->line, "%s: %" PRIu64 "/%" PRIu64 " %s done, %.0f s", p->label, p->records,
+                            p->total_records, p->unit, secs);
         return;
     }
     char pct[16] = "";
@@ -68,10 +62,8 @@ void progress__tick(struct progress *p)
     char recs[24], rate[24];
     human(recs, sizeof recs, (double)p->records);
     human(rate, sizeof rate, (double)p->records / secs);
-    fprintf(stderr, "\r%s: %s%s records, %.1f MB | %s rec/s, %.1f MB/s\033[K", p->label, pct, recs,
-            (double)p->bytes / 1e6, rate, (double)p->bytes / 1e6 / secs);
-    fflush(stderr);
-    p->drawn = 1;
+    sl_status_line_draw(&p->line, "%s: %s%s records, %.1f MB | %s rec/s, %.1f MB/s", p->label, pct, recs,
+                        (double)p->bytes / 1e6, rate, (double)p->bytes / 1e6 / secs);
 }
 
 void progress_draw(struct progress *p)
@@ -81,9 +73,5 @@ void progress_draw(struct progress *p)
 
 void progress_clear(struct progress *p)
 {
-    if (p->drawn) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-        p->drawn = 0;
-    }
+    sl_status_line_clear(&p->line);
 }

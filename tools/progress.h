@@ -12,8 +12,10 @@
 
 #include <stdint.h>
 
+#include "sl_status_line.h"
+
 struct progress {
-    int enabled;
+    struct sl_status_line line; /* on when stderr is a terminal */
     const char *label;      /* borrowed */
     const char *unit;       /* borrowed; NULL: records and bytes. Else the bar
                                counts `records` in this unit ("3/9 runs") */
@@ -22,10 +24,8 @@ struct progress {
     uint64_t records;
     uint64_t bytes;
     uint64_t start_ns;
-    uint64_t next_draw_ns;
     uint64_t check_bytes; /* bytes at the last clock check */
     unsigned calls;
-    int drawn;
 };
 
 /* Start a bar; `label` must outlive it. A total of 0 means unknown; the
@@ -39,7 +39,7 @@ static inline void progress_update(struct progress *p, uint64_t records, uint64_
 {
     p->records = records;
     p->bytes = bytes;
-    if (p->enabled && ((++p->calls & 63) == 0 || bytes - p->check_bytes >= ((uint64_t)4 << 20)))
+    if (p->line.on && ((++p->calls & 63) == 0 || bytes - p->check_bytes >= ((uint64_t)4 << 20)))
         progress__tick(p);
 }
 

@@ -18,6 +18,7 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "sl_output.h"
+#include "sl_status_line.h"
 #include "train_ckpt.h"
 #include "train_client.h"
 #include "train_device.h"
@@ -150,9 +151,8 @@ struct pred_gather {
  * step (of the totals the feeder announced), the running loss, samples/s
  * and the input stall so far. Cleared before log lines. */
 struct progress_line {
-    int on, drawn;
+    struct sl_status_line line; /* on: --progress on, or auto on worker 0 at a terminal */
     uint64_t steps_per_epoch, epochs;
-    double next;
 };
 
 /* ---- train_main_opts.c: the options, the cluster spec, the endpoint lists ---- */

@@ -283,10 +283,8 @@ void trainer_gather_free(struct pred_gather *g)
 void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_t step, double loss, double rate,
                                 double stall_pct)
 {
-    double now = sl_clock_s();
-    if (now < b->next)
+    if (!sl_status_line_due(&b->line))
         return;
-    b->next = now + 0.2;
     char ep[48], st[48];
     if (b->epochs)
         snprintf(ep, sizeof ep, "%" PRIu64 "/%" PRIu64, epoch + 1, b->epochs);
@@ -296,19 +294,13 @@ void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_
         snprintf(st, sizeof st, "%" PRIu64 "/%" PRIu64, step + 1, b->steps_per_epoch);
     else
         snprintf(st, sizeof st, "%" PRIu64, step + 1);
-    fprintf(stderr, "\r\033[Kepoch %s step %s  loss %.4f  %.0f samples/s  input stall %.1f%%", ep, st, loss, rate,
-            stall_pct);
-    fflush(stderr);
-    b->drawn = 1;
+    sl_status_line_draw(&b->line, "epoch %s step %s  loss %.4f  %.0f samples/s  input stall %.1f%%", ep, st, loss,
+                        rate, stall_pct);
 }
 
 void trainer_progress_line_clear(struct progress_line *b)
 {
-    if (b->drawn) {
-        fputs("\r\033[K", stderr);
-        fflush(stderr);
-        b->drawn = 0;
-    }
+    sl_status_line_clear(&b->line);
 }
 
 /* stdout carries the JSON summary and nothing else. Libraries may print

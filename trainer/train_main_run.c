@@ -312,7 +312,7 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         return SL_EIO;
     }
-    if (bar->on) {
+    if (bar->line.on) {
         struct train_counters m;
         train_metrics_read(t->m, &m);
         double el = sl_clock_s() - t->t_first;
@@ -376,9 +376,9 @@ int trainer_run(struct trainer *t)
     const struct sl_wire_welcome *w = train_client_welcome(t->cl);
     sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
            o->worker, o->workers, t->replicas, t->feeders.n, w->steps_per_epoch, w->ntensors);
-    struct progress_line bar = {.on = o->progress == PROGRESS_ON ||
-                                      (o->progress == PROGRESS_AUTO && o->worker == 0 && isatty(2)),
-                                .steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
+    struct progress_line bar = {.steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
+    sl_status_line_init(&bar.line, o->progress == PROGRESS_ON || (o->progress == PROGRESS_AUTO && o->worker == 0 && isatty(2)),
+                        200000000u, 0); /* 5 redraws a second at most */
     struct run_counters c = {.step_t0 = sl_clock_s()};
     struct staged_step cur = {0}, prev = {0};
     struct sl_buf line;

@@ -77,7 +77,7 @@ static int scan_file(const char *path, const struct record_read_opts *ro, struct
     while ((rc = fmt_reader_next(r, &rec, err)) == 0) {
         res->records++;
         res->bytes += rec.len;
-        if (sp->bar->enabled)
+        if (sp->bar->line.on)
             progress_update(sp->bar, sp->records_base + res->records, sp->bytes_base + fmt_stream_in_offset(s));
     }
     res->dropped_tail = fmt_reader_dropped_tail(r);
