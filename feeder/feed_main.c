@@ -253,16 +253,7 @@ static const struct sl_opt opt_rows[] = {
      "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "
      "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name", NULL,
      set_override},
-    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "log warnings and errors only (--log-level warning)",
-     NULL, NULL},
-    {"log-level", 0, SL_OPT_CHOICE, OFF(log_level), 0, 0, "info", NULL, "the least level logged",
-     SL_LOG_LEVEL_CHOICES, NULL},
-    {"log-format", 0, SL_OPT_CHOICE, OFF(log_format), 0, 0, "text", NULL,
-     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",
-     SL_LOG_FORMAT_CHOICES, NULL},
-    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
-    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
-     "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
+    SL_OPT_COMMON_ROWS(struct args),
 };
 
 static const char usage[] =

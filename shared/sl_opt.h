@@ -41,6 +41,7 @@
 #include <stdio.h>
 
 #include "sl_error.h"
+#include "sl_log.h" /* SL_LOG_LEVEL_CHOICES, SL_LOG_FORMAT_CHOICES */
 
 enum sl_opt_type {
     SL_OPT_FLAG,    /* int: 1 when given; takes no value */
@@ -74,6 +75,22 @@ struct sl_opt {
     const char *choices;   /* CHOICE: "none|softmax|mlp" */
     sl_opt_fn fn;          /* FUNC */
 };
+
+/* The last rows of every sluice program's table, the same words in each
+ * --help: --quiet, --log-level, --log-format (int fields quiet, log_level
+ * and log_format of `type`; the choices are sl_log.h's), --help and
+ * --version. */
+#define SL_OPT_COMMON_ROWS(type)                                                                                      \
+    {"quiet", 'q', SL_OPT_FLAG, offsetof(type, quiet), 0, 0, NULL, NULL,                                              \
+     "log warnings and errors only (--log-level warning)", NULL, NULL},                                               \
+    {"log-level", 0, SL_OPT_CHOICE, offsetof(type, log_level), 0, 0, "info", NULL, "the least level logged",         \
+     SL_LOG_LEVEL_CHOICES, NULL},                                                                                     \
+    {"log-format", 0, SL_OPT_CHOICE, offsetof(type, log_format), 0, 0, "text", NULL,                                 \
+     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",         \
+     SL_LOG_FORMAT_CHOICES, NULL},                                                                                    \
+    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},                                         \
+    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,                                                               \
+     "the version, the commit it was built from, the build type and optional parts", NULL, NULL}
 
 /* A program's options, and optionally a second family of names accepted as
  * `--NAME=VALUE` or `--NAME VALUE` (the feeder's job keys): a name that is

@@ -205,16 +205,7 @@ static const struct sl_opt opt_rows[] = {
      "--peers) from the environment, Slurm's task variables (the first F tasks are the feeders, default 1, on ports "
      "P+j, default 5555; task F+w is worker w, its ring endpoint on port Q+w, default 7000) or TF_CONFIG (checked "
      "strictly); refused with those options (docs/deploy.md)", NULL, NULL},
-    {"quiet", 'q', SL_OPT_FLAG, OFF(quiet), 0, 0, NULL, NULL, "warnings and errors only (--log-level warning)", NULL,
-     NULL},
-    {"log-level", 0, SL_OPT_CHOICE, OFF(log_level), 0, 0, "info", NULL, "the least level logged",
-     SL_LOG_LEVEL_CHOICES, NULL},
-    {"log-format", 0, SL_OPT_CHOICE, OFF(log_format), 0, 0, "text", NULL,
-     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",
-     SL_LOG_FORMAT_CHOICES, NULL},
-    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
-    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,
-     "the version, the commit it was built from, the build type and optional parts", NULL, NULL},
+    SL_OPT_COMMON_ROWS(struct trainer_opts),
 };
 
 static const struct sl_opt_cmd cmd = {
