@@ -74,7 +74,7 @@ static int may_replace(struct server *s, struct trainer *t, const uint8_t *id, s
     }
     if (why == NULL) {
         feed__refuse(s, id, id_len, "worker %u is already connected (another trainer process, heard from %.1f s ago)",
-               h->worker, (double)silent / 1e9);
+                     h->worker, (double)silent / 1e9);
         return 0;
     }
     sl_log(SL_LOG_WARN, "worker %u: %s (silent %.1f s)", h->worker, why, (double)silent / 1e9);
@@ -106,38 +106,40 @@ static int peer_is_us(struct server *s, int fd, uint32_t worker)
     return 0;
 }
 
-void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)
+/* The checks a HELLO passes before it costs anything: the job, the
+ * cluster shape (set up here for the first HELLO), the worker, the resume
+ * point, the share and the identity. 0, or -1 when it was refused. */
+static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
 {
-    /* s->msg is reused for the answer: keep the HELLO */
-    const struct sl_wire_hello copy = *hello, *h = &copy;
     const struct feed_job *job = s->o->job;
     if (h->job_len != strlen(job->name) || memcmp(h->job, job->name, h->job_len) != 0) {
         feed__refuse(s, id, id_len, "job '%.*s' is not served here (this feeder serves '%s')", (int)h->job_len, h->job,
-               job->name);
-        return;
+                     job->name);
+        return -1;
     }
     if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0) {
-        feed__refuse(s, id, id_len, "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
-               "%u x %u (%s)",
-               h->workers, h->replicas, s->workers, s->replicas,
-               s->fixed             ? "the feeder's --workers and --replicas, or its job's"
-               : s->consumed        ? "set by the first trainer, which has taken pieces"
-               : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
-                                      "try again in a moment"
-                                    : "set by a trainer still connected, which has taken no piece yet; give the "
-                                      "feeder --workers and --replicas to settle the shape");
-        return;
+        feed__refuse(s, id, id_len,
+                     "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
+                     "%u x %u (%s)",
+                     h->workers, h->replicas, s->workers, s->replicas,
+                     s->fixed             ? "the feeder's --workers and --replicas, or its job's"
+                     : s->consumed        ? "set by the first trainer, which has taken pieces"
+                     : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
+                                            "try again in a moment"
+                                          : "set by a trainer still connected, which has taken no piece yet; give the "
+                                            "feeder --workers and --replicas to settle the shape");
+        return -1;
     }
     if (s->workers == 0) {
         struct sl_error err = {0};
         if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
             feed__refuse(s, id, id_len, "%s", err.msg);
-            return;
+            return -1;
         }
     }
     if (h->worker >= s->workers) {
         feed__refuse(s, id, id_len, "worker %u is out of range (%u workers)", h->worker, s->workers);
-        return;
+        return -1;
     }
     /* a resume point the trainer cannot have reached is refused before it
      * costs anything (past the job's end, or past any trainer's reach) */
@@ -146,48 +148,54 @@ void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const st
         total = UINT64_MAX;
     if (h->resume_seq > total) {
         feed__refuse(s, id, id_len,
-               "worker %u asks to resume at piece %" PRIu64 ", past the end of the job (%" PRIu64
-               " pieces per worker: %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
-               h->worker, h->resume_seq, total, job->epochs, s->steps, s->replicas);
-        return;
+                     "worker %u asks to resume at piece %" PRIu64 ", past the end of the job (%" PRIu64
+                     " pieces per worker: %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
+                     h->worker, h->resume_seq, total, job->epochs, s->steps, s->replicas);
+        return -1;
     }
     if (h->resume_seq > MAX_RESUME) {
         feed__refuse(s, id, id_len,
-               "worker %u asks to resume at piece %" PRIu64 ", which no trainer can have reached (at most %" PRIu64
-               ")",
-               h->worker, h->resume_seq, MAX_RESUME);
-        return;
+                     "worker %u asks to resume at piece %" PRIu64 ", which no trainer can have reached (at most %"
+                     PRIu64 ")",
+                     h->worker, h->resume_seq, MAX_RESUME);
+        return -1;
     }
     if (h->share >= s->o->feeders) {
-        feed__refuse(s, id, id_len, "worker %u asks for feeder %u's share, but the job has %u feeders", h->worker, h->share,
-               s->o->feeders);
-        return;
+        feed__refuse(s, id, id_len, "worker %u asks for feeder %u's share, but the job has %u feeders", h->worker,
+                     h->share, s->o->feeders);
+        return -1;
     }
     if (id_len > MAX_IDENTITY) {
         feed__refuse(s, id, id_len, "identity too long");
-        return;
+        return -1;
     }
     if (h->share != s->o->feeder_index && s->o->no_takeover) {
         feed__refuse(s, id, id_len, "this feeder serves its own share only (--no-takeover), not feeder %u's", h->share);
-        return;
+        return -1;
     }
-    /* its own share, or a lost feeder's taken over (by copy: the shared
-     * pool is sized for the own shares' windows) */
-    int takeover = h->share != s->o->feeder_index;
+    return 0;
+}
+
+/* The connection entry of a HELLO that passed its checks (takeover: a lost
+ * feeder's share), its plan made and fast-forwarded to the resume point
+ * (*end: the plan is at its end there). NULL when it was refused. */
+static struct trainer *hello_entry(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h,
+                                   int takeover, int *end)
+{
     struct trainer *t = takeover ? takeover_entry(s, h->worker, h->share, 0) : &s->trainers[h->worker];
     if (t != NULL && t->active && !may_replace(s, t, id, id_len, h))
-        return;
+        return NULL;
     if (t == NULL && (t = takeover_entry(s, h->worker, h->share, 1)) == NULL) {
         feed__refuse(s, id, id_len, "this feeder serves %zu takeovers of lost feeders' shares already (at most %zu)",
-               s->ntrainers - s->workers, s->max_takeovers);
-        return;
+                     s->ntrainers - s->workers, s->max_takeovers);
+        return NULL;
     }
     struct sl_error err = {0};
     feed_plan_destroy(t->plan);
     t->plan = NULL;
     if (feed_plan_create(&t->plan, &s->cfg, h->worker, &err) != 0) {
         feed__refuse(s, id, id_len, "%s", err.msg);
-        return;
+        return NULL;
     }
     /* resume: the plan fast-forwards without reading data (whole epochs
      * by arithmetic, then the shuffle's draws replayed: about 1 ms at a
@@ -196,9 +204,18 @@ void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const st
     int rc = feed_plan_seek(t->plan, h->resume_seq, &within);
     if (rc == 0 && within != 0) { /* the plan reaches the piece itself */
         feed__refuse(s, id, id_len, "internal: the plan stopped %" PRIu64 " pieces short of piece %" PRIu64, within,
-               h->resume_seq);
-        return;
+                     h->resume_seq);
+        return NULL;
     }
+    *end = rc == SL_END;
+    return t;
+}
+
+/* The connection t becomes the HELLO's (fd: its socket, for the shared
+ * memory offer). */
+static void hello_adopt(struct server *s, struct trainer *t, const uint8_t *id, size_t id_len,
+                        const struct sl_wire_hello *h, int takeover, int end, int fd)
+{
     /* the worker's previous connection is over, and a trainer rejoining has
      * copied out what it still held: its buffers go back */
     feed_hold_release_all(&t->hold, s->pool);
@@ -212,7 +229,7 @@ void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const st
     t->id_len = id_len;
     t->active = 1;
     t->generation = ++s->generation;
-    t->plan_done = rc == SL_END;
+    t->plan_done = end;
     s->release_pending = 0;
     t->credits = h->credits;
     t->initial = t->granted = h->credits;
@@ -228,7 +245,15 @@ void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const st
     t->heartbeat_ms = h->heartbeat_ms;
     t->wants_stats = (h->flags & SL_WIRE_HELLO_STATS) != 0;
     t->last_stats_ns = 0; /* the first tick sends one */
+}
 
+/* The WELCOME to the connection t just made: the job described, the shared
+ * memory offered when it is; a job that cannot be described on the wire is
+ * refused. */
+static void hello_welcome(struct server *s, struct trainer *t, const uint8_t *id, size_t id_len,
+                          const struct sl_wire_hello *h, int takeover)
+{
+    const struct feed_job *job = s->o->job;
     struct sl_wire_welcome *wm = &s->msg.welcome;
     memset(wm, 0, sizeof *wm);
     wm->feeder = s->o->feeder_index;
@@ -275,3 +300,18 @@ void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const st
                h->resume_seq);
 }
 
+void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)
+{
+    /* s->msg is reused for the answer: keep the HELLO */
+    const struct sl_wire_hello copy = *hello, *h = &copy;
+    if (hello_check(s, id, id_len, h) != 0)
+        return;
+    /* its own share, or a lost feeder's taken over (by copy: the shared
+     * pool is sized for the own shares' windows) */
+    int takeover = h->share != s->o->feeder_index, end = 0;
+    struct trainer *t = hello_entry(s, id, id_len, h, takeover, &end);
+    if (t == NULL)
+        return;
+    hello_adopt(s, t, id, id_len, h, takeover, end, fd);
+    hello_welcome(s, t, id, id_len, h, takeover);
+}

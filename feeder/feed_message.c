@@ -76,8 +76,9 @@ void feed__on_message(struct server *s)
         }
         unsigned v = t == NULL ? feed__other_version_hello(&body) : 0;
         if (v != 0)
-            feed__refuse(s, idp, id_len, "this feeder speaks protocol version %u, the trainer %u: use the same sluice release",
-                   SL_WIRE_VERSION, v);
+            feed__refuse(s, idp, id_len,
+                         "this feeder speaks protocol version %u, the trainer %u: use the same sluice release",
+                         SL_WIRE_VERSION, v);
         goto out;
     }
     if (t != NULL)

@@ -212,6 +212,199 @@ static int fatal_error(struct server *s, struct sl_error *err)
     return err->code;
 }
 
+/* ---- the loop ---- */
+
+/* The last progress report: its time, the next one's, and the figures it
+ * gave (what went out since is the next one's). */
+struct report_mark {
+    double at, next; /* the last report's time and the next one's */
+    uint64_t bytes;
+    double blocked;
+};
+
+/* The counters line when SIGUSR1 asked for it, and the progress line every
+ * report_ms. */
+static void reports(struct server *s, double t0, struct feed_counters *c, struct report_mark *rep)
+{
+    const struct feed_server_opts *o = s->o;
+    if (o->dump != NULL && *o->dump) {
+        *o->dump = 0;
+        char line[512];
+        snapshot(s, t0, c);
+        feed_counters_format(c, line, sizeof line);
+        sl_log(SL_LOG_INFO, "counters: %s", line);
+    }
+    if (o->report_ms > 0 && sl_clock_s() >= rep->next) {
+        /* progress: what went out since the last report */
+        double now = sl_clock_s(), span = now - rep->at;
+        snapshot(s, t0, c);
+        uint32_t active = 0;
+        for (size_t i = 0; i < s->ntrainers; i++)
+            active += s->trainers[i].active != 0;
+        sl_log(SL_LOG_INFO,
+               "served %" PRIu64 " pieces, %" PRIu64 " records (%.1f MB/s over the last %.0f s), %u of %u "
+               "trainers connected, waiting for credits %.0f%% of that time",
+               c->pieces, c->records, span > 0 ? (double)(c->bytes - rep->bytes) / span / 1e6 : 0.0, span, active,
+               s->workers, span > 0 ? 100.0 * (c->blocked_s - rep->blocked) / span : 0.0);
+        *rep = (struct report_mark){.at = now, .next = now + o->report_ms / 1000.0, .bytes = c->bytes,
+                                    .blocked = c->blocked_s};
+    }
+}
+
+/* Wait up to a quarter of a heartbeat for the socket and the executors,
+ * then read up to 64 messages. The time waited counts as blocked on credits
+ * when a trainer was waiting for them (`waiting`) and tasks were free. 0,
+ * or the error of zmq_poll. */
+static int poll_messages(struct server *s, int waiting, struct sl_error *err)
+{
+    zmq_pollitem_t items[2];
+    items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
+    items[1] = (zmq_pollitem_t){.socket = feed_exec_socket(s->exec), .events = ZMQ_POLLIN};
+    int timeout = s->o->heartbeat_ms / 4 > 0 ? s->o->heartbeat_ms / 4 : 1;
+    uint64_t before = sl_clock_ns();
+    int n = zmq_poll(items, 2, timeout);
+    if (n < 0 && errno != EINTR)
+        return sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
+    if (waiting && feed_exec_free(s->exec) > 0)
+        sl_metrics_add(s->m, FEED_M_BLOCKED_NS, sl_clock_ns() - before);
+    if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+        for (int k = 0; k < 64; k++) {
+            int ev = 0;
+            size_t len = sizeof ev;
+            zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &len);
+            if (!(ev & ZMQ_POLLIN))
+                break;
+            feed__on_message(s);
+        }
+    return 0;
+}
+
+/* Heartbeats, STATS, ENDs and the gauges on every tick (a quarter of a
+ * heartbeat); between ticks, ENDs as soon as they are due. */
+static void tick(struct server *s, uint64_t now, uint64_t *last_tick, uint64_t *cpu_mark)
+{
+    if (now - *last_tick >= (uint64_t)s->o->heartbeat_ms * 250000u) {
+        heartbeats_and_ends(s);
+        update_gauges(s, cpu_mark);
+        *last_tick = now;
+    } else {
+        /* ENDs promptly, heartbeats on the tick */
+        for (size_t i = 0; i < s->ntrainers; i++) {
+            struct trainer *t = &s->trainers[i];
+            if (t->active && t->plan_done && t->inflight == 0 && !t->end_sent) {
+                heartbeats_and_ends(s);
+                break;
+            }
+        }
+    }
+}
+
+/* --idle-exit: 1 (logged) once no trainer has been connected for
+ * idle_exit_ms; *idle_since follows the last moment one was. */
+static int idle_over(const struct server *s, uint64_t now, uint64_t *idle_since)
+{
+    const struct feed_server_opts *o = s->o;
+    if (o->idle_exit_ms <= 0)
+        return 0;
+    /* idle: no trainer connected for idle_exit_ms */
+    int busy = 0;
+    for (size_t i = 0; i < s->ntrainers && !busy; i++)
+        busy = s->trainers[i].active;
+    if (busy) {
+        *idle_since = now;
+    } else if (now - *idle_since >= (uint64_t)o->idle_exit_ms * 1000000u) {
+        char served[64] = "no trainer came";
+        if (s->workers > 0)
+            snprintf(served, sizeof served, "%u of %u workers served to their end", s->ended, s->workers);
+        sl_log(SL_LOG_WARN, "idle: no trainer connected for %.0f s (--idle-exit %.0f): stopping with exit "
+               "status 3 (%s)", (double)(now - *idle_since) / 1e9, o->idle_exit_ms / 1e3, served);
+        return 1;
+    }
+    return 0;
+}
+
+/* Serve until a signal, a fatal error, every worker served, or idle past
+ * --idle-exit (*idle set). 0, or the error that ended it. */
+static int serve(struct server *s, double t0, uint64_t *cpu_mark, struct feed_counters *c, int *idle,
+                 struct sl_error *err)
+{
+    const struct feed_server_opts *o = s->o;
+    const struct feed_curve *curve = o->listener != NULL ? o->listener->curve : o->curve;
+    uint64_t last_tick = sl_clock_ns(), idle_since = last_tick;
+    struct report_mark rep = {.at = sl_clock_s(), .next = sl_clock_s() + o->report_ms / 1000.0};
+    int rc = 0;
+    while (rc == 0) {
+        if (o->stop != NULL && *o->stop) {
+            sl_log(SL_LOG_INFO, "stopping on signal");
+            feed__send_error_all(s, SL_ECLOSED, "feeder stopped by a signal");
+            break;
+        }
+        feed__curve_reload(curve);
+        reports(s, t0, c, &rep);
+        if (s->release_pending)
+            (void)feed__shape_release(s);
+        if (s->retired[0] != NULL || s->retired[1] != NULL || s->retired[2] != NULL || s->retired[3] != NULL)
+            feed__shape_reap(s);
+        int waiting = feed__schedule(s);
+        if (s->fatal) {
+            rc = fatal_error(s, err); /* the ERRORs go out while the router lingers */
+            break;
+        }
+        if ((rc = poll_messages(s, waiting, err)) != 0)
+            break;
+        feed__drain_done(s);
+        if (s->fatal) {
+            /* an error found by the executors or while sending ends the
+             * run before any END goes out (a feeder that met an error
+             * never exits 0) */
+            rc = fatal_error(s, err);
+            break;
+        }
+        uint64_t now = sl_clock_ns();
+        tick(s, now, &last_tick, cpu_mark);
+        if (all_done(s)) {
+            sl_log(SL_LOG_INFO, "every worker has its data: done");
+            break;
+        }
+        if (idle_over(s, now, &idle_since)) {
+            *idle = 1;
+            break;
+        }
+    }
+    return rc;
+}
+
+/* After the loop: the serving thread's last figures, the log limits
+ * flushed, the socket left to the listener after a start-up failure (for
+ * feed_server_refuse_all) or taken from it, the ZAP handler stopped, and
+ * everything of s but s itself released. */
+static void finish(struct server *s, int started, struct sl_zap *zap, uint64_t cpu_mark)
+{
+    const struct feed_server_opts *o = s->o;
+    sl_metrics_add(s->m, FEED_M_SERVE_NS, sl_clock_thread_cpu_ns() - cpu_mark);
+    sl_metrics_set(s->m, FEED_M_CONNECTED, 0);
+    sl_metrics_set(s->m, FEED_M_STARVED, 0);
+    sl_log_limit_flush(&s->lim_refuse, 1);
+    sl_log_limit_flush(&s->lim_bad, 1);
+    if (o->listener != NULL && !started) {
+        /* a start-up failure: the socket stays bound, for refuse_all (no
+         * frame of the pool ever went out on it) */
+        s->router = NULL;
+        s->ctx = NULL;
+        zap = NULL; /* the listener's still */
+    } else if (o->listener != NULL) {
+        o->listener->router = NULL; /* stop() closes them */
+        o->listener->ctx = NULL;
+        o->listener->zap = NULL; /* stopped here */
+    }
+    /* before the context ends (its REP socket would hold zmq_ctx_term);
+     * a trainer connecting while the router lingers finds no handler and
+     * is refused (ZMQ_ZAP_ENFORCE_DOMAIN) */
+    feed__curve_summary(zap);
+    sl_zap_stop(zap);
+    stop(s); /* adds the executors' and ZeroMQ's last figures */
+}
+
 int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c, struct sl_error *err)
 {
     struct feed_server_opts o = *opts;
@@ -239,7 +432,6 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     double t0 = sl_clock_s();
     uint64_t cpu0 = sl_clock_thread_cpu_ns();
     struct sl_zap *zap = NULL;
-    const struct feed_curve *curve = o.listener != NULL ? o.listener->curve : o.curve;
     int rc = start(s, &zap, err);
     if (rc == 0 && o.workers != 0) {
         /* the shape from the feeder's side: no HELLO can change it */
@@ -247,145 +439,14 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         if ((rc = feed__shape_setup(s, o.workers, o.replicas ? o.replicas : 1, err)) != 0)
             sl_error_prefix(err, "--workers %u --replicas %u: ", o.workers, o.replicas ? o.replicas : 1);
     }
-    int started = rc == 0;
+    int started = rc == 0, idle = 0;
     if (rc == 0) {
         snapshot(s, t0, c);
         sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+        rc = serve(s, t0, &cpu0, c, &idle, err);
     }
-    zmq_pollitem_t items[2];
-    uint64_t last_tick = sl_clock_ns(), idle_since = last_tick;
-    int idle = 0;
-    struct report_mark {
-        double at, next; /* the last report's time and the next one's */
-        uint64_t bytes;
-        double blocked;
-    } rep = {.at = sl_clock_s(), .next = sl_clock_s() + o.report_ms / 1000.0};
-    while (rc == 0) {
-        if (o.stop != NULL && *o.stop) {
-            sl_log(SL_LOG_INFO, "stopping on signal");
-            feed__send_error_all(s, SL_ECLOSED, "feeder stopped by a signal");
-            break;
-        }
-        feed__curve_reload(curve);
-        if (o.dump != NULL && *o.dump) {
-            *o.dump = 0;
-            char line[512];
-            snapshot(s, t0, c);
-            feed_counters_format(c, line, sizeof line);
-            sl_log(SL_LOG_INFO, "counters: %s", line);
-        }
-        if (o.report_ms > 0 && sl_clock_s() >= rep.next) {
-            /* progress: what went out since the last report */
-            double now = sl_clock_s(), span = now - rep.at;
-            snapshot(s, t0, c);
-            uint32_t active = 0;
-            for (size_t i = 0; i < s->ntrainers; i++)
-                active += s->trainers[i].active != 0;
-            sl_log(SL_LOG_INFO,
-                   "served %" PRIu64 " pieces, %" PRIu64 " records (%.1f MB/s over the last %.0f s), %u of %u "
-                   "trainers connected, waiting for credits %.0f%% of that time",
-                   c->pieces, c->records, span > 0 ? (double)(c->bytes - rep.bytes) / span / 1e6 : 0.0, span, active,
-                   s->workers, span > 0 ? 100.0 * (c->blocked_s - rep.blocked) / span : 0.0);
-            rep = (struct report_mark){.at = now, .next = now + o.report_ms / 1000.0, .bytes = c->bytes,
-                                       .blocked = c->blocked_s};
-        }
-        if (s->release_pending)
-            (void)feed__shape_release(s);
-        if (s->retired[0] != NULL || s->retired[1] != NULL || s->retired[2] != NULL || s->retired[3] != NULL)
-            feed__shape_reap(s);
-        int waiting = feed__schedule(s);
-        if (s->fatal) {
-            rc = fatal_error(s, err); /* the ERRORs go out while the router lingers */
-            break;
-        }
-        items[0] = (zmq_pollitem_t){.socket = s->router, .events = ZMQ_POLLIN};
-        items[1] = (zmq_pollitem_t){.socket = feed_exec_socket(s->exec), .events = ZMQ_POLLIN};
-        int timeout = o.heartbeat_ms / 4 > 0 ? o.heartbeat_ms / 4 : 1;
-        uint64_t before = sl_clock_ns();
-        int n = zmq_poll(items, 2, timeout);
-        if (n < 0 && errno != EINTR) {
-            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(errno));
-            break;
-        }
-        if (waiting && feed_exec_free(s->exec) > 0)
-            sl_metrics_add(s->m, FEED_M_BLOCKED_NS, sl_clock_ns() - before);
-        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-            for (int k = 0; k < 64; k++) {
-                int ev = 0;
-                size_t len = sizeof ev;
-                zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &len);
-                if (!(ev & ZMQ_POLLIN))
-                    break;
-                feed__on_message(s);
-            }
-        feed__drain_done(s);
-        if (s->fatal) {
-            /* an error found by the executors or while sending ends the
-             * run before any END goes out (a feeder that met an error
-             * never exits 0) */
-            rc = fatal_error(s, err);
-            break;
-        }
-        uint64_t now = sl_clock_ns();
-        if (now - last_tick >= (uint64_t)o.heartbeat_ms * 250000u) {
-            heartbeats_and_ends(s);
-            update_gauges(s, &cpu0);
-            last_tick = now;
-        } else {
-            /* ENDs promptly, heartbeats on the tick */
-            for (size_t i = 0; i < s->ntrainers; i++) {
-                struct trainer *t = &s->trainers[i];
-                if (t->active && t->plan_done && t->inflight == 0 && !t->end_sent) {
-                    heartbeats_and_ends(s);
-                    break;
-                }
-            }
-        }
-        if (all_done(s)) {
-            sl_log(SL_LOG_INFO, "every worker has its data: done");
-            break;
-        }
-        if (o.idle_exit_ms > 0) {
-            /* idle: no trainer connected for idle_exit_ms */
-            int busy = 0;
-            for (size_t i = 0; i < s->ntrainers && !busy; i++)
-                busy = s->trainers[i].active;
-            if (busy) {
-                idle_since = now;
-            } else if (now - idle_since >= (uint64_t)o.idle_exit_ms * 1000000u) {
-                char served[64] = "no trainer came";
-                if (s->workers > 0)
-                    snprintf(served, sizeof served, "%u of %u workers served to their end", s->ended, s->workers);
-                sl_log(SL_LOG_WARN, "idle: no trainer connected for %.0f s (--idle-exit %.0f): stopping with exit "
-                       "status 3 (%s)", (double)(now - idle_since) / 1e9, o.idle_exit_ms / 1e3, served);
-                idle = 1;
-                break;
-            }
-        }
-    }
-    sl_metrics_add(s->m, FEED_M_SERVE_NS, sl_clock_thread_cpu_ns() - cpu0);
-    sl_metrics_set(s->m, FEED_M_CONNECTED, 0);
-    sl_metrics_set(s->m, FEED_M_STARVED, 0);
-    sl_log_limit_flush(&s->lim_refuse, 1);
-    sl_log_limit_flush(&s->lim_bad, 1);
-    if (o.listener != NULL && !started) {
-        /* a start-up failure: the socket stays bound, for refuse_all (no
-         * frame of the pool ever went out on it) */
-        s->router = NULL;
-        s->ctx = NULL;
-        zap = NULL; /* the listener's still */
-    } else if (o.listener != NULL) {
-        o.listener->router = NULL; /* stop() closes them */
-        o.listener->ctx = NULL;
-        o.listener->zap = NULL; /* stopped here */
-    }
-    /* before the context ends (its REP socket would hold zmq_ctx_term);
-     * a trainer connecting while the router lingers finds no handler and
-     * is refused (ZMQ_ZAP_ENFORCE_DOMAIN) */
-    feed__curve_summary(zap);
-    sl_zap_stop(zap);
-    stop(s); /* adds the executors' and ZeroMQ's last figures */
+    finish(s, started, zap, cpu0);
     snapshot(s, t0, c);
     c->started = started;
     c->idle = idle;
@@ -393,4 +454,3 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     sl_metrics_destroy(own);
     return rc;
 }
-
