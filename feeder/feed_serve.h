@@ -6,6 +6,7 @@
 #define FEED_SERVE_H
 
 #include <stdint.h>
+#include <zmq.h>
 
 #include "feed_assemble.h"
 #include "feed_exec.h"
@@ -16,6 +17,20 @@
 #include "sl_log.h"
 #include "sl_pool.h"
 #include "sl_wire.h"
+
+/* The feeder's socket, bound before the scan (feed_listener.c) */
+struct feed_listener {
+    void *ctx, *router; /* NULL once feed_server_run has taken them */
+    struct sl_zap *zap; /* the ZAP handler on ctx (CURVE), taken with it */
+    const struct feed_curve *curve;
+    const char *listen, *job;
+    uint32_t retry_ms;
+    struct sl_buf buf;
+    struct sl_wire_msg msg; /* decoded input (large: kept here) */
+    uint64_t statuses;      /* STATUS answers sent */
+    uint64_t last_log_ns;   /* the last line saying so */
+    struct sl_log_limit lim_refuse, lim_bad;
+};
 
 #define MAX_IDENTITY 256
 /* The furthest resume point a HELLO may ask for: no trainer can have taken
@@ -123,5 +138,52 @@ void feed__drop(struct server *s, struct trainer *t, const char *why);
 /* How long a trainer may be silent before another connection may take its
  * place: 2.5 of its heartbeats (1 s when it sends none). */
 uint64_t feed__grace_ns(const struct trainer *t);
+
+/* ---- the socket (feed_listener.c) ---- */
+
+/* A ZeroMQ context and the feeder's ROUTER, bound to `listen`; with CURVE,
+ * a CURVE server whose ZAP handler (*zap) is running before the bind. */
+int feed__bind_router(const char *listen, const struct feed_curve *curve, const char *ipc_group, void **ctx,
+                      void **router, struct sl_zap **zap, struct sl_error *err);
+/* Read the allow-list again if SIGHUP asked for it. */
+void feed__curve_reload(const struct feed_curve *curve);
+/* The ZAP handler's figures, once at the end. */
+void feed__curve_summary(const struct sl_zap *zap);
+/* The version of a HELLO of another protocol version (magic "SLC1", type
+ * HELLO), for a REFUSE the peer's decoder will report; 0 for anything
+ * else. */
+unsigned feed__other_version_hello(const zmq_msg_t *body);
+
+/* ---- sending and tasks (feed_send.c) ---- */
+
+/* The routing id of t, then the header hdr (more: a body frame follows).
+ * 0, or -1 with errno set by ZeroMQ. */
+int feed__send_frames(struct server *s, const struct trainer *t, const struct sl_buf *hdr, int more);
+/* Send the header in s->hbuf, just encoded with status rc_encode (what:
+ * the message's name for the log): one that does not encode is a fatal
+ * error, one that cannot be sent drops t. */
+void feed__send_simple(struct server *s, struct trainer *t, int rc_encode, const char *what);
+/* An ERROR (code, msg) to every connected trainer. */
+void feed__send_error_all(struct server *s, int code, const char *msg);
+/* A fatal error: the first one is logged, sent to every trainer as ERROR
+ * and ends the run (feed_server_run returns it). */
+void feed__fail_all(struct server *s, const struct sl_error *e);
+/* REFUSE to the peer of routing id `id`, the reason formatted; logged
+ * (rate-limited) and counted. */
+void feed__refuse(struct server *s, const uint8_t *id, size_t id_len, const char *fmt, ...) SL_PRINTF(4, 5);
+/* Schedule pieces for trainers with credits, round-robin one piece each:
+ * 1 when a trainer waits for credits (or its window), 0 when none does, or
+ * the error (every trainer told) that made it stop. */
+int feed__schedule(struct server *s);
+/* Send every piece the executors finished, and recycle their tasks. */
+void feed__drain_done(struct server *s);
+
+/* ---- incoming messages (feed_message.c, feed_hello.c) ---- */
+
+/* Read and act on one message from the socket, if one is there. */
+void feed__on_message(struct server *s);
+/* A HELLO from routing id `id` (fd: its connection's socket, -1 when
+ * unknown): refused, or the connection made and WELCOMEd. */
+void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd);
 
 #endif
