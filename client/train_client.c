@@ -6,10 +6,13 @@
  * caller as part of a step and recycled, with its credit returned to its
  * feeder, at the next call.
  *
- * The parts: train_client_shm.c (a feeder's shared piece memory),
- * train_client_handshake.c (HELLO, WELCOME, STATUS, the socket and its
- * monitor, the CURVE verdict), train_client_rejoin.c (lost feeders,
- * rejoin, takeover and probes); train_client_int.h holds what they share.
+ * The parts: train_client_rejoin.c (lost feeders, rejoin, takeover and
+ * probes), train_client_handshake.c (HELLO, WELCOME, STATUS, the socket
+ * and its monitor, the CURVE verdict), train_client_shm.c (a feeder's
+ * shared piece memory, the slots), train_client_stats.c (the feeders'
+ * STATS, the wait by feeder), train_client_common.c (errors naming a
+ * feeder, sending), train_client_bounds.c (the options' bounds);
+ * train_client_int.h holds what they share.
  */
 #include "train_client.h"
 
@@ -30,30 +33,6 @@
 #include "train_client_int.h"
 #include "train_metrics.h"
 #include "train_reorder.h"
-
-/* A STATS from feeder j: kept beside the one before it. */
-void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st)
-{
-    c->f[j].stats[1] = c->f[j].stats[0];
-    c->f[j].stats[0] = *st;
-    if (c->f[j].nstats < 2)
-        c->f[j].nstats++;
-}
-
-int train__client_feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
-{
-    char what[SL_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return sl_error_set(err, code, "feeder %s: %s", c->f[j].addr, what);
-}
-
-int train__client_send_buf(void *sock, const struct sl_buf *b)
-{
-    return zmq_send(sock, b->data, b->len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
-}
 
 /* Credits go back in batches (one message per several pieces instead of
  * one per piece: each is a round of wake-ups in both processes), or all at
@@ -93,23 +72,6 @@ static void heartbeats(struct train_client *c)
             (void)train__client_send_buf(f->sock, &c->buf);
         f->last_hb_ns = now;
     }
-}
-
-void train__client_release_slot(struct train_client *c, struct slot *s)
-{
-    zmq_msg_close(&s->hdr);
-    for (size_t i = 0; i < s->nframes; i++)
-        zmq_msg_close(&s->frames[i]);
-    s->nframes = 0;
-    s->busy = 0;
-    train__client_map_unref(s->map);
-    s->map = NULL;
-    sl_free(s->copy);
-    s->copy = NULL;
-    s->body = NULL;
-    if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
-        c->f[s->feeder].owed++;
-    c->free_slots[c->nfree++] = s;
 }
 
 /* After fork() the child's copy shares the parent's sockets (without
@@ -276,13 +238,6 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     return rc;
 }
 
-int train__client_stopped(const struct train_client *c, const char *what, struct sl_error *err)
-{
-    if (c->o.stop == NULL || !*c->o.stop)
-        return 0;
-    return sl_error_set(err, SL_ECLOSED, "stopped by a signal while %s", what);
-}
-
 /* A pause of our own longer than a quarter of the timeout: not counted as
  * any feeder's silence. */
 static void forgive_pause(struct train_client *c, uint64_t pause_ns)
@@ -400,39 +355,6 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     heartbeats(c);
     c->listened_ns = sl_clock_ns();
     return 0;
-}
-
-/* One bound: a value of `api` (the C and Python field) or `flag`
- * (sluice-trainer's) within [least, most]; 0 is the default where zero_ok. */
-static int bound(const struct train_client_opts *o, const char *api, const char *flag, long long v, long long least,
-                 long long most, int zero_ok, struct sl_error *err)
-{
-    if ((zero_ok && v == 0) || (v >= least && v <= most))
-        return 0;
-    const char *name = o->names != NULL && o->names->in_ms ? api : flag;
-    return sl_error_set(err, SL_EINVAL, "%s: %lld is out of range (%s%lld to %lld)", name, v, zero_ok ? "0 or " : "",
-                        least, most);
-}
-
-int train_client_check_bounds(const struct train_client_opts *o, struct sl_error *err)
-{
-    int rc = bound(o, "replicas", "--replicas", o->replicas, 1, TRAIN_CLIENT_MAX_REPLICAS, 0, err);
-    if (rc == 0)
-        rc = bound(o, "credits", "--credits", o->credits, 1, TRAIN_CLIENT_MAX_CREDITS, 1, err);
-    if (rc == 0)
-        rc = bound(o, "heartbeat_ms", "--heartbeat-ms", o->heartbeat_ms, TRAIN_CLIENT_MIN_HEARTBEAT_MS,
-                   TRAIN_CLIENT_MAX_HEARTBEAT_MS, 1, err);
-    if (rc == 0)
-        rc = bound(o, "timeout_ms", "--timeout-ms", o->timeout_ms, TRAIN_CLIENT_MIN_TIMEOUT_MS,
-                   TRAIN_CLIENT_MAX_TIMEOUT_MS, 1, err);
-    if (rc == 0)
-        rc = bound(o, "connect_timeout_ms", "--connect-timeout", o->connect_timeout_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1,
-                   err);
-    if (rc == 0)
-        rc = bound(o, "reconnect_ms", "--reconnect-s", o->reconnect_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1, err);
-    if (rc == 0)
-        rc = bound(o, "takeover_ms", "--takeover-s", o->takeover_ms, 1, TRAIN_CLIENT_MAX_WAIT_MS, 1, err);
-    return rc;
 }
 
 int train_client_open(struct train_client **out, const struct train_client_opts *opts, struct sl_error *err)
@@ -827,43 +749,6 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
 struct sl_metrics *train_client_metrics(const struct train_client *c)
 {
     return c->m;
-}
-
-const char *train_client_stage_name(int stage)
-{
-    static const char *const names[SL_WIRE_STAGES] = {"read", "decompress", "decode", "assemble", "send"};
-    return stage >= 0 && stage < SL_WIRE_STAGES ? names[stage] : "unknown";
-}
-
-int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
-                               int *busiest)
-{
-    *busiest = -1;
-    if (j >= c->o.nfeeders)
-        return SL_EINVAL;
-    const struct feeder *f = &c->f[j];
-    for (int k = 0; k < SL_WIRE_STAGES; k++)
-        stage_ns[k] = f->nstats > 0 ? f->stats[0].stage_ns[k] : 0;
-    if (f->nstats < 2)
-        return 0;
-    uint64_t most = 0;
-    for (int k = 0; k < SL_WIRE_STAGES; k++) {
-        uint64_t d = f->stats[0].stage_ns[k] > f->stats[1].stage_ns[k] ? f->stats[0].stage_ns[k] -
-                                                                             f->stats[1].stage_ns[k] : 0;
-        if (d > most) {
-            most = d;
-            *busiest = k;
-        }
-    }
-    return 0;
-}
-
-size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n)
-{
-    size_t F = c->o.nfeeders < TRAIN_CLIENT_MAX_FEEDERS ? c->o.nfeeders : TRAIN_CLIENT_MAX_FEEDERS;
-    for (size_t j = 0; j < F && j < n; j++)
-        secs[j] = (double)__atomic_load_n(&c->wait_by_feeder[j], __ATOMIC_RELAXED) / 1e9;
-    return F;
 }
 
 uint64_t train_client_position(const struct train_client *c)

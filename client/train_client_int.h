@@ -1,5 +1,7 @@
 /* train_client_int.h: what the parts of the client share (train_client.c,
- * train_client_shm.c, train_client_handshake.c, train_client_rejoin.c).
+ * and below it train_client_rejoin.c, train_client_handshake.c,
+ * train_client_shm.c, train_client_stats.c, train_client_common.c: each
+ * calls only the ones after it).
  * Internal to client/: the structs behind struct train_client and the
  * train__client_* functions one part calls in another. The public API is
  * train_client.h.
@@ -130,23 +132,27 @@ struct train_client {
  * way through ZeroMQ when the monitor's event comes. */
 #define CLOSED_GRACE_NS 200000000u
 
-/* train_client.c */
+/* train_client_common.c */
 /* An error naming feeder j's address. */
 int train__client_feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
     SL_PRINTF(5, 6);
 int train__client_send_buf(void *sock, const struct sl_buf *b);
-void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st);
-/* A slot back to the free list: its messages closed, its mapping let go;
- * a credit owed to its feeder, unless it came on an older connection. */
-void train__client_release_slot(struct train_client *c, struct slot *s);
 /* SL_ECLOSED when the caller's stop flag is set ("stopped by a signal
  * while <what>"), else 0. */
 int train__client_stopped(const struct train_client *c, const char *what, struct sl_error *err);
 
-/* train_client_shm.c: a feeder's shared piece memory */
+/* train_client_stats.c */
+/* A STATS from feeder j: kept beside the one before it. */
+void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st);
+
+/* train_client_shm.c: a feeder's shared piece memory, and the slots
+ * holding pieces (their bodies may lie in it) */
 void train__client_map_unref(struct shm_map *m);
 int train__client_attach_shm(struct train_client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err);
 void train__client_detach_shm(struct feeder *f);
+/* A slot back to the free list: its messages closed, its mapping let go;
+ * a credit owed to its feeder, unless it came on an older connection. */
+void train__client_release_slot(struct train_client *c, struct slot *s);
 
 /* train_client_handshake.c: the socket, its monitor, HELLO and its answers */
 int train__client_open_socket(struct train_client *c, size_t j, struct sl_error *err);

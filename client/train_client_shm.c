@@ -107,3 +107,19 @@ void train__client_detach_shm(struct feeder *f)
     f->map = NULL;
 }
 
+void train__client_release_slot(struct train_client *c, struct slot *s)
+{
+    zmq_msg_close(&s->hdr);
+    for (size_t i = 0; i < s->nframes; i++)
+        zmq_msg_close(&s->frames[i]);
+    s->nframes = 0;
+    s->busy = 0;
+    train__client_map_unref(s->map);
+    s->map = NULL;
+    sl_free(s->copy);
+    s->copy = NULL;
+    s->body = NULL;
+    if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
+        c->f[s->feeder].owed++;
+    c->free_slots[c->nfree++] = s;
+}
