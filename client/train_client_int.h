@@ -1,0 +1,177 @@
+/* train_client_int.h: what the parts of the client share (train_client.c,
+ * and below it train_client_rejoin.c, train_client_handshake.c,
+ * train_client_shm.c, train_client_stats.c, train_client_common.c: each
+ * calls only the ones after it).
+ * Internal to client/: the structs behind struct train_client and the
+ * train__client_* functions one part calls in another. The public API is
+ * train_client.h.
+ */
+#ifndef TRAIN_CLIENT_INT_H
+#define TRAIN_CLIENT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <zmq.h>
+
+#include "sl_buf.h"
+#include "sl_error.h"
+#include "sl_metrics.h"
+#include "sl_wire.h"
+#include "train_client.h"
+#include "train_piece.h"
+
+struct train_reorder;
+
+/* A feeder's shared piece memory, mapped read-only; counted by the feeder
+ * (while it is the current connection's) and by the slots pointing into it. */
+struct shm_map {
+    const uint8_t *base;
+    size_t size;
+    unsigned refs;
+};
+
+struct slot {
+    zmq_msg_t hdr;
+    zmq_msg_t frames[2]; /* the body frame (a bad message may have one more) */
+    size_t nframes;
+    int feeder;
+    uint32_t conn; /* the feeder's connection it came on */
+    int busy;      /* holds a received message */
+    struct sl_wire_piece piece;
+    const uint8_t *body;  /* the tensors: in frames[0], in `map`, or in `copy` */
+    struct shm_map *map;  /* a reference, when the body lies in shared memory */
+    uint8_t *copy;        /* owned: the body copied out of shared memory */
+};
+
+/* The stream of share j (the pieces with seq % F == j): served by feeder
+ * j, or after its loss by a surviving feeder that took the share over
+ * (`host`). */
+struct feeder {
+    const char *addr;    /* the address of `host` */
+    uint32_t host;       /* the feeder process serving the share now */
+    uint64_t takeover_ns; /* rejoining: when to ask a surviving feeder instead (0: not due) */
+    uint64_t refused_by; /* feeders that refused to take the share over (bit k) */
+    int stopped;         /* it sent ERROR "stopped": a loss, like a close */
+    int awaiting_first;  /* rejoined or taken over: its first piece since is logged */
+    /* taken over: a probe of the share's own feeder (a HELLO for the share
+     * with no credits), which takes the share back once it answers WELCOME */
+    void *probe;
+    uint64_t probe_ns;   /* probe: when it was sent; else when the next goes (0: not due) */
+    void *sock;
+    void *mon;           /* PAIR reading sock's monitor: connection closed, handshake failed */
+    uint64_t closed_ns;  /* when the monitor said so (0: not) */
+    /* the handshake failed (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL,
+     * or _NO_DETAIL HS_CLOSED_MAX times running): its event and value */
+    int hs_event;
+    uint32_t hs_value;
+    unsigned hs_closed;  /* _NO_DETAIL events since the last handshake that succeeded */
+    uint64_t last_seen_ns;
+    uint64_t last_hb_ns;
+    int welcomed;
+    int ended;
+    uint64_t end_pieces;
+    uint32_t owed; /* credits to give back */
+    /* this connection's pieces received and not yet credited back, and
+     * the most of them seen at once: about what the feeder lets out (its
+     * window, or the grant), which caps the credit batch */
+    uint32_t unreturned, peak;
+    zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
+    struct shm_map *map;     /* its shared memory, when this connection mapped it */
+    /* rejoining after a loss (reconnect_ms > 0) */
+    int rejoining;
+    uint64_t lost_ns, deadline_ns;
+    uint64_t retry_ns;   /* when sock is NULL: open a new connection then */
+    uint64_t resume;     /* the seq asked for */
+    uint32_t conn;       /* connections made after the first */
+    int stalled;         /* lost again before a piece came: the wait goes on */
+    char lost[128];      /* why it was taken for gone */
+    char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
+    /* a feeder still starting (STATUS): HELLO again at rehello_ns (0: not
+     * due); its answer is awaited until answer_by_ns, connect_timeout_ms
+     * after its last word */
+    uint64_t rehello_ns, answer_by_ns;
+    int scanning;                 /* it has said STATUS */
+    struct sl_wire_status status; /* its last */
+    uint64_t status_log_ns;       /* when it was last logged */
+    /* its STATS (SL_WIRE_HELLO_STATS): the last two, [0] the newer */
+    struct sl_wire_stats stats[2];
+    unsigned nstats;              /* received, up to 2 */
+};
+
+struct train_client {
+    struct train_client_opts o;
+    pid_t pid;                  /* the process that opened it (fork: see train_client.h) */
+    void *ctx;
+    struct feeder *f;
+    struct sl_wire_welcome welcome;
+    char names[SL_WIRE_MAX_TENSORS][SL_WIRE_MAX_NAME + 1];
+    struct slot *slots;
+    struct slot **free_slots;
+    size_t nslots, nfree;
+    struct train_reorder *reorder;
+    struct slot **step_slots;   /* [R] slots of the step handed out, or being gathered */
+    size_t ngot;                /* slots gathered so far for the next step */
+    struct train_piece *pieces; /* [R] */
+    int have_step;
+    struct sl_buf buf;
+    struct sl_wire_msg msg;
+    int said_bye;               /* BYE sent (at the end of the stream, or at close) */
+    struct sl_metrics *m;       /* o.metrics, or own_m */
+    struct sl_metrics *own_m;
+    uint64_t total;             /* pieces in the stream, once every feeder said END */
+    unsigned monitors;          /* monitors made: each gets its own inproc name */
+    uint64_t listened_ns;       /* when the last pump stopped listening (0: none yet) */
+    /* the input wait by the feeder whose piece ended it (the piece next in
+     * order when the step waited): ns, atomic (read by any thread) */
+    uint64_t wait_by_feeder[TRAIN_CLIENT_MAX_FEEDERS];
+};
+
+/* A closed connection counts as a lost feeder once this long has passed
+ * without its END: messages sent before the close may still be on their
+ * way through ZeroMQ when the monitor's event comes. */
+#define CLOSED_GRACE_NS 200000000u
+
+/* train_client_common.c */
+/* An error naming feeder j's address. */
+int train__client_feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
+    SL_PRINTF(5, 6);
+int train__client_send_buf(void *sock, const struct sl_buf *b);
+/* SL_ECLOSED when the caller's stop flag is set ("stopped by a signal
+ * while <what>"), else 0. */
+int train__client_stopped(const struct train_client *c, const char *what, struct sl_error *err);
+
+/* train_client_stats.c */
+/* A STATS from feeder j: kept beside the one before it. */
+void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st);
+
+/* train_client_shm.c: a feeder's shared piece memory, and the slots
+ * holding pieces (their bodies may lie in it) */
+void train__client_map_unref(struct shm_map *m);
+int train__client_attach_shm(struct train_client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err);
+void train__client_detach_shm(struct feeder *f);
+/* A slot back to the free list: its messages closed, its mapping let go;
+ * a credit owed to its feeder, unless it came on an older connection. */
+void train__client_release_slot(struct train_client *c, struct slot *s);
+
+/* train_client_handshake.c: the socket, its monitor, HELLO and its answers */
+int train__client_open_socket(struct train_client *c, size_t j, struct sl_error *err);
+void train__client_close_socket(struct feeder *f);
+int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume,
+                             struct sl_error *err);
+int train__client_check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
+                                struct sl_error *err);
+void train__client_note_status(struct train_client *c, size_t j, const struct sl_wire_status *st);
+void train__client_read_monitor(struct feeder *f);
+int train__client_handshake_failed(struct train_client *c, size_t j, struct sl_error *err);
+int train__client_handshake(struct train_client *c, struct sl_error *err);
+
+/* train_client_rejoin.c: lost feeders, rejoin, takeover, probes */
+int train__client_rejoin_connect(struct train_client *c, size_t j, struct sl_error *err);
+void train__client_close_probe(struct feeder *f, uint64_t next_ns);
+int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_error *err);
+int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_error *err);
+int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *err);
+
+#endif
+
