@@ -30,8 +30,8 @@
 
 /* The public codes are the internal ones, number for number. */
 _Static_assert(SLUICE_EIO == SL_EIO && SLUICE_ENOMEM == SL_ENOMEM && SLUICE_EINVAL == SL_EINVAL &&
-                   SLUICE_ECORRUPT == SL_ECORRUPT && SLUICE_EPROTO == SL_EPROTO &&
-                   SLUICE_ETIMEOUT == SL_ETIMEOUT && SLUICE_ECLOSED == SL_ECLOSED && SLUICE_END == SL_END,
+                   SLUICE_ECORRUPT == SL_ECORRUPT && SLUICE_EPROTO == SL_EPROTO && SLUICE_ETIMEOUT == SL_ETIMEOUT &&
+                   SLUICE_ECLOSED == SL_ECLOSED && SLUICE_END == SL_END,
                "sluice codes follow sl_error.h");
 _Static_assert((int)SLUICE_INT64 == (int)SL_WIRE_INT64 && (int)SLUICE_FLOAT32 == (int)SL_WIRE_FLOAT32 &&
                    (int)SLUICE_BYTES == (int)SL_WIRE_BYTES && (int)SLUICE_UINT8 == (int)SL_WIRE_UINT8,
@@ -45,11 +45,11 @@ struct sluice_client {
     struct sluice_tensor *tensors; /* [replicas * SL_WIRE_MAX_TENSORS] */
     /* what train_client borrows for its life, copied from the options */
     char *job;
-    char **feeders;                /* [nfeeders] */
+    char **feeders; /* [nfeeders] */
     size_t nfeeders;
-    struct sl_curve_keys *keys;    /* NULL: no CURVE */
+    struct sl_curve_keys *keys; /* NULL: no CURVE */
     char (*servers)[SL_CURVE_KEY_Z85 + 1];
-    const char **server_ptrs;      /* [nfeeders] into servers */
+    const char **server_ptrs; /* [nfeeders] into servers */
 };
 
 static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces,
@@ -96,8 +96,8 @@ const char *sluice_dtype_name(int dtype)
 }
 
 /* Read the CURVE key files named by the options into keys and servers. */
-static int load_keys(const struct sluice_options *o, struct sl_curve_keys *keys,
-                     char (*servers)[SL_CURVE_KEY_Z85 + 1], struct sl_error *e)
+static int load_keys(const struct sluice_options *o, struct sl_curve_keys *keys, char (*servers)[SL_CURVE_KEY_Z85 + 1],
+                     struct sl_error *e)
 {
     if (o->curve_server_keys == NULL)
         return sl_error_set(e, SL_EINVAL, "curve_key given without curve_server_keys (one per feeder)");
@@ -127,7 +127,8 @@ _Static_assert(SLUICE_MAX_REPLICAS == TRAIN_CLIENT_MAX_REPLICAS && SLUICE_MAX_CR
                    SLUICE_MAX_HEARTBEAT_MS == TRAIN_CLIENT_MAX_HEARTBEAT_MS &&
                    SLUICE_MIN_HEARTBEAT_MS == TRAIN_CLIENT_MIN_HEARTBEAT_MS &&
                    SLUICE_MIN_TIMEOUT_MS == TRAIN_CLIENT_MIN_TIMEOUT_MS &&
-                   SLUICE_MAX_TIMEOUT_MS == TRAIN_CLIENT_MAX_TIMEOUT_MS && SLUICE_MAX_WAIT_MS == TRAIN_CLIENT_MAX_WAIT_MS,
+                   SLUICE_MAX_TIMEOUT_MS == TRAIN_CLIENT_MAX_TIMEOUT_MS &&
+                   SLUICE_MAX_WAIT_MS == TRAIN_CLIENT_MAX_WAIT_MS,
                "the public bounds are the client's");
 
 /* The messages name the options as this API (and the Python package, whose
@@ -300,8 +301,7 @@ void sluice_step_free(struct sluice_step *s)
 }
 
 /* The public views of n train_pieces: pieces[n], tensors[n * max]. */
-static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces,
-                   struct sluice_tensor *tensors)
+static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces, struct sluice_tensor *tensors)
 {
     for (uint32_t r = 0; r < n; r++) {
         const struct train_piece *p = &tp[r];
@@ -404,8 +404,7 @@ int sluice_cluster_from_tf_config(struct sluice_cluster **out, const char *tf_co
     if (rc == 0 && c->feeders.n == 0)
         rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: cluster has no 'feeder' list (the feeders' endpoints)");
     if (rc == 0 && c->feeders.n > TRAIN_CLIENT_MAX_FEEDERS)
-        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu feeders, at most %d", c->feeders.n,
-                          TRAIN_CLIENT_MAX_FEEDERS);
+        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu feeders, at most %d", c->feeders.n, TRAIN_CLIENT_MAX_FEEDERS);
     sl_cluster_free(&cl);
     sl_free(spec);
     sl_free(env);

@@ -197,8 +197,7 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         return rc;
     }
     switch (c->msg.type) {
-    case SL_WIRE_PIECE:
-        return take_piece(c, j, s, err);
+    case SL_WIRE_PIECE: return take_piece(c, j, s, err);
     case SL_WIRE_END:
         f->ended = 1;
         f->end_pieces = c->msg.end.pieces;
@@ -215,11 +214,8 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         rc = train__client_feeder_error(c, j, err, c->msg.error.code < 0 ? c->msg.error.code : SL_EPROTO, "%.*s",
                                         (int)c->msg.error.msg_len, c->msg.error.msg);
         break;
-    case SL_WIRE_HEARTBEAT:
-        break;
-    case SL_WIRE_STATS:
-        train__client_note_stats(c, j, &c->msg.stats);
-        break;
+    case SL_WIRE_HEARTBEAT: break;
+    case SL_WIRE_STATS: train__client_note_stats(c, j, &c->msg.stats); break;
     case SL_WIRE_REFUSE:
         rc = train__client_feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
                                         c->msg.refuse.reason);
@@ -388,8 +384,8 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     c->o = *opts;
     c->pid = getpid();
     if (c->o.credits == 0) /* TRAIN_CLIENT_DEFAULT_CREDITS, or 4 steps */
-        c->o.credits = 4 * c->o.replicas < TRAIN_CLIENT_DEFAULT_CREDITS ? TRAIN_CLIENT_DEFAULT_CREDITS
-                                                                        : 4 * c->o.replicas;
+        c->o.credits =
+            4 * c->o.replicas < TRAIN_CLIENT_DEFAULT_CREDITS ? TRAIN_CLIENT_DEFAULT_CREDITS : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
         c->o.heartbeat_ms = 1000;
     if (c->o.timeout_ms <= 0)

@@ -103,36 +103,36 @@ struct train_client_opts {
     size_t nfeeders;
     const char *job;
     uint32_t worker, workers, replicas;
-    uint32_t credits;           /* per feeder; 0: max(64, 4 * replicas) */
-    int heartbeat_ms;           /* 0: 1000 */
-    int timeout_ms;             /* silence that fails a feeder; 0: 10000 */
-    int connect_timeout_ms;     /* wait for a feeder's first answer to HELLO, and while it
+    uint32_t credits;                       /* per feeder; 0: max(64, 4 * replicas) */
+    int heartbeat_ms;                       /* 0: 1000 */
+    int timeout_ms;                         /* silence that fails a feeder; 0: 10000 */
+    int connect_timeout_ms;                 /* wait for a feeder's first answer to HELLO, and while it
                                    answers STATUS (scanning its files) for its next one:
                                    fail after this long without a word from it; 0:
                                    TRAIN_CLIENT_CONNECT_TIMEOUT_MS */
-    int reconnect_ms;           /* > 0: a feeder lost mid-stream (silent past the
+    int reconnect_ms;                       /* > 0: a feeder lost mid-stream (silent past the
                                    timeout) is asked to resume where it left off,
                                    waiting this long for it to come back; 0: fail */
-    int no_shm;                 /* never map a feeder's shared piece memory: pieces
+    int no_shm;                             /* never map a feeder's shared piece memory: pieces
                                    always come by copy */
-    int takeover_ms;            /* > 0: a lost feeder not back within this long has its
+    int takeover_ms;                        /* > 0: a lost feeder not back within this long has its
                                    share (its pieces, seq % F == j) served by a surviving
                                    feeder, from the first piece not handed out; the stream
                                    the caller sees is unchanged. 0: off */
-    uint64_t resume_seq;        /* the first piece wanted: 0, or where an earlier run
+    uint64_t resume_seq;                    /* the first piece wanted: 0, or where an earlier run
                                    stopped (train_client_position), a multiple of replicas
                                    (a step's first piece), at most 2^48 */
-    uint64_t incarnation;       /* this trainer process's id in every HELLO (a restarted
+    uint64_t incarnation;                   /* this trainer process's id in every HELLO (a restarted
                                    process replaces its dead predecessor's connections at
                                    once); 0: a random one */
-    volatile sig_atomic_t *stop; /* when set (by a signal handler), every wait ends
+    volatile sig_atomic_t *stop;            /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
-    const struct sl_curve_keys *curve; /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
-    const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
+    const struct sl_curve_keys *curve;      /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
+    const char *const *curve_server;        /* with curve: [nfeeders] feeder k's public key in Z85
                                           (borrowed), the key of feeders[k] */
     const struct train_client_names *names; /* in messages (borrowed); NULL: sluice-trainer's flags */
-    struct sl_metrics *metrics;  /* a train_metrics table (borrowed) the client adds its
+    struct sl_metrics *metrics;             /* a train_metrics table (borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */
 };
@@ -156,7 +156,8 @@ const struct sl_wire_welcome *train_client_welcome(const struct train_client *c)
 
 /* The next step: *pieces points at R pieces (replica 0..R-1), borrowed
  * until the next call. 0, SL_END at the end of data, or an error. */
-int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err) SL_MUST_CHECK;
+int train_client_next_step(struct train_client *c, const struct train_piece **pieces,
+                           struct sl_error *err) SL_MUST_CHECK;
 
 /* Release the step handed out by the last next_step now (its slots and
  * shared-memory buffers recycled, its credits returned), not at the next

@@ -20,8 +20,8 @@
 #include "train_monitor.h"
 
 /* What the monitor of a feeder's socket reports. */
-#define MONITOR_EVENTS                                                                                                \
-    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |          \
+#define MONITOR_EVENTS                                                                                     \
+    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
 
 /* A connection closed during the handshake this many times running (and
@@ -67,12 +67,18 @@ int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits,
 {
     /* STATUS: a feeder still scanning its files says so, and this HELLO
      * comes again after the retry it asks for */
-    struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                              .credits = credits, .incarnation = c->o.incarnation, .share = (uint32_t)j,
-                              .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS |
-                                       SL_WIRE_HELLO_STATS,
+    struct sl_wire_hello h = {.worker = c->o.worker,
+                              .workers = c->o.workers,
+                              .replicas = c->o.replicas,
+                              .credits = credits,
+                              .incarnation = c->o.incarnation,
+                              .share = (uint32_t)j,
+                              .flags =
+                                  (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS | SL_WIRE_HELLO_STATS,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
-                              .resume_seq = resume, .job = c->o.job, .job_len = strlen(c->o.job)};
+                              .resume_seq = resume,
+                              .job = c->o.job,
+                              .job_len = strlen(c->o.job)};
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
                             SL_WIRE_MAX_JOB);
@@ -132,8 +138,8 @@ void train__client_note_status(struct train_client *c, size_t j, const struct sl
 {
     struct feeder *f = &c->f[j];
     uint64_t now = sl_clock_ns();
-    int changed = st->files_done != f->status.files_done || st->files != f->status.files ||
-                  st->records != f->status.records;
+    int changed =
+        st->files_done != f->status.files_done || st->files != f->status.files || st->records != f->status.records;
     if (!f->scanning || (changed && now - f->status_log_ns >= STATUS_LOG_CHANGED_NS) ||
         now - f->status_log_ns >= STATUS_LOG_SAME_NS) {
         sl_log(SL_LOG_INFO,
@@ -189,7 +195,8 @@ void train__client_read_monitor(struct feeder *f)
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++f->hs_closed < HS_CLOSED_MAX)
             continue;
         if ((event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) && f->hs_event == 0) {
+                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) &&
+            f->hs_event == 0) {
             f->hs_event = event;
             f->hs_value = value;
         }
@@ -213,8 +220,7 @@ int train__client_handshake_failed(struct train_client *c, size_t j, struct sl_e
     const struct train_client_names *nm = names_of(c);
     int curve = c->o.curve != NULL;
     switch (f->hs_event) {
-    case 0:
-        return 0;
+    case 0: return 0;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         return train__client_feeder_error(
             c, (int)j, err, SL_EPROTO,
@@ -282,16 +288,10 @@ static int handshake_receive(struct train_client *c, size_t j, size_t *welcomed,
     case SL_WIRE_REFUSE:
         return train__client_feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
                                           c->msg.refuse.reason);
-    case SL_WIRE_HEARTBEAT:
-        return 0;
-    case SL_WIRE_STATS:
-        train__client_note_stats(c, j, &c->msg.stats);
-        return 0;
-    case SL_WIRE_STATUS:
-        train__client_note_status(c, j, &c->msg.status);
-        return 0;
-    case SL_WIRE_WELCOME:
-        break;
+    case SL_WIRE_HEARTBEAT: return 0;
+    case SL_WIRE_STATS: train__client_note_stats(c, j, &c->msg.stats); return 0;
+    case SL_WIRE_STATUS: train__client_note_status(c, j, &c->msg.status); return 0;
+    case SL_WIRE_WELCOME: break;
     default:
         return train__client_feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
                                           sl_wire_type_name(c->msg.type));
@@ -411,4 +411,3 @@ int train__client_handshake(struct train_client *c, struct sl_error *err)
     }
     return 0;
 }
-

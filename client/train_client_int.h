@@ -39,33 +39,33 @@ struct slot {
     uint32_t conn; /* the feeder's connection it came on */
     int busy;      /* holds a received message */
     struct sl_wire_piece piece;
-    const uint8_t *body;  /* the tensors: in frames[0], in `map`, or in `copy` */
-    struct shm_map *map;  /* a reference, when the body lies in shared memory */
-    uint8_t *copy;        /* owned: the body copied out of shared memory */
+    const uint8_t *body; /* the tensors: in frames[0], in `map`, or in `copy` */
+    struct shm_map *map; /* a reference, when the body lies in shared memory */
+    uint8_t *copy;       /* owned: the body copied out of shared memory */
 };
 
 /* The stream of share j (the pieces with seq % F == j): served by feeder
  * j, or after its loss by a surviving feeder that took the share over
  * (`host`). */
 struct feeder {
-    const char *addr;    /* the address of `host` */
-    uint32_t host;       /* the feeder process serving the share now */
+    const char *addr;     /* the address of `host` */
+    uint32_t host;        /* the feeder process serving the share now */
     uint64_t takeover_ns; /* rejoining: when to ask a surviving feeder instead (0: not due) */
-    uint64_t refused_by; /* feeders that refused to take the share over (bit k) */
-    int stopped;         /* it sent ERROR "stopped": a loss, like a close */
-    int awaiting_first;  /* rejoined or taken over: its first piece since is logged */
+    uint64_t refused_by;  /* feeders that refused to take the share over (bit k) */
+    int stopped;          /* it sent ERROR "stopped": a loss, like a close */
+    int awaiting_first;   /* rejoined or taken over: its first piece since is logged */
     /* taken over: a probe of the share's own feeder (a HELLO for the share
      * with no credits), which takes the share back once it answers WELCOME */
     void *probe;
-    uint64_t probe_ns;   /* probe: when it was sent; else when the next goes (0: not due) */
+    uint64_t probe_ns; /* probe: when it was sent; else when the next goes (0: not due) */
     void *sock;
-    void *mon;           /* PAIR reading sock's monitor: connection closed, handshake failed */
-    uint64_t closed_ns;  /* when the monitor said so (0: not) */
+    void *mon;          /* PAIR reading sock's monitor: connection closed, handshake failed */
+    uint64_t closed_ns; /* when the monitor said so (0: not) */
     /* the handshake failed (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL,
      * or _NO_DETAIL HS_CLOSED_MAX times running): its event and value */
     int hs_event;
     uint32_t hs_value;
-    unsigned hs_closed;  /* _NO_DETAIL events since the last handshake that succeeded */
+    unsigned hs_closed; /* _NO_DETAIL events since the last handshake that succeeded */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     int welcomed;
@@ -81,11 +81,11 @@ struct feeder {
     /* rejoining after a loss (reconnect_ms > 0) */
     int rejoining;
     uint64_t lost_ns, deadline_ns;
-    uint64_t retry_ns;   /* when sock is NULL: open a new connection then */
-    uint64_t resume;     /* the seq asked for */
-    uint32_t conn;       /* connections made after the first */
-    int stalled;         /* lost again before a piece came: the wait goes on */
-    char lost[128];      /* why it was taken for gone */
+    uint64_t retry_ns;                    /* when sock is NULL: open a new connection then */
+    uint64_t resume;                      /* the seq asked for */
+    uint32_t conn;                        /* connections made after the first */
+    int stalled;                          /* lost again before a piece came: the wait goes on */
+    char lost[128];                       /* why it was taken for gone */
     char refused[SL_WIRE_MAX_REASON + 1]; /* its last REFUSE meanwhile */
     /* a feeder still starting (STATUS): HELLO again at rehello_ns (0: not
      * due); its answer is awaited until answer_by_ns, connect_timeout_ms
@@ -96,12 +96,12 @@ struct feeder {
     uint64_t status_log_ns;       /* when it was last logged */
     /* its STATS (SL_WIRE_HELLO_STATS): the last two, [0] the newer */
     struct sl_wire_stats stats[2];
-    unsigned nstats;              /* received, up to 2 */
+    unsigned nstats; /* received, up to 2 */
 };
 
 struct train_client {
     struct train_client_opts o;
-    pid_t pid;                  /* the process that opened it (fork: see train_client.h) */
+    pid_t pid; /* the process that opened it (fork: see train_client.h) */
     void *ctx;
     struct feeder *f;
     struct sl_wire_welcome welcome;
@@ -116,12 +116,12 @@ struct train_client {
     int have_step;
     struct sl_buf buf;
     struct sl_wire_msg msg;
-    int said_bye;               /* BYE sent (at the end of the stream, or at close) */
-    struct sl_metrics *m;       /* o.metrics, or own_m */
+    int said_bye;         /* BYE sent (at the end of the stream, or at close) */
+    struct sl_metrics *m; /* o.metrics, or own_m */
     struct sl_metrics *own_m;
-    uint64_t total;             /* pieces in the stream, once every feeder said END */
-    unsigned monitors;          /* monitors made: each gets its own inproc name */
-    uint64_t listened_ns;       /* when the last pump stopped listening (0: none yet) */
+    uint64_t total;       /* pieces in the stream, once every feeder said END */
+    unsigned monitors;    /* monitors made: each gets its own inproc name */
+    uint64_t listened_ns; /* when the last pump stopped listening (0: none yet) */
     /* the input wait by the feeder whose piece ended it (the piece next in
      * order when the step waited): ns, atomic (read by any thread) */
     uint64_t wait_by_feeder[TRAIN_CLIENT_MAX_FEEDERS];
@@ -157,8 +157,7 @@ void train__client_release_slot(struct train_client *c, struct slot *s);
 /* train_client_handshake.c: the socket, its monitor, HELLO and its answers */
 int train__client_open_socket(struct train_client *c, size_t j, struct sl_error *err);
 void train__client_close_socket(struct feeder *f);
-int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume,
-                             struct sl_error *err);
+int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err);
 int train__client_check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
                                 struct sl_error *err);
 void train__client_note_status(struct train_client *c, size_t j, const struct sl_wire_status *st);
@@ -174,4 +173,3 @@ int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_erro
 int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *err);
 
 #endif
-

@@ -130,18 +130,22 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
      * lost was itself a survivor that had taken it */
     f->host = (uint32_t)j;
     f->addr = c->o.feeders[j];
-    f->takeover_ns = c->o.takeover_ms <= 0             ? 0
-                     : was != j && !back ? f->lost_ns
-                                         : f->lost_ns + (uint64_t)c->o.takeover_ms * 1000000u;
+    f->takeover_ns = c->o.takeover_ms <= 0 ? 0
+                     : was != j && !back   ? f->lost_ns
+                                           : f->lost_ns + (uint64_t)c->o.takeover_ms * 1000000u;
     if (back)
         sl_log(SL_LOG_INFO, "feeder %s is back: it takes its share back from feeder %s at piece %" PRIu64, f->addr,
                c->o.feeders[was], resume);
     else if (was != j)
-        sl_log(SL_LOG_WARN, "feeder %s, which had taken over feeder %zu's share: %s; another feeder takes it, from "
-               "piece %" PRIu64, c->o.feeders[was], j, f->lost, resume);
+        sl_log(SL_LOG_WARN,
+               "feeder %s, which had taken over feeder %zu's share: %s; another feeder takes it, from "
+               "piece %" PRIu64,
+               c->o.feeders[was], j, f->lost, resume);
     else if (c->o.takeover_ms > 0)
-        sl_log(SL_LOG_WARN, "feeder %s: %s; waiting %.1f s for it to come back, then a surviving feeder takes its "
-               "share, from piece %" PRIu64, f->addr, f->lost, (double)c->o.takeover_ms / 1e3, resume);
+        sl_log(SL_LOG_WARN,
+               "feeder %s: %s; waiting %.1f s for it to come back, then a surviving feeder takes its "
+               "share, from piece %" PRIu64,
+               f->addr, f->lost, (double)c->o.takeover_ms / 1e3, resume);
     else
         sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
                f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
@@ -169,24 +173,28 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
             if (f->probe_ns == 0) {
                 f->probe_ns = now + every;
             } else if (now >= f->probe_ns) {
-                const struct sl_zsock_opts zo = {
-                    .max_msg = SL_WIRE_MAX_HEADER + (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0)};
+                const struct sl_zsock_opts zo = {.max_msg = SL_WIRE_MAX_HEADER +
+                                                            (c->o.curve != NULL ? SL_CURVE_FRAME_OVERHEAD : 0)};
                 f->probe = sl_zsock_open(c->ctx, ZMQ_DEALER, &zo, c->o.feeders[j], err);
                 if (f->probe == NULL)
                     return SL_EIO;
                 /* the share's own feeder: its key (a failed handshake is
                  * silence here; the probe is asked again later) */
-                if (c->o.curve != NULL &&
-                    sl_curve_client(f->probe, c->o.curve, c->o.curve_server[j], err) != 0)
+                if (c->o.curve != NULL && sl_curve_client(f->probe, c->o.curve, c->o.curve_server[j], err) != 0)
                     return sl_error_prefix(err, "feeder %s: ", c->o.feeders[j]);
-                struct sl_wire_hello h = {.worker = c->o.worker, .workers = c->o.workers, .replicas = c->o.replicas,
-                                          .credits = 0, .flags = SL_WIRE_HELLO_STATUS,
+                struct sl_wire_hello h = {.worker = c->o.worker,
+                                          .workers = c->o.workers,
+                                          .replicas = c->o.replicas,
+                                          .credits = 0,
+                                          .flags = SL_WIRE_HELLO_STATUS,
                                           .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                                           .resume_seq = first_of_share(c, train_reorder_next(c->reorder), j),
-                                          .incarnation = c->o.incarnation, .share = (uint32_t)j, .job = c->o.job,
+                                          .incarnation = c->o.incarnation,
+                                          .share = (uint32_t)j,
+                                          .job = c->o.job,
                                           .job_len = strlen(c->o.job)};
-                if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 || sl_wire_encode_hello(&h, &c->buf) != 0 ||
-                    train__client_send_buf(f->probe, &c->buf) != 0)
+                if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 ||
+                    sl_wire_encode_hello(&h, &c->buf) != 0 || train__client_send_buf(f->probe, &c->buf) != 0)
                     train__client_close_probe(f, now + every);
                 else
                     f->probe_ns = now;
@@ -202,8 +210,7 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
             continue;
         }
         struct sl_error derr = {0};
-        int back = !zmq_msg_more(&m) &&
-                   sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) == 0 &&
+        int back = !zmq_msg_more(&m) && sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) == 0 &&
                    c->msg.type == SL_WIRE_WELCOME && c->msg.welcome.feeder == j &&
                    c->msg.welcome.feeders == c->o.nfeeders;
         zmq_msg_close(&m);
@@ -264,7 +271,8 @@ static int try_takeover(struct train_client *c, size_t j, struct sl_error *err)
     uint64_t by = now + (uint64_t)c->o.timeout_ms * 1000000u;
     if (by > f->deadline_ns)
         f->deadline_ns = by;
-    sl_log(SL_LOG_WARN, "feeder %s: not back within %.1f s; asking feeder %s to take over its share from piece %" PRIu64,
+    sl_log(SL_LOG_WARN,
+           "feeder %s: not back within %.1f s; asking feeder %s to take over its share from piece %" PRIu64,
            c->o.feeders[j], (double)(now - f->lost_ns) / 1e9, f->addr, f->resume);
     return train__client_rejoin_connect(c, j, err);
 }
@@ -287,8 +295,8 @@ static int lost_for_good(struct train_client *c, size_t j, struct sl_error *err)
             if (k == j)
                 continue;
             const char *state = (f->refused_by >> k) & 1u ? "refused"
-                                : host_alive(c, k)          ? "did not answer"
-                                                            : "lost too";
+                                : host_alive(c, k)        ? "did not answer"
+                                                          : "lost too";
             n += (size_t)snprintf(why + n, sizeof why - n, " %s %s;", c->o.feeders[k], state);
         }
         if (n < sizeof why && why[n - 1] == ';')
@@ -323,8 +331,9 @@ int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_err
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
             if (f->host != j) {
                 sl_metrics_add(c->m, TRAIN_M_TAKEOVERS, 1);
-                sl_log(SL_LOG_WARN, "feeder %s took over feeder %s's share %.1f s after its loss: resuming at piece %"
-                       PRIu64, f->addr, c->o.feeders[j], (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
+                sl_log(SL_LOG_WARN,
+                       "feeder %s took over feeder %s's share %.1f s after its loss: resuming at piece %" PRIu64,
+                       f->addr, c->o.feeders[j], (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);
             } else {
                 sl_log(SL_LOG_INFO, "feeder %s is back after %.1f s: resuming at piece %" PRIu64, f->addr,
                        (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);

@@ -94,8 +94,7 @@ static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w
     m->base = p;
     m->size = (size_t)w->shm_size;
     m->refs = 1;
-    sl_log(SL_LOG_INFO, "feeder %s: pieces through shared memory (%.1f MB mapped)", f->addr,
-           (double)w->shm_size / 1e6);
+    sl_log(SL_LOG_INFO, "feeder %s: pieces through shared memory (%.1f MB mapped)", f->addr, (double)w->shm_size / 1e6);
     return m;
 }
 

@@ -20,8 +20,7 @@ const char *train_client_stage_name(int stage)
     return stage >= 0 && stage < SL_WIRE_STAGES ? names[stage] : "unknown";
 }
 
-int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
-                               int *busiest)
+int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES], int *busiest)
 {
     *busiest = -1;
     if (j >= c->o.nfeeders)
@@ -33,8 +32,8 @@ int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t 
         return 0;
     uint64_t most = 0;
     for (int k = 0; k < SL_WIRE_STAGES; k++) {
-        uint64_t d = f->stats[0].stage_ns[k] > f->stats[1].stage_ns[k] ? f->stats[0].stage_ns[k] -
-                                                                             f->stats[1].stage_ns[k] : 0;
+        uint64_t d =
+            f->stats[0].stage_ns[k] > f->stats[1].stage_ns[k] ? f->stats[0].stage_ns[k] - f->stats[1].stage_ns[k] : 0;
         if (d > most) {
             most = d;
             *busiest = k;

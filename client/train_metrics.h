@@ -14,21 +14,21 @@
 #include "sl_metrics.h"
 
 enum train_metric {
-    TRAIN_M_STEPS,      /* steps received */
-    TRAIN_M_EPOCHS,     /* epochs begun (a step of a new epoch received) */
-    TRAIN_M_PIECES,     /* pieces received */
-    TRAIN_M_ROWS,       /* rows received */
-    TRAIN_M_BYTES,      /* tensor bytes received */
-    TRAIN_M_SHM_PIECES, /* pieces read in a feeder's shared memory (no copy) */
-    TRAIN_M_WAIT_NS,    /* time waiting for pieces (the input stall) */
-    TRAIN_M_REJOINS,    /* feeders lost and asked to resume */
-    TRAIN_M_TAKEOVERS,  /* lost feeders' shares taken over by surviving feeders */
-    TRAIN_M_H2D_BYTES,  /* bytes staged to the replicas' devices */
-    TRAIN_M_H2D_NS,     /* replica time staging: packing, queuing and waiting for the copies */
-    TRAIN_M_TRAINED,    /* steps trained (run on the model) */
-    TRAIN_M_RUN_NS,     /* time running trained steps (compute and all-reduce) */
-    TRAIN_M_LOSS,       /* real: the last trained step's loss */
-    TRAIN_M_ACCURACY,   /* real: the last trained step's accuracy */
+    TRAIN_M_STEPS,        /* steps received */
+    TRAIN_M_EPOCHS,       /* epochs begun (a step of a new epoch received) */
+    TRAIN_M_PIECES,       /* pieces received */
+    TRAIN_M_ROWS,         /* rows received */
+    TRAIN_M_BYTES,        /* tensor bytes received */
+    TRAIN_M_SHM_PIECES,   /* pieces read in a feeder's shared memory (no copy) */
+    TRAIN_M_WAIT_NS,      /* time waiting for pieces (the input stall) */
+    TRAIN_M_REJOINS,      /* feeders lost and asked to resume */
+    TRAIN_M_TAKEOVERS,    /* lost feeders' shares taken over by surviving feeders */
+    TRAIN_M_H2D_BYTES,    /* bytes staged to the replicas' devices */
+    TRAIN_M_H2D_NS,       /* replica time staging: packing, queuing and waiting for the copies */
+    TRAIN_M_TRAINED,      /* steps trained (run on the model) */
+    TRAIN_M_RUN_NS,       /* time running trained steps (compute and all-reduce) */
+    TRAIN_M_LOSS,         /* real: the last trained step's loss */
+    TRAIN_M_ACCURACY,     /* real: the last trained step's accuracy */
     TRAIN_M_ALLREDUCE_NS, /* replica 0's time in all-reduces (host and device; within TRAIN_M_RUN_NS) */
     TRAIN_M_COUNT
 };

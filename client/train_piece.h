@@ -16,19 +16,19 @@
 #include "sl_wire.h"
 
 struct train_tensor {
-    const char *name;  /* NUL-terminated copy of the schema's name */
-    uint8_t dtype;     /* enum sl_wire_dtype */
+    const char *name; /* NUL-terminated copy of the schema's name */
+    uint8_t dtype;    /* enum sl_wire_dtype */
     int rank;
     int64_t dims[SL_WIRE_MAX_PIECE_RANK];
-    const void *data;  /* borrowed; NULL when bytes == 0 */
+    const void *data; /* borrowed; NULL when bytes == 0 */
     uint64_t bytes;
 };
 
 struct train_piece {
     uint64_t epoch, step, seq;
     uint32_t worker, replica;
-    uint32_t rows;     /* 0: an empty piece */
-    uint32_t flags;    /* SL_WIRE_PIECE_* */
+    uint32_t rows;  /* 0: an empty piece */
+    uint32_t flags; /* SL_WIRE_PIECE_* */
     size_t ntensors;
     struct train_tensor t[SL_WIRE_MAX_TENSORS];
 };

@@ -32,7 +32,7 @@ struct feed_assembler {
      * (wall); each piece's thread CPU time is split in those proportions */
     uint64_t tick; /* reads so far */
     uint64_t read_wall, decode_wall, sampled;
-    uint64_t read_bytes; /* the records' bytes framed so far */
+    uint64_t read_bytes;        /* the records' bytes framed so far */
     struct sl_metrics *metrics; /* borrowed; NULL: not measured */
 };
 
@@ -66,8 +66,8 @@ static void read_timer_stop(struct feed_assembler *a, const struct read_timer *t
 }
 
 /* feed_reader_frame, timed when `timed` (a sampled record) */
-static int frame_record(struct feed_assembler *a, int timed, uint32_t file, uint64_t rec,
-                        const struct fmt_frame **out, struct sl_error *err)
+static int frame_record(struct feed_assembler *a, int timed, uint32_t file, uint64_t rec, const struct fmt_frame **out,
+                        struct sl_error *err)
 {
     if (!timed)
         return feed_reader_frame(a->rd, file, rec, out, err);
@@ -183,8 +183,8 @@ void feed_assembler_destroy(struct feed_assembler *a)
 /* A piece that does not fit its buffer: the error names the element where
  * it overflowed (file, element, byte offset), so the operator can find the
  * oversized record and size --max-piece-bytes. */
-static int too_big(const struct feed_assembler *a, const struct feed_piece *piece, size_t i, uint64_t need,
-                   size_t cap, struct sl_error *err)
+static int too_big(const struct feed_assembler *a, const struct feed_piece *piece, size_t i, uint64_t need, size_t cap,
+                   struct sl_error *err)
 {
     const char *what = a->ops->element;
     if (piece->n == 0)

@@ -27,11 +27,11 @@
 
 struct feed_task {
     /* the owner's, set before feed_exec_submit and kept as they are */
-    uint32_t conn;         /* the server's connection entry it was made for */
-    uint64_t generation;   /* the trainer connection it was made for */
-    uint64_t ordinal;      /* its place among the pieces scheduled for that connection */
+    uint32_t conn;           /* the server's connection entry it was made for */
+    uint64_t generation;     /* the trainer connection it was made for */
+    uint64_t ordinal;        /* its place among the pieces scheduled for that connection */
     struct feed_piece piece; /* elems: the task's own copy (feed_exec_submit) */
-    struct sl_pool *pool;  /* where its buffer comes from, and goes back to */
+    struct sl_pool *pool;    /* where its buffer comes from, and goes back to */
     /* the executor's: a buffer of `pool` holding the piece laid out, or an error */
     uint8_t *buf;
     struct feed_layout layout;
@@ -43,15 +43,15 @@ struct feed_task {
 };
 
 struct feed_exec_opts {
-    void *zmq_ctx;                       /* borrowed: the owner's ZeroMQ context */
-    struct sl_metrics *metrics;          /* borrowed: where the executors add their stage times; NULL: none */
-    struct feed_source *src;             /* borrowed */
+    void *zmq_ctx;              /* borrowed: the owner's ZeroMQ context */
+    struct sl_metrics *metrics; /* borrowed: where the executors add their stage times; NULL: none */
+    struct feed_source *src;    /* borrowed */
     const struct fmt_feature_spec *specs;
     size_t nspecs;
     enum fmt_format format;
-    size_t max_rows;                     /* G: each assembler's capacity */
-    unsigned threads;                    /* executor threads, >= 1 */
-    size_t ntasks;                       /* tasks, >= 1 */
+    size_t max_rows;  /* G: each assembler's capacity */
+    unsigned threads; /* executor threads, >= 1 */
+    size_t ntasks;    /* tasks, >= 1 */
 };
 
 struct feed_exec;

@@ -29,8 +29,8 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
         return SL_EINVAL;
     const uint64_t *v = s->v;
     struct sl_prom p = {.b = b, .labels = labels};
-    sl_prom_counter(&p, "sluice_feeder_pieces_total",
-                    "Pieces (per-replica batches) sent to trainers.", v[FEED_M_PIECES]);
+    sl_prom_counter(&p, "sluice_feeder_pieces_total", "Pieces (per-replica batches) sent to trainers.",
+                    v[FEED_M_PIECES]);
     sl_prom_family(&p, "sluice_feeder_transport_pieces_total", "counter",
                    "Pieces sent, by how: in shared memory (shm) or by copy over ZeroMQ (copy).");
     sl_prom_u64(&p, "sluice_feeder_transport_pieces_total", "transport=\"shm\"", v[FEED_M_SHM_PIECES]);
@@ -51,8 +51,7 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
                   {"stage=\"assemble\"", FEED_M_ASSEMBLE_NS}};
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
         sl_prom_seconds(&p, "sluice_feeder_cpu_seconds_total", stages[i].label, v[stages[i].id]);
-    sl_prom_seconds(&p, "sluice_feeder_cpu_seconds_total", "stage=\"send\"",
-                    v[FEED_M_SERVE_NS] + v[FEED_M_ZMQ_IO_NS]);
+    sl_prom_seconds(&p, "sluice_feeder_cpu_seconds_total", "stage=\"send\"", v[FEED_M_SERVE_NS] + v[FEED_M_ZMQ_IO_NS]);
     sl_prom_family(&p, "sluice_feeder_credit_wait_seconds_total", "counter",
                    "Time the feeder had pieces to make but no credit from any trainer (trainers are the bound).");
     sl_prom_seconds(&p, "sluice_feeder_credit_wait_seconds_total", NULL, v[FEED_M_BLOCKED_NS]);

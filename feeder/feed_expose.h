@@ -19,10 +19,10 @@
 struct feed_expose;
 
 struct feed_expose_opts {
-    const char *listen;           /* HOST:PORT */
-    const struct sl_metrics *m;   /* over feed_metric_defs; borrowed, outlives the endpoint */
-    const char *job;              /* the job's name (label sluice_job) */
-    uint32_t feeder_index;        /* label feeder */
+    const char *listen;         /* HOST:PORT */
+    const struct sl_metrics *m; /* over feed_metric_defs; borrowed, outlives the endpoint */
+    const char *job;            /* the job's name (label sluice_job) */
+    uint32_t feeder_index;      /* label feeder */
 };
 
 /* Serve /metrics on o->listen. 0, SL_EINVAL (the address: err says what

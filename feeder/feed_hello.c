@@ -97,8 +97,10 @@ static int peer_is_us(struct server *s, int fd, uint32_t worker)
         return 1;
     if (sl_log_allowed(&s->lim_refuse)) {
         if (fd >= 0 && err.code == 0)
-            sl_log(SL_LOG_INFO, "worker %u: shared memory not offered: the trainer runs as uid %u, this feeder as %u; "
-                   "pieces go by copy", worker, (unsigned)uid, (unsigned)geteuid());
+            sl_log(SL_LOG_INFO,
+                   "worker %u: shared memory not offered: the trainer runs as uid %u, this feeder as %u; "
+                   "pieces go by copy",
+                   worker, (unsigned)uid, (unsigned)geteuid());
         else
             sl_log(SL_LOG_INFO, "worker %u: shared memory not offered (%s); pieces go by copy", worker,
                    fd < 0 ? "the connection's socket is unknown" : err.msg);
@@ -155,8 +157,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
     }
     if (h->resume_seq > MAX_RESUME) {
         feed__refuse(s, id, id_len,
-                     "worker %u asks to resume at piece %" PRIu64 ", which no trainer can have reached (at most %"
-                     PRIu64 ")",
+                     "worker %u asks to resume at piece %" PRIu64
+                     ", which no trainer can have reached (at most %" PRIu64 ")",
                      h->worker, h->resume_seq, MAX_RESUME);
         return -1;
     }

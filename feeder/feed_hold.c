@@ -34,7 +34,8 @@ void feed_hold_free(struct feed_hold *h)
 
 int feed_hold_put(struct feed_hold *h, uint64_t ordinal, uint8_t *buf)
 {
-    if (h->slot == NULL || ordinal < h->released || ordinal - h->released >= h->cap || h->slot[ordinal % h->cap] != NULL)
+    if (h->slot == NULL || ordinal < h->released || ordinal - h->released >= h->cap ||
+        h->slot[ordinal % h->cap] != NULL)
         return -1;
     h->slot[ordinal % h->cap] = buf;
     return 0;

@@ -23,10 +23,10 @@
 #include "sl_pool.h"
 
 enum feed_shm_state {
-    FEED_SHM_NONE,     /* not offered (not asked for, or a private pool) */
-    FEED_SHM_PENDING,  /* offered; the trainer's answer (a CREDIT) not in yet: no piece goes before it */
-    FEED_SHM_ON,       /* mapped: pieces go in shared memory */
-    FEED_SHM_DECLINED  /* the trainer could not map it: pieces go by copy */
+    FEED_SHM_NONE,    /* not offered (not asked for, or a private pool) */
+    FEED_SHM_PENDING, /* offered; the trainer's answer (a CREDIT) not in yet: no piece goes before it */
+    FEED_SHM_ON,      /* mapped: pieces go in shared memory */
+    FEED_SHM_DECLINED /* the trainer could not map it: pieces go by copy */
 };
 
 /* The state after a HELLO: offered when the pool is shared and the HELLO

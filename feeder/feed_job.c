@@ -60,17 +60,50 @@ struct key {
     const char *word;         /* INT: a word that stands for 0 */
 };
 
-static int parse_format(const char *s, void *f) { return fmt_format_parse(s, f); }
-static const char *name_format(const void *f) { return fmt_format_name(*(const enum fmt_format *)f); }
-static int parse_comp(const char *s, void *f) { return fmt_compression_parse(s, f); }
-static const char *name_comp(const void *f) { return fmt_compression_name(*(const enum fmt_compression *)f); }
-static int parse_policy(const char *s, void *f) { return feed_policy_parse(s, f); }
-static const char *name_policy(const void *f) { return feed_policy_name(*(const enum feed_policy *)f); }
-static int parse_hint(const char *s, void *f) { return feed_hint_parse(s, f); }
-static const char *name_hint(const void *f) { return feed_hint_name(*(const enum feed_hint *)f); }
-static int parse_pr_shard(const char *s, void *f) { return feed_pr_shard_parse(s, f); }
-static int parse_on_error(const char *s, void *f) { return fmt_on_error_parse(s, f); }
-static const char *name_on_error(const void *f) { return fmt_on_error_name(*(const enum fmt_on_error *)f); }
+static int parse_format(const char *s, void *f)
+{
+    return fmt_format_parse(s, f);
+}
+static const char *name_format(const void *f)
+{
+    return fmt_format_name(*(const enum fmt_format *)f);
+}
+static int parse_comp(const char *s, void *f)
+{
+    return fmt_compression_parse(s, f);
+}
+static const char *name_comp(const void *f)
+{
+    return fmt_compression_name(*(const enum fmt_compression *)f);
+}
+static int parse_policy(const char *s, void *f)
+{
+    return feed_policy_parse(s, f);
+}
+static const char *name_policy(const void *f)
+{
+    return feed_policy_name(*(const enum feed_policy *)f);
+}
+static int parse_hint(const char *s, void *f)
+{
+    return feed_hint_parse(s, f);
+}
+static const char *name_hint(const void *f)
+{
+    return feed_hint_name(*(const enum feed_hint *)f);
+}
+static int parse_pr_shard(const char *s, void *f)
+{
+    return feed_pr_shard_parse(s, f);
+}
+static int parse_on_error(const char *s, void *f)
+{
+    return fmt_on_error_parse(s, f);
+}
+static const char *name_on_error(const void *f)
+{
+    return fmt_on_error_name(*(const enum fmt_on_error *)f);
+}
 
 static const char *name_pr_shard(const void *f)
 {
@@ -84,8 +117,7 @@ static const char *name_pr_shard(const void *f)
 
 static const struct key_enum e_format = {"format", FMT_FORMAT_NAMES, parse_format, name_format};
 static const struct key_enum e_comp = {"compression", FMT_COMPRESSION_NAMES, parse_comp, name_comp};
-static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy,
-                                         name_policy};
+static const struct key_enum e_policy = {"shard policy", "auto, off, file, data or hint", parse_policy, name_policy};
 static const struct key_enum e_hint = {"shard hint", "files, records or batches", parse_hint, name_hint};
 static const struct key_enum e_pr_shard = {"per-replica shard", "none, files or records", parse_pr_shard,
                                            name_pr_shard};
@@ -201,7 +233,8 @@ static int set_object(struct job_impl *j, const char *prefix, json_t *v, struct 
 {
     const char *name;
     json_t *e;
-    json_object_foreach(v, name, e) {
+    json_object_foreach(v, name, e)
+    {
         const struct key *k = key_find_in(prefix, name);
         if (k == NULL) {
             char full[256];
@@ -242,9 +275,10 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
             return 0;
         }
         if (json_is_integer(v) && json_integer_value(v) > k->max)
-            return feed__why_set(w, k->name, " must be an integer <= %lld (got %s)", (long long)k->max, feed__got(v, g, sizeof g));
-        return feed__why_set(w, k->name, " must be an integer >= %lld%s%s%s (got %s)", (long long)k->min, or_word, word, q,
-                       feed__got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be an integer <= %lld (got %s)", (long long)k->max,
+                                 feed__got(v, g, sizeof g));
+        return feed__why_set(w, k->name, " must be an integer >= %lld%s%s%s (got %s)", (long long)k->min, or_word, word,
+                             q, feed__got(v, g, sizeof g));
     }
     case KEY_BOOL:
         if (!json_is_boolean(v))
@@ -256,9 +290,10 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         size_t len = json_string_length(v);
         if (s == NULL || (json_int_t)len < k->min || (json_int_t)len > k->max ||
             ((k->flags & KEY_NAME_CHARS) && !name_chars_ok(s)))
-            return feed__why_set(w, k->name, " must be a string of %lld to %lld characters%s (got %s)", (long long)k->min,
-                           (long long)k->max, (k->flags & KEY_NAME_CHARS) ? " from A-Z a-z 0-9 . _ -" : "",
-                           feed__got(v, g, sizeof g));
+            return feed__why_set(w, k->name, " must be a string of %lld to %lld characters%s (got %s)",
+                                 (long long)k->min, (long long)k->max,
+                                 (k->flags & KEY_NAME_CHARS) ? " from A-Z a-z 0-9 . _ -" : "",
+                                 feed__got(v, g, sizeof g));
         char *copy = sl_strdup(s);
         if (copy == NULL)
             return SL_ENOMEM;
@@ -271,7 +306,7 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
             return feed__why_set(w, k->name, " must be a string (got %s)", feed__got(v, g, sizeof g));
         if (k->e->parse(json_string_value(v), field) != 0)
             return feed__why_set(w, k->name, ": unknown %s '%s' (expected %s)", k->e->noun, json_string_value(v),
-                           k->e->expected);
+                                 k->e->expected);
         return 0;
     case KEY_LIST: {
         struct feed_job_list l = {0};
@@ -283,7 +318,8 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         else if (!json_is_array(v) || json_array_size(v) == 0)
             rc = SL_EINVAL;
         else
-            json_array_foreach(v, i, e) {
+            json_array_foreach(v, i, e)
+            {
                 if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0))
                     rc = SL_EINVAL;
                 if (rc == 0)
@@ -293,7 +329,7 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
             feed__list_free(&l);
             if (rc == SL_EINVAL)
                 return feed__why_set(w, k->name, " must be a pattern or a non-empty list of patterns (got %s)",
-                               feed__got(v, g, sizeof g));
+                                     feed__got(v, g, sizeof g));
             return rc;
         }
         feed__list_free(field);
@@ -371,8 +407,7 @@ static json_t *flag_value(const struct key *k, const char *text, char *bad, size
         if ((v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je)) == NULL)
             snprintf(bad, cap, "not valid JSON: %s at column %d", je.text, je.column);
         return v;
-    case KEY_STRING:
-        break;
+    case KEY_STRING: break;
     }
     if ((v = json_string(text)) == NULL)
         snprintf(bad, cap, "not valid UTF-8");
@@ -552,7 +587,8 @@ static int set_feature_flag(struct job_impl *j, const char *flag, const char *te
     if (all == NULL)
         return SL_ENOMEM;
     snprintf(name, sizeof name, "%s", rest);
-    if (json_object_get(all, rest) == NULL && dot != NULL && feed__feature_field(dot + 1) && (size_t)(dot - rest) < sizeof name) {
+    if (json_object_get(all, rest) == NULL && dot != NULL && feed__feature_field(dot + 1) &&
+        (size_t)(dot - rest) < sizeof name) {
         name[dot - rest] = '\0';
         if (json_object_get(all, name) == NULL) {
             rc = feed__why_set(w, flag, ": no feature '%s'", name);
@@ -632,8 +668,11 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
         if ((keys[i].flags & KEY_REQUIRED) && strchr(keys[i].name, '.') == NULL && !(j->given & key_bit(&keys[i])) &&
             !(!reads_files && &keys[i] == files))
             return sl_error_set(err, SL_EINVAL, "%s: '%s' is required", src, keys[i].name);
-    struct fmt_job_input in = {.files_given = (j->given & key_bit(files)) != 0, .features = job->features,
-                               .nfeatures = job->nfeatures, .names_arrays = names_arrays, .ctx = job};
+    struct fmt_job_input in = {.files_given = (j->given & key_bit(files)) != 0,
+                               .features = job->features,
+                               .nfeatures = job->nfeatures,
+                               .names_arrays = names_arrays,
+                               .ctx = job};
     if (fmt_format_check_job(job->format, FMT_JOB_INPUT, &in, err) != 0)
         return sl_error_prefix(err, "%s: ", src);
     int has_hint = (j->given & key_bit(key_find("shard_hint"))) != 0;

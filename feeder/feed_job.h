@@ -44,11 +44,11 @@
 /* Every field is public and read-only for everyone but this module. The
  * key each field comes from is in the comment; docs/job.md has the rest. */
 struct feed_job {
-    char *source;                 /* the job file's path, or "command line" (owned); errors start with it */
-    char *name;                   /* name (owned) */
-    struct feed_job_list patterns; /* files, as given */
-    struct feed_job_list files;   /* the expanded file list (feed_job_expand); empty before */
-    enum fmt_format format;       /* format */
+    char *source;                     /* the job file's path, or "command line" (owned); errors start with it */
+    char *name;                       /* name (owned) */
+    struct feed_job_list patterns;    /* files, as given */
+    struct feed_job_list files;       /* the expanded file list (feed_job_expand); empty before */
+    enum fmt_format format;           /* format */
     enum fmt_compression compression; /* compression */
     /* features, in the file's order (owned). A BYTES default points to
      * memory owned by this array. */

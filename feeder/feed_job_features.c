@@ -39,7 +39,8 @@ static int parse_array(const char *key, json_t *v, struct feed_job_list *out, st
     else if (!json_is_array(v) || json_array_size(v) == 0)
         rc = SL_EINVAL;
     else
-        json_array_foreach(v, i, e) {
+        json_array_foreach(v, i, e)
+        {
             if (rc == 0 && (!json_is_string(e) || json_string_length(e) == 0 ||
                             strlen(json_string_value(e)) != json_string_length(e)))
                 rc = SL_EINVAL;
@@ -49,7 +50,8 @@ static int parse_array(const char *key, json_t *v, struct feed_job_list *out, st
     if (rc != 0) {
         feed__list_free(out);
         if (rc == SL_EINVAL)
-            return feed__why_set(w, key, " must be a pattern or a non-empty list of patterns (got %s)", feed__got(v, g, sizeof g));
+            return feed__why_set(w, key, " must be a pattern or a non-empty list of patterns (got %s)",
+                                 feed__got(v, g, sizeof g));
     }
     return rc;
 }
@@ -75,8 +77,7 @@ static void leaves(json_t *v, json_t **first, int *same, size_t *n)
     }
     size_t i;
     json_t *e;
-    json_array_foreach(v, i, e)
-        leaves(e, first, same, n);
+    json_array_foreach(v, i, e) leaves(e, first, same, n);
 }
 
 /* The default of a fixed-length feature: one value for every element, or
@@ -90,7 +91,7 @@ static int parse_default(const char *key, json_t *v, struct fmt_feature_spec *s,
     leaves(v, &one, &same, &n);
     if (json_is_array(v) && n != count)
         return feed__why_set(w, key, " must be one value or an array of %llu values (got %s)",
-                       (unsigned long long)count, feed__got(v, g, sizeof g));
+                             (unsigned long long)count, feed__got(v, g, sizeof g));
     if (!same)
         return feed__why_set(w, key, ": every value must be the same (got %s)", feed__got(v, g, sizeof g));
     s->has_default = 1;
@@ -139,22 +140,24 @@ static int parse_shape(const char *key, json_t *v, struct fmt_feature_spec *s, s
     size_t i;
     json_t *d;
     if (ok)
-        json_array_foreach(v, i, d) {
+        json_array_foreach(v, i, d)
+        {
             if (!json_is_integer(d) || json_integer_value(d) < 0) {
                 ok = 0;
                 break;
             }
             s->shape[i] = (int64_t)json_integer_value(d);
             uint64_t dim = (uint64_t)s->shape[i];
-            count = dim == 0 || count == 0 ? 0
-                    : count > FEATURE_MAX_VALUES / dim ? FEATURE_MAX_VALUES + 1 : count * dim;
+            count = dim == 0 || count == 0             ? 0
+                    : count > FEATURE_MAX_VALUES / dim ? FEATURE_MAX_VALUES + 1
+                                                       : count * dim;
         }
     if (!ok)
         return feed__why_set(w, key, " must be an array of at most %d integers >= 0 (got %s)", FMT_MAX_RANK,
-                       feed__got(v, g, sizeof g));
+                             feed__got(v, g, sizeof g));
     if (count > FEATURE_MAX_VALUES)
         return feed__why_set(w, key, " must hold at most %llu values (got %s)", (unsigned long long)FEATURE_MAX_VALUES,
-                       feed__got(v, g, sizeof g));
+                             feed__got(v, g, sizeof g));
     s->rank = (int)json_array_size(v);
     return 0;
 }
@@ -172,7 +175,8 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
         return feed__why_set(w, key, " must be an object (got %s)", feed__got(v, g, sizeof g));
     const char *field;
     json_t *fv;
-    json_object_foreach(v, field, fv) {
+    json_object_foreach(v, field, fv)
+    {
         if (!feed__feature_field(field)) {
             snprintf(key, sizeof key, "features.%s.%s", name, field);
             return feed__why_unknown(w, key);
@@ -197,8 +201,7 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
     if (!json_is_string(dtype))
         return feed__why_set(w, key, " must be a string (got %s)", feed__got(dtype, g, sizeof g));
     if (fmt_dtype_parse(json_string_value(dtype), &s->dtype) != 0)
-        return feed__why_set(w, key, ": unknown dtype '%s' (expected " FMT_DTYPE_NAMES ")",
-                       json_string_value(dtype));
+        return feed__why_set(w, key, ": unknown dtype '%s' (expected " FMT_DTYPE_NAMES ")", json_string_value(dtype));
     snprintf(key, sizeof key, "features.%s.varlen", name);
     if (varlen != NULL && !json_is_null(varlen) && !json_is_boolean(varlen))
         return feed__why_set(w, key, " must be true or false (got %s)", feed__got(varlen, g, sizeof g));
@@ -233,7 +236,7 @@ static int parse_feature(const char *name, json_t *v, struct fmt_feature_spec *s
 }
 
 int feed__features_parse(json_t *v, struct fmt_feature_spec **out, struct feed_job_list **arrays_out, size_t *nout,
-                          struct why *w)
+                         struct why *w)
 {
     char g[80];
     *out = NULL;
@@ -242,7 +245,8 @@ int feed__features_parse(json_t *v, struct fmt_feature_spec **out, struct feed_j
     if (json_is_null(v))
         return 0;
     if (!json_is_object(v))
-        return feed__why_set(w, "features", " must be an object of name -> feature (got %s)", feed__got(v, g, sizeof g));
+        return feed__why_set(w, "features", " must be an object of name -> feature (got %s)",
+                             feed__got(v, g, sizeof g));
     size_t n = json_object_size(v), i = 0;
     struct fmt_feature_spec *specs = sl_calloc(n ? n : 1, sizeof *specs);
     struct feed_job_list *arrays = sl_calloc(n ? n : 1, sizeof *arrays);
@@ -253,7 +257,8 @@ int feed__features_parse(json_t *v, struct fmt_feature_spec **out, struct feed_j
     }
     const char *name;
     json_t *fv;
-    json_object_foreach(v, name, fv) {
+    json_object_foreach(v, name, fv)
+    {
         i++;
         int rc = parse_feature(name, fv, &specs[i - 1], &arrays[i - 1], w);
         if (rc != 0) {
@@ -291,7 +296,7 @@ static json_t *default_to_json(const struct fmt_feature_spec *s)
 }
 
 json_t *feed__features_to_json(const struct fmt_feature_spec *specs, const struct feed_job_list *arrays, size_t n,
-                                int *digits)
+                               int *digits)
 {
     json_t *all = json_object();
     if (all == NULL)

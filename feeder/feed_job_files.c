@@ -19,8 +19,8 @@ static int cmp_path(const void *a, const void *b)
 
 /* Expand patterns into l (appending): each with glob(3), its matches
  * (directories left out) sorted bytewise; `what` heads the errors. */
-static int expand_patterns(const struct feed_job_list *patterns, const char *what, struct feed_job_list *l,
-                           size_t *cap, struct sl_error *err)
+static int expand_patterns(const struct feed_job_list *patterns, const char *what, struct feed_job_list *l, size_t *cap,
+                           struct sl_error *err)
 {
     int rc = 0;
     for (size_t p = 0; rc == 0 && p < patterns->n; p++) {

@@ -20,7 +20,7 @@ struct feed_job_list {
 
 /* What went wrong, before it is worded for the file or for a flag. */
 struct why {
-    int unknown;    /* the key does not exist */
+    int unknown; /* the key does not exist */
     char key[256];
     char text[640]; /* follows the quoted key: " must be ..." or ": ..." */
 };

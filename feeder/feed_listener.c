@@ -51,7 +51,7 @@ void feed__curve_summary(const struct sl_zap *zap)
 /* A ZeroMQ context and the feeder's ROUTER, bound to `listen`; with CURVE,
  * a CURVE server whose ZAP handler (*zap) is running before the bind. */
 int feed__bind_router(const char *listen, const struct feed_curve *curve, const char *ipc_group, void **ctx,
-                       void **router, struct sl_zap **zap, struct sl_error *err)
+                      void **router, struct sl_zap **zap, struct sl_error *err)
 {
     *zap = NULL;
     *ctx = zmq_ctx_new();
@@ -98,8 +98,7 @@ unsigned feed__other_version_hello(const zmq_msg_t *body)
 
 /* ---- after a start-up failure: refusing every trainer ---- */
 
-int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms,
-                           volatile sig_atomic_t *stop_flag)
+int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag)
 {
     if (l == NULL || l->router == NULL)
         return SL_EINVAL;
@@ -205,8 +204,10 @@ static int listener_take(struct feed_listener *l, const struct feed_scan_status 
             sl_log(SL_LOG_WARN, "bad message from an unknown peer: %s", err.msg);
         unsigned v = feed__other_version_hello(&body);
         if (v != 0)
-            listener_refuse(l, &id, "this feeder speaks protocol version %u, the trainer %u: use the same sluice "
-                            "release", SL_WIRE_VERSION, v);
+            listener_refuse(l, &id,
+                            "this feeder speaks protocol version %u, the trainer %u: use the same sluice "
+                            "release",
+                            SL_WIRE_VERSION, v);
         goto out;
     }
     /* no trainer is connected while the feeder scans: only a HELLO is
@@ -229,8 +230,10 @@ static int listener_take(struct feed_listener *l, const struct feed_scan_status 
                         st->files_done, st->files);
         goto out;
     }
-    struct sl_wire_status m = {.state = SL_WIRE_STATUS_SCANNING, .retry_ms = l->retry_ms,
-                               .files_done = st->files_done, .files = st->files,
+    struct sl_wire_status m = {.state = SL_WIRE_STATUS_SCANNING,
+                               .retry_ms = l->retry_ms,
+                               .files_done = st->files_done,
+                               .files = st->files,
                                .records = st->records < SL_WIRE_MAX_COUNT ? st->records : SL_WIRE_MAX_COUNT,
                                .bytes = st->bytes < SL_WIRE_MAX_COUNT ? st->bytes : SL_WIRE_MAX_COUNT};
     if (m.files == 0 || m.files > SL_WIRE_MAX_FILES)
@@ -243,8 +246,10 @@ static int listener_take(struct feed_listener *l, const struct feed_scan_status 
         zmq_send(l->router, l->buf.data, l->buf.len, 0) >= 0) {
         uint64_t now = sl_clock_ns();
         if (l->statuses++ == 0 || now - l->last_log_ns >= 10000000000u) {
-            sl_log(SL_LOG_INFO, "worker %u said HELLO while scanning: told to wait (%" PRIu64 " of %" PRIu64
-                   " files; %" PRIu64 " such answers so far)", worker, m.files_done, m.files, l->statuses);
+            sl_log(SL_LOG_INFO,
+                   "worker %u said HELLO while scanning: told to wait (%" PRIu64 " of %" PRIu64 " files; %" PRIu64
+                   " such answers so far)",
+                   worker, m.files_done, m.files, l->statuses);
             l->last_log_ns = now;
         }
     }

@@ -79,7 +79,7 @@ static void on_reload(int sig)
 /* The command line, filled from `opt_rows` once in main, then read-only. */
 struct args {
     const char *job, *listen, *cluster, *stats, *scan_cache;
-    const char *metrics_listen; /* --metrics-listen HOST:PORT */
+    const char *metrics_listen;          /* --metrics-listen HOST:PORT */
     const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
     const char *ipc_group;               /* --ipc-group GROUP */
     int insecure;
@@ -185,74 +185,87 @@ static const struct sl_opt opt_rows[] = {
      "ZeroMQ endpoint to bind, e.g. tcp://*:5555 or ipc:///tmp/fmnist.sock", NULL, NULL},
     {"feeder-index", 0, SL_OPT_U64, OFF(feeder_index), 0, 4095, "0", "J", "this feeder's index among F", NULL, NULL},
     {"feeders", 0, SL_OPT_U64, OFF(feeders), 1, 4096, "1", "F",
-     "feeders serving the job together: feeder J makes the pieces whose sequence number is J mod F (default 1)",
-     NULL, NULL},
+     "feeders serving the job together: feeder J makes the pieces whose sequence number is J mod F (default 1)", NULL,
+     NULL},
     {"threads", 't', SL_OPT_U64, OFF(threads), 1, 256, NULL, "N",
-     "decode threads, and files scanned at once at start (default: the CPUs this process may use, at most 8)",
-     NULL, NULL},
+     "decode threads, and files scanned at once at start (default: the CPUs this process may use, at most 8)", NULL,
+     NULL},
     {"max-piece-bytes", 0, SL_OPT_U64, OFF(max_piece_bytes), 4096, 1 << 30, NULL, "N",
      "buffer per piece (default: from the features)", NULL, NULL},
     /* at most 2^39: every buffer's offset then fits the wire's shm_offset (2^40) */
     {"piece-memory", 0, SL_OPT_BYTES, OFF(piece_memory), 4096, (double)((uint64_t)1 << 39), NULL, "BYTES",
      "bound on all piece buffers together (default 1G; K, M, G, T suffixes): a cluster shape that needs more "
-     "(prefetch x replicas x workers + tasks buffers) is refused", NULL, NULL},
+     "(prefetch x replicas x workers + tasks buffers) is refused",
+     NULL, NULL},
     {"workers", 0, SL_OPT_U64, OFF(workers), 1, 65536, NULL, "W",
      "with --replicas, serve only this cluster shape (default: the first trainer's; one whose trainers all leave "
-     "without taking a piece is forgotten); plan: the workers to plan for", NULL, NULL},
+     "without taking a piece is forgotten); plan: the workers to plan for",
+     NULL, NULL},
     {"replicas", 0, SL_OPT_U64, OFF(replicas), 1, 1024, NULL, "R", "the shape's replicas per worker (as --workers)",
      NULL, NULL},
-    {"heartbeat-ms", 0, SL_OPT_U64, OFF(heartbeat_ms), 10, 600000, NULL, "N", "heartbeat interval (default 1000)",
-     NULL, NULL},
+    {"heartbeat-ms", 0, SL_OPT_U64, OFF(heartbeat_ms), 10, 600000, NULL, "N", "heartbeat interval (default 1000)", NULL,
+     NULL},
     {"report-s", 0, SL_OPT_U64, OFF(report_s), 0, 86400, "30", "S",
-     "log a progress line (pieces, records, MB/s, trainers, time waiting for credits) every S seconds (0: never)",
-     NULL, NULL},
+     "log a progress line (pieces, records, MB/s, trainers, time waiting for credits) every S seconds (0: never)", NULL,
+     NULL},
     {"timeout-ms", 0, SL_OPT_U64, OFF(timeout_ms), 50, 3600000, NULL, "N",
      "drop a trainer silent this long (default 10000)", NULL, NULL},
     {"idle-exit", 0, SL_OPT_U64, OFF(idle_exit_s), 0, 604800, "0", "S",
      "stop with exit status 3 once no trainer has been connected for S seconds after the scan (a job-scoped "
-     "feeder whose trainers all failed; 0: serve for ever, as a service does)", NULL, NULL},
+     "feeder whose trainers all failed; 0: serve for ever, as a service does)",
+     NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "a TF_CONFIG-style cluster spec (JSON or a file) whose task is a feeder: gives --listen, --feeder-index and "
-     "--feeders (TF_CONFIG in the environment works too)", NULL, NULL},
+     "--feeders (TF_CONFIG in the environment works too)",
+     NULL, NULL},
     {"cluster-from", 0, SL_OPT_STRING, OFF(cluster_from), 0, 0, NULL, "SOURCE",
      "slurm[:feeders=F,feeder-port=P,ring-port=Q] or tf_config: --listen, --feeder-index and --feeders from the "
      "environment, Slurm's task variables (the first F tasks are the feeders, default 1; feeder j listens on port "
-     "P+j, default 5555) or TF_CONFIG (checked strictly); refused with those options (docs/deploy.md)", NULL, NULL},
+     "P+j, default 5555) or TF_CONFIG (checked strictly); refused with those options (docs/deploy.md)",
+     NULL, NULL},
     {"stats", 0, SL_OPT_STRING, OFF(stats), 0, 0, NULL, "FILE",
      "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
-     "seconds per stage (docs/feeder.md)", NULL, NULL},
+     "seconds per stage (docs/feeder.md)",
+     NULL, NULL},
     {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
      "serve the counters live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free "
-     "port, logged; docs/operations.md lists the metrics)", NULL, NULL},
+     "port, logged; docs/operations.md lists the metrics)",
+     NULL, NULL},
     {"metrics-linger", 0, SL_OPT_U64, OFF(metrics_linger_s), 0, 3600, "0", "S",
      "with --metrics-listen: once served, keep /metrics up until one scrape has read the final figures, at most S "
-     "seconds (a job-scoped feeder's last counts then reach Prometheus; 0: exit at once)", NULL, NULL},
-    {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
-     "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)",
+     "seconds (a job-scoped feeder's last counts then reach Prometheus; 0: exit at once)",
      NULL, NULL},
+    {"scan-cache", 0, SL_OPT_STRING, OFF(scan_cache), 0, 0, NULL, "DIR",
+     "keep each file's scan in DIR (made if absent) so a restart reads only files changed since (docs/feeder.md)", NULL,
+     NULL},
     {"no-takeover", 0, SL_OPT_FLAG, OFF(no_takeover), 0, 0, NULL, NULL,
      "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
-     "another survivor)", NULL, NULL},
+     "another survivor)",
+     NULL, NULL},
     {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
      "this feeder's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the socket is "
-     "encrypted and only trainers whose public key is in --curve-allow get in (docs/security.md)", NULL, NULL},
+     "encrypted and only trainers whose public key is in --curve-allow get in (docs/security.md)",
+     NULL, NULL},
     {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
      "the trainers allowed: every NAME.pub in DIR (one public key a file; read again on SIGHUP); needs "
-     "--curve-key", NULL, NULL},
+     "--curve-key",
+     NULL, NULL},
     {"ipc-group", 0, SL_OPT_STRING, OFF(ipc_group), 0, 0, NULL, "GROUP",
      "an ipc:// --listen socket file is 0600 (only this user's trainers connect); with this, 0660 and owned by "
-     "GROUP, whose members may connect too", NULL, NULL},
-    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
-     "serve in the clear on an address other hosts can reach (without it, such a --listen needs --curve-key)",
+     "GROUP, whose members may connect too",
      NULL, NULL},
+    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
+     "serve in the clear on an address other hosts can reach (without it, such a --listen needs --curve-key)", NULL,
+     NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
-     "without copies; docs/protocol.md)", NULL, NULL},
+     "without copies; docs/protocol.md)",
+     NULL, NULL},
     {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "plan: print the plan as one JSON object", NULL, NULL},
     {"set", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "KEY=VALUE",
      "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "
-     "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name", NULL,
-     set_override},
+     "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name",
+     NULL, set_override},
     SL_OPT_COMMON_ROWS(struct args),
 };
 
@@ -265,22 +278,21 @@ static const char usage[] =
     "or print how the job's data is divided among W workers of R replicas.\n"
     "\n";
 
-static const char footer[] =
-    "\n"
-    "A job key's exact name also works as an option: --global_batch_size=128 is\n"
-    "--set global_batch_size=128; a name that is neither an option nor a job key\n"
-    "is an error that names the nearest one.\n"
-    "\n"
-    "plan: --workers=W --replicas=R [--json]: files, elements, pieces and steps per\n"
-    "worker and replica per epoch; reads only what counting needs.\n"
-    "\n"
-    "keygen NAME: write a new CURVE key pair, NAME.key (secret, mode 0600; never\n"
-    "overwritten) and NAME.pub (public, mode 0644), for --curve-key and --curve-allow\n"
-    "here and sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
-    "\n"
-    "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
-    "SIGHUP reads --curve-allow again.\n"
-    "\n" SL_EXIT_STATUS_HELP;
+static const char footer[] = "\n"
+                             "A job key's exact name also works as an option: --global_batch_size=128 is\n"
+                             "--set global_batch_size=128; a name that is neither an option nor a job key\n"
+                             "is an error that names the nearest one.\n"
+                             "\n"
+                             "plan: --workers=W --replicas=R [--json]: files, elements, pieces and steps per\n"
+                             "worker and replica per epoch; reads only what counting needs.\n"
+                             "\n"
+                             "keygen NAME: write a new CURVE key pair, NAME.key (secret, mode 0600; never\n"
+                             "overwritten) and NAME.pub (public, mode 0644), for --curve-key and --curve-allow\n"
+                             "here and sluice-trainer's --curve-key and --curve-server-key (docs/security.md).\n"
+                             "\n"
+                             "Signals: SIGINT/SIGTERM stop (trainers are told); SIGUSR1 logs the counters;\n"
+                             "SIGHUP reads --curve-allow again.\n"
+                             "\n" SL_EXIT_STATUS_HELP;
 
 static int usage_error(const char *fmt, ...) SL_PRINTF(1, 2);
 
@@ -309,10 +321,16 @@ static int parse_args(int argc, char **argv, struct args *a)
         fprintf(stderr, "sluice-feeder: %s\n", err.msg[0] ? err.msg : "out of memory");
         return EXIT_DATA;
     }
-    struct sl_opt_cmd cmd = {.prog = "sluice-feeder", .usage = usage, .footer = footer, .rows = opt_rows,
+    struct sl_opt_cmd cmd = {.prog = "sluice-feeder",
+                             .usage = usage,
+                             .footer = footer,
+                             .rows = opt_rows,
                              .nrows = sizeof opt_rows / sizeof opt_rows[0],
-                             .extra_names = (const char *const *)a->key_names, .nextra = a->nkey_names,
-                             .extra_prefix = "features.", .extra_what = "job key", .extra_fn = set_job_key};
+                             .extra_names = (const char *const *)a->key_names,
+                             .nextra = a->nkey_names,
+                             .extra_prefix = "features.",
+                             .extra_what = "job key",
+                             .extra_fn = set_job_key};
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         a->plan = 1;
         argc--;
@@ -381,8 +399,7 @@ static int parse_args(int argc, char **argv, struct args *a)
             return usage_error("--metrics-listen: %s", err.msg);
     }
     if (a->feeder_index >= a->feeders)
-        return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index,
-                           a->feeders);
+        return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index, a->feeders);
     if (a->curve_allow != NULL && a->curve_key == NULL)
         return usage_error("--curve-allow needs --curve-key (this feeder's own secret key; 'sluice-feeder keygen "
                            "NAME' makes one)");
@@ -504,14 +521,23 @@ static void on_cache(void *ctx, const char *path, const struct sl_error *why)
 static int open_source(const struct feed_job *job, const char *scan_cache, int count_only, unsigned threads,
                        struct scan_watch *watch, struct feed_source **src, struct sl_error *err)
 {
-    struct feed_source_opts so = {.format = job->format, .compression = job->compression,
-                                  .max_record_bytes = (size_t)job->max_record_bytes, .on_error = job->on_error,
+    struct feed_source_opts so = {.format = job->format,
+                                  .compression = job->compression,
+                                  .max_record_bytes = (size_t)job->max_record_bytes,
+                                  .on_error = job->on_error,
                                   .cache_bytes = (size_t)job->inflate_cache_bytes,
-                                  .on_skip = on_skip, .on_tail = on_tail, .on_progress = on_progress,
-                                  .progress_ms = watch->listener != NULL ? SCAN_POLL_MS : 0, .ctx = watch,
-                                  .trust_scan = !job->verify_on_read, .count_only = count_only,
-                                  .use_index = job->use_index, .scan_threads = threads, .stop = &stop_flag,
-                                  .scan_cache = scan_cache, .on_cache = on_cache};
+                                  .on_skip = on_skip,
+                                  .on_tail = on_tail,
+                                  .on_progress = on_progress,
+                                  .progress_ms = watch->listener != NULL ? SCAN_POLL_MS : 0,
+                                  .ctx = watch,
+                                  .trust_scan = !job->verify_on_read,
+                                  .count_only = count_only,
+                                  .use_index = job->use_index,
+                                  .scan_threads = threads,
+                                  .stop = &stop_flag,
+                                  .scan_cache = scan_cache,
+                                  .on_cache = on_cache};
     const struct feed_job_list *paths = &job->files;
     if (job->format == FMT_FORMAT_ARRAYS) { /* groups: one array per feature */
         paths = &job->members;
@@ -526,8 +552,9 @@ static int open_source(const struct feed_job *job, const char *scan_cache, int c
     struct feed_source_cache_stats cs;
     feed_source_cache_stats(*src, &cs);
     if (scan_cache != NULL)
-        sl_log(SL_LOG_INFO, "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
-                            "%zu entries written, %zu not written, %zu files too recent to cache",
+        sl_log(SL_LOG_INFO,
+               "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
+               "%zu entries written, %zu not written, %zu files too recent to cache",
                scan_cache, cs.hits, job->files.n, cs.scanned, cs.damaged, cs.written, cs.unwritten, cs.recent);
     return 0;
 }
@@ -536,8 +563,8 @@ static int run_plan(const struct args *a, const struct feed_job *job, struct fee
 {
     struct feed_plan_config cfg;
     struct sl_error err = {0};
-    if (feed_job_fill_plan_config(job, feed_source_counts(src), (uint32_t)a->workers, (uint32_t)a->replicas,
-                                  &cfg) != 0) {
+    if (feed_job_fill_plan_config(job, feed_source_counts(src), (uint32_t)a->workers, (uint32_t)a->replicas, &cfg) !=
+        0) {
         sl_log(SL_LOG_ERROR, "cannot plan this job");
         return EXIT_USAGE;
     }
@@ -568,8 +595,7 @@ static int run_plan(const struct args *a, const struct feed_job *job, struct fee
         if (nf > job->files.n)
             nf = job->files.n;
         if (a->json) {
-            printf("%s{\"worker\":%u,\"steps\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"pieces\":%" PRIu64
-                   ",\"files\":[",
+            printf("%s{\"worker\":%u,\"steps\":%" PRIu64 ",\"elements\":%" PRIu64 ",\"pieces\":%" PRIu64 ",\"files\":[",
                    w ? "," : "", w, sum.steps, sum.elements, sum.pieces);
             for (size_t i = 0; i < nf; i++) {
                 /* a file name may hold any byte but NUL and '/': escaped */
@@ -634,16 +660,14 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     fprintf(f,
             "{\"pieces\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"disk_bytes\":%.0f,"
             "\"errors\":%" PRIu64 ",\"trainers\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"bad_messages\":%" PRIu64
-            ",\"shm_pieces\":%" PRIu64
-            ",\"blocked_s\":%.6f,"
+            ",\"shm_pieces\":%" PRIu64 ",\"blocked_s\":%.6f,"
             "\"elapsed_s\":%.6f,\"pool_bytes\":%" PRIu64 ",\"scan_s\":%.6f,\"scan_cpu_s\":%.6f,"
             "\"max_rss_kb\":%ld,\"cpu_s\":{\"read\":%.6f,\"decompress\":%.6f,\"decode\":%.6f,"
             "\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}}\n",
             c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->bad_messages, c->shm_pieces,
-            c->blocked_s,
-            c->elapsed_s,
-            c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress, t->decode, t->assemble, send,
-            c->serve_cpu_s, c->zmq_io_cpu_s, t->read + t->decompress + t->decode + t->assemble + send);
+            c->blocked_s, c->elapsed_s, c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress,
+            t->decode, t->assemble, send, c->serve_cpu_s, c->zmq_io_cpu_s,
+            t->read + t->decompress + t->decode + t->assemble + send);
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;
@@ -668,8 +692,10 @@ static int load_curve(const struct args *a, struct sl_curve_keys *keys, struct s
     sl_log(SL_LOG_INFO, "CURVE: this feeder's public key is %s; %zu trainer keys allowed (%s)", keys->public_z85, n,
            a->curve_allow);
     if (n == 0)
-        sl_log(SL_LOG_WARN, "CURVE: --curve-allow %s holds no NAME.pub: every trainer is refused until keys are "
-                            "added there and the feeder gets SIGHUP", a->curve_allow);
+        sl_log(SL_LOG_WARN,
+               "CURVE: --curve-allow %s holds no NAME.pub: every trainer is refused until keys are "
+               "added there and the feeder gets SIGHUP",
+               a->curve_allow);
     return 0;
 }
 
@@ -756,8 +782,10 @@ int main(int argc, char **argv)
         sigaction(SIGHUP, &sa, NULL);
     }
     if (status == 0 && !a.plan && a.curve_key == NULL && !sl_endpoint_is_local(a.listen))
-        sl_log(SL_LOG_WARN, "serving in the clear on %s (--insecure): anyone who reaches it can read the data and "
-                            "join (docs/security.md)", a.listen);
+        sl_log(SL_LOG_WARN,
+               "serving in the clear on %s (--insecure): anyone who reaches it can read the data and "
+               "join (docs/security.md)",
+               a.listen);
     /* the figures, from the scan on: --metrics-listen serves them live */
     struct sl_metrics *metrics = NULL;
     struct feed_expose *expose = NULL;
@@ -767,8 +795,8 @@ int main(int argc, char **argv)
     }
     if (status == 0 && !a.plan && a.metrics_listen != NULL) {
         struct sl_error merr = {0};
-        struct feed_expose_opts eo = {.listen = a.metrics_listen, .m = metrics, .job = job->name,
-                                      .feeder_index = (uint32_t)a.feeder_index};
+        struct feed_expose_opts eo = {
+            .listen = a.metrics_listen, .m = metrics, .job = job->name, .feeder_index = (uint32_t)a.feeder_index};
         if (feed_expose_start(&expose, &eo, &merr) != 0) {
             sl_log(SL_LOG_ERROR, "--metrics-listen: %s", merr.msg);
             status = merr.code == SL_EINVAL ? EXIT_USAGE : EXIT_DATA;
@@ -822,18 +850,29 @@ int main(int argc, char **argv)
         /* text lines: one bytes feature per line, named by the job or "line" */
         static struct fmt_feature_spec line_spec = {.name = "line", .dtype = FMT_DTYPE_BYTES};
         int implicit_line = job->format == FMT_FORMAT_TEXT && job->nfeatures == 0;
-        struct feed_server_opts o = {.job = job, .src = src, .listen = a.listen, .listener = listener,
+        struct feed_server_opts o = {.job = job,
+                                     .src = src,
+                                     .listen = a.listen,
+                                     .listener = listener,
                                      .specs = implicit_line ? &line_spec : job->features,
                                      .nspecs = implicit_line ? 1 : job->nfeatures,
-                                     .feeder_index = (uint32_t)a.feeder_index, .feeders = (uint32_t)a.feeders,
-                                     .threads = (unsigned)a.threads, .max_piece_bytes = a.max_piece_bytes,
-                                     .piece_memory = a.piece_memory, .workers = (uint32_t)a.workers,
+                                     .feeder_index = (uint32_t)a.feeder_index,
+                                     .feeders = (uint32_t)a.feeders,
+                                     .threads = (unsigned)a.threads,
+                                     .max_piece_bytes = a.max_piece_bytes,
+                                     .piece_memory = a.piece_memory,
+                                     .workers = (uint32_t)a.workers,
                                      .replicas = (uint32_t)a.replicas,
-                                     .heartbeat_ms = (int)a.heartbeat_ms, .timeout_ms = (int)a.timeout_ms,
-                                     .report_ms = (int)(a.report_s * 1000), .no_shm = a.no_shm,
-                                     .no_takeover = a.no_takeover, .ipc_group = a.ipc_group,
+                                     .heartbeat_ms = (int)a.heartbeat_ms,
+                                     .timeout_ms = (int)a.timeout_ms,
+                                     .report_ms = (int)(a.report_s * 1000),
+                                     .no_shm = a.no_shm,
+                                     .no_takeover = a.no_takeover,
+                                     .ipc_group = a.ipc_group,
                                      .idle_exit_ms = (int)(a.idle_exit_s * 1000),
-                                     .stop = &stop_flag, .dump = &dump_flag, .metrics = metrics};
+                                     .stop = &stop_flag,
+                                     .dump = &dump_flag,
+                                     .metrics = metrics};
         struct feed_counters c;
         struct sl_error err = {0};
         int rc = feed_server_run(&o, &c, &err);

@@ -118,8 +118,7 @@ void feed__on_message(struct server *s)
             }
         }
         break;
-    case SL_WIRE_HEARTBEAT:
-        break;
+    case SL_WIRE_HEARTBEAT: break;
     case SL_WIRE_BYE:
         /* a trainer says BYE once it is done with every piece: its
          * buffers go back at once */
@@ -142,7 +141,8 @@ void feed__on_message(struct server *s)
     }
     /* a CREDIT, HEARTBEAT or BYE from a peer that is no trainer: nothing
      * to act on, counted (and logged, rate-limited) */
-    if (t == NULL && (s->msg.type == SL_WIRE_CREDIT || s->msg.type == SL_WIRE_HEARTBEAT || s->msg.type == SL_WIRE_BYE)) {
+    if (t == NULL &&
+        (s->msg.type == SL_WIRE_CREDIT || s->msg.type == SL_WIRE_HEARTBEAT || s->msg.type == SL_WIRE_BYE)) {
         sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
         if (sl_log_allowed(&s->lim_bad))
             sl_log(SL_LOG_WARN, "%s from an unknown peer (not a connected trainer) ignored",

@@ -64,6 +64,5 @@ void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)
              " refused=%" PRIu64 " bad_messages=%" PRIu64 " shm_pieces=%" PRIu64
              " blocked_on_credits=%.3fs elapsed=%.3fs piece_memory=%" PRIu64,
              c->pieces, c->records, c->bytes, c->errors, c->trainers, c->refused, c->bad_messages, c->shm_pieces,
-             c->blocked_s,
-             c->elapsed_s, c->pool_bytes);
+             c->blocked_s, c->elapsed_s, c->pool_bytes);
 }

@@ -184,8 +184,7 @@ static uint64_t stream_pieces(uint64_t G, uint64_t n, uint64_t rot, uint64_t fla
 
 /* The same walk piece by piece, adding each piece's elements to its local
  * replica (first nrep): for summaries of one worker, O(n). */
-static void stream_replicas(uint64_t G, uint64_t n, uint64_t rot, uint64_t R, uint64_t flat, uint64_t *rep,
-                            size_t nrep)
+static void stream_replicas(uint64_t G, uint64_t n, uint64_t rot, uint64_t R, uint64_t flat, uint64_t *rep, size_t nrep)
 {
     uint64_t q = flat / G, left = flat % G, pieces = q * n;
     for (uint64_t j = 0; j < n; j++)
@@ -678,8 +677,7 @@ int feed_plan_summarize(const struct feed_plan_config *cfg, uint32_t worker, str
     return 0;
 }
 
-int feed_plan_create(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker,
-                     struct sl_error *err)
+int feed_plan_create(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker, struct sl_error *err)
 {
     *out = NULL;
     int rc = validate(cfg, err);

@@ -61,17 +61,17 @@ const char *feed_hint_name(enum feed_hint h);
 
 struct feed_plan_config {
     size_t nfiles;
-    const uint64_t *counts;      /* records per file, file-list order */
-    int source_is_files;         /* 1 (every sluice format): AUTO means FILE; 0: AUTO means DATA */
+    const uint64_t *counts; /* records per file, file-list order */
+    int source_is_files;    /* 1 (every sluice format): AUTO means FILE; 0: AUTO means DATA */
     enum feed_policy policy;
-    enum feed_hint hint;         /* with FEED_SHARD_HINT */
-    uint64_t global_batch;       /* G >= 1 */
+    enum feed_hint hint;   /* with FEED_SHARD_HINT */
+    uint64_t global_batch; /* G >= 1 */
     int drop_remainder;
-    uint64_t shuffle_buffer;     /* 0: no shuffle */
+    uint64_t shuffle_buffer; /* 0: no shuffle */
     uint64_t seed;
     int reshuffle_each_epoch;
-    uint64_t epochs;             /* 0: forever */
-    uint32_t parallel_reads;     /* interleave cycle length; 0 or 1: one file after another */
+    uint64_t epochs;         /* 0: forever */
+    uint32_t parallel_reads; /* interleave cycle length; 0 or 1: one file after another */
     int per_replica_input;
     enum feed_pr_shard pr_shard; /* per-replica input mode only */
     uint32_t workers;            /* W >= 1 */
@@ -97,10 +97,10 @@ struct feed_piece {
 
 /* Per-epoch figures (the same every epoch). */
 struct feed_plan_summary {
-    uint64_t steps;             /* steps per epoch, common to all workers */
-    uint64_t files;             /* files this worker reads */
-    uint64_t elements;          /* elements this worker delivers per epoch */
-    uint64_t pieces;            /* non-padding pieces (empty ones of the split included) */
+    uint64_t steps;                /* steps per epoch, common to all workers */
+    uint64_t files;                /* files this worker reads */
+    uint64_t elements;             /* elements this worker delivers per epoch */
+    uint64_t pieces;               /* non-padding pieces (empty ones of the split included) */
     uint64_t replica_elements[64]; /* per local replica (first 64) */
 };
 

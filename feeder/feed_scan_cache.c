@@ -50,9 +50,12 @@ int feed_file_id_get(const char *path, struct feed_file_id *out, struct sl_error
     struct stat st;
     if (stat(path, &st) != 0)
         return sl_error_sys(err, errno, "stat(%s)", path);
-    *out = (struct feed_file_id){.dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino,
-                                 .size = (uint64_t)st.st_size, .mtime_s = (int64_t)st.st_mtim.tv_sec,
-                                 .mtime_ns = (uint32_t)st.st_mtim.tv_nsec, .ctime_s = (int64_t)st.st_ctim.tv_sec,
+    *out = (struct feed_file_id){.dev = (uint64_t)st.st_dev,
+                                 .ino = (uint64_t)st.st_ino,
+                                 .size = (uint64_t)st.st_size,
+                                 .mtime_s = (int64_t)st.st_mtim.tv_sec,
+                                 .mtime_ns = (uint32_t)st.st_mtim.tv_nsec,
+                                 .ctime_s = (int64_t)st.st_ctim.tv_sec,
                                  .ctime_ns = (uint32_t)st.st_ctim.tv_nsec};
     return 0;
 }
@@ -112,8 +115,7 @@ static uint32_t key_flags(const struct feed_scan_key *k)
 }
 
 /* The entry's name from the absolute path and the key. */
-static int entry_name(const struct feed_scan_cache *c, const char *abs, char *out, size_t cap,
-                      struct sl_error *err)
+static int entry_name(const struct feed_scan_cache *c, const char *abs, char *out, size_t cap, struct sl_error *err)
 {
     uint8_t k[20];
     sl_store_le32(k, (uint32_t)c->key.format);
@@ -215,8 +217,10 @@ static void header_decode(const uint8_t *p, struct header *h)
     h->asked = sl_load_le32(p + 16);
     h->flags = sl_load_le32(p + 20);
     h->max_record_bytes = sl_load_le64(p + 24);
-    h->id = (struct feed_file_id){.dev = sl_load_le64(p + 32), .ino = sl_load_le64(p + 40),
-                                  .size = sl_load_le64(p + 48), .mtime_s = (int64_t)sl_load_le64(p + 56),
+    h->id = (struct feed_file_id){.dev = sl_load_le64(p + 32),
+                                  .ino = sl_load_le64(p + 40),
+                                  .size = sl_load_le64(p + 48),
+                                  .mtime_s = (int64_t)sl_load_le64(p + 56),
                                   .mtime_ns = (uint32_t)sl_load_le64(p + 64),
                                   .ctime_s = (int64_t)sl_load_le64(p + 72),
                                   .ctime_ns = (uint32_t)sl_load_le64(p + 80)};

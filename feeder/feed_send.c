@@ -279,4 +279,3 @@ int feed__schedule(struct server *s)
     }
     return waiting;
 }
-

@@ -59,7 +59,7 @@ struct trainer {
     uint64_t scheduled; /* pieces scheduled in all */
     uint64_t inflight;  /* scheduled, not yet sent */
     uint64_t sent;
-    uint64_t last_seq;  /* highest seq planned + 1 (for END) */
+    uint64_t last_seq; /* highest seq planned + 1 (for END) */
     uint64_t epochs;
     int end_sent;
     uint64_t last_seen_ns;
@@ -95,15 +95,15 @@ struct server {
     struct trainer *trainers;
     size_t ntrainers, cap_trainers, max_takeovers;
     uint64_t generation;
-    uint32_t ended;           /* workers whose last connection got END */
-    struct sl_buf hbuf;       /* header frames */
-    struct sl_wire_msg msg;   /* decoded input (large: kept here) */
-    uint64_t piece_bytes;     /* one pool buffer */
-    size_t max_rows;          /* G: the assemblers' capacity */
-    size_t piece_rows;        /* ceil(G / (W R)): the most rows a piece has */
-    size_t prefetch;          /* steps */
-    uint64_t window;          /* pieces outstanding per trainer: prefetch x R */
-    struct sl_pool_shm shm;   /* the pool's memfd when shared (shm.size 0: private pool) */
+    uint32_t ended;         /* workers whose last connection got END */
+    struct sl_buf hbuf;     /* header frames */
+    struct sl_wire_msg msg; /* decoded input (large: kept here) */
+    uint64_t piece_bytes;   /* one pool buffer */
+    size_t max_rows;        /* G: the assemblers' capacity */
+    size_t piece_rows;      /* ceil(G / (W R)): the most rows a piece has */
+    size_t prefetch;        /* steps */
+    uint64_t window;        /* pieces outstanding per trainer: prefetch x R */
+    struct sl_pool_shm shm; /* the pool's memfd when shared (shm.size 0: private pool) */
     /* The shape is the first HELLO's until a trainer consumes a piece
      * (`consumed`), or the feeder's own from the start (`fixed`): a shape
      * nobody consumed is released once its last trainer has gone, so a

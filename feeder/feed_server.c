@@ -70,7 +70,8 @@ static void heartbeats_and_ends(struct server *s)
             st.stage_ns[SL_WIRE_STAGE_DECOMPRESS] = sl_metrics_get(s->m, FEED_M_DECOMPRESS_NS);
             st.stage_ns[SL_WIRE_STAGE_DECODE] = sl_metrics_get(s->m, FEED_M_DECODE_NS);
             st.stage_ns[SL_WIRE_STAGE_ASSEMBLE] = sl_metrics_get(s->m, FEED_M_ASSEMBLE_NS);
-            st.stage_ns[SL_WIRE_STAGE_SEND] = sl_metrics_get(s->m, FEED_M_SERVE_NS) + sl_metrics_get(s->m, FEED_M_ZMQ_IO_NS);
+            st.stage_ns[SL_WIRE_STAGE_SEND] =
+                sl_metrics_get(s->m, FEED_M_SERVE_NS) + sl_metrics_get(s->m, FEED_M_ZMQ_IO_NS);
             for (int k = 0; k < SL_WIRE_STAGES; k++) /* a counter past the wire's limit is clamped, not refused */
                 st.stage_ns[k] = st.stage_ns[k] < SL_WIRE_MAX_COUNT ? st.stage_ns[k] : SL_WIRE_MAX_COUNT;
             if (st.credit_wait_ns > SL_WIRE_MAX_COUNT)
@@ -163,8 +164,14 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
     } else if ((rc = feed__bind_router(o->listen, o->curve, o->ipc_group, &s->ctx, &s->router, zap, err)) != 0) {
         return rc;
     }
-    struct feed_exec_opts eo = {.zmq_ctx = s->ctx, .metrics = s->m, .src = o->src, .specs = o->specs, .nspecs = o->nspecs,
-                                .format = job->format, .max_rows = s->max_rows, .threads = s->nthreads,
+    struct feed_exec_opts eo = {.zmq_ctx = s->ctx,
+                                .metrics = s->m,
+                                .src = o->src,
+                                .specs = o->specs,
+                                .nspecs = o->nspecs,
+                                .format = job->format,
+                                .max_rows = s->max_rows,
+                                .threads = s->nthreads,
                                 .ntasks = s->ntasks};
     return feed_exec_create(&s->exec, &eo, err);
 }
@@ -246,8 +253,8 @@ static void reports(struct server *s, double t0, struct feed_counters *c, struct
                "trainers connected, waiting for credits %.0f%% of that time",
                c->pieces, c->records, span > 0 ? (double)(c->bytes - rep->bytes) / span / 1e6 : 0.0, span, active,
                s->workers, span > 0 ? 100.0 * (c->blocked_s - rep->blocked) / span : 0.0);
-        *rep = (struct report_mark){.at = now, .next = now + o->report_ms / 1000.0, .bytes = c->bytes,
-                                    .blocked = c->blocked_s};
+        *rep = (struct report_mark){
+            .at = now, .next = now + o->report_ms / 1000.0, .bytes = c->bytes, .blocked = c->blocked_s};
     }
 }
 
@@ -316,8 +323,10 @@ static int idle_over(const struct server *s, uint64_t now, uint64_t *idle_since)
         char served[64] = "no trainer came";
         if (s->workers > 0)
             snprintf(served, sizeof served, "%u of %u workers served to their end", s->ended, s->workers);
-        sl_log(SL_LOG_WARN, "idle: no trainer connected for %.0f s (--idle-exit %.0f): stopping with exit "
-               "status 3 (%s)", (double)(now - *idle_since) / 1e9, o->idle_exit_ms / 1e3, served);
+        sl_log(SL_LOG_WARN,
+               "idle: no trainer connected for %.0f s (--idle-exit %.0f): stopping with exit "
+               "status 3 (%s)",
+               (double)(now - *idle_since) / 1e9, o->idle_exit_ms / 1e3, served);
         return 1;
     }
     return 0;
@@ -442,7 +451,8 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     int started = rc == 0, idle = 0;
     if (rc == 0) {
         snapshot(s, t0, c);
-        sl_log(SL_LOG_INFO, "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
+        sl_log(SL_LOG_INFO,
+               "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
         rc = serve(s, t0, &cpu0, c, &idle, err);
     }

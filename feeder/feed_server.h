@@ -102,29 +102,29 @@ struct feed_server_opts {
     const struct fmt_feature_spec *specs;
     size_t nspecs;
     struct feed_source *src;
-    const char *listen;         /* a ZeroMQ endpoint, tcp or ipc */
+    const char *listen;             /* a ZeroMQ endpoint, tcp or ipc */
     const struct feed_curve *curve; /* CURVE when binding `listen` here (a listener has its own); NULL: none */
     struct feed_listener *listener; /* bound already (feed_listener_open): served on instead of binding
                                      * `listen`; taken once serving starts (closed at the end), left
                                      * bound after a start-up failure, for feed_server_refuse_all */
-    uint32_t feeder_index;      /* j < feeders: this feeder makes the pieces with seq % F == j */
-    uint32_t feeders;           /* F >= 1 */
-    unsigned threads;           /* executor threads; 0: 1 */
-    uint64_t max_piece_bytes;   /* buffer per piece; 0: computed from the features */
-    uint64_t piece_memory;      /* bound on the piece pool in bytes; 0: FEED_DEFAULT_PIECE_MEMORY */
-    uint32_t workers, replicas; /* the cluster shape, fixed from the start; 0: the first HELLO's
+    uint32_t feeder_index;          /* j < feeders: this feeder makes the pieces with seq % F == j */
+    uint32_t feeders;               /* F >= 1 */
+    unsigned threads;               /* executor threads; 0: 1 */
+    uint64_t max_piece_bytes;       /* buffer per piece; 0: computed from the features */
+    uint64_t piece_memory;          /* bound on the piece pool in bytes; 0: FEED_DEFAULT_PIECE_MEMORY */
+    uint32_t workers, replicas;     /* the cluster shape, fixed from the start; 0: the first HELLO's
                                  * (released again if its trainers leave without taking a piece) */
-    int heartbeat_ms;           /* 0: 1000 */
-    int timeout_ms;             /* 0: 10000 */
-    int report_ms;              /* log a progress line this often (0: never) */
-    int idle_exit_ms;           /* > 0: stop when no trainer has been connected this long
+    int heartbeat_ms;               /* 0: 1000 */
+    int timeout_ms;                 /* 0: 10000 */
+    int report_ms;                  /* log a progress line this often (0: never) */
+    int idle_exit_ms;               /* > 0: stop when no trainer has been connected this long
                                  * (c->idle says so); 0: serve for ever */
-    int no_shm;                 /* never offer pieces in shared memory (--no-shm) */
-    int no_takeover;            /* refuse to serve other feeders' shares (--no-takeover) */
-    const char *ipc_group;      /* an ipc:// socket file's group (0660), NULL: 0600 (sl_bind_private) */
-    volatile sig_atomic_t *stop;  /* set by SIGINT/SIGTERM: finish cleanly */
-    volatile sig_atomic_t *dump;  /* set by SIGUSR1: log the counters and clear it */
-    struct sl_metrics *metrics;   /* borrowed, over feed_metric_defs: where every figure goes
+    int no_shm;                     /* never offer pieces in shared memory (--no-shm) */
+    int no_takeover;                /* refuse to serve other feeders' shares (--no-takeover) */
+    const char *ipc_group;          /* an ipc:// socket file's group (0660), NULL: 0600 (sl_bind_private) */
+    volatile sig_atomic_t *stop;    /* set by SIGINT/SIGTERM: finish cleanly */
+    volatile sig_atomic_t *dump;    /* set by SIGUSR1: log the counters and clear it */
+    struct sl_metrics *metrics;     /* borrowed, over feed_metric_defs: where every figure goes
                                    * (another thread may read snapshots); NULL: a private one */
 };
 
@@ -139,7 +139,6 @@ int feed_server_run(const struct feed_server_opts *o, struct feed_counters *c, s
  * (trainers that waited through the scan included) with REFUSE carrying
  * `reason` (so the trainer fails with the file and offset), until
  * `quiet_ms` pass without a HELLO or the stop flag is set. */
-int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms,
-                           volatile sig_atomic_t *stop_flag);
+int feed_server_refuse_all(struct feed_listener *l, const char *reason, int quiet_ms, volatile sig_atomic_t *stop_flag);
 
 #endif

@@ -57,8 +57,8 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
         if (!huge)
             snprintf(need, sizeof need, "%" PRIu64, pool_bytes);
         return sl_error_set(err, SL_EINVAL,
-                            "%u workers x %u replicas need %s bytes of piece memory (%" PRIu64
-                            " buffers of %" PRIu64 " bytes: %zu steps of prefetch x %u replicas x %u workers + %zu "
+                            "%u workers x %u replicas need %s bytes of piece memory (%" PRIu64 " buffers of %" PRIu64
+                            " bytes: %zu steps of prefetch x %u replicas x %u workers + %zu "
                             "tasks), over this feeder's --piece-memory of %" PRIu64 " bytes",
                             W, R, need, huge ? 0 : nbufs64, s->piece_bytes, s->prefetch, R, W, s->ntasks,
                             s->o->piece_memory);

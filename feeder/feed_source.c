@@ -63,22 +63,22 @@ enum { CACHE_NONE = 0, CACHE_HIT, CACHE_WRITTEN, CACHE_UNWRITTEN, CACHE_RECENT }
 struct image {
     uint8_t *data;
     size_t size;
-    int mapped;     /* mmap (never evicted) vs inflated (cached) */
+    int mapped; /* mmap (never evicted) vs inflated (cached) */
     int pins;
-    uint64_t used;  /* LRU clock */
+    uint64_t used; /* LRU clock */
 };
 
 struct file {
-    const char *path;      /* the file, or a group's first array */
+    const char *path;           /* the file, or a group's first array */
     const char *const *members; /* a group's arrays (nmembers), path the first */
     size_t nmembers;
     struct fmt_scan *scan; /* where each record lies in the image; NULL when skipped */
     uint64_t count;
     enum fmt_compression comp;
-    uint64_t image_size; /* decompressed size */
-    struct image img;   /* img.data NULL while not loaded */
-    int loading;        /* a reader is inflating it (its size is reserved in `cached`) */
-    int verify;         /* check records as they are read whatever trust_scan says (a cache hit) */
+    uint64_t image_size;   /* decompressed size */
+    struct image img;      /* img.data NULL while not loaded */
+    int loading;           /* a reader is inflating it (its size is reserved in `cached`) */
+    int verify;            /* check records as they are read whatever trust_scan says (a cache hit) */
     uint8_t cache_state;   /* CACHE_*, set by the scan thread that took the file */
     uint8_t cache_damaged; /* its entry was damaged */
 };
@@ -91,10 +91,10 @@ struct feed_source {
     uint64_t *counts;
     uint64_t total_bytes;
     uint64_t disk_bytes; /* the files' sizes on disk */
-    uint64_t max_file;  /* most bytes a compressed file may inflate to */
+    uint64_t max_file;   /* most bytes a compressed file may inflate to */
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* an image loaded or failed, a pin let go */
-    size_t cached;      /* bytes of inflated images held or being inflated */
+    pthread_cond_t cv; /* an image loaded or failed, a pin let go */
+    size_t cached;     /* bytes of inflated images held or being inflated */
     uint64_t clock;
     struct feed_scan_cache *cache; /* NULL: none */
     atomic_int cache_warned;       /* a failed write was reported */
@@ -208,8 +208,7 @@ static void cache_put(struct feed_source *s, struct file *f, const struct feed_f
     }
     f->cache_state = CACHE_UNWRITTEN;
     if (atomic_exchange(&s->cache_warned, 1) == 0) {
-        sl_error_prefix(&why, "scan cache: cannot write the entry of %s (later failures are only counted): ",
-                        f->path);
+        sl_error_prefix(&why, "scan cache: cannot write the entry of %s (later failures are only counted): ", f->path);
         cache_report(s, f->path, &why);
     }
 }
@@ -219,9 +218,12 @@ static void cache_put(struct feed_source *s, struct file *f, const struct feed_f
  * decompressed size; map it when it is plain. */
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
-    struct fmt_scan_opts so = {.compression = s->o.compression, .max_record_bytes = s->o.max_record_bytes,
-                               .max_output = s->max_file, .skip_crc = s->o.count_only,
-                               .use_index = s->o.use_index, .stop = s->o.stop};
+    struct fmt_scan_opts so = {.compression = s->o.compression,
+                               .max_record_bytes = s->o.max_record_bytes,
+                               .max_output = s->max_file,
+                               .skip_crc = s->o.count_only,
+                               .use_index = s->o.use_index,
+                               .stop = s->o.stop};
     struct feed_file_id id;
     int have_id = 0, rc = 0; /* a cache hit on a compressed file reaches the end without setting it */
     int64_t t0 = realtime_ns();
@@ -423,14 +425,16 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         s->o.cache_bytes = DEFAULT_CACHE;
     if (s->o.max_record_bytes == 0)
         s->o.max_record_bytes = FMT_DEFAULT_MAX_RECORD_BYTES;
-    s->max_file = s->o.max_file_bytes == 0 || s->o.max_file_bytes > s->o.cache_bytes ? s->o.cache_bytes
-                                                                                       : s->o.max_file_bytes;
+    s->max_file =
+        s->o.max_file_bytes == 0 || s->o.max_file_bytes > s->o.cache_bytes ? s->o.cache_bytes : s->o.max_file_bytes;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     atomic_init(&s->cache_warned, 0);
     if (s->o.scan_cache != NULL) {
-        struct feed_scan_key key = {.format = s->o.format, .compression = s->o.compression,
-                                    .max_record_bytes = s->o.max_record_bytes, .count_only = s->o.count_only,
+        struct feed_scan_key key = {.format = s->o.format,
+                                    .compression = s->o.compression,
+                                    .max_record_bytes = s->o.max_record_bytes,
+                                    .count_only = s->o.count_only,
                                     .max_file = s->max_file};
         struct sl_error why = {0};
         if (feed_scan_cache_open(&s->cache, s->o.scan_cache, &key, &why) != 0) {
@@ -619,11 +623,10 @@ void feed_reader_close(struct feed_reader *r)
 /* Read one part of an image (a file, or one array of a group) straight
  * into buf (size bytes, as the scan found), then check that its stream
  * ends there. */
-static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf,
-                        struct sl_error *err)
+static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf, struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = comp, .max_output = size + 1,
-                                 .io = comp == FMT_COMP_NONE ? FMT_IO_READ : FMT_IO_AUTO};
+    struct fmt_stream_opts so = {
+        .compression = comp, .max_output = size + 1, .io = comp == FMT_COMP_NONE ? FMT_IO_READ : FMT_IO_AUTO};
     struct fmt_stream *st;
     int rc = fmt_stream_open(&st, path, &so, err);
     if (rc != 0)
@@ -784,8 +787,8 @@ int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, co
     if (rc != 0)
         return rc;
     if (fr->fields == NULL)
-        return sl_error_set(err, SL_EINVAL, "%s: %s %llu has no fields", r->s->files[file].path,
-                            r->s->ops->element, (unsigned long long)sample);
+        return sl_error_set(err, SL_EINVAL, "%s: %s %llu has no fields", r->s->files[file].path, r->s->ops->element,
+                            (unsigned long long)sample);
     for (size_t k = 0; k < fr->nfields; k++)
         r->fields[k] = (struct feed_field){fr->fields[k].name, fr->fields[k].data, fr->fields[k].len};
     *fields = r->fields;

@@ -44,9 +44,9 @@
 #include "sl_error.h"
 
 struct feed_source_opts {
-    enum fmt_format format;           /* TFRECORD, TEXT, TAR (records are samples), or ARRAYS (a
+    enum fmt_format format;               /* TFRECORD, TEXT, TAR (records are samples), or ARRAYS (a
                                          "file" is a group of arrays, a record a row of each) */
-    size_t group_size;                /* ARRAYS: the paths make groups of this many, one array
+    size_t group_size;                    /* ARRAYS: the paths make groups of this many, one array
                                          per feature (0: 1); every other format: 0 or 1 */
     const struct fmt_feature_spec *specs; /* ARRAYS: the features, checked against each array at
                                          the scan (fmt_scan_opts); may be NULL */
@@ -54,13 +54,13 @@ struct feed_source_opts {
     enum fmt_compression compression; /* AUTO: per file */
     size_t max_record_bytes;          /* 0: the formats default */
     enum fmt_on_error on_error;
-    size_t cache_bytes;               /* compressed files held inflated; 0: 1 GiB */
-    size_t max_file_bytes;            /* most bytes a compressed file may inflate to; 0 or more
+    size_t cache_bytes;    /* compressed files held inflated; 0: 1 GiB */
+    size_t max_file_bytes; /* most bytes a compressed file may inflate to; 0 or more
                                          than cache_bytes: cache_bytes */
-    int trust_scan;                   /* 1: do not check CRCs again on access */
-    int count_only;                   /* 1: the scan only walks the framing (no CRC checks), for
+    int trust_scan;        /* 1: do not check CRCs again on access */
+    int count_only;        /* 1: the scan only walks the framing (no CRC checks), for
                                          counting; damaged data then surfaces on access */
-    int use_index;                    /* 1: a TFRecord file with an index FILE.idx (tfrecord2idx
+    int use_index;         /* 1: a TFRecord file with an index FILE.idx (tfrecord2idx
                                          format, sluice-record index) takes its offsets from it
                                          instead of being scanned; its CRCs are then checked on
                                          access (verify_on_read), not at start */
@@ -73,8 +73,8 @@ struct feed_source_opts {
     void (*on_progress)(void *ctx, size_t files_done, size_t nfiles, uint64_t bytes_done, uint64_t records);
     unsigned progress_ms;
     void *ctx;
-    unsigned scan_threads;            /* files scanned at once; 0: 1 */
-    volatile sig_atomic_t *stop;      /* when set, the scan stops: SL_ECLOSED */
+    unsigned scan_threads;       /* files scanned at once; 0: 1 */
+    volatile sig_atomic_t *stop; /* when set, the scan stops: SL_ECLOSED */
     /* The scan cache (feed_scan_cache.h): a directory keeping each file's
      * scan between starts; NULL: none. A file whose entry matches its
      * identity is not scanned; its records are then checked as they are

@@ -151,10 +151,22 @@ static int parse_descr(struct lex *l, struct fmt_array_info *a, struct sl_error 
         a->size = (uint32_t)(d[2] - '0');
         a->big_endian = d[0] == '>';
         switch (d[1]) {
-        case 'b': a->kind = FMT_ARRAY_BOOL; ok = a->size == 1; break;
-        case 'u': a->kind = FMT_ARRAY_UINT; ok = a->size == 1 || a->size == 2 || a->size == 4 || a->size == 8; break;
-        case 'i': a->kind = FMT_ARRAY_INT; ok = a->size == 1 || a->size == 2 || a->size == 4 || a->size == 8; break;
-        case 'f': a->kind = FMT_ARRAY_FLOAT; ok = a->size == 4 || a->size == 8; break;
+        case 'b':
+            a->kind = FMT_ARRAY_BOOL;
+            ok = a->size == 1;
+            break;
+        case 'u':
+            a->kind = FMT_ARRAY_UINT;
+            ok = a->size == 1 || a->size == 2 || a->size == 4 || a->size == 8;
+            break;
+        case 'i':
+            a->kind = FMT_ARRAY_INT;
+            ok = a->size == 1 || a->size == 2 || a->size == 4 || a->size == 8;
+            break;
+        case 'f':
+            a->kind = FMT_ARRAY_FLOAT;
+            ok = a->size == 4 || a->size == 8;
+            break;
         default: ok = 0;
         }
         if (a->size == 1)
@@ -278,7 +290,7 @@ int fmt_npy_parse_header(const uint8_t *p, size_t n, struct fmt_array_info *out,
             return rc;
         ws(&l);
         *seen = l.pos;
-        rc = seen == &descr_at ? parse_descr(&l, out, err)
+        rc = seen == &descr_at     ? parse_descr(&l, out, err)
              : seen == &fortran_at ? parse_bool(&l, &fortran, err)
                                    : parse_shape(&l, out, err);
         if (rc != 0)
@@ -326,7 +338,8 @@ int fmt_idx_parse_array(const uint8_t *p, size_t n, struct fmt_array_info *out, 
         return rc;
     switch (in.type) {
     case 0x08: out->kind = FMT_ARRAY_UINT; break;
-    case 0x0D: case 0x0E: out->kind = FMT_ARRAY_FLOAT; break;
+    case 0x0D:
+    case 0x0E: out->kind = FMT_ARRAY_FLOAT; break;
     default: out->kind = FMT_ARRAY_INT;
     }
     out->size = (uint32_t)in.type_size;
@@ -349,8 +362,8 @@ int fmt_idx_parse_array(const uint8_t *p, size_t n, struct fmt_array_info *out, 
 static int scan_member(const char *path, const struct fmt_scan_opts *opts, struct fmt__array_part *part,
                        struct sl_error *err)
 {
-    struct fmt_stream_opts so = {.compression = opts->compression, .max_window = HEAD_WINDOW,
-                                 .max_output = opts->max_output};
+    struct fmt_stream_opts so = {
+        .compression = opts->compression, .max_window = HEAD_WINDOW, .max_output = opts->max_output};
     struct fmt_stream *st;
     int rc = fmt_stream_open(&st, path, &so, err);
     if (rc != 0)
@@ -410,11 +423,10 @@ static int scan_member(const char *path, const struct fmt_scan_opts *opts, struc
         }
     }
     if (rc == 0 && have < want)
-        rc = sl_error_set(err, SL_ECORRUPT,
-                          "%s: truncated array data at %" PRIu64 " (shape %s of %s needs %" PRIu64
-                          " bytes of data from %" PRIu64 ")",
-                          path, have, fmt_array_shape(a, sh, sizeof sh), fmt_array_type_name(a), a->data_bytes,
-                          a->data_offset);
+        rc = sl_error_set(
+            err, SL_ECORRUPT,
+            "%s: truncated array data at %" PRIu64 " (shape %s of %s needs %" PRIu64 " bytes of data from %" PRIu64 ")",
+            path, have, fmt_array_shape(a, sh, sizeof sh), fmt_array_type_name(a), a->data_bytes, a->data_offset);
     if (rc == 0 && have > want)
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: %" PRIu64 " bytes after the array's data at %" PRIu64 " (shape %s of %s ends there)",
@@ -453,8 +465,8 @@ static int arrays_scan_group(struct fmt_scan **out, const char *const *paths, si
             rc = sl_error_set(err, SL_ECORRUPT,
                               "%s: %" PRIu64 " rows (shape %s), but %s has %" PRIu64
                               ": the arrays of a group need as many rows at %" PRIu64,
-                              paths[k], a->rows, fmt_array_shape(a, sh, sizeof sh), paths[0],
-                              s->arrays[0].info.rows, a->data_offset);
+                              paths[k], a->rows, fmt_array_shape(a, sh, sizeof sh), paths[0], s->arrays[0].info.rows,
+                              a->data_offset);
             break;
         }
         if (opts->specs == NULL)
@@ -468,11 +480,10 @@ static int arrays_scan_group(struct fmt_scan **out, const char *const *paths, si
         }
         uint64_t want = fmt_feature_spec_count(f);
         if (a->row_values != want) {
-            rc = sl_error_set(err, SL_EINVAL,
-                              "%s: shape %s gives %" PRIu64 " values a row, feature '%s' wants %" PRIu64
-                              " at %" PRIu64,
-                              paths[k], fmt_array_shape(a, sh, sizeof sh), a->row_values, f->name, want,
-                              a->data_offset);
+            rc =
+                sl_error_set(err, SL_EINVAL,
+                             "%s: shape %s gives %" PRIu64 " values a row, feature '%s' wants %" PRIu64 " at %" PRIu64,
+                             paths[k], fmt_array_shape(a, sh, sizeof sh), a->row_values, f->name, want, a->data_offset);
             break;
         }
     }
@@ -490,8 +501,7 @@ static int arrays_scan_group(struct fmt_scan **out, const char *const *paths, si
     return 0;
 }
 
-static int arrays_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
-                       struct sl_error *err)
+static int arrays_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     return arrays_scan_group(out, &path, 1, opts, err);
 }
@@ -506,8 +516,9 @@ static int arrays_frame(const struct fmt_scan *s, const uint8_t *img, size_t siz
         const struct fmt__array_part *part = &s->arrays[k];
         uint64_t off = part->image_off + part->info.data_offset + rec * part->info.row_bytes;
         if (off > size || part->info.row_bytes > size - off)
-            return sl_error_set(err, SL_ECORRUPT, "row %" PRIu64 " of array %zu at %" PRIu64
-                                " is past the end of the image (%zu bytes)", rec, k, off, size);
+            return sl_error_set(err, SL_ECORRUPT,
+                                "row %" PRIu64 " of array %zu at %" PRIu64 " is past the end of the image (%zu bytes)",
+                                rec, k, off, size);
         out->field_buf[k] = (struct fmt_field){"", img + off, (size_t)part->info.row_bytes, &part->info};
     }
     out->data = NULL;
@@ -528,8 +539,10 @@ static int arrays_specs(const struct fmt_feature_spec *specs, size_t nspecs, str
         return sl_error_set(err, SL_EINVAL, "arrays need 1 to %d features (one per array)", FMT_MAX_FIELDS);
     for (size_t i = 0; i < nspecs; i++)
         if (specs[i].varlen || specs[i].dtype == FMT_DTYPE_BYTES)
-            return sl_error_set(err, SL_EINVAL, "feature %s: an array fills a fixed-shape int64, float32 or uint8 "
-                                "feature", specs[i].name);
+            return sl_error_set(err, SL_EINVAL,
+                                "feature %s: an array fills a fixed-shape int64, float32 or uint8 "
+                                "feature",
+                                specs[i].name);
     return 0;
 }
 
@@ -550,8 +563,7 @@ static int arrays_job_input(const struct fmt_job_input *in, struct sl_error *err
             return sl_error_set(err, SL_EINVAL, "'features.%s.array' is required with format \"arrays\"", f->name);
         if (f->varlen || f->dtype == FMT_DTYPE_BYTES)
             return sl_error_set(err, SL_EINVAL,
-                                "'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature",
-                                f->name);
+                                "'features.%s': an array fills a fixed-shape int64, float32 or uint8 feature", f->name);
         if (f->has_default)
             return sl_error_set(err, SL_EINVAL,
                                 "'features.%s.default': an array feature has a value in every row, no default",

@@ -24,9 +24,9 @@
 
 #include "sl_alloc.h"
 
-#define TAG_LEN1 0x0A   /* field 1, length-delimited */
-#define TAG_LEN2 0x12   /* field 2, length-delimited */
-#define TAG_LEN3 0x1A   /* field 3, length-delimited */
+#define TAG_LEN1 0x0A /* field 1, length-delimited */
+#define TAG_LEN2 0x12 /* field 2, length-delimited */
+#define TAG_LEN3 0x1A /* field 3, length-delimited */
 #define TAG_VARINT1 0x08
 #define TAG_FIXED32_1 0x0D
 
@@ -93,14 +93,14 @@ static int varint_error(struct sl_error *err, int why, const char *what, size_t 
                         why == VARINT_TRUNCATED ? "truncated" : "overlong (over 10 bytes)", what, off);
 }
 
-static int read_len_slow(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin,
-                         size_t base, size_t *len, struct sl_error *err);
+static int read_len_slow(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin, size_t base,
+                         size_t *len, struct sl_error *err);
 
 /* A length prefix that must fit in the bytes left before `end`. The common
  * case (one or two bytes, in bounds) is inlined; the rest, errors included,
  * is not. */
-static inline int read_len(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin,
-                           size_t base, size_t *len, struct sl_error *err)
+static inline int read_len(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin, size_t base,
+                           size_t *len, struct sl_error *err)
 {
     const uint8_t *p = *pp;
     size_t left = (size_t)(end - p);
@@ -123,8 +123,8 @@ static inline int read_len(const uint8_t **pp, const uint8_t *end, const char *w
     return read_len_slow(pp, end, what, origin, base, len, err);
 }
 
-static int read_len_slow(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin,
-                         size_t base, size_t *len, struct sl_error *err)
+static int read_len_slow(const uint8_t **pp, const uint8_t *end, const char *what, const uint8_t *origin, size_t base,
+                         size_t *len, struct sl_error *err)
 {
     const uint8_t *at = *pp;
     uint64_t v;
@@ -132,13 +132,11 @@ static int read_len_slow(const uint8_t **pp, const uint8_t *end, const char *wha
     int rc = read_varint(pp, end, &v);
     if (rc != VARINT_OK)
         return sl_error_set(err, SL_ECORRUPT, "%s %s length at byte %zu",
-                            rc == VARINT_TRUNCATED ? "truncated" : "overlong", what,
-                            offset_of(at, origin, base));
+                            rc == VARINT_TRUNCATED ? "truncated" : "overlong", what, offset_of(at, origin, base));
     size_t left = (size_t)(end - *pp);
     if (v > left)
-        return sl_error_set(err, SL_ECORRUPT,
-                            "%s length %" PRIu64 " past the end (%zu bytes left) at byte %zu", what, v,
-                            left, offset_of(at, origin, base));
+        return sl_error_set(err, SL_ECORRUPT, "%s length %" PRIu64 " past the end (%zu bytes left) at byte %zu", what,
+                            v, left, offset_of(at, origin, base));
     *len = (size_t)v;
     return 0;
 }
@@ -158,8 +156,7 @@ static inline float load_f32le(const uint8_t *p)
 }
 
 /* Skip one field of an unknown tag (Example level), as SkipExtraneousTag. */
-static int skip_field(const uint8_t **pp, const uint8_t *end, const uint8_t *origin,
-                      struct sl_error *err)
+static int skip_field(const uint8_t **pp, const uint8_t *end, const uint8_t *origin, struct sl_error *err)
 {
     const uint8_t *at = *pp;
     uint64_t tag, v;
@@ -167,8 +164,7 @@ static int skip_field(const uint8_t **pp, const uint8_t *end, const uint8_t *ori
     if (rc != VARINT_OK)
         return varint_error(err, rc, "tag", offset_of(at, origin, 0));
     if (tag > UINT32_MAX || (tag >> 3) == 0)
-        return sl_error_set(err, SL_ECORRUPT, "invalid tag 0x%" PRIx64 " at byte %zu", tag,
-                            offset_of(at, origin, 0));
+        return sl_error_set(err, SL_ECORRUPT, "invalid tag 0x%" PRIx64 " at byte %zu", tag, offset_of(at, origin, 0));
     const uint8_t *val = *pp;
     size_t n, left = (size_t)(end - val);
     switch (tag & 7) {
@@ -179,8 +175,8 @@ static int skip_field(const uint8_t **pp, const uint8_t *end, const uint8_t *ori
     case 5:
         n = (tag & 7) == 1 ? 8 : 4;
         if (left < n)
-            return sl_error_set(err, SL_ECORRUPT, "truncated fixed%s field at byte %zu",
-                                n == 8 ? "64" : "32", offset_of(at, origin, 0));
+            return sl_error_set(err, SL_ECORRUPT, "truncated fixed%s field at byte %zu", n == 8 ? "64" : "32",
+                                offset_of(at, origin, 0));
         *pp += n;
         return 0;
     case 2:
@@ -191,12 +187,11 @@ static int skip_field(const uint8_t **pp, const uint8_t *end, const uint8_t *ori
         return 0;
     case 3:
     case 4:
-        return sl_error_set(err, SL_ECORRUPT, "group %s (wire type %u) at byte %zu",
-                            (tag & 7) == 3 ? "start" : "end", (unsigned)(tag & 7),
-                            offset_of(at, origin, 0));
-    default:
-        return sl_error_set(err, SL_ECORRUPT, "invalid wire type %u at byte %zu",
+        return sl_error_set(err, SL_ECORRUPT, "group %s (wire type %u) at byte %zu", (tag & 7) == 3 ? "start" : "end",
                             (unsigned)(tag & 7), offset_of(at, origin, 0));
+    default:
+        return sl_error_set(err, SL_ECORRUPT, "invalid wire type %u at byte %zu", (unsigned)(tag & 7),
+                            offset_of(at, origin, 0));
     }
 }
 
@@ -212,8 +207,7 @@ void fmt__example_iter_init(struct fmt__example_iter *it, const uint8_t *data, s
     it->saw_features = 0;
 }
 
-static int read_entry(struct fmt__example_iter *it, const uint8_t *p, struct fmt__entry *e,
-                      struct sl_error *err)
+static int read_entry(struct fmt__example_iter *it, const uint8_t *p, struct fmt__entry *e, struct sl_error *err)
 {
     const uint8_t *origin = it->data;
     size_t elen;
@@ -248,14 +242,13 @@ static int read_entry(struct fmt__example_iter *it, const uint8_t *p, struct fmt
             e->feature = p;
             e->feature_len = n;
         } else {
-            return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%" PRIx64 " in map entry at byte %zu",
-                                tag, offset_of(at, origin, 0));
+            return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%" PRIx64 " in map entry at byte %zu", tag,
+                                offset_of(at, origin, 0));
         }
         p += n;
     }
     if (p != eend)
-        return sl_error_set(err, SL_ECORRUPT, "map entry with more than 2 fields at byte %zu",
-                            offset_of(p, origin, 0));
+        return sl_error_set(err, SL_ECORRUPT, "map entry with more than 2 fields at byte %zu", offset_of(p, origin, 0));
     it->p = p;
     return 0;
 }
@@ -272,8 +265,8 @@ int fmt__example_iter_next(struct fmt__example_iter *it, struct fmt__entry *e, s
                 continue;
             }
             if (*p != TAG_LEN1)
-                return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%02x in Features at byte %zu",
-                                    *p, offset_of(p, it->data, 0));
+                return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%02x in Features at byte %zu", *p,
+                                    offset_of(p, it->data, 0));
             return read_entry(it, p + 1, e, err);
         }
         if (p == it->end) {
@@ -297,8 +290,8 @@ int fmt__example_iter_next(struct fmt__example_iter *it, struct fmt__entry *e, s
     }
 }
 
-int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt_kind *kind,
-                       const uint8_t **list, size_t *list_len, struct sl_error *err)
+int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt_kind *kind, const uint8_t **list,
+                       size_t *list_len, struct sl_error *err)
 {
     if (len == 0) {
         *kind = FMT_KIND_NONE;
@@ -312,8 +305,7 @@ int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt
     case TAG_LEN3: *kind = FMT_KIND_INT64; break;
     default:
         *kind = FMT_KIND_NONE;
-        return sl_error_set(err, SL_ECORRUPT, "Unsupported datatype (tag 0x%02x) at byte %zu",
-                            feature[0], base);
+        return sl_error_set(err, SL_ECORRUPT, "Unsupported datatype (tag 0x%02x) at byte %zu", feature[0], base);
     }
     /* Only the first oneof field counts; bytes after it are not looked at. */
     const uint8_t *p = feature + 1;
@@ -326,8 +318,7 @@ int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt
     return 0;
 }
 
-int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *ctx,
-                     struct sl_error *err)
+int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *ctx, struct sl_error *err)
 {
     struct fmt__example_iter it;
     fmt__example_iter_init(&it, data, len);
@@ -339,8 +330,8 @@ int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *c
         if (rc != 0)
             return rc;
         struct fmt_feature_view v;
-        rc = fmt__feature_parse(e.feature, e.feature_len, (size_t)(e.feature - it.data), &v.kind,
-                                &v.list, &v.list_len, err);
+        rc = fmt__feature_parse(e.feature, e.feature_len, (size_t)(e.feature - it.data), &v.kind, &v.list, &v.list_len,
+                                err);
         if (rc != 0)
             return rc;
         v.key = (const char *)e.key;
@@ -352,8 +343,8 @@ int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *c
 
 /* ---- lists ------------------------------------------------------------- */
 
-int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *out, size_t cap,
-                         size_t *count, struct sl_error *err)
+int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *out, size_t cap, size_t *count,
+                         struct sl_error *err)
 {
     *count = 0;
     if (len == 0)
@@ -384,8 +375,7 @@ int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *
     } else if (*p == TAG_VARINT1) {
         while (p < end) {
             if (*p != TAG_VARINT1)
-                return sl_error_set(err, SL_ECORRUPT,
-                                    "unexpected tag 0x%02x in unpacked Int64List at byte %zu", *p,
+                return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%02x in unpacked Int64List at byte %zu", *p,
                                     offset_of(p, list, base));
             p++;
             const uint8_t *at = p;
@@ -403,8 +393,8 @@ int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *
     return 0;
 }
 
-int fmt__float_list_scan(const uint8_t *list, size_t len, size_t base, float *out, size_t cap,
-                         size_t *count, struct sl_error *err)
+int fmt__float_list_scan(const uint8_t *list, size_t len, size_t base, float *out, size_t cap, size_t *count,
+                         struct sl_error *err)
 {
     *count = 0;
     if (len == 0)
@@ -431,8 +421,7 @@ int fmt__float_list_scan(const uint8_t *list, size_t len, size_t base, float *ou
     } else if (*p == TAG_FIXED32_1) {
         while (p < end) {
             if (*p != TAG_FIXED32_1)
-                return sl_error_set(err, SL_ECORRUPT,
-                                    "unexpected tag 0x%02x in unpacked FloatList at byte %zu", *p,
+                return sl_error_set(err, SL_ECORRUPT, "unexpected tag 0x%02x in unpacked FloatList at byte %zu", *p,
                                     offset_of(p, list, base));
             if ((size_t)(end - p) < 5)
                 return sl_error_set(err, SL_ECORRUPT, "truncated float value at byte %zu",
@@ -461,8 +450,7 @@ int fmt_int64_list_count(const uint8_t *list, size_t len, size_t *count, struct 
     return fmt__int64_list_scan(list, len, 0, NULL, 0, count, err);
 }
 
-int fmt_int64_list_decode(const uint8_t *list, size_t len, int64_t *out, size_t count,
-                          struct sl_error *err)
+int fmt_int64_list_decode(const uint8_t *list, size_t len, int64_t *out, size_t count, struct sl_error *err)
 {
     size_t n;
     int rc = fmt__int64_list_scan(list, len, 0, out, count, &n, err);
@@ -474,8 +462,7 @@ int fmt_float_list_count(const uint8_t *list, size_t len, size_t *count, struct 
     return fmt__float_list_scan(list, len, 0, NULL, 0, count, err);
 }
 
-int fmt_float_list_decode(const uint8_t *list, size_t len, float *out, size_t count,
-                          struct sl_error *err)
+int fmt_float_list_decode(const uint8_t *list, size_t len, float *out, size_t count, struct sl_error *err)
 {
     size_t n;
     int rc = fmt__float_list_scan(list, len, 0, out, count, &n, err);
@@ -583,8 +570,7 @@ int fmt_example_enc_begin(struct fmt_example_enc *e, struct sl_buf *out)
 
 /* Reserve room for one map entry whose list body is `list_len` bytes and
  * write everything up to the list body; returns where the body goes. */
-static int entry_open(struct fmt_example_enc *e, const char *key, uint8_t kind_tag, size_t list_len,
-                      uint8_t **body)
+static int entry_open(struct fmt_example_enc *e, const char *key, uint8_t kind_tag, size_t list_len, uint8_t **body)
 {
     size_t klen = strlen(key);
     size_t feature_len, key_field, value_field, entry_len, total;
@@ -659,8 +645,8 @@ int fmt_example_enc_float(struct fmt_example_enc *e, const char *key, const floa
     return 0;
 }
 
-int fmt_example_enc_bytes(struct fmt_example_enc *e, const char *key, const uint8_t *const *vals,
-                          const size_t *lens, size_t n)
+int fmt_example_enc_bytes(struct fmt_example_enc *e, const char *key, const uint8_t *const *vals, const size_t *lens,
+                          size_t n)
 {
     size_t list_len = 0;
     for (size_t i = 0; i < n; i++) {

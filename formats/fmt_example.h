@@ -45,8 +45,7 @@ typedef int (*fmt_feature_fn)(void *ctx, const struct fmt_feature_view *f);
  * messages merge, as in TensorFlow). Unknown fields of wire types 0, 1, 2, 5
  * are skipped; wire types 3, 4 and malformed framing are SL_ECORRUPT
  * "<what> at byte N" (N relative to data). */
-int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *ctx,
-                     struct sl_error *err) SL_MUST_CHECK;
+int fmt_example_walk(const uint8_t *data, size_t len, fmt_feature_fn fn, void *ctx, struct sl_error *err) SL_MUST_CHECK;
 
 /* Count and decode list values. Packed lists: only the first packed chunk is
  * read (TensorFlow's fast parser). Unpacked: every tag must be the value tag.
@@ -65,8 +64,7 @@ struct fmt_bytes_iter {
 };
 void fmt_bytes_iter_init(struct fmt_bytes_iter *it, const uint8_t *list, size_t len);
 /* 0 and a value, SL_END, or SL_ECORRUPT. */
-int fmt_bytes_iter_next(struct fmt_bytes_iter *it, const uint8_t **v, size_t *n,
-                        struct sl_error *err) SL_MUST_CHECK;
+int fmt_bytes_iter_next(struct fmt_bytes_iter *it, const uint8_t **v, size_t *n, struct sl_error *err) SL_MUST_CHECK;
 int fmt_bytes_list_count(const uint8_t *list, size_t len, size_t *count, struct sl_error *err) SL_MUST_CHECK;
 
 /* Encoder: builds a serialized Example into an sl_buf (appending).
@@ -76,14 +74,14 @@ int fmt_bytes_list_count(const uint8_t *list, size_t len, size_t *count, struct 
  * into out, so a loop that reuses out allocates nothing once out has grown. */
 struct fmt_example_enc {
     struct sl_buf *out;
-    size_t start;   /* where this Example begins in out */
+    size_t start; /* where this Example begins in out */
 };
 int fmt_example_enc_begin(struct fmt_example_enc *e, struct sl_buf *out) SL_MUST_CHECK;
 int fmt_example_enc_int64(struct fmt_example_enc *e, const char *key, const int64_t *v, size_t n) SL_MUST_CHECK;
 int fmt_example_enc_float(struct fmt_example_enc *e, const char *key, const float *v, size_t n) SL_MUST_CHECK;
 /* n byte strings: vals[i] of lens[i] bytes. */
-int fmt_example_enc_bytes(struct fmt_example_enc *e, const char *key, const uint8_t *const *vals,
-                          const size_t *lens, size_t n) SL_MUST_CHECK;
+int fmt_example_enc_bytes(struct fmt_example_enc *e, const char *key, const uint8_t *const *vals, const size_t *lens,
+                          size_t n) SL_MUST_CHECK;
 /* Finish: the Example now ends out. Cannot fail; returns 0. */
 int fmt_example_enc_end(struct fmt_example_enc *e) SL_MUST_CHECK;
 /* Undo begin and the adds (after an error): out is as it was. */
@@ -93,8 +91,7 @@ void fmt_example_enc_abort(struct fmt_example_enc *e);
  * compact): {"features":{"feature":{"k":{"int64List":{"value":["1"]}}}}}.
  * int64 as strings, bytes base64, floats as numbers ("NaN", "Infinity" as
  * strings). Keys in wire order; a duplicate key keeps the last value. */
-int fmt_example_to_json(const uint8_t *data, size_t len, struct sl_buf *out,
-                        struct sl_error *err) SL_MUST_CHECK;
+int fmt_example_to_json(const uint8_t *data, size_t len, struct sl_buf *out, struct sl_error *err) SL_MUST_CHECK;
 
 /* ---- Internal to sl_formats (fmt_features.c); tools use the API above. ----
  * The map entries of an Example one at a time with the Feature left
@@ -113,18 +110,17 @@ struct fmt__example_iter {
 };
 void fmt__example_iter_init(struct fmt__example_iter *it, const uint8_t *data, size_t len);
 /* 0 and an entry, SL_END, or SL_ECORRUPT "<what> at byte N". */
-int fmt__example_iter_next(struct fmt__example_iter *it, struct fmt__entry *e,
-                           struct sl_error *err) SL_MUST_CHECK;
+int fmt__example_iter_next(struct fmt__example_iter *it, struct fmt__entry *e, struct sl_error *err) SL_MUST_CHECK;
 /* Kind and list body of a serialized Feature; `base` is the Feature's offset
  * in the Example, for error texts. */
-int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt_kind *kind,
-                       const uint8_t **list, size_t *list_len, struct sl_error *err) SL_MUST_CHECK;
+int fmt__feature_parse(const uint8_t *feature, size_t len, size_t base, enum fmt_kind *kind, const uint8_t **list,
+                       size_t *list_len, struct sl_error *err) SL_MUST_CHECK;
 /* One pass over a list: stores the first min(count, cap) values in out (out
  * may be NULL when cap is 0) and sets *count to the number in the list.
  * Error offsets are `base` + the offset in the list. */
-int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *out, size_t cap,
-                         size_t *count, struct sl_error *err) SL_MUST_CHECK;
-int fmt__float_list_scan(const uint8_t *list, size_t len, size_t base, float *out, size_t cap,
-                         size_t *count, struct sl_error *err) SL_MUST_CHECK;
+int fmt__int64_list_scan(const uint8_t *list, size_t len, size_t base, int64_t *out, size_t cap, size_t *count,
+                         struct sl_error *err) SL_MUST_CHECK;
+int fmt__float_list_scan(const uint8_t *list, size_t len, size_t base, float *out, size_t cap, size_t *count,
+                         struct sl_error *err) SL_MUST_CHECK;
 
 #endif

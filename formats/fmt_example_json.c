@@ -37,8 +37,7 @@ static int cmp_items(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int json_feature(struct sl_buf *out, const uint8_t *data, const struct fmt_feature_view *v,
-                        struct sl_error *err)
+static int json_feature(struct sl_buf *out, const uint8_t *data, const struct fmt_feature_view *v, struct sl_error *err)
 {
     size_t base = (size_t)(v->list - data);
     int rc;
@@ -118,8 +117,8 @@ static int check_list(const struct fmt_feature_view *v, const uint8_t *data, str
     return 0;
 }
 
-static int json_body(const uint8_t *data, size_t len, struct sl_buf *out, struct json_item **itemsp,
-                     size_t **pickp, struct sl_error *err)
+static int json_body(const uint8_t *data, size_t len, struct sl_buf *out, struct json_item **itemsp, size_t **pickp,
+                     struct sl_error *err)
 {
     struct fmt__example_iter it;
     fmt__example_iter_init(&it, data, len);
@@ -141,8 +140,8 @@ static int json_body(const uint8_t *data, size_t len, struct sl_buf *out, struct
             cap = ncap;
         }
         struct json_item *item = &(*itemsp)[n];
-        rc = fmt__feature_parse(e.feature, e.feature_len, (size_t)(e.feature - it.data), &item->v.kind,
-                                &item->v.list, &item->v.list_len, err);
+        rc = fmt__feature_parse(e.feature, e.feature_len, (size_t)(e.feature - it.data), &item->v.kind, &item->v.list,
+                                &item->v.list_len, err);
         if (rc != 0)
             return rc;
         /* every entry's list must be sound, not only the ones printed */
@@ -184,8 +183,8 @@ static int json_body(const uint8_t *data, size_t len, struct sl_buf *out, struct
             continue;
         const struct fmt_feature_view *v = &views[pick[i]];
         if ((!first && (rc = sl_buf_putc(out, ',')) != 0) ||
-            (rc = sl_json_string(out, views[i].key, views[i].key_len)) != 0 ||
-            (rc = sl_buf_putc(out, ':')) != 0 || (rc = json_feature(out, it.data, v, err)) != 0)
+            (rc = sl_json_string(out, views[i].key, views[i].key_len)) != 0 || (rc = sl_buf_putc(out, ':')) != 0 ||
+            (rc = json_feature(out, it.data, v, err)) != 0)
             break;
         first = 0;
     }
@@ -205,8 +204,7 @@ int fmt_example_to_json(const uint8_t *data, size_t len, struct sl_buf *out, str
     if (rc != 0) {
         out->len = mark;
         if (err != NULL && err->code == 0)
-            sl_error_set(err, rc, "writing JSON: %s",
-                         rc == SL_ENOMEM ? "out of memory" : "output too large");
+            sl_error_set(err, rc, "writing JSON: %s", rc == SL_ENOMEM ? "out of memory" : "output too large");
     }
     return rc;
 }

@@ -42,20 +42,20 @@ struct column {
     struct fmt_feature_spec spec;
     uint8_t *default_bytes; /* owned copy of spec.default_bytes */
     size_t key_len;
-    size_t count;           /* fixed-length: values per row */
-    size_t esize;           /* bytes per value in `values` (1 for BYTES, UINT8) */
-    enum fmt_kind kind;     /* the Feature kind that feeds this column */
+    size_t count;       /* fixed-length: values per row */
+    size_t esize;       /* bytes per value in `values` (1 for BYTES, UINT8) */
+    enum fmt_kind kind; /* the Feature kind that feeds this column */
     char shape[FMT_MAX_RANK * 22 + 3];
 
-    uint8_t *values;        /* own storage, or the bound caller memory */
-    uint8_t *own_values;    /* what the column allocated (freed at destroy) */
-    size_t bound_rows;      /* bound: rows that fit in the caller's memory; 0: not bound */
-    size_t values_cap;      /* bytes */
-    uint64_t *offsets;      /* BYTES: value byte offsets */
-    size_t offsets_cap;     /* entries */
-    uint64_t *splits;       /* varlen: capacity + 1 entries */
-    size_t values_len;      /* committed bytes in values */
-    size_t nvalues;         /* committed values (strings for BYTES) */
+    uint8_t *values;     /* own storage, or the bound caller memory */
+    uint8_t *own_values; /* what the column allocated (freed at destroy) */
+    size_t bound_rows;   /* bound: rows that fit in the caller's memory; 0: not bound */
+    size_t values_cap;   /* bytes */
+    uint64_t *offsets;   /* BYTES: value byte offsets */
+    size_t offsets_cap;  /* entries */
+    uint64_t *splits;    /* varlen: capacity + 1 entries */
+    size_t values_len;   /* committed bytes in values */
+    size_t nvalues;      /* committed values (strings for BYTES) */
 
     /* the row being added; staged: a varlen or BYTES column, whose row is
      * staged in t_values_len / t_nvalues (a fixed numeric column's row has
@@ -128,13 +128,13 @@ static int column_init(struct column *c, const struct fmt_feature_spec *s, size_
     if (memchr(s->name, '\0', sizeof s->name) == NULL)
         return sl_error_set(err, SL_EINVAL, "feature #%zu: name is not NUL-terminated", idx);
     if ((unsigned)s->dtype > FMT_DTYPE_UINT8)
-        return sl_error_set(err, SL_EINVAL, "Invalid config dtype: %d (feature %s)", (int)s->dtype,
-                            s->name);
+        return sl_error_set(err, SL_EINVAL, "Invalid config dtype: %d (feature %s)", (int)s->dtype, s->name);
     c->spec = *s;
     c->spec.varlen = s->varlen != 0;
     c->key_len = strlen(s->name);
-    c->kind = s->dtype == FMT_DTYPE_INT64 ? FMT_KIND_INT64
-            : s->dtype == FMT_DTYPE_FLOAT32 ? FMT_KIND_FLOAT : FMT_KIND_BYTES;
+    c->kind = s->dtype == FMT_DTYPE_INT64     ? FMT_KIND_INT64
+              : s->dtype == FMT_DTYPE_FLOAT32 ? FMT_KIND_FLOAT
+                                              : FMT_KIND_BYTES;
     c->esize = s->dtype == FMT_DTYPE_BYTES ? 1 : fmt_dtype_size(s->dtype);
     c->staged = c->spec.varlen || s->dtype == FMT_DTYPE_BYTES;
     c->spec.default_bytes = NULL;
@@ -160,20 +160,19 @@ static int column_init(struct column *c, const struct fmt_feature_spec *s, size_
     }
 
     if (s->rank < 0 || s->rank > FMT_MAX_RANK)
-        return sl_error_set(err, SL_EINVAL, "feature %s: rank %d is outside 0..%d", s->name, s->rank,
-                            FMT_MAX_RANK);
+        return sl_error_set(err, SL_EINVAL, "feature %s: rank %d is outside 0..%d", s->name, s->rank, FMT_MAX_RANK);
     format_shape(c->shape, sizeof c->shape, s);
     for (int i = 0; i < s->rank; i++)
         if (s->shape[i] < 0)
             return sl_error_set(err, SL_EINVAL,
-                                "All dimensions of shape for feature %s need to be known but received %s.",
-                                s->name, c->shape);
+                                "All dimensions of shape for feature %s need to be known but received %s.", s->name,
+                                c->shape);
     c->count = fmt_feature_spec_count(s);
     size_t per_batch, bytes;
-    if (c->count == SIZE_MAX || !mul_ok(c->count, capacity, &per_batch) ||
-        !mul_ok(per_batch, c->esize, &bytes) || bytes > MAX_COLUMN_BYTES)
-        return sl_error_set(err, SL_EINVAL, "feature %s: %zu rows of shape %s are too large", s->name,
-                            capacity, c->shape);
+    if (c->count == SIZE_MAX || !mul_ok(c->count, capacity, &per_batch) || !mul_ok(per_batch, c->esize, &bytes) ||
+        bytes > MAX_COLUMN_BYTES)
+        return sl_error_set(err, SL_EINVAL, "feature %s: %zu rows of shape %s are too large", s->name, capacity,
+                            c->shape);
     if (s->dtype == FMT_DTYPE_BYTES) {
         if (s->has_default && s->default_bytes_len) {
             if (s->default_bytes == NULL)
@@ -231,15 +230,14 @@ static struct column *find_column(const struct fmt_batch *b, const uint8_t *key,
     }
 }
 
-int fmt_batch_create(struct fmt_batch **out, const struct fmt_feature_spec *specs, size_t nspecs,
-                     size_t capacity, struct sl_error *err)
+int fmt_batch_create(struct fmt_batch **out, const struct fmt_feature_spec *specs, size_t nspecs, size_t capacity,
+                     struct sl_error *err)
 {
     *out = NULL;
     if (capacity == 0)
         return sl_error_set(err, SL_EINVAL, "batch capacity must be at least 1");
     if (capacity > SIZE_MAX / 64 || nspecs > UINT32_MAX / 4)
-        return sl_error_set(err, SL_EINVAL, "batch of %zu rows and %zu features is too large",
-                            capacity, nspecs);
+        return sl_error_set(err, SL_EINVAL, "batch of %zu rows and %zu features is too large", capacity, nspecs);
     if (nspecs > 0 && specs == NULL)
         return sl_error_set(err, SL_EINVAL, "feature specs are NULL");
     struct fmt_batch *b = sl_calloc(1, sizeof *b);
@@ -378,15 +376,14 @@ static int grow_values(struct column *c, size_t extra, size_t row, struct sl_err
     if (extra <= c->values_cap - c->t_values_len)
         return 0;
     if (extra > MAX_COLUMN_BYTES - c->t_values_len)
-        return sl_error_set(err, SL_EINVAL, "Key: %s, Index: %zu.  Column would exceed %zu bytes",
-                            c->spec.name, row, MAX_COLUMN_BYTES);
+        return sl_error_set(err, SL_EINVAL, "Key: %s, Index: %zu.  Column would exceed %zu bytes", c->spec.name, row,
+                            MAX_COLUMN_BYTES);
     size_t need = c->t_values_len + extra, cap = c->values_cap ? c->values_cap : 4096;
     while (cap < need)
         cap = cap > MAX_COLUMN_BYTES / 2 ? MAX_COLUMN_BYTES : cap * 2;
     uint8_t *p = sl_realloc(c->values, cap);
     if (p == NULL)
-        return sl_error_set(err, SL_ENOMEM,
-                            "Key: %s, Index: %zu.  Out of memory growing the column to %zu bytes",
+        return sl_error_set(err, SL_ENOMEM, "Key: %s, Index: %zu.  Out of memory growing the column to %zu bytes",
                             c->spec.name, row, cap);
     c->values = p;
     c->values_cap = cap;
@@ -400,15 +397,14 @@ static int grow_offsets(struct column *c, size_t extra, size_t row, struct sl_er
         return 0;
     size_t max = MAX_COLUMN_BYTES / sizeof *c->offsets;
     if (extra >= max - c->t_nvalues)
-        return sl_error_set(err, SL_EINVAL, "Key: %s, Index: %zu.  Column would exceed %zu values",
-                            c->spec.name, row, max);
+        return sl_error_set(err, SL_EINVAL, "Key: %s, Index: %zu.  Column would exceed %zu values", c->spec.name, row,
+                            max);
     size_t need = c->t_nvalues + extra + 1, cap = c->offsets_cap;
     while (cap < need)
         cap = cap > max / 2 ? max : cap * 2;
     uint64_t *p = sl_realloc(c->offsets, cap * sizeof *p);
     if (p == NULL)
-        return sl_error_set(err, SL_ENOMEM,
-                            "Key: %s, Index: %zu.  Out of memory growing the column to %zu values",
+        return sl_error_set(err, SL_ENOMEM, "Key: %s, Index: %zu.  Out of memory growing the column to %zu values",
                             c->spec.name, row, cap);
     c->offsets = p;
     c->offsets_cap = cap;
@@ -503,8 +499,7 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
     enum fmt_kind kind;
     const uint8_t *list;
     size_t list_len, n;
-    int rc = fmt__feature_parse(c->feat, c->feat_len, (size_t)(c->feat - data), &kind, &list,
-                                &list_len, err);
+    int rc = fmt__feature_parse(c->feat, c->feat_len, (size_t)(c->feat - data), &kind, &list, &list_len, err);
     if (rc != 0)
         return parse_error(rc, c, row, err);
     if (kind == FMT_KIND_NONE)
@@ -525,8 +520,8 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
     switch (c->spec.dtype) {
     case FMT_DTYPE_INT64:
         if (!c->spec.varlen) {
-            rc = fmt__int64_list_scan(list, list_len, base, (int64_t *)(void *)c->values + row * c->count,
-                                      c->count, &n, err);
+            rc = fmt__int64_list_scan(list, list_len, base, (int64_t *)(void *)c->values + row * c->count, c->count, &n,
+                                      err);
             if (rc != 0)
                 return parse_error(rc, c, row, err);
             return n == c->count ? 0 : count_error(c, row, "int64", n, c->shape, err);
@@ -535,8 +530,7 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
             return parse_error(rc, c, row, err);
         if ((rc = grow_values(c, n * 8, row, err)) != 0)
             return rc;
-        rc = fmt__int64_list_scan(list, list_len, base, (int64_t *)(void *)c->values + c->t_nvalues,
-                                  n, &n, err);
+        rc = fmt__int64_list_scan(list, list_len, base, (int64_t *)(void *)c->values + c->t_nvalues, n, &n, err);
         if (rc != 0)
             return parse_error(rc, c, row, err);
         c->t_nvalues += n;
@@ -544,8 +538,8 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
         return 0;
     case FMT_DTYPE_FLOAT32:
         if (!c->spec.varlen) {
-            rc = fmt__float_list_scan(list, list_len, base, (float *)(void *)c->values + row * c->count,
-                                      c->count, &n, err);
+            rc = fmt__float_list_scan(list, list_len, base, (float *)(void *)c->values + row * c->count, c->count, &n,
+                                      err);
             if (rc != 0)
                 return parse_error(rc, c, row, err);
             return n == c->count ? 0 : count_error(c, row, "float", n, c->shape, err);
@@ -554,8 +548,7 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
             return parse_error(rc, c, row, err);
         if ((rc = grow_values(c, n * 4, row, err)) != 0)
             return rc;
-        rc = fmt__float_list_scan(list, list_len, base, (float *)(void *)c->values + c->t_nvalues,
-                                  n, &n, err);
+        rc = fmt__float_list_scan(list, list_len, base, (float *)(void *)c->values + c->t_nvalues, n, &n, err);
         if (rc != 0)
             return parse_error(rc, c, row, err);
         c->t_nvalues += n;
@@ -576,8 +569,7 @@ static int fill_default(struct fmt_batch *b, struct column *c, struct sl_error *
 {
     size_t row = b->rows;
     if (!c->spec.has_default)
-        return sl_error_set(err, SL_EINVAL,
-                            "Feature: %s (data type: %s) is required but could not be found.",
+        return sl_error_set(err, SL_EINVAL, "Feature: %s (data type: %s) is required but could not be found.",
                             c->spec.name, fmt_kind_tf_name(c->kind));
     switch (c->spec.dtype) {
     case FMT_DTYPE_INT64: {
@@ -687,8 +679,7 @@ int fmt_batch_add(struct fmt_batch *b, const uint8_t *data, size_t len, struct s
         }
         uint8_t t = e.feature[0];
         if (t != 0x0A && t != 0x12 && t != 0x1A)
-            return sl_error_set(err, SL_ECORRUPT,
-                                "Key: %s, Index: %zu.  Unsupported datatype (tag 0x%02x) at byte %zu",
+            return sl_error_set(err, SL_ECORRUPT, "Key: %s, Index: %zu.  Unsupported datatype (tag 0x%02x) at byte %zu",
                                 c->spec.name, b->rows, t, (size_t)(e.feature - it.data));
         c->seen = 1;
         c->feat = e.feature;
@@ -755,8 +746,10 @@ static long parse_numbers(const uint8_t *p, size_t len, enum fmt_dtype t, void *
 
 static const char *value_type(enum fmt_dtype t)
 {
-    return t == FMT_DTYPE_INT64 ? "int64" : t == FMT_DTYPE_FLOAT32 ? "float" : t == FMT_DTYPE_UINT8 ? "uint8"
-                                                                                                    : "string";
+    return t == FMT_DTYPE_INT64     ? "int64"
+           : t == FMT_DTYPE_FLOAT32 ? "float"
+           : t == FMT_DTYPE_UINT8   ? "uint8"
+                                    : "string";
 }
 
 /* The field's bytes into column c's staged row. */
@@ -834,10 +827,9 @@ int fmt_batch_add_arrays(struct fmt_batch *b, const struct fmt_field *fields, si
         if ((rc = fmt_array_fits(a, c->spec.dtype, err)) != 0)
             return sl_error_prefix(err, "Key: %s.  ", c->spec.name);
         if (a->size == 0 || fields[i].len % a->size != 0 || fields[i].len / a->size != c->count)
-            return sl_error_set(err, SL_EINVAL,
-                                "Key: %s.  Number of %s values != expected.  Values size: %zu but expected %zu",
-                                c->spec.name, value_type(c->spec.dtype), a->size ? fields[i].len / a->size : 0,
-                                c->count);
+            return sl_error_set(
+                err, SL_EINVAL, "Key: %s.  Number of %s values != expected.  Values size: %zu but expected %zu",
+                c->spec.name, value_type(c->spec.dtype), a->size ? fields[i].len / a->size : 0, c->count);
     }
     size_t row = b->rows;
     for (size_t i = 0; i < b->ncols; i++) {

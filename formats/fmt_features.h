@@ -46,11 +46,11 @@ struct fmt_feature_spec {
     enum fmt_dtype dtype; /* UINT8 means "a bytes feature decoded as raw uint8" */
     int rank;             /* fixed-length: number of dims (0 = scalar) */
     int64_t shape[FMT_MAX_RANK];
-    int varlen;           /* 1: variable length (ragged); shape ignored */
-    int has_default;      /* fixed-length only */
-    int64_t default_i64;  /* INT64 default (every value) */
-    float default_f32;    /* FLOAT32 default (every value) */
-    uint8_t default_u8;   /* UINT8 default (every byte) */
+    int varlen;          /* 1: variable length (ragged); shape ignored */
+    int has_default;     /* fixed-length only */
+    int64_t default_i64; /* INT64 default (every value) */
+    float default_f32;   /* FLOAT32 default (every value) */
+    uint8_t default_u8;  /* UINT8 default (every byte) */
     /* BYTES default: every value is this string (owned by the spec array's
      * creator, borrowed here) */
     const uint8_t *default_bytes;
@@ -68,8 +68,8 @@ struct fmt_column {
     /* INT64 / FLOAT32 / UINT8: values, row-major; for fixed-length exactly
      * rows * count values. BYTES: the concatenated bytes of all values. */
     const void *values;
-    size_t nvalues;        /* number of values (BYTES: number of strings) */
-    size_t value_bytes;    /* bytes at `values` */
+    size_t nvalues;                /* number of values (BYTES: number of strings) */
+    size_t value_bytes;            /* bytes at `values` */
     const uint64_t *row_splits;    /* varlen: rows + 1 entries, values of row i are
                                       [row_splits[i], row_splits[i+1]); else NULL */
     const uint64_t *bytes_offsets; /* BYTES: nvalues + 1 byte offsets into values */
@@ -78,8 +78,8 @@ struct fmt_column {
 struct fmt_batch;
 
 /* Create a batch for `capacity` rows of the given features (specs copied). */
-int fmt_batch_create(struct fmt_batch **out, const struct fmt_feature_spec *specs, size_t nspecs,
-                     size_t capacity, struct sl_error *err) SL_MUST_CHECK;
+int fmt_batch_create(struct fmt_batch **out, const struct fmt_feature_spec *specs, size_t nspecs, size_t capacity,
+                     struct sl_error *err) SL_MUST_CHECK;
 void fmt_batch_destroy(struct fmt_batch *b);
 void fmt_batch_reset(struct fmt_batch *b);
 size_t fmt_batch_rows(const struct fmt_batch *b);

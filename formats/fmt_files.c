@@ -32,8 +32,8 @@ const char *fmt_on_error_name(enum fmt_on_error p)
     return p == FMT_ON_ERROR_SKIP_FILE ? "skip-file" : "fail";
 }
 
-int fmt_files_open(struct fmt_files **out, const char *const *paths, size_t npaths,
-                   const struct fmt_files_opts *opts, struct sl_error *err)
+int fmt_files_open(struct fmt_files **out, const char *const *paths, size_t npaths, const struct fmt_files_opts *opts,
+                   struct sl_error *err)
 {
     *out = NULL;
     struct fmt_files *f = sl_calloc(1, sizeof *f);

@@ -43,13 +43,12 @@ struct fmt_files_opts {
 struct fmt_files;
 
 /* paths are borrowed for the object's life. */
-int fmt_files_open(struct fmt_files **out, const char *const *paths, size_t npaths,
-                   const struct fmt_files_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+int fmt_files_open(struct fmt_files **out, const char *const *paths, size_t npaths, const struct fmt_files_opts *opts,
+                   struct sl_error *err) SL_MUST_CHECK;
 /* 0 and a record (borrowed until the next call) from file *file; SL_END
  * after the last file; negative on a FAIL-policy error (message with path
  * and offset) or a system error opening a file under FAIL. */
-int fmt_files_next(struct fmt_files *f, struct fmt_record *rec, size_t *file,
-                   struct sl_error *err) SL_MUST_CHECK;
+int fmt_files_next(struct fmt_files *f, struct fmt_record *rec, size_t *file, struct sl_error *err) SL_MUST_CHECK;
 uint64_t fmt_files_skipped(const struct fmt_files *f);
 void fmt_files_close(struct fmt_files *f);
 

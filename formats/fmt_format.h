@@ -57,13 +57,13 @@ struct fmt_record;
 /* ---- scan: a file's records, located -------------------------------- */
 
 struct fmt_scan_opts {
-    enum fmt_compression compression; /* AUTO: per file */
-    size_t max_record_bytes;          /* 0: FMT_DEFAULT_MAX_RECORD_BYTES (tar: per member) */
-    uint64_t max_output;              /* most bytes a compressed file may inflate to; 0: none */
-    int skip_crc;                     /* 1: walk the framing only (counting) */
-    int use_index;                    /* 1: take offsets from FILE.idx where the format has
+    enum fmt_compression compression;     /* AUTO: per file */
+    size_t max_record_bytes;              /* 0: FMT_DEFAULT_MAX_RECORD_BYTES (tar: per member) */
+    uint64_t max_output;                  /* most bytes a compressed file may inflate to; 0: none */
+    int skip_crc;                         /* 1: walk the framing only (counting) */
+    int use_index;                        /* 1: take offsets from FILE.idx where the format has
                                          index files (TFRecord), instead of reading the file */
-    volatile sig_atomic_t *stop;      /* when set, the scan stops (SL_ECLOSED), checked every
+    volatile sig_atomic_t *stop;          /* when set, the scan stops (SL_ECLOSED), checked every
                                          64Ki records; may be NULL */
     const struct fmt_feature_spec *specs; /* arrays: the features their members fill, in order; the
                                          scan checks each member's dtype and row size against its
@@ -165,7 +165,7 @@ struct fmt_field {
  * start; its storage (fields, a scratch for text lines with '\r') is reused
  * from call to call; fmt_frame_free releases it. */
 struct fmt_frame {
-    const uint8_t *data;            /* the record's bytes; NULL when it is made of fields */
+    const uint8_t *data; /* the record's bytes; NULL when it is made of fields */
     size_t len;
     const struct fmt_field *fields; /* its named fields, in file order; NULL for bytes */
     size_t nfields;
@@ -209,8 +209,7 @@ struct fmt_format_ops {
     /* Stream `path` once and locate every record: 0 and *out (the caller
      * frees it), or an error naming the file ("<path>: <what> at N"), *out
      * NULL. Holds a few MiB whatever the file's size. */
-    int (*scan)(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
-                struct sl_error *err);
+    int (*scan)(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err);
     /* For formats whose "file" is a group of files (arrays: one per
      * feature, in the features' order), the scan of such a group; the
      * image is then the group's files' decompressed bytes one after the

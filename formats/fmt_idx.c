@@ -19,9 +19,11 @@ struct fmt_idx {
 static size_t type_size(uint8_t t)
 {
     switch (t) {
-    case 0x08: case 0x09: return 1;
+    case 0x08:
+    case 0x09: return 1;
     case 0x0B: return 2;
-    case 0x0C: case 0x0D: return 4;
+    case 0x0C:
+    case 0x0D: return 4;
     case 0x0E: return 8;
     default: return 0;
     }
@@ -34,8 +36,8 @@ int fmt_idx_parse_header(const uint8_t *p, size_t n, struct fmt_idx_info *in, si
         return sl_error_set(err, SL_ECORRUPT, "truncated IDX header at %zu", n);
     if (p[0] != 0 || p[1] != 0 || type_size(p[2]) == 0 || p[3] == 0 || p[3] > FMT_IDX_MAX_DIMS)
         return sl_error_set(err, SL_ECORRUPT,
-                            "not an IDX file at 0 (magic %02x %02x %02x %02x: expected 00 00 <type> <1-%d dims>)",
-                            p[0], p[1], p[2], p[3], FMT_IDX_MAX_DIMS);
+                            "not an IDX file at 0 (magic %02x %02x %02x %02x: expected 00 00 <type> <1-%d dims>)", p[0],
+                            p[1], p[2], p[3], FMT_IDX_MAX_DIMS);
     in->type = p[2];
     in->type_size = type_size(p[2]);
     in->ndims = p[3];

@@ -17,8 +17,8 @@
 #define FMT_IDX_MAX_DIMS 8
 
 struct fmt_idx_info {
-    uint8_t type;       /* IDX type code */
-    size_t type_size;   /* bytes per value */
+    uint8_t type;     /* IDX type code */
+    size_t type_size; /* bytes per value */
     int ndims;
     uint32_t dims[FMT_IDX_MAX_DIMS];
     uint64_t count;     /* dims[0] */

@@ -23,8 +23,8 @@ static uint64_t framing_bytes(void)
     return (uint64_t)ops->frame_head + ops->frame_tail;
 }
 
-int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts,
-                    uint64_t *count, struct sl_error *err)
+int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts, uint64_t *count,
+                    struct sl_error *err)
 {
     struct fmt_reader_opts o = opts ? *opts : (struct fmt_reader_opts){0};
     o.format = FMT_FORMAT_TFRECORD;
@@ -99,20 +99,19 @@ int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_
             rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: line too long", idx_path, lineno);
             break;
         }
-        if (parse_u64(&p, &off) != 0 || *p++ != ' ' || parse_u64(&p, &size) != 0 ||
-            (*p != '\n' && *p != '\0')) {
+        if (parse_u64(&p, &off) != 0 || *p++ != ' ' || parse_u64(&p, &size) != 0 || (*p != '\n' && *p != '\0')) {
             rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: expected '<offset> <size>'", idx_path, lineno);
             break;
         }
         if (size < framing) {
-            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record size %" PRIu64 " is below %" PRIu64, idx_path,
-                              lineno, size, framing);
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record size %" PRIu64 " is below %" PRIu64, idx_path, lineno,
+                              size, framing);
             break;
         }
         if (off < next) {
             rc = sl_error_set(err, SL_ECORRUPT,
-                              "%s:%zu: offset %" PRIu64 " overlaps the previous record (ends at %" PRIu64 ")",
-                              idx_path, lineno, off, next);
+                              "%s:%zu: offset %" PRIu64 " overlaps the previous record (ends at %" PRIu64 ")", idx_path,
+                              lineno, off, next);
             break;
         }
         if (len == cap) {

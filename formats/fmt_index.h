@@ -18,8 +18,8 @@ struct fmt_index_entry {
 /* Scan the TFRecord file `path` (verifying every CRC) and write its index to
  * `idx_path` (written to a temporary name and renamed, so a failed run never
  * leaves a partial index). *count gets the number of records. */
-int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts,
-                    uint64_t *count, struct sl_error *err) SL_MUST_CHECK;
+int fmt_index_build(const char *path, const char *idx_path, const struct fmt_reader_opts *opts, uint64_t *count,
+                    struct sl_error *err) SL_MUST_CHECK;
 
 /* Load an index file into a new array (caller frees with sl_free). Every line
  * is checked: "<idx_path>:<line>: <what>" on a malformed line, a size < 16,

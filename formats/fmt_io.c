@@ -147,7 +147,7 @@ int fmt_io_probe_file(const char *path, struct fmt_io_probe *out, struct sl_erro
     if (fd < 0)
         return sl_error_sys(err, errno, "open(%s)", path);
     struct stat st;
-    int rc = fstat(fd, &st) != 0 ? sl_error_sys(err, errno, "fstat(%s)", path)
+    int rc = fstat(fd, &st) != 0    ? sl_error_sys(err, errno, "fstat(%s)", path)
              : !S_ISREG(st.st_mode) ? sl_error_set(err, SL_EINVAL, "%s: not a regular file", path)
                                     : probe_fd(fd, (uint64_t)st.st_size, path, out, err);
     close(fd);
@@ -158,9 +158,9 @@ int fmt_io_probe_file(const char *path, struct fmt_io_probe *out, struct sl_erro
  * it; io_mu serializes the probe (others wait the ~2 ms it takes). */
 static pthread_mutex_t io_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int io_state;
-static int io_env_read;               /* under io_mu */
+static int io_env_read;                   /* under io_mu */
 static const char *io_source = "default"; /* under io_mu */
-static struct fmt_io_probe io_probe;  /* under io_mu */
+static struct fmt_io_probe io_probe;      /* under io_mu */
 
 /* SLUICE_IO, read once: it decides for the whole process. Called with
  * io_mu held. */

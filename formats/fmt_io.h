@@ -28,7 +28,7 @@ struct fmt_io_probe {
     int done;           /* 0: no probe ran (no plain file large enough, or SLUICE_IO set) */
     enum fmt_io choice; /* what AUTO uses: MAP only when it beat READ by 5% or more */
     double read_bps, map_bps;
-    char path[256];     /* the file measured (truncated) */
+    char path[256]; /* the file measured (truncated) */
 };
 
 /* Measure `path` now (the process-wide choice is not changed). SL_EINVAL

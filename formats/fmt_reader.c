@@ -29,8 +29,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     const struct fmt_reader_opts *o = opts ? opts : &defaults;
     const struct fmt_format_ops *ops = fmt_format_get(o->format);
     if (ops == NULL || ops->next == NULL)
-        return sl_error_set(err, SL_EINVAL, "%s: format '%s' is not a record format", name,
-                            fmt_format_name(o->format));
+        return sl_error_set(err, SL_EINVAL, "%s: format '%s' is not a record format", name, fmt_format_name(o->format));
     struct fmt_reader *r = sl_calloc(1, sizeof *r);
     if (r == NULL)
         return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);
@@ -50,8 +49,7 @@ static int reader_new(struct fmt_reader **out, const char *name, const struct fm
     return 0;
 }
 
-int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_reader_opts *opts,
-                    struct sl_error *err)
+int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_reader_opts *opts, struct sl_error *err)
 {
     struct fmt_stream_opts so;
     *out = NULL;
@@ -138,12 +136,14 @@ struct fmt_stream *fmt_reader_stream(struct fmt_reader *r)
 }
 
 /* The read loop run over a file once, keeping each record's offset. */
-int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format,
-                     const struct fmt_scan_opts *opts, struct sl_error *err)
+int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format, const struct fmt_scan_opts *opts,
+                     struct sl_error *err)
 {
     *out = NULL;
-    struct fmt_reader_opts ro = {.format = format, .compression = opts->compression,
-                                 .max_record_bytes = opts->max_record_bytes, .skip_crc = opts->skip_crc,
+    struct fmt_reader_opts ro = {.format = format,
+                                 .compression = opts->compression,
+                                 .max_record_bytes = opts->max_record_bytes,
+                                 .skip_crc = opts->skip_crc,
                                  .max_output = opts->max_output};
     struct fmt_scan *s = fmt__scan_new(opts);
     if (s == NULL)

@@ -90,7 +90,7 @@ struct fmt__reader_state *fmt__reader_state(struct fmt_reader *r);
 
 /* The scan of a record format through this loop (a format's ops->scan):
  * every record's offset, CRCs checked unless skip_crc. */
-int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format,
-                     const struct fmt_scan_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format format, const struct fmt_scan_opts *opts,
+                     struct sl_error *err) SL_MUST_CHECK;
 
 #endif

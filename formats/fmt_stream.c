@@ -65,7 +65,7 @@ enum inflater { INF_NONE, INF_ZLIB, INF_ISAL };
 
 struct fmt_stream {
     char *path;
-    int fd;       /* -1 for memory */
+    int fd; /* -1 for memory */
     int own_fd;
     const uint8_t *mem;
     size_t mem_len, mem_pos; /* memory source: bytes handed to the layer so far */
@@ -75,7 +75,7 @@ struct fmt_stream {
 
     enum fmt_compression comp;
     enum inflater inflater;
-    size_t chunk;      /* read size */
+    size_t chunk; /* read size */
     size_t max_window;
     uint64_t max_output; /* 0: no limit on the decompressed size */
     uint64_t produced;   /* decompressed bytes inflated so far */
@@ -83,18 +83,18 @@ struct fmt_stream {
     /* compressed input (INF_*): in[in_pos..in_len) unconsumed */
     uint8_t *in;
     size_t in_pos, in_len;
-    uint64_t in_base;  /* file offset of in[0] */
+    uint64_t in_base; /* file offset of in[0] */
     int src_eof;
 
     /* decompressed window: win[win_pos..win_len) */
     uint8_t *win;
     size_t win_cap, win_pos, win_len;
-    int win_borrowed;  /* win points into mem (uncompressed memory source) */
-    uint64_t out_off;  /* decompressed offset of win[win_pos] */
+    int win_borrowed; /* win points into mem (uncompressed memory source) */
+    uint64_t out_off; /* decompressed offset of win[win_pos] */
     int out_eof;
 
-    int member_open;       /* inflater is inside a member */
-    size_t prefetched;     /* lent window: win[..prefetched) has been prefetched */
+    int member_open;   /* inflater is inside a member */
+    size_t prefetched; /* lent window: win[..prefetched) has been prefetched */
 
     z_stream z;
     int z_ready;
@@ -179,8 +179,9 @@ static long plain_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_e
     }
     long r = source_read(s, dst, n, err);
     if (r == 0 && s->src_limit != UINT64_MAX)
-        return sl_error_set(err, SL_ECORRUPT, "%s: the file shrank while read: it ends at %llu, it held %llu bytes "
-                                              "when opened",
+        return sl_error_set(err, SL_ECORRUPT,
+                            "%s: the file shrank while read: it ends at %llu, it held %llu bytes "
+                            "when opened",
                             s->path, (unsigned long long)s->src_off, (unsigned long long)s->src_limit);
     if (r > 0)
         s->src_off += (uint64_t)r;
@@ -368,8 +369,7 @@ static int stream_new(struct fmt_stream **out, const char *name, struct sl_error
     return 0;
 }
 
-int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts,
-                    struct sl_error *err)
+int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts, struct sl_error *err)
 {
     *out = NULL;
     int fd;
@@ -398,8 +398,8 @@ int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_
     return 0;
 }
 
-int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd,
-                       const struct fmt_stream_opts *opts, struct sl_error *err)
+int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd, const struct fmt_stream_opts *opts,
+                       struct sl_error *err)
 {
     *out = NULL;
     struct fmt_stream *s = NULL;
@@ -477,8 +477,7 @@ static int refill_in(struct fmt_stream *s, struct sl_error *err)
 
 static int corrupt(struct fmt_stream *s, const char *what, uint64_t at, struct sl_error *err)
 {
-    return sl_error_set(err, SL_ECORRUPT, "%s: %s at compressed offset %llu", s->path, what,
-                        (unsigned long long)at);
+    return sl_error_set(err, SL_ECORRUPT, "%s: %s at compressed offset %llu", s->path, what, (unsigned long long)at);
 }
 
 /* The member (or zlib stream) just ended: decide what follows. */
@@ -501,8 +500,8 @@ static int member_end(struct fmt_stream *s, struct sl_error *err)
         inflater_reset(s);
         return 0;
     }
-    return corrupt(s, s->comp == FMT_COMP_GZIP ? "trailing bytes after gzip member"
-                                               : "trailing bytes after zlib stream",
+    return corrupt(s,
+                   s->comp == FMT_COMP_GZIP ? "trailing bytes after gzip member" : "trailing bytes after zlib stream",
                    in_offset(s), err);
 }
 
@@ -538,8 +537,8 @@ static int inflate_some(struct fmt_stream *s, uint8_t *dst, size_t cap, size_t *
                 finished = 1;
             else if (zr == Z_NEED_DICT || zr == Z_DATA_ERROR || zr == Z_STREAM_ERROR || zr == Z_MEM_ERROR) {
                 char what[160];
-                snprintf(what, sizeof what, "corrupt %s stream (%s)",
-                         s->comp == FMT_COMP_GZIP ? "gzip" : "zlib", s->z.msg ? s->z.msg : "inflate error");
+                snprintf(what, sizeof what, "corrupt %s stream (%s)", s->comp == FMT_COMP_GZIP ? "gzip" : "zlib",
+                         s->z.msg ? s->z.msg : "inflate error");
                 return corrupt(s, what, in_offset(s), err);
             }
         }
@@ -555,11 +554,16 @@ static int inflate_some(struct fmt_stream *s, uint8_t *dst, size_t cap, size_t *
             s->in_pos += avail_in - st->avail_in;
             *made = out_cap - st->avail_out;
             if (ir < 0) {
-                static const char *names[] = {"", "invalid block", "invalid symbol", "invalid distance",
-                                              "invalid header", "unsupported method", "checksum mismatch"};
+                static const char *names[] = {"",
+                                              "invalid block",
+                                              "invalid symbol",
+                                              "invalid distance",
+                                              "invalid header",
+                                              "unsupported method",
+                                              "checksum mismatch"};
                 char what[160];
-                snprintf(what, sizeof what, "corrupt %s stream (%s)",
-                         s->comp == FMT_COMP_GZIP ? "gzip" : "zlib", ir >= -6 ? names[-ir] : "inflate error");
+                snprintf(what, sizeof what, "corrupt %s stream (%s)", s->comp == FMT_COMP_GZIP ? "gzip" : "zlib",
+                         ir >= -6 ? names[-ir] : "inflate error");
                 return corrupt(s, what, in_offset(s), err);
             }
             if (st->block_state == ISAL_BLOCK_FINISH) {
@@ -621,8 +625,7 @@ static void prefetch_ahead(struct fmt_stream *s)
     s->prefetched = to > s->win_pos + PREFETCH_AHEAD ? to : s->win_pos + PREFETCH_AHEAD;
 }
 
-int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size_t *avail,
-                      struct sl_error *err)
+int fmt_stream_window(struct fmt_stream *s, size_t need, const uint8_t **p, size_t *avail, struct sl_error *err)
 {
     if (s->win_borrowed)
         prefetch_ahead(s);

@@ -61,13 +61,13 @@ typedef int (*fmt_plain_probe_fn)(const uint8_t *head, size_t n);
 
 struct fmt_stream_opts {
     enum fmt_compression compression; /* AUTO: by extension, then by magic */
-    size_t buffer_size;                /* input chunk; 0: 256 KiB for a plain file read(2), 1 MiB for
+    size_t buffer_size;               /* input chunk; 0: 256 KiB for a plain file read(2), 1 MiB for
                                           compressed input */
-    size_t max_window;                 /* largest window a caller may ask for; 0: 64 MiB + 64 */
-    fmt_plain_probe_fn plain_probe;    /* optional, see above */
-    int use_zlib;                      /* 1: inflate with zlib even when ISA-L is present */
-    enum fmt_io io;                    /* uncompressed files: AUTO (default), READ or MAP */
-    uint64_t max_output;               /* compressed streams: most decompressed bytes the file may
+    size_t max_window;                /* largest window a caller may ask for; 0: 64 MiB + 64 */
+    fmt_plain_probe_fn plain_probe;   /* optional, see above */
+    int use_zlib;                     /* 1: inflate with zlib even when ISA-L is present */
+    enum fmt_io io;                   /* uncompressed files: AUTO (default), READ or MAP */
+    uint64_t max_output;              /* compressed streams: most decompressed bytes the file may
                                           hold (a gzip bomb stops there); 0: no limit */
 };
 
@@ -81,8 +81,8 @@ int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_
 int fmt_stream_open_mem(struct fmt_stream **out, const char *name, const void *data, size_t len,
                         const struct fmt_stream_opts *opts, struct sl_error *err) SL_MUST_CHECK;
 /* Read from an open file descriptor (not closed by the stream). */
-int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd,
-                       const struct fmt_stream_opts *opts, struct sl_error *err) SL_MUST_CHECK;
+int fmt_stream_open_fd(struct fmt_stream **out, const char *name, int fd, const struct fmt_stream_opts *opts,
+                       struct sl_error *err) SL_MUST_CHECK;
 void fmt_stream_close(struct fmt_stream *s);
 
 /* Make at least `need` bytes (need <= max_window) available at *p.

@@ -47,22 +47,22 @@ struct fmt_tar {
     struct archive *a;
     struct archive_entry *entry; /* libarchive's, valid until the next header */
     struct fmt_stream *stream;
-    size_t lent;                 /* window bytes lent to libarchive, consumed at its next read */
-    int stream_code;             /* the stream's error, when a read for libarchive failed */
+    size_t lent;     /* window bytes lent to libarchive, consumed at its next read */
+    int stream_code; /* the stream's error, when a read for libarchive failed */
     struct sl_error stream_err;
-    char *path;                  /* owned: the name used in errors */
-    uint64_t member_pos;         /* header offset of the member in t->member */
+    char *path;          /* owned: the name used in errors */
+    uint64_t member_pos; /* header offset of the member in t->member */
     size_t max_member;
     size_t max_fields;
-    struct sl_buf data;          /* the current sample's member bytes */
-    struct sl_buf names;         /* key, then each extension, all NUL-terminated */
-    struct sl_buf member;        /* path of the latest header read, NUL-terminated */
+    struct sl_buf data;   /* the current sample's member bytes */
+    struct sl_buf names;  /* key, then each extension, all NUL-terminated */
+    struct sl_buf member; /* path of the latest header read, NUL-terminated */
     struct fmt_tar_field *fields;
     size_t fields_cap;
     size_t nfields;
     uint64_t index;
-    int have_member;             /* a header has been read (member is valid) */
-    int pending;                 /* libarchive's current entry starts the next sample */
+    int have_member; /* a header has been read (member is valid) */
+    int pending;     /* libarchive's current entry starts the next sample */
     int done;
     int failed;
 };
@@ -115,8 +115,8 @@ static uint64_t tar_pos(struct fmt_tar *t)
 static int member_error(struct fmt_tar *t, int code, const char *what, struct sl_error *err)
 {
     t->failed = code;
-    return sl_error_set(err, code, "%s: %s (member '%s', at byte %llu)", t->path, what,
-                        (const char *)t->member.data, (unsigned long long)t->member_pos);
+    return sl_error_set(err, code, "%s: %s (member '%s', at byte %llu)", t->path, what, (const char *)t->member.data,
+                        (unsigned long long)t->member_pos);
 }
 
 /* An error where a header was expected: there is no member to name yet, so
@@ -239,8 +239,7 @@ static int read_member(struct fmt_tar *t, size_t *len, struct sl_error *err)
     if (archive_entry_size_is_set(e)) {
         la_int64_t size = archive_entry_size(e);
         if (size < 0 || (uint64_t)size > limit) {
-            snprintf(what, sizeof what, "member of %lld bytes is over max_member_bytes (%zu)",
-                     (long long)size, limit);
+            snprintf(what, sizeof what, "member of %lld bytes is over max_member_bytes (%zu)", (long long)size, limit);
             return member_error(t, SL_ECORRUPT, what, err);
         }
         /* one byte more, so the read that reports the end has room */
@@ -356,16 +355,15 @@ static int add_field(struct fmt_tar *t, struct sl_error *err)
         p += strlen(p) + 1;
         for (size_t i = 0; i < t->nfields; i++) {
             if (strcmp(p, ext) == 0) {
-                snprintf(what, sizeof what, "repeated extension '%s' in sample '%s'", ext,
-                         (const char *)t->names.data);
+                snprintf(what, sizeof what, "repeated extension '%s' in sample '%s'", ext, (const char *)t->names.data);
                 return member_error(t, SL_ECORRUPT, what, err);
             }
             p += strlen(p) + 1;
         }
     }
     if (t->nfields == t->max_fields) {
-        snprintf(what, sizeof what, "sample '%s' has more than max_fields (%zu) fields",
-                 (const char *)t->names.data, t->max_fields);
+        snprintf(what, sizeof what, "sample '%s' has more than max_fields (%zu) fields", (const char *)t->names.data,
+                 t->max_fields);
         return member_error(t, SL_ECORRUPT, what, err);
     }
     if (t->nfields == t->fields_cap) {
@@ -450,8 +448,7 @@ int fmt_tar_next(struct fmt_tar *t, struct fmt_tar_sample *s, struct sl_error *e
     return 0;
 }
 
-static int tar_new(struct fmt_tar **out, const char *name, const struct fmt_tar_opts *opts,
-                   struct sl_error *err)
+static int tar_new(struct fmt_tar **out, const char *name, const struct fmt_tar_opts *opts, struct sl_error *err)
 {
     *out = NULL;
     struct fmt_tar *t = sl_calloc(1, sizeof *t);
@@ -522,8 +519,7 @@ static struct fmt_stream_opts tar_stream_opts(const struct fmt_tar_opts *opts)
     return so;
 }
 
-int fmt_tar_open(struct fmt_tar **out, const char *path, const struct fmt_tar_opts *opts,
-                 struct sl_error *err)
+int fmt_tar_open(struct fmt_tar **out, const char *path, const struct fmt_tar_opts *opts, struct sl_error *err)
 {
     struct fmt_tar *t;
     *out = NULL;
@@ -589,8 +585,8 @@ static int name_id(struct fmt_scan *s, const char *ext, uint32_t *id, const char
             return 0;
         }
     if (s->nnames == FMT__MAX_NAMES || strlen(ext) >= FMT__MAX_NAME_LEN)
-        return sl_error_set(err, SL_EINVAL, "%s: more than %d field names, or a name of %d bytes or more ('%s')",
-                            path, FMT__MAX_NAMES, FMT__MAX_NAME_LEN, ext);
+        return sl_error_set(err, SL_EINVAL, "%s: more than %d field names, or a name of %d bytes or more ('%s')", path,
+                            FMT__MAX_NAMES, FMT__MAX_NAME_LEN, ext);
     if ((s->nnames & (s->nnames - 1)) == 0) { /* 0, 1, 2, 4, ...: full */
         size_t cap = s->nnames ? s->nnames * 2 : 8;
         char(*n)[FMT__MAX_NAME_LEN] = sl_realloc(s->names, cap * sizeof *n);
@@ -614,8 +610,8 @@ static int group_members(struct fmt_tar *t, struct fmt_scan *s, const char *path
         size_t klen = fmt_tar_split_key(m.path, &ext);
         if (s->count == 0 || klen != strlen(key) || strncmp(m.path, key, klen) != 0) {
             if (klen >= sizeof key)
-                return sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long (at byte %llu)", path,
-                                    m.path, (unsigned long long)m.header_offset);
+                return sl_error_set(err, SL_EINVAL, "%s: key of member '%s' is too long (at byte %llu)", path, m.path,
+                                    (unsigned long long)m.header_offset);
             memcpy(key, m.path, klen);
             key[klen] = '\0';
             if (s->count + 2 > cap) {
@@ -640,8 +636,8 @@ static int group_members(struct fmt_tar *t, struct fmt_scan *s, const char *path
         for (size_t k = sample_start; k < nparts; k++)
             if (s->parts[k].name == id)
                 return sl_error_set(err, SL_ECORRUPT,
-                                    "%s: repeated extension '%s' in sample '%s' (member '%s', at byte %llu)", path,
-                                    ext, key, m.path, (unsigned long long)m.header_offset);
+                                    "%s: repeated extension '%s' in sample '%s' (member '%s', at byte %llu)", path, ext,
+                                    key, m.path, (unsigned long long)m.header_offset);
         if (nparts - sample_start >= FMT_MAX_FIELDS)
             return sl_error_set(err, SL_EINVAL, "%s: sample '%s' has more than %d fields (member '%s', at byte %llu)",
                                 path, key, FMT_MAX_FIELDS, m.path, (unsigned long long)m.header_offset);
@@ -663,15 +659,16 @@ static int group_members(struct fmt_tar *t, struct fmt_scan *s, const char *path
     return 0;
 }
 
-static int tar_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
-                    struct sl_error *err)
+static int tar_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     *out = NULL;
     struct fmt_scan *s = fmt__scan_new(opts);
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
-    struct fmt_tar_opts to = {.max_member_bytes = s->max_record_bytes, .max_fields = FMT_MAX_FIELDS,
-                              .compression = opts->compression, .max_output = opts->max_output};
+    struct fmt_tar_opts to = {.max_member_bytes = s->max_record_bytes,
+                              .max_fields = FMT_MAX_FIELDS,
+                              .compression = opts->compression,
+                              .max_output = opts->max_output};
     struct fmt_tar *t;
     int rc = fmt_tar_open(&t, path, &to, err);
     if (rc != 0) {

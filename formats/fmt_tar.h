@@ -29,15 +29,15 @@ struct fmt_tar_sample {
     const char *key; /* NUL-terminated */
     size_t nfields;
     const struct fmt_tar_field *fields; /* in archive order */
-    uint64_t index;  /* 0-based sample number */
+    uint64_t index;                     /* 0-based sample number */
 };
 
 struct fmt_tar_opts {
-    size_t max_member_bytes; /* 0: 64 MiB; a larger member is an error */
-    size_t max_fields;       /* 0: 64 fields per sample */
+    size_t max_member_bytes;          /* 0: 64 MiB; a larger member is an error */
+    size_t max_fields;                /* 0: 64 fields per sample */
     enum fmt_compression compression; /* AUTO: gzip by extension or magic (the stream undoes
                                          it), then whatever filter libarchive detects */
-    uint64_t max_output;     /* most bytes a gzip stream may inflate to; 0: no limit */
+    uint64_t max_output;              /* most bytes a gzip stream may inflate to; 0: no limit */
 };
 
 /* A regular member as an index sees it (fmt_tar_next_member). */

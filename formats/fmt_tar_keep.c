@@ -86,7 +86,8 @@ static int tar_read(struct fmt_scan *s, const struct fmt_scan_extra *x, const st
         if ((p = in->take(in->ctx, 8, err)) == NULL)
             return err->code;
         uint64_t first = sl_load_le64(p);
-        if ((i == 0 && first != 0) || (i > 0 && (first < s->first[i - 1] || first - s->first[i - 1] > FMT_MAX_FIELDS)) ||
+        if ((i == 0 && first != 0) ||
+            (i > 0 && (first < s->first[i - 1] || first - s->first[i - 1] > FMT_MAX_FIELDS)) ||
             (i == s->count && first != x->nparts))
             return bad(err, in, "sample's first part out of order", i, first);
         s->first[i] = first;

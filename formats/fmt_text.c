@@ -99,8 +99,7 @@ static int text_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_reco
 
 /* ---- random access (fmt_format.h) ---- */
 
-static int text_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
-                     struct sl_error *err)
+static int text_scan(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     return fmt__reader_scan(out, path, FMT_FORMAT_TEXT, opts, err);
 }

@@ -176,8 +176,7 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
 /* Take a file's offsets from FILE.idx when it exists: 1 when the index was
  * used, 0 when there is none, or an error (a malformed index, or one that
  * does not fit the file). Its CRCs are then checked as records are read. */
-static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts,
-                      struct sl_error *err)
+static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     char idx[4096];
     if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx || access(idx, R_OK) != 0)
@@ -199,21 +198,23 @@ static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_
     size_t cap = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (e[i].size - 16 > s->max_record_bytes)
-            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record of %llu bytes exceeds max_record_bytes %zu", idx,
-                              i + 1, (unsigned long long)e[i].size, s->max_record_bytes);
+            rc = sl_error_set(err, SL_ECORRUPT, "%s:%zu: record of %llu bytes exceeds max_record_bytes %zu", idx, i + 1,
+                              (unsigned long long)e[i].size, s->max_record_bytes);
         else if (fmt__scan_push(s, e[i].offset, &cap) != 0)
             rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", idx, n);
     }
     uint64_t end = n ? e[n - 1].offset + e[n - 1].size : 0;
     sl_free(e);
     if (rc == 0 && s->compression != FMT_COMP_NONE && opts->max_output && end > opts->max_output)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %llu bytes by its index, over the per-file limit of "
-                                            "%llu (max_file_bytes, at most the cache bound)",
+        rc = sl_error_set(err, SL_ECORRUPT,
+                          "%s: inflates to %llu bytes by its index, over the per-file limit of "
+                          "%llu (max_file_bytes, at most the cache bound)",
                           path, (unsigned long long)end, (unsigned long long)opts->max_output);
     struct stat st_;
     if (rc == 0 && s->compression == FMT_COMP_NONE && stat(path, &st_) == 0 && (uint64_t)st_.st_size != end)
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
-                                            "with sluice-record index)",
+        rc = sl_error_set(err, SL_ECORRUPT,
+                          "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
+                          "with sluice-record index)",
                           idx, (unsigned long long)end, (unsigned long long)st_.st_size);
     if (rc != 0) {
         fmt_scan_free(s);
@@ -368,14 +369,14 @@ static int emit(struct fmt_tfrecord_writer *w, const void *p, size_t n, struct s
     return 0;
 }
 
-int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path,
-                             enum fmt_compression compression, int level, struct sl_error *err)
+int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path, enum fmt_compression compression,
+                             int level, struct sl_error *err)
 {
     *out = NULL;
     if (compression == FMT_COMP_AUTO)
-        compression = ends_with(path, ".gz") ? FMT_COMP_GZIP
-                    : (ends_with(path, ".zz") || ends_with(path, ".zlib")) ? FMT_COMP_ZLIB
-                    : FMT_COMP_NONE;
+        compression = ends_with(path, ".gz")                                 ? FMT_COMP_GZIP
+                      : (ends_with(path, ".zz") || ends_with(path, ".zlib")) ? FMT_COMP_ZLIB
+                                                                             : FMT_COMP_NONE;
     struct fmt_tfrecord_writer *w = sl_calloc(1, sizeof *w);
     if (w == NULL || (w->path = sl_strdup(path)) == NULL || (w->buf = sl_malloc(WRITE_BUF)) == NULL) {
         if (w != NULL) {
@@ -395,8 +396,8 @@ int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path,
     }
     if (compression != FMT_COMP_NONE) {
         int wbits = compression == FMT_COMP_GZIP ? 15 + 16 : 15;
-        if (deflateInit2(&w->z, level < 0 ? Z_DEFAULT_COMPRESSION : level, Z_DEFLATED, wbits, 9,
-                         Z_DEFAULT_STRATEGY) != Z_OK) {
+        if (deflateInit2(&w->z, level < 0 ? Z_DEFAULT_COMPRESSION : level, Z_DEFLATED, wbits, 9, Z_DEFAULT_STRATEGY) !=
+            Z_OK) {
             fmt_tfrecord_writer_abort(w);
             return sl_error_set(err, SL_EINVAL, "%s: deflateInit2 failed (level %d)", path, level);
         }
@@ -446,8 +447,7 @@ int fmt_tfrecord_writer_close(struct fmt_tfrecord_writer *w, struct sl_error *er
 {
     if (w == NULL)
         return 0;
-    int rc = w->comp != FMT_COMP_NONE ? deflate_run(w, NULL, 0, Z_FINISH, err)
-                                      : write_all(w, w->buf, w->buf_len, err);
+    int rc = w->comp != FMT_COMP_NONE ? deflate_run(w, NULL, 0, Z_FINISH, err) : write_all(w, w->buf, w->buf_len, err);
     if (close(w->fd) != 0 && rc == 0)
         rc = sl_error_sys(err, errno, "close(%s)", w->path);
     writer_free(w);

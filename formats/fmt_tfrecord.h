@@ -39,9 +39,8 @@ struct fmt_tfrecord_writer;
 /* Create (truncate) `path`. Compression NONE, GZIP or ZLIB (whole file one
  * stream, TensorFlow's layout; written with zlib); AUTO picks by extension
  * (".gz" gzip, ".zz"/".zlib" zlib, else none). level: zlib level, -1 default. */
-int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path,
-                             enum fmt_compression compression, int level,
-                             struct sl_error *err) SL_MUST_CHECK;
+int fmt_tfrecord_writer_open(struct fmt_tfrecord_writer **out, const char *path, enum fmt_compression compression,
+                             int level, struct sl_error *err) SL_MUST_CHECK;
 int fmt_tfrecord_writer_write(struct fmt_tfrecord_writer *w, const void *data, size_t len,
                               struct sl_error *err) SL_MUST_CHECK;
 /* Decompressed offset where the next record will start (for index files). */

@@ -52,8 +52,7 @@ const char *fmt_array_type_name(const struct fmt_array_info *a)
 {
     switch (a->kind) {
     case FMT_ARRAY_BOOL: return "bool";
-    case FMT_ARRAY_UINT:
-        return a->size == 1 ? "uint8" : a->size == 2 ? "uint16" : a->size == 4 ? "uint32" : "uint64";
+    case FMT_ARRAY_UINT: return a->size == 1 ? "uint8" : a->size == 2 ? "uint16" : a->size == 4 ? "uint32" : "uint64";
     case FMT_ARRAY_INT: return a->size == 1 ? "int8" : a->size == 2 ? "int16" : a->size == 4 ? "int32" : "int64";
     case FMT_ARRAY_FLOAT: return a->size == 4 ? "float32" : "float64";
     }
@@ -83,8 +82,7 @@ int fmt_array_fits(const struct fmt_array_info *a, enum fmt_dtype t, struct sl_e
             return 0;
         return sl_error_set(err, SL_EINVAL, "%s values do not all fit uint8 (declare it %s)", name,
                             a->kind == FMT_ARRAY_FLOAT ? "float32" : "int64");
-    case FMT_DTYPE_BYTES:
-        break;
+    case FMT_DTYPE_BYTES: break;
     }
     return sl_error_set(err, SL_EINVAL, "arrays cannot fill a bytes feature");
 }

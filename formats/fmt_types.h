@@ -37,15 +37,15 @@ enum fmt_array_kind { FMT_ARRAY_BOOL = 0, FMT_ARRAY_UINT, FMT_ARRAY_INT, FMT_ARR
 /* What a header says about its array. */
 struct fmt_array_info {
     enum fmt_array_kind kind;
-    uint32_t size;           /* bytes per value: 1, 2, 4 or 8 */
-    int big_endian;          /* values stored big-endian (IDX; npy '>') */
-    int ndims;               /* 1 to FMT_ARRAY_MAX_DIMS */
+    uint32_t size;  /* bytes per value: 1, 2, 4 or 8 */
+    int big_endian; /* values stored big-endian (IDX; npy '>') */
+    int ndims;      /* 1 to FMT_ARRAY_MAX_DIMS */
     uint64_t dims[FMT_ARRAY_MAX_DIMS];
-    uint64_t rows;           /* dims[0] */
-    uint64_t row_values;     /* product of dims[1..] (1 for a 1-d array) */
-    uint64_t row_bytes;      /* row_values * size */
-    uint64_t data_offset;    /* header bytes: where the data starts */
-    uint64_t data_bytes;     /* rows * row_bytes */
+    uint64_t rows;        /* dims[0] */
+    uint64_t row_values;  /* product of dims[1..] (1 for a 1-d array) */
+    uint64_t row_bytes;   /* row_values * size */
+    uint64_t data_offset; /* header bytes: where the data starts */
+    uint64_t data_bytes;  /* rows * row_bytes */
 };
 
 /* "uint8", "int16", "float32", "bool"... (NumPy's names). */

@@ -2,11 +2,12 @@
 # Install sluice's build and test dependencies from Debian when missing.
 # Used by both README set-up commands and by CI. Idempotent; needs root (or sudo).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang
+pkgs=(build-essential cmake pkg-config clang clang-format
       libzmq3-dev libarchive-dev zlib1g-dev check libjansson-dev libisal-dev
       dataset-fashion-mnist python3 python3-yaml python3-zmq gnuplot-nox iproute2
       help2man python3-dev python3-numpy python3-pytest python3-torch
       libmicrohttpd-dev curl prometheus)
+# clang-format (14 on Debian 12) checks the C sources' layout (scripts/format.sh);
 # libmicrohttpd serves --metrics-listen; curl and prometheus (Debian's 2.42:
 # a 19 MB download, 96 MB installed, with its web UI's JavaScript packages)
 # are for the /metrics tests (tests/integration/test_metrics.py), which a

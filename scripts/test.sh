@@ -4,9 +4,11 @@
 #   scripts/test.sh          deps, release build, every ctest test (unit, cli,
 #                            integration, python, and cluster: root only, else
 #                            skipped; docs/testbed.md)
-#   scripts/test.sh --all    also the unit tests and the integration tests
-#                            labelled `sanitize` under ASan+UBSan and under
-#                            TSan, and a short libFuzzer run of every fuzz
+#   scripts/test.sh --all    first the C sources' layout (scripts/format.sh
+#                            --check); then also the unit tests and the
+#                            integration tests labelled `sanitize` under
+#                            ASan+UBSan and under TSan, and a short libFuzzer
+#                            run of every fuzz
 #                            target (what CI runs; SLUICE_FUZZ_SECONDS: their
 #                            time in all, default 80, split evenly)
 #
@@ -26,7 +28,7 @@ scale=-DSLUICE_TEST_TIMEOUT_SCALE=${SLUICE_TEST_TIMEOUT_SCALE:-1}
 
 # stage budgets in seconds (build and tests together), for this 2-core
 # machine beside two busy loops; together CI's 40 minutes
-declare -A budget=([deps]=60 [release]=1080 [asan]=480 [tsan]=540 [fuzz]=240)
+declare -A budget=([deps]=60 [format]=20 [release]=1080 [asan]=480 [tsan]=540 [fuzz]=220)
 stages=()
 declare -A took=()
 start=$SECONDS
@@ -84,6 +86,11 @@ run_ctest() {
 
 begin deps "dependencies (scripts/deps.sh)"
 scripts/deps.sh
+
+if [ "${1:-}" = "--all" ]; then
+  begin format "the C sources against .clang-format (scripts/format.sh --check)"
+  scripts/format.sh --check
+fi
 
 begin release "release build and every test"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "$scale" >/dev/null

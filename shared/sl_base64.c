@@ -1,8 +1,7 @@
 /* sl_base64: table-driven; encodes straight into the output buffer. */
 #include "sl_base64.h"
 
-static const char alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int sl_base64_encode(struct sl_buf *b, const void *src, size_t n)
 {
@@ -32,11 +31,16 @@ int sl_base64_encode(struct sl_buf *b, const void *src, size_t n)
 
 static int value_of(char c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62; /* '-' and '_': URL-safe input too */
-    if (c == '/' || c == '_') return 63;
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62; /* '-' and '_': URL-safe input too */
+    if (c == '/' || c == '_')
+        return 63;
     return -1;
 }
 

@@ -8,7 +8,10 @@
 
 #include "sl_buf.h"
 
-static inline size_t sl_base64_encoded_len(size_t n) { return (n + 2) / 3 * 4; }
+static inline size_t sl_base64_encoded_len(size_t n)
+{
+    return (n + 2) / 3 * 4;
+}
 
 /* Append the encoding of p[0..n) to b. */
 int sl_base64_encode(struct sl_buf *b, const void *p, size_t n) SL_MUST_CHECK;

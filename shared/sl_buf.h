@@ -15,12 +15,15 @@ struct sl_buf {
     uint8_t *data; /* owned; NULL while empty */
     size_t len;
     size_t cap;
-    size_t max;    /* 0: SIZE_MAX / 2 */
+    size_t max; /* 0: SIZE_MAX / 2 */
 };
 
 void sl_buf_init(struct sl_buf *b, size_t max);
 void sl_buf_free(struct sl_buf *b);
-static inline void sl_buf_reset(struct sl_buf *b) { b->len = 0; }
+static inline void sl_buf_reset(struct sl_buf *b)
+{
+    b->len = 0;
+}
 
 /* Make room for `extra` more bytes. 0 or SL_ENOMEM / SL_EINVAL (over max). */
 int sl_buf_reserve(struct sl_buf *b, size_t extra) SL_MUST_CHECK;

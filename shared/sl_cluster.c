@@ -83,15 +83,18 @@ static int read_curve(json_t *root, struct sl_cluster *c, struct sl_error *err)
     if (curve == NULL)
         return 0;
     if (!json_is_object(curve))
-        return sl_error_set(err, SL_EINVAL, "cluster spec: 'curve' must be an object with 'key', 'server_keys' "
-                                            "and 'allow' (key files' paths)");
+        return sl_error_set(err, SL_EINVAL,
+                            "cluster spec: 'curve' must be an object with 'key', 'server_keys' "
+                            "and 'allow' (key files' paths)");
     const char *key;
     json_t *v;
     json_object_foreach(curve, key, v)
     {
         if (strcmp(key, "key") != 0 && strcmp(key, "server_keys") != 0 && strcmp(key, "allow") != 0)
-            return sl_error_set(err, SL_EINVAL, "cluster spec: unknown key 'curve.%.64s%s' (expected 'key', "
-                                "'server_keys' or 'allow')", key, strlen(key) > 64 ? "..." : "");
+            return sl_error_set(err, SL_EINVAL,
+                                "cluster spec: unknown key 'curve.%.64s%s' (expected 'key', "
+                                "'server_keys' or 'allow')",
+                                key, strlen(key) > 64 ? "..." : "");
     }
     int rc = curve_path(curve, "key", &c->curve_key, err);
     if (rc == 0)
@@ -108,8 +111,8 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
     json_t *root = text[0] == '{' ? json_loads(text, JSON_REJECT_DUPLICATES, &je)
                                   : json_load_file(text, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL)
-        return sl_error_set(err, SL_EINVAL, "cluster spec %s:%d:%d: %s", text[0] == '{' ? "(inline)" : text,
-                            je.line, je.column, je.text);
+        return sl_error_set(err, SL_EINVAL, "cluster spec %s:%d:%d: %s", text[0] == '{' ? "(inline)" : text, je.line,
+                            je.column, je.text);
     int rc = 0;
     json_t *cluster = json_object_get(root, "cluster");
     if (!json_is_object(cluster)) {
@@ -117,9 +120,11 @@ int sl_cluster_parse(struct sl_cluster *c, const char *text, struct sl_error *er
         goto out;
     }
     size_t nchief, nworker;
-    if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 || (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
-        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 || (rc = list_len(cluster, "ps", &c->nps, err)) != 0
-        || (rc = list_len(cluster, "evaluator", &c->nevaluators, err)) != 0)
+    if ((rc = list_len(cluster, "chief", &nchief, err)) != 0 ||
+        (rc = list_len(cluster, "worker", &nworker, err)) != 0 ||
+        (rc = list_len(cluster, "feeder", &c->nfeeders, err)) != 0 ||
+        (rc = list_len(cluster, "ps", &c->nps, err)) != 0 ||
+        (rc = list_len(cluster, "evaluator", &c->nevaluators, err)) != 0)
         goto out;
     if (c->nevaluators > 1) {
         rc = sl_error_set(err, SL_EINVAL, "cluster spec: 'cluster.evaluator' holds %zu tasks, at most 1",

@@ -44,19 +44,19 @@
 
 struct sl_cluster {
     size_t nfeeders;
-    char (*feeders)[SL_CLUSTER_MAX_ADDR]; /* owned */
-    uint32_t workers;                     /* chief + workers */
+    char (*feeders)[SL_CLUSTER_MAX_ADDR];      /* owned */
+    uint32_t workers;                          /* chief + workers */
     char (*worker_addrs)[SL_CLUSTER_MAX_ADDR]; /* [workers], owned: the chief
                                              first, then 'worker'; a bare
                                              host:port becomes tcp://host:port */
     size_t nps;
-    char (*ps_addrs)[SL_CLUSTER_MAX_ADDR];  /* [nps], owned: 'ps', bare host:port as tcp:// */
-    size_t nevaluators;                   /* 'evaluator' tasks listed: 0 or 1 */
-    char task_type[32];                   /* "" when the spec has no task */
+    char (*ps_addrs)[SL_CLUSTER_MAX_ADDR]; /* [nps], owned: 'ps', bare host:port as tcp:// */
+    size_t nevaluators;                    /* 'evaluator' tasks listed: 0 or 1 */
+    char task_type[32];                    /* "" when the spec has no task */
     uint32_t task_index;
-    char *curve_key;                      /* owned; NULL when absent: 'curve.key' */
-    char *curve_server_keys;              /* owned; NULL when absent: 'curve.server_keys' */
-    char *curve_allow;                    /* owned; NULL when absent: 'curve.allow' */
+    char *curve_key;         /* owned; NULL when absent: 'curve.key' */
+    char *curve_server_keys; /* owned; NULL when absent: 'curve.server_keys' */
+    char *curve_allow;       /* owned; NULL when absent: 'curve.allow' */
 };
 
 /* Parse `text` (JSON, or the path of a JSON file when it does not start

@@ -64,9 +64,8 @@ static uint32_t crc_portable(uint32_t crc, const void *data, size_t n)
         hi = __builtin_bswap32(hi);
 #endif
         lo ^= c;
-        c = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^
-            table[4][lo >> 24] ^ table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^
-            table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
+        c = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^
+            table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
         p += 8;
         n -= 8;
     }
@@ -123,8 +122,7 @@ __attribute__((target("avx"))) static uint32_t crc_isal_vzu(uint32_t crc, const 
 sl_crc32c_fn sl_crc32c_impl_fn(enum sl_crc32c_impl which)
 {
     switch (which) {
-    case SL_CRC32C_PORTABLE:
-        return crc_portable;
+    case SL_CRC32C_PORTABLE: return crc_portable;
     case SL_CRC32C_SSE42:
 #ifdef HAVE_SSE42_IMPL
         __builtin_cpu_init();
@@ -143,8 +141,7 @@ sl_crc32c_fn sl_crc32c_impl_fn(enum sl_crc32c_impl which)
 #else
         return NULL;
 #endif
-    default:
-        return NULL;
+    default: return NULL;
     }
 }
 

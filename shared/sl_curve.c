@@ -236,8 +236,10 @@ int sl_curve_keygen(const char *name, struct sl_error *err)
         return sl_error_set(err, SL_EINVAL, "keygen: empty name");
     size_t nlen = strlen(name);
     if (name[nlen - 1] == '/')
-        return sl_error_set(err, SL_EINVAL, "keygen: %s: a name, not a directory, is needed (NAME.key and NAME.pub "
-                                            "are written)", name);
+        return sl_error_set(err, SL_EINVAL,
+                            "keygen: %s: a name, not a directory, is needed (NAME.key and NAME.pub "
+                            "are written)",
+                            name);
     if (nlen > 4000)
         return sl_error_set(err, SL_EINVAL, "keygen: the name is %zu bytes long (at most 4000)", nlen);
     char keypath[4096], pubpath[4096], tmp[4200], dir[4096];
@@ -255,8 +257,10 @@ int sl_curve_keygen(const char *name, struct sl_error *err)
     /* fail early, before making anything */
     struct stat st;
     if (lstat(keypath, &st) == 0)
-        return sl_error_set(err, SL_EINVAL, "%s: exists already (keygen never overwrites a secret key; remove it "
-                                            "first or choose another name)", keypath);
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: exists already (keygen never overwrites a secret key; remove it "
+                            "first or choose another name)",
+                            keypath);
 
     int fd = mkstemp(tmp); /* O_EXCL, mode 0600 whatever the umask */
     if (fd < 0)
@@ -271,8 +275,10 @@ int sl_curve_keygen(const char *name, struct sl_error *err)
         rc = sl_error_sys(err, errno, "close(%s)", tmp);
     if (rc == 0 && link(tmp, keypath) != 0) {
         if (errno == EEXIST)
-            rc = sl_error_set(err, SL_EINVAL, "%s: exists already (keygen never overwrites a secret key; remove it "
-                                              "first or choose another name)", keypath);
+            rc = sl_error_set(err, SL_EINVAL,
+                              "%s: exists already (keygen never overwrites a secret key; remove it "
+                              "first or choose another name)",
+                              keypath);
         else
             rc = sl_error_sys(err, errno, "link(%s, %s)", tmp, keypath);
     }
@@ -353,8 +359,10 @@ static int build_keys(const char *dir, uint8_t (*extra)[32], size_t nextra, uint
             int e = errno;
             sl_free(keys);
             if (e == ENOTDIR)
-                return sl_error_set(err, SL_EINVAL, "%s: not a directory (--curve-allow takes a directory of "
-                                                    "public key files, NAME.pub)", dir);
+                return sl_error_set(err, SL_EINVAL,
+                                    "%s: not a directory (--curve-allow takes a directory of "
+                                    "public key files, NAME.pub)",
+                                    dir);
             return sl_error_sys(err, e, "opendir(%s)", dir);
         }
         size_t files = 0;
@@ -363,9 +371,10 @@ static int build_keys(const char *dir, uint8_t (*extra)[32], size_t nextra, uint
         if (fstat(dirfd(d), &st) != 0)
             rc = sl_error_sys(err, errno, "fstat(%s)", dir);
         else if (others_can_write(dirfd(d), &st))
-            rc = sl_error_set(err, SL_EINVAL, "%s: an allow-list directory writable by others (mode %04o): whoever "
-                              "can write there can join; make it writable by its owner alone: chmod go-w %s", dir,
-                              (unsigned)(st.st_mode & 07777), dir);
+            rc = sl_error_set(err, SL_EINVAL,
+                              "%s: an allow-list directory writable by others (mode %04o): whoever "
+                              "can write there can join; make it writable by its owner alone: chmod go-w %s",
+                              dir, (unsigned)(st.st_mode & 07777), dir);
         struct dirent *de;
         char path[4096];
         while (rc == 0) {
@@ -509,9 +518,9 @@ void sl_curve_allow_free(struct sl_curve_allow *a)
 /* ---- the ZAP handler ---- */
 
 struct sl_zap {
-    void *rep;       /* the thread's */
-    void *wake_in;   /* the thread's end of the stop pipe */
-    void *wake_out;  /* sl_zap_stop's end */
+    void *rep;      /* the thread's */
+    void *wake_in;  /* the thread's end of the stop pipe */
+    void *wake_out; /* sl_zap_stop's end */
     pthread_t thread;
     struct sl_curve_allow *allow;
     char what[32];
@@ -592,8 +601,8 @@ static void zap_answer(struct sl_zap *z, zmq_msg_t *f, int n)
     if (frame_is(&f[5], "CURVE") && (n != 7 || zmq_msg_size(&f[6]) != 32)) {
         atomic_fetch_add(&z->refused, 1);
         if (sl_log_allowed(&z->lim))
-            sl_log(SL_LOG_WARN, "%s: refused a peer from %s: a malformed CURVE ZAP request (%d frames)", z->what,
-                   addr, n);
+            sl_log(SL_LOG_WARN, "%s: refused a peer from %s: a malformed CURVE ZAP request (%d frames)", z->what, addr,
+                   n);
         send_reply(z->rep, &f[1], "400", "malformed CURVE credentials", "");
         return;
     }
@@ -602,8 +611,8 @@ static void zap_answer(struct sl_zap *z, zmq_msg_t *f, int n)
         frame_text(&f[5], mech, sizeof mech);
         atomic_fetch_add(&z->refused, 1);
         if (sl_log_allowed(&z->lim))
-            sl_log(SL_LOG_WARN, "%s: refused a peer from %s: mechanism %s, not CURVE (a client without keys?)",
-                   z->what, addr, mech);
+            sl_log(SL_LOG_WARN, "%s: refused a peer from %s: mechanism %s, not CURVE (a client without keys?)", z->what,
+                   addr, mech);
         send_reply(z->rep, &f[1], "400", "CURVE required", "");
         return;
     }
@@ -658,8 +667,7 @@ static void *zap_main(void *arg)
     return NULL;
 }
 
-int sl_zap_start(struct sl_zap **out, void *ctx, struct sl_curve_allow *allow, const char *what,
-                 struct sl_error *err)
+int sl_zap_start(struct sl_zap **out, void *ctx, struct sl_curve_allow *allow, const char *what, struct sl_error *err)
 {
     *out = NULL;
     struct sl_zap *z = sl_calloc(1, sizeof *z);

@@ -33,7 +33,7 @@
 
 #include "sl_error.h"
 
-#define SL_CURVE_KEY_Z85 40  /* characters of a key in Z85 */
+#define SL_CURVE_KEY_Z85 40      /* characters of a key in Z85 */
 #define SL_CURVE_MAX_ALLOW 65536 /* public keys an allow-list holds at most */
 /* Bytes CURVE adds to a frame on the wire (a MESSAGE command: its name,
  * an 8-byte nonce, the flags byte and a 16-byte MAC, 33 in libzmq 4.3),

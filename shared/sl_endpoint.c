@@ -166,8 +166,10 @@ static int ipc_claim(const char *ep, const char *path, struct sl_error *err)
     int e = errno;
     close(fd);
     if (live || e == EAGAIN || e == EINPROGRESS)
-        return sl_error_set(err, SL_EINVAL, "bind(%s): a live process serves %s (another feeder, trainer or "
-                            "server?): stop it or choose another path", ep, path);
+        return sl_error_set(err, SL_EINVAL,
+                            "bind(%s): a live process serves %s (another feeder, trainer or "
+                            "server?): stop it or choose another path",
+                            ep, path);
     if (e != ECONNREFUSED)
         return sl_error_sys(err, e, "bind(%s): cannot tell whether %s is in use, refusing to replace it: connect", ep,
                             path);

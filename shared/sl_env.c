@@ -89,11 +89,11 @@ struct group {
 };
 
 struct entry {
-    size_t start, end;  /* the name's text: [start, end) */
+    size_t start, end; /* the name's text: [start, end) */
     int ngroups;
     struct group g[SL_ENV_MAX_GROUPS];
-    uint64_t count;     /* hosts it expands to */
-    size_t maxlen;      /* bytes of its longest host name */
+    uint64_t count; /* hosts it expands to */
+    size_t maxlen;  /* bytes of its longest host name */
 };
 
 /* Digits at text + p (the caller saw the first): *v, *nd digits; *p after. */
@@ -225,8 +225,7 @@ static int parse_entry(const char *text, size_t start, struct entry *e, const ch
         if (c == ']')
             return sl_error_set(err, SL_EINVAL, "%s: ']' without '[' at offset %zu", what, p);
         if (!host_char(c))
-            return sl_error_set(err, SL_EINVAL, "%s: unexpected character %s at offset %zu", what, show_char(c, cb),
-                                p);
+            return sl_error_set(err, SL_EINVAL, "%s: unexpected character %s at offset %zu", what, show_char(c, cb), p);
         len++;
         p++;
     }
@@ -235,8 +234,7 @@ static int parse_entry(const char *text, size_t start, struct entry *e, const ch
     if (len > SL_ENV_MAX_HOST) {
         size_t n = p - start;
         return sl_error_set(err, SL_EINVAL, "%s: the name '%.*s%s' at offset %zu is longer than %d bytes", what,
-                            (int)(n < SHOWN ? n : SHOWN), text + start, n > SHOWN ? "..." : "", start,
-                            SL_ENV_MAX_HOST);
+                            (int)(n < SHOWN ? n : SHOWN), text + start, n > SHOWN ? "..." : "", start, SL_ENV_MAX_HOST);
     }
     return 0;
 }
@@ -336,8 +334,8 @@ int sl_env_nodelist(struct sl_env_hosts *h, const char *text, const char *what, 
         if (e.count > SL_ENV_MAX_HOSTS - total) {
             size_t n = e.end - e.start;
             return sl_error_set(err, SL_EINVAL, "%s: more than %d hosts: the name '%.*s%s' at offset %zu", what,
-                                SL_ENV_MAX_HOSTS, (int)(n < SHOWN ? n : SHOWN), text + e.start,
-                                n > SHOWN ? "..." : "", e.start);
+                                SL_ENV_MAX_HOSTS, (int)(n < SHOWN ? n : SHOWN), text + e.start, n > SHOWN ? "..." : "",
+                                e.start);
         }
         total += e.count;
         bytes += e.count * (e.maxlen + 1);
@@ -460,9 +458,10 @@ static int slurm_place(struct sl_env_slurm *s, const char *const *envp, const ch
     size_t ncounts = 0;
     int rc = 0;
     if (tpn == NULL && s->ntasks != s->hosts.n)
-        return sl_error_set(err, SL_EINVAL, "SLURM_STEP_TASKS_PER_NODE is not set and the %u tasks are not one per "
-                            "node of the %zu in %s: cannot tell which task runs where", s->ntasks, s->hosts.n,
-                            list_var);
+        return sl_error_set(err, SL_EINVAL,
+                            "SLURM_STEP_TASKS_PER_NODE is not set and the %u tasks are not one per "
+                            "node of the %zu in %s: cannot tell which task runs where",
+                            s->ntasks, s->hosts.n, list_var);
     if (tpn != NULL && (rc = sl_env_tasks_per_node(&counts, &ncounts, tpn, tpn_var, err)) != 0)
         return rc;
     uint64_t sum = 0;
@@ -483,7 +482,8 @@ static int slurm_place(struct sl_env_slurm *s, const char *const *envp, const ch
         if (kind == 6 && strncmp(dist, "cyclic", 6) == 0)
             s->cyclic = 1;
         else if (!(kind == 5 && strncmp(dist, "block", 5) == 0))
-            rc = sl_error_set(err, SL_EINVAL, "SLURM_DISTRIBUTION '%.*s%s': tasks are placed from the tasks per node "
+            rc = sl_error_set(err, SL_EINVAL,
+                              "SLURM_DISTRIBUTION '%.*s%s': tasks are placed from the tasks per node "
                               "for block or cyclic distributions only (srun --distribution=block)",
                               (int)(strlen(dist) < SHOWN ? strlen(dist) : SHOWN), dist,
                               strlen(dist) > SHOWN ? "..." : "");
@@ -530,11 +530,11 @@ int sl_env_slurm_read(struct sl_env_slurm *s, const char *const *envp, struct sl
         rc = slurm_place(s, envp, list_var, err);
     const char *self = rc == 0 ? env_get(envp, "SLURMD_NODENAME") : NULL;
     if (self != NULL && strcmp(self, s->hosts.names[s->node[s->procid]]) != 0)
-        rc = sl_error_set(err, SL_EINVAL, "task %u would run on '%s' by the tasks per node (%s placement), but "
-                          "SLURMD_NODENAME is '%.*s%s' (srun --distribution=block, docs/deploy.md)", s->procid,
-                          s->hosts.names[s->node[s->procid]], s->cyclic ? "cyclic" : "block",
-                          (int)(strlen(self) < SHOWN ? strlen(self) : SHOWN), self,
-                          strlen(self) > SHOWN ? "..." : "");
+        rc = sl_error_set(err, SL_EINVAL,
+                          "task %u would run on '%s' by the tasks per node (%s placement), but "
+                          "SLURMD_NODENAME is '%.*s%s' (srun --distribution=block, docs/deploy.md)",
+                          s->procid, s->hosts.names[s->node[s->procid]], s->cyclic ? "cyclic" : "block",
+                          (int)(strlen(self) < SHOWN ? strlen(self) : SHOWN), self, strlen(self) > SHOWN ? "..." : "");
     if (rc != 0)
         sl_env_slurm_free(s);
     return rc;
@@ -567,8 +567,10 @@ int sl_env_layout_parse(struct sl_env_layout *l, const char *text, struct sl_err
         while (k < 3 && !(strlen(keys[k]) == klen && strncmp(keys[k], p, klen) == 0))
             k++;
         if (k == 3)
-            return sl_error_set(err, SL_EINVAL, "slurm layout: unknown key '%.*s' (expected feeders, feeder-port or "
-                                "ring-port)", (int)(klen < SHOWN ? klen : SHOWN), p);
+            return sl_error_set(err, SL_EINVAL,
+                                "slurm layout: unknown key '%.*s' (expected feeders, feeder-port or "
+                                "ring-port)",
+                                (int)(klen < SHOWN ? klen : SHOWN), p);
         if (seen[k]++)
             return sl_error_set(err, SL_EINVAL, "slurm layout: '%s' given twice", keys[k]);
         char value[32];
@@ -600,8 +602,10 @@ int sl_env_slurm_spec(char **spec, const struct sl_env_slurm *s, const struct sl
     *spec = NULL;
     uint32_t F = l->feeders;
     if (F >= s->ntasks)
-        return sl_error_set(err, SL_EINVAL, "slurm layout: feeders=%u leaves no task for a trainer worker: the step "
-                            "has %u tasks", F, s->ntasks);
+        return sl_error_set(err, SL_EINVAL,
+                            "slurm layout: feeders=%u leaves no task for a trainer worker: the step "
+                            "has %u tasks",
+                            F, s->ntasks);
     uint32_t W = s->ntasks - F;
     if (l->feeder_port + F - 1 > 65535)
         return sl_error_set(err, SL_EINVAL, "slurm layout: feeder-port %u + %u feeders passes port 65535",
@@ -653,7 +657,8 @@ static int tf_config_check(json_t *root, struct sl_error *err)
     }
     json_t *task = json_object_get(root, "task");
     if (!json_is_object(task))
-        return sl_error_set(err, SL_EINVAL, "TF_CONFIG: 'task' must be an object with 'type' and 'index' (which task "
+        return sl_error_set(err, SL_EINVAL,
+                            "TF_CONFIG: 'task' must be an object with 'type' and 'index' (which task "
                             "is this process?)");
     json_t *type = json_object_get(task, "type"), *index = json_object_get(task, "index");
     if (!json_is_string(type) || json_string_length(type) == 0 || json_string_length(type) > 31)
@@ -723,7 +728,10 @@ int sl_env_refuse_given(const struct sl_opt_cmd *cmd, uint64_t given, const char
                 continue;
             shown++;
             int w = snprintf(list + used, sizeof list - used, "%s--%s",
-                             shown == 1 ? "" : shown == m ? " and " : ", ", names[k]);
+                             shown == 1   ? ""
+                             : shown == m ? " and "
+                                          : ", ",
+                             names[k]);
             used += w > 0 ? (size_t)w : 0;
         }
         return sl_error_set(err, SL_EINVAL, "--cluster-from %.*s gives %s: give it or --%s, not both",

@@ -75,10 +75,10 @@ int sl_env_tasks_per_node(uint32_t **counts, size_t *n, const char *text, const 
 
 /* The Slurm step this process is a task of. */
 struct sl_env_slurm {
-    uint32_t procid, ntasks;    /* SLURM_PROCID, SLURM_STEP_NUM_TASKS or SLURM_NTASKS */
-    struct sl_env_hosts hosts;  /* SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else SLURM_NODELIST */
-    uint32_t *node;             /* [ntasks]: each task's index in hosts (owned) */
-    int cyclic;                 /* 1: tasks were placed round-robin (SLURM_DISTRIBUTION cyclic) */
+    uint32_t procid, ntasks;   /* SLURM_PROCID, SLURM_STEP_NUM_TASKS or SLURM_NTASKS */
+    struct sl_env_hosts hosts; /* SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else SLURM_NODELIST */
+    uint32_t *node;            /* [ntasks]: each task's index in hosts (owned) */
+    int cyclic;                /* 1: tasks were placed round-robin (SLURM_DISTRIBUTION cyclic) */
 };
 
 /* Read the step from `envp` ("NAME=VALUE" strings, NULL-terminated; NULL:
@@ -93,9 +93,9 @@ void sl_env_slurm_free(struct sl_env_slurm *s);
 
 /* How the step's tasks divide into feeders and trainer workers. */
 struct sl_env_layout {
-    uint32_t feeders;           /* the first `feeders` tasks; 1 to SL_ENV_MAX_FEEDERS */
-    uint32_t feeder_port;       /* feeder j: feeder_port + j */
-    uint32_t ring_port;         /* worker w: ring_port + w */
+    uint32_t feeders;     /* the first `feeders` tasks; 1 to SL_ENV_MAX_FEEDERS */
+    uint32_t feeder_port; /* feeder j: feeder_port + j */
+    uint32_t ring_port;   /* worker w: ring_port + w */
 };
 
 /* "feeders=2,feeder-port=6000,ring-port=7100" (any subset, each key at

@@ -12,14 +12,14 @@
 
 #define SL_OK 0
 #define SL_END 1
-#define SL_EIO (-1)       /* a system call failed */
-#define SL_ENOMEM (-2)    /* an allocation failed */
-#define SL_EINVAL (-3)    /* bad argument, option or configuration */
-#define SL_ECORRUPT (-4)  /* the data is damaged or violates its format */
-#define SL_EPROTO (-5)    /* the peer violated the wire protocol */
-#define SL_ETIMEOUT (-6)  /* a peer or operation timed out */
-#define SL_EDEVICE (-7)   /* CUDA / NCCL failure */
-#define SL_ECLOSED (-8)   /* the queue, socket or object was closed */
+#define SL_EIO (-1)      /* a system call failed */
+#define SL_ENOMEM (-2)   /* an allocation failed */
+#define SL_EINVAL (-3)   /* bad argument, option or configuration */
+#define SL_ECORRUPT (-4) /* the data is damaged or violates its format */
+#define SL_EPROTO (-5)   /* the peer violated the wire protocol */
+#define SL_ETIMEOUT (-6) /* a peer or operation timed out */
+#define SL_EDEVICE (-7)  /* CUDA / NCCL failure */
+#define SL_ECLOSED (-8)  /* the queue, socket or object was closed */
 
 #define SL_ERROR_MSG_MAX 1024
 

@@ -17,15 +17,15 @@
 #define SL_EXIT_USAGE 2 /* usage or configuration error */
 #define SL_EXIT_IDLE 3  /* sluice-feeder --idle-exit */
 
-#define SL_EXIT_STATUS_HELP                                                      \
+#define SL_EXIT_STATUS_HELP                                                       \
     "Exit status:\n"                                                              \
-    "  0    success\n"                                                           \
+    "  0    success\n"                                                            \
     "  1    runtime or data error: a file missing or unreadable (data, job,\n"    \
     "       keys), data or a checkpoint damaged, a glob matching no file, a\n"    \
-    "       peer lost, a write or a measured run that failed\n"                  \
+    "       peer lost, a write or a measured run that failed\n"                   \
     "  2    usage error: an unknown option, a bad value, options in conflict,\n"  \
-    "       a job, key or cluster file whose content or mode is refused\n"       \
-    "  3    sluice-feeder only: stopped by --idle-exit\n"                        \
+    "       a job, key or cluster file whose content or mode is refused\n"        \
+    "  3    sluice-feeder only: stopped by --idle-exit\n"                         \
     "  130  SIGINT stopped the run before its end (143: SIGTERM; 128 + the\n"     \
     "       signal); sluice-feeder, a server whose stop is its end, exits 0\n"    \
     "The same table holds for sluice-feeder, sluice-trainer, sluice-record and\n" \

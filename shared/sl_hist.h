@@ -24,8 +24,8 @@ extern const uint64_t sl_hist_step_bounds_ns[];
 extern const size_t sl_hist_step_nbounds;
 
 struct sl_hist {
-    const uint64_t *bounds_ns; /* ascending, borrowed for the histogram's life */
-    size_t n;                  /* bounds; bucket n is the overflow (+Inf) */
+    const uint64_t *bounds_ns;                       /* ascending, borrowed for the histogram's life */
+    size_t n;                                        /* bounds; bucket n is the overflow (+Inf) */
     _Atomic uint64_t bucket[SL_HIST_MAX_BOUNDS + 1]; /* not cumulative */
     _Atomic uint64_t sum_ns;
 };

@@ -48,7 +48,7 @@
 struct conn_slot {
     struct MHD_Connection *c; /* NULL: free */
     int fd;
-    uint64_t deadline_ns;     /* UINT64_MAX: shut down already */
+    uint64_t deadline_ns; /* UINT64_MAX: shut down already */
 };
 
 struct sl_http_metrics {
@@ -60,21 +60,21 @@ struct sl_http_metrics {
     void *ctx;
     size_t max_body;
     _Atomic uint64_t scrapes, begun, cut;
-    uint64_t deadline_ns;     /* a request's total time */
-    pthread_mutex_t mu;       /* guards slots, stopping */
+    uint64_t deadline_ns; /* a request's total time */
+    pthread_mutex_t mu;   /* guards slots, stopping */
     pthread_cond_t wake;
     pthread_t watchdog;
     int stopping;
     unsigned nslots;
-    struct conn_slot *slots;  /* [nslots]: max_connections */
+    struct conn_slot *slots; /* [nslots]: max_connections */
 };
 
 static int bad_addr(struct sl_error *err, const char *listen, const char *why)
 {
     return sl_error_set(err, SL_EINVAL,
                         "expected HOST:PORT (HOST an IPv4 address, [IPv6], localhost or *; PORT 0-65535, 0 for any "
-                        "free port), e.g. 127.0.0.1:9464, got '%.80s'%s%s%s", listen, why[0] ? " (" : "", why,
-                        why[0] ? ")" : "");
+                        "free port), e.g. 127.0.0.1:9464, got '%.80s'%s%s%s",
+                        listen, why[0] ? " (" : "", why, why[0] ? ")" : "");
 }
 
 int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, socklen_t *len, struct sl_error *err)
@@ -93,7 +93,8 @@ int sl_http_metrics_parse(const char *listen, struct sockaddr_storage *addr, soc
     if (hlen == 0)
         return sl_error_set(err, SL_EINVAL,
                             "'%.80s' names no host: give 127.0.0.1:%u (this host only) or, to be scraped from other "
-                            "hosts, *:%u or an address of this host", listen, port, port);
+                            "hosts, *:%u or an address of this host",
+                            listen, port, port);
     if (hlen >= 2 && host[0] == '[' && host[hlen - 1] == ']') {
         struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)addr;
         host[hlen - 1] = '\0';
@@ -331,15 +332,11 @@ int sl_http_metrics_start(struct sl_http_metrics **out, const struct sl_http_met
     h->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                 : ((struct sockaddr_in *)&bound)->sin_port);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
-                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd,
-                            MHD_OPTION_CONNECTION_LIMIT, h->nslots,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
-                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_END);
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)h->fd,
+                            MHD_OPTION_CONNECTION_LIMIT, h->nslots, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)MEMORY_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (h->d == NULL) { /* it took no socket (only a daemon that started owns one) */
         rc = sl_error_set(err, SL_EIO, "%s: libmicrohttpd could not start serving", o->listen);
         goto out_close;

@@ -34,7 +34,7 @@
 typedef int (*sl_http_metrics_fn)(void *ctx, struct sl_buf *out);
 
 struct sl_http_metrics_opts {
-    const char *listen;       /* HOST:PORT (sl_http_metrics_parse) */
+    const char *listen; /* HOST:PORT (sl_http_metrics_parse) */
     sl_http_metrics_fn fn;
     void *ctx;                /* fn's, borrowed: it outlives the server */
     unsigned max_connections; /* 0: 32 */
@@ -84,8 +84,8 @@ int sl_http_metrics_local(const struct sl_http_metrics *h);
 
 /* The warning a process logs when it serves /metrics where other hosts can
  * reach it (a printf format taking the HOST:PORT). */
-#define SL_HTTP_METRICS_REACHABLE                                                                                      \
-    "metrics: /metrics on %s can be reached from other hosts, and it shows file names, the job's name and shape: "      \
+#define SL_HTTP_METRICS_REACHABLE                                                                                  \
+    "metrics: /metrics on %s can be reached from other hosts, and it shows file names, the job's name and shape: " \
     "give --metrics-listen 127.0.0.1:PORT to keep it on this host, or firewall the port"
 
 /* Stop serving (waits for the server's thread: a request being answered

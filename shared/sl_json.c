@@ -14,10 +14,16 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
     uint32_t min;
     if (c < 0x80)
         return 1;
-    else if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; }
-    else
+    else if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        min = 0x10000;
+    } else
         return 0;
     if (len > n)
         return 0;
@@ -56,8 +62,12 @@ int sl_json_string(struct sl_buf *b, const char *str, size_t n)
             rc = sl_buf_append(b, esc, 2);
             i++;
         } else if (c < 0x20) {
-            const char *short_esc = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r"
-                                  : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+            const char *short_esc = c == '\n'   ? "\\n"
+                                    : c == '\t' ? "\\t"
+                                    : c == '\r' ? "\\r"
+                                    : c == '\b' ? "\\b"
+                                    : c == '\f' ? "\\f"
+                                                : NULL;
             rc = short_esc ? sl_buf_puts(b, short_esc) : sl_buf_printf(b, "\\u%04x", c);
             i++;
         } else {

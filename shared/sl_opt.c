@@ -83,8 +83,8 @@ static int parse_bytes(const char *s, uint64_t min, uint64_t max, uint64_t *out,
     errno = 0;
     unsigned long long v = strtoull(s, NULL, 10);
     if (errno == ERANGE || v > (max >> shift) || ((uint64_t)v << shift) < min)
-        return sl_error_set(err, SL_EINVAL, "must be a byte count in [%llu, %llu], got '%s'",
-                            (unsigned long long)min, (unsigned long long)max, s);
+        return sl_error_set(err, SL_EINVAL, "must be a byte count in [%llu, %llu], got '%s'", (unsigned long long)min,
+                            (unsigned long long)max, s);
     *out = (uint64_t)v << shift;
     return 0;
 }
@@ -130,12 +130,8 @@ static int set_value(const struct sl_opt *o, void *opts, const char *value, stru
     uint64_t u;
     int rc;
     switch (o->type) {
-    case SL_OPT_FLAG:
-        *(int *)field = 1;
-        return 0;
-    case SL_OPT_STRING:
-        *(const char **)field = value;
-        return 0;
+    case SL_OPT_FLAG: *(int *)field = 1; return 0;
+    case SL_OPT_STRING: *(const char **)field = value; return 0;
     case SL_OPT_U32:
     case SL_OPT_U64:
         if ((rc = sl_opt_parse_u64(value, (uint64_t)o->min, (uint64_t)o->max, &u, err)) != 0)
@@ -157,11 +153,9 @@ static int set_value(const struct sl_opt *o, void *opts, const char *value, stru
         if ((rc = parse_choice(o->choices, value, (int *)field, err)) != 0)
             return sl_error_prefix(err, "--%s: ", o->name);
         return 0;
-    case SL_OPT_FUNC:
-        return o->fn(opts, value, err);
+    case SL_OPT_FUNC: return o->fn(opts, value, err);
     case SL_OPT_HELP:
-    case SL_OPT_VERSION:
-        return 0;
+    case SL_OPT_VERSION: return 0;
     }
     return sl_error_set(err, SL_EINVAL, "--%s: bad option table row", o->name);
 }
@@ -274,8 +268,8 @@ static int unknown_long(const struct sl_opt_cmd *cmd, const char *name, size_t l
 
 /* ---- parsing ---- */
 
-static int apply(const struct sl_opt_cmd *cmd, const struct sl_opt *o, void *opts, const char *value,
-                 uint64_t *given, struct sl_error *err)
+static int apply(const struct sl_opt_cmd *cmd, const struct sl_opt *o, void *opts, const char *value, uint64_t *given,
+                 struct sl_error *err)
 {
     if (o->type == SL_OPT_HELP) {
         sl_opt_help(cmd, stdout);
@@ -338,8 +332,7 @@ static int parse_short(const struct sl_opt_cmd *cmd, int argc, char **argv, int 
     return 0;
 }
 
-int sl_opt_parse(const struct sl_opt_cmd *cmd, int argc, char **argv, void *opts, uint64_t *given,
-                 struct sl_error *err)
+int sl_opt_parse(const struct sl_opt_cmd *cmd, int argc, char **argv, void *opts, uint64_t *given, struct sl_error *err)
 {
     uint64_t mask = 0;
     int rc = 0;

@@ -62,35 +62,55 @@ typedef int (*sl_opt_fn)(void *opts, const char *value, struct sl_error *err);
 
 /* One option. Integer bounds must be below 2^53 (they are doubles). */
 struct sl_opt {
-    const char *name;      /* long name, without the dashes */
-    char short_name;       /* 0: none */
+    const char *name; /* long name, without the dashes */
+    char short_name;  /* 0: none */
     enum sl_opt_type type;
-    size_t offset;         /* of the field in the options struct (unused for FUNC, HELP, VERSION) */
-    double min, max;       /* numbers: inclusive bounds */
-    const char *def;       /* the default as the option's text, applied before parsing (FUNC: passed
+    size_t offset;       /* of the field in the options struct (unused for FUNC, HELP, VERSION) */
+    double min, max;     /* numbers: inclusive bounds */
+    const char *def;     /* the default as the option's text, applied before parsing (FUNC: passed
                               to fn); NULL: the field is left as the caller set it (zero, usually) */
-    const char *arg;       /* the value's name in --help ("N", "FILE"); NULL for FLAG, HELP, VERSION */
-    const char *help;      /* one paragraph, wrapped by sl_opt_help; "(default DEF)" is appended when def
+    const char *arg;     /* the value's name in --help ("N", "FILE"); NULL for FLAG, HELP, VERSION */
+    const char *help;    /* one paragraph, wrapped by sl_opt_help; "(default DEF)" is appended when def
                               is set, unless the text already says "default" */
-    const char *choices;   /* CHOICE: "none|softmax|mlp" */
-    sl_opt_fn fn;          /* FUNC */
+    const char *choices; /* CHOICE: "none|softmax|mlp" */
+    sl_opt_fn fn;        /* FUNC */
 };
 
 /* The last rows of every sluice program's table, the same words in each
  * --help: --quiet, --log-level, --log-format (int fields quiet, log_level
  * and log_format of `type`; the choices are sl_log.h's), --help and
  * --version. */
-#define SL_OPT_COMMON_ROWS(type)                                                                                      \
-    {"quiet", 'q', SL_OPT_FLAG, offsetof(type, quiet), 0, 0, NULL, NULL,                                              \
-     "log warnings and errors only (--log-level warning)", NULL, NULL},                                               \
-    {"log-level", 0, SL_OPT_CHOICE, offsetof(type, log_level), 0, 0, "info", NULL, "the least level logged",         \
-     SL_LOG_LEVEL_CHOICES, NULL},                                                                                     \
-    {"log-format", 0, SL_OPT_CHOICE, offsetof(type, log_format), 0, 0, "text", NULL,                                 \
-     "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each",         \
-     SL_LOG_FORMAT_CHOICES, NULL},                                                                                    \
-    {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},                                         \
-    {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,                                                               \
-     "the version, the commit it was built from, the build type and optional parts", NULL, NULL}
+#define SL_OPT_COMMON_ROWS(type)                                                                                 \
+    {"quiet",                                                                                                    \
+     'q',                                                                                                        \
+     SL_OPT_FLAG,                                                                                                \
+     offsetof(type, quiet),                                                                                      \
+     0,                                                                                                          \
+     0,                                                                                                          \
+     NULL,                                                                                                       \
+     NULL,                                                                                                       \
+     "log warnings and errors only (--log-level warning)",                                                       \
+     NULL,                                                                                                       \
+     NULL},                                                                                                      \
+        {"log-level", 0,      SL_OPT_CHOICE, offsetof(type, log_level), 0,                                       \
+         0,           "info", NULL,          "the least level logged",  SL_LOG_LEVEL_CHOICES,                    \
+         NULL},                                                                                                  \
+        {"log-format",                                                                                           \
+         0,                                                                                                      \
+         SL_OPT_CHOICE,                                                                                          \
+         offsetof(type, log_format),                                                                             \
+         0,                                                                                                      \
+         0,                                                                                                      \
+         "text",                                                                                                 \
+         NULL,                                                                                                   \
+         "log lines as text (an RFC 3339 time, the program, the level, the message) or as one JSON object each", \
+         SL_LOG_FORMAT_CHOICES,                                                                                  \
+         NULL},                                                                                                  \
+        {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},                                \
+    {                                                                                                            \
+        "version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL,                                                       \
+            "the version, the commit it was built from, the build type and optional parts", NULL, NULL           \
+    }
 
 /* A program's options, and optionally a second family of names accepted as
  * `--NAME=VALUE` or `--NAME VALUE` (the feeder's job keys): a name that is
@@ -98,11 +118,11 @@ struct sl_opt {
  * with `extra_prefix`; unknown names are suggested the nearest row or
  * extra name. All borrowed. */
 struct sl_opt_cmd {
-    const char *prog;      /* "sluice-trainer": --help and --version start with it */
-    const char *usage;     /* --help text before the options (ends with a blank line) */
-    const char *footer;    /* --help text after them (NULL: none) */
+    const char *prog;   /* "sluice-trainer": --help and --version start with it */
+    const char *usage;  /* --help text before the options (ends with a blank line) */
+    const char *footer; /* --help text after them (NULL: none) */
     const struct sl_opt *rows;
-    size_t nrows;          /* at most 64 */
+    size_t nrows; /* at most 64 */
     const char *const *extra_names;
     size_t nextra;
     const char *extra_prefix;

@@ -30,10 +30,10 @@
 
 struct sl_output {
     char *path;
-    char *tmp;     /* NULL when direct */
-    FILE *f;       /* NULL once finished */
-    int direct;    /* a device, FIFO or /proc link: never renamed nor removed */
-    int in_place;  /* SL_OUTPUT_STREAM on a regular file: removed by abort */
+    char *tmp;    /* NULL when direct */
+    FILE *f;      /* NULL once finished */
+    int direct;   /* a device, FIFO or /proc link: never renamed nor removed */
+    int in_place; /* SL_OUTPUT_STREAM on a regular file: removed by abort */
     unsigned flags;
     int write_errno; /* the first write error seen by finish */
 };

@@ -35,12 +35,12 @@ struct sl_pool {
     void *slab;           /* owned (private pools) */
     uint8_t *map;         /* shared pools: the memfd's mapping, map_size bytes */
     size_t map_size;
-    int fd;               /* shared pools: the memfd; -1 otherwise */
-    uint8_t *bufs;        /* slab rounded up to ALIGN: buffer i at bufs + i * stride */
-    uintptr_t base;       /* (uintptr_t)bufs */
+    int fd;         /* shared pools: the memfd; -1 otherwise */
+    uint8_t *bufs;  /* slab rounded up to ALIGN: buffer i at bufs + i * stride */
+    uintptr_t base; /* (uintptr_t)bufs */
     size_t nbufs, bytes_each, stride;
-    uint32_t *refs;       /* per buffer; 0: free */
-    size_t *free_stack;   /* indices of free buffers */
+    uint32_t *refs;     /* per buffer; 0: free */
+    size_t *free_stack; /* indices of free buffers */
     size_t nfree;
     int waiting_get, waiting_idle;
     int closed;
@@ -324,8 +324,7 @@ int sl_pool_wait_idle(struct sl_pool *p, long timeout_ms)
             break;
         }
         p->waiting_idle++;
-        int w = timeout_ms < 0 ? pthread_cond_wait(&p->idle, &p->mu)
-                               : pthread_cond_timedwait(&p->idle, &p->mu, &until);
+        int w = timeout_ms < 0 ? pthread_cond_wait(&p->idle, &p->mu) : pthread_cond_timedwait(&p->idle, &p->mu, &until);
         p->waiting_idle--;
         if (w == ETIMEDOUT && p->nfree != p->nbufs) {
             rc = SL_ETIMEOUT;

@@ -31,12 +31,12 @@ struct sl_pool;
 
 /* Counters, a snapshot. */
 struct sl_pool_stats {
-    size_t nbufs;       /* buffers in the pool */
-    size_t bytes_each;  /* usable bytes per buffer */
-    size_t in_use;      /* buffers out now */
-    size_t peak;        /* most buffers out at once */
-    uint64_t gets;      /* buffers handed out */
-    uint64_t waits;     /* gets that had to wait for a put */
+    size_t nbufs;      /* buffers in the pool */
+    size_t bytes_each; /* usable bytes per buffer */
+    size_t in_use;     /* buffers out now */
+    size_t peak;       /* most buffers out at once */
+    uint64_t gets;     /* buffers handed out */
+    uint64_t waits;    /* gets that had to wait for a put */
 };
 
 /* `nbufs` (>= 1) buffers of `bytes_each` (>= 1) bytes, each aligned to 64
@@ -59,8 +59,7 @@ struct sl_pool_shm {
  * how others find it. The memory lives on while any process maps it, after
  * destroy too. 0, SL_EINVAL, or SL_EIO (no memfd here: the caller may fall
  * back to sl_pool_create). */
-int sl_pool_create_shared(struct sl_pool **out, size_t nbufs, size_t bytes_each,
-                          struct sl_pool_shm *shm) SL_MUST_CHECK;
+int sl_pool_create_shared(struct sl_pool **out, size_t nbufs, size_t bytes_each, struct sl_pool_shm *shm) SL_MUST_CHECK;
 
 /* Where `ptr` (in a buffer of a shared pool) lies in its memfd; 0 for a
  * pointer of a private pool or outside every buffer. */

@@ -28,12 +28,12 @@ struct sl_queue {
     pthread_cond_t not_full;  /* producers wait here */
     pthread_cond_t not_empty; /* consumers wait here */
     void **ring;
-    size_t cap, head, len;    /* items at ring[(head + i) % cap], i < len */
+    size_t cap, head, len; /* items at ring[(head + i) % cap], i < len */
     int waiting_push, waiting_pop;
-    int closed;               /* set once, under mu */
-    int code;                 /* 0: normal close; < 0: the error */
+    int closed; /* set once, under mu */
+    int code;   /* 0: normal close; < 0: the error */
     char msg[SL_ERROR_MSG_MAX];
-    size_t capacity;          /* == cap; readable without the lock */
+    size_t capacity; /* == cap; readable without the lock */
 };
 
 int sl_queue_create(struct sl_queue **out, size_t capacity)
@@ -206,8 +206,7 @@ void sl_queue_close(struct sl_queue *q, int code, const char *msg)
     if (!q->closed) {
         q->closed = 1;
         q->code = code < 0 ? code : 0;
-        snprintf(q->msg, sizeof q->msg, "%s",
-                 msg != NULL ? msg : q->code < 0 ? sl_code_name(q->code) : "queue closed");
+        snprintf(q->msg, sizeof q->msg, "%s", msg != NULL ? msg : q->code < 0 ? sl_code_name(q->code) : "queue closed");
         pthread_cond_broadcast(&q->not_full);
         pthread_cond_broadcast(&q->not_empty);
     }

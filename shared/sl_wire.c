@@ -175,8 +175,8 @@ static int dec_hello(struct rd *r, struct sl_wire_hello *m)
         (rc = rd_u32(r, "replicas", &m->replicas)) != 0 || (rc = rd_u32(r, "credits", &m->credits)) != 0 ||
         (rc = rd_u32(r, "flags", &m->flags)) != 0 || (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0 ||
         (rc = rd_u64(r, "resume_epoch", &m->resume_epoch)) != 0 ||
-        (rc = rd_u64(r, "resume_seq", &m->resume_seq)) != 0 ||
-        (rc = rd_u64(r, "incarnation", &m->incarnation)) != 0 || (rc = rd_u32(r, "share", &m->share)) != 0 ||
+        (rc = rd_u64(r, "resume_seq", &m->resume_seq)) != 0 || (rc = rd_u64(r, "incarnation", &m->incarnation)) != 0 ||
+        (rc = rd_u32(r, "share", &m->share)) != 0 ||
         (rc = rd_str(r, "job name", 1, SL_WIRE_MAX_JOB, &m->job, &m->job_len)) != 0)
         return rc;
     if (m->workers == 0 || m->workers > SL_WIRE_MAX_WORKERS)
@@ -196,9 +196,8 @@ static int dec_welcome(struct rd *r, struct sl_wire_welcome *m)
 {
     int rc;
     if ((rc = rd_u32(r, "feeder", &m->feeder)) != 0 || (rc = rd_u32(r, "feeders", &m->feeders)) != 0 ||
-        (rc = rd_u64(r, "steps_per_epoch", &m->steps_per_epoch)) != 0 ||
-        (rc = rd_u64(r, "epochs", &m->epochs)) != 0 || (rc = rd_u32(r, "batch", &m->batch)) != 0 ||
-        (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0)
+        (rc = rd_u64(r, "steps_per_epoch", &m->steps_per_epoch)) != 0 || (rc = rd_u64(r, "epochs", &m->epochs)) != 0 ||
+        (rc = rd_u32(r, "batch", &m->batch)) != 0 || (rc = rd_u32(r, "heartbeat_ms", &m->heartbeat_ms)) != 0)
         return rc;
     if (m->feeders == 0 || m->feeders > SL_WIRE_MAX_FEEDERS)
         return bad(r, "feeders %" PRIu32 " not in 1..%u", m->feeders, SL_WIRE_MAX_FEEDERS);
@@ -349,10 +348,8 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
 {
     int rc;
     switch (m->type) {
-    case SL_WIRE_HELLO:
-        return dec_hello(r, &m->hello);
-    case SL_WIRE_WELCOME:
-        return dec_welcome(r, &m->welcome);
+    case SL_WIRE_HELLO: return dec_hello(r, &m->hello);
+    case SL_WIRE_WELCOME: return dec_welcome(r, &m->welcome);
     case SL_WIRE_REFUSE:
         if ((rc = rd_str(r, "reason", 0, SL_WIRE_MAX_REASON, &m->refuse.reason, &m->refuse.reason_len)) != 0)
             return rc;
@@ -363,8 +360,7 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
         if (m->credit.credits > SL_WIRE_MAX_CREDITS)
             return bad(r, "credits %" PRIu32 " exceeds %u", m->credit.credits, SL_WIRE_MAX_CREDITS);
         return rd_end(r);
-    case SL_WIRE_PIECE:
-        return dec_piece(r, &m->piece);
+    case SL_WIRE_PIECE: return dec_piece(r, &m->piece);
     case SL_WIRE_END:
         if ((rc = rd_u32(r, "worker", &m->end.worker)) != 0 || (rc = rd_u64(r, "pieces", &m->end.pieces)) != 0 ||
             (rc = rd_u64(r, "epochs", &m->end.epochs)) != 0)
@@ -387,14 +383,10 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
         if ((rc = rd_u64(r, "sent_ns", &m->heartbeat.sent_ns)) != 0)
             return rc;
         return rd_end(r);
-    case SL_WIRE_BYE:
-        return rd_end(r);
-    case SL_WIRE_STATUS:
-        return dec_status(r, &m->status);
-    case SL_WIRE_STATS:
-        return dec_stats(r, &m->stats);
-    default:
-        return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
+    case SL_WIRE_BYE: return rd_end(r);
+    case SL_WIRE_STATUS: return dec_status(r, &m->status);
+    case SL_WIRE_STATS: return dec_stats(r, &m->stats);
+    default: return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
     }
 }
 
@@ -414,8 +406,7 @@ int sl_wire_decode(const uint8_t *p, size_t n, struct sl_wire_msg *m, struct sl_
     if ((rc = rd_u16(&r, "version", &version)) != 0)
         return rc;
     if (version != SL_WIRE_VERSION)
-        return sl_error_set(err, SL_EPROTO, "unsupported version %u (this build speaks %d)", version,
-                            SL_WIRE_VERSION);
+        return sl_error_set(err, SL_EPROTO, "unsupported version %u (this build speaks %d)", version, SL_WIRE_VERSION);
     if ((rc = rd_u16(&r, "type", &type)) != 0)
         return rc;
     m->type = type;
@@ -478,8 +469,8 @@ static int enc_bad(struct sl_error *err, unsigned type, const char *fmt, ...)
     return SL_EINVAL;
 }
 
-static int wr_str(struct wr *w, struct sl_error *err, unsigned type, const char *field, const char *s,
-                  size_t len, size_t max)
+static int wr_str(struct wr *w, struct sl_error *err, unsigned type, const char *field, const char *s, size_t len,
+                  size_t max)
 {
     if (len > max)
         return enc_bad(err, type, "%s length %zu exceeds %zu", field, len, max);
@@ -557,8 +548,7 @@ static int enc_piece(struct wr *w, const struct sl_wire_piece *m, struct sl_erro
     for (unsigned i = 0; i < m->ntensors; i++) {
         const struct sl_wire_tensor *t = &m->tensors[i];
         if (t->rank == 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
-            return enc_bad(err, SL_WIRE_PIECE, "tensor %u: rank %u not in 1..%d", i, t->rank,
-                           SL_WIRE_MAX_PIECE_RANK);
+            return enc_bad(err, SL_WIRE_PIECE, "tensor %u: rank %u not in 1..%d", i, t->rank, SL_WIRE_MAX_PIECE_RANK);
         wr_u8(w, t->dtype);
         wr_u8(w, t->rank);
         if (t->offset > SL_WIRE_MAX_MSG)
@@ -585,10 +575,8 @@ static int enc_piece(struct wr *w, const struct sl_wire_piece *m, struct sl_erro
 static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_error *err)
 {
     switch (type) {
-    case SL_WIRE_HELLO:
-        return enc_hello(w, msg, err);
-    case SL_WIRE_WELCOME:
-        return enc_welcome(w, msg, err);
+    case SL_WIRE_HELLO: return enc_hello(w, msg, err);
+    case SL_WIRE_WELCOME: return enc_welcome(w, msg, err);
     case SL_WIRE_REFUSE: {
         const struct sl_wire_refuse *m = msg;
         return wr_str(w, err, type, "reason", m->reason, m->reason_len, SL_WIRE_MAX_REASON);
@@ -597,8 +585,7 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
         wr_u32(w, ((const struct sl_wire_credit *)msg)->credits);
         wr_u32(w, ((const struct sl_wire_credit *)msg)->flags);
         return 0;
-    case SL_WIRE_PIECE:
-        return enc_piece(w, msg, err);
+    case SL_WIRE_PIECE: return enc_piece(w, msg, err);
     case SL_WIRE_END: {
         const struct sl_wire_end *m = msg;
         wr_u32(w, m->worker);
@@ -611,11 +598,8 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
         wr_u32(w, (uint32_t)m->code);
         return wr_str(w, err, type, "message", m->msg, m->msg_len, SL_WIRE_MAX_ERROR);
     }
-    case SL_WIRE_HEARTBEAT:
-        wr_u64(w, ((const struct sl_wire_heartbeat *)msg)->sent_ns);
-        return 0;
-    case SL_WIRE_BYE:
-        return 0;
+    case SL_WIRE_HEARTBEAT: wr_u64(w, ((const struct sl_wire_heartbeat *)msg)->sent_ns); return 0;
+    case SL_WIRE_BYE: return 0;
     case SL_WIRE_STATUS: {
         const struct sl_wire_status *m = msg;
         wr_u32(w, m->state);
@@ -633,8 +617,7 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
         wr_u64(w, m->credit_wait_ns);
         return 0;
     }
-    default:
-        return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
+    default: return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
     }
 }
 

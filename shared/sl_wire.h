@@ -40,26 +40,26 @@
 
 /* Limits; a decoder rejects anything above them, an encoder refuses to
  * write it. */
-#define SL_WIRE_MAX_MSG (1u << 30)       /* bytes of any frame: the ZMQ_MAXMSGSIZE to set */
-#define SL_WIRE_MAX_HEADER (64u * 1024)  /* bytes of a header frame */
-#define SL_WIRE_MAX_JOB 256              /* HELLO job name bytes */
-#define SL_WIRE_MAX_TENSORS 64           /* tensors per schema and per piece */
-#define SL_WIRE_MAX_NAME 160             /* WELCOME tensor name bytes */
-#define SL_WIRE_MAX_RANK 8               /* WELCOME per-element rank */
+#define SL_WIRE_MAX_MSG (1u << 30)                    /* bytes of any frame: the ZMQ_MAXMSGSIZE to set */
+#define SL_WIRE_MAX_HEADER (64u * 1024)               /* bytes of a header frame */
+#define SL_WIRE_MAX_JOB 256                           /* HELLO job name bytes */
+#define SL_WIRE_MAX_TENSORS 64                        /* tensors per schema and per piece */
+#define SL_WIRE_MAX_NAME 160                          /* WELCOME tensor name bytes */
+#define SL_WIRE_MAX_RANK 8                            /* WELCOME per-element rank */
 #define SL_WIRE_MAX_PIECE_RANK (SL_WIRE_MAX_RANK + 1) /* PIECE rank: batch dim + element dims */
-#define SL_WIRE_MAX_REASON 1024          /* REFUSE reason bytes */
-#define SL_WIRE_MAX_ERROR 4096           /* ERROR message bytes */
-#define SL_WIRE_MAX_WORKERS 65536        /* HELLO workers */
-#define SL_WIRE_MAX_REPLICAS 1024        /* HELLO replicas (per worker) */
-#define SL_WIRE_MAX_FEEDERS 4096         /* WELCOME feeders */
-#define SL_WIRE_MAX_CREDITS (1u << 20)   /* HELLO initial credits, one CREDIT grant */
-#define SL_WIRE_MAX_ROWS (1u << 24)      /* PIECE rows, WELCOME batch */
-#define SL_WIRE_MAX_ELEMS ((uint64_t)1 << 30) /* product of a shape's non-zero dims */
-#define SL_WIRE_SHM_HEADER 4096u         /* bytes before a shared piece memory's first buffer */
-#define SL_WIRE_MAX_SHM ((uint64_t)1 << 40) /* WELCOME shm_size */
-#define SL_WIRE_MAX_FILES ((uint64_t)1 << 32) /* STATUS files */
-#define SL_WIRE_MAX_COUNT ((uint64_t)1 << 60) /* STATUS records and bytes */
-#define SL_WIRE_MAX_RETRY_MS 600000u     /* STATUS retry_ms (a feeder's longest heartbeat) */
+#define SL_WIRE_MAX_REASON 1024                       /* REFUSE reason bytes */
+#define SL_WIRE_MAX_ERROR 4096                        /* ERROR message bytes */
+#define SL_WIRE_MAX_WORKERS 65536                     /* HELLO workers */
+#define SL_WIRE_MAX_REPLICAS 1024                     /* HELLO replicas (per worker) */
+#define SL_WIRE_MAX_FEEDERS 4096                      /* WELCOME feeders */
+#define SL_WIRE_MAX_CREDITS (1u << 20)                /* HELLO initial credits, one CREDIT grant */
+#define SL_WIRE_MAX_ROWS (1u << 24)                   /* PIECE rows, WELCOME batch */
+#define SL_WIRE_MAX_ELEMS ((uint64_t)1 << 30)         /* product of a shape's non-zero dims */
+#define SL_WIRE_SHM_HEADER 4096u                      /* bytes before a shared piece memory's first buffer */
+#define SL_WIRE_MAX_SHM ((uint64_t)1 << 40)           /* WELCOME shm_size */
+#define SL_WIRE_MAX_FILES ((uint64_t)1 << 32)         /* STATUS files */
+#define SL_WIRE_MAX_COUNT ((uint64_t)1 << 60)         /* STATUS records and bytes */
+#define SL_WIRE_MAX_RETRY_MS 600000u                  /* STATUS retry_ms (a feeder's longest heartbeat) */
 
 enum sl_wire_type {
     SL_WIRE_HELLO = 1,     /* trainer -> feeder */
@@ -85,26 +85,36 @@ enum sl_wire_dtype {
 
 /* PIECE flags (unknown bits are ignored by receivers). */
 #define SL_WIRE_PIECE_LAST_STEP 0x1u /* the piece belongs to the last step of its epoch */
-#define SL_WIRE_PIECE_SHM 0x2u       /* no body frame: the body is shm_bytes at shm_offset of the feeder's
+#define SL_WIRE_PIECE_SHM \
+    0x2u /* no body frame: the body is shm_bytes at shm_offset of the feeder's
                                       * shared piece memory (WELCOME), until its credit goes back */
 
 /* HELLO flags */
-#define SL_WIRE_HELLO_SHM 0x1u    /* the trainer can map a feeder's shared piece memory */
-#define SL_WIRE_HELLO_STATUS 0x2u /* the trainer understands STATUS: a feeder still starting may answer
+#define SL_WIRE_HELLO_SHM 0x1u /* the trainer can map a feeder's shared piece memory */
+#define SL_WIRE_HELLO_STATUS \
+    0x2u /* the trainer understands STATUS: a feeder still starting may answer
                                    * with one, and then expects this HELLO again after retry_ms */
 
-#define SL_WIRE_HELLO_STATS 0x4u  /* the trainer understands STATS: the feeder sends its CPU by stage every
+#define SL_WIRE_HELLO_STATS \
+    0x4u /* the trainer understands STATS: the feeder sends its CPU by stage every
                                    * heartbeat interval while serving it */
 
 /* STATS: the feeder's stages, in this order */
-enum { SL_WIRE_STAGE_READ, SL_WIRE_STAGE_DECOMPRESS, SL_WIRE_STAGE_DECODE, SL_WIRE_STAGE_ASSEMBLE, SL_WIRE_STAGE_SEND,
-       SL_WIRE_STAGES };
+enum {
+    SL_WIRE_STAGE_READ,
+    SL_WIRE_STAGE_DECOMPRESS,
+    SL_WIRE_STAGE_DECODE,
+    SL_WIRE_STAGE_ASSEMBLE,
+    SL_WIRE_STAGE_SEND,
+    SL_WIRE_STAGES
+};
 
 /* STATUS states */
 #define SL_WIRE_STATUS_SCANNING 1u /* the feeder is scanning its files (files_done of files) */
 
 /* CREDIT flags */
-#define SL_WIRE_CREDIT_SHM 0x1u /* the trainer has mapped the WELCOME's shared memory: pieces may
+#define SL_WIRE_CREDIT_SHM \
+    0x1u /* the trainer has mapped the WELCOME's shared memory: pieces may
                                  * come that way from now on */
 
 struct sl_wire_hello {
@@ -128,9 +138,9 @@ struct sl_wire_hello {
 struct sl_wire_field {
     const char *name; /* borrowed; name_len bytes, 1..SL_WIRE_MAX_NAME */
     size_t name_len;
-    uint8_t dtype;    /* enum sl_wire_dtype */
-    uint8_t ragged;   /* 0 or 1 */
-    uint8_t rank;     /* 0..SL_WIRE_MAX_RANK */
+    uint8_t dtype;                  /* enum sl_wire_dtype */
+    uint8_t ragged;                 /* 0 or 1 */
+    uint8_t rank;                   /* 0..SL_WIRE_MAX_RANK */
     int64_t dims[SL_WIRE_MAX_RANK]; /* each >= 0 */
 };
 
@@ -168,11 +178,11 @@ struct sl_wire_credit {
  * element size. SL_WIRE_BYTES: product(dims) strings whose bytes total
  * `bytes`. */
 struct sl_wire_tensor {
-    uint8_t dtype; /* enum sl_wire_dtype */
-    uint8_t rank;  /* 1..SL_WIRE_MAX_PIECE_RANK */
+    uint8_t dtype;                        /* enum sl_wire_dtype */
+    uint8_t rank;                         /* 1..SL_WIRE_MAX_PIECE_RANK */
     int64_t dims[SL_WIRE_MAX_PIECE_RANK]; /* each >= 0; dims[0] = rows unless the schema says ragged */
-    uint64_t bytes;  /* length of the tensor's data, <= SL_WIRE_MAX_MSG */
-    uint64_t offset; /* where its data starts in the piece's body frame, <= SL_WIRE_MAX_MSG */
+    uint64_t bytes;                       /* length of the tensor's data, <= SL_WIRE_MAX_MSG */
+    uint64_t offset;                      /* where its data starts in the piece's body frame, <= SL_WIRE_MAX_MSG */
 };
 
 struct sl_wire_piece {

@@ -16,11 +16,11 @@
 
 struct progress {
     struct sl_status_line line; /* on when stderr is a terminal */
-    const char *label;      /* borrowed */
-    const char *unit;       /* borrowed; NULL: records and bytes. Else the bar
+    const char *label;          /* borrowed */
+    const char *unit;           /* borrowed; NULL: records and bytes. Else the bar
                                counts `records` in this unit ("3/9 runs") */
-    uint64_t total_records; /* 0: unknown */
-    uint64_t total_bytes;   /* 0: unknown */
+    uint64_t total_records;     /* 0: unknown */
+    uint64_t total_bytes;       /* 0: unknown */
     uint64_t records;
     uint64_t bytes;
     uint64_t start_ns;

@@ -24,9 +24,8 @@
 #include "train_strategy.h"
 
 _Static_assert(SLUICE_EIO == SL_EIO && SLUICE_ENOMEM == SL_ENOMEM && SLUICE_EINVAL == SL_EINVAL &&
-                   SLUICE_ECORRUPT == SL_ECORRUPT && SLUICE_EPROTO == SL_EPROTO &&
-                   SLUICE_ETIMEOUT == SL_ETIMEOUT && SLUICE_EDEVICE == SL_EDEVICE &&
-                   SLUICE_ECLOSED == SL_ECLOSED,
+                   SLUICE_ECORRUPT == SL_ECORRUPT && SLUICE_EPROTO == SL_EPROTO && SLUICE_ETIMEOUT == SL_ETIMEOUT &&
+                   SLUICE_EDEVICE == SL_EDEVICE && SLUICE_ECLOSED == SL_ECLOSED,
                "sluice codes follow sl_error.h");
 _Static_assert(SLUICE_ERROR_MAX == SL_ERROR_MSG_MAX, "one message size");
 _Static_assert(SLUICE_VALUE_MAX_RANK == TRAIN_VALUE_MAX_RANK && SLUICE_AXIS_NONE == TRAIN_AXIS_NONE,
@@ -183,8 +182,8 @@ uint32_t sluice_strategy_num_replicas_in_sync(const struct sluice_strategy *s)
 /* --- per-replica values --- */
 
 /* A new per-replica value of s (capacity checked), every slot a scalar 0. */
-static int per_replica_new(struct sluice_per_replica **out, const struct sluice_strategy *s, size_t capacity,
-                           int dtype, struct sl_error *e)
+static int per_replica_new(struct sluice_per_replica **out, const struct sluice_strategy *s, size_t capacity, int dtype,
+                           struct sl_error *e)
 {
     *out = NULL;
     if (capacity == 0)
@@ -269,8 +268,8 @@ static int step_tensor(const struct sluice_piece *p, uint32_t r, const char *nam
         for (size_t i = 0; i < p->ntensors; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", i ? ", " : "",
                      p->tensors[i].name != NULL ? p->tensors[i].name : "(null)");
-        return sl_error_set(e, SL_EINVAL, "distribute_step: replica %u's piece has no tensor '%s' (it has %s)", r,
-                            name, p->ntensors ? names : "none");
+        return sl_error_set(e, SL_EINVAL, "distribute_step: replica %u's piece has no tensor '%s' (it has %s)", r, name,
+                            p->ntensors ? names : "none");
     }
     if (!valid_dtype(t->dtype))
         return sl_error_set(e, SL_EINVAL, "distribute_step: tensor '%s' is %s (float32, int64 or uint8 values only)",
@@ -283,8 +282,10 @@ static int step_tensor(const struct sluice_piece *p, uint32_t r, const char *nam
     int64_t n = sluice_value_elements(&v);
     size_t size = t->dtype == SLUICE_UINT8 ? 1 : t->dtype == SLUICE_INT64 ? 8 : 4;
     if (n < 0 || (uint64_t)n > UINT64_MAX / size || (uint64_t)n * size != t->bytes || (t->bytes > 0 && t->data == NULL))
-        return sl_error_set(e, SL_EINVAL, "distribute_step: replica %u's tensor '%s' holds %llu bytes, not its "
-                            "shape's", r, name, (unsigned long long)t->bytes);
+        return sl_error_set(e, SL_EINVAL,
+                            "distribute_step: replica %u's tensor '%s' holds %llu bytes, not its "
+                            "shape's",
+                            r, name, (unsigned long long)t->bytes);
     *out = t;
     *count = (size_t)n;
     return 0;
@@ -312,8 +313,10 @@ int sluice_strategy_distribute_step(struct sluice_per_replica **out, const struc
         if (step_tensor(&pieces[r], r, tensor, &t, &count, &e) != 0)
             return out_error(err, &e);
         if (first != NULL && t->dtype != first->dtype)
-            return fail(err, SLUICE_EINVAL, "distribute_step: tensor '%s' is %s in replica %u's piece, %s in replica "
-                        "0's", tensor, dtype_name(t->dtype), r, dtype_name(first->dtype));
+            return fail(err, SLUICE_EINVAL,
+                        "distribute_step: tensor '%s' is %s in replica %u's piece, %s in replica "
+                        "0's",
+                        tensor, dtype_name(t->dtype), r, dtype_name(first->dtype));
         first = r == 0 ? t : first;
         most = count > most ? count : most;
     }
@@ -335,16 +338,16 @@ int sluice_strategy_distribute_step(struct sluice_per_replica **out, const struc
         for (size_t i = 0; rc == 0 && i < count; i++) {
             if (t->dtype == SLUICE_FLOAT32) {
                 memcpy(&d[i], src + 4 * i, 4);
-            }
-            else if (t->dtype == SLUICE_UINT8) {
+            } else if (t->dtype == SLUICE_UINT8) {
                 d[i] = (float)src[i];
-            }
-            else {
+            } else {
                 int64_t v;
                 memcpy(&v, src + 8 * i, 8);
                 if (v < -SLUICE_VALUE_MAX_EXACT_INT || v > SLUICE_VALUE_MAX_EXACT_INT)
-                    rc = sl_error_set(&e, SL_EINVAL, "distribute_step: replica %u's '%s' element %zu is %lld, beyond "
-                                      "2^24 (not exact as float32)", r, tensor, i, (long long)v);
+                    rc = sl_error_set(&e, SL_EINVAL,
+                                      "distribute_step: replica %u's '%s' element %zu is %lld, beyond "
+                                      "2^24 (not exact as float32)",
+                                      r, tensor, i, (long long)v);
                 d[i] = (float)v;
             }
         }
@@ -381,8 +384,7 @@ static int vff_call(const struct train_value_context *vc, struct train_value *ou
     if (!valid_dtype(v.dtype))
         return sl_error_set(err, SL_EINVAL, "dtype %d (float32, int64 or uint8)", v.dtype);
     if (vc->replica > 0 && v.dtype != f->dtype)
-        return sl_error_set(err, SL_EINVAL, "dtype %s, replica 0's is %s", dtype_name(v.dtype),
-                            dtype_name(f->dtype));
+        return sl_error_set(err, SL_EINVAL, "dtype %s, replica 0's is %s", dtype_name(v.dtype), dtype_name(f->dtype));
     f->dtype = v.dtype;
     int64_t n = sluice_value_elements(&v);
     if (n > 0 && (size_t)n <= vc->capacity && v.data != NULL) {
@@ -489,7 +491,9 @@ int sluice_replica_set(struct sluice_replica *rep, struct sluice_per_replica *pv
     int id = train_replica_id(inner(rep));
     if (pv == NULL || data == NULL || (rank > 0 && dims == NULL))
         return fail(err, SLUICE_EINVAL, "replica %d: set: %s", id,
-                    pv == NULL ? "no per-replica value" : data == NULL ? "nowhere to put the data" : "no dims");
+                    pv == NULL     ? "no per-replica value"
+                    : data == NULL ? "nowhere to put the data"
+                                   : "no dims");
     if (pv->replicas != train_replica_num_replicas_in_sync(inner(rep)))
         return fail(err, SLUICE_EINVAL, "replica %d: set: a per-replica value of %u replicas", id, pv->replicas);
     struct sl_error e = {0};
@@ -504,7 +508,7 @@ int sluice_replica_all_reduce(struct sluice_replica *rep, enum sluice_reduce_op 
                     train_replica_id(inner(rep)), n);
     struct sl_error e = {0};
     return train_replica_all_reduce(inner(rep), (enum train_reduce_op)op, buf, n, &e) != 0 ? out_error(err, &e)
-                                                                                          : done(err);
+                                                                                           : done(err);
 }
 
 /* --- reduce --- */

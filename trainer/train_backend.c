@@ -31,7 +31,7 @@ static struct train_backend backends[] = {
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const struct train_cuda_module *cuda_preset; /* train_backend_use_cuda's, read by load_cuda */
 static int cuda_loaded;                             /* backends[1] is filled */
-static char cuda_why[SL_ERROR_MSG_MAX - 64];         /* why not, when it is not */
+static char cuda_why[SL_ERROR_MSG_MAX - 64];        /* why not, when it is not */
 
 void train_backend_use_cuda(const struct train_cuda_module *m)
 {
@@ -75,16 +75,16 @@ static const struct train_cuda_module *open_module(void)
             snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %s", dlerror());
             return NULL;
         }
-    }
-    else if ((h = dlopen(TRAIN_CUDA_MODULE_FILE, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+    } else if ((h = dlopen(TRAIN_CUDA_MODULE_FILE, RTLD_NOW | RTLD_LOCAL)) == NULL) {
         const char *e = dlerror();
         if (beside) {
             *strrchr(path, '/') = '\0';
             /* a message of at most 1 KiB: the path's first 512 bytes */
-            snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %.256s (looked in "
-                     "%.512s, then LD_LIBRARY_PATH and the system's directories)", e, path);
-        }
-        else
+            snprintf(cuda_why, sizeof cuda_why,
+                     "the CUDA backend module could not be loaded: %.256s (looked in "
+                     "%.512s, then LD_LIBRARY_PATH and the system's directories)",
+                     e, path);
+        } else
             snprintf(cuda_why, sizeof cuda_why, "the CUDA backend module could not be loaded: %s", e);
         return NULL;
     }

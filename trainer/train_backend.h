@@ -34,12 +34,12 @@ struct train_device_ops;
 struct train_loop_dev_ops;
 
 struct train_backend {
-    const char *kind;                        /* "cpu", "cuda" (= device->name) */
-    const struct train_device_ops *device;   /* never NULL */
-    const struct train_coll_device_ops *coll;/* collectives over this kind's memory across every replica of
+    const char *kind;                         /* "cpu", "cuda" (= device->name) */
+    const struct train_device_ops *device;    /* never NULL */
+    const struct train_coll_device_ops *coll; /* collectives over this kind's memory across every replica of
                                                 every worker; NULL: it is host memory, and the strategy's
                                                 host collectives serve */
-    const struct train_loop_dev_ops *model;  /* the loop's per-replica model on this kind; NULL: the host
+    const struct train_loop_dev_ops *model;   /* the loop's per-replica model on this kind; NULL: the host
                                                 model (train_model.h) */
 };
 

@@ -42,12 +42,12 @@ struct train_loop_dev_ops;
 #define TRAIN_CUDA_MODULE_SYMBOL "sluice_cuda_module_v1"
 
 struct train_cuda_module {
-    int abi;                                  /* TRAIN_CUDA_MODULE_ABI as built */
-    const char *version;                      /* the sluice version it was built from (SL_VERSION) */
+    int abi;                                              /* TRAIN_CUDA_MODULE_ABI as built */
+    const char *version;                                  /* the sluice version it was built from (SL_VERSION) */
     size_t device_ops_size, coll_ops_size, loop_ops_size; /* sizeof of the three tables as built */
-    const struct train_device_ops *device;    /* "cuda" */
-    const struct train_coll_device_ops *coll; /* "nccl" */
-    const struct train_loop_dev_ops *model;   /* the loop's GPU model */
+    const struct train_device_ops *device;                /* "cuda" */
+    const struct train_coll_device_ops *coll;             /* "nccl" */
+    const struct train_loop_dev_ops *model;               /* the loop's GPU model */
 };
 
 /* The module's description, defined in train_cuda_module.c (built only

@@ -84,8 +84,7 @@ int train_device_spec_parse(const char *text, struct train_device_spec *out, str
         return 0;
     }
     if (strcmp(text, "gpu") != 0 && strncmp(text, "gpu:", 4) != 0)
-        return sl_error_set(err, SL_EINVAL, "--devices: expected auto, cpu, cpu:N, gpu or gpu:I,J,..., got '%s'",
-                            text);
+        return sl_error_set(err, SL_EINVAL, "--devices: expected auto, cpu, cpu:N, gpu or gpu:I,J,..., got '%s'", text);
     const struct train_backend *cuda;
     struct sl_error why = {0};
     if (train_backend_load("cuda", &cuda, &why) != 0)

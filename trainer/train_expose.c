@@ -34,7 +34,7 @@ struct train_expose {
     struct sl_http_metrics *http;
     struct sl_metrics *m;
     struct train_loop *const *loop;
-    struct train_client *const *cl;   /* read by on_step only (the main thread's) */
+    struct train_client *const *cl;                   /* read by on_step only (the main thread's) */
     _Atomic uint64_t fw_ns[TRAIN_CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
     _Atomic size_t nfeeders;
     /* the input's bound between two scrapes: the feeder waited for most
@@ -43,7 +43,7 @@ struct train_expose {
     uint64_t bound_mark[TRAIN_CLIENT_MAX_FEEDERS]; /* on_step's: the wait by feeder at the last evaluation */
     struct sl_buf labels;
     struct sl_hist step, wait;
-    _Atomic int hash_wanted;  /* set by a scrape, taken by on_step */
+    _Atomic int hash_wanted; /* set by a scrape, taken by on_step */
     _Atomic int have_hash;
     _Atomic uint64_t hash;
     uint64_t last_ns, last_wait_ns; /* on_step's: the previous step's */
@@ -113,8 +113,7 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
     sl_prom_counter(&p, "sluice_trainer_samples_total", "Samples (rows) received.", v[TRAIN_M_ROWS]);
     sl_prom_counter(&p, "sluice_trainer_received_bytes_total", "Tensor bytes received.", v[TRAIN_M_BYTES]);
     sl_prom_counter_seconds(&p, "sluice_trainer_input_wait_seconds_total",
-                            "Time waiting for pieces (the input stall), all feeders.",
-                            v[TRAIN_M_WAIT_NS]);
+                            "Time waiting for pieces (the input stall), all feeders.", v[TRAIN_M_WAIT_NS]);
     size_t F = atomic_load_explicit(&e->nfeeders, memory_order_acquire);
     if (F > 0) {
         const char *name = "sluice_trainer_input_wait_by_feeder_seconds_total";
@@ -144,22 +143,20 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
                  "Time between consecutive steps received (receiving, staging and running a step).", NULL, &h);
     sl_hist_snapshot(&e->wait, &h);
     sl_prom_hist(&p, "sluice_trainer_step_input_wait_seconds", "Each step's time waiting for its pieces.", NULL, &h);
-    sl_prom_counter(&p, "sluice_trainer_h2d_bytes_total",
-                    "Bytes staged to the replicas' devices.", v[TRAIN_M_H2D_BYTES]);
+    sl_prom_counter(&p, "sluice_trainer_h2d_bytes_total", "Bytes staged to the replicas' devices.",
+                    v[TRAIN_M_H2D_BYTES]);
     sl_prom_counter_seconds(&p, "sluice_trainer_h2d_seconds_total",
                             "Replica time staging pieces to devices (packing, queuing and waiting for the copies).",
                             v[TRAIN_M_H2D_NS]);
     sl_prom_counter_seconds(&p, "sluice_trainer_step_run_seconds_total",
-                            "Time running trained steps (compute and all-reduce).",
-                            v[TRAIN_M_RUN_NS]);
+                            "Time running trained steps (compute and all-reduce).", v[TRAIN_M_RUN_NS]);
     sl_prom_counter_seconds(&p, "sluice_trainer_allreduce_seconds_total",
                             "Replica 0's time in all-reduces, host and device (waiting for the other replicas and "
                             "workers included; a part of step_run).",
                             v[TRAIN_M_ALLREDUCE_NS]);
     sl_prom_counter(&p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", v[TRAIN_M_REJOINS]);
     sl_prom_counter(&p, "sluice_trainer_feeder_takeovers_total",
-                    "Lost feeders' shares taken over by surviving feeders.",
-                    v[TRAIN_M_TAKEOVERS]);
+                    "Lost feeders' shares taken over by surviving feeders.", v[TRAIN_M_TAKEOVERS]);
     if (v[TRAIN_M_TRAINED] > 0) {
         sl_prom_family(&p, "sluice_trainer_loss", "gauge", "The last trained step's loss.");
         sl_prom_double(&p, "sluice_trainer_loss", NULL, sl_metrics_seconds(&s, TRAIN_M_LOSS));
@@ -185,8 +182,7 @@ static int serve(void *ctx, struct sl_buf *out)
 }
 
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, struct train_client *const *cl, const char *job,
-                       uint32_t worker)
+                       struct train_loop *const *loop, struct train_client *const *cl, const char *job, uint32_t worker)
 {
     *out = NULL;
     if (listen == NULL)

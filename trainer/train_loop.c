@@ -33,8 +33,8 @@ _Static_assert(TRAIN_LOOP_ID_BYTES == TRAIN_COLL_ID_BYTES, "group id size");
 
 struct replica {
     struct train_model *model;
-    float *buf;         /* nparams + 2: gradient, loss sum, correct */
-    float *x;           /* max_rows x inputs, uint8 inputs scaled */
+    float *buf; /* nparams + 2: gradient, loss sum, correct */
+    float *x;   /* max_rows x inputs, uint8 inputs scaled */
     double eval_rows, eval_correct;
     int64_t *eval_pred;         /* max_rows: the last evaluated piece's predictions */
     uint32_t eval_n;            /* rows in eval_pred */
@@ -53,22 +53,22 @@ struct train_loop {
     struct sl_metrics *metrics; /* opts.metrics: trained steps, their time, the last loss */
     struct train_variable *weights;
     struct replica *reps;
-    struct train_piece *views; /* [R]: the staged two-tensor pieces */
+    struct train_piece *views;    /* [R]: the staged two-tensor pieces */
     struct train_step_result res; /* written by replica 0 in a step */
     /* GPU replicas: the weights live on the devices; the host copies (the
      * strategy variable) are refreshed when something reads them */
     const struct train_loop_dev_ops *gpu;
     struct train_loop_dev_opts dev_opts; /* for the replicas' open */
     struct train_model_config dev_model;
-    char dev_id[TRAIN_LOOP_ID_BYTES];   /* the device collective's group */
+    char dev_id[TRAIN_LOOP_ID_BYTES]; /* the device collective's group */
     uint32_t worker, hash_every;
-    int pull_now;     /* set before a run: this run's hash check reads the copies */
-    int pulled;       /* the host copies hold the device weights */
-    int failed;       /* a call failed: GPU replicas leave their group by aborting */
+    int pull_now; /* set before a run: this run's hash check reads the copies */
+    int pulled;   /* the host copies hold the device weights */
+    int failed;   /* a call failed: GPU replicas leave their group by aborting */
     int ps_mode;
-    void *zctx;                    /* ps mode: the ZeroMQ context of the servers' client */
-    struct train_ps_model pm;      /* ps mode: the variables' placement */
-    struct train_ps_client *psc;   /* ps mode: until train_loop_ps_finish */
+    void *zctx;                      /* ps mode: the ZeroMQ context of the servers' client */
+    struct train_ps_model pm;        /* ps mode: the variables' placement */
+    struct train_ps_client *psc;     /* ps mode: until train_loop_ps_finish */
     uint32_t ps_lost, ps_first_lost; /* ps mode: from the final pull (train_ps_client_lost) */
 };
 
@@ -116,8 +116,8 @@ static int pick(const struct train_loop *l, const struct train_piece *p, struct 
         v->t[k] = p->t[idx];
     }
     if (v->t[0].dtype != (l->input_u8 ? SL_WIRE_UINT8 : SL_WIRE_FLOAT32) || v->t[1].dtype != SL_WIRE_INT64)
-        return sl_error_set(err, SL_EPROTO, "tensors '%s' and '%s' do not have the training job's dtypes",
-                            l->names[0], l->names[1]);
+        return sl_error_set(err, SL_EPROTO, "tensors '%s' and '%s' do not have the training job's dtypes", l->names[0],
+                            l->names[1]);
     return 0;
 }
 
@@ -378,8 +378,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
             rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         if (rc == 0)
             rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
-                                           o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config,
-                                           o->ps_curve, err);
+                                           o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, o->ps_curve,
+                                           err);
         if (rc == 0)
             train_ps_client_set_session(l->psc, o->ps_session);
     }
@@ -390,17 +390,25 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         else
             rc = train_backend_group_id(b, l->dev_id, err);
     }
-    struct train_strategy_opts so = {.replicas = R, .mode = o->mode, .ring = o->ring, .worker = o->worker,
-                                     .workers = o->workers, .hash_every = o->hash_every,
+    struct train_strategy_opts so = {.replicas = R,
+                                     .mode = o->mode,
+                                     .ring = o->ring,
+                                     .worker = o->worker,
+                                     .workers = o->workers,
+                                     .hash_every = o->hash_every,
                                      .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
-                                     .device = gpu ? "cuda" : "cpu", .ordinals = gpu ? o->ordinals : NULL,
+                                     .device = gpu ? "cuda" : "cpu",
+                                     .ordinals = gpu ? o->ordinals : NULL,
                                      .device_group = gpu ? l->dev_id : NULL,
-                                     .ntensors = 2, .tensor_capacity = cap, .scratch_floats = 1,
-                                     .metrics = o->metrics, .ps = l->psc};
+                                     .ntensors = 2,
+                                     .tensor_capacity = cap,
+                                     .scratch_floats = 1,
+                                     .metrics = o->metrics,
+                                     .ps = l->psc};
     if (rc == 0)
         rc = train_strategy_create(&l->s, &so, err);
-    if (rc == 0 && ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views))
-                    == NULL))
+    if (rc == 0 &&
+        ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views)) == NULL))
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     /* GPU replicas: one host model, replica 0's, for the initial weights and
      * train_loop_model; the replicas' models are on their devices */
@@ -422,8 +430,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
             rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
     }
     if (rc == 0)
-        rc = train_strategy_variable(l->s, "weights", l->nparams, TRAIN_AGG_SUM,
-                                     train_model_params(l->reps[0].model), &l->weights, err);
+        rc = train_strategy_variable(l->s, "weights", l->nparams, TRAIN_AGG_SUM, train_model_params(l->reps[0].model),
+                                     &l->weights, err);
     if (rc == 0 && gpu) {
         l->dev_model = mc;
         l->dev_opts = (struct train_loop_dev_opts){.model = &l->dev_model, .input_u8 = l->input_u8};
@@ -526,8 +534,7 @@ int train_loop_ps_position(struct train_loop *l, const struct train_input_positi
     return 0;
 }
 
-int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint64_t *global_step,
-                         struct sl_error *err)
+int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint64_t *global_step, struct sl_error *err)
 {
     if (!l->ps_mode || l->psc == NULL)
         return sl_error_set(err, SL_EINVAL, "ps_finish: not in parameter-server mode, or finished");
@@ -656,7 +663,8 @@ int train_loop_state(struct train_loop *l, const float **weights, const float **
                      struct sl_error *err)
 {
     if (l->gpu != NULL)
-        return sl_error_set(err, SL_EINVAL, "checkpoints need CPU replicas (the GPU replicas' optimizer state "
+        return sl_error_set(err, SL_EINVAL,
+                            "checkpoints need CPU replicas (the GPU replicas' optimizer state "
                             "stays on the devices)");
     const struct replica *r = &l->reps[l->tower ? l->nreplicas - 1 : 0];
     *weights = train_variable_copy(l->weights, 0);
@@ -669,11 +677,11 @@ int train_loop_set_state(struct train_loop *l, const float *weights, const float
                          struct sl_error *err)
 {
     if (l->gpu != NULL)
-        return sl_error_set(err, SL_EINVAL, "checkpoints need CPU replicas (the GPU replicas' optimizer state "
+        return sl_error_set(err, SL_EINVAL,
+                            "checkpoints need CPU replicas (the GPU replicas' optimizer state "
                             "stays on the devices)");
     if (nparams != l->nparams)
-        return sl_error_set(err, SL_EINVAL, "the saved state has %zu parameters, this model %zu", nparams,
-                            l->nparams);
+        return sl_error_set(err, SL_EINVAL, "the saved state has %zu parameters, this model %zu", nparams, l->nparams);
     size_t bytes = nparams * sizeof(float);
     for (uint32_t r = 0; r < l->nreplicas; r++) {
         /* tower mode has one copy: every r names it */

@@ -65,23 +65,23 @@
 
 struct train_loop_opts {
     struct train_model_config model; /* inputs and max_rows are filled from the schema */
-    const char *input;  /* tensor holding the inputs: uint8 (scaled by 1/255) or float32, per-element rank 1 */
-    const char *label;  /* int64 scalar labels */
-    struct train_ring *ring; /* across workers; NULL for one worker */
-    uint32_t replicas;       /* local replicas, one thread each (0: 1) */
-    uint32_t worker, workers;/* this worker and W (the ring's size; 0: 1) */
+    const char *input;        /* tensor holding the inputs: uint8 (scaled by 1/255) or float32, per-element rank 1 */
+    const char *label;        /* int64 scalar labels */
+    struct train_ring *ring;  /* across workers; NULL for one worker */
+    uint32_t replicas;        /* local replicas, one thread each (0: 1) */
+    uint32_t worker, workers; /* this worker and W (the ring's size; 0: 1) */
     enum train_strategy_mode mode; /* mirrored (default), tower (one worker) or ps (parameter servers) */
-    const char *const *ps;   /* ps mode: the parameter servers' endpoints, server 0 first (nps of them) */
+    const char *const *ps;         /* ps mode: the parameter servers' endpoints, server 0 first (nps of them) */
     uint32_t nps;
     enum train_ps_placement ps_placement; /* how the model's variables go to the servers */
-    int ps_timeout_ms;       /* a server silent this long fails the step, naming it (0: 10 s) */
-    uint64_t ps_session;     /* ps mode: the session train_ps_resume was given (0: one drawn at open) */
-    uint32_t hash_every;     /* compare the weights' copies every K steps (0: only on check) */
-    const char *device;      /* "cpu" (NULL) or "cuda" (GPU replicas) */
-    const int *ordinals;     /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
-    const char *dev_id;      /* cuda: TRAIN_LOOP_ID_BYTES, worker 0's group id (train_loop_group_id),
+    int ps_timeout_ms;                    /* a server silent this long fails the step, naming it (0: 10 s) */
+    uint64_t ps_session;                  /* ps mode: the session train_ps_resume was given (0: one drawn at open) */
+    uint32_t hash_every;                  /* compare the weights' copies every K steps (0: only on check) */
+    const char *device;                   /* "cpu" (NULL) or "cuda" (GPU replicas) */
+    const int *ordinals;                  /* cuda: [replicas] GPU of each replica (NULL: replica r on GPU r) */
+    const char *dev_id;                   /* cuda: TRAIN_LOOP_ID_BYTES, worker 0's group id (train_loop_group_id),
                                 the same on every worker; NULL with one worker: made here */
-    struct sl_metrics *metrics; /* a train_metrics table (borrowed): staging (by the replicas), trained
+    struct sl_metrics *metrics;           /* a train_metrics table (borrowed): staging (by the replicas), trained
                                    steps, their run time and the last loss and accuracy; NULL: none */
     const struct sl_curve_keys *ps_curve; /* ps mode: the job's trainer key pair (CURVE to the servers;
                                              copied), or NULL: plaintext */
@@ -96,9 +96,9 @@ struct train_loop_opts {
 int train_loop_group_id(char out[TRAIN_LOOP_ID_BYTES], struct sl_error *err) SL_MUST_CHECK;
 
 struct train_step_result {
-    uint64_t rows;     /* rows of the global batch (ps mode: this worker's batch) */
-    double loss;       /* mean cross-entropy over the global batch */
-    double accuracy;   /* fraction of the global batch predicted right (before the update) */
+    uint64_t rows;           /* rows of the global batch (ps mode: this worker's batch) */
+    double loss;             /* mean cross-entropy over the global batch */
+    double accuracy;         /* fraction of the global batch predicted right (before the update) */
     struct train_ps_step ps; /* ps mode: the step's pull and push (zeros otherwise) */
 };
 

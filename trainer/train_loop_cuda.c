@@ -33,14 +33,14 @@
 #include "train_model_cuda.h"
 
 struct train_loop_dev {
-    struct train_device *dev;          /* borrowed (the strategy's) */
+    struct train_device *dev; /* borrowed (the strategy's) */
     struct train_model_cuda *model;
     int ordinal, input_u8, inputs;
     size_t max_rows;
-    float *x;                          /* device, max_rows x inputs (uint8 inputs scaled) */
-    int64_t *pred;                     /* device, max_rows */
-    int64_t *host_pred, *host_labels;  /* pinned, max_rows each */
-    float *host_params;                /* pinned, nparams: ps mode's staging (pulled weights in, gradient out);
+    float *x;                         /* device, max_rows x inputs (uint8 inputs scaled) */
+    int64_t *pred;                    /* device, max_rows */
+    int64_t *host_pred, *host_labels; /* pinned, max_rows each */
+    float *host_params;               /* pinned, nparams: ps mode's staging (pulled weights in, gradient out);
                                           allocated at the first use */
 };
 

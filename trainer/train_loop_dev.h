@@ -30,8 +30,8 @@ struct train_loop_dev; /* one replica's model on its device (opaque) */
  * life). */
 struct train_loop_dev_opts {
     const struct train_model_config *model; /* inputs and max_rows filled in */
-    int input_u8;                            /* staged inputs are uint8 (scaled by 1/255 on the device) */
-    struct train_device *dev;                /* the replica's open device (the strategy's) */
+    int input_u8;                           /* staged inputs are uint8 (scaled by 1/255 on the device) */
+    struct train_device *dev;               /* the replica's open device (the strategy's) */
 };
 
 struct train_loop_dev_ops {
@@ -77,8 +77,8 @@ struct train_loop_dev_ops {
     /* Predict the staged piece's rows and count them against its labels:
      * *rows and *correct grow, and pred[0..rows) (host memory) receives the
      * predicted classes in row order. Returns with the device idle. */
-    int (*eval)(struct train_loop_dev *d, const struct train_staged *p, int64_t *pred, double *rows,
-                double *correct, struct sl_error *err) SL_MUST_CHECK;
+    int (*eval)(struct train_loop_dev *d, const struct train_staged *p, int64_t *pred, double *rows, double *correct,
+                struct sl_error *err) SL_MUST_CHECK;
 };
 
 /* The "cuda" table (train_loop_cuda.c): defined only in builds with

@@ -64,7 +64,7 @@ static void setup_process(const struct trainer_opts *o)
 
 int main(int argc, char **argv)
 {
-    static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
+    static struct trainer t;            /* a device spec and three lists: kept off the stack, all zero */
     struct train_expose *expose = NULL; /* --metrics-listen */
     int status = trainer_configure(&t, argc, argv);
     if (status != 0 || t.done)

@@ -94,8 +94,10 @@ int trainer_ckpt_agree(struct trainer *t, struct sl_error *err)
         ckpt_meta_of(t, &want);
         train_ckpt_name(name, sizeof name, lo, o->worker, o->workers);
         snprintf(path, sizeof path, "%s/%s", o->restore, name);
-        sl_log(SL_LOG_INFO, "--restore: worker %u's newest checkpoint is step %" PRIu64 ", this worker's step %" PRIu64
-               ": every worker continues from step %" PRIu64, lo_w, lo, t->start_step, lo);
+        sl_log(SL_LOG_INFO,
+               "--restore: worker %u's newest checkpoint is step %" PRIu64 ", this worker's step %" PRIu64
+               ": every worker continues from step %" PRIu64,
+               lo_w, lo, t->start_step, lo);
         if (train_ckpt_read(path, &want, &older, &lerr) != 0 || older.meta.pos.step != lo) {
             sl_log(SL_LOG_ERROR, "--restore: %s", lerr.msg[0] ? lerr.msg : "the file's step is not its name's");
             train_ckpt_free(&older);
@@ -112,10 +114,12 @@ int trainer_ckpt_agree(struct trainer *t, struct sl_error *err)
         rc = train_ring_all_reduce(t->ring, &bad, 1, TRAIN_RING_SUM, err);
     sl_free(v);
     if (rc == 0 && bad != 0)
-        rc = sl_error_set(err, SL_EINVAL, "--restore: the workers' newest checkpoints are step %" PRIu64 " (worker %u) "
-                          "and step %" PRIu64 " (worker %u), and %.0f worker(s) cannot load step %" PRIu64 " (their logs "
-                          "say why): give every worker --restore-step S with a step each of them has", lo, lo_w, hi,
-                          hi_w, (double)bad, lo);
+        rc = sl_error_set(err, SL_EINVAL,
+                          "--restore: the workers' newest checkpoints are step %" PRIu64 " (worker %u) "
+                          "and step %" PRIu64 " (worker %u), and %.0f worker(s) cannot load step %" PRIu64
+                          " (their logs "
+                          "say why): give every worker --restore-step S with a step each of them has",
+                          lo, lo_w, hi, hi_w, (double)bad, lo);
     return rc;
 }
 
@@ -149,8 +153,11 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
     train_ckpt_name(name, sizeof name, 0, o->worker, o->workers);
     if (n == 0 && !t->restore_step_given)
         return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u (%s and later)%s%s%s",
-                            o->restore, o->worker, o->workers, name, other ? "; it holds checkpoints of another worker "
-                            "count, such as " : "", other_name, other ? " (--workers must be the same)" : "");
+                            o->restore, o->worker, o->workers, name,
+                            other ? "; it holds checkpoints of another worker "
+                                    "count, such as "
+                                  : "",
+                            other_name, other ? " (--workers must be the same)" : "");
     uint64_t step = t->restore_step_given ? o->restore_step : steps[0];
     train_ckpt_name(name, sizeof name, step, o->worker, o->workers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path)
@@ -169,8 +176,10 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
             }
         if (!t->restore_step_given && prev != UINT64_MAX) {
             size_t len = strlen(err->msg);
-            snprintf(err->msg + len, sizeof err->msg - len, "; the previous checkpoint of this worker is step %" PRIu64
-                     ": give --restore-step %" PRIu64 " to continue from it", prev, prev);
+            snprintf(err->msg + len, sizeof err->msg - len,
+                     "; the previous checkpoint of this worker is step %" PRIu64 ": give --restore-step %" PRIu64
+                     " to continue from it",
+                     prev, prev);
         }
         return rc;
     }
@@ -181,13 +190,15 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
         return rc;
     }
     t->start_step = step;
-    sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s: %" PRIu64
-           " parameters, read and checked in %.1f ms", step, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path,
-           t->ck.meta.nparams, 1e3 * (sl_clock_s() - t0));
+    sl_log(SL_LOG_INFO,
+           "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s: %" PRIu64
+           " parameters, read and checked in %.1f ms",
+           step, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path, t->ck.meta.nparams, 1e3 * (sl_clock_s() - t0));
     if (o->model != MODEL_NONE && (t->ck.meta.lr != want.lr || t->ck.meta.momentum != want.momentum))
-        sl_log(SL_LOG_WARN, "--restore: %s was made with --lr %g --momentum %g; training continues with --lr %g "
-               "--momentum %g", path, (double)t->ck.meta.lr, (double)t->ck.meta.momentum, (double)want.lr,
-               (double)want.momentum);
+        sl_log(SL_LOG_WARN,
+               "--restore: %s was made with --lr %g --momentum %g; training continues with --lr %g "
+               "--momentum %g",
+               path, (double)t->ck.meta.lr, (double)t->ck.meta.momentum, (double)want.lr, (double)want.momentum);
     return 0;
 }
 
@@ -213,8 +224,10 @@ int trainer_prepare_checkpoints(struct trainer *t)
             continue; /* --restore's directory: read-only is fine; the listing reports a missing one */
         }
         if (removed > 0)
-            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of worker %u of %u in %s (a write cut "
-                   "short)", removed, o->worker, o->workers, dirs[i]);
+            sl_log(SL_LOG_WARN,
+                   "checkpoint: removed %zu temporary file(s) of worker %u of %u in %s (a write cut "
+                   "short)",
+                   removed, o->worker, o->workers, dirs[i]);
     }
     if (t->restoring && ckpt_load(t, &err) != 0)
         goto fail;
@@ -224,7 +237,8 @@ int trainer_prepare_checkpoints(struct trainer *t)
         if (train_ckpt_list(o->checkpoint, o->worker, o->workers, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
             goto fail;
         if (n > 0) {
-            sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of worker %u of %u (the "
+            sl_error_set(&err, SL_EINVAL,
+                         "--checkpoint %s already holds %zu checkpoint(s) of worker %u of %u (the "
                          "newest: step %" PRIu64 "): give --restore %s to continue from it, or another directory",
                          o->checkpoint, total, o->worker, o->workers, newest, o->checkpoint);
             goto fail;
@@ -281,7 +295,8 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
     t->ckpt_last = steps;
     char name[96];
     train_ckpt_name(name, sizeof name, steps, o->worker, o->workers);
-    sl_log(SL_LOG_INFO, "checkpoint: step %" PRIu64 " (epoch %" PRIu64 ") written to %s/%s, %" PRIu64 " bytes in %.1f ms",
-           steps, epoch, o->checkpoint, name, bytes, 1e3 * dt);
+    sl_log(SL_LOG_INFO,
+           "checkpoint: step %" PRIu64 " (epoch %" PRIu64 ") written to %s/%s, %" PRIu64 " bytes in %.1f ms", steps,
+           epoch, o->checkpoint, name, bytes, 1e3 * dt);
     return 0;
 }

@@ -35,7 +35,7 @@
 extern volatile sig_atomic_t trainer_stop_flag;
 
 enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
-enum { MODE_MIRRORED, MODE_TOWER, MODE_PS }; /* --mode */
+enum { MODE_MIRRORED, MODE_TOWER, MODE_PS };     /* --mode */
 extern const char *const trainer_mode_names[3];  /* [MODE_*]: the --mode words */
 extern const char *const trainer_model_names[3]; /* [MODEL_*]: the --model words */
 enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
@@ -48,10 +48,10 @@ struct trainer_opts {
     const char *ps;           /* --ps ADDRS */
     uint32_t ps_task;         /* --ps-task I */
     uint32_t ps_worker_timeout_s;
-    int ps_placement;         /* --ps-placement: enum train_ps_placement */
-    int evaluator, ps_evaluator; /* --evaluator, --ps-evaluator */
-    const char *metrics_listen; /* --metrics-listen HOST:PORT */
-    const char *checkpoint, *restore; /* --checkpoint DIR, --restore DIR */
+    int ps_placement;                         /* --ps-placement: enum train_ps_placement */
+    int evaluator, ps_evaluator;              /* --evaluator, --ps-evaluator */
+    const char *metrics_listen;               /* --metrics-listen HOST:PORT */
+    const char *checkpoint, *restore;         /* --checkpoint DIR, --restore DIR */
     const char *curve_key, *curve_server_key; /* --curve-key FILE, --curve-server-key FILE|DIR */
     int insecure;                             /* --insecure */
     int check_numerics;                       /* --check-numerics: CHECK_ON, CHECK_FINITE, CHECK_OFF */
@@ -62,7 +62,7 @@ struct trainer_opts {
     double lr, momentum, takeover_s;
     double step_ms; /* --step-ms: a stand-in for a model's compute per step */
     int model, mode, progress, quiet, no_shm, log_level, log_format;
-    struct train_device_spec devspec; /* --devices (count 0: not given) */
+    struct train_device_spec devspec;                  /* --devices (count 0: not given) */
     int nhidden, hidden_sizes[TRAIN_MODEL_MAX_HIDDEN]; /* --hidden */
 };
 
@@ -70,25 +70,25 @@ enum { CHECK_ON, CHECK_FINITE, CHECK_OFF };
 /* What main sets up, in the order it does; trainer_report() reads it all. */
 struct trainer {
     struct trainer_opts o;
-    int done;                                   /* --help or --version printed */
+    int done; /* --help or --version printed */
     struct sl_cluster_list feeders, ring_eps, eval_feeders, ps_eps;
-    int is_ps;                                  /* this process is parameter server o.ps_task */
-    int is_evaluator;                           /* this process is the evaluator task (--evaluator) */
-    int ps_evaluator;                           /* a ps task: the job has an evaluator */
-    uint64_t ps_global_step;                    /* --mode ps: the servers' count at the end */
-    uint64_t ps_session;                        /* --mode ps: this worker process's session (ps_resume) */
-    int ps_resumed;                             /* --mode ps: started again where the servers recorded */
-    uint32_t ps_lost;                           /* --mode ps: workers lost or failed (the final pull's) */
+    int is_ps;                                     /* this process is parameter server o.ps_task */
+    int is_evaluator;                              /* this process is the evaluator task (--evaluator) */
+    int ps_evaluator;                              /* a ps task: the job has an evaluator */
+    uint64_t ps_global_step;                       /* --mode ps: the servers' count at the end */
+    uint64_t ps_session;                           /* --mode ps: this worker process's session (ps_resume) */
+    int ps_resumed;                                /* --mode ps: started again where the servers recorded */
+    uint32_t ps_lost;                              /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
-    double ps_pull_s, ps_push_s;                /* --mode ps: the pulls' and pushes' time */
-    char ring_bind[SL_CLUSTER_MAX_ADDR];        /* what this worker binds for the ring ("": its endpoint) */
+    double ps_pull_s, ps_push_s;                   /* --mode ps: the pulls' and pushes' time */
+    char ring_bind[SL_CLUSTER_MAX_ADDR];           /* what this worker binds for the ring ("": its endpoint) */
     uint32_t replicas;
     int gpu;
-    FILE *summary_out;                          /* a private copy of stdout */
-    struct sl_output *trace_out;                /* --trace, until trainer_report() commits it */
+    FILE *summary_out;           /* a private copy of stdout */
+    struct sl_output *trace_out; /* --trace, until trainer_report() commits it */
     FILE *tf;
     int trace_failed;
-    char group_id[TRAIN_LOOP_ID_BYTES];         /* GPU replicas across workers: the NCCL group id */
+    char group_id[TRAIN_LOOP_ID_BYTES]; /* GPU replicas across workers: the NCCL group id */
     int have_group_id;
     struct train_client_opts copts;
     /* CURVE (--curve-key; have_curve 0: none): this worker's key pair, and
@@ -102,17 +102,17 @@ struct trainer {
     struct train_client *cl;
     struct train_ring *ring;
     struct train_loop *loop;
-    struct sl_output *metrics_out;              /* --metrics, until the training ends */
+    struct sl_output *metrics_out; /* --metrics, until the training ends */
     FILE *mf;
-    struct sl_metrics *m;                       /* the figures every report prints (train_metrics.h) */
-    double t0, t_first, t_train_end;            /* t_first: the first step received */
+    struct sl_metrics *m;            /* the figures every report prints (train_metrics.h) */
+    double t0, t_first, t_train_end; /* t_first: the first step received */
     double last_loss, last_acc, test_rows, test_correct;
-    int restoring, restore_step_given;          /* --restore; --restore-step */
-    struct train_ckpt ck;                       /* the checkpoint restored, until its state is installed */
-    uint64_t start_step;                        /* steps trained before this run (restored) */
-    double ckpt_s_total;                        /* time spent writing checkpoints */
-    uint64_t ckpts;                             /* checkpoints written */
-    uint64_t ckpt_last;                         /* the step of the last one */
+    int restoring, restore_step_given; /* --restore; --restore-step */
+    struct train_ckpt ck;              /* the checkpoint restored, until its state is installed */
+    uint64_t start_step;               /* steps trained before this run (restored) */
+    double ckpt_s_total;               /* time spent writing checkpoints */
+    uint64_t ckpts;                    /* checkpoints written */
+    uint64_t ckpt_last;                /* the step of the last one */
 };
 
 /* A step's place, kept from its pieces (borrowed until the next receive)
@@ -125,12 +125,12 @@ struct staged_step {
 /* What the --metrics lines and the periodic log line measure from: the
  * metrics at the last line of each, and the means since the last log line. */
 struct run_counters {
-    double step_t0;             /* the previous step's end */
-    double fw_m0[MAX_FEEDERS];  /* the wait by feeder at the last --metrics line */
-    double fw_l0[MAX_FEEDERS];  /* at the last log line */
-    struct train_counters m0;   /* at the last --metrics line */
-    struct train_counters l0;   /* at the last log line */
-    double loss_sum, acc_sum;   /* since the last log line */
+    double step_t0;            /* the previous step's end */
+    double fw_m0[MAX_FEEDERS]; /* the wait by feeder at the last --metrics line */
+    double fw_l0[MAX_FEEDERS]; /* at the last log line */
+    struct train_counters m0;  /* at the last --metrics line */
+    struct train_counters l0;  /* at the last log line */
+    double loss_sum, acc_sum;  /* since the last log line */
     uint64_t loss_steps;
 };
 
@@ -143,7 +143,7 @@ struct pred_gather {
     int64_t *ids[2], *labels[2]; /* [slot]: the step's rows, replica by replica */
     uint32_t rows[2][64];        /* [slot][replica] */
     size_t cap[2];
-    int64_t *out;                /* (id, prediction, label) triples of this worker */
+    int64_t *out; /* (id, prediction, label) triples of this worker */
     size_t n, out_cap;
 };
 

@@ -64,7 +64,8 @@ static const struct sl_opt opt_rows[] = {
      "replicas of this worker (default: from --devices)", NULL, NULL},
     {"devices", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "SPEC",
      "auto (every GPU, else one CPU replica per core), cpu, cpu:N, gpu or gpu:0,1 (GPU replicas need a build "
-     "with CUDA); without it, one CPU replica (or --replicas)", NULL, set_devices},
+     "with CUDA); without it, one CPU replica (or --replicas)",
+     NULL, set_devices},
     {"model", 0, SL_OPT_CHOICE, OFF(model), 0, 0, "none", "M",
      "none (consume and count), softmax or mlp (one thread per replica, CPU or GPU)", "none|softmax|mlp", NULL},
     {"hidden", 0, SL_OPT_FUNC, 0, 0, 0, "256,128", "N,N", "MLP hidden sizes (at most 4)", NULL, set_hidden},
@@ -78,26 +79,30 @@ static const struct sl_opt opt_rows[] = {
      "the final weights as a NumPy .npy float32 vector", NULL, NULL},
     {"metrics", 0, SL_OPT_STRING, OFF(metrics), 0, 0, NULL, "FILE",
      "one JSON line per step: epoch, step, rows, loss, accuracy, step time, input wait and stall %, samples/s, "
-     "H2D GB/s, weights hash", NULL, NULL},
+     "H2D GB/s, weights hash",
+     NULL, NULL},
     {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
      "serve the figures live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9465; port 0: any free "
-     "port, logged; docs/operations.md lists the metrics)", NULL, NULL},
+     "port, logged; docs/operations.md lists the metrics)",
+     NULL, NULL},
     {"predictions", 0, SL_OPT_STRING, OFF(predictions), 0, 0, NULL, "FILE",
      "with --eval-*: every evaluated element's prediction, gathered from all workers by its --trace-feature id "
-     "(ids 0..N-1, each once) and written by worker 0 in id order, one JSON line each (CPU replicas)", NULL, NULL},
-    {"eval-connect", 0, SL_OPT_STRING, OFF(eval_connect), 0, 0, NULL, "ADDRS",
-     "after training, the accuracy of the final weights on the data these feeders serve (summed over workers)",
+     "(ids 0..N-1, each once) and written by worker 0 in id order, one JSON line each (CPU replicas)",
      NULL, NULL},
+    {"eval-connect", 0, SL_OPT_STRING, OFF(eval_connect), 0, 0, NULL, "ADDRS",
+     "after training, the accuracy of the final weights on the data these feeders serve (summed over workers)", NULL,
+     NULL},
     {"eval-job", 0, SL_OPT_STRING, OFF(eval_job), 0, 0, NULL, "NAME", "the evaluation job's name (default: --job)",
      NULL, NULL},
     {"ring", 0, SL_OPT_STRING, OFF(ring), 0, 0, NULL, "ADDRS",
-     "with --workers > 1: one endpoint per worker, in worker order; worker w binds its own (gradient all-reduce)",
-     NULL, NULL},
+     "with --workers > 1: one endpoint per worker, in worker order; worker w binds its own (gradient all-reduce)", NULL,
+     NULL},
     {"peers", 0, SL_OPT_STRING, OFF(peers), 0, 0, NULL, "HOST:PORT,...",
      "the same as worker addresses (TF_CONFIG style): worker w binds every interface on its port", NULL, NULL},
     {"rendezvous-timeout", 0, SL_OPT_U32, OFF(rendezvous_timeout_s), 1, 86400, "60", "S",
      "with a model and --workers > 1, the workers meet at worker 0's endpoint first and check that they agree "
-     "(job, workers, model, replicas); fail naming the worker missing after S seconds", NULL, NULL},
+     "(job, workers, model, replicas); fail naming the worker missing after S seconds",
+     NULL, NULL},
     {"mode", 0, SL_OPT_CHOICE, OFF(mode), 0, 0, "mirrored", "M",
      "mirrored (a copy of the weights per replica), tower (replicate_model_fn: one copy, towers; one worker) or "
      "ps (ParameterServerStrategy: the weights live on the --ps servers; each worker pulls, trains its R replicas "
@@ -105,14 +110,16 @@ static const struct sl_opt opt_rows[] = {
      "mirrored|tower|ps", NULL},
     {"ps", 0, SL_OPT_STRING, OFF(ps), 0, 0, NULL, "ADDRS",
      "the parameter servers (--mode ps, and a ps task), server 0 first: endpoints or bare HOST:PORT (tcp); or "
-     "the cluster spec's 'ps' list", NULL, NULL},
+     "the cluster spec's 'ps' list",
+     NULL, NULL},
     {"ps-task", 0, SL_OPT_U32, OFF(ps_task), 0, TRAIN_PS_MAX_SERVERS - 1, NULL, "I",
      "run as parameter server I of --ps (as a TF_CONFIG task of type 'ps' does): serve its share of the model "
-     "given by the same model flags as the workers' until every one of --workers is done", NULL, NULL},
+     "given by the same model flags as the workers' until every one of --workers is done",
+     NULL, NULL},
     {"ps-placement", 0, SL_OPT_CHOICE, OFF(ps_placement), 0, 0, "round-robin", NULL,
      "how the model's variables go to the parameter servers: round-robin in creation order (TensorFlow's) or "
-     "balanced by size (the largest first, to the least loaded); the same on every process", "round-robin|balanced",
-     NULL},
+     "balanced by size (the largest first, to the least loaded); the same on every process",
+     "round-robin|balanced", NULL},
     {"evaluator", 0, SL_OPT_FLAG, OFF(evaluator), 0, 0, NULL, NULL,
      "run as the evaluator of a --mode ps job (as a TF_CONFIG task of type 'evaluator' does): once every worker "
      "is done, read the final weights from the --ps servers (never counted as a worker) and report the accuracy "
@@ -124,7 +131,8 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"ps-worker-timeout", 0, SL_OPT_U32, OFF(ps_worker_timeout_s), 1, 86400, "60", "S",
      "a parameter server counts a worker lost when silent S seconds before it is done (never heard: S seconds "
-     "from the start); the server serves the others to their end and exits 1 naming it", NULL, NULL},
+     "from the start); the server serves the others to their end and exits 1 naming it",
+     NULL, NULL},
     {"hash-every", 0, SL_OPT_U32, OFF(hash_every), 0, UINT32_MAX, "100", "K",
      "compare the weights' copies (replicas, workers) every K steps (0: at the end of each epoch only)", NULL, NULL},
     {"check-numerics", 0, SL_OPT_CHOICE, OFF(check_numerics), 0, 0, "on", NULL,
@@ -139,72 +147,86 @@ static const struct sl_opt opt_rows[] = {
      "auto|on|off", NULL},
     {"step-ms", 0, SL_OPT_DOUBLE, OFF(step_ms), 0, 600000, "0", "MS",
      "after each step, spend MS ms (fractions allowed) as a stand-in for a model's compute, keeping the feeders' "
-     "connections alive meanwhile: how an input pipeline keeps up with a step of that length", NULL, NULL},
+     "connections alive meanwhile: how an input pipeline keeps up with a step of that length",
+     NULL, NULL},
     {"credits", 0, SL_OPT_U32, OFF(credits), 1, TRAIN_CLIENT_MAX_CREDITS, NULL, "N",
      "pieces each feeder may have in flight (default max(16, 4R))", NULL, NULL},
-    {"trace", 0, SL_OPT_STRING, OFF(trace), 0, 0, NULL, "FILE", "one JSON line per piece, then a summary line",
-     NULL, NULL},
+    {"trace", 0, SL_OPT_STRING, OFF(trace), 0, 0, NULL, "FILE", "one JSON line per piece, then a summary line", NULL,
+     NULL},
     {"trace-feature", 0, SL_OPT_STRING, OFF(feature), 0, 0, "id", "NAME",
      "tensor whose values the trace lists as \"ids\": int64 values, or bytes as strings (text lines)", NULL, NULL},
-    {"heartbeat-ms", 0, SL_OPT_U32, OFF(heartbeat_ms), TRAIN_CLIENT_MIN_HEARTBEAT_MS, TRAIN_CLIENT_MAX_HEARTBEAT_MS, NULL,
-     "N", "heartbeat interval (default 1000)",
-     NULL, NULL},
+    {"heartbeat-ms", 0, SL_OPT_U32, OFF(heartbeat_ms), TRAIN_CLIENT_MIN_HEARTBEAT_MS, TRAIN_CLIENT_MAX_HEARTBEAT_MS,
+     NULL, "N", "heartbeat interval (default 1000)", NULL, NULL},
     {"timeout-ms", 0, SL_OPT_U32, OFF(timeout_ms), TRAIN_CLIENT_MIN_TIMEOUT_MS, TRAIN_CLIENT_MAX_TIMEOUT_MS, NULL, "N",
      "fail when a feeder is silent this long (default 10000); one whose connection closes fails the trainer at "
-     "once", NULL, NULL},
+     "once",
+     NULL, NULL},
     {"connect-timeout", 0, SL_OPT_U32, OFF(connect_timeout_s), 1, 86400, "60", "S",
      "fail when a feeder has not answered HELLO within S seconds; one still scanning its files answers at once "
      "and is waited for as long as it keeps answering (S seconds between answers); also how long the workers' "
-     "ring waits for every worker to join", NULL, NULL},
+     "ring waits for every worker to join",
+     NULL, NULL},
     {"reconnect-s", 0, SL_OPT_U32, OFF(reconnect_s), 0, 86400, "0", "S",
      "instead, reconnect to a lost feeder and resume where it left off, waiting up to S s for it (or a restarted "
      "feeder on the same address) to answer (0: fail, or with two or more feeders wait --takeover-s and hand "
-     "its share to a survivor)", NULL, NULL},
+     "its share to a survivor)",
+     NULL, NULL},
     {"takeover-s", 0, SL_OPT_DOUBLE, OFF(takeover_s), 0, 3600, "3", "S",
      "a feeder lost (its connection closed, silent past --timeout-ms, or stopped) and not back within S s has "
      "its share of the stream served by a surviving feeder, from the first piece this trainer lacks: nothing "
      "lost, nothing twice, the order unchanged (0: off; with every feeder lost the trainer fails after S s, or "
-     "--reconnect-s if longer)", NULL, NULL},
+     "--reconnect-s if longer)",
+     NULL, NULL},
     {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
      "this trainer's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the feeders' "
      "connections are encrypted, and each feeder lets in only keys on its --curve-allow list (docs/security.md)",
      NULL, NULL},
     {"curve-server-key", 0, SL_OPT_STRING, OFF(curve_server_key), 0, 0, NULL, "FILE|DIR",
      "with --curve-key: the feeders' public keys: one NAME.pub file for every feeder, or a directory holding "
-     "feeder j's key at DIR/feeder-J.pub (and --eval-connect's feeder j's at DIR/eval-feeder-J.pub)", NULL,
-     NULL},
+     "feeder j's key at DIR/feeder-J.pub (and --eval-connect's feeder j's at DIR/eval-feeder-J.pub)",
+     NULL, NULL},
     {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
      "let this worker's ring (and worker 0's rendezvous) listen in plaintext on an address other hosts can reach; "
      "without it such a worker refuses to start unless it has --curve-key (the workers' links are then encrypted "
-     "and let in only holders of the same key)", NULL, NULL},
+     "and let in only holders of the same key)",
+     NULL, NULL},
     {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
      "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
-     "hands them over in shared memory; docs/protocol.md)", NULL, NULL},
+     "hands them over in shared memory; docs/protocol.md)",
+     NULL, NULL},
     {"checkpoint", 0, SL_OPT_STRING, OFF(checkpoint), 0, 0, NULL, "DIR",
      "write checkpoints into DIR (made if absent): this worker's weights, optimizer state and input position, "
-     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md); on a ps task, its variables, momentum, "
-     "global step and each worker's input position (ckpt-VERSION.wPofN)", NULL, NULL},
+     "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md); on a ps task, its variables, "
+     "momentum, "
+     "global step and each worker's input position (ckpt-VERSION.wPofN)",
+     NULL, NULL},
     {"checkpoint-every", 0, SL_OPT_U32, OFF(checkpoint_every), 0, UINT32_MAX, "1000", "N",
      "with --checkpoint: every N steps (counted over all epochs) and after each epoch's last step (0: after each "
-     "epoch's last step only); on a ps task, every N pushes it applied (0: only when stopped)", NULL, NULL},
-    {"keep", 0, SL_OPT_U32, OFF(keep), 1, 1000000, "3", "K", "with --checkpoint: keep this worker's K newest "
-     "checkpoints, remove older ones", NULL, NULL},
+     "epoch's last step only); on a ps task, every N pushes it applied (0: only when stopped)",
+     NULL, NULL},
+    {"keep", 0, SL_OPT_U32, OFF(keep), 1, 1000000, "3", "K",
+     "with --checkpoint: keep this worker's K newest "
+     "checkpoints, remove older ones",
+     NULL, NULL},
     {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
      "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
      "damaged or mismatched one is refused, naming the file (the workers must agree on the step); on a ps task, its "
-     "newest checkpoint, the workers resuming where it recorded them", NULL, NULL},
+     "newest checkpoint, the workers resuming where it recorded them",
+     NULL, NULL},
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
      "with --restore: continue from step S's checkpoint instead of the newest (an explicit choice of an older one)",
      NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
-     "works too)", NULL, NULL},
+     "works too)",
+     NULL, NULL},
     {"cluster-from", 0, SL_OPT_STRING, OFF(cluster_from), 0, 0, NULL, "SOURCE",
      "slurm[:feeders=F,feeder-port=P,ring-port=Q] or tf_config: --connect, --worker, --workers and the ring (as "
      "--peers) from the environment, Slurm's task variables (the first F tasks are the feeders, default 1, on ports "
      "P+j, default 5555; task F+w is worker w, its ring endpoint on port Q+w, default 7000) or TF_CONFIG (checked "
-     "strictly); refused with those options (docs/deploy.md)", NULL, NULL},
+     "strictly); refused with those options (docs/deploy.md)",
+     NULL, NULL},
     SL_OPT_COMMON_ROWS(struct trainer_opts),
 };
 
@@ -271,7 +293,8 @@ static int read_cluster(struct trainer *t, int worker_set, int *from_peers, stru
         if (!worker_set)
             o->workers = cs.workers;
         if (cs.workers == 0)
-            rc = sl_error_set(err, SL_EINVAL, "cluster spec: a 'ps' task needs the 'chief' or 'worker' list (the "
+            rc = sl_error_set(err, SL_EINVAL,
+                              "cluster spec: a 'ps' task needs the 'chief' or 'worker' list (the "
                               "workers it serves)");
     } else if (!worker_set)
         rc = sl_cluster_worker(&cs, &o->worker, &o->workers, err);
@@ -342,8 +365,7 @@ static int load_curve(struct trainer *t)
     t->have_curve = 1;
     int rc = load_server_keys(o->curve_server_key, "feeder", t->feeders.n, t->curve_server, t->curve_server_z85);
     if (rc == 0 && t->eval_feeders.n > 0)
-        rc = load_server_keys(o->curve_server_key, "eval-feeder", t->eval_feeders.n, t->curve_eval,
-                              t->curve_eval_z85);
+        rc = load_server_keys(o->curve_server_key, "eval-feeder", t->eval_feeders.n, t->curve_eval, t->curve_eval_z85);
     return rc;
 }
 
@@ -368,7 +390,8 @@ static int check_listen(const struct trainer *t)
         return 0;
     return usage_error("this worker's ring endpoint %s can be reached from other hosts, and without --curve-key "
                        "anyone who reaches it could join the job and read its gradients: give every worker the same "
-                       "--curve-key (docs/security.md), or --insecure to listen in plaintext anyway", bind);
+                       "--curve-key (docs/security.md), or --insecure to listen in plaintext anyway",
+                       bind);
 }
 
 /* What parameter server o.ps_task binds: its endpoint as given when that
@@ -443,16 +466,17 @@ static int configure_evaluator(struct trainer *t)
                            "--eval-job NAME)");
     if (o->eval_job == NULL && o->job == NULL)
         return usage_error("the evaluator needs the evaluation job's name: --eval-job NAME (or --job)");
-    const char *const names[] = {"connect", "ring", "peers", "checkpoint", "restore",
-                                 "trace", "metrics", "save-weights", "metrics-listen"};
-    const char *const given[] = {o->connect, o->ring, o->peers, o->checkpoint, o->restore,
-                                 o->trace, o->metrics, o->save_weights, o->metrics_listen};
+    const char *const names[] = {"connect", "ring",    "peers",        "checkpoint",    "restore",
+                                 "trace",   "metrics", "save-weights", "metrics-listen"};
+    const char *const given[] = {o->connect, o->ring,    o->peers,        o->checkpoint,    o->restore,
+                                 o->trace,   o->metrics, o->save_weights, o->metrics_listen};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (given[i] != NULL && i < 5)
             return usage_error("the evaluator trains nothing and meets no worker: drop --%s", names[i]);
         if (given[i] != NULL)
             return usage_error("the evaluator writes its summary and --predictions, nothing else: drop --%s "
-                               "(the workers write the training's files)", names[i]);
+                               "(the workers write the training's files)",
+                               names[i]);
     }
     if (o->devspec.count > 0 && strcmp(o->devspec.kind, "cpu") != 0)
         return usage_error("the evaluator runs on CPU replicas (got --devices with GPUs)");
@@ -576,8 +600,8 @@ int trainer_configure(struct trainer *t, int argc, char **argv)
     if (t->restore_step_given && !t->restoring)
         return usage_error("--restore-step needs --restore DIR");
     if ((o->checkpoint != NULL && o->checkpoint[0] == '\0') || (o->restore != NULL && o->restore[0] == '\0'))
-        return usage_error("--%s: an empty directory name", o->restore != NULL && o->restore[0] == '\0' ? "restore"
-                                                                                                       : "checkpoint");
+        return usage_error("--%s: an empty directory name",
+                           o->restore != NULL && o->restore[0] == '\0' ? "restore" : "checkpoint");
     if ((o->checkpoint != NULL || t->restoring) && strlen(o->job) > TRAIN_CKPT_MAX_JOB)
         return usage_error("--checkpoint and --restore take job names of at most %d bytes", TRAIN_CKPT_MAX_JOB);
     if ((o->checkpoint != NULL || t->restoring) && t->gpu)

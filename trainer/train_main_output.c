@@ -32,8 +32,8 @@ int trainer_save_weights(const char *path, const float *p, size_t n, struct sl_e
         return sl_error_prefix(err, "--save-weights: ");
     FILE *f = sl_output_stream(out);
     uint16_t hlen = (uint16_t)(hl + pad + 1);
-    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
-                               (unsigned char)(hlen >> 8)};
+    unsigned char magic[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
     int ok = fwrite(magic, 1, 10, f) == 10 && fwrite(header, 1, (size_t)hl, f) == (size_t)hl;
     for (size_t i = 0; ok && i < pad; i++)
         ok = fputc(' ', f) != EOF;
@@ -113,8 +113,8 @@ int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *fea
         char names[1024] = "";
         size_t used = 0;
         for (size_t i = 0; i < w->ntensors && used + 1 < sizeof names; i++) {
-            int n = snprintf(names + used, sizeof names - used, "%s%.*s (%s)", i ? ", " : "", (int)w->fields[i].name_len,
-                             w->fields[i].name, sl_wire_dtype_name(w->fields[i].dtype));
+            int n = snprintf(names + used, sizeof names - used, "%s%.*s (%s)", i ? ", " : "",
+                             (int)w->fields[i].name_len, w->fields[i].name, sl_wire_dtype_name(w->fields[i].dtype));
             if (n < 0)
                 break;
             used += (size_t)n < sizeof names - used ? (size_t)n : sizeof names - used - 1;
@@ -126,8 +126,10 @@ int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *fea
         return sl_error_set(err, SL_EINVAL, "--trace-feature: bytes tensor '%s' comes without '%s.offsets'", feature,
                             feature);
     if (f->dtype != SL_WIRE_INT64 && f->dtype != SL_WIRE_BYTES)
-        return sl_error_set(err, SL_EINVAL, "--trace-feature: tensor '%s' is %s; the trace lists int64 values or bytes "
-                            "as strings", feature, sl_wire_dtype_name(f->dtype));
+        return sl_error_set(err, SL_EINVAL,
+                            "--trace-feature: tensor '%s' is %s; the trace lists int64 values or bytes "
+                            "as strings",
+                            feature, sl_wire_dtype_name(f->dtype));
     return 0;
 }
 
@@ -146,7 +148,8 @@ int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piec
     for (uint32_t r = 0; r < replicas && r < 64; r++)
         total += pieces[r].rows;
     if (total > g->cap[slot]) {
-        int64_t *a = sl_realloc(g->ids[slot], total * sizeof *a), *b = a ? sl_realloc(g->labels[slot], total * sizeof *b) : NULL;
+        int64_t *a = sl_realloc(g->ids[slot], total * sizeof *a),
+                *b = a ? sl_realloc(g->labels[slot], total * sizeof *b) : NULL;
         if (a != NULL)
             g->ids[slot] = a;
         if (b == NULL)
@@ -237,12 +240,16 @@ int trainer_gather_write(const struct pred_gather *g, struct train_loop *loop, u
         return rc;
     }
     if (v[3 * N] != 0)
-        rc = sl_error_set(err, SL_EINVAL, "--predictions: %.0f elements have an id outside 0..%zu (or a label or "
-                          "prediction out of range)", (double)v[3 * N], N - 1);
+        rc = sl_error_set(err, SL_EINVAL,
+                          "--predictions: %.0f elements have an id outside 0..%zu (or a label or "
+                          "prediction out of range)",
+                          (double)v[3 * N], N - 1);
     for (size_t i = 0; rc == 0 && i < N; i++)
         if (v[i] != 1)
-            rc = sl_error_set(err, SL_EINVAL, "--predictions: element id %zu was evaluated %.0f times (ids must be "
-                              "0..N-1, each once)", i, (double)v[i]);
+            rc = sl_error_set(err, SL_EINVAL,
+                              "--predictions: element id %zu was evaluated %.0f times (ids must be "
+                              "0..N-1, each once)",
+                              i, (double)v[i]);
     struct sl_output *out = NULL;
     FILE *f = NULL;
     if (rc == 0 && worker == 0) {
@@ -294,8 +301,8 @@ void trainer_progress_line_draw(struct progress_line *b, uint64_t epoch, uint64_
         snprintf(st, sizeof st, "%" PRIu64 "/%" PRIu64, step + 1, b->steps_per_epoch);
     else
         snprintf(st, sizeof st, "%" PRIu64, step + 1);
-    sl_status_line_draw(&b->line, "epoch %s step %s  loss %.4f  %.0f samples/s  input stall %.1f%%", ep, st, loss,
-                        rate, stall_pct);
+    sl_status_line_draw(&b->line, "epoch %s step %s  loss %.4f  %.0f samples/s  input stall %.1f%%", ep, st, loss, rate,
+                        stall_pct);
 }
 
 void trainer_progress_line_clear(struct progress_line *b)
@@ -407,8 +414,9 @@ void trainer_write_metrics(struct trainer *t, struct run_counters *c, const stru
             ",\"loss\":%s,\"accuracy\":%.6f,\"step_s\":%.6f,\"input_wait_s\":%.6f"
             ",\"samples_per_s\":%.1f,\"input_stall_pct\":%.2f,\"h2d_gb_per_s\":%.3f"
             ",\"weights_hash\":\"%016" PRIx64 "\"%s%s}\n",
-            s->epoch, s->step, res->rows, json_real(loss, sizeof loss, 6, res->loss), res->accuracy, dt, waited, dt > 0 ? (double)res->rows / dt : 0.0,
-            dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0), train_loop_weights_hash(t->loop), fw, ps);
+            s->epoch, s->step, res->rows, json_real(loss, sizeof loss, 6, res->loss), res->accuracy, dt, waited,
+            dt > 0 ? (double)res->rows / dt : 0.0, dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0),
+            train_loop_weights_hash(t->loop), fw, ps);
     c->m0 = m;
     c->step_t0 = now;
 }
@@ -488,17 +496,17 @@ int trainer_report(struct trainer *t, int status)
              "\"stream_elements_per_s\":%.1f,\"stream_bytes_per_s\":%.1f,\"model\":\"%s\",\"loss\":%s,"
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
-             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64 ",\"shm_pieces\":%" PRIu64
-             ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s%s}}\n",
-             o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows,
-             st.bytes, secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
+             ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64
+             ",\"shm_pieces\":%" PRIu64 ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64
+             ",\"checkpoint_s\":%.4f%s%s}}\n",
+             o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows, st.bytes,
+             secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
              trainer_model_names[o->model], json_real(loss, sizeof loss, 5, t->last_loss), t->last_acc,
-             stream > 0 ? 100.0 * st.wait_s / secs : 0.0,
-             t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
-             t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, trainer_mode_names[o->mode], st.h2d_bytes,
-             st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers, st.shm_pieces,
-             t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
+             stream > 0 ? 100.0 * st.wait_s / secs : 0.0, t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0,
+             t->test_rows, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, trainer_mode_names[o->mode],
+             st.h2d_bytes, st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers,
+             st.shm_pieces, t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);

@@ -44,14 +44,16 @@ static int ps_setup(void *arg, const char *config, size_t len, const struct trai
     struct train_model_config mc;
     trainer_model_config_of(o, &mc);
     mc.inputs = (int)inputs;
-    int rc = train_ps_model_init(&pt->pm, &mc, (uint32_t)pt->t->ps_eps.n, (enum train_ps_placement)o->ps_placement,
-                                 err);
+    int rc =
+        train_ps_model_init(&pt->pm, &mc, (uint32_t)pt->t->ps_eps.n, (enum train_ps_placement)o->ps_placement, err);
     if (rc != 0)
         return rc;
     if (strlen(pt->pm.config) != len || memcmp(pt->pm.config, config, len) != 0) {
         /* refused: the next description is tried afresh */
-        rc = sl_error_set(err, SL_EINVAL, "the workers' model '%s' is not this parameter server's '%s': start it "
-                          "with the workers' model flags", text, pt->pm.config);
+        rc = sl_error_set(err, SL_EINVAL,
+                          "the workers' model '%s' is not this parameter server's '%s': start it "
+                          "with the workers' model flags",
+                          text, pt->pm.config);
         train_ps_model_free(&pt->pm);
         return rc;
     }
@@ -106,14 +108,10 @@ static int ps_write(void *ctx, struct sl_buf *out)
 static const char *ps_eval_word(const struct train_ps_server_stats *st)
 {
     switch (st->evaluator) {
-    case TRAIN_PS_EVAL_NONE:
-        return "none";
-    case TRAIN_PS_EVAL_LOST:
-        return "lost";
-    case TRAIN_PS_EVAL_BYE:
-        return st->evaluator_served ? "served" : "left";
-    default:
-        return st->evaluator_served ? "served" : "unserved";
+    case TRAIN_PS_EVAL_NONE: return "none";
+    case TRAIN_PS_EVAL_LOST: return "lost";
+    case TRAIN_PS_EVAL_BYE: return st->evaluator_served ? "served" : "left";
+    default: return st->evaluator_served ? "served" : "unserved";
     }
 }
 
@@ -165,9 +163,10 @@ static int ps_checkpoint(void *arg, const struct train_ps_state *s, struct sl_er
         return rc;
     char name[96];
     train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
-    sl_log(SL_LOG_INFO, "parameter server %u: checkpoint: version %" PRIu64 " (global step %" PRIu64 ") written to "
-           "%s/%s, %" PRIu64 " bytes in %.1f ms", s->index, s->version, s->global_step, o->checkpoint, name, bytes,
-           1e3 * (sl_clock_s() - t0));
+    sl_log(SL_LOG_INFO,
+           "parameter server %u: checkpoint: version %" PRIu64 " (global step %" PRIu64 ") written to "
+           "%s/%s, %" PRIu64 " bytes in %.1f ms",
+           s->index, s->version, s->global_step, o->checkpoint, name, bytes, 1e3 * (sl_clock_s() - t0));
     cw->written++;
     return 0;
 }
@@ -185,18 +184,22 @@ static int ps_prepare_checkpoints(struct trainer *t, struct train_ps_ckpt *ck)
     char name[96], path[TRAIN_CKPT_MAX_PATH];
     if (o->checkpoint != NULL) {
         if (trainer_ckpt_dir_ready(o->checkpoint, &err) != 0 ||
-                    train_ckpt_clean(o->checkpoint, o->ps_task, nps, &removed, &err) != 0)
+            train_ckpt_clean(o->checkpoint, o->ps_task, nps, &removed, &err) != 0)
             goto fail;
         if (removed > 0)
-            sl_log(SL_LOG_WARN, "checkpoint: removed %zu temporary file(s) of parameter server %u of %u in %s (a "
-                   "write cut short)", removed, o->ps_task, nps, o->checkpoint);
+            sl_log(SL_LOG_WARN,
+                   "checkpoint: removed %zu temporary file(s) of parameter server %u of %u in %s (a "
+                   "write cut short)",
+                   removed, o->ps_task, nps, o->checkpoint);
         if (o->restore == NULL) {
             if (train_ckpt_list(o->checkpoint, o->ps_task, nps, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
                 goto fail;
             if (n > 0) {
-                sl_error_set(&err, SL_EINVAL, "--checkpoint %s already holds %zu checkpoint(s) of parameter server "
+                sl_error_set(&err, SL_EINVAL,
+                             "--checkpoint %s already holds %zu checkpoint(s) of parameter server "
                              "%u of %u (the newest: version %" PRIu64 "): give --restore %s to continue from it, or "
-                             "another directory", o->checkpoint, total, o->ps_task, nps, newest, o->checkpoint);
+                             "another directory",
+                             o->checkpoint, total, o->ps_task, nps, newest, o->checkpoint);
                 goto fail;
             }
         }
@@ -224,9 +227,10 @@ static int ps_prepare_checkpoints(struct trainer *t, struct train_ps_ckpt *ck)
     uint32_t with = 0;
     for (uint32_t w = 0; w < o->workers; w++)
         with += ck->state.pos[w].replicas != 0;
-    sl_log(SL_LOG_INFO, "parameter server %u: restoring version %" PRIu64 " (global step %" PRIu64 ", %u of %u "
-           "workers' positions) from %s", o->ps_task, ck->state.version, ck->state.global_step, with, o->workers,
-           path);
+    sl_log(SL_LOG_INFO,
+           "parameter server %u: restoring version %" PRIu64 " (global step %" PRIu64 ", %u of %u "
+           "workers' positions) from %s",
+           o->ps_task, ck->state.version, ck->state.global_step, with, o->workers, path);
     return 0;
 fail:
     sl_log(SL_LOG_ERROR, "%s", err.msg);
@@ -267,39 +271,55 @@ int trainer_serve_ps(struct trainer *t)
     trainer_ps_bind_addr(t, bind, sizeof bind);
     void *ctx = zmq_ctx_new();
     struct ps_refusals refusals = {.index = o->ps_task, .limit = {.kind = "refusals", .burst = 10}};
-    struct train_ps_server_opts so = {.ctx = ctx, .listen = bind, .index = o->ps_task, .setup = ps_setup,
-                                      .setup_arg = &pt, .lr = (float)o->lr, .momentum = (float)o->momentum,
+    struct train_ps_server_opts so = {.ctx = ctx,
+                                      .listen = bind,
+                                      .index = o->ps_task,
+                                      .setup = ps_setup,
+                                      .setup_arg = &pt,
+                                      .lr = (float)o->lr,
+                                      .momentum = (float)o->momentum,
                                       .workers = o->workers,
                                       .worker_timeout_ms = (int)(o->ps_worker_timeout_s * 1000),
                                       .stop = &trainer_stop_flag,
-                                      .live = http != NULL ? &ex.live : NULL, .evaluator = t->ps_evaluator,
-                                      .curve = t->have_curve ? &t->curve : NULL, .refused = ps_refused,
-                                      .refused_arg = &refusals, .said = ps_said, .said_arg = &refusals,
+                                      .live = http != NULL ? &ex.live : NULL,
+                                      .evaluator = t->ps_evaluator,
+                                      .curve = t->have_curve ? &t->curve : NULL,
+                                      .refused = ps_refused,
+                                      .refused_arg = &refusals,
+                                      .said = ps_said,
+                                      .said_arg = &refusals,
                                       .restore = o->restore != NULL ? &ck.state : NULL,
                                       .checkpoint = o->checkpoint != NULL ? ps_checkpoint : NULL,
-                                      .checkpoint_arg = &cw, .checkpoint_every = o->checkpoint_every};
+                                      .checkpoint_arg = &cw,
+                                      .checkpoint_every = o->checkpoint_every};
     if (!sl_endpoint_is_local(bind) && !t->have_curve)
-        sl_log(SL_LOG_WARN, "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
-               "can read and change the weights", o->ps_task, bind);
-    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers%s on %s%s", o->ps_task, t->ps_eps.n,
-           o->workers, t->ps_evaluator ? " and the evaluator" : "", bind,
+        sl_log(SL_LOG_WARN,
+               "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
+               "can read and change the weights",
+               o->ps_task, bind);
+    sl_log(SL_LOG_INFO, "parameter server %u of %zu: serving %u workers%s on %s%s", o->ps_task, t->ps_eps.n, o->workers,
+           t->ps_evaluator ? " and the evaluator" : "", bind,
            t->have_curve ? " (CURVE: holders of the job's trainer key only)" : "");
     double t0 = sl_clock_s();
     int rc = ctx == NULL ? sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
                          : train_ps_serve(&so, &st, &err);
     double secs = sl_clock_s() - t0;
     if (st.evaluator == TRAIN_PS_EVAL_LOST)
-        sl_log(SL_LOG_WARN, "parameter server %u: the evaluator was silent for %.1f s once the workers were done and "
-               "is lost: it read no final weights from this server", o->ps_task, o->ps_worker_timeout_s * 1.0);
+        sl_log(SL_LOG_WARN,
+               "parameter server %u: the evaluator was silent for %.1f s once the workers were done and "
+               "is lost: it read no final weights from this server",
+               o->ps_task, o->ps_worker_timeout_s * 1.0);
     else if (st.evaluator == TRAIN_PS_EVAL_BYE && !st.evaluator_served)
         sl_log(SL_LOG_WARN, "parameter server %u: the evaluator left before reading the final weights", o->ps_task);
     sl_log_limit_flush(&refusals.limit, 1);
     if (rc != 0)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
     else
-        sl_log(SL_LOG_INFO, "parameter server %u: %" PRIu64 " pushes applied, global step %" PRIu64 ", staleness "
-               "mean %.2f max %" PRIu64 ", %.1f s", o->ps_task, st.pushes, st.global_step,
-               st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0, st.staleness_max, secs);
+        sl_log(SL_LOG_INFO,
+               "parameter server %u: %" PRIu64 " pushes applied, global step %" PRIu64 ", staleness "
+               "mean %.2f max %" PRIu64 ", %.1f s",
+               o->ps_task, st.pushes, st.global_step, st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0,
+               st.staleness_max, secs);
     /* the summary: which variables this server held, and its figures */
     struct sl_buf b;
     sl_buf_init(&b, 0);
@@ -309,7 +329,8 @@ int trainer_serve_ps(struct trainer *t)
         if (pt.pm.owner[i] == o->ps_task)
             w = sl_buf_printf(&b, "%s\"%c%d\"", k++ ? "," : "", pt.pm.vars[i].kind, pt.pm.vars[i].layer);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"elements\":%zu,\"pulls\":%" PRIu64 ",\"pushes\":%" PRIu64 ",\"version\":%" PRIu64
+        w = sl_buf_printf(&b,
+                          "],\"elements\":%zu,\"pulls\":%" PRIu64 ",\"pushes\":%" PRIu64 ",\"version\":%" PRIu64
                           ",\"global_step\":%" PRIu64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRIu64
                           ",\"staleness_hist\":[",
                           st.elements, st.pulls, st.pushes, st.version, st.global_step,
@@ -317,9 +338,11 @@ int trainer_serve_ps(struct trainer *t)
     for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
         w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
     if (w == 0)
-        w = sl_buf_printf(&b, "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
-                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64 ",\"checkpoints\":%"
-                          PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":"
+        w = sl_buf_printf(&b,
+                          "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64
+                          ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64
+                          "\",\"evaluator\":"
                           "\"%s\",\"seconds\":%.3f}}\n",
                           st.lost, st.left_early, st.restarts, st.skipped, o->restore != NULL ? ck.state.version : 0,
                           st.checkpoints, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
@@ -356,9 +379,8 @@ static void eval_report(struct trainer *t, int status, const struct train_ps_eva
             "\"servers\":%zu,\"global_step\":%" PRIu64 ",\"wait_s\":%.3f,\"weights_hash\":\"%016" PRIx64 "\","
             "\"test_rows\":%.0f,\"test_correct\":%.0f,\"test_accuracy\":%.5f,\"lost_workers\":%u,\"seconds\":%.3f}}\n",
             status == 0 ? "true" : "false", trainer_model_names[o->model], t->replicas, t->ps_eps.n, res->global_step,
-            res->wait_s, t->loop != NULL && status == 0 ? train_loop_weights_hash(t->loop) : (uint64_t)0,
-            t->test_rows, t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, res->lost_workers,
-            secs);
+            res->wait_s, t->loop != NULL && status == 0 ? train_loop_weights_hash(t->loop) : (uint64_t)0, t->test_rows,
+            t->test_correct, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, res->lost_workers, secs);
     if (t->summary_out != stdout)
         fclose(t->summary_out);
     t->summary_out = NULL;
@@ -375,17 +397,30 @@ int trainer_run_evaluator(struct trainer *t)
     struct train_ps_eval_result res = {0};
     double t0 = sl_clock_s();
     t->copts = (struct train_client_opts){.feeders = (const char *const *)t->eval_feeders.items,
-                                          .nfeeders = t->eval_feeders.n, .job = o->eval_job ? o->eval_job : o->job,
-                                          .worker = 0, .workers = 1, .replicas = t->replicas, .credits = o->credits,
-                                          .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
+                                          .nfeeders = t->eval_feeders.n,
+                                          .job = o->eval_job ? o->eval_job : o->job,
+                                          .worker = 0,
+                                          .workers = 1,
+                                          .replicas = t->replicas,
+                                          .credits = o->credits,
+                                          .heartbeat_ms = (int)o->heartbeat_ms,
+                                          .timeout_ms = (int)o->timeout_ms,
                                           .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                          .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
+                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
+                                          .no_shm = o->no_shm,
                                           .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
                                           .curve = t->have_curve ? &t->curve : NULL,
-                                          .curve_server = t->curve_eval_z85, .stop = &trainer_stop_flag,
+                                          .curve_server = t->curve_eval_z85,
+                                          .stop = &trainer_stop_flag,
                                           .metrics = t->m};
-    struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas, .worker = 0,
-                                 .workers = 1, .mode = TRAIN_STRATEGY_MIRRORED, .hash_every = 0, .device = "cpu"};
+    struct train_loop_opts lo = {.input = o->input,
+                                 .label = o->label,
+                                 .replicas = t->replicas,
+                                 .worker = 0,
+                                 .workers = 1,
+                                 .mode = TRAIN_STRATEGY_MIRRORED,
+                                 .hash_every = 0,
+                                 .device = "cpu"};
     trainer_model_config_of(o, &lo.model);
     float *params = NULL;
     const float *w, *v;
@@ -402,19 +437,24 @@ int trainer_run_evaluator(struct trainer *t)
         rc = sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     if (rc == 0) {
         sl_log(SL_LOG_INFO, "evaluator: waiting for the workers to finish (%zu parameter servers)", t->ps_eps.n);
-        struct train_ps_eval_opts eo = {.ctx = ctx, .ps = (const char *const *)t->ps_eps.items,
+        struct train_ps_eval_opts eo = {.ctx = ctx,
+                                        .ps = (const char *const *)t->ps_eps.items,
                                         .nps = (uint32_t)t->ps_eps.n,
-                                        .placement = (enum train_ps_placement)o->ps_placement, .model = lo.model,
-                                        .timeout_ms = (int)o->timeout_ms, .idle = eval_keepalive,
-                                        .idle_arg = t->cl, .stop = &trainer_stop_flag,
+                                        .placement = (enum train_ps_placement)o->ps_placement,
+                                        .model = lo.model,
+                                        .timeout_ms = (int)o->timeout_ms,
+                                        .idle = eval_keepalive,
+                                        .idle_arg = t->cl,
+                                        .stop = &trainer_stop_flag,
                                         .curve = t->have_curve ? &t->curve : NULL};
         eo.model.inputs = (int)trainer_input_width(t);
         rc = train_ps_eval_final(&eo, params, np, &res, &err);
         if (rc == 0 && res.lost_workers > 0) /* the weights are an unfinished job's: said, as the workers say it */
-            rc = sl_error_set(&err, SL_EPROTO, "the job did not finish: %u of %u workers were lost or failed (worker "
+            rc = sl_error_set(&err, SL_EPROTO,
+                              "the job did not finish: %u of %u workers were lost or failed (worker "
                               "%u first; the servers' logs say which and why): the final weights are not the "
-                              "trained model's (global step %" PRIu64 ")", res.lost_workers, o->workers,
-                              res.first_lost, res.global_step);
+                              "trained model's (global step %" PRIu64 ")",
+                              res.lost_workers, o->workers, res.first_lost, res.global_step);
     }
     if (rc == 0)
         rc = train_loop_set_state(t->loop, params, params + np, np, &err);
@@ -426,8 +466,10 @@ int trainer_run_evaluator(struct trainer *t)
         sl_log(SL_LOG_ERROR, "evaluator: %s", err.msg);
         status = 1;
     } else {
-        sl_log(SL_LOG_INFO, "evaluator: every worker is done; the final weights (global step %" PRIu64 ") read "
-               "after %.1f s", res.global_step, res.wait_s);
+        sl_log(SL_LOG_INFO,
+               "evaluator: every worker is done; the final weights (global step %" PRIu64 ") read "
+               "after %.1f s",
+               res.global_step, res.wait_s);
         status = trainer_evaluate(t, t->cl);
     }
     eval_report(t, status, &res, sl_clock_s() - t0);

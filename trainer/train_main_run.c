@@ -95,8 +95,10 @@ int trainer_meet(struct trainer *t)
     if (o->model == MODEL_NONE || o->workers < 2 || t->ring_eps.n == 0)
         return 0;
     if (trainer_plaintext_listen(t) != NULL)
-        sl_log(SL_LOG_WARN, "ring: listening on %s in plaintext (--insecure): anyone who reaches it can join the job "
-               "and read its gradients", trainer_plaintext_listen(t));
+        sl_log(SL_LOG_WARN,
+               "ring: listening on %s in plaintext (--insecure): anyone who reaches it can join the job "
+               "and read its gradients",
+               trainer_plaintext_listen(t));
     char cfg[TRAIN_RENDEZVOUS_MAX_CONFIG], root_bind[SL_CLUSTER_MAX_ADDR], restored[32] = "none";
     if (t->restoring && t->restore_step_given)
         snprintf(restored, sizeof restored, "step-%" PRIu64, t->o.restore_step);
@@ -105,18 +107,24 @@ int trainer_meet(struct trainer *t)
     /* the workers restore alike (all or none; the same --restore-step), or
      * fail here with both choices in the message; which step "newest" is
      * they settle over the ring (ckpt_agree) */
-    snprintf(cfg, sizeof cfg,
-             "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s restore=%s",
-             trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label,
-             o->lr, o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
+    snprintf(
+        cfg, sizeof cfg,
+        "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s restore=%s",
+        trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
+        o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
     const char *root = t->ring_eps.items[0];
     if (t->ring_bind[0] != '\0')
         sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
-    struct train_rendezvous_opts ro = {.rank = (int)o->worker, .size = (int)o->workers, .root = root,
+    struct train_rendezvous_opts ro = {.rank = (int)o->worker,
+                                       .size = (int)o->workers,
+                                       .root = root,
                                        .bind = t->ring_bind[0] != '\0' ? root_bind : NULL,
-                                       .names = (const char *const *)t->ring_eps.items, .job = o->job,
-                                       .config = cfg, .timeout_ms = (int)(o->rendezvous_timeout_s * 1000),
-                                       .stop = &trainer_stop_flag, .curve = t->have_curve ? &t->curve : NULL};
+                                       .names = (const char *const *)t->ring_eps.items,
+                                       .job = o->job,
+                                       .config = cfg,
+                                       .timeout_ms = (int)(o->rendezvous_timeout_s * 1000),
+                                       .stop = &trainer_stop_flag,
+                                       .curve = t->have_curve ? &t->curve : NULL};
     struct sl_error err = {0};
     size_t blob_len = 0;
     double t0 = sl_clock_s();
@@ -160,11 +168,13 @@ static int ps_resume(struct trainer *t, struct sl_error *err)
     }
     if (r.recorded == 0)
         return 0; /* a fresh start: nothing of this worker's shard was trained */
-    sl_log(SL_LOG_INFO, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
-           ", as %u of %zu parameter servers recorded it%s)", o->worker, r.pos.epoch, r.pos.step, r.pos.seq,
-           r.recorded - r.ahead, t->ps_eps.n,
+    sl_log(SL_LOG_INFO,
+           "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
+           ", as %u of %zu parameter servers recorded it%s)",
+           o->worker, r.pos.epoch, r.pos.step, r.pos.seq, r.recorded - r.ahead, t->ps_eps.n,
            r.ahead > 0 ? "; the others are ahead: they acknowledge the steps they applied without applying them "
-                         "again" : "");
+                         "again"
+                       : "");
     t->copts.resume_seq = r.pos.seq;
     t->start_step = r.pos.step;
     t->ps_resumed = 1;
@@ -179,24 +189,33 @@ int trainer_start(struct trainer *t)
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
     t->copts = (struct train_client_opts){.feeders = (const char *const *)t->feeders.items,
-                                          .nfeeders = t->feeders.n, .job = o->job, .worker = o->worker,
-                                          .workers = o->workers, .replicas = t->replicas, .credits = o->credits,
-                                          .heartbeat_ms = (int)o->heartbeat_ms, .timeout_ms = (int)o->timeout_ms,
+                                          .nfeeders = t->feeders.n,
+                                          .job = o->job,
+                                          .worker = o->worker,
+                                          .workers = o->workers,
+                                          .replicas = t->replicas,
+                                          .credits = o->credits,
+                                          .heartbeat_ms = (int)o->heartbeat_ms,
+                                          .timeout_ms = (int)o->timeout_ms,
                                           .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                          .reconnect_ms = (int)(o->reconnect_s * 1000), .no_shm = o->no_shm,
+                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
+                                          .no_shm = o->no_shm,
                                           .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
                                           .curve = t->have_curve ? &t->curve : NULL,
                                           .curve_server = t->curve_server_z85,
-                                          .stop = &trainer_stop_flag, .metrics = t->m};
+                                          .stop = &trainer_stop_flag,
+                                          .metrics = t->m};
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
      * meanwhile (they would drop it after --timeout-ms) */
     if (o->model != MODEL_NONE && o->workers > 1 && o->mode != MODE_PS) {
-        struct train_ring_opts ro = {.rank = (int)o->worker, .size = (int)o->workers,
+        struct train_ring_opts ro = {.rank = (int)o->worker,
+                                     .size = (int)o->workers,
                                      .endpoints = (const char *const *)t->ring_eps.items,
                                      .timeout_ms = (int)o->timeout_ms,
                                      .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL, .stop = &trainer_stop_flag,
+                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
+                                     .stop = &trainer_stop_flag,
                                      .curve = t->have_curve ? &t->curve : NULL};
         if (train_ring_open(&t->ring, &ro, &err) != 0)
             goto fail;
@@ -212,23 +231,31 @@ int trainer_start(struct trainer *t)
     if (o->trace != NULL && trainer_check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
         goto fail; /* the schema is known from the WELCOME: fail before any step */
     if (o->model != MODEL_NONE) {
-        struct train_loop_opts lo = {.input = o->input, .label = o->label, .replicas = t->replicas,
-                                     .worker = o->worker, .workers = o->workers, .hash_every = o->hash_every,
+        struct train_loop_opts lo = {.input = o->input,
+                                     .label = o->label,
+                                     .replicas = t->replicas,
+                                     .worker = o->worker,
+                                     .workers = o->workers,
+                                     .hash_every = o->hash_every,
                                      .mode = o->mode == MODE_TOWER ? TRAIN_STRATEGY_TOWER
                                              : o->mode == MODE_PS  ? TRAIN_STRATEGY_PS
                                                                    : TRAIN_STRATEGY_MIRRORED,
-                                     .ps = (const char *const *)t->ps_eps.items, .nps = (uint32_t)t->ps_eps.n,
+                                     .ps = (const char *const *)t->ps_eps.items,
+                                     .nps = (uint32_t)t->ps_eps.n,
                                      .ps_placement = (enum train_ps_placement)o->ps_placement,
-                                     .ps_timeout_ms = (int)o->timeout_ms, .ps_session = t->ps_session,
-                                     .device = t->gpu ? "cuda" : "cpu", .ordinals = t->gpu ? o->devspec.ordinals : NULL,
-                                     .dev_id = t->have_group_id ? t->group_id : NULL, .metrics = t->m,
+                                     .ps_timeout_ms = (int)o->timeout_ms,
+                                     .ps_session = t->ps_session,
+                                     .device = t->gpu ? "cuda" : "cpu",
+                                     .ordinals = t->gpu ? o->devspec.ordinals : NULL,
+                                     .dev_id = t->have_group_id ? t->group_id : NULL,
+                                     .metrics = t->m,
                                      .ps_curve = t->have_curve ? &t->curve : NULL};
         trainer_model_config_of(o, &lo.model);
         lo.ring = t->ring;
         if (trainer_loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
             goto fail;
-        if (t->restoring && train_loop_set_state(t->loop, t->ck.weights, t->ck.velocity, (size_t)t->ck.meta.nparams,
-                                                 &err) != 0) {
+        if (t->restoring &&
+            train_loop_set_state(t->loop, t->ck.weights, t->ck.velocity, (size_t)t->ck.meta.nparams, &err) != 0) {
             sl_error_prefix(&err, "--restore: %s (made for inputs of %u values, the job's have %u): ", t->ck.path,
                             t->ck.meta.inputs, trainer_input_width(t));
             goto fail;
@@ -259,16 +286,21 @@ static int check_step_numerics(struct trainer *t, uint64_t epoch, uint64_t step,
     double bound = 1000.0 * log((double)(o->classes > 1 ? o->classes : 2));
     const char *how = "--check-numerics off trains on anyway";
     if (res->rows > 0 && !isfinite(res->loss))
-        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": the loss is %s: the training diverged (a lower --lr "
-               "may help; %s)", epoch, step, isnan(res->loss) ? "nan" : "inf", how);
+        sl_log(SL_LOG_ERROR,
+               "epoch %" PRIu64 " step %" PRIu64 ": the loss is %s: the training diverged (a lower --lr "
+               "may help; %s)",
+               epoch, step, isnan(res->loss) ? "nan" : "inf", how);
     else if (bad >= 0)
-        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": weight %lld is not finite%s: the training diverged "
-               "(a lower --lr may help; %s)", epoch, step, bad, o->mode == MODE_PS ? " (as pulled from the servers)"
-               : "", how);
+        sl_log(SL_LOG_ERROR,
+               "epoch %" PRIu64 " step %" PRIu64 ": weight %lld is not finite%s: the training diverged "
+               "(a lower --lr may help; %s)",
+               epoch, step, bad, o->mode == MODE_PS ? " (as pulled from the servers)" : "", how);
     else if (o->check_numerics == CHECK_ON && res->rows > 0 && res->loss > bound)
-        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": the loss is %.6g, over %.6g (1000 x ln %u classes: "
+        sl_log(SL_LOG_ERROR,
+               "epoch %" PRIu64 " step %" PRIu64 ": the loss is %.6g, over %.6g (1000 x ln %u classes: "
                "a uniform guess scores ln %u): the training diverged (a lower --lr may help; --check-numerics finite "
-               "stops only for NaN or infinity, off never)", epoch, step, res->loss, bound, o->classes, o->classes);
+               "stops only for NaN or infinity, off never)",
+               epoch, step, res->loss, bound, o->classes, o->classes);
     else
         return 0;
     t->last_loss = res->loss; /* the summary shows the loss that stopped the run (null when not finite) */
@@ -278,8 +310,8 @@ static int check_step_numerics(struct trainer *t, uint64_t epoch, uint64_t step,
 /* Run step `prev` (its pieces staged before the next step's arrived):
  * metrics, the mirrored check at an epoch's end, progress and logs. 0, or
  * SL_EIO with the error logged. */
-static int run_step(struct trainer *t, struct run_counters *c, struct progress_line *bar, const struct staged_step *prev,
-                    uint64_t ran)
+static int run_step(struct trainer *t, struct run_counters *c, struct progress_line *bar,
+                    const struct staged_step *prev, uint64_t ran)
 {
     struct train_step_result res;
     struct sl_error err = {0};
@@ -374,10 +406,11 @@ int trainer_run(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     const struct sl_wire_welcome *w = train_client_welcome(t->cl);
-    sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors",
-           o->worker, o->workers, t->replicas, t->feeders.n, w->steps_per_epoch, w->ntensors);
+    sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors", o->worker,
+           o->workers, t->replicas, t->feeders.n, w->steps_per_epoch, w->ntensors);
     struct progress_line bar = {.steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
-    sl_status_line_init(&bar.line, o->progress == PROGRESS_ON || (o->progress == PROGRESS_AUTO && o->worker == 0 && isatty(2)),
+    sl_status_line_init(&bar.line,
+                        o->progress == PROGRESS_ON || (o->progress == PROGRESS_AUTO && o->worker == 0 && isatty(2)),
                         200000000u, 0); /* 5 redraws a second at most */
     struct run_counters c = {.step_t0 = sl_clock_s()};
     struct staged_step cur = {0}, prev = {0};
@@ -386,7 +419,7 @@ int trainer_run(struct trainer *t)
     sl_buf_init(&line, 0);
     const struct train_piece *pieces;
     uint64_t ran = t->start_step, last_epoch = UINT64_MAX; /* ran: steps trained, for --log-every */
-    struct staged_step last = {0}; /* the last step trained (traced, without a model) */
+    struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
         rc = trainer_stop_flag ? 0 : train_client_next_step(t->cl, &pieces, &err);
@@ -426,8 +459,8 @@ int trainer_run(struct trainer *t)
                 }
             }
             if (t->loop != NULL) {
-                cur = (struct staged_step){.epoch = pieces[0].epoch, .step = pieces[0].step, .seq = pieces[0].seq,
-                                           .flags = pieces[0].flags};
+                cur = (struct staged_step){
+                    .epoch = pieces[0].epoch, .step = pieces[0].step, .seq = pieces[0].seq, .flags = pieces[0].flags};
                 if (train_loop_put(t->loop, pieces, t->replicas, &err) != 0) {
                     trainer_progress_line_clear(&bar);
                     sl_log(SL_LOG_ERROR, "%s", err.msg);
@@ -557,7 +590,7 @@ int trainer_evaluate(struct trainer *t, struct train_client *ec)
     }
     sl_log(SL_LOG_INFO, "test accuracy %.4f over %.0f elements (%s)",
            t->test_rows > 0 ? t->test_correct / t->test_rows : 0, t->test_rows,
-           t->is_evaluator        ? "the whole test set: the evaluator, with the final weights"
+           t->is_evaluator      ? "the whole test set: the evaluator, with the final weights"
            : o->mode == MODE_PS ? "this worker's share; every worker holds the same final weights"
                                 : "all workers");
     return 0;
@@ -575,19 +608,24 @@ int trainer_ps_finish(struct trainer *t)
     uint32_t first = 0;
     t->ps_lost = train_loop_ps_lost(t->loop, &first);
     if (t->ps_lost > 0) {
-        sl_log(SL_LOG_ERROR, "the job did not finish: %u of %u workers were lost or failed (worker %u first; the "
-               "servers' logs say which and why): their shards were not trained to the end (global step %" PRIu64
-               ")", t->ps_lost, t->o.workers, first, t->ps_global_step);
+        sl_log(SL_LOG_ERROR,
+               "the job did not finish: %u of %u workers were lost or failed (worker %u first; the "
+               "servers' logs say which and why): their shards were not trained to the end (global step %" PRIu64 ")",
+               t->ps_lost, t->o.workers, first, t->ps_global_step);
         return 1;
     }
     long long bad = t->o.check_numerics != CHECK_OFF ? train_loop_first_non_finite(t->loop) : -1;
     if (bad >= 0) {
-        sl_log(SL_LOG_ERROR, "the final pull (global step %" PRIu64 "): weight %lld is not finite: the training "
-               "diverged (--check-numerics off trains on anyway)", t->ps_global_step, bad);
+        sl_log(SL_LOG_ERROR,
+               "the final pull (global step %" PRIu64 "): weight %lld is not finite: the training "
+               "diverged (--check-numerics off trains on anyway)",
+               t->ps_global_step, bad);
         return 1;
     }
-    sl_log(SL_LOG_INFO, "parameter servers: every worker is done; global step %" PRIu64 " (this worker's %" PRIu64
-           " steps, staleness mean %.2f max %" PRIu64 ")", t->ps_global_step, t->ps_steps,
-           t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0, t->ps_stale_max);
+    sl_log(SL_LOG_INFO,
+           "parameter servers: every worker is done; global step %" PRIu64 " (this worker's %" PRIu64
+           " steps, staleness mean %.2f max %" PRIu64 ")",
+           t->ps_global_step, t->ps_steps, t->ps_steps ? (double)t->ps_stale_sum / (double)t->ps_steps : 0.0,
+           t->ps_stale_max);
     return 0;
 }

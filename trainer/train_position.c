@@ -19,7 +19,8 @@ int train_input_position_at(struct train_input_position *out, uint64_t seq, uint
     if (seq % replicas != 0 || seq > TRAIN_INPUT_POSITION_MAX_SEQ)
         return sl_error_set(err, SL_EINVAL,
                             "input position: seq %" PRIu64 " is not a step's first piece (a multiple of %u, at most "
-                            "2^48)", seq, replicas);
+                            "2^48)",
+                            seq, replicas);
     *out = (struct train_input_position){.epoch = epoch, .step = seq / replicas, .seq = seq, .replicas = replicas};
     return 0;
 }
@@ -34,8 +35,7 @@ void train_input_position_encode(const struct train_input_position *p, uint8_t o
     sl_store_le32(out + 36, sl_crc32c(out, 36));
 }
 
-int train_input_position_decode(struct train_input_position *out, const void *buf, size_t len,
-                                struct sl_error *err)
+int train_input_position_decode(struct train_input_position *out, const void *buf, size_t len, struct sl_error *err)
 {
     const uint8_t *b = buf;
     if (len != TRAIN_INPUT_POSITION_BYTES)
@@ -47,8 +47,10 @@ int train_input_position_decode(struct train_input_position *out, const void *bu
     if (stored != crc)
         return sl_error_set(err, SL_ECORRUPT, "input position: CRC-32C mismatch (stored %08x, computed %08x)", stored,
                             crc);
-    struct train_input_position p = {.epoch = sl_load_le64(b + 8), .step = sl_load_le64(b + 16),
-                                     .seq = sl_load_le64(b + 24), .replicas = sl_load_le32(b + 32)};
+    struct train_input_position p = {.epoch = sl_load_le64(b + 8),
+                                     .step = sl_load_le64(b + 16),
+                                     .seq = sl_load_le64(b + 24),
+                                     .replicas = sl_load_le32(b + 32)};
     if (p.replicas == 0 || p.replicas > TRAIN_DEVICE_MAX_REPLICAS)
         return sl_error_set(err, SL_ECORRUPT, "input position: replicas %u out of range (1..%d)", p.replicas,
                             TRAIN_DEVICE_MAX_REPLICAS);

@@ -41,8 +41,7 @@ struct train_input_position {
 int train_input_position_at(struct train_input_position *out, uint64_t seq, uint32_t replicas, uint64_t epoch,
                             struct sl_error *err) SL_MUST_CHECK;
 /* Encode *p into out (always TRAIN_INPUT_POSITION_BYTES bytes). */
-void train_input_position_encode(const struct train_input_position *p,
-                                 uint8_t out[TRAIN_INPUT_POSITION_BYTES]);
+void train_input_position_encode(const struct train_input_position *p, uint8_t out[TRAIN_INPUT_POSITION_BYTES]);
 /* Decode len bytes at buf into *out (unchanged on error). SL_ECORRUPT,
  * with what is wrong: a length other than TRAIN_INPUT_POSITION_BYTES,
  * the magic, the CRC, replicas 0 or too many, seq not step x replicas or

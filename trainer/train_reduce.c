@@ -79,10 +79,9 @@ int train_reduce_shape(const struct train_value *per_replica, size_t n, int axis
             return shape_mismatch(first, 0, v, r, "ranks differ", err);
         for (int d = axis == 0 ? 1 : 0; d < v->rank; d++)
             if (v->dims[d] != first->dims[d])
-                return shape_mismatch(first, 0, v, r,
-                                      axis == 0 ? "dimensions after the batch axis must match"
-                                                : "axis=None needs identical shapes",
-                                      err);
+                return shape_mismatch(
+                    first, 0, v, r,
+                    axis == 0 ? "dimensions after the batch axis must match" : "axis=None needs identical shapes", err);
     }
     memset(out->dims, 0, sizeof out->dims);
     if (axis == TRAIN_AXIS_NONE) {

@@ -133,38 +133,38 @@ struct train_ps_client;
 /* Caller-owned options; all zero is one mirrored cpu replica, one worker,
  * no tensors staged. */
 struct train_strategy_opts {
-    uint32_t replicas;              /* R, one thread each (0: 1) */
+    uint32_t replicas; /* R, one thread each (0: 1) */
     enum train_strategy_mode mode;
-    struct train_ring *ring;        /* borrowed, NULL for one worker; used from the caller's thread only
+    struct train_ring *ring;                  /* borrowed, NULL for one worker; used from the caller's thread only
                                        (the strategy makes its "ring" collective, train_ring_coll_open) */
-    struct train_coll *across;      /* or any collective across workers instead of a ring: one member per
+    struct train_coll *across;                /* or any collective across workers instead of a ring: one member per
                                        worker (rank = worker, size = W), host memory; borrowed, used from
                                        the caller's thread only (abort: any thread); NULL for one worker */
-    uint32_t worker, workers;       /* this worker's rank and W (the collective's size; 0: 1) */
-    struct train_ps_client *ps;     /* ps mode: this worker's connections to the parameter servers
+    uint32_t worker, workers;                 /* this worker's rank and W (the collective's size; 0: 1) */
+    struct train_ps_client *ps;               /* ps mode: this worker's connections to the parameter servers
                                        (train_ps.h; borrowed, the caller's thread only); no ring or across */
-    uint32_t hash_every;            /* compare variable hashes after every K-th run (0: only on check) */
+    uint32_t hash_every;                      /* compare variable hashes after every K-th run (0: only on check) */
     enum train_loss_reduction loss_reduction; /* tower mode (0 NONE is refused there; mirrored ignores it) */
-    const char *device;             /* staging backend, "cpu" (NULL) or "cuda" */
-    const int *ordinals;            /* [replicas]: replica r opens device ordinals[r] (NULL: r) */
-    const char *device_group;       /* a kind with device collectives (cuda): TRAIN_COLL_ID_BYTES, the group
+    const char *device;                       /* staging backend, "cpu" (NULL) or "cuda" */
+    const int *ordinals;                      /* [replicas]: replica r opens device ordinals[r] (NULL: r) */
+    const char *device_group;                 /* a kind with device collectives (cuda): TRAIN_COLL_ID_BYTES, the group
                                        id (the same on every worker: worker 0's train_backend_group_id) that
                                        every replica of every worker joins at create, rank worker x R + r of
                                        W x R, for train_replica_all_reduce_device; NULL: none. Copied;
                                        ignored for host-memory kinds (cpu) */
-    size_t ntensors;                /* tensors per piece (the schema's) */
-    const size_t *tensor_capacity;  /* [ntensors] byte capacity of each tensor per piece (copied) */
-    size_t scratch_floats;          /* per-replica scratch for reduce / var_update (0: 65536) */
-    struct sl_metrics *metrics;     /* a train_metrics table (borrowed): each replica adds the bytes it
+    size_t ntensors;                          /* tensors per piece (the schema's) */
+    const size_t *tensor_capacity;            /* [ntensors] byte capacity of each tensor per piece (copied) */
+    size_t scratch_floats;                    /* per-replica scratch for reduce / var_update (0: 65536) */
+    struct sl_metrics *metrics;               /* a train_metrics table (borrowed): each replica adds the bytes it
                                        stages (TRAIN_M_H2D_BYTES) and its time in put and get
                                        (TRAIN_M_H2D_NS); NULL: not measured */
 };
 
 struct sl_metrics;
 struct train_strategy;
-struct train_replica;        /* a replica's context inside a step */
-struct train_per_replica;    /* one value per replica */
-struct train_variable;       /* a mirrored variable, owned by the strategy */
+struct train_replica;     /* a replica's context inside a step */
+struct train_per_replica; /* one value per replica */
+struct train_variable;    /* a mirrored variable, owned by the strategy */
 
 /* A step function: called once per run on every replica's thread with its
  * context, its staged piece (borrowed for the call; rows 0 for an empty
@@ -184,7 +184,7 @@ int train_strategy_create(struct train_strategy **out, const struct train_strate
  * NULL. */
 void train_strategy_destroy(struct train_strategy *s);
 
-uint32_t train_strategy_replicas(const struct train_strategy *s);           /* R */
+uint32_t train_strategy_replicas(const struct train_strategy *s);             /* R */
 uint32_t train_strategy_num_replicas_in_sync(const struct train_strategy *s); /* R x W */
 enum train_strategy_mode train_strategy_mode(const struct train_strategy *s);
 
@@ -230,8 +230,8 @@ int train_strategy_aborted(const struct train_strategy *s);
 
 /* --- inside a step function (replica context) --- */
 
-int train_replica_id(const struct train_replica *rep);           /* 0..R-1 on this worker */
-int train_replica_global_id(const struct train_replica *rep);    /* worker x R + id */
+int train_replica_id(const struct train_replica *rep);        /* 0..R-1 on this worker */
+int train_replica_global_id(const struct train_replica *rep); /* worker x R + id */
 uint32_t train_replica_num_replicas_in_sync(const struct train_replica *rep);
 /* This replica's open device (the staging backend's; borrowed, owned by the
  * strategy), for per-replica device work on the replica's thread. */
@@ -263,8 +263,8 @@ int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_
  * value on every replica, out->rank/dims are set. Axis 0 needs
  * (elements after dim 0) + 1 <= scratch_floats. Shapes must agree across
  * replicas (dims after dim 0 for axis 0; SL_EINVAL naming the replica). */
-int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value,
-                         int axis, struct train_value *out, struct sl_error *err) SL_MUST_CHECK;
+int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value, int axis,
+                         struct train_value *out, struct sl_error *err) SL_MUST_CHECK;
 
 /* This replica's component of a per-replica value: what TensorFlow's run
  * hands fn when an argument is a DistributedValues (pv made by
@@ -299,8 +299,8 @@ int train_replica_var_update(struct train_replica *rep, struct train_variable *v
  * returns after that. fn's error fails the run. Every replica must call
  * it. */
 typedef int (*train_var_apply_fn)(float *copy, size_t n, void *arg, struct sl_error *err);
-int train_replica_var_apply(struct train_replica *rep, struct train_variable *var, train_var_apply_fn fn,
-                            void *arg, struct sl_error *err) SL_MUST_CHECK;
+int train_replica_var_apply(struct train_replica *rep, struct train_variable *var, train_var_apply_fn fn, void *arg,
+                            struct sl_error *err) SL_MUST_CHECK;
 
 /* An optimizer step from a gradient: grad (n = the variable's size floats,
  * identical on every replica: an all-reduced gradient) is applied to
@@ -317,10 +317,10 @@ int train_replica_var_apply_gradient(struct train_replica *rep, struct train_var
 /* Parameter-server mode: the last run's pull and push (zeros in the other
  * modes, and pushed 0 for a run that pushed nothing). */
 struct train_ps_step {
-    double pull_s, push_s;  /* the pull before the step, replica 0's push */
-    uint64_t staleness;     /* the push's: other workers' pushes applied between the pull and it (the most
+    double pull_s, push_s; /* the pull before the step, replica 0's push */
+    uint64_t staleness;    /* the push's: other workers' pushes applied between the pull and it (the most
                                over the servers) */
-    uint64_t global_step;   /* as of the pull (server 0's count) */
+    uint64_t global_step;  /* as of the pull (server 0's count) */
     int pushed;
 };
 void train_strategy_ps_last(const struct train_strategy *s, struct train_ps_step *out);
@@ -401,9 +401,8 @@ typedef int (*train_value_fn)(const struct train_value_context *vc, struct train
  * prefixed with "values_from_function: replica r (replica_id_in_sync_group
  * g): ". *out is NULL and nothing is kept on any error; the strategy is
  * not failed (no step ran). SL_ENOMEM. */
-int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
-                                        size_t capacity, train_value_fn fn, void *ctx,
-                                        struct sl_error *err) SL_MUST_CHECK;
+int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s, size_t capacity,
+                                        train_value_fn fn, void *ctx, struct sl_error *err) SL_MUST_CHECK;
 
 /* strategy.reduce(op, pv, axis) in cross-replica context: train_reduce over
  * the local values, then across workers (the ring); MEAN as described at

@@ -96,8 +96,12 @@ int train_replica_all_reduce_device(struct train_replica *rep, float *buf, size_
 {
     struct train_coll *c = rep->s->backend->coll == NULL ? rep->coll : rep->dcoll;
     if (c == NULL)
-        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "all_reduce_device: the strategy's '%s' devices have "
-                                              "no group (device_group)", rep->s->backend->kind), err);
+        return replica_fail(rep,
+                            sl_error_set(err, SL_EINVAL,
+                                         "all_reduce_device: the strategy's '%s' devices have "
+                                         "no group (device_group)",
+                                         rep->s->backend->kind),
+                            err);
     uint64_t t0 = rep->id == 0 && rep->s->metrics != NULL ? sl_clock_ns() : 0;
     int rc = train_coll_all_reduce(c, buf, n, err);
     if (t0 != 0)
@@ -119,8 +123,8 @@ int train_replica_all_reduce(struct train_replica *rep, enum train_reduce_op op,
     return 0;
 }
 
-int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value,
-                         int axis, struct train_value *out, struct sl_error *err)
+int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, const struct train_value *value, int axis,
+                         struct train_value *out, struct sl_error *err)
 {
     struct train_strategy *s = rep->s;
     if (op != TRAIN_SUM && op != TRAIN_MEAN)
@@ -146,8 +150,12 @@ int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, con
         rc = train_replica_all_reduce(rep, op, out->data, m, err);
     } else {
         if (m > s->scratch_floats)
-            return replica_fail(rep, sl_error_set(err, SL_EINVAL, "reduce over axis 0: %zu values exceed the "
-                                                  "scratch of %zu floats", m, s->scratch_floats), err);
+            return replica_fail(rep,
+                                sl_error_set(err, SL_EINVAL,
+                                             "reduce over axis 0: %zu values exceed the "
+                                             "scratch of %zu floats",
+                                             m, s->scratch_floats),
+                                err);
         /* this replica's rows summed by train_reduce itself, then the row
          * count rides along in the same all-reduce */
         struct train_value part = {.data = rep->scratch};
@@ -158,8 +166,11 @@ int train_replica_reduce(struct train_replica *rep, enum train_reduce_op op, con
             return rc;
         float rows = rep->scratch[m];
         if (op == TRAIN_MEAN && rows == 0) /* the same on every replica: all fail alike */
-            return replica_fail(rep, sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty "
-                                                  "(0 rows in all): the mean is undefined"), err);
+            return replica_fail(rep,
+                                sl_error_set(err, SL_EINVAL,
+                                             "reduce MEAN over axis 0: every replica is empty "
+                                             "(0 rows in all): the mean is undefined"),
+                                err);
         for (size_t j = 0; j < m; j++)
             out->data[j] = op == TRAIN_MEAN ? rep->scratch[j] / rows : rep->scratch[j];
     }
@@ -215,12 +226,17 @@ int train_replica_var_update(struct train_replica *rep, struct train_variable *v
     if (var->agg == TRAIN_AGG_NONE) /* TensorFlow's error text, from train_mirror (NONE is refused first) */
         return replica_fail(rep, train_mirror_update(var->m, NULL, mode, err), err);
     if (mode != TRAIN_ASSIGN && mode != TRAIN_ASSIGN_ADD && mode != TRAIN_ASSIGN_SUB)
-        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "mirrored variable '%s': unknown update mode %d",
-                                              train_mirror_name(var->m), (int)mode), err);
+        return replica_fail(rep,
+                            sl_error_set(err, SL_EINVAL, "mirrored variable '%s': unknown update mode %d",
+                                         train_mirror_name(var->m), (int)mode),
+                            err);
     if (n > s->scratch_floats)
-        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "mirrored variable '%s': %zu values exceed the "
-                                              "scratch of %zu floats", train_mirror_name(var->m), n,
-                                              s->scratch_floats), err);
+        return replica_fail(rep,
+                            sl_error_set(err, SL_EINVAL,
+                                         "mirrored variable '%s': %zu values exceed the "
+                                         "scratch of %zu floats",
+                                         train_mirror_name(var->m), n, s->scratch_floats),
+                            err);
     float *u = rep->scratch;
     if (n > 0)
         memcpy(u, update, n * sizeof *u);
@@ -271,9 +287,11 @@ int train_replica_var_apply_gradient(struct train_replica *rep, struct train_var
     if (s->mode != TRAIN_STRATEGY_PS)
         return train_replica_var_apply(rep, var, fn, arg, err);
     if (var != s->ps_var || s->ps_done)
-        return replica_fail(rep, sl_error_set(err, SL_EINVAL, "apply_gradient: %s",
-                                              s->ps_done ? "the training has finished (train_strategy_ps_finish)"
-                                                         : "not the parameter servers' variable"), err);
+        return replica_fail(rep,
+                            sl_error_set(err, SL_EINVAL, "apply_gradient: %s",
+                                         s->ps_done ? "the training has finished (train_strategy_ps_finish)"
+                                                    : "not the parameter servers' variable"),
+                            err);
     if (rep->id != 0)
         return 0;
     uint64_t t0 = sl_clock_ns();
@@ -389,8 +407,7 @@ static int dispatch(struct train_strategy *s, enum job job, const struct train_p
 
 /* On each replica's thread, all at once: join the device collective (it
  * blocks until every replica of every worker has come). */
-static int join_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx,
-                             struct sl_error *err)
+static int join_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     (void)p;
     (void)ctx;
@@ -409,8 +426,7 @@ static int join_device_group(struct train_replica *rep, const struct train_stage
 
 /* On each replica's thread, all at once: leave it (a plain leave waits for
  * the other members of this host). */
-static int leave_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx,
-                              struct sl_error *err)
+static int leave_device_group(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     (void)p;
     (void)ctx;
@@ -518,8 +534,7 @@ int train_strategy_run(struct train_strategy *s, train_step_fn fn, void *ctx, st
     return rc;
 }
 
-int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx,
-                                         struct sl_error *err)
+int train_strategy_call_for_each_replica(struct train_strategy *s, train_step_fn fn, void *ctx, struct sl_error *err)
 {
     if (s->broken)
         return refuse_broken(s, err);
@@ -563,8 +578,10 @@ static int check_opts(const struct train_strategy_opts *o, uint32_t R, uint32_t 
         /* each worker is its own synchronous group: no collective across
          * workers; W only bounds this worker's rank */
         if (o->ps == NULL || across || o->worker >= *W)
-            return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode needs the servers' client and no "
-                                "ring (worker %u of %u)", o->worker, *W);
+            return sl_error_set(err, SL_EINVAL,
+                                "strategy: parameter-server mode needs the servers' client and no "
+                                "ring (worker %u of %u)",
+                                o->worker, *W);
         *W = 1;
     } else if (o->ps != NULL)
         return sl_error_set(err, SL_EINVAL, "strategy: parameter servers outside parameter-server mode");
@@ -573,11 +590,12 @@ static int check_opts(const struct train_strategy_opts *o, uint32_t R, uint32_t 
     if (o->mode != TRAIN_STRATEGY_PS && (across != (*W > 1) || o->worker >= *W))
         return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u %s a ring", o->worker, *W,
                             across ? "with" : "without");
-    if (o->across != NULL && (o->across->rank != (int)o->worker || o->across->size != (int)*W ||
-                              o->across->mem != TRAIN_COLL_HOST))
-        return sl_error_set(err, SL_EINVAL, "strategy: worker %u of %u with a '%s' collective across workers of "
-                            "member %d of %d", o->worker, *W, o->across->ops->name, o->across->rank,
-                            o->across->size);
+    if (o->across != NULL &&
+        (o->across->rank != (int)o->worker || o->across->size != (int)*W || o->across->mem != TRAIN_COLL_HOST))
+        return sl_error_set(err, SL_EINVAL,
+                            "strategy: worker %u of %u with a '%s' collective across workers of "
+                            "member %d of %d",
+                            o->worker, *W, o->across->ops->name, o->across->rank, o->across->size);
     if (o->mode != TRAIN_STRATEGY_MIRRORED && o->mode != TRAIN_STRATEGY_TOWER && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "strategy: unknown mode %d", (int)o->mode);
     if (o->mode == TRAIN_STRATEGY_TOWER && across)

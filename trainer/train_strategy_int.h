@@ -33,11 +33,11 @@ struct train_replica {
     int started;
     struct train_device *dev;
     struct train_stage *stage;
-    struct train_coll *local;  /* this replica's member of the local group (R > 1) */
-    struct train_coll *coll;   /* composed: every replica of every worker, host memory */
-    struct train_coll *dcoll;  /* the device kind's (nccl), device memory; NULL without one; under mu */
-    float *scratch;            /* scratch_floats + 1 */
-    struct train_staged view;  /* the running step's piece */
+    struct train_coll *local; /* this replica's member of the local group (R > 1) */
+    struct train_coll *coll;  /* composed: every replica of every worker, host memory */
+    struct train_coll *dcoll; /* the device kind's (nccl), device memory; NULL without one; under mu */
+    float *scratch;           /* scratch_floats + 1 */
+    struct train_staged view; /* the running step's piece */
     int rc;
     struct sl_error err;
 };
@@ -45,16 +45,16 @@ struct train_replica {
 struct train_per_replica {
     uint32_t replicas;
     size_t capacity;
-    float *data;                /* [replicas][capacity] */
-    struct train_value vals[];  /* [replicas] */
+    float *data;               /* [replicas][capacity] */
+    struct train_value vals[]; /* [replicas] */
 };
 
 struct train_strategy {
     uint32_t R, W, worker;
     enum train_strategy_mode mode;
-    struct train_coll *across;  /* one member per worker (W > 1): the caller's thread only */
-    int own_across;             /* made here around opts.ring */
-    struct train_ps_client *ps; /* ps mode: the servers (the caller's thread only) */
+    struct train_coll *across;     /* one member per worker (W > 1): the caller's thread only */
+    int own_across;                /* made here around opts.ring */
+    struct train_ps_client *ps;    /* ps mode: the servers (the caller's thread only) */
     struct train_variable *ps_var; /* ps mode: the variable on the servers */
     struct train_ps_step ps_last;  /* ps mode: the last run's pull and push */
     int ps_done;                   /* ps mode: finished; the copies hold the final values, runs pull no more */
@@ -72,13 +72,13 @@ struct train_strategy {
     float *hashbuf;             /* W x 4 x nvars: the hashes across workers */
     struct train_value *shapes; /* [R]: each replica's value shape in train_replica_reduce */
     uint64_t steps;
-    unsigned staged;            /* steps put and not yet run */
+    unsigned staged; /* steps put and not yet run */
     /* tower mode, R > 1: a step's pieces re-split into equal towers
      * (train_tower_resplit), their rows copied into tower_buf when the
      * pieces were unequal */
     struct train_piece *tower_pieces; /* [R] */
     void *tower_buf;
-    size_t tower_buf_bytes;     /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
+    size_t tower_buf_bytes; /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
 
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv, bar_cv;
@@ -91,9 +91,9 @@ struct train_strategy {
     int stop;
     uint32_t bar_count;
     uint64_t bar_gen;
-    int aborted;                /* 0 or the first error's code */
+    int aborted; /* 0 or the first error's code */
     char abort_msg[SL_ERROR_MSG_MAX];
-    int broken;                 /* a failed run: every later call fails with it */
+    int broken; /* a failed run: every later call fails with it */
     char broken_msg[SL_ERROR_MSG_MAX];
 };
 

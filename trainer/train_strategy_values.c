@@ -16,9 +16,10 @@ int train_strategy_variable(struct train_strategy *s, const char *name, size_t n
     if (s->nvars == TRAIN_STRATEGY_MAX_VARIABLES)
         return sl_error_set(err, SL_EINVAL, "strategy: at most %d variables", TRAIN_STRATEGY_MAX_VARIABLES);
     if (s->mode == TRAIN_STRATEGY_PS && (s->ps_var != NULL || n != train_ps_client_params(s->ps)))
-        return sl_error_set(err, SL_EINVAL, "strategy: parameter-server mode holds one variable, of the servers' %zu "
-                            "floats (got '%s' of %zu%s)", train_ps_client_params(s->ps), name, n,
-                            s->ps_var != NULL ? ", a second" : "");
+        return sl_error_set(err, SL_EINVAL,
+                            "strategy: parameter-server mode holds one variable, of the servers' %zu "
+                            "floats (got '%s' of %zu%s)",
+                            train_ps_client_params(s->ps), name, n, s->ps_var != NULL ? ", a second" : "");
     if (s->W > 1) {
         size_t need = (size_t)s->W * 4 * (s->nvars + 1);
         float *hb = sl_realloc(s->hashbuf, need * sizeof *hb);
@@ -184,7 +185,8 @@ int train_strategy_reduce(struct train_strategy *s, enum train_reduce_op op, con
     if ((rc = train_coll_all_reduce(s->across, buf, m + 1, err)) != 0)
         return sl_error_prefix(err, "reduce across workers: ");
     if (op == TRAIN_MEAN && buf[m] == 0)
-        return sl_error_set(err, SL_EINVAL, "reduce MEAN over axis 0: every replica is empty (0 rows in all): the "
+        return sl_error_set(err, SL_EINVAL,
+                            "reduce MEAN over axis 0: every replica is empty (0 rows in all): the "
                             "mean is undefined");
     for (size_t j = 0; j < m; j++)
         out->data[j] = op == TRAIN_MEAN ? buf[j] / buf[m] : buf[j];
@@ -211,8 +213,7 @@ static int take_value(struct train_value *v, float *slot, size_t capacity, struc
     char shape[128];
     train_value_format_shape(v, shape, sizeof shape);
     if (count > capacity)
-        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements, over the capacity %zu", shape, count,
-                            capacity);
+        return sl_error_set(err, SL_EINVAL, "value %s has %zu elements, over the capacity %zu", shape, count, capacity);
     if (count > 0 && v->data == NULL)
         return sl_error_set(err, SL_EINVAL, "value %s has %zu elements but no data", shape, count);
     if (count > 0 && v->data != slot)
@@ -221,8 +222,8 @@ static int take_value(struct train_value *v, float *slot, size_t capacity, struc
     return 0;
 }
 
-int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s,
-                                        size_t capacity, train_value_fn fn, void *ctx, struct sl_error *err)
+int train_strategy_values_from_function(struct train_per_replica **out, const struct train_strategy *s, size_t capacity,
+                                        train_value_fn fn, void *ctx, struct sl_error *err)
 {
     if (out == NULL)
         return sl_error_set(err, SL_EINVAL, "values_from_function: nowhere to put the values (out is NULL)");

@@ -28,8 +28,10 @@ static uint64_t row_bytes(const struct train_tensor *t, uint32_t tower, uint32_t
     const char *name = t->name != NULL ? t->name : "";
     size_t esize = sl_wire_dtype_size(t->dtype);
     if (esize == 0) {
-        sl_error_set(err, SL_EINVAL, "tower split: tensor '%s' is %s: only fixed-size values can be split along "
-                     "dim 0", name, sl_wire_dtype_name(t->dtype));
+        sl_error_set(err, SL_EINVAL,
+                     "tower split: tensor '%s' is %s: only fixed-size values can be split along "
+                     "dim 0",
+                     name, sl_wire_dtype_name(t->dtype));
         return 0;
     }
     if (t->rank < 1 || t->rank > SL_WIRE_MAX_PIECE_RANK || t->dims[0] != (int64_t)rows) {
@@ -47,8 +49,8 @@ static uint64_t row_bytes(const struct train_tensor *t, uint32_t tower, uint32_t
         b *= (uint64_t)t->dims[d];
     }
     if (b == 0 || t->bytes != b * rows || t->data == NULL) {
-        sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor '%s' holds %llu bytes, its shape %llu",
-                     tower, name, (unsigned long long)t->bytes, (unsigned long long)(b * rows));
+        sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor '%s' holds %llu bytes, its shape %llu", tower,
+                     name, (unsigned long long)t->bytes, (unsigned long long)(b * rows));
         return 0;
     }
     return b;
@@ -95,8 +97,8 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
         if (p->rows == 0 || p == ref)
             continue;
         if (p->ntensors != ref->ntensors)
-            return sl_error_set(err, SL_EINVAL, "tower split: tower %u has %zu tensors, tower %u %zu", t,
-                                p->ntensors, (uint32_t)(ref - in), ref->ntensors);
+            return sl_error_set(err, SL_EINVAL, "tower split: tower %u has %zu tensors, tower %u %zu", t, p->ntensors,
+                                (uint32_t)(ref - in), ref->ntensors);
         for (size_t i = 0; i < p->ntensors; i++) {
             const struct train_tensor *a = &p->t[i], *b = &ref->t[i];
             int same = a->dtype == b->dtype && a->rank == b->rank &&
@@ -104,8 +106,10 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
             for (int d = 1; same && d < a->rank && d < SL_WIRE_MAX_PIECE_RANK; d++)
                 same = a->dims[d] == b->dims[d];
             if (!same)
-                return sl_error_set(err, SL_EINVAL, "tower split: tower %u's tensor %zu differs from tower %u's in "
-                                    "name, dtype or shape after dim 0", t, i, (uint32_t)(ref - in));
+                return sl_error_set(err, SL_EINVAL,
+                                    "tower split: tower %u's tensor %zu differs from tower %u's in "
+                                    "name, dtype or shape after dim 0",
+                                    t, i, (uint32_t)(ref - in));
             if (row_bytes(a, t, p->rows, err) == 0)
                 return SL_EINVAL;
         }

@@ -48,8 +48,8 @@ int main(int argc, char **argv)
             return 1;
         }
         for (uint32_t r = 0; r < sluice_client_replicas(c); r++) {
-            printf("piece %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %u", p[r].seq, p[r].epoch, p[r].step,
-                   p[r].replica, p[r].rows, p[r].shm);
+            printf("piece %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %u", p[r].seq, p[r].epoch, p[r].step, p[r].replica,
+                   p[r].rows, p[r].shm);
             for (size_t i = 0; i < p[r].ntensors; i++) {
                 const struct sluice_tensor *t = &p[r].tensors[i];
                 if (strcmp(t->name, "id") != 0 || t->dtype != SLUICE_INT64)

@@ -33,9 +33,9 @@
 
 #include "sluice/client.h"
 
-static PyObject *Error;          /* sluice.Error */
-static PyTypeObject StepType;    /* sluice.Step, a struct sequence */
-static pthread_t main_thread;    /* the importing thread: Python's main thread */
+static PyObject *Error;       /* sluice.Error */
+static PyTypeObject StepType; /* sluice.Step, a struct sequence */
+static pthread_t main_thread; /* the importing thread: Python's main thread */
 
 /* ---- errors ---------------------------------------------------------- */
 
@@ -63,7 +63,7 @@ static PyObject *raise_code(int code, const char *message)
 /* ---- SIGINT during a wait ------------------------------------------- */
 
 static volatile sig_atomic_t *waiting_stop; /* the waiting client's flag */
-static struct sigaction python_sigint;       /* the handler the wait displaced */
+static struct sigaction python_sigint;      /* the handler the wait displaced */
 
 static void on_sigint(int sig)
 {
@@ -107,8 +107,7 @@ static void wait_end(int installed)
 /* ---- _Memory: owns a kept step -------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    struct sluice_step *step;
+    PyObject_HEAD struct sluice_step *step;
 } Memory;
 
 static void memory_dealloc(Memory *m)
@@ -118,8 +117,7 @@ static void memory_dealloc(Memory *m)
 }
 
 static PyTypeObject MemoryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sluice._sluice._Memory",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice._sluice._Memory",
     .tp_basicsize = sizeof(Memory),
     .tp_dealloc = (destructor)memory_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -129,11 +127,10 @@ static PyTypeObject MemoryType = {
 /* ---- Client ---------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    struct sluice_client *c;
+    PyObject_HEAD struct sluice_client *c;
     volatile sig_atomic_t stop;
-    int busy;        /* a call is inside the C client */
-    int over;        /* the stream ended: 1 at its end, 2 with an error (last) */
+    int busy; /* a call is inside the C client */
+    int over; /* the stream ended: 1 at its end, 2 with an error (last) */
     struct sluice_error last;
     PyObject *names; /* tuple of str: the tensors' names of the last step (reused) */
 } Client;
@@ -229,9 +226,22 @@ static const char **str_list(PyObject *v, const char *name, size_t max, size_t *
 
 static int client_init(Client *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"feeders", "job", "worker", "workers", "replicas", "credits", "heartbeat_ms",
-                             "timeout_ms", "connect_timeout_ms", "reconnect_ms", "takeover_ms", "no_shm",
-                             "resume_seq", "curve_key", "curve_server_keys", NULL};
+    static char *kwlist[] = {"feeders",
+                             "job",
+                             "worker",
+                             "workers",
+                             "replicas",
+                             "credits",
+                             "heartbeat_ms",
+                             "timeout_ms",
+                             "connect_timeout_ms",
+                             "reconnect_ms",
+                             "takeover_ms",
+                             "no_shm",
+                             "resume_seq",
+                             "curve_key",
+                             "curve_server_keys",
+                             NULL};
     PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
              *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
              *skeys = NULL;
@@ -241,8 +251,7 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOO", kwlist, &feeders, &job, &worker, &workers,
-                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey,
-                                     &skeys))
+                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys))
         return -1;
     struct sluice_options o;
     memset(&o, 0, sizeof o);
@@ -260,8 +269,9 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
     /* the least nonzero times, as the library words them */
     if ((hbv != 0 && hbv < SLUICE_MIN_HEARTBEAT_MS) || (tov != 0 && tov < SLUICE_MIN_TIMEOUT_MS)) {
         int hb_bad = hbv != 0 && hbv < SLUICE_MIN_HEARTBEAT_MS;
-        PyErr_Format(PyExc_ValueError, "%s: %lld is out of range (0 or %d to %d)", hb_bad ? "heartbeat_ms" : "timeout_ms",
-                     hb_bad ? hbv : tov, hb_bad ? SLUICE_MIN_HEARTBEAT_MS : SLUICE_MIN_TIMEOUT_MS,
+        PyErr_Format(PyExc_ValueError, "%s: %lld is out of range (0 or %d to %d)",
+                     hb_bad ? "heartbeat_ms" : "timeout_ms", hb_bad ? hbv : tov,
+                     hb_bad ? SLUICE_MIN_HEARTBEAT_MS : SLUICE_MIN_TIMEOUT_MS,
                      hb_bad ? SLUICE_MAX_HEARTBEAT_MS : SLUICE_MAX_TIMEOUT_MS);
         return -1;
     }
@@ -331,10 +341,8 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
     int rc;
     self->busy = 1;
     int installed = wait_begin(&self->stop);
-    Py_BEGIN_ALLOW_THREADS
-    rc = sluice_client_open(&c, &o, &e);
-    Py_END_ALLOW_THREADS
-    wait_end(installed);
+    Py_BEGIN_ALLOW_THREADS rc = sluice_client_open(&c, &o, &e);
+    Py_END_ALLOW_THREADS wait_end(installed);
     self->busy = 0;
     if (rc != 0) {
         if (!(self->stop && PyErr_CheckSignals() != 0))
@@ -356,8 +364,7 @@ static void client_close_c(Client *self)
     if (self->c != NULL) {
         struct sluice_client *c = self->c;
         self->c = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        sluice_client_close(c);
+        Py_BEGIN_ALLOW_THREADS sluice_client_close(c);
         Py_END_ALLOW_THREADS
     }
 }
@@ -395,12 +402,9 @@ static PyObject *stream_failed(Client *self, int rc, const struct sluice_error *
 static int npy_type(int dtype)
 {
     switch (dtype) {
-    case SLUICE_INT64:
-        return NPY_INT64;
-    case SLUICE_FLOAT32:
-        return NPY_FLOAT32;
-    default:
-        return NPY_UINT8; /* uint8, and bytes: the values concatenated */
+    case SLUICE_INT64: return NPY_INT64;
+    case SLUICE_FLOAT32: return NPY_FLOAT32;
+    default: return NPY_UINT8; /* uint8, and bytes: the values concatenated */
     }
 }
 
@@ -472,8 +476,8 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
         }
         PyObject *a;
         if (t->data != NULL) {
-            a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), t->rank, dims, NULL,
-                                     (void *)t->data, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE, NULL);
+            a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), t->rank, dims, NULL, (void *)t->data,
+                                     NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE, NULL);
             if (a != NULL) {
                 Py_INCREF(mem);
                 if (PyArray_SetBaseObject((PyArrayObject *)a, mem) != 0)
@@ -510,12 +514,10 @@ static PyObject *client_next(Client *self)
     struct sluice_step *step = NULL;
     int rc;
     int installed = wait_begin(&self->stop);
-    Py_BEGIN_ALLOW_THREADS
-    rc = sluice_client_next_step(self->c, &pieces, &e);
+    Py_BEGIN_ALLOW_THREADS rc = sluice_client_next_step(self->c, &pieces, &e);
     if (rc == SLUICE_OK)
         rc = sluice_client_keep_step(self->c, &step, &pieces, &e);
-    Py_END_ALLOW_THREADS
-    wait_end(installed);
+    Py_END_ALLOW_THREADS wait_end(installed);
     self->busy = 0;
     if (rc == SLUICE_END) {
         self->over = 1;
@@ -587,10 +589,8 @@ static PyObject *client_keepalive(Client *self, PyObject *args)
     struct sluice_error e;
     int rc;
     int installed = wait_begin(&self->stop);
-    Py_BEGIN_ALLOW_THREADS
-    rc = sluice_client_keepalive(self->c, ms, &e);
-    Py_END_ALLOW_THREADS
-    wait_end(installed);
+    Py_BEGIN_ALLOW_THREADS rc = sluice_client_keepalive(self->c, ms, &e);
+    Py_END_ALLOW_THREADS wait_end(installed);
     self->busy = 0;
     if (rc != 0)
         return stream_failed(self, rc, &e);
@@ -604,14 +604,10 @@ static PyObject *client_get(Client *self, void *which)
         return NULL;
     }
     switch ((int)(intptr_t)which) {
-    case 0:
-        return PyLong_FromUnsignedLongLong(sluice_client_position(self->c));
-    case 1:
-        return PyLong_FromUnsignedLongLong(sluice_client_steps_per_epoch(self->c));
-    case 2:
-        return PyLong_FromUnsignedLongLong(sluice_client_epochs(self->c));
-    default:
-        return PyLong_FromUnsignedLong(sluice_client_replicas(self->c));
+    case 0: return PyLong_FromUnsignedLongLong(sluice_client_position(self->c));
+    case 1: return PyLong_FromUnsignedLongLong(sluice_client_steps_per_epoch(self->c));
+    case 2: return PyLong_FromUnsignedLongLong(sluice_client_epochs(self->c));
+    default: return PyLong_FromUnsignedLong(sluice_client_replicas(self->c));
     }
 }
 
@@ -622,8 +618,7 @@ static PyObject *client_closed(Client *self, void *Py_UNUSED(x))
 
 static PyGetSetDef client_getset[] = {
     {"position", (getter)client_get, NULL,
-     "The seq of the first piece not handed out yet: pass it as resume_seq to continue exactly there.",
-     (void *)0},
+     "The seq of the first piece not handed out yet: pass it as resume_seq to continue exactly there.", (void *)0},
     {"steps_per_epoch", (getter)client_get, NULL, "Steps per epoch as the feeders announced (0: not known).",
      (void *)1},
     {"epochs", (getter)client_get, NULL, "The job's epochs (0: forever).", (void *)2},
@@ -641,8 +636,7 @@ static PyMethodDef client_methods[] = {
 };
 
 static PyTypeObject ClientType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "sluice._sluice.Client",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sluice._sluice.Client",
     .tp_basicsize = sizeof(Client),
     .tp_dealloc = (destructor)client_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
@@ -732,8 +726,15 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_sluice", "The C binding of libsluice (use the sluice package).", -1, module_methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "_sluice",
+    "The C binding of libsluice (use the sluice package).",
+    -1,
+    module_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__sluice(void); /* the one symbol the interpreter looks up */
@@ -749,10 +750,11 @@ PyMODINIT_FUNC PyInit__sluice(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Error = PyErr_NewExceptionWithDoc("sluice.Error",
-                                      "A sluice error: str() is the C library's message; .code (a negative "
-                                      "SLUICE_E* number) and .code_name ('proto', 'timeout', 'invalid', ...) say which kind.",
-                                      NULL, NULL);
+    Error = PyErr_NewExceptionWithDoc(
+        "sluice.Error",
+        "A sluice error: str() is the C library's message; .code (a negative "
+        "SLUICE_E* number) and .code_name ('proto', 'timeout', 'invalid', ...) say which kind.",
+        NULL, NULL);
     if (Error == NULL || PyModule_AddObjectRef(m, "Error", Error) < 0 ||
         PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) < 0 ||
         PyModule_AddObjectRef(m, "Step", (PyObject *)&StepType) < 0 ||

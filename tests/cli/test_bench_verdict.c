@@ -90,9 +90,16 @@ END_TEST
  * share of 0 (one feeder, or no wait attributed). */
 START_TEST(test_waited_feeder)
 {
-    struct bench_verdict_in in = {.r_disk = 0.1, .r_inflate = -1, .r_wire_zmq = 0.2, .r_wire_memcpy = 0.01,
-                                  .cpu_util = 0.4, .ncpu = 2, .stall_pct = 40, .busy_stage = "decode",
-                                  .wait_feeder = 1, .wait_share = 0.625};
+    struct bench_verdict_in in = {.r_disk = 0.1,
+                                  .r_inflate = -1,
+                                  .r_wire_zmq = 0.2,
+                                  .r_wire_memcpy = 0.01,
+                                  .cpu_util = 0.4,
+                                  .ncpu = 2,
+                                  .stall_pct = 40,
+                                  .busy_stage = "decode",
+                                  .wait_feeder = 1,
+                                  .wait_share = 0.625};
     char got[192];
     bench_verdict(&in, got, sizeof got);
     ck_assert_str_eq(got, "feeder stage decode (its busiest; input stall 40.0%; feeder 1 holds 62% of the wait)");

@@ -19,10 +19,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x))                                                                                  \
-            __builtin_trap();                                                                      \
+#define CHECK(x)              \
+    do {                      \
+        if (!(x))             \
+            __builtin_trap(); \
     } while (0)
 
 /* An error return: the code is one of `allowed` (0-terminated), err
@@ -46,7 +46,8 @@ static inline void fuzz_note(const char *entry, int rc, const char *why)
     if (trace < 0)
         trace = getenv("SLUICE_FUZZ_TRACE") != NULL;
     if (trace)
-        fprintf(stderr, "  %s: %d%s%s\n", entry, rc, rc != 0 && why != NULL ? " " : "", rc != 0 && why != NULL ? why : "");
+        fprintf(stderr, "  %s: %d%s%s\n", entry, rc, rc != 0 && why != NULL ? " " : "",
+                rc != 0 && why != NULL ? why : "");
 }
 
 /* CRC-32C (Castagnoli, reflected), bit by bit: for the targets that put a

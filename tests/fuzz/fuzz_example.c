@@ -16,10 +16,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x))                                                                                  \
-            __builtin_trap();                                                                      \
+#define CHECK(x)              \
+    do {                      \
+        if (!(x))             \
+            __builtin_trap(); \
     } while (0)
 
 #define BATCH_ROWS 16
@@ -38,10 +38,10 @@ static struct fmt_batch *make_batch(int all_defaults)
         int64_t d0, d1;
         int dflt;
     } table[] = {
-        {"a", FMT_DTYPE_INT64, 0, 0, 0, 0, 0},   {"f", FMT_DTYPE_FLOAT32, 0, 2, 1, 2, 1},
-        {"s", FMT_DTYPE_BYTES, 0, 1, 2, 0, 1},   {"u", FMT_DTYPE_UINT8, 0, 2, 2, 2, 1},
-        {"i", FMT_DTYPE_INT64, 1, 0, 0, 0, 0},   {"g", FMT_DTYPE_FLOAT32, 1, 0, 0, 0, 0},
-        {"b", FMT_DTYPE_BYTES, 1, 0, 0, 0, 0},   {"r", FMT_DTYPE_UINT8, 1, 0, 0, 0, 0},
+        {"a", FMT_DTYPE_INT64, 0, 0, 0, 0, 0}, {"f", FMT_DTYPE_FLOAT32, 0, 2, 1, 2, 1},
+        {"s", FMT_DTYPE_BYTES, 0, 1, 2, 0, 1}, {"u", FMT_DTYPE_UINT8, 0, 2, 2, 2, 1},
+        {"i", FMT_DTYPE_INT64, 1, 0, 0, 0, 0}, {"g", FMT_DTYPE_FLOAT32, 1, 0, 0, 0, 0},
+        {"b", FMT_DTYPE_BYTES, 1, 0, 0, 0, 0}, {"r", FMT_DTYPE_UINT8, 1, 0, 0, 0, 0},
         {"x", FMT_DTYPE_UINT8, 0, 1, 3, 0, 0},
     };
     for (size_t k = 0; k < 9; k++) {

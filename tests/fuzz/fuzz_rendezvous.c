@@ -13,8 +13,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* ZMQ_MAXMSGSIZE bounds a frame near the limits' sum */
-    if (size > HDR + TRAIN_RENDEZVOUS_MAX_JOB + TRAIN_RENDEZVOUS_MAX_CONFIG + TRAIN_RENDEZVOUS_MAX_BLOB +
-                   SL_ERROR_MSG_MAX)
+    if (size >
+        HDR + TRAIN_RENDEZVOUS_MAX_JOB + TRAIN_RENDEZVOUS_MAX_CONFIG + TRAIN_RENDEZVOUS_MAX_BLOB + SL_ERROR_MSG_MAX)
         return 0;
     uint8_t *p = malloc(size ? size : 1), *back = malloc(size ? size : 1);
     CHECK(p != NULL && back != NULL);

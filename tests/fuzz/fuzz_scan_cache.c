@@ -104,10 +104,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned mode = data[0];
     const uint8_t *in = data + 1;
     size_t in_len = size - 1;
-    struct feed_scan_key key = {.format = (enum fmt_format)(mode >> 4 & 3), .compression = FMT_COMP_AUTO,
-                                .max_record_bytes = 1 << 20, .max_file = (uint64_t)1 << 40};
-    struct feed_file_id id = {.dev = 1, .ino = 2, .size = 4096, .mtime_s = 3, .mtime_ns = 4, .ctime_s = 5,
-                              .ctime_ns = 6};
+    struct feed_scan_key key = {.format = (enum fmt_format)(mode >> 4 & 3),
+                                .compression = FMT_COMP_AUTO,
+                                .max_record_bytes = 1 << 20,
+                                .max_file = (uint64_t)1 << 40};
+    struct feed_file_id id = {
+        .dev = 1, .ino = 2, .size = 4096, .mtime_s = 3, .mtime_ns = 4, .ctime_s = 5, .ctime_ns = 6};
     uint8_t *e;
     size_t e_len;
     if (mode & 1) {
@@ -136,9 +138,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         key.compression = (enum fmt_compression)fuzz_load_le32(e + 16);
         key.count_only = (int)fuzz_load_le32(e + 20);
         key.max_record_bytes = fuzz_load_le64(e + 24);
-        id = (struct feed_file_id){.dev = fuzz_load_le64(e + 32), .ino = fuzz_load_le64(e + 40),
-                                   .size = fuzz_load_le64(e + 48), .mtime_s = (int64_t)fuzz_load_le64(e + 56),
-                                   .mtime_ns = fuzz_load_le32(e + 64), .ctime_s = (int64_t)fuzz_load_le64(e + 72),
+        id = (struct feed_file_id){.dev = fuzz_load_le64(e + 32),
+                                   .ino = fuzz_load_le64(e + 40),
+                                   .size = fuzz_load_le64(e + 48),
+                                   .mtime_s = (int64_t)fuzz_load_le64(e + 56),
+                                   .mtime_ns = fuzz_load_le32(e + 64),
+                                   .ctime_s = (int64_t)fuzz_load_le64(e + 72),
                                    .ctime_ns = fuzz_load_le32(e + 80)};
         memcpy(e + HDR, abs_path, plen);
         if (rest)

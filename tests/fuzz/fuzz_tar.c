@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct fmt_tar_opts opts = { .max_member_bytes = 1 << 20, .max_fields = 16 };
+    struct fmt_tar_opts opts = {.max_member_bytes = 1 << 20, .max_fields = 16};
     struct sl_error err = {0};
     struct fmt_tar *t;
     if (fmt_tar_open_mem(&t, "fuzz.tar", data, size, &opts, &err) != 0)

@@ -23,8 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void drain(const uint8_t *data, size_t size, enum fmt_format f, int use_zlib)
 {
-    struct fmt_reader_opts o = {.format = f, .max_record_bytes = 1 << 16, .buffer_size = 4096,
-                                .use_zlib = use_zlib};
+    struct fmt_reader_opts o = {.format = f, .max_record_bytes = 1 << 16, .buffer_size = 4096, .use_zlib = use_zlib};
     struct fmt_reader *r;
     struct sl_error err = {0};
     if (fmt_reader_open_mem(&r, "fuzz", data, size, &o, &err) != 0)
@@ -46,11 +45,12 @@ struct outcome {
     char msg[SL_ERROR_MSG_MAX + 8];
 };
 
-static void outcome_of(const char *name, const uint8_t *data, size_t size, int path, size_t chunk,
-                       struct outcome *out)
+static void outcome_of(const char *name, const uint8_t *data, size_t size, int path, size_t chunk, struct outcome *out)
 {
-    struct fmt_reader_opts o = {.format = FMT_FORMAT_TFRECORD, .compression = FMT_COMP_NONE,
-                                .max_record_bytes = 1 << 16, .buffer_size = chunk,
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TFRECORD,
+                                .compression = FMT_COMP_NONE,
+                                .max_record_bytes = 1 << 16,
+                                .buffer_size = chunk,
                                 .io = path == 2 ? FMT_IO_READ : FMT_IO_MAP};
     struct fmt_reader *r;
     struct sl_error err = {0};
@@ -64,8 +64,8 @@ static void outcome_of(const char *name, const uint8_t *data, size_t size, int p
     struct fmt_record rec;
     while ((rc = fmt_reader_next(r, &rec, &err)) == 0) {
         out->n++;
-        out->digest = out->digest * 1000003u + rec.offset * 31u + rec.len * 7u + rec.index +
-                      sl_crc32c(rec.data, rec.len);
+        out->digest =
+            out->digest * 1000003u + rec.offset * 31u + rec.len * 7u + rec.index + sl_crc32c(rec.data, rec.len);
     }
     out->rc = rc;
     out->dropped = fmt_reader_dropped_tail(r);
@@ -95,10 +95,11 @@ static void differential(const uint8_t *data, size_t size)
         outcome_of(name, data, size, paths[i].path, paths[i].chunk, &o);
         if (o.n != first.n || o.digest != first.digest || o.rc != first.rc || o.dropped != first.dropped ||
             strcmp(o.msg, first.msg) != 0) {
-            fprintf(stderr, "path %zu (io %d, chunk %zu) differs from memory: %llu records rc %d '%s', memory %llu "
-                            "records rc %d '%s'\n",
-                    i, paths[i].path, paths[i].chunk, (unsigned long long)o.n, o.rc, o.msg,
-                    (unsigned long long)first.n, first.rc, first.msg);
+            fprintf(stderr,
+                    "path %zu (io %d, chunk %zu) differs from memory: %llu records rc %d '%s', memory %llu "
+                    "records rc %d '%s'\n",
+                    i, paths[i].path, paths[i].chunk, (unsigned long long)o.n, o.rc, o.msg, (unsigned long long)first.n,
+                    first.rc, first.msg);
             abort();
         }
     }

@@ -54,12 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 __builtin_trap();
         }
         break;
-    case SL_WIRE_REFUSE:
-        touch(m.refuse.reason, m.refuse.reason_len, &sink);
-        break;
-    case SL_WIRE_ERROR:
-        touch(m.error.msg, m.error.msg_len, &sink);
-        break;
+    case SL_WIRE_REFUSE: touch(m.refuse.reason, m.refuse.reason_len, &sink); break;
+    case SL_WIRE_ERROR: touch(m.error.msg, m.error.msg_len, &sink); break;
     case SL_WIRE_PIECE:
         if (m.piece.ntensors > SL_WIRE_MAX_TENSORS)
             __builtin_trap();
@@ -88,8 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             m.status.bytes > SL_WIRE_MAX_COUNT || size != 48)
             __builtin_trap();
         break;
-    default:
-        break;
+    default: break;
     }
     /* canonical: encoding what was decoded gives the input back */
     struct sl_buf b;

@@ -23,12 +23,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
-            failures++;                                                                     \
-        }                                                                                   \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                              \
+        }                                                                            \
     } while (0)
 
 /* Stop at a failed call: later checks would only repeat it. */
@@ -179,9 +179,10 @@ static void bandwidth(const struct train_device_ops *ops, struct train_device *d
     double two = (double)(sl_clock_ns() - t0) / 1e9;
     double gb_one = (double)n * reps / one / 1e9, gb_peak = (double)n * reps / peak / 1e9;
     printf("H2D from pinned memory, GPU 0, %d x %zu MiB (best of 3): %.2f GB/s on one stream, %.2f GB/s on two; "
-           "cudaMemcpyAsync alone %.2f GB/s\n", reps, n >> 20, gb_one, (double)n * reps / two / 1e9, gb_peak);
-    printf("FIGURE h2d_backend_gb_per_s %.3f\nFIGURE h2d_peak_gb_per_s %.3f\nFIGURE h2d_ratio %.3f\n", gb_one,
-           gb_peak, gb_one / gb_peak);
+           "cudaMemcpyAsync alone %.2f GB/s\n",
+           reps, n >> 20, gb_one, (double)n * reps / two / 1e9, gb_peak);
+    printf("FIGURE h2d_backend_gb_per_s %.3f\nFIGURE h2d_peak_gb_per_s %.3f\nFIGURE h2d_ratio %.3f\n", gb_one, gb_peak,
+           gb_one / gb_peak);
     CHECK(gb_one >= 0.9 * gb_peak); /* the benchmark */
     for (int s = 0; s < TRAIN_DEVICE_STREAMS; s++)
         ops->free_device(d, dev[s]);
@@ -208,8 +209,7 @@ static void all_reduce_latency(const struct train_device_ops *ops, struct train_
         for (int i = 0; i < iters; i++)
             must(ops->all_reduce_sum_f32(comm, dev, sizes[k], &err), &err, "all_reduce_sum_f32");
         double us = (double)(sl_clock_ns() - t0) / 1e3 / iters;
-        printf("one-rank NCCL all-reduce of %zu floats: %.1f us per call (blocking, %d calls)\n", sizes[k], us,
-               iters);
+        printf("one-rank NCCL all-reduce of %zu floats: %.1f us per call (blocking, %d calls)\n", sizes[k], us, iters);
         printf("FIGURE nccl_1rank_allreduce_%zu_floats_us %.2f\n", sizes[k], us);
     }
     ops->free_device(d, dev);

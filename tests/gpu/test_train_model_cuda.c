@@ -207,8 +207,13 @@ static void check_nccl_id_over_rendezvous(void)
     pthread_t th[2];
     memset(a, 0, sizeof a);
     for (int r = 0; r < 2; r++) {
-        a[r].o = (struct train_rendezvous_opts){.rank = r, .size = 2, .root = root, .job = "gpu-test",
-                                                .config = "nccl", .timeout_ms = 10000, .blob = id,
+        a[r].o = (struct train_rendezvous_opts){.rank = r,
+                                                .size = 2,
+                                                .root = root,
+                                                .job = "gpu-test",
+                                                .config = "nccl",
+                                                .timeout_ms = 10000,
+                                                .blob = id,
                                                 .blob_len = r == 0 ? sizeof id : 0};
         if (pthread_create(&th[r], NULL, rendezvous_rank, &a[r]) != 0)
             exit(1);
@@ -251,14 +256,20 @@ int main(void)
         printf("SKIP: no CUDA device (or no driver)\n");
         return SKIP;
     }
-    struct train_model_config soft = {.inputs = 20, .classes = 5, .seed = 3, .lr = 0.1f, .momentum = 0.9f,
-                                      .max_rows = 16};
+    struct train_model_config soft = {
+        .inputs = 20, .classes = 5, .seed = 3, .lr = 0.1f, .momentum = 0.9f, .max_rows = 16};
     check_model("softmax regression", soft, 37, 50);
-    struct train_model_config mlp = {.inputs = 30, .classes = 7, .nhidden = 2, .hidden = {16, 8}, .seed = 11,
-                                     .lr = 0.05f, .momentum = 0.9f, .max_rows = 32};
+    struct train_model_config mlp = {.inputs = 30,
+                                     .classes = 7,
+                                     .nhidden = 2,
+                                     .hidden = {16, 8},
+                                     .seed = 11,
+                                     .lr = 0.05f,
+                                     .momentum = 0.9f,
+                                     .max_rows = 32};
     check_model("mlp 30-16-8-7", mlp, 100, 100);
-    struct train_model_config wide = {.inputs = 784, .classes = 10, .nhidden = 2, .hidden = {256, 128},
-                                      .seed = 1, .lr = 0.05f, .momentum = 0.9f};
+    struct train_model_config wide = {
+        .inputs = 784, .classes = 10, .nhidden = 2, .hidden = {256, 128}, .seed = 1, .lr = 0.05f, .momentum = 0.9f};
     check_model("mlp 784-256-128-10", wide, 300, 512);
     check_nccl_id_over_rendezvous();
     if (failures > 0) {

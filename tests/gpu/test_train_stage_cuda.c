@@ -22,12 +22,12 @@ static const char *const names[NT] = {"label", "image", "weight"};
 
 static int failures;
 
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
-            failures++;                                                                     \
-        }                                                                                   \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                              \
+        }                                                                            \
     } while (0)
 
 static void must(int rc, const struct sl_error *err, const char *what)

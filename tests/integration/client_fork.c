@@ -100,8 +100,13 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *eps[1] = {argv[1]};
-    struct sluice_options o = {.feeders = eps, .nfeeders = 1, .job = argv[2], .replicas = (uint32_t)atoi(argv[3]),
-                               .heartbeat_ms = 200, .timeout_ms = 3000, .no_shm = strcmp(argv[4], "no_shm") == 0};
+    struct sluice_options o = {.feeders = eps,
+                               .nfeeders = 1,
+                               .job = argv[2],
+                               .replicas = (uint32_t)atoi(argv[3]),
+                               .heartbeat_ms = 200,
+                               .timeout_ms = 3000,
+                               .no_shm = strcmp(argv[4], "no_shm") == 0};
     struct sluice_error err = {0};
     struct sluice_client *c = NULL;
     if (sluice_client_open(&c, &o, &err) != 0) {

@@ -25,8 +25,13 @@ int main(int argc, char **argv)
     }
     const char *eps[1] = {argv[1]};
     int ms = atoi(argv[4]);
-    struct train_client_opts o = {.feeders = eps, .nfeeders = 1, .job = argv[2], .workers = 1, .replicas = 1,
-                                  .heartbeat_ms = 100, .timeout_ms = 2000};
+    struct train_client_opts o = {.feeders = eps,
+                                  .nfeeders = 1,
+                                  .job = argv[2],
+                                  .workers = 1,
+                                  .replicas = 1,
+                                  .heartbeat_ms = 100,
+                                  .timeout_ms = 2000};
     struct sl_error err = {0};
     struct train_client *c = NULL;
     if (train_client_open(&c, &o, &err) != 0) {

@@ -96,8 +96,8 @@ int main(int argc, char **argv)
         if (strncmp(act, "pull:", 5) == 0) {
             header(h, TRAIN_PS_PULL, worker, 0, incarnation);
             size_t len = strlen(act + 5);
-            sent = zmq_send(d, h, sizeof h, len ? ZMQ_SNDMORE : 0) >= 0 &&
-                   (len == 0 || zmq_send(d, act + 5, len, 0) >= 0);
+            sent =
+                zmq_send(d, h, sizeof h, len ? ZMQ_SNDMORE : 0) >= 0 && (len == 0 || zmq_send(d, act + 5, len, 0) >= 0);
         } else if (strncmp(act, "push:", 5) == 0) {
             const char *kind = act + 5;
             size_t n = strcmp(kind, "short") == 0 && floats > 0 ? floats - 1 : floats;
@@ -106,8 +106,7 @@ int main(int argc, char **argv)
                 return 2;
             for (size_t i = 0; i < n; i++)
                 g[i] = strcmp(kind, "nan") == 0 ? NAN : strcmp(kind, "inf") == 0 ? INFINITY : 1.0f;
-            header(h, TRAIN_PS_PUSH, worker, strcmp(kind, "version") == 0 ? UINT64_C(1) << 63 : version,
-                   incarnation);
+            header(h, TRAIN_PS_PUSH, worker, strcmp(kind, "version") == 0 ? UINT64_C(1) << 63 : version, incarnation);
             int stray = strcmp(kind, "stray") == 0;
             uint8_t pos[TRAIN_INPUT_POSITION_BYTES]; /* the first step's: what a worker's first push carries */
             train_input_position_encode(&(struct train_input_position){.step = 1, .seq = 1, .replicas = 1}, pos);
@@ -141,9 +140,10 @@ int main(int argc, char **argv)
                 w |= sl_json_string(&out, zmq_msg_data(&body), zmq_msg_size(&body));
             else
                 w |= sl_buf_printf(&out, "\"\"");
-            w |= sl_buf_printf(&out, ",\"incarnation\":\"%016" PRIx64 "\",\"version\":%" PRIu64 ",\"step\":%" PRIu64
-                          ",\"bytes\":%zu}\n", inc, ver, type ? sl_load_le64(r + 24) : 0,
-                          has_body ? zmq_msg_size(&body) : 0);
+            w |= sl_buf_printf(&out,
+                               ",\"incarnation\":\"%016" PRIx64 "\",\"version\":%" PRIu64 ",\"step\":%" PRIu64
+                               ",\"bytes\":%zu}\n",
+                               inc, ver, type ? sl_load_le64(r + 24) : 0, has_body ? zmq_msg_size(&body) : 0);
             if (type == TRAIN_PS_VALUES) {
                 incarnation = inc;
                 version = ver;

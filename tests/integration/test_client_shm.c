@@ -85,12 +85,18 @@ static void *feeder_main(void *arg)
         goto out;
     }
     ff->got_hello_shm = (m->hello.flags & SL_WIRE_HELLO_SHM) != 0;
-    struct sl_wire_welcome w = {.feeder = 0, .feeders = 1, .steps_per_epoch = 1, .epochs = 1, .batch = 2,
-                                .heartbeat_ms = 1000, .ntensors = 1,
-                                .shm_pid = (uint32_t)getpid(), .shm_fd = (uint32_t)ff->memfd,
-                                .shm_size = SHM_SIZE, .shm_token = TOKEN};
-    w.fields[0] = (struct sl_wire_field){.name = "x", .name_len = 1, .dtype = SL_WIRE_UINT8, .rank = 1,
-                                         .dims = {4}};
+    struct sl_wire_welcome w = {.feeder = 0,
+                                .feeders = 1,
+                                .steps_per_epoch = 1,
+                                .epochs = 1,
+                                .batch = 2,
+                                .heartbeat_ms = 1000,
+                                .ntensors = 1,
+                                .shm_pid = (uint32_t)getpid(),
+                                .shm_fd = (uint32_t)ff->memfd,
+                                .shm_size = SHM_SIZE,
+                                .shm_token = TOKEN};
+    w.fields[0] = (struct sl_wire_field){.name = "x", .name_len = 1, .dtype = SL_WIRE_UINT8, .rank = 1, .dims = {4}};
     if (sl_wire_encode_welcome(&w, &b) != 0 || send_to(ff->router, &id, &b) != 0) {
         snprintf(ff->fail, sizeof ff->fail, "cannot send WELCOME");
         goto out;
@@ -109,10 +115,13 @@ static void *feeder_main(void *arg)
     ff->got_credit_shm = (m->credit.flags & SL_WIRE_CREDIT_SHM) != 0;
     struct sl_wire_piece *p = &m->piece;
     memset(m, 0, sizeof *m);
-    *p = (struct sl_wire_piece){.rows = 2, .flags = SL_WIRE_PIECE_SHM | SL_WIRE_PIECE_LAST_STEP, .ntensors = 1,
-                                .shm_offset = ff->shm_offset, .shm_bytes = ff->shm_bytes};
-    p->tensors[0] = (struct sl_wire_tensor){.dtype = SL_WIRE_UINT8, .rank = 2, .dims = {2, 4},
-                                            .bytes = ff->tensor_bytes};
+    *p = (struct sl_wire_piece){.rows = 2,
+                                .flags = SL_WIRE_PIECE_SHM | SL_WIRE_PIECE_LAST_STEP,
+                                .ntensors = 1,
+                                .shm_offset = ff->shm_offset,
+                                .shm_bytes = ff->shm_bytes};
+    p->tensors[0] =
+        (struct sl_wire_tensor){.dtype = SL_WIRE_UINT8, .rank = 2, .dims = {2, 4}, .bytes = ff->tensor_bytes};
     struct sl_wire_end end = {.worker = 0, .pieces = 1, .epochs = 1};
     if (sl_wire_encode_piece(p, &b) != 0 || send_to(ff->router, &id, &b) != 0) {
         snprintf(ff->fail, sizeof ff->fail, "cannot send PIECE");
@@ -178,8 +187,13 @@ static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tenso
     ck_assert_int_eq(pthread_create(&r->tid, NULL, feeder_main, ff), 0);
 
     const char *eps[1] = {ff->ep};
-    struct train_client_opts o = {.feeders = eps, .nfeeders = 1, .job = "shm-bounds", .workers = 1,
-                                  .replicas = 1, .heartbeat_ms = 100, .timeout_ms = 5000,
+    struct train_client_opts o = {.feeders = eps,
+                                  .nfeeders = 1,
+                                  .job = "shm-bounds",
+                                  .workers = 1,
+                                  .replicas = 1,
+                                  .heartbeat_ms = 100,
+                                  .timeout_ms = 5000,
                                   .connect_timeout_ms = 5000};
     struct sl_error err = {0};
     ck_assert_msg(train_client_open(&r->c, &o, &err) == 0, "open: %s", err.msg);
@@ -281,8 +295,7 @@ START_TEST(test_piece_past_the_end_is_refused)
         /* starting at the end */
         {SHM_SIZE, 8, 8, "shared memory [8192, 8200) past its 8192 bytes, or with 0 frames"},
         /* far beyond: the largest offset and size the wire allows */
-        {(uint64_t)1 << 40, 8, 8,
-         "shared memory [1099511627776, 1099511627784) past its 8192 bytes, or with 0 frames"},
+        {(uint64_t)1 << 40, 8, 8, "shared memory [1099511627776, 1099511627784) past its 8192 bytes, or with 0 frames"},
         {4096, (uint64_t)1 << 30, 8, "shared memory [4096, 1073745920) past its 8192 bytes, or with 0 frames"},
         /* inside the mapping, but shorter than its tensor */
         {4096, 7, 8, "tensor 0: bytes [0, 8) past the body's 7"},

@@ -160,8 +160,8 @@ static int seek_all(const struct feed_plan_config *cfg, uint32_t w, struct piece
             } else if (k == s) {
                 print_piece(&pc);
             } else if (!same_piece(&pc, ps, k)) {
-                fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, piece %zu differs from iteration's\n",
-                        w, s, k);
+                fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, piece %zu differs from iteration's\n", w,
+                        s, k);
                 status = 1;
             }
         }

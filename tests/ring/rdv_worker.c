@@ -40,9 +40,15 @@ int main(int argc, char **argv)
         snprintf(names[i], sizeof names[i], "worker-%d", i);
         np[i] = names[i];
     }
-    struct train_rendezvous_opts o = {.rank = rank, .size = size, .root = argv[3], .names = np, .job = argv[4],
-                                      .config = argv[5], .timeout_ms = argc > 6 ? atoi(argv[6]) : 0,
-                                      .blob = blob, .blob_len = rank == 0 ? nblob : 0};
+    struct train_rendezvous_opts o = {.rank = rank,
+                                      .size = size,
+                                      .root = argv[3],
+                                      .names = np,
+                                      .job = argv[4],
+                                      .config = argv[5],
+                                      .timeout_ms = argc > 6 ? atoi(argv[6]) : 0,
+                                      .blob = blob,
+                                      .blob_len = rank == 0 ? nblob : 0};
     struct sl_error err = {0};
     size_t len = 0;
     int rc = train_rendezvous(&o, got, sizeof got, &len, &err);

@@ -74,16 +74,16 @@ static int check(const float *buf, enum mode m, int rank, int size, size_t n, in
         double exact = 0;
 
         if (memcmp(&buf[i], &want, sizeof want) != 0) {
-            printf("rank %d check FAILED call %d index %zu: got %.9g expected %.9g\n", rank,
-                   iter, i, (double)buf[i], (double)want);
+            printf("rank %d check FAILED call %d index %zu: got %.9g expected %.9g\n", rank, iter, i, (double)buf[i],
+                   (double)want);
             return -1;
         }
         if (m == MODE_SUM || m == MODE_DIE) {
             for (int r = 0; r < size; r++)
                 exact += (double)value(m, r, i, iter);
             if ((double)buf[i] != exact) {
-                printf("rank %d check FAILED call %d index %zu: got %.9g exact sum %.9g\n",
-                       rank, iter, i, (double)buf[i], exact);
+                printf("rank %d check FAILED call %d index %zu: got %.9g exact sum %.9g\n", rank, iter, i,
+                       (double)buf[i], exact);
                 return -1;
             }
         }
@@ -116,8 +116,8 @@ static int barrier(struct train_ring *ring)
 /* Raw baseline: PUSH n*4 bytes to the successor, PULL as many from the
  * predecessor, iters times between two ring barriers, so every rank times
  * the same cluster-wide interval; returns seconds per exchange, or < 0. */
-static double raw_bench(struct train_ring *ring, const char **raw, int rank, int size,
-                        const float *buf, size_t n, int iters)
+static double raw_bench(struct train_ring *ring, const char **raw, int rank, int size, const float *buf, size_t n,
+                        int iters)
 {
     void *ctx = zmq_ctx_new();
     void *push = zmq_socket(ctx, ZMQ_PUSH), *pull = zmq_socket(ctx, ZMQ_PULL);
@@ -139,8 +139,7 @@ static double raw_bench(struct train_ring *ring, const char **raw, int rank, int
             t0 = sl_clock_ns();
         }
         zmq_msg_init(&m);
-        if (zmq_send(push, buf, bytes, 0) < 0 || zmq_msg_recv(&m, pull, 0) < 0
-            || zmq_msg_size(&m) != bytes) {
+        if (zmq_send(push, buf, bytes, 0) < 0 || zmq_msg_recv(&m, pull, 0) < 0 || zmq_msg_size(&m) != bytes) {
             zmq_msg_close(&m);
             t = -1;
             goto out_close;
@@ -192,9 +191,8 @@ int main(int argc, char **argv)
         }
         m = (enum mode)k;
     }
-    if (split(argv[3], eps, TRAIN_RING_MAX_SIZE) != o.size || iters < 1
-        || (m == MODE_BENCH
-            && (argc != 8 || split(argv[7], raw, TRAIN_RING_MAX_SIZE) != o.size))) {
+    if (split(argv[3], eps, TRAIN_RING_MAX_SIZE) != o.size || iters < 1 ||
+        (m == MODE_BENCH && (argc != 8 || split(argv[7], raw, TRAIN_RING_MAX_SIZE) != o.size))) {
         fprintf(stderr, "ring_worker: need SIZE endpoints, ITERATIONS >= 1 "
                         "(and SIZE raw endpoints for bench)\n");
         return 2;
@@ -218,13 +216,11 @@ int main(int argc, char **argv)
         if (m != MODE_BENCH || it < 0)
             fill(buf, n, m, o.rank, it < 0 ? 0 : it);
         t0 = sl_clock_ns();
-        rc = train_ring_all_reduce(ring, buf, n, m == MODE_MEAN ? TRAIN_RING_MEAN : TRAIN_RING_SUM,
-                                   &err);
+        rc = train_ring_all_reduce(ring, buf, n, m == MODE_MEAN ? TRAIN_RING_MEAN : TRAIN_RING_SUM, &err);
         if (it >= 0)
             ring_s += (double)(sl_clock_ns() - t0) / 1e9;
         if (rc < 0) {
-            fprintf(stderr, "ring_worker: rank %d: call %d: %s (%s)\n", o.rank, it, err.msg,
-                    sl_code_name(rc));
+            fprintf(stderr, "ring_worker: rank %d: call %d: %s (%s)\n", o.rank, it, err.msg, sl_code_name(rc));
             status = 1;
             break;
         }
@@ -253,8 +249,7 @@ int main(int argc, char **argv)
             double bytes = (double)n * sizeof(float), per = ring_s / iters;
             printf("rank %d P=%d bytes=%.0f ring %.3f GB/s (bus %.3f GB/s, %.3f ms/call) "
                    "raw push/pull %.3f GB/s (%.3f ms)\n",
-                   o.rank, o.size, bytes, bytes / per / 1e9,
-                   bytes / per / 1e9 * 2.0 * (o.size - 1) / o.size, per * 1e3,
+                   o.rank, o.size, bytes, bytes / per / 1e9, bytes / per / 1e9 * 2.0 * (o.size - 1) / o.size, per * 1e3,
                    bytes / raw_s / 1e9, raw_s * 1e3);
         }
     } else if (status == 0) {

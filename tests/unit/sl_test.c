@@ -13,7 +13,9 @@ static pid_t test_dir_owner; /* forked test cases must not remove it */
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-    (void)sb; (void)flag; (void)ftw;
+    (void)sb;
+    (void)flag;
+    (void)ftw;
     return remove(path);
 }
 
@@ -81,10 +83,14 @@ size_t sl_test_hex(const char *hex, uint8_t *out, size_t cap)
     int hi = -1;
     for (const char *p = hex; *p; p++) {
         int v;
-        if (*p >= '0' && *p <= '9') v = *p - '0';
-        else if (*p >= 'a' && *p <= 'f') v = *p - 'a' + 10;
-        else if (*p >= 'A' && *p <= 'F') v = *p - 'A' + 10;
-        else continue;
+        if (*p >= '0' && *p <= '9')
+            v = *p - '0';
+        else if (*p >= 'a' && *p <= 'f')
+            v = *p - 'a' + 10;
+        else if (*p >= 'A' && *p <= 'F')
+            v = *p - 'A' + 10;
+        else
+            continue;
         if (hi < 0) {
             hi = v;
         } else {

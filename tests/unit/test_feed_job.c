@@ -231,7 +231,8 @@ static const struct {
     const char *features;
     const char *want;
 } bad_features[] = {
-    {"{\"a\": {\"dtype\": \"int33\"}}", "'features.a.dtype': unknown dtype 'int33' (expected int64, float32, bytes or uint8)"},
+    {"{\"a\": {\"dtype\": \"int33\"}}",
+     "'features.a.dtype': unknown dtype 'int33' (expected int64, float32, bytes or uint8)"},
     {"{\"a\": {}}", "'features.a.dtype' is required"},
     {"{\"a\": {\"dtype\": 5}}", "'features.a.dtype' must be a string (got 5)"},
     {"{\"a\": 5}", "'features.a' must be an object (got 5)"},
@@ -242,18 +243,21 @@ static const struct {
      "'features.a.shape' must be an array of at most 8 integers >= 0 (got [-1])"},
     {"{\"a\": {\"dtype\": \"int64\", \"shape\": [1,1,1,1,1,1,1,1,1]}}",
      "'features.a.shape' must be an array of at most 8 integers >= 0 (got [1,1,1,1,1,1,1,1,1])"},
-    {"{\"a\": {\"dtype\": \"int64\", \"shape\": 3}}", "'features.a.shape' must be an array of at most 8 integers >= 0 (got 3)"},
+    {"{\"a\": {\"dtype\": \"int64\", \"shape\": 3}}",
+     "'features.a.shape' must be an array of at most 8 integers >= 0 (got 3)"},
     {"{\"a\": {\"dtype\": \"int64\", \"shape\": [2.5]}}",
      "'features.a.shape' must be an array of at most 8 integers >= 0 (got [2.5])"},
     {"{\"a\": {\"dtype\": \"int64\", \"shape\": [65536, 65536, 2]}}",
      "'features.a.shape' must hold at most 4294967296 values (got [65536,65536,2])"},
     {"{\"a\": {\"dtype\": \"int64\", \"varlen\": \"yes\"}}", "'features.a.varlen' must be true or false (got \"yes\")"},
-    {"{\"a\": {\"dtype\": \"int64\", \"varlen\": true, \"shape\": [2]}}", "'features.a.shape': a varlen feature has no shape"},
+    {"{\"a\": {\"dtype\": \"int64\", \"varlen\": true, \"shape\": [2]}}",
+     "'features.a.shape': a varlen feature has no shape"},
     {"{\"a\": {\"dtype\": \"int64\", \"varlen\": true, \"default\": 0}}",
      "'features.a.default': a varlen feature takes no default"},
     {"{\"a\": {\"dtype\": \"int64\", \"default\": 1.5}}", "'features.a.default' must be an integer (got 1.5)"},
     {"{\"a\": {\"dtype\": \"int64\", \"default\": \"0\"}}", "'features.a.default' must be an integer (got \"0\")"},
-    {"{\"a\": {\"dtype\": \"float32\", \"default\": \"x\"}}", "'features.a.default' must be a float32 number (got \"x\")"},
+    {"{\"a\": {\"dtype\": \"float32\", \"default\": \"x\"}}",
+     "'features.a.default' must be a float32 number (got \"x\")"},
     {"{\"a\": {\"dtype\": \"float32\", \"default\": 1e39}}",
      "'features.a.default' must be a float32 number (got 1e39)"},
     {"{\"a\": {\"dtype\": \"uint8\", \"from\": \"bytes\", \"default\": 256}}",
@@ -312,16 +316,16 @@ END_TEST
 
 START_TEST(test_features_parse)
 {
-    struct feed_job *job = load_ok(
-        "{\"features\": {"
-        "\"img\": {\"dtype\": \"uint8\", \"shape\": [28, 28], \"from\": \"bytes\", \"default\": 7},"
-        "\"f\": {\"dtype\": \"float32\", \"shape\": [2, 2], \"default\": [[0.25, 0.25], [0.25, 0.25]]},"
-        "\"s\": {\"dtype\": \"bytes\", \"shape\": [], \"default\": \"unk\"},"
-        "\"tags\": {\"dtype\": \"int64\", \"varlen\": true},"
-        "\"raw\": {\"dtype\": \"uint8\", \"varlen\": true, \"from\": \"bytes\"},"
-        "\"n\": {\"dtype\": \"int64\", \"shape\": [0], \"default\": []},"
-        "\"e\": {\"dtype\": \"string\", \"default\": \"\"},"
-        "\"g\": {\"dtype\": \"float\", \"shape\": [3], \"default\": -2, \"varlen\": false}}}");
+    struct feed_job *job =
+        load_ok("{\"features\": {"
+                "\"img\": {\"dtype\": \"uint8\", \"shape\": [28, 28], \"from\": \"bytes\", \"default\": 7},"
+                "\"f\": {\"dtype\": \"float32\", \"shape\": [2, 2], \"default\": [[0.25, 0.25], [0.25, 0.25]]},"
+                "\"s\": {\"dtype\": \"bytes\", \"shape\": [], \"default\": \"unk\"},"
+                "\"tags\": {\"dtype\": \"int64\", \"varlen\": true},"
+                "\"raw\": {\"dtype\": \"uint8\", \"varlen\": true, \"from\": \"bytes\"},"
+                "\"n\": {\"dtype\": \"int64\", \"shape\": [0], \"default\": []},"
+                "\"e\": {\"dtype\": \"string\", \"default\": \"\"},"
+                "\"g\": {\"dtype\": \"float\", \"shape\": [3], \"default\": -2, \"varlen\": false}}}");
     const struct fmt_feature_spec *f = job->features;
     ck_assert_uint_eq(job->nfeatures, 8);
     ck_assert_str_eq(f[0].name, "img");
@@ -480,7 +484,8 @@ START_TEST(test_override_errors)
     set_fails(job, "epochs", "-1", "--epochs: must be an integer >= 0 or \"forever\" (got -1)");
     set_fails(job, "shuffle.sed", "1", "--shuffle.sed: unknown key");
     set_fails(job, "shuffle", "{\"buffer\": 1, \"sed\": 1}", "--shuffle: unknown key 'shuffle.sed'");
-    set_fails(job, "shuffle", "{\"buffer\": 1, \"seed\": -1}", "--shuffle: 'shuffle.seed' must be an integer >= 0 (got -1)");
+    set_fails(job, "shuffle", "{\"buffer\": 1, \"seed\": -1}",
+              "--shuffle: 'shuffle.seed' must be an integer >= 0 (got -1)");
     set_fails(job, "shuffle", "{\"seed\": 1}", "--shuffle: 'shuffle.buffer' is required");
     set_fails(job, "shuffle", "{bad", "--shuffle: not valid JSON: string or '}' expected near 'bad' at column 4");
     set_fails(job, "files", "a,,b",
@@ -491,11 +496,13 @@ START_TEST(test_override_errors)
     set_fails(job, "name", "\xff", "--name: not valid UTF-8");
     set_fails(job, "features.image.dtype", "int33",
               "--features.image.dtype: unknown dtype 'int33' (expected int64, float32, bytes or uint8)");
-    set_fails(job, "features.image.from", "null", "--features.image.from: 'features.image': dtype uint8 requires \"from\": \"bytes\"");
+    set_fails(job, "features.image.from", "null",
+              "--features.image.from: 'features.image': dtype uint8 requires \"from\": \"bytes\"");
     set_fails(job, "features.nope.dtype", "int64", "--features.nope.dtype: no feature 'nope'");
     set_fails(job, "features.label", "{\"dtype\": \"int64\", \"shap\": []}",
               "--features.label: unknown key 'features.label.shap'");
-    set_fails(job, "features.label", "{\"dtype\": \"int64\"", "--features.label: not valid JSON: '}' expected near end of file at column 17");
+    set_fails(job, "features.label", "{\"dtype\": \"int64\"",
+              "--features.label: not valid JSON: '}' expected near end of file at column 17");
     set_fails(job, "features", "[]", "--features: must be an object of name -> feature (got [])");
     set_fails(job, "features", "{\"a\": {\"dtype\": \"x\"}}",
               "--features: 'features.a.dtype': unknown dtype 'x' (expected int64, float32, bytes or uint8)");
@@ -622,9 +629,10 @@ START_TEST(test_expand_order)
     touch("d/a-10.tfrecord");
     touch("d/B-3.tfrecord");
     char json[1024];
-    snprintf(json, sizeof json,
-             "{\"files\": [\"%s/d/b-*.tfrecord\", \"%s/d/a-*.tfrecord\", \"%s/d/*-[23].tfrecord\", \"%s/d/b-0.tfrecord\"]}",
-             dir, dir, dir, dir);
+    snprintf(
+        json, sizeof json,
+        "{\"files\": [\"%s/d/b-*.tfrecord\", \"%s/d/a-*.tfrecord\", \"%s/d/*-[23].tfrecord\", \"%s/d/b-0.tfrecord\"]}",
+        dir, dir, dir, dir);
     struct feed_job *job = load_ok(json);
     struct sl_error err = {0};
     ck_assert_int_eq(feed_job_expand(job, &err), 0);
@@ -747,24 +755,29 @@ START_TEST(test_arrays)
               "--features.image.from: an array feature takes its values from its array");
     set_ok(job, "features.label.default", "0");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label.default': an array feature has a value in every row, no "
-                              "default");
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg,
+                     "job.json: 'features.label.default': an array feature has a value in every row, no "
+                     "default");
     set_ok(job, "features.label.default", "null");
     set_ok(job, "features.label.dtype", "bytes");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label': an array fills a fixed-shape int64, float32 or uint8 "
-                              "feature");
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg,
+                     "job.json: 'features.label': an array fills a fixed-shape int64, float32 or uint8 "
+                     "feature");
     set_ok(job, "features.label", "{\"dtype\": \"int64\"}");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.label.array' is required with format \"arrays\"");
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg,
+                     "job.json: 'features.label.array' is required with format \"arrays\"");
     set_ok(job, "features.label.array", "x.npy");
     set_ok(job, "files", "x.tfrecord");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'files' does not apply with format \"arrays\" (each feature names its "
-                              "arrays: features.NAME.array)");
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg,
+                     "job.json: 'files' does not apply with format \"arrays\" (each feature names its "
+                     "arrays: features.NAME.array)");
     set_ok(job, "format", "tfrecord");
     ck_assert_int_eq(feed_job_validate(job, &err), SL_EINVAL);
-    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg, "job.json: 'features.image.array' applies only with format \"arrays\"");
+    ck_assert_str_eq(strchr(err.msg, ':') ? strstr(err.msg, "job.json: ") : err.msg,
+                     "job.json: 'features.image.array' applies only with format \"arrays\"");
     feed_job_free(job);
 }
 END_TEST
@@ -860,15 +873,17 @@ START_TEST(test_to_json)
     set_ok(job, "features.s", "{\"dtype\": \"bytes\", \"default\": \"q\\\"\"}");
     set_ok(job, "features.v", "{\"dtype\": \"uint8\", \"from\": \"bytes\", \"varlen\": true}");
     char *s = job_json(job, 0);
-    ck_assert_str_eq(s, "{\"name\": \"t\", \"files\": [\"a*\", \"b*\"], \"format\": \"tfrecord\", "
-                        "\"compression\": \"auto\", \"features\": {\"x\": {\"dtype\": \"float32\", \"shape\": [2], "
-                        "\"default\": 0.1}, \"s\": {\"dtype\": \"bytes\", \"shape\": [], \"default\": \"q\\\"\"}, "
-                        "\"v\": {\"dtype\": \"uint8\", \"varlen\": true, \"from\": \"bytes\"}}, "
-                        "\"shard_policy\": \"auto\", \"global_batch_size\": 32, \"drop_remainder\": false, "
-                        "\"shuffle\": {\"buffer\": 0, \"seed\": 0, \"reshuffle_each_epoch\": true}, \"epochs\": 1, "
-                        "\"parallel_reads\": 1, \"per_replica_input\": false, \"per_replica_shard\": \"none\", "
-                        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"inflate_cache_bytes\": 1073741824, "
-                    "\"verify_on_read\": true, \"use_index\": false}");
+    ck_assert_str_eq(
+        s,
+        "{\"name\": \"t\", \"files\": [\"a*\", \"b*\"], \"format\": \"tfrecord\", "
+        "\"compression\": \"auto\", \"features\": {\"x\": {\"dtype\": \"float32\", \"shape\": [2], "
+        "\"default\": 0.1}, \"s\": {\"dtype\": \"bytes\", \"shape\": [], \"default\": \"q\\\"\"}, "
+        "\"v\": {\"dtype\": \"uint8\", \"varlen\": true, \"from\": \"bytes\"}}, "
+        "\"shard_policy\": \"auto\", \"global_batch_size\": 32, \"drop_remainder\": false, "
+        "\"shuffle\": {\"buffer\": 0, \"seed\": 0, \"reshuffle_each_epoch\": true}, \"epochs\": 1, "
+        "\"parallel_reads\": 1, \"per_replica_input\": false, \"per_replica_shard\": \"none\", "
+        "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"inflate_cache_bytes\": 1073741824, "
+        "\"verify_on_read\": true, \"use_index\": false}");
     free(s);
     feed_job_free(job);
 

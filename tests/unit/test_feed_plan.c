@@ -46,8 +46,8 @@ static const char *plan_text(const struct feed_plan_config *cfg, uint32_t w, int
         len += (size_t)snprintf(out + len, sizeof bufs[0] - len, "%s[", len ? " " : "");
         for (size_t i = 0; i < pc.n; i++) {
             if (files)
-                len += (size_t)snprintf(out + len, sizeof bufs[0] - len, "%s%u:%llu", i ? "," : "",
-                                        pc.elems[i].file, (unsigned long long)pc.elems[i].record);
+                len += (size_t)snprintf(out + len, sizeof bufs[0] - len, "%s%u:%llu", i ? "," : "", pc.elems[i].file,
+                                        (unsigned long long)pc.elems[i].record);
             else
                 len += (size_t)snprintf(out + len, sizeof bufs[0] - len, "%s%llu", i ? "," : "",
                                         (unsigned long long)pc.elems[i].record);
@@ -241,8 +241,7 @@ static size_t check_seek_all(const struct feed_plan_config *cfg, uint32_t w, con
         uint64_t within = 99;
         int rc = feed_plan_seek(p, seq, &within);
         if (within != 0 || rc != (seq == r.n ? SL_END : 0))
-            ck_abort_msg("%s: seek to %zu of %zu: rc %d within %llu", what, seq, r.n, rc,
-                         (unsigned long long)within);
+            ck_abort_msg("%s: seek to %zu of %zu: rc %d within %llu", what, seq, r.n, rc, (unsigned long long)within);
         if (seq == r.n) {
             ck_assert_int_eq(feed_plan_next(p, &got, &err), SL_END);
             feed_plan_destroy(p);
@@ -279,10 +278,10 @@ START_TEST(test_seek_fast_forward_matrix)
         enum feed_hint hint;
         enum feed_pr_shard prs;
     } kinds[] = {
-        {0, FEED_SHARD_AUTO, FEED_HINT_FILES, 0},    {0, FEED_SHARD_OFF, FEED_HINT_FILES, 0},
-        {0, FEED_SHARD_DATA, FEED_HINT_FILES, 0},    {0, FEED_SHARD_HINT, FEED_HINT_FILES, 0},
-        {0, FEED_SHARD_HINT, FEED_HINT_RECORDS, 0},  {0, FEED_SHARD_HINT, FEED_HINT_BATCHES, 0},
-        {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_NONE}, {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_FILES},
+        {0, FEED_SHARD_AUTO, FEED_HINT_FILES, 0},       {0, FEED_SHARD_OFF, FEED_HINT_FILES, 0},
+        {0, FEED_SHARD_DATA, FEED_HINT_FILES, 0},       {0, FEED_SHARD_HINT, FEED_HINT_FILES, 0},
+        {0, FEED_SHARD_HINT, FEED_HINT_RECORDS, 0},     {0, FEED_SHARD_HINT, FEED_HINT_BATCHES, 0},
+        {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_NONE},    {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_FILES},
         {1, FEED_SHARD_AUTO, 0, FEED_PR_SHARD_RECORDS},
     };
     size_t configs = 0, pieces = 0;
@@ -531,11 +530,9 @@ START_TEST(test_worked_examples_5_8)
     uint64_t e20[] = {20}, e8[] = {8}, e12[] = {12}, two8[] = {8, 8};
     struct feed_plan_config c = make_cfg(e20, 1, 8, 1, 2, FEED_SHARD_FILE);
     /* replica 0: 0-3, 8-11, 16-19; replica 1: 4-7, 12-15, [] */
-    ck_assert_str_eq(plan_text(&c, 0, 0),
-                     "[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15] [16,17,18,19] []");
+    ck_assert_str_eq(plan_text(&c, 0, 0), "[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15] [16,17,18,19] []");
     c.policy = FEED_SHARD_DATA; /* replica 0 ... 16,17; replica 1 ... 18,19 */
-    ck_assert_str_eq(plan_text(&c, 0, 0),
-                     "[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15] [16,17] [18,19]");
+    ck_assert_str_eq(plan_text(&c, 0, 0), "[0,1,2,3] [4,5,6,7] [8,9,10,11] [12,13,14,15] [16,17] [18,19]");
     c = make_cfg(e8, 1, 8, 1, 3, FEED_SHARD_FILE); /* sizes [3,3,2] */
     ck_assert_str_eq(plan_text(&c, 0, 0), "[0,1,2] [3,4,5] [6,7]");
     c.policy = FEED_SHARD_DATA; /* interval 3 */
@@ -964,8 +961,8 @@ START_TEST(test_exactly_once)
                     memset(seen, 0, sizeof seen);
                     uint64_t total = deliver(&c, 1, seen, 35);
                     for (int i = 0; i < 35; i++)
-                        ck_assert_msg(seen[i] == copies, "kind %zu W=%u R=%u G=%llu: element %d seen %d times",
-                                      k, W, R, (unsigned long long)c.global_batch, i, seen[i]);
+                        ck_assert_msg(seen[i] == copies, "kind %zu W=%u R=%u G=%llu: element %d seen %d times", k, W, R,
+                                      (unsigned long long)c.global_batch, i, seen[i]);
                     ck_assert_uint_eq(total, 35u * (unsigned)copies);
                     /* drop_remainder: at most once, exactly the summaries */
                     c.drop_remainder = 1;

@@ -113,8 +113,10 @@ static void settle(void)
 
 static struct feed_scan_key key_for(enum fmt_format format)
 {
-    return (struct feed_scan_key){.format = format, .compression = FMT_COMP_AUTO,
-                                  .max_record_bytes = FMT_DEFAULT_MAX_RECORD_BYTES, .max_file = (uint64_t)1 << 30};
+    return (struct feed_scan_key){.format = format,
+                                  .compression = FMT_COMP_AUTO,
+                                  .max_record_bytes = FMT_DEFAULT_MAX_RECORD_BYTES,
+                                  .max_file = (uint64_t)1 << 30};
 }
 
 static void expect_same_scan(const struct fmt_scan *a, const struct fmt_scan *b)
@@ -197,8 +199,8 @@ static void on_cache(void *ctx, const char *path, const struct sl_error *why)
 static struct feed_source *open_src(const char **paths, size_t n, const char *dir, int trust,
                                     struct feed_source_cache_stats *st)
 {
-    struct feed_source_opts o = {.scan_cache = dir, .scan_cache_settle_ms = 1, .on_cache = on_cache,
-                                 .trust_scan = trust, .scan_threads = 2};
+    struct feed_source_opts o = {
+        .scan_cache = dir, .scan_cache_settle_ms = 1, .on_cache = on_cache, .trust_scan = trust, .scan_threads = 2};
     struct feed_source *s;
     struct sl_error err = {0};
     int rc = feed_source_open(&s, paths, n, &o, &err);
@@ -387,8 +389,9 @@ START_TEST(test_truncated_entries)
     size_t len;
     uint8_t *good = read_entry(path, dir, &len);
     ck_assert_uint_eq(len, FEED_SCAN_CACHE_HEADER + strlen(path) + 0 + 50 * 8 + 4 + 0); /* path is absolute */
-    size_t cuts[] = {0, 1, 8, 100, FEED_SCAN_CACHE_HEADER - 1, FEED_SCAN_CACHE_HEADER, FEED_SCAN_CACHE_HEADER + 3,
-                     len - 9, len - 4, len - 1};
+    size_t cuts[] = {
+        0,       1,       8,      100, FEED_SCAN_CACHE_HEADER - 1, FEED_SCAN_CACHE_HEADER, FEED_SCAN_CACHE_HEADER + 3,
+        len - 9, len - 4, len - 1};
     for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
         write_entry(good, cuts[k]);
         struct sl_error err = {0};
@@ -461,17 +464,17 @@ START_TEST(test_hostile_entries)
         uint64_t value;
         const char *says;
     } cases[] = {
-        {88, 8, (uint64_t)1 << 60, "counts past the image"},          /* count */
+        {88, 8, (uint64_t)1 << 60, "counts past the image"}, /* count */
         {88, 8, UINT64_MAX, "counts past the image"},
-        {88, 8, 51, "claims more"},                                     /* one more record than it holds */
+        {88, 8, 51, "claims more"}, /* one more record than it holds */
         {88, 8, 49, "another size"},
-        {96, 8, (uint64_t)1 << 62, "not the file's size"},              /* image bytes */
-        {104, 8, UINT64_MAX, "counts past the image"},                /* dropped tail */
+        {96, 8, (uint64_t)1 << 62, "not the file's size"}, /* image bytes */
+        {104, 8, UINT64_MAX, "counts past the image"},     /* dropped tail */
         {112, 4, 9, "no such compression"},
-        {112, 4, 0, "no such compression"},                             /* AUTO is never a result */
+        {112, 4, 0, "no such compression"}, /* AUTO is never a result */
         {116, 4, 3, "parts for records of bytes"},
         {120, 8, UINT64_MAX, "parts for records of bytes"},
-        {128, 4, UINT32_MAX, "written for another file"},               /* path length */
+        {128, 4, UINT32_MAX, "written for another file"}, /* path length */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         memcpy(b, good, len);

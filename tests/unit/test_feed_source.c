@@ -172,8 +172,8 @@ START_TEST(test_parallel_scan)
         ck_assert_msg(strstr(err.msg, "p3.tfrecord: corrupted record at") != NULL, "round %d: %s", round, err.msg);
     }
     char seen[512] = "";
-    struct feed_source_opts o = {.scan_threads = 3, .on_error = FMT_ON_ERROR_SKIP_FILE,
-                                 .on_skip = on_skip_append, .ctx = seen};
+    struct feed_source_opts o = {
+        .scan_threads = 3, .on_error = FMT_ON_ERROR_SKIP_FILE, .on_skip = on_skip_append, .ctx = seen};
     struct feed_source *s;
     struct sl_error err = {0};
     ck_assert_int_eq(feed_source_open(&s, list, N, &o, &err), 0);

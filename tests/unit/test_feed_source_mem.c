@@ -258,7 +258,7 @@ START_TEST(test_tar_huge_member_refused)
     check_peak("tar scan of a 24 MiB tar.gz (16 MiB limit)", peak, 8 * MIB);
     ck_assert_msg(rc == SL_ECORRUPT, "a tar.gz of 24 MiB under a 16 MiB limit was accepted (rc %d)", rc);
     ck_assert_msg(strstr(err.msg, path) != NULL && strstr(err.msg, "inflates past the limit of 16777216 bytes (at "
-                                                                    "decompressed offset 16777216") != NULL,
+                                                                   "decompressed offset 16777216") != NULL,
                   "%s", err.msg);
 }
 END_TEST

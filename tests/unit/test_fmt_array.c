@@ -92,8 +92,8 @@ START_TEST(test_npy_good)
     ck_assert_int_eq(fmt_npy_parse_header(buf, n, &a, &err), 0);
     ck_assert_uint_eq(a.rows, 6);
     /* every supported descr */
-    static const char *const ok[] = {"|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<f4", "<f8",
-                                     ">f8", "=i4", "|b1", "<b1"};
+    static const char *const ok[] = {"|u1", "|i1", "<u2", "<i2", "<u4", "<i4", "<u8",
+                                     "<i8", "<f4", "<f8", ">f8", "=i4", "|b1", "<b1"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         char d[128];
         snprintf(d, sizeof d, "{'descr': '%s', 'fortran_order': False, 'shape': (1,), }", ok[i]);
@@ -391,8 +391,8 @@ START_TEST(test_group_errors)
     /* truncated data, a header that claims less than the file holds */
     const char *p = write_npy("short.npy", "<f4", "(3, 4)", zeros, 48, -1);
     ck_assert_int_eq(scan(&p, 1, &f32, &s, &err), SL_ECORRUPT);
-    snprintf(want, sizeof want, "%s: truncated array data at 175 (shape (3, 4) of float32 needs 48 bytes of data from 128)",
-             p);
+    snprintf(want, sizeof want,
+             "%s: truncated array data at 175 (shape (3, 4) of float32 needs 48 bytes of data from 128)", p);
     ck_assert_str_eq(err.msg, want);
     p = write_npy("long.npy", "<f4", "(3, 4)", zeros, 48, 5);
     ck_assert_int_eq(scan(&p, 1, &f32, &s, &err), SL_ECORRUPT);
@@ -404,8 +404,8 @@ START_TEST(test_group_errors)
     memset(buf + n, 0, 47);
     p = gzip_file("short.npy.gz", buf, n + 47);
     ck_assert_int_eq(scan(&p, 1, &f32, &s, &err), SL_ECORRUPT);
-    snprintf(want, sizeof want, "%s: truncated array data at 175 (shape (3, 4) of float32 needs 48 bytes of data from 128)",
-             p);
+    snprintf(want, sizeof want,
+             "%s: truncated array data at 175 (shape (3, 4) of float32 needs 48 bytes of data from 128)", p);
     ck_assert_str_eq(err.msg, want);
     /* a huge shape in a small compressed file: refused from the header */
     n = npy_header(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 4), }");
@@ -464,8 +464,7 @@ START_TEST(test_group_errors)
     /* rows over max_record_bytes */
     struct fmt_scan_opts so = {.max_record_bytes = 8};
     ck_assert_int_eq(fmt_format_get(FMT_FORMAT_ARRAYS)->scan(&s, p, &so, &err), SL_ECORRUPT);
-    snprintf(want, sizeof want,
-             "%s: rows of 16 bytes (shape (3, 4) of float32) exceed max_record_bytes (8) at 128", p);
+    snprintf(want, sizeof want, "%s: rows of 16 bytes (shape (3, 4) of float32) exceed max_record_bytes (8) at 128", p);
     ck_assert_str_eq(err.msg, want);
     /* features the format cannot fill */
     struct fmt_feature_spec bytes = {.name = "s", .dtype = FMT_DTYPE_BYTES};

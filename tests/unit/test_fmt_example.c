@@ -399,8 +399,7 @@ static void check_i64_slots(const int64_t *slots, size_t cap, const char *what)
     for (size_t i = 0; i < min_sz(NV, cap); i++)
         ck_assert_msg(slots[i] == want_i64[i], "%s cap %zu: value %zu", what, cap, i);
     for (size_t i = min_sz(NV, cap); i < NV + 2; i++)
-        ck_assert_msg(slots[i] == GUARD_I64, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i,
-                      cap);
+        ck_assert_msg(slots[i] == GUARD_I64, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i, cap);
 }
 
 static void check_f32_slots(const float *slots, size_t cap, const char *what)
@@ -408,8 +407,7 @@ static void check_f32_slots(const float *slots, size_t cap, const char *what)
     for (size_t i = 0; i < min_sz(NV, cap); i++)
         ck_assert_msg(memcmp(&slots[i], &want_f32[i], 4) == 0, "%s cap %zu: value %zu", what, cap, i);
     for (size_t i = min_sz(NV, cap); i < NV + 2; i++)
-        ck_assert_msg(slots[i] == GUARD_F32, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i,
-                      cap);
+        ck_assert_msg(slots[i] == GUARD_F32, "%s cap %zu: slot %zu written (only %zu slots given)", what, cap, i, cap);
 }
 
 START_TEST(test_decode_stays_within_cap)
@@ -514,8 +512,8 @@ END_TEST
  * that fits, is refused with TensorFlow's text and writes nothing past the
  * buffer; so is a row beyond the bound rows. The buffers end in guard
  * slots, checked after every call. */
-static void add_row(struct fmt_batch *b, struct sl_buf *buf, const int64_t *iv, size_t ni, const float *fv,
-                    size_t nf, int want_rc, const char *want_msg)
+static void add_row(struct fmt_batch *b, struct sl_buf *buf, const int64_t *iv, size_t ni, const float *fv, size_t nf,
+                    int want_rc, const char *want_msg)
 {
     struct fmt_example_enc e;
     struct sl_error err = {0};
@@ -648,8 +646,7 @@ START_TEST(test_bad_framing)
         struct seen s;
         struct sl_error err = {0};
         ck_assert_msg(walk_hex(cases[i].hex, &s, &err) == SL_ECORRUPT, "case %zu accepted", i);
-        ck_assert_msg(strcmp(err.msg, cases[i].msg) == 0, "case %zu: got '%s' want '%s'", i, err.msg,
-                      cases[i].msg);
+        ck_assert_msg(strcmp(err.msg, cases[i].msg) == 0, "case %zu: got '%s' want '%s'", i, err.msg, cases[i].msg);
     }
 }
 END_TEST
@@ -744,9 +741,9 @@ START_TEST(test_every_cut_point)
             for (size_t i = 0; i < s.n && i < MAX_SEEN; i++) {
                 size_t count;
                 const struct fmt_feature_view *v = &s.v[i];
-                int r2 = v->kind == FMT_KIND_INT64 ? fmt_int64_list_count(v->list, v->list_len, &count, &err)
-                       : v->kind == FMT_KIND_FLOAT ? fmt_float_list_count(v->list, v->list_len, &count, &err)
-                                                   : fmt_bytes_list_count(v->list, v->list_len, &count, &err);
+                int r2 = v->kind == FMT_KIND_INT64   ? fmt_int64_list_count(v->list, v->list_len, &count, &err)
+                         : v->kind == FMT_KIND_FLOAT ? fmt_float_list_count(v->list, v->list_len, &count, &err)
+                                                     : fmt_bytes_list_count(v->list, v->list_len, &count, &err);
                 ck_assert(r2 == 0 || r2 == SL_ECORRUPT);
             }
         } else {
@@ -774,7 +771,8 @@ START_TEST(test_every_byte_flipped)
     uint8_t buf[256];
     size_t n = hex("0a2c 0a0e 0a0161 1209 1a07 0a05 7f8001ff01"
                    "0a0f 0a0178 120a 1208 0a06 0000803f 0000"
-                   "0a09 0a0162 1204 0a02 0a00", buf);
+                   "0a09 0a0162 1204 0a02 0a00",
+                   buf);
     static const uint8_t xors[] = {0x01, 0x80, 0xff, 0x10};
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < sizeof xors; k++) {
@@ -913,8 +911,7 @@ START_TEST(test_json_duplicates)
                 "{\"features\":{\"feature\":{\"a\":{\"int64List\":{\"value\":[\"2\"]}},"
                 "\"b\":{\"bytesList\":{\"value\":[\"aGk=\"]}}}}}");
     /* a Feature with no kind is {} and, as in protobuf's map, replaces */
-    json_of_hex("0a0c 0a0a 0a0161 1205 1a03 0a0101 0a07 0a05 0a0161 1200",
-                "{\"features\":{\"feature\":{\"a\":{}}}}");
+    json_of_hex("0a0c 0a0a 0a0161 1205 1a03 0a0101 0a07 0a05 0a0161 1200", "{\"features\":{\"feature\":{\"a\":{}}}}");
     /* an empty key */
     json_of_hex("0a06 0a04 0a00 1200", "{\"features\":{\"feature\":{\"\":{}}}}");
 }

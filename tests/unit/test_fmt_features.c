@@ -361,9 +361,9 @@ END_TEST
 START_TEST(test_defaults)
 {
     struct fmt_feature_spec specs[] = {
-        spec_fixed("i", FMT_DTYPE_INT64, 1, 3, 0),   spec_fixed("f", FMT_DTYPE_FLOAT32, 2, 2, 2),
-        spec_fixed("u", FMT_DTYPE_UINT8, 1, 5, 0),   spec_fixed("s", FMT_DTYPE_BYTES, 1, 2, 0),
-        spec_fixed("e", FMT_DTYPE_BYTES, 0, 0, 0),   spec_varlen("v", FMT_DTYPE_FLOAT32),
+        spec_fixed("i", FMT_DTYPE_INT64, 1, 3, 0), spec_fixed("f", FMT_DTYPE_FLOAT32, 2, 2, 2),
+        spec_fixed("u", FMT_DTYPE_UINT8, 1, 5, 0), spec_fixed("s", FMT_DTYPE_BYTES, 1, 2, 0),
+        spec_fixed("e", FMT_DTYPE_BYTES, 0, 0, 0), spec_varlen("v", FMT_DTYPE_FLOAT32),
     };
     specs[0].has_default = 1;
     specs[0].default_i64 = -7;
@@ -568,8 +568,10 @@ END_TEST
 START_TEST(test_varlen_ragged)
 {
     struct fmt_feature_spec specs[] = {
-        spec_varlen("i", FMT_DTYPE_INT64), spec_varlen("f", FMT_DTYPE_FLOAT32),
-        spec_varlen("s", FMT_DTYPE_BYTES), spec_varlen("u", FMT_DTYPE_UINT8),
+        spec_varlen("i", FMT_DTYPE_INT64),
+        spec_varlen("f", FMT_DTYPE_FLOAT32),
+        spec_varlen("s", FMT_DTYPE_BYTES),
+        spec_varlen("u", FMT_DTYPE_UINT8),
     };
     struct fmt_batch *b = create(specs, 4, 4);
     struct sl_error err = {0};
@@ -681,8 +683,10 @@ END_TEST
 START_TEST(test_error_leaves_batch_unchanged)
 {
     struct fmt_feature_spec specs[] = {
-        spec_varlen("v", FMT_DTYPE_INT64), spec_varlen("s", FMT_DTYPE_BYTES),
-        spec_fixed("b", FMT_DTYPE_BYTES, 0, 0, 0), spec_fixed("z", FMT_DTYPE_INT64, 0, 0, 0),
+        spec_varlen("v", FMT_DTYPE_INT64),
+        spec_varlen("s", FMT_DTYPE_BYTES),
+        spec_fixed("b", FMT_DTYPE_BYTES, 0, 0, 0),
+        spec_fixed("z", FMT_DTYPE_INT64, 0, 0, 0),
     };
     struct fmt_batch *b = create(specs, 4, 4);
     struct sl_error err = {0};
@@ -740,10 +744,12 @@ START_TEST(test_undeclared_keys_not_parsed)
     assert_err(add_hex(b, "0a09 0a07 0a0161 1202 2aff", &err), SL_ECORRUPT, &err,
                "Key: a, Index: 1.  Unsupported datatype (tag 0x2a) at byte 9");
     /* a bad list under a declared key */
-    assert_err(add_hex(b, "0a09 0a07 0a0161 1202 1a05", &err), SL_ECORRUPT, &err,
-               "Key: a, Index: 1.  Can't parse serialized Example: list length 5 past the end (0 bytes left) at byte 10");
+    assert_err(
+        add_hex(b, "0a09 0a07 0a0161 1202 1a05", &err), SL_ECORRUPT, &err,
+        "Key: a, Index: 1.  Can't parse serialized Example: list length 5 past the end (0 bytes left) at byte 10");
     assert_err(add_hex(b, "0a0b 0a09 0a0161 1204 1a02 0a05", &err), SL_ECORRUPT, &err,
-               "Key: a, Index: 1.  Can't parse serialized Example: packed int64 length 5 past the end (0 bytes left) at byte 12");
+               "Key: a, Index: 1.  Can't parse serialized Example: packed int64 length 5 past the end (0 bytes left) "
+               "at byte 12");
     /* framing errors come from the walk */
     assert_err(add_hex(b, "0a05 0a03", &err), SL_ECORRUPT, &err,
                "Features length 5 past the end (2 bytes left) at byte 1");
@@ -762,8 +768,11 @@ START_TEST(test_unpacked_and_first_chunk)
     ck_assert_int_eq(add_hex(b, "0a0f 0a0d 0a0161 1208 1a06 080108020803", &err), 0);
     /* packed [4,5,6] followed by a second chunk [7]: ignored;
      * f: unpacked floats */
-    ck_assert_int_eq(add_hex(b, "0a24 0a0f 0a0161 120a 1a08 0a03 040506 0a01 07"
-                                "0a11 0a0166 120c 120a 0d 0000803f 0d 00000040", &err), 0);
+    ck_assert_int_eq(add_hex(b,
+                             "0a24 0a0f 0a0161 120a 1a08 0a03 040506 0a01 07"
+                             "0a11 0a0166 120c 120a 0d 0000803f 0d 00000040",
+                             &err),
+                     0);
     struct fmt_column c = col(b, 0);
     const int64_t want[] = {1, 2, 3, 4, 5, 6};
     for (int k = 0; k < 6; k++)
@@ -779,8 +788,10 @@ END_TEST
 START_TEST(test_every_cut_point)
 {
     struct fmt_feature_spec specs[] = {
-        spec_fixed("image", FMT_DTYPE_UINT8, 1, 8, 0), spec_fixed("label", FMT_DTYPE_INT64, 0, 0, 0),
-        spec_varlen("v", FMT_DTYPE_FLOAT32), spec_varlen("s", FMT_DTYPE_BYTES),
+        spec_fixed("image", FMT_DTYPE_UINT8, 1, 8, 0),
+        spec_fixed("label", FMT_DTYPE_INT64, 0, 0, 0),
+        spec_varlen("v", FMT_DTYPE_FLOAT32),
+        spec_varlen("s", FMT_DTYPE_BYTES),
     };
     struct fmt_batch *b = create(specs, 4, 2);
     struct ex x;
@@ -882,8 +893,10 @@ END_TEST
 START_TEST(test_create_alloc_failures)
 {
     struct fmt_feature_spec specs[] = {
-        spec_fixed("image", FMT_DTYPE_UINT8, 1, 784, 0), spec_fixed("s", FMT_DTYPE_BYTES, 0, 0, 0),
-        spec_varlen("v", FMT_DTYPE_BYTES), spec_varlen("i", FMT_DTYPE_INT64),
+        spec_fixed("image", FMT_DTYPE_UINT8, 1, 784, 0),
+        spec_fixed("s", FMT_DTYPE_BYTES, 0, 0, 0),
+        spec_varlen("v", FMT_DTYPE_BYTES),
+        spec_varlen("i", FMT_DTYPE_INT64),
         spec_fixed("label", FMT_DTYPE_INT64, 0, 0, 0),
     };
     specs[1].has_default = 1;

@@ -10,8 +10,7 @@
 #include "fmt_tfrecord.h"
 #include "sl_test.h"
 
-static const char *write_file(const char *name, const char *const *recs, size_t n, size_t cut_tail,
-                              int corrupt_last)
+static const char *write_file(const char *name, const char *const *recs, size_t n, size_t cut_tail, int corrupt_last)
 {
     const char *path = sl_test_path(name);
     struct fmt_tfrecord_writer *w;

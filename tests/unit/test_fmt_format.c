@@ -46,8 +46,7 @@ static struct fmt_scan *scan(enum fmt_format f, const char *path)
 }
 
 /* Example {features {feature {key: "x" value {int64_list {value: 7}}}}} */
-static const uint8_t example7[] = {0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x78, 0x12,
-                                   0x04, 0x1a, 0x02, 0x08, 0x07};
+static const uint8_t example7[] = {0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x78, 0x12, 0x04, 0x1a, 0x02, 0x08, 0x07};
 
 START_TEST(test_tfrecord)
 {
@@ -190,8 +189,8 @@ static const char *write_tar(const char *name, const char *const *members, size_
 
 START_TEST(test_tar)
 {
-    static const char *m[] = {"a/s1.cls", "3", "a/s1.img", "wxyz", "a/s1.txt", "one",
-                              "a/s2.cls", " 5\n", "a/s2.txt", "two", "a/s3.cls", "x"};
+    static const char *m[] = {"a/s1.cls", "3",    "a/s1.img", "wxyz", "a/s1.txt", "one",
+                              "a/s2.cls", " 5\n", "a/s2.txt", "two",  "a/s3.cls", "x"};
     size_t size;
     const char *path = write_tar("s.tar", m, 6, &size);
     uint8_t *img = sl_test_read(path, &size);

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <zlib.h>
 
-
 #include "fmt_stream.h"
 #include "sl_test.h"
 
@@ -71,7 +70,9 @@ static void roundtrip(const char *name, const uint8_t *file, size_t flen, const 
     struct sl_error err = {0};
     /* memory, a mapped file, a file read with read(2) */
     for (int from_file = 0; from_file < 3; from_file++) {
-        struct fmt_stream_opts o = {.compression = c, .buffer_size = bufsize, .use_zlib = use_zlib,
+        struct fmt_stream_opts o = {.compression = c,
+                                    .buffer_size = bufsize,
+                                    .use_zlib = use_zlib,
                                     .io = from_file == 2 ? FMT_IO_READ : FMT_IO_MAP};
         struct fmt_stream *s;
         if (from_file)
@@ -145,8 +146,7 @@ static void expect_error(const char *name, const uint8_t *file, size_t flen, enu
     size_t n;
     int rc = drain(s, 4096, &got, &n, &err);
     ck_assert_int_eq(rc, SL_ECORRUPT);
-    ck_assert_msg(strstr(err.msg, want_substr) != NULL, "use_zlib=%d: '%s' lacks '%s'", use_zlib, err.msg,
-                  want_substr);
+    ck_assert_msg(strstr(err.msg, want_substr) != NULL, "use_zlib=%d: '%s' lacks '%s'", use_zlib, err.msg, want_substr);
     ck_assert_msg(strncmp(err.msg, name, strlen(name)) == 0, "message must start with the path: %s", err.msg);
     fmt_stream_close(s);
 }

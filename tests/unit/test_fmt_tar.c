@@ -135,25 +135,27 @@ static void field_str(const struct fmt_tar_sample *s, size_t i, const char *ext,
 
 START_TEST(test_split_key)
 {
-    static const struct { const char *path, *key, *ext; } rows[] = {
-        { "a/b.c/x.seg.png", "a/b.c/x", "seg.png" },
-        { "a/b/x.seg.png", "a/b/x", "seg.png" },
-        { "noext", "noext", "" },
-        { "a/noext", "a/noext", "" },
-        { "x.jpg", "x", "jpg" },
-        { "x.", "x", "" },
-        { "a.b.c", "a", "b.c" },
-        { ".hidden", "", "hidden" },
-        { "d/.hidden", "d/", "hidden" },
-        { "./x.png", "./x", "png" },
-        { "dir.d/", "dir.d/", "" },
-        { "", "", "" },
+    static const struct {
+        const char *path, *key, *ext;
+    } rows[] = {
+        {"a/b.c/x.seg.png", "a/b.c/x", "seg.png"},
+        {"a/b/x.seg.png", "a/b/x", "seg.png"},
+        {"noext", "noext", ""},
+        {"a/noext", "a/noext", ""},
+        {"x.jpg", "x", "jpg"},
+        {"x.", "x", ""},
+        {"a.b.c", "a", "b.c"},
+        {".hidden", "", "hidden"},
+        {"d/.hidden", "d/", "hidden"},
+        {"./x.png", "./x", "png"},
+        {"dir.d/", "dir.d/", ""},
+        {"", "", ""},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const char *ext = NULL;
         size_t n = fmt_tar_split_key(rows[i].path, &ext);
-        ck_assert_msg(n == strlen(rows[i].key) && memcmp(rows[i].path, rows[i].key, n) == 0,
-                      "%s: key length %zu", rows[i].path, n);
+        ck_assert_msg(n == strlen(rows[i].key) && memcmp(rows[i].path, rows[i].key, n) == 0, "%s: key length %zu",
+                      rows[i].path, n);
         ck_assert_str_eq(ext, rows[i].ext);
         /* ext points into the path */
         ck_assert(ext >= rows[i].path && ext <= rows[i].path + strlen(rows[i].path));
@@ -164,12 +166,9 @@ END_TEST
 START_TEST(test_grouping)
 {
     static const struct member m[] = {
-        { 'f', "000.jpg", "jpeg-0", 0, NULL },
-        { 'f', "000.json", "{\"a\":0}", 0, NULL },
-        { 'f', "000.seg.png", "png-0", 0, NULL },
-        { 'f', "001.jpg", "jpeg-1", 0, NULL },
-        { 'f', "001.json", "{\"a\":1}", 0, NULL },
-        { 'f', "002.txt", "two", 0, NULL },
+        {'f', "000.jpg", "jpeg-0", 0, NULL},     {'f', "000.json", "{\"a\":0}", 0, NULL},
+        {'f', "000.seg.png", "png-0", 0, NULL},  {'f', "001.jpg", "jpeg-1", 0, NULL},
+        {'f', "001.json", "{\"a\":1}", 0, NULL}, {'f', "002.txt", "two", 0, NULL},
     };
     const char *path = write_tar("group.tar", m, 6, TAR_PAX, 0);
     struct fmt_tar *t = open_ok(path, NULL);
@@ -201,12 +200,12 @@ END_TEST
 START_TEST(test_nested_dirs)
 {
     static const struct member m[] = {
-        { 'd', "train/", NULL, 0, NULL },
-        { 'd', "train/a.b/", NULL, 0, NULL },
-        { 'f', "train/a.b/x.seg.png", "seg", 0, NULL },
-        { 'f', "train/a.b/x.cls", "7", 0, NULL },
-        { 'f', "train/c/x.cls", "8", 0, NULL },
-        { 'f', "train/c/x", "bare", 0, NULL },
+        {'d', "train/", NULL, 0, NULL},
+        {'d', "train/a.b/", NULL, 0, NULL},
+        {'f', "train/a.b/x.seg.png", "seg", 0, NULL},
+        {'f', "train/a.b/x.cls", "7", 0, NULL},
+        {'f', "train/c/x.cls", "8", 0, NULL},
+        {'f', "train/c/x", "bare", 0, NULL},
     };
     const char *path = write_tar("nested.tar", m, 6, TAR_PAX, 0);
     struct fmt_tar *t = open_ok(path, NULL);
@@ -230,14 +229,10 @@ END_TEST
 START_TEST(test_non_regular_skipped)
 {
     static const struct member m[] = {
-        { 'd', "d/", NULL, 0, NULL },
-        { 'f', "d/a.jpg", "A", 0, NULL },
-        { 's', "d/a.lnk", NULL, 0, "a.jpg" },
-        { 'h', "d/a.hard", NULL, 0, "d/a.jpg" },
-        { 'd', "d/a.dir/", NULL, 0, NULL },
-        { 'f', "d/a.txt", "T", 0, NULL },
-        { 's', "d/b.jpg", NULL, 0, "a.jpg" },
-        { 'd', "e/", NULL, 0, NULL },
+        {'d', "d/", NULL, 0, NULL},         {'f', "d/a.jpg", "A", 0, NULL},
+        {'s', "d/a.lnk", NULL, 0, "a.jpg"}, {'h', "d/a.hard", NULL, 0, "d/a.jpg"},
+        {'d', "d/a.dir/", NULL, 0, NULL},   {'f', "d/a.txt", "T", 0, NULL},
+        {'s', "d/b.jpg", NULL, 0, "a.jpg"}, {'d', "e/", NULL, 0, NULL},
     };
     const char *path = write_tar("links.tar", m, 8, TAR_PAX, 0);
     struct fmt_tar *t = open_ok(path, NULL);
@@ -252,8 +247,8 @@ START_TEST(test_non_regular_skipped)
     fmt_tar_close(t);
 
     static const struct member only_dirs[] = {
-        { 'd', "x/", NULL, 0, NULL },
-        { 's', "x/y.png", NULL, 0, "z" },
+        {'d', "x/", NULL, 0, NULL},
+        {'s', "x/y.png", NULL, 0, "z"},
     };
     t = open_ok(write_tar("dirs.tar", only_dirs, 2, TAR_USTAR, 0), NULL);
     next_end(t);
@@ -264,10 +259,10 @@ END_TEST
 START_TEST(test_repeated_extension)
 {
     static const struct member m[] = {
-        { 'f', "k.txt", "1", 0, NULL },
-        { 'f', "q.jpg", "2", 0, NULL },
-        { 'f', "q.txt", "3", 0, NULL },
-        { 'f', "q.jpg", "4", 0, NULL },
+        {'f', "k.txt", "1", 0, NULL},
+        {'f', "q.jpg", "2", 0, NULL},
+        {'f', "q.txt", "3", 0, NULL},
+        {'f', "q.jpg", "4", 0, NULL},
     };
     const char *path = write_tar("repeat.tar", m, 4, TAR_USTAR, 0);
     struct fmt_tar *t = open_ok(path, NULL);
@@ -291,10 +286,10 @@ END_TEST
 START_TEST(test_key_reappears)
 {
     static const struct member m[] = {
-        { 'f', "a.x", "ax", 0, NULL },
-        { 'f', "b.x", "bx", 0, NULL },
-        { 'f', "a.y", "ay", 0, NULL },
-        { 'f', "a.x", "ax2", 0, NULL },
+        {'f', "a.x", "ax", 0, NULL},
+        {'f', "b.x", "bx", 0, NULL},
+        {'f', "a.y", "ay", 0, NULL},
+        {'f', "a.x", "ax2", 0, NULL},
     };
     struct fmt_tar *t = open_ok(write_tar("again.tar", m, 4, TAR_PAX, 0), NULL);
     struct fmt_tar_sample s;
@@ -366,7 +361,7 @@ static uint8_t *pattern(size_t n, unsigned seed)
     return p;
 }
 
-static const size_t field_sizes[] = { 0, 1, 511, 512, 513, 4096, 100000, 300000 };
+static const size_t field_sizes[] = {0, 1, 511, 512, 513, 4096, 100000, 300000};
 #define NSIZES (sizeof field_sizes / sizeof field_sizes[0])
 
 static void check_exact_bytes(enum tar_kind kind, int gz, const char *name)
@@ -380,7 +375,7 @@ static void check_exact_bytes(enum tar_kind kind, int gz, const char *name)
         /* two samples of all sizes, the second in reverse order */
         size_t k = i < NSIZES ? i : NSIZES + (NSIZES - 1 - (i - NSIZES));
         snprintf(names[k], sizeof names[k], "s%zu.f%zu.bin", i / NSIZES, i % NSIZES);
-        m[k] = (struct member){ 'f', names[k], (const char *)bufs[i], n, NULL };
+        m[k] = (struct member){'f', names[k], (const char *)bufs[i], n, NULL};
         if (n == 0)
             m[k].data = NULL;
     }
@@ -447,8 +442,8 @@ END_TEST
 START_TEST(test_gzip_trailer)
 {
     static const struct member m[] = {
-        { 'f', "a.txt", "first", 0, NULL },
-        { 'f', "b.txt", "last", 0, NULL },
+        {'f', "a.txt", "first", 0, NULL},
+        {'f', "b.txt", "last", 0, NULL},
     };
     size_t tlen;
     uint8_t *plain = read_all(write_tar("padded.tar", m, 2, TAR_USTAR, GZ_NONE), &tlen);
@@ -462,7 +457,7 @@ START_TEST(test_gzip_trailer)
     ck_assert_int_eq(gzclose(gz), Z_OK);
     size_t len;
     uint8_t *file = read_all(path, &len);
-    static const size_t from_end[] = { 8, 5, 4, 1 }; /* CRC, then length */
+    static const size_t from_end[] = {8, 5, 4, 1}; /* CRC, then length */
     for (size_t i = 0; i <= 4; i++) {
         if (i < 4)
             file[len - from_end[i]] ^= 0x01;
@@ -513,11 +508,11 @@ START_TEST(test_long_and_utf8_names)
     snprintf(p1, sizeof p1, "%s.a.png", longdir);
     snprintf(p2, sizeof p2, "%s.cls", longdir);
     const struct member m[] = {
-        { 'f', p1, "png", 0, NULL },
-        { 'f', p2, "3", 0, NULL },
-        { 'f', "d\xc3\xa9j\xc3\xa0/\xc3\xa9t\xc3\xa9.txt", "utf8", 0, NULL },
+        {'f', p1, "png", 0, NULL},
+        {'f', p2, "3", 0, NULL},
+        {'f', "d\xc3\xa9j\xc3\xa0/\xc3\xa9t\xc3\xa9.txt", "utf8", 0, NULL},
     };
-    static const enum tar_kind kinds[] = { TAR_PAX, TAR_GNU };
+    static const enum tar_kind kinds[] = {TAR_PAX, TAR_GNU};
     for (int k = 0; k < 2; k++) {
         struct fmt_tar *t = open_ok(write_tar(k ? "long-gnu.tar" : "long-pax.tar", m, 3, kinds[k], 0), NULL);
         struct fmt_tar_sample s;
@@ -536,9 +531,9 @@ START_TEST(test_long_and_utf8_names)
 END_TEST
 
 static const struct member trunc_members[] = {
-    { 'f', "a.x", "first member, a bit longer than nothing", 0, NULL },
-    { 'f', "a.y", "second", 0, NULL },
-    { 'f', "b.x", "third", 0, NULL },
+    {'f', "a.x", "first member, a bit longer than nothing", 0, NULL},
+    {'f', "a.y", "second", 0, NULL},
+    {'f', "b.x", "third", 0, NULL},
 };
 
 START_TEST(test_truncated)
@@ -575,13 +570,15 @@ START_TEST(test_truncated)
     /* cut at a member boundary: looks like an archive without end blocks */
     ck_assert_int_eq(fmt_tar_open_mem(&t, "trunc.tar", file, 2048, NULL, &err), 0);
     ck_assert_int_eq(drain(t, &err, &n), SL_ECORRUPT);
-    ck_assert_str_eq(err.msg, "trunc.tar: truncated archive: no end-of-archive block (after member 'a.y', at byte 2048)");
+    ck_assert_str_eq(err.msg,
+                     "trunc.tar: truncated archive: no end-of-archive block (after member 'a.y', at byte 2048)");
     fmt_tar_close(t);
     /* cut inside a member's data */
     ck_assert_int_eq(fmt_tar_open_mem(&t, "trunc.tar", file, 2600, NULL, &err), 0);
     ck_assert_int_eq(drain(t, &err, &n), SL_ECORRUPT);
     ck_assert_uint_eq(n, 1);
-    ck_assert_str_eq(err.msg, "trunc.tar: Truncated input file (needed 507 bytes, only 35 available) (member 'b.x', at byte 2048)");
+    ck_assert_str_eq(
+        err.msg, "trunc.tar: Truncated input file (needed 507 bytes, only 35 available) (member 'b.x', at byte 2048)");
     fmt_tar_close(t);
     /* cut inside a header */
     ck_assert_int_eq(fmt_tar_open_mem(&t, "trunc.tar", file, 1300, NULL, &err), 0);
@@ -634,12 +631,12 @@ START_TEST(test_member_too_big)
     memset(big, 'z', 100);
     big[100] = '\0';
     const struct member m[] = {
-        { 'f', "a.ok", big, 100, NULL },
-        { 'f', "b.ok", big, 100, NULL },
-        { 'f', "b.big", "0123456789", 0, NULL },
+        {'f', "a.ok", big, 100, NULL},
+        {'f', "b.ok", big, 100, NULL},
+        {'f', "b.big", "0123456789", 0, NULL},
     };
     const char *path = write_tar("big.tar", m, 3, TAR_USTAR, 0);
-    struct fmt_tar_opts opts = { .max_member_bytes = 100 };
+    struct fmt_tar_opts opts = {.max_member_bytes = 100};
     struct fmt_tar *t = open_ok(path, &opts);
     struct fmt_tar_sample s;
     next_ok(t, &s);
@@ -663,12 +660,12 @@ END_TEST
 START_TEST(test_max_fields)
 {
     static const struct member m[] = {
-        { 'f', "a.1", "1", 0, NULL },
-        { 'f', "a.2", "2", 0, NULL },
-        { 'f', "a.3", "3", 0, NULL },
+        {'f', "a.1", "1", 0, NULL},
+        {'f', "a.2", "2", 0, NULL},
+        {'f', "a.3", "3", 0, NULL},
     };
     const char *path = write_tar("fields.tar", m, 3, TAR_USTAR, 0);
-    struct fmt_tar_opts opts = { .max_fields = 3 };
+    struct fmt_tar_opts opts = {.max_fields = 3};
     struct fmt_tar *t = open_ok(path, &opts);
     struct fmt_tar_sample s;
     next_ok(t, &s);
@@ -714,7 +711,7 @@ START_TEST(test_no_alloc_when_warm)
     uint8_t *data = pattern(5000, 9);
     for (size_t i = 0; i < 40; i++) {
         snprintf(names[i], sizeof names[i], "%02zu.%s", i / 2, i % 2 ? "b" : "a");
-        m[i] = (struct member){ 'f', names[i], (const char *)data, 5000 - i * 10, NULL };
+        m[i] = (struct member){'f', names[i], (const char *)data, 5000 - i * 10, NULL};
     }
     struct fmt_tar *t = open_ok(write_tar("warm.tar.gz", m, 40, TAR_PAX, GZ_GZIP), NULL);
     struct fmt_tar_sample s;
@@ -736,9 +733,9 @@ END_TEST
 START_TEST(test_alloc_failures)
 {
     static const struct member m[] = {
-        { 'f', "a.x", "ax", 0, NULL },
-        { 'f', "a.y", "ay", 0, NULL },
-        { 'f', "b.x", "bx", 0, NULL },
+        {'f', "a.x", "ax", 0, NULL},
+        {'f', "a.y", "ay", 0, NULL},
+        {'f', "b.x", "bx", 0, NULL},
     };
     const char *path = write_tar("alloc.tar", m, 3, TAR_PAX, 0);
     int finished = 0;

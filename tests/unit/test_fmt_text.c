@@ -19,7 +19,7 @@ struct line {
 
 static struct fmt_reader *open_mem(const char *name, const void *data, size_t len, const struct fmt_reader_opts *o)
 {
-    struct fmt_reader_opts def = { .format = FMT_FORMAT_TEXT };
+    struct fmt_reader_opts def = {.format = FMT_FORMAT_TEXT};
     struct fmt_reader *r = NULL;
     struct sl_error err = {0};
     int rc = fmt_reader_open_mem(&r, name, data, len, o ? o : &def, &err);
@@ -63,20 +63,20 @@ static const struct {
     struct line lines[4];
     size_t n;
 } table[] = {
-    { "a\nb\n", { { "a", 0 }, { "b", 2 } }, 2 },
-    { "a\nb", { { "a", 0 }, { "b", 2 } }, 2 },
-    { "a\r\nb\r\n", { { "a", 0 }, { "b", 3 } }, 2 },
-    { "a\rb\n", { { "ab", 0 } }, 1 },
-    { "\n\n", { { "", 0 }, { "", 1 } }, 2 },
-    { "a\n\r", { { "a", 0 } }, 1 },
-    { "", { { NULL, 0 } }, 0 },
-    { "\r", { { NULL, 0 } }, 0 },
-    { "\r\n", { { "", 0 } }, 1 },
-    { "\r\r\n\r", { { "", 0 } }, 1 },
-    { "x\r\r\ny", { { "x", 0 }, { "y", 4 } }, 2 },
-    { "\rab\r", { { "ab", 0 } }, 1 },
-    { "a\r\rb\r\nc", { { "ab", 0 }, { "c", 6 } }, 2 },
-    { "one\n\ntwo\n", { { "one", 0 }, { "", 4 }, { "two", 5 } }, 3 },
+    {"a\nb\n", {{"a", 0}, {"b", 2}}, 2},
+    {"a\nb", {{"a", 0}, {"b", 2}}, 2},
+    {"a\r\nb\r\n", {{"a", 0}, {"b", 3}}, 2},
+    {"a\rb\n", {{"ab", 0}}, 1},
+    {"\n\n", {{"", 0}, {"", 1}}, 2},
+    {"a\n\r", {{"a", 0}}, 1},
+    {"", {{NULL, 0}}, 0},
+    {"\r", {{NULL, 0}}, 0},
+    {"\r\n", {{"", 0}}, 1},
+    {"\r\r\n\r", {{"", 0}}, 1},
+    {"x\r\r\ny", {{"x", 0}, {"y", 4}}, 2},
+    {"\rab\r", {{"ab", 0}}, 1},
+    {"a\r\rb\r\nc", {{"ab", 0}, {"c", 6}}, 2},
+    {"one\n\ntwo\n", {{"one", 0}, {"", 4}, {"two", 5}}, 3},
 };
 #define NTABLE (sizeof table / sizeof table[0])
 
@@ -95,14 +95,14 @@ END_TEST
 
 START_TEST(test_tf_table_file)
 {
-    static const size_t sizes[] = { 1, 2, 3, 7, 0 };
+    static const size_t sizes[] = {1, 2, 3, 7, 0};
     for (size_t i = 0; i < NTABLE; i++) {
         const char *b = table[i].bytes;
         const char *path = sl_test_write("table.txt", b, strlen(b));
         for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
             char what[64];
             snprintf(what, sizeof what, "row %zu, buffer %zu", i, sizes[j]);
-            struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = sizes[j] };
+            struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = sizes[j]};
             struct fmt_reader *r = open_file(path, &o);
             expect_lines(r, table[i].lines, table[i].n, what);
             fmt_reader_close(r);
@@ -113,7 +113,7 @@ END_TEST
 
 /* TensorFlow's ReadLine over the whole input, as the reference. */
 struct ref_lines {
-    char *buf;                 /* all lines' bytes */
+    char *buf; /* all lines' bytes */
     size_t start[4096], len[4096];
     uint64_t offset[4096];
     size_t n;
@@ -192,7 +192,7 @@ static uint8_t *mixed_text(size_t *len, int final_newline)
 
 START_TEST(test_refills)
 {
-    static const size_t sizes[] = { 1, 7, 13, 64, 4096, 0 };
+    static const size_t sizes[] = {1, 7, 13, 64, 4096, 0};
     for (int fin = 0; fin < 2; fin++) {
         size_t len;
         uint8_t *text = mixed_text(&len, fin);
@@ -200,7 +200,7 @@ START_TEST(test_refills)
         for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
             char what[64];
             snprintf(what, sizeof what, "final newline %d, buffer %zu", fin, sizes[j]);
-            struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = sizes[j] };
+            struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = sizes[j]};
             struct fmt_reader *r = open_file(path, &o);
             expect_reference(r, text, len, what);
             fmt_reader_close(r);
@@ -226,7 +226,7 @@ START_TEST(test_long_line_refills)
     memcpy(text + 8 + big, "e", 2);
     len = big + 9;
     const char *path = sl_test_write("long.txt", text, len);
-    struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = 7 };
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = 7};
     struct fmt_reader *r = open_file(path, &o);
     expect_reference(r, text, len, "long line");
     fmt_reader_close(r);
@@ -237,9 +237,9 @@ END_TEST
 START_TEST(test_crlf)
 {
     static const char crlf[] = "first\r\nsecond\r\n\r\nlast\r\n";
-    static const struct line want[] = { { "first", 0 }, { "second", 7 }, { "", 15 }, { "last", 17 } };
+    static const struct line want[] = {{"first", 0}, {"second", 7}, {"", 15}, {"last", 17}};
     const char *path = sl_test_write("crlf.txt", crlf, strlen(crlf));
-    struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = 7 };
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = 7};
     struct fmt_reader *r = open_file(path, &o);
     expect_lines(r, want, 4, "crlf file");
     fmt_reader_close(r);
@@ -262,11 +262,12 @@ START_TEST(test_gzip)
     gz = gzopen(path, "ab");
     ck_assert_int_eq(gzwrite(gz, text + len / 3, (unsigned)(len - len / 3)), (int)(len - len / 3));
     ck_assert_int_eq(gzclose(gz), Z_OK);
-    static const size_t sizes[] = { 7, 0 };
+    static const size_t sizes[] = {7, 0};
     for (size_t j = 0; j < 2; j++) {
         for (int explicit_gz = 0; explicit_gz < 2; explicit_gz++) {
-            struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = sizes[j],
-                                         .compression = explicit_gz ? FMT_COMP_GZIP : FMT_COMP_AUTO };
+            struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT,
+                                        .buffer_size = sizes[j],
+                                        .compression = explicit_gz ? FMT_COMP_GZIP : FMT_COMP_AUTO};
             struct fmt_reader *r = open_file(path, &o);
             expect_reference(r, text, len, "gzip");
             ck_assert_int_eq(fmt_stream_compression(fmt_reader_stream(r)), FMT_COMP_GZIP);
@@ -279,7 +280,7 @@ START_TEST(test_gzip)
     uint8_t *z = malloc(zlen);
     ck_assert_int_eq(compress2(z, &zlen, text, (uLong)len, 6), Z_OK);
     path = sl_test_write("mixed.txt.zz", z, zlen);
-    struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = 7, .compression = FMT_COMP_ZLIB };
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = 7, .compression = FMT_COMP_ZLIB};
     struct fmt_reader *r = open_file(path, &o);
     expect_reference(r, text, len, "zlib");
     fmt_reader_close(r);
@@ -291,7 +292,7 @@ END_TEST
 START_TEST(test_line_too_long)
 {
     static const char text[] = "12345\n123\r45\n123456\nnever\n";
-    struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .max_record_bytes = 5 };
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .max_record_bytes = 5};
     struct fmt_record rec;
     struct sl_error err = {0};
     char want[512];
@@ -314,7 +315,7 @@ START_TEST(test_line_too_long)
     fmt_reader_close(r);
 
     /* a last line without '\n' obeys the same limit */
-    static const struct line five[] = { { "abcde", 0 } };
+    static const struct line five[] = {{"abcde", 0}};
     r = open_mem("eof5.txt", "abcde", 5, &o);
     expect_lines(r, five, 1, "five at eof");
     fmt_reader_close(r);
@@ -377,7 +378,7 @@ START_TEST(test_no_alloc_when_warm)
     memcpy(twice + first - 2, "\r\n", 2);
     memcpy(twice + first, text, len);
     const char *path = sl_test_write("warm.txt", twice, first + len);
-    struct fmt_reader_opts o = { .format = FMT_FORMAT_TEXT, .buffer_size = 64 };
+    struct fmt_reader_opts o = {.format = FMT_FORMAT_TEXT, .buffer_size = 64};
     struct fmt_reader *r = open_file(path, &o);
     struct fmt_record rec;
     struct sl_error err = {0};

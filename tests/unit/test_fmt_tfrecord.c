@@ -437,11 +437,10 @@ static const struct {
 } paths[] = {{0, 0}, {2, 0}, {1, 1000}, {1, 4096}, {1, 4099}, {1, 4100}, {1, 4101}, {1, 8196}, {1, 0}};
 #define NPATHS (sizeof paths / sizeof paths[0])
 
-static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, size_t chunk,
-                     struct path_run *pr)
+static void run_path(const char *path, const uint8_t *bytes, size_t len, int mode, size_t chunk, struct path_run *pr)
 {
-    struct fmt_reader_opts o = {.compression = FMT_COMP_NONE, .io = mode == 1 ? FMT_IO_READ : FMT_IO_MAP,
-                                .buffer_size = chunk};
+    struct fmt_reader_opts o = {
+        .compression = FMT_COMP_NONE, .io = mode == 1 ? FMT_IO_READ : FMT_IO_MAP, .buffer_size = chunk};
     struct fmt_reader *r;
     struct sl_error err = {0};
     if (mode == 2)
@@ -563,7 +562,8 @@ START_TEST(test_mapped_seek_forward_and_back)
             ck_assert_uint_eq(rec.offset, starts[j]);
             ck_assert_uint_eq(rec.index, j);
             ck_assert_uint_eq(rec.len, starts[j + 1] - starts[j] - 16);
-            ck_assert_uint_eq(fmt_tfrecord_footer(rec.data, rec.len), fmt_tfrecord_footer(file + starts[j] + 12, rec.len));
+            ck_assert_uint_eq(fmt_tfrecord_footer(rec.data, rec.len),
+                              fmt_tfrecord_footer(file + starts[j] + 12, rec.len));
         }
         ck_assert_int_eq(fmt_reader_next(r, &rec, &err), SL_END);
     }
@@ -622,8 +622,8 @@ START_TEST(test_file_changing_size_while_read)
     ck_assert_int_eq(rc, SL_ECORRUPT);
     ck_assert_uint_eq(n, 5);
     char want[1200];
-    snprintf(want, sizeof want, "%s: the file shrank while read: it ends at 5061, it held %zu bytes when opened",
-             path, size);
+    snprintf(want, sizeof want, "%s: the file shrank while read: it ends at 5061, it held %zu bytes when opened", path,
+             size);
     ck_assert_str_eq(err.msg, want);
     fmt_reader_close(r);
 }

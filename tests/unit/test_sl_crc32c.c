@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "sl_crc32c.h"
 #include "sl_test.h"
 
@@ -13,10 +12,7 @@ static const struct {
     const char *name;
     uint32_t crc;
 } named[] = {
-    {"123456789", 0xe3069283u},
-    {"", 0x00000000u},
-    {"a", 0xc1d04330u},
-    {"foo", 0xcfc4ae1du},
+    {"123456789", 0xe3069283u},   {"", 0x00000000u}, {"a", 0xc1d04330u}, {"foo", 0xcfc4ae1du},
     {"hello world", 0xc99465aau},
 };
 
@@ -46,7 +42,9 @@ START_TEST(test_rfc3720_vectors)
     check_all_impls(buf, 32, 0x113fdb5cu);
     uint8_t pdu[48];
     ck_assert_uint_eq(sl_test_hex("01c00000 00000000 00000000 00000000 14000000 00000400 00000014"
-                                  "00000018 28000000 00000000 02000000 00000000", pdu, sizeof pdu), 48);
+                                  "00000018 28000000 00000000 02000000 00000000",
+                                  pdu, sizeof pdu),
+                      48);
     check_all_impls(pdu, 48, 0xd9963a56u);
     check_all_impls(pdu, 41, 0xdd1b19beu);
     check_all_impls(pdu + 1, 44, 0x4930c4b1u);
@@ -131,8 +129,7 @@ START_TEST(test_upper_vector_state_clean_after_crc)
         (void)c;
         uint64_t after = 0;
         ck_assert(sl_test_xinuse(&after));
-        ck_assert_msg((after & 0x44) == 0, "sl_crc32c, %zu bytes: XINUSE %#llx", sizes[k],
-                      (unsigned long long)after);
+        ck_assert_msg((after & 0x44) == 0, "sl_crc32c, %zu bytes: XINUSE %#llx", sizes[k], (unsigned long long)after);
     }
     free(buf);
 }

@@ -228,8 +228,10 @@ START_TEST(test_load_secret_refusals)
         memset(&k, 'x', sizeof k);
         ck_assert_int_eq(sl_curve_load_secret(p, &k, &err), SL_EINVAL);
         char want[1400];
-        snprintf(want, sizeof want, "%s: a secret key readable or writable by others (mode %04o); make it the "
-                 "owner's alone: chmod 600 %s", p, (unsigned)open_modes[i], p);
+        snprintf(want, sizeof want,
+                 "%s: a secret key readable or writable by others (mode %04o); make it the "
+                 "owner's alone: chmod 600 %s",
+                 p, (unsigned)open_modes[i], p);
         ck_assert_str_eq(err.msg, want);
         ck_assert_str_eq(k.secret_z85, ""); /* nothing half-filled */
     }
@@ -260,8 +262,8 @@ START_TEST(test_load_secret_refusals)
         const char *p = join(d, "bad.key");
         put_mode(p, bad[i].text, bad[i].len, 0600);
         ck_assert_int_eq(sl_curve_load_secret(p, &k, &err), SL_EINVAL);
-        ck_assert_msg(strncmp(err.msg, p, strlen(p)) == 0 && strstr(err.msg, bad[i].says) != NULL,
-                      "case %zu: %s", i, err.msg);
+        ck_assert_msg(strncmp(err.msg, p, strlen(p)) == 0 && strstr(err.msg, bad[i].says) != NULL, "case %zu: %s", i,
+                      err.msg);
         ck_assert_int_eq(sl_curve_load_public(p, k.public_z85, &err), SL_EINVAL);
         ck_assert_msg(strstr(err.msg, bad[i].says) != NULL, "case %zu (public): %s", i, err.msg);
     }
@@ -382,8 +384,7 @@ START_TEST(test_allow_list_from_dir)
     ck_assert_int_eq(sl_curve_allow_load(&al, bad, NULL, 0, &err), SL_EINVAL);
     ck_assert_ptr_null(al);
     char want[1200];
-    snprintf(want, sizeof want, "%s/broken.pub: not a CURVE key (expected one line of 40 Z85 characters, got 10)",
-             bad);
+    snprintf(want, sizeof want, "%s/broken.pub: not a CURVE key (expected one line of 40 Z85 characters, got 10)", bad);
     ck_assert_str_eq(err.msg, want);
     /* a directory named NAME.pub is a bad file too */
     ck_assert_int_eq(unlink(join(bad, "broken.pub")), 0);
@@ -423,8 +424,10 @@ START_TEST(test_allow_list_modes)
         struct sl_curve_allow *no = NULL;
         ck_assert_int_eq(sl_curve_allow_load(&no, d, NULL, 0, &err), SL_EINVAL);
         ck_assert_ptr_null(no);
-        snprintf(want, sizeof want, "%s/a.pub: an allow-list key writable by others (mode %04o): whoever can write it "
-                 "can join; make it writable by its owner alone: chmod go-w %s/a.pub", d, (unsigned)bad_files[i], d);
+        snprintf(want, sizeof want,
+                 "%s/a.pub: an allow-list key writable by others (mode %04o): whoever can write it "
+                 "can join; make it writable by its owner alone: chmod go-w %s/a.pub",
+                 d, (unsigned)bad_files[i], d);
         ck_assert_str_eq(err.msg, want);
         /* SIGHUP's reload refuses too and keeps the list */
         ck_assert_int_eq(sl_curve_allow_reload(al, &err), SL_EINVAL);
@@ -457,8 +460,10 @@ START_TEST(test_allow_list_modes)
         struct sl_curve_allow *no = NULL;
         ck_assert_int_eq(sl_curve_allow_load(&no, d, NULL, 0, &err), SL_EINVAL);
         ck_assert_ptr_null(no);
-        snprintf(want, sizeof want, "%s: an allow-list directory writable by others (mode %04o): whoever can write "
-                 "there can join; make it writable by its owner alone: chmod go-w %s", d, (unsigned)bad_dirs[i], d);
+        snprintf(want, sizeof want,
+                 "%s: an allow-list directory writable by others (mode %04o): whoever can write "
+                 "there can join; make it writable by its owner alone: chmod go-w %s",
+                 d, (unsigned)bad_dirs[i], d);
         ck_assert_str_eq(err.msg, want);
         ck_assert_int_eq(sl_curve_allow_reload(al, &err), SL_EINVAL);
         ck_assert_uint_eq(sl_curve_allow_count(al), 1);

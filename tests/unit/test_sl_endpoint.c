@@ -159,8 +159,9 @@ START_TEST(test_parsers_refuse)
     }
     /* the seed's own TF_CONFIG */
     struct sl_cluster c;
-    ck_assert_int_eq(sl_cluster_parse(&c, "{\"cluster\": {\"worker\": [\"localhost:12345\", \"localhost:23456\"], "
-                                          "\"ps\": [\"localhost:34567\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}",
+    ck_assert_int_eq(sl_cluster_parse(&c,
+                                      "{\"cluster\": {\"worker\": [\"localhost:12345\", \"localhost:23456\"], "
+                                      "\"ps\": [\"localhost:34567\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}",
                                       &err),
                      0);
     ck_assert_str_eq(c.ps_addrs[0], "tcp://localhost:34567");
@@ -251,8 +252,10 @@ START_TEST(test_ipc_live_stale_other)
     /* a second bind of a live server's path: refused, the file untouched */
     ck_assert_int_eq(sl_bind_private(b, ep, NULL, &err), SL_EINVAL);
     char want[700];
-    snprintf(want, sizeof want, "bind(%s): a live process serves %s (another feeder, trainer or server?): stop it or "
-             "choose another path", ep, path);
+    snprintf(want, sizeof want,
+             "bind(%s): a live process serves %s (another feeder, trainer or server?): stop it or "
+             "choose another path",
+             ep, path);
     ck_assert_str_eq(err.msg, want);
     ck_assert_int_eq(stat(path, &st2), 0);
     ck_assert_uint_eq(st1.st_ino, st2.st_ino);

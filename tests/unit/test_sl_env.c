@@ -102,12 +102,14 @@ START_TEST(test_nodelist_bounds)
     expect_list_error("a[1-300]b[1-300]c[1]", "L: more than 65536 hosts: the name 'a[1-300]b[1-300]' at offset 0");
     memset(name, 'a', 241);
     name[241] = '\0';
-    expect_list_error(name, "L: the name 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' at offset 0 "
-                            "is longer than 240 bytes");
+    expect_list_error(name,
+                      "L: the name 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' at offset 0 "
+                      "is longer than 240 bytes");
     memset(name, 'b', 238);
     memcpy(name + 238, "[1-100]", 8); /* 238 + 3 digits */
-    expect_list_error(name, "L: the name 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb...' at offset 0 "
-                            "is longer than 240 bytes");
+    expect_list_error(name,
+                      "L: the name 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb...' at offset 0 "
+                      "is longer than 240 bytes");
     expect_list_error("a[1]b[2]c[3]d[4]e[5]", "L: more than 4 bracket groups in the name at offset 0");
 }
 END_TEST
@@ -171,7 +173,8 @@ START_TEST(test_nodelist_errors)
     expect_list_error("\x01", "L: unexpected character '\\x01' at offset 0");
     expect_list_error("n\xc3\xa9", "L: unexpected character '\\xc3' at offset 1");
     /* numbers: 18 digits at most, so no value can wrap */
-    expect_list_error("node[1234567890123456789]", "L: number '1234567890123456789' at offset 5 is longer than 18 digits");
+    expect_list_error("node[1234567890123456789]",
+                      "L: number '1234567890123456789' at offset 5 is longer than 18 digits");
     expect_list_error("n[0-18446744073709551617]", "L: number '18446744073709551617' at offset 4 is longer than 18 "
                                                    "digits");
     expect_list_error("n[99999999999999999999999999]", "L: number '99999999999999999999999999' at offset 2 is longer "
@@ -305,31 +308,43 @@ START_TEST(test_slurm_placement)
 {
     struct sl_env_slurm s;
     struct sl_error err = {0};
-    const char *block[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=n[1-2]",
-                           "SLURM_STEP_TASKS_PER_NODE=2(x2)", "SLURMD_NODENAME=n2", NULL};
+    const char *block[] = {"SLURM_PROCID=2",
+                           "SLURM_NTASKS=4",
+                           "SLURM_STEP_NODELIST=n[1-2]",
+                           "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+                           "SLURMD_NODENAME=n2",
+                           NULL};
     ck_assert_int_eq(sl_env_slurm_read(&s, block, &err), 0);
     ck_assert_uint_eq(s.procid, 2);
     ck_assert_uint_eq(s.ntasks, 4);
     ck_assert_int_eq(s.cyclic, 0);
     expect_nodes(&s, "n1 n1 n2 n2");
     sl_env_slurm_free(&s);
-    const char *cyclic[] = {"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=n[1-2]",
-                            "SLURM_STEP_TASKS_PER_NODE=2(x2)", "SLURM_DISTRIBUTION=cyclic:block",
-                            "SLURMD_NODENAME=n2", NULL};
+    const char *cyclic[] = {"SLURM_PROCID=1",
+                            "SLURM_NTASKS=4",
+                            "SLURM_STEP_NODELIST=n[1-2]",
+                            "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+                            "SLURM_DISTRIBUTION=cyclic:block",
+                            "SLURMD_NODENAME=n2",
+                            NULL};
     ck_assert_int_eq(sl_env_slurm_read(&s, cyclic, &err), 0);
     ck_assert_int_eq(s.cyclic, 1);
     expect_nodes(&s, "n1 n2 n1 n2");
     sl_env_slurm_free(&s);
     /* cyclic with uneven counts: full nodes are skipped */
-    const char *uneven[] = {"SLURM_PROCID=0", "SLURM_NTASKS=5", "SLURM_STEP_NODELIST=a,b,c",
-                            "SLURM_STEP_TASKS_PER_NODE=3,1,1", "SLURM_DISTRIBUTION=cyclic", NULL};
+    const char *uneven[] = {"SLURM_PROCID=0",
+                            "SLURM_NTASKS=5",
+                            "SLURM_STEP_NODELIST=a,b,c",
+                            "SLURM_STEP_TASKS_PER_NODE=3,1,1",
+                            "SLURM_DISTRIBUTION=cyclic",
+                            NULL};
     ck_assert_int_eq(sl_env_slurm_read(&s, uneven, &err), 0);
     expect_nodes(&s, "a b c a a");
     sl_env_slurm_free(&s);
     /* no tasks per node, one task per node; the job's variables when the
      * step's are missing; SLURM_STEP_NUM_TASKS before SLURM_NTASKS */
-    const char *one[] = {"SLURM_PROCID=2", "SLURM_STEP_NUM_TASKS=3", "SLURM_NTASKS=8",
-                         "SLURM_JOB_NODELIST=gpu[07-09]", NULL};
+    const char *one[] = {"SLURM_PROCID=2", "SLURM_STEP_NUM_TASKS=3", "SLURM_NTASKS=8", "SLURM_JOB_NODELIST=gpu[07-09]",
+                         NULL};
     ck_assert_int_eq(sl_env_slurm_read(&s, one, &err), 0);
     ck_assert_uint_eq(s.ntasks, 3);
     expect_nodes(&s, "gpu07 gpu08 gpu09");
@@ -339,8 +354,12 @@ START_TEST(test_slurm_placement)
     expect_nodes(&s, "x y y");
     sl_env_slurm_free(&s);
     /* any distribution is fine when every node runs one task */
-    const char *plane1[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_NODELIST=x,y",
-                            "SLURM_STEP_TASKS_PER_NODE=1(x2)", "SLURM_DISTRIBUTION=plane=4", NULL};
+    const char *plane1[] = {"SLURM_PROCID=0",
+                            "SLURM_NTASKS=2",
+                            "SLURM_STEP_NODELIST=x,y",
+                            "SLURM_STEP_TASKS_PER_NODE=1(x2)",
+                            "SLURM_DISTRIBUTION=plane=4",
+                            NULL};
     ck_assert_int_eq(sl_env_slurm_read(&s, plane1, &err), 0);
     expect_nodes(&s, "x y");
     sl_env_slurm_free(&s);
@@ -379,12 +398,20 @@ START_TEST(test_slurm_errors)
     const char *bad_tpn[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3", "SLURM_STEP_NODELIST=n[1-2]",
                              "SLURM_STEP_TASKS_PER_NODE=2(x", NULL};
     expect_slurm_error(bad_tpn, "SLURM_STEP_TASKS_PER_NODE: expected a count at offset 3, got end of text");
-    const char *plane[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=n[1-2]",
-                           "SLURM_STEP_TASKS_PER_NODE=2(x2)", "SLURM_DISTRIBUTION=plane=2", NULL};
+    const char *plane[] = {"SLURM_PROCID=0",
+                           "SLURM_NTASKS=4",
+                           "SLURM_STEP_NODELIST=n[1-2]",
+                           "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+                           "SLURM_DISTRIBUTION=plane=2",
+                           NULL};
     expect_slurm_error(plane, "SLURM_DISTRIBUTION 'plane=2': tasks are placed from the tasks per node for block or "
                               "cyclic distributions only (srun --distribution=block)");
-    const char *elsewhere[] = {"SLURM_PROCID=1", "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=n[1-2]",
-                               "SLURM_STEP_TASKS_PER_NODE=2(x2)", "SLURMD_NODENAME=n2", NULL};
+    const char *elsewhere[] = {"SLURM_PROCID=1",
+                               "SLURM_NTASKS=4",
+                               "SLURM_STEP_NODELIST=n[1-2]",
+                               "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+                               "SLURMD_NODENAME=n2",
+                               NULL};
     expect_slurm_error(elsewhere, "task 1 would run on 'n1' by the tasks per node (block placement), but "
                                   "SLURMD_NODENAME is 'n2' (srun --distribution=block, docs/deploy.md)");
 }

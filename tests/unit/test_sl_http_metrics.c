@@ -54,21 +54,20 @@ START_TEST(test_prom_exact)
     sl_prom_double(&p, "g", NULL, 1.0 / 0.0);
     sl_prom_double(&p, "g", NULL, -1.0 / 0.0);
     ck_assert_int_eq(p.rc, 0);
-    ck_assert_str_eq(text(&b),
-                     "# HELP x_total help with \\\\ and\\nnewline \"quoted\"\n"
-                     "# TYPE x_total counter\n"
-                     "x_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 18446744073709551615\n"
-                     "x_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\",kind=\"data\"} 0\n"
-                     "# HELP t_seconds_total t\n"
-                     "# TYPE t_seconds_total counter\n"
-                     "t_seconds_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 1.500000001\n"
-                     "t_seconds_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 0.000000007\n"
-                     "# HELP g g\n"
-                     "# TYPE g gauge\n"
-                     "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 0.10000000000000001\n"
-                     "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} NaN\n"
-                     "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} +Inf\n"
-                     "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} -Inf\n");
+    ck_assert_str_eq(text(&b), "# HELP x_total help with \\\\ and\\nnewline \"quoted\"\n"
+                               "# TYPE x_total counter\n"
+                               "x_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 18446744073709551615\n"
+                               "x_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\",kind=\"data\"} 0\n"
+                               "# HELP t_seconds_total t\n"
+                               "# TYPE t_seconds_total counter\n"
+                               "t_seconds_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 1.500000001\n"
+                               "t_seconds_total{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 0.000000007\n"
+                               "# HELP g g\n"
+                               "# TYPE g gauge\n"
+                               "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} 0.10000000000000001\n"
+                               "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} NaN\n"
+                               "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} +Inf\n"
+                               "g{sluice_job=\"a\\\"b\\\\c\\nd\",feeder=\"3\"} -Inf\n");
     /* no common labels: bare names */
     sl_buf_reset(&b);
     p = (struct sl_prom){.b = &b};
@@ -226,8 +225,12 @@ static struct sl_http_metrics *start(struct body *bd, unsigned max_conn, unsigne
 {
     struct sl_http_metrics *h;
     struct sl_error err = {0};
-    struct sl_http_metrics_opts o = {.listen = "127.0.0.1:0", .fn = write_body, .ctx = bd,
-                                     .max_connections = max_conn, .timeout_s = timeout_s, .max_body = max_body};
+    struct sl_http_metrics_opts o = {.listen = "127.0.0.1:0",
+                                     .fn = write_body,
+                                     .ctx = bd,
+                                     .max_connections = max_conn,
+                                     .timeout_s = timeout_s,
+                                     .max_body = max_body};
     int rc = sl_http_metrics_start(&h, &o, &err);
     ck_assert_msg(rc == 0, "start: %s", err.msg);
     ck_assert_uint_gt(sl_http_metrics_port(h), 0);
@@ -508,10 +511,24 @@ START_TEST(test_port_in_use_and_bad_addresses)
     ck_assert_str_eq(err.msg, want);
     sl_http_metrics_stop(h);
 
-    static const char *const bad[] = {"", "9464", ":", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536",
-                                      "127.0.0.1:-1", "127.0.0.1:+80", "127.0.0.1:80x", "127.0.0.1:999999",
-                                      "256.0.0.1:80", "example.com:80", "::1:80", "[::1:80", "[zz]:80",
-                                      "tcp://127.0.0.1:80", " 127.0.0.1:80", "127.0.0.1:80 "};
+    static const char *const bad[] = {"",
+                                      "9464",
+                                      ":",
+                                      "127.0.0.1",
+                                      "127.0.0.1:",
+                                      "127.0.0.1:65536",
+                                      "127.0.0.1:-1",
+                                      "127.0.0.1:+80",
+                                      "127.0.0.1:80x",
+                                      "127.0.0.1:999999",
+                                      "256.0.0.1:80",
+                                      "example.com:80",
+                                      "::1:80",
+                                      "[::1:80",
+                                      "[zz]:80",
+                                      "tcp://127.0.0.1:80",
+                                      " 127.0.0.1:80",
+                                      "127.0.0.1:80 "};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct sockaddr_storage ss;
         socklen_t len;
@@ -525,8 +542,11 @@ START_TEST(test_port_in_use_and_bad_addresses)
         const char *addr;
         int family;
         unsigned port;
-    } good[] = {{"127.0.0.1:9464", AF_INET, 9464}, {"localhost:0", AF_INET, 0}, {"*:80", AF_INET, 80},
-                {"[::1]:9", AF_INET6, 9},          {"0.0.0.0:00080", AF_INET, 80}};
+    } good[] = {{"127.0.0.1:9464", AF_INET, 9464},
+                {"localhost:0", AF_INET, 0},
+                {"*:80", AF_INET, 80},
+                {"[::1]:9", AF_INET6, 9},
+                {"0.0.0.0:00080", AF_INET, 80}};
     /* ":PORT" reads like "this host" and bound every interface: refused (issue #24 item 7) */
     struct sockaddr_storage ss0;
     socklen_t len0;
@@ -541,9 +561,8 @@ START_TEST(test_port_in_use_and_bad_addresses)
     static const struct {
         const char *addr;
         int local;
-    } reach[] = {{"127.0.0.1:9464", 1}, {"127.3.2.1:1", 1}, {"localhost:0", 1}, {"[::1]:9", 1},
-                 {"*:9464", 0},         {"0.0.0.0:9464", 0}, {"198.18.0.1:9464", 0}, {"[::]:9", 0},
-                 {":9464", 0},          {"garbage", 0}};
+    } reach[] = {{"127.0.0.1:9464", 1}, {"127.3.2.1:1", 1},     {"localhost:0", 1}, {"[::1]:9", 1}, {"*:9464", 0},
+                 {"0.0.0.0:9464", 0},   {"198.18.0.1:9464", 0}, {"[::]:9", 0},      {":9464", 0},   {"garbage", 0}};
     for (size_t i = 0; i < sizeof reach / sizeof reach[0]; i++)
         ck_assert_msg(sl_http_metrics_is_local(reach[i].addr) == reach[i].local, "%s", reach[i].addr);
     char longer[128];

@@ -50,17 +50,27 @@ static const struct sl_opt rows[] = {
     {"verbose", 'v', SL_OPT_FLAG, OFF(verbose), 0, 0, NULL, NULL, "talk", NULL, NULL},
     {"dry-run", 'd', SL_OPT_FLAG, OFF(dry), 0, 0, NULL, NULL, "do nothing", NULL, NULL},
     {"mode", 0, SL_OPT_CHOICE, OFF(mode), 0, 0, "fast", NULL, "how", "fast|safe|slow", NULL},
-    {"list", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "A,B", "a list, the long help text of which goes on and on so that it "
-     "has to be wrapped over several lines of the generated help text", NULL, take_list},
+    {"list", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "A,B",
+     "a list, the long help text of which goes on and on so that it "
+     "has to be wrapped over several lines of the generated help text",
+     NULL, take_list},
     {"help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL},
     {"version", 0, SL_OPT_VERSION, 0, 0, 0, NULL, NULL, "the version", NULL, NULL},
 };
 static const char *const extra[] = {"global_batch_size", "shuffle.seed", "epochs"};
-static const struct sl_opt_cmd cmd = {.prog = "prog", .usage = "Usage: prog [OPTION]...\n\n", .footer = "Bye.\n",
-                                      .rows = rows, .nrows = sizeof rows / sizeof rows[0]};
-static const struct sl_opt_cmd xcmd = {.prog = "prog", .usage = "Usage: prog\n", .rows = rows,
-                                       .nrows = sizeof rows / sizeof rows[0], .extra_names = extra, .nextra = 3,
-                                       .extra_prefix = "features.", .extra_what = "job key",
+static const struct sl_opt_cmd cmd = {.prog = "prog",
+                                      .usage = "Usage: prog [OPTION]...\n\n",
+                                      .footer = "Bye.\n",
+                                      .rows = rows,
+                                      .nrows = sizeof rows / sizeof rows[0]};
+static const struct sl_opt_cmd xcmd = {.prog = "prog",
+                                       .usage = "Usage: prog\n",
+                                       .rows = rows,
+                                       .nrows = sizeof rows / sizeof rows[0],
+                                       .extra_names = extra,
+                                       .nextra = 3,
+                                       .extra_prefix = "features.",
+                                       .extra_what = "job key",
                                        .extra_fn = take_extra};
 
 /* Parse a NULL-terminated list of arguments (argv[0] added). */
@@ -126,8 +136,7 @@ START_TEST(test_repeated_last_wins)
 {
     struct opts o;
     struct sl_error err;
-    ck_assert_int_eq(parse(&cmd, &o, NULL, &err, "--count=3", "-c", "4", "--count", "6", "--list=x", "--list=y",
-                           NULL),
+    ck_assert_int_eq(parse(&cmd, &o, NULL, &err, "--count=3", "-c", "4", "--count", "6", "--list=x", "--list=y", NULL),
                      0);
     ck_assert_uint_eq(o.count, 6);
     ck_assert_int_eq(o.nseen, 2); /* a FUNC sees each one */
@@ -173,7 +182,8 @@ START_TEST(test_bad_numbers)
         {"--bytes=1KK", "--bytes: not a byte count (digits, then K, M, G or T): '1KK'"},
         {"--bytes=1", "--bytes: must be a byte count in [4096, 549755813888], got '1'"},
         {"--bytes=513G", "--bytes: must be a byte count in [4096, 549755813888], got '513G'"},
-        {"--bytes=99999999999999999999", "--bytes: must be a byte count in [4096, 549755813888], got '99999999999999999999'"},
+        {"--bytes=99999999999999999999",
+         "--bytes: must be a byte count in [4096, 549755813888], got '99999999999999999999'"},
         {"--bytes=17179869184T", "--bytes: must be a byte count in [4096, 549755813888], got '17179869184T'"},
         {"--mode=quick", "--mode: expected fast, safe or slow, got 'quick'"},
         {"--mode=", "--mode: expected fast, safe or slow, got ''"},
@@ -231,9 +241,9 @@ START_TEST(test_extra_names)
 {
     struct opts o;
     struct sl_error err;
-    ck_assert_int_eq(parse(&xcmd, &o, NULL, &err, "--epochs=3", "--shuffle.seed", "9", "--features.x.shape=[2]",
-                           "--count=2", NULL),
-                     0);
+    ck_assert_int_eq(
+        parse(&xcmd, &o, NULL, &err, "--epochs=3", "--shuffle.seed", "9", "--features.x.shape=[2]", "--count=2", NULL),
+        0);
     ck_assert_int_eq(o.nseen, 3);
     ck_assert_str_eq(o.seen[0], "epochs=3");
     ck_assert_str_eq(o.seen[1], "shuffle.seed=9");

@@ -259,7 +259,7 @@ END_TEST
 struct waiter {
     struct sl_queue *q;
     atomic_int *started;
-    int push; /* 1: push, 0: pop */
+    int push;        /* 1: push, 0: pop */
     long timeout_ms; /* pop only; < 0: plain pop */
     int rc;
 };
@@ -289,8 +289,8 @@ START_TEST(test_error_close_wakes_every_waiter)
     struct waiter w[6];
     pthread_t t[6];
     for (int i = 0; i < 6; i++) {
-        w[i] = (struct waiter){.q = i < 3 ? full : empty, .started = &started, .push = i < 3,
-                               .timeout_ms = i == 5 ? 60000 : -1, .rc = 99};
+        w[i] = (struct waiter){
+            .q = i < 3 ? full : empty, .started = &started, .push = i < 3, .timeout_ms = i == 5 ? 60000 : -1, .rc = 99};
         ck_assert_int_eq(pthread_create(&t[i], NULL, wait_thread, &w[i]), 0);
     }
     while (atomic_load(&started) < 6)

@@ -11,9 +11,9 @@
 #include "sl_wire.h"
 #include "sl_test.h"
 
-static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT, SL_WIRE_PIECE,
-                                     SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE,
-                                     SL_WIRE_STATUS, SL_WIRE_STATS};
+static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT,
+                                     SL_WIRE_PIECE, SL_WIRE_END,     SL_WIRE_ERROR,  SL_WIRE_HEARTBEAT,
+                                     SL_WIRE_BYE,   SL_WIRE_STATUS,  SL_WIRE_STATS};
 #define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 static void set_field(struct sl_wire_field *f, const char *name, unsigned dtype, unsigned ragged, unsigned rank,
@@ -44,10 +44,17 @@ static void sample(unsigned type, struct sl_wire_msg *m)
     m->type = (uint16_t)type;
     switch (type) {
     case SL_WIRE_HELLO:
-        m->hello = (struct sl_wire_hello){.worker = 1, .workers = 4, .replicas = 2, .credits = 8, .flags = 0x80,
-                                          .heartbeat_ms = 500, .resume_epoch = 3,
+        m->hello = (struct sl_wire_hello){.worker = 1,
+                                          .workers = 4,
+                                          .replicas = 2,
+                                          .credits = 8,
+                                          .flags = 0x80,
+                                          .heartbeat_ms = 500,
+                                          .resume_epoch = 3,
                                           .resume_seq = 0x0102030405060708ull,
-                                          .incarnation = 0x1112131415161718ull, .share = 2, .job = "mnist",
+                                          .incarnation = 0x1112131415161718ull,
+                                          .share = 2,
+                                          .job = "mnist",
                                           .job_len = 5};
         break;
     case SL_WIRE_WELCOME: {
@@ -101,26 +108,25 @@ static void sample(unsigned type, struct sl_wire_msg *m)
             p->tensors[i].offset = p->tensors[i - 1].offset + p->tensors[i - 1].bytes;
         break;
     }
-    case SL_WIRE_END:
-        m->end = (struct sl_wire_end){.worker = 3, .pieces = 0x1122334455ull, .epochs = 10};
-        break;
+    case SL_WIRE_END: m->end = (struct sl_wire_end){.worker = 3, .pieces = 0x1122334455ull, .epochs = 10}; break;
     case SL_WIRE_ERROR:
         m->error.code = SL_ECORRUPT;
         m->error.msg = "a.tfrecord: corrupted record at 12";
         m->error.msg_len = strlen(m->error.msg);
         break;
-    case SL_WIRE_HEARTBEAT:
-        m->heartbeat.sent_ns = 0xfedcba9876543210ull;
-        break;
+    case SL_WIRE_HEARTBEAT: m->heartbeat.sent_ns = 0xfedcba9876543210ull; break;
     case SL_WIRE_STATUS:
-        m->status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = 250, .files_done = 3,
-                                            .files = 10, .records = 0x123456, .bytes = 0x89abcdef01ull};
+        m->status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING,
+                                            .retry_ms = 250,
+                                            .files_done = 3,
+                                            .files = 10,
+                                            .records = 0x123456,
+                                            .bytes = 0x89abcdef01ull};
         break;
     case SL_WIRE_STATS:
         m->stats = (struct sl_wire_stats){.stage_ns = {1, 0x200, 0x30000, 0x4000000000ull, 5}, .credit_wait_ns = 6};
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -237,9 +243,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_int_eq(a->error.code, b->error.code);
         ck_assert(str_eq(a->error.msg, a->error.msg_len, b->error.msg, b->error.msg_len));
         break;
-    case SL_WIRE_HEARTBEAT:
-        ck_assert_uint_eq(a->heartbeat.sent_ns, b->heartbeat.sent_ns);
-        break;
+    case SL_WIRE_HEARTBEAT: ck_assert_uint_eq(a->heartbeat.sent_ns, b->heartbeat.sent_ns); break;
     case SL_WIRE_STATUS:
         ck_assert_uint_eq(a->status.state, b->status.state);
         ck_assert_uint_eq(a->status.retry_ms, b->status.retry_ms);
@@ -253,8 +257,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
             ck_assert_uint_eq(a->stats.stage_ns[i], b->stats.stage_ns[i]);
         ck_assert_uint_eq(a->stats.credit_wait_ns, b->stats.credit_wait_ns);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -313,11 +316,18 @@ START_TEST(test_round_trip_extremes)
     struct sl_wire_msg m[5], out;
     memset(m, 0, sizeof m);
     m[0].type = SL_WIRE_HELLO;
-    m[0].hello = (struct sl_wire_hello){.worker = SL_WIRE_MAX_WORKERS - 1, .workers = SL_WIRE_MAX_WORKERS,
-                                        .replicas = SL_WIRE_MAX_REPLICAS, .credits = SL_WIRE_MAX_CREDITS,
-                                        .flags = UINT32_MAX, .heartbeat_ms = UINT32_MAX, .resume_epoch = UINT64_MAX,
-                                        .resume_seq = UINT64_MAX, .incarnation = UINT64_MAX,
-                                        .share = SL_WIRE_MAX_FEEDERS - 1, .job = job, .job_len = sizeof job};
+    m[0].hello = (struct sl_wire_hello){.worker = SL_WIRE_MAX_WORKERS - 1,
+                                        .workers = SL_WIRE_MAX_WORKERS,
+                                        .replicas = SL_WIRE_MAX_REPLICAS,
+                                        .credits = SL_WIRE_MAX_CREDITS,
+                                        .flags = UINT32_MAX,
+                                        .heartbeat_ms = UINT32_MAX,
+                                        .resume_epoch = UINT64_MAX,
+                                        .resume_seq = UINT64_MAX,
+                                        .incarnation = UINT64_MAX,
+                                        .share = SL_WIRE_MAX_FEEDERS - 1,
+                                        .job = job,
+                                        .job_len = sizeof job};
     m[1].type = SL_WIRE_WELCOME;
     struct sl_wire_welcome *w = &m[1].welcome;
     w->feeder = SL_WIRE_MAX_FEEDERS - 1;
@@ -328,8 +338,10 @@ START_TEST(test_round_trip_extremes)
     w->ntensors = SL_WIRE_MAX_TENSORS;
     for (unsigned i = 0; i < SL_WIRE_MAX_TENSORS; i++) {
         memset(names[i], 'a' + i % 26, SL_WIRE_MAX_NAME);
-        w->fields[i] = (struct sl_wire_field){.name = names[i], .name_len = SL_WIRE_MAX_NAME,
-                                              .dtype = (uint8_t)(i % 4), .ragged = (uint8_t)(i % 2),
+        w->fields[i] = (struct sl_wire_field){.name = names[i],
+                                              .name_len = SL_WIRE_MAX_NAME,
+                                              .dtype = (uint8_t)(i % 4),
+                                              .ragged = (uint8_t)(i % 2),
                                               .rank = SL_WIRE_MAX_RANK};
         for (unsigned k = 0; k < SL_WIRE_MAX_RANK; k++)
             w->fields[i].dims[k] = 1;
@@ -397,21 +409,21 @@ START_TEST(test_hello_layout_pinned)
     struct sl_wire_msg m;
     sample(SL_WIRE_HELLO, &m);
     uint8_t want[128];
-    size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
-                           "04 00"                    /* version 4 */
-                           "01 00"                    /* type HELLO */
-                           "01 00 00 00"              /* worker 1 */
-                           "04 00 00 00"              /* workers 4 */
-                           "02 00 00 00"              /* replicas 2 */
-                           "08 00 00 00"              /* credits 8 */
-                           "80 00 00 00"              /* flags 0x80 */
-                           "f4 01 00 00"              /* heartbeat_ms 500 */
-                           "03 00 00 00 00 00 00 00"  /* resume_epoch 3 */
-                           "08 07 06 05 04 03 02 01"  /* resume_seq 0x0102030405060708 */
-                           "18 17 16 15 14 13 12 11"  /* incarnation 0x1112131415161718 */
-                           "02 00 00 00"              /* share 2 */
-                           "05 00"                    /* job name length 5 */
-                           "6d 6e 69 73 74",          /* "mnist" */
+    size_t n = sl_test_hex("53 4c 43 31"             /* magic "SLC1" */
+                           "04 00"                   /* version 4 */
+                           "01 00"                   /* type HELLO */
+                           "01 00 00 00"             /* worker 1 */
+                           "04 00 00 00"             /* workers 4 */
+                           "02 00 00 00"             /* replicas 2 */
+                           "08 00 00 00"             /* credits 8 */
+                           "80 00 00 00"             /* flags 0x80 */
+                           "f4 01 00 00"             /* heartbeat_ms 500 */
+                           "03 00 00 00 00 00 00 00" /* resume_epoch 3 */
+                           "08 07 06 05 04 03 02 01" /* resume_seq 0x0102030405060708 */
+                           "18 17 16 15 14 13 12 11" /* incarnation 0x1112131415161718 */
+                           "02 00 00 00"             /* share 2 */
+                           "05 00"                   /* job name length 5 */
+                           "6d 6e 69 73 74",         /* "mnist" */
                            want, sizeof want);
     ck_assert_uint_eq(n, 67);
     struct sl_buf b;
@@ -449,9 +461,12 @@ START_TEST(test_status_layout_pinned)
      * the longest retry; and the smallest values */
     struct sl_wire_msg out;
     struct sl_error err = {0};
-    m.status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING, .retry_ms = SL_WIRE_MAX_RETRY_MS,
-                                       .files_done = SL_WIRE_MAX_FILES, .files = SL_WIRE_MAX_FILES,
-                                       .records = SL_WIRE_MAX_COUNT, .bytes = SL_WIRE_MAX_COUNT};
+    m.status = (struct sl_wire_status){.state = SL_WIRE_STATUS_SCANNING,
+                                       .retry_ms = SL_WIRE_MAX_RETRY_MS,
+                                       .files_done = SL_WIRE_MAX_FILES,
+                                       .files = SL_WIRE_MAX_FILES,
+                                       .records = SL_WIRE_MAX_COUNT,
+                                       .bytes = SL_WIRE_MAX_COUNT};
     ck_assert_int_eq(sl_wire_encode_status(&m.status, &b), 0);
     ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
     assert_same(&m, &out);
@@ -591,7 +606,7 @@ START_TEST(test_shm_piece)
     struct sl_wire_msg m, d;
     sample(SL_WIRE_PIECE, &m);
     m.piece.flags |= SL_WIRE_PIECE_SHM;
-    m.piece.shm_offset = 4096 + 3 * 4160; /* 16576 */
+    m.piece.shm_offset = 4096 + 3 * 4160;         /* 16576 */
     m.piece.shm_bytes = 3136 + 32 + 88 + 40 + 32; /* 3328 */
     struct sl_buf b;
     sl_buf_init(&b, 0);
@@ -602,9 +617,10 @@ START_TEST(test_shm_piece)
     ck_assert_int_eq(sl_wire_check_body(&d.piece, (size_t)d.piece.shm_bytes, &err), 0);
     /* the last 16 bytes, little-endian */
     uint8_t want[16];
-    ck_assert_uint_eq(sl_test_hex("c0 40 00 00 00 00 00 00"   /* shm_offset 16576 */
-                                  "00 0d 00 00 00 00 00 00",  /* shm_bytes 3328 */
-                                  want, sizeof want), 16);
+    ck_assert_uint_eq(sl_test_hex("c0 40 00 00 00 00 00 00"  /* shm_offset 16576 */
+                                  "00 0d 00 00 00 00 00 00", /* shm_bytes 3328 */
+                                  want, sizeof want),
+                      16);
     ck_assert_int_eq(memcmp(b.data + b.len - 16, want, 16), 0);
     size_t n = b.len;
     uint8_t *p = malloc(n);
@@ -625,7 +641,8 @@ START_TEST(test_shm_piece)
     /* the encoder refuses what the decoder would */
     m.piece.shm_offset = 100;
     ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
-    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: shm_offset 100 is inside the shared memory's 4096-byte header");
+    ck_assert_str_eq(err.msg,
+                     "cannot encode: PIECE header: shm_offset 100 is inside the shared memory's 4096-byte header");
     m.piece.flags &= ~SL_WIRE_PIECE_SHM;
     m.piece.shm_offset = 8192;
     ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
@@ -646,11 +663,12 @@ START_TEST(test_shm_welcome)
     size_t n = b.len;
     /* shm_pid, shm_fd, shm_size, shm_token: the last 24 bytes */
     uint8_t want[24];
-    ck_assert_uint_eq(sl_test_hex("e1 10 00 00"               /* shm_pid 4321 */
-                                  "07 00 00 00"               /* shm_fd 7 */
-                                  "00 10 0c 00 00 00 00 00"   /* shm_size 4096 + 12 x 65536 */
-                                  "ff ee dd cc bb aa 99 88",  /* shm_token */
-                                  want, sizeof want), 24);
+    ck_assert_uint_eq(sl_test_hex("e1 10 00 00"              /* shm_pid 4321 */
+                                  "07 00 00 00"              /* shm_fd 7 */
+                                  "00 10 0c 00 00 00 00 00"  /* shm_size 4096 + 12 x 65536 */
+                                  "ff ee dd cc bb aa 99 88", /* shm_token */
+                                  want, sizeof want),
+                      24);
     ck_assert_int_eq(memcmp(b.data + n - 24, want, 24), 0);
     uint8_t *p = malloc(n);
     ck_assert_ptr_nonnull(p);
@@ -675,9 +693,12 @@ END_TEST
 
 START_TEST(test_fixed_sizes)
 {
-    static const struct { unsigned type; size_t len; } sizes[] = {
-        {SL_WIRE_CREDIT, 16}, {SL_WIRE_END, 28}, {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
-        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48}, {SL_WIRE_STATS, 56},
+    static const struct {
+        unsigned type;
+        size_t len;
+    } sizes[] = {
+        {SL_WIRE_CREDIT, 16},      {SL_WIRE_END, 28},        {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
+        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48},    {SL_WIRE_STATS, 56},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         struct sl_buf b;
@@ -805,8 +826,10 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_PIECE, 51, 10, 1, 0, "PIECE header: tensor 0: rank 10 not in 1..9"},
     {SL_WIRE_PIECE, 52, (uint64_t)-1, 8, 0, "PIECE header: tensor 0: dims[0] = -1 is negative"},
     {SL_WIRE_PIECE, 60, (uint64_t)INT64_MAX, 8, 0, "PIECE header: tensor 0: shape has more than 1073741824 elements"},
-    {SL_WIRE_PIECE, 84, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0, "PIECE header: tensor 0: bytes 1073741825 exceeds 1073741824"},
-    {SL_WIRE_PIECE, 92, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0, "PIECE header: tensor 0: offset 1073741825 exceeds 1073741824"},
+    {SL_WIRE_PIECE, 84, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0,
+     "PIECE header: tensor 0: bytes 1073741825 exceeds 1073741824"},
+    {SL_WIRE_PIECE, 92, (uint64_t)SL_WIRE_MAX_MSG + 1, 8, 0,
+     "PIECE header: tensor 0: offset 1073741825 exceeds 1073741824"},
     {SL_WIRE_PIECE, 84, 3135, 8, 0, "PIECE header: tensor 0: bytes 3135, but 3136 uint8 values take 3136"},
     {SL_WIRE_PIECE, 60, 0, 8, 0, "PIECE header: tensor 0: bytes 3136, but 0 uint8 values take 0"},
     {SL_WIRE_END, 8, 65536, 4, 0, "END header: worker 65536 exceeds 65535"},

@@ -21,8 +21,13 @@ START_TEST(test_options_read_back)
 {
     void *ctx = zmq_ctx_new();
     struct sl_error err = {0};
-    const struct sl_zsock_opts o = {.linger_ms = 1234, .max_msg = 4096, .unbounded_send = 1, .unbounded_recv = 1,
-                                    .send_timeout_ms = 77, .handshake_ms = 5000, .router_mandatory = 1};
+    const struct sl_zsock_opts o = {.linger_ms = 1234,
+                                    .max_msg = 4096,
+                                    .unbounded_send = 1,
+                                    .unbounded_recv = 1,
+                                    .send_timeout_ms = 77,
+                                    .handshake_ms = 5000,
+                                    .router_mandatory = 1};
     void *s = sl_zsock_open(ctx, ZMQ_ROUTER, &o, "test", &err);
     ck_assert_ptr_nonnull(s);
     ck_assert_int_eq(get_int(s, ZMQ_LINGER), 1234);

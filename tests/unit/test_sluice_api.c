@@ -161,9 +161,10 @@ static void expect_cluster_refused(const char *text, const char *want)
 
 START_TEST(test_tf_config)
 {
-    expect_cluster("{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\", \"h2:1\"],"
-                   " \"feeder\": [\"f0:5555\", \"ipc:///run/f1.sock\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
-                   2, 3, "tcp://f0:5555 ipc:///run/f1.sock");
+    expect_cluster(
+        "{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\", \"h2:1\"],"
+        " \"feeder\": [\"f0:5555\", \"ipc:///run/f1.sock\"]}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
+        2, 3, "tcp://f0:5555 ipc:///run/f1.sock");
     expect_cluster("{\"cluster\": {\"chief\": [\"h0:1\"], \"worker\": [\"h1:1\"], \"feeder\": [\"tcp://f:1\"]},"
                    " \"task\": {\"type\": \"chief\", \"index\": 0}}",
                    0, 2, "tcp://f:1");
@@ -202,8 +203,10 @@ START_TEST(test_tf_config)
     /* the environment variable */
     unsetenv("TF_CONFIG");
     expect_cluster_refused(NULL, "TF_CONFIG is not set");
-    setenv("TF_CONFIG", "{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [\"f:7\"]}, \"task\": {\"type\": \"worker\","
-                        " \"index\": 0}}", 1);
+    setenv("TF_CONFIG",
+           "{\"cluster\": {\"worker\": [\"a:1\"], \"feeder\": [\"f:7\"]}, \"task\": {\"type\": \"worker\","
+           " \"index\": 0}}",
+           1);
     expect_cluster(NULL, 0, 1, "tcp://f:7");
     unsetenv("TF_CONFIG");
 }

@@ -112,10 +112,18 @@ static void make_step(struct step *st, const float *x, const int64_t *id)
         memcpy(st->buf[r] + 1, &x[r], 4);
         memcpy(st->buf[r] + 9, &id[r], 8);
         st->shape[r][0][0] = st->shape[r][1][0] = 1;
-        st->t[r][0] = (struct sluice_tensor){.name = "x", .dtype = SLUICE_FLOAT32, .rank = 1,
-                                             .shape = st->shape[r][0], .data = st->buf[r] + 1, .bytes = 4};
-        st->t[r][1] = (struct sluice_tensor){.name = "id", .dtype = SLUICE_INT64, .rank = 1,
-                                             .shape = st->shape[r][1], .data = st->buf[r] + 9, .bytes = 8};
+        st->t[r][0] = (struct sluice_tensor){.name = "x",
+                                             .dtype = SLUICE_FLOAT32,
+                                             .rank = 1,
+                                             .shape = st->shape[r][0],
+                                             .data = st->buf[r] + 1,
+                                             .bytes = 4};
+        st->t[r][1] = (struct sluice_tensor){.name = "id",
+                                             .dtype = SLUICE_INT64,
+                                             .rank = 1,
+                                             .shape = st->shape[r][1],
+                                             .data = st->buf[r] + 9,
+                                             .bytes = 8};
         st->p[r] = (struct sluice_piece){.replica = (uint32_t)r, .rows = 1, .ntensors = 2, .tensors = st->t[r]};
     }
 }
@@ -226,8 +234,7 @@ static int vf_mixed(const struct sluice_value_context *vc, struct sluice_value *
     return SLUICE_OK;
 }
 
-static int vf_half(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx,
-                   struct sluice_error *err)
+static int vf_half(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx, struct sluice_error *err)
 {
     (void)vc, (void)ctx, (void)err;
     out->dtype = SLUICE_INT64;
@@ -252,8 +259,7 @@ static int vf_positive(const struct sluice_value_context *vc, struct sluice_valu
     return 3;
 }
 
-static int vf_wide(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx,
-                   struct sluice_error *err)
+static int vf_wide(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx, struct sluice_error *err)
 {
     (void)vc, (void)ctx, (void)err;
     out->rank = 1;
@@ -261,8 +267,7 @@ static int vf_wide(const struct sluice_value_context *vc, struct sluice_value *o
     return SLUICE_OK;
 }
 
-static int vf_ids(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx,
-                  struct sluice_error *err)
+static int vf_ids(const struct sluice_value_context *vc, struct sluice_value *out, void *ctx, struct sluice_error *err)
 {
     (void)ctx, (void)err;
     out->dtype = SLUICE_INT64;
@@ -390,8 +395,7 @@ static int step(struct sluice_replica *rep, void *ctx, struct sluice_error *err)
             return SLUICE_ETIMEOUT;
         }
         return SLUICE_OK;
-    default: /* a positive return */
-        return 7;
+    default: /* a positive return */ return 7;
     }
 }
 

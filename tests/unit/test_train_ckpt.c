@@ -176,23 +176,63 @@ static int read_edited(const char *name, void (*edit)(uint8_t *h), size_t extra,
     return rc;
 }
 
-static void huge_nparams(uint8_t *h) { sl_store_le64(h + 120, UINT64_MAX / 2); }
-static void nparams_plus_one(uint8_t *h) { sl_store_le64(h + 120, sl_load_le64(h + 120) + 1); }
-static void long_job(uint8_t *h) { sl_store_le32(h + 116, 257); }
-static void zero_job(uint8_t *h) { sl_store_le32(h + 116, 0); }
-static void header_size(uint8_t *h) { sl_store_le32(h + 12, 64); }
-static void wide_hidden(uint8_t *h) { sl_store_le32(h + 88, 1u << 30); }
-static void five_hidden(uint8_t *h) { sl_store_le32(h + 84, 5); }
-static void worker_past(uint8_t *h) { sl_store_le32(h + 56, 2); }
-static void model_9(uint8_t *h) { sl_store_le32(h + 68, 9); }
-static void pad_byte(uint8_t *h) { h[128 + 6] = 'x'; }
-static void nul_job(uint8_t *h) { h[128 + 2] = 0; }
-static void replicas_differ(uint8_t *h) { sl_store_le32(h + 64, 4); }
+static void huge_nparams(uint8_t *h)
+{
+    sl_store_le64(h + 120, UINT64_MAX / 2);
+}
+static void nparams_plus_one(uint8_t *h)
+{
+    sl_store_le64(h + 120, sl_load_le64(h + 120) + 1);
+}
+static void long_job(uint8_t *h)
+{
+    sl_store_le32(h + 116, 257);
+}
+static void zero_job(uint8_t *h)
+{
+    sl_store_le32(h + 116, 0);
+}
+static void header_size(uint8_t *h)
+{
+    sl_store_le32(h + 12, 64);
+}
+static void wide_hidden(uint8_t *h)
+{
+    sl_store_le32(h + 88, 1u << 30);
+}
+static void five_hidden(uint8_t *h)
+{
+    sl_store_le32(h + 84, 5);
+}
+static void worker_past(uint8_t *h)
+{
+    sl_store_le32(h + 56, 2);
+}
+static void model_9(uint8_t *h)
+{
+    sl_store_le32(h + 68, 9);
+}
+static void pad_byte(uint8_t *h)
+{
+    h[128 + 6] = 'x';
+}
+static void nul_job(uint8_t *h)
+{
+    h[128 + 2] = 0;
+}
+static void replicas_differ(uint8_t *h)
+{
+    sl_store_le32(h + 64, 4);
+}
 
 START_TEST(test_hostile_headers)
 {
     struct sl_error err = {0};
-    struct { void (*edit)(uint8_t *); size_t extra; const char *text; } cases[] = {
+    struct {
+        void (*edit)(uint8_t *);
+        size_t extra;
+        const char *text;
+    } cases[] = {
         {huge_nparams, 0, "damaged header"},
         {nparams_plus_one, 0, "truncated"},
         {nparams_plus_one, 8, "make"},
@@ -229,7 +269,11 @@ START_TEST(test_mismatch)
     const char *p = path_of(d, 3, 1, 2);
     struct sl_error err = {0};
     struct train_ckpt ck;
-    struct { const char *text; int field; uint32_t value; } cases[] = {
+    struct {
+        const char *text;
+        int field;
+        uint32_t value;
+    } cases[] = {
         {"made for job 'job-a', not 'job-b'", 0, 0},
         {"made for worker 1 of 2, not worker 0 of 2", 1, 0},
         {"made with 3 replicas, the command line has 2", 2, 2},
@@ -285,11 +329,19 @@ START_TEST(test_list_prune_clean)
     for (uint64_t s = 10; s <= 60; s += 10)
         touch(d, path_of(d, s, 0, 2) + strlen(d) + 1);
     /* not checkpoints: other spellings, other workers, temporaries */
-    const char *noise[] = {"ckpt-10.w0of2", "ckpt-0000000000070.w0of2", "ckpt-000000000080.w0of2x",
-                           "ckpt-+00000000090.w0of2", "ckpt-000000000100.w00of2", "xckpt-000000000110.w0of2",
-                           "ckpt-000000000120.w1of2", "ckpt-000000000130.w0of3",
-                           ".ckpt-000000000140.w0of2.abcDEF123456.tmp", ".ckpt-000000000150.w1of2.abcDEF123456.tmp",
-                           ".ckpt-000000000160.w0of2..tmp", ".ckpt-000000000170.w0of2.ab-cd.tmp", ".other.tmp"};
+    const char *noise[] = {"ckpt-10.w0of2",
+                           "ckpt-0000000000070.w0of2",
+                           "ckpt-000000000080.w0of2x",
+                           "ckpt-+00000000090.w0of2",
+                           "ckpt-000000000100.w00of2",
+                           "xckpt-000000000110.w0of2",
+                           "ckpt-000000000120.w1of2",
+                           "ckpt-000000000130.w0of3",
+                           ".ckpt-000000000140.w0of2.abcDEF123456.tmp",
+                           ".ckpt-000000000150.w1of2.abcDEF123456.tmp",
+                           ".ckpt-000000000160.w0of2..tmp",
+                           ".ckpt-000000000170.w0of2.ab-cd.tmp",
+                           ".other.tmp"};
     for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++)
         touch(d, noise[i]);
     ck_assert_int_eq(train_ckpt_list(d, 0, 2, st, 2, &n, &total, &other, other_name, sizeof other_name, &err), 0);
@@ -352,8 +404,10 @@ START_TEST(test_not_a_file)
     const char *link = path_of(d, 7, 1, 2);
     ck_assert_int_eq(symlink(real, link), 0);
     ck_assert_int_eq(train_ckpt_read(link, NULL, &ck, &err), SL_ECORRUPT);
-    snprintf(want, sizeof want, "%s: a symbolic link: refused (checkpoints are never read through symlinks; put the "
-             "file itself in the directory)", link);
+    snprintf(want, sizeof want,
+             "%s: a symbolic link: refused (checkpoints are never read through symlinks; put the "
+             "file itself in the directory)",
+             link);
     ck_assert_str_eq(err.msg, want);
     ck_assert_int_eq(train_ckpt_read(real, NULL, &ck, &err), 0); /* the file itself reads */
     train_ckpt_free(&ck);
@@ -450,16 +504,23 @@ START_TEST(test_position)
         b[i / 8] ^= (uint8_t)(1u << (i % 8));
     }
     /* a good CRC over bad values */
-    struct { uint64_t step, seq; uint32_t replicas; const char *text; } bad[] = {
-        {3, 13, 4, "is not step"}, {4, 12, 4, "is not step"}, {0, 0, 0, "replicas 0"},
-        {1, 2000, 2000, "replicas 2000"}, {(UINT64_C(1) << 48) + 1, (UINT64_C(1) << 48) + 1, 1, "above 2^48"}};
+    struct {
+        uint64_t step, seq;
+        uint32_t replicas;
+        const char *text;
+    } bad[] = {{3, 13, 4, "is not step"},
+               {4, 12, 4, "is not step"},
+               {0, 0, 0, "replicas 0"},
+               {1, 2000, 2000, "replicas 2000"},
+               {(UINT64_C(1) << 48) + 1, (UINT64_C(1) << 48) + 1, 1, "above 2^48"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sl_store_le64(b + 16, bad[i].step);
         sl_store_le64(b + 24, bad[i].seq);
         sl_store_le32(b + 32, bad[i].replicas);
         sl_store_le32(b + 36, sl_crc32c(b, 36));
         ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT &&
-                      strstr(err.msg, bad[i].text) != NULL, "case %zu: %s", i, err.msg);
+                          strstr(err.msg, bad[i].text) != NULL,
+                      "case %zu: %s", i, err.msg);
         ck_assert(q.epoch == good.epoch && q.step == good.step && q.seq == good.seq &&
                   q.replicas == good.replicas); /* unchanged on error */
     }

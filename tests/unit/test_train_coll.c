@@ -60,8 +60,8 @@ START_TEST(test_composed_over_two_local_groups)
         for (int r = 0; r < R; r++) {
             ck_assert_int_eq(train_local_coll_open(&local[w][r], g[w], r, &err), 0);
             m[w][r] = (struct member){.worker = w, .replica = r};
-            ck_assert_int_eq(train_coll_compose(&m[w][r].coll, local[w][r], r == 0 ? across[w] : NULL, r, R, w, W,
-                                                &err), 0);
+            ck_assert_int_eq(
+                train_coll_compose(&m[w][r].coll, local[w][r], r == 0 ? across[w] : NULL, r, R, w, W, &err), 0);
             ck_assert_int_eq(m[w][r].coll->rank, w * R + r);
             ck_assert_int_eq(m[w][r].coll->size, W * R);
         }

@@ -82,7 +82,9 @@ START_TEST(test_threads_bitwise_identical)
         ck_assert_int_eq(train_local_group_create(&g, replicas, &err), 0);
         pthread_t tids[MAXR];
         for (int r = 0; r < replicas; r++) {
-            workers[r] = (struct worker){.g = g, .replica = r, .replicas = replicas,
+            workers[r] = (struct worker){.g = g,
+                                         .replica = r,
+                                         .replicas = replicas,
                                          .rng = mix64((uint64_t)(replicas * 100 + r) + (uint64_t)_i)};
             ck_assert_int_eq(pthread_create(&tids[r], NULL, worker_main, &workers[r]), 0);
         }

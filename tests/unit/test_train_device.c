@@ -63,8 +63,10 @@ START_TEST(test_backend_load)
     ck_assert_ptr_null(b);
 #ifdef SLUICE_HAVE_CUDA
     char want[SL_ERROR_MSG_MAX];
-    snprintf(want, sizeof want, "the CUDA backend module libsluice-cuda.so is from another sluice (version 0.0.9, "
-             "ABI 99; this is %s, ABI 1)", SL_TEST_PROJECT_VERSION);
+    snprintf(want, sizeof want,
+             "the CUDA backend module libsluice-cuda.so is from another sluice (version 0.0.9, "
+             "ABI 99; this is %s, ABI 1)",
+             SL_TEST_PROJECT_VERSION);
 #else
     const char *want = "this build has no CUDA backend (CUDA and NCCL were not found at configure time)";
 #endif

@@ -63,8 +63,8 @@ static struct ref_shape ref_shape_of(int inputs, int classes, int nhidden, const
 }
 
 /* Sum over rows of the cross-entropy loss, divided by global_rows. */
-static double ref_loss(const struct ref_shape *s, const double *p, const float *x, const int64_t *labels,
-                       size_t rows, double global_rows)
+static double ref_loss(const struct ref_shape *s, const double *p, const float *x, const int64_t *labels, size_t rows,
+                       double global_rows)
 {
     double total = 0.0;
     for (size_t r = 0; r < rows; r++) {
@@ -151,8 +151,7 @@ static void gradcheck(int inputs, int classes, int nhidden, const int *hidden, s
         double scale = fmax(fabs(num), fabs(ana));
         /* Relative 1e-3, with an absolute floor of 1e-7 for gradients that
          * are zero up to float32 rounding. */
-        ck_assert_msg(fabs(num - ana) <= 1e-3 * scale + 1e-7, "param %zu: analytic %.9g numeric %.9g", k, ana,
-                      num);
+        ck_assert_msg(fabs(num - ana) <= 1e-3 * scale + 1e-7, "param %zu: analytic %.9g numeric %.9g", k, ana, num);
     }
     free(p);
     train_model_destroy(m);
@@ -186,8 +185,7 @@ static float *grads_of(struct train_model *m, const float *x, const int64_t *lab
     /* An empty piece passes NULL buffers, as a replica with no rows would. */
     const float *xp = rows ? x + first * (size_t)inputs : NULL;
     const int64_t *lp = rows ? labels + first : NULL;
-    ck_assert_msg(train_model_forward_backward(m, xp, lp, rows, global_rows, NULL, NULL, &err) == 0, "%s",
-                  err.msg);
+    ck_assert_msg(train_model_forward_backward(m, xp, lp, rows, global_rows, NULL, NULL, &err) == 0, "%s", err.msg);
     memcpy(g, train_model_grads(m), np * sizeof *g);
     return g;
 }
@@ -232,8 +230,8 @@ START_TEST(test_split_invariance)
         /* Reassociation only: within 1e-6 of the largest gradient. */
         ck_assert_msg(fabsf(a1[k] - whole[k]) <= 1e-6f * gmax, "5+3 param %zu: %.9g vs %.9g", k, (double)a1[k],
                       (double)whole[k]);
-        ck_assert_msg(fabsf(b1[k] - whole[k]) <= 1e-6f * gmax, "4+2+2+0 param %zu: %.9g vs %.9g", k,
-                      (double)b1[k], (double)whole[k]);
+        ck_assert_msg(fabsf(b1[k] - whole[k]) <= 1e-6f * gmax, "4+2+2+0 param %zu: %.9g vs %.9g", k, (double)b1[k],
+                      (double)whole[k]);
     }
     ck_assert_mem_eq(a1, a2, np * sizeof(float));
     ck_assert_mem_eq(b1, b2, np * sizeof(float));
@@ -425,8 +423,8 @@ static void train_blobs(int nhidden, const int *hidden)
         size_t first = (size_t)step * batch % BLOB_N;
         float loss = 0.0f;
         train_model_zero_grads(m);
-        ck_assert_msg(train_model_forward_backward(m, x + first * BLOB_DIM, labels + first, batch, (double)batch,
-                                                   &loss, NULL, &err) == 0,
+        ck_assert_msg(train_model_forward_backward(m, x + first * BLOB_DIM, labels + first, batch, (double)batch, &loss,
+                                                   NULL, &err) == 0,
                       "%s", err.msg);
         ck_assert_int_eq(train_model_sgd_step(m, train_model_grads(m), &err), 0);
         if (step < 16)
@@ -493,8 +491,7 @@ START_TEST(test_empty_piece_and_bad_calls)
     ck_assert_int_eq(train_model_predict(m, NULL, 0, NULL, &err), 0);
 
     ck_assert_int_eq(train_model_forward_backward(m, x, &label, 1, 0.5, NULL, NULL, &err), SL_EINVAL);
-    ck_assert_str_eq(err.msg,
-                     "train_model: global_rows out of range (expected a finite value >= rows = 1, got 0.5)");
+    ck_assert_str_eq(err.msg, "train_model: global_rows out of range (expected a finite value >= rows = 1, got 0.5)");
     ck_assert_int_eq(train_model_forward_backward(m, x, &label, 1, NAN, NULL, NULL, &err), SL_EINVAL);
     ck_assert_int_eq(train_model_forward_backward(m, NULL, &label, 1, 1.0, NULL, NULL, &err), SL_EINVAL);
     ck_assert_int_eq(train_model_predict(m, x, 1, NULL, &err), SL_EINVAL);

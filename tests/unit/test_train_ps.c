@@ -117,8 +117,8 @@ END_TEST
  * over a few steps with momentum. */
 START_TEST(test_sgd_apply_is_the_models_step)
 {
-    struct train_model_config cfg = {.inputs = 20, .classes = 3, .nhidden = 1, .hidden = {7}, .seed = 9,
-                                     .lr = 0.05f, .momentum = 0.9f};
+    struct train_model_config cfg = {
+        .inputs = 20, .classes = 3, .nhidden = 1, .hidden = {7}, .seed = 9, .lr = 0.05f, .momentum = 0.9f};
     struct train_model *a, *b;
     struct sl_error err = {0};
     ck_assert_int_eq(train_model_create(&a, &cfg, &err), 0);
@@ -136,8 +136,8 @@ START_TEST(test_sgd_apply_is_the_models_step)
         }
         ck_assert_int_eq(train_model_sgd_step(a, g, &err), 0);
         for (size_t i = nv; i-- > 0;) /* any order: the variables are disjoint */
-            train_sgd_apply(train_model_params(b) + v[i].offset, train_model_velocity(b) + v[i].offset,
-                            g + v[i].offset, v[i].count, cfg.lr, cfg.momentum);
+            train_sgd_apply(train_model_params(b) + v[i].offset, train_model_velocity(b) + v[i].offset, g + v[i].offset,
+                            v[i].count, cfg.lr, cfg.momentum);
     }
     ck_assert(memcmp(train_model_params(a), train_model_params(b), np * sizeof(float)) == 0);
     ck_assert(memcmp(train_model_velocity(a), train_model_velocity(b), np * sizeof(float)) == 0);
@@ -169,8 +169,8 @@ static void *server_main(void *arg)
  * staleness 0 and three global steps; BYE ends both servers. */
 START_TEST(test_servers_apply_the_models_steps)
 {
-    struct train_model_config cfg = {.inputs = 30, .classes = 4, .nhidden = 1, .hidden = {9}, .seed = 3,
-                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_model_config cfg = {
+        .inputs = 30, .classes = 4, .nhidden = 1, .hidden = {9}, .seed = 3, .lr = 0.1f, .momentum = 0.5f};
     struct train_model *m;
     struct sl_error err = {0};
     ck_assert_int_eq(train_model_create(&m, &cfg, &err), 0);
@@ -193,9 +193,15 @@ START_TEST(test_servers_apply_the_models_steps)
         memset(&sr[s], 0, sizeof sr[s]);
         snprintf(sr[s].ep, sizeof sr[s].ep, "ipc://%s", sl_test_path(s ? "ps1" : "ps0"));
         eps[s] = sr[s].ep;
-        sr[s].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr[s].ep, .index = (uint32_t)s, .layout = l,
-                                                .init = init, .lr = cfg.lr, .momentum = cfg.momentum,
-                                                .workers = 1, .worker_timeout_ms = 20000};
+        sr[s].o = (struct train_ps_server_opts){.ctx = ctx,
+                                                .listen = sr[s].ep,
+                                                .index = (uint32_t)s,
+                                                .layout = l,
+                                                .init = init,
+                                                .lr = cfg.lr,
+                                                .momentum = cfg.momentum,
+                                                .workers = 1,
+                                                .worker_timeout_ms = 20000};
         ck_assert_int_eq(pthread_create(&sr[s].tid, NULL, server_main, &sr[s]), 0);
     }
     struct train_ps_client *c;
@@ -312,8 +318,14 @@ START_TEST(test_server_refuses_hostile_messages)
     struct server_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psh"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.1f, .workers = 2, .worker_timeout_ms = 20000};
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.1f,
+                                         .workers = 2,
+                                         .worker_timeout_ms = 20000};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     void *d = zmq_socket(ctx, ZMQ_DEALER);
     ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
@@ -324,13 +336,13 @@ START_TEST(test_server_refuses_hostile_messages)
         size_t body;
         const char *why;
     } cases[] = {
-        {0, 0, 0, 0, "not a parameter-server message"},    /* type 0 */
-        {9, 0, 0, 0, "not a parameter-server message"},    /* unknown type */
-        {1, 2, 0, 0, "worker out of range"},               /* worker 2 of 2 */
-        {1, -1, 0, 0, "worker out of range"},              /* worker 2^32 - 1 */
+        {0, 0, 0, 0, "not a parameter-server message"},                             /* type 0 */
+        {9, 0, 0, 0, "not a parameter-server message"},                             /* unknown type */
+        {1, 2, 0, 0, "worker out of range"},                                        /* worker 2 of 2 */
+        {1, -1, 0, 0, "worker out of range"},                                       /* worker 2^32 - 1 */
         {3, 0, 1, 12, "a push of 12 bytes (this server holds 4 floats: 16 bytes)"}, /* PUSH of 3 floats for 4 */
         {3, 0, 0, 0, "a push of 0 bytes (this server holds 4 floats: 16 bytes)"},   /* PUSH without a body */
-        {2, 0, 0, 0, "a message of the wrong type or size"},  /* VALUES sent to a server */
+        {2, 0, 0, 0, "a message of the wrong type or size"},                        /* VALUES sent to a server */
     };
     size_t ncases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < ncases; i++) {
@@ -404,16 +416,20 @@ START_TEST(test_server_refuses_hostile_messages)
     }
     send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc ^ 1, fine, sizeof fine, NULL, (size_t)-1);
     recv_error(d, reply, sizeof reply);
-    snprintf(want, sizeof want, "a push computed on incarnation %016" PRIx64 " of parameter server 0, which now runs "
-             "as %016" PRIx64 " (restarted: the values it was computed from are gone)", inc ^ 1, inc);
+    snprintf(want, sizeof want,
+             "a push computed on incarnation %016" PRIx64 " of parameter server 0, which now runs "
+             "as %016" PRIx64 " (restarted: the values it was computed from are gone)",
+             inc ^ 1, inc);
     ck_assert_str_eq(reply, want);
     send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, 0, fine, sizeof fine, NULL, (size_t)-1); /* no incarnation at all */
     recv_error(d, reply, sizeof reply);
     ck_assert_ptr_nonnull(strstr(reply, "a push computed on incarnation 0000000000000000 of parameter server 0"));
     send_raw(d, TRAIN_PS_PULL, 0, 0, 0, inc ^ 2, NULL, (size_t)-1, NULL, (size_t)-1);
     recv_error(d, reply, sizeof reply);
-    snprintf(want, sizeof want, "worker 0 pulled before from incarnation %016" PRIx64 " of parameter server 0, which "
-             "now runs as %016" PRIx64 ": the server restarted and what it held is gone", inc ^ 2, inc);
+    snprintf(want, sizeof want,
+             "worker 0 pulled before from incarnation %016" PRIx64 " of parameter server 0, which "
+             "now runs as %016" PRIx64 ": the server restarted and what it held is gone",
+             inc ^ 2, inc);
     ck_assert_str_eq(reply, want);
     send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, "x", 1, NULL, (size_t)-1); /* BYE takes no body */
     recv_error(d, reply, sizeof reply);
@@ -431,7 +447,7 @@ START_TEST(test_server_refuses_hostile_messages)
     ck_assert_msg(train_ps_pull(c, p, &step, &err) == 0, "%s", err.msg);
     ck_assert(memcmp(p, init, sizeof p) == 0); /* nothing applied */
     ck_assert_uint_eq(step, 0);                /* no global step */
-    train_ps_client_close(c); /* worker 1's BYE before any final pull: it failed */
+    train_ps_client_close(c);                  /* worker 1's BYE before any final pull: it failed */
     send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
     pthread_join(sr.tid, NULL);
     ck_assert_int_eq(sr.rc, SL_EPROTO);
@@ -458,10 +474,18 @@ START_TEST(test_config_inputs)
         const char *text;
         uint32_t want;
     } cases[] = {
-        {"inputs=784 classes=10", 784}, {"inputs=1", 1}, {"inputs=16777216 x", 16777216},
-        {"inputs=16777217 x", 0},       {"inputs=0 x", 0}, {"inputs=99999999999 x", 0},
-        {"inputs=12x", 0},              {"inputs= 12", 0}, {"inputs=", 0},
-        {"", 0},                        {"classes=3 inputs=12", 0}, {"inputs=-3", 0},
+        {"inputs=784 classes=10", 784},
+        {"inputs=1", 1},
+        {"inputs=16777216 x", 16777216},
+        {"inputs=16777217 x", 0},
+        {"inputs=0 x", 0},
+        {"inputs=99999999999 x", 0},
+        {"inputs=12x", 0},
+        {"inputs= 12", 0},
+        {"inputs=", 0},
+        {"", 0},
+        {"classes=3 inputs=12", 0},
+        {"inputs=-3", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         ck_assert_msg(train_ps_config_inputs(cases[i].text, strlen(cases[i].text)) == cases[i].want, "'%s'",
@@ -494,8 +518,8 @@ static int setup_from(void *arg, const char *config, size_t len, const struct tr
  * gets the values, and the server ends with SL_ETIMEOUT naming it. */
 START_TEST(test_setup_final_and_lost)
 {
-    struct train_model_config cfg = {.inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2,
-                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_model_config cfg = {
+        .inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2, .lr = 0.1f, .momentum = 0.5f};
     struct train_ps_model pm, other;
     struct sl_error err = {0};
     ck_assert_int_eq(train_ps_model_init(&pm, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
@@ -509,8 +533,14 @@ START_TEST(test_setup_final_and_lost)
     struct server_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("pss"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .setup = setup_from,
-                                         .setup_arg = &sa, .lr = 0.1f, .momentum = 0.5f, .workers = 2,
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .setup = setup_from,
+                                         .setup_arg = &sa,
+                                         .lr = 0.1f,
+                                         .momentum = 0.5f,
+                                         .workers = 2,
                                          .worker_timeout_ms = 1500};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
@@ -604,8 +634,8 @@ static void told_refused(void *arg, uint32_t worker, const char *why)
 
 START_TEST(test_setup_survives_bad_descriptions)
 {
-    struct train_model_config cfg = {.inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2,
-                                     .lr = 0.1f, .momentum = 0.5f};
+    struct train_model_config cfg = {
+        .inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2, .lr = 0.1f, .momentum = 0.5f};
     struct train_ps_model pm, other;
     struct sl_error err = {0};
     ck_assert_int_eq(train_ps_model_init(&pm, &cfg, 1, TRAIN_PS_ROUND_ROBIN, &err), 0);
@@ -618,9 +648,17 @@ START_TEST(test_setup_survives_bad_descriptions)
     struct server_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psb"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .setup = setup_from,
-                                         .setup_arg = &sa, .lr = 0.1f, .momentum = 0.5f, .workers = 1,
-                                         .worker_timeout_ms = 20000, .refused = told_refused, .refused_arg = &told};
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .setup = setup_from,
+                                         .setup_arg = &sa,
+                                         .lr = 0.1f,
+                                         .momentum = 0.5f,
+                                         .workers = 1,
+                                         .worker_timeout_ms = 20000,
+                                         .refused = told_refused,
+                                         .refused_arg = &told};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
     struct train_ps_client *rogue, *foreign, *c0;
@@ -628,8 +666,7 @@ START_TEST(test_setup_survives_bad_descriptions)
     ck_assert_ptr_nonnull(p);
     /* a description with an escape sequence and a newline: refused, the
      * text escaped on both sides */
-    ck_assert_int_eq(train_ps_client_open(&rogue, ctx, eps, &pm.layout, 0, 5000, "inputs=5 \x1b[2J\nboom\\", &err),
-                     0);
+    ck_assert_int_eq(train_ps_client_open(&rogue, ctx, eps, &pm.layout, 0, 5000, "inputs=5 \x1b[2J\nboom\\", &err), 0);
     ck_assert_int_eq(train_ps_pull(rogue, p, NULL, &err), SL_EPROTO);
     ck_assert_msg(strstr(err.msg, ") refused: not my model") != NULL, "%s", err.msg);
     ck_assert_int_eq(train_ps_client_open(&foreign, ctx, eps, &other.layout, 0, 5000, other.config, &err), 0);
@@ -691,8 +728,14 @@ START_TEST(test_restarted_server_detected)
     memset(&b, 0, sizeof b);
     snprintf(a.ep, sizeof a.ep, "ipc://%s", sl_test_path("psr"));
     memcpy(b.ep, a.ep, sizeof b.ep);
-    a.o = (struct train_ps_server_opts){.ctx = ctx, .listen = a.ep, .index = 0, .layout = l, .init = init,
-                                        .lr = 0.5f, .workers = 1, .worker_timeout_ms = 500};
+    a.o = (struct train_ps_server_opts){.ctx = ctx,
+                                        .listen = a.ep,
+                                        .index = 0,
+                                        .layout = l,
+                                        .init = init,
+                                        .lr = 0.5f,
+                                        .workers = 1,
+                                        .worker_timeout_ms = 500};
     b.o = a.o;
     b.o.worker_timeout_ms = 20000;
     ck_assert_int_eq(pthread_create(&a.tid, NULL, server_main, &a), 0);
@@ -725,9 +768,11 @@ START_TEST(test_restarted_server_detected)
     ck_assert_str_eq(err.msg, first.msg);
     train_ps_client_close(c);
     pthread_join(b.tid, NULL);
-    snprintf(want, sizeof want, "parameter server 0 (%s) restarted: its incarnation is %016" PRIx64 ", this worker "
+    snprintf(want, sizeof want,
+             "parameter server 0 (%s) restarted: its incarnation is %016" PRIx64 ", this worker "
              "pulled from %016" PRIx64 " (at version 1): the values and updates it held are gone, and training on "
-             "would start over in silence", a.ep, b.st.incarnation, a.st.incarnation);
+             "would start over in silence",
+             a.ep, b.st.incarnation, a.st.incarnation);
     ck_assert_str_eq(first.msg, want);
     ck_assert_uint_ne(a.st.incarnation, b.st.incarnation);
     ck_assert_int_eq(b.rc, SL_EPROTO);
@@ -753,8 +798,14 @@ START_TEST(test_restarted_worker_and_lost_count)
     struct server_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.5f, .workers = 3, .worker_timeout_ms = 800};
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.5f,
+                                         .workers = 3,
+                                         .worker_timeout_ms = 800};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
     struct train_ps_client *c0, *c1, *again;
@@ -770,7 +821,8 @@ START_TEST(test_restarted_worker_and_lost_count)
     ck_assert_msg(strstr(err.msg, "refused: worker 1 is another process (session ") != NULL, "%s", err.msg);
     ck_assert_msg(strstr(err.msg, ") than the one this server serves (session ") != NULL, "%s", err.msg);
     ck_assert_msg(strstr(err.msg, "): a process starting asks where to resume (RESUME) before it pulls; one that did "
-                                  "not would train its shard again from the start") != NULL, "%s", err.msg);
+                                  "not would train its shard again from the start") != NULL,
+                  "%s", err.msg);
     train_ps_client_close(again); /* its BYE is refused too: worker 1's slot stays its first process's */
     /* worker 0 finishes; worker 1 (the first process) says BYE without its
      * final pull: failed; worker 2 never comes: lost */
@@ -860,8 +912,15 @@ START_TEST(test_push_positions_and_resume)
     struct said said = {0};
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psp"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000, .said = told_said,
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.5f,
+                                         .workers = 2,
+                                         .worker_timeout_ms = 20000,
+                                         .said = told_said,
                                          .said_arg = &said};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     void *d = zmq_socket(ctx, ZMQ_DEALER);
@@ -990,10 +1049,11 @@ START_TEST(test_push_positions_and_resume)
     ck_assert_uint_eq(sr.st.skipped, 1);
     ck_assert_uint_eq(sr.st.bad_messages, 12);
     ck_assert_int_eq(said.n, 2);
-    ck_assert_str_eq(said.text, "0: worker 0 restarted: resuming at epoch 0 step 1 (input position 1; session "
-                                "0000000000005555 replaces 0000000000001111)\n"
-                                "0: worker 0: its push of epoch 0 step 1 (input position 1) was applied here before "
-                                "its restart: acknowledged, not applied again (and so up to step 1, the position recorded here)\n");
+    ck_assert_str_eq(
+        said.text, "0: worker 0 restarted: resuming at epoch 0 step 1 (input position 1; session "
+                   "0000000000005555 replaces 0000000000001111)\n"
+                   "0: worker 0: its push of epoch 0 step 1 (input position 1) was applied here before "
+                   "its restart: acknowledged, not applied again (and so up to step 1, the position recorded here)\n");
     int linger = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(d);
@@ -1033,9 +1093,16 @@ START_TEST(test_resume_after_a_push_in_flight)
         memset(&sr[s], 0, sizeof sr[s]);
         snprintf(sr[s].ep, sizeof sr[s].ep, "ipc://%s", sl_test_path(s ? "psf1" : "psf0"));
         eps[s] = sr[s].ep;
-        sr[s].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr[s].ep, .index = (uint32_t)s, .layout = l,
-                                                .init = init, .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000,
-                                                .said = told_said, .said_arg = &said[s]};
+        sr[s].o = (struct train_ps_server_opts){.ctx = ctx,
+                                                .listen = sr[s].ep,
+                                                .index = (uint32_t)s,
+                                                .layout = l,
+                                                .init = init,
+                                                .lr = 0.5f,
+                                                .workers = 2,
+                                                .worker_timeout_ms = 20000,
+                                                .said = told_said,
+                                                .said_arg = &said[s]};
         ck_assert_int_eq(pthread_create(&sr[s].tid, NULL, server_main, &sr[s]), 0);
     }
     struct sl_error err = {0};
@@ -1078,7 +1145,8 @@ START_TEST(test_resume_after_a_push_in_flight)
     /* worker 0 restarted with 2 replicas: refused (after adopting) */
     ck_assert_int_eq(train_ps_resume(ctx, eps, 2, 0, 0xa2, 2, 5000, NULL, &r, &err), SL_EPROTO);
     ck_assert_msg(strstr(err.msg, "recorded worker 0's position with 1 replicas a step; this process runs 2 (start it "
-                                  "with the same replicas)") != NULL, "%s", err.msg);
+                                  "with the same replicas)") != NULL,
+                  "%s", err.msg);
     /* and with 1: the lower position, server 0 ahead */
     ck_assert_msg(train_ps_resume(ctx, eps, 2, 0, 0xa3, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(r.recorded, 2);
@@ -1113,7 +1181,7 @@ START_TEST(test_resume_after_a_push_in_flight)
     train_ps_client_close(c);
     for (int s = 0; s < 2; s++) {
         pthread_join(sr[s].tid, NULL);
-        ck_assert_int_eq(sr[s].rc, SL_EPROTO); /* worker 1 left before its final pull */
+        ck_assert_int_eq(sr[s].rc, SL_EPROTO);                /* worker 1 left before its final pull */
         ck_assert_uint_eq(sr[s].st.restarts, s == 0 ? 3 : 2); /* worker 1's on server 0 */
     }
     ck_assert_uint_eq(sr[0].st.pushes, 5);
@@ -1122,11 +1190,14 @@ START_TEST(test_resume_after_a_push_in_flight)
     ck_assert_uint_eq(sr[1].st.pushes, 3);
     ck_assert_uint_eq(sr[1].st.skipped, 0);
     ck_assert_msg(strstr(said[0].text, "0: worker 0 restarted: resuming at epoch 0 step 2 (input position 2; session "
-                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL, "%s", said[0].text);
+                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL,
+                  "%s", said[0].text);
     ck_assert_msg(strstr(said[1].text, "0: worker 0 restarted: resuming at epoch 0 step 1 (input position 1; session "
-                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL, "%s", said[1].text);
+                                       "00000000000000a3 replaces 00000000000000a2)\n") != NULL,
+                  "%s", said[1].text);
     ck_assert_msg(strstr(said[0].text, "its push of epoch 0 step 2 (input position 2) was applied here before its "
-                                       "restart") != NULL, "%s", said[0].text);
+                                       "restart") != NULL,
+                  "%s", said[0].text);
     int linger = 0;
     zmq_setsockopt(d0, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(d1, ZMQ_LINGER, &linger, sizeof linger);
@@ -1146,13 +1217,20 @@ START_TEST(test_ps_checkpoint_files)
     snprintf(dir, sizeof dir, "%s", sl_test_path("psck"));
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     const char cfg[] = "inputs=4 classes=2 hidden=- seed=1";
-    struct train_input_position pos[3] = {{.epoch = 1, .step = 2, .seq = 4, .replicas = 2},
-                                          {0},
-                                          {.epoch = 0, .step = 1, .seq = 1, .replicas = 1}};
+    struct train_input_position pos[3] = {
+        {.epoch = 1, .step = 2, .seq = 4, .replicas = 2}, {0}, {.epoch = 0, .step = 1, .seq = 1, .replicas = 1}};
     float vals[4] = {1.5f, -2, 3, 4}, mom[4] = {0.25f, 0, 0, -1};
-    struct train_ps_state s = {.index = 1, .servers = 2, .workers = 3, .version = 7, .global_step = 0,
-                               .config = cfg, .config_len = strlen(cfg), .pos = pos, .values = vals,
-                               .momentum = mom, .n = 4};
+    struct train_ps_state s = {.index = 1,
+                               .servers = 2,
+                               .workers = 3,
+                               .version = 7,
+                               .global_step = 0,
+                               .config = cfg,
+                               .config_len = strlen(cfg),
+                               .pos = pos,
+                               .values = vals,
+                               .momentum = mom,
+                               .n = 4};
     struct sl_error err = {0};
     uint64_t bytes = 0;
     ck_assert_msg(train_ps_ckpt_write(dir, &s, &bytes, &err) == 0, "%s", err.msg);
@@ -1256,18 +1334,35 @@ START_TEST(test_server_restores_and_checkpoints)
     const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, vals[4] = {5, 5, 5, 5}, mom[4] = {0};
     struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
     struct train_input_position pos[2] = {{.epoch = 0, .step = 3, .seq = 3, .replicas = 1}, {0}};
-    struct train_ps_state rs = {.index = 0, .servers = 1, .workers = 2, .version = 10, .global_step = 10,
-                                .pos = pos, .values = vals, .momentum = mom, .n = 4};
+    struct train_ps_state rs = {.index = 0,
+                                .servers = 1,
+                                .workers = 2,
+                                .version = 10,
+                                .global_step = 10,
+                                .pos = pos,
+                                .values = vals,
+                                .momentum = mom,
+                                .n = 4};
     void *ctx = zmq_ctx_new();
     struct server_run sr;
     struct seen_ckpt seen = {0};
     struct said said = {0};
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psrs"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.5f, .workers = 2, .worker_timeout_ms = 20000, .restore = &rs,
-                                         .checkpoint = record_ckpt, .checkpoint_arg = &seen, .checkpoint_every = 2,
-                                         .said = told_said, .said_arg = &said};
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.5f,
+                                         .workers = 2,
+                                         .worker_timeout_ms = 20000,
+                                         .restore = &rs,
+                                         .checkpoint = record_ckpt,
+                                         .checkpoint_arg = &seen,
+                                         .checkpoint_every = 2,
+                                         .said = told_said,
+                                         .said_arg = &said};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
     struct sl_error err = {0};
@@ -1313,7 +1408,8 @@ START_TEST(test_server_restores_and_checkpoints)
     ck_assert_uint_eq(seen.seq0, 5);
     ck_assert_float_eq(seen.v0, 5 - 0.5f * 2);
     ck_assert_msg(strstr(said.text, "0: worker 0 restarted: resuming at epoch 0 step 3 (input position 3; session "
-                                    "00000000000000c0 restored from a checkpoint)\n") != NULL, "%s", said.text);
+                                    "00000000000000c0 restored from a checkpoint)\n") != NULL,
+                  "%s", said.text);
     /* a state for 3 workers */
     rs.workers = 3;
     memset(&sr.st, 0, sizeof sr.st);
@@ -1338,8 +1434,15 @@ START_TEST(test_curve_link)
     struct server_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psc"));
-    sr.o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr.ep, .index = 0, .layout = l, .init = init,
-                                         .lr = 0.1f, .workers = 1, .worker_timeout_ms = 20000, .curve = &job};
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.1f,
+                                         .workers = 1,
+                                         .worker_timeout_ms = 20000,
+                                         .curve = &job};
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     const char *eps[1] = {sr.ep};
     struct train_ps_client *c0, *c1, *plain;
@@ -1348,8 +1451,10 @@ START_TEST(test_curve_link)
     char want[256];
     ck_assert_int_eq(train_ps_client_open_keys(&c1, ctx, eps, &l, 0, 700, NULL, &stranger, &err), 0);
     ck_assert_int_eq(train_ps_pull(c1, p, NULL, &err), SL_ETIMEOUT);
-    snprintf(want, sizeof want, "parameter server 0 (%s) did not answer within 0.7 s (with CURVE: does it hold the "
-             "workers' --curve-key?)", sr.ep);
+    snprintf(want, sizeof want,
+             "parameter server 0 (%s) did not answer within 0.7 s (with CURVE: does it hold the "
+             "workers' --curve-key?)",
+             sr.ep);
     ck_assert_str_eq(err.msg, want);
     train_ps_client_close(c1);
     ck_assert_int_eq(train_ps_client_open(&plain, ctx, eps, &l, 0, 700, NULL, &err), 0);
@@ -1362,8 +1467,8 @@ START_TEST(test_curve_link)
     train_ps_client_close(c0);
     pthread_join(sr.tid, NULL);
     ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
-    ck_assert_uint_eq(sr.st.pulls, 2);         /* the key holder's alone */
-    ck_assert_uint_eq(sr.st.bad_messages, 0);  /* the others never got a byte through */
+    ck_assert_uint_eq(sr.st.pulls, 2);        /* the key holder's alone */
+    ck_assert_uint_eq(sr.st.bad_messages, 0); /* the others never got a byte through */
     zmq_ctx_term(ctx);
 }
 END_TEST

@@ -49,17 +49,23 @@ static int setup_from(void *arg, const char *config, size_t len, const struct tr
     return 0;
 }
 
-static const struct train_model_config small = {.inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4},
-                                                .seed = 2, .lr = 0.1f, .momentum = 0.5f};
+static const struct train_model_config small = {
+    .inputs = 5, .classes = 3, .nhidden = 1, .hidden = {4}, .seed = 2, .lr = 0.1f, .momentum = 0.5f};
 
 static void start_server(struct server_run *sr, void *ctx, const char *name, uint32_t index, uint32_t workers,
                          int evaluator, int timeout_ms)
 {
     memset(sr, 0, sizeof *sr);
     snprintf(sr->ep, sizeof sr->ep, "ipc://%s", sl_test_path(name));
-    sr->o = (struct train_ps_server_opts){.ctx = ctx, .listen = sr->ep, .index = index, .setup = setup_from,
-                                          .lr = small.lr, .momentum = small.momentum, .workers = workers,
-                                          .worker_timeout_ms = timeout_ms, .evaluator = evaluator};
+    sr->o = (struct train_ps_server_opts){.ctx = ctx,
+                                          .listen = sr->ep,
+                                          .index = index,
+                                          .setup = setup_from,
+                                          .lr = small.lr,
+                                          .momentum = small.momentum,
+                                          .workers = workers,
+                                          .worker_timeout_ms = timeout_ms,
+                                          .evaluator = evaluator};
     ck_assert_int_eq(pthread_create(&sr->tid, NULL, server_main, sr), 0);
 }
 
@@ -138,7 +144,7 @@ START_TEST(test_evaluator_is_no_worker)
     ck_assert_uint_eq(step, 1);
     ck_assert(memcmp(pe, pw, np * sizeof *pe) == 0);
     ck_assert(memcmp(pe, train_model_params(pm.model), np * sizeof *pe) != 0); /* trained */
-    train_ps_client_close(ev); /* BYE: the server ends */
+    train_ps_client_close(ev);                                                 /* BYE: the server ends */
     pthread_join(sr.tid, NULL);
     ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
     ck_assert_int_eq(sr.st.evaluator, TRAIN_PS_EVAL_BYE);
@@ -234,8 +240,13 @@ START_TEST(test_eval_final_reads_the_final_weights)
         start_server(&sr[s], ctx, name, s, 2, 1, 20000);
     }
     const char *eps[2] = {sr[0].ep, sr[1].ep};
-    struct train_ps_eval_opts base = {.ctx = ctx, .ps = eps, .nps = 2, .placement = TRAIN_PS_BALANCED,
-                                      .model = small, .timeout_ms = 5000, .poll_ms = 20};
+    struct train_ps_eval_opts base = {.ctx = ctx,
+                                      .ps = eps,
+                                      .nps = 2,
+                                      .placement = TRAIN_PS_BALANCED,
+                                      .model = small,
+                                      .timeout_ms = 5000,
+                                      .poll_ms = 20};
     float *p = calloc(np + 1, sizeof *p), *g = calloc(np, sizeof *g), *p1 = calloc(np, sizeof *p1);
     ck_assert(p != NULL && g != NULL && p1 != NULL);
     struct train_ps_eval_result res;
@@ -263,7 +274,8 @@ START_TEST(test_eval_final_reads_the_final_weights)
             ck_assert_int_eq(train_ps_eval_final(&other, o, onp, &res, &err), SL_EPROTO);
             /* (either server's refusal may come first) */
             ck_assert_msg(strstr(err.msg, "parameter server ") != NULL && strstr(err.msg, ") refused: ") != NULL &&
-                          strstr(err.msg, "hidden=6") != NULL, "%s", err.msg);
+                              strstr(err.msg, "hidden=6") != NULL,
+                          "%s", err.msg);
             free(o);
         }
     }

@@ -42,8 +42,13 @@ START_TEST(test_blob_reaches_every_rank)
             pthread_t th[5];
             ck_assert_ptr_nonnull(args);
             for (int r = p - 1; r >= 0; r--) { /* rank 0 last: the others wait for it */
-                args[r].o = (struct train_rendezvous_opts){.rank = r, .size = p, .root = root, .job = "j",
-                                                           .config = "c", .timeout_ms = 10000, .blob = blob,
+                args[r].o = (struct train_rendezvous_opts){.rank = r,
+                                                           .size = p,
+                                                           .root = root,
+                                                           .job = "j",
+                                                           .config = "c",
+                                                           .timeout_ms = 10000,
+                                                           .blob = blob,
                                                            .blob_len = r == 0 ? n : 0};
                 ck_assert_int_eq(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
             }
@@ -64,8 +69,9 @@ START_TEST(test_blob_larger_than_buffer)
     unsigned char blob[200] = {1, 2, 3}, small[100];
     char root[256];
     snprintf(root, sizeof root, "ipc://%s", sl_test_path("root-small"));
-    struct rank_arg a0 = {.o = {.rank = 0, .size = 2, .root = root, .job = "j", .timeout_ms = 5000, .blob = blob,
-                                .blob_len = sizeof blob}};
+    struct rank_arg a0 = {
+        .o = {
+            .rank = 0, .size = 2, .root = root, .job = "j", .timeout_ms = 5000, .blob = blob, .blob_len = sizeof blob}};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, run_rank, &a0), 0);
     struct train_rendezvous_opts o1 = {.rank = 1, .size = 2, .root = root, .job = "j", .timeout_ms = 5000};

@@ -112,7 +112,7 @@ static void recv_msg(struct fake *f, struct fhdr *h, void *payload, size_t cap, 
     unsigned char head[HDR + 1];
     ck_assert_int_eq(zmq_recv(f->pull, head, sizeof head, 0), HDR);
     ck_assert_mem_eq(head, "SLR1\x01\x00", 6);
-    *h = (struct fhdr){(uint32_t)rd(head + 6, 2), (uint32_t)rd(head + 8, 4), (uint32_t)rd(head + 12, 4),
+    *h = (struct fhdr){(uint32_t)rd(head + 6, 2), (uint32_t)rd(head + 8, 4),  (uint32_t)rd(head + 12, 4),
                        rd(head + 16, 8),          (uint32_t)rd(head + 24, 4), (uint32_t)rd(head + 28, 4),
                        rd(head + 32, 8)};
     int more = 0;
@@ -181,8 +181,12 @@ static void fake_open(struct fake *f, int size, int timeout_ms, uint64_t max_mes
         struct fhdr j = {T_JOIN, (uint32_t)size - 1, (uint32_t)k, 0, (uint32_t)(size - 1 - k), 0, 0};
         send_msg(f, &j, NULL, 0);
     }
-    struct train_ring_opts o = {.rank = 0, .size = size, .endpoints = f->eps, .timeout_ms = timeout_ms,
-                                .connect_timeout_ms = 5000, .max_message_bytes = max_message_bytes};
+    struct train_ring_opts o = {.rank = 0,
+                                .size = size,
+                                .endpoints = f->eps,
+                                .timeout_ms = timeout_ms,
+                                .connect_timeout_ms = 5000,
+                                .max_message_bytes = max_message_bytes};
     struct sl_error err = {0};
     ck_assert_msg(train_ring_open(&f->ring, &o, &err) == 0, "open: %s", err.msg);
     /* rank 0's own JOIN, then the ones it passes on */
@@ -262,12 +266,12 @@ END_TEST
 START_TEST(test_stale_and_out_of_sequence_data)
 {
     static const struct {
-        int good_calls;          /* correct calls before the bad one */
+        int good_calls; /* correct calls before the bad one */
         uint64_t seq;
         uint32_t step, chunk;
         size_t nfloats;
-        const char *what;        /* "sent type ... bytes" */
-        const char *expected;    /* "(expected ...)" */
+        const char *what;     /* "sent type ... bytes" */
+        const char *expected; /* "(expected ...)" */
     } cases[] = {
         /* stale: call 1's DATA again during call 2 (e.g. a duplicate) */
         {1, 1, 0, 1, 2, "type 2 call 1 step 0 chunk 1 of 8 bytes", "DATA call 2 step 0 chunk 1 of 8 bytes"},
@@ -329,14 +333,11 @@ START_TEST(test_abort_naming_no_rank)
     static const struct {
         uint32_t culprit, reporter, why;
     } cases[] = {
-        {3, 2, WHY_SILENT},          /* culprit one past the end */
-        {3, 2, WHY_PROTO},
-        {4, 1, WHY_GONE},
-        {UINT32_MAX, 2, WHY_SILENT}, /* (int)-1 if cast first */
-        {0x80000000u, 2, WHY_JOIN},  /* INT_MIN if cast first */
-        {1, 3, WHY_SILENT},          /* reporter one past the end */
-        {1, UINT32_MAX, WHY_PROTO},
-        {3, 3, WHY_SEND},
+        {3, 2, WHY_SILENT},                                                        /* culprit one past the end */
+        {3, 2, WHY_PROTO},          {4, 1, WHY_GONE}, {UINT32_MAX, 2, WHY_SILENT}, /* (int)-1 if cast first */
+        {0x80000000u, 2, WHY_JOIN},                                                /* INT_MIN if cast first */
+        {1, 3, WHY_SILENT},                                                        /* reporter one past the end */
+        {1, UINT32_MAX, WHY_PROTO}, {3, 3, WHY_SEND},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct fake f;
@@ -346,9 +347,8 @@ START_TEST(test_abort_naming_no_rank)
         struct sl_error err = {0};
         int rc = train_ring_all_reduce(f.ring, buf, 4, TRAIN_RING_SUM, &err);
         char want[512];
-        snprintf(want, sizeof want,
-                 "ring: rank 2 (%s) sent an ABORT naming rank %u reported by rank %u (ring size 3)", f.ep[2],
-                 cases[i].culprit, cases[i].reporter);
+        snprintf(want, sizeof want, "ring: rank 2 (%s) sent an ABORT naming rank %u reported by rank %u (ring size 3)",
+                 f.ep[2], cases[i].culprit, cases[i].reporter);
         ck_assert_msg(rc == SL_EPROTO, "case %zu: rc %d (%s)", i, rc, err.msg);
         ck_assert_str_eq(err.msg, want);
         struct fhdr h;
@@ -416,11 +416,16 @@ START_TEST(test_malformed_frames)
         int kind;
         const char *bad;
     } cases[] = {
-        {SHORT_HDR, "bad header length"},  {LONG_HDR, "bad header length"},
-        {EMPTY_HDR, "bad header length"},  {HDR_ONLY, "header without payload"},
-        {MAGIC, "bad magic"},              {VERSION, "unsupported version"},
-        {TYPE0, "unknown message type"},   {TYPE5, "unknown message type"},
-        {THREE, "more than two frames"},   {LEN_DIFF, "payload length differs from the header"},
+        {SHORT_HDR, "bad header length"},
+        {LONG_HDR, "bad header length"},
+        {EMPTY_HDR, "bad header length"},
+        {HDR_ONLY, "header without payload"},
+        {MAGIC, "bad magic"},
+        {VERSION, "unsupported version"},
+        {TYPE0, "unknown message type"},
+        {TYPE5, "unknown message type"},
+        {THREE, "more than two frames"},
+        {LEN_DIFF, "payload length differs from the header"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct fake f;

@@ -112,8 +112,8 @@ static void keep(struct proxy *p, const unsigned char *d, size_t n)
 static int dial(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
         return fd;
     if (fd >= 0)
@@ -233,10 +233,10 @@ struct ring_arg {
     struct train_ring_opts o;
     int calls;
     size_t n;
-    float *buf;  /* [calls * n]: call c's input, replaced by its result */
+    float *buf; /* [calls * n]: call c's input, replaced by its result */
     int rc;
     struct sl_error err;
-    double secs; /* from the start to the end of open, or of the failure */
+    double secs;       /* from the start to the end of open, or of the failure */
     _Atomic int *hold; /* when set, the calls wait (after open) until it is 0 */
 };
 
@@ -286,9 +286,12 @@ static void ring_setup(struct ring_run *run, int size, struct proxy *proxies)
         run->eps[i] = run->ep[i];
     }
     for (int r = 0; r < size; r++)
-        run->arg[r].o = (struct train_ring_opts){.rank = r, .size = size, .endpoints = run->eps,
+        run->arg[r].o = (struct train_ring_opts){.rank = r,
+                                                 .size = size,
+                                                 .endpoints = run->eps,
                                                  .bind = proxies != NULL ? run->bind[r] : NULL,
-                                                 .timeout_ms = 10000, .connect_timeout_ms = 10000};
+                                                 .timeout_ms = 10000,
+                                                 .connect_timeout_ms = 10000};
 }
 
 static void ring_go(struct ring_run *run)
@@ -429,10 +432,12 @@ START_TEST(test_curve_ring_other_key)
      * both say so at once; rank 0 waits for rank 2's JOIN, in vain */
     snprintf(want[1], sizeof want[1],
              "ring: the CURVE handshake with rank 2 (%s) failed: the workers do not share one trainer key "
-             "(--curve-key)", run.ep[2]);
+             "(--curve-key)",
+             run.ep[2]);
     snprintf(want[2], sizeof want[2],
              "ring: the CURVE handshake with rank 0 (%s) failed: the workers do not share one trainer key "
-             "(--curve-key)", run.ep[0]);
+             "(--curve-key)",
+             run.ep[0]);
     for (int r = 1; r < P; r++) {
         ck_assert_msg(run.arg[r].rc == SL_EPROTO, "rank %d: %d %s", r, run.arg[r].rc, run.arg[r].err.msg);
         ck_assert_str_eq(run.arg[r].err.msg, want[r]);
@@ -464,19 +469,23 @@ START_TEST(test_curve_ring_one_side_plain)
     char want[4][512];
     snprintf(want[0], sizeof want[0],
              "ring: the handshake with rank 1 (%s) failed: it does not use CURVE, but this worker has a trainer "
-             "key (give every worker the same --curve-key)", run.ep[1]);
+             "key (give every worker the same --curve-key)",
+             run.ep[1]);
     snprintf(want[1], sizeof want[1],
              "ring: the handshake with rank 0 (%s) failed: it uses CURVE, but this worker has no trainer key "
-             "(give every worker the same --curve-key)", run.ep[0]);
+             "(give every worker the same --curve-key)",
+             run.ep[0]);
     /* either end may see the other close the connection before it reads
      * the other's greeting (each finds the mismatch on its own), and then
      * it can only say that the handshake failed */
     snprintf(want[2], sizeof want[2],
              "ring: the CURVE handshake with rank 1 (%s) failed: the workers do not share one trainer key "
-             "(--curve-key)", run.ep[1]);
+             "(--curve-key)",
+             run.ep[1]);
     snprintf(want[3], sizeof want[3],
              "ring: the handshake with rank 0 (%s) failed: it closed the connection (a worker with a trainer key? "
-             "give every worker the same --curve-key, or none)", run.ep[0]);
+             "give every worker the same --curve-key, or none)",
+             run.ep[0]);
     /* and either may find the other gone (failed at once) before its own
      * connection is accepted: then it waits out its join, and says how many
      * handshakes failed on its endpoint (seen for rank 1, and once, in a
@@ -495,8 +504,7 @@ START_TEST(test_curve_ring_one_side_plain)
     snprintf(nosend, sizeof nosend, "ring: cannot send to rank 1 (%s): ", run.ep[1]);
     for (int r = 0; r < P; r++) {
         if (r == 0 && run.arg[r].rc == SL_EIO) {
-            ck_assert_msg(strncmp(run.arg[r].err.msg, nosend, strlen(nosend)) == 0, "rank 0: %s",
-                          run.arg[r].err.msg);
+            ck_assert_msg(strncmp(run.arg[r].err.msg, nosend, strlen(nosend)) == 0, "rank 0: %s", run.arg[r].err.msg);
             continue;
         }
         if (run.arg[r].rc == SL_ETIMEOUT) {
@@ -634,9 +642,9 @@ START_TEST(test_curve_ring_bad_keys)
 {
     struct sl_curve_keys bad[3], good;
     make_keys(&good);
-    memset(&bad[0], 0, sizeof bad[0]);   /* nothing */
+    memset(&bad[0], 0, sizeof bad[0]); /* nothing */
     bad[1] = good;
-    bad[1].public_z85[7] = ' ';          /* not Z85 */
+    bad[1].public_z85[7] = ' '; /* not Z85 */
     bad[2] = good;
     memset(bad[2].secret_z85, 0, sizeof bad[2].secret_z85); /* a public key alone */
     for (int i = 0; i < 3; i++) {
@@ -698,10 +706,15 @@ static void rdv_setup(struct rdv_run *run, int size, struct proxy *px, const voi
         snprintf(run->root, sizeof run->root, "%s", run->bind);
     }
     for (int r = 0; r < size; r++)
-        run->arg[r].o = (struct train_rendezvous_opts){.rank = r, .size = size, .root = run->root,
-                                                       .bind = run->bind, .job = "the-job-name",
-                                                       .config = "model=mlp", .timeout_ms = 10000,
-                                                       .blob = r == 0 ? blob : NULL, .blob_len = r == 0 ? blob_len : 0};
+        run->arg[r].o = (struct train_rendezvous_opts){.rank = r,
+                                                       .size = size,
+                                                       .root = run->root,
+                                                       .bind = run->bind,
+                                                       .job = "the-job-name",
+                                                       .config = "model=mlp",
+                                                       .timeout_ms = 10000,
+                                                       .blob = r == 0 ? blob : NULL,
+                                                       .blob_len = r == 0 ? blob_len : 0};
 }
 
 static void rdv_go(struct rdv_run *run)
@@ -783,7 +796,8 @@ START_TEST(test_curve_rendezvous_other_key)
     char want[512];
     snprintf(want, sizeof want,
              "rendezvous: the CURVE handshake with rank 0 (%s) failed: the workers do not share one trainer key "
-             "(--curve-key)", run.root);
+             "(--curve-key)",
+             run.root);
     ck_assert_int_eq(run.arg[2].rc, SL_EPROTO);
     ck_assert_str_eq(run.arg[2].err.msg, want);
     ck_assert_msg(run.arg[2].secs < 3.0, "rank 2 took %.2f s", run.arg[2].secs);
@@ -816,33 +830,38 @@ START_TEST(test_curve_rendezvous_one_side_plain)
         if (curve_root)
             snprintf(want, sizeof want,
                      "rendezvous: the handshake with rank 0 (%s) failed: it uses CURVE, but this worker has no "
-                     "trainer key (give every worker the same --curve-key)", run.root);
+                     "trainer key (give every worker the same --curve-key)",
+                     run.root);
         else
             snprintf(want, sizeof want,
                      "rendezvous: the handshake with rank 0 (%s) failed: it does not use CURVE, but this worker "
-                     "has a trainer key (give every worker the same --curve-key)", run.root);
+                     "has a trainer key (give every worker the same --curve-key)",
+                     run.root);
         /* rank 1 may see rank 0 close the connection before it reads rank
          * 0's greeting, and then only says the handshake failed */
-        char or[512];
+        char or [512];
         if (curve_root)
             snprintf(or, sizeof or,
                      "rendezvous: the handshake with rank 0 (%s) failed: it closed the connection (a worker with a "
-                     "trainer key? give every worker the same --curve-key, or none)", run.root);
+                     "trainer key? give every worker the same --curve-key, or none)",
+                     run.root);
         else
             snprintf(or, sizeof or,
                      "rendezvous: the CURVE handshake with rank 0 (%s) failed: the workers do not share one trainer "
-                     "key (--curve-key)", run.root);
+                     "key (--curve-key)",
+                     run.root);
         ck_assert_int_eq(run.arg[1].rc, SL_EPROTO);
         ck_assert_msg(strcmp(run.arg[1].err.msg, want) == 0 || strcmp(run.arg[1].err.msg, or) == 0, "%s",
                       run.arg[1].err.msg);
         ck_assert_msg(run.arg[1].secs < 3.0, "rank 1 took %.2f s", run.arg[1].secs);
         ck_assert_int_eq(run.arg[0].rc, SL_ETIMEOUT);
-        ck_assert_msg(strstr(run.arg[0].err.msg, "rendezvous: rank 1 did not show up within 4.0 s; ") == run.arg[0].err.msg,
+        ck_assert_msg(strstr(run.arg[0].err.msg, "rendezvous: rank 1 did not show up within 4.0 s; ") ==
+                          run.arg[0].err.msg,
                       "%s", run.arg[0].err.msg);
         ck_assert_msg(strstr(run.arg[0].err.msg, curve_root ? " CURVE handshake(s) on rank 0's endpoint failed"
-                                                             : " handshake(s) on rank 0's endpoint failed: a worker "
-                                                               "with a trainer key (--curve-key) where rank 0 has "
-                                                               "none?") != NULL,
+                                                            : " handshake(s) on rank 0's endpoint failed: a worker "
+                                                              "with a trainer key (--curve-key) where rank 0 has "
+                                                              "none?") != NULL,
                       "%s", run.arg[0].err.msg);
     }
 }

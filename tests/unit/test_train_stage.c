@@ -347,8 +347,7 @@ START_TEST(test_oversize)
     ck_assert_str_eq(err.msg, "train_stage_put: tensor 2 'weight': 33 bytes exceed the slot capacity of 32 bytes");
     b.p.t[1].bytes = 1000;
     ck_assert_int_eq(train_stage_put(st, &b.p, &err), SL_EINVAL);
-    ck_assert_str_eq(err.msg,
-                     "train_stage_put: tensor 1 'image': 1000 bytes exceed the slot capacity of 192 bytes");
+    ck_assert_str_eq(err.msg, "train_stage_put: tensor 1 'image': 1000 bytes exceed the slot capacity of 192 bytes");
     b.p.t[2].name = NULL;
     b.p.t[1].bytes = caps[1];
     ck_assert_int_eq(train_stage_put(st, &b.p, &err), SL_EINVAL);
@@ -487,8 +486,7 @@ END_TEST
 static struct train_device_ops faulty;
 static int copy_calls, copy_fail_at, sync_calls, sync_fail_at;
 
-static int faulty_copy(struct train_device *d, void *dev, const void *host, size_t n, int stream,
-                       struct sl_error *err)
+static int faulty_copy(struct train_device *d, void *dev, const void *host, size_t n, int stream, struct sl_error *err)
 {
     if (++copy_calls == copy_fail_at)
         return sl_error_set(err, SL_EDEVICE, "cudaMemcpyAsync(%zu bytes) on GPU 0: unspecified launch failure", n);

@@ -57,8 +57,12 @@ static struct train_strategy *make_strategy_m(uint32_t R, enum train_strategy_mo
                                               struct sl_metrics *m)
 {
     static const size_t cap[1] = {64 * K * sizeof(float)};
-    struct train_strategy_opts o = {.replicas = R, .mode = mode, .hash_every = hash_every, .ntensors = 1,
-                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
+    struct train_strategy_opts o = {.replicas = R,
+                                    .mode = mode,
+                                    .hash_every = hash_every,
+                                    .ntensors = 1,
+                                    .tensor_capacity = cap,
+                                    .loss_reduction = TRAIN_LOSS_SUM_BY_NONZERO_WEIGHTS,
                                     .metrics = m};
     struct train_strategy *s = NULL;
     struct sl_error err = {0};
@@ -84,7 +88,7 @@ struct reduce_ctx {
     struct train_per_replica *pv;
     enum train_reduce_op op;
     int axis;
-    float out[MAXR][K];     /* each replica's in-step result */
+    float out[MAXR][K]; /* each replica's in-step result */
     struct train_value outv[MAXR];
 };
 
@@ -279,7 +283,7 @@ END_TEST
 struct var_ctx {
     struct train_variable *v;
     enum train_mirror_mode mode;
-    float base, spread;  /* replica r's update: base + spread x r */
+    float base, spread; /* replica r's update: base + spread x r */
 };
 
 static int var_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
@@ -392,7 +396,7 @@ END_TEST
 struct tower_ctx {
     struct train_variable *v;
     float scale[MAXR];
-    float seen[MAXR];   /* the copy each tower read before the update */
+    float seen[MAXR]; /* the copy each tower read before the update */
     float *copy[MAXR];
 };
 
@@ -433,8 +437,7 @@ static int seen_step(struct train_replica *rep, const struct train_staged *p, vo
     int id = train_replica_id(rep);
     c->rows[id] = p->rows;
     c->step[id] = p->step;
-    if (p->t[0].bytes != (uint64_t)p->rows * K * sizeof(float) || p->t[0].dims[0] != p->rows ||
-        p->t[0].dims[1] != K)
+    if (p->t[0].bytes != (uint64_t)p->rows * K * sizeof(float) || p->t[0].dims[0] != p->rows || p->t[0].dims[1] != K)
         c->rows[id] = UINT32_MAX; /* checked on the test's thread */
     else if (p->rows > 0)
         memcpy(c->x[id], p->t[0].data, (size_t)p->t[0].bytes);
@@ -493,8 +496,11 @@ START_TEST(test_tower_mode)
 
     /* a SUM loss reduction is not scaled; NONE is refused */
     static const size_t cap[1] = {64};
-    struct train_strategy_opts o = {.replicas = 2, .mode = TRAIN_STRATEGY_TOWER, .ntensors = 1,
-                                    .tensor_capacity = cap, .loss_reduction = TRAIN_LOSS_NONE};
+    struct train_strategy_opts o = {.replicas = 2,
+                                    .mode = TRAIN_STRATEGY_TOWER,
+                                    .ntensors = 1,
+                                    .tensor_capacity = cap,
+                                    .loss_reduction = TRAIN_LOSS_NONE};
     ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "Tower losses need to be reduced"));
 }
@@ -535,8 +541,8 @@ START_TEST(test_hash_check_catches_divergence)
     ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
     ck_assert_int_eq(train_strategy_run(s, diverge_step, &c, &err), 0); /* step 5: no check (every 2) */
     ck_assert_int_eq(train_strategy_check(s, &err), SL_ECORRUPT);
-    ck_assert_msg(strstr(err.msg, "'dense/kernel'") && strstr(err.msg, "replica 2") &&
-                      strstr(err.msg, "element 2"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "'dense/kernel'") && strstr(err.msg, "replica 2") && strstr(err.msg, "element 2"),
+                  "%s", err.msg);
     make_pieces(&f, 3, rows, 5);
     ck_assert_int_eq(train_strategy_put(s, f.pieces, &err), 0);
     ck_assert_int_eq(train_strategy_run(s, diverge_step, &c, &err), SL_ECORRUPT); /* step 6: checked */
@@ -580,8 +586,7 @@ struct outside {
     int told[4];
 };
 
-static int wait_outside_step(struct train_replica *rep, const struct train_staged *p, void *arg,
-                             struct sl_error *err)
+static int wait_outside_step(struct train_replica *rep, const struct train_staged *p, void *arg, struct sl_error *err)
 {
     (void)p;
     struct outside *o = arg;
@@ -675,8 +680,7 @@ END_TEST
  * from its context (a scalar unless it sets a shape). */
 
 /* value_fn(ctx): tf.constant(1.) */
-static int vf_constant(const struct train_value_context *vc, struct train_value *out, void *ctx,
-                       struct sl_error *err)
+static int vf_constant(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
 {
     (void)vc;
     (void)ctx;
@@ -707,8 +711,7 @@ static int vf_num_replicas(const struct train_value_context *vc, struct train_va
 }
 
 /* value_fn(ctx): ctx.replica_id_in_sync_group */
-static int vf_replica_id(const struct train_value_context *vc, struct train_value *out, void *ctx,
-                         struct sl_error *err)
+static int vf_replica_id(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
 {
     (void)ctx;
     (void)err;
@@ -718,8 +721,7 @@ static int vf_replica_id(const struct train_value_context *vc, struct train_valu
 
 /* value_fn(ctx): multiple_values[ctx.replica_id_in_sync_group], values
  * made beforehand: it points at them instead of writing its slot. */
-static int vf_prepared(const struct train_value_context *vc, struct train_value *out, void *ctx,
-                       struct sl_error *err)
+static int vf_prepared(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
 {
     (void)err;
     out->data = (float *)ctx + vc->replica_id_in_sync_group;
@@ -738,8 +740,7 @@ static int vf_rows(const struct train_value_context *vc, struct train_value *out
     return 0;
 }
 
-static struct train_per_replica *values_from(struct train_strategy *s, size_t capacity, train_value_fn fn,
-                                             void *ctx)
+static struct train_per_replica *values_from(struct train_strategy *s, size_t capacity, train_value_fn fn, void *ctx)
 {
     struct train_per_replica *pv = NULL;
     struct sl_error err = {0};
@@ -917,13 +918,13 @@ struct vf_log {
     struct train_value_context seen[MAXR];
     int rank_on_entry[MAXR];
     int zeroed[MAXR];
-    int fail_at;       /* -1: none */
+    int fail_at; /* -1: none */
     int fail_rc;
     const char *fail_msg;
-    int64_t dim0;      /* the shape each value takes: rank 1, [dim0] (-1: scalar) */
-    int rank;          /* when nonzero: this rank instead */
-    int null_data;     /* point out->data at NULL */
-    int neg_dim;       /* dims[0] = -1 */
+    int64_t dim0;  /* the shape each value takes: rank 1, [dim0] (-1: scalar) */
+    int rank;      /* when nonzero: this rank instead */
+    int null_data; /* point out->data at NULL */
+    int neg_dim;   /* dims[0] = -1 */
 };
 
 static int vf_logged(const struct train_value_context *vc, struct train_value *out, void *ctx, struct sl_error *err)
@@ -1024,8 +1025,8 @@ START_TEST(test_values_from_function_errors)
     log = (struct vf_log){.fail_at = 0, .fail_rc = SL_EIO, .dim0 = 1};
     ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 2, vf_logged, &log, &err), SL_EIO);
     ck_assert_ptr_null(pv);
-    ck_assert_msg(strstr(err.msg, "values_from_function: replica 0 (replica_id_in_sync_group 0): ") == err.msg,
-                  "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "values_from_function: replica 0 (replica_id_in_sync_group 0): ") == err.msg, "%s",
+                  err.msg);
     ck_assert_int_eq(log.n, 1);
 
     /* a positive return is not an error code: refused */
@@ -1040,7 +1041,8 @@ START_TEST(test_values_from_function_errors)
     ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
     ck_assert_ptr_null(pv);
     ck_assert_msg(strstr(err.msg, "replica 0 (replica_id_in_sync_group 0): ") && strstr(err.msg, "[5]") &&
-                  strstr(err.msg, "5 elements") && strstr(err.msg, "capacity 4"), "%s", err.msg);
+                      strstr(err.msg, "5 elements") && strstr(err.msg, "capacity 4"),
+                  "%s", err.msg);
     ck_assert_int_eq(log.n, 1);
     log = (struct vf_log){.fail_at = -1, .dim0 = 1, .rank = 9};
     ck_assert_int_eq(train_strategy_values_from_function(&pv, s, 4, vf_logged, &log, &err), SL_EINVAL);
@@ -1136,12 +1138,12 @@ struct worker_arg {
     int worker;
     uint32_t R;
     const char *eps[2];
-    int diverge;        /* worker 1 writes a different initial value */
+    int diverge; /* worker 1 writes a different initial value */
     int rc_reduce, rc_check;
     float mean[K], mean_out, sum_var, first_var;
     char msg[SL_ERROR_MSG_MAX];
     uint64_t hash;
-    int rc_vff;         /* values from a function: the replica ids of both workers */
+    int rc_vff; /* values from a function: the replica ids of both workers */
     float vff_local[2], vff_sum_in_step[2], vff_mean;
     char vff_msg[SL_ERROR_MSG_MAX];
 };
@@ -1158,8 +1160,12 @@ static void *worker_main(void *p)
         return NULL;
     }
     static const size_t cap[1] = {64 * K * sizeof(float)};
-    struct train_strategy_opts o = {.replicas = a->R, .ring = ring, .worker = (uint32_t)a->worker, .workers = 2,
-                                    .ntensors = 1, .tensor_capacity = cap};
+    struct train_strategy_opts o = {.replicas = a->R,
+                                    .ring = ring,
+                                    .worker = (uint32_t)a->worker,
+                                    .workers = 2,
+                                    .ntensors = 1,
+                                    .tensor_capacity = cap};
     struct train_strategy *s = NULL;
     if (train_strategy_create(&s, &o, &err) != 0) {
         snprintf(a->msg, sizeof a->msg, "%s", err.msg);
@@ -1349,8 +1355,14 @@ START_TEST(test_ps_mode)
         memset(&sv[i], 0, sizeof sv[i]);
         snprintf(sv[i].ep, sizeof sv[i].ep, "ipc://%s", sl_test_path(i ? "sps1" : "sps0"));
         eps[i] = sv[i].ep;
-        sv[i].o = (struct train_ps_server_opts){.ctx = ctx, .listen = sv[i].ep, .index = (uint32_t)i, .layout = l,
-                                                .init = init, .lr = 0.5f, .momentum = 0.0f, .workers = 2,
+        sv[i].o = (struct train_ps_server_opts){.ctx = ctx,
+                                                .listen = sv[i].ep,
+                                                .index = (uint32_t)i,
+                                                .layout = l,
+                                                .init = init,
+                                                .lr = 0.5f,
+                                                .momentum = 0.0f,
+                                                .workers = 2,
                                                 .worker_timeout_ms = 20000};
         ck_assert_int_eq(pthread_create(&sv[i].tid, NULL, ps_server_main, &sv[i]), 0);
     }
@@ -1362,8 +1374,8 @@ START_TEST(test_ps_mode)
     static const size_t cap[1] = {64 * K * sizeof(float)};
     struct train_strategy *s = NULL;
     /* refused: ps mode without servers, with a ring-less W mismatch, servers in mirrored mode */
-    struct train_strategy_opts o = {.replicas = 2, .mode = TRAIN_STRATEGY_PS, .worker = 1, .workers = 2,
-                                    .ntensors = 1, .tensor_capacity = cap};
+    struct train_strategy_opts o = {
+        .replicas = 2, .mode = TRAIN_STRATEGY_PS, .worker = 1, .workers = 2, .ntensors = 1, .tensor_capacity = cap};
     ck_assert_int_eq(train_strategy_create(&s, &o, &err), SL_EINVAL);
     ck_assert_str_eq(err.msg, "strategy: parameter-server mode needs the servers' client and no ring (worker 1 of 2)");
     o.ps = c;

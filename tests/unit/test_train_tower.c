@@ -108,10 +108,18 @@ static void make_step(struct step *st, uint32_t n, const uint32_t *rows)
             memset(st->img[t][i], (int)v, 3);
             st->lab[t][i] = v;
         }
-        p->t[0] = (struct train_tensor){.name = "image", .dtype = SL_WIRE_UINT8, .rank = 2, .dims = {rows[t], 3},
-                                        .data = rows[t] ? st->img[t] : NULL, .bytes = 3ull * rows[t]};
-        p->t[1] = (struct train_tensor){.name = "label", .dtype = SL_WIRE_INT64, .rank = 1, .dims = {rows[t]},
-                                        .data = rows[t] ? st->lab[t] : NULL, .bytes = 8ull * rows[t]};
+        p->t[0] = (struct train_tensor){.name = "image",
+                                        .dtype = SL_WIRE_UINT8,
+                                        .rank = 2,
+                                        .dims = {rows[t], 3},
+                                        .data = rows[t] ? st->img[t] : NULL,
+                                        .bytes = 3ull * rows[t]};
+        p->t[1] = (struct train_tensor){.name = "label",
+                                        .dtype = SL_WIRE_INT64,
+                                        .rank = 1,
+                                        .dims = {rows[t]},
+                                        .data = rows[t] ? st->lab[t] : NULL,
+                                        .bytes = 8ull * rows[t]};
     }
 }
 
@@ -122,13 +130,8 @@ START_TEST(test_resplit)
     static const struct {
         uint32_t n, rows[4];
     } cases[] = {
-        {2, {96 / 8, 0}},   /* the partial last batch of a stream split: 12 and 0 -> 6 and 6 */
-        {2, {0, 4}},
-        {4, {3, 1, 2, 2}},
-        {4, {8, 0, 0, 0}},
-        {3, {7, 2, 0}},
-        {4, {1, 0, 0, 3}},
-        {1, {5}},
+        {2, {96 / 8, 0}}, /* the partial last batch of a stream split: 12 and 0 -> 6 and 6 */
+        {2, {0, 4}},      {4, {3, 1, 2, 2}}, {4, {8, 0, 0, 0}}, {3, {7, 2, 0}}, {4, {1, 0, 0, 3}}, {1, {5}},
     };
     static struct step st;
     struct train_piece out[4];
@@ -223,10 +226,22 @@ START_TEST(test_resplit_refused)
         case 3: st.p[1].t[0].dims[1] = 4; break;
         case 4: st.p[1].t[1].dims[0] = 3; break;
         case 5: st.p[0].t[1].bytes = 40; break;
-        case 6: st.p[0].t[0].dtype = SL_WIRE_BYTES; st.p[1].t[0].dtype = SL_WIRE_BYTES; break;
-        case 7: st.p[0].t[1].rank = 0; st.p[1].t[1].rank = 0; break;
-        case 8: st.p[0].t[0].dims[1] = 0; st.p[1].t[0].dims[1] = 0; break;
-        case 9: st.p[0].t[0].dims[1] = -3; st.p[1].t[0].dims[1] = -3; break;
+        case 6:
+            st.p[0].t[0].dtype = SL_WIRE_BYTES;
+            st.p[1].t[0].dtype = SL_WIRE_BYTES;
+            break;
+        case 7:
+            st.p[0].t[1].rank = 0;
+            st.p[1].t[1].rank = 0;
+            break;
+        case 8:
+            st.p[0].t[0].dims[1] = 0;
+            st.p[1].t[0].dims[1] = 0;
+            break;
+        case 9:
+            st.p[0].t[0].dims[1] = -3;
+            st.p[1].t[0].dims[1] = -3;
+            break;
         case 10: st.p[0].t[1].data = NULL; break;
         }
         ck_assert_int_eq(train_tower_resplit(st.p, 2, out, scratch, room, &err), SL_EINVAL);

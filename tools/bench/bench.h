@@ -41,8 +41,8 @@ struct bench_stat bench_stat_of(double *v, size_t n);
 int bench_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 int bench_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
 /* A comma-separated list of at most max integers in [min, max_v]. */
-int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out,
-                         int max, int *n);
+int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out, int max,
+                         int *n);
 /* "ipc" or "tcp". */
 int bench_parse_transport(const char *cmd, const char *s, const char **out);
 
@@ -146,7 +146,7 @@ double bench_rate_sodium(size_t size, int open_box, double min_time);
 /* ---- least-work file and memory baselines (bench_limits.c) ----
  * A pass reads one file whole and sets *bytes to the bytes it produced. */
 typedef int (*bench_pass_fn)(const char *path, uint64_t *bytes);
-int bench_pass_read(const char *path, uint64_t *bytes);        /* read(2), 1 MiB at a time */
+int bench_pass_read(const char *path, uint64_t *bytes);         /* read(2), 1 MiB at a time */
 int bench_pass_zlib_inflate(const char *path, uint64_t *bytes); /* gzip or zlib stream, zlib */
 #ifdef SLUICE_HAVE_ISAL
 int bench_pass_isal_inflate(const char *path, uint64_t *bytes); /* gzip stream, ISA-L igzip */
@@ -189,8 +189,8 @@ void bench_signals_install(void);
 /* Start argv[0] with stdout and stderr to files (NULL: inherited). Returns
  * the child's slot, or -1 (fork failed, or the group is full). A child that
  * cannot exec exits 127. */
-int bench_spawn(struct bench_group *g, char *const argv[], const char *out_path, const char *err_path,
-                const char *role, int index);
+int bench_spawn(struct bench_group *g, char *const argv[], const char *out_path, const char *err_path, const char *role,
+                int index);
 /* Reap whichever children have ended, without waiting. Returns how many. */
 int bench_group_poll(struct bench_group *g);
 /* Wait up to grace_s for every child to end by itself; 0 if all did. */

@@ -30,26 +30,24 @@
 
 #include <zmq.h>
 
-static const char usage[] =
-    "Usage: sluice-bench allreduce [OPTION]...\n"
-    "\n"
-    "CPU ring all-reduce of float32 buffers across P processes against a ring of P\n"
-    "processes moving the same bytes in the same chunk size over raw ZeroMQ\n"
-    "PUSH/PULL, on the same transport.\n"
-    "\n"
-    "  --procs LIST        process counts P (default 2,4; 2-16 each)\n"
-    "  --floats N          floats per buffer (default 4194304: 16 MiB)\n"
-    "  --iters K           timed calls per run (default 10)\n"
-    "  --transport T       ipc (default) or tcp\n"
-    "  --repeat N          runs per figure: median, min, max (default 3)\n"
-    "  --curve             also time the ring with CURVE on every link (the\n"
-    "                      encryption's cost: its slowdown against plaintext)\n"
-    "  --json              one JSON object per P instead of the table\n"
-    "  -h, --help          this help\n";
+static const char usage[] = "Usage: sluice-bench allreduce [OPTION]...\n"
+                            "\n"
+                            "CPU ring all-reduce of float32 buffers across P processes against a ring of P\n"
+                            "processes moving the same bytes in the same chunk size over raw ZeroMQ\n"
+                            "PUSH/PULL, on the same transport.\n"
+                            "\n"
+                            "  --procs LIST        process counts P (default 2,4; 2-16 each)\n"
+                            "  --floats N          floats per buffer (default 4194304: 16 MiB)\n"
+                            "  --iters K           timed calls per run (default 10)\n"
+                            "  --transport T       ipc (default) or tcp\n"
+                            "  --repeat N          runs per figure: median, min, max (default 3)\n"
+                            "  --curve             also time the ring with CURVE on every link (the\n"
+                            "                      encryption's cost: its slowdown against plaintext)\n"
+                            "  --json              one JSON object per P instead of the table\n"
+                            "  -h, --help          this help\n";
 
 /* One rank: seconds for `iters` calls into fd (as a double), exit 0. */
-static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd,
-                      const struct sl_curve_keys *curve)
+static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd, const struct sl_curve_keys *curve)
 {
     struct train_ring_opts ro = {.rank = rank, .size = P, .endpoints = eps, .curve = curve};
     struct train_ring *ring;
@@ -236,8 +234,8 @@ int bench_allreduce_main(int argc, char **argv)
                    "\"ms_per_call\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
                    "\"bus_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},"
                    "\"raw_zmq_mb_per_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"ratio\":%.4f%s}\n",
-                   transport, P, floats, iters, m.median, m.min, m.max, b.median, b.min, b.max, r.median, r.min,
-                   r.max, b.median / r.median, extra);
+                   transport, P, floats, iters, m.median, m.min, m.max, b.median, b.min, b.max, r.median, r.min, r.max,
+                   b.median / r.median, extra);
         } else {
             char bc[64], rc[64];
             snprintf(bc, sizeof bc, "%.1f [%.1f-%.1f]", b.median, b.min, b.max);

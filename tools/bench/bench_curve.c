@@ -68,8 +68,10 @@ int bench_curve_setup(const char *cmd, const char *scratch, int nfeeders, struct
     char name[PATH_MAX + 64];
     memset(c, 0, sizeof *c);
     if (!bench_curve_available()) {
-        fprintf(stderr, "sluice-bench %s: --curve: this libzmq has no CURVE (zmq_has(\"curve\") is false: it was "
-                        "built without libsodium)\n", cmd);
+        fprintf(stderr,
+                "sluice-bench %s: --curve: this libzmq has no CURVE (zmq_has(\"curve\") is false: it was "
+                "built without libsodium)\n",
+                cmd);
         return -1;
     }
     int w1 = snprintf(c->dir, sizeof c->dir, "%s/curve", scratch);

@@ -37,32 +37,31 @@
 #include "sl_cluster.h"
 #include "sl_log.h"
 
-static const char usage[] =
-    "Usage: sluice-bench feed --job FILE [OPTION]... [--KEY=VALUE]...\n"
-    "\n"
-    "Feeder -> trainer throughput (--model none) against raw ZeroMQ PUSH/PULL of\n"
-    "same-sized messages on the same transport, measured in one run.\n"
-    "\n"
-    "  --job FILE          the job to serve (its files must exist)\n"
-    "  --feeders LIST      feeder counts to measure, e.g. 1,2 (default 1)\n"
-    "  --workers W         trainer workers (default 1)\n"
-    "  --replicas R        replicas per worker (default 1)\n"
-    "  --threads N         decode threads per feeder (default: the feeder's own)\n"
-    "  --transport T       ipc (default) or tcp\n"
-    "  --no-shm            pieces by copy through ZeroMQ, not in shared memory\n"
-    "                      (feeders and trainers get --no-shm)\n"
-    "  --curve             measure each configuration twice, in the clear and with\n"
-    "                      CURVE (keys made for the run), and the raw baseline both\n"
-    "                      ways; report CURVE against plaintext and libsodium's rate\n"
-    "  --repeat N          runs per configuration, median reported (default 3)\n"
-    "  --json              one JSON object per configuration\n"
-    "  --KEY=VALUE         passed to every feeder as a job override (e.g. --epochs=5)\n";
+static const char usage[] = "Usage: sluice-bench feed --job FILE [OPTION]... [--KEY=VALUE]...\n"
+                            "\n"
+                            "Feeder -> trainer throughput (--model none) against raw ZeroMQ PUSH/PULL of\n"
+                            "same-sized messages on the same transport, measured in one run.\n"
+                            "\n"
+                            "  --job FILE          the job to serve (its files must exist)\n"
+                            "  --feeders LIST      feeder counts to measure, e.g. 1,2 (default 1)\n"
+                            "  --workers W         trainer workers (default 1)\n"
+                            "  --replicas R        replicas per worker (default 1)\n"
+                            "  --threads N         decode threads per feeder (default: the feeder's own)\n"
+                            "  --transport T       ipc (default) or tcp\n"
+                            "  --no-shm            pieces by copy through ZeroMQ, not in shared memory\n"
+                            "                      (feeders and trainers get --no-shm)\n"
+                            "  --curve             measure each configuration twice, in the clear and with\n"
+                            "                      CURVE (keys made for the run), and the raw baseline both\n"
+                            "                      ways; report CURVE against plaintext and libsodium's rate\n"
+                            "  --repeat N          runs per configuration, median reported (default 3)\n"
+                            "  --json              one JSON object per configuration\n"
+                            "  --KEY=VALUE         passed to every feeder as a job override (e.g. --epochs=5)\n";
 
 struct opts {
     const char *job;
     int feeders[8], nfeeders;
     int workers, replicas, threads, repeat, json, no_shm, curve;
-    struct bench_curve keys;       /* with --curve */
+    struct bench_curve keys; /* with --curve */
     struct bench_curve_pair raw_keys;
     const char *transport;
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
@@ -151,8 +150,9 @@ static int one_run(const struct opts *o, int F, int curve, struct run *r)
             snprintf(idx, sizeof idx, "%d", j);
             snprintf(nf, sizeof nf, "%d", F);
             snprintf(th, sizeof th, "%d", o->threads);
-            char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
-                              "--feeders", nf, "--threads", th};
+            char *argv[64] = {
+                (char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
+                "--feeders",           nf,      "--threads",    th};
             int k = o->threads > 0 ? 11 : 9;
             if (o->no_shm)
                 argv[k++] = "--no-shm";
@@ -182,8 +182,9 @@ static int one_run(const struct opts *o, int F, int curve, struct run *r)
             snprintf(ws, sizeof ws, "%d", w);
             snprintf(nw, sizeof nw, "%d", o->workers);
             snprintf(nr, sizeof nr, "%d", o->replicas);
-            char *argv[20] = {(char *)o->trainer_bin, "--connect", list, "--job", "", "--worker", ws, "--workers", nw,
-                              "--replicas", nr, "--quiet"};
+            char *argv[20] = {
+                (char *)o->trainer_bin, "--connect", list,     "--job", "", "--worker", ws, "--workers", nw,
+                "--replicas",           nr,          "--quiet"};
             int k = 12;
             if (o->no_shm)
                 argv[k++] = "--no-shm";
@@ -323,8 +324,8 @@ static void side_add(struct side *sd, int rep, const struct run *r)
  * are refused. 0, or 2 said on stderr. */
 static int check_override(const char *a)
 {
-    static const char *const own[] = {"--curve=", "--curve-key=", "--curve-allow=", "--curve-server-key=",
-                                      "--insecure=", "--no-shm=", "--listen="};
+    static const char *const own[] = {
+        "--curve=", "--curve-key=", "--curve-allow=", "--curve-server-key=", "--insecure=", "--no-shm=", "--listen="};
     for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
         if (strncmp(a, own[k], strlen(own[k])) == 0) {
             fprintf(stderr,
@@ -345,8 +346,8 @@ static void print_json(const struct opts *o, int F, struct side *pl, struct side
            "\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,\"raw_zmq_gb_per_s\":%.6g,"
            "\"ratio\":%.6g,\"piece_bytes\":%.0f,\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,"
            "\"piece_memory_bound_mb\":%.1f,\"curve\":",
-           F, o->workers, o->replicas, o->transport, pl->npieces ? (double)pl->nshm / (double)pl->npieces : 0.0, p,
-           rr, b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, pl->piece, pl->anon, pl->maxrss, pl->bound);
+           F, o->workers, o->replicas, o->transport, pl->npieces ? (double)pl->nshm / (double)pl->npieces : 0.0, p, rr,
+           b / 1e9, zr / 1e9, zr > 0 ? b / zr : 0, pl->piece, pl->anon, pl->maxrss, pl->bound);
     if (cv == NULL) {
         printf("null}\n");
         return;
@@ -356,8 +357,8 @@ static void print_json(const struct opts *o, int F, struct side *pl, struct side
     printf("{\"shm_share\":%.3f,\"pieces_per_s\":%.6g,\"records_per_s\":%.6g,\"gb_per_s\":%.6g,"
            "\"raw_zmq_gb_per_s\":%.6g,\"ratio\":%.6g,\"ratio_to_plaintext\":%.6g,\"raw_ratio_to_plaintext\":%.6g,"
            "\"feeder_rss_anon_mb\":%.1f,\"feeder_rss_max_mb\":%.1f,",
-           cv->npieces ? (double)cv->nshm / (double)cv->npieces : 0.0, cp, cr, cb / 1e9, cz / 1e9,
-           cz > 0 ? cb / cz : 0, b > 0 ? cb / b : 0, zr > 0 ? cz / zr : 0, cv->anon, cv->maxrss);
+           cv->npieces ? (double)cv->nshm / (double)cv->npieces : 0.0, cp, cr, cb / 1e9, cz / 1e9, cz > 0 ? cb / cz : 0,
+           b > 0 ? cb / b : 0, zr > 0 ? cz / zr : 0, cv->anon, cv->maxrss);
     if (box > 0 && open_box > 0)
         printf("\"sodium_box_gb_per_s\":%.6g,\"sodium_open_gb_per_s\":%.6g}}\n", box / 1e9, open_box / 1e9);
     else
@@ -368,9 +369,12 @@ static void print_row(const struct opts *o, const char *label, struct side *sd)
 {
     double b = bench_median(sd->bps, (size_t)o->repeat), p = bench_median(sd->pps, (size_t)o->repeat);
     double rr = bench_median(sd->rps, (size_t)o->repeat), zr = bench_median(sd->raw, (size_t)o->repeat);
-    printf("  %-8s %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %-5s %.1f / %.1f (+ fixed; max RSS %.1f)\n", label,
-           p, rr, b / 1e9, zr / 1e9, sd->piece, zr > 0 ? b / zr : 0,
-           sd->nshm == 0 ? "no" : sd->nshm == sd->npieces ? "all" : "some", sd->anon, sd->bound, sd->maxrss);
+    printf("  %-8s %-10.0f %-12.0f %-10.3f %-12.3f %-14.0f %-7.2f %-5s %.1f / %.1f (+ fixed; max RSS %.1f)\n", label, p,
+           rr, b / 1e9, zr / 1e9, sd->piece, zr > 0 ? b / zr : 0,
+           sd->nshm == 0             ? "no"
+           : sd->nshm == sd->npieces ? "all"
+                                     : "some",
+           sd->anon, sd->bound, sd->maxrss);
 }
 
 static int measure(struct opts *o, int k, int first)
@@ -403,8 +407,9 @@ static int measure(struct opts *o, int k, int first)
             goto out_fail;
         side_add(cv, rep, &r);
         if (r.pieces != pl->npieces / (uint64_t)(rep + 1) || (uint64_t)r.piece_bytes != (uint64_t)pl->piece)
-            fprintf(stderr, "sluice-bench feed: note: the CURVE run got %" PRIu64 " pieces of %.0f bytes, the "
-                            "plaintext run %" PRIu64 " of %.0f\n",
+            fprintf(stderr,
+                    "sluice-bench feed: note: the CURVE run got %" PRIu64 " pieces of %.0f bytes, the "
+                    "plaintext run %" PRIu64 " of %.0f\n",
                     r.pieces, r.piece_bytes, pl->npieces / (uint64_t)(rep + 1), pl->piece);
         /* with CURVE as many messages as the run's pieces and at least
          * 0.25 GB: 2 GB would take half a minute at small sizes */
@@ -501,7 +506,8 @@ int bench_feed_main(int argc, char **argv)
             maxf = o.feeders[k];
     }
     if (bad) {
-        fprintf(stderr, "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, threads >= 1, transport ipc|tcp\n");
+        fprintf(stderr,
+                "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, threads >= 1, transport ipc|tcp\n");
         return 2;
     }
     if (o.curve && !bench_curve_available()) {
@@ -517,8 +523,8 @@ int bench_feed_main(int argc, char **argv)
     setenv("SLUICE_BENCH_JOB_NAME", name, 1);
     if (bench_tmpdir("feed", o.dir, sizeof o.dir) != 0)
         return 1;
-    if (o.curve && (bench_curve_setup("feed", o.dir, maxf, &o.keys) != 0 ||
-                    bench_curve_pair_load(&o.keys, &o.raw_keys) != 0)) {
+    if (o.curve &&
+        (bench_curve_setup("feed", o.dir, maxf, &o.keys) != 0 || bench_curve_pair_load(&o.keys, &o.raw_keys) != 0)) {
         bench_rmtree(o.dir);
         return 1;
     }

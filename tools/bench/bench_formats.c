@@ -49,31 +49,30 @@
 #define DEFAULT_IMAGES "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 #define DEFAULT_LABELS "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
 
-static const char usage[] =
-    "Usage: sluice-bench formats [OPTIONS]\n"
-    "\n"
-    "Measure record reading and decoding against the least-work baselines, in one run.\n"
-    "\n"
-    "  --file PATH         a plain TFRecord file of tf.train.Example records to use\n"
-    "                      (default: Fashion-MNIST train set converted to a scratch file)\n"
-    "  --features SPEC     declared features for the decode test, as name:dtype[:count]\n"
-    "                      comma-separated (default image:uint8:784,label:int64,id:int64)\n"
-    "  --images PATH       IDX images for the default data (default " DEFAULT_IMAGES ")\n"
-    "  --labels PATH       IDX labels (default " DEFAULT_LABELS ")\n"
-    "  --scratch DIR       where to write the scratch files (default $TMPDIR or /tmp)\n"
-    "  --repeat N          runs per figure; the median is reported (default 5)\n"
-    "  --min-time SECONDS  least time per measurement (default 0.3)\n"
-    "  --batch N           rows per decoded batch (default 256)\n"
-    "  --size BYTES        also measure the TFRecord scan (P1) on a plain file of about\n"
-    "                      BYTES (K, M, G, T: powers of 1024), the data's records repeated,\n"
-    "                      written under --scratch, read once to be in the page cache and\n"
-    "                      removed at the end (it needs BYTES of disk and of free memory)\n"
-    "  --once TEST         one pass of TEST over --file, then exit (for timing whole\n"
-    "                      processes): read-crc (the baseline), scan (mapped), scan-read\n"
-    "                      (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's\n"
-    "                      choice)\n"
-    "  --json              one JSON object instead of the table\n"
-    "  -h, --help          this help\n";
+static const char usage[] = "Usage: sluice-bench formats [OPTIONS]\n"
+                            "\n"
+                            "Measure record reading and decoding against the least-work baselines, in one run.\n"
+                            "\n"
+                            "  --file PATH         a plain TFRecord file of tf.train.Example records to use\n"
+                            "                      (default: Fashion-MNIST train set converted to a scratch file)\n"
+                            "  --features SPEC     declared features for the decode test, as name:dtype[:count]\n"
+                            "                      comma-separated (default image:uint8:784,label:int64,id:int64)\n"
+                            "  --images PATH       IDX images for the default data (default " DEFAULT_IMAGES ")\n"
+                            "  --labels PATH       IDX labels (default " DEFAULT_LABELS ")\n"
+                            "  --scratch DIR       where to write the scratch files (default $TMPDIR or /tmp)\n"
+                            "  --repeat N          runs per figure; the median is reported (default 5)\n"
+                            "  --min-time SECONDS  least time per measurement (default 0.3)\n"
+                            "  --batch N           rows per decoded batch (default 256)\n"
+                            "  --size BYTES        also measure the TFRecord scan (P1) on a plain file of about\n"
+                            "                      BYTES (K, M, G, T: powers of 1024), the data's records repeated,\n"
+                            "                      written under --scratch, read once to be in the page cache and\n"
+                            "                      removed at the end (it needs BYTES of disk and of free memory)\n"
+                            "  --once TEST         one pass of TEST over --file, then exit (for timing whole\n"
+                            "                      processes): read-crc (the baseline), scan (mapped), scan-read\n"
+                            "                      (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's\n"
+                            "                      choice)\n"
+                            "  --json              one JSON object instead of the table\n"
+                            "  -h, --help          this help\n";
 
 struct bench {
     const char *file;
@@ -85,8 +84,8 @@ struct bench {
     size_t batch;
     int json;
     uint64_t plain_bytes, gz_bytes, records;
-    uint64_t size;        /* --size: 0 none */
-    char big[4096];       /* its file */
+    uint64_t size;  /* --size: 0 none */
+    char big[4096]; /* its file */
     uint64_t big_bytes, big_records;
     /* the map-or-read probe (fmt_io_probe_file) on the plain file and on
      * --size's: this machine's limits for each path, and the default path */
@@ -419,10 +418,26 @@ static int parse_bytes(const char *s, uint64_t *out)
     unsigned long long v = strtoull(s, &end, 10);
     unsigned shift = 0;
     switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
+    case 'K':
+    case 'k':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+    case 't':
+        shift = 40;
+        end++;
+        break;
     default: break;
     }
     if (errno != 0 || *end != '\0' || v == 0 || v > (UINT64_MAX >> shift))
@@ -435,9 +450,10 @@ static int parse_bytes(const char *s, uint64_t *out)
 static int run_once(struct bench *b, const char *test)
 {
     uint64_t bytes = 0;
-    struct scan_arg a = {b->file, 0, strcmp(test, "scan-read") == 0 ? FMT_IO_READ
-                                     : strcmp(test, "scan") == 0    ? FMT_IO_MAP
-                                                                    : FMT_IO_AUTO};
+    struct scan_arg a = {b->file, 0,
+                         strcmp(test, "scan-read") == 0 ? FMT_IO_READ
+                         : strcmp(test, "scan") == 0    ? FMT_IO_MAP
+                                                        : FMT_IO_AUTO};
     double t0 = sl_clock_s();
     int rc;
     if (strcmp(test, "read-crc") == 0)
@@ -514,11 +530,10 @@ static int parse_features(struct bench *b, const char *spec)
 static void print_json_results(const struct result *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"sluice\":%.4g", i ? "," : "", r[i].name, r[i].unit,
-               r[i].ours);
+        printf("%s{\"name\":\"%s\",\"unit\":\"%s\",\"sluice\":%.4g", i ? "," : "", r[i].name, r[i].unit, r[i].ours);
         if (r[i].base > 0)
-            printf(",\"baseline\":\"%s\",\"baseline_value\":%.4g,\"ratio\":%.3f", r[i].baseline_name,
-                   r[i].base, r[i].ours / r[i].base);
+            printf(",\"baseline\":\"%s\",\"baseline_value\":%.4g,\"ratio\":%.3f", r[i].baseline_name, r[i].base,
+                   r[i].ours / r[i].base);
         if (r[i].extra > 0)
             printf(",\"records_per_s\":%.4g", r[i].extra);
         printf("}");
@@ -551,8 +566,8 @@ static void print_probe(const struct bench *b, const struct fmt_io_probe *p, con
             printf(",\"io_probe\":null");
             return;
         }
-        printf(",\"io_probe\":{\"read_crc_gbps\":%.3f,\"map_crc_gbps\":%.3f,\"choice\":\"%s\"}",
-               p->read_bps / 1e9, p->map_bps / 1e9, fmt_io_name(p->choice));
+        printf(",\"io_probe\":{\"read_crc_gbps\":%.3f,\"map_crc_gbps\":%.3f,\"choice\":\"%s\"}", p->read_bps / 1e9,
+               p->map_bps / 1e9, fmt_io_name(p->choice));
         return;
     }
     if (!p->done) {
@@ -573,15 +588,14 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     if (b->json) {
         printf("{\"bench\":\"formats\",\"records\":%llu,\"plain_bytes\":%llu,\"gzip_bytes\":%llu,"
                "\"crc32c\":\"%s\",\"repeat\":%d,\"results\":[",
-               (unsigned long long)b->records, (unsigned long long)b->plain_bytes,
-               (unsigned long long)b->gz_bytes, sl_crc32c_impl_name(), b->repeat);
+               (unsigned long long)b->records, (unsigned long long)b->plain_bytes, (unsigned long long)b->gz_bytes,
+               sl_crc32c_impl_name(), b->repeat);
         print_json_results(r, n);
         printf("],\"io\":\"%s\",\"io_source\":\"%s\"", fmt_io_name(io), source);
         print_probe(b, &b->probe, "");
         if (b->size) {
             printf(",\"at_size\":{\"size\":%llu,\"records\":%llu,\"plain_bytes\":%llu,\"results\":[",
-                   (unsigned long long)b->size, (unsigned long long)b->big_records,
-                   (unsigned long long)b->big_bytes);
+                   (unsigned long long)b->size, (unsigned long long)b->big_records, (unsigned long long)b->big_bytes);
             print_json_results(big, nbig);
             printf("]");
             print_probe(b, &b->big_probe, "");
@@ -597,8 +611,8 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     printf("default path for plain files in this process: %s (%s)\n\n", fmt_io_name(io), source);
     print_table(r, n);
     if (b->size) {
-        printf("\nat --size %llu: %llu records, %.1f MB plain (in the page cache)\n\n",
-               (unsigned long long)b->size, (unsigned long long)b->big_records, (double)b->big_bytes / 1e6);
+        printf("\nat --size %llu: %llu records, %.1f MB plain (in the page cache)\n\n", (unsigned long long)b->size,
+               (unsigned long long)b->big_records, (double)b->big_bytes / 1e6);
         print_probe(b, &b->big_probe, "this file");
         printf("\n");
         print_table(big, nbig);
@@ -607,14 +621,19 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
 
 int bench_formats_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"file", required_argument, NULL, 'f'},   {"features", required_argument, NULL, 'F'},
-        {"images", required_argument, NULL, 'i'}, {"labels", required_argument, NULL, 'l'},
-        {"scratch", required_argument, NULL, 's'}, {"repeat", required_argument, NULL, 'r'},
-        {"min-time", required_argument, NULL, 't'}, {"batch", required_argument, NULL, 'b'},
-        {"json", no_argument, NULL, 'j'},          {"help", no_argument, NULL, 'h'},
-        {"size", required_argument, NULL, 'S'},   {"once", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"file", required_argument, NULL, 'f'},
+                                             {"features", required_argument, NULL, 'F'},
+                                             {"images", required_argument, NULL, 'i'},
+                                             {"labels", required_argument, NULL, 'l'},
+                                             {"scratch", required_argument, NULL, 's'},
+                                             {"repeat", required_argument, NULL, 'r'},
+                                             {"min-time", required_argument, NULL, 't'},
+                                             {"batch", required_argument, NULL, 'b'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"size", required_argument, NULL, 'S'},
+                                             {"once", required_argument, NULL, 'o'},
+                                             {NULL, 0, NULL, 0}};
     struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
     const char *images = DEFAULT_IMAGES, *labels = DEFAULT_LABELS, *features = "image:uint8:784,label:int64,id:int64";
     const char *scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -646,8 +665,10 @@ int bench_formats_main(int argc, char **argv)
         case 'j': b.json = 1; break;
         case 'S':
             if (parse_bytes(optarg, &b.size) != 0 || b.size < 4096) {
-                fprintf(stderr, "sluice-bench formats: --size: expected a byte count of at least 4096 "
-                                "(digits, then optionally K, M, G or T), got '%s'\n", optarg);
+                fprintf(stderr,
+                        "sluice-bench formats: --size: expected a byte count of at least 4096 "
+                        "(digits, then optionally K, M, G or T), got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;

@@ -17,21 +17,20 @@
 #include "bench.h"
 #include "sl_clock.h"
 
-static const char usage[] =
-    "Usage: sluice-bench link --push ENDPOINT [--size BYTES] [--count N]\n"
-    "       sluice-bench link --pull ENDPOINT [--count N] [--timeout-s S]\n"
-    "\n"
-    "One end of a raw ZeroMQ PUSH/PULL transfer, the baseline of a measurement\n"
-    "across two hosts: start --pull on the receiving host and --push on the\n"
-    "sending one (either first). The receiver prints one JSON line with the\n"
-    "rate from its first message to its last.\n"
-    "\n"
-    "  --push ENDPOINT     bind PUSH here (e.g. tcp://198.18.0.10:5600) and send\n"
-    "  --pull ENDPOINT     connect PULL here and receive\n"
-    "  --size BYTES        message size (default 204255; 1 to 1 GiB)\n"
-    "  --count N           messages (default 10000; at least 2)\n"
-    "  --timeout-s S       receiver: fail when no message comes for S s (default 30)\n"
-    "  -h, --help          this help\n";
+static const char usage[] = "Usage: sluice-bench link --push ENDPOINT [--size BYTES] [--count N]\n"
+                            "       sluice-bench link --pull ENDPOINT [--count N] [--timeout-s S]\n"
+                            "\n"
+                            "One end of a raw ZeroMQ PUSH/PULL transfer, the baseline of a measurement\n"
+                            "across two hosts: start --pull on the receiving host and --push on the\n"
+                            "sending one (either first). The receiver prints one JSON line with the\n"
+                            "rate from its first message to its last.\n"
+                            "\n"
+                            "  --push ENDPOINT     bind PUSH here (e.g. tcp://198.18.0.10:5600) and send\n"
+                            "  --pull ENDPOINT     connect PULL here and receive\n"
+                            "  --size BYTES        message size (default 204255; 1 to 1 GiB)\n"
+                            "  --count N           messages (default 10000; at least 2)\n"
+                            "  --timeout-s S       receiver: fail when no message comes for S s (default 30)\n"
+                            "  -h, --help          this help\n";
 
 static void no_free(void *data, void *hint)
 {

@@ -47,8 +47,8 @@ static void redirect(const char *path, int fd)
         _exit(127);
 }
 
-int bench_spawn(struct bench_group *g, char *const argv[], const char *out_path, const char *err_path,
-                const char *role, int index)
+int bench_spawn(struct bench_group *g, char *const argv[], const char *out_path, const char *err_path, const char *role,
+                int index)
 {
     if (g->n == BENCH_MAX_CHILDREN)
         return -1;

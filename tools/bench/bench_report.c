@@ -36,7 +36,7 @@ struct derived {
     double piece_bytes, memcpy_bps;
     double r_disk, r_inflate, r_wire_zmq, r_wire_memcpy; /* < 0: no such limit */
     double shm_share, r_copy_zmq; /* pieces read in shared memory; the copied share's ratio to raw ZeroMQ */
-    int bottleneck;                                      /* a stage, or -1 */
+    int bottleneck;               /* a stage, or -1 */
     double rss_feeder[RUN_MAX_FEEDERS], rss_trainer[RUN_MAX_WORKERS];
     char limited_by[256];
     double wait_feeder_s[RUN_MAX_FEEDERS]; /* median over the runs */
@@ -51,15 +51,15 @@ struct derived {
     double busy_decode, busy_serve, busy_io;
 };
 
-#define STAT_OF(field, expr)                                                                                         \
-    do {                                                                                                             \
-        double v_[RUN_MAX_REPEAT];                                                                                   \
-        for (int r_ = 0; r_ < c->nsamples; r_++) {                                                                   \
-            const struct run_sample *s = &c->s[r_];                                                                  \
-            (void)s;                                                                                                 \
-            v_[r_] = (expr);                                                                                         \
-        }                                                                                                            \
-        x->field = bench_stat_of(v_, (size_t)c->nsamples);                                                           \
+#define STAT_OF(field, expr)                               \
+    do {                                                   \
+        double v_[RUN_MAX_REPEAT];                         \
+        for (int r_ = 0; r_ < c->nsamples; r_++) {         \
+            const struct run_sample *s = &c->s[r_];        \
+            (void)s;                                       \
+            v_[r_] = (expr);                               \
+        }                                                  \
+        x->field = bench_stat_of(v_, (size_t)c->nsamples); \
     } while (0)
 
 /* Of every piece the trainers received in a configuration's runs, the
@@ -74,8 +74,7 @@ static double shm_share(const struct run_config *c)
     return all > 0 ? shared / all : 0;
 }
 
-static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
-                   struct derived *x);
+static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c, struct derived *x);
 
 /* A CURVE result's wire MB/s and raw ZeroMQ against its plaintext pair's. */
 static void derive_curve(const struct run_opts *o, const struct run_data *d, const struct run_config *cfg, int k,
@@ -91,8 +90,7 @@ static void derive_curve(const struct run_opts *o, const struct run_data *d, con
     x->r_curve_raw = p.raw.median > 0 ? x->raw.median / p.raw.median : -1;
 }
 
-static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c,
-                   struct derived *x)
+static void derive(const struct run_opts *o, const struct run_data *d, const struct run_config *c, struct derived *x)
 {
     memset(x, 0, sizeof *x);
     double disk_per_sample = d->records ? (double)d->disk_bytes / (double)d->records : 0;
@@ -252,8 +250,8 @@ static void ratio(FILE *f, const char *what, double ours, double limit, double r
 
 void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
 {
-    fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s%s%s, ", o->job,
-            o->job_name, o->workers, o->replicas, o->model, o->transport, o->no_shm ? ", pieces by copy (--no-shm)" : "",
+    fprintf(f, "sluice-bench run: job %s (%s), %d worker(s) x %d replica(s), model %s, %s%s%s, ", o->job, o->job_name,
+            o->workers, o->replicas, o->model, o->transport, o->no_shm ? ", pieces by copy (--no-shm)" : "",
             o->curve ? ", plaintext and CURVE" : "");
     if (o->duration > 0)
         fprintf(f, "%.1f s per run", o->duration);
@@ -305,8 +303,9 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
         snprintf(what, sizeof what, "wire vs raw ZeroMQ (%.0f B msgs)", x.piece_bytes);
         ratio(f, what, x.wire.median, x.raw.median, x.r_wire_zmq, "MB/s");
         if (x.shm_share > 0 && x.r_copy_zmq >= 0)
-            fprintf(f, "    %-34s %10.1f MB/s  of %10.1f  = %.2fx (the %.0f%% of pieces in shared memory bypass "
-                       "ZeroMQ)\n",
+            fprintf(f,
+                    "    %-34s %10.1f MB/s  of %10.1f  = %.2fx (the %.0f%% of pieces in shared memory bypass "
+                    "ZeroMQ)\n",
                     "wire by copy vs raw ZeroMQ", x.wire.median * (1 - x.shm_share), x.raw.median, x.r_copy_zmq,
                     100 * x.shm_share);
         ratio(f, "wire vs memcpy", x.wire.median, x.memcpy_bps / 1e6, x.r_wire_memcpy, "MB/s");
@@ -319,9 +318,11 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
             fprintf(f, "    feeder CPU s per stage: unavailable (feeder without --stats)\n");
         }
         if (x.have_busy)
-            fprintf(f, "    feeder threads busy over the stream (of one core, per feeder): each of %d decode threads %.0f%%, "
-                       "serving thread %.0f%%, ZeroMQ I/O thread %.0f%%\n",
-                    x.decode_threads, 100 * x.busy_decode, 100 * x.busy_serve, 100 * x.busy_io);
+            fprintf(
+                f,
+                "    feeder threads busy over the stream (of one core, per feeder): each of %d decode threads %.0f%%, "
+                "serving thread %.0f%%, ZeroMQ I/O thread %.0f%%\n",
+                x.decode_threads, 100 * x.busy_decode, 100 * x.busy_serve, 100 * x.busy_io);
         fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
                 100 * x.util.median);
         fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * x.shm_share);
@@ -612,17 +613,20 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
         snprintf(path, sizeof path, "pieces in shared memory");
     else
         snprintf(path, sizeof path, "%.0f%% of pieces in shared memory", 100 * shm);
-    fprintf(f, "set terminal pngcairo size 960,640 noenhanced\nset grid\nset key outside below left Left reverse "
-               "maxcols 1 height 1.5\nset xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
-               "set title 'sluice-bench run: %s (%s, %s)'\n",
+    fprintf(f,
+            "set terminal pngcairo size 960,640 noenhanced\nset grid\nset key outside below left Left reverse "
+            "maxcols 1 height 1.5\nset xlabel 'feeders'\nset xtics 1\nset offsets 0.3, 0.3, 0, 0\n"
+            "set title 'sluice-bench run: %s (%s, %s)'\n",
             o->job_name, o->transport, path);
-    fprintf(f, "set output '%s/throughput.png'\nset ylabel 'samples/s (left axis)'\n"
-               "set y2label 'MB/s (right axis)'\n",
+    fprintf(f,
+            "set output '%s/throughput.png'\nset ylabel 'samples/s (left axis)'\n"
+            "set y2label 'MB/s (right axis)'\n",
             o->out);
     axis_ticks(f, "y", top_samples);
     axis_ticks(f, "y2", top_mb);
-    fprintf(f, "plot '%s' using 1:2:3:4 with yerrorlines lw 2 title 'samples/s, median and min-max (left axis)', "
-               "'' using 1:5 axes x1y2 with linespoints title 'wire MB/s (right axis)', ",
+    fprintf(f,
+            "plot '%s' using 1:2:3:4 with yerrorlines lw 2 title 'samples/s, median and min-max (left axis)', "
+            "'' using 1:5 axes x1y2 with linespoints title 'wire MB/s (right axis)', ",
             dat);
     if (shm > 0)
         fprintf(f, "'' using 1:6 axes x1y2 with linespoints dt 2 lc 'gray50' title 'raw ZeroMQ MB/s (right axis): "
@@ -633,18 +637,21 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
     fprintf(f, "unset y2label\nunset y2tics\nset output '%s/stall.png'\nset ylabel 'input stall %% (left axis)'\n",
             o->out);
     axis_ticks(f, "y", top_stall);
-    fprintf(f, "plot '%s' using 1:7:8:9 with yerrorlines lw 2 title 'input stall %%, median and min-max (left "
-               "axis)'\n",
+    fprintf(f,
+            "plot '%s' using 1:7:8:9 with yerrorlines lw 2 title 'input stall %%, median and min-max (left "
+            "axis)'\n",
             dat);
     if (stages) {
-        fprintf(f, "set output '%s/stages.png'\nset ylabel 'feeder CPU s, all feeders (left axis)'\n"
-                   "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
-                   "set boxwidth 0.6\nset xlabel 'feeders'\nunset offsets\nunset key\nset key outside right top "
-                   "vertical Left reverse title 'stage (left axis)'\n",
+        fprintf(f,
+                "set output '%s/stages.png'\nset ylabel 'feeder CPU s, all feeders (left axis)'\n"
+                "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+                "set boxwidth 0.6\nset xlabel 'feeders'\nunset offsets\nunset key\nset key outside right top "
+                "vertical Left reverse title 'stage (left axis)'\n",
                 o->out);
         axis_ticks(f, "y", top_cpu);
-        fprintf(f, "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
-                   "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
+        fprintf(f,
+                "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
+                "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
                 dat);
     }
     if (sl_output_commit(out, &err) != 0) {

@@ -39,44 +39,43 @@
 
 const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "assemble", "send", "total"};
 
-static const char usage[] =
-    "Usage: sluice-bench run --job FILE [OPTION]... [--KEY=VALUE]...\n"
-    "\n"
-    "Run the job's input pipeline end to end on this machine: F feeders and W trainer\n"
-    "workers as real processes on loopback, for each feeder count, and compare each\n"
-    "figure with its limit measured in the same run (read(), inflate, memcpy, raw\n"
-    "ZeroMQ of the same message size).\n"
-    "\n"
-    "  --job FILE          the job to serve (its files must exist)\n"
-    "  --feeders LIST      feeder counts to measure, e.g. 1,2,4 (default 1; 1-16 each)\n"
-    "  --workers W         trainer workers (default 1; 1-32)\n"
-    "  --replicas R        replicas per worker (default 1; 1-64)\n"
-    "  --threads N         decode threads per feeder (default: the feeder's own)\n"
-    "  --transport T       ipc (default) or tcp\n"
-    "  --epochs E          passes over the data per run (default: the job's epochs)\n"
-    "  --duration S        instead of epochs: stop each run after S seconds\n"
-    "  --model M           trainer model: none (default: consume only) or mlp\n"
-    "  --no-shm            pieces by copy through ZeroMQ, not in the feeders' shared\n"
-    "                      memory (feeders and trainers get --no-shm)\n"
-    "  --curve             measure each feeder count twice, in the clear and with CURVE\n"
-    "                      (keys made for the run; the ring too), and raw ZeroMQ both ways\n"
-    "  --repeat N          runs per configuration: median, min, max (default 3)\n"
-    "  --warmup N          untimed runs before the first configuration (default 1)\n"
-    "  --out DIR           keep every process's log there (DIR/logs), and the charts\n"
-    "  --json              one JSON object (schema: docs/bench.md) instead of the table\n"
-    "  --plot              PNG charts into --out (needs gnuplot)\n"
-    "  --KEY=VALUE         passed to every feeder as a job override (e.g. --shuffle=null)\n"
-    "  -h, --help          this help\n"
-    "\n"
-    "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
-    "measured) or the job's files are missing, 2 usage, 128 + the signal when\n"
-    "interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).\n";
+static const char usage[] = "Usage: sluice-bench run --job FILE [OPTION]... [--KEY=VALUE]...\n"
+                            "\n"
+                            "Run the job's input pipeline end to end on this machine: F feeders and W trainer\n"
+                            "workers as real processes on loopback, for each feeder count, and compare each\n"
+                            "figure with its limit measured in the same run (read(), inflate, memcpy, raw\n"
+                            "ZeroMQ of the same message size).\n"
+                            "\n"
+                            "  --job FILE          the job to serve (its files must exist)\n"
+                            "  --feeders LIST      feeder counts to measure, e.g. 1,2,4 (default 1; 1-16 each)\n"
+                            "  --workers W         trainer workers (default 1; 1-32)\n"
+                            "  --replicas R        replicas per worker (default 1; 1-64)\n"
+                            "  --threads N         decode threads per feeder (default: the feeder's own)\n"
+                            "  --transport T       ipc (default) or tcp\n"
+                            "  --epochs E          passes over the data per run (default: the job's epochs)\n"
+                            "  --duration S        instead of epochs: stop each run after S seconds\n"
+                            "  --model M           trainer model: none (default: consume only) or mlp\n"
+                            "  --no-shm            pieces by copy through ZeroMQ, not in the feeders' shared\n"
+                            "                      memory (feeders and trainers get --no-shm)\n"
+                            "  --curve             measure each feeder count twice, in the clear and with CURVE\n"
+                            "                      (keys made for the run; the ring too), and raw ZeroMQ both ways\n"
+                            "  --repeat N          runs per configuration: median, min, max (default 3)\n"
+                            "  --warmup N          untimed runs before the first configuration (default 1)\n"
+                            "  --out DIR           keep every process's log there (DIR/logs), and the charts\n"
+                            "  --json              one JSON object (schema: docs/bench.md) instead of the table\n"
+                            "  --plot              PNG charts into --out (needs gnuplot)\n"
+                            "  --KEY=VALUE         passed to every feeder as a job override (e.g. --shuffle=null)\n"
+                            "  -h, --help          this help\n"
+                            "\n"
+                            "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
+                            "measured) or the job's files are missing, 2 usage, 128 + the signal when\n"
+                            "interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).\n";
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-    static const char *const with_value[] = {"--job", "--feeders", "--workers", "--replicas", "--threads",
-                                             "--transport", "--epochs", "--duration", "--model", "--repeat",
-                                             "--warmup", "--out"};
+    static const char *const with_value[] = {"--job",     "--feeders",   "--workers", "--replicas",
+                                             "--threads", "--transport", "--epochs",  "--duration",
+                                             "--model",   "--repeat",    "--warmup",  "--out"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -103,8 +102,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
         while (k < sizeof with_value / sizeof with_value[0] && strcmp(a, with_value[k]) != 0)
             k++;
         if (k == sizeof with_value / sizeof with_value[0]) {
-            static const char *const own[] = {"--curve=", "--curve-key=", "--curve-allow=", "--insecure=",
-                                               "--no-shm=", "--listen=", "--stats="};
+            static const char *const own[] = {
+                "--curve=", "--curve-key=", "--curve-allow=", "--insecure=", "--no-shm=", "--listen=", "--stats="};
             for (size_t m = 0; strncmp(a, "--", 2) == 0 && m < sizeof own / sizeof own[0]; m++)
                 if (strncmp(a, own[m], strlen(own[m])) == 0)
                     return bench_usage_error("run",
@@ -298,8 +297,7 @@ static int measure_files(struct run_data *d)
         for (size_t i = 0; i < d->npaths; i++) {
             uint64_t b = 0;
             if (inflate(d->paths[i], &b) != 0) {
-                sl_log(SL_LOG_ERROR, "%s: cannot inflate it (%s) for the inflate limit", d->paths[i],
-                       d->inflate_impl);
+                sl_log(SL_LOG_ERROR, "%s: cannot inflate it (%s) for the inflate limit", d->paths[i], d->inflate_impl);
                 return -1;
             }
             d->inflated_bytes += b;
@@ -404,8 +402,8 @@ static int spawn_all(const struct run_opts *o, int F, int curve, struct run_file
         snprintf(idx, sizeof idx, "%d", j);
         snprintf(nf, sizeof nf, "%d", F);
         snprintf(th, sizeof th, "%d", o->threads);
-        char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index",
-                          idx, "--feeders", nf, "--threads", th};
+        char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
+                          "--feeders",           nf,      "--threads",    th};
         int k = o->threads > 0 ? 11 : 9;
         if (o->no_shm)
             argv[k++] = "--no-shm";
@@ -434,8 +432,20 @@ static int spawn_all(const struct run_opts *o, int F, int curve, struct run_file
         snprintf(ws, sizeof ws, "%d", w);
         snprintf(nw, sizeof nw, "%d", o->workers);
         snprintf(nr, sizeof nr, "%d", o->replicas);
-        char *argv[32] = {(char *)o->trainer_bin, "--connect", list, "--job", (char *)o->job_name, "--worker", ws,
-                          "--workers", nw, "--replicas", nr, "--model", (char *)o->model, "--quiet"};
+        char *argv[32] = {(char *)o->trainer_bin,
+                          "--connect",
+                          list,
+                          "--job",
+                          (char *)o->job_name,
+                          "--worker",
+                          ws,
+                          "--workers",
+                          nw,
+                          "--replicas",
+                          nr,
+                          "--model",
+                          (char *)o->model,
+                          "--quiet"};
         int k = 14;
         if (o->workers > 1 && strcmp(o->model, "none") != 0) {
             argv[k++] = "--ring";
@@ -463,8 +473,8 @@ static void report_failure(const struct bench_child *c, const struct run_files *
 {
     char st[128], tail[2048];
     bench_file_tail(strcmp(c->role, "feeder") == 0 ? rf->flog[c->index] : rf->tlog[c->index], tail, 1500);
-    sl_log(SL_LOG_ERROR, "%s %d (pid %d) %s during the run; the run is stopped. Its log ends:\n%s", c->role,
-           c->index, (int)c->pid, bench_status_text(c->status, st, sizeof st), tail[0] ? tail : "(empty)");
+    sl_log(SL_LOG_ERROR, "%s %d (pid %d) %s during the run; the run is stopped. Its log ends:\n%s", c->role, c->index,
+           (int)c->pid, bench_status_text(c->status, st, sizeof st), tail[0] ? tail : "(empty)");
 }
 
 /* Supervise until every process has ended: 0, -1 (a process failed) or

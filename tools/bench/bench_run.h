@@ -66,9 +66,9 @@ struct run_sample {
     double serve_cpu, io_cpu;  /* of send: the serving threads' and ZeroMQ I/O threads' CPU, summed; < 0 unknown */
     double stream_s;           /* the longest trainer stream (first piece to end) */
     int have_stages;
-    double feeder_cpu_s, trainer_cpu_s, wall_s; /* rusage user + sys; the run's wall time */
+    double feeder_cpu_s, trainer_cpu_s, wall_s;       /* rusage user + sys; the run's wall time */
     double rss_mb[RUN_MAX_FEEDERS + RUN_MAX_WORKERS]; /* feeders first, then trainers */
-    double wait_feeder_s[RUN_MAX_FEEDERS]; /* the trainers' input wait by the feeder it waited for, summed */
+    double wait_feeder_s[RUN_MAX_FEEDERS];            /* the trainers' input wait by the feeder it waited for, summed */
 };
 
 struct run_config {

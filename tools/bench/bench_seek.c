@@ -28,34 +28,33 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 
-static const char usage[] =
-    "Usage: sluice-bench seek [OPTION]...\n"
-    "\n"
-    "Time for a feeder to reach step N of worker 0's plan (feed_plan_seek, then\n"
-    "feed_plan_next over what it leaves) for a job and for the same job with 10x\n"
-    "and 100x the records, against feed_plan_next making the same pieces from the\n"
-    "start and against the way before the fast-forward (whole epochs by\n"
-    "arithmetic, then feed_plan_next over the rest of the last one).\n"
-    "\n"
-    "  --files F           files (default 1000)\n"
-    "  --records K         records per file at scale 1, +-5% (default 10000)\n"
-    "  --scales LIST       multiples of K to measure (default 1,10,100)\n"
-    "  --batch G           global batch (default 1024)\n"
-    "  --shuffle S         shuffle buffer, 0 for none (default 10000)\n"
-    "  --parallel-reads C  interleave cycle (default 4)\n"
-    "  --workers W         workers (default 4)\n"
-    "  --replicas R        replicas per worker (default 8)\n"
-    "  --policy P          auto, off, file, data, hint (default auto: file)\n"
-    "  --hint H            with --policy hint: files, records, batches (default files)\n"
-    "  --per-replica       per-replica input mode (batches of G / (W x R), no split)\n"
-    "  --drop-remainder    drop each epoch's short last batch\n"
-    "  --steps N           the step to reach (default 1000000)\n"
-    "  --repeat N          seeks per figure: median, min, max (default 5); the\n"
-    "                      baselines are measured once per scale\n"
-    "  --no-baseline       skip the from-the-start baseline (the ratio is then\n"
-    "                      against epoch + next)\n"
-    "  --json              one JSON object per scale instead of the table\n"
-    "  -h, --help          this help\n";
+static const char usage[] = "Usage: sluice-bench seek [OPTION]...\n"
+                            "\n"
+                            "Time for a feeder to reach step N of worker 0's plan (feed_plan_seek, then\n"
+                            "feed_plan_next over what it leaves) for a job and for the same job with 10x\n"
+                            "and 100x the records, against feed_plan_next making the same pieces from the\n"
+                            "start and against the way before the fast-forward (whole epochs by\n"
+                            "arithmetic, then feed_plan_next over the rest of the last one).\n"
+                            "\n"
+                            "  --files F           files (default 1000)\n"
+                            "  --records K         records per file at scale 1, +-5% (default 10000)\n"
+                            "  --scales LIST       multiples of K to measure (default 1,10,100)\n"
+                            "  --batch G           global batch (default 1024)\n"
+                            "  --shuffle S         shuffle buffer, 0 for none (default 10000)\n"
+                            "  --parallel-reads C  interleave cycle (default 4)\n"
+                            "  --workers W         workers (default 4)\n"
+                            "  --replicas R        replicas per worker (default 8)\n"
+                            "  --policy P          auto, off, file, data, hint (default auto: file)\n"
+                            "  --hint H            with --policy hint: files, records, batches (default files)\n"
+                            "  --per-replica       per-replica input mode (batches of G / (W x R), no split)\n"
+                            "  --drop-remainder    drop each epoch's short last batch\n"
+                            "  --steps N           the step to reach (default 1000000)\n"
+                            "  --repeat N          seeks per figure: median, min, max (default 5); the\n"
+                            "                      baselines are measured once per scale\n"
+                            "  --no-baseline       skip the from-the-start baseline (the ratio is then\n"
+                            "                      against epoch + next)\n"
+                            "  --json              one JSON object per scale instead of the table\n"
+                            "  -h, --help          this help\n";
 
 struct seek_job {
     struct feed_plan_config cfg;
@@ -155,8 +154,7 @@ static double time_next(const struct seek_job *j, uint64_t seq, struct kept *out
  * first piece of the epoch (seq `first`, where feed_plan_seek only resets
  * the epoch's state) and make the epoch's first `in_epoch` pieces with
  * feed_plan_next; the next piece into *out. */
-static double time_epoch_next(const struct seek_job *j, uint64_t first, uint64_t in_epoch, struct kept *out,
-                              size_t cap)
+static double time_epoch_next(const struct seek_job *j, uint64_t first, uint64_t in_epoch, struct kept *out, size_t cap)
 {
     struct feed_plan *p;
     struct feed_piece pc;
@@ -177,8 +175,7 @@ static double time_epoch_next(const struct seek_job *j, uint64_t first, uint64_t
         rc = -1;
     feed_plan_destroy(p);
     if (rc != 0) {
-        fprintf(stderr, "sluice-bench seek: the plan ended before seq %llu\n",
-                (unsigned long long)(first + in_epoch));
+        fprintf(stderr, "sluice-bench seek: the plan ended before seq %llu\n", (unsigned long long)(first + in_epoch));
         return -1;
     }
     return el;
@@ -216,7 +213,12 @@ int bench_seek_main(int argc, char **argv)
     const struct bench_opt opts[] = {
         {.name = "--files", .kind = BENCH_OPT_INT, .min = 1, .max = 10000000, .num = &files},
         {.name = "--records", .kind = BENCH_OPT_INT, .min = 1, .max = 1000000000, .num = &records},
-        {.name = "--scales", .kind = BENCH_OPT_LIST, .min = 1, .max = 100000, .list = scales, .count = &nscales,
+        {.name = "--scales",
+         .kind = BENCH_OPT_LIST,
+         .min = 1,
+         .max = 100000,
+         .list = scales,
+         .count = &nscales,
          .cap = 8},
         {.name = "--batch", .kind = BENCH_OPT_INT, .min = 1, .max = 1 << 24, .num = &batch},
         {.name = "--shuffle", .kind = BENCH_OPT_INT, .min = 0, .max = 1 << 28, .num = &shuffle},
@@ -304,8 +306,10 @@ int bench_seek_main(int argc, char **argv)
         if (status == 0 && !no_baseline) {
             start = time_next(&j, j.seq, &b, cap);
             if (start >= 0 && !same(&a, &b)) {
-                fprintf(stderr, "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek "
-                                "and iteration from the start\n", scales[s], (unsigned long long)j.seq);
+                fprintf(stderr,
+                        "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek "
+                        "and iteration from the start\n",
+                        scales[s], (unsigned long long)j.seq);
                 start = -1;
             }
             status = start < 0;
@@ -338,8 +342,8 @@ int bench_seek_main(int argc, char **argv)
                        scales[s], files, (unsigned long long)j.records, batch, shuffle, cycle, workers, replicas,
                        feed_policy_name(base.policy), per_replica, steps, (unsigned long long)j.seq,
                        (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch,
-                       (unsigned long long)within, st.median, st.min, st.max, sps, pps, old,
-                       no_baseline ? -1.0 : start, ratio, no_baseline ? "epoch_next" : "from_start");
+                       (unsigned long long)within, st.median, st.min, st.max, sps, pps, old, no_baseline ? -1.0 : start,
+                       ratio, no_baseline ? "epoch_next" : "from_start");
             else {
                 char sc[16], rec[24], ms[48], old_s[24], start_s[24];
                 snprintf(sc, sizeof sc, "x%d", scales[s]);
@@ -348,8 +352,8 @@ int bench_seek_main(int argc, char **argv)
                 snprintf(old_s, sizeof old_s, "%.3f s", old);
                 snprintf(start_s, sizeof start_s, no_baseline ? "-" : "%.3f s", start);
                 printf(" %-6s %-12s %-11llu %-7llu %-10llu %-28s %-10.3g %-11.3g %-11s %-11s %-8.3g\n", sc, rec,
-                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch, ms,
-                       sps, pps, old_s, start_s, ratio);
+                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch, ms, sps,
+                       pps, old_s, start_s, ratio);
             }
         }
         sl_free(j.counts);

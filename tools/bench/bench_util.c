@@ -73,8 +73,8 @@ int bench_parse_double(const char *cmd, const char *opt, const char *s, double m
     return 0;
 }
 
-int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out,
-                         int max, int *n)
+int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out, int max,
+                         int *n)
 {
     *n = 0;
     const char *p = s;
@@ -84,8 +84,8 @@ int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long m
         char item[32];
         long v;
         if (len >= sizeof item || *n == max) {
-            fprintf(stderr, "sluice-bench %s: %s: expected at most %d comma-separated integers, got '%s'\n", cmd,
-                    opt, max, s);
+            fprintf(stderr, "sluice-bench %s: %s: expected at most %d comma-separated integers, got '%s'\n", cmd, opt,
+                    max, s);
             return -1;
         }
         memcpy(item, p, len);
@@ -200,9 +200,10 @@ int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, 
             i++;
             continue;
         }
-        int rc = o->kind == BENCH_OPT_INT    ? bench_parse_int(cmd, a, v, o->min, o->max, o->num)
-                 : o->kind == BENCH_OPT_LIST ? bench_parse_int_list(cmd, a, v, o->min, o->max, o->list, o->cap, o->count)
-                                             : bench_parse_transport(cmd, v, o->str);
+        int rc = o->kind == BENCH_OPT_INT ? bench_parse_int(cmd, a, v, o->min, o->max, o->num)
+                 : o->kind == BENCH_OPT_LIST
+                     ? bench_parse_int_list(cmd, a, v, o->min, o->max, o->list, o->cap, o->count)
+                     : bench_parse_transport(cmd, v, o->str);
         if (rc != 0)
             return 2;
         i++;

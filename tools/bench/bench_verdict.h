@@ -13,14 +13,14 @@
 struct bench_verdict_in {
     /* ratio of the measured rate to each limit; < 0: no such limit */
     double r_disk, r_inflate, r_wire_zmq, r_wire_memcpy;
-    double shm_share;        /* of the pieces the trainers got, the share read in shared memory (0..1) */
-    double cpu_util;         /* all processes' CPU / (wall x CPUs), 0..1 */
+    double shm_share; /* of the pieces the trainers got, the share read in shared memory (0..1) */
+    double cpu_util;  /* all processes' CPU / (wall x CPUs), 0..1 */
     int ncpu;
-    int trains_model;        /* the trainers trained a model (not --model none) */
-    double stall_pct;        /* the trainers' input stall, % */
-    const char *busy_stage;  /* the feeders' busiest stage; NULL: no stage breakdown */
-    int wait_feeder;         /* the feeder the trainers waited for most (their attribution) */
-    double wait_share;       /* its share of their input wait, 0..1; <= 0: unknown (or one feeder) */
+    int trains_model;       /* the trainers trained a model (not --model none) */
+    double stall_pct;       /* the trainers' input stall, % */
+    const char *busy_stage; /* the feeders' busiest stage; NULL: no stage breakdown */
+    int wait_feeder;        /* the feeder the trainers waited for most (their attribution) */
+    double wait_share;      /* its share of their input wait, 0..1; <= 0: unknown (or one feeder) */
     /* the busiest feeder thread's CPU over the stream, a fraction of one
      * core (a decode, serving or ZeroMQ I/O thread); have_busy 0: unknown */
     int have_busy;

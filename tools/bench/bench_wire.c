@@ -19,18 +19,17 @@
 #include "sl_clock.h"
 #include "sl_wire.h"
 
-static const char usage[] =
-    "Usage: sluice-bench wire [OPTION]...\n"
-    "\n"
-    "Wire protocol (PIECE header encoded and decoded per message, then one body frame)\n"
-    "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
-    "\n"
-    "  --sizes LIST        payload bytes per piece (default 4096,65536,1048576)\n"
-    "  --tensors T         tensors per piece, in its body frame (default 4; 1-64)\n"
-    "  --transport T       ipc (default) or tcp\n"
-    "  --repeat N          runs per figure: median, min, max (default 3)\n"
-    "  --json              one JSON object per size instead of the table\n"
-    "  -h, --help          this help\n";
+static const char usage[] = "Usage: sluice-bench wire [OPTION]...\n"
+                            "\n"
+                            "Wire protocol (PIECE header encoded and decoded per message, then one body frame)\n"
+                            "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
+                            "\n"
+                            "  --sizes LIST        payload bytes per piece (default 4096,65536,1048576)\n"
+                            "  --tensors T         tensors per piece, in its body frame (default 4; 1-64)\n"
+                            "  --transport T       ipc (default) or tcp\n"
+                            "  --repeat N          runs per figure: median, min, max (default 3)\n"
+                            "  --json              one JSON object per size instead of the table\n"
+                            "  -h, --help          this help\n";
 
 struct wire_arg {
     int tensors;
@@ -127,7 +126,13 @@ int bench_wire_main(int argc, char **argv)
     const char *transport = "ipc";
     const struct bench_opt opts[] = {
         {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
-        {.name = "--sizes", .kind = BENCH_OPT_LIST, .min = 1, .max = 256 << 20, .list = sizes, .count = &nsizes, .cap = 16},
+        {.name = "--sizes",
+         .kind = BENCH_OPT_LIST,
+         .min = 1,
+         .max = 256 << 20,
+         .list = sizes,
+         .count = &nsizes,
+         .cap = 16},
         {.name = "--tensors", .kind = BENCH_OPT_INT, .min = 1, .max = SL_WIRE_MAX_TENSORS, .num = &tensors},
         {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
         {.name = "--transport", .kind = BENCH_OPT_TRANSPORT, .str = &transport},

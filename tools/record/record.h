@@ -56,24 +56,23 @@ int record_getopt_error(const char *cmd, char **argv, int c);
 int record_help(const char *text);
 
 /* Parse an unsigned decimal in [min, max] for option `opt`; 0 or a usage error. */
-int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max,
-                     uint64_t *out);
+int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* Reading options common to cat, count, verify, index and stats. */
 struct record_read_opts {
     int format_set; /* --format given: otherwise by file name */
     enum fmt_format format;
     enum fmt_compression compression;
-    size_t max_record_bytes; /* 0: the library default */
+    size_t max_record_bytes;    /* 0: the library default */
     enum fmt_on_error on_error; /* --on-error: fail (default) or skip-file */
     uint64_t skipped;           /* files skipped under skip-file so far */
     enum fmt_io io;             /* verify --io: plain files mapped or read (auto: fmt_stream's choice) */
 };
 
 /* The help line of --on-error, for the commands that take it. */
-#define RECORD_ON_ERROR_HELP                                                              \
+#define RECORD_ON_ERROR_HELP                                                             \
     "      --on-error=POLICY      fail (default): stop at the first bad file, exit 1;\n" \
-    "                             skip-file: report it, skip the rest of that file\n"   \
+    "                             skip-file: report it, skip the rest of that file\n"    \
     "                             and go on (tf.data's ignore_errors); exit 0\n"
 
 /* A file failed with a data error (already logged): under fail, returns 1
@@ -146,9 +145,9 @@ struct record_shards {
     char **final_paths;
     struct sl_output **outs; /* shard i's output until it is renamed */
     uint64_t *counts;
-    unsigned next_open;  /* shards [0, next_open) were opened */
-    unsigned committed;  /* shards [0, committed) were renamed */
-    unsigned indexed;    /* index files [0, indexed) were written */
+    unsigned next_open;            /* shards [0, next_open) were opened */
+    unsigned committed;            /* shards [0, committed) were renamed */
+    unsigned indexed;              /* index files [0, indexed) were written */
     struct fmt_tfrecord_writer *w; /* open writer of shard next_open - 1 */
 };
 
@@ -158,8 +157,7 @@ int record_shards_init(struct record_shards *s, const char *dir, const char *pre
                        enum fmt_compression compression, int with_index, struct sl_error *err);
 /* Append a record to `shard`; shards must come in non-decreasing order (the
  * skipped ones are created empty). */
-int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len,
-                        struct sl_error *err);
+int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len, struct sl_error *err);
 /* Close, index (when asked) and rename every shard. On error everything is
  * removed, as by record_shards_abort(). */
 int record_shards_commit(struct record_shards *s, struct sl_error *err);

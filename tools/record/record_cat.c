@@ -30,8 +30,7 @@ static const char cat_help[] =
     "  -c, --compression=C        auto (default), none, gzip or zlib\n"
     "  -d, --decode=example       print each TFRecord record's tf.train.Example\n"
     "                             as \"example\" (protobuf JSON) instead of \"data\"\n"
-    "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
-    RECORD_ON_ERROR_HELP
+    "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n" RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "Offsets are in the decompressed stream. The records of a bad file before the\n"
@@ -186,24 +185,17 @@ int record_cat_main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:d:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return record_help(cat_help);
-        case 'f':
-            c = RECORD_OPT_FORMAT;
-            break;
-        case 'c':
-            c = RECORD_OPT_COMPRESSION;
-            break;
+        case 'h': return record_help(cat_help);
+        case 'f': c = RECORD_OPT_FORMAT; break;
+        case 'c': c = RECORD_OPT_COMPRESSION; break;
         case 'd':
             if (strcmp(optarg, "example") != 0)
                 return record_usage_error(cmd, "invalid value '%s' for --decode (only 'example')", optarg);
             decode = 1;
             continue;
         case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR:
-            break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        case RECORD_OPT_ON_ERROR: break;
+        default: return record_getopt_error(cmd, argv, c);
         }
         if (record_read_opt(cmd, c, optarg, &ro) != 0)
             return RECORD_EXIT_USAGE;
@@ -213,8 +205,8 @@ int record_cat_main(int argc, char **argv)
     if (decode) {
         for (int i = optind; i < argc; i++)
             if (record_file_format(&ro, argv[i]) != FMT_FORMAT_TFRECORD)
-                return record_usage_error(cmd, "--decode example needs TFRecord input; '%s' is read as %s",
-                                          argv[i], fmt_format_name(record_file_format(&ro, argv[i])));
+                return record_usage_error(cmd, "--decode example needs TFRecord input; '%s' is read as %s", argv[i],
+                                          fmt_format_name(record_file_format(&ro, argv[i])));
     }
 
     struct record_out o;

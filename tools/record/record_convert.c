@@ -188,17 +188,10 @@ static int convert_idx(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:n:c:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return record_help(convert_help);
-        case OPT_IMAGES:
-            a.images = optarg;
-            break;
-        case OPT_LABELS:
-            a.labels = optarg;
-            break;
-        case 'o':
-            a.dir = optarg;
-            break;
+        case 'h': return record_help(convert_help);
+        case OPT_IMAGES: a.images = optarg; break;
+        case OPT_LABELS: a.labels = optarg; break;
+        case 'o': a.dir = optarg; break;
         case OPT_PREFIX:
             if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
                 return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", optarg);
@@ -213,11 +206,8 @@ static int convert_idx(int argc, char **argv)
             if (fmt_compression_parse(optarg, &a.compression) != 0 || a.compression == FMT_COMP_AUTO)
                 return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", optarg);
             break;
-        case OPT_INDEX:
-            a.index = 1;
-            break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        case OPT_INDEX: a.index = 1; break;
+        default: return record_getopt_error(cmd, argv, c);
         }
     }
     if (optind < argc)
@@ -440,7 +430,8 @@ static int encode_line(struct jsonl *j, const struct fmt_record *line, struct sl
     }
     const char *key;
     json_t *value;
-    json_object_foreach(obj, key, value) {
+    json_object_foreach(obj, key, value)
+    {
         if ((rc = encode_value(j, &enc, key, value)) != 0)
             break;
     }
@@ -553,20 +544,14 @@ static int convert_jsonl(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":i:o:c:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return record_help(convert_help);
-        case 'i':
-            input = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
+        case 'h': return record_help(convert_help);
+        case 'i': input = optarg; break;
+        case 'o': output = optarg; break;
         case 'c':
             if (fmt_compression_parse(optarg, &compression) != 0)
                 return record_usage_error(cmd, "invalid compression '%s' (auto, none, gzip or zlib)", optarg);
             break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        default: return record_getopt_error(cmd, argv, c);
         }
     }
     if (optind < argc)

@@ -18,31 +18,30 @@
 #include "sl_alloc.h"
 #include "sl_log.h"
 
-static const char gen_help[] =
-    "Usage: sluice-record gen --output-dir DIR --records N [OPTION]...\n"
-    "Write a synthetic dataset of tf.train.Example records to S shards\n"
-    "DIR/PREFIX-00000-of-0000S.tfrecord (.gz with gzip, .zz with zlib). Record i\n"
-    "holds id: int64 i, label: int64 in [0, classes), image: bytes of a fixed\n"
-    "size, and optionally dense: K floats in [0, 1) and tokens: int64 values in\n"
-    "[0, vocab) of random length 0..M. The content of record i depends only on\n"
-    "the seed and i: the same seed always gives the same bytes.\n"
-    "\n"
-    "  -o, --output-dir=DIR      output folder (created if missing)\n"
-    "  -n, --records=N           number of records\n"
-    "  -s, --shards=S            number of shards (default 1)\n"
-    "      --seed=N              generator seed (default 0)\n"
-    "      --image-bytes=B       size of the image feature (default 784)\n"
-    "      --floats=K            add dense: K floats (default 0: no feature)\n"
-    "      --varlen-max=M        add tokens: 0..M int64 (default 0: no feature)\n"
-    "      --classes=C           labels in [0, C) (default 10)\n"
-    "      --vocab=V             token values in [0, V) (default 32000)\n"
-    "      --prefix=NAME         shard name prefix (default gen)\n"
-    "  -c, --compression=C       none (default), gzip or zlib\n"
-    "      --index               also write NAME.idx for every shard\n"
-    "  -h, --help                show this help and exit\n"
-    "\n"
-    "Shards are written under temporary names and renamed when all are complete;\n"
-    "on an error, SIGINT or SIGTERM every partial output is removed.\n";
+static const char gen_help[] = "Usage: sluice-record gen --output-dir DIR --records N [OPTION]...\n"
+                               "Write a synthetic dataset of tf.train.Example records to S shards\n"
+                               "DIR/PREFIX-00000-of-0000S.tfrecord (.gz with gzip, .zz with zlib). Record i\n"
+                               "holds id: int64 i, label: int64 in [0, classes), image: bytes of a fixed\n"
+                               "size, and optionally dense: K floats in [0, 1) and tokens: int64 values in\n"
+                               "[0, vocab) of random length 0..M. The content of record i depends only on\n"
+                               "the seed and i: the same seed always gives the same bytes.\n"
+                               "\n"
+                               "  -o, --output-dir=DIR      output folder (created if missing)\n"
+                               "  -n, --records=N           number of records\n"
+                               "  -s, --shards=S            number of shards (default 1)\n"
+                               "      --seed=N              generator seed (default 0)\n"
+                               "      --image-bytes=B       size of the image feature (default 784)\n"
+                               "      --floats=K            add dense: K floats (default 0: no feature)\n"
+                               "      --varlen-max=M        add tokens: 0..M int64 (default 0: no feature)\n"
+                               "      --classes=C           labels in [0, C) (default 10)\n"
+                               "      --vocab=V             token values in [0, V) (default 32000)\n"
+                               "      --prefix=NAME         shard name prefix (default gen)\n"
+                               "  -c, --compression=C       none (default), gzip or zlib\n"
+                               "      --index               also write NAME.idx for every shard\n"
+                               "  -h, --help                show this help and exit\n"
+                               "\n"
+                               "Shards are written under temporary names and renamed when all are complete;\n"
+                               "on an error, SIGINT or SIGTERM every partial output is removed.\n";
 
 enum {
     OPT_SEED = RECORD_OPT_FIRST_PRIVATE,
@@ -203,19 +202,16 @@ int record_gen_main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *cmd = "gen";
-    struct gen_args a = {.prefix = "gen", .image_bytes = 784, .classes = 10, .vocab = 32000,
-                         .shards = 1, .compression = FMT_COMP_NONE};
+    struct gen_args a = {
+        .prefix = "gen", .image_bytes = 784, .classes = 10, .vocab = 32000, .shards = 1, .compression = FMT_COMP_NONE};
     int have_records = 0, c;
     uint64_t v = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:n:s:c:h", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'h':
-            return record_help(gen_help);
-        case 'o':
-            a.dir = optarg;
-            break;
+        case 'h': return record_help(gen_help);
+        case 'o': a.dir = optarg; break;
         case 'n':
             bad = record_parse_u64(cmd, "--records", optarg, 0, (uint64_t)1 << 40, &a.records);
             have_records = 1;
@@ -224,24 +220,16 @@ int record_gen_main(int argc, char **argv)
             bad = record_parse_u64(cmd, "--shards", optarg, 1, RECORD_MAX_SHARDS, &v);
             a.shards = (unsigned)v;
             break;
-        case OPT_SEED:
-            bad = record_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &a.seed);
-            break;
+        case OPT_SEED: bad = record_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &a.seed); break;
         case OPT_IMAGE_BYTES:
             bad = record_parse_u64(cmd, "--image-bytes", optarg, 0, (uint64_t)16 << 20, &a.image_bytes);
             break;
-        case OPT_FLOATS:
-            bad = record_parse_u64(cmd, "--floats", optarg, 0, (uint64_t)4 << 20, &a.floats);
-            break;
+        case OPT_FLOATS: bad = record_parse_u64(cmd, "--floats", optarg, 0, (uint64_t)4 << 20, &a.floats); break;
         case OPT_VARLEN_MAX:
             bad = record_parse_u64(cmd, "--varlen-max", optarg, 0, (uint64_t)1 << 20, &a.varlen_max);
             break;
-        case OPT_CLASSES:
-            bad = record_parse_u64(cmd, "--classes", optarg, 1, INT64_MAX, &a.classes);
-            break;
-        case OPT_VOCAB:
-            bad = record_parse_u64(cmd, "--vocab", optarg, 1, INT64_MAX, &a.vocab);
-            break;
+        case OPT_CLASSES: bad = record_parse_u64(cmd, "--classes", optarg, 1, INT64_MAX, &a.classes); break;
+        case OPT_VOCAB: bad = record_parse_u64(cmd, "--vocab", optarg, 1, INT64_MAX, &a.vocab); break;
         case OPT_PREFIX:
             if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
                 return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", optarg);
@@ -251,11 +239,8 @@ int record_gen_main(int argc, char **argv)
             if (fmt_compression_parse(optarg, &a.compression) != 0 || a.compression == FMT_COMP_AUTO)
                 return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", optarg);
             break;
-        case OPT_INDEX:
-            a.index = 1;
-            break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        case OPT_INDEX: a.index = 1; break;
+        default: return record_getopt_error(cmd, argv, c);
         }
         if (bad)
             return RECORD_EXIT_USAGE;

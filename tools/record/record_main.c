@@ -24,25 +24,24 @@
 #include "sl_log.h"
 #include "sl_opt.h"
 
-static const char main_help[] =
-    "Usage: sluice-record COMMAND [OPTION]... [FILE]...\n"
-    "Inspect, check, index, convert and generate TFRecord, text-line and tar files.\n"
-    "\n"
-    "Commands:\n"
-    "  cat       print every record as one JSON object per line\n"
-    "  count     count the records of each file\n"
-    "  verify    read every record, checking every CRC and compressed stream\n"
-    "  index     write DALI-style index files (FILE.idx)\n"
-    "  stats     record sizes, and feature keys of tf.train.Example records\n"
-    "  convert   IDX (MNIST) or JSON lines to TFRecord files of Examples\n"
-    "  gen       write a synthetic, seeded dataset of Examples\n"
-    "\n"
-    "  -h, --help     show this help and exit\n"
-    "      --version  show the version (commit, build type, optional parts) and exit\n"
-    "\n"
-    "Run 'sluice-record COMMAND --help' for a command's options.\n"
-    "An interrupted writer removes its partial outputs.\n"
-    "\n" SL_EXIT_STATUS_HELP;
+static const char main_help[] = "Usage: sluice-record COMMAND [OPTION]... [FILE]...\n"
+                                "Inspect, check, index, convert and generate TFRecord, text-line and tar files.\n"
+                                "\n"
+                                "Commands:\n"
+                                "  cat       print every record as one JSON object per line\n"
+                                "  count     count the records of each file\n"
+                                "  verify    read every record, checking every CRC and compressed stream\n"
+                                "  index     write DALI-style index files (FILE.idx)\n"
+                                "  stats     record sizes, and feature keys of tf.train.Example records\n"
+                                "  convert   IDX (MNIST) or JSON lines to TFRecord files of Examples\n"
+                                "  gen       write a synthetic, seeded dataset of Examples\n"
+                                "\n"
+                                "  -h, --help     show this help and exit\n"
+                                "      --version  show the version (commit, build type, optional parts) and exit\n"
+                                "\n"
+                                "Run 'sluice-record COMMAND --help' for a command's options.\n"
+                                "An interrupted writer removes its partial outputs.\n"
+                                "\n" SL_EXIT_STATUS_HELP;
 
 struct command {
     const char *name;
@@ -50,8 +49,8 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"cat", record_cat_main},         {"count", record_count_main}, {"verify", record_verify_main},
-    {"index", record_index_main},     {"stats", record_stats_main}, {"convert", record_convert_main},
+    {"cat", record_cat_main},     {"count", record_count_main}, {"verify", record_verify_main},
+    {"index", record_index_main}, {"stats", record_stats_main}, {"convert", record_convert_main},
     {"gen", record_gen_main},
 };
 
@@ -59,8 +58,7 @@ int main(int argc, char **argv)
 {
     sl_log_setup(RECORD_PROG, 2, SL_LOG_INFO);
     if (argc < 2) {
-        fprintf(stderr, "%s: missing command\nTry '%s --help' for more information.\n", RECORD_PROG,
-                RECORD_PROG);
+        fprintf(stderr, "%s: missing command\nTry '%s --help' for more information.\n", RECORD_PROG, RECORD_PROG);
         return RECORD_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -133,8 +131,7 @@ int record_help(const char *text)
     return RECORD_EXIT_OK;
 }
 
-int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max,
-                     uint64_t *out)
+int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
     /* sl_opt's parser decides what is a number; this command's messages
      * say non-negative (a sign, a blank, trailing text or over 2^64 - 1:
@@ -172,8 +169,7 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
             return RECORD_EXIT_USAGE;
         ro->max_record_bytes = (size_t)v;
         return 0;
-    default:
-        return -1;
+    default: return -1;
     }
 }
 

@@ -97,8 +97,8 @@ int record_shards_init(struct record_shards *s, const char *dir, const char *pre
     if (!s->dir || !s->prefix || !s->final_paths || !s->outs || !s->counts)
         goto out_nomem;
     for (unsigned i = 0; i < nshards; i++) {
-        s->final_paths[i] = path_printf("%s/%s-%05u-of-%05u.tfrecord%s", dir, prefix, i, nshards,
-                                        compression_suffix(s->compression));
+        s->final_paths[i] =
+            path_printf("%s/%s-%05u-of-%05u.tfrecord%s", dir, prefix, i, nshards, compression_suffix(s->compression));
         if (!s->final_paths[i])
             goto out_nomem;
     }
@@ -146,8 +146,7 @@ static void remove_regular(const char *path)
         unlink(path);
 }
 
-int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len,
-                        struct sl_error *err)
+int record_shards_write(struct record_shards *s, unsigned shard, const void *data, size_t len, struct sl_error *err)
 {
     if (shard >= s->nshards || shard + 1 < s->next_open)
         return sl_error_set(err, SL_EINVAL, "record for shard %u out of order", shard);
@@ -185,8 +184,7 @@ int record_shards_commit(struct record_shards *s, struct sl_error *err)
                 break;
             }
             if ((rc = sl_output_open(&io, idx, 0, err)) == 0 &&
-                (rc = record_index_write(io, sl_output_write_path(s->outs[i]), &ro, &n, err)) == 0 &&
-                n != s->counts[i])
+                (rc = record_index_write(io, sl_output_write_path(s->outs[i]), &ro, &n, err)) == 0 && n != s->counts[i])
                 rc = sl_error_set(err, SL_ECORRUPT, "%s: index has %llu records, %llu were written", idx,
                                   (unsigned long long)n, (unsigned long long)s->counts[i]);
             if (rc != 0)

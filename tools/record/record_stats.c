@@ -39,10 +39,10 @@ struct key_stat {
     char *key; /* owned, NUL-terminated (keys with NUL bytes are cut there in the output) */
     size_t key_len;
     uint64_t hash;
-    unsigned kinds;       /* bit (1 << fmt_kind) for each kind seen */
-    uint64_t records;     /* records holding the key */
+    unsigned kinds;   /* bit (1 << fmt_kind) for each kind seen */
+    uint64_t records; /* records holding the key */
     uint64_t min_values, max_values;
-    uint64_t stamp;       /* last record counted + 1 (duplicate keys) */
+    uint64_t stamp; /* last record counted + 1 (duplicate keys) */
     /* the records that give the key a kind (its last such occurrence) */
     unsigned typed_kinds;
     uint64_t typed_records, typed_min, typed_max, typed_stamp;
@@ -173,17 +173,10 @@ static int on_feature(void *ctx, const struct fmt_feature_view *f)
     size_t count = 0;
     int rc = 0;
     switch (f->kind) {
-    case FMT_KIND_INT64:
-        rc = fmt_int64_list_count(f->list, f->list_len, &count, &st->walk_err);
-        break;
-    case FMT_KIND_FLOAT:
-        rc = fmt_float_list_count(f->list, f->list_len, &count, &st->walk_err);
-        break;
-    case FMT_KIND_BYTES:
-        rc = fmt_bytes_list_count(f->list, f->list_len, &count, &st->walk_err);
-        break;
-    default:
-        break;
+    case FMT_KIND_INT64: rc = fmt_int64_list_count(f->list, f->list_len, &count, &st->walk_err); break;
+    case FMT_KIND_FLOAT: rc = fmt_float_list_count(f->list, f->list_len, &count, &st->walk_err); break;
+    case FMT_KIND_BYTES: rc = fmt_bytes_list_count(f->list, f->list_len, &count, &st->walk_err); break;
+    default: break;
     }
     if (rc != 0)
         return rc;
@@ -352,12 +345,12 @@ static int hist_range(const struct stats *st, int *first, int *last)
 static int print_json(struct sl_buf *b, const struct stats *st)
 {
     double mean = st->records ? (double)st->bytes / (double)st->records : 0.0;
-    int rc = sl_buf_printf(b,
-                           "{\"files\":%llu,\"records\":%llu,\"bytes\":%llu,\"size\":{\"min\":%llu,\"mean\":%.3f,"
-                           "\"max\":%llu},\"histogram\":[",
-                           (unsigned long long)st->files, (unsigned long long)st->records,
-                           (unsigned long long)st->bytes, (unsigned long long)st->min, mean,
-                           (unsigned long long)st->max);
+    int rc =
+        sl_buf_printf(b,
+                      "{\"files\":%llu,\"records\":%llu,\"bytes\":%llu,\"size\":{\"min\":%llu,\"mean\":%.3f,"
+                      "\"max\":%llu},\"histogram\":[",
+                      (unsigned long long)st->files, (unsigned long long)st->records, (unsigned long long)st->bytes,
+                      (unsigned long long)st->min, mean, (unsigned long long)st->max);
     int first, last;
     if (hist_range(st, &first, &last))
         for (int i = first; rc == 0 && i <= last; i++)
@@ -383,15 +376,15 @@ static int print_json(struct sl_buf *b, const struct stats *st)
             if (t == 0) {
                 rc = rc ? rc : sl_buf_puts(b, ":{\"kinds\":");
                 rc = rc ? rc : put_kinds(b, keys[i]->kinds, 1);
-                rc = rc ? rc : sl_buf_printf(b, ",\"records\":%llu,\"min_values\":%llu,\"max_values\":%llu}",
-                                             (unsigned long long)keys[i]->records,
-                                             (unsigned long long)keys[i]->min_values,
-                                             (unsigned long long)keys[i]->max_values);
+                rc = rc ? rc
+                        : sl_buf_printf(b, ",\"records\":%llu,\"min_values\":%llu,\"max_values\":%llu}",
+                                        (unsigned long long)keys[i]->records, (unsigned long long)keys[i]->min_values,
+                                        (unsigned long long)keys[i]->max_values);
             } else {
-                rc = rc ? rc : sl_buf_printf(b, ":{\"samples\":%llu,\"min_bytes\":%llu,\"max_bytes\":%llu}",
-                                             (unsigned long long)keys[i]->records,
-                                             (unsigned long long)keys[i]->min_values,
-                                             (unsigned long long)keys[i]->max_values);
+                rc = rc ? rc
+                        : sl_buf_printf(b, ":{\"samples\":%llu,\"min_bytes\":%llu,\"max_bytes\":%llu}",
+                                        (unsigned long long)keys[i]->records, (unsigned long long)keys[i]->min_values,
+                                        (unsigned long long)keys[i]->max_values);
             }
         }
         rc = rc ? rc : sl_buf_putc(b, '}');
@@ -403,14 +396,14 @@ static int print_json(struct sl_buf *b, const struct stats *st)
 static int print_text(struct sl_buf *b, const struct stats *st)
 {
     double mean = st->records ? (double)st->bytes / (double)st->records : 0.0;
-    int rc = sl_buf_printf(b,
-                           "files         %llu\n"
-                           "records       %llu\n"
-                           "bytes         %llu\n"
-                           "record size   min %llu  mean %.1f  max %llu\n",
-                           (unsigned long long)st->files, (unsigned long long)st->records,
-                           (unsigned long long)st->bytes, (unsigned long long)st->min, mean,
-                           (unsigned long long)st->max);
+    int rc =
+        sl_buf_printf(b,
+                      "files         %llu\n"
+                      "records       %llu\n"
+                      "bytes         %llu\n"
+                      "record size   min %llu  mean %.1f  max %llu\n",
+                      (unsigned long long)st->files, (unsigned long long)st->records, (unsigned long long)st->bytes,
+                      (unsigned long long)st->min, mean, (unsigned long long)st->max);
     int first, last;
     if (rc == 0 && hist_range(st, &first, &last)) {
         uint64_t top = 0;
@@ -457,9 +450,9 @@ static int print_text(struct sl_buf *b, const struct stats *st)
                 int used = (int)(b->len - at);
                 rc = rc ? rc : sl_buf_printf(b, "%*s ", used < 18 ? 18 - used : 0, "");
             }
-            rc = rc ? rc : sl_buf_printf(b, "%12llu  %llu..%llu\n", (unsigned long long)keys[i]->records,
-                                         (unsigned long long)keys[i]->min_values,
-                                         (unsigned long long)keys[i]->max_values);
+            rc = rc ? rc
+                    : sl_buf_printf(b, "%12llu  %llu..%llu\n", (unsigned long long)keys[i]->records,
+                                    (unsigned long long)keys[i]->min_values, (unsigned long long)keys[i]->max_values);
         }
         sl_free(keys);
     }
@@ -572,13 +565,15 @@ static char *feature_decl(const struct key_stat *k, uint64_t examples, struct sl
         bad = shape == NULL || json_object_set_new(d, "shape", shape) != 0; /* takes shape even when failing */
     }
     if (!bad && !varlen && k->typed_records < examples) {
-        json_t *def = kinds == 1u << FMT_KIND_INT64 ? json_integer(0)
+        json_t *def = kinds == 1u << FMT_KIND_INT64   ? json_integer(0)
                       : kinds == 1u << FMT_KIND_FLOAT ? json_real(0)
                                                       : json_string("");
         bad = json_object_set_new(d, "default", def) != 0;
         sl_log(SL_LOG_INFO, "stats --job: feature %s is missing from %llu of %llu records: written with default %s",
                name, (unsigned long long)(examples - k->typed_records), (unsigned long long)examples,
-               kinds == 1u << FMT_KIND_INT64 ? "0" : kinds == 1u << FMT_KIND_FLOAT ? "0.0" : "\"\"");
+               kinds == 1u << FMT_KIND_INT64   ? "0"
+               : kinds == 1u << FMT_KIND_FLOAT ? "0.0"
+                                               : "\"\"");
     }
     char *text = bad ? NULL : json_dumps(d, JSON_PRESERVE_ORDER);
     json_decref(d);
@@ -609,8 +604,9 @@ static int job_layout(struct sl_buf *b, const char *path, const struct stats *st
         return 1;
     }
     if (st->not_examples > 0) {
-        sl_log(SL_LOG_ERROR, "stats --job: %llu of %llu records are not tf.train.Example records: a job cannot decode "
-                             "them",
+        sl_log(SL_LOG_ERROR,
+               "stats --job: %llu of %llu records are not tf.train.Example records: a job cannot decode "
+               "them",
                (unsigned long long)st->not_examples, (unsigned long long)st->records);
         return 1;
     }
@@ -645,8 +641,9 @@ static int job_layout(struct sl_buf *b, const char *path, const struct stats *st
         if (decl == NULL && left_out)
             continue;
         if (decl != NULL && (key = json_text(keys[i]->key, keys[i]->key_len)) == NULL)
-            sl_log(SL_LOG_ERROR, "stats --job: feature key %s is not valid UTF-8 or holds a NUL byte: a job file "
-                                 "cannot name it",
+            sl_log(SL_LOG_ERROR,
+                   "stats --job: feature key %s is not valid UTF-8 or holds a NUL byte: a job file "
+                   "cannot name it",
                    quoted(&tmp, keys[i]->key, keys[i]->key_len));
         if (decl == NULL || key == NULL)
             rc = 1;
@@ -721,8 +718,7 @@ static const char stats_help[] =
     "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
     "      --json                 print one JSON object\n"
     "      --job=FILE             also write a job skeleton for the data read to FILE\n"
-    "                             (docs/job.md; TFRecord files of tf.train.Example)\n"
-    RECORD_ON_ERROR_HELP
+    "                             (docs/job.md; TFRecord files of tf.train.Example)\n" RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "A file that cannot be read to its end is reported (its records so far are\n"
@@ -757,25 +753,14 @@ int record_stats_main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return record_help(stats_help);
-        case RECORD_OPT_JSON:
-            json = 1;
-            continue;
-        case RECORD_OPT_FIRST_PRIVATE:
-            job = optarg;
-            continue;
-        case 'f':
-            c = RECORD_OPT_FORMAT;
-            break;
-        case 'c':
-            c = RECORD_OPT_COMPRESSION;
-            break;
+        case 'h': return record_help(stats_help);
+        case RECORD_OPT_JSON: json = 1; continue;
+        case RECORD_OPT_FIRST_PRIVATE: job = optarg; continue;
+        case 'f': c = RECORD_OPT_FORMAT; break;
+        case 'c': c = RECORD_OPT_COMPRESSION; break;
         case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR:
-            break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        case RECORD_OPT_ON_ERROR: break;
+        default: return record_getopt_error(cmd, argv, c);
         }
         if (record_read_opt(cmd, c, optarg, &ro) != 0)
             return RECORD_EXIT_USAGE;

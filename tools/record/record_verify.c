@@ -23,8 +23,8 @@
 #include "sl_output.h"
 
 struct scan_result {
-    enum fmt_io io;        /* how a plain file's bytes came (a compressed one's: READ) */
-    int plain;             /* an uncompressed record file */
+    enum fmt_io io; /* how a plain file's bytes came (a compressed one's: READ) */
+    int plain;      /* an uncompressed record file */
     uint64_t records;
     uint64_t bytes;        /* record payload bytes (tar: field bytes) */
     uint64_t dropped_tail; /* bytes of a partial TFRecord header dropped at EOF */
@@ -118,9 +118,7 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            *done = 1;
-            return record_help(help);
+        case 'h': *done = 1; return record_help(help);
         case RECORD_OPT_JSON:
             if (json == NULL)
                 return record_usage_error(cmd, "unrecognized option '--json'");
@@ -137,20 +135,14 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
                 return record_usage_error(cmd, "unrecognized option '--show-io'");
             *show_io = 1;
             continue;
-        case 'f':
-            c = RECORD_OPT_FORMAT;
-            break;
-        case 'c':
-            c = RECORD_OPT_COMPRESSION;
-            break;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-            break;
+        case 'f': c = RECORD_OPT_FORMAT; break;
+        case 'c': c = RECORD_OPT_COMPRESSION; break;
+        case RECORD_OPT_MAX_RECORD_BYTES: break;
         case RECORD_OPT_ON_ERROR:
             if (strcmp(cmd, "count") != 0)
                 return record_usage_error(cmd, "unrecognized option '--on-error' (%s reads every file)", cmd);
             break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        default: return record_getopt_error(cmd, argv, c);
         }
         if (record_read_opt(cmd, c, optarg, ro) != 0)
             return RECORD_EXIT_USAGE;
@@ -160,11 +152,11 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
     return 0;
 }
 
-#define READ_OPTS_HELP                                                                    \
-    "  -f, --format=FMT           tfrecord, text or tar (default: tar for *.tar,\n"      \
-    "                             *.tar.gz, *.tgz; text for *.txt, *.txt.gz;\n"          \
-    "                             else tfrecord)\n"                                      \
-    "  -c, --compression=C        auto (default), none, gzip or zlib\n"                  \
+#define READ_OPTS_HELP                                                              \
+    "  -f, --format=FMT           tfrecord, text or tar (default: tar for *.tar,\n" \
+    "                             *.tar.gz, *.tgz; text for *.txt, *.txt.gz;\n"     \
+    "                             else tfrecord)\n"                                 \
+    "  -c, --compression=C        auto (default), none, gzip or zlib\n"             \
     "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
 
 static const char count_help[] =
@@ -172,8 +164,7 @@ static const char count_help[] =
     "Count the records (tar: samples) of each FILE: one \"PATH<TAB>N\" line per\n"
     "file, then \"total<TAB>N\".\n"
     "\n" READ_OPTS_HELP
-    "      --json                 print {\"files\":[{\"file\":..,\"records\":N},..],\"total\":N}\n"
-    RECORD_ON_ERROR_HELP
+    "      --json                 print {\"files\":[{\"file\":..,\"records\":N},..],\"total\":N}\n" RECORD_ON_ERROR_HELP
     "  -h, --help                 show this help and exit\n"
     "\n"
     "Every record is read and checked. A file that cannot be read is reported\n"
@@ -249,8 +240,7 @@ static const char verify_help[] =
     "warning. The last line, on stdout, is the summary:\n"
     "  verified K files, R records, B bytes: E errors[, W warnings]\n"
     "(B counts record payload bytes).\n"
-    "\n" READ_OPTS_HELP
-    "      --io=IO                how plain files are read: auto (default: the\n"
+    "\n" READ_OPTS_HELP "      --io=IO                how plain files are read: auto (default: the\n"
     "                             SLUICE_IO variable, else a short probe at the first\n"
     "                             file of 32 MiB or more picks the faster), map or read\n"
     "      --show-io              after the summary, say on stderr which path each\n"
@@ -307,8 +297,10 @@ int record_verify_main(int argc, char **argv)
             errors++;
         } else if (res.dropped_tail) {
             progress_clear(&bar);
-            fprintf(stderr, "%s: verify: %s: warning: dropped a partial record header of %llu bytes at the end of "
-                    "the file\n", RECORD_PROG, argv[i], (unsigned long long)res.dropped_tail);
+            fprintf(stderr,
+                    "%s: verify: %s: warning: dropped a partial record header of %llu bytes at the end of "
+                    "the file\n",
+                    RECORD_PROG, argv[i], (unsigned long long)res.dropped_tail);
             warnings++;
         }
         sp.records_base += res.records;
@@ -351,21 +343,20 @@ int record_index_write(struct sl_output *out, const char *path, const struct fmt
     return 0;
 }
 
-static const char index_help[] =
-    "Usage: sluice-record index [OPTION]... FILE...\n"
-    "Write the index of each TFRecord FILE to FILE.idx, in DALI's tfrecord2idx\n"
-    "format (\"<offset> <size>\" per record, offsets in the decompressed stream),\n"
-    "reading and checking every record. Prints \"INDEX<TAB>N\" per file.\n"
-    "\n"
-    "  -o, --output=PATH          the index path (only with a single FILE)\n"
-    "  -c, --compression=C        auto (default), none, gzip or zlib\n"
-    "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
-    "  -h, --help                 show this help and exit\n"
-    "\n"
-    "An index is written to a temporary name and renamed, so a failed run never\n"
-    "leaves a partial index; an --output that is a device or FIFO (/dev/null,\n"
-    "/dev/stdout) is written to, never replaced. Exit status: 0 ok, 1 a file\n"
-    "failed, 2 usage.\n";
+static const char index_help[] = "Usage: sluice-record index [OPTION]... FILE...\n"
+                                 "Write the index of each TFRecord FILE to FILE.idx, in DALI's tfrecord2idx\n"
+                                 "format (\"<offset> <size>\" per record, offsets in the decompressed stream),\n"
+                                 "reading and checking every record. Prints \"INDEX<TAB>N\" per file.\n"
+                                 "\n"
+                                 "  -o, --output=PATH          the index path (only with a single FILE)\n"
+                                 "  -c, --compression=C        auto (default), none, gzip or zlib\n"
+                                 "      --max-record-bytes=N   refuse records larger than N bytes (default 64 MiB)\n"
+                                 "  -h, --help                 show this help and exit\n"
+                                 "\n"
+                                 "An index is written to a temporary name and renamed, so a failed run never\n"
+                                 "leaves a partial index; an --output that is a device or FIFO (/dev/null,\n"
+                                 "/dev/stdout) is written to, never replaced. Exit status: 0 ok, 1 a file\n"
+                                 "failed, 2 usage.\n";
 
 int record_index_main(int argc, char **argv)
 {
@@ -383,18 +374,11 @@ int record_index_main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:c:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'h':
-            return record_help(index_help);
-        case 'o':
-            output = optarg;
-            continue;
-        case 'c':
-            c = RECORD_OPT_COMPRESSION;
-            break;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-            break;
-        default:
-            return record_getopt_error(cmd, argv, c);
+        case 'h': return record_help(index_help);
+        case 'o': output = optarg; continue;
+        case 'c': c = RECORD_OPT_COMPRESSION; break;
+        case RECORD_OPT_MAX_RECORD_BYTES: break;
+        default: return record_getopt_error(cmd, argv, c);
         }
         if (record_read_opt(cmd, c, optarg, &ro) != 0)
             return RECORD_EXIT_USAGE;

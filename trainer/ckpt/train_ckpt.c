@@ -161,14 +161,15 @@ static int check_meta(const struct train_ckpt_meta *m, int code, struct sl_error
         return sl_error_set(err, code, "nhidden %" PRIu32 " (at most %d)", m->nhidden, TRAIN_MODEL_MAX_HIDDEN);
     for (uint32_t h = m->nhidden; h < TRAIN_MODEL_MAX_HIDDEN; h++)
         if (m->hidden[h] != 0)
-            return sl_error_set(err, code, "hidden[%" PRIu32 "] = %" PRIu32 " beyond nhidden %" PRIu32, h,
-                                m->hidden[h], m->nhidden);
+            return sl_error_set(err, code, "hidden[%" PRIu32 "] = %" PRIu32 " beyond nhidden %" PRIu32, h, m->hidden[h],
+                                m->nhidden);
     if (m->model != 0) {
         uint64_t p = params_of(m);
         if (p == 0 || p != m->nparams)
             return sl_error_set(err, code,
                                 "%" PRIu64 " parameters, but inputs %" PRIu32 ", %" PRIu32 " hidden layers and %" PRIu32
-                                " classes make %" PRIu64, m->nparams, m->inputs, m->nhidden, m->classes, p);
+                                " classes make %" PRIu64,
+                                m->nparams, m->inputs, m->nhidden, m->classes, p);
     }
     return 0;
 }
@@ -256,8 +257,9 @@ static int check_want(const char *path, const struct train_ckpt_meta *g, const s
     if (strcmp(g->job, w->job) != 0)
         return sl_error_set(err, SL_EINVAL, "%s: made for job '%s', not '%s'", path, g->job, w->job);
     if (g->worker != w->worker || g->workers != w->workers)
-        return sl_error_set(err, SL_EINVAL, "%s: made for worker %" PRIu32 " of %" PRIu32 ", not worker %" PRIu32
-                            " of %" PRIu32, path, g->worker, g->workers, w->worker, w->workers);
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: made for worker %" PRIu32 " of %" PRIu32 ", not worker %" PRIu32 " of %" PRIu32, path,
+                            g->worker, g->workers, w->worker, w->workers);
     if (g->replicas != w->replicas)
         return sl_error_set(err, SL_EINVAL, "%s: made with %" PRIu32 " replicas, the command line has %" PRIu32, path,
                             g->replicas, w->replicas);
@@ -270,8 +272,9 @@ static int check_want(const char *path, const struct train_ckpt_meta *g, const s
         return sl_error_set(err, SL_EINVAL, "%s: made with --mode %s, the command line has --mode %s", path,
                             modes[g->mode], modes[w->mode]);
     if (g->classes != w->classes)
-        return sl_error_set(err, SL_EINVAL, "%s: made with --classes %" PRIu32 ", the command line has --classes %"
-                            PRIu32, path, g->classes, w->classes);
+        return sl_error_set(err, SL_EINVAL,
+                            "%s: made with --classes %" PRIu32 ", the command line has --classes %" PRIu32, path,
+                            g->classes, w->classes);
     int same = g->nhidden == w->nhidden;
     for (uint32_t h = 0; same && h < g->nhidden; h++)
         same = g->hidden[h] == w->hidden[h];
@@ -308,8 +311,7 @@ static int read_all(int fd, void *p, size_t n, const char *path, struct sl_error
     return 0;
 }
 
-int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct train_ckpt *out,
-                    struct sl_error *err)
+int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct train_ckpt *out, struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -343,7 +345,8 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
         m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: damaged header (header bytes %" PRIu32 ", job name bytes %" PRIu32 ", %" PRIu64
-                          " parameters)", path, hbytes, jl, m.nparams);
+                          " parameters)",
+                          path, hbytes, jl, m.nparams);
         goto out_close;
     }
     uint64_t expect = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl) + 8 * m.nparams + 4;
@@ -366,8 +369,9 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
         goto out_free;
     uint32_t stored = sl_load_le32(buf + size - 4), crc = sl_crc32c(buf, (size_t)size - 4);
     if (stored != crc) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
-                          ")", path, stored, crc);
+        rc = sl_error_set(err, SL_ECORRUPT,
+                          "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32 ")", path, stored,
+                          crc);
         goto out_free;
     }
     if ((rc = train_input_position_decode(&m.pos, buf + 16, TRAIN_INPUT_POSITION_BYTES, err)) != 0) {
@@ -525,8 +529,10 @@ int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_
             if (r < 0)
                 rc = r;
             else if (r == 0)
-                sl_log(SL_LOG_WARN, "checkpoint: removed %s, newer than step %" PRIu64 " just written (left by a run "
-                       "restored from an older step)", path, current);
+                sl_log(SL_LOG_WARN,
+                       "checkpoint: removed %s, newer than step %" PRIu64 " just written (left by a run "
+                       "restored from an older step)",
+                       path, current);
             continue;
         }
         if (n == cap) {

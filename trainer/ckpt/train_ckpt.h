@@ -61,8 +61,8 @@
 struct train_ckpt_meta {
     char job[TRAIN_CKPT_MAX_JOB + 1];
     uint32_t worker, workers, replicas;
-    uint32_t model;   /* 0 none, 1 softmax, 2 mlp (sluice-trainer --model's order) */
-    uint32_t mode;    /* 0 mirrored, 1 tower */
+    uint32_t model; /* 0 none, 1 softmax, 2 mlp (sluice-trainer --model's order) */
+    uint32_t mode;  /* 0 mirrored, 1 tower */
     uint32_t classes, inputs, nhidden, hidden[TRAIN_MODEL_MAX_HIDDEN]; /* 0 with no model */
     float lr, momentum;
     uint32_t seed;
@@ -75,7 +75,7 @@ struct train_ckpt {
     struct train_ckpt_meta meta;
     char path[TRAIN_CKPT_MAX_PATH];
     const float *weights, *velocity; /* meta.nparams each; NULL with no model */
-    void *buf;                        /* owned */
+    void *buf;                       /* owned */
 };
 
 /* The file name of step `steps` (steps trained) for worker w of n into

@@ -35,8 +35,10 @@ int train__ckpt_open(const char *path, int *fd, uint64_t *size, struct sl_error 
     if (f < 0) {
         int e = errno;
         if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return sl_error_set(err, SL_ECORRUPT, "%s: a symbolic link: refused (checkpoints are never read "
-                                "through symlinks; put the file itself in the directory)", path);
+            return sl_error_set(err, SL_ECORRUPT,
+                                "%s: a symbolic link: refused (checkpoints are never read "
+                                "through symlinks; put the file itself in the directory)",
+                                path);
         return sl_error_sys(err, e, "open(%s)", path);
     }
     int rc = 0;

@@ -25,8 +25,7 @@ int train_coll_all_reduce(struct train_coll *c, float *buf, size_t n, struct sl_
 int train_coll_broadcast(struct train_coll *c, float *buf, size_t n, int root, struct sl_error *err)
 {
     if (root < 0 || root >= c->size)
-        return sl_error_set(err, SL_EINVAL, "%s broadcast: root %d is outside 0..%d", c->ops->name, root,
-                            c->size - 1);
+        return sl_error_set(err, SL_EINVAL, "%s broadcast: root %d is outside 0..%d", c->ops->name, root, c->size - 1);
     return c->ops->broadcast(c, buf, n, root, err);
 }
 
@@ -127,19 +126,20 @@ int train_coll_compose(struct train_coll **out, struct train_coll *local, struct
     *out = NULL;
     int leader = replica == 0 && workers > 1;
     if (replicas < 1 || workers < 1 || replica < 0 || replica >= replicas || worker < 0 || worker >= workers ||
-        (local == NULL) != (replicas == 1) || (local != NULL && (local->rank != replica || local->size != replicas ||
-                                                                 local->mem != TRAIN_COLL_HOST)) ||
-        (across != NULL) != leader || (across != NULL && (across->rank != worker || across->size != workers ||
-                                                          across->mem != TRAIN_COLL_HOST)))
-        return sl_error_set(err, SL_EINVAL, "composed collective: replica %d of %d on worker %d of %d does not fit "
-                            "its local group (%s) and collective across workers (%s)", replica, replicas, worker,
-                            workers, local != NULL ? local->ops->name : "none",
+        (local == NULL) != (replicas == 1) ||
+        (local != NULL && (local->rank != replica || local->size != replicas || local->mem != TRAIN_COLL_HOST)) ||
+        (across != NULL) != leader ||
+        (across != NULL && (across->rank != worker || across->size != workers || across->mem != TRAIN_COLL_HOST)))
+        return sl_error_set(err, SL_EINVAL,
+                            "composed collective: replica %d of %d on worker %d of %d does not fit "
+                            "its local group (%s) and collective across workers (%s)",
+                            replica, replicas, worker, workers, local != NULL ? local->ops->name : "none",
                             across != NULL ? across->ops->name : "none");
     struct composed *m = sl_calloc(1, sizeof *m);
     if (m == NULL)
         return sl_error_set(err, SL_ENOMEM, "composed collective: out of memory");
-    m->base = (struct train_coll){.ops = &composed_ops, .rank = worker * replicas + replica,
-                                  .size = workers * replicas, .mem = TRAIN_COLL_HOST};
+    m->base = (struct train_coll){
+        .ops = &composed_ops, .rank = worker * replicas + replica, .size = workers * replicas, .mem = TRAIN_COLL_HOST};
     m->local = local;
     m->across = across;
     m->replica = replica;

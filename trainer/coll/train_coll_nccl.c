@@ -41,7 +41,7 @@ struct nccl_comm {
     struct train_device *dev; /* borrowed, a cuda device */
     int rank;
     int nranks;
-    int failed; /* a collective, or the caller, failed: destroy aborts instead of waiting */
+    int failed;             /* a collective, or the caller, failed: destroy aborts instead of waiting */
     int (*stop)(void *ctx); /* polled by wait_collective; NULL: never */
     void *stop_ctx;
 };
@@ -78,18 +78,18 @@ static int wait_collective(struct nccl_comm *c, const char *call, size_t n, stru
             return 0;
         if (e != cudaErrorNotReady)
             return train__cuda_fail(err, e, "%s(%zu floats) on GPU %d, rank %d of %d: waiting", call, n,
-                             c->dev->ordinal, c->rank, c->nranks);
+                                    c->dev->ordinal, c->rank, c->nranks);
         ncclResult_t async = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError(c->nccl, &async);
         if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
             r = async;
         if (r != ncclSuccess)
-            return nccl_fail(err, r, c->nccl, "%s(%zu floats) on GPU %d, rank %d of %d", call, n,
-                             c->dev->ordinal, c->rank, c->nranks);
+            return nccl_fail(err, r, c->nccl, "%s(%zu floats) on GPU %d, rank %d of %d", call, n, c->dev->ordinal,
+                             c->rank, c->nranks);
         if (c->stop != NULL && c->stop(c->stop_ctx))
             return sl_error_set(err, SL_EDEVICE,
-                                "%s(%zu floats) on GPU %d, rank %d of %d: given up, another replica failed", call,
-                                n, c->dev->ordinal, c->rank, c->nranks);
+                                "%s(%zu floats) on GPU %d, rank %d of %d: given up, another replica failed", call, n,
+                                c->dev->ordinal, c->rank, c->nranks);
         sched_yield();
     }
 }
@@ -107,8 +107,8 @@ static int nccl_all_reduce_sum_f32(struct train_comm *comm, float *dev_buf, size
     ncclResult_t r = ncclAllReduce(dev_buf, dev_buf, n, ncclFloat, ncclSum, c->nccl, train__cuda_coll_stream(c->dev));
     if (r != ncclSuccess) {
         c->failed = 1;
-        return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n,
-                         c->dev->ordinal, c->rank, c->nranks);
+        return nccl_fail(err, r, c->nccl, "ncclAllReduce(%zu floats) on GPU %d, rank %d of %d", n, c->dev->ordinal,
+                         c->rank, c->nranks);
     }
     rc = wait_collective(c, "ncclAllReduce", n, err);
     if (rc != 0)
@@ -120,8 +120,8 @@ int train_nccl_broadcast_f32(struct train_comm *comm, float *dev_buf, size_t n, 
 {
     struct nccl_comm *c = comm_of(comm);
     if (root < 0 || root >= c->nranks)
-        return sl_error_set(err, SL_EINVAL, "ncclBroadcast on GPU %d: root %d of %d is out of range",
-                            c->dev->ordinal, root, c->nranks);
+        return sl_error_set(err, SL_EINVAL, "ncclBroadcast on GPU %d: root %d of %d is out of range", c->dev->ordinal,
+                            root, c->nranks);
     if (n == 0)
         return 0;
     int rc = train__cuda_make_current(c->dev->ordinal, err);
@@ -156,8 +156,8 @@ int train_nccl_comm_init(struct train_comm **out, int nranks, int rank, const ch
     if (dev == NULL || dev->ops != &train__device_cuda)
         return sl_error_set(err, SL_EINVAL, "ncclCommInitRank: the device is not a cuda device");
     if (nranks < 1 || rank < 0 || rank >= nranks)
-        return sl_error_set(err, SL_EINVAL, "ncclCommInitRank on GPU %d: rank %d of %d is out of range",
-                            dev->ordinal, rank, nranks);
+        return sl_error_set(err, SL_EINVAL, "ncclCommInitRank on GPU %d: rank %d of %d is out of range", dev->ordinal,
+                            rank, nranks);
     struct nccl_comm *c = sl_calloc(1, sizeof *c);
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "ncclCommInitRank on GPU %d: out of memory", dev->ordinal);

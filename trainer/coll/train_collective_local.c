@@ -45,7 +45,7 @@ struct train_local_group {
     int replicas;
     int arrived;
     uint64_t generation;
-    struct slot *slots; /* [replicas] */
+    struct slot *slots;      /* [replicas] */
     struct sl_error failure; /* code != 0 once aborted */
 };
 
@@ -121,8 +121,8 @@ static int check_round_locked(struct train_local_group *g, struct sl_error *err)
     for (int r = 1; r < g->replicas; r++) {
         const struct slot *s = &g->slots[r];
         if (s->n != s0->n)
-            return sl_error_set(err, SL_EINVAL, "all-reduce: replica %d passed %zu values but replica 0 passed %zu",
-                                r, s->n, s0->n);
+            return sl_error_set(err, SL_EINVAL, "all-reduce: replica %d passed %zu values but replica 0 passed %zu", r,
+                                s->n, s0->n);
         if (s->op != s0->op)
             return sl_error_set(err, SL_EINVAL, "all-reduce: replica %d asked for op %d but replica 0 for op %d", r,
                                 (int)s->op, (int)s0->op);
@@ -286,8 +286,7 @@ int train_local_coll_open(struct train_coll **out, struct train_local_group *g, 
     struct local_member *m = sl_calloc(1, sizeof *m);
     if (m == NULL)
         return sl_error_set(err, SL_ENOMEM, "local collective: out of memory");
-    m->base = (struct train_coll){.ops = &local_coll_ops, .rank = replica, .size = g->replicas,
-                                  .mem = TRAIN_COLL_HOST};
+    m->base = (struct train_coll){.ops = &local_coll_ops, .rank = replica, .size = g->replicas, .mem = TRAIN_COLL_HOST};
     m->g = g;
     *out = &m->base;
     return 0;

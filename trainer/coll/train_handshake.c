@@ -83,22 +83,25 @@ int train_handshake_failed(struct train_handshake *h, uint64_t now_ns)
     return h->event != 0;
 }
 
-int train_handshake_error(const struct train_handshake *h, const char *what, const char *peer,
-                          struct sl_error *err)
+int train_handshake_error(const struct train_handshake *h, const char *what, const char *peer, struct sl_error *err)
 {
     if (mismatch(h->event, h->value) && h->curve)
         return sl_error_set(err, SL_EPROTO,
                             "%s: the handshake with %s failed: it does not use CURVE, but this worker has a trainer "
-                            "key (give every worker the same --curve-key)", what, peer);
+                            "key (give every worker the same --curve-key)",
+                            what, peer);
     if (mismatch(h->event, h->value))
         return sl_error_set(err, SL_EPROTO,
                             "%s: the handshake with %s failed: it uses CURVE, but this worker has no trainer key "
-                            "(give every worker the same --curve-key)", what, peer);
+                            "(give every worker the same --curve-key)",
+                            what, peer);
     if (!h->curve)
         return sl_error_set(err, SL_EPROTO,
                             "%s: the handshake with %s failed: it closed the connection (a worker with a trainer "
-                            "key? give every worker the same --curve-key, or none)", what, peer);
+                            "key? give every worker the same --curve-key, or none)",
+                            what, peer);
     return sl_error_set(err, SL_EPROTO,
                         "%s: the CURVE handshake with %s failed: the workers do not share one trainer key "
-                        "(--curve-key)", what, peer);
+                        "(--curve-key)",
+                        what, peer);
 }

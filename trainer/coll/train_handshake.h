@@ -31,22 +31,22 @@
 
 #include "sl_error.h"
 
-#define TRAIN_HANDSHAKE_NODETAIL 3      /* ZeroMQ retries every 100 ms */
+#define TRAIN_HANDSHAKE_NODETAIL 3 /* ZeroMQ retries every 100 ms */
 #define TRAIN_HANDSHAKE_GRACE_MS 1000
 
 /* The events a connecting socket's monitor needs (zmq_socket_monitor). */
-#define TRAIN_HANDSHAKE_EVENTS                                                                      \
-    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                   \
-     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+#define TRAIN_HANDSHAKE_EVENTS                                                                                      \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | \
+     ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
 
 /* All-zero, then .curve set: the state of one connecting socket. */
 struct train_handshake {
-    int curve;          /* this end uses CURVE */
-    int ok;             /* a handshake succeeded */
-    int nodetail;       /* failures without detail since the last success */
-    uint64_t first_ns;  /* sl_clock_ns of the first of those; 0: none */
-    uint16_t event;     /* the verdict's event; 0: none yet */
-    uint32_t value;     /* and its value */
+    int curve;         /* this end uses CURVE */
+    int ok;            /* a handshake succeeded */
+    int nodetail;      /* failures without detail since the last success */
+    uint64_t first_ns; /* sl_clock_ns of the first of those; 0: none */
+    uint16_t event;    /* the verdict's event; 0: none yet */
+    uint32_t value;    /* and its value */
 };
 
 /* The next event of a monitor PAIR (libzmq 4.3's two-frame events):
@@ -68,7 +68,6 @@ uint64_t train_handshake_due(const struct train_handshake *h);
  * handshake with PEER failed: the workers do not share one trainer key
  * (--curve-key)", which end lacks CURVE, or (this end without CURVE) that
  * the peer closed the connection. */
-int train_handshake_error(const struct train_handshake *h, const char *what, const char *peer,
-                          struct sl_error *err);
+int train_handshake_error(const struct train_handshake *h, const char *what, const char *peer, struct sl_error *err);
 
 #endif

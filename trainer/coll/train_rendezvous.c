@@ -62,13 +62,15 @@
 
 #define VERSION 1
 #define HDR 24
-#define MAX_FRAME (HDR + TRAIN_RENDEZVOUS_MAX_JOB + TRAIN_RENDEZVOUS_MAX_CONFIG + TRAIN_RENDEZVOUS_MAX_BLOB + SL_ERROR_MSG_MAX)
+#define MAX_FRAME \
+    (HDR + TRAIN_RENDEZVOUS_MAX_JOB + TRAIN_RENDEZVOUS_MAX_CONFIG + TRAIN_RENDEZVOUS_MAX_BLOB + SL_ERROR_MSG_MAX)
 #define STATUS_MS 500
 #define ROOT_SILENT_MS 3000
 #define EXTRA_WAIT_MS 10000
 #define ROOT_LINGER_MS 2000
 #define MAX_ID 256
-#define CURVE_FRAME_EXTRA 64 /* ZMQ_MAXMSGSIZE bounds a frame as it arrives: a CURVE
+#define CURVE_FRAME_EXTRA \
+    64 /* ZMQ_MAXMSGSIZE bounds a frame as it arrives: a CURVE
                                 MESSAGE command carries 33 bytes more */
 #define ROOT_MONITOR "inproc://sl-rendezvous-root-monitor"
 #define PEER_MONITOR "inproc://sl-rendezvous-peer-monitor"
@@ -133,8 +135,7 @@ static const char *decode(const unsigned char *p, size_t n, struct msg *m)
         if ((size_t)m->a + m->b != m->payload_len)
             return "payload length differs from the header";
         return NULL;
-    case MSG_STATUS:
-        return m->payload_len == 0 && m->a == 0 && m->b == 0 ? NULL : "STATUS with a payload";
+    case MSG_STATUS: return m->payload_len == 0 && m->a == 0 && m->b == 0 ? NULL : "STATUS with a payload";
     case MSG_WELCOME:
         if (m->a > TRAIN_RENDEZVOUS_MAX_BLOB || m->a != m->payload_len || m->b != 0)
             return "bad WELCOME blob length";
@@ -143,8 +144,7 @@ static const char *decode(const unsigned char *p, size_t n, struct msg *m)
         if (m->a >= SL_ERROR_MSG_MAX || m->a != m->payload_len || m->b != 0)
             return "bad REFUSE text length";
         return NULL;
-    default:
-        return "unknown message type";
+    default: return "unknown message type";
     }
 }
 
@@ -153,9 +153,8 @@ const char *train_rendezvous_check(const unsigned char *p, size_t n, unsigned ch
     struct msg m;
     const char *bad = decode(p, n, &m);
     if (bad == NULL)
-        *back_len = m.type == MSG_HELLO
-                        ? encode(back, m.type, m.rank, m.size, m.payload, m.a, m.payload + m.a, m.b)
-                        : encode(back, m.type, m.rank, m.size, m.payload, m.a, NULL, 0);
+        *back_len = m.type == MSG_HELLO ? encode(back, m.type, m.rank, m.size, m.payload, m.a, m.payload + m.a, m.b)
+                                        : encode(back, m.type, m.rank, m.size, m.payload, m.a, NULL, 0);
     return bad;
 }
 
@@ -244,8 +243,7 @@ static int root_refuse(struct root *r, const void *extra, size_t extra_len, int 
 }
 
 /* One HELLO from routing id `id`: record it or refuse the rendezvous. */
-static int root_hello(struct root *r, const unsigned char *id, size_t idlen, const struct msg *m,
-                      struct sl_error *err)
+static int root_hello(struct root *r, const unsigned char *id, size_t idlen, const struct msg *m, struct sl_error *err)
 {
     const struct train_rendezvous_opts *o = r->o;
     char a[320], b[320];
@@ -253,8 +251,8 @@ static int root_hello(struct root *r, const unsigned char *id, size_t idlen, con
     size_t jl = strlen(o->job), cl = strlen(config);
 
     if (m->rank == 0 || m->rank >= (uint32_t)o->size) {
-        sl_error_set(err, SL_EPROTO, "rendezvous: a peer says it is rank %u of %u, but %s has %d workers",
-                     m->rank, m->size, who(o, 0, a, sizeof a), o->size);
+        sl_error_set(err, SL_EPROTO, "rendezvous: a peer says it is rank %u of %u, but %s has %d workers", m->rank,
+                     m->size, who(o, 0, a, sizeof a), o->size);
         return root_refuse(r, id, idlen, SL_EPROTO, WHY_DISAGREE, 0, err);
     }
     int k = (int)m->rank;
@@ -312,8 +310,8 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
             return sl_error_set(err, SL_ECLOSED, "rendezvous: stopped by a signal");
         if (now >= next_status) {
             int miss = first_missing(r);
-            size_t n = encode(r->buf, MSG_STATUS, (uint32_t)miss, (uint32_t)(o->size - 1 - r->joined), NULL, 0,
-                              NULL, 0);
+            size_t n =
+                encode(r->buf, MSG_STATUS, (uint32_t)miss, (uint32_t)(o->size - 1 - r->joined), NULL, 0, NULL, 0);
             for (int k = 1; k < o->size; k++)
                 if (r->idlen[k] > 0)
                     root_send(r, k, r->buf, n);
@@ -377,8 +375,8 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
             bad = "expected a HELLO";
         if (bad != NULL) {
             zmq_msg_close(&frame);
-            sl_error_set(err, SL_EPROTO, "rendezvous: malformed message on %s's endpoint (%s): %s",
-                         "rank 0", o->bind ? o->bind : o->root, bad);
+            sl_error_set(err, SL_EPROTO, "rendezvous: malformed message on %s's endpoint (%s): %s", "rank 0",
+                         o->bind ? o->bind : o->root, bad);
             return root_refuse(r, id, (size_t)idn, SL_EPROTO, WHY_DISAGREE, 0, err);
         }
         rc = root_hello(r, id, (size_t)idn, &m, err);
@@ -473,8 +471,8 @@ static int take_welcome(const struct train_rendezvous_opts *o, const struct msg 
     return 0;
 }
 
-static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t start, void *blob_out,
-                    size_t blob_cap, size_t *blob_len, struct sl_error *err)
+static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t start, void *blob_out, size_t blob_cap,
+                    size_t *blob_len, struct sl_error *err)
 {
     const struct sl_zsock_opts zo = {.max_msg = MAX_FRAME + (o->curve != NULL ? CURVE_FRAME_EXTRA : 0)};
     const char *config = o->config ? o->config : "";
@@ -501,8 +499,8 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         sl_error_prefix(err, "rendezvous: ");
         goto out_close;
     }
-    size_t n = encode(buf, MSG_HELLO, (uint32_t)o->rank, (uint32_t)o->size, o->job, (uint32_t)strlen(o->job),
-                      config, (uint32_t)strlen(config));
+    size_t n = encode(buf, MSG_HELLO, (uint32_t)o->rank, (uint32_t)o->size, o->job, (uint32_t)strlen(o->job), config,
+                      (uint32_t)strlen(config));
     if (zmq_send(sock, buf, n, 0) < 0) {
         rc = sl_error_set(err, SL_EIO, "rendezvous: cannot send to %s: %s", who(o, 0, a, sizeof a),
                           zmq_strerror(zmq_errno()));
@@ -550,14 +548,13 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
             zmq_msg_close(&frame);
             continue;
         }
-        const char *bad = zmq_msg_more(&frame) ? "more than one frame"
-                                               : decode(zmq_msg_data(&frame), zmq_msg_size(&frame), &m);
+        const char *bad =
+            zmq_msg_more(&frame) ? "more than one frame" : decode(zmq_msg_data(&frame), zmq_msg_size(&frame), &m);
         if (bad == NULL && m.type == MSG_HELLO)
             bad = "unexpected HELLO";
         if (bad != NULL) {
             zmq_msg_close(&frame);
-            rc = sl_error_set(err, SL_EPROTO, "rendezvous: malformed message from %s: %s", who(o, 0, a, sizeof a),
-                              bad);
+            rc = sl_error_set(err, SL_EPROTO, "rendezvous: malformed message from %s: %s", who(o, 0, a, sizeof a), bad);
             goto out_close;
         }
         heard = sl_clock_ns();
@@ -567,8 +564,8 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
             continue;
         }
         if (m.type == MSG_REFUSE) {
-            rc = sl_error_set(err, m.size == WHY_TIMEOUT ? SL_ETIMEOUT : SL_EPROTO, "%.*s (reported by %s)",
-                              (int)m.a, (const char *)m.payload, who(o, 0, a, sizeof a));
+            rc = sl_error_set(err, m.size == WHY_TIMEOUT ? SL_ETIMEOUT : SL_EPROTO, "%.*s (reported by %s)", (int)m.a,
+                              (const char *)m.payload, who(o, 0, a, sizeof a));
             zmq_msg_close(&frame);
             goto out_close;
         }

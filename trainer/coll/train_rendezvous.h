@@ -32,33 +32,33 @@
 #include "sl_error.h"
 
 #define TRAIN_RENDEZVOUS_MAX_SIZE 4096
-#define TRAIN_RENDEZVOUS_MAX_JOB 256      /* bytes of the job name */
-#define TRAIN_RENDEZVOUS_MAX_CONFIG 1024  /* bytes of the config string */
-#define TRAIN_RENDEZVOUS_MAX_BLOB 4096    /* bytes of the broadcast blob */
+#define TRAIN_RENDEZVOUS_MAX_JOB 256     /* bytes of the job name */
+#define TRAIN_RENDEZVOUS_MAX_CONFIG 1024 /* bytes of the config string */
+#define TRAIN_RENDEZVOUS_MAX_BLOB 4096   /* bytes of the broadcast blob */
 #define TRAIN_RENDEZVOUS_DEFAULT_TIMEOUT_MS 60000
 
 /* Caller-owned options; every pointer is borrowed for the call only. */
 struct train_rendezvous_opts {
-    int rank;                   /* 0 .. size-1 */
-    int size;                   /* >= 1; 1 returns at once with rank 0's blob */
-    const char *root;           /* rank 0's endpoint ("tcp://host0:2222",
+    int rank;                          /* 0 .. size-1 */
+    int size;                          /* >= 1; 1 returns at once with rank 0's blob */
+    const char *root;                  /* rank 0's endpoint ("tcp://host0:2222",
                                    "ipc:///tmp/x"): others connect to it */
-    const char *bind;           /* rank 0 binds this instead of root when
+    const char *bind;                  /* rank 0 binds this instead of root when
                                    set (a tcp wildcard, every interface on
                                    root's port); NULL: root */
-    const char *const *names;   /* [size] or NULL: how messages name each rank
+    const char *const *names;          /* [size] or NULL: how messages name each rank
                                    (its worker address) */
-    const char *job;            /* the job's name; must match */
-    const char *config;         /* must match verbatim ("" when NULL) */
-    volatile sig_atomic_t *stop;/* when set (by a signal handler), the wait
+    const char *job;                   /* the job's name; must match */
+    const char *config;                /* must match verbatim ("" when NULL) */
+    volatile sig_atomic_t *stop;       /* when set (by a signal handler), the wait
                                    ends within 250 ms with SL_ECLOSED "stopped
                                    by a signal"; NULL: never */
-    int timeout_ms;             /* how long to wait for everyone (default
+    int timeout_ms;                    /* how long to wait for everyone (default
                                    60000); a rank other than 0 that has heard
                                    from rank 0 waits for its verdict a little
                                    longer (rank 0 may have started later) */
-    const void *blob;           /* rank 0: bytes to broadcast (may be NULL) */
-    size_t blob_len;            /* rank 0: <= TRAIN_RENDEZVOUS_MAX_BLOB */
+    const void *blob;                  /* rank 0: bytes to broadcast (may be NULL) */
+    size_t blob_len;                   /* rank 0: <= TRAIN_RENDEZVOUS_MAX_BLOB */
     const struct sl_curve_keys *curve; /* NULL: plaintext. Else the job's
                                    trainer key pair, the same on every rank:
                                    rank 0 a CURVE server with it accepting

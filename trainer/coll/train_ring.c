@@ -92,9 +92,9 @@
 #define BROKEN_LINGER_MS 500
 #define MONITOR_ADDR "inproc://sl-ring-monitor"
 #define PUSH_MONITOR_ADDR "inproc://sl-ring-monitor-push"
-#define CURVE_FRAME_EXTRA 64 /* a CURVE MESSAGE's bytes around a frame's data: 33 */
+#define CURVE_FRAME_EXTRA 64     /* a CURVE MESSAGE's bytes around a frame's data: 33 */
 #define CURVE_HANDSHAKE_MAX 1024 /* room for CURVE's handshake commands */
-#define PENDING_MAX 32 /* connections to the PULL tracked before their handshake */
+#define PENDING_MAX 32           /* connections to the PULL tracked before their handshake */
 #define HANDSHAKE_FAILED \
     (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
@@ -116,25 +116,25 @@ struct train_ring {
     int timeout_ms, connect_timeout_ms;
     volatile sig_atomic_t *stop; /* opts.stop */
     uint64_t max_bytes;
-    char **eps;          /* [size], owned */
-    char *bind;          /* owned; NULL: bind eps[rank] */
+    char **eps; /* [size], owned */
+    char *bind; /* owned; NULL: bind eps[rank] */
     void *ctx;
-    void *push;          /* to the successor */
-    void *pull;          /* from the predecessor */
-    void *mon;           /* PAIR reading the PULL's monitor */
-    void *pmon;          /* PAIR reading the PUSH's monitor */
-    int pred_gone;       /* the predecessor's connection dropped */
-    int curve;           /* opts.curve was given */
-    struct sl_curve_allow *allow; /* CURVE: the one public key, for zap */
-    struct sl_zap *zap;  /* CURVE: the ZAP handler of ctx */
-    uint64_t pull_hs_failed; /* failed handshakes on the PULL */
+    void *push;                    /* to the successor */
+    void *pull;                    /* from the predecessor */
+    void *mon;                     /* PAIR reading the PULL's monitor */
+    void *pmon;                    /* PAIR reading the PUSH's monitor */
+    int pred_gone;                 /* the predecessor's connection dropped */
+    int curve;                     /* opts.curve was given */
+    struct sl_curve_allow *allow;  /* CURVE: the one public key, for zap */
+    struct sl_zap *zap;            /* CURVE: the ZAP handler of ctx */
+    uint64_t pull_hs_failed;       /* failed handshakes on the PULL */
     uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake known */
     int npending;
-    int unpinned;            /* handshakes succeeded among them, not pinned to one */
-    int pull_failed_open;    /* failed handshakes whose connection's DISCONNECTED has not come yet */
+    int unpinned;                   /* handshakes succeeded among them, not pinned to one */
+    int pull_failed_open;           /* failed handshakes whose connection's DISCONNECTED has not come yet */
     struct train_handshake push_hs; /* the PUSH's handshakes */
-    uint64_t seq;        /* all_reduce calls made */
-    struct sl_error fail;/* code != 0: the ring is broken, with this error */
+    uint64_t seq;                   /* all_reduce calls made */
+    struct sl_error fail;           /* code != 0: the ring is broken, with this error */
 };
 
 static void hdr_encode(unsigned char *p, const struct hdr *h)
@@ -195,8 +195,7 @@ static double secs(int ms)
     return (double)ms / 1000.0;
 }
 
-static int send_msg(struct train_ring *r, const struct hdr *h, const void *payload,
-                    int flags)
+static int send_msg(struct train_ring *r, const struct hdr *h, const void *payload, int flags)
 {
     unsigned char head[HDR_LEN];
     static const unsigned char empty[1];
@@ -236,19 +235,18 @@ static int send_msg(struct train_ring *r, const struct hdr *h, const void *paylo
  * told us. */
 static void send_abort(struct train_ring *r, uint32_t why, int culprit, int reporter)
 {
-    struct hdr h = {MSG_ABORT, (uint32_t)r->rank, (uint32_t)reporter, 0,
-                    (uint32_t)culprit, why, 0};
+    struct hdr h = {MSG_ABORT, (uint32_t)r->rank, (uint32_t)reporter, 0, (uint32_t)culprit, why, 0};
 
     if (r->succ != reporter)
         (void)send_msg(r, &h, NULL, ZMQ_DONTWAIT);
 }
 
 /* Break the ring with an error found here: record it, pass an ABORT on. */
-static int ring_fail(struct train_ring *r, struct sl_error *err, int code, uint32_t why,
-                     int culprit, const char *fmt, ...) SL_PRINTF(6, 7);
+static int ring_fail(struct train_ring *r, struct sl_error *err, int code, uint32_t why, int culprit, const char *fmt,
+                     ...) SL_PRINTF(6, 7);
 
-static int ring_fail(struct train_ring *r, struct sl_error *err, int code, uint32_t why,
-                     int culprit, const char *fmt, ...)
+static int ring_fail(struct train_ring *r, struct sl_error *err, int code, uint32_t why, int culprit, const char *fmt,
+                     ...)
 {
     va_list ap;
 
@@ -272,30 +270,29 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
 
     if (h->chunk >= (uint32_t)r->size || h->step >= (uint32_t)r->size)
         return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred,
-                         "ring: rank %d (%s) sent an ABORT naming rank %" PRIu32
-                         " reported by rank %" PRIu32 " (ring size %d)",
+                         "ring: rank %d (%s) sent an ABORT naming rank %" PRIu32 " reported by rank %" PRIu32
+                         " (ring size %d)",
                          r->pred, r->eps[r->pred], h->chunk, h->step, r->size);
     ep = r->eps[culprit];
     switch (h->detail) {
     case WHY_JOIN:
-        code = sl_error_set(&r->fail, SL_ETIMEOUT,
-                            "ring: rank %d (%s) did not join within %.1f s (reported by rank %d)",
-                            culprit, ep, secs(r->connect_timeout_ms), reporter);
+        code =
+            sl_error_set(&r->fail, SL_ETIMEOUT, "ring: rank %d (%s) did not join within %.1f s (reported by rank %d)",
+                         culprit, ep, secs(r->connect_timeout_ms), reporter);
         break;
     case WHY_SILENT:
-        code = sl_error_set(&r->fail, SL_ETIMEOUT,
-                            "ring: no data from rank %d (%s) for %.1f s (reported by rank %d)",
+        code = sl_error_set(&r->fail, SL_ETIMEOUT, "ring: no data from rank %d (%s) for %.1f s (reported by rank %d)",
                             culprit, ep, secs(r->timeout_ms), reporter);
         break;
     case WHY_GONE:
         code = sl_error_set(&r->fail, SL_ECLOSED,
-                            "ring: no data from rank %d (%s): connection closed (reported by rank %d)",
-                            culprit, ep, reporter);
+                            "ring: no data from rank %d (%s): connection closed (reported by rank %d)", culprit, ep,
+                            reporter);
         break;
     case WHY_SEND:
-        code = sl_error_set(&r->fail, SL_ETIMEOUT,
-                            "ring: rank %d (%s) accepted no data for %.1f s (reported by rank %d)",
-                            culprit, ep, secs(r->timeout_ms), reporter);
+        code =
+            sl_error_set(&r->fail, SL_ETIMEOUT, "ring: rank %d (%s) accepted no data for %.1f s (reported by rank %d)",
+                         culprit, ep, secs(r->timeout_ms), reporter);
         break;
     case WHY_KEY:
         code = sl_error_set(&r->fail, SL_ETIMEOUT,
@@ -305,9 +302,9 @@ static int ring_aborted(struct train_ring *r, const struct hdr *h, struct sl_err
                             culprit, ep, secs(r->connect_timeout_ms), reporter, reporter);
         break;
     default:
-        code = sl_error_set(&r->fail, SL_EPROTO,
-                            "ring: rank %d (%s) reported a protocol error in what rank %d (%s) sent",
-                            reporter, r->eps[reporter], culprit, ep);
+        code =
+            sl_error_set(&r->fail, SL_EPROTO, "ring: rank %d (%s) reported a protocol error in what rank %d (%s) sent",
+                         reporter, r->eps[reporter], culprit, ep);
         break;
     }
     if (err)
@@ -391,8 +388,7 @@ static int ring_handshake_failed(struct train_ring *r, struct sl_error *err)
 }
 
 /* Read one message that zmq_poll says is waiting. */
-static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
-                    struct sl_error *err)
+static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload, struct sl_error *err)
 {
     zmq_msg_t head;
     const char *bad = NULL;
@@ -400,8 +396,7 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
     zmq_msg_init(&head);
     if (zmq_msg_recv(&head, r->pull, 0) < 0) {
         zmq_msg_close(&head);
-        return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_msg_recv: %s",
-                         zmq_strerror(zmq_errno()));
+        return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_msg_recv: %s", zmq_strerror(zmq_errno()));
     }
     bad = zmq_msg_size(&head) != HDR_LEN ? "bad header length"
           : !zmq_msg_more(&head)         ? "header without payload"
@@ -413,8 +408,7 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
         if (zmq_msg_recv(payload, r->pull, 0) < 0) {
             zmq_msg_close(payload);
             zmq_msg_close(&head);
-            return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_msg_recv: %s",
-                             zmq_strerror(zmq_errno()));
+            return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_msg_recv: %s", zmq_strerror(zmq_errno()));
         }
         more = zmq_msg_more(payload);
         if (!bad && more)
@@ -437,9 +431,8 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
     }
     zmq_msg_close(&head);
     if (bad)
-        return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred,
-                         "ring: malformed message from rank %d (%s): %s", r->pred,
-                         r->eps[r->pred], bad);
+        return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred, "ring: malformed message from rank %d (%s): %s",
+                         r->pred, r->eps[r->pred], bad);
     if (h->type == MSG_ABORT) {
         zmq_msg_close(payload);
         return ring_aborted(r, h, err);
@@ -447,9 +440,8 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
     if (h->sender != (uint32_t)r->pred) {
         zmq_msg_close(payload);
         return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred,
-                         "ring: message on rank %d's endpoint (%s) from rank %" PRIu32
-                         " (expected rank %d)",
-                         r->rank, r->eps[r->rank], h->sender, r->pred);
+                         "ring: message on rank %d's endpoint (%s) from rank %" PRIu32 " (expected rank %d)", r->rank,
+                         r->eps[r->rank], h->sender, r->pred);
     }
     return 0;
 }
@@ -460,11 +452,10 @@ static int recv_one(struct train_ring *r, struct hdr *h, zmq_msg_t *payload,
  * On 0 the caller owns *payload (initialised) and *h is decoded; on
  * SL_ETIMEOUT nothing came and *heard says whether heartbeats did; any other
  * error has broken the ring already. An ABORT breaks the ring here. */
-static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, int beat,
-                    int *heard, struct hdr *h, zmq_msg_t *payload, struct sl_error *err)
+static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, int beat, int *heard, struct hdr *h,
+                    zmq_msg_t *payload, struct sl_error *err)
 {
-    zmq_pollitem_t items[3] = {{r->pull, 0, ZMQ_POLLIN, 0}, {r->mon, 0, ZMQ_POLLIN, 0},
-                               {r->pmon, 0, ZMQ_POLLIN, 0}};
+    zmq_pollitem_t items[3] = {{r->pull, 0, ZMQ_POLLIN, 0}, {r->mon, 0, ZMQ_POLLIN, 0}, {r->pmon, 0, ZMQ_POLLIN, 0}};
     uint64_t start = sl_clock_ns(), alive = start;
     uint64_t beat_ns = silence_ns / 4, next_beat = start + beat_ns;
     int rc;
@@ -472,8 +463,7 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
     *heard = 0;
     for (;;) {
         uint64_t now = sl_clock_ns();
-        uint64_t deadline = alive + silence_ns < start + cap_ns ? alive + silence_ns
-                                                                : start + cap_ns;
+        uint64_t deadline = alive + silence_ns < start + cap_ns ? alive + silence_ns : start + cap_ns;
         uint64_t wake = beat && next_beat < deadline ? next_beat : deadline;
         uint64_t hs_due = train_handshake_due(&r->push_hs);
 
@@ -493,8 +483,7 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         if (rc < 0 && zmq_errno() == EINTR)
             continue;
         if (rc < 0)
-            return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_poll: %s",
-                             zmq_strerror(zmq_errno()));
+            return ring_fail(r, err, SL_EIO, 0, 0, "ring: zmq_poll: %s", zmq_strerror(zmq_errno()));
         if (items[0].revents & ZMQ_POLLIN) {
             rc = recv_one(r, h, payload, err);
             if (rc < 0)
@@ -516,8 +505,7 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         }
         if (r->pred_gone)
             return ring_fail(r, err, SL_ECLOSED, WHY_GONE, r->pred,
-                             "ring: no data from rank %d (%s): connection closed", r->pred,
-                             r->eps[r->pred]);
+                             "ring: no data from rank %d (%s): connection closed", r->pred, r->eps[r->pred]);
         now = sl_clock_ns();
         if (now >= deadline)
             return SL_ETIMEOUT;
@@ -537,8 +525,8 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
     int rc;
 
     if (send_msg(r, &h, NULL, 0) < 0)
-        return ring_fail(r, err, SL_EIO, 0, 0, "ring: cannot send to rank %d (%s): %s", r->succ,
-                         r->eps[r->succ], zmq_strerror(zmq_errno()));
+        return ring_fail(r, err, SL_EIO, 0, 0, "ring: cannot send to rank %d (%s): %s", r->succ, r->eps[r->succ],
+                         zmq_strerror(zmq_errno()));
     for (int k = 0; k < r->size - 1; k++) {
         int origin = ((r->rank - 1 - k) % r->size + r->size) % r->size;
         struct hdr in;
@@ -547,8 +535,8 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
         uint64_t now = sl_clock_ns();
         int heard;
 
-        rc = recv_msg(r, now < deadline ? deadline - now : 0, now < deadline ? deadline - now : 0,
-                      0, &heard, &in, &payload, err);
+        rc = recv_msg(r, now < deadline ? deadline - now : 0, now < deadline ? deadline - now : 0, 0, &heard, &in,
+                      &payload, err);
         if (rc == SL_ETIMEOUT && r->fail.code == 0 && r->pull_hs_failed > 0)
             return ring_fail(r, err, SL_ETIMEOUT, WHY_KEY, r->pred,
                              "ring: rank %d (%s) did not join within %.1f s and %" PRIu64
@@ -559,24 +547,21 @@ static int rendezvous(struct train_ring *r, uint64_t start_ns, struct sl_error *
                                         "of them has none"
                                       : "a worker with a trainer key (--curve-key) where this one has none?");
         if (rc == SL_ETIMEOUT && r->fail.code == 0)
-            return ring_fail(r, err, SL_ETIMEOUT, WHY_JOIN, origin,
-                             "ring: rank %d (%s) did not join within %.1f s", origin,
-                             r->eps[origin], secs(r->connect_timeout_ms));
+            return ring_fail(r, err, SL_ETIMEOUT, WHY_JOIN, origin, "ring: rank %d (%s) did not join within %.1f s",
+                             origin, r->eps[origin], secs(r->connect_timeout_ms));
         if (rc < 0)
             return rc;
         zmq_msg_close(&payload);
-        if (in.type != MSG_JOIN || in.step != (uint32_t)k || in.chunk != (uint32_t)origin
-            || in.bytes != 0)
+        if (in.type != MSG_JOIN || in.step != (uint32_t)k || in.chunk != (uint32_t)origin || in.bytes != 0)
             return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred,
-                             "ring: rank %d (%s) sent type %" PRIu32 " round %" PRIu32
-                             " rank %" PRIu32 " while joining (expected JOIN round %d rank %d)",
+                             "ring: rank %d (%s) sent type %" PRIu32 " round %" PRIu32 " rank %" PRIu32
+                             " while joining (expected JOIN round %d rank %d)",
                              r->pred, r->eps[r->pred], in.type, in.step, in.chunk, k, origin);
         if (k < r->size - 2) {
             h.step = (uint32_t)k + 1;
             h.chunk = (uint32_t)origin;
             if (send_msg(r, &h, NULL, 0) < 0)
-                return ring_fail(r, err, SL_EIO, 0, 0,
-                                 "ring: cannot send to rank %d (%s): %s", r->succ,
+                return ring_fail(r, err, SL_EIO, 0, 0, "ring: cannot send to rank %d (%s): %s", r->succ,
                                  r->eps[r->succ], zmq_strerror(zmq_errno()));
         }
     }
@@ -609,7 +594,7 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
      * frame comes inside a MESSAGE command (33 bytes more), and the
      * handshake's own commands (INITIATE: about 300 bytes) too */
     if (curve != NULL)
-        maxmsg = maxmsg > INT64_MAX - CURVE_FRAME_EXTRA ? INT64_MAX
+        maxmsg = maxmsg > INT64_MAX - CURVE_FRAME_EXTRA             ? INT64_MAX
                  : maxmsg + CURVE_FRAME_EXTRA < CURVE_HANDSHAKE_MAX ? CURVE_HANDSHAKE_MAX
                                                                     : maxmsg + CURVE_FRAME_EXTRA;
 
@@ -623,13 +608,12 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
         (r->pmon = sl_zsock_open(r->ctx, ZMQ_PAIR, &mon, "ring: a monitor", err)) == NULL)
         return SL_EIO;
     if (zmq_socket_monitor(r->pull, MONITOR_ADDR,
-                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED
-                               | HANDSHAKE_FAILED) < 0
-        || zmq_connect(r->mon, MONITOR_ADDR) < 0
-        || zmq_socket_monitor(r->push, PUSH_MONITOR_ADDR, TRAIN_HANDSHAKE_EVENTS) < 0
-        || zmq_connect(r->pmon, PUSH_MONITOR_ADDR) < 0)
-        return sl_error_set(err, SL_EIO, "ring: zmq_socket_monitor: %s",
-                            zmq_strerror(zmq_errno()));
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                               HANDSHAKE_FAILED) < 0 ||
+        zmq_connect(r->mon, MONITOR_ADDR) < 0 ||
+        zmq_socket_monitor(r->push, PUSH_MONITOR_ADDR, TRAIN_HANDSHAKE_EVENTS) < 0 ||
+        zmq_connect(r->pmon, PUSH_MONITOR_ADDR) < 0)
+        return sl_error_set(err, SL_EIO, "ring: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
     if (curve != NULL) {
         int rc = make_curve(r, curve, err);
         if (rc != 0)
@@ -647,8 +631,7 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
     return 0;
 }
 
-int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
-                    struct sl_error *err)
+int train_ring_open(struct train_ring **out, const struct train_ring_opts *o, struct sl_error *err)
 {
     uint64_t start = sl_clock_ns();
     struct train_ring *r;
@@ -656,11 +639,9 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
 
     *out = NULL;
     if (o->size < 1 || o->size > TRAIN_RING_MAX_SIZE)
-        return sl_error_set(err, SL_EINVAL, "ring: size %d (expected 1 .. %d)", o->size,
-                            TRAIN_RING_MAX_SIZE);
+        return sl_error_set(err, SL_EINVAL, "ring: size %d (expected 1 .. %d)", o->size, TRAIN_RING_MAX_SIZE);
     if (o->rank < 0 || o->rank >= o->size)
-        return sl_error_set(err, SL_EINVAL, "ring: rank %d (expected 0 .. %d)", o->rank,
-                            o->size - 1);
+        return sl_error_set(err, SL_EINVAL, "ring: rank %d (expected 0 .. %d)", o->rank, o->size - 1);
     if (o->timeout_ms < 0 || o->connect_timeout_ms < 0)
         return sl_error_set(err, SL_EINVAL, "ring: negative timeout");
     if (!o->endpoints)
@@ -718,13 +699,13 @@ static size_t chunk_lo(size_t n, int size, int c)
 
 /* One step: send chunk `out_c`, receive chunk `in_c` and add it (reduce) or
  * copy it (gather) into buf. */
-static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, int out_c,
-                     int in_c, int add, struct sl_error *err)
+static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, int out_c, int in_c, int add,
+                     struct sl_error *err)
 {
     size_t olo = chunk_lo(n, r->size, out_c), ohi = chunk_lo(n, r->size, out_c + 1);
     size_t ilo = chunk_lo(n, r->size, in_c), ihi = chunk_lo(n, r->size, in_c + 1);
-    struct hdr h = {MSG_DATA, (uint32_t)r->rank, step, r->seq, (uint32_t)out_c, 0,
-                    (uint64_t)(ohi - olo) * sizeof(float)};
+    struct hdr h = {
+        MSG_DATA, (uint32_t)r->rank, step, r->seq, (uint32_t)out_c, 0, (uint64_t)(ohi - olo) * sizeof(float)};
     uint64_t want = (uint64_t)(ihi - ilo) * sizeof(float);
     uint64_t silence = (uint64_t)r->timeout_ms * 1000000u;
     int heard;
@@ -738,11 +719,10 @@ static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, 
         if (r->stop != NULL && *r->stop)
             return ring_fail(r, err, SL_ECLOSED, 0, 0, "ring: stopped by a signal");
         if (zmq_errno() == EAGAIN)
-            return ring_fail(r, err, SL_ETIMEOUT, WHY_SEND, r->succ,
-                             "ring: rank %d (%s) accepted no data for %.1f s", r->succ,
-                             r->eps[r->succ], secs(r->timeout_ms));
-        return ring_fail(r, err, SL_EIO, 0, 0, "ring: cannot send to rank %d (%s): %s",
-                         r->succ, r->eps[r->succ], zmq_strerror(zmq_errno()));
+            return ring_fail(r, err, SL_ETIMEOUT, WHY_SEND, r->succ, "ring: rank %d (%s) accepted no data for %.1f s",
+                             r->succ, r->eps[r->succ], secs(r->timeout_ms));
+        return ring_fail(r, err, SL_EIO, 0, 0, "ring: cannot send to rank %d (%s): %s", r->succ, r->eps[r->succ],
+                         zmq_strerror(zmq_errno()));
     }
     rc = recv_msg(r, silence, 2 * silence, 1, &heard, &in, &payload, err);
     if (rc == SL_ETIMEOUT && r->fail.code == 0 && heard)
@@ -751,21 +731,17 @@ static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, 
                          "and no rank upstream reported why)",
                          r->pred, r->eps[r->pred], 2 * secs(r->timeout_ms));
     if (rc == SL_ETIMEOUT && r->fail.code == 0)
-        return ring_fail(r, err, SL_ETIMEOUT, WHY_SILENT, r->pred,
-                         "ring: no data from rank %d (%s) for %.1f s", r->pred,
-                         r->eps[r->pred], secs(r->timeout_ms));
+        return ring_fail(r, err, SL_ETIMEOUT, WHY_SILENT, r->pred, "ring: no data from rank %d (%s) for %.1f s",
+                         r->pred, r->eps[r->pred], secs(r->timeout_ms));
     if (rc < 0)
         return rc;
-    if (in.type != MSG_DATA || in.seq != r->seq || in.step != step || in.chunk != (uint32_t)in_c
-        || in.bytes != want) {
+    if (in.type != MSG_DATA || in.seq != r->seq || in.step != step || in.chunk != (uint32_t)in_c || in.bytes != want) {
         zmq_msg_close(&payload);
-        return ring_fail(r, err, SL_EPROTO, WHY_PROTO, r->pred,
-                         "ring: rank %d (%s) sent type %" PRIu32 " call %" PRIu64
-                         " step %" PRIu32 " chunk %" PRIu32 " of %" PRIu64
-                         " bytes (expected DATA call %" PRIu64 " step %" PRIu32
-                         " chunk %d of %" PRIu64 " bytes)",
-                         r->pred, r->eps[r->pred], in.type, in.seq, in.step, in.chunk,
-                         in.bytes, r->seq, step, in_c, want);
+        return ring_fail(
+            r, err, SL_EPROTO, WHY_PROTO, r->pred,
+            "ring: rank %d (%s) sent type %" PRIu32 " call %" PRIu64 " step %" PRIu32 " chunk %" PRIu32 " of %" PRIu64
+            " bytes (expected DATA call %" PRIu64 " step %" PRIu32 " chunk %d of %" PRIu64 " bytes)",
+            r->pred, r->eps[r->pred], in.type, in.seq, in.step, in.chunk, in.bytes, r->seq, step, in_c, want);
     }
     /* ZeroMQ may hand us an unaligned buffer: read each float with memcpy. */
     p = zmq_msg_data(&payload);
@@ -782,8 +758,7 @@ static int ring_step(struct train_ring *r, float *buf, size_t n, uint32_t step, 
     return 0;
 }
 
-int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n, enum train_ring_op op,
-                          struct sl_error *err)
+int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n, enum train_ring_op op, struct sl_error *err)
 {
     int P = r->size;
     int rc;
@@ -795,24 +770,21 @@ int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n, enum train
     }
     if (op != TRAIN_RING_SUM && op != TRAIN_RING_MEAN)
         return sl_error_set(err, SL_EINVAL, "ring: unknown reduction %d", (int)op);
-    if (n > SIZE_MAX / sizeof(float) / TRAIN_RING_MAX_SIZE
-        || (uint64_t)(n / (size_t)P + 1) * sizeof(float) > r->max_bytes)
-        return sl_error_set(err, SL_EINVAL,
-                            "ring: %zu floats make chunks over the %" PRIu64 "-byte message limit",
-                            n, r->max_bytes);
+    if (n > SIZE_MAX / sizeof(float) / TRAIN_RING_MAX_SIZE ||
+        (uint64_t)(n / (size_t)P + 1) * sizeof(float) > r->max_bytes)
+        return sl_error_set(err, SL_EINVAL, "ring: %zu floats make chunks over the %" PRIu64 "-byte message limit", n,
+                            r->max_bytes);
     if (n > 0 && !buf)
         return sl_error_set(err, SL_EINVAL, "ring: no buffer");
     if (P > 1) {
         r->seq++;
         for (int s = 0; s < P - 1; s++) {
-            rc = ring_step(r, buf, n, (uint32_t)s, (r->rank - s + P) % P,
-                           (r->rank - s - 1 + 2 * P) % P, 1, err);
+            rc = ring_step(r, buf, n, (uint32_t)s, (r->rank - s + P) % P, (r->rank - s - 1 + 2 * P) % P, 1, err);
             if (rc < 0)
                 return rc;
         }
         for (int s = 0; s < P - 1; s++) {
-            rc = ring_step(r, buf, n, (uint32_t)(P - 1 + s), (r->rank + 1 - s + P) % P,
-                           (r->rank - s + P) % P, 0, err);
+            rc = ring_step(r, buf, n, (uint32_t)(P - 1 + s), (r->rank + 1 - s + P) % P, (r->rank - s + P) % P, 0, err);
             if (rc < 0)
                 return rc;
         }

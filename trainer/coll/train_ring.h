@@ -21,22 +21,22 @@
 
 /* Caller-owned options; zero means the default for every number. */
 struct train_ring_opts {
-    int rank;                    /* 0 .. size-1 */
-    int size;                    /* P >= 1 */
-    const char *const *endpoints;/* [size], borrowed during open only: rank i
+    int rank;                          /* 0 .. size-1 */
+    int size;                          /* P >= 1 */
+    const char *const *endpoints;      /* [size], borrowed during open only: rank i
                                     binds endpoints[i] ("tcp://127.0.0.1:7001",
                                     "ipc:///tmp/x-1") */
-    int timeout_ms;              /* silence from the predecessor that fails a
+    int timeout_ms;                    /* silence from the predecessor that fails a
                                     call (default 10000) */
-    volatile sig_atomic_t *stop; /* when set (by a signal handler), open and
+    volatile sig_atomic_t *stop;       /* when set (by a signal handler), open and
                                     every call end within 250 ms with
                                     SL_ECLOSED "stopped by a signal" (the
                                     ring is then broken); NULL: never */
-    int connect_timeout_ms;      /* how long open waits for every rank to join
+    int connect_timeout_ms;            /* how long open waits for every rank to join
                                     (default 10000) */
-    uint64_t max_message_bytes;  /* largest chunk, in bytes, a call may send or
+    uint64_t max_message_bytes;        /* largest chunk, in bytes, a call may send or
                                     accept: bounds ZMQ_MAXMSGSIZE (default 1 GiB) */
-    const char *bind;            /* what this rank binds instead of
+    const char *bind;                  /* what this rank binds instead of
                                     endpoints[rank] when set (a tcp wildcard on
                                     its port, for cluster specs that list host
                                     names); NULL: endpoints[rank] */
@@ -65,8 +65,7 @@ struct train_ring;
  * the successor fails its handshake: "ring: the CURVE handshake with rank
  * 2 (tcp://...) failed: the workers do not share one trainer key
  * (--curve-key)", or one side without CURVE). */
-int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
-                    struct sl_error *err) SL_MUST_CHECK;
+int train_ring_open(struct train_ring **out, const struct train_ring_opts *o, struct sl_error *err) SL_MUST_CHECK;
 
 /* Replace buf[0..n) on every rank by the element-wise sum over ranks (MEAN:
  * that sum divided by P). Blocks until done. Errors: SL_ETIMEOUT (no data
@@ -75,8 +74,8 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o,
  * sequence or malformed), SL_EINVAL (n too large for max_message_bytes).
  * After an error the ring is broken: every later call fails at once, the
  * contents of buf are unspecified, and the caller should close it. */
-int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n,
-                          enum train_ring_op op, struct sl_error *err) SL_MUST_CHECK;
+int train_ring_all_reduce(struct train_ring *r, float *buf, size_t n, enum train_ring_op op,
+                          struct sl_error *err) SL_MUST_CHECK;
 
 /* This process's member of the "ring" collective (train_coll.h) over r:
  * all_reduce is train_ring_all_reduce(SUM); broadcast is a sum with zeros

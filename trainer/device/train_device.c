@@ -17,11 +17,10 @@ const struct train_device_ops *train_device_ops_of(const struct train_device *d)
     return d->ops;
 }
 
-int train__device_check_stream(const struct train_device *d, const char *call, int stream,
-                               struct sl_error *err)
+int train__device_check_stream(const struct train_device *d, const char *call, int stream, struct sl_error *err)
 {
     if (stream >= 0 && stream < TRAIN_DEVICE_STREAMS)
         return 0;
-    return sl_error_set(err, SL_EINVAL, "%s on %s %d: stream %d (expected 0..%d)", call,
-                        d->ops->name, d->ordinal, stream, TRAIN_DEVICE_STREAMS - 1);
+    return sl_error_set(err, SL_EINVAL, "%s on %s %d: stream %d (expected 0..%d)", call, d->ops->name, d->ordinal,
+                        stream, TRAIN_DEVICE_STREAMS - 1);
 }

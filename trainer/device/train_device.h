@@ -121,19 +121,18 @@ int train_device_count(const char *kind);
 /* One line naming device `ordinal` of `kind` and its memory, for logs.
  * 0; SL_EINVAL for an unknown kind or ordinal; SL_EDEVICE. On failure buf
  * holds "<kind> <ordinal>: unavailable" so a log line still reads. */
-int train_device_describe(const char *kind, int ordinal, char *buf, size_t n,
-                          struct sl_error *err) SL_MUST_CHECK;
+int train_device_describe(const char *kind, int ordinal, char *buf, size_t n, struct sl_error *err) SL_MUST_CHECK;
 
 /* Replicas one trainer can have (the --devices and --replicas limit). */
 #define TRAIN_DEVICE_MAX_REPLICAS 1024
 
 /* The trainer's --devices option, resolved (caller-owned value struct). */
 struct train_device_spec {
-    char kind[8];                              /* "cpu" or "cuda" */
-    int count;                                 /* replicas, >= 1 */
-    int ordinals[TRAIN_DEVICE_MAX_REPLICAS];   /* cuda: the GPUs, in replica
+    char kind[8];                            /* "cpu" or "cuda" */
+    int count;                               /* replicas, >= 1 */
+    int ordinals[TRAIN_DEVICE_MAX_REPLICAS]; /* cuda: the GPUs, in replica
                                                   order; cpu: 0 .. count-1 */
-    int automatic;                             /* chosen by "auto" */
+    int automatic;                           /* chosen by "auto" */
 };
 
 /* Parse and resolve `text` (NULL means "auto"): "auto" (every GPU when the

@@ -58,8 +58,7 @@ static int cpu_open(struct train_device **out, int ordinal, struct sl_error *err
 
 /* n bytes aligned to TRAIN_DEVICE_ALIGN; the pointer sl_malloc returned is
  * stored in the word just below the block. */
-static int aligned_alloc_sl(struct train_device *d, const char *call, size_t n, void **out,
-                            struct sl_error *err)
+static int aligned_alloc_sl(struct train_device *d, const char *call, size_t n, void **out, struct sl_error *err)
 {
     *out = NULL;
     if (n == 0)

@@ -208,7 +208,7 @@ static int cuda_copy_h2d_async(struct train_device *d, void *dev, const void *ho
     cudaError_t e = cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, cuda_of(d)->streams[stream]);
     if (e != cudaSuccess)
         return train__cuda_fail(err, e, "cudaMemcpyAsync(%zu bytes, host to device, stream %d) on GPU %d", n, stream,
-                         d->ordinal);
+                                d->ordinal);
     return 0;
 }
 

@@ -19,7 +19,6 @@ extern const struct train_device_ops train__device_cpu;
 extern const struct train_device_ops train__device_cuda;
 
 /* 0 when stream is a valid copy stream, else SL_EINVAL naming the call. */
-int train__device_check_stream(const struct train_device *d, const char *call, int stream,
-                               struct sl_error *err);
+int train__device_check_stream(const struct train_device *d, const char *call, int stream, struct sl_error *err);
 
 #endif

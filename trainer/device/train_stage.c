@@ -27,10 +27,10 @@ struct train_stage {
     struct train_device *dev;           /* borrowed */
     size_t ntensors;
     size_t cap[SL_WIRE_MAX_TENSORS];
-    void *pinned[TRAIN_STAGE_SLOTS][SL_WIRE_MAX_TENSORS];  /* owned; NULL when cap is 0 */
-    struct train_staged view[TRAIN_STAGE_SLOTS];           /* t[i].data: owned device buffers */
+    void *pinned[TRAIN_STAGE_SLOTS][SL_WIRE_MAX_TENSORS]; /* owned; NULL when cap is 0 */
+    struct train_staged view[TRAIN_STAGE_SLOTS];          /* t[i].data: owned device buffers */
     unsigned head, count;
-    int failed;                          /* 0, or the code of the device error that failed it */
+    int failed; /* 0, or the code of the device error that failed it */
     char failure[SL_ERROR_MSG_MAX];
     struct train_stage_stats stats;
 };
@@ -56,7 +56,9 @@ int train_stage_create(struct train_stage **out, const struct train_device_ops *
     *out = NULL;
     if (ops == NULL || dev == NULL || (tensor_capacity == NULL && ntensors > 0))
         return sl_error_set(err, SL_EINVAL, "train_stage_create: %s is NULL",
-                            ops == NULL ? "ops" : dev == NULL ? "dev" : "tensor_capacity");
+                            ops == NULL   ? "ops"
+                            : dev == NULL ? "dev"
+                                          : "tensor_capacity");
     if (ntensors > SL_WIRE_MAX_TENSORS)
         return sl_error_set(err, SL_EINVAL, "train_stage_create: %zu tensors (at most %d)", ntensors,
                             SL_WIRE_MAX_TENSORS);
@@ -116,16 +118,16 @@ static int check_piece(const struct train_stage *st, const struct train_piece *p
         const struct train_tensor *t = &p->t[i];
         const char *name = t->name != NULL ? t->name : "";
         if (t->rank < 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
-            return sl_error_set(err, SL_EINVAL, "train_stage_put: tensor %zu '%s': rank %d (expected 0..%d)", i,
-                                name, t->rank, SL_WIRE_MAX_PIECE_RANK);
+            return sl_error_set(err, SL_EINVAL, "train_stage_put: tensor %zu '%s': rank %d (expected 0..%d)", i, name,
+                                t->rank, SL_WIRE_MAX_PIECE_RANK);
         if (t->bytes > st->cap[i])
             return sl_error_set(err, SL_EINVAL,
                                 "train_stage_put: tensor %zu '%s': %" PRIu64
                                 " bytes exceed the slot capacity of %zu bytes",
                                 i, name, t->bytes, st->cap[i]);
         if (t->bytes > 0 && t->data == NULL)
-            return sl_error_set(err, SL_EINVAL, "train_stage_put: tensor %zu '%s': %" PRIu64 " bytes at NULL", i,
-                                name, t->bytes);
+            return sl_error_set(err, SL_EINVAL, "train_stage_put: tensor %zu '%s': %" PRIu64 " bytes at NULL", i, name,
+                                t->bytes);
     }
     return 0;
 }
@@ -198,8 +200,7 @@ int train_stage_get(struct train_stage *st, struct train_staged *out, struct sl_
     if (st->failed != 0)
         return refuse_failed(st, "train_stage_get", err);
     if (st->count == 0)
-        return sl_error_set(err, SL_EINVAL,
-                            "train_stage_get: nothing staged (call train_stage_put before each get)");
+        return sl_error_set(err, SL_EINVAL, "train_stage_get: nothing staged (call train_stage_put before each get)");
     const unsigned k = st->head;
     struct sl_error local = {0};
     struct sl_error *e = err != NULL ? err : &local;

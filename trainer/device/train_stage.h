@@ -54,8 +54,8 @@
  * of this file); NULL only when the tensor's slot capacity is 0. `bytes` is
  * what the piece carried (<= capacity); the rest of the buffer is stale. */
 struct train_staged_tensor {
-    uint8_t dtype;   /* enum sl_wire_dtype */
-    int rank;        /* 0..SL_WIRE_MAX_PIECE_RANK */
+    uint8_t dtype; /* enum sl_wire_dtype */
+    int rank;      /* 0..SL_WIRE_MAX_PIECE_RANK */
     int64_t dims[SL_WIRE_MAX_PIECE_RANK];
     void *data;
     uint64_t bytes;
@@ -67,8 +67,8 @@ struct train_staged_tensor {
 struct train_staged {
     uint64_t epoch, step, seq;
     uint32_t worker, replica;
-    uint32_t rows;   /* 0: an empty piece (every tensor 0 bytes) */
-    uint32_t flags;  /* SL_WIRE_PIECE_* */
+    uint32_t rows;  /* 0: an empty piece (every tensor 0 bytes) */
+    uint32_t flags; /* SL_WIRE_PIECE_* */
     size_t ntensors;
     struct train_staged_tensor t[SL_WIRE_MAX_TENSORS];
 };
@@ -76,9 +76,9 @@ struct train_staged {
 /* Counters since create, for the step metrics (H2D GB/s, input stall). */
 struct train_stage_stats {
     uint64_t puts, gets;
-    uint64_t bytes_h2d;  /* bytes queued to the device by successful puts */
-    double pack_s;       /* time memcpy'ing pieces into pinned buffers */
-    double sync_s;       /* time get spent waiting for copies (the stall) */
+    uint64_t bytes_h2d; /* bytes queued to the device by successful puts */
+    double pack_s;      /* time memcpy'ing pieces into pinned buffers */
+    double sync_s;      /* time get spent waiting for copies (the stall) */
 };
 
 struct train_stage;

@@ -23,7 +23,7 @@
 
 struct train_model {
     struct train_model_config cfg;
-    int nlayers;                            /* L = nhidden + 1 */
+    int nlayers;                             /* L = nhidden + 1 */
     size_t dims[TRAIN_MODEL_MAX_HIDDEN + 2]; /* d[0..L] */
     size_t woff[TRAIN_MODEL_MAX_HIDDEN + 1]; /* offset of W_{l+1} in params */
     size_t boff[TRAIN_MODEL_MAX_HIDDEN + 1]; /* offset of b_{l+1} in params */
@@ -73,13 +73,11 @@ static int check_config(const struct train_model_config *cfg, struct sl_error *e
                             TRAIN_MODEL_MAX_HIDDEN, cfg->nhidden);
     for (int h = 0; h < cfg->nhidden; h++) {
         if (cfg->hidden[h] < 1 || cfg->hidden[h] > TRAIN_MODEL_MAX_WIDTH)
-            return sl_error_set(err, SL_EINVAL,
-                                "train_model: hidden[%d] out of range (expected 1..%d, got %d)", h,
+            return sl_error_set(err, SL_EINVAL, "train_model: hidden[%d] out of range (expected 1..%d, got %d)", h,
                                 TRAIN_MODEL_MAX_WIDTH, cfg->hidden[h]);
     }
     if (!isfinite(cfg->lr) || cfg->lr < 0.0f)
-        return sl_error_set(err, SL_EINVAL, "train_model: lr must be a finite value > 0 (got %g)",
-                            (double)cfg->lr);
+        return sl_error_set(err, SL_EINVAL, "train_model: lr must be a finite value > 0 (got %g)", (double)cfg->lr);
     if (!(cfg->momentum >= 0.0f && cfg->momentum < 1.0f))
         return sl_error_set(err, SL_EINVAL, "train_model: momentum out of range (expected 0 <= m < 1, got %g)",
                             (double)cfg->momentum);
@@ -284,8 +282,7 @@ static size_t argmax(const float *z, size_t n)
  * NULL (layers above the first) writes the lower layer's delta there, which
  * may be `in` itself: each element is read (for the ReLU mask) just before
  * it is overwritten, after the weight gradient no longer needs it. */
-static void layer_backward(struct train_model *m, int l, const float *in, const float *dz, size_t n,
-                           float *delta_out)
+static void layer_backward(struct train_model *m, int l, const float *in, const float *dz, size_t n, float *delta_out)
 {
     size_t din = m->dims[l], dout = m->dims[l + 1];
     const float *w = m->params + m->woff[l];
@@ -331,8 +328,8 @@ static void layer_backward(struct train_model *m, int l, const float *in, const 
 
 /* Softmax cross-entropy over n rows of logits, in place: z becomes the
  * delta (p - onehot) / global_rows. Adds to *loss and *correct. */
-static void softmax_xent(float *z, const int64_t *labels, size_t n, size_t classes, double global_rows,
-                         double *loss, size_t *correct)
+static void softmax_xent(float *z, const int64_t *labels, size_t n, size_t classes, double global_rows, double *loss,
+                         size_t *correct)
 {
     for (size_t r = 0; r < n; r++) {
         float *zr = z + r * classes;
@@ -359,8 +356,7 @@ static void softmax_xent(float *z, const int64_t *labels, size_t n, size_t class
 }
 
 int train_model_forward_backward(struct train_model *m, const float *x, const int64_t *labels, size_t rows,
-                                 double global_rows, float *loss_sum_out, size_t *correct_out,
-                                 struct sl_error *err)
+                                 double global_rows, float *loss_sum_out, size_t *correct_out, struct sl_error *err)
 {
     size_t din = m->dims[0], classes = m->dims[m->nlayers];
     double loss = 0.0;
@@ -381,8 +377,8 @@ int train_model_forward_backward(struct train_model *m, const float *x, const in
     /* Check every label first so an error leaves the gradients untouched. */
     for (size_t r = 0; r < rows; r++) {
         if (labels[r] < 0 || labels[r] >= (int64_t)classes)
-            return sl_error_set(err, SL_EINVAL, "row %zu: label out of range (expected 0 <= label < %zu, got %lld)",
-                                r, classes, (long long)labels[r]);
+            return sl_error_set(err, SL_EINVAL, "row %zu: label out of range (expected 0 <= label < %zu, got %lld)", r,
+                                classes, (long long)labels[r]);
     }
 
     for (size_t start = 0; start < rows; start += m->cfg.max_rows) {
@@ -426,19 +422,18 @@ size_t train_model_variables(const struct train_model *m, struct train_model_var
     size_t n = 0;
     for (int l = 0; l < m->nlayers; l++) {
         if (n < max)
-            out[n] = (struct train_model_var){.kind = 'W', .layer = l + 1, .offset = m->woff[l],
-                                              .count = m->dims[l] * m->dims[l + 1]};
+            out[n] = (struct train_model_var){
+                .kind = 'W', .layer = l + 1, .offset = m->woff[l], .count = m->dims[l] * m->dims[l + 1]};
         n++;
         if (n < max)
-            out[n] = (struct train_model_var){.kind = 'b', .layer = l + 1, .offset = m->boff[l],
-                                              .count = m->dims[l + 1]};
+            out[n] =
+                (struct train_model_var){.kind = 'b', .layer = l + 1, .offset = m->boff[l], .count = m->dims[l + 1]};
         n++;
     }
     return n;
 }
 
-int train_model_predict(struct train_model *m, const float *x, size_t rows, int64_t *pred_out,
-                        struct sl_error *err)
+int train_model_predict(struct train_model *m, const float *x, size_t rows, int64_t *pred_out, struct sl_error *err)
 {
     size_t din = m->dims[0], classes = m->dims[m->nlayers];
 

@@ -50,22 +50,22 @@
 #include "sl_error.h"
 
 #define TRAIN_MODEL_MAX_HIDDEN 4
-#define TRAIN_MODEL_MAX_WIDTH (1 << 24)     /* inputs, classes, each hidden size */
-#define TRAIN_MODEL_MAX_ROWS (1 << 20)      /* max_rows upper limit */
+#define TRAIN_MODEL_MAX_WIDTH (1 << 24) /* inputs, classes, each hidden size */
+#define TRAIN_MODEL_MAX_ROWS (1 << 20)  /* max_rows upper limit */
 #define TRAIN_MODEL_DEFAULT_MAX_ROWS 256
-#define TRAIN_MODEL_DEFAULT_LR 0.01f        /* tf.keras SGD default */
+#define TRAIN_MODEL_DEFAULT_LR 0.01f /* tf.keras SGD default */
 
 /* Caller-owned value struct. Zero lr means the default 0.01; zero max_rows
  * means 256. momentum 0 is plain SGD. */
 struct train_model_config {
-    int inputs;                           /* >= 1 */
-    int classes;                          /* >= 2 */
-    int nhidden;                          /* 0..4; 0 = softmax regression */
-    int hidden[TRAIN_MODEL_MAX_HIDDEN];   /* hidden[0..nhidden) >= 1 */
-    uint64_t seed;                        /* initialization seed */
-    float lr;                             /* > 0 (0 = default) */
-    float momentum;                       /* [0, 1) */
-    size_t max_rows;                      /* rows per internal chunk (scratch size) */
+    int inputs;                         /* >= 1 */
+    int classes;                        /* >= 2 */
+    int nhidden;                        /* 0..4; 0 = softmax regression */
+    int hidden[TRAIN_MODEL_MAX_HIDDEN]; /* hidden[0..nhidden) >= 1 */
+    uint64_t seed;                      /* initialization seed */
+    float lr;                           /* > 0 (0 = default) */
+    float momentum;                     /* [0, 1) */
+    size_t max_rows;                    /* rows per internal chunk (scratch size) */
 };
 
 struct train_model;

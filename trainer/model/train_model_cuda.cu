@@ -35,7 +35,7 @@ extern "C" {
 #define THREADS 256
 
 struct stats {
-    double loss;           /* summed loss since the last take */
+    double loss; /* summed loss since the last take */
     unsigned long long correct;
     unsigned long long bad_row; /* first row with a bad label, ~0: none */
 };
@@ -48,12 +48,12 @@ struct train_model_cuda {
     size_t woff[TRAIN_MODEL_MAX_HIDDEN + 1], boff[TRAIN_MODEL_MAX_HIDDEN + 1];
     size_t nparams;
     cudaStream_t stream;
-    float *params, *grads, *velocity;            /* device, nparams each, one block */
-    float *acts[TRAIN_MODEL_MAX_HIDDEN + 1];     /* device, max_rows x dims[l+1] */
-    double *row_loss;                            /* device, max_rows */
-    unsigned char *row_correct;                  /* device, max_rows */
-    struct stats *stats;                         /* device */
-    unsigned long long rows_seen;                /* rows since the last take */
+    float *params, *grads, *velocity;        /* device, nparams each, one block */
+    float *acts[TRAIN_MODEL_MAX_HIDDEN + 1]; /* device, max_rows x dims[l+1] */
+    double *row_loss;                        /* device, max_rows */
+    unsigned char *row_correct;              /* device, max_rows */
+    struct stats *stats;                     /* device */
+    unsigned long long rows_seen;            /* rows since the last take */
 };
 
 static int cuda_fail(struct sl_error *err, cudaError_t e, const char *what, int ordinal)
@@ -93,8 +93,7 @@ __global__ void k_layer_forward(const float *in, size_t n, size_t din, size_t do
 }
 
 __global__ void k_softmax_xent(float *z, const int64_t *labels, size_t n, size_t classes, double global_rows,
-                               unsigned long long row0, double *row_loss, unsigned char *row_correct,
-                               struct stats *st)
+                               unsigned long long row0, double *row_loss, unsigned char *row_correct, struct stats *st)
 {
     size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n)
@@ -237,8 +236,8 @@ static int reset_stats(struct train_model_cuda *m, struct sl_error *err)
     return e == cudaSuccess ? 0 : cuda_fail(err, e, "cudaMemcpyAsync(stats)", m->ordinal);
 }
 
-extern "C" int train_model_cuda_create(struct train_model_cuda **out, const struct train_model_config *cfg,
-                                       int ordinal, struct sl_error *err)
+extern "C" int train_model_cuda_create(struct train_model_cuda **out, const struct train_model_config *cfg, int ordinal,
+                                       struct sl_error *err)
 {
     struct train_model *cpu = NULL;
     struct train_model_cuda *m;
@@ -287,8 +286,7 @@ extern "C" int train_model_cuda_create(struct train_model_cuda **out, const stru
     if (widest / THREADS >= (size_t)INT32_MAX) {
         train_model_destroy(cpu);
         sl_free(m);
-        return sl_error_set(err, SL_EINVAL, "train_model_cuda: %zu elements in one launch exceed a CUDA grid",
-                            widest);
+        return sl_error_set(err, SL_EINVAL, "train_model_cuda: %zu elements in one launch exceed a CUDA grid", widest);
     }
     if ((rc = set_device(m, err)) != 0)
         goto out_free;
@@ -428,9 +426,8 @@ static float *forward(struct train_model_cuda *m, const float *x, size_t n)
     const float *in = x;
     for (int l = 0; l < m->nlayers; l++) {
         size_t din = m->dims[l], dout = m->dims[l + 1];
-        k_layer_forward<<<blocks(n * dout), THREADS, 0, m->stream>>>(in, n, din, dout, m->params + m->woff[l],
-                                                                     m->params + m->boff[l], l + 1 < m->nlayers,
-                                                                     m->acts[l]);
+        k_layer_forward<<<blocks(n * dout), THREADS, 0, m->stream>>>(
+            in, n, din, dout, m->params + m->woff[l], m->params + m->boff[l], l + 1 < m->nlayers, m->acts[l]);
         in = m->acts[l];
     }
     return m->acts[m->nlayers - 1];
@@ -487,12 +484,12 @@ extern "C" int train_model_cuda_sgd_step(struct train_model_cuda *m, const float
     if (rc != 0)
         return rc;
     k_sgd<<<blocks(m->nparams), THREADS, 0, m->stream>>>(m->params, m->velocity, grads_dev, m->nparams, m->cfg.lr,
-                                                          m->cfg.momentum);
+                                                         m->cfg.momentum);
     return launched(m, "sgd kernel", err);
 }
 
-extern "C" int train_model_cuda_predict(struct train_model_cuda *m, const float *x_dev, size_t rows,
-                                        int64_t *pred_dev, struct sl_error *err)
+extern "C" int train_model_cuda_predict(struct train_model_cuda *m, const float *x_dev, size_t rows, int64_t *pred_dev,
+                                        struct sl_error *err)
 {
     if (rows == 0)
         return 0;

@@ -153,11 +153,17 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_WIRE_VERSION 2
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
-#define TRAIN_PS_READ_ONLY 2u /* PULL, BYE: from the evaluator task, not a worker */
-#define TRAIN_PS_STALENESS_BUCKETS 17 /* staleness 0..15, then 16 or more */
+#define TRAIN_PS_READ_ONLY 2u            /* PULL, BYE: from the evaluator task, not a worker */
+#define TRAIN_PS_STALENESS_BUCKETS 17    /* staleness 0..15, then 16 or more */
 #define TRAIN_PS_ACK_SKIPPED 0x80000000u /* ACK to a PUSH: applied before the worker's restart, not again */
 enum train_ps_type {
-    TRAIN_PS_PULL = 1, TRAIN_PS_VALUES, TRAIN_PS_PUSH, TRAIN_PS_ACK, TRAIN_PS_BYE, TRAIN_PS_ERROR, TRAIN_PS_RESUME
+    TRAIN_PS_PULL = 1,
+    TRAIN_PS_VALUES,
+    TRAIN_PS_PUSH,
+    TRAIN_PS_ACK,
+    TRAIN_PS_BYE,
+    TRAIN_PS_ERROR,
+    TRAIN_PS_RESUME
 };
 
 /* What a server and its clients agree on: the model's variables and their
@@ -165,7 +171,7 @@ enum train_ps_type {
 struct train_ps_layout {
     const struct train_model_var *vars; /* from train_model_variables */
     size_t nvars;
-    const uint32_t *owner;              /* [nvars], from train_ps_place */
+    const uint32_t *owner; /* [nvars], from train_ps_place */
     uint32_t nps;
 };
 
@@ -175,10 +181,10 @@ size_t train_ps_elements(const struct train_ps_layout *l, uint32_t ps);
 /* The model's variables placed on nps servers, as a worker's loop and a ps
  * task both build them from the same flags (cfg.inputs must be set). */
 struct train_ps_model {
-    struct train_model *model;  /* the seeded model: its parameters are the initial values */
+    struct train_model *model; /* the seeded model: its parameters are the initial values */
     struct train_model_var vars[TRAIN_MODEL_MAX_VARS];
     uint32_t owner[TRAIN_MODEL_MAX_VARS];
-    struct train_ps_layout layout; /* over vars and owner */
+    struct train_ps_layout layout;    /* over vars and owner */
     char config[TRAIN_PS_MAX_CONFIG]; /* the description every PULL carries */
 };
 /* SL_EINVAL (the model's or the placement's), SL_ENOMEM. On error *pm is
@@ -207,7 +213,7 @@ typedef void (*train_ps_refused_fn)(void *arg, uint32_t worker, const char *why)
 struct train_ps_state {
     uint32_t index, servers, workers;
     uint64_t version, global_step;
-    const char *config;                     /* the model description it holds (config_len 0: none, a server
+    const char *config; /* the model description it holds (config_len 0: none, a server
                                                given its layout) */
     size_t config_len;
     const struct train_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
@@ -218,35 +224,35 @@ struct train_ps_state {
 typedef int (*train_ps_checkpoint_fn)(void *arg, const struct train_ps_state *s, struct sl_error *err);
 
 struct train_ps_server_opts {
-    void *ctx;              /* the ZeroMQ context */
-    const char *listen;     /* endpoint to bind */
-    uint32_t index;         /* this server, 0..nps-1 */
+    void *ctx;                     /* the ZeroMQ context */
+    const char *listen;            /* endpoint to bind */
+    uint32_t index;                /* this server, 0..nps-1 */
     struct train_ps_layout layout; /* or setup (layout.nps 0) */
-    const float *init;      /* the whole parameter array's initial values (the seeded model's) */
+    const float *init;             /* the whole parameter array's initial values (the seeded model's) */
     train_ps_setup_fn setup;
     void *setup_arg;
-    float lr, momentum;     /* the model's optimizer */
-    uint32_t workers;       /* it returns once each has said BYE (or was lost) */
-    int worker_timeout_ms;  /* a worker not done and silent this long (since its last message, or since the
+    float lr, momentum;                /* the model's optimizer */
+    uint32_t workers;                  /* it returns once each has said BYE (or was lost) */
+    int worker_timeout_ms;             /* a worker not done and silent this long (since its last message, or since the
                                start for one never heard) is lost (0: never) */
-    volatile sig_atomic_t *stop; /* nonzero: return SL_ECLOSED within 100 ms */
-    struct train_ps_live *live;  /* NULL, or where the figures are published as they change */
-    int evaluator;          /* 1: the job has an evaluator task: once the workers are done, serve on until it
+    volatile sig_atomic_t *stop;       /* nonzero: return SL_ECLOSED within 100 ms */
+    struct train_ps_live *live;        /* NULL, or where the figures are published as they change */
+    int evaluator;                     /* 1: the job has an evaluator task: once the workers are done, serve on until it
                                has said BYE (after reading the final values), or was silent worker_timeout_ms.
                                0: wait so only for an evaluator heard from before the workers were done */
     const struct sl_curve_keys *curve; /* NULL: plaintext; else the job's trainer key pair: the socket is a
                                           CURVE server letting in only clients holding it (a ZAP handler
                                           in ctx for the server's life: ctx must have none) */
-    train_ps_refused_fn refused; /* NULL, or told of each refused message */
+    train_ps_refused_fn refused;       /* NULL, or told of each refused message */
     void *refused_arg;
-    train_ps_refused_fn said;    /* NULL, or told of each worker restart adopted and each push not applied
+    train_ps_refused_fn said; /* NULL, or told of each worker restart adopted and each push not applied
                                     again (text, for the log) */
     void *said_arg;
     const struct train_ps_state *restore; /* NULL, or where to start from (a checkpoint's state: its index and
                                              workers must be these; the description sets the server up at once,
                                              a setup refusing it is the error returned; each worker with a
                                              position is to be adopted by its RESUME and catches up) */
-    train_ps_checkpoint_fn checkpoint; /* NULL, or called with the state every checkpoint_every pushes applied
+    train_ps_checkpoint_fn checkpoint;    /* NULL, or called with the state every checkpoint_every pushes applied
                                           (version a multiple of it; 0: never so) and when stopped (opts.stop)
                                           once the server holds variables */
     void *checkpoint_arg;
@@ -266,16 +272,16 @@ struct train_ps_server_stats {
     uint64_t pulls, pushes, bad_messages, version, global_step;
     uint64_t staleness_max, staleness_sum; /* over the pushes: version at apply - version pulled */
     uint64_t staleness_hist[TRAIN_PS_STALENESS_BUCKETS];
-    uint32_t lost;                         /* workers lost */
-    uint32_t left_early;                   /* workers that said BYE before their final pull (failed) */
-    uint32_t restarts;                     /* worker restarts adopted (RESUME with another session) */
-    uint64_t skipped;                      /* pushes ACKed as applied before a restart, not applied again */
-    uint64_t checkpoints;                  /* opts.checkpoint calls that succeeded */
-    uint64_t incarnation;                  /* this run's random id (nonzero) */
-    size_t elements;                       /* floats this server holds */
-    enum train_ps_eval_state evaluator;    /* the evaluator's end; EVAL_BYE only after the final values
+    uint32_t lost;                      /* workers lost */
+    uint32_t left_early;                /* workers that said BYE before their final pull (failed) */
+    uint32_t restarts;                  /* worker restarts adopted (RESUME with another session) */
+    uint64_t skipped;                   /* pushes ACKed as applied before a restart, not applied again */
+    uint64_t checkpoints;               /* opts.checkpoint calls that succeeded */
+    uint64_t incarnation;               /* this run's random id (nonzero) */
+    size_t elements;                    /* floats this server holds */
+    enum train_ps_eval_state evaluator; /* the evaluator's end; EVAL_BYE only after the final values
                                               counts as served (evaluator_served) */
-    int evaluator_served;                  /* 1: the evaluator was sent the final values */
+    int evaluator_served;               /* 1: the evaluator was sent the final values */
 };
 
 /* The server's figures as it goes, for a /metrics endpoint on another
@@ -329,8 +335,8 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
  * answer within the timeout) until every worker is done, then pulls as
  * train_ps_pull: the same values on every worker. *stop nonzero:
  * SL_ECLOSED. */
-int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
-                        volatile sig_atomic_t *stop, struct sl_error *err) SL_MUST_CHECK;
+int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step, volatile sig_atomic_t *stop,
+                        struct sl_error *err) SL_MUST_CHECK;
 /* The evaluator's connections (worker 0 on the wire, with
  * TRAIN_PS_READ_ONLY on every PULL and BYE): as train_ps_client_open_keys
  * (curve NULL: plaintext); its train_ps_push fails (SL_EINVAL). */

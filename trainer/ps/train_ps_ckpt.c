@@ -27,8 +27,10 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
 {
     if (s->servers == 0 || s->index >= s->servers || s->workers == 0 || s->workers > TRAIN_PS_CKPT_MAX_WORKERS ||
         s->config_len > TRAIN_PS_MAX_CONFIG || (s->n > 0 && (s->values == NULL || s->momentum == NULL)))
-        return sl_error_set(err, SL_EINVAL, "checkpoint: server %u of %u, %u workers, a %zu-byte description: out of "
-                            "range", s->index, s->servers, s->workers, s->config_len);
+        return sl_error_set(err, SL_EINVAL,
+                            "checkpoint: server %u of %u, %u workers, a %zu-byte description: out of "
+                            "range",
+                            s->index, s->servers, s->workers, s->config_len);
     char name[96], path[TRAIN_CKPT_MAX_PATH];
     train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
@@ -86,8 +88,8 @@ void train_ps_ckpt_free(struct train_ps_ckpt *ck)
     memset(ck, 0, sizeof *ck);
 }
 
-int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers,
-                       struct train_ps_ckpt *out, struct sl_error *err)
+int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers, struct train_ps_ckpt *out,
+                       struct sl_error *err)
 {
     memset(out, 0, sizeof *out);
     int fd;
@@ -111,14 +113,18 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
         goto fail;
     }
     uint32_t ver = sl_load_le32(h + 8), d = sl_load_le32(h + 48);
-    struct train_ps_state s = {.index = sl_load_le32(h + 12), .servers = sl_load_le32(h + 16),
-                               .workers = sl_load_le32(h + 20), .version = sl_load_le64(h + 24),
+    struct train_ps_state s = {.index = sl_load_le32(h + 12),
+                               .servers = sl_load_le32(h + 16),
+                               .workers = sl_load_le32(h + 20),
+                               .version = sl_load_le64(h + 24),
                                .global_step = sl_load_le64(h + 32)};
     uint64_t n = sl_load_le64(h + 40);
     if (ver != TRAIN_PS_CKPT_VERSION || d > TRAIN_PS_MAX_CONFIG || s.workers == 0 ||
         s.workers > TRAIN_PS_CKPT_MAX_WORKERS || n > TRAIN_CKPT_MAX_BYTES / 8) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged header (format version %" PRIu32 ", description bytes %" PRIu32
-                          ", %" PRIu32 " workers, %" PRIu64 " elements)", path, ver, d, s.workers, n);
+        rc = sl_error_set(err, SL_ECORRUPT,
+                          "%s: damaged header (format version %" PRIu32 ", description bytes %" PRIu32 ", %" PRIu32
+                          " workers, %" PRIu64 " elements)",
+                          path, ver, d, s.workers, n);
         goto fail;
     }
     uint64_t at_pos = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(d),
@@ -128,8 +134,7 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
                           size < expect ? "truncated" : "longer than its header says", size, expect);
         goto fail;
     }
-    if ((buf = sl_malloc((size_t)size)) == NULL ||
-        (pos = sl_calloc(s.workers, sizeof *pos)) == NULL) {
+    if ((buf = sl_malloc((size_t)size)) == NULL || (pos = sl_calloc(s.workers, sizeof *pos)) == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %" PRIu64 " bytes", path, size);
         goto fail;
     }
@@ -147,14 +152,16 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
     }
     uint32_t stored = sl_load_le32(buf + size - 4), crc = sl_crc32c(buf, (size_t)size - 4);
     if (stored != crc) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32
-                          ")", path, stored, crc);
+        rc = sl_error_set(err, SL_ECORRUPT,
+                          "%s: damaged (CRC-32C mismatch: stored %08" PRIx32 ", computed %08" PRIx32 ")", path, stored,
+                          crc);
         goto fail;
     }
     if (s.index != index || s.servers != servers || s.workers != workers) {
-        rc = sl_error_set(err, SL_EINVAL, "%s: made by parameter server %" PRIu32 " of %" PRIu32 " for %" PRIu32
-                          " workers, not server %" PRIu32 " of %" PRIu32 " for %" PRIu32, path, s.index, s.servers,
-                          s.workers, index, servers, workers);
+        rc = sl_error_set(err, SL_EINVAL,
+                          "%s: made by parameter server %" PRIu32 " of %" PRIu32 " for %" PRIu32
+                          " workers, not server %" PRIu32 " of %" PRIu32 " for %" PRIu32,
+                          path, s.index, s.servers, s.workers, index, servers, workers);
         goto fail;
     }
     if (s.global_step > s.version) {

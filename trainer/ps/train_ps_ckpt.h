@@ -62,8 +62,8 @@ struct train_ps_ckpt {
  * workers. On error *out is empty and err reads "PATH: what is wrong":
  * SL_ECORRUPT (damaged, a symlink, not a regular file), SL_EINVAL (made
  * for another server or worker count), SL_EIO, SL_ENOMEM. */
-int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers,
-                       struct train_ps_ckpt *out, struct sl_error *err) SL_MUST_CHECK;
+int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint32_t workers, struct train_ps_ckpt *out,
+                       struct sl_error *err) SL_MUST_CHECK;
 /* Free what read allocated; an all-zero one is accepted. */
 void train_ps_ckpt_free(struct train_ps_ckpt *ck);
 

@@ -18,21 +18,21 @@
 struct train_ps_client {
     const struct train_ps_layout *l;
     uint32_t worker;
-    uint32_t flags;    /* TRAIN_PS_READ_ONLY: the evaluator's */
+    uint32_t flags; /* TRAIN_PS_READ_ONLY: the evaluator's */
     char config[TRAIN_PS_MAX_CONFIG];
     size_t config_len; /* 0: no description */
     int timeout_ms;
-    int curve;         /* the connections are CURVE clients */
-    void **socks;      /* [nps] DEALER */
-    char **eps;        /* [nps] */
-    uint64_t *version; /* [nps] the version last pulled (or acknowledged) */
-    uint64_t *incarnation; /* [nps] the server's, from its first reply (0: none yet) */
-    uint64_t session;  /* this client's, in every PULL, PUSH and BYE */
-    uint32_t lost, first_lost; /* from the final values (train_ps_client_lost) */
-    float *buf;        /* the largest server's elements */
+    int curve;                        /* the connections are CURVE clients */
+    void **socks;                     /* [nps] DEALER */
+    char **eps;                       /* [nps] */
+    uint64_t *version;                /* [nps] the version last pulled (or acknowledged) */
+    uint64_t *incarnation;            /* [nps] the server's, from its first reply (0: none yet) */
+    uint64_t session;                 /* this client's, in every PULL, PUSH and BYE */
+    uint32_t lost, first_lost;        /* from the final values (train_ps_client_lost) */
+    float *buf;                       /* the largest server's elements */
     struct train_input_position next; /* the position the next push carries */
-    int next_set;      /* train_ps_client_set_position since the last push */
-    struct sl_error broken; /* a server restarted or went backwards: every call fails with this */
+    int next_set;                     /* train_ps_client_set_position since the last push */
+    struct sl_error broken;           /* a server restarted or went backwards: every call fails with this */
 };
 
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
@@ -104,8 +104,8 @@ int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const cha
 static int send_failed(const struct train_ps_client *c, uint32_t s, struct sl_error *err)
 {
     if (zmq_errno() == EAGAIN)
-        return sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s,
-                            c->eps[s], c->timeout_ms / 1000.0,
+        return sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s, c->eps[s],
+                            c->timeout_ms / 1000.0,
                             c->curve ? " (with CURVE: does it hold the workers' --curve-key?)" : "");
     return sl_error_set(err, SL_EIO, "parameter server %u (%s): %s", s, c->eps[s], zmq_strerror(zmq_errno()));
 }
@@ -119,8 +119,8 @@ static int probe_restart(struct train_ps_client *c, uint32_t s)
 {
     if (c->incarnation[s] == 0)
         return 0;
-    struct train__ps_hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s],
-                    .session = c->session};
+    struct train__ps_hdr h = {
+        .type = TRAIN_PS_PULL, .worker = c->worker, .incarnation = c->incarnation[s], .session = c->session};
     if (train__ps_send(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
         return 0;
     uint64_t deadline = sl_clock_ns() + 2000000000u;
@@ -145,10 +145,11 @@ static int probe_restart(struct train_ps_client *c, uint32_t s)
             zmq_msg_close(&m);
         }
         if (have && r.incarnation != c->incarnation[s]) {
-            sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s) restarted: its incarnation is %016" PRIx64
+            sl_error_set(&c->broken, SL_EPROTO,
+                         "parameter server %u (%s) restarted: its incarnation is %016" PRIx64
                          ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values and updates "
-                         "it held are gone (the request in flight was lost with it)", s, c->eps[s], r.incarnation,
-                         c->incarnation[s], c->version[s]);
+                         "it held are gone (the request in flight was lost with it)",
+                         s, c->eps[s], r.incarnation, c->incarnation[s], c->version[s]);
             return 1;
         }
     }
@@ -160,8 +161,7 @@ static int probe_restart(struct train_ps_client *c, uint32_t s)
 typedef int (*reply_fn)(struct train_ps_client *c, uint32_t s, const struct train__ps_hdr *h, zmq_msg_t *body,
                         void *arg, struct sl_error *err);
 
-static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_fn fn, void *arg,
-                  struct sl_error *err)
+static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_fn fn, void *arg, struct sl_error *err)
 {
     uint32_t nps = c->l->nps, left = 0;
     for (uint32_t s = 0; s < nps; s++)
@@ -185,8 +185,8 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
                     *err = c->broken;
                 break;
             }
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s,
-                              c->eps[s], c->timeout_ms / 1000.0,
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer within %.1f s%s", s, c->eps[s],
+                              c->timeout_ms / 1000.0,
                               c->curve ? " (with CURVE: does it hold the workers' --curve-key?)" : "");
             break;
         }
@@ -216,14 +216,16 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
             int bad = !got || train__ps_get_hdr(zmq_msg_data(&h8), zmq_msg_size(&h8), &h) != 0;
             int answer = !bad && (h.type == TRAIN_PS_VALUES || h.type == TRAIN_PS_ACK);
             if (!bad && c->incarnation[s] != 0 && h.incarnation != c->incarnation[s])
-                sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s) restarted: its incarnation is %016"
-                             PRIx64 ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values "
-                             "and updates it held are gone, and training on would start over in silence", s,
-                             c->eps[s], h.incarnation, c->incarnation[s], c->version[s]);
+                sl_error_set(&c->broken, SL_EPROTO,
+                             "parameter server %u (%s) restarted: its incarnation is %016" PRIx64
+                             ", this worker pulled from %016" PRIx64 " (at version %" PRIu64 "): the values "
+                             "and updates it held are gone, and training on would start over in silence",
+                             s, c->eps[s], h.incarnation, c->incarnation[s], c->version[s]);
             else if (answer && h.version < c->version[s])
-                sl_error_set(&c->broken, SL_EPROTO, "parameter server %u (%s): its version went backwards from %"
-                             PRIu64 " to %" PRIu64 " (incarnation %016" PRIx64 ")", s, c->eps[s], c->version[s],
-                             h.version, h.incarnation);
+                sl_error_set(&c->broken, SL_EPROTO,
+                             "parameter server %u (%s): its version went backwards from %" PRIu64 " to %" PRIu64
+                             " (incarnation %016" PRIx64 ")",
+                             s, c->eps[s], c->version[s], h.version, h.incarnation);
             if (bad)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply", s, c->eps[s]);
             else if (c->broken.code != 0) {
@@ -231,10 +233,9 @@ static int gather(struct train_ps_client *c, uint8_t *want, uint8_t type, reply_
                 if (err != NULL)
                     *err = c->broken;
             } else if (h.type == TRAIN_PS_ERROR)
-                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %s", s, c->eps[s],
-                                  has_body ? train_ps_printable(text, sizeof text, zmq_msg_data(&body),
-                                                                zmq_msg_size(&body))
-                                           : "");
+                rc = sl_error_set(
+                    err, SL_EPROTO, "parameter server %u (%s) refused: %s", s, c->eps[s],
+                    has_body ? train_ps_printable(text, sizeof text, zmq_msg_data(&body), zmq_msg_size(&body)) : "");
             else if (type != 0 ? h.type != type : !answer)
                 rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u, expected %u", s,
                                   c->eps[s], h.type, type);
@@ -269,8 +270,8 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct train__
     }
     size_t n = train_ps_elements(c->l, s);
     if (body == NULL || zmq_msg_size(body) != n * sizeof(float))
-        return sl_error_set(err, SL_EPROTO, "parameter server %u (%s): %zu bytes of values, expected %zu", s,
-                            c->eps[s], body != NULL ? zmq_msg_size(body) : 0, n * sizeof(float));
+        return sl_error_set(err, SL_EPROTO, "parameter server %u (%s): %zu bytes of values, expected %zu", s, c->eps[s],
+                            body != NULL ? zmq_msg_size(body) : 0, n * sizeof(float));
     memcpy(c->buf, zmq_msg_data(body), n * sizeof(float));
     train__ps_unpack(c->l, s, c->buf, a->params);
     c->version[s] = h->version;
@@ -287,8 +288,7 @@ static int on_values(struct train_ps_client *c, uint32_t s, const struct train__
 }
 
 /* PULL (flags) to every server whose want bit is set, then their answers. */
-static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, struct pull_arg *a,
-                     struct sl_error *err)
+static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, struct pull_arg *a, struct sl_error *err)
 {
     if (c->broken.code != 0) {
         if (err != NULL)
@@ -299,8 +299,11 @@ static int pull_some(struct train_ps_client *c, uint8_t *want, uint32_t flags, s
     for (uint32_t s = 0; s < c->l->nps && rc == 0; s++) {
         if (!want[s])
             continue;
-        struct train__ps_hdr h = {.type = TRAIN_PS_PULL, .worker = c->worker, .flags = flags | c->flags,
-                        .incarnation = c->incarnation[s], .session = c->session};
+        struct train__ps_hdr h = {.type = TRAIN_PS_PULL,
+                                  .worker = c->worker,
+                                  .flags = flags | c->flags,
+                                  .incarnation = c->incarnation[s],
+                                  .session = c->session};
         if (train__ps_send(c->socks[s], NULL, &h, c->config_len ? c->config : NULL, c->config_len) != 0)
             rc = send_failed(c, s, err);
     }
@@ -321,8 +324,8 @@ int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_ste
     return rc;
 }
 
-int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step,
-                        volatile sig_atomic_t *stop, struct sl_error *err)
+int train_ps_pull_final(struct train_ps_client *c, float *params, uint64_t *global_step, volatile sig_atomic_t *stop,
+                        struct sl_error *err)
 {
     uint8_t *want = sl_malloc(c->l->nps);
     if (want == NULL)
@@ -399,8 +402,8 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     if (!c->next_set) { /* no position given: one step past the last */
         uint32_t r = c->next.replicas ? c->next.replicas : 1;
-        c->next = (struct train_input_position){.epoch = c->next.epoch, .step = c->next.step + 1,
-                                                .seq = c->next.seq + r, .replicas = r};
+        c->next = (struct train_input_position){
+            .epoch = c->next.epoch, .step = c->next.step + 1, .seq = c->next.seq + r, .replicas = r};
     }
     c->next_set = 0;
     uint8_t pos[TRAIN_INPUT_POSITION_BYTES];
@@ -409,8 +412,12 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         size_t n = train_ps_elements(c->l, s);
         train__ps_pack(c->l, s, grads, c->buf);
-        struct train__ps_hdr h = {.type = TRAIN_PS_PUSH, .worker = c->worker, .flags = count_step && s == 0 ? 1u : 0u,
-                        .version = c->version[s], .incarnation = c->incarnation[s], .session = c->session};
+        struct train__ps_hdr h = {.type = TRAIN_PS_PUSH,
+                                  .worker = c->worker,
+                                  .flags = count_step && s == 0 ? 1u : 0u,
+                                  .version = c->version[s],
+                                  .incarnation = c->incarnation[s],
+                                  .session = c->session};
         uint8_t b[TRAIN_PS_HEADER];
         train__ps_put_hdr(b, &h);
         if (zmq_send(c->socks[s], b, sizeof b, ZMQ_SNDMORE) < 0 ||
@@ -465,8 +472,8 @@ static int resume_reply(void *sock, uint32_t s, const char *ep, struct train_inp
         sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused: %s", s, ep,
                      nf == 2 ? train_ps_printable(text, sizeof text, zmq_msg_data(&f[1]), zmq_msg_size(&f[1])) : "");
     else if (h.type != TRAIN_PS_ACK)
-        sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u to RESUME, expected %u", s, ep,
-                     h.type, TRAIN_PS_ACK);
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u to RESUME, expected %u", s, ep, h.type,
+                     TRAIN_PS_ACK);
     else if (nf == 1)
         rc = 0;
     else if (train_input_position_decode(p, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), err) == 0)
@@ -545,9 +552,10 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         if (got[s] != 2)
             continue;
         if (pos[s].replicas != replicas) {
-            rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s) recorded worker %u's position with %u "
-                              "replicas a step; this process runs %u (start it with the same replicas)", s, eps[s],
-                              worker, pos[s].replicas, replicas);
+            rc = sl_error_set(err, SL_EPROTO,
+                              "parameter server %u (%s) recorded worker %u's position with %u "
+                              "replicas a step; this process runs %u (start it with the same replicas)",
+                              s, eps[s], worker, pos[s].replicas, replicas);
             break;
         }
         out->recorded++;
@@ -594,8 +602,11 @@ void train_ps_client_close(struct train_ps_client *c)
         return;
     for (uint32_t s = 0; c->socks != NULL && s < c->l->nps; s++) {
         if (c->socks[s] != NULL) {
-            struct train__ps_hdr h = {.type = TRAIN_PS_BYE, .worker = c->worker, .flags = c->flags,
-                            .incarnation = c->incarnation[s], .session = c->session};
+            struct train__ps_hdr h = {.type = TRAIN_PS_BYE,
+                                      .worker = c->worker,
+                                      .flags = c->flags,
+                                      .incarnation = c->incarnation[s],
+                                      .session = c->session};
             sl_zsock_linger(c->socks[s], 1000); /* the BYE is given a second to leave */
             /* a server never connected: the BYE is not waited for long
              * (best effort: the send below is not checked either) */

@@ -28,8 +28,7 @@ int train_ps_eval_final(const struct train_ps_eval_opts *o, float *params, size_
         rc = sl_error_set(err, SL_EINVAL, "the evaluator's model has %zu parameters, the buffer %zu",
                           train_model_nparams(pm.model), nparams);
     if (rc == 0)
-        rc = train_ps_client_open_evaluator(&c, o->ctx, o->ps, &pm.layout, o->timeout_ms, pm.config, o->curve,
-                                            err);
+        rc = train_ps_client_open_evaluator(&c, o->ctx, o->ps, &pm.layout, o->timeout_ms, pm.config, o->curve, err);
     int poll_ms = o->poll_ms > 0 ? o->poll_ms : 100;
     double t0 = sl_clock_s();
     while (rc == 0) {
@@ -44,8 +43,7 @@ int train_ps_eval_final(const struct train_ps_eval_opts *o, float *params, size_
         if (o->idle != NULL)
             rc = o->idle(o->idle_arg, poll_ms, err);
         else
-            nanosleep(&(struct timespec){.tv_sec = poll_ms / 1000, .tv_nsec = (long)(poll_ms % 1000) * 1000000L},
-                      NULL);
+            nanosleep(&(struct timespec){.tv_sec = poll_ms / 1000, .tv_nsec = (long)(poll_ms % 1000) * 1000000L}, NULL);
     }
     res->wait_s = sl_clock_s() - t0;
     if (rc == 0)

@@ -24,8 +24,8 @@
 typedef int (*train_ps_eval_idle_fn)(void *arg, int ms, struct sl_error *err);
 
 struct train_ps_eval_opts {
-    void *ctx;                       /* the ZeroMQ context */
-    const char *const *ps;           /* the servers' endpoints, server 0 first */
+    void *ctx;             /* the ZeroMQ context */
+    const char *const *ps; /* the servers' endpoints, server 0 first */
     uint32_t nps;
     enum train_ps_placement placement;
     struct train_model_config model; /* the workers' model, inputs set: its description must be theirs */
@@ -33,14 +33,14 @@ struct train_ps_eval_opts {
     int poll_ms;                     /* between two rounds of asking (0: 100 ms) */
     train_ps_eval_idle_fn idle;      /* NULL: sleep poll_ms */
     void *idle_arg;
-    volatile sig_atomic_t *stop;     /* nonzero: SL_ECLOSED */
+    volatile sig_atomic_t *stop;       /* nonzero: SL_ECLOSED */
     const struct sl_curve_keys *curve; /* NULL: plaintext; else the job's trainer key pair, as the workers' */
 };
 
 struct train_ps_eval_result {
-    uint64_t global_step; /* the servers' count of worker steps at the end */
-    uint64_t rounds;      /* final pulls asked before every worker was done */
-    double wait_s;        /* from the first round to the final values */
+    uint64_t global_step;  /* the servers' count of worker steps at the end */
+    uint64_t rounds;       /* final pulls asked before every worker was done */
+    double wait_s;         /* from the first round to the final values */
     uint32_t lost_workers; /* workers lost or failed by the servers' count (train_ps_client_lost) */
     uint32_t first_lost;   /* the lowest of them */
 };

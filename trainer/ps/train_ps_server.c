@@ -23,25 +23,25 @@ struct server {
     float *p, *v;
     char config[TRAIN_PS_MAX_CONFIG]; /* the first accepted description (setup) */
     size_t config_len;
-    uint8_t *done;      /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
-    uint8_t *final;     /* [workers]: its final pull came */
-    uint64_t *heard;    /* [workers]: when last heard (ns) */
-    uint64_t *session;  /* [workers]: the session whose push was applied first (pushed[w]), or the one a
+    uint8_t *done;                    /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
+    uint8_t *final;                   /* [workers]: its final pull came */
+    uint64_t *heard;                  /* [workers]: when last heard (ns) */
+    uint64_t *session;                /* [workers]: the session whose push was applied first (pushed[w]), or the one a
                            RESUME adopted since */
-    uint8_t *pushed;    /* [workers]: a push of it was applied */
+    uint8_t *pushed;                  /* [workers]: a push of it was applied */
     struct train_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
-    uint8_t *adopted;   /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
+    uint8_t *adopted;        /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
                            it applied yet: 1, 2 once a skipped push was said */
     uint32_t not_done, left; /* not done; not BYE or lost */
-    int lost_first;     /* the first worker lost, or -1 */
-    int early_first;    /* the first worker whose BYE came before its final pull, or -1 */
+    int lost_first;          /* the first worker lost, or -1 */
+    int early_first;         /* the first worker whose BYE came before its final pull, or -1 */
     uint64_t incarnation;
-    int ckpt_rc;        /* a checkpoint failed: the server stops with ckpt_err */
+    int ckpt_rc; /* a checkpoint failed: the server stops with ckpt_err */
     struct sl_error ckpt_err;
-    uint64_t ckpt_version; /* the version last checkpointed (restored) */
+    uint64_t ckpt_version;         /* the version last checkpointed (restored) */
     enum train_ps_eval_state eval; /* the evaluator (not a worker) */
-    int eval_served;    /* it was sent the final values */
-    uint64_t eval_heard; /* when last heard (ns) */
+    int eval_served;               /* it was sent the final values */
+    uint64_t eval_heard;           /* when last heard (ns) */
 };
 
 static void checkpoint(struct server *sv, struct train_ps_server_stats *st);
@@ -118,9 +118,10 @@ static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         return;
     }
     if (h->incarnation != 0 && h->incarnation != sv->incarnation) {
-        snprintf(why, sizeof why, "worker %u pulled before from incarnation %016" PRIx64 " of parameter server %u, "
-                 "which now runs as %016" PRIx64 ": the server restarted and what it held is gone", h->worker,
-                 h->incarnation, sv->o->index, sv->incarnation);
+        snprintf(why, sizeof why,
+                 "worker %u pulled before from incarnation %016" PRIx64 " of parameter server %u, "
+                 "which now runs as %016" PRIx64 ": the server restarted and what it held is gone",
+                 h->worker, h->incarnation, sv->o->index, sv->incarnation);
         refuse(sv, sock, id, h->worker, st, why);
         return;
     }
@@ -136,8 +137,8 @@ static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         }
     } else if (sv->o->setup != NULL && (cfg == NULL || len != sv->config_len || memcmp(cfg, sv->config, len) != 0)) {
         snprintf(why, sizeof why, "worker %u's model '%s' is not the one this server holds ('%s')", h->worker,
-                 train_ps_printable(a, sizeof a, cfg, len), train_ps_printable(b, sizeof b, sv->config,
-                                                                               sv->config_len));
+                 train_ps_printable(a, sizeof a, cfg, len),
+                 train_ps_printable(b, sizeof b, sv->config, sv->config_len));
         refuse(sv, sock, id, h->worker, st, why);
         return;
     }
@@ -149,14 +150,22 @@ static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct t
                 mark(sv, h->worker, 1);
         }
         if (sv->not_done > 0) { /* not yet: how many are still training */
-            struct train__ps_hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = sv->not_done,
-                            .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+            struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                                      .worker = h->worker,
+                                      .flags = sv->not_done,
+                                      .version = st->version,
+                                      .step = st->global_step,
+                                      .incarnation = sv->incarnation};
             (void)train__ps_send(sock, id, &r, NULL, 0);
             return;
         }
     }
-    struct train__ps_hdr r = {.type = TRAIN_PS_VALUES, .worker = h->worker, .flags = h->flags & TRAIN_PS_FINAL,
-                    .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+    struct train__ps_hdr r = {.type = TRAIN_PS_VALUES,
+                              .worker = h->worker,
+                              .flags = h->flags & TRAIN_PS_FINAL,
+                              .version = st->version,
+                              .step = st->global_step,
+                              .incarnation = sv->incarnation};
     if (h->flags & TRAIN_PS_FINAL) { /* every worker is done: say who did not finish */
         uint32_t bad = 0;
         for (uint32_t w = sv->o->workers; w-- > 0;)
@@ -251,10 +260,11 @@ static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct tr
     }
     uint64_t want = (have ? r->seq : 0) + p->replicas, epoch = have ? r->epoch : 0;
     if (p->seq != want || p->epoch < epoch || p->epoch > epoch + 1) {
-        snprintf(why, cap, "worker %u pushed the step ending at input position %" PRIu64 " (epoch %" PRIu64 " step %"
-                 PRIu64 "); this server expected %" PRIu64 " (epoch %" PRIu64 " or %" PRIu64 "), one step after "
-                 "the last it applied: a step skipped or repeated", w, p->seq, p->epoch, p->step, want, epoch,
-                 epoch + 1);
+        snprintf(why, cap,
+                 "worker %u pushed the step ending at input position %" PRIu64 " (epoch %" PRIu64 " step %" PRIu64
+                 "); this server expected %" PRIu64 " (epoch %" PRIu64 " or %" PRIu64 "), one step after "
+                 "the last it applied: a step skipped or repeated",
+                 w, p->seq, p->epoch, p->step, want, epoch, epoch + 1);
         return -1;
     }
     return 0;
@@ -276,9 +286,10 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         return;
     }
     if (h->incarnation != sv->incarnation) {
-        snprintf(why, sizeof why, "a push computed on incarnation %016" PRIx64 " of parameter server %u, which now "
-                 "runs as %016" PRIx64 " (restarted: the values it was computed from are gone)", h->incarnation,
-                 o->index, sv->incarnation);
+        snprintf(why, sizeof why,
+                 "a push computed on incarnation %016" PRIx64 " of parameter server %u, which now "
+                 "runs as %016" PRIx64 " (restarted: the values it was computed from are gone)",
+                 h->incarnation, o->index, sv->incarnation);
         refuse(sv, sock, id, h->worker, st, why);
         return;
     }
@@ -297,8 +308,13 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
         for (size_t i = 0; i < m; i++)
             if (!isfinite(g[i])) {
-                snprintf(why, sizeof why, "a gradient with a non-finite value (%s at element %zu of %zu): nothing "
-                         "applied", isnan(g[i]) ? "nan" : g[i] > 0 ? "inf" : "-inf", k + i, sv->n);
+                snprintf(why, sizeof why,
+                         "a gradient with a non-finite value (%s at element %zu of %zu): nothing "
+                         "applied",
+                         isnan(g[i]) ? "nan"
+                         : g[i] > 0  ? "inf"
+                                     : "-inf",
+                         k + i, sv->n);
                 refuse(sv, sock, id, h->worker, st, why);
                 return;
             }
@@ -313,15 +329,20 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         st->skipped++;
         if (sv->adopted[h->worker] == 1) { /* said once an adoption: a restored server may skip many */
             const struct train_input_position *r = &sv->pos[h->worker];
-            snprintf(why, sizeof why, "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %"
-                     PRIu64 ") was applied here before its restart: acknowledged, not applied again (and so up to "
-                     "step %" PRIu64 ", the position recorded here)", h->worker, pos.epoch, pos.step, pos.seq,
-                     r->step);
+            snprintf(why, sizeof why,
+                     "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
+                     ") was applied here before its restart: acknowledged, not applied again (and so up to "
+                     "step %" PRIu64 ", the position recorded here)",
+                     h->worker, pos.epoch, pos.step, pos.seq, r->step);
             say(sv, h->worker, why);
             sv->adopted[h->worker] = 2;
         }
-        struct train__ps_hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker, .flags = TRAIN_PS_ACK_SKIPPED,
-                        .version = st->version, .step = st->global_step, .incarnation = sv->incarnation};
+        struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                                  .worker = h->worker,
+                                  .flags = TRAIN_PS_ACK_SKIPPED,
+                                  .version = st->version,
+                                  .step = st->global_step,
+                                  .incarnation = sv->incarnation};
         (void)train__ps_send(sock, id, &r, NULL, 0);
         return;
     }
@@ -347,9 +368,12 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         st->global_step++;
     if (o->checkpoint_every > 0 && st->version % o->checkpoint_every == 0)
         checkpoint(sv, st);
-    struct train__ps_hdr r = {.type = TRAIN_PS_ACK, .worker = h->worker,
-                    .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale), .version = st->version,
-                    .step = st->global_step, .incarnation = sv->incarnation};
+    struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                              .worker = h->worker,
+                              .flags = (uint32_t)(stale > UINT32_MAX ? UINT32_MAX : stale),
+                              .version = st->version,
+                              .step = st->global_step,
+                              .incarnation = sv->incarnation};
     (void)train__ps_send(sock, id, &r, NULL, 0);
 }
 
@@ -359,9 +383,16 @@ static void checkpoint(struct server *sv, struct train_ps_server_stats *st)
     const struct train_ps_server_opts *o = sv->o;
     if (o->checkpoint == NULL || sv->l == NULL || sv->ckpt_rc != 0)
         return;
-    struct train_ps_state s = {.index = o->index, .servers = sv->l->nps, .workers = o->workers,
-                               .version = st->version, .global_step = st->global_step, .config = sv->config,
-                               .config_len = sv->config_len, .pos = sv->pos, .values = sv->p, .momentum = sv->v,
+    struct train_ps_state s = {.index = o->index,
+                               .servers = sv->l->nps,
+                               .workers = o->workers,
+                               .version = st->version,
+                               .global_step = st->global_step,
+                               .config = sv->config,
+                               .config_len = sv->config_len,
+                               .pos = sv->pos,
+                               .values = sv->p,
+                               .momentum = sv->v,
                                .n = sv->n};
     if ((sv->ckpt_rc = o->checkpoint(o->checkpoint_arg, &s, &sv->ckpt_err)) == 0) {
         st->checkpoints++;
@@ -393,15 +424,21 @@ static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct
         char old[40] = "restored from a checkpoint";
         if (sv->session[w] != 0)
             snprintf(old, sizeof old, "replaces %016" PRIx64, sv->session[w]);
-        snprintf(why, sizeof why, "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input "
-                 "position %" PRIu64 "; session %016" PRIx64 " %s)", w, p->epoch, p->step, p->seq, h->session, old);
+        snprintf(why, sizeof why,
+                 "worker %u restarted: resuming at epoch %" PRIu64 " step %" PRIu64 " (input "
+                 "position %" PRIu64 "; session %016" PRIx64 " %s)",
+                 w, p->epoch, p->step, p->seq, h->session, old);
         sv->session[w] = h->session;
         sv->adopted[w] = 1;
         st->restarts++;
         say(sv, w, why);
     }
-    struct train__ps_hdr r = {.type = TRAIN_PS_ACK, .worker = w, .version = st->version, .step = st->global_step,
-                    .incarnation = sv->incarnation, .session = h->session};
+    struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                              .worker = w,
+                              .version = st->version,
+                              .step = st->global_step,
+                              .incarnation = sv->incarnation,
+                              .session = h->session};
     uint8_t b[TRAIN_INPUT_POSITION_BYTES];
     if (sv->pushed[w])
         train_input_position_encode(p, b);
@@ -463,8 +500,10 @@ static int restore(struct server *sv, struct train_ps_server_stats *st, struct s
     const struct train_ps_state *r = sv->o->restore;
     const struct train_ps_server_opts *o = sv->o;
     if (r->index != o->index || r->workers != o->workers)
-        return sl_error_set(err, SL_EINVAL, "parameter server %u of %u workers: the state restored is server %u's of "
-                            "%u workers", o->index, o->workers, r->index, r->workers);
+        return sl_error_set(err, SL_EINVAL,
+                            "parameter server %u of %u workers: the state restored is server %u's of "
+                            "%u workers",
+                            o->index, o->workers, r->index, r->workers);
     if (r->config_len > TRAIN_PS_MAX_CONFIG)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: a restored description over %d bytes", o->index,
                             TRAIN_PS_MAX_CONFIG);
@@ -472,9 +511,10 @@ static int restore(struct server *sv, struct train_ps_server_stats *st, struct s
     if (sv->l == NULL && (rc = setup(sv, r->config_len ? r->config : NULL, r->config_len, err)) != 0)
         return sl_error_prefix(err, "parameter server %u: the restored model: ", o->index);
     if (r->servers != sv->l->nps || r->n != sv->n)
-        return sl_error_set(err, SL_EINVAL, "parameter server %u: the state restored holds %zu floats of server %u of "
-                            "%u; this server holds %zu of %u", o->index, r->n, r->index, r->servers, sv->n,
-                            sv->l->nps);
+        return sl_error_set(err, SL_EINVAL,
+                            "parameter server %u: the state restored holds %zu floats of server %u of "
+                            "%u; this server holds %zu of %u",
+                            o->index, r->n, r->index, r->servers, sv->n, sv->l->nps);
     memcpy(sv->p, r->values, sv->n * sizeof *sv->p);
     memcpy(sv->v, r->momentum, sv->n * sizeof *sv->v);
     for (uint32_t w = 0; w < o->workers; w++) {
@@ -536,23 +576,30 @@ static void on_message(struct server *sv, void *sock, struct train_ps_server_sta
     else if (frames > 4 || (frames == 4 && h.type != TRAIN_PS_PUSH) ||
              (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
         snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
-                 h.type == TRAIN_PS_PULL ? "PULL" : h.type == TRAIN_PS_PUSH ? "PUSH" : "message of its type",
-                 h.type == TRAIN_PS_PULL ? "1 or 2" : h.type == TRAIN_PS_PUSH ? "3" : "1");
+                 h.type == TRAIN_PS_PULL   ? "PULL"
+                 : h.type == TRAIN_PS_PUSH ? "PUSH"
+                                           : "message of its type",
+                 h.type == TRAIN_PS_PULL   ? "1 or 2"
+                 : h.type == TRAIN_PS_PUSH ? "3"
+                                           : "1");
         refuse(sv, sock, &f[0], h.worker, st, why);
     } else if (h.type == TRAIN_PS_BYE && sv->o->restore != NULL && h.incarnation != 0 &&
                h.incarnation != sv->incarnation) {
         /* restored: a worker of the server's previous run leaving (it failed naming the restart) is not
          * this run's worker, which is to come and resume (without a restore, such a BYE ends the job as
          * failed: nothing could resume it) */
-        snprintf(why, sizeof why, "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
-                 "%016" PRIx64 ": ignored", h.incarnation, sv->o->index, sv->incarnation);
+        snprintf(why, sizeof why,
+                 "a BYE for incarnation %016" PRIx64 " of parameter server %u, which now runs as "
+                 "%016" PRIx64 ": ignored",
+                 h.incarnation, sv->o->index, sv->incarnation);
         refuse(sv, sock, &f[0], h.worker, st, why);
     } else if (sv->pushed[h.worker] && h.session != sv->session[h.worker] &&
                (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
-        snprintf(why, sizeof why, "worker %u is another process (session %016" PRIx64 ") than the one this "
+        snprintf(why, sizeof why,
+                 "worker %u is another process (session %016" PRIx64 ") than the one this "
                  "server serves (session %016" PRIx64 "): a process starting asks where to resume (RESUME) "
-                 "before it pulls; one that did not would train its shard again from the start", h.worker,
-                 h.session, sv->session[h.worker]);
+                 "before it pulls; one that did not would train its shard again from the start",
+                 h.worker, h.session, sv->session[h.worker]);
         refuse(sv, sock, &f[0], h.worker, st, why);
     } else {
         sv->heard[h.worker] = sl_clock_ns();
@@ -576,7 +623,11 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     memset(st, 0, sizeof *st);
     if (o->workers == 0)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
-    struct server sv = {.o = o, .not_done = o->workers, .left = o->workers, .lost_first = -1, .early_first = -1,
+    struct server sv = {.o = o,
+                        .not_done = o->workers,
+                        .left = o->workers,
+                        .lost_first = -1,
+                        .early_first = -1,
                         .incarnation = train_ps_draw_id()};
     st->incarnation = sv.incarnation;
     sv.done = sl_calloc(o->workers, 1);
@@ -609,9 +660,9 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         if (o->stop != NULL && *o->stop) {
             if (st->version != sv.ckpt_version || st->checkpoints == 0)
                 checkpoint(&sv, st);
-            rc = sv.ckpt_rc != 0 ? sl_error_set(err, sv.ckpt_rc, "parameter server %u: stopped; %s", o->index,
-                                                sv.ckpt_err.msg)
-                                 : sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
+            rc = sv.ckpt_rc != 0
+                     ? sl_error_set(err, sv.ckpt_rc, "parameter server %u: stopped; %s", o->index, sv.ckpt_err.msg)
+                     : sl_error_set(err, SL_ECLOSED, "parameter server %u: stopped", o->index);
             break;
         }
         if (sv.ckpt_rc != 0) {
@@ -638,13 +689,15 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         st->left_early += sv.final[w] == 2;
     }
     if (rc == 0 && sv.lost_first >= 0)
-        rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u: worker %d was silent for %.1f s and is lost (%u "
-                          "lost in all); its pushes stopped there", o->index, sv.lost_first,
-                          o->worker_timeout_ms / 1000.0, st->lost);
+        rc = sl_error_set(err, SL_ETIMEOUT,
+                          "parameter server %u: worker %d was silent for %.1f s and is lost (%u "
+                          "lost in all); its pushes stopped there",
+                          o->index, sv.lost_first, o->worker_timeout_ms / 1000.0, st->lost);
     else if (rc == 0 && sv.early_first >= 0)
-        rc = sl_error_set(err, SL_EPROTO, "parameter server %u: worker %d left before its final pull (it failed or "
-                          "was stopped; %u in all): the job did not finish", o->index, sv.early_first,
-                          st->left_early);
+        rc = sl_error_set(err, SL_EPROTO,
+                          "parameter server %u: worker %d left before its final pull (it failed or "
+                          "was stopped; %u in all): the job did not finish",
+                          o->index, sv.early_first, st->left_early);
 out:
     st->elements = sv.n;
     st->evaluator = sv.eval;

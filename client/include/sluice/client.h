@@ -118,25 +118,25 @@ struct sluice_options {
     const char *const *feeders; /* the job's feeder endpoints, feeder j at index j
                                    ("tcp://host:5555", "ipc:///run/f.sock") */
     size_t nfeeders;
-    const char *job;            /* the job's name, as the feeders know it */
-    uint32_t worker, workers;   /* this trainer is worker `worker` of `workers` (0: 1) */
-    uint32_t replicas;          /* pieces per step (0: 1) */
-    uint32_t credits;           /* pieces in flight per feeder; 0: max(64, 4 * replicas) */
-    int heartbeat_ms;           /* 0: 1000 */
-    int timeout_ms;             /* a feeder silent this long is lost; 0: 10000 */
-    int connect_timeout_ms;     /* wait for a feeder's first answer; 0: 60000 */
-    int reconnect_ms;           /* > 0: a lost feeder is reconnected to and resumes where it
+    const char *job;                      /* the job's name, as the feeders know it */
+    uint32_t worker, workers;             /* this trainer is worker `worker` of `workers` (0: 1) */
+    uint32_t replicas;                    /* pieces per step (0: 1) */
+    uint32_t credits;                     /* pieces in flight per feeder; 0: max(64, 4 * replicas) */
+    int heartbeat_ms;                     /* 0: 1000 */
+    int timeout_ms;                       /* a feeder silent this long is lost; 0: 10000 */
+    int connect_timeout_ms;               /* wait for a feeder's first answer; 0: 60000 */
+    int reconnect_ms;                     /* > 0: a lost feeder is reconnected to and resumes where it
                                    left off, if back within this long; 0: fail at once */
-    int takeover_ms;            /* > 0: a lost feeder not back within this long has its share
+    int takeover_ms;                      /* > 0: a lost feeder not back within this long has its share
                                    served by a surviving feeder; 0: off */
-    int no_shm;                 /* nonzero: never map a feeder's shared memory (always copy) */
-    uint64_t resume_seq;        /* the first piece wanted: 0, or an earlier client's
+    int no_shm;                           /* nonzero: never map a feeder's shared memory (always copy) */
+    uint64_t resume_seq;                  /* the first piece wanted: 0, or an earlier client's
                                    sluice_client_position (a multiple of replicas) */
-    const char *curve_key;      /* CURVE: this trainer's secret key file (NAME.key, mode
+    const char *curve_key;                /* CURVE: this trainer's secret key file (NAME.key, mode
                                    0600; its public key is derived); NULL: no encryption */
     const char *const *curve_server_keys; /* with curve_key: [nfeeders] public key files
                                              (NAME.pub), that of feeders[j] at j */
-    volatile sig_atomic_t *stop; /* when it becomes nonzero (a signal handler may set it),
+    volatile sig_atomic_t *stop;          /* when it becomes nonzero (a signal handler may set it),
                                    every wait ends within a heartbeat tick with
                                    SLUICE_ECLOSED; NULL: never */
 };
@@ -167,8 +167,8 @@ SLUICE_API void sluice_cluster_free(struct sluice_cluster *cl);
 
 /* A tensor of a piece. All borrowed (see the lifetime rule above). */
 struct sluice_tensor {
-    const char *name;     /* the feature's name in the job's schema */
-    int dtype;            /* enum sluice_dtype */
+    const char *name; /* the feature's name in the job's schema */
+    int dtype;        /* enum sluice_dtype */
     int rank;
     const int64_t *shape; /* [rank]; shape[0] is the piece's row count for batched tensors */
     const void *data;     /* NULL when bytes == 0 */
@@ -177,13 +177,13 @@ struct sluice_tensor {
 
 /* One replica's share of a step. */
 struct sluice_piece {
-    uint64_t epoch;       /* 0-based */
-    uint64_t step;        /* within the epoch */
-    uint64_t seq;         /* the piece's sequence number over the whole stream */
+    uint64_t epoch; /* 0-based */
+    uint64_t step;  /* within the epoch */
+    uint64_t seq;   /* the piece's sequence number over the whole stream */
     uint32_t worker, replica;
-    uint32_t rows;        /* 0: an empty piece (the data ran out for this replica) */
-    uint32_t last_step;   /* nonzero: the last step of its epoch */
-    uint32_t shm;         /* nonzero: data lies in the feeder's shared memory */
+    uint32_t rows;      /* 0: an empty piece (the data ran out for this replica) */
+    uint32_t last_step; /* nonzero: the last step of its epoch */
+    uint32_t shm;       /* nonzero: data lies in the feeder's shared memory */
     size_t ntensors;
     const struct sluice_tensor *tensors; /* [ntensors] */
 };

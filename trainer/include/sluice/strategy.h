@@ -83,9 +83,9 @@ enum sluice_reduce_op {
 /* A tensor view. `data` is borrowed (or, for results, caller-owned and
  * caller-sized); NULL is allowed when the value has no elements. */
 struct sluice_value {
-    int dtype;                            /* SLUICE_FLOAT32, SLUICE_INT64 or SLUICE_UINT8 */
-    int rank;                             /* 0..SLUICE_VALUE_MAX_RANK */
-    int64_t dims[SLUICE_VALUE_MAX_RANK];  /* dims[0..rank); the rest ignored */
+    int dtype;                           /* SLUICE_FLOAT32, SLUICE_INT64 or SLUICE_UINT8 */
+    int rank;                            /* 0..SLUICE_VALUE_MAX_RANK */
+    int64_t dims[SLUICE_VALUE_MAX_RANK]; /* dims[0..rank); the rest ignored */
     float *data;
 };
 
@@ -99,7 +99,7 @@ struct sluice_per_replica; /* one value per replica (PerReplica) */
 
 /* Options: caller-owned; all-zero means one replica. */
 struct sluice_strategy_options {
-    uint32_t replicas;      /* R replica threads, 1..1024 (0: 1) */
+    uint32_t replicas; /* R replica threads, 1..1024 (0: 1) */
 };
 
 /* Start R replicas. SLUICE_EINVAL (more than 1024 replicas), SLUICE_ENOMEM,
@@ -139,15 +139,15 @@ SLUICE_API size_t sluice_per_replica_local_results(const struct sluice_per_repli
  * match its bytes, an integer beyond 2^24 (not exact in float32: named
  * with its replica and element); SLUICE_ENOMEM. On error *out is NULL. */
 SLUICE_API int sluice_strategy_distribute_step(struct sluice_per_replica **out, const struct sluice_strategy *s,
-                                               const struct sluice_piece *pieces, size_t npieces,
-                                               const char *tensor, struct sluice_error *err) SLUICE_MUST_CHECK;
+                                               const struct sluice_piece *pieces, size_t npieces, const char *tensor,
+                                               struct sluice_error *err) SLUICE_MUST_CHECK;
 
 /* What value_fn learns about the replica it makes a value for
  * (TensorFlow's ValueContext). */
 struct sluice_value_context {
-    int replica_id_in_sync_group;  /* 0..num_replicas_in_sync-1 */
+    int replica_id_in_sync_group; /* 0..num_replicas_in_sync-1 */
     uint32_t num_replicas_in_sync;
-    size_t capacity;               /* elements available at out->data */
+    size_t capacity; /* elements available at out->data */
 };
 
 /* Makes one replica's value. On entry *out is a scalar (rank 0) of dtype
