@@ -124,6 +124,121 @@ static double json_num(const char *text, const char *key)
     return p ? strtod(p + strlen(pat), NULL) : 0;
 }
 
+/* In the child: exec feeder j of F, listening on bind, its stderr to errfd.
+ * Does not return (exit 127 when exec fails). */
+static void exec_feeder(const struct opts *o, int j, int F, int curve, char *bind, int errfd)
+{
+    char idx[16], nf[16], th[16], key[PATH_MAX + 64];
+    snprintf(idx, sizeof idx, "%d", j);
+    snprintf(nf, sizeof nf, "%d", F);
+    snprintf(th, sizeof th, "%d", o->threads);
+    char *argv[64] = {(char *)o->feeder_bin, "--job", (char *)o->job, "--listen", bind, "--feeder-index", idx,
+                      "--feeders",           nf,      "--threads",    th};
+    int k = o->threads > 0 ? 11 : 9;
+    if (o->no_shm)
+        argv[k++] = "--no-shm";
+    if (curve) {
+        bench_curve_feeder_key(&o->keys, j, key, sizeof key);
+        argv[k++] = "--curve-key";
+        argv[k++] = key;
+        argv[k++] = (char *)"--curve-allow";
+        argv[k++] = (char *)o->keys.allow;
+    }
+    for (int i = 0; i < o->noverrides; i++)
+        argv[k++] = o->overrides[i];
+    argv[k] = NULL;
+    dup2(errfd, 2);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* In the child: exec trainer w, connecting to list, its stdout to the pipe.
+ * Does not return (exit 127 when exec fails). */
+static void exec_trainer(const struct opts *o, int w, int curve, char *list, int pipefd[2])
+{
+    char ws[16], nw[16], nr[16];
+    snprintf(ws, sizeof ws, "%d", w);
+    snprintf(nw, sizeof nw, "%d", o->workers);
+    snprintf(nr, sizeof nr, "%d", o->replicas);
+    char *argv[20] = {(char *)o->trainer_bin, "--connect", list,     "--job", "", "--worker", ws, "--workers", nw,
+                      "--replicas",           nr,          "--quiet"};
+    int k = 12;
+    if (o->no_shm)
+        argv[k++] = "--no-shm";
+    if (curve) {
+        argv[k++] = "--curve-key";
+        argv[k++] = (char *)o->keys.client_key;
+        argv[k++] = "--curve-server-key";
+        argv[k++] = (char *)o->keys.dir;
+    }
+    argv[k] = NULL;
+    /* the job name: read from the job file by the feeder; the trainer
+     * must say it: take it from the environment set below */
+    argv[4] = getenv("SLUICE_BENCH_JOB_NAME");
+    dup2(pipefd[1], 1);
+    close(pipefd[0]);
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* Wait for the trainers tp[0..workers) while sampling the F feeders' own
+ * memory (the peak in kB into *anon_max); each trainer's stdout into out[w].
+ * Returns 0, or -1 when a trainer failed. */
+static int wait_trainers(const struct opts *o, int F, const pid_t *fp, pid_t *tp, int pipes[][2], char out[][2048],
+                         long *anon_max)
+{
+    int running = o->workers;
+    int status_all = 0;
+    size_t outn[64] = {0};
+    while (running > 0) {
+        for (int j = 0; j < F; j++) {
+            long v = rss_own_kb(fp[j]);
+            if (v > *anon_max)
+                *anon_max = v;
+        }
+        for (int w = 0; w < o->workers; w++) {
+            if (tp[w] <= 0)
+                continue;
+            int st;
+            pid_t got = waitpid(tp[w], &st, WNOHANG);
+            if (got == tp[w]) {
+                ssize_t n;
+                while ((n = read(pipes[w][0], out[w] + outn[w], sizeof out[w] - 1 - outn[w])) > 0)
+                    outn[w] += (size_t)n;
+                out[w][outn[w]] = '\0';
+                close(pipes[w][0]);
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                    status_all = -1;
+                tp[w] = 0;
+                running--;
+            }
+        }
+        usleep(20000);
+    }
+    return status_all;
+}
+
+/* Sum the trainers' JSON lines out[0..workers) into r. */
+static void sum_trainers(const struct opts *o, char out[][2048], struct run *r)
+{
+    double secs = 0;
+    for (int w = 0; w < o->workers; w++) {
+        /* stream_seconds is printed to the millisecond, which a tiny run
+         * rounds to 0: the elements and their rate give it in full */
+        double n = json_num(out[w], "elements"), rate = json_num(out[w], "stream_elements_per_s");
+        double s = n > 0 && rate > 0 ? n / rate : json_num(out[w], "stream_seconds");
+        if (s > secs)
+            secs = s;
+        r->pieces += (uint64_t)json_num(out[w], "pieces");
+        r->shm_pieces += (uint64_t)json_num(out[w], "shm_pieces");
+        r->records_per_s += json_num(out[w], "stream_elements_per_s");
+        r->bytes_per_s += json_num(out[w], "stream_bytes_per_s");
+        r->piece_bytes += json_num(out[w], "bytes");
+    }
+    r->piece_bytes = r->pieces ? r->piece_bytes / (double)r->pieces : 0;
+    r->pieces_per_s = secs > 0 ? (double)r->pieces / secs : 0;
+}
+
 /* One run of F feeders, with CURVE when `curve` is set. */
 static int one_run(const struct opts *o, int F, int curve, struct run *r)
 {
@@ -145,31 +260,8 @@ static int one_run(const struct opts *o, int F, int curve, struct run *r)
     pid_t fp[8];
     for (int j = 0; j < F; j++) {
         fp[j] = fork();
-        if (fp[j] == 0) {
-            char idx[16], nf[16], th[16], key[PATH_MAX + 64];
-            snprintf(idx, sizeof idx, "%d", j);
-            snprintf(nf, sizeof nf, "%d", F);
-            snprintf(th, sizeof th, "%d", o->threads);
-            char *argv[64] = {
-                (char *)o->feeder_bin, "--job", (char *)o->job, "--listen", binds[j], "--feeder-index", idx,
-                "--feeders",           nf,      "--threads",    th};
-            int k = o->threads > 0 ? 11 : 9;
-            if (o->no_shm)
-                argv[k++] = "--no-shm";
-            if (curve) {
-                bench_curve_feeder_key(&o->keys, j, key, sizeof key);
-                argv[k++] = "--curve-key";
-                argv[k++] = key;
-                argv[k++] = (char *)"--curve-allow";
-                argv[k++] = (char *)o->keys.allow;
-            }
-            for (int i = 0; i < o->noverrides; i++)
-                argv[k++] = o->overrides[i];
-            argv[k] = NULL;
-            dup2(errfd, 2);
-            execv(argv[0], argv);
-            _exit(127);
-        }
+        if (fp[j] == 0)
+            exec_feeder(o, j, F, curve, binds[j], errfd);
     }
     int pipes[64][2];
     pid_t tp[64];
@@ -177,65 +269,14 @@ static int one_run(const struct opts *o, int F, int curve, struct run *r)
         if (pipe(pipes[w]) != 0)
             return -1;
         tp[w] = fork();
-        if (tp[w] == 0) {
-            char ws[16], nw[16], nr[16];
-            snprintf(ws, sizeof ws, "%d", w);
-            snprintf(nw, sizeof nw, "%d", o->workers);
-            snprintf(nr, sizeof nr, "%d", o->replicas);
-            char *argv[20] = {
-                (char *)o->trainer_bin, "--connect", list,     "--job", "", "--worker", ws, "--workers", nw,
-                "--replicas",           nr,          "--quiet"};
-            int k = 12;
-            if (o->no_shm)
-                argv[k++] = "--no-shm";
-            if (curve) {
-                argv[k++] = "--curve-key";
-                argv[k++] = (char *)o->keys.client_key;
-                argv[k++] = "--curve-server-key";
-                argv[k++] = (char *)o->keys.dir;
-            }
-            argv[k] = NULL;
-            /* the job name: read from the job file by the feeder; the trainer
-             * must say it: take it from the environment set below */
-            argv[4] = getenv("SLUICE_BENCH_JOB_NAME");
-            dup2(pipes[w][1], 1);
-            close(pipes[w][0]);
-            execv(argv[0], argv);
-            _exit(127);
-        }
+        if (tp[w] == 0)
+            exec_trainer(o, w, curve, list, pipes[w]);
         close(pipes[w][1]);
     }
     /* sample the feeders' anonymous memory until the trainers finish */
     long anon_max = 0;
-    int running = o->workers;
-    int status_all = 0;
     char out[64][2048];
-    size_t outn[64] = {0};
-    while (running > 0) {
-        for (int j = 0; j < F; j++) {
-            long v = rss_own_kb(fp[j]);
-            if (v > anon_max)
-                anon_max = v;
-        }
-        for (int w = 0; w < o->workers; w++) {
-            if (tp[w] <= 0)
-                continue;
-            int st;
-            pid_t got = waitpid(tp[w], &st, WNOHANG);
-            if (got == tp[w]) {
-                ssize_t n;
-                while ((n = read(pipes[w][0], out[w] + outn[w], sizeof out[w] - 1 - outn[w])) > 0)
-                    outn[w] += (size_t)n;
-                out[w][outn[w]] = '\0';
-                close(pipes[w][0]);
-                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                    status_all = -1;
-                tp[w] = 0;
-                running--;
-            }
-        }
-        usleep(20000);
-    }
+    int status_all = wait_trainers(o, F, fp, tp, pipes, out, &anon_max);
     double maxrss = 0;
     for (int j = 0; j < F; j++) {
         int st;
@@ -257,22 +298,7 @@ static int one_run(const struct opts *o, int F, int curve, struct run *r)
         sl_log(SL_LOG_ERROR, "a feeder or trainer failed; feeder log:\n%s", logbuf);
         return -1;
     }
-    double secs = 0;
-    for (int w = 0; w < o->workers; w++) {
-        /* stream_seconds is printed to the millisecond, which a tiny run
-         * rounds to 0: the elements and their rate give it in full */
-        double n = json_num(out[w], "elements"), rate = json_num(out[w], "stream_elements_per_s");
-        double s = n > 0 && rate > 0 ? n / rate : json_num(out[w], "stream_seconds");
-        if (s > secs)
-            secs = s;
-        r->pieces += (uint64_t)json_num(out[w], "pieces");
-        r->shm_pieces += (uint64_t)json_num(out[w], "shm_pieces");
-        r->records_per_s += json_num(out[w], "stream_elements_per_s");
-        r->bytes_per_s += json_num(out[w], "stream_bytes_per_s");
-        r->piece_bytes += json_num(out[w], "bytes");
-    }
-    r->piece_bytes = r->pieces ? r->piece_bytes / (double)r->pieces : 0;
-    r->pieces_per_s = secs > 0 ? (double)r->pieces / secs : 0;
+    sum_trainers(o, out, r);
     r->rss_anon_mb = (double)anon_max / 1024.0;
     r->rss_max_mb = maxrss;
     return 0;

@@ -619,7 +619,14 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     }
 }
 
-int bench_formats_main(int argc, char **argv)
+/* The command line, parsed: the options that are not fields of struct bench. */
+struct args {
+    const char *images, *labels, *features, *scratch, *once;
+};
+
+/* Parse argv into b and a. Returns -1 to go on, else the exit code: 0 after
+ * --help, 2 after a bad option or value (the message on stderr). */
+static int parse_args(struct bench *b, struct args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {{"file", required_argument, NULL, 'f'},
                                              {"features", required_argument, NULL, 'F'},
@@ -634,37 +641,33 @@ int bench_formats_main(int argc, char **argv)
                                              {"size", required_argument, NULL, 'S'},
                                              {"once", required_argument, NULL, 'o'},
                                              {NULL, 0, NULL, 0}};
-    struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
-    const char *images = DEFAULT_IMAGES, *labels = DEFAULT_LABELS, *features = "image:uint8:784,label:int64,id:int64";
-    const char *scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    const char *once = NULL;
     int c;
     long num = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'f': b.file = optarg; break;
-        case 'F': features = optarg; break;
-        case 'i': images = optarg; break;
-        case 'l': labels = optarg; break;
-        case 's': scratch = optarg; break;
+        case 'f': b->file = optarg; break;
+        case 'F': a->features = optarg; break;
+        case 'i': a->images = optarg; break;
+        case 'l': a->labels = optarg; break;
+        case 's': a->scratch = optarg; break;
         case 'r':
             if (bench_parse_int("formats", "--repeat", optarg, 1, 64, &num) != 0)
                 return 2;
-            b.repeat = (int)num;
+            b->repeat = (int)num;
             break;
         case 't':
-            if (bench_parse_double("formats", "--min-time", optarg, 0, 3600, &b.min_time) != 0)
+            if (bench_parse_double("formats", "--min-time", optarg, 0, 3600, &b->min_time) != 0)
                 return 2;
             break;
         case 'b':
             if (bench_parse_int("formats", "--batch", optarg, 1, 1 << 20, &num) != 0)
                 return 2;
-            b.batch = (size_t)num;
+            b->batch = (size_t)num;
             break;
-        case 'j': b.json = 1; break;
+        case 'j': b->json = 1; break;
         case 'S':
-            if (parse_bytes(optarg, &b.size) != 0 || b.size < 4096) {
+            if (parse_bytes(optarg, &b->size) != 0 || b->size < 4096) {
                 fprintf(stderr,
                         "sluice-bench formats: --size: expected a byte count of at least 4096 "
                         "(digits, then optionally K, M, G or T), got '%s'\n",
@@ -672,7 +675,7 @@ int bench_formats_main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'o': once = optarg; break;
+        case 'o': a->once = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default:
             fprintf(stderr, "sluice-bench formats: bad option '%s'\nTry 'sluice-bench formats --help'\n",
@@ -680,25 +683,159 @@ int bench_formats_main(int argc, char **argv)
             return 2;
         }
     }
-    if (once != NULL) {
-        if (strcmp(once, "read-crc") != 0 && strcmp(once, "scan") != 0 && strcmp(once, "scan-read") != 0 &&
-            strcmp(once, "scan-auto") != 0) {
+    return -1;
+}
+
+/* Tests 1 to 4 on the prepared data: appends to res[*nres..), at most cap
+ * figures, in bytes per second. Returns 0, or -1 when a pass failed (logged). */
+static int measure_default(struct bench *b, struct fmt_batch *batch, struct result *res, size_t cap, size_t *nres_out)
+{
+    size_t nres = *nres_out;
+    int rc = -1;
+    struct scan_arg plain = {b->plain, 0, FMT_IO_MAP}, plain_read = {b->plain, 0, FMT_IO_READ},
+                    gz = {b->gz, 0, FMT_IO_AUTO}, gz_zlib = {b->gz, 1, FMT_IO_AUTO};
+    res[nres] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(b, &res[nres++], pass_scan, &plain, pass_read_crc, b->plain) != 0)
+        goto out;
+    res[nres] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(b, &res[nres++], pass_scan, &plain_read, pass_read_crc, b->plain) != 0)
+        goto out;
+#ifdef SLUICE_HAVE_ISAL
+    res[nres] = (struct result){"gzip tfrecord scan", "GB/s", "igzip inflate", 0, 0, 0};
+    struct inflate_arg isal = {bench_pass_isal_inflate, b->gz};
+    if (compare(b, &res[nres++], pass_scan, &gz, pass_inflate, &isal) != 0)
+        goto out;
+#else
+    (void)gz;
+#endif
+    res[nres] = (struct result){"gzip tfrecord scan (zlib inflate)", "GB/s", "zlib inflate", 0, 0, 0};
+    struct inflate_arg zlib_arg = {bench_pass_zlib_inflate, b->gz};
+    if (compare(b, &res[nres++], pass_scan, &gz_zlib, pass_inflate, &zlib_arg) != 0)
+        goto out;
+    res[nres] = (struct result){"example decode (in memory)", "GB/s", "", 0, 0, 0};
+    if (compare(b, &res[nres], pass_decode_mem, batch, NULL, NULL) != 0)
+        goto out;
+    res[nres].extra = res[nres].ours * (double)b->records / (double)b->rec_off[b->records];
+    nres++;
+    struct scan_decode_arg sd = {b->plain, batch};
+    res[nres] = (struct result){"scan + crc + decode (file)", "GB/s", "", 0, 0, 0};
+    if (compare(b, &res[nres], pass_scan_decode, &sd, NULL, NULL) != 0)
+        goto out;
+    res[nres].extra = res[nres].ours * (double)b->records / (double)b->plain_bytes;
+    nres++;
+    static const char *crc_names[] = {"portable", "sse4.2", "isa-l"};
+    static char crc_labels[SL_CRC32C_NIMPL][2][48];
+    size_t avg = (size_t)(b->rec_off[b->records] / (b->records ? b->records : 1));
+    for (int i = 0; i < SL_CRC32C_NIMPL && nres + 2 <= cap; i++) {
+        sl_crc32c_fn fn = sl_crc32c_impl_fn((enum sl_crc32c_impl)i);
+        if (fn == NULL)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            struct crc_arg ca = {fn, k == 0 ? (avg ? avg : 1) : CHUNK};
+            snprintf(crc_labels[i][k], sizeof crc_labels[i][k], "crc32c %s, %zu-byte calls", crc_names[i], ca.block);
+            res[nres] = (struct result){crc_labels[i][k], "GB/s", "", 0, 0, 0};
+            if (compare(b, &res[nres++], pass_crc, &ca, NULL, NULL) != 0)
+                goto out;
+        }
+    }
+    rc = 0;
+out:
+    *nres_out = nres;
+    return rc;
+}
+
+/* --size: drops the default files from the page cache, writes and warms the
+ * big file and measures test 1 on it into big[0..*nbig) (at most 2), in bytes
+ * per second. Returns 0, or -1 on failure (logged). */
+static int measure_big(struct bench *b, struct result *big, size_t *nbig)
+{
+    struct sl_error err = {0};
+    /* one copy in the page cache at a time: the default files go first */
+    if (b->file == NULL)
+        unlink(b->plain);
+    unlink(b->gz);
+    uint64_t warm = 0;
+    if (write_big(b) != 0 || pass_read_crc(b, b->big, &warm) != 0)
+        return -1;
+    b->big_bytes = file_size(b->big);
+    if (fmt_io_probe_file(b->big, &b->big_probe, &err) != 0)
+        b->big_probe.done = 0;
+    struct scan_arg bp = {b->big, 0, FMT_IO_MAP}, bpr = {b->big, 0, FMT_IO_READ};
+    big[*nbig] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(b, &big[(*nbig)++], pass_scan, &bp, pass_read_crc, b->big) != 0)
+        return -1;
+    big[*nbig] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
+    if (compare(b, &big[(*nbig)++], pass_scan, &bpr, pass_read_crc, b->big) != 0)
+        return -1;
+    return 0;
+}
+
+/* Figures from bytes per second to GB/s. */
+static void to_gbps(struct result *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        r[i].ours /= 1e9;
+        r[i].base /= 1e9;
+    }
+}
+
+/* The whole run on prepared data (b's files and records loaded): measures,
+ * prints. Returns 0, or 1 on failure (logged). */
+static int run_all(struct bench *b)
+{
+    struct result res[16];
+    size_t nres = 0;
+    struct sl_error err = {0};
+    struct fmt_batch *batch = NULL;
+    if (fmt_batch_create(&batch, b->specs, b->nspecs, b->batch, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    int status = 1;
+    if (measure_default(b, batch, res, sizeof res / sizeof res[0], &nres) != 0)
+        goto out_batch;
+    struct result big[2];
+    size_t nbig = 0;
+    if (b->size != 0 && measure_big(b, big, &nbig) != 0)
+        goto out_batch;
+    to_gbps(res, nres);
+    to_gbps(big, nbig);
+    print_results(b, res, nres, big, nbig);
+    status = 0;
+out_batch:
+    fmt_batch_destroy(batch);
+    return status;
+}
+
+int bench_formats_main(int argc, char **argv)
+{
+    struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
+    struct args a = {.images = DEFAULT_IMAGES,
+                     .labels = DEFAULT_LABELS,
+                     .features = "image:uint8:784,label:int64,id:int64",
+                     .scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"};
+    int prc = parse_args(&b, &a, argc, argv);
+    if (prc >= 0)
+        return prc;
+    if (a.once != NULL) {
+        if (strcmp(a.once, "read-crc") != 0 && strcmp(a.once, "scan") != 0 && strcmp(a.once, "scan-read") != 0 &&
+            strcmp(a.once, "scan-auto") != 0) {
             fprintf(stderr, "sluice-bench formats: --once: expected read-crc, scan, scan-read or scan-auto, got '%s'\n",
-                    once);
+                    a.once);
             return 2;
         }
         if (b.file == NULL) {
             fprintf(stderr, "sluice-bench formats: --once needs --file\n");
             return 2;
         }
-        return run_once(&b, once);
+        return run_once(&b, a.once);
     }
-    if (parse_features(&b, features) != 0) {
-        fprintf(stderr, "sluice-bench formats: bad --features '%s' (name:dtype[:count],...)\n", features);
+    if (parse_features(&b, a.features) != 0) {
+        fprintf(stderr, "sluice-bench formats: bad --features '%s' (name:dtype[:count],...)\n", a.features);
         return 2;
     }
     char dir[3072];
-    snprintf(dir, sizeof dir, "%s/sluice-bench-XXXXXX", scratch);
+    snprintf(dir, sizeof dir, "%s/sluice-bench-XXXXXX", a.scratch);
     if (mkdtemp(dir) == NULL) {
         sl_log(SL_LOG_ERROR, "mkdtemp(%s): %s", dir, strerror(errno));
         return 1;
@@ -711,7 +848,7 @@ int bench_formats_main(int argc, char **argv)
         snprintf(b.plain, sizeof b.plain, "%s", b.file);
         if (copy_to_gzip(&b) != 0)
             goto out_rmdir;
-    } else if (write_fmnist(&b, images, labels) != 0) {
+    } else if (write_fmnist(&b, a.images, a.labels) != 0) {
         goto out_rmdir;
     }
     if (load_records(&b) != 0) /* also warms the page cache */
@@ -721,94 +858,7 @@ int bench_formats_main(int argc, char **argv)
     struct sl_error perr = {0};
     if (fmt_io_probe_file(b.plain, &b.probe, &perr) != 0) /* printed as not probed */
         b.probe.done = 0;
-
-    struct result res[16];
-    size_t nres = 0;
-    struct sl_error err = {0};
-    struct fmt_batch *batch = NULL;
-    if (fmt_batch_create(&batch, b.specs, b.nspecs, b.batch, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-        goto out_rmdir;
-    }
-    struct scan_arg plain = {b.plain, 0, FMT_IO_MAP}, plain_read = {b.plain, 0, FMT_IO_READ},
-                    gz = {b.gz, 0, FMT_IO_AUTO}, gz_zlib = {b.gz, 1, FMT_IO_AUTO};
-    res[nres] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
-    if (compare(&b, &res[nres++], pass_scan, &plain, pass_read_crc, b.plain) != 0)
-        goto out_batch;
-    res[nres] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
-    if (compare(&b, &res[nres++], pass_scan, &plain_read, pass_read_crc, b.plain) != 0)
-        goto out_batch;
-#ifdef SLUICE_HAVE_ISAL
-    res[nres] = (struct result){"gzip tfrecord scan", "GB/s", "igzip inflate", 0, 0, 0};
-    struct inflate_arg isal = {bench_pass_isal_inflate, b.gz};
-    if (compare(&b, &res[nres++], pass_scan, &gz, pass_inflate, &isal) != 0)
-        goto out_batch;
-#else
-    (void)gz;
-#endif
-    res[nres] = (struct result){"gzip tfrecord scan (zlib inflate)", "GB/s", "zlib inflate", 0, 0, 0};
-    struct inflate_arg zlib_arg = {bench_pass_zlib_inflate, b.gz};
-    if (compare(&b, &res[nres++], pass_scan, &gz_zlib, pass_inflate, &zlib_arg) != 0)
-        goto out_batch;
-    res[nres] = (struct result){"example decode (in memory)", "GB/s", "", 0, 0, 0};
-    if (compare(&b, &res[nres], pass_decode_mem, batch, NULL, NULL) != 0)
-        goto out_batch;
-    res[nres].extra = res[nres].ours * (double)b.records / (double)b.rec_off[b.records];
-    nres++;
-    struct scan_decode_arg sd = {b.plain, batch};
-    res[nres] = (struct result){"scan + crc + decode (file)", "GB/s", "", 0, 0, 0};
-    if (compare(&b, &res[nres], pass_scan_decode, &sd, NULL, NULL) != 0)
-        goto out_batch;
-    res[nres].extra = res[nres].ours * (double)b.records / (double)b.plain_bytes;
-    nres++;
-    static const char *crc_names[] = {"portable", "sse4.2", "isa-l"};
-    static char crc_labels[SL_CRC32C_NIMPL][2][48];
-    size_t avg = (size_t)(b.rec_off[b.records] / (b.records ? b.records : 1));
-    for (int i = 0; i < SL_CRC32C_NIMPL && nres + 2 <= sizeof res / sizeof res[0]; i++) {
-        sl_crc32c_fn fn = sl_crc32c_impl_fn((enum sl_crc32c_impl)i);
-        if (fn == NULL)
-            continue;
-        for (int k = 0; k < 2; k++) {
-            struct crc_arg ca = {fn, k == 0 ? (avg ? avg : 1) : CHUNK};
-            snprintf(crc_labels[i][k], sizeof crc_labels[i][k], "crc32c %s, %zu-byte calls", crc_names[i], ca.block);
-            res[nres] = (struct result){crc_labels[i][k], "GB/s", "", 0, 0, 0};
-            if (compare(&b, &res[nres++], pass_crc, &ca, NULL, NULL) != 0)
-                goto out_batch;
-        }
-    }
-    struct result big[2];
-    size_t nbig = 0;
-    if (b.size != 0) {
-        /* one copy in the page cache at a time: the default files go first */
-        if (b.file == NULL)
-            unlink(b.plain);
-        unlink(b.gz);
-        uint64_t warm = 0;
-        if (write_big(&b) != 0 || pass_read_crc(&b, b.big, &warm) != 0)
-            goto out_batch;
-        b.big_bytes = file_size(b.big);
-        if (fmt_io_probe_file(b.big, &b.big_probe, &err) != 0)
-            b.big_probe.done = 0;
-        struct scan_arg bp = {b.big, 0, FMT_IO_MAP}, bpr = {b.big, 0, FMT_IO_READ};
-        big[nbig] = (struct result){"tfrecord scan + crc (mmap)", "GB/s", "read()+crc32c", 0, 0, 0};
-        if (compare(&b, &big[nbig++], pass_scan, &bp, pass_read_crc, b.big) != 0)
-            goto out_batch;
-        big[nbig] = (struct result){"tfrecord scan + crc (read)", "GB/s", "read()+crc32c", 0, 0, 0};
-        if (compare(&b, &big[nbig++], pass_scan, &bpr, pass_read_crc, b.big) != 0)
-            goto out_batch;
-    }
-    for (size_t i = 0; i < nres; i++) {
-        res[i].ours /= 1e9;
-        res[i].base /= 1e9;
-    }
-    for (size_t i = 0; i < nbig; i++) {
-        big[i].ours /= 1e9;
-        big[i].base /= 1e9;
-    }
-    print_results(&b, res, nres, big, nbig);
-    status = 0;
-out_batch:
-    fmt_batch_destroy(batch);
+    status = run_all(&b);
 out_rmdir:
     if (b.file == NULL)
         unlink(b.plain);

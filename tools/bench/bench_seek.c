@@ -204,35 +204,171 @@ static int job_make(struct seek_job *j, const struct feed_plan_config *base, lon
     return 0;
 }
 
+/* The command line. */
+struct seek_params {
+    long files, records, batch, shuffle, cycle, workers, replicas, steps, repeat;
+    int scales[8], nscales, json, per_replica, drop, no_baseline;
+    const char *policy, *hint;
+};
+
+/* One scale's figures, as printed. */
+struct seek_row {
+    int scale;
+    const struct seek_job *j;
+    const struct feed_plan_summary *sum;
+    uint64_t epoch, in_epoch, within;
+    struct bench_stat st; /* of the seeks */
+    double old, start;    /* epoch + next, from the start (-1: not run) */
+};
+
+/* The table's header: the settings, then the column names. */
+static void print_header(const struct seek_params *p, const struct feed_plan_config *base)
+{
+    printf("sluice-bench seek: %ld files x ~%ld records x scale, global batch %ld, shuffle %ld, "
+           "parallel reads %ld,\n  W %ld x R %ld, %s%s%s%s; worker 0 to step %ld (seq %llu); seek: median "
+           "[min-max] of %ld\n\n"
+           " %-6s %-12s %-11s %-7s %-10s %-28s %-10s %-11s %-11s %-11s %-8s\n",
+           p->files, p->records, p->batch, p->shuffle, p->cycle, p->workers, p->replicas,
+           p->per_replica ? "per-replica input" : "policy ", p->per_replica ? "" : feed_policy_name(base->policy),
+           !p->per_replica && base->policy == FEED_SHARD_HINT ? "=" : "",
+           !p->per_replica && base->policy == FEED_SHARD_HINT ? feed_hint_name(base->hint) : "", p->steps,
+           (unsigned long long)p->steps * (unsigned long long)p->replicas, p->repeat, "scale", "records", "steps/ep",
+           "epoch", "in epoch", "seek ms", "steps/s", "pieces/s", "epoch+next", "from start", "ratio");
+}
+
+/* One scale's row: a JSON object with --json, else a line of the table. */
+static void print_row(const struct seek_params *p, const struct feed_plan_config *base, const struct seek_row *r)
+{
+    const struct seek_job *j = r->j;
+    const struct bench_stat *st = &r->st;
+    double sps = (double)p->steps / st->median, pps = (double)j->seq / st->median;
+    double ratio = (p->no_baseline ? r->old : r->start) / st->median;
+    if (p->json) {
+        printf("{\"bench\":\"seek\",\"scale\":%d,\"files\":%ld,\"records\":%llu,\"global_batch\":%ld,"
+               "\"shuffle_buffer\":%ld,\"parallel_reads\":%ld,\"workers\":%ld,\"replicas\":%ld,"
+               "\"policy\":\"%s\",\"per_replica\":%d,\"steps\":%ld,\"seq\":%llu,\"steps_per_epoch\":%llu,"
+               "\"epoch\":%llu,\"pieces_in_epoch\":%llu,\"within\":%llu,"
+               "\"seek_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"steps_per_s\":%.6g,"
+               "\"pieces_per_s\":%.6g,\"epoch_next_s\":%.6g,\"from_start_s\":%.6g,\"ratio\":%.6g,"
+               "\"ratio_against\":\"%s\"}\n",
+               r->scale, p->files, (unsigned long long)j->records, p->batch, p->shuffle, p->cycle, p->workers,
+               p->replicas, feed_policy_name(base->policy), p->per_replica, p->steps, (unsigned long long)j->seq,
+               (unsigned long long)r->sum->steps, (unsigned long long)r->epoch, (unsigned long long)r->in_epoch,
+               (unsigned long long)r->within, st->median, st->min, st->max, sps, pps, r->old,
+               p->no_baseline ? -1.0 : r->start, ratio, p->no_baseline ? "epoch_next" : "from_start");
+        return;
+    }
+    char sc[16], rec[24], ms[48], old_s[24], start_s[24];
+    snprintf(sc, sizeof sc, "x%d", r->scale);
+    snprintf(rec, sizeof rec, "%.3g", (double)j->records);
+    snprintf(ms, sizeof ms, "%.3f [%.3f-%.3f]", st->median * 1e3, st->min * 1e3, st->max * 1e3);
+    snprintf(old_s, sizeof old_s, "%.3f s", r->old);
+    snprintf(start_s, sizeof start_s, p->no_baseline ? "-" : "%.3f s", r->start);
+    printf(" %-6s %-12s %-11llu %-7llu %-10llu %-28s %-10.3g %-11.3g %-11s %-11s %-8.3g\n", sc, rec,
+           (unsigned long long)r->sum->steps, (unsigned long long)r->epoch, (unsigned long long)r->in_epoch, ms, sps,
+           pps, old_s, start_s, ratio);
+}
+
+/* One scale: times the seek, checks it against epoch + next and (unless
+ * --no-baseline) iteration from the start, prints its row (the header first
+ * when *header is 0, then sets it). a and b hold up to cap elements each.
+ * Returns 0, or 1 on failure (the message on stderr). */
+static int run_scale(const struct seek_params *p, const struct feed_plan_config *base, int scale, struct kept *a,
+                     struct kept *b, size_t cap, int *header)
+{
+    struct seek_job j;
+    if (job_make(&j, base, p->files, p->records, scale, p->steps) != 0)
+        return 1;
+    struct feed_plan_summary sum;
+    struct sl_error err = {0};
+    if (feed_plan_summarize(&j.cfg, 0, &sum, &err) != 0) {
+        fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
+        sl_free(j.counts);
+        return 1;
+    }
+    if (sum.steps == 0) {
+        fprintf(stderr, "sluice-bench seek: worker 0 has no step at scale %d\n", scale);
+        sl_free(j.counts);
+        return 1;
+    }
+    uint64_t per = sum.steps * (uint64_t)p->replicas;
+    struct seek_row row = {.scale = scale, .j = &j, .sum = &sum, .epoch = j.seq / per, .in_epoch = j.seq % per};
+    double t[32];
+    int status = 0;
+    for (long r = 0; r < p->repeat && status == 0; r++) {
+        t[r] = time_seek(&j, j.seq, a, cap, &row.within);
+        status = t[r] < 0;
+    }
+    row.old = status ? -1 : time_epoch_next(&j, row.epoch * per, row.in_epoch, b, cap);
+    if (row.old >= 0 && !same(a, b)) {
+        fprintf(stderr,
+                "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek and epoch + next\n", scale,
+                (unsigned long long)j.seq);
+        row.old = -1;
+    }
+    status = row.old < 0;
+    row.start = -1;
+    if (status == 0 && !p->no_baseline) {
+        row.start = time_next(&j, j.seq, b, cap);
+        if (row.start >= 0 && !same(a, b)) {
+            fprintf(stderr,
+                    "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek "
+                    "and iteration from the start\n",
+                    scale, (unsigned long long)j.seq);
+            row.start = -1;
+        }
+        status = row.start < 0;
+    }
+    if (status == 0) {
+        row.st = bench_stat_of(t, (size_t)p->repeat);
+        if (!*header) {
+            print_header(p, base);
+            *header = 1;
+        }
+        print_row(p, base, &row);
+    }
+    sl_free(j.counts);
+    return status;
+}
+
 int bench_seek_main(int argc, char **argv)
 {
-    long files = 1000, records = 10000, batch = 1024, shuffle = 10000, cycle = 4, workers = 4, replicas = 8;
-    long steps = 1000000, repeat = 5;
-    int scales[8] = {1, 10, 100}, nscales = 3, json = 0, per_replica = 0, drop = 0, no_baseline = 0;
-    const char *policy = "auto", *hint = "files";
+    struct seek_params p = {.files = 1000,
+                            .records = 10000,
+                            .batch = 1024,
+                            .shuffle = 10000,
+                            .cycle = 4,
+                            .workers = 4,
+                            .replicas = 8,
+                            .steps = 1000000,
+                            .repeat = 5,
+                            .scales = {1, 10, 100},
+                            .nscales = 3,
+                            .policy = "auto",
+                            .hint = "files"};
     const struct bench_opt opts[] = {
-        {.name = "--files", .kind = BENCH_OPT_INT, .min = 1, .max = 10000000, .num = &files},
-        {.name = "--records", .kind = BENCH_OPT_INT, .min = 1, .max = 1000000000, .num = &records},
+        {.name = "--files", .kind = BENCH_OPT_INT, .min = 1, .max = 10000000, .num = &p.files},
+        {.name = "--records", .kind = BENCH_OPT_INT, .min = 1, .max = 1000000000, .num = &p.records},
         {.name = "--scales",
          .kind = BENCH_OPT_LIST,
          .min = 1,
          .max = 100000,
-         .list = scales,
-         .count = &nscales,
+         .list = p.scales,
+         .count = &p.nscales,
          .cap = 8},
-        {.name = "--batch", .kind = BENCH_OPT_INT, .min = 1, .max = 1 << 24, .num = &batch},
-        {.name = "--shuffle", .kind = BENCH_OPT_INT, .min = 0, .max = 1 << 28, .num = &shuffle},
-        {.name = "--parallel-reads", .kind = BENCH_OPT_INT, .min = 1, .max = 4096, .num = &cycle},
-        {.name = "--workers", .kind = BENCH_OPT_INT, .min = 1, .max = 65536, .num = &workers},
-        {.name = "--replicas", .kind = BENCH_OPT_INT, .min = 1, .max = 1024, .num = &replicas},
-        {.name = "--policy", .kind = BENCH_OPT_STRING, .str = &policy},
-        {.name = "--hint", .kind = BENCH_OPT_STRING, .str = &hint},
-        {.name = "--per-replica", .kind = BENCH_OPT_FLAG, .flag = &per_replica},
-        {.name = "--drop-remainder", .kind = BENCH_OPT_FLAG, .flag = &drop},
-        {.name = "--steps", .kind = BENCH_OPT_INT, .min = 1, .max = (long)1 << 40, .num = &steps},
-        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
-        {.name = "--no-baseline", .kind = BENCH_OPT_FLAG, .flag = &no_baseline},
-        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
+        {.name = "--batch", .kind = BENCH_OPT_INT, .min = 1, .max = 1 << 24, .num = &p.batch},
+        {.name = "--shuffle", .kind = BENCH_OPT_INT, .min = 0, .max = 1 << 28, .num = &p.shuffle},
+        {.name = "--parallel-reads", .kind = BENCH_OPT_INT, .min = 1, .max = 4096, .num = &p.cycle},
+        {.name = "--workers", .kind = BENCH_OPT_INT, .min = 1, .max = 65536, .num = &p.workers},
+        {.name = "--replicas", .kind = BENCH_OPT_INT, .min = 1, .max = 1024, .num = &p.replicas},
+        {.name = "--policy", .kind = BENCH_OPT_STRING, .str = &p.policy},
+        {.name = "--hint", .kind = BENCH_OPT_STRING, .str = &p.hint},
+        {.name = "--per-replica", .kind = BENCH_OPT_FLAG, .flag = &p.per_replica},
+        {.name = "--drop-remainder", .kind = BENCH_OPT_FLAG, .flag = &p.drop},
+        {.name = "--steps", .kind = BENCH_OPT_INT, .min = 1, .max = (long)1 << 40, .num = &p.steps},
+        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &p.repeat},
+        {.name = "--no-baseline", .kind = BENCH_OPT_FLAG, .flag = &p.no_baseline},
+        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &p.json},
     };
     int prc = bench_parse_opts("seek", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -240,23 +376,23 @@ int bench_seek_main(int argc, char **argv)
 
     struct feed_plan_config base;
     memset(&base, 0, sizeof base);
-    if (feed_policy_parse(policy, &base.policy) != 0)
-        return bench_usage_error("seek", "--policy: expected auto, off, file, data or hint, got '%s'", policy);
-    if (feed_hint_parse(hint, &base.hint) != 0)
-        return bench_usage_error("seek", "--hint: expected files, records or batches, got '%s'", hint);
+    if (feed_policy_parse(p.policy, &base.policy) != 0)
+        return bench_usage_error("seek", "--policy: expected auto, off, file, data or hint, got '%s'", p.policy);
+    if (feed_hint_parse(p.hint, &base.hint) != 0)
+        return bench_usage_error("seek", "--hint: expected files, records or batches, got '%s'", p.hint);
     base.source_is_files = 1;
-    base.global_batch = (uint64_t)batch;
-    base.drop_remainder = drop;
-    base.shuffle_buffer = (uint64_t)shuffle;
+    base.global_batch = (uint64_t)p.batch;
+    base.drop_remainder = p.drop;
+    base.shuffle_buffer = (uint64_t)p.shuffle;
     base.seed = 20240611;
     base.reshuffle_each_epoch = 1;
     base.epochs = 0; /* forever: any step exists */
-    base.parallel_reads = (uint32_t)cycle;
-    base.per_replica_input = per_replica;
-    base.workers = (uint32_t)workers;
-    base.replicas = (uint32_t)replicas;
+    base.parallel_reads = (uint32_t)p.cycle;
+    base.per_replica_input = p.per_replica;
+    base.workers = (uint32_t)p.workers;
+    base.replicas = (uint32_t)p.replicas;
 
-    size_t cap = (size_t)batch; /* no piece is larger than the batch */
+    size_t cap = (size_t)p.batch; /* no piece is larger than the batch */
     struct kept a = {0}, b = {0};
     a.elems = sl_malloc(cap * sizeof *a.elems);
     b.elems = sl_malloc(cap * sizeof *b.elems);
@@ -266,101 +402,13 @@ int bench_seek_main(int argc, char **argv)
         sl_free(b.elems);
         return 1;
     }
-    int header = json; /* the table's header goes out before the first row */
+    int header = p.json; /* the table's header goes out before the first row */
     int status = 0;
-    for (int s = 0; s < nscales && status == 0; s++) {
-        struct seek_job j;
-        if (job_make(&j, &base, files, records, scales[s], steps) != 0) {
-            status = 1;
-            break;
-        }
-        struct feed_plan_summary sum;
-        struct sl_error err = {0};
-        if (feed_plan_summarize(&j.cfg, 0, &sum, &err) != 0) {
-            fprintf(stderr, "sluice-bench seek: %s\n", err.msg);
-            sl_free(j.counts);
-            status = 1;
-            break;
-        }
-        if (sum.steps == 0) {
-            fprintf(stderr, "sluice-bench seek: worker 0 has no step at scale %d\n", scales[s]);
-            sl_free(j.counts);
-            status = 1;
-            break;
-        }
-        uint64_t per = sum.steps * (uint64_t)replicas, epoch = j.seq / per, in_epoch = j.seq % per, within = 0;
-        double t[32];
-        for (long r = 0; r < repeat && status == 0; r++) {
-            t[r] = time_seek(&j, j.seq, &a, cap, &within);
-            status = t[r] < 0;
-        }
-        double old = status ? -1 : time_epoch_next(&j, epoch * per, in_epoch, &b, cap);
-        if (old >= 0 && !same(&a, &b)) {
-            fprintf(stderr,
-                    "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek and epoch + next\n",
-                    scales[s], (unsigned long long)j.seq);
-            old = -1;
-        }
-        status = old < 0;
-        double start = -1;
-        if (status == 0 && !no_baseline) {
-            start = time_next(&j, j.seq, &b, cap);
-            if (start >= 0 && !same(&a, &b)) {
-                fprintf(stderr,
-                        "sluice-bench seek: scale %d: the piece at seq %llu differs between the seek "
-                        "and iteration from the start\n",
-                        scales[s], (unsigned long long)j.seq);
-                start = -1;
-            }
-            status = start < 0;
-        }
-        if (status == 0) {
-            struct bench_stat st = bench_stat_of(t, (size_t)repeat);
-            double sps = (double)steps / st.median, pps = (double)j.seq / st.median;
-            double ratio = (no_baseline ? old : start) / st.median;
-            if (!header) {
-                printf("sluice-bench seek: %ld files x ~%ld records x scale, global batch %ld, shuffle %ld, "
-                       "parallel reads %ld,\n  W %ld x R %ld, %s%s%s%s; worker 0 to step %ld (seq %llu); seek: median "
-                       "[min-max] of %ld\n\n"
-                       " %-6s %-12s %-11s %-7s %-10s %-28s %-10s %-11s %-11s %-11s %-8s\n",
-                       files, records, batch, shuffle, cycle, workers, replicas,
-                       per_replica ? "per-replica input" : "policy ", per_replica ? "" : feed_policy_name(base.policy),
-                       !per_replica && base.policy == FEED_SHARD_HINT ? "=" : "",
-                       !per_replica && base.policy == FEED_SHARD_HINT ? feed_hint_name(base.hint) : "", steps,
-                       (unsigned long long)steps * (unsigned long long)replicas, repeat, "scale", "records", "steps/ep",
-                       "epoch", "in epoch", "seek ms", "steps/s", "pieces/s", "epoch+next", "from start", "ratio");
-                header = 1;
-            }
-            if (json)
-                printf("{\"bench\":\"seek\",\"scale\":%d,\"files\":%ld,\"records\":%llu,\"global_batch\":%ld,"
-                       "\"shuffle_buffer\":%ld,\"parallel_reads\":%ld,\"workers\":%ld,\"replicas\":%ld,"
-                       "\"policy\":\"%s\",\"per_replica\":%d,\"steps\":%ld,\"seq\":%llu,\"steps_per_epoch\":%llu,"
-                       "\"epoch\":%llu,\"pieces_in_epoch\":%llu,\"within\":%llu,"
-                       "\"seek_s\":{\"median\":%.6g,\"min\":%.6g,\"max\":%.6g},\"steps_per_s\":%.6g,"
-                       "\"pieces_per_s\":%.6g,\"epoch_next_s\":%.6g,\"from_start_s\":%.6g,\"ratio\":%.6g,"
-                       "\"ratio_against\":\"%s\"}\n",
-                       scales[s], files, (unsigned long long)j.records, batch, shuffle, cycle, workers, replicas,
-                       feed_policy_name(base.policy), per_replica, steps, (unsigned long long)j.seq,
-                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch,
-                       (unsigned long long)within, st.median, st.min, st.max, sps, pps, old, no_baseline ? -1.0 : start,
-                       ratio, no_baseline ? "epoch_next" : "from_start");
-            else {
-                char sc[16], rec[24], ms[48], old_s[24], start_s[24];
-                snprintf(sc, sizeof sc, "x%d", scales[s]);
-                snprintf(rec, sizeof rec, "%.3g", (double)j.records);
-                snprintf(ms, sizeof ms, "%.3f [%.3f-%.3f]", st.median * 1e3, st.min * 1e3, st.max * 1e3);
-                snprintf(old_s, sizeof old_s, "%.3f s", old);
-                snprintf(start_s, sizeof start_s, no_baseline ? "-" : "%.3f s", start);
-                printf(" %-6s %-12s %-11llu %-7llu %-10llu %-28s %-10.3g %-11.3g %-11s %-11s %-8.3g\n", sc, rec,
-                       (unsigned long long)sum.steps, (unsigned long long)epoch, (unsigned long long)in_epoch, ms, sps,
-                       pps, old_s, start_s, ratio);
-            }
-        }
-        sl_free(j.counts);
-    }
-    if (!json && status == 0)
+    for (int s = 0; s < p.nscales && status == 0; s++)
+        status = run_scale(&p, &base, p.scales[s], &a, &b, cap, &header);
+    if (!p.json && status == 0)
         printf("\nin epoch: pieces of that epoch before the step, which epoch + next passes over; ratio: %s / seek\n",
-               no_baseline ? "epoch+next" : "from start");
+               p.no_baseline ? "epoch+next" : "from start");
     sl_free(a.elems);
     sl_free(b.elems);
     return status;
