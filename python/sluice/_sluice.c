@@ -224,37 +224,12 @@ static const char **str_list(PyObject *v, const char *name, size_t max, size_t *
     return out;
 }
 
-static int client_init(Client *self, PyObject *args, PyObject *kw)
+/* The numeric keyword options, checked, into `o` (worker to takeover_ms,
+ * resume_seq); -1 with the exception set. */
+static int client_numbers(PyObject *worker, PyObject *workers, PyObject *replicas, PyObject *credits, PyObject *hb,
+                          PyObject *to, PyObject *cto, PyObject *rc_ms, PyObject *tk, PyObject *resume,
+                          struct sluice_options *o)
 {
-    static char *kwlist[] = {"feeders",
-                             "job",
-                             "worker",
-                             "workers",
-                             "replicas",
-                             "credits",
-                             "heartbeat_ms",
-                             "timeout_ms",
-                             "connect_timeout_ms",
-                             "reconnect_ms",
-                             "takeover_ms",
-                             "no_shm",
-                             "resume_seq",
-                             "curve_key",
-                             "curve_server_keys",
-                             NULL};
-    PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
-             *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
-             *skeys = NULL;
-    int no_shm = 0;
-    if (self->c != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the client is already open");
-        return -1;
-    }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOO", kwlist, &feeders, &job, &worker, &workers,
-                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys))
-        return -1;
-    struct sluice_options o;
-    memset(&o, 0, sizeof o);
     long long w = 0, nw = 1, r = 1, cr = 0, hbv = 0, tov = 0, ctov = 0, rcv = 0, tkv = 0, rs = 0;
     if (int_option(worker, "worker", UINT32_MAX - 1, &w) != 0 || int_option(workers, "workers", UINT32_MAX, &nw) != 0 ||
         int_option(replicas, "replicas", SLUICE_MAX_REPLICAS, &r) != 0 ||
@@ -288,6 +263,52 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
                      r);
         return -1;
     }
+    o->worker = (uint32_t)w;
+    o->workers = (uint32_t)nw;
+    o->replicas = (uint32_t)r;
+    o->credits = (uint32_t)cr;
+    o->heartbeat_ms = (int)hbv;
+    o->timeout_ms = (int)tov;
+    o->connect_timeout_ms = (int)ctov;
+    o->reconnect_ms = (int)rcv;
+    o->takeover_ms = (int)tkv;
+    o->resume_seq = (uint64_t)rs;
+    return 0;
+}
+
+static int client_init(Client *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"feeders",
+                             "job",
+                             "worker",
+                             "workers",
+                             "replicas",
+                             "credits",
+                             "heartbeat_ms",
+                             "timeout_ms",
+                             "connect_timeout_ms",
+                             "reconnect_ms",
+                             "takeover_ms",
+                             "no_shm",
+                             "resume_seq",
+                             "curve_key",
+                             "curve_server_keys",
+                             NULL};
+    PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
+             *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
+             *skeys = NULL;
+    int no_shm = 0;
+    if (self->c != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the client is already open");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOO", kwlist, &feeders, &job, &worker, &workers,
+                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys))
+        return -1;
+    struct sluice_options o;
+    memset(&o, 0, sizeof o);
+    if (client_numbers(worker, workers, replicas, credits, hb, to, cto, rc_ms, tk, resume, &o) != 0)
+        return -1;
     PyObject *keep_f = NULL, *keep_k = NULL;
     const char **fv = NULL, **kv = NULL;
     size_t nf = 0, nk = 0;
@@ -324,17 +345,7 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
     }
     o.feeders = fv;
     o.nfeeders = nf;
-    o.worker = (uint32_t)w;
-    o.workers = (uint32_t)nw;
-    o.replicas = (uint32_t)r;
-    o.credits = (uint32_t)cr;
-    o.heartbeat_ms = (int)hbv;
-    o.timeout_ms = (int)tov;
-    o.connect_timeout_ms = (int)ctov;
-    o.reconnect_ms = (int)rcv;
-    o.takeover_ms = (int)tkv;
     o.no_shm = no_shm;
-    o.resume_seq = (uint64_t)rs;
     o.stop = &self->stop;
     struct sluice_error e;
     struct sluice_client *c = NULL;

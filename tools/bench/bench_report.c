@@ -370,6 +370,109 @@ static void jnum(FILE *f, const char *key, double v, int show)
         fprintf(f, "\"%s\":null", key);
 }
 
+/* One configuration's "limits" and "ratios" objects and its "limited_by". */
+static void json_config_limits(FILE *f, const struct run_config *c, const struct derived *x)
+{
+    fprintf(f, ",\"limits\":{");
+    jstat(f, "raw_zmq_mb_per_s", &x->raw, 1);
+    fputc(',', f);
+    jnum(f, "memcpy_mb_per_s", x->memcpy_bps / 1e6, 1);
+    fputc(',', f);
+    jnum(f, "sodium_box_mb_per_s", c->sodium_box_bps / 1e6, c->curve && c->sodium_box_bps > 0);
+    fputc(',', f);
+    jnum(f, "sodium_open_mb_per_s", c->sodium_open_bps / 1e6, c->curve && c->sodium_open_bps > 0);
+    fputc(',', f);
+    jnum(f, "raw_zmq_ipc_mb_per_s", c->lim_ipc_bps / 1e6, c->lim_ipc_bps > 0);
+    fputc(',', f);
+    jnum(f, "raw_zmq_tcp_mb_per_s", c->lim_tcp_bps / 1e6, c->lim_tcp_bps > 0);
+    fputc(',', f);
+    jnum(f, "raw_zmq_curve_mb_per_s", c->lim_curve_bps / 1e6, c->lim_curve_bps > 0);
+    fprintf(f, "},\"ratios\":{");
+    jnum(f, "disk_to_read", x->r_disk, x->r_disk >= 0);
+    fputc(',', f);
+    jnum(f, "inflated_to_inflate", x->r_inflate, x->r_inflate >= 0);
+    fputc(',', f);
+    jnum(f, "wire_to_raw_zmq", x->r_wire_zmq, x->r_wire_zmq >= 0);
+    fputc(',', f);
+    jnum(f, "copied_to_raw_zmq", x->r_copy_zmq, x->r_copy_zmq >= 0);
+    fputc(',', f);
+    jnum(f, "wire_to_memcpy", x->r_wire_memcpy, x->r_wire_memcpy >= 0);
+    fputc(',', f);
+    jnum(f, "wire_to_plaintext", x->r_curve_wire, x->r_curve_wire >= 0);
+    fputc(',', f);
+    jnum(f, "raw_zmq_to_plaintext", x->r_curve_raw, x->r_curve_raw >= 0);
+    fputc(',', f);
+    jnum(f, "wire_to_raw_zmq_ipc", over(x->wire.median, c->lim_ipc_bps), c->lim_ipc_bps > 0);
+    fputc(',', f);
+    jnum(f, "wire_to_raw_zmq_tcp", over(x->wire.median, c->lim_tcp_bps), c->lim_tcp_bps > 0);
+    fputc(',', f);
+    jnum(f, "wire_to_raw_zmq_curve", over(x->wire.median, c->lim_curve_bps), c->lim_curve_bps > 0);
+    fprintf(f, "},\"limited_by\":");
+    jstr(f, x->limited_by);
+}
+
+/* One configuration's object in "configs" (the k-th of cfg). */
+static void json_config(FILE *f, const struct run_opts *o, const struct run_data *d, const struct run_config *cfg,
+                        int k)
+{
+    struct derived x;
+    derive_curve(o, d, cfg, k, &x);
+    fprintf(f, "%s{\"feeders\":%d,\"curve\":%s,\"runs\":%d,", k ? "," : "", cfg[k].feeders,
+            cfg[k].curve ? "true" : "false", cfg[k].nsamples);
+    jstat(f, "samples_per_s", &x.samples, 1);
+    fputc(',', f);
+    jstat(f, "disk_mb_per_s", &x.disk, x.have_disk);
+    fputc(',', f);
+    jstat(f, "inflated_mb_per_s", &x.inflated, x.have_inflated);
+    fputc(',', f);
+    jstat(f, "wire_mb_per_s", &x.wire, 1);
+    fputc(',', f);
+    jstat(f, "pieces_per_s", &x.pieces, 1);
+    fputc(',', f);
+    jstat(f, "input_stall_pct", &x.stall, 1);
+    fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"path\":\"%s\",\"feeder_cpu_s\":", x.piece_bytes, x.shm_share,
+            path_of(x.shm_share));
+    if (x.have_stages) {
+        fputc('{', f);
+        for (int s = 0; s < NSTAGES; s++) {
+            fputs(s ? "," : "", f);
+            jstat(f, run_stage_names[s], &x.stage[s], 1);
+        }
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fprintf(f, ",\"input_wait_by_feeder_s\":[");
+    for (int j = 0; j < cfg[k].feeders && j < RUN_MAX_FEEDERS; j++)
+        fprintf(f, "%s%.6f", j ? "," : "", x.wait_feeder_s[j]);
+    fprintf(f, "]");
+    fprintf(f, ",\"bottleneck_stage\":");
+    if (x.bottleneck >= 0)
+        jstr(f, run_stage_names[x.bottleneck]);
+    else
+        fputs("null", f);
+    fprintf(f, ",\"process_cpu_s\":{");
+    jstat(f, "feeders", &x.fcpu, 1);
+    fputc(',', f);
+    jstat(f, "trainers", &x.tcpu, 1);
+    fprintf(f, "},");
+    jstat(f, "cpu_utilization", &x.util, 1);
+    fprintf(f, ",\"rss_mb\":{\"feeders\":[");
+    for (int j = 0; j < cfg[k].feeders; j++)
+        fprintf(f, "%s%.1f", j ? "," : "", x.rss_feeder[j]);
+    fprintf(f, "],\"trainers\":[");
+    for (int w = 0; w < o->workers; w++)
+        fprintf(f, "%s%.1f", w ? "," : "", x.rss_trainer[w]);
+    fprintf(f, "]},\"feeder_busy\":");
+    if (x.have_busy)
+        fprintf(f, "{\"decode_threads\":%d,\"decode_thread\":%.4f,\"serve\":%.4f,\"zmq_io\":%.4f}", x.decode_threads,
+                x.busy_decode, x.busy_serve, x.busy_io);
+    else
+        fputs("null", f);
+    json_config_limits(f, &cfg[k], &x);
+    fputc('}', f);
+}
+
 void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
 {
     fprintf(f, "{\"bench\":\"run\",\"version\":\"%s\",\"job\":", SLUICE_VERSION);
@@ -403,99 +506,8 @@ void run_report_json(FILE *f, const struct run_opts *o, const struct run_data *d
     else
         fputs("null", f);
     fprintf(f, "},\"configs\":[");
-    struct derived x;
-    for (int k = 0; k < n; k++) {
-        derive_curve(o, d, cfg, k, &x);
-        fprintf(f, "%s{\"feeders\":%d,\"curve\":%s,\"runs\":%d,", k ? "," : "", cfg[k].feeders,
-                cfg[k].curve ? "true" : "false", cfg[k].nsamples);
-        jstat(f, "samples_per_s", &x.samples, 1);
-        fputc(',', f);
-        jstat(f, "disk_mb_per_s", &x.disk, x.have_disk);
-        fputc(',', f);
-        jstat(f, "inflated_mb_per_s", &x.inflated, x.have_inflated);
-        fputc(',', f);
-        jstat(f, "wire_mb_per_s", &x.wire, 1);
-        fputc(',', f);
-        jstat(f, "pieces_per_s", &x.pieces, 1);
-        fputc(',', f);
-        jstat(f, "input_stall_pct", &x.stall, 1);
-        fprintf(f, ",\"piece_bytes\":%.0f,\"shm_share\":%.4f,\"path\":\"%s\",\"feeder_cpu_s\":", x.piece_bytes,
-                x.shm_share, path_of(x.shm_share));
-        if (x.have_stages) {
-            fputc('{', f);
-            for (int s = 0; s < NSTAGES; s++) {
-                fputs(s ? "," : "", f);
-                jstat(f, run_stage_names[s], &x.stage[s], 1);
-            }
-            fputc('}', f);
-        } else {
-            fputs("null", f);
-        }
-        fprintf(f, ",\"input_wait_by_feeder_s\":[");
-        for (int j = 0; j < cfg[k].feeders && j < RUN_MAX_FEEDERS; j++)
-            fprintf(f, "%s%.6f", j ? "," : "", x.wait_feeder_s[j]);
-        fprintf(f, "]");
-        fprintf(f, ",\"bottleneck_stage\":");
-        if (x.bottleneck >= 0)
-            jstr(f, run_stage_names[x.bottleneck]);
-        else
-            fputs("null", f);
-        fprintf(f, ",\"process_cpu_s\":{");
-        jstat(f, "feeders", &x.fcpu, 1);
-        fputc(',', f);
-        jstat(f, "trainers", &x.tcpu, 1);
-        fprintf(f, "},");
-        jstat(f, "cpu_utilization", &x.util, 1);
-        fprintf(f, ",\"rss_mb\":{\"feeders\":[");
-        for (int j = 0; j < cfg[k].feeders; j++)
-            fprintf(f, "%s%.1f", j ? "," : "", x.rss_feeder[j]);
-        fprintf(f, "],\"trainers\":[");
-        for (int w = 0; w < o->workers; w++)
-            fprintf(f, "%s%.1f", w ? "," : "", x.rss_trainer[w]);
-        fprintf(f, "]},\"feeder_busy\":");
-        if (x.have_busy)
-            fprintf(f, "{\"decode_threads\":%d,\"decode_thread\":%.4f,\"serve\":%.4f,\"zmq_io\":%.4f}",
-                    x.decode_threads, x.busy_decode, x.busy_serve, x.busy_io);
-        else
-            fputs("null", f);
-        fprintf(f, ",\"limits\":{");
-        jstat(f, "raw_zmq_mb_per_s", &x.raw, 1);
-        fputc(',', f);
-        jnum(f, "memcpy_mb_per_s", x.memcpy_bps / 1e6, 1);
-        fputc(',', f);
-        jnum(f, "sodium_box_mb_per_s", cfg[k].sodium_box_bps / 1e6, cfg[k].curve && cfg[k].sodium_box_bps > 0);
-        fputc(',', f);
-        jnum(f, "sodium_open_mb_per_s", cfg[k].sodium_open_bps / 1e6, cfg[k].curve && cfg[k].sodium_open_bps > 0);
-        fputc(',', f);
-        jnum(f, "raw_zmq_ipc_mb_per_s", cfg[k].lim_ipc_bps / 1e6, cfg[k].lim_ipc_bps > 0);
-        fputc(',', f);
-        jnum(f, "raw_zmq_tcp_mb_per_s", cfg[k].lim_tcp_bps / 1e6, cfg[k].lim_tcp_bps > 0);
-        fputc(',', f);
-        jnum(f, "raw_zmq_curve_mb_per_s", cfg[k].lim_curve_bps / 1e6, cfg[k].lim_curve_bps > 0);
-        fprintf(f, "},\"ratios\":{");
-        jnum(f, "disk_to_read", x.r_disk, x.r_disk >= 0);
-        fputc(',', f);
-        jnum(f, "inflated_to_inflate", x.r_inflate, x.r_inflate >= 0);
-        fputc(',', f);
-        jnum(f, "wire_to_raw_zmq", x.r_wire_zmq, x.r_wire_zmq >= 0);
-        fputc(',', f);
-        jnum(f, "copied_to_raw_zmq", x.r_copy_zmq, x.r_copy_zmq >= 0);
-        fputc(',', f);
-        jnum(f, "wire_to_memcpy", x.r_wire_memcpy, x.r_wire_memcpy >= 0);
-        fputc(',', f);
-        jnum(f, "wire_to_plaintext", x.r_curve_wire, x.r_curve_wire >= 0);
-        fputc(',', f);
-        jnum(f, "raw_zmq_to_plaintext", x.r_curve_raw, x.r_curve_raw >= 0);
-        fputc(',', f);
-        jnum(f, "wire_to_raw_zmq_ipc", over(x.wire.median, cfg[k].lim_ipc_bps), cfg[k].lim_ipc_bps > 0);
-        fputc(',', f);
-        jnum(f, "wire_to_raw_zmq_tcp", over(x.wire.median, cfg[k].lim_tcp_bps), cfg[k].lim_tcp_bps > 0);
-        fputc(',', f);
-        jnum(f, "wire_to_raw_zmq_curve", over(x.wire.median, cfg[k].lim_curve_bps), cfg[k].lim_curve_bps > 0);
-        fprintf(f, "},\"limited_by\":");
-        jstr(f, x.limited_by);
-        fputc('}', f);
-    }
+    for (int k = 0; k < n; k++)
+        json_config(f, o, d, cfg, k);
     fprintf(f, "]}\n");
 }
 
@@ -557,23 +569,10 @@ static int find_gnuplot(char *buf, size_t n)
     return -1;
 }
 
-int run_report_plot(const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
+/* The chart data, one line per configuration, into f; 1 when every
+ * configuration has its feeder stages, else 0. */
+static int plot_data(FILE *f, const struct run_opts *o, const struct run_data *d, const struct run_config *cfg, int n)
 {
-    char gnuplot[4096], dat[PATH_MAX + 32], gp[PATH_MAX + 32];
-    if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
-        fprintf(stderr, "sluice-bench run: --plot: gnuplot is not installed (Debian: apt-get install "
-                        "gnuplot-nox); no charts written\n");
-        return -1;
-    }
-    snprintf(dat, sizeof dat, "%s/run.dat", o->out);
-    snprintf(gp, sizeof gp, "%s/run.gp", o->out);
-    struct sl_output *out;
-    struct sl_error err = {0};
-    if (sl_output_open(&out, dat, 0, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
-        return -1;
-    }
-    FILE *f = sl_output_stream(out);
     fprintf(f, "# feeders samples_med min max wire_mb_med raw_zmq_mb_med stall_med min max read inflate "
                "decode assemble send\n");
     struct derived x;
@@ -587,11 +586,14 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
             fprintf(f, " %g", x.have_stages ? x.stage[s].median : 0.0);
         fputc('\n', f);
     }
-    if (sl_output_commit(out, &err) != 0 || sl_output_open(&out, gp, 0, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
-        return -1;
-    }
-    f = sl_output_stream(out);
+    return stages;
+}
+
+/* The gnuplot script drawing the charts from the data file dat into f. */
+static void plot_script(FILE *f, const struct run_opts *o, const struct run_data *d, const struct run_config *cfg,
+                        int n, const char *dat, int stages)
+{
+    struct derived x;
     double top_samples = 0, top_mb = 0, top_stall = 0, top_cpu = 0, shm = 0;
     for (int k = 0; k < n; k++) {
         derive(o, d, &cfg[k], &x);
@@ -654,6 +656,30 @@ int run_report_plot(const struct run_opts *o, const struct run_data *d, struct r
                 "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
                 dat);
     }
+}
+
+int run_report_plot(const struct run_opts *o, const struct run_data *d, struct run_config *cfg, int n)
+{
+    char gnuplot[4096], dat[PATH_MAX + 32], gp[PATH_MAX + 32];
+    if (find_gnuplot(gnuplot, sizeof gnuplot) != 0) {
+        fprintf(stderr, "sluice-bench run: --plot: gnuplot is not installed (Debian: apt-get install "
+                        "gnuplot-nox); no charts written\n");
+        return -1;
+    }
+    snprintf(dat, sizeof dat, "%s/run.dat", o->out);
+    snprintf(gp, sizeof gp, "%s/run.gp", o->out);
+    struct sl_output *out;
+    struct sl_error err = {0};
+    if (sl_output_open(&out, dat, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
+        return -1;
+    }
+    int stages = plot_data(sl_output_stream(out), o, d, cfg, n);
+    if (sl_output_commit(out, &err) != 0 || sl_output_open(&out, gp, 0, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
+        return -1;
+    }
+    plot_script(sl_output_stream(out), o, d, cfg, n, dat, stages);
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--plot: %s", err.msg);
         return -1;
