@@ -732,6 +732,148 @@ static void linger(const struct feed_expose *e, uint64_t s)
     }
 }
 
+/* SIGINT/SIGTERM stop, SIGUSR1 logs the counters, SIGPIPE is ignored. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_dump;
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* With --curve-allow, SIGHUP reads the allow-list again. */
+static void install_reload(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_reload;
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* The figures, from the scan on: --metrics-listen serves them live.
+ * 0, or the exit status with the reason logged. */
+static int start_metrics(const struct args *a, const struct feed_job *job, struct sl_metrics **metrics,
+                         struct feed_expose **expose)
+{
+    if (sl_metrics_create(metrics, feed_metric_defs, FEED_M_COUNT) != 0) {
+        sl_log(SL_LOG_ERROR, "out of memory");
+        return EXIT_DATA;
+    }
+    if (a->metrics_listen == NULL)
+        return 0;
+    struct sl_error merr = {0};
+    struct feed_expose_opts eo = {
+        .listen = a->metrics_listen, .m = *metrics, .job = job->name, .feeder_index = (uint32_t)a->feeder_index};
+    if (feed_expose_start(expose, &eo, &merr) != 0) {
+        sl_log(SL_LOG_ERROR, "--metrics-listen: %s", merr.msg);
+        return merr.code == SL_EINVAL ? EXIT_USAGE : EXIT_DATA;
+    }
+    sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", a->metrics_listen, feed_expose_port(*expose));
+    if (!sl_http_metrics_is_local(a->metrics_listen))
+        sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, a->metrics_listen);
+    return 0;
+}
+
+/* Bound before the scan: a trainer started first is told the feeder is
+ * scanning (and waits) instead of hearing nothing; a bind that fails
+ * (the address in use) fails the feeder now, not after the scan. */
+static int open_listener(const struct args *a, const struct feed_job *job, struct feed_curve *curve,
+                         struct feed_listener **listener, struct scan_watch *watch, struct sl_error *err)
+{
+    if (feed_listener_open(listener, a->listen, job->name, a->heartbeat_ms ? (int)a->heartbeat_ms : 1000, curve,
+                           a->ipc_group, err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err->msg);
+        return EXIT_DATA;
+    }
+    sl_log(SL_LOG_INFO, "listening on %s: scanning %zu files before serving (trainers are told to wait)", a->listen,
+           job->files.n);
+    watch->listener = *listener;
+    watch->st = (struct feed_scan_status){.files = job->files.n};
+    return 0;
+}
+
+/* Scan the job's files (timed, wall and CPU); a scan that fails is told
+ * to the waiting trainers. 0, or the exit status. */
+static int scan_source(const struct args *a, struct feed_job *job, struct scan_watch *watch,
+                       struct feed_listener *listener, struct sl_metrics *metrics, struct feed_source **src,
+                       double *scan_s, double *scan_cpu_s, struct sl_error *src_err)
+{
+    double t0 = sl_clock_s(), c0 = process_cpu_s();
+    int status = open_source(job, a->scan_cache, a->plan, a->threads ? (unsigned)a->threads : 1, watch, src, src_err);
+    *scan_s = sl_clock_s() - t0;
+    if (status == 0 && metrics != NULL) { /* the scan's end, whatever the last progress call said */
+        uint64_t records = 0;
+        for (size_t i = 0; i < feed_source_nfiles(*src); i++)
+            records += feed_source_count(*src, i);
+        sl_metrics_set(metrics, FEED_M_SCAN_FILES, feed_source_nfiles(*src));
+        sl_metrics_set(metrics, FEED_M_SCAN_DONE, feed_source_nfiles(*src));
+        sl_metrics_set(metrics, FEED_M_SCAN_RECORDS, records);
+    }
+    *scan_cpu_s = process_cpu_s() - c0;
+    /* a file that cannot be read or is damaged (on_error=fail): tell
+     * the trainers why, rather than leave them waiting for an answer */
+    if (status != 0 && !a->plan && src_err->msg[0] != '\0' && !stop_flag)
+        (void)feed_server_refuse_all(listener, src_err->msg, a->timeout_ms ? (int)a->timeout_ms : 10000, &stop_flag);
+    return status;
+}
+
+/* Serve the job until stopped, then log the counters and write --stats.
+ * 0, EXIT_DATA, or EXIT_IDLE. */
+static int serve(const struct args *a, struct feed_job *job, struct feed_source *src, struct feed_listener *listener,
+                 struct sl_metrics *metrics, double scan_s, double scan_cpu_s)
+{
+    int status = 0;
+    /* text lines: one bytes feature per line, named by the job or "line" */
+    static struct fmt_feature_spec line_spec = {.name = "line", .dtype = FMT_DTYPE_BYTES};
+    int implicit_line = job->format == FMT_FORMAT_TEXT && job->nfeatures == 0;
+    struct feed_server_opts o = {.job = job,
+                                 .src = src,
+                                 .listen = a->listen,
+                                 .listener = listener,
+                                 .specs = implicit_line ? &line_spec : job->features,
+                                 .nspecs = implicit_line ? 1 : job->nfeatures,
+                                 .feeder_index = (uint32_t)a->feeder_index,
+                                 .feeders = (uint32_t)a->feeders,
+                                 .threads = (unsigned)a->threads,
+                                 .max_piece_bytes = a->max_piece_bytes,
+                                 .piece_memory = a->piece_memory,
+                                 .workers = (uint32_t)a->workers,
+                                 .replicas = (uint32_t)a->replicas,
+                                 .heartbeat_ms = (int)a->heartbeat_ms,
+                                 .timeout_ms = (int)a->timeout_ms,
+                                 .report_ms = (int)(a->report_s * 1000),
+                                 .no_shm = a->no_shm,
+                                 .no_takeover = a->no_takeover,
+                                 .ipc_group = a->ipc_group,
+                                 .idle_exit_ms = (int)(a->idle_exit_s * 1000),
+                                 .stop = &stop_flag,
+                                 .dump = &dump_flag,
+                                 .metrics = metrics};
+    struct feed_counters c;
+    struct sl_error err = {0};
+    int rc = feed_server_run(&o, &c, &err);
+    char line[512];
+    feed_counters_format(&c, line, sizeof line);
+    sl_log(SL_LOG_INFO, "counters: %s", line);
+    if (a->stats != NULL && write_stats(a->stats, &c, src, scan_s, scan_cpu_s) != 0)
+        status = EXIT_DATA;
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        status = EXIT_DATA;
+        /* it never served (a feature too large for the pool, a
+         * decoder it cannot set up): trainers are told why */
+        if (!c.started && !stop_flag)
+            (void)feed_server_refuse_all(listener, err.msg, a->timeout_ms ? (int)a->timeout_ms : 10000, &stop_flag);
+    } else if (c.idle && status == 0) {
+        status = EXIT_IDLE;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "keygen") == 0)
@@ -762,14 +904,7 @@ int main(int argc, char **argv)
     if (status == 0 && !a.plan && a.workers == 0)
         sl_log(SL_LOG_INFO, "cluster shape: the first trainer's (--workers/--replicas or the job's 'workers' and "
                             "'replicas' fix it: a feeder others can reach should)");
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_dump;
-    sigaction(SIGUSR1, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    install_signals();
     /* CURVE: the feeder's keys and the trainers allowed */
     struct sl_curve_keys curve_keys;
     struct sl_curve_allow *curve_allow = NULL;
@@ -777,121 +912,29 @@ int main(int argc, char **argv)
     if (status == 0 && !a.plan && a.curve_key != NULL)
         status = load_curve(&a, &curve_keys, &curve_allow);
     curve.allow = curve_allow;
-    if (curve_allow != NULL) {
-        sa.sa_handler = on_reload;
-        sigaction(SIGHUP, &sa, NULL);
-    }
+    if (curve_allow != NULL)
+        install_reload();
     if (status == 0 && !a.plan && a.curve_key == NULL && !sl_endpoint_is_local(a.listen))
         sl_log(SL_LOG_WARN,
                "serving in the clear on %s (--insecure): anyone who reaches it can read the data and "
                "join (docs/security.md)",
                a.listen);
-    /* the figures, from the scan on: --metrics-listen serves them live */
     struct sl_metrics *metrics = NULL;
     struct feed_expose *expose = NULL;
-    if (status == 0 && !a.plan && sl_metrics_create(&metrics, feed_metric_defs, FEED_M_COUNT) != 0) {
-        sl_log(SL_LOG_ERROR, "out of memory");
-        status = EXIT_DATA;
-    }
-    if (status == 0 && !a.plan && a.metrics_listen != NULL) {
-        struct sl_error merr = {0};
-        struct feed_expose_opts eo = {
-            .listen = a.metrics_listen, .m = metrics, .job = job->name, .feeder_index = (uint32_t)a.feeder_index};
-        if (feed_expose_start(&expose, &eo, &merr) != 0) {
-            sl_log(SL_LOG_ERROR, "--metrics-listen: %s", merr.msg);
-            status = merr.code == SL_EINVAL ? EXIT_USAGE : EXIT_DATA;
-        } else {
-            sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", a.metrics_listen,
-                   feed_expose_port(expose));
-            if (!sl_http_metrics_is_local(a.metrics_listen))
-                sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, a.metrics_listen);
-        }
-    }
+    if (status == 0 && !a.plan)
+        status = start_metrics(&a, job, &metrics, &expose);
     struct sl_error src_err = {0};
     double scan_s = 0, scan_cpu_s = 0;
-    /* Bound before the scan: a trainer started first is told the feeder is
-     * scanning (and waits) instead of hearing nothing; a bind that fails
-     * (the address in use) fails the feeder now, not after the scan. */
     struct feed_listener *listener = NULL;
     struct scan_watch watch = {.next_log_ns = sl_clock_ns() + SCAN_LOG_NS, .m = metrics};
-    if (status == 0 && !a.plan) {
-        if (feed_listener_open(&listener, a.listen, job->name, a.heartbeat_ms ? (int)a.heartbeat_ms : 1000,
-                               curve_allow != NULL ? &curve : NULL, a.ipc_group, &src_err) != 0) {
-            sl_log(SL_LOG_ERROR, "%s", src_err.msg);
-            status = EXIT_DATA;
-        } else {
-            sl_log(SL_LOG_INFO, "listening on %s: scanning %zu files before serving (trainers are told to wait)",
-                   a.listen, job->files.n);
-            watch.listener = listener;
-            watch.st = (struct feed_scan_status){.files = job->files.n};
-        }
-    }
-    if (status == 0) {
-        double t0 = sl_clock_s(), c0 = process_cpu_s();
-        status = open_source(job, a.scan_cache, a.plan, a.threads ? (unsigned)a.threads : 1, &watch, &src, &src_err);
-        scan_s = sl_clock_s() - t0;
-        if (status == 0 && metrics != NULL) { /* the scan's end, whatever the last progress call said */
-            uint64_t records = 0;
-            for (size_t i = 0; i < feed_source_nfiles(src); i++)
-                records += feed_source_count(src, i);
-            sl_metrics_set(metrics, FEED_M_SCAN_FILES, feed_source_nfiles(src));
-            sl_metrics_set(metrics, FEED_M_SCAN_DONE, feed_source_nfiles(src));
-            sl_metrics_set(metrics, FEED_M_SCAN_RECORDS, records);
-        }
-        scan_cpu_s = process_cpu_s() - c0;
-        /* a file that cannot be read or is damaged (on_error=fail): tell
-         * the trainers why, rather than leave them waiting for an answer */
-        if (status != 0 && !a.plan && src_err.msg[0] != '\0' && !stop_flag)
-            (void)feed_server_refuse_all(listener, src_err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
-    }
-    if (status == 0 && a.plan) {
+    if (status == 0 && !a.plan)
+        status = open_listener(&a, job, curve_allow != NULL ? &curve : NULL, &listener, &watch, &src_err);
+    if (status == 0)
+        status = scan_source(&a, job, &watch, listener, metrics, &src, &scan_s, &scan_cpu_s, &src_err);
+    if (status == 0 && a.plan)
         status = run_plan(&a, job, src);
-    } else if (status == 0) {
-        /* text lines: one bytes feature per line, named by the job or "line" */
-        static struct fmt_feature_spec line_spec = {.name = "line", .dtype = FMT_DTYPE_BYTES};
-        int implicit_line = job->format == FMT_FORMAT_TEXT && job->nfeatures == 0;
-        struct feed_server_opts o = {.job = job,
-                                     .src = src,
-                                     .listen = a.listen,
-                                     .listener = listener,
-                                     .specs = implicit_line ? &line_spec : job->features,
-                                     .nspecs = implicit_line ? 1 : job->nfeatures,
-                                     .feeder_index = (uint32_t)a.feeder_index,
-                                     .feeders = (uint32_t)a.feeders,
-                                     .threads = (unsigned)a.threads,
-                                     .max_piece_bytes = a.max_piece_bytes,
-                                     .piece_memory = a.piece_memory,
-                                     .workers = (uint32_t)a.workers,
-                                     .replicas = (uint32_t)a.replicas,
-                                     .heartbeat_ms = (int)a.heartbeat_ms,
-                                     .timeout_ms = (int)a.timeout_ms,
-                                     .report_ms = (int)(a.report_s * 1000),
-                                     .no_shm = a.no_shm,
-                                     .no_takeover = a.no_takeover,
-                                     .ipc_group = a.ipc_group,
-                                     .idle_exit_ms = (int)(a.idle_exit_s * 1000),
-                                     .stop = &stop_flag,
-                                     .dump = &dump_flag,
-                                     .metrics = metrics};
-        struct feed_counters c;
-        struct sl_error err = {0};
-        int rc = feed_server_run(&o, &c, &err);
-        char line[512];
-        feed_counters_format(&c, line, sizeof line);
-        sl_log(SL_LOG_INFO, "counters: %s", line);
-        if (a.stats != NULL && write_stats(a.stats, &c, src, scan_s, scan_cpu_s) != 0)
-            status = EXIT_DATA;
-        if (rc != 0) {
-            sl_log(SL_LOG_ERROR, "%s", err.msg);
-            status = EXIT_DATA;
-            /* it never served (a feature too large for the pool, a
-             * decoder it cannot set up): trainers are told why */
-            if (!c.started && !stop_flag)
-                (void)feed_server_refuse_all(listener, err.msg, a.timeout_ms ? (int)a.timeout_ms : 10000, &stop_flag);
-        } else if (c.idle && status == 0) {
-            status = EXIT_IDLE;
-        }
-    }
+    else if (status == 0)
+        status = serve(&a, job, src, listener, metrics, scan_s, scan_cpu_s);
     feed_listener_close(listener);
     linger(expose, a.metrics_linger_s);
     feed_expose_stop(expose); /* before the figures it reads go */

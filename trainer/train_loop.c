@@ -318,10 +318,11 @@ static int eval_step(struct train_replica *rep, const struct train_staged *p, vo
     return 0;
 }
 
-int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, const struct sl_wire_welcome *w,
-                      struct sl_error *err)
+/* The options and the job's tensors checked, the backend loaded: 0 with
+ * the tensors' indexes, the backend and whether the replicas are GPUs. */
+static int check_create(const struct train_loop_opts *o, const struct sl_wire_welcome *w, int *in_out, int *lb_out,
+                        const struct train_backend **b, int *gpu_out, struct sl_error *err)
 {
-    *out = NULL;
     int in = find_tensor(w, o->input), lb = find_tensor(w, o->label);
     if (in < 0 || lb < 0)
         return sl_error_set(err, SL_EINVAL, "the job's pieces have no tensor '%s'", in < 0 ? o->input : o->label);
@@ -332,15 +333,13 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         return sl_error_set(err, SL_EINVAL, "label '%s' must be an int64 scalar per element", o->label);
     if (strlen(o->input) > SL_WIRE_MAX_NAME || strlen(o->label) > SL_WIRE_MAX_NAME)
         return sl_error_set(err, SL_EINVAL, "tensor names longer than %d bytes", SL_WIRE_MAX_NAME);
-    uint32_t R = o->replicas ? o->replicas : 1;
     /* GPU replicas: a device kind with a model of its own (and collectives
      * for its gradient); "cuda" is the only one */
-    const struct train_backend *b;
     int gpu = o->device != NULL && strcmp(o->device, "cuda") == 0;
     if (o->device != NULL && !gpu && strcmp(o->device, "cpu") != 0)
         return sl_error_set(err, SL_EINVAL, "unknown device kind '%s' (cpu or cuda)", o->device);
     struct sl_error why = {0};
-    if (train_backend_load(o->device != NULL ? o->device : "cpu", &b, &why) != 0)
+    if (train_backend_load(o->device != NULL ? o->device : "cpu", b, &why) != 0)
         return sl_error_set(err, SL_EINVAL, "GPU replicas need the CUDA backend: %s", why.msg);
     if (gpu && o->mode == TRAIN_STRATEGY_TOWER)
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
@@ -348,6 +347,65 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
         return sl_error_set(err, SL_EINVAL, "parameter-server mode needs the servers' endpoints and no ring");
     if (gpu && o->workers > 1 && o->dev_id == NULL && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "GPU replicas on %u workers need worker 0's group id", o->workers);
+    *in_out = in;
+    *lb_out = lb;
+    *gpu_out = gpu;
+    return 0;
+}
+
+/* ps mode: the variables' placement (the same on every process) and the
+ * servers' client, before the strategy that uses it */
+static int open_ps(struct train_loop *l, const struct train_loop_opts *o, const struct train_model_config *mc,
+                   struct sl_error *err)
+{
+    int rc;
+    if ((rc = train_ps_model_init(&l->pm, mc, o->nps, o->ps_placement, err)) == 0 && (l->zctx = zmq_ctx_new()) == NULL)
+        rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0)
+        rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
+                                       o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, o->ps_curve, err);
+    if (rc == 0)
+        train_ps_client_set_session(l->psc, o->ps_session);
+    return rc;
+}
+
+/* The replicas' models and buffers. GPU replicas: one host model, replica
+ * 0's, for the initial weights and train_loop_model; the replicas' models
+ * are on their devices */
+static int create_replicas(struct train_loop *l, const struct train_model_config *mc, int gpu, struct sl_error *err)
+{
+    int rc = 0;
+    for (uint32_t r = 0; rc == 0 && r < l->nreplicas; r++) {
+        struct replica *p = &l->reps[r];
+        p->l = l;
+        if (gpu && r > 0) {
+            if ((p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred)) == NULL)
+                rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
+            continue;
+        }
+        if ((rc = train_model_create(&p->model, mc, err)) != 0)
+            break;
+        l->nparams = train_model_nparams(p->model);
+        p->buf = sl_malloc((l->nparams + 2) * sizeof *p->buf);
+        p->x = sl_malloc(l->max_rows * (size_t)l->inputs * sizeof *p->x);
+        p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred);
+        if (p->buf == NULL || p->x == NULL || p->eval_pred == NULL)
+            rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
+    }
+    return rc;
+}
+
+int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, const struct sl_wire_welcome *w,
+                      struct sl_error *err)
+{
+    *out = NULL;
+    int in = -1, lb = -1, gpu = 0;
+    const struct train_backend *b = NULL;
+    int rc = check_create(o, w, &in, &lb, &b, &gpu, err);
+    if (rc != 0)
+        return rc;
+    const struct sl_wire_field *fi = &w->fields[in];
+    uint32_t R = o->replicas ? o->replicas : 1;
     struct train_loop *l = sl_calloc(1, sizeof *l);
     if (l == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -368,21 +426,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     mc.inputs = l->inputs;
     mc.max_rows = l->max_rows;
     size_t cap[2] = {l->max_rows * (size_t)l->inputs * sl_wire_dtype_size(fi->dtype), l->max_rows * sizeof(int64_t)};
-    int rc = 0;
     l->ps_mode = o->mode == TRAIN_STRATEGY_PS;
-    if (l->ps_mode) {
-        /* the variables' placement (the same on every process) and the
-         * servers' client, before the strategy that uses it */
-        if ((rc = train_ps_model_init(&l->pm, &mc, o->nps, o->ps_placement, err)) == 0 &&
-            (l->zctx = zmq_ctx_new()) == NULL)
-            rc = sl_error_set(err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-        if (rc == 0)
-            rc = train_ps_client_open_keys(&l->psc, l->zctx, o->ps, &l->pm.layout, o->worker,
-                                           o->ps_timeout_ms > 0 ? o->ps_timeout_ms : 10000, l->pm.config, o->ps_curve,
-                                           err);
-        if (rc == 0)
-            train_ps_client_set_session(l->psc, o->ps_session);
-    }
+    if (l->ps_mode)
+        rc = open_ps(l, o, &mc, err);
     if (gpu) {
         /* one group over every GPU of every worker; one worker makes its own id */
         if (o->dev_id != NULL)
@@ -410,25 +456,8 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     if (rc == 0 &&
         ((l->reps = sl_calloc(R, sizeof *l->reps)) == NULL || (l->views = sl_calloc(R, sizeof *l->views)) == NULL))
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
-    /* GPU replicas: one host model, replica 0's, for the initial weights and
-     * train_loop_model; the replicas' models are on their devices */
-    for (uint32_t r = 0; rc == 0 && r < R; r++) {
-        struct replica *p = &l->reps[r];
-        p->l = l;
-        if (gpu && r > 0) {
-            if ((p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred)) == NULL)
-                rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
-            continue;
-        }
-        if ((rc = train_model_create(&p->model, &mc, err)) != 0)
-            break;
-        l->nparams = train_model_nparams(p->model);
-        p->buf = sl_malloc((l->nparams + 2) * sizeof *p->buf);
-        p->x = sl_malloc(l->max_rows * (size_t)l->inputs * sizeof *p->x);
-        p->eval_pred = sl_malloc(l->max_rows * sizeof *p->eval_pred);
-        if (p->buf == NULL || p->x == NULL || p->eval_pred == NULL)
-            rc = sl_error_set(err, SL_ENOMEM, "out of memory for replica %u", r);
-    }
+    if (rc == 0)
+        rc = create_replicas(l, &mc, gpu, err);
     if (rc == 0)
         rc = train_strategy_variable(l->s, "weights", l->nparams, TRAIN_AGG_SUM, train_model_params(l->reps[0].model),
                                      &l->weights, err);

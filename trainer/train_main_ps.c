@@ -237,6 +237,91 @@ fail:
     return 1;
 }
 
+/* --metrics-listen: the server's figures served live. 0, or 1 with the
+ * error logged. */
+static int ps_start_metrics(struct trainer *t, struct ps_expose *ex, struct sl_http_metrics **http)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    char index[16];
+    snprintf(index, sizeof index, "%u", o->ps_task);
+    sl_buf_init(&ex->labels, 4096);
+    int lrc = o->job != NULL ? sl_prom_label(&ex->labels, "sluice_job", o->job) : 0;
+    if (lrc == 0)
+        lrc = sl_prom_label(&ex->labels, "ps", index);
+    struct sl_http_metrics_opts ho = {.listen = o->metrics_listen, .fn = ps_write, .ctx = ex};
+    if (lrc != 0 || sl_http_metrics_start(http, &ho, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "--metrics-listen: %s", lrc != 0 ? "the job's name does not fit a label" : err.msg);
+        sl_buf_free(&ex->labels);
+        return 1;
+    }
+    sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", o->metrics_listen, sl_http_metrics_port(*http));
+    if (!sl_http_metrics_local(*http))
+        sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, o->metrics_listen);
+    return 0;
+}
+
+/* The serve's outcome logged: the evaluator's, the refusals held back,
+ * then the error or the figures. */
+static void ps_log_outcome(const struct trainer *t, int rc, const struct train_ps_server_stats *st,
+                           struct ps_refusals *refusals, double secs, const struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    if (st->evaluator == TRAIN_PS_EVAL_LOST)
+        sl_log(SL_LOG_WARN,
+               "parameter server %u: the evaluator was silent for %.1f s once the workers were done and "
+               "is lost: it read no final weights from this server",
+               o->ps_task, o->ps_worker_timeout_s * 1.0);
+    else if (st->evaluator == TRAIN_PS_EVAL_BYE && !st->evaluator_served)
+        sl_log(SL_LOG_WARN, "parameter server %u: the evaluator left before reading the final weights", o->ps_task);
+    sl_log_limit_flush(&refusals->limit, 1);
+    if (rc != 0)
+        sl_log(SL_LOG_ERROR, "%s", err->msg);
+    else
+        sl_log(SL_LOG_INFO,
+               "parameter server %u: %" PRIu64 " pushes applied, global step %" PRIu64 ", staleness "
+               "mean %.2f max %" PRIu64 ", %.1f s",
+               o->ps_task, st->pushes, st->global_step,
+               st->pushes ? (double)st->staleness_sum / (double)st->pushes : 0.0, st->staleness_max, secs);
+}
+
+/* The summary line on stdout: which variables this server held, and its
+ * figures. 0, or nonzero when it did not fit. */
+static int ps_write_summary(struct trainer *t, int rc, const struct train_ps_server_stats *st,
+                            const struct train_ps_model *pm, uint64_t restored, double secs)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    int w = sl_buf_printf(&b, "{\"summary\":{\"ps\":%u,\"servers\":%zu,\"ok\":%s,\"workers\":%u,\"variables\":[",
+                          o->ps_task, t->ps_eps.n, rc == 0 ? "true" : "false", o->workers);
+    for (size_t i = 0, k = 0; w == 0 && i < pm->layout.nvars; i++)
+        if (pm->owner[i] == o->ps_task)
+            w = sl_buf_printf(&b, "%s\"%c%d\"", k++ ? "," : "", pm->vars[i].kind, pm->vars[i].layer);
+    if (w == 0)
+        w = sl_buf_printf(&b,
+                          "],\"elements\":%zu,\"pulls\":%" PRIu64 ",\"pushes\":%" PRIu64 ",\"version\":%" PRIu64
+                          ",\"global_step\":%" PRIu64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRIu64
+                          ",\"staleness_hist\":[",
+                          st->elements, st->pulls, st->pushes, st->version, st->global_step,
+                          st->pushes ? (double)st->staleness_sum / (double)st->pushes : 0.0, st->staleness_max);
+    for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
+        w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st->staleness_hist[k]);
+    if (w == 0)
+        w = sl_buf_printf(&b,
+                          "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64
+                          ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64
+                          "\",\"evaluator\":"
+                          "\"%s\",\"seconds\":%.3f}}\n",
+                          st->lost, st->left_early, st->restarts, st->skipped, restored, st->checkpoints,
+                          st->bad_messages, st->incarnation, ps_eval_word(st), secs);
+    if (w == 0)
+        fwrite(b.data, 1, b.len, t->summary_out);
+    sl_buf_free(&b);
+    return w;
+}
+
 /* Serve until every worker is done; the summary line on stdout. 0 or 1. */
 int trainer_serve_ps(struct trainer *t)
 {
@@ -250,23 +335,8 @@ int trainer_serve_ps(struct trainer *t)
     struct sl_error err = {0};
     static struct ps_expose ex; /* zero: every figure 0 */
     struct sl_http_metrics *http = NULL;
-    if (o->metrics_listen != NULL) {
-        char index[16];
-        snprintf(index, sizeof index, "%u", o->ps_task);
-        sl_buf_init(&ex.labels, 4096);
-        int lrc = o->job != NULL ? sl_prom_label(&ex.labels, "sluice_job", o->job) : 0;
-        if (lrc == 0)
-            lrc = sl_prom_label(&ex.labels, "ps", index);
-        struct sl_http_metrics_opts ho = {.listen = o->metrics_listen, .fn = ps_write, .ctx = &ex};
-        if (lrc != 0 || sl_http_metrics_start(&http, &ho, &err) != 0) {
-            sl_log(SL_LOG_ERROR, "--metrics-listen: %s", lrc != 0 ? "the job's name does not fit a label" : err.msg);
-            sl_buf_free(&ex.labels);
-            return 1;
-        }
-        sl_log(SL_LOG_INFO, "metrics: serving /metrics on %s (port %u)", o->metrics_listen, sl_http_metrics_port(http));
-        if (!sl_http_metrics_local(http))
-            sl_log(SL_LOG_WARN, SL_HTTP_METRICS_REACHABLE, o->metrics_listen);
-    }
+    if (o->metrics_listen != NULL && ps_start_metrics(t, &ex, &http) != 0)
+        return 1;
     char bind[SL_CLUSTER_MAX_ADDR];
     trainer_ps_bind_addr(t, bind, sizeof bind);
     void *ctx = zmq_ctx_new();
@@ -304,51 +374,8 @@ int trainer_serve_ps(struct trainer *t)
     int rc = ctx == NULL ? sl_error_set(&err, SL_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()))
                          : train_ps_serve(&so, &st, &err);
     double secs = sl_clock_s() - t0;
-    if (st.evaluator == TRAIN_PS_EVAL_LOST)
-        sl_log(SL_LOG_WARN,
-               "parameter server %u: the evaluator was silent for %.1f s once the workers were done and "
-               "is lost: it read no final weights from this server",
-               o->ps_task, o->ps_worker_timeout_s * 1.0);
-    else if (st.evaluator == TRAIN_PS_EVAL_BYE && !st.evaluator_served)
-        sl_log(SL_LOG_WARN, "parameter server %u: the evaluator left before reading the final weights", o->ps_task);
-    sl_log_limit_flush(&refusals.limit, 1);
-    if (rc != 0)
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-    else
-        sl_log(SL_LOG_INFO,
-               "parameter server %u: %" PRIu64 " pushes applied, global step %" PRIu64 ", staleness "
-               "mean %.2f max %" PRIu64 ", %.1f s",
-               o->ps_task, st.pushes, st.global_step, st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0,
-               st.staleness_max, secs);
-    /* the summary: which variables this server held, and its figures */
-    struct sl_buf b;
-    sl_buf_init(&b, 0);
-    int w = sl_buf_printf(&b, "{\"summary\":{\"ps\":%u,\"servers\":%zu,\"ok\":%s,\"workers\":%u,\"variables\":[",
-                          o->ps_task, t->ps_eps.n, rc == 0 ? "true" : "false", o->workers);
-    for (size_t i = 0, k = 0; w == 0 && i < pt.pm.layout.nvars; i++)
-        if (pt.pm.owner[i] == o->ps_task)
-            w = sl_buf_printf(&b, "%s\"%c%d\"", k++ ? "," : "", pt.pm.vars[i].kind, pt.pm.vars[i].layer);
-    if (w == 0)
-        w = sl_buf_printf(&b,
-                          "],\"elements\":%zu,\"pulls\":%" PRIu64 ",\"pushes\":%" PRIu64 ",\"version\":%" PRIu64
-                          ",\"global_step\":%" PRIu64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRIu64
-                          ",\"staleness_hist\":[",
-                          st.elements, st.pulls, st.pushes, st.version, st.global_step,
-                          st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0, st.staleness_max);
-    for (int k = 0; w == 0 && k < TRAIN_PS_STALENESS_BUCKETS; k++)
-        w = sl_buf_printf(&b, "%s%" PRIu64, k ? "," : "", st.staleness_hist[k]);
-    if (w == 0)
-        w = sl_buf_printf(&b,
-                          "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
-                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64
-                          ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64
-                          "\",\"evaluator\":"
-                          "\"%s\",\"seconds\":%.3f}}\n",
-                          st.lost, st.left_early, st.restarts, st.skipped, o->restore != NULL ? ck.state.version : 0,
-                          st.checkpoints, st.bad_messages, st.incarnation, ps_eval_word(&st), secs);
-    if (w == 0)
-        fwrite(b.data, 1, b.len, t->summary_out);
-    sl_buf_free(&b);
+    ps_log_outcome(t, rc, &st, &refusals, secs, &err);
+    int w = ps_write_summary(t, rc, &st, &pt.pm, o->restore != NULL ? ck.state.version : 0, secs);
     if (t->summary_out != stdout)
         fclose(t->summary_out);
     t->summary_out = NULL;
