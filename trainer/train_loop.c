@@ -429,8 +429,9 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     l->ps_mode = o->mode == TRAIN_STRATEGY_PS;
     if (l->ps_mode)
         rc = open_ps(l, o, &mc, err);
-    if (gpu) {
-        /* one group over every GPU of every worker; one worker makes its own id */
+    if (rc == 0 && gpu) {
+        /* one group over every GPU of every worker; one worker makes its own
+         * id (after a failed ps set-up, nothing: that error stands) */
         if (o->dev_id != NULL)
             memcpy(l->dev_id, o->dev_id, sizeof l->dev_id);
         else

@@ -335,8 +335,10 @@ int trainer_serve_ps(struct trainer *t)
     struct sl_error err = {0};
     static struct ps_expose ex; /* zero: every figure 0 */
     struct sl_http_metrics *http = NULL;
-    if (o->metrics_listen != NULL && ps_start_metrics(t, &ex, &http) != 0)
+    if (o->metrics_listen != NULL && ps_start_metrics(t, &ex, &http) != 0) {
+        train_ps_ckpt_free(&ck); /* what --restore read */
         return 1;
+    }
     char bind[SL_CLUSTER_MAX_ADDR];
     trainer_ps_bind_addr(t, bind, sizeof bind);
     void *ctx = zmq_ctx_new();
