@@ -198,6 +198,10 @@ int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_o
 void trainer_model_config_of(const struct trainer_opts *o, struct train_model_config *mc);
 int trainer_meet(struct trainer *t);
 int trainer_start(struct trainer *t);
+/* t->copts from the flags, for these feeders and job, as worker `worker`
+ * of `workers` (the evaluation's client is worker 0 of 1). */
+void trainer_client_opts(struct trainer *t, const struct sl_cluster_list *feeders, const char *job, uint32_t worker,
+                         uint32_t workers, const char *const *curve_server);
 int trainer_run(struct trainer *t);
 int trainer_finish_training(struct trainer *t, int status);
 int trainer_evaluate(struct trainer *t, struct train_client *ec);

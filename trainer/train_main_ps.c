@@ -425,23 +425,7 @@ int trainer_run_evaluator(struct trainer *t)
     struct sl_error err = {0};
     struct train_ps_eval_result res = {0};
     double t0 = sl_clock_s();
-    t->copts = (struct train_client_opts){.feeders = (const char *const *)t->eval_feeders.items,
-                                          .nfeeders = t->eval_feeders.n,
-                                          .job = o->eval_job ? o->eval_job : o->job,
-                                          .worker = 0,
-                                          .workers = 1,
-                                          .replicas = t->replicas,
-                                          .credits = o->credits,
-                                          .heartbeat_ms = (int)o->heartbeat_ms,
-                                          .timeout_ms = (int)o->timeout_ms,
-                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
-                                          .no_shm = o->no_shm,
-                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
-                                          .curve = t->have_curve ? &t->curve : NULL,
-                                          .curve_server = t->curve_eval_z85,
-                                          .stop = &trainer_stop_flag,
-                                          .metrics = t->m};
+    trainer_client_opts(t, &t->eval_feeders, o->eval_job ? o->eval_job : o->job, 0, 1, t->curve_eval_z85);
     struct train_loop_opts lo = {.input = o->input,
                                  .label = o->label,
                                  .replicas = t->replicas,

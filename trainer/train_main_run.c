@@ -188,23 +188,7 @@ int trainer_start(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
-    t->copts = (struct train_client_opts){.feeders = (const char *const *)t->feeders.items,
-                                          .nfeeders = t->feeders.n,
-                                          .job = o->job,
-                                          .worker = o->worker,
-                                          .workers = o->workers,
-                                          .replicas = t->replicas,
-                                          .credits = o->credits,
-                                          .heartbeat_ms = (int)o->heartbeat_ms,
-                                          .timeout_ms = (int)o->timeout_ms,
-                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
-                                          .no_shm = o->no_shm,
-                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
-                                          .curve = t->have_curve ? &t->curve : NULL,
-                                          .curve_server = t->curve_server_z85,
-                                          .stop = &trainer_stop_flag,
-                                          .metrics = t->m};
+    trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
      * meanwhile (they would drop it after --timeout-ms) */
@@ -375,6 +359,29 @@ static int ps_position(struct trainer *t, const struct staged_step *s)
         return 1;
     }
     return 0;
+}
+
+void trainer_client_opts(struct trainer *t, const struct sl_cluster_list *feeders, const char *job, uint32_t worker,
+                         uint32_t workers, const char *const *curve_server)
+{
+    const struct trainer_opts *o = &t->o;
+    t->copts = (struct train_client_opts){.feeders = (const char *const *)feeders->items,
+                                          .nfeeders = feeders->n,
+                                          .job = job,
+                                          .worker = worker,
+                                          .workers = workers,
+                                          .replicas = t->replicas,
+                                          .credits = o->credits,
+                                          .heartbeat_ms = (int)o->heartbeat_ms,
+                                          .timeout_ms = (int)o->timeout_ms,
+                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
+                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
+                                          .no_shm = o->no_shm,
+                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
+                                          .curve = t->have_curve ? &t->curve : NULL,
+                                          .curve_server = curve_server,
+                                          .stop = &trainer_stop_flag,
+                                          .metrics = t->m};
 }
 
 /* --step-ms: ms of a stand-in compute with the step in hand. Whole

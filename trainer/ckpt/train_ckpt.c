@@ -212,7 +212,7 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return sl_error_set(err, SL_EINVAL, "checkpoint: the path %s/%s is too long", dir, name);
     size_t jl = strlen(m->job);
-    uint8_t h[TRAIN_CKPT_HEADER_BYTES], zeros[8] = {0}, tail[4];
+    uint8_t h[TRAIN_CKPT_HEADER_BYTES], zeros[8] = {0};
     encode_header(m, jl, h);
     struct sl_output *out;
     if ((rc = sl_output_open(&out, path, SL_OUTPUT_FSYNC, err)) != 0)
@@ -224,17 +224,8 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
               train__ckpt_put(f, &crc, zeros, train__ckpt_pad8(jl) - jl) ||
               train__ckpt_put(f, &crc, weights, n * sizeof(float)) ||
               train__ckpt_put(f, &crc, velocity, n * sizeof(float));
-    sl_store_le32(tail, crc);
-    bad = bad || fwrite(tail, 1, 4, f) != 4;
-    if (bad) {
-        rc = sl_error_sys(err, errno ? errno : EIO, "checkpoint: write(%s)", sl_output_write_path(out));
-        sl_output_abort(out);
+    if ((rc = train__ckpt_finish(out, f, crc, bad, dir, err)) != 0)
         return rc;
-    }
-    if ((rc = sl_output_commit(out, err)) != 0)
-        return sl_error_prefix(err, "checkpoint: ");
-    if ((rc = train__ckpt_fsync_dir(dir, err)) != 0)
-        return sl_error_prefix(err, "checkpoint: ");
     if (bytes != NULL)
         *bytes = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl) + 8 * (uint64_t)n + 4;
     return 0;

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sl_bytes.h"
 #include "sl_crc32c.h"
+#include "sl_output.h"
 
 int train__ckpt_put(FILE *f, uint32_t *crc, const void *p, size_t n)
 {
@@ -69,4 +71,18 @@ const char *train__ckpt_file_kind(mode_t mode)
     if (S_ISCHR(mode) || S_ISBLK(mode))
         return "a device";
     return S_ISREG(mode) ? "a regular file" : "not a file";
+}
+
+int train__ckpt_finish(struct sl_output *out, FILE *f, uint32_t crc, int bad, const char *dir, struct sl_error *err)
+{
+    uint8_t tail[4];
+    sl_store_le32(tail, crc);
+    if (bad || fwrite(tail, 1, 4, f) != 4) {
+        int rc = sl_error_sys(err, errno ? errno : EIO, "checkpoint: write(%s)", sl_output_write_path(out));
+        sl_output_abort(out);
+        return rc;
+    }
+    if (sl_output_commit(out, err) != 0 || train__ckpt_fsync_dir(dir, err) != 0)
+        return sl_error_prefix(err, "checkpoint: ");
+    return 0;
 }

@@ -26,6 +26,14 @@ int train__ckpt_put(FILE *f, uint32_t *crc, const void *p, size_t n);
  * or SL_EIO naming the call (open or fsync) and dir. */
 int train__ckpt_fsync_dir(const char *dir, struct sl_error *err) SL_MUST_CHECK;
 
+/* The end of a checkpoint written through `out` (f its file): the CRC
+ * tail, then the commit (the rename into place) and the directory's fsync;
+ * `bad`: an earlier write failed, so the file is abandoned. 0, or an error
+ * prefixed "checkpoint: " naming the call. */
+struct sl_output;
+int train__ckpt_finish(struct sl_output *out, FILE *f, uint32_t crc, int bad, const char *dir,
+                       struct sl_error *err) SL_MUST_CHECK;
+
 /* Open path for reading a checkpoint: *fd, and its size in *size, or an
  * error naming path: a symbolic link or anything but a regular file is
  * refused (SL_ECORRUPT; a FIFO does not block the open), a failed open or

@@ -35,7 +35,7 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
     train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return sl_error_set(err, SL_EINVAL, "checkpoint: the path %s/%s is too long", dir, name);
-    uint8_t h[TRAIN_PS_CKPT_HEADER] = {0}, zeros[8] = {0}, pos[TRAIN_INPUT_POSITION_BYTES], tail[4];
+    uint8_t h[TRAIN_PS_CKPT_HEADER] = {0}, zeros[8] = {0}, pos[TRAIN_INPUT_POSITION_BYTES];
     memcpy(h, ps_magic, 8);
     sl_store_le32(h + 8, TRAIN_PS_CKPT_VERSION);
     sl_store_le32(h + 12, s->index);
@@ -62,17 +62,8 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
     }
     bad = bad || train__ckpt_put(f, &crc, s->values, s->n * sizeof(float)) ||
           train__ckpt_put(f, &crc, s->momentum, s->n * sizeof(float));
-    sl_store_le32(tail, crc);
-    bad = bad || fwrite(tail, 1, 4, f) != 4;
-    if (bad) {
-        rc = sl_error_sys(err, errno ? errno : EIO, "checkpoint: write(%s)", sl_output_write_path(out));
-        sl_output_abort(out);
+    if ((rc = train__ckpt_finish(out, f, crc, bad, dir, err)) != 0)
         return rc;
-    }
-    if ((rc = sl_output_commit(out, err)) != 0)
-        return sl_error_prefix(err, "checkpoint: ");
-    if ((rc = train__ckpt_fsync_dir(dir, err)) != 0)
-        return sl_error_prefix(err, "checkpoint: ");
     if (bytes != NULL)
         *bytes = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(s->config_len) +
                  (uint64_t)TRAIN_INPUT_POSITION_BYTES * s->workers + 8 * (uint64_t)s->n + 4;
