@@ -1,11 +1,11 @@
 /* sluice_client: the public C API of libsluice (include/sluice/client.h)
- * over train_client.
+ * over the internal client (client.h).
  *
  * A thin layer: options are checked and translated (CURVE key files read
- * here), each step's train_pieces are mirrored into public sluice_piece /
+ * here), each step's client_pieces are mirrored into public sluice_piece /
  * sluice_tensor views held by the client (storage made once at open, so a
  * step allocates nothing), and a struct sl_error becomes a struct
- * sluice_error. The views point into the train_pieces (names, shapes,
+ * sluice_error. The views point into the client_pieces (names, shapes,
  * data), so they share their lifetime: until the next step or release.
  * Only the sluice_* functions are exported from the shared library (see
  * client/sluice.map).
@@ -22,7 +22,7 @@
 #include "sl_error.h"
 #include "sl_log.h"
 #include "sl_wire.h"
-#include "train_client.h"
+#include "client.h"
 
 #ifndef SLUICE_VERSION_STRING
 #define SLUICE_VERSION_STRING "unknown"
@@ -39,11 +39,11 @@ _Static_assert((int)SLUICE_INT64 == (int)SL_WIRE_INT64 && (int)SLUICE_FLOAT32 ==
 _Static_assert(SLUICE_ERROR_MAX == SL_ERROR_MSG_MAX, "one message size");
 
 struct sluice_client {
-    struct train_client *tc;
+    struct client *tc;
     uint32_t replicas;
     struct sluice_piece *pieces;   /* [replicas] */
     struct sluice_tensor *tensors; /* [replicas * SL_WIRE_MAX_TENSORS] */
-    /* what train_client borrows for its life, copied from the options */
+    /* what the client borrows for its life, copied from the options */
     char *job;
     char **feeders; /* [nfeeders] */
     size_t nfeeders;
@@ -52,7 +52,7 @@ struct sluice_client {
     const char **server_ptrs; /* [nfeeders] into servers */
 };
 
-static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces,
+static void mirror(const struct client_piece *tp, uint32_t n, struct sluice_piece *pieces,
                    struct sluice_tensor *tensors);
 
 static int out_error(struct sluice_error *out, const struct sl_error *e)
@@ -123,17 +123,16 @@ static char *copy_string(const char *s)
     return d;
 }
 
-_Static_assert(SLUICE_MAX_REPLICAS == TRAIN_CLIENT_MAX_REPLICAS && SLUICE_MAX_CREDITS == TRAIN_CLIENT_MAX_CREDITS &&
-                   SLUICE_MAX_HEARTBEAT_MS == TRAIN_CLIENT_MAX_HEARTBEAT_MS &&
-                   SLUICE_MIN_HEARTBEAT_MS == TRAIN_CLIENT_MIN_HEARTBEAT_MS &&
-                   SLUICE_MIN_TIMEOUT_MS == TRAIN_CLIENT_MIN_TIMEOUT_MS &&
-                   SLUICE_MAX_TIMEOUT_MS == TRAIN_CLIENT_MAX_TIMEOUT_MS &&
-                   SLUICE_MAX_WAIT_MS == TRAIN_CLIENT_MAX_WAIT_MS,
+_Static_assert(SLUICE_MAX_REPLICAS == CLIENT_MAX_REPLICAS && SLUICE_MAX_CREDITS == CLIENT_MAX_CREDITS &&
+                   SLUICE_MAX_HEARTBEAT_MS == CLIENT_MAX_HEARTBEAT_MS &&
+                   SLUICE_MIN_HEARTBEAT_MS == CLIENT_MIN_HEARTBEAT_MS &&
+                   SLUICE_MIN_TIMEOUT_MS == CLIENT_MIN_TIMEOUT_MS && SLUICE_MAX_TIMEOUT_MS == CLIENT_MAX_TIMEOUT_MS &&
+                   SLUICE_MAX_WAIT_MS == CLIENT_MAX_WAIT_MS,
                "the public bounds are the client's");
 
 /* The messages name the options as this API (and the Python package, whose
  * keywords are these fields) spells them, not sluice-trainer's flags. */
-static const struct train_client_names api_names = {"connect_timeout_ms", "curve_key", "curve_server_keys", 1};
+static const struct client_names api_names = {"connect_timeout_ms", "curve_key", "curve_server_keys", 1};
 
 int sluice_client_open(struct sluice_client **out, const struct sluice_options *o, struct sluice_error *err)
 {
@@ -143,8 +142,8 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         sl_error_set(&e, SL_EINVAL, "options: feeders, nfeeders and job are required");
         return out_error(err, &e);
     }
-    if (o->nfeeders > TRAIN_CLIENT_MAX_FEEDERS) {
-        sl_error_set(&e, SL_EINVAL, "options: %zu feeders, at most %d", o->nfeeders, TRAIN_CLIENT_MAX_FEEDERS);
+    if (o->nfeeders > CLIENT_MAX_FEEDERS) {
+        sl_error_set(&e, SL_EINVAL, "options: %zu feeders, at most %d", o->nfeeders, CLIENT_MAX_FEEDERS);
         return out_error(err, &e);
     }
     for (size_t j = 0; j < o->nfeeders; j++)
@@ -152,7 +151,7 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
             sl_error_set(&e, SL_EINVAL, "options: feeders[%zu] is NULL", j);
             return out_error(err, &e);
         }
-    struct train_client_opts to = {
+    struct client_opts to = {
         .nfeeders = o->nfeeders,
         .worker = o->worker,
         .workers = o->workers != 0 ? o->workers : 1,
@@ -172,7 +171,7 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         sl_error_set(&e, SL_EINVAL, "options: worker %u of %u", to.worker, to.workers);
         return out_error(err, &e);
     }
-    if (train_client_check_bounds(&to, &e) != 0) /* before anything is sized by them */
+    if (client_check_bounds(&to, &e) != 0) /* before anything is sized by them */
         return out_error(err, &e);
     int rc;
     struct sluice_client *c = sl_calloc(1, sizeof *c);
@@ -205,7 +204,7 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         to.curve = c->keys;
         to.curve_server = c->server_ptrs;
     }
-    rc = train_client_open(&c->tc, &to, &e);
+    rc = client_open(&c->tc, &to, &e);
     if (rc != 0)
         goto out_close;
     *out = c;
@@ -222,7 +221,7 @@ void sluice_client_close(struct sluice_client *c)
 {
     if (c == NULL)
         return;
-    train_client_close(c->tc);
+    client_close(c->tc);
     if (c->keys != NULL)
         memset(c->keys, 0, sizeof *c->keys);
     sl_free(c->keys);
@@ -241,8 +240,8 @@ void sluice_client_close(struct sluice_client *c)
 int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece **pieces, struct sluice_error *err)
 {
     struct sl_error e = {0};
-    const struct train_piece *tp;
-    int rc = train_client_next_step(c->tc, &tp, &e);
+    const struct client_piece *tp;
+    int rc = client_next_step(c->tc, &tp, &e);
     if (rc != 0) {
         if (rc == SL_END) {
             if (err != NULL) {
@@ -259,7 +258,7 @@ int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece *
 }
 
 struct sluice_step {
-    struct train_kept *k;
+    struct client_kept *k;
     struct sluice_piece *pieces;   /* [n] */
     struct sluice_tensor *tensors; /* [n * SL_WIRE_MAX_TENSORS] */
 };
@@ -279,7 +278,7 @@ int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, c
         sl_error_set(&e, SL_ENOMEM, "out of memory keeping a step");
         return out_error(err, &e);
     }
-    int rc = train_client_keep(c->tc, &st->k, &e);
+    int rc = client_keep(c->tc, &st->k, &e);
     if (rc != 0) {
         sluice_step_free(st);
         return out_error(err, &e);
@@ -294,17 +293,18 @@ void sluice_step_free(struct sluice_step *s)
 {
     if (s == NULL)
         return;
-    train_kept_free(s->k);
+    client_kept_free(s->k);
     sl_free(s->tensors);
     sl_free(s->pieces);
     sl_free(s);
 }
 
-/* The public views of n train_pieces: pieces[n], tensors[n * max]. */
-static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece *pieces, struct sluice_tensor *tensors)
+/* The public views of n client_pieces: pieces[n], tensors[n * max]. */
+static void mirror(const struct client_piece *tp, uint32_t n, struct sluice_piece *pieces,
+                   struct sluice_tensor *tensors)
 {
     for (uint32_t r = 0; r < n; r++) {
-        const struct train_piece *p = &tp[r];
+        const struct client_piece *p = &tp[r];
         struct sluice_piece *q = &pieces[r];
         struct sluice_tensor *t = &tensors[(size_t)r * SL_WIRE_MAX_TENSORS];
         for (size_t i = 0; i < p->ntensors; i++) {
@@ -335,12 +335,12 @@ static void mirror(const struct train_piece *tp, uint32_t n, struct sluice_piece
 void sluice_client_release(struct sluice_client *c)
 {
     if (c != NULL)
-        train_client_release(c->tc);
+        client_release(c->tc);
 }
 
 uint64_t sluice_client_position(const struct sluice_client *c)
 {
-    return train_client_position(c->tc);
+    return client_position(c->tc);
 }
 
 uint32_t sluice_client_replicas(const struct sluice_client *c)
@@ -350,18 +350,18 @@ uint32_t sluice_client_replicas(const struct sluice_client *c)
 
 uint64_t sluice_client_steps_per_epoch(const struct sluice_client *c)
 {
-    return train_client_welcome(c->tc)->steps_per_epoch;
+    return client_welcome(c->tc)->steps_per_epoch;
 }
 
 uint64_t sluice_client_epochs(const struct sluice_client *c)
 {
-    return train_client_welcome(c->tc)->epochs;
+    return client_welcome(c->tc)->epochs;
 }
 
 int sluice_client_keepalive(struct sluice_client *c, int ms, struct sluice_error *err)
 {
     struct sl_error e = {0};
-    int rc = train_client_keepalive(c->tc, ms, &e);
+    int rc = client_keepalive(c->tc, ms, &e);
     return rc != 0 ? out_error(err, &e) : 0;
 }
 
@@ -403,8 +403,8 @@ int sluice_cluster_from_tf_config(struct sluice_cluster **out, const char *tf_co
         rc = sl_cluster_feeder_list(&cl, &c->feeders, &e);
     if (rc == 0 && c->feeders.n == 0)
         rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: cluster has no 'feeder' list (the feeders' endpoints)");
-    if (rc == 0 && c->feeders.n > TRAIN_CLIENT_MAX_FEEDERS)
-        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu feeders, at most %d", c->feeders.n, TRAIN_CLIENT_MAX_FEEDERS);
+    if (rc == 0 && c->feeders.n > CLIENT_MAX_FEEDERS)
+        rc = sl_error_set(&e, SL_EINVAL, "TF_CONFIG: %zu feeders, at most %d", c->feeders.n, CLIENT_MAX_FEEDERS);
     sl_cluster_free(&cl);
     sl_free(spec);
     sl_free(env);

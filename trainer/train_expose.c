@@ -4,7 +4,7 @@
  * Names: the sluice_trainer_ prefix, base units, _total on counters;
  * every sample carries sluice_job and worker (not "job", which Prometheus
  * sets on every target itself). The input wait by feeder (the feeder whose
- * piece ended each wait, train_client_wait_by_feeder) is copied from the
+ * piece ended each wait, client_wait_by_feeder) is copied from the
  * client at each step received (on_step, the client's thread) into atomics
  * the scrape reads: a step behind at most. All-reduce time is replica 0's, timed
  * by the strategy (TRAIN_M_ALLREDUCE_NS).
@@ -26,7 +26,7 @@
 #include "sl_http_metrics.h"
 #include "sl_log.h"
 #include "sl_prom.h"
-#include "train_client.h"
+#include "client.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 
@@ -34,13 +34,13 @@ struct train_expose {
     struct sl_http_metrics *http;
     struct sl_metrics *m;
     struct train_loop *const *loop;
-    struct train_client *const *cl;                   /* read by on_step only (the main thread's) */
-    _Atomic uint64_t fw_ns[TRAIN_CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
+    struct client *const *cl;                   /* read by on_step only (the main thread's) */
+    _Atomic uint64_t fw_ns[CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
     _Atomic size_t nfeeders;
     /* the input's bound between two scrapes: the feeder waited for most
      * since the previous one and its busiest stage (its STATS); -1: none */
     _Atomic int bound_wanted, bound_feeder, bound_stage;
-    uint64_t bound_mark[TRAIN_CLIENT_MAX_FEEDERS]; /* on_step's: the wait by feeder at the last evaluation */
+    uint64_t bound_mark[CLIENT_MAX_FEEDERS]; /* on_step's: the wait by feeder at the last evaluation */
     struct sl_buf labels;
     struct sl_hist step, wait;
     _Atomic int hash_wanted; /* set by a scrape, taken by on_step */
@@ -65,15 +65,15 @@ static void on_step(void *ctx, uint64_t steps)
     e->last_wait_ns = waited;
     e->stepped = 1;
     if (e->cl != NULL && *e->cl != NULL) {
-        double w[TRAIN_CLIENT_MAX_FEEDERS];
-        size_t F = train_client_wait_by_feeder(*e->cl, w, TRAIN_CLIENT_MAX_FEEDERS);
-        for (size_t j = 0; j < F && j < TRAIN_CLIENT_MAX_FEEDERS; j++)
+        double w[CLIENT_MAX_FEEDERS];
+        size_t F = client_wait_by_feeder(*e->cl, w, CLIENT_MAX_FEEDERS);
+        for (size_t j = 0; j < F && j < CLIENT_MAX_FEEDERS; j++)
             atomic_store_explicit(&e->fw_ns[j], (uint64_t)(w[j] * 1e9 + 0.5), memory_order_relaxed);
         atomic_store_explicit(&e->nfeeders, F, memory_order_release);
         if (atomic_exchange_explicit(&e->bound_wanted, 0, memory_order_relaxed)) {
             int worst = -1;
             uint64_t most = 0;
-            for (size_t j = 0; j < F && j < TRAIN_CLIENT_MAX_FEEDERS; j++) {
+            for (size_t j = 0; j < F && j < CLIENT_MAX_FEEDERS; j++) {
                 uint64_t now_ns = (uint64_t)(w[j] * 1e9 + 0.5);
                 uint64_t d = now_ns > e->bound_mark[j] ? now_ns - e->bound_mark[j] : 0;
                 e->bound_mark[j] = now_ns;
@@ -84,7 +84,7 @@ static void on_step(void *ctx, uint64_t steps)
             }
             uint64_t ns[SL_WIRE_STAGES];
             int stage = -1;
-            if (worst >= 0 && train_client_feeder_stages(*e->cl, (size_t)worst, ns, &stage) != 0)
+            if (worst >= 0 && client_feeder_stages(*e->cl, (size_t)worst, ns, &stage) != 0)
                 stage = -1;
             atomic_store_explicit(&e->bound_stage, stage, memory_order_relaxed);
             atomic_store_explicit(&e->bound_feeder, worst, memory_order_relaxed);
@@ -131,7 +131,7 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
     if (bf >= 0) {
         char label[64];
         int st = atomic_load_explicit(&e->bound_stage, memory_order_relaxed);
-        snprintf(label, sizeof label, "feeder=\"%d\",stage=\"%s\"", bf, st >= 0 ? train_client_stage_name(st) : "");
+        snprintf(label, sizeof label, "feeder=\"%d\",stage=\"%s\"", bf, st >= 0 ? client_stage_name(st) : "");
         sl_prom_family(&p, "sluice_trainer_input_bound_info", "gauge",
                        "Between the two scrapes before this one: the feeder the input waited for most, and its busiest "
                        "stage lately (from its STATS; \"\" before two); always 1, absent when nothing was waited for.");
@@ -182,7 +182,7 @@ static int serve(void *ctx, struct sl_buf *out)
 }
 
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, struct train_client *const *cl, const char *job, uint32_t worker)
+                       struct train_loop *const *loop, struct client *const *cl, const char *job, uint32_t worker)
 {
     *out = NULL;
     if (listen == NULL)

@@ -27,7 +27,7 @@
 #include "sl_metrics.h"
 
 struct train_loop;
-struct train_client;
+struct client;
 struct train_expose;
 
 /* Serve /metrics on `listen` (NULL: nothing; *out NULL and 0). m: the
@@ -38,8 +38,7 @@ struct train_expose;
  * worker: labels. Logs the port, or why it cannot serve. 0, or the
  * exit status: 2 for an address it cannot parse, 1 otherwise. */
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, struct train_client *const *cl, const char *job,
-                       uint32_t worker);
+                       struct train_loop *const *loop, struct client *const *cl, const char *job, uint32_t worker);
 
 /* Stop serving, stop watching the metrics, free. NULL is ignored. */
 void train_expose_stop(struct train_expose *e);

@@ -53,7 +53,7 @@ struct train_loop {
     struct sl_metrics *metrics; /* opts.metrics: trained steps, their time, the last loss */
     struct train_variable *weights;
     struct replica *reps;
-    struct train_piece *views;    /* [R]: the staged two-tensor pieces */
+    struct client_piece *views;   /* [R]: the staged two-tensor pieces */
     struct train_step_result res; /* written by replica 0 in a step */
     /* GPU replicas: the weights live on the devices; the host copies (the
      * strategy variable) are refreshed when something reads them */
@@ -90,7 +90,7 @@ static int find_tensor(const struct sl_wire_welcome *w, const char *name)
 
 /* The piece's input and label tensors as a two-tensor piece in *v. The
  * eval job has its own schema: tensors are found by name. */
-static int pick(const struct train_loop *l, const struct train_piece *p, struct train_piece *v, struct sl_error *err)
+static int pick(const struct train_loop *l, const struct client_piece *p, struct client_piece *v, struct sl_error *err)
 {
     v->epoch = p->epoch;
     v->step = p->step;
@@ -512,7 +512,7 @@ void train_loop_destroy(struct train_loop *l)
 }
 
 /* Stage a step's pieces (their two tensors) on every replica. */
-static int put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, struct sl_error *err)
+static int put(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas, struct sl_error *err)
 {
     if (replicas != l->nreplicas)
         return sl_error_set(err, SL_EINVAL, "step of %u pieces for a loop of %u replicas", replicas, l->nreplicas);
@@ -524,7 +524,7 @@ static int put(struct train_loop *l, const struct train_piece *pieces, uint32_t 
     return train_strategy_put(l->s, l->views, err);
 }
 
-int train_loop_put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, struct sl_error *err)
+int train_loop_put(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas, struct sl_error *err)
 {
     return noted(l, put(l, pieces, replicas, err));
 }
@@ -576,7 +576,7 @@ int train_loop_ps_finish(struct train_loop *l, volatile sig_atomic_t *stop, uint
     return noted(l, rc);
 }
 
-int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+int train_loop_step(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas,
                     struct train_step_result *res, struct sl_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -613,7 +613,7 @@ int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, str
     return noted(l, rc);
 }
 
-int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
+int train_loop_eval_step(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas, double *rows,
                          double *correct, struct sl_error *err)
 {
     int rc = noted(l, put(l, pieces, replicas, err));

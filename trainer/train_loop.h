@@ -112,18 +112,18 @@ void train_loop_destroy(struct train_loop *l);
 
 /* Stage one step's R pieces (borrowed for the call: their frames may be
  * released when it returns). SL_EINVAL when 2 steps are staged already. */
-int train_loop_put(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+int train_loop_put(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas,
                    struct sl_error *err) SL_MUST_CHECK;
 /* Train on the oldest staged step (SL_EINVAL when none is). */
 int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
 /* put + run. */
-int train_loop_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas,
+int train_loop_step(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas,
                     struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
 
 /* Evaluation: the predictions of the current weights for every piece of a
  * step, counted against the labels: *rows and *correct grow by this
  * worker's rows. (Sum them across workers with train_loop_sum.) */
-int train_loop_eval_step(struct train_loop *l, const struct train_piece *pieces, uint32_t replicas, double *rows,
+int train_loop_eval_step(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas, double *rows,
                          double *correct, struct sl_error *err) SL_MUST_CHECK;
 /* The same for the oldest step staged with train_loop_put (look-ahead). */
 int train_loop_eval_run(struct train_loop *l, double *rows, double *correct, struct sl_error *err) SL_MUST_CHECK;

@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     status = trainer_report(&t, status);
     train_loop_destroy(t.loop);
     train_ring_close(t.ring);
-    train_client_close(t.cl);
+    client_close(t.cl);
 out_abort_trace:
     sl_output_abort(t.trace_out); /* what trainer_report() did not commit */
     train_ckpt_free(&t.ck);

@@ -19,7 +19,7 @@
  * before the client is open or without such a tensor). */
 uint32_t trainer_input_width(const struct trainer *t)
 {
-    const struct sl_wire_welcome *w = t->cl != NULL ? train_client_welcome(t->cl) : NULL;
+    const struct sl_wire_welcome *w = t->cl != NULL ? client_welcome(t->cl) : NULL;
     size_t len = strlen(t->o.input);
     for (size_t i = 0; w != NULL && i < w->ntensors; i++)
         if (w->fields[i].name_len == len && memcmp(w->fields[i].name, t->o.input, len) == 0 && w->fields[i].rank == 1)

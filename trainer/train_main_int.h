@@ -20,7 +20,7 @@
 #include "sl_output.h"
 #include "sl_status_line.h"
 #include "train_ckpt.h"
-#include "train_client.h"
+#include "client.h"
 #include "train_device.h"
 #include "train_loop.h"
 #include "train_metrics.h"
@@ -90,7 +90,7 @@ struct trainer {
     int trace_failed;
     char group_id[TRAIN_LOOP_ID_BYTES]; /* GPU replicas across workers: the NCCL group id */
     int have_group_id;
-    struct train_client_opts copts;
+    struct client_opts copts;
     /* CURVE (--curve-key; have_curve 0: none): this worker's key pair, and
      * each feeder's public key, [j] for feeders.items[j] (eval_: for
      * eval_feeders) */
@@ -99,7 +99,7 @@ struct trainer {
     struct sl_curve_keys curve;
     char curve_server[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1], curve_eval[MAX_FEEDERS][SL_CURVE_KEY_Z85 + 1];
     const char *curve_server_z85[MAX_FEEDERS], *curve_eval_z85[MAX_FEEDERS];
-    struct train_client *cl;
+    struct client *cl;
     struct train_ring *ring;
     struct train_loop *loop;
     struct sl_output *metrics_out; /* --metrics, until the training ends */
@@ -164,9 +164,9 @@ int trainer_configure(struct trainer *t, int argc, char **argv);
 /* ---- train_main_output.c: the trace, --predictions, the progress line, --metrics and the summary ---- */
 
 int trainer_save_weights(const char *path, const float *p, size_t n, struct sl_error *err);
-int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const char *feature, FILE *out);
+int trainer_trace_piece(struct sl_buf *b, const struct client_piece *p, const char *feature, FILE *out);
 int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *feature, struct sl_error *err);
-int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+int trainer_gather_keep(struct pred_gather *g, int slot, const struct client_piece *pieces, uint32_t replicas,
                         const char *id_name, const char *label_name, struct sl_error *err);
 int trainer_gather_add(struct pred_gather *g, int slot, const struct train_loop *loop, uint32_t replicas,
                        struct sl_error *err);
@@ -193,7 +193,7 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
 
 /* ---- train_main_run.c: meet, start, train, evaluate ---- */
 
-int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct train_client *cl,
+int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct client *cl,
                               struct sl_error *err);
 void trainer_model_config_of(const struct trainer_opts *o, struct train_model_config *mc);
 int trainer_meet(struct trainer *t);
@@ -204,7 +204,7 @@ void trainer_client_opts(struct trainer *t, const struct sl_cluster_list *feeder
                          uint32_t workers, const char *const *curve_server);
 int trainer_run(struct trainer *t);
 int trainer_finish_training(struct trainer *t, int status);
-int trainer_evaluate(struct trainer *t, struct train_client *ec);
+int trainer_evaluate(struct trainer *t, struct client *ec);
 int trainer_ps_finish(struct trainer *t);
 
 /* ---- train_main_ps.c: a parameter-server task and the evaluator task ---- */

@@ -48,7 +48,7 @@ int trainer_save_weights(const char *path, const float *p, size_t n, struct sl_e
     return 0;
 }
 
-int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const char *feature, FILE *out)
+int trainer_trace_piece(struct sl_buf *b, const struct client_piece *p, const char *feature, FILE *out)
 {
     sl_buf_reset(b);
     int rc = sl_buf_printf(b,
@@ -57,7 +57,7 @@ int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const cha
                            p->worker, p->replica, p->epoch, p->step, p->seq, p->rows);
     size_t flen = strlen(feature);
     for (size_t i = 0; rc == 0 && i < p->ntensors; i++) {
-        const struct train_tensor *t = &p->t[i];
+        const struct client_tensor *t = &p->t[i];
         if (strcmp(t->name, feature) != 0)
             continue;
         if (t->dtype == SL_WIRE_INT64) {
@@ -69,7 +69,7 @@ int trainer_trace_piece(struct sl_buf *b, const struct train_piece *p, const cha
             }
         } else if (t->dtype == SL_WIRE_BYTES) {
             /* strings: their boundaries are in the companion NAME.offsets */
-            const struct train_tensor *o = NULL;
+            const struct client_tensor *o = NULL;
             for (size_t k = 0; k < p->ntensors; k++)
                 if (strncmp(p->t[k].name, feature, flen) == 0 && strcmp(p->t[k].name + flen, ".offsets") == 0)
                     o = &p->t[k];
@@ -133,7 +133,7 @@ int trainer_check_trace_feature(const struct sl_wire_welcome *w, const char *fea
     return 0;
 }
 
-static const struct train_tensor *find_int64(const struct train_piece *p, const char *name)
+static const struct client_tensor *find_int64(const struct client_piece *p, const char *name)
 {
     for (size_t i = 0; i < p->ntensors; i++)
         if (strcmp(p->t[i].name, name) == 0 && p->t[i].dtype == SL_WIRE_INT64 && p->t[i].bytes == 8ull * p->rows)
@@ -141,7 +141,7 @@ static const struct train_tensor *find_int64(const struct train_piece *p, const 
     return NULL;
 }
 
-int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piece *pieces, uint32_t replicas,
+int trainer_gather_keep(struct pred_gather *g, int slot, const struct client_piece *pieces, uint32_t replicas,
                         const char *id_name, const char *label_name, struct sl_error *err)
 {
     size_t total = 0;
@@ -159,11 +159,11 @@ int trainer_gather_keep(struct pred_gather *g, int slot, const struct train_piec
     }
     size_t k = 0;
     for (uint32_t r = 0; r < replicas && r < 64; r++) {
-        const struct train_piece *p = &pieces[r];
+        const struct client_piece *p = &pieces[r];
         g->rows[slot][r] = p->rows;
         if (p->rows == 0)
             continue;
-        const struct train_tensor *id = find_int64(p, id_name), *lb = find_int64(p, label_name);
+        const struct client_tensor *id = find_int64(p, id_name), *lb = find_int64(p, label_name);
         if (id == NULL || lb == NULL)
             return sl_error_set(err, SL_EINVAL, "--predictions: the evaluation pieces need int64 scalars '%s' and '%s'",
                                 id_name, label_name);
@@ -358,7 +358,7 @@ static double h2d_rate(const struct train_counters *now, const struct train_coun
 static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t cap)
 {
     double now[MAX_FEEDERS];
-    size_t F = train_client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
+    size_t F = client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
     int worst = -1;
     double most = 0;
     at += (size_t)snprintf(out + at, cap - at, ",\"input_wait_by_feeder_s\":[");
@@ -374,11 +374,11 @@ static void wait_by_feeder(struct trainer *t, double *then, char *out, size_t ca
     /* and that feeder's busiest stage lately, from its STATS */
     uint64_t ns[SL_WIRE_STAGES];
     int stage = -1;
-    if (worst >= 0 && train_client_feeder_stages(t->cl, (size_t)worst, ns, &stage) != 0)
+    if (worst >= 0 && client_feeder_stages(t->cl, (size_t)worst, ns, &stage) != 0)
         stage = -1;
     if (at < cap)
         snprintf(out + at, cap - at, "],\"input_bound_feeder\":%d,\"input_bound_stage\":\"%s\"", worst,
-                 worst >= 0 && stage >= 0 ? train_client_stage_name(stage) : "");
+                 worst >= 0 && stage >= 0 ? client_stage_name(stage) : "");
 }
 
 /* One --metrics line. The step's time runs from the previous step's end
@@ -433,7 +433,7 @@ void trainer_log_progress(struct trainer *t, struct run_counters *c, const struc
     /* who the input waited for since the last log line (several feeders) */
     char who[32 + 24 * MAX_FEEDERS] = "";
     double now[MAX_FEEDERS], total = 0;
-    size_t F = train_client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
+    size_t F = client_wait_by_feeder(t->cl, now, MAX_FEEDERS), at = 0;
     for (size_t j = 0; j < F; j++)
         total += now[j] - c->fw_l0[j];
     for (size_t j = 0; F > 1 && total > 0 && j < F && at < sizeof who; j++)
@@ -445,13 +445,13 @@ void trainer_log_progress(struct trainer *t, struct run_counters *c, const struc
             top = j;
     uint64_t ns[SL_WIRE_STAGES];
     int stage = -1;
-    if (total > 0 && train_client_feeder_stages(t->cl, top, ns, &stage) != 0)
+    if (total > 0 && client_feeder_stages(t->cl, top, ns, &stage) != 0)
         stage = -1;
     if (at > 0 && at < sizeof who)
         snprintf(who + at, sizeof who - at, "%s%s)", stage >= 0 ? "; its busiest stage: " : "",
-                 stage >= 0 ? train_client_stage_name(stage) : "");
+                 stage >= 0 ? client_stage_name(stage) : "");
     else if (total > 0 && stage >= 0) /* one feeder */
-        snprintf(who, sizeof who, " (the feeder's busiest stage: %s)", train_client_stage_name(stage));
+        snprintf(who, sizeof who, " (the feeder's busiest stage: %s)", client_stage_name(stage));
     memcpy(c->fw_l0, now, F * sizeof *now);
     sl_log(SL_LOG_INFO,
            "epoch %" PRIu64 " step %" PRIu64 ": loss %.4f accuracy %.4f (mean since the last report), "
@@ -476,7 +476,7 @@ int trainer_report(struct trainer *t, int status)
     char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "", loss[64];
     if (t->cl != NULL) { /* the input wait by the feeder whose piece ended it */
         double w[MAX_FEEDERS];
-        size_t F = train_client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
+        size_t F = client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
         at += (size_t)snprintf(fw, sizeof fw, ",\"input_wait_by_feeder_s\":[");
         for (size_t j = 0; j < F && at < sizeof fw; j++)
             at += (size_t)snprintf(fw + at, sizeof fw - at, "%s%.4f", j ? "," : "", w[j]);

@@ -396,7 +396,7 @@ int trainer_serve_ps(struct trainer *t)
 
 static int eval_keepalive(void *arg, int ms, struct sl_error *err)
 {
-    return train_client_keepalive(arg, ms, err);
+    return client_keepalive(arg, ms, err);
 }
 
 /* The evaluator's summary line on stdout. */
@@ -439,7 +439,7 @@ int trainer_run_evaluator(struct trainer *t)
     const float *w, *v;
     size_t np = 0;
     void *ctx = NULL;
-    int rc = train_client_open(&t->cl, &t->copts, &err);
+    int rc = client_open(&t->cl, &t->copts, &err);
     if (rc == 0)
         rc = trainer_loop_create_alive(&t->loop, &lo, t->cl, &err);
     if (rc == 0)
@@ -488,7 +488,7 @@ int trainer_run_evaluator(struct trainer *t)
     eval_report(t, status, &res, sl_clock_s() - t0);
     train_loop_destroy(t->loop);
     t->loop = NULL;
-    train_client_close(t->cl);
+    client_close(t->cl);
     t->cl = NULL;
     return status;
 }

@@ -40,10 +40,10 @@ static void *loop_create_thread(void *arg)
     return NULL;
 }
 
-int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct train_client *cl,
+int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct client *cl,
                               struct sl_error *err)
 {
-    struct loop_create_job j = {.lo = lo, .welcome = train_client_welcome(cl)};
+    struct loop_create_job j = {.lo = lo, .welcome = client_welcome(cl)};
     atomic_init(&j.done, 0);
     pthread_t t;
     if (sl_thread_start(&t, loop_create_thread, &j) != 0)
@@ -52,7 +52,7 @@ int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_o
     int krc = 0;
     while (!atomic_load(&j.done)) {
         if (krc == 0)
-            krc = train_client_keepalive(cl, 20, &kerr);
+            krc = client_keepalive(cl, 20, &kerr);
         else
             nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
     }
@@ -210,9 +210,9 @@ int trainer_start(struct trainer *t)
     t->copts.resume_seq = t->restoring ? t->ck.meta.pos.seq : 0;
     if (o->model != MODEL_NONE && o->mode == MODE_PS && ps_resume(t, &err) != 0)
         goto fail;
-    if (train_client_open(&t->cl, &t->copts, &err) != 0)
+    if (client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
-    if (o->trace != NULL && trainer_check_trace_feature(train_client_welcome(t->cl), o->feature, &err) != 0)
+    if (o->trace != NULL && trainer_check_trace_feature(client_welcome(t->cl), o->feature, &err) != 0)
         goto fail; /* the schema is known from the WELCOME: fail before any step */
     if (o->model != MODEL_NONE) {
         struct train_loop_opts lo = {.input = o->input,
@@ -365,34 +365,34 @@ void trainer_client_opts(struct trainer *t, const struct sl_cluster_list *feeder
                          uint32_t workers, const char *const *curve_server)
 {
     const struct trainer_opts *o = &t->o;
-    t->copts = (struct train_client_opts){.feeders = (const char *const *)feeders->items,
-                                          .nfeeders = feeders->n,
-                                          .job = job,
-                                          .worker = worker,
-                                          .workers = workers,
-                                          .replicas = t->replicas,
-                                          .credits = o->credits,
-                                          .heartbeat_ms = (int)o->heartbeat_ms,
-                                          .timeout_ms = (int)o->timeout_ms,
-                                          .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                          .reconnect_ms = (int)(o->reconnect_s * 1000),
-                                          .no_shm = o->no_shm,
-                                          .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
-                                          .curve = t->have_curve ? &t->curve : NULL,
-                                          .curve_server = curve_server,
-                                          .stop = &trainer_stop_flag,
-                                          .metrics = t->m};
+    t->copts = (struct client_opts){.feeders = (const char *const *)feeders->items,
+                                    .nfeeders = feeders->n,
+                                    .job = job,
+                                    .worker = worker,
+                                    .workers = workers,
+                                    .replicas = t->replicas,
+                                    .credits = o->credits,
+                                    .heartbeat_ms = (int)o->heartbeat_ms,
+                                    .timeout_ms = (int)o->timeout_ms,
+                                    .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
+                                    .reconnect_ms = (int)(o->reconnect_s * 1000),
+                                    .no_shm = o->no_shm,
+                                    .takeover_ms = (int)(o->takeover_s * 1000 + 0.5),
+                                    .curve = t->have_curve ? &t->curve : NULL,
+                                    .curve_server = curve_server,
+                                    .stop = &trainer_stop_flag,
+                                    .metrics = t->m};
 }
 
 /* --step-ms: ms of a stand-in compute with the step in hand. Whole
- * milliseconds go to train_client_keepalive (heartbeats out, pieces in,
+ * milliseconds go to client_keepalive (heartbeats out, pieces in,
  * as a real step's wait would); the fraction is slept. A signal ends it
  * early (the loop then sees trainer_stop_flag). */
 static int simulated_step(struct trainer *t, double ms, struct sl_error *err)
 {
     int whole = (int)ms;
     for (int left = whole; left > 0 && !trainer_stop_flag; left -= 100) { /* a signal is seen within 0.1 s */
-        int rc = train_client_keepalive(t->cl, left < 100 ? left : 100, err);
+        int rc = client_keepalive(t->cl, left < 100 ? left : 100, err);
         if (rc != 0)
             return rc;
     }
@@ -412,7 +412,7 @@ static int simulated_step(struct trainer *t, double ms, struct sl_error *err)
 int trainer_run(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
-    const struct sl_wire_welcome *w = train_client_welcome(t->cl);
+    const struct sl_wire_welcome *w = client_welcome(t->cl);
     sl_log(SL_LOG_INFO, "worker %u of %u, %u replicas: %zu feeders, %" PRIu64 " steps per epoch, %u tensors", o->worker,
            o->workers, t->replicas, t->feeders.n, w->steps_per_epoch, w->ntensors);
     struct progress_line bar = {.steps_per_epoch = w->steps_per_epoch, .epochs = w->epochs};
@@ -424,12 +424,12 @@ int trainer_run(struct trainer *t)
     struct sl_buf line;
     struct sl_error err = {0};
     sl_buf_init(&line, 0);
-    const struct train_piece *pieces;
+    const struct client_piece *pieces;
     uint64_t ran = t->start_step, last_epoch = UINT64_MAX; /* ran: steps trained, for --log-every */
     struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
-        rc = trainer_stop_flag ? 0 : train_client_next_step(t->cl, &pieces, &err);
+        rc = trainer_stop_flag ? 0 : client_next_step(t->cl, &pieces, &err);
         if (trainer_stop_flag || (rc != 0 && rc != SL_END))
             break;
         int got = rc == 0;
@@ -546,22 +546,22 @@ int trainer_finish_training(struct trainer *t, int status)
  * as in training: stage step s+1, then predict step s. ec: the evaluation
  * job's client when already open (the evaluator's, borrowed), or NULL:
  * opened and closed here. 0, or 1 with the error logged. */
-int trainer_evaluate(struct trainer *t, struct train_client *ec)
+int trainer_evaluate(struct trainer *t, struct client *ec)
 {
     const struct trainer_opts *o = &t->o;
-    struct train_client_opts eo = t->copts;
+    struct client_opts eo = t->copts;
     eo.feeders = (const char *const *)t->eval_feeders.items;
     eo.nfeeders = t->eval_feeders.n;
     eo.curve_server = t->curve_eval_z85;
     eo.job = o->eval_job ? o->eval_job : o->job;
     eo.metrics = NULL; /* the training's figures stay the training's */
     int own = ec == NULL;
-    const struct train_piece *pieces;
+    const struct client_piece *pieces;
     struct pred_gather g = {0};
     struct sl_error err = {0};
-    int rc = own ? train_client_open(&ec, &eo, &err) : 0;
+    int rc = own ? client_open(&ec, &eo, &err) : 0;
     for (int have_prev = 0, slot = 0; rc == 0 && !trainer_stop_flag; slot ^= 1) {
-        int got = (rc = train_client_next_step(ec, &pieces, &err)) == 0;
+        int got = (rc = client_next_step(ec, &pieces, &err)) == 0;
         if (rc != 0 && rc != SL_END)
             break;
         if (got && o->predictions != NULL &&
@@ -590,7 +590,7 @@ int trainer_evaluate(struct trainer *t, struct train_client *ec)
         rc = trainer_gather_write(&g, t->loop, o->worker, t->test_rows, t->test_correct, o->predictions, &err);
     trainer_gather_free(&g);
     if (own)
-        train_client_close(ec);
+        client_close(ec);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "evaluation: %s", err.msg);
         return 1;

@@ -14,13 +14,13 @@
  *
  * Where a worker's input stream stands, to save beside the caller's own
  * model and optimizer state and to continue exactly there later: seq is
- * the first piece not trained yet (train_client_position() when every
+ * the first piece not trained yet (client_position() when every
  * step handed out has been trained; with a look-ahead of one step, the
  * trained step's first piece's seq + replicas), a step's first piece, so
  * a multiple of replicas; step = seq / replicas, the steps trained over
  * all epochs; epoch, the epoch of the last step trained (for the logs:
  * the stream knows it from seq). To continue, open the client with
- * train_client_opts.resume_seq = seq (and the same job, worker, workers
+ * client_opts.resume_seq = seq (and the same job, worker, workers
  * and replicas). */
 struct train_input_position {
     uint64_t epoch;

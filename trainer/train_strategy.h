@@ -113,7 +113,7 @@
 #include "train_coll.h"
 #include "train_mirror.h"
 #include "train_position.h"
-#include "train_piece.h"
+#include "client_piece.h"
 #include "train_reduce.h"
 #include "train_ring.h"
 #include "train_stage.h"
@@ -197,7 +197,7 @@ enum train_strategy_mode train_strategy_mode(const struct train_strategy *s);
  * rows do not divide among the towers or cannot be cut (train_tower_resplit's
  * errors, prefixed "tower mode: step S: "). A piece that a stager refuses
  * (wrong tensors, over capacity) or a device error breaks the strategy. */
-int train_strategy_put(struct train_strategy *s, const struct train_piece *pieces, struct sl_error *err) SL_MUST_CHECK;
+int train_strategy_put(struct train_strategy *s, const struct client_piece *pieces, struct sl_error *err) SL_MUST_CHECK;
 
 /* Run fn on every replica with the oldest staged step (SL_EINVAL when none
  * is staged), wait for all, then compare the variables' hashes if this is

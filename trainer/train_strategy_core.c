@@ -304,14 +304,14 @@ int train_replica_var_apply_gradient(struct train_replica *rep, struct train_var
 }
 
 /* One replica's share of a job. */
-static void do_job(struct train_replica *rep, enum job job, const struct train_piece *pieces, train_step_fn fn,
+static void do_job(struct train_replica *rep, enum job job, const struct client_piece *pieces, train_step_fn fn,
                    void *ctx)
 {
     struct train_strategy *s = rep->s;
     rep->rc = 0;
     if (job == JOB_PUT) {
         uint64_t t0 = sl_clock_ns();
-        const struct train_piece *p = &pieces[rep->id];
+        const struct client_piece *p = &pieces[rep->id];
         rep->rc = train_stage_put(rep->stage, p, &rep->err);
         sl_metrics_add(s->metrics, TRAIN_M_H2D_NS, sl_clock_ns() - t0);
         if (rep->rc != 0) {
@@ -358,7 +358,7 @@ static void *replica_main(void *arg)
             break;
         seen = s->job_gen;
         enum job job = s->job;
-        const struct train_piece *pieces = s->pieces;
+        const struct client_piece *pieces = s->pieces;
         train_step_fn fn = s->fn;
         void *ctx = s->ctx;
         pthread_mutex_unlock(&s->mu);
@@ -373,7 +373,7 @@ static void *replica_main(void *arg)
 
 /* Run a job on every replica (0 on this thread) and wait for all; the
  * first error (the abort's, else the lowest replica's) into err. */
-static int dispatch(struct train_strategy *s, enum job job, const struct train_piece *pieces, train_step_fn fn,
+static int dispatch(struct train_strategy *s, enum job job, const struct client_piece *pieces, train_step_fn fn,
                     void *ctx, struct sl_error *err)
 {
     pthread_mutex_lock(&s->mu);
@@ -445,7 +445,7 @@ static int refuse_broken(const struct train_strategy *s, struct sl_error *err)
     return sl_error_set(err, s->broken, "strategy failed earlier: %s", s->broken_msg);
 }
 
-int train_strategy_put(struct train_strategy *s, const struct train_piece *pieces, struct sl_error *err)
+int train_strategy_put(struct train_strategy *s, const struct client_piece *pieces, struct sl_error *err)
 {
     if (s->broken)
         return refuse_broken(s, err);

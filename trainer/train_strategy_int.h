@@ -76,7 +76,7 @@ struct train_strategy {
     /* tower mode, R > 1: a step's pieces re-split into equal towers
      * (train_tower_resplit), their rows copied into tower_buf when the
      * pieces were unequal */
-    struct train_piece *tower_pieces; /* [R] */
+    struct client_piece *tower_pieces; /* [R] */
     void *tower_buf;
     size_t tower_buf_bytes; /* R x the sum of the tensors' capacities, + TRAIN_TOWER_ALIGN each */
 
@@ -84,7 +84,7 @@ struct train_strategy {
     pthread_cond_t job_cv, done_cv, bar_cv;
     uint64_t job_gen;
     enum job job;
-    const struct train_piece *pieces;
+    const struct client_piece *pieces;
     train_step_fn fn;
     void *ctx;
     uint32_t done;

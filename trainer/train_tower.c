@@ -23,7 +23,7 @@ int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, s
 
 /* Bytes of one row of tensor t (dims after dim 0), or 0 with err set when
  * t cannot be cut along dim 0 for a piece of `rows` rows. */
-static uint64_t row_bytes(const struct train_tensor *t, uint32_t tower, uint32_t rows, struct sl_error *err)
+static uint64_t row_bytes(const struct client_tensor *t, uint32_t tower, uint32_t rows, struct sl_error *err)
 {
     const char *name = t->name != NULL ? t->name : "";
     size_t esize = sl_wire_dtype_size(t->dtype);
@@ -56,7 +56,7 @@ static uint64_t row_bytes(const struct train_tensor *t, uint32_t tower, uint32_t
     return b;
 }
 
-int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_piece *out, void *scratch,
+int train_tower_resplit(const struct client_piece *in, uint32_t n, struct client_piece *out, void *scratch,
                         size_t scratch_bytes, struct sl_error *err)
 {
     if (n < 1)
@@ -78,7 +78,7 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
 
     /* the first non-empty piece gives the tensors' layout; every other
      * non-empty piece must agree with it */
-    const struct train_piece *ref = NULL;
+    const struct client_piece *ref = NULL;
     for (uint32_t t = 0; ref == NULL && t < n; t++)
         if (in[t].rows > 0)
             ref = &in[t];
@@ -93,14 +93,14 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
         need += (rb[i] * total + TRAIN_TOWER_ALIGN - 1) / TRAIN_TOWER_ALIGN * TRAIN_TOWER_ALIGN;
     }
     for (uint32_t t = 0; t < n; t++) {
-        const struct train_piece *p = &in[t];
+        const struct client_piece *p = &in[t];
         if (p->rows == 0 || p == ref)
             continue;
         if (p->ntensors != ref->ntensors)
             return sl_error_set(err, SL_EINVAL, "tower split: tower %u has %zu tensors, tower %u %zu", t, p->ntensors,
                                 (uint32_t)(ref - in), ref->ntensors);
         for (size_t i = 0; i < p->ntensors; i++) {
-            const struct train_tensor *a = &p->t[i], *b = &ref->t[i];
+            const struct client_tensor *a = &p->t[i], *b = &ref->t[i];
             int same = a->dtype == b->dtype && a->rank == b->rank &&
                        strcmp(a->name != NULL ? a->name : "", b->name != NULL ? b->name : "") == 0;
             for (int d = 1; same && d < a->rank && d < SL_WIRE_MAX_PIECE_RANK; d++)
@@ -134,7 +134,7 @@ int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_p
             used += (size_t)in[t].t[i].bytes;
         }
         for (uint32_t t = 0; t < n; t++) {
-            struct train_tensor *o = &out[t].t[i];
+            struct client_tensor *o = &out[t].t[i];
             *o = ref->t[i];
             o->dims[0] = k;
             o->bytes = rb[i] * (uint64_t)k;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "sl_error.h"
-#include "train_piece.h"
+#include "client_piece.h"
 #include "train_reduce.h"
 
 /* tf.losses.Reduction; replicate_model_fn defaults to
@@ -49,7 +49,7 @@ int train_tower_split(int64_t batch_rows, int towers, int64_t *rows_per_tower, s
  * not match its shape, a bytes (variable-length) tensor, scratch too
  * small. in and out must not overlap. */
 #define TRAIN_TOWER_ALIGN 16
-int train_tower_resplit(const struct train_piece *in, uint32_t n, struct train_piece *out, void *scratch,
+int train_tower_resplit(const struct client_piece *in, uint32_t n, struct client_piece *out, void *scratch,
                         size_t scratch_bytes, struct sl_error *err) SL_MUST_CHECK;
 
 /* The factor each tower's loss (and gradient) is multiplied by: 1/towers

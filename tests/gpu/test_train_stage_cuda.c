@@ -49,7 +49,7 @@ static uint32_t rows_of(uint64_t k)
 }
 
 /* Fill piece `seq` into the reusable frames. */
-static void make_piece(struct train_piece *p, unsigned char *frames[NT], uint64_t seq)
+static void make_piece(struct client_piece *p, unsigned char *frames[NT], uint64_t seq)
 {
     uint32_t rows = rows_of(seq);
     memset(p, 0, sizeof *p);
@@ -58,7 +58,7 @@ static void make_piece(struct train_piece *p, unsigned char *frames[NT], uint64_
     p->rows = rows;
     p->ntensors = NT;
     for (size_t i = 0; i < NT; i++) {
-        struct train_tensor *t = &p->t[i];
+        struct client_tensor *t = &p->t[i];
         t->name = names[i];
         t->dtype = i == 0 ? SL_WIRE_INT64 : SL_WIRE_FLOAT32;
         t->rank = 1;
@@ -127,7 +127,7 @@ int main(void)
 
     /* put(0) put(1) get(0) put(2) get(1) ...: the frames are rewritten by
      * the next make_piece right after each put returns. */
-    struct train_piece p;
+    struct client_piece p;
     struct train_staged s;
     uint64_t want_bytes = 0;
     uint64_t t0 = sl_clock_ns();

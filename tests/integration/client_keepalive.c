@@ -5,7 +5,7 @@
  *   client_keepalive ENDPOINT JOB keepalive|sleep MS
  *
  * Connects (heartbeat 100 ms), then for MS milliseconds either keeps the
- * connection alive (train_client_keepalive) or sleeps, then takes every
+ * connection alive (client_keepalive) or sleeps, then takes every
  * step to the end and prints {"steps": S, "rows": N}. Exit 0, or 1 with
  * the client's error on stderr. */
 #include <stdint.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "sl_error.h"
-#include "train_client.h"
+#include "client.h"
 
 int main(int argc, char **argv)
 {
@@ -25,31 +25,31 @@ int main(int argc, char **argv)
     }
     const char *eps[1] = {argv[1]};
     int ms = atoi(argv[4]);
-    struct train_client_opts o = {.feeders = eps,
-                                  .nfeeders = 1,
-                                  .job = argv[2],
-                                  .workers = 1,
-                                  .replicas = 1,
-                                  .heartbeat_ms = 100,
-                                  .timeout_ms = 2000};
+    struct client_opts o = {.feeders = eps,
+                            .nfeeders = 1,
+                            .job = argv[2],
+                            .workers = 1,
+                            .replicas = 1,
+                            .heartbeat_ms = 100,
+                            .timeout_ms = 2000};
     struct sl_error err = {0};
-    struct train_client *c = NULL;
-    if (train_client_open(&c, &o, &err) != 0) {
+    struct client *c = NULL;
+    if (client_open(&c, &o, &err) != 0) {
         fprintf(stderr, "client_keepalive: %s\n", err.msg);
         return 1;
     }
     int rc = 0;
     if (strcmp(argv[3], "keepalive") == 0)
-        rc = train_client_keepalive(c, ms, &err);
+        rc = client_keepalive(c, ms, &err);
     else
         nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L}, NULL);
     uint64_t steps = 0, rows = 0;
-    const struct train_piece *p;
-    while (rc == 0 && (rc = train_client_next_step(c, &p, &err)) == 0) {
+    const struct client_piece *p;
+    while (rc == 0 && (rc = client_next_step(c, &p, &err)) == 0) {
         steps++;
         rows += p[0].rows;
     }
-    train_client_close(c);
+    client_close(c);
     if (rc != SL_END) {
         fprintf(stderr, "client_keepalive: %s\n", err.msg);
         return 1;

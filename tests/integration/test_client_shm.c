@@ -27,7 +27,7 @@
 #include "sl_clock.h"
 #include "sl_test.h"
 #include "sl_wire.h"
-#include "train_client.h"
+#include "client.h"
 #include "train_metrics.h"
 
 #define SHM_SIZE 8192u
@@ -153,7 +153,7 @@ out:
 struct run {
     struct fake_feeder ff;
     pthread_t tid;
-    struct train_client *c;
+    struct client *c;
 };
 
 static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tensor_bytes)
@@ -187,21 +187,21 @@ static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tenso
     ck_assert_int_eq(pthread_create(&r->tid, NULL, feeder_main, ff), 0);
 
     const char *eps[1] = {ff->ep};
-    struct train_client_opts o = {.feeders = eps,
-                                  .nfeeders = 1,
-                                  .job = "shm-bounds",
-                                  .workers = 1,
-                                  .replicas = 1,
-                                  .heartbeat_ms = 100,
-                                  .timeout_ms = 5000,
-                                  .connect_timeout_ms = 5000};
+    struct client_opts o = {.feeders = eps,
+                            .nfeeders = 1,
+                            .job = "shm-bounds",
+                            .workers = 1,
+                            .replicas = 1,
+                            .heartbeat_ms = 100,
+                            .timeout_ms = 5000,
+                            .connect_timeout_ms = 5000};
     struct sl_error err = {0};
-    ck_assert_msg(train_client_open(&r->c, &o, &err) == 0, "open: %s", err.msg);
+    ck_assert_msg(client_open(&r->c, &o, &err) == 0, "open: %s", err.msg);
 }
 
 static void finish(struct run *r)
 {
-    train_client_close(r->c);
+    client_close(r->c);
     pthread_join(r->tid, NULL);
     ck_assert_msg(r->ff.fail[0] == '\0', "fake feeder: %s", r->ff.fail);
     ck_assert_int_eq(r->ff.got_hello_shm, 1);
@@ -217,9 +217,9 @@ START_TEST(test_piece_at_the_end_is_read)
 {
     struct run r;
     start(&r, SHM_SIZE - 8, 8, 8);
-    const struct train_piece *p;
+    const struct client_piece *p;
     struct sl_error err = {0};
-    ck_assert_msg(train_client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
     ck_assert_uint_eq(p[0].rows, 2);
     ck_assert_uint_eq(p[0].ntensors, 1);
     ck_assert_uint_eq(p[0].t[0].bytes, 8);
@@ -228,17 +228,17 @@ START_TEST(test_piece_at_the_end_is_read)
         want[i] = (uint8_t)((SHM_SIZE - 8 + i) * 7);
     ck_assert_mem_eq(p[0].t[0].data, want, 8);
     struct train_counters st;
-    train_metrics_read(train_client_metrics(r.c), &st);
+    train_metrics_read(client_metrics(r.c), &st);
     ck_assert_uint_eq(st.shm_pieces, 1);
     ck_assert_uint_eq(st.pieces, 1);
     ck_assert_uint_eq(st.rows, 2);
     ck_assert_uint_eq(st.bytes, 8);
-    ck_assert_int_eq(train_client_next_step(r.c, &p, &err), SL_END);
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
     finish(&r);
 }
 END_TEST
 
-/* A kept step (train_client_keep) owns a copy of the piece out of the
+/* A kept step (client_keep) owns a copy of the piece out of the
  * shared memory: exact bytes, its own name, the SHM flag cleared, valid
  * after the client's close. Each allocation of keep failing in turn gives
  * SL_ENOMEM and leaves the step held and intact; keeping twice, or with
@@ -247,17 +247,17 @@ START_TEST(test_kept_step_outlives_the_client)
 {
     struct run r;
     start(&r, 4096 + 64, 8, 8);
-    const struct train_piece *p;
+    const struct client_piece *p;
     struct sl_error err = {0};
-    ck_assert_int_eq(train_client_keep(r.c, &(struct train_kept *){NULL}, &err), SL_EINVAL);
-    ck_assert_msg(train_client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    ck_assert_int_eq(client_keep(r.c, &(struct client_kept *){NULL}, &err), SL_EINVAL);
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
     uint8_t want[8];
     for (size_t i = 0; i < 8; i++)
         want[i] = (uint8_t)((4096 + 64 + i) * 7);
-    struct train_kept *k = NULL;
+    struct client_kept *k = NULL;
     for (long n = 1; n <= 5; n++) {
         sl_alloc_fail_after(n);
-        int rc = train_client_keep(r.c, &k, &err);
+        int rc = client_keep(r.c, &k, &err);
         sl_alloc_fail_reset();
         if (rc == 0)
             break;
@@ -266,20 +266,20 @@ START_TEST(test_kept_step_outlives_the_client)
         ck_assert_mem_eq(p[0].t[0].data, want, 8); /* still held, in place */
     }
     if (k == NULL)
-        ck_assert_msg(train_client_keep(r.c, &k, &err) == 0, "keep: %s", err.msg);
-    ck_assert_int_eq(train_client_keep(r.c, &(struct train_kept *){NULL}, &err), SL_EINVAL);
+        ck_assert_msg(client_keep(r.c, &k, &err) == 0, "keep: %s", err.msg);
+    ck_assert_int_eq(client_keep(r.c, &(struct client_kept *){NULL}, &err), SL_EINVAL);
     ck_assert_uint_eq(k->n, 1);
     ck_assert_uint_eq(k->pieces[0].rows, p[0].rows);
     ck_assert_ptr_ne(k->pieces[0].t[0].data, p[0].t[0].data);
     ck_assert_uint_eq(k->pieces[0].flags & SL_WIRE_PIECE_SHM, 0);
     ck_assert_ptr_ne(k->pieces[0].t[0].name, p[0].t[0].name);
     ck_assert_str_eq(k->pieces[0].t[0].name, p[0].t[0].name);
-    ck_assert_int_eq(train_client_next_step(r.c, &p, &err), SL_END);
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
     finish(&r);
     ck_assert_uint_eq(k->pieces[0].t[0].bytes, 8);
     ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
-    train_kept_free(k);
-    train_kept_free(NULL);
+    client_kept_free(k);
+    client_kept_free(NULL);
 }
 END_TEST
 
@@ -303,10 +303,10 @@ START_TEST(test_piece_past_the_end_is_refused)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run r;
         start(&r, cases[i].offset, cases[i].bytes, cases[i].tensor_bytes);
-        const struct train_piece *p;
+        const struct client_piece *p;
         struct sl_error err = {0};
         uint64_t t0 = sl_clock_ns();
-        int rc = train_client_next_step(r.c, &p, &err);
+        int rc = client_next_step(r.c, &p, &err);
         uint64_t ms = (sl_clock_ns() - t0) / 1000000u;
         char want[512];
         snprintf(want, sizeof want, "feeder %s: piece 0: %s", r.ff.ep, cases[i].what);

@@ -143,7 +143,7 @@ def keepalive(job_path):
     """A trainer busy right after connecting (creating its training loop:
     GPU contexts and NCCL can take seconds) must keep its feeders' connections
     alive. A feeder that drops trainers silent for 800 ms, and a client busy
-    for 2.5 s: with train_client_keepalive it gets all 60 steps (960 rows)
+    for 2.5 s: with client_keepalive it gets all 60 steps (960 rows)
     and the feeder never calls it silent; asleep instead (the control), the
     feeder drops it."""
     helper = os.path.join(BUILD, "tests", "client_keepalive")
@@ -171,7 +171,7 @@ def keepalive(job_path):
                 fail("keepalive: the feeder found the client silent: %s" % flog)
         elif "worker 0 silent" not in flog or p.returncode == 0:
             fail("keepalive control: a client asleep for 2.5 s was not dropped (exit %d): %s" % (p.returncode, flog))
-    ok("a client busy for 2.5 s after connecting stays connected through train_client_keepalive "
+    ok("a client busy for 2.5 s after connecting stays connected through client_keepalive "
        "(60 steps, 960 rows; asleep instead, the feeder drops it after its 800 ms timeout)")
 
 

@@ -18,7 +18,7 @@ static const char *const names[NT] = {"label", "image", "weight"};
 
 /* Backing store for hand-built pieces: one buffer per tensor per piece. */
 struct piece_buf {
-    struct train_piece p;
+    struct client_piece p;
     unsigned char data[NT][MAX_ROWS * 2 * 3 * 4];
 };
 
@@ -43,7 +43,7 @@ static void make_piece(struct piece_buf *b, uint64_t seq, uint32_t rows)
     const size_t row_bytes[NT] = {8, 2 * 3 * 4, 4};
     const uint8_t dtypes[NT] = {SL_WIRE_INT64, SL_WIRE_FLOAT32, SL_WIRE_FLOAT32};
     for (size_t i = 0; i < NT; i++) {
-        struct train_tensor *t = &b->p.t[i];
+        struct client_tensor *t = &b->p.t[i];
         t->name = names[i];
         t->dtype = dtypes[i];
         t->rank = i == 1 ? 3 : 1;
@@ -293,7 +293,7 @@ START_TEST(test_empty)
     struct sl_error err = {0};
     const size_t zcaps[2] = {0, 16};
     ck_assert_int_eq(train_stage_create(&st, ops, dev, zcaps, 2, &err), 0);
-    struct train_piece p;
+    struct client_piece p;
     memset(&p, 0, sizeof p);
     p.ntensors = 2;
     p.rows = 2;

@@ -24,7 +24,7 @@ enum { MAXR = 8, K = 3 };
 /* Pieces with one float32 tensor "x" of shape [rows][K]: row i of replica
  * r holds (base + i, 0.5, -1) with base numbering rows across replicas. */
 struct fixture {
-    struct train_piece pieces[MAXR];
+    struct client_piece pieces[MAXR];
     float data[MAXR][64][K];
 };
 
@@ -32,7 +32,7 @@ static void make_pieces(struct fixture *f, uint32_t R, const uint32_t *rows, uin
 {
     float next = 0;
     for (uint32_t r = 0; r < R; r++) {
-        struct train_piece *p = &f->pieces[r];
+        struct client_piece *p = &f->pieces[r];
         memset(p, 0, sizeof *p);
         p->step = step;
         p->replica = r;

@@ -87,7 +87,7 @@ END_TEST
  * [rows][3] holding (v, v, v) and "label" int64 [rows] holding v, v the
  * row's number in the batch. */
 struct step {
-    struct train_piece p[4];
+    struct client_piece p[4];
     uint8_t img[4][16][3];
     int64_t lab[4][16];
 };
@@ -97,7 +97,7 @@ static void make_step(struct step *st, uint32_t n, const uint32_t *rows)
     memset(st, 0, sizeof *st);
     int64_t v = 0;
     for (uint32_t t = 0; t < n; t++) {
-        struct train_piece *p = &st->p[t];
+        struct client_piece *p = &st->p[t];
         p->step = 9;
         p->seq = 100 + t;
         p->replica = t;
@@ -108,18 +108,18 @@ static void make_step(struct step *st, uint32_t n, const uint32_t *rows)
             memset(st->img[t][i], (int)v, 3);
             st->lab[t][i] = v;
         }
-        p->t[0] = (struct train_tensor){.name = "image",
-                                        .dtype = SL_WIRE_UINT8,
-                                        .rank = 2,
-                                        .dims = {rows[t], 3},
-                                        .data = rows[t] ? st->img[t] : NULL,
-                                        .bytes = 3ull * rows[t]};
-        p->t[1] = (struct train_tensor){.name = "label",
-                                        .dtype = SL_WIRE_INT64,
-                                        .rank = 1,
-                                        .dims = {rows[t]},
-                                        .data = rows[t] ? st->lab[t] : NULL,
-                                        .bytes = 8ull * rows[t]};
+        p->t[0] = (struct client_tensor){.name = "image",
+                                         .dtype = SL_WIRE_UINT8,
+                                         .rank = 2,
+                                         .dims = {rows[t], 3},
+                                         .data = rows[t] ? st->img[t] : NULL,
+                                         .bytes = 3ull * rows[t]};
+        p->t[1] = (struct client_tensor){.name = "label",
+                                         .dtype = SL_WIRE_INT64,
+                                         .rank = 1,
+                                         .dims = {rows[t]},
+                                         .data = rows[t] ? st->lab[t] : NULL,
+                                         .bytes = 8ull * rows[t]};
     }
 }
 
@@ -134,7 +134,7 @@ START_TEST(test_resplit)
         {2, {0, 4}},      {4, {3, 1, 2, 2}}, {4, {8, 0, 0, 0}}, {3, {7, 2, 0}}, {4, {1, 0, 0, 3}}, {1, {5}},
     };
     static struct step st;
-    struct train_piece out[4];
+    struct client_piece out[4];
     _Alignas(TRAIN_TOWER_ALIGN) unsigned char scratch[4 * (16 * 3 + 16 * 8) + 2 * TRAIN_TOWER_ALIGN];
     struct sl_error err = {0};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -190,7 +190,7 @@ END_TEST
 START_TEST(test_resplit_refused)
 {
     static struct step st;
-    struct train_piece out[4];
+    struct client_piece out[4];
     _Alignas(TRAIN_TOWER_ALIGN) unsigned char scratch[4 * (16 * 3 + 16 * 8) + 2 * TRAIN_TOWER_ALIGN];
     struct sl_error err = {0};
     uint32_t odd[2] = {7, 0}, un[2] = {6, 2};

@@ -109,13 +109,13 @@ void train_stage_destroy(struct train_stage *st)
 }
 
 /* Everything that can be wrong with a piece, before anything moves. */
-static int check_piece(const struct train_stage *st, const struct train_piece *p, struct sl_error *err)
+static int check_piece(const struct train_stage *st, const struct client_piece *p, struct sl_error *err)
 {
     if (p->ntensors != st->ntensors)
         return sl_error_set(err, SL_EINVAL, "train_stage_put: piece %" PRIu64 " has %zu tensors, the stager %zu",
                             p->seq, p->ntensors, st->ntensors);
     for (size_t i = 0; i < p->ntensors; i++) {
-        const struct train_tensor *t = &p->t[i];
+        const struct client_tensor *t = &p->t[i];
         const char *name = t->name != NULL ? t->name : "";
         if (t->rank < 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
             return sl_error_set(err, SL_EINVAL, "train_stage_put: tensor %zu '%s': rank %d (expected 0..%d)", i, name,
@@ -132,7 +132,7 @@ static int check_piece(const struct train_stage *st, const struct train_piece *p
     return 0;
 }
 
-int train_stage_put(struct train_stage *st, const struct train_piece *p, struct sl_error *err)
+int train_stage_put(struct train_stage *st, const struct client_piece *p, struct sl_error *err)
 {
     if (st == NULL || p == NULL)
         return sl_error_set(err, SL_EINVAL, "train_stage_put: %s is NULL", st == NULL ? "stager" : "piece");
@@ -161,7 +161,7 @@ int train_stage_put(struct train_stage *st, const struct train_piece *p, struct 
      * frames before the device has seen a byte. */
     uint64_t t0 = sl_clock_ns();
     for (size_t i = 0; i < p->ntensors; i++) {
-        const struct train_tensor *t = &p->t[i];
+        const struct client_tensor *t = &p->t[i];
         struct train_staged_tensor *d = &v->t[i];
         d->dtype = t->dtype;
         d->rank = t->rank;

@@ -44,7 +44,7 @@
 #include "sl_error.h"
 #include "sl_wire.h"
 #include "train_device.h"
-#include "train_piece.h"
+#include "client_piece.h"
 
 /* Pieces in flight per stager: one computing, one copying. */
 #define TRAIN_STAGE_SLOTS TRAIN_DEVICE_STREAMS
@@ -111,7 +111,7 @@ void train_stage_destroy(struct train_stage *st);
  * out of range, a non-empty tensor has NULL data, or a tensor exceeds its
  * capacity ("tensor 2 'label': 4096 bytes exceed the slot capacity of 1024
  * bytes"). A device error fails the stager (see above). */
-int train_stage_put(struct train_stage *st, const struct train_piece *p, struct sl_error *err) SL_MUST_CHECK;
+int train_stage_put(struct train_stage *st, const struct client_piece *p, struct sl_error *err) SL_MUST_CHECK;
 
 /* Wait until the oldest staged piece is on the device (sync of its slot's
  * stream; the wait counts in sync_s) and describe it in *out (see "View

@@ -1,21 +1,21 @@
-/* train_reorder: a fixed ring; slot (seq % window) holds seq's item. */
-#include "train_reorder.h"
+/* client_reorder: a fixed ring; slot (seq % window) holds seq's item. */
+#include "client_reorder.h"
 
 #include "sl_alloc.h"
 
-struct train_reorder {
+struct client_reorder {
     void **slots;
     size_t window;
     uint64_t next;
     size_t held;
 };
 
-int train_reorder_create(struct train_reorder **out, size_t window, struct sl_error *err)
+int client_reorder_create(struct client_reorder **out, size_t window, struct sl_error *err)
 {
     *out = NULL;
     if (window == 0)
         return sl_error_set(err, SL_EINVAL, "reorder window must be >= 1");
-    struct train_reorder *r = sl_calloc(1, sizeof *r);
+    struct client_reorder *r = sl_calloc(1, sizeof *r);
     if (r == NULL || (r->slots = sl_calloc(window, sizeof *r->slots)) == NULL) {
         sl_free(r);
         return sl_error_set(err, SL_ENOMEM, "out of memory for a reorder window of %zu", window);
@@ -25,7 +25,7 @@ int train_reorder_create(struct train_reorder **out, size_t window, struct sl_er
     return 0;
 }
 
-void train_reorder_destroy(struct train_reorder *r)
+void client_reorder_destroy(struct client_reorder *r)
 {
     if (r == NULL)
         return;
@@ -33,7 +33,7 @@ void train_reorder_destroy(struct train_reorder *r)
     sl_free(r);
 }
 
-int train_reorder_put(struct train_reorder *r, uint64_t seq, void *item, struct sl_error *err)
+int client_reorder_put(struct client_reorder *r, uint64_t seq, void *item, struct sl_error *err)
 {
     if (seq < r->next)
         return sl_error_set(err, SL_EPROTO, "piece %llu arrived again (already delivered up to %llu)",
@@ -49,7 +49,7 @@ int train_reorder_put(struct train_reorder *r, uint64_t seq, void *item, struct 
     return 0;
 }
 
-void *train_reorder_pop(struct train_reorder *r)
+void *client_reorder_pop(struct client_reorder *r)
 {
     void **slot = &r->slots[r->next % r->window];
     void *item = *slot;
@@ -61,7 +61,7 @@ void *train_reorder_pop(struct train_reorder *r)
     return item;
 }
 
-void *train_reorder_take(struct train_reorder *r, uint64_t seq)
+void *client_reorder_take(struct client_reorder *r, uint64_t seq)
 {
     if (seq < r->next || seq - r->next >= r->window)
         return NULL;
@@ -74,7 +74,7 @@ void *train_reorder_take(struct train_reorder *r, uint64_t seq)
     return item;
 }
 
-int train_reorder_restart(struct train_reorder *r, uint64_t next)
+int client_reorder_restart(struct client_reorder *r, uint64_t next)
 {
     if (r->held != 0)
         return -1;
@@ -82,12 +82,12 @@ int train_reorder_restart(struct train_reorder *r, uint64_t next)
     return 0;
 }
 
-uint64_t train_reorder_next(const struct train_reorder *r)
+uint64_t client_reorder_next(const struct client_reorder *r)
 {
     return r->next;
 }
 
-size_t train_reorder_held(const struct train_reorder *r)
+size_t client_reorder_held(const struct client_reorder *r)
 {
     return r->held;
 }

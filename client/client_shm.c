@@ -1,4 +1,4 @@
-/* train_client_shm.c: a feeder's shared piece memory.
+/* client_shm.c: a feeder's shared piece memory.
  *
  * Shared memory (protocol version 3): a feeder on this host offers its
  * piece memory in the WELCOME (a memfd, opened as /proc/<pid>/fd/<fd>);
@@ -23,9 +23,9 @@
 
 #include "sl_alloc.h"
 #include "sl_log.h"
-#include "train_client_int.h"
+#include "client_int.h"
 
-void train__client_map_unref(struct shm_map *m)
+void client__map_unref(struct shm_map *m)
 {
     if (m != NULL && --m->refs == 0) {
         munmap((void *)m->base, m->size);
@@ -40,16 +40,16 @@ static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w
  * mapped. Anything amiss (another host: no such process or file, or a
  * different one under that pid; another user) leaves the connection on
  * copies: worth a line in the log, not an error. */
-int train__client_attach_shm(struct train_client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err)
+int client__attach_shm(struct client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     if (w->shm_size == 0) /* nothing offered (or not asked for) */
         return 0;
     struct shm_map *m = c->o.no_shm ? NULL : map_shm(f, w);
     struct sl_wire_credit cr = {.credits = 0, .flags = m != NULL ? SL_WIRE_CREDIT_SHM : 0};
-    if (sl_wire_encode_credit(&cr, &c->buf) != 0 || train__client_send_buf(f->sock, &c->buf) != 0) {
-        train__client_map_unref(m);
-        return train__client_feeder_error(c, (int)j, err, SL_EIO, "send CREDIT: %s", zmq_strerror(errno));
+    if (sl_wire_encode_credit(&cr, &c->buf) != 0 || client__send_buf(f->sock, &c->buf) != 0) {
+        client__map_unref(m);
+        return client__feeder_error(c, (int)j, err, SL_EIO, "send CREDIT: %s", zmq_strerror(errno));
     }
     f->map = m;
     return 0;
@@ -100,20 +100,20 @@ static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w
 
 /* Feeder j's connection is over: its mapping lives on in the slots that
  * still use it. */
-void train__client_detach_shm(struct feeder *f)
+void client__detach_shm(struct feeder *f)
 {
-    train__client_map_unref(f->map);
+    client__map_unref(f->map);
     f->map = NULL;
 }
 
-void train__client_release_slot(struct train_client *c, struct slot *s)
+void client__release_slot(struct client *c, struct slot *s)
 {
     zmq_msg_close(&s->hdr);
     for (size_t i = 0; i < s->nframes; i++)
         zmq_msg_close(&s->frames[i]);
     s->nframes = 0;
     s->busy = 0;
-    train__client_map_unref(s->map);
+    client__map_unref(s->map);
     s->map = NULL;
     sl_free(s->copy);
     s->copy = NULL;

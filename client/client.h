@@ -1,4 +1,4 @@
-/* train_client: the receiving side of a job, for one trainer worker.
+/* client: the receiving side of a job, for one trainer worker.
  *
  * Connects a DEALER to each of the job's F feeders, says HELLO (job name,
  * worker w of W, R replicas, credits), checks that every feeder answers
@@ -31,7 +31,7 @@
  *
  * Tensor data is borrowed straight from the received ZeroMQ frames, or
  * from a feeder's shared memory (no copy), until the next
- * train_client_next_step or train_client_release. ZeroMQ gives no alignment
+ * client_next_step or client_release. ZeroMQ gives no alignment
  * guarantee for a frame's data: read int64 / float32 values with memcpy or
  * copy them out (the staging pipeline copies into aligned pinned memory).
  *
@@ -48,8 +48,8 @@
  * context closed: the parent's connections go on). A step handed out
  * before the fork is the parent's: the child must not read it.
  */
-#ifndef TRAIN_CLIENT_H
-#define TRAIN_CLIENT_H
+#ifndef CLIENT_H
+#define CLIENT_H
 
 #include <signal.h>
 #include <stddef.h>
@@ -58,39 +58,39 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "sl_wire.h"
-#include "train_piece.h" /* struct train_piece, what next_step hands out */
+#include "client_piece.h" /* struct client_piece, what next_step hands out */
 
 struct sl_metrics;
 
 /* The most feeders a trainer connects to (the takeover's refusals are a
  * 64-bit set). */
-#define TRAIN_CLIENT_MAX_FEEDERS 64
+#define CLIENT_MAX_FEEDERS 64
 
 /* The default wait for a feeder's answer (sluice-trainer --connect-timeout). */
-#define TRAIN_CLIENT_CONNECT_TIMEOUT_MS 60000
+#define CLIENT_CONNECT_TIMEOUT_MS 60000
 /* Credits per feeder by default (with 4 steps' worth when more): deep
  * enough for the credits to go back in batches of 16 (docs/protocol.md);
  * a feeder lets out no more than its own window whatever the grant. */
-#define TRAIN_CLIENT_DEFAULT_CREDITS 64
+#define CLIENT_DEFAULT_CREDITS 64
 
 /* The bounds of the options, the same for sluice-trainer's flags (its
  * option table uses these), the C API and the Python package
- * (<sluice/client.h>'s SLUICE_MAX_*): train_client_open refuses a value
+ * (<sluice/client.h>'s SLUICE_MAX_*): client_open refuses a value
  * outside them, naming it. A time of 0 is its default; below the least,
  * a heartbeat or timeout would spin. */
-#define TRAIN_CLIENT_MAX_REPLICAS 65536
-#define TRAIN_CLIENT_MAX_CREDITS (1u << 20)
-#define TRAIN_CLIENT_MIN_HEARTBEAT_MS 10
-#define TRAIN_CLIENT_MAX_HEARTBEAT_MS 600000
-#define TRAIN_CLIENT_MIN_TIMEOUT_MS 50
-#define TRAIN_CLIENT_MAX_TIMEOUT_MS 3600000
-#define TRAIN_CLIENT_MAX_WAIT_MS 86400000 /* connect_timeout, reconnect, takeover */
+#define CLIENT_MAX_REPLICAS 65536
+#define CLIENT_MAX_CREDITS (1u << 20)
+#define CLIENT_MIN_HEARTBEAT_MS 10
+#define CLIENT_MAX_HEARTBEAT_MS 600000
+#define CLIENT_MIN_TIMEOUT_MS 50
+#define CLIENT_MAX_TIMEOUT_MS 3600000
+#define CLIENT_MAX_WAIT_MS 86400000 /* connect_timeout, reconnect, takeover */
 
 /* How the caller spells the options the client's messages name:
  * sluice-trainer's flags, or the C and Python API's fields (libsluice's
  * sluice_client_open passes "connect_timeout_ms", "curve_key",
  * "curve_server_keys"). Borrowed strings. */
-struct train_client_names {
+struct client_names {
     const char *connect_timeout;  /* "--connect-timeout" */
     const char *curve_key;        /* "--curve-key" */
     const char *curve_server_key; /* "--curve-server-key" */
@@ -98,78 +98,77 @@ struct train_client_names {
                                      not seconds ("--connect-timeout 3 s") */
 };
 
-struct train_client_opts {
+struct client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
     size_t nfeeders;
     const char *job;
     uint32_t worker, workers, replicas;
-    uint32_t credits;                       /* per feeder; 0: max(64, 4 * replicas) */
-    int heartbeat_ms;                       /* 0: 1000 */
-    int timeout_ms;                         /* silence that fails a feeder; 0: 10000 */
-    int connect_timeout_ms;                 /* wait for a feeder's first answer to HELLO, and while it
+    uint32_t credits;                  /* per feeder; 0: max(64, 4 * replicas) */
+    int heartbeat_ms;                  /* 0: 1000 */
+    int timeout_ms;                    /* silence that fails a feeder; 0: 10000 */
+    int connect_timeout_ms;            /* wait for a feeder's first answer to HELLO, and while it
                                    answers STATUS (scanning its files) for its next one:
                                    fail after this long without a word from it; 0:
-                                   TRAIN_CLIENT_CONNECT_TIMEOUT_MS */
-    int reconnect_ms;                       /* > 0: a feeder lost mid-stream (silent past the
+                                   CLIENT_CONNECT_TIMEOUT_MS */
+    int reconnect_ms;                  /* > 0: a feeder lost mid-stream (silent past the
                                    timeout) is asked to resume where it left off,
                                    waiting this long for it to come back; 0: fail */
-    int no_shm;                             /* never map a feeder's shared piece memory: pieces
+    int no_shm;                        /* never map a feeder's shared piece memory: pieces
                                    always come by copy */
-    int takeover_ms;                        /* > 0: a lost feeder not back within this long has its
+    int takeover_ms;                   /* > 0: a lost feeder not back within this long has its
                                    share (its pieces, seq % F == j) served by a surviving
                                    feeder, from the first piece not handed out; the stream
                                    the caller sees is unchanged. 0: off */
-    uint64_t resume_seq;                    /* the first piece wanted: 0, or where an earlier run
-                                   stopped (train_client_position), a multiple of replicas
+    uint64_t resume_seq;               /* the first piece wanted: 0, or where an earlier run
+                                   stopped (client_position), a multiple of replicas
                                    (a step's first piece), at most 2^48 */
-    uint64_t incarnation;                   /* this trainer process's id in every HELLO (a restarted
+    uint64_t incarnation;              /* this trainer process's id in every HELLO (a restarted
                                    process replaces its dead predecessor's connections at
                                    once); 0: a random one */
-    volatile sig_atomic_t *stop;            /* when set (by a signal handler), every wait ends
+    volatile sig_atomic_t *stop;       /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
-    const struct sl_curve_keys *curve;      /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
-    const char *const *curve_server;        /* with curve: [nfeeders] feeder k's public key in Z85
+    const struct sl_curve_keys *curve; /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
+    const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
                                           (borrowed), the key of feeders[k] */
-    const struct train_client_names *names; /* in messages (borrowed); NULL: sluice-trainer's flags */
-    struct sl_metrics *metrics;             /* a train_metrics table (borrowed) the client adds its
+    const struct client_names *names;  /* in messages (borrowed); NULL: sluice-trainer's flags */
+    struct sl_metrics *metrics;        /* a train_metrics table (borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */
 };
 
-struct train_client;
+struct client;
 
-/* The options against the bounds above (train_client_open checks them
+/* The options against the bounds above (client_open checks them
  * too; a caller that allocates by them first asks here). 0 or SL_EINVAL
  * naming the option as o->names spells it. */
-int train_client_check_bounds(const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
+int client_check_bounds(const struct client_opts *o, struct sl_error *err) SL_MUST_CHECK;
 
 /* Connect and handshake with every feeder. A REFUSE is an error carrying
  * the feeder's reason. A feeder still scanning its files answers STATUS:
  * it is logged ("feeder ADDR: scanning, k of n files ...") and waited for
  * as long as it keeps answering (connect_timeout_ms between answers). */
-int train_client_open(struct train_client **out, const struct train_client_opts *o, struct sl_error *err) SL_MUST_CHECK;
-void train_client_close(struct train_client *c); /* says BYE (in a forked child: frees its copy only) */
+int client_open(struct client **out, const struct client_opts *o, struct sl_error *err) SL_MUST_CHECK;
+void client_close(struct client *c); /* says BYE (in a forked child: frees its copy only) */
 
 /* The schema every feeder agreed on (strings borrowed for the client's life). */
-const struct sl_wire_welcome *train_client_welcome(const struct train_client *c);
+const struct sl_wire_welcome *client_welcome(const struct client *c);
 
 /* The next step: *pieces points at R pieces (replica 0..R-1), borrowed
  * until the next call. 0, SL_END at the end of data, or an error. */
-int train_client_next_step(struct train_client *c, const struct train_piece **pieces,
-                           struct sl_error *err) SL_MUST_CHECK;
+int client_next_step(struct client *c, const struct client_piece **pieces, struct sl_error *err) SL_MUST_CHECK;
 
 /* Release the step handed out by the last next_step now (its slots and
  * shared-memory buffers recycled, its credits returned), not at the next
  * call. No step held: nothing. */
-void train_client_release(struct train_client *c);
+void client_release(struct client *c);
 
 /* A step kept beyond the next: its pieces, their names and shapes, and
- * their memory, owned (train_client_keep). Independent of the client: it
+ * their memory, owned (client_keep). Independent of the client: it
  * may be freed after the client's close, from any thread. */
-struct train_kept {
-    uint32_t n;                 /* pieces (the replicas) */
-    struct train_piece *pieces; /* [n]; tensor data and names point into this object */
+struct client_kept {
+    uint32_t n;                  /* pieces (the replicas) */
+    struct client_piece *pieces; /* [n]; tensor data and names point into this object */
 };
 
 /* Take the step handed out by the last next_step out of the client: *out
@@ -177,9 +176,9 @@ struct train_kept {
  * a body in a feeder's shared memory copied out, since that memory goes
  * back to the feeder), and the step is released (credits
  * returned). No step held: SL_EINVAL. 0 or SL_ENOMEM (the step then stays
- * held). Free *out with train_kept_free. */
-int train_client_keep(struct train_client *c, struct train_kept **out, struct sl_error *err) SL_MUST_CHECK;
-void train_kept_free(struct train_kept *k);
+ * held). Free *out with client_kept_free. */
+int client_keep(struct client *c, struct client_kept **out, struct sl_error *err) SL_MUST_CHECK;
+void client_kept_free(struct client_kept *k);
 
 /* Keep the connections alive for about ms milliseconds while the caller's
  * work is elsewhere (a device or NCCL initialization, which can take many
@@ -187,7 +186,7 @@ void train_kept_free(struct train_kept *k);
  * wait in the reorder buffer, within the credits given), as while waiting
  * for a step, so no feeder drops this trainer for silence. Hands out no
  * step. 0, or an error (a feeder lost meanwhile). */
-int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
+int client_keepalive(struct client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
 
 /* The input wait so far, by feeder: secs[j] (for j < n) the seconds
  * next_step waited for a piece that feeder j's connection then delivered
@@ -195,7 +194,7 @@ int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
  * in order, so the feeder whose piece ended each wait. They add up to the
  * client's input wait, less the wait at the stream's end. Returns the
  * feeder count. Any thread (atomic reads), for live metrics. */
-size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n);
+size_t client_wait_by_feeder(const struct client *c, double *secs, size_t n);
 
 /* Feeder j's CPU by stage (SL_WIRE_STAGE_*: read, decompress, decode,
  * assemble, send), from the STATS it sends every heartbeat interval: the
@@ -203,21 +202,21 @@ size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, s
  * that grew most between its last two STATS (its recent bound), -1 before
  * two or when none grew. 0, or SL_EINVAL for j out of range. The client's
  * thread. */
-int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
-                               int *busiest) SL_MUST_CHECK;
+int client_feeder_stages(const struct client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
+                         int *busiest) SL_MUST_CHECK;
 /* "read", "decompress", "decode", "assemble", "send"; "unknown" otherwise. */
-const char *train_client_stage_name(int stage);
+const char *client_stage_name(int stage);
 
 /* Where the stream stands: the seq of the first piece not handed out yet
  * (a step's first: a multiple of replicas; step = seq / replicas counted
  * over all epochs). Pass it as resume_seq to continue exactly there. */
-uint64_t train_client_position(const struct train_client *c);
+uint64_t client_position(const struct client *c);
 
 /* The incarnation every HELLO carries. */
-uint64_t train_client_incarnation(const struct train_client *c);
+uint64_t client_incarnation(const struct client *c);
 
 /* The metrics the client writes (the caller's or its own; borrowed for the
  * client's life). */
-struct sl_metrics *train_client_metrics(const struct train_client *c);
+struct sl_metrics *client_metrics(const struct client *c);
 
 #endif

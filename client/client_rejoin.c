@@ -1,4 +1,4 @@
-/* train_client_rejoin.c: lost feeders, rejoin and takeover.
+/* client_rejoin.c: lost feeders, rejoin and takeover.
  *
  * Rejoining (reconnect_ms > 0): a feeder silent past the timeout is taken
  * for gone. Its socket is closed (what it had in flight goes with it) and a
@@ -29,12 +29,12 @@
 #include "sl_endpoint.h"
 #include "sl_log.h"
 #include "sl_zsock.h"
-#include "train_client_int.h"
+#include "client_int.h"
 #include "train_metrics.h"
-#include "train_reorder.h"
+#include "client_reorder.h"
 
 /* The first seq at or after `from` in share j (seq % F == j). */
-static uint64_t first_of_share(const struct train_client *c, uint64_t from, size_t j)
+static uint64_t first_of_share(const struct client *c, uint64_t from, size_t j)
 {
     uint64_t nf = c->o.nfeeders;
     return from + (j + nf - from % nf) % nf;
@@ -42,19 +42,19 @@ static uint64_t first_of_share(const struct train_client *c, uint64_t from, size
 
 /* Rejoining feeder j: a new connection, HELLO with the resume point and
  * the full grant. */
-int train__client_rejoin_connect(struct train_client *c, size_t j, struct sl_error *err)
+int client__rejoin_connect(struct client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     f->owed = 0;
     f->retry_ns = 0;
     f->rehello_ns = 0;
-    int rc = train__client_open_socket(c, j, err);
+    int rc = client__open_socket(c, j, err);
     if (rc == 0)
-        rc = train__client_send_hello(c, j, c->o.credits, f->resume, err);
+        rc = client__send_hello(c, j, c->o.credits, f->resume, err);
     return rc;
 }
 
-void train__client_close_probe(struct feeder *f, uint64_t next_ns)
+void client__close_probe(struct feeder *f, uint64_t next_ns)
 {
     if (f->probe != NULL)
         zmq_close(f->probe); /* linger 0: nothing of it is owed */
@@ -67,10 +67,10 @@ void train__client_close_probe(struct feeder *f, uint64_t next_ns)
  * let go, to come again on a new connection from the first one missing:
  * the share's own feeder's, and after takeover_ms (at once when the one
  * lost had itself taken the share over) a survivor's. */
-static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_error *err)
+static int start_rejoin(struct client *c, size_t j, int back, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
-    uint64_t nf = c->o.nfeeders, next = train_reorder_next(c->reorder);
+    uint64_t nf = c->o.nfeeders, next = client_reorder_next(c->reorder);
     /* its first piece the caller has not had: every seq before next was */
     uint64_t resume = first_of_share(c, next, j);
     /* a new connection: nothing of the old one gives credit back now */
@@ -78,9 +78,9 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
     f->unreturned = f->peak = 0;
     /* what of it waits in the reorder window comes again */
     for (uint64_t seq = resume; seq < next + c->nslots; seq += nf) {
-        struct slot *s = train_reorder_take(c->reorder, seq);
+        struct slot *s = client_reorder_take(c->reorder, seq);
         if (s != NULL)
-            train__client_release_slot(c, s);
+            client__release_slot(c, s);
     }
     /* what of it is already in the step being gathered stays, out of its
      * shared memory: the feeder reuses those buffers once it has the new
@@ -91,22 +91,22 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
             continue;
         uint8_t *copy = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1);
         if (copy == NULL)
-            return train__client_feeder_error(c, (int)j, err, SL_ENOMEM, "out of memory copying piece %" PRIu64,
-                                              s->piece.seq);
+            return client__feeder_error(c, (int)j, err, SL_ENOMEM, "out of memory copying piece %" PRIu64,
+                                        s->piece.seq);
         memcpy(copy, s->body, (size_t)s->piece.shm_bytes);
         s->copy = copy;
         s->body = copy;
-        train__client_map_unref(s->map);
+        client__map_unref(s->map);
         s->map = NULL;
     }
-    train__client_detach_shm(f);
-    train__client_close_probe(f, 0);
+    client__detach_shm(f);
+    client__close_probe(f, 0);
     if (back && f->sock != NULL && sl_wire_encode_bye(&c->buf) == 0) {
         /* the survivor lets the share go at once */
         sl_zsock_linger(f->sock, 100);
-        (void)train__client_send_buf(f->sock, &c->buf);
+        (void)client__send_buf(f->sock, &c->buf);
     }
-    train__client_close_socket(f);
+    client__close_socket(f);
     f->rejoining = 1;
     f->welcomed = 0;
     f->ended = 0;
@@ -149,7 +149,7 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
     else
         sl_log(SL_LOG_WARN, "feeder %s: %s; waiting up to %.0f s for it to come back, to resume at piece %" PRIu64,
                f->addr, f->lost, (double)c->o.reconnect_ms / 1e3, resume);
-    return train__client_rejoin_connect(c, j, err);
+    return client__rejoin_connect(c, j, err);
 }
 
 /* Shares served by a survivor: every max(1 s, takeover_ms) their own
@@ -160,13 +160,13 @@ static int start_rejoin(struct train_client *c, size_t j, int back, struct sl_er
  * the same incarnation, replaces the probe's at once). A STATUS (still
  * scanning), a REFUSE or silence for the heartbeat timeout: asked again
  * later. The survivor serves on meanwhile. */
-int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *err)
+int client__probes(struct client *c, uint64_t now, struct sl_error *err)
 {
     uint64_t every = (uint64_t)(c->o.takeover_ms > 1000 ? c->o.takeover_ms : 1000) * 1000000u;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         if (f->host == j || f->rejoining || !f->welcomed || f->ended || c->o.takeover_ms <= 0) {
-            train__client_close_probe(f, 0);
+            client__close_probe(f, 0);
             continue;
         }
         if (f->probe == NULL) {
@@ -188,14 +188,14 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
                                           .credits = 0,
                                           .flags = SL_WIRE_HELLO_STATUS,
                                           .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
-                                          .resume_seq = first_of_share(c, train_reorder_next(c->reorder), j),
+                                          .resume_seq = first_of_share(c, client_reorder_next(c->reorder), j),
                                           .incarnation = c->o.incarnation,
                                           .share = (uint32_t)j,
                                           .job = c->o.job,
                                           .job_len = strlen(c->o.job)};
                 if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 ||
-                    sl_wire_encode_hello(&h, &c->buf) != 0 || train__client_send_buf(f->probe, &c->buf) != 0)
-                    train__client_close_probe(f, now + every);
+                    sl_wire_encode_hello(&h, &c->buf) != 0 || client__send_buf(f->probe, &c->buf) != 0)
+                    client__close_probe(f, now + every);
                 else
                     f->probe_ns = now;
             }
@@ -206,7 +206,7 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
         if (zmq_msg_recv(&m, f->probe, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&m);
             if (now - f->probe_ns > (uint64_t)c->o.timeout_ms * 1000000u)
-                train__client_close_probe(f, now + every);
+                client__close_probe(f, now + every);
             continue;
         }
         struct sl_error derr = {0};
@@ -214,7 +214,7 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
                    c->msg.type == SL_WIRE_WELCOME && c->msg.welcome.feeder == j &&
                    c->msg.welcome.feeders == c->o.nfeeders;
         zmq_msg_close(&m);
-        train__client_close_probe(f, back ? 0 : now + every);
+        client__close_probe(f, back ? 0 : now + every);
         if (back) {
             int rc = start_rejoin(c, j, 1, err);
             if (rc != 0)
@@ -225,7 +225,7 @@ int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *
 }
 
 /* Feeder k is alive: a connection to it is up (welcomed, not lost). */
-static int host_alive(const struct train_client *c, uint32_t k)
+static int host_alive(const struct client *c, uint32_t k)
 {
     for (size_t i = 0; i < c->o.nfeeders; i++) {
         const struct feeder *f = &c->f[i];
@@ -240,7 +240,7 @@ static int host_alive(const struct train_client *c, uint32_t k)
  * with the fewest shares (then the next after j), never one that refused.
  * When none is alive, the own feeder's address is tried on, until the
  * deadline. */
-static int try_takeover(struct train_client *c, size_t j, struct sl_error *err)
+static int try_takeover(struct client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     uint32_t nf = (uint32_t)c->o.nfeeders, best = nf;
@@ -262,7 +262,7 @@ static int try_takeover(struct train_client *c, size_t j, struct sl_error *err)
         f->takeover_ns = now + 250000000u; /* look again: one may come back */
         return 0;
     }
-    train__client_close_socket(f);
+    client__close_socket(f);
     f->host = best;
     f->addr = c->o.feeders[best];
     f->takeover_ns = 0;
@@ -274,12 +274,12 @@ static int try_takeover(struct train_client *c, size_t j, struct sl_error *err)
     sl_log(SL_LOG_WARN,
            "feeder %s: not back within %.1f s; asking feeder %s to take over its share from piece %" PRIu64,
            c->o.feeders[j], (double)(now - f->lost_ns) / 1e9, f->addr, f->resume);
-    return train__client_rejoin_connect(c, j, err);
+    return client__rejoin_connect(c, j, err);
 }
 
 /* Share j has had no feeder for too long: the error names every feeder
  * and why it could not serve the share. */
-static int lost_for_good(struct train_client *c, size_t j, struct sl_error *err)
+static int lost_for_good(struct client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     char why[SL_ERROR_MSG_MAX];
@@ -306,25 +306,24 @@ static int lost_for_good(struct train_client *c, size_t j, struct sl_error *err)
 }
 
 /* The answer to a rejoining HELLO. */
-int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_error *err)
+int client__rejoin_receive(struct client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     zmq_msg_t m;
     zmq_msg_init(&m);
     if (zmq_msg_recv(&m, f->sock, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&m);
-        return errno == EAGAIN ? 0
-                               : train__client_feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+        return errno == EAGAIN ? 0 : client__feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
     }
     int rc = 0;
     struct sl_error derr = {0};
     if (zmq_msg_more(&m))
-        rc = train__client_feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got a message of several frames");
+        rc = client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got a message of several frames");
     else if (sl_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), &c->msg, &derr) != 0)
-        rc = train__client_feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
+        rc = client__feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
     else if (c->msg.type == SL_WIRE_WELCOME) {
-        if ((rc = train__client_check_welcome(c, j, &c->msg.welcome, 0, err)) == 0 &&
-            (rc = train__client_attach_shm(c, j, &c->msg.welcome, err)) == 0) {
+        if ((rc = client__check_welcome(c, j, &c->msg.welcome, 0, err)) == 0 &&
+            (rc = client__attach_shm(c, j, &c->msg.welcome, err)) == 0) {
             f->rejoining = 0;
             f->welcomed = 1;
             f->takeover_ns = 0;
@@ -342,7 +341,7 @@ int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_err
     } else if (c->msg.type == SL_WIRE_STATUS) {
         /* back, and scanning its files (a restarted feeder): wait for it
          * as long as it keeps answering, as at start */
-        train__client_note_status(c, j, &c->msg.status);
+        client__note_status(c, j, &c->msg.status);
         if (f->answer_by_ns > f->deadline_ns)
             f->deadline_ns = f->answer_by_ns;
     } else if (c->msg.type == SL_WIRE_REFUSE) {
@@ -350,7 +349,7 @@ int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_err
          * a survivor that will not take the share over is not asked again,
          * another one is (at once), else the share's own feeder */
         snprintf(f->refused, sizeof f->refused, "%.*s", (int)c->msg.refuse.reason_len, c->msg.refuse.reason);
-        train__client_close_socket(f);
+        client__close_socket(f);
         f->retry_ns = sl_clock_ns() + 1000000000u;
         if (f->host != j) {
             sl_log(SL_LOG_WARN, "feeder %s will not take over feeder %s's share: %s", f->addr, c->o.feeders[j],
@@ -361,8 +360,8 @@ int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_err
             f->takeover_ns = sl_clock_ns();
         }
     } else if (c->msg.type != SL_WIRE_HEARTBEAT) {
-        rc = train__client_feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
-                                        sl_wire_type_name(c->msg.type));
+        rc =
+            client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s", sl_wire_type_name(c->msg.type));
     }
     zmq_msg_close(&m);
     return rc;
@@ -373,7 +372,7 @@ int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_err
  * rejoined or taken over, or is an error when neither is on; a share
  * being rejoined moves on to a survivor when its time comes, and is lost
  * for good at its deadline. */
-int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_error *err)
+int client__find_lost(struct client *c, uint64_t now, struct sl_error *err)
 {
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
@@ -383,7 +382,7 @@ int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_erro
             if (c->o.takeover_ms > 0 && f->host != j && f->takeover_ns == 0 && !host_alive(c, f->host)) {
                 sl_log(SL_LOG_WARN, "feeder %s, asked to take over feeder %s's share, was lost too; asking another",
                        f->addr, c->o.feeders[j]);
-                train__client_close_socket(f); /* meanwhile, the share's own address again */
+                client__close_socket(f); /* meanwhile, the share's own address again */
                 f->host = (uint32_t)j;
                 f->addr = c->o.feeders[j];
                 f->retry_ns = now;
@@ -413,7 +412,7 @@ int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_erro
             continue;
         }
         if (c->o.reconnect_ms <= 0 && c->o.takeover_ms <= 0)
-            return train__client_feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
+            return client__feeder_error(c, (int)j, err, SL_ETIMEOUT, "%s", f->lost);
         int rc = start_rejoin(c, j, 0, err);
         if (rc != 0)
             return rc;

@@ -1,4 +1,4 @@
-/* train_client_common.c: what every part of the client uses to speak of
+/* client_common.c: what every part of the client uses to speak of
  * and to a feeder: an error naming it, a message sent to it, and the stop
  * flag's check.
  */
@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <zmq.h>
 
-#include "train_client_int.h"
+#include "client_int.h"
 
-int train__client_feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
+int client__feeder_error(struct client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
 {
     char what[SL_ERROR_MSG_MAX];
     va_list ap;
@@ -18,12 +18,12 @@ int train__client_feeder_error(struct train_client *c, int j, struct sl_error *e
     return sl_error_set(err, code, "feeder %s: %s", c->f[j].addr, what);
 }
 
-int train__client_send_buf(void *sock, const struct sl_buf *b)
+int client__send_buf(void *sock, const struct sl_buf *b)
 {
     return zmq_send(sock, b->data, b->len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }
 
-int train__client_stopped(const struct train_client *c, const char *what, struct sl_error *err)
+int client__stopped(const struct client *c, const char *what, struct sl_error *err)
 {
     if (c->o.stop == NULL || !*c->o.stop)
         return 0;

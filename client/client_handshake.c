@@ -1,4 +1,4 @@
-/* train_client_handshake.c: a feeder's connection and its handshake.
+/* client_handshake.c: a feeder's connection and its handshake.
  *
  * The socket to a feeder and the monitor that tells at once when its
  * connection closes or its handshake fails (CURVE: the verdict, worded for
@@ -16,7 +16,7 @@
 #include "sl_endpoint.h"
 #include "sl_log.h"
 #include "sl_zsock.h"
-#include "train_client_int.h"
+#include "client_int.h"
 #include "train_monitor.h"
 
 /* What the monitor of a feeder's socket reports. */
@@ -31,7 +31,7 @@
  * once can be a feeder that died while the trainer connected. */
 #define HS_CLOSED_MAX 3
 
-int train__client_open_socket(struct train_client *c, size_t j, struct sl_error *err)
+int client__open_socket(struct client *c, size_t j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     f->closed_ns = 0;
@@ -63,7 +63,7 @@ int train__client_open_socket(struct train_client *c, size_t j, struct sl_error 
     return 0;
 }
 
-int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
+int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
 {
     /* STATUS: a feeder still scanning its files says so, and this HELLO
      * comes again after the retry it asks for */
@@ -82,18 +82,17 @@ int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits,
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
                             SL_WIRE_MAX_JOB);
-    if (train__client_send_buf(c->f[j].sock, &c->buf) != 0)
-        return train__client_feeder_error(c, (int)j, err, SL_EIO, "send HELLO: %s", zmq_strerror(errno));
+    if (client__send_buf(c->f[j].sock, &c->buf) != 0)
+        return client__feeder_error(c, (int)j, err, SL_EIO, "send HELLO: %s", zmq_strerror(errno));
     return 0;
 }
 
 /* A WELCOME from feeder j: its place among the feeders, and (unless it is
  * the first) the same plan and schema as the first one's. */
-int train__client_check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
-                                struct sl_error *err)
+int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welcome *w, int first, struct sl_error *err)
 {
     if (w->feeders != c->o.nfeeders || w->feeder != c->f[j].host)
-        return train__client_feeder_error(
+        return client__feeder_error(
             c, (int)j, err, SL_EPROTO,
             "is feeder %u of %u, but was given as feeder %u of %zu (list the feeders in index order)", w->feeder,
             w->feeders, c->f[j].host, c->o.nfeeders);
@@ -108,11 +107,11 @@ int train__client_check_welcome(struct train_client *c, size_t j, const struct s
     }
     if (w->steps_per_epoch != c->welcome.steps_per_epoch || w->epochs != c->welcome.epochs ||
         w->ntensors != c->welcome.ntensors)
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO,
-                                          "disagrees with feeder 0 on the plan (steps %" PRIu64 " vs %" PRIu64
-                                          ", epochs %" PRIu64 " vs %" PRIu64 ", tensors %u vs %u)",
-                                          w->steps_per_epoch, c->welcome.steps_per_epoch, w->epochs, c->welcome.epochs,
-                                          w->ntensors, c->welcome.ntensors);
+        return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                    "disagrees with feeder 0 on the plan (steps %" PRIu64 " vs %" PRIu64
+                                    ", epochs %" PRIu64 " vs %" PRIu64 ", tensors %u vs %u)",
+                                    w->steps_per_epoch, c->welcome.steps_per_epoch, w->epochs, c->welcome.epochs,
+                                    w->ntensors, c->welcome.ntensors);
     for (size_t i = 0; i < w->ntensors; i++) {
         const struct sl_wire_field *a = &w->fields[i], *b = &c->welcome.fields[i];
         int same = a->name_len == strlen(b->name) && memcmp(a->name, b->name, a->name_len) == 0 &&
@@ -120,9 +119,9 @@ int train__client_check_welcome(struct train_client *c, size_t j, const struct s
         for (int d = 0; same && d < a->rank; d++)
             same = a->dims[d] == b->dims[d];
         if (!same)
-            return train__client_feeder_error(c, (int)j, err, SL_EPROTO,
-                                              "disagrees with feeder 0 on tensor %zu ('%.*s' vs '%s')", i,
-                                              (int)a->name_len, a->name, b->name);
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "disagrees with feeder 0 on tensor %zu ('%.*s' vs '%s')", i, (int)a->name_len,
+                                        a->name, b->name);
     }
     return 0;
 }
@@ -134,7 +133,7 @@ int train__client_check_welcome(struct train_client *c, size_t j, const struct s
 #define STATUS_LOG_CHANGED_NS 5000000000u
 #define STATUS_LOG_SAME_NS 30000000000u
 
-void train__client_note_status(struct train_client *c, size_t j, const struct sl_wire_status *st)
+void client__note_status(struct client *c, size_t j, const struct sl_wire_status *st)
 {
     struct feeder *f = &c->f[j];
     uint64_t now = sl_clock_ns();
@@ -158,7 +157,7 @@ void train__client_note_status(struct train_client *c, size_t j, const struct sl
 }
 
 /* Close feeder j's socket and its monitor. */
-void train__client_close_socket(struct feeder *f)
+void client__close_socket(struct feeder *f)
 {
     train_monitor_close(f->sock, f->mon); /* linger 0 unless the caller set one */
     f->sock = NULL;
@@ -166,7 +165,7 @@ void train__client_close_socket(struct feeder *f)
 }
 
 /* Drain feeder j's monitor; note when its connection closed. */
-void train__client_read_monitor(struct feeder *f)
+void client__read_monitor(struct feeder *f)
 {
     for (;;) {
         zmq_msg_t ev;
@@ -203,10 +202,10 @@ void train__client_read_monitor(struct feeder *f)
     }
 }
 
-static const struct train_client_names trainer_names = {"--connect-timeout", "--curve-key", "--curve-server-key", 0};
+static const struct client_names trainer_names = {"--connect-timeout", "--curve-key", "--curve-server-key", 0};
 
 /* The option names for messages: the caller's, else sluice-trainer's. */
-static const struct train_client_names *names_of(const struct train_client *c)
+static const struct client_names *names_of(const struct client *c)
 {
     return c->o.names != NULL ? c->o.names : &trainer_names;
 }
@@ -214,15 +213,15 @@ static const struct train_client_names *names_of(const struct train_client *c)
 /* Share j's connection failed its handshake (read_monitor saw it): an
  * error saying why, as far as libzmq tells; 0 when it did not. A takeover
  * connection names the survivor's address, whose key it used. */
-int train__client_handshake_failed(struct train_client *c, size_t j, struct sl_error *err)
+int client__handshake_failed(struct client *c, size_t j, struct sl_error *err)
 {
     const struct feeder *f = &c->f[j];
-    const struct train_client_names *nm = names_of(c);
+    const struct client_names *nm = names_of(c);
     int curve = c->o.curve != NULL;
     switch (f->hs_event) {
     case 0: return 0;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        return train__client_feeder_error(
+        return client__feeder_error(
             c, (int)j, err, SL_EPROTO,
             "the CURVE handshake failed: the feeder refused this trainer's key (ZAP status %u): this "
             "trainer's public key is not on the feeder's allow-list (add its NAME.pub to the "
@@ -231,76 +230,71 @@ int train__client_handshake_failed(struct train_client *c, size_t j, struct sl_e
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
         if (f->hs_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
             if (curve)
-                return train__client_feeder_error(
+                return client__feeder_error(
                     c, (int)j, err, SL_EPROTO,
                     "the handshake failed: this trainer uses CURVE (%s) and the feeder does not "
                     "(started without --curve-key?): give both sides keys, or neither",
                     nm->curve_key);
-            return train__client_feeder_error(
-                c, (int)j, err, SL_EPROTO,
-                "the handshake failed: the feeder requires CURVE and this trainer has no keys: "
-                "give %s and %s (docs/security.md)",
-                nm->curve_key, nm->curve_server_key);
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "the handshake failed: the feeder requires CURVE and this trainer has no keys: "
+                                        "give %s and %s (docs/security.md)",
+                                        nm->curve_key, nm->curve_server_key);
         }
         if (curve)
-            return train__client_feeder_error(
-                c, (int)j, err, SL_EPROTO,
-                "the CURVE handshake failed (protocol error 0x%08x): the feeder refused this "
-                "trainer's key, or %s is not this feeder's key",
-                f->hs_value, nm->curve_server_key);
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO,
-                                          "the ZeroMQ handshake failed (protocol error 0x%08x)", f->hs_value);
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "the CURVE handshake failed (protocol error 0x%08x): the feeder refused this "
+                                        "trainer's key, or %s is not this feeder's key",
+                                        f->hs_value, nm->curve_server_key);
+        return client__feeder_error(c, (int)j, err, SL_EPROTO, "the ZeroMQ handshake failed (protocol error 0x%08x)",
+                                    f->hs_value);
     default:
         if (curve)
-            return train__client_feeder_error(c, (int)j, err, SL_EPROTO,
-                                              "the CURVE handshake failed (the feeder refused this trainer's key, or "
-                                              "%s is not this feeder's key, or the feeder does not use CURVE: "
-                                              "the connection closed during the handshake %u times)",
-                                              nm->curve_server_key, f->hs_closed);
-        return train__client_feeder_error(
-            c, (int)j, err, SL_EPROTO,
-            "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
-            "listening at that address, and does it use CURVE (then give %s and %s)?",
-            f->hs_closed, nm->curve_key, nm->curve_server_key);
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "the CURVE handshake failed (the feeder refused this trainer's key, or "
+                                        "%s is not this feeder's key, or the feeder does not use CURVE: "
+                                        "the connection closed during the handshake %u times)",
+                                        nm->curve_server_key, f->hs_closed);
+        return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                    "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
+                                    "listening at that address, and does it use CURVE (then give %s and %s)?",
+                                    f->hs_closed, nm->curve_key, nm->curve_server_key);
     }
 }
 
 /* Feeder j's answer to HELLO, while the handshake waits: a WELCOME, a
  * STATUS (it is scanning: HELLO again later), a heartbeat; anything else
  * is an error. Every message counts as a sign of life. */
-static int handshake_receive(struct train_client *c, size_t j, size_t *welcomed, struct sl_error *err)
+static int handshake_receive(struct client *c, size_t j, size_t *welcomed, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     zmq_msg_t *m = &f->welcome_frame;
     zmq_msg_close(m); /* an earlier STATUS or HEARTBEAT */
     zmq_msg_init(m);
     if (zmq_msg_recv(m, f->sock, ZMQ_DONTWAIT) < 0)
-        return errno == EAGAIN ? 0
-                               : train__client_feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+        return errno == EAGAIN ? 0 : client__feeder_error(c, (int)j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
     if (zmq_msg_more(m))
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO,
-                                          "expected WELCOME, got a message of several frames");
+        return client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got a message of several frames");
     struct sl_error derr = {0};
     if (sl_wire_decode(zmq_msg_data(m), zmq_msg_size(m), &c->msg, &derr) != 0)
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
+        return client__feeder_error(c, (int)j, err, SL_EPROTO, "%s", derr.msg);
     f->answer_by_ns = sl_clock_ns() + (uint64_t)c->o.connect_timeout_ms * 1000000u;
     switch (c->msg.type) {
     case SL_WIRE_REFUSE:
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
-                                          c->msg.refuse.reason);
+        return client__feeder_error(c, (int)j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
+                                    c->msg.refuse.reason);
     case SL_WIRE_HEARTBEAT: return 0;
-    case SL_WIRE_STATS: train__client_note_stats(c, j, &c->msg.stats); return 0;
-    case SL_WIRE_STATUS: train__client_note_status(c, j, &c->msg.status); return 0;
+    case SL_WIRE_STATS: client__note_stats(c, j, &c->msg.stats); return 0;
+    case SL_WIRE_STATUS: client__note_status(c, j, &c->msg.status); return 0;
     case SL_WIRE_WELCOME: break;
     default:
-        return train__client_feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
-                                          sl_wire_type_name(c->msg.type));
+        return client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
+                                    sl_wire_type_name(c->msg.type));
     }
-    int rc = train__client_check_welcome(c, j, &c->msg.welcome, *welcomed == 0, err);
+    int rc = client__check_welcome(c, j, &c->msg.welcome, *welcomed == 0, err);
     if (rc == 0 && f->scanning)
         sl_log(SL_LOG_INFO, "feeder %s: done scanning, serving", f->addr);
     if (rc == 0)
-        rc = train__client_attach_shm(c, j, &c->msg.welcome, err);
+        rc = client__attach_shm(c, j, &c->msg.welcome, err);
     if (rc != 0)
         return rc;
     f->welcomed = 1;
@@ -315,22 +309,22 @@ static int handshake_receive(struct train_client *c, size_t j, size_t *welcomed,
  * wait for a feeder ends connect_timeout_ms after its last word (or after
  * the first HELLO, if it never answered). Feeders that have welcomed us
  * are sent heartbeats meanwhile: another may scan for a long time. */
-int train__client_handshake(struct train_client *c, struct sl_error *err)
+int client__handshake(struct client *c, struct sl_error *err)
 {
     uint64_t wait_ns = (uint64_t)c->o.connect_timeout_ms * 1000000u;
     for (size_t j = 0; j < c->o.nfeeders; j++) {
-        int rc = train__client_send_hello(c, j, c->o.credits, c->o.resume_seq, err);
+        int rc = client__send_hello(c, j, c->o.credits, c->o.resume_seq, err);
         if (rc != 0)
             return rc;
         c->f[j].answer_by_ns = sl_clock_ns() + wait_ns;
     }
     size_t welcomed = 0;
     while (welcomed < c->o.nfeeders) {
-        if (train__client_stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
+        if (client__stopped(c, "waiting for the feeders' answers to HELLO", err) != 0)
             return SL_ECLOSED;
         uint64_t now = sl_clock_ns();
-        zmq_pollitem_t items[2 * TRAIN_CLIENT_MAX_FEEDERS];
-        size_t idx[2 * TRAIN_CLIENT_MAX_FEEDERS], n = 0;
+        zmq_pollitem_t items[2 * CLIENT_MAX_FEEDERS];
+        size_t idx[2 * CLIENT_MAX_FEEDERS], n = 0;
         int timeout_ms = 100;
         for (size_t j = 0; j < c->o.nfeeders; j++) {
             struct feeder *f = &c->f[j];
@@ -338,14 +332,14 @@ int train__client_handshake(struct train_client *c, struct sl_error *err)
                 if (now - f->last_hb_ns >= (uint64_t)c->o.heartbeat_ms * 1000000u) {
                     struct sl_wire_heartbeat h = {.sent_ns = now};
                     if (sl_wire_encode_heartbeat(&h, &c->buf) == 0)
-                        (void)train__client_send_buf(f->sock, &c->buf);
+                        (void)client__send_buf(f->sock, &c->buf);
                     f->last_hb_ns = now;
                 }
                 continue;
             }
             if (f->rehello_ns != 0 && now >= f->rehello_ns) {
                 f->rehello_ns = 0;
-                int rc = train__client_send_hello(c, j, c->o.credits, c->o.resume_seq, err);
+                int rc = client__send_hello(c, j, c->o.credits, c->o.resume_seq, err);
                 if (rc != 0)
                     return rc;
             } else if (f->rehello_ns != 0 && (f->rehello_ns - now) / 1000000u < (uint64_t)timeout_ms) {
@@ -366,8 +360,8 @@ int train__client_handshake(struct train_client *c, struct sl_error *err)
         for (size_t i = nsock; r > 0 && i < n; i++) {
             if (!(items[i].revents & ZMQ_POLLIN))
                 continue;
-            train__client_read_monitor(&c->f[idx[i]]);
-            int rc = train__client_handshake_failed(c, idx[i], err);
+            client__read_monitor(&c->f[idx[i]]);
+            int rc = client__handshake_failed(c, idx[i], err);
             if (rc != 0)
                 return rc;
         }
@@ -391,22 +385,21 @@ int train__client_handshake(struct train_client *c, struct sl_error *err)
             if (f->welcomed || now < f->answer_by_ns)
                 continue;
             if (f->scanning) {
-                const struct train_client_names *nm = names_of(c);
+                const struct client_names *nm = names_of(c);
                 char given[96];
                 if (nm->in_ms)
                     snprintf(given, sizeof given, "%s=%d", nm->connect_timeout, c->o.connect_timeout_ms);
                 else
                     snprintf(given, sizeof given, "%s %.0f s", nm->connect_timeout,
                              (double)c->o.connect_timeout_ms / 1e3);
-                return train__client_feeder_error(
+                return client__feeder_error(
                     c, (int)j, err, SL_ETIMEOUT,
                     "silent for %.1f s while scanning its files (it last said %" PRIu64 " of %" PRIu64 " done; %s)",
                     (double)c->o.connect_timeout_ms / 1e3, f->status.files_done, f->status.files, given);
             }
-            return train__client_feeder_error(
-                c, (int)j, err, SL_ETIMEOUT,
-                "no answer to HELLO within %.1f s (%s): is a feeder running at that address?",
-                (double)c->o.connect_timeout_ms / 1e3, names_of(c)->connect_timeout);
+            return client__feeder_error(c, (int)j, err, SL_ETIMEOUT,
+                                        "no answer to HELLO within %.1f s (%s): is a feeder running at that address?",
+                                        (double)c->o.connect_timeout_ms / 1e3, names_of(c)->connect_timeout);
         }
     }
     return 0;

@@ -1,4 +1,4 @@
-/* train_client: handshake, receive, reorder, credit.
+/* client: handshake, receive, reorder, credit.
  *
  * Received pieces live in slots (a header frame, its body frame and the
  * decoded descriptor), made once: the reorder window is F * credits, the
@@ -6,15 +6,15 @@
  * caller as part of a step and recycled, with its credit returned to its
  * feeder, at the next call.
  *
- * The parts: train_client_rejoin.c (lost feeders, rejoin, takeover and
- * probes), train_client_handshake.c (HELLO, WELCOME, STATUS, the socket
- * and its monitor, the CURVE verdict), train_client_shm.c (a feeder's
- * shared piece memory, the slots), train_client_stats.c (the feeders'
- * STATS, the wait by feeder), train_client_common.c (errors naming a
- * feeder, sending), train_client_bounds.c (the options' bounds);
- * train_client_int.h holds what they share.
+ * The parts: client_rejoin.c (lost feeders, rejoin, takeover and
+ * probes), client_handshake.c (HELLO, WELCOME, STATUS, the socket
+ * and its monitor, the CURVE verdict), client_shm.c (a feeder's
+ * shared piece memory, the slots), client_stats.c (the feeders'
+ * STATS, the wait by feeder), client_common.c (errors naming a
+ * feeder, sending), client_bounds.c (the options' bounds);
+ * client_int.h holds what they share.
  */
-#include "train_client.h"
+#include "client.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,9 +30,9 @@
 #include "sl_endpoint.h"
 #include "sl_log.h"
 #include "sl_zsock.h"
-#include "train_client_int.h"
+#include "client_int.h"
 #include "train_metrics.h"
-#include "train_reorder.h"
+#include "client_reorder.h"
 
 /* Credits go back in batches (one message per several pieces instead of
  * one per piece: each is a round of wake-ups in both processes), or all at
@@ -40,7 +40,7 @@
  * what the feeder has been seen to let out: a feeder whose window is
  * smaller than the grant waits for those credits, and half its window
  * keeps it working while the other half comes back. */
-static void give_credits(struct train_client *c, int all)
+static void give_credits(struct client *c, int all)
 {
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
@@ -53,14 +53,14 @@ static void give_credits(struct train_client *c, int all)
         if (f->owed == 0 || f->ended || f->rejoining || (!all && f->owed < batch))
             continue;
         struct sl_wire_credit cr = {.credits = f->owed};
-        if (sl_wire_encode_credit(&cr, &c->buf) == 0 && train__client_send_buf(f->sock, &c->buf) == 0) {
+        if (sl_wire_encode_credit(&cr, &c->buf) == 0 && client__send_buf(f->sock, &c->buf) == 0) {
             f->unreturned = f->unreturned > f->owed ? f->unreturned - f->owed : 0;
             f->owed = 0;
         }
     }
 }
 
-static void heartbeats(struct train_client *c)
+static void heartbeats(struct client *c)
 {
     uint64_t now = sl_clock_ns();
     for (size_t j = 0; j < c->o.nfeeders; j++) {
@@ -69,7 +69,7 @@ static void heartbeats(struct train_client *c)
             continue;
         struct sl_wire_heartbeat h = {.sent_ns = now};
         if (sl_wire_encode_heartbeat(&h, &c->buf) == 0)
-            (void)train__client_send_buf(f->sock, &c->buf);
+            (void)client__send_buf(f->sock, &c->buf);
         f->last_hb_ns = now;
     }
 }
@@ -77,12 +77,12 @@ static void heartbeats(struct train_client *c)
 /* After fork() the child's copy shares the parent's sockets (without
  * ZeroMQ's threads) and its view of the feeders' shared memory: no call
  * may hand out data from it or send on it. getpid() is one system call. */
-static int forked(const struct train_client *c)
+static int forked(const struct client *c)
 {
     return getpid() != c->pid;
 }
 
-static int refuse_forked(const struct train_client *c, struct sl_error *err)
+static int refuse_forked(const struct client *c, struct sl_error *err)
 {
     return sl_error_set(err, SL_EINVAL,
                         "client used after fork(): create a new client in the child (this one belongs to process "
@@ -93,7 +93,7 @@ static int refuse_forked(const struct train_client *c, struct sl_error *err)
 /* A PIECE from feeder j, in slot s (c->msg): checked against the schema,
  * this worker and the share, then into the reorder window. On an error the
  * slot goes back, its credit with it. */
-static int take_piece(struct train_client *c, int j, struct slot *s, struct sl_error *err)
+static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     struct sl_error derr = {0};
@@ -108,30 +108,28 @@ static int take_piece(struct train_client *c, int j, struct slot *s, struct sl_e
     const struct sl_wire_piece *p = &s->piece;
     int shared = (p->flags & SL_WIRE_PIECE_SHM) != 0;
     if (sl_wire_check_piece(p, &c->welcome, &derr) != 0)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
     else if (shared && f->map == NULL)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO,
-                                        "piece %" PRIu64 " is in shared memory, but none is mapped", p->seq);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is in shared memory, but none is mapped",
+                                  p->seq);
     else if (shared && (s->nframes != 0 || p->shm_offset + p->shm_bytes > f->map->size))
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO,
-                                        "piece %" PRIu64 ": shared memory [%" PRIu64 ", %" PRIu64
-                                        ") past its %zu bytes, or "
-                                        "with %zu frames",
-                                        p->seq, p->shm_offset, p->shm_offset + p->shm_bytes, f->map->size, s->nframes);
+        rc = client__feeder_error(c, j, err, SL_EPROTO,
+                                  "piece %" PRIu64 ": shared memory [%" PRIu64 ", %" PRIu64 ") past its %zu bytes, or "
+                                  "with %zu frames",
+                                  p->seq, p->shm_offset, p->shm_offset + p->shm_bytes, f->map->size, s->nframes);
     else if (!shared && s->nframes != (p->ntensors > 0 ? 1u : 0u))
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO,
-                                        "piece %" PRIu64 ": %u tensors in %zu frames (one body frame)", p->seq,
-                                        p->ntensors, s->nframes);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %u tensors in %zu frames (one body frame)",
+                                  p->seq, p->ntensors, s->nframes);
     else if (p->worker != c->o.worker)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is for worker %u, this is worker %u",
-                                        p->seq, p->worker, c->o.worker);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is for worker %u, this is worker %u", p->seq,
+                                  p->worker, c->o.worker);
     else if (p->seq % c->o.nfeeders != (uint64_t)j)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu",
-                                        p->seq, j, c->o.nfeeders);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu", p->seq,
+                                  j, c->o.nfeeders);
     if (rc == 0 && shared && sl_wire_check_body(p, (size_t)p->shm_bytes, &derr) != 0)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
     if (rc == 0 && !shared && s->nframes == 1 && sl_wire_check_body(p, zmq_msg_size(&s->frames[0]), &derr) != 0)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 ": %s", p->seq, derr.msg);
     if (rc == 0 && shared) {
         s->map = f->map;
         s->map->refs++;
@@ -140,10 +138,10 @@ static int take_piece(struct train_client *c, int j, struct slot *s, struct sl_e
     } else if (rc == 0 && s->nframes == 1) {
         s->body = zmq_msg_data(&s->frames[0]);
     }
-    if (rc == 0 && (rc = train_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
-        rc = train__client_feeder_error(c, j, err, rc, "%s", derr.msg);
+    if (rc == 0 && (rc = client_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
+        rc = client__feeder_error(c, j, err, rc, "%s", derr.msg);
     if (rc != 0) {
-        train__client_release_slot(c, s);
+        client__release_slot(c, s);
         f->owed--;
     } else if (++f->unreturned > f->peak) {
         f->peak = f->unreturned;
@@ -152,11 +150,11 @@ static int take_piece(struct train_client *c, int j, struct slot *s, struct sl_e
 }
 
 /* Receive one message from feeder j (it is readable). */
-static int receive(struct train_client *c, int j, struct sl_error *err)
+static int receive(struct client *c, int j, struct sl_error *err)
 {
     struct feeder *f = &c->f[j];
     if (c->nfree == 0)
-        return train__client_feeder_error(c, j, err, SL_EPROTO, "sent more pieces than it had credits for");
+        return client__feeder_error(c, j, err, SL_EPROTO, "sent more pieces than it had credits for");
     struct slot *s = c->free_slots[--c->nfree];
     zmq_msg_init(&s->hdr);
     s->nframes = 0;
@@ -168,21 +166,21 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
         zmq_msg_close(&s->hdr);
         s->busy = 0;
         c->free_slots[c->nfree++] = s;
-        return errno == EAGAIN ? 0 : train__client_feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+        return errno == EAGAIN ? 0 : client__feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
     }
     f->last_seen_ns = sl_clock_ns();
     int more = zmq_msg_more(&s->hdr);
     while (more) {
         if (s->nframes == sizeof s->frames / sizeof s->frames[0]) {
-            rc = train__client_feeder_error(
-                c, j, err, SL_EPROTO, "more than %zu frames after a header (a PIECE has one body frame)", s->nframes);
+            rc = client__feeder_error(c, j, err, SL_EPROTO,
+                                      "more than %zu frames after a header (a PIECE has one body frame)", s->nframes);
             break;
         }
         zmq_msg_t *m = &s->frames[s->nframes];
         zmq_msg_init(m);
         if (zmq_msg_recv(m, f->sock, 0) < 0) {
             zmq_msg_close(m);
-            rc = train__client_feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
+            rc = client__feeder_error(c, j, err, SL_EIO, "receive: %s", zmq_strerror(errno));
             break;
         }
         s->nframes++;
@@ -190,9 +188,9 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
     }
     struct sl_error derr = {0};
     if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0)
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
     if (rc != 0) {
-        train__client_release_slot(c, s);
+        client__release_slot(c, s);
         f->owed--;
         return rc;
     }
@@ -211,17 +209,17 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
                      (int)(c->msg.error.msg_len < 80 ? c->msg.error.msg_len : 80), c->msg.error.msg);
             break;
         }
-        rc = train__client_feeder_error(c, j, err, c->msg.error.code < 0 ? c->msg.error.code : SL_EPROTO, "%.*s",
-                                        (int)c->msg.error.msg_len, c->msg.error.msg);
+        rc = client__feeder_error(c, j, err, c->msg.error.code < 0 ? c->msg.error.code : SL_EPROTO, "%.*s",
+                                  (int)c->msg.error.msg_len, c->msg.error.msg);
         break;
     case SL_WIRE_HEARTBEAT: break;
-    case SL_WIRE_STATS: train__client_note_stats(c, j, &c->msg.stats); break;
+    case SL_WIRE_STATS: client__note_stats(c, j, &c->msg.stats); break;
     case SL_WIRE_REFUSE:
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
-                                        c->msg.refuse.reason);
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
+                                  c->msg.refuse.reason);
         break;
     default:
-        rc = train__client_feeder_error(c, j, err, SL_EPROTO, "unexpected %s message", sl_wire_type_name(c->msg.type));
+        rc = client__feeder_error(c, j, err, SL_EPROTO, "unexpected %s message", sl_wire_type_name(c->msg.type));
         break;
     }
     /* not a piece: the slot goes back unused */
@@ -236,7 +234,7 @@ static int receive(struct train_client *c, int j, struct sl_error *err)
 
 /* A pause of our own longer than a quarter of the timeout: not counted as
  * any feeder's silence. */
-static void forgive_pause(struct train_client *c, uint64_t pause_ns)
+static void forgive_pause(struct client *c, uint64_t pause_ns)
 {
     if (pause_ns <= (uint64_t)c->o.timeout_ms * 250000u)
         return;
@@ -252,14 +250,14 @@ static void forgive_pause(struct train_client *c, uint64_t pause_ns)
  * since a feeder whose window is full waits for exactly that (holding a
  * partial batch back while blocking would stall both sides until the poll
  * timed out). */
-static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
+static int pump(struct client *c, int timeout_ms, struct sl_error *err)
 {
-    if (train__client_stopped(c, "waiting for the feeders", err) != 0)
+    if (client__stopped(c, "waiting for the feeders", err) != 0)
         return SL_ECLOSED;
     give_credits(c, 1);
     /* every share: its socket and its monitor */
-    zmq_pollitem_t items[2 * TRAIN_CLIENT_MAX_FEEDERS];
-    size_t idx[2 * TRAIN_CLIENT_MAX_FEEDERS], n = 0;
+    zmq_pollitem_t items[2 * CLIENT_MAX_FEEDERS];
+    size_t idx[2 * CLIENT_MAX_FEEDERS], n = 0;
     uint64_t now = sl_clock_ns();
     /* A feeder is silent only while we listen: after a long pause of our
      * own (the caller busy, the process stopped or swapped out) its
@@ -273,7 +271,7 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
         struct feeder *f = &c->f[j];
         if (f->rejoining && f->sock == NULL) {
             if (now >= f->retry_ns) {
-                int rc = train__client_rejoin_connect(c, j, err);
+                int rc = client__rejoin_connect(c, j, err);
                 if (rc != 0)
                     return rc;
             } else if ((f->retry_ns - now) / 1000000u < (uint64_t)timeout_ms) {
@@ -283,7 +281,7 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
             /* a restarted feeder still scanning: ask again when it said */
             if (now >= f->rehello_ns) {
                 f->rehello_ns = 0;
-                int rc = train__client_send_hello(c, j, c->o.credits, f->resume, err);
+                int rc = client__send_hello(c, j, c->o.credits, f->resume, err);
                 if (rc != 0)
                     return rc;
             } else if ((f->rehello_ns - now) / 1000000u < (uint64_t)timeout_ms) {
@@ -324,8 +322,8 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
             continue;
         if (i >= nsock) {
             if (c->f[j].mon != NULL)
-                train__client_read_monitor(&c->f[j]);
-            int rc = train__client_handshake_failed(c, j, err);
+                client__read_monitor(&c->f[j]);
+            int rc = client__handshake_failed(c, j, err);
             if (rc != 0)
                 return rc;
             continue;
@@ -336,16 +334,16 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
             zmq_getsockopt(c->f[j].sock, ZMQ_EVENTS, &ev, &len);
             if (!(ev & ZMQ_POLLIN))
                 break;
-            int rc = c->f[j].rejoining ? train__client_rejoin_receive(c, j, err) : receive(c, (int)j, err);
+            int rc = c->f[j].rejoining ? client__rejoin_receive(c, j, err) : receive(c, (int)j, err);
             if (rc != 0)
                 return rc;
         }
     }
     now = sl_clock_ns();
-    int rc = train__client_find_lost(c, now, err);
+    int rc = client__find_lost(c, now, err);
     if (rc != 0)
         return rc;
-    rc = train__client_probes(c, now, err);
+    rc = client__probes(c, now, err);
     if (rc != 0)
         return rc;
     heartbeats(c);
@@ -353,16 +351,15 @@ static int pump(struct train_client *c, int timeout_ms, struct sl_error *err)
     return 0;
 }
 
-int train_client_open(struct train_client **out, const struct train_client_opts *opts, struct sl_error *err)
+int client_open(struct client **out, const struct client_opts *opts, struct sl_error *err)
 {
     *out = NULL;
-    if (opts->nfeeders == 0 || opts->nfeeders > TRAIN_CLIENT_MAX_FEEDERS)
-        return sl_error_set(err, SL_EINVAL, "between 1 and %d feeders, not %zu", TRAIN_CLIENT_MAX_FEEDERS,
-                            opts->nfeeders);
+    if (opts->nfeeders == 0 || opts->nfeeders > CLIENT_MAX_FEEDERS)
+        return sl_error_set(err, SL_EINVAL, "between 1 and %d feeders, not %zu", CLIENT_MAX_FEEDERS, opts->nfeeders);
     if (opts->replicas == 0 || opts->workers == 0 || opts->worker >= opts->workers)
         return sl_error_set(err, SL_EINVAL, "worker %u of %u with %u replicas is not a valid place", opts->worker,
                             opts->workers, opts->replicas);
-    int rc = train_client_check_bounds(opts, err);
+    int rc = client_check_bounds(opts, err);
     if (rc != 0)
         return rc;
     if (opts->resume_seq % opts->replicas != 0 || opts->resume_seq > ((uint64_t)1 << 48))
@@ -378,20 +375,19 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
             strlen(opts->curve_server[j]) != SL_CURVE_KEY_Z85)
             return sl_error_set(err, SL_EINVAL, "feeder %s: no CURVE server key (%d Z85 characters) for it",
                                 opts->feeders[j], SL_CURVE_KEY_Z85);
-    struct train_client *c = sl_calloc(1, sizeof *c);
+    struct client *c = sl_calloc(1, sizeof *c);
     if (c == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->o = *opts;
     c->pid = getpid();
-    if (c->o.credits == 0) /* TRAIN_CLIENT_DEFAULT_CREDITS, or 4 steps */
-        c->o.credits =
-            4 * c->o.replicas < TRAIN_CLIENT_DEFAULT_CREDITS ? TRAIN_CLIENT_DEFAULT_CREDITS : 4 * c->o.replicas;
+    if (c->o.credits == 0) /* CLIENT_DEFAULT_CREDITS, or 4 steps */
+        c->o.credits = 4 * c->o.replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
         c->o.heartbeat_ms = 1000;
     if (c->o.timeout_ms <= 0)
         c->o.timeout_ms = 10000;
     if (c->o.connect_timeout_ms <= 0)
-        c->o.connect_timeout_ms = TRAIN_CLIENT_CONNECT_TIMEOUT_MS;
+        c->o.connect_timeout_ms = CLIENT_CONNECT_TIMEOUT_MS;
     if (c->o.nfeeders == 1 || c->o.takeover_ms < 0) /* nobody to take a share over */
         c->o.takeover_ms = 0;
     /* a step needs R pieces at once: credits below R would deadlock */
@@ -407,8 +403,8 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
     if (c->f == NULL || c->slots == NULL || c->free_slots == NULL || c->step_slots == NULL || c->pieces == NULL)
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (rc == 0)
-        rc = train_reorder_create(&c->reorder, c->nslots, err);
-    if (rc == 0 && train_reorder_restart(c->reorder, c->o.resume_seq) != 0)
+        rc = client_reorder_create(&c->reorder, c->nslots, err);
+    if (rc == 0 && client_reorder_restart(c->reorder, c->o.resume_seq) != 0)
         rc = sl_error_set(err, SL_EINVAL, "reorder window not empty"); /* cannot happen: just made */
     /* the process's incarnation: random, never 0 */
     while (rc == 0 && c->o.incarnation == 0)
@@ -427,12 +423,12 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
         c->f[j].addr = c->o.feeders[j];
         c->f[j].host = (uint32_t)j;
         zmq_msg_init(&c->f[j].welcome_frame);
-        rc = train__client_open_socket(c, j, err);
+        rc = client__open_socket(c, j, err);
     }
     if (rc == 0)
-        rc = train__client_handshake(c, err);
+        rc = client__handshake(c, err);
     if (rc != 0) {
-        train_client_close(c);
+        client_close(c);
         return rc;
     }
     *out = c;
@@ -441,13 +437,13 @@ int train_client_open(struct train_client **out, const struct train_client_opts 
 
 /* BYE to every feeder that welcomed us (once): it takes its buffers back
  * and, its stream over, may exit. */
-static void say_bye(struct train_client *c)
+static void say_bye(struct client *c)
 {
     if (c->said_bye || sl_wire_encode_bye(&c->buf) != 0)
         return;
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
         if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
-            (void)train__client_send_buf(c->f[j].sock, &c->buf);
+            (void)client__send_buf(c->f[j].sock, &c->buf);
     c->said_bye = 1;
 }
 
@@ -456,9 +452,9 @@ static void say_bye(struct train_client *c)
  * I/O threads that did not follow the fork (a hang), and a BYE or a credit
  * would speak on the parent's connections; the messages and mappings are
  * left to the child's exit or exec. */
-static void drop_forked(struct train_client *c)
+static void drop_forked(struct client *c)
 {
-    train_reorder_destroy(c->reorder);
+    client_reorder_destroy(c->reorder);
     sl_free(c->f);
     sl_free(c->slots);
     sl_free(c->free_slots);
@@ -469,7 +465,7 @@ static void drop_forked(struct train_client *c)
     sl_free(c);
 }
 
-void train_client_close(struct train_client *c)
+void client_close(struct client *c)
 {
     if (c == NULL)
         return;
@@ -478,28 +474,28 @@ void train_client_close(struct train_client *c)
         return;
     }
     for (size_t r = 0; c->have_step && r < c->o.replicas; r++)
-        train__client_release_slot(c, c->step_slots[r]);
+        client__release_slot(c, c->step_slots[r]);
     struct slot *s;
-    while (c->reorder != NULL && (s = train_reorder_pop(c->reorder)) != NULL)
-        train__client_release_slot(c, s);
+    while (c->reorder != NULL && (s = client_reorder_pop(c->reorder)) != NULL)
+        client__release_slot(c, s);
     /* pieces held beyond a gap */
     for (size_t i = 0; c->slots != NULL && i < c->nslots; i++)
         if (c->slots[i].busy)
-            train__client_release_slot(c, &c->slots[i]);
+            client__release_slot(c, &c->slots[i]);
     /* done with every piece: then BYE (a feeder takes its buffers back) */
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
-        train__client_detach_shm(&c->f[j]);
+        client__detach_shm(&c->f[j]);
     say_bye(c);
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++) {
         if (c->f[j].sock != NULL)
             sl_zsock_linger(c->f[j].sock, 200); /* let BYE out */
-        train__client_close_socket(&c->f[j]);
-        train__client_close_probe(&c->f[j], 0);
+        client__close_socket(&c->f[j]);
+        client__close_probe(&c->f[j], 0);
         zmq_msg_close(&c->f[j].welcome_frame);
     }
     if (c->ctx != NULL)
         zmq_ctx_term(c->ctx);
-    train_reorder_destroy(c->reorder);
+    client_reorder_destroy(c->reorder);
     sl_free(c->f);
     sl_free(c->slots);
     sl_free(c->free_slots);
@@ -510,12 +506,12 @@ void train_client_close(struct train_client *c)
     sl_free(c);
 }
 
-const struct sl_wire_welcome *train_client_welcome(const struct train_client *c)
+const struct sl_wire_welcome *client_welcome(const struct client *c)
 {
     return &c->welcome;
 }
 
-static int all_ended(struct train_client *c)
+static int all_ended(struct client *c)
 {
     for (size_t j = 0; j < c->o.nfeeders; j++)
         if (!c->f[j].ended)
@@ -523,7 +519,7 @@ static int all_ended(struct train_client *c)
     return 1;
 }
 
-static void fill_piece(struct train_client *c, const struct slot *s, struct train_piece *p)
+static void fill_piece(struct client *c, const struct slot *s, struct client_piece *p)
 {
     const struct sl_wire_piece *w = &s->piece;
     p->epoch = w->epoch;
@@ -535,7 +531,7 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
     p->flags = w->flags;
     p->ntensors = w->ntensors;
     for (size_t i = 0; i < w->ntensors; i++) {
-        struct train_tensor *t = &p->t[i];
+        struct client_tensor *t = &p->t[i];
         t->name = c->names[i];
         t->dtype = w->tensors[i].dtype;
         t->rank = w->tensors[i].rank;
@@ -545,7 +541,7 @@ static void fill_piece(struct train_client *c, const struct slot *s, struct trai
     }
 }
 
-int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
+int client_keepalive(struct client *c, int ms, struct sl_error *err)
 {
     if (forked(c))
         return refuse_forked(c, err);
@@ -561,11 +557,11 @@ int train_client_keepalive(struct train_client *c, int ms, struct sl_error *err)
     return 0;
 }
 
-void train_client_release(struct train_client *c)
+void client_release(struct client *c)
 {
     if (c->have_step && !forked(c)) {
         for (size_t r = 0; r < c->o.replicas; r++)
-            train__client_release_slot(c, c->step_slots[r]);
+            client__release_slot(c, c->step_slots[r]);
         c->have_step = 0;
         give_credits(c, 0);
     }
@@ -575,13 +571,13 @@ void train_client_release(struct train_client *c)
  * frames moved over (msgs), the shared-memory bodies copied (copies) and
  * the tensors' names. */
 struct kept_block {
-    struct train_kept k;
+    struct client_kept k;
     zmq_msg_t *msgs; /* [n]; empty where the body was copied or absent */
     void **copies;   /* [n]; NULL where none */
     char *names;
 };
 
-int train_client_keep(struct train_client *c, struct train_kept **out, struct sl_error *err)
+int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
 {
     *out = NULL;
     if (forked(c))
@@ -612,7 +608,7 @@ int train_client_keep(struct train_client *c, struct train_kept **out, struct sl
             ok = (b->copies[r] = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1)) != NULL;
     }
     if (!ok) {
-        train_kept_free(&b->k);
+        client_kept_free(&b->k);
         return sl_error_set(err, SL_ENOMEM, "out of memory keeping a step");
     }
     char *name = b->names;
@@ -628,10 +624,10 @@ int train_client_keep(struct train_client *c, struct train_kept **out, struct sl
             zmq_msg_move(&b->msgs[r], &s->frames[0]);
             to = zmq_msg_data(&b->msgs[r]);
         }
-        struct train_piece *p = &b->k.pieces[r];
+        struct client_piece *p = &b->k.pieces[r];
         *p = c->pieces[r];
         for (size_t i = 0; i < p->ntensors; i++) {
-            struct train_tensor *t = &p->t[i];
+            struct client_tensor *t = &p->t[i];
             size_t len = strlen(t->name) + 1;
             memcpy(name, t->name, len);
             t->name = name;
@@ -641,12 +637,12 @@ int train_client_keep(struct train_client *c, struct train_kept **out, struct sl
         }
         p->flags &= ~(uint32_t)SL_WIRE_PIECE_SHM;
     }
-    train_client_release(c);
+    client_release(c);
     *out = &b->k;
     return 0;
 }
 
-void train_kept_free(struct train_kept *k)
+void client_kept_free(struct client_kept *k)
 {
     if (k == NULL)
         return;
@@ -664,31 +660,31 @@ void train_kept_free(struct train_kept *k)
     sl_free(b);
 }
 
-int train_client_next_step(struct train_client *c, const struct train_piece **pieces, struct sl_error *err)
+int client_next_step(struct client *c, const struct client_piece **pieces, struct sl_error *err)
 {
     if (forked(c))
         return refuse_forked(c, err);
     /* here too, not only while waiting: a trainer whose pieces are always
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
-    train_client_release(c);
+    client_release(c);
     uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;
     while (c->ngot < c->o.replicas) {
-        struct slot *s = train_reorder_pop(c->reorder);
+        struct slot *s = client_reorder_pop(c->reorder);
         if (s != NULL && waited_since != 0) {
             /* the wait since the last piece was for this one: its feeder's */
-            if (s->feeder >= 0 && (size_t)s->feeder < TRAIN_CLIENT_MAX_FEEDERS)
+            if (s->feeder >= 0 && (size_t)s->feeder < CLIENT_MAX_FEEDERS)
                 __atomic_fetch_add(&c->wait_by_feeder[s->feeder], sl_clock_ns() - waited_since, __ATOMIC_RELAXED);
             waited_since = 0;
         }
         if (s != NULL) {
             if (s->piece.replica != c->ngot) {
-                train__client_release_slot(c, s);
+                client__release_slot(c, s);
                 size_t had = c->ngot;
                 for (size_t r = 0; r < had; r++)
-                    train__client_release_slot(c, c->step_slots[r]);
+                    client__release_slot(c, c->step_slots[r]);
                 c->ngot = 0;
                 return sl_error_set(err, SL_EPROTO, "piece %" PRIu64 " is for replica %u, expected replica %zu",
                                     s->piece.seq, s->piece.replica, had);
@@ -701,10 +697,10 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
             for (size_t j = 0; j < c->o.nfeeders; j++)
                 if (c->f[j].end_pieces > total)
                     total = c->f[j].end_pieces;
-            if (train_reorder_next(c->reorder) >= total) {
+            if (client_reorder_next(c->reorder) >= total) {
                 size_t had = c->ngot;
                 for (size_t r = 0; r < had; r++)
-                    train__client_release_slot(c, c->step_slots[r]);
+                    client__release_slot(c, c->step_slots[r]);
                 c->ngot = 0;
                 if (had != 0)
                     return sl_error_set(err, SL_EPROTO, "the stream ended inside a step (%zu of %u pieces)", had,
@@ -720,7 +716,7 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
         int rc = pump(c, c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1, err);
         if (rc != 0) {
             for (size_t r = 0; r < c->ngot; r++)
-                train__client_release_slot(c, c->step_slots[r]);
+                client__release_slot(c, c->step_slots[r]);
             c->ngot = 0;
             return rc;
         }
@@ -742,19 +738,19 @@ int train_client_next_step(struct train_client *c, const struct train_piece **pi
     return 0;
 }
 
-struct sl_metrics *train_client_metrics(const struct train_client *c)
+struct sl_metrics *client_metrics(const struct client *c)
 {
     return c->m;
 }
 
-uint64_t train_client_position(const struct train_client *c)
+uint64_t client_position(const struct client *c)
 {
     /* every seq below the reorder's next was handed out; the step being
      * gathered (none between calls) is not */
-    return train_reorder_next(c->reorder) - c->ngot;
+    return client_reorder_next(c->reorder) - c->ngot;
 }
 
-uint64_t train_client_incarnation(const struct train_client *c)
+uint64_t client_incarnation(const struct client *c)
 {
     return c->o.incarnation;
 }

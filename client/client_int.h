@@ -1,13 +1,13 @@
-/* train_client_int.h: what the parts of the client share (train_client.c,
- * and below it train_client_rejoin.c, train_client_handshake.c,
- * train_client_shm.c, train_client_stats.c, train_client_common.c: each
+/* client_int.h: what the parts of the client share (client.c,
+ * and below it client_rejoin.c, client_handshake.c,
+ * client_shm.c, client_stats.c, client_common.c: each
  * calls only the ones after it).
- * Internal to client/: the structs behind struct train_client and the
- * train__client_* functions one part calls in another. The public API is
- * train_client.h.
+ * Internal to client/: the structs behind struct client and the
+ * client__* functions one part calls in another. The public API is
+ * client.h.
  */
-#ifndef TRAIN_CLIENT_INT_H
-#define TRAIN_CLIENT_INT_H
+#ifndef CLIENT_INT_H
+#define CLIENT_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,10 +18,10 @@
 #include "sl_error.h"
 #include "sl_metrics.h"
 #include "sl_wire.h"
-#include "train_client.h"
-#include "train_piece.h"
+#include "client.h"
+#include "client_piece.h"
 
-struct train_reorder;
+struct client_reorder;
 
 /* A feeder's shared piece memory, mapped read-only; counted by the feeder
  * (while it is the current connection's) and by the slots pointing into it. */
@@ -99,9 +99,9 @@ struct feeder {
     unsigned nstats; /* received, up to 2 */
 };
 
-struct train_client {
-    struct train_client_opts o;
-    pid_t pid; /* the process that opened it (fork: see train_client.h) */
+struct client {
+    struct client_opts o;
+    pid_t pid; /* the process that opened it (fork: see client.h) */
     void *ctx;
     struct feeder *f;
     struct sl_wire_welcome welcome;
@@ -109,10 +109,10 @@ struct train_client {
     struct slot *slots;
     struct slot **free_slots;
     size_t nslots, nfree;
-    struct train_reorder *reorder;
-    struct slot **step_slots;   /* [R] slots of the step handed out, or being gathered */
-    size_t ngot;                /* slots gathered so far for the next step */
-    struct train_piece *pieces; /* [R] */
+    struct client_reorder *reorder;
+    struct slot **step_slots;    /* [R] slots of the step handed out, or being gathered */
+    size_t ngot;                 /* slots gathered so far for the next step */
+    struct client_piece *pieces; /* [R] */
     int have_step;
     struct sl_buf buf;
     struct sl_wire_msg msg;
@@ -124,7 +124,7 @@ struct train_client {
     uint64_t listened_ns; /* when the last pump stopped listening (0: none yet) */
     /* the input wait by the feeder whose piece ended it (the piece next in
      * order when the step waited): ns, atomic (read by any thread) */
-    uint64_t wait_by_feeder[TRAIN_CLIENT_MAX_FEEDERS];
+    uint64_t wait_by_feeder[CLIENT_MAX_FEEDERS];
 };
 
 /* A closed connection counts as a lost feeder once this long has passed
@@ -132,44 +132,42 @@ struct train_client {
  * way through ZeroMQ when the monitor's event comes. */
 #define CLOSED_GRACE_NS 200000000u
 
-/* train_client_common.c */
+/* client_common.c */
 /* An error naming feeder j's address. */
-int train__client_feeder_error(struct train_client *c, int j, struct sl_error *err, int code, const char *fmt, ...)
-    SL_PRINTF(5, 6);
-int train__client_send_buf(void *sock, const struct sl_buf *b);
+int client__feeder_error(struct client *c, int j, struct sl_error *err, int code, const char *fmt, ...) SL_PRINTF(5, 6);
+int client__send_buf(void *sock, const struct sl_buf *b);
 /* SL_ECLOSED when the caller's stop flag is set ("stopped by a signal
  * while <what>"), else 0. */
-int train__client_stopped(const struct train_client *c, const char *what, struct sl_error *err);
+int client__stopped(const struct client *c, const char *what, struct sl_error *err);
 
-/* train_client_stats.c */
+/* client_stats.c */
 /* A STATS from feeder j: kept beside the one before it. */
-void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st);
+void client__note_stats(struct client *c, size_t j, const struct sl_wire_stats *st);
 
-/* train_client_shm.c: a feeder's shared piece memory, and the slots
+/* client_shm.c: a feeder's shared piece memory, and the slots
  * holding pieces (their bodies may lie in it) */
-void train__client_map_unref(struct shm_map *m);
-int train__client_attach_shm(struct train_client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err);
-void train__client_detach_shm(struct feeder *f);
+void client__map_unref(struct shm_map *m);
+int client__attach_shm(struct client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err);
+void client__detach_shm(struct feeder *f);
 /* A slot back to the free list: its messages closed, its mapping let go;
  * a credit owed to its feeder, unless it came on an older connection. */
-void train__client_release_slot(struct train_client *c, struct slot *s);
+void client__release_slot(struct client *c, struct slot *s);
 
-/* train_client_handshake.c: the socket, its monitor, HELLO and its answers */
-int train__client_open_socket(struct train_client *c, size_t j, struct sl_error *err);
-void train__client_close_socket(struct feeder *f);
-int train__client_send_hello(struct train_client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err);
-int train__client_check_welcome(struct train_client *c, size_t j, const struct sl_wire_welcome *w, int first,
-                                struct sl_error *err);
-void train__client_note_status(struct train_client *c, size_t j, const struct sl_wire_status *st);
-void train__client_read_monitor(struct feeder *f);
-int train__client_handshake_failed(struct train_client *c, size_t j, struct sl_error *err);
-int train__client_handshake(struct train_client *c, struct sl_error *err);
+/* client_handshake.c: the socket, its monitor, HELLO and its answers */
+int client__open_socket(struct client *c, size_t j, struct sl_error *err);
+void client__close_socket(struct feeder *f);
+int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err);
+int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welcome *w, int first, struct sl_error *err);
+void client__note_status(struct client *c, size_t j, const struct sl_wire_status *st);
+void client__read_monitor(struct feeder *f);
+int client__handshake_failed(struct client *c, size_t j, struct sl_error *err);
+int client__handshake(struct client *c, struct sl_error *err);
 
-/* train_client_rejoin.c: lost feeders, rejoin, takeover, probes */
-int train__client_rejoin_connect(struct train_client *c, size_t j, struct sl_error *err);
-void train__client_close_probe(struct feeder *f, uint64_t next_ns);
-int train__client_rejoin_receive(struct train_client *c, size_t j, struct sl_error *err);
-int train__client_find_lost(struct train_client *c, uint64_t now, struct sl_error *err);
-int train__client_probes(struct train_client *c, uint64_t now, struct sl_error *err);
+/* client_rejoin.c: lost feeders, rejoin, takeover, probes */
+int client__rejoin_connect(struct client *c, size_t j, struct sl_error *err);
+void client__close_probe(struct feeder *f, uint64_t next_ns);
+int client__rejoin_receive(struct client *c, size_t j, struct sl_error *err);
+int client__find_lost(struct client *c, uint64_t now, struct sl_error *err);
+int client__probes(struct client *c, uint64_t now, struct sl_error *err);
 
 #endif

@@ -1,12 +1,12 @@
-/* train_client_stats.c: what the feeders say of themselves (STATS: the
+/* client_stats.c: what the feeders say of themselves (STATS: the
  * time in each stage of their pipeline) and the input wait by feeder.
  */
 #include <stdint.h>
 
-#include "train_client_int.h"
+#include "client_int.h"
 
 /* A STATS from feeder j: kept beside the one before it. */
-void train__client_note_stats(struct train_client *c, size_t j, const struct sl_wire_stats *st)
+void client__note_stats(struct client *c, size_t j, const struct sl_wire_stats *st)
 {
     c->f[j].stats[1] = c->f[j].stats[0];
     c->f[j].stats[0] = *st;
@@ -14,13 +14,13 @@ void train__client_note_stats(struct train_client *c, size_t j, const struct sl_
         c->f[j].nstats++;
 }
 
-const char *train_client_stage_name(int stage)
+const char *client_stage_name(int stage)
 {
     static const char *const names[SL_WIRE_STAGES] = {"read", "decompress", "decode", "assemble", "send"};
     return stage >= 0 && stage < SL_WIRE_STAGES ? names[stage] : "unknown";
 }
 
-int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES], int *busiest)
+int client_feeder_stages(const struct client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES], int *busiest)
 {
     *busiest = -1;
     if (j >= c->o.nfeeders)
@@ -42,9 +42,9 @@ int train_client_feeder_stages(const struct train_client *c, size_t j, uint64_t 
     return 0;
 }
 
-size_t train_client_wait_by_feeder(const struct train_client *c, double *secs, size_t n)
+size_t client_wait_by_feeder(const struct client *c, double *secs, size_t n)
 {
-    size_t F = c->o.nfeeders < TRAIN_CLIENT_MAX_FEEDERS ? c->o.nfeeders : TRAIN_CLIENT_MAX_FEEDERS;
+    size_t F = c->o.nfeeders < CLIENT_MAX_FEEDERS ? c->o.nfeeders : CLIENT_MAX_FEEDERS;
     for (size_t j = 0; j < F && j < n; j++)
         secs[j] = (double)__atomic_load_n(&c->wait_by_feeder[j], __ATOMIC_RELAXED) / 1e9;
     return F;

@@ -1,0 +1,36 @@
+/* client_bounds.c: the options' bounds, checked by client_open
+ * and, before it sizes anything by them, by sluice_client_open.
+ */
+#include "client.h"
+
+/* One bound: a value of `api` (the C and Python field) or `flag`
+ * (sluice-trainer's) within [least, most]; 0 is the default where zero_ok. */
+static int bound(const struct client_opts *o, const char *api, const char *flag, long long v, long long least,
+                 long long most, int zero_ok, struct sl_error *err)
+{
+    if ((zero_ok && v == 0) || (v >= least && v <= most))
+        return 0;
+    const char *name = o->names != NULL && o->names->in_ms ? api : flag;
+    return sl_error_set(err, SL_EINVAL, "%s: %lld is out of range (%s%lld to %lld)", name, v, zero_ok ? "0 or " : "",
+                        least, most);
+}
+
+int client_check_bounds(const struct client_opts *o, struct sl_error *err)
+{
+    int rc = bound(o, "replicas", "--replicas", o->replicas, 1, CLIENT_MAX_REPLICAS, 0, err);
+    if (rc == 0)
+        rc = bound(o, "credits", "--credits", o->credits, 1, CLIENT_MAX_CREDITS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "heartbeat_ms", "--heartbeat-ms", o->heartbeat_ms, CLIENT_MIN_HEARTBEAT_MS,
+                   CLIENT_MAX_HEARTBEAT_MS, 1, err);
+    if (rc == 0)
+        rc =
+            bound(o, "timeout_ms", "--timeout-ms", o->timeout_ms, CLIENT_MIN_TIMEOUT_MS, CLIENT_MAX_TIMEOUT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "connect_timeout_ms", "--connect-timeout", o->connect_timeout_ms, 1, CLIENT_MAX_WAIT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "reconnect_ms", "--reconnect-s", o->reconnect_ms, 1, CLIENT_MAX_WAIT_MS, 1, err);
+    if (rc == 0)
+        rc = bound(o, "takeover_ms", "--takeover-s", o->takeover_ms, 1, CLIENT_MAX_WAIT_MS, 1, err);
+    return rc;
+}
