@@ -556,7 +556,7 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
     return noted(l, rc);
 }
 
-int train_loop_ps_position(struct train_loop *l, const struct train_input_position *next, struct sl_error *err)
+int train_loop_ps_position(struct train_loop *l, const struct client_input_position *next, struct sl_error *err)
 {
     if (!l->ps_mode || l->psc == NULL)
         return sl_error_set(err, SL_EINVAL, "ps_position: not in parameter-server mode, or finished");

@@ -135,7 +135,7 @@ const int64_t *train_loop_eval_predictions(const struct train_loop *l, uint32_t 
 
 /* ps mode: the input position after the next step run (its push carries
  * it: train_ps_client_set_position). SL_EINVAL in other modes. */
-int train_loop_ps_position(struct train_loop *l, const struct train_input_position *next,
+int train_loop_ps_position(struct train_loop *l, const struct client_input_position *next,
                            struct sl_error *err) SL_MUST_CHECK;
 /* ps mode, after train_loop_ps_finish: the workers the servers counted
  * lost, failed or restarted (train_ps_client_lost), *first the lowest. */

@@ -270,7 +270,7 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
     const float *w = NULL, *v = NULL;
     size_t np = 0;
     ckpt_meta_of(t, &m);
-    int rc = train_input_position_at(&m.pos, next, t->replicas, epoch, &err);
+    int rc = client_input_position_at(&m.pos, next, t->replicas, epoch, &err);
     if (rc == 0 && t->loop != NULL && (rc = train_loop_state(t->loop, &w, &v, &np, &err)) == 0) {
         m.nparams = np;
         m.inputs = trainer_input_width(t);

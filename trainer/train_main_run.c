@@ -349,11 +349,11 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
  * 1 with the error logged. */
 static int ps_position(struct trainer *t, const struct staged_step *s)
 {
-    struct train_input_position next;
+    struct client_input_position next;
     struct sl_error err = {0};
     if (t->tf != NULL)
         fflush(t->tf);
-    if (train_input_position_at(&next, s->seq + t->replicas, t->replicas, s->epoch, &err) != 0 ||
+    if (client_input_position_at(&next, s->seq + t->replicas, t->replicas, s->epoch, &err) != 0 ||
         train_loop_ps_position(t->loop, &next, &err) != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         return 1;

@@ -112,7 +112,7 @@
 #include "sl_error.h"
 #include "train_coll.h"
 #include "train_mirror.h"
-#include "train_position.h"
+#include "client_position.h"
 #include "client_piece.h"
 #include "train_reduce.h"
 #include "train_ring.h"

@@ -39,6 +39,10 @@
 #include "train_metrics.h"
 #include "train_strategy_int.h"
 
+/* An input position (client_position.h) names at most as many replicas as
+ * the devices can hold. */
+_Static_assert(CLIENT_INPUT_POSITION_MAX_REPLICAS == TRAIN_DEVICE_MAX_REPLICAS, "one replica bound");
+
 /* Fail the run for everybody: the first error wins. */
 static void strategy_abort(struct train_strategy *s, int code, const char *msg)
 {

@@ -5,7 +5,7 @@
  *    version and a known type; written again it gives back the bytes read
  *    but bytes 6 and 7, which a reader ignores (put_hdr writes zeros);
  *  - second frame as a worker's input position (a PUSH's, a RESUME
- *    reply's: train_input_position_decode), as sent and with its CRC-32C
+ *    reply's: client_input_position_decode), as sent and with its CRC-32C
  *    made right, so that the checks behind the CRC are fuzzed: accepted,
  *    it is re-encoded into the same bytes; refused, SL_ECORRUPT says why;
  *  - second frame as a PULL's model description (train_ps_config_inputs):
@@ -21,19 +21,19 @@
 
 static void check_position(const uint8_t *body, size_t len)
 {
-    struct train_input_position pos;
+    struct client_input_position pos;
     struct sl_error err = {0};
-    int rc = train_input_position_decode(&pos, body, len, &err);
-    fuzz_note("train_input_position_decode", rc, err.msg);
+    int rc = client_input_position_decode(&pos, body, len, &err);
+    fuzz_note("client_input_position_decode", rc, err.msg);
     if (rc != 0) {
         static const int errors[] = {SL_ECORRUPT, 0};
         fuzz_check_error(rc, &err, errors);
         return;
     }
-    CHECK(len == TRAIN_INPUT_POSITION_BYTES);
-    CHECK(pos.replicas >= 1 && pos.seq <= TRAIN_INPUT_POSITION_MAX_SEQ && pos.seq == pos.step * pos.replicas);
-    uint8_t again[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&pos, again);
+    CHECK(len == CLIENT_INPUT_POSITION_BYTES);
+    CHECK(pos.replicas >= 1 && pos.seq <= CLIENT_INPUT_POSITION_MAX_SEQ && pos.seq == pos.step * pos.replicas);
+    uint8_t again[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&pos, again);
     CHECK(memcmp(again, body, len) == 0);
 }
 
@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               h[5] < TRAIN_PS_PULL || h[5] > TRAIN_PS_RESUME);
     }
     check_position(body, len);
-    if (len == TRAIN_INPUT_POSITION_BYTES) {
+    if (len == CLIENT_INPUT_POSITION_BYTES) {
         fuzz_store_le32(body + 36, fuzz_crc32c(body, 36));
         check_position(body, len);
         if (len)

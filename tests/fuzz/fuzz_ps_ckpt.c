@@ -47,11 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!(data[0] & 1) && n >= TRAIN_PS_CKPT_HEADER + 4) {
         size_t at = TRAIN_PS_CKPT_HEADER + pad8(fuzz_load_le32(f + 48) % 4096);
-        for (uint32_t w = 0; w < fuzz_load_le32(f + 20) && at + TRAIN_INPUT_POSITION_BYTES <= n - 4; w++) {
-            static const uint8_t none[TRAIN_INPUT_POSITION_BYTES];
+        for (uint32_t w = 0; w < fuzz_load_le32(f + 20) && at + CLIENT_INPUT_POSITION_BYTES <= n - 4; w++) {
+            static const uint8_t none[CLIENT_INPUT_POSITION_BYTES];
             if (memcmp(f + at, none, sizeof none) != 0)
                 fuzz_store_le32(f + at + 36, fuzz_crc32c(f + at, 36));
-            at += TRAIN_INPUT_POSITION_BYTES;
+            at += CLIENT_INPUT_POSITION_BYTES;
         }
         fuzz_store_le32(f + n - 4, fuzz_crc32c(f, n - 4));
     }
@@ -72,13 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(workers >= 1 && workers <= TRAIN_PS_CKPT_MAX_WORKERS && s->global_step <= s->version);
     CHECK(s->config_len <= TRAIN_PS_MAX_CONFIG && s->config == ck.config && ck.config[s->config_len] == '\0');
     for (uint32_t w = 0; w < workers; w++) {
-        const struct train_input_position *p = &s->pos[w];
+        const struct client_input_position *p = &s->pos[w];
         CHECK(p->replicas == 0 || p->seq == p->step * p->replicas);
     }
     for (size_t k = 0; k < s->n; k++)
         CHECK(isfinite(s->values[k]) && isfinite(s->momentum[k]));
     size_t at_pos = TRAIN_PS_CKPT_HEADER + pad8(s->config_len);
-    CHECK(n == at_pos + (size_t)TRAIN_INPUT_POSITION_BYTES * workers + 8 * s->n + 4);
+    CHECK(n == at_pos + (size_t)CLIENT_INPUT_POSITION_BYTES * workers + 8 * s->n + 4);
 
     if (s->index < s->servers) {
         /* written again: the same bytes, reserved ones and padding as zeros */

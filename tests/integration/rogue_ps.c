@@ -108,8 +108,8 @@ int main(int argc, char **argv)
                 g[i] = strcmp(kind, "nan") == 0 ? NAN : strcmp(kind, "inf") == 0 ? INFINITY : 1.0f;
             header(h, TRAIN_PS_PUSH, worker, strcmp(kind, "version") == 0 ? UINT64_C(1) << 63 : version, incarnation);
             int stray = strcmp(kind, "stray") == 0;
-            uint8_t pos[TRAIN_INPUT_POSITION_BYTES]; /* the first step's: what a worker's first push carries */
-            train_input_position_encode(&(struct train_input_position){.step = 1, .seq = 1, .replicas = 1}, pos);
+            uint8_t pos[CLIENT_INPUT_POSITION_BYTES]; /* the first step's: what a worker's first push carries */
+            client_input_position_encode(&(struct client_input_position){.step = 1, .seq = 1, .replicas = 1}, pos);
             sent = zmq_send(d, h, sizeof h, ZMQ_SNDMORE) >= 0 && zmq_send(d, g, n * sizeof *g, ZMQ_SNDMORE) >= 0 &&
                    zmq_send(d, pos, sizeof pos, stray ? ZMQ_SNDMORE : 0) >= 0 &&
                    (!stray || zmq_send(d, "x", 1, 0) >= 0);

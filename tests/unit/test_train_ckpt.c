@@ -38,7 +38,7 @@ static struct train_ckpt_meta meta(uint64_t steps)
     m.seed = 11;
     m.nparams = 5 * 6 + 6 + 6 * 7 + 7 + 7 * 4 + 4;
     struct sl_error err = {0};
-    ck_assert_int_eq(train_input_position_at(&m.pos, steps * 3, 3, 1, &err), 0);
+    ck_assert_int_eq(client_input_position_at(&m.pos, steps * 3, 3, 1, &err), 0);
     return m;
 }
 
@@ -483,24 +483,24 @@ END_TEST
 START_TEST(test_position)
 {
     struct sl_error err = {0};
-    struct train_input_position p, q;
-    ck_assert_int_eq(train_input_position_at(&p, 12, 4, 2, &err), 0);
+    struct client_input_position p, q;
+    ck_assert_int_eq(client_input_position_at(&p, 12, 4, 2, &err), 0);
     ck_assert_uint_eq(p.step, 3);
-    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&p, b);
-    ck_assert_int_eq(train_input_position_decode(&q, b, sizeof b, &err), 0);
+    uint8_t b[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&p, b);
+    ck_assert_int_eq(client_input_position_decode(&q, b, sizeof b, &err), 0);
     ck_assert(p.epoch == 2 && q.epoch == 2 && q.step == 3 && q.seq == 12 && q.replicas == 4);
-    const struct train_input_position good = q;
-    ck_assert_int_eq(train_input_position_at(&p, 13, 4, 0, &err), SL_EINVAL);
-    ck_assert_int_eq(train_input_position_at(&p, 0, 0, 0, &err), SL_EINVAL);
-    ck_assert_int_eq(train_input_position_at(&p, 0, 1025, 0, &err), SL_EINVAL);
-    ck_assert_int_eq(train_input_position_at(&p, (UINT64_C(1) << 48) + 1, 1, 0, &err), SL_EINVAL);
-    ck_assert_int_eq(train_input_position_at(&p, UINT64_C(1) << 48, 1, 0, &err), 0);
-    ck_assert_int_eq(train_input_position_decode(&q, b, sizeof b - 1, &err), SL_ECORRUPT);
-    ck_assert_int_eq(train_input_position_decode(&q, b, 0, &err), SL_ECORRUPT);
+    const struct client_input_position good = q;
+    ck_assert_int_eq(client_input_position_at(&p, 13, 4, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(client_input_position_at(&p, 0, 0, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(client_input_position_at(&p, 0, 1025, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(client_input_position_at(&p, (UINT64_C(1) << 48) + 1, 1, 0, &err), SL_EINVAL);
+    ck_assert_int_eq(client_input_position_at(&p, UINT64_C(1) << 48, 1, 0, &err), 0);
+    ck_assert_int_eq(client_input_position_decode(&q, b, sizeof b - 1, &err), SL_ECORRUPT);
+    ck_assert_int_eq(client_input_position_decode(&q, b, 0, &err), SL_ECORRUPT);
     for (size_t i = 0; i < sizeof b * 8; i++) {
         b[i / 8] ^= (uint8_t)(1u << (i % 8));
-        ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT, "bit %zu", i);
+        ck_assert_msg(client_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT, "bit %zu", i);
         b[i / 8] ^= (uint8_t)(1u << (i % 8));
     }
     /* a good CRC over bad values */
@@ -518,7 +518,7 @@ START_TEST(test_position)
         sl_store_le64(b + 24, bad[i].seq);
         sl_store_le32(b + 32, bad[i].replicas);
         sl_store_le32(b + 36, sl_crc32c(b, 36));
-        ck_assert_msg(train_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT &&
+        ck_assert_msg(client_input_position_decode(&q, b, sizeof b, &err) == SL_ECORRUPT &&
                           strstr(err.msg, bad[i].text) != NULL,
                       "case %zu: %s", i, err.msg);
         ck_assert(q.epoch == good.epoch && q.step == good.step && q.seq == good.seq &&

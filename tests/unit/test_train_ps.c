@@ -382,8 +382,8 @@ START_TEST(test_server_refuses_hostile_messages)
     float nan4[4] = {0.5f, 0.25f, __builtin_nanf(""), 1}, inf4[4] = {__builtin_inff(), 0, 0, 0},
           ninf4[4] = {0, 0, 0, -__builtin_inff()}, fine[4] = {1, 1, 1, 1};
     char want[256];
-    uint8_t pos1[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&(struct train_input_position){.seq = 1, .step = 1, .replicas = 1}, pos1);
+    uint8_t pos1[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&(struct client_input_position){.seq = 1, .step = 1, .replicas = 1}, pos1);
     send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, nan4, sizeof nan4, pos1, sizeof pos1);
     ck_assert_uint_eq(recv_error(d, reply, sizeof reply), inc);
     ck_assert_str_eq(reply, "a gradient with a non-finite value (nan at element 2 of 4): nothing applied");
@@ -869,10 +869,10 @@ static uint64_t le64_at(const uint8_t *b)
 
 /* A raw PUSH of g (4 floats) at position p (as is, however hostile). */
 static void push_at(void *d, uint32_t worker, uint64_t version, uint64_t inc, const float *g,
-                    struct train_input_position p)
+                    struct client_input_position p)
 {
-    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&p, b);
+    uint8_t b[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&p, b);
     send_raw(d, TRAIN_PS_PUSH, worker, 1, version, inc, g, 4 * sizeof *g, b, sizeof b);
 }
 
@@ -933,8 +933,8 @@ START_TEST(test_push_positions_and_resume)
     ck_assert_int_eq(h[5], TRAIN_PS_VALUES);
     uint64_t inc = le64_at(h + 32);
     /* the position frame itself */
-    uint8_t bad[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&(struct train_input_position){.seq = 1, .step = 1, .replicas = 1}, bad);
+    uint8_t bad[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&(struct client_input_position){.seq = 1, .step = 1, .replicas = 1}, bad);
     send_raw(d, TRAIN_PS_PUSH, 0, 1, 0, inc, g, sizeof g, bad, sizeof bad - 1);
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "a push's input position: 39 bytes (expected 40)");
@@ -944,7 +944,7 @@ START_TEST(test_push_positions_and_resume)
     static const char crc[] = "a push's input position: CRC-32C mismatch (stored ";
     ck_assert_msg(strncmp(reply, crc, sizeof crc - 1) == 0, "%s", reply);
     const struct {
-        struct train_input_position p;
+        struct client_input_position p;
         const char *why;
     } cases[] = {
         {{.epoch = 0, .step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1},
@@ -966,17 +966,17 @@ START_TEST(test_push_positions_and_resume)
         ck_assert_str_eq(reply, cases[i].why);
     }
     /* the first step: applied */
-    push_at(d, 0, 0, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    push_at(d, 0, 0, inc, g, (struct client_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
     ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
     ck_assert_int_eq(h[5], TRAIN_PS_ACK);
     ck_assert_uint_eq(le64_at(h + 16), 1);
     /* the same step again (no restart in between), another replica count */
-    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "worker 0 pushed the step ending at input position 1 (epoch 0 step 1); this server "
                             "expected 2 (epoch 0 or 1), one step after the last it applied: a step skipped or "
                             "repeated");
-    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 2, .seq = 4, .replicas = 2});
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 0, .step = 2, .seq = 4, .replicas = 2});
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "worker 0's position counts 2 replicas a step, its earlier pushes 1");
     /* RESUME without a session; for worker 1, which never pushed: no position */
@@ -991,17 +991,17 @@ START_TEST(test_push_positions_and_resume)
     /* worker 0 "restarts": session 0x5555 adopted, position 1 returned */
     raw_session = 0x5555;
     send_raw(d, TRAIN_PS_RESUME, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
-    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), TRAIN_INPUT_POSITION_BYTES);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), CLIENT_INPUT_POSITION_BYTES);
     ck_assert_int_eq(h[5], TRAIN_PS_ACK);
-    struct train_input_position got;
+    struct client_input_position got;
     struct sl_error err = {0};
-    ck_assert_int_eq(train_input_position_decode(&got, body, TRAIN_INPUT_POSITION_BYTES, &err), 0);
+    ck_assert_int_eq(client_input_position_decode(&got, body, CLIENT_INPUT_POSITION_BYTES, &err), 0);
     ck_assert_uint_eq(got.seq, 1);
     ck_assert_uint_eq(got.epoch, 0);
     ck_assert_uint_eq(got.replicas, 1);
     /* the old session is refused now */
     raw_session = 0x1111;
-    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 2, .seq = 2, .replicas = 1});
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 0, .step = 2, .seq = 2, .replicas = 1});
     recv_error(d, reply, sizeof reply);
     ck_assert_str_eq(reply, "worker 0 is another process (session 0000000000001111) than the one this server serves "
                             "(session 0000000000005555): a process starting asks where to resume (RESUME) before it "
@@ -1009,19 +1009,19 @@ START_TEST(test_push_positions_and_resume)
     /* the new one pushes the recorded step again (its old process's last
      * push reached this server): ACKed as skipped, once */
     raw_session = 0x5555;
-    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
     ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
     ck_assert_int_eq(h[5], TRAIN_PS_ACK);
     ck_assert_uint_eq(le64_at(h + 12) & 0xffffffffu, TRAIN_PS_ACK_SKIPPED);
     ck_assert_uint_eq(le64_at(h + 16), 1); /* version unchanged */
     ck_assert_uint_eq(le64_at(h + 24), 1); /* global step unchanged */
-    push_at(d, 0, 1, inc, g, (struct train_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
     ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
     ck_assert_int_eq(h[5], TRAIN_PS_ACK);
     ck_assert_uint_eq(le64_at(h + 16), 2);
     ck_assert_uint_eq(le64_at(h + 24), 2);
     /* caught up: the same step again is a repeat now */
-    push_at(d, 0, 2, inc, g, (struct train_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
+    push_at(d, 0, 2, inc, g, (struct client_input_position){.epoch = 1, .step = 2, .seq = 2, .replicas = 1});
     recv_error(d, reply, sizeof reply);
     ck_assert_msg(strstr(reply, "this server expected 3 (epoch 1 or 2)") != NULL, "%s", reply);
     /* worker 0's final pull, then a RESUME for it is refused */
@@ -1125,14 +1125,14 @@ START_TEST(test_resume_after_a_push_in_flight)
     uint8_t h[TRAIN_PS_HEADER], body[64];
     raw_session = 0xa1;
     uint64_t inc0 = incarnation_of(d0), inc1 = incarnation_of(d1);
-    push_at(d0, 0, 1, inc0, g, (struct train_input_position){.step = 2, .seq = 2, .replicas = 1});
+    push_at(d0, 0, 1, inc0, g, (struct client_input_position){.step = 2, .seq = 2, .replicas = 1});
     ck_assert_int_eq(recv_reply(d0, h, body, sizeof body), -1);
     ck_assert_int_eq(h[5], TRAIN_PS_ACK);
     /* worker 1: two steps on server 0 only (as after restored checkpoints of
      * two moments) */
     raw_session = 0xb1;
     for (uint64_t k = 1; k <= 2; k++) {
-        push_at(d0, 1, 2, inc0, g, (struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        push_at(d0, 1, 2, inc0, g, (struct client_input_position){.step = k, .seq = k, .replicas = 1});
         ck_assert_int_eq(recv_reply(d0, h, body, sizeof body), -1);
         ck_assert_int_eq(h[5], TRAIN_PS_ACK);
     }
@@ -1158,7 +1158,7 @@ START_TEST(test_resume_after_a_push_in_flight)
     train_ps_client_set_session(c2, 0xa3);
     ck_assert_msg(train_ps_pull(c2, p, NULL, &err) == 0, "%s", err.msg);
     for (uint64_t k = 2; k <= 3; k++) {
-        train_ps_client_set_position(c2, &(struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        train_ps_client_set_position(c2, &(struct client_input_position){.step = k, .seq = k, .replicas = 1});
         ck_assert_msg(train_ps_push(c2, g, 1, NULL, &err) == 0, "%s", err.msg);
     }
     /* worker 1 (adopted as 0xb2 by the refused RESUME) leaves: failed */
@@ -1217,7 +1217,7 @@ START_TEST(test_ps_checkpoint_files)
     snprintf(dir, sizeof dir, "%s", sl_test_path("psck"));
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     const char cfg[] = "inputs=4 classes=2 hidden=- seed=1";
-    struct train_input_position pos[3] = {
+    struct client_input_position pos[3] = {
         {.epoch = 1, .step = 2, .seq = 4, .replicas = 2}, {0}, {.epoch = 0, .step = 1, .seq = 1, .replicas = 1}};
     float vals[4] = {1.5f, -2, 3, 4}, mom[4] = {0.25f, 0, 0, -1};
     struct train_ps_state s = {.index = 1,
@@ -1293,7 +1293,7 @@ START_TEST(test_ps_checkpoint_files)
     snprintf(want, sizeof want, "%s: damaged: global step 9 above the version 7", path);
     ck_assert_str_eq(err.msg, want);
     s.global_step = 0;
-    pos[0] = (struct train_input_position){.step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1};
+    pos[0] = (struct client_input_position){.step = UINT64_C(1) << 60, .seq = UINT64_C(1) << 60, .replicas = 1};
     ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(train_ps_ckpt_read(path, 1, 2, 3, &ck, &err), SL_ECORRUPT);
     ck_assert_msg(strstr(err.msg, ": damaged: worker 0's input position: seq 1152921504606846976 is not step") != NULL,
@@ -1333,7 +1333,7 @@ START_TEST(test_server_restores_and_checkpoints)
     uint32_t owner[1] = {0};
     const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, vals[4] = {5, 5, 5, 5}, mom[4] = {0};
     struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
-    struct train_input_position pos[2] = {{.epoch = 0, .step = 3, .seq = 3, .replicas = 1}, {0}};
+    struct client_input_position pos[2] = {{.epoch = 0, .step = 3, .seq = 3, .replicas = 1}, {0}};
     struct train_ps_state rs = {.index = 0,
                                 .servers = 1,
                                 .workers = 2,
@@ -1383,7 +1383,7 @@ START_TEST(test_server_restores_and_checkpoints)
     ck_assert(memcmp(p, vals, sizeof p) == 0);
     ck_assert_uint_eq(step, 10);
     for (uint64_t k = 4; k <= 5; k++) {
-        train_ps_client_set_position(c0, &(struct train_input_position){.step = k, .seq = k, .replicas = 1});
+        train_ps_client_set_position(c0, &(struct client_input_position){.step = k, .seq = k, .replicas = 1});
         ck_assert_msg(train_ps_push(c0, g, 1, NULL, &err) == 0, "%s", err.msg);
     }
     ck_assert_msg(train_ps_pull(c1, p, NULL, &err) == 0, "%s", err.msg);

@@ -180,7 +180,7 @@ static void encode_header(const struct train_ckpt_meta *m, size_t jl, uint8_t h[
     memcpy(h, ckpt_magic, 8);
     sl_store_le32(h + 8, TRAIN_CKPT_VERSION);
     sl_store_le32(h + 12, TRAIN_CKPT_HEADER_BYTES);
-    train_input_position_encode(&m->pos, h + 16);
+    client_input_position_encode(&m->pos, h + 16);
     sl_store_le32(h + 56, m->worker);
     sl_store_le32(h + 60, m->workers);
     sl_store_le32(h + 64, m->replicas);
@@ -365,7 +365,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
                           crc);
         goto out_free;
     }
-    if ((rc = train_input_position_decode(&m.pos, buf + 16, TRAIN_INPUT_POSITION_BYTES, err)) != 0) {
+    if ((rc = client_input_position_decode(&m.pos, buf + 16, CLIENT_INPUT_POSITION_BYTES, err)) != 0) {
         sl_error_prefix(err, "%s: ", path);
         goto out_free;
     }

@@ -4,7 +4,7 @@
  * A checkpoint is one file per worker, DIR/ckpt-SSSSSSSSSSSS.wWofN (S the
  * steps trained over all epochs, 12 digits or more; worker W of N), holding
  * what that worker needs to continue exactly: the model's weights and the
- * momentum-SGD velocity, the input position (train_input_position: the
+ * momentum-SGD velocity, the input position (client_input_position: the
  * first piece not trained) and what the file was made for (the job, the
  * worker's place, the replicas, the model's shape). Every worker of a job
  * is at the same step (the ring all-reduce keeps them in lockstep), so a
@@ -14,7 +14,7 @@
  *   0    8  magic "SLUICECK"
  *   8    4  version (1)
  *   12   4  header bytes (128)
- *   16  40  the input position (train_input_position_encode, its own CRC)
+ *   16  40  the input position (client_input_position_encode, its own CRC)
  *   56   4  worker        60   4  workers       64   4  replicas
  *   68   4  model (0 none, 1 softmax, 2 mlp)    72   4  mode (0 mirrored, 1 tower)
  *   76   4  classes       80   4  inputs        84   4  nhidden
@@ -49,7 +49,7 @@
 
 #include "sl_error.h"
 #include "train_model.h"
-#include "train_position.h"
+#include "client_position.h"
 
 #define TRAIN_CKPT_VERSION 1
 #define TRAIN_CKPT_HEADER_BYTES 128
@@ -66,7 +66,7 @@ struct train_ckpt_meta {
     uint32_t classes, inputs, nhidden, hidden[TRAIN_MODEL_MAX_HIDDEN]; /* 0 with no model */
     float lr, momentum;
     uint32_t seed;
-    struct train_input_position pos;
+    struct client_input_position pos;
     uint64_t nparams; /* floats of weights, and of velocity */
 };
 

@@ -70,7 +70,7 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "train_model.h"
-#include "train_position.h"
+#include "client_position.h"
 
 #define TRAIN_PS_MAX_SERVERS 256
 #define TRAIN_PS_MAX_VARS 4096
@@ -100,7 +100,7 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  * Each message is a 48-byte header frame, and for VALUES, PUSH and ERROR a
  * body frame (PULL: optional; ACK to a RESUME: the recorded position, when
  * there is one), PUSH a third frame, the worker's input position after the
- * step (TRAIN_INPUT_POSITION_BYTES, train_input_position_encode); nothing
+ * step (CLIENT_INPUT_POSITION_BYTES, client_input_position_encode); nothing
  * more (a message with another frame count is refused). Little-endian:
  *   0  4  magic "SLPS"
  *   4  1  version (2; a version-1 peer's header is refused as "not a
@@ -216,8 +216,8 @@ struct train_ps_state {
     const char *config; /* the model description it holds (config_len 0: none, a server
                                                given its layout) */
     size_t config_len;
-    const struct train_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
-    const float *values, *momentum;         /* [n] each, the server's variables in creation order */
+    const struct client_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
+    const float *values, *momentum;          /* [n] each, the server's variables in creation order */
     size_t n;
 };
 /* Write s (a checkpoint); an error stops the server with it. */
@@ -373,15 +373,15 @@ void train_ps_client_set_session(struct train_ps_client *c, uint64_t session);
 /* The input position after the step about to be pushed (the next
  * train_ps_push carries it). Without one, a push carries the last one
  * advanced by a step (from epoch 0, seq 0, 1 replica). */
-void train_ps_client_set_position(struct train_ps_client *c, const struct train_input_position *next);
+void train_ps_client_set_position(struct train_ps_client *c, const struct client_input_position *next);
 
 /* Where a worker process starting resumes: RESUME to every server (each
  * adopts `session` for the worker), then the lowest position they
  * recorded (seq 0 for none). */
 struct train_ps_resume_result {
-    struct train_input_position pos; /* where to open the feeders (pos.seq: their resume_seq) */
-    uint32_t recorded;               /* servers that had a position for the worker (0: a fresh start) */
-    uint32_t ahead;                  /* servers past pos (the old process's last push reached them, or their
+    struct client_input_position pos; /* where to open the feeders (pos.seq: their resume_seq) */
+    uint32_t recorded;                /* servers that had a position for the worker (0: a fresh start) */
+    uint32_t ahead;                   /* servers past pos (the old process's last push reached them, or their
                                         checkpoints are newer): they skip the steps up to theirs */
 };
 /* SL_ETIMEOUT (a server silent timeout_ms), SL_EPROTO (a server's ERROR,

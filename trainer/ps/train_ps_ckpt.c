@@ -35,7 +35,7 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
     train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return sl_error_set(err, SL_EINVAL, "checkpoint: the path %s/%s is too long", dir, name);
-    uint8_t h[TRAIN_PS_CKPT_HEADER] = {0}, zeros[8] = {0}, pos[TRAIN_INPUT_POSITION_BYTES];
+    uint8_t h[TRAIN_PS_CKPT_HEADER] = {0}, zeros[8] = {0}, pos[CLIENT_INPUT_POSITION_BYTES];
     memcpy(h, ps_magic, 8);
     sl_store_le32(h + 8, TRAIN_PS_CKPT_VERSION);
     sl_store_le32(h + 12, s->index);
@@ -57,7 +57,7 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
         if (s->pos[w].replicas == 0)
             memset(pos, 0, sizeof pos);
         else
-            train_input_position_encode(&s->pos[w], pos);
+            client_input_position_encode(&s->pos[w], pos);
         bad = train__ckpt_put(f, &crc, pos, sizeof pos);
     }
     bad = bad || train__ckpt_put(f, &crc, s->values, s->n * sizeof(float)) ||
@@ -66,7 +66,7 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
         return rc;
     if (bytes != NULL)
         *bytes = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(s->config_len) +
-                 (uint64_t)TRAIN_INPUT_POSITION_BYTES * s->workers + 8 * (uint64_t)s->n + 4;
+                 (uint64_t)CLIENT_INPUT_POSITION_BYTES * s->workers + 8 * (uint64_t)s->n + 4;
     return 0;
 }
 
@@ -89,7 +89,7 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
     if (rc != 0)
         return rc;
     uint8_t h[TRAIN_PS_CKPT_HEADER], *buf = NULL;
-    struct train_input_position *pos = NULL;
+    struct client_input_position *pos = NULL;
     if (size < TRAIN_PS_CKPT_HEADER + 4) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: truncated (%" PRIu64 " bytes)", path, size);
         goto fail;
@@ -119,7 +119,7 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
         goto fail;
     }
     uint64_t at_pos = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(d),
-             at_values = at_pos + (uint64_t)TRAIN_INPUT_POSITION_BYTES * s.workers, expect = at_values + 8 * n + 4;
+             at_values = at_pos + (uint64_t)CLIENT_INPUT_POSITION_BYTES * s.workers, expect = at_values + 8 * n + 4;
     if (size != expect) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: %s (%" PRIu64 " bytes, the header says %" PRIu64 ")", path,
                           size < expect ? "truncated" : "longer than its header says", size, expect);
@@ -160,11 +160,11 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
                           s.global_step, s.version);
         goto fail;
     }
-    static const uint8_t none[TRAIN_INPUT_POSITION_BYTES];
+    static const uint8_t none[CLIENT_INPUT_POSITION_BYTES];
     for (uint32_t w = 0; w < s.workers; w++) {
-        const uint8_t *p = buf + at_pos + (size_t)TRAIN_INPUT_POSITION_BYTES * w;
+        const uint8_t *p = buf + at_pos + (size_t)CLIENT_INPUT_POSITION_BYTES * w;
         if (memcmp(p, none, sizeof none) != 0 &&
-            (rc = train_input_position_decode(&pos[w], p, TRAIN_INPUT_POSITION_BYTES, err)) != 0) {
+            (rc = client_input_position_decode(&pos[w], p, CLIENT_INPUT_POSITION_BYTES, err)) != 0) {
             sl_error_prefix(err, "%s: damaged: worker %" PRIu32 "'s ", path, w);
             goto fail;
         }

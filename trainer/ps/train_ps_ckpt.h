@@ -18,7 +18,7 @@
  *  40   8  elements n         48   4  description bytes D (0..512)
  *  52  12  zeros
  *  64   D  the description, then zeros to a multiple of 8 bytes
- *  ...  40 x W  each worker's position (train_input_position_encode; 40
+ *  ...  40 x W  each worker's position (client_input_position_encode; 40
  *          zero bytes: no push of it applied)
  *  ...  4n values, 4n momentum (float32, the server's variables in order)
  *  end  4  CRC-32C of every byte before it
@@ -54,8 +54,8 @@ struct train_ps_ckpt {
     struct train_ps_state state;
     char path[4096];
     char config[TRAIN_PS_MAX_CONFIG + 1];
-    struct train_input_position *pos; /* owned, [workers] */
-    void *buf;                        /* owned */
+    struct client_input_position *pos; /* owned, [workers] */
+    void *buf;                         /* owned */
 };
 
 /* Read and check path, made by server `index` of `servers` for `workers`

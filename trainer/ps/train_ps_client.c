@@ -22,17 +22,17 @@ struct train_ps_client {
     char config[TRAIN_PS_MAX_CONFIG];
     size_t config_len; /* 0: no description */
     int timeout_ms;
-    int curve;                        /* the connections are CURVE clients */
-    void **socks;                     /* [nps] DEALER */
-    char **eps;                       /* [nps] */
-    uint64_t *version;                /* [nps] the version last pulled (or acknowledged) */
-    uint64_t *incarnation;            /* [nps] the server's, from its first reply (0: none yet) */
-    uint64_t session;                 /* this client's, in every PULL, PUSH and BYE */
-    uint32_t lost, first_lost;        /* from the final values (train_ps_client_lost) */
-    float *buf;                       /* the largest server's elements */
-    struct train_input_position next; /* the position the next push carries */
-    int next_set;                     /* train_ps_client_set_position since the last push */
-    struct sl_error broken;           /* a server restarted or went backwards: every call fails with this */
+    int curve;                         /* the connections are CURVE clients */
+    void **socks;                      /* [nps] DEALER */
+    char **eps;                        /* [nps] */
+    uint64_t *version;                 /* [nps] the version last pulled (or acknowledged) */
+    uint64_t *incarnation;             /* [nps] the server's, from its first reply (0: none yet) */
+    uint64_t session;                  /* this client's, in every PULL, PUSH and BYE */
+    uint32_t lost, first_lost;         /* from the final values (train_ps_client_lost) */
+    float *buf;                        /* the largest server's elements */
+    struct client_input_position next; /* the position the next push carries */
+    int next_set;                      /* train_ps_client_set_position since the last push */
+    struct sl_error broken;            /* a server restarted or went backwards: every call fails with this */
 };
 
 int train_ps_client_open(struct train_ps_client **out, void *ctx, const char *const *eps,
@@ -402,12 +402,12 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     if (!c->next_set) { /* no position given: one step past the last */
         uint32_t r = c->next.replicas ? c->next.replicas : 1;
-        c->next = (struct train_input_position){
+        c->next = (struct client_input_position){
             .epoch = c->next.epoch, .step = c->next.step + 1, .seq = c->next.seq + r, .replicas = r};
     }
     c->next_set = 0;
-    uint8_t pos[TRAIN_INPUT_POSITION_BYTES];
-    train_input_position_encode(&c->next, pos);
+    uint8_t pos[CLIENT_INPUT_POSITION_BYTES];
+    client_input_position_encode(&c->next, pos);
     int rc = 0;
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         size_t n = train_ps_elements(c->l, s);
@@ -451,7 +451,7 @@ void train_ps_client_set_session(struct train_ps_client *c, uint64_t session)
         c->session = session;
 }
 
-void train_ps_client_set_position(struct train_ps_client *c, const struct train_input_position *next)
+void train_ps_client_set_position(struct train_ps_client *c, const struct client_input_position *next)
 {
     c->next = *next;
     c->next_set = 1;
@@ -459,7 +459,7 @@ void train_ps_client_set_position(struct train_ps_client *c, const struct train_
 
 /* The answer to RESUME from one server: 1 with *p its recorded position,
  * 0 for none, or -1 with err set. */
-static int resume_reply(void *sock, uint32_t s, const char *ep, struct train_input_position *p, struct sl_error *err)
+static int resume_reply(void *sock, uint32_t s, const char *ep, struct client_input_position *p, struct sl_error *err)
 {
     zmq_msg_t f[2];
     size_t nf = 0, frames = train__ps_recv_frames(sock, f, 2, &nf);
@@ -476,7 +476,7 @@ static int resume_reply(void *sock, uint32_t s, const char *ep, struct train_inp
                      TRAIN_PS_ACK);
     else if (nf == 1)
         rc = 0;
-    else if (train_input_position_decode(p, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), err) == 0)
+    else if (client_input_position_decode(p, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), err) == 0)
         rc = 1;
     else
         sl_error_prefix(err, "parameter server %u (%s): ", s, ep);
@@ -496,7 +496,7 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         return sl_error_set(err, SL_EINVAL, "RESUME: session and replicas must be nonzero");
     void **socks = sl_calloc(nps, sizeof *socks);
     zmq_pollitem_t *it = sl_calloc(nps, sizeof *it);
-    struct train_input_position *pos = sl_calloc(nps, sizeof *pos);
+    struct client_input_position *pos = sl_calloc(nps, sizeof *pos);
     int8_t *got = sl_calloc(nps, 1); /* 0 waiting, 1 none, 2 a position */
     int rc = 0;
     if (socks == NULL || it == NULL || pos == NULL || got == NULL) {
@@ -547,7 +547,7 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         }
     }
     /* the lowest position (the servers ahead skip the steps up to theirs) */
-    struct train_input_position lo = {.replicas = replicas};
+    struct client_input_position lo = {.replicas = replicas};
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
         if (got[s] != 2)
             continue;
@@ -561,7 +561,7 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         out->recorded++;
     }
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
-        struct train_input_position p = got[s] == 2 ? pos[s] : (struct train_input_position){.replicas = replicas};
+        struct client_input_position p = got[s] == 2 ? pos[s] : (struct client_input_position){.replicas = replicas};
         if (s == 0 || p.seq < lo.seq)
             lo = p;
     }

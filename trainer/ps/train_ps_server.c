@@ -23,13 +23,13 @@ struct server {
     float *p, *v;
     char config[TRAIN_PS_MAX_CONFIG]; /* the first accepted description (setup) */
     size_t config_len;
-    uint8_t *done;                    /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
-    uint8_t *final;                   /* [workers]: its final pull came */
-    uint64_t *heard;                  /* [workers]: when last heard (ns) */
-    uint64_t *session;                /* [workers]: the session whose push was applied first (pushed[w]), or the one a
+    uint8_t *done;                     /* [workers]: 1 final pull or BYE, 2 BYE, 3 lost */
+    uint8_t *final;                    /* [workers]: its final pull came */
+    uint64_t *heard;                   /* [workers]: when last heard (ns) */
+    uint64_t *session;                 /* [workers]: the session whose push was applied first (pushed[w]), or the one a
                            RESUME adopted since */
-    uint8_t *pushed;                  /* [workers]: a push of it was applied */
-    struct train_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
+    uint8_t *pushed;                   /* [workers]: a push of it was applied */
+    struct client_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
     uint8_t *adopted;        /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
                            it applied yet: 1, 2 once a skipped push was said */
     uint32_t not_done, left; /* not done; not BYE or lost */
@@ -234,7 +234,7 @@ static int eval_awaited(struct server *sv, uint64_t now)
  * restart or the checkpoint: the worker catches up with this server), 0
  * and *dup 0 when it is one step past the recorded one, else the reason
  * in why. */
-static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct train_input_position *p, int *dup,
+static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct client_input_position *p, int *dup,
                          char *why, size_t cap)
 {
     struct sl_error e = {0};
@@ -243,11 +243,11 @@ static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct tr
         snprintf(why, cap, "a push without its input position (a PUSH takes 3 frames: header, gradient, position)");
         return -1;
     }
-    if (train_input_position_decode(p, zmq_msg_data(pm), zmq_msg_size(pm), &e) != 0) {
+    if (client_input_position_decode(p, zmq_msg_data(pm), zmq_msg_size(pm), &e) != 0) {
         snprintf(why, cap, "a push's %s", e.msg);
         return -1;
     }
-    const struct train_input_position *r = &sv->pos[w];
+    const struct client_input_position *r = &sv->pos[w];
     int have = sv->pushed[w] && r->replicas != 0;
     if (have && p->replicas != r->replicas) {
         snprintf(why, cap, "worker %u's position counts %u replicas a step, its earlier pushes %u", w, p->replicas,
@@ -319,7 +319,7 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
                 return;
             }
     }
-    struct train_input_position pos;
+    struct client_input_position pos;
     int dup = 0;
     if (push_position(sv, h->worker, posm, &pos, &dup, why, sizeof why) != 0) {
         refuse(sv, sock, id, h->worker, st, why);
@@ -328,7 +328,7 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
     if (dup) { /* the old process's push reached this server: not again */
         st->skipped++;
         if (sv->adopted[h->worker] == 1) { /* said once an adoption: a restored server may skip many */
-            const struct train_input_position *r = &sv->pos[h->worker];
+            const struct client_input_position *r = &sv->pos[h->worker];
             snprintf(why, sizeof why,
                      "worker %u: its push of epoch %" PRIu64 " step %" PRIu64 " (input position %" PRIu64
                      ") was applied here before its restart: acknowledged, not applied again (and so up to "
@@ -419,7 +419,7 @@ static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct
         refuse(sv, sock, id, w, st, why);
         return;
     }
-    const struct train_input_position *p = &sv->pos[w];
+    const struct client_input_position *p = &sv->pos[w];
     if (sv->pushed[w] && h->session != sv->session[w]) {
         char old[40] = "restored from a checkpoint";
         if (sv->session[w] != 0)
@@ -439,9 +439,9 @@ static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct
                               .step = st->global_step,
                               .incarnation = sv->incarnation,
                               .session = h->session};
-    uint8_t b[TRAIN_INPUT_POSITION_BYTES];
+    uint8_t b[CLIENT_INPUT_POSITION_BYTES];
     if (sv->pushed[w])
-        train_input_position_encode(p, b);
+        client_input_position_encode(p, b);
     (void)train__ps_send(sock, id, &r, sv->pushed[w] ? b : NULL, sizeof b);
 }
 
