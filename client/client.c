@@ -31,7 +31,7 @@
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "client_int.h"
-#include "train_metrics.h"
+#include "client_metrics.h"
 #include "client_reorder.h"
 
 /* Credits go back in batches (one message per several pieces instead of
@@ -134,7 +134,7 @@ static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *
         s->map = f->map;
         s->map->refs++;
         s->body = f->map->base + p->shm_offset;
-        sl_metrics_add(c->m, TRAIN_M_SHM_PIECES, 1);
+        sl_metrics_add(c->m, CLIENT_M_SHM_PIECES, 1);
     } else if (rc == 0 && s->nframes == 1) {
         s->body = zmq_msg_data(&s->frames[0]);
     }
@@ -411,7 +411,7 @@ int client_open(struct client **out, const struct client_opts *opts, struct sl_e
         if (getrandom(&c->o.incarnation, sizeof c->o.incarnation, 0) != (ssize_t)sizeof c->o.incarnation)
             rc = sl_error_sys(err, errno, "getrandom");
     c->m = c->o.metrics;
-    if (rc == 0 && c->m == NULL && train_metrics_create(&c->own_m) != 0)
+    if (rc == 0 && c->m == NULL && client_metrics_create(&c->own_m) != 0)
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
     if (c->m == NULL)
         c->m = c->own_m;
@@ -707,7 +707,7 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
                                         c->o.replicas);
                 /* no piece is borrowed any more: the feeders may go */
                 say_bye(c);
-                sl_metrics_add(c->m, TRAIN_M_WAIT_NS, sl_clock_ns() - t0);
+                sl_metrics_add(c->m, CLIENT_M_WAIT_NS, sl_clock_ns() - t0);
                 return SL_END;
             }
         }
@@ -722,7 +722,7 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
         }
     }
     c->ngot = 0; /* handed out: have_step now */
-    sl_metrics_add(c->m, TRAIN_M_WAIT_NS, sl_clock_ns() - t0);
+    sl_metrics_add(c->m, CLIENT_M_WAIT_NS, sl_clock_ns() - t0);
     uint64_t rows = 0, bytes = 0;
     for (size_t r = 0; r < c->o.replicas; r++) {
         fill_piece(c, c->step_slots[r], &c->pieces[r]);
@@ -730,9 +730,9 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
         for (size_t i = 0; i < c->pieces[r].ntensors; i++)
             bytes += c->pieces[r].t[i].bytes;
     }
-    sl_metrics_add(c->m, TRAIN_M_PIECES, c->o.replicas);
-    sl_metrics_add(c->m, TRAIN_M_ROWS, rows);
-    sl_metrics_add(c->m, TRAIN_M_BYTES, bytes);
+    sl_metrics_add(c->m, CLIENT_M_PIECES, c->o.replicas);
+    sl_metrics_add(c->m, CLIENT_M_ROWS, rows);
+    sl_metrics_add(c->m, CLIENT_M_BYTES, bytes);
     c->have_step = 1;
     *pieces = c->pieces;
     return 0;

@@ -132,7 +132,8 @@ struct client_opts {
     const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
                                           (borrowed), the key of feeders[k] */
     const struct client_names *names;  /* in messages (borrowed); NULL: sluice-trainer's flags */
-    struct sl_metrics *metrics;        /* a train_metrics table (borrowed) the client adds its
+    struct sl_metrics *metrics;        /* a table that begins with the client's slots
+                                    (client_metrics.h; borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */
 };

@@ -30,7 +30,7 @@
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "client_int.h"
-#include "train_metrics.h"
+#include "client_metrics.h"
 #include "client_reorder.h"
 
 /* The first seq at or after `from` in share j (seq % F == j). */
@@ -123,7 +123,7 @@ static int start_rejoin(struct client *c, size_t j, int back, struct sl_error *e
     f->refused[0] = '\0';
     f->refused_by = 0;
     if (!back)
-        sl_metrics_add(c->m, TRAIN_M_REJOINS, 1);
+        sl_metrics_add(c->m, CLIENT_M_REJOINS, 1);
     uint32_t was = f->host;
     /* the share's own feeder first (it may be back at its address); a
      * survivor takes the share after takeover_ms, or at once when the one
@@ -329,7 +329,7 @@ int client__rejoin_receive(struct client *c, size_t j, struct sl_error *err)
             f->takeover_ns = 0;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
             if (f->host != j) {
-                sl_metrics_add(c->m, TRAIN_M_TAKEOVERS, 1);
+                sl_metrics_add(c->m, CLIENT_M_TAKEOVERS, 1);
                 sl_log(SL_LOG_WARN,
                        "feeder %s took over feeder %s's share %.1f s after its loss: resuming at piece %" PRIu64,
                        f->addr, c->o.feeders[j], (double)(f->last_seen_ns - f->lost_ns) / 1e9, f->resume);

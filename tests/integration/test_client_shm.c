@@ -28,7 +28,7 @@
 #include "sl_test.h"
 #include "sl_wire.h"
 #include "client.h"
-#include "train_metrics.h"
+#include "client_metrics.h"
 
 #define SHM_SIZE 8192u
 #define TOKEN UINT64_C(0x5eed5eed12345678)
@@ -227,8 +227,8 @@ START_TEST(test_piece_at_the_end_is_read)
     for (size_t i = 0; i < 8; i++)
         want[i] = (uint8_t)((SHM_SIZE - 8 + i) * 7);
     ck_assert_mem_eq(p[0].t[0].data, want, 8);
-    struct train_counters st;
-    train_metrics_read(client_metrics(r.c), &st);
+    struct client_counters st;
+    client_metrics_read(client_metrics(r.c), &st);
     ck_assert_uint_eq(st.shm_pieces, 1);
     ck_assert_uint_eq(st.pieces, 1);
     ck_assert_uint_eq(st.rows, 2);

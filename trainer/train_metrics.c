@@ -5,16 +5,9 @@
 #include <string.h>
 
 const struct sl_metric_def train_metric_defs[TRAIN_M_COUNT] = {
+    CLIENT_METRIC_DEFS, /* the client's slots, first */
     [TRAIN_M_STEPS] = {"steps", SL_METRIC_COUNTER, "steps received"},
     [TRAIN_M_EPOCHS] = {"epochs", SL_METRIC_COUNTER, "epochs begun"},
-    [TRAIN_M_PIECES] = {"pieces", SL_METRIC_COUNTER, "pieces received"},
-    [TRAIN_M_ROWS] = {"rows", SL_METRIC_COUNTER, "rows received"},
-    [TRAIN_M_BYTES] = {"bytes", SL_METRIC_COUNTER, "tensor bytes received"},
-    [TRAIN_M_SHM_PIECES] = {"shm_pieces", SL_METRIC_COUNTER, "pieces read in a feeder's shared memory"},
-    [TRAIN_M_WAIT_NS] = {"input_wait_s", SL_METRIC_NS, "time waiting for pieces"},
-    [TRAIN_M_REJOINS] = {"feeder_rejoins", SL_METRIC_COUNTER, "feeders lost and asked to resume"},
-    [TRAIN_M_TAKEOVERS] = {"feeder_takeovers", SL_METRIC_COUNTER,
-                           "lost feeders' shares taken over by surviving feeders"},
     [TRAIN_M_H2D_BYTES] = {"h2d_bytes", SL_METRIC_COUNTER, "bytes staged to the replicas' devices"},
     [TRAIN_M_H2D_NS] = {"h2d_s", SL_METRIC_NS, "replica time staging pieces to devices"},
     [TRAIN_M_TRAINED] = {"trained_steps", SL_METRIC_COUNTER, "steps trained"},
