@@ -17,7 +17,7 @@
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "train_client_int.h"
-#include "train_monitor.h"
+#include "sl_zsock_monitor.h"
 
 /* What the monitor of a feeder's socket reports. */
 #define MONITOR_EVENTS                                                                                     \

@@ -57,8 +57,8 @@
 #include "sl_endpoint.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
-#include "train_handshake.h"
-#include "train_monitor.h"
+#include "sl_handshake.h"
+#include "sl_zsock_monitor.h"
 
 #define VERSION 1
 #define HDR 24

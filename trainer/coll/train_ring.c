@@ -78,8 +78,8 @@
 #include "sl_endpoint.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
-#include "train_handshake.h"
-#include "train_monitor.h"
+#include "sl_handshake.h"
+#include "sl_zsock_monitor.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "train_ring sends floats in host order; add byte swapping for big-endian hosts"

@@ -1,5 +1,5 @@
 /* train_monitor: see train_monitor.h. */
-#include "train_monitor.h"
+#include "sl_zsock_monitor.h"
 
 #include <zmq.h>
 

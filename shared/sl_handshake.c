@@ -1,5 +1,5 @@
 /* train_handshake: see train_handshake.h. */
-#include "train_handshake.h"
+#include "sl_handshake.h"
 
 #include <string.h>
 #include <zmq.h>
