@@ -180,7 +180,7 @@ static int ipc_claim(const char *ep, const char *path, struct sl_error *err)
     return 0;
 }
 
-/* ZMQ_IPV6 on sock, through the link helper: "bind(EP): zmq_setsockopt(ZMQ_IPV6): ..." */
+/* ZMQ_IPV6 on sock, through the link helper (an error reads "bind(EP): ..."). */
 static int ipv6(void *sock, const char *verb, const char *ep, struct sl_error *err)
 {
     char what[SL_ERROR_MSG_MAX / 2];

@@ -30,7 +30,7 @@ static const char *option_name(int option)
     }
 }
 
-/* The one zmq_setsockopt of the tree (see sl_zsock.h). */
+/* The one call of ZeroMQ's setsockopt in the tree (see sl_zsock.h). */
 int sl_zsock_set_bytes(void *sock, int option, const void *v, size_t len, const char *what, struct sl_error *err)
 {
     if (zmq_setsockopt(sock, option, v, len) == 0)
