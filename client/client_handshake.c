@@ -14,22 +14,14 @@
 
 #include "sl_clock.h"
 #include "sl_endpoint.h"
+#include "sl_handshake.h"
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "client_int.h"
-#include "train_monitor.h"
 
-/* What the monitor of a feeder's socket reports. */
-#define MONITOR_EVENTS                                                                                     \
-    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | \
-     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-
-/* A connection closed during the handshake this many times running (and
- * none completed) is a handshake that fails: a CURVE server closes the
- * connection when it cannot read the client's HELLO (the client holds the
- * wrong server key) and ZeroMQ reconnects, so it repeats every 100 ms;
- * once can be a feeder that died while the trainer connected. */
-#define HS_CLOSED_MAX 3
+/* What the monitor of a feeder's socket reports: the connection closed,
+ * and its handshakes (judged by sl_handshake, SL_HANDSHAKE_FEEDER). */
+#define MONITOR_EVENTS (ZMQ_EVENT_DISCONNECTED | SL_HANDSHAKE_EVENTS)
 
 int client__open_socket(struct client *c, size_t j, struct sl_error *err)
 {
@@ -48,13 +40,10 @@ int client__open_socket(struct client *c, size_t j, struct sl_error *err)
      * exited or was killed), instead of after the heartbeat timeout. */
     char mon_addr[96];
     snprintf(mon_addr, sizeof mon_addr, "inproc://sl-client-%p-%u", (void *)c, c->monitors++);
-    f->mon = zmq_socket(c->ctx, ZMQ_PAIR);
-    f->hs_event = 0;
-    f->hs_value = 0;
-    f->hs_closed = 0;
-    if (f->mon == NULL || zmq_socket_monitor(f->sock, mon_addr, MONITOR_EVENTS) != 0 ||
-        zmq_connect(f->mon, mon_addr) != 0)
-        return sl_error_set(err, SL_EIO, "socket monitor for %s: %s", f->addr, zmq_strerror(errno));
+    sl_handshake_init(&f->hs, SL_HANDSHAKE_FEEDER, c->o.curve != NULL);
+    f->mon = sl_zsock_monitor_open(c->ctx, f->sock, mon_addr, MONITOR_EVENTS, f->addr, err);
+    if (f->mon == NULL)
+        return SL_EIO;
     /* CURVE: the key of the feeder at this address (a takeover's host) */
     if (c->o.curve != NULL && sl_curve_client(f->sock, c->o.curve, c->o.curve_server[f->host], err) != 0)
         return sl_error_prefix(err, "feeder %s: ", f->addr);
@@ -159,7 +148,7 @@ void client__note_status(struct client *c, size_t j, const struct sl_wire_status
 /* Close feeder j's socket and its monitor. */
 void client__close_socket(struct feeder *f)
 {
-    train_monitor_close(f->sock, f->mon); /* linger 0 unless the caller set one */
+    sl_zsock_monitor_close(f->sock, f->mon); /* linger 0 unless the caller set one */
     f->sock = NULL;
     f->mon = NULL;
 }
@@ -167,38 +156,12 @@ void client__close_socket(struct feeder *f)
 /* Drain feeder j's monitor; note when its connection closed. */
 void client__read_monitor(struct feeder *f)
 {
-    for (;;) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, f->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&event, zmq_msg_data(&ev), sizeof event);
-            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, sizeof value);
-        }
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) { /* the endpoint */
-            zmq_msg_init(&ev);
-            (void)zmq_msg_recv(&ev, f->mon, 0);
-            zmq_msg_close(&ev);
-        }
+    uint16_t event;
+    uint32_t value;
+    while (sl_zsock_monitor_event(f->mon, &event, &value)) {
         if (event == ZMQ_EVENT_DISCONNECTED && f->closed_ns == 0)
             f->closed_ns = sl_clock_ns();
-        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-            f->hs_closed = 0;
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++f->hs_closed < HS_CLOSED_MAX)
-            continue;
-        if ((event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) &&
-            f->hs_event == 0) {
-            f->hs_event = event;
-            f->hs_value = value;
-        }
+        sl_handshake_note(&f->hs, event, value, 0);
     }
 }
 
@@ -215,50 +178,11 @@ static const struct client_names *names_of(const struct client *c)
  * connection names the survivor's address, whose key it used. */
 int client__handshake_failed(struct client *c, size_t j, struct sl_error *err)
 {
-    const struct feeder *f = &c->f[j];
     const struct client_names *nm = names_of(c);
-    int curve = c->o.curve != NULL;
-    switch (f->hs_event) {
-    case 0: return 0;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        return client__feeder_error(
-            c, (int)j, err, SL_EPROTO,
-            "the CURVE handshake failed: the feeder refused this trainer's key (ZAP status %u): this "
-            "trainer's public key is not on the feeder's allow-list (add its NAME.pub to the "
-            "feeder's --curve-allow directory and send the feeder SIGHUP)",
-            f->hs_value);
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        if (f->hs_value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
-            if (curve)
-                return client__feeder_error(
-                    c, (int)j, err, SL_EPROTO,
-                    "the handshake failed: this trainer uses CURVE (%s) and the feeder does not "
-                    "(started without --curve-key?): give both sides keys, or neither",
-                    nm->curve_key);
-            return client__feeder_error(c, (int)j, err, SL_EPROTO,
-                                        "the handshake failed: the feeder requires CURVE and this trainer has no keys: "
-                                        "give %s and %s (docs/security.md)",
-                                        nm->curve_key, nm->curve_server_key);
-        }
-        if (curve)
-            return client__feeder_error(c, (int)j, err, SL_EPROTO,
-                                        "the CURVE handshake failed (protocol error 0x%08x): the feeder refused this "
-                                        "trainer's key, or %s is not this feeder's key",
-                                        f->hs_value, nm->curve_server_key);
-        return client__feeder_error(c, (int)j, err, SL_EPROTO, "the ZeroMQ handshake failed (protocol error 0x%08x)",
-                                    f->hs_value);
-    default:
-        if (curve)
-            return client__feeder_error(c, (int)j, err, SL_EPROTO,
-                                        "the CURVE handshake failed (the feeder refused this trainer's key, or "
-                                        "%s is not this feeder's key, or the feeder does not use CURVE: "
-                                        "the connection closed during the handshake %u times)",
-                                        nm->curve_server_key, f->hs_closed);
-        return client__feeder_error(c, (int)j, err, SL_EPROTO,
-                                    "the connection closed during the ZeroMQ handshake %u times: is a sluice feeder "
-                                    "listening at that address, and does it use CURVE (then give %s and %s)?",
-                                    f->hs_closed, nm->curve_key, nm->curve_server_key);
-    }
+    struct sl_error why = {0};
+    if (sl_handshake_feeder_error(&c->f[j].hs, nm->curve_key, nm->curve_server_key, &why) == 0)
+        return 0;
+    return client__feeder_error(c, (int)j, err, why.code, "%s", why.msg);
 }
 
 /* Feeder j's answer to HELLO, while the handshake waits: a WELCOME, a

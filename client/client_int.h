@@ -16,6 +16,7 @@
 
 #include "sl_buf.h"
 #include "sl_error.h"
+#include "sl_handshake.h"
 #include "sl_metrics.h"
 #include "sl_wire.h"
 #include "client.h"
@@ -59,13 +60,9 @@ struct feeder {
     void *probe;
     uint64_t probe_ns; /* probe: when it was sent; else when the next goes (0: not due) */
     void *sock;
-    void *mon;          /* PAIR reading sock's monitor: connection closed, handshake failed */
-    uint64_t closed_ns; /* when the monitor said so (0: not) */
-    /* the handshake failed (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH or _PROTOCOL,
-     * or _NO_DETAIL HS_CLOSED_MAX times running): its event and value */
-    int hs_event;
-    uint32_t hs_value;
-    unsigned hs_closed; /* _NO_DETAIL events since the last handshake that succeeded */
+    void *mon;              /* PAIR reading sock's monitor: connection closed, handshake failed */
+    uint64_t closed_ns;     /* when the monitor said so (0: not) */
+    struct sl_handshake hs; /* sock's handshakes, from its monitor: the verdict (sl_handshake.h) */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     int welcomed;

@@ -52,6 +52,7 @@
 #include "sl_log.h"
 #include "sl_output.h"
 #include "sl_thread.h"
+#include "sl_zsock.h"
 
 /* A draft option in libzmq 4.3 (zmq.h declares it only with the draft API);
  * the library itself takes it when built with drafts (Debian's is). */
@@ -678,7 +679,7 @@ int sl_zap_start(struct sl_zap **out, void *ctx, struct sl_curve_allow *allow, c
     z->lim = (struct sl_log_limit){.kind = "CURVE refusals", .burst = 10};
     atomic_init(&z->refused, 0);
     atomic_init(&z->accepted, 0);
-    int rc = 0, linger = 0;
+    int rc = 0;
     char wake[64];
     /* a name never used before in this process: a handler freed and started
      * again may get the same address, while the old name may still be
@@ -686,16 +687,13 @@ int sl_zap_start(struct sl_zap **out, void *ctx, struct sl_curve_allow *allow, c
      * the context's reaper) */
     static atomic_ullong serial;
     snprintf(wake, sizeof wake, "inproc://sl-zap-wake-%llu", (unsigned long long)atomic_fetch_add(&serial, 1));
-    z->rep = zmq_socket(ctx, ZMQ_REP);
-    z->wake_in = zmq_socket(ctx, ZMQ_PAIR);
-    z->wake_out = zmq_socket(ctx, ZMQ_PAIR);
-    if (z->rep == NULL || z->wake_in == NULL || z->wake_out == NULL) {
-        rc = sl_error_set(err, SL_EIO, "zmq_socket (ZAP handler): %s", zmq_strerror(errno));
+    /* linger 0, checked (sl_zsock) */
+    if ((z->rep = sl_zsock_open(ctx, ZMQ_REP, NULL, "ZAP handler", err)) == NULL ||
+        (z->wake_in = sl_zsock_open(ctx, ZMQ_PAIR, NULL, "ZAP handler", err)) == NULL ||
+        (z->wake_out = sl_zsock_open(ctx, ZMQ_PAIR, NULL, "ZAP handler", err)) == NULL) {
+        rc = SL_EIO;
         goto out_close;
     }
-    zmq_setsockopt(z->rep, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(z->wake_in, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(z->wake_out, ZMQ_LINGER, &linger, sizeof linger);
     if (zmq_bind(z->rep, ZAP_ENDPOINT) != 0) {
         int e = errno;
         rc = sl_error_set(err, e == EADDRINUSE ? SL_EINVAL : SL_EIO, "zmq_bind(%s): %s%s", ZAP_ENDPOINT,
@@ -755,31 +753,39 @@ void sl_zap_stop(struct sl_zap *z)
 
 int sl_curve_server(void *sock, const struct sl_curve_keys *k, struct sl_error *err)
 {
-    int one = 1;
+    const char *what = "CURVE server";
     if (k == NULL || k->secret_z85[0] == '\0')
         return sl_error_set(err, SL_EINVAL, "a CURVE server needs a secret key");
-    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
-        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->secret_z85, SL_CURVE_KEY_Z85) != 0 ||
-        zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN)) != 0)
-        return sl_error_set(err, SL_EIO, "zmq_setsockopt (CURVE server): %s", zmq_strerror(errno));
-    /* A libzmq without the draft API refuses this option; the ZAP handler
-     * is started before every bind, so ZAP happens all the same. */
-    (void)zmq_setsockopt(sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one);
+    int rc = sl_zsock_set_int(sock, ZMQ_CURVE_SERVER, 1, what, err);
+    if (rc == 0)
+        rc = sl_zsock_set_bytes(sock, ZMQ_CURVE_SECRETKEY, k->secret_z85, SL_CURVE_KEY_Z85, what, err);
+    if (rc == 0)
+        rc = sl_zsock_set_bytes(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN), what, err);
+    if (rc != 0)
+        return rc;
+    /* A libzmq without the draft API refuses this option (EINVAL); the ZAP
+     * handler is started before every bind, so ZAP happens all the same.
+     * Any other refusal is an error. */
+    struct sl_error e = {0};
+    if (sl_zsock_set_int(sock, ZMQ_ZAP_ENFORCE_DOMAIN, 1, what, &e) != 0 && zmq_errno() != EINVAL)
+        return sl_error_set(err, e.code, "%s", e.msg);
     return 0;
 }
 
 int sl_curve_client(void *sock, const struct sl_curve_keys *k, const char *server_z85, struct sl_error *err)
 {
+    const char *what = "CURVE client";
     if (k == NULL || k->secret_z85[0] == '\0' || k->public_z85[0] == '\0')
         return sl_error_set(err, SL_EINVAL, "a CURVE client needs its key pair");
     if (server_z85 == NULL || strlen(server_z85) != SL_CURVE_KEY_Z85)
         return sl_error_set(err, SL_EINVAL, "a CURVE client needs the server's public key (%d Z85 characters)",
                             SL_CURVE_KEY_Z85);
-    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, server_z85, SL_CURVE_KEY_Z85) != 0 ||
-        zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, k->public_z85, SL_CURVE_KEY_Z85) != 0 ||
-        zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, k->secret_z85, SL_CURVE_KEY_Z85) != 0)
-        return sl_error_set(err, SL_EIO, "zmq_setsockopt (CURVE client): %s", zmq_strerror(errno));
-    return 0;
+    int rc = sl_zsock_set_bytes(sock, ZMQ_CURVE_SERVERKEY, server_z85, SL_CURVE_KEY_Z85, what, err);
+    if (rc == 0)
+        rc = sl_zsock_set_bytes(sock, ZMQ_CURVE_PUBLICKEY, k->public_z85, SL_CURVE_KEY_Z85, what, err);
+    if (rc == 0)
+        rc = sl_zsock_set_bytes(sock, ZMQ_CURVE_SECRETKEY, k->secret_z85, SL_CURVE_KEY_Z85, what, err);
+    return rc;
 }
 
 /* ---- endpoints ---- */

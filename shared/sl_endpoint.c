@@ -23,6 +23,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "sl_zsock.h"
+
 #define SHOWN 80 /* bytes of a refused value quoted in a message */
 
 static int port_of(const char *p, size_t n, unsigned flags, unsigned *port, struct sl_error *err)
@@ -178,6 +180,14 @@ static int ipc_claim(const char *ep, const char *path, struct sl_error *err)
     return 0;
 }
 
+/* ZMQ_IPV6 on sock, through the link helper (an error reads "bind(EP): ..."). */
+static int ipv6(void *sock, const char *verb, const char *ep, struct sl_error *err)
+{
+    char what[SL_ERROR_MSG_MAX / 2];
+    snprintf(what, sizeof what, "%s(%s)", verb, ep);
+    return sl_zsock_set_int(sock, ZMQ_IPV6, 1, what, err);
+}
+
 int sl_endpoint_bind_prepare(void *sock, const char *ep, char *out, size_t cap, struct sl_error *err)
 {
     char host[SL_ENDPOINT_MAX_HOST + 1];
@@ -192,11 +202,8 @@ int sl_endpoint_bind_prepare(void *sock, const char *ep, char *out, size_t cap, 
         n = snprintf(out, cap, "%s", ep);
     if (n < 0 || (size_t)n >= cap)
         return sl_error_set(err, SL_EINVAL, "bind(%s): longer than %zu bytes", ep, cap - 1);
-    if (sl_endpoint_is_ipv6(ep)) {
-        int one = 1;
-        if (zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0)
-            return sl_error_set(err, SL_EIO, "bind(%s): ZMQ_IPV6: %s", ep, zmq_strerror(zmq_errno()));
-    }
+    if (sl_endpoint_is_ipv6(ep) && ipv6(sock, "bind", ep, err) != 0)
+        return SL_EIO;
     if (strncmp(ep, "ipc://", 6) == 0 && ep[6] != '@')
         return ipc_claim(ep, ep + 6, err);
     return 0;
@@ -204,11 +211,8 @@ int sl_endpoint_bind_prepare(void *sock, const char *ep, char *out, size_t cap, 
 
 int sl_endpoint_connect(void *sock, const char *ep, struct sl_error *err)
 {
-    if (sl_endpoint_is_ipv6(ep)) {
-        int one = 1;
-        if (zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0)
-            return sl_error_set(err, SL_EIO, "connect(%s): ZMQ_IPV6: %s", ep, zmq_strerror(zmq_errno()));
-    }
+    if (sl_endpoint_is_ipv6(ep) && ipv6(sock, "connect", ep, err) != 0)
+        return SL_EIO;
     if (zmq_connect(sock, ep) != 0)
         return sl_error_set(err, SL_EIO, "connect(%s): %s", ep, zmq_strerror(zmq_errno()));
     return 0;

@@ -1,8 +1,13 @@
 /* sl_zsock: see sl_zsock.h. */
 #include "sl_zsock.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <zmq.h>
+
+#ifndef ZMQ_ZAP_ENFORCE_DOMAIN /* libzmq's draft API: the same number as sl_curve.c's */
+#define ZMQ_ZAP_ENFORCE_DOMAIN 93
+#endif
 
 static const char *option_name(int option)
 {
@@ -14,21 +19,31 @@ static const char *option_name(int option)
     case ZMQ_SNDTIMEO: return "ZMQ_SNDTIMEO";
     case ZMQ_HANDSHAKE_IVL: return "ZMQ_HANDSHAKE_IVL";
     case ZMQ_ROUTER_MANDATORY: return "ZMQ_ROUTER_MANDATORY";
+    case ZMQ_IPV6: return "ZMQ_IPV6";
+    case ZMQ_CURVE_SERVER: return "ZMQ_CURVE_SERVER";
+    case ZMQ_CURVE_SECRETKEY: return "ZMQ_CURVE_SECRETKEY";
+    case ZMQ_CURVE_PUBLICKEY: return "ZMQ_CURVE_PUBLICKEY";
+    case ZMQ_CURVE_SERVERKEY: return "ZMQ_CURVE_SERVERKEY";
+    case ZMQ_ZAP_DOMAIN: return "ZMQ_ZAP_DOMAIN";
+    case ZMQ_ZAP_ENFORCE_DOMAIN: return "ZMQ_ZAP_ENFORCE_DOMAIN";
     default: return "an option";
     }
 }
 
-static int set(void *sock, int option, const void *v, size_t len, const char *what, struct sl_error *err)
+/* The one call of ZeroMQ's setsockopt in the tree (see sl_zsock.h). */
+int sl_zsock_set_bytes(void *sock, int option, const void *v, size_t len, const char *what, struct sl_error *err)
 {
-    if (zmq_setsockopt(sock, option, v, len) != 0)
-        return sl_error_set(err, SL_EIO, "%s: zmq_setsockopt(%s): %s", what, option_name(option),
-                            zmq_strerror(zmq_errno()));
-    return 0;
+    if (zmq_setsockopt(sock, option, v, len) == 0)
+        return 0;
+    int e = zmq_errno();
+    sl_error_set(err, SL_EIO, "%s: zmq_setsockopt(%s): %s", what, option_name(option), zmq_strerror(e));
+    errno = e; /* for a caller that tells refusals apart */
+    return SL_EIO;
 }
 
 int sl_zsock_set_int(void *sock, int option, int value, const char *what, struct sl_error *err)
 {
-    return set(sock, option, &value, sizeof value, what, err);
+    return sl_zsock_set_bytes(sock, option, &value, sizeof value, what, err);
 }
 
 void *sl_zsock_open(void *ctx, int type, const struct sl_zsock_opts *o, const char *what, struct sl_error *err)
@@ -43,7 +58,7 @@ void *sl_zsock_open(void *ctx, int type, const struct sl_zsock_opts *o, const ch
     }
     int rc = sl_zsock_set_int(sock, ZMQ_LINGER, o->linger_ms, what, err);
     if (rc == 0 && o->max_msg > 0)
-        rc = set(sock, ZMQ_MAXMSGSIZE, &o->max_msg, sizeof o->max_msg, what, err);
+        rc = sl_zsock_set_bytes(sock, ZMQ_MAXMSGSIZE, &o->max_msg, sizeof o->max_msg, what, err);
     if (rc == 0 && o->unbounded_send)
         rc = sl_zsock_set_int(sock, ZMQ_SNDHWM, 0, what, err);
     if (rc == 0 && o->unbounded_recv)

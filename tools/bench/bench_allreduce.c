@@ -26,6 +26,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_curve.h"
+#include "sl_zsock.h"
 #include "train_ring.h"
 
 #include <zmq.h>
@@ -85,10 +86,9 @@ static void raw_rank_main(int rank, int P, const char **eps, size_t n, int iters
     char *buf = calloc(1, chunk ? chunk : 1);
     /* linger: the last chunks must leave before the socket closes; the
      * receive timeout turns a lost rank into a failed run, not a hang */
-    int linger = 10000, tmo = 30000;
-    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    if (buf == NULL || zmq_bind(pull, eps[rank]) != 0 || zmq_connect(push, eps[(rank + 1) % P]) != 0)
+    if (buf == NULL || sl_zsock_set_int(push, ZMQ_LINGER, 10000, "raw ring", NULL) != 0 ||
+        sl_zsock_set_int(pull, ZMQ_RCVTIMEO, 30000, "raw ring", NULL) != 0 || zmq_bind(pull, eps[rank]) != 0 ||
+        zmq_connect(push, eps[(rank + 1) % P]) != 0)
         _exit(1);
     double t0 = 0;
     for (int it = -2; it < iters; it++) {

@@ -16,6 +16,7 @@
 
 #include "bench.h"
 #include "sl_clock.h"
+#include "sl_zsock.h"
 
 static const char usage[] = "Usage: sluice-bench link --push ENDPOINT [--size BYTES] [--count N]\n"
                             "       sluice-bench link --pull ENDPOINT [--count N] [--timeout-s S]\n"
@@ -55,9 +56,8 @@ static int push(const char *ep, size_t size, long count)
             rc = -1;
         }
     }
-    int linger = -1;
     if (sock != NULL) {
-        zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+        sl_zsock_linger(sock, -1); /* every message leaves before the close */
         zmq_close(sock);
     }
     if (ctx != NULL)
@@ -72,10 +72,11 @@ static int pull(const char *ep, long count, long timeout_s)
     void *sock = ctx != NULL ? zmq_socket(ctx, ZMQ_PULL) : NULL;
     int tmo = (int)(timeout_s * 1000);
     int rc = sock != NULL && zmq_connect(sock, ep) == 0 ? 0 : -1;
+    struct sl_error err = {0};
     if (rc != 0)
         fprintf(stderr, "sluice-bench link: cannot connect to %s: %s\n", ep, zmq_strerror(zmq_errno()));
-    else
-        zmq_setsockopt(sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    else if ((rc = sl_zsock_set_int(sock, ZMQ_RCVTIMEO, tmo, "sluice-bench link", &err)) != 0)
+        fprintf(stderr, "%s\n", err.msg);
     double t0 = 0;
     size_t size = 0;
     for (long i = 0; rc == 0 && i < count; i++) {

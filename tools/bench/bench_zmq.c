@@ -23,6 +23,7 @@
 #include "bench.h"
 #include "sl_clock.h"
 #include "sl_curve.h"
+#include "sl_zsock.h"
 
 /* The sender's side of a CURVE pair: server keys, ZAP handler. 0, or -1
  * said on stderr. */
@@ -54,12 +55,12 @@ double bench_zmq_pair_curve(const char *transport, const char *dir, long count, 
         void *push = zmq_socket(ctx, ZMQ_PUSH);
         struct sl_curve_allow *allow = NULL;
         struct sl_zap *zap = NULL;
-        int linger = -1, rc = curve != NULL ? curve_sender(ctx, push, curve, &allow, &zap) : 0;
+        int rc = curve != NULL ? curve_sender(ctx, push, curve, &allow, &zap) : 0;
         if (rc == 0 && zmq_bind(push, bind_ep) != 0)
             rc = 1;
         for (long i = 0; rc == 0 && i < count; i++)
             rc = send(push, i, send_arg);
-        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+        sl_zsock_linger(push, -1); /* every message leaves before the close */
         zmq_close(push);
         sl_zap_stop(zap);
         zmq_ctx_term(ctx);
@@ -78,7 +79,9 @@ double bench_zmq_pair_curve(const char *transport, const char *dir, long count, 
     }
     if (rc == 0)
         rc = zmq_connect(pull, conn);
-    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    struct sl_error err = {0};
+    if (rc == 0 && (rc = sl_zsock_set_int(pull, ZMQ_RCVTIMEO, tmo, "sluice-bench: raw ZeroMQ receiver", &err)) != 0)
+        fprintf(stderr, "%s\n", err.msg);
     double t0 = 0;
     for (long i = 0; rc == 0 && i < count; i++) {
         rc = recv(pull, i, recv_arg);

@@ -55,10 +55,9 @@
 #include "sl_bytes.h"
 #include "sl_clock.h"
 #include "sl_endpoint.h"
+#include "sl_handshake.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
-#include "train_handshake.h"
-#include "train_monitor.h"
 
 #define VERSION 1
 #define HDR 24
@@ -74,8 +73,6 @@
                                 MESSAGE command carries 33 bytes more */
 #define ROOT_MONITOR "inproc://sl-rendezvous-root-monitor"
 #define PEER_MONITOR "inproc://sl-rendezvous-peer-monitor"
-#define HANDSHAKE_FAILED \
-    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 enum { MSG_HELLO = 1, MSG_STATUS = 2, MSG_WELCOME = 3, MSG_REFUSE = 4 };
 enum { WHY_TIMEOUT = 1, WHY_DISAGREE = 2 };
@@ -172,22 +169,6 @@ static const char *who(const struct train_rendezvous_opts *o, int rank, char *bu
     else
         snprintf(buf, n, "rank %d", rank);
     return buf;
-}
-
-/* A monitor PAIR on sock at addr for `events`; NULL with err set when it
- * cannot be made. */
-static void *monitor_open(void *ctx, void *sock, const char *addr, int events, struct sl_error *err)
-{
-    void *mon = sl_zsock_open(ctx, ZMQ_PAIR, NULL, "rendezvous: the monitor", err);
-    if (mon == NULL)
-        return NULL;
-    if (zmq_socket_monitor(sock, addr, events) < 0 || zmq_connect(mon, addr) < 0) {
-        sl_error_set(err, SL_EIO, "rendezvous: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
-        zmq_socket_monitor(sock, NULL, 0);
-        zmq_close(mon);
-        return NULL;
-    }
-    return mon;
 }
 
 /* CURVE for rank 0's ROUTER: the allow-list of the one public key and the
@@ -343,8 +324,8 @@ static int root_loop(struct root *r, uint64_t start, struct sl_error *err)
         if (it[1].revents & ZMQ_POLLIN) {
             uint16_t event;
             uint32_t value;
-            while (train_monitor_event(r->mon, &event, &value))
-                r->hs_failed += (event & HANDSHAKE_FAILED) != 0;
+            while (sl_zsock_monitor_event(r->mon, &event, &value))
+                r->hs_failed += (event & SL_HANDSHAKE_FAILED_EVENTS) != 0;
         }
         if (!(it[0].revents & ZMQ_POLLIN))
             continue;
@@ -411,7 +392,8 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         rc = SL_EIO;
         goto out_free;
     }
-    if ((r.mon = monitor_open(ctx, r.sock, ROOT_MONITOR, HANDSHAKE_FAILED, err)) == NULL) {
+    if ((r.mon = sl_zsock_monitor_open(ctx, r.sock, ROOT_MONITOR, SL_HANDSHAKE_FAILED_EVENTS, "rendezvous", err)) ==
+        NULL) {
         rc = SL_EIO;
         goto out_close;
     }
@@ -426,7 +408,7 @@ static int run_root(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
 out_close:
     /* the ROUTER first: ZAP must outlive its listener (the WELCOMEs still
      * leaving need no handshake) */
-    train_monitor_close(r.sock, r.mon);
+    sl_zsock_monitor_close(r.sock, r.mon);
     sl_zap_stop(zap);
     sl_curve_allow_free(allow);
 out_free:
@@ -487,7 +469,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         rc = SL_EIO;
         goto out_free;
     }
-    if ((mon = monitor_open(ctx, sock, PEER_MONITOR, TRAIN_HANDSHAKE_EVENTS, err)) == NULL) {
+    if ((mon = sl_zsock_monitor_open(ctx, sock, PEER_MONITOR, SL_HANDSHAKE_EVENTS, "rendezvous", err)) == NULL) {
         rc = SL_EIO;
         goto out_close;
     }
@@ -510,7 +492,8 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
     uint64_t cap = deadline + (uint64_t)EXTRA_WAIT_MS * 1000000u;
     uint64_t heard = 0; /* when rank 0 last spoke; 0: never */
     int missing = 0;
-    struct train_handshake hs = {.curve = o->curve != NULL};
+    struct sl_handshake hs;
+    sl_handshake_init(&hs, SL_HANDSHAKE_PEERS, o->curve != NULL);
     for (;;) {
         uint64_t now = sl_clock_ns();
         if (o->stop != NULL && *o->stop) {
@@ -519,7 +502,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         }
         uint64_t alive = heard + (uint64_t)ROOT_SILENT_MS * 1000000u;
         uint64_t until = !heard ? deadline : alive < cap ? alive : cap;
-        uint64_t hs_due = train_handshake_due(&hs);
+        uint64_t hs_due = sl_handshake_due(&hs);
         if (now >= until) {
             rc = peer_timed_out(o, now, start, heard, cap, missing, err);
             goto out_close;
@@ -534,9 +517,9 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
             goto out_close;
         }
         if (it[1].revents & ZMQ_POLLIN)
-            train_handshake_read(&hs, mon, sl_clock_ns());
-        if (train_handshake_failed(&hs, sl_clock_ns())) {
-            rc = train_handshake_error(&hs, "rendezvous", who(o, 0, a, sizeof a), err);
+            sl_handshake_read(&hs, mon, sl_clock_ns());
+        if (sl_handshake_failed(&hs, sl_clock_ns())) {
+            rc = sl_handshake_peers_error(&hs, "rendezvous", who(o, 0, a, sizeof a), err);
             goto out_close;
         }
         if (!(it[0].revents & ZMQ_POLLIN))
@@ -574,7 +557,7 @@ static int run_peer(const struct train_rendezvous_opts *o, void *ctx, uint64_t s
         goto out_close;
     }
 out_close:
-    train_monitor_close(sock, mon);
+    sl_zsock_monitor_close(sock, mon);
 out_free:
     sl_free(buf);
     return rc;

@@ -76,10 +76,9 @@
 #include "sl_bytes.h"
 #include "sl_clock.h"
 #include "sl_endpoint.h"
+#include "sl_handshake.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
-#include "train_handshake.h"
-#include "train_monitor.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "train_ring sends floats in host order; add byte swapping for big-endian hosts"
@@ -95,8 +94,6 @@
 #define CURVE_FRAME_EXTRA 64     /* a CURVE MESSAGE's bytes around a frame's data: 33 */
 #define CURVE_HANDSHAKE_MAX 1024 /* room for CURVE's handshake commands */
 #define PENDING_MAX 32           /* connections to the PULL tracked before their handshake */
-#define HANDSHAKE_FAILED \
-    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 enum { MSG_JOIN = 1, MSG_DATA = 2, MSG_ABORT = 3, MSG_HEARTBEAT = 4 };
 enum { WHY_JOIN = 1, WHY_SILENT = 2, WHY_GONE = 3, WHY_PROTO = 4, WHY_SEND = 5, WHY_KEY = 6 };
@@ -130,11 +127,11 @@ struct train_ring {
     uint64_t pull_hs_failed;       /* failed handshakes on the PULL */
     uint32_t pending[PENDING_MAX]; /* fds accepted on the PULL, no handshake known */
     int npending;
-    int unpinned;                   /* handshakes succeeded among them, not pinned to one */
-    int pull_failed_open;           /* failed handshakes whose connection's DISCONNECTED has not come yet */
-    struct train_handshake push_hs; /* the PUSH's handshakes */
-    uint64_t seq;                   /* all_reduce calls made */
-    struct sl_error fail;           /* code != 0: the ring is broken, with this error */
+    int unpinned;                /* handshakes succeeded among them, not pinned to one */
+    int pull_failed_open;        /* failed handshakes whose connection's DISCONNECTED has not come yet */
+    struct sl_handshake push_hs; /* the PUSH's handshakes */
+    uint64_t seq;                /* all_reduce calls made */
+    struct sl_error fail;        /* code != 0: the ring is broken, with this error */
 };
 
 static void hdr_encode(unsigned char *p, const struct hdr *h)
@@ -338,7 +335,7 @@ static void read_monitor(struct train_ring *r)
     uint16_t event;
     uint32_t value;
 
-    while (train_monitor_event(r->mon, &event, &value)) {
+    while (sl_zsock_monitor_event(r->mon, &event, &value)) {
         int at = -1;
 
         for (int i = 0; i < r->npending && at < 0; i++)
@@ -366,7 +363,7 @@ static void read_monitor(struct train_ring *r)
             r->npending--;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             r->pred_gone = 1;
-        } else if (event & HANDSHAKE_FAILED) {
+        } else if (event & SL_HANDSHAKE_FAILED_EVENTS) {
             r->pull_hs_failed++;
             r->pull_failed_open++;
         }
@@ -376,14 +373,14 @@ static void read_monitor(struct train_ring *r)
 }
 
 /* Break the ring because our connection to the successor failed its
- * handshake (train_handshake_failed said so). */
+ * handshake (sl_handshake_failed said so). */
 static int ring_handshake_failed(struct train_ring *r, struct sl_error *err)
 {
     char peer[SL_ERROR_MSG_MAX / 2];
     struct sl_error why = {0};
 
     snprintf(peer, sizeof peer, "rank %d (%s)", r->succ, r->eps[r->succ]);
-    train_handshake_error(&r->push_hs, "ring", peer, &why);
+    sl_handshake_peers_error(&r->push_hs, "ring", peer, &why);
     return ring_fail(r, err, why.code, 0, 0, "%s", why.msg);
 }
 
@@ -465,9 +462,9 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
         uint64_t now = sl_clock_ns();
         uint64_t deadline = alive + silence_ns < start + cap_ns ? alive + silence_ns : start + cap_ns;
         uint64_t wake = beat && next_beat < deadline ? next_beat : deadline;
-        uint64_t hs_due = train_handshake_due(&r->push_hs);
+        uint64_t hs_due = sl_handshake_due(&r->push_hs);
 
-        if (train_handshake_failed(&r->push_hs, now))
+        if (sl_handshake_failed(&r->push_hs, now))
             return ring_handshake_failed(r, err);
         if (hs_due != 0 && hs_due < wake)
             wake = hs_due;
@@ -500,7 +497,7 @@ static int recv_msg(struct train_ring *r, uint64_t silence_ns, uint64_t cap_ns, 
             continue; /* look at the PULL once more before judging */
         }
         if (items[2].revents & ZMQ_POLLIN) {
-            train_handshake_read(&r->push_hs, r->pmon, sl_clock_ns());
+            sl_handshake_read(&r->push_hs, r->pmon, sl_clock_ns());
             continue; /* judged at the top */
         }
         if (r->pred_gone)
@@ -600,20 +597,17 @@ static int make_sockets(struct train_ring *r, const struct sl_curve_keys *curve,
 
     if ((r->ctx = zmq_ctx_new()) == NULL)
         return sl_error_sys(err, errno, "zmq_ctx_new");
-    const struct sl_zsock_opts pull = {.max_msg = maxmsg}, mon = {0},
+    const struct sl_zsock_opts pull = {.max_msg = maxmsg},
                                push = {.linger_ms = r->timeout_ms, .send_timeout_ms = r->timeout_ms};
     if ((r->pull = sl_zsock_open(r->ctx, ZMQ_PULL, &pull, "ring: the receiving socket", err)) == NULL ||
-        (r->push = sl_zsock_open(r->ctx, ZMQ_PUSH, &push, "ring: the sending socket", err)) == NULL ||
-        (r->mon = sl_zsock_open(r->ctx, ZMQ_PAIR, &mon, "ring: a monitor", err)) == NULL ||
-        (r->pmon = sl_zsock_open(r->ctx, ZMQ_PAIR, &mon, "ring: a monitor", err)) == NULL)
+        (r->push = sl_zsock_open(r->ctx, ZMQ_PUSH, &push, "ring: the sending socket", err)) == NULL)
         return SL_EIO;
-    if (zmq_socket_monitor(r->pull, MONITOR_ADDR,
-                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                               HANDSHAKE_FAILED) < 0 ||
-        zmq_connect(r->mon, MONITOR_ADDR) < 0 ||
-        zmq_socket_monitor(r->push, PUSH_MONITOR_ADDR, TRAIN_HANDSHAKE_EVENTS) < 0 ||
-        zmq_connect(r->pmon, PUSH_MONITOR_ADDR) < 0)
-        return sl_error_set(err, SL_EIO, "ring: zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+    if ((r->mon = sl_zsock_monitor_open(r->ctx, r->pull, MONITOR_ADDR,
+                                        ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                            SL_HANDSHAKE_FAILED_EVENTS,
+                                        "ring", err)) == NULL ||
+        (r->pmon = sl_zsock_monitor_open(r->ctx, r->push, PUSH_MONITOR_ADDR, SL_HANDSHAKE_EVENTS, "ring", err)) == NULL)
+        return SL_EIO;
     if (curve != NULL) {
         int rc = make_curve(r, curve, err);
         if (rc != 0)
@@ -659,7 +653,7 @@ int train_ring_open(struct train_ring **out, const struct train_ring_opts *o, st
     r->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->stop = o->stop;
     r->curve = o->curve != NULL;
-    r->push_hs.curve = r->curve;
+    sl_handshake_init(&r->push_hs, SL_HANDSHAKE_PEERS, r->curve);
     r->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
     r->max_bytes = o->max_message_bytes ? o->max_message_bytes : DEFAULT_MAX_MESSAGE;
     if (r->max_bytes > INT64_MAX)
@@ -808,8 +802,8 @@ void train_ring_close(struct train_ring *r)
     /* Stop the monitor and read what it still holds before closing: an
      * event message left in the monitor's pipe is leaked by libzmq 4.3
      * (LeakSanitizer saw the 92-byte frame of a DISCONNECTED event). */
-    train_monitor_close(r->pull, r->mon);
-    train_monitor_close(r->push, r->pmon);
+    sl_zsock_monitor_close(r->pull, r->mon);
+    sl_zsock_monitor_close(r->push, r->pmon);
     sl_zap_stop(r->zap); /* before the context's end, which waits for its socket */
     if (r->ctx) {
         while (zmq_ctx_term(r->ctx) < 0 && zmq_errno() == EINTR) {
