@@ -48,6 +48,8 @@ enum sl_opt_type {
     SL_OPT_STRING,  /* const char *: borrowed from argv (or the row's default) */
     SL_OPT_U32,     /* uint32_t in [min, max] */
     SL_OPT_U64,     /* uint64_t in [min, max] */
+    SL_OPT_INT,     /* int in [min, max] (min >= 0: digits only, as U32) */
+    SL_OPT_LONG,    /* long in [min, max] (min >= 0: digits only, as U64) */
     SL_OPT_BYTES,   /* uint64_t: digits then optionally K, M, G or T (powers of 1024), in [min, max] */
     SL_OPT_DOUBLE,  /* double, finite, in [min, max] */
     SL_OPT_CHOICE,  /* int: the index of the value in `choices` ("a|b|c") */
@@ -128,6 +130,11 @@ struct sl_opt_cmd {
     const char *extra_prefix;
     const char *extra_what; /* "job key": the unknown-name message says "unknown option or job key" */
     int (*extra_fn)(void *opts, const char *name, const char *value, struct sl_error *err);
+    /* Any other --NAME=VALUE (NAME neither a row nor an extra name) goes
+     * whole to pass_fn when it is set, `arg` borrowed from argv
+     * (sluice-bench's job overrides, passed on to its feeders); a name
+     * without "=VALUE" is still an unknown option. */
+    int (*pass_fn)(void *opts, const char *arg, struct sl_error *err);
 };
 
 /* Parse argv[1..argc) into *opts (defaults first). *given (may be NULL)

@@ -141,6 +141,19 @@ for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory 
 done
 pass "feeder --help and docs/feeder.md list every option"
 
+# ---- sluice-bench: every subcommand's --help (generated from its sl_opt
+# table) names each option once, and docs/bench.md documents each ----
+for cmd in run formats feed wire allreduce link seek; do
+    expect "sluice-bench $cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
+    opts=$(grep -oE '^  (-h, |    )--[a-z-]+' "$T/out" | sed 's/.*--//')
+    [ "$(echo "$opts" | wc -l)" -ge 4 ] || fail "sluice-bench $cmd --help: too few options: $opts"
+    [ -z "$(echo "$opts" | sort | uniq -d)" ] || fail "sluice-bench $cmd --help: an option twice"
+    for opt in $opts; do
+        grep -q -- "--$opt\b" "$DOCS/bench.md" || fail "docs/bench.md lacks sluice-bench $cmd --$opt"
+    done
+done
+pass "sluice-bench: every subcommand's options in --help and docs/bench.md"
+
 # ---- log lines: an RFC 3339 time on each, --log-level, --log-format json ----
 bad=(--job "$T/nonexistent.json" --listen "ipc://$T/never.sock")
 for b in "$FEEDER" "$TRAINER"; do
