@@ -114,6 +114,43 @@ struct sl_opt {
             "the version, the commit it was built from, the build type and optional parts", NULL, NULL           \
     }
 
+/* Rows that sluice-feeder and sluice-trainer share: the same option, name,
+ * field type (int flags, const char * strings) and help in both tables.
+ * Each program keeps its own place for them in its --help. */
+#define SL_OPT_ROW_METRICS_LISTEN(type)                                                                                \
+    {                                                                                                                  \
+        "metrics-listen", 0, SL_OPT_STRING, offsetof(type, metrics_listen), 0, 0, NULL, "HOST:PORT",                   \
+            "serve this process's figures live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464 for a " \
+            "feeder, 127.0.0.1:9465 for a trainer; port 0: any free port, logged; docs/operations.md lists the "       \
+            "metrics)",                                                                                                \
+            NULL, NULL                                                                                                 \
+    }
+#define SL_OPT_ROW_CURVE_KEY(type)                                                                                   \
+    {                                                                                                                \
+        "curve-key", 0, SL_OPT_STRING, offsetof(type, curve_key), 0, 0, NULL, "FILE",                                \
+            "this process's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): its links are " \
+            "encrypted; a feeder lets in only the trainers whose public key is in its --curve-allow, a trainer's "   \
+            "ring "                                                                                                  \
+            "only holders of the same key (docs/security.md)",                                                       \
+            NULL, NULL                                                                                               \
+    }
+#define SL_OPT_ROW_INSECURE(type)                                                                                    \
+    {                                                                                                                \
+        "insecure", 0, SL_OPT_FLAG, offsetof(type, insecure), 0, 0, NULL, NULL,                                      \
+            "listen in plaintext on an address other hosts can reach (a feeder's --listen; a trainer worker's ring " \
+            "and "                                                                                                   \
+            "worker 0's rendezvous; a parameter server): without it such a process refuses to start unless it has "  \
+            "--curve-key",                                                                                           \
+            NULL, NULL                                                                                               \
+    }
+#define SL_OPT_ROW_NO_SHM(type)                                                                                     \
+    {                                                                                                               \
+        "no-shm", 0, SL_OPT_FLAG, offsetof(type, no_shm), 0, 0, NULL, NULL,                                         \
+            "pieces always by copy, never in a feeder's shared memory (by default a feeder hands a trainer on its " \
+            "host that can map that memory its pieces there, without copies; docs/protocol.md)",                    \
+            NULL, NULL                                                                                              \
+    }
+
 /* A program's options, and optionally a second family of names accepted as
  * `--NAME=VALUE` or `--NAME VALUE` (the feeder's job keys): a name that is
  * not a row goes to `extra_fn` when it is one of `extra_names` or starts
