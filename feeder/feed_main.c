@@ -227,10 +227,7 @@ static const struct sl_opt opt_rows[] = {
      "on exit, write the counters as one JSON object: pieces, records, bytes (on the wire), disk_bytes, CPU "
      "seconds per stage (docs/feeder.md)",
      NULL, NULL},
-    {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
-     "serve the counters live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: any free "
-     "port, logged; docs/operations.md lists the metrics)",
-     NULL, NULL},
+    SL_OPT_ROW_METRICS_LISTEN(struct args),
     {"metrics-linger", 0, SL_OPT_U64, OFF(metrics_linger_s), 0, 3600, "0", "S",
      "with --metrics-listen: once served, keep /metrics up until one scrape has read the final figures, at most S "
      "seconds (a job-scoped feeder's last counts then reach Prometheus; 0: exit at once)",
@@ -242,10 +239,7 @@ static const struct sl_opt opt_rows[] = {
      "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
      "another survivor)",
      NULL, NULL},
-    {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
-     "this feeder's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the socket is "
-     "encrypted and only trainers whose public key is in --curve-allow get in (docs/security.md)",
-     NULL, NULL},
+    SL_OPT_ROW_CURVE_KEY(struct args),
     {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
      "the trainers allowed: every NAME.pub in DIR (one public key a file; read again on SIGHUP); needs "
      "--curve-key",
@@ -254,13 +248,8 @@ static const struct sl_opt opt_rows[] = {
      "an ipc:// --listen socket file is 0600 (only this user's trainers connect); with this, 0660 and owned by "
      "GROUP, whose members may connect too",
      NULL, NULL},
-    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
-     "serve in the clear on an address other hosts can reach (without it, such a --listen needs --curve-key)", NULL,
-     NULL},
-    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
-     "never hand pieces over in shared memory (by default a trainer on this host that can map it gets them so, "
-     "without copies; docs/protocol.md)",
-     NULL, NULL},
+    SL_OPT_ROW_INSECURE(struct args),
+    SL_OPT_ROW_NO_SHM(struct args),
     {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "plan: print the plan as one JSON object", NULL, NULL},
     {"set", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "KEY=VALUE",
      "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "

@@ -134,12 +134,18 @@ static int set_value(const struct sl_opt *o, void *opts, const char *value, stru
     case SL_OPT_STRING: *(const char **)field = value; return 0;
     case SL_OPT_U32:
     case SL_OPT_U64:
+    case SL_OPT_INT:
+    case SL_OPT_LONG:
         if ((rc = sl_opt_parse_u64(value, (uint64_t)o->min, (uint64_t)o->max, &u, err)) != 0)
             return sl_error_prefix(err, "--%s: ", o->name);
         if (o->type == SL_OPT_U32)
             *(uint32_t *)field = (uint32_t)u;
-        else
+        else if (o->type == SL_OPT_U64)
             *(uint64_t *)field = u;
+        else if (o->type == SL_OPT_INT)
+            *(int *)field = (int)u; /* max is an int's */
+        else
+            *(long *)field = (long)u;
         return 0;
     case SL_OPT_BYTES:
         if ((rc = parse_bytes(value, (uint64_t)o->min, (uint64_t)o->max, (uint64_t *)field, err)) != 0)
@@ -292,7 +298,8 @@ static int parse_long(const struct sl_opt_cmd *cmd, int argc, char **argv, int *
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const struct sl_opt *o = find_long(cmd, name, len);
     if (o == NULL && !is_extra(cmd, name, len))
-        return unknown_long(cmd, name, len, err);
+        return cmd->pass_fn != NULL && eq != NULL ? cmd->pass_fn(opts, argv[*i], err)
+                                                  : unknown_long(cmd, name, len, err);
     const char *value = eq ? eq + 1 : NULL;
     if (o != NULL && !takes_value(o) && value != NULL)
         return sl_error_set(err, SL_EINVAL, "--%s takes no value", o->name);

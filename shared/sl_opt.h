@@ -48,6 +48,8 @@ enum sl_opt_type {
     SL_OPT_STRING,  /* const char *: borrowed from argv (or the row's default) */
     SL_OPT_U32,     /* uint32_t in [min, max] */
     SL_OPT_U64,     /* uint64_t in [min, max] */
+    SL_OPT_INT,     /* int in [min, max] (min >= 0: digits only, as U32) */
+    SL_OPT_LONG,    /* long in [min, max] (min >= 0: digits only, as U64) */
     SL_OPT_BYTES,   /* uint64_t: digits then optionally K, M, G or T (powers of 1024), in [min, max] */
     SL_OPT_DOUBLE,  /* double, finite, in [min, max] */
     SL_OPT_CHOICE,  /* int: the index of the value in `choices` ("a|b|c") */
@@ -112,6 +114,43 @@ struct sl_opt {
             "the version, the commit it was built from, the build type and optional parts", NULL, NULL           \
     }
 
+/* Rows that sluice-feeder and sluice-trainer share: the same option, name,
+ * field type (int flags, const char * strings) and help in both tables.
+ * Each program keeps its own place for them in its --help. */
+#define SL_OPT_ROW_METRICS_LISTEN(type)                                                                                \
+    {                                                                                                                  \
+        "metrics-listen", 0, SL_OPT_STRING, offsetof(type, metrics_listen), 0, 0, NULL, "HOST:PORT",                   \
+            "serve this process's figures live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464 for a " \
+            "feeder, 127.0.0.1:9465 for a trainer; port 0: any free port, logged; docs/operations.md lists the "       \
+            "metrics)",                                                                                                \
+            NULL, NULL                                                                                                 \
+    }
+#define SL_OPT_ROW_CURVE_KEY(type)                                                                                   \
+    {                                                                                                                \
+        "curve-key", 0, SL_OPT_STRING, offsetof(type, curve_key), 0, 0, NULL, "FILE",                                \
+            "this process's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): its links are " \
+            "encrypted; a feeder lets in only the trainers whose public key is in its --curve-allow, a trainer's "   \
+            "ring "                                                                                                  \
+            "only holders of the same key (docs/security.md)",                                                       \
+            NULL, NULL                                                                                               \
+    }
+#define SL_OPT_ROW_INSECURE(type)                                                                                    \
+    {                                                                                                                \
+        "insecure", 0, SL_OPT_FLAG, offsetof(type, insecure), 0, 0, NULL, NULL,                                      \
+            "listen in plaintext on an address other hosts can reach (a feeder's --listen; a trainer worker's ring " \
+            "and "                                                                                                   \
+            "worker 0's rendezvous; a parameter server): without it such a process refuses to start unless it has "  \
+            "--curve-key",                                                                                           \
+            NULL, NULL                                                                                               \
+    }
+#define SL_OPT_ROW_NO_SHM(type)                                                                                     \
+    {                                                                                                               \
+        "no-shm", 0, SL_OPT_FLAG, offsetof(type, no_shm), 0, 0, NULL, NULL,                                         \
+            "pieces always by copy, never in a feeder's shared memory (by default a feeder hands a trainer on its " \
+            "host that can map that memory its pieces there, without copies; docs/protocol.md)",                    \
+            NULL, NULL                                                                                              \
+    }
+
 /* A program's options, and optionally a second family of names accepted as
  * `--NAME=VALUE` or `--NAME VALUE` (the feeder's job keys): a name that is
  * not a row goes to `extra_fn` when it is one of `extra_names` or starts
@@ -128,6 +167,11 @@ struct sl_opt_cmd {
     const char *extra_prefix;
     const char *extra_what; /* "job key": the unknown-name message says "unknown option or job key" */
     int (*extra_fn)(void *opts, const char *name, const char *value, struct sl_error *err);
+    /* Any other --NAME=VALUE (NAME neither a row nor an extra name) goes
+     * whole to pass_fn when it is set, `arg` borrowed from argv
+     * (sluice-bench's job overrides, passed on to its feeders); a name
+     * without "=VALUE" is still an unknown option. */
+    int (*pass_fn)(void *opts, const char *arg, struct sl_error *err);
 };
 
 /* Parse argv[1..argc) into *opts (defaults first). *given (may be NULL)

@@ -81,10 +81,7 @@ static const struct sl_opt opt_rows[] = {
      "one JSON line per step: epoch, step, rows, loss, accuracy, step time, input wait and stall %, samples/s, "
      "H2D GB/s, weights hash",
      NULL, NULL},
-    {"metrics-listen", 0, SL_OPT_STRING, OFF(metrics_listen), 0, 0, NULL, "HOST:PORT",
-     "serve the figures live for Prometheus at http://HOST:PORT/metrics (e.g. 127.0.0.1:9465; port 0: any free "
-     "port, logged; docs/operations.md lists the metrics)",
-     NULL, NULL},
+    SL_OPT_ROW_METRICS_LISTEN(struct trainer_opts),
     {"predictions", 0, SL_OPT_STRING, OFF(predictions), 0, 0, NULL, "FILE",
      "with --eval-*: every evaluated element's prediction, gathered from all workers by its --trace-feature id "
      "(ids 0..N-1, each once) and written by worker 0 in id order, one JSON line each (CPU replicas)",
@@ -177,23 +174,13 @@ static const struct sl_opt opt_rows[] = {
      "lost, nothing twice, the order unchanged (0: off; with every feeder lost the trainer fails after S s, or "
      "--reconnect-s if longer)",
      NULL, NULL},
-    {"curve-key", 0, SL_OPT_STRING, OFF(curve_key), 0, 0, NULL, "FILE",
-     "this trainer's CURVE secret key (NAME.key from 'sluice-feeder keygen NAME'; mode 0600): the feeders' "
-     "connections are encrypted, and each feeder lets in only keys on its --curve-allow list (docs/security.md)",
-     NULL, NULL},
+    SL_OPT_ROW_CURVE_KEY(struct trainer_opts),
     {"curve-server-key", 0, SL_OPT_STRING, OFF(curve_server_key), 0, 0, NULL, "FILE|DIR",
      "with --curve-key: the feeders' public keys: one NAME.pub file for every feeder, or a directory holding "
      "feeder j's key at DIR/feeder-J.pub (and --eval-connect's feeder j's at DIR/eval-feeder-J.pub)",
      NULL, NULL},
-    {"insecure", 0, SL_OPT_FLAG, OFF(insecure), 0, 0, NULL, NULL,
-     "let this worker's ring (and worker 0's rendezvous) listen in plaintext on an address other hosts can reach; "
-     "without it such a worker refuses to start unless it has --curve-key (the workers' links are then encrypted "
-     "and let in only holders of the same key)",
-     NULL, NULL},
-    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
-     "never map a feeder's shared piece memory: pieces always come by copy (by default a feeder on this host "
-     "hands them over in shared memory; docs/protocol.md)",
-     NULL, NULL},
+    SL_OPT_ROW_INSECURE(struct trainer_opts),
+    SL_OPT_ROW_NO_SHM(struct trainer_opts),
     {"checkpoint", 0, SL_OPT_STRING, OFF(checkpoint), 0, 0, NULL, "DIR",
      "write checkpoints into DIR (made if absent): this worker's weights, optimizer state and input position, "
      "one file per step (ckpt-STEP.wWofN), written atomically (docs/trainer.md); on a ps task, its variables, "

@@ -180,26 +180,26 @@ expect "unknown command" 2 "unknown command 'nope'" "$BENCH" nope
 expect "help with no command" 0 "^Usage: sluice-bench COMMAND" "$BENCH" help
 expect "help nope" 2 "unknown command 'nope'" "$BENCH" help nope
 expect "run without --job" 2 "--job is required" "$BENCH" run
-expect "run --feeders 0" 2 "--feeders: expected an integer in \[1, 16\], got '0'" \
+expect "run --feeders 0" 2 "--feeders: must be an integer in \[1, 16\], got '0'" \
     "$BENCH" run --job job.json --feeders 1,0
-expect "run --feeders x" 2 "--feeders: expected" "$BENCH" run --job job.json --feeders x
+expect "run --feeders x" 2 "--feeders: not an integer: 'x'" "$BENCH" run --job job.json --feeders x
 expect "run --transport udp" 2 "--transport: expected ipc or tcp, got 'udp'" \
     "$BENCH" run --job job.json --transport udp
-expect "run --repeat -1" 2 "--repeat: expected an integer" "$BENCH" run --job job.json --repeat -1
-expect "run --duration 0" 2 "--duration: expected a number" "$BENCH" run --job job.json --duration 0
+expect "run --repeat -1" 2 "--repeat: must be an integer in \[1, 32\], got '-1'" "$BENCH" run --job job.json --repeat -1
+expect "run --duration 0" 2 "--duration: must be in \[0.1, 86400\], got '0'" "$BENCH" run --job job.json --duration 0
 expect "run --model" 2 "--model: expected none or mlp, got 'cnn'" "$BENCH" run --job job.json --model cnn
 expect "run --epochs with --duration" 2 "exclude each other" \
     "$BENCH" run --job job.json --epochs 1 --duration 1
 expect "run --plot without --out" 2 "--plot needs --out" "$BENCH" run --job job.json --plot
-expect "run unknown option" 2 "unknown option '--bogus'" "$BENCH" run --job job.json --bogus
+expect "run unknown option" 2 "sluice-bench run: --bogus: unknown option" "$BENCH" run --job job.json --bogus
 expect "run --workers missing value" 2 "--workers needs a value" "$BENCH" run --job job.json --workers
 # files that are not there are a data error (1), as in sluice-feeder; a job
 # that is not there too (issue #24 item 13: one rule for all four programs)
 expect "run job without files" 1 "no file matches" "$BENCH" run --job job.json --files=/nonexistent/x*
 expect "run job file missing" 1 "sluice-bench run: --job: open\(/nonexistent/job.json\): No such file or directory" \
     "$BENCH" run --job /nonexistent/job.json
-expect "wire --tensors 99" 2 "--tensors: expected an integer in \[1, 64\], got '99'" "$BENCH" wire --tensors 99
-expect "allreduce --procs 1" 2 "--procs: expected an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
+expect "wire --tensors 99" 2 "--tensors: must be an integer in \[1, 64\], got '99'" "$BENCH" wire --tensors 99
+expect "allreduce --procs 1" 2 "--procs: must be an integer in \[2, 16\], got '1'" "$BENCH" allreduce --procs 1
 expect "allreduce --transport" 2 "--transport: expected ipc or tcp" "$BENCH" allreduce --transport x
 expect "link without an end" 2 "give one of --push and --pull" "$BENCH" link
 expect "link with both ends" 2 "give one of --push and --pull" "$BENCH" link --push ipc://a --pull ipc://b
@@ -208,26 +208,110 @@ expect "link --size 0" 2 "--size" "$BENCH" link --push ipc://a --size 0
 expect "link --size huge" 2 "--size" "$BENCH" link --push ipc://a --size 2000000000
 expect "link --count 1" 2 "--count" "$BENCH" link --pull ipc://a --count 1
 expect "seek --policy x" 2 "--policy: expected auto, off, file, data or hint, got 'x'" "$BENCH" seek --policy x
-expect "seek --steps 0" 2 "--steps: expected an integer" "$BENCH" seek --steps 0
+expect "seek --steps 0" 2 "--steps: must be an integer in \[1, 1099511627776\], got '0'" "$BENCH" seek --steps 0
 expect "seek, a job the plan refuses" 1 "FILE sharding needs at least 4 files, found 3" \
     "$BENCH" seek --files 3 --workers 4 --policy file
 expect "link --count -5" 2 "--count" "$BENCH" link --pull ipc://a --count -5
 expect "link, nobody sends" 1 "message 0 of 3: none came in time" "$BENCH" link --pull "ipc://$T/none.sock" \
     --count 3 --timeout-s 1
 
+# ---- every subcommand's options on sl_opt: hostile values, the same words ----
+# huge, negative, empty, absent, junk, the =VALUE form, a flag with a value
+HUGE=99999999999999999999999
+expect "allreduce --floats huge" 2 "sluice-bench allreduce: --floats: must be an integer in \[16, 268435456\], got '$HUGE'" \
+    "$BENCH" allreduce --floats "$HUGE"
+expect "allreduce --iters -1" 2 "--iters: must be an integer in \[1, 100000\], got '-1'" "$BENCH" allreduce --iters -1
+expect "allreduce --repeat absent" 2 "sluice-bench allreduce: --repeat needs a value" "$BENCH" allreduce --repeat
+expect "allreduce --procs empty" 2 "--procs: not an integer: ''" "$BENCH" allreduce --procs=
+expect "allreduce --procs 2,,4" 2 "--procs: not an integer: ''" "$BENCH" allreduce --procs 2,,4
+expect "allreduce --procs 17 of them" 2 "--procs: at most 16 comma-separated integers" \
+    "$BENCH" allreduce --procs "$(printf '2,%.0s' $(seq 16))2"
+expect "allreduce --json=1" 2 "--json takes no value" "$BENCH" allreduce --json=1
+expect "wire --sizes huge" 2 "--sizes: must be an integer in \[1, 268435456\], got '$HUGE'" "$BENCH" wire --sizes "4096,$HUGE"
+expect "wire --sizes 0" 2 "--sizes: must be an integer in \[1, 268435456\], got '0'" "$BENCH" wire --sizes 0
+expect "wire --repeat=33" 2 "--repeat: must be an integer in \[1, 32\], got '33'" "$BENCH" wire --repeat=33
+expect "wire --transport empty" 2 "--transport: expected ipc or tcp, got ''" "$BENCH" wire --transport=
+expect "wire --tensors absent" 2 "--tensors needs a value" "$BENCH" wire --tensors
+expect "link --timeout-s 0" 2 "--timeout-s: must be an integer in \[1, 86400\], got '0'" \
+    "$BENCH" link --pull ipc://a --timeout-s 0
+expect "link --count huge" 2 "--count: must be an integer in \[2, 1099511627776\], got '$HUGE'" \
+    "$BENCH" link --pull ipc://a --count "$HUGE"
+expect "link --size 1e3" 2 "--size: not an integer: '1e3'" "$BENCH" link --push ipc://a --size 1e3
+expect "link --pull absent" 2 "--pull needs a value" "$BENCH" link --pull
+expect "seek --files -1" 2 "--files: must be an integer in \[1, 10000000\], got '-1'" "$BENCH" seek --files -1
+expect "seek --records huge" 2 "--records: must be an integer in \[1, 1000000000\], got '$HUGE'" \
+    "$BENCH" seek --records "$HUGE"
+expect "seek --scales 9 of them" 2 "--scales: at most 8 comma-separated integers" "$BENCH" seek --scales 1,2,3,4,5,6,7,8,9
+expect "seek --scales 0" 2 "--scales: must be an integer in \[1, 100000\], got '0'" "$BENCH" seek --scales 1,0
+expect "seek --batch 0x10" 2 "--batch: not an integer: '0x10'" "$BENCH" seek --batch 0x10
+expect "seek --shuffle -5" 2 "--shuffle: must be an integer in \[0, 268435456\], got '-5'" "$BENCH" seek --shuffle -5
+expect "seek --parallel-reads 4097" 2 "--parallel-reads: must be an integer in \[1, 4096\], got '4097'" \
+    "$BENCH" seek --parallel-reads 4097
+expect "seek --workers 65537" 2 "--workers: must be an integer in \[1, 65536\], got '65537'" "$BENCH" seek --workers 65537
+expect "seek --replicas +3" 2 "--replicas: not an integer: '\\+3'" "$BENCH" seek --replicas +3
+expect "seek --repeat absent" 2 "--repeat needs a value" "$BENCH" seek --repeat
+expect "seek --polcy (a near miss)" 2 "sluice-bench seek: --polcy: unknown option; did you mean --policy?" \
+    "$BENCH" seek --polcy file
+expect "run --epochs 0" 2 "--epochs: must be an integer in \[1, 1000000\], got '0'" "$BENCH" run --job job.json --epochs 0
+expect "run --warmup 11" 2 "--warmup: must be an integer in \[0, 10\], got '11'" "$BENCH" run --job job.json --warmup 11
+expect "run --threads huge" 2 "--threads: must be an integer in \[1, 64\], got '$HUGE'" \
+    "$BENCH" run --job job.json --threads "$HUGE"
+expect "run --replicas 65" 2 "--replicas: must be an integer in \[1, 64\], got '65'" "$BENCH" run --job job.json --replicas 65
+expect "run --duration nan" 2 "--duration: not a number: 'nan'" "$BENCH" run --job job.json --duration nan
+expect "run --duration 1e999" 2 "--duration: not a finite number: '1e999'" "$BENCH" run --job job.json --duration 1e999
+expect "run --feeders 9 of them" 2 "--feeders: at most 8 comma-separated integers" \
+    "$BENCH" run --job job.json --feeders 1,1,1,1,1,1,1,1,1
+expect "run --model empty" 2 "--model: expected none or mlp, got ''" "$BENCH" run --job job.json --model=
+expect "run --job absent" 2 "sluice-bench run: --job needs a value" "$BENCH" run --job
+expect "run 33 job overrides" 2 "at most 32 job overrides" "$BENCH" run --job job.json $(seq -f '--k%g=1' 33)
+expect "run stray argument" 2 "sluice-bench run: unexpected argument 'stray'" "$BENCH" run --job job.json stray
+expect "feed --job absent" 2 "sluice-bench feed: --job needs a value" "$BENCH" feed --job
+expect "feed --transport udp" 2 "sluice-bench feed: --transport: expected ipc or tcp, got 'udp'" \
+    "$BENCH" feed --job job.json --transport udp
+expect "feed --threads 257" 2 "--threads: must be an integer in \[1, 256\], got '257'" "$BENCH" feed --job job.json --threads 257
+expect "formats --repeat huge" 2 "--repeat: must be an integer in \[1, 64\], got '$HUGE'" "$BENCH" formats --repeat "$HUGE"
+expect "formats --min-time -1" 2 "--min-time: must be in \[0, 3600\], got '-1'" "$BENCH" formats --min-time -1
+expect "formats --file absent" 2 "--file needs a value" "$BENCH" formats --file
+expect "formats --once empty" 2 "--once: expected read-crc, scan, scan-read or scan-auto, got ''" "$BENCH" formats --once=
+# a repeated option: the last one wins (seek is quick: step 1000, not 10)
+expect "seek --steps twice" 0 '"bench":"seek"' "$BENCH" seek --files 8 --records 100 --batch 16 --workers 2 \
+    --replicas 2 --shuffle 50 --steps 10 --steps=1000 --scales 1 --scales 10 --repeat 1 --json
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["scale"] for r in rows] == [10] and rows[0]["seq"] == 2000, rows
+' "$T/out" || fail "seek --steps twice: not the last value"
+pass "seek: a repeated option, the last one wins"
+# --help lists every option of every subcommand, in one layout
+for spec in "feed:job feeders workers replicas threads transport no-shm curve repeat json help" \
+    "run:job feeders workers replicas threads transport epochs duration model no-shm curve repeat warmup out json plot help" \
+    "formats:file features images labels scratch repeat min-time batch size once json help" \
+    "wire:sizes tensors transport repeat json help" "allreduce:procs floats iters transport repeat curve json help" \
+    "link:push pull size count timeout-s help" \
+    "seek:files records scales batch shuffle parallel-reads workers replicas policy hint per-replica drop-remainder steps repeat no-baseline json help"; do
+    cmd=${spec%%:*}
+    expect "$cmd --help" 0 "^Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
+    for opt in ${spec#*:}; do
+        grep -Eq -- "^  (-h, |    )--$opt(=[A-Z]+)? " "$T/out" || fail "$cmd --help lacks --$opt"
+    done
+    n=$(grep -Ec -- '^  (-h, |    )--[a-z]' "$T/out")
+    [ "$n" = "$(echo ${spec#*:} | wc -w)" ] || fail "$cmd --help: $n options, expected $(echo ${spec#*:} | wc -w)"
+done
+pass "every subcommand's --help lists its options, each once, in sl_opt's layout"
+
 # ---- feed: a short run, its note and its JSON ----
-expect "feed --threads 0" 2 "sluice-bench feed: --threads: expected an integer in \[1, 256\], got '0'" \
+expect "feed --threads 0" 2 "sluice-bench feed: --threads: must be an integer in \[1, 256\], got '0'" \
     "$BENCH" feed --job job.json --threads 0
 # numbers are checked whole: atoi took '1x' as 1, '-1' and '99999999999' as what they wrapped to
-expect "feed --workers 1x" 2 "sluice-bench feed: --workers: expected an integer in \[1, 64\], got '1x'" \
+expect "feed --workers 1x" 2 "sluice-bench feed: --workers: not an integer: '1x'" \
     "$BENCH" feed --job job.json --workers 1x
-expect "feed --replicas -1" 2 "sluice-bench feed: --replicas: expected an integer in \[1, 256\], got '-1'" \
+expect "feed --replicas -1" 2 "sluice-bench feed: --replicas: must be an integer in \[1, 256\], got '-1'" \
     "$BENCH" feed --job job.json --replicas -1
-expect "feed --repeat huge" 2 "sluice-bench feed: --repeat: expected an integer in \[1, 64\], got '99999999999'" \
+expect "feed --repeat huge" 2 "sluice-bench feed: --repeat: must be an integer in \[1, 64\], got '99999999999'" \
     "$BENCH" feed --job job.json --repeat 99999999999
-expect "feed --feeders 1,x" 2 "sluice-bench feed: --feeders: expected an integer in \[1, 8\], got 'x'" \
+expect "feed --feeders 1,x" 2 "sluice-bench feed: --feeders: not an integer: 'x'" \
     "$BENCH" feed --job job.json --feeders 1,x
-expect "feed --feeders 9 of them" 2 "--feeders: expected at most 8 comma-separated integers" \
+expect "feed --feeders 9 of them" 2 "--feeders: at most 8 comma-separated integers" \
     "$BENCH" feed --job job.json --feeders 1,1,1,1,1,1,1,1,1
 expect "feed --json" 0 "note: a run moves only 0.1 MB" "$BENCH" feed --job job.json --repeat 1 --threads 1 --json
 python3 - "$T/out" <<'PY' || fail "feed --json: schema (see above)"
@@ -251,13 +335,13 @@ pass "feed --no-shm: by copy"
 expect "feed --help names --curve" 0 "--curve +measure each configuration twice" "$BENCH" feed --help
 expect "run --help names --curve" 0 "--curve +measure each feeder count twice" "$BENCH" run --help
 expect "run --help names --no-shm" 0 "--no-shm +pieces by copy" "$BENCH" run --help
-expect "feed --curve=yes" 2 "'--curve=yes': --curve is not a job key" "$BENCH" feed --job job.json --curve=yes
+expect "feed --curve=yes" 2 "sluice-bench feed: --curve takes no value" "$BENCH" feed --job job.json --curve=yes
 expect "feed --curve-key=FILE" 2 "--curve-key is not a job key" "$BENCH" feed --job job.json --curve --curve-key=x.key
 expect "feed --curve-allow=DIR" 2 "--curve-allow is not a job key" "$BENCH" feed --job job.json --curve-allow=/tmp
 expect "feed --insecure=1" 2 "--insecure is not a job key" "$BENCH" feed --job job.json --insecure=1
 expect "feed --curve without --job" 2 "--job is required" "$BENCH" feed --curve
-expect "run --curve=1" 2 "'--curve=1' is not a job key" "$BENCH" run --job job.json --curve=1
-expect "run --no-shm=0" 2 "'--no-shm=0' is not a job key" "$BENCH" run --job job.json --no-shm=0
+expect "run --curve=1" 2 "sluice-bench run: --curve takes no value" "$BENCH" run --job job.json --curve=1
+expect "run --no-shm=0" 2 "sluice-bench run: --no-shm takes no value" "$BENCH" run --job job.json --no-shm=0
 expect "run --curve-key=FILE" 2 "'--curve-key=k' is not a job key" "$BENCH" run --job job.json --curve-key=k
 expect "run --curve --plot" 2 "--plot draws one line per feeder count .* use --json" \
     "$BENCH" run --job job.json --curve --plot --out "$T/o-curve"
@@ -554,11 +638,11 @@ pass "micro-benchmark JSON keys"
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----
 expect "formats --size 1x" 2 "--size: expected a byte count" "$BENCH" formats --size 1x
 expect "formats --size 0" 2 "--size: expected a byte count" "$BENCH" formats --size 0
-expect "formats --repeat 0" 2 "sluice-bench formats: --repeat: expected an integer in \[1, 64\], got '0'" \
+expect "formats --repeat 0" 2 "sluice-bench formats: --repeat: must be an integer in \[1, 64\], got '0'" \
     "$BENCH" formats --repeat 0
-expect "formats --batch -5" 2 "sluice-bench formats: --batch: expected an integer in \[1, 1048576\], got '-5'" \
+expect "formats --batch -5" 2 "sluice-bench formats: --batch: must be an integer in \[1, 1048576\], got '-5'" \
     "$BENCH" formats --batch -5
-expect "formats --min-time abc" 2 "sluice-bench formats: --min-time: expected a number in \[0, 3600\], got 'abc'" \
+expect "formats --min-time abc" 2 "sluice-bench formats: --min-time: not a number: 'abc'" \
     "$BENCH" formats --min-time abc
 expect "formats --features count -1" 2 "bad --features 'image:uint8:-1'" "$BENCH" formats --features image:uint8:-1
 expect "formats --features count huge" 2 "bad --features 'image:uint8:99999999999'" \

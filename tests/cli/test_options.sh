@@ -141,6 +141,40 @@ for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory 
 done
 pass "feeder --help and docs/feeder.md list every option"
 
+# ---- the rows sluice-feeder and sluice-trainer share (shared/sl_opt.h):
+# the same entry, word for word, in both --help ----
+# help_entry FILE OPT: OPT's line of a --help and its continuation lines
+help_entry() {
+    awk -v opt="--$2" '
+        /^  (-., |    )--/ { on = 0; s = $0; sub(/^  (-., |    )/, "", s); split(s, w, /[= ]/); if (w[1] == opt) on = 1 }
+        /^        +[^ ]/ && on { print; next }
+        on && /^  (-., |    )--/ { print; next }
+        { on = 0 }' "$1"
+}
+"$FEEDER" --help >"$T/feeder.help" 2>&1 || fail "feeder --help"
+"$TRAINER" --help >"$T/trainer.help" 2>&1 || fail "trainer --help"
+for opt in metrics-listen curve-key insecure no-shm quiet log-level log-format help version; do
+    help_entry "$T/feeder.help" "$opt" >"$T/f.entry"
+    help_entry "$T/trainer.help" "$opt" >"$T/t.entry"
+    [ -s "$T/f.entry" ] || fail "feeder --help: no entry for --$opt"
+    cmp -s "$T/f.entry" "$T/t.entry" ||
+        fail "--$opt: feeder and trainer --help differ: $(diff "$T/f.entry" "$T/t.entry" | head -c 600)"
+done
+pass "the shared rows read the same in sluice-feeder and sluice-trainer --help"
+
+# ---- sluice-bench: every subcommand's --help (generated from its sl_opt
+# table) names each option once, and docs/bench.md documents each ----
+for cmd in run formats feed wire allreduce link seek; do
+    expect "sluice-bench $cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
+    opts=$(grep -oE '^  (-h, |    )--[a-z-]+' "$T/out" | sed 's/.*--//')
+    [ "$(echo "$opts" | wc -l)" -ge 4 ] || fail "sluice-bench $cmd --help: too few options: $opts"
+    [ -z "$(echo "$opts" | sort | uniq -d)" ] || fail "sluice-bench $cmd --help: an option twice"
+    for opt in $opts; do
+        grep -q -- "--$opt\b" "$DOCS/bench.md" || fail "docs/bench.md lacks sluice-bench $cmd --$opt"
+    done
+done
+pass "sluice-bench: every subcommand's options in --help and docs/bench.md"
+
 # ---- log lines: an RFC 3339 time on each, --log-level, --log-format json ----
 bad=(--job "$T/nonexistent.json" --listen "ipc://$T/never.sock")
 for b in "$FEEDER" "$TRAINER"; do

@@ -273,6 +273,85 @@ START_TEST(test_extra_names)
 }
 END_TEST
 
+/* SL_OPT_INT and SL_OPT_LONG (sluice-bench's int and long fields): the
+ * same strict digits and bounds as U32/U64; pass_fn takes any other
+ * --NAME=VALUE whole, in order, and only in that form. */
+struct bench_like {
+    int n;
+    long big;
+    const char *passed[4];
+    int npassed;
+};
+
+static int take_pass(void *o, const char *arg, struct sl_error *err)
+{
+    struct bench_like *b = o;
+    if (b->npassed == 4)
+        return sl_error_set(err, SL_EINVAL, "'%s': at most 4", arg);
+    b->passed[b->npassed++] = arg;
+    return 0;
+}
+
+START_TEST(test_int_long_and_pass)
+{
+    static const struct sl_opt brows[] = {
+        {"n", 0, SL_OPT_INT, offsetof(struct bench_like, n), 1, 64, "3", "N", "an int", NULL, NULL},
+        {"big", 0, SL_OPT_LONG, offsetof(struct bench_like, big), 2, (double)(1L << 40), "10000", "N", "a long", NULL,
+         NULL},
+    };
+    const struct sl_opt_cmd bcmd = {.prog = "b", .usage = "", .rows = brows, .nrows = 2, .pass_fn = take_pass};
+    struct bench_like b;
+    struct sl_error err;
+    char *ok[] = {"b", "--epochs=5", "--n", "64", "--big=1099511627776", "--files=a*,b*", "--n=7", NULL};
+    memset(&b, 0, sizeof b);
+    memset(&err, 0, sizeof err);
+    ck_assert_int_eq(sl_opt_parse(&bcmd, 7, ok, &b, NULL, &err), 0);
+    ck_assert_int_eq(b.n, 7); /* the last one wins */
+    ck_assert(b.big == 1L << 40);
+    ck_assert_int_eq(b.npassed, 2);
+    ck_assert_ptr_eq(b.passed[0], ok[1]); /* the argument itself, borrowed */
+    ck_assert_str_eq(b.passed[1], "--files=a*,b*");
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(sl_opt_parse(&bcmd, 1, ok, &b, NULL, &err), 0);
+    ck_assert_int_eq(b.n, 3);
+    ck_assert(b.big == 10000);
+    static const struct {
+        const char *arg, *msg;
+    } cases[] = {
+        {"--n=0", "--n: must be an integer in [1, 64], got '0'"},
+        {"--n=-1", "--n: must be an integer in [1, 64], got '-1'"},
+        {"--n=99999999999999999999", "--n: must be an integer in [1, 64], got '99999999999999999999'"},
+        {"--n=4294967297", "--n: must be an integer in [1, 64], got '4294967297'"},
+        {"--n=1x", "--n: not an integer: '1x'"},
+        {"--n=", "--n: not an integer: ''"},
+        {"--big=1", "--big: must be an integer in [2, 1099511627776], got '1'"},
+        {"--big=1099511627777", "--big: must be an integer in [2, 1099511627776], got '1099511627777'"},
+        {"--big=-5", "--big: must be an integer in [2, 1099511627776], got '-5'"},
+        {"--n", "--n needs a value"},
+        {"--epochs", "--epochs: unknown option"}, /* a pass name needs =VALUE */
+        {"--bi=3", NULL},                         /* passed on, not a near miss */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {"b", (char *)cases[i].arg, NULL};
+        memset(&b, 0, sizeof b);
+        memset(&err, 0, sizeof err);
+        int rc = sl_opt_parse(&bcmd, 2, argv, &b, NULL, &err);
+        if (cases[i].msg == NULL) {
+            ck_assert_int_eq(rc, 0);
+            ck_assert_int_eq(b.npassed, 1);
+            continue;
+        }
+        ck_assert_int_eq(rc, SL_EINVAL);
+        ck_assert_str_eq(err.msg, cases[i].msg);
+    }
+    /* the callback's own error stops the parse */
+    char *many[] = {"b", "--a=1", "--b=2", "--c=3", "--d=4", "--e=5", NULL};
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(sl_opt_parse(&bcmd, 6, many, &b, NULL, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "'--e=5': at most 4");
+}
+END_TEST
+
 START_TEST(test_nearest)
 {
     const char *const names[] = {"job", "listen", "workers", "worker", "threads"};
@@ -352,6 +431,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_bad_numbers);
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_extra_names);
+    tcase_add_test(tc, test_int_long_and_pass);
     tcase_add_test(tc, test_nearest);
     tcase_add_test(tc, test_help_lists_every_row);
     suite_add_tcase(s, tc);

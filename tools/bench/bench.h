@@ -15,6 +15,8 @@
 #include <sys/types.h>
 
 #include "sl_curve.h"
+#include "sl_error.h"
+#include "sl_opt.h"
 
 int bench_formats_main(int argc, char **argv);
 int bench_feed_main(int argc, char **argv);
@@ -35,36 +37,31 @@ struct bench_stat {
 };
 struct bench_stat bench_stat_of(double *v, size_t n);
 
-/* ---- option values (bench_util.c) ----
- * Each parser prints "sluice-bench CMD: --OPT: expected ..., got 'X'" to
- * stderr and returns -1 on a bad value, so the caller can exit 2. */
-int bench_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
-int bench_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
-/* A comma-separated list of at most max integers in [min, max_v]. */
-int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out, int max,
-                         int *n);
-/* "ipc" or "tcp". */
-int bench_parse_transport(const char *cmd, const char *s, const char **out);
-
-/* A micro-benchmark's option table: --NAME VALUE as an integer in
- * [min, max] (BENCH_OPT_INT into *num), a list of at most `cap` of them
- * (BENCH_OPT_LIST into list / *count), ipc|tcp (BENCH_OPT_TRANSPORT into
- * *str), any non-empty text (BENCH_OPT_STRING into *str, borrowed from
- * argv), or a flag without a value (BENCH_OPT_FLAG sets *flag). */
-enum bench_opt_kind { BENCH_OPT_INT, BENCH_OPT_LIST, BENCH_OPT_TRANSPORT, BENCH_OPT_FLAG, BENCH_OPT_STRING };
-struct bench_opt {
-    const char *name; /* with its dashes: "--repeat" */
-    enum bench_opt_kind kind;
-    long min, max;
-    long *num;
-    int *list, *count, cap;
-    const char **str;
-    int *flag;
-};
-/* Parse argv[1..argc) against the table. 0: parsed; 1: --help / -h (usage
- * printed to stdout: exit 0); 2: a usage error, said on stderr. */
-int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, const struct bench_opt *opts,
-                     size_t nopts);
+/* ---- options (bench_util.c) ----
+ * Every subcommand's options are rows of an sl_opt table (shared/sl_opt.h)
+ * over its own options struct, ending in BENCH_OPT_HELP_ROW: the same
+ * --help layout, number checks and error texts in every subcommand. */
+#define BENCH_OPT_HELP_ROW                                                     \
+    {                                                                          \
+        "help", 'h', SL_OPT_HELP, 0, 0, 0, NULL, NULL, "this help", NULL, NULL \
+    }
+/* --transport as a CHOICE row into an int field: bench_transport_names[i]. */
+#define BENCH_TRANSPORTS "ipc|tcp"
+extern const char *const bench_transport_names[2];
+#define BENCH_OPT_TRANSPORT_ROW(type, field)                                                                         \
+    {                                                                                                                \
+        "transport", 0, SL_OPT_CHOICE, offsetof(type, field), 0, 0, "ipc", "T", "ipc or tcp", BENCH_TRANSPORTS, NULL \
+    }
+/* Parse argv[1..argc) (argv[0] the subcommand's name) with sl_opt into
+ * opts: 0 parsed; 1 --help printed on stdout (exit 0); 2 a usage error,
+ * said on stderr as "sluice-bench CMD: MSG" and a hint to use --help. */
+int bench_opt_parse(const char *cmd, const struct sl_opt_cmd *c, int argc, char **argv, void *opts);
+/* For an SL_OPT_FUNC row: s as a comma-separated list of 1 to cap integers
+ * in [min, max] into out[0..*n); else SL_EINVAL with err naming the
+ * option `opt` ("--feeders: not an integer: 'x'", sl_opt's words). out
+ * and *n are left as they were on an error. */
+int bench_opt_list(const char *opt, const char *s, uint64_t min, uint64_t max, int *out, int cap, int *n,
+                   struct sl_error *err);
 
 /* The sibling binaries of this sluice-bench: BUILD/feeder/sluice-feeder and
  * BUILD/trainer/sluice-trainer, written into the caller's buffers. */

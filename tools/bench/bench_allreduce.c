@@ -31,21 +31,44 @@
 
 #include <zmq.h>
 
-static const char usage[] = "Usage: sluice-bench allreduce [OPTION]...\n"
-                            "\n"
-                            "CPU ring all-reduce of float32 buffers across P processes against a ring of P\n"
-                            "processes moving the same bytes in the same chunk size over raw ZeroMQ\n"
-                            "PUSH/PULL, on the same transport.\n"
-                            "\n"
-                            "  --procs LIST        process counts P (default 2,4; 2-16 each)\n"
-                            "  --floats N          floats per buffer (default 4194304: 16 MiB)\n"
-                            "  --iters K           timed calls per run (default 10)\n"
-                            "  --transport T       ipc (default) or tcp\n"
-                            "  --repeat N          runs per figure: median, min, max (default 3)\n"
-                            "  --curve             also time the ring with CURVE on every link (the\n"
-                            "                      encryption's cost: its slowdown against plaintext)\n"
-                            "  --json              one JSON object per P instead of the table\n"
-                            "  -h, --help          this help\n";
+struct args {
+    int procs[16], nprocs;
+    long floats, iters, repeat;
+    int transport; /* bench_transport_names */
+    int curve, json;
+};
+
+static int set_procs(void *opts, const char *value, struct sl_error *err)
+{
+    struct args *a = opts;
+    return bench_opt_list("--procs", value, 2, 16, a->procs, 16, &a->nprocs, err);
+}
+
+#define OFF(f) offsetof(struct args, f)
+static const struct sl_opt rows[] = {
+    {"procs", 0, SL_OPT_FUNC, 0, 0, 0, "2,4", "LIST", "process counts P (2-16 each)", NULL, set_procs},
+    {"floats", 0, SL_OPT_LONG, OFF(floats), 16, 1L << 28, "4194304", "N", "floats per buffer (default 4194304: 16 MiB)",
+     NULL, NULL},
+    {"iters", 0, SL_OPT_LONG, OFF(iters), 1, 100000, "10", "K", "timed calls per run", NULL, NULL},
+    BENCH_OPT_TRANSPORT_ROW(struct args, transport),
+    {"repeat", 0, SL_OPT_LONG, OFF(repeat), 1, 32, "3", "N", "runs per figure: median, min, max", NULL, NULL},
+    {"curve", 0, SL_OPT_FLAG, OFF(curve), 0, 0, NULL, NULL,
+     "also time the ring with CURVE on every link (the encryption's cost: its slowdown against plaintext)", NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object per P instead of the table", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench allreduce",
+    .usage = "Usage: sluice-bench allreduce [OPTION]...\n"
+             "\n"
+             "CPU ring all-reduce of float32 buffers across P processes against a ring of P\n"
+             "processes moving the same bytes in the same chunk size over raw ZeroMQ\n"
+             "PUSH/PULL, on the same transport.\n"
+             "\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+};
 
 /* One rank: seconds for `iters` calls into fd (as a double), exit 0. */
 static void rank_main(int rank, int P, const char **eps, size_t n, int iters, int fd, const struct sl_curve_keys *curve)
@@ -157,21 +180,13 @@ static double ring_run(const char *transport, const char *dir, int P, size_t n, 
 
 int bench_allreduce_main(int argc, char **argv)
 {
-    int procs[16] = {2, 4}, nprocs = 2, json = 0, use_curve = 0;
-    long floats = 4194304, iters = 10, repeat = 3;
-    const char *transport = "ipc";
-    const struct bench_opt opts[] = {
-        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
-        {.name = "--curve", .kind = BENCH_OPT_FLAG, .flag = &use_curve},
-        {.name = "--procs", .kind = BENCH_OPT_LIST, .min = 2, .max = 16, .list = procs, .count = &nprocs, .cap = 16},
-        {.name = "--floats", .kind = BENCH_OPT_INT, .min = 16, .max = 1L << 28, .num = &floats},
-        {.name = "--iters", .kind = BENCH_OPT_INT, .min = 1, .max = 100000, .num = &iters},
-        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
-        {.name = "--transport", .kind = BENCH_OPT_TRANSPORT, .str = &transport},
-    };
-    int prc = bench_parse_opts("allreduce", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    struct args args = {0};
+    int prc = bench_opt_parse("allreduce", &cmd, argc, argv, &args);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
+    const int *procs = args.procs, nprocs = args.nprocs, json = args.json, use_curve = args.curve;
+    const long floats = args.floats, iters = args.iters, repeat = args.repeat;
+    const char *transport = bench_transport_names[args.transport];
     char dir[64];
     if (bench_tmpdir("allreduce", dir, sizeof dir) != 0)
         return 1;

@@ -21,7 +21,6 @@
  * rates at the piece size on one core say what the cipher alone allows.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -37,26 +36,6 @@
 #include "sl_cluster.h"
 #include "sl_log.h"
 
-static const char usage[] = "Usage: sluice-bench feed --job FILE [OPTION]... [--KEY=VALUE]...\n"
-                            "\n"
-                            "Feeder -> trainer throughput (--model none) against raw ZeroMQ PUSH/PULL of\n"
-                            "same-sized messages on the same transport, measured in one run.\n"
-                            "\n"
-                            "  --job FILE          the job to serve (its files must exist)\n"
-                            "  --feeders LIST      feeder counts to measure, e.g. 1,2 (default 1)\n"
-                            "  --workers W         trainer workers (default 1)\n"
-                            "  --replicas R        replicas per worker (default 1)\n"
-                            "  --threads N         decode threads per feeder (default: the feeder's own)\n"
-                            "  --transport T       ipc (default) or tcp\n"
-                            "  --no-shm            pieces by copy through ZeroMQ, not in shared memory\n"
-                            "                      (feeders and trainers get --no-shm)\n"
-                            "  --curve             measure each configuration twice, in the clear and with\n"
-                            "                      CURVE (keys made for the run), and the raw baseline both\n"
-                            "                      ways; report CURVE against plaintext and libsodium's rate\n"
-                            "  --repeat N          runs per configuration, median reported (default 3)\n"
-                            "  --json              one JSON object per configuration\n"
-                            "  --KEY=VALUE         passed to every feeder as a job override (e.g. --epochs=5)\n";
-
 struct opts {
     const char *job;
     int feeders[8], nfeeders;
@@ -64,29 +43,12 @@ struct opts {
     struct bench_curve keys; /* with --curve */
     struct bench_curve_pair raw_keys;
     const char *transport;
+    int transport_i; /* --transport: bench_transport_names */
     char feeder_bin[PATH_MAX], trainer_bin[PATH_MAX];
     char dir[64]; /* sockets */
     char *overrides[32];
     int noverrides;
 };
-
-/* The integer options' fields and upper bounds (the least is 1): workers
- * and repeats up to 64, replicas and feeder threads up to 256 (the
- * feeder's own bound); NULL for another option. */
-static int *count_option(struct opts *o, const char *name, long *max)
-{
-    *max = 64;
-    if (strcmp(name, "--workers") == 0)
-        return &o->workers;
-    if (strcmp(name, "--repeat") == 0)
-        return &o->repeat;
-    *max = 256;
-    if (strcmp(name, "--replicas") == 0)
-        return &o->replicas;
-    if (strcmp(name, "--threads") == 0)
-        return &o->threads;
-    return NULL;
-}
 
 struct run {
     double bytes_per_s, pieces_per_s, records_per_s;
@@ -348,20 +310,66 @@ static void side_add(struct side *sd, int rep, const struct run *r)
 /* A keyword option given as --KEY=VALUE would reach the feeders as a job
  * override: the ones that are sluice-bench's own, or that --curve sets,
  * are refused. 0, or 2 said on stderr. */
-static int check_override(const char *a)
+/* pass_fn: any other --KEY=VALUE is a job override for every feeder,
+ * but not the feeder's own options that sluice-bench sets itself. */
+static int add_override(void *opts, const char *arg, struct sl_error *err)
 {
+    struct opts *o = opts;
     static const char *const own[] = {
-        "--curve=", "--curve-key=", "--curve-allow=", "--curve-server-key=", "--insecure=", "--no-shm=", "--listen="};
+        "--curve-key=", "--curve-allow=", "--curve-server-key=", "--insecure=", "--listen="};
     for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
-        if (strncmp(a, own[k], strlen(own[k])) == 0) {
-            fprintf(stderr,
-                    "sluice-bench feed: '%s': %.*s is not a job key for the feeders (--curve and --no-shm take no "
-                    "value; with --curve the keys are made for the run)\nTry 'sluice-bench feed --help'\n",
-                    a, (int)strlen(own[k]) - 1, own[k]);
-            return 2;
-        }
+        if (strncmp(arg, own[k], strlen(own[k])) == 0)
+            return sl_error_set(err, SL_EINVAL,
+                                "'%s': %.*s is not a job key for the feeders (--curve and --no-shm take no value; "
+                                "with --curve the keys are made for the run)",
+                                arg, (int)strlen(own[k]) - 1, own[k]);
+    if (o->noverrides == (int)(sizeof o->overrides / sizeof o->overrides[0]))
+        return sl_error_set(err, SL_EINVAL, "'%s': at most %d job overrides", arg, o->noverrides);
+    o->overrides[o->noverrides++] = (char *)arg;
     return 0;
 }
+
+static int set_feeders(void *opts, const char *value, struct sl_error *err)
+{
+    struct opts *o = opts;
+    return bench_opt_list("--feeders", value, 1, 8, o->feeders, 8, &o->nfeeders, err);
+}
+
+#define OFF(f) offsetof(struct opts, f)
+static const struct sl_opt rows[] = {
+    {"job", 0, SL_OPT_STRING, OFF(job), 0, 0, NULL, "FILE", "the job to serve (its files must exist)", NULL, NULL},
+    {"feeders", 0, SL_OPT_FUNC, 0, 0, 0, "1", "LIST", "feeder counts to measure, e.g. 1,2 (1-8 each, at most 8)", NULL,
+     set_feeders},
+    {"workers", 0, SL_OPT_INT, OFF(workers), 1, 64, "1", "W", "trainer workers", NULL, NULL},
+    {"replicas", 0, SL_OPT_INT, OFF(replicas), 1, 256, "1", "R", "replicas per worker", NULL, NULL},
+    {"threads", 0, SL_OPT_INT, OFF(threads), 1, 256, NULL, "N", "decode threads per feeder (default: the feeder's own)",
+     NULL, NULL},
+    BENCH_OPT_TRANSPORT_ROW(struct opts, transport_i),
+    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
+     "pieces by copy through ZeroMQ, not in shared memory (feeders and trainers get --no-shm)", NULL, NULL},
+    {"curve", 0, SL_OPT_FLAG, OFF(curve), 0, 0, NULL, NULL,
+     "measure each configuration twice, in the clear and with CURVE (keys made for the run), and the raw baseline "
+     "both ways; report CURVE against plaintext and libsodium's rate",
+     NULL, NULL},
+    {"repeat", 0, SL_OPT_INT, OFF(repeat), 1, 64, "3", "N", "runs per configuration, median reported", NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object per configuration", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench feed",
+    .usage = "Usage: sluice-bench feed --job FILE [OPTION]... [--KEY=VALUE]...\n"
+             "\n"
+             "Feeder -> trainer throughput (--model none) against raw ZeroMQ PUSH/PULL of\n"
+             "same-sized messages on the same transport, measured in one run.\n"
+             "\n",
+    .footer = "\n"
+              "Any other --KEY=VALUE is passed to every feeder as a job override (e.g.\n"
+              "--epochs=5).\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+    .pass_fn = add_override,
+};
 
 static void print_json(const struct opts *o, int F, struct side *pl, struct side *cv, double box, double open_box)
 {
@@ -485,57 +493,18 @@ out_fail:
 
 int bench_feed_main(int argc, char **argv)
 {
-    struct opts o = {.workers = 1, .replicas = 1, .threads = 0, .repeat = 3, .transport = "ipc", .nfeeders = 1};
-    o.feeders[0] = 1;
+    struct opts o = {0};
     bench_find_bins(o.feeder_bin, o.trainer_bin, sizeof o.feeder_bin);
-    int *num = NULL;
-    long max = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 0;
-        } else if (strcmp(a, "--no-shm") == 0) {
-            o.no_shm = 1;
-        } else if (strcmp(a, "--curve") == 0) {
-            o.curve = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o.json = 1;
-        } else if (v != NULL && strcmp(a, "--job") == 0) {
-            o.job = argv[++i];
-        } else if (v != NULL && (num = count_option(&o, a, &max)) != NULL) {
-            long n = 0;
-            if (bench_parse_int("feed", a, argv[++i], 1, max, &n) != 0)
-                return 2;
-            *num = (int)n;
-        } else if (v != NULL && strcmp(a, "--transport") == 0) {
-            o.transport = argv[++i];
-        } else if (v != NULL && strcmp(a, "--feeders") == 0) {
-            if (bench_parse_int_list("feed", a, argv[++i], 1, 8, o.feeders, 8, &o.nfeeders) != 0)
-                return 2;
-        } else if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o.noverrides < 32) {
-            if (check_override(a) != 0)
-                return 2;
-            o.overrides[o.noverrides++] = argv[i];
-        } else {
-            fprintf(stderr, "sluice-bench feed: bad argument '%s'\nTry 'sluice-bench feed --help'\n", a);
-            return 2;
-        }
-    }
-    int bad = o.job == NULL || o.workers < 1 || o.workers > 64 || o.replicas < 1 || o.threads < 0 || o.repeat < 1 ||
-              o.repeat > 64 || (strcmp(o.transport, "ipc") != 0 && strcmp(o.transport, "tcp") != 0);
+    int prc = bench_opt_parse("feed", &cmd, argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    if (o.job == NULL)
+        return bench_usage_error("feed", "%s", "--job is required");
+    o.transport = bench_transport_names[o.transport_i];
     int maxf = 0;
-    for (int k = 0; k < o.nfeeders; k++) {
-        bad |= o.feeders[k] < 1 || o.feeders[k] > 8;
+    for (int k = 0; k < o.nfeeders; k++)
         if (o.feeders[k] > maxf)
             maxf = o.feeders[k];
-    }
-    if (bad) {
-        fprintf(stderr,
-                "sluice-bench feed: --job is required; workers 1-64, feeders 1-8, threads >= 1, transport ipc|tcp\n");
-        return 2;
-    }
     if (o.curve && !bench_curve_available()) {
         fprintf(stderr, "sluice-bench feed: --curve: this libzmq has no CURVE (zmq_has(\"curve\") is false: it was "
                         "built without libsodium)\n");

@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,31 +47,6 @@
 #define CHUNK ((size_t)1 << 20)
 #define DEFAULT_IMAGES "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 #define DEFAULT_LABELS "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"
-
-static const char usage[] = "Usage: sluice-bench formats [OPTIONS]\n"
-                            "\n"
-                            "Measure record reading and decoding against the least-work baselines, in one run.\n"
-                            "\n"
-                            "  --file PATH         a plain TFRecord file of tf.train.Example records to use\n"
-                            "                      (default: Fashion-MNIST train set converted to a scratch file)\n"
-                            "  --features SPEC     declared features for the decode test, as name:dtype[:count]\n"
-                            "                      comma-separated (default image:uint8:784,label:int64,id:int64)\n"
-                            "  --images PATH       IDX images for the default data (default " DEFAULT_IMAGES ")\n"
-                            "  --labels PATH       IDX labels (default " DEFAULT_LABELS ")\n"
-                            "  --scratch DIR       where to write the scratch files (default $TMPDIR or /tmp)\n"
-                            "  --repeat N          runs per figure; the median is reported (default 5)\n"
-                            "  --min-time SECONDS  least time per measurement (default 0.3)\n"
-                            "  --batch N           rows per decoded batch (default 256)\n"
-                            "  --size BYTES        also measure the TFRecord scan (P1) on a plain file of about\n"
-                            "                      BYTES (K, M, G, T: powers of 1024), the data's records repeated,\n"
-                            "                      written under --scratch, read once to be in the page cache and\n"
-                            "                      removed at the end (it needs BYTES of disk and of free memory)\n"
-                            "  --once TEST         one pass of TEST over --file, then exit (for timing whole\n"
-                            "                      processes): read-crc (the baseline), scan (mapped), scan-read\n"
-                            "                      (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's\n"
-                            "                      choice)\n"
-                            "  --json              one JSON object instead of the table\n"
-                            "  -h, --help          this help\n";
 
 struct bench {
     const char *file;
@@ -619,72 +593,66 @@ static void print_results(const struct bench *b, const struct result *r, size_t 
     }
 }
 
-/* The command line, parsed: the options that are not fields of struct bench. */
+/* The command line, parsed; main copies what struct bench keeps. */
 struct args {
-    const char *images, *labels, *features, *scratch, *once;
+    const char *file, *features, *images, *labels, *scratch;
+    int repeat, batch, json;
+    double min_time;
+    uint64_t size; /* 0: none */
+    int once;      /* -1: none, else an index into once_names */
 };
 
-/* Parse argv into b and a. Returns -1 to go on, else the exit code: 0 after
- * --help, 2 after a bad option or value (the message on stderr). */
-static int parse_args(struct bench *b, struct args *a, int argc, char **argv)
+static const char *const once_names[] = {"read-crc", "scan", "scan-read", "scan-auto"};
+
+static int set_size(void *opts, const char *value, struct sl_error *err)
 {
-    static const struct option longopts[] = {{"file", required_argument, NULL, 'f'},
-                                             {"features", required_argument, NULL, 'F'},
-                                             {"images", required_argument, NULL, 'i'},
-                                             {"labels", required_argument, NULL, 'l'},
-                                             {"scratch", required_argument, NULL, 's'},
-                                             {"repeat", required_argument, NULL, 'r'},
-                                             {"min-time", required_argument, NULL, 't'},
-                                             {"batch", required_argument, NULL, 'b'},
-                                             {"json", no_argument, NULL, 'j'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"size", required_argument, NULL, 'S'},
-                                             {"once", required_argument, NULL, 'o'},
-                                             {NULL, 0, NULL, 0}};
-    int c;
-    long num = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'f': b->file = optarg; break;
-        case 'F': a->features = optarg; break;
-        case 'i': a->images = optarg; break;
-        case 'l': a->labels = optarg; break;
-        case 's': a->scratch = optarg; break;
-        case 'r':
-            if (bench_parse_int("formats", "--repeat", optarg, 1, 64, &num) != 0)
-                return 2;
-            b->repeat = (int)num;
-            break;
-        case 't':
-            if (bench_parse_double("formats", "--min-time", optarg, 0, 3600, &b->min_time) != 0)
-                return 2;
-            break;
-        case 'b':
-            if (bench_parse_int("formats", "--batch", optarg, 1, 1 << 20, &num) != 0)
-                return 2;
-            b->batch = (size_t)num;
-            break;
-        case 'j': b->json = 1; break;
-        case 'S':
-            if (parse_bytes(optarg, &b->size) != 0 || b->size < 4096) {
-                fprintf(stderr,
-                        "sluice-bench formats: --size: expected a byte count of at least 4096 "
-                        "(digits, then optionally K, M, G or T), got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'o': a->once = optarg; break;
-        case 'h': fputs(usage, stdout); return 0;
-        default:
-            fprintf(stderr, "sluice-bench formats: bad option '%s'\nTry 'sluice-bench formats --help'\n",
-                    argv[optind - 1]);
-            return 2;
-        }
-    }
-    return -1;
+    struct args *a = opts;
+    if (parse_bytes(value, &a->size) != 0 || a->size < 4096)
+        return sl_error_set(err, SL_EINVAL,
+                            "--size: expected a byte count of at least 4096 (digits, then optionally K, M, G or "
+                            "T), got '%s'",
+                            value);
+    return 0;
 }
+
+#define OFF(f) offsetof(struct args, f)
+static const struct sl_opt rows[] = {
+    {"file", 0, SL_OPT_STRING, OFF(file), 0, 0, NULL, "PATH",
+     "a plain TFRecord file of tf.train.Example records to use (default: Fashion-MNIST train set converted to a "
+     "scratch file)",
+     NULL, NULL},
+    {"features", 0, SL_OPT_STRING, OFF(features), 0, 0, "image:uint8:784,label:int64,id:int64", "SPEC",
+     "declared features for the decode test, as name:dtype[:count] comma-separated", NULL, NULL},
+    {"images", 0, SL_OPT_STRING, OFF(images), 0, 0, DEFAULT_IMAGES, "PATH",
+     "IDX images for the default data (default " DEFAULT_IMAGES ")", NULL, NULL},
+    {"labels", 0, SL_OPT_STRING, OFF(labels), 0, 0, DEFAULT_LABELS, "PATH", "IDX labels", NULL, NULL},
+    {"scratch", 0, SL_OPT_STRING, OFF(scratch), 0, 0, NULL, "DIR",
+     "where to write the scratch files (default $TMPDIR or /tmp)", NULL, NULL},
+    {"repeat", 0, SL_OPT_INT, OFF(repeat), 1, 64, "5", "N", "runs per figure; the median is reported", NULL, NULL},
+    {"min-time", 0, SL_OPT_DOUBLE, OFF(min_time), 0, 3600, "0.3", "SECONDS", "least time per measurement", NULL, NULL},
+    {"batch", 0, SL_OPT_INT, OFF(batch), 1, 1 << 20, "256", "N", "rows per decoded batch", NULL, NULL},
+    {"size", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "BYTES",
+     "also measure the TFRecord scan (P1) on a plain file of about BYTES (at least 4096; K, M, G, T: powers of "
+     "1024), the data's records repeated, written under --scratch, read once to be in the page cache and removed "
+     "at the end (it needs BYTES of disk and of free memory)",
+     NULL, set_size},
+    {"once", 0, SL_OPT_CHOICE, OFF(once), 0, 0, NULL, "TEST",
+     "one pass of TEST over --file, then exit (for timing whole processes): read-crc (the baseline), scan "
+     "(mapped), scan-read (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's choice)",
+     "read-crc|scan|scan-read|scan-auto", NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object instead of the table", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench formats",
+    .usage = "Usage: sluice-bench formats [OPTIONS]\n"
+             "\n"
+             "Measure record reading and decoding against the least-work baselines, in one run.\n"
+             "\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+};
 
 /* Tests 1 to 4 on the prepared data: appends to res[*nres..), at most cap
  * figures, in bytes per second. Returns 0, or -1 when a pass failed (logged). */
@@ -809,26 +777,24 @@ out_batch:
 
 int bench_formats_main(int argc, char **argv)
 {
-    struct bench b = {.repeat = 5, .min_time = 0.3, .batch = 256};
-    struct args a = {.images = DEFAULT_IMAGES,
-                     .labels = DEFAULT_LABELS,
-                     .features = "image:uint8:784,label:int64,id:int64",
-                     .scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"};
-    int prc = parse_args(&b, &a, argc, argv);
-    if (prc >= 0)
-        return prc;
-    if (a.once != NULL) {
-        if (strcmp(a.once, "read-crc") != 0 && strcmp(a.once, "scan") != 0 && strcmp(a.once, "scan-read") != 0 &&
-            strcmp(a.once, "scan-auto") != 0) {
-            fprintf(stderr, "sluice-bench formats: --once: expected read-crc, scan, scan-read or scan-auto, got '%s'\n",
-                    a.once);
-            return 2;
-        }
+    struct args a = {.once = -1};
+    int prc = bench_opt_parse("formats", &cmd, argc, argv, &a);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    if (a.scratch == NULL)
+        a.scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    struct bench b = {.file = a.file,
+                      .repeat = a.repeat,
+                      .min_time = a.min_time,
+                      .batch = (size_t)a.batch,
+                      .json = a.json,
+                      .size = a.size};
+    if (a.once >= 0) {
         if (b.file == NULL) {
             fprintf(stderr, "sluice-bench formats: --once needs --file\n");
             return 2;
         }
-        return run_once(&b, a.once);
+        return run_once(&b, once_names[a.once]);
     }
     if (parse_features(&b, a.features) != 0) {
         fprintf(stderr, "sluice-bench formats: bad --features '%s' (name:dtype[:count],...)\n", a.features);

@@ -18,20 +18,53 @@
 #include "sl_clock.h"
 #include "sl_zsock.h"
 
-static const char usage[] = "Usage: sluice-bench link --push ENDPOINT [--size BYTES] [--count N]\n"
-                            "       sluice-bench link --pull ENDPOINT [--count N] [--timeout-s S]\n"
-                            "\n"
-                            "One end of a raw ZeroMQ PUSH/PULL transfer, the baseline of a measurement\n"
-                            "across two hosts: start --pull on the receiving host and --push on the\n"
-                            "sending one (either first). The receiver prints one JSON line with the\n"
-                            "rate from its first message to its last.\n"
-                            "\n"
-                            "  --push ENDPOINT     bind PUSH here (e.g. tcp://198.18.0.10:5600) and send\n"
-                            "  --pull ENDPOINT     connect PULL here and receive\n"
-                            "  --size BYTES        message size (default 204255; 1 to 1 GiB)\n"
-                            "  --count N           messages (default 10000; at least 2)\n"
-                            "  --timeout-s S       receiver: fail when no message comes for S s (default 30)\n"
-                            "  -h, --help          this help\n";
+struct args {
+    const char *push, *pull;
+    long size, count, timeout_s;
+};
+
+/* --push and --pull need an endpoint: an empty one is refused here. */
+static int set_push(void *opts, const char *value, struct sl_error *err)
+{
+    if (*value == '\0')
+        return sl_error_set(err, SL_EINVAL, "--push needs a value");
+    ((struct args *)opts)->push = value;
+    return 0;
+}
+
+static int set_pull(void *opts, const char *value, struct sl_error *err)
+{
+    if (*value == '\0')
+        return sl_error_set(err, SL_EINVAL, "--pull needs a value");
+    ((struct args *)opts)->pull = value;
+    return 0;
+}
+
+#define OFF(f) offsetof(struct args, f)
+static const struct sl_opt rows[] = {
+    {"push", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "ENDPOINT", "bind PUSH here (e.g. tcp://198.18.0.10:5600) and send", NULL,
+     set_push},
+    {"pull", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "ENDPOINT", "connect PULL here and receive", NULL, set_pull},
+    {"size", 0, SL_OPT_LONG, OFF(size), 1, 1L << 30, "204255", "BYTES", "message size (1 to 1 GiB)", NULL, NULL},
+    {"count", 0, SL_OPT_LONG, OFF(count), 2, (double)(1L << 40), "10000", "N", "messages (at least 2)", NULL, NULL},
+    {"timeout-s", 0, SL_OPT_LONG, OFF(timeout_s), 1, 86400, "30", "S", "receiver: fail when no message comes for S s",
+     NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench link",
+    .usage = "Usage: sluice-bench link --push ENDPOINT [--size BYTES] [--count N]\n"
+             "       sluice-bench link --pull ENDPOINT [--count N] [--timeout-s S]\n"
+             "\n"
+             "One end of a raw ZeroMQ PUSH/PULL transfer, the baseline of a measurement\n"
+             "across two hosts: start --pull on the receiving host and --push on the\n"
+             "sending one (either first). The receiver prints one JSON line with the\n"
+             "rate from its first message to its last.\n"
+             "\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+};
 
 static void no_free(void *data, void *hint)
 {
@@ -107,19 +140,11 @@ static int pull(const char *ep, long count, long timeout_s)
 
 int bench_link_main(int argc, char **argv)
 {
-    const char *push_ep = NULL, *pull_ep = NULL;
-    long size = 204255, count = 10000, timeout_s = 30;
-    const struct bench_opt opts[] = {
-        {.name = "--push", .kind = BENCH_OPT_STRING, .str = &push_ep},
-        {.name = "--pull", .kind = BENCH_OPT_STRING, .str = &pull_ep},
-        {.name = "--size", .kind = BENCH_OPT_INT, .min = 1, .max = 1L << 30, .num = &size},
-        {.name = "--count", .kind = BENCH_OPT_INT, .min = 2, .max = 1L << 40, .num = &count},
-        {.name = "--timeout-s", .kind = BENCH_OPT_INT, .min = 1, .max = 86400, .num = &timeout_s},
-    };
-    int prc = bench_parse_opts("link", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    struct args a = {0};
+    int prc = bench_opt_parse("link", &cmd, argc, argv, &a);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
-    if ((push_ep == NULL) == (pull_ep == NULL))
+    if ((a.push == NULL) == (a.pull == NULL))
         return bench_usage_error("link", "give one of --push and --pull%s", "");
-    return push_ep != NULL ? push(push_ep, (size_t)size, count) : pull(pull_ep, count, timeout_s);
+    return a.push != NULL ? push(a.push, (size_t)a.size, a.count) : pull(a.pull, a.count, a.timeout_s);
 }

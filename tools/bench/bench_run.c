@@ -39,125 +39,96 @@
 
 const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "assemble", "send", "total"};
 
-static const char usage[] = "Usage: sluice-bench run --job FILE [OPTION]... [--KEY=VALUE]...\n"
-                            "\n"
-                            "Run the job's input pipeline end to end on this machine: F feeders and W trainer\n"
-                            "workers as real processes on loopback, for each feeder count, and compare each\n"
-                            "figure with its limit measured in the same run (read(), inflate, memcpy, raw\n"
-                            "ZeroMQ of the same message size).\n"
-                            "\n"
-                            "  --job FILE          the job to serve (its files must exist)\n"
-                            "  --feeders LIST      feeder counts to measure, e.g. 1,2,4 (default 1; 1-16 each)\n"
-                            "  --workers W         trainer workers (default 1; 1-32)\n"
-                            "  --replicas R        replicas per worker (default 1; 1-64)\n"
-                            "  --threads N         decode threads per feeder (default: the feeder's own)\n"
-                            "  --transport T       ipc (default) or tcp\n"
-                            "  --epochs E          passes over the data per run (default: the job's epochs)\n"
-                            "  --duration S        instead of epochs: stop each run after S seconds\n"
-                            "  --model M           trainer model: none (default: consume only) or mlp\n"
-                            "  --no-shm            pieces by copy through ZeroMQ, not in the feeders' shared\n"
-                            "                      memory (feeders and trainers get --no-shm)\n"
-                            "  --curve             measure each feeder count twice, in the clear and with CURVE\n"
-                            "                      (keys made for the run; the ring too), and raw ZeroMQ both ways\n"
-                            "  --repeat N          runs per configuration: median, min, max (default 3)\n"
-                            "  --warmup N          untimed runs before the first configuration (default 1)\n"
-                            "  --out DIR           keep every process's log there (DIR/logs), and the charts\n"
-                            "  --json              one JSON object (schema: docs/bench.md) instead of the table\n"
-                            "  --plot              PNG charts into --out (needs gnuplot)\n"
-                            "  --KEY=VALUE         passed to every feeder as a job override (e.g. --shuffle=null)\n"
-                            "  -h, --help          this help\n"
-                            "\n"
-                            "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
-                            "measured) or the job's files are missing, 2 usage, 128 + the signal when\n"
-                            "interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).\n";
+static const char *const run_model_names[] = {"none", "mlp"};
 
+/* pass_fn: any other --KEY=VALUE is a job override for every feeder,
+ * but not the feeder's own options that sluice-bench sets itself. */
+static int add_override(void *opts, const char *arg, struct sl_error *err)
+{
+    struct run_opts *o = opts;
+    static const char *const own[] = {"--curve-key=", "--curve-allow=", "--insecure=", "--listen=", "--stats="};
+    for (size_t m = 0; m < sizeof own / sizeof own[0]; m++)
+        if (strncmp(arg, own[m], strlen(own[m])) == 0)
+            return sl_error_set(err, SL_EINVAL,
+                                "'%s' is not a job key for the feeders (--curve and --no-shm take no value; with "
+                                "--curve the keys are made for the run)",
+                                arg);
+    if (o->noverrides == (int)(sizeof o->overrides / sizeof o->overrides[0]))
+        return sl_error_set(err, SL_EINVAL, "'%s': at most %d job overrides", arg, o->noverrides);
+    o->overrides[o->noverrides++] = (char *)arg;
+    return 0;
+}
+
+static int set_feeders(void *opts, const char *value, struct sl_error *err)
+{
+    struct run_opts *o = opts;
+    return bench_opt_list("--feeders", value, 1, RUN_MAX_FEEDERS, o->feeders, RUN_MAX_CONFIGS, &o->nconfigs, err);
+}
+
+#define OFF(f) offsetof(struct run_opts, f)
+static const struct sl_opt rows[] = {
+    {"job", 0, SL_OPT_STRING, OFF(job), 0, 0, NULL, "FILE", "the job to serve (its files must exist)", NULL, NULL},
+    {"feeders", 0, SL_OPT_FUNC, 0, 0, 0, "1", "LIST", "feeder counts to measure, e.g. 1,2,4 (1-16 each, at most 8)",
+     NULL, set_feeders},
+    {"workers", 0, SL_OPT_INT, OFF(workers), 1, RUN_MAX_WORKERS, "1", "W", "trainer workers (1-32)", NULL, NULL},
+    {"replicas", 0, SL_OPT_INT, OFF(replicas), 1, 64, "1", "R", "replicas per worker (1-64)", NULL, NULL},
+    {"threads", 0, SL_OPT_INT, OFF(threads), 1, 64, NULL, "N", "decode threads per feeder (default: the feeder's own)",
+     NULL, NULL},
+    BENCH_OPT_TRANSPORT_ROW(struct run_opts, transport_i),
+    {"epochs", 0, SL_OPT_LONG, OFF(epochs), 1, 1000000, NULL, "E",
+     "passes over the data per run (default: the job's epochs)", NULL, NULL},
+    {"duration", 0, SL_OPT_DOUBLE, OFF(duration), 0.1, 86400, NULL, "S",
+     "instead of epochs: stop each run after S seconds", NULL, NULL},
+    {"model", 0, SL_OPT_CHOICE, OFF(model_i), 0, 0, "none", "M", "trainer model: none (consume only) or mlp",
+     "none|mlp", NULL},
+    {"no-shm", 0, SL_OPT_FLAG, OFF(no_shm), 0, 0, NULL, NULL,
+     "pieces by copy through ZeroMQ, not in the feeders' shared memory (feeders and trainers get --no-shm)", NULL,
+     NULL},
+    {"curve", 0, SL_OPT_FLAG, OFF(curve), 0, 0, NULL, NULL,
+     "measure each feeder count twice, in the clear and with CURVE (keys made for the run; the ring too), and raw "
+     "ZeroMQ both ways",
+     NULL, NULL},
+    {"repeat", 0, SL_OPT_INT, OFF(repeat), 1, RUN_MAX_REPEAT, "3", "N", "runs per configuration: median, min, max",
+     NULL, NULL},
+    {"warmup", 0, SL_OPT_INT, OFF(warmup), 0, 10, "1", "N", "untimed runs before the first configuration", NULL, NULL},
+    {"out", 0, SL_OPT_STRING, OFF(out), 0, 0, NULL, "DIR", "keep every process's log there (DIR/logs), and the charts",
+     NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL,
+     "one JSON object (schema: docs/bench.md) instead of the table", NULL, NULL},
+    {"plot", 0, SL_OPT_FLAG, OFF(plot), 0, 0, NULL, NULL, "PNG charts into --out (needs gnuplot)", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench run",
+    .usage = "Usage: sluice-bench run --job FILE [OPTION]... [--KEY=VALUE]...\n"
+             "\n"
+             "Run the job's input pipeline end to end on this machine: F feeders and W trainer\n"
+             "workers as real processes on loopback, for each feeder count, and compare each\n"
+             "figure with its limit measured in the same run (read(), inflate, memcpy, raw\n"
+             "ZeroMQ of the same message size).\n"
+             "\n",
+    .footer = "\n"
+              "Any other --KEY=VALUE is passed to every feeder as a job override (e.g.\n"
+              "--shuffle=null).\n"
+              "\n"
+              "Exit status: 0 done, 1 a run failed (a process died, a limit could not be\n"
+              "measured) or the job's files are missing, 2 usage, 128 + the signal when\n"
+              "interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+    .pass_fn = add_override,
+};
+
+/* The options, then the checks between them. 0, 1 after --help, or 2 (a
+ * usage error, said on stderr). */
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-    static const char *const with_value[] = {"--job",     "--feeders",   "--workers", "--replicas",
-                                             "--threads", "--transport", "--epochs",  "--duration",
-                                             "--model",   "--repeat",    "--warmup",  "--out"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--plot") == 0) {
-            o->plot = 1;
-            continue;
-        }
-        if (strcmp(a, "--no-shm") == 0) {
-            o->no_shm = 1;
-            continue;
-        }
-        if (strcmp(a, "--curve") == 0) {
-            o->curve = 1;
-            continue;
-        }
-        size_t k = 0;
-        while (k < sizeof with_value / sizeof with_value[0] && strcmp(a, with_value[k]) != 0)
-            k++;
-        if (k == sizeof with_value / sizeof with_value[0]) {
-            static const char *const own[] = {
-                "--curve=", "--curve-key=", "--curve-allow=", "--insecure=", "--no-shm=", "--listen=", "--stats="};
-            for (size_t m = 0; strncmp(a, "--", 2) == 0 && m < sizeof own / sizeof own[0]; m++)
-                if (strncmp(a, own[m], strlen(own[m])) == 0)
-                    return bench_usage_error("run",
-                                             "'%s' is not a job key for the feeders (--curve and --no-shm take no "
-                                             "value; with --curve the keys are made for the run)",
-                                             a);
-            if (strncmp(a, "--", 2) == 0 && strchr(a, '=') != NULL && o->noverrides < 32) {
-                o->overrides[o->noverrides++] = argv[i];
-                continue;
-            }
-            return bench_usage_error("run", "unknown option '%s'", a);
-        }
-        if (i + 1 >= argc)
-            return bench_usage_error("run", "%s needs a value", a);
-        const char *v = argv[++i];
-        long n = 0;
-        int rc = 0;
-        if (strcmp(a, "--job") == 0)
-            o->job = v;
-        else if (strcmp(a, "--out") == 0)
-            o->out = v;
-        else if (strcmp(a, "--feeders") == 0)
-            rc = bench_parse_int_list("run", a, v, 1, RUN_MAX_FEEDERS, o->feeders, RUN_MAX_CONFIGS, &o->nconfigs);
-        else if (strcmp(a, "--transport") == 0)
-            rc = bench_parse_transport("run", v, &o->transport);
-        else if (strcmp(a, "--model") == 0) {
-            if (strcmp(v, "none") != 0 && strcmp(v, "mlp") != 0)
-                return bench_usage_error("run", "--model: expected none or mlp, got '%s'", v);
-            o->model = v;
-        } else if (strcmp(a, "--duration") == 0)
-            rc = bench_parse_double("run", a, v, 0.1, 86400, &o->duration);
-        else if (strcmp(a, "--epochs") == 0)
-            rc = bench_parse_int("run", a, v, 1, 1000000, &o->epochs);
-        else {
-            long lim = strcmp(a, "--workers") == 0    ? RUN_MAX_WORKERS
-                       : strcmp(a, "--replicas") == 0 ? 64
-                       : strcmp(a, "--threads") == 0  ? 64
-                       : strcmp(a, "--repeat") == 0   ? RUN_MAX_REPEAT
-                                                      : 10;
-            rc = bench_parse_int("run", a, v, strcmp(a, "--warmup") == 0 ? 0 : 1, lim, &n);
-            if (rc == 0 && strcmp(a, "--workers") == 0)
-                o->workers = (int)n;
-            else if (rc == 0 && strcmp(a, "--replicas") == 0)
-                o->replicas = (int)n;
-            else if (rc == 0 && strcmp(a, "--threads") == 0)
-                o->threads = (int)n;
-            else if (rc == 0 && strcmp(a, "--repeat") == 0)
-                o->repeat = (int)n;
-            else if (rc == 0)
-                o->warmup = (int)n;
-        }
-        if (rc != 0)
-            return 2;
-    }
+    int rc = bench_opt_parse("run", &cmd, argc, argv, o);
+    if (rc != 0)
+        return rc;
+    o->transport = bench_transport_names[o->transport_i];
+    o->model = run_model_names[o->model_i];
     if (o->job == NULL)
         return bench_usage_error("run", "%s", "--job is required");
     if (o->epochs > 0 && o->duration > 0)
@@ -782,15 +753,6 @@ int bench_run_main(int argc, char **argv)
 {
     struct run_opts o;
     memset(&o, 0, sizeof o);
-    o.nconfigs = 1;
-    o.feeders[0] = 1;
-    o.workers = 1;
-    o.replicas = 1;
-    o.threads = 0; /* the feeder's default */
-    o.repeat = 3;
-    o.warmup = 1;
-    o.transport = "ipc";
-    o.model = "none";
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc == 1 ? 0 : rc;

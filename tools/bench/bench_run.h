@@ -30,6 +30,7 @@ struct run_opts {
     long epochs;     /* 0: the job's own */
     double duration; /* > 0: stop the trainers after this many seconds */
     const char *transport, *model, *out;
+    int transport_i, model_i; /* as parsed: bench_transport_names, run_model_names */
     int json, plot;
     int no_shm; /* --no-shm to feeders and trainers: pieces by copy */
     int curve;  /* --curve: each configuration in the clear and with CURVE */

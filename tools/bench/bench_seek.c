@@ -28,34 +28,6 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 
-static const char usage[] = "Usage: sluice-bench seek [OPTION]...\n"
-                            "\n"
-                            "Time for a feeder to reach step N of worker 0's plan (feed_plan_seek, then\n"
-                            "feed_plan_next over what it leaves) for a job and for the same job with 10x\n"
-                            "and 100x the records, against feed_plan_next making the same pieces from the\n"
-                            "start and against the way before the fast-forward (whole epochs by\n"
-                            "arithmetic, then feed_plan_next over the rest of the last one).\n"
-                            "\n"
-                            "  --files F           files (default 1000)\n"
-                            "  --records K         records per file at scale 1, +-5% (default 10000)\n"
-                            "  --scales LIST       multiples of K to measure (default 1,10,100)\n"
-                            "  --batch G           global batch (default 1024)\n"
-                            "  --shuffle S         shuffle buffer, 0 for none (default 10000)\n"
-                            "  --parallel-reads C  interleave cycle (default 4)\n"
-                            "  --workers W         workers (default 4)\n"
-                            "  --replicas R        replicas per worker (default 8)\n"
-                            "  --policy P          auto, off, file, data, hint (default auto: file)\n"
-                            "  --hint H            with --policy hint: files, records, batches (default files)\n"
-                            "  --per-replica       per-replica input mode (batches of G / (W x R), no split)\n"
-                            "  --drop-remainder    drop each epoch's short last batch\n"
-                            "  --steps N           the step to reach (default 1000000)\n"
-                            "  --repeat N          seeks per figure: median, min, max (default 5); the\n"
-                            "                      baselines are measured once per scale\n"
-                            "  --no-baseline       skip the from-the-start baseline (the ratio is then\n"
-                            "                      against epoch + next)\n"
-                            "  --json              one JSON object per scale instead of the table\n"
-                            "  -h, --help          this help\n";
-
 struct seek_job {
     struct feed_plan_config cfg;
     uint64_t *counts;
@@ -331,46 +303,57 @@ static int run_scale(const struct seek_params *p, const struct feed_plan_config 
     return status;
 }
 
+static int set_scales(void *opts, const char *value, struct sl_error *err)
+{
+    struct seek_params *p = opts;
+    return bench_opt_list("--scales", value, 1, 100000, p->scales, 8, &p->nscales, err);
+}
+
+#define OFF(f) offsetof(struct seek_params, f)
+static const struct sl_opt rows[] = {
+    {"files", 0, SL_OPT_LONG, OFF(files), 1, 10000000, "1000", "F", "files", NULL, NULL},
+    {"records", 0, SL_OPT_LONG, OFF(records), 1, 1000000000, "10000", "K", "records per file at scale 1, +-5%", NULL,
+     NULL},
+    {"scales", 0, SL_OPT_FUNC, 0, 0, 0, "1,10,100", "LIST", "multiples of K to measure (at most 8)", NULL, set_scales},
+    {"batch", 0, SL_OPT_LONG, OFF(batch), 1, 1 << 24, "1024", "G", "global batch", NULL, NULL},
+    {"shuffle", 0, SL_OPT_LONG, OFF(shuffle), 0, 1 << 28, "10000", "S", "shuffle buffer, 0 for none", NULL, NULL},
+    {"parallel-reads", 0, SL_OPT_LONG, OFF(cycle), 1, 4096, "4", "C", "interleave cycle", NULL, NULL},
+    {"workers", 0, SL_OPT_LONG, OFF(workers), 1, 65536, "4", "W", "workers", NULL, NULL},
+    {"replicas", 0, SL_OPT_LONG, OFF(replicas), 1, 1024, "8", "R", "replicas per worker", NULL, NULL},
+    {"policy", 0, SL_OPT_STRING, OFF(policy), 0, 0, "auto", "P", "auto, off, file, data, hint (default auto: file)",
+     NULL, NULL},
+    {"hint", 0, SL_OPT_STRING, OFF(hint), 0, 0, "files", "H", "with --policy hint: files, records, batches", NULL,
+     NULL},
+    {"per-replica", 0, SL_OPT_FLAG, OFF(per_replica), 0, 0, NULL, NULL,
+     "per-replica input mode (batches of G / (W x R), no split)", NULL, NULL},
+    {"drop-remainder", 0, SL_OPT_FLAG, OFF(drop), 0, 0, NULL, NULL, "drop each epoch's short last batch", NULL, NULL},
+    {"steps", 0, SL_OPT_LONG, OFF(steps), 1, (double)(1L << 40), "1000000", "N", "the step to reach", NULL, NULL},
+    {"repeat", 0, SL_OPT_LONG, OFF(repeat), 1, 32, "5", "N",
+     "seeks per figure: median, min, max (default 5); the baselines are measured once per scale", NULL, NULL},
+    {"no-baseline", 0, SL_OPT_FLAG, OFF(no_baseline), 0, 0, NULL, NULL,
+     "skip the from-the-start baseline (the ratio is then against epoch + next)", NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object per scale instead of the table", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench seek",
+    .usage = "Usage: sluice-bench seek [OPTION]...\n"
+             "\n"
+             "Time for a feeder to reach step N of worker 0's plan (feed_plan_seek, then\n"
+             "feed_plan_next over what it leaves) for a job and for the same job with 10x\n"
+             "and 100x the records, against feed_plan_next making the same pieces from the\n"
+             "start and against the way before the fast-forward (whole epochs by\n"
+             "arithmetic, then feed_plan_next over the rest of the last one).\n"
+             "\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+};
+
 int bench_seek_main(int argc, char **argv)
 {
-    struct seek_params p = {.files = 1000,
-                            .records = 10000,
-                            .batch = 1024,
-                            .shuffle = 10000,
-                            .cycle = 4,
-                            .workers = 4,
-                            .replicas = 8,
-                            .steps = 1000000,
-                            .repeat = 5,
-                            .scales = {1, 10, 100},
-                            .nscales = 3,
-                            .policy = "auto",
-                            .hint = "files"};
-    const struct bench_opt opts[] = {
-        {.name = "--files", .kind = BENCH_OPT_INT, .min = 1, .max = 10000000, .num = &p.files},
-        {.name = "--records", .kind = BENCH_OPT_INT, .min = 1, .max = 1000000000, .num = &p.records},
-        {.name = "--scales",
-         .kind = BENCH_OPT_LIST,
-         .min = 1,
-         .max = 100000,
-         .list = p.scales,
-         .count = &p.nscales,
-         .cap = 8},
-        {.name = "--batch", .kind = BENCH_OPT_INT, .min = 1, .max = 1 << 24, .num = &p.batch},
-        {.name = "--shuffle", .kind = BENCH_OPT_INT, .min = 0, .max = 1 << 28, .num = &p.shuffle},
-        {.name = "--parallel-reads", .kind = BENCH_OPT_INT, .min = 1, .max = 4096, .num = &p.cycle},
-        {.name = "--workers", .kind = BENCH_OPT_INT, .min = 1, .max = 65536, .num = &p.workers},
-        {.name = "--replicas", .kind = BENCH_OPT_INT, .min = 1, .max = 1024, .num = &p.replicas},
-        {.name = "--policy", .kind = BENCH_OPT_STRING, .str = &p.policy},
-        {.name = "--hint", .kind = BENCH_OPT_STRING, .str = &p.hint},
-        {.name = "--per-replica", .kind = BENCH_OPT_FLAG, .flag = &p.per_replica},
-        {.name = "--drop-remainder", .kind = BENCH_OPT_FLAG, .flag = &p.drop},
-        {.name = "--steps", .kind = BENCH_OPT_INT, .min = 1, .max = (long)1 << 40, .num = &p.steps},
-        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &p.repeat},
-        {.name = "--no-baseline", .kind = BENCH_OPT_FLAG, .flag = &p.no_baseline},
-        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &p.json},
-    };
-    int prc = bench_parse_opts("seek", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    struct seek_params p = {0};
+    int prc = bench_opt_parse("seek", &cmd, argc, argv, &p);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
 

@@ -1,6 +1,7 @@
-/* bench_util: what every sluice-bench subcommand needs: medians, option
- * values checked with a message naming the option, where the sibling
- * binaries are, and loopback endpoints.
+/* bench_util: what every sluice-bench subcommand needs: medians, the glue
+ * between its sl_opt option table and its usage errors (and the lists of
+ * integers sl_opt has no type for), where the sibling binaries are, and
+ * loopback endpoints.
  *
  * A tcp endpoint is a port the kernel handed out to a socket bound to
  * 127.0.0.1:0 and closed again, the same trick the integration tests use;
@@ -45,72 +46,40 @@ struct bench_stat bench_stat_of(double *v, size_t n)
     return s;
 }
 
-int bench_parse_int(const char *cmd, const char *opt, const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
-        fprintf(stderr, "sluice-bench %s: %s: expected an integer in [%ld, %ld], got '%s'\n", cmd, opt, min, max,
-                s ? s : "");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+const char *const bench_transport_names[2] = {"ipc", "tcp"};
 
-int bench_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out)
+int bench_opt_list(const char *opt, const char *s, uint64_t min, uint64_t max, int *out, int cap, int *n,
+                   struct sl_error *err)
 {
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || !(v >= min && v <= max)) {
-        fprintf(stderr, "sluice-bench %s: %s: expected a number in [%g, %g], got '%s'\n", cmd, opt, min, max,
-                s ? s : "");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int bench_parse_int_list(const char *cmd, const char *opt, const char *s, long min, long max_v, int *out, int max,
-                         int *n)
-{
-    *n = 0;
-    const char *p = s;
-    while (p != NULL && *p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    int got[64], k = 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
         char item[32];
-        long v;
-        if (len >= sizeof item || *n == max) {
-            fprintf(stderr, "sluice-bench %s: %s: expected at most %d comma-separated integers, got '%s'\n", cmd, opt,
-                    max, s);
-            return -1;
-        }
-        memcpy(item, p, len);
-        item[len] = '\0';
-        if (bench_parse_int(cmd, opt, item, min, max_v, &v) != 0)
-            return -1;
-        out[(*n)++] = (int)v;
-        p = comma ? comma + 1 : NULL;
+        uint64_t v;
+        if (k == cap || k == (int)(sizeof got / sizeof got[0]))
+            return sl_error_set(err, SL_EINVAL, "%s: at most %d comma-separated integers, got '%s'", opt, cap, s);
+        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
+        if (len >= sizeof item)
+            return sl_error_set(err, SL_EINVAL, "%s: not an integer: '%.*s...'", opt, (int)sizeof item - 1, p);
+        if (sl_opt_parse_u64(item, min, max, &v, err) != 0)
+            return sl_error_prefix(err, "%s: ", opt);
+        got[k++] = (int)v; /* max is an int's */
+        p += len;
+        if (*p == '\0')
+            break;
     }
-    if (*n == 0) {
-        fprintf(stderr, "sluice-bench %s: %s: expected a comma-separated list of integers, got '%s'\n", cmd, opt,
-                s ? s : "");
-        return -1;
-    }
+    memcpy(out, got, (size_t)k * sizeof *out);
+    *n = k;
     return 0;
 }
 
-int bench_parse_transport(const char *cmd, const char *s, const char **out)
+int bench_opt_parse(const char *cmd, const struct sl_opt_cmd *c, int argc, char **argv, void *opts)
 {
-    if (s != NULL && (strcmp(s, "ipc") == 0 || strcmp(s, "tcp") == 0)) {
-        *out = s;
-        return 0;
-    }
-    fprintf(stderr, "sluice-bench %s: --transport: expected ipc or tcp, got '%s'\n", cmd, s ? s : "");
-    return -1;
+    struct sl_error err = {0};
+    int rc = sl_opt_parse(c, argc, argv, opts, NULL, &err);
+    if (rc == 0 || rc == 1)
+        return rc;
+    return bench_usage_error(cmd, "%s", err.msg);
 }
 
 void bench_find_bins(char *feeder, char *trainer, size_t n)
@@ -170,45 +139,6 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void bench_rmtree(const char *dir)
 {
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-int bench_parse_opts(const char *cmd, const char *usage, int argc, char **argv, const struct bench_opt *opts,
-                     size_t nopts)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-        const struct bench_opt *o = NULL;
-        for (size_t k = 0; k < nopts && o == NULL; k++)
-            if (strcmp(a, opts[k].name) == 0)
-                o = &opts[k];
-        if (o == NULL)
-            return bench_usage_error(cmd, "unknown option '%s'", a);
-        if (o->kind == BENCH_OPT_FLAG) {
-            *o->flag = 1;
-            continue;
-        }
-        if (v == NULL)
-            return bench_usage_error(cmd, "%s needs a value", a);
-        if (o->kind == BENCH_OPT_STRING) {
-            if (*v == '\0')
-                return bench_usage_error(cmd, "%s needs a value", a);
-            *o->str = v;
-            i++;
-            continue;
-        }
-        int rc = o->kind == BENCH_OPT_INT ? bench_parse_int(cmd, a, v, o->min, o->max, o->num)
-                 : o->kind == BENCH_OPT_LIST
-                     ? bench_parse_int_list(cmd, a, v, o->min, o->max, o->list, o->cap, o->count)
-                     : bench_parse_transport(cmd, v, o->str);
-        if (rc != 0)
-            return 2;
-        i++;
-    }
-    return 0;
 }
 
 int bench_usage_error(const char *cmd, const char *fmt, const char *arg)

@@ -19,17 +19,41 @@
 #include "sl_clock.h"
 #include "sl_wire.h"
 
-static const char usage[] = "Usage: sluice-bench wire [OPTION]...\n"
-                            "\n"
-                            "Wire protocol (PIECE header encoded and decoded per message, then one body frame)\n"
-                            "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
-                            "\n"
-                            "  --sizes LIST        payload bytes per piece (default 4096,65536,1048576)\n"
-                            "  --tensors T         tensors per piece, in its body frame (default 4; 1-64)\n"
-                            "  --transport T       ipc (default) or tcp\n"
-                            "  --repeat N          runs per figure: median, min, max (default 3)\n"
-                            "  --json              one JSON object per size instead of the table\n"
-                            "  -h, --help          this help\n";
+struct args {
+    int sizes[16], nsizes;
+    long tensors, repeat;
+    int transport; /* bench_transport_names */
+    int json;
+};
+
+static int set_sizes(void *opts, const char *value, struct sl_error *err)
+{
+    struct args *a = opts;
+    return bench_opt_list("--sizes", value, 1, 256 << 20, a->sizes, 16, &a->nsizes, err);
+}
+
+#define OFF(f) offsetof(struct args, f)
+static const struct sl_opt rows[] = {
+    {"sizes", 0, SL_OPT_FUNC, 0, 0, 0, "4096,65536,1048576", "LIST",
+     "payload bytes per piece (1 to 268435456 each, at most 16)", NULL, set_sizes},
+    {"tensors", 0, SL_OPT_LONG, OFF(tensors), 1, SL_WIRE_MAX_TENSORS, "4", "T",
+     "tensors per piece, in its body frame (1-64)", NULL, NULL},
+    BENCH_OPT_TRANSPORT_ROW(struct args, transport),
+    {"repeat", 0, SL_OPT_LONG, OFF(repeat), 1, 32, "3", "N", "runs per figure: median, min, max", NULL, NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object per size instead of the table", NULL, NULL},
+    BENCH_OPT_HELP_ROW,
+};
+
+static const struct sl_opt_cmd cmd = {
+    .prog = "sluice-bench wire",
+    .usage = "Usage: sluice-bench wire [OPTION]...\n"
+             "\n"
+             "Wire protocol (PIECE header encoded and decoded per message, then one body frame)\n"
+             "against raw ZeroMQ of the same bytes as one message, on the same transport.\n"
+             "\n",
+    .rows = rows,
+    .nrows = sizeof rows / sizeof rows[0],
+};
 
 struct wire_arg {
     int tensors;
@@ -121,25 +145,13 @@ static double header_ns(struct wire_arg *a)
 
 int bench_wire_main(int argc, char **argv)
 {
-    int sizes[16] = {4096, 65536, 1048576}, nsizes = 3, json = 0;
-    long tensors = 4, repeat = 3;
-    const char *transport = "ipc";
-    const struct bench_opt opts[] = {
-        {.name = "--json", .kind = BENCH_OPT_FLAG, .flag = &json},
-        {.name = "--sizes",
-         .kind = BENCH_OPT_LIST,
-         .min = 1,
-         .max = 256 << 20,
-         .list = sizes,
-         .count = &nsizes,
-         .cap = 16},
-        {.name = "--tensors", .kind = BENCH_OPT_INT, .min = 1, .max = SL_WIRE_MAX_TENSORS, .num = &tensors},
-        {.name = "--repeat", .kind = BENCH_OPT_INT, .min = 1, .max = 32, .num = &repeat},
-        {.name = "--transport", .kind = BENCH_OPT_TRANSPORT, .str = &transport},
-    };
-    int prc = bench_parse_opts("wire", usage, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    struct args args = {0};
+    int prc = bench_opt_parse("wire", &cmd, argc, argv, &args);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
+    const int *sizes = args.sizes, nsizes = args.nsizes, json = args.json;
+    const long tensors = args.tensors, repeat = args.repeat;
+    const char *transport = bench_transport_names[args.transport];
     char dir[64];
     if (bench_tmpdir("wire", dir, sizeof dir) != 0)
         return 1;
