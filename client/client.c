@@ -42,6 +42,7 @@
  * keeps it working while the other half comes back. */
 static void give_credits(struct client *c, int all)
 {
+    client__settle(c);
     for (size_t j = 0; j < c->o.nfeeders; j++) {
         struct feeder *f = &c->f[j];
         uint32_t batch = c->o.credits / 4, half = f->peak / 2;
@@ -72,22 +73,6 @@ static void heartbeats(struct client *c)
             (void)client__send_buf(f->sock, &c->buf);
         f->last_hb_ns = now;
     }
-}
-
-/* After fork() the child's copy shares the parent's sockets (without
- * ZeroMQ's threads) and its view of the feeders' shared memory: no call
- * may hand out data from it or send on it. getpid() is one system call. */
-static int forked(const struct client *c)
-{
-    return getpid() != c->pid;
-}
-
-static int refuse_forked(const struct client *c, struct sl_error *err)
-{
-    return sl_error_set(err, SL_EINVAL,
-                        "client used after fork(): create a new client in the child (this one belongs to process "
-                        "%ld)",
-                        (long)c->pid);
 }
 
 /* A PIECE from feeder j, in slot s (c->msg): checked against the schema,
@@ -141,8 +126,7 @@ static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *
     if (rc == 0 && (rc = client_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
         rc = client__feeder_error(c, j, err, rc, "%s", derr.msg);
     if (rc != 0) {
-        client__release_slot(c, s);
-        f->owed--;
+        client__drop_slot(c, s);
     } else if (++f->unreturned > f->peak) {
         f->peak = f->unreturned;
     }
@@ -190,8 +174,7 @@ static int receive(struct client *c, int j, struct sl_error *err)
     if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0)
         rc = client__feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
     if (rc != 0) {
-        client__release_slot(c, s);
-        f->owed--;
+        client__drop_slot(c, s);
         return rc;
     }
     switch (c->msg.type) {
@@ -254,6 +237,7 @@ static int pump(struct client *c, int timeout_ms, struct sl_error *err)
 {
     if (client__stopped(c, "waiting for the feeders", err) != 0)
         return SL_ECLOSED;
+    client__unblock_lent(c);
     give_credits(c, 1);
     /* every share: its socket and its monitor */
     zmq_pollitem_t items[2 * CLIENT_MAX_FEEDERS];
@@ -441,6 +425,7 @@ static void say_bye(struct client *c)
 {
     if (c->said_bye || sl_wire_encode_bye(&c->buf) != 0)
         return;
+    client__detach_lent(c, -1, 0); /* the feeders take every buffer back */
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
         if (c->f[j].sock != NULL && c->f[j].welcomed && !c->f[j].rejoining)
             (void)client__send_buf(c->f[j].sock, &c->buf);
@@ -469,10 +454,11 @@ void client_close(struct client *c)
 {
     if (c == NULL)
         return;
-    if (forked(c)) {
+    if (client__forked(c)) {
         drop_forked(c);
         return;
     }
+    client__drop_lent(c);
     for (size_t r = 0; c->have_step && r < c->o.replicas; r++)
         client__release_slot(c, c->step_slots[r]);
     struct slot *s;
@@ -543,8 +529,8 @@ static void fill_piece(struct client *c, const struct slot *s, struct client_pie
 
 int client_keepalive(struct client *c, int ms, struct sl_error *err)
 {
-    if (forked(c))
-        return refuse_forked(c, err);
+    if (client__forked(c))
+        return client__refuse_forked(c, err);
     heartbeats(c);
     uint64_t end = sl_clock_ns() + (uint64_t)(ms > 0 ? ms : 0) * 1000000u;
     int tick = c->o.heartbeat_ms / 4 > 0 ? c->o.heartbeat_ms / 4 : 1;
@@ -559,7 +545,7 @@ int client_keepalive(struct client *c, int ms, struct sl_error *err)
 
 void client_release(struct client *c)
 {
-    if (c->have_step && !forked(c)) {
+    if (c->have_step && !client__forked(c)) {
         for (size_t r = 0; r < c->o.replicas; r++)
             client__release_slot(c, c->step_slots[r]);
         c->have_step = 0;
@@ -567,103 +553,10 @@ void client_release(struct client *c)
     }
 }
 
-/* The kept step: one block holding the struct, the pieces, the body
- * frames moved over (msgs), the shared-memory bodies copied (copies) and
- * the tensors' names. */
-struct kept_block {
-    struct client_kept k;
-    zmq_msg_t *msgs; /* [n]; empty where the body was copied or absent */
-    void **copies;   /* [n]; NULL where none */
-    char *names;
-};
-
-int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
-{
-    *out = NULL;
-    if (forked(c))
-        return refuse_forked(c, err);
-    if (!c->have_step)
-        return sl_error_set(err, SL_EINVAL, "no step to keep (keep follows a next_step, before its release)");
-    uint32_t n = c->o.replicas;
-    size_t names = 0;
-    for (uint32_t r = 0; r < n; r++)
-        for (size_t i = 0; i < c->pieces[r].ntensors; i++)
-            names += strlen(c->pieces[r].t[i].name) + 1;
-    struct kept_block *b = sl_calloc(1, sizeof *b);
-    if (b == NULL)
-        return sl_error_set(err, SL_ENOMEM, "out of memory keeping a step");
-    b->k.n = n;
-    b->k.pieces = sl_calloc(n, sizeof *b->k.pieces);
-    b->msgs = sl_calloc(n, sizeof *b->msgs);
-    b->copies = sl_calloc(n, sizeof *b->copies);
-    b->names = sl_malloc(names ? names : 1);
-    int ok = b->k.pieces != NULL && b->msgs != NULL && b->copies != NULL && b->names != NULL;
-    for (uint32_t r = 0; b->msgs != NULL && r < n; r++)
-        zmq_msg_init(&b->msgs[r]);
-    /* first every allocation (the shared-memory copies), so that a failure
-     * leaves the step as it was */
-    for (uint32_t r = 0; ok && r < n; r++) {
-        struct slot *s = c->step_slots[r];
-        if (s->body != NULL && (s->map != NULL || s->copy != NULL))
-            ok = (b->copies[r] = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1)) != NULL;
-    }
-    if (!ok) {
-        client_kept_free(&b->k);
-        return sl_error_set(err, SL_ENOMEM, "out of memory keeping a step");
-    }
-    char *name = b->names;
-    for (uint32_t r = 0; r < n; r++) {
-        struct slot *s = c->step_slots[r];
-        const uint8_t *from = s->body, *to = NULL;
-        if (b->copies[r] != NULL) {
-            memcpy(b->copies[r], from, (size_t)s->piece.shm_bytes);
-            to = b->copies[r];
-        } else if (from != NULL && s->nframes == 1) {
-            /* a small message's data lies inside its zmq_msg_t: where it
-             * lands after the move is asked, not assumed */
-            zmq_msg_move(&b->msgs[r], &s->frames[0]);
-            to = zmq_msg_data(&b->msgs[r]);
-        }
-        struct client_piece *p = &b->k.pieces[r];
-        *p = c->pieces[r];
-        for (size_t i = 0; i < p->ntensors; i++) {
-            struct client_tensor *t = &p->t[i];
-            size_t len = strlen(t->name) + 1;
-            memcpy(name, t->name, len);
-            t->name = name;
-            name += len;
-            if (t->data != NULL)
-                t->data = to + ((const uint8_t *)t->data - from);
-        }
-        p->flags &= ~(uint32_t)SL_WIRE_PIECE_SHM;
-    }
-    client_release(c);
-    *out = &b->k;
-    return 0;
-}
-
-void client_kept_free(struct client_kept *k)
-{
-    if (k == NULL)
-        return;
-    struct kept_block *b = (struct kept_block *)k;
-    for (uint32_t r = 0; r < k->n; r++) {
-        if (b->msgs != NULL)
-            zmq_msg_close(&b->msgs[r]);
-        if (b->copies != NULL)
-            sl_free(b->copies[r]);
-    }
-    sl_free(b->msgs);
-    sl_free(b->copies);
-    sl_free(b->names);
-    sl_free(k->pieces);
-    sl_free(b);
-}
-
 int client_next_step(struct client *c, const struct client_piece **pieces, struct sl_error *err)
 {
-    if (forked(c))
-        return refuse_forked(c, err);
+    if (client__forked(c))
+        return client__refuse_forked(c, err);
     /* here too, not only while waiting: a trainer whose pieces are always
      * ready would otherwise be heard only through its credits */
     heartbeats(c);

@@ -181,6 +181,17 @@ struct client_kept {
 int client_keep(struct client *c, struct client_kept **out, struct sl_error *err) SL_MUST_CHECK;
 void client_kept_free(struct client_kept *k);
 
+/* As client_keep, but a body in a feeder's shared memory is lent, not
+ * copied: the kept step points into that memory (read-only), and its
+ * credit, with those of the pieces after it from the same connection,
+ * waits until client_kept_free (any thread; the client sees it at its
+ * next call). A caller that keeps lent steps past half the grant (or a
+ * feeder's whole window) has them copied out in place, their addresses
+ * unchanged, and its later steps copied (client_keep.c). The pieces lent
+ * say SL_WIRE_PIECE_SHM. Not for a forked child: there the memory may
+ * change once the parent's credits go back. */
+int client_lend(struct client *c, struct client_kept **out, struct sl_error *err) SL_MUST_CHECK;
+
 /* Keep the connections alive for about ms milliseconds while the caller's
  * work is elsewhere (a device or NCCL initialization, which can take many
  * seconds): heartbeats go out and what the feeders send comes in (pieces

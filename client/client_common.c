@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "client_int.h"
@@ -28,4 +29,20 @@ int client__stopped(const struct client *c, const char *what, struct sl_error *e
     if (c->o.stop == NULL || !*c->o.stop)
         return 0;
     return sl_error_set(err, SL_ECLOSED, "stopped by a signal while %s", what);
+}
+
+/* After fork() the child's copy shares the parent's sockets (without
+ * ZeroMQ's threads) and its view of the feeders' shared memory: no call
+ * may hand out data from it or send on it. getpid() is one system call. */
+int client__forked(const struct client *c)
+{
+    return getpid() != c->pid;
+}
+
+int client__refuse_forked(const struct client *c, struct sl_error *err)
+{
+    return sl_error_set(err, SL_EINVAL,
+                        "client used after fork(): create a new client in the child (this one belongs to process "
+                        "%ld)",
+                        (long)c->pid);
 }

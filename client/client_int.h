@@ -25,11 +25,31 @@
 struct client_reorder;
 
 /* A feeder's shared piece memory, mapped read-only; counted by the feeder
- * (while it is the current connection's) and by the slots pointing into it. */
+ * (while it is the current connection's), by the slots pointing into it
+ * and by the lent steps' pieces (client_keep.c). The count is atomic: a
+ * lent step outliving its client lets go of it in the caller's thread. */
 struct shm_map {
     const uint8_t *base;
     size_t size;
-    unsigned refs;
+    unsigned refs; /* __atomic */
+    int fd;        /* the memfd, kept open to map it again (client__remap) */
+};
+
+struct kept_block;
+
+/* One piece of a lent step, in its feeder's queue of lent pieces (oldest
+ * first): the credits of the pieces consumed from that connection since
+ * (its own included) wait behind it, since a feeder takes its buffers back
+ * in order, one per credit (client_keep.c). */
+struct lent_piece {
+    struct lent_piece *next;
+    struct kept_block *b; /* the step it belongs to */
+    struct shm_map *map;  /* a reference; NULL: the body is not in shared memory */
+    const uint8_t *body;
+    size_t bytes;
+    int feeder;
+    uint32_t conn;    /* the feeder's connection it came on */
+    uint32_t credits; /* its own and those consumed after it, before the next lent piece */
 };
 
 struct slot {
@@ -43,6 +63,7 @@ struct slot {
     const uint8_t *body; /* the tensors: in frames[0], in `map`, or in `copy` */
     struct shm_map *map; /* a reference, when the body lies in shared memory */
     uint8_t *copy;       /* owned: the body copied out of shared memory */
+    int lent;            /* its credit went with a lent step (not back at release) */
 };
 
 /* The stream of share j (the pieces with seq % F == j): served by feeder
@@ -75,6 +96,11 @@ struct feeder {
     uint32_t unreturned, peak;
     zmq_msg_t welcome_frame; /* keeps the schema's strings alive */
     struct shm_map *map;     /* its shared memory, when this connection mapped it */
+    /* its pieces in lent steps, oldest first, and the credits waiting
+     * behind them (client_keep.c) */
+    struct lent_piece *lent_head, *lent_tail;
+    uint32_t held;
+    uint64_t starved_ns; /* since when a wait found its window full and credits held (0: not) */
     /* rejoining after a loss (reconnect_ms > 0) */
     int rejoining;
     uint64_t lost_ns, deadline_ns;
@@ -119,6 +145,9 @@ struct client {
     uint64_t total;       /* pieces in the stream, once every feeder said END */
     unsigned monitors;    /* monitors made: each gets its own inproc name */
     uint64_t listened_ns; /* when the last pump stopped listening (0: none yet) */
+    unsigned lend_rounds; /* times lent steps were copied out for being kept */
+    int lend_off;         /* lent steps were kept again and again: steps are copied from then on */
+    uint64_t detached;    /* lent pieces copied out of shared memory since open */
     /* the input wait by the feeder whose piece ended it (the piece next in
      * order when the step waited): ns, atomic (read by any thread) */
     uint64_t wait_by_feeder[CLIENT_MAX_FEEDERS];
@@ -137,18 +166,48 @@ int client__send_buf(void *sock, const struct sl_buf *b);
  * while <what>"), else 0. */
 int client__stopped(const struct client *c, const char *what, struct sl_error *err);
 
+/* After fork() the child's copy shares the parent's sockets (without
+ * ZeroMQ's threads) and its view of the feeders' shared memory: no call
+ * may hand out data from it or send on it. */
+int client__forked(const struct client *c);
+/* SL_EINVAL: "client used after fork(): ..." */
+int client__refuse_forked(const struct client *c, struct sl_error *err);
+
 /* client_stats.c */
 /* A STATS from feeder j: kept beside the one before it. */
 void client__note_stats(struct client *c, size_t j, const struct sl_wire_stats *st);
 
+/* client_keep.c: steps kept past the next, copied or lent */
+/* Lent pieces whose steps were freed or copied out: their credits go back
+ * (to `owed`) in order, and the steps the client is done with are let go. */
+void client__settle(struct client *c);
+/* Copy the lent steps holding pieces of feeder j (every feeder: j < 0)
+ * out of shared memory, in place (their addresses stay), and settle. With
+ * `remap`, a feeder whose current mapping lost pages to the copies maps
+ * its memory again for the pieces still to come. */
+void client__detach_lent(struct client *c, int j, int remap);
+/* Before a wait: a feeder whose credits are held by lent steps the caller
+ * keeps (half the grant, or its whole window for a while) has its lent
+ * steps copied out, and lending stops. */
+void client__unblock_lent(struct client *c);
+/* At close: every lent step copied out and left to its caller alone. */
+void client__drop_lent(struct client *c);
+
 /* client_shm.c: a feeder's shared piece memory, and the slots
  * holding pieces (their bodies may lie in it) */
+void client__map_ref(struct shm_map *m);
 void client__map_unref(struct shm_map *m);
+/* Map feeder f's memory again as f->map (the old mapping lives on in what
+ * still uses it). 0, or -1: f->map stays as it was. */
+int client__remap(struct feeder *f);
 int client__attach_shm(struct client *c, size_t j, const struct sl_wire_welcome *w, struct sl_error *err);
 void client__detach_shm(struct feeder *f);
 /* A slot back to the free list: its messages closed, its mapping let go;
- * a credit owed to its feeder, unless it came on an older connection. */
+ * a credit owed to its feeder (behind its lent pieces, if any), unless it
+ * came on an older connection or its credit went with a lent step. */
 void client__release_slot(struct client *c, struct slot *s);
+/* The same without a credit: a piece refused as it arrived. */
+void client__drop_slot(struct client *c, struct slot *s);
 
 /* client_handshake.c: the socket, its monitor, HELLO and its answers */
 int client__open_socket(struct client *c, size_t j, struct sl_error *err);

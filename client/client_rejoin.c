@@ -100,6 +100,8 @@ static int start_rejoin(struct client *c, size_t j, int back, struct sl_error *e
         s->map = NULL;
     }
     client__detach_shm(f);
+    /* its lent steps too (their other feeders' mappings made anew) */
+    client__detach_lent(c, (int)j, 1);
     client__close_probe(f, 0);
     if (back && f->sock != NULL && sl_wire_encode_bye(&c->buf) == 0) {
         /* the survivor lets the share go at once */

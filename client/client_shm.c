@@ -25,12 +25,57 @@
 #include "sl_log.h"
 #include "client_int.h"
 
+void client__map_ref(struct shm_map *m)
+{
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* The last reference unmaps the whole range: the pages copied in place of
+ * lent pieces (client_keep.c) go with it. */
 void client__map_unref(struct shm_map *m)
 {
-    if (m != NULL && --m->refs == 0) {
+    if (m != NULL && __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         munmap((void *)m->base, m->size);
+        close(m->fd);
         sl_free(m);
     }
+}
+
+static struct shm_map *new_map(int fd, size_t size, const char **why)
+{
+    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        *why = strerror(errno);
+        return NULL;
+    }
+    struct shm_map *m = sl_calloc(1, sizeof *m);
+    if (m == NULL) {
+        munmap(p, size);
+        *why = "out of memory";
+        return NULL;
+    }
+    m->base = p;
+    m->size = size;
+    m->refs = 1;
+    m->fd = fd;
+    return m;
+}
+
+int client__remap(struct feeder *f)
+{
+    const char *why = NULL;
+    int fd = f->map != NULL ? fcntl(f->map->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    struct shm_map *m = fd >= 0 ? new_map(fd, f->map->size, &why) : NULL;
+    if (m == NULL) {
+        if (fd >= 0)
+            close(fd);
+        sl_log(SL_LOG_WARN, "feeder %s: its shared memory cannot be mapped again: %s", f->addr,
+               why != NULL ? why : strerror(errno));
+        return -1;
+    }
+    client__map_unref(f->map);
+    f->map = m;
+    return 0;
 }
 
 static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w);
@@ -63,37 +108,32 @@ static struct shm_map *map_shm(struct feeder *f, const struct sl_wire_welcome *w
     snprintf(path, sizeof path, "/proc/%" PRIu32 "/fd/%" PRIu32, w->shm_pid, w->shm_fd);
     const char *why = NULL;
     struct stat st;
-    void *p = MAP_FAILED;
+    struct shm_map *m = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         why = strerror(errno);
     else if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != w->shm_size)
         why = "not the size the feeder gave";
-    else if ((p = mmap(NULL, (size_t)w->shm_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        why = strerror(errno);
-    if (fd >= 0)
-        close(fd);
-    if (why == NULL) {
-        const uint8_t *b = p;
+    else
+        m = new_map(fd, (size_t)w->shm_size, &why); /* the map owns fd from here */
+    if (m != NULL) {
         uint64_t token = 0;
         for (int i = 0; i < 8; i++)
-            token |= (uint64_t)b[8 + i] << (8 * i);
-        if (memcmp(b, "SLSHM001", 8) != 0 || token != w->shm_token)
+            token |= (uint64_t)m->base[8 + i] << (8 * i);
+        if (memcmp(m->base, "SLSHM001", 8) != 0 || token != w->shm_token) {
             why = "another process's memory (another host?)";
+            client__map_unref(m);
+            m = NULL;
+            fd = -1;
+        }
     }
-    struct shm_map *m = why == NULL ? sl_calloc(1, sizeof *m) : NULL;
-    if (why == NULL && m == NULL)
-        why = "out of memory";
-    if (why != NULL) {
-        if (p != MAP_FAILED)
-            munmap(p, (size_t)w->shm_size);
+    if (m == NULL) {
+        if (fd >= 0)
+            close(fd);
         sl_log(SL_LOG_INFO, "feeder %s: its shared memory (%s) cannot be mapped: %s; pieces come by copy", f->addr,
                path, why);
         return NULL;
     }
-    m->base = p;
-    m->size = (size_t)w->shm_size;
-    m->refs = 1;
     sl_log(SL_LOG_INFO, "feeder %s: pieces through shared memory (%.1f MB mapped)", f->addr, (double)w->shm_size / 1e6);
     return m;
 }
@@ -106,7 +146,7 @@ void client__detach_shm(struct feeder *f)
     f->map = NULL;
 }
 
-void client__release_slot(struct client *c, struct slot *s)
+void client__drop_slot(struct client *c, struct slot *s)
 {
     zmq_msg_close(&s->hdr);
     for (size_t i = 0; i < s->nframes; i++)
@@ -118,7 +158,21 @@ void client__release_slot(struct client *c, struct slot *s)
     sl_free(s->copy);
     s->copy = NULL;
     s->body = NULL;
-    if (s->conn == c->f[s->feeder].conn) /* an old connection's credit is gone with it */
-        c->f[s->feeder].owed++;
+    s->lent = 0;
     c->free_slots[c->nfree++] = s;
+}
+
+void client__release_slot(struct client *c, struct slot *s)
+{
+    struct feeder *f = &c->f[s->feeder];
+    /* an old connection's credit is gone with it */
+    if (!s->lent && s->conn == f->conn) {
+        if (f->lent_tail != NULL && f->lent_tail->conn == s->conn) { /* in order: behind the lent pieces */
+            f->lent_tail->credits++;
+            f->held++;
+        } else {
+            f->owed++;
+        }
+    }
+    client__drop_slot(c, s);
 }

@@ -263,8 +263,8 @@ struct sluice_step {
     struct sluice_tensor *tensors; /* [n * SL_WIRE_MAX_TENSORS] */
 };
 
-int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, const struct sluice_piece **pieces,
-                            struct sluice_error *err)
+static int take_step(struct sluice_client *c, struct sluice_step **out, const struct sluice_piece **pieces, int lend,
+                     struct sluice_error *err)
 {
     struct sl_error e = {0};
     *out = NULL;
@@ -278,7 +278,7 @@ int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, c
         sl_error_set(&e, SL_ENOMEM, "out of memory keeping a step");
         return out_error(err, &e);
     }
-    int rc = client_keep(c->tc, &st->k, &e);
+    int rc = lend ? client_lend(c->tc, &st->k, &e) : client_keep(c->tc, &st->k, &e);
     if (rc != 0) {
         sluice_step_free(st);
         return out_error(err, &e);
@@ -287,6 +287,18 @@ int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, c
     *out = st;
     *pieces = st->pieces;
     return 0;
+}
+
+int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out, const struct sluice_piece **pieces,
+                            struct sluice_error *err)
+{
+    return take_step(c, out, pieces, 0, err);
+}
+
+int sluice_client_lend_step(struct sluice_client *c, struct sluice_step **out, const struct sluice_piece **pieces,
+                            struct sluice_error *err)
+{
+    return take_step(c, out, pieces, 1, err);
 }
 
 void sluice_step_free(struct sluice_step *s)

@@ -14,7 +14,10 @@ input wait), sum its labels and ids (the checks below), then a simulated
 training step (a busy loop of --step-ms, 0 allowed):
 
   python     sluice.Client (worker 0 of 1, one replica) fed by one
-             sluice-feeder over ipc://, pieces in shared memory
+             sluice-feeder over ipc://, pieces in shared memory (each
+             step copied out of it once: writable arrays)
+  python-lend  the same with lend=True: each step lent where it lies
+             (read-only arrays; its credit back once the loop drops it)
   c          the C client library (libsluice) fed the same way: a small C
              program with the same loop, compiled for the run from the
              public header against BUILD/client/libsluice.so; its
@@ -543,13 +546,13 @@ def run_c(args, tmp, exe):
     return json.loads(out)
 
 
-def run_python(args, tmp, sluice):
-    feeder = Feeder(args, tmp, "py")
+def run_python(args, tmp, sluice, lend=False):
+    feeder = Feeder(args, tmp, "py-lend" if lend else "py")
     feeder.start()
     client = []
     try:
         def make_iter():
-            c = sluice.Client(feeders=[feeder.endpoint], job=JOB_NAME)
+            c = sluice.Client(feeders=[feeder.endpoint], job=JOB_NAME, lend=lend)
             client.append(c)
             return iter(c)
 
@@ -849,6 +852,8 @@ def bench(args, dl_workers, tmp):
     if sluice is not None:
         contenders.append(("python", "sluice Python client (sluice.Client, shm)",
                            lambda: run_python(args, tmp, sluice), args.epochs))
+        contenders.append(("python-lend", "sluice Python client, lent steps (sluice.Client lend=True, shm)",
+                           lambda: run_python(args, tmp, sluice, lend=True), args.epochs))
     if exe is not None:
         contenders.append(("c", "sluice C client (libsluice, shm)", lambda: run_c(args, tmp, exe), args.epochs))
     crcs = {"on": [True], "off": [False], "both": [True, False]}[args.dl_crc]
@@ -883,7 +888,7 @@ def bench(args, dl_workers, tmp):
     # rounds: each contender once per round, in turn, for as many rounds as
     # its --repeat or --dl-repeat asks
     def runs_of(name):
-        return args.repeat if name in ("python", "c") else args.dl_repeat
+        return args.repeat if name in ("python", "python-lend", "c") else args.dl_repeat
 
     for rep in range(max(args.repeat, args.dl_repeat)):
         for name, _, fn, _ in contenders:
@@ -912,14 +917,16 @@ def bench(args, dl_workers, tmp):
         rows_out[name] = med
 
     ratios = {}
-    rounds = []  # Python / C of each round: the pair ran back to back, under the same load
-    if "python" in rows_out and "c" in rows_out:
-        ratios["python_over_c"] = rows_out["python"]["elements_per_s"] / rows_out["c"]["elements_per_s"]
-        if len(results["python"]) == len(results["c"]):  # else a run failed: no pairs (the problem is listed)
-            for py, c in zip(results["python"], results["c"]):
-                rounds.append(figures(py)["elements_per_s"] / figures(c)["elements_per_s"])
-            ratios["python_over_c_rounds"] = [round(x, 3) for x in rounds]
-            ratios["python_over_c_rounds_median"] = sorted(rounds)[len(rounds) // 2]
+    rounds = {}  # Python / C of each round: the pair ran back to back, under the same load
+    for py_name, key in (("python", "python_over_c"), ("python-lend", "python_lend_over_c")):
+        if py_name not in rows_out or "c" not in rows_out:
+            continue
+        ratios[key] = rows_out[py_name]["elements_per_s"] / rows_out["c"]["elements_per_s"]
+        if len(results[py_name]) == len(results["c"]):  # else a run failed: no pairs (the problem is listed)
+            rounds[key] = [figures(py)["elements_per_s"] / figures(c)["elements_per_s"]
+                           for py, c in zip(results[py_name], results["c"])]
+            ratios[key + "_rounds"] = [round(x, 3) for x in rounds[key]]
+            ratios[key + "_rounds_median"] = sorted(rounds[key])[len(rounds[key]) // 2]
     for key, pick in (("python_over_best_dataloader", lambda n: not n.endswith("-nocrc")),
                       ("python_over_best_dataloader_nocrc", lambda n: n.endswith("-nocrc"))):
         dls = [rows_out[n] for n in rows_out if n.startswith("dataloader-") and pick(n)]
@@ -949,11 +956,13 @@ def bench(args, dl_workers, tmp):
     for name, f in rows_out.items():
         print("| %s | %.0f | %.0f | %.1f |" % (f["label"], f["batches_per_s"], f["elements_per_s"], f["stall_pct"]))
     print()
-    if "python_over_c" in ratios:
-        print("Python client / C client: %.2fx (target >= 0.8)" % ratios["python_over_c"])
-    if rounds:
-        print("  in each round (back to back, the same load): %s; median %.2fx"
-              % (" ".join("%.2f" % x for x in rounds), ratios["python_over_c_rounds_median"]))
+    for key, what in (("python_over_c", "Python client / C client"),
+                      ("python_lend_over_c", "Python client, lent steps / C client")):
+        if key in ratios:
+            print("%s: %.2fx (target >= 0.8)" % (what, ratios[key]))
+        if key in rounds:
+            print("  in each round (back to back, the same load): %s; median %.2fx"
+                  % (" ".join("%.2f" % x for x in rounds[key]), ratios[key + "_rounds_median"]))
     if "c_over_best_tfrecord" in ratios:
         print("C client / best DataLoader over the tfrecord reader: %.1fx (target >= 60)"
               % ratios["c_over_best_tfrecord"])

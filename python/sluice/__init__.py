@@ -58,6 +58,13 @@ class Client(_CClient):
     connect_timeout_ms, reconnect_ms, takeover_ms, no_shm, resume_seq
     (a Client.position saved earlier), curve_key and curve_server_keys
     (CURVE key files). Opening connects and waits for every feeder.
+
+    Each step's arrays are the process's own and writable: a step in a
+    feeder's shared memory is copied out once. With lend=True it is not:
+    the arrays are read-only views of the feeder's memory, lent until the
+    step's last array goes (a loop that lets each step go within a few
+    steps); steps kept longer are copied out where they lie, and later
+    ones copied (docs/python.md, "Lent steps").
     """
 
     def __init__(self, feeders, job, **options):

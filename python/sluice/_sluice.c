@@ -6,7 +6,11 @@
  * body copied out once), so the client's credits go back to the feeders at
  * once while the step's numpy arrays live as long as Python keeps them. An
  * internal _Memory object owns the kept step and is the base of every
- * array over it: the memory goes when the last array does.
+ * array over it: the memory goes when the last array does. With
+ * lend=True the step is lent instead (sluice_client_lend_step): no copy,
+ * read-only arrays over the feeder's shared memory, whose credits wait
+ * until the _Memory goes (its dealloc may run in any thread, holding the
+ * GIL; the C client sees it at its next call).
  *
  * The GIL is released while the client waits for a step (and while it
  * opens). A wait in the main thread ends on SIGINT: a handler installed
@@ -131,6 +135,7 @@ typedef struct {
     volatile sig_atomic_t stop;
     int busy; /* a call is inside the C client */
     int over; /* the stream ended: 1 at its end, 2 with an error (last) */
+    int lend; /* steps lent, not kept: read-only arrays over the feeders' memory */
     struct sluice_error last;
     PyObject *names; /* tuple of str: the tensors' names of the last step (reused) */
 } Client;
@@ -278,32 +283,23 @@ static int client_numbers(PyObject *worker, PyObject *workers, PyObject *replica
 
 static int client_init(Client *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"feeders",
-                             "job",
-                             "worker",
-                             "workers",
-                             "replicas",
-                             "credits",
-                             "heartbeat_ms",
-                             "timeout_ms",
-                             "connect_timeout_ms",
-                             "reconnect_ms",
-                             "takeover_ms",
-                             "no_shm",
-                             "resume_seq",
-                             "curve_key",
-                             "curve_server_keys",
-                             NULL};
+    static char *kwlist[] = {"feeders",      "job",         "worker",
+                             "workers",      "replicas",    "credits",
+                             "heartbeat_ms", "timeout_ms",  "connect_timeout_ms",
+                             "reconnect_ms", "takeover_ms", "no_shm",
+                             "resume_seq",   "curve_key",   "curve_server_keys",
+                             "lend",         NULL};
     PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
              *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
              *skeys = NULL;
-    int no_shm = 0;
+    int no_shm = 0, lend = 0;
     if (self->c != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOO", kwlist, &feeders, &job, &worker, &workers,
-                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOp", kwlist, &feeders, &job, &worker, &workers,
+                                     &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys,
+                                     &lend))
         return -1;
     struct sluice_options o;
     memset(&o, 0, sizeof o);
@@ -347,6 +343,7 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
     o.nfeeders = nf;
     o.no_shm = no_shm;
     o.stop = &self->stop;
+    self->lend = lend;
     struct sluice_error e;
     struct sluice_client *c = NULL;
     int rc;
@@ -488,7 +485,7 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
         PyObject *a;
         if (t->data != NULL) {
             a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), t->rank, dims, NULL, (void *)t->data,
-                                     NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE, NULL);
+                                     NPY_ARRAY_C_CONTIGUOUS | (self->lend ? 0 : NPY_ARRAY_WRITEABLE), NULL);
             if (a != NULL) {
                 Py_INCREF(mem);
                 if (PyArray_SetBaseObject((PyArrayObject *)a, mem) != 0)
@@ -496,6 +493,8 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
             }
         } else {
             a = PyArray_ZEROS(t->rank, dims, type, 0); /* no values: owns its (empty) memory */
+            if (a != NULL && self->lend)               /* read-only like every lent array */
+                PyArray_CLEARFLAGS((PyArrayObject *)a, NPY_ARRAY_WRITEABLE);
         }
         PyObject *key = a != NULL ? name_of(self, i, t->name) : NULL;
         if (key == NULL || PyDict_SetItem(d, key, a) != 0) {
@@ -527,7 +526,8 @@ static PyObject *client_next(Client *self)
     int installed = wait_begin(&self->stop);
     Py_BEGIN_ALLOW_THREADS rc = sluice_client_next_step(self->c, &pieces, &e);
     if (rc == SLUICE_OK)
-        rc = sluice_client_keep_step(self->c, &step, &pieces, &e);
+        rc = self->lend ? sluice_client_lend_step(self->c, &step, &pieces, &e)
+                        : sluice_client_keep_step(self->c, &step, &pieces, &e);
     Py_END_ALLOW_THREADS wait_end(installed);
     self->busy = 0;
     if (rc == SLUICE_END) {

@@ -108,6 +108,7 @@ def flat(steps):
     return [(s.epoch, s.step, r, rep["id"].tolist()) for s in steps for r, rep in enumerate(s.replicas)]
 
 
+@pytest.mark.parametrize("lend", [False, True])
 @pytest.mark.parametrize("W,R,F,keys", [
     (1, 1, 1, {}),
     (2, 2, 1, {"shard_policy": "data"}),
@@ -115,12 +116,14 @@ def flat(steps):
     (1, 3, 2, {"shard_policy": "off", "drop_remainder": True}),
     (3, 2, 1, {"global_batch_size": 12, "epochs": 3}),
 ])
-def test_exact_batches(data, W, R, F, keys):
+def test_exact_batches(data, W, R, F, keys, lend):
     files, ids = data
-    tag = "exact%d%d%d%s" % (W, R, F, keys.get("shard_policy", ""))
+    tag = "exact%d%d%d%s%s" % (W, R, F, keys.get("shard_policy", ""), "lend" if lend else "")
     f = Feeders(tag, files, F, **keys)
     try:
-        got = run_workers(f, W, R)
+        # lend: every step is kept to the end, far past the credits (a
+        # few per feeder): the lent steps are copied out where they lie
+        got = run_workers(f, W, R, lend=lend, credits=4) if lend else run_workers(f, W, R)
         assert f.wait() == [0] * F
     finally:
         f.stop()
@@ -131,6 +134,7 @@ def test_exact_batches(data, W, R, F, keys):
         assert flat(got[w]) == want[w], "worker %d" % w
         for s in got[w]:
             for r, rep in enumerate(s.replicas):
+                assert rep["id"].flags.writeable != lend
                 assert s.rows[r] == len(rep["id"])
                 assert rep["image"].shape == (s.rows[r], 16) and rep["image"].dtype == np.uint8
                 assert rep["label"].dtype == np.int64 and rep["label"].shape == (s.rows[r],)
@@ -182,6 +186,100 @@ def test_arrays_outlive_step_and_client(data):
     assert [a.tolist() for a in rest] == [x[3] for x in want[1:]]
     first[0] = -1  # the memory is this process's own: writable
     assert first[0] == -1
+
+
+def mapping_of(array):
+    """The pathname of the mapping holding an array's first byte ("" for
+    anonymous memory), from /proc/self/maps."""
+    addr = array.__array_interface__["data"][0]
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi:
+                return parts[5].strip() if len(parts) > 5 else ""
+    raise AssertionError("address %#x is not mapped" % addr)
+
+
+def test_lent_steps_are_the_feeders_memory(data):
+    """lend=True: a loop that lets each step go within a step or two reads
+    every step in the feeder's shared memory (no copy; read-only), exact."""
+    files, ids = data
+    f = Feeders("lent", files, 1, epochs=3)
+    try:
+        with sluice.Client(f.eps, f.job["name"], replicas=2, lend=True) as c:
+            seen, where = [], set()
+            for s in c:
+                seen.append((s.epoch, s.step, [rep["id"].tolist() for rep in s.replicas]))
+                where.update(mapping_of(rep["id"]) for rep in s.replicas if rep["id"].size)
+                with pytest.raises(ValueError):
+                    s.replicas[0]["label"][0] = 1
+            assert where == {"/memfd:sluice-pieces (deleted)"}, where
+        assert f.wait() == [0]
+    finally:
+        f.stop()
+    got = [(e, st, r, x) for e, st, xs in seen for r, x in enumerate(xs)]
+    assert got == want_ids(f.job, ids, 1, 2)[0]
+
+
+def test_lent_step_kept_long_is_copied_out(data):
+    """A lent step kept while the stream goes on (its credit holds every
+    later one back): once half the credits wait behind it, it is copied out
+    where it lies (its arrays keep their address, values exact) and
+    lending goes on for the steps after it."""
+    files, ids = data
+    f = Feeders("lentkeep", files, 1, epochs=3)
+    try:
+        with sluice.Client(f.eps, f.job["name"], credits=8, lend=True) as c:
+            first = next(c)
+            addr = first.replicas[0]["id"].__array_interface__["data"][0]
+            assert mapping_of(first.replicas[0]["id"]) == "/memfd:sluice-pieces (deleted)"
+            rest, where = [], []
+            for s in c:
+                rest.append((s.epoch, s.step, 0, s.replicas[0]["id"].tolist()))
+                where.append(mapping_of(s.replicas[0]["id"]))
+            assert mapping_of(first.replicas[0]["id"]) == ""  # copied out, in place
+            assert first.replicas[0]["id"].__array_interface__["data"][0] == addr
+        assert f.wait() == [0]
+    finally:
+        f.stop()
+    want = want_ids(f.job, ids, 1, 1)[0]
+    assert flat([first]) + rest == want
+    # lent again after the copy: the last steps came in shared memory
+    assert where[-5:] == ["/memfd:sluice-pieces (deleted)"] * 5, where
+
+
+def test_lent_steps_freed_by_another_thread(data):
+    """Lent steps handed to a second thread, which checks and drops them a
+    few steps later: every step exact, the stream to its end."""
+    import queue
+    files, ids = data
+    f = Feeders("lentq", files, 1, epochs=4)
+    q, out, errors = queue.Queue(maxsize=3), [], []
+
+    def drop():
+        while True:
+            s = q.get()
+            if s is None:
+                return
+            out.append((s.epoch, s.step, s.replicas[0]["id"].tolist()))
+            time.sleep(0.0005)
+
+    t = threading.Thread(target=drop)
+    t.start()
+    try:
+        with sluice.Client(f.eps, f.job["name"], lend=True, credits=8) as c:
+            for s in c:
+                q.put(s)
+            del s
+    except Exception as e:  # noqa: BLE001 - reported below
+        errors.append(e)
+    finally:
+        q.put(None)
+        t.join(60)
+        f.stop()
+    assert not errors, errors
+    assert [(e, st, 0, x) for e, st, x in out] == want_ids(f.job, ids, 1, 1)[0]
 
 
 def test_resume_at_position(data):
@@ -438,11 +536,12 @@ def rss_kb():
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def test_no_leak_over_10000_steps(data):
+@pytest.mark.parametrize("lend", [False, True])
+def test_no_leak_over_10000_steps(data, lend):
     files, _ = data
-    f = Feeders("leak", files, 1, epochs=0)  # endless
+    f = Feeders("leak%d" % lend, files, 1, epochs=0)  # endless
     try:
-        with sluice.Client(f.eps, f.job["name"], replicas=2) as c:
+        with sluice.Client(f.eps, f.job["name"], replicas=2, lend=lend) as c:
             it = iter(c)
             total = 0
             for _ in range(1000):  # warm up: pools, caches

@@ -41,6 +41,9 @@ struct fake_feeder {
     uint64_t tensor_bytes;          /* its one tensor: uint8 [2, 4] = 8 bytes */
     /* what the thread saw, for the test to check after join */
     int got_hello_shm, got_credit_shm, sent_piece;
+    uint64_t shm_size;     /* the memfd's size: SHM_SIZE unless a test says */
+    int credit_wait_ms;    /* END waits this long for a credit after the piece (0: sent at once) */
+    uint32_t credits_back; /* credits returned after the piece, before the END */
     char fail[256];
 };
 
@@ -94,7 +97,7 @@ static void *feeder_main(void *arg)
                                 .ntensors = 1,
                                 .shm_pid = (uint32_t)getpid(),
                                 .shm_fd = (uint32_t)ff->memfd,
-                                .shm_size = SHM_SIZE,
+                                .shm_size = ff->shm_size,
                                 .shm_token = TOKEN};
     w.fields[0] = (struct sl_wire_field){.name = "x", .name_len = 1, .dtype = SL_WIRE_UINT8, .rank = 1, .dims = {4}};
     if (sl_wire_encode_welcome(&w, &b) != 0 || send_to(ff->router, &id, &b) != 0) {
@@ -128,6 +131,15 @@ static void *feeder_main(void *arg)
         goto out;
     }
     ff->sent_piece = 1;
+    /* the piece's credit, if it comes in time (a feeder that ended takes
+     * none: END goes after it) */
+    for (uint64_t w0 = sl_clock_ns(); ff->credit_wait_ms > 0 && ff->credits_back == 0 &&
+                                      sl_clock_ns() - w0 < (uint64_t)ff->credit_wait_ms * 1000000u;) {
+        zmq_msg_close(&hdr);
+        zmq_msg_init(&hdr);
+        if (recv_from(ff->router, &id, m, &hdr, 10) == 0 && m->type == SL_WIRE_CREDIT)
+            ff->credits_back += m->credit.credits;
+    }
     if (sl_wire_encode_end(&end, &b) != 0 || send_to(ff->router, &id, &b) != 0) {
         snprintf(ff->fail, sizeof ff->fail, "cannot send END");
         goto out;
@@ -147,7 +159,7 @@ out:
     return NULL;
 }
 
-/* A feeder whose piece lies at [offset, offset + bytes) of an 8 KiB
+/* A feeder whose piece lies at [offset, offset + bytes) of an 8 KiB (or shm_size)
  * memfd whose every byte i holds (uint8_t)(i * 7); the client connected to
  * it with the thread started. */
 struct run {
@@ -156,25 +168,29 @@ struct run {
     struct client *c;
 };
 
-static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tensor_bytes)
+/* ... whose END waits up to credit_wait_ms for the piece's credit. */
+static void start_waiting(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tensor_bytes, int credit_wait_ms,
+                          uint64_t shm_size)
 {
     static int serial;
     memset(r, 0, sizeof *r);
     struct fake_feeder *ff = &r->ff;
+    ff->credit_wait_ms = credit_wait_ms;
+    ff->shm_size = shm_size;
     ff->shm_offset = offset;
     ff->shm_bytes = bytes;
     ff->tensor_bytes = tensor_bytes;
     ff->memfd = memfd_create("sl-test-shm", MFD_CLOEXEC);
     ck_assert_int_ge(ff->memfd, 0);
-    ck_assert_int_eq(ftruncate(ff->memfd, SHM_SIZE), 0);
-    uint8_t *mem = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, ff->memfd, 0);
+    ck_assert_int_eq(ftruncate(ff->memfd, (off_t)shm_size), 0);
+    uint8_t *mem = mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, ff->memfd, 0);
     ck_assert_ptr_ne(mem, MAP_FAILED);
-    for (size_t i = 0; i < SHM_SIZE; i++)
+    for (size_t i = 0; i < shm_size; i++)
         mem[i] = (uint8_t)(i * 7);
     memcpy(mem, "SLSHM001", 8);
     for (int i = 0; i < 8; i++)
         mem[8 + i] = (uint8_t)(TOKEN >> (8 * i));
-    munmap(mem, SHM_SIZE);
+    munmap(mem, shm_size);
 
     snprintf(ff->ep, sizeof ff->ep, "ipc://%s", sl_test_path(""));
     size_t n = strlen(ff->ep);
@@ -197,6 +213,11 @@ static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tenso
                             .connect_timeout_ms = 5000};
     struct sl_error err = {0};
     ck_assert_msg(client_open(&r->c, &o, &err) == 0, "open: %s", err.msg);
+}
+
+static void start(struct run *r, uint64_t offset, uint64_t bytes, uint64_t tensor_bytes)
+{
+    start_waiting(r, offset, bytes, tensor_bytes, 0, SHM_SIZE);
 }
 
 static void finish(struct run *r)
@@ -283,6 +304,155 @@ START_TEST(test_kept_step_outlives_the_client)
 }
 END_TEST
 
+/* The bytes the fake feeder's memory holds at [off, off + n): what
+ * start() wrote there. */
+static void want_at(uint8_t *want, size_t off, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        want[i] = (uint8_t)((off + i) * 7);
+}
+
+/* The feeder reuses its buffer: new bytes (0xee) at [off, off + n). */
+static void overwrite(struct run *r, size_t off, size_t n)
+{
+    uint8_t *mem = mmap(NULL, r->ff.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->ff.memfd, 0);
+    ck_assert_ptr_ne(mem, MAP_FAILED);
+    memset(mem + off, 0xee, n);
+    munmap(mem, r->ff.shm_size);
+}
+
+/* A lent step (client_lend) is the piece where it lies: the same address,
+ * no copy, the SHM flag kept, its credit held while it is in use. At the
+ * end of the stream (BYE: the feeder takes every buffer back) it is copied
+ * out in place: the same address still reads the piece's bytes after the
+ * feeder wrote new ones there and after the client's close, and no credit
+ * went back for it. */
+START_TEST(test_lent_step_held_to_the_end_is_copied_in_place)
+{
+    struct run r;
+    start_waiting(&r, 4096 + 64, 8, 8, 100, SHM_SIZE);
+    const struct client_piece *p;
+    struct sl_error err = {0};
+    ck_assert_int_eq(client_lend(r.c, &(struct client_kept *){NULL}, &err), SL_EINVAL);
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    uint8_t want[8];
+    want_at(want, 4096 + 64, 8);
+    const void *in_place = p[0].t[0].data;
+    struct client_kept *k = NULL;
+    ck_assert_msg(client_lend(r.c, &k, &err) == 0, "lend: %s", err.msg);
+    ck_assert_int_eq(client_lend(r.c, &(struct client_kept *){NULL}, &err), SL_EINVAL);
+    ck_assert_ptr_eq(k->pieces[0].t[0].data, in_place);
+    ck_assert_uint_eq(k->pieces[0].flags & SL_WIRE_PIECE_SHM, SL_WIRE_PIECE_SHM);
+    ck_assert_str_eq(k->pieces[0].t[0].name, "x");
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
+    overwrite(&r, 4096 + 64, 8);
+    finish(&r);
+    ck_assert_uint_eq(r.ff.credits_back, 0); /* held until the BYE */
+    ck_assert_ptr_eq(k->pieces[0].t[0].data, in_place);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    client_kept_free(k);
+}
+END_TEST
+
+/* A lent step freed gives its credit back at the client's next call. */
+START_TEST(test_lent_step_freed_gives_its_credit_back)
+{
+    struct run r;
+    start_waiting(&r, 4096 + 64, 8, 8, 100, SHM_SIZE);
+    const struct client_piece *p;
+    struct sl_error err = {0};
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    struct client_kept *k = NULL;
+    ck_assert_msg(client_lend(r.c, &k, &err) == 0, "lend: %s", err.msg);
+    uint8_t want[8];
+    want_at(want, 4096 + 64, 8);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    client_kept_free(k);
+    ck_assert_int_eq(client_keepalive(r.c, 20, &err), 0); /* the next call */
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
+    finish(&r);
+    ck_assert_uint_eq(r.ff.credits_back, 1);
+}
+END_TEST
+
+/* The same freed from another thread while the client waits: the credit
+ * still goes back (the flag is atomic), and a lent step freed after the
+ * client's close frees what it held (ASan: no leak, no use after free). */
+static void *free_later(void *arg)
+{
+    usleep(10000);
+    client_kept_free(arg);
+    return NULL;
+}
+
+START_TEST(test_lent_step_freed_by_another_thread)
+{
+    struct run r;
+    start_waiting(&r, 4096 + 64, 8, 8, 100, SHM_SIZE);
+    const struct client_piece *p;
+    struct sl_error err = {0};
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    struct client_kept *k = NULL;
+    ck_assert_msg(client_lend(r.c, &k, &err) == 0, "lend: %s", err.msg);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_later, k), 0);
+    /* waits 100 ms for pieces (none come): the free lands meanwhile */
+    ck_assert_int_eq(client_keepalive(r.c, 100, &err), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
+    finish(&r);
+    ck_assert_uint_eq(r.ff.credits_back, 1);
+}
+END_TEST
+
+/* A lent step kept while the client waits with the feeder's whole window
+ * (here its one piece) held: after 0.2 s it is copied out in place and its
+ * credit goes back, the bytes unchanged when the feeder reuses the
+ * buffer. */
+START_TEST(test_lent_step_kept_through_a_wait_is_copied_out)
+{
+    struct run r;
+    start_waiting(&r, 8192 - 4, 8, 8, 1000, 3 * 4096); /* across a page boundary */
+    const struct client_piece *p;
+    struct sl_error err = {0};
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    struct client_kept *k = NULL;
+    ck_assert_msg(client_lend(r.c, &k, &err) == 0, "lend: %s", err.msg);
+    const void *in_place = k->pieces[0].t[0].data;
+    ck_assert_int_eq(client_keepalive(r.c, 400, &err), 0);
+    overwrite(&r, 8192 - 4, 8);
+    uint8_t want[8];
+    want_at(want, 8192 - 4, 8);
+    ck_assert_ptr_eq(k->pieces[0].t[0].data, in_place);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    ck_assert_int_eq(client_next_step(r.c, &p, &err), SL_END);
+    finish(&r);
+    ck_assert_uint_eq(r.ff.credits_back, 1);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    client_kept_free(k);
+}
+END_TEST
+
+START_TEST(test_lent_step_freed_after_close)
+{
+    struct run r;
+    start(&r, SHM_SIZE - 8, 8, 8);
+    const struct client_piece *p;
+    struct sl_error err = {0};
+    ck_assert_msg(client_next_step(r.c, &p, &err) == 0, "next_step: %s", err.msg);
+    struct client_kept *k = NULL;
+    ck_assert_msg(client_lend(r.c, &k, &err) == 0, "lend: %s", err.msg);
+    finish(&r); /* closed without reaching the end: copied out at close */
+    uint8_t want[8];
+    want_at(want, SHM_SIZE - 8, 8);
+    ck_assert_mem_eq(k->pieces[0].t[0].data, want, 8);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_later, k), 0);
+    pthread_join(t, NULL);
+}
+END_TEST
+
 /* Placements past the mapping: each refused at once, naming the range. */
 START_TEST(test_piece_past_the_end_is_refused)
 {
@@ -327,6 +497,11 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_piece_at_the_end_is_read);
     tcase_add_test(tc, test_piece_past_the_end_is_refused);
     tcase_add_test(tc, test_kept_step_outlives_the_client);
+    tcase_add_test(tc, test_lent_step_held_to_the_end_is_copied_in_place);
+    tcase_add_test(tc, test_lent_step_freed_gives_its_credit_back);
+    tcase_add_test(tc, test_lent_step_freed_by_another_thread);
+    tcase_add_test(tc, test_lent_step_freed_after_close);
+    tcase_add_test(tc, test_lent_step_kept_through_a_wait_is_copied_out);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -221,7 +221,20 @@ struct sluice_step;
 SLUICE_API int sluice_client_keep_step(struct sluice_client *c, struct sluice_step **out,
                                        const struct sluice_piece **pieces, struct sluice_error *err) SLUICE_MUST_CHECK;
 
-/* Free a kept step (NULL: nothing). */
+/* As sluice_client_keep_step, without the copy: a body in a feeder's
+ * shared memory stays there, lent to the caller read-only (its pieces say
+ * shm 1), and the credits of that feeder's pieces from it on wait until
+ * sluice_step_free (which may run in any thread, and after close). Lent
+ * steps freed within a few steps cost nothing; a caller that keeps them
+ * longer (half the credits, or a feeder's whole window) has them copied
+ * out where they lie (their addresses stay valid) and its later steps
+ * copied, as by keep. Where nothing lies in shared memory, the same as
+ * keep. A lent step's memory must not be written; in a child of fork() it
+ * may change once the parent's credits go back. Same returns as keep. */
+SLUICE_API int sluice_client_lend_step(struct sluice_client *c, struct sluice_step **out,
+                                       const struct sluice_piece **pieces, struct sluice_error *err) SLUICE_MUST_CHECK;
+
+/* Free a kept or lent step (NULL: nothing). */
 SLUICE_API void sluice_step_free(struct sluice_step *s);
 
 /* Give the current step's pieces back now (their memory and credits go
