@@ -553,6 +553,22 @@ void client_release(struct client *c)
     }
 }
 
+int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
+{
+    int rc = client__take_step(c, out, 0, err);
+    if (rc == 0)
+        client_release(c);
+    return rc;
+}
+
+int client_lend(struct client *c, struct client_kept **out, struct sl_error *err)
+{
+    int rc = client__take_step(c, out, !c->lend_off, err);
+    if (rc == 0)
+        client_release(c);
+    return rc;
+}
+
 int client_next_step(struct client *c, const struct client_piece **pieces, struct sl_error *err)
 {
     if (client__forked(c))

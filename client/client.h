@@ -58,6 +58,7 @@
 #include "sl_curve.h"
 #include "sl_error.h"
 #include "sl_wire.h"
+#include "client_keep.h"
 #include "client_piece.h" /* struct client_piece, what next_step hands out */
 
 struct sl_metrics;
@@ -164,14 +165,6 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
  * call. No step held: nothing. */
 void client_release(struct client *c);
 
-/* A step kept beyond the next: its pieces, their names and shapes, and
- * their memory, owned (client_keep). Independent of the client: it
- * may be freed after the client's close, from any thread. */
-struct client_kept {
-    uint32_t n;                  /* pieces (the replicas) */
-    struct client_piece *pieces; /* [n]; tensor data and names point into this object */
-};
-
 /* Take the step handed out by the last next_step out of the client: *out
  * owns its pieces and memory (a received body frame moved over, no copy;
  * a body in a feeder's shared memory copied out, since that memory goes
@@ -179,7 +172,6 @@ struct client_kept {
  * returned). No step held: SL_EINVAL. 0 or SL_ENOMEM (the step then stays
  * held). Free *out with client_kept_free. */
 int client_keep(struct client *c, struct client_kept **out, struct sl_error *err) SL_MUST_CHECK;
-void client_kept_free(struct client_kept *k);
 
 /* As client_keep, but a body in a feeder's shared memory is lent, not
  * copied: the kept step points into that memory (read-only), and its

@@ -178,6 +178,10 @@ int client__refuse_forked(const struct client *c, struct sl_error *err);
 void client__note_stats(struct client *c, size_t j, const struct sl_wire_stats *st);
 
 /* client_keep.c: steps kept past the next, copied or lent */
+/* The step handed out, taken into *out: copied (or moved) where lend is
+ * 0, its shared-memory bodies lent where 1; the caller then releases the
+ * step. 0, SL_EINVAL (no step), SL_ENOMEM (nothing changed). */
+int client__take_step(struct client *c, struct client_kept **out, int lend, struct sl_error *err);
 /* Lent pieces whose steps were freed or copied out: their credits go back
  * (to `owed`) in order, and the steps the client is done with are let go. */
 void client__settle(struct client *c);

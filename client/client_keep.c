@@ -184,7 +184,7 @@ static void take_piece(struct client *c, struct kept_block *b, uint32_t r, char 
         p->flags &= ~(uint32_t)SL_WIRE_PIECE_SHM;
 }
 
-static int take_step(struct client *c, struct client_kept **out, int lend, struct sl_error *err)
+int client__take_step(struct client *c, struct client_kept **out, int lend, struct sl_error *err)
 {
     *out = NULL;
     if (client__forked(c))
@@ -203,19 +203,8 @@ static int take_step(struct client *c, struct client_kept **out, int lend, struc
         sl_free(b->lent);
         b->lent = NULL;
     }
-    client_release(c);
     *out = &b->k;
     return 0;
-}
-
-int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
-{
-    return take_step(c, out, 0, err);
-}
-
-int client_lend(struct client *c, struct client_kept **out, struct sl_error *err)
-{
-    return take_step(c, out, !c->lend_off, err);
 }
 
 /* The client is done with lent piece p (its step freed or copied out). */
