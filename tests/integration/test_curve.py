@@ -387,7 +387,7 @@ def takeover(files, keys, epochs):
     eps = ["tcp://127.0.0.1:%d" % free_port(), "tcp://127.0.0.1:%d" % free_port()]
     fs = [feeder(tag, job_path, eps[j], key=keys["feeder%d" % j], allow=allow,
                  extra=["--feeder-index", str(j), "--feeders", "2"], who="feeder%d" % j) for j in (0, 1)]
-    # paced (--step-ms): the run lasts >= 2 s in any build, whatever the
+    # paced (--step-ms): the run lasts >= 2.5 s in any build, whatever the
     # machine's load, so the kill lands mid-stream
     t, trace = trainer(tag, eps, job, key=keys["trainer"], server=sdir,
                        extra=["--takeover-s", "0.5", "--step-ms", "0.5"])
@@ -463,11 +463,11 @@ def main():
         bad_keys(files, keys)
         sighup(files, keys)
         spec_keys(files, keys)
-        # 20 epochs of 200 steps, each paced to 0.5 ms (takeover): >= 2 s
+        # 100 epochs of 50 steps, each paced to 0.5 ms (takeover): >= 2.5 s
         # in every build. It ran 3,000 epochs (300 under sanitizers) as fast
         # as they went: a TSan build beside two busy loops passed its 80 s
         # budget on this case alone.
-        takeover(files, keys, 20)
+        takeover(files, keys, 100)
         bed.finish()
     finally:
         harness.stop_all()
