@@ -50,6 +50,7 @@ struct feed_exec_opts {
     size_t nspecs;
     enum fmt_format format;
     size_t max_rows;  /* G: each assembler's capacity */
+    struct feed_cache *cache; /* borrowed: the decoded-element cache every assembler uses; NULL: none */
     unsigned threads; /* executor threads, >= 1 */
     size_t ntasks;    /* tasks, >= 1 */
 };
