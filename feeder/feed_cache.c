@@ -10,11 +10,11 @@ enum { SLOT_EMPTY = 0, SLOT_FILLING = 1, SLOT_READY = 2 };
 
 struct feed_cache {
     size_t nfiles;
-    uint64_t *first;    /* first[i]: the global number of file i's record 0; first[nfiles]: the elements */
-    uint64_t *counts;   /* records per file (a copy) */
+    uint64_t *first;  /* first[i]: the global number of file i's record 0; first[nfiles]: the elements */
+    uint64_t *counts; /* records per file (a copy) */
     size_t row_bytes;
     uint64_t slots;
-    uint8_t *arena;     /* slots * row_bytes */
+    uint8_t *arena;      /* slots * row_bytes */
     atomic_uchar *state; /* per slot: SLOT_* */
 };
 

@@ -185,10 +185,8 @@ static void close_cache(struct server *s)
     struct feed_cache_stats cs;
     feed_cache_stats(s->cache, &cs);
     sl_log(SL_LOG_INFO,
-           "decoded-element cache: %" PRIu64 " hits, %" PRIu64 " misses; %" PRIu64 " of %" PRIu64
-           " elements cached",
-           sl_metrics_get(s->m, FEED_M_CACHE_HITS), sl_metrics_get(s->m, FEED_M_CACHE_MISSES), cs.ready,
-           cs.elements);
+           "decoded-element cache: %" PRIu64 " hits, %" PRIu64 " misses; %" PRIu64 " of %" PRIu64 " elements cached",
+           sl_metrics_get(s->m, FEED_M_CACHE_HITS), sl_metrics_get(s->m, FEED_M_CACHE_MISSES), cs.ready, cs.elements);
     feed_cache_destroy(s->cache);
     s->cache = NULL;
 }
