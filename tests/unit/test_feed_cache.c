@@ -272,6 +272,12 @@ START_TEST(test_assembler_lays_out_the_same_pieces)
         ck_assert_mem_eq(&lg, &lw, sizeof lw);
         ck_assert_mem_eq(got, want, lw.total);
     }
+    /* an empty piece (a worker's share ran out): the same empty tensors */
+    struct feed_piece none = {.n = 0, .elems = elems};
+    ck_assert_int_eq(feed_assembler_fill(plain, &none, want, sizeof want, &lw, &err), 0);
+    ck_assert_int_eq(feed_assembler_fill(cached[0], &none, got, sizeof got, &lg, &err), 0);
+    ck_assert_uint_eq(lg.ntensors, 3);
+    ck_assert_mem_eq(&lg, &lw, sizeof lw);
     struct feed_cache_stats st;
     feed_cache_stats(c, &st);
     ck_assert_uint_gt(st.ready, 0);
