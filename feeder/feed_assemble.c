@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "feed_cache.h"
 #include "feed_metrics.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -34,6 +35,8 @@ struct feed_assembler {
     uint64_t read_wall, decode_wall, sampled;
     uint64_t read_bytes;        /* the records' bytes framed so far */
     struct sl_metrics *metrics; /* borrowed; NULL: not measured */
+    struct feed_cache *cache;   /* borrowed; NULL: every element is decoded */
+    uint64_t hits, misses;      /* elements copied from the cache / decoded, while it is on */
 };
 
 enum { SAMPLE_EVERY = 8 };
@@ -327,6 +330,107 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
     return 0;
 }
 
+int feed_assembler_use_cache(struct feed_assembler *a, struct feed_cache *cache, struct sl_error *err)
+{
+    size_t row = 0;
+    for (size_t i = 0; i < a->nspecs; i++) {
+        size_t rb = fmt_batch_row_bytes(a->batch, i);
+        if (rb == 0)
+            return sl_error_set(err, SL_EINVAL, "feature '%s' is not fixed-size: no cache", a->specs[i].name);
+        row += rb;
+    }
+    if (cache != NULL && (a->nspecs == 0 || feed_cache_row_bytes(cache) != row))
+        return sl_error_set(err, SL_EINVAL, "the cache's rows are %zu bytes, the features' %zu",
+                            feed_cache_row_bytes(cache), row);
+    a->cache = cache;
+    return 0;
+}
+
+/* fill_piece with the cache on (every column fixed-size, decoded in
+ * place): an element whose row is ready is copied from the cache, column by
+ * column, to where its decode would have put it; any other is read and
+ * decoded into its place alone (the batch reset and bound to that row),
+ * then copied into its slot if this thread claims it. Any error: the
+ * caller makes the piece again without the cache, which reports it as
+ * without (the row numbers in decode errors are the piece's). */
+static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                       struct feed_layout *out, struct sl_error *err)
+{
+    if (piece->n > a->max_rows)
+        return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
+    memset(out, 0, sizeof *out);
+    out->rows = piece->n;
+    uint64_t off[FEED_MAX_TENSORS];
+    size_t rb[FEED_MAX_TENSORS], in_row[FEED_MAX_TENSORS], row = 0;
+    for (size_t i = 0; i < a->nspecs; i++) {
+        rb[i] = fmt_batch_row_bytes(a->batch, i);
+        in_row[i] = row;
+        row += rb[i];
+        uint64_t o = round_up(out->total), bytes = (uint64_t)rb[i] * piece->n;
+        if (o > cap || bytes > cap - o)
+            return too_big(a, piece, 0, o + bytes, cap, err);
+        off[i] = o;
+        out->total = o + bytes;
+    }
+    enum { AHEAD = 2 }; /* as fill_piece; only elements not in the cache are read */
+    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
+        if (feed_cache_get(a->cache, piece->elems[i].file, piece->elems[i].record) == NULL)
+            feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
+    for (size_t i = 0; i < piece->n; i++) {
+        const struct feed_elem *e = &piece->elems[i];
+        if (i + AHEAD < piece->n) {
+            const struct feed_elem *next = &piece->elems[i + AHEAD];
+            if (feed_cache_get(a->cache, next->file, next->record) == NULL)
+                feed_reader_prefetch(a->rd, next->file, next->record);
+        }
+        const uint8_t *hit = feed_cache_get(a->cache, e->file, e->record);
+        if (hit != NULL) {
+            for (size_t k = 0; k < a->nspecs; k++)
+                memcpy(buf + off[k] + i * rb[k], hit + in_row[k], rb[k]);
+            a->hits++;
+            continue;
+        }
+        a->misses++;
+        fmt_batch_reset(a->batch);
+        int rc = 0;
+        for (size_t k = 0; k < a->nspecs && rc == 0; k++)
+            rc = fmt_batch_bind(a->batch, k, buf + off[k] + i * rb[k], rb[k], err);
+        const struct fmt_frame *fr;
+        int timed = sampling(a);
+        if (rc == 0)
+            rc = frame_record(a, timed, e->file, e->record, &fr, err);
+        if (rc != 0)
+            return rc;
+        a->read_bytes += fr->data != NULL ? fr->len : 0;
+        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
+            a->read_bytes += fr->fields[k].len;
+        uint64_t t0 = timed ? sl_clock_ns() : 0;
+        rc = a->ops->decode(a->batch, fr, err);
+        if (timed)
+            a->decode_wall += sl_clock_ns() - t0;
+        if (rc != 0)
+            return rc;
+        uint8_t *slot = feed_cache_claim(a->cache, e->file, e->record);
+        if (slot != NULL) {
+            for (size_t k = 0; k < a->nspecs; k++)
+                memcpy(slot + in_row[k], buf + off[k] + i * rb[k], rb[k]);
+            feed_cache_publish(a->cache, e->file, e->record);
+        }
+    }
+    for (size_t i = 0; i < a->nspecs; i++) {
+        const struct fmt_feature_spec *f = &a->specs[i];
+        struct feed_tensor *t = &out->t[out->ntensors++];
+        t->dtype = dtype_of(f->dtype);
+        t->rank = f->rank + 1;
+        t->dims[0] = (int64_t)piece->n;
+        for (int k = 0; k < f->rank; k++)
+            t->dims[k + 1] = f->shape[k];
+        t->off = off[i];
+        t->bytes = (uint64_t)rb[i] * piece->n;
+    }
+    return 0;
+}
+
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err)
 {
@@ -334,7 +438,12 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     feed_reader_inflate_ns(a->rd, &icpu0, &iwall0);
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
     uint64_t rw0 = a->read_wall, dw0 = a->decode_wall, n0 = a->sampled, calls0 = a->tick, rb0 = a->read_bytes;
-    int rc = fill_piece(a, piece, buf, cap, out, err);
+    uint64_t hits0 = a->hits, misses0 = a->misses;
+    int rc = 0;
+    if (a->cache == NULL || fill_cached(a, piece, buf, cap, out, err) != 0) /* errors: as without the cache */
+        rc = fill_piece(a, piece, buf, cap, out, err);
+    sl_metrics_add(a->metrics, FEED_M_CACHE_HITS, a->hits - hits0);
+    sl_metrics_add(a->metrics, FEED_M_CACHE_MISSES, a->misses - misses0);
     /* between pieces hold no cached image: a reader waiting for cache room
      * must not wait on an idle executor */
     feed_reader_release(a->rd);

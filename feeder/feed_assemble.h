@@ -87,6 +87,16 @@ int feed_assembler_create(struct feed_assembler **out, struct feed_source *src, 
                           struct sl_error *err) SL_MUST_CHECK;
 void feed_assembler_destroy(struct feed_assembler *a);
 
+/* Take decoded rows from `cache` (feed_cache.h; shared by the assemblers
+ * of a job; NULL: off again) and put the rows this assembler decodes in
+ * it. The stream is the same with or without it. Only when every feature
+ * is fixed-size (int64 / float32 / uint8) and the cache's rows are the
+ * features' row bytes together, else SL_EINVAL and no cache. Each piece
+ * adds its elements copied from the cache and decoded to FEED_M_CACHE_HITS
+ * / FEED_M_CACHE_MISSES. */
+struct feed_cache;
+int feed_assembler_use_cache(struct feed_assembler *a, struct feed_cache *cache, struct sl_error *err) SL_MUST_CHECK;
+
 /* Read and decode every element of `piece` and lay its tensors out in
  * buf[0..cap). Errors name the file once: a damaged record as the source
  * reads it ("<path>: corrupted record at <offset>"), a record that does not

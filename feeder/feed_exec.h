@@ -49,7 +49,9 @@ struct feed_exec_opts {
     const struct fmt_feature_spec *specs;
     size_t nspecs;
     enum fmt_format format;
-    size_t max_rows;  /* G: each assembler's capacity */
+    size_t max_rows; /* G: each assembler's capacity */
+    /* borrowed: the decoded-element cache every assembler uses; NULL: none */
+    struct feed_cache *cache;
     unsigned threads; /* executor threads, >= 1 */
     size_t ntasks;    /* tasks, >= 1 */
 };

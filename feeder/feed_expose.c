@@ -75,6 +75,11 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_gauge(&p, "sluice_feeder_scan_files_done", "Files the start-up scan has read.", v[FEED_M_SCAN_DONE]);
     sl_prom_gauge(&p, "sluice_feeder_scan_records", "Records the start-up scan has found.", v[FEED_M_SCAN_RECORDS]);
     sl_prom_gauge(&p, "sluice_feeder_scan_bytes", "Bytes the start-up scan has read.", v[FEED_M_SCAN_BYTES]);
+    sl_prom_family(&p, "sluice_feeder_cache_elements_total", "counter",
+                   "Elements of pieces, with the decoded-element cache on (cache_bytes): copied from it (hit) or "
+                   "decoded (miss).");
+    sl_prom_u64(&p, "sluice_feeder_cache_elements_total", "result=\"hit\"", v[FEED_M_CACHE_HITS]);
+    sl_prom_u64(&p, "sluice_feeder_cache_elements_total", "result=\"miss\"", v[FEED_M_CACHE_MISSES]);
     return p.rc;
 }
 

@@ -151,6 +151,7 @@ static const struct key keys[] = {
     {"max_record_bytes", KEY_INT, OFF(max_record_bytes), 1, (json_int_t)1 << 32, "67108864", 0, NULL, NULL},
     {"inflate_cache_bytes", KEY_INT, OFF(inflate_cache_bytes), (json_int_t)1 << 20, (json_int_t)1 << 40, "1073741824",
      0, NULL, NULL},
+    {"cache_bytes", KEY_INT, OFF(cache_bytes), (json_int_t)1 << 20, (json_int_t)1 << 40, "off", 0, NULL, "off"},
     {"verify_on_read", KEY_BOOL, OFF(verify_on_read), 0, 0, "true", 0, NULL, NULL},
     {"use_index", KEY_BOOL, OFF(use_index), 0, 0, "false", 0, NULL, NULL},
     {"workers", KEY_INT, OFF(workers), 1, 65536, NULL, KEY_OPTIONAL, NULL, NULL},

@@ -75,6 +75,7 @@ struct feed_job {
     uint64_t prefetch;            /* prefetch */
     enum fmt_on_error on_error;   /* on_error */
     uint64_t max_record_bytes;    /* max_record_bytes */
+    uint64_t cache_bytes;         /* cache_bytes: the decoded-element cache's bound (feed_cache.h); 0: "off" */
     uint64_t inflate_cache_bytes; /* inflate_cache_bytes: compressed files held inflated at once; also
                                      the most one compressed file may inflate to */
     int use_index;                /* use_index: take record offsets from FILE.idx where it exists */

@@ -34,6 +34,8 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_SCAN_DONE] = {"scan_files_done", SL_METRIC_GAUGE, "files scanned so far"},
     [FEED_M_SCAN_RECORDS] = {"scan_records", SL_METRIC_GAUGE, "records found by the scan so far"},
     [FEED_M_SCAN_BYTES] = {"scan_bytes", SL_METRIC_GAUGE, "bytes read by the scan so far"},
+    [FEED_M_CACHE_HITS] = {"cache_hits", SL_METRIC_COUNTER, "elements copied from the decoded-element cache"},
+    [FEED_M_CACHE_MISSES] = {"cache_misses", SL_METRIC_COUNTER, "elements decoded while the cache is on"},
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)

@@ -38,6 +38,8 @@ enum feed_metric {
     FEED_M_SCAN_DONE,     /* gauge: of those, scanned so far */
     FEED_M_SCAN_RECORDS,  /* gauge: records the scan has found so far */
     FEED_M_SCAN_BYTES,    /* gauge: bytes the scan has read so far */
+    FEED_M_CACHE_HITS,    /* elements copied from the decoded-element cache (cache_bytes) */
+    FEED_M_CACHE_MISSES,  /* elements decoded while the cache is on */
     FEED_M_COUNT
 };
 

@@ -80,6 +80,7 @@ struct server {
     void *ctx;
     void *router;
     struct feed_exec *exec;
+    struct feed_cache *cache; /* the decoded-element cache (cache_bytes); NULL: off */
     struct sl_pool *pool;
     size_t ntasks;
     unsigned nthreads;

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "feed_cache.h"
 #include "feed_serve.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -140,6 +141,56 @@ static void snapshot(const struct server *s, double t0, struct feed_counters *c)
 
 /* ---- setup and teardown ---- */
 
+/* The decoded-element cache when the job asks for one (cache_bytes) and
+ * every feature is fixed-size; else none, said once in the log when asked. */
+static int open_cache(struct server *s, struct sl_error *err)
+{
+    const struct feed_server_opts *o = s->o;
+    if (o->job->cache_bytes == 0)
+        return 0;
+    size_t row = 0;
+    for (size_t i = 0; i < o->nspecs; i++) {
+        const struct fmt_feature_spec *f = &o->specs[i];
+        if (f->varlen || f->dtype == FMT_DTYPE_BYTES) {
+            sl_log(SL_LOG_WARN,
+                   "cache_bytes: feature '%s' is %s: the decoded-element cache holds fixed-size int64, float32 and "
+                   "uint8 features only, so it is off for this job (every element is decoded)",
+                   f->name, f->varlen ? "variable-length" : "bytes");
+            return 0;
+        }
+        row += fmt_feature_spec_count(f) * fmt_dtype_size(f->dtype);
+    }
+    if (row == 0) {
+        sl_log(SL_LOG_WARN, "cache_bytes: the features take no bytes: the decoded-element cache is off");
+        return 0;
+    }
+    int rc = feed_cache_create(&s->cache, feed_source_counts(o->src), feed_source_nfiles(o->src), row,
+                               o->job->cache_bytes, err);
+    if (rc != 0)
+        return rc;
+    struct feed_cache_stats cs;
+    feed_cache_stats(s->cache, &cs);
+    sl_log(SL_LOG_INFO,
+           "decoded-element cache: %" PRIu64 " of %" PRIu64 " elements have a row (%zu bytes each, %" PRIu64
+           " bytes at most, cache_bytes %" PRIu64 ")",
+           cs.slots, cs.elements, row, cs.bytes, o->job->cache_bytes);
+    return 0;
+}
+
+/* The cache's figures at the end, then the cache. */
+static void close_cache(struct server *s)
+{
+    if (s->cache == NULL)
+        return;
+    struct feed_cache_stats cs;
+    feed_cache_stats(s->cache, &cs);
+    sl_log(SL_LOG_INFO,
+           "decoded-element cache: %" PRIu64 " hits, %" PRIu64 " misses; %" PRIu64 " of %" PRIu64 " elements cached",
+           sl_metrics_get(s->m, FEED_M_CACHE_HITS), sl_metrics_get(s->m, FEED_M_CACHE_MISSES), cs.ready, cs.elements);
+    feed_cache_destroy(s->cache);
+    s->cache = NULL;
+}
+
 static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
@@ -164,6 +215,8 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
     } else if ((rc = feed__bind_router(o->listen, o->curve, o->ipc_group, &s->ctx, &s->router, zap, err)) != 0) {
         return rc;
     }
+    if ((rc = open_cache(s, err)) != 0)
+        return rc;
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx,
                                 .metrics = s->m,
                                 .src = o->src,
@@ -171,6 +224,7 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
                                 .nspecs = o->nspecs,
                                 .format = job->format,
                                 .max_rows = s->max_rows,
+                                .cache = s->cache,
                                 .threads = s->nthreads,
                                 .ntasks = s->ntasks};
     return feed_exec_create(&s->exec, &eo, err);
@@ -183,6 +237,7 @@ static void stop(struct server *s)
         sl_pool_close(s->pool);
     feed_exec_destroy(s->exec);
     s->exec = NULL;
+    close_cache(s);
     if (s->ctx != NULL) /* before the I/O threads end */
         sl_metrics_add(s->m, FEED_M_ZMQ_IO_NS, (uint64_t)(sl_proc_threads_cpu_s("ZMQbg/IO/") * 1e9));
     if (s->router != NULL)

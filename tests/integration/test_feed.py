@@ -262,6 +262,11 @@ def main():
     run_case("trainer --no-shm: by copy", files, ids, 2, 2, 2, trainer_extra=("--no-shm",), shm=False,
              shuffle=shuffle)
     run_case("feeder --no-shm: by copy", files, ids, 1, 3, 1, feeder_extra=("--no-shm",), shm=False)
+    # the decoded-element cache (issue #25): epochs after the first copy rows
+    # decoded before; the stream is the reference model's all the same
+    # (python/tests/test_cache.py compares every tensor's bytes with it off)
+    run_case("decoded-element cache: W=2 R=1 F=2 shuffled, 3 epochs", files, ids, 2, 1, 2, shuffle=shuffle, epochs=3,
+             cache_bytes=1 << 20)
     for F in (1, 2, 3):
         run_case("FILE W=2 R=2 shuffled, interleaved, tcp, F=%d" % F, files, ids, 2, 2, F, kind="tcp",
                  shuffle=shuffle, parallel_reads=2)

@@ -201,6 +201,13 @@ static const struct {
     {"{\"inflate_cache_bytes\": 1099511627777}",
      "'inflate_cache_bytes' must be an integer <= 1099511627776 (got 1099511627777)"},
     {"{\"inflate_cache_bytes\": \"big\"}", "'inflate_cache_bytes' must be an integer >= 1048576 (got \"big\")"},
+    {"{\"cache_bytes\": 0}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got 0)"},
+    {"{\"cache_bytes\": 1048575}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got 1048575)"},
+    {"{\"cache_bytes\": -1}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got -1)"},
+    {"{\"cache_bytes\": 1099511627777}", "'cache_bytes' must be an integer <= 1099511627776 (got 1099511627777)"},
+    {"{\"cache_bytes\": \"on\"}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got \"on\")"},
+    {"{\"cache_bytes\": true}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got true)"},
+    {"{\"cache_bytes\": 2097152.5}", "'cache_bytes' must be an integer >= 1048576 or \"off\" (got 2097152.5)"},
     {"{\"features\": []}", "'features' must be an object of name -> feature (got [])"},
     /* unknown keys */
     {"{\"bach_size\": 1}", "unknown key 'bach_size'"},
@@ -376,6 +383,9 @@ START_TEST(test_syntax_errors)
         {"{\n  \"name\": \"a\",\n  \"files\": [1,,2]\n}", "%s:3:15: unexpected token near ','"},
         {"", "%s:1:0: '[' or '{' expected near end of file"},
         {"{\"name\": \"a\", \"name\": \"b\"}", "%s:1:20: duplicate object key near '\"name\"'"},
+        {"{\"cache_bytes\": 2097152, \"cache_bytes\": 2097152}",
+         "%s:1:38: duplicate object key near '\"cache_bytes\"'"},
+        {"{\"cache_bytes\": 18446744073709551616}", "%s:1:36: too big integer near '18446744073709551616'"},
         {"{\"epochs\": 1} x", "%s:1:15: end of file expected near 'x'"},
         {"[1]", "%s: a job is one JSON object (got [1])"},
     };
@@ -835,6 +845,30 @@ static char *job_json(const struct feed_job *job, int indent)
 /* feed_job_key_name lists the key table in order, and every name it gives
  * is one feed_job_set knows (a bad value is refused for its type, never as
  * an unknown key). */
+/* cache_bytes: "off" (0) unless given; 1 MiB to 1 TiB; "off" again from
+ * a flag, and back to its default with null. */
+START_TEST(test_cache_bytes)
+{
+    struct feed_job *job = load_ok("{\"name\": \"c\", \"files\": [\"x\"], \"global_batch_size\": 4}");
+    ck_assert_uint_eq(job->cache_bytes, 0);
+    feed_job_free(job);
+    job = load_ok("{\"name\": \"c\", \"files\": [\"x\"], \"global_batch_size\": 4, \"cache_bytes\": 1048576}");
+    ck_assert_uint_eq(job->cache_bytes, 1048576);
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_job_set(job, "cache_bytes", "1099511627776", &err), 0);
+    ck_assert_uint_eq(job->cache_bytes, (uint64_t)1 << 40);
+    ck_assert_int_eq(feed_job_set(job, "cache_bytes", "off", &err), 0);
+    ck_assert_uint_eq(job->cache_bytes, 0);
+    ck_assert_int_eq(feed_job_set(job, "cache_bytes", "67108864", &err), 0);
+    ck_assert_int_eq(feed_job_set(job, "cache_bytes", "-5", &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "--cache_bytes: must be an integer >= 1048576 or \"off\" (got -5)");
+    ck_assert_uint_eq(job->cache_bytes, 67108864); /* unchanged by the refused value */
+    ck_assert_int_eq(feed_job_set(job, "cache_bytes", "null", &err), 0);
+    ck_assert_uint_eq(job->cache_bytes, 0);
+    feed_job_free(job);
+}
+END_TEST
+
 START_TEST(test_key_names)
 {
     ck_assert_str_eq(feed_job_key_name(0), "name");
@@ -883,6 +917,7 @@ START_TEST(test_to_json)
         "\"shuffle\": {\"buffer\": 0, \"seed\": 0, \"reshuffle_each_epoch\": true}, \"epochs\": 1, "
         "\"parallel_reads\": 1, \"per_replica_input\": false, \"per_replica_shard\": \"none\", "
         "\"prefetch\": 4, \"on_error\": \"fail\", \"max_record_bytes\": 67108864, \"inflate_cache_bytes\": 1073741824, "
+        "\"cache_bytes\": \"off\", "
         "\"verify_on_read\": true, \"use_index\": false}");
     free(s);
     feed_job_free(job);
@@ -1019,6 +1054,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_to_json);
     tcase_add_test(tc, test_arrays);
     tcase_add_test(tc, test_key_names);
+    tcase_add_test(tc, test_cache_bytes);
     tcase_add_test(tc, test_alloc_failures);
     suite_add_tcase(s, tc);
     return s;
