@@ -474,6 +474,20 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
             dims[k] = (npy_intp)t->shape[k];
             items *= (uint64_t)t->shape[k];
         }
+        npy_intp flat[1];
+        if (t->dtype == SLUICE_BYTES) {
+            /* variable-length values: their bytes concatenated, one flat
+             * uint8 array (the shape counts values; NAME.offsets splits
+             * them) */
+            if (t->bytes > (uint64_t)NPY_MAX_INTP) {
+                Py_DECREF(d);
+                return raise_code(SLUICE_EPROTO, "a bytes tensor is too large");
+            }
+            flat[0] = (npy_intp)t->bytes;
+            items = t->bytes;
+        }
+        int rank = t->dtype == SLUICE_BYTES ? 1 : t->rank;
+        npy_intp *shape = t->dtype == SLUICE_BYTES ? flat : dims;
         int type = npy_type(t->dtype);
         uint64_t size = type == NPY_UINT8 ? 1 : type == NPY_FLOAT32 ? 4 : 8;
         if (items * size != t->bytes) {
@@ -484,7 +498,7 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
         }
         PyObject *a;
         if (t->data != NULL) {
-            a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), t->rank, dims, NULL, (void *)t->data,
+            a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), rank, shape, NULL, (void *)t->data,
                                      NPY_ARRAY_C_CONTIGUOUS | (self->lend ? 0 : NPY_ARRAY_WRITEABLE), NULL);
             if (a != NULL) {
                 Py_INCREF(mem);
@@ -492,8 +506,8 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
                     Py_CLEAR(a);
             }
         } else {
-            a = PyArray_ZEROS(t->rank, dims, type, 0); /* no values: owns its (empty) memory */
-            if (a != NULL && self->lend)               /* read-only like every lent array */
+            a = PyArray_ZEROS(rank, shape, type, 0); /* no values: owns its (empty) memory */
+            if (a != NULL && self->lend)             /* read-only like every lent array */
                 PyArray_CLEARFLAGS((PyArrayObject *)a, NPY_ARRAY_WRITEABLE);
         }
         PyObject *key = a != NULL ? name_of(self, i, t->name) : NULL;

@@ -282,6 +282,38 @@ def test_lent_steps_freed_by_another_thread(data):
     assert [(e, st, 0, x) for e, st, x in out] == want_ids(f.job, ids, 1, 1)[0]
 
 
+def test_bytes_feature(data):
+    """A variable-length bytes feature: one flat uint8 array per piece (the
+    values concatenated) and NAME.offsets splitting it, each value the
+    record's bytes exactly (from `sluice-record cat`), kept and lent."""
+    import base64
+    files, ids = data
+    images = {}
+    for f in files:
+        p = subprocess.run([bed.RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        for x in p.stdout.splitlines():
+            feat = json.loads(x)["example"]["features"]["feature"]
+            images[int(feat["id"]["int64List"]["value"][0])] = base64.b64decode(feat["image"]["bytesList"]["value"][0])
+    feats = {"image": {"dtype": "bytes", "shape": []}, "id": {"dtype": "int64", "shape": []}}
+    for lend in (False, True):
+        f = Feeders("bytes%d" % lend, files, 1, epochs=1, features=feats)
+        try:
+            with sluice.Client(f.eps, f.job["name"], replicas=2, lend=lend) as c:
+                seen = 0
+                for s in c:
+                    for rep in s.replicas:
+                        img, off, rid = rep["image"], rep["image.offsets"], rep["id"]
+                        assert img.dtype == np.uint8 and img.ndim == 1
+                        assert off.tolist()[0] == 0 and off.tolist()[-1] == len(img) and len(off) == len(rid) + 1
+                        for k, i in enumerate(rid.tolist()):
+                            assert img[off[k]:off[k + 1]].tobytes() == images[i], "id %d" % i
+                        seen += len(rid)
+            assert f.wait() == [0]
+        finally:
+            f.stop()
+        assert seen == sum(len(x) for x in ids)
+
+
 def test_resume_at_position(data):
     """A second client from the first's position continues exactly there."""
     files, ids = data
