@@ -636,8 +636,10 @@ assert [r["steps_per_epoch"] for r in rows] == [51, 510]
 pass "micro-benchmark JSON keys"
 
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----
-expect "formats --size 1x" 2 "--size: expected a byte count" "$BENCH" formats --size 1x
-expect "formats --size 0" 2 "--size: expected a byte count" "$BENCH" formats --size 0
+expect "formats --size 1x" 2 "--size: not a byte count \\(digits, then K, M, G or T\\): '1x'" "$BENCH" formats --size 1x
+expect "formats --size 0" 2 "--size: must be a byte count in \[4096, 1125899906842624\], got '0'" "$BENCH" formats --size 0
+expect "formats --size 4095" 2 "--size: must be a byte count in \[4096, " "$BENCH" formats --size 4095
+expect "formats --size 2P" 2 "--size: not a byte count" "$BENCH" formats --size 2P
 expect "formats --repeat 0" 2 "sluice-bench formats: --repeat: must be an integer in \[1, 64\], got '0'" \
     "$BENCH" formats --repeat 0
 expect "formats --batch -5" 2 "sluice-bench formats: --batch: must be an integer in \[1, 1048576\], got '-5'" \

@@ -382,44 +382,6 @@ static int write_big(struct bench *b)
     return 0;
 }
 
-/* BYTES for --size: digits, then optionally K, M, G or T (powers of 1024). */
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (*s < '0' || *s > '9')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        shift = 10;
-        end++;
-        break;
-    case 'M':
-    case 'm':
-        shift = 20;
-        end++;
-        break;
-    case 'G':
-    case 'g':
-        shift = 30;
-        end++;
-        break;
-    case 'T':
-    case 't':
-        shift = 40;
-        end++;
-        break;
-    default: break;
-    }
-    if (errno != 0 || *end != '\0' || v == 0 || v > (UINT64_MAX >> shift))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 /* --once: one pass of one test over a file. */
 static int run_once(struct bench *b, const char *test)
 {
@@ -604,17 +566,6 @@ struct args {
 
 static const char *const once_names[] = {"read-crc", "scan", "scan-read", "scan-auto"};
 
-static int set_size(void *opts, const char *value, struct sl_error *err)
-{
-    struct args *a = opts;
-    if (parse_bytes(value, &a->size) != 0 || a->size < 4096)
-        return sl_error_set(err, SL_EINVAL,
-                            "--size: expected a byte count of at least 4096 (digits, then optionally K, M, G or "
-                            "T), got '%s'",
-                            value);
-    return 0;
-}
-
 #define OFF(f) offsetof(struct args, f)
 static const struct sl_opt rows[] = {
     {"file", 0, SL_OPT_STRING, OFF(file), 0, 0, NULL, "PATH",
@@ -631,11 +582,11 @@ static const struct sl_opt rows[] = {
     {"repeat", 0, SL_OPT_INT, OFF(repeat), 1, 64, "5", "N", "runs per figure; the median is reported", NULL, NULL},
     {"min-time", 0, SL_OPT_DOUBLE, OFF(min_time), 0, 3600, "0.3", "SECONDS", "least time per measurement", NULL, NULL},
     {"batch", 0, SL_OPT_INT, OFF(batch), 1, 1 << 20, "256", "N", "rows per decoded batch", NULL, NULL},
-    {"size", 0, SL_OPT_FUNC, 0, 0, 0, NULL, "BYTES",
+    {"size", 0, SL_OPT_BYTES, OFF(size), 4096, (double)((uint64_t)1 << 50), NULL, "BYTES",
      "also measure the TFRecord scan (P1) on a plain file of about BYTES (at least 4096; K, M, G, T: powers of "
      "1024), the data's records repeated, written under --scratch, read once to be in the page cache and removed "
      "at the end (it needs BYTES of disk and of free memory)",
-     NULL, set_size},
+     NULL, NULL},
     {"once", 0, SL_OPT_CHOICE, OFF(once), 0, 0, NULL, "TEST",
      "one pass of TEST over --file, then exit (for timing whole processes): read-crc (the baseline), scan "
      "(mapped), scan-read (read(2)) or scan-auto (the default: SLUICE_IO, else the probe's choice)",
