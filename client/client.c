@@ -432,12 +432,12 @@ static void say_bye(struct client *c)
     c->said_bye = 1;
 }
 
-/* In a forked child: free the child's copy of the client's own memory and
- * nothing else. Closing a socket or terminating the context would wait for
- * I/O threads that did not follow the fork (a hang), and a BYE or a credit
- * would speak on the parent's connections; the messages and mappings are
- * left to the child's exit or exec. */
-static void drop_forked(struct client *c)
+/* The client's own memory, and nothing else: the end of close, and all
+ * of it in a forked child. There, closing a socket or terminating the
+ * context would wait for I/O threads that did not follow the fork (a
+ * hang), and a BYE or a credit would speak on the parent's connections;
+ * the messages and mappings are left to the child's exit or exec. */
+static void free_own(struct client *c)
 {
     client_reorder_destroy(c->reorder);
     sl_free(c->f);
@@ -455,7 +455,7 @@ void client_close(struct client *c)
     if (c == NULL)
         return;
     if (client__forked(c)) {
-        drop_forked(c);
+        free_own(c);
         return;
     }
     client__drop_lent(c);
@@ -481,15 +481,7 @@ void client_close(struct client *c)
     }
     if (c->ctx != NULL)
         zmq_ctx_term(c->ctx);
-    client_reorder_destroy(c->reorder);
-    sl_free(c->f);
-    sl_free(c->slots);
-    sl_free(c->free_slots);
-    sl_free(c->step_slots);
-    sl_free(c->pieces);
-    sl_buf_free(&c->buf);
-    sl_metrics_destroy(c->own_m);
-    sl_free(c);
+    free_own(c);
 }
 
 const struct sl_wire_welcome *client_welcome(const struct client *c)
@@ -553,20 +545,24 @@ void client_release(struct client *c)
     }
 }
 
-int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
+/* The step taken out (client_keep.c), then released here: its credits
+ * go back, lent pieces' excepted. */
+static int take_step(struct client *c, struct client_kept **out, int lend, struct sl_error *err)
 {
-    int rc = client__take_step(c, out, 0, err);
+    int rc = client__take_step(c, out, lend, err);
     if (rc == 0)
         client_release(c);
     return rc;
 }
 
+int client_keep(struct client *c, struct client_kept **out, struct sl_error *err)
+{
+    return take_step(c, out, 0, err);
+}
+
 int client_lend(struct client *c, struct client_kept **out, struct sl_error *err)
 {
-    int rc = client__take_step(c, out, !c->lend_off, err);
-    if (rc == 0)
-        client_release(c);
-    return rc;
+    return take_step(c, out, !c->lend_off, err);
 }
 
 int client_next_step(struct client *c, const struct client_piece **pieces, struct sl_error *err)
