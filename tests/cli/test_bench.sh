@@ -80,7 +80,11 @@ for c in doc["configs"]:
     limits = [("read() of the files", r["disk_to_read"]), ("inflate", r["inflated_to_inflate"]),
               ("raw ZeroMQ", copied), ("memcpy", r["wire_to_memcpy"])]
     name, best = max(((n, v) for n, v in limits if v is not None), key=lambda nv: nv[1])
-    util, stall, stage = c["cpu_utilization"]["median"], c["input_stall_pct"]["median"], c["bottleneck_stage"]
+    # the cores' share over the stream when the stream was long enough to
+    # charge the processes' CPU to it, else over the whole run
+    us = c["cpu_utilization_stream"]
+    util = (us if us is not None else c["cpu_utilization"])["median"]
+    stall, stage = c["input_stall_pct"]["median"], c["bottleneck_stage"]
     if best >= 0.8 and name == "raw ZeroMQ" and shm > 0:
         want = "raw ZeroMQ (%.2fx of it by the %.0f%% of pieces sent by copy)" % (best, 100 * (1 - shm))
     elif best >= 0.8:
@@ -487,6 +491,11 @@ for c in doc["configs"]:
     for k in ("samples_per_s", "disk_mb_per_s", "wire_mb_per_s", "pieces_per_s", "input_stall_pct",
               "cpu_utilization"):
         stat(c[k], k)
+    # CPU per GB and the cores' share over the stream: null, or stats with
+    # raw ZeroMQ's CPU per GB beside this stream's
+    for k in ("cpu_utilization_stream", "cpu_s_per_gb", "raw_zmq_cpu_s_per_gb"):
+        assert c[k] is None or stat(c[k], k) is None, (k, c)
+    assert (c["cpu_utilization_stream"] is None) == (c["cpu_s_per_gb"] is None), c
     assert c["inflated_mb_per_s"] is None
     assert c["samples_per_s"]["median"] > 0 and isinstance(c["piece_bytes"], num)
     assert c["shm_share"] == 1.0, c  # feeders and trainers on one host

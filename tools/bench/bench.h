@@ -100,12 +100,21 @@ double bench_zmq_pair(const char *transport, const char *dir, long count, bench_
 struct bench_curve_pair;
 double bench_zmq_pair_curve(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
                             bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg);
+/* bench_zmq_pair_curve, also giving both ends' CPU seconds (the
+ * sender's process and the receiver's, the calling process: keep its
+ * other threads idle meanwhile) in *cpu_s when not NULL. */
+double bench_zmq_pair_cpu(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
+                          bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg, double *cpu_s);
 /* The least ZeroMQ can do: `count` messages of `size` bytes, zero-copy
- * PUSH to PULL (with CURVE when curve is not NULL). Bytes per second, or
- * < 0. */
+ * PUSH to PULL (with CURVE when curve is not NULL), sent in turn from 8 MiB
+ * of distinct buffers written beforehand (as a feeder's window of pieces;
+ * fewer when count is smaller). Bytes per second, or < 0. */
 double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count);
 double bench_raw_zmq_curve(const char *transport, const char *dir, size_t size, long count,
                            const struct bench_curve_pair *curve);
+/* The same, with both ends' CPU seconds in *cpu_s (bench_zmq_pair_cpu). */
+double bench_raw_zmq_cpu(const char *transport, const char *dir, size_t size, long count,
+                         const struct bench_curve_pair *curve, double *cpu_s);
 
 /* ---- CURVE (bench_curve.c) ----
  * Keys for a run, in its scratch folder (see bench_curve.c for the

@@ -31,6 +31,13 @@
 
 struct derived {
     struct bench_stat samples, disk, inflated, wire, pieces, stall, fcpu, tcpu, util, raw;
+    /* CPU seconds per GB on the wire: the feeders' and trainers' whole
+     * processes (their start included) over the bytes they streamed, and
+     * raw ZeroMQ's two ends on the same transport; the first over the
+     * stream's length and the cores (the share of the cores the stream
+     * kept busy, what "limited by" weighs); raw_cpu_gb.median < 0: unknown */
+    struct bench_stat cpu_gb, raw_cpu_gb, util_stream;
+    int stream_cpu; /* the stream took >= RUN_STREAM_SHARE of the run (median): cpu_gb and util_stream apply */
     struct bench_stat stage[NSTAGES];
     int have_stages, have_disk, have_inflated;
     double piece_bytes, memcpy_bps;
@@ -107,6 +114,17 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
     STAT_OF(tcpu, s->trainer_cpu_s);
     STAT_OF(util, (s->feeder_cpu_s + s->trainer_cpu_s) / s->wall_s / d->ncpu);
     STAT_OF(raw, c->raw_zmq_bps[r_] / 1e6);
+    STAT_OF(cpu_gb, s->wire_bps * s->stream_s > 0
+                        ? (s->feeder_cpu_s + s->trainer_cpu_s) / (s->wire_bps * s->stream_s / 1e9)
+                        : -1);
+    STAT_OF(raw_cpu_gb, c->raw_cpu_per_byte[r_] > 0 ? c->raw_cpu_per_byte[r_] * 1e9 : -1);
+    STAT_OF(util_stream, s->stream_s > 0 ? (s->feeder_cpu_s + s->trainer_cpu_s) / s->stream_s / d->ncpu : 0);
+    /* the processes' CPU is charged to the stream only when their start
+     * and end took a small part of the run */
+    double share_[RUN_MAX_REPEAT];
+    for (int r = 0; r < c->nsamples; r++)
+        share_[r] = c->s[r].wall_s > 0 ? c->s[r].stream_s / c->s[r].wall_s : 0;
+    x->stream_cpu = c->nsamples > 0 && bench_median(share_, (size_t)c->nsamples) >= RUN_STREAM_SHARE;
     x->have_stages = c->nsamples > 0;
     for (int r = 0; r < c->nsamples; r++)
         x->have_stages &= c->s[r].have_stages;
@@ -172,7 +190,7 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         .r_wire_zmq = x->r_wire_zmq,
         .r_wire_memcpy = x->r_wire_memcpy,
         .shm_share = x->shm_share,
-        .cpu_util = x->util.median,
+        .cpu_util = x->stream_cpu ? x->util_stream.median : x->util.median,
         .ncpu = d->ncpu,
         .trains_model = strcmp(o->model, "none") != 0,
         .stall_pct = x->stall.median,
@@ -323,8 +341,18 @@ void run_report_table(FILE *f, const struct run_opts *o, const struct run_data *
                 "    feeder threads busy over the stream (of one core, per feeder): each of %d decode threads %.0f%%, "
                 "serving thread %.0f%%, ZeroMQ I/O thread %.0f%%\n",
                 x.decode_threads, 100 * x.busy_decode, 100 * x.busy_serve, 100 * x.busy_io);
-        fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores)\n", x.fcpu.median, x.tcpu.median,
-                100 * x.util.median);
+        fprintf(f, "    CPU s: feeders %.2f, trainers %.2f (%.0f%% of all cores over the run", x.fcpu.median,
+                x.tcpu.median, 100 * x.util.median);
+        if (x.stream_cpu)
+            fprintf(f, ", %.0f%% over the stream)\n", 100 * x.util_stream.median);
+        else
+            fprintf(f, "; the stream too short against the processes' start to charge their CPU to it)\n");
+        if (x.stream_cpu && x.cpu_gb.median > 0 && x.raw_cpu_gb.median > 0)
+            fprintf(f,
+                    "    CPU s per GB on the wire: this stream %.2f, raw ZeroMQ %s %.2f (both ends); on %d cores "
+                    "that CPU alone allows %.0f and %.0f MB/s\n",
+                    x.cpu_gb.median, o->transport, x.raw_cpu_gb.median, d->ncpu, d->ncpu / x.cpu_gb.median * 1e3,
+                    d->ncpu / x.raw_cpu_gb.median * 1e3);
         fprintf(f, "    pieces in the feeders' shared memory: %.0f%% (the rest by copy)\n", 100 * x.shm_share);
         fprintf(f, "    peak RSS MB: feeders");
         for (int j = 0; j < cfg[k].feeders; j++)
@@ -457,6 +485,12 @@ static void json_config(FILE *f, const struct run_opts *o, const struct run_data
     jstat(f, "trainers", &x.tcpu, 1);
     fprintf(f, "},");
     jstat(f, "cpu_utilization", &x.util, 1);
+    fputc(',', f);
+    jstat(f, "cpu_utilization_stream", &x.util_stream, x.stream_cpu);
+    fputc(',', f);
+    jstat(f, "cpu_s_per_gb", &x.cpu_gb, x.stream_cpu && x.cpu_gb.median > 0);
+    fputc(',', f);
+    jstat(f, "raw_zmq_cpu_s_per_gb", &x.raw_cpu_gb, x.raw_cpu_gb.median > 0);
     fprintf(f, ",\"rss_mb\":{\"feeders\":[");
     for (int j = 0; j < cfg[k].feeders; j++)
         fprintf(f, "%s%.1f", j ? "," : "", x.rss_feeder[j]);

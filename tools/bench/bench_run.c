@@ -641,13 +641,16 @@ static int measure_config_limits(const struct run_opts *o, struct run_config *c,
     memset(&keys, 0, sizeof keys);
     if (o->have_keys && bench_curve_pair_load(&o->keys, &keys) != 0)
         return -1;
-    for (int r = 0; r < c->nsamples; r++)
-        if ((c->raw_zmq_bps[r] = bench_raw_zmq_curve(o->transport, o->dir, piece, count, c->curve ? &keys : NULL)) <
-            0) {
+    for (int r = 0; r < c->nsamples; r++) {
+        double cpu = -1;
+        c->raw_zmq_bps[r] = bench_raw_zmq_cpu(o->transport, o->dir, piece, count, c->curve ? &keys : NULL, &cpu);
+        c->raw_cpu_per_byte[r] = cpu > 0 && piece > 0 ? cpu / ((double)piece * (double)count) : -1;
+        if (c->raw_zmq_bps[r] < 0) {
             sl_log(SL_LOG_ERROR, "raw ZeroMQ limit on %s%s failed", o->transport, c->curve ? " with CURVE" : "");
             memset(&keys, 0, sizeof keys);
             return -1;
         }
+    }
     double own = median_of(c->raw_zmq_bps, c->nsamples);
     int is_ipc = strcmp(o->transport, "ipc") == 0;
     c->lim_ipc_bps = c->lim_tcp_bps = c->lim_curve_bps = -1;

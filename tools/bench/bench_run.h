@@ -72,6 +72,12 @@ struct run_sample {
     double wait_feeder_s[RUN_MAX_FEEDERS];            /* the trainers' input wait by the feeder it waited for, summed */
 };
 
+/* The share of a run (its processes' wall time) the stream must take for
+ * sluice-bench run to charge the processes' CPU to the stream (CPU per GB,
+ * the cores' share over the stream): below it their start (scan, handshake)
+ * would weigh too much. */
+#define RUN_STREAM_SHARE 0.7
+
 struct run_config {
     int feeders;
     int curve;       /* measured with CURVE */
@@ -79,6 +85,9 @@ struct run_config {
     int nsamples;
     struct run_sample s[RUN_MAX_REPEAT];
     double raw_zmq_bps[RUN_MAX_REPEAT];
+    /* both ends' CPU seconds per byte of raw ZeroMQ on the run's own
+     * transport (with CURVE when the run has it); < 0 unknown */
+    double raw_cpu_per_byte[RUN_MAX_REPEAT];
     double memcpy_bps;
     double sodium_box_bps, sodium_open_bps; /* with curve: libsodium on one core at the piece size; < 0 unknown */
     /* the limits of this machine at the piece size, each measured once per

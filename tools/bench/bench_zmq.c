@@ -14,8 +14,11 @@
  * frame is sealed in the sender's I/O thread and opened in the
  * receiver's.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -41,15 +44,25 @@ static int curve_sender(void *ctx, void *push, const struct bench_curve_pair *c,
     return rc == 0 ? 0 : -1;
 }
 
-double bench_zmq_pair_curve(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
-                            bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg)
+static double cpu_of(const struct rusage *ru)
 {
+    return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 + (double)ru->ru_stime.tv_sec +
+           ru->ru_stime.tv_usec / 1e6;
+}
+
+double bench_zmq_pair_cpu(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
+                          bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg, double *cpu_s)
+{
+    struct rusage self0, self1;
+    getrusage(RUSAGE_SELF, &self0);
     char bind_ep[512], conn[512];
     if (count < 2 || bench_endpoint(transport, dir, 900, bind_ep, conn, sizeof bind_ep) != 0)
         return -1;
     pid_t child = fork();
     if (child < 0)
         return -1;
+    struct rusage cru;
+    memset(&cru, 0, sizeof cru);
     if (child == 0) {
         void *ctx = zmq_ctx_new();
         void *push = zmq_socket(ctx, ZMQ_PUSH);
@@ -94,12 +107,21 @@ double bench_zmq_pair_curve(const char *transport, const char *dir, long count, 
     int st = 0;
     if (rc != 0)
         kill(child, SIGKILL);
-    waitpid(child, &st, 0);
+    wait4(child, &st, 0, &cru);
+    getrusage(RUSAGE_SELF, &self1);
+    if (cpu_s != NULL)
+        *cpu_s = cpu_of(&cru) + cpu_of(&self1) - cpu_of(&self0);
     if (strncmp(bind_ep, "ipc://", 6) == 0)
         unlink(bind_ep + 6);
     if (rc != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || el <= 0)
         return -1;
     return el;
+}
+
+double bench_zmq_pair_curve(const char *transport, const char *dir, long count, const struct bench_curve_pair *curve,
+                            bench_send_fn send, void *send_arg, bench_recv_fn recv, void *recv_arg)
+{
+    return bench_zmq_pair_cpu(transport, dir, count, curve, send, send_arg, recv, recv_arg, NULL);
 }
 
 double bench_zmq_pair(const char *transport, const char *dir, long count, bench_send_fn send, void *send_arg,
@@ -114,17 +136,25 @@ static void no_free(void *data, void *hint)
     (void)hint;
 }
 
+/* The sender's messages: RAW_SET bytes of distinct buffers (at least one),
+ * every byte written before the clock starts, sent in turn. A sender that
+ * sent one buffer, or a calloc'd one never written (whose pages are all the
+ * kernel's one zero page, always in the CPU's cache), would read hotter
+ * bytes than any real stream does: a feeder sends each piece once, from
+ * one of the many buffers its window keeps in flight. */
+#define RAW_SET ((size_t)8 << 20)
+#define RAW_MAX_BUFS 4096
+
 struct raw_msg {
-    void *buf;
-    size_t size;
+    uint8_t *bufs[RAW_MAX_BUFS];
+    size_t nbufs, size;
 };
 
 static int raw_send(void *sock, long i, void *arg)
 {
     struct raw_msg *m = arg;
     zmq_msg_t msg;
-    (void)i;
-    zmq_msg_init_data(&msg, m->buf, m->size, no_free, NULL);
+    zmq_msg_init_data(&msg, m->bufs[(size_t)i % m->nbufs], m->size, no_free, NULL);
     if (zmq_msg_send(&msg, sock, 0) < 0) {
         zmq_msg_close(&msg);
         return -1;
@@ -143,15 +173,51 @@ static int raw_recv(void *sock, long i, void *arg)
     return rc;
 }
 
+static void raw_free(struct raw_msg *m)
+{
+    for (size_t b = 0; b < m->nbufs; b++)
+        free(m->bufs[b]);
+    free(m);
+}
+
+static struct raw_msg *raw_make(size_t size, long count)
+{
+    struct raw_msg *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return NULL;
+    m->size = size ? size : 1;
+    size_t want = (RAW_SET + m->size - 1) / m->size;
+    if (want > (size_t)count)
+        want = (size_t)count;
+    if (want > RAW_MAX_BUFS)
+        want = RAW_MAX_BUFS;
+    if (want < 1)
+        want = 1;
+    for (; m->nbufs < want; m->nbufs++) {
+        if ((m->bufs[m->nbufs] = malloc(m->size)) == NULL) {
+            raw_free(m);
+            return NULL;
+        }
+        memset(m->bufs[m->nbufs], (int)(m->nbufs % 251) + 1, m->size);
+    }
+    return m;
+}
+
+double bench_raw_zmq_cpu(const char *transport, const char *dir, size_t size, long count,
+                         const struct bench_curve_pair *curve, double *cpu_s)
+{
+    struct raw_msg *m = raw_make(size, count);
+    if (m == NULL)
+        return -1;
+    double s = bench_zmq_pair_cpu(transport, dir, count, curve, raw_send, m, raw_recv, NULL, cpu_s);
+    raw_free(m);
+    return s > 0 ? (double)size * (double)(count - 1) / s : -1;
+}
+
 double bench_raw_zmq_curve(const char *transport, const char *dir, size_t size, long count,
                            const struct bench_curve_pair *curve)
 {
-    struct raw_msg m = {calloc(1, size ? size : 1), size};
-    if (m.buf == NULL)
-        return -1;
-    double s = bench_zmq_pair_curve(transport, dir, count, curve, raw_send, &m, raw_recv, NULL);
-    free(m.buf);
-    return s > 0 ? (double)size * (double)(count - 1) / s : -1;
+    return bench_raw_zmq_cpu(transport, dir, size, count, curve, NULL);
 }
 
 double bench_raw_zmq(const char *transport, const char *dir, size_t size, long count)
