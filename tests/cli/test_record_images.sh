@@ -126,6 +126,7 @@ fake("t/a/.x.jpg", "jpeg", 10)     # a hidden file is skipped
 open("t/b/notes.txt", "w").write("not an image")
 open("t/a/README", "w").write("not an image")
 open("t/loose.jpg", "wb").write(b"\xff\xd8\xffloose") # outside any class
+open("t/.notes.json", "w").write("{}")                 # hidden: not even counted
 '
 EXPECT="B/q.jpg a/y.png a/z.jpeg b/10.jpg b/2.jpg b/a.PNG c_d/empty-ok.jpg c_d/x.JPG"
 # (the class "c d" has a blank: the check below reads names split on blanks,

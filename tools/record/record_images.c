@@ -240,7 +240,7 @@ static int list_tree(struct image_tree *t, const struct images_args *a, struct s
         } else if (stat(path, &st) != 0) {
             rc = sl_error_sys(err, errno, "stat(%s)", path);
         } else if (!S_ISDIR(st.st_mode)) {
-            t->loose++;
+            t->loose += names[i][0] != '.'; /* hidden ones (a data set's notes) quietly */
         } else if (names[i][0] != '.') {
             if (t->nclasses == t->classes_cap) {
                 size_t c = t->classes_cap ? t->classes_cap * 2 : 16;

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# CLI test of tools/make_photos.py (issue #27 section 2), the photo data set
+# script, on stand-in photographs drawn here with PIL (the real ones come
+# from Debian's python3-skimage, fetched with apt-get download: not in a
+# test, which must not need the network). Checks: the ImageFolder layout
+# (class = source photograph, image i in class i mod K), sizes (shorter side
+# 224-500), formats by magic bytes, the grayscale and PNG shares, the same
+# bytes for the same seed whatever --jobs, other bytes for another seed,
+# the manifest; refusals (an existing tree, a bad --count, offline without
+# --source: what to install is said); then `sluice-record convert images`
+# and `stats --job` on the tree.
+#
+# Needs Debian's /usr/bin/python3 with python3-pil (scripts/deps.sh); exits
+# 77 (skipped) without it.
+#
+# Usage: test_make_photos.sh BUILD_DIR   (holding tools/)
+set -uo pipefail
+
+BUILD="$(cd "${1:?usage: test_make_photos.sh BUILD_DIR}" && pwd)"
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+RECORD="$BUILD/tools/sluice-record"
+PY=/usr/bin/python3
+MK="$SRC/tools/make_photos.py"
+[ -x "$RECORD" ] || { echo "no executable $RECORD" >&2; exit 1; }
+if ! "$PY" -c "import PIL" 2>/dev/null; then
+    echo "skipped: $PY has no PIL (apt-get install python3-pil)"
+    exit 77
+fi
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+PASSED=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "--- stdout:" >&2; head -c 3000 "$T/out" >&2 2>/dev/null
+    echo "--- stderr:" >&2; tail -c 3000 "$T/err" >&2 2>/dev/null
+    echo "$PASSED passed, 1 failed" >&2
+    exit 1
+}
+pass() { PASSED=$((PASSED + 1)); echo "ok $PASSED - $1"; }
+run() {
+    local want="$1" name="$2"
+    shift 2
+    "$@" >"$T/out" 2>"$T/err" </dev/null
+    local rc=$?
+    [ "$rc" = "$want" ] || fail "$name: exit status $rc, expected $want"
+}
+
+# stand-ins for four of the photographs (three colour, one gray), of their
+# real sizes and formats
+"$PY" - <<'PY' || fail "drawing the stand-in photographs"
+import os, random
+from PIL import Image
+os.makedirs("src")
+r = random.Random(1)
+for name, size, mode in [("chelsea.png", (451, 300), "RGB"), ("rocket.jpg", (640, 427), "RGB"),
+                         ("retina.jpg", (1411, 1411), "RGB"), ("coins.png", (384, 303), "L")]:
+    im = Image.new(mode, size)
+    px = im.load()
+    for y in range(0, size[1], 3):
+        for x in range(0, size[0], 3):
+            v = ((x * 7 + y * 3) % 256, (x * y) % 256, r.randrange(256))
+            px[x, y] = v if mode == "RGB" else v[0]
+    im.save(os.path.join("src", name))
+open("src/notes.txt", "w").write("not a photograph")
+PY
+
+run 0 "make_photos.py" "$PY" "$MK" a --count 200 --seed 5 --source src --jobs 2
+grep -q "src lacks astronaut.png, brick.png, .*, motorcycle_right.png: 4 classes$" "$T/err" ||
+    fail "make_photos.py: the missing photographs are not named"
+grep -q "a: 200 images in 4 classes (" "$T/err" || fail "make_photos.py: no summary line"
+"$PY" - <<'PY' || fail "the tree is not as described (see above)"
+import glob, json, os
+from PIL import Image
+classes = ["chelsea", "coins", "retina", "rocket"]   # SOURCES order, the missing left out
+assert sorted(os.listdir("a")) == [".photos.json"] + classes, os.listdir("a")
+seen, png, gray = 0, 0, 0
+for i in range(200):
+    cls = classes[i % 4]
+    hits = glob.glob("a/%s/%07d.*" % (cls, i))
+    assert len(hits) == 1, (i, hits)
+    raw = open(hits[0], "rb").read()
+    im = Image.open(hits[0])
+    im.load()
+    if hits[0].endswith(".png"):
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and im.format == "PNG", hits[0]
+        png += 1
+    else:
+        assert hits[0].endswith(".jpg") and raw[:3] == b"\xff\xd8\xff" and im.format == "JPEG", hits[0]
+    assert im.mode in ("RGB", "L"), (hits[0], im.mode)
+    gray += im.mode == "L"
+    assert 224 <= min(im.size) <= 500, (hits[0], im.size)
+    seen += 1
+assert seen == 200 and sum(len(os.listdir("a/" + c)) for c in classes) == 200
+# about 5 % of each; the seed fixes the draw, the bounds only say "some, not many"
+assert 2 <= png <= 25 and 2 <= gray <= 25, (png, gray)
+m = json.load(open("a/.photos.json"))
+assert (m["seed"], m["count"], m["classes"]) == (5, 200, classes), m
+assert (m["png"], m["grayscale"], m["jpeg"] + m["png"]) == (png, gray, 200), m
+assert 224 <= m["shorter_side"][0] <= m["shorter_side"][1] <= 500, m
+PY
+pass "make_photos.py: layout, sizes, formats by magic, PNG and grayscale shares, manifest"
+
+run 0 "make_photos.py again, one process" "$PY" "$MK" b --count 200 --seed 5 --source src --jobs 1
+diff -r a b >/dev/null || fail "the same seed gave other files with --jobs 1"
+run 0 "make_photos.py, another seed" "$PY" "$MK" c --count 200 --seed 6 --source src
+cmp -s a/rocket/0000003.jpg c/rocket/0000003.jpg 2>/dev/null && fail "another seed gave the same image 3"
+pass "make_photos.py: the same seed gives the same bytes whatever --jobs; another seed, others"
+
+run 2 "an existing tree" "$PY" "$MK" a --count 5 --source src
+grep -q "a exists and is not an empty folder: not written over" "$T/err" || fail "an existing tree: message"
+for n in 0 -3 10000001; do
+    run 2 "--count $n" "$PY" "$MK" d --count "$n" --source src
+    grep -q -- "--count must be between 1 and 10000000" "$T/err" || fail "--count $n: message"
+done
+[ -e d ] || [ -e d.partial ] && fail "a refused run left d"
+run 1 "a --source without the photographs" "$PY" "$MK" d --count 5 --source "$T"
+grep -q "holds none of the photographs" "$T/err" || fail "no photographs: message"
+[ -e d ] || [ -e d.partial ] && fail "a failed run left d"
+pass "make_photos.py: an existing tree, bad --count, no photographs refused, nothing left"
+
+# offline: apt-get download fails; the message says what to install
+mkdir fakebin
+printf '#!/bin/sh\necho "E: Failed to fetch (offline)" >&2\nexit 100\n' >fakebin/apt-get
+chmod +x fakebin/apt-get
+PATH="$T/fakebin:$PATH" run 1 "offline" "$PY" "$MK" d --count 5 --cache "$T/cache"
+grep -q "cannot get the photographs of python3-skimage: apt-get download failed (exit 100): E: Failed to fetch (offline)" \
+    "$T/err" || fail "offline: no reason"
+grep -q "apt-get install python3-skimage) and pass --source /usr/lib/python3/dist-packages/skimage/data" "$T/err" ||
+    fail "offline: what to install is not said"
+[ -e d ] || [ -e d.partial ] && fail "offline: left d"
+pass "make_photos.py offline: apt-get's failure and what to install are said, nothing left"
+
+# the tree through sluice-record: every image converted, labels by class
+run 0 "convert images of the photo set" "$RECORD" convert images a --output-dir s --shards 2
+[ "$(awk -F'\t' '{s += $2} END {print s}' "$T/out")" = 200 ] || fail "convert images: not 200 records"
+grep -q "200 images (.* JPEG, .* PNG) in 4 classes, labels 0..3$" "$T/err" || fail "convert images: summary"
+grep -q "outside any class folder" "$T/err" && fail "convert images counted .photos.json as a loose file"
+run 0 "stats --job of the photo set" "$RECORD" stats --job s.json s/train-00000-of-00002.tfrecord \
+    s/train-00001-of-00002.tfrecord
+grep -q '"map": \[{"op": "decode_image", "feature": "image", "channels": 3},' s.json || fail "stats --job: no map"
+pass "the photo set converts (200 records, 4 labels) and stats --job writes its decode_image step"
+
+echo "$PASSED passed, 0 failed"
