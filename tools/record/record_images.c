@@ -54,11 +54,11 @@ struct image_tree {
     size_t nclasses, classes_cap;
     struct image_file *files; /* in record order */
     size_t nfiles, files_cap;
-    uint64_t bytes;             /* sum of the files' sizes at listing */
-    uint64_t skipped;           /* files whose names are not images, or start with '.' */
-    uint64_t loose;             /* plain files in DIR itself (no class) */
-    char *first_skipped;        /* owned: one skipped path, for the message */
-    uint64_t jpeg, png;         /* by magic bytes, counted as written */
+    uint64_t bytes;      /* sum of the files' sizes at listing */
+    uint64_t skipped;    /* files whose names are not images, or start with '.' */
+    uint64_t loose;      /* plain files in DIR itself (no class) */
+    char *first_skipped; /* owned: one skipped path, for the message */
+    uint64_t jpeg, png;  /* by magic bytes, counted as written */
 };
 
 struct images_args {
@@ -208,9 +208,10 @@ static int list_class(struct image_tree *t, const struct images_args *a, unsigne
         } else if (!S_ISREG(st.st_mode)) {
             rc = sl_error_set(err, SL_EINVAL, "%s: not a regular file", path);
         } else if ((uint64_t)st.st_size > a->max_bytes) {
-            rc = sl_error_set(err, SL_EINVAL, "%s: %llu bytes: its record would be over the limit of %llu bytes "
-                              "(--max-record-bytes)", path,
-                              (unsigned long long)st.st_size, (unsigned long long)a->max_bytes);
+            rc = sl_error_set(err, SL_EINVAL,
+                              "%s: %llu bytes: its record would be over the limit of %llu bytes "
+                              "(--max-record-bytes)",
+                              path, (unsigned long long)st.st_size, (unsigned long long)a->max_bytes);
         } else {
             rc = add_file(t, path, (uint64_t)st.st_size, label, err);
             path = NULL; /* owned by the tree now (or freed by add_file) */
@@ -355,7 +356,8 @@ static int write_images(struct image_tree *t, const struct images_args *a, struc
         enum record_image k = record_image_kind(img.data, img.len);
         if (k == RECORD_IMAGE_NONE) {
             rc = sl_error_set(err, SL_ECORRUPT, "%s: not a JPEG or PNG image (%s)", f->path,
-                              img.len == 0 ? "an empty file" : "its first bytes are neither FF D8 FF nor PNG's signature");
+                              img.len == 0 ? "an empty file"
+                                           : "its first bytes are neither FF D8 FF nor PNG's signature");
             break;
         }
         t->jpeg += k == RECORD_IMAGE_JPEG;
@@ -365,8 +367,10 @@ static int write_images(struct image_tree *t, const struct images_args *a, struc
             break;
         }
         if (rec.len > a->max_bytes) {
-            rc = sl_error_set(err, SL_EINVAL, "%s: its record of %zu bytes is over the limit of %llu bytes "
-                              "(--max-record-bytes)", f->path, rec.len, (unsigned long long)a->max_bytes);
+            rc = sl_error_set(err, SL_EINVAL,
+                              "%s: its record of %zu bytes is over the limit of %llu bytes "
+                              "(--max-record-bytes)",
+                              f->path, rec.len, (unsigned long long)a->max_bytes);
             break;
         }
         unsigned shard = (unsigned)((uint64_t)i * a->shards / t->nfiles);
@@ -402,8 +406,8 @@ static int convert_images_run(const struct images_args *a)
         record_shards_abort(&out);
     if (rc == 0 && !record_interrupted()) {
         record_shards_print(&out, stdout);
-        sl_log(SL_LOG_INFO, "convert images: %zu images (%llu JPEG, %llu PNG) in %zu classes, labels 0..%zu",
-               t.nfiles, (unsigned long long)t.jpeg, (unsigned long long)t.png, t.nclasses, t.nclasses - 1);
+        sl_log(SL_LOG_INFO, "convert images: %zu images (%llu JPEG, %llu PNG) in %zu classes, labels 0..%zu", t.nfiles,
+               (unsigned long long)t.jpeg, (unsigned long long)t.png, t.nclasses, t.nclasses - 1);
         if (t.skipped)
             sl_log(SL_LOG_WARN,
                    "convert images: skipped %llu file(s) not named *.jpg, *.jpeg or *.png, or named .* (one: %s)",
