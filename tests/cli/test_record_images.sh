@@ -227,7 +227,7 @@ refused() {
     local name="$1" msg="$2" tree="$3"
     shift 3
     rm -rf x
-    run 1 "$name" "$BIN" convert images "$tree" -o x "$@"
+    run 1 "$name" ${RUNAS[@]+"${RUNAS[@]}"} "$BIN" convert images "$tree" -o x "$@"
     tail -1 "$T/msg" >"$T/last"
     same "$T/last" "sluice-record: error: convert images: $msg
 " "$name"
@@ -271,7 +271,14 @@ ln -s gone bad/a/50.txt # named like no image: skipped, not refused
 mkfifo bad/b/fifo.jpg
 refused "a FIFO named .jpg (never opened)" "bad/b/fifo.jpg: not a regular file" bad
 rm bad/b/fifo.jpg
-if [ "$(id -u)" != 0 ]; then # root reads any file
+# unreadable files: root reads any file, so as root these run as nobody
+RUNAS=()
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=nobody --regid=nogroup --clear-groups true 2>/dev/null; then
+    RUNAS=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    chmod 777 "$T" # nobody writes x here
+fi
+if [ "$(id -u)" != 0 ] || [ ${#RUNAS[@]} -gt 0 ]; then
     mk 'fake("bad/b/1.jpg", "jpeg", 3)'
     chmod 000 bad/b/1.jpg
     refused "an unreadable image" "open(bad/b/1.jpg): Permission denied" bad
@@ -279,7 +286,13 @@ if [ "$(id -u)" != 0 ]; then # root reads any file
     chmod 000 bad/b
     refused "an unreadable class folder" "opendir(bad/b): Permission denied" bad
     chmod 755 bad/b
+    chmod 000 bad
+    refused "an unreadable TREE" "opendir(bad): Permission denied" bad
+    chmod 755 bad
+else
+    echo "# skipped: unreadable files (root, and no setpriv to run as nobody)"
 fi
+RUNAS=()
 mk 'fake("bad/b/sub/1.jpg", "jpeg", 3)'
 refused "a folder inside a class folder" \
     "bad/b/sub: a folder inside a class folder (convert images reads DIR/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
