@@ -111,7 +111,9 @@ def fetch_sources(cache):
     shutil.rmtree(tmp, ignore_errors=True)
     r = subprocess.run(["dpkg-deb", "-x", debs[-1], tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if r.returncode != 0:
-        sys.exit("make_photos.py: dpkg-deb -x %s failed: %s" % (debs[-1], r.stdout.decode(errors="replace")))
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.exit("make_photos.py: dpkg-deb -x %s failed: %s\n  (a partial download? remove it and run again)" % (
+            debs[-1], r.stdout.decode(errors="replace").strip()))
     shutil.rmtree(unpacked, ignore_errors=True)
     os.rename(tmp, unpacked)
     return data

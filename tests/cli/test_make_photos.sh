@@ -131,6 +131,15 @@ grep -q "apt-get install python3-skimage) and pass --source /usr/lib/python3/dis
     fail "offline: what to install is not said"
 [ -e d ] || [ -e d.partial ] && fail "offline: left d"
 pass "make_photos.py offline: apt-get's failure and what to install are said, nothing left"
+mkdir badcache
+echo "not a deb" >badcache/python3-skimage_0.19.3-8_all.deb
+run 1 "a damaged .deb in the cache" "$PY" "$MK" d --count 5 --cache "$T/badcache"
+grep -q "dpkg-deb -x $T/badcache/python3-skimage_0.19.3-8_all.deb failed: .*not a Debian format archive" "$T/err" ||
+    fail "a damaged .deb: no reason"
+grep -q "(a partial download? remove it and run again)" "$T/err" || fail "a damaged .deb: no advice"
+[ -e d ] || [ -e d.partial ] || [ -e badcache/unpacked ] || [ -e badcache/unpacked.tmp ] &&
+    fail "a damaged .deb: left d or an unpacked folder"
+pass "make_photos.py: a damaged .deb in the cache is named, with what to do"
 
 # the tree through sluice-record: every image converted, labels by class
 run 0 "convert images of the photo set" "$RECORD" convert images a --output-dir s --shards 2

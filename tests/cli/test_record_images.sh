@@ -207,10 +207,10 @@ usage "--compression auto" "invalid compression 'auto' (none, gzip or zlib)" \
     "$BIN" convert images tc -o u --compression auto
 usage "--prefix with /" "invalid --prefix 'a/b': a non-empty name without '/'" \
     "$BIN" convert images tc -o u --prefix a/b
-usage "no TREE" "images: missing DIR (the ImageFolder tree)" "$BIN" convert images -o u
+usage "no TREE" "images: missing TREE (the ImageFolder folder: TREE/CLASS/IMAGE)" "$BIN" convert images -o u
 usage "no --output-dir" "images: missing --output-dir" "$BIN" convert images tc
 usage "two TREEs" "unexpected argument 't'" "$BIN" convert images tc t -o u
-usage "an empty TREE name" "images: empty DIR" "$BIN" convert images "" -o u
+usage "an empty TREE name" "images: empty TREE name" "$BIN" convert images "" -o u
 usage "an unknown option" "unrecognized option '--recursive'" "$BIN" convert images tc -o u --recursive
 usage "--index with a value" "option '--index' doesn't allow an argument" "$BIN" convert images tc -o u --index=1
 # repeated: the last one counts, as in every sluice-record option
@@ -238,9 +238,9 @@ refused "no such TREE" "opendir(nope): No such file or directory" nope
 : >afile
 refused "TREE is a file" "opendir(afile): Not a directory" afile
 mkdir empty
-refused "an empty TREE" "empty holds no class folder (expected DIR/CLASS/IMAGE.jpg)" empty
+refused "an empty TREE" "empty holds no class folder (expected TREE/CLASS/IMAGE.jpg)" empty
 mk 'fake("flat/a.jpg", "jpeg", 1); fake("flat/b.png", "png", 2)'
-refused "images but no class folder" "flat holds no class folder (expected DIR/CLASS/IMAGE.jpg)" flat
+refused "images but no class folder" "flat holds no class folder (expected TREE/CLASS/IMAGE.jpg)" flat
 mk 'fake("noimg/a/1.jpg", "jpeg", 1); fake("noimg/b/1.txt", "jpeg", 2)'
 mkdir noimg/c
 refused "a class without images" "class folder noimg/b holds no .jpg, .jpeg or .png file" noimg
@@ -295,15 +295,15 @@ fi
 RUNAS=()
 mk 'fake("bad/b/sub/1.jpg", "jpeg", 3)'
 refused "a folder inside a class folder" \
-    "bad/b/sub: a folder inside a class folder (convert images reads DIR/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
+    "bad/b/sub: a folder inside a class folder (convert images reads TREE/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
 rm -r bad/b/sub
 ln -s .. bad/b/up # a link loop: TREE/b/up is TREE
 refused "a link back up inside a class" \
-    "bad/b/up: a folder inside a class folder (convert images reads DIR/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
+    "bad/b/up: a folder inside a class folder (convert images reads TREE/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
 rm bad/b/up
 ln -s . bad/loop # a class folder that is TREE itself
 refused "a class folder linked to TREE" \
-    "bad/loop/a: a folder inside a class folder (convert images reads DIR/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
+    "bad/loop/a: a folder inside a class folder (convert images reads TREE/CLASS/FILE, one level: move its images up or make it a class of its own)" bad
 rm bad/loop
 mk 'fake("bad/b/big.png", "png", 4, size=3000)'
 refused "an image over --max-record-bytes" \

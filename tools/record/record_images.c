@@ -1,4 +1,4 @@
-/* record convert images: an ImageFolder tree (DIR/CLASS/FILE, as
+/* record convert images: an ImageFolder tree (TREE/CLASS/FILE, as
  * torchvision's ImageFolder reads it) to TFRecord shards of
  * tf.train.Example {image: the file's bytes, label: int64, id: int64,
  * class: bytes}.
@@ -200,7 +200,7 @@ static int list_class(struct image_tree *t, const struct images_args *a, unsigne
                 note_skipped(t, path); /* a dangling link named like no image */
         } else if (S_ISDIR(st.st_mode) && !hidden) {
             rc = sl_error_set(err, SL_EINVAL,
-                              "%s: a folder inside a class folder (convert images reads DIR/CLASS/FILE, one "
+                              "%s: a folder inside a class folder (convert images reads TREE/CLASS/FILE, one "
                               "level: move its images up or make it a class of its own)",
                               path);
         } else if (!image) {
@@ -262,7 +262,7 @@ static int list_tree(struct image_tree *t, const struct images_args *a, struct s
     }
     free_names(names, n);
     if (rc == 0 && t->nclasses == 0)
-        rc = sl_error_set(err, SL_EINVAL, "%s holds no class folder (expected DIR/CLASS/IMAGE.jpg)", a->root);
+        rc = sl_error_set(err, SL_EINVAL, "%s holds no class folder (expected TREE/CLASS/IMAGE.jpg)", a->root);
     if (rc == 0 && t->nclasses > (size_t)INT32_MAX)
         rc = sl_error_set(err, SL_EINVAL, "%s: %zu class folders: too many", a->root, t->nclasses);
     for (size_t c = 0; rc == 0 && c < t->nclasses; c++)
@@ -477,11 +477,11 @@ int record_convert_images(int argc, char **argv, const char *help)
         }
     }
     if (optind >= argc)
-        return record_usage_error(cmd, "images: missing DIR (the ImageFolder tree)");
+        return record_usage_error(cmd, "images: missing TREE (the ImageFolder folder: TREE/CLASS/IMAGE)");
     if (optind + 1 < argc)
         return record_usage_error(cmd, "unexpected argument '%s'", argv[optind + 1]);
     if (argv[optind][0] == '\0')
-        return record_usage_error(cmd, "images: empty DIR");
+        return record_usage_error(cmd, "images: empty TREE name");
     a.root = argv[optind];
     if (a.dir == NULL)
         return record_usage_error(cmd, "images: missing --output-dir");
