@@ -8,7 +8,8 @@
 # bytes for the same seed whatever --jobs, other bytes for another seed,
 # the manifest; refusals (an existing tree, a bad --count, offline without
 # --source: what to install is said); then `sluice-record convert images`
-# and `stats --job` on the tree.
+# and `stats --job` on the tree. And tools/make_damaged_images.py: the
+# corpus is as its manifest says, the same for a seed.
 #
 # Needs Debian's /usr/bin/python3 with python3-pil (scripts/deps.sh); exits
 # 77 (skipped) without it.
@@ -150,5 +151,52 @@ run 0 "stats --job of the photo set" "$RECORD" stats --job s.json s/train-00000-
     s/train-00001-of-00002.tfrecord
 grep -q '"map": \[{"op": "decode_image", "feature": "image", "channels": 3},' s.json || fail "stats --job: no map"
 pass "the photo set converts (200 records, 4 labels) and stats --job writes its decode_image step"
+
+# ---- tools/make_damaged_images.py: the damaged-image corpus ----
+DMG="$SRC/tools/make_damaged_images.py"
+run 0 "make_damaged_images.py" "$PY" "$DMG" dm
+grep -q "^make_damaged_images.py: dm: 62 files (26 valid, 36 damaged), manifest.json$" "$T/err" ||
+    fail "make_damaged_images.py: no summary"
+run 0 "make_damaged_images.py again" "$PY" "$DMG" dm2
+diff -r dm dm2 >/dev/null || fail "make_damaged_images.py: two runs of the same seed differ"
+run 0 "make_damaged_images.py, another seed" "$PY" "$DMG" dm3 --seed 3
+cmp -s dm/ok_baseline.jpg dm3/ok_baseline.jpg && fail "another seed gave the same picture"
+run 2 "make_damaged_images.py over a tree" "$PY" "$DMG" dm
+grep -q "dm exists and is not an empty folder: not written over" "$T/err" || fail "damaged over a tree: message"
+"$PY" - <<'PY' || fail "the damaged corpus is not as its manifest says (see above)"
+import json, os, struct
+from PIL import Image
+m = json.load(open("dm/manifest.json"))
+files = m["files"]
+assert sorted(os.listdir("dm")) == sorted(list(files) + ["manifest.json"]), sorted(os.listdir("dm"))
+for name, e in files.items():
+    data = open("dm/" + name, "rb").read()
+    assert e["bytes"] == len(data) and e["what"], (name, e)
+    assert e["valid"] == name.startswith("ok_"), name
+    if e["valid"]:  # every well-formed file loads, at its size
+        im = Image.open("dm/" + name)
+        im.load()
+        assert im.size == (e["width"], e["height"]), (name, im.size, e)
+        assert e["channels"] in (1, 2, 3, 4), (name, e)
+for name in ("ok_baseline.jpg", "ok_progressive.jpg", "trunc_soi.jpg", "bad_sof_huge.jpg", "bad_after_soi.jpg"):
+    assert open("dm/" + name, "rb").read()[:3] == b"\xff\xd8\xff", name
+assert open("dm/ok_progressive.jpg", "rb").read().find(b"\xff\xc2") > 0, "not progressive (no SOF2)"
+assert Image.open("dm/ok_cmyk.jpg").mode == "CMYK" and Image.open("dm/ok_gray16.png").mode in ("I", "I;16")
+# the oversized headers say what the manifest says, on small files
+d = open("dm/bad_sof_huge.jpg", "rb").read()
+i = d.find(b"\xff\xc0")
+assert struct.unpack(">HH", d[i + 5:i + 9]) == (60000, 60000) and len(d) < 10000, len(d)
+p = open("dm/bad_huge.png", "rb").read()
+assert p[12:16] == b"IHDR" and struct.unpack(">II", p[16:24]) == (60000, 60000) and len(p) < 20000
+assert os.path.getsize("dm/empty.jpg") == 0
+PY
+pass "make_damaged_images.py: 62 files as the manifest says, well-formed ones load, same bytes for a seed"
+mkdir -p dt/damaged && cp dm/*.jpg dm/*.png dt/damaged/ && rm dt/damaged/{empty.jpg,noise.png,text.jpg}
+run 0 "convert images of the damaged corpus" "$RECORD" convert images dt --output-dir ds
+[ "$(cut -f2 "$T/out")" = 59 ] || fail "the damaged corpus: not 59 records"
+cp dm/text.jpg dt/damaged/
+run 1 "convert images of the damaged corpus with text.jpg" "$RECORD" convert images dt --output-dir ds2
+grep -q "dt/damaged/text.jpg: not a JPEG or PNG image" "$T/err" || fail "text.jpg: not refused by name"
+pass "convert images takes the 59 corpus files that start as images, refuses the others by name"
 
 echo "$PASSED passed, 0 failed"
