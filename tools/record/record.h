@@ -44,6 +44,12 @@ int record_index_main(int argc, char **argv);
 int record_stats_main(int argc, char **argv);
 int record_convert_main(int argc, char **argv);
 int record_gen_main(int argc, char **argv);
+/* convert images (record_images.c); `help` is convert's --help text. */
+int record_convert_images(int argc, char **argv, const char *help);
+/* What p[0..n) is by its first bytes: a JPEG (SOI, FF D8 FF), a PNG (its
+ * 8-byte signature) or neither. Nothing is decoded. */
+enum record_image { RECORD_IMAGE_NONE, RECORD_IMAGE_JPEG, RECORD_IMAGE_PNG };
+enum record_image record_image_kind(const uint8_t *p, size_t n);
 
 /* ---- command line (record_main.c) ---- */
 

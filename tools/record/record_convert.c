@@ -1,5 +1,5 @@
 /* record convert: IDX arrays (MNIST, Fashion-MNIST) and JSON lines to
- * TFRecord files of tf.train.Example.
+ * TFRecord files of tf.train.Example (ImageFolder trees: record_images.c).
  *
  * idx: element i of the images/labels pair becomes the Example
  * {image: bytes (the element's raw bytes), label: int64, id: int64 i} in
@@ -35,6 +35,7 @@
 static const char convert_help[] =
     "Usage: sluice-record convert idx --images FILE --labels FILE --output-dir DIR [OPTION]...\n"
     "  or:  sluice-record convert jsonl --input FILE --output PATH [OPTION]...\n"
+    "  or:  sluice-record convert images --output-dir DIR [OPTION]... TREE\n"
     "Convert to TFRecord files of tf.train.Example.\n"
     "\n"
     "idx: MNIST / Fashion-MNIST IDX files (gzip or plain) to N shards\n"
@@ -58,6 +59,24 @@ static const char convert_help[] =
     "  -i, --input=FILE          JSON lines (gzip or zlib compressed is fine)\n"
     "  -o, --output=PATH         the TFRecord file\n"
     "  -c, --compression=C       auto (default: by PATH's extension), none, gzip, zlib\n"
+    "\n"
+    "images: an ImageFolder TREE (TREE/CLASS/IMAGE, as torchvision's ImageFolder)\n"
+    "to N shards as idx names them. Class folders sorted bytewise are labels\n"
+    "0..K-1; their files sorted bytewise, one after another, are ids 0..count-1.\n"
+    "Image i becomes {image: the file's bytes, untouched, label: int64, id: int64 i,\n"
+    "class: bytes (the folder's name)} in shard floor(i * N / count). Files not\n"
+    "named *.jpg, *.jpeg or *.png (any case), names starting with '.' and files in\n"
+    "TREE itself are skipped and counted; a file so named must start as a JPEG\n"
+    "(FF D8 FF) or PNG file does. Refused, naming the path (exit 1, nothing left\n"
+    "written): a file that is not an image, a class folder without images, a\n"
+    "folder inside a class folder (one level only), no class folder at all.\n"
+    "  -o, --output-dir=DIR      output folder (created if missing)\n"
+    "      --prefix=NAME         shard name prefix (default train)\n"
+    "  -n, --shards=N            number of shards (default 1)\n"
+    "  -c, --compression=C       none (default), gzip or zlib\n"
+    "      --index               also write DIR/NAME.idx for every shard\n"
+    "      --max-record-bytes=N  refuse an image whose record is over N bytes\n"
+    "                            (default 64 MiB, the feeder's default)\n"
     "\n"
     "  -h, --help                show this help and exit\n"
     "\n"
@@ -567,12 +586,14 @@ int record_convert_main(int argc, char **argv)
 {
     const char *cmd = "convert";
     if (argc < 2)
-        return record_usage_error(cmd, "missing mode (idx or jsonl)");
+        return record_usage_error(cmd, "missing mode (idx, jsonl or images)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
         return record_help(convert_help);
     if (strcmp(argv[1], "idx") == 0)
         return convert_idx(argc - 1, argv + 1);
     if (strcmp(argv[1], "jsonl") == 0)
         return convert_jsonl(argc - 1, argv + 1);
-    return record_usage_error(cmd, "unknown mode '%s' (idx or jsonl)", argv[1]);
+    if (strcmp(argv[1], "images") == 0)
+        return record_convert_images(argc - 1, argv + 1, convert_help);
+    return record_usage_error(cmd, "unknown mode '%s' (idx, jsonl or images)", argv[1]);
 }

@@ -17,6 +17,11 @@
  * records that give it a kind hold (a Feature with no kind counts as
  * missing, as the feeder's decoder reads it). Jansson writes each value;
  * the layout, one feature a line as docs/job.md shows, is ours.
+ *
+ * A bytes feature holding one JPEG or PNG file in every record (by the
+ * values' first bytes: record_image_kind) also gets map steps (issue #27):
+ * decode_image, then resize and center_crop, so the image's shape is fixed
+ * as batching needs; the sizes are placeholders the user edits.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -46,6 +51,7 @@ struct key_stat {
     /* the records that give the key a kind (its last such occurrence) */
     unsigned typed_kinds;
     uint64_t typed_records, typed_min, typed_max, typed_stamp;
+    uint64_t typed_jpeg, typed_png; /* bytes values starting as a JPEG / PNG file */
 };
 
 struct key_table {
@@ -59,6 +65,7 @@ struct pending {
     size_t entry;
     enum fmt_kind kind;
     uint64_t count;
+    uint64_t jpeg, png; /* bytes values that start as image files */
 };
 
 struct stats {
@@ -191,7 +198,21 @@ static int on_feature(void *ctx, const struct fmt_feature_view *f)
     size_t entry;
     if (table_get(&st->features, f->key, f->key_len, &entry) != 0)
         return sl_error_set(&st->walk_err, SL_ENOMEM, "out of memory");
-    st->pend[st->npend++] = (struct pending){.entry = entry, .kind = f->kind, .count = count};
+    struct pending *p = &st->pend[st->npend++];
+    *p = (struct pending){.entry = entry, .kind = f->kind, .count = count};
+    if (f->kind == FMT_KIND_BYTES) { /* the list was checked by the count */
+        struct fmt_bytes_iter it;
+        const uint8_t *v;
+        size_t n;
+        fmt_bytes_iter_init(&it, f->list, f->list_len);
+        while ((rc = fmt_bytes_iter_next(&it, &v, &n, &st->walk_err)) == 0) {
+            enum record_image k = record_image_kind(v, n);
+            p->jpeg += k == RECORD_IMAGE_JPEG;
+            p->png += k == RECORD_IMAGE_PNG;
+        }
+        if (rc != SL_END)
+            return rc;
+    }
     return 0;
 }
 
@@ -226,6 +247,8 @@ static int stats_example(struct stats *st, const struct fmt_record *rec)
         if (st->pend[i].count > e->typed_max)
             e->typed_max = st->pend[i].count;
         e->typed_records++;
+        e->typed_jpeg += st->pend[i].jpeg;
+        e->typed_png += st->pend[i].png;
     }
     return 0;
 }
@@ -594,6 +617,51 @@ static char *json_text(const char *s, size_t n)
     return text;
 }
 
+/* The placeholder sizes of the image steps: the usual evaluation transform
+ * (resize to 256, center crop 224); the user edits them. */
+#define JOB_RESIZE 256
+#define JOB_CROP 224
+
+/* The "map" line (docs/job.md) for the bytes features holding one JPEG or
+ * PNG image in every record: decode_image to RGB, then resize and
+ * center_crop, so the feature's shape is fixed as batching needs. Nothing
+ * when no feature qualifies. 0, or SL_ENOMEM. */
+static int job_map(struct sl_buf *b, struct key_stat **keys, size_t n, uint64_t examples, struct sl_buf *tmp)
+{
+    int rc = 0, steps = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct key_stat *k = keys[i];
+        uint64_t images = k->typed_jpeg + k->typed_png;
+        if (images == 0 || k->typed_kinds != 1u << FMT_KIND_BYTES)
+            continue;
+        const char *name = quoted(tmp, k->key, k->key_len);
+        if (k->typed_min != 1 || k->typed_max != 1 || k->typed_records != examples || images != k->typed_records) {
+            sl_log(SL_LOG_INFO,
+                   "stats --job: feature %s holds %llu JPEG/PNG images but not one image in each of the %llu "
+                   "records: no decode_image step written",
+                   name, (unsigned long long)images, (unsigned long long)examples);
+            continue;
+        }
+        sl_log(SL_LOG_INFO,
+               "stats --job: feature %s holds a JPEG or PNG image in every record (%llu JPEG, %llu PNG): map "
+               "steps decode_image (RGB), resize %dx%d, center_crop %dx%d written; the sizes are placeholders",
+               name, (unsigned long long)k->typed_jpeg, (unsigned long long)k->typed_png, JOB_RESIZE, JOB_RESIZE,
+               JOB_CROP, JOB_CROP);
+        char *key = json_text(k->key, k->key_len); /* valid: its feature was written */
+        if (key == NULL)
+            return SL_ENOMEM;
+        rc = sl_buf_printf(b,
+                           "%s{\"op\": \"decode_image\", \"feature\": %s, \"channels\": 3},\n"
+                           "         {\"op\": \"resize\", \"feature\": %s, \"size\": [%d, %d], \"antialias\": true},\n"
+                           "         {\"op\": \"center_crop\", \"feature\": %s, \"size\": [%d, %d]}",
+                           steps ? ",\n         " : " \"map\": [", key, key, JOB_RESIZE, JOB_RESIZE, key, JOB_CROP,
+                           JOB_CROP);
+        free(key);
+        steps++;
+    }
+    return rc ? rc : steps ? sl_buf_puts(b, "],\n") : 0;
+}
+
 /* Lay out the job into b. 0, or 1 with the reason logged. */
 static int job_layout(struct sl_buf *b, const char *path, const struct stats *st, char **files, int nfiles,
                       const struct record_read_opts *ro, size_t *nfeatures)
@@ -653,13 +721,14 @@ static int job_layout(struct sl_buf *b, const char *path, const struct stats *st
         free(key);
         free(decl);
     }
-    sl_free(keys);
-    sl_buf_free(&tmp);
     if (rc == 0 && *nfeatures == 0) {
         sl_log(SL_LOG_ERROR, "stats --job: no feature has values: nothing to describe");
         rc = 1;
     }
     rc = rc ? rc : sl_buf_puts(b, "},\n");
+    rc = rc ? rc : job_map(b, keys, n, examples, &tmp);
+    sl_free(keys);
+    sl_buf_free(&tmp);
     if (rc == 0 && ro->max_record_bytes != 0)
         rc = sl_buf_printf(b, " \"max_record_bytes\": %llu,\n", (unsigned long long)ro->max_record_bytes);
     if (rc == 0 && ro->on_error != FMT_ON_ERROR_FAIL)
@@ -730,10 +799,14 @@ static const char stats_help[] =
     "shape ([] for one value a record, [N] for N) or varlen: true when the count\n"
     "varies between records, and a default (0, 0.0 or \"\") when some records lack\n"
     "it; the job's name comes from FILE's name, global_batch_size is 32: edit both,\n"
-    "and add shuffle and epochs, before serving it. A FILE that exists is not\n"
-    "replaced (exit status 2). Nothing is written (exit status 1) when the data\n"
-    "cannot be described: no records, records that are not Examples, a feature\n"
-    "with values of two kinds, a key or file name that is not UTF-8.\n";
+    "and add shuffle and epochs, before serving it. A bytes feature holding one\n"
+    "JPEG or PNG file in every record (by its first bytes) also gets \"map\" steps:\n"
+    "decode_image (RGB), resize to 256x256 and center_crop to 224x224, a fixed\n"
+    "shape for batching (placeholder sizes: edit them, or use random_resized_crop\n"
+    "for training). A FILE that exists is not replaced (exit status 2). Nothing\n"
+    "is written (exit status 1) when the data cannot be described: no records,\n"
+    "records that are not Examples, a feature with values of two kinds, a key or\n"
+    "file name that is not UTF-8.\n";
 
 int record_stats_main(int argc, char **argv)
 {
