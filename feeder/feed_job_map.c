@@ -42,7 +42,7 @@ void feed_map_spec_from(const struct fmt_feature_spec *f, struct map_spec *out)
 int feed_job_map_plan(const struct feed_job *job, unsigned flags, struct map_plan **out, struct sl_error *err)
 {
     *out = NULL;
-    if (job->map == NULL)
+    if (map_pipeline_nops(job->map) == 0) /* "map": [] is no map */
         return 0;
     struct map_spec *in = sl_calloc(job->nfeatures ? job->nfeatures : 1, sizeof *in);
     char *dir = NULL;

@@ -19,7 +19,7 @@ struct feed_job;
 int feed__map_parse(json_t *v, struct map_pipeline **out, struct why *w);
 
 /* The plan of job->map over the job's features (*out NULL when the job
- * has no map): plugins are loaded relative to the job file's directory.
+ * has no map, or an empty one): plugins are loaded relative to the job file's directory.
  * SL_EINVAL "<source>: 'map[N].KEY'..." as a job error; flags as
  * map_plan_create's. */
 int feed_job_map_plan(const struct feed_job *job, unsigned flags, struct map_plan **out,

@@ -413,7 +413,7 @@ static int plan_op(struct map_plan *pl, size_t i, const char *base_dir, struct m
         return rc;
     po->in = pl->feat[po->feature];
     memset(&po->out, 0, sizeof po->out);
-    snprintf(po->out.name, sizeof po->out.name, "%s", po->in.name);
+    memcpy(po->out.name, po->in.name, sizeof po->out.name);
     if ((rc = op->def->spec(op, po->shared, &po->in, &po->out, w)) != 0)
         return rc;
     pl->feat[po->feature] = po->out;

@@ -147,6 +147,11 @@ START_TEST(test_out_specs)
     ck_assert_int_eq(out[3].dtype, FMT_DTYPE_INT64);
     sl_free(out);
     map_plan_destroy(plan);
+    /* an empty map is no map: the pieces are as without one */
+    ck_assert_int_eq(feed_job_set(job, "map", "[]", &err), 0);
+    plan = (struct map_plan *)1;
+    ck_assert_int_eq(feed_job_map_plan(job, 0, &plan, &err), 0);
+    ck_assert_ptr_null(plan);
     feed_job_free(job);
 }
 END_TEST
