@@ -47,6 +47,8 @@ struct feed_assembler {
     size_t nout;
     struct map_tensor *in_t, *out_t;  /* one element's tensors (nspecs, nout; owned) */
     uint64_t map_cpu, map_wall;       /* the map's time so far */
+    uint64_t *op_ns;                  /* borrowed: per op, every assembler's (atomic adds); NULL: none */
+    uint64_t *op_ns_seen;             /* this runner's per-op time already added there (owned) */
 };
 
 enum { SAMPLE_EVERY = 8 };
@@ -190,6 +192,7 @@ void feed_assembler_destroy(struct feed_assembler *a)
         return;
     map_runner_destroy(a->runner);
     sl_free(a->first_id);
+    sl_free(a->op_ns_seen);
     sl_free(a->out);
     sl_free(a->in_t);
     sl_free(a->out_t);
@@ -448,7 +451,7 @@ static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece,
     return 0;
 }
 
-int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed,
+int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed, uint64_t *op_ns,
                            struct sl_error *err)
 {
     if (a->cache != NULL)
@@ -463,7 +466,8 @@ int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan
     a->first_id = sl_calloc(nfiles ? nfiles : 1, sizeof *a->first_id);
     a->in_t = sl_calloc(a->nspecs ? a->nspecs : 1, sizeof *a->in_t);
     a->out_t = sl_calloc(a->nout ? a->nout : 1, sizeof *a->out_t);
-    if (a->first_id == NULL || a->in_t == NULL || a->out_t == NULL)
+    a->op_ns_seen = sl_calloc(map_plan_nops(plan) + 1, sizeof *a->op_ns_seen);
+    if (a->first_id == NULL || a->in_t == NULL || a->out_t == NULL || a->op_ns_seen == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     for (size_t f = 1; f < nfiles; f++)
         a->first_id[f] = a->first_id[f - 1] + counts[f - 1];
@@ -471,6 +475,7 @@ int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan
         return rc;
     a->plan = plan;
     a->seed = seed;
+    a->op_ns = op_ns;
     return 0;
 }
 
@@ -589,6 +594,11 @@ static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece,
     }
     a->map_cpu += sl_clock_thread_cpu_ns() - cpu0;
     a->map_wall += sl_clock_ns() - wall0;
+    for (size_t i = 0; a->op_ns != NULL && i < map_plan_nops(a->plan); i++) {
+        uint64_t now = map_runner_op_ns(a->runner, i);
+        __atomic_fetch_add(&a->op_ns[i], now - a->op_ns_seen[i], __ATOMIC_RELAXED);
+        a->op_ns_seen[i] = now;
+    }
     if (rc != 0)
         return rc;
     for (size_t i = 0; i < a->nout; i++) {

@@ -107,9 +107,11 @@ int feed_assembler_use_cache(struct feed_assembler *a, struct feed_cache *cache,
  * file, plus its record number). Errors per element name the file, the
  * record, its offset and the element id ("<path>: record 3 at 120: element
  * 8: map[1] one_hot: label 12 is outside [0, 10)"). Not with the cache
- * (SL_EINVAL). Each piece adds the CPU time of the map to FEED_M_MAP_NS. */
+ * (SL_EINVAL). Each piece adds the CPU time of the map to FEED_M_MAP_NS,
+ * and each op's (estimated from every 8th element) to op_ns[op] (NULL:
+ * not kept; added atomically: the assemblers share it). */
 struct map_plan;
-int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed,
+int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed, uint64_t *op_ns,
                            struct sl_error *err) SL_MUST_CHECK;
 
 /* Read and decode every element of `piece` and lay its tensors out in

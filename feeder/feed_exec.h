@@ -55,6 +55,7 @@ struct feed_exec_opts {
     /* borrowed: the map stage's plan every assembler runs (feed_assembler_use_map), keyed by map_seed; NULL: none */
     const struct map_plan *map;
     uint64_t map_seed;
+    uint64_t *map_op_ns; /* borrowed: each op's CPU ns, added to by every assembler; NULL: not kept */
     unsigned threads; /* executor threads, >= 1 */
     size_t ntasks;    /* tasks, >= 1 */
 };

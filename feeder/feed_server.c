@@ -230,6 +230,7 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
                                 .nspecs = o->nspecs,
                                 .map = o->map,
                                 .map_seed = job->shuffle_seed,
+                                .map_op_ns = o->map_op_ns,
                                 .format = job->format,
                                 .max_rows = s->max_rows,
                                 .cache = s->cache,

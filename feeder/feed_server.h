@@ -107,6 +107,8 @@ struct feed_server_opts {
     const struct map_plan *map;
     const struct fmt_feature_spec *out_specs;
     size_t nout_specs;
+    uint64_t *map_op_ns; /* each op's CPU ns, added to atomically by the executors (map_plan_nops entries; NULL:
+                          * not kept); read after feed_server_run returns */
     struct feed_source *src;
     const char *listen;             /* a ZeroMQ endpoint, tcp or ipc */
     const struct feed_curve *curve; /* CURVE when binding `listen` here (a listener has its own); NULL: none */

@@ -185,10 +185,15 @@ def main():
             fail("the stream keys differ between F=1 and F=2")
         ok("F=1 and F=2: the same stream key for every (epoch, element)")
         with open(os.path.join(bed.TMP, "f1-0.stats")) as f:
-            cpu = json.load(f)["cpu_s"]
+            st = json.load(f)
+        cpu = st["cpu_s"]
         if "map" not in cpu or not cpu["map"] > 0:
             fail("--stats cpu_s has no map stage time: %s" % cpu)
-        ok("--stats: cpu_s.map %.6f s" % cpu["map"])
+        ops = [o["op"] for o in st.get("map_ops", [])]
+        if ops != ["map[0] one_hot", "map[1] pad_or_truncate", "map[2] cast", "map[3] plugin", "map[4] plugin"] or \
+                any(not o["cpu_s"] >= 0 for o in st["map_ops"]):
+            fail("--stats map_ops: %s" % st.get("map_ops"))
+        ok("--stats: cpu_s.map %.6f s; map_ops %s" % (cpu["map"], [round(o["cpu_s"], 6) for o in st["map_ops"]]))
 
         # a label past one_hot's depth: the job stops, the error names it
         bad = [(i, w) for i, w in want.items() if w[1] >= CLASSES - 1]
