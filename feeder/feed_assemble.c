@@ -241,6 +241,48 @@ static int put(struct feed_layout *l, uint8_t *buf, size_t cap, enum feed_dtype 
     return 0;
 }
 
+/* A fixed-size tensor already in its place in the buffer, to the layout. */
+static void placed(struct feed_layout *out, const struct fmt_feature_spec *f, uint64_t rows, uint64_t off,
+                   uint64_t bytes)
+{
+    struct feed_tensor *t = &out->t[out->ntensors++];
+    t->dtype = dtype_of(f->dtype);
+    t->rank = f->rank + 1;
+    t->dims[0] = (int64_t)rows;
+    for (int k = 0; k < f->rank; k++)
+        t->dims[k + 1] = f->shape[k];
+    t->off = off;
+    t->bytes = bytes;
+}
+
+/* A variable-size (bytes, variable-length) decoded column copied to the
+ * layout: its values, then its row_splits and bytes offsets. SL_EINVAL
+ * past the buffer (put). */
+static int put_column(struct feed_layout *out, uint8_t *buf, size_t cap, const struct fmt_feature_spec *f,
+                      const struct fmt_column *c, struct sl_error *err)
+{
+    enum feed_dtype dt = dtype_of(f->dtype);
+    int64_t dims[FEED_MAX_RANK];
+    int rc;
+    if (f->varlen) {
+        dims[0] = (int64_t)c->nvalues;
+        rc = put(out, buf, cap, dt, 1, dims, c->values, c->value_bytes, err);
+        dims[0] = (int64_t)c->rows + 1;
+        if (rc == 0)
+            rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->row_splits, (c->rows + 1) * sizeof(uint64_t), err);
+    } else {
+        dims[0] = (int64_t)c->rows;
+        for (int k = 0; k < f->rank; k++)
+            dims[k + 1] = f->shape[k];
+        rc = put(out, buf, cap, dt, f->rank + 1, dims, c->values, c->value_bytes, err);
+    }
+    if (rc == 0 && dt == FEED_DT_BYTES) {
+        dims[0] = (int64_t)c->nvalues + 1;
+        rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->bytes_offsets, (c->nvalues + 1) * sizeof(uint64_t), err);
+    }
+    return rc;
+}
+
 static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                       struct feed_layout *out, struct sl_error *err)
 {
@@ -309,37 +351,13 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
         const struct fmt_feature_spec *f = &a->specs[i];
         struct fmt_column c;
         fmt_batch_column(a->batch, i, &c);
-        enum feed_dtype dt = dtype_of(f->dtype);
-        int64_t dims[FEED_MAX_RANK];
         int rc = 0;
         if (fmt_batch_row_bytes(a->batch, i) != 0) {
             /* already in place */
-            struct feed_tensor *t = &out->t[out->ntensors++];
-            t->dtype = dt;
-            t->rank = f->rank + 1;
-            t->dims[0] = (int64_t)c.rows;
-            for (int k = 0; k < f->rank; k++)
-                t->dims[k + 1] = f->shape[k];
-            t->off = fixed_off[i];
-            t->bytes = c.value_bytes;
+            placed(out, f, c.rows, fixed_off[i], c.value_bytes);
             continue;
         }
-        if (f->varlen) {
-            dims[0] = (int64_t)c.nvalues;
-            rc = put(out, buf, cap, dt, 1, dims, c.values, c.value_bytes, err);
-            dims[0] = (int64_t)c.rows + 1;
-            if (rc == 0)
-                rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.row_splits, (c.rows + 1) * sizeof(uint64_t), err);
-        } else {
-            dims[0] = (int64_t)c.rows;
-            for (int k = 0; k < f->rank; k++)
-                dims[k + 1] = f->shape[k];
-            rc = put(out, buf, cap, dt, f->rank + 1, dims, c.values, c.value_bytes, err);
-        }
-        if (rc == 0 && dt == FEED_DT_BYTES) {
-            dims[0] = (int64_t)c.nvalues + 1;
-            rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.bytes_offsets, (c.nvalues + 1) * sizeof(uint64_t), err);
-        }
+        rc = put_column(out, buf, cap, f, &c, err);
         if (rc == SL_EINVAL) /* put(): past the buffer */
             return too_big(a, piece, piece->n - 1, 0, cap, err);
         if (rc != 0)
@@ -508,6 +526,50 @@ static void row_view(const struct fmt_feature_spec *f, const struct fmt_column *
     t->bytes = n * size;
 }
 
+/* Map each element of the decoded piece (cols) and copy its fixed-size
+ * features leaving the map to their rows in buf (feature i at off[i],
+ * rb[i] bytes a row; rb[i] 0: not fixed, laid out later). Timed as the
+ * map stage. */
+static int map_rows(struct feed_assembler *a, const struct feed_piece *piece, const struct fmt_column *cols,
+                    uint8_t *buf, const uint64_t *off, const size_t *rb, struct sl_error *err)
+{
+    uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
+    int rc = 0;
+    for (size_t r = 0; r < piece->n && rc == 0; r++) {
+        const struct feed_elem *e = &piece->elems[r];
+        for (size_t k = 0; k < a->nspecs; k++)
+            row_view(&a->specs[k], &cols[k], r, &a->in_t[k]);
+        struct map_key key = {a->seed, piece->epoch, a->first_id[e->file] + e->record};
+        rc = map_runner_run(a->runner, &key, a->in_t, a->out_t, err);
+        if (rc != 0) {
+            if (rc != SL_ENOMEM)
+                sl_error_prefix(err, "%s: %s %llu at %llu: element %llu: ", feed_source_path(a->src, e->file),
+                                a->ops->element, (unsigned long long)e->record,
+                                (unsigned long long)feed_source_offset(a->src, e->file, e->record),
+                                (unsigned long long)key.element);
+            break;
+        }
+        for (size_t i = 0; i < a->nout; i++) {
+            if (rb[i] == 0)
+                continue;
+            if (a->out_t[i].bytes != rb[i]) { /* the map's contract: never expected */
+                rc = sl_error_set(err, SL_EINVAL, "element %llu: feature '%s' left the map with %zu bytes, not %zu",
+                                  (unsigned long long)key.element, a->out[i].name, a->out_t[i].bytes, rb[i]);
+                break;
+            }
+            memcpy(buf + off[i] + r * rb[i], a->out_t[i].data, rb[i]);
+        }
+    }
+    a->map_cpu += sl_clock_thread_cpu_ns() - cpu0;
+    a->map_wall += sl_clock_ns() - wall0;
+    for (size_t i = 0; a->op_ns != NULL && i < map_plan_nops(a->plan); i++) {
+        uint64_t now = map_runner_op_ns(a->runner, i);
+        __atomic_fetch_add(&a->op_ns[i], now - a->op_ns_seen[i], __ATOMIC_RELAXED);
+        a->op_ns_seen[i] = now;
+    }
+    return rc;
+}
+
 /* fill_piece with the map: every record decoded into the batch's own
  * columns, then element by element its features mapped and the fixed ones
  * leaving the map copied to their rows in the buffer; the features the map
@@ -565,75 +627,16 @@ static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece,
     struct fmt_column cols[FEED_MAX_TENSORS];
     for (size_t k = 0; k < a->nspecs && k < FEED_MAX_TENSORS; k++)
         fmt_batch_column(a->batch, k, &cols[k]);
-    uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
-    int rc = 0;
-    for (size_t r = 0; r < piece->n && rc == 0; r++) {
-        const struct feed_elem *e = &piece->elems[r];
-        for (size_t k = 0; k < a->nspecs; k++)
-            row_view(&a->specs[k], &cols[k], r, &a->in_t[k]);
-        struct map_key key = {a->seed, piece->epoch, a->first_id[e->file] + e->record};
-        rc = map_runner_run(a->runner, &key, a->in_t, a->out_t, err);
-        if (rc != 0) {
-            if (rc != SL_ENOMEM)
-                sl_error_prefix(err, "%s: %s %llu at %llu: element %llu: ", feed_source_path(a->src, e->file),
-                                a->ops->element, (unsigned long long)e->record,
-                                (unsigned long long)feed_source_offset(a->src, e->file, e->record),
-                                (unsigned long long)key.element);
-            break;
-        }
-        for (size_t i = 0; i < a->nout; i++) {
-            if (rb[i] == 0)
-                continue;
-            if (a->out_t[i].bytes != rb[i]) { /* the map's contract: never expected */
-                rc = sl_error_set(err, SL_EINVAL, "element %llu: feature '%s' left the map with %zu bytes, not %zu",
-                                  (unsigned long long)key.element, a->out[i].name, a->out_t[i].bytes, rb[i]);
-                break;
-            }
-            memcpy(buf + off[i] + r * rb[i], a->out_t[i].data, rb[i]);
-        }
-    }
-    a->map_cpu += sl_clock_thread_cpu_ns() - cpu0;
-    a->map_wall += sl_clock_ns() - wall0;
-    for (size_t i = 0; a->op_ns != NULL && i < map_plan_nops(a->plan); i++) {
-        uint64_t now = map_runner_op_ns(a->runner, i);
-        __atomic_fetch_add(&a->op_ns[i], now - a->op_ns_seen[i], __ATOMIC_RELAXED);
-        a->op_ns_seen[i] = now;
-    }
+    int rc = map_rows(a, piece, cols, buf, off, rb, err);
     if (rc != 0)
         return rc;
     for (size_t i = 0; i < a->nout; i++) {
-        const struct fmt_feature_spec *f = &a->out[i];
-        enum feed_dtype dt = dtype_of(f->dtype);
-        int64_t dims[FEED_MAX_RANK];
         if (rb[i] != 0) {
-            struct feed_tensor *t = &out->t[out->ntensors++];
-            t->dtype = dt;
-            t->rank = f->rank + 1;
-            t->dims[0] = (int64_t)piece->n;
-            for (int k = 0; k < f->rank; k++)
-                t->dims[k + 1] = f->shape[k];
-            t->off = off[i];
-            t->bytes = (uint64_t)rb[i] * piece->n;
+            placed(out, &a->out[i], piece->n, off[i], (uint64_t)rb[i] * piece->n);
             continue;
         }
         /* untouched and variable-size: the decoded column, as fill_piece */
-        const struct fmt_column *c = &cols[map_plan_out_source(a->plan, i)];
-        if (f->varlen) {
-            dims[0] = (int64_t)c->nvalues;
-            rc = put(out, buf, cap, dt, 1, dims, c->values, c->value_bytes, err);
-            dims[0] = (int64_t)c->rows + 1;
-            if (rc == 0)
-                rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->row_splits, (c->rows + 1) * sizeof(uint64_t), err);
-        } else {
-            dims[0] = (int64_t)c->rows;
-            for (int k = 0; k < f->rank; k++)
-                dims[k + 1] = f->shape[k];
-            rc = put(out, buf, cap, dt, f->rank + 1, dims, c->values, c->value_bytes, err);
-        }
-        if (rc == 0 && dt == FEED_DT_BYTES) {
-            dims[0] = (int64_t)c->nvalues + 1;
-            rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->bytes_offsets, (c->nvalues + 1) * sizeof(uint64_t), err);
-        }
+        rc = put_column(out, buf, cap, &a->out[i], &cols[map_plan_out_source(a->plan, i)], err);
         if (rc == SL_EINVAL)
             return too_big(a, piece, piece->n - 1, 0, cap, err);
         if (rc != 0)
