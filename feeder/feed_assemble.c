@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "feed_cache.h"
+#include "feed_job_map.h"
 #include "feed_metrics.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -37,6 +38,17 @@ struct feed_assembler {
     struct sl_metrics *metrics; /* borrowed; NULL: not measured */
     struct feed_cache *cache;   /* borrowed; NULL: every element is decoded */
     uint64_t hits, misses;      /* elements copied from the cache / decoded, while it is on */
+    /* the map stage (feed_assembler_use_map); runner NULL: none */
+    struct map_runner *runner;
+    const struct map_plan *plan;
+    uint64_t seed;
+    uint64_t *first_id;               /* per file: the element id of its record 0 */
+    struct fmt_feature_spec *out;     /* the features leaving the map (owned) */
+    size_t nout;
+    struct map_tensor *in_t, *out_t;  /* one element's tensors (nspecs, nout; owned) */
+    uint64_t map_cpu, map_wall;       /* the map's time so far */
+    uint64_t *op_ns;                  /* borrowed: per op, every assembler's (atomic adds); NULL: none */
+    uint64_t *op_ns_seen;             /* this runner's per-op time already added there (owned) */
 };
 
 enum { SAMPLE_EVERY = 8 };
@@ -178,6 +190,12 @@ void feed_assembler_destroy(struct feed_assembler *a)
 {
     if (a == NULL)
         return;
+    map_runner_destroy(a->runner);
+    sl_free(a->first_id);
+    sl_free(a->op_ns_seen);
+    sl_free(a->out);
+    sl_free(a->in_t);
+    sl_free(a->out_t);
     feed_reader_close(a->rd);
     fmt_batch_destroy(a->batch);
     sl_free(a);
@@ -221,6 +239,48 @@ static int put(struct feed_layout *l, uint8_t *buf, size_t cap, enum feed_dtype 
         memcpy(buf + off, src, bytes);
     l->total = off + bytes;
     return 0;
+}
+
+/* A fixed-size tensor already in its place in the buffer, to the layout. */
+static void placed(struct feed_layout *out, const struct fmt_feature_spec *f, uint64_t rows, uint64_t off,
+                   uint64_t bytes)
+{
+    struct feed_tensor *t = &out->t[out->ntensors++];
+    t->dtype = dtype_of(f->dtype);
+    t->rank = f->rank + 1;
+    t->dims[0] = (int64_t)rows;
+    for (int k = 0; k < f->rank; k++)
+        t->dims[k + 1] = f->shape[k];
+    t->off = off;
+    t->bytes = bytes;
+}
+
+/* A variable-size (bytes, variable-length) decoded column copied to the
+ * layout: its values, then its row_splits and bytes offsets. SL_EINVAL
+ * past the buffer (put). */
+static int put_column(struct feed_layout *out, uint8_t *buf, size_t cap, const struct fmt_feature_spec *f,
+                      const struct fmt_column *c, struct sl_error *err)
+{
+    enum feed_dtype dt = dtype_of(f->dtype);
+    int64_t dims[FEED_MAX_RANK];
+    int rc;
+    if (f->varlen) {
+        dims[0] = (int64_t)c->nvalues;
+        rc = put(out, buf, cap, dt, 1, dims, c->values, c->value_bytes, err);
+        dims[0] = (int64_t)c->rows + 1;
+        if (rc == 0)
+            rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->row_splits, (c->rows + 1) * sizeof(uint64_t), err);
+    } else {
+        dims[0] = (int64_t)c->rows;
+        for (int k = 0; k < f->rank; k++)
+            dims[k + 1] = f->shape[k];
+        rc = put(out, buf, cap, dt, f->rank + 1, dims, c->values, c->value_bytes, err);
+    }
+    if (rc == 0 && dt == FEED_DT_BYTES) {
+        dims[0] = (int64_t)c->nvalues + 1;
+        rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c->bytes_offsets, (c->nvalues + 1) * sizeof(uint64_t), err);
+    }
+    return rc;
 }
 
 static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
@@ -291,37 +351,13 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
         const struct fmt_feature_spec *f = &a->specs[i];
         struct fmt_column c;
         fmt_batch_column(a->batch, i, &c);
-        enum feed_dtype dt = dtype_of(f->dtype);
-        int64_t dims[FEED_MAX_RANK];
         int rc = 0;
         if (fmt_batch_row_bytes(a->batch, i) != 0) {
             /* already in place */
-            struct feed_tensor *t = &out->t[out->ntensors++];
-            t->dtype = dt;
-            t->rank = f->rank + 1;
-            t->dims[0] = (int64_t)c.rows;
-            for (int k = 0; k < f->rank; k++)
-                t->dims[k + 1] = f->shape[k];
-            t->off = fixed_off[i];
-            t->bytes = c.value_bytes;
+            placed(out, f, c.rows, fixed_off[i], c.value_bytes);
             continue;
         }
-        if (f->varlen) {
-            dims[0] = (int64_t)c.nvalues;
-            rc = put(out, buf, cap, dt, 1, dims, c.values, c.value_bytes, err);
-            dims[0] = (int64_t)c.rows + 1;
-            if (rc == 0)
-                rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.row_splits, (c.rows + 1) * sizeof(uint64_t), err);
-        } else {
-            dims[0] = (int64_t)c.rows;
-            for (int k = 0; k < f->rank; k++)
-                dims[k + 1] = f->shape[k];
-            rc = put(out, buf, cap, dt, f->rank + 1, dims, c.values, c.value_bytes, err);
-        }
-        if (rc == 0 && dt == FEED_DT_BYTES) {
-            dims[0] = (int64_t)c.nvalues + 1;
-            rc = put(out, buf, cap, FEED_DT_INT64, 1, dims, c.bytes_offsets, (c.nvalues + 1) * sizeof(uint64_t), err);
-        }
+        rc = put_column(out, buf, cap, f, &c, err);
         if (rc == SL_EINVAL) /* put(): past the buffer */
             return too_big(a, piece, piece->n - 1, 0, cap, err);
         if (rc != 0)
@@ -333,6 +369,8 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
 int feed_assembler_use_cache(struct feed_assembler *a, struct feed_cache *cache, struct sl_error *err)
 {
     size_t row = 0;
+    if (cache != NULL && a->runner != NULL)
+        return sl_error_set(err, SL_EINVAL, "the decoded-element cache is off with a map stage");
     for (size_t i = 0; i < a->nspecs; i++) {
         size_t rb = fmt_batch_row_bytes(a->batch, i);
         if (rb == 0)
@@ -444,6 +482,182 @@ static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece,
     return 0;
 }
 
+int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed, uint64_t *op_ns,
+                           struct sl_error *err)
+{
+    if (a->cache != NULL)
+        return sl_error_set(err, SL_EINVAL, "the map stage does not run with the decoded-element cache");
+    size_t nfiles = feed_source_nfiles(a->src);
+    const uint64_t *counts = feed_source_counts(a->src);
+    int rc = feed_map_out_specs(plan, a->specs, a->nspecs, &a->out, &a->nout);
+    if (rc != 0)
+        return sl_error_set(err, rc, "out of memory");
+    if (a->nout > FEED_MAX_TENSORS)
+        return sl_error_set(err, SL_EINVAL, "features: more than %d leave the map", FEED_MAX_TENSORS);
+    a->first_id = sl_calloc(nfiles ? nfiles : 1, sizeof *a->first_id);
+    a->in_t = sl_calloc(a->nspecs ? a->nspecs : 1, sizeof *a->in_t);
+    a->out_t = sl_calloc(a->nout ? a->nout : 1, sizeof *a->out_t);
+    a->op_ns_seen = sl_calloc(map_plan_nops(plan) + 1, sizeof *a->op_ns_seen);
+    if (a->first_id == NULL || a->in_t == NULL || a->out_t == NULL || a->op_ns_seen == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (size_t f = 1; f < nfiles; f++)
+        a->first_id[f] = a->first_id[f - 1] + counts[f - 1];
+    if ((rc = map_runner_create(&a->runner, plan, err)) != 0)
+        return rc;
+    a->plan = plan;
+    a->seed = seed;
+    a->op_ns = op_ns;
+    return 0;
+}
+
+/* Row r of decoded column c (feature f) as the map sees it. A bytes
+ * feature that is not one scalar is only passed through: no op takes it. */
+static void row_view(const struct fmt_feature_spec *f, const struct fmt_column *c, size_t r, struct map_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    t->dtype = (enum map_dtype)f->dtype;
+    if (f->dtype == FMT_DTYPE_BYTES) {
+        if (!f->varlen && f->rank == 0) {
+            t->data = (const uint8_t *)c->values + c->bytes_offsets[r];
+            t->bytes = (size_t)(c->bytes_offsets[r + 1] - c->bytes_offsets[r]);
+        }
+        return;
+    }
+    size_t size = fmt_dtype_size(f->dtype);
+    if (f->varlen) {
+        t->rank = 1;
+        t->shape[0] = (int64_t)(c->row_splits[r + 1] - c->row_splits[r]);
+        t->data = (const uint8_t *)c->values + c->row_splits[r] * size;
+        t->bytes = (size_t)t->shape[0] * size;
+        return;
+    }
+    size_t n = fmt_feature_spec_count(f);
+    t->rank = f->rank;
+    for (int k = 0; k < f->rank; k++)
+        t->shape[k] = f->shape[k];
+    t->data = (const uint8_t *)c->values + r * n * size;
+    t->bytes = n * size;
+}
+
+/* Map each element of the decoded piece (cols) and copy its fixed-size
+ * features leaving the map to their rows in buf (feature i at off[i],
+ * rb[i] bytes a row; rb[i] 0: not fixed, laid out later). Timed as the
+ * map stage. */
+static int map_rows(struct feed_assembler *a, const struct feed_piece *piece, const struct fmt_column *cols,
+                    uint8_t *buf, const uint64_t *off, const size_t *rb, struct sl_error *err)
+{
+    uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
+    int rc = 0;
+    for (size_t r = 0; r < piece->n && rc == 0; r++) {
+        const struct feed_elem *e = &piece->elems[r];
+        for (size_t k = 0; k < a->nspecs; k++)
+            row_view(&a->specs[k], &cols[k], r, &a->in_t[k]);
+        struct map_key key = {a->seed, piece->epoch, a->first_id[e->file] + e->record};
+        rc = map_runner_run(a->runner, &key, a->in_t, a->out_t, err);
+        if (rc != 0) {
+            if (rc != SL_ENOMEM)
+                sl_error_prefix(err, "%s: %s %llu at %llu: element %llu: ", feed_source_path(a->src, e->file),
+                                a->ops->element, (unsigned long long)e->record,
+                                (unsigned long long)feed_source_offset(a->src, e->file, e->record),
+                                (unsigned long long)key.element);
+            break;
+        }
+        for (size_t i = 0; i < a->nout; i++) {
+            if (rb[i] == 0)
+                continue;
+            if (a->out_t[i].bytes != rb[i]) { /* the map's contract: never expected */
+                rc = sl_error_set(err, SL_EINVAL, "element %llu: feature '%s' left the map with %zu bytes, not %zu",
+                                  (unsigned long long)key.element, a->out[i].name, a->out_t[i].bytes, rb[i]);
+                break;
+            }
+            memcpy(buf + off[i] + r * rb[i], a->out_t[i].data, rb[i]);
+        }
+    }
+    a->map_cpu += sl_clock_thread_cpu_ns() - cpu0;
+    a->map_wall += sl_clock_ns() - wall0;
+    for (size_t i = 0; a->op_ns != NULL && i < map_plan_nops(a->plan); i++) {
+        uint64_t now = map_runner_op_ns(a->runner, i);
+        __atomic_fetch_add(&a->op_ns[i], now - a->op_ns_seen[i], __ATOMIC_RELAXED);
+        a->op_ns_seen[i] = now;
+    }
+    return rc;
+}
+
+/* fill_piece with the map: every record decoded into the batch's own
+ * columns, then element by element its features mapped and the fixed ones
+ * leaving the map copied to their rows in the buffer; the features the map
+ * leaves variable-size (untouched ones) copied in after, as fill_piece
+ * does. */
+static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                       struct feed_layout *out, struct sl_error *err)
+{
+    if (piece->n > a->max_rows)
+        return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
+    memset(out, 0, sizeof *out);
+    out->rows = piece->n;
+    fmt_batch_reset(a->batch);
+    fmt_batch_unbind(a->batch);
+    uint64_t off[FEED_MAX_TENSORS];
+    size_t rb[FEED_MAX_TENSORS];
+    for (size_t i = 0; i < a->nout; i++) {
+        const struct fmt_feature_spec *f = &a->out[i];
+        rb[i] = f->varlen || f->dtype == FMT_DTYPE_BYTES ? 0 : fmt_feature_spec_count(f) * fmt_dtype_size(f->dtype);
+        if (rb[i] == 0)
+            continue;
+        uint64_t o = round_up(out->total), bytes = (uint64_t)rb[i] * piece->n;
+        if (o > cap || bytes > cap - o)
+            return too_big(a, piece, 0, o + bytes, cap, err);
+        off[i] = o;
+        out->total = o + bytes;
+    }
+    enum { AHEAD = 2 }; /* as fill_piece */
+    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
+        feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
+    for (size_t i = 0; i < piece->n; i++) {
+        const struct feed_elem *e = &piece->elems[i];
+        if (i + AHEAD < piece->n)
+            feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
+        const struct fmt_frame *fr;
+        int timed = sampling(a);
+        int rc = frame_record(a, timed, e->file, e->record, &fr, err);
+        if (rc != 0)
+            return rc;
+        a->read_bytes += fr->data != NULL ? fr->len : 0;
+        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
+            a->read_bytes += fr->fields[k].len;
+        uint64_t t0 = timed ? sl_clock_ns() : 0;
+        rc = a->ops->decode(a->batch, fr, err);
+        if (timed)
+            a->decode_wall += sl_clock_ns() - t0;
+        if (rc != 0) {
+            if (rc != SL_ENOMEM)
+                sl_error_prefix(err, "%s: %s %llu at %llu: ", feed_source_path(a->src, e->file), a->ops->element,
+                                (unsigned long long)e->record,
+                                (unsigned long long)feed_source_offset(a->src, e->file, e->record));
+            return rc;
+        }
+    }
+    struct fmt_column cols[FEED_MAX_TENSORS];
+    for (size_t k = 0; k < a->nspecs && k < FEED_MAX_TENSORS; k++)
+        fmt_batch_column(a->batch, k, &cols[k]);
+    int rc = map_rows(a, piece, cols, buf, off, rb, err);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < a->nout; i++) {
+        if (rb[i] != 0) {
+            placed(out, &a->out[i], piece->n, off[i], (uint64_t)rb[i] * piece->n);
+            continue;
+        }
+        /* untouched and variable-size: the decoded column, as fill_piece */
+        rc = put_column(out, buf, cap, &a->out[i], &cols[map_plan_out_source(a->plan, i)], err);
+        if (rc == SL_EINVAL)
+            return too_big(a, piece, piece->n - 1, 0, cap, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err)
 {
@@ -451,9 +665,11 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     feed_reader_inflate_ns(a->rd, &icpu0, &iwall0);
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
     uint64_t rw0 = a->read_wall, dw0 = a->decode_wall, n0 = a->sampled, calls0 = a->tick, rb0 = a->read_bytes;
-    uint64_t hits0 = a->hits, misses0 = a->misses;
+    uint64_t hits0 = a->hits, misses0 = a->misses, mcpu0 = a->map_cpu, mwall0 = a->map_wall;
     int rc = 0;
-    if (a->cache == NULL || fill_cached(a, piece, buf, cap, out, err) != 0) /* errors: as without the cache */
+    if (a->runner != NULL)
+        rc = fill_mapped(a, piece, buf, cap, out, err);
+    else if (a->cache == NULL || fill_cached(a, piece, buf, cap, out, err) != 0) /* errors: as without the cache */
         rc = fill_piece(a, piece, buf, cap, out, err);
     sl_metrics_add(a->metrics, FEED_M_CACHE_HITS, a->hits - hits0);
     sl_metrics_add(a->metrics, FEED_M_CACHE_MISSES, a->misses - misses0);
@@ -465,6 +681,12 @@ int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece
     uint64_t icpu = icpu1 - icpu0, iwall = iwall1 - iwall0;
     cpu = cpu > icpu ? cpu - icpu : 0;
     wall = wall > iwall ? wall - iwall : 0;
+    /* the map's time is its own stage: out of the piece's before sharing */
+    uint64_t mcpu = a->map_cpu - mcpu0, mwall = a->map_wall - mwall0;
+    mcpu = mcpu < cpu ? mcpu : cpu;
+    cpu -= mcpu;
+    wall = wall > mwall ? wall - mwall : 0;
+    sl_metrics_add(a->metrics, FEED_M_MAP_NS, mcpu);
     sl_metrics_add(a->metrics, FEED_M_DECOMPRESS_NS, icpu);
     sl_metrics_add(a->metrics, FEED_M_READ_BYTES, a->read_bytes - rb0);
     /* scale the sampled reads up to all of this piece's reads (a tar

@@ -97,6 +97,23 @@ void feed_assembler_destroy(struct feed_assembler *a);
 struct feed_cache;
 int feed_assembler_use_cache(struct feed_assembler *a, struct feed_cache *cache, struct sl_error *err) SL_MUST_CHECK;
 
+/* Run the map stage (transform/map.h) over every element, between its
+ * decode and the piece's layout: the piece then carries the features
+ * leaving the map (`plan`'s outputs, as feed_map_out_specs gives them), in
+ * their order. The plan is borrowed and shared by the assemblers; each gets
+ * its own runner. Each element's random streams are keyed by (seed, the
+ * piece's epoch, the element id, the op index); the element id is the
+ * record's place in the job's files (the records of the files before its
+ * file, plus its record number). Errors per element name the file, the
+ * record, its offset and the element id ("<path>: record 3 at 120: element
+ * 8: map[1] one_hot: label 12 is outside [0, 10)"). Not with the cache
+ * (SL_EINVAL). Each piece adds the CPU time of the map to FEED_M_MAP_NS,
+ * and each op's (estimated from every 8th element) to op_ns[op] (NULL:
+ * not kept; added atomically: the assemblers share it). */
+struct map_plan;
+int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed, uint64_t *op_ns,
+                           struct sl_error *err) SL_MUST_CHECK;
+
 /* Read and decode every element of `piece` and lay its tensors out in
  * buf[0..cap). Errors name the file once: a damaged record as the source
  * reads it ("<path>: corrupted record at <offset>"), a record that does not

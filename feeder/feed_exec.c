@@ -97,6 +97,8 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         ex->e = e;
         e->nexs = i + 1;
         rc = feed_assembler_create(&ex->as, o->src, o->specs, o->nspecs, o->format, o->max_rows, o->metrics, err);
+        if (rc == 0 && o->map != NULL)
+            rc = feed_assembler_use_map(ex->as, o->map, o->map_seed, o->map_op_ns, err);
         if (rc == 0 && o->cache != NULL)
             rc = feed_assembler_use_cache(ex->as, o->cache, err);
         if (rc == 0) {

@@ -52,6 +52,10 @@ struct feed_exec_opts {
     size_t max_rows; /* G: each assembler's capacity */
     /* borrowed: the decoded-element cache every assembler uses; NULL: none */
     struct feed_cache *cache;
+    /* borrowed: the map stage's plan every assembler runs (feed_assembler_use_map), keyed by map_seed; NULL: none */
+    const struct map_plan *map;
+    uint64_t map_seed;
+    uint64_t *map_op_ns; /* borrowed: each op's CPU ns, added to by every assembler; NULL: not kept */
     unsigned threads; /* executor threads, >= 1 */
     size_t ntasks;    /* tasks, >= 1 */
 };

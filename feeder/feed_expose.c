@@ -40,7 +40,8 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_counter(&p, "sluice_feeder_read_bytes_total", "Bytes of the records read from the files for pieces.",
                     v[FEED_M_READ_BYTES]);
     sl_prom_family(&p, "sluice_feeder_cpu_seconds_total", "counter",
-                   "CPU seconds by stage: executors reading, decompressing, decoding and assembling; sending is the "
+                   "CPU seconds by stage: executors reading, decompressing, decoding, mapping (the job's map) and "
+                   "assembling; sending is the "
                    "serving thread's CPU (updated each heartbeat tick) plus ZeroMQ's I/O threads' (added at exit).");
     static const struct {
         const char *label;
@@ -48,6 +49,7 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     } stages[] = {{"stage=\"read\"", FEED_M_READ_NS},
                   {"stage=\"decompress\"", FEED_M_DECOMPRESS_NS},
                   {"stage=\"decode\"", FEED_M_DECODE_NS},
+                  {"stage=\"map\"", FEED_M_MAP_NS},
                   {"stage=\"assemble\"", FEED_M_ASSEMBLE_NS}};
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++)
         sl_prom_seconds(&p, "sluice_feeder_cpu_seconds_total", stages[i].label, v[stages[i].id]);

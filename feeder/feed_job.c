@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "feed_job_features.h"
+#include "feed_job_map.h"
 #include "feed_job_parse.h"
 #include "fmt_job.h"
 #include "sl_alloc.h"
@@ -36,7 +37,7 @@ struct job_impl {
     uint64_t given;      /* bit i: keys[i] was set by the file or a flag */
 };
 
-enum key_type { KEY_INT, KEY_BOOL, KEY_STRING, KEY_ENUM, KEY_LIST, KEY_OBJECT, KEY_FEATURES };
+enum key_type { KEY_INT, KEY_BOOL, KEY_STRING, KEY_ENUM, KEY_LIST, KEY_OBJECT, KEY_FEATURES, KEY_MAP };
 
 #define KEY_REQUIRED 1u   /* top level: feed_job_validate wants it; in an object: the object does */
 #define KEY_OPTIONAL 2u   /* absent unless given (its default only fills the field) */
@@ -134,6 +135,7 @@ static const struct key keys[] = {
     {"format", KEY_ENUM, OFF(format), 0, 0, "tfrecord", 0, &e_format, NULL},
     {"compression", KEY_ENUM, OFF(compression), 0, 0, "auto", 0, &e_comp, NULL},
     {"features", KEY_FEATURES, OFF(features), 0, 0, NULL, 0, NULL, NULL},
+    {"map", KEY_MAP, OFF(map), 0, 0, NULL, KEY_OPTIONAL, NULL, NULL},
     {"shard_policy", KEY_ENUM, OFF(policy), 0, 0, "auto", 0, &e_policy, NULL},
     {"shard_hint", KEY_ENUM, OFF(hint), 0, 0, "files", KEY_OPTIONAL, &e_hint, NULL},
     {"global_batch_size", KEY_INT, OFF(global_batch_size), 1, I32MAX, NULL, KEY_REQUIRED, NULL, NULL},
@@ -365,6 +367,15 @@ static int key_store(struct job_impl *j, const struct key *k, json_t *v, struct 
         j->job.nfeatures = n;
         return 0;
     }
+    case KEY_MAP: {
+        struct map_pipeline *p;
+        int rc = feed__map_parse(v, &p, w);
+        if (rc != 0)
+            return rc;
+        map_pipeline_free(j->job.map);
+        j->job.map = p;
+        return 0;
+    }
     }
     return SL_EINVAL;
 }
@@ -405,6 +416,7 @@ static json_t *flag_value(const struct key *k, const char *text, char *bad, size
     }
     case KEY_OBJECT:
     case KEY_FEATURES:
+    case KEY_MAP:
         if ((v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je)) == NULL)
             snprintf(bad, cap, "not valid JSON: %s at column %d", je.text, je.column);
         return v;
@@ -447,6 +459,10 @@ static int key_reset(struct job_impl *j, const struct key *k, struct why *w)
         j->job.features = NULL;
         j->job.arrays = NULL;
         j->job.nfeatures = 0;
+        break;
+    case KEY_MAP:
+        map_pipeline_free(j->job.map);
+        j->job.map = NULL;
         break;
     case KEY_OBJECT: {
         char prefix[64];
@@ -506,6 +522,10 @@ static json_t *key_to_json(const struct job_impl *j, const struct key *k, int *d
         return o;
     }
     case KEY_FEATURES: return feed__features_to_json(j->job.features, j->job.arrays, j->job.nfeatures, digits);
+    case KEY_MAP:
+        if (*digits < 17)
+            *digits = 17; /* the ops' numbers (ratio 4/3, std 0.229) load back the same */
+        return map_pipeline_to_json(j->job.map);
     }
     return NULL;
 }
@@ -694,7 +714,12 @@ int feed_job_validate(const struct feed_job *job, struct sl_error *err)
                             src);
     if (fmt_format_check_job(job->format, FMT_JOB_FEATURES, &in, err) != 0)
         return sl_error_prefix(err, "%s: ", src);
-    return 0;
+    /* the map against the features: each op's input and output, plugins
+     * loaded (and let go: main makes the plan it serves with) */
+    struct map_plan *plan;
+    int rc = feed_job_map_plan(job, 0, &plan, err);
+    map_plan_destroy(plan);
+    return rc;
 }
 
 int feed_job_fill_plan_config(const struct feed_job *job, const uint64_t *counts, uint32_t W, uint32_t R,
@@ -782,5 +807,6 @@ void feed_job_free(struct feed_job *job)
     feed__list_free(&job->files);
     feed__list_free(&job->members);
     feed__features_free(job->features, job->arrays, job->nfeatures);
+    map_pipeline_free(job->map);
     sl_free((struct job_impl *)job);
 }

@@ -38,6 +38,7 @@
 #include "fmt_reader.h"
 #include "fmt_stream.h"
 #include "feed_job_parse.h" /* struct feed_job_list */
+#include "map.h"
 #include "sl_buf.h"
 #include "sl_error.h"
 
@@ -81,6 +82,8 @@ struct feed_job {
     int use_index;                /* use_index: take record offsets from FILE.idx where it exists */
     int verify_on_read;           /* verify_on_read: check TFRecord CRCs again on every read (the scan at
                                      start always checks them) */
+    struct map_pipeline *map;     /* map: the map stage's ops (owned; NULL: none); checked against the features
+                                     by feed_job_validate, made into a plan by feed_job_map_plan */
     uint64_t workers, replicas;   /* workers, replicas: the cluster shape the feeder serves; 0: not given (the
                                      feeder's --workers/--replicas, else the first trainer's) */
 };

@@ -36,6 +36,7 @@
 
 #include "feed_expose.h"
 #include "feed_job.h"
+#include "feed_job_map.h"
 #include "feed_plan.h"
 #include "feed_server.h"
 #include "feed_source.h"
@@ -628,7 +629,7 @@ static double process_cpu_s(void)
  * through sl_output: a regular file is replaced whole (an exclusive
  * temporary renamed), a device or FIFO written, never replaced. */
 static int write_stats(const char *path, const struct feed_counters *c, const struct feed_source *src, double scan_s,
-                       double scan_cpu_s)
+                       double scan_cpu_s, const struct map_plan *map, const uint64_t *map_op_ns)
 {
     struct sl_output *out;
     struct sl_error err = {0};
@@ -652,11 +653,20 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
             ",\"shm_pieces\":%" PRIu64 ",\"blocked_s\":%.6f,"
             "\"elapsed_s\":%.6f,\"pool_bytes\":%" PRIu64 ",\"scan_s\":%.6f,\"scan_cpu_s\":%.6f,"
             "\"max_rss_kb\":%ld,\"cpu_s\":{\"read\":%.6f,\"decompress\":%.6f,\"decode\":%.6f,"
-            "\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}}\n",
+            "\"map\":%.6f,\"assemble\":%.6f,\"send\":%.6f,\"serve\":%.6f,\"zmq_io\":%.6f,\"total\":%.6f}",
             c->pieces, c->records, c->bytes, disk, c->errors, c->trainers, c->refused, c->bad_messages, c->shm_pieces,
             c->blocked_s, c->elapsed_s, c->pool_bytes, scan_s, scan_cpu_s, ru.ru_maxrss, t->read, t->decompress,
-            t->decode, t->assemble, send, c->serve_cpu_s, c->zmq_io_cpu_s,
-            t->read + t->decompress + t->decode + t->assemble + send);
+            t->decode, t->map, t->assemble, send, c->serve_cpu_s, c->zmq_io_cpu_s,
+            t->read + t->decompress + t->decode + t->map + t->assemble + send);
+    /* with a map: each op's share of cpu_s.map (estimated from every 8th element) */
+    size_t nops = map != NULL && map_op_ns != NULL ? map_plan_nops(map) : 0;
+    for (size_t i = 0; i < nops; i++) {
+        char label[64];
+        fprintf(f, "%s{\"op\":\"%s\",\"cpu_s\":%.6f}", i ? "," : ",\"map_ops\":[",
+                map_plan_op_label(map, i, label, sizeof label),
+                (double)__atomic_load_n(&map_op_ns[i], __ATOMIC_RELAXED) / 1e9);
+    }
+    fprintf(f, "%s}\n", nops > 0 ? "]" : "");
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;
@@ -844,12 +854,33 @@ static int serve(const struct args *a, struct feed_job *job, struct feed_source 
                                  .metrics = metrics};
     struct feed_counters c;
     struct sl_error err = {0};
-    int rc = feed_server_run(&o, &c, &err);
+    /* the map stage: its plan (plugins loaded again, for serving) and the
+     * features leaving it, which the pieces carry */
+    struct map_plan *map = NULL;
+    struct fmt_feature_spec *out_specs = NULL;
+    int rc = feed_job_map_plan(job, 0, &map, &err);
+    if (rc == 0 && map != NULL && (rc = feed_map_out_specs(map, o.specs, o.nspecs, &out_specs, &o.nout_specs)) != 0)
+        sl_error_set(&err, rc, "out of memory");
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        map_plan_destroy(map);
+        if (!stop_flag)
+            (void)feed_server_refuse_all(listener, err.msg, a->timeout_ms ? (int)a->timeout_ms : 10000, &stop_flag);
+        return EXIT_USAGE;
+    }
+    o.map = map;
+    o.out_specs = out_specs;
+    uint64_t *map_op_ns = map != NULL ? sl_calloc(map_plan_nops(map) + 1, sizeof *map_op_ns) : NULL;
+    o.map_op_ns = map_op_ns;
+    rc = feed_server_run(&o, &c, &err);
     char line[512];
     feed_counters_format(&c, line, sizeof line);
     sl_log(SL_LOG_INFO, "counters: %s", line);
-    if (a->stats != NULL && write_stats(a->stats, &c, src, scan_s, scan_cpu_s) != 0)
+    if (a->stats != NULL && write_stats(a->stats, &c, src, scan_s, scan_cpu_s, map, map_op_ns) != 0)
         status = EXIT_DATA;
+    sl_free(map_op_ns);
+    sl_free(out_specs);
+    map_plan_destroy(map);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         status = EXIT_DATA;

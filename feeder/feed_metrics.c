@@ -36,6 +36,7 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_SCAN_BYTES] = {"scan_bytes", SL_METRIC_GAUGE, "bytes read by the scan so far"},
     [FEED_M_CACHE_HITS] = {"cache_hits", SL_METRIC_COUNTER, "elements copied from the decoded-element cache"},
     [FEED_M_CACHE_MISSES] = {"cache_misses", SL_METRIC_COUNTER, "elements decoded while the cache is on"},
+    [FEED_M_MAP_NS] = {"cpu_map_s", SL_METRIC_NS, "executor CPU in the map stage"},
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)
@@ -54,6 +55,7 @@ void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c
     c->stages.read = sl_metrics_seconds(s, FEED_M_READ_NS);
     c->stages.decompress = sl_metrics_seconds(s, FEED_M_DECOMPRESS_NS);
     c->stages.decode = sl_metrics_seconds(s, FEED_M_DECODE_NS);
+    c->stages.map = sl_metrics_seconds(s, FEED_M_MAP_NS);
     c->stages.assemble = sl_metrics_seconds(s, FEED_M_ASSEMBLE_NS);
     c->serve_cpu_s = sl_metrics_seconds(s, FEED_M_SERVE_NS);
     c->zmq_io_cpu_s = sl_metrics_seconds(s, FEED_M_ZMQ_IO_NS);

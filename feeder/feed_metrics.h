@@ -40,6 +40,7 @@ enum feed_metric {
     FEED_M_SCAN_BYTES,    /* gauge: bytes the scan has read so far */
     FEED_M_CACHE_HITS,    /* elements copied from the decoded-element cache (cache_bytes) */
     FEED_M_CACHE_MISSES,  /* elements decoded while the cache is on */
+    FEED_M_MAP_NS,        /* executor CPU: the map stage (the job's map ops) */
     FEED_M_COUNT
 };
 
@@ -53,7 +54,7 @@ struct feed_counters {
     double elapsed_s; /* the caller's */
     uint64_t pool_bytes;
     struct feed_stage_times {
-        double read, decompress, decode, assemble; /* executor CPU seconds per stage */
+        double read, decompress, decode, map, assemble; /* executor CPU seconds per stage */
     } stages;
     double serve_cpu_s, zmq_io_cpu_s;
     int started; /* 1 once the feeder was serving (bound, threads up): an error before that is a

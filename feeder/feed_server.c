@@ -148,6 +148,11 @@ static int open_cache(struct server *s, struct sl_error *err)
     const struct feed_server_opts *o = s->o;
     if (o->job->cache_bytes == 0)
         return 0;
+    if (o->map != NULL) {
+        sl_log(SL_LOG_WARN, "cache_bytes: the job has a map: the decoded-element cache is off for it (docs/map.md: "
+                            "random ops draw anew each epoch, so mapped elements are never cached)");
+        return 0;
+    }
     size_t row = 0;
     for (size_t i = 0; i < o->nspecs; i++) {
         const struct fmt_feature_spec *f = &o->specs[i];
@@ -195,7 +200,8 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
 {
     const struct feed_server_opts *o = s->o;
     const struct feed_job *job = o->job;
-    int rc = feed_schema_build(o->specs, o->nspecs, &s->schema, err);
+    int rc = o->map != NULL ? feed_schema_build(o->out_specs, o->nout_specs, &s->schema, err)
+                            : feed_schema_build(o->specs, o->nspecs, &s->schema, err);
     if (rc != 0)
         return rc;
     s->max_rows = (size_t)job->global_batch_size;
@@ -222,6 +228,9 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
                                 .src = o->src,
                                 .specs = o->specs,
                                 .nspecs = o->nspecs,
+                                .map = o->map,
+                                .map_seed = job->shuffle_seed,
+                                .map_op_ns = o->map_op_ns,
                                 .format = job->format,
                                 .max_rows = s->max_rows,
                                 .cache = s->cache,

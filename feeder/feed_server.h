@@ -101,6 +101,14 @@ struct feed_server_opts {
      * bytes feature holding each line */
     const struct fmt_feature_spec *specs;
     size_t nspecs;
+    /* the map stage (feed_job_map_plan of job; NULL: none) and the features
+     * leaving it (feed_map_out_specs), which the pieces carry; with a map
+     * the decoded-element cache is off */
+    const struct map_plan *map;
+    const struct fmt_feature_spec *out_specs;
+    size_t nout_specs;
+    uint64_t *map_op_ns; /* each op's CPU ns, added to atomically by the executors (map_plan_nops entries; NULL:
+                          * not kept); read after feed_server_run returns */
     struct feed_source *src;
     const char *listen;             /* a ZeroMQ endpoint, tcp or ipc */
     const struct feed_curve *curve; /* CURVE when binding `listen` here (a listener has its own); NULL: none */

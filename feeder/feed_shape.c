@@ -23,7 +23,8 @@ int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error 
     s->piece_rows = (size_t)((s->max_rows + n - 1) / n);
     s->piece_bytes = s->o->max_piece_bytes;
     if (s->piece_bytes == 0) {
-        s->piece_bytes = feed_piece_fixed_bytes(s->o->specs, s->o->nspecs, s->piece_rows);
+        s->piece_bytes = s->o->map != NULL ? feed_piece_fixed_bytes(s->o->out_specs, s->o->nout_specs, s->piece_rows)
+                                           : feed_piece_fixed_bytes(s->o->specs, s->o->nspecs, s->piece_rows);
         if (s->piece_bytes == 0) /* variable-size features: a generous default, overridable */
             s->piece_bytes = s->piece_rows * 16384 + ((uint64_t)1 << 20);
         s->piece_bytes += 64 * FEED_MAX_TENSORS;

@@ -140,7 +140,7 @@ title = {"shm": "pieces in shared memory", "copy": "pieces by copy"}[path]
 assert any(l.startswith("set title 'sluice-bench run: tiny (ipc, %s)'" % title) for l in gp), gp
 plots = [l for l in gp if l.startswith("plot ")]
 series = [t for p in plots for t in re.findall(r"title '([^']*)'", p)]
-assert len(series) == 4 + 5 * (len(plots) == 3), series
+assert len(series) == 4 + 6 * (len(plots) == 3), series
 for t in series[:4]:
     assert t.endswith("(left axis)") or "(right axis)" in t, t
 raw = series[2]
@@ -500,10 +500,10 @@ for c in doc["configs"]:
     assert c["samples_per_s"]["median"] > 0 and isinstance(c["piece_bytes"], num)
     assert c["shm_share"] == 1.0, c  # feeders and trainers on one host
     if doc["stage_breakdown"]:
-        assert set(c["feeder_cpu_s"]) == {"read", "decompress", "decode", "assemble", "send", "total"}
+        assert set(c["feeder_cpu_s"]) == {"read", "decompress", "decode", "map", "assemble", "send", "total"}
         for v in c["feeder_cpu_s"].values():
             stat(v, "feeder_cpu_s")
-        assert c["bottleneck_stage"] in ("read", "decompress", "decode", "assemble", "send")
+        assert c["bottleneck_stage"] in ("read", "decompress", "decode", "map", "assemble", "send")
         # how busy each kind of feeder thread was over the stream (issue #25 item 5)
         b = c["feeder_busy"]
         assert set(b) == {"decode_threads", "decode_thread", "serve", "zmq_io"}, b

@@ -54,7 +54,7 @@ def install(prefix):
         fail("libsluice.so and libsluice.so.0 are not links: %s" % os.listdir(libdir))
     headers = sorted(os.listdir(os.path.join(prefix, "include", "sluice")))
     # strategy.h: libsluice-strategy's (test_strategy_lib.py)
-    if headers != ["client.h", "strategy.h"] or os.path.exists(os.path.join(prefix, "include", "client.h")):
+    if headers != ["client.h", "map_plugin.h", "strategy.h"] or os.path.exists(os.path.join(prefix, "include", "client.h")):
         fail("installed headers: %s" % headers)
     for f in ("pkgconfig/sluice.pc", "cmake/sluice/sluiceConfig.cmake", "cmake/sluice/sluiceTargets.cmake"):
         if not os.path.exists(os.path.join(libdir, f)):

@@ -341,7 +341,7 @@ def main():
             fail("stats: %s is %r, expected %r (%s)" % (k, st[k], v, st))
     if st["records"] != sum(p["size"] for p in pieces):
         fail("stats: records %d but the trace holds %d rows" % (st["records"], sum(p["size"] for p in pieces)))
-    stages = ("read", "decompress", "decode", "assemble", "send")
+    stages = ("read", "decompress", "decode", "map", "assemble", "send")
     cpu = st["cpu_s"]
     if any(not isinstance(cpu[k], float) or cpu[k] < 0 for k in stages + ("serve", "zmq_io", "total")):
         fail("stats: bad cpu_s %s" % cpu)

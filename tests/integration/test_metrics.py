@@ -245,7 +245,7 @@ def case_curl():
         if value(s, name, sluice_job="job-curl", feeder="0") != v:
             fail("curl: before any trainer %s = %s, want %s" % (name, value(s, name), v))
     stages = sorted(dict(ls)["stage"] for (n, ls) in s if n == "sluice_feeder_cpu_seconds_total")
-    if stages != ["assemble", "decode", "decompress", "read", "send"]:
+    if stages != ["assemble", "decode", "decompress", "map", "read", "send"]:
         fail("curl: cpu stages %r" % stages)
     ok("feeder before any trainer: the format, the scan's figures, nothing sent")
 

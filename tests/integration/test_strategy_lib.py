@@ -95,7 +95,7 @@ def install(prefix):
     if not os.path.islink(so) or not os.path.islink(so + ".0"):
         fail("libsluice-strategy.so and .so.0 are not links: %s" % sorted(os.listdir(libdir)))
     headers = sorted(os.listdir(os.path.join(prefix, "include", "sluice")))
-    if headers != ["client.h", "strategy.h"] or os.path.exists(os.path.join(prefix, "include", "train_strategy.h")):
+    if headers != ["client.h", "map_plugin.h", "strategy.h"] or os.path.exists(os.path.join(prefix, "include", "train_strategy.h")):
         fail("installed headers: %s" % headers)
     for f in ("pkgconfig/sluice-strategy.pc", "cmake/sluice/sluiceTargets.cmake"):
         if not os.path.exists(os.path.join(libdir, f)):

@@ -143,7 +143,7 @@ static void derive(const struct run_opts *o, const struct run_data *d, const str
         for (int r = 0; r < c->nsamples; r++) {
             const struct run_sample *s = &c->s[r];
             double dec = s->stage_cpu[STAGE_READ] + s->stage_cpu[STAGE_DECOMPRESS] + s->stage_cpu[STAGE_DECODE] +
-                         s->stage_cpu[STAGE_ASSEMBLE];
+                         s->stage_cpu[STAGE_MAP] + s->stage_cpu[STAGE_ASSEMBLE];
             v[r] = dec / (s->stream_s * per * x->decode_threads);
         }
         x->busy_decode = bench_stat_of(v, (size_t)c->nsamples).median;
@@ -608,7 +608,7 @@ static int find_gnuplot(char *buf, size_t n)
 static int plot_data(FILE *f, const struct run_opts *o, const struct run_data *d, const struct run_config *cfg, int n)
 {
     fprintf(f, "# feeders samples_med min max wire_mb_med raw_zmq_mb_med stall_med min max read inflate "
-               "decode assemble send\n");
+               "decode map assemble send\n");
     struct derived x;
     int stages = 1;
     for (int k = 0; k < n; k++) {
@@ -687,7 +687,8 @@ static void plot_script(FILE *f, const struct run_opts *o, const struct run_data
         axis_ticks(f, "y", top_cpu);
         fprintf(f,
                 "plot '%s' using 10:xtic(1) title 'read', '' using 11 title 'decompress', "
-                "'' using 12 title 'decode', '' using 13 title 'assemble', '' using 14 title 'send'\n",
+                "'' using 12 title 'decode', '' using 13 title 'map', '' using 14 title 'assemble', "
+                "'' using 15 title 'send'\n",
                 dat);
     }
 }

@@ -37,7 +37,7 @@
 #include "sl_clock.h"
 #include "sl_log.h"
 
-const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "assemble", "send", "total"};
+const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "map", "assemble", "send", "total"};
 
 static const char *const run_model_names[] = {"none", "mlp"};
 

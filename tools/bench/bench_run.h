@@ -20,7 +20,7 @@
 #define RUN_MAX_REPEAT 32
 
 /* Feeder stages, in the order of the feeder's --stats "cpu_s" object. */
-enum { STAGE_READ, STAGE_DECOMPRESS, STAGE_DECODE, STAGE_ASSEMBLE, STAGE_SEND, STAGE_TOTAL, NSTAGES };
+enum { STAGE_READ, STAGE_DECOMPRESS, STAGE_DECODE, STAGE_MAP, STAGE_ASSEMBLE, STAGE_SEND, STAGE_TOTAL, NSTAGES };
 extern const char *const run_stage_names[NSTAGES];
 
 struct run_opts {
