@@ -1,0 +1,277 @@
+/* img_ops: crop boxes, crop, resize, flip and normalize over uint8 HWC
+ * images (transform/img.h).
+ *
+ * The resize is PIL's separable resampling with the bilinear (triangle)
+ * filter: for each output pixel the input pixels whose centres lie within
+ * the filter's support of the output pixel's centre, mapped back, weigh
+ * in by the triangle of that distance (widened by the scale factor when
+ * shrinking with antialias), normalised to 1 and rounded to 22-bit fixed
+ * point. The horizontal pass runs first over the rows the vertical pass
+ * reads, into a uint8 image, then the vertical pass: the same order,
+ * weights and rounding as PIL's, so the output equals PIL's bytes for an
+ * integer box. The weights and the intermediate image live in the
+ * per-thread state's scratch: no allocation once it has grown.
+ */
+#include "img.h"
+#include "img_state.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#define PRECISION_BITS 22
+
+/* ---- boxes ---- */
+
+static int64_t round_half_even(double x)
+{
+    return (int64_t)nearbyint(x); /* the default rounding mode: to nearest, ties to even */
+}
+
+struct img_box img_rrc_box(struct sl_rng *rng, uint32_t height, uint32_t width, double scale_lo, double scale_hi,
+                           double ratio_lo, double ratio_hi)
+{
+    double area = (double)height * (double)width;
+    double log_lo = log(ratio_lo), log_hi = log(ratio_hi);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * sl_rng_range(rng, scale_lo, scale_hi);
+        double ratio = exp(sl_rng_range(rng, log_lo, log_hi));
+        int64_t w = round_half_even(sqrt(target * ratio));
+        int64_t h = round_half_even(sqrt(target / ratio));
+        if (w > 0 && w <= width && h > 0 && h <= height) {
+            int64_t top = sl_rng_below(rng, (uint32_t)(height - h + 1));
+            int64_t left = sl_rng_below(rng, (uint32_t)(width - w + 1));
+            return (struct img_box){.top = top, .left = left, .height = h, .width = w};
+        }
+    }
+    double in_ratio = (double)width / (double)height;
+    int64_t w, h;
+    if (in_ratio < ratio_lo) {
+        w = width;
+        h = round_half_even((double)w / ratio_lo);
+    } else if (in_ratio > ratio_hi) {
+        h = height;
+        w = round_half_even((double)h * ratio_hi);
+    } else {
+        w = width;
+        h = height;
+    }
+    return (struct img_box){.top = ((int64_t)height - h) / 2, .left = ((int64_t)width - w) / 2, .height = h, .width = w};
+}
+
+struct img_box img_center_box(uint32_t height, uint32_t width, uint32_t out_h, uint32_t out_w)
+{
+    return (struct img_box){.top = round_half_even(((double)height - (double)out_h) / 2.0),
+                            .left = round_half_even(((double)width - (double)out_w) / 2.0),
+                            .height = out_h,
+                            .width = out_w};
+}
+
+void img_crop(const uint8_t *src, uint32_t h, uint32_t w, int c, const struct img_box *box, uint8_t *dst)
+{
+    size_t pitch = (size_t)box->width * (size_t)c;
+    /* the columns of the box inside the image: [x0, x1) of the source */
+    int64_t x0 = box->left < 0 ? 0 : box->left;
+    int64_t x1 = box->left + box->width > (int64_t)w ? (int64_t)w : box->left + box->width;
+    for (int64_t y = 0; y < box->height; y++) {
+        uint8_t *row = dst + (size_t)y * pitch;
+        int64_t sy = box->top + y;
+        if (sy < 0 || sy >= (int64_t)h || x1 <= x0) {
+            memset(row, 0, pitch);
+            continue;
+        }
+        size_t lead = (size_t)(x0 - box->left) * (size_t)c;
+        size_t body = (size_t)(x1 - x0) * (size_t)c;
+        memset(row, 0, lead);
+        memcpy(row + lead, src + ((size_t)sy * w + (size_t)x0) * (size_t)c, body);
+        memset(row + lead + body, 0, pitch - lead - body);
+    }
+}
+
+/* ---- resize ---- */
+
+static double triangle(double x)
+{
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* The filter's extent for an axis: in [in0, in1) of an input of `in`
+ * samples (the box's whole-pixel hull) onto `out` samples. */
+static int kernel_size(double in0, double in1, uint32_t out, int antialias)
+{
+    double scale = (in1 - in0) / out;
+    double fs = antialias && scale > 1.0 ? scale : 1.0;
+    return (int)ceil(fs) * 2 + 1;
+}
+
+/* Weights of each output sample: bounds[2 * o] the first input sample,
+ * bounds[2 * o + 1] how many; k[o * ksize + i] their 22-bit weights. */
+static void weights(double in0, double in1, uint32_t in, uint32_t out, int antialias, int ksize, int32_t *bounds,
+                    int32_t *k, double *tmp)
+{
+    double scale = (in1 - in0) / out;
+    double fs = antialias && scale > 1.0 ? scale : 1.0;
+    double support = fs; /* the triangle's support is 1 */
+    double ss = 1.0 / fs;
+    for (uint32_t o = 0; o < out; o++) {
+        double center = in0 + (o + 0.5) * scale;
+        int xmin = (int)(center - support + 0.5);
+        if (xmin < 0)
+            xmin = 0;
+        int xmax = (int)(center + support + 0.5);
+        if (xmax > (int)in)
+            xmax = (int)in;
+        xmax -= xmin;
+        if (xmax > ksize)
+            xmax = ksize;
+        double total = 0.0;
+        for (int x = 0; x < xmax; x++) {
+            double wgt = triangle((x + xmin - center + 0.5) * ss);
+            tmp[x] = wgt;
+            total += wgt;
+        }
+        for (int x = 0; x < xmax; x++) {
+            double v = total != 0.0 ? tmp[x] / total : 0.0;
+            k[(size_t)o * ksize + x] = (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
+        }
+        for (int x = xmax; x < ksize; x++)
+            k[(size_t)o * ksize + x] = 0;
+        bounds[2 * o] = xmin;
+        bounds[2 * o + 1] = xmax;
+    }
+}
+
+static uint8_t clip8(int32_t v)
+{
+    v >>= PRECISION_BITS;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* One row: out_w samples of c channels from the in row (stride c). */
+static void pass_row(const uint8_t *in, uint8_t *out, uint32_t out_w, int c, int ksize, const int32_t *bounds,
+                     const int32_t *k)
+{
+    for (uint32_t o = 0; o < out_w; o++) {
+        const int32_t *kk = k + (size_t)o * ksize;
+        const uint8_t *p = in + (size_t)bounds[2 * o] * c;
+        int n = bounds[2 * o + 1];
+        if (c == 3) {
+            int32_t a = 1 << (PRECISION_BITS - 1), b = a, d = a;
+            for (int x = 0; x < n; x++) {
+                a += p[3 * x] * kk[x];
+                b += p[3 * x + 1] * kk[x];
+                d += p[3 * x + 2] * kk[x];
+            }
+            out[3 * o] = clip8(a);
+            out[3 * o + 1] = clip8(b);
+            out[3 * o + 2] = clip8(d);
+        } else {
+            for (int ch = 0; ch < c; ch++) {
+                int32_t a = 1 << (PRECISION_BITS - 1);
+                for (int x = 0; x < n; x++)
+                    a += p[x * c + ch] * kk[x];
+                out[(size_t)o * c + ch] = clip8(a);
+            }
+        }
+    }
+}
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
+               double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
+               struct sl_error *err)
+{
+    if (c < 1 || c > 4 || out_h < 1 || out_w < 1)
+        return sl_error_set(err, SL_EINVAL, "resize: %d channels to %" PRIu32 "x%" PRIu32 " (need 1..4, >= 1x1)",
+                            c, out_w, out_h);
+    if (!(y0 >= 0 && y0 < y1 && y1 <= h && x0 >= 0 && x0 < x1 && x1 <= w))
+        return sl_error_set(err, SL_EINVAL,
+                            "resize: box [%g, %g) x [%g, %g) is not inside the %" PRIu32 "x%" PRIu32 " image", y0,
+                            y1, x0, x1, w, h);
+    /* the box's whole-pixel hull is the image the filter sees */
+    uint32_t ylo = (uint32_t)floor(y0), yhi = (uint32_t)ceil(y1);
+    uint32_t xlo = (uint32_t)floor(x0), xhi = (uint32_t)ceil(x1);
+    uint32_t in_h = yhi - ylo, in_w = xhi - xlo;
+    double ry0 = y0 - ylo, ry1 = y1 - ylo, rx0 = x0 - xlo, rx1 = x1 - xlo;
+    int kh = kernel_size(rx0, rx1, out_w, antialias), kv = kernel_size(ry0, ry1, out_h, antialias);
+    if (kh > (int)in_w * 2 + 3)
+        kh = (int)in_w * 2 + 3;
+    if (kv > (int)in_h * 2 + 3)
+        kv = (int)in_h * 2 + 3;
+    /* scratch: bounds and weights of both axes, a tmp row of doubles, then
+     * the intermediate image (out_w wide, the rows the vertical pass reads) */
+    size_t n_bh = align8((size_t)out_w * 2 * sizeof(int32_t)), n_kh = align8((size_t)out_w * kh * sizeof(int32_t));
+    size_t n_bv = align8((size_t)out_h * 2 * sizeof(int32_t)), n_kv = align8((size_t)out_h * kv * sizeof(int32_t));
+    size_t n_tmp = (size_t)(kh > kv ? kh : kv) * sizeof(double);
+    size_t head = n_bh + n_kh + n_bv + n_kv + n_tmp;
+    size_t pitch = (size_t)out_w * (size_t)c;
+    struct img__scratch *s = img__state_scratch(st);
+    int rc = img__scratch_reserve(s, head + pitch * in_h, err);
+    if (rc != 0)
+        return rc;
+    int32_t *bh = (int32_t *)s->buf, *k_h = (int32_t *)(s->buf + n_bh);
+    int32_t *bv = (int32_t *)(s->buf + n_bh + n_kh), *k_v = (int32_t *)(s->buf + n_bh + n_kh + n_bv);
+    double *tmp = (double *)(s->buf + n_bh + n_kh + n_bv + n_kv);
+    uint8_t *mid = s->buf + head;
+    weights(rx0, rx1, in_w, out_w, antialias, kh, bh, k_h, tmp);
+    weights(ry0, ry1, in_h, out_h, antialias, kv, bv, k_v, tmp);
+    /* the rows of the hull the vertical pass reads: [first, last) */
+    uint32_t first = (uint32_t)bv[0], last = (uint32_t)(bv[2 * (out_h - 1)] + bv[2 * (out_h - 1) + 1]);
+    if (last <= first)
+        last = first + 1;
+    size_t src_pitch = (size_t)w * (size_t)c;
+    for (uint32_t y = first; y < last; y++)
+        pass_row(src + (size_t)(ylo + y) * src_pitch + (size_t)xlo * c, mid + (size_t)(y - first) * pitch, out_w, c,
+                 kh, bh, k_h);
+    for (uint32_t o = 0; o < out_h; o++) {
+        const int32_t *kk = k_v + (size_t)o * kv;
+        const uint8_t *base = mid + (size_t)(bv[2 * o] - (int32_t)first) * pitch;
+        int n = bv[2 * o + 1];
+        uint8_t *row = dst + (size_t)o * pitch;
+        for (size_t i = 0; i < pitch; i++) {
+            int32_t a = 1 << (PRECISION_BITS - 1);
+            for (int y = 0; y < n; y++)
+                a += base[(size_t)y * pitch + i] * kk[y];
+            row[i] = clip8(a);
+        }
+    }
+    return 0;
+}
+
+/* ---- flip, normalize ---- */
+
+void img_flip(uint8_t *img, uint32_t h, uint32_t w, int c)
+{
+    for (uint32_t y = 0; y < h; y++) {
+        uint8_t *row = img + (size_t)y * w * (size_t)c;
+        for (uint32_t a = 0, b = w - 1; w > 0 && a < b; a++, b--)
+            for (int ch = 0; ch < c; ch++) {
+                uint8_t t = row[(size_t)a * c + ch];
+                row[(size_t)a * c + ch] = row[(size_t)b * c + ch];
+                row[(size_t)b * c + ch] = t;
+            }
+    }
+}
+
+void img_normalize(const uint8_t *src, uint32_t h, uint32_t w, int c, const float *mean, const float *std, int chw,
+                   float *out)
+{
+    float lut[4][256];
+    for (int ch = 0; ch < c && ch < 4; ch++)
+        for (int x = 0; x < 256; x++)
+            lut[ch][x] = ((float)x / 255.0f - mean[ch]) / std[ch];
+    size_t plane = (size_t)h * w;
+    for (size_t p = 0; p < plane; p++)
+        for (int ch = 0; ch < c && ch < 4; ch++) {
+            float v = lut[ch][src[p * c + ch]];
+            if (chw)
+                out[(size_t)ch * plane + p] = v;
+            else
+                out[p * c + ch] = v;
+        }
+}
