@@ -120,7 +120,9 @@ int img_decode(struct img_state *st, const uint8_t *data, size_t n, const struct
  * touches, plus one pixel of margin each side where the image has it,
  * the columns widened to libjpeg's iMCU boundary (jpeg_crop_scanline);
  * rows above are skipped (jpeg_skip_scanlines), rows below not decoded
- * (so damage there is not seen). Every pixel in the region equals the
+ * (so damage there is not seen); a progressive JPEG is decoded in whole
+ * rows from the top down to the region's last (libjpeg's block smoothing
+ * of missing scans reads neighbouring blocks). Every pixel in the region equals the
  * whole image's decode. For a PNG: the whole image (denom must be 1).
  * *got says where the decoded part lies in the scaled image; out is
  * got->height x got->width x channels, cap at least

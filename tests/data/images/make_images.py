@@ -4,7 +4,10 @@ folder, with PIL (Debian's python3-pil): small, deterministic images, the
 damaged ones made by editing a good file's bytes, and PIL's own decodes
 and resizes of some of them as raw uint8 HWC (*.raw) for the tests to
 compare against. Run: /usr/bin/python3 tests/data/images/make_images.py
-The files are also the fuzz target's seeds (tests/fuzz/seeds/image/)."""
+The encoded files are also copied as the fuzz target's seeds
+(tests/fuzz/seeds/image/). Not made here: progressive_smoothed.jpg, an
+input fuzz_image found (progressive.jpg mutated so that libjpeg's block
+smoothing of missing scans applies; kept as found)."""
 import io
 import os
 import struct
@@ -75,6 +78,16 @@ def dht_offset(data):
     raise ValueError("no DHT")
 
 
+def strip_segments(data, marker):
+    out, i = bytearray(data[:2]), 2
+    while data[i + 1] != 0xDA:
+        n = struct.unpack(">H", data[i + 2:i + 4])[0]
+        if data[i + 1] != marker:
+            out += data[i:i + 2 + n]
+        i += 2 + n
+    return bytes(out + data[i:])
+
+
 def main():
     rgb = pattern(37, 29)
     good = jpeg(rgb, quality=95)
@@ -112,6 +125,9 @@ def main():
         if bad[k] == 0xFF:
             bad[k] = 0xFE
     put("scrambled.jpg", bytes(bad))
+    # every DQT segment taken out: libjpeg would take the tables of the
+    # image decoded before with the same decompressor
+    put("no_tables.jpg", strip_segments(good, 0xDB))
     z = bytearray(good)
     o = sof_offset(good)
     z[o:o + 2] = b"\x00\x00"
@@ -146,5 +162,15 @@ def main():
         put("resize_%s.raw" % name, out.tobytes())
 
 
+def seeds():
+    out = os.path.join(HERE, "..", "..", "fuzz", "seeds", "image")
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith((".jpg", ".png", ".txt")):
+            with open(os.path.join(HERE, name), "rb") as f, open(os.path.join(out, name), "wb") as g:
+                g.write(f.read())
+
+
 if __name__ == "__main__":
     main()
+    seeds()
