@@ -183,6 +183,20 @@ START_TEST(test_resize_vs_pil)
         free(want);
     }
     free(src);
+    /* gray (a path of its own): the PNG decoded to 1 channel is PIL's
+     * convert("L") (test_img_decode), then cropped and resized */
+    size_t n, wn;
+    uint8_t *data = sl_test_read(DATA "resize_src.png", &n), *want = sl_test_read(DATA "resize_gray.raw", &wn);
+    ck_assert_uint_eq(wn, 23 * 9);
+    struct img_info info;
+    struct sl_error err = {0};
+    ck_assert_int_eq(img_probe(st, data, n, 1000000, &info, &err), 0);
+    uint8_t gray[47 * 61], out[23 * 9];
+    ck_assert_int_eq(img_decode(st, data, n, &info, 1, 1, gray, sizeof gray, &err), 0);
+    ck_assert_int_eq(img_resize(st, gray, 47, 61, 1, 1, 5, 40, 60, out, 9, 23, 1, &err), 0);
+    ck_assert_mem_eq(out, want, sizeof out);
+    free(data);
+    free(want);
     img_state_destroy(st);
 }
 END_TEST
@@ -293,6 +307,17 @@ START_TEST(test_normalize_exact)
             ck_assert_msg(hwc[2 * p + c] == want[2 * p + c], "hwc %d %d: %a", p, c, (double)hwc[2 * p + c]);
             ck_assert(chw[c * 5 + p] == want[2 * p + c]);
         }
+    /* three channels (a path of its own for CHW): the same values, planes */
+    static const uint8_t rgb[] = {128, 0, 255, 0, 1, 254};
+    static const float m3[] = {0.485f, 0.485f, 0.406f}, s3[] = {0.229f, 0.229f, 0.225f};
+    float h3[6], c3[6];
+    img_normalize(rgb, 1, 2, 3, m3, s3, 0, h3);
+    img_normalize(rgb, 1, 2, 3, m3, s3, 1, c3);
+    ck_assert(h3[0] == 0x1.2f5e64p-4f && h3[1] == -0x1.0f177ap+1f && h3[2] == 0x1.51eb86p+1f);
+    ck_assert(h3[3] == -0x1.0f177ap+1f && h3[4] == -0x1.0ce656p+1f && h3[5] == 0x1.4fb068p+1f);
+    for (int p = 0; p < 2; p++)
+        for (int c = 0; c < 3; c++)
+            ck_assert(c3[c * 2 + p] == h3[p * 3 + c]);
 }
 END_TEST
 

@@ -160,6 +160,8 @@ def main():
                             ("mixed", (0, 0, 61, 47), (80, 13))):
         out = src.crop(box).resize(size, Image.BILINEAR, reducing_gap=None)
         put("resize_%s.raw" % name, out.tobytes())
+    out = src.convert("L").crop((5, 1, 60, 40)).resize((23, 9), Image.BILINEAR, reducing_gap=None)
+    put("resize_gray.raw", out.tobytes())
 
 
 def seeds():
