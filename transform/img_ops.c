@@ -240,6 +240,15 @@ static __m128i load_rgb(const uint8_t *p)
     return _mm_cvtsi32_si128((int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16));
 }
 
+/* A pixel and the byte after it (one load; the fourth byte meets a zero
+ * weight): only where that byte is inside the image */
+static __m128i load_rgbx(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtsi32_si128(v);
+}
+
 /* The horizontal weights as pmaddwd operands: for output o and taps 2j,
  * 2j + 1, the vectors (k0, k1) x 3 then (0, 0), of the high halves then
  * of the low halves. */
@@ -257,7 +266,7 @@ static void hweights_rgb(const int32_t *k, int ksize, uint32_t out_w, int npair,
 
 /* pass_row for 3 channels: two taps' R, G, B interleaved per pmaddwd */
 static void hpass_rgb_sse2(const uint8_t *in, uint8_t *out, uint32_t out_w, int npair, const int32_t *bounds,
-                           const __m128i *wv)
+                           const __m128i *wv, int overread_ok)
 {
     const __m128i zero = _mm_setzero_si128(), half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
     for (uint32_t o = 0; o < out_w; o++) {
@@ -266,6 +275,13 @@ static void hpass_rgb_sse2(const uint8_t *in, uint8_t *out, uint32_t out_w, int 
         const __m128i *w = wv + (size_t)o * npair * 2;
         __m128i hi = zero, lo = zero;
         int x = 0;
+        if (overread_ok) {
+            for (; x + 1 < n; x += 2, w += 2) {
+                __m128i v = _mm_unpacklo_epi8(_mm_unpacklo_epi8(load_rgbx(p + 3 * x), load_rgbx(p + 3 * x + 3)), zero);
+                hi = _mm_add_epi32(hi, _mm_madd_epi16(v, w[0]));
+                lo = _mm_add_epi32(lo, _mm_madd_epi16(v, w[1]));
+            }
+        }
         for (; x + 1 < n; x += 2, w += 2) {
             __m128i v = _mm_unpacklo_epi8(_mm_unpacklo_epi8(load_rgb(p + 3 * x), load_rgb(p + 3 * x + 3)), zero);
             hi = _mm_add_epi32(hi, _mm_madd_epi16(v, w[0]));
@@ -350,7 +366,10 @@ int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w,
         uint8_t *to = mid + (size_t)(y - first) * pitch;
 #if IMG_SSE2
         if (c == 3) {
-            hpass_rgb_sse2(in, to, out_w, npair, bh, wv);
+            /* a 4-byte load at the hull's last pixel reads the next
+             * column or row: not past the image's last byte */
+            int overread_ok = ylo + y + 1 < h || xhi < w;
+            hpass_rgb_sse2(in, to, out_w, npair, bh, wv, overread_ok);
             continue;
         }
 #endif
