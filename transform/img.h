@@ -135,6 +135,13 @@ int img_decode_region(struct img_state *st, const uint8_t *data, size_t n, const
  * whole scaled image's for a PNG or a box not inside the image). */
 size_t img_region_bytes(const struct img_info *info, int channels, int denom, const struct img_box *box);
 
+/* Where box (in pixels of the full image) lies in the part img_decode_region
+ * decoded at 1/denom (*got): the box scaled by (scaled size / full size),
+ * less the region's origin, clamped to the region; the arguments of
+ * img_resize over the region's pixels. */
+void img_region_box(const struct img_info *info, int denom, const struct img_box *box, const struct img_region *got,
+                    double *y0, double *x0, double *y1, double *x1);
+
 /* torchvision's RandomResizedCrop.get_params for an image of height x
  * width (both >= 1): up to 10 attempts, each drawing (in this order)
  * s = sl_rng_range(scale_lo, scale_hi), then

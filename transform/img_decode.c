@@ -570,3 +570,20 @@ size_t img_region_bytes(const struct img_info *info, int channels, int denom, co
     uint32_t cols = c1 - c0 + 31 < sw && !info->progressive ? c1 - c0 + 31 : sw;
     return (size_t)(r1 - r0) * cols * (size_t)channels;
 }
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void img_region_box(const struct img_info *info, int denom, const struct img_box *box, const struct img_region *got,
+                    double *y0, double *x0, double *y1, double *x1)
+{
+    uint32_t sh, sw;
+    img_scaled_size(info, denom, &sh, &sw);
+    double fy = (double)sh / info->height, fx = (double)sw / info->width;
+    *y0 = clampd((double)box->top * fy - got->top, 0, got->height);
+    *y1 = clampd((double)(box->top + box->height) * fy - got->top, 0, got->height);
+    *x0 = clampd((double)box->left * fx - got->left, 0, got->width);
+    *x1 = clampd((double)(box->left + box->width) * fx - got->left, 0, got->width);
+}
