@@ -39,6 +39,7 @@
 #include "sl_rng.h"
 
 #define IMG_MAX_PIXELS_DEFAULT (UINT64_C(64) << 20) /* 64 Mi pixels */
+#define IMG_RESIZE_MAX 65536                        /* img_resize's output, on a side */
 
 enum img_format {
     IMG_UNKNOWN = 0,
@@ -177,8 +178,9 @@ void img_crop(const uint8_t *src, uint32_t h, uint32_t w, int c, const struct im
  * by the scale factor when shrinking if `antialias` (torchvision
  * antialias=True), of support 1 otherwise; horizontal pass first into a
  * uint8 scratch of the rows the vertical pass needs, 22-bit fixed-point
- * weights. Allocates only by growing st's scratch (SL_ENOMEM). SL_EINVAL
- * for a box outside src or an empty size. */
+ * weights (SSE2 where built for x86-64: the same bytes). Allocates only
+ * by growing st's scratch (SL_ENOMEM). SL_EINVAL for a box outside src
+ * (or NaN), an output size of 0 or over IMG_RESIZE_MAX on a side. */
 int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
                double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
                struct sl_error *err) SL_MUST_CHECK;

@@ -307,85 +307,124 @@ static size_t align16(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
-int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
-               double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
-               struct sl_error *err)
+/* A resize's layout in the state's scratch: both axes' bounds and
+ * weights, the RGB weights as SSE2 operands, then the intermediate image
+ * (out_w wide, the rows [first, last) of the hull the vertical pass
+ * reads). The hull is the box's whole-pixel hull [ylo, ylo + in_h) x
+ * [xlo, xlo + in_w): the image the filter sees. */
+struct plan {
+    uint32_t ylo, xlo, in_h, in_w, first, last;
+    int kh, kv, npair;
+    size_t pitch;
+    int32_t *bh, *k_h, *bv, *k_v;
+    void *wv;
+    uint8_t *mid;
+};
+
+static int plan_resize(struct img_state *st, int c, double y0, double x0, double y1, double x1, uint32_t out_h,
+                       uint32_t out_w, int antialias, struct plan *p, struct sl_error *err)
 {
-    if (c < 1 || c > 4 || out_h < 1 || out_w < 1)
-        return sl_error_set(err, SL_EINVAL, "resize: %d channels to %" PRIu32 "x%" PRIu32 " (need 1..4, >= 1x1)",
-                            c, out_w, out_h);
-    if (!(y0 >= 0 && y0 < y1 && y1 <= h && x0 >= 0 && x0 < x1 && x1 <= w))
-        return sl_error_set(err, SL_EINVAL,
-                            "resize: box [%g, %g) x [%g, %g) is not inside the %" PRIu32 "x%" PRIu32 " image", y0,
-                            y1, x0, x1, w, h);
-    /* the box's whole-pixel hull is the image the filter sees */
-    uint32_t ylo = (uint32_t)floor(y0), yhi = (uint32_t)ceil(y1);
-    uint32_t xlo = (uint32_t)floor(x0), xhi = (uint32_t)ceil(x1);
-    uint32_t in_h = yhi - ylo, in_w = xhi - xlo;
-    double ry0 = y0 - ylo, ry1 = y1 - ylo, rx0 = x0 - xlo, rx1 = x1 - xlo;
-    int kh = kernel_size(rx0, rx1, out_w, antialias), kv = kernel_size(ry0, ry1, out_h, antialias);
-    if (kh > (int)in_w * 2 + 3)
-        kh = (int)in_w * 2 + 3;
-    if (kv > (int)in_h * 2 + 3)
-        kv = (int)in_h * 2 + 3;
-    /* scratch: bounds and weights of both axes, a tmp row of doubles, then
-     * the intermediate image (out_w wide, the rows the vertical pass reads) */
-    size_t n_bh = align16((size_t)out_w * 2 * sizeof(int32_t)), n_kh = align16((size_t)out_w * kh * sizeof(int32_t));
-    size_t n_bv = align16((size_t)out_h * 2 * sizeof(int32_t)), n_kv = align16((size_t)out_h * kv * sizeof(int32_t));
-    size_t n_tmp = (size_t)(kh > kv ? kh : kv) * sizeof(double);
-    size_t pitch = (size_t)out_w * (size_t)c;
-    int npair = (kh + 1) / 2;
+    p->ylo = (uint32_t)floor(y0);
+    p->xlo = (uint32_t)floor(x0);
+    p->in_h = (uint32_t)ceil(y1) - p->ylo;
+    p->in_w = (uint32_t)ceil(x1) - p->xlo;
+    double ry0 = y0 - p->ylo, ry1 = y1 - p->ylo, rx0 = x0 - p->xlo, rx1 = x1 - p->xlo;
+    p->kh = kernel_size(rx0, rx1, out_w, antialias);
+    p->kv = kernel_size(ry0, ry1, out_h, antialias);
+    if (p->kh > (int)p->in_w * 2 + 3)
+        p->kh = (int)p->in_w * 2 + 3;
+    if (p->kv > (int)p->in_h * 2 + 3)
+        p->kv = (int)p->in_h * 2 + 3;
+    p->npair = (p->kh + 1) / 2;
+    p->pitch = (size_t)out_w * (size_t)c;
+    size_t n_bh = align16((size_t)out_w * 2 * sizeof(int32_t)), n_kh = align16((size_t)out_w * p->kh * sizeof(int32_t));
+    size_t n_bv = align16((size_t)out_h * 2 * sizeof(int32_t)), n_kv = align16((size_t)out_h * p->kv * sizeof(int32_t));
+    size_t n_tmp = align16((size_t)(p->kh > p->kv ? p->kh : p->kv) * sizeof(double));
     size_t n_wv = 0;
 #if IMG_SSE2
     if (c == 3)
-        n_wv = (size_t)out_w * npair * 2 * sizeof(__m128i);
+        n_wv = (size_t)out_w * p->npair * 2 * sizeof(__m128i);
 #endif
-    size_t head = n_bh + n_kh + n_bv + n_kv + align16(n_tmp) + n_wv;
+    size_t head = n_bh + n_kh + n_bv + n_kv + n_tmp + n_wv;
     struct img__scratch *s = img__state_scratch(st);
-    int rc = img__scratch_reserve(s, head + pitch * in_h, err);
+    int rc = img__scratch_reserve(s, head + p->pitch * p->in_h, err);
     if (rc != 0)
         return rc;
-    int32_t *bh = (int32_t *)s->buf, *k_h = (int32_t *)(s->buf + n_bh);
-    int32_t *bv = (int32_t *)(s->buf + n_bh + n_kh), *k_v = (int32_t *)(s->buf + n_bh + n_kh + n_bv);
-    double *tmp = (double *)(s->buf + n_bh + n_kh + n_bv + n_kv);
-    uint8_t *mid = s->buf + head;
-    weights(rx0, rx1, in_w, out_w, antialias, kh, bh, k_h, tmp);
-    weights(ry0, ry1, in_h, out_h, antialias, kv, bv, k_v, tmp);
-    /* the rows of the hull the vertical pass reads: [first, last) */
-    uint32_t first = (uint32_t)bv[0], last = (uint32_t)(bv[2 * (out_h - 1)] + bv[2 * (out_h - 1) + 1]);
-    if (last <= first)
-        last = first + 1;
-    size_t src_pitch = (size_t)w * (size_t)c;
+    uint8_t *b = s->buf;
+    p->bh = (int32_t *)(void *)b;
+    p->k_h = (int32_t *)(void *)(b += n_bh);
+    p->bv = (int32_t *)(void *)(b += n_kh);
+    p->k_v = (int32_t *)(void *)(b += n_bv);
+    double *tmp = (double *)(void *)(b += n_kv);
+    p->wv = b += n_tmp;
+    p->mid = s->buf + head;
+    weights(rx0, rx1, p->in_w, out_w, antialias, p->kh, p->bh, p->k_h, tmp);
+    weights(ry0, ry1, p->in_h, out_h, antialias, p->kv, p->bv, p->k_v, tmp);
 #if IMG_SSE2
-    __m128i *wv = (__m128i *)(void *)(s->buf + n_bh + n_kh + n_bv + n_kv + align16(n_tmp));
     if (c == 3)
-        hweights_rgb(k_h, kh, out_w, npair, wv);
+        hweights_rgb(p->k_h, p->kh, out_w, p->npair, p->wv);
 #endif
-    for (uint32_t y = first; y < last; y++) {
-        const uint8_t *in = src + (size_t)(ylo + y) * src_pitch + (size_t)xlo * c;
-        uint8_t *to = mid + (size_t)(y - first) * pitch;
+    p->first = (uint32_t)p->bv[0];
+    p->last = (uint32_t)(p->bv[2 * (out_h - 1)] + p->bv[2 * (out_h - 1) + 1]);
+    if (p->last <= p->first)
+        p->last = p->first + 1;
+    return 0;
+}
+
+/* The horizontal pass: rows [first, last) of the hull into p->mid. */
+static void hpass(const struct plan *p, const uint8_t *src, uint32_t h, uint32_t w, int c, uint32_t out_w)
+{
+    size_t src_pitch = (size_t)w * (size_t)c;
+    for (uint32_t y = p->first; y < p->last; y++) {
+        const uint8_t *in = src + (size_t)(p->ylo + y) * src_pitch + (size_t)p->xlo * c;
+        uint8_t *to = p->mid + (size_t)(y - p->first) * p->pitch;
 #if IMG_SSE2
         if (c == 3) {
             /* a 4-byte load at the hull's last pixel reads the next
              * column or row: not past the image's last byte */
-            int overread_ok = ylo + y + 1 < h || xhi < w;
-            hpass_rgb_sse2(in, to, out_w, npair, bh, wv, overread_ok);
+            int overread_ok = p->ylo + y + 1 < h || p->xlo + p->in_w < w;
+            hpass_rgb_sse2(in, to, out_w, p->npair, p->bh, p->wv, overread_ok);
             continue;
         }
 #endif
-        pass_row(in, to, out_w, c, kh, bh, k_h);
+        pass_row(in, to, out_w, c, p->kh, p->bh, p->k_h);
     }
+}
+
+/* The vertical pass: p->mid into dst. */
+static void vpass(const struct plan *p, uint8_t *dst, uint32_t out_h)
+{
     for (uint32_t o = 0; o < out_h; o++) {
-        const int32_t *kk = k_v + (size_t)o * kv;
-        const uint8_t *base = mid + (size_t)(bv[2 * o] - (int32_t)first) * pitch;
-        int n = bv[2 * o + 1];
-        uint8_t *row = dst + (size_t)o * pitch;
+        const int32_t *kk = p->k_v + (size_t)o * p->kv;
+        const uint8_t *base = p->mid + (size_t)(p->bv[2 * o] - (int32_t)p->first) * p->pitch;
+        int n = p->bv[2 * o + 1];
+        uint8_t *row = dst + (size_t)o * p->pitch;
 #if IMG_SSE2
-        vpass_row_sse2(base, pitch, n, kk, row);
+        vpass_row_sse2(base, p->pitch, n, kk, row);
 #else
-        vpass_row_scalar(base, pitch, n, kk, row, 0);
+        vpass_row_scalar(base, p->pitch, n, kk, row, 0);
 #endif
     }
+}
+
+int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
+               double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
+               struct sl_error *err)
+{
+    if (c < 1 || c > 4 || out_h < 1 || out_w < 1 || out_h > IMG_RESIZE_MAX || out_w > IMG_RESIZE_MAX)
+        return sl_error_set(err, SL_EINVAL,
+                            "resize: %d channels to %" PRIu32 "x%" PRIu32 " (need 1..4, 1x1 .. %dx%d)", c, out_w,
+                            out_h, IMG_RESIZE_MAX, IMG_RESIZE_MAX);
+    if (!(y0 >= 0 && y0 < y1 && y1 <= h && x0 >= 0 && x0 < x1 && x1 <= w))
+        return sl_error_set(err, SL_EINVAL,
+                            "resize: box [%g, %g) x [%g, %g) is not inside the %" PRIu32 "x%" PRIu32 " image", y0,
+                            y1, x0, x1, w, h);
+    struct plan p;
+    int rc = plan_resize(st, c, y0, x0, y1, x1, out_h, out_w, antialias, &p, err);
+    if (rc != 0)
+        return rc;
+    hpass(&p, src, h, w, c, out_w);
+    vpass(&p, dst, out_h);
     return 0;
 }
 

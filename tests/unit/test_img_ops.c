@@ -241,7 +241,9 @@ START_TEST(test_resize_boxes)
     ck_assert_int_eq(img_resize(st, img, 6, 6, 3, 2, 0, 2, 6, out, 4, 4, 1, &err), SL_EINVAL);
     ck_assert_int_eq(img_resize(st, img, 6, 6, 3, -1, 0, 2, 6, out, 4, 4, 1, &err), SL_EINVAL);
     ck_assert_int_eq(img_resize(st, img, 6, 6, 3, 0, 0, 6, 6, out, 0, 4, 1, &err), SL_EINVAL);
-    ck_assert_str_eq(err.msg, "resize: 3 channels to 4x0 (need 1..4, >= 1x1)");
+    ck_assert_str_eq(err.msg, "resize: 3 channels to 4x0 (need 1..4, 1x1 .. 65536x65536)");
+    ck_assert_int_eq(img_resize(st, img, 6, 6, 3, 0, 0, 6, 6, out, 4, 65537, 1, &err), SL_EINVAL);
+    ck_assert_int_eq(img_resize(st, img, 6, 6, 5, 0, 0, 6, 6, out, 4, 4, 1, &err), SL_EINVAL);
     ck_assert_int_eq(img_resize(st, img, 6, 6, 3, 0, 0, 0.0 / 0.0, 6, out, 4, 4, 1, &err), SL_EINVAL);
     img_state_destroy(st);
     /* the scratch cannot grow: SL_ENOMEM */
