@@ -390,7 +390,8 @@ static int decode_png(struct img_state *st, const uint8_t *data, size_t n, const
         goto out_free_ctx;
     }
     size_t pixels = (size_t)info->width * info->height;
-    int gray_direct = channels == 1 && info->colors == 1 && info->depth <= 8;
+    /* libspng's G8 is for gray without alpha, 1 to 8 bits (scaled up) */
+    int gray_direct = channels == 1 && info->colors == 1 && !info->alpha && info->depth <= 8;
     int fmt = gray_direct ? SPNG_FMT_G8 : SPNG_FMT_RGB8;
     uint8_t *dst = out;
     if (channels == 1 && !gray_direct) {

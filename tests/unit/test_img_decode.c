@@ -103,12 +103,14 @@ START_TEST(test_png_vs_pil)
 }
 END_TEST
 
-/* gray files to 3 channels: the gray value three times; a gray JPEG to 1
- * channel equals PIL's */
+/* gray files to 3 channels: the gray value three times (a gray JPEG to 1
+ * channel equals PIL's: test_jpeg_vs_pil); gray with alpha as the gray
+ * PNG it was made from; 1-bit gray scaled to 0 and 255 */
 START_TEST(test_gray_to_rgb)
 {
-    const char *files[] = {DATA "gray.jpg", DATA "gray.png"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[] = {DATA "gray.jpg", DATA "gray.png", DATA "gray_alpha.png", DATA "bilevel.png"};
+    uint8_t first[17 * 23];
+    for (int f = 0; f < 4; f++) {
         struct img_state *st = state();
         struct sl_error err = {0};
         uint32_t h, w, h1, w1;
@@ -123,6 +125,12 @@ START_TEST(test_gray_to_rgb)
         for (size_t i = 0; i < (size_t)h * w; i++)
             for (int c = 0; c < 3; c++)
                 ck_assert_uint_eq(rgb[3 * i + c], g[i]);
+        if (f == 1)
+            memcpy(first, g, sizeof first);
+        if (f == 2)
+            ck_assert_mem_eq(g, first, sizeof first);
+        for (size_t i = 0; f == 3 && i < (size_t)h * w; i++)
+            ck_assert(g[i] == 0 || g[i] == 255);
         free(rgb);
         free(g);
         img_state_destroy(st);

@@ -142,6 +142,10 @@ def main():
     rgba.putalpha(Image.linear_gradient("L").resize((37, 29)))
     put("rgba.png", png(rgba))
     put("gray.png", png(pattern(23, 17, "L")))
+    la = pattern(23, 17, "L").convert("LA")
+    la.putalpha(Image.linear_gradient("L").resize((23, 17)))
+    put("gray_alpha.png", png(la))
+    put("bilevel.png", png(pattern(23, 17, "L").convert("1")))
     put("palette.png", png(rgb.convert("P", palette=Image.ADAPTIVE, colors=16)))
     with Image.open(os.path.join(HERE, "palette.png")) as im:
         put("palette.png.raw", im.convert("RGB").tobytes())
