@@ -5,7 +5,8 @@
  * for that box, each 0 or SL_ECORRUPT. When both decodes of a scale
  * succeed, every pixel of the region equals the whole decode's (the region
  * decode's contract), the region covers the box, and the box resized to
- * 16 x 16, flipped and normalized stays within its buffers (ASan). */
+ * 16 x 16, flipped and normalized stays within its buffers (ASan); 1 and 3
+ * channels agree (check_channels). */
 #include "fuzz_common.h"
 #include "img.h"
 
@@ -44,6 +45,31 @@ static void ops(uint8_t *img, uint32_t h, uint32_t w, int c)
         CHECK(norm[i] > -3.0f && norm[i] < 3.0f);
 }
 
+/* The image at 1/1 in 1 and in 3 channels: both decoded or both
+ * refused; gray replicated in RGB; a colour PNG's gray is PIL's L of its
+ * RGB (a JPEG's is its luma plane, not derived from RGB). */
+static void check_channels(const struct img_info *info, const uint8_t *data, size_t size)
+{
+    size_t px = (size_t)info->width * info->height;
+    uint8_t *g = malloc(px), *rgb = malloc(px * 3);
+    CHECK(g != NULL && rgb != NULL);
+    struct sl_error e1 = {0}, e3 = {0};
+    int r1 = img_decode(st, data, size, info, 1, 1, g, px, &e1);
+    int r3 = img_decode(st, data, size, info, 3, 1, rgb, px * 3, &e3);
+    CHECK((r1 == 0) == (r3 == 0));
+    if (r1 == 0) {
+        for (size_t i = 0; i < px; i++) {
+            const uint8_t *p = rgb + 3 * i;
+            if (info->colors == 1)
+                CHECK(p[0] == g[i] && p[1] == g[i] && p[2] == g[i]);
+            else if (info->format == IMG_PNG)
+                CHECK(g[i] == (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16));
+        }
+    }
+    free(g);
+    free(rgb);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct sl_error err = {0};
@@ -59,6 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(info.format == IMG_JPEG || info.format == IMG_PNG);
     CHECK(info.width >= 1 && info.height >= 1 && (uint64_t)info.width * info.height <= FUZZ_MAX_PIXELS);
     CHECK(info.colors == 1 || info.colors == 3);
+    check_channels(&info, data, size);
     struct sl_rng rng = sl_rng_key(size, info.width, info.height, 0);
     struct img_box box = img_rrc_box(&rng, info.height, info.width, 0.05, 1.0, 0.5, 2.0);
     CHECK(box.top >= 0 && box.left >= 0 && box.top + box.height <= info.height &&
