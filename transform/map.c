@@ -19,9 +19,16 @@
 
 /* The ops. A new op: its row (a struct map_op_def, map_op.h) and one line here. */
 static const struct map_op_def *const ops[] = {
-    &map__op_decode_image, &map__op_random_resized_crop, &map__op_resize,          &map__op_center_crop,
-    &map__op_random_flip,  &map__op_normalize,           &map__op_cast,            &map__op_one_hot,
-    &map__op_pad_or_truncate, &map__op_plugin,
+    &map__op_decode_image,
+    &map__op_random_resized_crop,
+    &map__op_resize,
+    &map__op_center_crop,
+    &map__op_random_flip,
+    &map__op_normalize,
+    &map__op_cast,
+    &map__op_one_hot,
+    &map__op_pad_or_truncate,
+    &map__op_plugin,
 };
 #define NOPS_KNOWN (sizeof ops / sizeof ops[0])
 
@@ -133,8 +140,7 @@ int map__arg_int(struct map_op *op, json_t *o, const char *key, int has_def, int
         return put_default(o, key, json_integer((json_int_t)def));
     }
     if (v == NULL)
-        return map__why_arg(w, op, key, " is required (an integer from %lld to %lld)", (long long)min,
-                            (long long)max);
+        return map__why_arg(w, op, key, " is required (an integer from %lld to %lld)", (long long)min, (long long)max);
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
         return map__why_arg(w, op, key, " must be an integer from %lld to %lld (got %s)", (long long)min,
                             (long long)max, map__got(v, g, sizeof g));
@@ -155,8 +161,7 @@ int map__arg_num(struct map_op *op, json_t *o, const char *key, int has_def, dou
         return map__why_arg(w, op, key, " is required (a number from %g to %g)", min, max);
     double x = json_number_value(v);
     if (!json_is_number(v) || !(x >= min && x <= max)) /* NaN fails both */
-        return map__why_arg(w, op, key, " must be a number from %g to %g (got %s)", min, max,
-                            map__got(v, g, sizeof g));
+        return map__why_arg(w, op, key, " must be a number from %g to %g (got %s)", min, max, map__got(v, g, sizeof g));
     *out = x;
     return 0;
 }
@@ -210,8 +215,8 @@ static int dtype_parse(const char *s, enum map_dtype *out)
     return 0;
 }
 
-int map__arg_dtype(struct map_op *op, json_t *o, const char *key, int has_def, enum map_dtype def,
-                   enum map_dtype *out, struct map_why *w)
+int map__arg_dtype(struct map_op *op, json_t *o, const char *key, int has_def, enum map_dtype def, enum map_dtype *out,
+                   struct map_why *w)
 {
     json_t *v = json_object_get(o, key);
     char g[80];
@@ -277,8 +282,8 @@ static int parse_op(struct map_op *op, const json_t *v, struct map_why *w)
     }
     if (feature == NULL)
         return map__why_arg(w, op, "feature", " is required");
-    if (!json_is_string(feature) || json_string_length(feature) == 0 ||
-        json_string_length(feature) >= MAP_NAME_MAX || strlen(json_string_value(feature)) != json_string_length(feature))
+    if (!json_is_string(feature) || json_string_length(feature) == 0 || json_string_length(feature) >= MAP_NAME_MAX ||
+        strlen(json_string_value(feature)) != json_string_length(feature))
         return map__why_arg(w, op, "feature", " must be a feature's name (got %s)", map__got(feature, g, sizeof g));
     snprintf(op->feature, sizeof op->feature, "%s", json_string_value(feature));
     const char *key;
@@ -374,10 +379,15 @@ void map_pipeline_free(struct map_pipeline *p)
 
 struct plan_op {
     const struct map_op *op;
-    size_t feature;                 /* among the current features */
-    size_t mask;                    /* pad_or_truncate with a mask: the mask's place; else SIZE_MAX */
+    size_t feature; /* among the current features */
+    size_t mask;    /* pad_or_truncate with a mask: the mask's place; else SIZE_MAX */
     struct map_spec in, out, mask_spec;
     void *shared;
+    /* a decode_image followed on its feature by a resize or a
+     * random_resized_crop hands that op the encoded image (pass) and the
+     * op decodes only what it needs (decode: the decode_image op) */
+    int pass;
+    const struct map_op *decode;
 };
 
 struct map_plan {
@@ -483,6 +493,14 @@ int map_plan_create(struct map_plan **out, const struct map_pipeline *p, const s
                               "%s): add a resize, center_crop or random_resized_crop",
                               pl->feat[f].name, map_spec_describe(&pl->feat[f], d, sizeof d), last, op->def->name);
     }
+    for (i = 0; rc == 0 && i + 1 < map_pipeline_nops(p); i++) {
+        const struct map_op_def *next = p->op[i + 1].def;
+        if (p->op[i].def == &map__op_decode_image && pl->op[i + 1].feature == pl->op[i].feature &&
+            (next == &map__op_random_resized_crop || next == &map__op_resize)) {
+            pl->op[i].pass = 1;
+            pl->op[i + 1].decode = &p->op[i];
+        }
+    }
     /* the specs first (what the user can fix in the job), then what this
      * feeder cannot do */
     if (rc == 0 && !pl->runnable && !(flags & MAP_PLAN_SPECS_ONLY)) {
@@ -571,8 +589,8 @@ int map_runner_create(struct map_runner **out, const struct map_plan *pl, struct
             map__arena_reserve(&r->arena[i], map_spec_count(&po->out) * map_dtype_size(po->out.dtype) + 1) == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         if (rc == 0 && po->mask != SIZE_MAX &&
-            map__arena_reserve(&r->mask_arena[i], map_spec_count(&po->mask_spec) * map_dtype_size(po->mask_spec.dtype) +
-                                                      1) == NULL)
+            map__arena_reserve(&r->mask_arena[i],
+                               map_spec_count(&po->mask_spec) * map_dtype_size(po->mask_spec.dtype) + 1) == NULL)
             rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         if (rc == 0 && po->op->def->thread_init != NULL)
             rc = po->op->def->thread_init(po->op, po->shared, &r->thread[i], err);
@@ -599,8 +617,8 @@ void map_runner_destroy(struct map_runner *r)
     sl_free(r);
 }
 
-int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in,
-                   struct map_tensor *out, struct sl_error *err)
+int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in, struct map_tensor *out,
+                   struct sl_error *err)
 {
     const struct map_plan *pl = r->pl;
     memcpy(r->cur, in, pl->nin * sizeof *in);
@@ -616,7 +634,9 @@ int map_runner_run(struct map_runner *r, const struct map_key *key, const struct
                                 .shared = po->shared,
                                 .element = key->element,
                                 .mask = po->mask != SIZE_MAX ? &r->cur[po->mask] : NULL,
-                                .mask_arena = &r->mask_arena[i]};
+                                .mask_arena = &r->mask_arena[i],
+                                .pass = po->pass,
+                                .decode = po->decode};
         call.seed = call.rng.s;
         struct map_tensor t = r->cur[po->feature];
         uint64_t t0 = timed ? sl_clock_thread_cpu_ns() : 0;

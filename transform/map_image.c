@@ -1,20 +1,101 @@
 /* map_image: the image ops' rows (docs/map.md): their arguments parsed and
- * checked, their output specs derived. Their run functions are not built
- * into this feeder yet (run NULL: a job using one is refused at load); each
- * is to call the image kernels (transform/img.h) with the per-thread state
- * of thread_init.
+ * checked, their output specs derived, and their work per element through
+ * the image kernels (transform/img.h), each op with a per-thread state of
+ * its own (a decoder, the resize scratch, a buffer for decoded pixels).
  *
- * An image is uint8 [H, W, C] (HWC), C 1 to 4; H and W may depend on the
+ * An image is uint8 [H, W, C] (HWC), C 1 or 3; H and W may depend on the
  * data (decode_image's output) until a resize or crop fixes them.
+ *
+ * A decode_image followed on its feature by a resize or a
+ * random_resized_crop is fused with it (map.c): the decode passes the
+ * encoded bytes on, and the next op decodes a JPEG at the smallest DCT
+ * scale (1/2, 1/4, 1/8) whose decoded box still covers the output, only
+ * the rows and columns of its box, then resizes that (only ever shrinking).
+ * Its crop box is drawn from the same stream either way, and the result is
+ * the same whichever feeder or thread computes it; against decoding the
+ * whole image at full size first it differs by the DCT scaling's rounding
+ * (a mean of 1-2.5 of 255 at 1/4, tests/unit/test_img_*.c).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "img.h"
 #include "map_op.h"
+#include "sl_alloc.h"
 
 #define SIZE_MAX_SIDE 65536
 #define DEFAULT_MAX_PIXELS ((int64_t)64 << 20)
+
+/* An image op's state on one thread. */
+struct image_thread {
+    struct img_state *st;
+    struct map_arena scratch; /* decoded pixels a fused op resizes from */
+};
+
+static int image_thread_init(const struct map_op *op, void *shared, void **thread, struct sl_error *err)
+{
+    struct image_thread *t = sl_calloc(1, sizeof *t);
+    if (t == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    int rc = img_state_create(&t->st, err);
+    if (rc != 0) {
+        sl_free(t);
+        return rc;
+    }
+    *thread = t;
+    return 0;
+}
+
+static void image_thread_free(const struct map_op *op, void *shared, void *thread)
+{
+    struct image_thread *t = thread;
+    img_state_destroy(t->st);
+    sl_free(t->scratch.p);
+    sl_free(t);
+}
+
+static int no_memory(struct sl_error *err)
+{
+    return sl_error_set(err, SL_ENOMEM, "out of memory");
+}
+
+static void image_tensor(struct map_tensor *out, const uint8_t *data, int64_t h, int64_t w, int64_t c)
+{
+    *out = (struct map_tensor){
+        .dtype = MAP_DT_UINT8, .rank = 3, .shape = {h, w, c}, .data = data, .bytes = (size_t)(h * w * c)};
+}
+
+/* The fused way (c->decode set): the encoded image in `in`, its box (a
+ * random_resized_crop's draw, or the whole image) decoded at the smallest
+ * DCT scale that covers oh x ow, then resized into dst. */
+static int decode_resize(struct map_call *c, const struct map_tensor *in, int random, uint8_t *dst, int64_t oh,
+                         int64_t ow, struct sl_error *err)
+{
+    struct image_thread *t = c->thread;
+    const struct map_op *d = c->decode;
+    int ch = d->a.decode.channels;
+    struct img_info info;
+    int rc = img_probe(t->st, in->data, in->bytes, (uint64_t)d->a.decode.max_pixels, &info, err);
+    if (rc != 0)
+        return rc;
+    const double *sc = c->op->a.crop.scale, *ra = c->op->a.crop.ratio;
+    struct img_box box = random ? img_rrc_box(&c->rng, info.height, info.width, sc[0], sc[1], ra[0], ra[1])
+                                : (struct img_box){0, 0, info.height, info.width};
+    int denom = img_pick_scale(&info, &box, (uint32_t)oh, (uint32_t)ow);
+    size_t cap = img_region_bytes(&info, ch, denom, &box);
+    uint8_t *buf = map__arena_reserve(&t->scratch, cap);
+    if (buf == NULL)
+        return no_memory(err);
+    struct img_region got;
+    rc = img_decode_region(t->st, in->data, in->bytes, &info, ch, denom, &box, buf, cap, &got, err);
+    if (rc != 0)
+        return rc;
+    double y0, x0, y1, x1;
+    img_region_box(&info, denom, &box, &got, &y0, &x0, &y1, &x1);
+    return img_resize(t->st, buf, got.height, got.width, ch, y0, x0, y1, x1, dst, (uint32_t)oh, (uint32_t)ow,
+                      c->op->a.crop.antialias, err);
+}
 
 static int image_in(const struct map_op *op, const struct map_spec *in, struct map_why *w)
 {
@@ -71,8 +152,7 @@ static int parse_decode(struct map_op *op, json_t *o, struct map_why *w)
         rc = map__why_arg(w, op, "channels", " must be 1 (grayscale) or 3 (RGB) (got 2)");
     op->a.decode.channels = (int)ch;
     if (rc == 0)
-        rc = map__arg_int(op, o, "max_pixels", 1, DEFAULT_MAX_PIXELS, 1, (int64_t)1 << 30, &op->a.decode.max_pixels,
-                          w);
+        rc = map__arg_int(op, o, "max_pixels", 1, DEFAULT_MAX_PIXELS, 1, (int64_t)1 << 30, &op->a.decode.max_pixels, w);
     return rc;
 }
 
@@ -93,8 +173,33 @@ static int spec_decode(const struct map_op *op, void *shared, const struct map_s
     return 0;
 }
 
-const struct map_op_def map__op_decode_image = {"decode_image", decode_keys, 0,    parse_decode, spec_decode,
-                                                NULL,           NULL,        NULL, NULL,         NULL};
+/* The whole image at full size, or (fused into the next op) the encoded
+ * bytes passed on. */
+static int run_decode(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    if (c->pass) {
+        *out = *in;
+        return 0;
+    }
+    struct image_thread *t = c->thread;
+    int ch = c->op->a.decode.channels;
+    struct img_info info;
+    int rc = img_probe(t->st, in->data, in->bytes, (uint64_t)c->op->a.decode.max_pixels, &info, err);
+    if (rc != 0)
+        return rc;
+    size_t bytes = (size_t)info.height * info.width * (size_t)ch;
+    uint8_t *dst = map__arena_reserve(c->arena, bytes);
+    if (dst == NULL)
+        return no_memory(err);
+    rc = img_decode(t->st, in->data, in->bytes, &info, ch, 1, dst, bytes, err);
+    if (rc == 0)
+        image_tensor(out, dst, info.height, info.width, ch);
+    return rc;
+}
+
+const struct map_op_def map__op_decode_image = {
+    "decode_image",    decode_keys,       0,    parse_decode, spec_decode, run_decode,
+    image_thread_init, image_thread_free, NULL, NULL};
 
 /* ---- random_resized_crop, resize, center_crop ---- */
 
@@ -143,12 +248,64 @@ static int spec_sized(const struct map_op *op, void *shared, const struct map_sp
     return 0;
 }
 
-const struct map_op_def map__op_random_resized_crop = {"random_resized_crop", rrc_keys, 1,    parse_rrc, spec_sized,
-                                                       NULL,                  NULL,     NULL, NULL,      NULL};
-const struct map_op_def map__op_resize = {"resize", resize_keys, 0,    parse_resize, spec_sized,
-                                          NULL,     NULL,        NULL, NULL,         NULL};
+/* random_resized_crop (random 1) and resize (0): a box of the image (the
+ * draw, or the whole) resized to `size`; fused with a decode_image before
+ * it, from the encoded bytes. */
+static int run_sized(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, int random,
+                     struct sl_error *err)
+{
+    struct image_thread *t = c->thread;
+    int64_t oh = c->op->a.crop.size[0], ow = c->op->a.crop.size[1], ch = c->out_spec->shape[2];
+    uint8_t *dst = map__arena_reserve(c->arena, (size_t)(oh * ow * ch));
+    if (dst == NULL)
+        return no_memory(err);
+    int rc;
+    if (c->decode != NULL) {
+        rc = decode_resize(c, in, random, dst, oh, ow, err);
+    } else {
+        uint32_t h = (uint32_t)in->shape[0], w = (uint32_t)in->shape[1];
+        const double *sc = c->op->a.crop.scale, *ra = c->op->a.crop.ratio;
+        struct img_box b =
+            random ? img_rrc_box(&c->rng, h, w, sc[0], sc[1], ra[0], ra[1]) : (struct img_box){0, 0, h, w};
+        rc = img_resize(t->st, in->data, h, w, (int)ch, (double)b.top, (double)b.left, (double)(b.top + b.height),
+                        (double)(b.left + b.width), dst, (uint32_t)oh, (uint32_t)ow, c->op->a.crop.antialias, err);
+    }
+    if (rc == 0)
+        image_tensor(out, dst, oh, ow, ch);
+    return rc;
+}
+
+static int run_rrc(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    return run_sized(c, in, out, 1, err);
+}
+
+static int run_resize(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    return run_sized(c, in, out, 0, err);
+}
+
+/* torchvision's center_crop: the centred box, padded with 0 where it
+ * passes the image's edges. */
+static int run_center(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    int64_t oh = c->op->a.crop.size[0], ow = c->op->a.crop.size[1], ch = in->shape[2];
+    uint8_t *dst = map__arena_reserve(c->arena, (size_t)(oh * ow * ch));
+    if (dst == NULL)
+        return no_memory(err);
+    struct img_box b = img_center_box((uint32_t)in->shape[0], (uint32_t)in->shape[1], (uint32_t)oh, (uint32_t)ow);
+    img_crop(in->data, (uint32_t)in->shape[0], (uint32_t)in->shape[1], (int)ch, &b, dst);
+    image_tensor(out, dst, oh, ow, ch);
+    return 0;
+}
+
+const struct map_op_def map__op_random_resized_crop = {
+    "random_resized_crop", rrc_keys,          1,    parse_rrc, spec_sized, run_rrc,
+    image_thread_init,     image_thread_free, NULL, NULL};
+const struct map_op_def map__op_resize = {
+    "resize", resize_keys, 0, parse_resize, spec_sized, run_resize, image_thread_init, image_thread_free, NULL, NULL};
 const struct map_op_def map__op_center_crop = {"center_crop", center_keys, 0,    parse_center, spec_sized,
-                                               NULL,          NULL,        NULL, NULL,         NULL};
+                                               run_center,    NULL,        NULL, NULL,         NULL};
 
 /* ---- random_flip ---- */
 
@@ -168,8 +325,25 @@ static int spec_flip(const struct map_op *op, void *shared, const struct map_spe
     return rc;
 }
 
+/* Mirrored left to right when the element's one draw u is < p (as
+ * torchvision's torch.rand(1) < p); else the image as it came. */
+static int run_flip(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    if (!(sl_rng_uniform(&c->rng) < c->op->a.flip.p)) {
+        *out = *in;
+        return 0;
+    }
+    uint8_t *dst = map__arena_reserve(c->arena, in->bytes);
+    if (dst == NULL)
+        return no_memory(err);
+    memcpy(dst, in->data, in->bytes);
+    img_flip(dst, (uint32_t)in->shape[0], (uint32_t)in->shape[1], (int)in->shape[2]);
+    image_tensor(out, dst, in->shape[0], in->shape[1], in->shape[2]);
+    return 0;
+}
+
 const struct map_op_def map__op_random_flip = {"random_flip", flip_keys, 1,    parse_flip, spec_flip,
-                                               NULL,          NULL,      NULL, NULL,       NULL};
+                                               run_flip,      NULL,      NULL, NULL,       NULL};
 
 /* ---- normalize ---- */
 
@@ -245,5 +419,27 @@ static int spec_norm(const struct map_op *op, void *shared, const struct map_spe
     return 0;
 }
 
+static int run_norm(struct map_call *c, const struct map_tensor *in, struct map_tensor *out, struct sl_error *err)
+{
+    int64_t h = in->shape[0], w = in->shape[1], ch = in->shape[2];
+    float mean[4], std[4];
+    for (int k = 0; k < c->op->a.norm.n; k++) {
+        mean[k] = (float)c->op->a.norm.mean[k];
+        std[k] = (float)c->op->a.norm.std[k];
+    }
+    size_t bytes = (size_t)(h * w * ch) * sizeof(float);
+    float *dst = map__arena_reserve(c->arena, bytes);
+    if (dst == NULL)
+        return no_memory(err);
+    int chw = c->op->a.norm.layout == MAP_LAYOUT_CHW;
+    img_normalize(in->data, (uint32_t)h, (uint32_t)w, (int)ch, mean, std, chw, dst);
+    *out = (struct map_tensor){.dtype = MAP_DT_FLOAT32,
+                               .rank = 3,
+                               .shape = {chw ? ch : h, chw ? h : w, chw ? w : ch},
+                               .data = dst,
+                               .bytes = bytes};
+    return 0;
+}
+
 const struct map_op_def map__op_normalize = {"normalize", norm_keys, 0,    parse_norm, spec_norm,
-                                             NULL,        NULL,      NULL, NULL,       NULL};
+                                             run_norm,    NULL,      NULL, NULL,       NULL};

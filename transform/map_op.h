@@ -38,25 +38,34 @@ enum map_layout { MAP_LAYOUT_HWC = 0, MAP_LAYOUT_CHW = 1 };
 /* One op as parsed: its arguments, per kind. */
 struct map_op {
     const struct map_op_def *def;
-    size_t index;              /* its place in the list: map[index] */
+    size_t index; /* its place in the list: map[index] */
     char feature[MAP_NAME_MAX];
-    json_t *json;              /* the op object with its defaults (owned) */
+    json_t *json; /* the op object with its defaults (owned) */
     union {
-        struct { enum map_dtype dtype; } cast;
-        struct { int64_t depth; } one_hot;
+        struct {
+            enum map_dtype dtype;
+        } cast;
+        struct {
+            int64_t depth;
+        } one_hot;
         struct {
             int64_t length;
             double pad;
             char mask[MAP_NAME_MAX]; /* "" when no mask */
             enum map_dtype mask_dtype;
         } pad;
-        struct { int channels; int64_t max_pixels; } decode;
+        struct {
+            int channels;
+            int64_t max_pixels;
+        } decode;
         struct {
             int64_t size[2]; /* height, width */
             double scale[2], ratio[2];
             int antialias;
         } crop; /* random_resized_crop, resize, center_crop */
-        struct { double p; } flip;
+        struct {
+            double p;
+        } flip;
         struct {
             double mean[4], std[4];
             int n;
@@ -89,8 +98,14 @@ struct map_call {
     void *shared;                              /* plan_init's state, or NULL */
     uint64_t seed;                             /* the stream's key as one word (a plugin's) */
     uint64_t element;
-    struct map_tensor *mask;                   /* pad_or_truncate: its mask output (data in mask_arena) */
+    struct map_tensor *mask; /* pad_or_truncate: its mask output (data in mask_arena) */
     struct map_arena *mask_arena;
+    /* a decode_image fused into the next op (map.c): pass the encoded
+     * image on untouched (pass, in decode_image's call); decode it here
+     * with decode's arguments (decode, in the resize's or
+     * random_resized_crop's call: its input is then the bytes scalar) */
+    int pass;
+    const struct map_op *decode;
 };
 
 typedef int (*map_parse_fn)(struct map_op *op, json_t *o, struct map_why *w);
@@ -128,14 +143,14 @@ int map__arg_bool(struct map_op *op, json_t *o, const char *key, int def, int *o
 int map__arg_ints(struct map_op *op, json_t *o, const char *key, size_t n, int64_t min, int64_t max, int64_t *out,
                   struct map_why *w);
 /* "int64", "float32" or "uint8" */
-int map__arg_dtype(struct map_op *op, json_t *o, const char *key, int has_def, enum map_dtype def,
-                   enum map_dtype *out, struct map_why *w);
+int map__arg_dtype(struct map_op *op, json_t *o, const char *key, int has_def, enum map_dtype def, enum map_dtype *out,
+                   struct map_why *w);
 
 /* The ops of map_ops.c (tensor ops), map_image.c (image ops' parse and
  * spec) and map_plugin.c. */
 extern const struct map_op_def map__op_cast, map__op_one_hot, map__op_pad_or_truncate;
-extern const struct map_op_def map__op_decode_image, map__op_random_resized_crop, map__op_resize,
-    map__op_center_crop, map__op_random_flip, map__op_normalize;
+extern const struct map_op_def map__op_decode_image, map__op_random_resized_crop, map__op_resize, map__op_center_crop,
+    map__op_random_flip, map__op_normalize;
 extern const struct map_op_def map__op_plugin;
 
 #endif
