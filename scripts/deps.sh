@@ -7,13 +7,15 @@ pkgs=(build-essential cmake pkg-config clang clang-format
       dataset-fashion-mnist python3 python3-yaml python3-zmq gnuplot-nox iproute2
       help2man python3-dev python3-numpy python3-pytest python3-torch
       libmicrohttpd-dev curl prometheus
-      libturbojpeg0-dev libspng-dev python3-pil)
+      libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev python3-pil)
 # clang-format (14 on Debian 12) checks the C sources' layout (scripts/format.sh);
 # libmicrohttpd serves --metrics-listen; curl and prometheus (Debian's 2.42:
 # a 19 MB download, 96 MB installed, with its web UI's JavaScript packages)
 # are for the /metrics tests (tests/integration/test_metrics.py), which a
 # real Prometheus scrapes. libturbojpeg (libjpeg-turbo's TurboJPEG API) and
-# libspng decode JPEG and PNG in the feeder's map stage (docs/map.md);
+# libspng decode JPEG and PNG in the feeder's map stage (docs/map.md), and
+# libjpeg's own API (libjpeg62-turbo-dev: libturbojpeg0-dev does not pull
+# it in) decodes the rows and columns a crop needs;
 # python3-pil makes and checks the test images.
 missing=()
 for p in "${pkgs[@]}"; do
