@@ -128,9 +128,9 @@ int img_decode(struct img_state *st, const uint8_t *data, size_t n, const struct
  * *got says where the decoded part lies in the scaled image; out is
  * got->height x got->width x channels, cap at least
  * img_region_bytes(info, channels, denom, box). Otherwise as img_decode. */
-int img_decode_region(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info,
-                      int channels, int denom, const struct img_box *box, uint8_t *out, size_t cap,
-                      struct img_region *got, struct sl_error *err) SL_MUST_CHECK;
+int img_decode_region(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info, int channels,
+                      int denom, const struct img_box *box, uint8_t *out, size_t cap, struct img_region *got,
+                      struct sl_error *err) SL_MUST_CHECK;
 
 /* An upper bound of the bytes img_decode_region writes for box (the
  * whole scaled image's for a PNG or a box not inside the image). */
@@ -181,8 +181,8 @@ void img_crop(const uint8_t *src, uint32_t h, uint32_t w, int c, const struct im
  * weights (SSE2 where built for x86-64: the same bytes). Allocates only
  * by growing st's scratch (SL_ENOMEM). SL_EINVAL for a box outside src
  * (or NaN), an output size of 0 or over IMG_RESIZE_MAX on a side. */
-int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
-               double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
+int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0, double y1,
+               double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
                struct sl_error *err) SL_MUST_CHECK;
 
 /* Mirror an h x w x c image left to right, in place. */

@@ -186,19 +186,12 @@ static int probe_png(const uint8_t *d, size_t n, uint64_t max_pixels, struct img
         return sl_error_set(err, SL_ECORRUPT, "PNG: width or height over 2^31-1 (%" PRIu32 "x%" PRIu32 ")", w, h);
     int ok;
     switch (type) {
-    case 0:
-        ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
-        break;
-    case 3:
-        ok = depth == 1 || depth == 2 || depth == 4 || depth == 8;
-        break;
+    case 0: ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16; break;
+    case 3: ok = depth == 1 || depth == 2 || depth == 4 || depth == 8; break;
     case 2:
     case 4:
-    case 6:
-        ok = depth == 8 || depth == 16;
-        break;
-    default:
-        return sl_error_set(err, SL_ECORRUPT, "PNG: unknown colour type %d", type);
+    case 6: ok = depth == 8 || depth == 16; break;
+    default: return sl_error_set(err, SL_ECORRUPT, "PNG: unknown colour type %d", type);
     }
     if (!ok)
         return sl_error_set(err, SL_ECORRUPT, "PNG: bit depth %d is invalid for colour type %d", depth, type);
@@ -299,8 +292,8 @@ static int check_args(const struct img_info *info, int channels, int denom, size
     return 0;
 }
 
-static int decode_jpeg(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info,
-                       int channels, int denom, uint8_t *out, struct sl_error *err)
+static int decode_jpeg(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info, int channels,
+                       int denom, uint8_t *out, struct sl_error *err)
 {
     int w = 0, h = 0, sub = 0, cs = 0;
     tjhandle fresh = tjInitDecompress();
@@ -366,8 +359,8 @@ static void rgb_to_gray(const uint8_t *src, uint8_t *dst, size_t pixels)
     }
 }
 
-static int decode_png(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info,
-                      int channels, uint8_t *out, struct sl_error *err)
+static int decode_png(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info, int channels,
+                      uint8_t *out, struct sl_error *err)
 {
     png_alloc_failed = 0;
     spng_ctx *ctx = spng_ctx_new2(&png_alloc, 0);
@@ -456,9 +449,9 @@ static void scaled_span(int64_t lo, int64_t len, uint32_t full, uint32_t scaled,
     *b = (uint32_t)s1;
 }
 
-static int region_jpeg(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info,
-                       int channels, int denom, const struct img_box *box, uint8_t *out, size_t cap,
-                       struct img_region *got, struct sl_error *err)
+static int region_jpeg(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info, int channels,
+                       int denom, const struct img_box *box, uint8_t *out, size_t cap, struct img_region *got,
+                       struct sl_error *err)
 {
     struct jpeg_decompress_struct *jd = &st->jd;
     uint32_t sh, sw, r0, r1, c0, c1;
@@ -526,14 +519,14 @@ static int region_jpeg(struct img_state *st, const uint8_t *data, size_t n, cons
         for (uint32_t y = 0; y < r1 - r0; y++)
             memmove(out + y * keep, out + y * pitch + cut_left * (size_t)channels, keep);
     }
-    *got = (struct img_region){
-        .top = r0, .left = xoff + cut_left, .height = r1 - r0, .width = cw - cut_left - cut_right};
+    *got =
+        (struct img_region){.top = r0, .left = xoff + cut_left, .height = r1 - r0, .width = cw - cut_left - cut_right};
     return 0;
 }
 
-int img_decode_region(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info,
-                      int channels, int denom, const struct img_box *box, uint8_t *out, size_t cap,
-                      struct img_region *got, struct sl_error *err)
+int img_decode_region(struct img_state *st, const uint8_t *data, size_t n, const struct img_info *info, int channels,
+                      int denom, const struct img_box *box, uint8_t *out, size_t cap, struct img_region *got,
+                      struct sl_error *err)
 {
     memset(got, 0, sizeof *got);
     int rc = check_args(info, channels, denom, SIZE_MAX, err);

@@ -61,7 +61,8 @@ struct img_box img_rrc_box(struct sl_rng *rng, uint32_t height, uint32_t width, 
         w = width;
         h = height;
     }
-    return (struct img_box){.top = ((int64_t)height - h) / 2, .left = ((int64_t)width - w) / 2, .height = h, .width = w};
+    return (struct img_box){
+        .top = ((int64_t)height - h) / 2, .left = ((int64_t)width - w) / 2, .height = h, .width = w};
 }
 
 struct img_box img_center_box(uint32_t height, uint32_t width, uint32_t out_h, uint32_t out_w)
@@ -138,7 +139,8 @@ static void weights(double in0, double in1, uint32_t in, uint32_t out, int antia
         }
         for (int x = 0; x < xmax; x++) {
             double v = total != 0.0 ? tmp[x] / total : 0.0;
-            k[(size_t)o * ksize + x] = (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
+            k[(size_t)o * ksize + x] =
+                (int32_t)(v < 0 ? -0.5 + v * (1 << PRECISION_BITS) : 0.5 + v * (1 << PRECISION_BITS));
         }
         for (int x = xmax; x < ksize; x++)
             k[(size_t)o * ksize + x] = 0;
@@ -210,8 +212,8 @@ static void vpass_row_sse2(const uint8_t *base, size_t pitch, int n, const int32
             __m128i wh = _mm_set1_epi32((int32_t)((kb >> 11) << 16 | (ka >> 11)));
             __m128i wl = _mm_set1_epi32((int32_t)((kb & 2047) << 16 | (ka & 2047)));
             __m128i ra = _mm_loadu_si128((const __m128i *)(const void *)(base + (size_t)y * pitch + i));
-            __m128i rb = y + 1 < n ? _mm_loadu_si128((const __m128i *)(const void *)(base + (size_t)(y + 1) * pitch + i))
-                                   : zero;
+            __m128i rb =
+                y + 1 < n ? _mm_loadu_si128((const __m128i *)(const void *)(base + (size_t)(y + 1) * pitch + i)) : zero;
             __m128i lo = _mm_unpacklo_epi8(ra, rb), hi = _mm_unpackhi_epi8(ra, rb);
             __m128i v0 = _mm_unpacklo_epi8(lo, zero), v1 = _mm_unpackhi_epi8(lo, zero);
             __m128i v2 = _mm_unpacklo_epi8(hi, zero), v3 = _mm_unpackhi_epi8(hi, zero);
@@ -407,18 +409,16 @@ static void vpass(const struct plan *p, uint8_t *dst, uint32_t out_h)
     }
 }
 
-int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0,
-               double y1, double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias,
-               struct sl_error *err)
+int img_resize(struct img_state *st, const uint8_t *src, uint32_t h, uint32_t w, int c, double y0, double x0, double y1,
+               double x1, uint8_t *dst, uint32_t out_h, uint32_t out_w, int antialias, struct sl_error *err)
 {
     if (c < 1 || c > 4 || out_h < 1 || out_w < 1 || out_h > IMG_RESIZE_MAX || out_w > IMG_RESIZE_MAX)
-        return sl_error_set(err, SL_EINVAL,
-                            "resize: %d channels to %" PRIu32 "x%" PRIu32 " (need 1..4, 1x1 .. %dx%d)", c, out_w,
-                            out_h, IMG_RESIZE_MAX, IMG_RESIZE_MAX);
+        return sl_error_set(err, SL_EINVAL, "resize: %d channels to %" PRIu32 "x%" PRIu32 " (need 1..4, 1x1 .. %dx%d)",
+                            c, out_w, out_h, IMG_RESIZE_MAX, IMG_RESIZE_MAX);
     if (!(y0 >= 0 && y0 < y1 && y1 <= h && x0 >= 0 && x0 < x1 && x1 <= w))
         return sl_error_set(err, SL_EINVAL,
-                            "resize: box [%g, %g) x [%g, %g) is not inside the %" PRIu32 "x%" PRIu32 " image", y0,
-                            y1, x0, x1, w, h);
+                            "resize: box [%g, %g) x [%g, %g) is not inside the %" PRIu32 "x%" PRIu32 " image", y0, y1,
+                            x0, x1, w, h);
     struct plan p;
     int rc = plan_resize(st, c, y0, x0, y1, x1, out_h, out_w, antialias, &p, err);
     if (rc != 0)

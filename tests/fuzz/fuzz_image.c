@@ -16,8 +16,8 @@ static const int errors[] = {SL_ECORRUPT, 0};
 
 static struct img_state *st;
 
-static void check_region(const struct img_info *info, int c, int denom, const struct img_box *box,
-                         const uint8_t *whole, const uint8_t *part, const struct img_region *got)
+static void check_region(const struct img_info *info, int c, int denom, const struct img_box *box, const uint8_t *whole,
+                         const uint8_t *part, const struct img_region *got)
 {
     uint32_t sh, sw;
     img_scaled_size(info, denom, &sh, &sw);
@@ -88,8 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_channels(&info, data, size);
     struct sl_rng rng = sl_rng_key(size, info.width, info.height, 0);
     struct img_box box = img_rrc_box(&rng, info.height, info.width, 0.05, 1.0, 0.5, 2.0);
-    CHECK(box.top >= 0 && box.left >= 0 && box.top + box.height <= info.height &&
-          box.left + box.width <= info.width);
+    CHECK(box.top >= 0 && box.left >= 0 && box.top + box.height <= info.height && box.left + box.width <= info.width);
     int c = size % 2 ? 3 : 1;
     int denom = img_pick_scale(&info, &box, 4, 4);
     for (int pass = 0; pass < 2; pass++) {

@@ -33,8 +33,8 @@ static struct img_state *state(void)
 
 /* Probe and decode path at 1/denom to channels; the image in a new buffer
  * (*h, *w set), or NULL with rc and err set. */
-static uint8_t *decode_file(struct img_state *st, const char *path, int channels, int denom, uint32_t *h,
-                            uint32_t *w, int *rc, struct sl_error *err)
+static uint8_t *decode_file(struct img_state *st, const char *path, int channels, int denom, uint32_t *h, uint32_t *w,
+                            int *rc, struct sl_error *err)
 {
     size_t n;
     uint8_t *data = load(path, &n);
@@ -171,7 +171,10 @@ static uint8_t *spng_write(const void *img, size_t len, uint32_t w, uint32_t h, 
     spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
     ck_assert_ptr_nonnull(ctx);
     ck_assert_int_eq(spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1), 0);
-    struct spng_ihdr ihdr = {.width = w, .height = h, .bit_depth = (uint8_t)depth, .color_type = (uint8_t)type,
+    struct spng_ihdr ihdr = {.width = w,
+                             .height = h,
+                             .bit_depth = (uint8_t)depth,
+                             .color_type = (uint8_t)type,
                              .interlace_method = (uint8_t)interlace};
     ck_assert_int_eq(spng_set_ihdr(ctx, &ihdr), 0);
     ck_assert_int_eq(spng_encode_image(ctx, img, len, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE), 0);
@@ -288,7 +291,7 @@ START_TEST(test_pick_scale)
     struct img_info jpg = {.format = IMG_JPEG, .width = 2000, .height = 1500};
     struct img_info png = {.format = IMG_PNG, .width = 2000, .height = 1500};
     struct img_box box = {.top = 0, .left = 0, .height = 1500, .width = 2000};
-    ck_assert_int_eq(img_pick_scale(&jpg, &box, 224, 224), 4);  /* 1500 / 8 < 224 */
+    ck_assert_int_eq(img_pick_scale(&jpg, &box, 224, 224), 4); /* 1500 / 8 < 224 */
     ck_assert_int_eq(img_pick_scale(&png, &box, 224, 224), 1);
     box = (struct img_box){.height = 1792, .width = 1792};
     ck_assert_int_eq(img_pick_scale(&jpg, &box, 224, 224), 8); /* exactly 8 x 224 */
@@ -471,12 +474,11 @@ START_TEST(test_region_equals_whole)
                     ck_assert_uint_le((uint64_t)got.left * W, (uint64_t)box.left * sw);
                     ck_assert_uint_ge((uint64_t)(got.left + got.width) * W, (uint64_t)(box.left + box.width) * sw);
                     for (uint32_t y = 0; y < got.height; y++)
-                        ck_assert_msg(memcmp(part + (size_t)y * got.width * c,
-                                             whole + ((size_t)(got.top + y) * sw + got.left) * c,
-                                             (size_t)got.width * c) == 0,
-                                      "sub %d c %d 1/%d box %lld,%lld %lldx%lld: row %u differs", s, c, denom,
-                                      (long long)box.top, (long long)box.left, (long long)box.height,
-                                      (long long)box.width, y);
+                        ck_assert_msg(
+                            memcmp(part + (size_t)y * got.width * c,
+                                   whole + ((size_t)(got.top + y) * sw + got.left) * c, (size_t)got.width * c) == 0,
+                            "sub %d c %d 1/%d box %lld,%lld %lldx%lld: row %u differs", s, c, denom, (long long)box.top,
+                            (long long)box.left, (long long)box.height, (long long)box.width, y);
                 }
             }
         tjFree(jpg);
@@ -514,7 +516,8 @@ START_TEST(test_region_corpus)
                                  0);
                 for (uint32_t y = 0; y < got.height; y++)
                     ck_assert_msg(memcmp(part + (size_t)y * got.width * 3,
-                                         whole + ((size_t)(got.top + y) * sw + got.left) * 3, (size_t)got.width * 3) == 0,
+                                         whole + ((size_t)(got.top + y) * sw + got.left) * 3,
+                                         (size_t)got.width * 3) == 0,
                                   "%s 1/%d: row %u differs", files[f], denom, y);
             }
         }
@@ -557,8 +560,7 @@ START_TEST(test_scaled_crop_close)
         uint8_t a[64 * 64 * 3], b[64 * 64 * 3];
         ck_assert_int_eq(img_resize(st, part, got.height, got.width, 3, y0, x0, y1, x1, a, 64, 64, 1, &err), 0);
         ck_assert_int_eq(img_resize(st, whole, H, W, 3, (double)box.top, (double)box.left,
-                                    (double)(box.top + box.height), (double)(box.left + box.width), b, 64, 64, 1,
-                                    &err),
+                                    (double)(box.top + box.height), (double)(box.left + box.width), b, 64, 64, 1, &err),
                          0);
         long sum = 0;
         int worst = 0;

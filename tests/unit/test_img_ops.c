@@ -47,8 +47,8 @@ START_TEST(test_rrc_pinned)
                                        rrc_cases[i].r0, rrc_cases[i].r1);
         ck_assert_msg(b.top == rrc_cases[i].top && b.left == rrc_cases[i].left && b.height == rrc_cases[i].bh &&
                           b.width == rrc_cases[i].bw,
-                      "case %zu: got %lld %lld %lld %lld", i, (long long)b.top, (long long)b.left,
-                      (long long)b.height, (long long)b.width);
+                      "case %zu: got %lld %lld %lld %lld", i, (long long)b.top, (long long)b.left, (long long)b.height,
+                      (long long)b.width);
     }
 }
 END_TEST
@@ -76,8 +76,8 @@ START_TEST(test_center_box)
         {5, 7, 10, 10, -2, -2},        {3, 3, 2, 2, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct img_box b = img_center_box((uint32_t)cases[i][0], (uint32_t)cases[i][1], (uint32_t)cases[i][2],
-                                          (uint32_t)cases[i][3]);
+        struct img_box b =
+            img_center_box((uint32_t)cases[i][0], (uint32_t)cases[i][1], (uint32_t)cases[i][2], (uint32_t)cases[i][3]);
         ck_assert_int_eq(b.top, cases[i][4]);
         ck_assert_int_eq(b.left, cases[i][5]);
         ck_assert_int_eq(b.height, cases[i][2]);
@@ -168,13 +168,14 @@ START_TEST(test_resize_vs_pil)
             worst = abs(got[k] - want[k]) > worst ? abs(got[k] - want[k]) : worst;
         ck_assert_msg(worst == 0, "%s: off by %d", cases[i].ref, worst);
         /* the same as resizing the cropped image */
-        struct img_box box = {.top = cases[i].y0, .left = cases[i].x0, .height = cases[i].y1 - cases[i].y0,
+        struct img_box box = {.top = cases[i].y0,
+                              .left = cases[i].x0,
+                              .height = cases[i].y1 - cases[i].y0,
                               .width = cases[i].x1 - cases[i].x0};
         uint8_t *crop = malloc((size_t)box.height * box.width * 3), *got2 = malloc(n);
         img_crop(src, h, w, 3, &box, crop);
-        ck_assert_int_eq(img_resize(st, crop, (uint32_t)box.height, (uint32_t)box.width, 3, 0, 0,
-                                    (double)box.height, (double)box.width, got2, (uint32_t)cases[i].oh,
-                                    (uint32_t)cases[i].ow, 1, &err),
+        ck_assert_int_eq(img_resize(st, crop, (uint32_t)box.height, (uint32_t)box.width, 3, 0, 0, (double)box.height,
+                                    (double)box.width, got2, (uint32_t)cases[i].oh, (uint32_t)cases[i].ow, 1, &err),
                          0);
         ck_assert_mem_eq(got, got2, n);
         free(crop);
