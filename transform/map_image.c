@@ -11,10 +11,14 @@
  * encoded bytes on, and the next op decodes a JPEG at the smallest DCT
  * scale (1/2, 1/4, 1/8) whose decoded box still covers the output, only
  * the rows and columns of its box, then resizes that (only ever shrinking).
- * Its crop box is drawn from the same stream either way, and the result is
- * the same whichever feeder or thread computes it; against decoding the
- * whole image at full size first it differs by the DCT scaling's rounding
- * (a mean of 1-2.5 of 255 at 1/4, tests/unit/test_img_*.c).
+ * Its crop box is drawn from the same stream either way. A crop is resized
+ * as torchvision's resized_crop does it: cut out, then resized, the filter
+ * reaching no pixel outside the cut (at a DCT scale the box's edges fall
+ * between pixels: the cut is the box's whole-pixel hull, and the box is
+ * resized within it; tests/integration/test_map_images.py computes the
+ * same with PIL). Against decoding at full size first a DCT-scaled decode
+ * differs by the scaling's rounding (a mean of 1-2.5 of 255 at 1/4,
+ * tests/unit/test_img_ops.c).
  */
 #include <math.h>
 #include <stdio.h>
