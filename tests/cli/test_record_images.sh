@@ -380,7 +380,11 @@ same "$T/msg" 'sluice-record: info: stats --job: feature "image" holds a JPEG or
 sluice-record: info: stats --job: wrote img.json: 4 features of 3 files; global_batch_size 32 is a placeholder
 ' "the job of converted images: messages"
 python3 -c 'import json; json.load(open("img.json"))' || fail "img.json is not JSON"
-pass "stats --job: an image feature gets decode_image, resize, center_crop"
+# the skeleton loads as it is: the feeder checks its map and plans it
+"$BUILD/feeder/sluice-feeder" plan --job img.json --workers 1 --replicas 1 >"$T/plan.out" 2>&1 ||
+    fail "sluice-feeder plan refused the skeleton: $(cat "$T/plan.out")"
+grep -q "8 records" "$T/plan.out" || fail "sluice-feeder plan of the skeleton: $(cat "$T/plan.out")"
+pass "stats --job: an image feature gets decode_image, resize, center_crop; the feeder plans the skeleton"
 
 # features that hold images, but not one in every record: no step; two
 # image features: steps for each, in key order
