@@ -42,13 +42,13 @@ struct feed_assembler {
     struct map_runner *runner;
     const struct map_plan *plan;
     uint64_t seed;
-    uint64_t *first_id;               /* per file: the element id of its record 0 */
-    struct fmt_feature_spec *out;     /* the features leaving the map (owned) */
+    uint64_t *first_id;           /* per file: the element id of its record 0 */
+    struct fmt_feature_spec *out; /* the features leaving the map (owned) */
     size_t nout;
-    struct map_tensor *in_t, *out_t;  /* one element's tensors (nspecs, nout; owned) */
-    uint64_t map_cpu, map_wall;       /* the map's time so far */
-    uint64_t *op_ns;                  /* borrowed: per op, every assembler's (atomic adds); NULL: none */
-    uint64_t *op_ns_seen;             /* this runner's per-op time already added there (owned) */
+    struct map_tensor *in_t, *out_t; /* one element's tensors (nspecs, nout; owned) */
+    uint64_t map_cpu, map_wall;      /* the map's time so far */
+    uint64_t *op_ns;                 /* borrowed: per op, every assembler's (atomic adds); NULL: none */
+    uint64_t *op_ns_seen;            /* this runner's per-op time already added there (owned) */
 };
 
 enum { SAMPLE_EVERY = 8 };

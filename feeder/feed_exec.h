@@ -56,8 +56,8 @@ struct feed_exec_opts {
     const struct map_plan *map;
     uint64_t map_seed;
     uint64_t *map_op_ns; /* borrowed: each op's CPU ns, added to by every assembler; NULL: not kept */
-    unsigned threads; /* executor threads, >= 1 */
-    size_t ntasks;    /* tasks, >= 1 */
+    unsigned threads;    /* executor threads, >= 1 */
+    size_t ntasks;       /* tasks, >= 1 */
 };
 
 struct feed_exec;

@@ -107,7 +107,8 @@ void map_pipeline_free(struct map_pipeline *p);
 
 struct map_plan;
 
-#define MAP_PLAN_SPECS_ONLY 1u /* derive the specs even where an op is not built into this feeder yet (the
+#define MAP_PLAN_SPECS_ONLY \
+    1u /* derive the specs even where an op is not built into this feeder yet (the
                                 * plan then cannot run: map_runner_create refuses it) */
 
 /* Resolve pipeline p (borrowed: it must outlive the plan) against the
@@ -154,8 +155,8 @@ void map_runner_destroy(struct map_runner *r);
  * order); out[0..nout): the output features (map_plan_out's order), views
  * into in or into the runner's arenas, valid until the next call. Errors
  * read "map[N] OP: what" (SL_EINVAL or SL_ECORRUPT for bad data, SL_ENOMEM). */
-int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in,
-                   struct map_tensor *out, struct sl_error *err) SL_MUST_CHECK;
+int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in, struct map_tensor *out,
+                   struct sl_error *err) SL_MUST_CHECK;
 /* Thread CPU ns op i took so far in this runner (each op is timed every
  * 8th element and scaled up). */
 uint64_t map_runner_op_ns(const struct map_runner *r, size_t i);

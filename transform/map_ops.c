@@ -39,8 +39,8 @@ static int spec_cast(const struct map_op *op, void *shared, const struct map_spe
 {
     char d[96];
     if (in->dtype == MAP_DT_BYTES)
-        return map__why_arg(w, op, "feature", ": cast takes an int64, float32 or uint8 feature ('%s' is %s)",
-                            in->name, map_spec_describe(in, d, sizeof d));
+        return map__why_arg(w, op, "feature", ": cast takes an int64, float32 or uint8 feature ('%s' is %s)", in->name,
+                            map_spec_describe(in, d, sizeof d));
     int rc = not_varlen(op, in, w);
     if (rc != 0)
         return rc;
@@ -220,8 +220,8 @@ static int run_pad(struct map_call *c, const struct map_tensor *in, struct map_t
         for (size_t i = keep; i < length; i++)
             memcpy(dst + 4 * i, &v, 4);
     }
-    *out = (struct map_tensor){.dtype = in->dtype, .rank = 1, .shape = {(int64_t)length}, .data = dst,
-                               .bytes = length * size};
+    *out = (struct map_tensor){
+        .dtype = in->dtype, .rank = 1, .shape = {(int64_t)length}, .data = dst, .bytes = length * size};
     if (c->mask != NULL) {
         enum map_dtype md = c->op->a.pad.mask_dtype;
         size_t mb = length * map_dtype_size(md);

@@ -76,15 +76,14 @@ static int plugin_init(const struct map_op *op, const char *base_dir, void **sha
     memcpy(&get, &sym, sizeof get); /* ISO C has no object -> function pointer cast */
     pg->t = get();
     if (pg->t == NULL || pg->t->abi_version != SLUICE_MAP_PLUGIN_ABI)
-        return map__why_arg(w, op, "path", ": plugin %s is built for map plugin ABI %u, this feeder takes %d",
-                            pg->path, pg->t ? pg->t->abi_version : 0u, SLUICE_MAP_PLUGIN_ABI);
+        return map__why_arg(w, op, "path", ": plugin %s is built for map plugin ABI %u, this feeder takes %d", pg->path,
+                            pg->t ? pg->t->abi_version : 0u, SLUICE_MAP_PLUGIN_ABI);
     if (pg->t->create == NULL || pg->t->describe == NULL || pg->t->map == NULL)
         return map__why_arg(w, op, "path", ": plugin %s lacks create, describe or map", pg->path);
     char msg[512] = "";
     if ((pg->state = pg->t->create(op->a.plugin.args_json, msg, sizeof msg)) == NULL) {
         msg[sizeof msg - 1] = '\0';
-        return map__why_arg(w, op, "args", ": plugin %s refused its args: %s", pg->path,
-                            msg[0] ? msg : "(no message)");
+        return map__why_arg(w, op, "args", ": plugin %s refused its args: %s", pg->path, msg[0] ? msg : "(no message)");
     }
     return 0;
 }
@@ -162,5 +161,5 @@ static int run_plugin(struct map_call *c, const struct map_tensor *in, struct ma
     return 0;
 }
 
-const struct map_op_def map__op_plugin = {"plugin",    plugin_keys, 1,           parse_plugin, spec_plugin,
-                                          run_plugin,  thread_init, thread_free, plugin_init,  plugin_free};
+const struct map_op_def map__op_plugin = {"plugin",   plugin_keys, 1,           parse_plugin, spec_plugin,
+                                          run_plugin, thread_init, thread_free, plugin_init,  plugin_free};

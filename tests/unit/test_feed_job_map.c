@@ -11,9 +11,9 @@
 #include "sl_alloc.h"
 #include "sl_test.h"
 
-#define HEAD                                                                                                           \
-    "{\"name\": \"m\", \"files\": [\"x.tfrecord\"], \"global_batch_size\": 4,\n"                                     \
-    " \"features\": {\"image\": {\"dtype\": \"bytes\"}, \"label\": {\"dtype\": \"int64\", \"shape\": []},\n"          \
+#define HEAD                                                                                                 \
+    "{\"name\": \"m\", \"files\": [\"x.tfrecord\"], \"global_batch_size\": 4,\n"                             \
+    " \"features\": {\"image\": {\"dtype\": \"bytes\"}, \"label\": {\"dtype\": \"int64\", \"shape\": []},\n" \
     "              \"tokens\": {\"dtype\": \"int64\", \"varlen\": true}},\n"
 
 /* Load and validate `text` as job.json; the message ("" when it passes). */
@@ -45,7 +45,8 @@ START_TEST(test_load_errors)
          "job.json: 'map[2].size' must be two integers from 1 to 65536 (got [0, 224])"},
         {HEAD "\"map\": [{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"int64\", \"x\": 1}]}",
          "job.json: unknown key 'map[0].x'"},
-        {HEAD "\"map\": {\"op\": \"cast\"}}", "job.json: 'map' must be a list of at most 64 ops (got {\"op\": \"cast\"})"},
+        {HEAD "\"map\": {\"op\": \"cast\"}}",
+         "job.json: 'map' must be a list of at most 64 ops (got {\"op\": \"cast\"})"},
         {HEAD "\"map\": [{\"op\": \"one_hot\", \"feature\": \"lable\", \"depth\": 3}]}",
          "job.json: 'map[0].feature': no feature 'lable' (the job's features and the masks of earlier ops)"},
         {HEAD "\"map\": [{\"op\": \"decode_image\", \"feature\": \"image\"}, {\"op\": \"resize\", \"feature\": "
@@ -66,8 +67,9 @@ END_TEST
 
 START_TEST(test_to_json_and_flag)
 {
-    const char *text = HEAD "\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3},"
-                            " {\"op\": \"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\"}]}";
+    const char *text =
+        HEAD "\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3},"
+             " {\"op\": \"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\"}]}";
     const char *path = sl_test_write("job.json", text, strlen(text));
     struct feed_job *job;
     struct sl_error err = {0};
@@ -78,14 +80,15 @@ START_TEST(test_to_json_and_flag)
     ck_assert_int_eq(sl_buf_append(&b, "", 1), 0);
     const char *map = strstr((const char *)b.data, "\"map\"");
     ck_assert_ptr_nonnull(map);
-    ck_assert_msg(strncmp(map,
-                          "\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3}, {\"op\": "
-                          "\"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\", \"pad\": 0.0, "
-                          "\"mask_dtype\": \"uint8\"}]",
-                          strlen("\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3}, {\"op\": "
-                                 "\"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\", "
-                                 "\"pad\": 0.0, \"mask_dtype\": \"uint8\"}]")) == 0,
-                  "%s", map);
+    ck_assert_msg(
+        strncmp(map,
+                "\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3}, {\"op\": "
+                "\"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\", \"pad\": 0.0, "
+                "\"mask_dtype\": \"uint8\"}]",
+                strlen("\"map\": [{\"op\": \"one_hot\", \"feature\": \"label\", \"depth\": 3}, {\"op\": "
+                       "\"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 2, \"mask\": \"mk\", "
+                       "\"pad\": 0.0, \"mask_dtype\": \"uint8\"}]")) == 0,
+        "%s", map);
     /* written back, it loads to the same JSON */
     const char *again = sl_test_write("again.json", b.data, b.len - 1);
     struct feed_job *job2;
@@ -99,9 +102,8 @@ START_TEST(test_to_json_and_flag)
     sl_buf_free(&b2);
 
     /* a flag replaces the map; null removes it (and the key is written no more) */
-    ck_assert_int_eq(feed_job_set(job, "map", "[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"uint8\"}]",
-                                  &err),
-                     0);
+    ck_assert_int_eq(
+        feed_job_set(job, "map", "[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"uint8\"}]", &err), 0);
     ck_assert_uint_eq(map_pipeline_nops(job->map), 1);
     ck_assert_int_ne(feed_job_set(job, "map", "[{\"op\": \"cast\", \"feature\": \"label\"}]", &err), 0);
     ck_assert_str_eq(err.msg, "--map: 'map[0].dtype' is required (int64, float32 or uint8)");
@@ -169,8 +171,9 @@ START_TEST(test_plugin_beside_job)
     ck_assert_str_eq(check(text), "");
     const char *bad = HEAD "\"map\": [{\"op\": \"plugin\", \"feature\": \"label\", \"path\": \"libnone.so\"}]}";
     char want[1024];
-    snprintf(want, sizeof want, "job.json: 'map[0].path': cannot load plugin %s/libnone.so: %s/libnone.so: cannot open "
-                                "shared object file: No such file or directory",
+    snprintf(want, sizeof want,
+             "job.json: 'map[0].path': cannot load plugin %s/libnone.so: %s/libnone.so: cannot open "
+             "shared object file: No such file or directory",
              sl_test_dir(), sl_test_dir());
     ck_assert_str_eq(check(bad), want);
 }

@@ -146,8 +146,7 @@ START_TEST(test_parse_errors)
          "'map[0].size' must be two integers from 1 to 65536 (got [224])"},
         {"[{\"op\": \"resize\", \"feature\": \"i\", \"size\": [224, 100000]}]",
          "'map[0].size' must be two integers from 1 to 65536 (got [224, 100000])"},
-        {"[{\"op\": \"center_crop\", \"feature\": \"i\"}]",
-         "'map[0].size' is required (two integers from 1 to 65536)"},
+        {"[{\"op\": \"center_crop\", \"feature\": \"i\"}]", "'map[0].size' is required (two integers from 1 to 65536)"},
         {"[{\"op\": \"resize\", \"feature\": \"i\", \"size\": [2, 2], \"antialias\": 1}]",
          "'map[0].antialias' must be true or false (got 1)"},
         {"[{\"op\": \"decode_image\", \"feature\": \"i\", \"channels\": 2}]",
@@ -185,7 +184,8 @@ START_TEST(test_parse_errors)
         {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"layout\": \"WHC\"}]",
          "'map[0].layout' must be \"HWC\" or \"CHW\" (got \"WHC\")"},
         {"[{\"op\": \"plugin\", \"feature\": \"i\"}]", "'map[0].path' is required (the plugin's shared library)"},
-        {"[{\"op\": \"plugin\", \"feature\": \"i\", \"path\": \"\"}]", "'map[0].path' must be a file's path (got \"\")"},
+        {"[{\"op\": \"plugin\", \"feature\": \"i\", \"path\": \"\"}]",
+         "'map[0].path' must be a file's path (got \"\")"},
         {"[{\"op\": \"plugin\", \"feature\": \"i\", \"path\": \"x.so\", \"args\": [1]}]",
          "'map[0].args' must be an object (got [1])"},
     };
@@ -199,17 +199,18 @@ START_TEST(test_parse_errors)
         n += (size_t)snprintf(big + n, sizeof big - n, "%s{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"int64\"}",
                               i ? "," : "");
     snprintf(big + n, sizeof big - n, "]");
-    ck_assert_str_eq(parse_msg(big), "'map' must be a list of at most 64 ops (got [{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"int64\"}, {\"op\":...)");
+    ck_assert_str_eq(parse_msg(big), "'map' must be a list of at most 64 ops (got [{\"op\": \"cast\", \"feature\": "
+                                     "\"x\", \"dtype\": \"int64\"}, {\"op\":...)");
     ck_assert_str_eq(parse_msg("[]"), "");
 }
 END_TEST
 
 START_TEST(test_to_json_defaults)
 {
-    struct map_pipeline *p = parse_ok(
-        "[{\"op\": \"decode_image\", \"feature\": \"image\"},"
-        " {\"op\": \"random_resized_crop\", \"feature\": \"image\", \"size\": [224, 224]},"
-        " {\"op\": \"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 4}]");
+    struct map_pipeline *p =
+        parse_ok("[{\"op\": \"decode_image\", \"feature\": \"image\"},"
+                 " {\"op\": \"random_resized_crop\", \"feature\": \"image\", \"size\": [224, 224]},"
+                 " {\"op\": \"pad_or_truncate\", \"feature\": \"tokens\", \"length\": 4}]");
     json_t *j = map_pipeline_to_json(p);
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
     ck_assert_str_eq(s, "[{\"op\":\"decode_image\",\"feature\":\"image\",\"channels\":3,\"max_pixels\":67108864},"
@@ -309,8 +310,8 @@ START_TEST(test_image_specs)
     setup_features();
     ck_assert_int_eq(map_plan_create(&pl, p, features, 5, NULL, MAP_PLAN_SPECS_ONLY, &w), 0);
     char d[96];
-    static const char *const want[] = {"uint8 [?, ?, 3]", "uint8 [224, 200, 3]", "uint8 [224, 200, 3]",
-                                       "float32 [3, 224, 200]", "uint8 [8, 8, 3]", "uint8 [2, 3, 3]"};
+    static const char *const want[] = {"uint8 [?, ?, 3]",       "uint8 [224, 200, 3]", "uint8 [224, 200, 3]",
+                                       "float32 [3, 224, 200]", "uint8 [8, 8, 3]",     "uint8 [2, 3, 3]"};
     for (size_t i = 0; i < 6; i++)
         ck_assert_str_eq(map_spec_describe(map_plan_op_out(pl, i), d, sizeof d), want[i]);
     size_t n;
@@ -356,8 +357,8 @@ static void rig_open(struct rig *g, const char *text)
     g->in[1] = (struct map_tensor){.dtype = MAP_DT_INT64, .data = &g->label, .bytes = 8};
     g->in[2] = (struct map_tensor){.dtype = MAP_DT_INT64, .rank = 1, .shape = {0}, .data = g->tokens, .bytes = 0};
     g->in[3] = (struct map_tensor){.dtype = MAP_DT_FLOAT32, .rank = 1, .shape = {3}, .data = g->dense, .bytes = 12};
-    g->in[4] = (struct map_tensor){.dtype = MAP_DT_UINT8, .rank = 3, .shape = {4, 5, 3}, .data = g->pixels,
-                                   .bytes = 60};
+    g->in[4] =
+        (struct map_tensor){.dtype = MAP_DT_UINT8, .rank = 3, .shape = {4, 5, 3}, .data = g->pixels, .bytes = 60};
 }
 
 static void rig_tokens(struct rig *g, size_t n)

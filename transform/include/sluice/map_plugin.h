@@ -76,8 +76,7 @@ struct sluice_map_plugin {
      * a message in err (cap bytes) to refuse the job. */
     void *(*create)(const char *args_json, char *err, size_t cap);
     /* The output spec from the input spec; 0, or -1 with a message. */
-    int (*describe)(void *state, const struct sluice_map_spec *in, struct sluice_map_spec *out, char *err,
-                    size_t cap);
+    int (*describe)(void *state, const struct sluice_map_spec *in, struct sluice_map_spec *out, char *err, size_t cap);
     /* Per-thread state (may be NULL: none needed; then thread_free is not
      * called); err set and NULL returned with *failed = 1 to refuse. */
     void *(*thread_init)(void *state, int *failed, char *err, size_t cap);
