@@ -93,10 +93,11 @@ SLUICE_API void sluice_log_setup(const char *prog, int fd, int min_level);
 /* Element types. A tensor's data is its values, little-endian. float16 is
  * IEEE 754 binary16; bfloat16 the top 16 bits of a float32 (widen it with
  * `(uint32_t)v << 16`). Both come only from a job's map (normalize, cast:
- * docs/map.md). New types may be added: a program must refuse a dtype it
- * does not know rather than read its bytes as another (FLOAT16 and BFLOAT16
- * were added after the first four; a feeder refuses a library that
- * predates them with a message, so such a library never meets them). */
+ * docs/map.md). FLOAT16 and BFLOAT16 were added after the first four (a
+ * feeder refuses a library that predates them, in words); a program built
+ * against this header's older version but run with this library can meet
+ * them, and new types may come: refuse a dtype above SLUICE_DTYPE_MAX
+ * rather than read its bytes as another. */
 enum sluice_dtype {
     SLUICE_INT64 = 0,
     SLUICE_FLOAT32 = 1,
