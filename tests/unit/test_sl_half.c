@@ -66,7 +66,7 @@ START_TEST(test_f32_to_half)
     /* every exponent, with mantissas around every rounding boundary of
      * both formats (the low 13 and 16 bits at 0, the half, one either
      * side), and a stride through all the rest */
-    static const uint32_t lows[] = {0,      1,      0xfffu, 0x1000u, 0x1001u, 0x1fffu, 0x2000u, 0x3000u,
+    static const uint32_t lows[] = {0,       1,       0xfffu,  0x1000u, 0x1001u,  0x1fffu,  0x2000u,  0x3000u,
                                     0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0x10000u, 0x18000u, 0x7fffffu};
     for (uint32_t sign = 0; sign < 2; sign++)
         for (uint32_t e = 0; e < 256; e++)
@@ -142,11 +142,32 @@ static double ref_int(int64_t v, int bits, double max)
 
 START_TEST(test_int64_to_half)
 {
-    static const int64_t edge[] = {0,          1,         -1,         255,         256,          257,
-                                   259,        2047,      2048,       2049,        2050,         2051,
-                                   65504,      65519,     65520,      -65520,      65535,        16777217,
-                                   16842753,   -16842753, 1LL << 40,  (1LL << 40) + (1LL << 32), INT64_MAX,
-                                   INT64_MIN,  INT64_MAX - 1,         INT64_MIN + 1};
+    static const int64_t edge[] = {0,
+                                   1,
+                                   -1,
+                                   255,
+                                   256,
+                                   257,
+                                   259,
+                                   2047,
+                                   2048,
+                                   2049,
+                                   2050,
+                                   2051,
+                                   65504,
+                                   65519,
+                                   65520,
+                                   -65520,
+                                   65535,
+                                   16777217,
+                                   16842753,
+                                   -16842753,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   9223372036854775806,
+                                   -9223372036854775807,
+                                   1099511627776,
+                                   1103806595072};
     uint64_t s = 0x243f6a8885a308d3ull;
     for (size_t i = 0; i < 200000; i++) {
         int64_t v;
