@@ -130,9 +130,9 @@ def check(tag, got, first, want, dtype, layout, other):
             if str(a.dtype) != want_dtype or sluice.is_bfloat16(a) != (kind == "bfloat16"):
                 fail("%s: id %d: %s arrives as %s (bfloat16 metadata %s), want %s" %
                      (tag, i, k, a.dtype, sluice.is_bfloat16(a), kind))
-            if a.tobytes() != np.ascontiguousarray(bits, dtype="<u2").tobytes():
-                fail("%s: id %d: %s bytes %s, numpy says %s" % (tag, i, k, a.tobytes().hex(),
-                                                                np.ascontiguousarray(bits, dtype="<u2").tobytes().hex()))
+            want_bytes = np.ascontiguousarray(bits, dtype="<u2").tobytes()
+            if a.tobytes() != want_bytes:
+                fail("%s: id %d: %s bytes %s, numpy says %s" % (tag, i, k, a.tobytes().hex(), want_bytes.hex()))
         bf = e["image"] if dtype == "bfloat16" else e["dense"]
         if not np.array_equal(sluice.bfloat16_to_float32(bf).view(np.uint32) >> 16, bf):
             fail("%s: id %d: bfloat16_to_float32 does not widen the bits" % (tag, i))
