@@ -102,7 +102,9 @@ def is_bfloat16(a):
     """True for an array a step hands out for a bfloat16 tensor: numpy has
     no bfloat16, so it comes as uint16 (the values' bits) of the dtype
     sluice.bfloat16, whose metadata says {"sluice_dtype": "bfloat16"} (the
-    metadata goes with views and copies, not with arithmetic)."""
+    metadata goes with views, slices and copies, not with a single element
+    taken out as a numpy scalar). Never compute on the bits: integer
+    arithmetic keeps the metadata, but not bfloat16 values."""
     md = getattr(getattr(a, "dtype", None), "metadata", None)
     return bool(md) and md.get("sluice_dtype") == "bfloat16"
 
