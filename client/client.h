@@ -201,14 +201,16 @@ int client_keepalive(struct client *c, int ms, struct sl_error *err) SL_MUST_CHE
 size_t client_wait_by_feeder(const struct client *c, double *secs, size_t n);
 
 /* Feeder j's CPU by stage (SL_WIRE_STAGE_*: read, decompress, decode,
- * assemble, send), from the STATS it sends every heartbeat interval: the
+ * assemble, send, map; a feeder before the map stage says 0 for map),
+ * from the STATS it sends every heartbeat interval: the
  * totals so far in ns (zeros before its first), and in *busiest the stage
  * that grew most between its last two STATS (its recent bound), -1 before
  * two or when none grew. 0, or SL_EINVAL for j out of range. The client's
  * thread. */
 int client_feeder_stages(const struct client *c, size_t j, uint64_t stage_ns[SL_WIRE_STAGES],
                          int *busiest) SL_MUST_CHECK;
-/* "read", "decompress", "decode", "assemble", "send"; "unknown" otherwise. */
+/* "read", "decompress", "decode", "assemble", "send", "map"; "unknown"
+ * otherwise. */
 const char *client_stage_name(int stage);
 
 /* Where the stream stands: the seq of the first piece not handed out yet

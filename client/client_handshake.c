@@ -62,8 +62,8 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
                               .credits = credits,
                               .incarnation = c->o.incarnation,
                               .share = (uint32_t)j,
-                              .flags =
-                                  (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS | SL_WIRE_HELLO_STATS,
+                              .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS |
+                                       SL_WIRE_HELLO_STATS | SL_WIRE_HELLO_HALF | SL_WIRE_HELLO_STATS_MAP,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume,
                               .job = c->o.job,

@@ -16,7 +16,7 @@ void client__note_stats(struct client *c, size_t j, const struct sl_wire_stats *
 
 const char *client_stage_name(int stage)
 {
-    static const char *const names[SL_WIRE_STAGES] = {"read", "decompress", "decode", "assemble", "send"};
+    static const char *const names[SL_WIRE_STAGES] = {"read", "decompress", "decode", "assemble", "send", "map"};
     return stage >= 0 && stage < SL_WIRE_STAGES ? names[stage] : "unknown";
 }
 

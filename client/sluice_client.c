@@ -34,7 +34,9 @@ _Static_assert(SLUICE_EIO == SL_EIO && SLUICE_ENOMEM == SL_ENOMEM && SLUICE_EINV
                    SLUICE_ECLOSED == SL_ECLOSED && SLUICE_END == SL_END,
                "sluice codes follow sl_error.h");
 _Static_assert((int)SLUICE_INT64 == (int)SL_WIRE_INT64 && (int)SLUICE_FLOAT32 == (int)SL_WIRE_FLOAT32 &&
-                   (int)SLUICE_BYTES == (int)SL_WIRE_BYTES && (int)SLUICE_UINT8 == (int)SL_WIRE_UINT8,
+                   (int)SLUICE_BYTES == (int)SL_WIRE_BYTES && (int)SLUICE_UINT8 == (int)SL_WIRE_UINT8 &&
+                   (int)SLUICE_FLOAT16 == (int)SL_WIRE_FLOAT16 && (int)SLUICE_BFLOAT16 == (int)SL_WIRE_BFLOAT16 &&
+                   (int)SLUICE_BFLOAT16 == SL_WIRE_DTYPE_MAX,
                "sluice dtypes follow sl_wire.h");
 _Static_assert(SLUICE_ERROR_MAX == SL_ERROR_MSG_MAX, "one message size");
 
@@ -92,7 +94,7 @@ void sluice_log_setup(const char *prog, int fd, int min_level)
 
 const char *sluice_dtype_name(int dtype)
 {
-    return dtype >= 0 && dtype <= SLUICE_UINT8 ? sl_wire_dtype_name((unsigned)dtype) : "?";
+    return dtype >= 0 && dtype <= SLUICE_BFLOAT16 ? sl_wire_dtype_name((unsigned)dtype) : "?";
 }
 
 /* Read the CURVE key files named by the options into keys and servers. */

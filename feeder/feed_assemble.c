@@ -99,6 +99,8 @@ static enum feed_dtype dtype_of(enum fmt_dtype t)
     case FMT_DTYPE_INT64: return FEED_DT_INT64;
     case FMT_DTYPE_FLOAT32: return FEED_DT_FLOAT32;
     case FMT_DTYPE_UINT8: return FEED_DT_UINT8;
+    case FMT_DTYPE_FLOAT16: return FEED_DT_FLOAT16;
+    case FMT_DTYPE_BFLOAT16: return FEED_DT_BFLOAT16;
     default: return FEED_DT_BYTES;
     }
 }

@@ -30,7 +30,16 @@
 #define FEED_MAX_TENSORS 64
 #define FEED_MAX_RANK (FMT_MAX_RANK + 1)
 
-enum feed_dtype { FEED_DT_INT64 = 0, FEED_DT_FLOAT32 = 1, FEED_DT_BYTES = 2, FEED_DT_UINT8 = 3 };
+/* The wire's dtype numbers (sl_wire.h); float16 and bfloat16 only leave a
+ * job's map (normalize, cast). */
+enum feed_dtype {
+    FEED_DT_INT64 = 0,
+    FEED_DT_FLOAT32 = 1,
+    FEED_DT_BYTES = 2,
+    FEED_DT_UINT8 = 3,
+    FEED_DT_FLOAT16 = 4,
+    FEED_DT_BFLOAT16 = 5
+};
 
 /* A tensor of the schema: per-element shape (without the batch dimension);
  * ragged tensors have rank 1 and a data-dependent length. */

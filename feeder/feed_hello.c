@@ -18,6 +18,11 @@
 #include "sl_peer.h"
 #include "sl_wire.h"
 
+_Static_assert((int)FEED_DT_INT64 == SL_WIRE_INT64 && (int)FEED_DT_FLOAT32 == SL_WIRE_FLOAT32 &&
+                   (int)FEED_DT_BYTES == SL_WIRE_BYTES && (int)FEED_DT_UINT8 == SL_WIRE_UINT8 &&
+                   (int)FEED_DT_FLOAT16 == SL_WIRE_FLOAT16 && (int)FEED_DT_BFLOAT16 == SL_WIRE_BFLOAT16,
+               "the schema's dtypes are the wire's");
+
 /* The connection entry for a takeover of `share` for `worker`: the one it
  * had (active or not), else a free one, else a new one while there is
  * room (NULL when there is none). */
@@ -118,6 +123,19 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
         feed__refuse(s, id, id_len, "job '%.*s' is not served here (this feeder serves '%s')", (int)h->job_len, h->job,
                      job->name);
         return -1;
+    }
+    /* a trainer that predates float16 and bfloat16 would refuse the
+     * WELCOME (an unknown dtype): told why in words instead */
+    for (size_t i = 0; !(h->flags & SL_WIRE_HELLO_HALF) && i < s->schema.ntensors; i++) {
+        const struct feed_schema_tensor *st = &s->schema.t[i];
+        if (st->dtype == FEED_DT_FLOAT16 || st->dtype == FEED_DT_BFLOAT16) {
+            feed__refuse(s, id, id_len,
+                         "job '%s' sends tensor '%s' as %s, which this trainer predates (its HELLO lacks the "
+                         "float16/bfloat16 flag): upgrade the trainer or its sluice library, or make the job's map "
+                         "produce float32",
+                         job->name, st->name, st->dtype == FEED_DT_FLOAT16 ? "float16" : "bfloat16");
+            return -1;
+        }
     }
     if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0) {
         feed__refuse(s, id, id_len,
@@ -246,6 +264,7 @@ static void hello_adopt(struct server *s, struct trainer *t, const uint8_t *id, 
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     t->heartbeat_ms = h->heartbeat_ms;
     t->wants_stats = (h->flags & SL_WIRE_HELLO_STATS) != 0;
+    t->stats_map = (h->flags & SL_WIRE_HELLO_STATS_MAP) != 0;
     t->last_stats_ns = 0; /* the first tick sends one */
 }
 

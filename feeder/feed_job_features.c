@@ -128,6 +128,8 @@ static int parse_default(const char *key, json_t *v, struct fmt_feature_spec *s,
         s->default_bytes_len = len;
         break;
     }
+    case FMT_DTYPE_FLOAT16: /* a map's output only: no job declares it */
+    case FMT_DTYPE_BFLOAT16: break;
     }
     return 0;
 }
@@ -291,6 +293,8 @@ static json_t *default_to_json(const struct fmt_feature_spec *s)
     case FMT_DTYPE_FLOAT32: return json_real((double)s->default_f32);
     case FMT_DTYPE_UINT8: return json_integer(s->default_u8);
     case FMT_DTYPE_BYTES: return json_stringn((const char *)s->default_bytes, s->default_bytes_len);
+    case FMT_DTYPE_FLOAT16: /* a map's output only: no job declares it */
+    case FMT_DTYPE_BFLOAT16: break;
     }
     return NULL;
 }

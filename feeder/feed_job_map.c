@@ -9,6 +9,12 @@
 #include "feed_job.h"
 #include "sl_alloc.h"
 
+/* The map's dtypes, the formats' and the wire's are one numbering. */
+_Static_assert((int)MAP_DT_INT64 == (int)FMT_DTYPE_INT64 && (int)MAP_DT_FLOAT32 == (int)FMT_DTYPE_FLOAT32 &&
+                   (int)MAP_DT_BYTES == (int)FMT_DTYPE_BYTES && (int)MAP_DT_UINT8 == (int)FMT_DTYPE_UINT8 &&
+                   (int)MAP_DT_FLOAT16 == (int)FMT_DTYPE_FLOAT16 && (int)MAP_DT_BFLOAT16 == (int)FMT_DTYPE_BFLOAT16,
+               "map dtypes follow fmt_types.h");
+
 static int why_from(struct why *w, const struct map_why *mw)
 {
     w->unknown = mw->unknown;
@@ -30,7 +36,7 @@ void feed_map_spec_from(const struct fmt_feature_spec *f, struct map_spec *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", f->name);
-    out->dtype = (enum map_dtype)f->dtype; /* the same numbers: int64 0, float32 1, bytes 2, uint8 3 */
+    out->dtype = (enum map_dtype)f->dtype; /* the same numbers (asserted above) */
     out->varlen = f->varlen;
     out->rank = f->varlen ? 1 : f->rank;
     for (int i = 0; !f->varlen && i < f->rank && i < MAP_MAX_RANK; i++)

@@ -66,6 +66,7 @@ struct trainer {
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
     int wants_stats;       /* its HELLO set SL_WIRE_HELLO_STATS: a STATS every heartbeat interval */
+    int stats_map;         /* ... and SL_WIRE_HELLO_STATS_MAP: STATS with the map stage (else in decode) */
     uint64_t last_stats_ns;
     /* Shared memory: offered in the WELCOME when the HELLO asked, used once
      * the trainer's CREDIT says it mapped it; the buffers of pieces sent

@@ -70,6 +70,10 @@ static void heartbeats_and_ends(struct server *s)
             st.stage_ns[SL_WIRE_STAGE_READ] = sl_metrics_get(s->m, FEED_M_READ_NS);
             st.stage_ns[SL_WIRE_STAGE_DECOMPRESS] = sl_metrics_get(s->m, FEED_M_DECOMPRESS_NS);
             st.stage_ns[SL_WIRE_STAGE_DECODE] = sl_metrics_get(s->m, FEED_M_DECODE_NS);
+            /* the map stage: its own field to a trainer that reads it, else
+             * in decode (the nearest stage such a trainer knows) */
+            st.with_map = (uint8_t)(t->stats_map != 0);
+            st.stage_ns[t->stats_map ? SL_WIRE_STAGE_MAP : SL_WIRE_STAGE_DECODE] += sl_metrics_get(s->m, FEED_M_MAP_NS);
             st.stage_ns[SL_WIRE_STAGE_ASSEMBLE] = sl_metrics_get(s->m, FEED_M_ASSEMBLE_NS);
             st.stage_ns[SL_WIRE_STAGE_SEND] =
                 sl_metrics_get(s->m, FEED_M_SERVE_NS) + sl_metrics_get(s->m, FEED_M_ZMQ_IO_NS);

@@ -561,6 +561,8 @@ static int decode(struct fmt_batch *b, struct column *c, const uint8_t *data, st
         if (c->spec.dtype == FMT_DTYPE_UINT8 && !c->spec.varlen)
             return add_uint8(c, row, &it, err);
         return add_bytes(c, row, &it, err);
+    case FMT_DTYPE_FLOAT16: /* a map's output only: never decoded */
+    case FMT_DTYPE_BFLOAT16: break;
     }
     return sl_error_set(err, SL_EINVAL, "feature %s: bad dtype", c->spec.name);
 }
@@ -603,6 +605,8 @@ static int fill_default(struct fmt_batch *b, struct column *c, struct sl_error *
         }
         return 0;
     }
+    case FMT_DTYPE_FLOAT16: /* a map's output only: never decoded */
+    case FMT_DTYPE_BFLOAT16: break;
     }
     return 0;
 }

@@ -14,6 +14,8 @@ const char *fmt_dtype_name(enum fmt_dtype t)
     case FMT_DTYPE_FLOAT32: return "float32";
     case FMT_DTYPE_BYTES: return "bytes";
     case FMT_DTYPE_UINT8: return "uint8";
+    case FMT_DTYPE_FLOAT16: return "float16";
+    case FMT_DTYPE_BFLOAT16: return "bfloat16";
     default: return "unknown";
     }
 }
@@ -44,6 +46,8 @@ size_t fmt_dtype_size(enum fmt_dtype t)
     case FMT_DTYPE_INT64: return 8;
     case FMT_DTYPE_FLOAT32: return 4;
     case FMT_DTYPE_UINT8: return 1;
+    case FMT_DTYPE_FLOAT16:
+    case FMT_DTYPE_BFLOAT16: return 2;
     default: return 0;
     }
 }
@@ -83,6 +87,8 @@ int fmt_array_fits(const struct fmt_array_info *a, enum fmt_dtype t, struct sl_e
         return sl_error_set(err, SL_EINVAL, "%s values do not all fit uint8 (declare it %s)", name,
                             a->kind == FMT_ARRAY_FLOAT ? "float32" : "int64");
     case FMT_DTYPE_BYTES: break;
+    case FMT_DTYPE_FLOAT16: /* a map's output only: no job declares it */
+    case FMT_DTYPE_BFLOAT16: return sl_error_set(err, SL_EINVAL, "arrays cannot fill a %s feature", fmt_dtype_name(t));
     }
     return sl_error_set(err, SL_EINVAL, "arrays cannot fill a bytes feature");
 }

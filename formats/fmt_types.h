@@ -19,10 +19,20 @@
 
 #define FMT_MAX_RANK 8
 
-enum fmt_dtype { FMT_DTYPE_INT64 = 0, FMT_DTYPE_FLOAT32, FMT_DTYPE_BYTES, FMT_DTYPE_UINT8 };
-const char *fmt_dtype_name(enum fmt_dtype t); /* "int64", "float32", "bytes", "uint8" */
+/* FLOAT16 and BFLOAT16 only leave a job's map (transform/map.h, whose
+ * numbers these follow): no format decodes them and no job declares them
+ * (fmt_dtype_parse does not take their names). */
+enum fmt_dtype {
+    FMT_DTYPE_INT64 = 0,
+    FMT_DTYPE_FLOAT32,
+    FMT_DTYPE_BYTES,
+    FMT_DTYPE_UINT8,
+    FMT_DTYPE_FLOAT16,
+    FMT_DTYPE_BFLOAT16
+};
+const char *fmt_dtype_name(enum fmt_dtype t); /* "int64", "float32", "bytes", "uint8", "float16", "bfloat16" */
 int fmt_dtype_parse(const char *s, enum fmt_dtype *out) SL_MUST_CHECK;
-size_t fmt_dtype_size(enum fmt_dtype t); /* 8, 4, 0 (variable), 1 */
+size_t fmt_dtype_size(enum fmt_dtype t); /* 8, 4, 0 (variable), 1, 2, 2 */
 /* The names a job declares dtypes by (fmt_dtype_parse also takes
  * TensorFlow's "float" and "string"), for messages. */
 #define FMT_DTYPE_NAMES "int64, float32, bytes or uint8"

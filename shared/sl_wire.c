@@ -46,6 +46,8 @@ const char *sl_wire_dtype_name(unsigned dtype)
     case SL_WIRE_FLOAT32: return "float32";
     case SL_WIRE_BYTES: return "bytes";
     case SL_WIRE_UINT8: return "uint8";
+    case SL_WIRE_FLOAT16: return "float16";
+    case SL_WIRE_BFLOAT16: return "bfloat16";
     default: return "?";
     }
 }
@@ -56,6 +58,8 @@ size_t sl_wire_dtype_size(unsigned dtype)
     case SL_WIRE_INT64: return 8;
     case SL_WIRE_FLOAT32: return 4;
     case SL_WIRE_UINT8: return 1;
+    case SL_WIRE_FLOAT16:
+    case SL_WIRE_BFLOAT16: return 2;
     default: return 0;
     }
 }
@@ -217,7 +221,7 @@ static int dec_welcome(struct rd *r, struct sl_wire_welcome *m)
             (rc = rd_u8(r, "dtype", &f->dtype)) != 0 || (rc = rd_u8(r, "ragged", &f->ragged)) != 0 ||
             (rc = rd_u8(r, "rank", &f->rank)) != 0)
             return rc;
-        if (f->dtype > SL_WIRE_UINT8)
+        if (f->dtype > SL_WIRE_DTYPE_MAX)
             return bad(r, "%s: unknown dtype %u", who, f->dtype);
         if (f->ragged > 1)
             return bad(r, "%s: ragged %u is not 0 or 1", who, f->ragged);
@@ -267,7 +271,7 @@ static int dec_piece(struct rd *r, struct sl_wire_piece *m)
         snprintf(who, sizeof who, "tensor %u", i);
         if ((rc = rd_u8(r, "dtype", &t->dtype)) != 0 || (rc = rd_u8(r, "rank", &t->rank)) != 0)
             return rc;
-        if (t->dtype > SL_WIRE_UINT8)
+        if (t->dtype > SL_WIRE_DTYPE_MAX)
             return bad(r, "%s: unknown dtype %u", who, t->dtype);
         if (t->rank == 0 || t->rank > SL_WIRE_MAX_PIECE_RANK)
             return bad(r, "%s: rank %u not in 1..%d", who, t->rank, SL_WIRE_MAX_PIECE_RANK);
@@ -326,15 +330,21 @@ static int dec_status(struct rd *r, struct sl_wire_status *m)
     return rd_end(r);
 }
 
+/* The five stages of the first STATS, then credit_wait_ns, then (the
+ * 64-byte form) map_ns: whatever follows credit_wait_ns is map_ns, so 1-7
+ * bytes there are a truncated map_ns and more than 8 trailing bytes. */
 static int dec_stats(struct rd *r, struct sl_wire_stats *m)
 {
-    static const char *const names[SL_WIRE_STAGES] = {"read_ns", "decompress_ns", "decode_ns", "assemble_ns",
-                                                      "send_ns"};
+    static const char *const names[SL_WIRE_STAGES] = {"read_ns",     "decompress_ns", "decode_ns",
+                                                      "assemble_ns", "send_ns",       "map_ns"};
     int rc;
-    for (int i = 0; i < SL_WIRE_STAGES; i++)
+    for (int i = 0; i < SL_WIRE_STAGE_MAP; i++)
         if ((rc = rd_u64(r, names[i], &m->stage_ns[i])) != 0)
             return rc;
     if ((rc = rd_u64(r, "credit_wait_ns", &m->credit_wait_ns)) != 0)
+        return rc;
+    m->with_map = sl_reader_left(&r->in) != 0;
+    if (m->with_map && (rc = rd_u64(r, names[SL_WIRE_STAGE_MAP], &m->stage_ns[SL_WIRE_STAGE_MAP])) != 0)
         return rc;
     for (int i = 0; i < SL_WIRE_STAGES; i++)
         if (m->stage_ns[i] > SL_WIRE_MAX_COUNT)
@@ -612,9 +622,16 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
     }
     case SL_WIRE_STATS: {
         const struct sl_wire_stats *m = msg;
-        for (int i = 0; i < SL_WIRE_STAGES; i++)
+        if (m->with_map > 1)
+            return enc_bad(err, type, "with_map %u is not 0 or 1", m->with_map);
+        if (!m->with_map && m->stage_ns[SL_WIRE_STAGE_MAP] != 0)
+            return enc_bad(err, type, "map_ns %" PRIu64 " in the form without the map stage",
+                           m->stage_ns[SL_WIRE_STAGE_MAP]);
+        for (int i = 0; i < SL_WIRE_STAGE_MAP; i++)
             wr_u64(w, m->stage_ns[i]);
         wr_u64(w, m->credit_wait_ns);
+        if (m->with_map)
+            wr_u64(w, m->stage_ns[SL_WIRE_STAGE_MAP]);
         return 0;
     }
     default: return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);

@@ -5,7 +5,7 @@
  * descriptor gives. The header frame is little-endian and is written and
  * read field by field, never by copying a struct:
  *
- *   magic "SLC1" | version u16 (= 3) | type u16 | type-specific fields
+ *   magic "SLC1" | version u16 (= 4) | type u16 | type-specific fields
  *
  * Encoding fills a caller-owned sl_buf with one header frame. Decoding reads
  * a header frame into a caller-owned struct sl_wire_msg; strings in it are
@@ -28,7 +28,10 @@
 /* 4: HELLO carries the trainer process's incarnation (a restarted trainer
  * replaces its dead predecessor's connection at once) and the share it
  * asks for (the pieces with seq % F == share: its own feeder's, or a lost
- * feeder's, taken over by a survivor);
+ * feeder's, taken over by a survivor); later, without a change of layout,
+ * the dtypes float16 and bfloat16 (a feeder whose schema has one refuses a
+ * HELLO without SL_WIRE_HELLO_HALF, in words) and the map stage in STATS
+ * (a trailing field, sent only to a HELLO with SL_WIRE_HELLO_STATS_MAP);
  * 3: a feeder on the trainer's host may hand pieces over in shared memory
  * (HELLO flag, WELCOME's shm_* fields, CREDIT flags, PIECE's shm_offset and
  * shm_bytes); later, without a change of layout, STATUS, sent only to a
@@ -81,7 +84,10 @@ enum sl_wire_dtype {
     SL_WIRE_FLOAT32 = 1,
     SL_WIRE_BYTES = 2, /* frame: the values' bytes concatenated; boundaries in a companion tensor */
     SL_WIRE_UINT8 = 3,
+    SL_WIRE_FLOAT16 = 4,  /* IEEE 754 binary16; only to a trainer whose HELLO sets SL_WIRE_HELLO_HALF */
+    SL_WIRE_BFLOAT16 = 5, /* the top 16 bits of a float32 (rounded); likewise */
 };
+#define SL_WIRE_DTYPE_MAX SL_WIRE_BFLOAT16 /* a dtype above it is refused */
 
 /* PIECE flags (unknown bits are ignored by receivers). */
 #define SL_WIRE_PIECE_LAST_STEP 0x1u /* the piece belongs to the last step of its epoch */
@@ -98,14 +104,23 @@ enum sl_wire_dtype {
 #define SL_WIRE_HELLO_STATS \
     0x4u /* the trainer understands STATS: the feeder sends its CPU by stage every
                                    * heartbeat interval while serving it */
+#define SL_WIRE_HELLO_HALF \
+    0x8u /* the trainer knows the dtypes float16 and bfloat16: a feeder whose
+          * schema has one refuses a HELLO without it (an older trainer) */
+#define SL_WIRE_HELLO_STATS_MAP \
+    0x10u /* the trainer reads STATS with the map stage (map_ns, a trailing
+           * field); without it a feeder sends the 56-byte STATS, its map CPU
+           * counted in decode_ns */
 
-/* STATS: the feeder's stages, in this order */
+/* STATS: the feeder's stages (the first five in the wire's order; map
+ * came later, as a trailing field after credit_wait_ns) */
 enum {
     SL_WIRE_STAGE_READ,
     SL_WIRE_STAGE_DECOMPRESS,
     SL_WIRE_STAGE_DECODE,
     SL_WIRE_STAGE_ASSEMBLE,
     SL_WIRE_STAGE_SEND,
+    SL_WIRE_STAGE_MAP,
     SL_WIRE_STAGES
 };
 
@@ -220,12 +235,16 @@ struct sl_wire_heartbeat {
 
 /* A feeder's figures so far, for a trainer to say which stage of the
  * feeder it waits for bounds it: the CPU ns of each stage (SL_WIRE_STAGE_*:
- * read, decompress, decode, assemble, send) since the feeder started, and
- * its time with pieces to make but no credit. Each at most
- * SL_WIRE_MAX_COUNT. */
+ * read, decompress, decode, assemble, send, map) since the feeder started,
+ * and its time with pieces to make but no credit. Each at most
+ * SL_WIRE_MAX_COUNT. Two forms: with_map 1, 64 bytes ending in map_ns (to
+ * a trainer whose HELLO set SL_WIRE_HELLO_STATS_MAP); with_map 0, the 56
+ * bytes of trainers before the map stage (stage_ns[SL_WIRE_STAGE_MAP] is
+ * then 0: the decoder sets it so, the encoder refuses anything else). */
 struct sl_wire_stats {
     uint64_t stage_ns[SL_WIRE_STAGES];
     uint64_t credit_wait_ns;
+    uint8_t with_map; /* 0 or 1 */
 };
 
 /* The answer to a HELLO (with SL_WIRE_HELLO_STATUS) that a feeder cannot
@@ -300,9 +319,10 @@ int sl_wire_check_piece(const struct sl_wire_piece *p, const struct sl_wire_welc
 
 /* "HELLO", "PIECE", ...; "type N" is not given: unknown types read "?". */
 const char *sl_wire_type_name(unsigned type);
-/* "int64", "float32", "bytes", "uint8"; "?" otherwise. */
+/* "int64", "float32", "bytes", "uint8", "float16", "bfloat16"; "?"
+ * otherwise. */
 const char *sl_wire_dtype_name(unsigned dtype);
-/* 8, 4, 0 (bytes: variable), 1; 0 for an unknown dtype. */
+/* 8, 4, 0 (bytes: variable), 1, 2, 2; 0 for an unknown dtype. */
 size_t sl_wire_dtype_size(unsigned dtype);
 
 #endif

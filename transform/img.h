@@ -193,6 +193,10 @@ void img_flip(uint8_t *img, uint32_t h, uint32_t w, int c);
  * or CHW (chw 1), h * w * c floats. std[k] != 0 (the caller checked). */
 void img_normalize(const uint8_t *src, uint32_t h, uint32_t w, int c, const float *mean, const float *std, int chw,
                    float *out);
+/* The same values narrowed to float16 (bf16 0) or bfloat16 (bf16 1), to
+ * nearest, ties to even (sl_half.h): h * w * c 2-byte values. */
+void img_normalize16(const uint8_t *src, uint32_t h, uint32_t w, int c, const float *mean, const float *std, int chw,
+                     int bf16, uint16_t *out);
 
 /* Decode each of `count` images (JPEG or PNG, in memory) `rounds` times
  * at 1/denom to 3 channels, one thread: *per_s gets images per second;

@@ -14,6 +14,7 @@
  */
 #include "img.h"
 #include "img_state.h"
+#include "sl_half.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -459,13 +460,19 @@ void img_flip(uint8_t *img, uint32_t h, uint32_t w, int c)
     }
 }
 
+/* The float32 value of each channel's 256 inputs. */
+static void normalize_lut(int c, const float *mean, const float *std, float lut[4][256])
+{
+    for (int ch = 0; ch < c && ch < 4; ch++)
+        for (int x = 0; x < 256; x++)
+            lut[ch][x] = ((float)x / 255.0f - mean[ch]) / std[ch];
+}
+
 void img_normalize(const uint8_t *src, uint32_t h, uint32_t w, int c, const float *mean, const float *std, int chw,
                    float *out)
 {
     float lut[4][256];
-    for (int ch = 0; ch < c && ch < 4; ch++)
-        for (int x = 0; x < 256; x++)
-            lut[ch][x] = ((float)x / 255.0f - mean[ch]) / std[ch];
+    normalize_lut(c, mean, std, lut);
     size_t plane = (size_t)h * w;
     if (c == 3 && chw) { /* the common case: three planes written in order */
         float *r = out, *g = out + plane, *b = out + 2 * plane;
@@ -479,6 +486,26 @@ void img_normalize(const uint8_t *src, uint32_t h, uint32_t w, int c, const floa
     for (size_t p = 0; p < plane; p++)
         for (int ch = 0; ch < c && ch < 4; ch++) {
             float v = lut[ch][src[p * c + ch]];
+            if (chw)
+                out[(size_t)ch * plane + p] = v;
+            else
+                out[p * c + ch] = v;
+        }
+}
+
+void img_normalize16(const uint8_t *src, uint32_t h, uint32_t w, int c, const float *mean, const float *std, int chw,
+                     int bf16, uint16_t *out)
+{
+    float lut[4][256];
+    uint16_t lut16[4][256];
+    normalize_lut(c, mean, std, lut);
+    for (int ch = 0; ch < c && ch < 4; ch++)
+        for (int x = 0; x < 256; x++)
+            lut16[ch][x] = bf16 ? sl_f32_to_bf16(lut[ch][x]) : sl_f32_to_f16(lut[ch][x]);
+    size_t plane = (size_t)h * w;
+    for (size_t p = 0; p < plane; p++)
+        for (int ch = 0; ch < c && ch < 4; ch++) {
+            uint16_t v = lut16[ch][src[p * c + ch]];
             if (chw)
                 out[(size_t)ch * plane + p] = v;
             else

@@ -61,7 +61,7 @@ uint64_t map_spec_count(const struct map_spec *s)
 
 size_t map_dtype_size(enum map_dtype t)
 {
-    return t == MAP_DT_INT64 ? 8 : t == MAP_DT_FLOAT32 ? 4 : 1;
+    return t == MAP_DT_INT64 ? 8 : t == MAP_DT_FLOAT32 ? 4 : t == MAP_DT_FLOAT16 || t == MAP_DT_BFLOAT16 ? 2 : 1;
 }
 
 const char *map_dtype_name(enum map_dtype t)
@@ -71,6 +71,8 @@ const char *map_dtype_name(enum map_dtype t)
     case MAP_DT_FLOAT32: return "float32";
     case MAP_DT_BYTES: return "bytes";
     case MAP_DT_UINT8: return "uint8";
+    case MAP_DT_FLOAT16: return "float16";
+    case MAP_DT_BFLOAT16: return "bfloat16";
     }
     return "?";
 }
@@ -210,6 +212,10 @@ static int dtype_parse(const char *s, enum map_dtype *out)
         *out = MAP_DT_FLOAT32;
     else if (strcmp(s, "uint8") == 0)
         *out = MAP_DT_UINT8;
+    else if (strcmp(s, "float16") == 0)
+        *out = MAP_DT_FLOAT16;
+    else if (strcmp(s, "bfloat16") == 0)
+        *out = MAP_DT_BFLOAT16;
     else
         return SL_EINVAL;
     return 0;
@@ -225,9 +231,10 @@ int map__arg_dtype(struct map_op *op, json_t *o, const char *key, int has_def, e
         return put_default(o, key, json_string(map_dtype_name(def)));
     }
     if (v == NULL)
-        return map__why_arg(w, op, key, " is required (int64, float32 or uint8)");
+        return map__why_arg(w, op, key, " is required (int64, float32, uint8, float16 or bfloat16)");
     if (!json_is_string(v) || dtype_parse(json_string_value(v), out) != 0)
-        return map__why_arg(w, op, key, " must be \"int64\", \"float32\" or \"uint8\" (got %s)",
+        return map__why_arg(w, op, key,
+                            " must be \"int64\", \"float32\", \"uint8\", \"float16\" or \"bfloat16\" (got %s)",
                             map__got(v, g, sizeof g));
     return 0;
 }

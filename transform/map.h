@@ -42,8 +42,17 @@
 
 #include "sl_error.h"
 
-/* The wire's dtype numbers (sl_wire.h, feed_assemble.h). */
-enum map_dtype { MAP_DT_INT64 = 0, MAP_DT_FLOAT32 = 1, MAP_DT_BYTES = 2, MAP_DT_UINT8 = 3 };
+/* The wire's dtype numbers (sl_wire.h, feed_assemble.h). float16 and
+ * bfloat16 (2 bytes a value, sl_half.h) come only out of normalize and
+ * cast. */
+enum map_dtype {
+    MAP_DT_INT64 = 0,
+    MAP_DT_FLOAT32 = 1,
+    MAP_DT_BYTES = 2,
+    MAP_DT_UINT8 = 3,
+    MAP_DT_FLOAT16 = 4,
+    MAP_DT_BFLOAT16 = 5
+};
 
 #define MAP_MAX_RANK 8
 #define MAP_DIM_DATA (-1) /* a dimension that depends on the data (a decoded image's height) */

@@ -386,13 +386,18 @@ static int parse_norm(struct map_op *op, json_t *o, struct map_why *w)
         rc = map__why_arg(w, op, "std", " must have as many numbers as 'mean' (%d, got %d)", nm, ns);
     op->a.norm.n = nm;
     json_t *dt = json_object_get(o, "dtype"), *lay = json_object_get(o, "layout");
+    op->a.norm.dtype = MAP_DT_FLOAT32;
     if (rc == 0 && dt == NULL)
         rc = json_object_set_new(o, "dtype", json_string("float32")) == 0 ? 0 : SL_ENOMEM;
-    else if (rc == 0 && (!json_is_string(dt) || strcmp(json_string_value(dt), "float32") != 0))
-        rc = map__why_arg(w, op, "dtype",
-                          " must be \"float32\" (got %s; float16 and bfloat16 wait for the wire to carry them)",
+    else if (rc == 0 && json_is_string(dt) && strcmp(json_string_value(dt), "float32") == 0)
+        op->a.norm.dtype = MAP_DT_FLOAT32;
+    else if (rc == 0 && json_is_string(dt) && strcmp(json_string_value(dt), "float16") == 0)
+        op->a.norm.dtype = MAP_DT_FLOAT16;
+    else if (rc == 0 && json_is_string(dt) && strcmp(json_string_value(dt), "bfloat16") == 0)
+        op->a.norm.dtype = MAP_DT_BFLOAT16;
+    else if (rc == 0)
+        rc = map__why_arg(w, op, "dtype", " must be \"float32\", \"float16\" or \"bfloat16\" (got %s)",
                           map__got(dt, g, sizeof g));
-    op->a.norm.dtype = MAP_DT_FLOAT32;
     if (rc == 0 && lay == NULL)
         rc = json_object_set_new(o, "layout", json_string("HWC")) == 0 ? 0 : SL_ENOMEM;
     else if (rc == 0 && json_is_string(lay) && strcmp(json_string_value(lay), "HWC") == 0)
@@ -414,7 +419,7 @@ static int spec_norm(const struct map_op *op, void *shared, const struct map_spe
         return map__why_arg(w, op, "mean", ": %d numbers for '%s', whose images have %lld channels", op->a.norm.n,
                             in->name, (long long)in->shape[2]);
     *out = *in;
-    out->dtype = MAP_DT_FLOAT32;
+    out->dtype = op->a.norm.dtype;
     if (op->a.norm.layout == MAP_LAYOUT_CHW) {
         out->shape[0] = in->shape[2];
         out->shape[1] = in->shape[0];
@@ -431,17 +436,18 @@ static int run_norm(struct map_call *c, const struct map_tensor *in, struct map_
         mean[k] = (float)c->op->a.norm.mean[k];
         std[k] = (float)c->op->a.norm.std[k];
     }
-    size_t bytes = (size_t)(h * w * ch) * sizeof(float);
-    float *dst = map__arena_reserve(c->arena, bytes);
+    enum map_dtype dt = c->op->a.norm.dtype;
+    size_t bytes = (size_t)(h * w * ch) * map_dtype_size(dt);
+    void *dst = map__arena_reserve(c->arena, bytes);
     if (dst == NULL)
         return no_memory(err);
     int chw = c->op->a.norm.layout == MAP_LAYOUT_CHW;
-    img_normalize(in->data, (uint32_t)h, (uint32_t)w, (int)ch, mean, std, chw, dst);
-    *out = (struct map_tensor){.dtype = MAP_DT_FLOAT32,
-                               .rank = 3,
-                               .shape = {chw ? ch : h, chw ? h : w, chw ? w : ch},
-                               .data = dst,
-                               .bytes = bytes};
+    if (dt == MAP_DT_FLOAT32)
+        img_normalize(in->data, (uint32_t)h, (uint32_t)w, (int)ch, mean, std, chw, dst);
+    else /* float16, bfloat16: the float32 values rounded to nearest, ties to even */
+        img_normalize16(in->data, (uint32_t)h, (uint32_t)w, (int)ch, mean, std, chw, dt == MAP_DT_BFLOAT16, dst);
+    *out = (struct map_tensor){
+        .dtype = dt, .rank = 3, .shape = {chw ? ch : h, chw ? h : w, chw ? w : ch}, .data = dst, .bytes = bytes};
     return 0;
 }
 

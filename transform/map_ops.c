@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "map_op.h"
+#include "sl_half.h"
 
 static int not_varlen(const struct map_op *op, const struct map_spec *in, struct map_why *w)
 {
@@ -39,7 +40,8 @@ static int spec_cast(const struct map_op *op, void *shared, const struct map_spe
 {
     char d[96];
     if (in->dtype == MAP_DT_BYTES)
-        return map__why_arg(w, op, "feature", ": cast takes an int64, float32 or uint8 feature ('%s' is %s)", in->name,
+        return map__why_arg(w, op, "feature",
+                            ": cast takes an int64, float32, uint8, float16 or bfloat16 feature ('%s' is %s)", in->name,
                             map_spec_describe(in, d, sizeof d));
     int rc = not_varlen(op, in, w);
     if (rc != 0)
@@ -78,29 +80,50 @@ static int run_cast(struct map_call *c, const struct map_tensor *in, struct map_
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
-        /* memcpy: the input may be unaligned (a record's bytes) */
+        /* memcpy: the input may be unaligned (a record's bytes). A float
+         * input of any width is read as the float32 it widens to exactly. */
         int64_t iv = 0;
         float fv = 0;
         uint8_t uv = 0;
+        uint16_t hv = 0;
+        const uint8_t *src = (const uint8_t *)in->data;
         switch (in->dtype) {
-        case MAP_DT_INT64: memcpy(&iv, (const uint8_t *)in->data + 8 * i, 8); break;
-        case MAP_DT_FLOAT32: memcpy(&fv, (const uint8_t *)in->data + 4 * i, 4); break;
-        default: uv = ((const uint8_t *)in->data)[i]; break;
+        case MAP_DT_INT64: memcpy(&iv, src + 8 * i, 8); break;
+        case MAP_DT_FLOAT32: memcpy(&fv, src + 4 * i, 4); break;
+        case MAP_DT_FLOAT16:
+            memcpy(&hv, src + 2 * i, 2);
+            fv = sl_f16_to_f32(hv);
+            break;
+        case MAP_DT_BFLOAT16:
+            memcpy(&hv, src + 2 * i, 2);
+            fv = sl_bf16_to_f32(hv);
+            break;
+        default: uv = src[i]; break;
         }
+        int is_int = in->dtype == MAP_DT_INT64, is_u8 = in->dtype == MAP_DT_UINT8;
         switch (to) {
         case MAP_DT_INT64: {
-            int64_t v = in->dtype == MAP_DT_FLOAT32 ? f32_to_int(fv, -9223372036854775808.0, 9223372036854775807.0)
-                                                    : (int64_t)uv;
+            int64_t v = is_int  ? iv
+                        : is_u8 ? (int64_t)uv
+                                : f32_to_int(fv, -9223372036854775808.0, 9223372036854775807.0);
             memcpy((uint8_t *)dst + 8 * i, &v, 8);
             break;
         }
         case MAP_DT_FLOAT32: {
-            float v = in->dtype == MAP_DT_INT64 ? (float)iv : (float)uv;
+            float v = is_int ? (float)iv : is_u8 ? (float)uv : fv;
             memcpy((uint8_t *)dst + 4 * i, &v, 4);
             break;
         }
+        case MAP_DT_FLOAT16:
+        case MAP_DT_BFLOAT16: { /* one rounding, to nearest, ties to even (sl_half.h) */
+            int f16 = to == MAP_DT_FLOAT16;
+            uint16_t v = is_int || is_u8 ? (f16 ? sl_i64_to_f16(is_int ? iv : uv) : sl_i64_to_bf16(is_int ? iv : uv))
+                                         : (f16 ? sl_f32_to_f16(fv) : sl_f32_to_bf16(fv));
+            memcpy((uint8_t *)dst + 2 * i, &v, 2);
+            break;
+        }
         default: {
-            int64_t v = in->dtype == MAP_DT_FLOAT32 ? f32_to_int(fv, 0, 255) : iv < 0 ? 0 : iv > 255 ? 255 : iv;
+            int64_t v = is_int ? (iv < 0 ? 0 : iv > 255 ? 255 : iv) : is_u8 ? uv : f32_to_int(fv, 0, 255);
             ((uint8_t *)dst)[i] = (uint8_t)v;
             break;
         }
@@ -170,8 +193,9 @@ static int parse_pad(struct map_op *op, json_t *o, struct map_why *w)
         rc = map__arg_num(op, o, "pad", 1, 0, -3.4e38, 3.4e38, &op->a.pad.pad, w);
     if (rc == 0)
         rc = map__arg_dtype(op, o, "mask_dtype", 1, MAP_DT_UINT8, &op->a.pad.mask_dtype, w);
-    if (rc == 0 && op->a.pad.mask_dtype == MAP_DT_FLOAT32)
-        rc = map__why_arg(w, op, "mask_dtype", " must be \"uint8\" or \"int64\" (got \"float32\")");
+    if (rc == 0 && op->a.pad.mask_dtype != MAP_DT_UINT8 && op->a.pad.mask_dtype != MAP_DT_INT64)
+        rc = map__why_arg(w, op, "mask_dtype", " must be \"uint8\" or \"int64\" (got \"%s\")",
+                          map_dtype_name(op->a.pad.mask_dtype));
     json_t *m = json_object_get(o, "mask");
     if (rc == 0 && m != NULL) {
         if (!json_is_string(m) || json_string_length(m) == 0 || json_string_length(m) >= MAP_NAME_MAX ||

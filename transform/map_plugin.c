@@ -92,6 +92,11 @@ static int spec_plugin(const struct map_op *op, void *shared, const struct map_s
                        struct map_why *w)
 {
     struct plugin *pg = shared;
+    if (in->dtype == MAP_DT_FLOAT16 || in->dtype == MAP_DT_BFLOAT16) /* not in the plugin ABI's dtypes */
+        return map__why_arg(w, op, "feature",
+                            ": plugin %s cannot take '%s', which is %s (the plugin ABI has int64, float32, bytes and "
+                            "uint8): cast it to float32 first",
+                            pg->path, in->name, map_dtype_name(in->dtype));
     struct sluice_map_spec pi = {.dtype = (int32_t)in->dtype, .varlen = in->varlen, .rank = in->rank}, po = {0};
     memcpy(pi.shape, in->shape, sizeof pi.shape);
     char msg[512] = "";

@@ -17,12 +17,13 @@ import os
 import shutil
 import subprocess
 
-from ._sluice import Error, Step, version  # noqa: F401
+from ._sluice import Error, Step, bfloat16, version  # noqa: F401
 from ._sluice import Client as _CClient
 from ._sluice import LOG_DEBUG, LOG_INFO, LOG_WARNING, LOG_ERROR, log_setup as _log_setup
 from ._sluice import tf_config as _tf_config
 
-__all__ = ["Client", "Error", "Step", "plan", "set_log_level", "version"]
+__all__ = ["Client", "Error", "Step", "bfloat16", "bfloat16_to_float32", "is_bfloat16", "plan", "set_log_level",
+           "version"]
 __version__ = version
 
 _LEVELS = {"debug": LOG_DEBUG, "info": LOG_INFO, "warning": LOG_WARNING, "error": LOG_ERROR}
@@ -95,6 +96,27 @@ class Client(_CClient):
 
     def __repr__(self):
         return "<sluice.Client %s>" % ("closed" if self.closed else "open")
+
+
+def is_bfloat16(a):
+    """True for an array a step hands out for a bfloat16 tensor: numpy has
+    no bfloat16, so it comes as uint16 (the values' bits) of the dtype
+    sluice.bfloat16, whose metadata says {"sluice_dtype": "bfloat16"} (the
+    metadata goes with views, slices and copies, not with a single element
+    taken out as a numpy scalar). Never compute on the bits: integer
+    arithmetic keeps the metadata, but not bfloat16 values."""
+    md = getattr(getattr(a, "dtype", None), "metadata", None)
+    return bool(md) and md.get("sluice_dtype") == "bfloat16"
+
+
+def bfloat16_to_float32(a):
+    """The float32 values of bfloat16 bits (a uint16 array, e.g. a
+    bfloat16 tensor of a step): exact, a new array."""
+    import numpy
+    a = numpy.asarray(a)
+    if a.dtype.kind != "u" or a.dtype.itemsize != 2:
+        raise TypeError("bfloat16_to_float32: a uint16 array of bfloat16 bits, not %s" % a.dtype)
+    return (a.astype("<u4") << 16).view("<f4")
 
 
 def _tool(name, build=None):

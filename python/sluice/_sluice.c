@@ -407,13 +407,54 @@ static PyObject *stream_failed(Client *self, int rc, const struct sluice_error *
     return raise_code(rc, e->message);
 }
 
-static int npy_type(int dtype)
+/* numpy has no bfloat16: such a tensor arrives as uint16 (its bits), of
+ * this dtype: uint16 with metadata {"sluice_dtype": "bfloat16"}, which
+ * sluice.torch turns into torch.bfloat16 (docs/python.md). */
+static PyArray_Descr *bf16_descr;
+
+static int make_bf16_descr(void)
+{
+    PyObject *np = PyImport_ImportModule("numpy"), *fn = np != NULL ? PyObject_GetAttrString(np, "dtype") : NULL;
+    PyObject *args = Py_BuildValue("(s)", "<u2"),
+             *kw = Py_BuildValue("{s:{s:s}}", "metadata", "sluice_dtype", "bfloat16");
+    PyObject *d = fn != NULL && args != NULL && kw != NULL ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(np);
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    if (d == NULL)
+        return -1;
+    if (!PyArray_DescrCheck(d)) {
+        Py_DECREF(d);
+        PyErr_SetString(PyExc_TypeError, "numpy.dtype did not make a dtype");
+        return -1;
+    }
+    bf16_descr = (PyArray_Descr *)d;
+    return 0;
+}
+
+/* The numpy type of a sluice dtype, and its bytes a value; -1 for a dtype
+ * this binding does not know (never read as another). */
+static int npy_type(int dtype, uint64_t *size)
 {
     switch (dtype) {
-    case SLUICE_INT64: return NPY_INT64;
-    case SLUICE_FLOAT32: return NPY_FLOAT32;
-    default: return NPY_UINT8; /* uint8, and bytes: the values concatenated */
+    case SLUICE_INT64: *size = 8; return NPY_INT64;
+    case SLUICE_FLOAT32: *size = 4; return NPY_FLOAT32;
+    case SLUICE_UINT8:
+    case SLUICE_BYTES: *size = 1; return NPY_UINT8; /* bytes: the values concatenated */
+    case SLUICE_FLOAT16: *size = 2; return NPY_FLOAT16;
+    case SLUICE_BFLOAT16: *size = 2; return NPY_UINT16; /* with bf16_descr */
+    default: return -1;
     }
+}
+
+static PyArray_Descr *descr_of(int dtype, int type)
+{
+    if (dtype == SLUICE_BFLOAT16) {
+        Py_INCREF(bf16_descr);
+        return bf16_descr;
+    }
+    return PyArray_DescrFromType(type);
 }
 
 /* The tensor's name as a str, reused from the last step when equal. */
@@ -488,8 +529,13 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
         }
         int rank = t->dtype == SLUICE_BYTES ? 1 : t->rank;
         npy_intp *shape = t->dtype == SLUICE_BYTES ? flat : dims;
-        int type = npy_type(t->dtype);
-        uint64_t size = type == NPY_UINT8 ? 1 : type == NPY_FLOAT32 ? 4 : 8;
+        uint64_t size = 0;
+        int type = npy_type(t->dtype, &size);
+        if (type < 0) {
+            Py_DECREF(d);
+            PyErr_Format(Error, "tensor '%s': dtype %d is not known to this binding", t->name, t->dtype);
+            return NULL;
+        }
         if (items * size != t->bytes) {
             Py_DECREF(d);
             PyErr_Format(Error, "tensor '%s': %llu bytes for a shape of %llu values of %llu bytes", t->name,
@@ -498,7 +544,7 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
         }
         PyObject *a;
         if (t->data != NULL) {
-            a = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(type), rank, shape, NULL, (void *)t->data,
+            a = PyArray_NewFromDescr(&PyArray_Type, descr_of(t->dtype, type), rank, shape, NULL, (void *)t->data,
                                      NPY_ARRAY_C_CONTIGUOUS | (self->lend ? 0 : NPY_ARRAY_WRITEABLE), NULL);
             if (a != NULL) {
                 Py_INCREF(mem);
@@ -506,8 +552,8 @@ static PyObject *piece_dict(Client *self, const struct sluice_piece *p, PyObject
                     Py_CLEAR(a);
             }
         } else {
-            a = PyArray_ZEROS(rank, shape, type, 0); /* no values: owns its (empty) memory */
-            if (a != NULL && self->lend)             /* read-only like every lent array */
+            a = PyArray_Zeros(rank, shape, descr_of(t->dtype, type), 0); /* no values: owns its (empty) memory */
+            if (a != NULL && self->lend)                                 /* read-only like every lent array */
                 PyArray_CLEARFLAGS((PyArrayObject *)a, NPY_ARRAY_WRITEABLE);
         }
         PyObject *key = a != NULL ? name_of(self, i, t->name) : NULL;
@@ -768,7 +814,7 @@ PyMODINIT_FUNC PyInit__sluice(void)
 {
     import_array();
     main_thread = pthread_self();
-    if (PyType_Ready(&MemoryType) < 0 || PyType_Ready(&ClientType) < 0)
+    if (PyType_Ready(&MemoryType) < 0 || PyType_Ready(&ClientType) < 0 || make_bf16_descr() < 0)
         return NULL;
     if (StepType.tp_name == NULL && PyStructSequence_InitType2(&StepType, &step_desc) < 0)
         return NULL;
@@ -783,6 +829,7 @@ PyMODINIT_FUNC PyInit__sluice(void)
     if (Error == NULL || PyModule_AddObjectRef(m, "Error", Error) < 0 ||
         PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) < 0 ||
         PyModule_AddObjectRef(m, "Step", (PyObject *)&StepType) < 0 ||
+        PyModule_AddObjectRef(m, "bfloat16", (PyObject *)bf16_descr) < 0 ||
         PyModule_AddStringConstant(m, "version", sluice_version()) < 0 ||
         PyModule_AddIntConstant(m, "LOG_DEBUG", SLUICE_LOG_DEBUG) < 0 ||
         PyModule_AddIntConstant(m, "LOG_INFO", SLUICE_LOG_INFO) < 0 ||

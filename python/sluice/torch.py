@@ -20,19 +20,24 @@ import warnings
 import torch
 import torch.utils.data
 
-from . import Client
+from . import Client, is_bfloat16
 
 __all__ = ["IterableDataset", "to_torch"]
 
 
 def to_torch(arrays, pin_memory=False):
     """{name: numpy.ndarray} -> {name: torch.Tensor}, sharing memory (an
-    array whose data is not aligned for its type is copied first)."""
+    array whose data is not aligned for its type is copied first). A
+    float16 tensor is torch.float16; a bfloat16 one (numpy: uint16 bits of
+    dtype sluice.bfloat16) is torch.bfloat16, the same memory viewed."""
     out = {}
     for name, a in arrays.items():
         if not a.flags.aligned:
             a = a.copy()
-        t = torch.from_numpy(a)
+        if is_bfloat16(a):  # torch reads no uint16 array: its bits as int16, viewed as bfloat16
+            t = torch.from_numpy(a.view("<i2")).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(a)
         if pin_memory:
             t = t.pin_memory()
         out[name] = t

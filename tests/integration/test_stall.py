@@ -30,7 +30,7 @@ TRAINER = os.path.join(BUILD, "trainer", "sluice-trainer")
 TMP = tempfile.mkdtemp(prefix="sluice-stall-")
 PASSED = 0
 PROCS = []
-STAGES = ("read", "decompress", "decode", "assemble", "send")
+STAGES = ("read", "decompress", "decode", "assemble", "send", "map")
 
 
 def fail(msg):

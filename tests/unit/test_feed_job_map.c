@@ -106,7 +106,7 @@ START_TEST(test_to_json_and_flag)
         feed_job_set(job, "map", "[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"uint8\"}]", &err), 0);
     ck_assert_uint_eq(map_pipeline_nops(job->map), 1);
     ck_assert_int_ne(feed_job_set(job, "map", "[{\"op\": \"cast\", \"feature\": \"label\"}]", &err), 0);
-    ck_assert_str_eq(err.msg, "--map: 'map[0].dtype' is required (int64, float32 or uint8)");
+    ck_assert_str_eq(err.msg, "--map: 'map[0].dtype' is required (int64, float32, uint8, float16 or bfloat16)");
     ck_assert_uint_eq(map_pipeline_nops(job->map), 1); /* as before the failed flag */
     ck_assert_int_ne(feed_job_set(job, "map", "[", &err), 0);
     ck_assert_str_eq(err.msg, "--map: not valid JSON: ']' expected near end of file at column 1");

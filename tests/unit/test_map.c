@@ -114,11 +114,16 @@ START_TEST(test_parse_errors)
         {"[{\"op\": \"cast\", \"feature\": \"\"}]", "'map[0].feature' must be a feature's name (got \"\")"},
         {"[{\"op\": \"cast\", \"feature\": [\"a\"]}]", "'map[0].feature' must be a feature's name (got [\"a\"])"},
         {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"int64\", \"dtpye\": 1}]", "unknown key 'map[0].dtpye'"},
-        {"[{\"op\": \"cast\", \"feature\": \"x\"}]", "'map[0].dtype' is required (int64, float32 or uint8)"},
+        {"[{\"op\": \"cast\", \"feature\": \"x\"}]",
+         "'map[0].dtype' is required (int64, float32, uint8, float16 or bfloat16)"},
         {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"int33\"}]",
-         "'map[0].dtype' must be \"int64\", \"float32\" or \"uint8\" (got \"int33\")"},
+         "'map[0].dtype' must be \"int64\", \"float32\", \"uint8\", \"float16\" or \"bfloat16\" (got \"int33\")"},
         {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"bytes\"}]",
-         "'map[0].dtype' must be \"int64\", \"float32\" or \"uint8\" (got \"bytes\")"},
+         "'map[0].dtype' must be \"int64\", \"float32\", \"uint8\", \"float16\" or \"bfloat16\" (got \"bytes\")"},
+        {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"half\"}]",
+         "'map[0].dtype' must be \"int64\", \"float32\", \"uint8\", \"float16\" or \"bfloat16\" (got \"half\")"},
+        {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": 16}]",
+         "'map[0].dtype' must be \"int64\", \"float32\", \"uint8\", \"float16\" or \"bfloat16\" (got 16)"},
         {"[{\"op\": \"one_hot\", \"feature\": \"x\", \"depth\": 0}]",
          "'map[0].depth' must be an integer from 1 to 1048576 (got 0)"},
         {"[{\"op\": \"one_hot\", \"feature\": \"x\", \"depth\": -3}]",
@@ -139,6 +144,8 @@ START_TEST(test_parse_errors)
          "'map[0].mask' must be the name of a new feature (got 1)"},
         {"[{\"op\": \"pad_or_truncate\", \"feature\": \"x\", \"length\": 4, \"mask_dtype\": \"float32\"}]",
          "'map[0].mask_dtype' must be \"uint8\" or \"int64\" (got \"float32\")"},
+        {"[{\"op\": \"pad_or_truncate\", \"feature\": \"x\", \"length\": 4, \"mask_dtype\": \"bfloat16\"}]",
+         "'map[0].mask_dtype' must be \"uint8\" or \"int64\" (got \"bfloat16\")"},
         {"[{\"op\": \"cast\", \"feature\": \"x\", \"dtype\": \"int64\"}, {\"op\": \"resize\", \"feature\": \"i\", "
          "\"size\": [0, 224]}]",
          "'map[1].size' must be two integers from 1 to 65536 (got [0, 224])"},
@@ -179,8 +186,14 @@ START_TEST(test_parse_errors)
          "'map[0].mean' must be 1 to 4 numbers, one per channel, each in [-1e6, 1e6] (got [])"},
         {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5, 0.5], \"std\": [0.2]}]",
          "'map[0].std' must have as many numbers as 'mean' (2, got 1)"},
-        {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"dtype\": \"float16\"}]",
-         "'map[0].dtype' must be \"float32\" (got \"float16\"; float16 and bfloat16 wait for the wire to carry them)"},
+        {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"dtype\": \"float64\"}]",
+         "'map[0].dtype' must be \"float32\", \"float16\" or \"bfloat16\" (got \"float64\")"},
+        {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"dtype\": \"uint8\"}]",
+         "'map[0].dtype' must be \"float32\", \"float16\" or \"bfloat16\" (got \"uint8\")"},
+        {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"dtype\": null}]",
+         "'map[0].dtype' must be \"float32\", \"float16\" or \"bfloat16\" (got null)"},
+        {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"dtype\": [\"float16\"]}]",
+         "'map[0].dtype' must be \"float32\", \"float16\" or \"bfloat16\" (got [\"float16\"])"},
         {"[{\"op\": \"normalize\", \"feature\": \"i\", \"mean\": [0.5], \"std\": [0.2], \"layout\": \"WHC\"}]",
          "'map[0].layout' must be \"HWC\" or \"CHW\" (got \"WHC\")"},
         {"[{\"op\": \"plugin\", \"feature\": \"i\"}]", "'map[0].path' is required (the plugin's shared library)"},
@@ -240,7 +253,7 @@ START_TEST(test_plan_errors)
         {"[{\"op\": \"cast\", \"feature\": \"lable\", \"dtype\": \"int64\"}]",
          "'map[0].feature': no feature 'lable' (the job's features and the masks of earlier ops)"},
         {"[{\"op\": \"cast\", \"feature\": \"image\", \"dtype\": \"int64\"}]",
-         "'map[0].feature': cast takes an int64, float32 or uint8 feature ('image' is bytes [])"},
+         "'map[0].feature': cast takes an int64, float32, uint8, float16 or bfloat16 feature ('image' is bytes [])"},
         {"[{\"op\": \"cast\", \"feature\": \"tokens\", \"dtype\": \"float32\"}]",
          "'map[0].feature': cast takes a fixed-shape feature; 'tokens' is variable-length: pad_or_truncate it first"},
         {"[{\"op\": \"one_hot\", \"feature\": \"dense\", \"depth\": 3}]",
@@ -281,6 +294,18 @@ START_TEST(test_plan_errors)
          "'map[0].feature': plugin " SL_SCALE_PLUGIN
          " refused feature 'tokens': scale takes a fixed-shape int64, float32 or uint8 feature"},
         {"[{\"op\": \"random_flip\", \"feature\": \"pixels\"}]", ""},
+        /* float16 and bfloat16: no plugin takes them (its ABI has no such dtype), no image op either */
+        {"[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"bfloat16\"}, {\"op\": \"plugin\", \"feature\": "
+         "\"dense\", \"path\": \"" SL_SCALE_PLUGIN "\"}]",
+         "'map[1].feature': plugin " SL_SCALE_PLUGIN " cannot take 'dense', which is bfloat16 (the plugin ABI has "
+         "int64, float32, bytes and uint8): cast it to float32 first"},
+        {"[{\"op\": \"normalize\", \"feature\": \"pixels\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1], \"dtype\": "
+         "\"float16\"}, {\"op\": \"random_flip\", \"feature\": \"pixels\"}]",
+         "'map[1].feature': random_flip takes an image, uint8 [height, width, channels] ('pixels' is float16 [4, 5, "
+         "3]): decode_image it first"},
+        {"[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"float16\"}, {\"op\": \"one_hot\", \"feature\": "
+         "\"label\", \"depth\": 3}]",
+         "'map[1].feature': one_hot takes one int64 label per element ('label' is float16 [])"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         ck_assert_msg(strcmp(plan_msg(cases[i][0], 0), cases[i][1]) == 0, "%s\n  got  %s\n  want %s", cases[i][0],
@@ -436,6 +461,199 @@ START_TEST(test_cast)
     ck_assert_int_eq(iv[0], INT64_MIN);
     ck_assert_int_eq(iv[1], 0);
     ck_assert_int_eq(iv[2], 0);
+    rig_close(&g);
+}
+END_TEST
+
+static uint16_t u16_at(const struct map_tensor *t, size_t i)
+{
+    uint16_t v;
+    memcpy(&v, (const uint8_t *)t->data + 2 * i, 2);
+    return v;
+}
+
+/* normalize into float16 and bfloat16: 2 bytes a value, each the float32
+ * result rounded to nearest, ties to even (the float32 result is
+ * test_img_ops's; numpy's rounding of it is tests/integration/
+ * test_map_half.py's) */
+START_TEST(test_normalize_half)
+{
+    static const char *const dts[] = {"float32", "float16", "bfloat16"};
+    struct map_tensor out32 = {0};
+    float f32[60];
+    for (int k = 0; k < 3; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "[{\"op\": \"normalize\", \"feature\": \"pixels\", \"mean\": [0.485, 0.456, 0.406], \"std\": "
+                 "[0.229, 0.224, 0.225], \"dtype\": \"%s\", \"layout\": \"CHW\"}]",
+                 dts[k]);
+        struct rig g;
+        struct sl_error err = {0};
+        rig_open(&g, text);
+        for (int i = 0; i < 60; i++)
+            g.pixels[i] = (uint8_t)(i * 37 + 11);
+        ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+        const struct map_tensor *t = &g.out[4];
+        char d[96];
+        const struct map_spec *os = map_plan_op_out(g.pl, 0);
+        ck_assert_int_eq(t->rank, 3);
+        ck_assert_int_eq(t->shape[0], 3);
+        ck_assert_int_eq(t->shape[1], 4);
+        ck_assert_int_eq(t->shape[2], 5);
+        if (k == 0) {
+            ck_assert_str_eq(map_spec_describe(os, d, sizeof d), "float32 [3, 4, 5]");
+            ck_assert_uint_eq(t->bytes, 240);
+            memcpy(f32, t->data, sizeof f32);
+            out32 = *t;
+            out32.data = f32;
+        } else {
+            ck_assert_int_eq(t->dtype, k == 1 ? MAP_DT_FLOAT16 : MAP_DT_BFLOAT16);
+            ck_assert_str_eq(map_spec_describe(os, d, sizeof d), k == 1 ? "float16 [3, 4, 5]" : "bfloat16 [3, 4, 5]");
+            ck_assert_uint_eq(t->bytes, 120);
+            for (size_t i = 0; i < 60; i++) {
+                uint32_t x;
+                memcpy(&x, &f32[i], 4);
+                uint16_t want;
+                if (k == 2) { /* bfloat16: nearest of the two truncations, by distance in double */
+                    uint32_t lo = x & 0xffff0000u, hi = lo + 0x10000u;
+                    float flo, fhi;
+                    memcpy(&flo, &lo, 4);
+                    memcpy(&fhi, &hi, 4);
+                    double dlo = fabs((double)f32[i] - flo), dhi = fabs((double)fhi - f32[i]);
+                    want = (uint16_t)((dlo < dhi || (dlo == dhi && !((lo >> 16) & 1)) ? lo : hi) >> 16);
+                } else {
+                    want = 0;
+                    /* float16: the nearest by search over the 65536 values (finite ones, here) */
+                    double best = INFINITY;
+                    for (uint32_t h = 0; h < 0x7c00u * 2; h++) {
+                        uint16_t b = (uint16_t)(h < 0x7c00u ? h : 0x8000u | (h - 0x7c00u));
+                        int e = (b >> 10) & 0x1f, m = b & 0x3ff;
+                        double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+                        v = b & 0x8000u ? -v : v;
+                        double dist = fabs(v - (double)f32[i]);
+                        if (dist < best || (dist == best && !(b & 1))) {
+                            best = dist;
+                            want = b;
+                        }
+                    }
+                }
+                ck_assert_msg(u16_at(t, i) == want, "%s value %zu (%.9g): %04x, want %04x", dts[k], i, (double)f32[i],
+                              u16_at(t, i), want);
+            }
+        }
+        rig_close(&g);
+    }
+    ck_assert_uint_eq(out32.bytes, 240);
+}
+END_TEST
+
+/* cast to and from float16 and bfloat16: one rounding, to nearest, ties to
+ * even (an int64 too: no double rounding through float32); past the range
+ * an infinity; NaN kept; back to float32 exact, to integers as a float32
+ * is cast (toward zero, saturated, NaN 0) */
+START_TEST(test_cast_half)
+{
+    struct rig g;
+    struct sl_error err = {0};
+    static const struct {
+        int64_t in;
+        uint16_t f16, bf16;
+    } ints[] = {
+        {0, 0x0000, 0x0000},         {1, 0x3c00, 0x3f80},
+        {-2, 0xc000, 0xc000},        {2049, 0x6800, 0x4500}, /* f16: a tie at 11 bits, to the even 2048 */
+        {2051, 0x6802, 0x4500},                              /* f16: a tie, to the even 2052 */
+        {257, 0x5c04, 0x4380},                               /* bf16: a tie at 8 bits, to the even 256 */
+        {259, 0x5c0c, 0x4382},                               /* bf16: a tie, to the even 260 */
+        {65504, 0x7bff, 0x4780},                             /* float16's largest; bfloat16: 255.875 x 2^8 rounds up */
+        {65519, 0x7bff, 0x4780},                             /* below the midpoint: 65504 */
+        {65520, 0x7c00, 0x4780},                             /* the midpoint, to even: infinity */
+        {-65520, 0xfc00, 0xc780},                            /* and its negative */
+        {16842753, 0x7c00, 0x4b81},  /* bf16: 16842752 (1 away); through float32 first, a tie: 16777216 */
+        {INT64_MAX, 0x7c00, 0x5f00}, /* 2^63 */
+        {INT64_MIN, 0xfc00, 0xdf00}, /* -2^63 */
+    };
+    for (int bf = 0; bf < 2; bf++) {
+        rig_open(&g, bf ? "[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"bfloat16\"}]"
+                        : "[{\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"float16\"}]");
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+            g.label = ints[i].in;
+            ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+            ck_assert_int_eq(g.out[1].dtype, bf ? MAP_DT_BFLOAT16 : MAP_DT_FLOAT16);
+            ck_assert_uint_eq(g.out[1].bytes, 2);
+            uint16_t want = bf ? ints[i].bf16 : ints[i].f16;
+            ck_assert_msg(u16_at(&g.out[1], 0) == want, "%s of %lld: %04x, want %04x", bf ? "bfloat16" : "float16",
+                          (long long)ints[i].in, u16_at(&g.out[1], 0), want);
+        }
+        rig_close(&g);
+    }
+    /* float32 to float16: subnormals, the ties at the bottom, overflow, NaN, -0 */
+    static const struct {
+        float in;
+        uint16_t f16, bf16;
+    } fl[][3] = {
+        {{0x1p-24f, 0x0001, 0x3380}, {0x1p-25f, 0x0000, 0x3300}, {0x1.8p-24f, 0x0002, 0x33c0}},
+        {{0x1.000002p-25f, 0x0001, 0x3300}, {-0.0f, 0x8000, 0x8000}, {1e-8f, 0x0000, 0x322c}},
+        {{65520.0f, 0x7c00, 0x4780}, {NAN, 0x7e00, 0x7fc0}, {0.1f, 0x2e66, 0x3dcd}},
+        {{3.4028235e38f, 0x7c00, 0x7f80}, {-INFINITY, 0xfc00, 0xff80}, {0x1.ffcp-15f, 0x0400, 0x3880}},
+    };
+    for (int bf = 0; bf < 2; bf++) {
+        rig_open(&g, bf ? "[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"bfloat16\"}]"
+                        : "[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"float16\"}]");
+        for (size_t r = 0; r < sizeof fl / sizeof fl[0]; r++) {
+            for (int k = 0; k < 3; k++)
+                g.dense[k] = fl[r][k].in;
+            ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+            ck_assert_uint_eq(g.out[3].bytes, 6);
+            for (int k = 0; k < 3; k++) {
+                uint16_t want = bf ? fl[r][k].bf16 : fl[r][k].f16;
+                ck_assert_msg(u16_at(&g.out[3], (size_t)k) == want, "%s of %a: %04x, want %04x",
+                              bf ? "bfloat16" : "float16", (double)fl[r][k].in, u16_at(&g.out[3], (size_t)k), want);
+            }
+        }
+        rig_close(&g);
+    }
+    /* and back: float16 -> float32 exact, -> int64 and uint8 as float32's cast, -> bfloat16 rounded once */
+    rig_open(&g, "[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"float16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"float32\"},"
+                 " {\"op\": \"cast\", \"feature\": \"pixels\", \"dtype\": \"float16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"pixels\", \"dtype\": \"bfloat16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"pixels\", \"dtype\": \"uint8\"},"
+                 " {\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"bfloat16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"label\", \"dtype\": \"int64\"}]");
+    g.dense[0] = 0.1f;
+    g.dense[1] = 0x1p-24f;
+    g.dense[2] = -70000.0f;
+    for (int i = 0; i < 60; i++)
+        g.pixels[i] = (uint8_t)(i * 4 + 3);
+    g.label = -300; /* bfloat16 -300 exactly: 1.0010110b x 2^8, 7 bits */
+    ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+    const float *fv = g.out[3].data;
+    ck_assert(fv[0] == 0.0999755859375f && fv[1] == 0x1p-24f && isinf(fv[2]) && fv[2] < 0);
+    ck_assert_int_eq(g.out[4].dtype, MAP_DT_UINT8); /* every uint8 survives float16 and bfloat16 */
+    for (int i = 0; i < 60; i++)
+        ck_assert_uint_eq(((const uint8_t *)g.out[4].data)[i], (uint8_t)(i * 4 + 3));
+    ck_assert_int_eq(*(const int64_t *)g.out[1].data, -300);
+    rig_close(&g);
+    rig_open(&g, "[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"bfloat16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"int64\"}]");
+    g.dense[0] = NAN;
+    g.dense[1] = -2.75f;
+    g.dense[2] = 3e38f; /* bfloat16 keeps it finite: saturated */
+    ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+    const int64_t *iv = g.out[3].data;
+    ck_assert_int_eq(iv[0], 0);
+    ck_assert_int_eq(iv[1], -2);
+    ck_assert_int_eq(iv[2], INT64_MAX);
+    rig_close(&g);
+    rig_open(&g, "[{\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"float16\"},"
+                 " {\"op\": \"cast\", \"feature\": \"dense\", \"dtype\": \"bfloat16\"}]");
+    g.dense[0] = 1.0f + 0x1p-10f;            /* float16 1.0009765625: bfloat16's tie between 1 and 1.0078125: to 1 */
+    g.dense[1] = 1.0f + 0x1p-10f + 0x1p-11f; /* float16 1.0019531: bfloat16 1 */
+    g.dense[2] = NAN;
+    ck_assert_int_eq(rig_run(&g, 0, &err), 0);
+    ck_assert_uint_eq(u16_at(&g.out[3], 0), 0x3f80);
+    ck_assert_uint_eq(u16_at(&g.out[3], 1), 0x3f80);
+    ck_assert_uint_eq(u16_at(&g.out[3], 2), 0x7fc0);
     rig_close(&g);
 }
 END_TEST
@@ -629,6 +847,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_plan_errors);
     tcase_add_test(tc, test_image_specs);
     tcase_add_test(tc, test_cast);
+    tcase_add_test(tc, test_normalize_half);
+    tcase_add_test(tc, test_cast_half);
     tcase_add_test(tc, test_one_hot);
     tcase_add_test(tc, test_pad_or_truncate);
     tcase_add_test(tc, test_plugins);

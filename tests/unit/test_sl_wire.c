@@ -124,7 +124,8 @@ static void sample(unsigned type, struct sl_wire_msg *m)
                                             .bytes = 0x89abcdef01ull};
         break;
     case SL_WIRE_STATS:
-        m->stats = (struct sl_wire_stats){.stage_ns = {1, 0x200, 0x30000, 0x4000000000ull, 5}, .credit_wait_ns = 6};
+        m->stats = (struct sl_wire_stats){
+            .stage_ns = {1, 0x200, 0x30000, 0x4000000000ull, 5, 7}, .credit_wait_ns = 6, .with_map = 1};
         break;
     default: break;
     }
@@ -256,6 +257,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         for (int i = 0; i < SL_WIRE_STAGES; i++)
             ck_assert_uint_eq(a->stats.stage_ns[i], b->stats.stage_ns[i]);
         ck_assert_uint_eq(a->stats.credit_wait_ns, b->stats.credit_wait_ns);
+        ck_assert_uint_eq(a->stats.with_map, b->stats.with_map);
         break;
     default: break;
     }
@@ -496,9 +498,12 @@ END_TEST
 /* STATS (issue #19): the layout, the limits, the flag. */
 START_TEST(test_stats_layout_pinned)
 {
+    /* the form of trainers before the map stage: 56 bytes, as it always was */
     struct sl_wire_msg m;
     sample(SL_WIRE_STATS, &m);
-    uint8_t want[64];
+    m.stats.with_map = 0;
+    m.stats.stage_ns[SL_WIRE_STAGE_MAP] = 0;
+    uint8_t want[72];
     size_t n = sl_test_hex("53 4c 43 31"              /* magic "SLC1" */
                            "04 00"                    /* version 4 (an optional message: no layout changed) */
                            "0b 00"                    /* type STATS (11) */
@@ -518,6 +523,30 @@ START_TEST(test_stats_layout_pinned)
     ck_assert_str_eq(sl_wire_type_name(SL_WIRE_STATS), "STATS");
     struct sl_wire_msg out;
     struct sl_error err = {0};
+    ck_assert_int_eq(sl_wire_decode(want, n, &out, &err), 0); /* map absent: 0, and the form kept */
+    ck_assert_uint_eq(out.stats.with_map, 0);
+    ck_assert_uint_eq(out.stats.stage_ns[SL_WIRE_STAGE_MAP], 0);
+    assert_same(&m, &out);
+    /* the form with the map stage: map_ns 7 after credit_wait_ns */
+    n = sl_test_hex("53 4c 43 31 04 00 0b 00"
+                    "01 00 00 00 00 00 00 00 00 02 00 00 00 00 00 00 00 00 03 00 00 00 00 00"
+                    "00 00 00 00 40 00 00 00 05 00 00 00 00 00 00 00 06 00 00 00 00 00 00 00"
+                    "07 00 00 00 00 00 00 00", /* map_ns 7 */
+                    want, sizeof want);
+    ck_assert_uint_eq(n, 64);
+    sample(SL_WIRE_STATS, &m);
+    ck_assert_int_eq(sl_wire_encode_stats(&m.stats, &b), 0);
+    ck_assert_uint_eq(b.len, n);
+    ck_assert_int_eq(memcmp(b.data, want, n), 0);
+    ck_assert_int_eq(sl_wire_decode(want, n, &out, &err), 0);
+    ck_assert_uint_eq(out.stats.with_map, 1);
+    ck_assert_uint_eq(out.stats.stage_ns[SL_WIRE_STAGE_MAP], 7);
+    /* present and 0 is not absent: the 64-byte form re-encodes as such */
+    m.stats.stage_ns[SL_WIRE_STAGE_MAP] = 0;
+    ck_assert_int_eq(sl_wire_encode_stats(&m.stats, &b), 0);
+    ck_assert_uint_eq(b.len, 64);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.stats.with_map, 1);
     for (int i = 0; i <= SL_WIRE_STAGES; i++) { /* each field at its limit passes, one past it does not */
         uint64_t *f = i < SL_WIRE_STAGES ? &m.stats.stage_ns[i] : &m.stats.credit_wait_ns;
         sample(SL_WIRE_STATS, &m);
@@ -537,6 +566,120 @@ START_TEST(test_stats_layout_pinned)
     ck_assert_str_eq(err.msg, "cannot encode: STATS header: decode_ns 1152921504606846977 exceeds 1152921504606846976");
     ck_assert_uint_eq(SL_WIRE_HELLO_STATS, 4);
     ck_assert_uint_eq(SL_WIRE_HELLO_STATS & (SL_WIRE_HELLO_SHM | SL_WIRE_HELLO_STATUS), 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* The map stage's field, hostile: cut short, repeated, over the limit, a
+ * negative i64, in the form without it; and the flags that ask for it. */
+START_TEST(test_stats_map_hostile)
+{
+    struct sl_wire_msg m, out;
+    struct sl_error err = {0};
+    struct sl_buf b;
+    sample(SL_WIRE_STATS, &m);
+    encode_sample(SL_WIRE_STATS, &b);
+    ck_assert_uint_eq(b.len, 64);
+    char want[128];
+    for (size_t cut = 57; cut < 64; cut++) { /* 1-7 bytes of map_ns */
+        snprintf(want, sizeof want, "STATS header: truncated at byte %zu of 64 (map_ns)", cut);
+        expect_proto(b.data, cut, want);
+    }
+    /* map_ns twice: the second is trailing */
+    uint8_t twice[72];
+    memcpy(twice, b.data, 64);
+    memcpy(twice + 64, b.data + 56, 8);
+    expect_proto(twice, sizeof twice, "STATS header: 8 trailing bytes after byte 64");
+    put_le(b.data, 56, SL_WIRE_MAX_COUNT, 8); /* at the limit: fine */
+    ck_assert_int_eq(sl_wire_decode(b.data, 64, &out, &err), 0);
+    ck_assert_uint_eq(out.stats.stage_ns[SL_WIRE_STAGE_MAP], SL_WIRE_MAX_COUNT);
+    put_le(b.data, 56, SL_WIRE_MAX_COUNT + 1, 8);
+    expect_proto(b.data, 64, "STATS header: map_ns 1152921504606846977 exceeds 1152921504606846976");
+    put_le(b.data, 56, (uint64_t)-1, 8); /* -1 as an i64 */
+    expect_proto(b.data, 64, "STATS header: map_ns 18446744073709551615 exceeds 1152921504606846976");
+    /* the encoder: map_ns needs the form that carries it */
+    m.stats.with_map = 0;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATS header: map_ns 7 in the form without the map stage");
+    ck_assert_uint_eq(b.len, 0);
+    m.stats.with_map = 2;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: STATS header: with_map 2 is not 0 or 1");
+    /* the HELLO flags: distinct bits, unknown to older feeders (ignored) */
+    ck_assert_uint_eq(SL_WIRE_HELLO_HALF, 8);
+    ck_assert_uint_eq(SL_WIRE_HELLO_STATS_MAP, 16);
+    ck_assert_uint_eq((SL_WIRE_HELLO_HALF | SL_WIRE_HELLO_STATS_MAP) &
+                          (SL_WIRE_HELLO_SHM | SL_WIRE_HELLO_STATUS | SL_WIRE_HELLO_STATS),
+                      0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+/* float16 and bfloat16: 2 bytes a value in WELCOME and PIECE, their
+ * names; a dtype past them is refused wherever it comes. */
+START_TEST(test_half_dtypes)
+{
+    struct sl_wire_msg w, p, out;
+    struct sl_error err = {0};
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    sample(SL_WIRE_WELCOME, &w);
+    static const int64_t chw[] = {3, 2, 2};
+    w.welcome.ntensors = 2;
+    set_field(&w.welcome.fields[0], "image", SL_WIRE_FLOAT16, 0, 3, chw);
+    set_field(&w.welcome.fields[1], "mask", SL_WIRE_BFLOAT16, 0, 0, NULL);
+    ck_assert_int_eq(sl_wire_encode(&w, &b, &err), 0);
+    ck_assert_uint_eq(b.data[49], SL_WIRE_FLOAT16); /* the first field's dtype byte, after "image" */
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.welcome.fields[0].dtype, 4);
+    ck_assert_uint_eq(out.welcome.fields[1].dtype, 5);
+    memset(&p, 0, sizeof p);
+    p.type = SL_WIRE_PIECE;
+    p.piece.rows = 4;
+    p.piece.ntensors = 2;
+    static const int64_t d0[] = {4, 3, 2, 2}, d1[] = {4};
+    set_tensor(&p.piece.tensors[0], SL_WIRE_FLOAT16, 4, d0, 4 * 12 * 2);
+    set_tensor(&p.piece.tensors[1], SL_WIRE_BFLOAT16, 1, d1, 8);
+    p.piece.tensors[1].offset = 128;
+    ck_assert_int_eq(sl_wire_encode(&p, &b, &err), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_int_eq(sl_wire_check_piece(&out.piece, &w.welcome, &err), 0);
+    ck_assert_int_eq(sl_wire_check_body(&out.piece, 136, &err), 0);
+    ck_assert_int_eq(sl_wire_check_body(&out.piece, 135, &err), SL_EPROTO);
+    /* a value is 2 bytes: 1 or 4 a value is refused */
+    p.piece.tensors[0].bytes = 48;
+    ck_assert_int_eq(sl_wire_encode(&p, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: tensor 0: bytes 48, but 48 float16 values take 96");
+    p.piece.tensors[0].bytes = 96;
+    p.piece.tensors[1].bytes = 16;
+    ck_assert_int_eq(sl_wire_encode(&p, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: PIECE header: tensor 1: bytes 16, but 4 bfloat16 values take 8");
+    /* float16 where the schema says bfloat16, and the other way */
+    p.piece.tensors[1].bytes = 8;
+    p.piece.tensors[0].dtype = SL_WIRE_BFLOAT16;
+    ck_assert_int_eq(sl_wire_encode(&p, &b, &err), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_int_eq(sl_wire_check_piece(&out.piece, &w.welcome, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, "tensor 0 'image': dtype bfloat16, schema says float16");
+    /* past the last dtype: refused in both headers, and by the encoder */
+    for (unsigned bad = SL_WIRE_DTYPE_MAX + 1; bad <= 255; bad += bad < 8 ? 1 : 247) {
+        sample(SL_WIRE_WELCOME, &w);
+        w.welcome.fields[0].dtype = (uint8_t)bad;
+        ck_assert_int_eq(sl_wire_encode(&w, &b, &err), SL_EINVAL);
+        char want[96];
+        snprintf(want, sizeof want, "cannot encode: WELCOME header: tensor 0: unknown dtype %u", bad);
+        ck_assert_str_eq(err.msg, want);
+        p.piece.tensors[0].dtype = (uint8_t)bad;
+        ck_assert_int_eq(sl_wire_encode(&p, &b, &err), SL_EINVAL);
+        snprintf(want, sizeof want, "cannot encode: PIECE header: tensor 0: unknown dtype %u", bad);
+        ck_assert_str_eq(err.msg, want);
+    }
+    ck_assert_str_eq(sl_wire_dtype_name(SL_WIRE_FLOAT16), "float16");
+    ck_assert_str_eq(sl_wire_dtype_name(SL_WIRE_BFLOAT16), "bfloat16");
+    ck_assert_str_eq(sl_wire_dtype_name(6), "?");
+    ck_assert_uint_eq(sl_wire_dtype_size(SL_WIRE_FLOAT16), 2);
+    ck_assert_uint_eq(sl_wire_dtype_size(SL_WIRE_BFLOAT16), 2);
+    ck_assert_uint_eq(sl_wire_dtype_size(6), 0);
     sl_buf_free(&b);
 }
 END_TEST
@@ -698,7 +841,7 @@ START_TEST(test_fixed_sizes)
         size_t len;
     } sizes[] = {
         {SL_WIRE_CREDIT, 16},      {SL_WIRE_END, 28},        {SL_WIRE_HEARTBEAT, 16}, {SL_WIRE_BYE, 8},
-        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48},    {SL_WIRE_STATS, 56},
+        {SL_WIRE_REFUSE, 10 + 41}, {SL_WIRE_ERROR, 14 + 34}, {SL_WIRE_STATUS, 48},    {SL_WIRE_STATS, 64},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         struct sl_buf b;
@@ -722,6 +865,11 @@ START_TEST(test_every_truncation)
             struct sl_wire_msg m;
             struct sl_error err = {0};
             int rc = sl_wire_decode(cut, k, &m, &err);
+            if (ALL_TYPES[i] == SL_WIRE_STATS && k == 56) { /* the form without map_ns: whole */
+                ck_assert_msg(rc == 0 && m.stats.with_map == 0, "STATS cut at 56: %s", err.msg);
+                sl_free(cut);
+                continue;
+            }
             ck_assert_msg(rc == SL_EPROTO, "%s cut at %zu: rc %d", sl_wire_type_name(ALL_TYPES[i]), k, rc);
             ck_assert_msg(strstr(err.msg, "truncated at byte") != NULL, "%s cut at %zu: %s",
                           sl_wire_type_name(ALL_TYPES[i]), k, err.msg);
@@ -809,7 +957,8 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_WELCOME, 40, 65, 2, 0, "WELCOME header: ntensors 65 exceeds 64"},
     {SL_WIRE_WELCOME, 42, 161, 2, 0, "WELCOME header: tensor name length 161 exceeds 160"},
     {SL_WIRE_WELCOME, 42, 0, 2, 0, "WELCOME header: empty tensor name"},
-    {SL_WIRE_WELCOME, 49, 4, 1, 0, "WELCOME header: tensor 0: unknown dtype 4"},
+    {SL_WIRE_WELCOME, 49, 6, 1, 0, "WELCOME header: tensor 0: unknown dtype 6"}, /* past bfloat16 */
+    {SL_WIRE_WELCOME, 49, 255, 1, 0, "WELCOME header: tensor 0: unknown dtype 255"},
     {SL_WIRE_WELCOME, 50, 2, 1, 0, "WELCOME header: tensor 0: ragged 2 is not 0 or 1"},
     {SL_WIRE_WELCOME, 51, 9, 1, 0, "WELCOME header: tensor 0: rank 9 exceeds 8"},
     {SL_WIRE_WELCOME, 60, (uint64_t)-5, 8, 0, "WELCOME header: tensor 0: dims[1] = -5 is negative"},
@@ -821,7 +970,9 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_PIECE, 40, (1u << 24) + 1, 4, 0, "PIECE header: rows 16777217 exceeds 16777216"},
     {SL_WIRE_PIECE, 48, 70, 2, 0, "PIECE header: ntensors 70 exceeds 64"},
     {SL_WIRE_PIECE, 48, 0xffff, 2, 0, "PIECE header: ntensors 65535 exceeds 64"},
-    {SL_WIRE_PIECE, 50, 5, 1, 0, "PIECE header: tensor 0: unknown dtype 5"},
+    {SL_WIRE_PIECE, 50, 6, 1, 0, "PIECE header: tensor 0: unknown dtype 6"},
+    {SL_WIRE_PIECE, 50, 255, 1, 0, "PIECE header: tensor 0: unknown dtype 255"},
+    {SL_WIRE_PIECE, 50, 4, 1, 0, "PIECE header: tensor 0: bytes 3136, but 3136 float16 values take 6272"},
     {SL_WIRE_PIECE, 51, 0, 1, 0, "PIECE header: tensor 0: rank 0 not in 1..9"},
     {SL_WIRE_PIECE, 51, 10, 1, 0, "PIECE header: tensor 0: rank 10 not in 1..9"},
     {SL_WIRE_PIECE, 52, (uint64_t)-1, 8, 0, "PIECE header: tensor 0: dims[0] = -1 is negative"},
@@ -1089,6 +1240,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip_extremes);
     tcase_add_test(tc, test_hello_layout_pinned);
     tcase_add_test(tc, test_stats_layout_pinned);
+    tcase_add_test(tc, test_stats_map_hostile);
+    tcase_add_test(tc, test_half_dtypes);
     tcase_add_test(tc, test_piece_layout_pinned);
     tcase_add_test(tc, test_status_layout_pinned);
     tcase_add_test(tc, test_shm_piece);

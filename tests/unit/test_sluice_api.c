@@ -119,7 +119,14 @@ START_TEST(test_names)
     ck_assert_str_eq(sluice_dtype_name(SLUICE_INT64), "int64");
     ck_assert_str_eq(sluice_dtype_name(SLUICE_UINT8), "uint8");
     ck_assert_str_eq(sluice_dtype_name(-1), "?");
-    ck_assert_str_eq(sluice_dtype_name(4), "?");
+    ck_assert_str_eq(sluice_dtype_name(SLUICE_FLOAT16), "float16");
+    ck_assert_str_eq(sluice_dtype_name(SLUICE_BFLOAT16), "bfloat16");
+    ck_assert_int_eq(SLUICE_FLOAT16, 4);
+    ck_assert_int_eq(SLUICE_BFLOAT16, 5);
+    ck_assert_int_eq(SLUICE_DTYPE_MAX, 5);
+    ck_assert_str_eq(sluice_dtype_name(6), "?");
+    ck_assert_str_eq(sluice_dtype_name(255), "?");
+    ck_assert_str_eq(sluice_dtype_name(2147483647), "?");
     /* the log's name is copied; -1 silences; huge and negative levels clamp */
     char prog[] = "mine";
     sluice_log_setup(prog, -1, 99);

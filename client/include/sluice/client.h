@@ -90,15 +90,28 @@ SLUICE_API const char *sluice_code_name(int code);
 #define SLUICE_LOG_ERROR 3
 SLUICE_API void sluice_log_setup(const char *prog, int fd, int min_level);
 
-/* Element types. */
+/* Element types. A tensor's data is its values, little-endian. float16 is
+ * IEEE 754 binary16; bfloat16 the top 16 bits of a float32 (widen it with
+ * `(uint32_t)v << 16`). Both come only from a job's map (normalize, cast:
+ * docs/map.md). FLOAT16 and BFLOAT16 were added after the first four (a
+ * feeder refuses a library that predates them, in words); a program built
+ * against this header's older version but run with this library can meet
+ * them, and new types may come: refuse a dtype above SLUICE_DTYPE_MAX
+ * rather than read its bytes as another. */
 enum sluice_dtype {
     SLUICE_INT64 = 0,
     SLUICE_FLOAT32 = 1,
     SLUICE_BYTES = 2, /* variable-length values concatenated; their lengths in a companion tensor */
     SLUICE_UINT8 = 3,
+    SLUICE_FLOAT16 = 4,  /* 2 bytes a value */
+    SLUICE_BFLOAT16 = 5, /* 2 bytes a value */
 };
+/* The dtypes this header knows are 0..SLUICE_DTYPE_MAX (5 since float16
+ * and bfloat16; 3 before them). */
+#define SLUICE_DTYPE_MAX SLUICE_BFLOAT16
 
-/* "int64", "float32", "bytes", "uint8"; "?" for another value. */
+/* "int64", "float32", "bytes", "uint8", "float16", "bfloat16"; "?" for
+ * another value. */
 SLUICE_API const char *sluice_dtype_name(int dtype);
 
 /* The options' bounds (sluice-trainer's flags have the same): a value
