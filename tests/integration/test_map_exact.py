@@ -15,18 +15,22 @@ equal, line for line, the trace of an undisturbed run with one feeder:
 1. F = 2 feeders of 1 thread and F = 3 of 2 (the reference: 1 of 2).
 2. F = 3, feeder 1 killed (SIGKILL) mid-epoch, its share taken over by a
    survivor (the client's takeover_ms): the survivor's crops and flips of
-   the lost share are the lost feeder's.
+   the lost share are the lost feeder's; and feeders 2 and 0 killed one
+   after the other, feeder 1 the last survivor.
 3. The client killed (SIGKILL) mid-epoch and a new one started with
    resume_seq = the last position it wrote (its "checkpoint"): from the
    same two feeders still running, and from three fresh feeders; the
    killed run's trace up to that position and the resumed run's trace are
    the undisturbed trace's head and tail.
-4. A job with cache_bytes and a map: the feeder logs that the cache is off
+4. sluice-trainer --model none --checkpoint killed (SIGKILL) mid-epoch
+   and restored (--restore) from the same feeders: its pieces (epoch,
+   step, replica, seq, ids) are the undisturbed client's.
+5. A job with cache_bytes and a map: the feeder logs that the cache is off
    (docs/map.md) and serves the same trace, new draws each epoch.
 
 Usage: test_map_exact.py BUILD_DIR [FEEDER_BUILD_DIR]
-  (the Python package from BUILD_DIR; sluice-feeder and sluice-record from
-  FEEDER_BUILD_DIR when given, e.g. an ASan build, which has no package)
+  (the Python package from BUILD_DIR; sluice-feeder, sluice-trainer and
+  sluice-record from FEEDER_BUILD_DIR when given, e.g. an ASan build, which has no package)
 """
 import glob
 import json
@@ -210,30 +214,38 @@ def more_feeders(job, ref):
     ok("F=2 (1 thread each) and F=3 (2 threads each): traces equal F=1's, every element's sha256 included")
 
 
-def takeover(job, ref):
-    """F = 3; feeder 1 killed once the client has 1.5 epochs' steps."""
+def takeover(job, ref, victims):
+    """F = 3; the victims killed one after the other, the first once the
+    client has 1.5 epochs' steps, the next 7 steps later."""
     harness.case()
-    tag = "takeover"
+    tag = "takeover-" + "".join(map(str, victims))
     procs, eps = feeders(tag, job, 3)
     p, out = client(tag, "client", job, eps, pace=PACE_S)
     per_epoch = len(ref) // EPOCHS
-    wait_steps(tag, out, p, per_epoch + per_epoch // 2)
-    procs[1].send_signal(signal.SIGKILL)
-    at = len(steps_of(out))
+    at = []
+    for k, j in enumerate(victims):
+        wait_steps(tag, out, p, per_epoch + per_epoch // 2 + k * (per_epoch // 2 + 2))
+        procs[j].send_signal(signal.SIGKILL)
+        at.append(len(steps_of(out)))
     got = finish_client(tag, "client", p, out)
     check_same(tag, got, ref)
     log = bed.read_log(tag, "client")
-    m = re.search(r"feeder (\S+) took over feeder %s's share [^:]*: resuming at piece (\d+)" % re.escape(eps[1]),
-                  log)
-    if m is None:
-        fail("%s: the client's log shows no takeover of feeder 1's share:\n%s" % (tag, log[-2000:]))
-    piece = int(m.group(2))
     pieces = EPOCHS * per_epoch * R
-    if not 0 < piece < pieces:
-        fail("%s: the takeover resumed at piece %d of %d" % (tag, piece, pieces))
-    finish_feeders(tag, procs, skip=(1,))
-    ok("F=3, feeder 1 killed at step %d (epoch %d, step %d): %s took its share over at piece %d of %d; the trace "
-       "equals the undisturbed run's" % (at, at // per_epoch, at % per_epoch, m.group(1), piece, pieces))
+    said = []
+    for j in victims:
+        m = re.search(r"feeder (\S+) took over feeder %s's share [^:]*: resuming at piece (\d+)" % re.escape(eps[j]),
+                      log)
+        if m is None:
+            fail("%s: the client's log shows no takeover of feeder %d's share:\n%s" % (tag, j, log[-2000:]))
+        piece = int(m.group(2))
+        if not 0 < piece < pieces:
+            fail("%s: the takeover of feeder %d's share resumed at piece %d of %d" % (tag, j, piece, pieces))
+        said.append("feeder %d's at piece %d by feeder %d" % (j, piece, eps.index(m.group(1))))
+    finish_feeders(tag, procs, skip=victims)
+    ok("F=3, feeder%s %s killed at step%s %s (%s of %d steps per epoch): shares taken over (%s, of %d pieces); the "
+       "trace equals the undisturbed run's" % ("s" if len(victims) > 1 else "", victims, "s" if len(at) > 1 else "",
+                                               at, ", ".join("epoch %d step %d" % divmod(a, per_epoch) for a in at),
+                                               per_epoch, "; ".join(said), pieces))
 
 
 def resume(job, ref, fresh):
@@ -265,6 +277,80 @@ def resume(job, ref, fresh):
         "3 fresh feeders" if fresh else "the same 2 feeders", len(head), len(tail)))
 
 
+def trainer_trace(path, below=None):
+    """sluice-trainer's --trace: (epoch, step, replica, seq, ids) per piece
+    (whole lines; seq < below only, when given)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            x = json.loads(line)
+            if "summary" not in x and (below is None or x["seq"] < below):
+                out.append((x["epoch"], x["step"], x["replica"], x["seq"], x["ids"]))
+    return out
+
+
+def c_trainer(job, ref):
+    """sluice-trainer --model none --checkpoint, killed (SIGKILL) mid-epoch
+    and started again with --restore against the same feeders: its traces
+    up to the checkpoint and after the restore are the undisturbed run's
+    pieces (the ids; its trace carries no tensor bytes: the client above
+    shows the bytes follow the position). --credits 2: the feeders cannot
+    have sent their END before the kill (a feeder whose every worker had
+    its END and then lost its connection exits at once, so a trainer
+    restored later finds no feeder)."""
+    harness.case()
+    tag = "trainer"
+    with open(job) as f:
+        name = json.load(f)["name"]
+    want = []
+    for step in ref:
+        pieces = {}
+        for line in step[:-1]:
+            ep, st, seq, r, i = map(int, line.split()[:5])
+            pieces.setdefault(r, (ep, st, r, seq + r, []))[4].append(i)
+        want += [pieces[r] for r in sorted(pieces)]
+    ck = os.path.join(bed.TMP, tag + "-ckpt")
+    per_epoch = len(ref) // EPOCHS
+    target = per_epoch + per_epoch // 2 + 1
+    procs, eps = feeders(tag, job, 2)
+
+    def trainer(who, extra):
+        trace = os.path.join(bed.TMP, "%s-%s.jsonl" % (tag, who))
+        p = spawn([bed.TRAINER, "--connect", ",".join(eps), "--job", name, "--model", "none", "--devices",
+                   "cpu:%d" % R, "--credits", "2", "--checkpoint", ck, "--checkpoint-every", "1", "--trace", trace, "--heartbeat-ms",
+                   "200", "--timeout-ms", "5000"] + extra, log=bed.log_path(tag, who), stdout=subprocess.DEVNULL)
+        return p, trace
+    p, t1 = trainer("trainer", ["--step-ms", "%g" % (PACE_S * 1000)])
+    deadline = time.time() + 60
+    while not any(n.startswith("ckpt-") and int(n[5:17]) >= target for n in
+                  (os.listdir(ck) if os.path.isdir(ck) else [])):
+        if p.poll() is not None or time.time() > deadline:
+            fail("%s: the trainer ended or stalled before its checkpoint of step %d (exit %s):\n%s"
+                 % (tag, target, p.poll(), bed.read_log(tag, "trainer")[-2000:]))
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    step = max(int(n[5:17]) for n in os.listdir(ck) if n.startswith("ckpt-"))
+    q, t2 = trainer("trainer-again", ["--restore", ck])
+    code = bed.wait(q, 120, "%s: the restored trainer" % tag)
+    if code != 0:
+        fail("%s: the restored trainer exited %d:\n%s" % (tag, code, bed.read_log(tag, "trainer-again")[-2000:]))
+    finish_feeders(tag, procs)
+    head = trainer_trace(t1, below=step * R)
+    tail = trainer_trace(t2)
+    if len(head) != step * R or head + tail != want:
+        got = head + tail
+        k = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        fail("%s: killed after its checkpoint of step %d: the traces differ from the client's undisturbed run at "
+             "piece %d (%d + %d pieces, want %d): %s against %s" % (tag, step, k, len(head), len(tail), len(want),
+                                                                   got[k:k + 1], want[k:k + 1]))
+    ok("sluice-trainer --model none killed after its checkpoint of step %d (epoch %d, step %d) and restored: its "
+       "pieces (epoch, step, replica, seq, ids) are the client's undisturbed run's, %d before and %d after"
+       % (step, step // per_epoch, step % per_epoch, len(head), len(tail)))
+
+
 def cached(files, ref):
     harness.case()
     tag = "cache"
@@ -286,6 +372,7 @@ def main():
         other = os.path.abspath(sys.argv[2])
         bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
         bed.RECORD = os.path.join(other, "tools", "sluice-record")
+        bed.TRAINER = os.path.join(other, "trainer", "sluice-trainer")
     version = subprocess.run([bed.FEEDER, "--version"], capture_output=True, text=True).stdout
     print("# %s (%s)" % (bed.FEEDER, re.search(r"build type: (.*)", version).group(1)))
     try:
@@ -298,9 +385,11 @@ def main():
         job = job_for("imgs", files)
         ref = reference(job, len(paths))
         more_feeders(job, ref)
-        takeover(job, ref)
+        takeover(job, ref, [1])
+        takeover(job, ref, [2, 0])
         resume(job, ref, fresh=False)
         resume(job, ref, fresh=True)
+        c_trainer(job, ref)
         cached(files, ref)
     finally:
         harness.stop_all()
