@@ -296,10 +296,11 @@ def c_trainer(job, ref):
     and started again with --restore against the same feeders: its traces
     up to the checkpoint and after the restore are the undisturbed run's
     pieces (the ids; its trace carries no tensor bytes: the client above
-    shows the bytes follow the position). --credits 2: the feeders cannot
-    have sent their END before the kill (a feeder whose every worker had
-    its END and then lost its connection exits at once, so a trainer
-    restored later finds no feeder)."""
+    shows the bytes follow the position). The trainer's 64 credits let both
+    feeders send their END before the kill, and the restored trainer starts
+    only once both have dropped the killed one's connection: a feeder
+    waits --timeout-ms for a trainer that had its END but said no BYE
+    (before, it exited at once, and the restore found no feeder)."""
     harness.case()
     tag = "trainer"
     with open(job) as f:
@@ -319,7 +320,7 @@ def c_trainer(job, ref):
     def trainer(who, extra):
         trace = os.path.join(bed.TMP, "%s-%s.jsonl" % (tag, who))
         p = spawn([bed.TRAINER, "--connect", ",".join(eps), "--job", name, "--model", "none", "--devices",
-                   "cpu:%d" % R, "--credits", "2", "--checkpoint", ck, "--checkpoint-every", "1", "--trace", trace, "--heartbeat-ms",
+                   "cpu:%d" % R, "--checkpoint", ck, "--checkpoint-every", "1", "--trace", trace, "--heartbeat-ms",
                    "200", "--timeout-ms", "5000"] + extra, log=bed.log_path(tag, who), stdout=subprocess.DEVNULL)
         return p, trace
     p, t1 = trainer("trainer", ["--step-ms", "%g" % (PACE_S * 1000)])
@@ -330,10 +331,15 @@ def c_trainer(job, ref):
             fail("%s: the trainer ended or stalled before its checkpoint of step %d (exit %s):\n%s"
                  % (tag, target, p.poll(), bed.read_log(tag, "trainer")[-2000:]))
         time.sleep(0.002)
+    for j in range(2):
+        bed.wait_for_log(tag, "feeder%d" % j, "worker 0: end of data", p, "%s: feeder %d sent no END" % (tag, j))
     p.send_signal(signal.SIGKILL)
     p.wait()
+    for j in range(2):
+        bed.wait_for_log(tag, "feeder%d" % j, "said no BYE: it may come back", None,
+                         "%s: feeder %d did not drop the killed trainer" % (tag, j))
     step = max(int(n[5:17]) for n in os.listdir(ck) if n.startswith("ckpt-"))
-    q, t2 = trainer("trainer-again", ["--restore", ck])
+    q, t2 = trainer("trainer-again", ["--restore", ck, "--connect-timeout", "20"])
     code = bed.wait(q, 120, "%s: the restored trainer" % tag)
     if code != 0:
         fail("%s: the restored trainer exited %d:\n%s" % (tag, code, bed.read_log(tag, "trainer-again")[-2000:]))
@@ -346,8 +352,9 @@ def c_trainer(job, ref):
         fail("%s: killed after its checkpoint of step %d: the traces differ from the client's undisturbed run at "
              "piece %d (%d + %d pieces, want %d): %s against %s" % (tag, step, k, len(head), len(tail), len(want),
                                                                    got[k:k + 1], want[k:k + 1]))
-    ok("sluice-trainer --model none killed after its checkpoint of step %d (epoch %d, step %d) and restored: its "
-       "pieces (epoch, step, replica, seq, ids) are the client's undisturbed run's, %d before and %d after"
+    ok("sluice-trainer --model none killed after its checkpoint of step %d (epoch %d, step %d), after the feeders' "
+       "ENDs, and restored: its pieces (epoch, step, replica, seq, ids) are the client's undisturbed run's, %d before "
+       "and %d after"
        % (step, step // per_epoch, step % per_epoch, len(head), len(tail)))
 
 
