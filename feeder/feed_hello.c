@@ -261,6 +261,7 @@ static void hello_adopt(struct server *s, struct trainer *t, const uint8_t *id, 
     if (t->end_sent && !takeover)
         s->ended--;
     t->end_sent = 0;
+    t->said_bye = 0;
     t->last_seen_ns = t->last_hb_ns = sl_clock_ns();
     t->heartbeat_ms = h->heartbeat_ms;
     t->wants_stats = (h->flags & SL_WIRE_HELLO_STATS) != 0;

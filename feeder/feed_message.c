@@ -129,6 +129,7 @@ void feed__on_message(struct server *s)
             if (t->end_sent && t->sent > 0)
                 s->consumed = 1;
             feed_hold_release_all(&t->hold, s->pool);
+            t->said_bye = 1;
             feed__drop(s, t, "said goodbye");
         }
         break;

@@ -100,14 +100,20 @@ static void heartbeats_and_ends(struct server *s)
  * stream is over), or was dropped, silent past the timeout. Exiting as soon
  * as the ENDs were queued lost them now and then: the trainers' heartbeats
  * unread in the socket made the kernel close it with a reset, which can
- * discard an END still on its way (seen on a shaped link). */
+ * discard an END still on its way (seen on a shaped link). A connection
+ * dropped after its END without a BYE (closed: a trainer killed before it
+ * took its last pieces) is gone only once silent past the timeout: until
+ * then its trainer may come back from a checkpoint and resume. */
 static int all_done(const struct server *s)
 {
     if (s->workers == 0 || s->ended != s->workers)
         return 0;
-    for (size_t i = 0; i < s->ntrainers; i++)
-        if (s->trainers[i].active)
+    uint64_t now = sl_clock_ns(), to = (uint64_t)s->o->timeout_ms * 1000000u;
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        const struct trainer *t = &s->trainers[i];
+        if (t->active || (t->end_sent && !t->said_bye && now - t->last_seen_ns <= to))
             return 0;
+    }
     return 1;
 }
 
