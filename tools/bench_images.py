@@ -12,7 +12,9 @@ after another in the same run:
                   each N of --workers (default 0 and 2): the float32 batches
                   ready for a model, as a PyTorch user gets them.
 Each rate is images per second over the whole pass (startup included) and
-from the first batch on; every file is read once first so the page cache
+from the first batch on; with --repeat N every contender runs once a round,
+in turn, N rounds, and each figure is its median round's (the machine is
+shared: one round can be an outlier); every file is read once first so the page cache
 holds the set, as the issue measures.
 
   sluice          a real sluice-feeder serving the set's shards
@@ -245,6 +247,8 @@ def main():
     ap.add_argument("--workers", default="0,2", help="DataLoader num_workers to measure, comma-separated "
                     "(default 0,2)")
     ap.add_argument("--only", help="run only these contenders, comma-separated (pil_decode, torchvision_wN, sluice, sluice_lend)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds: every contender once a round, in turn; "
+                    "each figure is the median round's (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="torch's seed (the shuffle and the crops)")
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"),
                     help="the build folder holding feeder/sluice-feeder, tools/sluice-record and python/ "
@@ -261,6 +265,8 @@ def main():
         ap.error("--workers: comma-separated integers (got %r)" % a.workers)
     if any(not 0 <= w <= 256 for w in workers):
         ap.error("--workers: each between 0 and 256")
+    if not 1 <= a.repeat <= 64:
+        ap.error("--repeat must be between 1 and 64")
     if not 0 <= a.threads <= 256:
         ap.error("--threads must be between 0 and 256")
     if not os.path.isdir(a.data):
@@ -287,16 +293,29 @@ def main():
               "machine": machine(), "results": {}}
     print("bench_images: %d images, %.1f MB, %s x%d, load %.2f" % (
         len(files), nbytes / 1e6, report["machine"]["cpu"], report["machine"]["cpus"], load), flush=True)
-    for name, fn in chosen:
-        r = fn(a, files)
-        report["results"][name] = r
-        extra = ""
-        if r.get("steady_images_per_s"):
-            extra = "  (from the first batch on: %.1f images/s; first batch after %.2f s)" % (
-                r["steady_images_per_s"], r["first_batch_s"])
-        print("%-16s %9.1f images/s  %6d images in %7.2f s%s" % (name, r["images_per_s"], r["images"], r["seconds"],
-                                                                 extra), flush=True)
+    rounds = {name: [] for name, _ in chosen}
+    for rnd in range(a.repeat):
+        if a.repeat > 1:
+            print("round %d of %d (load %.2f)" % (rnd + 1, a.repeat, os.getloadavg()[0]), flush=True)
+        for name, fn in chosen:
+            r = fn(a, files)
+            rounds[name].append(r)
+            extra = ""
+            if r.get("steady_images_per_s"):
+                extra = "  (from the first batch on: %.1f images/s; first batch after %.2f s)" % (
+                    r["steady_images_per_s"], r["first_batch_s"])
+            print("%-16s %9.1f images/s  %6d images in %7.2f s%s" % (name, r["images_per_s"], r["images"],
+                                                                     r["seconds"], extra), flush=True)
+    # each contender's median round (by images/s); its rounds' rates beside it
     res = report["results"]
+    for name, rs in rounds.items():
+        rs_sorted = sorted(rs, key=lambda r: r["images_per_s"])
+        res[name] = dict(rs_sorted[(len(rs) - 1) // 2], rounds=[r["images_per_s"] for r in rs])
+    if a.repeat > 1:
+        print("medians of %d rounds:" % a.repeat)
+        for name, r in res.items():
+            print("%-16s %9.1f images/s  (rounds: %s)" % (name, r["images_per_s"],
+                                                          ", ".join("%.1f" % v for v in r["rounds"])))
     peers = [r["images_per_s"] for k, r in res.items() if k.startswith("torchvision")]
     for k in ("sluice", "sluice_lend"):
         if k in res and peers:
