@@ -664,9 +664,12 @@ expect "images --data absent folder" 1 "images: --data $T/nothere: No such file 
     "$BENCH" images --data "$T/nothere" --no-feeder
 mkdir -p "$T/noimg/cls" && echo text >"$T/noimg/cls/readme.txt"
 expect "images --data without images" 1 "no TREE/CLASS/\*.jpg, \*.jpeg or \*.png" "$BENCH" images --data "$T/noimg"
-if python3 -c 'import PIL' 2>/dev/null; then
+# the test images need PIL: Debian's /usr/bin/python3 with python3-pil (scripts/deps.sh)
+PYPIL=python3
+python3 -c 'import PIL' 2>/dev/null || PYPIL=/usr/bin/python3
+if "$PYPIL" -c 'import PIL' 2>/dev/null; then
     # 6 small images in 2 classes: JPEGs, a gray JPEG, a PNG
-    python3 - "$T/imgs" <<'PY' || fail "images: cannot make the test images"
+    "$PYPIL" - "$T/imgs" <<'PY' || fail "images: cannot make the test images"
 import os, sys
 from PIL import Image
 root = sys.argv[1]

@@ -445,8 +445,8 @@ static void print_report(const struct images_opts *o, const struct images_set *s
                load0, load_end, lim[0].wall, lim[1].wall, d1, d2);
         for (int i = 0; i < nrows; i++) {
             const struct images_row *r = &rows_[i];
-            printf("%s{\"map\":\"%s\",\"threads\":%d,\"images_per_s\":%.1f,\"thread_cpu_s\":%.3f,\"map_cpu_s\":%.3f,"
-                   "\"per_core_images_per_s\":%.1f,\"per_core_to_decode\":%.3f,\"scaling\":%.3f}",
+            printf("%s{\"map\":\"%s\",\"threads\":%d,\"images_per_s\":%.1f,\"thread_cpu_s\":%.6f,\"map_cpu_s\":%.6f,"
+                   "\"per_core_images_per_s\":%.1f,\"per_core_to_decode\":%.4f,\"scaling\":%.4f}",
                    i ? "," : "", r->whole ? "whole" : "fused", r->threads, r->images_per_s, r->thread_cpu_s,
                    r->map_cpu_s, r->per_core, d1 > 0 ? r->per_core / d1 : 0,
                    one[r->whole] > 0 ? r->images_per_s / (r->threads * one[r->whole]) : 0);
