@@ -12,12 +12,22 @@ after another in the same run:
                   each N of --workers (default 0 and 2): the float32 batches
                   ready for a model, as a PyTorch user gets them.
 Each rate is images per second over the whole pass (startup included) and
-from the first batch on; every file is read once first so the page cache
+from the first batch on; with --repeat N every contender runs once a round,
+in turn, N rounds, and each figure is its median round's (the machine is
+shared: one round can be an outlier); every file is read once first so the page cache
 holds the set, as the issue measures.
 
-The sluice contender (a feeder decoding and augmenting the set's
-`sluice-record convert images` shards, delivered by sluice.torch) is not
-here yet: see CONTENDERS below.
+  sluice          a real sluice-feeder serving the set's shards
+                  (`sluice-record convert images`, made first, not timed)
+                  with the map decode_image, random_resized_crop 224,
+                  random_flip, normalize (float32 CHW), read through
+                  sluice.torch as the same float32 [64, 3, 224, 224]
+                  batches (--threads: the feeder's executor threads);
+  sluice_lend     the same with the client's lend=True: the batches are
+                  read-only views of the feeder's shared memory, not
+                  copied out.
+The report ends with sluice over the peer's best (the goal of issue #27:
+>= 10x).
 
 Needs Debian's python3-torchvision (apt-get install python3-torchvision; it
 brings python3-torch and python3-pil) and runs with /usr/bin/python3. Not in
@@ -103,20 +113,110 @@ def torchvision_loader(workers):
     return run
 
 
+SLUICE_MAP = [{"op": "decode_image", "feature": "image", "channels": 3},
+              {"op": "random_resized_crop", "feature": "image", "size": [224, 224]},
+              {"op": "random_flip", "feature": "image"},
+              {"op": "normalize", "feature": "image", "mean": [0.485, 0.456, 0.406],
+               "std": [0.229, 0.224, 0.225], "layout": "CHW"}]
+
+
+def sluice_feeder(lend):
+    return lambda args, files: sluice_run(args, files, lend)
+
+
+def sluice_run(args, files, lend):
+    """A real sluice-feeder serving the set's shards (`sluice-record convert
+    images`, made first and not timed) with the training map, read by
+    sluice.torch through a DataLoader(batch_size=None): float32
+    [64, 3, 224, 224] batches, one epoch. The clock starts before the
+    client connects (the feeder has only scanned its files by then). With
+    lend, the client's lend=True: each batch a read-only view of the
+    feeder's shared memory (no copy out; torch warns once that the tensor
+    is not writable, which a model's input need not be)."""
+    import shutil
+    import subprocess
+    import tempfile
+    build = os.path.abspath(args.build)
+    feeder = os.path.join(build, "feeder", "sluice-feeder")
+    record = os.path.join(build, "tools", "sluice-record")
+    for b in (feeder, record):
+        if not os.access(b, os.X_OK):
+            sys.exit("bench_images.py: %s is not built (--build BUILD, cmake --build BUILD)" % b)
+    sys.path.insert(0, os.path.join(build, "python"))
+    import torch
+    import torch.utils.data
+    import sluice.torch
+    tmp = tempfile.mkdtemp(prefix="bench-images-")
+    proc = None
+    try:
+        shards = os.path.join(tmp, "shards")
+        t0 = time.perf_counter()
+        subprocess.run([record, "convert", "images", "--output-dir", shards, "--shards", "4", args.data],
+                       check=True, capture_output=True)
+        convert_s = time.perf_counter() - t0
+        names = sorted(n for n in os.listdir(shards) if n.endswith(".tfrecord"))
+        job = os.path.join(tmp, "images.json")
+        with open(job, "w") as f:
+            json.dump({"name": "bench-images", "files": [os.path.join(shards, n) for n in names],
+                       "format": "tfrecord", "global_batch_size": args.batch, "epochs": 1,
+                       "shuffle": {"buffer": 1024, "seed": args.seed},
+                       "features": {"image": {"dtype": "bytes", "shape": []},
+                                    "label": {"dtype": "int64", "shape": []}},
+                       "map": SLUICE_MAP}, f)
+        sock = "ipc://" + os.path.join(tmp, "feeder.sock")
+        log = os.path.join(tmp, "feeder.log")
+        cmd = [feeder, "--job", job, "--listen", sock]
+        if args.threads:
+            cmd += ["--threads", str(args.threads)]
+        with open(log, "w") as lf:
+            proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while "serving job" not in open(log).read():
+            if proc.poll() is not None or time.time() > deadline:
+                sys.exit("bench_images.py: the feeder did not start:\n" + open(log).read()[-2000:])
+            time.sleep(0.05)
+        import warnings
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        ds = sluice.torch.IterableDataset(feeders=[sock], job="bench-images", **({"lend": True} if lend else {}))
+        t0 = time.perf_counter()
+        t1, first, n = None, 0, 0
+        for batch in torch.utils.data.DataLoader(ds, batch_size=None):
+            x = batch["image"]
+            assert x.dtype == torch.float32 and tuple(x.shape[1:]) == (3, 224, 224), (x.dtype, x.shape)
+            n += x.shape[0]
+            if t1 is None:
+                t1, first = time.perf_counter(), n
+        t2 = time.perf_counter()
+        ds.close()
+        if n != len(files):
+            sys.exit("bench_images.py: sluice delivered %d images, the set has %d" % (n, len(files)))
+        rc = proc.wait(timeout=30)
+        proc = None
+        if rc != 0:
+            sys.exit("bench_images.py: the feeder exited %d:\n%s" % (rc, open(log).read()[-2000:]))
+        steady = (n - first) / (t2 - t1) if t2 > t1 and n > first else None
+        return {"images": n, "seconds": t2 - t0, "images_per_s": n / (t2 - t0),
+                "steady_images_per_s": steady, "first_batch_s": t1 - t0, "feeder_threads": args.threads,
+                "convert_s": convert_s, "lend": lend, "map": SLUICE_MAP}
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # ---- contenders ----
 # (name, function(args, files) -> result dict with "images", "seconds",
 # "images_per_s"). Each runs alone, in this order, in the same process.
-#
-# THE SLUICE CONTENDER GOES HERE, once the feeder's map stage runs the image
-# ops (issue #27 section 1): serve the set's shards (`sluice-record convert
-# images DATA --output-dir SHARDS`) with a job whose map is decode_image,
-# random_resized_crop [224, 224], random_flip, normalize (float32, CHW), and
-# time sluice.torch delivering the same number of float32 [64, 3, 224, 224]
-# batches, with the feeder on the same cores. It is not measured yet: no
-# figure for it is printed, and none may be written by hand.
+# sluice: a feeder decoding and augmenting the set's shards with the map
+# above (decode_image, random_resized_crop [224, 224], random_flip,
+# normalize float32 CHW), sluice.torch delivering the same float32
+# [64, 3, 224, 224] batches as the torchvision peer, the feeder on the
+# same cores.
 def contenders(workers):
     out = [("pil_decode", pil_decode)]
     out += [("torchvision_w%d" % w, torchvision_loader(w)) for w in workers]
+    out += [("sluice", sluice_feeder(False)), ("sluice_lend", sluice_feeder(True))]
     return out
 
 
@@ -146,8 +246,15 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="DataLoader batch size (default 64)")
     ap.add_argument("--workers", default="0,2", help="DataLoader num_workers to measure, comma-separated "
                     "(default 0,2)")
-    ap.add_argument("--only", help="run only these contenders, comma-separated (pil_decode, torchvision_wN)")
+    ap.add_argument("--only", help="run only these contenders, comma-separated (pil_decode, torchvision_wN, sluice, sluice_lend)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds: every contender once a round, in turn; "
+                    "each figure is the median round's (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="torch's seed (the shuffle and the crops)")
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"),
+                    help="the build folder holding feeder/sluice-feeder, tools/sluice-record and python/ "
+                    "(default: the repository's build)")
+    ap.add_argument("--threads", type=int, default=0, help="sluice-feeder --threads (default: the feeder's "
+                    "default, one per CPU)")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     a = ap.parse_args()
     if not 1 <= a.batch <= 65536:
@@ -158,6 +265,10 @@ def main():
         ap.error("--workers: comma-separated integers (got %r)" % a.workers)
     if any(not 0 <= w <= 256 for w in workers):
         ap.error("--workers: each between 0 and 256")
+    if not 1 <= a.repeat <= 64:
+        ap.error("--repeat must be between 1 and 64")
+    if not 0 <= a.threads <= 256:
+        ap.error("--threads must be between 0 and 256")
     if not os.path.isdir(a.data):
         ap.error("--data %s: not a folder" % a.data)
     files = image_files(a.data)
@@ -170,26 +281,50 @@ def main():
         if unknown:
             ap.error("--only: unknown %s (have %s)" % (", ".join(unknown), ", ".join(c for c, _ in chosen)))
         chosen = [c for c in chosen if c[0] in names]
-    if any(c.startswith("torchvision") for c, _ in chosen):
+    if any(c.startswith(("torchvision", "sluice")) for c, _ in chosen):
         try:
             import torchvision  # noqa: F401
         except ImportError:
             sys.exit("bench_images.py: needs torchvision: apt-get install python3-torchvision, and run it with "
                      "/usr/bin/python3 (or --only pil_decode)")
     nbytes = warm(files)
-    report = {"data": os.path.abspath(a.data), "images": len(files), "bytes": nbytes, "batch": a.batch,
+    load = os.getloadavg()[0]
+    report = {"load_avg_before": load, "data": os.path.abspath(a.data), "images": len(files), "bytes": nbytes, "batch": a.batch,
               "machine": machine(), "results": {}}
-    print("bench_images: %d images, %.1f MB, %s x%d" % (len(files), nbytes / 1e6, report["machine"]["cpu"],
-                                                         report["machine"]["cpus"]), flush=True)
-    for name, fn in chosen:
-        r = fn(a, files)
-        report["results"][name] = r
-        extra = ""
-        if r.get("steady_images_per_s"):
-            extra = "  (from the first batch on: %.1f images/s; first batch after %.2f s)" % (
-                r["steady_images_per_s"], r["first_batch_s"])
-        print("%-16s %9.1f images/s  %6d images in %7.2f s%s" % (name, r["images_per_s"], r["images"], r["seconds"],
-                                                                 extra), flush=True)
+    print("bench_images: %d images, %.1f MB, %s x%d, load %.2f" % (
+        len(files), nbytes / 1e6, report["machine"]["cpu"], report["machine"]["cpus"], load), flush=True)
+    rounds = {name: [] for name, _ in chosen}
+    for rnd in range(a.repeat):
+        if a.repeat > 1:
+            print("round %d of %d (load %.2f)" % (rnd + 1, a.repeat, os.getloadavg()[0]), flush=True)
+        for name, fn in chosen:
+            r = fn(a, files)
+            rounds[name].append(r)
+            extra = ""
+            if r.get("steady_images_per_s"):
+                extra = "  (from the first batch on: %.1f images/s; first batch after %.2f s)" % (
+                    r["steady_images_per_s"], r["first_batch_s"])
+            print("%-16s %9.1f images/s  %6d images in %7.2f s%s" % (name, r["images_per_s"], r["images"],
+                                                                     r["seconds"], extra), flush=True)
+    # each contender's median round (by images/s); its rounds' rates beside it
+    res = report["results"]
+    for name, rs in rounds.items():
+        rs_sorted = sorted(rs, key=lambda r: r["images_per_s"])
+        res[name] = dict(rs_sorted[(len(rs) - 1) // 2], rounds=[r["images_per_s"] for r in rs])
+    if a.repeat > 1:
+        print("medians of %d rounds:" % a.repeat)
+        for name, r in res.items():
+            print("%-16s %9.1f images/s  (rounds: %s)" % (name, r["images_per_s"],
+                                                          ", ".join("%.1f" % v for v in r["rounds"])))
+    peers = [r["images_per_s"] for k, r in res.items() if k.startswith("torchvision")]
+    for k in ("sluice", "sluice_lend"):
+        if k in res and peers:
+            report[k + "_over_best_peer"] = res[k]["images_per_s"] / max(peers)
+            print("%s / the best torchvision DataLoader: %.2fx (goal >= 10x)" % (k, report[k + "_over_best_peer"]))
+        if k in res and "pil_decode" in res:
+            report[k + "_over_pil_decode"] = res[k]["images_per_s"] / res["pil_decode"]["images_per_s"]
+            print("%s / PIL decoding alone on one thread: %.2fx" % (k, report[k + "_over_pil_decode"]))
+    report["load_avg_after"] = os.getloadavg()[0]
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -175,7 +175,7 @@ PY
 
 # ---- help and usage errors ----
 expect "help" 0 "Commands:" "$BENCH" --help
-for cmd in formats feed run wire allreduce seek; do
+for cmd in formats feed run wire allreduce seek images; do
     expect "$cmd --help" 0 "Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
     expect "help $cmd" 0 "Usage: sluice-bench $cmd" "$BENCH" help "$cmd"
 done
@@ -292,7 +292,8 @@ for spec in "feed:job feeders workers replicas threads transport no-shm curve re
     "formats:file features images labels scratch repeat min-time batch size once json help" \
     "wire:sizes tensors transport repeat json help" "allreduce:procs floats iters transport repeat curve json help" \
     "link:push pull size count timeout-s help" \
-    "seek:files records scales batch shuffle parallel-reads workers replicas policy hint per-replica drop-remainder steps repeat no-baseline json help"; do
+    "seek:files records scales batch shuffle parallel-reads workers replicas policy hint per-replica drop-remainder steps repeat no-baseline json help" \
+    "images:data threads epochs repeat rounds shards no-feeder json help"; do
     cmd=${spec%%:*}
     expect "$cmd --help" 0 "^Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
     for opt in ${spec#*:}; do
@@ -643,6 +644,79 @@ for r in rows:
 assert [r["steps_per_epoch"] for r in rows] == [51, 510]
 ' "$T/out" || fail "seek --json keys"
 pass "micro-benchmark JSON keys"
+
+# ---- images: decode-only against the map path in a real feeder (issue #27 section 3) ----
+expect "images without --data" 2 "sluice-bench images: --data is required" "$BENCH" images
+expect "images --threads 0" 2 "--threads: must be an integer in \[1, 256\], got '0'" "$BENCH" images --data x --threads 1,0
+expect "images --threads -2" 2 "--threads: must be an integer in \[1, 256\], got '-2'" "$BENCH" images --data x --threads -2
+expect "images --threads 9 of them" 2 "--threads: at most 8 comma-separated integers" \
+    "$BENCH" images --data x --threads 1,2,3,4,5,6,7,8,9
+expect "images --threads x" 2 "--threads: not an integer: 'x'" "$BENCH" images --data x --threads x
+expect "images --epochs -1" 2 "--epochs: must be an integer in \[1, 1000\], got '-1'" "$BENCH" images --data x --epochs -1
+expect "images --repeat huge" 2 "--repeat: must be an integer in \[1, 64\], got '$HUGE'" \
+    "$BENCH" images --data x --repeat "$HUGE"
+expect "images --rounds absent" 2 "--rounds needs a value" "$BENCH" images --data x --rounds
+expect "images --shards 0x10" 2 "--shards: not an integer: '0x10'" "$BENCH" images --data x --shards 0x10
+expect "images --json=1" 2 "--json takes no value" "$BENCH" images --data x --json=1
+expect "images --dat (a near miss)" 2 "sluice-bench images: --dat: unknown option; did you mean --data\?" \
+    "$BENCH" images --dat x
+expect "images --data absent folder" 1 "images: --data $T/nothere: No such file or directory" \
+    "$BENCH" images --data "$T/nothere" --no-feeder
+mkdir -p "$T/noimg/cls" && echo text >"$T/noimg/cls/readme.txt"
+expect "images --data without images" 1 "no TREE/CLASS/\*.jpg, \*.jpeg or \*.png" "$BENCH" images --data "$T/noimg"
+# the test images need PIL: Debian's /usr/bin/python3 with python3-pil (scripts/deps.sh)
+PYPIL=python3
+python3 -c 'import PIL' 2>/dev/null || PYPIL=/usr/bin/python3
+if "$PYPIL" -c 'import PIL' 2>/dev/null; then
+    # 6 small images in 2 classes: JPEGs, a gray JPEG, a PNG
+    "$PYPIL" - "$T/imgs" <<'PY' || fail "images: cannot make the test images"
+import os, sys
+from PIL import Image
+root = sys.argv[1]
+for i in range(6):
+    d = os.path.join(root, "c%d" % (i % 2))
+    os.makedirs(d, exist_ok=True)
+    im = Image.new("RGB", (64 + 8 * i, 48 + 4 * i))
+    im.putdata([((x * 7 + i) % 256, (y * 5) % 256, (x * y) % 256) for y in range(im.size[1]) for x in range(im.size[0])])
+    if i == 4:
+        im.save(os.path.join(d, "%d.png" % i))
+    else:
+        (im.convert("L") if i == 3 else im).save(os.path.join(d, "%d.jpg" % i), quality=90)
+PY
+    # repeated options: the last wins (--threads 2 then 1: one thread count)
+    expect "images --json" 0 '"bench":"images"' env TMPDIR="$T" "$BENCH" images --data "$T/imgs" --threads 2 \
+        --threads 1 --repeat 2 --repeat 1 --rounds 2 --shards 3 --json
+    python3 - "$T/out" <<'PY' || fail "images --json: keys and values"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d) == {"bench", "data", "images", "bytes", "rounds", "epochs", "repeat", "cpus", "load_avg",
+                  "decode_per_s", "decode_per_cpu_s", "runs"}, sorted(d)
+assert d["images"] == 6 and d["rounds"] == 2 and d["repeat"] == 1 and d["epochs"] == 1, d
+assert min(d["decode_per_s"].values()) > 0 and min(d["decode_per_cpu_s"].values()) > 0, d
+assert [(r["map"], r["threads"]) for r in d["runs"]] == [("fused", 1), ("whole", 1)], d["runs"]
+for r in d["runs"]:
+    assert set(r) == {"map", "threads", "images_per_s", "thread_cpu_s", "map_cpu_s", "per_core_images_per_s",
+                      "per_core_to_decode", "scaling"}, sorted(r)
+    assert r["images_per_s"] > 0 and r["thread_cpu_s"] >= r["map_cpu_s"] > 0, r
+    assert abs(r["per_core_images_per_s"] - 6 / r["thread_cpu_s"]) <= 0.01 * r["per_core_images_per_s"] + 0.1, r
+    assert abs(r["per_core_to_decode"] - r["per_core_images_per_s"] / d["decode_per_cpu_s"]["scale_1"]) < 2e-3 + \
+        1e-3 * r["per_core_to_decode"], r
+    assert r["scaling"] == 1.0, r
+PY
+    ls "$T" | grep -q '^sluice-bench-' && fail "images left its scratch folder"
+    expect "images, table" 0 "^ fused +2 +[0-9.]+" "$BENCH" images --data "$T/imgs" --threads 1,2
+    grep -Eq "^limit: decode only .*1/1 [0-9.]+ images/s, 1/2 [0-9.]+ images/s \([0-9.]+x\) per CPU second" "$T/out" ||
+        fail "images: no limit line"
+    [ "$(grep -Ec '^ (fused|whole) +[12] ' "$T/out")" = 4 ] || fail "images: not 4 rows (fused, whole x 1, 2 threads)"
+    expect "images --no-feeder" 0 "^limit: decode only" "$BENCH" images --data "$T/imgs" --no-feeder
+    grep -q "fused" "$T/out" && fail "images --no-feeder ran a feeder"
+    # a damaged image is named (its index in the listing) and fails the run (1)
+    head -c 300 "$T/imgs/c0/0.jpg" >"$T/imgs/c0/cut.jpg"
+    expect "images, a cut JPEG" 1 "decode-only: image [0-9]+: JPEG: " "$BENCH" images --data "$T/imgs" --no-feeder
+    pass "images: decode-only and the map path in a real feeder, JSON, table, hostile options, a damaged image"
+else
+    pass "images: options only (no PIL to make test images)"
+fi
 
 # ---- formats: --size (P1 on a file of about that size) and --once, small ----
 expect "formats --size 1x" 2 "--size: not a byte count \\(digits, then K, M, G or T\\): '1x'" "$BENCH" formats --size 1x

@@ -25,6 +25,7 @@ int bench_wire_main(int argc, char **argv);
 int bench_allreduce_main(int argc, char **argv);
 int bench_link_main(int argc, char **argv);
 int bench_seek_main(int argc, char **argv);
+int bench_images_main(int argc, char **argv);
 
 /* ---- statistics (bench_util.c) ---- */
 

@@ -10,6 +10,7 @@
  *   sluice-bench allreduce the CPU ring all-reduce against raw ZeroMQ
  *   sluice-bench link      one end of a raw ZeroMQ transfer across hosts
  *   sluice-bench seek      the feeder's fast-forward to a resuming trainer's step
+ *   sluice-bench images    the image map stage against decoding alone
  */
 #include <stdio.h>
 #include <string.h>
@@ -51,7 +52,7 @@ static const struct {
 } commands[] = {
     {"run", bench_run_main},   {"formats", bench_formats_main},     {"feed", bench_feed_main},
     {"wire", bench_wire_main}, {"allreduce", bench_allreduce_main}, {"link", bench_link_main},
-    {"seek", bench_seek_main},
+    {"seek", bench_seek_main}, {"images", bench_images_main},
 };
 
 int main(int argc, char **argv)
