@@ -210,16 +210,15 @@ static int write_job(const char *path, const char *name, const char *shards_dir,
     json_t *map = json_pack("[{s:s, s:s, s:i}]", "op", "decode_image", "feature", "image", "channels", 3);
     if (whole)
         json_array_append_new(map, json_pack("{s:s, s:s, s:f}", "op", "random_flip", "feature", "image", "p", 0.0));
-    json_array_append_new(map, json_pack("{s:s, s:s, s:[i,i]}", "op", "random_resized_crop", "feature", "image",
-                                         "size", 224, 224));
+    json_array_append_new(
+        map, json_pack("{s:s, s:s, s:[i,i]}", "op", "random_resized_crop", "feature", "image", "size", 224, 224));
     json_array_append_new(map, json_pack("{s:s, s:s}", "op", "random_flip", "feature", "image"));
-    json_array_append_new(map, json_pack("{s:s, s:s, s:[f,f,f], s:[f,f,f], s:s}", "op", "normalize", "feature",
-                                         "image", "mean", 0.485, 0.456, 0.406, "std", 0.229, 0.224, 0.225,
-                                         "layout", "CHW"));
-    json_t *job = json_pack("{s:s, s:o, s:s, s:i, s:i, s:{s:i, s:i}, s:{s:{s:s, s:[]}, s:{s:s, s:[]}}, s:o}",
-                            "name", name, "files", files, "format", "tfrecord", "global_batch_size", 64, "epochs",
-                            (int)epochs, "shuffle", "buffer", 1024, "seed", 27, "features", "image", "dtype", "bytes",
-                            "shape", "label", "dtype", "int64", "shape", "map", map);
+    json_array_append_new(map, json_pack("{s:s, s:s, s:[f,f,f], s:[f,f,f], s:s}", "op", "normalize", "feature", "image",
+                                         "mean", 0.485, 0.456, 0.406, "std", 0.229, 0.224, 0.225, "layout", "CHW"));
+    json_t *job = json_pack("{s:s, s:o, s:s, s:i, s:i, s:{s:i, s:i}, s:{s:{s:s, s:[]}, s:{s:s, s:[]}}, s:o}", "name",
+                            name, "files", files, "format", "tfrecord", "global_batch_size", 64, "epochs", (int)epochs,
+                            "shuffle", "buffer", 1024, "seed", 27, "features", "image", "dtype", "bytes", "shape",
+                            "label", "dtype", "int64", "shape", "map", map);
     int rc = job ? json_dump_file(job, path, JSON_INDENT(1)) : -1;
     json_decref(job);
     if (rc != 0)
@@ -380,8 +379,7 @@ static const struct sl_opt rows[] = {
      NULL},
     {"shards", 0, SL_OPT_LONG, OFF(shards), 1, 4096, "4", "S", "shards the tree is converted to", NULL, NULL},
     {"no-feeder", 0, SL_OPT_FLAG, OFF(no_feeder), 0, 0, NULL, NULL, "measure the decode-only limit only", NULL, NULL},
-    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object on stdout instead of the table", NULL,
-     NULL},
+    {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object on stdout instead of the table", NULL, NULL},
     BENCH_OPT_HELP_ROW,
 };
 
@@ -441,8 +439,8 @@ static void print_report(const struct images_opts *o, const struct images_set *s
                "\"epochs\":%ld,\"repeat\":%ld,\"cpus\":%ld,\"load_avg\":{\"before\":%.2f,\"after\":%.2f},"
                "\"decode_per_s\":{\"scale_1\":%.1f,\"scale_2\":%.1f},"
                "\"decode_per_cpu_s\":{\"scale_1\":%.1f,\"scale_2\":%.1f},\"runs\":[",
-               o->data, s->n, (unsigned long long)s->bytes, o->rounds, o->epochs, o->repeat, sysconf(_SC_NPROCESSORS_ONLN),
-               load0, load_end, lim[0].wall, lim[1].wall, d1, d2);
+               o->data, s->n, (unsigned long long)s->bytes, o->rounds, o->epochs, o->repeat,
+               sysconf(_SC_NPROCESSORS_ONLN), load0, load_end, lim[0].wall, lim[1].wall, d1, d2);
         for (int i = 0; i < nrows; i++) {
             const struct images_row *r = &rows_[i];
             printf("%s{\"map\":\"%s\",\"threads\":%d,\"images_per_s\":%.1f,\"thread_cpu_s\":%.6f,\"map_cpu_s\":%.6f,"
@@ -462,8 +460,8 @@ static void print_report(const struct images_opts *o, const struct images_set *s
            o->rounds, d1, d2, d1 > 0 ? d2 / d1 : 0, lim[0].wall, lim[1].wall);
     if (nrows == 0)
         return;
-    printf("\n %-6s %-8s %-12s %-14s %-12s %-16s %-10s\n", "map", "threads", "images/s", "thread CPU s",
-           "per core", "per core/decode", "scaling");
+    printf("\n %-6s %-8s %-12s %-14s %-12s %-16s %-10s\n", "map", "threads", "images/s", "thread CPU s", "per core",
+           "per core/decode", "scaling");
     for (int i = 0; i < nrows; i++) {
         const struct images_row *r = &rows_[i];
         printf(" %-6s %-8d %-12.1f %-14.2f %-12.1f %-16.2f %-10.2f\n", r->whole ? "whole" : "fused", r->threads,
@@ -471,7 +469,8 @@ static void print_report(const struct images_opts *o, const struct images_set *s
                one[r->whole] > 0 ? r->images_per_s / (r->threads * one[r->whole]) : 0);
     }
     printf("\nper core: images per second of the feeder's decode-thread CPU (read + decompress + decode + map +\n"
-           "assemble); per core/decode: that over decode-only at 1/1 per CPU second; scaling: images/s over N x one thread's\n"
+           "assemble); per core/decode: that over decode-only at 1/1 per CPU second; scaling: images/s over N x one "
+           "thread's\n"
            "(whole: the decode kept apart from the crop, every image decoded whole at 1/1)\n");
 }
 
