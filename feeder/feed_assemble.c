@@ -555,7 +555,10 @@ static int map_rows(struct feed_assembler *a, const struct feed_piece *piece, co
         for (size_t k = 0; k < a->nspecs; k++)
             row_view(&a->specs[k], &cols[k], r, &a->in_t[k]);
         struct map_key key = {a->seed, piece->epoch, a->first_id[e->file] + e->record};
-        rc = map_runner_run(a->runner, &key, a->in_t, a->out_t, err);
+        void *dst[FEED_MAX_TENSORS];
+        for (size_t i = 0; i < a->nout && i < FEED_MAX_TENSORS; i++)
+            dst[i] = rb[i] != 0 ? buf + off[i] + r * rb[i] : NULL;
+        rc = map_runner_run_into(a->runner, &key, a->in_t, a->out_t, dst, err);
         if (rc != 0) {
             if (rc != SL_ENOMEM)
                 sl_error_prefix(err, "%s: %s %llu at %llu: element %llu: ", feed_source_path(a->src, e->file),
@@ -572,7 +575,8 @@ static int map_rows(struct feed_assembler *a, const struct feed_piece *piece, co
                                   (unsigned long long)key.element, a->out[i].name, a->out_t[i].bytes, rb[i]);
                 break;
             }
-            memcpy(buf + off[i] + r * rb[i], a->out_t[i].data, rb[i]);
+            if (a->out_t[i].data != dst[i]) /* written in place by the feature's last op, or passed on */
+                memcpy(dst[i], a->out_t[i].data, rb[i]);
         }
     }
     a->map_cpu += sl_clock_thread_cpu_ns() - cpu0;

@@ -243,6 +243,8 @@ void *map__arena_reserve(struct map_arena *a, size_t bytes)
 {
     if (bytes <= a->cap)
         return a->p;
+    if (a->borrowed)
+        return map__arena_reserve(a->own, bytes);
     size_t cap = a->cap ? a->cap : 256;
     while (cap < bytes) {
         if (cap > SIZE_MAX / 2)
@@ -395,6 +397,7 @@ struct plan_op {
      * op decodes only what it needs (decode: the decode_image op) */
     int pass;
     const struct map_op *decode;
+    int last; /* the last op on its feature: with a destination, it writes there (map_runner_run_into) */
 };
 
 struct map_plan {
@@ -499,6 +502,12 @@ int map_plan_create(struct map_plan **out, const struct map_pipeline *p, const s
                               ": feature '%s' leaves the map with a shape that depends on the data (%s after map[%zu] "
                               "%s): add a resize, center_crop or random_resized_crop",
                               pl->feat[f].name, map_spec_describe(&pl->feat[f], d, sizeof d), last, op->def->name);
+    }
+    for (i = 0; rc == 0 && i < map_pipeline_nops(p); i++) {
+        pl->op[i].last = 1;
+        for (size_t k = i + 1; k < map_pipeline_nops(p); k++)
+            if (pl->op[k].feature == pl->op[i].feature)
+                pl->op[i].last = 0;
     }
     for (i = 0; rc == 0 && i + 1 < map_pipeline_nops(p); i++) {
         const struct map_op_def *next = p->op[i + 1].def;
@@ -627,6 +636,12 @@ void map_runner_destroy(struct map_runner *r)
 int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in, struct map_tensor *out,
                    struct sl_error *err)
 {
+    return map_runner_run_into(r, key, in, out, NULL, err);
+}
+
+int map_runner_run_into(struct map_runner *r, const struct map_key *key, const struct map_tensor *in,
+                        struct map_tensor *out, void *const *dst, struct sl_error *err)
+{
     const struct map_plan *pl = r->pl;
     memcpy(r->cur, in, pl->nin * sizeof *in);
     int timed = (r->tick++ % SAMPLE_EVERY) == 0;
@@ -645,6 +660,15 @@ int map_runner_run(struct map_runner *r, const struct map_key *key, const struct
                                 .pass = po->pass,
                                 .decode = po->decode};
         call.seed = call.rng.s;
+        /* the last op on a fixed feature writes straight into its row */
+        struct map_arena row = {0};
+        if (dst != NULL && po->last && dst[po->feature] != NULL && map_spec_fixed(&po->out)) {
+            row = (struct map_arena){.p = dst[po->feature],
+                                     .cap = map_spec_count(&po->out) * map_dtype_size(po->out.dtype),
+                                     .borrowed = 1,
+                                     .own = &r->arena[i]};
+            call.arena = &row;
+        }
         struct map_tensor t = r->cur[po->feature];
         uint64_t t0 = timed ? sl_clock_thread_cpu_ns() : 0;
         int rc = po->op->def->run(&call, &t, &r->cur[po->feature], err);

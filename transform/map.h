@@ -166,6 +166,14 @@ void map_runner_destroy(struct map_runner *r);
  * read "map[N] OP: what" (SL_EINVAL or SL_ECORRUPT for bad data, SL_ENOMEM). */
 int map_runner_run(struct map_runner *r, const struct map_key *key, const struct map_tensor *in, struct map_tensor *out,
                    struct sl_error *err) SL_MUST_CHECK;
+/* map_runner_run, with a destination per output feature (dst[i] for
+ * output i, NULL: none; dst itself may be NULL): the last op on a fixed
+ * feature writes its output there (exactly the feature's bytes) instead of
+ * into its arena, so that out[i].data == dst[i] and the caller copies
+ * nothing. An op that passes its input on (a flip not drawn) leaves
+ * out[i].data elsewhere: compare before copying. */
+int map_runner_run_into(struct map_runner *r, const struct map_key *key, const struct map_tensor *in,
+                        struct map_tensor *out, void *const *dst, struct sl_error *err) SL_MUST_CHECK;
 /* Thread CPU ns op i took so far in this runner (each op is timed every
  * 8th element and scaled up). */
 uint64_t map_runner_op_ns(const struct map_runner *r, size_t i);

@@ -82,10 +82,17 @@ struct map_op {
 struct map_arena {
     uint8_t *p;
     size_t cap;
+    /* p is the caller's (the element's row in the piece): never grown or
+     * freed; a reservation larger than it is taken from `own` instead */
+    int borrowed;
+    struct map_arena *own;
 };
 
 /* At least `bytes` of the arena (its old contents may be lost), aligned
- * as malloc's; NULL when out of memory. Grows by doubling, never shrinks. */
+ * as malloc's; NULL when out of memory. Grows by doubling, never shrinks.
+ * A borrowed arena (the element's row in the piece, for the last op on a
+ * feature) never grows: more than it holds comes from its op's own arena
+ * (a plugin's capacity beyond its described size, say). */
 void *map__arena_reserve(struct map_arena *a, size_t bytes);
 
 /* What a run function gets besides the tensors. */
