@@ -23,7 +23,9 @@ to the Python client (sluice.Client), two epochs.
 3. A damaged JPEG (cut short) stops the job with an error naming the
    file, the record, its offset, the element and the op.
 
-Usage: test_map_images.py BUILD_DIR
+Usage: test_map_images.py BUILD_DIR [SANITIZER_BUILD_DIR]
+  (the second: run that build's feeder and sluice-record, the first's Python
+  package; how the sanitizer builds run it)
 """
 import glob
 import json
@@ -216,6 +218,10 @@ def serve(tag, job_path, F):
 
 def main():
     bed.setup(sys.argv[1], "map-images")
+    if len(sys.argv) > 2:  # a sanitizer build's feeder and tools, this build's Python package
+        other = os.path.abspath(sys.argv[2])
+        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
+        bed.RECORD = os.path.join(other, "tools", "sluice-record")
     try:
         tree = os.path.join(bed.TMP, "tree")
         paths = make_tree(tree)
