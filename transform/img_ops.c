@@ -24,6 +24,13 @@
 #include <emmintrin.h>
 #define IMG_SSE2 1
 #endif
+/* The RGB horizontal pass also has an AVX2 kernel, chosen at run time
+ * (x86-64 with GCC or Clang, whose target attribute builds it without
+ * raising the whole file's instruction set). */
+#if IMG_SSE2 && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define IMG_AVX2 1
+#endif
 
 #define PRECISION_BITS 22
 
@@ -202,10 +209,10 @@ static void vpass_row_scalar(const uint8_t *base, size_t pitch, int n, const int
  * weight k (0 .. 2^22) is split as (k >> 11) << 11 | (k & 2047) so each
  * half fits 16 bits; the two sums are joined at the end. Integer
  * arithmetic throughout: the bytes equal the scalar code's. */
-static void vpass_row_sse2(const uint8_t *base, size_t pitch, int n, const int32_t *kk, uint8_t *row)
+static void vpass_row_sse2(const uint8_t *base, size_t pitch, int n, const int32_t *kk, uint8_t *row, size_t from)
 {
     const __m128i zero = _mm_setzero_si128(), half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
-    size_t i = 0;
+    size_t i = from;
     for (; i + 16 <= pitch; i += 16) {
         __m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero, l3 = zero;
         for (int y = 0; y < n; y += 2) {
@@ -305,6 +312,138 @@ static void hpass_rgb_sse2(const uint8_t *in, uint8_t *out, uint32_t out_w, int 
 }
 #endif
 
+#if IMG_AVX2
+static int have_avx2(void)
+{
+    static int known = -1; /* the answer is the same in every thread: a racy first write is harmless */
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* hweights_rgb for the AVX2 kernel, which makes two outputs at once: for
+ * outputs 2P, 2P + 1 and taps 2j, 2j + 1, 32 int16 (one 256-bit operand of
+ * the weights' high halves, one of their low halves), output 2P's pair in
+ * the low 128 bits and 2P + 1's in the high, each laid out as
+ * hweights_rgb's (k0, k1) x 3 then (0, 0). Taps past the kernel weigh 0.
+ * An odd last output is left to the SSE2 kernel. */
+static void hweights_rgb_avx2(const int32_t *k, int ksize, uint32_t out_w, int npair, int16_t *wq)
+{
+    for (uint32_t o = 0; o < out_w / 2 * 2; o++)
+        for (int j = 0; j < npair; j++) {
+            int16_t *hw = wq + ((size_t)(o / 2) * npair + j) * 32 + (o % 2) * 8, *lw = hw + 16;
+            for (int t = 0; t < 2; t++) {
+                uint32_t kk = 2 * j + t < ksize ? (uint32_t)k[(size_t)o * ksize + 2 * j + t] : 0;
+                for (int ch = 0; ch < 3; ch++) {
+                    hw[t + 2 * ch] = (int16_t)(kk >> 11);
+                    lw[t + 2 * ch] = (int16_t)(kk & 2047);
+                }
+            }
+            hw[6] = hw[7] = lw[6] = lw[7] = 0;
+        }
+}
+
+/* hpass_rgb_sse2 two outputs at a time: for each pair of taps, an 8-byte
+ * load at each output's pixels (two pixels and two bytes more) into one
+ * 256-bit register, a byte shuffle to (R0 R1 G0 G1 B0 B1 0 0) per half,
+ * and pmaddwd by both outputs' weights at once; the sums stay apart, so no
+ * horizontal add. The same integer sums as the scalar code in another
+ * order (exact: no sum overflows). A pair of outputs whose last load would
+ * pass `end` (the image's last byte + 1), and an odd last output, go to
+ * the SSE2 kernel. */
+__attribute__((target("avx2"))) static void hpass_rgb_avx2(const uint8_t *in, const uint8_t *end, uint8_t *out,
+                                                           uint32_t out_w, int npair, const int32_t *bounds,
+                                                           const int16_t *wq, const __m128i *wv, int overread_ok)
+{
+    const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1,
+                                            -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+    uint32_t o = 0;
+    for (; o + 1 < out_w; o += 2) {
+        const uint8_t *p0 = in + (size_t)bounds[2 * o] * 3, *p1 = in + (size_t)bounds[2 * o + 2] * 3;
+        if ((p0 > p1 ? p0 : p1) + (size_t)npair * 6 + 2 > end) { /* the last 8-byte load passes the image */
+            hpass_rgb_sse2(in, out + 3 * (size_t)o, 2, npair, bounds + 2 * o, wv + (size_t)o * npair * 2, overread_ok);
+            continue;
+        }
+        const int16_t *w = wq + (size_t)(o / 2) * npair * 32;
+        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+        for (int j = 0; j < npair; j++, w += 32, p0 += 6, p1 += 6) {
+            __m256i v =
+                _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)p0)),
+                                        _mm_loadl_epi64((const __m128i *)(const void *)p1), 1);
+            v = _mm256_shuffle_epi8(v, spread);
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, _mm256_loadu_si256((const __m256i *)(const void *)w)));
+            lo =
+                _mm256_add_epi32(lo, _mm256_madd_epi16(v, _mm256_loadu_si256((const __m256i *)(const void *)(w + 16))));
+        }
+        /* (R, G, B, 0) of output o, then of o + 1 */
+        __m256i s =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), half), PRECISION_BITS);
+        __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        __m128i s8 = _mm_packus_epi16(s16, s16);
+        uint64_t px = (uint64_t)_mm_cvtsi128_si64(s8);
+        uint8_t *d = out + 3 * (size_t)o;
+        d[0] = (uint8_t)px;
+        d[1] = (uint8_t)(px >> 8);
+        d[2] = (uint8_t)(px >> 16);
+        d[3] = (uint8_t)(px >> 32);
+        d[4] = (uint8_t)(px >> 40);
+        d[5] = (uint8_t)(px >> 48);
+    }
+    if (o < out_w)
+        hpass_rgb_sse2(in, out + 3 * (size_t)o, 1, npair, bounds + 2 * o, wv + (size_t)o * npair * 2, overread_ok);
+}
+
+/* vpass_row_sse2 32 bytes a step, from byte 0; returns where it stopped
+ * (the SSE2 and scalar code finish the row). The unpacks and packs work
+ * within each 128-bit half, and undo each other: the bytes come out in
+ * order. */
+__attribute__((target("avx2"))) static size_t vpass_row_avx2(const uint8_t *base, size_t pitch, int n,
+                                                             const int32_t *kk, uint8_t *row)
+{
+    const __m256i zero = _mm256_setzero_si256(), half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+    size_t i = 0;
+    for (; i + 32 <= pitch; i += 32) {
+        __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero, l3 = zero;
+        for (int y = 0; y < n; y += 2) {
+            uint32_t ka = (uint32_t)kk[y], kb = y + 1 < n ? (uint32_t)kk[y + 1] : 0;
+            __m256i wh = _mm256_set1_epi32((int32_t)((kb >> 11) << 16 | (ka >> 11)));
+            __m256i wl = _mm256_set1_epi32((int32_t)((kb & 2047) << 16 | (ka & 2047)));
+            __m256i ra = _mm256_loadu_si256((const __m256i *)(const void *)(base + (size_t)y * pitch + i));
+            __m256i rb = y + 1 < n
+                             ? _mm256_loadu_si256((const __m256i *)(const void *)(base + (size_t)(y + 1) * pitch + i))
+                             : zero;
+            __m256i lo = _mm256_unpacklo_epi8(ra, rb), hi = _mm256_unpackhi_epi8(ra, rb);
+            __m256i v0 = _mm256_unpacklo_epi8(lo, zero), v1 = _mm256_unpackhi_epi8(lo, zero);
+            __m256i v2 = _mm256_unpacklo_epi8(hi, zero), v3 = _mm256_unpackhi_epi8(hi, zero);
+            h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(v0, wh));
+            h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(v1, wh));
+            h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(v2, wh));
+            h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(v3, wh));
+            l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(v0, wl));
+            l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(v1, wl));
+            l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(v2, wl));
+            l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(v3, wl));
+        }
+        __m256i s0 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, 11), l0), half), PRECISION_BITS);
+        __m256i s1 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, 11), l1), half), PRECISION_BITS);
+        __m256i s2 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h2, 11), l2), half), PRECISION_BITS);
+        __m256i s3 =
+            _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h3, 11), l3), half), PRECISION_BITS);
+        __m256i out = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+        _mm256_storeu_si256((__m256i *)(void *)(row + i), out);
+    }
+    return i;
+}
+#endif
+
 static size_t align16(size_t n)
 {
     return (n + 15) & ~(size_t)15;
@@ -321,6 +460,8 @@ struct plan {
     size_t pitch;
     int32_t *bh, *k_h, *bv, *k_v;
     void *wv;
+    void *wq; /* the AVX2 kernel's weights (RGB); NULL when it is not used */
+    int avx2; /* the CPU has AVX2: the vertical pass uses it */
     uint8_t *mid;
 };
 
@@ -343,12 +484,18 @@ static int plan_resize(struct img_state *st, int c, double y0, double x0, double
     size_t n_bh = align16((size_t)out_w * 2 * sizeof(int32_t)), n_kh = align16((size_t)out_w * p->kh * sizeof(int32_t));
     size_t n_bv = align16((size_t)out_h * 2 * sizeof(int32_t)), n_kv = align16((size_t)out_h * p->kv * sizeof(int32_t));
     size_t n_tmp = align16((size_t)(p->kh > p->kv ? p->kh : p->kv) * sizeof(double));
-    size_t n_wv = 0;
+    size_t n_wv = 0, n_wq = 0;
 #if IMG_SSE2
     if (c == 3)
         n_wv = (size_t)out_w * p->npair * 2 * sizeof(__m128i);
 #endif
-    size_t head = n_bh + n_kh + n_bv + n_kv + n_tmp + n_wv;
+    p->avx2 = 0;
+#if IMG_AVX2
+    p->avx2 = have_avx2();
+    if (c == 3 && p->avx2)
+        n_wq = (size_t)(out_w / 2) * p->npair * 32 * sizeof(int16_t);
+#endif
+    size_t head = n_bh + n_kh + n_bv + n_kv + n_tmp + n_wv + n_wq;
     struct img__scratch *s = img__state_scratch(st);
     int rc = img__scratch_reserve(s, head + p->pitch * p->in_h, err);
     if (rc != 0)
@@ -360,12 +507,18 @@ static int plan_resize(struct img_state *st, int c, double y0, double x0, double
     p->k_v = (int32_t *)(void *)(b += n_bv);
     double *tmp = (double *)(void *)(b += n_kv);
     p->wv = b += n_tmp;
+    b += n_wv;
+    p->wq = n_wq ? b : NULL;
     p->mid = s->buf + head;
     weights(rx0, rx1, p->in_w, out_w, antialias, p->kh, p->bh, p->k_h, tmp);
     weights(ry0, ry1, p->in_h, out_h, antialias, p->kv, p->bv, p->k_v, tmp);
 #if IMG_SSE2
     if (c == 3)
         hweights_rgb(p->k_h, p->kh, out_w, p->npair, p->wv);
+#endif
+#if IMG_AVX2
+    if (p->wq != NULL)
+        hweights_rgb_avx2(p->k_h, p->kh, out_w, p->npair, p->wq);
 #endif
     p->first = (uint32_t)p->bv[0];
     p->last = (uint32_t)(p->bv[2 * (out_h - 1)] + p->bv[2 * (out_h - 1) + 1]);
@@ -386,6 +539,12 @@ static void hpass(const struct plan *p, const uint8_t *src, uint32_t h, uint32_t
             /* a 4-byte load at the hull's last pixel reads the next
              * column or row: not past the image's last byte */
             int overread_ok = p->ylo + y + 1 < h || p->xlo + p->in_w < w;
+#if IMG_AVX2
+            if (p->wq != NULL) {
+                hpass_rgb_avx2(in, src + (size_t)h * src_pitch, to, out_w, p->npair, p->bh, p->wq, p->wv, overread_ok);
+                continue;
+            }
+#endif
             hpass_rgb_sse2(in, to, out_w, p->npair, p->bh, p->wv, overread_ok);
             continue;
         }
@@ -403,7 +562,12 @@ static void vpass(const struct plan *p, uint8_t *dst, uint32_t out_h)
         int n = p->bv[2 * o + 1];
         uint8_t *row = dst + (size_t)o * p->pitch;
 #if IMG_SSE2
-        vpass_row_sse2(base, p->pitch, n, kk, row);
+        size_t from = 0;
+#if IMG_AVX2
+        if (p->avx2)
+            from = vpass_row_avx2(base, p->pitch, n, kk, row);
+#endif
+        vpass_row_sse2(base, p->pitch, n, kk, row, from);
 #else
         vpass_row_scalar(base, p->pitch, n, kk, row, 0);
 #endif

@@ -293,7 +293,7 @@ for spec in "feed:job feeders workers replicas threads transport no-shm curve re
     "wire:sizes tensors transport repeat json help" "allreduce:procs floats iters transport repeat curve json help" \
     "link:push pull size count timeout-s help" \
     "seek:files records scales batch shuffle parallel-reads workers replicas policy hint per-replica drop-remainder steps repeat no-baseline json help" \
-    "images:data threads epochs repeat rounds shards no-feeder json help"; do
+    "images:data threads epochs repeat rounds shards size no-feeder json help"; do
     cmd=${spec%%:*}
     expect "$cmd --help" 0 "^Usage: sluice-bench $cmd" "$BENCH" "$cmd" --help
     for opt in ${spec#*:}; do
@@ -658,6 +658,11 @@ expect "images --repeat huge" 2 "--repeat: must be an integer in \[1, 64\], got 
 expect "images --rounds absent" 2 "--rounds needs a value" "$BENCH" images --data x --rounds
 expect "images --shards 0x10" 2 "--shards: not an integer: '0x10'" "$BENCH" images --data x --shards 0x10
 expect "images --json=1" 2 "--json takes no value" "$BENCH" images --data x --json=1
+expect "images --size 7" 2 "--size: must be an integer in \[8, 1024\], got '7'" "$BENCH" images --data x --size 7
+expect "images --size -64" 2 "--size: must be an integer in \[8, 1024\], got '-64'" "$BENCH" images --data x --size -64
+expect "images --size huge" 2 "--size: must be an integer in \[8, 1024\], got '$HUGE'" \
+    "$BENCH" images --data x --size "$HUGE"
+expect "images --size absent" 2 "--size needs a value" "$BENCH" images --data x --size
 expect "images --dat (a near miss)" 2 "sluice-bench images: --dat: unknown option; did you mean --data\?" \
     "$BENCH" images --dat x
 expect "images --data absent folder" 1 "images: --data $T/nothere: No such file or directory" \
@@ -685,13 +690,13 @@ for i in range(6):
 PY
     # repeated options: the last wins (--threads 2 then 1: one thread count)
     expect "images --json" 0 '"bench":"images"' env TMPDIR="$T" "$BENCH" images --data "$T/imgs" --threads 2 \
-        --threads 1 --repeat 2 --repeat 1 --rounds 2 --shards 3 --json
+        --threads 1 --repeat 2 --repeat 1 --rounds 2 --shards 3 --size 40 --size 32 --json
     python3 - "$T/out" <<'PY' || fail "images --json: keys and values"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert set(d) == {"bench", "data", "images", "bytes", "rounds", "epochs", "repeat", "cpus", "load_avg",
+assert set(d) == {"bench", "data", "images", "bytes", "rounds", "epochs", "repeat", "size", "cpus", "load_avg",
                   "decode_per_s", "decode_per_cpu_s", "runs"}, sorted(d)
-assert d["images"] == 6 and d["rounds"] == 2 and d["repeat"] == 1 and d["epochs"] == 1, d
+assert d["images"] == 6 and d["rounds"] == 2 and d["repeat"] == 1 and d["epochs"] == 1 and d["size"] == 32, d
 assert min(d["decode_per_s"].values()) > 0 and min(d["decode_per_cpu_s"].values()) > 0, d
 assert [(r["map"], r["threads"]) for r in d["runs"]] == [("fused", 1), ("whole", 1)], d["runs"]
 for r in d["runs"]:

@@ -276,6 +276,59 @@ START_TEST(test_resize_extremes)
 }
 END_TEST
 
+/* The RGB resize's vector kernels (SSE2, and AVX2 where the CPU has it)
+ * against the one-channel scalar pass run on each plane: the same bytes
+ * for random images and boxes, shrinking up to 9x and enlarging, boxes
+ * at every edge (where the wide loads fall back) and fractional ones. */
+START_TEST(test_resize_rgb_kernels_vs_scalar)
+{
+    struct img_state *st = state();
+    struct sl_error err = {0};
+    enum { MAXS = 181 };
+    static uint8_t out[MAXS * MAXS * 3], po[3][MAXS * MAXS];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int round = 0; round < 300; round++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint32_t h = 1 + (uint32_t)(x % MAXS), w = 1 + (uint32_t)((x >> 20) % MAXS);
+        /* sized exactly, so that AddressSanitizer sees a load past the image */
+        uint8_t *img = malloc((size_t)h * w * 3), *plane[3];
+        for (int c = 0; c < 3; c++)
+            plane[c] = malloc((size_t)h * w);
+        ck_assert(img != NULL && plane[0] != NULL && plane[1] != NULL && plane[2] != NULL);
+        for (size_t i = 0; i < (size_t)h * w * 3; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            img[i] = (uint8_t)(x >> 32);
+            plane[i % 3][i / 3] = img[i];
+        }
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double y0 = (double)(x % h), x0 = (double)((x >> 16) % w);
+        double y1 = y0 + 1 + (double)((x >> 32) % (h - (uint32_t)y0)),
+               x1 = x0 + 1 + (double)((x >> 48) % (w - (uint32_t)x0));
+        if (round % 3 == 0) { /* the whole image: boxes at the right and bottom edges */
+            y0 = x0 = 0;
+            y1 = h;
+            x1 = w;
+        } else if (round % 3 == 1 && y1 - y0 > 1 && x1 - x0 > 1) { /* fractional */
+            y0 += 0.375;
+            x1 -= 0.625;
+        }
+        uint32_t oh = 1 + (uint32_t)((x >> 8) % 64), ow = 1 + (uint32_t)((x >> 40) % 64);
+        int aa = (int)(x >> 63);
+        ck_assert_int_eq(img_resize(st, img, h, w, 3, y0, x0, y1, x1, out, oh, ow, aa, &err), 0);
+        for (int c = 0; c < 3; c++)
+            ck_assert_int_eq(img_resize(st, plane[c], h, w, 1, y0, x0, y1, x1, po[c], oh, ow, aa, &err), 0);
+        for (size_t i = 0; i < (size_t)oh * ow * 3; i++)
+            if (out[i] != po[i % 3][i / 3])
+                ck_abort_msg("round %d: %ux%u box [%g, %g) x [%g, %g) to %ux%u aa %d: byte %zu is %u, scalar %u", round,
+                             w, h, y0, y1, x0, x1, ow, oh, aa, i, out[i], po[i % 3][i / 3]);
+        free(img);
+        for (int c = 0; c < 3; c++)
+            free(plane[c]);
+    }
+    img_state_destroy(st);
+}
+END_TEST
+
 START_TEST(test_flip)
 {
     uint8_t rgb[2 * 3 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
@@ -337,6 +390,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_resize_no_antialias);
     tcase_add_test(tc, test_resize_boxes);
     tcase_add_test(tc, test_resize_extremes);
+    tcase_add_test(tc, test_resize_rgb_kernels_vs_scalar);
     tcase_add_test(tc, test_flip);
     tcase_add_test(tc, test_normalize_exact);
     suite_add_tcase(s, tc);

@@ -8,7 +8,7 @@
  *      for PNGs), at DCT scale 1/1 and 1/2, images per second;
  *   2. the tree converted to shards with the sibling sluice-record
  *      (`convert images`, not timed), and two jobs written beside them with
- *      the training map: decode_image, random_resized_crop [224, 224],
+ *      the training map: decode_image, random_resized_crop [--size, --size] (224),
  *      random_flip, normalize (float32, CHW). "fused" as a user writes it
  *      (the decode and the crop fused: the JPEG decoded at the smallest
  *      covering DCT scale, only the box's rows and columns), "whole" with a
@@ -47,7 +47,7 @@
 struct images_opts {
     const char *data;
     int threads[IMAGES_MAX_THREADS], nthreads;
-    long epochs, repeat, rounds, shards;
+    long epochs, repeat, rounds, shards, size;
     int json, no_feeder;
     char dir[PATH_MAX];
 };
@@ -199,7 +199,8 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
 
 /* The training map; with `whole`, a random_flip of p 0 keeps the decode
  * and the crop apart (no fused, DCT-scaled region decode). */
-static int write_job(const char *path, const char *name, const char *shards_dir, long shards, long epochs, int whole)
+static int write_job(const char *path, const char *name, const char *shards_dir, long shards, long epochs, long size,
+                     int whole)
 {
     json_t *files = json_array();
     for (long i = 0; i < shards; i++) {
@@ -210,8 +211,8 @@ static int write_job(const char *path, const char *name, const char *shards_dir,
     json_t *map = json_pack("[{s:s, s:s, s:i}]", "op", "decode_image", "feature", "image", "channels", 3);
     if (whole)
         json_array_append_new(map, json_pack("{s:s, s:s, s:f}", "op", "random_flip", "feature", "image", "p", 0.0));
-    json_array_append_new(
-        map, json_pack("{s:s, s:s, s:[i,i]}", "op", "random_resized_crop", "feature", "image", "size", 224, 224));
+    json_array_append_new(map, json_pack("{s:s, s:s, s:[i,i]}", "op", "random_resized_crop", "feature", "image", "size",
+                                         (int)size, (int)size));
     json_array_append_new(map, json_pack("{s:s, s:s}", "op", "random_flip", "feature", "image"));
     json_array_append_new(map, json_pack("{s:s, s:s, s:[f,f,f], s:[f,f,f], s:s}", "op", "normalize", "feature", "image",
                                          "mean", 0.485, 0.456, 0.406, "std", 0.229, 0.224, 0.225, "layout", "CHW"));
@@ -378,6 +379,8 @@ static const struct sl_opt rows[] = {
     {"rounds", 0, SL_OPT_LONG, OFF(rounds), 1, 1000, "1", "R", "passes over the images per decode-only figure", NULL,
      NULL},
     {"shards", 0, SL_OPT_LONG, OFF(shards), 1, 4096, "4", "S", "shards the tree is converted to", NULL, NULL},
+    {"size", 0, SL_OPT_LONG, OFF(size), 8, 1024, "224", "PX",
+     "random_resized_crop's output side (a smaller one lets more crops decode at DCT scale 1/2 or less)", NULL, NULL},
     {"no-feeder", 0, SL_OPT_FLAG, OFF(no_feeder), 0, 0, NULL, NULL, "measure the decode-only limit only", NULL, NULL},
     {"json", 0, SL_OPT_FLAG, OFF(json), 0, 0, NULL, NULL, "one JSON object on stdout instead of the table", NULL, NULL},
     BENCH_OPT_HELP_ROW,
@@ -390,7 +393,7 @@ static const struct sl_opt_cmd cmd = {
              "The image map stage against decoding alone, in one run: the images decoded\n"
              "to RGB on one thread in memory (libjpeg-turbo, libspng) at DCT scale 1/1 and\n"
              "1/2; then the tree converted to shards and served by a real sluice-feeder\n"
-             "with the training map (decode_image, random_resized_crop 224, random_flip,\n"
+             "with the training map (decode_image, random_resized_crop --size, random_flip,\n"
              "normalize float32 CHW; fused and with the decode kept whole) to a trainer,\n"
              "for each --threads count: images/s, images per feeder decode-thread CPU\n"
              "second, and their ratios to decode-only and to N x one thread.\n"
@@ -436,10 +439,10 @@ static void print_report(const struct images_opts *o, const struct images_set *s
             one[rows_[i].whole] = rows_[i].images_per_s / (rows_[i].threads == 1 ? 1 : rows_[i].threads);
     if (o->json) {
         printf("{\"bench\":\"images\",\"data\":\"%s\",\"images\":%zu,\"bytes\":%llu,\"rounds\":%ld,"
-               "\"epochs\":%ld,\"repeat\":%ld,\"cpus\":%ld,\"load_avg\":{\"before\":%.2f,\"after\":%.2f},"
+               "\"epochs\":%ld,\"repeat\":%ld,\"size\":%ld,\"cpus\":%ld,\"load_avg\":{\"before\":%.2f,\"after\":%.2f},"
                "\"decode_per_s\":{\"scale_1\":%.1f,\"scale_2\":%.1f},"
                "\"decode_per_cpu_s\":{\"scale_1\":%.1f,\"scale_2\":%.1f},\"runs\":[",
-               o->data, s->n, (unsigned long long)s->bytes, o->rounds, o->epochs, o->repeat,
+               o->data, s->n, (unsigned long long)s->bytes, o->rounds, o->epochs, o->repeat, o->size,
                sysconf(_SC_NPROCESSORS_ONLN), load0, load_end, lim[0].wall, lim[1].wall, d1, d2);
         for (int i = 0; i < nrows; i++) {
             const struct images_row *r = &rows_[i];
@@ -452,8 +455,9 @@ static void print_report(const struct images_opts *o, const struct images_set *s
         printf("]}\n");
         return;
     }
-    printf("sluice-bench images: %zu images, %.1f MB, %ld CPUs, load average %.2f before and %.2f after%s\n", s->n,
-           (double)s->bytes / 1e6, sysconf(_SC_NPROCESSORS_ONLN), load0, load_end,
+    printf("sluice-bench images: %zu images, %.1f MB, %ld CPUs, output %ld px, load average %.2f before and %.2f "
+           "after%s\n",
+           s->n, (double)s->bytes / 1e6, sysconf(_SC_NPROCESSORS_ONLN), o->size, load0, load_end,
            load0 > (double)sysconf(_SC_NPROCESSORS_ONLN) / 2 ? " (other processes shared the cores: noisy)" : "");
     printf("limit: decode only (RGB, one thread, in memory, %ld pass(es)): 1/1 %.1f images/s, 1/2 %.1f images/s "
            "(%.2fx) per CPU second\n       (per wall second: 1/1 %.1f, 1/2 %.1f)\n",
@@ -519,7 +523,7 @@ int bench_images_main(int argc, char **argv)
         int rc = run_child(conv, out, log, "sluice-record convert images");
         for (int w = 0; rc == 0 && w < 2; w++) {
             snprintf(jobs[w], sizeof jobs[w], "%s/%s.json", o.dir, w ? "whole" : "fused");
-            rc = write_job(jobs[w], names[w], shards, o.shards, o.epochs, w);
+            rc = write_job(jobs[w], names[w], shards, o.shards, o.epochs, o.size, w);
         }
         for (int w = 0; rc == 0 && w < 2; w++)
             for (int t = 0; rc == 0 && t < o.nthreads; t++)
