@@ -52,6 +52,7 @@
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
+#include "sto_opt.h"
 
 #define EXIT_DATA 1
 #define EXIT_USAGE 2
@@ -91,6 +92,7 @@ struct args {
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s, idle_exit_s, metrics_linger_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
+    struct sto_config storage; /* --remote-*, --s3-* */
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
     char **keys;
@@ -256,6 +258,7 @@ static const struct sl_opt opt_rows[] = {
      "override a job key (docs/job.md), e.g. --set global_batch_size=128, --set shuffle.seed=9, --set "
      "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name",
      NULL, set_override},
+    STO_OPT_ROWS(struct args, storage),
     SL_OPT_COMMON_ROWS(struct args),
 };
 
@@ -335,6 +338,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         return rc == SL_ENOMEM ? EXIT_DATA : usage_error("%s\nTry 'sluice-feeder --help'", err.msg);
     if (a->job == NULL)
         return usage_error("--job is required\nTry 'sluice-feeder --help'");
+    if (sto_configure(&a->storage, &err) != 0)
+        return usage_error("%s", err.msg);
     if ((a->workers != 0) != (a->replicas != 0))
         return usage_error("--workers and --replicas go together (the cluster shape to serve)");
     if (a->cluster != NULL && (sl_opt_given(&cmd, given, "listen") || sl_opt_given(&cmd, given, "feeder-index") ||

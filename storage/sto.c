@@ -3,9 +3,11 @@
  */
 #include "sto.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_alloc.h"
 #include "sto_impl.h"
@@ -111,10 +113,14 @@ int sto_configure(const struct sto_config *c, struct sl_error *err)
     if (c->max_retries < 0 || c->max_retries > 100)
         return sl_error_set(err, SL_EINVAL, "storage: %d retries (need 0 .. 100)", c->max_retries);
     if (c->backoff_ms < 0 || c->backoff_ms > DAY_MS || c->backoff_max_ms < c->backoff_ms || c->backoff_max_ms > DAY_MS)
-        return sl_error_set(err, SL_EINVAL, "storage: backoff %ld ms, at most %ld ms (need 0 <= first <= most <= %ld)",
+        return sl_error_set(err, SL_EINVAL,
+                            "remote backoff: first %ld ms, most %ld ms (need 0 <= first <= most <= %ld: "
+                            "--remote-backoff-ms, --remote-backoff-max-ms)",
                             c->backoff_ms, c->backoff_max_ms, DAY_MS);
     if (c->max_redirects < 0 || c->max_redirects > 50)
         return sl_error_set(err, SL_EINVAL, "storage: %d redirects (need 0 .. 50)", c->max_redirects);
+    if (c->ca_file != NULL && access(c->ca_file, R_OK) != 0)
+        return sl_error_sys(err, errno, "remote CA file %s", c->ca_file);
     const char *in[3] = {c->ca_file, c->s3_endpoint, c->s3_region};
     char *copy[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)

@@ -128,6 +128,26 @@ expect "feeder --threads=abc" 2 "sluice-feeder: --threads: not an integer: 'abc'
 expect "feeder --report-s huge" 2 "--report-s: must be an integer in [0, 86400]" "${fd[@]}" --report-s 86401
 expect "feeder --piece-memory 1P" 2 "--piece-memory: not a byte count" "${fd[@]}" --piece-memory 1P
 expect "feeder --quiet=yes" 2 "--quiet takes no value" "${fd[@]}" --quiet=yes
+# the remote sources' options (storage/sto_opt.h): bounds, values, the pair rule
+expect "feeder --remote-connect-timeout-ms 0" 2 "--remote-connect-timeout-ms: must be an integer in [1, 86400000]" \
+    "${fd[@]}" --remote-connect-timeout-ms 0
+expect "feeder --remote-stall-timeout-ms huge" 2 "--remote-stall-timeout-ms: must be an integer in [1, 86400000]" \
+    "${fd[@]}" --remote-stall-timeout-ms 99999999999999999999
+expect "feeder --remote-retries -1" 2 "--remote-retries: must be an integer in [0, 100]" "${fd[@]}" --remote-retries -1
+expect "feeder --remote-retries 101" 2 "--remote-retries: must be an integer in [0, 100]" "${fd[@]}" --remote-retries 101
+expect "feeder --remote-retries absent" 2 "--remote-retries needs a value" "${fd[@]}" --remote-retries
+expect "feeder --remote-redirects x" 2 "--remote-redirects: not an integer: 'x'" "${fd[@]}" --remote-redirects x
+expect "feeder --remote-backoff-ms above its max" 2 "remote backoff: first 500 ms, most 100 ms" \
+    "${fd[@]}" --remote-backoff-ms 500 --remote-backoff-max-ms 100
+expect "feeder --remote-ca-file missing" 2 "remote CA file $T/none.pem: No such file or directory" \
+    "${fd[@]}" --remote-ca-file "$T/none.pem"
+expect "feeder --remote-cross-host-redirects=1" 2 "--remote-cross-host-redirects takes no value" \
+    "${fd[@]}" --remote-cross-host-redirects=1
+expect "feeder --s3-path-style=yes" 2 "--s3-path-style takes no value" "${fd[@]}" --s3-path-style=yes
+expect "feeder --s3-endpoint absent" 2 "--s3-endpoint needs a value" "${fd[@]}" --s3-endpoint
+expect "feeder plan, remote options given (repeated: the last wins)" 0 "global batch" "${plan[@]}" \
+    --remote-retries 0 --remote-retries 7 --remote-backoff-ms 0 --remote-backoff-max-ms 0 --remote-ca-file "$T/job.json" \
+    --s3-endpoint http://127.0.0.1:1 --s3-region x --s3-path-style --remote-cross-host-redirects
 expect "feeder plan, overrides" 0 "global batch 16" "${plan[@]}" --global_batch_size=16 --set epochs=2 \
     --shuffle.seed 3 --set 'shuffle={"buffer": 10}'
 expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --global_batch_size=16 \
@@ -135,7 +155,9 @@ expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --
 expect "feeder plan, features.* overrides" 0 "global batch 8" "${plan[@]}" "--features.id.shape=[]"
 expect "feeder --help" 0 "Usage: sluice-feeder" "$FEEDER" --help
 for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory workers replicas heartbeat-ms \
-    report-s timeout-ms idle-exit cluster stats no-shm json set quiet log-level log-format help version; do
+    report-s timeout-ms idle-exit cluster stats no-shm json set quiet log-level log-format help version \
+    remote-connect-timeout-ms remote-stall-timeout-ms remote-retries remote-backoff-ms remote-backoff-max-ms \
+    remote-redirects remote-cross-host-redirects remote-ca-file s3-endpoint s3-region s3-path-style; do
     grep -q -- "--$opt\b" "$T/out" || fail "feeder --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/feeder.md" || fail "docs/feeder.md lacks --$opt"
 done
