@@ -31,23 +31,10 @@ sys.path.insert(0, HERE)
 import bed  # noqa: E402
 import harness  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
+from rrc_ref import rng_key  # noqa: E402
 
 RECORDS, SHARDS, CLASSES, SEED, LENGTH = 60, 3, 5, 5, 4
-M64 = (1 << 64) - 1
 
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
-    return z ^ (z >> 31)
-
-
-def rng_key(seed, epoch, element, op):
-    """shared/sl_rng.h's sl_rng_key, computed here independently."""
-    s = mix((seed + 0x9e3779b97f4a7c15) & M64)
-    s = mix(s ^ ((epoch + 0x632be59bd9b4e019) & M64))
-    s = mix(s ^ ((element + 0x8cb92ba72f3d8dd7) & M64))
-    return mix(s ^ ((op + 0xd6e8feb86659fd93) & M64))
 
 
 def records(files):
