@@ -34,6 +34,8 @@ enum record_opt {
     RECORD_OPT_MAX_RECORD_BYTES,
     RECORD_OPT_JSON,
     RECORD_OPT_ON_ERROR,
+    RECORD_OPT_PREFIX, /* convert and gen (record_shard_opt) */
+    RECORD_OPT_INDEX,
     RECORD_OPT_FIRST_PRIVATE /* subcommands number their own options from here */
 };
 
@@ -171,5 +173,27 @@ void record_shards_abort(struct record_shards *s);
 /* Print "PATH\tCOUNT" per shard to `f`. */
 void record_shards_print(const struct record_shards *s, FILE *f);
 void record_shards_free(struct record_shards *s);
+/* The end of a run that opened the set: printed on stdout when `ok`, else
+ * removed (record_shards_abort); then freed. */
+void record_shards_finish(struct record_shards *s, int ok);
+/* The exit status of a command that writes shards, logged: interrupted,
+ * "interrupted: partial outputs removed" and 128 + the signal; rc != 0,
+ * "WHAT: <err's message>" and RECORD_EXIT_DATA; else RECORD_EXIT_OK. */
+int record_shards_exit(const char *what, int rc, const struct sl_error *err);
+
+/* The output options of convert and gen: -o/--output-dir, --prefix,
+ * --shards, -c/--compression (none, gzip or zlib), --index. */
+struct record_shard_opts {
+    const char *dir; /* NULL: not given */
+    const char *prefix;
+    unsigned shards; /* 1..RECORD_MAX_SHARDS */
+    enum fmt_compression compression;
+    int index;
+};
+/* Handle getopt's `c` (`shards_c`: the code of --shards, 'n' in convert,
+ * 's' in gen): 0 when it was one of those options and valid,
+ * RECORD_EXIT_USAGE when its value was bad (reported), -1 when `c` is not
+ * one of them. */
+int record_shard_opt(const char *cmd, int c, int shards_c, const char *arg, struct record_shard_opts *o);
 
 #endif
