@@ -181,24 +181,22 @@ int record_cat_main(int argc, char **argv)
     const char *cmd = "cat";
     struct record_read_opts ro = {0};
     int decode = 0;
-    int c;
+    int c, bad;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:d:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(cat_help);
-        case 'f': c = RECORD_OPT_FORMAT; break;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
         case 'd':
             if (strcmp(optarg, "example") != 0)
                 return record_usage_error(cmd, "invalid value '%s' for --decode (only 'example')", optarg);
             decode = 1;
-            continue;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR: break;
-        default: return record_getopt_error(cmd, argv, c);
+            break;
+        default:
+            if ((bad = record_read_opt(cmd, c, optarg, &ro)) < 0)
+                return record_getopt_error(cmd, argv, c);
+            if (bad)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, &ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");

@@ -151,11 +151,13 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
 {
     uint64_t v = 0;
     switch (c) {
+    case 'f':
     case RECORD_OPT_FORMAT:
         if (fmt_format_parse(arg, &ro->format) != 0 || ro->format == FMT_FORMAT_ARRAYS)
             return record_usage_error(cmd, "invalid format '%s' (tfrecord, text or tar)", arg);
         ro->format_set = 1;
         return 0;
+    case 'c':
     case RECORD_OPT_COMPRESSION:
         if (fmt_compression_parse(arg, &ro->compression) != 0)
             return record_usage_error(cmd, "invalid compression '%s' (auto, none, gzip or zlib)", arg);

@@ -822,21 +822,19 @@ int record_stats_main(int argc, char **argv)
     };
     const char *cmd = "stats", *job = NULL;
     struct record_read_opts ro = {0};
-    int json = 0, c;
+    int json = 0, c, bad;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(stats_help);
         case RECORD_OPT_JSON: json = 1; continue;
         case RECORD_OPT_FIRST_PRIVATE: job = optarg; continue;
-        case 'f': c = RECORD_OPT_FORMAT; break;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR: break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((bad = record_read_opt(cmd, c, optarg, &ro)) < 0)
+                return record_getopt_error(cmd, argv, c);
+            if (bad)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, &ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");
