@@ -99,6 +99,14 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
  * for *.txt and *.txt.gz, else TFRecord. */
 enum fmt_format record_file_format(const struct record_read_opts *ro, const char *path);
 void record_reader_opts(const struct record_read_opts *ro, enum fmt_format f, struct fmt_reader_opts *out);
+/* fmt_reader_open of `path` as format f with the reading options
+ * (record_reader_opts). */
+int record_reader_open(struct fmt_reader **out, const char *path, const struct record_read_opts *ro, enum fmt_format f,
+                       struct sl_error *err);
+/* fmt_tar_open of `path` with the reading options (--max-record-bytes
+ * bounds a member). */
+struct fmt_tar;
+int record_tar_open(struct fmt_tar **out, const char *path, const struct record_read_opts *ro, struct sl_error *err);
 
 /* Does `path` end with `suffix`? */
 int record_has_suffix(const char *path, const char *suffix);

@@ -64,9 +64,8 @@ static int cat_tar(struct record_out *o, const char *path, const struct record_r
                    const struct sl_buf *file_json)
 {
     struct sl_error err = {0};
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, &err);
+    int rc = record_tar_open(&t, path, ro, &err);
     if (rc != 0) {
         log_error(o, &err);
         return RECORD_EXIT_DATA;
@@ -110,10 +109,8 @@ static int cat_records(struct record_out *o, const char *path, enum fmt_format f
                        int decode, const struct sl_buf *file_json)
 {
     struct sl_error err = {0};
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, &err);
+    int rc = record_reader_open(&r, path, ro, f, &err);
     if (rc != 0) {
         log_error(o, &err);
         return RECORD_EXIT_DATA;

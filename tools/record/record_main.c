@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fmt_tar.h"
 #include "record.h"
 #include "sl_exit.h"
 #include "sl_log.h"
@@ -214,6 +215,20 @@ void record_reader_opts(const struct record_read_opts *ro, enum fmt_format f, st
     out->compression = ro->compression;
     out->max_record_bytes = ro->max_record_bytes;
     out->io = ro->io;
+}
+
+int record_reader_open(struct fmt_reader **out, const char *path, const struct record_read_opts *ro, enum fmt_format f,
+                       struct sl_error *err)
+{
+    struct fmt_reader_opts opts;
+    record_reader_opts(ro, f, &opts);
+    return fmt_reader_open(out, path, &opts, err);
+}
+
+int record_tar_open(struct fmt_tar **out, const char *path, const struct record_read_opts *ro, struct sl_error *err)
+{
+    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
+    return fmt_tar_open(out, path, &topts, err);
 }
 
 enum fmt_compression record_output_compression(const char *path, enum fmt_compression c)

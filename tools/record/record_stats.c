@@ -256,10 +256,8 @@ static int stats_example(struct stats *st, const struct fmt_record *rec)
 static int stats_records(struct stats *st, const char *path, enum fmt_format f, const struct record_read_opts *ro,
                          struct sl_error *err)
 {
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, err);
+    int rc = record_reader_open(&r, path, ro, f, err);
     if (rc != 0)
         return rc;
     struct fmt_record rec;
@@ -279,9 +277,8 @@ static int stats_records(struct stats *st, const char *path, enum fmt_format f, 
 
 static int stats_tar(struct stats *st, const char *path, const struct record_read_opts *ro, struct sl_error *err)
 {
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, err);
+    int rc = record_tar_open(&t, path, ro, err);
     if (rc != 0)
         return rc;
     struct fmt_tar_sample smp;

@@ -41,9 +41,8 @@ struct scan_progress {
 static int scan_tar(const char *path, const struct record_read_opts *ro, struct scan_result *res,
                     struct scan_progress *sp, struct sl_error *err)
 {
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, err);
+    int rc = record_tar_open(&t, path, ro, err);
     if (rc != 0)
         return rc;
     struct fmt_tar_sample smp;
@@ -64,10 +63,8 @@ static int scan_file(const char *path, const struct record_read_opts *ro, struct
     enum fmt_format f = record_file_format(ro, path);
     if (f == FMT_FORMAT_TAR)
         return scan_tar(path, ro, res, sp, err);
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, err);
+    int rc = record_reader_open(&r, path, ro, f, err);
     if (rc != 0)
         return rc;
     struct fmt_stream *s = fmt_reader_stream(r);
