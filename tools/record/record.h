@@ -90,11 +90,12 @@ int record_file_failed(struct record_read_opts *ro);
  * the policy gives (RECORD_EXIT_OK under skip-file). */
 void record_report_skipped(const char *cmd, const struct record_read_opts *ro);
 
-/* Handle --format (-f), --compression (-c), --max-record-bytes, --on-error:
- * returns 0 when `c` (getopt's code, the short letter or RECORD_OPT_*) was
- * one of them and valid, RECORD_EXIT_USAGE when its value was bad
- * (reported), -1 when `c` is not a reading option. */
-int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_opts *ro);
+/* Handle --format (-f), --compression (-c), --max-record-bytes, --on-error,
+ * the rest of a reading command's option loop: 0 when `c` (getopt's code,
+ * the short letter or RECORD_OPT_*) was one of them and valid, else
+ * RECORD_EXIT_USAGE, reported: a bad value, or `c` no reading option
+ * (record_getopt_error). */
+int record_read_opt(const char *cmd, char **argv, int c, const char *arg, struct record_read_opts *ro);
 /* The format for `path`: --format, else tar for *.tar, *.tar.gz, *.tgz, text
  * for *.txt and *.txt.gz, else TFRecord. */
 enum fmt_format record_file_format(const struct record_read_opts *ro, const char *path);

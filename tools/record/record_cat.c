@@ -189,9 +189,7 @@ int record_cat_main(int argc, char **argv)
             decode = 1;
             break;
         default:
-            if ((bad = record_read_opt(cmd, c, optarg, &ro)) < 0)
-                return record_getopt_error(cmd, argv, c);
-            if (bad)
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
                 return bad;
         }
     }

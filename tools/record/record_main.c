@@ -148,7 +148,7 @@ int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t m
     return 0;
 }
 
-int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_opts *ro)
+int record_read_opt(const char *cmd, char **argv, int c, const char *arg, struct record_read_opts *ro)
 {
     uint64_t v = 0;
     switch (c) {
@@ -172,7 +172,7 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
             return RECORD_EXIT_USAGE;
         ro->max_record_bytes = (size_t)v;
         return 0;
-    default: return -1;
+    default: return record_getopt_error(cmd, argv, c);
     }
 }
 

@@ -827,9 +827,7 @@ int record_stats_main(int argc, char **argv)
         case RECORD_OPT_JSON: json = 1; continue;
         case RECORD_OPT_FIRST_PRIVATE: job = optarg; continue;
         default:
-            if ((bad = record_read_opt(cmd, c, optarg, &ro)) < 0)
-                return record_getopt_error(cmd, argv, c);
-            if (bad)
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
                 return bad;
         }
     }

@@ -135,9 +135,7 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
             *show_io = 1;
             continue;
         default:
-            if ((bad = record_read_opt(cmd, c, optarg, ro)) < 0)
-                return record_getopt_error(cmd, argv, c);
-            if (bad)
+            if ((bad = record_read_opt(cmd, argv, c, optarg, ro)) != 0)
                 return bad;
         }
     }
@@ -371,9 +369,7 @@ int record_index_main(int argc, char **argv)
         case 'h': return record_help(index_help);
         case 'o': output = optarg; break;
         default:
-            if ((bad = record_read_opt(cmd, c, optarg, &ro)) < 0)
-                return record_getopt_error(cmd, argv, c);
-            if (bad)
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
                 return bad;
         }
     }
