@@ -285,13 +285,104 @@ static int put_column(struct feed_layout *out, uint8_t *buf, size_t cap, const s
     return rc;
 }
 
-static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
-                      struct feed_layout *out, struct sl_error *err)
+/* put_column for a piece: past the buffer, SL_EINVAL naming its last
+ * element (too_big). */
+static int put_piece_column(const struct feed_assembler *a, const struct feed_piece *piece, struct feed_layout *out,
+                            uint8_t *buf, size_t cap, const struct fmt_feature_spec *f, const struct fmt_column *c,
+                            struct sl_error *err)
+{
+    int rc = put_column(out, buf, cap, f, c, err);
+    if (rc == SL_EINVAL) /* put(): past the buffer */
+        return too_big(a, piece, piece->n - 1, 0, cap, err);
+    return rc;
+}
+
+/* An empty layout for the piece's rows. SL_EINVAL: more rows than the
+ * assembler was made for. */
+static int layout_start(const struct feed_assembler *a, const struct feed_piece *piece, struct feed_layout *out,
+                        struct sl_error *err)
 {
     if (piece->n > a->max_rows)
         return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
     memset(out, 0, sizeof *out);
     out->rows = piece->n;
+    return 0;
+}
+
+/* Room for a fixed-size column of `bytes` at the layout's next 64-byte
+ * boundary: its offset in *off. SL_EINVAL past the buffer (too_big, at the
+ * piece's first element). */
+static int reserve(const struct feed_assembler *a, const struct feed_piece *piece, struct feed_layout *out, size_t cap,
+                   uint64_t bytes, uint64_t *off, struct sl_error *err)
+{
+    uint64_t o = round_up(out->total);
+    if (o > cap || bytes > cap - o)
+        return too_big(a, piece, 0, o + bytes, cap, err);
+    *off = o;
+    out->total = o + bytes;
+    return 0;
+}
+
+/* Read element e's record and decode it into the batch as its next row,
+ * timed when `timed` (a sampled record), its bytes counted. A reader's
+ * error names the file and offset already; a decode error is prefixed
+ * with the file, the record and its offset when `named` (SL_ENOMEM never). */
+static inline int read_decode(struct feed_assembler *a, const struct feed_elem *e, int timed, int named,
+                              struct sl_error *err)
+{
+    const struct fmt_frame *fr;
+    int rc = frame_record(a, timed, e->file, e->record, &fr, err);
+    if (rc != 0)
+        return rc;
+    a->read_bytes += fr->data != NULL ? fr->len : 0;
+    for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
+        a->read_bytes += fr->fields[k].len;
+    uint64_t t0 = timed ? sl_clock_ns() : 0;
+    rc = a->ops->decode(a->batch, fr, err);
+    if (timed)
+        a->decode_wall += sl_clock_ns() - t0;
+    if (rc != 0 && rc != SL_ENOMEM && named)
+        sl_error_prefix(err, "%s: %s %llu at %llu: ", feed_source_path(a->src, e->file), a->ops->element,
+                        (unsigned long long)e->record,
+                        (unsigned long long)feed_source_offset(a->src, e->file, e->record));
+    return rc;
+}
+
+/* a shuffled piece's records are scattered over the files: the next ones
+ * are asked for while one is checked and decoded (feed_reader_prefetch) */
+enum { AHEAD = 2 }; /* measured: 2 beats 0, 4, 8 and 16 (docs/performance.md) */
+
+/* Every record of the piece read and decoded into the batch, in order
+ * (read_decode, named). With `out`, the batch's variable-size columns go
+ * after out's fixed ones: stop at the element that takes them past the
+ * buffer, naming it (too_big); NULL: no such stop (they are laid out
+ * later). */
+static inline int decode_records(struct feed_assembler *a, const struct feed_piece *piece,
+                                 const struct feed_layout *out, size_t cap, struct sl_error *err)
+{
+    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
+        feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
+    for (size_t i = 0; i < piece->n; i++) {
+        if (i + AHEAD < piece->n)
+            feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
+        int rc = read_decode(a, &piece->elems[i], sampling(a), 1, err);
+        if (rc != 0)
+            return rc;
+        if (out == NULL)
+            continue;
+        uint64_t need = round_up(out->total) + fmt_batch_variable_bytes(a->batch);
+        if (need > cap)
+            return too_big(a, piece, i, need, cap, err);
+    }
+    return 0;
+}
+
+static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
+                      struct feed_layout *out, struct sl_error *err)
+{
+    int rc = layout_start(a, piece, out, err);
+    if (rc != 0)
+        return rc;
     fmt_batch_reset(a->batch);
     fmt_batch_unbind(a->batch);
     /* Fixed-size columns are decoded straight into their place in the
@@ -303,66 +394,24 @@ static int fill_piece(struct feed_assembler *a, const struct feed_piece *piece, 
         size_t rb = fmt_batch_row_bytes(a->batch, i);
         if (rb == 0)
             continue;
-        uint64_t off = round_up(out->total), bytes = (uint64_t)rb * piece->n;
-        if (off > cap || bytes > cap - off)
-            return too_big(a, piece, 0, off + bytes, cap, err);
-        int rc = fmt_batch_bind(a->batch, i, buf + off, (size_t)bytes, err);
-        if (rc != 0)
+        uint64_t bytes = (uint64_t)rb * piece->n;
+        if ((rc = reserve(a, piece, out, cap, bytes, &fixed_off[i], err)) != 0)
             return rc;
-        fixed_off[i] = off;
-        out->total = off + bytes;
-    }
-    /* a shuffled piece's records are scattered over the files: ask for
-     * the next ones while this one is checked and decoded */
-    enum { AHEAD = 2 }; /* measured: 2 beats 0, 4, 8 and 16 (docs/performance.md) */
-    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
-        feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
-    for (size_t i = 0; i < piece->n; i++) {
-        const struct feed_elem *e = &piece->elems[i];
-        if (i + AHEAD < piece->n)
-            feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
-        const struct fmt_frame *fr;
-        int timed = sampling(a);
-        int rc = frame_record(a, timed, e->file, e->record, &fr, err);
-        if (rc != 0)
-            return rc; /* it names the file and the offset already */
-        a->read_bytes += fr->data != NULL ? fr->len : 0;
-        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
-            a->read_bytes += fr->fields[k].len;
-        if (timed) {
-            uint64_t t0 = sl_clock_ns();
-            rc = a->ops->decode(a->batch, fr, err);
-            a->decode_wall += sl_clock_ns() - t0;
-        } else {
-            rc = a->ops->decode(a->batch, fr, err);
-        }
-        if (rc != 0) {
-            if (rc != SL_ENOMEM)
-                sl_error_prefix(err, "%s: %s %llu at %llu: ", feed_source_path(a->src, e->file), a->ops->element,
-                                (unsigned long long)e->record,
-                                (unsigned long long)feed_source_offset(a->src, e->file, e->record));
+        if ((rc = fmt_batch_bind(a->batch, i, buf + fixed_off[i], (size_t)bytes, err)) != 0)
             return rc;
-        }
-        /* the variable-size columns go after the fixed ones: stop at the
-         * element that takes them past the buffer, naming it */
-        uint64_t need = round_up(out->total) + fmt_batch_variable_bytes(a->batch);
-        if (need > cap)
-            return too_big(a, piece, i, need, cap, err);
     }
+    if ((rc = decode_records(a, piece, out, cap, err)) != 0)
+        return rc;
     for (size_t i = 0; i < a->nspecs; i++) {
         const struct fmt_feature_spec *f = &a->specs[i];
         struct fmt_column c;
         fmt_batch_column(a->batch, i, &c);
-        int rc = 0;
         if (fmt_batch_row_bytes(a->batch, i) != 0) {
             /* already in place */
             placed(out, f, c.rows, fixed_off[i], c.value_bytes);
             continue;
         }
-        rc = put_column(out, buf, cap, f, &c, err);
-        if (rc == SL_EINVAL) /* put(): past the buffer */
-            return too_big(a, piece, piece->n - 1, 0, cap, err);
-        if (rc != 0)
+        if ((rc = put_piece_column(a, piece, out, buf, cap, f, &c, err)) != 0)
             return rc;
     }
     return 0;
@@ -409,27 +458,22 @@ static void ahead(struct feed_assembler *a, const struct feed_elem *e, size_t ro
 static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                        struct feed_layout *out, struct sl_error *err)
 {
-    if (piece->n > a->max_rows)
-        return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
-    memset(out, 0, sizeof *out);
-    out->rows = piece->n;
+    int rc = layout_start(a, piece, out, err);
+    if (rc != 0)
+        return rc;
     uint64_t off[FEED_MAX_TENSORS];
     size_t rb[FEED_MAX_TENSORS], in_row[FEED_MAX_TENSORS], row = 0;
     for (size_t i = 0; i < a->nspecs; i++) {
         rb[i] = fmt_batch_row_bytes(a->batch, i);
         in_row[i] = row;
         row += rb[i];
-        uint64_t o = round_up(out->total), bytes = (uint64_t)rb[i] * piece->n;
-        if (o > cap || bytes > cap - o)
-            return too_big(a, piece, 0, o + bytes, cap, err);
-        off[i] = o;
-        out->total = o + bytes;
+        if ((rc = reserve(a, piece, out, cap, (uint64_t)rb[i] * piece->n, &off[i], err)) != 0)
+            return rc;
     }
     /* as fill_piece, elements not in the cache are read AHEAD ahead; a
      * cached row is fetched into the CPU's cache as far ahead: shuffled
      * rows of a cache larger than the CPU's are each a miss otherwise, and
      * the copies below wait on them */
-    enum { AHEAD = 2 };
     for (size_t i = 0; i < piece->n && i < AHEAD; i++)
         ahead(a, &piece->elems[i], row);
     for (size_t i = 0; i < piece->n; i++) {
@@ -445,22 +489,11 @@ static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece,
         }
         a->misses++;
         fmt_batch_reset(a->batch);
-        int rc = 0;
         for (size_t k = 0; k < a->nspecs && rc == 0; k++)
             rc = fmt_batch_bind(a->batch, k, buf + off[k] + i * rb[k], rb[k], err);
-        const struct fmt_frame *fr;
         int timed = sampling(a);
         if (rc == 0)
-            rc = frame_record(a, timed, e->file, e->record, &fr, err);
-        if (rc != 0)
-            return rc;
-        a->read_bytes += fr->data != NULL ? fr->len : 0;
-        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
-            a->read_bytes += fr->fields[k].len;
-        uint64_t t0 = timed ? sl_clock_ns() : 0;
-        rc = a->ops->decode(a->batch, fr, err);
-        if (timed)
-            a->decode_wall += sl_clock_ns() - t0;
+            rc = read_decode(a, e, timed, 0, err); /* unnamed: the caller makes the piece again without */
         if (rc != 0)
             return rc;
         uint8_t *slot = feed_cache_claim(a->cache, e->file, e->record);
@@ -470,17 +503,8 @@ static int fill_cached(struct feed_assembler *a, const struct feed_piece *piece,
             feed_cache_publish(a->cache, e->file, e->record);
         }
     }
-    for (size_t i = 0; i < a->nspecs; i++) {
-        const struct fmt_feature_spec *f = &a->specs[i];
-        struct feed_tensor *t = &out->t[out->ntensors++];
-        t->dtype = dtype_of(f->dtype);
-        t->rank = f->rank + 1;
-        t->dims[0] = (int64_t)piece->n;
-        for (int k = 0; k < f->rank; k++)
-            t->dims[k + 1] = f->shape[k];
-        t->off = off[i];
-        t->bytes = (uint64_t)rb[i] * piece->n;
-    }
+    for (size_t i = 0; i < a->nspecs; i++)
+        placed(out, &a->specs[i], piece->n, off[i], (uint64_t)rb[i] * piece->n);
     return 0;
 }
 
@@ -597,10 +621,9 @@ static int map_rows(struct feed_assembler *a, const struct feed_piece *piece, co
 static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                        struct feed_layout *out, struct sl_error *err)
 {
-    if (piece->n > a->max_rows)
-        return sl_error_set(err, SL_EINVAL, "piece of %zu rows exceeds the assembler's %zu", piece->n, a->max_rows);
-    memset(out, 0, sizeof *out);
-    out->rows = piece->n;
+    int rc = layout_start(a, piece, out, err);
+    if (rc != 0)
+        return rc;
     fmt_batch_reset(a->batch);
     fmt_batch_unbind(a->batch);
     uint64_t off[FEED_MAX_TENSORS];
@@ -610,43 +633,16 @@ static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece,
         rb[i] = f->varlen || f->dtype == FMT_DTYPE_BYTES ? 0 : fmt_feature_spec_count(f) * fmt_dtype_size(f->dtype);
         if (rb[i] == 0)
             continue;
-        uint64_t o = round_up(out->total), bytes = (uint64_t)rb[i] * piece->n;
-        if (o > cap || bytes > cap - o)
-            return too_big(a, piece, 0, o + bytes, cap, err);
-        off[i] = o;
-        out->total = o + bytes;
-    }
-    enum { AHEAD = 2 }; /* as fill_piece */
-    for (size_t i = 0; i < piece->n && i < AHEAD; i++)
-        feed_reader_prefetch(a->rd, piece->elems[i].file, piece->elems[i].record);
-    for (size_t i = 0; i < piece->n; i++) {
-        const struct feed_elem *e = &piece->elems[i];
-        if (i + AHEAD < piece->n)
-            feed_reader_prefetch(a->rd, piece->elems[i + AHEAD].file, piece->elems[i + AHEAD].record);
-        const struct fmt_frame *fr;
-        int timed = sampling(a);
-        int rc = frame_record(a, timed, e->file, e->record, &fr, err);
-        if (rc != 0)
+        if ((rc = reserve(a, piece, out, cap, (uint64_t)rb[i] * piece->n, &off[i], err)) != 0)
             return rc;
-        a->read_bytes += fr->data != NULL ? fr->len : 0;
-        for (size_t k = 0; fr->data == NULL && k < fr->nfields; k++)
-            a->read_bytes += fr->fields[k].len;
-        uint64_t t0 = timed ? sl_clock_ns() : 0;
-        rc = a->ops->decode(a->batch, fr, err);
-        if (timed)
-            a->decode_wall += sl_clock_ns() - t0;
-        if (rc != 0) {
-            if (rc != SL_ENOMEM)
-                sl_error_prefix(err, "%s: %s %llu at %llu: ", feed_source_path(a->src, e->file), a->ops->element,
-                                (unsigned long long)e->record,
-                                (unsigned long long)feed_source_offset(a->src, e->file, e->record));
-            return rc;
-        }
     }
+    /* the variable-size columns are laid out after the map: no stop at the buffer while decoding */
+    if ((rc = decode_records(a, piece, NULL, cap, err)) != 0)
+        return rc;
     struct fmt_column cols[FEED_MAX_TENSORS];
     for (size_t k = 0; k < a->nspecs && k < FEED_MAX_TENSORS; k++)
         fmt_batch_column(a->batch, k, &cols[k]);
-    int rc = map_rows(a, piece, cols, buf, off, rb, err);
+    rc = map_rows(a, piece, cols, buf, off, rb, err);
     if (rc != 0)
         return rc;
     for (size_t i = 0; i < a->nout; i++) {
@@ -655,10 +651,8 @@ static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece,
             continue;
         }
         /* untouched and variable-size: the decoded column, as fill_piece */
-        rc = put_column(out, buf, cap, &a->out[i], &cols[map_plan_out_source(a->plan, i)], err);
-        if (rc == SL_EINVAL)
-            return too_big(a, piece, piece->n - 1, 0, cap, err);
-        if (rc != 0)
+        const struct fmt_column *c = &cols[map_plan_out_source(a->plan, i)];
+        if ((rc = put_piece_column(a, piece, out, buf, cap, &a->out[i], c, err)) != 0)
             return rc;
     }
     return 0;

@@ -125,6 +125,28 @@ def wait(p, timeout, what):
         fail("%s did not finish within %d s" % (what, timeout))
 
 
+def serve_client(tag, job_path, F, client, feeder_args=lambda j: ()):
+    """F feeders serving job_path (feeder j: ipc socket TMP/tag-j.sock,
+    --feeder-index j of F, --threads 2, then feeder_args(j)), and the Python
+    program `client` run to its end by /usr/bin/python3 with this build's
+    package, argv[1] the job's name and argv[2] the endpoints joined by
+    commas: (the client's CompletedProcess, the feeders' exit statuses)."""
+    socks = [os.path.join(TMP, "%s-%d.sock" % (tag, j)) for j in range(F)]
+    procs = [harness.spawn([FEEDER, "--job", job_path, "--listen", "ipc://" + socks[j], "--feeder-index", str(j),
+                            "--feeders", str(F), "--threads", "2"] + list(feeder_args(j)),
+                           log=log_path(tag, "feeder%d" % j))
+             for j in range(F)]
+    for j in range(F):
+        wait_for_log(tag, "feeder%d" % j, "serving job", procs[j], "%s: feeder %d did not start" % (tag, j))
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"), PYTHONDONTWRITEBYTECODE="1")
+    with open(job_path) as f:
+        name = json.load(f)["name"]
+    p = subprocess.run(["/usr/bin/python3", "-c", client, name, ",".join("ipc://" + s for s in socks)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    codes = [wait(q, 30, "%s: feeder" % tag) for q in procs]
+    return p, codes
+
+
 def finish():
     """The end of a test file: no process may be left running."""
     left = harness.running()

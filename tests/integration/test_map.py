@@ -30,24 +30,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bed  # noqa: E402
 import harness  # noqa: E402
-from harness import fail, ok, spawn  # noqa: E402
+from harness import fail, ok  # noqa: E402
+from rrc_ref import rng_key  # noqa: E402
 
 RECORDS, SHARDS, CLASSES, SEED, LENGTH = 60, 3, 5, 5, 4
-M64 = (1 << 64) - 1
 
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
-    return z ^ (z >> 31)
-
-
-def rng_key(seed, epoch, element, op):
-    """shared/sl_rng.h's sl_rng_key, computed here independently."""
-    s = mix((seed + 0x9e3779b97f4a7c15) & M64)
-    s = mix(s ^ ((epoch + 0x632be59bd9b4e019) & M64))
-    s = mix(s ^ ((element + 0x8cb92ba72f3d8dd7) & M64))
-    return mix(s ^ ((op + 0xd6e8feb86659fd93) & M64))
 
 
 def records(files):
@@ -115,22 +102,8 @@ print(json.dumps(out))
 
 
 def serve(tag, job_path, F, extra=()):
-    socks = [os.path.join(bed.TMP, "%s-%d.sock" % (tag, j)) for j in range(F)]
-    procs = []
-    for j in range(F):
-        procs.append(spawn([bed.FEEDER, "--job", job_path, "--listen", "ipc://" + socks[j], "--feeder-index", str(j),
-                            "--feeders", str(F), "--threads", "2", "--stats", os.path.join(bed.TMP, "%s-%d.stats"
-                                                                                               % (tag, j))]
-                           + list(extra), log=bed.log_path(tag, "feeder%d" % j)))
-    for j in range(F):
-        bed.wait_for_log(tag, "feeder%d" % j, "serving job", procs[j], "%s: feeder %d did not start" % (tag, j))
-    env = dict(os.environ, PYTHONPATH=os.path.join(bed.BUILD, "python"), PYTHONDONTWRITEBYTECODE="1")
-    with open(job_path) as f:
-        name = json.load(f)["name"]
-    p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, name, ",".join("ipc://" + s for s in socks)],
-                       capture_output=True, text=True, env=env, timeout=120)
-    codes = [bed.wait(q, 30, "%s: feeder" % tag) for q in procs]
-    return p, codes
+    return bed.serve_client(tag, job_path, F, CLIENT,
+                            lambda j: ["--stats", os.path.join(bed.TMP, "%s-%d.stats" % (tag, j))] + list(extra))
 
 
 def check_elements(tag, got, want):

@@ -39,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bed  # noqa: E402
 import harness  # noqa: E402
-from harness import fail, ok, spawn  # noqa: E402
+from harness import fail, ok  # noqa: E402
+from rrc_ref import Rng, rrc_box  # noqa: E402
 
 try:
     import numpy as np
@@ -50,58 +51,7 @@ except ImportError:
 
 SEED, OUT_H, OUT_W = 11, 24, 20
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-M64 = (1 << 64) - 1
 
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
-    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
-    return z ^ (z >> 31)
-
-
-class Rng:
-    """shared/sl_rng.h, computed here independently."""
-
-    def __init__(self, seed, epoch, element, op):
-        s = mix((seed + 0x9e3779b97f4a7c15) & M64)
-        s = mix(s ^ ((epoch + 0x632be59bd9b4e019) & M64))
-        s = mix(s ^ ((element + 0x8cb92ba72f3d8dd7) & M64))
-        self.s = mix(s ^ ((op + 0xd6e8feb86659fd93) & M64))
-
-    def u64(self):
-        self.s = (self.s + 0x9e3779b97f4a7c15) & M64
-        return mix(self.s)
-
-    def uniform(self):
-        return (self.u64() >> 11) * 2.0 ** -53
-
-    def range(self, lo, hi):
-        u = self.uniform()
-        return lo + (hi - lo) * u if hi > lo else lo
-
-    def below(self, n):
-        return ((self.u64() >> 32) * n) >> 32
-
-
-def rrc_box(rng, height, width, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
-    """torchvision's RandomResizedCrop.get_params, drawing from rng."""
-    area = height * width
-    lr = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target = area * rng.range(scale[0], scale[1])
-        ar = math.exp(rng.range(lr[0], lr[1]))
-        w = int(round(math.sqrt(target * ar)))
-        h = int(round(math.sqrt(target / ar)))
-        if 0 < w <= width and 0 < h <= height:
-            return rng.below(height - h + 1), rng.below(width - w + 1), h, w
-    r = width / height
-    if r < ratio[0]:
-        w, h = width, int(round(width / ratio[0]))
-    elif r > ratio[1]:
-        h, w = height, int(round(height * ratio[1]))
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
 
 
 def expected(path, epoch, element):
@@ -201,19 +151,7 @@ print(json.dumps(out))
 
 
 def serve(tag, job_path, F):
-    socks = [os.path.join(bed.TMP, "%s-%d.sock" % (tag, j)) for j in range(F)]
-    procs = [spawn([bed.FEEDER, "--job", job_path, "--listen", "ipc://" + socks[j], "--feeder-index", str(j),
-                    "--feeders", str(F), "--threads", "2"], log=bed.log_path(tag, "feeder%d" % j))
-             for j in range(F)]
-    for j in range(F):
-        bed.wait_for_log(tag, "feeder%d" % j, "serving job", procs[j], "%s: feeder %d did not start" % (tag, j))
-    env = dict(os.environ, PYTHONPATH=os.path.join(bed.BUILD, "python"), PYTHONDONTWRITEBYTECODE="1")
-    with open(job_path) as f:
-        name = json.load(f)["name"]
-    p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, name, ",".join("ipc://" + s for s in socks)],
-                       capture_output=True, text=True, env=env, timeout=120)
-    codes = [bed.wait(q, 30, "%s: feeder" % tag) for q in procs]
-    return p, codes
+    return bed.serve_client(tag, job_path, F, CLIENT)
 
 
 def main():

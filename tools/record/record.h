@@ -34,6 +34,8 @@ enum record_opt {
     RECORD_OPT_MAX_RECORD_BYTES,
     RECORD_OPT_JSON,
     RECORD_OPT_ON_ERROR,
+    RECORD_OPT_PREFIX, /* convert and gen (record_shard_opt) */
+    RECORD_OPT_INDEX,
     RECORD_OPT_FIRST_PRIVATE /* subcommands number their own options from here */
 };
 
@@ -88,14 +90,24 @@ int record_file_failed(struct record_read_opts *ro);
  * the policy gives (RECORD_EXIT_OK under skip-file). */
 void record_report_skipped(const char *cmd, const struct record_read_opts *ro);
 
-/* Handle --format, --compression, --max-record-bytes: returns 0 when `c` was
- * one of them and valid, RECORD_EXIT_USAGE when its value was bad, -1 when `c`
- * is not a reading option. */
-int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_opts *ro);
+/* Handle --format (-f), --compression (-c), --max-record-bytes, --on-error,
+ * the rest of a reading command's option loop: 0 when `c` (getopt's code,
+ * the short letter or RECORD_OPT_*) was one of them and valid, else
+ * RECORD_EXIT_USAGE, reported: a bad value, or `c` no reading option
+ * (record_getopt_error). */
+int record_read_opt(const char *cmd, char **argv, int c, const char *arg, struct record_read_opts *ro);
 /* The format for `path`: --format, else tar for *.tar, *.tar.gz, *.tgz, text
  * for *.txt and *.txt.gz, else TFRecord. */
 enum fmt_format record_file_format(const struct record_read_opts *ro, const char *path);
 void record_reader_opts(const struct record_read_opts *ro, enum fmt_format f, struct fmt_reader_opts *out);
+/* fmt_reader_open of `path` as format f with the reading options
+ * (record_reader_opts). */
+int record_reader_open(struct fmt_reader **out, const char *path, const struct record_read_opts *ro, enum fmt_format f,
+                       struct sl_error *err);
+/* fmt_tar_open of `path` with the reading options (--max-record-bytes
+ * bounds a member). */
+struct fmt_tar;
+int record_tar_open(struct fmt_tar **out, const char *path, const struct record_read_opts *ro, struct sl_error *err);
 
 /* Does `path` end with `suffix`? */
 int record_has_suffix(const char *path, const char *suffix);
@@ -171,5 +183,27 @@ void record_shards_abort(struct record_shards *s);
 /* Print "PATH\tCOUNT" per shard to `f`. */
 void record_shards_print(const struct record_shards *s, FILE *f);
 void record_shards_free(struct record_shards *s);
+/* The end of a run that opened the set: printed on stdout when `ok`, else
+ * removed (record_shards_abort); then freed. */
+void record_shards_finish(struct record_shards *s, int ok);
+/* The exit status of a command that writes shards, logged: interrupted,
+ * "interrupted: partial outputs removed" and 128 + the signal; rc != 0,
+ * "WHAT: <err's message>" and RECORD_EXIT_DATA; else RECORD_EXIT_OK. */
+int record_shards_exit(const char *what, int rc, const struct sl_error *err);
+
+/* The output options of convert and gen: -o/--output-dir, --prefix,
+ * --shards, -c/--compression (none, gzip or zlib), --index. */
+struct record_shard_opts {
+    const char *dir; /* NULL: not given */
+    const char *prefix;
+    unsigned shards; /* 1..RECORD_MAX_SHARDS */
+    enum fmt_compression compression;
+    int index;
+};
+/* Handle getopt's `c` (`shards_c`: the code of --shards, 'n' in convert,
+ * 's' in gen): 0 when it was one of those options and valid,
+ * RECORD_EXIT_USAGE when its value was bad (reported), -1 when `c` is not
+ * one of them. */
+int record_shard_opt(const char *cmd, int c, int shards_c, const char *arg, struct record_shard_opts *o);
 
 #endif

@@ -64,9 +64,8 @@ static int cat_tar(struct record_out *o, const char *path, const struct record_r
                    const struct sl_buf *file_json)
 {
     struct sl_error err = {0};
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, &err);
+    int rc = record_tar_open(&t, path, ro, &err);
     if (rc != 0) {
         log_error(o, &err);
         return RECORD_EXIT_DATA;
@@ -110,10 +109,8 @@ static int cat_records(struct record_out *o, const char *path, enum fmt_format f
                        int decode, const struct sl_buf *file_json)
 {
     struct sl_error err = {0};
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, &err);
+    int rc = record_reader_open(&r, path, ro, f, &err);
     if (rc != 0) {
         log_error(o, &err);
         return RECORD_EXIT_DATA;
@@ -181,24 +178,20 @@ int record_cat_main(int argc, char **argv)
     const char *cmd = "cat";
     struct record_read_opts ro = {0};
     int decode = 0;
-    int c;
+    int c, bad;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:d:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(cat_help);
-        case 'f': c = RECORD_OPT_FORMAT; break;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
         case 'd':
             if (strcmp(optarg, "example") != 0)
                 return record_usage_error(cmd, "invalid value '%s' for --decode (only 'example')", optarg);
             decode = 1;
-            continue;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR: break;
-        default: return record_getopt_error(cmd, argv, c);
+            break;
+        default:
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, &ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");

@@ -86,17 +86,13 @@ static const char convert_help[] =
 enum {
     OPT_IMAGES = RECORD_OPT_FIRST_PRIVATE,
     OPT_LABELS,
-    OPT_PREFIX,
-    OPT_INDEX,
 };
 
 /* ---- idx ---- */
 
 struct idx_args {
-    const char *images, *labels, *dir, *prefix;
-    unsigned shards;
-    enum fmt_compression compression;
-    int index;
+    const char *images, *labels;
+    struct record_shard_opts output;
 };
 
 static int convert_idx_run(const struct idx_args *a)
@@ -122,7 +118,8 @@ static int convert_idx_run(const struct idx_args *a)
                           a->labels, li->type, li->elem_values);
         goto out_close;
     }
-    if ((rc = record_shards_init(&out, a->dir, a->prefix, a->shards, a->compression, a->index, &err)) != 0)
+    if ((rc = record_shards_init(&out, a->output.dir, a->output.prefix, a->output.shards, a->output.compression,
+                                 a->output.index, &err)) != 0)
         goto out_close;
     shards_open = 1;
     record_signals_install();
@@ -155,7 +152,7 @@ static int convert_idx_run(const struct idx_args *a)
             rc = sl_error_set(&err, rc, "element %llu: cannot encode the Example", (unsigned long long)i);
             break;
         }
-        unsigned shard = (unsigned)(i * a->shards / count);
+        unsigned shard = (unsigned)(i * a->output.shards / count);
         if ((rc = record_shards_write(&out, shard, rec.data, rec.len, &err)) != 0)
             break;
         progress_update(&bar, i + 1, (i + 1) * (ii->elem_bytes + li->elem_bytes));
@@ -167,24 +164,12 @@ static int convert_idx_run(const struct idx_args *a)
         rc = record_shards_commit(&out, &err);
 
 out_close:
-    if (shards_open && (rc != 0 || record_interrupted()))
-        record_shards_abort(&out);
-    if (rc == 0 && shards_open && !record_interrupted())
-        record_shards_print(&out, stdout);
     if (shards_open)
-        record_shards_free(&out);
+        record_shards_finish(&out, rc == 0 && !record_interrupted());
     fmt_idx_close(img);
     fmt_idx_close(lab);
     sl_buf_free(&rec);
-    if (record_interrupted()) {
-        sl_log(SL_LOG_ERROR, "interrupted: partial outputs removed");
-        return 128 + record_interrupted();
-    }
-    if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "convert idx: %s", err.msg);
-        return RECORD_EXIT_DATA;
-    }
-    return RECORD_EXIT_OK;
+    return record_shards_exit("convert idx", rc, &err);
 }
 
 static int convert_idx(int argc, char **argv)
@@ -193,40 +178,27 @@ static int convert_idx(int argc, char **argv)
         {"images", required_argument, NULL, OPT_IMAGES},
         {"labels", required_argument, NULL, OPT_LABELS},
         {"output-dir", required_argument, NULL, 'o'},
-        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"prefix", required_argument, NULL, RECORD_OPT_PREFIX},
         {"shards", required_argument, NULL, 'n'},
         {"compression", required_argument, NULL, 'c'},
-        {"index", no_argument, NULL, OPT_INDEX},
+        {"index", no_argument, NULL, RECORD_OPT_INDEX},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = "convert";
-    struct idx_args a = {.prefix = "train", .shards = 1, .compression = FMT_COMP_NONE};
-    uint64_t v = 0;
-    int c;
+    struct idx_args a = {.output = {.prefix = "train", .shards = 1, .compression = FMT_COMP_NONE}};
+    int c, rc;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:n:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(convert_help);
         case OPT_IMAGES: a.images = optarg; break;
         case OPT_LABELS: a.labels = optarg; break;
-        case 'o': a.dir = optarg; break;
-        case OPT_PREFIX:
-            if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
-                return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", optarg);
-            a.prefix = optarg;
-            break;
-        case 'n':
-            if (record_parse_u64(cmd, "--shards", optarg, 1, RECORD_MAX_SHARDS, &v) != 0)
-                return RECORD_EXIT_USAGE;
-            a.shards = (unsigned)v;
-            break;
-        case 'c':
-            if (fmt_compression_parse(optarg, &a.compression) != 0 || a.compression == FMT_COMP_AUTO)
-                return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", optarg);
-            break;
-        case OPT_INDEX: a.index = 1; break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((rc = record_shard_opt(cmd, c, 'n', optarg, &a.output)) < 0)
+                return record_getopt_error(cmd, argv, c);
+            if (rc != 0)
+                return rc;
         }
     }
     if (optind < argc)
@@ -235,7 +207,7 @@ static int convert_idx(int argc, char **argv)
         return record_usage_error(cmd, "idx: missing --images");
     if (a.labels == NULL)
         return record_usage_error(cmd, "idx: missing --labels");
-    if (a.dir == NULL)
+    if (a.output.dir == NULL)
         return record_usage_error(cmd, "idx: missing --output-dir");
     return convert_idx_run(&a);
 }

@@ -50,16 +50,11 @@ enum {
     OPT_VARLEN_MAX,
     OPT_CLASSES,
     OPT_VOCAB,
-    OPT_PREFIX,
-    OPT_INDEX,
 };
 
 struct gen_args {
-    const char *dir, *prefix;
+    struct record_shard_opts output;
     uint64_t records, seed, image_bytes, floats, varlen_max, classes, vocab;
-    unsigned shards;
-    enum fmt_compression compression;
-    int index;
 };
 
 static uint64_t splitmix64(uint64_t *state)
@@ -137,7 +132,8 @@ static int gen_run(const struct gen_args *a)
         rc = sl_error_set(&err, SL_ENOMEM, "out of memory");
         goto out_free;
     }
-    if ((rc = record_shards_init(&out, a->dir, a->prefix, a->shards, a->compression, a->index, &err)) != 0)
+    if ((rc = record_shards_init(&out, a->output.dir, a->output.prefix, a->output.shards, a->output.compression,
+                                 a->output.index, &err)) != 0)
         goto out_free;
     shards_open = 1;
     record_signals_install();
@@ -150,7 +146,7 @@ static int gen_run(const struct gen_args *a)
             rc = sl_error_set(&err, rc, "record %llu: cannot encode the Example", (unsigned long long)i);
             break;
         }
-        unsigned shard = (unsigned)(i * a->shards / a->records);
+        unsigned shard = (unsigned)(i * a->output.shards / a->records);
         if ((rc = record_shards_write(&out, shard, rec.data, rec.len, &err)) != 0)
             break;
         bytes += rec.len + 16;
@@ -161,26 +157,13 @@ static int gen_run(const struct gen_args *a)
         rc = record_shards_commit(&out, &err);
 
 out_free:
-    if (shards_open) {
-        if (rc != 0 || record_interrupted())
-            record_shards_abort(&out);
-        else
-            record_shards_print(&out, stdout);
-        record_shards_free(&out);
-    }
+    if (shards_open)
+        record_shards_finish(&out, rc == 0 && !record_interrupted());
     sl_buf_free(&rec);
     sl_free(s.image);
     sl_free(s.dense);
     sl_free(s.tokens);
-    if (record_interrupted()) {
-        sl_log(SL_LOG_ERROR, "interrupted: partial outputs removed");
-        return 128 + record_interrupted();
-    }
-    if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "gen: %s", err.msg);
-        return RECORD_EXIT_DATA;
-    }
-    return RECORD_EXIT_OK;
+    return record_shards_exit("gen", rc, &err);
 }
 
 int record_gen_main(int argc, char **argv)
@@ -195,30 +178,26 @@ int record_gen_main(int argc, char **argv)
         {"varlen-max", required_argument, NULL, OPT_VARLEN_MAX},
         {"classes", required_argument, NULL, OPT_CLASSES},
         {"vocab", required_argument, NULL, OPT_VOCAB},
-        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"prefix", required_argument, NULL, RECORD_OPT_PREFIX},
         {"compression", required_argument, NULL, 'c'},
-        {"index", no_argument, NULL, OPT_INDEX},
+        {"index", no_argument, NULL, RECORD_OPT_INDEX},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = "gen";
-    struct gen_args a = {
-        .prefix = "gen", .image_bytes = 784, .classes = 10, .vocab = 32000, .shards = 1, .compression = FMT_COMP_NONE};
+    struct gen_args a = {.output = {.prefix = "gen", .shards = 1, .compression = FMT_COMP_NONE},
+                         .image_bytes = 784,
+                         .classes = 10,
+                         .vocab = 32000};
     int have_records = 0, c;
-    uint64_t v = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:n:s:c:h", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
         case 'h': return record_help(gen_help);
-        case 'o': a.dir = optarg; break;
         case 'n':
             bad = record_parse_u64(cmd, "--records", optarg, 0, (uint64_t)1 << 40, &a.records);
             have_records = 1;
-            break;
-        case 's':
-            bad = record_parse_u64(cmd, "--shards", optarg, 1, RECORD_MAX_SHARDS, &v);
-            a.shards = (unsigned)v;
             break;
         case OPT_SEED: bad = record_parse_u64(cmd, "--seed", optarg, 0, UINT64_MAX, &a.seed); break;
         case OPT_IMAGE_BYTES:
@@ -230,24 +209,16 @@ int record_gen_main(int argc, char **argv)
             break;
         case OPT_CLASSES: bad = record_parse_u64(cmd, "--classes", optarg, 1, INT64_MAX, &a.classes); break;
         case OPT_VOCAB: bad = record_parse_u64(cmd, "--vocab", optarg, 1, INT64_MAX, &a.vocab); break;
-        case OPT_PREFIX:
-            if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
-                return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", optarg);
-            a.prefix = optarg;
-            break;
-        case 'c':
-            if (fmt_compression_parse(optarg, &a.compression) != 0 || a.compression == FMT_COMP_AUTO)
-                return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", optarg);
-            break;
-        case OPT_INDEX: a.index = 1; break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((bad = record_shard_opt(cmd, c, 's', optarg, &a.output)) < 0)
+                return record_getopt_error(cmd, argv, c);
         }
         if (bad)
             return RECORD_EXIT_USAGE;
     }
     if (optind < argc)
         return record_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (a.dir == NULL)
+    if (a.output.dir == NULL)
         return record_usage_error(cmd, "missing --output-dir");
     if (!have_records)
         return record_usage_error(cmd, "missing --records");

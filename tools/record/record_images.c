@@ -62,10 +62,8 @@ struct image_tree {
 };
 
 struct images_args {
-    const char *root, *dir, *prefix;
-    unsigned shards;
-    enum fmt_compression compression;
-    int index;
+    const char *root;
+    struct record_shard_opts output;
     uint64_t max_bytes;
 };
 
@@ -373,7 +371,7 @@ static int write_images(struct image_tree *t, const struct images_args *a, struc
                               f->path, rec.len, (unsigned long long)a->max_bytes);
             break;
         }
-        unsigned shard = (unsigned)((uint64_t)i * a->shards / t->nfiles);
+        unsigned shard = (unsigned)((uint64_t)i * a->output.shards / t->nfiles);
         if ((rc = record_shards_write(out, shard, rec.data, rec.len, err)) != 0)
             break;
         done_bytes += img.len;
@@ -395,17 +393,17 @@ static int convert_images_run(const struct images_args *a)
     record_signals_install();
     int rc = list_tree(&t, a, &err);
     if (rc == 0 && !record_interrupted()) {
-        rc = record_shards_init(&out, a->dir, a->prefix, a->shards, a->compression, a->index, &err);
+        rc = record_shards_init(&out, a->output.dir, a->output.prefix, a->output.shards, a->output.compression,
+                                a->output.index, &err);
         shards_open = rc == 0;
     }
     if (rc == 0 && !record_interrupted())
         rc = write_images(&t, a, &out, &err);
     if (rc == 0 && !record_interrupted())
         rc = record_shards_commit(&out, &err);
-    if (shards_open && (rc != 0 || record_interrupted()))
-        record_shards_abort(&out);
+    if (shards_open)
+        record_shards_finish(&out, rc == 0 && !record_interrupted());
     if (rc == 0 && !record_interrupted()) {
-        record_shards_print(&out, stdout);
         sl_log(SL_LOG_INFO, "convert images: %zu images (%llu JPEG, %llu PNG) in %zu classes, labels 0..%zu", t.nfiles,
                (unsigned long long)t.jpeg, (unsigned long long)t.png, t.nclasses, t.nclasses - 1);
         if (t.skipped)
@@ -416,64 +414,41 @@ static int convert_images_run(const struct images_args *a)
             sl_log(SL_LOG_WARN, "convert images: skipped %llu file(s) in %s itself, outside any class folder",
                    (unsigned long long)t.loose, a->root);
     }
-    if (shards_open)
-        record_shards_free(&out);
     tree_free(&t);
-    if (record_interrupted()) {
-        sl_log(SL_LOG_ERROR, "interrupted: partial outputs removed");
-        return 128 + record_interrupted();
-    }
-    if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "convert images: %s", err.msg);
-        return RECORD_EXIT_DATA;
-    }
-    return RECORD_EXIT_OK;
+    return record_shards_exit("convert images", rc, &err);
 }
 
 int record_convert_images(int argc, char **argv, const char *help)
 {
-    enum { OPT_PREFIX = RECORD_OPT_FIRST_PRIVATE, OPT_INDEX };
     static const struct option longopts[] = {
         {"output-dir", required_argument, NULL, 'o'},
-        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"prefix", required_argument, NULL, RECORD_OPT_PREFIX},
         {"shards", required_argument, NULL, 'n'},
         {"compression", required_argument, NULL, 'c'},
-        {"index", no_argument, NULL, OPT_INDEX},
+        {"index", no_argument, NULL, RECORD_OPT_INDEX},
         {"max-record-bytes", required_argument, NULL, RECORD_OPT_MAX_RECORD_BYTES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = "convert";
-    struct images_args a = {
-        .prefix = "train", .shards = 1, .compression = FMT_COMP_NONE, .max_bytes = IMAGES_DEFAULT_MAX_BYTES};
+    struct images_args a = {.output = {.prefix = "train", .shards = 1, .compression = FMT_COMP_NONE},
+                            .max_bytes = IMAGES_DEFAULT_MAX_BYTES};
     uint64_t v = 0;
-    int c;
+    int c, rc;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:n:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(help);
-        case 'o': a.dir = optarg; break;
-        case OPT_PREFIX:
-            if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
-                return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", optarg);
-            a.prefix = optarg;
-            break;
-        case 'n':
-            if (record_parse_u64(cmd, "--shards", optarg, 1, RECORD_MAX_SHARDS, &v) != 0)
-                return RECORD_EXIT_USAGE;
-            a.shards = (unsigned)v;
-            break;
-        case 'c':
-            if (fmt_compression_parse(optarg, &a.compression) != 0 || a.compression == FMT_COMP_AUTO)
-                return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", optarg);
-            break;
-        case OPT_INDEX: a.index = 1; break;
         case RECORD_OPT_MAX_RECORD_BYTES:
             if (record_parse_u64(cmd, "--max-record-bytes", optarg, 1, IMAGES_MAX_MAX_BYTES, &v) != 0)
                 return RECORD_EXIT_USAGE;
             a.max_bytes = v;
             break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((rc = record_shard_opt(cmd, c, 'n', optarg, &a.output)) < 0)
+                return record_getopt_error(cmd, argv, c);
+            if (rc != 0)
+                return rc;
         }
     }
     if (optind >= argc)
@@ -483,7 +458,7 @@ int record_convert_images(int argc, char **argv, const char *help)
     if (argv[optind][0] == '\0')
         return record_usage_error(cmd, "images: empty TREE name");
     a.root = argv[optind];
-    if (a.dir == NULL)
+    if (a.output.dir == NULL)
         return record_usage_error(cmd, "images: missing --output-dir");
     return convert_images_run(&a);
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fmt_tar.h"
 #include "record.h"
 #include "sl_exit.h"
 #include "sl_log.h"
@@ -147,15 +148,17 @@ int record_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t m
     return 0;
 }
 
-int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_opts *ro)
+int record_read_opt(const char *cmd, char **argv, int c, const char *arg, struct record_read_opts *ro)
 {
     uint64_t v = 0;
     switch (c) {
+    case 'f':
     case RECORD_OPT_FORMAT:
         if (fmt_format_parse(arg, &ro->format) != 0 || ro->format == FMT_FORMAT_ARRAYS)
             return record_usage_error(cmd, "invalid format '%s' (tfrecord, text or tar)", arg);
         ro->format_set = 1;
         return 0;
+    case 'c':
     case RECORD_OPT_COMPRESSION:
         if (fmt_compression_parse(arg, &ro->compression) != 0)
             return record_usage_error(cmd, "invalid compression '%s' (auto, none, gzip or zlib)", arg);
@@ -169,7 +172,7 @@ int record_read_opt(const char *cmd, int c, const char *arg, struct record_read_
             return RECORD_EXIT_USAGE;
         ro->max_record_bytes = (size_t)v;
         return 0;
-    default: return -1;
+    default: return record_getopt_error(cmd, argv, c);
     }
 }
 
@@ -212,6 +215,20 @@ void record_reader_opts(const struct record_read_opts *ro, enum fmt_format f, st
     out->compression = ro->compression;
     out->max_record_bytes = ro->max_record_bytes;
     out->io = ro->io;
+}
+
+int record_reader_open(struct fmt_reader **out, const char *path, const struct record_read_opts *ro, enum fmt_format f,
+                       struct sl_error *err)
+{
+    struct fmt_reader_opts opts;
+    record_reader_opts(ro, f, &opts);
+    return fmt_reader_open(out, path, &opts, err);
+}
+
+int record_tar_open(struct fmt_tar **out, const char *path, const struct record_read_opts *ro, struct sl_error *err)
+{
+    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
+    return fmt_tar_open(out, path, &topts, err);
 }
 
 enum fmt_compression record_output_compression(const char *path, enum fmt_compression c)

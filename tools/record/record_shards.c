@@ -23,6 +23,7 @@
 #include "fmt_tfrecord.h"
 #include "record.h"
 #include "sl_alloc.h"
+#include "sl_log.h"
 #include "sl_output.h"
 
 static char *path_printf(const char *fmt, ...) SL_PRINTF(1, 2);
@@ -233,6 +234,53 @@ void record_shards_print(const struct record_shards *s, FILE *f)
 {
     for (unsigned i = 0; i < s->nshards; i++)
         fprintf(f, "%s\t%llu\n", s->final_paths[i], (unsigned long long)s->counts[i]);
+}
+
+void record_shards_finish(struct record_shards *s, int ok)
+{
+    if (ok)
+        record_shards_print(s, stdout);
+    else
+        record_shards_abort(s);
+    record_shards_free(s);
+}
+
+int record_shards_exit(const char *what, int rc, const struct sl_error *err)
+{
+    if (record_interrupted()) {
+        sl_log(SL_LOG_ERROR, "interrupted: partial outputs removed");
+        return 128 + record_interrupted();
+    }
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s: %s", what, err->msg);
+        return RECORD_EXIT_DATA;
+    }
+    return RECORD_EXIT_OK;
+}
+
+int record_shard_opt(const char *cmd, int c, int shards_c, const char *arg, struct record_shard_opts *o)
+{
+    uint64_t v = 0;
+    if (c == shards_c) {
+        if (record_parse_u64(cmd, "--shards", arg, 1, RECORD_MAX_SHARDS, &v) != 0)
+            return RECORD_EXIT_USAGE;
+        o->shards = (unsigned)v;
+        return 0;
+    }
+    switch (c) {
+    case 'o': o->dir = arg; return 0;
+    case RECORD_OPT_PREFIX:
+        if (arg[0] == '\0' || strchr(arg, '/') != NULL)
+            return record_usage_error(cmd, "invalid --prefix '%s': a non-empty name without '/'", arg);
+        o->prefix = arg;
+        return 0;
+    case 'c':
+        if (fmt_compression_parse(arg, &o->compression) != 0 || o->compression == FMT_COMP_AUTO)
+            return record_usage_error(cmd, "invalid compression '%s' (none, gzip or zlib)", arg);
+        return 0;
+    case RECORD_OPT_INDEX: o->index = 1; return 0;
+    default: return -1;
+    }
 }
 
 void record_shards_free(struct record_shards *s)

@@ -256,10 +256,8 @@ static int stats_example(struct stats *st, const struct fmt_record *rec)
 static int stats_records(struct stats *st, const char *path, enum fmt_format f, const struct record_read_opts *ro,
                          struct sl_error *err)
 {
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, err);
+    int rc = record_reader_open(&r, path, ro, f, err);
     if (rc != 0)
         return rc;
     struct fmt_record rec;
@@ -279,9 +277,8 @@ static int stats_records(struct stats *st, const char *path, enum fmt_format f, 
 
 static int stats_tar(struct stats *st, const char *path, const struct record_read_opts *ro, struct sl_error *err)
 {
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, err);
+    int rc = record_tar_open(&t, path, ro, err);
     if (rc != 0)
         return rc;
     struct fmt_tar_sample smp;
@@ -822,21 +819,17 @@ int record_stats_main(int argc, char **argv)
     };
     const char *cmd = "stats", *job = NULL;
     struct record_read_opts ro = {0};
-    int json = 0, c;
+    int json = 0, c, bad;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(stats_help);
         case RECORD_OPT_JSON: json = 1; continue;
         case RECORD_OPT_FIRST_PRIVATE: job = optarg; continue;
-        case 'f': c = RECORD_OPT_FORMAT; break;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
-        case RECORD_OPT_MAX_RECORD_BYTES:
-        case RECORD_OPT_ON_ERROR: break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, &ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");

@@ -41,9 +41,8 @@ struct scan_progress {
 static int scan_tar(const char *path, const struct record_read_opts *ro, struct scan_result *res,
                     struct scan_progress *sp, struct sl_error *err)
 {
-    struct fmt_tar_opts topts = {.max_member_bytes = ro->max_record_bytes};
     struct fmt_tar *t = NULL;
-    int rc = fmt_tar_open(&t, path, &topts, err);
+    int rc = record_tar_open(&t, path, ro, err);
     if (rc != 0)
         return rc;
     struct fmt_tar_sample smp;
@@ -64,10 +63,8 @@ static int scan_file(const char *path, const struct record_read_opts *ro, struct
     enum fmt_format f = record_file_format(ro, path);
     if (f == FMT_FORMAT_TAR)
         return scan_tar(path, ro, res, sp, err);
-    struct fmt_reader_opts opts;
-    record_reader_opts(ro, f, &opts);
     struct fmt_reader *r = NULL;
-    int rc = fmt_reader_open(&r, path, &opts, err);
+    int rc = record_reader_open(&r, path, ro, f, err);
     if (rc != 0)
         return rc;
     struct fmt_stream *s = fmt_reader_stream(r);
@@ -113,10 +110,12 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int c;
+    int c, bad;
     *done = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:c:h", longopts, NULL)) != -1) {
+        if (c == RECORD_OPT_ON_ERROR && strcmp(cmd, "count") != 0)
+            return record_usage_error(cmd, "unrecognized option '--on-error' (%s reads every file)", cmd);
         switch (c) {
         case 'h': *done = 1; return record_help(help);
         case RECORD_OPT_JSON:
@@ -135,17 +134,10 @@ static int parse_scan_opts(const char *cmd, const char *help, int argc, char **a
                 return record_usage_error(cmd, "unrecognized option '--show-io'");
             *show_io = 1;
             continue;
-        case 'f': c = RECORD_OPT_FORMAT; break;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
-        case RECORD_OPT_MAX_RECORD_BYTES: break;
-        case RECORD_OPT_ON_ERROR:
-            if (strcmp(cmd, "count") != 0)
-                return record_usage_error(cmd, "unrecognized option '--on-error' (%s reads every file)", cmd);
-            break;
-        default: return record_getopt_error(cmd, argv, c);
+        default:
+            if ((bad = record_read_opt(cmd, argv, c, optarg, ro)) != 0)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");
@@ -370,18 +362,16 @@ int record_index_main(int argc, char **argv)
     const char *cmd = "index";
     struct record_read_opts ro = {0};
     const char *output = NULL;
-    int c;
+    int c, bad;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': return record_help(index_help);
-        case 'o': output = optarg; continue;
-        case 'c': c = RECORD_OPT_COMPRESSION; break;
-        case RECORD_OPT_MAX_RECORD_BYTES: break;
-        default: return record_getopt_error(cmd, argv, c);
+        case 'o': output = optarg; break;
+        default:
+            if ((bad = record_read_opt(cmd, argv, c, optarg, &ro)) != 0)
+                return bad;
         }
-        if (record_read_opt(cmd, c, optarg, &ro) != 0)
-            return RECORD_EXIT_USAGE;
     }
     if (optind >= argc)
         return record_usage_error(cmd, "missing file argument");

@@ -1,66 +1,13 @@
 #!/usr/bin/python3
 """The boxes test_img_ops pins for img_rrc_box and img_center_box, computed
-independently: sl_rng (shared/sl_rng.h) again in Python integers, then
-torchvision's RandomResizedCrop.get_params and center_crop formulas as
-written in torchvision (transforms.py / functional.py), in doubles, drawing
-the uniforms in img.h's documented order. Prints the C table."""
-import math
+independently: sl_rng and torchvision's RandomResizedCrop.get_params from
+tests/integration/rrc_ref.py, and center_crop's formula as written in
+torchvision (functional.py). Prints the C table."""
+import os
+import sys
 
-M = (1 << 64) - 1
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
-    return z ^ (z >> 31)
-
-
-class Rng:
-    def __init__(self, seed, epoch, element, op):
-        s = mix((seed + 0x9E3779B97F4A7C15) & M)
-        s = mix(s ^ ((epoch + 0x632BE59BD9B4E019) & M))
-        s = mix(s ^ ((element + 0x8CB92BA72F3D8DD7) & M))
-        self.s = mix(s ^ ((op + 0xD6E8FEB86659FD93) & M))
-
-    def u64(self):
-        self.s = (self.s + 0x9E3779B97F4A7C15) & M
-        return mix(self.s)
-
-    def uniform(self):
-        return (self.u64() >> 11) * 2.0 ** -53
-
-    def range(self, lo, hi):
-        u = self.uniform()
-        return lo + (hi - lo) * u if hi > lo else lo
-
-    def below(self, n):
-        return ((self.u64() >> 32) * n) >> 32
-
-
-def get_params(rng, height, width, scale, ratio):
-    area = height * width
-    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
-    for _ in range(10):
-        target_area = area * rng.range(scale[0], scale[1])
-        aspect_ratio = math.exp(rng.range(log_ratio[0], log_ratio[1]))
-        w = int(round(math.sqrt(target_area * aspect_ratio)))
-        h = int(round(math.sqrt(target_area / aspect_ratio)))
-        if 0 < w <= width and 0 < h <= height:
-            i = rng.below(height - h + 1)
-            j = rng.below(width - w + 1)
-            return i, j, h, w
-    in_ratio = float(width) / float(height)
-    if in_ratio < min(ratio):
-        w = width
-        h = int(round(w / min(ratio)))
-    elif in_ratio > max(ratio):
-        h = height
-        w = int(round(h * max(ratio)))
-    else:
-        w = width
-        h = height
-    return (height - h) // 2, (width - w) // 2, h, w
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "integration"))
+from rrc_ref import Rng, rrc_box  # noqa: E402
 
 CASES = [  # seed, epoch, element, op, height, width, scale, ratio
     (1, 0, 0, 1, 375, 500, (0.08, 1.0), (3 / 4, 4 / 3)),
@@ -79,7 +26,7 @@ CENTER = [(375, 500, 224, 224), (256, 256, 224, 224), (225, 224, 224, 224), (5, 
 
 if __name__ == "__main__":
     for seed, epoch, el, op, h, w, sc, ra in CASES:
-        i, j, bh, bw = get_params(Rng(seed, epoch, el, op), h, w, sc, ra)
+        i, j, bh, bw = rrc_box(Rng(seed, epoch, el, op), h, w, sc, ra)
         print("    {%d, %d, %d, %d, %d, %d, %.17g, %.17g, %.17g, %.17g, %d, %d, %d, %d}," % (
             seed, epoch, el, op, h, w, sc[0], sc[1], ra[0], ra[1], i, j, bh, bw))
     for h, w, oh, ow in CENTER:
