@@ -80,6 +80,7 @@ struct http_src {
     uint64_t last_end;   /* where the previous read ended (a read there continues a stream) */
     struct resp r;
     size_t header_bytes;
+    int headers_done; /* the final response's blank line came */
     int body_ok;      /* the final headers were checked: the body may flow */
     int head_refused; /* REQ_HEAD: 405 or 501, or no size: probe with a GET */
     int probe_stop;   /* a HEAD or probe got its answer: the body is not read */
@@ -155,8 +156,7 @@ static int parse_content_range(struct resp *r, const char *v)
         r->range_star = 1;
         p = v + 1;
     } else {
-        if (parse_u64(v, &p, &r->first) != 0 || *p != '-' || parse_u64(p + 1, &p, &r->last) != 0 ||
-            r->last < r->first)
+        if (parse_u64(v, &p, &r->first) != 0 || *p != '-' || parse_u64(p + 1, &p, &r->last) != 0 || r->last < r->first)
             return -1;
     }
     if (*p != '/')
@@ -242,8 +242,7 @@ static void check_meta(struct http_src *s)
         s->head_refused = 1;
         return;
     }
-    if (s->kind == REQ_PROBE && r->status == 416 && r->has_range && r->range_star && r->total_known &&
-        r->total == 0) {
+    if (s->kind == REQ_PROBE && r->status == 416 && r->has_range && r->range_star && r->total_known && r->total == 0) {
         r->has_length = 1; /* an empty object: nothing is satisfiable */
         r->length = 0;
         return;
@@ -346,6 +345,7 @@ static void header_line(struct http_src *s, const char *line, size_t len)
             return; /* an interim response */
         if (is_redirect(r->status) && r->has_location)
             return; /* curl follows it; the next block is the next hop's */
+        s->headers_done = 1;
         if (s->kind == REQ_RANGE)
             check_range(s);
         else
@@ -394,8 +394,7 @@ static void header_line(struct http_src *s, const char *line, size_t len)
         else if (!web)
             set_fail(s, OUT_FATAL, SL_EPROTO, "a redirect to '%.200s' (only http and https are followed)", v);
         else if (!s->cross_host && strcmp(host, s->host) != 0)
-            set_fail(s, OUT_FATAL, SL_EPROTO,
-                     "a redirect to another host ('%.200s'; cross_host_redirects is off)", v);
+            set_fail(s, OUT_FATAL, SL_EPROTO, "a redirect to another host ('%.200s'; cross_host_redirects is off)", v);
     }
 }
 
@@ -490,7 +489,7 @@ static int start(struct http_src *s, enum req_kind kind, uint64_t from, uint64_t
     s->start = s->net = from;
     s->end = to;
     s->header_bytes = 0;
-    s->body_ok = s->head_refused = s->probe_stop = s->got_byte = 0;
+    s->headers_done = s->body_ok = s->head_refused = s->probe_stop = s->got_byte = 0;
     s->fail = OUT_OK;
     s->fail_code = 0;
     s->cause[0] = '\0';
@@ -600,16 +599,18 @@ static enum outcome judge(struct http_src *s)
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CACERT_BADFILE:
         case CURLE_SSL_CERTPROBLEM:
-        case CURLE_SSL_ISSUER_ERROR:
-            set_fail(s, OUT_FATAL, SL_EIO, "TLS certificate refused: %s", detail);
+        case CURLE_SSL_ISSUER_ERROR: set_fail(s, OUT_FATAL, SL_EIO, "TLS certificate refused: %s", detail); break;
+        case CURLE_OUT_OF_MEMORY:
+            if (!s->headers_done) { /* curl's answer to one header line over its 100 KiB */
+                set_fail(s, OUT_FATAL, SL_EPROTO, "a response header line too long (or out of memory)");
+                break;
+            }
+            set_fail(s, OUT_FATAL, SL_ENOMEM, "%s", detail);
             break;
         case CURLE_TOO_MANY_REDIRECTS:
         case CURLE_UNSUPPORTED_PROTOCOL:
-        case CURLE_WEIRD_SERVER_REPLY:
-            set_fail(s, OUT_FATAL, SL_EPROTO, "%s", detail);
-            break;
-        default:
-            set_fail(s, OUT_FATAL, SL_EIO, "%s", detail);
+        case CURLE_WEIRD_SERVER_REPLY: set_fail(s, OUT_FATAL, SL_EPROTO, "%s", detail); break;
+        default: set_fail(s, OUT_FATAL, SL_EIO, "%s", detail);
         }
         return s->fail;
     }
@@ -652,8 +653,9 @@ static int meta_request(struct http_src *s, enum req_kind kind, struct sl_error 
         if (o != OUT_RETRY)
             return sl_error_set(err, s->fail_code, "open(%s): %s", s->base.name, s->cause);
         if (attempt > s->max_retries)
-            return sl_error_set(err, s->fail_code, "open(%s): %s failed %d times, the last: %s", s->base.name,
-                                kind == REQ_HEAD ? "HEAD" : "GET bytes=0-0", attempt, s->cause);
+            return sl_error_set(err, s->fail_code, "open(%s): %s failed (%d attempt%s), the last: %s", s->base.name,
+                                kind == REQ_HEAD ? "HEAD" : "GET bytes=0-0", attempt, attempt == 1 ? "" : "s",
+                                s->cause);
         backoff(s, attempt);
     }
 }

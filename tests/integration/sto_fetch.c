@@ -8,6 +8,7 @@
  *                         a range past the end gives what there is)
  *     --out FILE          write the bytes read there, in order (default: nowhere)
  *     --wait              after open, print the "open" line and wait for a line on stdin
+ *     --pause-ms N        sleep N ms after each read (a slow consumer)
  *     --ca-file F --connect-ms N --stall-ms N --retries N --backoff-ms N
  *     --backoff-max-ms N --redirects N --cross-host   (struct sto_config)
  *
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sto.h"
 
@@ -25,9 +27,12 @@
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "sto_fetch: %s\nusage: sto_fetch [--chunk N | --range OFF:LEN ...] [--out FILE] [--wait] "
-            "[--ca-file F] [--connect-ms N] [--stall-ms N] [--retries N] [--backoff-ms N] [--backoff-max-ms N] "
-            "[--redirects N] [--cross-host] NAME\n", why);
+    fprintf(stderr,
+            "sto_fetch: %s\nusage: sto_fetch [--chunk N | --range OFF:LEN ...] [--out FILE] [--wait] "
+            "[--pause-ms N] [--ca-file F] [--connect-ms N] [--stall-ms N] [--retries N] [--backoff-ms N] "
+            "[--backoff-max-ms N] "
+            "[--redirects N] [--cross-host] NAME\n",
+            why);
     return 2;
 }
 
@@ -45,6 +50,7 @@ int main(int argc, char **argv)
     struct sto_config cfg;
     sto_config_default(&cfg);
     unsigned long long chunk = 65536, offs[RANGES_MAX], lens[RANGES_MAX], v;
+    unsigned long long pause_ms = 0;
     int nranges = 0, wait_line = 0;
     const char *out_path = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) {
@@ -72,6 +78,8 @@ int main(int argc, char **argv)
             i++;
             if (strcmp(a, "--chunk") == 0 && v > 0)
                 chunk = v;
+            else if (strcmp(a, "--pause-ms") == 0)
+                pause_ms = v;
             else if (strcmp(a, "--connect-ms") == 0)
                 cfg.connect_timeout_ms = (long)v;
             else if (strcmp(a, "--stall-ms") == 0)
@@ -149,6 +157,10 @@ int main(int argc, char **argv)
                 break;
             }
             total += got;
+            if (pause_ms > 0) {
+                struct timespec t = {(time_t)(pause_ms / 1000), (long)(pause_ms % 1000) * 1000000L};
+                nanosleep(&t, NULL);
+            }
             if (got < n)
                 break; /* the end of the object */
             at += n;

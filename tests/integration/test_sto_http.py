@@ -22,6 +22,7 @@ import random
 import shutil
 import socket
 import socketserver
+import struct
 import subprocess
 import sys
 import tempfile
@@ -128,7 +129,7 @@ pid %(tmp)s/nginx.pid;
 error_log %(tmp)s/nginx-error.log;
 events { worker_connections 64; }
 http {
-    log_format sto '$connection $request_method $uri "$http_range" "$http_if_match" $status';
+    log_format sto '$connection $request_method $uri "$http_range" "$http_if_match" $status $server_protocol';
     access_log %(tmp)s/access.log sto;
     client_body_temp_path %(tmp)s/temp/body;
     proxy_temp_path %(tmp)s/temp/proxy;
@@ -139,7 +140,7 @@ http {
     keepalive_requests 10000;
     server { listen 127.0.0.1:%(port)d; root %(www)s; }
     server {
-        listen 127.0.0.1:%(tls)d ssl;
+        listen 127.0.0.1:%(tls)d ssl http2;
         ssl_certificate %(cert)s;
         ssl_certificate_key %(key)s;
         root %(www)s;
@@ -181,15 +182,28 @@ for fname, data in FILES.items():
             fail("%s chunk %d: exit %d: %s" % (fname, chunk, rc, err.strip()))
         if got != data:
             fail("%s chunk %d: %d bytes read, not the file's %d (or other bytes)" % (fname, chunk, len(got), len(data)))
-        if "open size=%d etag=\"" % len(data) not in out:
-            fail("%s: expected the size and a quoted ETag, got %r" % (fname, out))
+        mtime = int(os.stat(os.path.join(WWW, fname)).st_mtime) * 1000000000
+        if "open size=%d etag=\"" % len(data) not in out or "mtime_ns=%d\n" % mtime not in out:
+            fail("%s: expected the size, a quoted ETag and Last-Modified %d, got %r" % (fname, mtime, out))
         gets = [ln for ln in access_lines(before) if " GET " in ln]
         if len(data) > 0 and len(gets) != 1:
             fail("%s chunk %d: %d GETs for one sequential read (expected one stream): %s" % (fname, chunk, len(gets),
                                                                                           gets))
 ok("whole objects read sequentially at chunks 1 .. 8 MiB equal the files, one GET each")
-
 big = FILES["big"]
+
+# a slow consumer: the stream waits paused between reads, longer than the
+# stall bound, and is neither counted as stalled nor asked for again
+before = access_count()
+rc, out, err, got = fetch(URL + "big", "--chunk", str(2 << 20), "--pause-ms", "400", "--stall-ms", "250",
+                          "--retries", "0")
+if rc != 0 or got != big:
+    fail("slow consumer: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
+gets = [ln for ln in access_lines(before) if " GET " in ln]
+if len(gets) != 1:
+    fail("slow consumer: expected one GET, saw %s" % gets)
+ok("a consumer slower than the stall bound: one paused stream, exact bytes")
+
 ranges = []
 at = 1
 while len(ranges) < 20:
@@ -242,13 +256,23 @@ expect_error("changed object", p.returncode, err, 4, "read(%sf4096) bytes [0, 40
              "the object changed since open (ETag %s at open" % old_etag, "HTTP 412")
 ok("an object replaced between open and read: the changed-object error with the ETag")
 
+before = access_count()
 rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--ca-file", ca, "--chunk", "100000")
 if rc != 0 or got != big:
     fail("https with the test CA: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
+rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--ca-file", ca, "--range", "1000:5000",
+                          "--range", "3000000:70000", "--range", "%d:100" % (len(big) - 7))
+if rc != 0 or got != big[1000:6000] + big[3000000:3070000] + big[-7:]:
+    fail("https ranges with the test CA: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
+lines = access_lines(before)
+if len([ln for ln in lines if " GET " in ln]) != 4:
+    fail("https: expected 4 GETs (one stream, 3 ranges), saw %s" % lines)
+if not all(ln.endswith("HTTP/2.0") for ln in lines):
+    fail("https: expected HTTP/2 (nginx has http2 on its TLS port), saw %s" % lines)
 rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--retries", "1", "--backoff-ms", "1")
 expect_error("https without the CA", rc, err, 3, "open(https://127.0.0.1:%d/big): TLS certificate refused" % TLS_PORT,
              "certificate")
-ok("https: read with --ca-file (the test's CA), refused without: %s" % err.strip().split(": ", 2)[-1])
+ok("https (HTTP/2): read with --ca-file (the test's CA), streamed and by ranges; refused without it, named")
 
 # ---- the hostile/faulty server ----
 
@@ -309,6 +333,20 @@ def behave(sock, host, method, path, rng, n):
         send_object(sock, method, rng, body_extra=100, cr_extra=100)
     elif path == "/longclose":
         send_object(sock, method, rng, body_extra=5000, no_length=True)
+    elif path == "/reset":  # the first GET is reset (RST) after 100000 bytes
+        if method == "GET" and n == 1:
+            send_object(sock, method, rng, cut=100000)
+            time.sleep(0.2)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        else:
+            send_object(sock, method, rng)
+    elif path == "/longetag":
+        sock.sendall(head("200 OK", 'Content-Length: 10\r\nETag: "%s"\r\n' % ("e" * 200)))
+    elif path == "/oneheader":  # one header line that never ends
+        sock.sendall(b"HTTP/1.1 200 OK\r\nX-Long: ")
+        for i in range(10000):
+            sock.sendall(b"a" * 1000)
     elif path == "/huge":
         sock.sendall(head("200 OK", "Content-Length: 9223372036854775808\r\n"))
     elif path == "/headers":
@@ -387,7 +425,21 @@ if rc != 0 or got != DATA:
 ranges_seen = [e[3] for e in seen("/trunc", "GET")]
 if ranges_seen != ["bytes=0-%d" % (N - 1), "bytes=200000-%d" % (N - 1)]:
     fail("truncated body: expected the stream and its resumption at byte 200000, saw %s" % ranges_seen)
-ok("a body cut short is resumed at the first byte not received (Range bytes=200000-), exact bytes")
+rc, out, err, got = fetch(H + "/reset", *QUICK, "--chunk", "65536")
+if rc != 0 or got != DATA:
+    fail("reset: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
+ranges_seen = [e[3] for e in seen("/reset", "GET")]
+if len(ranges_seen) != 2 or ranges_seen[0] != "bytes=0-%d" % (N - 1) or \
+        not 0 < int(ranges_seen[1][6:].split("-")[0]) <= 100000:
+    fail("reset: expected the stream and its resumption within the first 100000 bytes, saw %s" % ranges_seen)
+ok("a body cut short is resumed at the first byte not received (bytes=200000-), a reset too (%s): exact bytes"
+   % ranges_seen[1])
+
+port = free_port()
+rc, out, err, got = fetch("http://127.0.0.1:%d/x" % port, *QUICK, "--retries", "2")
+expect_error("closed port", rc, err, 3, "open(http://127.0.0.1:%d/x): HEAD failed (3 attempts), the last: " % port,
+             "port %d" % port)
+ok("no server: 3 attempts, then the URL and curl's cause")
 
 rc, out, err, got = fetch(H + "/stall1", *QUICK, "--stall-ms", "300")
 if rc != 0 or got != DATA:
@@ -403,7 +455,7 @@ if len(seen("/stall", "GET")) != 3:
     fail("stalls: expected 3 GETs, saw %s" % seen("/stall", "GET"))
 rc, out, err, got = fetch(H + "/stallhead", *QUICK, "--stall-ms", "300", "--connect-ms", "300", "--retries", "1",
                           timeout=20)
-expect_error("silent server", rc, err, 3, "open(%s/stallhead): HEAD failed 2 times, the last: no byte received" % H)
+expect_error("silent server", rc, err, 3, "open(%s/stallhead): HEAD failed (2 attempts), the last: no byte received" % H)
 if fetch.elapsed > 5:
     fail("silent server: %.1f s to give up" % fetch.elapsed)
 ok("a stall is retried and resumed; one that keeps stalling ends in %.1f s naming the URL" % fetch.elapsed)
@@ -440,10 +492,14 @@ rc, out, err, got = fetch(H + "/huge", *QUICK)
 expect_error("Content-Length 2^63", rc, err, 3, "open(%s/huge): Content-Length 9223372036854775808 is over 2^62" % H)
 rc, out, err, got = fetch(H + "/headers", *QUICK, timeout=20)
 expect_error("endless headers", rc, err, 3, "open(%s/headers): more than 65536 bytes of response headers" % H)
-ok("Content-Length 2^63 and endless headers: refused at open, named")
+rc, out, err, got = fetch(H + "/oneheader", *QUICK, timeout=20)
+expect_error("an endless header line", rc, err, 3, "open(%s/oneheader): a response header line too long" % H)
+rc, out, err, got = fetch(H + "/longetag", *QUICK)
+expect_error("a long ETag", rc, err, 3, "open(%s/longetag): the ETag is too long (at most 127 bytes)" % H)
+ok("Content-Length 2^63, endless headers, an endless header line, a 202-byte ETag: refused at open, named")
 
 rc, out, err, got = fetch(H + "/loop", *QUICK)
-expect_error("redirect loop", rc, err, 3, "open(%s/loop): " % H, "redirects")
+expect_error("redirect loop", rc, err, 3, "open(%s/loop): Maximum (5) redirects followed" % H)
 if len(seen("/loop")) != 6:
     fail("redirect loop: expected 6 requests (5 redirects), saw %d" % len(seen("/loop")))
 rc, out, err, got = fetch(H + "/cross", *QUICK)
