@@ -9,6 +9,8 @@
  *     --out FILE          write the bytes read there, in order (default: nowhere)
  *     --wait              after open, print the "open" line and wait for a line on stdin
  *     --pause-ms N        sleep N ms after each read (a slow consumer)
+ *     --threads N         N threads at once each open NAME and read it whole (--chunk);
+ *                         their bytes must agree ("threads N agree"), the first's go to --out
  *     --ca-file F --connect-ms N --stall-ms N --retries N --backoff-ms N
  *     --backoff-max-ms N --redirects N --cross-host   (struct sto_config)
  *
@@ -16,6 +18,7 @@
  * then "total N". Exit 0; 2 for bad usage; 3 when open fails; 4 when a read
  * fails (the error on stderr: "sto_fetch: <code>: <message>").
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +27,79 @@
 #include "sto.h"
 
 #define RANGES_MAX 64
+#define THREADS_MAX 16
+
+/* --threads: one source per thread, read whole */
+struct reader {
+    pthread_t tid;
+    const char *name;
+    size_t chunk;
+    unsigned char *bytes;
+    size_t size;
+    struct sl_error err;
+    int rc;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    struct sto_src *src = NULL;
+    if ((r->rc = sto_open(&src, r->name, &r->err)) != 0)
+        return NULL;
+    r->size = (size_t)src->size;
+    r->bytes = malloc(r->size > 0 ? r->size : 1);
+    for (size_t at = 0; r->bytes != NULL && at < r->size;) {
+        size_t n = r->size - at < r->chunk ? r->size - at : r->chunk, got = 0;
+        if ((r->rc = sto_read_at(src, at, r->bytes + at, n, &got, &r->err)) != 0)
+            break;
+        at += got;
+    }
+    if (r->bytes == NULL)
+        r->rc = SL_ENOMEM;
+    sto_close(src);
+    return NULL;
+}
+
+static int read_threaded(const char *name, int nthreads, size_t chunk, FILE *out)
+{
+    struct reader rd[THREADS_MAX];
+    memset(rd, 0, sizeof(rd));
+    for (int i = 0; i < nthreads; i++) {
+        rd[i].name = name;
+        rd[i].chunk = chunk;
+        if (pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]) != 0) {
+            fprintf(stderr, "sto_fetch: pthread_create failed\n");
+            exit(2);
+        }
+    }
+    int rc = 0;
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(rd[i].tid, NULL);
+        if (rd[i].rc != 0) {
+            fprintf(stderr, "sto_fetch: thread %d: %s: %s\n", i, sl_code_name(rd[i].err.code), rd[i].err.msg);
+            rc = 4;
+        } else if (rd[i].size != rd[0].size || memcmp(rd[i].bytes, rd[0].bytes, rd[0].size) != 0) {
+            fprintf(stderr, "sto_fetch: thread %d read other bytes than thread 0\n", i);
+            rc = 4;
+        }
+    }
+    if (rc == 0) {
+        printf("threads %d agree, %zu bytes each\n", nthreads, rd[0].size);
+        if (out != NULL && fwrite(rd[0].bytes, 1, rd[0].size, out) != rd[0].size)
+            rc = 2;
+    }
+    for (int i = 0; i < nthreads; i++)
+        free(rd[i].bytes);
+    if (out != NULL && fclose(out) != 0)
+        rc = 2;
+    return rc;
+}
 
 static int usage(const char *why)
 {
     fprintf(stderr,
             "sto_fetch: %s\nusage: sto_fetch [--chunk N | --range OFF:LEN ...] [--out FILE] [--wait] "
-            "[--pause-ms N] [--ca-file F] [--connect-ms N] [--stall-ms N] [--retries N] [--backoff-ms N] "
+            "[--pause-ms N] [--threads N] [--ca-file F] [--connect-ms N] [--stall-ms N] [--retries N] [--backoff-ms N] "
             "[--backoff-max-ms N] "
             "[--redirects N] [--cross-host] NAME\n",
             why);
@@ -51,7 +121,7 @@ int main(int argc, char **argv)
     sto_config_default(&cfg);
     unsigned long long chunk = 65536, offs[RANGES_MAX], lens[RANGES_MAX], v;
     unsigned long long pause_ms = 0;
-    int nranges = 0, wait_line = 0;
+    int nranges = 0, wait_line = 0, nthreads = 0;
     const char *out_path = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -78,6 +148,8 @@ int main(int argc, char **argv)
             i++;
             if (strcmp(a, "--chunk") == 0 && v > 0)
                 chunk = v;
+            else if (strcmp(a, "--threads") == 0 && v >= 1 && v <= THREADS_MAX)
+                nthreads = (int)v;
             else if (strcmp(a, "--pause-ms") == 0)
                 pause_ms = v;
             else if (strcmp(a, "--connect-ms") == 0)
@@ -112,6 +184,8 @@ int main(int argc, char **argv)
         perror(out_path);
         return 2;
     }
+    if (nthreads > 0)
+        return read_threaded(name, nthreads, (size_t)chunk, out);
     struct sto_src *src = NULL;
     if (sto_open(&src, name, &err) != 0) {
         fprintf(stderr, "sto_fetch: %s: %s\n", sl_code_name(err.code), err.msg);

@@ -272,7 +272,11 @@ if not all(ln.endswith("HTTP/2.0") for ln in lines):
 rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--retries", "1", "--backoff-ms", "1")
 expect_error("https without the CA", rc, err, 3, "open(https://127.0.0.1:%d/big): TLS certificate refused" % TLS_PORT,
              "certificate")
-ok("https (HTTP/2): read with --ca-file (the test's CA), streamed and by ranges; refused without it, named")
+rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--ca-file", ca, "--threads", "4", "--chunk",
+                          "300000")
+if rc != 0 or got != big or "threads 4 agree" not in out:
+    fail("https from 4 threads at once: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
+ok("https (HTTP/2): read with --ca-file (the test's CA), streamed, by ranges and from 4 threads at once; refused without it, named")
 
 # ---- the hostile/faulty server ----
 
