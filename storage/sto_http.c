@@ -413,8 +413,13 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *ud)
     size_t n = len;
     while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
-    if (n >= sizeof(line))
-        n = sizeof(line) - 1; /* only the fields read here matter, and they are short */
+    if (n >= sizeof(line)) { /* the fields read here are short: cut, they still fail their checks */
+        if (strncasecmp(p, "Location:", 9) == 0) {
+            set_fail(s, OUT_FATAL, SL_EPROTO, "a redirect URL over %zu bytes", sizeof(line) - 11);
+            return 0;
+        }
+        n = sizeof(line) - 1;
+    }
     memcpy(line, p, n);
     line[n] = '\0';
     if (len == 2 ? memcmp(p, "\r\n", 2) == 0 : len == 1 && p[0] == '\n')

@@ -361,6 +361,9 @@ def behave(sock, host, method, path, rng, n):
         sock.sendall(head("302 Found", "Location: /loop\r\nContent-Length: 0\r\n"))
     elif path == "/cross":
         sock.sendall(head("302 Found", "Location: http://127.0.0.2:%d/ok\r\nContent-Length: 0\r\n" % PORT2))
+    elif path == "/longloc":  # a Location whose host hides behind 2000 bytes of user name
+        sock.sendall(head("302 Found", "Location: http://127.0.0.1%s@127.0.0.2:%d/ok\r\nContent-Length: 0\r\n"
+                          % ("x" * 2000, PORT2)))
     elif path == "/ftp":
         sock.sendall(head("302 Found", "Location: ftp://127.0.0.1/x\r\nContent-Length: 0\r\n"))
     elif path == "/403":
@@ -516,7 +519,10 @@ if rc != 0 or got != DATA:
     fail("cross-host redirect allowed: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
 rc, out, err, got = fetch(H + "/ftp", *QUICK)
 expect_error("ftp redirect", rc, err, 3, "open(%s/ftp): a redirect to 'ftp://127.0.0.1/x' (only http and https" % H)
-ok("a redirect loop (5 followed), another host (refused, allowed with cross_host_redirects), ftp: named")
+rc, out, err, got = fetch(H + "/longloc", *QUICK)
+expect_error("a long Location", rc, err, 3, "open(%s/longloc): a redirect URL over 1013 bytes" % H)
+ok("a redirect loop (5 followed), another host (refused, allowed with cross_host_redirects), ftp, a 2 KB Location: "
+   "named")
 
 rc, out, err, got = fetch(H + "/403", *QUICK)
 expect_error("403", rc, err, 3, "open(%s/403): HTTP 403 Forbidden" % H)
