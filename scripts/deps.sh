@@ -7,7 +7,8 @@ pkgs=(build-essential cmake pkg-config clang clang-format
       dataset-fashion-mnist python3 python3-yaml python3-zmq gnuplot-nox iproute2
       help2man python3-dev python3-numpy python3-pytest python3-torch
       libmicrohttpd-dev curl prometheus
-      libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev python3-pil)
+      libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev python3-pil
+      libcurl4-openssl-dev nginx-light)
 # clang-format (14 on Debian 12) checks the C sources' layout (scripts/format.sh);
 # libmicrohttpd serves --metrics-listen; curl and prometheus (Debian's 2.42:
 # a 19 MB download, 96 MB installed, with its web UI's JavaScript packages)
@@ -15,7 +16,9 @@ pkgs=(build-essential cmake pkg-config clang clang-format
 # real Prometheus scrapes. libturbojpeg (libjpeg-turbo's TurboJPEG API) and
 # libspng decode JPEG and PNG in the feeder's map stage (docs/map.md;
 # libjpeg62-turbo-dev: libjpeg's own API, for decoding a crop's rows only);
-# python3-pil makes and checks the test images.
+# python3-pil makes and checks the test images. libcurl reads http(s)://
+# sources (storage/sto_http.c); nginx-light serves them in
+# tests/integration/test_sto_http.py.
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
