@@ -5,8 +5,9 @@ against curl downloading the same bytes over the same link, in the same
 run.
 
     tools/bench_remote.py BUILD_DIR [--job FILE] [--files GLOB] [--copies 8]
-                          [--repeat N] [--rate RATE] [--only LIST] [--threads N]
-                          [--nginx-workers N] [--timeout-s S] [--json]
+                          [--repeat 3] [--rate RATE] [--only LIST] [--threads N]
+                          [--feeder-args ARGS] [--nginx-workers N] [--port 8080]
+                          [--timeout-s 600] [--json]
 
 Two hosts: s0 runs Debian's nginx (tests/cluster/nginx.py: sendfile,
 Range, keep-alive) serving the shards; c0 is the client. --rate shapes
@@ -47,6 +48,7 @@ import argparse
 import glob
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -81,6 +83,8 @@ def parse():
     ap.add_argument("--only", default=",".join(CONTENDERS),
                     help="contenders, from %s (curl, the baseline, always runs)" % ",".join(CONTENDERS))
     ap.add_argument("--threads", type=int, default=0, help="the feeder's --threads (default: its own)")
+    ap.add_argument("--feeder-args", default="",
+                    help="more options for both feeders (split as a shell would), e.g. \"--remote-retries 2\"")
     ap.add_argument("--nginx-workers", type=int, default=0,
                     help="0: nginx as one process (default); N: a master and N workers")
     ap.add_argument("--port", type=int, default=nginx.DEFAULT_PORT, help="the server's port (default 8080)")
@@ -91,6 +95,10 @@ def parse():
         ap.error("--repeat must be at least 1, --copies between 1 and 1000")
     if a.threads < 0 or a.nginx_workers < 0 or a.nginx_workers > 16 or a.timeout_s <= 0:
         ap.error("--threads >= 0, --nginx-workers 0..16, --timeout-s > 0")
+    try:
+        a.feeder_args = shlex.split(a.feeder_args)
+    except ValueError as e:
+        ap.error("--feeder-args: %s" % e)
     a.only = [c for c in a.only.split(",") if c]
     bad = [c for c in a.only if c not in CONTENDERS]
     if bad:
@@ -267,6 +275,7 @@ class Bench:
         args = [self.feeder, "--job", self.jobs[kind], "--listen", sock, "--set", "epochs=1", "-q"]
         if self.a.threads:
             args += ["--threads", str(self.a.threads)]
+        args += self.a.feeder_args
         f = self.net.spawn("c0", args, log=flog)
         out = os.path.join(self.tmp, "%s-trainer-%d.json" % (kind, rnd))
         with open(out, "w") as o:
