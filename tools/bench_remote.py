@@ -7,7 +7,7 @@ run.
     tools/bench_remote.py BUILD_DIR [--job FILE] [--files GLOB] [--copies 8]
                           [--repeat 3] [--rate RATE] [--only LIST] [--threads N]
                           [--feeder-args ARGS] [--nginx-workers N] [--port 8080]
-                          [--timeout-s 600] [--json]
+                          [--timeout-s 600] [--keep] [--json]
 
 Two hosts: s0 runs Debian's nginx (tests/cluster/nginx.py: sendfile,
 Range, keep-alive) serving the shards; c0 is the client. --rate shapes
@@ -89,6 +89,8 @@ def parse():
                     help="0: nginx as one process (default); N: a master and N workers")
     ap.add_argument("--port", type=int, default=nginx.DEFAULT_PORT, help="the server's port (default 8080)")
     ap.add_argument("--timeout-s", type=float, default=600, help="the longest one contender may take (default 600)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the logs folder (each program's log, nginx's access log with every Range asked)")
     ap.add_argument("--json", action="store_true", help="one JSON object at the end")
     a = ap.parse_args()
     if a.repeat < 1 or a.copies < 1 or a.copies > 1000:
@@ -228,7 +230,9 @@ class Bench:
         r["seconds"] = time.monotonic() - t0 if "seconds" not in r else r["seconds"]
         r["bytes_per_s"] = self.total / r["seconds"]
         if name != "local":
-            r["fetched_bytes"] = sum(q["bytes"] for q in self.srv.requests()[seen:])
+            served = self.srv.requests()[seen:]
+            r["fetched_bytes"] = sum(q["bytes"] for q in served)
+            r["requests"] = len(served)
         return r
 
     def log(self, name, rnd):
@@ -339,7 +343,7 @@ def summarize(runs, errors, name):
     if name != "curl":
         d["ratio"] = statistics.median(r["ratio"] for r in rs)
         d["ratios"] = [round(r["ratio"], 4) for r in rs]
-    for k in ("fetched_bytes", "stream_bytes_per_s", "transfer_seconds"):
+    for k in ("fetched_bytes", "requests", "stream_bytes_per_s", "transfer_seconds"):
         if k in rs[0]:
             d[k] = statistics.median(r[k] for r in rs)
     return d
@@ -422,7 +426,7 @@ def main():
             extra = "" if c == "curl" else "  %.3fx curl (rounds %s)" % (
                 r["ratio"], ", ".join("%.3f" % x for x in r["ratios"]))
             if "fetched_bytes" in r and c != "curl":
-                extra += ", fetched %.3fx the files" % (r["fetched_bytes"] / total)
+                extra += ", fetched %.3fx the files in %d requests" % (r["fetched_bytes"] / total, r["requests"])
             print("  %-7s %9.1f MB/s%s%s" % (c, r["bytes_per_s"] / 1e6, extra,
                                               "  (a reference: local files)" if c == "local" else ""))
         if "feeder" in res:
@@ -430,10 +434,12 @@ def main():
                 GOAL, "not measured" if goal is None else "met" if goal else "NOT met"))
     for d in ("www", "data"):  # the data; the logs stay when something failed
         shutil.rmtree(os.path.join(tmp, d), ignore_errors=True)
-    if errors:
+    if errors or a.keep:
         say("logs in %s" % tmp)
+    if errors:
         sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
+    if not a.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
