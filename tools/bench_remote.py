@@ -338,6 +338,8 @@ def summarize(runs, errors, name):
     if name in errors:
         return {"error": errors[name], "runs": runs[name]}
     rs = runs[name]
+    if not rs:  # the baseline failed first
+        return {"error": "not measured: curl, the baseline, failed", "runs": []}
     d = {"bytes_per_s": statistics.median(r["bytes_per_s"] for r in rs),
          "seconds": [round(r["seconds"], 4) for r in rs]}
     if name != "curl":
