@@ -5,8 +5,9 @@
  * Open sends a HEAD (a GET of bytes=0-0 where HEAD is refused or says no
  * size) and fixes the object's size, ETag and Last-Modified.
  *
- * Reads are served from a streaming transfer: a read at offset 0, or one
- * that starts where the previous read ended, asks for [off, end of object)
+ * Reads are served from a streaming transfer: a read of STREAM_MIN bytes
+ * or more at offset 0, or one that starts where the previous read ended,
+ * asks for [off, end of object)
  * and later sequential reads keep consuming that one response. The write
  * callback fills the caller's buffer, keeps the rest of curl's current chunk
  * (at most CURL_MAX_WRITE_SIZE) in a spill buffer and pauses the transfer
@@ -40,6 +41,7 @@
 #define HEADER_BYTES_MAX (64 * 1024) /* all header lines of one request, redirects included */
 #define OBJECT_BYTES_MAX (UINT64_C(1) << 62)
 #define CAUSE_MAX 480
+#define STREAM_MIN ((size_t)256 * 1024) /* a read at 0 this large starts a stream (smaller: a probe) */
 
 enum req_kind { REQ_HEAD, REQ_PROBE, REQ_RANGE };
 /* How a request ended. */
@@ -710,11 +712,14 @@ static int http_read_at(struct sto_src *base, uint64_t off, void *dst, size_t n,
     size_t spilled = s->spill_len - s->spill_pos;
     *got = 0;
     if (!((s->active || spilled > 0) && off == s->net - spilled)) {
-        /* not where the stream is: a read at 0 or right after the last
-         * read starts one to the end; any other asks for its range only */
+        /* not where the stream is: a read right after the last read, or
+         * one of STREAM_MIN bytes or more at 0 (a reader starting at the
+         * head), starts one to the end; any other asks for its range only,
+         * so a probe of a few bytes at the head costs only those bytes */
         drop(s);
         s->net = off;
-        s->end = (off == 0 || off == s->last_end) ? base->size : off + want;
+        int stream = (off == s->last_end && s->last_end > 0) || (off == 0 && want >= STREAM_MIN);
+        s->end = stream ? base->size : off + want;
         spilled = 0;
     }
     size_t done = spilled < want ? spilled : want;
