@@ -403,10 +403,7 @@ static int scan_member(const char *path, const struct fmt_scan_opts *opts, struc
                           a->data_offset);
     uint64_t have = 0;
     if (rc == 0 && comp == FMT_COMP_NONE) {
-        struct stat sb;
-        if (stat(path, &sb) != 0)
-            rc = sl_error_sys(err, 0, "stat(%s)", path);
-        have = (uint64_t)sb.st_size;
+        rc = fmt_file_size(path, &have, err);
     } else if (rc == 0) {
         /* the whole stream, once: its size, and its damage found now */
         static const size_t chunk = (size_t)1 << 20;

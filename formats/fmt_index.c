@@ -14,6 +14,7 @@
 #include "fmt_format.h"
 #include "sl_alloc.h"
 #include "sl_output.h"
+#include "sto.h"
 
 /* An entry spans a record's data and its framing, as the TFRecord format
  * states it (12 + length + 4). */
@@ -79,13 +80,51 @@ static int parse_u64(const char **p, uint64_t *v)
     return 0;
 }
 
+/* A remote index, read whole into *buf (the caller frees it) and opened
+ * as a stream over that memory, so one parser reads both kinds. */
+static int open_remote(const char *idx_path, FILE **f, char **buf, struct sl_error *err)
+{
+    struct sto_src *src;
+    int rc = sto_open(&src, idx_path, err);
+    if (rc != 0)
+        return rc;
+    if (src->size > FMT_INDEX_MAX_REMOTE_BYTES) {
+        rc = sl_error_set(err, SL_EINVAL, "%s: an index of %llu bytes, over the %llu a remote index may hold",
+                          idx_path, (unsigned long long)src->size, (unsigned long long)FMT_INDEX_MAX_REMOTE_BYTES);
+        sto_close(src);
+        return rc;
+    }
+    size_t size = (size_t)src->size;
+    *buf = sl_malloc(size ? size : 1);
+    if (*buf == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for its %zu bytes", idx_path, size);
+    else
+        rc = sto_read_full(src, 0, *buf, size, err);
+    sto_close(src);
+    /* fmemopen may refuse 0 bytes (POSIX allows it): an empty index reads as /dev/null */
+    if (rc == 0 && (*f = size ? fmemopen(*buf, size, "r") : fopen("/dev/null", "r")) == NULL)
+        rc = sl_error_sys(err, errno, "%s: fmemopen", idx_path);
+    if (rc != 0) {
+        sl_free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
 int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_t *n, struct sl_error *err)
 {
     *entries = NULL;
     *n = 0;
-    FILE *f = fopen(idx_path, "r");
-    if (f == NULL)
-        return sl_error_sys(err, errno, "open(%s)", idx_path);
+    FILE *f = NULL;
+    char *remote = NULL; /* a remote index's bytes, under f */
+    const char *local = sto_local_path(idx_path);
+    if (local == NULL) {
+        int rc = open_remote(idx_path, &f, &remote, err);
+        if (rc != 0)
+            return rc;
+    } else if ((f = fopen(local, "r")) == NULL) {
+        return sl_error_sys(err, errno, "open(%s)", local);
+    }
     struct fmt_index_entry *e = NULL;
     size_t len = 0, cap = 0, lineno = 0;
     char line[128];
@@ -132,6 +171,7 @@ int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_
     if (rc == 0 && ferror(f))
         rc = sl_error_sys(err, errno ? errno : EIO, "read(%s)", idx_path);
     fclose(f);
+    sl_free(remote);
     if (rc != 0) {
         sl_free(e);
         return rc;

@@ -1,6 +1,11 @@
 /* fmt_stream: one input path for every format.
  *
- * Source: a file descriptor (read(2) in chunks) or a memory block. Layer:
+ * Source: a file descriptor (read(2) in chunks), a remote object (storage's
+ * sto_read_at at the stream's own offset, in chunks of at least 1 MiB:
+ * the same window and inflate input as a descriptor's) or a memory block.
+ * A local name never goes through the seam's function pointers: it is
+ * open(2)ed here as before (pipes and FIFOs included, which the seam's
+ * file backend refuses), so its read loop is what it was. Layer:
  * none, or an inflater (ISA-L igzip when built with it, else zlib) that
  * decompresses whole-file gzip or zlib. The caller sees a window, a
  * contiguous run of decompressed bytes that grows on demand up to
@@ -32,6 +37,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +51,7 @@
 #endif
 
 #include "sl_alloc.h"
+#include "sto.h"
 
 #define DEFAULT_BUFFER ((size_t)1 << 20)
 /* A plain file read(2) into the window: 256 KiB calls keep the window in
@@ -52,6 +59,9 @@
  * read() + CRC32C of 1 MiB, 1 GiB in the page cache: 0.925-0.963x of the
  * baseline with 256 KiB, 0.894-0.955x with 1 MiB, the same runs). */
 #define DEFAULT_PLAIN_READ ((size_t)256 << 10)
+/* A remote object: each read is a request (or a part of one), so fewer,
+ * larger ones; the window and inflate input are this large. */
+#define DEFAULT_REMOTE_READ ((size_t)4 << 20)
 #define DEFAULT_MAX_WINDOW (((size_t)64 << 20) + 64)
 /* Lent blocks: keep between PREFETCH_AHEAD and 2 x PREFETCH_AHEAD bytes
  * past the position prefetched. `sluice-record verify` of 1 GiB in the page
@@ -65,8 +75,10 @@ enum inflater { INF_NONE, INF_ZLIB, INF_ISAL };
 
 struct fmt_stream {
     char *path;
-    int fd; /* -1 for memory */
+    int fd; /* -1 for memory and remote objects */
     int own_fd;
+    struct sto_src *sto; /* a remote object (owned), read at sto_off; NULL otherwise */
+    uint64_t sto_off;    /* remote: the object's offset of the next read */
     const uint8_t *mem;
     size_t mem_len, mem_pos; /* memory source: bytes handed to the layer so far */
     void *map;               /* mem is this mmap of the file (munmap at close) */
@@ -148,6 +160,16 @@ static int is_zlib_magic(const uint8_t *p, size_t n)
 /* Raw bytes from the source into dst; returns count, 0 at EOF, <0 error. */
 static long source_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_error *err)
 {
+    if (s->sto != NULL) {
+        if (n > LONG_MAX)
+            n = LONG_MAX;
+        size_t got = 0;
+        int rc = sto_read_at(s->sto, s->sto_off, dst, n, &got, err);
+        if (rc != 0)
+            return rc;
+        s->sto_off += got;
+        return (long)got;
+    }
     if (s->fd < 0) {
         size_t k = s->mem_len - s->mem_pos;
         if (k > n)
@@ -191,6 +213,8 @@ static long plain_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_e
 /* Peek at the first bytes of the source without consuming them. */
 static int source_head(struct fmt_stream *s, uint8_t *head, size_t want, size_t *got, struct sl_error *err)
 {
+    if (s->sto != NULL)
+        return sto_read_at(s->sto, 0, head, want, got, err);
     if (s->fd < 0) {
         *got = s->mem_len < want ? s->mem_len : want;
         memcpy(head, s->mem, *got);
@@ -330,13 +354,15 @@ static int open_common(struct fmt_stream *s, const struct fmt_stream_opts *opts,
     int rc = resolve_compression(s, o, err);
     if (rc != 0)
         return rc;
+    if (s->sto != NULL && o->buffer_size == 0)
+        s->chunk = DEFAULT_REMOTE_READ;
     if (s->comp == FMT_COMP_NONE) {
         s->inflater = INF_NONE;
         if (s->fd >= 0)
             map_file(s, o->io);
-        if (s->map == NULL && o->buffer_size == 0)
+        if (s->map == NULL && s->sto == NULL && o->buffer_size == 0)
             s->chunk = DEFAULT_PLAIN_READ;
-        if (s->fd < 0 || s->map != NULL) {
+        if ((s->fd < 0 && s->sto == NULL) || s->map != NULL) {
             s->win = (uint8_t *)s->mem;
             s->win_cap = s->win_len = s->mem_len;
             s->win_borrowed = 1;
@@ -369,9 +395,37 @@ static int stream_new(struct fmt_stream **out, const char *name, struct sl_error
     return 0;
 }
 
-int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts, struct sl_error *err)
+/* A remote object: its size is fixed at open (src_limit, as a regular
+ * file's), and it is read at the stream's own offset. */
+static int open_remote(struct fmt_stream **out, const char *name, const struct fmt_stream_opts *opts,
+                       struct sl_error *err)
+{
+    struct sto_src *src;
+    int rc = sto_open(&src, name, err);
+    if (rc != 0)
+        return rc;
+    struct fmt_stream *s = NULL;
+    if ((rc = stream_new(&s, name, err)) != 0) {
+        sto_close(src);
+        return rc;
+    }
+    s->sto = src;
+    s->src_limit = src->size;
+    rc = open_common(s, opts, err);
+    if (rc != 0) {
+        fmt_stream_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int fmt_stream_open(struct fmt_stream **out, const char *name, const struct fmt_stream_opts *opts, struct sl_error *err)
 {
     *out = NULL;
+    const char *path = sto_local_path(name);
+    if (path == NULL)
+        return open_remote(out, name, opts, err);
     int fd;
     do
         fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -379,7 +433,7 @@ int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_
     if (fd < 0)
         return sl_error_sys(err, errno, "open(%s)", path);
     struct fmt_stream *s = NULL;
-    int rc = stream_new(&s, path, err);
+    int rc = stream_new(&s, name, err);
     if (rc != 0) {
         close(fd);
         return rc;
@@ -448,6 +502,7 @@ void fmt_stream_close(struct fmt_stream *s)
         munmap(s->map, s->mem_len);
     if (s->own_fd)
         close(s->fd);
+    sto_close(s->sto);
     if (!s->win_borrowed)
         sl_free(s->win);
     sl_free(s->in);
@@ -730,8 +785,11 @@ int fmt_stream_seek(struct fmt_stream *s, uint64_t off, struct sl_error *err)
         s->out_off = off;
         return 0;
     }
-    if (lseek(s->fd, (off_t)off, SEEK_SET) < 0)
+    if (s->sto != NULL) {
+        s->sto_off = off; /* past the end: the next read finds the end, as a file's does */
+    } else if (lseek(s->fd, (off_t)off, SEEK_SET) < 0) {
         return sl_error_sys(err, errno, "lseek(%s)", s->path);
+    }
     s->win_pos = s->win_len = 0;
     s->out_off = off;
     s->src_off = off;
@@ -759,6 +817,43 @@ const char *fmt_stream_path(const struct fmt_stream *s)
 enum fmt_compression fmt_stream_compression(const struct fmt_stream *s)
 {
     return s->comp;
+}
+
+const struct sto_src *fmt_stream_source(const struct fmt_stream *s)
+{
+    return s->sto;
+}
+
+int fmt_file_size(const char *name, uint64_t *size, struct sl_error *err)
+{
+    const char *path = sto_local_path(name);
+    if (path != NULL) {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            return sl_error_sys(err, errno, "stat(%s)", path);
+        *size = (uint64_t)st.st_size;
+        return 0;
+    }
+    struct sto_src *src;
+    int rc = sto_open(&src, name, err);
+    if (rc != 0)
+        return rc;
+    *size = src->size;
+    sto_close(src);
+    return 0;
+}
+
+int fmt_file_readable(const char *name)
+{
+    const char *path = sto_local_path(name);
+    if (path != NULL)
+        return access(path, R_OK) == 0;
+    struct sto_src *src;
+    struct sl_error ignored = {0};
+    if (sto_open(&src, name, &ignored) != 0)
+        return 0;
+    sto_close(src);
+    return 1;
 }
 
 enum fmt_io fmt_stream_io(const struct fmt_stream *s)

@@ -30,6 +30,9 @@
  * read.
  * Both paths give the same records, offsets and errors.
  *
+ * A remote object (http(s)://, s3://) is read the read(2) way, through
+ * storage's sto_read_at at sequential offsets.
+ *
  * Inflate uses ISA-L's igzip when the build has it (about 2x zlib here) and
  * zlib otherwise; fmt_stream_inflater_name() says which.
  *
@@ -73,8 +76,14 @@ struct fmt_stream_opts {
 
 struct fmt_stream;
 
-/* Open `path`. On error *out is NULL and err says "open(<path>): ...". */
-int fmt_stream_open(struct fmt_stream **out, const char *path, const struct fmt_stream_opts *opts,
+/* Open `name`: a local path or file:// name (open(2), as above: read(2)
+ * or mapped), or an http(s):// or s3:// object read through storage's
+ * seam (sto.h) in chunks of buffer_size (0: 4 MiB) into the same window,
+ * or inflate input; never mapped; seekable when uncompressed; its size
+ * and ETag fixed at open). On error *out is NULL and err says
+ * "open(<path>): ..." for a local file, or names the URL. Other errors
+ * name `name` as given. */
+int fmt_stream_open(struct fmt_stream **out, const char *name, const struct fmt_stream_opts *opts,
                     struct sl_error *err) SL_MUST_CHECK;
 /* Read from memory (borrowed for the stream's life); `name` is used in errors
  * and for AUTO's extension rule. */
@@ -110,5 +119,18 @@ const char *fmt_stream_inflater_name(const struct fmt_stream *s);        /* "non
 /* How the stream's bytes arrive: MAP for a mapped file or memory lent,
  * READ for read(2) into the window (compressed files: their input). */
 enum fmt_io fmt_stream_io(const struct fmt_stream *s);
+/* The remote object a stream reads (its size, ETag), borrowed for the
+ * stream's life; NULL for a local file, a descriptor or memory. */
+struct sto_src;
+const struct sto_src *fmt_stream_source(const struct fmt_stream *s);
+
+/* A data file's size, wherever it lives: stat(2) for a local (or file://)
+ * name, "stat(<path>): ..." when that fails; a remote object's size at
+ * open (one request), its open error otherwise. */
+int fmt_file_size(const char *name, uint64_t *size, struct sl_error *err) SL_MUST_CHECK;
+/* 1 when `name` can be opened for reading: access(2) for a local name; a
+ * remote object that opens (any failure, a 404 or an unreachable server,
+ * reads as 0: callers use it for optional sidecars such as FILE.idx). */
+int fmt_file_readable(const char *name);
 
 #endif

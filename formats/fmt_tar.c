@@ -678,11 +678,9 @@ static int tar_scan(struct fmt_scan **out, const char *path, const struct fmt_sc
     s->compression = fmt_tar_compression(t);
     rc = group_members(t, s, path, err);
     if (rc == 0 && s->compression == FMT_COMP_NONE) {
-        struct stat st;
-        if (stat(path, &st) != 0)
-            rc = sl_error_sys(err, errno, "stat(%s)", path);
-        else
-            s->image_bytes = (uint64_t)st.st_size;
+        uint64_t size = 0;
+        if ((rc = fmt_file_size(path, &size, err)) == 0)
+            s->image_bytes = size;
     } else if (rc == 0) {
         s->image_bytes = fmt_tar_stream_bytes(t);
     }

@@ -179,7 +179,7 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
 static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     char idx[4096];
-    if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx || access(idx, R_OK) != 0)
+    if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx || !fmt_file_readable(idx))
         return 0;
     struct fmt_index_entry *e;
     size_t n;
@@ -210,12 +210,13 @@ static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_
                           "%s: inflates to %llu bytes by its index, over the per-file limit of "
                           "%llu (max_file_bytes, at most the cache bound)",
                           path, (unsigned long long)end, (unsigned long long)opts->max_output);
-    struct stat st_;
-    if (rc == 0 && s->compression == FMT_COMP_NONE && stat(path, &st_) == 0 && (uint64_t)st_.st_size != end)
+    uint64_t held = 0;
+    struct sl_error ignored = {0};
+    if (rc == 0 && s->compression == FMT_COMP_NONE && fmt_file_size(path, &held, &ignored) == 0 && held != end)
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
                           "with sluice-record index)",
-                          idx, (unsigned long long)end, (unsigned long long)st_.st_size);
+                          idx, (unsigned long long)end, (unsigned long long)held);
     if (rc != 0) {
         fmt_scan_free(s);
         return rc;
