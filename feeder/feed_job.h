@@ -116,13 +116,31 @@ const char *feed_job_key_name(size_t i);
 int feed_job_validate(const struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
 
 /* Expand the patterns into job->files (replacing any earlier list): each
- * pattern with glob(3), relative to the current directory; its matches
+ * local pattern (a path, or a file:// name) with glob(3), relative to the
+ * current directory, and each remote name as it is (feed_job_pattern); its matches
  * (directories left out) sorted bytewise; the lists concatenated in the
  * patterns' order (a file matched twice is read twice). A pattern that
  * matches no file is SL_EIO (files missing, like a read error: exit 1):
  * "files: pattern 'x*.tfrecord' matches no file"; a rule broken is
  * SL_EINVAL. On error job->files is unchanged. */
 int feed_job_expand(struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
+
+/* How feed_job_expand takes one pattern of `files` (or of an array's):
+ *   FEED_PATTERN_GLOB    a local path or file:// name: glob(3) its path
+ *                        (*glob_path, the pattern less any "file://");
+ *   FEED_PATTERN_AS_IS   an http(s):// or s3:// name with no glob
+ *                        characters: the one file, as written (not looked
+ *                        for here: the scan opens it);
+ *   SL_EINVAL            a remote name with glob characters, naming it:
+ *                        "WHAT: 'URL': http URLs cannot be globbed; list the
+ *                        files", "WHAT: 'URL': s3 listing is not built yet
+ *                        (issue #28)".
+ * Glob characters are *, ? and [; in an http(s) URL only * and [ after
+ * its host, before any '?' (which starts its query, as in a presigned URL;
+ * a bracketed IPv6 host is no glob either). `what` heads the error. */
+enum { FEED_PATTERN_GLOB = 0, FEED_PATTERN_AS_IS = 1 };
+int feed_job_pattern(const char *pattern, const char *what, const char **glob_path,
+                     struct sl_error *err) SL_MUST_CHECK;
 
 /* Fill a plan config for W workers of R replicas from an expanded job;
  * `counts` (records per file, job->files order) is borrowed by cfg, and so

@@ -1,6 +1,9 @@
 /* feed_job_files: a job's files, as feed_job_expand finds them: each
  * pattern expanded with glob(3) and its matches sorted, or, with format
  * arrays, each feature's arrays grouped (group g: the g-th of each).
+ * Remote names (http(s)://, s3://) are not globbed: each is one file, as
+ * written; one with glob characters is refused until listing exists
+ * (issue #28: S3's ListObjectsV2; HTTP has no listing at all).
  */
 #include <glob.h>
 #include <stdio.h>
@@ -11,10 +14,42 @@
 #include "feed_job_parse.h"
 #include "fmt_job.h"
 #include "sl_alloc.h"
+#include "sto.h"
 
 static int cmp_path(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The glob characters of an http(s) URL: * or [ in its path (after the
+ * host, before a query). */
+static int http_has_glob(const char *url)
+{
+    const char *host = strstr(url, "://") + 3;
+    const char *path = host + strcspn(host, "/?#");
+    size_t len = strcspn(path, "?#");
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '*' || path[i] == '[')
+            return 1;
+    return 0;
+}
+
+int feed_job_pattern(const char *pattern, const char *what, const char **glob_path, struct sl_error *err)
+{
+    *glob_path = NULL;
+    switch (sto_kind_of(pattern)) {
+    case STO_HTTP:
+        if (http_has_glob(pattern))
+            return sl_error_set(err, SL_EINVAL, "%s: '%s': http URLs cannot be globbed; list the files", what,
+                                pattern);
+        return FEED_PATTERN_AS_IS;
+    case STO_S3:
+        if (strpbrk(pattern, "*?[") != NULL)
+            return sl_error_set(err, SL_EINVAL, "%s: '%s': s3 listing is not built yet (issue #28)", what, pattern);
+        return FEED_PATTERN_AS_IS;
+    case STO_FILE:
+    default: *glob_path = sto_local_path(pattern); return FEED_PATTERN_GLOB;
+    }
 }
 
 /* Expand patterns into l (appending): each with glob(3), its matches
@@ -24,10 +59,20 @@ static int expand_patterns(const struct feed_job_list *patterns, const char *wha
 {
     int rc = 0;
     for (size_t p = 0; rc == 0 && p < patterns->n; p++) {
-        const char *pattern = patterns->items[p];
+        const char *pattern = patterns->items[p], *local;
         size_t start = l->n;
+        int kind = feed_job_pattern(pattern, what, &local, err);
+        if (kind < 0) {
+            rc = kind;
+            continue;
+        }
+        if (kind == FEED_PATTERN_AS_IS) {
+            if (feed__list_push(l, cap, pattern) != 0)
+                rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
+            continue;
+        }
         glob_t g;
-        int r = glob(pattern, GLOB_MARK | GLOB_NOSORT, NULL, &g);
+        int r = glob(local, GLOB_MARK | GLOB_NOSORT, NULL, &g);
         if (r == GLOB_NOSPACE) {
             rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
         } else if (r != 0 && r != GLOB_NOMATCH) {

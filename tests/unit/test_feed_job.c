@@ -682,6 +682,73 @@ START_TEST(test_expand_order)
 }
 END_TEST
 
+/* Where files may live (issue #28): a remote name is one file, as written;
+ * a remote name with glob characters is refused naming it (http cannot
+ * list, s3 listing is not built yet); file:// names glob as local paths. */
+START_TEST(test_expand_remote)
+{
+    const char *dir = sl_test_dir();
+    ck_assert_int_eq(mkdir(sl_test_path("r"), 0700), 0);
+    touch("r/a-1.tfrecord");
+    touch("r/a-0.tfrecord");
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"files\": [\"http://127.0.0.1:9/x/a.tfrecord\", "
+             "\"https://[::1]:8443/b/c.tfrecord?X-Amz-Signature=a*b[1]\", \"s3://bucket/k/0.tfrecord\", "
+             "\"file://%s/r/a-*.tfrecord\"]}",
+             dir);
+    struct feed_job *job = load_ok(json);
+    struct sl_error err = {0};
+    ck_assert_int_eq(feed_job_expand(job, &err), 0);
+    ck_assert_uint_eq(job->files.n, 5);
+    ck_assert_str_eq(job->files.items[0], "http://127.0.0.1:9/x/a.tfrecord");
+    /* a query's ? * [ and a bracketed IPv6 host are no glob */
+    ck_assert_str_eq(job->files.items[1], "https://[::1]:8443/b/c.tfrecord?X-Amz-Signature=a*b[1]");
+    ck_assert_str_eq(job->files.items[2], "s3://bucket/k/0.tfrecord");
+    char path[600];
+    snprintf(path, sizeof path, "%s/r/a-0.tfrecord", dir);
+    ck_assert_str_eq(job->files.items[3], path);
+    snprintf(path, sizeof path, "%s/r/a-1.tfrecord", dir);
+    ck_assert_str_eq(job->files.items[4], path);
+
+    static const struct {
+        const char *files, *msg;
+    } bad[] = {
+        {"http://h/x*.tfrecord", "files: 'http://h/x*.tfrecord': http URLs cannot be globbed; list the files"},
+        {"https://h:1/d[01]/x", "files: 'https://h:1/d[01]/x': http URLs cannot be globbed; list the files"},
+        {"http://[::1]/*", "files: 'http://[::1]/*': http URLs cannot be globbed; list the files"},
+        {"s3://b/k*.tfrecord", "files: 's3://b/k*.tfrecord': s3 listing is not built yet (issue #28)"},
+        {"s3://b/k?.tfrecord", "files: 's3://b/k?.tfrecord': s3 listing is not built yet (issue #28)"},
+        {"s3://b[12]/k", "files: 's3://b[12]/k': s3 listing is not built yet (issue #28)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char files[256];
+        snprintf(files, sizeof files, "s3://ok/k,%s", bad[i].files);
+        set_ok(job, "files", files);
+        ck_assert_int_eq(feed_job_expand(job, &err), SL_EINVAL);
+        ck_assert_str_eq(err.msg, bad[i].msg);
+        ck_assert_uint_eq(job->files.n, 5); /* the list kept */
+    }
+    /* a file:// name that matches nothing is named as written */
+    snprintf(json, sizeof json, "file://%s/r/none-*", dir);
+    set_ok(job, "files", json);
+    ck_assert_int_eq(feed_job_expand(job, &err), SL_EIO);
+    char want[700];
+    snprintf(want, sizeof want, "files: pattern 'file://%s/r/none-*' matches no file", dir);
+    ck_assert_str_eq(err.msg, want);
+
+    /* the rule alone */
+    const char *local = NULL;
+    ck_assert_int_eq(feed_job_pattern("file:///a/b*", "files", &local, &err), FEED_PATTERN_GLOB);
+    ck_assert_str_eq(local, "/a/b*");
+    ck_assert_int_eq(feed_job_pattern("a/b*", "files", &local, &err), FEED_PATTERN_GLOB);
+    ck_assert_str_eq(local, "a/b*");
+    ck_assert_int_eq(feed_job_pattern("https://h", "files", &local, &err), FEED_PATTERN_AS_IS);
+    ck_assert_ptr_null(local);
+    feed_job_free(job);
+}
+END_TEST
+
 /* format arrays: features name their arrays; the rules across keys; the
  * groups (the g-th array of every feature); the JSON round trip */
 START_TEST(test_arrays)
@@ -1041,6 +1108,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_example_loads);
+    tcase_add_test(tc, test_expand_remote);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_bad_values);
     tcase_add_test(tc, test_feature_errors);
