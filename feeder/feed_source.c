@@ -9,8 +9,17 @@
  * the path at the head of every error.
  *
  * Each file has an "image": its decompressed bytes. For an uncompressed
- * file the image is an mmap made at open and kept; for a compressed file it
- * is inflated on demand into the cache.
+ * local file the image is an mmap made at open and kept; for a compressed
+ * file it is inflated on demand into the cache, and so is a remote
+ * (http(s)://, s3://) uncompressed file, read whole through fmt_stream
+ * (issue #28's first step; ranged reads come later), which the scan then
+ * refuses when it is larger than a compressed file may inflate to.
+ *
+ * A remote file's size and ETag are taken when its scan begins (one open
+ * of the source); each later read of it checks that the object there is
+ * still that one, so records are never cut out of another object's bytes.
+ * A remote file is never in the scan cache (its key is a local file's
+ * identity).
  *
  * Cache: entries hold an image and a pin count; a reader pins the image it
  * last used (until it moves to another file or calls feed_reader_release).
@@ -53,6 +62,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_thread.h"
+#include "sto.h"
 
 #define DEFAULT_CACHE ((size_t)1 << 30)
 #define DEFAULT_SETTLE_MS 2000u
@@ -81,6 +91,9 @@ struct file {
     int verify;            /* check records as they are read whatever trust_scan says (a cache hit) */
     uint8_t cache_state;   /* CACHE_*, set by the scan thread that took the file */
     uint8_t cache_damaged; /* its entry was damaged */
+    uint8_t whole;         /* uncompressed, but read whole into the cache (remote) */
+    char *etag;            /* a remote file's ETag when its scan began ("": none sent); NULL: local */
+    uint64_t src_size;     /* with etag: its size then */
 };
 
 struct feed_source {
@@ -110,9 +123,10 @@ struct feed_reader {
 
 static int map_file(struct file *f, struct sl_error *err)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    const char *path = sto_local_path(f->path); /* "file://" dropped */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return sl_error_sys(err, errno, "open(%s)", f->path);
+        return sl_error_sys(err, errno, "open(%s)", path);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int rc = sl_error_sys(err, errno, "fstat(%s)", f->path);
@@ -152,13 +166,43 @@ static int64_t realtime_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A remote file (or, under test_whole_read, any single local one): its
+ * size and ETag now, before the scan reads it. */
+static int take_identity(struct file *f, struct sl_error *err)
+{
+    struct sto_src *src;
+    int rc = sto_open(&src, f->path, err);
+    if (rc != 0)
+        return rc;
+    f->src_size = src->size;
+    f->etag = sl_strdup(src->etag);
+    sto_close(src);
+    return f->etag == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory", f->path) : 0;
+}
+
+/* The object opened for a read of f is the one scanned: its size and ETag
+ * as the scan found them. */
+static int check_identity(const struct file *f, const struct sto_src *src, struct sl_error *err)
+{
+    uint64_t size = src->size;
+    const char *etag = src->etag;
+    if (size == f->src_size && strcmp(etag, f->etag) == 0)
+        return 0;
+    if (f->etag[0] == '\0' && etag[0] == '\0')
+        return sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, now %llu)", f->path,
+                            (unsigned long long)f->src_size, (unsigned long long)size);
+    return sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, ETag %s; now %llu bytes, ETag %s)",
+                        f->path, (unsigned long long)f->src_size, f->etag[0] ? f->etag : "(none)",
+                        (unsigned long long)size, etag[0] ? etag : "(none)");
+}
+
 /* A TFRecord file that will be read through its index (FILE.idx). */
 static int has_index(const struct feed_source *s, const struct file *f)
 {
     if (!s->o.use_index || s->o.format != FMT_FORMAT_TFRECORD)
         return 0;
     char idx[4096];
-    return snprintf(idx, sizeof idx, "%s.idx", f->path) < (int)sizeof idx && access(idx, R_OK) == 0;
+    return snprintf(idx, sizeof idx, "%s.idx", f->path) < (int)sizeof idx && fmt_file_readable(idx);
 }
 
 static void cache_report(struct feed_source *s, const char *path, const struct sl_error *why)
@@ -172,10 +216,11 @@ static void cache_report(struct feed_source *s, const char *path, const struct s
 static int cache_take(struct feed_source *s, struct file *f, struct feed_file_id *id, int *have_id)
 {
     struct sl_error why = {0};
-    *have_id = feed_file_id_get(f->path, id, &why) == 0;
+    const char *path = sto_local_path(f->path); /* never remote here */
+    *have_id = feed_file_id_get(path, id, &why) == 0;
     if (!*have_id) /* the scan says why */
         return 0;
-    int rc = feed_scan_cache_load(s->cache, f->path, id, &f->scan, &why);
+    int rc = feed_scan_cache_load(s->cache, path, id, &f->scan, &why);
     if (rc == 0) {
         f->cache_state = CACHE_HIT;
         f->verify = 1;
@@ -197,12 +242,13 @@ static void cache_put(struct feed_source *s, struct file *f, const struct feed_f
     int64_t mtime = id->mtime_s * 1000000000 + id->mtime_ns, ctime = id->ctime_s * 1000000000 + id->ctime_ns;
     struct feed_file_id after;
     struct sl_error why = {0};
-    if (mtime >= t0 - settle || ctime >= t0 - settle || feed_file_id_get(f->path, &after, &why) != 0 ||
+    const char *path = sto_local_path(f->path); /* never remote here */
+    if (mtime >= t0 - settle || ctime >= t0 - settle || feed_file_id_get(path, &after, &why) != 0 ||
         !feed_file_id_equal(id, &after)) {
         f->cache_state = CACHE_RECENT;
         return;
     }
-    if (feed_scan_cache_store(s->cache, f->path, id, f->scan, &why) == 0) {
+    if (feed_scan_cache_store(s->cache, path, id, f->scan, &why) == 0) {
         f->cache_state = CACHE_WRITTEN;
         return;
     }
@@ -227,7 +273,10 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     struct feed_file_id id;
     int have_id = 0, rc = 0; /* a cache hit on a compressed file reaches the end without setting it */
     int64_t t0 = realtime_ns();
-    int cacheable = s->cache != NULL && !has_index(s, f) && s->ops->scan_group == NULL;
+    int remote = f->nmembers == 1 && (sto_is_remote(f->path) || s->o.test_whole_read);
+    if (remote && (rc = take_identity(f, err)) != 0)
+        return rc;
+    int cacheable = s->cache != NULL && !remote && !has_index(s, f) && s->ops->scan_group == NULL;
     if (s->ops->scan_group != NULL) { /* groups of arrays: the scan reads headers and sizes only */
         so.specs = s->o.specs;
         so.nspecs = s->o.specs != NULL ? s->o.nspecs : 0;
@@ -257,7 +306,21 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
         f->count = 0;
         return rc;
     }
-    if (f->comp == FMT_COMP_NONE && (rc = map_file(f, err)) != 0) {
+    if (remote && f->comp == FMT_COMP_NONE) {
+        /* read whole into the cache, as a compressed file is inflated */
+        if (f->image_size != f->src_size)
+            rc = sl_error_set(err, SL_ECORRUPT, "%s: changed while it was scanned (%llu bytes, then %llu)", f->path,
+                              (unsigned long long)f->src_size, (unsigned long long)f->image_size);
+        else if (f->image_size > s->max_file)
+            rc = sl_error_set(err, SL_EINVAL,
+                              "%s: %llu bytes, more than the %llu a remote file may hold in the cache "
+                              "(inflate_cache_bytes; ranged reads: issue #28)",
+                              f->path, (unsigned long long)f->image_size, (unsigned long long)s->max_file);
+        f->whole = 1;
+    } else if (f->comp == FMT_COMP_NONE) {
+        rc = map_file(f, err);
+    }
+    if (rc != 0) {
         fmt_scan_free(f->scan);
         f->scan = NULL;
         f->count = 0;
@@ -498,7 +561,10 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
         s->total_bytes += f->image_size;
         for (size_t k = 0; k < f->nmembers; k++) {
             struct stat dst;
-            if (stat(f->members[k], &dst) == 0)
+            const char *local = sto_local_path(f->members[k]);
+            if (f->etag != NULL)
+                s->disk_bytes += f->src_size;
+            else if (local != NULL && stat(local, &dst) == 0)
                 s->disk_bytes += (uint64_t)dst.st_size;
         }
     }
@@ -523,6 +589,7 @@ void feed_source_close(struct feed_source *s)
         else
             sl_free(f->img.data);
         fmt_scan_free(f->scan);
+        sl_free(f->etag);
     }
     feed_scan_cache_close(s->cache);
     pthread_mutex_destroy(&s->mu);
@@ -622,13 +689,28 @@ void feed_reader_close(struct feed_reader *r)
 
 /* Read one part of an image (a file, or one array of a group) straight
  * into buf (size bytes, as the scan found), then check that its stream
- * ends there. */
-static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf, struct sl_error *err)
+ * ends there. With `scanned` (a remote file, or any under test_whole_read)
+ * it is opened through the storage seam and first checked to be the
+ * object scanned. */
+static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf,
+                        const struct file *scanned, struct sl_error *err)
 {
     struct fmt_stream_opts so = {
         .compression = comp, .max_output = size + 1, .io = comp == FMT_COMP_NONE ? FMT_IO_READ : FMT_IO_AUTO};
     struct fmt_stream *st;
-    int rc = fmt_stream_open(&st, path, &so, err);
+    int rc;
+    if (scanned != NULL) {
+        struct sto_src *src;
+        if ((rc = sto_open(&src, path, err)) != 0)
+            return rc;
+        if ((rc = check_identity(scanned, src, err)) != 0) {
+            sto_close(src);
+            return rc;
+        }
+        rc = fmt_stream_open_source(&st, src, &so, err);
+    } else {
+        rc = fmt_stream_open(&st, path, &so, err);
+    }
     if (rc != 0)
         return rc;
     size_t got = 0;
@@ -650,13 +732,13 @@ static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err
 {
     size_t parts = fmt_scan_parts(f->scan);
     if (parts <= 1)
-        return inflate_part(f->path, f->comp, f->image_size, buf, err);
+        return inflate_part(f->path, f->comp, f->image_size, buf, f->etag != NULL ? f : NULL, err);
     uint64_t at = 0;
     for (size_t k = 0; k < parts && k < f->nmembers; k++) {
         uint64_t n = fmt_scan_part_bytes(f->scan, k);
         if (n > f->image_size - at)
             return sl_error_set(err, SL_ECORRUPT, "%s: the group's arrays outgrow its image", f->path);
-        int rc = inflate_part(f->members[k], fmt_scan_part_compression(f->scan, k), n, buf + at, err);
+        int rc = inflate_part(f->members[k], fmt_scan_part_compression(f->scan, k), n, buf + at, NULL, err);
         if (rc != 0)
             return rc;
         at += n;

@@ -91,6 +91,11 @@ struct feed_source_opts {
      * for the first entry that could not be written, and once, with `path`
      * the directory, when the cache cannot be used at all; may be NULL. */
     void (*on_cache)(void *ctx, const char *path, const struct sl_error *why);
+    /* Tests only (never set by the feeder): read plain local files as
+     * remote ones are read, whole into the cache through the storage seam,
+     * their size checked against the scan's, so that path runs without a
+     * server. */
+    int test_whole_read;
 };
 
 /* What the scan cache did at open, in files. */

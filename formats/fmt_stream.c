@@ -395,17 +395,15 @@ static int stream_new(struct fmt_stream **out, const char *name, struct sl_error
     return 0;
 }
 
-/* A remote object: its size is fixed at open (src_limit, as a regular
+/* A storage source: its size is fixed at open (src_limit, as a regular
  * file's), and it is read at the stream's own offset. */
-static int open_remote(struct fmt_stream **out, const char *name, const struct fmt_stream_opts *opts,
-                       struct sl_error *err)
+int fmt_stream_open_source(struct fmt_stream **out, struct sto_src *src, const struct fmt_stream_opts *opts,
+                           struct sl_error *err)
 {
-    struct sto_src *src;
-    int rc = sto_open(&src, name, err);
-    if (rc != 0)
-        return rc;
+    *out = NULL;
     struct fmt_stream *s = NULL;
-    if ((rc = stream_new(&s, name, err)) != 0) {
+    int rc = stream_new(&s, src->name, err);
+    if (rc != 0) {
         sto_close(src);
         return rc;
     }
@@ -424,8 +422,11 @@ int fmt_stream_open(struct fmt_stream **out, const char *name, const struct fmt_
 {
     *out = NULL;
     const char *path = sto_local_path(name);
-    if (path == NULL)
-        return open_remote(out, name, opts, err);
+    if (path == NULL) {
+        struct sto_src *src;
+        int rc = sto_open(&src, name, err);
+        return rc != 0 ? rc : fmt_stream_open_source(out, src, opts, err);
+    }
     int fd;
     do
         fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -817,11 +818,6 @@ const char *fmt_stream_path(const struct fmt_stream *s)
 enum fmt_compression fmt_stream_compression(const struct fmt_stream *s)
 {
     return s->comp;
-}
-
-const struct sto_src *fmt_stream_source(const struct fmt_stream *s)
-{
-    return s->sto;
 }
 
 int fmt_file_size(const char *name, uint64_t *size, struct sl_error *err)

@@ -85,6 +85,13 @@ struct fmt_stream;
  * name `name` as given. */
 int fmt_stream_open(struct fmt_stream **out, const char *name, const struct fmt_stream_opts *opts,
                     struct sl_error *err) SL_MUST_CHECK;
+/* Read an open storage source (sto.h) of any kind, a local one too (then
+ * not mapped: read as a remote one is), through sto_read_at. The stream
+ * owns `src` from the call on (closed with it, or at once on error); its
+ * name is the stream's. */
+struct sto_src;
+int fmt_stream_open_source(struct fmt_stream **out, struct sto_src *src, const struct fmt_stream_opts *opts,
+                           struct sl_error *err) SL_MUST_CHECK;
 /* Read from memory (borrowed for the stream's life); `name` is used in errors
  * and for AUTO's extension rule. */
 int fmt_stream_open_mem(struct fmt_stream **out, const char *name, const void *data, size_t len,
@@ -119,10 +126,6 @@ const char *fmt_stream_inflater_name(const struct fmt_stream *s);        /* "non
 /* How the stream's bytes arrive: MAP for a mapped file or memory lent,
  * READ for read(2) into the window (compressed files: their input). */
 enum fmt_io fmt_stream_io(const struct fmt_stream *s);
-/* The remote object a stream reads (its size, ETag), borrowed for the
- * stream's life; NULL for a local file, a descriptor or memory. */
-struct sto_src;
-const struct sto_src *fmt_stream_source(const struct fmt_stream *s);
 
 /* A data file's size, wherever it lives: stat(2) for a local (or file://)
  * name, "stat(<path>): ..." when that fails; a remote object's size at

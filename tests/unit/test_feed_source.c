@@ -248,13 +248,81 @@ START_TEST(test_change_after_scan)
 }
 END_TEST
 
+/* The remote files' path (issue #28), run on local files through the
+ * test-only option: a plain file is read whole into the cache (no map),
+ * through the storage seam, a file:// name as a path; the records are the
+ * same; a file over the cache's per-file bound is refused at the scan; a
+ * file changed after its scan is an error naming both sizes. */
+static uint64_t image_bytes(const char *path);
+
+START_TEST(test_whole_read)
+{
+    const char *plain = write_tfr("w0.tfrecord", 0, 50);
+    char url[700];
+    snprintf(url, sizeof url, "file://%s", write_tfr("w1.tfrecord.gz", 1, 70));
+    const char *two[2] = {plain, url};
+    uint64_t a0 = image_bytes(two[0]), a1 = image_bytes(two[1]);
+    /* room for one image at a time: every switch of file evicts */
+    struct feed_source_opts o = {.cache_bytes = (size_t)(a0 > a1 ? a0 : a1), .test_whole_read = 1};
+    struct feed_source *s;
+    struct sl_error err = {0};
+    ck_assert_msg(feed_source_open(&s, two, 2, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(feed_source_count(s, 0), 50);
+    ck_assert_uint_eq(feed_source_count(s, 1), 70);
+    ck_assert_uint_eq(feed_source_total_bytes(s), a0 + a1);
+    struct feed_reader *rd;
+    ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    for (unsigned k = 0; k < 300; k++) {
+        unsigned f = (k * 7) % 2, r = (k * 13) % (f ? 70 : 50);
+        expect_rec(rd, f, r);
+    }
+    feed_reader_close(rd);
+    feed_source_close(s);
+
+    /* over the bound a file may hold in the cache */
+    o.cache_bytes = (size_t)a0 - 1;
+    ck_assert_int_eq(feed_source_open(&s, &plain, 1, &o, &err), SL_EINVAL);
+    char want[900];
+    snprintf(want, sizeof want,
+             "%s: %llu bytes, more than the %llu a remote file may hold in the cache (inflate_cache_bytes; ranged "
+             "reads: issue #28)",
+             plain, (unsigned long long)a0, (unsigned long long)a0 - 1);
+    ck_assert_str_eq(err.msg, want);
+
+    /* changed after the scan, before the first read */
+    o.cache_bytes = 0;
+    ck_assert_int_eq(feed_source_open(&s, &plain, 1, &o, &err), 0);
+    int fd = open(plain, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "tail", 4), 4);
+    close(fd);
+    ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    const uint8_t *d;
+    size_t len;
+    ck_assert_int_eq(feed_reader_get(rd, 0, 0, &d, &len, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: changed since it was scanned (%llu bytes, now %llu)", plain,
+             (unsigned long long)a0, (unsigned long long)a0 + 4);
+    ck_assert_str_eq(err.msg, want);
+    feed_reader_close(rd);
+    feed_source_close(s);
+
+    /* a missing file: the seam's open error, before any scan */
+    const char *gone = sl_test_path("gone.tfrecord");
+    ck_assert_int_eq(feed_source_open(&s, &gone, 1, &o, &err), SL_EIO);
+    snprintf(want, sizeof want, "open(%s): No such file or directory", gone);
+    ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
 /* Offsets from FILE.idx instead of a scan: same records; an index that
  * does not fit its file is an error. */
 START_TEST(test_use_index)
 {
     const char *names[] = {"ix.tfrecord", "ix.tfrecord.gz"};
-    for (int k = 0; k < 2; k++) {
-        const char *p = write_tfr(names[k], 0, 40);
+    for (int k = 0; k < 4; k++) {
+        const char *p = write_tfr(names[k % 2], 0, 40);
+        char url[600]; /* k >= 2: as a file:// name (issue #28) */
+        snprintf(url, sizeof url, "file://%s", p);
         char idx[600];
         snprintf(idx, sizeof idx, "%s.idx", p);
         uint64_t n;
@@ -262,7 +330,8 @@ START_TEST(test_use_index)
         ck_assert_int_eq(fmt_index_build(p, idx, NULL, &n, &err), 0);
         struct feed_source_opts o = {.use_index = 1};
         struct feed_source *s;
-        ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), 0);
+        const char *name = k < 2 ? p : url;
+        ck_assert_int_eq(feed_source_open(&s, &name, 1, &o, &err), 0);
         ck_assert_uint_eq(feed_source_count(s, 0), 40);
         struct feed_reader *rd;
         ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
@@ -281,6 +350,15 @@ START_TEST(test_use_index)
     struct sl_error err = {0};
     ck_assert_int_eq(feed_source_open(&s, &p, 1, &o, &err), SL_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, "the index covers 57 bytes, the file holds"));
+    /* found and read as FILE.idx of a file:// name too */
+    char url[600], want[1400];
+    snprintf(url, sizeof url, "file://%s", p);
+    const char *name = url;
+    ck_assert_int_eq(feed_source_open(&s, &name, 1, &o, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want,
+             "file://%s.idx: the index covers 57 bytes, the file holds %llu (rebuild it with sluice-record index)", p,
+             (unsigned long long)image_bytes(p));
+    ck_assert_str_eq(err.msg, want);
 }
 END_TEST
 
@@ -413,6 +491,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_threads_with_tiny_cache);
     tcase_add_test(tc, test_change_after_scan);
     tcase_add_test(tc, test_use_index);
+    tcase_add_test(tc, test_whole_read);
     tcase_add_test(tc, test_piece_errors_name_the_file_once);
     suite_add_tcase(s, tc);
     return s;

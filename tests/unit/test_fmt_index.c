@@ -46,7 +46,20 @@ START_TEST(test_build_exact_bytes)
         ck_assert_uint_eq(e[2].offset, 35);
         ck_assert_uint_eq(e[2].size, 25);
         free(e);
+        /* a file:// name (issue #28): the same entries */
+        char url[600];
+        snprintf(url, sizeof url, "file://%s", idx);
+        ck_assert_int_eq(fmt_index_load(url, &e, &ne, &err), 0);
+        ck_assert_uint_eq(ne, 3);
+        ck_assert_uint_eq(e[2].offset, 35);
+        free(e);
     }
+    /* a missing one names its path */
+    struct fmt_index_entry *e;
+    size_t ne;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_index_load("file:///nonexistent/a.idx", &e, &ne, &err), SL_EIO);
+    ck_assert_str_eq(err.msg, "open(/nonexistent/a.idx): No such file or directory");
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "fmt_stream.h"
+#include "sto.h"
 #include "sl_test.h"
 
 /* Compress with zlib directly (not our writer): wbits 31 gzip, 15 zlib. */
@@ -68,17 +69,29 @@ static void roundtrip(const char *name, const uint8_t *file, size_t flen, const 
                       enum fmt_compression c, int use_zlib, size_t bufsize, size_t step)
 {
     struct sl_error err = {0};
-    /* memory, a mapped file, a file read with read(2) */
-    for (int from_file = 0; from_file < 3; from_file++) {
+    /* memory, a mapped file, a file read with read(2), a file:// name, a
+     * storage source (a remote object's path: sto_read_at, issue #28) */
+    for (int from_file = 0; from_file < 5; from_file++) {
         struct fmt_stream_opts o = {.compression = c,
                                     .buffer_size = bufsize,
                                     .use_zlib = use_zlib,
                                     .io = from_file == 2 ? FMT_IO_READ : FMT_IO_MAP};
         struct fmt_stream *s;
-        if (from_file)
+        char url[700];
+        if (from_file == 3) {
+            snprintf(url, sizeof url, "file://%s", sl_test_write(name, file, flen));
+            ck_assert_int_eq(fmt_stream_open(&s, url, &o, &err), 0);
+            ck_assert_str_eq(fmt_stream_path(s), url);
+        } else if (from_file == 4) {
+            struct sto_src *src;
+            ck_assert_int_eq(sto_open(&src, sl_test_write(name, file, flen), &err), 0);
+            ck_assert_int_eq(fmt_stream_open_source(&s, src, &o, &err), 0);
+            ck_assert_int_eq(fmt_stream_io(s), FMT_IO_READ); /* never mapped */
+        } else if (from_file) {
             ck_assert_int_eq(fmt_stream_open(&s, sl_test_write(name, file, flen), &o, &err), 0);
-        else
+        } else {
             ck_assert_int_eq(fmt_stream_open_mem(&s, name, file, flen, &o, &err), 0);
+        }
         uint8_t *got;
         size_t n;
         int rc = drain(s, step, &got, &n, &err);
@@ -257,6 +270,63 @@ START_TEST(test_window_limit_and_seek)
 }
 END_TEST
 
+/* A storage source: seek moves the read offset; a damaged compressed
+ * object's error names it and the compressed offset, as a file's. */
+START_TEST(test_source_seek_and_errors)
+{
+    uint8_t data[100];
+    for (int i = 0; i < 100; i++)
+        data[i] = (uint8_t)i;
+    struct fmt_stream_opts o = {.compression = FMT_COMP_NONE, .buffer_size = 8, .max_window = 32};
+    struct sl_error err = {0};
+    struct sto_src *src;
+    struct fmt_stream *s;
+    const char *path = sl_test_write("sw.bin", data, 100);
+    ck_assert_int_eq(sto_open(&src, path, &err), 0);
+    ck_assert_int_eq(fmt_stream_open_source(&s, src, &o, &err), 0);
+    const uint8_t *p;
+    size_t avail;
+    ck_assert_int_eq(fmt_stream_window(s, 33, &p, &avail, &err), SL_EINVAL);
+    ck_assert_int_eq(fmt_stream_window(s, 32, &p, &avail, &err), 0);
+    ck_assert_int_eq(p[31], 31);
+    fmt_stream_consume(s, 30);
+    ck_assert_int_eq(fmt_stream_seek(s, 90, &err), 0);
+    ck_assert_int_eq(fmt_stream_window(s, 20, &p, &avail, &err), 0);
+    ck_assert_uint_eq(avail, 10);
+    ck_assert_int_eq(p[0], 90);
+    ck_assert_int_eq(fmt_stream_seek(s, 5, &err), 0); /* back */
+    uint8_t two[2];
+    size_t got;
+    ck_assert_int_eq(fmt_stream_read(s, two, 2, &got, &err), 0);
+    ck_assert_uint_eq(got, 2);
+    ck_assert_int_eq(two[0], 5);
+    ck_assert_int_eq(two[1], 6);
+    ck_assert_int_eq(fmt_stream_seek(s, 200, &err), 0); /* past the end: the end, as a file's */
+    ck_assert_int_eq(fmt_stream_window(s, 1, &p, &avail, &err), 0);
+    ck_assert_uint_eq(avail, 0);
+    fmt_stream_close(s);
+
+    size_t n = 50000;
+    uint8_t *big = pattern(n), *gz = malloc(n + 1024);
+    size_t gzn = deflate_to(big, n, 31, gz, n + 1024);
+    path = sl_test_write("st.gz", gz, gzn / 2);
+    ck_assert_int_eq(sto_open(&src, path, &err), 0);
+    o = (struct fmt_stream_opts){.compression = FMT_COMP_AUTO};
+    ck_assert_int_eq(fmt_stream_open_source(&s, src, &o, &err), 0);
+    ck_assert_int_eq(fmt_stream_compression(s), FMT_COMP_GZIP);
+    ck_assert_int_eq(fmt_stream_seek(s, 0, &err), SL_EINVAL);
+    uint8_t *out;
+    size_t len;
+    ck_assert_int_eq(drain(s, 4096, &out, &len, &err), SL_ECORRUPT);
+    char want[700];
+    snprintf(want, sizeof want, "%s: truncated gzip stream at compressed offset %zu", path, gzn / 2);
+    ck_assert_str_eq(err.msg, want);
+    fmt_stream_close(s);
+    free(big);
+    free(gz);
+}
+END_TEST
+
 START_TEST(test_open_missing_file)
 {
     struct sl_error err = {0};
@@ -264,6 +334,10 @@ START_TEST(test_open_missing_file)
     ck_assert_int_eq(fmt_stream_open(&s, "/nonexistent/x.tfrecord", NULL, &err), SL_EIO);
     ck_assert_ptr_null(s);
     ck_assert_str_eq(err.msg, "open(/nonexistent/x.tfrecord): No such file or directory");
+    /* a file:// name: the error names its path */
+    ck_assert_int_eq(fmt_stream_open(&s, "file:///nonexistent/y.tfrecord", NULL, &err), SL_EIO);
+    ck_assert_ptr_null(s);
+    ck_assert_str_eq(err.msg, "open(/nonexistent/y.tfrecord): No such file or directory");
 }
 END_TEST
 
@@ -443,6 +517,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_plain_probe_overrides_magic);
     tcase_add_test(tc, test_window_limit_and_seek);
     tcase_add_test(tc, test_open_missing_file);
+    tcase_add_test(tc, test_source_seek_and_errors);
     tcase_add_test(tc, test_compression_names);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     tcase_add_test(tc, test_inflate_leaves_upper_vector_state_clean);
