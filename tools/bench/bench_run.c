@@ -31,7 +31,9 @@
 #include <unistd.h>
 
 #include "bench_run.h"
+#include "feed_job.h"
 #include "fmt_files.h"
+#include "fmt_stream.h"
 #include "progress.h"
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -145,6 +147,23 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 /* The job's name and files (after --name= / --files= overrides). Returns
  * 0, 1 with the reason printed when the job file or its files are not
  * there, 2 when the job is unusable (a usage error). */
+/* One name of the job's files into g, as the feeder takes it
+ * (feed_job_pattern): a local pattern globbed, a remote name as written; a
+ * remote pattern the feeder refuses is said here and left out (the
+ * feeder's run then fails with the same words). */
+static void glob_name(const char *name, int flags, glob_t *g)
+{
+    const char *local;
+    struct sl_error err = {0};
+    int kind = feed_job_pattern(name, "files", &local, &err);
+    if (kind == FEED_PATTERN_AS_IS)
+        glob(name, flags | GLOB_NOCHECK | GLOB_NOESCAPE, NULL, g); /* no match: the name itself */
+    else if (kind == FEED_PATTERN_GLOB)
+        glob(local, flags, NULL, g);
+    else
+        fprintf(stderr, "sluice-bench run: --job: %s\n", err.msg);
+}
+
 static int load_job(struct run_opts *o, struct run_data *d)
 {
     json_error_t je;
@@ -180,17 +199,17 @@ static int load_job(struct run_opts *o, struct run_data *d)
     if (files_override != NULL) {
         char *copy = sl_strdup(files_override), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save), flags = GLOB_APPEND)
-            glob(t, flags, NULL, &g);
+            glob_name(t, flags, &g);
         sl_free(copy);
     } else {
         json_t *files = json_object_get(root, "files"), *f;
         size_t i;
         if (json_is_string(files))
-            glob(json_string_value(files), 0, NULL, &g);
+            glob_name(json_string_value(files), 0, &g);
         json_array_foreach(files, i, f)
         {
             if (json_is_string(f)) {
-                glob(json_string_value(f), flags, NULL, &g);
+                glob_name(json_string_value(f), flags, &g);
                 flags = GLOB_APPEND;
             }
         }
@@ -204,10 +223,11 @@ static int load_job(struct run_opts *o, struct run_data *d)
     d->npaths = g.gl_pathc;
     d->paths = sl_calloc(d->npaths, sizeof *d->paths);
     for (size_t i = 0; i < d->npaths; i++) {
-        struct stat st;
+        uint64_t size;
+        struct sl_error ignored = {0};
         d->paths[i] = sl_strdup(g.gl_pathv[i]);
-        if (stat(d->paths[i], &st) == 0)
-            d->disk_bytes += (uint64_t)st.st_size;
+        if (fmt_file_size(d->paths[i], &size, &ignored) == 0)
+            d->disk_bytes += size;
     }
     globfree(&g);
     return 0;

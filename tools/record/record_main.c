@@ -19,11 +19,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fmt_stream.h"
 #include "fmt_tar.h"
 #include "record.h"
 #include "sl_exit.h"
 #include "sl_log.h"
 #include "sl_opt.h"
+#include "sto.h"
 
 static const char main_help[] = "Usage: sluice-record COMMAND [OPTION]... [FILE]...\n"
                                 "Inspect, check, index, convert and generate TFRecord, text-line and tar files.\n"
@@ -245,7 +247,12 @@ enum fmt_compression record_output_compression(const char *path, enum fmt_compre
 uint64_t record_file_size(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (sto_is_remote(path)) {
+        uint64_t size = 0;
+        struct sl_error ignored = {0};
+        return fmt_file_size(path, &size, &ignored) == 0 ? size : 0;
+    }
+    if (stat(sto_local_path(path), &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
     return (uint64_t)st.st_size;
 }

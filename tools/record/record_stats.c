@@ -35,6 +35,7 @@
 #include "record.h"
 #include "sl_alloc.h"
 #include "sl_json.h"
+#include "sto.h"
 #include "sl_log.h"
 #include "sl_output.h"
 
@@ -493,9 +494,12 @@ static const char *quoted(struct sl_buf *b, const char *key, size_t len)
 }
 
 /* A path as a glob(3) pattern matching itself alone: the feeder expands
- * the job's files with glob, so *, ?, [ and \ are escaped. */
+ * the job's local files with glob, so *, ?, [ and \ are escaped; a remote
+ * name is taken as written (never globbed), so it is kept as it is. */
 static int glob_literal(struct sl_buf *b, const char *path)
 {
+    if (sto_is_remote(path))
+        return sl_buf_printf(b, "%s", path);
     int rc = 0;
     for (const char *c = path; rc == 0 && *c; c++)
         rc = strchr("*?[\\", *c) != NULL ? sl_buf_printf(b, "\\%c", *c) : sl_buf_putc(b, *c);
