@@ -33,6 +33,7 @@
 #include "sl_bytes.h"
 #include "sl_crc32c.h"
 #include "sl_output.h"
+#include "sto.h"
 
 static const uint8_t magic[8] = {'S', 'L', 'S', 'C', 'A', 'N', 'C', '\0'};
 
@@ -57,6 +58,25 @@ int feed_file_id_get(const char *path, struct feed_file_id *out, struct sl_error
                                  .mtime_ns = (uint32_t)st.st_mtim.tv_nsec,
                                  .ctime_s = (int64_t)st.st_ctim.tv_sec,
                                  .ctime_ns = (uint32_t)st.st_ctim.tv_nsec};
+    return 0;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n);
+
+int feed_file_id_remote(uint64_t size, const char *etag, int64_t mtime_ns, struct feed_file_id *out)
+{
+    if (etag[0] == '\0' || strncmp(etag, "W/", 2) == 0)
+        return SL_END;
+    int64_t s = mtime_ns / 1000000000, ns = mtime_ns % 1000000000;
+    if (ns < 0) {
+        s--;
+        ns += 1000000000;
+    }
+    *out = (struct feed_file_id){.dev = FEED_FILE_ID_REMOTE,
+                                 .ino = fnv(0xcbf29ce484222325ull, etag, strlen(etag)),
+                                 .size = size,
+                                 .mtime_s = s,
+                                 .mtime_ns = (uint32_t)ns};
     return 0;
 }
 
@@ -132,6 +152,13 @@ static int entry_name(const struct feed_scan_cache *c, const char *abs, char *ou
 
 static int resolve(const char *path, char abs[PATH_MAX], struct sl_error *err)
 {
+    if (sto_is_remote(path)) { /* a URL names itself */
+        if (strlen(path) >= PATH_MAX)
+            return sl_error_set(err, SL_EINVAL, "scan cache: a name of %zu bytes (at most %d)", strlen(path),
+                                PATH_MAX - 1);
+        memcpy(abs, path, strlen(path) + 1);
+        return 0;
+    }
     if (realpath(path, abs) == NULL)
         return sl_error_sys(err, errno, "realpath(%s)", path);
     return 0;

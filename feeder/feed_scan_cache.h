@@ -11,7 +11,10 @@
  * feeders share the directory.
  *
  * An entry holds the data file's identity when it was scanned: device,
- * inode, size, mtime and ctime with nanoseconds. It is used only when all
+ * inode, size, mtime and ctime with nanoseconds. A remote file (http(s)://,
+ * s3://, issue #28) is named by its URL as written (no realpath), and its
+ * identity is its size, a hash of its ETag and its Last-Modified time
+ * (feed_file_id_remote); one without a strong ETag is never cached. It is used only when all
  * of them still match the file (ctime too: `cp -p` or `touch -d` over a
  * file keep its mtime, never its ctime). An entry is checked before it is
  * trusted: a header CRC-32C, every count bounded by the cache file's own
@@ -61,6 +64,13 @@ struct feed_file_id {
 
 /* stat(path) into *out: 0 or SL_EIO ("stat(PATH): ..."). */
 int feed_file_id_get(const char *path, struct feed_file_id *out, struct sl_error *err) SL_MUST_CHECK;
+/* A remote object's identity from what its open found: dev
+ * FEED_FILE_ID_REMOTE, ino a 64-bit FNV-1a hash of the ETag, the size, the
+ * Last-Modified time as mtime (ns), ctime 0. SL_END when it has no strong
+ * ETag (none sent, or a weak W/ one, which does not promise the same
+ * bytes): such an object is not cached. */
+#define FEED_FILE_ID_REMOTE UINT64_MAX
+int feed_file_id_remote(uint64_t size, const char *etag, int64_t mtime_ns, struct feed_file_id *out) SL_MUST_CHECK;
 /* 1 when every field is equal. */
 int feed_file_id_equal(const struct feed_file_id *a, const struct feed_file_id *b);
 
@@ -85,8 +95,9 @@ int feed_scan_cache_open(struct feed_scan_cache **out, const char *dir, const st
                          struct sl_error *err) SL_MUST_CHECK;
 void feed_scan_cache_close(struct feed_scan_cache *c);
 
-/* The entry's path for data file `path` into out[cap]: 0, or SL_EIO when
- * the path cannot be resolved, SL_EINVAL when out is too small. */
+/* The entry's path for data file `path` (a local path, or a remote URL)
+ * into out[cap]: 0, or SL_EIO when the path cannot be resolved, SL_EINVAL
+ * when out is too small. */
 int feed_scan_cache_entry(const struct feed_scan_cache *c, const char *path, char *out, size_t cap,
                           struct sl_error *err) SL_MUST_CHECK;
 

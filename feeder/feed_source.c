@@ -18,8 +18,11 @@
  * A remote file's size and ETag are taken when its scan begins (one open
  * of the source); each later read of it checks that the object there is
  * still that one, so records are never cut out of another object's bytes.
- * A remote file is never in the scan cache (its key is a local file's
- * identity).
+ * In the scan cache a remote file is keyed by its URL, and its identity is
+ * its size, ETag and Last-Modified (feed_file_id_remote): one without a
+ * strong ETag is not cached; an entry is written when the object opened
+ * again after the scan is still the one opened before it (no settle time:
+ * the ETag, not a timestamp's tick, tells versions apart).
  *
  * Cache: entries hold an image and a pin count; a reader pins the image it
  * last used (until it moves to another file or calls feed_reader_release).
@@ -94,6 +97,7 @@ struct file {
     uint8_t whole;         /* uncompressed, but read whole into the cache (remote) */
     char *etag;            /* a remote file's ETag when its scan began ("": none sent); NULL: local */
     uint64_t src_size;     /* with etag: its size then */
+    int64_t src_mtime_ns;  /* with etag: its Last-Modified then (0: none) */
 };
 
 struct feed_source {
@@ -175,6 +179,7 @@ static int take_identity(struct file *f, struct sl_error *err)
     if (rc != 0)
         return rc;
     f->src_size = src->size;
+    f->src_mtime_ns = src->mtime_ns;
     f->etag = sl_strdup(src->etag);
     sto_close(src);
     return f->etag == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory", f->path) : 0;
@@ -211,13 +216,30 @@ static void cache_report(struct feed_source *s, const char *path, const struct s
         s->o.on_cache(s->o.ctx, path, why);
 }
 
+/* A file's identity for the scan cache: a local file's stat, a remote
+ * one's from its open (take_identity); 0 when it has one. */
+static int cache_id(const struct file *f, struct feed_file_id *id)
+{
+    struct sl_error why = {0};
+    if (f->etag != NULL)
+        return feed_file_id_remote(f->src_size, f->etag, f->src_mtime_ns, id) == 0 ? 0 : -1;
+    return feed_file_id_get(sto_local_path(f->path), id, &why) == 0 ? 0 : -1;
+}
+
+/* The cache's name of a file: a local file's path ("file://" dropped), a
+ * remote one's URL. */
+static const char *cache_name(const struct file *f)
+{
+    return f->etag != NULL ? f->path : sto_local_path(f->path);
+}
+
 /* The file's entry, when it has a good one: 1 and f->scan; 0 otherwise
  * (with *id its identity, *have_id whether it could be taken). */
 static int cache_take(struct feed_source *s, struct file *f, struct feed_file_id *id, int *have_id)
 {
     struct sl_error why = {0};
-    const char *path = sto_local_path(f->path); /* never remote here */
-    *have_id = feed_file_id_get(path, id, &why) == 0;
+    const char *path = cache_name(f);
+    *have_id = cache_id(f, id) == 0;
     if (!*have_id) /* the scan says why */
         return 0;
     int rc = feed_scan_cache_load(s->cache, path, id, &f->scan, &why);
@@ -242,9 +264,20 @@ static void cache_put(struct feed_source *s, struct file *f, const struct feed_f
     int64_t mtime = id->mtime_s * 1000000000 + id->mtime_ns, ctime = id->ctime_s * 1000000000 + id->ctime_ns;
     struct feed_file_id after;
     struct sl_error why = {0};
-    const char *path = sto_local_path(f->path); /* never remote here */
-    if (mtime >= t0 - settle || ctime >= t0 - settle || feed_file_id_get(path, &after, &why) != 0 ||
-        !feed_file_id_equal(id, &after)) {
+    const char *path = cache_name(f);
+    int changed;
+    if (f->etag != NULL) { /* the object opened again: the same one */
+        struct sto_src *src;
+        changed = sto_open(&src, f->path, &why) != 0;
+        if (!changed) {
+            changed = feed_file_id_remote(src->size, src->etag, src->mtime_ns, &after) != 0 ||
+                      !feed_file_id_equal(id, &after);
+            sto_close(src);
+        }
+    } else
+        changed = mtime >= t0 - settle || ctime >= t0 - settle || feed_file_id_get(path, &after, &why) != 0 ||
+                  !feed_file_id_equal(id, &after);
+    if (changed) {
         f->cache_state = CACHE_RECENT;
         return;
     }
@@ -276,7 +309,9 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     int remote = f->nmembers == 1 && (sto_is_remote(f->path) || s->o.test_whole_read);
     if (remote && (rc = take_identity(f, err)) != 0)
         return rc;
-    int cacheable = s->cache != NULL && !remote && !has_index(s, f) && s->ops->scan_group == NULL;
+    struct feed_file_id rid;
+    int cacheable = s->cache != NULL && (!remote || cache_id(f, &rid) == 0) && !has_index(s, f) &&
+                    s->ops->scan_group == NULL;
     if (s->ops->scan_group != NULL) { /* groups of arrays: the scan reads headers and sizes only */
         so.specs = s->o.specs;
         so.nspecs = s->o.specs != NULL ? s->o.nspecs : 0;

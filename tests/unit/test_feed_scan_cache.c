@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,68 @@ START_TEST(test_round_trip_every_format)
     round_trip(write_tfr("empty.tfrecord", 2, 0), FMT_FORMAT_TFRECORD, dir);
     round_trip(write_text("c.txt", 500), FMT_FORMAT_TEXT, dir);
     round_trip(write_tar("d.tar", 40), FMT_FORMAT_TAR, dir);
+}
+END_TEST
+
+/* A remote file's entry (issue #28): named by its URL as written, its
+ * identity its size, ETag hash and Last-Modified; no strong ETag, no
+ * identity; another ETag is stale; another URL has no entry. */
+START_TEST(test_remote_keys)
+{
+    struct feed_file_id id, other;
+    ck_assert_int_eq(feed_file_id_remote(10, "", 0, &id), SL_END);
+    ck_assert_int_eq(feed_file_id_remote(10, "W/\"abc\"", 0, &id), SL_END);
+    ck_assert_int_eq(feed_file_id_remote(10, "\"abc\"", -1, &id), 0);
+    ck_assert_int_eq(id.mtime_s, -1);
+    ck_assert_uint_eq(id.mtime_ns, 999999999);
+    ck_assert_int_eq(feed_file_id_remote(77, "\"abc\"", 1700000000123456789LL, &id), 0);
+    ck_assert_uint_eq(id.dev, FEED_FILE_ID_REMOTE);
+    ck_assert_uint_eq(id.size, 77);
+    ck_assert_int_eq(id.mtime_s, 1700000000);
+    ck_assert_uint_eq(id.mtime_ns, 123456789);
+    ck_assert_int_eq(id.ctime_s, 0);
+    ck_assert_int_eq(feed_file_id_remote(77, "\"abd\"", 1700000000123456789LL, &other), 0);
+    ck_assert_uint_ne(id.ino, other.ino);
+    ck_assert_int_eq(feed_file_id_equal(&id, &other), 0);
+
+    const char *path = write_tfr("r.tfrecord", 0, 30);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(feed_file_id_remote((uint64_t)st.st_size, "\"abc\"", 5, &id), 0);
+    ck_assert_int_eq(feed_file_id_remote((uint64_t)st.st_size, "\"abd\"", 5, &other), 0);
+    struct feed_scan_key key = key_for(FMT_FORMAT_TFRECORD);
+    struct fmt_scan_opts so = {.compression = FMT_COMP_AUTO, .max_output = key.max_file};
+    struct fmt_scan *scan, *back;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_format_get(FMT_FORMAT_TFRECORD)->scan(&scan, path, &so, &err), 0);
+    struct feed_scan_cache *c;
+    ck_assert_int_eq(feed_scan_cache_open(&c, sl_test_path("rcache"), &key, &err), 0);
+    const char *url = "https://[::1]:8443/d/r.tfrecord?X-Amz-Signature=ab";
+    char e1[PATH_MAX + 64], e2[PATH_MAX + 64];
+    ck_assert_int_eq(feed_scan_cache_entry(c, url, e1, sizeof e1, &err), 0);
+    ck_assert_int_eq(feed_scan_cache_entry(c, path, e2, sizeof e2, &err), 0);
+    ck_assert_str_ne(e1, e2);
+    ck_assert_int_eq(feed_scan_cache_load(c, url, &id, &back, &err), SL_END); /* none yet */
+    ck_assert_int_eq(feed_scan_cache_store(c, url, &id, scan, &err), 0);
+    ck_assert_int_eq(feed_scan_cache_load(c, url, &id, &back, &err), 0);
+    expect_same_scan(scan, back);
+    fmt_scan_free(back);
+    ck_assert_int_eq(feed_scan_cache_load(c, url, &other, &back, &err), SL_END);
+    ck_assert_ptr_nonnull(strstr(err.msg, "changed since it was cached"));
+    ck_assert_int_eq(feed_scan_cache_load(c, "https://[::1]:8443/d/other.tfrecord", &id, &back, &err), SL_END);
+    ck_assert_ptr_null(back);
+    /* a URL longer than a path may be */
+    char *huge = malloc(PATH_MAX + 16);
+    memset(huge, 'a', PATH_MAX + 15);
+    memcpy(huge, "s3://", 5);
+    huge[PATH_MAX + 15] = '\0';
+    ck_assert_int_eq(feed_scan_cache_entry(c, huge, e1, sizeof e1, &err), SL_EINVAL);
+    char want[200];
+    snprintf(want, sizeof want, "scan cache: a name of %d bytes (at most %d)", PATH_MAX + 15, PATH_MAX - 1);
+    ck_assert_str_eq(err.msg, want);
+    free(huge);
+    fmt_scan_free(scan);
+    feed_scan_cache_close(c);
 }
 END_TEST
 
@@ -732,6 +795,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_round_trip_every_format);
+    tcase_add_test(tc, test_remote_keys);
     tcase_add_test(tc, test_hit_then_changes);
     tcase_add_test(tc, test_recent_files_not_cached);
     tcase_add_test(tc, test_truncated_entries);
