@@ -168,6 +168,10 @@ START_TEST(test_local_shrinks_after_open)
 }
 END_TEST
 
+#define BACKOFF(first, most)                                                                                           \
+    "remote backoff: first " first " ms, most " most " ms (need 0 <= first <= most <= 86400000: --remote-backoff-ms, " \
+    "--remote-backoff-max-ms)"
+
 START_TEST(test_configure_bounds)
 {
     struct sto_config c;
@@ -195,10 +199,10 @@ START_TEST(test_configure_bounds)
         {1, 86400001, "storage: stall timeout 86400001 ms (need 1 .. 86400000)"},
         {2, -1, "storage: -1 retries (need 0 .. 100)"},
         {2, 101, "storage: 101 retries (need 0 .. 100)"},
-        {3, -1, "storage: backoff -1 ms, at most 10000 ms (need 0 <= first <= most <= 86400000)"},
-        {3, 20000, "storage: backoff 20000 ms, at most 10000 ms (need 0 <= first <= most <= 86400000)"},
-        {4, -1, "storage: backoff 100 ms, at most -1 ms (need 0 <= first <= most <= 86400000)"},
-        {4, 86400001, "storage: backoff 100 ms, at most 86400001 ms (need 0 <= first <= most <= 86400000)"},
+        {3, -1, BACKOFF("-1", "10000")},
+        {3, 20000, BACKOFF("20000", "10000")}, /* a first delay above the cap */
+        {4, -1, BACKOFF("100", "-1")},
+        {4, 86400001, BACKOFF("100", "86400001")},
         {5, -1, "storage: -1 redirects (need 0 .. 50)"},
         {5, 51, "storage: 51 redirects (need 0 .. 50)"},
     };
@@ -228,11 +232,15 @@ START_TEST(test_configure_bounds)
     c.backoff_ms = 0;
     c.backoff_max_ms = 0;
     c.max_redirects = 50;
-    char ca[32] = "/tmp/ca.pem";
+    char ca[600];
+    snprintf(ca, sizeof ca, "%s", sl_test_write("ca.pem", "x", 1));
     c.ca_file = ca;
     ck_assert_int_eq(sto_configure(&c, &err), 0);
-    ca[0] = 'X';
     ck_assert_int_eq(sto_configure(&c, &err), 0); /* a second call replaces the first */
+    /* a CA file that cannot be read is named */
+    c.ca_file = "/nonexistent/ca.pem";
+    ck_assert_int_eq(sto_configure(&c, &err), SL_EIO);
+    ck_assert_str_eq(err.msg, "remote CA file /nonexistent/ca.pem: No such file or directory");
 }
 END_TEST
 
