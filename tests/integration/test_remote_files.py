@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""A job whose files are http:// URLs (issue #28): served by Debian's nginx
+on loopback, read by a real feeder through the storage seam, delivered to
+the Python client exactly as the same job over the same files on local
+disk delivers them (every element, its bytes, in the same order, two
+shuffled epochs): a plain shard (read whole into the image cache), a gzip
+shard (inflated from the stream) and a plain shard read through its
+FILE.idx, fetched as URL.idx. Then what is refused, by `sluice-feeder
+plan`: a URL with glob characters, a URL that is not there (404, named).
+
+    python3 tests/integration/test_remote_files.py BUILD_DIR [BIN_BUILD_DIR]
+
+BIN_BUILD_DIR (a sanitizer build): its sluice-feeder and sluice-record,
+with BUILD_DIR's Python package.
+
+nginx is required (scripts/deps.sh installs nginx-light).
+"""
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bed  # noqa: E402
+import harness  # noqa: E402
+from harness import fail, ok  # noqa: E402
+
+NGINX = "/usr/sbin/nginx"
+
+CLIENT = r"""
+import json, sys
+import sluice
+out = []
+try:
+    with sluice.Client(sys.argv[2].split(","), sys.argv[1], replicas=1) as c:
+        for step in c:
+            r = step.replicas[0]
+            for i in range(len(r["id"])):
+                out.append([step.epoch, int(r["id"][i]), int(r["label"][i]), r["image"][i].tobytes().hex()])
+except Exception as e:
+    print(json.dumps({"error": str(e)}))
+    sys.exit(3)
+print(json.dumps(out))
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc, what):
+    for _ in range(500):
+        if proc.poll() is not None:
+            fail("%s exited (%s) before listening" % (what, proc.returncode))
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    fail("%s: not listening on %d" % (what, port))
+
+
+def elements(tag, job_path):
+    p, codes = bed.serve_client(tag, job_path, 1, CLIENT)
+    if p.returncode != 0 or codes != [0]:
+        fail("%s: client %s, feeder %s: %s %s %s" % (tag, p.returncode, codes, p.stdout[-500:], p.stderr[-500:],
+                                                    bed.read_log(tag, "feeder0")[-1500:]))
+    return json.loads(p.stdout)
+
+
+def plan(job_path):
+    p = subprocess.run([bed.FEEDER, "plan", "--job", job_path, "--workers", "1", "--replicas", "1"],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def main():
+    bed.setup(sys.argv[1], "remote")
+    if len(sys.argv) > 2:
+        other = os.path.abspath(sys.argv[2])
+        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
+        bed.RECORD = os.path.join(other, "tools", "sluice-record")
+    if not os.access(NGINX, os.X_OK):
+        fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % NGINX)
+    parts = bed.gen("data", 600, 3, seed=28)
+    www = os.path.join(bed.TMP, "www")
+    os.makedirs(www)
+    names = ["a.tfrecord", "b.tfrecord.gz", "c.tfrecord"]
+    shutil.copy(parts[0], os.path.join(www, names[0]))
+    with open(parts[1], "rb") as f, gzip.open(os.path.join(www, names[1]), "wb") as g:
+        g.write(f.read())
+    shutil.copy(parts[2], os.path.join(www, names[2]))
+    subprocess.run([bed.RECORD, "index", os.path.join(www, names[2])], check=True, capture_output=True)
+
+    os.makedirs(os.path.join(bed.TMP, "temp"))
+    port = free_port()
+    conf = os.path.join(bed.TMP, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("""%(user)s
+worker_processes 1;
+pid %(tmp)s/nginx.pid;
+error_log %(tmp)s/nginx-error.log;
+events { worker_connections 64; }
+http {
+    access_log %(tmp)s/access.log;
+    client_body_temp_path %(tmp)s/temp/body;
+    proxy_temp_path %(tmp)s/temp/proxy;
+    fastcgi_temp_path %(tmp)s/temp/fastcgi;
+    uwsgi_temp_path %(tmp)s/temp/uwsgi;
+    scgi_temp_path %(tmp)s/temp/scgi;
+    default_type application/octet-stream;
+    server { listen 127.0.0.1:%(port)d; root %(www)s; }
+}
+""" % {"user": "user root;" if os.getuid() == 0 else "", "tmp": bed.TMP, "port": port, "www": www})
+    nginx = harness.spawn([NGINX, "-p", bed.TMP, "-c", conf, "-e", os.path.join(bed.TMP, "nginx-error.log"), "-g",
+                           "daemon off; master_process off;"], log=os.path.join(bed.TMP, "nginx.out"))
+    wait_port(port, nginx, "nginx")
+    url = "http://127.0.0.1:%d/" % port
+
+    keys = dict(epochs=2, shuffle={"buffer": 64, "seed": 5}, use_index=True)
+    local_job, _ = bed.write_job("local", [os.path.join(www, n) for n in names], **keys)
+    remote_job, _ = bed.write_job("remote", [url + n for n in names], **keys)
+    want = elements("local", local_job)
+    got = elements("remote", remote_job)
+    if len(want) != 2 * 600:
+        fail("local: %d elements, want 1200" % len(want))
+    if got != want:
+        first = next(i for i in range(min(len(got), len(want))) if got[i] != want[i]) if got[:1] else 0
+        fail("remote: %d elements differ from the local run's %d (first at %d: %s vs %s)" %
+             (len(got), len(want), first, got[first:first + 1], want[first:first + 1]))
+    log = bed.read_log("remote", "feeder0")
+    if ": error:" in log or ": warning:" in log:
+        fail("remote: the feeder logged an error or a warning: %s" % log[-1500:])
+    ok("http: 3 shards (plain, gzip, plain with URL.idx), 2 epochs: the local run's 1200 elements, in order")
+
+    # refused before anything is read: a URL with glob characters; a
+    # missing URL fails at the scan, naming it and the status
+    glob_job, _ = bed.write_job("glob", [url + "*.tfrecord"])
+    rc, out = plan(glob_job)
+    want_msg = "files: '%s*.tfrecord': http URLs cannot be globbed; list the files" % url
+    if rc == 0 or want_msg not in out:
+        fail("glob: rc %d, %r lacks %r" % (rc, out[-500:], want_msg))
+    ok("http glob refused: %s" % want_msg)
+    gone_job, _ = bed.write_job("gone", [url + names[0], url + "gone.tfrecord"])
+    rc, out = plan(gone_job)
+    want_msg = "open(%sgone.tfrecord): HTTP 404" % url
+    if rc == 0 or want_msg not in out:
+        fail("404: rc %d, %r lacks %r" % (rc, out[-500:], want_msg))
+    ok("a missing URL named with its status: %s" % want_msg)
+
+    harness.stop_all()
+    bed.finish()
+    bed.cleanup()
+
+
+if __name__ == "__main__":
+    main()
