@@ -6,7 +6,9 @@ disk delivers them (every element, its bytes, in the same order, two
 shuffled epochs): a plain shard (read whole into the image cache), a gzip
 shard (inflated from the stream) and a plain shard read through its
 FILE.idx, fetched as URL.idx. Then what is refused, by `sluice-feeder
-plan`: a URL with glob characters, a URL that is not there (404, named).
+plan`: a URL with glob characters, a URL that is not there (404, named);
+and a file replaced on the server after the scan, which the feeder refuses
+to read, naming both sizes and ETags.
 
     python3 tests/integration/test_remote_files.py BUILD_DIR [BIN_BUILD_DIR]
 
@@ -155,6 +157,29 @@ http {
     if rc == 0 or want_msg not in out:
         fail("404: rc %d, %r lacks %r" % (rc, out[-500:], want_msg))
     ok("a missing URL named with its status: %s" % want_msg)
+
+    # replaced on the server after the scan, before the first read: the
+    # feeder reads no byte of the new object and names both
+    os.makedirs(os.path.join(www, "r"))
+    shutil.copy(parts[0], os.path.join(www, "r", names[0]))
+    swap_job, _ = bed.write_job("swap", [url + "r/" + names[0]], epochs=1)
+    sock = os.path.join(bed.TMP, "swap.sock")
+    feeder = harness.spawn([bed.FEEDER, "--job", swap_job, "--listen", "ipc://" + sock, "--threads", "2"],
+                           log=bed.log_path("swap", "feeder0"))
+    bed.wait_for_log("swap", "feeder0", "serving job", feeder, "swap: the feeder did not start")
+    size = os.path.getsize(parts[0])
+    with open(os.path.join(www, "r", names[0]), "ab") as f:
+        f.write(b"more")
+    env = dict(os.environ, PYTHONPATH=os.path.join(sys.argv[1], "python"), PYTHONDONTWRITEBYTECODE="1")
+    p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, "swap", "ipc://" + sock], capture_output=True, text=True,
+                       env=env, timeout=60)
+    bed.wait(feeder, 30, "swap: feeder")
+    log = bed.read_log("swap", "feeder0")
+    want_msg = "%sr/%s: changed since it was scanned (%d bytes, ETag " % (url, names[0], size)
+    if p.returncode == 0 or want_msg not in log or "; now %d bytes, ETag " % (size + 4) not in log:
+        fail("swap: client %d (%s), the feeder's log lacks %r: %s" % (p.returncode, p.stdout[-300:], want_msg,
+                                                                     log[-1500:]))
+    ok("an object replaced after the scan: %s" % [x for x in log.splitlines() if want_msg in x][0])
 
     harness.stop_all()
     bed.finish()
