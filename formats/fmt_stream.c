@@ -79,6 +79,11 @@ struct fmt_stream {
     int own_fd;
     struct sto_src *sto; /* a remote object (owned), read at sto_off; NULL otherwise */
     uint64_t sto_off;    /* remote: the object's offset of the next read */
+    /* remote: the compression probe's bytes at offset 0, served before
+     * sto_off's, so the first reads continue where the probe stopped (one
+     * sequential stream for an HTTP source, not a range, then another) */
+    uint8_t head[64];
+    size_t head_len, head_pos;
     const uint8_t *mem;
     size_t mem_len, mem_pos; /* memory source: bytes handed to the layer so far */
     void *map;               /* mem is this mmap of the file (munmap at close) */
@@ -163,6 +168,12 @@ static long source_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_
     if (s->sto != NULL) {
         if (n > LONG_MAX)
             n = LONG_MAX;
+        if (s->head_pos < s->head_len) {
+            size_t k = s->head_len - s->head_pos < n ? s->head_len - s->head_pos : n;
+            memcpy(dst, s->head + s->head_pos, k);
+            s->head_pos += k;
+            return (long)k;
+        }
         size_t got = 0;
         int rc = sto_read_at(s->sto, s->sto_off, dst, n, &got, err);
         if (rc != 0)
@@ -213,8 +224,17 @@ static long plain_read(struct fmt_stream *s, uint8_t *dst, size_t n, struct sl_e
 /* Peek at the first bytes of the source without consuming them. */
 static int source_head(struct fmt_stream *s, uint8_t *head, size_t want, size_t *got, struct sl_error *err)
 {
-    if (s->sto != NULL)
-        return sto_read_at(s->sto, 0, head, want, got, err);
+    if (s->sto != NULL) {
+        want = want < sizeof s->head ? want : sizeof s->head;
+        int rc = sto_read_at(s->sto, 0, s->head, want, got, err);
+        if (rc != 0)
+            return rc;
+        memcpy(head, s->head, *got);
+        s->head_len = *got;
+        s->head_pos = 0;
+        s->sto_off = *got;
+        return 0;
+    }
     if (s->fd < 0) {
         *got = s->mem_len < want ? s->mem_len : want;
         memcpy(head, s->mem, *got);
@@ -788,6 +808,7 @@ int fmt_stream_seek(struct fmt_stream *s, uint64_t off, struct sl_error *err)
     }
     if (s->sto != NULL) {
         s->sto_off = off; /* past the end: the next read finds the end, as a file's does */
+        s->head_len = s->head_pos = 0;
     } else if (lseek(s->fd, (off_t)off, SEEK_SET) < 0) {
         return sl_error_sys(err, errno, "lseek(%s)", s->path);
     }
