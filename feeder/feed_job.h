@@ -139,8 +139,7 @@ int feed_job_expand(struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
  * its host, before any '?' (which starts its query, as in a presigned URL;
  * a bracketed IPv6 host is no glob either). `what` heads the error. */
 enum { FEED_PATTERN_GLOB = 0, FEED_PATTERN_AS_IS = 1 };
-int feed_job_pattern(const char *pattern, const char *what, const char **glob_path,
-                     struct sl_error *err) SL_MUST_CHECK;
+int feed_job_pattern(const char *pattern, const char *what, const char **glob_path, struct sl_error *err) SL_MUST_CHECK;
 
 /* Fill a plan config for W workers of R replicas from an expanded job;
  * `counts` (records per file, job->files order) is borrowed by cfg, and so

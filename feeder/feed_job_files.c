@@ -40,8 +40,7 @@ int feed_job_pattern(const char *pattern, const char *what, const char **glob_pa
     switch (sto_kind_of(pattern)) {
     case STO_HTTP:
         if (http_has_glob(pattern))
-            return sl_error_set(err, SL_EINVAL, "%s: '%s': http URLs cannot be globbed; list the files", what,
-                                pattern);
+            return sl_error_set(err, SL_EINVAL, "%s: '%s': http URLs cannot be globbed; list the files", what, pattern);
         return FEED_PATTERN_AS_IS;
     case STO_S3:
         if (strpbrk(pattern, "*?[") != NULL)

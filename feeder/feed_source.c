@@ -196,9 +196,10 @@ static int check_identity(const struct file *f, const struct sto_src *src, struc
     if (f->etag[0] == '\0' && etag[0] == '\0')
         return sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, now %llu)", f->path,
                             (unsigned long long)f->src_size, (unsigned long long)size);
-    return sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, ETag %s; now %llu bytes, ETag %s)",
-                        f->path, (unsigned long long)f->src_size, f->etag[0] ? f->etag : "(none)",
-                        (unsigned long long)size, etag[0] ? etag : "(none)");
+    return sl_error_set(err, SL_ECORRUPT,
+                        "%s: changed since it was scanned (%llu bytes, ETag %s; now %llu bytes, ETag %s)", f->path,
+                        (unsigned long long)f->src_size, f->etag[0] ? f->etag : "(none)", (unsigned long long)size,
+                        etag[0] ? etag : "(none)");
 }
 
 /* A TFRecord file that will be read through its index (FILE.idx). */
@@ -310,8 +311,8 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     if (remote && (rc = take_identity(f, err)) != 0)
         return rc;
     struct feed_file_id rid;
-    int cacheable = s->cache != NULL && (!remote || cache_id(f, &rid) == 0) && !has_index(s, f) &&
-                    s->ops->scan_group == NULL;
+    int cacheable =
+        s->cache != NULL && (!remote || cache_id(f, &rid) == 0) && !has_index(s, f) && s->ops->scan_group == NULL;
     if (s->ops->scan_group != NULL) { /* groups of arrays: the scan reads headers and sizes only */
         so.specs = s->o.specs;
         so.nspecs = s->o.specs != NULL ? s->o.nspecs : 0;

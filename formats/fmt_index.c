@@ -89,8 +89,8 @@ static int open_remote(const char *idx_path, FILE **f, char **buf, struct sl_err
     if (rc != 0)
         return rc;
     if (src->size > FMT_INDEX_MAX_REMOTE_BYTES) {
-        rc = sl_error_set(err, SL_EINVAL, "%s: an index of %llu bytes, over the %llu a remote index may hold",
-                          idx_path, (unsigned long long)src->size, (unsigned long long)FMT_INDEX_MAX_REMOTE_BYTES);
+        rc = sl_error_set(err, SL_EINVAL, "%s: an index of %llu bytes, over the %llu a remote index may hold", idx_path,
+                          (unsigned long long)src->size, (unsigned long long)FMT_INDEX_MAX_REMOTE_BYTES);
         sto_close(src);
         return rc;
     }

@@ -64,10 +64,10 @@ START_TEST(test_local_bytes_at_offsets)
         uint64_t off;
         size_t n, want;
     } cases[] = {
-        {0, 10, 10}, {500, 100, 100}, {0, N, N},        {1, N - 1, N - 1}, /* inside */
-        {990, 100, 10},  {1, N, N - 1},  {999, 1, 1},         /* crossing the end: size - off */
-        {N, 10, 0},      {N + 1, 10, 0}, {UINT64_MAX, 10, 0}, /* at or after the end: 0 */
-        {5, 0, 0},                                            /* nothing asked */
+        {0, 10, 10},    {500, 100, 100}, {0, N, N},           {1, N - 1, N - 1}, /* inside */
+        {990, 100, 10}, {1, N, N - 1},   {999, 1, 1},                            /* crossing the end: size - off */
+        {N, 10, 0},     {N + 1, 10, 0},  {UINT64_MAX, 10, 0},                    /* at or after the end: 0 */
+        {5, 0, 0},                                                               /* nothing asked */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t n = 77;
