@@ -551,6 +551,9 @@ static int open_source(const struct feed_job *job, const char *scan_cache, int c
                "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
                "%zu entries written, %zu not written, %zu files too recent to cache",
                scan_cache, cs.hits, job->files.n, cs.scanned, cs.damaged, cs.written, cs.unwritten, cs.recent);
+    size_t kept = feed_source_captured(*src);
+    if (kept > 0)
+        sl_log(SL_LOG_INFO, "%zu remote file(s) read once: kept in the cache as the scan read them", kept);
     return 0;
 }
 

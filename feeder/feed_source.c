@@ -112,6 +112,7 @@ struct feed_source {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* an image loaded or failed, a pin let go */
     size_t cached;     /* bytes of inflated images held or being inflated */
+    size_t captured;   /* remote files whose image the scan kept (read once) */
     uint64_t clock;
     struct feed_scan_cache *cache; /* NULL: none */
     atomic_int cache_warned;       /* a failed write was reported */
@@ -296,6 +297,64 @@ static void cache_put(struct feed_source *s, struct file *f, const struct feed_f
 /* Scan one file through its format (or take its scan from the cache):
  * count records, keep where each lies, learn its compression and
  * decompressed size; map it when it is plain. */
+/* The scan is over (rc its result): keep the copy as the file's image, or
+ * give its room back. */
+static void capture_end(struct feed_source *s, struct file *f, struct sto_capture *cap, int rc)
+{
+    if (cap->cap == 0)
+        return;
+    int keep = rc == 0 && cap->buf != NULL && cap->upto == cap->cap && fmt_scan_compression(f->scan) == FMT_COMP_NONE &&
+               fmt_scan_image_bytes(f->scan) == cap->cap;
+    pthread_mutex_lock(&s->mu);
+    if (keep) {
+        f->img.data = cap->buf;
+        f->img.size = (size_t)cap->cap;
+        f->img.used = ++s->clock;
+        s->captured++;
+    } else {
+        s->cached -= (size_t)cap->cap;
+        sl_free(cap->buf);
+    }
+    pthread_mutex_unlock(&s->mu);
+    cap->buf = NULL;
+    cap->cap = 0;
+}
+
+/* A remote file the scan reads whole (a TFRecord or text file, no index)
+ * is read once: its bytes are copied as they stream past the scan into a
+ * buffer counted in the cache, and become its cached image when the scan
+ * finds it uncompressed and read to its end (capture_end). Only when the
+ * cache has room for it without evicting (the scan threads never evict:
+ * another one may be mapping its file); otherwise it is read again on its
+ * first access. *source: what the scan reads through (NULL: its name). */
+static int capture_begin(struct feed_source *s, struct file *f, struct sto_capture *cap, struct sto_src **source,
+                         struct sl_error *err)
+{
+    *source = NULL;
+    if ((s->o.format != FMT_FORMAT_TFRECORD && s->o.format != FMT_FORMAT_TEXT) || has_index(s, f) || f->src_size == 0 ||
+        f->src_size > s->max_file)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    int room = s->cached + f->src_size <= s->o.cache_bytes;
+    if (room)
+        s->cached += (size_t)f->src_size;
+    pthread_mutex_unlock(&s->mu);
+    if (!room)
+        return 0;
+    struct sto_src *src = NULL;
+    int rc =
+        (cap->buf = sl_malloc((size_t)f->src_size)) == NULL
+            ? sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu bytes", f->path, (unsigned long long)f->src_size)
+            : sto_open(&src, f->path, err);
+    if (rc == 0 && (rc = check_identity(f, src, err)) != 0)
+        sto_close(src);
+    cap->cap = f->src_size;
+    if (rc == 0 && (rc = sto_capture_open(source, src, cap, err)) == 0)
+        return 0;
+    capture_end(s, f, cap, rc);
+    return rc;
+}
+
 static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err)
 {
     struct fmt_scan_opts so = {.compression = s->o.compression,
@@ -319,7 +378,12 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
         if ((rc = s->ops->scan_group(&f->scan, f->members, f->nmembers, &so, err)) != 0)
             return rc;
     } else if (!cacheable || !cache_take(s, f, &id, &have_id)) {
-        if ((rc = s->ops->scan(&f->scan, f->path, &so, err)) != 0)
+        struct sto_capture cap = {0};
+        if (remote && (rc = capture_begin(s, f, &cap, &so.source, err)) != 0)
+            return rc;
+        rc = s->ops->scan(&f->scan, f->path, &so, err);
+        capture_end(s, f, &cap, rc);
+        if (rc != 0)
             return rc;
         if (cacheable && have_id)
             cache_put(s, f, &id, t0);
@@ -653,6 +717,11 @@ const uint64_t *feed_source_counts(const struct feed_source *s)
 uint64_t feed_source_disk_bytes(const struct feed_source *s)
 {
     return s->disk_bytes;
+}
+
+size_t feed_source_captured(const struct feed_source *s)
+{
+    return s->captured;
 }
 
 uint64_t feed_source_total_bytes(const struct feed_source *s)

@@ -126,6 +126,9 @@ const uint64_t *feed_source_counts(const struct feed_source *s);
 uint64_t feed_source_total_bytes(const struct feed_source *s);
 /* The files' sizes on disk (compressed where they are). */
 uint64_t feed_source_disk_bytes(const struct feed_source *s);
+/* Remote files the scan read whole and kept as their cached image (read
+ * once: the first access finds them in the cache while they stay there). */
+size_t feed_source_captured(const struct feed_source *s);
 
 const char *feed_source_path(const struct feed_source *s, size_t i);
 /* The scan cache's work at open (all zero without a cache). */

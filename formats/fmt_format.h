@@ -56,6 +56,7 @@ struct fmt_record;
 
 /* ---- scan: a file's records, located -------------------------------- */
 
+struct sto_src;
 struct fmt_scan_opts {
     enum fmt_compression compression;     /* AUTO: per file */
     size_t max_record_bytes;              /* 0: FMT_DEFAULT_MAX_RECORD_BYTES (tar: per member) */
@@ -69,6 +70,10 @@ struct fmt_scan_opts {
                                          scan checks each member's dtype and row size against its
                                          feature (NULL: not checked) */
     size_t nspecs;
+    struct sto_src *source; /* TFRECORD and TEXT: read the file through this open source (sto.h)
+                               instead of opening its name; the scan owns it from the call on
+                               (closed whatever happens, unused when an index is read); the other
+                               formats: must be NULL */
 };
 
 /* What a scan found (opaque; one owner, read-only once made). */

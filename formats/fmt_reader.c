@@ -10,6 +10,7 @@
 
 #include "fmt_format.h"
 #include "sl_alloc.h"
+#include "sto.h"
 
 struct fmt_reader {
     struct fmt__reader_state st;
@@ -58,6 +59,27 @@ int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_
     if (rc != 0)
         return rc;
     rc = fmt_stream_open(&r->st.stream, path, &so, err);
+    if (rc != 0) {
+        fmt_reader_close(r);
+        return rc;
+    }
+    r->st.lend_ahead = fmt_stream_io(r->st.stream) == FMT_IO_READ;
+    *out = r;
+    return 0;
+}
+
+int fmt_reader_open_source(struct fmt_reader **out, struct sto_src *src, const struct fmt_reader_opts *opts,
+                           struct sl_error *err)
+{
+    struct fmt_stream_opts so;
+    *out = NULL;
+    struct fmt_reader *r = NULL;
+    int rc = reader_new(&r, src->name, opts, &so, err);
+    if (rc != 0) {
+        sto_close(src);
+        return rc;
+    }
+    rc = fmt_stream_open_source(&r->st.stream, src, &so, err);
     if (rc != 0) {
         fmt_reader_close(r);
         return rc;
@@ -146,10 +168,13 @@ int fmt__reader_scan(struct fmt_scan **out, const char *path, enum fmt_format fo
                                  .skip_crc = opts->skip_crc,
                                  .max_output = opts->max_output};
     struct fmt_scan *s = fmt__scan_new(opts);
-    if (s == NULL)
+    if (s == NULL) {
+        sto_close(opts->source);
         return sl_error_set(err, SL_ENOMEM, "%s: out of memory", path);
+    }
     struct fmt_reader *r;
-    int rc = fmt_reader_open(&r, path, &ro, err);
+    int rc =
+        opts->source != NULL ? fmt_reader_open_source(&r, opts->source, &ro, err) : fmt_reader_open(&r, path, &ro, err);
     if (rc != 0) {
         fmt_scan_free(s);
         return rc;

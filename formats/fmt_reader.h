@@ -49,6 +49,11 @@ struct fmt_reader;
 
 int fmt_reader_open(struct fmt_reader **out, const char *path, const struct fmt_reader_opts *opts,
                     struct sl_error *err) SL_MUST_CHECK;
+/* The same over an open storage source (sto.h), owned by the reader from
+ * the call on (closed with it, or at once on error). */
+struct sto_src;
+int fmt_reader_open_source(struct fmt_reader **out, struct sto_src *src, const struct fmt_reader_opts *opts,
+                           struct sl_error *err) SL_MUST_CHECK;
 int fmt_reader_open_mem(struct fmt_reader **out, const char *name, const void *data, size_t len,
                         const struct fmt_reader_opts *opts, struct sl_error *err) SL_MUST_CHECK;
 void fmt_reader_close(struct fmt_reader *r);

@@ -36,6 +36,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 #include "sl_crc32c.h"
+#include "sto.h"
 
 void fmt_tfrecord_header(uint8_t out[FMT_TFRECORD_HEADER], uint64_t len)
 {
@@ -232,8 +233,10 @@ static int tfrecord_scan(struct fmt_scan **out, const char *path, const struct f
     *out = NULL;
     if (opts->use_index) {
         int used = scan_index(out, path, opts, err);
-        if (used != 0)
+        if (used != 0) {
+            sto_close(opts->source); /* the index stood for reading the file */
             return used > 0 ? 0 : used;
+        }
     }
     return fmt__reader_scan(out, path, FMT_FORMAT_TFRECORD, opts, err);
 }

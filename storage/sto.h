@@ -78,6 +78,21 @@ int sto_read_at(struct sto_src *s, uint64_t off, void *dst, size_t n, size_t *go
 int sto_read_full(struct sto_src *s, uint64_t off, void *dst, size_t n, struct sl_error *err) SL_MUST_CHECK;
 void sto_close(struct sto_src *s); /* NULL is a no-op */
 
+/* A copy of what is read: a source reading through `inner` (owned by it
+ * from the call on, closed with it, or at once on error) that also copies
+ * each byte it returns at offsets [0, cap) into buf, as long as the reads
+ * run on from byte 0 without a gap; c->upto is then where that copy ends.
+ * A read after a gap, or past cap, is served but not copied. What reads
+ * an object once (a scan) leaves its bytes in buf for whoever would read
+ * them again. c, buf: the caller's, outliving the source. */
+struct sto_capture {
+    uint8_t *buf;
+    uint64_t cap;
+    uint64_t upto; /* bytes [0, upto) of the object are in buf */
+};
+int sto_capture_open(struct sto_src **out, struct sto_src *inner, struct sto_capture *c,
+                     struct sl_error *err) SL_MUST_CHECK;
+
 /* How remote sources behave; process-wide. */
 struct sto_config {
     long connect_timeout_ms;  /* a connection not made in this long is a failure (retried); 10000 */

@@ -3,12 +3,13 @@
 on loopback, read by a real feeder through the storage seam, delivered to
 the Python client exactly as the same job over the same files on local
 disk delivers them (every element, its bytes, in the same order, two
-shuffled epochs): a plain shard (read whole into the image cache), a gzip
-shard (inflated from the stream) and a plain shard read through its
-FILE.idx, fetched as URL.idx. Then what is refused, by `sluice-feeder
+shuffled epochs): a plain shard (read once: kept in the image cache as
+its scan read it, its bytes sent once by nginx), a gzip shard (inflated
+from the stream) and a plain shard read through its FILE.idx, fetched as
+URL.idx. Then what is refused, by `sluice-feeder
 plan`: a URL with glob characters, a URL that is not there (404, named);
-and a file replaced on the server after the scan, which the feeder refuses
-to read, naming both sizes and ETags.
+and files replaced on the server after the scan: the one kept from its
+scan is served as scanned, the other refused, naming both sizes and ETags.
 
     python3 tests/integration/test_remote_files.py BUILD_DIR [BIN_BUILD_DIR]
 
@@ -142,6 +143,21 @@ http {
     if ": error:" in log or ": warning:" in log:
         fail("remote: the feeder logged an error or a warning: %s" % log[-1500:])
     ok("http: 3 shards (plain, gzip, plain with URL.idx), 2 epochs: the local run's 1200 elements, in order")
+    # read once: the plain shard without an index is kept from its scan:
+    # its bytes cross the link once for the scan and both epochs (the
+    # first 64, the compression probe, by a range of their own, the rest
+    # by one stream); the gzip one is fetched again to be inflated; the
+    # indexed one is read at its first access (and 64 bytes at its scan)
+    if "1 remote file(s) read once: kept in the cache as the scan read them" not in log:
+        fail("remote: the feeder's log does not say one file was read once: %s" % log[-1500:])
+    with open(os.path.join(bed.TMP, "access.log")) as f:
+        access = f.read().splitlines()
+    sent = {n: sum(int(x.split('" ')[1].split()[1]) for x in access if '"GET /%s HTTP' % n in x) for n in names}
+    size = {n: os.path.getsize(os.path.join(www, n)) for n in names}
+    if sent != {names[0]: size[names[0]], names[1]: 2 * size[names[1]], names[2]: 64 + size[names[2]]}:
+        fail("remote: bytes sent per object %s, sizes %s: expected a once, b (gzip) twice, c (indexed) once "
+             "and 64" % (sent, size))
+    ok("read once: the plain shard's bytes sent once for the scan and both epochs (%s)" % sent)
 
     # refused before anything is read: a URL with glob characters; a
     # missing URL fails at the scan, naming it and the status
@@ -158,28 +174,41 @@ http {
         fail("404: rc %d, %r lacks %r" % (rc, out[-500:], want_msg))
     ok("a missing URL named with its status: %s" % want_msg)
 
-    # replaced on the server after the scan, before the first read: the
-    # feeder reads no byte of the new object and names both
+    # replaced on the server after the scan, before the first read. The
+    # cache (1 MiB) holds one shard's scanned copy: the first (--threads 1
+    # scans in order) is served as it was scanned; the second is fetched at
+    # its first access, found changed and refused, naming both
+    big = bed.gen("swap", 400, 2, seed=29, image_bytes=4096)
     os.makedirs(os.path.join(www, "r"))
-    shutil.copy(parts[0], os.path.join(www, "r", names[0]))
-    swap_job, _ = bed.write_job("swap", [url + "r/" + names[0]], epochs=1)
+    swapped = ["r/s0.tfrecord", "r/s1.tfrecord"]
+    for src, dst in zip(big, swapped):
+        shutil.copy(src, os.path.join(www, dst))
+    feats = dict(bed.FEATURES, image={"dtype": "uint8", "shape": [4096], "from": "bytes"})
+    swap_job, _ = bed.write_job("swap", [url + n for n in swapped], epochs=1, inflate_cache_bytes=1 << 20,
+                                features=feats)
     sock = os.path.join(bed.TMP, "swap.sock")
-    feeder = harness.spawn([bed.FEEDER, "--job", swap_job, "--listen", "ipc://" + sock, "--threads", "2"],
+    feeder = harness.spawn([bed.FEEDER, "--job", swap_job, "--listen", "ipc://" + sock, "--threads", "1"],
                            log=bed.log_path("swap", "feeder0"))
     bed.wait_for_log("swap", "feeder0", "serving job", feeder, "swap: the feeder did not start")
-    size = os.path.getsize(parts[0])
-    with open(os.path.join(www, "r", names[0]), "ab") as f:
-        f.write(b"more")
+    sizes = [os.path.getsize(b) for b in big]
+    if not (1 << 20) // 2 < min(sizes) <= max(sizes) <= 1 << 20:
+        fail("swap: shards of %s bytes: each must fit the 1 MiB cache, two must not" % sizes)
+    for dst in swapped:
+        with open(os.path.join(www, dst), "ab") as f:
+            f.write(b"more")
     env = dict(os.environ, PYTHONPATH=os.path.join(sys.argv[1], "python"), PYTHONDONTWRITEBYTECODE="1")
     p = subprocess.run(["/usr/bin/python3", "-c", CLIENT, "swap", "ipc://" + sock], capture_output=True, text=True,
                        env=env, timeout=60)
     bed.wait(feeder, 30, "swap: feeder")
     log = bed.read_log("swap", "feeder0")
-    want_msg = "%sr/%s: changed since it was scanned (%d bytes, ETag " % (url, names[0], size)
-    if p.returncode == 0 or want_msg not in log or "; now %d bytes, ETag " % (size + 4) not in log:
+    want_msg = "%s%s: changed since it was scanned (%d bytes, ETag " % (url, swapped[1], sizes[1])
+    if p.returncode == 0 or want_msg not in log or "; now %d bytes, ETag " % (sizes[1] + 4) not in log:
         fail("swap: client %d (%s), the feeder's log lacks %r: %s" % (p.returncode, p.stdout[-300:], want_msg,
                                                                      log[-1500:]))
-    ok("an object replaced after the scan: %s" % [x for x in log.splitlines() if want_msg in x][0])
+    if "1 remote file(s) read once" not in log or "%s%s: changed" % (url, swapped[0]) in log:
+        fail("swap: the first shard was not served from its scanned copy: %s" % log[-1500:])
+    ok("objects replaced after the scan: the one kept from its scan served as scanned, the other refused: %s" %
+       [x for x in log.splitlines() if want_msg in x][0])
 
     harness.stop_all()
     bed.finish()

@@ -289,22 +289,35 @@ START_TEST(test_whole_read)
              plain, (unsigned long long)a0, (unsigned long long)a0 - 1);
     ck_assert_str_eq(err.msg, want);
 
-    /* changed after the scan, before the first read */
-    o.cache_bytes = 0;
-    ck_assert_int_eq(feed_source_open(&s, &plain, 1, &o, &err), 0);
-    int fd = open(plain, O_WRONLY | O_APPEND);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, "tail", 4), 4);
-    close(fd);
+    /* read once: the scan's copy of the first file is its cached image (the
+     * cache has room for it alone: the second is read again at its first
+     * access). Both changed after the scan: the first is served as it was
+     * scanned, the second refused, naming both sizes. */
+    const char *later = write_tfr("w2.tfrecord", 2, 50);
+    const char *pair[2] = {plain, later};
+    uint64_t a2 = image_bytes(later);
+    o.cache_bytes = (size_t)(a0 > a2 ? a0 : a2);
+    o.scan_threads = 1; /* in order: the first file takes the room */
+    ck_assert_msg(feed_source_open(&s, pair, 2, &o, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(feed_source_captured(s), 1);
+    for (int i = 0; i < 2; i++) {
+        int fd = open(pair[i], O_WRONLY | O_APPEND);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "tail", 4), 4);
+        close(fd);
+    }
     ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    for (unsigned r = 0; r < 50; r++)
+        expect_rec(rd, 0, r);
     const uint8_t *d;
     size_t len;
-    ck_assert_int_eq(feed_reader_get(rd, 0, 0, &d, &len, &err), SL_ECORRUPT);
-    snprintf(want, sizeof want, "%s: changed since it was scanned (%llu bytes, now %llu)", plain,
-             (unsigned long long)a0, (unsigned long long)a0 + 4);
+    ck_assert_int_eq(feed_reader_get(rd, 1, 0, &d, &len, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: changed since it was scanned (%llu bytes, now %llu)", later,
+             (unsigned long long)a2, (unsigned long long)a2 + 4);
     ck_assert_str_eq(err.msg, want);
     feed_reader_close(rd);
     feed_source_close(s);
+    o.scan_threads = 0;
 
     /* a missing file: the seam's open error, before any scan */
     const char *gone = sl_test_path("gone.tfrecord");
