@@ -66,9 +66,7 @@ def plan(job_path):
 def main():
     bed.setup(sys.argv[1], "remote")
     if len(sys.argv) > 2:
-        other = os.path.abspath(sys.argv[2])
-        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
-        bed.RECORD = os.path.join(other, "tools", "sluice-record")
+        bed.use_binaries(sys.argv[2])
     if not os.access(nginx.NGINX, os.X_OK):
         fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % nginx.NGINX)
     parts = bed.gen("data", 600, 3, seed=28)
