@@ -20,6 +20,9 @@ Library:
     srv.url                  -> "http://127.0.0.1:PORT" (or https://...)
     srv.url_of("a/b.tfrecord")  -> srv.url + "/a/b.tfrecord"
     srv.requests()           -> the access log: [{"uri", "status", "bytes", "range", "request_time"}, ...]
+    srv.access_lines()       -> the access log's lines as nginx wrote them
+    srv = nginx.start(ROOT, log_format='$connection $uri')   # a test's own access log line
+    srv = nginx.start(ROOT, spawn=harness.spawn)     # started (and killed) by a test's harness
     srv.stop()               # also at exit; idempotent
 
 start() raises Unavailable when there is no nginx (a test then exits 77:
@@ -54,7 +57,7 @@ class Unavailable(Exception):
     """No nginx here (Debian: `apt-get install nginx`)."""
 
 
-def _free_port(addr):
+def free_port(addr="127.0.0.1"):
     """A TCP port free on addr now (bound and released: another process
     could take it before nginx does, which start() reports)."""
     with socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET) as s:
@@ -96,7 +99,8 @@ def make_cert(dirname, names=("127.0.0.1", "localhost")):
             raise RuntimeError("openssl %s: %s" % (args[0], r.stderr.strip()))
 
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", p["ca-key"], "-out", p["ca"], "-days", "2", "-subj", "/CN=sluice test CA")
+            "-keyout", p["ca-key"], "-out", p["ca"], "-days", "2", "-subj", "/CN=sluice test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", p["key"], "-out", p["csr"], "-subj", "/CN=%s" % names[0])
     openssl("x509", "-req", "-in", p["csr"], "-CA", p["ca"], "-CAkey", p["ca-key"], "-CAcreateserial",
@@ -104,8 +108,9 @@ def make_cert(dirname, names=("127.0.0.1", "localhost")):
     return {"ca": p["ca"], "cert": p["cert"], "key": p["key"]}
 
 
-def config(root, addr, port, tmp, tls=None, workers=0):
-    """nginx.conf's text: root served on addr:port, every path in tmp."""
+def config(root, addr, port, tmp, tls=None, workers=0, log_format=LOG_FORMAT):
+    """nginx.conf's text: root served on addr:port, every path in tmp, the
+    access log's lines in log_format (nginx's log_format; no single quote)."""
     listen = "[%s]:%d" % (addr, port) if ":" in addr else "%s:%d" % (addr, port)
     lines = ["daemon off;",
              "master_process %s;" % ("on" if workers > 0 else "off"),
@@ -124,7 +129,7 @@ def config(root, addr, port, tmp, tls=None, workers=0):
               "  keepalive_requests 100000;",
               "  keepalive_timeout 60s;",
               "  server_tokens off;",
-              "  log_format sluice '%s';" % LOG_FORMAT,
+              "  log_format sluice '%s';" % log_format,
               "  access_log %s/access.log sluice;" % tmp]
     for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         lines.append("  %s_temp_path %s/%s;" % (k, tmp, k))
@@ -139,9 +144,9 @@ def config(root, addr, port, tmp, tls=None, workers=0):
 
 
 class Server:
-    def __init__(self, proc, root, addr, port, tmp, tls, owns_tmp):
+    def __init__(self, proc, root, addr, port, tmp, tls, owns_tmp, log_format=LOG_FORMAT):
         self.proc, self.root, self.addr, self.port, self.dir = proc, root, addr, port, tmp
-        self.tls = tls
+        self.tls, self.log_format = tls, log_format
         self._owns_tmp = owns_tmp
         host = "[%s]" % addr if ":" in addr else addr
         self.url = "%s://%s:%d" % ("https" if tls else "http", host, port)
@@ -156,19 +161,29 @@ class Server:
     def requests(self):
         """The requests served so far, from the access log, in order:
         {"method", "uri", "status", "bytes" (the body's), "request_time" (s),
-        "range" (the Range header, "" when none)}."""
+        "range" (the Range header, "" when none)}. Only with the default
+        log_format (start()'s): with another, access_lines()."""
+        if self.log_format != LOG_FORMAT:
+            raise RuntimeError("nginx: requests() reads the default access log format; this one is %r: "
+                               "access_lines()" % self.log_format)
         out = []
+        for line in self.access_lines():
+            m = _LOG_LINE.match(line)
+            if m:
+                out.append({"method": m.group(1), "uri": m.group(2), "status": int(m.group(3)),
+                            "bytes": int(m.group(4)), "request_time": float(m.group(5)),
+                            "range": "" if m.group(6) == "-" else m.group(6)})
+        return out
+
+    def access_lines(self):
+        """The access log's lines so far, as nginx wrote them (in the
+        log_format start() was given), without their newlines. nginx
+        writes a request's line when it is done with it."""
         try:
             with open(self.access_log) as f:
-                for line in f:
-                    m = _LOG_LINE.match(line.rstrip("\n"))
-                    if m:
-                        out.append({"method": m.group(1), "uri": m.group(2), "status": int(m.group(3)),
-                                    "bytes": int(m.group(4)), "request_time": float(m.group(5)),
-                                    "range": "" if m.group(6) == "-" else m.group(6)})
+                return f.read().splitlines()
         except FileNotFoundError:
-            pass
-        return out
+            return []
 
     def errors(self):
         """The error log's text."""
@@ -227,7 +242,8 @@ def _probe(addr, port, net, host, timeout):
     return subprocess.run(args, capture_output=True).returncode == 0
 
 
-def start(root, host="127.0.0.1", port=None, net=None, tls=None, workers=0, tmp=None, timeout=10):
+def start(root, host="127.0.0.1", port=None, net=None, tls=None, workers=0, tmp=None, timeout=10,
+          log_format=LOG_FORMAT, spawn=None):
     """Serve the folder root with nginx. Without net, host is the address
     to listen on (default 127.0.0.1; port None: a free one). With net (a
     netns.Cluster), host is one of its hosts: nginx runs in that host's
@@ -235,32 +251,44 @@ def start(root, host="127.0.0.1", port=None, net=None, tls=None, workers=0, tmp=
     its address (port None: 8080). tls: {"cert", "key"} (make_cert's) to
     serve https (HTTP/1.1 and HTTP/2). workers: 0, one process; N > 0, a
     master and N workers. tmp: the folder for nginx's files (default: a
-    new one, removed by stop()). Returns a Server once nginx accepts
-    connections."""
+    new one, removed by stop()). log_format: the access log's line
+    (nginx's log_format; requests() reads only the default one,
+    access_lines() any). spawn (without net): what starts nginx instead of
+    subprocess.Popen, called as spawn(args, log=PATH, preexec_fn=...) with
+    PATH taking nginx's stdout and stderr, returning the Popen:
+    tests/integration/harness.spawn, so that the test's harness owns the
+    process (kills and reaps it in stop_all(), shows the log's tail when a
+    case fails). Returns a Server once nginx accepts connections."""
     if not os.access(NGINX, os.X_OK):
         raise Unavailable("no nginx at %s (Debian: apt-get install nginx)" % NGINX)
     if not os.path.isdir(root):
         raise RuntimeError("nginx: the folder to serve is not there: %s" % root)
     addr = net.addr(host) if net is not None else host
     if port is None:
-        port = DEFAULT_PORT if net is not None else _free_port(addr)
+        port = DEFAULT_PORT if net is not None else free_port(addr)
     owns_tmp = tmp is None
     tmp = tempfile.mkdtemp(prefix="sluice-nginx-") if tmp is None else os.path.abspath(tmp)
     os.makedirs(tmp, exist_ok=True)
     conf = os.path.join(tmp, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(config(root, addr, port, tmp, tls, workers))
+        f.write(config(root, addr, port, tmp, tls, workers, log_format))
     args = [NGINX, "-p", tmp, "-e", os.path.join(tmp, "error.log"), "-c", conf]
-    out = open(os.path.join(tmp, "stderr.log"), "w")
-    try:
+    log = os.path.join(tmp, "stderr.log")
+    if spawn is not None:
         if net is not None:
-            proc = net.spawn(host, args, stdout=out, stderr=subprocess.STDOUT)
-        else:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                    preexec_fn=_die_with_parent)
-    finally:
-        out.close()
-    srv = Server(proc, root, addr, port, tmp, tls, owns_tmp)
+            raise ValueError("nginx.start: spawn is for loopback (net.spawn starts it on a host)")
+        proc = spawn(args, log=log, preexec_fn=_die_with_parent)
+    else:
+        out = open(log, "w")
+        try:
+            if net is not None:
+                proc = net.spawn(host, args, stdout=out, stderr=subprocess.STDOUT)
+            else:
+                proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                        preexec_fn=_die_with_parent)
+        finally:
+            out.close()
+    srv = Server(proc, root, addr, port, tmp, tls, owns_tmp, log_format)
     atexit.register(srv.stop)
     if not _probe(addr, port, net, host, timeout) or not srv.alive():
         why = srv.errors().strip()

@@ -44,6 +44,17 @@ def setup(build, name):
     TMP = tempfile.mkdtemp(prefix="sluice-%s-" % name)
 
 
+def use_binaries(other):
+    """The feeder, sluice-record and the trainer of another build (a
+    sanitizer build's, under other/) in place of setup()'s; the Python
+    package stays setup()'s build's."""
+    global RECORD, FEEDER, TRAINER
+    other = os.path.abspath(other)
+    FEEDER = os.path.join(other, "feeder", "sluice-feeder")
+    RECORD = os.path.join(other, "tools", "sluice-record")
+    TRAINER = os.path.join(other, "trainer", "sluice-trainer")
+
+
 def cleanup():
     if TMP is not None:
         shutil.rmtree(TMP, ignore_errors=True)

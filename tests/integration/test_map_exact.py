@@ -376,10 +376,7 @@ def cached(files, ref):
 def main():
     bed.setup(sys.argv[1], "map-exact")
     if len(sys.argv) > 2:
-        other = os.path.abspath(sys.argv[2])
-        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
-        bed.RECORD = os.path.join(other, "tools", "sluice-record")
-        bed.TRAINER = os.path.join(other, "trainer", "sluice-trainer")
+        bed.use_binaries(sys.argv[2])
     version = subprocess.run([bed.FEEDER, "--version"], capture_output=True, text=True).stdout
     print("# %s (%s)" % (bed.FEEDER, re.search(r"build type: (.*)", version).group(1)))
     try:

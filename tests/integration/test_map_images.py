@@ -157,9 +157,7 @@ def serve(tag, job_path, F):
 def main():
     bed.setup(sys.argv[1], "map-images")
     if len(sys.argv) > 2:  # a sanitizer build's feeder and tools, this build's Python package
-        other = os.path.abspath(sys.argv[2])
-        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
-        bed.RECORD = os.path.join(other, "tools", "sluice-record")
+        bed.use_binaries(sys.argv[2])
     try:
         tree = os.path.join(bed.TMP, "tree")
         paths = make_tree(tree)

@@ -22,17 +22,15 @@ import gzip
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cluster"))
 import bed  # noqa: E402
 import harness  # noqa: E402
+import nginx  # noqa: E402  tests/cluster/nginx.py
 from harness import fail, ok  # noqa: E402
-
-NGINX = "/usr/sbin/nginx"
 
 CLIENT = r"""
 import json, sys
@@ -49,26 +47,6 @@ except Exception as e:
     sys.exit(3)
 print(json.dumps(out))
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port, proc, what):
-    for _ in range(500):
-        if proc.poll() is not None:
-            fail("%s exited (%s) before listening" % (what, proc.returncode))
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    fail("%s: not listening on %d" % (what, port))
 
 
 def elements(tag, job_path):
@@ -88,11 +66,9 @@ def plan(job_path):
 def main():
     bed.setup(sys.argv[1], "remote")
     if len(sys.argv) > 2:
-        other = os.path.abspath(sys.argv[2])
-        bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
-        bed.RECORD = os.path.join(other, "tools", "sluice-record")
-    if not os.access(NGINX, os.X_OK):
-        fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % NGINX)
+        bed.use_binaries(sys.argv[2])
+    if not os.access(nginx.NGINX, os.X_OK):
+        fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % nginx.NGINX)
     parts = bed.gen("data", 600, 3, seed=28)
     www = os.path.join(bed.TMP, "www")
     os.makedirs(www)
@@ -103,30 +79,12 @@ def main():
     shutil.copy(parts[2], os.path.join(www, names[2]))
     subprocess.run([bed.RECORD, "index", os.path.join(www, names[2])], check=True, capture_output=True)
 
-    os.makedirs(os.path.join(bed.TMP, "temp"))
-    port = free_port()
-    conf = os.path.join(bed.TMP, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write("""%(user)s
-worker_processes 1;
-pid %(tmp)s/nginx.pid;
-error_log %(tmp)s/nginx-error.log;
-events { worker_connections 64; }
-http {
-    access_log %(tmp)s/access.log;
-    client_body_temp_path %(tmp)s/temp/body;
-    proxy_temp_path %(tmp)s/temp/proxy;
-    fastcgi_temp_path %(tmp)s/temp/fastcgi;
-    uwsgi_temp_path %(tmp)s/temp/uwsgi;
-    scgi_temp_path %(tmp)s/temp/scgi;
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:%(port)d; root %(www)s; }
-}
-""" % {"user": "user root;" if os.getuid() == 0 else "", "tmp": bed.TMP, "port": port, "www": www})
-    nginx = harness.spawn([NGINX, "-p", bed.TMP, "-c", conf, "-e", os.path.join(bed.TMP, "nginx-error.log"), "-g",
-                           "daemon off; master_process off;"], log=os.path.join(bed.TMP, "nginx.out"))
-    wait_port(port, nginx, "nginx")
-    url = "http://127.0.0.1:%d/" % port
+    # nginx on loopback, a process of the harness's (stop_all() kills it)
+    try:
+        srv = nginx.start(www, tmp=os.path.join(bed.TMP, "nginx"), spawn=harness.spawn)
+    except (nginx.Unavailable, RuntimeError) as e:
+        fail(str(e))
+    url = srv.url + "/"
 
     keys = dict(epochs=2, shuffle={"buffer": 64, "seed": 5}, use_index=True)
     local_job, _ = bed.write_job("local", [os.path.join(www, n) for n in names], **keys)
@@ -150,9 +108,8 @@ http {
     # indexed one is read at its first access (and 64 bytes at its scan)
     if "1 remote file(s) read once: kept in the cache as the scan read them" not in log:
         fail("remote: the feeder's log does not say one file was read once: %s" % log[-1500:])
-    with open(os.path.join(bed.TMP, "access.log")) as f:
-        access = f.read().splitlines()
-    sent = {n: sum(int(x.split('" ')[1].split()[1]) for x in access if '"GET /%s HTTP' % n in x) for n in names}
+    access = srv.requests()
+    sent = {n: sum(r["bytes"] for r in access if r["method"] == "GET" and r["uri"] == "/" + n) for n in names}
     size = {n: os.path.getsize(os.path.join(www, n)) for n in names}
     if sent != {names[0]: size[names[0]], names[1]: 2 * size[names[1]], names[2]: 64 + size[names[2]]}:
         fail("remote: bytes sent per object %s, sizes %s: expected a once, b (gzip) twice, c (indexed) once "

@@ -30,12 +30,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cluster"))
 import harness  # noqa: E402
-from harness import fail, ok, spawn  # noqa: E402
+import nginx  # noqa: E402  tests/cluster/nginx.py
+from harness import fail, ok  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1])
 FETCH = os.path.join(BUILD, "tests", "sto_fetch")
-NGINX = "/usr/sbin/nginx"
 TMP = tempfile.mkdtemp(prefix="sluice-stohttp-")
 WWW = os.path.join(TMP, "www")
 rnd = random.Random(28)
@@ -65,107 +66,45 @@ def expect_error(what, rc, err, want_rc, *parts):
             fail("%s: expected %r in the error, got: %s" % (what, part, err.strip()))
 
 
-def free_port(host="127.0.0.1"):
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(port, proc, what):
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            fail("%s exited %d at start" % (what, proc.returncode))
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    fail("%s: nothing listens on port %d after 15 s" % (what, port))
-
-
-def sh(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True)
-    if p.returncode != 0:
-        fail("%s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
-
-
 # ---- the files and nginx ----
 
-if not os.access(NGINX, os.X_OK):
-    fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % NGINX)
+if not os.access(nginx.NGINX, os.X_OK):
+    fail("no %s: this test needs Debian's nginx (apt-get install nginx-light; scripts/deps.sh does)" % nginx.NGINX)
 if shutil.which("openssl") is None:
     fail("no openssl CLI: this test makes its CA with it (apt-get install openssl)")
 os.makedirs(WWW)
-os.makedirs(os.path.join(TMP, "temp"))
 FILES = {}
 for fname, size in (("f0", 0), ("f1", 1), ("f4096", 4096), ("big", 5 * 1024 * 1024 + 7)):
     FILES[fname] = rnd.randbytes(size)
     with open(os.path.join(WWW, fname), "wb") as f:
         f.write(FILES[fname])
 
-# a test CA and a server certificate for 127.0.0.1 (EC keys: quick to make)
-ca_key, ca, key, csr, cert, ext = (os.path.join(TMP, n) for n in
-                                   ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem", "ext.cnf"))
-sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", ca_key,
-   "-out", ca, "-days", "2", "-subj", "/CN=sluice test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-   "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-sh("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", csr,
-   "-subj", "/CN=127.0.0.1")
-with open(ext, "w") as f:
-    f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n")
-sh("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "2",
-   "-extfile", ext)
-
-PORT, TLS_PORT = free_port(), free_port()
-ACCESS = os.path.join(TMP, "access.log")
-conf = os.path.join(TMP, "nginx.conf")
-with open(conf, "w") as f:
-    f.write("""%(user)s
-worker_processes 1;
-pid %(tmp)s/nginx.pid;
-error_log %(tmp)s/nginx-error.log;
-events { worker_connections 64; }
-http {
-    log_format sto '$connection $request_method $uri "$http_range" "$http_if_match" $status $server_protocol';
-    access_log %(tmp)s/access.log sto;
-    client_body_temp_path %(tmp)s/temp/body;
-    proxy_temp_path %(tmp)s/temp/proxy;
-    fastcgi_temp_path %(tmp)s/temp/fastcgi;
-    uwsgi_temp_path %(tmp)s/temp/uwsgi;
-    scgi_temp_path %(tmp)s/temp/scgi;
-    default_type application/octet-stream;
-    keepalive_requests 10000;
-    server { listen 127.0.0.1:%(port)d; root %(www)s; }
-    server {
-        listen 127.0.0.1:%(tls)d ssl http2;
-        ssl_certificate %(cert)s;
-        ssl_certificate_key %(key)s;
-        root %(www)s;
-    }
-}
-""" % {"user": "user root;" if os.getuid() == 0 else "", "tmp": TMP, "port": PORT, "tls": TLS_PORT, "www": WWW,
-       "cert": cert, "key": key})
-nginx = spawn([NGINX, "-p", TMP, "-c", conf, "-e", os.path.join(TMP, "nginx-error.log"), "-g",
-               "daemon off; master_process off;"], log=os.path.join(TMP, "nginx.out"))
-wait_port(PORT, nginx, "nginx")
-wait_port(TLS_PORT, nginx, "nginx (TLS)")
-URL = "http://127.0.0.1:%d/" % PORT
+# a test CA and a server certificate for 127.0.0.1 (EC keys: quick to make);
+# nginx on two ports, each a process owned by the harness: http, and https
+# (HTTP/1.1 and HTTP/2); each access log line: the connection's number
+# first, the protocol last
+LOG_FORMAT = '$connection $request_method $uri "$http_range" "$http_if_match" $status $server_protocol'
+try:
+    tls = nginx.make_cert(os.path.join(TMP, "tls"), ["127.0.0.1", "localhost"])
+    srv = nginx.start(WWW, tmp=os.path.join(TMP, "nginx"), timeout=15, log_format=LOG_FORMAT, spawn=harness.spawn)
+    tls_srv = nginx.start(WWW, tmp=os.path.join(TMP, "nginx-tls"), tls=tls, timeout=15, log_format=LOG_FORMAT,
+                          spawn=harness.spawn)
+except (nginx.Unavailable, RuntimeError) as e:
+    fail(str(e))
+ca = tls["ca"]
+TLS_PORT = tls_srv.port
+URL = srv.url + "/"
 
 
-def access_lines(since):
-    """nginx's access log lines after the first `since` (it writes each when
-    the request is done: wait a little for the last)."""
+def access_lines(since, server=srv):
+    """server's access log lines after the first `since` (nginx writes each
+    when the request is done: wait a little for the last)."""
     time.sleep(0.1)
-    with open(ACCESS) as f:
-        return f.read().splitlines()[since:]
+    return server.access_lines()[since:]
 
 
-def access_count():
-    with open(ACCESS) as f:
-        return len(f.read().splitlines())
+def access_count(server=srv):
+    return len(server.access_lines())
 
 
 # ---- nginx: whole objects, ranges, errors ----
@@ -260,7 +199,7 @@ expect_error("changed object", p.returncode, err, 4, "read(%sf4096) bytes [0, 40
              "the object changed since open (ETag %s at open" % old_etag, "HTTP 412")
 ok("an object replaced between open and read: the changed-object error with the ETag")
 
-before = access_count()
+before = access_count(tls_srv)
 rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--ca-file", ca, "--chunk", "100000")
 if rc != 0 or got != big:
     fail("https with the test CA: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
@@ -268,7 +207,7 @@ rc, out, err, got = fetch("https://127.0.0.1:%d/big" % TLS_PORT, "--ca-file", ca
                           "--range", "3000000:70000", "--range", "%d:100" % (len(big) - 7))
 if rc != 0 or got != big[1000:6000] + big[3000000:3070000] + big[-7:]:
     fail("https ranges with the test CA: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
-lines = access_lines(before)
+lines = access_lines(before, tls_srv)
 if len([ln for ln in lines if " GET " in ln]) != 5:
     fail("https: expected 5 GETs (the first 100000 bytes, one stream, 3 ranges), saw %s" % lines)
 if not all(ln.endswith("HTTP/2.0") for ln in lines):
@@ -446,7 +385,7 @@ if len(ranges_seen) != 2 or ranges_seen[0] != "bytes=0-%d" % (N - 1) or \
 ok("a body cut short is resumed at the first byte not received (bytes=200000-), a reset too (%s): exact bytes"
    % ranges_seen[1])
 
-port = free_port()
+port = nginx.free_port()
 rc, out, err, got = fetch("http://127.0.0.1:%d/x" % port, *QUICK, "--retries", "2")
 expect_error("closed port", rc, err, 3, "open(http://127.0.0.1:%d/x): HEAD failed (3 attempts), the last: " % port,
              "port %d" % port)
