@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cluster"))
@@ -115,6 +116,40 @@ def main():
         fail("remote: bytes sent per object %s, sizes %s: expected a once, b (gzip) twice, c (indexed) once "
              "and 64" % (sent, size))
     ok("read once: the plain shard's bytes sent once for the scan and both epochs (%s)" % sent)
+
+    # the server goes away between the scan and the first fetches (the
+    # gzip and the indexed shard are fetched at their first access) and
+    # comes back within the retries (backoff 100, 200, 400, 400 ... ms): the
+    # fetches that found no server are retried, and the client gets the
+    # local run's elements exactly
+    sock = os.path.join(bed.TMP, "restart.sock")
+    feeder = harness.spawn([bed.FEEDER, "--job", remote_job, "--listen", "ipc://" + sock, "--threads", "2",
+                            "--remote-retries", "10", "--remote-backoff-ms", "100", "--remote-backoff-max-ms", "400"],
+                           log=bed.log_path("restart", "feeder0"))
+    bed.wait_for_log("restart", "feeder0", "serving job", feeder, "restart: the feeder did not start")
+    srv.stop()
+    env = dict(os.environ, PYTHONPATH=os.path.join(sys.argv[1], "python"), PYTHONDONTWRITEBYTECODE="1")
+    t0 = time.time()
+    client = subprocess.Popen(["/usr/bin/python3", "-c", CLIENT, "remote", "ipc://" + sock], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(1.0)
+    if client.poll() is not None:
+        fail("restart: the client ended while the server was down: %s" % client.communicate()[0][-500:])
+    try:
+        srv = nginx.start(www, port=srv.port, tmp=os.path.join(bed.TMP, "nginx2"), spawn=harness.spawn)
+    except (nginx.Unavailable, RuntimeError) as e:
+        fail("restart: nginx did not start again: %s" % e)
+    out, err = client.communicate(timeout=60)
+    took = time.time() - t0
+    bed.wait(feeder, 30, "restart: feeder")
+    if client.returncode != 0 or json.loads(out) != want:
+        fail("restart: client %d, %s: %s" % (client.returncode, (out or err)[-500:],
+                                             bed.read_log("restart", "feeder0")[-1500:]))
+    refetched = sorted(set(r["uri"] for r in srv.requests() if r["method"] == "GET"))
+    if refetched != ["/" + names[1], "/" + names[2]]:
+        fail("restart: the server back up served GETs of %s, expected the gzip and the indexed shard" % refetched)
+    ok("the server down between the scan and the first fetches, back 1 s later: retried, the local run's 1200 "
+       "elements (%.1f s; %s fetched after the restart)" % (took, refetched))
 
     # refused before anything is read: a URL with glob characters; a
     # missing URL fails at the scan, naming it and the status
