@@ -8,7 +8,8 @@ URL.idx files, and each object is fetched at its first access) and a
 trainer. s0's link is shaped to 50 Mbit/s (tc tbf) so that the fetches take
 seconds.
 
-1. The cable cut while the feeder fetches, and mended 2.5 s later: the
+1. The cable cut while the feeder fetches (once s0 has sent 1 MB of the
+   objects), and mended 2.5 s later: the
    transfers stall (--remote-stall-timeout-ms 800) and are retried; while
    the cable is out the connections fail (--remote-connect-timeout-ms 800)
    and are retried with backoff; once it is back each retry resumes at the
@@ -66,7 +67,12 @@ def main():
     wait_for_log(flog, "serving job", fp, "mend: the feeder did not start")
     tp, trace, tlog = start_trainer(net, "f0", [ep], "remote", 0, 1, 1, tag="mend", insecure=True,
                                     extra=("--model", "none"))
-    time.sleep(0.4)
+    # cut once the objects' bytes flow: 1 MB of 16 sent (about 0.2 s at 50 Mbit/s)
+    tx0, deadline = net.link_bytes("s0")[1], time.time() + 30
+    while net.link_bytes("s0")[1] - tx0 < 1 << 20:
+        if time.time() > deadline or tp.poll() is not None:
+            fail("mend: s0 sent no MB within 30 s (trainer %s):\n%s" % (tp.poll(), read_log(flog)[-1500:]))
+        time.sleep(0.02)
     net.cut("s0")
     time.sleep(2.5)
     net.mend("s0")
