@@ -176,9 +176,8 @@ static int endpoint_of(const char *name, struct endpoint *e, struct sl_error *er
  * "SCHEME://BUCKET.HOST" (virtual host), without a trailing '/'. */
 static int bucket_url(const struct endpoint *e, const char *bucket, char *out, size_t cap)
 {
-    int n = sto__config()->s3_path_style
-                ? snprintf(out, cap, "%s://%s%s/%s", e->scheme, e->hostport, e->path, bucket)
-                : snprintf(out, cap, "%s://%s.%s%s", e->scheme, bucket, e->hostport, e->path);
+    int n = sto__config()->s3_path_style ? snprintf(out, cap, "%s://%s%s/%s", e->scheme, e->hostport, e->path, bucket)
+                                         : snprintf(out, cap, "%s://%s.%s%s", e->scheme, bucket, e->hostport, e->path);
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
@@ -282,8 +281,10 @@ static int creds_of(const char *name, const struct endpoint *e, struct creds *c,
         const char *t = getenv("AWS_SESSION_TOKEN");
         if (strlen(k) >= sizeof(c->key) || strlen(s) >= sizeof(c->secret) ||
             (t != NULL && strlen(t) >= sizeof(c->token)))
-            return sl_error_set(err, SL_EINVAL, "%s: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY or $AWS_SESSION_TOKEN "
-                                "is too long", name);
+            return sl_error_set(err, SL_EINVAL,
+                                "%s: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY or $AWS_SESSION_TOKEN "
+                                "is too long",
+                                name);
         snprintf(c->key, sizeof(c->key), "%s", k);
         snprintf(c->secret, sizeof(c->secret), "%s", s);
         snprintf(c->token, sizeof(c->token), "%s", t != NULL ? t : "");
@@ -334,8 +335,8 @@ enum field { F_NONE = 0, F_KEY, F_TRUNC, F_TOKEN, F_CODE, F_MESSAGE };
 
 struct page {
     XML_Parser p;
-    const char *pattern;   /* for errors */
-    const char *key_glob;  /* the pattern's key part, fnmatch'ed */
+    const char *pattern;  /* for errors */
+    const char *key_glob; /* the pattern's key part, fnmatch'ed */
     const char *bucket;
     enum field in;
     int depth, in_contents;
@@ -661,7 +662,8 @@ int sto_list(const char *pattern, char ***names, size_t *n, struct sl_error *err
             break;
     }
     if (rc == 0) {
-        qsort(g->names, g->n, sizeof(*g->names), cmp_name);
+        if (g->n > 1)
+            qsort(g->names, g->n, sizeof(*g->names), cmp_name);
         *names = g->names;
         *n = g->n;
     } else {
