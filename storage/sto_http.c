@@ -946,6 +946,25 @@ static size_t get_on_header(char *p, size_t size, size_t nitems, void *ud)
     return size * nitems;
 }
 
+/* One attempt's options: setup_easy's, and the body and headers into g. */
+static int get_setup(struct http_src *s, struct get_sink *g, struct curl_slist *hdrs, const struct sto_http_auth *auth,
+                     const struct sto_config *c)
+{
+    long stall_s = (c->stall_timeout_ms + 999) / 1000;
+    int ok = setup_easy(s, c->connect_timeout_ms, c->max_redirects, auth) == 0;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, get_on_header) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, g) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, get_on_body) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, g) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK; /* a stall: retried */
+    ok &= curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, stall_s) == CURLE_OK;
+    if (!c->cross_host_redirects) /* redirects: the listing stays on its host */
+        ok &= curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK;
+    return ok ? 0 : -1;
+}
+
 int sto__http_get(const char *name, const char *url, const struct sto_http_auth *auth, size_t max, char **body,
                   size_t *len, long *status, struct sl_error *err)
 {
@@ -973,19 +992,7 @@ int sto__http_get(const char *name, const char *url, const struct sto_http_auth 
         g.len = g.header_bytes = 0;
         g.over = 0;
         g.max = max;
-        long stall_s = (c->stall_timeout_ms + 999) / 1000;
-        int ok = setup_easy(&s, c->connect_timeout_ms, c->max_redirects, auth) == 0;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_HTTPGET, 1L) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_HEADERFUNCTION, get_on_header) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_HEADERDATA, &g) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_WRITEFUNCTION, get_on_body) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_WRITEDATA, &g) == CURLE_OK;
-        ok &= curl_easy_setopt(s.easy, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK; /* a stall: retried */
-        ok &= curl_easy_setopt(s.easy, CURLOPT_LOW_SPEED_TIME, stall_s) == CURLE_OK;
-        if (!c->cross_host_redirects) /* redirects: the listing stays on its host */
-            ok &= curl_easy_setopt(s.easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK;
-        if (!ok) {
+        if (get_setup(&s, &g, hdrs, auth, c) != 0) {
             rc = sl_error_set(err, SL_EIO, "%s: curl could not be set up", name);
             break;
         }

@@ -41,8 +41,9 @@ void sto__http_close(struct sto_src *s);
 
 /* GET `url` whole into *body (NUL-terminated, *len bytes, the caller
  * frees it), at most `max` bytes (more: SL_EPROTO naming `name`), with the
- * configured timeouts, retries of transient failures and 5xx, and no
- * redirect to another host. Any status (a 5xx once the retries are spent)
+ * configured timeouts and retries of transient failures and 5xx; a
+ * redirect is not followed (its 3xx returned) unless cross_host_redirects
+ * is on. Any status (a 5xx once the retries are spent)
  * is returned in *status with its body (an error's XML) for the caller to
  * judge. */
 int sto__http_get(const char *name, const char *url, const struct sto_http_auth *auth, size_t max, char **body,

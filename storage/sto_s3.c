@@ -290,7 +290,8 @@ static int creds_of(const char *name, const struct endpoint *e, struct creds *c,
         snprintf(c->token, sizeof(c->token), "%s", t != NULL ? t : "");
     } else {
         FILE *f = fopen(file, "rb");
-        if (f != NULL) {
+        int opened = f != NULL;
+        if (opened) {
             char *buf = sl_malloc(CRED_FILE_MAX + 2);
             size_t n = buf != NULL ? fread(buf, 1, CRED_FILE_MAX + 1, f) : 0;
             int bad = ferror(f);
@@ -310,7 +311,7 @@ static int creds_of(const char *name, const struct endpoint *e, struct creds *c,
             return sl_error_set(err, SL_EINVAL,
                                 "%s: no S3 credentials: $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY are not set, "
                                 "and %s has no aws_access_key_id and aws_secret_access_key in [%s]%s",
-                                name, file, profile, f == NULL ? " (it cannot be opened)" : "");
+                                name, file, profile, opened ? "" : " (it cannot be opened)");
     }
     if (strchr(c->key, ':') != NULL || strpbrk(c->key, "\r\n") != NULL || strpbrk(c->secret, "\r\n") != NULL ||
         strpbrk(c->token, "\r\n") != NULL)
@@ -583,6 +584,23 @@ static void free_names(char **names, size_t n)
     sl_free(names);
 }
 
+/* A ListObjectsV2 page's URL: the query's parameters in SigV4's canonical
+ * order (curl 7.88 signs the query as it is sent), each value encoded;
+ * token NULL for the first page. -1: over cap. */
+static int page_url(char *url, size_t cap, const char *base, const char *token, const char *prefix)
+{
+    size_t len = 0;
+    char mk[32];
+    snprintf(mk, sizeof(mk), "&max-keys=%d&prefix=", list_page_keys);
+    int bad = append(url, cap, &len, base) != 0 || append(url, cap, &len, "/?") != 0;
+    if (!bad && token != NULL)
+        bad = append(url, cap, &len, "continuation-token=") != 0 || encode(url, cap, &len, token, 0) != 0 ||
+              append(url, cap, &len, "&") != 0;
+    bad = bad || append(url, cap, &len, "list-type=2") != 0 || append(url, cap, &len, mk) != 0 ||
+          encode(url, cap, &len, prefix, 0) != 0;
+    return bad ? -1 : 0;
+}
+
 int sto_list(const char *pattern, char ***names, size_t *n, struct sl_error *err)
 {
     *names = NULL;
@@ -621,18 +639,7 @@ int sto_list(const char *pattern, char ***names, size_t *n, struct sl_error *err
             rc = sl_error_set(err, SL_EPROTO, "list(%s): more than %d pages", pattern, LIST_PAGES_MAX);
             break;
         }
-        /* the query's parameters in SigV4's canonical order (curl 7.88
-         * signs the query as it is sent), each value encoded */
-        size_t len = 0;
-        char mk[32];
-        snprintf(mk, sizeof(mk), "&max-keys=%d&prefix=", list_page_keys);
-        int bad = append(url, sizeof(url), &len, base) != 0 || append(url, sizeof(url), &len, "/?") != 0;
-        if (!bad && page > 0)
-            bad = append(url, sizeof(url), &len, "continuation-token=") != 0 ||
-                  encode(url, sizeof(url), &len, g->token, 0) != 0 || append(url, sizeof(url), &len, "&") != 0;
-        bad = bad || append(url, sizeof(url), &len, "list-type=2") != 0 || append(url, sizeof(url), &len, mk) != 0 ||
-              encode(url, sizeof(url), &len, prefix, 0) != 0;
-        if (bad) {
+        if (page_url(url, sizeof(url), base, page > 0 ? g->token : NULL, prefix) != 0) {
             rc = sl_error_set(err, SL_EINVAL, "list(%s): a listing URL over %zu bytes", pattern, sizeof(url));
             break;
         }
