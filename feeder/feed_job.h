@@ -131,14 +131,17 @@ int feed_job_expand(struct feed_job *job, struct sl_error *err) SL_MUST_CHECK;
  *   FEED_PATTERN_AS_IS   an http(s):// or s3:// name with no glob
  *                        characters: the one file, as written (not looked
  *                        for here: the scan opens it);
- *   SL_EINVAL            a remote name with glob characters, naming it:
+ *   FEED_PATTERN_LIST    an s3:// name with glob characters in its key:
+ *                        listed by sto_list (sorted bytewise);
+ *   SL_EINVAL            an http(s) URL with glob characters, or an s3://
+ *                        name with them in its bucket, naming it:
  *                        "WHAT: 'URL': http URLs cannot be globbed; list the
- *                        files", "WHAT: 'URL': s3 listing is not built yet
- *                        (issue #28)".
+ *                        files", "WHAT: 'URL': glob characters in an s3
+ *                        bucket name (only keys are listed)".
  * Glob characters are *, ? and [; in an http(s) URL only * and [ after
  * its host, before any '?' (which starts its query, as in a presigned URL;
  * a bracketed IPv6 host is no glob either). `what` heads the error. */
-enum { FEED_PATTERN_GLOB = 0, FEED_PATTERN_AS_IS = 1 };
+enum { FEED_PATTERN_GLOB = 0, FEED_PATTERN_AS_IS = 1, FEED_PATTERN_LIST = 2 };
 int feed_job_pattern(const char *pattern, const char *what, const char **glob_path, struct sl_error *err) SL_MUST_CHECK;
 
 /* Fill a plan config for W workers of R replicas from an expanded job;

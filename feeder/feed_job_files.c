@@ -2,8 +2,9 @@
  * pattern expanded with glob(3) and its matches sorted, or, with format
  * arrays, each feature's arrays grouped (group g: the g-th of each).
  * Remote names (http(s)://, s3://) are not globbed: each is one file, as
- * written; one with glob characters is refused until listing exists
- * (issue #28: S3's ListObjectsV2; HTTP has no listing at all).
+ * written; an s3:// name with glob characters in its key is listed
+ * (sto_list: ListObjectsV2), an http(s) one is refused (HTTP has no
+ * listing at all).
  */
 #include <glob.h>
 #include <stdio.h>
@@ -42,10 +43,14 @@ int feed_job_pattern(const char *pattern, const char *what, const char **glob_pa
         if (http_has_glob(pattern))
             return sl_error_set(err, SL_EINVAL, "%s: '%s': http URLs cannot be globbed; list the files", what, pattern);
         return FEED_PATTERN_AS_IS;
-    case STO_S3:
-        if (strpbrk(pattern, "*?[") != NULL)
-            return sl_error_set(err, SL_EINVAL, "%s: '%s': s3 listing is not built yet (issue #28)", what, pattern);
-        return FEED_PATTERN_AS_IS;
+    case STO_S3: {
+        const char *b = pattern + strlen("s3://");
+        size_t blen = strcspn(b, "/");
+        if (strcspn(b, "*?[") < blen)
+            return sl_error_set(err, SL_EINVAL, "%s: '%s': glob characters in an s3 bucket name (only keys are listed)",
+                                what, pattern);
+        return strpbrk(b + blen, "*?[") != NULL ? FEED_PATTERN_LIST : FEED_PATTERN_AS_IS;
+    }
     case STO_FILE:
     default: *glob_path = sto_local_path(pattern); return FEED_PATTERN_GLOB;
     }
@@ -68,6 +73,23 @@ static int expand_patterns(const struct feed_job_list *patterns, const char *wha
         if (kind == FEED_PATTERN_AS_IS) {
             if (feed__list_push(l, cap, pattern) != 0)
                 rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
+            continue;
+        }
+        if (kind == FEED_PATTERN_LIST) { /* sorted by sto_list, as glob's matches below */
+            char **names = NULL;
+            size_t n = 0;
+            if ((rc = sto_list(pattern, &names, &n, err)) != 0) {
+                char msg[SL_ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                rc = sl_error_set(err, rc, "%s: %s", what, msg);
+                continue;
+            }
+            for (size_t i = 0; rc == 0 && i < n; i++)
+                if (feed__list_push(l, cap, names[i]) != 0)
+                    rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", what);
+            sto_list_free(names, n);
+            if (rc == 0 && n == 0)
+                rc = sl_error_set(err, SL_EIO, "%s: pattern '%s' matches no file", what, pattern);
             continue;
         }
         glob_t g;

@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config clang clang-format
       help2man python3-dev python3-numpy python3-pytest python3-torch
       libmicrohttpd-dev curl prometheus
       libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev python3-pil
-      libcurl4-openssl-dev nginx-light)
+      libcurl4-openssl-dev nginx-light libexpat1-dev)
 # clang-format (14 on Debian 12) checks the C sources' layout (scripts/format.sh);
 # libmicrohttpd serves --metrics-listen; curl and prometheus (Debian's 2.42:
 # a 19 MB download, 96 MB installed, with its web UI's JavaScript packages)
@@ -19,11 +19,28 @@ pkgs=(build-essential cmake pkg-config clang clang-format
 # python3-pil makes and checks the test images. libcurl reads http(s)://
 # sources (storage/sto_http.c); nginx-light serves them in
 # tests/integration/test_sto_http.py.
+# libexpat parses S3 listings (storage/sto_s3.c). The S3 tests
+# (tests/integration/test_sto_s3.py) run npm's s3rver 3.7.1, installed below
+# into /opt/sluice-test/s3rver (needs Node.js and npm: Debian's nodejs and npm
+# where no node is installed).
+install_s3rver() {
+  local dir=/opt/sluice-test/s3rver
+  [ -x "$dir/node_modules/.bin/s3rver" ] && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  if ! command -v npm >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  echo "deps: installing s3rver@3.7.1 into $dir" >&2
+  $sudo mkdir -p "$dir"
+  $sudo npm install --silent --no-audit --no-fund --prefix "$dir" s3rver@3.7.1 >/dev/null
+}
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+  install_s3rver
   exit 0
 fi
 echo "deps: installing ${missing[*]}" >&2
@@ -32,3 +49,4 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_s3rver

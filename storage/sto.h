@@ -93,6 +93,18 @@ struct sto_capture {
 int sto_capture_open(struct sto_src **out, struct sto_src *inner, struct sto_capture *c,
                      struct sl_error *err) SL_MUST_CHECK;
 
+/* List an s3://BUCKET/KEY-PATTERN (glob characters *, ? and [ in the key):
+ * ListObjectsV2 from the key's part before its first glob character, page
+ * by page; each key matched with fnmatch(3) (FNM_PATHNAME | FNM_PERIOD: as
+ * local globs, '*' crosses no '/' and matches no leading '.'); keys ending
+ * in '/' left out. *names: the matches as s3:// names, sorted bytewise
+ * (sto_list_free frees them); none is *n = 0 and 0. Refused, naming the
+ * pattern: a listing over 10^6 keys or 256 MiB of names, a key with '..'
+ * as a path segment or a control character, the server's error (HTTP
+ * status, S3's Code and Message). */
+int sto_list(const char *pattern, char ***names, size_t *n, struct sl_error *err) SL_MUST_CHECK;
+void sto_list_free(char **names, size_t n);
+
 /* How remote sources behave; process-wide. */
 struct sto_config {
     long connect_timeout_ms;  /* a connection not made in this long is a failure (retried); 10000 */

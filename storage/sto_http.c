@@ -65,7 +65,9 @@ struct http_src {
     struct sto_src base; /* first: sto.h's contract */
     CURL *easy;
     CURLM *multi;
-    struct curl_slist *if_match; /* "If-Match: <etag>", NULL for a weak or absent ETag */
+    char *url;                   /* what is asked for (base.name for http(s); an s3:// name's endpoint URL) */
+    struct curl_slist *hdr_meta; /* the auth's headers (a session token), sent with HEAD and probes; or NULL */
+    struct curl_slist *if_match; /* those and "If-Match: <etag>" (a strong ETag), sent with ranges; or NULL */
     char *ca_file;
     char host[256]; /* the URL's host, which redirects must keep */
     long stall_ms, connect_ms;
@@ -391,7 +393,7 @@ static void header_line(struct http_src *s, const char *line, size_t len)
         char host[sizeof(s->host)];
         int web = 0;
         r->has_location = 1;
-        if (url_host(s->base.name, v, host, sizeof(host), &web) != 0)
+        if (url_host(s->url, v, host, sizeof(host), &web) != 0)
             set_fail(s, OUT_FATAL, SL_EPROTO, "a redirect to an unusable URL '%.200s'", v);
         else if (!web)
             set_fail(s, OUT_FATAL, SL_EPROTO, "a redirect to '%.200s' (only http and https are followed)", v);
@@ -505,7 +507,7 @@ static int start(struct http_src *s, enum req_kind kind, uint64_t from, uint64_t
     if (kind == REQ_HEAD) {
         curl_easy_setopt(s->easy, CURLOPT_NOBODY, 1L);
         curl_easy_setopt(s->easy, CURLOPT_RANGE, NULL);
-        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->hdr_meta);
     } else {
         curl_easy_setopt(s->easy, CURLOPT_HTTPGET, 1L);
         if (kind == REQ_PROBE)
@@ -513,7 +515,7 @@ static int start(struct http_src *s, enum req_kind kind, uint64_t from, uint64_t
         else
             snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)from, (unsigned long long)to - 1);
         curl_easy_setopt(s->easy, CURLOPT_RANGE, range); /* curl copies it */
-        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, kind == REQ_RANGE ? s->if_match : NULL);
+        curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, kind == REQ_RANGE ? s->if_match : s->hdr_meta);
     }
     CURLMcode mc = curl_multi_add_handle(s->multi, s->easy);
     if (mc != CURLM_OK) {
@@ -704,7 +706,7 @@ static int fill(struct http_src *s, uint64_t off, uint8_t *dst, size_t done, siz
     return 0;
 }
 
-static int http_read_at(struct sto_src *base, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err)
+int sto__http_read_at(struct sto_src *base, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err)
 {
     struct http_src *s = (struct http_src *)base;
     uint64_t left = base->size - off; /* sto_read_at: off < size */
@@ -738,7 +740,7 @@ static int http_read_at(struct sto_src *base, uint64_t off, void *dst, size_t n,
 
 /* ---- open and close ---- */
 
-static void http_close(struct sto_src *base)
+void sto__http_close(struct sto_src *base)
 {
     struct http_src *s = (struct http_src *)base;
     drop(s);
@@ -747,17 +749,20 @@ static void http_close(struct sto_src *base)
     if (s->easy != NULL)
         curl_easy_cleanup(s->easy);
     curl_slist_free_all(s->if_match);
+    curl_slist_free_all(s->hdr_meta);
+    free(s->url);
     free(s->ca_file);
     free(s->spill);
     free(s->base.name);
     free(s);
 }
 
-static int setup_easy(struct http_src *s, long connect_ms, long max_redirects)
+/* The options every request of the source shares; auth: sto_impl.h's. */
+static int setup_easy(struct http_src *s, long connect_ms, long max_redirects, const struct sto_http_auth *auth)
 {
     CURL *e = s->easy;
     int ok = 1;
-    ok &= curl_easy_setopt(e, CURLOPT_URL, s->base.name) == CURLE_OK;
+    ok &= curl_easy_setopt(e, CURLOPT_URL, s->url) == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) == CURLE_OK;
@@ -774,10 +779,31 @@ static int setup_easy(struct http_src *s, long connect_ms, long max_redirects)
     ok &= curl_easy_setopt(e, CURLOPT_WRITEDATA, s) == CURLE_OK;
     if (s->ca_file != NULL) /* besides the system's: curl keeps its CA path (/etc/ssl/certs) */
         ok &= curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_file) == CURLE_OK;
+    if (auth != NULL && auth->aws_sigv4 != NULL) {
+        /* libcurl signs each request (SigV4) with these; the URL's path is
+         * the key's, encoded by the caller, never normalized ("a/../b") */
+        ok &= curl_easy_setopt(e, CURLOPT_AWS_SIGV4, auth->aws_sigv4) == CURLE_OK;
+        ok &= curl_easy_setopt(e, CURLOPT_USERPWD, auth->userpwd) == CURLE_OK;
+        ok &= curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L) == CURLE_OK;
+    }
     return ok ? 0 : -1;
 }
 
-static int fix_meta(struct http_src *s, struct sl_error *err)
+/* The auth's extra headers, appended to *l; -1: out of memory. */
+static int auth_headers(struct curl_slist **l, const struct sto_http_auth *auth)
+{
+    if (auth == NULL)
+        return 0;
+    for (size_t i = 0; i < STO_AUTH_HEADERS_MAX && auth->headers[i] != NULL; i++) {
+        struct curl_slist *n = curl_slist_append(*l, auth->headers[i]);
+        if (n == NULL)
+            return -1;
+        *l = n;
+    }
+    return 0;
+}
+
+static int fix_meta(struct http_src *s, const struct sto_http_auth *auth, struct sl_error *err)
 {
     int rc = meta_request(s, REQ_HEAD, err);
     if (rc == 0 && s->head_refused)
@@ -793,35 +819,49 @@ static int fix_meta(struct http_src *s, struct sl_error *err)
     curl_off_t t = -1;
     if (curl_easy_getinfo(s->easy, CURLINFO_FILETIME_T, &t) == CURLE_OK && t >= 0)
         s->base.mtime_ns = (int64_t)t * 1000000000;
+    if (auth_headers(&s->if_match, auth) != 0)
+        return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
     if (s->base.etag[0] == '"') { /* a strong ETag: every range carries If-Match (a weak one never matches) */
         char h[STO_ETAG_MAX + 16];
         snprintf(h, sizeof(h), "If-Match: %s", s->base.etag);
-        s->if_match = curl_slist_append(NULL, h);
-        if (s->if_match == NULL)
+        struct curl_slist *n = curl_slist_append(s->if_match, h);
+        if (n == NULL)
             return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
+        s->if_match = n;
     }
     return 0;
 }
 
-static int http_open(struct sto_src **out, const char *name, struct sl_error *err)
+static int curl_ready(const char *name, struct sl_error *err)
 {
-    *out = NULL;
     pthread_once(&global_once, global_init);
     if (global_rc != CURLE_OK)
         return sl_error_set(err, SL_EIO, "open(%s): curl_global_init: %s", name, curl_easy_strerror(global_rc));
+    return 0;
+}
+
+int sto__http_open(struct sto_src **out, const char *name, const char *url, const struct sto_http_auth *auth,
+                   const struct sto_ops *ops, enum sto_kind kind, long *status, struct sl_error *err)
+{
+    *out = NULL;
+    *status = 0;
+    if (curl_ready(name, err) != 0)
+        return err->code;
     const struct sto_config *c = sto__config();
     struct http_src *s = sl_calloc(1, sizeof(*s));
     if (s == NULL)
         return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", name);
-    s->base.ops = &sto_http_ops;
-    s->base.kind = STO_HTTP;
+    s->base.ops = ops;
+    s->base.kind = kind;
     s->base.fd = -1;
     s->base.name = sl_strdup(name);
+    s->url = sl_strdup(url);
     s->spill_cap = CURL_MAX_WRITE_SIZE;
     s->spill = sl_malloc(s->spill_cap);
     s->ca_file = c->ca_file != NULL ? sl_strdup(c->ca_file) : NULL;
-    if (s->base.name == NULL || s->spill == NULL || (c->ca_file != NULL && s->ca_file == NULL)) {
-        http_close(&s->base);
+    if (s->base.name == NULL || s->url == NULL || s->spill == NULL || (c->ca_file != NULL && s->ca_file == NULL) ||
+        auth_headers(&s->hdr_meta, auth) != 0) {
+        sto__http_close(&s->base);
         return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", name);
     }
     s->stall_ms = c->stall_timeout_ms;
@@ -835,23 +875,174 @@ static int http_open(struct sto_src **out, const char *name, struct sl_error *er
     s->rng = ((uint64_t)t.tv_nsec << 20) ^ (uint64_t)t.tv_sec ^ (uint64_t)(uintptr_t)s;
     s->rng |= 1;
     int web = 0;
-    if (url_host(NULL, name, s->host, sizeof(s->host), &web) != 0 || !web) {
-        http_close(&s->base);
+    if (url_host(NULL, url, s->host, sizeof(s->host), &web) != 0 || !web) {
+        sto__http_close(&s->base);
         return sl_error_set(err, SL_EINVAL, "open(%s): not a usable http(s) URL", name);
     }
     s->easy = curl_easy_init();
     s->multi = curl_multi_init();
-    if (s->easy == NULL || s->multi == NULL || setup_easy(s, c->connect_timeout_ms, c->max_redirects) != 0) {
-        http_close(&s->base);
+    if (s->easy == NULL || s->multi == NULL || setup_easy(s, c->connect_timeout_ms, c->max_redirects, auth) != 0) {
+        sto__http_close(&s->base);
         return sl_error_set(err, SL_EIO, "open(%s): curl could not be set up", name);
     }
-    int rc = fix_meta(s, err);
+    int rc = fix_meta(s, auth, err);
     if (rc != 0) {
-        http_close(&s->base);
+        *status = s->r.status;
+        sto__http_close(&s->base);
         return rc;
     }
     *out = &s->base;
     return 0;
 }
 
-const struct sto_ops sto_http_ops = {"http", http_open, http_read_at, http_close};
+static int http_open(struct sto_src **out, const char *name, struct sl_error *err)
+{
+    long status;
+    return sto__http_open(out, name, name, NULL, &sto_http_ops, STO_HTTP, &status, err);
+}
+
+/* ---- a small body (a listing page) ---- */
+
+struct get_sink {
+    char *buf;
+    size_t len, cap, max;
+    size_t header_bytes;
+    int over; /* the body passed max, or the headers HEADER_BYTES_MAX */
+};
+
+static size_t get_on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct get_sink *g = ud;
+    size_t n = size * nmemb;
+    if (n > g->max - g->len) {
+        g->over = 1;
+        return 0;
+    }
+    if (g->len + n + 1 > g->cap) {
+        size_t cap = g->cap > 0 ? g->cap : 64 * 1024;
+        while (cap < g->len + n + 1)
+            cap *= 2;
+        char *b = sl_realloc(g->buf, cap);
+        if (b == NULL)
+            return 0;
+        g->buf = b;
+        g->cap = cap;
+    }
+    memcpy(g->buf + g->len, p, n);
+    g->len += n;
+    g->buf[g->len] = '\0';
+    return n;
+}
+
+static size_t get_on_header(char *p, size_t size, size_t nitems, void *ud)
+{
+    struct get_sink *g = ud;
+    (void)p;
+    g->header_bytes += size * nitems;
+    if (g->header_bytes > HEADER_BYTES_MAX) {
+        g->over = 2;
+        return 0;
+    }
+    return size * nitems;
+}
+
+/* One attempt's options: setup_easy's, and the body and headers into g. */
+static int get_setup(struct http_src *s, struct get_sink *g, struct curl_slist *hdrs, const struct sto_http_auth *auth,
+                     const struct sto_config *c)
+{
+    long stall_s = (c->stall_timeout_ms + 999) / 1000;
+    int ok = setup_easy(s, c->connect_timeout_ms, c->max_redirects, auth) == 0;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, get_on_header) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, g) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, get_on_body) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, g) == CURLE_OK;
+    ok &= curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_LIMIT, 1L) == CURLE_OK; /* a stall: retried */
+    ok &= curl_easy_setopt(s->easy, CURLOPT_LOW_SPEED_TIME, stall_s) == CURLE_OK;
+    if (!c->cross_host_redirects) /* redirects: the listing stays on its host */
+        ok &= curl_easy_setopt(s->easy, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK;
+    return ok ? 0 : -1;
+}
+
+int sto__http_get(const char *name, const char *url, const struct sto_http_auth *auth, size_t max, char **body,
+                  size_t *len, long *status, struct sl_error *err)
+{
+    *body = NULL;
+    *len = 0;
+    *status = 0;
+    if (curl_ready(name, err) != 0)
+        return err->code;
+    const struct sto_config *c = sto__config();
+    struct http_src s; /* only for setup_easy's and backoff's fields */
+    memset(&s, 0, sizeof(s));
+    s.url = (char *)url;
+    s.ca_file = (char *)c->ca_file;
+    s.backoff_ms = c->backoff_ms;
+    s.backoff_max_ms = c->backoff_max_ms;
+    s.rng = (uint64_t)now_ms() | 1;
+    struct curl_slist *hdrs = NULL;
+    if (auth_headers(&hdrs, auth) != 0 || (s.easy = curl_easy_init()) == NULL) {
+        curl_slist_free_all(hdrs);
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);
+    }
+    struct get_sink g = {0};
+    int rc = 0;
+    for (int attempt = 1;; attempt++) {
+        g.len = g.header_bytes = 0;
+        g.over = 0;
+        g.max = max;
+        if (get_setup(&s, &g, hdrs, auth, c) != 0) {
+            rc = sl_error_set(err, SL_EIO, "%s: curl could not be set up", name);
+            break;
+        }
+        s.errbuf[0] = '\0';
+        CURLcode cc = curl_easy_perform(s.easy);
+        *status = 0;
+        curl_easy_getinfo(s.easy, CURLINFO_RESPONSE_CODE, status);
+        int transient = 0;
+        if (g.over == 1) {
+            rc = sl_error_set(err, SL_EPROTO, "%s: a response body over %zu bytes", name, max);
+            break;
+        } else if (g.over == 2) {
+            rc = sl_error_set(err, SL_EPROTO, "%s: more than %d bytes of response headers", name, HEADER_BYTES_MAX);
+            break;
+        } else if (cc != CURLE_OK) {
+            transient = cc == CURLE_COULDNT_CONNECT || cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_SEND_ERROR ||
+                        cc == CURLE_RECV_ERROR || cc == CURLE_PARTIAL_FILE || cc == CURLE_GOT_NOTHING ||
+                        cc == CURLE_COULDNT_RESOLVE_HOST;
+            rc = sl_error_set(err, cc == CURLE_OPERATION_TIMEDOUT ? SL_ETIMEOUT : SL_EIO, "%s: %s", name,
+                              s.errbuf[0] ? s.errbuf : curl_easy_strerror(cc));
+        } else if (*status >= 500 && attempt <= c->max_retries) {
+            transient = 1;
+            rc = sl_error_set(err, SL_EIO, "%s: HTTP %ld", name, *status);
+        } else {
+            rc = 0; /* any status: the caller reads it (and an error's body) */
+            break;
+        }
+        if (!transient || attempt > c->max_retries) {
+            if (transient) {
+                char why[SL_ERROR_MSG_MAX];
+                snprintf(why, sizeof(why), "%s", err->msg);
+                rc = sl_error_set(err, err->code, "%s (%d attempts)", why, attempt);
+            }
+            break;
+        }
+        backoff(&s, attempt);
+    }
+    curl_easy_cleanup(s.easy);
+    curl_slist_free_all(hdrs);
+    if (rc != 0) {
+        free(g.buf);
+        return rc;
+    }
+    if (g.buf == NULL && (g.buf = sl_malloc(1)) != NULL)
+        g.buf[0] = '\0';
+    if (g.buf == NULL)
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", name);
+    *body = g.buf;
+    *len = g.len;
+    return 0;
+}
+
+const struct sto_ops sto_http_ops = {"http", http_open, sto__http_read_at, sto__http_close};

@@ -13,6 +13,11 @@
  *                         their bytes must agree ("threads N agree"), the first's go to --out
  *     --ca-file F --connect-ms N --stall-ms N --retries N --backoff-ms N
  *     --backoff-max-ms N --redirects N --cross-host   (struct sto_config)
+ *     --s3-endpoint URL --s3-region NAME --s3-path-style  (the same)
+ *     --list              NAME is an s3:// pattern: print "name N" per match
+ *                         (sto_list), then "listed N"
+ *     --list-page N --list-max N   the listing's keys per page and most keys
+ *     --url               print the URL an s3:// NAME is read at ("url U"), nothing else
  *
  * stdout: "open size=N etag=E mtime_ns=T", then "read OFF LEN GOT" per read,
  * then "total N". Exit 0; 2 for bad usage; 3 when open fails; 4 when a read
@@ -25,6 +30,7 @@
 #include <time.h>
 
 #include "sto.h"
+#include "sto_impl.h"
 
 #define RANGES_MAX 64
 #define THREADS_MAX 16
@@ -121,12 +127,23 @@ int main(int argc, char **argv)
     sto_config_default(&cfg);
     unsigned long long chunk = 65536, offs[RANGES_MAX], lens[RANGES_MAX], v;
     unsigned long long pause_ms = 0;
-    int nranges = 0, wait_line = 0, nthreads = 0;
+    int nranges = 0, wait_line = 0, nthreads = 0, list = 0, url_only = 0;
+    unsigned long long list_page = 1000, list_max = 1000000;
     const char *out_path = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--cross-host") == 0) {
             cfg.cross_host_redirects = 1;
+        } else if (strcmp(a, "--s3-path-style") == 0) {
+            cfg.s3_path_style = 1;
+        } else if (strcmp(a, "--list") == 0) {
+            list = 1;
+        } else if (strcmp(a, "--url") == 0) {
+            url_only = 1;
+        } else if (strcmp(a, "--s3-endpoint") == 0 && val != NULL) {
+            cfg.s3_endpoint = argv[++i];
+        } else if (strcmp(a, "--s3-region") == 0 && val != NULL) {
+            cfg.s3_region = argv[++i];
         } else if (strcmp(a, "--wait") == 0) {
             wait_line = 1;
         } else if (strcmp(a, "--out") == 0 && val != NULL) {
@@ -164,6 +181,10 @@ int main(int argc, char **argv)
                 cfg.backoff_max_ms = (long)v;
             else if (strcmp(a, "--redirects") == 0)
                 cfg.max_redirects = (int)v;
+            else if (strcmp(a, "--list-page") == 0)
+                list_page = v;
+            else if (strcmp(a, "--list-max") == 0)
+                list_max = v;
             else
                 return usage(a);
         } else if (a[0] != '-' && name == NULL) {
@@ -178,6 +199,29 @@ int main(int argc, char **argv)
     if (sto_configure(&cfg, &err) != 0) {
         fprintf(stderr, "sto_fetch: %s: %s\n", sl_code_name(err.code), err.msg);
         return 2;
+    }
+    if (url_only) {
+        char url[8192];
+        if (sto__s3_url(name, url, sizeof(url), &err) != 0) {
+            fprintf(stderr, "sto_fetch: %s: %s\n", sl_code_name(err.code), err.msg);
+            return 3;
+        }
+        printf("url %s\n", url);
+        return 0;
+    }
+    if (list) {
+        char **names = NULL;
+        size_t n = 0;
+        sto__s3_list_limits((int)list_page, (size_t)list_max);
+        if (sto_list(name, &names, &n, &err) != 0) {
+            fprintf(stderr, "sto_fetch: %s: %s\n", sl_code_name(err.code), err.msg);
+            return 3;
+        }
+        for (size_t i = 0; i < n; i++)
+            printf("name %s\n", names[i]);
+        printf("listed %zu\n", n);
+        sto_list_free(names, n);
+        return 0;
     }
     FILE *out = NULL;
     if (out_path != NULL && (out = fopen(out_path, "wb")) == NULL) {

@@ -683,8 +683,10 @@ START_TEST(test_expand_order)
 END_TEST
 
 /* Where files may live (issue #28): a remote name is one file, as written;
- * a remote name with glob characters is refused naming it (http cannot
- * list, s3 listing is not built yet); file:// names glob as local paths. */
+ * an http name with glob characters is refused naming it (http cannot
+ * list); an s3 name with them in its key is listed (the listing against a
+ * server: tests/integration/test_sto_s3.py; here what is refused before
+ * any request); file:// names glob as local paths. */
 START_TEST(test_expand_remote)
 {
     const char *dir = sl_test_dir();
@@ -717,10 +719,21 @@ START_TEST(test_expand_remote)
         {"http://h/x*.tfrecord", "files: 'http://h/x*.tfrecord': http URLs cannot be globbed; list the files"},
         {"https://h:1/d[01]/x", "files: 'https://h:1/d[01]/x': http URLs cannot be globbed; list the files"},
         {"http://[::1]/*", "files: 'http://[::1]/*': http URLs cannot be globbed; list the files"},
-        {"s3://b/k*.tfrecord", "files: 's3://b/k*.tfrecord': s3 listing is not built yet (issue #28)"},
-        {"s3://b/k?.tfrecord", "files: 's3://b/k?.tfrecord': s3 listing is not built yet (issue #28)"},
-        {"s3://b[12]/k", "files: 's3://b[12]/k': s3 listing is not built yet (issue #28)"},
+        {"s3://b[12]/k", "files: 's3://b[12]/k': glob characters in an s3 bucket name (only keys are listed)"},
+        {"s3://b/k*.tfrecord", "files: s3://b/k*.tfrecord: the bucket name 'b' has 1 characters (S3's: 3 to 63)"},
+        {"s3://Bkt/k?.tfrecord",
+         "files: s3://Bkt/k?.tfrecord: the bucket name 'Bkt' is not S3's (lower-case letters, digits, '-' and '.', "
+         "starting and ending with a letter or digit)"},
+        {"s3://bkt/*", "files: s3://bkt/*: no S3 credentials: $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY are not "
+                       "set, and /nonexistent/credentials has no aws_access_key_id and aws_secret_access_key in "
+                       "[default] (it cannot be opened)"},
     };
+    /* no credentials anywhere: refused before any request */
+    const char *unset[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                           "AWS_ENDPOINT_URL",  "AWS_ENDPOINT_URL_S3",   "AWS_REGION",        "AWS_DEFAULT_REGION"};
+    for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++)
+        unsetenv(unset[i]);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char files[256];
         snprintf(files, sizeof files, "s3://ok/k,%s", bad[i].files);
@@ -745,6 +758,11 @@ START_TEST(test_expand_remote)
     ck_assert_str_eq(local, "a/b*");
     ck_assert_int_eq(feed_job_pattern("https://h", "files", &local, &err), FEED_PATTERN_AS_IS);
     ck_assert_ptr_null(local);
+    ck_assert_int_eq(feed_job_pattern("s3://bkt/k/0.tfrecord", "files", &local, &err), FEED_PATTERN_AS_IS);
+    ck_assert_int_eq(feed_job_pattern("s3://bkt/k/*.tfrecord", "files", &local, &err), FEED_PATTERN_LIST);
+    ck_assert_int_eq(feed_job_pattern("s3://bkt/k/[01]", "files", &local, &err), FEED_PATTERN_LIST);
+    ck_assert_ptr_null(local);
+    unsetenv("AWS_SHARED_CREDENTIALS_FILE");
     feed_job_free(job);
 }
 END_TEST

@@ -38,6 +38,7 @@
 #include "sl_alloc.h"
 #include "sl_clock.h"
 #include "sl_log.h"
+#include "sto.h"
 
 const char *const run_stage_names[NSTAGES] = {"read", "decompress", "decode", "map", "assemble", "send", "total"};
 
@@ -148,20 +149,32 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
  * 0, 1 with the reason printed when the job file or its files are not
  * there, 2 when the job is unusable (a usage error). */
 /* One name of the job's files into g, as the feeder takes it
- * (feed_job_pattern): a local pattern globbed, a remote name as written; a
- * remote pattern the feeder refuses is said here and left out (the
- * feeder's run then fails with the same words). */
+ * (feed_job_pattern): a local pattern globbed, a remote name as written,
+ * an s3:// pattern listed (sto_list, with the environment's endpoint and
+ * credentials); a remote pattern the feeder refuses is said here and left
+ * out (the feeder's run then fails with the same words). */
 static void glob_name(const char *name, int flags, glob_t *g)
 {
     const char *local;
     struct sl_error err = {0};
     int kind = feed_job_pattern(name, "files", &local, &err);
-    if (kind == FEED_PATTERN_AS_IS)
+    if (kind == FEED_PATTERN_AS_IS) {
         glob(name, flags | GLOB_NOCHECK | GLOB_NOESCAPE, NULL, g); /* no match: the name itself */
-    else if (kind == FEED_PATTERN_GLOB)
+    } else if (kind == FEED_PATTERN_GLOB) {
         glob(local, flags, NULL, g);
-    else
+    } else if (kind == FEED_PATTERN_LIST) { /* an s3:// pattern: its listing, each name as written */
+        char **names = NULL;
+        size_t n = 0;
+        if (sto_list(name, &names, &n, &err) != 0) {
+            fprintf(stderr, "sluice-bench run: --job: %s\n", err.msg);
+            return;
+        }
+        for (size_t i = 0; i < n; i++, flags |= GLOB_APPEND)
+            glob(names[i], flags | GLOB_NOCHECK | GLOB_NOESCAPE, NULL, g);
+        sto_list_free(names, n);
+    } else {
         fprintf(stderr, "sluice-bench run: --job: %s\n", err.msg);
+    }
 }
 
 static int load_job(struct run_opts *o, struct run_data *d)
