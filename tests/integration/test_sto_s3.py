@@ -112,12 +112,29 @@ def expect(what, res, rc, text):
     ok("%s: %s" % (what, text))
 
 
-def put(key, data):
-    url = "%s/bkt/%s" % (ENDPOINT, urllib.parse.quote(key))
+def put(key, data, endpoint=None, bucket="bkt"):
+    url = "%s/%s/%s" % (endpoint or ENDPOINT, bucket, urllib.parse.quote(key))
     p = subprocess.run(["curl", "-sS", "-f", "--aws-sigv4", "aws:amz:us-east-1:s3", "-u", "S3RVER:S3RVER", "-H",
                         "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-T", "-", url], input=data, capture_output=True)
     if p.returncode != 0:
         fail("put %s: curl %d: %s" % (key, p.returncode, p.stderr[-300:]))
+
+
+def start_s3rver(data_dir, bucket="bkt"):
+    """npm's s3rver on a free loopback port, a process of the harness's,
+    serving data_dir with `bucket` made: (its endpoint URL, its process),
+    once it listens (fails the test, saying how to install it, where it is
+    missing). Its credentials: S3RVER / S3RVER."""
+    if not os.access(S3RVER, os.X_OK):
+        fail("no s3rver at %s: this test needs npm's s3rver 3.7.1 (scripts/deps.sh installs it: npm install "
+             "--prefix /opt/sluice-test/s3rver s3rver@3.7.1; or set $SLUICE_S3RVER)" % S3RVER)
+    port = free_port()
+    # s3rver's continuation tokens use DES, which Node 17+'s OpenSSL 3 only has with the legacy provider
+    s3env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+    srv = harness.spawn([S3RVER, "-d", data_dir, "-a", "127.0.0.1", "-p", str(port), "--silent",
+                         "--configure-bucket", bucket], log=data_dir + ".log", env=s3env)
+    wait_port(port, srv, "s3rver")
+    return "http://127.0.0.1:%d" % port, srv
 
 
 # ---- a SigV4-checking, hostile S3 server (Python) ----
@@ -221,16 +238,7 @@ def main():
         FETCH = os.path.join(other, "tests", "sto_fetch")
         bed.FEEDER = os.path.join(other, "feeder", "sluice-feeder")
         bed.RECORD = os.path.join(other, "tools", "sluice-record")
-    if not os.access(S3RVER, os.X_OK):
-        fail("no s3rver at %s: this test needs npm's s3rver 3.7.1 (scripts/deps.sh installs it: npm install "
-             "--prefix /opt/sluice-test/s3rver s3rver@3.7.1; or set $SLUICE_S3RVER)" % S3RVER)
-    port = free_port()
-    ENDPOINT = "http://127.0.0.1:%d" % port
-    # s3rver's continuation tokens use DES, which Node 17+'s OpenSSL 3 only has with the legacy provider
-    s3env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
-    srv = harness.spawn([S3RVER, "-d", os.path.join(bed.TMP, "s3data"), "-a", "127.0.0.1", "-p", str(port),
-                         "--silent", "--configure-bucket", "bkt"], log=os.path.join(bed.TMP, "s3rver.log"), env=s3env)
-    wait_port(port, srv, "s3rver")
+    ENDPOINT, srv = start_s3rver(os.path.join(bed.TMP, "s3data"))
     ENV = env_with(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER")
     S3 = ["--s3-endpoint", ENDPOINT, "--s3-path-style"]
 
