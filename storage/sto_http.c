@@ -698,9 +698,9 @@ static int fill(struct http_src *s, uint64_t off, uint8_t *dst, size_t done, siz
         /* bounded per read: a server that gives a few bytes and stalls each
          * time costs at most max_retries retries, however large the read */
         if (++failures > s->max_retries)
-            return sl_error_set(err, s->fail_code, "read(%s) bytes [%llu, %llu): %d attempts failed, the last: %s",
+            return sl_error_set(err, s->fail_code, "read(%s) bytes [%llu, %llu): %d attempt%s failed, the last: %s",
                                 s->base.name, (unsigned long long)off, (unsigned long long)(off + want), failures,
-                                s->cause);
+                                failures == 1 ? "" : "s", s->cause);
         backoff(s, failures);
     }
     return 0;
