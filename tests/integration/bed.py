@@ -33,6 +33,27 @@ FEATURES = {"image": {"dtype": "uint8", "shape": [16], "from": "bytes"},
             "id": {"dtype": "int64", "shape": []}}
 
 
+# A Python client program (run by /usr/bin/python3 with this build's
+# package): argv[1] the job's name, argv[2] the feeders' endpoints joined by
+# commas; it prints every element it gets as [epoch, id, label, the image's
+# bytes in hex], in order, as one JSON list, or {"error": ...} and exits 3.
+ELEMENTS_CLIENT = r"""
+import json, sys
+import sluice
+out = []
+try:
+    with sluice.Client(sys.argv[2].split(","), sys.argv[1], replicas=1) as c:
+        for step in c:
+            r = step.replicas[0]
+            for i in range(len(r["id"])):
+                out.append([step.epoch, int(r["id"][i]), int(r["label"][i]), r["image"][i].tobytes().hex()])
+except Exception as e:
+    print(json.dumps({"error": str(e)}))
+    sys.exit(3)
+print(json.dumps(out))
+"""
+
+
 def setup(build, name):
     """The binaries under build/, and a fresh scratch folder."""
     global BUILD, RECORD, FEEDER, TRAINER, ROGUE, TMP

@@ -38,21 +38,7 @@ import nginx  # noqa: E402
 from harness import fail, ok  # noqa: E402
 
 CUT = 100000
-CLIENT = r"""
-import json, sys
-import sluice
-out = []
-try:
-    with sluice.Client(sys.argv[2].split(","), sys.argv[1], replicas=1) as c:
-        for step in c:
-            r = step.replicas[0]
-            for i in range(len(r["id"])):
-                out.append([step.epoch, int(r["id"][i]), int(r["label"][i]), r["image"][i].tobytes().hex()])
-except Exception as e:
-    print(json.dumps({"error": str(e)}))
-    sys.exit(3)
-print(json.dumps(out))
-"""
+CLIENT = bed.ELEMENTS_CLIENT
 
 
 class Proxy:

@@ -53,17 +53,7 @@ from harness import fail, ok  # noqa: E402
 
 S3RVER = os.environ.get("SLUICE_S3RVER", "/opt/sluice-test/s3rver/node_modules/.bin/s3rver")
 EMPTY = hashlib.sha256(b"").hexdigest()
-CLIENT = r"""
-import json, sys
-import sluice
-out = []
-with sluice.Client(sys.argv[2].split(","), sys.argv[1], replicas=1) as c:
-    for step in c:
-        r = step.replicas[0]
-        for i in range(len(r["id"])):
-            out.append([step.epoch, int(r["id"][i]), int(r["label"][i]), r["image"][i].tobytes().hex()])
-print(json.dumps(out))
-"""
+CLIENT = bed.ELEMENTS_CLIENT
 
 
 def free_port():
