@@ -98,7 +98,14 @@ struct file {
     char *etag;            /* a remote file's ETag when its scan began ("": none sent); NULL: local */
     uint64_t src_size;     /* with etag: its size then */
     int64_t src_mtime_ns;  /* with etag: its Last-Modified then (0: none) */
+    /* a remote file's FILE.idx, looked for once during its scan (has_index):
+     * IDX_* and, with IDX_FOUND, its entries, freed when the scan ends */
+    uint8_t idx_state;
+    struct fmt_index_entry *idx;
+    size_t nidx;
 };
+
+enum { IDX_UNKNOWN = 0, IDX_NONE, IDX_FOUND, IDX_BAD /* there but unusable: the scan looks again and says why */ };
 
 struct feed_source {
     struct feed_source_opts o;
@@ -172,18 +179,24 @@ static int64_t realtime_ns(void)
 }
 
 /* A remote file (or, under test_whole_read, any single local one): its
- * size and ETag now, before the scan reads it. */
-static int take_identity(struct file *f, struct sl_error *err)
+ * size and ETag now, before the scan reads it. *keep: the source it was
+ * taken from, still open, for the scan to read (the caller closes it). */
+static int take_identity(struct file *f, struct sto_src **keep, struct sl_error *err)
 {
     struct sto_src *src;
+    *keep = NULL;
     int rc = sto_open(&src, f->path, err);
     if (rc != 0)
         return rc;
     f->src_size = src->size;
     f->src_mtime_ns = src->mtime_ns;
     f->etag = sl_strdup(src->etag);
-    sto_close(src);
-    return f->etag == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory", f->path) : 0;
+    if (f->etag == NULL) {
+        sto_close(src);
+        return sl_error_set(err, SL_ENOMEM, "%s: out of memory", f->path);
+    }
+    *keep = src;
+    return 0;
 }
 
 /* The object opened for a read of f is the one scanned: its size and ETag
@@ -203,13 +216,41 @@ static int check_identity(const struct file *f, const struct sto_src *src, struc
                         etag[0] ? etag : "(none)");
 }
 
-/* A TFRecord file that will be read through its index (FILE.idx). */
-static int has_index(const struct feed_source *s, const struct file *f)
+/* A TFRecord file that will be read through its index (FILE.idx). A
+ * remote one's index is looked for once (fmt_index_find: one open that is
+ * also its read) and kept in f for its scan (index_hint). */
+static int has_index(const struct feed_source *s, struct file *f)
 {
     if (!s->o.use_index || s->o.format != FMT_FORMAT_TFRECORD)
         return 0;
     char idx[4096];
-    return snprintf(idx, sizeof idx, "%s.idx", f->path) < (int)sizeof idx && fmt_file_readable(idx);
+    if (snprintf(idx, sizeof idx, "%s.idx", f->path) >= (int)sizeof idx)
+        return 0;
+    if (!sto_is_remote(f->path))
+        return fmt_file_readable(idx);
+    if (f->idx_state == IDX_UNKNOWN) {
+        struct sl_error why = {0};
+        int found = fmt_index_find(idx, &f->idx, &f->nidx, &why);
+        f->idx_state = found > 0 ? IDX_FOUND : found == 0 ? IDX_NONE : IDX_BAD;
+    }
+    return f->idx_state != IDX_NONE;
+}
+
+/* What has_index found of a remote file's index, for its scan; freed. */
+static void index_hint(struct file *f, struct fmt_scan_opts *so)
+{
+    so->index_known = f->idx_state == IDX_NONE || f->idx_state == IDX_FOUND;
+    so->index_found = f->idx_state == IDX_FOUND;
+    so->index = f->idx;
+    so->nindex = f->nidx;
+}
+
+static void index_drop(struct file *f)
+{
+    sl_free(f->idx);
+    f->idx = NULL;
+    f->nidx = 0;
+    f->idx_state = IDX_UNKNOWN;
 }
 
 static void cache_report(struct feed_source *s, const char *path, const struct sl_error *why)
@@ -320,33 +361,54 @@ static void capture_end(struct feed_source *s, struct file *f, struct sto_captur
     cap->cap = 0;
 }
 
+/* No copy: a remote file's scan reads through its identity's source; a
+ * local one's (test_whole_read) opens it by name, as it always did. */
+static int plain_scan(const struct file *f, struct sto_src **source)
+{
+    if (!sto_is_remote(f->path)) {
+        sto_close(*source);
+        *source = NULL;
+    }
+    return 0;
+}
+
 /* A remote file the scan reads whole (a TFRecord or text file, no index)
  * is read once: its bytes are copied as they stream past the scan into a
  * buffer counted in the cache, and become its cached image when the scan
  * finds it uncompressed and read to its end (capture_end). Only when the
  * cache has room for it without evicting (the scan threads never evict:
  * another one may be mapping its file); otherwise it is read again on its
- * first access. *source: what the scan reads through (NULL: its name). */
-static int capture_begin(struct feed_source *s, struct file *f, struct sto_capture *cap, struct sto_src **source,
-                         struct sl_error *err)
+ * first access. *ident: the source its identity was taken from (open),
+ * taken from the caller here (NULL after): the scan reads through it,
+ * copied or not. *source: what the scan reads through (NULL: its name). */
+static int capture_begin(struct feed_source *s, struct file *f, struct sto_capture *cap, struct sto_src **ident,
+                         struct sto_src **source, struct sl_error *err)
 {
     *source = NULL;
-    if ((s->o.format != FMT_FORMAT_TFRECORD && s->o.format != FMT_FORMAT_TEXT) || has_index(s, f) || f->src_size == 0 ||
-        f->src_size > s->max_file)
+    if (s->o.format != FMT_FORMAT_TFRECORD && s->o.format != FMT_FORMAT_TEXT) {
+        sto_close(*ident); /* the other formats open their files by name */
+        *ident = NULL;
         return 0;
+    }
+    *source = *ident;
+    *ident = NULL;
+    if (has_index(s, f) || f->src_size == 0 || f->src_size > s->max_file)
+        return plain_scan(f, source);
     pthread_mutex_lock(&s->mu);
     int room = s->cached + f->src_size <= s->o.cache_bytes;
     if (room)
         s->cached += (size_t)f->src_size;
     pthread_mutex_unlock(&s->mu);
     if (!room)
-        return 0;
-    struct sto_src *src = NULL;
-    int rc =
-        (cap->buf = sl_malloc((size_t)f->src_size)) == NULL
-            ? sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu bytes", f->path, (unsigned long long)f->src_size)
-            : sto_open(&src, f->path, err);
-    if (rc == 0 && (rc = check_identity(f, src, err)) != 0)
+        return plain_scan(f, source);
+    struct sto_src *src = *source; /* the copy reads through it */
+    *source = NULL;
+    int rc = 0;
+    if ((cap->buf = sl_malloc((size_t)f->src_size)) == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %llu bytes", f->path, (unsigned long long)f->src_size);
+    else
+        rc = check_identity(f, src, err); /* the same open: always the same object, kept as a guard */
+    if (rc != 0)
         sto_close(src);
     cap->cap = f->src_size;
     if (rc == 0 && (rc = sto_capture_open(source, src, cap, err)) == 0)
@@ -367,7 +429,8 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     int have_id = 0, rc = 0; /* a cache hit on a compressed file reaches the end without setting it */
     int64_t t0 = realtime_ns();
     int remote = f->nmembers == 1 && (sto_is_remote(f->path) || s->o.test_whole_read);
-    if (remote && (rc = take_identity(f, err)) != 0)
+    struct sto_src *ident = NULL; /* the source the identity came from: the scan reads through it */
+    if (remote && (rc = take_identity(f, &ident, err)) != 0)
         return rc;
     struct feed_file_id rid;
     int cacheable =
@@ -375,19 +438,30 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     if (s->ops->scan_group != NULL) { /* groups of arrays: the scan reads headers and sizes only */
         so.specs = s->o.specs;
         so.nspecs = s->o.specs != NULL ? s->o.nspecs : 0;
-        if ((rc = s->ops->scan_group(&f->scan, f->members, f->nmembers, &so, err)) != 0)
+        if ((rc = s->ops->scan_group(&f->scan, f->members, f->nmembers, &so, err)) != 0) {
+            sto_close(ident);
             return rc;
+        }
     } else if (!cacheable || !cache_take(s, f, &id, &have_id)) {
         struct sto_capture cap = {0};
-        if (remote && (rc = capture_begin(s, f, &cap, &so.source, err)) != 0)
+        if (ident != NULL && (rc = capture_begin(s, f, &cap, &ident, &so.source, err)) != 0) {
+            index_drop(f);
             return rc;
+        }
+        if (sto_is_remote(f->path)) {
+            has_index(s, f); /* looked for once: the scan takes what it found */
+            index_hint(f, &so);
+        }
         rc = s->ops->scan(&f->scan, f->path, &so, err);
+        index_drop(f);
         capture_end(s, f, &cap, rc);
         if (rc != 0)
             return rc;
         if (cacheable && have_id)
             cache_put(s, f, &id, t0);
     }
+    sto_close(ident); /* not taken by a scan (a cache hit, a group) */
+    index_drop(f);
     f->count = fmt_scan_count(f->scan);
     f->comp = fmt_scan_compression(f->scan);
     f->image_size = fmt_scan_image_bytes(f->scan);

@@ -57,6 +57,8 @@ struct fmt_record;
 /* ---- scan: a file's records, located -------------------------------- */
 
 struct sto_src;
+struct fmt_index_entry;
+
 struct fmt_scan_opts {
     enum fmt_compression compression;     /* AUTO: per file */
     size_t max_record_bytes;              /* 0: FMT_DEFAULT_MAX_RECORD_BYTES (tar: per member) */
@@ -72,9 +74,26 @@ struct fmt_scan_opts {
     size_t nspecs;
     struct sto_src *source; /* TFRECORD and TEXT: read the file through this open source (sto.h)
                                instead of opening its name; the scan owns it from the call on
-                               (closed whatever happens, unused when an index is read); the other
+                               (closed whatever happens; with an index, its probe for the
+                               compression and its size for the index's check); the other
                                formats: must be NULL */
+    /* TFRECORD with use_index: 1 when the caller has already looked for FILE.idx
+     * (fmt_index_find): index_found says whether there is one, index[0, nindex) its
+     * entries (the caller's, read only); 0: the scan looks for it itself */
+    int index_known, index_found;
+    const struct fmt_index_entry *index;
+    size_t nindex;
 };
+
+/* Look for a TFRecord index (FILE.idx, fmt_index.h) and load it in one go:
+ * 1 and its entries (a new array, sl_free; *n of them), each line checked
+ * as fmt_index_load checks it; 0 (*entries NULL) when there is none to read
+ * (a local file that is not readable; a remote one that cannot be opened:
+ * absent, refused, unreachable); an error (fmt_index_load's) when it is
+ * there but too large, malformed or unreadable past its open. A remote
+ * index costs one open and its read, no separate check. */
+int fmt_index_find(const char *idx_path, struct fmt_index_entry **entries, size_t *n,
+                   struct sl_error *err) SL_MUST_CHECK;
 
 /* What a scan found (opaque; one owner, read-only once made). */
 struct fmt_scan;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fmt_format.h"
 #include "sl_alloc.h"
@@ -80,14 +81,12 @@ static int parse_u64(const char **p, uint64_t *v)
     return 0;
 }
 
-/* A remote index, read whole into *buf (the caller frees it) and opened
- * as a stream over that memory, so one parser reads both kinds. */
-static int open_remote(const char *idx_path, FILE **f, char **buf, struct sl_error *err)
+/* A remote index, open as src (closed here), read whole into *buf (the
+ * caller frees it) and opened as a stream over that memory, so one parser
+ * reads both kinds. */
+static int read_remote(struct sto_src *src, const char *idx_path, FILE **f, char **buf, struct sl_error *err)
 {
-    struct sto_src *src;
-    int rc = sto_open(&src, idx_path, err);
-    if (rc != 0)
-        return rc;
+    int rc;
     if (src->size > FMT_INDEX_MAX_REMOTE_BYTES) {
         rc = sl_error_set(err, SL_EINVAL, "%s: an index of %llu bytes, over the %llu a remote index may hold", idx_path,
                           (unsigned long long)src->size, (unsigned long long)FMT_INDEX_MAX_REMOTE_BYTES);
@@ -111,6 +110,9 @@ static int open_remote(const char *idx_path, FILE **f, char **buf, struct sl_err
     return rc;
 }
 
+static int load_from(FILE *f, char *remote, const char *idx_path, struct fmt_index_entry **entries, size_t *n,
+                     struct sl_error *err);
+
 int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_t *n, struct sl_error *err)
 {
     *entries = NULL;
@@ -119,12 +121,46 @@ int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_
     char *remote = NULL; /* a remote index's bytes, under f */
     const char *local = sto_local_path(idx_path);
     if (local == NULL) {
-        int rc = open_remote(idx_path, &f, &remote, err);
+        struct sto_src *src;
+        int rc = sto_open(&src, idx_path, err);
+        if (rc == 0)
+            rc = read_remote(src, idx_path, &f, &remote, err);
         if (rc != 0)
             return rc;
     } else if ((f = fopen(local, "r")) == NULL) {
         return sl_error_sys(err, errno, "open(%s)", local);
     }
+    return load_from(f, remote, idx_path, entries, n, err);
+}
+
+int fmt_index_find(const char *idx_path, struct fmt_index_entry **entries, size_t *n, struct sl_error *err)
+{
+    *entries = NULL;
+    *n = 0;
+    const char *local = sto_local_path(idx_path);
+    if (local != NULL) {
+        if (access(local, R_OK) != 0)
+            return 0;
+        int rc = fmt_index_load(idx_path, entries, n, err);
+        return rc != 0 ? rc : 1;
+    }
+    struct sto_src *src;
+    struct sl_error ignored = {0};
+    if (sto_open(&src, idx_path, &ignored) != 0)
+        return 0; /* absent or unreadable: no index (fmt_file_readable's rule) */
+    FILE *f = NULL;
+    char *remote = NULL;
+    int rc = read_remote(src, idx_path, &f, &remote, err);
+    if (rc == 0)
+        rc = load_from(f, remote, idx_path, entries, n, err);
+    return rc != 0 ? rc : 1;
+}
+
+/* Parse the index open as f (closed here; remote: the bytes under it,
+ * freed here). */
+static int load_from(FILE *f, char *remote, const char *idx_path, struct fmt_index_entry **entries, size_t *n,
+                     struct sl_error *err)
+{
     struct fmt_index_entry *e = NULL;
     size_t len = 0, cap = 0, lineno = 0;
     char line[128];

@@ -32,4 +32,6 @@ int fmt_index_build(const char *path, const char *idx_path, const struct fmt_rea
 int fmt_index_load(const char *idx_path, struct fmt_index_entry **entries, size_t *n,
                    struct sl_error *err) SL_MUST_CHECK;
 
+/* fmt_index_find: fmt_format.h (the feeder's way to it). */
+
 #endif

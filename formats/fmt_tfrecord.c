@@ -176,25 +176,43 @@ static int tfrecord_next(struct fmt_reader *r, struct fmt_stream *s, struct fmt_
 
 /* Take a file's offsets from FILE.idx when it exists: 1 when the index was
  * used, 0 when there is none, or an error (a malformed index, or one that
- * does not fit the file). Its CRCs are then checked as records are read. */
+ * does not fit the file). Its CRCs are then checked as records are read.
+ * opts->source, when given, is this scan's from the index's finding on
+ * (closed, or read for the compression probe, its size the file's). */
 static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_scan_opts *opts, struct sl_error *err)
 {
     char idx[4096];
-    if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx || !fmt_file_readable(idx))
+    if (snprintf(idx, sizeof idx, "%s.idx", path) >= (int)sizeof idx)
         return 0;
-    struct fmt_index_entry *e;
-    size_t n;
-    int rc = fmt_index_load(idx, &e, &n, err);
-    if (rc != 0)
-        return rc;
+    struct fmt_index_entry *own = NULL;
+    const struct fmt_index_entry *e = opts->index;
+    size_t n = opts->nindex;
+    int rc = 0;
+    if (!opts->index_known) {
+        int found = fmt_index_find(idx, &own, &n, err);
+        if (found < 0)
+            sto_close(opts->source);
+        if (found <= 0)
+            return found;
+        e = own;
+    } else if (!opts->index_found) {
+        return 0;
+    }
+    struct sto_src *src = opts->source;
+    /* the file's size for the check below: the open source's, else a stat or an open */
+    uint64_t held = src != NULL ? src->size : 0;
+    int held_known = src != NULL;
     struct fmt_scan *s = fmt__scan_new(opts);
     /* the compression: open the stream once */
     struct fmt_stream_opts so = {.compression = opts->compression, .plain_probe = fmt_tfrecord_looks_plain};
     struct fmt_stream *st = NULL;
-    if (s == NULL)
+    if (s == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory", idx);
-    else if ((rc = fmt_stream_open(&st, path, &so, err)) == 0)
+        sto_close(src);
+    } else if ((rc = src != NULL ? fmt_stream_open_source(&st, src, &so, err) : fmt_stream_open(&st, path, &so, err)) ==
+               0) {
         s->compression = fmt_stream_compression(st);
+    }
     fmt_stream_close(st);
     size_t cap = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -205,15 +223,16 @@ static int scan_index(struct fmt_scan **out, const char *path, const struct fmt_
             rc = sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu record offsets", idx, n);
     }
     uint64_t end = n ? e[n - 1].offset + e[n - 1].size : 0;
-    sl_free(e);
+    sl_free(own);
     if (rc == 0 && s->compression != FMT_COMP_NONE && opts->max_output && end > opts->max_output)
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: inflates to %llu bytes by its index, over the per-file limit of "
                           "%llu (max_file_bytes, at most the cache bound)",
                           path, (unsigned long long)end, (unsigned long long)opts->max_output);
-    uint64_t held = 0;
     struct sl_error ignored = {0};
-    if (rc == 0 && s->compression == FMT_COMP_NONE && fmt_file_size(path, &held, &ignored) == 0 && held != end)
+    if (rc == 0 && s->compression == FMT_COMP_NONE && !held_known)
+        held_known = fmt_file_size(path, &held, &ignored) == 0;
+    if (rc == 0 && s->compression == FMT_COMP_NONE && held_known && held != end)
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: the index covers %llu bytes, the file holds %llu (rebuild it "
                           "with sluice-record index)",
@@ -233,10 +252,8 @@ static int tfrecord_scan(struct fmt_scan **out, const char *path, const struct f
     *out = NULL;
     if (opts->use_index) {
         int used = scan_index(out, path, opts, err);
-        if (used != 0) {
-            sto_close(opts->source); /* the index stood for reading the file */
+        if (used != 0) /* the index stood for reading the file (scan_index took the source) */
             return used > 0 ? 0 : used;
-        }
     }
     return fmt__reader_scan(out, path, FMT_FORMAT_TFRECORD, opts, err);
 }

@@ -24,7 +24,9 @@
  * stopped; 4xx fail at once with the URL and the status.
  *
  * Thread-safe: a source is used by one thread at a time; any number of
- * sources may be open and read from different threads at once.
+ * sources may be open and read from different threads at once. A closed
+ * remote source's connection is kept (a small process-wide pool) for the
+ * next source opened on the same scheme, host and port, in any thread.
  * sto_configure is called once, before any remote source is opened.
  */
 #ifndef STO_H

@@ -24,8 +24,23 @@
  * with exponential backoff and jitter, each retry asking for the range from
  * the first byte not yet received; 4xx and hostile responses fail at once.
  *
+ * Connections outlive their source: a closed source's easy and multi
+ * handles (the multi holds its idle keep-alive connections) go to a small
+ * process-wide pool of idle pairs, and the next source opened on the same
+ * scheme, host and port takes one, so a feeder's many requests to one
+ * server (an object's HEAD, its index, its ranges, the next object) reuse
+ * one connection instead of a new TCP (and TLS) handshake each. A pair is
+ * only ever used by the thread that holds it; the pool hands it over under
+ * its mutex. libcurl's own shared connection cache (CURLSH with
+ * CURL_LOCK_DATA_CONNECT) is not used: in libcurl 7.88 it is not safe
+ * between threads (its known bug 11.11, curl issue #4915: the cache's
+ * walk reads connections in use by other threads). What is safe to share
+ * is: a CURLSH of the DNS cache and TLS session IDs, with a mutex per
+ * curl_lock_data, set on every easy handle.
+ *
  * Thread-safety: a source is used by one thread at a time (sto.h); sources
- * share nothing but libcurl's global state, set up once (pthread_once).
+ * share libcurl's global state (set up once, pthread_once), the pool and
+ * the share, both behind mutexes.
  */
 #include <curl/curl.h>
 #include <pthread.h>
@@ -41,6 +56,7 @@
 #define HEADER_BYTES_MAX (64 * 1024) /* all header lines of one request, redirects included */
 #define OBJECT_BYTES_MAX (UINT64_C(1) << 62)
 #define CAUSE_MAX 480
+#define ORIGIN_MAX 300                  /* "scheme://host:port" of a pooled pair */
 #define STREAM_MIN ((size_t)256 * 1024) /* a read at 0 this large starts a stream (smaller: a probe) */
 
 enum req_kind { REQ_HEAD, REQ_PROBE, REQ_RANGE };
@@ -75,6 +91,8 @@ struct http_src {
     long backoff_ms, backoff_max_ms;
     uint64_t rng;
     char errbuf[CURL_ERROR_SIZE];
+    char origin[ORIGIN_MAX]; /* scheme://host:port: which pooled pair may serve it (pool_take) */
+    int reusable;            /* its handles go back to the pool at close */
 
     /* the request in flight */
     enum req_kind kind;
@@ -105,9 +123,125 @@ struct http_src {
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_FAILED_INIT;
 
+/* The share: DNS and TLS sessions, one lock per kind of data (libcurl asks
+ * for at most one lock of each kind at a time). NULL: none (no handle is
+ * then given one; each resolves and handshakes on its own). */
+static CURLSH *share;
+static pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
+
+static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ud)
+{
+    (void)h;
+    (void)a;
+    (void)ud;
+    if (d >= 0 && d < CURL_LOCK_DATA_LAST)
+        pthread_mutex_lock(&share_mu[d]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data d, void *ud)
+{
+    (void)h;
+    (void)ud;
+    if (d >= 0 && d < CURL_LOCK_DATA_LAST)
+        pthread_mutex_unlock(&share_mu[d]);
+}
+
 static void global_init(void)
 {
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (global_rc != CURLE_OK)
+        return;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&share_mu[i], NULL);
+    CURLSH *sh = curl_share_init();
+    if (sh != NULL && (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+                       curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+                       curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+                       curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)) {
+        curl_share_cleanup(sh);
+        sh = NULL;
+    }
+    share = sh; /* kept for the process's life: handles in the pool use it */
+}
+
+/* ---- the pool of idle handle pairs ---- */
+
+#define POOL_MAX 32 /* idle pairs kept; one more closes the oldest's connections */
+
+struct pooled {
+    CURL *easy;
+    CURLM *multi;
+    char origin[ORIGIN_MAX]; /* scheme://host:port its connections go to */
+};
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pooled pool[POOL_MAX];
+static size_t pool_len; /* pool[0] the oldest */
+
+/* The scheme, host and port of `url` (lower case, port explicit) in out;
+ * "" when it cannot be taken (such a pair is never pooled). */
+static void origin_of(const char *url, char *out, size_t cap)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    out[0] = '\0';
+    if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+        int n = snprintf(out, cap, "%s://%s:%s", scheme, host, port);
+        if (n < 0 || (size_t)n >= cap)
+            out[0] = '\0';
+        for (char *p = out; *p != '\0'; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p - 'A' + 'a');
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+}
+
+/* An idle pair whose connections go to `origin` (the newest such), taken
+ * out of the pool: 0; none: -1. */
+static int pool_take(const char *origin, CURL **easy, CURLM **multi)
+{
+    int rc = -1;
+    pthread_mutex_lock(&pool_mu);
+    for (size_t i = pool_len; i-- > 0;)
+        if (strcmp(pool[i].origin, origin) == 0) {
+            *easy = pool[i].easy;
+            *multi = pool[i].multi;
+            memmove(&pool[i], &pool[i + 1], (pool_len - i - 1) * sizeof(pool[0]));
+            pool_len--;
+            rc = 0;
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+/* Keep an idle pair (its options reset: nothing in it points at a freed
+ * source); when the pool is full the oldest pair is closed instead. */
+static void pool_put(const char *origin, CURL *easy, CURLM *multi)
+{
+    struct pooled old = {0};
+    curl_easy_reset(easy); /* keeps the connections (in the multi), drops the callbacks' pointers */
+    pthread_mutex_lock(&pool_mu);
+    if (pool_len == POOL_MAX) {
+        old = pool[0];
+        memmove(&pool[0], &pool[1], (POOL_MAX - 1) * sizeof(pool[0]));
+        pool_len--;
+    }
+    pool[pool_len].easy = easy;
+    pool[pool_len].multi = multi;
+    snprintf(pool[pool_len].origin, sizeof(pool[0].origin), "%s", origin);
+    pool_len++;
+    pthread_mutex_unlock(&pool_mu);
+    if (old.multi != NULL)
+        curl_multi_cleanup(old.multi);
+    if (old.easy != NULL)
+        curl_easy_cleanup(old.easy);
 }
 
 static int64_t now_ms(void)
@@ -744,10 +878,14 @@ void sto__http_close(struct sto_src *base)
 {
     struct http_src *s = (struct http_src *)base;
     drop(s);
-    if (s->multi != NULL)
-        curl_multi_cleanup(s->multi);
-    if (s->easy != NULL)
-        curl_easy_cleanup(s->easy);
+    if (s->easy != NULL && s->multi != NULL && s->reusable && s->origin[0] != '\0') {
+        pool_put(s->origin, s->easy, s->multi); /* its connections serve the next source */
+    } else {
+        if (s->multi != NULL)
+            curl_multi_cleanup(s->multi);
+        if (s->easy != NULL)
+            curl_easy_cleanup(s->easy);
+    }
     curl_slist_free_all(s->if_match);
     curl_slist_free_all(s->hdr_meta);
     free(s->url);
@@ -777,6 +915,8 @@ static int setup_easy(struct http_src *s, long connect_ms, long max_redirects, c
     ok &= curl_easy_setopt(e, CURLOPT_HEADERDATA, s) == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_WRITEDATA, s) == CURLE_OK;
+    if (share != NULL)
+        ok &= curl_easy_setopt(e, CURLOPT_SHARE, share) == CURLE_OK;
     if (s->ca_file != NULL) /* besides the system's: curl keeps its CA path (/etc/ssl/certs) */
         ok &= curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_file) == CURLE_OK;
     if (auth != NULL && auth->aws_sigv4 != NULL) {
@@ -879,8 +1019,12 @@ int sto__http_open(struct sto_src **out, const char *name, const char *url, cons
         sto__http_close(&s->base);
         return sl_error_set(err, SL_EINVAL, "open(%s): not a usable http(s) URL", name);
     }
-    s->easy = curl_easy_init();
-    s->multi = curl_multi_init();
+    origin_of(url, s->origin, sizeof(s->origin));
+    if (s->origin[0] == '\0' || pool_take(s->origin, &s->easy, &s->multi) != 0) {
+        s->easy = curl_easy_init();
+        s->multi = curl_multi_init();
+    }
+    s->reusable = 1;
     if (s->easy == NULL || s->multi == NULL || setup_easy(s, c->connect_timeout_ms, c->max_redirects, auth) != 0) {
         sto__http_close(&s->base);
         return sl_error_set(err, SL_EIO, "open(%s): curl could not be set up", name);

@@ -11,6 +11,8 @@
  *     --pause-ms N        sleep N ms after each read (a slow consumer)
  *     --threads N         N threads at once each open NAME and read it whole (--chunk);
  *                         their bytes must agree ("threads N agree"), the first's go to --out
+ *     --rounds N          with --threads: each thread opens, reads and closes NAME N times
+ *                         (the storage's pool hands connections between the threads)
  *     --ca-file F --connect-ms N --stall-ms N --retries N --backoff-ms N
  *     --backoff-max-ms N --redirects N --cross-host   (struct sto_config)
  *     --s3-endpoint URL --s3-region NAME --s3-path-style  (the same)
@@ -40,21 +42,27 @@ struct reader {
     pthread_t tid;
     const char *name;
     size_t chunk;
+    int rounds;
     unsigned char *bytes;
     size_t size;
     struct sl_error err;
     int rc;
 };
 
-static void *reader_main(void *arg)
+/* One round: open, read whole into r->bytes (the first round's size;
+ * another size is an error), close. */
+static int read_round(struct reader *r)
 {
-    struct reader *r = arg;
     struct sto_src *src = NULL;
     if ((r->rc = sto_open(&src, r->name, &r->err)) != 0)
-        return NULL;
-    r->size = (size_t)src->size;
-    r->bytes = malloc(r->size > 0 ? r->size : 1);
-    for (size_t at = 0; r->bytes != NULL && at < r->size;) {
+        return -1;
+    if (r->bytes == NULL) {
+        r->size = (size_t)src->size;
+        r->bytes = malloc(r->size > 0 ? r->size : 1);
+    } else if (src->size != r->size) {
+        r->rc = sl_error_set(&r->err, SL_ECORRUPT, "size %llu, then %zu", (unsigned long long)src->size, r->size);
+    }
+    for (size_t at = 0; r->rc == 0 && r->bytes != NULL && at < r->size;) {
         size_t n = r->size - at < r->chunk ? r->size - at : r->chunk, got = 0;
         if ((r->rc = sto_read_at(src, at, r->bytes + at, n, &got, &r->err)) != 0)
             break;
@@ -63,16 +71,25 @@ static void *reader_main(void *arg)
     if (r->bytes == NULL)
         r->rc = SL_ENOMEM;
     sto_close(src);
+    return r->rc == 0 ? 0 : -1;
+}
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    for (int i = 0; i < r->rounds && read_round(r) == 0; i++) {
+    }
     return NULL;
 }
 
-static int read_threaded(const char *name, int nthreads, size_t chunk, FILE *out)
+static int read_threaded(const char *name, int nthreads, int rounds, size_t chunk, FILE *out)
 {
     struct reader rd[THREADS_MAX];
     memset(rd, 0, sizeof(rd));
     for (int i = 0; i < nthreads; i++) {
         rd[i].name = name;
         rd[i].chunk = chunk;
+        rd[i].rounds = rounds;
         if (pthread_create(&rd[i].tid, NULL, reader_main, &rd[i]) != 0) {
             fprintf(stderr, "sto_fetch: pthread_create failed\n");
             exit(2);
@@ -127,7 +144,7 @@ int main(int argc, char **argv)
     sto_config_default(&cfg);
     unsigned long long chunk = 65536, offs[RANGES_MAX], lens[RANGES_MAX], v;
     unsigned long long pause_ms = 0;
-    int nranges = 0, wait_line = 0, nthreads = 0, list = 0, url_only = 0;
+    int nranges = 0, wait_line = 0, nthreads = 0, rounds = 1, list = 0, url_only = 0;
     unsigned long long list_page = 1000, list_max = 1000000;
     const char *out_path = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) {
@@ -167,6 +184,8 @@ int main(int argc, char **argv)
                 chunk = v;
             else if (strcmp(a, "--threads") == 0 && v >= 1 && v <= THREADS_MAX)
                 nthreads = (int)v;
+            else if (strcmp(a, "--rounds") == 0 && v >= 1 && v <= 1000)
+                rounds = (int)v;
             else if (strcmp(a, "--pause-ms") == 0)
                 pause_ms = v;
             else if (strcmp(a, "--connect-ms") == 0)
@@ -229,7 +248,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (nthreads > 0)
-        return read_threaded(name, nthreads, (size_t)chunk, out);
+        return read_threaded(name, nthreads, rounds, (size_t)chunk, out);
     struct sto_src *src = NULL;
     if (sto_open(&src, name, &err) != 0) {
         fprintf(stderr, "sto_fetch: %s: %s\n", sl_code_name(err.code), err.msg);

@@ -102,6 +102,29 @@ def main():
         fail("remote: bytes sent per object %s, sizes %s: expected a once, b (gzip) twice, c (indexed) once "
              "and 64" % (sent, size))
     ok("read once: the plain shard's bytes sent once for the scan and both epochs (%s)" % sent)
+    # requests per object, index included (issue #28): each URL.idx looked
+    # for once (one open that is also its read; a 404: none), the object's
+    # identity and the scan's probe from one open, the index's check from
+    # that open's size; at the first access, the object opened again (its
+    # size and ETag checked against the scan's) and read
+    reqs = {}
+    for r in access:
+        reqs.setdefault(r["uri"].lstrip("/"), []).append(r["method"])
+    reqs = {k: sorted(v) for k, v in reqs.items()}
+    a, b, c = names
+    want_reqs = {
+        a: ["GET", "GET", "HEAD"],  # identity (the scan reads through it), probe, stream (kept)
+        a + ".idx": ["HEAD"],  # 404: no index
+        b: ["GET", "GET", "HEAD", "HEAD"],  # identity, the scan's probe and stream; at first access HEAD, GET
+        b + ".idx": ["HEAD"],
+        c: ["GET", "GET", "HEAD", "HEAD"],  # identity, probe (64 bytes); at first access HEAD, GET
+        c + ".idx": ["GET", "HEAD"],  # found and read by one open
+    }
+    if reqs != want_reqs:
+        fail("remote: requests per object %s, expected %s (6 for the indexed shard, its index included: "
+             "10 before)" % (reqs, want_reqs))
+    ok("requests per object: %d for the indexed shard with its index, %d for the plain one (%s)" %
+       (len(reqs[c]) + len(reqs[c + ".idx"]), len(reqs[a]) + len(reqs[a + ".idx"]), reqs))
 
     # the server goes away between the scan and the first fetches (the
     # gzip and the indexed shard are fetched at their first access) and

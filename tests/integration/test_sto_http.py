@@ -221,6 +221,26 @@ if rc != 0 or got != big or "threads 4 agree" not in out:
     fail("https from 4 threads at once: exit %d, %d bytes: %s" % (rc, len(got), err.strip()))
 ok("https (HTTP/2): read with --ca-file (the test's CA), streamed, by ranges and from 4 threads at once; refused without it, named")
 
+# connections outlive their source (issue #28): 4 threads each open, read
+# and close an object 6 times; the closed sources' connections serve the
+# next opens, whichever thread makes them: 4 connections at most, not one
+# per open (48 requests: a HEAD and a GET each)
+for label, server, base, extra in (("http", srv, URL, []),
+                                   ("https", tls_srv, "https://127.0.0.1:%d/" % TLS_PORT, ["--ca-file", ca])):
+    before = access_count(server)
+    with open(os.path.join(WWW, "f4096"), "rb") as f:
+        want = f.read()  # as the cases above left it
+    rc, out, err, got = fetch(base + "f4096", "--threads", "4", "--rounds", "6", *extra)
+    if rc != 0 or got != want or "threads 4 agree" not in out:
+        fail("%s: 4 threads x 6 opens: exit %d, %d bytes: %s %s" % (label, rc, len(got), out.strip(), err.strip()))
+    lines = access_lines(before, server)
+    conns = set(ln.split(" ", 1)[0] for ln in lines)
+    if len(lines) != 48 or len(conns) > 4:
+        fail("%s: 4 threads x 6 opens: %d requests over %d connections, expected 48 over at most 4: %s" %
+             (label, len(lines), len(conns), lines))
+ok("connections reused across sources and threads: 4 threads x 6 opens, 48 requests over at most 4 connections "
+   "(http and https)")
+
 # ---- the hostile/faulty server ----
 
 DATA = rnd.randbytes(300000)

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fmt_format.h"
 #include "fmt_index.h"
 #include "fmt_tfrecord.h"
 #include "sl_test.h"
+#include "sto.h"
 
 static const char *make_file(const char *name, enum fmt_compression c)
 {
@@ -60,6 +62,47 @@ START_TEST(test_build_exact_bytes)
     struct sl_error err = {0};
     ck_assert_int_eq(fmt_index_load("file:///nonexistent/a.idx", &e, &ne, &err), SL_EIO);
     ck_assert_str_eq(err.msg, "open(/nonexistent/a.idx): No such file or directory");
+}
+END_TEST
+
+/* fmt_index_find (issue #28): one look that is also the load; an index that
+ * is not there is 0, one that is there but malformed is the load's error. */
+START_TEST(test_find)
+{
+    const char *path = make_file("f.tfrecord", FMT_COMP_NONE);
+    char idx[512];
+    snprintf(idx, sizeof idx, "%s.idx", path);
+    struct fmt_index_entry *e = (void *)1;
+    size_t ne = 7;
+    struct sl_error err = {0};
+    ck_assert_int_eq(fmt_index_find(idx, &e, &ne, &err), 0); /* none yet */
+    ck_assert_ptr_null(e);
+    ck_assert_uint_eq(ne, 0);
+    uint64_t n = 0;
+    ck_assert_int_eq(fmt_index_build(path, idx, NULL, &n, &err), 0);
+    ck_assert_int_eq(fmt_index_find(idx, &e, &ne, &err), 1);
+    ck_assert_uint_eq(ne, 3);
+    ck_assert_uint_eq(e[1].offset, 19);
+    ck_assert_uint_eq(e[1].size, 16);
+    free(e);
+    char url[600];
+    snprintf(url, sizeof url, "file://%s", idx);
+    ck_assert_int_eq(fmt_index_find(url, &e, &ne, &err), 1);
+    ck_assert_uint_eq(ne, 3);
+    free(e);
+    const char *bad = sl_test_write("g.tfrecord.idx", "0 19\n5 16\n", 10);
+    ck_assert_int_eq(fmt_index_find(bad, &e, &ne, &err), SL_ECORRUPT);
+    ck_assert_ptr_null(e);
+    ck_assert_str_eq(strstr(err.msg, ":2: "), ":2: offset 5 overlaps the previous record (ends at 19)");
+    /* a remote index that cannot be opened (nothing listens there): none */
+    err = (struct sl_error){0};
+    struct sto_config c;
+    sto_config_default(&c);
+    c.max_retries = 0; /* refused at once */
+    ck_assert_int_eq(sto_configure(&c, &err), 0);
+    ck_assert_int_eq(fmt_index_find("http://127.0.0.1:1/x.tfrecord.idx", &e, &ne, &err), 0);
+    ck_assert_ptr_null(e);
+    ck_assert_int_eq(err.code, 0);
 }
 END_TEST
 
@@ -149,6 +192,7 @@ Suite *sl_test_suite(void)
     Suite *s = suite_create("fmt_index");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_build_exact_bytes);
+    tcase_add_test(tc, test_find);
     tcase_add_test(tc, test_build_on_corrupt_file_leaves_no_index);
     tcase_add_test(tc, test_build_temporary_is_not_predictable);
     tcase_add_test(tc, test_load_rejects_bad_lines);
