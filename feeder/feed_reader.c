@@ -1,0 +1,284 @@
+/* feed_reader: a record source's random access (feed_source.h): records
+ * lent from mapped images, or from the cache of inflated (compressed,
+ * remote, grouped) images, loaded by one reader at a time, pinned while
+ * read, evicted least recently used first within cache_bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "feed_source_impl.h"
+#include "fmt_stream.h"
+#include "sl_alloc.h"
+#include "sl_clock.h"
+
+int feed__check_identity(const struct file *f, const struct sto_src *src, struct sl_error *err)
+{
+    uint64_t size = src->size;
+    const char *etag = src->etag;
+    if (size == f->src_size && strcmp(etag, f->etag) == 0)
+        return 0;
+    if (f->etag[0] == '\0' && etag[0] == '\0')
+        return sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, now %llu)", f->path,
+                            (unsigned long long)f->src_size, (unsigned long long)size);
+    return sl_error_set(err, SL_ECORRUPT,
+                        "%s: changed since it was scanned (%llu bytes, ETag %s; now %llu bytes, ETag %s)", f->path,
+                        (unsigned long long)f->src_size, f->etag[0] ? f->etag : "(none)", (unsigned long long)size,
+                        etag[0] ? etag : "(none)");
+}
+
+/* A TFRecord file that will be read through its index (FILE.idx). A
+ * remote one's index is looked for once (fmt_index_find: one open that is
+ * also its read) and kept in f for its scan (index_hint). */
+int feed_reader_open(struct feed_reader **out, struct feed_source *s, struct sl_error *err)
+{
+    struct feed_reader *r = sl_calloc(1, sizeof *r);
+    if (r == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    r->s = s;
+    *out = r;
+    return 0;
+}
+
+static void unpin(struct feed_reader *r)
+{
+    if (r->pinned == NULL)
+        return;
+    if (!r->pinned->img.mapped) {
+        pthread_mutex_lock(&r->s->mu);
+        if (--r->pinned->img.pins == 0)
+            pthread_cond_broadcast(&r->s->cv); /* room for a reader waiting to inflate */
+        pthread_mutex_unlock(&r->s->mu);
+    }
+    r->pinned = NULL;
+}
+
+void feed_reader_release(struct feed_reader *r)
+{
+    unpin(r);
+}
+
+void feed_reader_close(struct feed_reader *r)
+{
+    if (r == NULL)
+        return;
+    unpin(r);
+    fmt_frame_free(&r->frame);
+    sl_free(r);
+}
+
+/* Read one part of an image (a file, or one array of a group) straight
+ * into buf (size bytes, as the scan found), then check that its stream
+ * ends there. With `scanned` (a remote file, or any under test_whole_read)
+ * it is opened through the storage seam and first checked to be the
+ * object scanned. */
+static int inflate_part(const char *path, enum fmt_compression comp, uint64_t size, uint8_t *buf,
+                        const struct file *scanned, struct sl_error *err)
+{
+    struct fmt_stream_opts so = {
+        .compression = comp, .max_output = size + 1, .io = comp == FMT_COMP_NONE ? FMT_IO_READ : FMT_IO_AUTO};
+    struct fmt_stream *st;
+    int rc;
+    if (scanned != NULL) {
+        struct sto_src *src;
+        if ((rc = sto_open(&src, path, err)) != 0)
+            return rc;
+        if ((rc = feed__check_identity(scanned, src, err)) != 0) {
+            sto_close(src);
+            return rc;
+        }
+        rc = fmt_stream_open_source(&st, src, &so, err);
+    } else {
+        rc = fmt_stream_open(&st, path, &so, err);
+    }
+    if (rc != 0)
+        return rc;
+    size_t got = 0;
+    rc = fmt_stream_read(st, buf, (size_t)size, &got, err);
+    if (rc == 0 && got < size)
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to %zu bytes, %llu when it was scanned", path, got,
+                          (unsigned long long)size);
+    uint8_t extra;
+    if (rc == 0 && (rc = fmt_stream_read(st, &extra, 1, &got, err)) == 0 && got != 0) /* the end: trailer, CRC */
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: inflates to more than the %llu bytes it held when it was scanned",
+                          path, (unsigned long long)size);
+    fmt_stream_close(st);
+    return rc;
+}
+
+/* The image of a compressed file, or of a group of arrays (its parts one
+ * after the other), into buf (image_size bytes). */
+static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err)
+{
+    size_t parts = fmt_scan_parts(f->scan);
+    if (parts <= 1)
+        return inflate_part(f->path, f->comp, f->image_size, buf, f->etag != NULL ? f : NULL, err);
+    uint64_t at = 0;
+    for (size_t k = 0; k < parts && k < f->nmembers; k++) {
+        uint64_t n = fmt_scan_part_bytes(f->scan, k);
+        if (n > f->image_size - at)
+            return sl_error_set(err, SL_ECORRUPT, "%s: the group's arrays outgrow its image", f->path);
+        int rc = inflate_part(f->members[k], fmt_scan_part_compression(f->scan, k), n, buf + at, NULL, err);
+        if (rc != 0)
+            return rc;
+        at += n;
+    }
+    return 0;
+}
+
+/* Evict unpinned inflated images, least recently used first, until `need`
+ * more bytes fit. Called with the mutex held. */
+static void evict(struct feed_source *s, size_t need)
+{
+    while (s->cached + need > s->o.cache_bytes) {
+        struct file *victim = NULL;
+        for (size_t i = 0; i < s->nfiles; i++) {
+            struct file *f = &s->files[i];
+            if (!f->img.mapped && f->img.data && !f->loading && f->img.pins == 0 &&
+                (victim == NULL || f->img.used < victim->img.used))
+                victim = f;
+        }
+        if (victim == NULL)
+            return;
+        sl_free(victim->img.data);
+        victim->img.data = NULL;
+        s->cached -= victim->img.size;
+    }
+}
+
+static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
+{
+    if (r->pinned == f)
+        return 0;
+    unpin(r);
+    if (f->img.mapped) {
+        r->pinned = f;
+        return 0;
+    }
+    struct feed_source *s = r->s;
+    size_t size = (size_t)f->image_size;
+    if (f->image_size > s->o.cache_bytes) /* the scan refuses these; never wait for room that cannot be */
+        return sl_error_set(err, SL_EINVAL, "%s: inflates to %llu bytes, more than the cache's %zu", f->path,
+                            (unsigned long long)f->image_size, s->o.cache_bytes);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (f->img.data != NULL && !f->loading) {
+            f->img.pins++;
+            f->img.used = ++s->clock;
+            pthread_mutex_unlock(&s->mu);
+            r->pinned = f;
+            return 0;
+        }
+        if (!f->loading) {
+            evict(s, size);
+            if (s->cached + size <= s->o.cache_bytes)
+                break;
+        }
+        /* another reader is inflating it, or every byte of the cache is
+         * pinned or being inflated: wait for that to change */
+        pthread_cond_wait(&s->cv, &s->mu);
+    }
+    f->loading = 1;
+    s->cached += size;
+    pthread_mutex_unlock(&s->mu);
+
+    uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
+    uint8_t *data = sl_malloc(size ? size : 1);
+    int rc = data == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu inflated bytes", f->path, size)
+                          : inflate_file(f, data, err);
+    r->inflate_cpu_ns += sl_clock_thread_cpu_ns() - cpu0;
+    r->inflate_wall_ns += sl_clock_ns() - wall0;
+
+    pthread_mutex_lock(&s->mu);
+    f->loading = 0;
+    if (rc != 0) {
+        s->cached -= size;
+        sl_free(data);
+    } else {
+        f->img.data = data;
+        f->img.size = size;
+        f->img.pins++;
+        f->img.used = ++s->clock;
+        r->pinned = f;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const struct fmt_frame **out,
+                      struct sl_error *err)
+{
+    struct feed_source *s = r->s;
+    if (file >= s->nfiles || rec >= s->files[file].count)
+        return sl_error_set(err, SL_EINVAL, "%s %llu of file %u does not exist", s->ops->element,
+                            (unsigned long long)rec, file);
+    struct file *f = &s->files[file];
+    int rc = pin(r, f, err);
+    if (rc != 0)
+        return rc;
+    rc = s->ops->frame(f->scan, f->img.data, f->img.size, rec, !s->o.trust_scan || f->verify, &r->frame, err);
+    if (rc != 0) {
+        sl_error_prefix(err, "%s: ", f->path); /* the format's error is bare */
+        return rc;
+    }
+    *out = &r->frame;
+    return 0;
+}
+
+int feed_reader_get(struct feed_reader *r, uint32_t file, uint64_t rec, const uint8_t **data, size_t *len,
+                    struct sl_error *err)
+{
+    const struct fmt_frame *fr;
+    int rc = feed_reader_frame(r, file, rec, &fr, err);
+    if (rc != 0)
+        return rc;
+    if (fr->data == NULL && fr->fields != NULL)
+        return sl_error_set(err, SL_EINVAL, "%s: %s %llu is made of fields (feed_reader_sample)",
+                            r->s->files[file].path, r->s->ops->element, (unsigned long long)rec);
+    *data = fr->data;
+    *len = fr->len;
+    return 0;
+}
+
+int feed_reader_sample(struct feed_reader *r, uint32_t file, uint64_t sample, const struct feed_field **fields,
+                       size_t *n, struct sl_error *err)
+{
+    const struct fmt_frame *fr;
+    int rc = feed_reader_frame(r, file, sample, &fr, err);
+    if (rc != 0)
+        return rc;
+    if (fr->fields == NULL)
+        return sl_error_set(err, SL_EINVAL, "%s: %s %llu has no fields", r->s->files[file].path, r->s->ops->element,
+                            (unsigned long long)sample);
+    for (size_t k = 0; k < fr->nfields; k++)
+        r->fields[k] = (struct feed_field){fr->fields[k].name, fr->fields[k].data, fr->fields[k].len};
+    *fields = r->fields;
+    *n = fr->nfields;
+    return 0;
+}
+
+void feed_reader_prefetch(const struct feed_reader *r, uint32_t file, uint64_t rec)
+{
+    const struct feed_source *s = r->s;
+    if (file >= s->nfiles)
+        return;
+    const struct file *f = &s->files[file];
+    /* only mapped images: they stay put for the source's lifetime, while an
+     * inflated one may be evicted by another reader */
+    if (!f->img.mapped || f->img.data == NULL || rec >= f->count)
+        return;
+    uint64_t off = fmt_scan_offset(f->scan, rec);
+    uint64_t end = rec + 1 < f->count ? fmt_scan_offset(f->scan, rec + 1) : f->img.size;
+    if (end > f->img.size || off >= end)
+        return;
+    if (end - off > 2048)
+        end = off + 2048;
+    for (uint64_t p = off & ~(uint64_t)63; p < end; p += 64)
+        __builtin_prefetch(f->img.data + p, 0, 0);
+}
+
+void feed_reader_inflate_ns(const struct feed_reader *r, uint64_t *cpu_ns, uint64_t *wall_ns)
+{
+    *cpu_ns = r->inflate_cpu_ns;
+    *wall_ns = r->inflate_wall_ns;
+}

@@ -1,0 +1,89 @@
+/* feed_source_impl: what the two halves of a record source share (not for
+ * callers above: feed_source.h is their interface). feed_source.c opens a
+ * source (the scan, the scan cache, a remote file read once); feed_reader.c
+ * reads its records (mapped images, the cache of inflated and remote ones,
+ * pins and eviction).
+ *
+ * Thread-safety: as feed_source.h; the source's mutex guards `cached`,
+ * `clock`, `captured` and every file's img and loading fields once the scan
+ * is over (the scan threads each own the files they take).
+ */
+#ifndef FEED_SOURCE_IMPL_H
+#define FEED_SOURCE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feed_source.h"
+#include "fmt_format.h"
+#include "fmt_index.h"
+#include "sl_error.h"
+#include "sto.h"
+
+struct image {
+    uint8_t *data;
+    size_t size;
+    int mapped; /* mmap (never evicted) vs inflated (cached) */
+    int pins;
+    uint64_t used; /* LRU clock */
+};
+
+struct file {
+    const char *path;           /* the file, or a group's first array */
+    const char *const *members; /* a group's arrays (nmembers), path the first */
+    size_t nmembers;
+    struct fmt_scan *scan; /* where each record lies in the image; NULL when skipped */
+    uint64_t count;
+    enum fmt_compression comp;
+    uint64_t image_size;   /* decompressed size */
+    struct image img;      /* img.data NULL while not loaded */
+    int loading;           /* a reader is inflating it (its size is reserved in `cached`) */
+    int verify;            /* check records as they are read whatever trust_scan says (a cache hit) */
+    uint8_t cache_state;   /* CACHE_*, set by the scan thread that took the file */
+    uint8_t cache_damaged; /* its entry was damaged */
+    uint8_t whole;         /* uncompressed, but read whole into the cache (remote) */
+    char *etag;            /* a remote file's ETag when its scan began ("": none sent); NULL: local */
+    uint64_t src_size;     /* with etag: its size then */
+    int64_t src_mtime_ns;  /* with etag: its Last-Modified then (0: none) */
+    /* a remote file's FILE.idx, looked for once during its scan (has_index):
+     * IDX_* and, with IDX_FOUND, its entries, freed when the scan ends */
+    uint8_t idx_state;
+    struct fmt_index_entry *idx;
+    size_t nidx;
+};
+
+enum { IDX_UNKNOWN = 0, IDX_NONE, IDX_FOUND, IDX_BAD /* there but unusable: the scan looks again and says why */ };
+
+struct feed_source {
+    struct feed_source_opts o;
+    const struct fmt_format_ops *ops;
+    size_t nfiles;
+    struct file *files;
+    uint64_t *counts;
+    uint64_t total_bytes;
+    uint64_t disk_bytes; /* the files' sizes on disk */
+    uint64_t max_file;   /* most bytes a compressed file may inflate to */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* an image loaded or failed, a pin let go */
+    size_t cached;     /* bytes of inflated images held or being inflated */
+    size_t captured;   /* remote files whose image the scan kept (read once) */
+    uint64_t clock;
+    struct feed_scan_cache *cache; /* NULL: none */
+    atomic_int cache_warned;       /* a failed write was reported */
+};
+
+struct feed_reader {
+    struct feed_source *s;
+    struct file *pinned;
+    struct fmt_frame frame; /* the last record framed, and its storage */
+    struct feed_field fields[FEED_MAX_FIELDS];
+    uint64_t inflate_cpu_ns, inflate_wall_ns; /* time spent inflating files */
+};
+
+/* The object opened for a read of f is the one scanned: its size and ETag
+ * as the scan found them; otherwise SL_ECORRUPT naming both. */
+int feed__check_identity(const struct file *f, const struct sto_src *src, struct sl_error *err) SL_MUST_CHECK;
+
+#endif
