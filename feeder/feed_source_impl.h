@@ -18,7 +18,6 @@
 
 #include "feed_source.h"
 #include "fmt_format.h"
-#include "fmt_index.h"
 #include "sl_error.h"
 #include "sto.h"
 
