@@ -658,6 +658,11 @@ static int fill_mapped(struct feed_assembler *a, const struct feed_piece *piece,
     return 0;
 }
 
+void feed_assembler_use_fetch(struct feed_assembler *a, struct feed_fetch *fetch)
+{
+    feed_reader_use(a->rd, fetch);
+}
+
 int feed_assembler_fill(struct feed_assembler *a, const struct feed_piece *piece, uint8_t *buf, size_t cap,
                         struct feed_layout *out, struct sl_error *err)
 {

@@ -123,6 +123,11 @@ struct map_plan;
 int feed_assembler_use_map(struct feed_assembler *a, const struct map_plan *plan, uint64_t seed, uint64_t *op_ns,
                            struct sl_error *err) SL_MUST_CHECK;
 
+/* The next pieces' records read by range come from `fetch` (feed_fetch.h:
+ * started for that piece; NULL: none, each is then fetched alone). */
+struct feed_fetch;
+void feed_assembler_use_fetch(struct feed_assembler *a, struct feed_fetch *fetch);
+
 /* Read and decode every element of `piece` and lay its tensors out in
  * buf[0..cap). Errors name the file once: a damaged record as the source
  * reads it ("<path>: corrupted record at <offset>"), a record that does not

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "feed_fetch.h"
 #include "sl_alloc.h"
 #include "sl_queue.h"
 #include "sl_thread.h"
@@ -47,7 +48,9 @@ static void *executor_main(void *arg)
             t->buf = NULL;
             sl_error_set(&t->err, t->rc, "feeder is closing");
         } else {
+            feed_assembler_use_fetch(ex->as, t->fetch);
             t->rc = feed_assembler_fill(ex->as, &t->piece, t->buf, sl_pool_bytes(t->pool), &t->layout, &t->err);
+            feed_assembler_use_fetch(ex->as, NULL);
         }
         /* hand the task back through a locked queue (so the hand-over is a
          * real happens-before edge), then wake the owner's poll */
@@ -81,8 +84,13 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         feed_exec_destroy(e);
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < e->ntasks; i++)
+    for (size_t i = 0; i < e->ntasks; i++) {
         e->free_tasks[e->nfree++] = &e->tasks[i];
+        if ((rc = feed_fetch_open(&e->tasks[i].fetch, o->src, err)) != 0) {
+            feed_exec_destroy(e);
+            return rc;
+        }
+    }
     snprintf(e->addr, sizeof e->addr, "inproc://sluice-done-%p", (void *)e);
     e->pull = zmq_socket(o->zmq_ctx, ZMQ_PULL);
     if (e->pull == NULL || zmq_bind(e->pull, e->addr) != 0) {
@@ -152,8 +160,10 @@ void feed_exec_destroy(struct feed_exec *e)
         zmq_close(e->pull);
     sl_queue_destroy(e->work);
     sl_queue_destroy(e->done);
-    for (size_t i = 0; e->tasks != NULL && i < e->ntasks; i++)
+    for (size_t i = 0; e->tasks != NULL && i < e->ntasks; i++) {
+        feed_fetch_close(e->tasks[i].fetch); /* after the executors: none reads it */
         sl_free(e->tasks[i].elems);
+    }
     sl_free(e->tasks);
     sl_free(e->free_tasks);
     sl_free(e->exs);
@@ -187,7 +197,16 @@ int feed_exec_submit(struct feed_exec *e, struct feed_task *t, const struct feed
     t->rc = 0;
     t->buf = NULL;
     sl_error_clear(&t->err);
-    return sl_queue_push(e->work, t) == 0 ? 0 : SL_ECLOSED;
+    struct sl_error ignored = {0};
+    if (t->fetch != NULL && feed_fetch_start(t->fetch, t->elems, piece->n, &ignored) != 0) {
+        /* out of memory for its ranges: its records are fetched one by one
+         * as they are read */
+    }
+    if (sl_queue_push(e->work, t) != 0) {
+        feed_fetch_cancel(t->fetch);
+        return SL_ECLOSED;
+    }
+    return 0;
 }
 
 struct feed_task *feed_exec_done(struct feed_exec *e)

@@ -40,6 +40,7 @@ struct feed_task {
     /* private */
     struct feed_elem *elems;
     size_t cap;
+    struct feed_fetch *fetch; /* its records read by range, fetched from submit on; NULL: none */
 };
 
 struct feed_exec_opts {
@@ -79,7 +80,8 @@ void *feed_exec_socket(struct feed_exec *e);
 struct feed_task *feed_exec_task(struct feed_exec *e);
 
 /* Hand task t (from feed_exec_task; conn, generation, ordinal and pool
- * set) to the executors, to make `piece` (its elements are copied). 0;
+ * set) to the executors, to make `piece` (its elements are copied; those
+ * read by range start coming at once: feed_fetch.h). 0;
  * SL_ENOMEM (the task stays the caller's: recycle it); SL_ECLOSED when
  * stopping (likewise). */
 int feed_exec_submit(struct feed_exec *e, struct feed_task *t, const struct feed_piece *piece) SL_MUST_CHECK;

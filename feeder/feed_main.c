@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "feed_expose.h"
+#include "feed_fetch.h"
 #include "feed_job.h"
 #include "feed_job_map.h"
 #include "feed_plan.h"
@@ -93,6 +94,8 @@ struct args {
         report_s, idle_exit_s, metrics_linger_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     struct sto_config storage; /* --remote-*, --s3-* */
+    const char *remote_reads;  /* --remote-reads: auto, ranges, whole */
+    uint64_t remote_requests;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
     char **keys;
@@ -259,6 +262,14 @@ static const struct sl_opt opt_rows[] = {
      "files=a*.tfrecord,b*.tfrecord; --KEY=VALUE does the same when KEY is a job key's exact name",
      NULL, set_override},
     STO_OPT_ROWS(struct args, storage),
+    {"remote-reads", 0, SL_OPT_STRING, OFF(remote_reads), 0, 0, "auto", "MODE",
+     "remote TFRecord files with an index (use_index): 'ranges' fetches only the records this feeder reads, by byte "
+     "range, ahead of their pieces; 'whole' reads each file whole at its first use (files over "
+     "inflate_cache_bytes: by range); 'auto': ranges when this feeder reads at most half of each file (shard "
+     "\"data\" or hint records/batches over 2+ workers, or 2+ feeders)",
+     NULL, NULL},
+    {"remote-requests", 0, SL_OPT_U64, OFF(remote_requests), 1, 64, "8", "N",
+     "remote files read by range: requests in flight at once", NULL, NULL},
     SL_OPT_COMMON_ROWS(struct args),
 };
 
@@ -340,6 +351,9 @@ static int parse_args(int argc, char **argv, struct args *a)
         return usage_error("--job is required\nTry 'sluice-feeder --help'");
     if (sto_configure(&a->storage, &err) != 0)
         return usage_error("%s", err.msg);
+    if (a->remote_reads != NULL && strcmp(a->remote_reads, "auto") != 0 && strcmp(a->remote_reads, "ranges") != 0 &&
+        strcmp(a->remote_reads, "whole") != 0)
+        return usage_error("--remote-reads '%s': expected auto, ranges or whole", a->remote_reads);
     if ((a->workers != 0) != (a->replicas != 0))
         return usage_error("--workers and --replicas go together (the cluster shape to serve)");
     if (a->cluster != NULL && (sl_opt_given(&cmd, given, "listen") || sl_opt_given(&cmd, given, "feeder-index") ||
@@ -513,8 +527,21 @@ static void on_cache(void *ctx, const char *path, const struct sl_error *why)
     sl_log(SL_LOG_WARN, "%s", why->msg);
 }
 
-static int open_source(const struct feed_job *job, const char *scan_cache, int count_only, unsigned threads,
-                       struct scan_watch *watch, struct feed_source **src, struct sl_error *err)
+/* --remote-reads: by range or whole. auto: by range when this feeder reads
+ * at most half of each file it reads: the records shared out among 2+
+ * workers (DATA, or HINT by records or batches), or the pieces among 2+
+ * feeders; whole files are then fetched once for the feeder's share. */
+static int remote_ranges(const struct args *a, const struct feed_job *job)
+{
+    if (a->remote_reads != NULL && strcmp(a->remote_reads, "auto") != 0)
+        return strcmp(a->remote_reads, "ranges") == 0;
+    int by_records = job->policy == FEED_SHARD_DATA || (job->policy == FEED_SHARD_HINT && job->hint != FEED_HINT_FILES);
+    uint64_t ways = (by_records && a->workers > 1 ? a->workers : 1) * (a->feeders ? a->feeders : 1);
+    return ways >= 2;
+}
+
+static int open_source(const struct args *a, const struct feed_job *job, const char *scan_cache, int count_only,
+                       unsigned threads, struct scan_watch *watch, struct feed_source **src, struct sl_error *err)
 {
     struct feed_source_opts so = {.format = job->format,
                                   .compression = job->compression,
@@ -532,7 +559,9 @@ static int open_source(const struct feed_job *job, const char *scan_cache, int c
                                   .scan_threads = threads,
                                   .stop = &stop_flag,
                                   .scan_cache = scan_cache,
-                                  .on_cache = on_cache};
+                                  .on_cache = on_cache,
+                                  .remote_ranges = remote_ranges(a, job),
+                                  .remote_requests = (unsigned)a->remote_requests};
     const struct feed_job_list *paths = &job->files;
     if (job->format == FMT_FORMAT_ARRAYS) { /* groups: one array per feature */
         paths = &job->members;
@@ -551,6 +580,9 @@ static int open_source(const struct feed_job *job, const char *scan_cache, int c
                "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
                "%zu entries written, %zu not written, %zu files too recent to cache",
                scan_cache, cs.hits, job->files.n, cs.scanned, cs.damaged, cs.written, cs.unwritten, cs.recent);
+    if (feed_source_ranged(*src) > 0)
+        sl_log(SL_LOG_INFO, "%zu remote file(s) read by range: only the records this feeder serves are fetched",
+               feed_source_ranged(*src));
     size_t kept = feed_source_captured(*src);
     if (kept > 0)
         sl_log(SL_LOG_INFO, "%zu remote file(s) read once: kept in the cache as the scan read them", kept);
@@ -674,7 +706,15 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
                 map_plan_op_label(map, i, label, sizeof label),
                 (double)__atomic_load_n(&map_op_ns[i], __ATOMIC_RELAXED) / 1e9);
     }
-    fprintf(f, "%s}\n", nops > 0 ? "]" : "");
+    if (nops > 0)
+        fprintf(f, "]");
+    /* files read by range: what was fetched, against the records' bytes */
+    struct feed_fetch_stats fs;
+    feed_source_fetch_stats(src, &fs);
+    fprintf(f,
+            ",\"remote\":{\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"record_bytes\":%" PRIu64
+            ",\"records_alone\":%" PRIu64 "}}\n",
+            fs.requests, fs.bytes, fs.record_bytes, fs.alone);
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;
@@ -810,7 +850,8 @@ static int scan_source(const struct args *a, struct feed_job *job, struct scan_w
                        double *scan_s, double *scan_cpu_s, struct sl_error *src_err)
 {
     double t0 = sl_clock_s(), c0 = process_cpu_s();
-    int status = open_source(job, a->scan_cache, a->plan, a->threads ? (unsigned)a->threads : 1, watch, src, src_err);
+    int status =
+        open_source(a, job, a->scan_cache, a->plan, a->threads ? (unsigned)a->threads : 1, watch, src, src_err);
     *scan_s = sl_clock_s() - t0;
     if (status == 0 && metrics != NULL) { /* the scan's end, whatever the last progress call said */
         uint64_t records = 0;

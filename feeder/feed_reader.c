@@ -62,6 +62,8 @@ void feed_reader_close(struct feed_reader *r)
     if (r == NULL)
         return;
     unpin(r);
+    sto_close(r->alone);
+    sl_free(r->alone_buf);
     fmt_frame_free(&r->frame);
     sl_free(r);
 }
@@ -205,6 +207,75 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
     return rc;
 }
 
+void feed_reader_use(struct feed_reader *r, struct feed_fetch *fetch)
+{
+    r->fetch = fetch;
+}
+
+/* A record of a file read by range that the reader's fetch does not hold
+ * (no fetch, or a caller that reads what it did not plan): its bytes
+ * alone, through the reader's own source (kept open for the next). */
+static int fetch_alone(struct feed_reader *r, struct file *f, uint32_t file, uint64_t rec, const uint8_t **at,
+                       size_t *len, struct sl_error *err)
+{
+    struct feed_source *s = r->s;
+    uint64_t most = (uint64_t)s->ops->frame_head + s->ops->frame_tail +
+                    (s->o.max_record_bytes ? s->o.max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES);
+    uint64_t n = fmt_scan_extent(f->scan, rec);
+    if (n > most)
+        n = most;
+    if (n > r->alone_cap) {
+        uint8_t *b = sl_realloc(r->alone_buf, (size_t)n);
+        if (b == NULL)
+            return sl_error_set(err, SL_ENOMEM, "%s: out of memory for a record of %llu bytes", f->path,
+                                (unsigned long long)n);
+        r->alone_buf = b;
+        r->alone_cap = (size_t)n;
+    }
+    int rc;
+    if (r->alone != NULL && r->alone_file != file) {
+        sto_close(r->alone);
+        r->alone = NULL;
+    }
+    if (r->alone == NULL) {
+        const struct sto_known k = {.size = f->src_size, .etag = f->etag, .mtime_ns = f->src_mtime_ns};
+        if ((rc = sto_open_known(&r->alone, f->path, &k, err)) != 0)
+            return rc;
+        r->alone->exact = 1;
+        r->alone_file = file;
+    }
+    if ((rc = sto_read_full(r->alone, fmt_scan_offset(f->scan, rec), r->alone_buf, (size_t)n, err)) != 0) {
+        sto_close(r->alone);
+        r->alone = NULL;
+        return rc;
+    }
+    atomic_fetch_add(&s->fetched_alone, 1);
+    *at = r->alone_buf;
+    *len = (size_t)n;
+    return 0;
+}
+
+static int frame_ranged(struct feed_reader *r, struct file *f, uint32_t file, uint64_t rec,
+                        const struct fmt_frame **out, struct sl_error *err)
+{
+    unpin(r);
+    const uint8_t *at;
+    size_t len;
+    int rc = feed__fetch_find(r->fetch, file, rec, &at, &len, err);
+    if (rc == 0 && at == NULL)
+        rc = fetch_alone(r, f, file, rec, &at, &len, err);
+    if (rc != 0)
+        return rc;
+    /* the bytes came over the network: their CRCs are always checked */
+    rc = r->s->ops->frame_at(f->scan, at, len, rec, 1, &r->frame, err);
+    if (rc != 0) {
+        sl_error_prefix(err, "%s: ", f->path);
+        return rc;
+    }
+    *out = &r->frame;
+    return 0;
+}
+
 int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const struct fmt_frame **out,
                       struct sl_error *err)
 {
@@ -213,6 +284,8 @@ int feed_reader_frame(struct feed_reader *r, uint32_t file, uint64_t rec, const 
         return sl_error_set(err, SL_EINVAL, "%s %llu of file %u does not exist", s->ops->element,
                             (unsigned long long)rec, file);
     struct file *f = &s->files[file];
+    if (f->ranged)
+        return frame_ranged(r, f, file, rec, out, err);
     int rc = pin(r, f, err);
     if (rc != 0)
         return rc;

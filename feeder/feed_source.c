@@ -11,9 +11,12 @@
  * Each file has an "image": its decompressed bytes. For an uncompressed
  * local file the image is an mmap made at open and kept; for a compressed
  * file it is inflated on demand into the cache, and so is a remote
- * (http(s)://, s3://) uncompressed file, read whole through fmt_stream
- * (issue #28's first step; ranged reads come later), which the scan then
- * refuses when it is larger than a compressed file may inflate to.
+ * (http(s)://, s3://) uncompressed file, read whole through fmt_stream,
+ * which the scan then refuses when it is larger than a compressed file may
+ * inflate to, unless the file is read by range: a remote TFRecord file
+ * whose offsets came from its index, under remote_ranges or when it is too
+ * large to be held whole; its records are then fetched by byte range
+ * (feed_fetch.h), never held as an image.
  *
  * A remote file's size and ETag are taken when its scan begins (one open
  * of the source); each later read of it checks that the object there is
@@ -350,6 +353,8 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     int have_id = 0, rc = 0; /* a cache hit on a compressed file reaches the end without setting it */
     int64_t t0 = realtime_ns();
     int remote = f->nmembers == 1 && (sto_is_remote(f->path) || s->o.test_whole_read);
+    /* its records may be read by range: the scan takes their offsets from its index */
+    int indexed = remote && s->ops->frame_at != NULL && has_index(s, f);
     struct sto_src *ident = NULL; /* the source the identity came from: the scan reads through it */
     if (remote && (rc = take_identity(f, &ident, err)) != 0)
         return rc;
@@ -402,16 +407,18 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
         return rc;
     }
     if (remote && f->comp == FMT_COMP_NONE) {
-        /* read whole into the cache, as a compressed file is inflated */
+        /* read by range, or whole into the cache as a compressed file is inflated */
+        f->ranged = indexed && (s->o.remote_ranges || f->image_size > s->max_file);
+        f->whole = !f->ranged;
         if (f->image_size != f->src_size)
             rc = sl_error_set(err, SL_ECORRUPT, "%s: changed while it was scanned (%llu bytes, then %llu)", f->path,
                               (unsigned long long)f->src_size, (unsigned long long)f->image_size);
-        else if (f->image_size > s->max_file)
+        else if (!f->ranged && f->image_size > s->max_file)
             rc = sl_error_set(err, SL_EINVAL,
                               "%s: %llu bytes, more than the %llu a remote file may hold in the cache "
-                              "(inflate_cache_bytes; ranged reads: issue #28)",
+                              "(inflate_cache_bytes); with an index (FILE.idx: sluice-record index) and use_index "
+                              "its records are read by range instead",
                               f->path, (unsigned long long)f->image_size, (unsigned long long)s->max_file);
-        f->whole = 1;
     } else if (f->comp == FMT_COMP_NONE) {
         rc = map_file(f, err);
     }
@@ -419,6 +426,7 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
         fmt_scan_free(f->scan);
         f->scan = NULL;
         f->count = 0;
+        f->ranged = 0;
     }
     return rc;
 }
@@ -665,6 +673,11 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
     }
     sl_free(failed);
     sl_free(rcs);
+    int ranged = 0;
+    for (size_t i = 0; rc == 0 && i < npaths; i++)
+        ranged |= s->files[i].ranged && s->files[i].count > 0;
+    if (rc == 0 && ranged)
+        rc = feed__fetcher_create(&s->fetcher, s, s->o.remote_requests ? s->o.remote_requests : 8, err);
     if (rc != 0) {
         feed_source_close(s);
         return rc;
@@ -677,6 +690,7 @@ void feed_source_close(struct feed_source *s)
 {
     if (s == NULL)
         return;
+    feed__fetcher_destroy(s->fetcher);
     for (size_t i = 0; s->files && i < s->nfiles; i++) {
         struct file *f = &s->files[i];
         if (f->img.mapped && f->img.data)
@@ -722,6 +736,14 @@ size_t feed_source_captured(const struct feed_source *s)
 uint64_t feed_source_total_bytes(const struct feed_source *s)
 {
     return s->total_bytes;
+}
+
+size_t feed_source_ranged(const struct feed_source *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->nfiles; i++)
+        n += s->files[i].ranged;
+    return n;
 }
 
 const char *feed_source_path(const struct feed_source *s, size_t i)

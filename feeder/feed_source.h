@@ -91,6 +91,13 @@ struct feed_source_opts {
      * for the first entry that could not be written, and once, with `path`
      * the directory, when the cache cannot be used at all; may be NULL. */
     void (*on_cache)(void *ctx, const char *path, const struct sl_error *why);
+    /* Remote TFRecord files with an index (use_index): 1 reads them record
+     * by record, each piece's records fetched ahead by byte range
+     * (feed_fetch.h), so a feeder reading a share of a file fetches only
+     * that share; 0 reads each whole into the cache at its first access,
+     * except those larger than max_file_bytes, read by range. */
+    int remote_ranges;
+    unsigned remote_requests; /* requests in flight at once for ranges (0: 8; at most 64) */
     /* Tests only (never set by the feeder): read plain local files as
      * remote ones are read, whole into the cache through the storage seam,
      * their size checked against the scan's, so that path runs without a
@@ -129,6 +136,9 @@ uint64_t feed_source_disk_bytes(const struct feed_source *s);
 /* Remote files the scan read whole and kept as their cached image (read
  * once: the first access finds them in the cache while they stay there). */
 size_t feed_source_captured(const struct feed_source *s);
+
+/* Remote files read by range (feed_fetch.h), not whole. */
+size_t feed_source_ranged(const struct feed_source *s);
 
 const char *feed_source_path(const struct feed_source *s, size_t i);
 /* The scan cache's work at open (all zero without a cache). */
@@ -179,6 +189,13 @@ void feed_reader_release(struct feed_reader *r);
 /* Time this reader has spent inflating compressed files (thread CPU and
  * wall nanoseconds, since it was opened). */
 void feed_reader_inflate_ns(const struct feed_reader *r, uint64_t *cpu_ns, uint64_t *wall_ns);
+
+/* Read the records of files read by range out of `fetch` (feed_fetch.h:
+ * the piece's, started ahead), waiting for each record's bytes; NULL: no
+ * fetch (each such record is then fetched alone, when it is read). The
+ * fetch must stay open until this reader is given another or NULL. */
+struct feed_fetch;
+void feed_reader_use(struct feed_reader *r, struct feed_fetch *fetch);
 
 /* Hint that record `rec` of `file` will be read soon: for memory-mapped
  * files, asks the CPU to start loading its first bytes (up to 2 KiB) into

@@ -43,6 +43,7 @@ struct file {
     uint8_t cache_state;   /* CACHE_*, set by the scan thread that took the file */
     uint8_t cache_damaged; /* its entry was damaged */
     uint8_t whole;         /* uncompressed, but read whole into the cache (remote) */
+    uint8_t ranged;        /* remote, indexed: read record by record, by range (feed_fetch.h) */
     char *etag;            /* a remote file's ETag when its scan began ("": none sent); NULL: local */
     uint64_t src_size;     /* with etag: its size then */
     int64_t src_mtime_ns;  /* with etag: its Last-Modified then (0: none) */
@@ -69,8 +70,10 @@ struct feed_source {
     size_t cached;     /* bytes of inflated images held or being inflated */
     size_t captured;   /* remote files whose image the scan kept (read once) */
     uint64_t clock;
-    struct feed_scan_cache *cache; /* NULL: none */
-    atomic_int cache_warned;       /* a failed write was reported */
+    struct feed_scan_cache *cache;      /* NULL: none */
+    atomic_int cache_warned;            /* a failed write was reported */
+    struct feed_fetcher *fetcher;       /* the fetch threads, when a file is read by range; NULL: none */
+    atomic_uint_fast64_t fetched_alone; /* records a reader fetched alone, not ahead */
 };
 
 struct feed_reader {
@@ -79,10 +82,27 @@ struct feed_reader {
     struct fmt_frame frame; /* the last record framed, and its storage */
     struct feed_field fields[FEED_MAX_FIELDS];
     uint64_t inflate_cpu_ns, inflate_wall_ns; /* time spent inflating files */
+    struct feed_fetch *fetch;                 /* the piece's records fetched ahead (feed_reader_use); NULL: none */
+    struct sto_src *alone;                    /* a record read by range that no fetch holds: its source */
+    uint32_t alone_file;
+    uint8_t *alone_buf;
+    size_t alone_cap;
 };
 
 /* The object opened for a read of f is the one scanned: its size and ETag
  * as the scan found them; otherwise SL_ECORRUPT naming both. */
 int feed__check_identity(const struct file *f, const struct sto_src *src, struct sl_error *err) SL_MUST_CHECK;
+
+/* feed_fetch.c's, for the source and the reader */
+struct feed_fetcher;
+struct feed_fetch;
+int feed__fetcher_create(struct feed_fetcher **out, struct feed_source *s, unsigned threads,
+                         struct sl_error *err) SL_MUST_CHECK;
+void feed__fetcher_destroy(struct feed_fetcher *p);
+void feed__fetcher_count_records(struct feed_source *s, uint64_t bytes);
+/* Record `rec` of `file` in fetch f, once its parts came: *at, *len (its
+ * extent); *at NULL when f does not hold it; a failed part's error. */
+int feed__fetch_find(struct feed_fetch *f, uint32_t file, uint64_t rec, const uint8_t **at, size_t *len,
+                     struct sl_error *err) SL_MUST_CHECK;
 
 #endif

@@ -103,6 +103,14 @@ uint64_t fmt_scan_offset(const struct fmt_scan *s, uint64_t rec)
     return s->offsets[rec];
 }
 
+uint64_t fmt_scan_extent(const struct fmt_scan *s, uint64_t rec)
+{
+    if (rec >= s->count || s->arrays != NULL)
+        return 0;
+    uint64_t end = rec + 1 < s->count ? s->offsets[rec + 1] : s->image_bytes;
+    return end > s->offsets[rec] ? end - s->offsets[rec] : 0;
+}
+
 size_t fmt_scan_parts(const struct fmt_scan *s)
 {
     return s->arrays != NULL ? s->narrays : 1;

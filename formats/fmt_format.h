@@ -105,6 +105,10 @@ uint64_t fmt_scan_count(const struct fmt_scan *s);
  * field; text: the line; tar: the header of the sample's first member);
  * 0 past the end. */
 uint64_t fmt_scan_offset(const struct fmt_scan *s, uint64_t rec);
+/* The bytes record `rec` spans in the image: from its offset to the next
+ * record's, or the image's end for the last; 0 for a record that does
+ * not exist, or rows of arrays. */
+uint64_t fmt_scan_extent(const struct fmt_scan *s, uint64_t rec);
 /* Bytes of the decompressed image (the file's size when uncompressed). */
 uint64_t fmt_scan_image_bytes(const struct fmt_scan *s);
 /* The compression the file turned out to have (never AUTO). */
@@ -252,6 +256,13 @@ struct fmt_format_ops {
      * the file may have changed since. */
     int (*frame)(const struct fmt_scan *s, const uint8_t *img, size_t size, uint64_t rec, int verify,
                  struct fmt_frame *out, struct sl_error *err);
+    /* frame for a record read by its byte range alone: `len` bytes at
+     * `at` are the image's from the record's offset (fmt_scan_offset) on,
+     * at least its extent (fmt_scan_extent). The same checks and errors,
+     * offsets in them the image's. NULL: the format's records are framed
+     * only out of whole images. */
+    int (*frame_at)(const struct fmt_scan *s, const uint8_t *at, size_t len, uint64_t rec, int verify,
+                    struct fmt_frame *out, struct sl_error *err);
 
     /* Decode a framed record into the next row of `b` (its features passed
      * check_specs): TensorFlow's texts on bad data, bare (the caller adds

@@ -273,6 +273,16 @@ static int tfrecord_frame(const struct fmt_scan *s, const uint8_t *img, size_t s
     return fmt_tfrecord_frame(img + off, size - off, off, s->max_record_bytes, !verify, &out->data, &out->len, err);
 }
 
+static int tfrecord_frame_at(const struct fmt_scan *s, const uint8_t *at, size_t len, uint64_t rec, int verify,
+                             struct fmt_frame *out, struct sl_error *err)
+{
+    if (rec >= s->count)
+        return sl_error_set(err, SL_EINVAL, "record %llu does not exist", (unsigned long long)rec);
+    out->fields = NULL;
+    out->nfields = 0;
+    return fmt_tfrecord_frame(at, len, s->offsets[rec], s->max_record_bytes, !verify, &out->data, &out->len, err);
+}
+
 static int tfrecord_decode(struct fmt_batch *b, const struct fmt_frame *f, struct sl_error *err)
 {
     return fmt_batch_add(b, f->data, f->len, err);
@@ -305,6 +315,7 @@ const struct fmt_format_ops fmt__tfrecord_format = {
     .job_features = tfrecord_job_features,
     .scan = tfrecord_scan,
     .frame = tfrecord_frame,
+    .frame_at = tfrecord_frame_at,
     .decode = tfrecord_decode,
 };
 

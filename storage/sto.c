@@ -56,6 +56,28 @@ int sto_open(struct sto_src **out, const char *name, struct sl_error *err)
     return ops_of(sto_kind_of(name))->open(out, name, err);
 }
 
+int sto_open_known(struct sto_src **out, const char *name, const struct sto_known *k, struct sl_error *err)
+{
+    *out = NULL;
+    if (name == NULL || name[0] == '\0')
+        return sl_error_set(err, SL_EINVAL, "open: an empty file name");
+    if (k->etag == NULL || strlen(k->etag) >= STO_ETAG_MAX)
+        return sl_error_set(err, SL_EINVAL, "open(%s): no usable ETag to open it by", name);
+    const struct sto_ops *ops = ops_of(sto_kind_of(name));
+    if (ops->open_known != NULL)
+        return ops->open_known(out, name, k, err);
+    int rc = ops->open(out, name, err);
+    if (rc != 0)
+        return rc;
+    if ((*out)->size != k->size) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: changed since it was scanned (%llu bytes, now %llu)", name,
+                          (unsigned long long)k->size, (unsigned long long)(*out)->size);
+        sto_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 int sto_read_at(struct sto_src *s, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err)
 {
     *got = 0;

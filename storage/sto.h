@@ -42,10 +42,13 @@ enum sto_kind { STO_FILE = 0, STO_HTTP, STO_S3 };
 #define STO_ETAG_MAX 128 /* longer ETags are refused at open, naming the URL */
 
 struct sto_src;
+struct sto_known;
 
 struct sto_ops {
     const char *name; /* "file", "http", "s3" */
     int (*open)(struct sto_src **out, const char *name, struct sl_error *err);
+    /* sto_open_known's; NULL: open, then compare (local files) */
+    int (*open_known)(struct sto_src **out, const char *name, const struct sto_known *k, struct sl_error *err);
     /* Up to n bytes at off into dst. *got < n only where off + n passes
      * the object's end (then *got = size - off, or 0 at or past it). */
     int (*read_at)(struct sto_src *s, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err);
@@ -61,6 +64,8 @@ struct sto_src {
     char etag[STO_ETAG_MAX]; /* the server's ETag, quotes kept; "" for a local file or none sent */
     int64_t mtime_ns;        /* a local file's st_mtim; a remote object's Last-Modified, or 0 */
     int fd;                  /* STO_FILE: the open descriptor (mapping, fstat); -1 for the others */
+    int exact;               /* the caller's: 1: every read asks for its own range only (a remote
+                                source never streams on to the object's end past it) */
 };
 
 /* The kind a name denotes, by its prefix ("file://" and plain paths: STO_FILE). */
@@ -74,6 +79,20 @@ const char *sto_local_path(const char *name);
  * ..." for a local file; the URL and the HTTP status or curl's error for a
  * remote one). A local name must be a regular file. */
 int sto_open(struct sto_src **out, const char *name, struct sl_error *err) SL_MUST_CHECK;
+/* What a caller already knows of an object (its scan's open): its size,
+ * ETag ("" for none) and modification time. */
+struct sto_known {
+    uint64_t size;
+    const char *etag;
+    int64_t mtime_ns;
+};
+/* Open `name` as the object `k` describes, without asking (a remote
+ * source sends no request until its first read; a local file is opened
+ * and its size compared). Each read then checks that the object is still
+ * that one (If-Match with a strong ETag, the size in Content-Range): one
+ * that changed is SL_ECORRUPT naming both, as for sto_open's. */
+int sto_open_known(struct sto_src **out, const char *name, const struct sto_known *k,
+                   struct sl_error *err) SL_MUST_CHECK;
 int sto_read_at(struct sto_src *s, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err) SL_MUST_CHECK;
 /* Read exactly n bytes at off: a short object is SL_ECORRUPT naming the
  * source, the range and the size. */

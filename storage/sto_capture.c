@@ -44,7 +44,7 @@ static int capture_open(struct sto_src **out, const char *name, struct sl_error 
     return sl_error_set(err, SL_EINVAL, "open(%s): a capture is made with sto_capture_open", name);
 }
 
-static const struct sto_ops capture_ops = {"capture", capture_open, capture_read_at, capture_close};
+static const struct sto_ops capture_ops = {"capture", capture_open, NULL, capture_read_at, capture_close};
 
 int sto_capture_open(struct sto_src **out, struct sto_src *inner, struct sto_capture *c, struct sl_error *err)
 {

@@ -70,4 +70,4 @@ static void file_close(struct sto_src *s)
     free(s);
 }
 
-const struct sto_ops sto_file_ops = {"file", file_open, file_read_at, file_close};
+const struct sto_ops sto_file_ops = {"file", file_open, NULL, file_read_at, file_close};

@@ -854,7 +854,7 @@ int sto__http_read_at(struct sto_src *base, uint64_t off, void *dst, size_t n, s
          * so a probe of a few bytes at the head costs only those bytes */
         drop(s);
         s->net = off;
-        int stream = (off == s->last_end && s->last_end > 0) || (off == 0 && want >= STREAM_MIN);
+        int stream = !base->exact && ((off == s->last_end && s->last_end > 0) || (off == 0 && want >= STREAM_MIN));
         s->end = stream ? base->size : off + want;
         spilled = 0;
     }
@@ -943,6 +943,23 @@ static int auth_headers(struct curl_slist **l, const struct sto_http_auth *auth)
     return 0;
 }
 
+/* The headers every range carries: the auth's, and If-Match with a strong
+ * ETag (a weak one never matches). */
+static int range_headers(struct http_src *s, const struct sto_http_auth *auth, struct sl_error *err)
+{
+    if (auth_headers(&s->if_match, auth) != 0)
+        return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
+    if (s->base.etag[0] == '"') {
+        char h[STO_ETAG_MAX + 16];
+        snprintf(h, sizeof(h), "If-Match: %s", s->base.etag);
+        struct curl_slist *n = curl_slist_append(s->if_match, h);
+        if (n == NULL)
+            return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
+        s->if_match = n;
+    }
+    return 0;
+}
+
 static int fix_meta(struct http_src *s, const struct sto_http_auth *auth, struct sl_error *err)
 {
     int rc = meta_request(s, REQ_HEAD, err);
@@ -959,17 +976,7 @@ static int fix_meta(struct http_src *s, const struct sto_http_auth *auth, struct
     curl_off_t t = -1;
     if (curl_easy_getinfo(s->easy, CURLINFO_FILETIME_T, &t) == CURLE_OK && t >= 0)
         s->base.mtime_ns = (int64_t)t * 1000000000;
-    if (auth_headers(&s->if_match, auth) != 0)
-        return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
-    if (s->base.etag[0] == '"') { /* a strong ETag: every range carries If-Match (a weak one never matches) */
-        char h[STO_ETAG_MAX + 16];
-        snprintf(h, sizeof(h), "If-Match: %s", s->base.etag);
-        struct curl_slist *n = curl_slist_append(s->if_match, h);
-        if (n == NULL)
-            return sl_error_set(err, SL_ENOMEM, "open(%s): out of memory", s->base.name);
-        s->if_match = n;
-    }
-    return 0;
+    return range_headers(s, auth, err);
 }
 
 static int curl_ready(const char *name, struct sl_error *err)
@@ -981,7 +988,8 @@ static int curl_ready(const char *name, struct sl_error *err)
 }
 
 int sto__http_open(struct sto_src **out, const char *name, const char *url, const struct sto_http_auth *auth,
-                   const struct sto_ops *ops, enum sto_kind kind, long *status, struct sl_error *err)
+                   const struct sto_known *known, const struct sto_ops *ops, enum sto_kind kind, long *status,
+                   struct sl_error *err)
 {
     *out = NULL;
     *status = 0;
@@ -1029,7 +1037,15 @@ int sto__http_open(struct sto_src **out, const char *name, const char *url, cons
         sto__http_close(&s->base);
         return sl_error_set(err, SL_EIO, "open(%s): curl could not be set up", name);
     }
-    int rc = fix_meta(s, auth, err);
+    int rc;
+    if (known != NULL) { /* the caller's identity: no request now, each range checks it */
+        s->base.size = known->size;
+        snprintf(s->base.etag, sizeof(s->base.etag), "%s", known->etag);
+        s->base.mtime_ns = known->mtime_ns;
+        rc = range_headers(s, auth, err);
+    } else {
+        rc = fix_meta(s, auth, err);
+    }
     if (rc != 0) {
         *status = s->r.status;
         sto__http_close(&s->base);
@@ -1042,7 +1058,13 @@ int sto__http_open(struct sto_src **out, const char *name, const char *url, cons
 static int http_open(struct sto_src **out, const char *name, struct sl_error *err)
 {
     long status;
-    return sto__http_open(out, name, name, NULL, &sto_http_ops, STO_HTTP, &status, err);
+    return sto__http_open(out, name, name, NULL, NULL, &sto_http_ops, STO_HTTP, &status, err);
+}
+
+static int http_open_known(struct sto_src **out, const char *name, const struct sto_known *k, struct sl_error *err)
+{
+    long status;
+    return sto__http_open(out, name, name, NULL, k, &sto_http_ops, STO_HTTP, &status, err);
 }
 
 /* ---- a small body (a listing page) ---- */
@@ -1189,4 +1211,4 @@ int sto__http_get(const char *name, const char *url, const struct sto_http_auth 
     return 0;
 }
 
-const struct sto_ops sto_http_ops = {"http", http_open, sto__http_read_at, sto__http_close};
+const struct sto_ops sto_http_ops = {"http", http_open, http_open_known, sto__http_read_at, sto__http_close};

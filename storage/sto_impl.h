@@ -30,12 +30,14 @@ struct sto_http_auth {
 
 /* Open the object at `url` with all of sto_http.c's behaviour (HEAD, size,
  * ETag, streaming, ranges, If-Match, retries, bounds), every error naming
- * `name` (the source's name: an s3:// name, not its URL). The source's ops
+ * `name` (the source's name: an s3:// name, not its URL); with `known`
+ * (sto_open_known) no HEAD: the object is taken to be that one. The source's ops
  * and kind are the caller's; its read_at and close are sto__http_read_at
  * and sto__http_close. On a failed open, *status is the last response's
  * HTTP status (0: none). auth: NULL for none. */
 int sto__http_open(struct sto_src **out, const char *name, const char *url, const struct sto_http_auth *auth,
-                   const struct sto_ops *ops, enum sto_kind kind, long *status, struct sl_error *err) SL_MUST_CHECK;
+                   const struct sto_known *known, const struct sto_ops *ops, enum sto_kind kind, long *status,
+                   struct sl_error *err) SL_MUST_CHECK;
 int sto__http_read_at(struct sto_src *s, uint64_t off, void *dst, size_t n, size_t *got, struct sl_error *err);
 void sto__http_close(struct sto_src *s);
 

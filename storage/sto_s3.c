@@ -532,7 +532,7 @@ static void error_detail(const char *body, size_t len, char *out, size_t cap)
 
 /* ---- open ---- */
 
-static int s3_open(struct sto_src **out, const char *name, struct sl_error *err)
+static int s3_open_as(struct sto_src **out, const char *name, const struct sto_known *known, struct sl_error *err)
 {
     *out = NULL;
     char url[4 * KEY_MAX + 512];
@@ -550,7 +550,7 @@ static int s3_open(struct sto_src **out, const char *name, struct sl_error *err)
         return rc;
     }
     long status = 0;
-    rc = sto__http_open(out, name, url, &c->auth, &sto_s3_ops, STO_S3, &status, err);
+    rc = sto__http_open(out, name, url, &c->auth, known, &sto_s3_ops, STO_S3, &status, err);
     if (rc != 0 && status >= 400 && status <= 499) {
         /* a HEAD's error has no body: ask again with a GET for the server's words */
         char *body = NULL, msg[SL_ERROR_MSG_MAX], detail[400];
@@ -568,7 +568,17 @@ static int s3_open(struct sto_src **out, const char *name, struct sl_error *err)
     return rc;
 }
 
-const struct sto_ops sto_s3_ops = {"s3", s3_open, sto__http_read_at, sto__http_close};
+static int s3_open(struct sto_src **out, const char *name, struct sl_error *err)
+{
+    return s3_open_as(out, name, NULL, err);
+}
+
+static int s3_open_known(struct sto_src **out, const char *name, const struct sto_known *k, struct sl_error *err)
+{
+    return s3_open_as(out, name, k, err);
+}
+
+const struct sto_ops sto_s3_ops = {"s3", s3_open, s3_open_known, sto__http_read_at, sto__http_close};
 
 /* ---- listing ---- */
 
