@@ -68,13 +68,22 @@ class Client(_CClient):
     ones copied (docs/python.md, "Lent steps").
     """
 
-    def __init__(self, feeders, job, **options):
+    def __init__(self, feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None,
+                 timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False,
+                 resume_seq=0, curve_key=None, curve_server_keys=None, lend=False):
+        # (None: the C library's default, docs/client.md)
         if isinstance(feeders, str):
             feeders = [feeders]
-        super().__init__(list(feeders), job, **options)
+        self._job, self._worker, self._workers = job, worker, workers  # for repr
+        super().__init__(list(feeders), job, worker=worker, workers=workers, replicas=replicas, credits=credits,
+                         heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
+                         reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
+                         curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
 
     @classmethod
-    def from_tf_config(cls, job, tf_config=None, **options):
+    def from_tf_config(cls, job, tf_config=None, *, replicas=1, credits=None, heartbeat_ms=None, timeout_ms=None,
+                       connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, resume_seq=0,
+                       curve_key=None, curve_server_keys=None, lend=False):
         """A client for this task of TF_CONFIG (the environment variable, or
         `tf_config`: its JSON text or a dict), read by the C library as
         sluice's binaries read it: cluster["feeder"] lists the feeders (a
@@ -85,7 +94,10 @@ class Client(_CClient):
         if isinstance(tf_config, dict):
             tf_config = json.dumps(tf_config)
         feeders, worker, workers = _tf_config(tf_config)
-        return cls(feeders, job, worker=worker, workers=workers, **options)
+        return cls(feeders, job, worker=worker, workers=workers, replicas=replicas, credits=credits,
+                   heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
+                   reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
+                   curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
 
     def __enter__(self):
         return self
@@ -95,7 +107,13 @@ class Client(_CClient):
         return False
 
     def __repr__(self):
-        return "<sluice.Client %s>" % ("closed" if self.closed else "open")
+        """<sluice.Client job='J' worker=W/N replicas=R position=P epochs=E
+        steps_per_epoch=S>, or <sluice.Client job='J' worker=W/N closed>."""
+        head = "<sluice.Client job=%r worker=%s/%s" % (self._job, self._worker, self._workers)
+        if self.closed:
+            return head + " closed>"
+        return "%s replicas=%d position=%d epochs=%d steps_per_epoch=%d>" % (
+            head, self.replicas_per_step, self.position, self.epochs, self.steps_per_epoch)
 
 
 def is_bfloat16(a):

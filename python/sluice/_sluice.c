@@ -700,9 +700,9 @@ static PyGetSetDef client_getset[] = {
 
 static PyMethodDef client_methods[] = {
     {"close", (PyCFunction)client_close, METH_NOARGS,
-     "Say goodbye to the feeders and free the client (arrays already handed out stay valid)."},
+     "close($self, /)\n--\n\nSay goodbye to the feeders and free the client (arrays already handed out stay valid)."},
     {"keepalive", (PyCFunction)client_keepalive, METH_VARARGS,
-     "keepalive(ms): keep the connections alive for about ms milliseconds while busy elsewhere."},
+     "keepalive($self, ms, /)\n--\n\nKeep the connections alive for about ms milliseconds while busy elsewhere."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -711,7 +711,12 @@ static PyTypeObject ClientType = {
     .tp_basicsize = sizeof(Client),
     .tp_dealloc = (destructor)client_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "The C client of a job's stream (see sluice.Client).",
+    /* the signature help() and inspect show (the options are keyword-only;
+     * None, or absent, is the C library's default) */
+    .tp_doc = "Client(feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None, "
+              "timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, "
+              "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False)\n--\n\n"
+              "The C client of a job's stream (see sluice.Client).",
     .tp_iter = client_iter,
     .tp_iternext = (iternextfunc)client_next,
     .tp_methods = client_methods,
@@ -731,6 +736,49 @@ static PyStructSequence_Field step_fields[] = {
     {"rows", "the rows of each replica's piece (0: an empty piece)"},
     {NULL, NULL},
 };
+
+/* repr(step): where it stands and what it holds, not its arrays:
+ * <sluice.Step epoch=0 step=3 seq=6 last_step=False rows=[4, 4]
+ * tensors=['id', 'image', 'label']> (the tensors of its first replica;
+ * any items, as Python code may make a Step of anything) */
+static PyObject *step_repr(PyObject *s)
+{
+    PyObject *reps = PyStructSequence_GetItem(s, 4);
+    PyObject *names;
+    if (reps != NULL && PyList_Check(reps) && PyList_GET_SIZE(reps) > 0 && PyDict_Check(PyList_GET_ITEM(reps, 0)))
+        names = PyDict_Keys(PyList_GET_ITEM(reps, 0));
+    else
+        names = PyList_New(0);
+    if (names == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("<sluice.Step epoch=%S step=%S seq=%S last_step=%S rows=%R tensors=%R>",
+                                       PyStructSequence_GetItem(s, 1), PyStructSequence_GetItem(s, 0),
+                                       PyStructSequence_GetItem(s, 2), PyStructSequence_GetItem(s, 3),
+                                       PyStructSequence_GetItem(s, 5), names);
+    Py_DECREF(names);
+    return r;
+}
+
+static PyObject *step_repr_method(PyObject *s, PyObject *Py_UNUSED(ignored))
+{
+    return step_repr(s);
+}
+
+static PyMethodDef step_repr_def = {"__repr__", step_repr_method, METH_NOARGS, "Return repr(self)."};
+
+/* Step's repr in place of the struct sequence's (which prints every array):
+ * the slot and the type's __repr__ */
+static int step_set_repr(void)
+{
+    StepType.tp_repr = step_repr;
+    PyObject *d = PyDescr_NewMethod(&StepType, &step_repr_def);
+    if (d == NULL)
+        return -1;
+    int rc = PyDict_SetItemString(StepType.tp_dict, "__repr__", d);
+    Py_DECREF(d);
+    PyType_Modified(&StepType);
+    return rc;
+}
 
 static PyStructSequence_Desc step_desc = {
     "sluice.Step",
@@ -790,9 +838,10 @@ static PyObject *mod_tf_config(PyObject *Py_UNUSED(m), PyObject *arg)
 
 static PyMethodDef module_methods[] = {
     {"tf_config", mod_tf_config, METH_O,
-     "tf_config(text or None): (feeders, worker, workers) of TF_CONFIG (None: the environment variable)."},
-    {"log_setup", mod_log_setup, METH_VARARGS, "log_setup(prog, fd, level): where the library's log lines go."},
-    {"code_name", mod_code_name, METH_VARARGS, "code_name(code): the name of a sluice error code."},
+     "tf_config($module, text, /)\n--\n\n(feeders, worker, workers) of TF_CONFIG (None: the environment variable)."},
+    {"log_setup", mod_log_setup, METH_VARARGS,
+     "log_setup($module, prog, fd, level, /)\n--\n\nWhere the library's log lines go."},
+    {"code_name", mod_code_name, METH_VARARGS, "code_name($module, code, /)\n--\n\nThe name of a sluice error code."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -816,7 +865,7 @@ PyMODINIT_FUNC PyInit__sluice(void)
     main_thread = pthread_self();
     if (PyType_Ready(&MemoryType) < 0 || PyType_Ready(&ClientType) < 0 || make_bf16_descr() < 0)
         return NULL;
-    if (StepType.tp_name == NULL && PyStructSequence_InitType2(&StepType, &step_desc) < 0)
+    if (StepType.tp_name == NULL && (PyStructSequence_InitType2(&StepType, &step_desc) < 0 || step_set_repr() < 0))
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

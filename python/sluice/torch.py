@@ -61,14 +61,20 @@ class IterableDataset(torch.utils.data.IterableDataset):
     page-locked memory (needs CUDA: without it a warning is given once and
     tensors are not pinned), as DataLoader(pin_memory=True) would."""
 
-    def __init__(self, feeders, job, pin_memory=False, **options):
+    def __init__(self, feeders, job, pin_memory=False, *, worker=0, workers=1, replicas=1, credits=None,
+                 heartbeat_ms=None, timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None,
+                 no_shm=False, resume_seq=0, curve_key=None, curve_server_keys=None, lend=False):
         super().__init__()
         self.feeders = [feeders] if isinstance(feeders, str) else list(feeders)
         self.job = job
-        self.options = dict(options)
-        self.replicas = int(options.get("replicas", 1))
+        # sluice.Client's options (resume_seq: self.position, at each open)
+        self.options = dict(worker=worker, workers=workers, replicas=replicas, credits=credits,
+                            heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
+                            reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm,
+                            curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
+        self.replicas = int(replicas)
         self.pin_memory = bool(pin_memory)
-        self.position = int(options.get("resume_seq", 0))
+        self.position = int(resume_seq)
         self.steps_per_epoch = None  # known once the first iteration opened the client
         self.epochs = None  # the job's epochs (0: forever), known then too
         self.epoch = None  # the epoch of the last step yielded
@@ -129,9 +135,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return
         pin = self._pin()
         if self._client is None:
-            options = dict(self.options)
-            options["resume_seq"] = self.position
-            self._client = Client(self.feeders, self.job, **options)
+            self._client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
             self.steps_per_epoch = self._client.steps_per_epoch
             self.epochs = self._client.epochs
         client = self._client

@@ -535,11 +535,16 @@ def test_from_tf_config(monkeypatch):
             seen.update(options, feeders=feeders, job=job)
 
     Probe.from_tf_config("j", tf_config=json.dumps(cfg))
-    assert seen == {"feeders": ["ipc:///nonexistent-dir/f"], "job": "j", "worker": 2, "workers": 3}
+    # (every option passed on, each at its default unless given)
+    assert seen == {"feeders": ["ipc:///nonexistent-dir/f"], "job": "j", "worker": 2, "workers": 3, "replicas": 1,
+                    "credits": None, "heartbeat_ms": None, "timeout_ms": None, "connect_timeout_ms": None,
+                    "reconnect_ms": None, "takeover_ms": None, "no_shm": False, "resume_seq": 0, "curve_key": None,
+                    "curve_server_keys": None, "lend": False}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"], "feeder": ["f:5555"]},
                                                 "task": {"type": "worker", "index": 0}}))
     Probe.from_tf_config("j", replicas=2)
     assert seen["feeders"] == ["tcp://f:5555"] and seen["worker"] == 0 and seen["workers"] == 1
+    assert seen["replicas"] == 2
     for bad in ("{", "[]", json.dumps({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}),
                 json.dumps({"cluster": {"worker": ["a"], "feeder": ["f"]}, "task": {"type": "ps", "index": 0}}),
                 json.dumps({"cluster": {"worker": ["a"], "feeder": ["f"]}, "task": {"type": "worker",
@@ -742,3 +747,56 @@ def test_takeover_keeps_the_stream_exact(data):
     finally:
         f.stop()
     assert flat(steps) == want_ids(f.job, ids, 1, 2)[0]
+
+
+def test_short_reprs(data):
+    """repr(Client) and repr(Step) say where the stream stands and what a
+    step holds, never the arrays (issue #29 item 1)."""
+    files, ids = data
+    f = Feeders("repr", files, 1, epochs=1)
+    try:
+        c = sluice.Client(f.eps, f.job["name"], replicas=2)
+        steps = len({(e, s) for e, s, _, _ in want_ids(f.job, ids, 1, 2)[0]})
+        assert repr(c) == ("<sluice.Client job='job-repr' worker=0/1 replicas=2 position=0 epochs=1 "
+                           "steps_per_epoch=%d>" % steps)
+        s = next(c)
+        assert repr(s) == ("<sluice.Step epoch=0 step=0 seq=0 last_step=False rows=[4, 4] "
+                           "tensors=['image', 'label', 'id']>")
+        assert str(s) == repr(s) == s.__repr__()
+        assert repr(c).endswith(" position=2 epochs=1 steps_per_epoch=%d>" % steps)
+        c.close()
+        assert repr(c) == "<sluice.Client job='job-repr' worker=0/1 closed>"
+    finally:
+        f.stop()
+    # a Step Python code made of anything: its items as they are
+    assert repr(sluice.Step((1, 2, 3, True, [{"a": 1}, {}], [5, 0]))) == (
+        "<sluice.Step epoch=2 step=1 seq=3 last_step=True rows=[5, 0] tensors=['a']>")
+    assert repr(sluice.Step((-1, 2**70, "x", None, "not a list", None))) == (
+        "<sluice.Step epoch=1180591620717411303424 step=-1 seq=x last_step=None rows=None tensors=[]>")
+    assert repr(sluice.Step((0, 0, 0, False, [], []))).endswith("rows=[] tensors=[]>")
+    assert repr(sluice.Step((0, 0, 0, False, [["not a dict"]], [1]))).endswith("tensors=[]>")
+
+
+def test_keyword_only_signatures():
+    """help(sluice.Client) shows every option as a keyword-only parameter
+    (the Python class and the C type alike), not **options."""
+    import inspect
+    import pydoc
+    want = ["worker", "workers", "replicas", "credits", "heartbeat_ms", "timeout_ms", "connect_timeout_ms",
+            "reconnect_ms", "takeover_ms", "no_shm", "resume_seq", "curve_key", "curve_server_keys", "lend"]
+    for cls in (sluice.Client, sluice._sluice.Client):
+        sig = inspect.signature(cls)
+        params = list(sig.parameters.values())
+        assert [p.name for p in params] == ["feeders", "job"] + want, cls
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[2:]), cls
+        assert {p.name: p.default for p in params[2:]} == {
+            "worker": 0, "workers": 1, "replicas": 1, "credits": None, "heartbeat_ms": None, "timeout_ms": None,
+            "connect_timeout_ms": None, "reconnect_ms": None, "takeover_ms": None, "no_shm": False,
+            "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False}, cls
+    text = pydoc.render_doc(sluice.Client, renderer=pydoc.plaintext)
+    assert "**options" not in text and "curve_server_keys=None, lend=False)" in text
+    assert str(inspect.signature(sluice._sluice.Client.keepalive)) == "(self, ms, /)"
+    with pytest.raises(TypeError):
+        sluice.Client(["ipc:///x"], "j", 0)  # the options are keyword-only
+    with pytest.raises(TypeError):
+        sluice._sluice.Client(["ipc:///x"], "j", 0)

@@ -175,7 +175,9 @@ def check_python(prefix, job_path, tag):
         return False
     pkg = pydirs[0]
     ext = glob.glob(os.path.join(pkg, "_sluice*.so"))
-    if sorted(os.listdir(pkg)) != sorted(["__init__.py", "torch.py", os.path.basename(ext[0]) if ext else "?"]):
+    # (the type stubs and py.typed too, issue #29)
+    if sorted(os.listdir(pkg)) != sorted(["__init__.py", "torch.py", os.path.basename(ext[0]) if ext else "?",
+                                          "__init__.pyi", "_sluice.pyi", "torch.pyi", "py.typed"]):
         fail("installed Python package: %s" % sorted(os.listdir(pkg)))
     runpath = re.search(r"RUNPATH\s+(\S+)", run(["objdump", "-p", ext[0]]))
     if runpath is None or not runpath.group(1).startswith("$ORIGIN/"):

@@ -1,0 +1,90 @@
+"""pip's build of the sluice package: `pip install .` (here or at the
+repository root, whose setup.py runs this one) and `python3 -m build
+--wheel` run CMake on the repository for two targets only, libsluice and
+the extension (built with -DSLUICE_PYTHON_WHEEL=ON: its RUNPATH is
+$ORIGIN), and put both in the package: sluice/_sluice.*.so beside
+sluice/libsluice.so.MAJOR, so the wheel needs nothing of sluice outside
+itself, only the system's libzmq and libjansson (docs/python.md,
+"Install"). Offline: Debian's setuptools and wheel, with
+--no-build-isolation (pip) or --no-isolation (build).
+
+Environment: SLUICE_PIP_BUILD, the folder of the build's files
+(setuptools' and, in SLUICE_PIP_BUILD/cmake, CMake's; kept between builds
+so the next is incremental; default python/build), and CMake's own
+(CMAKE_C_COMPILER_LAUNCHER=ccache, CMAKE_BUILD_PARALLEL_LEVEL, CC).
+The version is the CMake project's (the top CMakeLists.txt), the one
+libsluice reports (sluice.version).
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def project_version():
+    with open(os.path.join(ROOT, "CMakeLists.txt"), encoding="utf-8") as f:
+        m = re.search(r"project\(\s*sluice\s+VERSION\s+([0-9]+\.[0-9]+\.[0-9]+)", f.read())
+    if m is None:
+        raise RuntimeError("%s: no project(sluice VERSION X.Y.Z)" % os.path.join(ROOT, "CMakeLists.txt"))
+    return m.group(1)
+
+
+class CMakeBuild(build_ext):
+    """Builds sluice._sluice with CMake instead of setuptools' compiler,
+    and copies libsluice beside it."""
+
+    def build_extension(self, ext):
+        build = os.path.join(BUILD_BASE, "cmake")
+        os.makedirs(build, exist_ok=True)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
+        self.spawn(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DSLUICE_PYTHON_WHEEL=ON",
+                    "-DSLUICE_WERROR=OFF", "-DPython3_EXECUTABLE=" + sys.executable])
+        self.spawn(["cmake", "--build", build, "--target", "sluice_python", "-j", jobs])
+        built = glob.glob(os.path.join(build, "python", "sluice", "_sluice*.so"))
+        if len(built) != 1:
+            raise RuntimeError("CMake built %s, not one extension" % built)
+        # libsluice by its SONAME (the name the extension asks for): a file,
+        # not the build tree's links (a wheel holds no links)
+        soname = subprocess.run(["readelf", "-d", built[0]], check=True, capture_output=True, text=True).stdout
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(libsluice\.so[^\]]*)\]", soname)
+        if len(needed) != 1:
+            raise RuntimeError("%s: needs %s, not one libsluice" % (built[0], needed))
+        dest = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(built[0], dest)
+        shutil.copyfile(os.path.realpath(os.path.join(build, "client", needed[0])),
+                        os.path.join(os.path.dirname(dest), needed[0]))
+
+
+# setuptools' build files (and its egg-info) go under python/build (or
+# SLUICE_PIP_BUILD), never into the source folders nor the top build/ (a
+# CMake build by the README)
+BUILD_BASE = os.path.abspath(os.environ.get("SLUICE_PIP_BUILD") or os.path.join(HERE, "build"))
+os.makedirs(BUILD_BASE, exist_ok=True)
+
+setup(
+    name="sluice",
+    version=project_version(),
+    description="Receive a sluice job's stream of batches from sluice feeders (numpy arrays, PyTorch tensors)",
+    license="see the repository",
+    python_requires=">=3.9",
+    install_requires=["numpy"],
+    extras_require={"torch": ["torch"]},
+    packages=["sluice"],
+    package_dir={"sluice": os.path.relpath(os.path.join(HERE, "sluice"))},
+    package_data={"sluice": ["py.typed", "*.pyi"]},
+    exclude_package_data={"sluice": ["*.c"]},
+    ext_modules=[Extension("sluice._sluice", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    options={"build": {"build_base": BUILD_BASE},
+             "egg_info": {"egg_base": BUILD_BASE}},
+    zip_safe=False,
+)
