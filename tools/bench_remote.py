@@ -8,6 +8,7 @@ run.
                           [--repeat 3] [--rate RATE] [--only LIST] [--threads N]
                           [--feeder-args ARGS] [--nginx-workers N] [--port 8080]
                           [--timeout-s 600] [--keep] [--json]
+                          [--share W] [--first-piece]
 
 Two hosts: s0 runs Debian's nginx (tests/cluster/nginx.py: sendfile,
 Range, keep-alive) serving the shards; c0 is the client. --rate shapes
@@ -38,6 +39,20 @@ its ratio to curl's bytes/s in the same round. The report gives medians over
 --repeat rounds and each round's ratio, the bytes nginx sent for each
 (its access log), and whether the feeder meets issue #28's goal: >= 0.9x
 curl. --only curl,verify,feeder,local picks contenders (curl always runs).
+
+--share W: the feeders serve worker 0 of W with `shard_policy` "data" (a
+share of about 1/W of every file; with `use_index`, read by range: the
+feeder's --remote-reads auto); the feeder's and local's bytes/s are then
+the share's bytes (the records the trainer got times the files' bytes
+per record) over the time, and the report adds what was fetched (nginx's
+access log, indexes included; and the feeder's ranges alone) over the
+share's record bytes (the feeder's --stats; issue #28: <= 1.1x).
+
+--first-piece: no contenders; the time from starting the feeder to a
+Python client's first step (the client started and its imports done
+before the feeder starts), --repeat times, on --copies
+links to each shard (default here: 100 links to one indexed shard of
+just over 1 GiB, generated: issue #28's 100 shards of 1 GiB); goal 2 s.
 
 Root is needed (namespaces); without it, or without nginx, the script says
 so and exits 77. A contender that fails (today: opening an http:// name
@@ -77,7 +92,8 @@ def parse():
     ap.add_argument("build")
     ap.add_argument("--job", default=os.path.join(ROOT, "examples", "fmnist-train.json"))
     ap.add_argument("--files", default=None, help="comma-separated globs of local shards (default: the job's files)")
-    ap.add_argument("--copies", type=int, default=8, help="links to each shard the server serves (default 8)")
+    ap.add_argument("--copies", type=int, default=None,
+                    help="links to each shard the server serves (default 8; --first-piece: 100)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds (default 3); medians over them")
     ap.add_argument("--rate", default=None, help="shape both hosts' links to this rate (tc tbf), e.g. 1gbit")
     ap.add_argument("--only", default=",".join(CONTENDERS),
@@ -92,7 +108,15 @@ def parse():
     ap.add_argument("--keep", action="store_true",
                     help="keep the logs folder (each program's log, nginx's access log with every Range asked)")
     ap.add_argument("--json", action="store_true", help="one JSON object at the end")
+    ap.add_argument("--share", type=int, default=0,
+                    help="W >= 2: serve worker 0 of W, shard_policy data (the feeder reads a share of each file)")
+    ap.add_argument("--first-piece", action="store_true",
+                    help="time from the feeder's start to the trainer's first step (no contenders)")
     a = ap.parse_args()
+    if a.copies is None:
+        a.copies = 100 if a.first_piece else 8
+    if a.share == 1 or a.share < 0 or a.share > 64:
+        ap.error("--share W needs 2 <= W <= 64")
     if a.repeat < 1 or a.copies < 1 or a.copies > 1000:
         ap.error("--repeat must be at least 1, --copies between 1 and 1000")
     if a.threads < 0 or a.nginx_workers < 0 or a.nginx_workers > 16 or a.timeout_s <= 0:
@@ -227,12 +251,37 @@ class Bench:
         one "fetched_bytes" and "requests" (what nginx served meanwhile)}."""
         seen = len(self.srv.requests())
         r = getattr(self, "run_" + name)(rnd, time.monotonic())
-        r["bytes_per_s"] = self.total / r["seconds"]
+        r["bytes_per_s"] = r.get("served_bytes", self.total) / r["seconds"]
         if name != "local":
             served = self.srv.requests()[seen:]
             r["fetched_bytes"] = sum(q["bytes"] for q in served)
             r["requests"] = len(served)
+            if name == "feeder" and self.a.share:  # the same ranges, fetched by curl at once after
+                r["curl_ranges"] = self.curl_ranges(served, rnd)
         return r
+
+    def curl_ranges(self, served, rnd):
+        """--share's baseline: curl fetching exactly the ranges the feeder
+        asked for (nginx's log of its run), as many at once as the feeder's
+        --remote-requests (8 unless given), keep-alive: {"seconds",
+        "bytes_per_s" (the ranges' bytes over the time), "requests"}."""
+        ranges = [q for q in served if q["method"] == "GET" and q["range"].startswith("bytes=")]
+        cfg, log = os.path.join(self.tmp, "curl-ranges-%d.cfg" % rnd), self.log("curl-ranges", rnd)
+        with open(cfg, "w") as f:
+            f.write("next\n".join('url = "%s%s"\nrange = "%s"\noutput = "/dev/null"\n' % (
+                self.srv.url, q["uri"], q["range"][len("bytes="):]) for q in ranges))
+        par = "8"
+        if "--remote-requests" in self.a.feeder_args:
+            par = self.a.feeder_args[self.a.feeder_args.index("--remote-requests") + 1]
+        t0 = time.monotonic()
+        p = self.net.spawn("c0", [shutil.which("curl"), "-sS", "--fail", "--parallel", "--parallel-max", par,
+                                  "-K", cfg], log=log)
+        code = finish(p, "curl (ranges)", self.a.timeout_s, log)
+        secs = time.monotonic() - t0
+        if code != 0:
+            raise Failed("curl (the feeder's ranges) exited %d: %s" % (code, excerpt(log)))
+        got = sum(q["bytes"] for q in ranges)
+        return {"seconds": secs, "bytes_per_s": got / secs, "requests": len(ranges)}
 
     def log(self, name, rnd):
         return os.path.join(self.tmp, "%s-%d.log" % (name, rnd))
@@ -276,6 +325,12 @@ class Bench:
         sock = "ipc://%s/%s-%d.sock" % (self.tmp, kind, rnd)
         flog, tlog = self.log(kind + "-feeder", rnd), self.log(kind + "-trainer", rnd)
         args = [self.feeder, "--job", self.jobs[kind], "--listen", sock, "--set", "epochs=1", "-q"]
+        stats = os.path.join(self.tmp, "%s-feeder-%d.stats" % (kind, rnd))
+        shard = []
+        if self.a.share:  # worker 0 of W: the other workers never come; the feeder is stopped after
+            args += ["--set", "shard_policy=data", "--workers", str(self.a.share), "--replicas", "1",
+                     "--stats", stats]
+            shard = ["--worker", "0", "--workers", str(self.a.share)]
         if self.a.threads:
             args += ["--threads", str(self.a.threads)]
         args += self.a.feeder_args
@@ -283,7 +338,7 @@ class Bench:
         out = os.path.join(self.tmp, "%s-trainer-%d.json" % (kind, rnd))
         with open(out, "w") as o:
             t = self.net.spawn("c0", [self.trainer, "--connect", sock, "--job", self.job_name, "--model", "none",
-                                      "-q"], stdout=o, log=tlog)
+                                      "-q"] + shard, stdout=o, log=tlog)
 
             def watch():  # a feeder that fails ends the trainer's wait for it at once
                 if f.wait() != 0:
@@ -296,6 +351,8 @@ class Bench:
                 f.wait()
                 raise Failed("%s; the feeder: %s" % (e, excerpt(flog)))
         secs = time.monotonic() - t0
+        if self.a.share:
+            self.net.kill(f, 15)
         try:
             fcode = finish(f, "sluice-feeder", 60, flog)
         except Failed as e:
@@ -309,9 +366,23 @@ class Bench:
                 s = json.loads(fo.read().splitlines()[-1])["summary"]
         except (ValueError, IndexError, KeyError) as e:
             raise Failed("the trainer's summary cannot be read (%s): %s" % (e, tail(out, 400)))
+        r = {"seconds": secs, "stream_bytes_per_s": s["stream_bytes_per_s"]}
+        if self.a.share:
+            with open(stats) as fs:
+                remote = json.load(fs)["remote"]
+            r["served_bytes"] = self.share_bytes(s["elements"])
+            if kind == "feeder":
+                r["remote"] = remote
+            return r
         if s["elements"] != self.records:
             raise Failed("the trainer got %d records, not %d" % (s["elements"], self.records))
-        return {"seconds": secs, "stream_bytes_per_s": s["stream_bytes_per_s"]}
+        return r
+
+    def share_bytes(self, elements):
+        """The bytes of the share's records: the files' bytes per record
+        times the records the trainer got (every record of a generated or
+        converted shard set is about the same size)."""
+        return self.total * elements // self.records
 
     def run_feeder(self, rnd, t0):
         return self.feed("feeder", rnd, t0)
@@ -347,7 +418,101 @@ def summarize(runs, errors, name):
     for k in ("fetched_bytes", "requests", "stream_bytes_per_s", "transfer_seconds"):
         if k in rs[0]:
             d[k] = statistics.median(r[k] for r in rs)
+    if "remote" in rs[0]:  # --share: what the feeder fetched against its share's records
+        d["remote"] = rs[-1]["remote"]
+        # against curl fetching the same ranges: the feeder's ranges' bytes/s over curl's
+        d["curl_ranges_bytes_per_s"] = statistics.median(r["curl_ranges"]["bytes_per_s"] for r in rs)
+        d["ratio_same_ranges"] = statistics.median(
+            r["remote"]["bytes"] / r["seconds"] / r["curl_ranges"]["bytes_per_s"] for r in rs)
+        d["fetched_over_share"] = statistics.median(r["fetched_bytes"] / r["remote"]["record_bytes"] for r in rs)
+        d["ranges_over_share"] = statistics.median(r["remote"]["bytes"] / r["remote"]["record_bytes"] for r in rs)
     return d
+
+
+FIRST_PIECE_GOAL = 2.0  # issue #28: the first piece within 2 s (http: no listing)
+BIG_RECORD = 100 * 1024  # --first-piece's generated records: 100 KiB images
+BIG_RECORDS = 10500  # ... just over 1 GiB in one shard
+
+
+def big_shard(a, tmp):
+    """One indexed TFRecord shard of just over 1 GiB (sluice-record gen)
+    and a job for it."""
+    out = os.path.join(tmp, "data")
+    r = subprocess.run([binary(a, "tools", "sluice-record"), "gen", "--output-dir", out, "--records",
+                        str(BIG_RECORDS), "--shards", "1", "--image-bytes", str(BIG_RECORD), "--prefix", "big"],
+                       capture_output=True, text=True)
+    files = sorted(glob.glob(os.path.join(out, "big-*")))
+    if r.returncode != 0 or len(files) != 1:
+        sys.exit("bench_remote: sluice-record gen failed: %s" % r.stderr.strip())
+    r = subprocess.run([binary(a, "tools", "sluice-record"), "index", files[0]], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("bench_remote: sluice-record index failed: %s" % r.stderr.strip())
+    job = {"name": "first-piece", "format": "tfrecord", "use_index": True, "global_batch_size": 32, "epochs": 1,
+           "shuffle": {"buffer": 1000, "seed": 1},
+           "features": {"image": {"dtype": "uint8", "shape": [BIG_RECORD], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}, "id": {"dtype": "int64", "shape": []}}}
+    path = os.path.join(tmp, "job-first-piece.json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    return files, path
+
+
+FIRST_CLIENT = r"""
+import sys
+import sluice
+print("ready", flush=True)
+with sluice.Client([sys.argv[1]], sys.argv[2], replicas=1) as c:
+    for step in c:
+        print("first", len(step.replicas[0]["id"]), flush=True)
+        break
+"""
+
+
+def first_piece(a, net, srv, tmp, names, total):
+    """--first-piece: from the feeder's start to the trainer's first
+    step, --repeat times: (median seconds, [each round's (first step s,
+    serving s)])."""
+    with open(a.job) as f:
+        job = json.load(f)
+    jpath = os.path.join(tmp, "job-remote.json")
+    with open(jpath, "w") as f:
+        json.dump(dict(job, files=[srv.url_of(n) for n in names]), f)
+    rounds = []
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(a.build), "python"), PYTHONDONTWRITEBYTECODE="1")
+    for rnd in range(a.repeat):
+        sock = "ipc://%s/first-%d.sock" % (tmp, rnd)
+        flog, clog = os.path.join(tmp, "first-feeder-%d.log" % rnd), os.path.join(tmp, "first-client-%d.log" % rnd)
+        out = os.path.join(tmp, "first-client-%d.out" % rnd)
+        # the Python client, its imports done before the clock starts; it
+        # says "first" once it holds the first step's batch
+        with open(out, "w") as o:
+            c = net.spawn("c0", ["/usr/bin/python3", "-c", FIRST_CLIENT, sock, job["name"]], stdout=o, log=clog,
+                          env=env)
+        deadline = time.monotonic() + 60
+        while "ready" not in tail(out, 100) and c.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        f = net.spawn("c0", [binary(a, "feeder", "sluice-feeder"), "--job", jpath, "--listen", sock]
+                      + (["--threads", str(a.threads)] if a.threads else []) + a.feeder_args, log=flog)
+        serving = first = None
+        while first is None and time.monotonic() - t0 < a.timeout_s:
+            if serving is None and "serving job" in tail(flog, 100000):
+                serving = time.monotonic() - t0
+            if "first" in tail(out, 100):
+                first = time.monotonic() - t0
+            if f.poll() is not None or c.poll() is not None:
+                break
+            time.sleep(0.002)
+        for p in (c, f):
+            net.kill(p)
+            p.wait()
+        if first is None:
+            net.down()
+            sys.exit("bench_remote: round %d: no first step within %g s: the feeder: %s; the client: %s %s" % (
+                rnd, a.timeout_s, excerpt(flog), tail(out, 300), excerpt(clog)))
+        say("round %d: first step %.3f s after the feeder's start (serving after %.3f s)" % (rnd, first, serving or 0))
+        rounds.append((first, serving))
+    return statistics.median(x[0] for x in rounds), rounds
 
 
 def main():
@@ -363,7 +528,13 @@ def main():
     with open(a.job) as f:
         job = json.load(f)
     tmp = tempfile.mkdtemp(prefix="sluice-remote-")
-    files, origin = shards(a, job, tmp)
+    if a.first_piece and not a.files:
+        files, a.job = big_shard(a, tmp)
+        origin = "one generated shard of %d records of %d KiB, indexed" % (BIG_RECORDS, BIG_RECORD // 1024)
+        with open(a.job) as f:
+            job = json.load(f)
+    else:
+        files, origin = shards(a, job, tmp)
     www, names = serve_dir(files, a.copies, tmp)
     total = sum(os.path.getsize(f) for f in files) * a.copies
     records = count_records(a, files) * a.copies
@@ -376,6 +547,29 @@ def main():
     except (nginx.Unavailable, RuntimeError) as e:
         net.down()
         sys.exit("bench_remote: %s" % e)
+    if a.first_piece:
+        load0 = loadavg()
+        say("%d objects of %.2f GB (%s) on s0 (%s), %s link, %d rounds; logs in %s" % (
+            len(names), total / len(names) / 1e9, origin, srv.url, a.rate or "unshaped", a.repeat, tmp))
+        med, rounds = first_piece(a, net, srv, tmp, names, total)
+        net.down()
+        doc = {"bench": "remote-first-piece", "rate": a.rate or "unshaped", "objects": len(names), "bytes": total,
+               "data": origin, "repeat": a.repeat, "load": [load0, loadavg()], "first_step_s": med,
+               "rounds": [{"first_step_s": x, "serving_s": y} for x, y in rounds], "goal_s": FIRST_PIECE_GOAL,
+               "goal_met": med <= FIRST_PIECE_GOAL}
+        if a.json:
+            print(json.dumps(doc))
+        else:
+            print("first piece: %d objects, %.1f GB, %s link: the trainer's first step %.3f s after the feeder's "
+                  "start (median of %d; serving after %s s); goal (issue #28) <= %.1f s: %s" % (
+                      len(names), total / 1e9, doc["rate"], med, a.repeat,
+                      ", ".join("%.3f" % (y or 0) for _, y in rounds), FIRST_PIECE_GOAL,
+                      "met" if doc["goal_met"] else "NOT met"))
+        shutil.rmtree(os.path.join(tmp, "data"), ignore_errors=True)
+        shutil.rmtree(os.path.join(tmp, "www"), ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     b = Bench(a, net, srv, tmp, names, total, records)
     load0 = loadavg()
     say("%d files (%s) x %d copies = %d objects, %.1f MB, %d records; nginx on s0 (%s), the client on c0, "
@@ -426,7 +620,12 @@ def main():
                 continue
             extra = "" if c == "curl" else "  %.3fx curl (rounds %s)" % (
                 r["ratio"], ", ".join("%.3f" % x for x in r["ratios"]))
-            if "fetched_bytes" in r and c != "curl":
+            if "fetched_over_share" in r:
+                extra += (", fetched %.3fx the share's records (ranges alone %.3fx) in %d requests; the same "
+                          "ranges by curl: %.1f MB/s, the feeder %.3fx that" % (
+                              r["fetched_over_share"], r["ranges_over_share"], r["requests"],
+                              r["curl_ranges_bytes_per_s"] / 1e6, r["ratio_same_ranges"]))
+            elif "fetched_bytes" in r and c != "curl":
                 extra += ", fetched %.3fx the files in %d requests" % (r["fetched_bytes"] / total, r["requests"])
             print("  %-7s %9.1f MB/s%s%s" % (c, r["bytes_per_s"] / 1e6, extra,
                                               "  (a reference: local files)" if c == "local" else ""))

@@ -417,6 +417,7 @@ void trainer_write_metrics(struct trainer *t, struct run_counters *c, const stru
             s->epoch, s->step, res->rows, json_real(loss, sizeof loss, 6, res->loss), res->accuracy, dt, waited,
             dt > 0 ? (double)res->rows / dt : 0.0, dt > 0 ? 100.0 * waited / dt : 0.0, h2d_rate(&m, &c->m0),
             train_loop_weights_hash(t->loop), fw, ps);
+    fflush(t->mf); /* read while it grows (a benchmark's first step, a dashboard) */
     c->m0 = m;
     c->step_t0 = now;
 }
