@@ -89,7 +89,11 @@ static int fetch_bytes(struct feed_source *s, struct conn *c, uint32_t file, uin
         c->file = file;
     }
     rc = sto_read_full(c->src, off, dst, len, err);
-    if (rc != 0) { /* its connection may be in any state: a new one next time */
+    /* after an error its connection may be in any state: a new one next
+     * time; a local file (tests) is opened again for each part, as only
+     * its open compares its size with the scan's (a remote range carries
+     * If-Match) */
+    if (rc != 0 || c->src->kind == STO_FILE) {
         sto_close(c->src);
         c->src = NULL;
     }
@@ -284,7 +288,8 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /* The largest gap that is joined: gaps are joined smallest first while
- * their bytes stay within 1/16 of the records' (0: none is). */
+ * their bytes stay within 1/16 of the records' and each is at most
+ * FEED_FETCH_GAP_MAX (0: none is). */
 static uint64_t gap_limit(struct feed_fetch *f, uint64_t record_bytes)
 {
     size_t ng = 0;
@@ -298,7 +303,7 @@ static uint64_t gap_limit(struct feed_fetch *f, uint64_t record_bytes)
     qsort(f->gaps, ng, sizeof *f->gaps, u64_cmp);
     uint64_t budget = record_bytes / 16, spent = 0, limit = 0;
     size_t i = 0;
-    for (; i < ng && spent + f->gaps[i] <= budget; i++) {
+    for (; i < ng && f->gaps[i] <= FEED_FETCH_GAP_MAX && spent + f->gaps[i] <= budget; i++) {
         spent += f->gaps[i];
         limit = f->gaps[i];
     }

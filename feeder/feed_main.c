@@ -266,7 +266,8 @@ static const struct sl_opt opt_rows[] = {
      "remote TFRecord files with an index (use_index): 'ranges' fetches only the records this feeder reads, by byte "
      "range, ahead of their pieces; 'whole' reads each file whole at its first use (files over "
      "inflate_cache_bytes: by range); 'auto': ranges when this feeder reads at most half of each file (shard "
-     "\"data\" or hint records/batches over 2+ workers, or 2+ feeders)",
+     "\"data\" or hint records/batches over 2+ workers, or 2+ feeders), else for files of large records (64 KiB "
+     "or more on average)",
      NULL, NULL},
     {"remote-requests", 0, SL_OPT_U64, OFF(remote_requests), 1, 64, "8", "N",
      "remote files read by range: requests in flight at once", NULL, NULL},
@@ -528,16 +529,19 @@ static void on_cache(void *ctx, const char *path, const struct sl_error *why)
 }
 
 /* --remote-reads: by range or whole. auto: by range when this feeder reads
- * at most half of each file it reads: the records shared out among 2+
- * workers (DATA, or HINT by records or batches), or the pieces among 2+
- * feeders; whole files are then fetched once for the feeder's share. */
+ * at most half of each file it reads (the records shared out among 2+
+ * workers: DATA, or HINT by records or batches; or the pieces among 2+
+ * feeders), else by range the files of large records (64 KiB or more on
+ * average) and whole the others: a request a record costs too much for
+ * small ones, while large ones are fetched ahead of their pieces, in
+ * parallel (bench_remote, docs/performance.md). */
 static int remote_ranges(const struct args *a, const struct feed_job *job)
 {
     if (a->remote_reads != NULL && strcmp(a->remote_reads, "auto") != 0)
-        return strcmp(a->remote_reads, "ranges") == 0;
+        return strcmp(a->remote_reads, "ranges") == 0 ? FEED_RANGES_ALL : FEED_RANGES_NONE;
     int by_records = job->policy == FEED_SHARD_DATA || (job->policy == FEED_SHARD_HINT && job->hint != FEED_HINT_FILES);
     uint64_t ways = (by_records && a->workers > 1 ? a->workers : 1) * (a->feeders ? a->feeders : 1);
-    return ways >= 2;
+    return ways >= 2 ? FEED_RANGES_ALL : FEED_RANGES_BIG;
 }
 
 static int open_source(const struct args *a, const struct feed_job *job, const char *scan_cache, int count_only,

@@ -244,11 +244,13 @@ static int fetch_alone(struct feed_reader *r, struct file *f, uint32_t file, uin
         r->alone->exact = 1;
         r->alone_file = file;
     }
-    if ((rc = sto_read_full(r->alone, fmt_scan_offset(f->scan, rec), r->alone_buf, (size_t)n, err)) != 0) {
+    rc = sto_read_full(r->alone, fmt_scan_offset(f->scan, rec), r->alone_buf, (size_t)n, err);
+    if (rc != 0 || r->alone->kind == STO_FILE) { /* as feed_fetch.c's fetch_bytes */
         sto_close(r->alone);
         r->alone = NULL;
-        return rc;
     }
+    if (rc != 0)
+        return rc;
     atomic_fetch_add(&s->fetched_alone, 1);
     *at = r->alone_buf;
     *len = (size_t)n;

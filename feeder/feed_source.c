@@ -408,7 +408,9 @@ static int scan_file(struct feed_source *s, struct file *f, struct sl_error *err
     }
     if (remote && f->comp == FMT_COMP_NONE) {
         /* read by range, or whole into the cache as a compressed file is inflated */
-        f->ranged = indexed && (s->o.remote_ranges || f->image_size > s->max_file);
+        int big = f->count > 0 && f->image_size / f->count >= FEED_RANGES_BIG_RECORD;
+        f->ranged = indexed && (s->o.remote_ranges == FEED_RANGES_ALL || f->image_size > s->max_file ||
+                                (s->o.remote_ranges == FEED_RANGES_BIG && big));
         f->whole = !f->ranged;
         if (f->image_size != f->src_size)
             rc = sl_error_set(err, SL_ECORRUPT, "%s: changed while it was scanned (%llu bytes, then %llu)", f->path,

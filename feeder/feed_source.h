@@ -43,6 +43,9 @@
 #include "fmt_reader.h"
 #include "sl_error.h"
 
+enum { FEED_RANGES_NONE = 0, FEED_RANGES_ALL, FEED_RANGES_BIG };
+#define FEED_RANGES_BIG_RECORD ((uint64_t)64 << 10)
+
 struct feed_source_opts {
     enum fmt_format format;               /* TFRECORD, TEXT, TAR (records are samples), or ARRAYS (a
                                          "file" is a group of arrays, a record a row of each) */
@@ -91,11 +94,14 @@ struct feed_source_opts {
      * for the first entry that could not be written, and once, with `path`
      * the directory, when the cache cannot be used at all; may be NULL. */
     void (*on_cache)(void *ctx, const char *path, const struct sl_error *why);
-    /* Remote TFRecord files with an index (use_index): 1 reads them record
-     * by record, each piece's records fetched ahead by byte range
-     * (feed_fetch.h), so a feeder reading a share of a file fetches only
-     * that share; 0 reads each whole into the cache at its first access,
-     * except those larger than max_file_bytes, read by range. */
+    /* Remote TFRecord files with an index (use_index): FEED_RANGES_ALL
+     * reads them record by record, each piece's records fetched ahead by
+     * byte range (feed_fetch.h), so a feeder reading a share of a file
+     * fetches only that share; FEED_RANGES_BIG those whose records average
+     * FEED_RANGES_BIG_RECORD bytes or more (a request a record costs
+     * little then, and the fetch runs ahead of the decoding); 0 none. Any
+     * other is read whole into the cache at its first access, except one
+     * larger than max_file_bytes, read by range. */
     int remote_ranges;
     unsigned remote_requests; /* requests in flight at once for ranges (0: 8; at most 64) */
     /* Tests only (never set by the feeder): read plain local files as

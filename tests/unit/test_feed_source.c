@@ -352,7 +352,8 @@ START_TEST(test_ranged_read)
         ck_assert_int_eq(fmt_index_build(two[k], idx, NULL, &n, &err), 0);
     }
     uint64_t size0 = image_bytes(two[0]);
-    struct feed_source_opts o = {.use_index = 1, .test_whole_read = 1, .remote_ranges = 1, .remote_requests = 3};
+    struct feed_source_opts o = {
+        .use_index = 1, .test_whole_read = 1, .remote_ranges = FEED_RANGES_ALL, .remote_requests = 3};
     struct feed_source *s;
     ck_assert_msg(feed_source_open(&s, two, 2, &o, &err) == 0, "%s", err.msg);
     ck_assert_uint_eq(feed_source_ranged(s), 2);
@@ -429,13 +430,48 @@ START_TEST(test_ranged_read)
     feed_reader_close(rd);
     feed_source_close(s);
 
-    /* read whole (remote_ranges 0): no fetch */
-    o.remote_ranges = 0;
+    /* read whole (FEED_RANGES_NONE): no fetch */
+    o.remote_ranges = FEED_RANGES_NONE;
     const char *g1 = two[1];
     ck_assert_int_eq(feed_source_open(&s, &g1, 1, &o, &err), 0);
     ck_assert_uint_eq(feed_source_ranged(s), 0);
     ck_assert_int_eq(feed_fetch_open(&f, s, &err), 0);
     ck_assert_ptr_null(f);
+    feed_source_close(s);
+
+    /* FEED_RANGES_BIG: by range only a file whose records average 64 KiB
+     * or more (3 records of 64 KiB - 16 bytes of data: 64 KiB each) */
+    const char *big = sl_test_path("big.tfrecord");
+    struct fmt_tfrecord_writer *w;
+    ck_assert_int_eq(fmt_tfrecord_writer_open(&w, big, FMT_COMP_AUTO, -1, &err), 0);
+    static uint8_t rec[(64 << 10) - 16];
+    for (int r = 0; r < 3; r++) {
+        memset(rec, 'a' + r, sizeof rec);
+        ck_assert_int_eq(fmt_tfrecord_writer_write(w, rec, sizeof rec, &err), 0);
+    }
+    ck_assert_int_eq(fmt_tfrecord_writer_close(w, &err), 0);
+    char idx[600];
+    uint64_t n;
+    snprintf(idx, sizeof idx, "%s.idx", big);
+    ck_assert_int_eq(fmt_index_build(big, idx, NULL, &n, &err), 0);
+    const char *mixed[2] = {g1, big};
+    o.remote_ranges = FEED_RANGES_BIG;
+    ck_assert_int_eq(feed_source_open(&s, mixed, 2, &o, &err), 0);
+    ck_assert_uint_eq(feed_source_ranged(s), 1);
+    ck_assert_int_eq(feed_reader_open(&rd, s, &err), 0);
+    const uint8_t *d2;
+    size_t len2;
+    char small[256];
+    size_t nsmall = make_rec(small, 1, 33); /* g1's record 33, file 0 here */
+    ck_assert_int_eq(feed_reader_get(rd, 0, 33, &d2, &len2, &err), 0);
+    ck_assert_uint_eq(len2, nsmall);
+    ck_assert_int_eq(memcmp(d2, small, nsmall), 0);
+    ck_assert_int_eq(feed_reader_get(rd, 1, 2, &d2, &len2, &err), 0);
+    ck_assert_uint_eq(len2, sizeof rec);
+    ck_assert(d2[0] == 'c' && d2[len2 - 1] == 'c');
+    feed_source_fetch_stats(s, &st);
+    ck_assert_uint_eq(st.alone, 1); /* the big file's record; the small file's came from its cached image */
+    feed_reader_close(rd);
     feed_source_close(s);
 }
 END_TEST
