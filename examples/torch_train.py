@@ -18,7 +18,7 @@ with DistributedDataParallel (NCCL on the process's GPU, LOCAL_RANK, when
 there is one, else gloo on CPU). Run without torchrun it is worker 0 of 1.
 
 Settings also come from the environment, so a recipe sets them once for
-every process: SLUICE_FEEDERS (comma-separated endpoints, feeder j at
+every process: SLUICE_FEEDER_ENDPOINTS (comma-separated endpoints, feeder j at
 place j), SLUICE_JOB_NAME, SLUICE_CURVE_KEY and SLUICE_CURVE_SERVER_KEY
 (the workers' secret key and the feeders' public key, docs/security.md).
 
@@ -39,8 +39,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="torch_train.py",
         description="Train a small model on a sluice job's stream, one trainer worker per torchrun process.")
-    ap.add_argument("--feeders", default=os.environ.get("SLUICE_FEEDERS"),
-                    help="the feeders' endpoints, comma-separated, feeder j at place j (default: $SLUICE_FEEDERS)")
+    ap.add_argument("--feeders", default=os.environ.get("SLUICE_FEEDER_ENDPOINTS"),
+                    help="the feeders' endpoints, comma-separated, feeder j at place j (default: $SLUICE_FEEDER_ENDPOINTS)")
     ap.add_argument("--job", default=os.environ.get("SLUICE_JOB_NAME"),
                     help="the job's name, as in its job file (default: $SLUICE_JOB_NAME)")
     ap.add_argument("--input", default="image", help="the input feature (default image)")
@@ -62,7 +62,7 @@ def parse_args(argv):
     ap.add_argument("--summary", metavar="FILE", help="write this worker's figures as JSON ({rank}: the rank)")
     a = ap.parse_args(argv)
     if not a.feeders:
-        ap.error("no feeders: give --feeders or set SLUICE_FEEDERS")
+        ap.error("no feeders: give --feeders or set SLUICE_FEEDER_ENDPOINTS")
     if not a.job:
         ap.error("no job: give --job or set SLUICE_JOB_NAME")
     if (a.curve_key is None) != (a.curve_server_key is None):
@@ -158,7 +158,7 @@ def main(argv):
     data.close()
     if a.summary:
         summary = {"rank": rank, "world": world, "epochs": epoch, "steps": steps, "samples": samples,
-                   "loss": loss_value, "device": str(device)}
+                   "loss": loss_value, "device": str(device), "sluice": sluice.__file__}
         if any(ids_by_epoch):
             summary["ids"] = ids_by_epoch
         with open(a.summary.replace("{rank}", str(rank)), "w") as f:
