@@ -24,7 +24,9 @@ loopback addresses (127.0.0.1, 127.0.0.2, ...). Checked:
   worker step asks --gpus-per-task=2, feeders serve 2 workers of 1 replica;
   every element once per epoch;
 - refused before any step: a prefix without sluice-feeder, fewer nodes than
-  a feeder and a worker need.
+  a feeder and a worker need;
+- feeders that fail at start: the workers waiting for them are stopped and
+  the recipe fails, saying so.
 Skipped (77) without torchrun or torch for /usr/bin/python3.
 
 Usage: test_recipes_slurm.py BUILD_DIR   (prints "N passed, 0 failed")
@@ -38,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BUILD = os.path.abspath(sys.argv[1])
@@ -122,7 +125,7 @@ def run(name, nodes, expect, **settings):
     except subprocess.TimeoutExpired:
         fail("%s: the recipe ran past 150 s" % name)
     out = p.stdout + p.stderr
-    if p.returncode != expect:
+    if p.returncode != expect and not (expect == "nonzero" and p.returncode != 0):
         logs = "".join("--- %s\n%s" % (f, open(f).read()[-1500:])
                        for f in sorted(glob.glob(os.path.join(d, "logs", "*"))))
         fail("%s: exit status %d, not %d:\n%s\n%s" % (name, p.returncode, expect, out[-3000:], logs))
@@ -223,6 +226,14 @@ d, out = run("one-node", ["127.0.0.1"], 2)
 check("1 nodes and SLUICE_FEEDERS=1: at least one feeder node and one worker node" in out, "one node: %s" % out)
 check(not os.path.exists(os.path.join(d, "steps")), "one node: a step started")
 ok("refused before any step: a prefix without sluice-feeder, one node for a feeder and a worker")
+
+# feeders that fail at start: the workers, waiting for them, are stopped
+t0 = time.monotonic()
+d, out = run("feeder-fails", nodes, "nonzero", SLUICE_INSECURE="1", SLUICE_FEEDER_ARGS="--report-s 0 --no-such-option")
+check("the feeders failed (exit status 2): stopping the workers" in out, "a failing feeder: %s" % out[-1000:])
+check(time.monotonic() - t0 < 60, "a failing feeder: the recipe took %.0f s" % (time.monotonic() - t0))
+ok("feeders that fail at start (exit 2): the recipe stops the waiting workers and fails, in %.0f s"
+   % (time.monotonic() - t0))
 
 shutil.rmtree(TMP, ignore_errors=True)
 print("%d passed, 0 failed" % passed)
