@@ -27,7 +27,8 @@ loopback addresses (127.0.0.1, 127.0.0.2, ...). Checked:
   a feeder and a worker need;
 - feeders that fail at start: the workers waiting for them are stopped and
   the recipe fails, saying so.
-Skipped (77) without torchrun or torch for /usr/bin/python3.
+Skipped (77) without torchrun or torch for /usr/bin/python3, or without
+the Python package in the build (a sanitizer build has none).
 
 Usage: test_recipes_slurm.py BUILD_DIR   (prints "N passed, 0 failed")
 """
@@ -73,6 +74,9 @@ def check(cond, what):
 torchrun = shutil.which("torchrun")
 if torchrun is None or subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode:
     print("SKIP: no torchrun, or no torch for /usr/bin/python3 (Debian's python3-torch)")
+    sys.exit(77)
+if not glob.glob(os.path.join(BUILD, "python", "sluice", "_sluice*.so")):
+    print("SKIP: this build has no Python package (a sanitizer build has none)")
     sys.exit(77)
 
 # the installed prefix: what the recipe runs
