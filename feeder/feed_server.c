@@ -29,6 +29,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
+#ifdef SLUICE_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include "feed_cache.h"
 #include "feed_serve.h"
@@ -488,6 +491,21 @@ static void finish(struct server *s, int started, struct sl_zap *zap, uint64_t c
     stop(s); /* adds the executors' and ZeroMQ's last figures */
 }
 
+/* systemd's service manager, told through $NOTIFY_SOCKET when set
+ * (Type=notify, deploy/systemd/sluice-feeder.service): READY=1 once the
+ * feeder serves, STOPPING=1 when it stops serving. Nothing without
+ * libsystemd at build time, or outside a unit. */
+static void notify_manager(const char *state)
+{
+#ifdef SLUICE_HAVE_SYSTEMD
+    int rc = sd_notify(0, state);
+    if (rc < 0)
+        sl_log(SL_LOG_WARN, "sd_notify(%s): %s", state, strerror(-rc));
+#else
+    (void)state;
+#endif
+}
+
 int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c, struct sl_error *err)
 {
     struct feed_server_opts o = *opts;
@@ -528,7 +546,9 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
         sl_log(SL_LOG_INFO,
                "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
                o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+        notify_manager("READY=1");
         rc = serve(s, t0, &cpu0, c, &idle, err);
+        notify_manager("STOPPING=1");
     }
     finish(s, started, zap, cpu0);
     snapshot(s, t0, c);

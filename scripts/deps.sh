@@ -8,7 +8,7 @@ pkgs=(build-essential cmake pkg-config clang clang-format
       help2man python3-dev python3-numpy python3-pytest python3-torch
       libmicrohttpd-dev curl prometheus
       libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev python3-pil
-      libcurl4-openssl-dev nginx-light libexpat1-dev
+      libcurl4-openssl-dev nginx-light libexpat1-dev libsystemd-dev systemd
       python3-venv python3-setuptools python3-wheel python3-build python3-mypy)
 # clang-format (14 on Debian 12) checks the C sources' layout (scripts/format.sh);
 # libmicrohttpd serves --metrics-listen; curl and prometheus (Debian's 2.42:
@@ -22,7 +22,10 @@ pkgs=(build-essential cmake pkg-config clang clang-format
 # tests/integration/test_sto_http.py.
 # libexpat parses S3 listings (storage/sto_s3.c). python3-venv, -setuptools,
 # -wheel and -build make and test the package with pip offline (python/setup.py,
-# ctest python_pip); python3-mypy checks its type stubs (python_types). The S3 tests
+# ctest python_pip); python3-mypy checks its type stubs (python_types).
+# libsystemd's sd_notify tells systemd when the feeder serves (Type=notify
+# units, deploy/systemd/; optional at build time: SLUICE_WITH_SYSTEMD);
+# systemd-analyze verify checks the units (tests/cli/test_recipes.py). The S3 tests
 # (tests/integration/test_sto_s3.py) run npm's s3rver 3.7.1, installed below
 # into /opt/sluice-test/s3rver (needs Node.js and npm: Debian's nodejs and npm
 # where no node is installed).

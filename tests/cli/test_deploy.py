@@ -48,6 +48,7 @@ import random
 import re
 import shlex
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -195,7 +196,8 @@ def kubernetes():
     check("pod-index" in e["valueFrom"]["fieldRef"]["fieldPath"], "FEEDER_INDEX is not the pod index")
     fport = int(fargs["listen"].rsplit(":", 1)[1])
     check(fargs["listen"] == "tcp://*:%d" % fport, "--listen is not tcp://*:PORT")
-    check([p["containerPort"] for p in fc["ports"]] == [fport], "the feeder's containerPort is not its --listen port")
+    check([p["containerPort"] for p in fc["ports"] if p["name"] == "zmq"] == [fport],
+          "the feeder's zmq containerPort is not its --listen port")
     check([p["port"] for p in svc["spec"]["ports"]] == [fport], "the feeders' Service port is not --listen's")
     ok("feeders: a StatefulSet of %d behind the headless Service %s, --feeders %d, feeder j = pod index, port %d"
        % (F, svc["metadata"]["name"], F, fport))
@@ -243,7 +245,7 @@ def kubernetes_trainers(jobk, services, fargs, F, fport, job_name):
           "metadata.annotations['batch.kubernetes.io/job-completion-index']", "WORKER_INDEX is not the completion index")
     i_tf, e = env_value(tc, "TF_CONFIG")
     check(i_tf > i_idx, "TF_CONFIG is defined before WORKER_INDEX, which it uses")
-    rport = [p["containerPort"] for p in tc["ports"]]
+    rport = [p["containerPort"] for p in tc["ports"] if p["name"] == "ring"]
     check([p["port"] for p in svc["spec"]["ports"]] == rport, "the trainers' Service port is not the ring's")
     name, sub = jobk["metadata"]["name"], tpl["subdomain"]
     for w in range(W):
@@ -451,6 +453,8 @@ def kubernetes_run(sts, fargs, jobk, tc, tf_template, jobfile, shards, store):
             a = "--listen=" + sock
         if a.startswith("--job="):
             a = "--job=" + jobfile
+        if a.startswith("--metrics-listen="):  # a port of its own here
+            a = "--metrics-listen=127.0.0.1:0"
         argv.append(a)
     p = subprocess.run([a if not a.startswith("--curve-key=") else "--curve-key=" + secret_key for a in argv] +
                        ["--files=" + shards], capture_output=True, text=True, timeout=30)
@@ -462,7 +466,8 @@ def kubernetes_run(sts, fargs, jobk, tc, tf_template, jobfile, shards, store):
           "the feeder pod does not serve with the feeder key and the one trainer key:\n%s" % err[-1000:])
     # trainer 1's: its TF_CONFIG read through --cluster-from tf_config
     env = dict(os.environ, TF_CONFIG=tf_template.replace("$(WORKER_INDEX)", "1"))
-    targv = [BINS["sluice-trainer"]] + [mapped(tc, tvols, a) for a in tc["args"]]
+    targv = [BINS["sluice-trainer"]] + [mapped(tc, tvols, a) if not a.startswith("--metrics-listen=")
+                                        else "--metrics-listen=127.0.0.1:0" for a in tc["args"]]
     gets_past_options("the trainer pod's arguments", targv, env=env, seconds=3)
     # without its keys, its ring on every interface is refused
     p = subprocess.run([a for a in targv if not a.startswith("--curve-")], capture_output=True, text=True, env=env,
@@ -618,6 +623,12 @@ def unit_keys(service, argv):
             "feeder_pub": os.path.join(kdir, "feeder.pub"), "pub": pub}
 
 
+def built_with_systemd():
+    """The feeder was built with libsystemd (it can tell a Type=notify unit)."""
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        return any(line.strip() == "SYSTEMD_FOUND:INTERNAL=1" for line in f)
+
+
 def systemd():
     path = os.path.join(ROOT, "deploy", "systemd", "sluice-feeder.service")
     entries = unit_entries(path)
@@ -695,13 +706,21 @@ def systemd():
             skip = "tcp://*:%d" % port
         elif a == "--stats":
             skip = os.path.join(TMP, "stats.json")
+        elif a == "--metrics-listen":
+            skip = "127.0.0.1:0"
         elif a == "--curve-key":
             skip = creds["copy"]
         elif a == "--curve-allow":
             skip = creds["allow"]
     trace = os.path.join(TMP, "strace.txt")
     flog = open(os.path.join(TMP, "feeder.log"), "w")
-    feeder = subprocess.Popen(["strace", "-f", "-qq", "-o", trace] + cmd, stdout=flog, stderr=subprocess.STDOUT)
+    # Type=notify: the service manager's socket, so the feeder's sd_notify
+    # calls are traced too (issue #29 item 4)
+    manager = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    manager.bind(os.path.join(TMP, "notify.sock"))
+    manager.settimeout(0)
+    feeder = subprocess.Popen(["strace", "-f", "-qq", "-o", trace] + cmd, stdout=flog, stderr=subprocess.STDOUT,
+                              env=dict(os.environ, NOTIFY_SOCKET=os.path.join(TMP, "notify.sock")))
     W = int(cmd[cmd.index("--workers") + 1])
     R = cmd[cmd.index("--replicas") + 1]
     trainers = [subprocess.Popen([BINS["sluice-trainer"], "--connect", "tcp://127.0.0.1:%d" % port, "--job", "unit",
@@ -723,6 +742,14 @@ def systemd():
     check("CURVE: this feeder's public key is %s" % creds["pub"] in log and
           "CURVE: %d trainer connections accepted, 0 refused" % W in log,
           "the feeder under strace did not serve its %d workers over CURVE:\n%s" % (W, log[-1500:]))
+    notes = []
+    while True:
+        try:
+            notes.append(manager.recv(4096).decode())
+        except BlockingIOError:
+            break
+    manager.close()
+    check(not built_with_systemd() or notes[:1] == ["READY=1"], "Type=notify: the feeder told %s" % notes)
     used, fams, wx = set(), set(), []
     for line in open(trace):
         m = re.match(r"\d+\s+([a-z_0-9]+)\(", line)
