@@ -7,6 +7,9 @@ exactly what the same job over the same files on local disk gives worker
 1 (every element, its bytes, in order, two shuffled epochs), and the
 bytes nginx sent for the shards are the share's records (by the reference
 plan and the shards' indexes) within 1.1x, against 4x for whole files.
+The same from an S3 bucket (npm's s3rver, SigV4), named by a listed
+pattern: the local run's elements, the feeder's ranges within 1.1x of the
+share.
 Then an object replaced on the server after the scan: the ranges that
 find it changed are refused (If-Match), naming the URL and both ETags.
 
@@ -26,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import bed  # noqa: E402
 import harness  # noqa: E402
 import nginx  # noqa: E402  tests/cluster/nginx.py
+import test_sto_s3 as s3  # noqa: E402  (s3rver)
 from harness import fail, ok  # noqa: E402
 
 W, WORKER = 4, 1
@@ -141,6 +145,23 @@ def main():
     whole = sum(os.path.getsize(os.path.join(www, n)) for n in names) * 2
     ok("bytes fetched: %d for a share of %d (%.3fx; whole files for 2 epochs: %d, %.2fx) in %d requests" %
        (sent, share, sent / share, whole, whole / share, len(ranges) - len(probes)))
+
+    # the same shards in an S3 bucket (s3rver checks SigV4), listed by a pattern
+    endpoint, _ = s3.start_s3rver(os.path.join(bed.TMP, "s3"), bucket="rng")
+    for n in names:
+        for suffix in ("", ".idx"):
+            with open(os.path.join(www, n + suffix), "rb") as fh:
+                s3.put(n + suffix, fh.read(), endpoint=endpoint, bucket="rng")
+    os.environ.update(AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER")
+    s3_job, _ = bed.write_job("s3", "s3://rng/s*.tfrecord", **keys)
+    got, stats = run("s3", s3_job, "--s3-endpoint", endpoint, "--s3-path-style")
+    if got != want:
+        fail("s3: %d elements, not the local run's %d" % (len(got), len(want)))
+    r = stats["remote"]
+    if r["record_bytes"] != share or not share <= r["bytes"] <= 1.1 * share or r["records_alone"] != 0:
+        fail("s3: the feeder's stats %s for a share of %d" % (r, share))
+    ok("s3: the local run's %d elements; ranges of %d bytes for a share of %d (%.3fx) in %d requests" %
+       (len(got), r["bytes"], share, r["bytes"] / share, r["requests"]))
 
     # an object replaced after the scan: its ranges carry If-Match, so the
     # first that finds it changed is refused, naming it and both ETags
