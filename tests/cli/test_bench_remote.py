@@ -11,6 +11,9 @@ section 3; docs/bench.md, "Remote files"). No timing is asserted.
 - A contender that fails (the local feeder on a job whose image shape does
   not fit the shards): exit 1, the JSON still printed, the contender's
   error in it (naming the feeder's own message), curl still measured.
+- --share 2 (the feeder serves worker 0 of 2 by range): its fetched bytes
+  within 1.1x the share's records, the same-ranges curl baseline measured;
+  --share 1 refused (exit 2).
 - Without root: exit 77 and a SKIP line (setpriv, where there is one).
 
 Root (the test bed's namespaces), nginx and curl are needed: without them,
@@ -150,6 +153,21 @@ def main():
             fail("bench with a failing contender: stderr does not name it: %s" % p.stderr[-2000:])
         print("ok bench with a failing contender: exit 1, its error in the JSON: %s" % err[:160])
 
+        p, doc = bench(build, "--files", glob, "--only", "curl,feeder", "--copies", "1", "--repeat", "1", "--share",
+                       "2", "--feeder-args", "--set use_index=true", "--json")
+        fd = (doc or {}).get("contenders", {}).get("feeder", {})
+        rem = fd.get("remote", {})
+        if p.returncode != 0 or not 1.0 <= fd.get("ranges_over_share", 0) <= 1.1 or \
+                not 1.0 <= fd.get("fetched_over_share", 0) <= 1.1 or not 0 < rem.get("record_bytes", 0) < size or \
+                not fd.get("curl_ranges_bytes_per_s", 0) > 0 or rem.get("records_alone") != 0:
+            fail("bench --share 2: exit %d, feeder %r: %s" % (p.returncode, fd, p.stderr[-1500:]))
+        print("ok bench --share 2: fetched %.3fx the share's %d bytes of records (ranges %.3fx), %d requests" %
+              (fd["fetched_over_share"], rem["record_bytes"], fd["ranges_over_share"], rem["requests"]))
+        q = subprocess.run([sys.executable, BENCH, build, "--share", "1"], capture_output=True, text=True, timeout=30)
+        if q.returncode != 2 or "--share W needs 2 <= W <= 64" not in q.stderr:
+            fail("bench --share 1: exit %d (want 2), %r" % (q.returncode, q.stderr))
+        print("ok bench --share 1 refused: %s" % q.stderr.strip().splitlines()[-1])
+
         if shutil.which("setpriv"):
             q = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
                                 sys.executable, BENCH, build], capture_output=True, text=True, timeout=30)
@@ -158,7 +176,7 @@ def main():
             print("ok bench without root: exit 77, %s" % q.stdout.strip())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("4 passed, 0 failed")
+    print("6 passed, 0 failed")
     return 0
 
 
