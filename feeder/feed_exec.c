@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "feed_cache.h"
 #include "feed_fetch.h"
 #include "sl_alloc.h"
 #include "sl_queue.h"
@@ -33,7 +34,8 @@ struct feed_exec {
     struct executor *exs;
     unsigned nexs; /* executors set up (assembler, socket) */
     pthread_t *threads;
-    unsigned nthreads; /* threads started */
+    unsigned nthreads;        /* threads started */
+    struct feed_cache *cache; /* borrowed: the decoded elements' cache; NULL: none */
 };
 
 static void *executor_main(void *arg)
@@ -72,6 +74,7 @@ int feed_exec_create(struct feed_exec **out, const struct feed_exec_opts *o, str
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     int rc;
     e->ntasks = o->ntasks;
+    e->cache = o->cache;
     if ((rc = sl_queue_create(&e->work, e->ntasks)) != 0 || (rc = sl_queue_create(&e->done, e->ntasks)) != 0) {
         feed_exec_destroy(e);
         return sl_error_set(err, rc, "out of memory");
@@ -163,6 +166,7 @@ void feed_exec_destroy(struct feed_exec *e)
     for (size_t i = 0; e->tasks != NULL && i < e->ntasks; i++) {
         feed_fetch_close(e->tasks[i].fetch); /* after the executors: none reads it */
         sl_free(e->tasks[i].elems);
+        sl_free(e->tasks[i].uncached);
     }
     sl_free(e->tasks);
     sl_free(e->free_tasks);
@@ -188,6 +192,12 @@ int feed_exec_submit(struct feed_exec *e, struct feed_task *t, const struct feed
         if (el == NULL)
             return SL_ENOMEM;
         t->elems = el;
+        if (t->fetch != NULL && e->cache != NULL) {
+            struct feed_elem *u = sl_realloc(t->uncached, piece->n * sizeof *u);
+            if (u == NULL)
+                return SL_ENOMEM;
+            t->uncached = u;
+        }
         t->cap = piece->n;
     }
     if (piece->n)
@@ -197,8 +207,19 @@ int feed_exec_submit(struct feed_exec *e, struct feed_task *t, const struct feed
     t->rc = 0;
     t->buf = NULL;
     sl_error_clear(&t->err);
+    /* its records read by range start coming now, but for those the
+     * decoded elements' cache holds (a slot once ready stays ready) */
+    const struct feed_elem *want = t->elems;
+    size_t nwant = piece->n;
+    if (t->fetch != NULL && e->cache != NULL) {
+        nwant = 0;
+        for (size_t i = 0; i < piece->n; i++)
+            if (feed_cache_get(e->cache, t->elems[i].file, t->elems[i].record) == NULL)
+                t->uncached[nwant++] = t->elems[i];
+        want = t->uncached;
+    }
     struct sl_error ignored = {0};
-    if (t->fetch != NULL && feed_fetch_start(t->fetch, t->elems, piece->n, &ignored) != 0) {
+    if (t->fetch != NULL && feed_fetch_start(t->fetch, want, nwant, &ignored) != 0) {
         /* out of memory for its ranges: its records are fetched one by one
          * as they are read */
     }

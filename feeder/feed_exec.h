@@ -40,7 +40,8 @@ struct feed_task {
     /* private */
     struct feed_elem *elems;
     size_t cap;
-    struct feed_fetch *fetch; /* its records read by range, fetched from submit on; NULL: none */
+    struct feed_fetch *fetch;   /* its records read by range, fetched from submit on; NULL: none */
+    struct feed_elem *uncached; /* with the element cache: the elements to fetch (cap of them) */
 };
 
 struct feed_exec_opts {

@@ -146,6 +146,23 @@ def main():
     ok("bytes fetched: %d for a share of %d (%.3fx; whole files for 2 epochs: %d, %.2fx) in %d requests" %
        (sent, share, sent / share, whole, whole / share, len(ranges) - len(probes)))
 
+    # with the decoded elements' cache holding every row and the same order
+    # each epoch: the second epoch's records are not fetched at all
+    ckeys = dict(keys, shuffle={"buffer": 256, "seed": 7, "reshuffle_each_epoch": False}, cache_bytes=1 << 24)
+    clocal, cjob = bed.write_job("clocal", [os.path.join(www, n) for n in names], **ckeys)
+    cremote, _ = bed.write_job("cremote", [srv.url_of(n) for n in names], **ckeys)
+    cwant, _ = run("clocal", clocal)
+    cgot, cstats = run("cremote", cremote)
+    cref = bed.reference(cjob, [len(x) for x in sizes], W, 1)[WORKER]
+    first = sum(sizes[f][r] for piece in cref if piece["epoch"] == 0 for f, r in piece["elems"])
+    if cgot != cwant or len(cgot) != 2 * 1600 // W:
+        fail("cache: %d elements, the local run's %d differ" % (len(cgot), len(cwant)))
+    if cstats["remote"]["record_bytes"] != first or cstats["remote"]["bytes"] > 1.1 * first:
+        fail("cache: the feeder fetched %s; the first epoch's share is %d bytes, the second should come from the "
+             "cache" % (cstats["remote"], first))
+    ok("with the element cache: the local run's elements; only the first epoch's records fetched (%d bytes)" %
+       cstats["remote"]["record_bytes"])
+
     # the same shards in an S3 bucket (s3rver checks SigV4), listed by a pattern
     endpoint, _ = s3.start_s3rver(os.path.join(bed.TMP, "s3"), bucket="rng")
     for n in names:
