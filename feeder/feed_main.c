@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "feed_expose.h"
+#include "feed_diskcache.h"
 #include "feed_fetch.h"
 #include "feed_job.h"
 #include "feed_job_map.h"
@@ -96,6 +97,8 @@ struct args {
     struct sto_config storage; /* --remote-*, --s3-* */
     const char *remote_reads;  /* --remote-reads: auto, ranges, whole */
     uint64_t remote_requests;
+    const char *cache_dir; /* --cache-dir, --cache-bytes */
+    uint64_t cache_bytes;
     /* job overrides, in the command line's order: keys owned, values
      * borrowed from argv; room for one per argument */
     char **keys;
@@ -271,6 +274,13 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"remote-requests", 0, SL_OPT_U64, OFF(remote_requests), 1, 64, "8", "N",
      "remote files read by range: requests in flight at once", NULL, NULL},
+    {"cache-dir", 0, SL_OPT_STRING, OFF(cache_dir), 0, 0, NULL, "DIR",
+     "keep remote files read whole in DIR (made if absent) for later epochs and runs, within --cache-bytes; once "
+     "full, later files are not kept (every epoch reads them in the same order: those kept are needed first)",
+     NULL, NULL},
+    {"cache-bytes", 0, SL_OPT_BYTES, OFF(cache_bytes), 1 << 20, (double)((uint64_t)1 << 50), "10G", "BYTES",
+     "with --cache-dir: the most the kept files may take (K, M, G, T suffixes); past it at start, the oldest go", NULL,
+     NULL},
     SL_OPT_COMMON_ROWS(struct args),
 };
 
@@ -352,6 +362,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         return usage_error("--job is required\nTry 'sluice-feeder --help'");
     if (sto_configure(&a->storage, &err) != 0)
         return usage_error("%s", err.msg);
+    if (sl_opt_given(&cmd, given, "cache-bytes") && a->cache_dir == NULL)
+        return usage_error("--cache-bytes needs --cache-dir");
     if (a->remote_reads != NULL && strcmp(a->remote_reads, "auto") != 0 && strcmp(a->remote_reads, "ranges") != 0 &&
         strcmp(a->remote_reads, "whole") != 0)
         return usage_error("--remote-reads '%s': expected auto, ranges or whole", a->remote_reads);
@@ -565,7 +577,9 @@ static int open_source(const struct args *a, const struct feed_job *job, const c
                                   .scan_cache = scan_cache,
                                   .on_cache = on_cache,
                                   .remote_ranges = remote_ranges(a, job),
-                                  .remote_requests = (unsigned)a->remote_requests};
+                                  .remote_requests = (unsigned)a->remote_requests,
+                                  .disk_cache_dir = a->cache_dir,
+                                  .disk_cache_bytes = a->cache_bytes};
     const struct feed_job_list *paths = &job->files;
     if (job->format == FMT_FORMAT_ARRAYS) { /* groups: one array per feature */
         paths = &job->members;
@@ -584,6 +598,13 @@ static int open_source(const struct args *a, const struct feed_job *job, const c
                "scan cache %s: %zu of %zu files from the cache, %zu scanned (%zu damaged entries), "
                "%zu entries written, %zu not written, %zu files too recent to cache",
                scan_cache, cs.hits, job->files.n, cs.scanned, cs.damaged, cs.written, cs.unwritten, cs.recent);
+    if (a->cache_dir != NULL) {
+        struct feed_diskcache_stats ds;
+        feed_source_disk_cache_stats(*src, &ds);
+        sl_log(SL_LOG_INFO, "cache %s: %" PRIu64 " remote file(s), %" PRIu64 " of %" PRIu64 " bytes%s", a->cache_dir,
+               ds.entries, ds.bytes, a->cache_bytes,
+               ds.removed ? " (files past the bound or left partial removed)" : "");
+    }
     if (feed_source_ranged(*src) > 0)
         sl_log(SL_LOG_INFO, "%zu remote file(s) read by range: only the records this feeder serves are fetched",
                feed_source_ranged(*src));
@@ -715,10 +736,13 @@ static int write_stats(const char *path, const struct feed_counters *c, const st
     /* files read by range: what was fetched, against the records' bytes */
     struct feed_fetch_stats fs;
     feed_source_fetch_stats(src, &fs);
+    struct feed_diskcache_stats ds;
+    feed_source_disk_cache_stats(src, &ds);
     fprintf(f,
             ",\"remote\":{\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"record_bytes\":%" PRIu64
-            ",\"records_alone\":%" PRIu64 "}}\n",
-            fs.requests, fs.bytes, fs.record_bytes, fs.alone);
+            ",\"records_alone\":%" PRIu64 "},\"disk_cache\":{\"hits\":%" PRIu64 ",\"kept\":%" PRIu64
+            ",\"full\":%" PRIu64 ",\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 "}}\n",
+            fs.requests, fs.bytes, fs.record_bytes, fs.alone, ds.hits, ds.kept, ds.full, ds.entries, ds.bytes);
     if (sl_output_commit(out, &err) != 0) {
         sl_log(SL_LOG_ERROR, "--stats: %s", err.msg);
         return -1;

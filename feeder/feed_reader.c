@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feed_diskcache.h"
 #include "feed_source_impl.h"
 #include "fmt_stream.h"
 #include "sl_alloc.h"
@@ -107,11 +108,29 @@ static int inflate_part(const char *path, enum fmt_compression comp, uint64_t si
     return rc;
 }
 
+/* A remote plain file read whole: from the disk cache when it holds the
+ * object the scan found (its URL, size and strong ETag), else from the
+ * server, then kept there if it fits. */
+static int fetch_whole(struct feed_source *s, const struct file *f, uint8_t *buf, struct sl_error *err)
+{
+    int keep = s->disk != NULL && f->etag[0] == '"';
+    if (keep && feed_diskcache_get(s->disk, f->path, f->src_size, f->etag, buf) == 1)
+        return 0;
+    int rc = inflate_part(f->path, f->comp, f->image_size, buf, f, err);
+    struct sl_error why = {0};
+    if (rc == 0 && keep && feed_diskcache_put(s->disk, f->path, f->src_size, f->etag, buf, &why) < 0 &&
+        atomic_exchange(&s->disk_warned, 1) == 0 && s->o.on_cache != NULL)
+        s->o.on_cache(s->o.ctx, s->o.disk_cache_dir, &why);
+    return rc;
+}
+
 /* The image of a compressed file, or of a group of arrays (its parts one
  * after the other), into buf (image_size bytes). */
-static int inflate_file(const struct file *f, uint8_t *buf, struct sl_error *err)
+static int inflate_file(struct feed_source *s, const struct file *f, uint8_t *buf, struct sl_error *err)
 {
     size_t parts = fmt_scan_parts(f->scan);
+    if (parts <= 1 && f->etag != NULL && f->comp == FMT_COMP_NONE && f->whole)
+        return fetch_whole(s, f, buf, err);
     if (parts <= 1)
         return inflate_part(f->path, f->comp, f->image_size, buf, f->etag != NULL ? f : NULL, err);
     uint64_t at = 0;
@@ -186,7 +205,7 @@ static int pin(struct feed_reader *r, struct file *f, struct sl_error *err)
     uint64_t cpu0 = sl_clock_thread_cpu_ns(), wall0 = sl_clock_ns();
     uint8_t *data = sl_malloc(size ? size : 1);
     int rc = data == NULL ? sl_error_set(err, SL_ENOMEM, "%s: out of memory for %zu inflated bytes", f->path, size)
-                          : inflate_file(f, data, err);
+                          : inflate_file(s, f, data, err);
     r->inflate_cpu_ns += sl_clock_thread_cpu_ns() - cpu0;
     r->inflate_wall_ns += sl_clock_ns() - wall0;
 

@@ -51,6 +51,8 @@
  */
 #include "feed_source.h"
 
+#include "feed_diskcache.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -675,6 +677,9 @@ int feed_source_open(struct feed_source **out, const char *const *paths, size_t 
     }
     sl_free(failed);
     sl_free(rcs);
+    if (rc == 0 && s->o.disk_cache_dir != NULL)
+        rc = feed_diskcache_open(&s->disk, s->o.disk_cache_dir,
+                                 s->o.disk_cache_bytes ? s->o.disk_cache_bytes : (uint64_t)10 << 30, err);
     int ranged = 0;
     for (size_t i = 0; rc == 0 && i < npaths; i++)
         ranged |= s->files[i].ranged && s->files[i].count > 0;
@@ -693,6 +698,7 @@ void feed_source_close(struct feed_source *s)
     if (s == NULL)
         return;
     feed__fetcher_destroy(s->fetcher);
+    feed_diskcache_close(s->disk);
     for (size_t i = 0; s->files && i < s->nfiles; i++) {
         struct file *f = &s->files[i];
         if (f->img.mapped && f->img.data)
@@ -738,6 +744,13 @@ size_t feed_source_captured(const struct feed_source *s)
 uint64_t feed_source_total_bytes(const struct feed_source *s)
 {
     return s->total_bytes;
+}
+
+void feed_source_disk_cache_stats(const struct feed_source *s, struct feed_diskcache_stats *out)
+{
+    *out = (struct feed_diskcache_stats){0};
+    if (s->disk != NULL)
+        feed_diskcache_stats(s->disk, out);
 }
 
 size_t feed_source_ranged(const struct feed_source *s)

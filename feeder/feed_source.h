@@ -104,6 +104,13 @@ struct feed_source_opts {
      * larger than max_file_bytes, read by range. */
     int remote_ranges;
     unsigned remote_requests; /* requests in flight at once for ranges (0: 8; at most 64) */
+    /* Remote plain files read whole are kept in this directory, within
+     * disk_cache_bytes, for later epochs and runs (feed_diskcache.h); a
+     * later first access reads them from there; NULL: none. Objects
+     * without a strong ETag are not kept. A failed write is reported once
+     * through on_cache and never fails a read. */
+    const char *disk_cache_dir;
+    uint64_t disk_cache_bytes;
     /* Tests only (never set by the feeder): read plain local files as
      * remote ones are read, whole into the cache through the storage seam,
      * their size checked against the scan's, so that path runs without a
@@ -142,6 +149,10 @@ uint64_t feed_source_disk_bytes(const struct feed_source *s);
 /* Remote files the scan read whole and kept as their cached image (read
  * once: the first access finds them in the cache while they stay there). */
 size_t feed_source_captured(const struct feed_source *s);
+
+/* The disk cache's figures (all zero without one). */
+struct feed_diskcache_stats;
+void feed_source_disk_cache_stats(const struct feed_source *s, struct feed_diskcache_stats *out);
 
 /* Remote files read by range (feed_fetch.h), not whole. */
 size_t feed_source_ranged(const struct feed_source *s);

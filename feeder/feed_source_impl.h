@@ -73,6 +73,8 @@ struct feed_source {
     struct feed_scan_cache *cache;      /* NULL: none */
     atomic_int cache_warned;            /* a failed write was reported */
     struct feed_fetcher *fetcher;       /* the fetch threads, when a file is read by range; NULL: none */
+    struct feed_diskcache *disk;        /* remote objects kept on disk; NULL: none */
+    atomic_int disk_warned;             /* a failed write was reported */
     atomic_uint_fast64_t fetched_alone; /* records a reader fetched alone, not ahead */
 };
 

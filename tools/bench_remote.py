@@ -108,6 +108,8 @@ def parse():
     ap.add_argument("--keep", action="store_true",
                     help="keep the logs folder (each program's log, nginx's access log with every Range asked)")
     ap.add_argument("--json", action="store_true", help="one JSON object at the end")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs the feeders serve (default 1); bytes/s count the files' bytes once an epoch")
     ap.add_argument("--share", type=int, default=0,
                     help="W >= 2: serve worker 0 of W, shard_policy data (the feeder reads a share of each file)")
     ap.add_argument("--first-piece", action="store_true",
@@ -115,6 +117,8 @@ def parse():
     a = ap.parse_args()
     if a.copies is None:
         a.copies = 100 if a.first_piece else 8
+    if a.epochs < 1 or a.epochs > 100:
+        ap.error("--epochs must be 1 to 100")
     if a.share == 1 or a.share < 0 or a.share > 64:
         ap.error("--share W needs 2 <= W <= 64")
     if a.repeat < 1 or a.copies < 1 or a.copies > 1000:
@@ -324,7 +328,7 @@ class Bench:
         start to the trainer's exit."""
         sock = "ipc://%s/%s-%d.sock" % (self.tmp, kind, rnd)
         flog, tlog = self.log(kind + "-feeder", rnd), self.log(kind + "-trainer", rnd)
-        args = [self.feeder, "--job", self.jobs[kind], "--listen", sock, "--set", "epochs=1", "-q"]
+        args = [self.feeder, "--job", self.jobs[kind], "--listen", sock, "--set", "epochs=%d" % self.a.epochs, "-q"]
         stats = os.path.join(self.tmp, "%s-feeder-%d.stats" % (kind, rnd))
         shard = []
         if self.a.share:  # worker 0 of W: the other workers never come; the feeder is stopped after
@@ -374,8 +378,9 @@ class Bench:
             if kind == "feeder":
                 r["remote"] = remote
             return r
-        if s["elements"] != self.records:
-            raise Failed("the trainer got %d records, not %d" % (s["elements"], self.records))
+        if s["elements"] != self.records * self.a.epochs:
+            raise Failed("the trainer got %d records, not %d" % (s["elements"], self.records * self.a.epochs))
+        r["served_bytes"] = self.total * self.a.epochs
         return r
 
     def share_bytes(self, elements):
