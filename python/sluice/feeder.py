@@ -30,10 +30,27 @@ from . import Client
 __all__ = ["Feeder", "FeederError", "Job", "find_feeder"]
 
 # a log line: "2026-12-01T15:59:07.220Z sluice-feeder: info: MSG" (or,
-# for a usage error, "sluice-feeder: MSG" with no time and no level)
+# for a usage error, "sluice-feeder: MSG" with no time and no level), or
+# with --log-format json {"time":...,"level":"info","msg":"MSG"}
 _LINE = re.compile(r"^(?:\d{4}-\d\d-\d\dT\S+ )?sluice-feeder: (?:(debug|info|warning|error): )?(.*)$")
-_SERVING = re.compile(r"^(?:\S+ )?sluice-feeder: info: serving job ")
-_METRICS_PORT = re.compile(r"sluice-feeder: info: metrics: serving /metrics on .* \(port (\d+)\)")
+_METRICS_PORT = re.compile(r"^metrics: serving /metrics on .* \(port (\d+)\)$")
+
+
+def _lines(text):
+    """(level, message) of each line of a feeder's log (level None: a
+    usage error's line; other lines are left out)."""
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict) and isinstance(d.get("msg"), str):
+                yield d.get("level"), d["msg"]
+            continue
+        m = _LINE.match(line)
+        if m is not None and not m.group(2).startswith("Try 'sluice-feeder"):
+            yield m.group(1), m.group(2)
 
 
 class FeederError(RuntimeError):
@@ -52,10 +69,9 @@ def _last_error(text):
     """The message of the last error line of a feeder's log (a usage error
     has no level), or None."""
     found = None
-    for line in text.splitlines():
-        m = _LINE.match(line)
-        if m is not None and m.group(1) in (None, "error"):
-            found = m.group(2)
+    for level, msg in _lines(text):
+        if level in (None, "error"):
+            found = msg
     return found
 
 
@@ -260,6 +276,12 @@ class Feeder:
             _check_int(what, v)
         if isinstance(sets, str) or isinstance(extra_args, str):
             raise TypeError("sets and extra_args: sequences of strings, not one string")
+        extra = [str(x) for x in extra_args]
+        for i, x in enumerate(extra):
+            if x in ("-q", "--quiet", "--log-level=warning", "--log-level=error") or (
+                    x == "--log-level" and extra[i + 1:i + 2] in (["warning"], ["error"])):
+                raise ValueError("extra_args: %s: Feeder waits for the feeder's info line 'serving job' (no --quiet, "
+                                 "no --log-level above info)" % x)
         for what, t in (("start_timeout", start_timeout), ("stop_timeout", stop_timeout)):
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
                 raise ValueError("%s: seconds above 0, not %r" % (what, t))
@@ -303,7 +325,7 @@ class Feeder:
                 cmd.append("--serve-runs")
             for kv in sets:
                 cmd += ["--set", kv]
-            cmd += [str(x) for x in extra_args]
+            cmd += extra
             self.args = cmd
             with open(self._log_path, "wb") as log:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -320,9 +342,10 @@ class Feeder:
             raise
         if metrics_listen is not None:
             host, _, port = str(metrics_listen).rpartition(":")
-            m = _METRICS_PORT.search(self.log)
-            if m is not None:
-                port = m.group(1)
+            for level, msg in _lines(self.log):
+                m = _METRICS_PORT.match(msg)
+                if level == "info" and m is not None:
+                    port = m.group(1)
             host = {"": "127.0.0.1", "*": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]"}.get(host, host)
             self.metrics_url = "http://%s:%s/metrics" % (host, port)
 
@@ -331,11 +354,10 @@ class Feeder:
         pause = 0.005
         while True:
             text = self.log
-            for line in text.splitlines():
-                if _SERVING.match(line):
+            for level, msg in _lines(text):
+                if level == "info" and msg.startswith("serving job "):
                     return
-                m = _LINE.match(line)
-                if m is not None and m.group(1) == "error":
+                if level == "error":
                     # a failure at start: the feeder would wait --timeout-ms
                     # to tell trainers; nobody here needs telling
                     raise FeederError(self._message(_last_error(text)), self._proc.poll(), text)

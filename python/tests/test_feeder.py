@@ -13,7 +13,6 @@ import sys
 import textwrap
 import time
 import urllib.request
-import warnings
 
 import pytest
 
@@ -140,6 +139,15 @@ def test_serve_runs_and_past_the_end(data):
     assert f.returncode == 0
 
 
+def test_json_log_format(data):
+    files, _ = data
+    with sluice.Feeder(job_keys(files), threads=1, extra_args=["--log-format", "json"]) as f:
+        assert '"msg":"serving job' in f.log
+    with pytest.raises(sluice.FeederError) as e:
+        sluice.Feeder(job_keys(files, bogus=1), extra_args=["--log-format=json"])
+    assert str(e.value) == "unknown key 'bogus'"
+
+
 def test_metrics_url(data):
     files, _ = data
     with sluice.Feeder(job_keys(files), threads=1, metrics_listen="127.0.0.1:0") as f:
@@ -211,6 +219,9 @@ def test_hostile_values(data):
             sluice.Feeder(job_keys(files), threads=bad)
     with pytest.raises(TypeError):
         sluice.Feeder(job_keys(files), extra_args="--quiet")
+    for quiet in (["--quiet"], ["-q"], ["--log-level", "error"], ["--log-level=warning"]):
+        with pytest.raises(ValueError, match="^extra_args: %s: Feeder waits for the feeder's info line" % quiet[0]):
+            sluice.Feeder(job_keys(files), extra_args=quiet)
     with pytest.raises(ValueError, match="^start_timeout: seconds above 0"):
         sluice.Feeder(job_keys(files), start_timeout=-1)
     with pytest.raises(FileNotFoundError, match="is not an executable file"):

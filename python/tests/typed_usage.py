@@ -95,7 +95,7 @@ def feed(files: list[str]) -> list[int]:
     try:
         with sluice.Feeder(job, listen=None, feeder_index=0, feeders=1, threads=2, workers=1, replicas=1,
                            metrics_listen="127.0.0.1:0", serve_runs=True, idle_exit=600, heartbeat_ms=200,
-                           timeout_ms=3000, sets=["epochs=2"], extra_args=["--quiet"], binary=None,
+                           timeout_ms=3000, sets=["epochs=2"], extra_args=["--report-s", "0"], binary=None,
                            start_timeout=60.0, stop_timeout=5.0) as feeder:
             address: str = feeder.address
             url: str | None = feeder.metrics_url
