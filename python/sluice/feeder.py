@@ -358,9 +358,15 @@ class Feeder:
                 if level == "info" and msg.startswith("serving job "):
                     return
                 if level == "error":
-                    # a failure at start: the feeder would wait --timeout-ms
-                    # to tell trainers; nobody here needs telling
-                    raise FeederError(self._message(_last_error(text)), self._proc.poll(), text)
+                    # a failure at start: the feeder exits at once, or (a
+                    # failed scan) waits --timeout-ms to tell trainers,
+                    # whom nobody here needs telling: stopped (exit 1)
+                    try:
+                        self._proc.wait(1.0)
+                    except subprocess.TimeoutExpired:
+                        _stop(self._proc, None, self._stop_timeout)
+                    text = self.log
+                    raise FeederError(self._message(_last_error(text)), self._proc.returncode, text)
             rc = self._proc.poll()
             if rc is not None:
                 text = self.log

@@ -181,7 +181,7 @@ def test_bad_job_the_feeders_message(data, keys, message):
     with pytest.raises(sluice.FeederError) as e:
         sluice.Feeder(bad, threads=1)
     assert time.monotonic() - t0 < 5  # not the feeder's --timeout-ms of refusals
-    assert str(e.value) == own and e.value.returncode in (rc, None)
+    assert str(e.value) == own and e.value.returncode == rc
     with pytest.raises(sluice.FeederError) as e:
         sluice.Feeder(path, threads=1)
     assert str(e.value) == text
@@ -191,6 +191,26 @@ def test_bad_job_the_feeders_message(data, keys, message):
     with pytest.raises(ValueError) as v:
         sluice.Job.from_file(path)
     assert str(v.value) == text
+
+
+def test_failed_scan(data):
+    """A damaged file under on_error fail: the feeder logs the error and
+    would tell trainers for --timeout-ms (here 60 s); Feeder raises at
+    once and the feeder is stopped (exit 1: it had failed)."""
+    files, _ = data
+    damaged = os.path.join(bed.TMP, "damaged.tfrecord")
+    with open(damaged, "wb") as f:
+        f.write(b"\xff" * 40)
+    t0 = time.monotonic()
+    with pytest.raises(sluice.FeederError) as e:
+        sluice.Feeder(job_keys([damaged] + files), threads=1, timeout_ms=60000)
+    assert time.monotonic() - t0 < 10
+    assert e.value.returncode == 1 and str(e.value).startswith(damaged + ": ")
+    assert str(e.value) == _last_error_line(e.value.log)
+
+
+def _last_error_line(log):
+    return [x for x in log.splitlines() if " error: " in x][-1].split(" error: ", 1)[1]
 
 
 def test_absent_job_file(data):
