@@ -94,6 +94,7 @@ struct args {
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
         report_s, idle_exit_s, metrics_linger_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
+    int serve_runs;            /* --serve-runs: a new run of the job after each run's end */
     struct sto_config storage; /* --remote-*, --s3-* */
     const char *remote_reads;  /* --remote-reads: auto, ranges, whole */
     uint64_t remote_requests;
@@ -222,6 +223,11 @@ static const struct sl_opt opt_rows[] = {
     {"idle-exit", 0, SL_OPT_U64, OFF(idle_exit_s), 0, 604800, "0", "S",
      "stop with exit status 3 once no trainer has been connected for S seconds after the scan (a job-scoped "
      "feeder whose trainers all failed; 0: serve for ever, as a service does)",
+     NULL, NULL},
+    {"serve-runs", 0, SL_OPT_FLAG, OFF(serve_runs), 0, 0, NULL, NULL,
+     "once every worker has had its END, serve a new run of the job from its first piece to the next trainers "
+     "(interactive work: a notebook reading the job again), without scanning again; ends on a signal, an error "
+     "or --idle-exit",
      NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "a TF_CONFIG-style cluster spec (JSON or a file) whose task is a feeder: gives --listen, --feeder-index and "
@@ -971,6 +977,29 @@ static int serve(const struct args *a, struct feed_job *job, struct feed_source 
     return status;
 }
 
+/* serve(), and with --serve-runs again after each run that ended with
+ * every worker served (not a signal, an error or --idle-exit): the socket
+ * is bound anew, so the next trainers' HELLOs start a new run from the
+ * first piece over the same scan. 0, EXIT_DATA, or EXIT_IDLE. */
+static int serve_runs(const struct args *a, struct feed_job *job, struct feed_source *src,
+                      struct feed_listener **listener, const struct feed_curve *curve, struct sl_metrics *metrics,
+                      double scan_s, double scan_cpu_s)
+{
+    for (uint64_t run = 1;; run++) {
+        int status = serve(a, job, src, *listener, metrics, scan_s, scan_cpu_s);
+        if (status != 0 || !a->serve_runs || stop_flag)
+            return status;
+        feed_listener_close(*listener); /* its router went with the run */
+        struct sl_error err = {0};
+        if (feed_listener_open(listener, a->listen, job->name, a->heartbeat_ms ? (int)a->heartbeat_ms : 1000, curve,
+                               a->ipc_group, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "--serve-runs: %s", err.msg);
+            return EXIT_DATA;
+        }
+        sl_log(SL_LOG_INFO, "--serve-runs: run %" PRIu64 " served; the next trainers get run %" PRIu64, run, run + 1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "keygen") == 0)
@@ -1031,7 +1060,7 @@ int main(int argc, char **argv)
     if (status == 0 && a.plan)
         status = run_plan(&a, job, src);
     else if (status == 0)
-        status = serve(&a, job, src, listener, metrics, scan_s, scan_cpu_s);
+        status = serve_runs(&a, job, src, &listener, curve_allow != NULL ? &curve : NULL, metrics, scan_s, scan_cpu_s);
     feed_listener_close(listener);
     linger(expose, a.metrics_linger_s);
     feed_expose_stop(expose); /* before the figures it reads go */

@@ -183,3 +183,6 @@ def plan(job, workers=1, replicas=1, files=None, sets=(), feeder=None):
         err.code, err.code_name = -3, "invalid"
         raise err
     return json.loads(r.stdout)
+
+
+from .feeder import Feeder, FeederError, Job  # noqa: E402,F401 (issue #29 item 2: docs/python.md, "Feeders from Python")

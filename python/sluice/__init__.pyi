@@ -71,3 +71,4 @@ def plan(
     sets: Sequence[str] = (),
     feeder: str | None = None,
 ) -> dict[str, Any]: ...
+from .feeder import Feeder as Feeder, FeederError as FeederError, Job as Job

@@ -187,7 +187,8 @@ def main():
     whl = os.path.join(dist, wheels[0])
     names = sorted(n for n in zipfile.ZipFile(whl).namelist() if not n.startswith("sluice-"))
     want_names = sorted(["sluice/__init__.py", "sluice/__init__.pyi", "sluice/_sluice.pyi", "sluice/py.typed",
-                         "sluice/torch.py", "sluice/torch.pyi", "sluice/libsluice.so.0", "sluice/" + ext[0]])
+                         "sluice/torch.py", "sluice/torch.pyi", "sluice/feeder.py", "sluice/feeder.pyi",
+                         "sluice/libsluice.so.0", "sluice/" + ext[0]])
     if names != want_names:
         fail("the wheel holds %s, not %s" % (names, want_names))
     unz = os.path.join(bed.TMP, "unzipped")

@@ -82,3 +82,34 @@ def train(feeders: list[str], job: str) -> int:
     print(tensors)
     ds.close()
     return n
+
+
+def feed(files: list[str]) -> list[int]:
+    job = sluice.Job(name="j", files=files, features={"id": {"dtype": "int64"}}, global_batch_size=8)
+    same: sluice.Job = sluice.Job(job.to_dict(), binary=None)
+    job.save("job.json")
+    loaded = sluice.Job.from_file("job.json", binary=None)
+    name: str | None = loaded.name
+    steps: int = job.plan["workers"][0]["steps"]
+    ids: list[int] = []
+    try:
+        with sluice.Feeder(job, listen=None, feeder_index=0, feeders=1, threads=2, workers=1, replicas=1,
+                           metrics_listen="127.0.0.1:0", serve_runs=True, idle_exit=600, heartbeat_ms=200,
+                           timeout_ms=3000, sets=["epochs=2"], extra_args=["--report-s", "0"], binary=None,
+                           start_timeout=60.0, stop_timeout=5.0) as feeder:
+            address: str = feeder.address
+            url: str | None = feeder.metrics_url
+            log: str = feeder.log
+            rc: int | None = feeder.returncode
+            pid: int | None = feeder.pid
+            print(address, url, log, rc, pid, feeder.closed, repr(feeder), same, name, steps)
+            with feeder.client(worker=0, workers=1, replicas=1, heartbeat_ms=200) as client:
+                for step in client:
+                    ids += step.replicas[0]["id"].tolist()
+            with sluice.Client(feeder.address, "j") as other:
+                ids += [s.step for s in other]
+        sluice.Feeder("job.json").close()
+    except sluice.FeederError as e:
+        code: int | None = e.returncode
+        print(e.message, e.log, code)
+    return ids

@@ -165,6 +165,15 @@ for e in sorted(set(x for x, _ in ids)):
     print("epoch", e, " ".join(str(v) for x, vs in ids if x == e for v in vs))
 """
 
+PY_FEEDER = r"""
+import sys
+import sluice
+with sluice.Feeder(sys.argv[1], threads=1) as f:
+    with f.client() as c:
+        n = sum(len(rep["id"]) for step in c for rep in step.replicas)
+print(f.args[0], n, f.returncode)
+"""
+
 
 def check_python(prefix, job_path, tag):
     """The installed Python package: under PREFIX/lib/python3.X/dist-packages,
@@ -176,8 +185,8 @@ def check_python(prefix, job_path, tag):
     pkg = pydirs[0]
     ext = glob.glob(os.path.join(pkg, "_sluice*.so"))
     # (the type stubs and py.typed too, issue #29)
-    if sorted(os.listdir(pkg)) != sorted(["__init__.py", "torch.py", os.path.basename(ext[0]) if ext else "?",
-                                          "__init__.pyi", "_sluice.pyi", "torch.pyi", "py.typed"]):
+    if sorted(os.listdir(pkg)) != sorted(["__init__.py", "torch.py", "feeder.py",
+                                          os.path.basename(ext[0]) if ext else "?", "__init__.pyi", "_sluice.pyi", "torch.pyi", "feeder.pyi", "py.typed"]):
         fail("installed Python package: %s" % sorted(os.listdir(pkg)))
     runpath = re.search(r"RUNPATH\s+(\S+)", run(["objdump", "-p", ext[0]]))
     if runpath is None or not runpath.group(1).startswith("$ORIGIN/"):
@@ -195,8 +204,13 @@ def check_python(prefix, job_path, tag):
     epochs = [ln.split()[2:] for ln in lines if ln.startswith("epoch ")]
     if len(epochs) != 2 or any(sorted(int(v) for v in e) != list(range(RECORDS)) for e in epochs):
         fail("installed Python package: ids are not 0..%d once per epoch:\n%s" % (RECORDS - 1, out[:2000]))
-    ok("installed Python package: %s; RUNPATH %s; %s; every id once in each of 2 epochs"
-       % (os.path.relpath(pkg, prefix), runpath.group(1), lines[0]))
+    # sluice.Feeder (issue #29 item 2) finds PREFIX/bin/sluice-feeder from
+    # the installed package alone (PATH without it, no SLUICE_BUILD)
+    out = run(["/usr/bin/python3", "-c", PY_FEEDER, job_path], env=env, cwd=bed.TMP, timeout=120).split()
+    if out[0] != os.path.join(prefix, "bin", "sluice-feeder") or out[1:] != [str(RECORDS * 2), "0"]:
+        fail("installed Python package: sluice.Feeder ran %s" % out)
+    ok("installed Python package: %s; RUNPATH %s; %s; every id once in each of 2 epochs; sluice.Feeder runs %s"
+       % (os.path.relpath(pkg, prefix), runpath.group(1), lines[0], os.path.relpath(out[0], prefix)))
     return True
 
 
