@@ -104,6 +104,7 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
         return SL_EINVAL;
     const uint64_t *v = s.v;
     struct sl_prom p = {.b = b, .labels = (const char *)e->labels.data};
+    sl_prom_process_info(&p, "trainer");
     sl_prom_counter(&p, "sluice_trainer_steps_total", "Steps received (one piece per replica each).", v[TRAIN_M_STEPS]);
     sl_prom_counter(&p, "sluice_trainer_trained_steps_total", "Steps trained (run on the model).", v[TRAIN_M_TRAINED]);
     sl_prom_counter(&p, "sluice_trainer_epochs_total", "Epochs begun.", v[TRAIN_M_EPOCHS]);
