@@ -2,7 +2,8 @@
 #29 item 4), scraped over HTTP from a client reading a real feeder's
 stream: sluice-trainer's input families with exact counts, the job's
 labels, the Grafana dashboard's job variable answered by a family the
-client exports, and hostile addresses refused in words.
+client exports, hostile addresses refused in words, and
+sluice.torch.IterableDataset(metrics_listen=...) served between passes.
 
 Run by ctest python_client (with the rest of python/tests).
 """
@@ -164,3 +165,22 @@ def test_metrics_listen_hostile(feeder):
     # without metrics_listen: nothing served
     with sluice.Client([ep], job["name"]) as c:
         assert c.metrics_url is None
+
+
+def test_torch_dataset_serves_metrics(feeder):
+    pytest.importorskip("torch")
+    import sluice.torch
+    ep, job = feeder
+    ds = sluice.torch.IterableDataset([ep], job["name"], metrics_listen="127.0.0.1:0")
+    assert ds.metrics_url is None  # the client opens at the first pass
+    url, n = None, 0
+    for batch in ds:  # one pass: the first epoch
+        url = url or ds.metrics_url
+        assert batch["id"].shape[0] == G
+        n += 1
+    assert n == ROWS // G and re.fullmatch(r"http://127\.0\.0\.1:[1-9][0-9]*/metrics", url or ""), (n, url)
+    s, _ = scrape(ds.metrics_url)  # open between passes: still served
+    assert value(s, "sluice_trainer_steps_total", sluice_job=job["name"], worker="0") == n
+    assert value(s, "sluice_trainer_samples_total") == n * G
+    ds.close()
+    assert ds.metrics_url is None
