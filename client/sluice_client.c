@@ -23,6 +23,7 @@
 #include "sl_log.h"
 #include "sl_wire.h"
 #include "client.h"
+#include "client_expose.h"
 
 #ifndef SLUICE_VERSION_STRING
 #define SLUICE_VERSION_STRING "unknown"
@@ -52,6 +53,12 @@ struct sluice_client {
     struct sl_curve_keys *keys; /* NULL: no CURVE */
     char (*servers)[SL_CURVE_KEY_Z85 + 1];
     const char **server_ptrs; /* [nfeeders] into servers */
+    /* /metrics (metrics_listen): the table the client and next_step count
+     * in, and its server; NULL without */
+    struct sl_metrics *metrics;
+    struct client_expose *expose;
+    char metrics_address[80]; /* HOST:PORT as bound ("" without) */
+    uint64_t last_epoch;      /* the epoch of the last step counted (UINT64_MAX: none yet) */
 };
 
 static void mirror(const struct client_piece *tp, uint32_t n, struct sluice_piece *pieces,
@@ -113,6 +120,30 @@ static int load_keys(const struct sluice_options *o, struct sl_curve_keys *keys,
         if (rc != 0)
             return rc;
     }
+    return 0;
+}
+
+/* Serve /metrics on `listen` before the feeders are waited for (a probe
+ * sees the process alive meanwhile): a table of the client's slots and the
+ * steps, which the client counts in (to->metrics). */
+static int start_metrics(struct sluice_client *c, const char *listen, struct client_opts *to, struct sl_error *e)
+{
+    int rc = sl_metrics_create(&c->metrics, client_expose_defs, CLIENT_X_COUNT);
+    if (rc != 0)
+        return sl_error_set(e, rc, "metrics_listen: out of memory");
+    rc = client_expose_start(&c->expose, listen, c->metrics, c->job, to->worker, e);
+    if (rc != 0)
+        return sl_error_prefix(e, "metrics_listen: ");
+    /* the address as bound: the host as given ("*": this host's loopback
+     * for a URL), the port the kernel's for 0 */
+    const char *colon = strrchr(listen, ':');
+    int hlen = (int)(colon - listen);
+    if (hlen == 1 && listen[0] == '*')
+        snprintf(c->metrics_address, sizeof c->metrics_address, "127.0.0.1:%u", client_expose_port(c->expose));
+    else
+        snprintf(c->metrics_address, sizeof c->metrics_address, "%.*s:%u", hlen, listen, client_expose_port(c->expose));
+    c->last_epoch = UINT64_MAX;
+    to->metrics = c->metrics;
     return 0;
 }
 
@@ -206,6 +237,11 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         to.curve = c->keys;
         to.curve_server = c->server_ptrs;
     }
+    if (o->metrics_listen != NULL) {
+        rc = start_metrics(c, o->metrics_listen, &to, &e);
+        if (rc != 0)
+            goto out_close;
+    }
     rc = client_open(&c->tc, &to, &e);
     if (rc != 0)
         goto out_close;
@@ -224,6 +260,8 @@ void sluice_client_close(struct sluice_client *c)
     if (c == NULL)
         return;
     client_close(c->tc);
+    client_expose_stop(c->expose); /* after the client: nothing counts past this */
+    sl_metrics_destroy(c->metrics);
     if (c->keys != NULL)
         memset(c->keys, 0, sizeof *c->keys);
     sl_free(c->keys);
@@ -256,6 +294,14 @@ int sluice_client_next_step(struct sluice_client *c, const struct sluice_piece *
     }
     mirror(tp, c->replicas, c->pieces, c->tensors);
     *pieces = c->pieces;
+    if (c->expose != NULL) {
+        sl_metrics_add(c->metrics, CLIENT_X_STEPS, 1);
+        if (tp[0].epoch != c->last_epoch) {
+            c->last_epoch = tp[0].epoch;
+            sl_metrics_add(c->metrics, CLIENT_X_EPOCHS, 1);
+        }
+        client_expose_step(c->expose, c->tc);
+    }
     return 0;
 }
 
@@ -355,6 +401,11 @@ void sluice_client_release(struct sluice_client *c)
 uint64_t sluice_client_position(const struct sluice_client *c)
 {
     return client_position(c->tc);
+}
+
+const char *sluice_client_metrics_address(const struct sluice_client *c)
+{
+    return c != NULL && c->expose != NULL ? c->metrics_address : NULL;
 }
 
 uint32_t sluice_client_replicas(const struct sluice_client *c)

@@ -56,7 +56,7 @@ def parse_args(argv):
                     help="the feeders' CURVE public key file (default: $SLUICE_CURVE_SERVER_KEY)")
     ap.add_argument("--metrics-listen", metavar="HOST:PORT",
                     help="serve this worker's input metrics at http://HOST:PORT+LOCAL_RANK/metrics "
-                         "(needs a sluice whose client serves /metrics, docs/operations.md)")
+                         "(docs/operations.md, \"From a training script\")")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="model initialisation seed (default 0)")
     ap.add_argument("--summary", metavar="FILE", help="write this worker's figures as JSON ({rank}: the rank)")

@@ -29,6 +29,7 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
         return SL_EINVAL;
     const uint64_t *v = s->v;
     struct sl_prom p = {.b = b, .labels = labels};
+    sl_prom_process_info(&p, "feeder");
     sl_prom_counter(&p, "sluice_feeder_pieces_total", "Pieces (per-replica batches) sent to trainers.",
                     v[FEED_M_PIECES]);
     sl_prom_family(&p, "sluice_feeder_transport_pieces_total", "counter",

@@ -4,7 +4,7 @@ repository root, whose setup.py runs this one) and `python3 -m build
 the extension (built with -DSLUICE_PYTHON_WHEEL=ON: its RUNPATH is
 $ORIGIN), and put both in the package: sluice/_sluice.*.so beside
 sluice/libsluice.so.MAJOR, so the wheel needs nothing of sluice outside
-itself, only the system's libzmq and libjansson (docs/python.md,
+itself, only the system's libzmq, libjansson and libmicrohttpd (docs/python.md,
 "Install"). Offline: Debian's setuptools and wheel, with
 --no-build-isolation (pip) or --no-isolation (build).
 

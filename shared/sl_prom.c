@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sl_version.h"
+
 static void put(struct sl_prom *p, const char *s, size_t n)
 {
     if (p->rc == 0)
@@ -76,6 +78,17 @@ void sl_prom_gauge(struct sl_prom *p, const char *name, const char *help, uint64
 {
     sl_prom_family(p, name, "gauge", help);
     sl_prom_u64(p, name, NULL, v);
+}
+
+void sl_prom_process_info(struct sl_prom *p, const char *program)
+{
+    /* both constants of ours (no quote, backslash or newline to escape) */
+    char extra[96];
+    snprintf(extra, sizeof extra, "program=\"%s\",version=\"%s\"", program, SL_VERSION);
+    sl_prom_family(p, SL_PROM_PROCESS_INFO, "gauge",
+                   "Always 1: a sluice process serving /metrics (program: feeder, trainer, ps or client; version: "
+                   "sluice's), with its job and index labels.");
+    sl_prom_u64(p, SL_PROM_PROCESS_INFO, extra, 1);
 }
 
 void sl_prom_counter_seconds(struct sl_prom *p, const char *name, const char *help, uint64_t ns)

@@ -52,6 +52,15 @@ void sl_prom_counter(struct sl_prom *p, const char *name, const char *help, uint
 void sl_prom_gauge(struct sl_prom *p, const char *name, const char *help, uint64_t v);
 void sl_prom_counter_seconds(struct sl_prom *p, const char *name, const char *help, uint64_t ns);
 
+/* sluice_process_info{program="...",version="..."} 1, with the writer's
+ * labels (sluice_job and the process's index): the family every sluice
+ * process that serves /metrics exports (feeder, trainer, the client
+ * library), so that one query lists every job's processes (the Grafana
+ * dashboard's job variable). program: "feeder", "trainer", "ps" or
+ * "client". */
+#define SL_PROM_PROCESS_INFO "sluice_process_info"
+void sl_prom_process_info(struct sl_prom *p, const char *program);
+
 /* A histogram family of durations: name_bucket{le="..."} for every bound
  * and "+Inf", name_sum (seconds) and name_count. */
 void sl_prom_hist(struct sl_prom *p, const char *name, const char *help, const char *extra,

@@ -3,16 +3,16 @@
  *
  * Names: the sluice_trainer_ prefix, base units, _total on counters;
  * every sample carries sluice_job and worker (not "job", which Prometheus
- * sets on every target itself). The input wait by feeder (the feeder whose
- * piece ended each wait, client_wait_by_feeder) is copied from the
- * client at each step received (on_step, the client's thread) into atomics
- * the scrape reads: a step behind at most. All-reduce time is replica 0's, timed
- * by the strategy (TRAIN_M_ALLREDUCE_NS).
+ * sets on every target itself). The input families (steps, samples, the
+ * input wait in all, by feeder and per step, the input's bound) are
+ * client_input's (client/client_input.h), which the client library's
+ * endpoint writes too: a step behind at most. All-reduce time is replica
+ * 0's, timed by the strategy (TRAIN_M_ALLREDUCE_NS).
  *
  * Threads: on_step runs on the main loop's thread (it alone counts steps)
- * and owns the `last_*` marks; the server's thread reads the histograms,
- * the hash and the metrics through relaxed atomics, and asks for a hash
- * through hash_wanted.
+ * and feeds client_input; the server's thread reads the hash and the
+ * metrics through relaxed atomics, and asks for a hash through
+ * hash_wanted.
  */
 #include "train_expose.h"
 
@@ -21,12 +21,11 @@
 #include <stdio.h>
 
 #include "sl_alloc.h"
-#include "sl_clock.h"
-#include "sl_hist.h"
 #include "sl_http_metrics.h"
 #include "sl_log.h"
 #include "sl_prom.h"
 #include "client.h"
+#include "client_input.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 
@@ -34,62 +33,21 @@ struct train_expose {
     struct sl_http_metrics *http;
     struct sl_metrics *m;
     struct train_loop *const *loop;
-    struct client *const *cl;                   /* read by on_step only (the main thread's) */
-    _Atomic uint64_t fw_ns[CLIENT_MAX_FEEDERS]; /* the wait by feeder, as of the last step */
-    _Atomic size_t nfeeders;
-    /* the input's bound between two scrapes: the feeder waited for most
-     * since the previous one and its busiest stage (its STATS); -1: none */
-    _Atomic int bound_wanted, bound_feeder, bound_stage;
-    uint64_t bound_mark[CLIENT_MAX_FEEDERS]; /* on_step's: the wait by feeder at the last evaluation */
+    struct client *const *cl; /* read by on_step only (the main thread's) */
     struct sl_buf labels;
-    struct sl_hist step, wait;
+    struct client_input in;  /* the input families (the client library's endpoint writes the same) */
     _Atomic int hash_wanted; /* set by a scrape, taken by on_step */
     _Atomic int have_hash;
     _Atomic uint64_t hash;
-    uint64_t last_ns, last_wait_ns; /* on_step's: the previous step's */
-    int stepped;
 };
 
-/* A step was received (TRAIN_M_STEPS grew): its input wait is the wait
- * counted since the previous one; the time between steps is measured from
- * the second on. */
+/* A step was received (TRAIN_M_STEPS grew): the input families' live
+ * part (client_input_step), and the weights' hash when a scrape asked. */
 static void on_step(void *ctx, uint64_t steps)
 {
     struct train_expose *e = ctx;
     (void)steps;
-    uint64_t now = sl_clock_ns(), waited = sl_metrics_get(e->m, TRAIN_M_WAIT_NS);
-    if (e->stepped)
-        sl_hist_observe(&e->step, now - e->last_ns);
-    sl_hist_observe(&e->wait, waited - e->last_wait_ns);
-    e->last_ns = now;
-    e->last_wait_ns = waited;
-    e->stepped = 1;
-    if (e->cl != NULL && *e->cl != NULL) {
-        double w[CLIENT_MAX_FEEDERS];
-        size_t F = client_wait_by_feeder(*e->cl, w, CLIENT_MAX_FEEDERS);
-        for (size_t j = 0; j < F && j < CLIENT_MAX_FEEDERS; j++)
-            atomic_store_explicit(&e->fw_ns[j], (uint64_t)(w[j] * 1e9 + 0.5), memory_order_relaxed);
-        atomic_store_explicit(&e->nfeeders, F, memory_order_release);
-        if (atomic_exchange_explicit(&e->bound_wanted, 0, memory_order_relaxed)) {
-            int worst = -1;
-            uint64_t most = 0;
-            for (size_t j = 0; j < F && j < CLIENT_MAX_FEEDERS; j++) {
-                uint64_t now_ns = (uint64_t)(w[j] * 1e9 + 0.5);
-                uint64_t d = now_ns > e->bound_mark[j] ? now_ns - e->bound_mark[j] : 0;
-                e->bound_mark[j] = now_ns;
-                if (d > most) {
-                    most = d;
-                    worst = (int)j;
-                }
-            }
-            uint64_t ns[SL_WIRE_STAGES];
-            int stage = -1;
-            if (worst >= 0 && client_feeder_stages(*e->cl, (size_t)worst, ns, &stage) != 0)
-                stage = -1;
-            atomic_store_explicit(&e->bound_stage, stage, memory_order_relaxed);
-            atomic_store_explicit(&e->bound_feeder, worst, memory_order_relaxed);
-        }
-    }
+    client_input_step(&e->in, sl_metrics_get(e->m, TRAIN_M_WAIT_NS), e->cl != NULL ? *e->cl : NULL);
     if (*e->loop != NULL && atomic_exchange_explicit(&e->hash_wanted, 0, memory_order_relaxed)) {
         atomic_store_explicit(&e->hash, train_loop_weights_hash(*e->loop), memory_order_relaxed);
         atomic_store_explicit(&e->have_hash, 1, memory_order_release);
@@ -104,45 +62,21 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
         return SL_EINVAL;
     const uint64_t *v = s.v;
     struct sl_prom p = {.b = b, .labels = (const char *)e->labels.data};
-    sl_prom_counter(&p, "sluice_trainer_steps_total", "Steps received (one piece per replica each).", v[TRAIN_M_STEPS]);
+    sl_prom_process_info(&p, "trainer");
+    struct client_input_counts c = {
+        .steps = v[TRAIN_M_STEPS],
+        .epochs = v[TRAIN_M_EPOCHS],
+        .pieces = v[TRAIN_M_PIECES],
+        .shm_pieces = v[TRAIN_M_SHM_PIECES],
+        .rows = v[TRAIN_M_ROWS],
+        .bytes = v[TRAIN_M_BYTES],
+        .wait_ns = v[TRAIN_M_WAIT_NS],
+        .rejoins = v[TRAIN_M_REJOINS],
+        .takeovers = v[TRAIN_M_TAKEOVERS],
+    };
+    client_input_write(&e->in, &p, &c,
+                       "Time between consecutive steps received (receiving, staging and running a step).");
     sl_prom_counter(&p, "sluice_trainer_trained_steps_total", "Steps trained (run on the model).", v[TRAIN_M_TRAINED]);
-    sl_prom_counter(&p, "sluice_trainer_epochs_total", "Epochs begun.", v[TRAIN_M_EPOCHS]);
-    sl_prom_counter(&p, "sluice_trainer_pieces_total", "Pieces received.", v[TRAIN_M_PIECES]);
-    sl_prom_counter(&p, "sluice_trainer_shm_pieces_total", "Pieces read in a feeder's shared memory (no copy).",
-                    v[TRAIN_M_SHM_PIECES]);
-    sl_prom_counter(&p, "sluice_trainer_samples_total", "Samples (rows) received.", v[TRAIN_M_ROWS]);
-    sl_prom_counter(&p, "sluice_trainer_received_bytes_total", "Tensor bytes received.", v[TRAIN_M_BYTES]);
-    sl_prom_counter_seconds(&p, "sluice_trainer_input_wait_seconds_total",
-                            "Time waiting for pieces (the input stall), all feeders.", v[TRAIN_M_WAIT_NS]);
-    size_t F = atomic_load_explicit(&e->nfeeders, memory_order_acquire);
-    if (F > 0) {
-        const char *name = "sluice_trainer_input_wait_by_feeder_seconds_total";
-        sl_prom_family(&p, name, "counter",
-                       "Time waiting for pieces, by the feeder whose piece ended each wait (the piece next in order; "
-                       "after a takeover, the survivor's index). As of the last step received.");
-        for (size_t j = 0; j < F; j++) {
-            char label[32];
-            snprintf(label, sizeof label, "feeder=\"%zu\"", j);
-            sl_prom_seconds(&p, name, label, atomic_load_explicit(&e->fw_ns[j], memory_order_relaxed));
-        }
-    }
-    atomic_store_explicit(&e->bound_wanted, 1, memory_order_relaxed);
-    int bf = atomic_load_explicit(&e->bound_feeder, memory_order_relaxed);
-    if (bf >= 0) {
-        char label[64];
-        int st = atomic_load_explicit(&e->bound_stage, memory_order_relaxed);
-        snprintf(label, sizeof label, "feeder=\"%d\",stage=\"%s\"", bf, st >= 0 ? client_stage_name(st) : "");
-        sl_prom_family(&p, "sluice_trainer_input_bound_info", "gauge",
-                       "Between the two scrapes before this one: the feeder the input waited for most, and its busiest "
-                       "stage lately (from its STATS; \"\" before two); always 1, absent when nothing was waited for.");
-        sl_prom_u64(&p, "sluice_trainer_input_bound_info", label, 1);
-    }
-    struct sl_hist_snap h;
-    sl_hist_snapshot(&e->step, &h);
-    sl_prom_hist(&p, "sluice_trainer_step_seconds",
-                 "Time between consecutive steps received (receiving, staging and running a step).", NULL, &h);
-    sl_hist_snapshot(&e->wait, &h);
-    sl_prom_hist(&p, "sluice_trainer_step_input_wait_seconds", "Each step's time waiting for its pieces.", NULL, &h);
     sl_prom_counter(&p, "sluice_trainer_h2d_bytes_total", "Bytes staged to the replicas' devices.",
                     v[TRAIN_M_H2D_BYTES]);
     sl_prom_counter_seconds(&p, "sluice_trainer_h2d_seconds_total",
@@ -154,9 +88,6 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
                             "Replica 0's time in all-reduces, host and device (waiting for the other replicas and "
                             "workers included; a part of step_run).",
                             v[TRAIN_M_ALLREDUCE_NS]);
-    sl_prom_counter(&p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", v[TRAIN_M_REJOINS]);
-    sl_prom_counter(&p, "sluice_trainer_feeder_takeovers_total",
-                    "Lost feeders' shares taken over by surviving feeders.", v[TRAIN_M_TAKEOVERS]);
     if (v[TRAIN_M_TRAINED] > 0) {
         sl_prom_family(&p, "sluice_trainer_loss", "gauge", "The last trained step's loss.");
         sl_prom_double(&p, "sluice_trainer_loss", NULL, sl_metrics_seconds(&s, TRAIN_M_LOSS));
@@ -195,13 +126,9 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     e->m = m;
     e->loop = loop;
     e->cl = cl;
-    sl_hist_init(&e->step, sl_hist_step_bounds_ns, sl_hist_step_nbounds);
-    sl_hist_init(&e->wait, sl_hist_step_bounds_ns, sl_hist_step_nbounds);
+    client_input_init(&e->in);
     atomic_init(&e->hash_wanted, 1);
     atomic_init(&e->have_hash, 0);
-    atomic_init(&e->bound_wanted, 1);
-    atomic_init(&e->bound_feeder, -1);
-    atomic_init(&e->bound_stage, -1);
     atomic_init(&e->hash, 0);
     sl_buf_init(&e->labels, 4096);
     char index[16];

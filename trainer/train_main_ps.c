@@ -73,6 +73,7 @@ static int ps_write(void *ctx, struct sl_buf *out)
     struct ps_expose *e = ctx;
     struct train_ps_live *l = &e->live;
     struct sl_prom p = {.b = out, .labels = (const char *)e->labels.data};
+    sl_prom_process_info(&p, "ps");
 #define LOAD(x) atomic_load_explicit(&l->x, memory_order_relaxed)
     sl_prom_counter(&p, "sluice_ps_pulls_total", "PULLs answered (a final pull asked again counts again).",
                     LOAD(pulls));

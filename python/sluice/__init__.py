@@ -66,11 +66,16 @@ class Client(_CClient):
     step's last array goes (a loop that lets each step go within a few
     steps); steps kept longer are copied out where they lie, and later
     ones copied (docs/python.md, "Lent steps").
+
+    metrics_listen="HOST:PORT" serves /metrics there while the client is
+    open (port 0: any free one; metrics_url says where), with
+    sluice-trainer's input families, so the job shows on the Grafana
+    dashboard (docs/operations.md).
     """
 
     def __init__(self, feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None,
                  timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False,
-                 resume_seq=0, curve_key=None, curve_server_keys=None, lend=False):
+                 resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None):
         # (None: the C library's default, docs/client.md)
         if isinstance(feeders, str):
             feeders = [feeders]
@@ -78,12 +83,13 @@ class Client(_CClient):
         super().__init__(list(feeders), job, worker=worker, workers=workers, replicas=replicas, credits=credits,
                          heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                          reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
-                         curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
+                         curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend,
+                         metrics_listen=metrics_listen)
 
     @classmethod
     def from_tf_config(cls, job, tf_config=None, *, replicas=1, credits=None, heartbeat_ms=None, timeout_ms=None,
                        connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, resume_seq=0,
-                       curve_key=None, curve_server_keys=None, lend=False):
+                       curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None):
         """A client for this task of TF_CONFIG (the environment variable, or
         `tf_config`: its JSON text or a dict), read by the C library as
         sluice's binaries read it: cluster["feeder"] lists the feeders (a
@@ -97,7 +103,8 @@ class Client(_CClient):
         return cls(feeders, job, worker=worker, workers=workers, replicas=replicas, credits=credits,
                    heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                    reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
-                   curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
+                   curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend,
+                   metrics_listen=metrics_listen)
 
     def __enter__(self):
         return self

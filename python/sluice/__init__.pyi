@@ -38,6 +38,7 @@ class Client(_CClient):
         curve_key: str | None = None,
         curve_server_keys: Sequence[str] | None = None,
         lend: bool = False,
+        metrics_listen: str | None = None,
     ) -> None: ...
     @classmethod
     def from_tf_config(
@@ -57,6 +58,7 @@ class Client(_CClient):
         curve_key: str | None = None,
         curve_server_keys: Sequence[str] | None = None,
         lend: bool = False,
+        metrics_listen: str | None = None,
     ) -> Client: ...
     def __enter__(self) -> Client: ...
     def __exit__(self, *exc: object) -> Literal[False]: ...

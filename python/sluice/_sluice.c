@@ -283,23 +283,35 @@ static int client_numbers(PyObject *worker, PyObject *workers, PyObject *replica
 
 static int client_init(Client *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"feeders",      "job",         "worker",
-                             "workers",      "replicas",    "credits",
-                             "heartbeat_ms", "timeout_ms",  "connect_timeout_ms",
-                             "reconnect_ms", "takeover_ms", "no_shm",
-                             "resume_seq",   "curve_key",   "curve_server_keys",
-                             "lend",         NULL};
+    static char *kwlist[] = {"feeders",
+                             "job",
+                             "worker",
+                             "workers",
+                             "replicas",
+                             "credits",
+                             "heartbeat_ms",
+                             "timeout_ms",
+                             "connect_timeout_ms",
+                             "reconnect_ms",
+                             "takeover_ms",
+                             "no_shm",
+                             "resume_seq",
+                             "curve_key",
+                             "curve_server_keys",
+                             "lend",
+                             "metrics_listen",
+                             NULL};
     PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
              *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
-             *skeys = NULL;
+             *skeys = NULL, *mlisten = NULL;
     int no_shm = 0, lend = 0;
     if (self->c != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOp", kwlist, &feeders, &job, &worker, &workers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOpO", kwlist, &feeders, &job, &worker, &workers,
                                      &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys,
-                                     &lend))
+                                     &lend, &mlisten))
         return -1;
     struct sluice_options o;
     memset(&o, 0, sizeof o);
@@ -339,6 +351,8 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "curve_server_keys given without curve_key");
         goto out;
     }
+    if (mlisten != NULL && mlisten != Py_None && str_option(mlisten, "metrics_listen", &o.metrics_listen) != 0)
+        goto out;
     o.feeders = fv;
     o.nfeeders = nf;
     o.no_shm = no_shm;
@@ -682,6 +696,14 @@ static PyObject *client_get(Client *self, void *which)
     }
 }
 
+static PyObject *client_metrics_url(Client *self, void *Py_UNUSED(x))
+{
+    const char *a = self->c != NULL ? sluice_client_metrics_address(self->c) : NULL;
+    if (a == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_FromFormat("http://%s/metrics", a);
+}
+
 static PyObject *client_closed(Client *self, void *Py_UNUSED(x))
 {
     return PyBool_FromLong(self->c == NULL);
@@ -695,6 +717,8 @@ static PyGetSetDef client_getset[] = {
     {"epochs", (getter)client_get, NULL, "The job's epochs (0: forever).", (void *)2},
     {"replicas_per_step", (getter)client_get, NULL, "Pieces (replicas) per step.", (void *)3},
     {"closed", (getter)client_closed, NULL, "Whether close() was called.", NULL},
+    {"metrics_url", (getter)client_metrics_url, NULL,
+     "http://HOST:PORT/metrics where metrics_listen serves (the port as bound); None without it, or closed.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -715,7 +739,7 @@ static PyTypeObject ClientType = {
      * None, or absent, is the C library's default) */
     .tp_doc = "Client(feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None, "
               "timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, "
-              "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False)\n--\n\n"
+              "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None)\n--\n\n"
               "The C client of a job's stream (see sluice.Client).",
     .tp_iter = client_iter,
     .tp_iternext = (iternextfunc)client_next,

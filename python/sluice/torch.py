@@ -63,7 +63,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, feeders, job, pin_memory=False, *, worker=0, workers=1, replicas=1, credits=None,
                  heartbeat_ms=None, timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None,
-                 no_shm=False, resume_seq=0, curve_key=None, curve_server_keys=None, lend=False):
+                 no_shm=False, resume_seq=0, curve_key=None, curve_server_keys=None, lend=False,
+                 metrics_listen=None):
         super().__init__()
         self.feeders = [feeders] if isinstance(feeders, str) else list(feeders)
         self.job = job
@@ -71,7 +72,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.options = dict(worker=worker, workers=workers, replicas=replicas, credits=credits,
                             heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                             reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm,
-                            curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
+                            curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend,
+                            metrics_listen=metrics_listen)
         self.replicas = int(replicas)
         self.pin_memory = bool(pin_memory)
         self.position = int(resume_seq)
@@ -116,6 +118,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if err is not None:
             self.close()
             raise err
+
+    @property
+    def metrics_url(self):
+        """Where metrics_listen serves /metrics while the client is open
+        (from the first iteration to the stream's end or close()); None
+        otherwise."""
+        return self._client.metrics_url if self._client is not None else None
 
     def close(self):
         """Close the client (the feeders are told goodbye)."""

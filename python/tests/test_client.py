@@ -539,7 +539,7 @@ def test_from_tf_config(monkeypatch):
     assert seen == {"feeders": ["ipc:///nonexistent-dir/f"], "job": "j", "worker": 2, "workers": 3, "replicas": 1,
                     "credits": None, "heartbeat_ms": None, "timeout_ms": None, "connect_timeout_ms": None,
                     "reconnect_ms": None, "takeover_ms": None, "no_shm": False, "resume_seq": 0, "curve_key": None,
-                    "curve_server_keys": None, "lend": False}
+                    "curve_server_keys": None, "lend": False, "metrics_listen": None}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"], "feeder": ["f:5555"]},
                                                 "task": {"type": "worker", "index": 0}}))
     Probe.from_tf_config("j", replicas=2)
@@ -783,7 +783,8 @@ def test_keyword_only_signatures():
     import inspect
     import pydoc
     want = ["worker", "workers", "replicas", "credits", "heartbeat_ms", "timeout_ms", "connect_timeout_ms",
-            "reconnect_ms", "takeover_ms", "no_shm", "resume_seq", "curve_key", "curve_server_keys", "lend"]
+            "reconnect_ms", "takeover_ms", "no_shm", "resume_seq", "curve_key", "curve_server_keys", "lend",
+            "metrics_listen"]
     for cls in (sluice.Client, sluice._sluice.Client):
         sig = inspect.signature(cls)
         params = list(sig.parameters.values())
@@ -792,9 +793,9 @@ def test_keyword_only_signatures():
         assert {p.name: p.default for p in params[2:]} == {
             "worker": 0, "workers": 1, "replicas": 1, "credits": None, "heartbeat_ms": None, "timeout_ms": None,
             "connect_timeout_ms": None, "reconnect_ms": None, "takeover_ms": None, "no_shm": False,
-            "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False}, cls
+            "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False, "metrics_listen": None}, cls
     text = pydoc.render_doc(sluice.Client, renderer=pydoc.plaintext)
-    assert "**options" not in text and "curve_server_keys=None, lend=False)" in text
+    assert "**options" not in text and "curve_server_keys=None, lend=False, metrics_listen=None)" in text
     assert str(inspect.signature(sluice._sluice.Client.keepalive)) == "(self, ms, /)"
     with pytest.raises(TypeError):
         sluice.Client(["ipc:///x"], "j", 0)  # the options are keyword-only

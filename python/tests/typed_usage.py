@@ -19,7 +19,9 @@ def read(feeders: list[str], job: str) -> list[tuple[int, int, int, bool, list[i
     out: list[tuple[int, int, int, bool, list[int]]] = []
     with sluice.Client(feeders, job, worker=0, workers=2, replicas=1, credits=8, heartbeat_ms=200, timeout_ms=3000,
                        connect_timeout_ms=1000, reconnect_ms=500, takeover_ms=2000, no_shm=False, resume_seq=0,
-                       curve_key=None, curve_server_keys=None, lend=True) as client:
+                       curve_key=None, curve_server_keys=None, lend=True, metrics_listen="127.0.0.1:0") as client:
+        url: str | None = client.metrics_url
+        print(url)
         for step in client:
             arrays: dict[str, npt.NDArray[Any]] = step.replicas[0]
             image: npt.NDArray[Any] = arrays["image"]
@@ -71,7 +73,9 @@ def misc() -> None:
 
 
 def train(feeders: list[str], job: str) -> int:
-    ds = sluice.torch.IterableDataset(feeders, job, pin_memory=False, worker=0, workers=1, replicas=1, lend=True)
+    ds = sluice.torch.IterableDataset(feeders, job, pin_memory=False, worker=0, workers=1, replicas=1, lend=True,
+                                      metrics_listen=None)
+    print(ds.metrics_url)
     loader = torch.utils.data.DataLoader(ds, batch_size=None)
     n = 0
     for batch in loader:

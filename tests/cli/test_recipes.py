@@ -359,8 +359,11 @@ def kubernetes_torchrun_run(fargs, targs, sargs, nnodes, nproc, job):
                  "master_port": "--master_port=%d" % rdzv,
                  "log_dir": "--log_dir=%s/torchrun-%d" % (TMP, node)}.get(name, a)
             argv.append(a)
+        # each pod has its own network namespace; here the nodes share
+        # one host: node k's processes take the ports after node k-1's
         argv += [SCRIPT, "--classes=4", "--summary=%s/k8s-{rank}.json" % TMP] + \
-            [a for a in args if not a.startswith("--classes=")]
+            [("--metrics-listen=127.0.0.1:%d" % (mbase + node * nproc)) if a.startswith("--metrics-listen=") else a
+             for a in args if not a.startswith("--classes=")]
         nodes.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=open(os.path.join(TMP, "k8s-node-%d.log" % node), "w")))
     scraped = None
@@ -379,7 +382,12 @@ def kubernetes_torchrun_run(fargs, targs, sargs, nnodes, nproc, job):
     check(feeder.returncode == 0, "the feeder: exit %d: %s" % (feeder.returncode, open(flog).read()[-1000:]))
     summaries_once("the manifest's workers", glob.glob(os.path.join(TMP, "k8s-*.json")), nnodes * nproc)
     if metrics:
-        check(scraped is not None and "sluice" in scraped, "the workers' /metrics was never read")
+        check(scraped is not None, "the workers' /metrics was never read")
+        # the client library's: the dashboard's job variable and input families
+        for want in ('sluice_process_info{sluice_job="recipe-tiny",worker="0",program="client",',
+                     'sluice_trainer_steps_total{sluice_job="recipe-tiny",worker="0"} ',
+                     'sluice_trainer_input_wait_seconds_total{sluice_job="recipe-tiny",worker="0"} '):
+            check(want in scraped, "the workers' /metrics lacks %s: %s" % (want, scraped[:600]))
     ok("the workers' torchrun command (%d nodes, node ranks as the pods' indexes) trained against the feeders' "
        "arguments: every element once per epoch; %s" % (nnodes, "/metrics read on rank 0's port" if metrics else
                                                         "--metrics-listen dropped: this sluice's client serves "

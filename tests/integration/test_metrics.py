@@ -186,12 +186,13 @@ def trainer_args(eps, job, w, W, tag, extra=()):
 
 # ---------------------------------------------------------------- curl
 
-def check_names(families):
+def check_names(families, programs):
     """docs/operations.md lists exactly the families the processes export,
     and every query of the Grafana dashboard names only exported ones."""
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(src, "docs", "operations.md")) as f:
-        documented = set(re.findall(r"^\| `(sluice_(?:feeder|trainer)_[a-z0-9_]+)` \|", f.read(), re.M))
+        documented = set(re.findall(r"^\| `(sluice_(?:feeder|trainer)_[a-z0-9_]+|sluice_process_info)` \|", f.read(),
+                                    re.M))
     # present only when something happened: the input's bound between two
     # scrapes (absent when nothing was waited for)
     optional = {"sluice_trainer_input_bound_info"}
@@ -202,10 +203,16 @@ def check_names(families):
     with open(os.path.join(src, "deploy", "grafana", "sluice-dashboard.json")) as f:
         dash = json.load(f)
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
-    exprs.append(dash["templating"]["list"][1]["definition"])
+    job_var = dash["templating"]["list"][1]["definition"]
+    exprs.append(job_var)
+    # the job variable lists jobs from a family every process exports
+    # (the client library's too: python/tests/test_metrics.py)
+    if job_var != "label_values(sluice_process_info, sluice_job)" or not {"feeder", "trainer"} <= programs:
+        fail("the dashboard's job variable %r: not sluice_process_info, or not exported by %s" %
+             (job_var, sorted({"feeder", "trainer"} - programs)))
     used = set()
     for e in exprs:
-        for name in re.findall(r"\b(sluice_(?:feeder|trainer)_[a-z0-9_]+)", e):
+        for name in re.findall(r"\b(sluice_(?:feeder|trainer)_[a-z0-9_]+|sluice_process_info)", e):
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             if name not in known and base not in known:
                 fail("the dashboard's query %r names %s, which no process exports" % (e, name))
@@ -270,7 +277,8 @@ def case_curl():
     if wait(feeder, 60, "curl: the lingering feeder") != 0:
         fail("curl: the feeder exited %d" % feeder.returncode)
     ttyped, ts = parse(curl(turl)[1], "trainer after the run")
-    check_names(set(ftyped) | set(ttyped))
+    check_names(set(ftyped) | set(ttyped), {dict(ls).get("program") for (n, ls) in list(fs) + list(ts)
+                                            if n == "sluice_process_info"})
     reader = weights_reader(os.path.join(TMP, "%s-w0.npy" % tag))
     out, _ = trainer.communicate(timeout=120)
     reader.join(timeout=30)

@@ -3,12 +3,19 @@
  * message, before anything is sent; CURVE key files missing or absent;
  * the names of codes and dtypes; the log setup; TF_CONFIG read into the
  * options (chief and workers, bare feeders, the environment variable) and
- * every malformed one refused with what and where. Linked against the
+ * every malformed one refused with what and where; metrics_listen's
+ * hostile addresses, a port in use, and /metrics served while the open
+ * waits for the feeders. Linked against the
  * shared library, as a user's program is (only sluice_* symbols). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "sl_test.h"
 #include "sluice/client.h"
@@ -104,6 +111,101 @@ START_TEST(test_open_times_out_naming_the_feeder)
     const char *one[] = {"ipc:///nonexistent-dir/none.sock"};
     struct sluice_options o = {.feeders = one, .nfeeders = 1, .job = "j", .connect_timeout_ms = 200};
     expect_refused(&o, SLUICE_ETIMEOUT, "ipc:///nonexistent-dir/none.sock");
+}
+END_TEST
+
+/* A listening socket on 127.0.0.1 (port 0: any); its port in *port. */
+static int listen_on(unsigned *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 4), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+struct scrape {
+    unsigned port;
+    char text[8192];
+};
+
+/* GET /metrics on 127.0.0.1:port, retried until it answers (the open
+ * starts the server first), the whole answer into text. */
+static void *scrape_thread(void *arg)
+{
+    struct scrape *sc = arg;
+    for (int tries = 0; tries < 200 && sc->text[0] == '\0'; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {
+            .sin_family = AF_INET, .sin_port = htons((uint16_t)sc->port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+            if (write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
+                size_t n = 0;
+                ssize_t r;
+                while (n < sizeof sc->text - 1 && (r = read(fd, sc->text + n, sizeof sc->text - 1 - n)) > 0)
+                    n += (size_t)r;
+                sc->text[n] = '\0';
+            }
+        }
+        close(fd);
+        if (sc->text[0] == '\0')
+            usleep(10000);
+    }
+    return NULL;
+}
+
+START_TEST(test_metrics_listen)
+{
+    const char *one[] = {"ipc:///nonexistent-dir/none.sock"};
+    struct sluice_options o = {.feeders = one, .nfeeders = 1, .job = "j\"x", .connect_timeout_ms = 200};
+    /* hostile addresses: refused before anything is sent */
+    static const char *const bad[] = {
+        "nonsense", "127.0.0.1",        "127.0.0.1:70000", "127.0.0.1:-1",
+        "",         "example.com:9464", "[::1:9464",       "127.0.0.1:99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.metrics_listen = bad[i];
+        expect_refused(&o, SLUICE_EINVAL, "metrics_listen: expected HOST:PORT");
+    }
+    o.metrics_listen = ":9464";
+    expect_refused(&o, SLUICE_EINVAL, "metrics_listen: ':9464' names no host");
+    /* a port in use: the bind's reason */
+    unsigned port;
+    int fd = listen_on(&port);
+    char listen_at[64], want[96];
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", port);
+    snprintf(want, sizeof want, "metrics_listen: 127.0.0.1:%u: bind: Address already in use", port);
+    o.metrics_listen = listen_at;
+    expect_refused(&o, SLUICE_EIO, want);
+    close(fd);
+    /* free now: served while the open waits for the feeder (a probe sees
+     * the process), with the job's labels escaped; then the open times
+     * out and the port is free again */
+    o.connect_timeout_ms = 1000;
+    struct scrape sc = {.port = port};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, scrape_thread, &sc), 0);
+    expect_refused(&o, SLUICE_ETIMEOUT, "ipc:///nonexistent-dir/none.sock");
+    pthread_join(t, NULL);
+    ck_assert_msg(strstr(sc.text, "HTTP/1.0 200") != NULL || strstr(sc.text, "HTTP/1.1 200") != NULL, "%.200s",
+                  sc.text);
+    ck_assert_msg(strstr(sc.text, "\nsluice_process_info{sluice_job=\"j\\\"x\",worker=\"0\",program=\"client\","
+                                  "version=\"0.1.0\"} 1\n") != NULL,
+                  "%s", sc.text);
+    ck_assert_msg(strstr(sc.text, "\nsluice_trainer_steps_total{sluice_job=\"j\\\"x\",worker=\"0\"} 0\n") != NULL, "%s",
+                  sc.text);
+    /* the open closed its server: the port binds again */
+    int again = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)sc.port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int one_ = 1;
+    (void)setsockopt(again, SOL_SOCKET, SO_REUSEADDR, &one_, sizeof one_);
+    ck_assert_int_eq(bind(again, (struct sockaddr *)&a, sizeof a), 0);
+    close(again);
 }
 END_TEST
 
@@ -226,6 +328,7 @@ Suite *sl_test_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_open_refuses_bad_options);
     tcase_add_test(tc, test_open_times_out_naming_the_feeder);
+    tcase_add_test(tc, test_metrics_listen);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_tf_config);
     suite_add_tcase(s, tc);

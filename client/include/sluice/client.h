@@ -152,6 +152,13 @@ struct sluice_options {
     volatile sig_atomic_t *stop;          /* when it becomes nonzero (a signal handler may set it),
                                    every wait ends within a heartbeat tick with
                                    SLUICE_ECLOSED; NULL: never */
+    const char *metrics_listen;           /* HOST:PORT: serve /metrics there (HOST an IPv4 address,
+                                   [IPv6], localhost or *; PORT 0: any free one) from
+                                   open to close, with sluice-trainer's input families
+                                   (docs/operations.md); NULL: no server. A bad address
+                                   or a port in use fails open (SLUICE_EINVAL, SLUICE_EIO).
+                                   Added in 0.1 after the others: rebuild against this
+                                   header (SOVERSION 0 promises no ABI yet) */
 };
 
 /* The cluster of TF_CONFIG, as TensorFlow's MultiWorkerMirroredStrategy
@@ -258,6 +265,11 @@ SLUICE_API void sluice_client_release(struct sluice_client *c);
  * (a multiple of replicas). Save it with a checkpoint; pass it as
  * resume_seq to continue exactly there. */
 SLUICE_API uint64_t sluice_client_position(const struct sluice_client *c);
+
+/* Where /metrics is served (metrics_listen): "HOST:PORT" with the port as
+ * bound (the kernel's pick for port 0; HOST "*" reads 127.0.0.1), owned by
+ * the client until close; NULL without metrics_listen. */
+SLUICE_API const char *sluice_client_metrics_address(const struct sluice_client *c);
 
 /* The replicas per step; what the feeders announced: the steps per epoch
  * (0: not known in advance) and the epochs (0: forever). */
