@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 
 from ._sluice import Error, Step, bfloat16, version  # noqa: F401
 from ._sluice import Client as _CClient
@@ -80,6 +81,14 @@ class Client(_CClient):
         if isinstance(feeders, str):
             feeders = [feeders]
         self._job, self._worker, self._workers = job, worker, workers  # for repr
+        # what load_state_dict checks a state against and reopens with
+        self._feeders = list(feeders)
+        self._ids = (job, 0 if worker is None else worker, 1 if workers is None else workers,
+                     1 if replicas is None else replicas)
+        self._options = dict(worker=worker, workers=workers, replicas=replicas, credits=credits,
+                             heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
+                             reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm,
+                             curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend)
         super().__init__(list(feeders), job, worker=worker, workers=workers, replicas=replicas, credits=credits,
                          heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                          reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
@@ -113,6 +122,45 @@ class Client(_CClient):
         self.close()
         return False
 
+    def state_dict(self):
+        """Where the stream stands, to save with a checkpoint: a small dict
+        of ints (and the job's name), {"version": 1, "job", "worker",
+        "workers", "replicas", "steps_per_epoch", "epochs", "position"},
+        position being the seq of the first piece not handed out yet
+        (replica r of the next step is piece position + r). Valid in
+        another process and with any number of feeders;
+        load_state_dict() continues exactly there."""
+        if self.closed:
+            raise ValueError("state_dict: the client is closed")
+        return _state(*self._ids, self.position, self.steps_per_epoch, self.epochs)
+
+    def load_state_dict(self, state):
+        """Continue at a state_dict()'s position: the state is checked
+        (its version, keys and types, and that it is this job's, worker's,
+        workers' and replicas', and of the plan the feeders announce:
+        ValueError or TypeError saying what differs), then the client
+        reconnects there (an open client says goodbye first)."""
+        who = "sluice.Client.load_state_dict"
+        position, steps, epochs = _check_state(state, who, *self._ids)
+        if not self.closed:
+            _check_announced(who, steps, epochs, self.steps_per_epoch, self.epochs)
+            self.close()
+        super().__init__(self._feeders, self._job, resume_seq=position, **self._options)
+        try:
+            _check_announced(who, steps, epochs, self.steps_per_epoch, self.epochs)
+        except ValueError:
+            self.close()
+            raise
+
+    def __length_hint__(self):
+        """The steps left to hand out in a finite stream (NotImplemented
+        for an endless one, or a closed client): an iterator over the rest
+        of the stream has no len(); sluice.torch.IterableDataset, an epoch
+        per pass, has."""
+        if self.closed or self.epochs == 0 or self.steps_per_epoch == 0:
+            return NotImplemented
+        return max(0, self.epochs * self.steps_per_epoch - self.position // self.replicas_per_step)
+
     def __repr__(self):
         """<sluice.Client job='J' worker=W/N replicas=R position=P epochs=E
         steps_per_epoch=S>, or <sluice.Client job='J' worker=W/N closed>."""
@@ -121,6 +169,92 @@ class Client(_CClient):
             return head + " closed>"
         return "%s replicas=%d position=%d epochs=%d steps_per_epoch=%d>" % (
             head, self.replicas_per_step, self.position, self.epochs, self.steps_per_epoch)
+
+
+# ---- state_dict: where a stream stands (docs/python.md, "Checkpoints") ----
+
+_STATE_VERSION = 1
+_STATE_KEYS = ("version", "job", "worker", "workers", "replicas", "steps_per_epoch", "epochs", "position")
+_MAX_POSITION = 1 << 48  # the most a feeder resumes at (docs/protocol.md, "Resume")
+
+
+def _state(job, worker, workers, replicas, position, steps_per_epoch, epochs):
+    """A state_dict: steps_per_epoch and epochs as the feeders announced
+    them (None: not known yet, no client opened)."""
+    return {"version": _STATE_VERSION, "job": job, "worker": worker, "workers": workers, "replicas": replicas,
+            "steps_per_epoch": steps_per_epoch, "epochs": epochs, "position": position}
+
+
+def _short(v):
+    """repr(v), cut to 60 characters (a hostile state's values go into messages)."""
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _state_int(state, key, who, lo, hi, none_ok=False):
+    v = state[key]
+    if v is None and none_ok:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s: state[%r]: an int%s, not %s" % (who, key, " or None" if none_ok else "",
+                                                              type(v).__name__))
+    if v < lo or v > hi:
+        raise ValueError("%s: state[%r]: %d is out of range (%d to %d)" % (who, key, v, lo, hi))
+    return v
+
+
+def _check_state(state, who, job, worker, workers, replicas):
+    """A state_dict() checked for a reader of (job, worker, workers,
+    replicas): (position, steps_per_epoch, epochs), or TypeError /
+    ValueError naming the key and what is wrong or differs."""
+    if not isinstance(state, Mapping):
+        raise TypeError("%s: a state is a dict (from state_dict()), not %s" % (who, type(state).__name__))
+    if "version" not in state:
+        keys = sorted(_short(k) for k in state)
+        raise ValueError("%s: not a sluice state: no 'version' key (keys: %s)"
+                         % (who, ", ".join(keys[:8] + (["..."] if len(keys) > 8 else [])) or "none"))
+    v = state["version"]
+    if isinstance(v, bool) or not isinstance(v, int) or v != _STATE_VERSION:
+        raise ValueError("%s: state version %s: this sluice (%s) reads version %d" % (who, _short(v), version,
+                                                                                      _STATE_VERSION))
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError("%s: the state lacks %s" % (who, ", ".join(repr(k) for k in missing)))
+    unknown = sorted(_short(k) for k in state if k not in _STATE_KEYS)
+    if unknown:
+        raise ValueError("%s: unknown keys in the state: %s" % (who, ", ".join(unknown[:8] + (
+            ["... (%d in all)" % len(unknown)] if len(unknown) > 8 else []))))
+    if not isinstance(state["job"], str):
+        raise TypeError("%s: state['job']: a str, not %s" % (who, type(state["job"]).__name__))
+    s_worker = _state_int(state, "worker", who, 0, (1 << 32) - 2)
+    s_workers = _state_int(state, "workers", who, 1, (1 << 32) - 1)
+    s_replicas = _state_int(state, "replicas", who, 1, 65536)
+    steps = _state_int(state, "steps_per_epoch", who, 0, (1 << 64) - 1, none_ok=True)
+    epochs = _state_int(state, "epochs", who, 0, (1 << 64) - 1, none_ok=True)
+    position = _state_int(state, "position", who, 0, _MAX_POSITION)
+    diffs = ["%s %s (this reader's: %s)" % (k, _short(s), _short(mine))
+             for k, s, mine in (("job", state["job"], job), ("worker", s_worker, worker),
+                                ("workers", s_workers, workers), ("replicas", s_replicas, replicas)) if s != mine]
+    if diffs:
+        raise ValueError("%s: the state is another reader's: %s" % (who, ", ".join(diffs)))
+    if position % s_replicas != 0:
+        raise ValueError("%s: state['position']: %d is not a step's first piece (a multiple of replicas %d)"
+                         % (who, position, s_replicas))
+    if steps and epochs and position > steps * epochs * s_replicas:
+        raise ValueError("%s: state['position']: %d is past the end of the job (%d epochs of %d steps of %d "
+                         "replicas: %d pieces)" % (who, position, epochs, steps, s_replicas,
+                                                   steps * epochs * s_replicas))
+    return position, steps, epochs
+
+
+def _check_announced(who, steps, epochs, now_steps, now_epochs):
+    """The plan a state was saved under (steps per epoch, epochs; None:
+    not known) against the one the feeders announce now."""
+    diffs = ["%s %d (the feeders announce %d)" % (k, s, now)
+             for k, s, now in (("steps_per_epoch", steps, now_steps), ("epochs", epochs, now_epochs))
+             if s is not None and s != now]
+    if diffs:
+        raise ValueError("%s: the state was saved under another plan of the job: %s" % (who, ", ".join(diffs)))
 
 
 def is_bfloat16(a):

@@ -372,6 +372,7 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
         goto out;
     }
     self->c = c;
+    self->over = 0; /* a client opened again (load_state_dict) starts a new stream */
     ret = 0;
 out:
     PyMem_Free(fv);

@@ -20,7 +20,7 @@ import warnings
 import torch
 import torch.utils.data
 
-from . import Client, is_bfloat16
+from . import Client, _check_announced, _check_state, _state, is_bfloat16
 
 __all__ = ["IterableDataset", "to_torch"]
 
@@ -59,7 +59,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
     the client. `position` is the client's position (save it; pass it as
     resume_seq to continue there). pin_memory=True pins each tensor in
     page-locked memory (needs CUDA: without it a warning is given once and
-    tensors are not pinned), as DataLoader(pin_memory=True) would."""
+    tensors are not pinned), as DataLoader(pin_memory=True) would.
+
+    state_dict() / load_state_dict() save and restore where the stream
+    stands (as sluice.Client's: a few ints, valid in another process),
+    for a checkpoint of the model and the data together. len() is the
+    steps of one epoch (one full pass) of a finite job, as the feeders
+    announce it (it connects if no iteration has yet); an endless job
+    (epochs 0) has no len(): TypeError."""
 
     def __init__(self, feeders, job, pin_memory=False, *, worker=0, workers=1, replicas=1, credits=None,
                  heartbeat_ms=None, timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None,
@@ -85,6 +92,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._warned = False
         self._idle = None  # (thread, stop event) keeping the client alive between iterations
         self._idle_error = None  # what the keep-alive thread met, raised at the next iteration
+        self._expect = (None, None)  # a loaded state's (steps_per_epoch, epochs): checked at the next open
 
     def _pin(self):
         if not self.pin_memory:
@@ -126,6 +134,89 @@ class IterableDataset(torch.utils.data.IterableDataset):
         otherwise."""
         return self._client.metrics_url if self._client is not None else None
 
+    def _ids(self):
+        """(job, worker, workers, replicas), as a state names them."""
+        o = self.options
+        return (self.job, 0 if o["worker"] is None else o["worker"], 1 if o["workers"] is None else o["workers"],
+                self.replicas)
+
+    def _open(self):
+        """Open the client at self.position (a loaded state's plan checked
+        against the feeders' announcement)."""
+        client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
+        try:
+            _check_announced("sluice.torch.IterableDataset.load_state_dict", *self._expect, client.steps_per_epoch,
+                             client.epochs)
+        except ValueError:
+            client.close()
+            raise
+        self._expect = (None, None)
+        self._client = client
+        self.steps_per_epoch = client.steps_per_epoch
+        self.epochs = client.epochs
+
+    def _start_idle(self):
+        stop = threading.Event()
+        thread = threading.Thread(target=self._keep_alive, args=(stop,), daemon=True,
+                                  name="sluice-keepalive")
+        self._idle = (thread, stop)
+        thread.start()
+
+    def state_dict(self):
+        """Where the stream stands, to save with a checkpoint (the model's
+        state beside it): {"version": 1, "job", "worker", "workers",
+        "replicas", "steps_per_epoch", "epochs", "position"} (ints and the
+        job's name), position being the first piece not yet yielded. Taken
+        in the loop's body, after the step's batch is trained on, it
+        resumes at the step after that one. steps_per_epoch and epochs are
+        None before any iteration (no client opened yet)."""
+        steps, epochs = self._expect
+        if self.steps_per_epoch is not None:
+            steps, epochs = self.steps_per_epoch, self.epochs
+        return _state(*self._ids(), self.position, steps, epochs)
+
+    def load_state_dict(self, state):
+        """Continue at a state_dict()'s position, in this process or another:
+        the next iteration opens the client there and yields the rest of
+        that epoch (or, at an epoch's end, the next epoch). The state is
+        checked at once (version, keys, types, and that it is this job's,
+        worker's, workers' and replicas': ValueError or TypeError saying
+        what differs), and against the plan the feeders announce when the
+        client opens. An open client is closed (call it between
+        iterations)."""
+        position, steps, epochs = _check_state(state, "sluice.torch.IterableDataset.load_state_dict",
+                                               *self._ids())
+        if self.steps_per_epoch is not None:  # this dataset has met the feeders: check now
+            _check_announced("sluice.torch.IterableDataset.load_state_dict", steps, epochs, self.steps_per_epoch,
+                             self.epochs)
+        self.close()
+        self._idle_error = None
+        self.position = position
+        self._expect = (steps, epochs)
+        self._ended = False
+        self.epoch = None
+
+    def __len__(self):
+        """The steps (items) of one epoch, one full pass: what the feeders
+        announce for this worker (the plan's steps; sluice.plan's
+        "steps"). Connects to learn it when no client has been open yet.
+        TypeError for an endless job (epochs 0), as for any unsized
+        iterable."""
+        if self.steps_per_epoch is None:
+            self._stop_idle()
+            self._open()
+            self._start_idle()
+        if self.epochs == 0:
+            raise TypeError("sluice.torch.IterableDataset of job %r has no len(): the job is endless (epochs 0)"
+                            % self.job)
+        if self.steps_per_epoch == 0:
+            raise TypeError("sluice.torch.IterableDataset of job %r has no len(): its feeders do not know the "
+                            "steps per epoch in advance" % self.job)
+        return self.steps_per_epoch
+
+    def __bool__(self):
+        return True  # not len(): truth must not connect
+
     def close(self):
         """Close the client (the feeders are told goodbye)."""
         self._join_idle()
@@ -144,9 +235,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             return
         pin = self._pin()
         if self._client is None:
-            self._client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
-            self.steps_per_epoch = self._client.steps_per_epoch
-            self.epochs = self._client.epochs
+            self._open()
         client = self._client
         try:
             while True:
@@ -167,11 +256,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         except BaseException:
             self.close()
             raise
-        stop = threading.Event()
-        thread = threading.Thread(target=self._keep_alive, args=(stop,), daemon=True,
-                                  name="sluice-keepalive")
-        self._idle = (thread, stop)
-        thread.start()
+        self._start_idle()
 
     def __del__(self):
         try:

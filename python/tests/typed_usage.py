@@ -4,6 +4,7 @@ run. Each call is as docs/python.md writes it; a wrong type here (or a
 stub that lost a name or a keyword) fails the check."""
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy
@@ -34,6 +35,10 @@ def read(feeders: list[str], job: str) -> list[tuple[int, int, int, bool, list[i
                 position: int = client.position
                 print(position, client.steps_per_epoch, client.epochs, client.replicas_per_step)
         client.keepalive(100)
+        state: dict[str, Any] = client.state_dict()
+        client.load_state_dict(state)
+        left: int = operator.length_hint(client)
+        print(left)
         closed: bool = client.closed
         client.close()
         print(repr(client), closed)
@@ -81,7 +86,9 @@ def train(feeders: list[str], job: str) -> int:
     for batch in loader:
         t: torch.Tensor = batch["image"]
         n += int(t.shape[0])
-    print(ds.position, ds.steps_per_epoch, ds.epochs, ds.epoch)
+    print(ds.position, ds.steps_per_epoch, ds.epochs, ds.epoch, len(ds), len(loader))
+    saved: dict[str, Any] = ds.state_dict()
+    ds.load_state_dict(saved)
     tensors: dict[str, torch.Tensor] = sluice.torch.to_torch({"x": numpy.zeros(3)}, pin_memory=False)
     print(tensors)
     ds.close()
