@@ -224,6 +224,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
             self._client.close()
             self._client = None
 
+    def _warn_ended(self):
+        """A pass past the job's last epoch: say so rather than yield
+        nothing without a word."""
+        warnings.warn("sluice.torch.IterableDataset: the stream of job %r ended after its last epoch (%s epochs of "
+                      "%s steps): this pass yields nothing; raise the job's 'epochs', load_state_dict() to go "
+                      "back, or serve a new run (sluice.Feeder(serve_runs=True))"
+                      % (self.job, self.epochs, self.steps_per_epoch), RuntimeWarning, stacklevel=3)
+
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         if info is not None and info.num_workers > 1:
@@ -232,11 +240,13 @@ class IterableDataset(torch.utils.data.IterableDataset):
                                "the feeders refuse (the feeders already read, decode and batch in parallel)")
         self._stop_idle()
         if self._ended:
+            self._warn_ended()
             return
         pin = self._pin()
         if self._client is None:
             self._open()
         client = self._client
+        yielded = False
         try:
             while True:
                 try:
@@ -244,7 +254,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 except StopIteration:
                     self._ended = True
                     self.close()
+                    if not yielded:
+                        self._warn_ended()
                     return
+                yielded = True
                 self.position = client.position
                 self.epoch = step.epoch
                 if self.replicas == 1:

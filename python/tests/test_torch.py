@@ -32,7 +32,9 @@ def test_epochs_per_iteration(data):  # noqa: F811
                 # between epochs the client is kept alive (the feeder's
                 # --timeout-ms is 3 s)
                 time.sleep(3.5)
-        assert list(loader) == []  # after the last epoch: nothing
+        # after the last epoch: nothing, and a warning that says why
+        with pytest.warns(RuntimeWarning, match=r"ended after its last epoch \(3 epochs of \d+ steps\)"):
+            assert list(loader) == []
         ds.close()
         assert f.wait() == [0]
     finally:
@@ -107,7 +109,8 @@ def test_len_is_the_plans_steps(data):  # noqa: F811
         time.sleep(3.5)  # past the feeder's --timeout-ms: kept alive
         for epoch in range(2):
             assert [sum(1 for _ in ds) for ds in dss] == [50, 50]
-        assert [list(ds) for ds in dss] == [[], []]  # the end
+        with pytest.warns(RuntimeWarning, match="ended after its last epoch"):
+            assert [list(ds) for ds in dss] == [[], []]  # the end
         assert [len(ds) for ds in dss] == [50, 50]  # known after the end too
         assert f.wait() == [0]
     finally:
@@ -165,7 +168,8 @@ def test_dataset_state_resumes_exactly(data):  # noqa: F811
                                     "steps_per_epoch": 38, "epochs": 2, "position": 45}
         rest = list(torch.utils.data.DataLoader(ds2, batch_size=None))
         assert len(rest) == 31 and ds2.epoch == 1
-        assert list(ds2) == [] and ds2.state_dict()["position"] == 76
+        with pytest.warns(RuntimeWarning, match="ended after its last epoch"):
+            assert list(ds2) == [] and ds2.state_dict()["position"] == 76
         ds2.close()
         assert f.wait() == [0, 0]
     finally:
