@@ -24,7 +24,8 @@
    with SLUICE_BUILD unset, PATH holding no build folder and the cwd outside
    the source tree, `sluice.Feeder(job_dict)` starts that copy (its
    /proc/PID/exe is the venv's sluice/bin/sluice-feeder, as find_feeder()
-   says) and a client reads exactly the reference model's ids from it.
+   says) and a client reads exactly the reference model's ids from it;
+   sluice.plan runs the same copy.
 
 The build folder (BUILD/python/pip-build, SLUICE_PIP_BUILD) is kept between
 runs, so a rerun builds incrementally; the venvs are made afresh.
@@ -73,6 +74,9 @@ FEED = r"""
 import json, os, sys
 import sluice
 out = {"found": sluice.feeder.find_feeder(), "steps": []}
+with open("job.json", "w") as f:
+    json.dump(json.loads(sys.argv[1]), f)
+out["plan_steps"] = sluice.plan("job.json")["workers"][0]["steps"]
 with sluice.Feeder(json.loads(sys.argv[1]), threads=1, heartbeat_ms=200) as f:
     out["exe"] = os.readlink("/proc/%d/exe" % f.pid)
     with f.client() as c:
@@ -260,6 +264,8 @@ def main():
                          env=fenv, timeout=60))
     if got["exe"] != vfeeder or got["found"] != vfeeder:
         fail("sluice.Feeder ran %s (find_feeder: %s), not the wheel's %s" % (got["exe"], got["found"], vfeeder))
+    if got["plan_steps"] != len(want) // 2:
+        fail("sluice.plan in the wheel's venv: %s steps per epoch, not %d" % (got["plan_steps"], len(want) // 2))
     if got["steps"] != want:
         fail("sluice.Feeder's stream\n%s\nnot the reference model's\n%s" % (got["steps"], want))
     ok("sluice.Feeder(job dict) in the wheel's venv, no build tree in reach: ran %s (ldd: system libraries "
