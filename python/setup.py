@@ -1,11 +1,12 @@
 """pip's build of the sluice package: `pip install .` (here or at the
 repository root, whose setup.py runs this one) and `python3 -m build
---wheel` run CMake on the repository for two targets only, libsluice and
+--wheel` run CMake on the repository for three targets only, libsluice,
 the extension (built with -DSLUICE_PYTHON_WHEEL=ON: its RUNPATH is
-$ORIGIN), and put both in the package: sluice/_sluice.*.so beside
-sluice/libsluice.so.MAJOR, so the wheel needs nothing of sluice outside
-itself, only the system's libzmq, libjansson and libmicrohttpd (docs/python.md,
-"Install"). Offline: Debian's setuptools and wheel, with
+$ORIGIN) and sluice-feeder, and put them in the package:
+sluice/_sluice.*.so beside sluice/libsluice.so.MAJOR, and
+sluice/bin/sluice-feeder (which sluice.Feeder runs; it links no libsluice,
+so it has no RUNPATH), so the wheel needs nothing of sluice outside
+itself, only Debian's runtime libraries (docs/python.md, "With pip"). Offline: Debian's setuptools and wheel, with
 --no-build-isolation (pip) or --no-isolation (build).
 
 Environment: SLUICE_PIP_BUILD, the folder of the build's files
@@ -39,7 +40,7 @@ def project_version():
 
 class CMakeBuild(build_ext):
     """Builds sluice._sluice with CMake instead of setuptools' compiler,
-    and copies libsluice beside it."""
+    and copies libsluice beside it and sluice-feeder into sluice/bin."""
 
     def build_extension(self, ext):
         build = os.path.join(BUILD_BASE, "cmake")
@@ -47,7 +48,7 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         self.spawn(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DSLUICE_PYTHON_WHEEL=ON",
                     "-DSLUICE_WERROR=OFF", "-DPython3_EXECUTABLE=" + sys.executable])
-        self.spawn(["cmake", "--build", build, "--target", "sluice_python", "-j", jobs])
+        self.spawn(["cmake", "--build", build, "--target", "sluice_python", "sluice-feeder", "-j", jobs])
         built = glob.glob(os.path.join(build, "python", "sluice", "_sluice*.so"))
         if len(built) != 1:
             raise RuntimeError("CMake built %s, not one extension" % built)
@@ -62,6 +63,16 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built[0], dest)
         shutil.copyfile(os.path.realpath(os.path.join(build, "client", needed[0])),
                         os.path.join(os.path.dirname(dest), needed[0]))
+        # the feeder sluice.Feeder starts (find_feeder looks here first):
+        # it links sluice's parts statically, so it needs no RUNPATH
+        feeder = os.path.join(build, "feeder", "sluice-feeder")
+        d = subprocess.run(["readelf", "-d", feeder], check=True, capture_output=True, text=True).stdout
+        if re.search(r"\((RUNPATH|RPATH)\)|Shared library: \[libsluice", d):
+            raise RuntimeError("%s: a RUNPATH or libsluice, which the package's copy cannot keep" % feeder)
+        bindir = os.path.join(os.path.dirname(dest), "bin")
+        os.makedirs(bindir, exist_ok=True)
+        shutil.copyfile(feeder, os.path.join(bindir, "sluice-feeder"))
+        os.chmod(os.path.join(bindir, "sluice-feeder"), 0o755)
 
 
 # setuptools' build files (and its egg-info) go under python/build (or

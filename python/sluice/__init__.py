@@ -279,11 +279,13 @@ def bfloat16_to_float32(a):
 
 
 def _tool(name, build=None):
-    """The path of a sluice binary: in `build`, beside this package's
-    prefix, or on PATH."""
+    """The path of a sluice binary: in `build`, in this package's bin
+    (pip's build and the wheel hold sluice-feeder there), beside this
+    package's prefix, or on PATH."""
     cands = []
     if build is not None:
         cands.append(os.path.join(build, "feeder" if name == "sluice-feeder" else "tools", name))
+    cands.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", name))
     env = os.environ.get("SLUICE_BUILD")
     if env:
         cands.append(os.path.join(env, "feeder", name))

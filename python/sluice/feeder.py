@@ -77,7 +77,8 @@ def _last_error(text):
 
 def find_feeder(binary=None):
     """The sluice-feeder program Feeder and Job run: `binary` if given;
-    else SLUICE_BUILD's (a build tree, as the tests set it); else the one
+    else the package's own (sluice/bin/sluice-feeder, which pip's build
+    and the wheel hold); else SLUICE_BUILD's (a build tree, as the tests set it); else the one
     installed with this package (CMake's install: PREFIX/bin beside
     PREFIX/lib/.../sluice; a build tree's: BUILD/feeder beside
     BUILD/python/sluice; a venv's bin); else the first on PATH.
@@ -88,11 +89,12 @@ def find_feeder(binary=None):
             raise FileNotFoundError("sluice-feeder: %r is not an executable file" % binary)
         return binary
     name = "sluice-feeder"
-    cands = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    # pip's build and the wheel: sluice/bin (python/setup.py)
+    cands = [os.path.join(here, "bin", name)]
     build = os.environ.get("SLUICE_BUILD")
     if build:
         cands.append(os.path.join(build, "feeder", name))
-    here = os.path.dirname(os.path.abspath(__file__))
     # the build tree: BUILD/python/sluice -> BUILD/feeder
     cands.append(os.path.normpath(os.path.join(here, "..", "..", "feeder", name)))
     # cmake --install: PREFIX/LIBDIR/python3.X/dist-packages/sluice, LIBDIR

@@ -18,6 +18,14 @@
    a second venv from the wheel file alone, ldd resolves the extension's
    libsluice to that venv's copy and everything else to the system's, and
    it reads the stream exactly again.
+3. The wheel's feeder: the wheel holds sluice/bin/sluice-feeder
+   (executable, no RUNPATH, no libsluice); ldd of the venv's copy resolves
+   every library to the system's (/lib, /usr/lib). In the wheel's venv,
+   with SLUICE_BUILD unset, PATH holding no build folder and the cwd outside
+   the source tree, `sluice.Feeder(job_dict)` starts that copy (its
+   /proc/PID/exe is the venv's sluice/bin/sluice-feeder, as find_feeder()
+   says) and a client reads exactly the reference model's ids from it;
+   sluice.plan runs the same copy.
 
 The build folder (BUILD/python/pip-build, SLUICE_PIP_BUILD) is kept between
 runs, so a rerun builds incrementally; the venvs are made afresh.
@@ -57,6 +65,23 @@ with sluice.Client(sys.argv[2], sys.argv[1]) as c:
             out["step_repr"] = repr(s)
         out["steps"].append([s.epoch, s.step, s.replicas[0]["id"].tolist()])
 out["closed"] = repr(c)
+print(json.dumps(out))
+"""
+
+# run by the wheel venv's interpreter, no build tree in reach: a feeder
+# started by sluice.Feeder from a job dict, what it runs, its stream
+FEED = r"""
+import json, os, sys
+import sluice
+out = {"found": sluice.feeder.find_feeder(), "steps": []}
+with open("job.json", "w") as f:
+    json.dump(json.loads(sys.argv[1]), f)
+out["plan_steps"] = sluice.plan("job.json")["workers"][0]["steps"]
+with sluice.Feeder(json.loads(sys.argv[1]), threads=1, heartbeat_ms=200) as f:
+    out["exe"] = os.readlink("/proc/%d/exe" % f.pid)
+    with f.client() as c:
+        for s in c:
+            out["steps"].append([s.epoch, s.step, s.replicas[0]["id"].tolist()])
 print(json.dumps(out))
 """
 
@@ -188,7 +213,7 @@ def main():
     names = sorted(n for n in zipfile.ZipFile(whl).namelist() if not n.startswith("sluice-"))
     want_names = sorted(["sluice/__init__.py", "sluice/__init__.pyi", "sluice/_sluice.pyi", "sluice/py.typed",
                          "sluice/torch.py", "sluice/torch.pyi", "sluice/feeder.py", "sluice/feeder.pyi",
-                         "sluice/libsluice.so.0", "sluice/" + ext[0]])
+                         "sluice/libsluice.so.0", "sluice/" + ext[0], "sluice/bin/sluice-feeder"])
     if names != want_names:
         fail("the wheel holds %s, not %s" % (names, want_names))
     unz = os.path.join(bed.TMP, "unzipped")
@@ -199,6 +224,11 @@ def main():
     libs, rp = needed(os.path.join(unz, "sluice", "libsluice.so.0"))
     if rp or any("sluice" in x for x in libs):
         fail("the wheel's libsluice: RUNPATH %s, NEEDED %s" % (rp, libs))
+    mode = zipfile.ZipFile(whl).getinfo("sluice/bin/sluice-feeder").external_attr >> 16
+    libs, rp = needed(os.path.join(unz, "sluice", "bin", "sluice-feeder"))
+    if mode & 0o111 != 0o111 or rp or any("sluice" in x for x in libs):
+        fail("the wheel's sluice-feeder: mode %o, RUNPATH %s, NEEDED %s" % (mode, rp, libs))
+    ok("the wheel's sluice-feeder: mode %o, no RUNPATH, needs %s" % (mode & 0o777, " ".join(sorted(libs))))
     ok("%s: the package, libsluice.so.0 inside, the extension's RUNPATH $ORIGIN, libsluice needs %s"
        % (wheels[0], " ".join(sorted(libs))))
     vpy2 = make_venv(python, os.path.join(bed.TMP, "venv2"))
@@ -215,6 +245,31 @@ def main():
     got = read_stream(vpy2, "wheel", files, want, outside)
     check_from_venv(got, site2, "wheel")
     ok("the wheel installed alone into another venv: libsluice the venv's (ldd), the stream exact")
+
+    # 3. the wheel's feeder, started by sluice.Feeder with no build tree in reach
+    vfeeder = os.path.join(site2, "sluice", "bin", "sluice-feeder")
+    if not os.access(vfeeder, os.X_OK):
+        fail("%s: not an executable file" % vfeeder)
+    ldd = run(["ldd", vfeeder], "ldd feeder")
+    for line in ldd.splitlines():
+        m = re.match(r"\s*(\S+) => (\S+)", line)
+        if "not found" in line or (m and not re.match(r"/(usr/)?lib", m.group(2))):
+            fail("ldd of the wheel's sluice-feeder: %s outside the system's libraries\n%s" % (line.strip(), ldd))
+    fenv = clean_env()
+    fenv.pop("SLUICE_BUILD", None)
+    fenv["PATH"] = os.pathsep.join(p for p in ["/usr/local/bin", "/usr/bin", "/bin"]
+                                   if not os.path.exists(os.path.join(p, "sluice-feeder")))
+    job = bed.write_job("job-feeder", files, epochs=2)[1]
+    got = json.loads(run([vpy2, "-c", FEED, json.dumps(job)], "sluice.Feeder from the wheel", cwd=outside,
+                         env=fenv, timeout=60))
+    if got["exe"] != vfeeder or got["found"] != vfeeder:
+        fail("sluice.Feeder ran %s (find_feeder: %s), not the wheel's %s" % (got["exe"], got["found"], vfeeder))
+    if got["plan_steps"] != len(want) // 2:
+        fail("sluice.plan in the wheel's venv: %s steps per epoch, not %d" % (got["plan_steps"], len(want) // 2))
+    if got["steps"] != want:
+        fail("sluice.Feeder's stream\n%s\nnot the reference model's\n%s" % (got["steps"], want))
+    ok("sluice.Feeder(job dict) in the wheel's venv, no build tree in reach: ran %s (ldd: system libraries "
+       "only), the stream exact (%d steps)" % (vfeeder, len(want)))
     bed.finish()
     bed.cleanup()
 
