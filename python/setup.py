@@ -26,6 +26,11 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+try:  # setuptools' own build command where it has one (>= 62.4), else distutils'
+    from setuptools.command.build import build
+except ImportError:
+    from distutils.command.build import build
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -75,6 +80,17 @@ class CMakeBuild(build_ext):
         os.chmod(os.path.join(bindir, "sluice-feeder"), 0o755)
 
 
+class FreshBuild(build):
+    """The package's staging folder emptied first: the build folder is
+    kept between builds (CMake's objects are reused), and a file an earlier
+    build staged there (a binary this one no longer makes) must not reach
+    the wheel."""
+
+    def run(self):
+        shutil.rmtree(self.build_lib, ignore_errors=True)
+        super().run()
+
+
 # setuptools' build files (and its egg-info) go under python/build (or
 # SLUICE_PIP_BUILD), never into the source folders nor the top build/ (a
 # CMake build by the README)
@@ -94,7 +110,7 @@ setup(
     package_data={"sluice": ["py.typed", "*.pyi"]},
     exclude_package_data={"sluice": ["*.c"]},
     ext_modules=[Extension("sluice._sluice", sources=[])],
-    cmdclass={"build_ext": CMakeBuild},
+    cmdclass={"build": FreshBuild, "build_ext": CMakeBuild},
     options={"build": {"build_base": BUILD_BASE},
              "egg_info": {"egg_base": BUILD_BASE}},
     zip_safe=False,
