@@ -65,15 +65,8 @@ struct feed_fetcher {
 
 /* ---- the fetch threads ---- */
 
-struct conn {
-    struct sto_src *src;
-    uint32_t file;
-};
-
-/* Bytes [off, off + len) of file `file` into dst, through c's source (kept
- * open between parts of the same file: its connection is reused). */
-static int fetch_bytes(struct feed_source *s, struct conn *c, uint32_t file, uint64_t off, uint8_t *dst, size_t len,
-                       struct sl_error *err)
+int feed__read_range(struct feed_source *s, struct feed_range_src *c, uint32_t file, uint64_t off, uint8_t *dst,
+                     size_t len, struct sl_error *err)
 {
     const struct file *f = &s->files[file];
     if (c->src != NULL && c->file != file) {
@@ -90,7 +83,7 @@ static int fetch_bytes(struct feed_source *s, struct conn *c, uint32_t file, uin
     }
     rc = sto_read_full(c->src, off, dst, len, err);
     /* after an error its connection may be in any state: a new one next
-     * time; a local file (tests) is opened again for each part, as only
+     * time; a local file (tests) is opened again for each read, as only
      * its open compares its size with the scan's (a remote range carries
      * If-Match) */
     if (rc != 0 || c->src->kind == STO_FILE) {
@@ -100,10 +93,18 @@ static int fetch_bytes(struct feed_source *s, struct conn *c, uint32_t file, uin
     return rc;
 }
 
+uint64_t feed__range_extent(const struct feed_source *s, const struct file *f, uint64_t rec)
+{
+    uint64_t most = (uint64_t)s->ops->frame_head + s->ops->frame_tail +
+                    (s->o.max_record_bytes ? s->o.max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES);
+    uint64_t n = fmt_scan_extent(f->scan, rec);
+    return n < most ? n : most;
+}
+
 static void *fetch_main(void *arg)
 {
     struct feed_fetcher *p = arg;
-    struct conn c = {0};
+    struct feed_range_src c = {0};
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->head == NULL)
@@ -124,7 +125,7 @@ static void *fetch_main(void *arg)
         pthread_mutex_unlock(&p->mu);
 
         struct sl_error err = {0};
-        int rc = fetch_bytes(p->s, &c, part.file, part.off, dst, part.len, &err);
+        int rc = feed__read_range(p->s, &c, part.file, part.off, dst, part.len, &err);
 
         pthread_mutex_lock(&p->mu);
         f->state[k] = rc == 0 ? 1 : 2;
@@ -364,8 +365,6 @@ int feed_fetch_start(struct feed_fetch *f, const struct feed_elem *elems, size_t
     f->rc = 0;
     sl_error_clear(&f->err);
     uint64_t record_bytes = 0;
-    uint64_t most = (uint64_t)s->ops->frame_head + s->ops->frame_tail +
-                    (s->o.max_record_bytes ? s->o.max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES);
     for (size_t i = 0; i < n; i++) {
         const struct feed_elem *e = &elems[i];
         if (e->file >= s->nfiles || !s->files[e->file].ranged || e->record >= s->files[e->file].count)
@@ -373,11 +372,7 @@ int feed_fetch_start(struct feed_fetch *f, const struct feed_elem *elems, size_t
         const struct file *fl = &s->files[e->file];
         if (grow((void **)&f->recs, &f->cap_recs, f->nrecs + 1, sizeof *f->recs) != 0)
             goto oom;
-        /* a record is at most its framing and max_record_bytes, whatever
-         * its index says of the next one's offset */
-        uint64_t len = fmt_scan_extent(fl->scan, e->record);
-        if (len > most)
-            len = most;
+        uint64_t len = feed__range_extent(s, fl, e->record);
         f->recs[f->nrecs++] = (struct fetch_rec){
             .file = e->file, .rec = e->record, .off = fmt_scan_offset(fl->scan, e->record), .len = (size_t)len};
     }

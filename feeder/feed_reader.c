@@ -63,7 +63,7 @@ void feed_reader_close(struct feed_reader *r)
     if (r == NULL)
         return;
     unpin(r);
-    sto_close(r->alone);
+    sto_close(r->alone.src);
     sl_free(r->alone_buf);
     fmt_frame_free(&r->frame);
     sl_free(r);
@@ -238,11 +238,7 @@ static int fetch_alone(struct feed_reader *r, struct file *f, uint32_t file, uin
                        size_t *len, struct sl_error *err)
 {
     struct feed_source *s = r->s;
-    uint64_t most = (uint64_t)s->ops->frame_head + s->ops->frame_tail +
-                    (s->o.max_record_bytes ? s->o.max_record_bytes : FMT_DEFAULT_MAX_RECORD_BYTES);
-    uint64_t n = fmt_scan_extent(f->scan, rec);
-    if (n > most)
-        n = most;
+    uint64_t n = feed__range_extent(s, f, rec);
     if (n > r->alone_cap) {
         uint8_t *b = sl_realloc(r->alone_buf, (size_t)n);
         if (b == NULL)
@@ -251,23 +247,7 @@ static int fetch_alone(struct feed_reader *r, struct file *f, uint32_t file, uin
         r->alone_buf = b;
         r->alone_cap = (size_t)n;
     }
-    int rc;
-    if (r->alone != NULL && r->alone_file != file) {
-        sto_close(r->alone);
-        r->alone = NULL;
-    }
-    if (r->alone == NULL) {
-        const struct sto_known k = {.size = f->src_size, .etag = f->etag, .mtime_ns = f->src_mtime_ns};
-        if ((rc = sto_open_known(&r->alone, f->path, &k, err)) != 0)
-            return rc;
-        r->alone->exact = 1;
-        r->alone_file = file;
-    }
-    rc = sto_read_full(r->alone, fmt_scan_offset(f->scan, rec), r->alone_buf, (size_t)n, err);
-    if (rc != 0 || r->alone->kind == STO_FILE) { /* as feed_fetch.c's fetch_bytes */
-        sto_close(r->alone);
-        r->alone = NULL;
-    }
+    int rc = feed__read_range(s, &r->alone, file, fmt_scan_offset(f->scan, rec), r->alone_buf, (size_t)n, err);
     if (rc != 0)
         return rc;
     atomic_fetch_add(&s->fetched_alone, 1);

@@ -78,6 +78,13 @@ struct feed_source {
     atomic_uint_fast64_t fetched_alone; /* records a reader fetched alone, not ahead */
 };
 
+/* A source kept open between reads by range of one file (its connection
+ * reused); src NULL: none open. */
+struct feed_range_src {
+    struct sto_src *src;
+    uint32_t file;
+};
+
 struct feed_reader {
     struct feed_source *s;
     struct file *pinned;
@@ -85,8 +92,7 @@ struct feed_reader {
     struct feed_field fields[FEED_MAX_FIELDS];
     uint64_t inflate_cpu_ns, inflate_wall_ns; /* time spent inflating files */
     struct feed_fetch *fetch;                 /* the piece's records fetched ahead (feed_reader_use); NULL: none */
-    struct sto_src *alone;                    /* a record read by range that no fetch holds: its source */
-    uint32_t alone_file;
+    struct feed_range_src alone;              /* a record read by range that no fetch holds: its source */
     uint8_t *alone_buf;
     size_t alone_cap;
 };
@@ -102,6 +108,15 @@ int feed__fetcher_create(struct feed_fetcher **out, struct feed_source *s, unsig
                          struct sl_error *err) SL_MUST_CHECK;
 void feed__fetcher_destroy(struct feed_fetcher *p);
 void feed__fetcher_count_records(struct feed_source *s, uint64_t bytes);
+/* Bytes [off, off + len) of file `file` into dst, exactly that range, as
+ * the scan found the object (sto_open_known), through c (opened on file,
+ * kept open for the next read of the same file, closed after an error or
+ * for a local file). */
+int feed__read_range(struct feed_source *s, struct feed_range_src *c, uint32_t file, uint64_t off, uint8_t *dst,
+                     size_t len, struct sl_error *err) SL_MUST_CHECK;
+/* The bytes read for record `rec` of f: its extent, at most its framing
+ * and max_record_bytes whatever its index says of the next offset. */
+uint64_t feed__range_extent(const struct feed_source *s, const struct file *f, uint64_t rec);
 /* Record `rec` of `file` in fetch f, once its parts came: *at, *len (its
  * extent); *at NULL when f does not hold it; a failed part's error. */
 int feed__fetch_find(struct feed_fetch *f, uint32_t file, uint64_t rec, const uint8_t **at, size_t *len,
