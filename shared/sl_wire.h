@@ -63,6 +63,9 @@
 #define SL_WIRE_MAX_FILES ((uint64_t)1 << 32)         /* STATUS files */
 #define SL_WIRE_MAX_COUNT ((uint64_t)1 << 60)         /* STATUS records and bytes */
 #define SL_WIRE_MAX_RETRY_MS 600000u                  /* STATUS retry_ms (a feeder's longest heartbeat) */
+#define SL_WIRE_MAX_ROSTER 64                         /* ROSTER and JOIN feeders; ROSTER entries */
+#define SL_WIRE_MAX_ENDPOINT 256                      /* ROSTER and JOIN endpoint bytes */
+#define SL_WIRE_KEY_Z85 40                            /* a CURVE public key in Z85 (ROSTER, JOIN) */
 
 enum sl_wire_type {
     SL_WIRE_HELLO = 1,     /* trainer -> feeder */
@@ -77,6 +80,9 @@ enum sl_wire_type {
     SL_WIRE_STATUS = 10,   /* feeder -> trainer: not ready yet (to a HELLO with SL_WIRE_HELLO_STATUS) */
     SL_WIRE_STATS = 11,    /* feeder -> trainer: its CPU by stage, every heartbeat interval (to a HELLO with
                             * SL_WIRE_HELLO_STATS) */
+    SL_WIRE_ROSTER = 12,   /* feeder -> trainer (to a HELLO with SL_WIRE_HELLO_FEEDERS), and feeder -> joining
+                            * feeder (the answer to JOIN): the job's feeders, joined ones included */
+    SL_WIRE_JOIN = 13,     /* joining feeder -> feeder: "serve my share too" (answered ROSTER or REFUSE) */
 };
 
 enum sl_wire_dtype {
@@ -111,6 +117,12 @@ enum sl_wire_dtype {
     0x10u /* the trainer reads STATS with the map stage (map_ns, a trailing
            * field); without it a feeder sends the 56-byte STATS, its map CPU
            * counted in decode_ns */
+#define SL_WIRE_HELLO_FEEDERS \
+    0x20u /* the HELLO ends with `feeders` (a trailing u32): the modulus of
+           * `share` on this connection, which may exceed the feeder's own
+           * --feeders after feeders joined; and the trainer reads ROSTER.
+           * Without it the modulus is the feeder's own --feeders and no
+           * ROSTER is sent. */
 
 /* STATS: the feeder's stages (the first five in the wire's order; map
  * came later, as a trailing field after credit_wait_ns) */
@@ -146,6 +158,10 @@ struct sl_wire_hello {
                             * feeder's own index, or a lost feeder's (a takeover) */
     const char *job;       /* borrowed; job_len bytes, 1..SL_WIRE_MAX_JOB */
     size_t job_len;
+    /* with SL_WIRE_HELLO_FEEDERS (a trailing field): the modulus of share,
+     * 1..SL_WIRE_MAX_ROSTER and > share; without the flag 0 (the decoder
+     * sets it so, the encoder refuses anything else) */
+    uint32_t feeders;
 };
 
 /* One tensor of the schema: per-element shape (the batch dimension is not
@@ -259,6 +275,43 @@ struct sl_wire_status {
     uint64_t bytes;      /* scanned so far (decompressed), <= SL_WIRE_MAX_COUNT */
 };
 
+/* One feeder of a job's roster: its index, the endpoint trainers connect
+ * to, and its CURVE public key when the job uses CURVE. */
+struct sl_wire_roster_entry {
+    uint32_t index;       /* < the roster's feeders; entries in increasing index order, no repeats */
+    const char *endpoint; /* borrowed; 1..SL_WIRE_MAX_ENDPOINT bytes, no NUL */
+    size_t endpoint_len;
+    const char *key; /* borrowed; 0 (plaintext) or SL_WIRE_KEY_Z85 bytes of Z85 */
+    size_t key_len;
+};
+
+/* The job's feeders as the sender knows them: `feeders` in all (the modulus
+ * of the shares from now on), and the endpoints of every feeder that joined
+ * the running job that the sender knows of (its own among them when it
+ * joined; a trainer knows the first feeders' from its command line).
+ * feeders 1..SL_WIRE_MAX_ROSTER; count <= feeders. */
+struct sl_wire_roster {
+    uint32_t feeders;
+    uint16_t count;
+    struct sl_wire_roster_entry e[SL_WIRE_MAX_ROSTER];
+};
+
+/* A feeder started to join a running job asks a feeder of the job to
+ * count it in: index `feeder` of `feeders`, serving at `endpoint`, for the
+ * job `job` whose plan inputs hash to `digest` (files, record counts,
+ * plan settings, schema: the same for every feeder of the job). */
+struct sl_wire_join {
+    uint32_t feeder;  /* < feeders */
+    uint32_t feeders; /* 2..SL_WIRE_MAX_ROSTER */
+    uint64_t digest;
+    const char *job; /* borrowed; 1..SL_WIRE_MAX_JOB bytes */
+    size_t job_len;
+    const char *endpoint; /* borrowed; 1..SL_WIRE_MAX_ENDPOINT bytes, no NUL */
+    size_t endpoint_len;
+    const char *key; /* borrowed; 0 or SL_WIRE_KEY_Z85 bytes of Z85 */
+    size_t key_len;
+};
+
 /* A decoded header; `type` says which member is valid (none for BYE).
  * About 6 KiB: keep one per connection rather than on a small stack. */
 struct sl_wire_msg {
@@ -274,6 +327,8 @@ struct sl_wire_msg {
         struct sl_wire_heartbeat heartbeat;
         struct sl_wire_status status;
         struct sl_wire_stats stats;
+        struct sl_wire_roster roster;
+        struct sl_wire_join join;
     };
 };
 
@@ -292,6 +347,8 @@ int sl_wire_encode_heartbeat(const struct sl_wire_heartbeat *m, struct sl_buf *o
 int sl_wire_encode_stats(const struct sl_wire_stats *m, struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_bye(struct sl_buf *out) SL_MUST_CHECK;
 int sl_wire_encode_status(const struct sl_wire_status *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_roster(const struct sl_wire_roster *m, struct sl_buf *out) SL_MUST_CHECK;
+int sl_wire_encode_join(const struct sl_wire_join *m, struct sl_buf *out) SL_MUST_CHECK;
 
 /* Encode any message (by m->type), with the reason in err when the message
  * breaks a rule: SL_EINVAL "cannot encode: PIECE header: ntensors 70
