@@ -35,6 +35,8 @@ const char *sl_wire_type_name(unsigned type)
     case SL_WIRE_BYE: return "BYE";
     case SL_WIRE_STATUS: return "STATUS";
     case SL_WIRE_STATS: return "STATS";
+    case SL_WIRE_ROSTER: return "ROSTER";
+    case SL_WIRE_JOIN: return "JOIN";
     default: return "?";
     }
 }
@@ -193,6 +195,14 @@ static int dec_hello(struct rd *r, struct sl_wire_hello *m)
         return bad(r, "credits %" PRIu32 " exceeds %u", m->credits, SL_WIRE_MAX_CREDITS);
     if (m->share >= SL_WIRE_MAX_FEEDERS)
         return bad(r, "share %" PRIu32 " not below %u", m->share, SL_WIRE_MAX_FEEDERS);
+    if (m->flags & SL_WIRE_HELLO_FEEDERS) {
+        if ((rc = rd_u32(r, "feeders", &m->feeders)) != 0)
+            return rc;
+        if (m->feeders == 0 || m->feeders > SL_WIRE_MAX_ROSTER)
+            return bad(r, "feeders %" PRIu32 " not in 1..%u", m->feeders, SL_WIRE_MAX_ROSTER);
+        if (m->share >= m->feeders)
+            return bad(r, "share %" PRIu32 " not below feeders %" PRIu32, m->share, m->feeders);
+    }
     return rd_end(r);
 }
 
@@ -354,6 +364,71 @@ static int dec_stats(struct rd *r, struct sl_wire_stats *m)
     return rd_end(r);
 }
 
+/* An endpoint (u16 length, 1..SL_WIRE_MAX_ENDPOINT bytes, no NUL) and a
+ * CURVE public key (u8 length, 0 or SL_WIRE_KEY_Z85 bytes of Z85). */
+static int rd_endpoint_key(struct rd *r, const char **ep, size_t *ep_len, const char **key, size_t *key_len)
+{
+    int rc;
+    if ((rc = rd_str(r, "endpoint", 1, SL_WIRE_MAX_ENDPOINT, ep, ep_len)) != 0)
+        return rc;
+    if (memchr(*ep, '\0', *ep_len) != NULL)
+        return bad(r, "endpoint has a NUL byte");
+    uint8_t n;
+    if ((rc = rd_u8(r, "key length", &n)) != 0)
+        return rc;
+    if (n != 0 && n != SL_WIRE_KEY_Z85)
+        return bad(r, "key length %u is not 0 or %d", n, SL_WIRE_KEY_Z85);
+    const uint8_t *q = sl_read_bytes(&r->in, n);
+    if (q == NULL)
+        return rd_fail(r, n, "key");
+    for (unsigned i = 0; i < n; i++)
+        if (q[i] < 0x21 || q[i] > 0x7d || q[i] == '"' || q[i] == '\'' || q[i] == ',' || q[i] == ';' || q[i] == '\\' ||
+            q[i] == '_' || q[i] == '`' || q[i] == '|' || q[i] == '~')
+            return bad(r, "key byte %u (0x%02x) is not Z85", i, q[i]);
+    *key = (const char *)q;
+    *key_len = n;
+    return 0;
+}
+
+static int dec_roster(struct rd *r, struct sl_wire_roster *m)
+{
+    int rc;
+    if ((rc = rd_u32(r, "feeders", &m->feeders)) != 0 || (rc = rd_u16(r, "count", &m->count)) != 0)
+        return rc;
+    if (m->feeders == 0 || m->feeders > SL_WIRE_MAX_ROSTER)
+        return bad(r, "feeders %" PRIu32 " not in 1..%u", m->feeders, SL_WIRE_MAX_ROSTER);
+    if (m->count > m->feeders)
+        return bad(r, "count %u exceeds feeders %" PRIu32, m->count, m->feeders);
+    for (unsigned i = 0; i < m->count; i++) {
+        struct sl_wire_roster_entry *e = &m->e[i];
+        if ((rc = rd_u32(r, "index", &e->index)) != 0)
+            return rc;
+        if (e->index >= m->feeders)
+            return bad(r, "entry %u: index %" PRIu32 " not below feeders %" PRIu32, i, e->index, m->feeders);
+        if (i > 0 && e->index <= m->e[i - 1].index)
+            return bad(r, "entry %u: index %" PRIu32 " after %" PRIu32 " (not increasing)", i, e->index,
+                       m->e[i - 1].index);
+        if ((rc = rd_endpoint_key(r, &e->endpoint, &e->endpoint_len, &e->key, &e->key_len)) != 0)
+            return rc;
+    }
+    return rd_end(r);
+}
+
+static int dec_join(struct rd *r, struct sl_wire_join *m)
+{
+    int rc;
+    if ((rc = rd_u32(r, "feeder", &m->feeder)) != 0 || (rc = rd_u32(r, "feeders", &m->feeders)) != 0 ||
+        (rc = rd_u64(r, "digest", &m->digest)) != 0 ||
+        (rc = rd_str(r, "job name", 1, SL_WIRE_MAX_JOB, &m->job, &m->job_len)) != 0 ||
+        (rc = rd_endpoint_key(r, &m->endpoint, &m->endpoint_len, &m->key, &m->key_len)) != 0)
+        return rc;
+    if (m->feeders < 2 || m->feeders > SL_WIRE_MAX_ROSTER)
+        return bad(r, "feeders %" PRIu32 " not in 2..%u", m->feeders, SL_WIRE_MAX_ROSTER);
+    if (m->feeder >= m->feeders)
+        return bad(r, "feeder %" PRIu32 " not below feeders %" PRIu32, m->feeder, m->feeders);
+    return rd_end(r);
+}
+
 static int dec_body(struct rd *r, struct sl_wire_msg *m)
 {
     int rc;
@@ -396,6 +471,8 @@ static int dec_body(struct rd *r, struct sl_wire_msg *m)
     case SL_WIRE_BYE: return rd_end(r);
     case SL_WIRE_STATUS: return dec_status(r, &m->status);
     case SL_WIRE_STATS: return dec_stats(r, &m->stats);
+    case SL_WIRE_ROSTER: return dec_roster(r, &m->roster);
+    case SL_WIRE_JOIN: return dec_join(r, &m->join);
     default: return sl_error_set(r->err, SL_EPROTO, "unknown message type %u", m->type);
     }
 }
@@ -504,7 +581,57 @@ static int enc_hello(struct wr *w, const struct sl_wire_hello *m, struct sl_erro
     wr_u64(w, m->resume_seq);
     wr_u64(w, m->incarnation);
     wr_u32(w, m->share);
-    return wr_str(w, err, SL_WIRE_HELLO, "job name", m->job, m->job_len, SL_WIRE_MAX_JOB);
+    int rc = wr_str(w, err, SL_WIRE_HELLO, "job name", m->job, m->job_len, SL_WIRE_MAX_JOB);
+    if (rc != 0)
+        return rc;
+    if (m->flags & SL_WIRE_HELLO_FEEDERS)
+        wr_u32(w, m->feeders);
+    else if (m->feeders != 0)
+        return enc_bad(err, SL_WIRE_HELLO, "feeders %" PRIu32 " without the FEEDERS flag", m->feeders);
+    return 0;
+}
+
+static int wr_endpoint_key(struct wr *w, struct sl_error *err, unsigned type, const char *ep, size_t ep_len,
+                           const char *key, size_t key_len)
+{
+    int rc = wr_str(w, err, type, "endpoint", ep, ep_len, SL_WIRE_MAX_ENDPOINT);
+    if (rc != 0)
+        return rc;
+    if (key_len != 0 && key_len != SL_WIRE_KEY_Z85)
+        return enc_bad(err, type, "key length %zu is not 0 or %d", key_len, SL_WIRE_KEY_Z85);
+    if (key_len != 0 && key == NULL)
+        return enc_bad(err, type, "key is NULL with length %zu", key_len);
+    wr_u8(w, (unsigned)key_len);
+    if (key_len != 0)
+        wr_bytes(w, key, key_len);
+    return 0;
+}
+
+static int enc_roster(struct wr *w, const struct sl_wire_roster *m, struct sl_error *err)
+{
+    if (m->count > SL_WIRE_MAX_ROSTER)
+        return enc_bad(err, SL_WIRE_ROSTER, "count %u exceeds %d", m->count, SL_WIRE_MAX_ROSTER);
+    wr_u32(w, m->feeders);
+    wr_u16(w, m->count);
+    for (unsigned i = 0; i < m->count; i++) {
+        const struct sl_wire_roster_entry *e = &m->e[i];
+        wr_u32(w, e->index);
+        int rc = wr_endpoint_key(w, err, SL_WIRE_ROSTER, e->endpoint, e->endpoint_len, e->key, e->key_len);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int enc_join(struct wr *w, const struct sl_wire_join *m, struct sl_error *err)
+{
+    wr_u32(w, m->feeder);
+    wr_u32(w, m->feeders);
+    wr_u64(w, m->digest);
+    int rc = wr_str(w, err, SL_WIRE_JOIN, "job name", m->job, m->job_len, SL_WIRE_MAX_JOB);
+    if (rc != 0)
+        return rc;
+    return wr_endpoint_key(w, err, SL_WIRE_JOIN, m->endpoint, m->endpoint_len, m->key, m->key_len);
 }
 
 static int enc_welcome(struct wr *w, const struct sl_wire_welcome *m, struct sl_error *err)
@@ -634,6 +761,8 @@ static int enc_body(struct wr *w, unsigned type, const void *msg, struct sl_erro
             wr_u64(w, m->stage_ns[SL_WIRE_STAGE_MAP]);
         return 0;
     }
+    case SL_WIRE_ROSTER: return enc_roster(w, msg, err);
+    case SL_WIRE_JOIN: return enc_join(w, msg, err);
     default: return sl_error_set(err, SL_EINVAL, "cannot encode: unknown message type %u", type);
     }
 }
@@ -721,6 +850,16 @@ int sl_wire_encode_stats(const struct sl_wire_stats *m, struct sl_buf *out)
     return encode(SL_WIRE_STATS, m, out, NULL);
 }
 
+int sl_wire_encode_roster(const struct sl_wire_roster *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_ROSTER, m, out, NULL);
+}
+
+int sl_wire_encode_join(const struct sl_wire_join *m, struct sl_buf *out)
+{
+    return encode(SL_WIRE_JOIN, m, out, NULL);
+}
+
 int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_error *err)
 {
     const void *body;
@@ -735,6 +874,8 @@ int sl_wire_encode(const struct sl_wire_msg *m, struct sl_buf *out, struct sl_er
     case SL_WIRE_HEARTBEAT: body = &m->heartbeat; break;
     case SL_WIRE_STATUS: body = &m->status; break;
     case SL_WIRE_STATS: body = &m->stats; break;
+    case SL_WIRE_ROSTER: body = &m->roster; break;
+    case SL_WIRE_JOIN: body = &m->join; break;
     default: body = NULL; break;
     }
     return encode(m->type, body, out, err);

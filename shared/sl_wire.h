@@ -80,7 +80,7 @@ enum sl_wire_type {
     SL_WIRE_STATUS = 10,   /* feeder -> trainer: not ready yet (to a HELLO with SL_WIRE_HELLO_STATUS) */
     SL_WIRE_STATS = 11,    /* feeder -> trainer: its CPU by stage, every heartbeat interval (to a HELLO with
                             * SL_WIRE_HELLO_STATS) */
-    SL_WIRE_ROSTER = 12,   /* feeder -> trainer (to a HELLO with SL_WIRE_HELLO_FEEDERS), and feeder -> joining
+    SL_WIRE_ROSTER = 12,   /* feeder -> trainer (to a HELLO with SL_WIRE_HELLO_ROSTER), and feeder -> joining
                             * feeder (the answer to JOIN): the job's feeders, joined ones included */
     SL_WIRE_JOIN = 13,     /* joining feeder -> feeder: "serve my share too" (answered ROSTER or REFUSE) */
 };
@@ -117,12 +117,17 @@ enum sl_wire_dtype {
     0x10u /* the trainer reads STATS with the map stage (map_ns, a trailing
            * field); without it a feeder sends the 56-byte STATS, its map CPU
            * counted in decode_ns */
+#define SL_WIRE_HELLO_ROSTER \
+    0x20u /* the trainer reads ROSTER: a feeder that knows of feeders that
+           * joined the job tells it so (no change of layout: a feeder that
+           * predates joins ignores the bit) */
 #define SL_WIRE_HELLO_FEEDERS \
-    0x20u /* the HELLO ends with `feeders` (a trailing u32): the modulus of
-           * `share` on this connection, which may exceed the feeder's own
-           * --feeders after feeders joined; and the trainer reads ROSTER.
-           * Without it the modulus is the feeder's own --feeders and no
-           * ROSTER is sent. */
+    0x40u /* the HELLO ends with `feeders` (a trailing u32): the modulus of
+           * `share` on this connection, which exceeds the first feeders'
+           * --feeders once feeders joined. Without it the modulus is the
+           * feeder's own --feeders. A trainer sets it only after a ROSTER
+           * (every feeder of a job that has had a join reads it; one that
+           * predates joins would refuse the trailing bytes). */
 
 /* STATS: the feeder's stages (the first five in the wire's order; map
  * came later, as a trailing field after credit_wait_ns) */

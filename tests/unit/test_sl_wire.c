@@ -11,9 +11,12 @@
 #include "sl_wire.h"
 #include "sl_test.h"
 
-static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE, SL_WIRE_CREDIT,
-                                     SL_WIRE_PIECE, SL_WIRE_END,     SL_WIRE_ERROR,  SL_WIRE_HEARTBEAT,
-                                     SL_WIRE_BYE,   SL_WIRE_STATUS,  SL_WIRE_STATS};
+static const unsigned ALL_TYPES[] = {SL_WIRE_HELLO, SL_WIRE_WELCOME, SL_WIRE_REFUSE,    SL_WIRE_CREDIT, SL_WIRE_PIECE,
+                                     SL_WIRE_END,   SL_WIRE_ERROR,   SL_WIRE_HEARTBEAT, SL_WIRE_BYE,    SL_WIRE_STATUS,
+                                     SL_WIRE_STATS, SL_WIRE_ROSTER,  SL_WIRE_JOIN};
+
+/* a CURVE public key in Z85 (40 characters; ZeroMQ's test vector) */
+static const char KEY[] = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
 #define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 static void set_field(struct sl_wire_field *f, const char *name, unsigned dtype, unsigned ragged, unsigned rank,
@@ -127,6 +130,24 @@ static void sample(unsigned type, struct sl_wire_msg *m)
         m->stats = (struct sl_wire_stats){
             .stage_ns = {1, 0x200, 0x30000, 0x4000000000ull, 5, 7}, .credit_wait_ns = 6, .with_map = 1};
         break;
+    case SL_WIRE_ROSTER:
+        m->roster.feeders = 4;
+        m->roster.count = 2;
+        m->roster.e[0] = (struct sl_wire_roster_entry){
+            .index = 2, .endpoint = "tcp://f2:5555", .endpoint_len = 13, .key = KEY, .key_len = 40};
+        m->roster.e[1] = (struct sl_wire_roster_entry){.index = 3, .endpoint = "ipc:///f3", .endpoint_len = 9};
+        break;
+    case SL_WIRE_JOIN:
+        m->join = (struct sl_wire_join){.feeder = 2,
+                                        .feeders = 4,
+                                        .digest = 0x0102030405060708ull,
+                                        .job = "mnist",
+                                        .job_len = 5,
+                                        .endpoint = "tcp://f2:5555",
+                                        .endpoint_len = 13,
+                                        .key = KEY,
+                                        .key_len = 40};
+        break;
     default: break;
     }
 }
@@ -173,6 +194,7 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(x->replicas, y->replicas);
         ck_assert_uint_eq(x->credits, y->credits);
         ck_assert_uint_eq(x->flags, y->flags);
+        ck_assert_uint_eq(x->feeders, y->feeders);
         ck_assert_uint_eq(x->heartbeat_ms, y->heartbeat_ms);
         ck_assert_uint_eq(x->resume_epoch, y->resume_epoch);
         ck_assert_uint_eq(x->resume_seq, y->resume_seq);
@@ -259,6 +281,24 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(a->stats.credit_wait_ns, b->stats.credit_wait_ns);
         ck_assert_uint_eq(a->stats.with_map, b->stats.with_map);
         break;
+    case SL_WIRE_ROSTER:
+        ck_assert_uint_eq(a->roster.feeders, b->roster.feeders);
+        ck_assert_uint_eq(a->roster.count, b->roster.count);
+        for (unsigned i = 0; i < a->roster.count; i++) {
+            const struct sl_wire_roster_entry *x = &a->roster.e[i], *y = &b->roster.e[i];
+            ck_assert_uint_eq(x->index, y->index);
+            ck_assert(str_eq(x->endpoint, x->endpoint_len, y->endpoint, y->endpoint_len));
+            ck_assert(str_eq(x->key, x->key_len, y->key, y->key_len));
+        }
+        break;
+    case SL_WIRE_JOIN:
+        ck_assert_uint_eq(a->join.feeder, b->join.feeder);
+        ck_assert_uint_eq(a->join.feeders, b->join.feeders);
+        ck_assert_uint_eq(a->join.digest, b->join.digest);
+        ck_assert(str_eq(a->join.job, a->join.job_len, b->join.job, b->join.job_len));
+        ck_assert(str_eq(a->join.endpoint, a->join.endpoint_len, b->join.endpoint, b->join.endpoint_len));
+        ck_assert(str_eq(a->join.key, a->join.key_len, b->join.key, b->join.key_len));
+        break;
     default: break;
     }
 }
@@ -278,6 +318,8 @@ static int encode_typed(const struct sl_wire_msg *m, struct sl_buf *b)
     case SL_WIRE_BYE: return sl_wire_encode_bye(b);
     case SL_WIRE_STATUS: return sl_wire_encode_status(&m->status, b);
     case SL_WIRE_STATS: return sl_wire_encode_stats(&m->stats, b);
+    case SL_WIRE_ROSTER: return sl_wire_encode_roster(&m->roster, b);
+    case SL_WIRE_JOIN: return sl_wire_encode_join(&m->join, b);
     default: return SL_EINVAL;
     }
 }
@@ -322,7 +364,9 @@ START_TEST(test_round_trip_extremes)
                                         .workers = SL_WIRE_MAX_WORKERS,
                                         .replicas = SL_WIRE_MAX_REPLICAS,
                                         .credits = SL_WIRE_MAX_CREDITS,
-                                        .flags = UINT32_MAX,
+                                        /* every flag but FEEDERS (whose modulus bounds
+                                         * share below 64: test_hello_feeders) */
+                                        .flags = UINT32_MAX & ~SL_WIRE_HELLO_FEEDERS,
                                         .heartbeat_ms = UINT32_MAX,
                                         .resume_epoch = UINT64_MAX,
                                         .resume_seq = UINT64_MAX,
@@ -939,7 +983,7 @@ static const struct damage DAMAGE[] = {
     {SL_WIRE_HELLO, 56, 4096, 4, 0, "HELLO header: share 4096 not below 4096"},
     {SL_WIRE_HELLO, 56, UINT32_MAX, 4, 0, "HELLO header: share 4294967295 not below 4096"},
     {SL_WIRE_HELLO, 48, 7, 8, 52, "HELLO header: truncated at byte 52 of 56 (incarnation)"},
-    {SL_WIRE_HELLO, 6, 12, 2, 0, "unknown message type 12"},
+    {SL_WIRE_HELLO, 6, 14, 2, 0, "unknown message type 14"},
     {SL_WIRE_HELLO, 6, 0, 2, 0, "unknown message type 0"},
     {SL_WIRE_HELLO, 60, 300, 2, 0, "HELLO header: job name length 300 exceeds 256"},
     {SL_WIRE_HELLO, 60, 0, 2, 62, "HELLO header: empty job name"},
@@ -1164,6 +1208,161 @@ START_TEST(test_check_body_and_piece)
 }
 END_TEST
 
+/* HELLO's trailing modulus (SL_WIRE_HELLO_FEEDERS), ROSTER and JOIN:
+ * the layouts of docs/protocol.md, byte for byte, and every rule. */
+START_TEST(test_hello_feeders)
+{
+    struct sl_wire_msg m, out;
+    struct sl_error err = {0};
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    sample(SL_WIRE_HELLO, &m);
+    ck_assert_uint_eq(SL_WIRE_HELLO_ROSTER, 0x20);
+    ck_assert_uint_eq(SL_WIRE_HELLO_FEEDERS, 0x40);
+    /* ROSTER alone changes nothing in the layout */
+    m.hello.flags = SL_WIRE_HELLO_ROSTER;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 67);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.feeders, 0);
+    /* FEEDERS: 4 more bytes after the job name */
+    m.hello.flags = SL_WIRE_HELLO_ROSTER | SL_WIRE_HELLO_FEEDERS;
+    m.hello.feeders = 5;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 71);
+    static const uint8_t tail[] = {'m', 'n', 'i', 's', 't', 5, 0, 0, 0};
+    ck_assert_int_eq(memcmp(b.data + 62, tail, sizeof tail), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.feeders, 5);
+    ck_assert_uint_eq(out.hello.share, 2);
+    uint8_t copy[80];
+    memcpy(copy, b.data, b.len);
+    expect_proto(copy, 69, "HELLO header: truncated at byte 69 of 71 (feeders)");
+    put_le(copy, 67, 0, 4);
+    expect_proto(copy, 71, "HELLO header: feeders 0 not in 1..64");
+    put_le(copy, 67, 65, 4);
+    expect_proto(copy, 71, "HELLO header: feeders 65 not in 1..64");
+    put_le(copy, 67, 0xffffffffu, 4);
+    expect_proto(copy, 71, "HELLO header: feeders 4294967295 not in 1..64");
+    put_le(copy, 67, 2, 4); /* share 2 of 2 */
+    expect_proto(copy, 71, "HELLO header: share 2 not below feeders 2");
+    /* the flag off: the 4 bytes are trailing, as a feeder that predates
+     * joins would see them (why the trainer sends them only after a join) */
+    put_le(copy, 24, SL_WIRE_HELLO_ROSTER, 4);
+    expect_proto(copy, 71, "HELLO header: 4 trailing bytes after byte 67");
+    /* the encoder refuses a modulus without the flag, and a bad one */
+    m.hello.flags = SL_WIRE_HELLO_ROSTER;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: feeders 5 without the FEEDERS flag");
+    m.hello.flags = SL_WIRE_HELLO_FEEDERS;
+    m.hello.feeders = 2;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: share 2 not below feeders 2");
+    ck_assert_uint_eq(b.len, 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_roster_join_layout_pinned)
+{
+    struct sl_buf b;
+    encode_sample(SL_WIRE_ROSTER, &b);
+    /* header 8, feeders 4, count 2; entry: index 4, endpoint 2 + N, key 1 + K */
+    ck_assert_uint_eq(b.len, 8 + 4 + 2 + (4 + 2 + 13 + 1 + 40) + (4 + 2 + 9 + 1));
+    static const uint8_t head[] = {'S', 'L', 'C', '1', 4, 0, 12, 0, 4, 0, 0, 0, 2, 0, 2, 0, 0, 0, 13, 0};
+    ck_assert_int_eq(memcmp(b.data, head, sizeof head), 0);
+    ck_assert_int_eq(memcmp(b.data + 20, "tcp://f2:5555", 13), 0);
+    ck_assert_uint_eq(b.data[33], 40);
+    ck_assert_int_eq(memcmp(b.data + 34, KEY, 40), 0);
+    static const uint8_t e1[] = {3, 0, 0, 0, 9, 0, 'i', 'p', 'c', ':', '/', '/', '/', 'f', '3', 0};
+    ck_assert_int_eq(memcmp(b.data + 74, e1, sizeof e1), 0);
+    uint8_t c[128];
+    memcpy(c, b.data, b.len);
+    size_t n = b.len;
+    put_le(c, 8, 0, 4);
+    expect_proto(c, n, "ROSTER header: feeders 0 not in 1..64");
+    put_le(c, 8, 65, 4);
+    expect_proto(c, n, "ROSTER header: feeders 65 not in 1..64");
+    put_le(c, 8, 1, 4);
+    expect_proto(c, n, "ROSTER header: count 2 exceeds feeders 1");
+    put_le(c, 8, 3, 4);
+    expect_proto(c, n, "ROSTER header: entry 1: index 3 not below feeders 3");
+    memcpy(c, b.data, n);
+    put_le(c, 74, 2, 4);
+    expect_proto(c, n, "ROSTER header: entry 1: index 2 after 2 (not increasing)");
+    memcpy(c, b.data, n);
+    put_le(c, 18, 0, 2);
+    expect_proto(c, n, "ROSTER header: empty endpoint");
+    memcpy(c, b.data, n);
+    put_le(c, 18, 257, 2);
+    expect_proto(c, n, "ROSTER header: endpoint length 257 exceeds 256");
+    memcpy(c, b.data, n);
+    c[25] = 0;
+    expect_proto(c, n, "ROSTER header: endpoint has a NUL byte");
+    memcpy(c, b.data, n);
+    c[33] = 39;
+    expect_proto(c, n, "ROSTER header: key length 39 is not 0 or 40");
+    memcpy(c, b.data, n);
+    c[34 + 7] = '~';
+    expect_proto(c, n, "ROSTER header: key byte 7 (0x7e) is not Z85");
+    c[34 + 7] = '"';
+    expect_proto(c, n, "ROSTER header: key byte 7 (0x22) is not Z85");
+    sl_buf_free(&b);
+
+    encode_sample(SL_WIRE_JOIN, &b);
+    /* feeder, feeders, digest, job, endpoint, key */
+    ck_assert_uint_eq(b.len, 8 + 4 + 4 + 8 + (2 + 5) + (2 + 13) + (1 + 40));
+    static const uint8_t jh[] = {'S', 'L', 'C', '1', 4, 0, 13, 0, 2, 0,   0,   0,   4,   0,   0,  0, 8,
+                                 7,   6,   5,   4,   3, 2, 1,  5, 0, 'm', 'n', 'i', 's', 't', 13, 0};
+    ck_assert_int_eq(memcmp(b.data, jh, sizeof jh), 0);
+    n = b.len;
+    memcpy(c, b.data, n);
+    put_le(c, 12, 1, 4);
+    expect_proto(c, n, "JOIN header: feeders 1 not in 2..64");
+    put_le(c, 12, 1000, 4);
+    expect_proto(c, n, "JOIN header: feeders 1000 not in 2..64");
+    put_le(c, 12, 2, 4);
+    expect_proto(c, n, "JOIN header: feeder 2 not below feeders 2");
+    memcpy(c, b.data, n);
+    put_le(c, 24, 0, 2);
+    expect_proto(c, n, "JOIN header: empty job name");
+    memcpy(c, b.data, n);
+    c[n - 41] = 41;
+    expect_proto(c, n, "JOIN header: key length 41 is not 0 or 40");
+    sl_buf_free(&b);
+
+    /* the largest roster: 64 entries of 256-byte endpoints and keys fits a
+     * header frame (64 x 307 + 14 bytes) */
+    struct sl_wire_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = SL_WIRE_ROSTER;
+    m.roster.feeders = SL_WIRE_MAX_ROSTER;
+    m.roster.count = SL_WIRE_MAX_ROSTER;
+    char ep[SL_WIRE_MAX_ENDPOINT];
+    memset(ep, 'x', sizeof ep);
+    for (unsigned i = 0; i < SL_WIRE_MAX_ROSTER; i++)
+        m.roster.e[i] = (struct sl_wire_roster_entry){
+            .index = i, .endpoint = ep, .endpoint_len = sizeof ep, .key = KEY, .key_len = 40};
+    struct sl_error err = {0};
+    sl_buf_init(&b, 0);
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 14 + 64 * (4 + 2 + 256 + 1 + 40));
+    struct sl_wire_msg out;
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    assert_same(&m, &out);
+    m.roster.count = SL_WIRE_MAX_ROSTER + 1;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: ROSTER header: count 65 exceeds 64");
+    m.roster.count = 1;
+    m.roster.e[0].key_len = 12;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: ROSTER header: key length 12 is not 0 or 40");
+    sl_buf_free(&b);
+    ck_assert_str_eq(sl_wire_type_name(SL_WIRE_ROSTER), "ROSTER");
+    ck_assert_str_eq(sl_wire_type_name(SL_WIRE_JOIN), "JOIN");
+}
+END_TEST
+
 START_TEST(test_names)
 {
     ck_assert_str_eq(sl_wire_type_name(SL_WIRE_HEARTBEAT), "HEARTBEAT");
@@ -1254,6 +1453,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_encoder_refuses);
     tcase_add_test(tc, test_check_body_and_piece);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_hello_feeders);
+    tcase_add_test(tc, test_roster_join_layout_pinned);
     tcase_add_test(tc, test_random_damage);
     suite_add_tcase(s, tc);
     return s;
