@@ -169,10 +169,10 @@ def check_trace(path, what):
     return json.loads(lines[-1])["summary"]
 
 
-def trainer(tag, ep):
+def trainer(tag, ep, extra=()):
     trace = os.path.join(bed.TMP, tag + "-trace.jsonl")
     p = spawn([bed.TRAINER, "--connect", ep, "--job", JOB, "--worker", "0", "--workers", "1", "--replicas", "1",
-               "--trace", trace, "--timeout-ms", "10000", "--credits", "4"],
+               "--trace", trace, "--timeout-ms", "10000", "--credits", "4"] + list(extra),
               log=log_path(tag, "trainer"), stdout=subprocess.DEVNULL)
     return p, trace
 
@@ -272,6 +272,42 @@ def case_join_trainer():
        "the trace is the whole stream in order, 3 joins counted")
 
 
+def case_join_loss():
+    """1 -> 2, then feeder 0 is lost: with one feeder given there was no
+    takeover; after the join, feeder 1 takes share 0 over under modulus 2."""
+    tag = "join-loss"
+    f0, f1 = Fake(0, 1), Fake(1, 2)
+    live = [f0, f1]
+    f0.limit = 6
+    stage = [0]
+    p, trace = trainer(tag, f0.ep, ["--takeover-s", "0.5"])
+
+    def step():
+        if stage[0] == 0 and f0.idle():
+            f0.send_all(roster(2, [(1, f1.ep, b"")]))
+            f0.limit = f1.limit = 20
+            stage[0] = 1
+        elif stage[0] == 1 and f1.conns and all(c["F"] == 2 for c in f0.conns.values()) and f0.idle() and \
+                f1.idle():
+            f0.close()  # killed: its connection closes without END
+            live.remove(f0)
+            f1.limit = None
+            stage[0] = 2
+    if run(p, live, step, "join-loss: the trainer") != 0:
+        fail("join-loss: the trainer failed:\n" + read_log(tag, "trainer"))
+    s = check_trace(trace, "join-loss")
+    if s.get("feeder_joins") != 1 or s.get("feeder_takeovers") != 1:
+        fail("join-loss: feeder_joins %r and feeder_takeovers %r, want 1 and 1" %
+             (s.get("feeder_joins"), s.get("feeder_takeovers")))
+    if (0, 2) not in [(h[1], h[2]) for h in f1.hellos]:
+        fail("join-loss: feeder 1 was not asked for share 0 under modulus 2: %s" % f1.hellos)
+    log = read_log(tag, "trainer")
+    if not re.search(r"feeder %s took over feeder %s's share" % (re.escape(f1.ep), re.escape(f0.ep)), log):
+        fail("join-loss: no takeover in the trainer's log:\n" + log)
+    f1.close()
+    ok("a join, then the loss of feeder 0: feeder 1 takes its share over under the new modulus, the trace whole")
+
+
 PY_CLIENT = r"""
 import json, sys
 import sluice
@@ -309,7 +345,7 @@ def case_join_python():
 
 def main():
     try:
-        for c in (case_bad, case_join_trainer, case_join_python):
+        for c in (case_bad, case_join_trainer, case_join_loss, case_join_python):
             harness.case()
             c()
         bed.finish()
