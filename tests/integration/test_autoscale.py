@@ -13,6 +13,10 @@ after the join (printed, not asserted: this machine's cores are shared).
 Also: its usage errors (exit 2) and --help.
 
 Usage: test_autoscale.py BUILD_DIR
+  SLUICE_AUTOSCALE_RUN_S=S: a job of about S seconds with one feeder
+  (default 5); SLUICE_AUTOSCALE_RECORD=FILE: keep the controller's --record
+  (one line per scrape: the wait share and the trainers' samples per second
+  over time, the join's scrape marked "started")
 """
 import json
 import os
@@ -30,7 +34,7 @@ from harness import fail, ok, spawn  # noqa: E402
 
 TOOL = os.path.join(HERE, "..", "..", "tools", "sluice-autoscale")
 W, R = 2, 1
-RUN_S = 5.0     # how long the job lasts with one feeder (calibrated)
+RUN_S = float(os.environ.get("SLUICE_AUTOSCALE_RUN_S", "5"))  # the job with one feeder (calibrated)
 IMAGE = 67500  # bytes: a 150 x 150 x 3 image, cropped and resized to 224 x 224 by the map
 
 
@@ -110,7 +114,7 @@ def calibrate(files):
         with open(trace) as f:
             took = max(took, json.loads(f.read().splitlines()[-1])["summary"]["stream_seconds"])
     bed.wait(f0, 20, "cal feeder")
-    epochs = int(min(max(10 * RUN_S / took, 20), 300))
+    epochs = int(min(max(10 * RUN_S / took, 20), 100 * RUN_S))
     print("# 10 epochs took %.2f s with one feeder: %d epochs (about %.0f s)" % (took, epochs, RUN_S))
     return epochs
 
@@ -181,6 +185,9 @@ def scale(files, epochs):
                  % (w, bad, len(have), len(want)))
     with open(record) as f:
         rec = [json.loads(x) for x in f]
+    if os.environ.get("SLUICE_AUTOSCALE_RECORD"):
+        with open(os.environ["SLUICE_AUTOSCALE_RECORD"], "w") as f:
+            f.writelines(json.dumps(x) + "\n" for x in rec)
     at = next(x["t"] for x in rec if x["started"])
     b, a, up = rate_around(rec, at)
     ok("sluice-autoscale started one joining feeder at %.1f s (input wait above 0.3 for 0.6 s), which served %d "
