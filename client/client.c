@@ -616,15 +616,6 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
     client_release(c);
-    /* a ROSTER heard while the caller held its step (keepalive, as
-     * sluice-trainer's --step-ms does) waited for the step to go: the
-     * reshape is now, at the next step's first piece, whether or not it
-     * is ready (pump() alone would wait until the window runs dry) */
-    if (c->pending != 0) {
-        int rc = client__reshape(c, err);
-        if (rc != 0)
-            return rc;
-    }
     uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;
