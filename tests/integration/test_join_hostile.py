@@ -70,12 +70,12 @@ def join_msg(feeder, feeders, digest, job, endpoint, key=b""):
             struct.pack("<H", len(endpoint)) + endpoint + struct.pack("<B", len(key)) + key)
 
 
-def hello_msg(worker=0, workers=1, credits=4, flags=0, share=0, job="", feeders=None, incarnation=7):
+def hello_msg(worker=0, workers=1, credits=4, flags=0, share=0, job="", feeders=None, incarnation=7, resume_seq=0):
     """A HELLO; with `feeders`, the FEEDERS flag and its trailing u32."""
     if feeders is not None:
         flags |= HELLO_FEEDERS
     m = wire.hello(worker=worker, workers=workers, replicas=1, credits=credits, flags=flags, share=share, job=job,
-                   incarnation=incarnation)
+                   incarnation=incarnation, resume_seq=resume_seq)
     return m + (struct.pack("<I", feeders) if feeders is not None else b"")
 
 
@@ -278,5 +278,92 @@ if not re.search(r"%s refused: feeder 1 joins with another plan: digest [0-9a-f]
 f0.send_signal(signal.SIGTERM)
 wait(f0, 30, "feeder 0")
 ok("sluice-feeder --join exits 1 naming each feeder's silence or refusal")
+
+# ---- a stream reshaped at S: feeder 0 and the joiner serve exactly the
+# fixed-feeder run's pieces from S on ----
+def conn(endpoint, **hello):
+    s = CTX.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    s.send(hello_msg(job="join2", **hello))
+    return s
+
+
+def take(s, pieces, until=None, what="", credit_below=1 << 62, rosters_wanted=0):
+    """Pieces (seq -> header + body) from s, those below credit_below
+    credited back, until its END (returns END's pieces), `until` pieces or
+    `rosters_wanted` ROSTERs; the ROSTERs returned too."""
+    rosters = []
+    while (until is None or len(pieces) < until) and (rosters_wanted == 0 or len(rosters) < rosters_wanted):
+        if not s.poll(10000):
+            fail("%s: nothing for 10 s (%d pieces)" % (what, len(pieces)))
+        frames = s.recv_multipart()
+        t = mtype(frames[0])
+        if t == wire.PIECE:
+            seq = struct.unpack_from("<Q", frames[0], 32)[0]
+            pieces[seq] = b"".join(frames)
+            if seq < credit_below:
+                s.send(wire.credit(1))
+        elif t == wire.END:
+            return struct.unpack_from("<Q", frames[0], 12)[0], rosters
+        elif t == ROSTER:
+            rosters.append(roster(frames[0]))
+        elif t not in (wire.WELCOME, wire.HEARTBEAT):
+            fail("%s: unexpected message %d (%r)" % (what, t, refuse_reason(frames[0])))
+    return None, rosters
+
+
+job_path, job = write_job("join2", files, epochs=2, shuffle={"buffer": 50, "seed": 5})
+EP, JEP = "tcp://127.0.0.1:%d" % free_port(), "tcp://127.0.0.1:%d" % free_port()
+common = ["--job", job_path, "--heartbeat-ms", "200", "--timeout-ms", "3000"]
+f0 = spawn([bed.FEEDER, "--listen", EP] + common, log=bed.log_path("r0", "feeder"))
+wait_for_log("r0", "feeder", "serving job", f0, "feeder 0 did not start")
+# 4 credits, and 6 more back: pieces 0..9, the trainer's position S = 10
+S = 10
+a = conn(EP, flags=HELLO_ROSTER, credits=4, incarnation=21)
+first = {}
+take(a, first, until=S, what="before the join", credit_below=S - 4)
+j = spawn([bed.FEEDER, "--listen", JEP, "--feeder-index", "1", "--feeders", "2", "--join", EP] + common,
+          log=bed.log_path("r1", "feeder"))
+_, rosters = take(a, first, what="waiting for the ROSTER", credit_below=0, rosters_wanted=1)
+if sorted(first) != list(range(S)) or rosters[0] != (2, [(1, JEP, "")]):
+    fail("before the join %r, then the ROSTER %r" % (sorted(first), rosters[0]))
+a.close()
+b = conn(EP, flags=HELLO_ROSTER, feeders=2, share=0, resume_seq=S, credits=8, incarnation=21)
+c = conn(JEP, flags=HELLO_ROSTER, feeders=2, share=1, resume_seq=S, credits=8, incarnation=21)
+mine, joined = {}, {}
+end_b, _ = take(b, mine, what="feeder 0 under modulus 2")
+end_c, _ = take(c, joined, what="the joiner")
+b.send(wire.bye())
+c.send(wire.bye())
+if sorted(mine) != list(range(S, 50, 2)) or sorted(joined) != list(range(S + 1, 50, 2)) or \
+        end_b != 49 or end_c != 50:  # END: the last piece of the share + 1
+    fail("from S = %d: feeder 0 sent %r (END %r), the joiner %r (END %r)" %
+         (S, sorted(mine), end_b, sorted(joined), end_c))
+for p_, who in ((f0, "feeder 0"), (j, "the joiner")):
+    if wait(p_, 30, who) != 0:
+        fail("%s exited %d after every worker had its END" % (who, p_.returncode))
+b.close()
+c.close()
+if "worker 0: end of data after 20 pieces from this feeder" not in read_log("r1", "feeder") or \
+        "worker 0 connected (8 credits, resume at piece 10, pieces 0 mod 2: feeders joined)" not in read_log("r0", "feeder"):
+    fail("the logs do not show the joiner's 20 pieces and feeder 0's connection of modulus 2")
+# the fixed-feeder run's pieces, from a feeder alone
+f0 = spawn([bed.FEEDER, "--listen", EP] + common, log=bed.log_path("r2", "feeder"))
+wait_for_log("r2", "feeder", "serving job", f0, "the reference feeder did not start")
+d = conn(EP, credits=8, incarnation=22)
+ref = {}
+take(d, ref, what="the reference run")
+d.send(wire.bye())
+wait(f0, 30, "the reference feeder")
+d.close()
+got = {k: v for k, v in first.items() if k < S}
+got.update(mine)
+got.update(joined)
+if sorted(got) != list(range(50)) or any(got[k] != ref[k] for k in ref):
+    fail("the reshaped stream differs from the fixed-feeder run's at pieces %r" %
+         [k for k in range(50) if got.get(k) != ref.get(k)][:10])
+ok("a stream reshaped at piece %d: feeder 0 (0 mod 2) and the joiner (1 mod 2) send exactly the pieces of a "
+   "fixed-feeder run, ENDs after their last pieces, both exit 0" % S)
 
 bed.finish()
