@@ -34,6 +34,7 @@ except ImportError:
     print("skipped: python3-zmq is not installed (scripts/deps.sh installs it)")
     sys.exit(77)
 
+import atexit  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -48,6 +49,7 @@ from bed import read_log, wait, wait_for_log, write_job  # noqa: E402
 from harness import fail, ok, spawn  # noqa: E402
 
 bed.setup(sys.argv[1], "join-hostile")
+atexit.register(bed.cleanup)
 CTX = zmq.Context()
 ROSTER, JOIN = 12, 13
 HELLO_ROSTER, HELLO_FEEDERS = 0x20, 0x40
