@@ -334,12 +334,19 @@ void feed__on_join(struct server *s, const uint8_t *id, size_t id_len, const str
     if (join_check(s, id, id_len, &j) != 0)
         return;
     struct feed_roster *r = &s->roster;
+    uint64_t now = sl_clock_ns();
     if (!known(r, j.feeder)) {
         add_entry(r, j.feeder, j.endpoint, j.endpoint_len, j.key, j.key_len);
         sl_metrics_add(s->m, FEED_M_JOINS, 1);
         sl_log(SL_LOG_INFO, "feeder %u of %u joined the job, serving at %s", j.feeder, j.feeders,
                r->e[j.feeder].endpoint);
+    } else if (now - r->e[j.feeder].answered_ns < (uint64_t)s->o->heartbeat_ms * 500000u) {
+        /* the joiner asks once a heartbeat: a flood of the same JOIN (the
+         * answers queued to a peer that may never read them) is not
+         * answered */
+        return;
     }
+    r->e[j.feeder].answered_ns = now;
     note_modulus(r, j.feeders);
     roster_update(s);
     /* the answer: the roster with the joiner counted in */

@@ -40,6 +40,7 @@ import re  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
+import time  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -180,12 +181,29 @@ for attempt in range(2):
     r = roster(ask(EP, join_msg(2, 3, DIGEST, "join", JEP)))
     if r != (3, [(2, JEP, "")]):
         fail("JOIN %d answered %r, expected ROSTER (3, [(2, %s, '')])" % (attempt + 1, r, JEP))
+    time.sleep(0.15)  # a repeated JOIN is answered at most twice a heartbeat (200 ms)
+# a flood of the same JOIN: a few answers, not one each
+flood = CTX.socket(zmq.DEALER)
+flood.setsockopt(zmq.LINGER, 0)
+flood.connect(EP)
+for _ in range(500):
+    flood.send(join_msg(2, 3, DIGEST, "join", JEP))
+n = 0
+t_end = time.time() + 0.5
+while time.time() < t_end:
+    if flood.poll(50):
+        flood.recv()
+        n += 1
+flood.close()
+if not 1 <= n <= 8:
+    fail("500 repeated JOINs in 0.5 s got %d answers, expected 1 to 8" % n)
 reason = refuse_reason(ask(EP, join_msg(2, 3, DIGEST, "join", "tcp://127.0.0.1:1")))
 if reason != "feeder index 2 has joined already at %s (this JOIN says tcp://127.0.0.1:1)" % JEP:
     fail("index 2 at another endpoint: %r" % reason)
 refused += 1
 wait_for_log("f0", "feeder", "roster: 2 -> 3 feeders (feeder 2 at %s)" % JEP, f0, "the roster's growth not logged")
-ok("a good JOIN is answered ROSTER (twice: counted once); the same index at another endpoint is refused")
+ok("a good JOIN is answered ROSTER (twice: counted once; a flood of it: %d answers); the same index at another "
+   "endpoint is refused" % n)
 
 # ---- trainers: the modulus of a HELLO, ROSTER after the WELCOME ----
 reason = refuse_reason(ask(EP, hello_msg(job="join", feeders=1)))
