@@ -371,9 +371,19 @@ if "worker 0: end of data after 20 pieces from this feeder" not in read_log("r1"
 # the fixed-feeder run's pieces, from a feeder alone
 f0 = spawn([bed.FEEDER, "--listen", EP] + common, log=bed.log_path("r2", "feeder"))
 wait_for_log("r2", "feeder", "serving job", f0, "the reference feeder did not start")
+# feeder 0 of 1 takes over the joiner's share (1 mod 2), as after its loss
+e = conn(EP, flags=HELLO_ROSTER, feeders=2, share=1, resume_seq=40, credits=8, incarnation=23)
+taken = {}
+end_e, _ = take(e, taken, what="a takeover of share 1 mod 2")
+e.send(wire.bye())
+if sorted(taken) != list(range(41, 50, 2)) or end_e != 50:
+    fail("the takeover of share 1 mod 2 from piece 40: %r (END %r)" % (sorted(taken), end_e))
+e.close()
 d = conn(EP, credits=8, incarnation=22)
 ref = {}
 take(d, ref, what="the reference run")
+if any(taken[k] != ref[k] for k in taken):
+    fail("the takeover's pieces differ from the reference run's")
 d.send(wire.bye())
 wait(f0, 30, "the reference feeder")
 d.close()
@@ -384,6 +394,6 @@ if sorted(got) != list(range(50)) or any(got[k] != ref[k] for k in ref):
     fail("the reshaped stream differs from the fixed-feeder run's at pieces %r" %
          [k for k in range(50) if got.get(k) != ref.get(k)][:10])
 ok("a stream reshaped at piece %d: feeder 0 (0 mod 2) and the joiner (1 mod 2) send exactly the pieces of a "
-   "fixed-feeder run, ENDs after their last pieces, both exit 0" % S)
+   "fixed-feeder run, ENDs after their last pieces, both exit 0; feeder 0 of 1 takes over share 1 mod 2" % S)
 
 bed.finish()
