@@ -37,9 +37,11 @@ except ImportError:
 import atexit  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -136,8 +138,9 @@ def answers(sock, n, timeout_ms=5000):
 
 files = bed.gen("a", 200, 4)
 job_path, job = write_job("join", files, epochs=1, shuffle={"buffer": 50, "seed": 5})
-port, jport = free_port(), free_port()
-EP, JEP = "tcp://127.0.0.1:%d" % port, "tcp://127.0.0.1:%d" % jport
+# the joiners listen on ipc (no port another connection may have taken meanwhile)
+port = free_port()
+EP, JEP = "tcp://127.0.0.1:%d" % port, "ipc://%s/j.sock" % bed.TMP
 stats = os.path.join(bed.TMP, "f0-stats.json")
 f0 = spawn([bed.FEEDER, "--job", job_path, "--listen", EP, "--feeder-index", "0", "--feeders", "2", "--workers", "1",
             "--replicas", "1", "--heartbeat-ms", "200", "--timeout-ms", "2000", "--stats", stats],
@@ -274,8 +277,8 @@ ok("sluice-feeder --join: counted in (the same digest), exits 0 once the feeder 
    "--stats counts %d refusals" % refused)
 
 # ---- a joiner nobody counts in: exit 1, naming why ----
-nobody = "tcp://127.0.0.1:%d" % free_port()
-j = spawn([bed.FEEDER, "--job", job_path, "--listen", "tcp://127.0.0.1:%d" % free_port(), "--feeder-index", "1",
+nobody = "ipc://%s/nobody.sock" % bed.TMP
+j = spawn([bed.FEEDER, "--job", job_path, "--listen", "ipc://%s/j2.sock" % bed.TMP, "--feeder-index", "1",
            "--feeders", "2", "--join", nobody, "--heartbeat-ms", "100", "--timeout-ms", "800"],
           log=bed.log_path("j2", "feeder"))
 if wait(j, 30, "a joiner of nobody") != 1:
@@ -287,7 +290,7 @@ port = free_port()
 EP = "tcp://127.0.0.1:%d" % port
 f0 = spawn([bed.FEEDER, "--job", job_path, "--listen", EP, "--heartbeat-ms", "100"], log=bed.log_path("f1", "feeder"))
 wait_for_log("f1", "feeder", "serving job", f0, "feeder 0 did not start again")
-j = spawn([bed.FEEDER, "--job", job_path, "--listen", "tcp://127.0.0.1:%d" % free_port(), "--feeder-index", "1",
+j = spawn([bed.FEEDER, "--job", job_path, "--listen", "ipc://%s/j3.sock" % bed.TMP, "--feeder-index", "1",
            "--feeders", "2", "--join", EP, "--heartbeat-ms", "100", "--timeout-ms", "800", "--set", "shuffle.seed=6"],
           log=bed.log_path("j3", "feeder"))
 if wait(j, 30, "a joiner with another plan") != 1:
@@ -334,7 +337,7 @@ def take(s, pieces, until=None, what="", credit_below=1 << 62, rosters_wanted=0)
 
 
 job_path, job = write_job("join2", files, epochs=2, shuffle={"buffer": 50, "seed": 5})
-EP, JEP = "tcp://127.0.0.1:%d" % free_port(), "tcp://127.0.0.1:%d" % free_port()
+EP, JEP = "tcp://127.0.0.1:%d" % free_port(), "ipc://%s/r1.sock" % bed.TMP
 common = ["--job", job_path, "--heartbeat-ms", "200", "--timeout-ms", "3000"]
 f0 = spawn([bed.FEEDER, "--listen", EP] + common, log=bed.log_path("r0", "feeder"))
 wait_for_log("r0", "feeder", "serving job", f0, "feeder 0 did not start")
@@ -395,5 +398,66 @@ if sorted(got) != list(range(50)) or any(got[k] != ref[k] for k in ref):
          [k for k in range(50) if got.get(k) != ref.get(k)][:10])
 ok("a stream reshaped at piece %d: feeder 0 (0 mod 2) and the joiner (1 mod 2) send exactly the pieces of a "
    "fixed-feeder run, ENDs after their last pieces, both exit 0; feeder 0 of 1 takes over share 1 mod 2" % S)
+
+# ---- CURVE: a JOIN must carry a key; a joiner with the job's feeder keys
+# is counted in, its public key in the ROSTER ----
+def keygen(name):
+    path = os.path.join(bed.TMP, "keys", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    r = subprocess.run([bed.FEEDER, "keygen", path], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("keygen %s: %s" % (name, r.stderr))
+    with open(path + ".pub") as f:
+        public = f.read().strip()
+    with open(path + ".key") as f:
+        secret = f.read().strip()
+    return path, public, secret
+
+
+fkey, fpub, _ = keygen("feeder")
+ckey, cpub, csec = keygen("client")
+allow = os.path.join(bed.TMP, "allow")
+os.makedirs(allow)
+for k in (fkey, ckey):
+    shutil.copy(k + ".pub", allow)
+
+
+def curve_sock(endpoint):
+    s = CTX.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.curve_secretkey = csec.encode()
+    s.curve_publickey = cpub.encode()
+    s.curve_serverkey = fpub.encode()
+    s.connect(endpoint)
+    return s
+
+
+EP, JEP = "tcp://127.0.0.1:%d" % free_port(), "ipc://%s/c1.sock" % bed.TMP
+keys = ["--curve-key", fkey + ".key", "--curve-allow", allow, "--heartbeat-ms", "200", "--timeout-ms", "1500"]
+f0 = spawn([bed.FEEDER, "--job", job_path, "--listen", EP, "--feeders", "2"] + keys,
+           log=bed.log_path("c0", "feeder"))
+wait_for_log("c0", "feeder", "serving job", f0, "the CURVE feeder did not start")
+DIGEST2 = int(re.search(r"job digest ([0-9a-f]{16})", read_log("c0", "feeder")).group(1), 16)
+s_ = curve_sock(EP)
+s_.send(join_msg(2, 3, DIGEST2, "join2", JEP))
+reason = refuse_reason(s_.recv()) if s_.poll(5000) else None
+if reason != "feeder 2 gave no CURVE key, and this job's feeders use CURVE":
+    fail("a JOIN without a key under CURVE: %r" % reason)
+s_.close()
+j = spawn([bed.FEEDER, "--job", job_path, "--listen", JEP, "--feeder-index", "2", "--feeders", "3", "--join", EP] +
+          keys, log=bed.log_path("c1", "feeder"))
+wait_for_log("c1", "feeder", "counted this one in as feeder 2 of 3", j, "the CURVE joiner was not counted in")
+t = curve_sock(EP)
+t.send(hello_msg(job="join2", flags=HELLO_ROSTER, credits=0, incarnation=31))
+got = answers(t, 2)
+if len(got) < 2 or roster(got[1]) != (3, [(2, JEP, fpub)]):
+    fail("under CURVE, the ROSTER after the WELCOME: %r" % (roster(got[1]) if len(got) > 1 else got))
+t.send(wire.bye())
+t.close()
+f0.send_signal(signal.SIGTERM)
+wait(f0, 30, "the CURVE feeder")
+if wait(j, 30, "the CURVE joiner") != 0:
+    fail("the CURVE joiner exited %d" % j.returncode)
+ok("CURVE: a JOIN without a key refused; a joiner with the job's feeder keys counted in, its key in the ROSTER")
 
 bed.finish()
