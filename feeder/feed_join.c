@@ -354,6 +354,69 @@ void feed__on_join(struct server *s, const uint8_t *id, size_t id_len, const str
         zmq_send(s->router, s->hbuf.data, s->hbuf.len, 0);
 }
 
+/* ---- the options ---- */
+
+int feed_join_options(const char *join, const char *advertise, const char *listen, uint64_t feeder_index,
+                      uint64_t feeders, int serve_runs, char ***eps, size_t *n, struct sl_error *err)
+{
+    *eps = NULL;
+    *n = 0;
+    if (join == NULL) {
+        if (advertise != NULL)
+            return sl_error_set(err, SL_EINVAL, "--advertise needs --join (it names a feeder joining a running job)");
+        return 0;
+    }
+    if (feeder_index == 0)
+        return sl_error_set(err, SL_EINVAL,
+                            "--join: --feeder-index 0 is one of the job's first feeders; a feeder joining takes an "
+                            "index at or past their count (--feeder-index J --feeders F, J >= the first feeders' "
+                            "count)");
+    if (feeders > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL,
+                            "--join: --feeders %" PRIu64 ": at most %d feeders serve a job that feeders join", feeders,
+                            SL_WIRE_MAX_ROSTER);
+    if (serve_runs)
+        return sl_error_set(err, SL_EINVAL, "--join and --serve-runs do not go together");
+    const char *ad = advertise != NULL ? advertise : listen;
+    if (advertise != NULL && sl_endpoint_check(advertise, err) != 0)
+        return sl_error_prefix(err, "--advertise: ");
+    if (ad != NULL &&
+        (feed_endpoint_is_wildcard(ad) || strncmp(ad, "inproc://", 9) == 0 || strlen(ad) > SL_WIRE_MAX_ENDPOINT))
+        return sl_error_set(err, SL_EINVAL,
+                            advertise != NULL ? "--advertise %s: trainers cannot connect to it (give this host's "
+                                                "address and port)"
+                                              : "--join: --listen %s is a wildcard trainers cannot connect to: "
+                                                "give --advertise (this host's address and the port)",
+                            ad);
+    size_t count = 1;
+    for (const char *p = join; *p; p++)
+        count += *p == ',';
+    if (count > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: %zu endpoints, at most %d", count, SL_WIRE_MAX_ROSTER);
+    if ((*eps = sl_calloc(count, sizeof **eps)) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (const char *p = join;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char *ep = sl_malloc(len + 1);
+        if (ep == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory");
+        memcpy(ep, p, len);
+        ep[len] = '\0';
+        (*eps)[(*n)++] = ep;
+        if (len == 0)
+            return sl_error_set(err, SL_EINVAL, "--join '%s': an empty endpoint", join);
+        if (sl_endpoint_check(ep, err) != 0)
+            return sl_error_prefix(err, "--join: ");
+        if (feed_endpoint_is_wildcard(ep))
+            return sl_error_set(err, SL_EINVAL, "--join %s: a wildcard, which cannot be connected to", ep);
+        if (comma == NULL)
+            break;
+        p = comma;
+    }
+    return 0;
+}
+
 /* ---- the joiner's side: asking the job's feeders ---- */
 
 int feed__join_open(struct server *s, struct sl_error *err)
