@@ -426,6 +426,9 @@ int feed__join_open(struct server *s, struct sl_error *err)
         return 0;
     if (o->njoin > SL_WIRE_MAX_ROSTER)
         return sl_error_set(err, SL_EINVAL, "--join: %zu feeders listed, at most %d", o->njoin, SL_WIRE_MAX_ROSTER);
+    if (o->feeder_index == 0 || o->feeders > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: feeder %u of %u cannot join (1..63 of at most %d)",
+                            o->feeder_index, o->feeders, SL_WIRE_MAX_ROSTER);
     s->joiners = sl_calloc(o->njoin, sizeof *s->joiners);
     if (s->joiners == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -465,7 +468,7 @@ void feed__join_close(struct server *s)
     s->njoiners = 0;
 }
 
-/* The JOIN to jn (not queued when the feeder is not reached yet). */
+/* The JOIN to jn. */
 static void send_join(struct server *s, struct feed_joiner *jn, uint64_t now)
 {
     const struct feed_roster_entry *own = &s->roster.e[s->o->feeder_index];
@@ -478,11 +481,10 @@ static void send_join(struct server *s, struct feed_joiner *jn, uint64_t now)
                              .endpoint_len = strlen(own->endpoint),
                              .key = own->key,
                              .key_len = strlen(own->key)};
-    struct sl_buf b;
-    sl_buf_init(&b, SL_WIRE_MAX_HEADER);
-    if (sl_wire_encode_join(&m, &b) == 0)
-        (void)zmq_send(jn->sock, b.data, b.len, ZMQ_DONTWAIT);
-    sl_buf_free(&b);
+    /* while the feeder is not reached they queue, up to the socket's
+     * bound; the burst that arrives then is answered once (feed__on_join) */
+    if (sl_wire_encode_join(&m, &s->hbuf) == 0)
+        (void)zmq_send(jn->sock, s->hbuf.data, s->hbuf.len, ZMQ_DONTWAIT);
     jn->last_send_ns = now;
 }
 
