@@ -52,6 +52,7 @@
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
+#include "sl_wire.h"
 #include "sto_opt.h"
 
 #define EXIT_DATA 1
@@ -84,6 +85,9 @@ struct args {
     const char *metrics_listen;          /* --metrics-listen HOST:PORT */
     const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
     const char *ipc_group;               /* --ipc-group GROUP */
+    const char *join, *advertise;        /* --join EP[,EP...], --advertise EP */
+    char **join_eps;                     /* --join split (owned), njoin of them */
+    size_t njoin;
     int insecure;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
@@ -179,6 +183,9 @@ static void free_args(struct args *a)
     for (size_t i = 0; i < a->nkey_names; i++)
         sl_free(a->key_names[i]);
     sl_free(a->key_names);
+    for (size_t i = 0; i < a->njoin; i++)
+        sl_free(a->join_eps[i]);
+    sl_free(a->join_eps);
     sl_free(a->env_spec);
     sl_free(a->spec_curve_key);
     sl_free(a->spec_curve_allow);
@@ -252,6 +259,15 @@ static const struct sl_opt opt_rows[] = {
      "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
      "another survivor)",
      NULL, NULL},
+    {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP[,EP...]",
+     "join a running job as feeder --feeder-index of --feeders (past the job's first feeders): once scanned, ask "
+     "the job's feeders at these endpoints (one is enough, all is better) to count this one in; their trainers "
+     "then take a share of the pieces not yet sent from it (docs/feeder.md, \"Joining a running job\")",
+     NULL, NULL},
+    {"advertise", 0, SL_OPT_STRING, OFF(advertise), 0, 0, NULL, "EP",
+     "with --join: the endpoint trainers connect to for this feeder (default: --listen; required when --listen is "
+     "a wildcard such as tcp://*:5555)",
+     NULL, NULL},
     SL_OPT_ROW_CURVE_KEY(struct args),
     {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
      "the trainers allowed: every NAME.pub in DIR (one public key a file; read again on SIGHUP); needs "
@@ -324,6 +340,65 @@ static int usage_error(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     return EXIT_USAGE;
+}
+
+/* --join EP[,EP...] and --advertise EP: the endpoints checked, the list
+ * split into a->join_eps. 0, or SL_EINVAL (err says why). */
+static int parse_join(struct args *a, struct sl_error *err)
+{
+    if (a->join == NULL) {
+        if (a->advertise != NULL)
+            return sl_error_set(err, SL_EINVAL, "--advertise needs --join (it names a feeder joining a running job)");
+        return 0;
+    }
+    if (a->feeder_index == 0)
+        return sl_error_set(err, SL_EINVAL,
+                            "--join: --feeder-index 0 is one of the job's first feeders; a feeder joining takes an "
+                            "index at or past their count (--feeder-index J --feeders F, J >= the first feeders' "
+                            "count)");
+    if (a->feeders > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: --feeders %" PRIu64 ": at most %d feeders serve a job that feeders join",
+                            a->feeders, SL_WIRE_MAX_ROSTER);
+    if (a->serve_runs)
+        return sl_error_set(err, SL_EINVAL, "--join and --serve-runs do not go together");
+    const char *ad = a->advertise != NULL ? a->advertise : a->listen;
+    if (a->advertise != NULL && sl_endpoint_check(a->advertise, err) != 0)
+        return sl_error_prefix(err, "--advertise: ");
+    if (ad != NULL && (feed_endpoint_is_wildcard(ad) || strncmp(ad, "inproc://", 9) == 0 ||
+                       strlen(ad) > SL_WIRE_MAX_ENDPOINT))
+        return sl_error_set(err, SL_EINVAL,
+                            a->advertise != NULL ? "--advertise %s: trainers cannot connect to it (give this host's "
+                                                   "address and port)"
+                                                 : "--join: --listen %s is a wildcard trainers cannot connect to: "
+                                                   "give --advertise (this host's address and the port)",
+                            ad);
+    size_t n = 1;
+    for (const char *p = a->join; *p; p++)
+        n += *p == ',';
+    if (n > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: %zu endpoints, at most %d", n, SL_WIRE_MAX_ROSTER);
+    if ((a->join_eps = sl_calloc(n, sizeof *a->join_eps)) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (const char *p = a->join;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char *ep = sl_malloc(len + 1);
+        if (ep == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory");
+        memcpy(ep, p, len);
+        ep[len] = '\0';
+        a->join_eps[a->njoin++] = ep;
+        if (len == 0)
+            return sl_error_set(err, SL_EINVAL, "--join '%s': an empty endpoint", a->join);
+        if (sl_endpoint_check(ep, err) != 0)
+            return sl_error_prefix(err, "--join: ");
+        if (feed_endpoint_is_wildcard(ep))
+            return sl_error_set(err, SL_EINVAL, "--join %s: a wildcard, which cannot be connected to", ep);
+        if (comma == NULL)
+            break;
+        p = comma;
+    }
+    return 0;
 }
 
 /* The feeder's options and --KEY=VALUE / --set job overrides, then what
@@ -426,6 +501,8 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     if (a->feeder_index >= a->feeders)
         return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index, a->feeders);
+    if ((rc = parse_join(a, &err)) != 0)
+        return usage_error("%s", err.msg);
     if (a->curve_allow != NULL && a->curve_key == NULL)
         return usage_error("--curve-allow needs --curve-key (this feeder's own secret key; 'sluice-feeder keygen "
                            "NAME' makes one)");
@@ -801,6 +878,9 @@ static int serve(const struct args *a, struct feed_job *job, struct feed_source 
                                  .no_takeover = a->no_takeover,
                                  .ipc_group = a->ipc_group,
                                  .idle_exit_ms = (int)(a->idle_exit_s * 1000),
+                                 .join = (const char *const *)a->join_eps,
+                                 .njoin = a->njoin,
+                                 .advertise = a->advertise,
                                  .stop = &stop_flag,
                                  .dump = &dump_flag,
                                  .metrics = metrics};

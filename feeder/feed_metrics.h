@@ -41,6 +41,9 @@ enum feed_metric {
     FEED_M_CACHE_HITS,    /* elements copied from the decoded-element cache (cache_bytes) */
     FEED_M_CACHE_MISSES,  /* elements decoded while the cache is on */
     FEED_M_MAP_NS,        /* executor CPU: the map stage (the job's map ops) */
+    FEED_M_JOINS,         /* JOINs accepted: feeders counted in (an index once) */
+    FEED_M_JOINS_REFUSED, /* JOINs refused (malformed ones included) */
+    FEED_M_ROSTER_FEEDERS, /* gauge: the feeders the roster counts (the modulus told to trainers) */
     FEED_M_COUNT
 };
 
@@ -60,6 +63,11 @@ struct feed_counters {
     int started; /* 1 once the feeder was serving (bound, threads up): an error before that is a
                   * start-up failure (set by feed_server_run, not a metric) */
     int idle;    /* 1 when it stopped after idle_exit_ms without a trainer (likewise) */
+    uint64_t joins, joins_refused;
+    /* set by feed_server_run, not metrics: the job digest, and the roster */
+    uint64_t digest;
+    uint32_t roster_feeders;
+    uint64_t roster_joined; /* bit i: feeder i joined (known to this feeder) */
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c);

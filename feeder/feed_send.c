@@ -247,8 +247,8 @@ int feed__schedule(struct server *s)
             struct sl_error err = {0};
             int rc;
             /* the connection's share: seq % F == j, this feeder's own j or
-             * the lost feeder's it took over */
-            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % s->o->feeders != t->share)
+             * the lost feeder's it took over, F the connection's modulus */
+            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % t->feeders != t->share)
                 ;
             if (rc == SL_END) {
                 t->plan_done = 1;

@@ -150,6 +150,9 @@ static void snapshot(const struct server *s, double t0, struct feed_counters *c)
     sl_metrics_snapshot(s->m, &snap);
     feed_counters_from(&snap, c);
     c->elapsed_s = sl_clock_s() - t0;
+    c->digest = s->digest;
+    /* the joined feeders: those known, at or past the first feeders */
+    c->roster_joined = s->roster.base < 64 ? s->roster.known & ~((UINT64_C(1) << s->roster.base) - 1) : 0;
 }
 
 /* ---- setup and teardown ---- */
@@ -236,6 +239,12 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
     }
     if ((rc = open_cache(s, err)) != 0)
         return rc;
+    /* joins: the plan's digest (the same on every feeder of the job), the
+     * roster, and with --join a DEALER to each feeder asked */
+    s->digest = feed__job_digest(s);
+    feed__roster_init(s);
+    if ((rc = feed__join_open(s, err)) != 0)
+        return rc;
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx,
                                 .metrics = s->m,
                                 .src = o->src,
@@ -262,6 +271,7 @@ static void stop(struct server *s)
     close_cache(s);
     if (s->ctx != NULL) /* before the I/O threads end */
         sl_metrics_add(s->m, FEED_M_ZMQ_IO_NS, (uint64_t)(sl_proc_threads_cpu_s("ZMQbg/IO/") * 1e9));
+    feed__join_close(s);
     if (s->router != NULL)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
@@ -452,6 +462,12 @@ static int serve(struct server *s, double t0, uint64_t *cpu_mark, struct feed_co
             sl_log(SL_LOG_INFO, "every worker has its data: done");
             break;
         }
+        if (feed__join_tick(s) != 0) /* a joiner whose job's other feeders are gone */
+            break;
+        if (s->fatal) {
+            rc = fatal_error(s, err);
+            break;
+        }
         if (idle_over(s, now, &idle_since)) {
             *idle = 1;
             break;
@@ -544,8 +560,10 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     if (rc == 0) {
         snapshot(s, t0, c);
         sl_log(SL_LOG_INFO,
-               "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
-               o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+               "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64
+               " bytes of piece buffers; job digest %016" PRIx64 ")%s",
+               o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes, s->digest,
+               o.njoin > 0 ? "; joining the running job" : "");
         notify_manager("READY=1");
         rc = serve(s, t0, &cpu0, c, &idle, err);
         notify_manager("STOPPING=1");

@@ -134,7 +134,19 @@ struct feed_server_opts {
     volatile sig_atomic_t *dump;    /* set by SIGUSR1: log the counters and clear it */
     struct sl_metrics *metrics;     /* borrowed, over feed_metric_defs: where every figure goes
                                    * (another thread may read snapshots); NULL: a private one */
+    /* --join: this feeder joins a running job (docs/feeder.md, "Joining a
+     * running job"): it asks the feeders at join[0..njoin) (borrowed
+     * endpoints, at most SL_WIRE_MAX_ROSTER) to count it in, as feeder
+     * feeder_index of `feeders`, serving at `advertise` (borrowed; NULL:
+     * `listen`). njoin 0: a feeder of the job's start. */
+    const char *const *join;
+    size_t njoin;
+    const char *advertise;
 };
+
+/* 1 when ep binds every interface or any port (host "*", 0.0.0.0,
+ * [::], port "*" or 0): nobody can connect to it as written. */
+int feed_endpoint_is_wildcard(const char *ep);
 
 /* Serve until every worker of the job has received its END (0), a stop
  * signal (0 after telling the trainers), idle_exit_ms without a trainer (0,
