@@ -616,6 +616,14 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
     client_release(c);
+    /* a ROSTER read while the caller held its step (a keepalive): the
+     * reshape now, before the next step is taken from what was buffered
+     * (a trainer never short of pieces would otherwise never reach it) */
+    if (c->pending != 0) {
+        int rc = client__reshape(c, err);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;

@@ -308,6 +308,33 @@ def case_join_loss():
     ok("a join, then the loss of feeder 0: feeder 1 takes its share over under the new modulus, the trace whole")
 
 
+def case_join_busy():
+    """A trainer never short of pieces (feeder 0 always ahead, a step of
+    20 ms with the step in hand: the ROSTER is read during its keepalive)
+    reshapes at its next step, not at its next wait (which never comes)."""
+    tag = "join-busy"
+    f0, f1 = Fake(0, 1), Fake(1, 2)
+    sent = []
+    p, trace = trainer(tag, f0.ep, ["--step-ms", "20"])
+
+    def step():
+        if not sent and len(f0.served) >= 6:
+            f0.send_all(roster(2, [(1, f1.ep, b"")]))
+            sent.append(len(f0.served))
+    if run(p, [f0, f1], step, "join-busy: the trainer") != 0:
+        fail("join-busy: the trainer failed:\n" + read_log(tag, "trainer"))
+    s = check_trace(trace, "join-busy")
+    log = read_log(tag, "trainer")
+    m = re.search(r"feeders: 1 -> 2 .* serving from piece (\d+)", log)
+    if not m or int(m.group(1)) > sent[0] + 4 or not f1.served or s.get("feeder_joins") != 1:
+        fail("join-busy: the reshape should come within a step of the ROSTER (sent after piece %d), and feeder 1 "
+             "serve: %s, feeder 1 served %s:\n%s" % (sent[0] - 1, m and m.group(0), f1.served, log))
+    f0.close()
+    f1.close()
+    ok("a trainer never short of pieces reshapes at its next step (piece %s, the ROSTER sent after piece %d)"
+       % (m.group(1), sent[0] - 1))
+
+
 PY_CLIENT = r"""
 import json, sys
 import sluice
@@ -345,7 +372,7 @@ def case_join_python():
 
 def main():
     try:
-        for c in (case_bad, case_join_trainer, case_join_loss, case_join_python):
+        for c in (case_bad, case_join_trainer, case_join_loss, case_join_busy, case_join_python):
             harness.case()
             c()
         bed.finish()
