@@ -6,8 +6,9 @@
  * caller as part of a step and recycled, with its credit returned to its
  * feeder, at the next call.
  *
- * The parts: client_rejoin.c (lost feeders, rejoin, takeover and
- * probes), client_handshake.c (HELLO, WELCOME, STATUS, the socket
+ * The parts: client_roster.c (feeders that join the running job: the
+ * ROSTER, the reshape to a new count), client_rejoin.c (lost feeders,
+ * rejoin, takeover and probes), client_handshake.c (HELLO, WELCOME, STATUS, the socket
  * and its monitor, the CURVE verdict), client_shm.c (a feeder's
  * shared piece memory, the slots), client_stats.c (the feeders'
  * STATS, the wait by feeder), client_common.c (errors naming a
@@ -177,10 +178,11 @@ static int receive(struct client *c, int j, struct sl_error *err)
     }
     struct sl_error derr = {0};
     if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0) {
-        /* a malformed ROSTER is a bad ROSTER: logged and ignored (the
-         * type lies at bytes 6-7 of any header) */
+        /* a malformed ROSTER is a bad ROSTER: logged and ignored (a
+         * header: the magic, the version (u16), the type (u16)) */
         const uint8_t *h = zmq_msg_data(&s->hdr);
-        if (zmq_msg_size(&s->hdr) >= 8 && (h[6] | h[7] << 8) == SL_WIRE_ROSTER && !zmq_msg_more(&s->hdr))
+        if (zmq_msg_size(&s->hdr) >= 8 && memcmp(h, "SLC1", 4) == 0 && (h[4] | h[5] << 8) == SL_WIRE_VERSION &&
+            (h[6] | h[7] << 8) == SL_WIRE_ROSTER && !zmq_msg_more(&s->hdr))
             client__bad_roster(c, (size_t)j, derr.msg);
         else
             rc = client__feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
@@ -616,6 +618,14 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
     client_release(c);
+    /* a ROSTER read while the caller held its step (a keepalive): the
+     * reshape now, before the next step is taken from what was buffered
+     * (a trainer never short of pieces would otherwise never reach it) */
+    if (c->pending != 0) {
+        int rc = client__reshape(c, err);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;

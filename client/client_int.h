@@ -1,5 +1,5 @@
 /* client_int.h: what the parts of the client share (client.c,
- * and below it client_rejoin.c, client_handshake.c,
+ * and below it client_roster.c, client_rejoin.c, client_handshake.c,
  * client_shm.c, client_stats.c, client_common.c: each
  * calls only the ones after it).
  * Internal to client/: the structs behind struct client and the

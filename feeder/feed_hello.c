@@ -203,6 +203,13 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
                      h->share, feeders);
         return -1;
     }
+    /* feeders joined: the takeovers' bound follows the largest modulus
+     * (W x (F' - 1), F' at most SL_WIRE_MAX_ROSTER) */
+    uint64_t most = (uint64_t)s->workers * (feeders - 1);
+    if (most > MAX_TAKEOVERS)
+        most = MAX_TAKEOVERS;
+    if (most > s->max_takeovers)
+        s->max_takeovers = (size_t)most;
     if (id_len > MAX_IDENTITY) {
         feed__refuse(s, id, id_len, "identity too long");
         return -1;

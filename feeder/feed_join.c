@@ -334,17 +334,87 @@ void feed__on_join(struct server *s, const uint8_t *id, size_t id_len, const str
     if (join_check(s, id, id_len, &j) != 0)
         return;
     struct feed_roster *r = &s->roster;
+    uint64_t now = sl_clock_ns();
     if (!known(r, j.feeder)) {
         add_entry(r, j.feeder, j.endpoint, j.endpoint_len, j.key, j.key_len);
         sl_metrics_add(s->m, FEED_M_JOINS, 1);
         sl_log(SL_LOG_INFO, "feeder %u of %u joined the job, serving at %s", j.feeder, j.feeders,
                r->e[j.feeder].endpoint);
+    } else if (now - r->e[j.feeder].answered_ns < (uint64_t)s->o->heartbeat_ms * 500000u) {
+        /* the joiner asks once a heartbeat: a flood of the same JOIN (the
+         * answers queued to a peer that may never read them) is not
+         * answered */
+        return;
     }
+    r->e[j.feeder].answered_ns = now;
     note_modulus(r, j.feeders);
     roster_update(s);
     /* the answer: the roster with the joiner counted in */
     if (encode_roster(s) == 0 && zmq_send(s->router, id, id_len, ZMQ_SNDMORE) >= 0)
         zmq_send(s->router, s->hbuf.data, s->hbuf.len, 0);
+}
+
+/* ---- the options ---- */
+
+int feed_join_options(const char *join, const char *advertise, const char *listen, uint64_t feeder_index,
+                      uint64_t feeders, int serve_runs, char ***eps, size_t *n, struct sl_error *err)
+{
+    *eps = NULL;
+    *n = 0;
+    if (join == NULL) {
+        if (advertise != NULL)
+            return sl_error_set(err, SL_EINVAL, "--advertise needs --join (it names a feeder joining a running job)");
+        return 0;
+    }
+    if (feeder_index == 0)
+        return sl_error_set(err, SL_EINVAL,
+                            "--join: --feeder-index 0 is one of the job's first feeders; a feeder joining takes an "
+                            "index at or past their count (--feeder-index J --feeders F, J >= the first feeders' "
+                            "count)");
+    if (feeders > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL,
+                            "--join: --feeders %" PRIu64 ": at most %d feeders serve a job that feeders join", feeders,
+                            SL_WIRE_MAX_ROSTER);
+    if (serve_runs)
+        return sl_error_set(err, SL_EINVAL, "--join and --serve-runs do not go together");
+    const char *ad = advertise != NULL ? advertise : listen;
+    if (advertise != NULL && sl_endpoint_check(advertise, err) != 0)
+        return sl_error_prefix(err, "--advertise: ");
+    if (ad != NULL &&
+        (feed_endpoint_is_wildcard(ad) || strncmp(ad, "inproc://", 9) == 0 || strlen(ad) > SL_WIRE_MAX_ENDPOINT))
+        return sl_error_set(err, SL_EINVAL,
+                            advertise != NULL ? "--advertise %s: trainers cannot connect to it (give this host's "
+                                                "address and port)"
+                                              : "--join: --listen %s is a wildcard trainers cannot connect to: "
+                                                "give --advertise (this host's address and the port)",
+                            ad);
+    size_t count = 1;
+    for (const char *p = join; *p; p++)
+        count += *p == ',';
+    if (count > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: %zu endpoints, at most %d", count, SL_WIRE_MAX_ROSTER);
+    if ((*eps = sl_calloc(count, sizeof **eps)) == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory");
+    for (const char *p = join;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        char *ep = sl_malloc(len + 1);
+        if (ep == NULL)
+            return sl_error_set(err, SL_ENOMEM, "out of memory");
+        memcpy(ep, p, len);
+        ep[len] = '\0';
+        (*eps)[(*n)++] = ep;
+        if (len == 0)
+            return sl_error_set(err, SL_EINVAL, "--join '%s': an empty endpoint", join);
+        if (sl_endpoint_check(ep, err) != 0)
+            return sl_error_prefix(err, "--join: ");
+        if (feed_endpoint_is_wildcard(ep))
+            return sl_error_set(err, SL_EINVAL, "--join %s: a wildcard, which cannot be connected to", ep);
+        if (comma == NULL)
+            break;
+        p = comma;
+    }
+    return 0;
 }
 
 /* ---- the joiner's side: asking the job's feeders ---- */
@@ -356,6 +426,9 @@ int feed__join_open(struct server *s, struct sl_error *err)
         return 0;
     if (o->njoin > SL_WIRE_MAX_ROSTER)
         return sl_error_set(err, SL_EINVAL, "--join: %zu feeders listed, at most %d", o->njoin, SL_WIRE_MAX_ROSTER);
+    if (o->feeder_index == 0 || o->feeders > SL_WIRE_MAX_ROSTER)
+        return sl_error_set(err, SL_EINVAL, "--join: feeder %u of %u cannot join (1..63 of at most %d)",
+                            o->feeder_index, o->feeders, SL_WIRE_MAX_ROSTER);
     s->joiners = sl_calloc(o->njoin, sizeof *s->joiners);
     if (s->joiners == NULL)
         return sl_error_set(err, SL_ENOMEM, "out of memory");
@@ -395,7 +468,7 @@ void feed__join_close(struct server *s)
     s->njoiners = 0;
 }
 
-/* The JOIN to jn (not queued when the feeder is not reached yet). */
+/* The JOIN to jn. */
 static void send_join(struct server *s, struct feed_joiner *jn, uint64_t now)
 {
     const struct feed_roster_entry *own = &s->roster.e[s->o->feeder_index];
@@ -408,11 +481,10 @@ static void send_join(struct server *s, struct feed_joiner *jn, uint64_t now)
                              .endpoint_len = strlen(own->endpoint),
                              .key = own->key,
                              .key_len = strlen(own->key)};
-    struct sl_buf b;
-    sl_buf_init(&b, SL_WIRE_MAX_HEADER);
-    if (sl_wire_encode_join(&m, &b) == 0)
-        (void)zmq_send(jn->sock, b.data, b.len, ZMQ_DONTWAIT);
-    sl_buf_free(&b);
+    /* while the feeder is not reached they queue, up to the socket's
+     * bound; the burst that arrives then is answered once (feed__on_join) */
+    if (sl_wire_encode_join(&m, &s->hbuf) == 0)
+        (void)zmq_send(jn->sock, s->hbuf.data, s->hbuf.len, ZMQ_DONTWAIT);
     jn->last_send_ns = now;
 }
 

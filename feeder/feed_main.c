@@ -52,7 +52,6 @@
 #include "sl_log.h"
 #include "sl_opt.h"
 #include "sl_output.h"
-#include "sl_wire.h"
 #include "sto_opt.h"
 
 #define EXIT_DATA 1
@@ -342,65 +341,6 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* --join EP[,EP...] and --advertise EP: the endpoints checked, the list
- * split into a->join_eps. 0, or SL_EINVAL (err says why). */
-static int parse_join(struct args *a, struct sl_error *err)
-{
-    if (a->join == NULL) {
-        if (a->advertise != NULL)
-            return sl_error_set(err, SL_EINVAL, "--advertise needs --join (it names a feeder joining a running job)");
-        return 0;
-    }
-    if (a->feeder_index == 0)
-        return sl_error_set(err, SL_EINVAL,
-                            "--join: --feeder-index 0 is one of the job's first feeders; a feeder joining takes an "
-                            "index at or past their count (--feeder-index J --feeders F, J >= the first feeders' "
-                            "count)");
-    if (a->feeders > SL_WIRE_MAX_ROSTER)
-        return sl_error_set(err, SL_EINVAL, "--join: --feeders %" PRIu64 ": at most %d feeders serve a job that feeders join",
-                            a->feeders, SL_WIRE_MAX_ROSTER);
-    if (a->serve_runs)
-        return sl_error_set(err, SL_EINVAL, "--join and --serve-runs do not go together");
-    const char *ad = a->advertise != NULL ? a->advertise : a->listen;
-    if (a->advertise != NULL && sl_endpoint_check(a->advertise, err) != 0)
-        return sl_error_prefix(err, "--advertise: ");
-    if (ad != NULL && (feed_endpoint_is_wildcard(ad) || strncmp(ad, "inproc://", 9) == 0 ||
-                       strlen(ad) > SL_WIRE_MAX_ENDPOINT))
-        return sl_error_set(err, SL_EINVAL,
-                            a->advertise != NULL ? "--advertise %s: trainers cannot connect to it (give this host's "
-                                                   "address and port)"
-                                                 : "--join: --listen %s is a wildcard trainers cannot connect to: "
-                                                   "give --advertise (this host's address and the port)",
-                            ad);
-    size_t n = 1;
-    for (const char *p = a->join; *p; p++)
-        n += *p == ',';
-    if (n > SL_WIRE_MAX_ROSTER)
-        return sl_error_set(err, SL_EINVAL, "--join: %zu endpoints, at most %d", n, SL_WIRE_MAX_ROSTER);
-    if ((a->join_eps = sl_calloc(n, sizeof *a->join_eps)) == NULL)
-        return sl_error_set(err, SL_ENOMEM, "out of memory");
-    for (const char *p = a->join;; p++) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        char *ep = sl_malloc(len + 1);
-        if (ep == NULL)
-            return sl_error_set(err, SL_ENOMEM, "out of memory");
-        memcpy(ep, p, len);
-        ep[len] = '\0';
-        a->join_eps[a->njoin++] = ep;
-        if (len == 0)
-            return sl_error_set(err, SL_EINVAL, "--join '%s': an empty endpoint", a->join);
-        if (sl_endpoint_check(ep, err) != 0)
-            return sl_error_prefix(err, "--join: ");
-        if (feed_endpoint_is_wildcard(ep))
-            return sl_error_set(err, SL_EINVAL, "--join %s: a wildcard, which cannot be connected to", ep);
-        if (comma == NULL)
-            break;
-        p = comma;
-    }
-    return 0;
-}
-
 /* The feeder's options and --KEY=VALUE / --set job overrides, then what
  * the cluster spec gives. 0 (a->done after --help or --version), else the
  * exit status with the reason printed. */
@@ -501,8 +441,9 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     if (a->feeder_index >= a->feeders)
         return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index, a->feeders);
-    if ((rc = parse_join(a, &err)) != 0)
-        return usage_error("%s", err.msg);
+    if ((rc = feed_join_options(a->join, a->advertise, a->listen, a->feeder_index, a->feeders, a->serve_runs,
+                                &a->join_eps, &a->njoin, &err)) != 0)
+        return rc == SL_ENOMEM ? EXIT_DATA : usage_error("%s", err.msg);
     if (a->curve_allow != NULL && a->curve_key == NULL)
         return usage_error("--curve-allow needs --curve-key (this feeder's own secret key; 'sluice-feeder keygen "
                            "NAME' makes one)");

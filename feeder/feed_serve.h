@@ -85,6 +85,7 @@ struct trainer {
 struct feed_roster_entry {
     char endpoint[SL_WIRE_MAX_ENDPOINT + 1];
     char key[SL_WIRE_KEY_Z85 + 1]; /* "" without CURVE */
+    uint64_t answered_ns;          /* its JOIN's last answer: a repeated JOIN is answered at most twice a heartbeat */
 };
 struct feed_roster {
     uint32_t base;    /* the job's first feeders' count (indexes below it cannot join); 0: a joiner not yet

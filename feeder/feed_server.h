@@ -148,6 +148,15 @@ struct feed_server_opts {
  * [::], port "*" or 0): nobody can connect to it as written. */
 int feed_endpoint_is_wildcard(const char *ep);
 
+/* The options --join EP[,EP...] and --advertise EP of a feeder with
+ * --feeder-index, --feeders, --listen and --serve-runs as given: checked
+ * (what a joiner needs; every endpoint one trainers and feeders can
+ * connect to), the list split into *eps (owned, *n of them: sl_free each
+ * and the array, after an error too). 0, SL_EINVAL (err says why) or
+ * SL_ENOMEM. */
+int feed_join_options(const char *join, const char *advertise, const char *listen, uint64_t feeder_index,
+                      uint64_t feeders, int serve_runs, char ***eps, size_t *n, struct sl_error *err) SL_MUST_CHECK;
+
 /* Serve until every worker of the job has received its END (0), a stop
  * signal (0 after telling the trainers), idle_exit_ms without a trainer (0,
  * with c->idle set), or a fatal error (negative, err says what). The figures go to o->metrics as they happen (a private table

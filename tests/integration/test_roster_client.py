@@ -20,6 +20,12 @@ piece (ids 2 seq, 2 seq + 1), END with the stream's length.
   (feeder 1 at ... joined); serving from piece S" and when the joined
   feeder's first piece came. The Python client does the same and its
   `feeders` property reads 4 at the end.
+- a join, then feeder 0 lost: the joined feeder takes share 0 over under
+  modulus 2 (with one feeder given there was no takeover before).
+- a trainer never short of pieces (--step-ms: the ROSTER is read in its
+  keepalive, the step in hand) reshapes at its next step.
+- CURVE: a ROSTER entry without a key is refused; with one, the joined
+  feeder is connected to with that key as its server key.
 
 Exits 77 (skipped) when python3-zmq cannot be imported.
 Usage: test_roster_client.py BUILD_DIR
@@ -73,10 +79,16 @@ class Fake:
     """Feeder `index` of `own` (its --feeders), serving pieces below
     `limit` (None: all)."""
 
-    def __init__(self, index, own):
+    def __init__(self, index, own, curve=False):
         self.index, self.own = index, own
         self.s = CTX.socket(zmq.ROUTER)
         self.s.setsockopt(zmq.LINGER, 0)
+        self.public = b""
+        if curve:  # a CURVE server with a key of its own (no ZAP: any client key)
+            self.public, secret = zmq.curve_keypair()
+            self.s.curve_secretkey = secret
+            self.s.curve_publickey = self.public
+            self.s.curve_server = True
         self.s.bind("tcp://127.0.0.1:*")
         self.ep = self.s.getsockopt_string(zmq.LAST_ENDPOINT)
         self.conns = {}   # routing id -> {share, F, next, credits, ended}
@@ -308,6 +320,69 @@ def case_join_loss():
     ok("a join, then the loss of feeder 0: feeder 1 takes its share over under the new modulus, the trace whole")
 
 
+def case_join_busy():
+    """A trainer never short of pieces (feeder 0 always ahead, a step of
+    20 ms with the step in hand: the ROSTER is read during its keepalive)
+    reshapes at its next step, not at its next wait (which never comes)."""
+    tag = "join-busy"
+    f0, f1 = Fake(0, 1), Fake(1, 2)
+    sent = []
+    p, trace = trainer(tag, f0.ep, ["--step-ms", "20"])
+
+    def step():
+        if not sent and len(f0.served) >= 6:
+            f0.send_all(roster(2, [(1, f1.ep, b"")]))
+            sent.append(len(f0.served))
+    if run(p, [f0, f1], step, "join-busy: the trainer") != 0:
+        fail("join-busy: the trainer failed:\n" + read_log(tag, "trainer"))
+    s = check_trace(trace, "join-busy")
+    log = read_log(tag, "trainer")
+    m = re.search(r"feeders: 1 -> 2 .* serving from piece (\d+)", log)
+    if not m or int(m.group(1)) > sent[0] + 4 or not f1.served or s.get("feeder_joins") != 1:
+        fail("join-busy: the reshape should come within a step of the ROSTER (sent after piece %d), and feeder 1 "
+             "serve: %s, feeder 1 served %s:\n%s" % (sent[0] - 1, m and m.group(0), f1.served, log))
+    f0.close()
+    f1.close()
+    ok("a trainer never short of pieces reshapes at its next step (piece %s, the ROSTER sent after piece %d)"
+       % (m.group(1), sent[0] - 1))
+
+
+def case_curve():
+    """Under CURVE, a joined feeder's key comes with the ROSTER and is its
+    server key; an entry without one is a bad ROSTER."""
+    tag = "curve"
+    f0, f1 = Fake(0, 1, curve=True), Fake(1, 2, curve=True)
+    keys = os.path.join(bed.TMP, "keys")
+    os.makedirs(keys, exist_ok=True)
+    r = subprocess.run([bed.FEEDER, "keygen", os.path.join(keys, "trainer")], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("keygen: exit %d: %s" % (r.returncode, r.stderr))
+    with open(os.path.join(keys, "f0.pub"), "w") as f:
+        f.write(f0.public.decode() + "\n")
+    f0.limit = 6
+    stage = [0]
+    p, trace = trainer(tag, f0.ep, ["--curve-key", os.path.join(keys, "trainer.key"),
+                                    "--curve-server-key", os.path.join(keys, "f0.pub")])
+
+    def step():
+        if stage[0] == 0 and f0.idle():
+            f0.send_all(roster(2, [(1, f1.ep, b"")]))  # no key: bad under CURVE
+            f0.send_all(roster(2, [(1, f1.ep, f1.public)]))
+            f0.limit = None
+            stage[0] = 1
+    if run(p, [f0, f1], step, "curve: the trainer") != 0:
+        fail("curve: the trainer failed:\n" + read_log(tag, "trainer"))
+    s = check_trace(trace, "curve")
+    log = read_log(tag, "trainer")
+    if "a ROSTER of 2 feeders ignored (feeder 1 at %s: no CURVE key (this trainer uses CURVE))" % f1.ep not in log \
+            or s.get("feeder_joins") != 1 or not f1.served:
+        fail("curve: want the keyless ROSTER refused, then a join to feeder 1 with its key (joins %r, feeder 1 "
+             "served %d):\n%s" % (s.get("feeder_joins"), len(f1.served), log))
+    f0.close()
+    f1.close()
+    ok("CURVE: a joined feeder's key comes with the ROSTER (without one the ROSTER is refused)")
+
+
 PY_CLIENT = r"""
 import json, sys
 import sluice
@@ -345,7 +420,7 @@ def case_join_python():
 
 def main():
     try:
-        for c in (case_bad, case_join_trainer, case_join_loss, case_join_python):
+        for c in (case_bad, case_join_trainer, case_join_loss, case_join_busy, case_curve, case_join_python):
             harness.case()
             c()
         bed.finish()
