@@ -143,14 +143,16 @@ def wait_roster(tag, F, joiners, timeout=30):
         time.sleep(0.02)
 
 
-def trainer(tag, w, paced=True, extra=()):
+def trainer(tag, w, paced=True, extra=(), credits=8):
     """sluice-trainer worker w of W, told feeder 0 only."""
     trace = os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w))
     # paced: a few credits, so that the feeders cannot send a worker's
     # whole stream before the join (a ROSTER after every feeder's END is
     # ignored), and the client, which reads its feeders when its window
     # runs dry, hears of the join within a few steps
-    pace = ["--step-ms", "%.3f" % STEP_MS, "--credits", "8"] if paced else []
+    pace = ["--step-ms", "%.3f" % STEP_MS] if paced else []
+    if paced and credits:
+        pace += ["--credits", str(credits)]
     p = spawn([bed.TRAINER, "--connect", endpoint(tag, 0), "--job", JOB["name"], "--worker", str(w), "--workers",
                str(W), "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200", "--timeout-ms", "3000",
                "--takeover-s", str(TAKEOVER_S)] + pace + list(extra), log=bed.log_path(tag, "trainer%d" % w))
@@ -328,12 +330,14 @@ def before_first(ref):
 
 
 def mid_epoch(ref):
-    """(b) Mid-epoch: two paced trainers; the feeder joins once worker 0
-    is halfway through epoch 1. Each switches at its own position."""
+    """(b) Mid-epoch: two paced trainers with the default credits; the
+    feeder joins once worker 0 is halfway through epoch 1. Each switches
+    at its own position."""
     harness.case()
     tag = "mid"
     f0 = start_first(JOB_PATH, tag)
-    trainers = [trainer(tag, w) for w in range(W)]
+    # the default credits (64) here: the feeder a quarter of the stream ahead
+    trainers = [trainer(tag, w, credits=None) for w in range(W)]
     wait_pieces(tag, 0, trainers[0][1], trainers[0][0], PIECES + PIECES // 2)
     f1 = join(JOB_PATH, tag, 1, 2, [0])
     sent = finish_case(tag, [p for p, _ in trainers], {0: f0, 1: f1}, ref)
