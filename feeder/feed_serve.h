@@ -63,6 +63,7 @@ struct trainer {
     uint64_t epochs;
     int end_sent;
     int said_bye; /* its connection ended with a BYE (all_done) */
+    uint64_t dropped_ns; /* when its connection was dropped (all_done: --end-wait-s) */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
