@@ -129,22 +129,24 @@ static void log_no_bye(const struct server *s)
 {
     char list[512];
     size_t len = 0, n = 0;
+    int full = 0; /* an entry takes at most 42 bytes: none is begun with fewer than 48 left */
     list[0] = '\0';
     for (size_t i = 0; i < s->ntrainers; i++) {
         const struct trainer *t = &s->trainers[i];
         if (!t->end_sent || t->said_bye)
             continue;
-        n++;
-        if (len + 48 >= sizeof list) {
-            if (len + 5 < sizeof list && strcmp(list + len - 3, "...") != 0)
-                len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
+        const char *sep = n++ != 0 ? ", " : "";
+        if (full)
             continue;
+        if (len + 48 >= sizeof list) {
+            snprintf(list + len, sizeof list - len, "%s...", sep);
+            full = 1;
+        } else if (t->share == s->o->feeder_index) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%u", sep, t->worker);
+        } else {
+            len +=
+                (size_t)snprintf(list + len, sizeof list - len, "%s%u (feeder %u's share)", sep, t->worker, t->share);
         }
-        if (t->share == s->o->feeder_index)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%u", n > 1 ? ", " : "", t->worker);
-        else
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%u (feeder %u's share)", n > 1 ? ", " : "",
-                                    t->worker, t->share);
     }
     if (n != 0)
         sl_log(SL_LOG_WARN,
