@@ -22,6 +22,8 @@ every piece and its END long before the trainer has taken them.
    shape is the trainer's, killed before it returned a credit: a drop after
    the END holds the shape as a BYE does (else it was released and the
    feeder waited for a new first trainer for ever).
+   With --serve-runs, run 1 ends after the wait (naming worker 0) and run
+   2 serves a new trainer the whole job.
 4. --end-wait-s refused when hostile: -1, 86401, 10^30, 1.5, abc, empty
    (exit status 2, the option named).
 
@@ -162,6 +164,27 @@ def main():
             if want not in flog or "within --end-wait-s %d" % wait_s not in flog:
                 fail("%s: no line naming worker 0 (%r):\n%s" % (tag, want, flog[-2000:]))
             ok("--end-wait-s %d, nobody back: the feeder ends %.1f s after the drop, naming worker 0" % (wait_s, took))
+
+        # 3b. --serve-runs: the run ends after the wait, the next run is served whole
+        harness.case()
+        tag = "runs"
+        f, sock = feeder(tag, job_path, "--serve-runs", "--timeout-ms", "5000", "--end-wait-s", "1")
+        p, _ = trainer(tag, "trainer", sock, name, "--step-ms", "100")
+        kill_after_end(tag, p)
+        bed.wait_for_log(tag, "feeder", "the next trainers get run 2", f, "%s: run 2 did not start" % tag)
+        flog = bed.read_log(tag, "feeder")
+        if flog.find("worker 0 had its END but never said BYE") > flog.find("the next trainers get run 2"):
+            fail("%s: run 1 ended without naming worker 0 first:\n%s" % (tag, flog[-2000:]))
+        q, t = trainer(tag, "run2", sock, name)
+        if bed.wait(q, 60, "%s: run 2's trainer" % tag) != 0 or pieces(t) != ref:
+            fail("%s: run 2's trainer did not get the whole job:\n%s" % (tag, bed.read_log(tag, "run2")[-2000:]))
+        if f.poll() is not None:
+            fail("%s: the --serve-runs feeder ended" % tag)
+        f.send_signal(signal.SIGTERM)
+        if bed.wait(f, 30, "%s: the feeder" % tag) != 0:
+            fail("%s: the --serve-runs feeder stopped by SIGTERM exited %d" % (tag, f.returncode))
+        ok("--serve-runs --end-wait-s 1: run 1 ends 1 s after the killed trainer's drop, naming it; run 2 is "
+           "served whole")
 
         # 4. hostile values
         harness.case()
