@@ -65,6 +65,8 @@ static void heartbeats_and_ends(struct server *s)
             struct sl_wire_heartbeat h = {.sent_ns = now};
             feed__send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf), "HEARTBEAT");
             t->last_hb_ns = now;
+            if (!t->active) /* the send dropped it: nothing more goes to it */
+                continue;
         }
         if (t->wants_stats && now - t->last_stats_ns >= hb) {
             /* the feeder's CPU by stage so far, for the trainer to say which
@@ -86,6 +88,8 @@ static void heartbeats_and_ends(struct server *s)
                 st.credit_wait_ns = SL_WIRE_MAX_COUNT;
             feed__send_simple(s, t, sl_wire_encode_stats(&st, &s->hbuf), "STATS");
             t->last_stats_ns = now;
+            if (!t->active)
+                continue;
         }
         if (t->plan_done && t->inflight == 0 && !t->end_sent) {
             struct sl_wire_end e = {.worker = t->worker, .pieces = t->last_seq, .epochs = s->o->job->epochs};

@@ -163,6 +163,12 @@ def main():
                 fail("%s: the feeder ended %.2f s after dropping the killed trainer, want %g-%g s" % (tag, took, lo, hi))
             if want not in flog or "within --end-wait-s %d" % wait_s not in flog:
                 fail("%s: no line naming worker 0 (%r):\n%s" % (tag, want, flog[-2000:]))
+            # dropped once: the heartbeat that found it gone ends its tick
+            # (the STATS and END after it were sent to the dropped
+            # connection too, each dropping it again and restarting the wait)
+            drops = [ln for ln in flog.splitlines() if "and was dropped" in ln]
+            if len(drops) != 1:
+                fail("%s: the killed trainer dropped %d times:\n%s" % (tag, len(drops), "\n".join(drops)))
             ok("--end-wait-s %d, nobody back: the feeder ends %.1f s after the drop, naming worker 0" % (wait_s, took))
 
         # 3b. --serve-runs: the run ends after the wait, the next run is served whole
