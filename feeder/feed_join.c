@@ -122,8 +122,7 @@ static void note_modulus(struct feed_roster *r, uint32_t f)
         r->moduli |= UINT64_C(1) << (f - 1);
 }
 
-static void add_entry(struct feed_roster *r, uint32_t i, const char *ep, size_t ep_len, const char *key,
-                      size_t key_len)
+static void add_entry(struct feed_roster *r, uint32_t i, const char *ep, size_t ep_len, const char *key, size_t key_len)
 {
     struct feed_roster_entry *e = &r->e[i];
     memcpy(e->endpoint, ep, ep_len);
@@ -523,8 +522,7 @@ static void join_read(struct server *s, struct feed_joiner *jn, uint64_t now)
             return;
         }
         struct sl_error err = {0};
-        if (zmq_msg_more(&body) ||
-            sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
+        if (zmq_msg_more(&body) || sl_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &s->msg, &err) != 0) {
             sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
             if (sl_log_allowed(&s->lim_bad))
                 sl_log(SL_LOG_WARN, "--join %s: bad answer: %s", jn->endpoint,
@@ -538,13 +536,12 @@ static void join_read(struct server *s, struct feed_joiner *jn, uint64_t now)
             jn->heard_ns = now;
             int again = strlen(jn->refusal) == s->msg.refuse.reason_len &&
                         memcmp(jn->refusal, s->msg.refuse.reason, s->msg.refuse.reason_len) == 0;
-            size_t n = s->msg.refuse.reason_len < sizeof jn->refusal - 1 ? s->msg.refuse.reason_len
-                                                                         : sizeof jn->refusal - 1;
+            size_t n =
+                s->msg.refuse.reason_len < sizeof jn->refusal - 1 ? s->msg.refuse.reason_len : sizeof jn->refusal - 1;
             memcpy(jn->refusal, s->msg.refuse.reason, n);
             jn->refusal[n] = '\0';
             if (!again)
-                sl_log(SL_LOG_WARN, "--join %s: refused: %s (asking again every heartbeat)", jn->endpoint,
-                       jn->refusal);
+                sl_log(SL_LOG_WARN, "--join %s: refused: %s (asking again every heartbeat)", jn->endpoint, jn->refusal);
         } else {
             sl_metrics_add(s->m, FEED_M_BAD_MESSAGES, 1);
             if (sl_log_allowed(&s->lim_bad))

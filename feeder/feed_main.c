@@ -93,7 +93,7 @@ struct args {
     char *spec_curve_key, *spec_curve_allow; /* the cluster spec's 'curve' paths (owned) */
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s, idle_exit_s, metrics_linger_s;
+        report_s, idle_exit_s, metrics_linger_s, end_wait_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     int serve_runs;            /* --serve-runs: a new run of the job after each run's end */
     struct sto_config storage; /* --remote-*, --s3-* */
@@ -227,6 +227,10 @@ static const struct sl_opt opt_rows[] = {
     {"idle-exit", 0, SL_OPT_U64, OFF(idle_exit_s), 0, 604800, "0", "S",
      "stop with exit status 3 once no trainer has been connected for S seconds after the scan (a job-scoped "
      "feeder whose trainers all failed; 0: serve for ever, as a service does)",
+     NULL, NULL},
+    {"end-wait-s", 0, SL_OPT_U64, OFF(end_wait_s), 0, 86400, "60", "S",
+     "after a worker's END, wait up to S seconds for a trainer whose connection closed without a BYE (killed "
+     "before it took its last pieces) to come back and resume, before ending without it (0: do not wait)",
      NULL, NULL},
     {"serve-runs", 0, SL_OPT_FLAG, OFF(serve_runs), 0, 0, NULL, NULL,
      "once every worker has had its END, serve a new run of the job from its first piece to the next trainers "
@@ -819,6 +823,7 @@ static int serve(const struct args *a, struct feed_job *job, struct feed_source 
                                  .no_takeover = a->no_takeover,
                                  .ipc_group = a->ipc_group,
                                  .idle_exit_ms = (int)(a->idle_exit_s * 1000),
+                                 .end_wait_ms = (int)(a->end_wait_s * 1000),
                                  .join = (const char *const *)a->join_eps,
                                  .njoin = a->njoin,
                                  .advertise = a->advertise,

@@ -12,37 +12,37 @@
 #include "sl_metrics.h"
 
 enum feed_metric {
-    FEED_M_PIECES,        /* pieces sent */
-    FEED_M_RECORDS,       /* rows sent */
-    FEED_M_BYTES,         /* tensor bytes sent */
-    FEED_M_ERRORS,        /* data errors met */
-    FEED_M_TRAINERS,      /* HELLOs accepted */
-    FEED_M_REFUSED,       /* HELLOs refused */
-    FEED_M_BAD_MESSAGES,  /* malformed messages, unexpected ones, and any from a peer that is no trainer */
-    FEED_M_SHM_PIECES,    /* pieces handed over in shared memory */
-    FEED_M_BLOCKED_NS,    /* time with work left but no credit from any trainer */
-    FEED_M_POOL_BYTES,    /* gauge: the piece memory allocated */
-    FEED_M_READ_NS,       /* executor CPU: reading records (framing, CRCs, page faults) */
-    FEED_M_DECOMPRESS_NS, /* executor CPU: inflating compressed files */
-    FEED_M_DECODE_NS,     /* executor CPU: decoding records into features */
-    FEED_M_ASSEMBLE_NS,   /* executor CPU: the rest of assembling pieces */
-    FEED_M_SERVE_NS,      /* serving thread CPU: scheduling, framing, handing frames to ZeroMQ */
-    FEED_M_ZMQ_IO_NS,     /* ZeroMQ I/O threads' CPU (read at the end) */
-    FEED_M_COPY_PIECES,   /* pieces sent by copy (the rest of FEED_M_PIECES went in shared memory) */
-    FEED_M_READ_BYTES,    /* bytes of the records read for pieces (framed records, or their fields) */
-    FEED_M_DROPPED,       /* trainer connections dropped (silent past the timeout, a send refused) */
-    FEED_M_CONNECTED,     /* gauge: trainer connections being served now */
-    FEED_M_STARVED,       /* gauge: connections with pieces left to send but no credit, at the last look */
-    FEED_M_WORKERS,       /* gauge: the cluster shape's workers (0: no shape yet) */
-    FEED_M_SCAN_FILES,    /* gauge: files the start-up scan reads */
-    FEED_M_SCAN_DONE,     /* gauge: of those, scanned so far */
-    FEED_M_SCAN_RECORDS,  /* gauge: records the scan has found so far */
-    FEED_M_SCAN_BYTES,    /* gauge: bytes the scan has read so far */
-    FEED_M_CACHE_HITS,    /* elements copied from the decoded-element cache (cache_bytes) */
-    FEED_M_CACHE_MISSES,  /* elements decoded while the cache is on */
-    FEED_M_MAP_NS,        /* executor CPU: the map stage (the job's map ops) */
-    FEED_M_JOINS,         /* JOINs accepted: feeders counted in (an index once) */
-    FEED_M_JOINS_REFUSED, /* JOINs refused (malformed ones included) */
+    FEED_M_PIECES,         /* pieces sent */
+    FEED_M_RECORDS,        /* rows sent */
+    FEED_M_BYTES,          /* tensor bytes sent */
+    FEED_M_ERRORS,         /* data errors met */
+    FEED_M_TRAINERS,       /* HELLOs accepted */
+    FEED_M_REFUSED,        /* HELLOs refused */
+    FEED_M_BAD_MESSAGES,   /* malformed messages, unexpected ones, and any from a peer that is no trainer */
+    FEED_M_SHM_PIECES,     /* pieces handed over in shared memory */
+    FEED_M_BLOCKED_NS,     /* time with work left but no credit from any trainer */
+    FEED_M_POOL_BYTES,     /* gauge: the piece memory allocated */
+    FEED_M_READ_NS,        /* executor CPU: reading records (framing, CRCs, page faults) */
+    FEED_M_DECOMPRESS_NS,  /* executor CPU: inflating compressed files */
+    FEED_M_DECODE_NS,      /* executor CPU: decoding records into features */
+    FEED_M_ASSEMBLE_NS,    /* executor CPU: the rest of assembling pieces */
+    FEED_M_SERVE_NS,       /* serving thread CPU: scheduling, framing, handing frames to ZeroMQ */
+    FEED_M_ZMQ_IO_NS,      /* ZeroMQ I/O threads' CPU (read at the end) */
+    FEED_M_COPY_PIECES,    /* pieces sent by copy (the rest of FEED_M_PIECES went in shared memory) */
+    FEED_M_READ_BYTES,     /* bytes of the records read for pieces (framed records, or their fields) */
+    FEED_M_DROPPED,        /* trainer connections dropped (silent past the timeout, a send refused) */
+    FEED_M_CONNECTED,      /* gauge: trainer connections being served now */
+    FEED_M_STARVED,        /* gauge: connections with pieces left to send but no credit, at the last look */
+    FEED_M_WORKERS,        /* gauge: the cluster shape's workers (0: no shape yet) */
+    FEED_M_SCAN_FILES,     /* gauge: files the start-up scan reads */
+    FEED_M_SCAN_DONE,      /* gauge: of those, scanned so far */
+    FEED_M_SCAN_RECORDS,   /* gauge: records the scan has found so far */
+    FEED_M_SCAN_BYTES,     /* gauge: bytes the scan has read so far */
+    FEED_M_CACHE_HITS,     /* elements copied from the decoded-element cache (cache_bytes) */
+    FEED_M_CACHE_MISSES,   /* elements decoded while the cache is on */
+    FEED_M_MAP_NS,         /* executor CPU: the map stage (the job's map ops) */
+    FEED_M_JOINS,          /* JOINs accepted: feeders counted in (an index once) */
+    FEED_M_JOINS_REFUSED,  /* JOINs refused (malformed ones included) */
     FEED_M_ROSTER_FEEDERS, /* gauge: the feeders the roster counts (the modulus told to trainers) */
     FEED_M_COUNT
 };

@@ -39,10 +39,10 @@ void feed__send_simple(struct server *s, struct trainer *t, int rc_encode, const
     }
     if (feed__send_frames(s, t, &s->hbuf, 0) != 0) {
         char why[200];
-        /* after its END without a BYE: the feeder waits --timeout-ms for
+        /* after its END without a BYE: the feeder waits --end-wait-s for
          * it (all_done), a trainer killed before its last pieces may resume */
         snprintf(why, sizeof why, "could not be sent the %s (%s) and was dropped%s", what, zmq_strerror(errno),
-                 t->end_sent ? " (it had its END but said no BYE: it may come back within --timeout-ms)" : "");
+                 t->end_sent ? " (it had its END but said no BYE: it may come back within --end-wait-s)" : "");
         sl_metrics_add(s->m, FEED_M_DROPPED, 1);
         feed__drop(s, t, why);
     }

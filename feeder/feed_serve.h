@@ -65,7 +65,8 @@ struct trainer {
     uint64_t last_seq; /* highest seq planned + 1 (for END) */
     uint64_t epochs;
     int end_sent;
-    int said_bye; /* its connection ended with a BYE (all_done) */
+    int said_bye;        /* its connection ended with a BYE (all_done) */
+    uint64_t dropped_ns; /* when its connection was dropped (all_done: --end-wait-s) */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */

@@ -127,6 +127,9 @@ struct feed_server_opts {
     int report_ms;                  /* log a progress line this often (0: never) */
     int idle_exit_ms;               /* > 0: stop when no trainer has been connected this long
                                  * (c->idle says so); 0: serve for ever */
+    int end_wait_ms;                /* a worker whose connection was dropped after its END without a
+                                 * BYE (a trainer killed) is waited for this long, for its trainer
+                                 * to come back and resume; 0: not at all */
     int no_shm;                     /* never offer pieces in shared memory (--no-shm) */
     int no_takeover;                /* refuse to serve other feeders' shares (--no-takeover) */
     const char *ipc_group;          /* an ipc:// socket file's group (0660), NULL: 0600 (sl_bind_private) */
