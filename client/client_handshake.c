@@ -54,8 +54,9 @@ int client__open_socket(struct client *c, size_t j, struct sl_error *err)
 
 void client__set_modulus(const struct client *c, struct sl_wire_hello *h)
 {
-    /* only after a join: a feeder that predates joins refuses the field */
-    if (c->o.nfeeders != c->nfeeders0) {
+    /* only after a join (a ROSTER, or a trainer given the joined feeders
+     * too): a feeder that predates joins refuses the field */
+    if (c->o.nfeeders != c->nfeeders0 || c->say_feeders) {
         h->flags |= SL_WIRE_HELLO_FEEDERS;
         h->feeders = (uint32_t)c->o.nfeeders;
     }
@@ -225,7 +226,25 @@ static int handshake_receive(struct client *c, size_t j, size_t *welcomed, struc
         return client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
                                     sl_wire_type_name(c->msg.type));
     }
-    int rc = client__check_welcome(c, j, &c->msg.welcome, *welcomed == 0, err);
+    const struct sl_wire_welcome *w = &c->msg.welcome;
+    if (w->feeder == f->host && w->feeders < c->o.nfeeders && !c->say_feeders) {
+        /* one of the first feeders, and this trainer was also given
+         * feeders that joined later: its HELLO said no modulus, so the
+         * feeder serves its own count. Asked again on a new connection
+         * (what the old one may have sent goes with it), saying the
+         * modulus; a feeder that predates joins refuses that HELLO. */
+        sl_log(SL_LOG_INFO,
+               "feeder %s counts %u feeders, this trainer was given %zu (feeders joined the job): asking it again "
+               "with the count",
+               f->addr, w->feeders, c->o.nfeeders);
+        c->say_feeders = 1;
+        client__close_socket(f);
+        int rc = client__open_socket(c, j, err);
+        if (rc == 0)
+            rc = client__send_hello(c, j, c->o.credits, c->o.resume_seq, err);
+        return rc;
+    }
+    int rc = client__check_welcome(c, j, w, *welcomed == 0, err);
     if (rc == 0 && f->scanning)
         sl_log(SL_LOG_INFO, "feeder %s: done scanning, serving", f->addr);
     if (rc == 0)

@@ -163,6 +163,10 @@ struct client {
      * o.curve_server point into addr and key (the caller's strings for the
      * first ones, joined_addr and joined_key for the others). */
     size_t nfeeders0;
+    /* a feeder of the first ones counted fewer feeders than this trainer
+     * was given (the trainer lists feeders that joined): every HELLO says
+     * its modulus (SL_WIRE_HELLO_FEEDERS) from then on */
+    int say_feeders;
     int takeover_ms0; /* takeover_ms as asked (off while there is one feeder) */
     const char *addr[CLIENT_MAX_FEEDERS], *key[CLIENT_MAX_FEEDERS];
     char joined_addr[CLIENT_MAX_FEEDERS][SL_WIRE_MAX_ENDPOINT + 1];
