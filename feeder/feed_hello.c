@@ -116,7 +116,7 @@ static int peer_is_us(struct server *s, int fd, uint32_t worker)
 /* The checks a HELLO passes before it costs anything: the job, the
  * cluster shape (set up here for the first HELLO), the worker, the resume
  * point, the share and the identity. 0, or -1 when it was refused. */
-static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h)
 {
     const struct feed_job *job = s->o->job;
     if (h->job_len != strlen(job->name) || memcmp(h->job, job->name, h->job_len) != 0) {
@@ -137,13 +137,18 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
             return -1;
         }
     }
-    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0) {
+    int reshape = 0;
+    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0 &&
+        (reshape = feed__shape_reshape(s, id, id_len, h)) <= 0) {
+        if (reshape < 0) /* refused, naming the rule */
+            return -1;
         feed__refuse(s, id, id_len,
                      "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
                      "%u x %u (%s)",
                      h->workers, h->replicas, s->workers, s->replicas,
                      s->fixed             ? "the feeder's --workers and --replicas, or its job's"
-                     : s->consumed        ? "set by the first trainer, which has taken pieces"
+                     : s->consumed        ? "set by the first trainer, which has taken pieces; at an epoch's start a "
+                                            "trainer may ask to reshape (sluice-trainer --reshape)"
                      : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
                                             "try again in a moment"
                                           : "set by a trainer still connected, which has taken no piece yet; give the "
@@ -157,6 +162,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
             return -1;
         }
     }
+    if (feed__resume_by_epoch(s, id, id_len, h) != 0) /* SL_WIRE_HELLO_EPOCH: the seq of that epoch's start */
+        return -1;
     if (h->worker >= s->workers) {
         feed__refuse(s, id, id_len, "worker %u is out of range (%u workers)", h->worker, s->workers);
         return -1;
@@ -325,8 +332,9 @@ static void hello_welcome(struct server *s, struct trainer *t, const uint8_t *id
 void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)
 {
     /* s->msg is reused for the answer: keep the HELLO */
-    const struct sl_wire_hello copy = *hello, *h = &copy;
-    if (hello_check(s, id, id_len, h) != 0)
+    struct sl_wire_hello copy = *hello; /* hello_check sets resume_seq of a HELLO that resumes by epoch */
+    const struct sl_wire_hello *h = &copy;
+    if (hello_check(s, id, id_len, &copy) != 0)
         return;
     /* its own share, or a lost feeder's taken over (by copy: the shared
      * pool is sized for the own shares' windows) */

@@ -37,6 +37,7 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_CACHE_HITS] = {"cache_hits", SL_METRIC_COUNTER, "elements copied from the decoded-element cache"},
     [FEED_M_CACHE_MISSES] = {"cache_misses", SL_METRIC_COUNTER, "elements decoded while the cache is on"},
     [FEED_M_MAP_NS] = {"cpu_map_s", SL_METRIC_NS, "executor CPU in the map stage"},
+    [FEED_M_RESHAPES] = {"reshapes", SL_METRIC_COUNTER, "cluster shapes replaced at an epoch's start"},
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)

@@ -41,6 +41,7 @@ enum feed_metric {
     FEED_M_CACHE_HITS,    /* elements copied from the decoded-element cache (cache_bytes) */
     FEED_M_CACHE_MISSES,  /* elements decoded while the cache is on */
     FEED_M_MAP_NS,        /* executor CPU: the map stage (the job's map ops) */
+    FEED_M_RESHAPES,      /* cluster shapes replaced at an epoch's start (SL_WIRE_HELLO_RESHAPE) */
     FEED_M_COUNT
 };
 

@@ -5,6 +5,7 @@
  * released when the trainers of an unconsumed shape are gone. */
 #include "feed_serve.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -126,14 +127,12 @@ void feed__shape_reap(struct server *s)
         }
 }
 
-/* Forget a cluster shape no trainer consumed a piece of, its last trainer
- * gone: the next HELLO sets the shape again. 0, or -1 while that cannot be
- * done yet (pieces are being assembled in its pool, or earlier pools are
- * still in ZeroMQ's hands). */
-int feed__shape_release(struct server *s)
+/* Free the shape's connections and retire its pool (it goes once ZeroMQ
+ * gave its frames back): 0, or -1 while that cannot be done yet (pieces
+ * are being assembled in its pool, or earlier pools are still in ZeroMQ's
+ * hands). The shape's figures are the caller's to reset. */
+static int shape_free(struct server *s)
 {
-    if (s->workers == 0)
-        return 0;
     if (feed_exec_free(s->exec) != feed_exec_tasks(s->exec)) /* executors hold buffers of this pool */
         return -1;
     feed__shape_reap(s);
@@ -155,6 +154,15 @@ int feed__shape_release(struct server *s)
     s->retired[slot] = s->pool;
     s->pool = NULL;
     memset(&s->shm, 0, sizeof s->shm);
+    return 0;
+}
+
+int feed__shape_release(struct server *s)
+{
+    if (s->workers == 0)
+        return 0;
+    if (shape_free(s) != 0)
+        return -1;
     sl_log(SL_LOG_INFO, "cluster shape %u workers x %u replicas released: its trainers left without taking a piece",
            s->workers, s->replicas);
     s->workers = s->replicas = 0;
@@ -210,4 +218,153 @@ int feed__shape_take_over(struct server *s)
         if (s->trainers[i].active)
             feed__drop(s, &s->trainers[i], "was silent and had taken no piece when a trainer of another shape came");
     return feed__shape_release(s);
+}
+
+/* Steps per epoch of a W x R shape (the plan summarized, nothing kept):
+ * 0, or the error. */
+static int shape_steps(const struct server *s, uint32_t W, uint32_t R, uint64_t *steps, struct sl_error *err)
+{
+    struct feed_plan_config cfg;
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    struct feed_plan_summary sum;
+    if ((rc = feed_plan_summarize(&cfg, 0, &sum, err)) != 0)
+        return rc;
+    *steps = sum.steps;
+    return 0;
+}
+
+/* Why a HELLO that asks to reshape (SL_WIRE_HELLO_RESHAPE) cannot have
+ * it now, into why[n]; "" when it may. The rules of docs/protocol.md,
+ * "Shape and refusals": a shape not fixed, no trainer of the old shape
+ * heard from within its grace, the resume point an epoch's first piece
+ * of the new shape, and the old pool free of pieces being assembled. */
+static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
+{
+    why[0] = '\0';
+    if (s->fixed) {
+        snprintf(why, n,
+                 "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but the shape is "
+                 "fixed by the feeder's --workers and --replicas, or its job's: restart the feeder to change it",
+                 s->workers, s->replicas, h->workers, h->replicas);
+        return;
+    }
+    uint64_t now = sl_clock_ns();
+    struct sl_wire_heartbeat hb = {.sent_ns = now};
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        /* a trainer killed a moment ago: its connection has closed (a
+         * HEARTBEAT to it fails at once, the ROUTER being mandatory) */
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t) && sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 &&
+            feed__send_frames(s, t, &s->hbuf, 0) != 0 && errno == EHOSTUNREACH)
+            feed__drop(s, t, "had closed its connection when a trainer of another shape asked to reshape");
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t)) {
+            snprintf(why, n,
+                     "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but worker %u "
+                     "of the old shape is still connected (heard from %.1f s ago): stop every trainer of the old "
+                     "shape first",
+                     s->workers, s->replicas, h->workers, h->replicas, t->worker, (double)(now - t->last_seen_ns) / 1e9);
+            return;
+        }
+    }
+    uint64_t epochs = s->o->job->epochs;
+    if (h->flags & SL_WIRE_HELLO_EPOCH) {
+        if (h->resume_seq != 0)
+            snprintf(why, n, "a HELLO that resumes by epoch (epoch %" PRIu64 ") must say resume_seq 0, not %" PRIu64,
+                     h->resume_epoch, h->resume_seq);
+        else if (epochs != 0 && h->resume_epoch > epochs)
+            snprintf(why, n, "this trainer asks to reshape at epoch %" PRIu64 ", past the end of the job (%" PRIu64
+                     " epochs)", h->resume_epoch, epochs);
+    } else {
+        uint64_t steps = 0, per = 0;
+        struct sl_error err = {0};
+        if (shape_steps(s, h->workers, h->replicas, &steps, &err) != 0) {
+            snprintf(why, n, "%s", err.msg);
+            return;
+        }
+        per = steps * h->replicas;
+        if (per == 0 || h->resume_seq % per != 0)
+            snprintf(why, n,
+                     "this trainer asks to reshape the job to %u workers x %u replicas at piece %" PRIu64
+                     ", which is not an epoch's first piece of that shape (%" PRIu64 " steps x %u replicas per "
+                     "epoch): sluice changes the shape only at an epoch's start",
+                     h->workers, h->replicas, h->resume_seq, steps, h->replicas);
+    }
+    if (why[0] == '\0' && feed_exec_free(s->exec) != feed_exec_tasks(s->exec))
+        snprintf(why, n, "the old shape's last pieces are still being assembled: try again in a moment");
+}
+
+int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+{
+    if (!(h->flags & SL_WIRE_HELLO_RESHAPE))
+        return 0;
+    char why[sizeof ((struct sl_error *)0)->msg];
+    reshape_refusal(s, h, why, sizeof why);
+    if (why[0] != '\0') {
+        feed__refuse(s, id, id_len, "%s", why);
+        return -1;
+    }
+    uint32_t W = s->workers, R = s->replicas;
+    uint64_t sent = 0;
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        if (t->share == s->o->feeder_index && t->last_seq > sent)
+            sent = t->last_seq;
+        if (t->active)
+            feed__drop(s, t, "was silent when a trainer of another shape asked to reshape");
+    }
+    if (shape_free(s) != 0) {
+        feed__refuse(s, id, id_len, "the old shape's pieces are still in ZeroMQ's hands: try again in a moment");
+        return -1;
+    }
+    s->workers = s->replicas = 0;
+    s->steps = 0;
+    s->ended = 0;
+    s->consumed = 0; /* the new shape is kept once its trainers consume a piece */
+    s->release_pending = 0;
+    struct sl_error err = {0};
+    if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
+        sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
+        sl_metrics_set(s->m, FEED_M_WORKERS, 0);
+        feed__refuse(s, id, id_len, "%s", err.msg);
+        return -1;
+    }
+    uint64_t per = s->steps * s->replicas;
+    uint64_t epoch = (h->flags & SL_WIRE_HELLO_EPOCH) ? h->resume_epoch : per ? h->resume_seq / per : 0;
+    sl_metrics_add(s->m, FEED_M_RESHAPES, 1);
+    sl_log(SL_LOG_WARN,
+           "cluster shape %u x %u -> %u x %u at epoch %" PRIu64 " (worker %u's HELLO asked to reshape; the old "
+           "shape's workers had been sent pieces up to %" PRIu64 ")",
+           W, R, h->workers, h->replicas, epoch, h->worker, sent);
+    return 1;
+}
+
+int feed__resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h)
+{
+    if (!(h->flags & SL_WIRE_HELLO_EPOCH))
+        return 0;
+    const struct feed_job *job = s->o->job;
+    uint64_t per = s->steps * s->replicas, seq = 0;
+    if (h->resume_seq != 0) {
+        feed__refuse(s, id, id_len,
+                     "worker %u resumes by epoch (epoch %" PRIu64 ") and at piece %" PRIu64
+                     ": a HELLO that resumes by epoch must say resume_seq 0",
+                     h->worker, h->resume_epoch, h->resume_seq);
+        return -1;
+    }
+    if (per == 0) {
+        feed__refuse(s, id, id_len, "worker %u resumes by epoch, but this job's steps per epoch are not known",
+                     h->worker);
+        return -1;
+    }
+    if ((job->epochs != 0 && h->resume_epoch > job->epochs) ||
+        __builtin_mul_overflow(per, h->resume_epoch, &seq) || seq > MAX_RESUME) {
+        feed__refuse(s, id, id_len,
+                     "worker %u asks to resume at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
+                     h->worker, h->resume_epoch, job->epochs);
+        return -1;
+    }
+    h->resume_seq = seq;
+    return 0;
 }
