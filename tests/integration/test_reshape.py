@@ -321,10 +321,103 @@ def raw_refusals():
        "by epoch with resume_seq, past the end, a fixed shape; by epoch at the job's end: WELCOME")
 
 
+# The Python side (run by /usr/bin/python3 with this build's package and
+# torch): argv[1] the job, argv[2] the feeder. Two sluice.torch datasets
+# (2 x 1) take epoch 0 and save their states at its end; a state saved
+# mid-epoch is refused by a 3 x 1 reader; three datasets (3 x 1) load the
+# epoch-end states (worker w of 3 takes worker w % 2's) and take the rest.
+# Prints {"old": [[ids of epoch 0] per worker], "new": [[[ids] per epoch
+# 1..] per worker], "refused": text}.
+TORCH_CLIENT = r"""
+import json, sys
+import sluice.torch
+job, ep = sys.argv[1], sys.argv[2]
+def ds(w, W):
+    return sluice.torch.IterableDataset([ep], job, worker=w, workers=W, heartbeat_ms=200, timeout_ms=5000)
+old, states = [], []
+for w in range(2):
+    d = ds(w, 2)
+    ids = []
+    for b in d:
+        ids += [int(x) for x in b["id"]]
+        if w == 0 and len(states) == 0 and d.position == 3:
+            mid = d.state_dict()
+            states.append(None)
+    states[w:w + 1] = [d.state_dict()]
+    old.append(ids)
+    d.close()
+refused = ""
+try:
+    ds(0, 3).load_state_dict(mid)
+except ValueError as e:
+    refused = str(e)
+news = [ds(w, 3) for w in range(3)]
+for w, d in enumerate(news):
+    d.load_state_dict(states[w % 2])
+new = [[] for _ in range(3)]
+while True:
+    got = False
+    for w, d in enumerate(news):
+        ids = []
+        for b in d:
+            ids += [int(x) for x in b["id"]]
+        if ids:
+            got = True
+            new[w].append(ids)
+    if not got:
+        break
+for d in news:
+    d.close()
+print(json.dumps({"old": old, "new": new, "refused": refused}))
+"""
+
+
+def python_case():
+    """sluice.torch: load_state_dict of another workers count at an epoch's end, refused mid-epoch."""
+    import subprocess
+    py = "/usr/bin/python3"
+    env = dict(os.environ, PYTHONPATH=os.path.join(bed.BUILD, "python"), PYTHONDONTWRITEBYTECODE="1")
+    if not os.path.isdir(os.path.join(bed.BUILD, "python", "sluice")) or \
+            subprocess.run([py, "-c", "import torch, sluice.torch"], env=env, capture_output=True).returncode != 0:
+        print("# sluice.torch load_state_dict skipped: no Python package in this build, or no torch")
+        return
+    tag = "torch"
+    harness.case()
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    # a window of prefetch x R pieces (not the whole job): the datasets'
+    # goodbyes at epoch 0's end come before their END, so the feeder waits
+    f, ep = feeder(tag, job_path, ["--piece-memory", "1000000"])
+    p = subprocess.run([py, "-c", TORCH_CLIENT, job["name"], ep], capture_output=True, text=True, env=env,
+                       timeout=120)
+    if p.returncode != 0:
+        fail("%s: the Python program failed:\n%s" % (tag, p.stderr[-3000:]))
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    if wait(f, 30, "%s: the feeder" % tag) != 0:
+        fail("%s: the feeder did not exit 0" % tag)
+    counts = [len(x) for x in IDS]
+    for W, got, epochs in ((2, out["old"], [0]), (3, out["new"], range(1, EPOCHS))):
+        ref = bed.reference(job, counts, W, 1)
+        for w in range(W):
+            exp = [[IDS[fi][r] for x in ref[w] if x["epoch"] == e for fi, r in x["elems"]] for e in epochs]
+            have = [got[w]] if W == 2 else got[w]
+            if have != exp:
+                fail("%s: %d workers, worker %d: the ids per epoch differ from the reference's:\n  got  %s\n  "
+                     "want %s" % (tag, W, w, have, exp))
+    want = "the state was saved with 2 workers x 1 replicas at step 3 of 30 of epoch 0; with 3 workers x 1 " \
+        "replicas sluice continues only from an epoch's start"
+    if want not in out["refused"]:
+        fail("%s: the mid-epoch state: expected %r, got %r" % (tag, want, out["refused"]))
+    if "cluster shape 2 x 1 -> 3 x 1 at epoch 1" not in read_log(tag, "feeder"):
+        fail("%s: the feeder did not reshape:\n%s" % (tag, read_log(tag, "feeder")[-1500:]))
+    ok("sluice.torch: 2 x 1 datasets' states at epoch 0's end loaded by 3 x 1 datasets (load_state_dict: resume by "
+       "epoch with reshape), ids equal the reference's per shape; a state saved mid-epoch refused")
+
+
 IDS = ids_of_files()
 reshape_case("w2-w3-restore", 2, 1, 3, 1, "restore")
 reshape_case("w3r1-w2r2-epoch", 3, 1, 2, 2, "epoch")
 trainer_refusals()
 raw_refusals()
+python_case()
 bed.cleanup()
 bed.finish()
