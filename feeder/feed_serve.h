@@ -136,13 +136,10 @@ int feed__shape_release(struct server *s);
 int feed__shape_take_over(struct server *s);
 /* A HELLO of another shape that asks to replace the shape
  * (SL_WIRE_HELLO_RESHAPE), when feed__shape_take_over would not: 1 when
- * the old shape was released and the HELLO's set up, -1 when refused (the
- * REFUSE sent, naming the rule), 0 when the HELLO did not ask. */
-int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h);
-/* A HELLO with SL_WIRE_HELLO_EPOCH: its resume_seq set to the first piece
- * of epoch resume_epoch of the shape now set up (the epoch past the last
- * is the job's end). 0 (also without the flag), or -1 when refused. */
-int feed__resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h);
+ * the old shape was released and the HELLO's set up, -1 when it may not
+ * (why[n] names the rule, for the REFUSE), 0 when the HELLO did not ask.
+ * Trainers whose connection has closed are the caller's to drop first. */
+int feed__shape_reshape(struct server *s, const struct sl_wire_hello *h, char *why, size_t n);
 /* The connection of t ends (why: for the log); tasks in flight for it are
  * dropped; the last trainer of an unconsumed shape leaving asks for its
  * release. */

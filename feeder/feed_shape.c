@@ -5,7 +5,6 @@
  * released when the trainers of an unconsumed shape are gone. */
 #include "feed_serve.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -251,14 +250,8 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
         return;
     }
     uint64_t now = sl_clock_ns();
-    struct sl_wire_heartbeat hb = {.sent_ns = now};
     for (size_t i = 0; i < s->ntrainers; i++) {
-        struct trainer *t = &s->trainers[i];
-        /* a trainer killed a moment ago: its connection has closed (a
-         * HEARTBEAT to it fails at once, the ROUTER being mandatory) */
-        if (t->active && now - t->last_seen_ns < feed__grace_ns(t) && sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 &&
-            feed__send_frames(s, t, &s->hbuf, 0) != 0 && errno == EHOSTUNREACH)
-            feed__drop(s, t, "had closed its connection when a trainer of another shape asked to reshape");
+        const struct trainer *t = &s->trainers[i];
         if (t->active && now - t->last_seen_ns < feed__grace_ns(t)) {
             snprintf(why, n,
                      "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but worker %u "
@@ -295,16 +288,13 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
         snprintf(why, n, "the old shape's last pieces are still being assembled: try again in a moment");
 }
 
-int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+int feed__shape_reshape(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
 {
     if (!(h->flags & SL_WIRE_HELLO_RESHAPE))
         return 0;
-    char why[sizeof ((struct sl_error *)0)->msg];
-    reshape_refusal(s, h, why, sizeof why);
-    if (why[0] != '\0') {
-        feed__refuse(s, id, id_len, "%s", why);
+    reshape_refusal(s, h, why, n);
+    if (why[0] != '\0')
         return -1;
-    }
     uint32_t W = s->workers, R = s->replicas;
     uint64_t sent = 0;
     for (size_t i = 0; i < s->ntrainers; i++) {
@@ -315,7 +305,7 @@ int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, cons
             feed__drop(s, t, "was silent when a trainer of another shape asked to reshape");
     }
     if (shape_free(s) != 0) {
-        feed__refuse(s, id, id_len, "the old shape's pieces are still in ZeroMQ's hands: try again in a moment");
+        snprintf(why, n, "the old shape's pieces are still in ZeroMQ's hands: try again in a moment");
         return -1;
     }
     s->workers = s->replicas = 0;
@@ -327,7 +317,7 @@ int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, cons
     if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
         sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
         sl_metrics_set(s->m, FEED_M_WORKERS, 0);
-        feed__refuse(s, id, id_len, "%s", err.msg);
+        snprintf(why, n, "%s", err.msg);
         return -1;
     }
     uint64_t per = s->steps * s->replicas;
@@ -338,33 +328,4 @@ int feed__shape_reshape(struct server *s, const uint8_t *id, size_t id_len, cons
            "shape's workers had been sent pieces up to %" PRIu64 ")",
            W, R, h->workers, h->replicas, epoch, h->worker, sent);
     return 1;
-}
-
-int feed__resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h)
-{
-    if (!(h->flags & SL_WIRE_HELLO_EPOCH))
-        return 0;
-    const struct feed_job *job = s->o->job;
-    uint64_t per = s->steps * s->replicas, seq = 0;
-    if (h->resume_seq != 0) {
-        feed__refuse(s, id, id_len,
-                     "worker %u resumes by epoch (epoch %" PRIu64 ") and at piece %" PRIu64
-                     ": a HELLO that resumes by epoch must say resume_seq 0",
-                     h->worker, h->resume_epoch, h->resume_seq);
-        return -1;
-    }
-    if (per == 0) {
-        feed__refuse(s, id, id_len, "worker %u resumes by epoch, but this job's steps per epoch are not known",
-                     h->worker);
-        return -1;
-    }
-    if ((job->epochs != 0 && h->resume_epoch > job->epochs) ||
-        __builtin_mul_overflow(per, h->resume_epoch, &seq) || seq > MAX_RESUME) {
-        feed__refuse(s, id, id_len,
-                     "worker %u asks to resume at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
-                     h->worker, h->resume_epoch, job->epochs);
-        return -1;
-    }
-    h->resume_seq = seq;
-    return 0;
 }
