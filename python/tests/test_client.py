@@ -465,6 +465,10 @@ def test_endpoint_without_transport_hints(ep, hint):
     ({"worker": True}, TypeError),
     ({"resume_seq": 3, "replicas": 2}, ValueError),
     ({"resume_seq": -1}, ValueError),
+    ({"resume_epoch": -1}, ValueError),
+    ({"resume_epoch": 2 ** 48 + 1}, ValueError),
+    ({"resume_epoch": 1.5}, TypeError),
+    ({"resume_epoch": 2, "resume_seq": 4}, sluice.Error),  # the library: one or the other
     ({"curve_server_keys": ["a.pub"]}, ValueError),
     ({"curve_key": "a.key"}, ValueError),
     ({"curve_key": "a.key", "curve_server_keys": ["a.pub", "b.pub"]}, ValueError),
