@@ -233,6 +233,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         s_workers, s_replicas = shape
         # every check of a state, for the reader it was saved by (its own worker)
         position, steps, epochs = _check_state(state, who, self.job, state["worker"], s_workers, s_replicas)
+        if state["worker"] >= s_workers:
+            raise ValueError("%s: the state's worker %d is not one of its %d workers" % (who, state["worker"],
+                                                                                        s_workers))
         job, _, workers, replicas = self._ids()
         if not steps:
             raise ValueError("%s: the state of %d workers x %d replicas does not say its steps per epoch (saved "
