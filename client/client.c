@@ -6,8 +6,9 @@
  * caller as part of a step and recycled, with its credit returned to its
  * feeder, at the next call.
  *
- * The parts: client_rejoin.c (lost feeders, rejoin, takeover and
- * probes), client_handshake.c (HELLO, WELCOME, STATUS, the socket
+ * The parts: client_roster.c (feeders that join the running job: the
+ * ROSTER, the reshape to a new count), client_rejoin.c (lost feeders,
+ * rejoin, takeover and probes), client_handshake.c (HELLO, WELCOME, STATUS, the socket
  * and its monitor, the CURVE verdict), client_shm.c (a feeder's
  * shared piece memory, the slots), client_stats.c (the feeders'
  * STATS, the wait by feeder), client_common.c (errors naming a
@@ -89,6 +90,11 @@ static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *
         sl_log(SL_LOG_INFO, "feeder %s: piece %" PRIu64 ", the share's first since its loss, came %.3f s after it",
                f->addr, c->msg.piece.seq, (double)(sl_clock_ns() - f->lost_ns) / 1e9);
     }
+    if (f->joined_ns != 0) {
+        sl_log(SL_LOG_INFO, "feeder %s (joined): its first piece, %" PRIu64 ", came %.3f s after the ROSTER", f->addr,
+               c->msg.piece.seq, (double)(sl_clock_ns() - f->joined_ns) / 1e9);
+        f->joined_ns = 0;
+    }
     s->piece = c->msg.piece;
     const struct sl_wire_piece *p = &s->piece;
     int shared = (p->flags & SL_WIRE_PIECE_SHM) != 0;
@@ -108,7 +114,7 @@ static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *
     else if (p->worker != c->o.worker)
         rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " is for worker %u, this is worker %u", p->seq,
                                   p->worker, c->o.worker);
-    else if (p->seq % c->o.nfeeders != (uint64_t)j)
+    else if (p->seq % c->o.nfeeders != (uint64_t)j) /* the modulus in force: every connection is under it */
         rc = client__feeder_error(c, j, err, SL_EPROTO, "piece %" PRIu64 " does not belong to feeder %d of %zu", p->seq,
                                   j, c->o.nfeeders);
     if (rc == 0 && shared && sl_wire_check_body(p, (size_t)p->shm_bytes, &derr) != 0)
@@ -177,8 +183,22 @@ static int receive(struct client *c, int j, struct sl_error *err)
         more = zmq_msg_more(m);
     }
     struct sl_error derr = {0};
-    if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0)
-        rc = client__feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
+    if (rc == 0 && sl_wire_decode(zmq_msg_data(&s->hdr), zmq_msg_size(&s->hdr), &c->msg, &derr) != 0) {
+        /* a malformed ROSTER is a bad ROSTER: logged and ignored (a
+         * header: the magic, the version (u16), the type (u16)) */
+        const uint8_t *h = zmq_msg_data(&s->hdr);
+        if (zmq_msg_size(&s->hdr) >= 8 && memcmp(h, "SLC1", 4) == 0 && (h[4] | h[5] << 8) == SL_WIRE_VERSION &&
+            (h[6] | h[7] << 8) == SL_WIRE_ROSTER && !zmq_msg_more(&s->hdr))
+            client__bad_roster(c, (size_t)j, derr.msg);
+        else
+            rc = client__feeder_error(c, j, err, SL_EPROTO, "%s", derr.msg);
+        if (rc == 0) {
+            zmq_msg_close(&s->hdr);
+            s->busy = 0;
+            c->free_slots[c->nfree++] = s;
+            return 0;
+        }
+    }
     if (rc != 0) {
         client__drop_slot(c, s);
         return rc;
@@ -203,6 +223,7 @@ static int receive(struct client *c, int j, struct sl_error *err)
         break;
     case SL_WIRE_HEARTBEAT: break;
     case SL_WIRE_STATS: client__note_stats(c, j, &c->msg.stats); break;
+    case SL_WIRE_ROSTER: client__note_roster(c, (size_t)j, &c->msg.roster); break;
     case SL_WIRE_REFUSE:
         rc = client__feeder_error(c, j, err, SL_EPROTO, "refused: %.*s", (int)c->msg.refuse.reason_len,
                                   c->msg.refuse.reason);
@@ -244,6 +265,12 @@ static int pump(struct client *c, int timeout_ms, struct sl_error *err)
     if (client__stopped(c, "waiting for the feeders", err) != 0)
         return SL_ECLOSED;
     client__unblock_lent(c);
+    /* feeders joined: every share's new connection, before the poll */
+    if (c->pending != 0) {
+        int rc = client__reshape(c, err);
+        if (rc != 0)
+            return rc;
+    }
     give_credits(c, 1);
     /* every share: its socket and its monitor */
     zmq_pollitem_t items[2 * CLIENT_MAX_FEEDERS];
@@ -375,6 +402,17 @@ int client_open(struct client **out, const struct client_opts *opts, struct sl_e
         return sl_error_set(err, SL_ENOMEM, "out of memory");
     c->o = *opts;
     c->pid = getpid();
+    /* the feeders' addresses and keys, the caller's for now (feeders that
+     * join add theirs) */
+    c->nfeeders0 = opts->nfeeders;
+    c->takeover_ms0 = opts->takeover_ms > 0 ? opts->takeover_ms : 0;
+    for (size_t j = 0; j < opts->nfeeders; j++) {
+        c->addr[j] = opts->feeders[j];
+        c->key[j] = opts->curve != NULL ? opts->curve_server[j] : NULL;
+    }
+    c->o.feeders = c->addr;
+    c->o.curve_server = c->key;
+    c->roster_log = (struct sl_log_limit){.kind = "bad ROSTERs", .burst = 2};
     if (c->o.credits == 0) /* CLIENT_DEFAULT_CREDITS, or 4 steps */
         c->o.credits = 4 * c->o.replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4 * c->o.replicas;
     if (c->o.heartbeat_ms <= 0)
@@ -389,8 +427,8 @@ int client_open(struct client **out, const struct client_opts *opts, struct sl_e
     if (c->o.credits * c->o.nfeeders < c->o.replicas)
         c->o.credits = (uint32_t)((c->o.replicas + c->o.nfeeders - 1) / c->o.nfeeders);
     sl_buf_init(&c->buf, SL_WIRE_MAX_HEADER);
-    c->nslots = (size_t)c->o.credits * c->o.nfeeders + c->o.replicas;
-    c->f = sl_calloc(c->o.nfeeders, sizeof *c->f);
+    c->nslots = c->nslots0 = (size_t)c->o.credits * c->o.nfeeders + c->o.replicas;
+    c->f = sl_calloc(CLIENT_MAX_FEEDERS, sizeof *c->f); /* room for feeders that join */
     c->slots = sl_calloc(c->nslots, sizeof *c->slots);
     c->free_slots = sl_calloc(c->nslots, sizeof *c->free_slots);
     c->step_slots = sl_calloc(c->o.replicas, sizeof *c->step_slots);
@@ -453,6 +491,8 @@ static void free_own(struct client *c)
     client_reorder_destroy(c->reorder);
     sl_free(c->f);
     sl_free(c->slots);
+    for (size_t g = 0; g < c->ngrowths; g++)
+        sl_free(c->grown[g]);
     sl_free(c->free_slots);
     sl_free(c->step_slots);
     sl_free(c->pieces);
@@ -470,15 +510,20 @@ void client_close(struct client *c)
         return;
     }
     client__drop_lent(c);
+    sl_log_limit_flush(&c->roster_log, 1); /* the bad ROSTERs not logged */
     for (size_t r = 0; c->have_step && r < c->o.replicas; r++)
         client__release_slot(c, c->step_slots[r]);
     struct slot *s;
     while (c->reorder != NULL && (s = client_reorder_pop(c->reorder)) != NULL)
         client__release_slot(c, s);
     /* pieces held beyond a gap */
-    for (size_t i = 0; c->slots != NULL && i < c->nslots; i++)
+    for (size_t i = 0; c->slots != NULL && i < c->nslots0; i++)
         if (c->slots[i].busy)
             client__release_slot(c, &c->slots[i]);
+    for (size_t g = 0; g < c->ngrowths; g++)
+        for (size_t i = 0; i < c->ngrown[g]; i++)
+            if (c->grown[g][i].busy)
+                client__release_slot(c, &c->grown[g][i]);
     /* done with every piece: then BYE (a feeder takes its buffers back) */
     for (size_t j = 0; c->f != NULL && j < c->o.nfeeders; j++)
         client__detach_shm(&c->f[j]);
@@ -584,6 +629,14 @@ int client_next_step(struct client *c, const struct client_piece **pieces, struc
      * ready would otherwise be heard only through its credits */
     heartbeats(c);
     client_release(c);
+    /* a ROSTER read while the caller held its step (a keepalive): the
+     * reshape now, before the next step is taken from what was buffered
+     * (a trainer never short of pieces would otherwise never reach it) */
+    if (c->pending != 0) {
+        int rc = client__reshape(c, err);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t t0 = sl_clock_ns(), waited_since = 0; /* waited_since: the first pump since the last piece */
     /* c->ngot: the slots gathered so far, for a rejoin meanwhile to see */
     c->ngot = 0;
@@ -664,6 +717,11 @@ uint64_t client_position(const struct client *c)
     /* every seq below the reorder's next was handed out; the step being
      * gathered (none between calls) is not */
     return client_reorder_next(c->reorder) - c->ngot;
+}
+
+size_t client_feeders(const struct client *c)
+{
+    return __atomic_load_n(&c->o.nfeeders, __ATOMIC_RELAXED);
 }
 
 uint64_t client_incarnation(const struct client *c)

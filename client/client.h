@@ -199,6 +199,10 @@ int client_lend(struct client *c, struct client_kept **out, struct sl_error *err
  * step. 0, or an error (a feeder lost meanwhile). */
 int client_keepalive(struct client *c, int ms, struct sl_error *err) SL_MUST_CHECK;
 
+/* The feeders now: those given at open and those that joined since
+ * (client_roster.c). */
+size_t client_feeders(const struct client *c);
+
 /* The input wait so far, by feeder: secs[j] (for j < n) the seconds
  * next_step waited for a piece that feeder j's connection then delivered
  * (with a takeover, the survivor's index: it delivered it), the piece next

@@ -55,6 +55,7 @@ int client_expose_write(struct client_expose *e, struct sl_buf *b)
         .wait_ns = v[CLIENT_M_WAIT_NS],
         .rejoins = v[CLIENT_M_REJOINS],
         .takeovers = v[CLIENT_M_TAKEOVERS],
+        .joins = v[CLIENT_M_FEEDER_JOINS],
     };
     client_input_write(&e->in, &p, &c,
                        "Time between consecutive steps handed out (the caller's work on a step, and the wait for the "

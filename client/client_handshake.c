@@ -53,6 +53,15 @@ int client__open_socket(struct client *c, size_t j, struct sl_error *err)
     return 0;
 }
 
+void client__set_modulus(const struct client *c, struct sl_wire_hello *h)
+{
+    /* only after a join: a feeder that predates joins refuses the field */
+    if (c->o.nfeeders != c->nfeeders0) {
+        h->flags |= SL_WIRE_HELLO_FEEDERS;
+        h->feeders = (uint32_t)c->o.nfeeders;
+    }
+}
+
 int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err)
 {
     /* STATUS: a feeder still scanning its files says so, and this HELLO
@@ -64,7 +73,8 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
                               .incarnation = c->o.incarnation,
                               .share = (uint32_t)j,
                               .flags = (c->o.no_shm ? 0 : SL_WIRE_HELLO_SHM) | SL_WIRE_HELLO_STATUS |
-                                       SL_WIRE_HELLO_STATS | SL_WIRE_HELLO_HALF | SL_WIRE_HELLO_STATS_MAP,
+                                       SL_WIRE_HELLO_STATS | SL_WIRE_HELLO_HALF | SL_WIRE_HELLO_STATS_MAP |
+                                       SL_WIRE_HELLO_ROSTER,
                               .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
                               .resume_seq = resume,
                               .job = c->o.job,
@@ -76,6 +86,7 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
         h.resume_epoch = c->o.resume_epoch;
         h.resume_seq = 0;
     }
+    client__set_modulus(c, &h);
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
                             SL_WIRE_MAX_JOB);

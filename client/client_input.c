@@ -118,4 +118,6 @@ void client_input_write(struct client_input *in, struct sl_prom *p, const struct
     sl_prom_counter(p, "sluice_trainer_feeder_rejoins_total", "Feeders lost and asked to resume.", c->rejoins);
     sl_prom_counter(p, "sluice_trainer_feeder_takeovers_total", "Lost feeders' shares taken over by surviving feeders.",
                     c->takeovers);
+    sl_prom_counter(p, "sluice_trainer_feeder_joins_total", "Feeders that joined the running job (from a ROSTER).",
+                    c->joins);
 }

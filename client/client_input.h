@@ -5,7 +5,8 @@
  * a Python worker from sluice-trainer: sluice_trainer_steps_total,
  * epochs, pieces, shm_pieces, samples, received_bytes, the input wait (in
  * all, by feeder, per step), the input's bound (feeder and stage), the
- * time between steps, feeder rejoins and takeovers (docs/operations.md).
+ * time between steps, feeder rejoins, takeovers and joins
+ * (docs/operations.md).
  *
  * The live part the counters cannot give (the wait by feeder, the bound,
  * the histograms) is updated by client_input_step on the thread that
@@ -48,7 +49,7 @@ void client_input_step(struct client_input *in, uint64_t waited_ns, struct clien
 
 /* The counts the families show (a snapshot's). */
 struct client_input_counts {
-    uint64_t steps, epochs, pieces, shm_pieces, rows, bytes, wait_ns, rejoins, takeovers;
+    uint64_t steps, epochs, pieces, shm_pieces, rows, bytes, wait_ns, rejoins, takeovers, joins;
 };
 
 /* Write the families into p (errors stick in p->rc); step_help: the help

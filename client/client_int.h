@@ -1,5 +1,5 @@
 /* client_int.h: what the parts of the client share (client.c,
- * and below it client_rejoin.c, client_handshake.c,
+ * and below it client_roster.c, client_rejoin.c, client_handshake.c,
  * client_shm.c, client_stats.c, client_common.c: each
  * calls only the ones after it).
  * Internal to client/: the structs behind struct client and the
@@ -17,6 +17,7 @@
 #include "sl_buf.h"
 #include "sl_error.h"
 #include "sl_handshake.h"
+#include "sl_log.h"
 #include "sl_metrics.h"
 #include "sl_wire.h"
 #include "client.h"
@@ -120,6 +121,11 @@ struct feeder {
     /* its STATS (SL_WIRE_HELLO_STATS): the last two, [0] the newer */
     struct sl_wire_stats stats[2];
     unsigned nstats; /* received, up to 2 */
+    /* a reshape (client_roster.c): the share's new connection under a
+     * new modulus awaits its WELCOME; joined_ns: a feeder that joined,
+     * when the ROSTER naming it came (0 once its first piece came) */
+    int reshaping;
+    uint64_t joined_ns;
 };
 
 struct client {
@@ -152,6 +158,22 @@ struct client {
     /* the input wait by the feeder whose piece ended it (the piece next in
      * order when the step waited): ns, atomic (read by any thread) */
     uint64_t wait_by_feeder[CLIENT_MAX_FEEDERS];
+    /* feeders that joined the running job (client_roster.c): the shares
+     * number o.nfeeders, nfeeders0 of them given at open. f holds
+     * CLIENT_MAX_FEEDERS entries from the start, o.feeders and
+     * o.curve_server point into addr and key (the caller's strings for the
+     * first ones, joined_addr and joined_key for the others). */
+    size_t nfeeders0;
+    int takeover_ms0; /* takeover_ms as asked (off while there is one feeder) */
+    const char *addr[CLIENT_MAX_FEEDERS], *key[CLIENT_MAX_FEEDERS];
+    char joined_addr[CLIENT_MAX_FEEDERS][SL_WIRE_MAX_ENDPOINT + 1];
+    char joined_key[CLIENT_MAX_FEEDERS][SL_WIRE_KEY_Z85 + 1];
+    uint32_t pending;                       /* a ROSTER's feeders not yet reshaped to (0: none) */
+    uint64_t roster_ns;                     /* when that ROSTER came */
+    size_t nslots0;                         /* c->slots: open's; nslots counts them all */
+    struct slot *grown[CLIENT_MAX_FEEDERS]; /* the slots added by each reshape */
+    size_t ngrown[CLIENT_MAX_FEEDERS], ngrowths;
+    struct sl_log_limit roster_log; /* bad ROSTERs */
 };
 
 /* A closed connection counts as a lost feeder once this long has passed
@@ -217,6 +239,9 @@ void client__drop_slot(struct client *c, struct slot *s);
 /* client_handshake.c: the socket, its monitor, HELLO and its answers */
 int client__open_socket(struct client *c, size_t j, struct sl_error *err);
 void client__close_socket(struct feeder *f);
+/* A HELLO's modulus: after a join, SL_WIRE_HELLO_FEEDERS and the
+ * client's feeders; before, neither (the feeder's own --feeders). */
+void client__set_modulus(const struct client *c, struct sl_wire_hello *h);
 int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err);
 int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welcome *w, int first, struct sl_error *err);
 void client__note_status(struct client *c, size_t j, const struct sl_wire_status *st);
@@ -224,7 +249,26 @@ void client__read_monitor(struct feeder *f);
 int client__handshake_failed(struct client *c, size_t j, struct sl_error *err);
 int client__handshake(struct client *c, struct sl_error *err);
 
+/* client_roster.c: feeders that joined the running job */
+/* A ROSTER from feeder j: checked, and when it names more feeders than
+ * the client's, noted for client__reshape (a bad one is logged, rate
+ * limited, and ignored: the stream goes on). */
+void client__note_roster(struct client *c, size_t j, const struct sl_wire_roster *r);
+/* A noted ROSTER, if any and if the caller holds no step: every share
+ * moves to the new modulus at the first piece not received in order.
+ * 0, or an error that ends the stream (no memory, a socket). */
+int client__reshape(struct client *c, struct sl_error *err);
+/* A bad ROSTER from feeder j (why: what is wrong), logged rate limited. */
+void client__bad_roster(struct client *c, size_t j, const char *why);
+
 /* client_rejoin.c: lost feeders, rejoin, takeover, probes */
+/* The first seq at or after `from` in share j (seq % F == j, F the
+ * modulus in force). */
+uint64_t client__first_of_share(const struct client *c, uint64_t from, size_t j);
+/* The pieces of the step being gathered from share j (every share: j < 0)
+ * copied out of shared memory: that feeder reuses their buffers once it
+ * has a new HELLO. 0 or SL_ENOMEM. */
+int client__unshare_gathered(struct client *c, int j, struct sl_error *err);
 int client__rejoin_connect(struct client *c, size_t j, struct sl_error *err);
 void client__close_probe(struct feeder *f, uint64_t next_ns);
 int client__rejoin_receive(struct client *c, size_t j, struct sl_error *err);

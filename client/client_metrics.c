@@ -24,5 +24,6 @@ void client_metrics_read(const struct sl_metrics *m, struct client_counters *c)
     c->shm_pieces = s.v[CLIENT_M_SHM_PIECES];
     c->rejoins = s.v[CLIENT_M_REJOINS];
     c->takeovers = s.v[CLIENT_M_TAKEOVERS];
+    c->joins = s.v[CLIENT_M_FEEDER_JOINS];
     c->wait_s = sl_metrics_seconds(&s, CLIENT_M_WAIT_NS);
 }

@@ -17,13 +17,14 @@
 #include "sl_metrics.h"
 
 enum client_metric {
-    CLIENT_M_PIECES,     /* pieces received */
-    CLIENT_M_ROWS,       /* rows received */
-    CLIENT_M_BYTES,      /* tensor bytes received */
-    CLIENT_M_SHM_PIECES, /* pieces read in a feeder's shared memory (no copy) */
-    CLIENT_M_WAIT_NS,    /* time waiting for pieces (the input stall) */
-    CLIENT_M_REJOINS,    /* feeders lost and asked to resume */
-    CLIENT_M_TAKEOVERS,  /* lost feeders' shares taken over by surviving feeders */
+    CLIENT_M_PIECES,       /* pieces received */
+    CLIENT_M_ROWS,         /* rows received */
+    CLIENT_M_BYTES,        /* tensor bytes received */
+    CLIENT_M_SHM_PIECES,   /* pieces read in a feeder's shared memory (no copy) */
+    CLIENT_M_WAIT_NS,      /* time waiting for pieces (the input stall) */
+    CLIENT_M_REJOINS,      /* feeders lost and asked to resume */
+    CLIENT_M_TAKEOVERS,    /* lost feeders' shares taken over by surviving feeders */
+    CLIENT_M_FEEDER_JOINS, /* feeders that joined the running job (a ROSTER) */
     CLIENT_M_COUNT
 };
 
@@ -37,14 +38,15 @@ enum client_metric {
     [CLIENT_M_WAIT_NS] = {"input_wait_s", SL_METRIC_NS, "time waiting for pieces"},                       \
     [CLIENT_M_REJOINS] = {"feeder_rejoins", SL_METRIC_COUNTER, "feeders lost and asked to resume"},       \
     [CLIENT_M_TAKEOVERS] = {"feeder_takeovers", SL_METRIC_COUNTER,                                        \
-                            "lost feeders' shares taken over by surviving feeders"}
+                            "lost feeders' shares taken over by surviving feeders"},                      \
+    [CLIENT_M_FEEDER_JOINS] = {"feeder_joins", SL_METRIC_COUNTER, "feeders that joined the running job"}
 
 /* The client's table alone, in enum order. */
 extern const struct sl_metric_def client_metric_defs[CLIENT_M_COUNT];
 
 /* The client's figures of a table, typed (a view; nothing else is counted). */
 struct client_counters {
-    uint64_t pieces, rows, bytes, shm_pieces, rejoins, takeovers;
+    uint64_t pieces, rows, bytes, shm_pieces, rejoins, takeovers, joins;
     double wait_s;
 };
 

@@ -33,8 +33,7 @@
 #include "client_metrics.h"
 #include "client_reorder.h"
 
-/* The first seq at or after `from` in share j (seq % F == j). */
-static uint64_t first_of_share(const struct client *c, uint64_t from, size_t j)
+uint64_t client__first_of_share(const struct client *c, uint64_t from, size_t j)
 {
     uint64_t nf = c->o.nfeeders;
     return from + (j + nf - from % nf) % nf;
@@ -62,6 +61,25 @@ void client__close_probe(struct feeder *f, uint64_t next_ns)
     f->probe_ns = next_ns;
 }
 
+int client__unshare_gathered(struct client *c, int j, struct sl_error *err)
+{
+    for (size_t r = 0; r < c->ngot; r++) {
+        struct slot *s = c->step_slots[r];
+        if ((j >= 0 && s->feeder != j) || s->map == NULL)
+            continue;
+        uint8_t *copy = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1);
+        if (copy == NULL)
+            return client__feeder_error(c, s->feeder, err, SL_ENOMEM, "out of memory copying piece %" PRIu64,
+                                        s->piece.seq);
+        memcpy(copy, s->body, (size_t)s->piece.shm_bytes);
+        s->copy = copy;
+        s->body = copy;
+        client__map_unref(s->map);
+        s->map = NULL;
+    }
+    return 0;
+}
+
 /* Share j's connection is over: lost (back = 0), or handed back to its own
  * feeder, which answered a probe (back = 1). Its pieces not handed out are
  * let go, to come again on a new connection from the first one missing:
@@ -72,7 +90,7 @@ static int start_rejoin(struct client *c, size_t j, int back, struct sl_error *e
     struct feeder *f = &c->f[j];
     uint64_t nf = c->o.nfeeders, next = client_reorder_next(c->reorder);
     /* its first piece the caller has not had: every seq before next was */
-    uint64_t resume = first_of_share(c, next, j);
+    uint64_t resume = client__first_of_share(c, next, j);
     /* a new connection: nothing of the old one gives credit back now */
     f->conn++;
     f->unreturned = f->peak = 0;
@@ -83,22 +101,10 @@ static int start_rejoin(struct client *c, size_t j, int back, struct sl_error *e
             client__release_slot(c, s);
     }
     /* what of it is already in the step being gathered stays, out of its
-     * shared memory: the feeder reuses those buffers once it has the new
-     * HELLO */
-    for (size_t r = 0; r < c->ngot; r++) {
-        struct slot *s = c->step_slots[r];
-        if (s->feeder != (int)j || s->map == NULL)
-            continue;
-        uint8_t *copy = sl_malloc(s->piece.shm_bytes ? (size_t)s->piece.shm_bytes : 1);
-        if (copy == NULL)
-            return client__feeder_error(c, (int)j, err, SL_ENOMEM, "out of memory copying piece %" PRIu64,
-                                        s->piece.seq);
-        memcpy(copy, s->body, (size_t)s->piece.shm_bytes);
-        s->copy = copy;
-        s->body = copy;
-        client__map_unref(s->map);
-        s->map = NULL;
-    }
+     * shared memory */
+    int rc = client__unshare_gathered(c, (int)j, err);
+    if (rc != 0)
+        return rc;
     client__detach_shm(f);
     /* its lent steps too (their other feeders' mappings made anew) */
     client__detach_lent(c, (int)j, 1);
@@ -190,11 +196,12 @@ int client__probes(struct client *c, uint64_t now, struct sl_error *err)
                                           .credits = 0,
                                           .flags = SL_WIRE_HELLO_STATUS,
                                           .heartbeat_ms = (uint32_t)c->o.heartbeat_ms,
-                                          .resume_seq = first_of_share(c, client_reorder_next(c->reorder), j),
+                                          .resume_seq = client__first_of_share(c, client_reorder_next(c->reorder), j),
                                           .incarnation = c->o.incarnation,
                                           .share = (uint32_t)j,
                                           .job = c->o.job,
                                           .job_len = strlen(c->o.job)};
+                client__set_modulus(c, &h);
                 if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 ||
                     sl_wire_encode_hello(&h, &c->buf) != 0 || client__send_buf(f->probe, &c->buf) != 0)
                     client__close_probe(f, now + every);
@@ -330,7 +337,12 @@ int client__rejoin_receive(struct client *c, size_t j, struct sl_error *err)
             f->welcomed = 1;
             f->takeover_ns = 0;
             f->last_seen_ns = f->last_hb_ns = sl_clock_ns();
-            if (f->host != j) {
+            if (f->reshaping) {
+                f->reshaping = 0;
+                f->stalled = 0;
+                sl_log(SL_LOG_DEBUG, "feeder %s: serving share %zu of %zu from piece %" PRIu64, f->addr, j,
+                       c->o.nfeeders, f->resume);
+            } else if (f->host != j) {
                 sl_metrics_add(c->m, CLIENT_M_TAKEOVERS, 1);
                 sl_log(SL_LOG_WARN,
                        "feeder %s took over feeder %s's share %.1f s after its loss: resuming at piece %" PRIu64,

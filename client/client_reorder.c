@@ -91,3 +91,16 @@ size_t client_reorder_held(const struct client_reorder *r)
 {
     return r->held;
 }
+
+int client_reorder_resize(struct client_reorder *r, size_t window)
+{
+    if (r->held != 0 || window == 0)
+        return -1;
+    void **slots = sl_calloc(window, sizeof *slots);
+    if (slots == NULL)
+        return SL_ENOMEM;
+    sl_free(r->slots);
+    r->slots = slots;
+    r->window = window;
+    return 0;
+}

@@ -37,5 +37,9 @@ uint64_t client_reorder_next(const struct client_reorder *r);
  * held: 0, else -1 and nothing changes. */
 int client_reorder_restart(struct client_reorder *r, uint64_t next) SL_MUST_CHECK;
 size_t client_reorder_held(const struct client_reorder *r);
+/* A window of `window` slots (>= 1; feeders joined: more credits out).
+ * Only while nothing is held: 0; -1 (something is held, or window 0) or
+ * SL_ENOMEM, and nothing changes. */
+int client_reorder_resize(struct client_reorder *r, size_t window) SL_MUST_CHECK;
 
 #endif

@@ -44,7 +44,10 @@ int client_feeder_stages(const struct client *c, size_t j, uint64_t stage_ns[SL_
 
 size_t client_wait_by_feeder(const struct client *c, double *secs, size_t n)
 {
-    size_t F = c->o.nfeeders < CLIENT_MAX_FEEDERS ? c->o.nfeeders : CLIENT_MAX_FEEDERS;
+    /* atomic: feeders that join raise it on the client's thread */
+    size_t F = __atomic_load_n(&c->o.nfeeders, __ATOMIC_RELAXED);
+    if (F > CLIENT_MAX_FEEDERS)
+        F = CLIENT_MAX_FEEDERS;
     for (size_t j = 0; j < F && j < n; j++)
         secs[j] = (double)__atomic_load_n(&c->wait_by_feeder[j], __ATOMIC_RELAXED) / 1e9;
     return F;

@@ -405,6 +405,11 @@ uint64_t sluice_client_position(const struct sluice_client *c)
     return client_position(c->tc);
 }
 
+uint32_t sluice_client_feeders(const struct sluice_client *c)
+{
+    return (uint32_t)client_feeders(c->tc);
+}
+
 const char *sluice_client_metrics_address(const struct sluice_client *c)
 {
     return c != NULL && c->expose != NULL ? c->metrics_address : NULL;

@@ -71,6 +71,14 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"refused\"", v[FEED_M_REFUSED]);
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"bad_message\"", v[FEED_M_BAD_MESSAGES]);
     sl_prom_u64(&p, "sluice_feeder_errors_total", "kind=\"dropped\"", v[FEED_M_DROPPED]);
+    sl_prom_gauge(&p, "sluice_feeder_roster_feeders",
+                  "Feeders the roster counts: the modulus of the shares told to trainers (own --feeders until "
+                  "feeders join; a joiner's is 0 until it is counted in).",
+                  v[FEED_M_ROSTER_FEEDERS]);
+    sl_prom_counter(&p, "sluice_feeder_joins_total", "JOINs accepted: feeders counted in (each index once).",
+                    v[FEED_M_JOINS]);
+    sl_prom_counter(&p, "sluice_feeder_joins_refused_total", "JOINs refused (malformed ones included).",
+                    v[FEED_M_JOINS_REFUSED]);
     sl_prom_gauge(&p, "sluice_feeder_piece_memory_bytes", "Piece buffer memory allocated.", v[FEED_M_POOL_BYTES]);
     sl_prom_gauge(&p, "sluice_feeder_workers", "Workers of the cluster shape served (0 before the first trainer).",
                   v[FEED_M_WORKERS]);

@@ -161,6 +161,14 @@ static int resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, s
     return 0;
 }
 
+/* The modulus of a HELLO's share: its trailing `feeders`
+ * (SL_WIRE_HELLO_FEEDERS, 1..SL_WIRE_MAX_ROSTER, checked by the decoder),
+ * else this feeder's own --feeders. */
+static uint32_t hello_modulus(const struct server *s, const struct sl_wire_hello *h)
+{
+    return (h->flags & SL_WIRE_HELLO_FEEDERS) ? h->feeders : s->o->feeders;
+}
+
 /* The checks a HELLO passes before it costs anything: the job, the
  * cluster shape (set up here for the first HELLO), the worker, the resume
  * point, the share and the identity. 0, or -1 when it was refused. */
@@ -239,11 +247,28 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
                      h->worker, h->resume_seq, MAX_RESUME);
         return -1;
     }
-    if (h->share >= s->o->feeders) {
-        feed__refuse(s, id, id_len, "worker %u asks for feeder %u's share, but the job has %u feeders", h->worker,
-                     h->share, s->o->feeders);
+    /* the modulus of the share: the HELLO's after feeders joined (never
+     * fewer feeders than this one knows of at its start), else this
+     * feeder's own */
+    uint32_t feeders = hello_modulus(s, h);
+    if (feeders < s->o->feeders) {
+        feed__refuse(s, id, id_len,
+                     "this trainer counts %u feeders, this feeder is one of %u: shrinking the feeders is not supported",
+                     feeders, s->o->feeders);
         return -1;
     }
+    if (h->share >= feeders) {
+        feed__refuse(s, id, id_len, "worker %u asks for feeder %u's share, but the job has %u feeders", h->worker,
+                     h->share, feeders);
+        return -1;
+    }
+    /* feeders joined: the takeovers' bound follows the largest modulus
+     * (W x (F' - 1), F' at most SL_WIRE_MAX_ROSTER) */
+    uint64_t most = (uint64_t)s->workers * (feeders - 1);
+    if (most > MAX_TAKEOVERS)
+        most = MAX_TAKEOVERS;
+    if (most > s->max_takeovers)
+        s->max_takeovers = (size_t)most;
     if (id_len > MAX_IDENTITY) {
         feed__refuse(s, id, id_len, "identity too long");
         return -1;
@@ -303,6 +328,8 @@ static void hello_adopt(struct server *s, struct trainer *t, const uint8_t *id, 
         t->shm = FEED_SHM_NONE;
     t->worker = h->worker;
     t->share = h->share;
+    t->feeders = hello_modulus(s, h);
+    t->wants_roster = (h->flags & SL_WIRE_HELLO_ROSTER) != 0;
     t->incarnation = h->incarnation;
     memcpy(t->id, id, id_len);
     t->id_len = id_len;
@@ -338,7 +365,7 @@ static void hello_welcome(struct server *s, struct trainer *t, const uint8_t *id
     struct sl_wire_welcome *wm = &s->msg.welcome;
     memset(wm, 0, sizeof *wm);
     wm->feeder = s->o->feeder_index;
-    wm->feeders = s->o->feeders;
+    wm->feeders = t->feeders; /* the connection's modulus */
     wm->steps_per_epoch = s->steps;
     wm->epochs = job->epochs;
     wm->batch = (uint32_t)s->max_rows;
@@ -375,10 +402,16 @@ static void hello_welcome(struct server *s, struct trainer *t, const uint8_t *id
     if (takeover)
         sl_log(SL_LOG_WARN,
                "worker %u: taking over feeder %u's share (pieces %u mod %u) from piece %" PRIu64 " (%u credits)",
-               h->worker, h->share, h->share, s->o->feeders, h->resume_seq, h->credits);
+               h->worker, h->share, h->share, t->feeders, h->resume_seq, h->credits);
+    else if (t->feeders != s->o->feeders)
+        sl_log(SL_LOG_INFO,
+               "worker %u connected (%u credits, resume at piece %" PRIu64 ", pieces %u mod %u: feeders joined)",
+               h->worker, h->credits, h->resume_seq, h->share, t->feeders);
     else
         sl_log(SL_LOG_INFO, "worker %u connected (%u credits, resume at piece %" PRIu64 ")", h->worker, h->credits,
                h->resume_seq);
+    /* feeders joined that its HELLO does not count: told at once */
+    feed__roster_welcome(s, t);
 }
 
 void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)

@@ -210,6 +210,12 @@ static int listener_take(struct feed_listener *l, const struct feed_scan_status 
                             SL_WIRE_VERSION, v);
         goto out;
     }
+    /* a feeder joining asks again every heartbeat interval */
+    if (l->msg.type == SL_WIRE_JOIN) {
+        listener_refuse(l, &id, "this feeder is still scanning its files (%" PRIu64 " of %" PRIu64 " done)",
+                        st->files_done, st->files);
+        goto out;
+    }
     /* no trainer is connected while the feeder scans: only a HELLO is
      * answered (a heartbeat or credit from before a restart is not) */
     if (l->msg.type != SL_WIRE_HELLO)

@@ -84,13 +84,16 @@ struct args {
     const char *metrics_listen;          /* --metrics-listen HOST:PORT */
     const char *curve_key, *curve_allow; /* --curve-key FILE, --curve-allow DIR */
     const char *ipc_group;               /* --ipc-group GROUP */
+    const char *join, *advertise;        /* --join EP[,EP...], --advertise EP */
+    char **join_eps;                     /* --join split (owned), njoin of them */
+    size_t njoin;
     int insecure;
     const char *cluster_from; /* --cluster-from; env_spec: the spec it made (owned) */
     char *env_spec;
     char *spec_curve_key, *spec_curve_allow; /* the cluster spec's 'curve' paths (owned) */
     char cluster_bind[SL_CLUSTER_MAX_ADDR + 8];
     uint64_t feeder_index, feeders, threads, max_piece_bytes, piece_memory, heartbeat_ms, timeout_ms, workers, replicas,
-        report_s, idle_exit_s, metrics_linger_s;
+        report_s, idle_exit_s, metrics_linger_s, end_wait_s;
     int quiet, json, plan, no_shm, no_takeover, done, log_level, log_format;
     int serve_runs;            /* --serve-runs: a new run of the job after each run's end */
     struct sto_config storage; /* --remote-*, --s3-* */
@@ -179,6 +182,9 @@ static void free_args(struct args *a)
     for (size_t i = 0; i < a->nkey_names; i++)
         sl_free(a->key_names[i]);
     sl_free(a->key_names);
+    for (size_t i = 0; i < a->njoin; i++)
+        sl_free(a->join_eps[i]);
+    sl_free(a->join_eps);
     sl_free(a->env_spec);
     sl_free(a->spec_curve_key);
     sl_free(a->spec_curve_allow);
@@ -222,6 +228,10 @@ static const struct sl_opt opt_rows[] = {
      "stop with exit status 3 once no trainer has been connected for S seconds after the scan (a job-scoped "
      "feeder whose trainers all failed; 0: serve for ever, as a service does)",
      NULL, NULL},
+    {"end-wait-s", 0, SL_OPT_U64, OFF(end_wait_s), 0, 86400, "60", "S",
+     "after a worker's END, wait up to S seconds for a trainer whose connection closed without a BYE (killed "
+     "before it took its last pieces) to come back and resume, before ending without it (0: do not wait)",
+     NULL, NULL},
     {"serve-runs", 0, SL_OPT_FLAG, OFF(serve_runs), 0, 0, NULL, NULL,
      "once every worker has had its END, serve a new run of the job from its first piece to the next trainers "
      "(interactive work: a notebook reading the job again), without scanning again; ends on a signal, an error "
@@ -251,6 +261,15 @@ static const struct sl_opt opt_rows[] = {
     {"no-takeover", 0, SL_OPT_FLAG, OFF(no_takeover), 0, 0, NULL, NULL,
      "serve this feeder's own share only: refuse trainers asking it to take over a lost feeder's share (they ask "
      "another survivor)",
+     NULL, NULL},
+    {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP[,EP...]",
+     "join a running job as feeder --feeder-index of --feeders (past the job's first feeders): once scanned, ask "
+     "the job's feeders at these endpoints (one is enough, all is better) to count this one in; their trainers "
+     "then take a share of the pieces not yet sent from it (docs/feeder.md, \"Joining a running job\")",
+     NULL, NULL},
+    {"advertise", 0, SL_OPT_STRING, OFF(advertise), 0, 0, NULL, "EP",
+     "with --join: the endpoint trainers connect to for this feeder (default: --listen; required when --listen is "
+     "a wildcard such as tcp://*:5555)",
      NULL, NULL},
     SL_OPT_ROW_CURVE_KEY(struct args),
     {"curve-allow", 0, SL_OPT_STRING, OFF(curve_allow), 0, 0, NULL, "DIR",
@@ -426,6 +445,9 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     if (a->feeder_index >= a->feeders)
         return usage_error("--feeder-index %" PRIu64 " must be below --feeders %" PRIu64, a->feeder_index, a->feeders);
+    if ((rc = feed_join_options(a->join, a->advertise, a->listen, a->feeder_index, a->feeders, a->serve_runs,
+                                &a->join_eps, &a->njoin, &err)) != 0)
+        return rc == SL_ENOMEM ? EXIT_DATA : usage_error("%s", err.msg);
     if (a->curve_allow != NULL && a->curve_key == NULL)
         return usage_error("--curve-allow needs --curve-key (this feeder's own secret key; 'sluice-feeder keygen "
                            "NAME' makes one)");
@@ -801,6 +823,10 @@ static int serve(const struct args *a, struct feed_job *job, struct feed_source 
                                  .no_takeover = a->no_takeover,
                                  .ipc_group = a->ipc_group,
                                  .idle_exit_ms = (int)(a->idle_exit_s * 1000),
+                                 .end_wait_ms = (int)(a->end_wait_s * 1000),
+                                 .join = (const char *const *)a->join_eps,
+                                 .njoin = a->njoin,
+                                 .advertise = a->advertise,
                                  .stop = &stop_flag,
                                  .dump = &dump_flag,
                                  .metrics = metrics};

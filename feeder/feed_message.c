@@ -1,6 +1,7 @@
 /* feed_message: one message from a trainer, decoded and dispatched: HELLO
  * (feed_hello.c), CREDIT (credits and the shared memory's answer), HEARTBEAT,
- * BYE; anything malformed or unexpected counted and logged, rate-limited.
+ * BYE, and a joining feeder's JOIN (feed_join.c); anything malformed or
+ * unexpected counted and logged, rate-limited.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -75,7 +76,11 @@ void feed__on_message(struct server *s)
             feed__drop(s, t, "sent a malformed message and was dropped");
         }
         unsigned v = t == NULL ? feed__other_version_hello(&body) : 0;
-        if (v != 0)
+        const uint8_t *b = zmq_msg_data(&body);
+        if (t == NULL && zmq_msg_size(&body) >= 8 && memcmp(b, "SLC1", 4) == 0 && b[6] == SL_WIRE_JOIN && b[7] == 0)
+            /* a joining feeder hears why (a peer's malformed JOIN) */
+            feed__refuse_join(s, idp, id_len, "malformed JOIN: %s", err.msg);
+        else if (v != 0)
             feed__refuse(s, idp, id_len,
                          "this feeder speaks protocol version %u, the trainer %u: use the same sluice release",
                          SL_WIRE_VERSION, v);
@@ -119,6 +124,14 @@ void feed__on_message(struct server *s)
         }
         break;
     case SL_WIRE_HEARTBEAT: break;
+    case SL_WIRE_JOIN:
+        /* a feeder joining the running job (feed_join.c); never on a
+         * trainer's connection */
+        if (t != NULL)
+            feed__refuse_join(s, idp, id_len, "JOIN on a trainer's connection");
+        else
+            feed__on_join(s, idp, id_len, &s->msg.join);
+        break;
     case SL_WIRE_BYE:
         /* a trainer says BYE once it is done with every piece: its
          * buffers go back at once */

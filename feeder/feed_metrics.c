@@ -37,6 +37,9 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_CACHE_HITS] = {"cache_hits", SL_METRIC_COUNTER, "elements copied from the decoded-element cache"},
     [FEED_M_CACHE_MISSES] = {"cache_misses", SL_METRIC_COUNTER, "elements decoded while the cache is on"},
     [FEED_M_MAP_NS] = {"cpu_map_s", SL_METRIC_NS, "executor CPU in the map stage"},
+    [FEED_M_JOINS] = {"joins", SL_METRIC_COUNTER, "JOINs accepted (feeders counted in)"},
+    [FEED_M_JOINS_REFUSED] = {"joins_refused", SL_METRIC_COUNTER, "JOINs refused"},
+    [FEED_M_ROSTER_FEEDERS] = {"roster_feeders", SL_METRIC_GAUGE, "the feeders the roster counts"},
     [FEED_M_RESHAPES] = {"reshapes", SL_METRIC_COUNTER, "cluster shapes replaced at an epoch's start"},
 };
 
@@ -60,6 +63,9 @@ void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c
     c->stages.assemble = sl_metrics_seconds(s, FEED_M_ASSEMBLE_NS);
     c->serve_cpu_s = sl_metrics_seconds(s, FEED_M_SERVE_NS);
     c->zmq_io_cpu_s = sl_metrics_seconds(s, FEED_M_ZMQ_IO_NS);
+    c->joins = s->v[FEED_M_JOINS];
+    c->joins_refused = s->v[FEED_M_JOINS_REFUSED];
+    c->roster_feeders = (uint32_t)s->v[FEED_M_ROSTER_FEEDERS];
 }
 
 void feed_counters_format(const struct feed_counters *c, char *buf, size_t n)

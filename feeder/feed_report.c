@@ -136,6 +136,15 @@ int feed_report_stats(const char *path, const struct feed_counters *c, const str
     feed_source_fetch_stats(src, &fs);
     struct feed_diskcache_stats ds;
     feed_source_disk_cache_stats(src, &ds);
+    /* joins: the plan's digest and the roster (docs/feeder.md) */
+    fprintf(f,
+            ",\"digest\":\"%016" PRIx64 "\",\"joins\":%" PRIu64 ",\"joins_refused\":%" PRIu64
+            ",\"roster\":{\"feeders\":%u,\"joined\":[",
+            c->digest, c->joins, c->joins_refused, c->roster_feeders);
+    for (unsigned i = 0, k = 0; i < 64; i++)
+        if (c->roster_joined >> i & 1u)
+            fprintf(f, "%s%u", k++ ? "," : "", i);
+    fprintf(f, "]}");
     fprintf(f,
             ",\"remote\":{\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"record_bytes\":%" PRIu64
             ",\"records_alone\":%" PRIu64 "},\"disk_cache\":{\"hits\":%" PRIu64 ",\"kept\":%" PRIu64

@@ -39,10 +39,10 @@ void feed__send_simple(struct server *s, struct trainer *t, int rc_encode, const
     }
     if (feed__send_frames(s, t, &s->hbuf, 0) != 0) {
         char why[200];
-        /* after its END without a BYE: the feeder waits --timeout-ms for
+        /* after its END without a BYE: the feeder waits --end-wait-s for
          * it (all_done), a trainer killed before its last pieces may resume */
         snprintf(why, sizeof why, "could not be sent the %s (%s) and was dropped%s", what, zmq_strerror(errno),
-                 t->end_sent ? " (it had its END but said no BYE: it may come back within --timeout-ms)" : "");
+                 t->end_sent ? " (it had its END but said no BYE: it may come back within --end-wait-s)" : "");
         sl_metrics_add(s->m, FEED_M_DROPPED, 1);
         feed__drop(s, t, why);
     }
@@ -247,8 +247,8 @@ int feed__schedule(struct server *s)
             struct sl_error err = {0};
             int rc;
             /* the connection's share: seq % F == j, this feeder's own j or
-             * the lost feeder's it took over */
-            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % s->o->feeders != t->share)
+             * the lost feeder's it took over, F the connection's modulus */
+            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % t->feeders != t->share)
                 ;
             if (rc == SL_END) {
                 t->plan_done = 1;

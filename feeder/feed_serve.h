@@ -47,6 +47,9 @@ struct feed_listener {
 struct trainer {
     int active;
     uint32_t worker, share;
+    uint32_t feeders;     /* the modulus of share on this connection: the HELLO's (SL_WIRE_HELLO_FEEDERS), else
+                           * the feeder's own --feeders */
+    int wants_roster;     /* its HELLO set SL_WIRE_HELLO_ROSTER: told of feeders that joined */
     uint64_t incarnation; /* the trainer process's, from its HELLO */
     uint8_t id[MAX_IDENTITY];
     size_t id_len;
@@ -62,7 +65,8 @@ struct trainer {
     uint64_t last_seq; /* highest seq planned + 1 (for END) */
     uint64_t epochs;
     int end_sent;
-    int said_bye; /* its connection ended with a BYE (all_done) */
+    int said_bye;        /* its connection ended with a BYE (all_done) */
+    uint64_t dropped_ns; /* when its connection was dropped (all_done: --end-wait-s) */
     uint64_t last_seen_ns;
     uint64_t last_hb_ns;
     uint32_t heartbeat_ms; /* the trainer's, from its HELLO */
@@ -74,6 +78,35 @@ struct trainer {
      * that way are held until their credits come back (feed_hold.h) */
     enum feed_shm_state shm;
     struct feed_hold hold;
+};
+
+/* The feeders of the job this feeder knows of, beyond the first ones:
+ * those that JOINed it, and (on a joiner) those in the answers it got.
+ * Bounded: at most SL_WIRE_MAX_ROSTER feeders in all. */
+struct feed_roster_entry {
+    char endpoint[SL_WIRE_MAX_ENDPOINT + 1];
+    char key[SL_WIRE_KEY_Z85 + 1]; /* "" without CURVE */
+    uint64_t answered_ns;          /* its JOIN's last answer: a repeated JOIN is answered at most twice a heartbeat */
+};
+struct feed_roster {
+    uint32_t base;    /* the job's first feeders' count (indexes below it cannot join); 0: a joiner not yet
+                       * counted in, which knows no base */
+    uint32_t feeders; /* the modulus of the shares it tells trainers of: the largest modulus named (own
+                       * --feeders, a JOIN's, an answer's) whose every index in [base, it) is known */
+    uint64_t known;   /* bit i: entry i is known */
+    uint64_t moduli;  /* bit F - 1: a modulus F named */
+    struct feed_roster_entry e[SL_WIRE_MAX_ROSTER];
+};
+
+/* A feeder this one asks to count it in (--join): its own DEALER, so that
+ * each answer (ROSTER or REFUSE) is known to be that feeder's. */
+struct feed_joiner {
+    const char *endpoint; /* borrowed from the options */
+    void *sock;
+    int accepted;                    /* it answered ROSTER at least once */
+    int gone;                        /* accepted, then silent past --timeout-ms (logged once) */
+    uint64_t last_send_ns, heard_ns; /* the last JOIN sent, the last answer */
+    char refusal[160];               /* its last REFUSE ("" none) */
 };
 
 struct server {
@@ -118,6 +151,13 @@ struct server {
     struct sl_error fatal_err;
     /* log lines anybody on the network can cause: at most 10 a second each */
     struct sl_log_limit lim_refuse, lim_bad;
+    /* feeders joining the running job (feed_join.c) */
+    uint64_t digest; /* the plan's inputs hashed (feed__job_digest) */
+    struct feed_roster roster;
+    struct feed_joiner *joiners; /* --join: one DEALER per feeder asked (njoiners), NULL when not joining */
+    size_t njoiners;
+    uint64_t join_start_ns; /* when the first JOIN went out */
+    int join_accepted;      /* some feeder of the job counted this one in */
 };
 
 /* ---- the cluster shape (feed_shape.c) ---- */
@@ -186,6 +226,34 @@ void feed__refuse(struct server *s, const uint8_t *id, size_t id_len, const char
 int feed__schedule(struct server *s);
 /* Send every piece the executors finished, and recycle their tasks. */
 void feed__drain_done(struct server *s);
+
+/* ---- feeders joining the running job (feed_join.c) ---- */
+
+/* FNV-1a 64 over what the plan depends on (the job's name, its files'
+ * names and record counts, the plan settings, the schema): the same on
+ * every feeder of a job. After start() built the schema. */
+uint64_t feed__job_digest(const struct server *s);
+/* The roster at start: this feeder's own --feeders; a joiner's own entry
+ * (--advertise, its public key under CURVE). */
+void feed__roster_init(struct server *s);
+/* A JOIN from routing id `id`: answered ROSTER (counted in; the roster
+ * grown and told to every trainer that reads ROSTER) or REFUSE (why;
+ * logged rate-limited and counted). */
+void feed__on_join(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_join *join);
+/* A JOIN that did not decode (err: why): REFUSE saying so. */
+void feed__refuse_join(struct server *s, const uint8_t *id, size_t id_len, const char *fmt, ...) SL_PRINTF(4, 5);
+/* The ROSTER to t, after its WELCOME, when the roster counts more feeders
+ * than its modulus. */
+void feed__roster_welcome(struct server *s, struct trainer *t);
+/* --join: a DEALER connected to each feeder listed. 0, or the error. */
+int feed__join_open(struct server *s, struct sl_error *err) SL_MUST_CHECK;
+/* --join, on every turn of the loop: JOIN sent (again every heartbeat
+ * interval), answers read, the roster merged. 1 when the joiner is done
+ * (every feeder it joined gone, no trainer connected: logged), 0 to go on;
+ * no feeder counting it in within --timeout-ms is fatal (feed__fail_all). */
+int feed__join_tick(struct server *s);
+/* Close the DEALERs (before the context ends). */
+void feed__join_close(struct server *s);
 
 /* ---- incoming messages (feed_message.c, feed_hello.c) ---- */
 

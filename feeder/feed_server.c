@@ -65,6 +65,8 @@ static void heartbeats_and_ends(struct server *s)
             struct sl_wire_heartbeat h = {.sent_ns = now};
             feed__send_simple(s, t, sl_wire_encode_heartbeat(&h, &s->hbuf), "HEARTBEAT");
             t->last_hb_ns = now;
+            if (!t->active) /* the send dropped it: nothing more goes to it */
+                continue;
         }
         if (t->wants_stats && now - t->last_stats_ns >= hb) {
             /* the feeder's CPU by stage so far, for the trainer to say which
@@ -86,6 +88,8 @@ static void heartbeats_and_ends(struct server *s)
                 st.credit_wait_ns = SL_WIRE_MAX_COUNT;
             feed__send_simple(s, t, sl_wire_encode_stats(&st, &s->hbuf), "STATS");
             t->last_stats_ns = now;
+            if (!t->active)
+                continue;
         }
         if (t->plan_done && t->inflight == 0 && !t->end_sent) {
             struct sl_wire_end e = {.worker = t->worker, .pieces = t->last_seq, .epochs = s->o->job->epochs};
@@ -100,24 +104,60 @@ static void heartbeats_and_ends(struct server *s)
 }
 
 /* Every worker got its END and has gone: said BYE (a trainer does once its
- * stream is over), or was dropped, silent past the timeout. Exiting as soon
- * as the ENDs were queued lost them now and then: the trainers' heartbeats
- * unread in the socket made the kernel close it with a reset, which can
- * discard an END still on its way (seen on a shaped link). A connection
- * dropped after its END without a BYE (closed: a trainer killed before it
- * took its last pieces) is gone only once silent past the timeout: until
- * then its trainer may come back from a checkpoint and resume. */
+ * caller has had the end of the stream, or at its close), or was dropped
+ * without one more than --end-wait-s ago. Exiting as soon as the ENDs were
+ * queued lost them now and then: the trainers' heartbeats unread in the
+ * socket made the kernel close it with a reset, which can discard an END
+ * still on its way (seen on a shaped link). A connection dropped after its
+ * END without a BYE (closed, or silent past --timeout-ms: a trainer killed
+ * after its last pieces came but before its caller took them all) is
+ * waited for: its trainer may come back from a checkpoint and resume (its
+ * HELLO takes the END back, feed_hello.c). */
 static int all_done(const struct server *s)
 {
     if (s->workers == 0 || s->ended != s->workers)
         return 0;
-    uint64_t now = sl_clock_ns(), to = (uint64_t)s->o->timeout_ms * 1000000u;
+    uint64_t now = sl_clock_ns(), wait = (uint64_t)s->o->end_wait_ms * 1000000u;
     for (size_t i = 0; i < s->ntrainers; i++) {
         const struct trainer *t = &s->trainers[i];
-        if (t->active || (t->end_sent && !t->said_bye && now - t->last_seen_ns <= to))
+        if (t->active || (t->end_sent && !t->said_bye && now - t->dropped_ns < wait))
             return 0;
     }
     return 1;
+}
+
+/* At the end: one line naming the workers whose connection was dropped
+ * after their END without a BYE and that did not come back within
+ * --end-wait-s (their trainers did not finish their stream). */
+static void log_no_bye(const struct server *s)
+{
+    char list[512];
+    size_t len = 0, n = 0;
+    int full = 0; /* an entry takes at most 42 bytes: none is begun with fewer than 48 left */
+    list[0] = '\0';
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        const struct trainer *t = &s->trainers[i];
+        if (!t->end_sent || t->said_bye)
+            continue;
+        const char *sep = n++ != 0 ? ", " : "";
+        if (full)
+            continue;
+        if (len + 48 >= sizeof list) {
+            snprintf(list + len, sizeof list - len, "%s...", sep);
+            full = 1;
+        } else if (t->share == s->o->feeder_index) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%u", sep, t->worker);
+        } else {
+            len +=
+                (size_t)snprintf(list + len, sizeof list - len, "%s%u (feeder %u's share)", sep, t->worker, t->share);
+        }
+    }
+    if (n != 0)
+        sl_log(SL_LOG_WARN,
+               "%s %s had %s END but never said BYE (%s connection closed or went silent) and did not come back "
+               "within --end-wait-s %.0f: done without %s",
+               n == 1 ? "worker" : "workers", list, n == 1 ? "its" : "their", n == 1 ? "its" : "each one's",
+               s->o->end_wait_ms / 1e3, n == 1 ? "it" : "them");
 }
 
 /* The live gauges (connections served, those held back for want of
@@ -150,6 +190,9 @@ static void snapshot(const struct server *s, double t0, struct feed_counters *c)
     sl_metrics_snapshot(s->m, &snap);
     feed_counters_from(&snap, c);
     c->elapsed_s = sl_clock_s() - t0;
+    c->digest = s->digest;
+    /* the joined feeders: those known, at or past the first feeders */
+    c->roster_joined = s->roster.base < 64 ? s->roster.known & ~((UINT64_C(1) << s->roster.base) - 1) : 0;
 }
 
 /* ---- setup and teardown ---- */
@@ -236,6 +279,12 @@ static int start(struct server *s, struct sl_zap **zap, struct sl_error *err)
     }
     if ((rc = open_cache(s, err)) != 0)
         return rc;
+    /* joins: the plan's digest (the same on every feeder of the job), the
+     * roster, and with --join a DEALER to each feeder asked */
+    s->digest = feed__job_digest(s);
+    feed__roster_init(s);
+    if ((rc = feed__join_open(s, err)) != 0)
+        return rc;
     struct feed_exec_opts eo = {.zmq_ctx = s->ctx,
                                 .metrics = s->m,
                                 .src = o->src,
@@ -262,6 +311,7 @@ static void stop(struct server *s)
     close_cache(s);
     if (s->ctx != NULL) /* before the I/O threads end */
         sl_metrics_add(s->m, FEED_M_ZMQ_IO_NS, (uint64_t)(sl_proc_threads_cpu_s("ZMQbg/IO/") * 1e9));
+    feed__join_close(s);
     if (s->router != NULL)
         zmq_close(s->router); /* lingers up to 2 s to deliver what is queued */
     if (s->ctx != NULL)
@@ -449,7 +499,14 @@ static int serve(struct server *s, double t0, uint64_t *cpu_mark, struct feed_co
         uint64_t now = sl_clock_ns();
         tick(s, now, &last_tick, cpu_mark);
         if (all_done(s)) {
+            log_no_bye(s);
             sl_log(SL_LOG_INFO, "every worker has its data: done");
+            break;
+        }
+        if (feed__join_tick(s) != 0) /* a joiner whose job's other feeders are gone */
+            break;
+        if (s->fatal) {
+            rc = fatal_error(s, err);
             break;
         }
         if (idle_over(s, now, &idle_since)) {
@@ -544,8 +601,10 @@ int feed_server_run(const struct feed_server_opts *opts, struct feed_counters *c
     if (rc == 0) {
         snapshot(s, t0, c);
         sl_log(SL_LOG_INFO,
-               "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64 " bytes of piece buffers)",
-               o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes);
+               "serving job '%s' on %s as feeder %u of %u (%u threads, %" PRIu64
+               " bytes of piece buffers; job digest %016" PRIx64 ")%s",
+               o.job->name, o.listen, o.feeder_index, o.feeders, s->nthreads, c->pool_bytes, s->digest,
+               o.njoin > 0 ? "; joining the running job" : "");
         notify_manager("READY=1");
         rc = serve(s, t0, &cpu0, c, &idle, err);
         notify_manager("STOPPING=1");

@@ -127,6 +127,9 @@ struct feed_server_opts {
     int report_ms;                  /* log a progress line this often (0: never) */
     int idle_exit_ms;               /* > 0: stop when no trainer has been connected this long
                                  * (c->idle says so); 0: serve for ever */
+    int end_wait_ms;                /* a worker whose connection was dropped after its END without a
+                                 * BYE (a trainer killed) is waited for this long, for its trainer
+                                 * to come back and resume; 0: not at all */
     int no_shm;                     /* never offer pieces in shared memory (--no-shm) */
     int no_takeover;                /* refuse to serve other feeders' shares (--no-takeover) */
     const char *ipc_group;          /* an ipc:// socket file's group (0660), NULL: 0600 (sl_bind_private) */
@@ -134,7 +137,28 @@ struct feed_server_opts {
     volatile sig_atomic_t *dump;    /* set by SIGUSR1: log the counters and clear it */
     struct sl_metrics *metrics;     /* borrowed, over feed_metric_defs: where every figure goes
                                    * (another thread may read snapshots); NULL: a private one */
+    /* --join: this feeder joins a running job (docs/feeder.md, "Joining a
+     * running job"): it asks the feeders at join[0..njoin) (borrowed
+     * endpoints, at most SL_WIRE_MAX_ROSTER) to count it in, as feeder
+     * feeder_index of `feeders`, serving at `advertise` (borrowed; NULL:
+     * `listen`). njoin 0: a feeder of the job's start. */
+    const char *const *join;
+    size_t njoin;
+    const char *advertise;
 };
+
+/* 1 when ep binds every interface or any port (host "*", 0.0.0.0,
+ * [::], port "*" or 0): nobody can connect to it as written. */
+int feed_endpoint_is_wildcard(const char *ep);
+
+/* The options --join EP[,EP...] and --advertise EP of a feeder with
+ * --feeder-index, --feeders, --listen and --serve-runs as given: checked
+ * (what a joiner needs; every endpoint one trainers and feeders can
+ * connect to), the list split into *eps (owned, *n of them: sl_free each
+ * and the array, after an error too). 0, SL_EINVAL (err says why) or
+ * SL_ENOMEM. */
+int feed_join_options(const char *join, const char *advertise, const char *listen, uint64_t feeder_index,
+                      uint64_t feeders, int serve_runs, char ***eps, size_t *n, struct sl_error *err) SL_MUST_CHECK;
 
 /* Serve until every worker of the job has received its END (0), a stop
  * signal (0 after telling the trainers), idle_exit_ms without a trainer (0,

@@ -181,9 +181,15 @@ void feed__drop(struct server *s, struct trainer *t, const char *why)
         sl_log(SL_LOG_INFO, "worker %u (feeder %u's share, taken over) %s after %" PRIu64 " pieces", t->worker,
                t->share, why, t->sent);
     t->active = 0;
+    t->dropped_ns = sl_clock_ns();
     t->generation = ++s->generation; /* tasks in flight for it are dropped */
     /* its shared buffers stay held until the worker's next HELLO */
     t->shm = FEED_SHM_NONE;
+    /* one dropped after its END had every piece of its stream, as one that
+     * said BYE (feed_message.c): the shape is this job's, its trainer may
+     * come back to resume (--end-wait-s) */
+    if (t->end_sent && t->sent > 0)
+        s->consumed = 1;
     /* the last trainer of a shape nobody consumed from: release it */
     if (!s->fixed && !s->consumed) {
         uint32_t active = 0;

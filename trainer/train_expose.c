@@ -73,6 +73,7 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
         .wait_ns = v[TRAIN_M_WAIT_NS],
         .rejoins = v[TRAIN_M_REJOINS],
         .takeovers = v[TRAIN_M_TAKEOVERS],
+        .joins = v[TRAIN_M_FEEDER_JOINS],
     };
     client_input_write(&e->in, &p, &c,
                        "Time between consecutive steps received (receiving, staging and running a step).");

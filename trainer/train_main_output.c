@@ -498,8 +498,8 @@ int trainer_report(struct trainer *t, int status)
              "\"accuracy\":%.5f,\"input_stall_pct\":%.2f,\"weights_hash\":\"%016" PRIx64 "\","
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64
-             ",\"shm_pieces\":%" PRIu64 ",\"restored_step\":%" PRIu64 ",\"checkpoints\":%" PRIu64
-             ",\"checkpoint_s\":%.4f%s%s}}\n",
+             ",\"feeder_joins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 ",\"restored_step\":%" PRIu64
+             ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s%s}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows, st.bytes,
              secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
@@ -507,7 +507,7 @@ int trainer_report(struct trainer *t, int status)
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0,
              t->test_rows, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, trainer_mode_names[o->mode],
              st.h2d_bytes, st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers,
-             st.shm_pieces, t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
+             st.joins, st.shm_pieces, t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);

@@ -35,6 +35,7 @@ void train_counters_from(const struct sl_metrics_snap *s, struct train_counters 
     c->shm_pieces = s->v[TRAIN_M_SHM_PIECES];
     c->rejoins = s->v[TRAIN_M_REJOINS];
     c->takeovers = s->v[TRAIN_M_TAKEOVERS];
+    c->joins = s->v[TRAIN_M_FEEDER_JOINS];
     c->h2d_bytes = s->v[TRAIN_M_H2D_BYTES];
     c->trained = s->v[TRAIN_M_TRAINED];
     c->wait_s = sl_metrics_seconds(s, TRAIN_M_WAIT_NS);

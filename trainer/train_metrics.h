@@ -25,6 +25,7 @@ enum train_metric {
     TRAIN_M_WAIT_NS = CLIENT_M_WAIT_NS,
     TRAIN_M_REJOINS = CLIENT_M_REJOINS,
     TRAIN_M_TAKEOVERS = CLIENT_M_TAKEOVERS,
+    TRAIN_M_FEEDER_JOINS = CLIENT_M_FEEDER_JOINS,
     /* the trainer's */
     TRAIN_M_STEPS = CLIENT_M_COUNT, /* steps received */
     TRAIN_M_EPOCHS,                 /* epochs begun (a step of a new epoch received) */
@@ -43,7 +44,7 @@ extern const struct sl_metric_def train_metric_defs[TRAIN_M_COUNT];
 
 /* The figures of a snapshot, typed (a view; nothing else is counted). */
 struct train_counters {
-    uint64_t steps, epochs, pieces, rows, bytes, shm_pieces, rejoins, takeovers, h2d_bytes, trained;
+    uint64_t steps, epochs, pieces, rows, bytes, shm_pieces, rejoins, takeovers, joins, h2d_bytes, trained;
     double wait_s, h2d_s, run_s, loss, accuracy;
 };
 

@@ -701,6 +701,7 @@ static PyObject *client_get(Client *self, void *which)
     case 0: return PyLong_FromUnsignedLongLong(sluice_client_position(self->c));
     case 1: return PyLong_FromUnsignedLongLong(sluice_client_steps_per_epoch(self->c));
     case 2: return PyLong_FromUnsignedLongLong(sluice_client_epochs(self->c));
+    case 4: return PyLong_FromUnsignedLong(sluice_client_feeders(self->c));
     default: return PyLong_FromUnsignedLong(sluice_client_replicas(self->c));
     }
 }
@@ -725,6 +726,8 @@ static PyGetSetDef client_getset[] = {
      (void *)1},
     {"epochs", (getter)client_get, NULL, "The job's epochs (0: forever).", (void *)2},
     {"replicas_per_step", (getter)client_get, NULL, "Pieces (replicas) per step.", (void *)3},
+    {"feeders", (getter)client_get, NULL,
+     "The feeders the stream comes from now: those given, plus those that joined the running job since.", (void *)4},
     {"closed", (getter)client_closed, NULL, "Whether close() was called.", NULL},
     {"metrics_url", (getter)client_metrics_url, NULL,
      "http://HOST:PORT/metrics where metrics_listen serves (the port as bound); None without it, or closed.", NULL},

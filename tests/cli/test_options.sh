@@ -153,11 +153,37 @@ expect "feeder plan, overrides" 0 "global batch 16" "${plan[@]}" --global_batch_
 expect "feeder plan, the last override wins" 0 "global batch 32" "${plan[@]}" --global_batch_size=16 \
     --set global_batch_size=32
 expect "feeder plan, features.* overrides" 0 "global batch 8" "${plan[@]}" "--features.id.shape=[]"
+# --join and --advertise (issue #30): what a joining feeder needs, refused
+# before anything starts
+jn=("$FEEDER" --job "$T/job.json" --listen tcp://127.0.0.1:5599 --feeder-index 1 --feeders 2)
+expect "feeder --join with index 0" 2 "--join: --feeder-index 0 is one of the job's first feeders" \
+    "${fd[@]}" --feeders 2 --join tcp://127.0.0.1:5555
+expect "feeder --join with 65 feeders" 2 "--join: --feeders 65: at most 64 feeders" \
+    "${fd[@]}" --feeder-index 64 --feeders 65 --join tcp://127.0.0.1:5555
+expect "feeder --join, a bad endpoint" 2 "--join: 'tcp://127.0.0.1:99999': port 99999 is out of range" \
+    "${jn[@]}" --join tcp://127.0.0.1:5555,tcp://127.0.0.1:99999
+expect "feeder --join, an empty endpoint" 2 "--join 'tcp://127.0.0.1:5555,': an empty endpoint" \
+    "${jn[@]}" --join tcp://127.0.0.1:5555,
+expect "feeder --join, a wildcard" 2 "--join tcp://*:5555: a wildcard, which cannot be connected to" \
+    "${jn[@]}" --join 'tcp://*:5555'
+expect "feeder --join, 65 endpoints" 2 "--join: 65 endpoints, at most 64" \
+    "${jn[@]}" --join "$(printf 'tcp://127.0.0.1:5555,%.0s' $(seq 64))tcp://127.0.0.1:5555"
+expect "feeder --join, --listen a wildcard" 2 \
+    "--join: --listen tcp://*:5598 is a wildcard trainers cannot connect to: give --advertise" \
+    "$FEEDER" --job "$T/job.json" --listen 'tcp://*:5598' --insecure --feeder-index 1 --feeders 2 \
+    --join tcp://127.0.0.1:5555
+expect "feeder --advertise a wildcard" 2 "--advertise tcp://0.0.0.0:5598: trainers cannot connect to it" \
+    "${jn[@]}" --join tcp://127.0.0.1:5555 --advertise tcp://0.0.0.0:5598
+expect "feeder --advertise bad" 2 "--advertise: 'tcp://h:0': " "${jn[@]}" --join tcp://127.0.0.1:5555 \
+    --advertise tcp://h:0
+expect "feeder --advertise without --join" 2 "--advertise needs --join" "${jn[@]}" --advertise tcp://h:5598
+expect "feeder --join with --serve-runs" 2 "--join and --serve-runs do not go together" \
+    "${jn[@]}" --join tcp://127.0.0.1:5555 --serve-runs
 expect "feeder --help" 0 "Usage: sluice-feeder" "$FEEDER" --help
 for opt in job listen feeder-index feeders threads max-piece-bytes piece-memory workers replicas heartbeat-ms \
     report-s timeout-ms idle-exit cluster stats no-shm json set quiet log-level log-format help version \
     remote-connect-timeout-ms remote-stall-timeout-ms remote-retries remote-backoff-ms remote-backoff-max-ms \
-    remote-redirects remote-cross-host-redirects remote-ca-file s3-endpoint s3-region s3-path-style; do
+    remote-redirects remote-cross-host-redirects remote-ca-file s3-endpoint s3-region s3-path-style join advertise; do
     grep -q -- "--$opt\b" "$T/out" || fail "feeder --help lacks --$opt"
     grep -q -- "--$opt\b" "$DOCS/feeder.md" || fail "docs/feeder.md lacks --$opt"
 done

@@ -117,6 +117,34 @@ START_TEST(test_take)
 }
 END_TEST
 
+/* Feeders joined (a reshape): the window grows, only while nothing is
+ * held; the position is kept, and the larger window takes pieces the
+ * smaller refused. */
+START_TEST(test_resize)
+{
+    struct client_reorder *r;
+    struct sl_error err = {0};
+    ck_assert_int_eq(client_reorder_create(&r, 4, &err), 0);
+    int a, b, c;
+    ck_assert_int_eq(client_reorder_restart(r, 10), 0);
+    ck_assert_int_eq(client_reorder_put(r, 11, &b, &err), 0);
+    ck_assert_int_eq(client_reorder_resize(r, 16), -1); /* one held */
+    ck_assert_ptr_eq(client_reorder_take(r, 11), &b);
+    ck_assert_int_eq(client_reorder_resize(r, 0), -1);
+    ck_assert_int_eq(client_reorder_put(r, 14, &c, &err), SL_EPROTO); /* beyond 4 */
+    ck_assert_int_eq(client_reorder_resize(r, 16), 0);
+    ck_assert_uint_eq(client_reorder_next(r), 10);
+    ck_assert_int_eq(client_reorder_put(r, 25, &c, &err), 0);
+    ck_assert_int_eq(client_reorder_put(r, 26, &c, &err), SL_EPROTO); /* beyond 16 */
+    ck_assert_int_eq(client_reorder_put(r, 10, &a, &err), 0);
+    ck_assert_ptr_eq(client_reorder_pop(r), &a);
+    ck_assert_ptr_null(client_reorder_pop(r));
+    ck_assert_ptr_eq(client_reorder_take(r, 25), &c);
+    ck_assert_uint_eq(client_reorder_held(r), 0);
+    client_reorder_destroy(r);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("client_reorder");
@@ -126,6 +154,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_protocol_errors);
     tcase_add_test(tc, test_take);
     tcase_add_test(tc, test_restart);
+    tcase_add_test(tc, test_resize);
     suite_add_tcase(s, tc);
     return s;
 }

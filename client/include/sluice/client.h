@@ -283,6 +283,11 @@ SLUICE_API uint32_t sluice_client_replicas(const struct sluice_client *c);
 SLUICE_API uint64_t sluice_client_steps_per_epoch(const struct sluice_client *c);
 SLUICE_API uint64_t sluice_client_epochs(const struct sluice_client *c);
 
+/* The feeders the stream comes from now: those given at open, plus those
+ * that joined the running job since (a feeder's ROSTER; the stream is
+ * unchanged). */
+SLUICE_API uint32_t sluice_client_feeders(const struct sluice_client *c);
+
 /* Keep the connections alive for about ms milliseconds while the caller is
  * busy elsewhere (a long model initialization): heartbeats go out, pieces
  * come in and wait. SLUICE_OK or an error. */
