@@ -18,6 +18,7 @@
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "client_int.h"
+#include "client_reorder.h"
 
 /* What the monitor of a feeder's socket reports: the connection closed,
  * and its handshakes (judged by sl_handshake, SL_HANDSHAKE_FEEDER). */
@@ -79,6 +80,13 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
                               .resume_seq = resume,
                               .job = c->o.job,
                               .job_len = strlen(c->o.job)};
+    if (c->o.reshape)
+        h.flags |= SL_WIRE_HELLO_RESHAPE;
+    if (c->o.resume_epoch != 0 && !c->epoch_known) { /* by epoch until a WELCOME gave its seq */
+        h.flags |= SL_WIRE_HELLO_EPOCH;
+        h.resume_epoch = c->o.resume_epoch;
+        h.resume_seq = 0;
+    }
     client__set_modulus(c, &h);
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
@@ -97,6 +105,19 @@ int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welco
             c, (int)j, err, SL_EPROTO,
             "is feeder %u of %u, but was given as feeder %u of %zu (list the feeders in index order)", w->feeder,
             w->feeders, c->f[j].host, c->o.nfeeders);
+    if (first && c->o.resume_epoch != 0) {
+        /* resumed by epoch: its first piece, for this shape (the feeders
+         * computed the same); every HELLO from now on says the seq */
+        uint64_t per = 0, seq = 0;
+        if (__builtin_mul_overflow(w->steps_per_epoch, (uint64_t)c->o.replicas, &per) ||
+            __builtin_mul_overflow(per, c->o.resume_epoch, &seq) ||
+            seq > ((uint64_t)1 << 48) || client_reorder_restart(c->reorder, seq) != 0)
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "epoch %" PRIu64 " of %" PRIu64 " steps x %u replicas is past 2^48 pieces",
+                                        c->o.resume_epoch, w->steps_per_epoch, c->o.replicas);
+        c->o.resume_seq = seq;
+        c->epoch_known = 1;
+    }
     if (first) {
         c->welcome = *w;
         for (size_t i = 0; i < w->ntensors; i++) {

@@ -130,7 +130,8 @@ struct feeder {
 
 struct client {
     struct client_opts o;
-    pid_t pid; /* the process that opened it (fork: see client.h) */
+    int epoch_known; /* resume_epoch's first piece is o.resume_seq (a WELCOME gave the steps) */
+    pid_t pid;       /* the process that opened it (fork: see client.h) */
     void *ctx;
     struct feeder *f;
     struct sl_wire_welcome welcome;
