@@ -110,8 +110,8 @@ int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welco
          * computed the same); every HELLO from now on says the seq */
         uint64_t per = 0, seq = 0;
         if (__builtin_mul_overflow(w->steps_per_epoch, (uint64_t)c->o.replicas, &per) ||
-            __builtin_mul_overflow(per, c->o.resume_epoch, &seq) ||
-            seq > ((uint64_t)1 << 48) || client_reorder_restart(c->reorder, seq) != 0)
+            __builtin_mul_overflow(per, c->o.resume_epoch, &seq) || seq > ((uint64_t)1 << 48) ||
+            client_reorder_restart(c->reorder, seq) != 0)
             return client__feeder_error(c, (int)j, err, SL_EPROTO,
                                         "epoch %" PRIu64 " of %" PRIu64 " steps x %u replicas is past 2^48 pieces",
                                         c->o.resume_epoch, w->steps_per_epoch, c->o.replicas);

@@ -194,7 +194,7 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
         }
     }
     int other = s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas), reshape = 0;
-    char why[sizeof ((struct sl_error *)0)->msg];
+    char why[sizeof((struct sl_error *)0)->msg];
     if (other && (h->flags & SL_WIRE_HELLO_RESHAPE))
         drop_closed(s); /* trainers killed a moment ago are gone */
     if (other && feed__shape_take_over(s) != 0 && (reshape = feed__shape_reshape(s, h, why, sizeof why)) <= 0) {

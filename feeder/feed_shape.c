@@ -263,7 +263,8 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
                      "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but worker %u "
                      "of the old shape is still connected (heard from %.1f s ago): stop every trainer of the old "
                      "shape first",
-                     s->workers, s->replicas, h->workers, h->replicas, t->worker, (double)(now - t->last_seen_ns) / 1e9);
+                     s->workers, s->replicas, h->workers, h->replicas, t->worker,
+                     (double)(now - t->last_seen_ns) / 1e9);
             return;
         }
     }
@@ -273,8 +274,9 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
             snprintf(why, n, "a HELLO that resumes by epoch (epoch %" PRIu64 ") must say resume_seq 0, not %" PRIu64,
                      h->resume_epoch, h->resume_seq);
         else if (epochs != 0 && h->resume_epoch > epochs)
-            snprintf(why, n, "this trainer asks to reshape at epoch %" PRIu64 ", past the end of the job (%" PRIu64
-                     " epochs)", h->resume_epoch, epochs);
+            snprintf(why, n,
+                     "this trainer asks to reshape at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
+                     h->resume_epoch, epochs);
     } else {
         uint64_t steps = 0, per = 0;
         struct sl_error err = {0};

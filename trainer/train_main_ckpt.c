@@ -155,8 +155,7 @@ static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_o
     if (rc != 0)
         return sl_error_prefix(err, "--restore: ");
     if (n == 0 && !t->restore_step_given)
-        return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u", o->restore, w_old,
-                            W_old);
+        return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u", o->restore, w_old, W_old);
     uint64_t step = t->restore_step_given ? o->restore_step : steps[0];
     train_ckpt_name(name, sizeof name, step, w_old, W_old);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path)
@@ -190,8 +189,9 @@ static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_o
         else
             snprintf(where, sizeof where, "step %" PRIu64 " (a version 1 checkpoint: its steps per epoch unknown)",
                      step);
-        rc = sl_error_set(err, SL_EINVAL, "--restore: %s was taken with %u workers x %u replicas at %s; this run has %u x %u: %s",
-                          path, W_old, R_old, where, o->workers, t->replicas,
+        rc = sl_error_set(err, SL_EINVAL,
+                          "--restore: %s was taken with %u workers x %u replicas at %s; this run has %u x %u: %s", path,
+                          W_old, R_old, where, o->workers, t->replicas,
                           !at_end ? "with another shape sluice continues only from an epoch's start: restore a "
                                     "checkpoint taken at an epoch's end (one is written after every epoch's last step)"
                           : o->mode == MODE_TOWER && o->model != MODEL_NONE

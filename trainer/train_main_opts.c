@@ -597,8 +597,9 @@ int trainer_configure(struct trainer *t, int argc, char **argv)
     if (t->restore_step_given && !t->restoring)
         return usage_error("--restore-step needs --restore DIR");
     if (o->resume_epoch != 0 && (t->restoring || o->mode == MODE_PS))
-        return usage_error("--resume-epoch: %s", t->restoring ? "--restore's checkpoint gives where to continue"
-                                                              : "--mode ps resumes where the parameter servers recorded");
+        return usage_error("--resume-epoch: %s", t->restoring
+                                                     ? "--restore's checkpoint gives where to continue"
+                                                     : "--mode ps resumes where the parameter servers recorded");
     t->resume_epoch = o->resume_epoch;
     if ((o->checkpoint != NULL && o->checkpoint[0] == '\0') || (o->restore != NULL && o->restore[0] == '\0'))
         return usage_error("--%s: an empty directory name",

@@ -336,8 +336,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     }
     size_t hb = version == 1 ? TRAIN_CKPT_V1_HEADER_BYTES : TRAIN_CKPT_HEADER_BYTES;
     m.nparams = sl_load_le64(h + 120);
-    if (hbytes != hb || jl == 0 || jl > TRAIN_CKPT_MAX_JOB ||
-        m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
+    if (hbytes != hb || jl == 0 || jl > TRAIN_CKPT_MAX_JOB || m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: damaged header (header bytes %" PRIu32 ", job name bytes %" PRIu32 ", %" PRIu64
                           " parameters)",
