@@ -129,6 +129,12 @@ static int take_piece(struct client *c, int j, struct slot *s, struct sl_error *
     } else if (rc == 0 && s->nframes == 1) {
         s->body = zmq_msg_data(&s->frames[0]);
     }
+    if (rc == 0 && c->o.resume_epoch != 0 && p->seq < c->o.resume_seq)
+        rc = client__feeder_error(c, j, err, SL_EPROTO,
+                                  "piece %" PRIu64 " is before this trainer's start, epoch %" PRIu64
+                                  "'s first piece %" PRIu64
+                                  ": the feeder predates resuming by epoch (upgrade it, or resume at a piece)",
+                                  p->seq, c->o.resume_epoch, c->o.resume_seq);
     if (rc == 0 && (rc = client_reorder_put(c->reorder, p->seq, s, &derr)) != 0)
         rc = client__feeder_error(c, j, err, rc, "%s", derr.msg);
     if (rc != 0) {
@@ -378,6 +384,11 @@ int client_open(struct client **out, const struct client_opts *opts, struct sl_e
                             "resume at piece %" PRIu64 ": not the first piece of a step (a multiple of %u replicas), "
                             "or past 2^48",
                             opts->resume_seq, opts->replicas);
+    if (opts->resume_epoch != 0 && (opts->resume_seq != 0 || opts->resume_epoch > ((uint64_t)1 << 48)))
+        return sl_error_set(err, SL_EINVAL,
+                            "resume at epoch %" PRIu64 " and at piece %" PRIu64
+                            ": give one or the other (an epoch at most 2^48)",
+                            opts->resume_epoch, opts->resume_seq);
     for (size_t j = 0; j < opts->nfeeders; j++)
         if (sl_endpoint_check(opts->feeders[j], err) != 0)
             return sl_error_prefix(err, "feeder %zu: ", j);

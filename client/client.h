@@ -123,6 +123,13 @@ struct client_opts {
     uint64_t resume_seq;               /* the first piece wanted: 0, or where an earlier run
                                    stopped (client_position), a multiple of replicas
                                    (a step's first piece), at most 2^48 */
+    uint64_t resume_epoch;             /* > 0: start at the first piece of this epoch (the feeders
+                                   compute its seq for this shape: SL_WIRE_HELLO_EPOCH), with
+                                   resume_seq 0; at most 2^48. Where a run of another shape
+                                   stopped at an epoch's end (with reshape) */
+    int reshape;                       /* ask the feeders to replace the job's cluster shape with
+                                   this one (SL_WIRE_HELLO_RESHAPE): granted at an epoch's
+                                   first piece once no trainer of the old shape is heard from */
     uint64_t incarnation;              /* this trainer process's id in every HELLO (a restarted
                                    process replaces its dead predecessor's connections at
                                    once); 0: a random one */

@@ -18,6 +18,7 @@
 #include "sl_log.h"
 #include "sl_zsock.h"
 #include "client_int.h"
+#include "client_reorder.h"
 
 /* What the monitor of a feeder's socket reports: the connection closed,
  * and its handshakes (judged by sl_handshake, SL_HANDSHAKE_FEEDER). */
@@ -54,8 +55,9 @@ int client__open_socket(struct client *c, size_t j, struct sl_error *err)
 
 void client__set_modulus(const struct client *c, struct sl_wire_hello *h)
 {
-    /* only after a join: a feeder that predates joins refuses the field */
-    if (c->o.nfeeders != c->nfeeders0) {
+    /* only after a join (a ROSTER, or a trainer given the joined feeders
+     * too): a feeder that predates joins refuses the field */
+    if (c->o.nfeeders != c->nfeeders0 || c->say_feeders) {
         h->flags |= SL_WIRE_HELLO_FEEDERS;
         h->feeders = (uint32_t)c->o.nfeeders;
     }
@@ -78,6 +80,13 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
                               .resume_seq = resume,
                               .job = c->o.job,
                               .job_len = strlen(c->o.job)};
+    if (c->o.reshape)
+        h.flags |= SL_WIRE_HELLO_RESHAPE;
+    if (c->o.resume_epoch != 0 && !c->epoch_known) { /* by epoch until a WELCOME gave its seq */
+        h.flags |= SL_WIRE_HELLO_EPOCH;
+        h.resume_epoch = c->o.resume_epoch;
+        h.resume_seq = 0;
+    }
     client__set_modulus(c, &h);
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
@@ -96,6 +105,19 @@ int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welco
             c, (int)j, err, SL_EPROTO,
             "is feeder %u of %u, but was given as feeder %u of %zu (list the feeders in index order)", w->feeder,
             w->feeders, c->f[j].host, c->o.nfeeders);
+    if (first && c->o.resume_epoch != 0) {
+        /* resumed by epoch: its first piece, for this shape (the feeders
+         * computed the same); every HELLO from now on says the seq */
+        uint64_t per = 0, seq = 0;
+        if (__builtin_mul_overflow(w->steps_per_epoch, (uint64_t)c->o.replicas, &per) ||
+            __builtin_mul_overflow(per, c->o.resume_epoch, &seq) || seq > ((uint64_t)1 << 48) ||
+            client_reorder_restart(c->reorder, seq) != 0)
+            return client__feeder_error(c, (int)j, err, SL_EPROTO,
+                                        "epoch %" PRIu64 " of %" PRIu64 " steps x %u replicas is past 2^48 pieces",
+                                        c->o.resume_epoch, w->steps_per_epoch, c->o.replicas);
+        c->o.resume_seq = seq;
+        c->epoch_known = 1;
+    }
     if (first) {
         c->welcome = *w;
         for (size_t i = 0; i < w->ntensors; i++) {
@@ -225,7 +247,25 @@ static int handshake_receive(struct client *c, size_t j, size_t *welcomed, struc
         return client__feeder_error(c, (int)j, err, SL_EPROTO, "expected WELCOME, got %s",
                                     sl_wire_type_name(c->msg.type));
     }
-    int rc = client__check_welcome(c, j, &c->msg.welcome, *welcomed == 0, err);
+    const struct sl_wire_welcome *w = &c->msg.welcome;
+    if (w->feeder == f->host && w->feeders < c->o.nfeeders && !c->say_feeders) {
+        /* one of the first feeders, and this trainer was also given
+         * feeders that joined later: its HELLO said no modulus, so the
+         * feeder serves its own count. Asked again on a new connection
+         * (what the old one may have sent goes with it), saying the
+         * modulus; a feeder that predates joins refuses that HELLO. */
+        sl_log(SL_LOG_INFO,
+               "feeder %s counts %u feeders, this trainer was given %zu (feeders joined the job): asking it again "
+               "with the count",
+               f->addr, w->feeders, c->o.nfeeders);
+        c->say_feeders = 1;
+        client__close_socket(f);
+        int rc = client__open_socket(c, j, err);
+        if (rc == 0)
+            rc = client__send_hello(c, j, c->o.credits, c->o.resume_seq, err);
+        return rc;
+    }
+    int rc = client__check_welcome(c, j, w, *welcomed == 0, err);
     if (rc == 0 && f->scanning)
         sl_log(SL_LOG_INFO, "feeder %s: done scanning, serving", f->addr);
     if (rc == 0)

@@ -130,7 +130,8 @@ struct feeder {
 
 struct client {
     struct client_opts o;
-    pid_t pid; /* the process that opened it (fork: see client.h) */
+    int epoch_known; /* resume_epoch's first piece is o.resume_seq (a WELCOME gave the steps) */
+    pid_t pid;       /* the process that opened it (fork: see client.h) */
     void *ctx;
     struct feeder *f;
     struct sl_wire_welcome welcome;
@@ -163,6 +164,10 @@ struct client {
      * o.curve_server point into addr and key (the caller's strings for the
      * first ones, joined_addr and joined_key for the others). */
     size_t nfeeders0;
+    /* a feeder of the first ones counted fewer feeders than this trainer
+     * was given (the trainer lists feeders that joined): every HELLO says
+     * its modulus (SL_WIRE_HELLO_FEEDERS) from then on */
+    int say_feeders;
     int takeover_ms0; /* takeover_ms as asked (off while there is one feeder) */
     const char *addr[CLIENT_MAX_FEEDERS], *key[CLIENT_MAX_FEEDERS];
     char joined_addr[CLIENT_MAX_FEEDERS][SL_WIRE_MAX_ENDPOINT + 1];

@@ -197,6 +197,8 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         .no_shm = o->no_shm,
         .takeover_ms = o->takeover_ms,
         .resume_seq = o->resume_seq,
+        .resume_epoch = o->resume_epoch,
+        .reshape = o->reshape,
         .stop = o->stop,
         .names = &api_names,
     };

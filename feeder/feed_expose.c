@@ -82,6 +82,9 @@ int feed_expose_write(const struct sl_metrics_snap *s, const char *labels, struc
     sl_prom_gauge(&p, "sluice_feeder_piece_memory_bytes", "Piece buffer memory allocated.", v[FEED_M_POOL_BYTES]);
     sl_prom_gauge(&p, "sluice_feeder_workers", "Workers of the cluster shape served (0 before the first trainer).",
                   v[FEED_M_WORKERS]);
+    sl_prom_counter(&p, "sluice_feeder_reshapes_total",
+                    "Cluster shapes replaced at an epoch's start (a trainer of another shape asked to reshape).",
+                    v[FEED_M_RESHAPES]);
     sl_prom_gauge(&p, "sluice_feeder_scan_files", "Files the start-up scan reads.", v[FEED_M_SCAN_FILES]);
     sl_prom_gauge(&p, "sluice_feeder_scan_files_done", "Files the start-up scan has read.", v[FEED_M_SCAN_DONE]);
     sl_prom_gauge(&p, "sluice_feeder_scan_records", "Records the start-up scan has found.", v[FEED_M_SCAN_RECORDS]);

@@ -113,6 +113,54 @@ static int peer_is_us(struct server *s, int fd, uint32_t worker)
     return 0;
 }
 
+/* Before a reshape (SL_WIRE_HELLO_RESHAPE): drop the connections of the
+ * old shape whose trainer is gone though heard from a moment ago (killed:
+ * a HEARTBEAT to it fails at once, the ROUTER being mandatory), so a
+ * restart right after a kill may reshape. */
+static void drop_closed(struct server *s)
+{
+    uint64_t now = sl_clock_ns();
+    struct sl_wire_heartbeat hb = {.sent_ns = now};
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t) && sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 &&
+            feed__send_frames(s, t, &s->hbuf, 0) != 0 && errno == EHOSTUNREACH)
+            feed__drop(s, t, "had closed its connection when a trainer of another shape asked to reshape");
+    }
+}
+
+/* A HELLO with SL_WIRE_HELLO_EPOCH: its resume_seq set to the first piece
+ * of epoch resume_epoch of the shape now set up (the epoch past the last
+ * is the job's end). 0 (also without the flag), or -1 when refused. */
+static int resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h)
+{
+    if (!(h->flags & SL_WIRE_HELLO_EPOCH))
+        return 0;
+    const struct feed_job *job = s->o->job;
+    uint64_t per = s->steps * s->replicas, seq = 0;
+    if (h->resume_seq != 0) {
+        feed__refuse(s, id, id_len,
+                     "worker %u resumes by epoch (epoch %" PRIu64 ") and at piece %" PRIu64
+                     ": a HELLO that resumes by epoch must say resume_seq 0",
+                     h->worker, h->resume_epoch, h->resume_seq);
+        return -1;
+    }
+    if (per == 0) {
+        feed__refuse(s, id, id_len, "worker %u resumes by epoch, but this job's steps per epoch are not known",
+                     h->worker);
+        return -1;
+    }
+    if ((job->epochs != 0 && h->resume_epoch > job->epochs) || __builtin_mul_overflow(per, h->resume_epoch, &seq) ||
+        seq > MAX_RESUME) {
+        feed__refuse(s, id, id_len,
+                     "worker %u asks to resume at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
+                     h->worker, h->resume_epoch, job->epochs);
+        return -1;
+    }
+    h->resume_seq = seq;
+    return 0;
+}
+
 /* The modulus of a HELLO's share: its trailing `feeders`
  * (SL_WIRE_HELLO_FEEDERS, 1..SL_WIRE_MAX_ROSTER, checked by the decoder),
  * else this feeder's own --feeders. */
@@ -124,7 +172,7 @@ static uint32_t hello_modulus(const struct server *s, const struct sl_wire_hello
 /* The checks a HELLO passes before it costs anything: the job, the
  * cluster shape (set up here for the first HELLO), the worker, the resume
  * point, the share and the identity. 0, or -1 when it was refused. */
-static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struct sl_wire_hello *h)
 {
     const struct feed_job *job = s->o->job;
     if (h->job_len != strlen(job->name) || memcmp(h->job, job->name, h->job_len) != 0) {
@@ -145,13 +193,22 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
             return -1;
         }
     }
-    if (s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas) && feed__shape_take_over(s) != 0) {
+    int other = s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas), reshape = 0;
+    char why[sizeof((struct sl_error *)0)->msg];
+    if (other && (h->flags & SL_WIRE_HELLO_RESHAPE))
+        drop_closed(s); /* trainers killed a moment ago are gone */
+    if (other && feed__shape_take_over(s) != 0 && (reshape = feed__shape_reshape(s, h, why, sizeof why)) <= 0) {
+        if (reshape < 0) { /* refused, naming the rule */
+            feed__refuse(s, id, id_len, "%s", why);
+            return -1;
+        }
         feed__refuse(s, id, id_len,
                      "cluster shape disagrees: this trainer says %u workers x %u replicas, the job runs with "
                      "%u x %u (%s)",
                      h->workers, h->replicas, s->workers, s->replicas,
                      s->fixed             ? "the feeder's --workers and --replicas, or its job's"
-                     : s->consumed        ? "set by the first trainer, which has taken pieces"
+                     : s->consumed        ? "set by the first trainer, which has taken pieces; at an epoch's start a "
+                                            "trainer may ask to reshape (sluice-trainer --reshape)"
                      : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
                                             "try again in a moment"
                                           : "set by a trainer still connected, which has taken no piece yet; give the "
@@ -165,6 +222,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, const
             return -1;
         }
     }
+    if (resume_by_epoch(s, id, id_len, h) != 0) /* SL_WIRE_HELLO_EPOCH: the seq of that epoch's start */
+        return -1;
     if (h->worker >= s->workers) {
         feed__refuse(s, id, id_len, "worker %u is out of range (%u workers)", h->worker, s->workers);
         return -1;
@@ -358,8 +417,9 @@ static void hello_welcome(struct server *s, struct trainer *t, const uint8_t *id
 void feed__on_hello(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *hello, int fd)
 {
     /* s->msg is reused for the answer: keep the HELLO */
-    const struct sl_wire_hello copy = *hello, *h = &copy;
-    if (hello_check(s, id, id_len, h) != 0)
+    struct sl_wire_hello copy = *hello; /* hello_check sets resume_seq of a HELLO that resumes by epoch */
+    const struct sl_wire_hello *h = &copy;
+    if (hello_check(s, id, id_len, &copy) != 0)
         return;
     /* its own share, or a lost feeder's taken over (by copy: the shared
      * pool is sized for the own shares' windows) */

@@ -174,6 +174,12 @@ int feed__shape_release(struct server *s);
 /* A HELLO of another shape: release an unconsumed shape whose trainers
  * are all silent past their grace. 0 when released. */
 int feed__shape_take_over(struct server *s);
+/* A HELLO of another shape that asks to replace the shape
+ * (SL_WIRE_HELLO_RESHAPE), when feed__shape_take_over would not: 1 when
+ * the old shape was released and the HELLO's set up, -1 when it may not
+ * (why[n] names the rule, for the REFUSE), 0 when the HELLO did not ask.
+ * Trainers whose connection has closed are the caller's to drop first. */
+int feed__shape_reshape(struct server *s, const struct sl_wire_hello *h, char *why, size_t n);
 /* The connection of t ends (why: for the log); tasks in flight for it are
  * dropped; the last trainer of an unconsumed shape leaving asks for its
  * release. */

@@ -126,14 +126,12 @@ void feed__shape_reap(struct server *s)
         }
 }
 
-/* Forget a cluster shape no trainer consumed a piece of, its last trainer
- * gone: the next HELLO sets the shape again. 0, or -1 while that cannot be
- * done yet (pieces are being assembled in its pool, or earlier pools are
- * still in ZeroMQ's hands). */
-int feed__shape_release(struct server *s)
+/* Free the shape's connections and retire its pool (it goes once ZeroMQ
+ * gave its frames back): 0, or -1 while that cannot be done yet (pieces
+ * are being assembled in its pool, or earlier pools are still in ZeroMQ's
+ * hands). The shape's figures are the caller's to reset. */
+static int shape_free(struct server *s)
 {
-    if (s->workers == 0)
-        return 0;
     if (feed_exec_free(s->exec) != feed_exec_tasks(s->exec)) /* executors hold buffers of this pool */
         return -1;
     feed__shape_reap(s);
@@ -155,6 +153,15 @@ int feed__shape_release(struct server *s)
     s->retired[slot] = s->pool;
     s->pool = NULL;
     memset(&s->shm, 0, sizeof s->shm);
+    return 0;
+}
+
+int feed__shape_release(struct server *s)
+{
+    if (s->workers == 0)
+        return 0;
+    if (shape_free(s) != 0)
+        return -1;
     sl_log(SL_LOG_INFO, "cluster shape %u workers x %u replicas released: its trainers left without taking a piece",
            s->workers, s->replicas);
     s->workers = s->replicas = 0;
@@ -216,4 +223,117 @@ int feed__shape_take_over(struct server *s)
         if (s->trainers[i].active)
             feed__drop(s, &s->trainers[i], "was silent and had taken no piece when a trainer of another shape came");
     return feed__shape_release(s);
+}
+
+/* Steps per epoch of a W x R shape (the plan summarized, nothing kept):
+ * 0, or the error. */
+static int shape_steps(const struct server *s, uint32_t W, uint32_t R, uint64_t *steps, struct sl_error *err)
+{
+    struct feed_plan_config cfg;
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    struct feed_plan_summary sum;
+    if ((rc = feed_plan_summarize(&cfg, 0, &sum, err)) != 0)
+        return rc;
+    *steps = sum.steps;
+    return 0;
+}
+
+/* Why a HELLO that asks to reshape (SL_WIRE_HELLO_RESHAPE) cannot have
+ * it now, into why[n]; "" when it may. The rules of docs/protocol.md,
+ * "Shape and refusals": a shape not fixed, no trainer of the old shape
+ * heard from within its grace, the resume point an epoch's first piece
+ * of the new shape, and the old pool free of pieces being assembled. */
+static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
+{
+    why[0] = '\0';
+    if (s->fixed) {
+        snprintf(why, n,
+                 "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but the shape is "
+                 "fixed by the feeder's --workers and --replicas, or its job's: restart the feeder to change it",
+                 s->workers, s->replicas, h->workers, h->replicas);
+        return;
+    }
+    uint64_t now = sl_clock_ns();
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        const struct trainer *t = &s->trainers[i];
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t)) {
+            snprintf(why, n,
+                     "this trainer asks to reshape the job from %u workers x %u replicas to %u x %u, but worker %u "
+                     "of the old shape is still connected (heard from %.1f s ago): stop every trainer of the old "
+                     "shape first",
+                     s->workers, s->replicas, h->workers, h->replicas, t->worker,
+                     (double)(now - t->last_seen_ns) / 1e9);
+            return;
+        }
+    }
+    uint64_t epochs = s->o->job->epochs;
+    if (h->flags & SL_WIRE_HELLO_EPOCH) {
+        if (h->resume_seq != 0)
+            snprintf(why, n, "a HELLO that resumes by epoch (epoch %" PRIu64 ") must say resume_seq 0, not %" PRIu64,
+                     h->resume_epoch, h->resume_seq);
+        else if (epochs != 0 && h->resume_epoch > epochs)
+            snprintf(why, n,
+                     "this trainer asks to reshape at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
+                     h->resume_epoch, epochs);
+    } else {
+        uint64_t steps = 0, per = 0;
+        struct sl_error err = {0};
+        if (shape_steps(s, h->workers, h->replicas, &steps, &err) != 0) {
+            snprintf(why, n, "%s", err.msg);
+            return;
+        }
+        per = steps * h->replicas;
+        if (per == 0 || h->resume_seq % per != 0)
+            snprintf(why, n,
+                     "this trainer asks to reshape the job to %u workers x %u replicas at piece %" PRIu64
+                     ", which is not an epoch's first piece of that shape (%" PRIu64 " steps x %u replicas per "
+                     "epoch): sluice changes the shape only at an epoch's start",
+                     h->workers, h->replicas, h->resume_seq, steps, h->replicas);
+    }
+    if (why[0] == '\0' && feed_exec_free(s->exec) != feed_exec_tasks(s->exec))
+        snprintf(why, n, "the old shape's last pieces are still being assembled: try again in a moment");
+}
+
+int feed__shape_reshape(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
+{
+    if (!(h->flags & SL_WIRE_HELLO_RESHAPE))
+        return 0;
+    reshape_refusal(s, h, why, n);
+    if (why[0] != '\0')
+        return -1;
+    uint32_t W = s->workers, R = s->replicas;
+    uint64_t sent = 0;
+    for (size_t i = 0; i < s->ntrainers; i++) {
+        struct trainer *t = &s->trainers[i];
+        if (t->share == s->o->feeder_index && t->last_seq > sent)
+            sent = t->last_seq;
+        if (t->active)
+            feed__drop(s, t, "was silent when a trainer of another shape asked to reshape");
+    }
+    if (shape_free(s) != 0) {
+        snprintf(why, n, "the old shape's pieces are still in ZeroMQ's hands: try again in a moment");
+        return -1;
+    }
+    s->workers = s->replicas = 0;
+    s->steps = 0;
+    s->ended = 0;
+    s->consumed = 0; /* the new shape is kept once its trainers consume a piece */
+    s->release_pending = 0;
+    struct sl_error err = {0};
+    if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
+        sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
+        sl_metrics_set(s->m, FEED_M_WORKERS, 0);
+        snprintf(why, n, "%s", err.msg);
+        return -1;
+    }
+    uint64_t per = s->steps * s->replicas;
+    uint64_t epoch = (h->flags & SL_WIRE_HELLO_EPOCH) ? h->resume_epoch : per ? h->resume_seq / per : 0;
+    sl_metrics_add(s->m, FEED_M_RESHAPES, 1);
+    sl_log(SL_LOG_WARN,
+           "cluster shape %u x %u -> %u x %u at epoch %" PRIu64 " (worker %u's HELLO asked to reshape; the old "
+           "shape's workers had been sent pieces up to %" PRIu64 ")",
+           W, R, h->workers, h->replicas, epoch, h->worker, sent);
+    return 1;
 }

@@ -128,6 +128,17 @@ enum sl_wire_dtype {
            * feeder's own --feeders. A trainer sets it only after a ROSTER
            * (every feeder of a job that has had a join reads it; one that
            * predates joins would refuse the trailing bytes). */
+#define SL_WIRE_HELLO_EPOCH \
+    0x80u /* resume at the first piece of epoch `resume_epoch` (resume_seq
+           * must be 0): the feeder computes the seq, resume_epoch x steps x
+           * replicas for this HELLO's shape (no change of layout: a feeder
+           * that predates it resumes at resume_seq 0, which the client
+           * refuses as a piece below its start) */
+#define SL_WIRE_HELLO_RESHAPE \
+    0x100u /* this trainer replaces the job's cluster shape: a feeder whose
+            * shape is not fixed (--workers) grants it at an epoch's first
+            * piece once no trainer of the old shape is heard from
+            * (docs/protocol.md, "Shape and refusals") */
 
 /* STATS: the feeder's stages (the first five in the wire's order; map
  * came later, as a trailing field after credit_wait_ns) */

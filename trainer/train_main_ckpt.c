@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <zmq.h>
@@ -37,6 +38,7 @@ static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
     m->worker = o->worker;
     m->workers = o->workers;
     m->replicas = t->replicas;
+    m->steps_per_epoch = t->cl != NULL ? client_welcome(t->cl)->steps_per_epoch : 0; /* where epochs end */
     m->model = (uint32_t)o->model;
     if (o->model == MODEL_NONE)
         return;
@@ -136,6 +138,77 @@ int trainer_ckpt_dir_ready(const char *dir, struct sl_error *err)
     return 0;
 }
 
+/* --restore from checkpoints of another shape (other W or R): the newest
+ * (or --restore-step's) of worker w mod W_old of W_old, read and checked
+ * for everything but the shape. The feeders then serve this run's shape
+ * from the next epoch (resume by epoch, with --reshape): only a position
+ * at an epoch's end (the checkpoint's steps per epoch say where they end;
+ * sluice-trainer writes one after every epoch's last step) can continue
+ * so, and only --reshape says the plan may change. */
+static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_old, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    uint64_t steps[1];
+    size_t n, total;
+    char name[96], path[TRAIN_CKPT_MAX_PATH];
+    int rc = train_ckpt_list(o->restore, w_old, W_old, steps, 1, &n, &total, NULL, NULL, 0, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "--restore: ");
+    if (n == 0 && !t->restore_step_given)
+        return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u", o->restore, w_old, W_old);
+    uint64_t step = t->restore_step_given ? o->restore_step : steps[0];
+    train_ckpt_name(name, sizeof name, step, w_old, W_old);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", o->restore, name) >= sizeof path)
+        return sl_error_set(err, SL_EINVAL, "--restore: the path %s/%s is too long", o->restore, name);
+    /* its shape first, then read again checked against this command line
+     * with that shape */
+    struct train_ckpt_meta want;
+    if ((rc = train_ckpt_read(path, NULL, &t->ck, err)) != 0)
+        return sl_error_prefix(err, "--restore: ");
+    uint32_t R_old = t->ck.meta.replicas;
+    train_ckpt_free(&t->ck);
+    ckpt_meta_of(t, &want);
+    want.worker = w_old;
+    want.workers = W_old;
+    want.replicas = R_old;
+    if ((rc = train_ckpt_read(path, &want, &t->ck, err)) != 0)
+        return sl_error_prefix(err, "--restore: ");
+    const struct client_input_position *pos = &t->ck.meta.pos;
+    if (W_old == o->workers && R_old == t->replicas) { /* the same shape after all: by seq */
+        t->start_step = step;
+        return 0;
+    }
+    uint64_t S = t->ck.meta.steps_per_epoch, per = S * R_old; /* S <= 2^48, R_old <= 1024 */
+    uint64_t epoch = per != 0 ? pos->seq / per : 0, within = per != 0 ? pos->step % S : 0;
+    int at_end = per != 0 && pos->seq % per == 0;
+    if (!at_end || !o->reshape || (o->model != MODEL_NONE && o->mode == MODE_TOWER)) {
+        char where[160];
+        if (per != 0)
+            snprintf(where, sizeof where, "step %" PRIu64 " of %" PRIu64 " of epoch %" PRIu64, at_end ? S : within, S,
+                     at_end && epoch > 0 ? epoch - 1 : epoch);
+        else
+            snprintf(where, sizeof where, "step %" PRIu64 " (a version 1 checkpoint: its steps per epoch unknown)",
+                     step);
+        rc = sl_error_set(err, SL_EINVAL,
+                          "--restore: %s was taken with %u workers x %u replicas at %s; this run has %u x %u: %s", path,
+                          W_old, R_old, where, o->workers, t->replicas,
+                          !at_end ? "with another shape sluice continues only from an epoch's start: restore a "
+                                    "checkpoint taken at an epoch's end (one is written after every epoch's last step)"
+                          : o->mode == MODE_TOWER && o->model != MODEL_NONE
+                              ? "--mode tower's weights are per replica: keep the shape"
+                              : "give --reshape to continue from the next epoch with the plan for this shape");
+        train_ckpt_free(&t->ck);
+        return rc;
+    }
+    t->start_step = step;
+    t->resume_epoch = epoch;
+    sl_log(SL_LOG_WARN,
+           "restoring step %" PRIu64 " of %u workers x %u replicas from %s: continuing at epoch %" PRIu64
+           " with %u x %u (--reshape: the feeders serve this shape's plan from there)",
+           step, W_old, R_old, path, epoch, o->workers, t->replicas);
+    return 0;
+}
+
 /* Find and read the checkpoint to restore: this worker's newest in
  * --restore DIR, or --restore-step's. A damaged or mismatched file is
  * refused naming it; the message names the previous one, to be chosen
@@ -150,6 +223,13 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
                              sizeof other_name, err);
     if (rc != 0)
         return sl_error_prefix(err, "--restore: ");
+    /* another shape's: named by its worker count, or (--reshape) its replicas */
+    uint32_t w_old = 0, W_old = 0;
+    if (n == 0 && other != 0 && sscanf(other_name, "ckpt-%*[0-9].w%" SCNu32 "of%" SCNu32, &w_old, &W_old) == 2 &&
+        W_old > 0)
+        return ckpt_load_other_shape(t, o->worker % W_old, W_old, err);
+    if (o->reshape && (n > 0 || t->restore_step_given))
+        return ckpt_load_other_shape(t, o->worker, o->workers, err);
     train_ckpt_name(name, sizeof name, 0, o->worker, o->workers);
     if (n == 0 && !t->restore_step_given)
         return sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of worker %u of %u (%s and later)%s%s%s",

@@ -57,6 +57,8 @@ struct trainer_opts {
     int check_numerics;                       /* --check-numerics: CHECK_ON, CHECK_FINITE, CHECK_OFF */
     uint32_t checkpoint_every, keep;
     uint64_t restore_step;
+    uint64_t resume_epoch; /* --resume-epoch E: start at epoch E's first piece (0: not given) */
+    int reshape;           /* --reshape: ask the feeders to take this run's cluster shape */
     uint32_t worker, workers, replicas, credits, heartbeat_ms, timeout_ms, reconnect_s, seed, log_every, classes,
         hash_every, rendezvous_timeout_s, connect_timeout_s;
     double lr, momentum, takeover_s;
@@ -110,6 +112,8 @@ struct trainer {
     int restoring, restore_step_given; /* --restore; --restore-step */
     struct train_ckpt ck;              /* the checkpoint restored, until its state is installed */
     uint64_t start_step;               /* steps trained before this run (restored) */
+    uint64_t resume_epoch;             /* the epoch to start at: --resume-epoch's, or a checkpoint's of
+                                          another shape taken at an epoch's end; 0: by seq */
     double ckpt_s_total;               /* time spent writing checkpoints */
     uint64_t ckpts;                    /* checkpoints written */
     uint64_t ckpt_last;                /* the step of the last one */

@@ -203,6 +203,16 @@ static const struct sl_opt opt_rows[] = {
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
      "with --restore: continue from step S's checkpoint instead of the newest (an explicit choice of an older one)",
      NULL, NULL},
+    {"resume-epoch", 0, SL_OPT_U64, OFF(resume_epoch), 1, UINT64_C(1) << 48, NULL, "E",
+     "start at the first piece of epoch E (the feeders compute where it is for this run's shape): to continue a "
+     "job whose trainers stopped at an epoch's end, with --reshape when they ran with another --workers or "
+     "--replicas",
+     NULL, NULL},
+    {"reshape", 0, SL_OPT_FLAG, OFF(reshape), 0, 0, NULL, NULL,
+     "ask the feeders to replace the job's cluster shape (--workers x --replicas) with this run's: granted at an "
+     "epoch's start once no trainer of the old shape is heard from (with --resume-epoch, or --restore of a "
+     "checkpoint of another shape taken at an epoch's end)",
+     NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
@@ -586,6 +596,11 @@ int trainer_configure(struct trainer *t, int argc, char **argv)
     t->restore_step_given = sl_opt_given(&cmd, given, "restore-step");
     if (t->restore_step_given && !t->restoring)
         return usage_error("--restore-step needs --restore DIR");
+    if (o->resume_epoch != 0 && (t->restoring || o->mode == MODE_PS))
+        return usage_error("--resume-epoch: %s", t->restoring
+                                                     ? "--restore's checkpoint gives where to continue"
+                                                     : "--mode ps resumes where the parameter servers recorded");
+    t->resume_epoch = o->resume_epoch;
     if ((o->checkpoint != NULL && o->checkpoint[0] == '\0') || (o->restore != NULL && o->restore[0] == '\0'))
         return usage_error("--%s: an empty directory name",
                            o->restore != NULL && o->restore[0] == '\0' ? "restore" : "checkpoint");

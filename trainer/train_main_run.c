@@ -207,11 +207,19 @@ int trainer_start(struct trainer *t)
             goto fail;
     }
     /* the restored position, once the workers agreed on the step */
-    t->copts.resume_seq = t->restoring ? t->ck.meta.pos.seq : 0;
+    t->copts.resume_seq = t->restoring && t->resume_epoch == 0 ? t->ck.meta.pos.seq : 0;
+    t->copts.resume_epoch = t->resume_epoch; /* the feeders say where that epoch starts for this shape */
+    t->copts.reshape = o->reshape;
     if (o->model != MODEL_NONE && o->mode == MODE_PS && ps_resume(t, &err) != 0)
         goto fail;
     if (client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
+    if (t->resume_epoch != 0) { /* the steps before epoch E, for this shape */
+        t->start_step = client_position(t->cl) / t->replicas;
+        sl_log(SL_LOG_INFO, "starting at epoch %" PRIu64 " (input position %" PRIu64 ", step %" PRIu64 ")%s",
+               t->resume_epoch, client_position(t->cl), t->start_step,
+               o->reshape ? "; the feeders serve this run's cluster shape" : "");
+    }
     if (o->trace != NULL && trainer_check_trace_feature(client_welcome(t->cl), o->feature, &err) != 0)
         goto fail; /* the schema is known from the WELCOME: fail before any step */
     if (o->model != MODEL_NONE) {

@@ -68,6 +68,13 @@ class Client(_CClient):
     steps); steps kept longer are copied out where they lie, and later
     ones copied (docs/python.md, "Lent steps").
 
+    resume_epoch=E starts at the first piece of epoch E (the feeders say
+    where it is for this client's shape; resume_seq stays 0), and
+    reshape=True asks the feeders to serve this client's workers x
+    replicas instead of the shape the job ran with, at an epoch's start
+    once no trainer of the old shape is heard from (docs/semantics.md,
+    5.2).
+
     metrics_listen="HOST:PORT" serves /metrics there while the client is
     open (port 0: any free one; metrics_url says where), with
     sluice-trainer's input families, so the job shows on the Grafana
@@ -76,7 +83,8 @@ class Client(_CClient):
 
     def __init__(self, feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None,
                  timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False,
-                 resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None):
+                 resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None,
+                 resume_epoch=0, reshape=False):
         # (None: the C library's default, docs/client.md)
         if isinstance(feeders, str):
             feeders = [feeders]
@@ -93,7 +101,7 @@ class Client(_CClient):
                          heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                          reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
                          curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend,
-                         metrics_listen=metrics_listen)
+                         metrics_listen=metrics_listen, resume_epoch=resume_epoch, reshape=reshape)
 
     @classmethod
     def from_tf_config(cls, job, tf_config=None, *, replicas=1, credits=None, heartbeat_ms=None, timeout_ms=None,

@@ -39,6 +39,8 @@ class Client(_CClient):
         curve_server_keys: Sequence[str] | None = None,
         lend: bool = False,
         metrics_listen: str | None = None,
+        resume_epoch: int = 0,
+        reshape: bool = False,
     ) -> None: ...
     @classmethod
     def from_tf_config(

@@ -300,23 +300,31 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
                              "curve_server_keys",
                              "lend",
                              "metrics_listen",
+                             "resume_epoch",
+                             "reshape",
                              NULL};
     PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
              *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
-             *skeys = NULL, *mlisten = NULL;
-    int no_shm = 0, lend = 0;
+             *skeys = NULL, *mlisten = NULL, *repoch = NULL;
+    int no_shm = 0, lend = 0, reshape = 0;
     if (self->c != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOpO", kwlist, &feeders, &job, &worker, &workers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOpOOp", kwlist, &feeders, &job, &worker, &workers,
                                      &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys,
-                                     &lend, &mlisten))
+                                     &lend, &mlisten, &repoch, &reshape))
         return -1;
     struct sluice_options o;
     memset(&o, 0, sizeof o);
     if (client_numbers(worker, workers, replicas, credits, hb, to, cto, rc_ms, tk, resume, &o) != 0)
         return -1;
+    /* resume_epoch: the feeders say where it starts; with resume_seq, refused (by the library) */
+    long long re = 0;
+    if (int_option(repoch, "resume_epoch", 1LL << 48, &re) != 0)
+        return -1;
+    o.resume_epoch = (uint64_t)re;
+    o.reshape = reshape;
     PyObject *keep_f = NULL, *keep_k = NULL;
     const char **fv = NULL, **kv = NULL;
     size_t nf = 0, nk = 0;
@@ -743,7 +751,8 @@ static PyTypeObject ClientType = {
      * None, or absent, is the C library's default) */
     .tp_doc = "Client(feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None, "
               "timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, "
-              "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None)\n--\n\n"
+              "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None, "
+              "resume_epoch=0, reshape=False)\n--\n\n"
               "The C client of a job's stream (see sluice.Client).",
     .tp_iter = client_iter,
     .tp_iternext = (iternextfunc)client_next,

@@ -25,6 +25,19 @@ from . import Client, _check_announced, _check_state, _state, is_bfloat16
 __all__ = ["IterableDataset", "to_torch"]
 
 
+def _other_shape(state, workers, replicas):
+    """(workers, replicas) of a state saved with another shape than the
+    reader's; None for the same shape, or a state that is not one (its
+    checks then say what is wrong)."""
+    try:
+        w, r = state["workers"], state["replicas"]
+    except (TypeError, KeyError):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (w, r)) or (w, r) == (workers, replicas):
+        return None
+    return w, r
+
+
 def to_torch(arrays, pin_memory=False):
     """{name: numpy.ndarray} -> {name: torch.Tensor}, sharing memory (an
     array whose data is not aligned for its type is copied first). A
@@ -93,6 +106,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._idle = None  # (thread, stop event) keeping the client alive between iterations
         self._idle_error = None  # what the keep-alive thread met, raised at the next iteration
         self._expect = (None, None)  # a loaded state's (steps_per_epoch, epochs): checked at the next open
+        self._epoch_start = None  # a loaded state of another shape: the epoch to start at, with reshape
 
     def _pin(self):
         if not self.pin_memory:
@@ -143,7 +157,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def _open(self):
         """Open the client at self.position (a loaded state's plan checked
         against the feeders' announcement)."""
-        client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
+        if self._epoch_start is not None:  # another shape's state: this shape's plan from that epoch on
+            client = Client(self.feeders, self.job, resume_epoch=self._epoch_start, reshape=True, **self.options)
+        else:
+            client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
         try:
             _check_announced("sluice.torch.IterableDataset.load_state_dict", *self._expect, client.steps_per_epoch,
                              client.epochs)
@@ -151,7 +168,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
             client.close()
             raise
         self._expect = (None, None)
+        self._epoch_start = None
         self._client = client
+        self.position = client.position
         self.steps_per_epoch = client.steps_per_epoch
         self.epochs = client.epochs
 
@@ -183,9 +202,21 @@ class IterableDataset(torch.utils.data.IterableDataset):
         worker's, workers' and replicas': ValueError or TypeError saying
         what differs), and against the plan the feeders announce when the
         client opens. An open client is closed (call it between
-        iterations)."""
-        position, steps, epochs = _check_state(state, "sluice.torch.IterableDataset.load_state_dict",
-                                               *self._ids())
+        iterations).
+
+        A state of another workers or replicas count (the job restarted
+        with another shape) is taken when it stands at an epoch's start:
+        the next iteration asks the feeders for this shape's plan from that
+        epoch on (resume_epoch with reshape, docs/semantics.md 5.2); one in
+        the middle of an epoch is refused (ValueError saying where it
+        stands)."""
+        who = "sluice.torch.IterableDataset.load_state_dict"
+        job, worker, workers, replicas = self._ids()
+        other = _other_shape(state, workers, replicas)
+        if other is not None:
+            self._load_other_shape(state, who, other)
+            return
+        position, steps, epochs = _check_state(state, who, job, worker, workers, replicas)
         if self.steps_per_epoch is not None:  # this dataset has met the feeders: check now
             _check_announced("sluice.torch.IterableDataset.load_state_dict", steps, epochs, self.steps_per_epoch,
                              self.epochs)
@@ -193,6 +224,37 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._idle_error = None
         self.position = position
         self._expect = (steps, epochs)
+        self._epoch_start = None
+        self._ended = False
+        self.epoch = None
+
+    def _load_other_shape(self, state, who, shape):
+        """load_state_dict of a state saved with another (workers, replicas)."""
+        s_workers, s_replicas = shape
+        # every check of a state, for the reader it was saved by (its own worker)
+        position, steps, epochs = _check_state(state, who, self.job, state["worker"], s_workers, s_replicas)
+        if state["worker"] >= s_workers:
+            raise ValueError("%s: the state's worker %d is not one of its %d workers" % (who, state["worker"],
+                                                                                        s_workers))
+        job, _, workers, replicas = self._ids()
+        if not steps:
+            raise ValueError("%s: the state of %d workers x %d replicas does not say its steps per epoch (saved "
+                             "before any iteration): where its epochs end is not known" % (who, s_workers, s_replicas))
+        per = steps * s_replicas
+        epoch, step = position // per, position // s_replicas % steps
+        if position % per != 0:
+            raise ValueError("%s: the state was saved with %d workers x %d replicas at step %d of %d of epoch %d; "
+                             "with %d workers x %d replicas sluice continues only from an epoch's start: save the "
+                             "state at an epoch's end" % (who, s_workers, s_replicas, step, steps, epoch, workers,
+                                                          replicas))
+        if epochs and epoch > epochs:
+            raise ValueError("%s: state['position']: epoch %d is past the end of the job (%d epochs)"
+                             % (who, epoch, epochs))
+        self.close()
+        self._idle_error = None
+        self.position = 0
+        self._expect = (None, epochs)  # this shape's steps per epoch are the feeders' to say
+        self._epoch_start = epoch
         self._ended = False
         self.epoch = None
 

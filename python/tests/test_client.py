@@ -465,6 +465,10 @@ def test_endpoint_without_transport_hints(ep, hint):
     ({"worker": True}, TypeError),
     ({"resume_seq": 3, "replicas": 2}, ValueError),
     ({"resume_seq": -1}, ValueError),
+    ({"resume_epoch": -1}, ValueError),
+    ({"resume_epoch": 2 ** 48 + 1}, ValueError),
+    ({"resume_epoch": 1.5}, TypeError),
+    ({"resume_epoch": 2, "resume_seq": 4}, sluice.Error),  # the library: one or the other
     ({"curve_server_keys": ["a.pub"]}, ValueError),
     ({"curve_key": "a.key"}, ValueError),
     ({"curve_key": "a.key", "curve_server_keys": ["a.pub", "b.pub"]}, ValueError),
@@ -784,7 +788,7 @@ def test_keyword_only_signatures():
     import pydoc
     want = ["worker", "workers", "replicas", "credits", "heartbeat_ms", "timeout_ms", "connect_timeout_ms",
             "reconnect_ms", "takeover_ms", "no_shm", "resume_seq", "curve_key", "curve_server_keys", "lend",
-            "metrics_listen"]
+            "metrics_listen", "resume_epoch", "reshape"]
     for cls in (sluice.Client, sluice._sluice.Client):
         sig = inspect.signature(cls)
         params = list(sig.parameters.values())
@@ -793,7 +797,8 @@ def test_keyword_only_signatures():
         assert {p.name: p.default for p in params[2:]} == {
             "worker": 0, "workers": 1, "replicas": 1, "credits": None, "heartbeat_ms": None, "timeout_ms": None,
             "connect_timeout_ms": None, "reconnect_ms": None, "takeover_ms": None, "no_shm": False,
-            "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False, "metrics_listen": None}, cls
+            "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False, "metrics_listen": None,
+            "resume_epoch": 0, "reshape": False}, cls
     text = pydoc.render_doc(sluice.Client, renderer=pydoc.plaintext)
     assert "**options" not in text and "curve_server_keys=None, lend=False, metrics_listen=None)" in text
     assert str(inspect.signature(sluice._sluice.Client.keepalive)) == "(self, ms, /)"

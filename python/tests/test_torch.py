@@ -192,7 +192,15 @@ def test_dataset_hostile_state(data):  # noqa: F811
         who = "sluice.torch.IterableDataset.load_state_dict: "
         for bad, exc, msg in (
                 (dict(good, worker=1), ValueError, "the state is another reader's: worker 1 (this reader's: 0)"),
-                (dict(good, workers=3), ValueError, "the state is another reader's: workers 3 (this reader's: 2)"),
+                # another workers count: taken only at an epoch's start (issue #30, semantics.md 5.2)
+                (dict(good, workers=3), ValueError, "the state was saved with 3 workers x 1 replicas at step 48 of 50 "
+                 "of epoch 0; with 2 workers x 1 replicas sluice continues only from an epoch's start: save the "
+                 "state at an epoch's end"),
+                (dict(good, workers=3, steps_per_epoch=None), ValueError, "the state of 3 workers x 1 replicas does "
+                 "not say its steps per epoch (saved before any iteration): where its epochs end is not known"),
+                (dict(good, workers=3, worker=3), ValueError, "the state's worker 3 is not one of its 3 workers"),
+                (dict(good, job="other", workers=3, position=50), ValueError,
+                 "the state is another reader's: job 'other' (this reader's: '%s')" % f.job["name"]),
                 (dict(good, version=0), ValueError, "state version 0: this sluice (%s) reads version 1"
                  % sluice.version),
                 (dict(good, position=-1), ValueError, "state['position']: -1 is out of range (0 to 281474976710656)"),
@@ -200,6 +208,8 @@ def test_dataset_hostile_state(data):  # noqa: F811
             with pytest.raises(exc) as e:
                 ds.load_state_dict(bad)
             assert str(e.value) == who + msg
+        assert ds.position == 0
+        ds.load_state_dict(dict(good, workers=3, position=50))  # epoch 1's start: taken, by epoch
         assert ds.position == 0
         ds.load_state_dict(dict(good, steps_per_epoch=999))
         with pytest.raises(ValueError) as e:

@@ -176,14 +176,17 @@ def params_of(inputs, hidden, classes):
 
 
 def ckpt(job=b"fmnist", worker=0, workers=1, replicas=1, model=1, mode=0, classes=3, inputs=2, hidden=(),
-         lr=0.1, momentum=0.9, seed=7, epoch=0, step=40):
+         lr=0.1, momentum=0.9, seed=7, epoch=0, step=40, version=2, steps_per_epoch=40):
     n = params_of(inputs, hidden, classes) if model else 0
     hid = list(hidden) + [0] * (4 - len(hidden))
-    h = b"SLUICECK" + u32(1) + u32(128) + position(epoch, step, replicas)
+    hb = 128 if version == 1 else 136  # version 2 adds steps_per_epoch
+    h = b"SLUICECK" + u32(version) + u32(hb) + position(epoch, step, replicas)
     h += u32(worker) + u32(workers) + u32(replicas) + u32(model) + u32(mode)
     h += u32(classes if model else 0) + u32(inputs if model else 0) + u32(len(hidden))
     h += b"".join(u32(x) for x in hid) + f32s([lr, momentum]) + u32(seed) + u32(len(job)) + u64(n)
-    assert len(h) == 128
+    if version != 1:
+        h += u64(steps_per_epoch)
+    assert len(h) == hb
     f = h + pad8(job) + f32s([0.01 * i for i in range(n)]) + f32s([-0.001 * i for i in range(n)])
     return f + u32(crc32c(f))
 
@@ -196,13 +199,14 @@ def ckpt_seeds():
         "no-model": ckpt(model=0, inputs=0, classes=0),
         "job-256": ckpt(job=b"j" * 256),
         "hidden-4": ckpt(model=2, inputs=1, hidden=(1, 1, 1, 1), classes=1),
+        "version-1": ckpt(version=1),
     }
     good = s["softmax"]
     s["bad-crc"] = good[:-4] + u32(0)
     s["truncated"] = good[:-9]
-    s["version-2"] = good[:8] + u32(2) + good[12:]
+    s["version-3"] = good[:8] + u32(3) + good[12:]
     s["nparams-wrong"] = good[:120] + u64(8) + good[128:]
-    s["job-nul"] = good[:128] + b"fm\0ist\0\0" + good[136:]
+    s["job-nul"] = good[:136] + b"fm\0ist\0\0" + good[144:]
     out = {}
     for name, f in s.items():
         out[name] = b"\x00" + f

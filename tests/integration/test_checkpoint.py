@@ -297,7 +297,7 @@ def damaged(base_dir, ref_hash):
              ("empty", lambda p: os.truncate(p, 0), "truncated (0 bytes"),
              ("extended", lambda p: open(p, "ab").write(b"\0" * 8), "longer than its header says"),
              ("magic", lambda p: flip(p, 0), "not a sluice checkpoint (bad magic"),
-             ("version", lambda p: flip(p, 9), "checkpoint version 4097"),
+             ("version", lambda p: flip(p, 9), "checkpoint version 4098"),
              ("nparams", lambda p: flip(p, 127), "damaged header"),
              ("directory", lambda p: (os.unlink(p), os.mkdir(p)), "not a regular file (a directory)"),
              # issue #24 item 10: a FIFO hung the open until killed; a symlink said "Too many levels of symbolic links"
@@ -353,10 +353,11 @@ def damaged(base_dir, ref_hash):
                "--ring", "ipc://%s/r0,ipc://%s/r1" % (TMP, TMP), "--restore", base_dir] + MODEL,
               log=bed.log_path(tag, "trainer0"))
     rc = bed.wait(p, 30, tag)
-    if rc != 1 or "no checkpoint of worker 0 of 2" not in read_log(tag, "trainer0") or \
-            "ckpt-" not in read_log(tag, "trainer0").split("another worker count, such as ")[-1]:
+    want = "ckpt-000000000450.w0of1 was taken with 1 workers x 1 replicas at step 150 of 150 of epoch 2; this " \
+        "run has 2 x 1: give --reshape"
+    if rc != 1 or want not in read_log(tag, "trainer0"):
         fail("%s: %d %s" % (tag, rc, read_log(tag, "trainer0")[-600:]))
-    ok("--workers 2 against 1-worker checkpoints: refused, naming one of them")
+    ok("--workers 2 against 1-worker checkpoints: refused without --reshape, naming one of them and where it stands")
 
 
 def options(ref_hash):

@@ -1219,6 +1219,15 @@ START_TEST(test_hello_feeders)
     sample(SL_WIRE_HELLO, &m);
     ck_assert_uint_eq(SL_WIRE_HELLO_ROSTER, 0x20);
     ck_assert_uint_eq(SL_WIRE_HELLO_FEEDERS, 0x40);
+    ck_assert_uint_eq(SL_WIRE_HELLO_EPOCH, 0x80); /* no layout change: resume_epoch is always there */
+    ck_assert_uint_eq(SL_WIRE_HELLO_RESHAPE, 0x100);
+    m.hello.flags = SL_WIRE_HELLO_EPOCH | SL_WIRE_HELLO_RESHAPE;
+    m.hello.resume_epoch = 3;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 67);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.flags, SL_WIRE_HELLO_EPOCH | SL_WIRE_HELLO_RESHAPE);
+    ck_assert_uint_eq(out.hello.resume_epoch, 3);
     /* ROSTER alone changes nothing in the layout */
     m.hello.flags = SL_WIRE_HELLO_ROSTER;
     ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);

@@ -64,6 +64,14 @@ START_TEST(test_open_refuses_bad_options)
     o.workers = 0; /* 0: 1 */
     expect_refused(&o, SLUICE_EINVAL, "worker 1 of 1");
     o.worker = 0;
+    /* resume by epoch: not with a resume_seq, and at most 2^48 */
+    o.resume_epoch = 2;
+    o.resume_seq = 4;
+    expect_refused(&o, SLUICE_EINVAL, "resume at epoch 2 and at piece 4: give one or the other");
+    o.resume_seq = 0;
+    o.resume_epoch = ((uint64_t)1 << 48) + 1;
+    expect_refused(&o, SLUICE_EINVAL, "resume at epoch 281474976710657 and at piece 0");
+    o.resume_epoch = 0;
     /* the bounds the trainer's flags and Python share (SLUICE_MAX_*): one
      * past each, a negative time, and the least nonzero heartbeat and
      * timeout; 0 stays the default */

@@ -36,6 +36,7 @@ static struct train_ckpt_meta meta(uint64_t steps)
     m.lr = 0.05f;
     m.momentum = 0.9f;
     m.seed = 11;
+    m.steps_per_epoch = 30;
     m.nparams = 5 * 6 + 6 + 6 * 7 + 7 + 7 * 4 + 4;
     struct sl_error err = {0};
     ck_assert_int_eq(client_input_position_at(&m.pos, steps * 3, 3, 1, &err), 0);
@@ -89,8 +90,8 @@ START_TEST(test_round_trip)
     struct sl_error err = {0};
     uint64_t bytes = 0;
     ck_assert_int_eq(train_ckpt_write(d, &m, w, v, &bytes, &err), 0);
-    /* header 128, "job-a" padded to 8, two arrays, the CRC */
-    ck_assert_uint_eq(bytes, 128 + 8 + 8 * m.nparams + 4);
+    /* header 136, "job-a" padded to 8, two arrays, the CRC */
+    ck_assert_uint_eq(bytes, 136 + 8 + 8 * m.nparams + 4);
     struct train_ckpt ck;
     struct train_ckpt_meta want = meta(0);
     want.inputs = 5;
@@ -99,6 +100,7 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(ck.meta.pos.step, 40);
     ck_assert_uint_eq(ck.meta.pos.seq, 120);
     ck_assert_uint_eq(ck.meta.pos.epoch, 1);
+    ck_assert_uint_eq(ck.meta.steps_per_epoch, 30);
     ck_assert_uint_eq(ck.meta.nparams, m.nparams);
     ck_assert(ck.meta.lr == 0.05f && ck.meta.momentum == 0.9f && ck.meta.seed == 11);
     ck_assert(memcmp(ck.weights, w, m.nparams * 4) == 0);
@@ -121,7 +123,7 @@ START_TEST(test_round_trip)
     n.hidden[0] = n.hidden[1] = 0;
     n.nparams = 0;
     ck_assert_msg(train_ckpt_write(d, &n, NULL, NULL, &bytes, &err) == 0, "%s", err.msg);
-    ck_assert_uint_eq(bytes, 128 + 8 + 4);
+    ck_assert_uint_eq(bytes, 136 + 8 + 4);
     ck_assert_int_eq(train_ckpt_read(path_of(d, 41, 1, 2), NULL, &ck, &err), 0);
     ck_assert_ptr_null(ck.weights);
     train_ckpt_free(&ck);
@@ -214,15 +216,27 @@ static void model_9(uint8_t *h)
 }
 static void pad_byte(uint8_t *h)
 {
-    h[128 + 6] = 'x';
+    h[136 + 6] = 'x';
 }
 static void nul_job(uint8_t *h)
 {
-    h[128 + 2] = 0;
+    h[136 + 2] = 0;
 }
 static void replicas_differ(uint8_t *h)
 {
     sl_store_le32(h + 64, 4);
+}
+static void huge_steps_per_epoch(uint8_t *h)
+{
+    sl_store_le64(h + 128, UINT64_MAX);
+}
+static void version_3(uint8_t *h)
+{
+    sl_store_le32(h + 8, 3);
+}
+static void v1_header_size(uint8_t *h) /* version 2 saying version 1's header size */
+{
+    sl_store_le32(h + 12, 128);
 }
 
 START_TEST(test_hostile_headers)
@@ -246,6 +260,9 @@ START_TEST(test_hostile_headers)
         {pad_byte, 0, "padding"},
         {nul_job, 0, "a NUL in the job name"},
         {replicas_differ, 0, "replicas 4"},
+        {huge_steps_per_epoch, 0, "18446744073709551615 steps per epoch (at most 2^48)"},
+        {version_3, 0, "checkpoint version 3 (this trainer reads versions 1 and 2)"},
+        {v1_header_size, 0, "damaged header (header bytes 128"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = read_edited("hostile/edited", cases[i].edit, cases[i].extra, &err);
@@ -258,6 +275,31 @@ START_TEST(test_hostile_headers)
     ck_assert_int_eq(train_ckpt_read(sl_test_dir(), NULL, &ck, &err), SL_ECORRUPT);
     ck_assert_int_eq(train_ckpt_read(sl_test_path("nothing-here"), NULL, &ck, &err), SL_EIO);
     ck_assert(strstr(err.msg, "No such file") != NULL);
+}
+END_TEST
+
+/* A version 1 file (a 128-byte header, no steps_per_epoch) is read, its
+ * steps per epoch unknown (0). */
+START_TEST(test_version_1)
+{
+    const char *d = fresh_dir("v1");
+    size_t len;
+    uint8_t *b = write_one(d, 6, &len);
+    memmove(b + 128, b + 136, len - 136);
+    len -= 8;
+    sl_store_le32(b + 8, 1);
+    sl_store_le32(b + 12, 128);
+    sl_store_le32(b + len - 4, sl_crc32c(b, len - 4));
+    sl_test_write("v1/old", b, len);
+    free(b);
+    struct train_ckpt ck;
+    struct sl_error err = {0};
+    ck_assert_msg(train_ckpt_read(sl_test_path("v1/old"), NULL, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(ck.meta.job, "job-a");
+    ck_assert_uint_eq(ck.meta.steps_per_epoch, 0);
+    ck_assert_uint_eq(ck.meta.pos.step, 6);
+    ck_assert(ck.weights != NULL && ck.weights[1] == 1.25f);
+    train_ckpt_free(&ck);
 }
 END_TEST
 
@@ -535,6 +577,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_every_flip_and_truncation);
     tcase_add_test(tc, test_hostile_headers);
+    tcase_add_test(tc, test_version_1);
     tcase_add_test(tc, test_mismatch);
     tcase_add_test(tc, test_list_prune_clean);
     tcase_add_test(tc, test_write_errors);

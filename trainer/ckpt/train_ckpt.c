@@ -151,6 +151,8 @@ static int check_meta(const struct train_ckpt_meta *m, int code, struct sl_error
     if (m->replicas == 0 || m->replicas != m->pos.replicas)
         return sl_error_set(err, code, "replicas %" PRIu32 " (the input position's %" PRIu32 ")", m->replicas,
                             m->pos.replicas);
+    if (m->steps_per_epoch > CLIENT_INPUT_POSITION_MAX_SEQ)
+        return sl_error_set(err, code, "%" PRIu64 " steps per epoch (at most 2^48)", m->steps_per_epoch);
     if (m->model > 2 || m->mode > 1)
         return sl_error_set(err, code, "model %" PRIu32 " or mode %" PRIu32 " unknown", m->model, m->mode);
     if (m->model == 0 && m->nparams != 0)
@@ -196,6 +198,7 @@ static void encode_header(const struct train_ckpt_meta *m, size_t jl, uint8_t h[
     sl_store_le32(h + 112, m->seed);
     sl_store_le32(h + 116, (uint32_t)jl);
     sl_store_le64(h + 120, m->nparams);
+    sl_store_le64(h + 128, m->steps_per_epoch);
 }
 
 int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const float *weights, const float *velocity,
@@ -306,11 +309,11 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
 {
     memset(out, 0, sizeof *out);
     int fd;
-    uint64_t size, min = TRAIN_CKPT_HEADER_BYTES + 8 + 4;
+    uint64_t size, min = TRAIN_CKPT_V1_HEADER_BYTES + 8 + 4;
     int rc = train__ckpt_open(path, &fd, &size, err);
     if (rc != 0)
         return rc;
-    uint8_t h[TRAIN_CKPT_HEADER_BYTES];
+    uint8_t h[TRAIN_CKPT_V1_HEADER_BYTES]; /* what both versions begin with */
     uint8_t *buf = NULL;
     struct train_ckpt_meta m;
     memset(&m, 0, sizeof m);
@@ -326,21 +329,21 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
         goto out_close;
     }
     uint32_t version = sl_load_le32(h + 8), hbytes = sl_load_le32(h + 12), jl = sl_load_le32(h + 116);
-    if (version != TRAIN_CKPT_VERSION) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: checkpoint version %" PRIu32 " (this trainer reads version %d)", path,
-                          version, TRAIN_CKPT_VERSION);
+    if (version != TRAIN_CKPT_VERSION && version != 1) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: checkpoint version %" PRIu32 " (this trainer reads versions 1 and %d)",
+                          path, version, TRAIN_CKPT_VERSION);
         goto out_close;
     }
+    size_t hb = version == 1 ? TRAIN_CKPT_V1_HEADER_BYTES : TRAIN_CKPT_HEADER_BYTES;
     m.nparams = sl_load_le64(h + 120);
-    if (hbytes != TRAIN_CKPT_HEADER_BYTES || jl == 0 || jl > TRAIN_CKPT_MAX_JOB ||
-        m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
+    if (hbytes != hb || jl == 0 || jl > TRAIN_CKPT_MAX_JOB || m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: damaged header (header bytes %" PRIu32 ", job name bytes %" PRIu32 ", %" PRIu64
                           " parameters)",
                           path, hbytes, jl, m.nparams);
         goto out_close;
     }
-    uint64_t expect = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl) + 8 * m.nparams + 4;
+    uint64_t expect = hb + train__ckpt_pad8(jl) + 8 * m.nparams + 4;
     if (size != expect) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: %s (%" PRIu64 " bytes, the header says %" PRIu64 ")", path,
                           size < expect ? "truncated" : "longer than its header says", size, expect);
@@ -382,11 +385,12 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     m.lr = bits_f32(sl_load_le32(buf + 104));
     m.momentum = bits_f32(sl_load_le32(buf + 108));
     m.seed = sl_load_le32(buf + 112);
-    memcpy(m.job, buf + TRAIN_CKPT_HEADER_BYTES, jl);
+    m.steps_per_epoch = version == 1 ? 0 : sl_load_le64(buf + 128);
+    memcpy(m.job, buf + hb, jl);
     m.job[jl] = '\0';
     int zero_pad = strlen(m.job) == jl;
     for (size_t k = jl; zero_pad && k < train__ckpt_pad8(jl); k++)
-        zero_pad = buf[TRAIN_CKPT_HEADER_BYTES + k] == 0;
+        zero_pad = buf[hb + k] == 0;
     if (!zero_pad) {
         rc = sl_error_set(err, SL_ECORRUPT, "%s: damaged (a NUL in the job name or its padding is not zero)", path);
         goto out_free;
@@ -402,7 +406,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     snprintf(out->path, sizeof out->path, "%s", path);
     out->buf = buf;
     if (m.nparams > 0) {
-        size_t off = TRAIN_CKPT_HEADER_BYTES + train__ckpt_pad8(jl);
+        size_t off = hb + train__ckpt_pad8(jl);
         out->weights = (const float *)(const void *)(buf + off);
         out->velocity = out->weights + m.nparams;
     }

@@ -10,7 +10,8 @@
  * is at the same step (the ring all-reduce keeps them in lockstep), so a
  * step's checkpoint is the set of the N workers' files.
  *
- * Format, version 1, little-endian throughout:
+ * Format, version 2 (version 1 is read too: its header is 128 bytes, without
+ * steps_per_epoch), little-endian throughout:
  *   0    8  magic "SLUICECK"
  *   8    4  version (1)
  *   12   4  header bytes (128)
@@ -22,7 +23,9 @@
  *   104  4  lr (float32)  108  4  momentum (float32)  112  4  seed
  *   116  4  job name bytes J (1..256)
  *   120  8  nparams P (0 with no model)
- *   128  J  the job name, then zeros to a multiple of 8 bytes
+ *   128  8  steps_per_epoch of the stream (the feeders' WELCOME; 0: not known):
+ *           where its epochs end, for a restore with another shape
+ *   136  J  the job name, then zeros to a multiple of 8 bytes
  *   ...  4P weights (float32, the model's parameter order, train_model.h)
  *   ...  4P velocity (float32, same order)
  *   end  4  CRC-32C of every byte before it
@@ -51,8 +54,9 @@
 #include "train_model.h"
 #include "client_position.h"
 
-#define TRAIN_CKPT_VERSION 1
-#define TRAIN_CKPT_HEADER_BYTES 128
+#define TRAIN_CKPT_VERSION 2
+#define TRAIN_CKPT_HEADER_BYTES 136    /* version 2's */
+#define TRAIN_CKPT_V1_HEADER_BYTES 128 /* version 1's: no steps_per_epoch */
 #define TRAIN_CKPT_MAX_JOB 256
 #define TRAIN_CKPT_MAX_PATH 4096
 #define TRAIN_CKPT_MAX_BYTES (UINT64_C(1) << 40) /* a file larger than this is refused unread */
@@ -67,7 +71,8 @@ struct train_ckpt_meta {
     float lr, momentum;
     uint32_t seed;
     struct client_input_position pos;
-    uint64_t nparams; /* floats of weights, and of velocity */
+    uint64_t steps_per_epoch; /* of the stream it was taken from; 0: not known (version 1) */
+    uint64_t nparams;         /* floats of weights, and of velocity */
 };
 
 /* A checkpoint read into memory: weights and velocity point into buf. */

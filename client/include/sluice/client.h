@@ -159,6 +159,12 @@ struct sluice_options {
                                    or a port in use fails open (SLUICE_EINVAL, SLUICE_EIO).
                                    Added in 0.1 after the others: rebuild against this
                                    header (SOVERSION 0 promises no ABI yet) */
+    uint64_t resume_epoch;                /* > 0: start at the first piece of this epoch (the feeders
+                                   say where it is for this shape), with resume_seq 0 */
+    int reshape;                          /* nonzero: ask the feeders to take this client's shape
+                                   (workers x replicas) at an epoch's start, once no
+                                   trainer of the old shape is heard from
+                                   (docs/semantics.md 5.2). Both added after the others */
 };
 
 /* The cluster of TF_CONFIG, as TensorFlow's MultiWorkerMirroredStrategy
