@@ -143,8 +143,8 @@ def wait_roster(tag, F, joiners, timeout=30):
         time.sleep(0.02)
 
 
-def trainer(tag, w, paced=True, extra=(), credits=8):
-    """sluice-trainer worker w of W, told feeder 0 only."""
+def trainer(tag, w, paced=True, extra=(), credits=8, feeders=(0,)):
+    """sluice-trainer worker w of W, told feeder 0 only (or `feeders`)."""
     trace = os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w))
     # paced: a few credits, so that the feeders cannot send a worker's
     # whole stream before the join (a ROSTER after every feeder's END is
@@ -153,7 +153,7 @@ def trainer(tag, w, paced=True, extra=(), credits=8):
     pace = ["--step-ms", "%.3f" % STEP_MS] if paced else []
     if paced and credits:
         pace += ["--credits", str(credits)]
-    p = spawn([bed.TRAINER, "--connect", endpoint(tag, 0), "--job", JOB["name"], "--worker", str(w), "--workers",
+    p = spawn([bed.TRAINER, "--connect", ",".join(endpoint(tag, j) for j in feeders), "--job", JOB["name"], "--worker", str(w), "--workers",
                str(W), "--replicas", str(R), "--trace", trace, "--heartbeat-ms", "200", "--timeout-ms", "3000",
                "--takeover-s", str(TAKEOVER_S)] + pace + list(extra), log=bed.log_path(tag, "trainer%d" % w))
     return p, trace
@@ -435,6 +435,31 @@ def join_then_kill(ref):
        "joiner sent %d pieces" % sent[1])
 
 
+def told_all(ref):
+    """A trainer started after a join and told every feeder, the joined
+    one too (its operator updated the list): feeder 0, one of the first 1,
+    WELCOMEs it with its own count; the trainer asks it again with the
+    count of 2 (HELLO's modulus) and reads the undisturbed stream, with no
+    reshape. Worker 1, told feeder 0 only, learns of the join from the
+    ROSTER as usual."""
+    harness.case()
+    tag = "all"
+    f0 = start_first(JOB_PATH, tag)
+    f1 = join(JOB_PATH, tag, 1, 2, [0])
+    wait_roster(tag, 2, [(1, f1)])
+    t0, _ = trainer(tag, 0, feeders=(0, 1))
+    t1, _ = trainer(tag, 1)
+    sent = finish_case(tag, [t0, t1], {0: f0, 1: f1}, ref)
+    log0 = bed.read_log(tag, "trainer0")
+    if "counts 1 feeders, this trainer was given 2" not in log0 or reshapes(tag, 0):
+        fail("all: worker 0, given both feeders, should ask feeder 0 again with the count and never reshape:\n%s"
+             % log0[-2000:])
+    if [(a, b, s) for a, b, _, s in reshapes(tag, 1)] != [(1, 2, 0)]:
+        fail("all: worker 1 should switch from 1 to 2 feeders at piece 0, its log says %s" % reshapes(tag, 1))
+    ok("a trainer given both feeders after a join asks feeder 0 again with the count: traces exact; feeder 0 "
+       "sent %d pieces, the joiner %d" % (sent[0], sent[1]))
+
+
 def main():
     global JOB, JOB_PATH, IDS
     bed.setup(sys.argv[1], "join")
@@ -450,6 +475,7 @@ def main():
     epoch_boundary(ref)
     one_two_four(ref)
     join_then_kill(ref)
+    told_all(ref)
     bed.finish()
 
 
