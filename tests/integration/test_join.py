@@ -17,7 +17,7 @@ The cases: a feeder joins before the first piece (a client connected and
 holding still, and a trainer started after the join), mid-epoch, exactly
 at an epoch boundary (a Python client stopped there), 1 -> 2 -> 4
 feeders, and a join followed by SIGKILL of feeder 0 (its share taken over
-under the new modulus).
+under the new modulus), and a trainer given both feeders after a join.
 
 Usage: test_join.py BUILD_DIR [BINARIES_BUILD_DIR]
   BUILD_DIR gives the Python package (and the binaries, unless the second
@@ -308,7 +308,8 @@ def before_first(ref):
     """(a) A feeder joins before the first piece: worker 0 (Python) is
     connected and holds still before its first step; worker 1
     (sluice-trainer) starts after the join and gets the ROSTER right after
-    its WELCOME. Both switch at piece 0."""
+    its WELCOME. Worker 0 switches at piece 0, worker 1 within its first
+    window."""
     harness.case()
     tag = "first"
     f0 = start_first(JOB_PATH, tag)
@@ -320,13 +321,20 @@ def before_first(ref):
     t1, _ = trainer(tag, 1)
     go(where)
     sent = finish_case(tag, [py, t1], {0: f0, 1: f1}, ref)
+    # worker 0 held still before its first piece: it switches at 0. Worker
+    # 1 hears the ROSTER right after its WELCOME, but the pieces feeder 0
+    # sent behind it may be read in the same pass and taken in order
+    # before the switch (2 of them in a CI run): within its first window
+    # of 8 credits
     for w in range(W):
         got = reshapes(tag, w)
-        if [(a, b, s) for a, b, _, s in got] != [(1, 2, 0)]:
-            fail("first: worker %d should switch from 1 to 2 feeders at piece 0, its log says %s:\n%s"
-                 % (w, got, bed.read_log(tag, "trainer%d" % w)[-2000:]))
-    ok("(a) a feeder joins before the first piece (a client holding still, a trainer started after): both "
-       "switch at piece 0, traces exact; feeder 0 sent %d pieces, the joiner %d" % (sent[0], sent[1]))
+        at = [s for _, _, _, s in got]
+        if [(a, b) for a, b, _, _ in got] != [(1, 2)] or not (at[0] == 0 if w == 0 else at[0] < 8):
+            fail("first: worker %d should switch from 1 to 2 feeders at piece %s, its log says %s:\n%s"
+                 % (w, "0" if w == 0 else "0-7", got, bed.read_log(tag, "trainer%d" % w)[-2000:]))
+    ok("(a) a feeder joins before the first piece (a client holding still, a trainer started after): they "
+       "switch at pieces 0 and %d, traces exact; feeder 0 sent %d pieces, the joiner %d"
+       % (reshapes(tag, 1)[0][3], sent[0], sent[1]))
 
 
 def mid_epoch(ref):
@@ -454,8 +462,9 @@ def told_all(ref):
     if "counts 1 feeders, this trainer was given 2" not in log0 or reshapes(tag, 0):
         fail("all: worker 0, given both feeders, should ask feeder 0 again with the count and never reshape:\n%s"
              % log0[-2000:])
-    if [(a, b, s) for a, b, _, s in reshapes(tag, 1)] != [(1, 2, 0)]:
-        fail("all: worker 1 should switch from 1 to 2 feeders at piece 0, its log says %s" % reshapes(tag, 1))
+    got = reshapes(tag, 1)
+    if [(a, b) for a, b, _, _ in got] != [(1, 2)] or got[0][3] >= 8:
+        fail("all: worker 1 should switch from 1 to 2 feeders within its first 8 pieces, its log says %s" % got)
     ok("a trainer given both feeders after a join asks feeder 0 again with the count: traces exact; feeder 0 "
        "sent %d pieces, the joiner %d" % (sent[0], sent[1]))
 
