@@ -294,6 +294,7 @@ def main():
     out.update({"bench": "join", "mode": "autoscale" if a.autoscale else "fixed", "workers": a.workers,
                 "threads": a.threads, "epochs": epochs, "calibration_epochs": CAL_EPOCHS, "calibration_s": took,
                 "stream_s": max(s["stream_seconds"] for s in r["summaries"]),
+                "trainer_stream_s": [s["stream_seconds"] for s in r["summaries"]],
                 "elements": sum(s["elements"] for s in r["summaries"])})
     if a.json:
         print(json.dumps(out))
