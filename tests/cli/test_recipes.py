@@ -7,6 +7,13 @@ docs/deploy.md "Your own training script" and "Container image").
   the container's --metrics-listen gives; the pod's prometheus.io/port
   annotation is that port, prometheus.io/scrape "true"; every container
   requests and limits cpu and memory.
+- Kubernetes autoscaling (deploy/kubernetes/autoscale/, issue #30 part 3):
+  the joining feeders' StatefulSet is sluice-feeders.yaml's but for the
+  feeder's command, a shell line; the HPA scales it from the first feeders'
+  count; the line run here for pods 0 to F + 2 with a stand-in feeder: the
+  first F get sluice-feeders.yaml's arguments, pod J >= F those with
+  --feeders J + 1, --join of the first feeders' stable names and
+  --advertise its own, each an option of sluice-feeder.
 - Kubernetes torchrun (deploy/kubernetes/torchrun/): the documents parse;
   the feeders are deploy/kubernetes/sluice-feeders.yaml's StatefulSet but
   for the shape (--workers = the workers' completions x --nproc_per_node,
@@ -231,6 +238,69 @@ def metrics_everywhere():
     check(n >= 4, "only %d containers with metrics" % n)
     ok("deploy/kubernetes: the %d containers serve --metrics-listen on their 'metrics' port, probe GET /metrics "
        "there, and their pods' prometheus.io annotations name it; cpu and memory requested and limited" % n)
+
+
+# ---- Kubernetes: feeders that join, for the autoscaler ----
+
+def kubernetes_autoscale():
+    """autoscale/sluice-feeders-joining.yaml is sluice-feeders.yaml's
+    StatefulSet but for the feeder's command (a shell line that picks the
+    form from the pod's index) and --feeders (the line's); the HPA scales
+    it from its first feeders on; the line, run here as the pods would run
+    it with a stand-in feeder, gives pods 0 and 1 the arguments of
+    sluice-feeders.yaml, and pod J >= 2 those with --feeders J + 1, the
+    join of the first feeders at their stable names and its own name."""
+    rel = "deploy/kubernetes/autoscale/sluice-feeders-joining.yaml"
+    base = next(d for d in load(os.path.join(K8S, "sluice-feeders.yaml")) if d["kind"] == "StatefulSet")
+    docs = load(os.path.join(ROOT, rel))
+    check(len(docs) == 1 and docs[0]["kind"] == "StatefulSet", "%s: one StatefulSet expected" % rel)
+    sts = docs[0]
+    hpa = next(d for d in load(os.path.join(K8S, "autoscale", "sluice-feeders-hpa.yaml"))
+               if d["kind"] == "HorizontalPodAutoscaler")
+    name, svc, F = sts["metadata"]["name"], sts["spec"]["serviceName"], base["spec"]["replicas"]
+    check(name == base["metadata"]["name"] and hpa["spec"]["scaleTargetRef"] ==
+          {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name},
+          "the HPA does not scale the StatefulSet %s: %s" % (name, hpa["spec"]["scaleTargetRef"]))
+    check(hpa["spec"]["minReplicas"] == F == sts["spec"]["replicas"] and hpa["spec"]["maxReplicas"] <= 64,
+          "the HPA's minReplicas %s, the StatefulSets' replicas %s and %s differ (or maxReplicas over 64)"
+          % (hpa["spec"]["minReplicas"], F, sts["spec"]["replicas"]))
+    bc, c = (x["spec"]["template"]["spec"]["containers"][0] for x in (base, sts))
+    a, b = json.loads(json.dumps(base)), json.loads(json.dumps(sts))
+    for x in (a, b):
+        del x["spec"]["template"]["spec"]["containers"][0]["command"]
+        del x["spec"]["template"]["spec"]["containers"][0]["args"]
+    check(a == b, "%s differs from sluice-feeders.yaml's StatefulSet beyond the feeder's command and --feeders" % rel)
+    check(c["args"] == [x for x in bc["args"] if not x.startswith("--feeders=")],
+          "%s: the feeder's args should be sluice-feeders.yaml's without --feeders" % rel)
+    check(len(c["command"]) == 4 and c["command"][:2] == ["/bin/sh", "-c"] and c["command"][3] == "sluice-feeder",
+          "%s: the command should be /bin/sh -c LINE sluice-feeder: %s" % (rel, c["command"]))
+    line = c["command"][2]
+    check("$(" not in line, "%s: '$(' in the shell line, which the kubelet expands as a variable" % rel)
+    check(bc["command"] == ["/usr/local/bin/sluice-feeder"] and "/usr/local/bin/sluice-feeder" in line,
+          "%s: the line does not exec %s" % (rel, bc["command"]))
+    fport = int(arg(bc["args"], "listen").rsplit(":", 1)[1])
+    stub = os.path.join(TMP, "stand-in-feeder")
+    with open(stub, "w") as f:
+        f.write("#!%s\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n" % sys.executable)
+    os.chmod(stub, 0o755)
+    line = line.replace("/usr/local/bin/sluice-feeder", stub)
+    for i in range(F + 3):
+        def at(args):
+            return [x.replace("$(FEEDER_INDEX)", str(i)) for x in args]
+        p = subprocess.run(["/bin/sh", "-c", line, "sluice-feeder"] + at(c["args"]), capture_output=True, text=True,
+                           env=dict(os.environ, FEEDER_INDEX=str(i)), timeout=20)
+        check(p.returncode == 0, "%s: the line for pod %d: exit %d: %s" % (rel, i, p.returncode, p.stderr))
+        got = json.loads(p.stdout)
+        want = at(bc["args"])
+        if i >= F:
+            want = [x for x in want if not x.startswith("--feeders=")] + [
+                "--feeders=%d" % (i + 1), "--advertise=tcp://%s-%d.%s:%d" % (name, i, svc, fport),
+                "--join=" + ",".join("tcp://%s-%d.%s:%d" % (name, j, svc, fport) for j in range(F))]
+        check(sorted(got) == sorted(want), "%s: pod %d runs sluice-feeder %s, want %s" % (rel, i, got, want))
+        check_flags("%s pod %d" % (rel, i), "sluice-feeder", got)
+    ok("%s: sluice-feeders.yaml's StatefulSet but for the feeder's command; the HPA scales it from %d; pods 0-%d "
+       "run as there, pods %d-%d join the first %d feeders as feeder J of J + 1 at their stable names"
+       % (rel, F, F - 1, F, F + 2, F))
 
 
 # ---- Kubernetes: torchrun workers ----
@@ -601,6 +671,7 @@ def container():
 def main():
     job = gen_job()
     metrics_everywhere()
+    kubernetes_autoscale()
     fargs, targs, sargs, nnodes, nproc = kubernetes_torchrun()
     kubernetes_torchrun_run(fargs, targs, sargs, nnodes, nproc, job)
     systemd(job)
