@@ -230,7 +230,13 @@ int feed__schedule(struct server *s)
     int progress = 1, waiting = 0;
     while (progress && feed_exec_free(s->exec) > 0 && !s->fatal) {
         progress = 0;
-        for (size_t i = 0; i < s->ntrainers && feed_exec_free(s->exec) > 0; i++) {
+        /* round robin from the connection after the last one served: each
+         * call starts where the previous one stopped (it is called each
+         * time a task frees), else the first connection with credits took
+         * every free task and the others waited for its end */
+        size_t n = s->ntrainers, start = n > 0 ? s->rr_next % n : 0;
+        for (size_t step = 0; step < n && feed_exec_free(s->exec) > 0; step++) {
+            size_t i = (start + step) % n;
             struct trainer *t = &s->trainers[i];
             if (!t->active || t->plan_done || t->shm == FEED_SHM_PENDING)
                 continue;
@@ -277,6 +283,7 @@ int feed__schedule(struct server *s)
             t->credits--;
             t->scheduled++;
             t->inflight++;
+            s->rr_next = i + 1;
             progress = 1;
         }
     }

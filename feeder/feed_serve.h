@@ -132,6 +132,7 @@ struct server {
     size_t ntrainers, cap_trainers, max_takeovers;
     uint64_t generation;
     uint32_t ended;         /* workers whose last connection got END */
+    size_t rr_next;         /* the connection feed__schedule serves first next time (round robin) */
     struct sl_buf hbuf;     /* header frames */
     struct sl_wire_msg msg; /* decoded input (large: kept here) */
     uint64_t piece_bytes;   /* one pool buffer */
