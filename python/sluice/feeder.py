@@ -249,6 +249,29 @@ class _FeederClient(Client):
             yield step
 
 
+def _join_endpoints(join):
+    """--join's value from a Feeder, an endpoint, or a sequence of them;
+    None for None."""
+    if join is None:
+        return None
+    items = [join] if isinstance(join, (str, Feeder)) else join
+    try:
+        items = list(items)
+    except TypeError:
+        raise TypeError("join: a Feeder, an endpoint or a sequence of them, not %r" % type(join).__name__) from None
+    out = []
+    for x in items:
+        if isinstance(x, Feeder):
+            out.append(x.address)
+        elif isinstance(x, str):
+            out.append(x)
+        else:
+            raise TypeError("join: a Feeder or an endpoint (str), not %r" % type(x).__name__)
+    if not out or any(not x or "," in x for x in out):
+        raise ValueError("join: one or more endpoints, each non-empty and without a comma: %r" % (join,))
+    return ",".join(out)
+
+
 class Feeder:
     """A sluice-feeder process serving `job` (a sluice.Job, a dict of job
     keys, or a job file's path), started at once; returns when it serves.
@@ -259,7 +282,11 @@ class Feeder:
     a free one); serve_runs: after each run's end serve a new run to the
     next trainers (--serve-runs: a notebook reading the job again);
     idle_exit, heartbeat_ms, timeout_ms: the feeder's options; sets:
-    KEY=VALUE job overrides; extra_args: more sluice-feeder arguments;
+    KEY=VALUE job overrides; join: a running job's feeder (a Feeder, its
+    address, or several) this one joins as feeder_index of feeders
+    (--join: the trainers learn of it from that feeder and switch, their
+    streams unchanged), with advertise: the address trainers reach it at
+    when listen is a wildcard; extra_args: more sluice-feeder arguments;
     binary: the sluice-feeder to run (find_feeder); start_timeout: the
     seconds to wait for it to serve (its scan included); stop_timeout: the
     seconds between SIGTERM and SIGKILL on close.
@@ -271,7 +298,8 @@ class Feeder:
 
     def __init__(self, job, *, listen=None, feeder_index=None, feeders=None, threads=None, workers=None,
                  replicas=None, metrics_listen=None, serve_runs=False, idle_exit=None, heartbeat_ms=None,
-                 timeout_ms=None, sets=(), extra_args=(), binary=None, start_timeout=300.0, stop_timeout=10.0):
+                 timeout_ms=None, sets=(), join=None, advertise=None, extra_args=(), binary=None, start_timeout=300.0,
+                 stop_timeout=10.0):
         for what, v in (("feeder_index", feeder_index), ("feeders", feeders), ("threads", threads),
                         ("workers", workers), ("replicas", replicas), ("idle_exit", idle_exit),
                         ("heartbeat_ms", heartbeat_ms), ("timeout_ms", timeout_ms)):
@@ -279,6 +307,9 @@ class Feeder:
         if isinstance(sets, str) or isinstance(extra_args, str):
             raise TypeError("sets and extra_args: sequences of strings, not one string")
         extra = [str(x) for x in extra_args]
+        joined = _join_endpoints(join)
+        if advertise is not None and not isinstance(advertise, str):
+            raise TypeError("advertise: an endpoint (str), not %r" % type(advertise).__name__)
         for i, x in enumerate(extra):
             if x in ("-q", "--quiet", "--log-level=warning", "--log-level=error") or (
                     x == "--log-level" and extra[i + 1:i + 2] in (["warning"], ["error"])):
@@ -325,6 +356,10 @@ class Feeder:
                     cmd += [opt, str(v)]
             if serve_runs:
                 cmd.append("--serve-runs")
+            if joined is not None:
+                cmd += ["--join", joined]
+            if advertise is not None:
+                cmd += ["--advertise", advertise]
             for kv in sets:
                 cmd += ["--set", kv]
             cmd += extra

@@ -50,6 +50,8 @@ class Feeder:
         heartbeat_ms: int | None = None,
         timeout_ms: int | None = None,
         sets: Sequence[str] = (),
+        join: Feeder | str | Sequence[Feeder | str] | None = None,
+        advertise: str | None = None,
         extra_args: Sequence[str] = (),
         binary: str | os.PathLike[str] | None = None,
         start_timeout: float = 300.0,

@@ -8,6 +8,7 @@ Run by ctest (python_feeder) as
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -221,6 +222,49 @@ def test_absent_job_file(data):
     assert "error: open(" in e.value.log
     with pytest.raises(ValueError, match=r"^open\(%s\): No such file or directory$" % path):
         sluice.Job.from_file(path)
+
+
+def test_join_a_running_job(data):
+    """A second Feeder joins the first one's job while a client reads it
+    (issue #30): the client learns of it and switches, its stream the
+    reference's; the joined feeder served pieces."""
+    files, ids = data
+    keys = job_keys(files, epochs=3)
+    with sluice.Feeder(keys, threads=1, heartbeat_ms=200) as f0:
+        with f0.client(heartbeat_ms=200, credits=2) as c:
+            got = []
+            for step in c:
+                got.append((step.epoch, step.step, step.replicas[0]["id"].tolist()))
+                if len(got) == 5:
+                    f1 = sluice.Feeder(keys, threads=1, heartbeat_ms=200, join=f0, feeder_index=1, feeders=2)
+                    # the client holds its step until feeder 0 has counted
+                    # the joiner in and told it (ROSTER, read while it
+                    # keeps its connections alive); it switches at its
+                    # next step
+                    deadline = time.monotonic() + 30
+                    while "feeder 1 of 2 joined the job" not in f0.log and time.monotonic() < deadline:
+                        c.keepalive(50)
+                    c.keepalive(200)
+            assert c.feeders == 2
+        f1.close()
+        assert "feeder 1 of 2 joined the job" in f0.log
+        sent = [int(x) for x in re.findall(r"worker 0 said goodbye after (\d+) pieces", f1.log)]
+        assert sent and sent[0] > 0, f1.log
+    assert got == want(keys, ids)
+    assert f1.args[f1.args.index("--join") + 1] == f0.address
+
+
+def test_join_hostile_values(data):
+    files, _ = data
+    for bad, kind in ((5, TypeError), ([5], TypeError), ([], ValueError), ("", ValueError), (["a,b"], ValueError),
+                      (["ipc:///a", None], TypeError)):
+        with pytest.raises(kind, match="^join: "):
+            sluice.Feeder(job_keys(files), join=bad, feeder_index=1, feeders=2)
+    with pytest.raises(TypeError, match="^advertise: "):
+        sluice.Feeder(job_keys(files), join="ipc:///x", advertise=5, feeder_index=1, feeders=2)
+    # the feeder's own refusal: a joiner needs an index past the first feeders
+    with pytest.raises(sluice.FeederError, match="--feeder-index 0 is one of the job's first feeders"):
+        sluice.Feeder(job_keys(files), join="ipc:///nowhere")
 
 
 @pytest.mark.parametrize("threads,got", [(0, "0"), (-1, "-1"), (257, "257"), (10**30, str(10**30))])
