@@ -17,7 +17,8 @@ The cases: a feeder joins before the first piece (a client connected and
 holding still, and a trainer started after the join), mid-epoch, exactly
 at an epoch boundary (a Python client stopped there), 1 -> 2 -> 4
 feeders, and a join followed by SIGKILL of feeder 0 (its share taken over
-under the new modulus), and a trainer given both feeders after a join.
+under the new modulus), the joiner killed (feeder 0 takes its share
+over), and a trainer given both feeders after a join.
 
 Usage: test_join.py BUILD_DIR [BINARIES_BUILD_DIR]
   BUILD_DIR gives the Python package (and the binaries, unless the second
@@ -443,6 +444,33 @@ def join_then_kill(ref):
        "joiner sent %d pieces" % sent[1])
 
 
+def join_then_joiner_killed(ref):
+    """A join, then the joiner SIGKILLed: feeder 0, the only survivor,
+    takes the joiner's share (1 mod 2) over; the stream goes on unchanged."""
+    harness.case()
+    tag = "killj"
+    f0 = start_first(JOB_PATH, tag)
+    trainers = [trainer(tag, w) for w in range(W)]
+    wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 4)
+    f1 = join(JOB_PATH, tag, 1, 2, [0])
+    for w in range(W):
+        bed.wait_for_log(tag, "trainer%d" % w, "feeders: 1 -> 2", trainers[w][0],
+                         "killj: worker %d did not switch to 2 feeders" % w)
+    wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 2)
+    if f1.poll() is not None:
+        fail("killj: the joiner had ended before it could be killed (the job is too short)")
+    f1.send_signal(signal.SIGKILL)
+    finish_case(tag, [p for p, _ in trainers], {0: f0, 1: f1}, ref, killed=(1,))
+    for w in range(W):
+        _, summary = pieces_of(os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w)))
+        if summary.get("feeder_takeovers", 0) < 1:
+            fail("killj: worker %d counts no takeover of the joiner's share: %s" % (w, summary))
+    if "taking over feeder 1's share (pieces 1 mod 2)" not in bed.read_log(tag, "feeder0"):
+        fail("killj: feeder 0 does not say it took the joiner's share over:\n%s"
+             % bed.read_log(tag, "feeder0")[-2000:])
+    ok("a join, then the joiner killed: feeder 0 takes its share (1 mod 2) over, traces exact")
+
+
 def told_all(ref):
     """A trainer started after a join and told every feeder, the joined
     one too (its operator updated the list): feeder 0, one of the first 1,
@@ -484,6 +512,7 @@ def main():
     epoch_boundary(ref)
     one_two_four(ref)
     join_then_kill(ref)
+    join_then_joiner_killed(ref)
     told_all(ref)
     bed.finish()
 
