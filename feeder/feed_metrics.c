@@ -65,6 +65,7 @@ void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c
     c->zmq_io_cpu_s = sl_metrics_seconds(s, FEED_M_ZMQ_IO_NS);
     c->joins = s->v[FEED_M_JOINS];
     c->joins_refused = s->v[FEED_M_JOINS_REFUSED];
+    c->reshapes = s->v[FEED_M_RESHAPES];
     c->roster_feeders = (uint32_t)s->v[FEED_M_ROSTER_FEEDERS];
 }
 

@@ -64,7 +64,7 @@ struct feed_counters {
     int started; /* 1 once the feeder was serving (bound, threads up): an error before that is a
                   * start-up failure (set by feed_server_run, not a metric) */
     int idle;    /* 1 when it stopped after idle_exit_ms without a trainer (likewise) */
-    uint64_t joins, joins_refused;
+    uint64_t joins, joins_refused, reshapes;
     /* set by feed_server_run, not metrics: the job digest, and the roster */
     uint64_t digest;
     uint32_t roster_feeders;

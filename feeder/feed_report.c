@@ -138,9 +138,9 @@ int feed_report_stats(const char *path, const struct feed_counters *c, const str
     feed_source_disk_cache_stats(src, &ds);
     /* joins: the plan's digest and the roster (docs/feeder.md) */
     fprintf(f,
-            ",\"digest\":\"%016" PRIx64 "\",\"joins\":%" PRIu64 ",\"joins_refused\":%" PRIu64
+            ",\"digest\":\"%016" PRIx64 "\",\"joins\":%" PRIu64 ",\"joins_refused\":%" PRIu64 ",\"reshapes\":%" PRIu64
             ",\"roster\":{\"feeders\":%u,\"joined\":[",
-            c->digest, c->joins, c->joins_refused, c->roster_feeders);
+            c->digest, c->joins, c->joins_refused, c->reshapes, c->roster_feeders);
     for (unsigned i = 0, k = 0; i < 64; i++)
         if (c->roster_joined >> i & 1u)
             fprintf(f, "%s%u", k++ ? "," : "", i);

@@ -138,7 +138,8 @@ def reshape_case(tag, W, R, W2, R2, how):
     """W x R for epoch 0, then W2 x R2 from epoch 1 (how: 'restore' or 'epoch'), one feeder throughout."""
     harness.case()
     job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
-    f, ep = feeder(tag, job_path)
+    stats = os.path.join(bed.TMP, tag + "-stats.json")
+    f, ep = feeder(tag, job_path, ["--stats", stats])
     d = os.path.join(bed.TMP, tag + "-ckpt")
     old, step = first_epoch_then_kill(tag, ep, job, W, R, d)
     ref_old = bed.reference(job, [len(x) for x in IDS], W, R)
@@ -175,6 +176,9 @@ def reshape_case(tag, W, R, W2, R2, how):
     line = "cluster shape %d x %d -> %d x %d at epoch 1" % (W, R, W2, R2)
     if log.count(line) != 1 or len(re.findall(r"cluster shape \d+ x \d+ -> ", log)) != 1:
         fail("%s: the feeder's log lacks %r (once):\n%s" % (tag, line, log[-2000:]))
+    with open(stats) as fh:
+        if json.load(fh).get("reshapes") != 1:
+            fail("%s: the feeder's --stats does not count one reshape: %s" % (tag, open(stats).read()[:400]))
     ok("%s: %d x %d for epoch 0, %d x %d from epoch 1 (%s), one feeder (pid %d) throughout: traces equal the "
        "reference's, every element once per epoch" % (tag, W, R, W2, R2, " ".join(extra), f.pid))
 
@@ -197,7 +201,8 @@ def trainer_refusals():
     tag = "trainer-refusals"
     harness.case()
     job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
-    f, ep = feeder(tag, job_path)
+    stats = os.path.join(bed.TMP, tag + "-stats.json")
+    f, ep = feeder(tag, job_path, ["--stats", stats])
     d = os.path.join(bed.TMP, tag + "-ckpt")
     _, step = first_epoch_then_kill(tag, ep, job, 2, 1, d)
     refused_trainer(tag, ep, job, 3, 1, ["--restore", d],
