@@ -418,57 +418,37 @@ def one_two_four(ref):
        % [sent[j] for j in range(4)])
 
 
-def join_then_kill(ref):
-    """A join, then feeder 0 SIGKILLed: the joiner (the only survivor,
-    which the trainers know from the ROSTER alone) takes share 0 over
-    under modulus 2."""
+def join_then_kill(ref, victim):
+    """A join, then feeder `victim` SIGKILLed: the other one, the only
+    survivor, takes its share over under modulus 2 (feeder 0's share 0 by
+    the joiner, which the trainers know from the ROSTER alone; the
+    joiner's 1 mod 2 by feeder 0); the stream goes on unchanged."""
     harness.case()
-    tag = "kill"
+    tag = "kill%d" % victim
     f0 = start_first(JOB_PATH, tag)
     trainers = [trainer(tag, w) for w in range(W)]
     wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 4)
     f1 = join(JOB_PATH, tag, 1, 2, [0])
     for w in range(W):
         bed.wait_for_log(tag, "trainer%d" % w, "feeders: 1 -> 2", trainers[w][0],
-                         "kill: worker %d did not switch to 2 feeders" % w)
+                         "%s: worker %d did not switch to 2 feeders" % (tag, w))
     wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 2)
-    if f0.poll() is not None:
-        fail("kill: feeder 0 had ended before it could be killed (the job is too short)")
-    f0.send_signal(signal.SIGKILL)
-    sent = finish_case(tag, [p for p, _ in trainers], {0: f0, 1: f1}, ref, killed=(0,))
+    feeders = {0: f0, 1: f1}
+    if feeders[victim].poll() is not None:
+        fail("%s: feeder %d had ended before it could be killed (the job is too short)" % (tag, victim))
+    feeders[victim].send_signal(signal.SIGKILL)
+    sent = finish_case(tag, [p for p, _ in trainers], feeders, ref, killed=(victim,))
     for w in range(W):
         _, summary = pieces_of(os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w)))
         if summary.get("feeder_takeovers", 0) < 1:
-            fail("kill: worker %d counts no takeover of feeder 0's share: %s" % (w, summary))
-    ok("a join, then feeder 0 killed: the joined feeder takes share 0 over under modulus 2, traces exact; the "
-       "joiner sent %d pieces" % sent[1])
-
-
-def join_then_joiner_killed(ref):
-    """A join, then the joiner SIGKILLed: feeder 0, the only survivor,
-    takes the joiner's share (1 mod 2) over; the stream goes on unchanged."""
-    harness.case()
-    tag = "killj"
-    f0 = start_first(JOB_PATH, tag)
-    trainers = [trainer(tag, w) for w in range(W)]
-    wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 4)
-    f1 = join(JOB_PATH, tag, 1, 2, [0])
-    for w in range(W):
-        bed.wait_for_log(tag, "trainer%d" % w, "feeders: 1 -> 2", trainers[w][0],
-                         "killj: worker %d did not switch to 2 feeders" % w)
-    wait_pieces(tag, 0, trainers[0][1], trainers[0][0], EPOCHS * PIECES // 2)
-    if f1.poll() is not None:
-        fail("killj: the joiner had ended before it could be killed (the job is too short)")
-    f1.send_signal(signal.SIGKILL)
-    finish_case(tag, [p for p, _ in trainers], {0: f0, 1: f1}, ref, killed=(1,))
-    for w in range(W):
-        _, summary = pieces_of(os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w)))
-        if summary.get("feeder_takeovers", 0) < 1:
-            fail("killj: worker %d counts no takeover of the joiner's share: %s" % (w, summary))
-    if "taking over feeder 1's share (pieces 1 mod 2)" not in bed.read_log(tag, "feeder0"):
-        fail("killj: feeder 0 does not say it took the joiner's share over:\n%s"
-             % bed.read_log(tag, "feeder0")[-2000:])
-    ok("a join, then the joiner killed: feeder 0 takes its share (1 mod 2) over, traces exact")
+            fail("%s: worker %d counts no takeover of feeder %d's share: %s" % (tag, w, victim, summary))
+    survivor = 1 - victim
+    said = "taking over feeder %d's share (pieces %d mod 2)" % (victim, victim)
+    if said not in bed.read_log(tag, "feeder%d" % survivor):
+        fail("%s: feeder %d does not say %r:\n%s" % (tag, survivor, said,
+                                                    bed.read_log(tag, "feeder%d" % survivor)[-2000:]))
+    ok("a join, then feeder %d killed: feeder %d takes its share (%d mod 2) over, traces exact; it sent %d pieces"
+       % (victim, survivor, victim, sent[survivor]))
 
 
 def told_all(ref):
@@ -511,8 +491,8 @@ def main():
     mid_epoch(ref)
     epoch_boundary(ref)
     one_two_four(ref)
-    join_then_kill(ref)
-    join_then_joiner_killed(ref)
+    join_then_kill(ref, 0)
+    join_then_kill(ref, 1)
     told_all(ref)
     bed.finish()
 
