@@ -121,7 +121,14 @@ def main():
 
     # shard 1 replaced on the server
     new = bed.gen("new", 300, 1, seed=44, image_bytes=1500)[0]
+    old_mtime = os.stat(os.path.join(www, names[0])).st_mtime_ns
     shutil.copy(new, os.path.join(www, names[0]))
+    # nginx's ETag is the file's mtime in seconds and its size: a file of
+    # the same size replaced within the second it was written keeps its
+    # ETag (this test ran in 1.4 s once, and read the old entry); a real
+    # replacement comes later, so its mtime is set a few seconds on
+    later = old_mtime + 5 * 10**9
+    os.utime(os.path.join(www, names[0]), ns=(later, later))
     subprocess.run([bed.RECORD, "index", os.path.join(www, names[0])], check=True, capture_output=True)
     want2 = json.loads(bed.serve_client("local2", bed.write_job("local2", [os.path.join(www, n) for n in names],
                                                                 **keys)[0], 1, bed.ELEMENTS_CLIENT)[0].stdout)
