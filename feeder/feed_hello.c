@@ -55,6 +55,16 @@ static struct trainer *takeover_entry(struct server *s, uint32_t worker, uint32_
     return t;
 }
 
+/* Whether t's connection has closed (its trainer killed or gone): a
+ * HEARTBEAT to it fails at once with EHOSTUNREACH, the ROUTER being
+ * mandatory; a live one just gets the HEARTBEAT. */
+static int connection_closed(struct server *s, const struct trainer *t, uint64_t now)
+{
+    struct sl_wire_heartbeat hb = {.sent_ns = now};
+    return sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 && feed__send_frames(s, t, &s->hbuf, 0) != 0 &&
+           errno == EHOSTUNREACH;
+}
+
 /* A HELLO for the place of t, which is connected: 1 when it may take the
  * place (the old connection is dropped), 0 when it was refused. The same
  * trainer process (its incarnation) connecting again always may; another
@@ -71,11 +81,8 @@ static int may_replace(struct server *s, struct trainer *t, const uint8_t *id, s
         why = "the same trainer process connects again: the new connection takes the old one's place";
     } else if (silent >= feed__grace_ns(t)) {
         why = "a new connection takes the place of one silent for 2.5 heartbeats";
-    } else {
-        struct sl_wire_heartbeat hb = {.sent_ns = now};
-        if (sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 && feed__send_frames(s, t, &s->hbuf, 0) != 0 &&
-            errno == EHOSTUNREACH)
-            why = "a new trainer process takes the place of one whose connection has closed";
+    } else if (connection_closed(s, t, now)) {
+        why = "a new trainer process takes the place of one whose connection has closed";
     }
     if (why == NULL) {
         feed__refuse(s, id, id_len, "worker %u is already connected (another trainer process, heard from %.1f s ago)",
@@ -114,17 +121,14 @@ static int peer_is_us(struct server *s, int fd, uint32_t worker)
 }
 
 /* Before a reshape (SL_WIRE_HELLO_RESHAPE): drop the connections of the
- * old shape whose trainer is gone though heard from a moment ago (killed:
- * a HEARTBEAT to it fails at once, the ROUTER being mandatory), so a
- * restart right after a kill may reshape. */
+ * old shape whose trainer is gone though heard from a moment ago (killed),
+ * so a restart right after a kill may reshape. */
 static void drop_closed(struct server *s)
 {
     uint64_t now = sl_clock_ns();
-    struct sl_wire_heartbeat hb = {.sent_ns = now};
     for (size_t i = 0; i < s->ntrainers; i++) {
         struct trainer *t = &s->trainers[i];
-        if (t->active && now - t->last_seen_ns < feed__grace_ns(t) && sl_wire_encode_heartbeat(&hb, &s->hbuf) == 0 &&
-            feed__send_frames(s, t, &s->hbuf, 0) != 0 && errno == EHOSTUNREACH)
+        if (t->active && now - t->last_seen_ns < feed__grace_ns(t) && connection_closed(s, t, now))
             feed__drop(s, t, "had closed its connection when a trainer of another shape asked to reshape");
     }
 }
