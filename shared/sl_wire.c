@@ -203,6 +203,20 @@ static int dec_hello(struct rd *r, struct sl_wire_hello *m)
         if (m->share >= m->feeders)
             return bad(r, "share %" PRIu32 " not below feeders %" PRIu32, m->share, m->feeders);
     }
+    if (m->flags & SL_WIRE_HELLO_TRANSITION) {
+        if ((rc = rd_u32(r, "from_workers", &m->from_workers)) != 0 ||
+            (rc = rd_u32(r, "from_replicas", &m->from_replicas)) != 0 ||
+            (rc = rd_u64(r, "from_epoch", &m->from_epoch)) != 0 || (rc = rd_u64(r, "from_step", &m->from_step)) != 0)
+            return rc;
+        if (m->from_workers == 0 || m->from_workers > SL_WIRE_MAX_WORKERS)
+            return bad(r, "from_workers %" PRIu32 " not in 1..%u", m->from_workers, SL_WIRE_MAX_WORKERS);
+        if (m->from_replicas == 0 || m->from_replicas > SL_WIRE_MAX_REPLICAS)
+            return bad(r, "from_replicas %" PRIu32 " not in 1..%u", m->from_replicas, SL_WIRE_MAX_REPLICAS);
+        if (m->from_epoch > SL_WIRE_MAX_POSITION)
+            return bad(r, "from_epoch %" PRIu64 " above 2^48", m->from_epoch);
+        if (m->from_step == 0 || m->from_step > SL_WIRE_MAX_POSITION)
+            return bad(r, "from_step %" PRIu64 " not in 1..2^48", m->from_step);
+    }
     return rd_end(r);
 }
 
@@ -588,6 +602,15 @@ static int enc_hello(struct wr *w, const struct sl_wire_hello *m, struct sl_erro
         wr_u32(w, m->feeders);
     else if (m->feeders != 0)
         return enc_bad(err, SL_WIRE_HELLO, "feeders %" PRIu32 " without the FEEDERS flag", m->feeders);
+    if (m->flags & SL_WIRE_HELLO_TRANSITION) {
+        wr_u32(w, m->from_workers);
+        wr_u32(w, m->from_replicas);
+        wr_u64(w, m->from_epoch);
+        wr_u64(w, m->from_step);
+    } else if (m->from_workers != 0 || m->from_replicas != 0 || m->from_epoch != 0 || m->from_step != 0) {
+        return enc_bad(err, SL_WIRE_HELLO, "a transition (from %" PRIu32 " x %" PRIu32 ") without the TRANSITION flag",
+                       m->from_workers, m->from_replicas);
+    }
     return 0;
 }
 

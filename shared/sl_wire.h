@@ -63,6 +63,7 @@
 #define SL_WIRE_MAX_FILES ((uint64_t)1 << 32)         /* STATUS files */
 #define SL_WIRE_MAX_COUNT ((uint64_t)1 << 60)         /* STATUS records and bytes */
 #define SL_WIRE_MAX_RETRY_MS 600000u                  /* STATUS retry_ms (a feeder's longest heartbeat) */
+#define SL_WIRE_MAX_POSITION (1ull << 48)             /* HELLO from_epoch, from_step */
 #define SL_WIRE_MAX_ROSTER 64                         /* ROSTER and JOIN feeders; ROSTER entries */
 #define SL_WIRE_MAX_ENDPOINT 256                      /* ROSTER and JOIN endpoint bytes */
 #define SL_WIRE_KEY_Z85 40                            /* a CURVE public key in Z85 (ROSTER, JOIN) */
@@ -139,6 +140,13 @@ enum sl_wire_dtype {
             * shape is not fixed (--workers) grants it at an epoch's first
             * piece once no trainer of the old shape is heard from
             * (docs/protocol.md, "Shape and refusals") */
+#define SL_WIRE_HELLO_TRANSITION \
+    0x200u /* the HELLO ends with the transition (after `feeders` when that
+            * is there): the job's shape changed mid-epoch, at step
+            * from_step of epoch from_epoch, from from_workers x
+            * from_replicas to this HELLO's shape (docs/semantics.md 5.2);
+            * resume_seq counts pieces of the worker's stream from that
+            * change (0: its first piece), not from the job's start */
 
 /* STATS: the feeder's stages (the first five in the wire's order; map
  * came later, as a trailing field after credit_wait_ns) */
@@ -178,6 +186,15 @@ struct sl_wire_hello {
      * 1..SL_WIRE_MAX_ROSTER and > share; without the flag 0 (the decoder
      * sets it so, the encoder refuses anything else) */
     uint32_t feeders;
+    /* with SL_WIRE_HELLO_TRANSITION (trailing, after feeders): the shape
+     * before the change (1..SL_WIRE_MAX_WORKERS, 1..SL_WIRE_MAX_REPLICAS),
+     * and where it changed: the first step of epoch from_epoch that the old
+     * shape did not take (from_step >= 1: a change at step 0 is an epoch
+     * boundary, SL_WIRE_HELLO_EPOCH); both at most SL_WIRE_MAX_POSITION.
+     * Without the flag all four are 0 (the decoder sets them so, the
+     * encoder refuses anything else). */
+    uint32_t from_workers, from_replicas;
+    uint64_t from_epoch, from_step;
 };
 
 /* One tensor of the schema: per-element shape (the batch dimension is not

@@ -195,6 +195,10 @@ static void assert_same(const struct sl_wire_msg *a, const struct sl_wire_msg *b
         ck_assert_uint_eq(x->credits, y->credits);
         ck_assert_uint_eq(x->flags, y->flags);
         ck_assert_uint_eq(x->feeders, y->feeders);
+        ck_assert_uint_eq(x->from_workers, y->from_workers);
+        ck_assert_uint_eq(x->from_replicas, y->from_replicas);
+        ck_assert_uint_eq(x->from_epoch, y->from_epoch);
+        ck_assert_uint_eq(x->from_step, y->from_step);
         ck_assert_uint_eq(x->heartbeat_ms, y->heartbeat_ms);
         ck_assert_uint_eq(x->resume_epoch, y->resume_epoch);
         ck_assert_uint_eq(x->resume_seq, y->resume_seq);
@@ -373,7 +377,11 @@ START_TEST(test_round_trip_extremes)
                                         .incarnation = UINT64_MAX,
                                         .share = SL_WIRE_MAX_FEEDERS - 1,
                                         .job = job,
-                                        .job_len = sizeof job};
+                                        .job_len = sizeof job,
+                                        .from_workers = SL_WIRE_MAX_WORKERS,
+                                        .from_replicas = SL_WIRE_MAX_REPLICAS,
+                                        .from_epoch = SL_WIRE_MAX_POSITION,
+                                        .from_step = SL_WIRE_MAX_POSITION};
     m[1].type = SL_WIRE_WELCOME;
     struct sl_wire_welcome *w = &m[1].welcome;
     w->feeder = SL_WIRE_MAX_FEEDERS - 1;
@@ -1272,6 +1280,83 @@ START_TEST(test_hello_feeders)
 }
 END_TEST
 
+/* HELLO's trailing transition (SL_WIRE_HELLO_TRANSITION): 24 bytes after
+ * the job name, or after the modulus when FEEDERS is set too; every
+ * field's range, absent, truncated and huge. */
+START_TEST(test_hello_transition)
+{
+    struct sl_wire_msg m, out;
+    struct sl_error err = {0};
+    struct sl_buf b;
+    sl_buf_init(&b, 0);
+    sample(SL_WIRE_HELLO, &m);
+    ck_assert_uint_eq(SL_WIRE_HELLO_TRANSITION, 0x200);
+    m.hello.flags = SL_WIRE_HELLO_TRANSITION | SL_WIRE_HELLO_RESHAPE;
+    m.hello.from_workers = 2;
+    m.hello.from_replicas = 3;
+    m.hello.from_epoch = 7;
+    m.hello.from_step = 11;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 67 + 24);
+    static const uint8_t tail[] = {'t', 2, 0, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0, 0, 0, 0};
+    ck_assert_int_eq(memcmp(b.data + 66, tail, sizeof tail), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.from_workers, 2);
+    ck_assert_uint_eq(out.hello.from_replicas, 3);
+    ck_assert_uint_eq(out.hello.from_epoch, 7);
+    ck_assert_uint_eq(out.hello.from_step, 11);
+    ck_assert_uint_eq(out.hello.feeders, 0);
+    uint8_t c[128];
+    memcpy(c, b.data, b.len);
+    expect_proto(c, 67, "HELLO header: truncated at byte 67 of 71 (from_workers)");
+    expect_proto(c, 90, "HELLO header: truncated at byte 90 of 91 (from_step)");
+    put_le(c, 67, 0, 4);
+    expect_proto(c, 91, "HELLO header: from_workers 0 not in 1..65536");
+    put_le(c, 67, 65537, 4);
+    expect_proto(c, 91, "HELLO header: from_workers 65537 not in 1..65536");
+    put_le(c, 67, 2, 4);
+    put_le(c, 71, 0, 4);
+    expect_proto(c, 91, "HELLO header: from_replicas 0 not in 1..1024");
+    put_le(c, 71, 0xffffffffu, 4);
+    expect_proto(c, 91, "HELLO header: from_replicas 4294967295 not in 1..1024");
+    put_le(c, 71, 3, 4);
+    put_le(c, 75, (1ull << 48) + 1, 8);
+    expect_proto(c, 91, "HELLO header: from_epoch 281474976710657 above 2^48");
+    put_le(c, 75, 7, 8);
+    put_le(c, 83, 0, 8);
+    expect_proto(c, 91, "HELLO header: from_step 0 not in 1..2^48");
+    put_le(c, 83, UINT64_MAX, 8);
+    expect_proto(c, 91, "HELLO header: from_step 18446744073709551615 not in 1..2^48");
+    /* the flag off: the 24 bytes are trailing */
+    put_le(c, 83, 11, 8);
+    put_le(c, 24, SL_WIRE_HELLO_RESHAPE, 4);
+    expect_proto(c, 91, "HELLO header: 24 trailing bytes after byte 67");
+    /* with FEEDERS: the modulus first, then the transition */
+    m.hello.flags = SL_WIRE_HELLO_TRANSITION | SL_WIRE_HELLO_FEEDERS;
+    m.hello.feeders = 4;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_uint_eq(b.len, 67 + 4 + 24);
+    ck_assert_uint_eq(b.data[67], 4);
+    ck_assert_uint_eq(b.data[71], 2);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.feeders, 4);
+    ck_assert_uint_eq(out.hello.from_step, 11);
+    /* without the flag the decoder leaves the transition 0, and the
+     * encoder refuses one */
+    m.hello.flags = 0;
+    m.hello.feeders = 0;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "cannot encode: HELLO header: a transition (from 2 x 3) without the TRANSITION flag");
+    m.hello.from_workers = m.hello.from_replicas = 0;
+    m.hello.from_epoch = m.hello.from_step = 0;
+    ck_assert_int_eq(sl_wire_encode(&m, &b, &err), 0);
+    ck_assert_int_eq(sl_wire_decode(b.data, b.len, &out, &err), 0);
+    ck_assert_uint_eq(out.hello.from_workers + out.hello.from_replicas, 0);
+    ck_assert_uint_eq(out.hello.from_epoch + out.hello.from_step, 0);
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_roster_join_layout_pinned)
 {
     struct sl_buf b;
@@ -1463,6 +1548,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_check_body_and_piece);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_hello_feeders);
+    tcase_add_test(tc, test_hello_transition);
     tcase_add_test(tc, test_roster_join_layout_pinned);
     tcase_add_test(tc, test_random_damage);
     suite_add_tcase(s, tc);
