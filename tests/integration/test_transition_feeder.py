@@ -151,7 +151,7 @@ def stream(tag, ep, msg, bye=True):
             if mtype == wire.END:
                 if bye:
                     s.send(wire.bye())
-                return out
+                return sorted(out, key=lambda p: p[2])  # the feeder's threads finish pieces in any order
             if mtype != wire.PIECE:
                 continue
             epoch, step, _worker, _replica, seq, rows, flags, nt = struct.unpack_from("<QQIIQIIH", h, 8)
