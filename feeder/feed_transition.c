@@ -148,7 +148,8 @@ static int make_old(struct feed_stream *st, struct sl_error *err)
         return sl_error_set(err, SL_ENOMEM, "transition: out of memory for %u plans of the old shape", W);
     }
     for (uint32_t w = 0; w < W; w++) {
-        int rc = feed_plan_create(&st->old[w], &st->old_cfg, w, err);
+        /* the old steps known: not W x files again for each plan */
+        int rc = feed_plan_create_steps(&st->old[w], &st->old_cfg, w, st->old_steps, err);
         if (rc != 0) {
             free_old(st);
             return rc;
