@@ -65,15 +65,15 @@ def cfg(W, R):
                                "W": W, "R": R})
 
 
-def hello(worker, workers, replicas, x=None, flags=0, credits=4, **kw):
+def hello(worker, workers, replicas, x=None, flags=0, credits=4, job="job-tr", **kw):
     """A HELLO, with the trailing transition x = (W, R, epoch, step)."""
     msg = wire.hello(worker=worker, workers=workers, replicas=replicas, credits=credits,
-                     flags=flags | (TRANSITION if x else 0), job="job-tr", **kw)
+                     flags=flags | (TRANSITION if x else 0), job=job, **kw)
     return msg + (struct.pack("<IIQQ", *x) if x else b"")
 
 
-def feeder(tag, extra=()):
-    path, job = bed.write_job("job-tr", FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+def feeder(tag, extra=(), name="job-tr", **keys):
+    path, job = bed.write_job(name, FILES, epochs=EPOCHS, shuffle=SHUFFLE, **keys)
     sock = os.path.join(bed.TMP, tag + ".sock")
     f = spawn([bed.FEEDER, "--job", path, "--listen", "ipc://" + sock, "--threads", "2", "--heartbeat-ms", "200",
                "--timeout-ms", "5000"] + list(extra), log=bed.log_path(tag, "feeder"))
@@ -267,6 +267,31 @@ def main():
     f.kill()
     wait(f, 10, "%s: the feeder" % tag)
     ok("a feeder whose shape is fixed refuses a transition, saying why")
+
+    # the old plans of the W' connections count against --piece-memory:
+    # 2048 x 1 -> 3 x 1 without sharding holds 2048 plans a connection
+    # (2670720 bytes each by feed_transition_bytes' estimate: 2048 x 1288 +
+    # (8 + 2048) x 16), 8 MB for 3
+    harness.case()
+    for tag, memory, want in (("memory-4m", "4M", "REFUSE"), ("memory-16m", "16M", "WELCOME")):
+        f, ep = feeder(tag, ["--piece-memory", memory], name="job-off", shard_policy="off")
+        msg = hello(0, 3, 1, (2048, 1, 0, 1), job="job-off")
+        if want == "REFUSE":
+            refused(tag, ep, msg,
+                    "this trainer continues a change of the job's shape from 2048 x 1 to 3 x 1 at step 1 of epoch 0, "
+                    "which this feeder cannot serve: its 3 connections would hold 2048 plans of the old shape each "
+                    "until epoch 0 ends, about 2670720 bytes each, over this feeder's --piece-memory of 4194304 "
+                    "bytes in all: give the feeder more --piece-memory, or change the shape at an epoch's start")
+        else:
+            s = connect(ep, msg)
+            kind, why = answer(s)
+            s.close()
+            if kind != "WELCOME":
+                fail("%s: expected a WELCOME, got %s %r" % (tag, kind, why))
+        f.kill()
+        wait(f, 10, "%s: the feeder" % tag)
+    ok("a transition whose old plans for the new workers pass --piece-memory is refused, saying so; with more "
+       "memory it is served")
     bed.finish()
 
 
