@@ -298,7 +298,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
                      " pieces per worker after the change at step %" PRIu64 " of epoch %" PRIu64 ": %" PRIu64
                      " steps x %u replicas, then %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
                      h->worker, h->resume_seq, total, s->tr.from_step, s->tr.from_epoch, s->tr_steps - s->tr.from_step,
-                     s->replicas, job->epochs - s->tr.from_epoch - 1, s->steps, s->replicas);
+                     s->replicas, job->epochs > s->tr.from_epoch ? job->epochs - s->tr.from_epoch - 1 : 0, s->steps,
+                     s->replicas);
         return -1;
     }
     if (h->resume_seq > total) {

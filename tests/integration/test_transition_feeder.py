@@ -248,12 +248,24 @@ def main():
 
     # a later epoch's change is granted: 3 x 1 -> 1 x 2 at step 2 of epoch 1
     # (its old plans are the plain 3 x 1 plan's)
-    got = stream(tag, ep, hello(0, 1, 2, (3, 1, 1, 2), flags=RESHAPE))
+    got = stream(tag, ep, hello(0, 1, 2, (3, 1, 1, 2), flags=RESHAPE), bye=False)
     check_stream("%s: 3 x 1 -> 1 x 2" % tag, got, want_stream(new, cfg(1, 2), 0, 1, 2))
     if "cluster shape 3 x 1 -> 1 x 2 at step 2 of epoch 1" not in read_log(tag, "feeder"):
         fail("%s: the feeder's log does not name the reshape" % tag)
     ok("a RESHAPE with a transition in a later epoch (3 x 1 -> 1 x 2 at step 2 of epoch 1): the pieces are "
        "ref_plan's")
+
+    # a RESHAPE at an epoch's start (here the job's end) forgets the transition
+    s = connect(ep, hello(0, 2, 1, flags=RESHAPE | EPOCH, resume_epoch=EPOCHS))
+    kind, why = answer(s)
+    s.close()
+    if kind != "WELCOME":
+        fail("%s: a RESHAPE at epoch %d's start: expected a WELCOME, got %s %r" % (tag, EPOCHS, kind, why))
+    refused(tag, ep, hello(1, 2, 1, (3, 1, 1, 2)),
+            "this trainer says the job's shape changed at step 2 of epoch 1 from 3 x 1; this feeder's shape, 2 x 1, "
+            "was set without that change (by a trainer that carried no transition)")
+    ok("a RESHAPE at an epoch's start replaces the shape and forgets the transition: a HELLO that still carries "
+       "it is refused, saying why")
     f.kill()
     wait(f, 10, "%s: the feeder" % tag)
 
