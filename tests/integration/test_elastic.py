@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Elastic workers (sluice-trainer --elastic, issue #30 part 2; docs/trainer.md
+"Elastic workers"): workers join and leave a running ring at an epoch boundary
+without a restart.
+
+One feeder serves a 3-epoch job. Two workers start elastic (--model softmax);
+a third process asks to join (--join) in the middle of epoch 0 and trains from
+epoch 1's start; then worker 1 gets a SIGTERM in epoch 1 and is let go at its
+end, the joiner becoming worker 1 of 2. Each process's --trace must equal the
+reference model (tests/plan/ref_plan.py) for the shape of each epoch it
+trained (2 x 1, 3 x 1, 2 x 1), every epoch holds every element exactly once
+across the workers, and from the join on every member's weights hash
+(--metrics) is the same at each step. Meanwhile the coordinator's refusals,
+each named: a joiner with another model config, another replica count, one
+too many (--elastic-max-workers), a join in the job's last epoch, and a
+SIGTERM to worker 0 (it cannot leave: it trains on). Then usage errors.
+
+Usage: test_elastic.py BUILD_DIR
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bed  # noqa: E402
+import harness  # noqa: E402
+from bed import read_log, wait, wait_for_log  # noqa: E402
+from harness import fail, ok, spawn  # noqa: E402
+
+bed.setup(sys.argv[1], "elastic")
+EPOCHS = 3
+FILES = bed.gen("data", 240, 6)
+SHUFFLE = {"buffer": 40, "seed": 11}
+TAG = "elastic"
+MODEL = ["--model", "softmax", "--input", "image", "--label", "label", "--classes", "10", "--lr", "0.05",
+         "--seed", "5"]
+
+
+def ids_of_files():
+    out = []
+    for f in FILES:
+        p = subprocess.run([bed.RECORD, "cat", "--decode", "example", f], check=True, capture_output=True, text=True)
+        out.append([int(json.loads(x)["example"]["features"]["feature"]["id"]["int64List"]["value"][0])
+                    for x in p.stdout.splitlines()])
+    return out
+
+
+IDS = ids_of_files()
+
+
+def sock(name):
+    return "ipc://" + os.path.join(bed.TMP, name + ".sock")
+
+
+COORD = sock("coord")
+RING = [sock("ring0"), sock("ring1")]
+
+
+def trainer(who, ep, job, extra, step_ms=80):
+    trace = os.path.join(bed.TMP, "%s.trace" % who)
+    metrics = os.path.join(bed.TMP, "%s.jsonl" % who)
+    p = spawn([bed.TRAINER, "--connect", ep, "--job", job["name"], "--devices", "cpu:1", "--trace", trace,
+               "--metrics", metrics, "--heartbeat-ms", "200", "--timeout-ms", "5000", "--progress", "off",
+               "--credits", "8", "--step-ms", str(step_ms), "--log-every", "1", "--elastic", COORD]
+              + MODEL + list(extra),
+              log=bed.log_path(TAG, who), stdout=open(os.devnull, "w"))
+    return p, trace, metrics
+
+
+def lines(path, summary=False):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            x = json.loads(line)
+            if ("summary" in x) == summary:
+                out.append(x)
+    return out
+
+
+def want(ref, w, epoch):
+    return [{"worker": x["worker"], "replica": x["replica"], "epoch": x["epoch"], "step": x["step"], "seq": x["seq"],
+             "size": len(x["elems"]), "ids": [IDS[fi][r] for fi, r in x["elems"]]}
+            for x in ref.get(w, []) if x["epoch"] == epoch]
+
+
+def check(what, got, expect):
+    if got != expect:
+        for i, (g, e) in enumerate(zip(got, expect)):
+            if g != e:
+                fail("%s: piece %d differs:\n  got  %s\n  want %s" % (what, i, g, e))
+        fail("%s: %d pieces, want %d" % (what, len(got), len(expect)))
+
+
+def wait_step(who, proc, epoch, step, what, timeout=30):
+    """Until who's log (--log-every 1) says it trained step `step` of `epoch`."""
+    wait_for_log(TAG, who, "epoch %d step %d: loss" % (epoch, step), proc, what, timeout)
+
+
+def epoch_now(who):
+    """The epoch of the newest step who's log reports (-1: none yet)."""
+    found = re.findall(r"epoch (\d+) step \d+: loss", read_log(TAG, who))
+    return int(found[-1]) if found else -1
+
+
+def refused_join(who, ep, job, extra, text):
+    p, _, _ = trainer(who, ep, job, ["--join", sock(who)] + list(extra))
+    rc = wait(p, 20, "the refused joiner %s" % who)
+    log = read_log(TAG, who)
+    if rc == 0 or text not in log:
+        fail("%s: expected a failure saying %r, got exit %d:\n%s" % (who, text, rc, log[-1500:]))
+
+
+def main_case():
+    harness.case()
+    job_path, job = bed.write_job("job-" + TAG, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f = spawn([bed.FEEDER, "--job", job_path, "--listen", sock("feeder"), "--threads", "2", "--heartbeat-ms", "200",
+               "--timeout-ms", "5000"], log=bed.log_path(TAG, "feeder"))
+    wait_for_log(TAG, "feeder", "serving job", f, "the feeder did not start")
+    ep = sock("feeder")
+    ring = ",".join(RING)
+    w0 = trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--ring", ring, "--elastic-max-workers", "3"])
+    w1 = trainer("w1", ep, job, ["--worker", "1", "--workers", "2", "--ring", ring])
+    wait_step("w0", w0[0], 0, 2, "worker 0 did not train epoch 0")
+    # the joiner in epoch 0 (30 steps of 80 ms), then the refusals (the one
+    # too many before worker 1's leave frees a place)
+    j = trainer("joiner", ep, job, ["--join", sock("joiner")])
+    wait_for_log(TAG, "w0", "asks to join: admitted at epoch 1's start", w0[0], "the join was not admitted", 10)
+    refused_join("other-config", ep, job, ["--momentum", "0.5"], "has config 'model=softmax")
+    refused_join("other-replicas", ep, job, ["--devices", "cpu:2"],
+                 "elastic: the joining worker (%s) has 2 replicas, but the job's workers have 1: every worker of an "
+                 "elastic job has the same --replicas" % sock("other-replicas"))
+    refused_join("too-many", ep, job, [],
+                 "elastic: the joining worker (%s) would make 4 workers, more than --elastic-max-workers 3"
+                 % sock("too-many"))
+    if epoch_now("w0") > 1:
+        fail("epoch 1 ended before the refusals were done: the test is too slow for its --step-ms")
+    # epoch 1: 3 workers; worker 1 asked to leave at its end
+    wait_step("joiner", j[0], 1, 2, "the joiner did not train epoch 1")
+    w1[0].send_signal(signal.SIGTERM)
+    wait_for_log(TAG, "w0", "worker 1 asks to leave: let go at epoch 1's end", w0[0], "the leave was not heard", 10)
+    # worker 0 cannot leave: it says so and trains on
+    w0[0].send_signal(signal.SIGTERM)
+    wait_for_log(TAG, "w0", "elastic: worker 0 cannot leave the job: it holds the coordinator endpoint (--elastic %s)"
+                 % COORD, w0[0], "worker 0 did not refuse to leave", 10)
+    wait_step("w0", w0[0], 2, 1, "worker 0 did not reach epoch 2")
+    refused_join("last-epoch", ep, job, [],
+                 "elastic: the job is in its last epoch (epoch 2 of 3): no epoch boundary is left to admit the "
+                 "joining worker (%s) at" % sock("last-epoch"))
+    for who, (p, _, _) in (("w0", w0), ("w1", w1), ("joiner", j)):
+        if wait(p, 40, who) != 0:
+            fail("%s exited %d:\n%s" % (who, p.returncode, read_log(TAG, who)[-3000:]))
+    if wait(f, 30, "the feeder") != 0:
+        fail("the feeder did not exit 0:\n%s" % read_log(TAG, "feeder")[-2000:])
+    if "worker 1 let go at epoch 1's end" not in read_log(TAG, "w1"):
+        fail("worker 1's log does not say it was let go:\n%s" % read_log(TAG, "w1")[-2000:])
+    if "worker 2 is now worker 1 of 2" not in read_log(TAG, "joiner"):
+        fail("the joiner's log does not say it became worker 1:\n%s" % read_log(TAG, "joiner")[-2000:])
+    log = read_log(TAG, "feeder")
+    for line in ("cluster shape 2 x 1 -> 3 x 1 at epoch 1", "cluster shape 3 x 1 -> 2 x 1 at epoch 2"):
+        if log.count(line) != 1:
+            fail("the feeder's log lacks %r (once):\n%s" % (line, log[-3000:]))
+    if os.environ.get("SLUICE_ELASTIC_SHOW"):
+        for who in ("feeder", "w0", "w1", "joiner"):
+            print("\n".join(x for x in read_log(TAG, who).splitlines() if ": loss " not in x))
+    counts = [len(x) for x in IDS]
+    ref = {W: bed.reference(job, counts, W, 1) for W in (2, 3)}
+    # (process, epoch) -> (shape, worker index)
+    places = {("w0", 0): (2, 0), ("w0", 1): (3, 0), ("w0", 2): (2, 0),
+              ("w1", 0): (2, 1), ("w1", 1): (3, 1),
+              ("joiner", 1): (3, 2), ("joiner", 2): (2, 1)}
+    traces = {"w0": lines(w0[1]), "w1": lines(w1[1]), "joiner": lines(j[1])}
+    seen = {e: [] for e in range(EPOCHS)}
+    for who, got in traces.items():
+        epochs = sorted({x["epoch"] for x in got})
+        if epochs != sorted(e for (w, e) in places if w == who):
+            fail("%s traced epochs %s" % (who, epochs))
+        for e in epochs:
+            W, w = places[(who, e)]
+            check("%s, epoch %d (worker %d of %d)" % (who, e, w, W), [x for x in got if x["epoch"] == e],
+                  want(ref[W], w, e))
+            for x in got:
+                if x["epoch"] == e:
+                    seen[e] += x["ids"]
+    every = sorted(i for ids in IDS for i in ids)
+    for e in range(EPOCHS):
+        if sorted(seen[e]) != every:
+            fail("epoch %d delivered %d elements (%d distinct), want each of %d once"
+                 % (e, len(seen[e]), len(set(seen[e])), len(every)))
+    # the weights: the same on every member at each step from the join on
+    hashes = {}
+    for who, (_, _, m) in (("w0", w0), ("w1", w1), ("joiner", j)):
+        for x in lines(m):
+            hashes.setdefault((x["epoch"], x["step"]), {})[who] = x["weights_hash"]
+    steps = len(want(ref[2], 0, 0))
+    for e, members in ((1, {"w0", "w1", "joiner"}), (2, {"w0", "joiner"})):
+        for s in range(steps):
+            h = hashes.get((e, s), {})
+            if set(h) != members or len(set(h.values())) != 1:
+                fail("epoch %d step %d: weights hashes %r, want one hash from each of %s" % (e, s, h, sorted(members)))
+    ok("elastic: 2 workers, a third joined at epoch 1 and worker 1 left at epoch 1's end: traces equal the reference "
+       "for 2 x 1, 3 x 1, 2 x 1, every element once per epoch, one weights hash per step on every member from the "
+       "join (%d steps each epoch); refusals named (config, replicas, too many, last epoch, worker 0's leave)"
+       % steps)
+
+
+def usage_errors():
+    harness.case()
+    base = [bed.TRAINER, "--connect", sock("none"), "--job", "j"]
+    cases = [
+        (["--join", sock("x")], "--join needs --elastic EP (worker 0's coordinator endpoint)"),
+        (["--elastic", COORD, "--model", "none"], "--elastic trains a model on CPU replicas with --mode mirrored"),
+        (["--elastic", COORD] + MODEL + ["--workers", "3", "--ring", "ipc://a,ipc://b,ipc://c",
+                                         "--elastic-max-workers", "2"],
+         "--workers 3 is more than --elastic-max-workers 2"),
+        (["--elastic", COORD] + MODEL + ["--workers", "2", "--ring", "ipc://a," + COORD],
+         "--elastic %s is worker 1's ring endpoint: give the coordinator its own" % COORD),
+        (["--elastic", COORD] + MODEL + ["--join", sock("x"), "--workers", "2"],
+         "--join: worker 0 gives this process its index, the worker count and the ring's endpoints"),
+        (["--elastic", COORD] + MODEL + ["--join", "ipc://a,ipc://b"], "--join takes this process's one ring endpoint"),
+        (["--elastic", ""] + MODEL, "--elastic: an empty endpoint"),
+        (["--elastic", COORD] + MODEL + ["--elastic-max-workers", "0"], "elastic-max-workers"),
+        (["--elastic", COORD] + MODEL + ["--checkpoint", os.path.join(bed.TMP, "ck")],
+         "--elastic does not support --checkpoint yet"),
+        (["--elastic", COORD] + MODEL + ["--join", sock("x"), "--elastic-max-workers", "5"],
+         "--elastic-max-workers is worker 0's"),
+    ]
+    for extra, text in cases:
+        p = subprocess.run(base + extra, capture_output=True, text=True, timeout=20)
+        if p.returncode != 2 or text not in p.stderr:
+            fail("sluice-trainer %s: expected exit 2 saying %r, got %d:\n%s" % (" ".join(extra), text, p.returncode,
+                                                                               p.stderr[-1000:]))
+    ok("usage errors: %d, each naming the option" % len(cases))
+
+
+try:
+    usage_errors()
+    main_case()
+finally:
+    bed.finish()
+    bed.cleanup()
