@@ -81,11 +81,18 @@ static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_
         return sl_error_set(err, SL_EIO, "elastic: zmq_poll: %s", zmq_strerror(zmq_errno()));
     if (rc == 0)
         return SL_ETIMEOUT;
-    if (el->coordinator) {
+    const char *bad = NULL;
+    if (el->coordinator) { /* the routing id ZeroMQ puts first (at most 255 bytes) */
         int n = zmq_recv(el->sock, id, 256, ZMQ_DONTWAIT);
-        if (n < 0 || n > 256)
+        if (n < 0)
             return SL_ETIMEOUT;
-        *idlen = (size_t)n;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(el->sock, ZMQ_RCVMORE, &more, &ml);
+        if (!more)
+            return SL_ETIMEOUT;
+        bad = n > 256 ? "a routing id over 256 bytes" : NULL;
+        *idlen = (size_t)(n > 256 ? 256 : n);
     }
     zmq_msg_t frame;
     zmq_msg_init(&frame);
@@ -95,7 +102,8 @@ static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_
     }
     int more = zmq_msg_more(&frame);
     size_t n = zmq_msg_size(&frame);
-    const char *bad = more ? "more than one frame" : n > sizeof el->buf ? "longer than any message" : NULL;
+    if (bad == NULL)
+        bad = more ? "more than one frame" : n > sizeof el->buf ? "longer than any message" : NULL;
     if (bad == NULL) {
         memcpy(el->buf, zmq_msg_data(&frame), n);
         bad = train_elastic_decode(el->buf, n, m);
@@ -108,13 +116,14 @@ static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_
         zmq_msg_close(&x);
     }
     if (bad != NULL)
-        return sl_error_set(err, SL_EPROTO, "elastic: a malformed message %s %s: %s",
-                            el->coordinator ? "on the coordinator endpoint" : "from worker 0",
-                            el->coordinator ? "" : "", bad);
+        return sl_error_set(err, SL_EPROTO, "elastic: a malformed message %s: %s",
+                            el->coordinator ? "on the coordinator endpoint" : "from worker 0", bad);
     return 0;
 }
 
 /* ---- setup ---- */
+
+static uint32_t window_credits(const struct trainer *t);
 
 static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *err)
 {
@@ -124,7 +133,11 @@ static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *e
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     t->el = el;
     el->coordinator = coordinator;
+    /* the model's config, and the window check_window bounds: a joiner
+     * with another --credits or feeder count is refused by it */
     trainer_model_config_string(t, el->config, sizeof el->config);
+    size_t cl = strlen(el->config);
+    snprintf(el->config + cl, sizeof el->config - cl, " credits=%u feeders=%zu", window_credits(t), t->feeders.n);
     if ((el->ctx = zmq_ctx_new()) == NULL)
         return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     const struct sl_zsock_opts zo = {.linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME};
@@ -138,6 +151,15 @@ static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *e
     return rc;
 }
 
+/* The credits this worker's client gives each feeder (client_open's
+ * default when --credits is not given). */
+static uint32_t window_credits(const struct trainer *t)
+{
+    if (t->o.credits != 0)
+        return t->o.credits;
+    return 4u * t->replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4u * t->replicas;
+}
+
 /* The feeders send a worker's END once its last piece is sent, and a
  * feeder whose workers all had their END and said BYE is done: a worker
  * whose window (credits x feeders) held the job's remaining pieces at a
@@ -148,9 +170,7 @@ static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *e
 static int check_window(const struct trainer *t, struct sl_error *err)
 {
     const struct sl_wire_welcome *w = client_welcome(t->cl);
-    uint64_t credits = t->copts.credits                            ? t->copts.credits
-                       : 4u * t->replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS
-                                                                   : 4u * t->replicas;
+    uint64_t credits = window_credits(t);
     uint64_t window = credits * t->feeders.n, epoch = w->steps_per_epoch * t->replicas;
     if (w->epochs == 0 || window < epoch)
         return 0;
