@@ -253,6 +253,14 @@ int train_elastic_coord_leave(struct train_elastic_coord *c, const struct train_
     return 0;
 }
 
+void train_elastic_coord_drop_join(struct train_elastic_coord *c, uint32_t k)
+{
+    if (k >= c->njoins)
+        return;
+    memmove(&c->joins[k], &c->joins[k + 1], (size_t)(c->njoins - k - 1) * sizeof c->joins[0]);
+    c->njoins--;
+}
+
 int train_elastic_coord_pending(const struct train_elastic_coord *c)
 {
     return c->njoins > 0 || staying(c) != c->size;

@@ -116,6 +116,10 @@ int train_elastic_coord_join(struct train_elastic_coord *c, const struct train_e
 int train_elastic_coord_leave(struct train_elastic_coord *c, const struct train_elastic_msg *m,
                               struct sl_error *err) SL_MUST_CHECK;
 
+/* Forget waiting joiner k (0 .. njoins-1: one that went away); the
+ * others keep their order. */
+void train_elastic_coord_drop_join(struct train_elastic_coord *c, uint32_t k);
+
 /* Whether a change waits for the boundary: joins or leaves. */
 int train_elastic_coord_pending(const struct train_elastic_coord *c);
 

@@ -59,8 +59,10 @@ static int send_msg(struct trainer_elastic *el, const void *id, size_t idlen, co
     size_t n = train_elastic_encode(el->buf, sizeof el->buf, m);
     if (n == 0)
         return sl_error_set(err, SL_EINVAL, "elastic: a message of type %u does not fit its limits", m->type);
+    /* the ROUTER is ZMQ_ROUTER_MANDATORY: a peer whose connection is gone
+     * (a joiner that died while it waited) fails the send */
     if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return 0; /* a peer gone: the ROUTER drops, as it would */
+        return sl_error_set(err, SL_ECLOSED, "elastic: the peer is gone (%s)", zmq_strerror(zmq_errno()));
     if (zmq_send(el->sock, el->buf, n, id != NULL ? ZMQ_DONTWAIT : 0) < 0 && id == NULL)
         return sl_error_set(err, SL_EIO, "elastic: cannot send to worker 0: %s", zmq_strerror(zmq_errno()));
     return 0;
@@ -140,7 +142,8 @@ static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *e
     snprintf(el->config + cl, sizeof el->config - cl, " credits=%u feeders=%zu", window_credits(t), t->feeders.n);
     if ((el->ctx = zmq_ctx_new()) == NULL)
         return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    const struct sl_zsock_opts zo = {.linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME};
+    const struct sl_zsock_opts zo = {
+        .linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME, .router_mandatory = coordinator};
     el->sock = sl_zsock_open(el->ctx, coordinator ? ZMQ_ROUTER : ZMQ_DEALER, &zo, "elastic coordinator", err);
     if (el->sock == NULL)
         return SL_EIO;
@@ -271,6 +274,24 @@ static void coordinator_message(struct trainer *t, const unsigned char *id, size
     }
 }
 
+/* Worker 0: the waiting joiners' ACK again (they know it is alive); one
+ * whose connection is gone is forgotten (a dead joiner in the new world
+ * would keep its ring from opening). */
+static void ack_joiners(struct trainer_elastic *el)
+{
+    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
+    for (uint32_t k = 0; k < el->coord.njoins;) {
+        struct sl_error err = {0};
+        if (send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err) == SL_ECLOSED) {
+            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before the epoch boundary: forgotten",
+                   el->coord.joins[k].ep);
+            train_elastic_coord_drop_join(&el->coord, k);
+        } else {
+            k++;
+        }
+    }
+}
+
 /* The leave flag, acted on once: a member asks worker 0 to let it go;
  * worker 0 says it cannot leave. */
 static void note_leave(struct trainer *t)
@@ -323,9 +344,7 @@ void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
     uint64_t now = sl_clock_ns();
     if (el->coord.njoins > 0 && now - el->acked_ns >= ACK_EVERY_NS) {
         el->acked_ns = now;
-        struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
-        for (uint32_t k = 0; k < el->coord.njoins; k++)
-            (void)send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err);
+        ack_joiners(el);
     }
 }
 
@@ -414,11 +433,13 @@ static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t steps, u
                                   .n = {(uint32_t)strlen(list)}};
     for (uint32_t k = 1; rc == 0 && k < old; k++) {
         w.a = rank[k];
-        rc = send_msg(el, ids[k], idlens[k], &w, err);
+        if ((rc = send_msg(el, ids[k], idlens[k], &w, err)) != 0)
+            sl_error_prefix(err, "the new world to worker %u: ", k);
     }
     for (uint32_t k = 0; rc == 0 && k < c->njoins; k++) {
         w.a = *size - c->njoins + k; /* after the members that stay */
-        rc = send_msg(el, c->joins[k].id, c->joins[k].idlen, &w, err);
+        if ((rc = send_msg(el, c->joins[k].id, c->joins[k].idlen, &w, err)) != 0)
+            sl_error_prefix(err, "the new world to the joining worker (%s): ", c->joins[k].ep);
     }
     if (rc == 0)
         rc = train_elastic_coord_commit(c, err);
@@ -541,6 +562,8 @@ int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, 
     float *state = NULL;
     *released = 0;
     trainer_elastic_poll(t, epoch);
+    if (el->coordinator)
+        ack_joiners(el); /* only live joiners are counted in */
     float flag = el->coordinator && train_elastic_coord_pending(&el->coord) ? 1.0f : 0.0f;
     int rc = o->workers > 1 ? train_loop_sum(t->loop, &flag, 1, &err) : 0;
     if (rc != 0 || flag == 0.0f)

@@ -61,14 +61,14 @@ COORD = sock("coord")
 RING = [sock("ring0"), sock("ring1")]
 
 
-def trainer(who, ep, job, extra, step_ms=80):
+def trainer(who, ep, job, extra, step_ms=80, coord=COORD, tag=TAG):
     trace = os.path.join(bed.TMP, "%s.trace" % who)
     metrics = os.path.join(bed.TMP, "%s.jsonl" % who)
     p = spawn([bed.TRAINER, "--connect", ep, "--job", job["name"], "--devices", "cpu:1", "--trace", trace,
                "--metrics", metrics, "--heartbeat-ms", "200", "--timeout-ms", "5000", "--progress", "off",
-               "--credits", "8", "--step-ms", str(step_ms), "--log-every", "1", "--elastic", COORD]
+               "--credits", "8", "--step-ms", str(step_ms), "--log-every", "1", "--elastic", coord]
               + MODEL + list(extra),
-              log=bed.log_path(TAG, who), stdout=open(os.devnull, "w"))
+              log=bed.log_path(tag, who), stdout=open(os.devnull, "w"))
     return p, trace, metrics
 
 
@@ -100,9 +100,9 @@ def check(what, got, expect):
         fail("%s: %d pieces, want %d" % (what, len(got), len(expect)))
 
 
-def wait_step(who, proc, epoch, step, what, timeout=30):
+def wait_step(who, proc, epoch, step, what, timeout=30, tag=TAG):
     """Until who's log (--log-every 1) says it trained step `step` of `epoch`."""
-    wait_for_log(TAG, who, "epoch %d step %d: loss" % (epoch, step), proc, what, timeout)
+    wait_for_log(tag, who, "epoch %d step %d: loss" % (epoch, step), proc, what, timeout)
 
 
 def epoch_now(who):
@@ -117,6 +117,43 @@ def refused_join(who, ep, job, extra, text):
     log = read_log(TAG, who)
     if rc == 0 or text not in log:
         fail("%s: expected a failure saying %r, got exit %d:\n%s" % (who, text, rc, log[-1500:]))
+
+
+def check_run(job, places, procs, members):
+    """Each process's trace against the reference for the shape of each
+    epoch it trained (places: (process, epoch) -> (W, worker)), every
+    element once per epoch, and for each epoch in members one weights hash
+    per step from exactly those processes. Returns the steps per epoch."""
+    counts = [len(x) for x in IDS]
+    ref = {W: bed.reference(job, counts, W, 1) for W in sorted({W for W, _ in places.values()})}
+    seen = {e: [] for e in range(EPOCHS)}
+    for who, (_, trace, _) in procs.items():
+        got = lines(trace)
+        epochs = sorted({x["epoch"] for x in got})
+        if epochs != sorted(e for (w, e) in places if w == who):
+            fail("%s traced epochs %s" % (who, epochs))
+        for e in epochs:
+            W, w = places[(who, e)]
+            check("%s, epoch %d (worker %d of %d)" % (who, e, w, W), [x for x in got if x["epoch"] == e],
+                  want(ref[W], w, e))
+            seen[e] += [i for x in got if x["epoch"] == e for i in x["ids"]]
+    every = sorted(i for ids in IDS for i in ids)
+    for e in range(EPOCHS):
+        if sorted(seen[e]) != every:
+            fail("epoch %d delivered %d elements (%d distinct), want each of %d once"
+                 % (e, len(seen[e]), len(set(seen[e])), len(every)))
+    hashes = {}
+    for who, (_, _, m) in procs.items():
+        for x in lines(m):
+            hashes.setdefault((x["epoch"], x["step"]), {})[who] = x["weights_hash"]
+    W0 = places[("w0", 0)][0]
+    steps = len(want(ref[W0], 0, 0))
+    for e, who in members.items():
+        for s in range(steps):
+            h = hashes.get((e, s), {})
+            if set(h) != who or len(set(h.values())) != 1:
+                fail("epoch %d step %d: weights hashes %r, want one hash from each of %s" % (e, s, h, sorted(who)))
+    return steps
 
 
 def main_case():
@@ -171,45 +208,59 @@ def main_case():
     if os.environ.get("SLUICE_ELASTIC_SHOW"):
         for who in ("feeder", "w0", "w1", "joiner"):
             print("\n".join(x for x in read_log(TAG, who).splitlines() if ": loss " not in x))
-    counts = [len(x) for x in IDS]
-    ref = {W: bed.reference(job, counts, W, 1) for W in (2, 3)}
-    # (process, epoch) -> (shape, worker index)
     places = {("w0", 0): (2, 0), ("w0", 1): (3, 0), ("w0", 2): (2, 0),
               ("w1", 0): (2, 1), ("w1", 1): (3, 1),
               ("joiner", 1): (3, 2), ("joiner", 2): (2, 1)}
-    traces = {"w0": lines(w0[1]), "w1": lines(w1[1]), "joiner": lines(j[1])}
-    seen = {e: [] for e in range(EPOCHS)}
-    for who, got in traces.items():
-        epochs = sorted({x["epoch"] for x in got})
-        if epochs != sorted(e for (w, e) in places if w == who):
-            fail("%s traced epochs %s" % (who, epochs))
-        for e in epochs:
-            W, w = places[(who, e)]
-            check("%s, epoch %d (worker %d of %d)" % (who, e, w, W), [x for x in got if x["epoch"] == e],
-                  want(ref[W], w, e))
-            for x in got:
-                if x["epoch"] == e:
-                    seen[e] += x["ids"]
-    every = sorted(i for ids in IDS for i in ids)
-    for e in range(EPOCHS):
-        if sorted(seen[e]) != every:
-            fail("epoch %d delivered %d elements (%d distinct), want each of %d once"
-                 % (e, len(seen[e]), len(set(seen[e])), len(every)))
-    # the weights: the same on every member at each step from the join on
-    hashes = {}
-    for who, (_, _, m) in (("w0", w0), ("w1", w1), ("joiner", j)):
-        for x in lines(m):
-            hashes.setdefault((x["epoch"], x["step"]), {})[who] = x["weights_hash"]
-    steps = len(want(ref[2], 0, 0))
-    for e, members in ((1, {"w0", "w1", "joiner"}), (2, {"w0", "joiner"})):
-        for s in range(steps):
-            h = hashes.get((e, s), {})
-            if set(h) != members or len(set(h.values())) != 1:
-                fail("epoch %d step %d: weights hashes %r, want one hash from each of %s" % (e, s, h, sorted(members)))
+    procs = {"w0": w0, "w1": w1, "joiner": j}
+    steps = check_run(job, places, procs, {1: {"w0", "w1", "joiner"}, 2: {"w0", "joiner"}})
     ok("elastic: 2 workers, a third joined at epoch 1 and worker 1 left at epoch 1's end: traces equal the reference "
        "for 2 x 1, 3 x 1, 2 x 1, every element once per epoch, one weights hash per step on every member from the "
        "join (%d steps each epoch); refusals named (config, replicas, too many, last epoch, worker 0's leave)"
        % steps)
+
+
+def solo_case():
+    """One worker starts elastic (no ring, no rendezvous); a joiner admitted
+    in epoch 0 dies before the boundary (worker 0 forgets it), another joins
+    at epoch 1 (1 x 1 -> 2 x 1) and leaves at its end (back to 1 x 1)."""
+    harness.case()
+    tag, coord = "solo", sock("solo-coord")
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f = spawn([bed.FEEDER, "--job", job_path, "--listen", sock("solo-feeder"), "--threads", "2", "--heartbeat-ms",
+               "200", "--timeout-ms", "5000"], log=bed.log_path(tag, "feeder"))
+    wait_for_log(tag, "feeder", "serving job", f, "solo: the feeder did not start")
+    ep = sock("solo-feeder")
+    kw = dict(step_ms=120, coord=coord, tag=tag)
+    w0 = trainer("solo-w0", ep, job, ["--worker", "0", "--workers", "1", "--ring", sock("solo-r0")], **kw)
+    wait_step("solo-w0", w0[0], 0, 1, "solo: worker 0 did not train epoch 0", tag=tag)
+    dead = trainer("solo-dead", ep, job, ["--join", sock("solo-dead")], **kw)
+    wait_for_log(tag, "solo-dead", "elastic: admitted: joining at epoch 1's start", dead[0],
+                 "solo: the first joiner was not admitted", 10)
+    dead[0].kill()
+    wait(dead[0], 10, "solo: the killed joiner")
+    wait_for_log(tag, "solo-w0", "elastic: the joining worker (%s) went away before the epoch boundary: forgotten"
+                 % sock("solo-dead"), w0[0], "solo: worker 0 did not forget the dead joiner", 10)
+    b = trainer("solo-b", ep, job, ["--join", sock("solo-b")], **kw)
+    wait_for_log(tag, "solo-w0", "asks to join: admitted at epoch 1's start", w0[0], "solo: the join was not admitted",
+                 10)
+    wait_step("solo-b", b[0], 1, 1, "solo: the joiner did not train epoch 1", tag=tag)
+    b[0].send_signal(signal.SIGTERM)
+    for who, (p, _, _) in (("solo-w0", w0), ("solo-b", b)):
+        if wait(p, 40, who) != 0:
+            fail("%s exited %d:\n%s" % (who, p.returncode, read_log(tag, who)[-3000:]))
+    if wait(f, 30, "solo: the feeder") != 0:
+        fail("solo: the feeder did not exit 0:\n%s" % read_log(tag, "feeder")[-2000:])
+    if "elastic: worker 1 let go at epoch 1's end" not in read_log(tag, "solo-b"):
+        fail("solo: the joiner's log does not say it was let go:\n%s" % read_log(tag, "solo-b")[-2000:])
+    log = read_log(tag, "feeder")
+    for line in ("cluster shape 1 x 1 -> 2 x 1 at epoch 1", "cluster shape 2 x 1 -> 1 x 1 at epoch 2"):
+        if log.count(line) != 1:
+            fail("solo: the feeder's log lacks %r (once):\n%s" % (line, log[-3000:]))
+    places = {("w0", 0): (1, 0), ("w0", 1): (2, 0), ("w0", 2): (1, 0), ("joiner", 1): (2, 1)}
+    check_run(job, places, {"w0": w0, "joiner": b}, {1: {"w0", "joiner"}})
+    ok("solo: 1 worker, a joiner that died while it waited forgotten, another joined at epoch 1 and left at its "
+       "end: traces equal the reference for 1 x 1, 2 x 1, 1 x 1, every element once per epoch, one weights hash per "
+       "step in epoch 1")
 
 
 def usage_errors():
@@ -244,6 +295,7 @@ def usage_errors():
 try:
     usage_errors()
     main_case()
+    solo_case()
 finally:
     bed.finish()
     bed.cleanup()

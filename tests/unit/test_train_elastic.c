@@ -216,6 +216,13 @@ START_TEST(test_book_next_world)
                              j2 = join_msg("job", "model=softmax", "ipc://j2", 1);
     ck_assert_int_eq(train_elastic_coord_join(&c, &j1, "a", 1, 0, &err), 0);
     ck_assert_int_eq(train_elastic_coord_join(&c, &j2, "b", 1, 0, &err), 0);
+    struct train_elastic_msg j3 = join_msg("job", "model=softmax", "ipc://j3", 1);
+    ck_assert_int_eq(train_elastic_coord_join(&c, &j3, "c", 1, 0, &err), 0);
+    train_elastic_coord_drop_join(&c, 0); /* j1 went away: forgotten, the others keep their order */
+    train_elastic_coord_drop_join(&c, 7); /* out of range: nothing */
+    ck_assert_uint_eq(c.njoins, 2);
+    ck_assert_int_eq(train_elastic_coord_join(&c, &j1, "a", 1, 0, &err), 0); /* it may ask again */
+    train_elastic_coord_drop_join(&c, 1);                                    /* j3 */
     ck_assert(train_elastic_coord_pending(&c));
     uint32_t rank[4], size = 0;
     char list[256];
@@ -225,16 +232,16 @@ START_TEST(test_book_next_world)
     ck_assert_uint_eq(rank[1], TRAIN_ELASTIC_RELEASED);
     ck_assert_uint_eq(rank[2], 1);
     ck_assert_uint_eq(rank[3], 2);
-    ck_assert_str_eq(list, "ipc://r0,ipc://r2,ipc://r3,ipc://j1,ipc://j2");
+    ck_assert_str_eq(list, "ipc://r0,ipc://r2,ipc://r3,ipc://j2,ipc://j1");
     char small[20];
     ck_assert_int_eq(train_elastic_coord_next(&c, rank, &size, small, sizeof small, &err), SL_EINVAL);
     ck_assert_int_eq(train_elastic_coord_commit(&c, &err), 0);
     ck_assert_uint_eq(c.gen, 1);
     ck_assert_uint_eq(c.size, 5);
     ck_assert(!train_elastic_coord_pending(&c));
-    ck_assert_str_eq(c.eps[3], "ipc://j1");
+    ck_assert_str_eq(c.eps[3], "ipc://j2");
     /* the joiner that became a member cannot join again */
-    join_refused(&c, j2, 0, "elastic: the joining worker's ring endpoint ipc://j2 is already worker 4's");
+    join_refused(&c, j1, 0, "elastic: the joining worker's ring endpoint ipc://j1 is already worker 4's");
     train_elastic_coord_free(&c);
     /* bad books */
     memset(&c, 0, sizeof c);
