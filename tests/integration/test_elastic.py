@@ -13,7 +13,10 @@ across the workers, and from the join on every member's weights hash
 (--metrics) is the same at each step. Meanwhile the coordinator's refusals,
 each named: a joiner with another model config, another replica count, one
 too many (--elastic-max-workers), a join in the job's last epoch, and a
-SIGTERM to worker 0 (it cannot leave: it trains on). Then usage errors.
+SIGTERM to worker 0 (it cannot leave: it trains on). A second case starts
+one worker alone (no ring): a joiner that dies while it waits is forgotten,
+another joins at epoch 1 (1 x 1 -> 2 x 1) and leaves at its end. Then usage
+errors.
 
 Usage: test_elastic.py BUILD_DIR
 """
