@@ -68,10 +68,11 @@ static int send_msg(struct trainer_elastic *el, const void *id, size_t idlen, co
     return 0;
 }
 
-/* One message within ms (-1: none waiting now, 0: got one, else an error;
- * SL_ETIMEOUT when none came). The frame is copied to el->buf and decoded
- * into *m (its strings point there); a malformed one is SL_EPROTO with the
- * reason. ROUTER: the sender's routing id into id (*idlen). */
+/* One message within ms (0: only one already waiting): 0 with it decoded
+ * into *m (the frame copied to el->buf, where its strings point), and on
+ * the ROUTER the sender's routing id in id (*idlen); SL_ETIMEOUT when none
+ * came; SL_EPROTO with the reason for a malformed one (read and dropped);
+ * SL_EIO. */
 static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_t *idlen, struct train_elastic_msg *m,
                     struct sl_error *err)
 {

@@ -526,6 +526,10 @@ static int configure_elastic(struct trainer *t, uint64_t given)
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
+    if (!sl_endpoint_is_local(o->elastic) && !o->insecure)
+        return usage_error("--elastic %s is not a loopback or ipc endpoint, and the coordinator's messages travel "
+                           "in plaintext (an elastic job has no CURVE yet): give --insecure to accept that",
+                           o->elastic);
     if (o->join != NULL) {
         if (sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers") || t->ring_eps.n > 0)
             return usage_error("--join: worker 0 gives this process its index, the worker count and the ring's "
@@ -548,10 +552,6 @@ static int configure_elastic(struct trainer *t, uint64_t given)
         if (strcmp(t->ring_eps.items[k], o->elastic) == 0)
             return usage_error("--elastic %s is worker %zu's ring endpoint: give the coordinator its own", o->elastic,
                                k);
-    if (!sl_endpoint_is_local(o->elastic) && !o->insecure)
-        return usage_error("--elastic %s can be reached from other hosts: an elastic job has no CURVE yet, give "
-                           "--insecure to listen in plaintext anyway",
-                           o->elastic);
     return 0;
 }
 

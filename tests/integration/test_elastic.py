@@ -286,6 +286,12 @@ def usage_errors():
          "--elastic does not support --checkpoint yet"),
         (["--elastic", COORD] + MODEL + ["--join", sock("x"), "--elastic-max-workers", "5"],
          "--elastic-max-workers is worker 0's"),
+        (["--elastic", "tcp://192.0.2.1:7777"] + MODEL,
+         "--elastic tcp://192.0.2.1:7777 is not a loopback or ipc endpoint, and the coordinator's messages travel in "
+         "plaintext (an elastic job has no CURVE yet): give --insecure to accept that"),
+        (["--elastic", COORD] + MODEL + ["--join", "tcp://192.0.2.1:7001"],
+         "--join: this worker's ring endpoint tcp://192.0.2.1:7001 can be reached from other hosts"),
+        (["--elastic", COORD] + MODEL + ["--mode", "ps", "--ps", "tcp://127.0.0.1:1"], "not --mode tower or ps"),
     ]
     for extra, text in cases:
         p = subprocess.run(base + extra, capture_output=True, text=True, timeout=20)
