@@ -14,8 +14,8 @@ across the workers, and from the join on every member's weights hash
 each named: a joiner with another model config, another replica count, one
 too many (--elastic-max-workers), a join in the job's last epoch, and a
 SIGTERM to worker 0 (it cannot leave: it trains on). A second case starts
-one worker alone (no ring): a joiner that dies while it waits is forgotten,
-another joins at epoch 1 (1 x 1 -> 2 x 1) and leaves at its end. Then usage
+one worker of 2 replicas alone (no ring): a joiner that dies while it waits
+is forgotten, another joins at epoch 1 (1 x 2 -> 2 x 2) and leaves at its end. Then usage
 errors.
 
 Usage: test_elastic.py BUILD_DIR
@@ -64,10 +64,10 @@ COORD = sock("coord")
 RING = [sock("ring0"), sock("ring1")]
 
 
-def trainer(who, ep, job, extra, step_ms=80, coord=COORD, tag=TAG):
+def trainer(who, ep, job, extra, step_ms=80, coord=COORD, tag=TAG, devices="cpu:1"):
     trace = os.path.join(bed.TMP, "%s.trace" % who)
     metrics = os.path.join(bed.TMP, "%s.jsonl" % who)
-    p = spawn([bed.TRAINER, "--connect", ep, "--job", job["name"], "--devices", "cpu:1", "--trace", trace,
+    p = spawn([bed.TRAINER, "--connect", ep, "--job", job["name"], "--devices", devices, "--trace", trace,
                "--metrics", metrics, "--heartbeat-ms", "200", "--timeout-ms", "5000", "--progress", "off",
                "--credits", "8", "--step-ms", str(step_ms), "--log-every", "1", "--elastic", coord]
               + MODEL + list(extra),
@@ -122,13 +122,13 @@ def refused_join(who, ep, job, extra, text):
         fail("%s: expected a failure saying %r, got exit %d:\n%s" % (who, text, rc, log[-1500:]))
 
 
-def check_run(job, places, procs, members):
+def check_run(job, places, procs, members, R=1):
     """Each process's trace against the reference for the shape of each
     epoch it trained (places: (process, epoch) -> (W, worker)), every
     element once per epoch, and for each epoch in members one weights hash
     per step from exactly those processes. Returns the steps per epoch."""
     counts = [len(x) for x in IDS]
-    ref = {W: bed.reference(job, counts, W, 1) for W in sorted({W for W, _ in places.values()})}
+    ref = {W: bed.reference(job, counts, W, R) for W in sorted({W for W, _ in places.values()})}
     seen = {e: [] for e in range(EPOCHS)}
     for who, (_, trace, _) in procs.items():
         got = lines(trace)
@@ -150,7 +150,7 @@ def check_run(job, places, procs, members):
         for x in lines(m):
             hashes.setdefault((x["epoch"], x["step"]), {})[who] = x["weights_hash"]
     W0 = places[("w0", 0)][0]
-    steps = len(want(ref[W0], 0, 0))
+    steps = len(want(ref[W0], 0, 0)) // R
     for e, who in members.items():
         for s in range(steps):
             h = hashes.get((e, s), {})
@@ -223,9 +223,10 @@ def main_case():
 
 
 def solo_case():
-    """One worker starts elastic (no ring, no rendezvous); a joiner admitted
-    in epoch 0 dies before the boundary (worker 0 forgets it), another joins
-    at epoch 1 (1 x 1 -> 2 x 1) and leaves at its end (back to 1 x 1)."""
+    """One worker of 2 replicas starts elastic (no ring, no rendezvous); a
+    joiner admitted in epoch 0 dies before the boundary (worker 0 forgets
+    it), another joins at epoch 1 (1 x 2 -> 2 x 2) and leaves at its end
+    (back to 1 x 2)."""
     harness.case()
     tag, coord = "solo", sock("solo-coord")
     job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
@@ -233,7 +234,7 @@ def solo_case():
                "200", "--timeout-ms", "5000"], log=bed.log_path(tag, "feeder"))
     wait_for_log(tag, "feeder", "serving job", f, "solo: the feeder did not start")
     ep = sock("solo-feeder")
-    kw = dict(step_ms=120, coord=coord, tag=tag)
+    kw = dict(step_ms=120, coord=coord, tag=tag, devices="cpu:2")
     w0 = trainer("solo-w0", ep, job, ["--worker", "0", "--workers", "1", "--ring", sock("solo-r0")], **kw)
     wait_step("solo-w0", w0[0], 0, 1, "solo: worker 0 did not train epoch 0", tag=tag)
     dead = trainer("solo-dead", ep, job, ["--join", sock("solo-dead")], **kw)
@@ -256,13 +257,13 @@ def solo_case():
     if "elastic: worker 1 let go at epoch 1's end" not in read_log(tag, "solo-b"):
         fail("solo: the joiner's log does not say it was let go:\n%s" % read_log(tag, "solo-b")[-2000:])
     log = read_log(tag, "feeder")
-    for line in ("cluster shape 1 x 1 -> 2 x 1 at epoch 1", "cluster shape 2 x 1 -> 1 x 1 at epoch 2"):
+    for line in ("cluster shape 1 x 2 -> 2 x 2 at epoch 1", "cluster shape 2 x 2 -> 1 x 2 at epoch 2"):
         if log.count(line) != 1:
             fail("solo: the feeder's log lacks %r (once):\n%s" % (line, log[-3000:]))
     places = {("w0", 0): (1, 0), ("w0", 1): (2, 0), ("w0", 2): (1, 0), ("joiner", 1): (2, 1)}
-    check_run(job, places, {"w0": w0, "joiner": b}, {1: {"w0", "joiner"}})
-    ok("solo: 1 worker, a joiner that died while it waited forgotten, another joined at epoch 1 and left at its "
-       "end: traces equal the reference for 1 x 1, 2 x 1, 1 x 1, every element once per epoch, one weights hash per "
+    check_run(job, places, {"w0": w0, "joiner": b}, {1: {"w0", "joiner"}}, R=2)
+    ok("solo: 1 worker of 2 replicas, a joiner that died while it waited forgotten, another joined at epoch 1 and left at its "
+       "end: traces equal the reference for 1 x 2, 2 x 2, 1 x 2, every element once per epoch, one weights hash per "
        "step in epoch 1")
 
 
