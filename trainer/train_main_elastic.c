@@ -543,6 +543,8 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
     }
     if ((rc = open_client_reshaped(t, epoch, err)) != 0 || (rc = check_window(t, err)) != 0)
         return rc;
+    if (o->trace != NULL && (rc = trainer_check_trace_feature(client_welcome(t->cl), o->feature, err)) != 0)
+        return rc; /* a joiner's first WELCOME */
     if ((rc = trainer_loop_start(t, err)) != 0)
         return rc;
     if ((rc = train_loop_set_state(t->loop, state, state + nparams, nparams, err)) != 0)

@@ -43,7 +43,9 @@ extern const char *const trainer_mode_names[3];  /* [MODE_*]: the --mode words *
 extern const char *const trainer_model_names[3]; /* [MODEL_*]: the --model words */
 enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
 
-/* The command line, filled from `rows` once in main, then read-only. */
+/* The command line, filled from `rows` once in main, then read-only but
+ * for --elastic's worker and workers: this process's place in the world,
+ * set again at each change of it (train_main_elastic.c). */
 struct trainer_opts {
     const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
