@@ -14,9 +14,10 @@ across the workers, and from the join on every member's weights hash
 each named: a joiner with another model config, another replica count, one
 too many (--elastic-max-workers), a join in the job's last epoch, and a
 SIGTERM to worker 0 (it cannot leave: it trains on). A second case starts
-one worker of 2 replicas alone (no ring): a joiner that dies while it waits
-is forgotten, another joins at epoch 1 (1 x 2 -> 2 x 2) and leaves at its end. Then usage
-errors.
+one worker of 2 replicas alone (no ring): a joiner that dies while it
+waits is forgotten, another joins at epoch 1 (1 x 2 -> 2 x 2) and leaves
+at its end. A third has one worker leave and one join at the same
+boundary (the shape kept). Then usage errors.
 
 Usage: test_elastic.py BUILD_DIR
 """
@@ -267,6 +268,42 @@ def solo_case():
        "step in epoch 1")
 
 
+def same_shape_case():
+    """Worker 1 leaves and a joiner comes at the same boundary (epoch 0's
+    end): the world keeps 2 workers, so the feeder keeps its shape and
+    serves epoch 1 on by epoch resume, the joiner as worker 1."""
+    harness.case()
+    tag, coord = "same", sock("same-coord")
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f = spawn([bed.FEEDER, "--job", job_path, "--listen", sock("same-feeder"), "--threads", "2", "--heartbeat-ms",
+               "200", "--timeout-ms", "5000"], log=bed.log_path(tag, "feeder"))
+    wait_for_log(tag, "feeder", "serving job", f, "same: the feeder did not start")
+    ep = sock("same-feeder")
+    kw = dict(coord=coord, tag=tag)
+    ring = sock("same-r0") + "," + sock("same-r1")
+    w0 = trainer("same-w0", ep, job, ["--worker", "0", "--workers", "2", "--ring", ring], **kw)
+    w1 = trainer("same-w1", ep, job, ["--worker", "1", "--workers", "2", "--ring", ring], **kw)
+    wait_step("same-w0", w0[0], 0, 1, "same: worker 0 did not train epoch 0", tag=tag)
+    b = trainer("same-b", ep, job, ["--join", sock("same-b")], **kw)
+    wait_for_log(tag, "same-w0", "asks to join: admitted at epoch 1's start", w0[0], "same: the join was not admitted",
+                 10)
+    w1[0].send_signal(signal.SIGTERM)
+    wait_for_log(tag, "same-w0", "worker 1 asks to leave: let go at epoch 0's end", w0[0],
+                 "same: the leave was not heard in epoch 0", 10)
+    for who, (p, _, _) in (("same-w0", w0), ("same-w1", w1), ("same-b", b)):
+        if wait(p, 40, who) != 0:
+            fail("%s exited %d:\n%s" % (who, p.returncode, read_log(tag, who)[-3000:]))
+    if wait(f, 30, "same: the feeder") != 0:
+        fail("same: the feeder did not exit 0:\n%s" % read_log(tag, "feeder")[-2000:])
+    if "->" in "".join(x for x in read_log(tag, "feeder").splitlines() if "cluster shape" in x):
+        fail("same: the feeder changed its shape:\n%s" % read_log(tag, "feeder")[-2000:])
+    places = {("w0", 0): (2, 0), ("w0", 1): (2, 0), ("w0", 2): (2, 0), ("w1", 0): (2, 1),
+              ("joiner", 1): (2, 1), ("joiner", 2): (2, 1)}
+    check_run(job, places, {"w0": w0, "w1": w1, "joiner": b}, {1: {"w0", "joiner"}, 2: {"w0", "joiner"}})
+    ok("same shape: worker 1 left and a joiner came at epoch 0's end, the feeder kept 2 x 1: traces equal the "
+       "reference, every element once per epoch, one weights hash per step on both members from the join")
+
+
 def usage_errors():
     harness.case()
     base = [bed.TRAINER, "--connect", sock("none"), "--job", "j"]
@@ -306,6 +343,7 @@ try:
     usage_errors()
     main_case()
     solo_case()
+    same_shape_case()
 finally:
     bed.finish()
     bed.cleanup()
