@@ -31,10 +31,15 @@
  * wait checks it (the client's, the rendezvous', the ring's) and ends
  * within 250 ms; the trainer then exits 128 + the signal's number. */
 volatile sig_atomic_t trainer_stop_flag;
+volatile sig_atomic_t trainer_leave_flag;
+static int term_leaves; /* --elastic: the first SIGTERM asks to leave (trainer_leave_flag) */
 
 static void on_stop(int sig)
 {
-    trainer_stop_flag = sig;
+    if (sig == SIGTERM && term_leaves && !trainer_leave_flag)
+        trainer_leave_flag = 1;
+    else
+        trainer_stop_flag = sig;
 }
 
 /* The process around the run: the heap's thresholds, the log, and
@@ -55,6 +60,7 @@ static void setup_process(const struct trainer_opts *o)
     sl_log_setup("sluice-trainer", 2,
                  o->quiet && o->log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)o->log_level);
     sl_log_set_format((enum sl_log_format)o->log_format);
+    term_leaves = o->elastic != NULL;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -109,6 +115,7 @@ int main(int argc, char **argv)
     if (status == 0 && t.loop != NULL && t.o.eval_connect != NULL && !trainer_stop_flag)
         status = trainer_evaluate(&t, NULL);
     status = trainer_report(&t, status);
+    trainer_elastic_close(&t);
     train_loop_destroy(t.loop);
     train_ring_close(t.ring);
     client_close(t.cl);

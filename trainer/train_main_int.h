@@ -33,6 +33,9 @@
  * wait checks it (the client's, the rendezvous', the ring's) and ends
  * within 250 ms; the trainer then exits 128 + the signal's number. */
 extern volatile sig_atomic_t trainer_stop_flag;
+/* --elastic: 1 once a SIGTERM asked this worker to leave the job (worker 0
+ * refuses; a second SIGTERM stops, as trainer_stop_flag). */
+extern volatile sig_atomic_t trainer_leave_flag;
 
 enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
 enum { MODE_MIRRORED, MODE_TOWER, MODE_PS };     /* --mode */
@@ -40,7 +43,9 @@ extern const char *const trainer_mode_names[3];  /* [MODE_*]: the --mode words *
 extern const char *const trainer_model_names[3]; /* [MODEL_*]: the --model words */
 enum { PROGRESS_AUTO, PROGRESS_ON, PROGRESS_OFF };
 
-/* The command line, filled from `rows` once in main, then read-only. */
+/* The command line, filled from `rows` once in main, then read-only but
+ * for --elastic's worker and workers: this process's place in the world,
+ * set again at each change of it (train_main_elastic.c). */
 struct trainer_opts {
     const char *connect, *job, *cluster, *ring, *peers, *input, *label, *hidden;
     const char *trace, *feature, *save_weights, *metrics, *predictions, *eval_connect, *eval_job;
@@ -48,6 +53,9 @@ struct trainer_opts {
     const char *ps;           /* --ps ADDRS */
     uint32_t ps_task;         /* --ps-task I */
     uint32_t ps_worker_timeout_s;
+    const char *elastic;                      /* --elastic EP: worker 0's coordinator endpoint */
+    const char *join;                         /* --join EP: ask to join, this process's ring endpoint */
+    uint32_t elastic_max_workers;             /* --elastic-max-workers N */
     int ps_placement;                         /* --ps-placement: enum train_ps_placement */
     int evaluator, ps_evaluator;              /* --evaluator, --ps-evaluator */
     const char *metrics_listen;               /* --metrics-listen HOST:PORT */
@@ -104,6 +112,7 @@ struct trainer {
     struct client *cl;
     struct train_ring *ring;
     struct train_loop *loop;
+    struct trainer_elastic *el;    /* --elastic: the coordinator's socket and book (train_main_elastic.c) */
     struct sl_output *metrics_out; /* --metrics, until the training ends */
     FILE *mf;
     struct sl_metrics *m;            /* the figures every report prints (train_metrics.h) */
@@ -200,7 +209,10 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
 int trainer_loop_create_alive(struct train_loop **out, const struct train_loop_opts *lo, struct client *cl,
                               struct sl_error *err);
 void trainer_model_config_of(const struct trainer_opts *o, struct train_model_config *mc);
+void trainer_model_config_string(const struct trainer *t, char *cfg, size_t n);
 int trainer_meet(struct trainer *t);
+int trainer_ring_open(struct trainer *t, struct sl_error *err);
+int trainer_loop_start(struct trainer *t, struct sl_error *err);
 int trainer_start(struct trainer *t);
 /* t->copts from the flags, for these feeders and job, as worker `worker`
  * of `workers` (the evaluation's client is worker 0 of 1). */
@@ -210,6 +222,15 @@ int trainer_run(struct trainer *t);
 int trainer_finish_training(struct trainer *t, int status);
 int trainer_evaluate(struct trainer *t, struct client *ec);
 int trainer_ps_finish(struct trainer *t);
+
+/* ---- train_main_elastic.c: workers join and leave at an epoch boundary (--elastic) ---- */
+
+int trainer_elastic_open(struct trainer *t);
+int trainer_elastic_join(struct trainer *t);
+void trainer_elastic_poll(struct trainer *t, uint64_t epoch);
+int trainer_elastic_changes_after(const struct trainer *t, uint64_t epoch);
+int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, int *released);
+void trainer_elastic_close(struct trainer *t);
 
 /* ---- train_main_ps.c: a parameter-server task and the evaluator task ---- */
 

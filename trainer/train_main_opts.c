@@ -213,6 +213,17 @@ static const struct sl_opt opt_rows[] = {
      "epoch's start once no trainer of the old shape is heard from (with --resume-epoch, or --restore of a "
      "checkpoint of another shape taken at an epoch's end)",
      NULL, NULL},
+    {"elastic", 0, SL_OPT_STRING, OFF(elastic), 0, 0, NULL, "EP",
+     "workers join and leave the running job at an epoch boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "
+     "binds EP and admits the changes, the others connect to it; a SIGTERM asks a worker other than 0 to leave "
+     "(a second one stops it). --model softmax or mlp, --mode mirrored, CPU replicas",
+     NULL, NULL},
+    {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP",
+     "with --elastic: this process asks worker 0 to join the running job, with EP as its ring endpoint; it is "
+     "admitted at the next epoch's start (no --worker, --workers or --ring: worker 0 gives them)",
+     NULL, NULL},
+    {"elastic-max-workers", 0, SL_OPT_U32, OFF(elastic_max_workers), 1, 4096, "4096", "N",
+     "with --elastic, on worker 0: refuse a join that would make more than N workers", NULL, NULL},
     {"cluster", 0, SL_OPT_STRING, OFF(cluster), 0, 0, NULL, "SPEC",
      "TF_CONFIG-style spec (JSON or a file): the 'feeder' list gives --connect, the task (chief/worker) --worker "
      "and --workers, the chief and 'worker' list the ring's endpoints, as --peers (TF_CONFIG in the environment "
@@ -487,6 +498,63 @@ static int configure_evaluator(struct trainer *t)
     return load_curve(t);
 }
 
+/* --elastic, --join, --elastic-max-workers: what an elastic job needs and
+ * what it does not support yet. 0, or EXIT_USAGE with the reason printed. */
+static int configure_elastic(struct trainer *t, uint64_t given)
+{
+    const struct trainer_opts *o = &t->o;
+    if (o->elastic == NULL) {
+        if (o->join != NULL || sl_opt_given(&cmd, given, "elastic-max-workers"))
+            return usage_error("--%s needs --elastic EP (worker 0's coordinator endpoint)",
+                               o->join != NULL ? "join" : "elastic-max-workers");
+        return 0;
+    }
+    if (o->elastic[0] == '\0' || (o->join != NULL && o->join[0] == '\0'))
+        return usage_error("--%s: an empty endpoint", o->elastic[0] == '\0' ? "elastic" : "join");
+    if (o->join != NULL && strchr(o->join, ',') != NULL)
+        return usage_error("--join takes this process's one ring endpoint, got '%s'", o->join);
+    if (strlen(o->elastic) >= SL_CLUSTER_MAX_ADDR || (o->join != NULL && strlen(o->join) >= SL_CLUSTER_MAX_ADDR))
+        return usage_error("--elastic and --join take endpoints of at most %d bytes", SL_CLUSTER_MAX_ADDR - 1);
+    if (o->model == MODEL_NONE || o->mode != MODE_MIRRORED || t->gpu)
+        return usage_error("--elastic trains a model on CPU replicas with --mode mirrored (the ring carries the "
+                           "new world's state): give --model softmax or mlp%s",
+                           o->mode != MODE_MIRRORED ? ", not --mode tower or ps"
+                           : t->gpu                 ? ", not GPU --devices"
+                                                    : "");
+    static const char *const unsupported[] = {"checkpoint",     "restore",   "resume-epoch", "reshape",
+                                              "metrics-listen", "curve-key", "eval-connect", "predictions"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (sl_opt_given(&cmd, given, unsupported[i]))
+            return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
+    if (!sl_endpoint_is_local(o->elastic) && !o->insecure)
+        return usage_error("--elastic %s is not a loopback or ipc endpoint, and the coordinator's messages travel "
+                           "in plaintext (an elastic job has no CURVE yet): give --insecure to accept that",
+                           o->elastic);
+    if (o->join != NULL) {
+        if (sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers") || t->ring_eps.n > 0)
+            return usage_error("--join: worker 0 gives this process its index, the worker count and the ring's "
+                               "endpoints: drop --worker, --workers, --ring and --peers");
+        if (sl_opt_given(&cmd, given, "elastic-max-workers"))
+            return usage_error("--elastic-max-workers is worker 0's (it admits the joins)");
+        if (!sl_endpoint_is_local(o->join) && !o->insecure)
+            return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts: an elastic "
+                               "job has no CURVE yet, give --insecure to listen in plaintext anyway",
+                               o->join);
+        return 0;
+    }
+    if (t->ring_eps.n != o->workers)
+        return usage_error("--elastic needs every worker's ring endpoint (--ring or --peers, one per worker, %u), got "
+                           "%zu",
+                           o->workers, t->ring_eps.n);
+    if (o->workers > o->elastic_max_workers)
+        return usage_error("--workers %u is more than --elastic-max-workers %u", o->workers, o->elastic_max_workers);
+    for (size_t k = 0; k < t->ring_eps.n; k++)
+        if (strcmp(t->ring_eps.items[k], o->elastic) == 0)
+            return usage_error("--elastic %s is worker %zu's ring endpoint: give the coordinator its own", o->elastic,
+                               k);
+    return 0;
+}
+
 int trainer_configure(struct trainer *t, int argc, char **argv)
 {
     struct trainer_opts *o = &t->o;
@@ -564,6 +632,8 @@ int trainer_configure(struct trainer *t, int argc, char **argv)
     t->replicas = o->replicas ? o->replicas : dev_replicas ? dev_replicas : 1;
     if (dev_replicas && dev_replicas != t->replicas)
         return usage_error("--replicas %u disagrees with --devices (%u replicas)", t->replicas, dev_replicas);
+    if ((rc = configure_elastic(t, given)) != 0)
+        return rc;
     if (o->worker >= o->workers)
         return usage_error("--worker %u must be below --workers %u", o->worker, o->workers);
     if (o->mode == MODE_TOWER && o->workers > 1) /* replicate_model_fn is single-machine */

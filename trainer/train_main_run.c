@@ -86,6 +86,16 @@ void trainer_model_config_of(const struct trainer_opts *o, struct train_model_co
     }
 }
 
+/* What the workers must agree on (the rendezvous' config, and an elastic
+ * joiner's): the model, its inputs, the optimizer, the replicas. */
+void trainer_model_config_string(const struct trainer *t, char *cfg, size_t n)
+{
+    const struct trainer_opts *o = &t->o;
+    snprintf(cfg, n, "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s",
+             trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label,
+             o->lr, o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu");
+}
+
 /* The workers meet at worker 0's ring endpoint and check that they agree
  * before anyone trains (issue #4: cluster rendezvous); with GPU replicas,
  * worker 0's NCCL group id travels in the rendezvous' blob. */
@@ -107,11 +117,9 @@ int trainer_meet(struct trainer *t)
     /* the workers restore alike (all or none; the same --restore-step), or
      * fail here with both choices in the message; which step "newest" is
      * they settle over the ring (ckpt_agree) */
-    snprintf(
-        cfg, sizeof cfg,
-        "model=%s hidden=%s classes=%u input=%s label=%s lr=%g momentum=%g seed=%u replicas=%u devices=%s restore=%s",
-        trainer_model_names[o->model], o->model == MODEL_MLP ? o->hidden : "-", o->classes, o->input, o->label, o->lr,
-        o->momentum, o->seed, t->replicas, o->devspec.count > 0 ? o->devspec.kind : "cpu", restored);
+    trainer_model_config_string(t, cfg, sizeof cfg);
+    size_t cl = strlen(cfg);
+    snprintf(cfg + cl, sizeof cfg - cl, " restore=%s", restored);
     const char *root = t->ring_eps.items[0];
     if (t->ring_bind[0] != '\0')
         sl_cluster_bind_addr(root, root_bind, sizeof root_bind);
@@ -181,6 +189,52 @@ static int ps_resume(struct trainer *t, struct sl_error *err)
     return 0;
 }
 
+/* The ring across workers for this worker's place: t->o.worker of
+ * t->o.workers, their endpoints t->ring_eps. */
+int trainer_ring_open(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_ring_opts ro = {.rank = (int)o->worker,
+                                 .size = (int)o->workers,
+                                 .endpoints = (const char *const *)t->ring_eps.items,
+                                 .timeout_ms = (int)o->timeout_ms,
+                                 .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
+                                 .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
+                                 .stop = &trainer_stop_flag,
+                                 .curve = t->have_curve ? &t->curve : NULL};
+    return train_ring_open(&t->ring, &ro, err);
+}
+
+/* The training loop for this worker's place (t->o.worker of t->o.workers,
+ * over t->ring), created while t->cl keeps the feeders' connections
+ * alive (the client is open: its WELCOME gives the schema). */
+int trainer_loop_start(struct trainer *t, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_loop_opts lo = {.input = o->input,
+                                 .label = o->label,
+                                 .replicas = t->replicas,
+                                 .worker = o->worker,
+                                 .workers = o->workers,
+                                 .hash_every = o->hash_every,
+                                 .mode = o->mode == MODE_TOWER ? TRAIN_STRATEGY_TOWER
+                                         : o->mode == MODE_PS  ? TRAIN_STRATEGY_PS
+                                                               : TRAIN_STRATEGY_MIRRORED,
+                                 .ps = (const char *const *)t->ps_eps.items,
+                                 .nps = (uint32_t)t->ps_eps.n,
+                                 .ps_placement = (enum train_ps_placement)o->ps_placement,
+                                 .ps_timeout_ms = (int)o->timeout_ms,
+                                 .ps_session = t->ps_session,
+                                 .device = t->gpu ? "cuda" : "cpu",
+                                 .ordinals = t->gpu ? o->devspec.ordinals : NULL,
+                                 .dev_id = t->have_group_id ? t->group_id : NULL,
+                                 .metrics = t->m,
+                                 .ps_curve = t->have_curve ? &t->curve : NULL};
+    trainer_model_config_of(o, &lo.model);
+    lo.ring = t->ring;
+    return trainer_loop_create_alive(&t->loop, &lo, t->cl, err);
+}
+
 /* With a model and several workers the ring across workers, then the
  * feeders' connections (their WELCOME gives the schema), the training loop
  * and --metrics. */
@@ -188,20 +242,14 @@ int trainer_start(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
+    if (o->join != NULL) /* its place, ring, state and input come at the boundary it is admitted at */
+        return trainer_elastic_join(t);
     trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
      * meanwhile (they would drop it after --timeout-ms) */
     if (o->model != MODEL_NONE && o->workers > 1 && o->mode != MODE_PS) {
-        struct train_ring_opts ro = {.rank = (int)o->worker,
-                                     .size = (int)o->workers,
-                                     .endpoints = (const char *const *)t->ring_eps.items,
-                                     .timeout_ms = (int)o->timeout_ms,
-                                     .connect_timeout_ms = (int)(o->connect_timeout_s * 1000),
-                                     .bind = t->ring_bind[0] != '\0' ? t->ring_bind : NULL,
-                                     .stop = &trainer_stop_flag,
-                                     .curve = t->have_curve ? &t->curve : NULL};
-        if (train_ring_open(&t->ring, &ro, &err) != 0)
+        if (trainer_ring_open(t, &err) != 0)
             goto fail;
         if (t->restoring && trainer_ckpt_agree(t, &err) != 0)
             goto fail;
@@ -223,28 +271,7 @@ int trainer_start(struct trainer *t)
     if (o->trace != NULL && trainer_check_trace_feature(client_welcome(t->cl), o->feature, &err) != 0)
         goto fail; /* the schema is known from the WELCOME: fail before any step */
     if (o->model != MODEL_NONE) {
-        struct train_loop_opts lo = {.input = o->input,
-                                     .label = o->label,
-                                     .replicas = t->replicas,
-                                     .worker = o->worker,
-                                     .workers = o->workers,
-                                     .hash_every = o->hash_every,
-                                     .mode = o->mode == MODE_TOWER ? TRAIN_STRATEGY_TOWER
-                                             : o->mode == MODE_PS  ? TRAIN_STRATEGY_PS
-                                                                   : TRAIN_STRATEGY_MIRRORED,
-                                     .ps = (const char *const *)t->ps_eps.items,
-                                     .nps = (uint32_t)t->ps_eps.n,
-                                     .ps_placement = (enum train_ps_placement)o->ps_placement,
-                                     .ps_timeout_ms = (int)o->timeout_ms,
-                                     .ps_session = t->ps_session,
-                                     .device = t->gpu ? "cuda" : "cpu",
-                                     .ordinals = t->gpu ? o->devspec.ordinals : NULL,
-                                     .dev_id = t->have_group_id ? t->group_id : NULL,
-                                     .metrics = t->m,
-                                     .ps_curve = t->have_curve ? &t->curve : NULL};
-        trainer_model_config_of(o, &lo.model);
-        lo.ring = t->ring;
-        if (trainer_loop_create_alive(&t->loop, &lo, t->cl, &err) != 0)
+        if (trainer_loop_start(t, &err) != 0)
             goto fail;
         if (t->restoring &&
             train_loop_set_state(t->loop, t->ck.weights, t->ck.velocity, (size_t)t->ck.meta.nparams, &err) != 0) {
@@ -261,7 +288,7 @@ int trainer_start(struct trainer *t)
         }
         t->mf = sl_output_stream(t->metrics_out);
     }
-    return 0;
+    return o->elastic != NULL ? trainer_elastic_open(t) : 0;
 fail:
     sl_log(SL_LOG_ERROR, "%s", err.msg);
     return 1;
@@ -437,6 +464,27 @@ int trainer_run(struct trainer *t)
     struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
+        if (t->el != NULL && have_prev && (prev.flags & SL_WIRE_PIECE_LAST_STEP) && !trainer_stop_flag &&
+            trainer_elastic_changes_after(t, prev.epoch)) {
+            /* --elastic: the epoch's last step runs before the next epoch's
+             * first is received, for the workers may change in between */
+            if ((rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
+                break;
+            last = prev;
+            have_last = 1;
+            have_prev = 0;
+            int released = 0;
+            if (trainer_elastic_boundary(t, prev.epoch, ran, &released) != 0) {
+                rc = SL_EIO;
+                break;
+            }
+            if (released) {
+                rc = SL_END;
+                break;
+            }
+            bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+            continue;
+        }
         rc = trainer_stop_flag ? 0 : client_next_step(t->cl, &pieces, &err);
         if (trainer_stop_flag || (rc != 0 && rc != SL_END))
             break;
@@ -445,6 +493,7 @@ int trainer_run(struct trainer *t)
             if (t->t_first == 0)
                 t->t_first = sl_clock_s();
             sl_metrics_add(t->m, TRAIN_M_STEPS, 1);
+            trainer_elastic_poll(t, pieces[0].epoch);
             if (pieces[0].epoch != last_epoch) {
                 last_epoch = pieces[0].epoch;
                 sl_metrics_add(t->m, TRAIN_M_EPOCHS, 1);

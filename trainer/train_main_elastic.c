@@ -1,0 +1,712 @@
+/* train_main_elastic: workers join and leave a running ring at an epoch
+ * boundary (--elastic EP, --join EP; docs/trainer.md "Elastic workers").
+ *
+ * Worker 0 binds a ROUTER on EP and keeps the book (train_elastic.h);
+ * every other member, and a process asking to join, connects a DEALER.
+ * Worker 0 reads its ROUTER between steps (trainer_elastic_poll, no
+ * thread): a JOIN is judged at once (admitted for the next epoch
+ * boundary, ACK, or refused with the reason, REFUSE), a LEAVE recorded.
+ * At the end of each epoch but the job's last every member takes part in
+ * one more sum over the ring, of one value that worker 0 sets to 1 when a
+ * change waits and the others to 0: so every member learns of the change
+ * after the same step. Then each member asks worker 0 for the new world
+ * (SYNC, answered by WORLD: its new rank, the world's endpoints, the epoch
+ * to start at, the global step, the parameter count), keeps the training
+ * state, closes its training loop, its input client (BYE: the feeders may
+ * then take the new shape) and the ring; a member let go stops there. The
+ * new world opens its ring (a barrier: every member of the old shape has
+ * closed its client by then, except one let go, whose BYE the client's
+ * HELLO may have to wait for), worker 0's weights and optimizer state go
+ * to everyone over it, and each member opens its input client with the new
+ * shape at the next epoch (resume_epoch + reshape: the feeders' epoch
+ * boundary reshape, docs/semantics.md 5.2) and installs that state. */
+#include "train_main_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "sl_alloc.h"
+#include "sl_clock.h"
+#include "sl_endpoint.h"
+#include "sl_log.h"
+#include "sl_peer.h"
+#include "sl_zsock.h"
+#include "train_elastic.h"
+
+#define ACK_EVERY_NS 1000000000u /* worker 0 repeats a waiting joiner's ACK: it knows worker 0 is alive */
+#define CLIENT_RETRY_MS 100
+
+struct trainer_elastic {
+    void *ctx, *sock; /* worker 0: a ROUTER on --elastic; the others: a DEALER to it */
+    int coordinator;
+    struct train_elastic_coord coord; /* worker 0 */
+    char config[TRAIN_ELASTIC_MAX_CONFIG + 1];
+    uint32_t gen;      /* the world this member is in */
+    int leave_noted;   /* the leave flag was acted on */
+    uint64_t epoch;    /* of the newest step received */
+    uint64_t acked_ns; /* worker 0: when the waiting joiners were last sent their ACK */
+    unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
+};
+
+/* ---- messages ---- */
+
+static int send_msg(struct trainer_elastic *el, const void *id, size_t idlen, const struct train_elastic_msg *m,
+                    struct sl_error *err)
+{
+    size_t n = train_elastic_encode(el->buf, sizeof el->buf, m);
+    if (n == 0)
+        return sl_error_set(err, SL_EINVAL, "elastic: a message of type %u does not fit its limits", m->type);
+    /* the ROUTER is ZMQ_ROUTER_MANDATORY: a peer whose connection is gone
+     * (a joiner that died while it waited) fails the send */
+    if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return sl_error_set(err, SL_ECLOSED, "elastic: the peer is gone (%s)", zmq_strerror(zmq_errno()));
+    if (zmq_send(el->sock, el->buf, n, id != NULL ? ZMQ_DONTWAIT : 0) < 0 && id == NULL)
+        return sl_error_set(err, SL_EIO, "elastic: cannot send to worker 0: %s", zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+/* One message within ms (0: only one already waiting): 0 with it decoded
+ * into *m (the frame copied to el->buf, where its strings point), and on
+ * the ROUTER the sender's routing id in id (*idlen); SL_ETIMEOUT when none
+ * came; SL_EPROTO with the reason for a malformed one (read and dropped);
+ * SL_EIO. */
+static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_t *idlen, struct train_elastic_msg *m,
+                    struct sl_error *err)
+{
+    zmq_pollitem_t it = {el->sock, 0, ZMQ_POLLIN, 0};
+    int rc = zmq_poll(&it, 1, ms);
+    if (rc < 0 && zmq_errno() == EINTR)
+        return SL_ETIMEOUT;
+    if (rc < 0)
+        return sl_error_set(err, SL_EIO, "elastic: zmq_poll: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0)
+        return SL_ETIMEOUT;
+    const char *bad = NULL;
+    if (el->coordinator) { /* the routing id ZeroMQ puts first (at most 255 bytes) */
+        int n = zmq_recv(el->sock, id, 256, ZMQ_DONTWAIT);
+        if (n < 0)
+            return SL_ETIMEOUT;
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(el->sock, ZMQ_RCVMORE, &more, &ml);
+        if (!more)
+            return SL_ETIMEOUT;
+        bad = n > 256 ? "a routing id over 256 bytes" : NULL;
+        *idlen = (size_t)(n > 256 ? 256 : n);
+    }
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    if (zmq_msg_recv(&frame, el->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&frame);
+        return SL_ETIMEOUT;
+    }
+    int more = zmq_msg_more(&frame);
+    size_t n = zmq_msg_size(&frame);
+    if (bad == NULL)
+        bad = more ? "more than one frame" : n > sizeof el->buf ? "longer than any message" : NULL;
+    if (bad == NULL) {
+        memcpy(el->buf, zmq_msg_data(&frame), n);
+        bad = train_elastic_decode(el->buf, n, m);
+    }
+    zmq_msg_close(&frame);
+    while (more) { /* drop surplus frames */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        more = zmq_msg_recv(&x, el->sock, 0) >= 0 && zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
+    if (bad != NULL)
+        return sl_error_set(err, SL_EPROTO, "elastic: a malformed message %s: %s",
+                            el->coordinator ? "on the coordinator endpoint" : "from worker 0", bad);
+    return 0;
+}
+
+/* ---- setup ---- */
+
+static uint32_t window_credits(const struct trainer *t);
+
+static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct trainer_elastic *el = sl_calloc(1, sizeof *el);
+    if (el == NULL)
+        return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
+    t->el = el;
+    el->coordinator = coordinator;
+    /* the model's config, and the window check_window bounds: a joiner
+     * with another --credits or feeder count is refused by it */
+    trainer_model_config_string(t, el->config, sizeof el->config);
+    size_t cl = strlen(el->config);
+    snprintf(el->config + cl, sizeof el->config - cl, " credits=%u feeders=%zu", window_credits(t), t->feeders.n);
+    if ((el->ctx = zmq_ctx_new()) == NULL)
+        return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    const struct sl_zsock_opts zo = {
+        .linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME, .router_mandatory = coordinator};
+    el->sock = sl_zsock_open(el->ctx, coordinator ? ZMQ_ROUTER : ZMQ_DEALER, &zo, "elastic coordinator", err);
+    if (el->sock == NULL)
+        return SL_EIO;
+    int rc =
+        coordinator ? sl_bind_private(el->sock, o->elastic, NULL, err) : sl_endpoint_connect(el->sock, o->elastic, err);
+    if (rc != 0)
+        sl_error_prefix(err, "elastic: %s: ", o->elastic);
+    return rc;
+}
+
+/* The credits this worker's client gives each feeder (client_open's
+ * default when --credits is not given). */
+static uint32_t window_credits(const struct trainer *t)
+{
+    if (t->o.credits != 0)
+        return t->o.credits;
+    return 4u * t->replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4u * t->replicas;
+}
+
+/* The feeders send a worker's END once its last piece is sent, and a
+ * feeder whose workers all had their END and said BYE is done: a worker
+ * whose window (credits x feeders) held the job's remaining pieces at a
+ * boundary would end the job when it closes its client there. The
+ * smallest remainder at a boundary is one epoch (none comes after the
+ * last one), so the window must hold less than an epoch. 0, or SL_EINVAL
+ * saying so. */
+static int check_window(const struct trainer *t, struct sl_error *err)
+{
+    const struct sl_wire_welcome *w = client_welcome(t->cl);
+    uint64_t credits = window_credits(t);
+    uint64_t window = credits * t->feeders.n, epoch = w->steps_per_epoch * t->replicas;
+    if (w->epochs == 0 || window < epoch)
+        return 0;
+    return sl_error_set(err, SL_EINVAL,
+                        "elastic: this worker's window of %" PRIu64 " pieces (--credits %" PRIu64 " x %zu feeders) "
+                        "holds a whole epoch (%" PRIu64 " steps x %u replicas): the feeders could send the job's end "
+                        "before a change, and take the old workers' goodbye at it for the job's end; give --credits "
+                        "below %" PRIu64,
+                        window, credits, t->feeders.n, w->steps_per_epoch, t->replicas,
+                        (epoch + t->feeders.n - 1) / t->feeders.n);
+}
+
+/* A member of the world the job started with, after trainer_start: worker
+ * 0 binds the coordinator endpoint, the others connect to it. 0, or 1 with
+ * the error logged. */
+int trainer_elastic_open(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    int rc = check_window(t, &err);
+    if (rc == 0)
+        rc = elastic_socket(t, o->worker == 0, &err);
+    if (rc == 0 && o->worker == 0) {
+        struct train_elastic_coord *c = &t->el->coord;
+        c->job = o->job;
+        c->config = t->el->config;
+        c->endpoint = o->elastic;
+        c->replicas = t->replicas;
+        c->max_workers = o->elastic_max_workers;
+        c->epochs = client_welcome(t->cl)->epochs;
+        rc = train_elastic_coord_init(c, (const char *const *)t->ring_eps.items, o->workers, &err);
+    }
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    if (o->worker == 0)
+        sl_log(SL_LOG_INFO,
+               "elastic: worker 0 coordinates on %s: workers join and leave at an epoch boundary (at most %u)",
+               o->elastic, o->elastic_max_workers);
+    return 0;
+}
+
+void trainer_elastic_close(struct trainer *t)
+{
+    struct trainer_elastic *el = t->el;
+    if (el == NULL)
+        return;
+    if (el->coordinator && el->sock != NULL) { /* joiners still waiting: the job has no boundary left */
+        struct sl_error why = {0};
+        sl_error_set(&why, SL_EPROTO, "elastic: the job ended (or worker 0 stopped) before the next epoch boundary");
+        for (uint32_t k = 0; k < el->coord.njoins; k++) {
+            struct train_elastic_msg m = {
+                .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
+            struct sl_error ignore = {0};
+            (void)send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &m, &ignore);
+        }
+    }
+    if (el->sock != NULL)
+        zmq_close(el->sock);
+    if (el->ctx != NULL)
+        while (zmq_ctx_term(el->ctx) < 0 && zmq_errno() == EINTR) {
+        }
+    train_elastic_coord_free(&el->coord);
+    sl_free(el);
+    t->el = NULL;
+}
+
+/* ---- between steps ---- */
+
+static void coordinator_message(struct trainer *t, const unsigned char *id, size_t idlen,
+                                const struct train_elastic_msg *m)
+{
+    struct trainer_elastic *el = t->el;
+    struct sl_error err = {0};
+    if (m->type == TRAIN_ELASTIC_JOIN) {
+        char ep[TRAIN_ELASTIC_MAX_ENDPOINT + 1];
+        snprintf(ep, sizeof ep, "%.*s", (int)m->n[2], m->s[2]);
+        struct train_elastic_msg r = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
+        if (train_elastic_coord_join(&el->coord, m, id, idlen, el->epoch, &err) != 0) {
+            sl_log(SL_LOG_WARN, "%s: refused", err.msg);
+            r = (struct train_elastic_msg){
+                .type = TRAIN_ELASTIC_REFUSE, .gen = el->coord.gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
+        } else {
+            sl_log(SL_LOG_INFO,
+                   "elastic: a worker (ring endpoint %s) asks to join: admitted at epoch %" PRIu64 "'s start", ep,
+                   el->epoch + 1);
+        }
+        (void)send_msg(el, id, idlen, &r, &err);
+    } else if (m->type == TRAIN_ELASTIC_LEAVE) {
+        if (train_elastic_coord_leave(&el->coord, m, &err) != 0)
+            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
+        else
+            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave: let go at epoch %" PRIu64 "'s end%s", m->a,
+                   el->epoch, el->coord.epochs != 0 && el->epoch + 1 >= el->coord.epochs ? " (the job's end)" : "");
+    } else {
+        sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) on the coordinator endpoint: ignored", m->type);
+    }
+}
+
+/* Worker 0: the waiting joiners' ACK again (they know it is alive); one
+ * whose connection is gone is forgotten (a dead joiner in the new world
+ * would keep its ring from opening). */
+static void ack_joiners(struct trainer_elastic *el)
+{
+    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
+    for (uint32_t k = 0; k < el->coord.njoins;) {
+        struct sl_error err = {0};
+        if (send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err) == SL_ECLOSED) {
+            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before the epoch boundary: forgotten",
+                   el->coord.joins[k].ep);
+            train_elastic_coord_drop_join(&el->coord, k);
+        } else {
+            k++;
+        }
+    }
+}
+
+/* The leave flag, acted on once: a member asks worker 0 to let it go;
+ * worker 0 says it cannot leave. */
+static void note_leave(struct trainer *t)
+{
+    struct trainer_elastic *el = t->el;
+    if (!trainer_leave_flag || el->leave_noted)
+        return;
+    el->leave_noted = 1;
+    if (el->coordinator) {
+        sl_log(SL_LOG_ERROR,
+               "elastic: worker 0 cannot leave the job: it holds the coordinator endpoint (--elastic %s); it trains "
+               "on (SIGINT, or a second SIGTERM, stops it, and the job with it)",
+               t->o.elastic);
+        return;
+    }
+    struct sl_error err = {0};
+    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_LEAVE, .gen = el->gen, .a = t->o.worker};
+    if (send_msg(el, NULL, 0, &m, &err) != 0)
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+    else
+        sl_log(SL_LOG_INFO, "elastic: SIGTERM: asked worker 0 to let worker %u go at the next epoch boundary",
+               t->o.worker);
+}
+
+/* Between steps: the requests waiting on worker 0's endpoint, the leave
+ * flag. `epoch`: the newest step's. Never blocks. */
+void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
+{
+    struct trainer_elastic *el = t->el;
+    if (el == NULL)
+        return;
+    el->epoch = epoch;
+    note_leave(t);
+    if (!el->coordinator)
+        return;
+    unsigned char id[256];
+    size_t idlen = 0;
+    struct train_elastic_msg m;
+    struct sl_error err = {0};
+    for (int k = 0; k < 64; k++) { /* a bounded batch: a flood waits for the next step */
+        int rc = recv_msg(el, 0, id, &idlen, &m, &err);
+        if (rc == SL_ETIMEOUT)
+            break;
+        if (rc != 0) {
+            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
+            continue;
+        }
+        coordinator_message(t, id, idlen, &m);
+    }
+    uint64_t now = sl_clock_ns();
+    if (el->coord.njoins > 0 && now - el->acked_ns >= ACK_EVERY_NS) {
+        el->acked_ns = now;
+        ack_joiners(el);
+    }
+}
+
+/* Whether a change may come at the end of epoch `epoch` (not the job's
+ * last). */
+int trainer_elastic_changes_after(const struct trainer *t, uint64_t epoch)
+{
+    uint64_t epochs = client_welcome(t->cl)->epochs;
+    return t->el != NULL && (epochs == 0 || epoch + 1 < epochs);
+}
+
+/* ---- at the boundary ---- */
+
+/* Worker 0, its old ring closed: wait for every other member's SYNC (each
+ * sends it once its own old ring is closed), then send everyone its WORLD,
+ * members and joiners: so no member's new ring connects to an endpoint
+ * still bound by an old ring. The book then takes the new world. A LEAVE
+ * that comes meanwhile is kept for the next boundary. */
+static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t steps, uint64_t nparams, uint32_t *size,
+                            char *list, size_t cap, struct sl_error *err)
+{
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_coord *c = &el->coord;
+    uint32_t old = c->size, *rank = sl_calloc(old, sizeof *rank), late = 0;
+    unsigned char *synced = sl_calloc(old, 1), *late_leave = sl_calloc(old, 1), (*ids)[256] = sl_calloc(old, 256);
+    size_t *idlens = sl_calloc(old, sizeof *idlens);
+    int rc = rank == NULL || synced == NULL || late_leave == NULL || ids == NULL || idlens == NULL
+                 ? sl_error_set(err, SL_ENOMEM, "elastic: out of memory")
+                 : 0;
+    if (rc == 0)
+        rc = train_elastic_coord_next(c, rank, size, list, cap, err);
+    uint64_t deadline = sl_clock_ns() + (uint64_t)t->o.rendezvous_timeout_s * 1000000000u;
+    uint32_t left = old - 1;
+    while (rc == 0 && left > 0) {
+        if (trainer_stop_flag) {
+            rc = sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the epoch boundary");
+            break;
+        }
+        if (sl_clock_ns() >= deadline) {
+            uint32_t miss = 1;
+            while (miss < old && synced[miss])
+                miss++;
+            rc = sl_error_set(err, SL_ETIMEOUT, "elastic: worker %u did not ask for the new world within %u s", miss,
+                              t->o.rendezvous_timeout_s);
+            break;
+        }
+        unsigned char id[256];
+        size_t idlen = 0;
+        struct train_elastic_msg m;
+        int r = recv_msg(el, 250, id, &idlen, &m, err);
+        if (r == SL_ETIMEOUT)
+            continue;
+        if (r != 0) {
+            sl_log(SL_LOG_WARN, "%s: ignored", err->msg);
+            continue;
+        }
+        if (m.type == TRAIN_ELASTIC_SYNC && m.gen == c->gen && m.a < old && !synced[m.a]) {
+            synced[m.a] = 1;
+            memcpy(ids[m.a], id, idlen);
+            idlens[m.a] = idlen;
+            left--;
+        } else if (m.type == TRAIN_ELASTIC_LEAVE && m.gen == c->gen && m.a > 0 && m.a < old && !c->leaving[m.a]) {
+            late_leave[m.a] = 1;
+            late++;
+            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave: let go at the next epoch boundary", m.a);
+        } else if (m.type == TRAIN_ELASTIC_JOIN) {
+            struct sl_error why = {0};
+            sl_error_set(&why, SL_EPROTO,
+                         "elastic: worker 0 is changing the world at epoch %" PRIu64 "'s end right now: ask again "
+                         "in a moment",
+                         epoch);
+            struct train_elastic_msg r2 = {
+                .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
+            (void)send_msg(el, id, idlen, &r2, err);
+        } else {
+            sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the epoch boundary: ignored", m.type);
+        }
+    }
+    struct train_elastic_msg w = {.type = TRAIN_ELASTIC_WORLD,
+                                  .gen = c->gen + 1,
+                                  .b = *size,
+                                  .c = epoch + 1,
+                                  .d = steps,
+                                  .e = nparams,
+                                  .s = {list},
+                                  .n = {(uint32_t)strlen(list)}};
+    for (uint32_t k = 1; rc == 0 && k < old; k++) {
+        w.a = rank[k];
+        if ((rc = send_msg(el, ids[k], idlens[k], &w, err)) != 0)
+            sl_error_prefix(err, "the new world to worker %u: ", k);
+    }
+    for (uint32_t k = 0; rc == 0 && k < c->njoins; k++) {
+        w.a = *size - c->njoins + k; /* after the members that stay */
+        if ((rc = send_msg(el, c->joins[k].id, c->joins[k].idlen, &w, err)) != 0)
+            sl_error_prefix(err, "the new world to the joining worker (%s): ", c->joins[k].ep);
+    }
+    if (rc == 0)
+        rc = train_elastic_coord_commit(c, err);
+    for (uint32_t k = 0; rc == 0 && late > 0 && k < old; k++)
+        if (late_leave[k] && rank[k] != TRAIN_ELASTIC_RELEASED)
+            c->leaving[rank[k]] = 1;
+    sl_free(rank);
+    sl_free(synced);
+    sl_free(late_leave);
+    sl_free(ids);
+    sl_free(idlens);
+    return rc;
+}
+
+/* A member other than 0: SYNC, and worker 0's WORLD into *w (its strings
+ * in el->buf). */
+static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl_error *err)
+{
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_SYNC, .gen = el->gen, .a = t->o.worker};
+    int rc = send_msg(el, NULL, 0, &m, err);
+    uint64_t deadline = sl_clock_ns() + (uint64_t)t->o.rendezvous_timeout_s * 1000000000u;
+    while (rc == 0) {
+        if (trainer_stop_flag)
+            return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the epoch boundary");
+        if (sl_clock_ns() >= deadline)
+            return sl_error_set(err, SL_ETIMEOUT, "elastic: worker 0 (%s) did not send the new world within %u s",
+                                t->o.elastic, t->o.rendezvous_timeout_s);
+        rc = recv_msg(el, 250, NULL, NULL, w, err);
+        if (rc == SL_ETIMEOUT) {
+            rc = 0;
+            continue;
+        }
+        if (rc == 0 && w->type == TRAIN_ELASTIC_WORLD)
+            return 0;
+        if (rc == 0)
+            return sl_error_set(err, SL_EPROTO,
+                                "elastic: worker 0 answered the boundary's SYNC with a message of "
+                                "type %u",
+                                w->type);
+    }
+    return rc;
+}
+
+/* Open the input client with this world's shape at `epoch` (the feeders'
+ * epoch-boundary reshape). A refusal that says to wait (a trainer of the
+ * old shape still heard from: one let go whose BYE is on its way; the old
+ * shape's last pieces in flight) is tried again within
+ * --connect-timeout. */
+static int open_client_reshaped(struct trainer *t, uint64_t epoch, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
+    t->copts.resume_epoch = epoch;
+    t->copts.reshape = 1;
+    uint64_t deadline = sl_clock_ns() + (uint64_t)o->connect_timeout_s * 1000000000u;
+    for (;;) {
+        int rc = client_open(&t->cl, &t->copts, err);
+        if (rc == 0)
+            return 0;
+        t->cl = NULL;
+        int again = rc == SL_EPROTO &&
+                    (strstr(err->msg, "still connected") != NULL || strstr(err->msg, "try again in a moment") != NULL);
+        if (!again || trainer_stop_flag || sl_clock_ns() >= deadline)
+            return rc;
+        nanosleep(&(struct timespec){.tv_nsec = CLIENT_RETRY_MS * 1000000L}, NULL);
+    }
+}
+
+/* Take place `rank` of the new world (`size` members, endpoints `list` of
+ * n bytes): its ring, the state from worker 0 (state[2 nparams]: weights
+ * then velocity, worker 0's sent, everyone's replaced), the input client
+ * at `epoch` with the new shape, the training loop with that state. */
+static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const char *list, size_t n, uint64_t epoch,
+                       float *state, size_t nparams, struct sl_error *err)
+{
+    struct trainer_opts *o = &t->o;
+    char text[TRAIN_ELASTIC_MAX_WORLD + 1];
+    snprintf(text, sizeof text, "%.*s", (int)n, list);
+    sl_cluster_list_free(&t->ring_eps);
+    int rc = sl_cluster_list_split(&t->ring_eps, text, TRAIN_ELASTIC_MAX_WORKERS, 0, "the new world's endpoints", err);
+    if (rc == 0 && t->ring_eps.n != size)
+        rc = sl_error_set(err, SL_EPROTO, "elastic: the new world lists %zu endpoints for %u workers", t->ring_eps.n,
+                          size);
+    if (rc != 0)
+        return rc;
+    o->worker = rank;
+    o->workers = size;
+    if (t->ring_bind[0] != '\0')
+        sl_cluster_bind_addr(t->ring_eps.items[rank], t->ring_bind, sizeof t->ring_bind);
+    if (size > 1 && (rc = trainer_ring_open(t, err)) != 0)
+        return rc;
+    if (size > 1) { /* worker 0's state to all: a sum with zeros from the others */
+        if (rank != 0)
+            memset(state, 0, 2 * nparams * sizeof *state);
+        if ((rc = train_ring_all_reduce(t->ring, state, 2 * nparams, TRAIN_RING_SUM, err)) != 0) {
+            sl_error_prefix(err, "elastic: worker 0's state over the new ring: ");
+            return rc;
+        }
+    }
+    if ((rc = open_client_reshaped(t, epoch, err)) != 0 || (rc = check_window(t, err)) != 0)
+        return rc;
+    if (o->trace != NULL && (rc = trainer_check_trace_feature(client_welcome(t->cl), o->feature, err)) != 0)
+        return rc; /* a joiner's first WELCOME */
+    if ((rc = trainer_loop_start(t, err)) != 0)
+        return rc;
+    if ((rc = train_loop_set_state(t->loop, state, state + nparams, nparams, err)) != 0)
+        sl_error_prefix(err, "elastic: worker 0's state (%zu parameters): ", nparams);
+    return rc;
+}
+
+/* After the last step of epoch `epoch` (not the job's last), `steps` the
+ * global step: the change, if worker 0 has one. *released: this member was
+ * let go (its loop, client and ring closed). 0, or 1 with the error
+ * logged. */
+int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, int *released)
+{
+    struct trainer_elastic *el = t->el;
+    struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    char list[TRAIN_ELASTIC_MAX_WORLD + 1];
+    float *state = NULL;
+    *released = 0;
+    trainer_elastic_poll(t, epoch);
+    if (el->coordinator)
+        ack_joiners(el); /* only live joiners are counted in */
+    float flag = el->coordinator && train_elastic_coord_pending(&el->coord) ? 1.0f : 0.0f;
+    int rc = o->workers > 1 ? train_loop_sum(t->loop, &flag, 1, &err) : 0;
+    if (rc != 0 || flag == 0.0f)
+        goto out;
+    const float *wp, *vp;
+    size_t np = 0;
+    if ((rc = train_loop_state(t->loop, &wp, &vp, &np, &err)) != 0)
+        goto out;
+    if ((state = sl_malloc(2 * np * sizeof *state)) == NULL) {
+        rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory");
+        goto out;
+    }
+    memcpy(state, wp, np * sizeof *state);
+    memcpy(state + np, vp, np * sizeof *state);
+    /* the old world's parts go first (the feeders hear this member's BYE,
+     * its old ring's endpoint is free) */
+    train_loop_destroy(t->loop);
+    t->loop = NULL;
+    client_close(t->cl);
+    t->cl = NULL;
+    train_ring_close(t->ring);
+    t->ring = NULL;
+    uint32_t rank = 0, size = 0, old = o->workers;
+    struct train_elastic_msg w = {0};
+    if (el->coordinator) {
+        rc = coordinator_sync(t, epoch, steps, np, &size, list, sizeof list, &err);
+        w.s[0] = list;
+        w.n[0] = (uint32_t)strlen(list);
+    } else {
+        rc = member_sync(t, &w, &err);
+        if (rc == 0 && w.a != TRAIN_ELASTIC_RELEASED && w.e != np)
+            rc =
+                sl_error_set(&err, SL_EPROTO, "elastic: worker 0 has %" PRIu64 " parameters, this worker %zu", w.e, np);
+        rank = w.a;
+        size = w.b;
+    }
+    if (rc != 0)
+        goto out;
+    if (rank == TRAIN_ELASTIC_RELEASED) {
+        sl_log(SL_LOG_INFO, "elastic: worker %u let go at epoch %" PRIu64 "'s end (global step %" PRIu64 "), as asked",
+               o->worker, epoch, steps);
+        *released = 1;
+        goto out;
+    }
+    sl_log(SL_LOG_INFO,
+           "elastic: at epoch %" PRIu64 "'s end (global step %" PRIu64
+           "): %u workers -> %u; worker %u is now worker %u "
+           "of %u (ring %.*s)",
+           epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
+    /* the endpoint list is in el->buf (a member's) or list: copied first */
+    char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
+    size_t n = w.n[0];
+    memcpy(copy, w.s[0], n);
+    el->gen++;
+    rc = enter_world(t, rank, size, copy, n, epoch + 1, state, np, &err);
+out:
+    sl_free(state);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* A process started with --join: ask worker 0, wait for the boundary it
+ * is admitted at, and take its place in the new world (in place of
+ * trainer_start). 0, or 1 with the error logged. */
+int trainer_elastic_join(struct trainer *t)
+{
+    const struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    int rc = elastic_socket(t, 0, &err);
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_msg m = {
+        .type = TRAIN_ELASTIC_JOIN,
+        .a = t->replicas,
+        .s = {o->job, el ? el->config : "", o->join},
+        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->config) : 0, (uint32_t)strlen(o->join)}};
+    if (rc == 0)
+        rc = send_msg(el, NULL, 0, &m, &err);
+    if (rc == 0)
+        sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the job with ring endpoint %s", o->elastic, o->join);
+    uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
+    int acked = 0;
+    float *state = NULL;
+    while (rc == 0) {
+        if (trainer_leave_flag && !trainer_stop_flag)
+            trainer_stop_flag = SIGTERM; /* not a member yet: nothing to leave, the process stops */
+        if (trainer_stop_flag) {
+            rc = sl_error_set(&err, SL_ECLOSED, "elastic: stopped by a signal while waiting to join");
+            break;
+        }
+        if (sl_clock_ns() - heard >= wait) {
+            rc = sl_error_set(&err, SL_ETIMEOUT, "elastic: worker 0 (%s) %s within %u s", o->elastic,
+                              acked ? "fell silent before the epoch boundary" : "did not answer the JOIN",
+                              o->rendezvous_timeout_s);
+            break;
+        }
+        rc = recv_msg(el, 250, NULL, NULL, &m, &err);
+        if (rc == SL_ETIMEOUT) {
+            rc = 0;
+            continue;
+        }
+        if (rc != 0)
+            break;
+        heard = sl_clock_ns();
+        if (m.type == TRAIN_ELASTIC_REFUSE) {
+            rc = sl_error_set(&err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)m.n[0], m.s[0], o->elastic);
+        } else if (m.type == TRAIN_ELASTIC_ACK) {
+            if (!acked)
+                sl_log(SL_LOG_INFO, "elastic: admitted: joining at epoch %" PRIu64 "'s start", m.c);
+            acked = 1;
+        } else if (m.type == TRAIN_ELASTIC_WORLD && m.a != TRAIN_ELASTIC_RELEASED) {
+            if ((state = sl_calloc(2 * (size_t)m.e, sizeof *state)) == NULL) {
+                rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory for %" PRIu64 " parameters", m.e);
+                break;
+            }
+            el->gen = m.gen;
+            t->start_step = m.d;
+            char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
+            memcpy(copy, m.s[0], m.n[0]);
+            sl_log(SL_LOG_INFO, "elastic: joined as worker %u of %u at epoch %" PRIu64 " (global step %" PRIu64 ")",
+                   m.a, m.b, m.c, m.d);
+            rc = enter_world(t, m.a, m.b, copy, m.n[0], m.c, state, (size_t)m.e, &err);
+            break;
+        } else {
+            rc = sl_error_set(&err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", m.type);
+        }
+    }
+    sl_free(state);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    if (o->metrics != NULL) {
+        if (sl_output_open(&t->metrics_out, o->metrics, SL_OUTPUT_STREAM, &err) != 0) {
+            sl_log(SL_LOG_ERROR, "--metrics: %s", err.msg);
+            return 1;
+        }
+        t->mf = sl_output_stream(t->metrics_out);
+    }
+    return 0;
+}
