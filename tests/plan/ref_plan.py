@@ -238,6 +238,64 @@ def worker_pieces(cfg, w, epoch):
     return pieces
 
 
+def epoch_steps(cfg):
+    """Steps per epoch of cfg's shape: the largest ceil(pieces / R) over
+    the workers (the same every epoch)."""
+    R = cfg["R"]
+    if cfg["per_replica"] and cfg["G"] % (cfg["W"] * R) != 0:
+        raise PlanError("The global_batch_size %d is not divisible by num_replicas_in_sync %d"
+                        % (cfg["G"], cfg["W"] * R))
+    return max((len(worker_pieces(cfg, w, 0)) + R - 1) // R for w in range(cfg["W"]))
+
+
+def padded_pieces(cfg, w, epoch, steps):
+    """Worker w's pieces of one epoch, padded with empty pieces to steps x R
+    (index k: step k // R, replica k % R)."""
+    pieces = worker_pieces(cfg, w, epoch)
+    return pieces + [[] for _ in range(steps * cfg["R"] - len(pieces))]
+
+
+def transition_pieces(cfg_old, cfg_new, worker, from_epoch, from_step, epochs):
+    """New worker `worker`'s piece stream after a mid-epoch change of the
+    cluster shape (docs/semantics.md 5.2): the old shape cfg_old (W x R, T
+    steps per epoch) took steps 0..from_step-1 of epoch from_epoch; the new
+    shape cfg_new (W' x R', N' = W' R') takes the rest.
+
+    For each step s = from_step..T-1 of epoch from_epoch, B_s is the
+    concatenation (old worker 0..W-1, then old replica 0..R-1) of the old
+    plan's pieces at step s; B_s is cut into N' contiguous pieces, the
+    first |B_s| % N' of |B_s| // N' + 1 elements, the rest of |B_s| // N';
+    piece p goes to new worker p // R', replica p % R'. Then epochs
+    from_epoch+1 .. epochs-1 of the plain W' x R' plan (`epochs`: where the
+    stream ends, the job's epochs or as many as wanted when it has none).
+
+    Returns a list of pieces indexed by the stream's seq, padding included:
+    each piece is a list of (file, record) tuples, as worker_pieces gives.
+    seq k < (T - from_step) R' is step from_step + k // R', replica k % R'
+    of epoch from_epoch; after those, T' R' pieces per epoch (step k // R',
+    replica k % R' within the epoch). Raises PlanError for an invalid job
+    or a from_step outside 1..T-1."""
+    W, R = cfg_old["W"], cfg_old["R"]
+    R2 = cfg_new["R"]
+    N2 = cfg_new["W"] * R2
+    T = epoch_steps(cfg_old)
+    T2 = epoch_steps(cfg_new)
+    if not 1 <= from_step < T:
+        raise PlanError("from_step %d is not in 1..%d" % (from_step, T - 1))
+    old = [padded_pieces(cfg_old, w, from_epoch, T) for w in range(W)]
+    out = []
+    for s in range(from_step, T):
+        b = [e for w in range(W) for r in range(R) for e in old[w][s * R + r]]
+        lo, hi = divmod(len(b), N2)
+        for r2 in range(R2):
+            p = worker * R2 + r2
+            start = p * lo + min(p, hi)
+            out.append(b[start:start + lo + (1 if p < hi else 0)])
+    for e in range(from_epoch + 1, epochs):
+        out.extend(padded_pieces(cfg_new, worker, e, T2))
+    return out
+
+
 def normalize(raw):
     cfg = {
         "counts": list(raw.get("counts", [])),
