@@ -165,6 +165,38 @@ static int resume_by_epoch(struct server *s, const uint8_t *id, size_t id_len, s
     return 0;
 }
 
+/* A HELLO must carry the feeder's transition, exactly: its resume_seq is
+ * in the transition's numbering, its pieces the transition's. 0, or -1
+ * when refused (naming both). */
+static int transition_agrees(struct server *s, const uint8_t *id, size_t id_len, const struct sl_wire_hello *h)
+{
+    struct feed_transition x = feed__hello_transition(h);
+    const struct feed_transition *f = &s->tr;
+    if (x.from_workers == f->from_workers && x.from_replicas == f->from_replicas && x.from_epoch == f->from_epoch &&
+        x.from_step == f->from_step)
+        return 0;
+    if (feed_transition_set(f) && feed_transition_set(&x))
+        feed__refuse(s, id, id_len,
+                     "the job's shape changed at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u; this trainer says "
+                     "it changed at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u",
+                     f->from_step, f->from_epoch, f->from_workers, f->from_replicas, x.from_step, x.from_epoch,
+                     x.from_workers, x.from_replicas);
+    else if (feed_transition_set(f))
+        feed__refuse(s, id, id_len,
+                     "the job's shape changed at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u; this trainer does "
+                     "not know of the change (its HELLO carries no transition)",
+                     f->from_step, f->from_epoch, f->from_workers, f->from_replicas);
+    else
+        feed__refuse(s, id, id_len,
+                     "this trainer says the job's shape changed at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u; "
+                     "this feeder's shape, %u x %u, was set without that change (%s)",
+                     x.from_step, x.from_epoch, x.from_workers, x.from_replicas, s->workers, s->replicas,
+                     s->fixed ? "by its --workers and --replicas, or its job's: a change mid-epoch needs a feeder "
+                                "whose shape the trainers set"
+                              : "by a trainer that carried no transition");
+    return -1;
+}
+
 /* The modulus of a HELLO's share: its trailing `feeders`
  * (SL_WIRE_HELLO_FEEDERS, 1..SL_WIRE_MAX_ROSTER, checked by the decoder),
  * else this feeder's own --feeders. */
@@ -197,6 +229,14 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
             return -1;
         }
     }
+    /* a transition's resume_seq is in its own numbering: no epoch with it */
+    if ((h->flags & SL_WIRE_HELLO_TRANSITION) && (h->flags & SL_WIRE_HELLO_EPOCH)) {
+        feed__refuse(s, id, id_len,
+                     "worker %u resumes by epoch (epoch %" PRIu64 ") and continues a change of the shape mid-epoch: a "
+                     "HELLO with a transition resumes at a piece of the transition's numbering, not by epoch",
+                     h->worker, h->resume_epoch);
+        return -1;
+    }
     int other = s->workers != 0 && (h->workers != s->workers || h->replicas != s->replicas), reshape = 0;
     char why[sizeof((struct sl_error *)0)->msg];
     if (other && (h->flags & SL_WIRE_HELLO_RESHAPE))
@@ -211,8 +251,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
                      "%u x %u (%s)",
                      h->workers, h->replicas, s->workers, s->replicas,
                      s->fixed             ? "the feeder's --workers and --replicas, or its job's"
-                     : s->consumed        ? "set by the first trainer, which has taken pieces; at an epoch's start a "
-                                            "trainer may ask to reshape (sluice-trainer --reshape)"
+                     : s->consumed        ? "set by the first trainer, which has taken pieces; at an epoch's start or "
+                                            "from a checkpoint a trainer may ask to reshape (sluice-trainer --reshape)"
                      : s->release_pending ? "set by trainers that left without taking a piece: it is being released, "
                                             "try again in a moment"
                                           : "set by a trainer still connected, which has taken no piece yet; give the "
@@ -220,12 +260,28 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
         return -1;
     }
     if (s->workers == 0) {
+        /* the first HELLO sets the shape, and its transition with it */
         struct sl_error err = {0};
+        struct feed_transition x = feed__hello_transition(h);
+        uint64_t T = 0;
+        if (feed_transition_set(&x) && feed__transition_check(s, h->workers, h->replicas, &x, &T, &err) != 0) {
+            feed__refuse(s, id, id_len, "%s", err.msg);
+            return -1;
+        }
         if (feed__shape_setup(s, h->workers, h->replicas, &err) != 0) {
             feed__refuse(s, id, id_len, "%s", err.msg);
             return -1;
         }
+        s->tr = x;
+        s->tr_steps = T;
+        if (feed_transition_set(&x))
+            sl_log(SL_LOG_INFO,
+                   "the shape changed from %u x %u at step %" PRIu64 " of epoch %" PRIu64
+                   " (worker %u's HELLO): the rest of that epoch's %" PRIu64 " steps cut among %u x %u",
+                   x.from_workers, x.from_replicas, x.from_step, x.from_epoch, h->worker, T, h->workers, h->replicas);
     }
+    if (transition_agrees(s, id, id_len, h) != 0)
+        return -1;
     if (resume_by_epoch(s, id, id_len, h) != 0) /* SL_WIRE_HELLO_EPOCH: the seq of that epoch's start */
         return -1;
     if (h->worker >= s->workers) {
@@ -234,9 +290,16 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
     }
     /* a resume point the trainer cannot have reached is refused before it
      * costs anything (past the job's end, or past any trainer's reach) */
-    uint64_t total = UINT64_MAX, per = s->steps * s->replicas;
-    if ((job->epochs != 0 || per == 0) && __builtin_mul_overflow(per, job->epochs, &total))
-        total = UINT64_MAX;
+    uint64_t total = feed_transition_total(&s->tr, s->tr_steps, s->steps, s->replicas, job->epochs);
+    if (h->resume_seq > total && feed_transition_set(&s->tr)) {
+        feed__refuse(s, id, id_len,
+                     "worker %u asks to resume at piece %" PRIu64 ", past the end of the job (%" PRIu64
+                     " pieces per worker after the change at step %" PRIu64 " of epoch %" PRIu64 ": %" PRIu64
+                     " steps x %u replicas, then %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
+                     h->worker, h->resume_seq, total, s->tr.from_step, s->tr.from_epoch, s->tr_steps - s->tr.from_step,
+                     s->replicas, job->epochs - s->tr.from_epoch - 1, s->steps, s->replicas);
+        return -1;
+    }
     if (h->resume_seq > total) {
         feed__refuse(s, id, id_len,
                      "worker %u asks to resume at piece %" PRIu64 ", past the end of the job (%" PRIu64
@@ -299,20 +362,21 @@ static struct trainer *hello_entry(struct server *s, const uint8_t *id, size_t i
         return NULL;
     }
     struct sl_error err = {0};
-    feed_plan_destroy(t->plan);
-    t->plan = NULL;
-    if (feed_plan_create(&t->plan, &s->cfg, h->worker, &err) != 0) {
+    feed_stream_destroy(t->stream);
+    t->stream = NULL;
+    /* the plan, or after a change of the shape mid-epoch the transition's
+     * stream (the old shape's plans for the rest of that epoch) */
+    if (feed_stream_create(&t->stream, &s->cfg, &s->tr, h->worker, &err) != 0) {
         feed__refuse(s, id, id_len, "%s", err.msg);
         return NULL;
     }
     /* resume: the plan fast-forwards without reading data (whole epochs
      * by arithmetic, then the shuffle's draws replayed: about 1 ms at a
-     * buffer of 10^4, 0.1-0.25 s at 10^6, on the serving thread) */
-    uint64_t within = 0;
-    int rc = feed_plan_seek(t->plan, h->resume_seq, &within);
-    if (rc == 0 && within != 0) { /* the plan reaches the piece itself */
-        feed__refuse(s, id, id_len, "internal: the plan stopped %" PRIu64 " pieces short of piece %" PRIu64, within,
-                     h->resume_seq);
+     * buffer of 10^4, 0.1-0.25 s at 10^6, on the serving thread; in a
+     * transition, each old plan's so) */
+    int rc = feed_stream_seek(t->stream, h->resume_seq, &err);
+    if (rc != 0 && rc != SL_END) {
+        feed__refuse(s, id, id_len, "%s", err.msg);
         return NULL;
     }
     *end = rc == SL_END;

@@ -103,7 +103,9 @@ static void send_piece(struct server *s, struct trainer *t, struct feed_task *k)
     p->replica = k->piece.replica;
     p->seq = k->piece.seq;
     p->rows = (uint32_t)k->piece.n;
-    p->flags = k->piece.step + 1 == s->steps ? SL_WIRE_PIECE_LAST_STEP : 0;
+    /* the epoch of a change mid-epoch has the old shape's steps */
+    uint64_t steps = feed_transition_set(&s->tr) && k->piece.epoch == s->tr.from_epoch ? s->tr_steps : s->steps;
+    p->flags = k->piece.step + 1 == steps ? SL_WIRE_PIECE_LAST_STEP : 0;
     p->ntensors = (uint16_t)k->layout.ntensors;
     uint64_t bytes = 0, body = 0;
     for (size_t i = 0; i < k->layout.ntensors; i++) {
@@ -254,7 +256,7 @@ int feed__schedule(struct server *s)
             int rc;
             /* the connection's share: seq % F == j, this feeder's own j or
              * the lost feeder's it took over, F the connection's modulus */
-            while ((rc = feed_plan_next(t->plan, &piece, &err)) == 0 && piece.seq % t->feeders != t->share)
+            while ((rc = feed_stream_next(t->stream, &piece, &err)) == 0 && piece.seq % t->feeders != t->share)
                 ;
             if (rc == SL_END) {
                 t->plan_done = 1;

@@ -13,6 +13,7 @@
 #include "feed_hold.h"
 #include "feed_plan.h"
 #include "feed_server.h"
+#include "feed_transition.h"
 #include "sl_buf.h"
 #include "sl_log.h"
 #include "sl_pool.h"
@@ -54,7 +55,7 @@ struct trainer {
     uint8_t id[MAX_IDENTITY];
     size_t id_len;
     uint64_t generation;
-    struct feed_plan *plan;
+    struct feed_stream *stream; /* its pieces: the plan, or the transition's stream (feed_transition.h) */
     int plan_done;
     uint64_t credits;   /* pieces it may still be scheduled */
     uint64_t initial;   /* credits of the HELLO */
@@ -124,6 +125,13 @@ struct server {
     uint32_t workers, replicas;
     uint64_t steps;
     struct feed_plan_config cfg;
+    /* A change of the shape mid-epoch (docs/semantics.md 5.2): set with
+     * the shape by a HELLO that carries it (the first one, or a granted
+     * reshape), forgotten with the shape or by a reshape at an epoch's
+     * start; every HELLO of the shape must carry the same. tr_steps: the
+     * old shape's steps per epoch, T. from_workers 0: none. */
+    struct feed_transition tr;
+    uint64_t tr_steps;
     /* Connections: [0, workers) the own share of worker w at w (these
      * have hold rings: shared memory); [workers, ntrainers) takeovers of
      * lost feeders' shares, made as HELLOs ask, by copy only; at most
@@ -169,6 +177,14 @@ struct server {
 int feed__shape_setup(struct server *s, uint32_t W, uint32_t R, struct sl_error *err);
 /* Destroy retired pools whose every buffer is back. */
 void feed__shape_reap(struct server *s);
+/* The transition a HELLO carries (SL_WIRE_HELLO_TRANSITION; unset
+ * without it). */
+struct feed_transition feed__hello_transition(const struct sl_wire_hello *h);
+/* Whether transition x may come with the shape W x R (the job planned
+ * for W x R, feed_transition_check): 0 (*old_steps: the old shape's T), or
+ * the error, its message naming the change. */
+int feed__transition_check(const struct server *s, uint32_t W, uint32_t R, const struct feed_transition *x,
+                           uint64_t *old_steps, struct sl_error *err);
 /* Forget a shape no trainer consumed a piece of, its last trainer gone.
  * 0, or -1 while that cannot be done yet. */
 int feed__shape_release(struct server *s);

@@ -317,7 +317,7 @@ static void stop(struct server *s)
     if (s->ctx != NULL)
         zmq_ctx_term(s->ctx); /* waits for ZeroMQ to release every frame */
     for (size_t i = 0; s->trainers != NULL && i < s->ntrainers; i++) {
-        feed_plan_destroy(s->trainers[i].plan);
+        feed_stream_destroy(s->trainers[i].stream);
         /* nothing writes the pool any more: trainers still mapping it keep
          * their view of it */
         feed_hold_release_all(&s->trainers[i].hold, s->pool);

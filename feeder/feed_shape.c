@@ -141,7 +141,7 @@ static int shape_free(struct server *s)
     if (slot == nslots)
         return -1;
     for (size_t i = 0; i < s->ntrainers; i++) {
-        feed_plan_destroy(s->trainers[i].plan);
+        feed_stream_destroy(s->trainers[i].stream);
         feed_hold_release_all(&s->trainers[i].hold, s->pool);
         feed_hold_free(&s->trainers[i].hold);
     }
@@ -167,6 +167,8 @@ int feed__shape_release(struct server *s)
     s->workers = s->replicas = 0;
     s->steps = 0;
     s->ended = 0;
+    memset(&s->tr, 0, sizeof s->tr); /* the next shape's first HELLO says */
+    s->tr_steps = 0;
     sl_metrics_set(s->m, FEED_M_POOL_BYTES, 0);
     sl_metrics_set(s->m, FEED_M_WORKERS, 0);
     s->release_pending = 0;
@@ -240,11 +242,76 @@ static int shape_steps(const struct server *s, uint32_t W, uint32_t R, uint64_t 
     return 0;
 }
 
+struct feed_transition feed__hello_transition(const struct sl_wire_hello *h)
+{
+    struct feed_transition x = {0};
+    if (h->flags & SL_WIRE_HELLO_TRANSITION) {
+        x.from_workers = h->from_workers;
+        x.from_replicas = h->from_replicas;
+        x.from_epoch = h->from_epoch;
+        x.from_step = h->from_step;
+    }
+    return x;
+}
+
+int feed__transition_check(const struct server *s, uint32_t W, uint32_t R, const struct feed_transition *x,
+                           uint64_t *old_steps, struct sl_error *err)
+{
+    struct feed_plan_config cfg;
+    int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &cfg);
+    if (rc != 0)
+        return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
+    if ((rc = feed_transition_check(&cfg, x, old_steps, err)) != 0)
+        sl_error_prefix(err,
+                        "this trainer continues a change of the job's shape from %u x %u to %u x %u at step %" PRIu64
+                        " of epoch %" PRIu64 ", which this feeder cannot serve: ",
+                        x->from_workers, x->from_replicas, W, R, x->from_step, x->from_epoch);
+    return rc;
+}
+
+/* Why a HELLO that asks to reshape with a transition (a change mid-epoch)
+ * cannot have it, into why[n] ("" when it may): the trainers' checkpoint
+ * must be of the shape this feeder served, when one was consumed; one
+ * change per epoch; the transition within the job (feed_transition_check). */
+static void transition_refusal(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
+{
+    struct feed_transition x = feed__hello_transition(h);
+    if (s->consumed && (x.from_workers != s->workers || x.from_replicas != s->replicas)) {
+        snprintf(why, n,
+                 "this trainer continues a change of the job's shape from %u x %u at step %" PRIu64 " of epoch %" PRIu64
+                 ", but this feeder served %u workers x %u replicas: the trainer's checkpoint is not of the shape "
+                 "this feeder served",
+                 x.from_workers, x.from_replicas, x.from_step, x.from_epoch, s->workers, s->replicas);
+        return;
+    }
+    if (feed_transition_set(&s->tr) && x.from_epoch <= s->tr.from_epoch) {
+        if (x.from_epoch == s->tr.from_epoch)
+            snprintf(why, n,
+                     "a second change within epoch %" PRIu64 ": the job's shape changed at step %" PRIu64
+                     " of it from %u x %u to %u x %u, and this trainer asks to change it again at step %" PRIu64
+                     " to %u x %u: change again at epoch %" PRIu64 "'s start",
+                     x.from_epoch, s->tr.from_step, s->tr.from_workers, s->tr.from_replicas, s->workers, s->replicas,
+                     x.from_step, h->workers, h->replicas, x.from_epoch + 1);
+        else
+            snprintf(why, n,
+                     "this trainer asks to change the job's shape at step %" PRIu64 " of epoch %" PRIu64
+                     ", before its last change (at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u to %u x %u)",
+                     x.from_step, x.from_epoch, s->tr.from_step, s->tr.from_epoch, s->tr.from_workers,
+                     s->tr.from_replicas, s->workers, s->replicas);
+        return;
+    }
+    uint64_t T = 0;
+    struct sl_error err = {0};
+    if (feed__transition_check(s, h->workers, h->replicas, &x, &T, &err) != 0)
+        snprintf(why, n, "%s", err.msg);
+}
+
 /* Why a HELLO that asks to reshape (SL_WIRE_HELLO_RESHAPE) cannot have
  * it now, into why[n]; "" when it may. The rules of docs/protocol.md,
  * "Shape and refusals": a shape not fixed, no trainer of the old shape
  * heard from within its grace, the resume point an epoch's first piece
- * of the new shape, and the old pool free of pieces being assembled. */
+ * of the new shape (or, with a transition, transition_refusal's rules),
+ * and the old pool free of pieces being assembled. */
 static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, char *why, size_t n)
 {
     why[0] = '\0';
@@ -277,6 +344,8 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
             snprintf(why, n,
                      "this trainer asks to reshape at epoch %" PRIu64 ", past the end of the job (%" PRIu64 " epochs)",
                      h->resume_epoch, epochs);
+    } else if (h->flags & SL_WIRE_HELLO_TRANSITION) {
+        transition_refusal(s, h, why, n);
     } else {
         uint64_t steps = 0, per = 0;
         struct sl_error err = {0};
@@ -289,7 +358,8 @@ static void reshape_refusal(struct server *s, const struct sl_wire_hello *h, cha
             snprintf(why, n,
                      "this trainer asks to reshape the job to %u workers x %u replicas at piece %" PRIu64
                      ", which is not an epoch's first piece of that shape (%" PRIu64 " steps x %u replicas per "
-                     "epoch): sluice changes the shape only at an epoch's start",
+                     "epoch): sluice changes the shape at an epoch's start, or mid-epoch with a transition (a trainer "
+                     "restored with --reshape from a checkpoint taken mid-epoch)",
                      h->workers, h->replicas, h->resume_seq, steps, h->replicas);
     }
     if (why[0] == '\0' && feed_exec_free(s->exec) != feed_exec_tasks(s->exec))
@@ -327,6 +397,27 @@ int feed__shape_reshape(struct server *s, const struct sl_wire_hello *h, char *w
         sl_metrics_set(s->m, FEED_M_WORKERS, 0);
         snprintf(why, n, "%s", err.msg);
         return -1;
+    }
+    /* a change mid-epoch sets the transition; one at an epoch's start
+     * forgets the last one (the new shape's plan from that epoch) */
+    struct feed_transition x = feed__hello_transition(h);
+    memset(&s->tr, 0, sizeof s->tr);
+    s->tr_steps = 0;
+    if (feed_transition_set(&x)) {
+        uint64_t T = 0;
+        if (feed__transition_check(s, h->workers, h->replicas, &x, &T, &err) != 0) { /* checked: cannot be */
+            snprintf(why, n, "%s", err.msg);
+            return -1;
+        }
+        s->tr = x;
+        s->tr_steps = T;
+        sl_metrics_add(s->m, FEED_M_RESHAPES, 1);
+        sl_log(SL_LOG_WARN,
+               "cluster shape %u x %u -> %u x %u at step %" PRIu64 " of epoch %" PRIu64 " (worker %u's HELLO asked "
+               "to reshape mid-epoch: steps %" PRIu64 "..%" PRIu64 " of that epoch cut among the new shape; the old "
+               "shape's workers had been sent pieces up to %" PRIu64 ")",
+               W, R, h->workers, h->replicas, x.from_step, x.from_epoch, h->worker, x.from_step, T - 1, sent);
+        return 1;
     }
     uint64_t per = s->steps * s->replicas;
     uint64_t epoch = (h->flags & SL_WIRE_HELLO_EPOCH) ? h->resume_epoch : per ? h->resume_seq / per : 0;

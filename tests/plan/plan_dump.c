@@ -3,13 +3,18 @@
  * see that file). Usage: plan_dump [--seek] CONFIG (JSON text or a path).
  * With --seek each piece is printed as a fresh plan gives it right after
  * feed_plan_seek to its seq, and the rest of its epoch is checked against
- * iteration (exit 1 on a difference): the same output is expected. */
+ * iteration (exit 1 on a difference): the same output is expected.
+ * A config with from_W, from_R, from_epoch and from_step prints each new
+ * worker's transition stream (feed_transition.h) instead, pieces only;
+ * with --seek each piece as a fresh stream gives it after
+ * feed_stream_seek to its seq, the rest of the stream checked. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "feed_plan.h"
+#include "feed_transition.h"
 #include "sl_alloc.h"
 
 static int get_int(json_t *root, const char *key, long long def, long long *out)
@@ -231,6 +236,61 @@ static int dump(const struct feed_plan_config *cfg, uint64_t forever_epochs, int
     return 0;
 }
 
+/* The transition streams of every new worker (from_* keys). */
+static int dump_transition(const struct feed_plan_config *cfg, const struct feed_transition *x, uint64_t forever_epochs,
+                           int seek)
+{
+    struct sl_error err = {0};
+    struct pieces ps = {0};
+    int status = 0;
+    for (uint32_t w = 0; w < cfg->workers && status == 0; w++) {
+        struct feed_stream *st;
+        if (feed_stream_create(&st, cfg, x, w, &err) != 0) {
+            print_error(err.msg);
+            return 0;
+        }
+        struct feed_piece pc;
+        int rc;
+        while ((rc = feed_stream_next(st, &pc, &err)) == 0 && (cfg->epochs != 0 || pc.epoch < forever_epochs)) {
+            if (!seek)
+                print_piece(&pc);
+            else if (remember(&ps, &pc) != 0)
+                status = 1;
+        }
+        feed_stream_destroy(st);
+        if (rc < 0) {
+            fprintf(stderr, "plan_dump: worker %u: %s\n", w, err.msg);
+            return 1;
+        }
+        /* --seek: piece q as a fresh stream gives it right after a seek to
+         * q, and the rest as iteration gave it */
+        for (size_t q = 0; seek && q < ps.n && status == 0; q++) {
+            if (feed_stream_create(&st, cfg, x, w, &err) != 0 || feed_stream_seek(st, q, &err) != 0) {
+                fprintf(stderr, "plan_dump: worker %u: the seek to %zu failed: %s\n", w, q, err.msg);
+                return 1;
+            }
+            for (size_t k = q; k < ps.n && status == 0; k++) {
+                if (feed_stream_next(st, &pc, &err) != 0) {
+                    fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, no piece %zu\n", w, q, k);
+                    status = 1;
+                } else if (k == q) {
+                    print_piece(&pc);
+                } else if (!same_piece(&pc, &ps, k)) {
+                    fprintf(stderr, "plan_dump: worker %u: after the seek to %zu, piece %zu differs from iteration's\n",
+                            w, q, k);
+                    status = 1;
+                }
+            }
+            feed_stream_destroy(st);
+        }
+        free(ps.v);
+        free(ps.first);
+        free(ps.elems);
+        memset(&ps, 0, sizeof ps);
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     int seek = argc == 3 && strcmp(argv[1], "--seek") == 0;
@@ -285,7 +345,23 @@ int main(int argc, char **argv)
     cfg.workers = (uint32_t)v[8];
     cfg.replicas = (uint32_t)v[9];
 
-    int rc = dump(&cfg, (uint64_t)v[10], seek);
+    long long x[4];
+    int rc;
+    if (json_object_get(root, "from_W") != NULL) {
+        if (get_int(root, "from_W", 0, &x[0]) || get_int(root, "from_R", 0, &x[1]) ||
+            get_int(root, "from_epoch", 0, &x[2]) || get_int(root, "from_step", 0, &x[3])) {
+            sl_free(cv);
+            json_decref(root);
+            return 2;
+        }
+        struct feed_transition tr = {.from_workers = (uint32_t)x[0],
+                                     .from_replicas = (uint32_t)x[1],
+                                     .from_epoch = (uint64_t)x[2],
+                                     .from_step = (uint64_t)x[3]};
+        rc = dump_transition(&cfg, &tr, (uint64_t)v[10], seek);
+    } else {
+        rc = dump(&cfg, (uint64_t)v[10], seek);
+    }
     sl_free(cv);
     json_decref(root);
     return rc;

@@ -16,6 +16,9 @@ Config keys: counts (list), source_is_files (default 1), policy
 shuffle_buffer, seed (int or decimal string), reshuffle (default 1), epochs
 (0 = forever), forever_epochs (epochs printed when epochs is 0, default 2),
 parallel_reads, per_replica, pr_shard (none|files|records), W, R.
+With from_W, from_R, from_epoch and from_step (a change of the shape
+mid-epoch from from_W x from_R to W x R, docs/semantics.md 5.2): each new
+worker's transition stream (transition_pieces), piece lines only.
 """
 import json
 import sys
@@ -349,8 +352,34 @@ def plan_lines(cfg):
     return lines
 
 
+def transition_lines(cfg, raw):
+    """Every new worker's transition stream (transition_pieces) as plan
+    lines, for a config with from_W, from_R, from_epoch, from_step (the
+    shape before the change; W and R are the new shape's)."""
+    old = dict(cfg, W=int(raw["from_W"]), R=int(raw["from_R"]))
+    e, t = int(raw["from_epoch"]), int(raw["from_step"])
+    epochs = cfg["epochs"] if cfg["epochs"] > 0 else cfg["forever_epochs"]
+    T = epoch_steps(old)
+    T2 = epoch_steps(cfg)
+    R2 = cfg["R"]
+    trans = (T - t) * R2
+    lines = []
+    for w in range(cfg["W"]):
+        for k, piece in enumerate(transition_pieces(old, cfg, w, e, t, epochs)):
+            if k < trans:
+                epoch, step = e, t + k // R2
+            else:
+                epoch, step = e + 1 + (k - trans) // (T2 * R2), (k - trans) % (T2 * R2) // R2
+            lines.append('{"worker":%d,"replica":%d,"epoch":%d,"step":%d,"seq":%d,"elems":[%s]}'
+                         % (w, k % R2, epoch, step, k, ",".join("[%d,%d]" % fr for fr in piece)))
+    return lines
+
+
 def run(text):
-    cfg = normalize(json.loads(text))
+    raw = json.loads(text)
+    cfg = normalize(raw)
+    if "from_W" in raw:
+        return transition_lines(cfg, raw)
     try:
         return plan_lines(cfg)
     except PlanError as exc:

@@ -3,8 +3,11 @@
 # configs covering every policy, hint, split and option: the plan iterated
 # from the start, and each piece as a fresh plan gives it right after
 # feed_plan_seek to its seq (plan_dump --seek, which also checks the rest
-# of that epoch against iteration). Stops at the first difference, showing
-# the config and the first differing lines.
+# of that epoch against iteration). Then the transition streams of a change
+# of the shape mid-epoch (feed_transition.h) against transition_pieces on
+# random jobs, old and new shapes, epochs and steps of the change, iterated
+# and after a seek to every seq (CASES / 4 of them). Stops at the first
+# difference, showing the config and the first differing lines.
 # Usage: test_plan_ref.sh PATH/TO/plan_dump [CASES] [SEED]
 set -euo pipefail
 dump=${1:?usage: test_plan_ref.sh PATH/TO/plan_dump [CASES] [SEED]}
@@ -55,10 +58,37 @@ def config():
     return cfg
 
 
+def transition_config():
+    """A job and a change of its shape mid-epoch that both shapes can plan
+    (None when the draw cannot have one)."""
+    cfg = config()
+    cfg["from_W"], cfg["from_R"] = cfg["W"], cfg["R"]
+    cfg["W"], cfg["R"] = rng.randint(1, 4), rng.randint(1, 3)
+    if cfg["per_replica"] and rng.random() < 0.85:
+        cfg["G"] = cfg["W"] * cfg["R"] * cfg["from_W"] * cfg["from_R"] * rng.randint(1, 2)
+    norm = ref_plan.normalize(cfg)
+    try:
+        T = ref_plan.epoch_steps(dict(norm, W=cfg["from_W"], R=cfg["from_R"]))
+        ref_plan.epoch_steps(norm)
+    except ref_plan.PlanError:
+        return None
+    if T < 2:
+        return None
+    epochs = cfg["epochs"] or cfg["forever_epochs"]
+    cfg["from_epoch"] = rng.randrange(epochs)
+    cfg["from_step"] = rng.randint(1, T - 1)
+    return cfg
+
+
 passed = 0
 kinds = {}
-for i in range(cases):
-    cfg = config()
+todo = [(False, config()) for _ in range(cases)]
+ntrans = max(1, cases // 4)
+while len(todo) < cases + ntrans:
+    cfg = transition_config()
+    if cfg is not None:
+        todo.append((True, cfg))
+for i, (trans, cfg) in enumerate(todo):
     text = json.dumps(cfg)
     want = "".join(line + "\n" for line in ref_plan.run(text))
     for mode in ([], ["--seek"]):
@@ -81,6 +111,8 @@ for i in range(cases):
         sys.exit(1)
     kind = "error" if want.startswith('{"error"') else (
         "per-replica" if cfg["per_replica"] else cfg["policy"])
+    if trans:
+        kind = "transition " + kind
     kinds[kind] = kinds.get(kind, 0) + 1
     passed += 1
 print("by kind: " + ", ".join("%s %d" % kv for kv in sorted(kinds.items())))
