@@ -23,7 +23,8 @@ and its seq carried); those stop after epoch 1's end, whose checkpoint
 numbering). Every trace equals the reference model (ref_plan's
 transition_pieces), every element of every epoch once across the workers.
 The refusals: mid-epoch without --reshape, a second change within the
-transition epoch. sluice.torch: 3 x 1 datasets' states mid-epoch loaded by
+transition epoch (the trainer's), a trainer of the shape whose HELLO lacks
+the transition (the feeder's). sluice.torch: 3 x 1 datasets' states mid-epoch loaded by
 2 x 2 datasets (load_state_dict makes the change), a second change refused.
 
 Usage: test_reshape.py BUILD_DIR [OTHER_BUILD]  (OTHER_BUILD: another build
@@ -282,6 +283,10 @@ def mid_epoch_case():
     refused_trainer(tag, ep, job, 2, 1, ["--restore", d2, "--restore-step", str(mid_step), "--reshape"],
                     "a second change within epoch %d (the job's shape changed at its step %d from 2 x 1): change "
                     "again at epoch %d's start" % (e, t, e + 1))
+    # the feeder's side: a trainer of the shape that does not know of the change
+    refused_trainer(tag, ep, job, 3, 1, ["--resume-epoch", "2"],
+                    "the job's shape changed at step %d of epoch %d from 2 x 1; this trainer does not know of the "
+                    "change (its HELLO carries no transition)" % (t, e))
     # the same shape from the checkpoint inside the transition epoch, until its end (global T + T)
     same = run_until_checkpoint(tag, ep, job, 3, 1, ["--restore", d2, "--checkpoint-every", "1000000"], d2, 2 * T,
                                 "same")
@@ -332,8 +337,8 @@ def mid_epoch_case():
     ok("%s: 2 x 1 to step %d of epoch %d, 3 x 1 from there (--restore --reshape of a mid-epoch checkpoint: the "
        "transition), killed at step %d and restored with its shape, 2 x 2 from epoch %d (an epoch end in "
        "transition numbering); 3 x 1's epoch has %d steps of its own; traces equal the reference's, every "
-       "element once per epoch; mid-epoch without --reshape and a second change within epoch %d refused"
-       % (tag, t, e, mid_step, e + 1, T3, e))
+       "element once per epoch; mid-epoch without --reshape, a second change within epoch %d and a trainer "
+       "without the transition refused" % (tag, t, e, mid_step, e + 1, T3, e))
 
 
 # ---- refusals ----
