@@ -341,6 +341,72 @@ def mid_epoch_case():
        "without the transition refused" % (tag, t, e, mid_step, e + 1, T3, e))
 
 
+def mid_epoch_feeder_restart_case():
+    """2 x 1 -> 3 x 1 at step 7 of epoch 1; the feeder killed inside the
+    transition epoch and started again: the trainers (--reconnect-s) say
+    HELLO again with the transition and their seq in its numbering, the
+    new feeder takes the shape and the transition from them, and each
+    trace is still exactly the reference's."""
+    tag = "mid-restart"
+    harness.case()
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f, ep = feeder(tag, job_path)
+    d = os.path.join(bed.TMP, tag + "-ckpt")
+    T = bed.ref_plan.epoch_steps(ref_cfg(job, 2, 1))
+    e, t = 1, 7
+    old = run_until_checkpoint(tag, ep, job, 2, 1, ["--checkpoint-every", str(T + t)], d, T + t, "old")
+    # 4 credits: most of the stream is still to come when the feeder dies,
+    # 5 steps after the change (their checkpoint says they got there)
+    d3 = os.path.join(bed.TMP, tag + "-ckpt3")
+    new = trainers(tag, ep, job, 3, 1, ["--restore", d, "--reshape", "--step-ms", "40", "--reconnect-s", "30",
+                                        "--credits", "4", "--checkpoint", d3, "--checkpoint-every", str(T + t + 5)])
+    deadline = time.time() + 30
+    while not all(T + t + 5 in ckpt_steps(d3, w, 3) for w in range(3)):
+        if time.time() > deadline or any(p.poll() is not None for p, _ in new):
+            fail("%s: the 3 x 1 trainers did not take 5 steps:\n%s" % (tag, read_log(tag, "trainer0")[-1500:]))
+        time.sleep(0.005)
+    f.kill()
+    wait(f, 10, "%s: the killed feeder" % tag)
+    # the same job on the same address, a new process knowing nothing of the shape
+    f2 = spawn([bed.FEEDER, "--job", job_path, "--listen", ep, "--threads", "2", "--heartbeat-ms", "200",
+                "--timeout-ms", "5000"], log=bed.log_path(tag, "feeder2"))
+    for w, (p, _) in enumerate(new):
+        if wait(p, 60, "%s: trainer %d" % (tag, w)) != 0:
+            fail("%s: trainer %d failed after the feeder's restart:\n%s" % (tag, w,
+                                                                           read_log(tag, "trainer%d" % w)[-2000:]))
+    if wait(f2, 30, "%s: the restarted feeder" % tag) != 0:
+        fail("%s: the restarted feeder did not exit 0:\n%s" % (tag, read_log(tag, "feeder2")[-1500:]))
+    ref_old = bed.reference(job, [len(x) for x in IDS], 2, 1)
+    seen = {x: [] for x in range(EPOCHS)}
+    for w in range(2):
+        got = [x for x in trace_lines(old[w]) if x["epoch"] < e or (x["epoch"] == e and x["step"] < t)]
+        check(tag, "2 x 1 worker %d, before the change" % w, got,
+              [x for x in want(ref_old, w, set(range(EPOCHS))) if x["epoch"] < e or (x["epoch"] == e and
+                                                                                     x["step"] < t)])
+        for x in got:
+            seen[x["epoch"]] += x["ids"]
+    for w, (_, tr) in enumerate(new):
+        got = trace_lines(tr)
+        check(tag, "3 x 1 worker %d, from the change" % w, got, want_transition(job, (2, 1), (3, 1), w, e, t))
+        for x in got:
+            seen[x["epoch"]] += x["ids"]
+    every = sorted(i for ids in IDS for i in ids)
+    for x in range(EPOCHS):
+        if sorted(seen[x]) != every:
+            fail("%s: epoch %d delivered %d elements (%d distinct), want each of %d once"
+                 % (tag, x, len(seen[x]), len(set(seen[x])), len(every)))
+    for w in range(3):
+        log = read_log(tag, "trainer%d" % w)
+        if not re.search(r"mid-restart\.sock is back after [0-9.]+ s: resuming at piece \d+", log):
+            fail("%s: trainer %d does not say the feeder came back:\n%s" % (tag, w, log[-2000:]))
+    line = "the shape changed from 2 x 1 at step %d of epoch %d" % (t, e)
+    if line not in read_log(tag, "feeder2"):
+        fail("%s: the restarted feeder's log lacks %r:\n%s" % (tag, line, read_log(tag, "feeder2")[-1500:]))
+    ok("%s: 2 x 1 -> 3 x 1 at step %d of epoch %d, the feeder killed inside the transition epoch and started "
+       "again: the trainers' HELLOs carried the transition, traces equal the reference's, every element once per "
+       "epoch" % (tag, t, e))
+
+
 # ---- refusals ----
 
 def refused_trainer(tag, ep, job, W, R, extra, text):
@@ -599,6 +665,7 @@ reshape_case("w3r1-w2r2-epoch", 3, 1, 2, 2, "epoch")
 trainer_refusals()
 raw_refusals()
 mid_epoch_case()
+mid_epoch_feeder_restart_case()
 python_case()
 bed.cleanup()
 bed.finish()
