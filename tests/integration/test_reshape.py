@@ -24,7 +24,10 @@ numbering). Every trace equals the reference model (ref_plan's
 transition_pieces), every element of every epoch once across the workers.
 The refusals: mid-epoch without --reshape, a second change within the
 transition epoch (the trainer's), a trainer of the shape whose HELLO lacks
-the transition (the feeder's). sluice.torch: 3 x 1 datasets' states mid-epoch loaded by
+the transition (the feeder's), --mode tower's checkpoint with another shape.
+The feeder killed inside the transition epoch and started again (the
+trainers' re-HELLOs carry the transition); with a model (mirrored, the
+ring), 2 x 1 -> 3 x 1 mid-epoch. sluice.torch: 3 x 1 datasets' states mid-epoch loaded by
 2 x 2 datasets (load_state_dict makes the change), a second change refused.
 
 Usage: test_reshape.py BUILD_DIR [OTHER_BUILD]  (OTHER_BUILD: another build
@@ -407,6 +410,65 @@ def mid_epoch_feeder_restart_case():
        "epoch" % (tag, t, e))
 
 
+MODEL = ["--model", "mlp", "--hidden", "16", "--classes", "10", "--lr", "0.01", "--momentum", "0.9", "--seed", "7",
+         "--input", "image", "--label", "label", "--timeout-ms", "20000"]
+
+
+def mid_epoch_model_case():
+    """With a model (mirrored, the workers' ring): 2 x 1 -> 3 x 1 at step 7
+    of epoch 1; the 3 x 1 workers load the 2 x 1 weights, agree over their
+    ring, train the transition pieces and the 3 x 1 plan to the end."""
+    tag = "mid-model"
+    harness.case()
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f, ep = feeder(tag, job_path)
+    d = os.path.join(bed.TMP, tag + "-ckpt")
+    T = bed.ref_plan.epoch_steps(ref_cfg(job, 2, 1))
+    e, t = 1, 7
+
+    def ring(W, who):
+        return ["--ring", ",".join("ipc://%s/%s-%s-ring%d.sock" % (bed.TMP, tag, who, w) for w in range(W))]
+    old = run_until_checkpoint(tag, ep, job, 2, 1, MODEL + ring(2, "old") + ["--checkpoint-every", str(T + t)], d,
+                               T + t, "old")
+    new = trainers(tag, ep, job, 3, 1, MODEL + ring(3, "new") + ["--restore", d, "--reshape"])
+    for w, (p, _) in enumerate(new):
+        if wait(p, 90, "%s: trainer %d" % (tag, w)) != 0:
+            fail("%s: trainer %d failed:\n%s" % (tag, w, read_log(tag, "trainer%d" % w)[-2000:]))
+        log = read_log(tag, "trainer%d" % w)
+        if "continuing at step %d of %d of epoch %d with 3 x 1" % (t, T, e) not in log:
+            fail("%s: trainer %d did not make the change:\n%s" % (tag, w, log[-2000:]))
+    if wait(f, 30, "%s: the feeder" % tag) != 0:
+        fail("%s: the feeder did not exit 0" % tag)
+    seen = {x: [] for x in range(EPOCHS)}
+    for w in range(2):
+        seen_w = [x for x in trace_lines(old[w]) if x["epoch"] < e or (x["epoch"] == e and x["step"] < t)]
+        for x in seen_w:
+            seen[x["epoch"]] += x["ids"]
+    for w, (_, tr) in enumerate(new):
+        got = trace_lines(tr)
+        check(tag, "3 x 1 worker %d, from the change" % w, got, want_transition(job, (2, 1), (3, 1), w, e, t))
+        for x in got:
+            seen[x["epoch"]] += x["ids"]
+    every = sorted(i for ids in IDS for i in ids)
+    for x in range(EPOCHS):
+        if sorted(seen[x]) != every:
+            fail("%s: epoch %d delivered %d elements (%d distinct), want each of %d once"
+                 % (tag, x, len(seen[x]), len(set(seen[x])), len(every)))
+    # --mode tower keeps its shape (its weights are per replica), mid-epoch too
+    f2, ep2 = feeder(tag + "-tower", job_path)
+    tower = MODEL + ["--mode", "tower"]
+    d_t = os.path.join(bed.TMP, tag + "-tower-ckpt")
+    run_until_checkpoint(tag, ep2, job, 1, 2, tower + ["--checkpoint-every", "20"], d_t, 20, "tower")
+    refused_trainer(tag, ep2, job, 1, 3, tower + ["--restore", d_t, "--reshape"],
+                    "was taken with 1 workers x 2 replicas at step 20 of 30 of epoch 0; this run has 1 x 3: --mode "
+                    "tower's weights are per replica: keep the shape")
+    f2.kill()
+    wait(f2, 10, "%s: the tower feeder" % tag)
+    ok("%s: --model mlp (mirrored): 2 x 1 -> 3 x 1 at step %d of epoch %d, the weights restored, the ring of 3 "
+       "trained the transition pieces and the new plan; traces equal the reference's, every element once; "
+       "--mode tower's mid-epoch checkpoint refused for another shape" % (tag, t, e))
+
+
 # ---- refusals ----
 
 def refused_trainer(tag, ep, job, W, R, extra, text):
@@ -666,6 +728,7 @@ trainer_refusals()
 raw_refusals()
 mid_epoch_case()
 mid_epoch_feeder_restart_case()
+mid_epoch_model_case()
 python_case()
 bed.cleanup()
 bed.finish()
