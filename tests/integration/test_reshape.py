@@ -25,10 +25,12 @@ transition_pieces), every element of every epoch once across the workers.
 The refusals: mid-epoch without --reshape, a second change within the
 transition epoch (the trainer's), a trainer of the shape whose HELLO lacks
 the transition (the feeder's), --mode tower's checkpoint with another shape.
-The feeder killed inside the transition epoch and started again (the
-trainers' re-HELLOs carry the transition); with a model (mirrored, the
-ring), 2 x 1 -> 3 x 1 mid-epoch. sluice.torch: 3 x 1 datasets' states mid-epoch loaded by
-2 x 2 datasets (load_state_dict makes the change), a second change refused.
+Two changes in different epochs (2 x 1 -> 3 x 1 in epoch 1, 3 x 1 -> 2 x 2
+in epoch 2). The feeder killed inside the transition epoch and started
+again (the trainers' re-HELLOs carry the transition); with a model
+(mirrored, the ring), 2 x 1 -> 3 x 1 mid-epoch. sluice.torch: 3 x 1
+datasets' states mid-epoch loaded by 2 x 2 datasets (load_state_dict makes
+the change), a second change refused.
 
 Usage: test_reshape.py BUILD_DIR [OTHER_BUILD]  (OTHER_BUILD: another build
 whose feeder and trainer run instead, e.g. one that predates the change)
@@ -342,6 +344,59 @@ def mid_epoch_case():
        "transition numbering); 3 x 1's epoch has %d steps of its own; traces equal the reference's, every "
        "element once per epoch; mid-epoch without --reshape, a second change within epoch %d and a trainer "
        "without the transition refused" % (tag, t, e, mid_step, e + 1, T3, e))
+
+
+def mid_epoch_twice_case():
+    """Two changes in different epochs: 2 x 1 -> 3 x 1 at step 7 of epoch 1,
+    then 3 x 1 -> 2 x 2 at step 5 of epoch 2 (the old plan there is 3 x 1's
+    plain plan; the checkpoint's position counted in the first transition's
+    numbering)."""
+    tag = "mid-twice"
+    harness.case()
+    job_path, job = bed.write_job("job-" + tag, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
+    f, ep = feeder(tag, job_path)
+    d, d2 = os.path.join(bed.TMP, tag + "-ckpt"), os.path.join(bed.TMP, tag + "-ckpt2")
+    T = bed.ref_plan.epoch_steps(ref_cfg(job, 2, 1))
+    T3 = bed.ref_plan.epoch_steps(ref_cfg(job, 3, 1))
+    e, t, e2, t2 = 1, 7, 2, 5
+    at = T + t + (T - t) + t2  # the global step of the second change
+    old = run_until_checkpoint(tag, ep, job, 2, 1, ["--checkpoint-every", str(T + t)], d, T + t, "old")
+    mid = run_until_checkpoint(tag, ep, job, 3, 1, ["--restore", d, "--reshape", "--checkpoint-every", str(at)], d2,
+                               at, "mid")
+    last = trainers(tag, ep, job, 2, 2, ["--restore", d2, "--reshape"], who="last")
+    for w, (p, _) in enumerate(last):
+        if wait(p, 60, "%s: trainer %d" % (tag, w)) != 0:
+            fail("%s: 2 x 2 trainer %d failed:\n%s" % (tag, w, read_log(tag, "last%d" % w)[-2000:]))
+        line = "continuing at step %d of %d of epoch %d with 2 x 2" % (t2, T3, e2)
+        if line not in read_log(tag, "last%d" % w):
+            fail("%s: 2 x 2 trainer %d's log lacks %r:\n%s" % (tag, w, line, read_log(tag, "last%d" % w)[-1500:]))
+    if wait(f, 30, "%s: the feeder" % tag) != 0:
+        fail("%s: the feeder did not exit 0" % tag)
+    seen = {x: [] for x in range(EPOCHS)}
+    for w in range(2):
+        for x in trace_lines(old[w]):
+            if x["epoch"] < e or (x["epoch"] == e and x["step"] < t):
+                seen[x["epoch"]] += x["ids"]
+    head = (T - t) + t2  # the 3 x 1 steps before the second change
+    for w in range(3):
+        got = [x for x in trace_lines(mid[w]) if x["seq"] < head]
+        check(tag, "3 x 1 worker %d, between the changes" % w, got,
+              want_transition(job, (2, 1), (3, 1), w, e, t)[:head])
+        for x in got:
+            seen[x["epoch"]] += x["ids"]
+    for w, (_, tr) in enumerate(last):
+        got = trace_lines(tr)
+        check(tag, "2 x 2 worker %d, from the second change" % w, got,
+              want_transition(job, (3, 1), (2, 2), w, e2, t2))
+        for x in got:
+            seen[x["epoch"]] += x["ids"]
+    every = sorted(i for ids in IDS for i in ids)
+    for x in range(EPOCHS):
+        if sorted(seen[x]) != every:
+            fail("%s: epoch %d delivered %d elements (%d distinct), want each of %d once"
+                 % (tag, x, len(seen[x]), len(set(seen[x])), len(every)))
+    ok("%s: 2 x 1 -> 3 x 1 at step %d of epoch %d, 3 x 1 -> 2 x 2 at step %d of epoch %d (global step %d): traces "
+       "equal the reference's, every element once per epoch" % (tag, t, e, t2, e2, at))
 
 
 def mid_epoch_feeder_restart_case():
@@ -727,6 +782,7 @@ reshape_case("w3r1-w2r2-epoch", 3, 1, 2, 2, "epoch")
 trainer_refusals()
 raw_refusals()
 mid_epoch_case()
+mid_epoch_twice_case()
 mid_epoch_feeder_restart_case()
 mid_epoch_model_case()
 python_case()
