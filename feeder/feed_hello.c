@@ -277,8 +277,9 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
         if (feed_transition_set(&x))
             sl_log(SL_LOG_INFO,
                    "the shape changed from %u x %u at step %" PRIu64 " of epoch %" PRIu64
-                   " (worker %u's HELLO): the rest of that epoch's %" PRIu64 " steps cut among %u x %u",
-                   x.from_workers, x.from_replicas, x.from_step, x.from_epoch, h->worker, T, h->workers, h->replicas);
+                   " (worker %u's HELLO): steps %" PRIu64 "..%" PRIu64 " of that epoch cut among %u x %u",
+                   x.from_workers, x.from_replicas, x.from_step, x.from_epoch, h->worker, x.from_step, T - 1,
+                   h->workers, h->replicas);
     }
     if (transition_agrees(s, id, id_len, h) != 0)
         return -1;
@@ -297,7 +298,8 @@ static int hello_check(struct server *s, const uint8_t *id, size_t id_len, struc
                      " pieces per worker after the change at step %" PRIu64 " of epoch %" PRIu64 ": %" PRIu64
                      " steps x %u replicas, then %" PRIu64 " epochs of %" PRIu64 " steps x %u replicas)",
                      h->worker, h->resume_seq, total, s->tr.from_step, s->tr.from_epoch, s->tr_steps - s->tr.from_step,
-                     s->replicas, job->epochs - s->tr.from_epoch - 1, s->steps, s->replicas);
+                     s->replicas, job->epochs > s->tr.from_epoch ? job->epochs - s->tr.from_epoch - 1 : 0, s->steps,
+                     s->replicas);
         return -1;
     }
     if (h->resume_seq > total) {

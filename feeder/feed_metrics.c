@@ -40,7 +40,7 @@ const struct sl_metric_def feed_metric_defs[FEED_M_COUNT] = {
     [FEED_M_JOINS] = {"joins", SL_METRIC_COUNTER, "JOINs accepted (feeders counted in)"},
     [FEED_M_JOINS_REFUSED] = {"joins_refused", SL_METRIC_COUNTER, "JOINs refused"},
     [FEED_M_ROSTER_FEEDERS] = {"roster_feeders", SL_METRIC_GAUGE, "the feeders the roster counts"},
-    [FEED_M_RESHAPES] = {"reshapes", SL_METRIC_COUNTER, "cluster shapes replaced at an epoch's start"},
+    [FEED_M_RESHAPES] = {"reshapes", SL_METRIC_COUNTER, "cluster shapes replaced at an epoch's start or mid-epoch"},
 };
 
 void feed_counters_from(const struct sl_metrics_snap *s, struct feed_counters *c)

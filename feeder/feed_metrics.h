@@ -44,7 +44,7 @@ enum feed_metric {
     FEED_M_JOINS,          /* JOINs accepted: feeders counted in (an index once) */
     FEED_M_JOINS_REFUSED,  /* JOINs refused (malformed ones included) */
     FEED_M_ROSTER_FEEDERS, /* gauge: the feeders the roster counts (the modulus told to trainers) */
-    FEED_M_RESHAPES,       /* cluster shapes replaced at an epoch's start (SL_WIRE_HELLO_RESHAPE) */
+    FEED_M_RESHAPES,       /* cluster shapes replaced at an epoch's start or mid-epoch (SL_WIRE_HELLO_RESHAPE) */
     FEED_M_COUNT
 };
 

@@ -679,6 +679,12 @@ int feed_plan_summarize(const struct feed_plan_config *cfg, uint32_t worker, str
 
 int feed_plan_create(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker, struct sl_error *err)
 {
+    return feed_plan_create_steps(out, cfg, worker, UINT64_MAX, err);
+}
+
+int feed_plan_create_steps(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker, uint64_t steps,
+                           struct sl_error *err)
+{
     *out = NULL;
     int rc = validate(cfg, err);
     if (rc != 0)
@@ -696,7 +702,7 @@ int feed_plan_create(struct feed_plan **out, const struct feed_plan_config *cfg,
     p->N = (uint64_t)p->W * p->R;
     p->G = cfg->global_batch;
     derive(cfg, worker, &p->fig, NULL, 0);
-    p->steps = common_steps(cfg);
+    p->steps = steps != UINT64_MAX ? steps : common_steps(cfg);
 
     p->nfiles = feed_plan_worker_files(cfg, worker, NULL, 0);
     p->cycle = cfg->parallel_reads > 1 ? cfg->parallel_reads : 1;

@@ -119,6 +119,12 @@ struct feed_plan;
  * dataset)". Every worker gets the same error. */
 int feed_plan_create(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker,
                      struct sl_error *err) SL_MUST_CHECK;
+/* feed_plan_create with the config's steps per epoch given (steps:
+ * feed_plan_summarize's, for any worker; UINT64_MAX: computed here), for a
+ * caller that makes plans of many workers of one config: finding the
+ * steps looks at every worker's files, W x files for each plan. */
+int feed_plan_create_steps(struct feed_plan **out, const struct feed_plan_config *cfg, uint32_t worker, uint64_t steps,
+                           struct sl_error *err) SL_MUST_CHECK;
 void feed_plan_destroy(struct feed_plan *p);
 
 /* The worker's next piece, in seq order: 0, or SL_END after the last epoch.

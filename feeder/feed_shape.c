@@ -261,7 +261,17 @@ int feed__transition_check(const struct server *s, uint32_t W, uint32_t R, const
     int rc = feed_job_fill_plan_config(s->o->job, feed_source_counts(s->o->src), W, R, &cfg);
     if (rc != 0)
         return sl_error_set(err, rc, "cannot plan for %u workers x %u replicas", W, R);
-    if ((rc = feed_transition_check(&cfg, x, old_steps, err)) != 0)
+    rc = feed_transition_check(&cfg, x, old_steps, err);
+    /* the W' connections of this feeder's own shares hold a stream each:
+     * together within --piece-memory, beside the pool */
+    uint64_t one = rc == 0 ? feed_transition_bytes(&cfg, x) : 0, all = 0;
+    if (rc == 0 && (__builtin_mul_overflow(one, (uint64_t)W, &all) || all > s->o->piece_memory))
+        rc = sl_error_set(err, SL_EINVAL,
+                          "its %u connections would hold %u plans of the old shape each until epoch %" PRIu64
+                          " ends, about %" PRIu64 " bytes each, over this feeder's --piece-memory of %" PRIu64
+                          " bytes in all: give the feeder more --piece-memory, or change the shape at an epoch's start",
+                          W, x->from_workers, x->from_epoch, one, s->o->piece_memory);
+    if (rc != 0)
         sl_error_prefix(err,
                         "this trainer continues a change of the job's shape from %u x %u to %u x %u at step %" PRIu64
                         " of epoch %" PRIu64 ", which this feeder cannot serve: ",

@@ -86,19 +86,26 @@ int feed_transition_check(const struct feed_plan_config *cfg, const struct feed_
         __builtin_mul_overflow(b, (uint64_t)cfg->replicas, &b))
         return sl_error_set(err, SL_EINVAL,
                             "the change at step %" PRIu64 " of epoch %" PRIu64 " is past any trainer's reach", t, e);
-    /* W old plans and B_s's buffer (G + W R elements); saturated */
-    uint64_t bytes = 0, one = plan_bytes(&old), buf = 0;
-    if (__builtin_mul_overflow(one, (uint64_t)W, &bytes) ||
-        __builtin_add_overflow(cfg->global_batch, (uint64_t)W * R, &buf) ||
-        __builtin_mul_overflow(buf, (uint64_t)sizeof(struct feed_elem), &buf) ||
-        __builtin_add_overflow(bytes, buf, &bytes))
-        bytes = UINT64_MAX;
+    uint64_t bytes = feed_transition_bytes(cfg, x);
     if (bytes > FEED_TRANSITION_MAX_BYTES)
         return sl_error_set(err, SL_EINVAL,
                             "a change from %u x %u needs %u plans of the old shape for each new worker, about %" PRIu64
                             " bytes, over the bound of %" PRIu64 " bytes: change the shape at an epoch's start instead",
                             W, R, W, bytes, FEED_TRANSITION_MAX_BYTES);
     return 0;
+}
+
+uint64_t feed_transition_bytes(const struct feed_plan_config *cfg, const struct feed_transition *x)
+{
+    /* W old plans and B_s's buffer (G + W R elements); saturated */
+    struct feed_plan_config old = feed_transition_old_config(cfg, x);
+    uint64_t bytes = 0, buf = 0;
+    if (__builtin_mul_overflow(plan_bytes(&old), (uint64_t)x->from_workers, &bytes) ||
+        __builtin_add_overflow(cfg->global_batch, (uint64_t)x->from_workers * x->from_replicas, &buf) ||
+        __builtin_mul_overflow(buf, (uint64_t)sizeof(struct feed_elem), &buf) ||
+        __builtin_add_overflow(bytes, buf, &bytes))
+        return UINT64_MAX;
+    return bytes;
 }
 
 uint64_t feed_transition_total(const struct feed_transition *x, uint64_t old_steps, uint64_t steps, uint32_t replicas,
@@ -148,7 +155,8 @@ static int make_old(struct feed_stream *st, struct sl_error *err)
         return sl_error_set(err, SL_ENOMEM, "transition: out of memory for %u plans of the old shape", W);
     }
     for (uint32_t w = 0; w < W; w++) {
-        int rc = feed_plan_create(&st->old[w], &st->old_cfg, w, err);
+        /* the old steps known: not W x files again for each plan */
+        int rc = feed_plan_create_steps(&st->old[w], &st->old_cfg, w, st->old_steps, err);
         if (rc != 0) {
             free_old(st);
             return rc;

@@ -19,8 +19,8 @@
  * Memory: a transition stream holds W plans of the old shape (each seeked
  * to step t of epoch e, each yielding R pieces a step) and a buffer of
  * G + W R elements for B_s, until its transition is over; their estimated
- * size is bounded by FEED_TRANSITION_MAX_BYTES per stream
- * (feed_transition_check refuses more). A seek costs what W + 1 plan seeks
+ * size (feed_transition_bytes) is bounded by FEED_TRANSITION_MAX_BYTES
+ * per stream (feed_transition_check refuses more). A seek costs what W + 1 plan seeks
  * cost (O(S log S) each); iterating allocates nothing per element.
  *
  * Thread-safe: no; one owner. Configs are copied (their counts borrowed
@@ -63,6 +63,11 @@ struct feed_plan_config feed_transition_old_config(const struct feed_plan_config
  * reason in err. */
 int feed_transition_check(const struct feed_plan_config *cfg, const struct feed_transition *x, uint64_t *old_steps,
                           struct sl_error *err) SL_MUST_CHECK;
+
+/* The estimated bytes one transition stream of x holds until its
+ * transition is over (its W old plans and B_s's buffer; UINT64_MAX past
+ * 64 bits): what feed_transition_check bounds, per stream. */
+uint64_t feed_transition_bytes(const struct feed_plan_config *cfg, const struct feed_transition *x);
 
 /* Pieces in a worker's whole stream (UINT64_MAX: no end, or past 64
  * bits): steps x R x epochs for a plain plan (x NULL or unset); with x,

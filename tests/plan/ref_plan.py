@@ -262,7 +262,8 @@ def transition_pieces(cfg_old, cfg_new, worker, from_epoch, from_step, epochs):
     """New worker `worker`'s piece stream after a mid-epoch change of the
     cluster shape (docs/semantics.md 5.2): the old shape cfg_old (W x R, T
     steps per epoch) took steps 0..from_step-1 of epoch from_epoch; the new
-    shape cfg_new (W' x R', N' = W' R') takes the rest.
+    shape cfg_new (W' x R', N' = W' R') takes the rest. cfg_old and cfg_new
+    are normalize()d configs of one job that differ in W and R only.
 
     For each step s = from_step..T-1 of epoch from_epoch, B_s is the
     concatenation (old worker 0..W-1, then old replica 0..R-1) of the old
