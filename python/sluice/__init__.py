@@ -181,6 +181,12 @@ class Client(_CClient):
         per pass, has."""
         if self.closed or self.epochs == 0 or self.steps_per_epoch == 0:
             return NotImplemented
+        x = self._transition
+        if x is not None:  # position counts from the change: the transition epoch's steps left, then whole epochs
+            if x[4] is None:
+                return NotImplemented  # that epoch's steps are not known here
+            return max(0, (x[4] - x[3]) + (self.epochs - x[2] - 1) * self.steps_per_epoch -
+                       self.position // self.replicas_per_step)
         return max(0, self.epochs * self.steps_per_epoch - self.position // self.replicas_per_step)
 
     def __repr__(self):

@@ -92,6 +92,7 @@ def test_client_transition_state(data):  # noqa: F811
     keys = {"shuffle": {"buffer": 16, "seed": 3, "reshuffle_each_epoch": True}, "epochs": 2}
     f = Feeders("state-transition", files, 2, **keys)
     W, R, K, X = 2, 2, 9, (3, 1, 0, 5)
+    T = len([x for x in test_client.bed.reference(f.job, [len(x) for x in ids], 3, 1)[0] if x["epoch"] == 0])
     try:
         heads, saved = {}, {}
         for w in range(W):
@@ -99,6 +100,7 @@ def test_client_transition_state(data):  # noqa: F811
                                transition=X, reshape=True) as c:
                 heads[w] = [next(c) for _ in range(K)]
                 saved[w] = json.dumps(c.state_dict())
+                assert operator.length_hint(c, -1) == -1  # the old shape's steps per epoch not known here
         assert json.loads(saved[0]) == {"version": 1, "job": f.job["name"], "worker": 0, "workers": W,
                                         "replicas": R, "steps_per_epoch": 50, "epochs": 2, "position": K * R,
                                         "transition": [3, 1, 0, 5, None]}
@@ -110,10 +112,15 @@ def test_client_transition_state(data):  # noqa: F811
         for w in range(W):
             with sluice.Client(f.eps, f.job["name"], worker=w, workers=W, replicas=R, heartbeat_ms=200,
                                transition=X) as c:
-                c.load_state_dict(json.loads(saved[w]))
+                state = json.loads(saved[w])
+                state["transition"][4] = T  # the old shape's steps per epoch, known to this state
+                c.load_state_dict(state)
                 assert c.position == K * R
+                # the T - 5 steps of epoch 0 after the change and epoch 1's 50, less the K taken
+                assert operator.length_hint(c) == T - 5 + 50 - K
                 tails[w] = list(c)
-                assert c.state_dict()["transition"] == [3, 1, 0, 5, None]
+                assert len(tails[w]) == T - 5 + 50 - K
+                assert c.state_dict()["transition"] == [3, 1, 0, 5, T]
         assert f.wait() == [0, 0]
     finally:
         f.stop()
