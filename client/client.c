@@ -389,6 +389,13 @@ int client_open(struct client **out, const struct client_opts *opts, struct sl_e
                             "resume at epoch %" PRIu64 " and at piece %" PRIu64
                             ": give one or the other (an epoch at most 2^48)",
                             opts->resume_epoch, opts->resume_seq);
+    const struct client_transition *x = &opts->transition;
+    if (opts->resume_epoch != 0 && x->from_workers != 0)
+        return sl_error_set(err, SL_EINVAL,
+                            "resume at epoch %" PRIu64 " with a transition (from %" PRIu32 " x %" PRIu32
+                            " at step %" PRIu64 " of epoch %" PRIu64
+                            "): give one or the other (with a transition, resume_seq counts from the change)",
+                            opts->resume_epoch, x->from_workers, x->from_replicas, x->from_step, x->from_epoch);
     for (size_t j = 0; j < opts->nfeeders; j++)
         if (sl_endpoint_check(opts->feeders[j], err) != 0)
             return sl_error_prefix(err, "feeder %zu: ", j);

@@ -99,48 +99,67 @@ struct client_names {
                                      not seconds ("--connect-timeout 3 s") */
 };
 
+/* A mid-epoch change of the cluster shape (docs/semantics.md 5.2): from
+ * from_workers x from_replicas to the client's shape, at step from_step
+ * (>= 1) of epoch from_epoch. All four 0: none. */
+struct client_transition {
+    uint32_t from_workers;  /* 1..SL_WIRE_MAX_WORKERS */
+    uint32_t from_replicas; /* 1..SL_WIRE_MAX_REPLICAS */
+    uint64_t from_epoch;    /* at most 2^48 */
+    uint64_t from_step;     /* 1..2^48 */
+};
+
+/* 0, or SL_EINVAL naming the first field out of range ("transition:
+ * from_step 0 is out of range (1 to 2^48)"); all four 0 is no transition
+ * and fine. */
+int client_check_transition(const struct client_transition *x, struct sl_error *err) SL_MUST_CHECK;
+
 struct client_opts {
     const char *const *feeders; /* endpoints, feeder j at index j (checked against WELCOME) */
     size_t nfeeders;
     const char *job;
     uint32_t worker, workers, replicas;
-    uint32_t credits;                  /* per feeder; 0: max(64, 4 * replicas) */
-    int heartbeat_ms;                  /* 0: 1000 */
-    int timeout_ms;                    /* silence that fails a feeder; 0: 10000 */
-    int connect_timeout_ms;            /* wait for a feeder's first answer to HELLO, and while it
+    uint32_t credits;                    /* per feeder; 0: max(64, 4 * replicas) */
+    int heartbeat_ms;                    /* 0: 1000 */
+    int timeout_ms;                      /* silence that fails a feeder; 0: 10000 */
+    int connect_timeout_ms;              /* wait for a feeder's first answer to HELLO, and while it
                                    answers STATUS (scanning its files) for its next one:
                                    fail after this long without a word from it; 0:
                                    CLIENT_CONNECT_TIMEOUT_MS */
-    int reconnect_ms;                  /* > 0: a feeder lost mid-stream (silent past the
+    int reconnect_ms;                    /* > 0: a feeder lost mid-stream (silent past the
                                    timeout) is asked to resume where it left off,
                                    waiting this long for it to come back; 0: fail */
-    int no_shm;                        /* never map a feeder's shared piece memory: pieces
+    int no_shm;                          /* never map a feeder's shared piece memory: pieces
                                    always come by copy */
-    int takeover_ms;                   /* > 0: a lost feeder not back within this long has its
+    int takeover_ms;                     /* > 0: a lost feeder not back within this long has its
                                    share (its pieces, seq % F == j) served by a surviving
                                    feeder, from the first piece not handed out; the stream
                                    the caller sees is unchanged. 0: off */
-    uint64_t resume_seq;               /* the first piece wanted: 0, or where an earlier run
+    uint64_t resume_seq;                 /* the first piece wanted: 0, or where an earlier run
                                    stopped (client_position), a multiple of replicas
                                    (a step's first piece), at most 2^48 */
-    uint64_t resume_epoch;             /* > 0: start at the first piece of this epoch (the feeders
+    uint64_t resume_epoch;               /* > 0: start at the first piece of this epoch (the feeders
                                    compute its seq for this shape: SL_WIRE_HELLO_EPOCH), with
                                    resume_seq 0; at most 2^48. Where a run of another shape
                                    stopped at an epoch's end (with reshape) */
-    int reshape;                       /* ask the feeders to replace the job's cluster shape with
+    int reshape;                         /* ask the feeders to replace the job's cluster shape with
                                    this one (SL_WIRE_HELLO_RESHAPE): granted at an epoch's
                                    first piece once no trainer of the old shape is heard from */
-    uint64_t incarnation;              /* this trainer process's id in every HELLO (a restarted
+    struct client_transition transition; /* all 0: none. Else the job's shape changed mid-epoch
+                                   (docs/semantics.md 5.2): every HELLO says so
+                                   (SL_WIRE_HELLO_TRANSITION) and resume_seq counts this
+                                   worker's pieces from that change. Not with resume_epoch */
+    uint64_t incarnation;                /* this trainer process's id in every HELLO (a restarted
                                    process replaces its dead predecessor's connections at
                                    once); 0: a random one */
-    volatile sig_atomic_t *stop;       /* when set (by a signal handler), every wait ends
+    volatile sig_atomic_t *stop;         /* when set (by a signal handler), every wait ends
                                     within a heartbeat tick with SL_ECLOSED "stopped
                                     by a signal"; NULL: never */
-    const struct sl_curve_keys *curve; /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
-    const char *const *curve_server;   /* with curve: [nfeeders] feeder k's public key in Z85
+    const struct sl_curve_keys *curve;   /* this trainer's CURVE key pair (borrowed); NULL: no CURVE */
+    const char *const *curve_server;     /* with curve: [nfeeders] feeder k's public key in Z85
                                           (borrowed), the key of feeders[k] */
-    const struct client_names *names;  /* in messages (borrowed); NULL: sluice-trainer's flags */
-    struct sl_metrics *metrics;        /* a table that begins with the client's slots
+    const struct client_names *names;    /* in messages (borrowed); NULL: sluice-trainer's flags */
+    struct sl_metrics *metrics;          /* a table that begins with the client's slots
                                     (client_metrics.h; borrowed) the client adds its
                                     pieces, rows, bytes, shared-memory pieces, input wait
                                     and rejoins to; NULL: a table of its own */

@@ -53,8 +53,16 @@ int client__open_socket(struct client *c, size_t j, struct sl_error *err)
     return 0;
 }
 
-void client__set_modulus(const struct client *c, struct sl_wire_hello *h)
+void client__set_trailing(const struct client *c, struct sl_wire_hello *h)
 {
+    const struct client_transition *x = &c->o.transition;
+    if (x->from_workers != 0) { /* checked at open: all four in range */
+        h->flags |= SL_WIRE_HELLO_TRANSITION;
+        h->from_workers = x->from_workers;
+        h->from_replicas = x->from_replicas;
+        h->from_epoch = x->from_epoch;
+        h->from_step = x->from_step;
+    }
     /* only after a join (a ROSTER, or a trainer given the joined feeders
      * too): a feeder that predates joins refuses the field */
     if (c->o.nfeeders != c->nfeeders0 || c->say_feeders) {
@@ -87,7 +95,7 @@ int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t re
         h.resume_epoch = c->o.resume_epoch;
         h.resume_seq = 0;
     }
-    client__set_modulus(c, &h);
+    client__set_trailing(c, &h);
     if (sl_wire_encode_hello(&h, &c->buf) != 0)
         return sl_error_set(err, SL_EINVAL, "cannot encode HELLO (job name 1-%d bytes, worker < workers)",
                             SL_WIRE_MAX_JOB);

@@ -243,9 +243,12 @@ void client__drop_slot(struct client *c, struct slot *s);
 /* client_handshake.c: the socket, its monitor, HELLO and its answers */
 int client__open_socket(struct client *c, size_t j, struct sl_error *err);
 void client__close_socket(struct feeder *f);
-/* A HELLO's modulus: after a join, SL_WIRE_HELLO_FEEDERS and the
- * client's feeders; before, neither (the feeder's own --feeders). */
-void client__set_modulus(const struct client *c, struct sl_wire_hello *h);
+/* A HELLO's trailing fields, on every HELLO the client makes (the first,
+ * re-HELLOs, a reshape's, a takeover's, a probe's): the modulus after a
+ * join (SL_WIRE_HELLO_FEEDERS and the client's feeders; before, neither:
+ * the feeder's own --feeders), and the transition when the client has one
+ * (SL_WIRE_HELLO_TRANSITION: every resume_seq it sends counts from it). */
+void client__set_trailing(const struct client *c, struct sl_wire_hello *h);
 int client__send_hello(struct client *c, size_t j, uint32_t credits, uint64_t resume, struct sl_error *err);
 int client__check_welcome(struct client *c, size_t j, const struct sl_wire_welcome *w, int first, struct sl_error *err);
 void client__note_status(struct client *c, size_t j, const struct sl_wire_status *st);

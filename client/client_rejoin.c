@@ -201,7 +201,7 @@ int client__probes(struct client *c, uint64_t now, struct sl_error *err)
                                           .share = (uint32_t)j,
                                           .job = c->o.job,
                                           .job_len = strlen(c->o.job)};
-                client__set_modulus(c, &h);
+                client__set_trailing(c, &h);
                 if (sl_endpoint_connect(f->probe, c->o.feeders[j], NULL) != 0 ||
                     sl_wire_encode_hello(&h, &c->buf) != 0 || client__send_buf(f->probe, &c->buf) != 0)
                     client__close_probe(f, now + every);

@@ -199,6 +199,8 @@ int sluice_client_open(struct sluice_client **out, const struct sluice_options *
         .resume_seq = o->resume_seq,
         .resume_epoch = o->resume_epoch,
         .reshape = o->reshape,
+        .transition = {o->transition.from_workers, o->transition.from_replicas, o->transition.from_epoch,
+                       o->transition.from_step},
         .stop = o->stop,
         .names = &api_names,
     };

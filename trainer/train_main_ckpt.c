@@ -39,6 +39,14 @@ static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
     m->workers = o->workers;
     m->replicas = t->replicas;
     m->steps_per_epoch = t->cl != NULL ? client_welcome(t->cl)->steps_per_epoch : 0; /* where epochs end */
+    if (t->transition.from_workers != 0) {
+        m->from_workers = t->transition.from_workers;
+        m->from_replicas = t->transition.from_replicas;
+        m->from_epoch = t->transition.from_epoch;
+        m->from_step = t->transition.from_step;
+        m->from_steps_per_epoch = t->from_T;
+        m->step_base = t->step_base;
+    }
     m->model = (uint32_t)o->model;
     if (o->model == MODEL_NONE)
         return;
@@ -52,6 +60,16 @@ static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
     m->lr = (float)o->lr;
     m->momentum = (float)o->momentum;
     m->seed = o->seed;
+}
+
+/* A checkpoint restored with its own shape: the stream goes on as it was,
+ * with the transition it recorded (if any) and its seq. */
+static void adopt_transition(struct trainer *t)
+{
+    const struct train_ckpt_meta *m = &t->ck.meta;
+    t->transition = (struct client_transition){m->from_workers, m->from_replicas, m->from_epoch, m->from_step};
+    t->from_T = m->from_steps_per_epoch;
+    t->step_base = m->step_base;
 }
 
 /* With --restore and several workers, over the ring before the feeders
@@ -100,7 +118,7 @@ int trainer_ckpt_agree(struct trainer *t, struct sl_error *err)
                "--restore: worker %u's newest checkpoint is step %" PRIu64 ", this worker's step %" PRIu64
                ": every worker continues from step %" PRIu64,
                lo_w, lo, t->start_step, lo);
-        if (train_ckpt_read(path, &want, &older, &lerr) != 0 || older.meta.pos.step != lo) {
+        if (train_ckpt_read(path, &want, &older, &lerr) != 0 || train_ckpt_steps(&older.meta) != lo) {
             sl_log(SL_LOG_ERROR, "--restore: %s", lerr.msg[0] ? lerr.msg : "the file's step is not its name's");
             train_ckpt_free(&older);
             bad = 1;
@@ -108,6 +126,8 @@ int trainer_ckpt_agree(struct trainer *t, struct sl_error *err)
             train_ckpt_free(&t->ck);
             t->ck = older;
             t->start_step = lo;
+            if (!t->changing)
+                adopt_transition(t);
             sl_log(SL_LOG_INFO, "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s",
                    lo, t->ck.meta.pos.epoch, t->ck.meta.pos.seq, path);
         }
@@ -140,11 +160,17 @@ int trainer_ckpt_dir_ready(const char *dir, struct sl_error *err)
 
 /* --restore from checkpoints of another shape (other W or R): the newest
  * (or --restore-step's) of worker w mod W_old of W_old, read and checked
- * for everything but the shape. The feeders then serve this run's shape
- * from the next epoch (resume by epoch, with --reshape): only a position
- * at an epoch's end (the checkpoint's steps per epoch say where they end;
- * sluice-trainer writes one after every epoch's last step) can continue
- * so, and only --reshape says the plan may change. */
+ * for everything but the shape. Only --reshape says the plan may change.
+ * A position at an epoch's end (the checkpoint's steps per epoch and
+ * transition say where epochs end; sluice-trainer writes one after every
+ * epoch's last step) continues by epoch: the feeders serve this run's
+ * shape's plan from the next epoch. A position at step t >= 1 of epoch e
+ * continues with the transition (W_old, R_old, e, t) from its first piece
+ * (resume_seq 0): the rest of epoch e's steps cut into this shape's pieces,
+ * then this shape's plan (docs/semantics.md 5.2). Refused: a mid-epoch
+ * change within the epoch of the checkpoint's own change, --mode tower
+ * with a model (its weights are per replica), a version 1 checkpoint (its
+ * epochs' ends unknown). */
 static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_old, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
@@ -173,39 +199,79 @@ static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_o
     want.replicas = R_old;
     if ((rc = train_ckpt_read(path, &want, &t->ck, err)) != 0)
         return sl_error_prefix(err, "--restore: ");
-    const struct client_input_position *pos = &t->ck.meta.pos;
+    const struct train_ckpt_meta *m = &t->ck.meta;
+    if (train_ckpt_steps(m) != step) {
+        rc = sl_error_set(err, SL_ECORRUPT, "--restore: %s holds step %" PRIu64 " (the name says %" PRIu64 ")", path,
+                          train_ckpt_steps(m), step);
+        train_ckpt_free(&t->ck);
+        return rc;
+    }
     if (W_old == o->workers && R_old == t->replicas) { /* the same shape after all: by seq */
         t->start_step = step;
+        adopt_transition(t);
         return 0;
     }
-    uint64_t S = t->ck.meta.steps_per_epoch, per = S * R_old; /* S <= 2^48, R_old <= 1024 */
-    uint64_t epoch = per != 0 ? pos->seq / per : 0, within = per != 0 ? pos->step % S : 0;
-    int at_end = per != 0 && pos->seq % per == 0;
-    if (!at_end || !o->reshape || (o->model != MODEL_NONE && o->mode == MODE_TOWER)) {
-        char where[160];
-        if (per != 0)
-            snprintf(where, sizeof where, "step %" PRIu64 " of %" PRIu64 " of epoch %" PRIu64, at_end ? S : within, S,
-                     at_end && epoch > 0 ? epoch - 1 : epoch);
-        else
+    uint64_t S = m->steps_per_epoch, epoch = 0, within = 0;
+    struct sl_error werr = {0};
+    int known = train_ckpt_where(m, &epoch, &within, &werr) == 0;
+    int at_end = known && within == 0;
+    /* the epoch of the checkpoint's own change: its old plan is gone */
+    int second = known && !at_end && m->from_workers != 0 && epoch == m->from_epoch;
+    int tower = o->model != MODEL_NONE && o->mode == MODE_TOWER;
+    if (!known || second || !o->reshape || tower) {
+        char where[200], how[480];
+        uint64_t T = m->from_workers != 0 && epoch == m->from_epoch ? m->from_steps_per_epoch : S;
+        if (!known)
             snprintf(where, sizeof where, "step %" PRIu64 " (a version 1 checkpoint: its steps per epoch unknown)",
                      step);
+        else if (at_end) /* the last step of the epoch before */
+            snprintf(where, sizeof where, "step %" PRIu64 " of %" PRIu64 " of epoch %" PRIu64,
+                     m->from_workers != 0 && epoch - 1 == m->from_epoch ? m->from_steps_per_epoch : S,
+                     m->from_workers != 0 && epoch - 1 == m->from_epoch ? m->from_steps_per_epoch : S, epoch - 1);
+        else
+            snprintf(where, sizeof where, "step %" PRIu64 " of %" PRIu64 " of epoch %" PRIu64, within, T, epoch);
+        if (!known)
+            snprintf(how, sizeof how,
+                     "with another shape sluice continues only where it knows the epochs' ends: restore a checkpoint "
+                     "written by a newer sluice-trainer");
+        else if (second)
+            snprintf(how, sizeof how,
+                     "a second change within epoch %" PRIu64 " (the job's shape changed at its step %" PRIu64
+                     " from %" PRIu32 " x %" PRIu32 "): change again at epoch %" PRIu64
+                     "'s start (restore the checkpoint written at epoch %" PRIu64 "'s end)",
+                     epoch, m->from_step, m->from_workers, m->from_replicas, epoch + 1, epoch);
+        else if (tower)
+            snprintf(how, sizeof how, "--mode tower's weights are per replica: keep the shape");
+        else
+            snprintf(how, sizeof how, "give --reshape to continue %s with the plan for this shape",
+                     at_end ? "from the next epoch" : "from this step (the rest of the epoch cut for this shape)");
         rc = sl_error_set(err, SL_EINVAL,
-                          "--restore: %s was taken with %u workers x %u replicas at %s; this run has %u x %u: %s", path,
-                          W_old, R_old, where, o->workers, t->replicas,
-                          !at_end ? "with another shape sluice continues only from an epoch's start: restore a "
-                                    "checkpoint taken at an epoch's end (one is written after every epoch's last step)"
-                          : o->mode == MODE_TOWER && o->model != MODEL_NONE
-                              ? "--mode tower's weights are per replica: keep the shape"
-                              : "give --reshape to continue from the next epoch with the plan for this shape");
+                          "--restore: %s was taken with %u workers x %u replicas at %s; this run has "
+                          "%u x %u: %s",
+                          path, W_old, R_old, where, o->workers, t->replicas, how);
         train_ckpt_free(&t->ck);
         return rc;
     }
     t->start_step = step;
-    t->resume_epoch = epoch;
+    if (at_end) {
+        t->resume_epoch = epoch;
+        sl_log(SL_LOG_WARN,
+               "restoring step %" PRIu64 " of %u workers x %u replicas from %s: continuing at epoch %" PRIu64
+               " with %u x %u (--reshape: the feeders serve this shape's plan from there)",
+               step, W_old, R_old, path, epoch, o->workers, t->replicas);
+        return 0;
+    }
+    /* mid-epoch: the old plan for epoch `epoch` is the checkpoint's shape's
+     * plain plan (a transition of its own lies in an earlier epoch) */
+    t->transition = (struct client_transition){W_old, R_old, epoch, within};
+    t->from_T = S;
+    t->step_base = step;
+    t->changing = 1;
     sl_log(SL_LOG_WARN,
-           "restoring step %" PRIu64 " of %u workers x %u replicas from %s: continuing at epoch %" PRIu64
-           " with %u x %u (--reshape: the feeders serve this shape's plan from there)",
-           step, W_old, R_old, path, epoch, o->workers, t->replicas);
+           "restoring step %" PRIu64 " of %u workers x %u replicas from %s: continuing at step %" PRIu64 " of %" PRIu64
+           " of epoch %" PRIu64 " with %u x %u (--reshape: the feeders cut the rest of epoch %" PRIu64
+           " for this shape, then serve its plan)",
+           step, W_old, R_old, path, within, S, epoch, o->workers, t->replicas, epoch);
     return 0;
 }
 
@@ -263,13 +329,14 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
         }
         return rc;
     }
-    if (t->ck.meta.pos.step != step) {
+    if (train_ckpt_steps(&t->ck.meta) != step) {
         rc = sl_error_set(err, SL_ECORRUPT, "--restore: %s holds step %" PRIu64 " (the name says %" PRIu64 ")", path,
-                          t->ck.meta.pos.step, step);
+                          train_ckpt_steps(&t->ck.meta), step);
         train_ckpt_free(&t->ck);
         return rc;
     }
     t->start_step = step;
+    adopt_transition(t);
     sl_log(SL_LOG_INFO,
            "restoring step %" PRIu64 " (epoch %" PRIu64 ", input position %" PRIu64 ") from %s: %" PRIu64
            " parameters, read and checked in %.1f ms",
@@ -341,7 +408,7 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
     const struct trainer_opts *o = &t->o;
     if (o->checkpoint == NULL)
         return 0;
-    uint64_t next = first_seq + t->replicas, steps = next / t->replicas;
+    uint64_t next = first_seq + t->replicas, steps = t->step_base + next / t->replicas;
     if (force ? t->ckpts > 0 && t->ckpt_last == steps
               : !(flags & SL_WIRE_PIECE_LAST_STEP) && (o->checkpoint_every == 0 || steps % o->checkpoint_every != 0))
         return 0;

@@ -123,9 +123,17 @@ struct trainer {
     uint64_t start_step;               /* steps trained before this run (restored) */
     uint64_t resume_epoch;             /* the epoch to start at: --resume-epoch's, or a checkpoint's of
                                           another shape taken at an epoch's end; 0: by seq */
-    double ckpt_s_total;               /* time spent writing checkpoints */
-    uint64_t ckpts;                    /* checkpoints written */
-    uint64_t ckpt_last;                /* the step of the last one */
+    /* the stream's mid-epoch change of shape (docs/semantics.md 5.2; all 0:
+     * none): a restored checkpoint's, or this run's (--restore --reshape of
+     * another shape's checkpoint taken mid-epoch), sent in every HELLO and
+     * recorded in every checkpoint */
+    struct client_transition transition;
+    uint64_t from_T;     /* with it: the old shape's steps per epoch */
+    uint64_t step_base;  /* steps trained before the change: a step's number is step_base + seq / replicas */
+    int changing;        /* this run makes the change: it starts at the change (resume_seq 0) */
+    double ckpt_s_total; /* time spent writing checkpoints */
+    uint64_t ckpts;      /* checkpoints written */
+    uint64_t ckpt_last;  /* the step of the last one */
 };
 
 /* A step's place, kept from its pieces (borrowed until the next receive)

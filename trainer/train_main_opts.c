@@ -209,9 +209,10 @@ static const struct sl_opt opt_rows[] = {
      "--replicas",
      NULL, NULL},
     {"reshape", 0, SL_OPT_FLAG, OFF(reshape), 0, 0, NULL, NULL,
-     "ask the feeders to replace the job's cluster shape (--workers x --replicas) with this run's: granted at an "
-     "epoch's start once no trainer of the old shape is heard from (with --resume-epoch, or --restore of a "
-     "checkpoint of another shape taken at an epoch's end)",
+     "ask the feeders to replace the job's cluster shape (--workers x --replicas) with this run's, once no trainer "
+     "of the old shape is heard from: at an epoch's start (with --resume-epoch, or --restore of a checkpoint of "
+     "another shape taken at an epoch's end), or mid-epoch (--restore of another shape's checkpoint taken at step t "
+     "of epoch e: the rest of epoch e is cut into this shape's pieces, then its plan; not twice within one epoch)",
      NULL, NULL},
     {"elastic", 0, SL_OPT_STRING, OFF(elastic), 0, 0, NULL, "EP",
      "workers join and leave the running job at an epoch boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "

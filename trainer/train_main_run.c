@@ -255,9 +255,10 @@ int trainer_start(struct trainer *t)
             goto fail;
     }
     /* the restored position, once the workers agreed on the step */
-    t->copts.resume_seq = t->restoring && t->resume_epoch == 0 ? t->ck.meta.pos.seq : 0;
+    t->copts.resume_seq = t->restoring && t->resume_epoch == 0 && !t->changing ? t->ck.meta.pos.seq : 0;
     t->copts.resume_epoch = t->resume_epoch; /* the feeders say where that epoch starts for this shape */
     t->copts.reshape = o->reshape;
+    t->copts.transition = t->transition; /* a mid-epoch change: in every HELLO, seqs counted from it */
     if (o->model != MODEL_NONE && o->mode == MODE_PS && ps_resume(t, &err) != 0)
         goto fail;
     if (client_open(&t->cl, &t->copts, &err) != 0)
@@ -268,6 +269,13 @@ int trainer_start(struct trainer *t)
                t->resume_epoch, client_position(t->cl), t->start_step,
                o->reshape ? "; the feeders serve this run's cluster shape" : "");
     }
+    if (t->transition.from_workers != 0)
+        sl_log(SL_LOG_INFO,
+               "the job's shape changed at step %" PRIu64 " of epoch %" PRIu64 " from %u x %u; input position %" PRIu64
+               " counted from there, step %" PRIu64 "%s",
+               t->transition.from_step, t->transition.from_epoch, t->transition.from_workers,
+               t->transition.from_replicas, client_position(t->cl), t->start_step,
+               t->changing ? " (this run makes the change)" : "");
     if (o->trace != NULL && trainer_check_trace_feature(client_welcome(t->cl), o->feature, &err) != 0)
         goto fail; /* the schema is known from the WELCOME: fail before any step */
     if (o->model != MODEL_NONE) {
@@ -611,7 +619,8 @@ int trainer_evaluate(struct trainer *t, struct client *ec)
     eo.nfeeders = t->eval_feeders.n;
     eo.curve_server = t->curve_eval_z85;
     eo.job = o->eval_job ? o->eval_job : o->job;
-    eo.metrics = NULL; /* the training's figures stay the training's */
+    eo.metrics = NULL;                             /* the training's figures stay the training's */
+    eo.transition = (struct client_transition){0}; /* the training stream's change, not the evaluation's */
     int own = ec == NULL;
     const struct client_piece *pieces;
     struct pred_gather g = {0};

@@ -75,6 +75,14 @@ class Client(_CClient):
     once no trainer of the old shape is heard from (docs/semantics.md,
     5.2).
 
+    transition=(W, R, e, t) says the job's shape changed mid-epoch: W x R
+    trainers took steps 0..t-1 of epoch e (t >= 1) and this client's shape
+    takes the rest (docs/semantics.md 5.2). Every HELLO says so, and
+    resume_seq counts this worker's pieces from the change (0: its first
+    piece); with reshape=True this client makes the change. Not with
+    resume_epoch. state_dict() records it, and load_state_dict() of that
+    state continues with it.
+
     metrics_listen="HOST:PORT" serves /metrics there while the client is
     open (port 0: any free one; metrics_url says where), with
     sluice-trainer's input families, so the job shows on the Grafana
@@ -84,7 +92,7 @@ class Client(_CClient):
     def __init__(self, feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None,
                  timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False,
                  resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None,
-                 resume_epoch=0, reshape=False):
+                 resume_epoch=0, reshape=False, transition=None):
         # (None: the C library's default, docs/client.md)
         if isinstance(feeders, str):
             feeders = [feeders]
@@ -101,7 +109,10 @@ class Client(_CClient):
                          heartbeat_ms=heartbeat_ms, timeout_ms=timeout_ms, connect_timeout_ms=connect_timeout_ms,
                          reconnect_ms=reconnect_ms, takeover_ms=takeover_ms, no_shm=no_shm, resume_seq=resume_seq,
                          curve_key=curve_key, curve_server_keys=curve_server_keys, lend=lend,
-                         metrics_listen=metrics_listen, resume_epoch=resume_epoch, reshape=reshape)
+                         metrics_listen=metrics_listen, resume_epoch=resume_epoch, reshape=reshape,
+                         transition=transition)
+        # checked by the library: four ints in range (the old steps per epoch unknown here: None)
+        self._transition = None if transition is None else [int(x) for x in transition] + [None]
 
     @classmethod
     def from_tf_config(cls, job, tf_config=None, *, replicas=1, credits=None, heartbeat_ms=None, timeout_ms=None,
@@ -140,7 +151,7 @@ class Client(_CClient):
         load_state_dict() continues exactly there."""
         if self.closed:
             raise ValueError("state_dict: the client is closed")
-        return _state(*self._ids, self.position, self.steps_per_epoch, self.epochs)
+        return _state(*self._ids, self.position, self.steps_per_epoch, self.epochs, self._transition)
 
     def load_state_dict(self, state):
         """Continue at a state_dict()'s position: the state is checked
@@ -150,10 +161,13 @@ class Client(_CClient):
         reconnects there (an open client says goodbye first)."""
         who = "sluice.Client.load_state_dict"
         position, steps, epochs = _check_state(state, who, *self._ids)
+        transition = _state_transition(state)
         if not self.closed:
             _check_announced(who, steps, epochs, self.steps_per_epoch, self.epochs)
             self.close()
-        super().__init__(self._feeders, self._job, resume_seq=position, **self._options)
+        super().__init__(self._feeders, self._job, resume_seq=position,
+                         transition=None if transition is None else tuple(transition[:4]), **self._options)
+        self._transition = transition
         try:
             _check_announced(who, steps, epochs, self.steps_per_epoch, self.epochs)
         except ValueError:
@@ -167,6 +181,12 @@ class Client(_CClient):
         per pass, has."""
         if self.closed or self.epochs == 0 or self.steps_per_epoch == 0:
             return NotImplemented
+        x = self._transition
+        if x is not None:  # position counts from the change: the transition epoch's steps left, then whole epochs
+            if x[4] is None:
+                return NotImplemented  # that epoch's steps are not known here
+            return max(0, (x[4] - x[3]) + (self.epochs - x[2] - 1) * self.steps_per_epoch -
+                       self.position // self.replicas_per_step)
         return max(0, self.epochs * self.steps_per_epoch - self.position // self.replicas_per_step)
 
     def __repr__(self):
@@ -186,11 +206,54 @@ _STATE_KEYS = ("version", "job", "worker", "workers", "replicas", "steps_per_epo
 _MAX_POSITION = 1 << 48  # the most a feeder resumes at (docs/protocol.md, "Resume")
 
 
-def _state(job, worker, workers, replicas, position, steps_per_epoch, epochs):
+def _state(job, worker, workers, replicas, position, steps_per_epoch, epochs, transition=None):
     """A state_dict: steps_per_epoch and epochs as the feeders announced
-    them (None: not known yet, no client opened)."""
-    return {"version": _STATE_VERSION, "job": job, "worker": worker, "workers": workers, "replicas": replicas,
-            "steps_per_epoch": steps_per_epoch, "epochs": epochs, "position": position}
+    them (None: not known yet, no client opened); with a transition (a
+    mid-epoch change of shape) its key too, [from_workers, from_replicas,
+    from_epoch, from_step, from_steps_per_epoch or None], and position then
+    counts from the change. A state without one has no such key (any
+    reader of version 1 reads it)."""
+    out = {"version": _STATE_VERSION, "job": job, "worker": worker, "workers": workers, "replicas": replicas,
+           "steps_per_epoch": steps_per_epoch, "epochs": epochs, "position": position}
+    if transition is not None:
+        out["transition"] = list(transition)
+    return out
+
+
+def _state_transition(state):
+    """A checked state's transition (a list of five), or None."""
+    x = state.get("transition")
+    return None if x is None else list(x)
+
+
+def _check_transition(state, who):
+    """state['transition'], when there: None, or [from_workers (1..65536),
+    from_replicas (1..1024), from_epoch (<= 2^48), from_step (1..2^48, below
+    from_steps_per_epoch), from_steps_per_epoch (2..2^48, or None: not
+    known)]."""
+    x = state.get("transition")
+    if x is None:
+        return
+    if not isinstance(x, (list, tuple)):
+        raise TypeError("%s: state['transition']: a list, not %s" % (who, type(x).__name__))
+    if len(x) != 5:
+        raise ValueError("%s: state['transition']: %d values; it is [from_workers, from_replicas, from_epoch, "
+                         "from_step, from_steps_per_epoch]" % (who, len(x)))
+    names = ("from_workers", "from_replicas", "from_epoch", "from_step", "from_steps_per_epoch")
+    ranges = ((1, 65536), (1, 1024), (0, _MAX_POSITION), (1, _MAX_POSITION), (2, _MAX_POSITION))
+    for i, (name, (lo, hi)) in enumerate(zip(names, ranges)):
+        v = x[i]
+        if v is None and i == 4:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError("%s: state['transition'][%d] (%s): an int%s, not %s"
+                            % (who, i, name, " or None" if i == 4 else "", type(v).__name__))
+        if v < lo or v > hi:
+            raise ValueError("%s: state['transition'][%d] (%s): %d is out of range (%d to %d)"
+                             % (who, i, name, v, lo, hi))
+    if x[4] is not None and x[3] >= x[4]:
+        raise ValueError("%s: state['transition']: step %d is not within an epoch of %d steps"
+                         % (who, x[3], x[4]))
 
 
 def _short(v):
@@ -228,7 +291,7 @@ def _check_state(state, who, job, worker, workers, replicas):
     missing = [k for k in _STATE_KEYS if k not in state]
     if missing:
         raise ValueError("%s: the state lacks %s" % (who, ", ".join(repr(k) for k in missing)))
-    unknown = sorted(_short(k) for k in state if k not in _STATE_KEYS)
+    unknown = sorted(_short(k) for k in state if k not in _STATE_KEYS and k != "transition")
     if unknown:
         raise ValueError("%s: unknown keys in the state: %s" % (who, ", ".join(unknown[:8] + (
             ["... (%d in all)" % len(unknown)] if len(unknown) > 8 else []))))
@@ -240,6 +303,7 @@ def _check_state(state, who, job, worker, workers, replicas):
     steps = _state_int(state, "steps_per_epoch", who, 0, (1 << 64) - 1, none_ok=True)
     epochs = _state_int(state, "epochs", who, 0, (1 << 64) - 1, none_ok=True)
     position = _state_int(state, "position", who, 0, _MAX_POSITION)
+    _check_transition(state, who)
     diffs = ["%s %s (this reader's: %s)" % (k, _short(s), _short(mine))
              for k, s, mine in (("job", state["job"], job), ("worker", s_worker, worker),
                                 ("workers", s_workers, workers), ("replicas", s_replicas, replicas)) if s != mine]

@@ -41,6 +41,7 @@ class Client(_CClient):
         metrics_listen: str | None = None,
         resume_epoch: int = 0,
         reshape: bool = False,
+        transition: tuple[int, int, int, int] | None = None,
     ) -> None: ...
     @classmethod
     def from_tf_config(

@@ -177,6 +177,48 @@ static int int_option(PyObject *v, const char *name, long long max, long long *o
     return 0;
 }
 
+/* transition=(from_workers, from_replicas, from_epoch, from_step), or None:
+ * four ints, each at most what its field holds (TypeError, ValueError);
+ * their ranges are the library's to check (sluice.Error naming the field). */
+static int transition_option(PyObject *v, struct sluice_options *o)
+{
+    static const char *const names[4] = {"transition[0] (from_workers)", "transition[1] (from_replicas)",
+                                         "transition[2] (from_epoch)", "transition[3] (from_step)"};
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (!PyTuple_Check(v) && !PyList_Check(v)) {
+        PyErr_Format(PyExc_TypeError,
+                     "transition: a tuple (from_workers, from_replicas, from_epoch, from_step), not %s",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    if (PySequence_Size(v) != 4) {
+        PyErr_Format(PyExc_ValueError,
+                     "transition: %zd values; it is (from_workers, from_replicas, from_epoch, from_step)",
+                     PySequence_Size(v));
+        return -1;
+    }
+    long long x[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        PyObject *it = PySequence_GetItem(v, i);
+        if (it == NULL)
+            return -1;
+        int bad = it == Py_None; /* None is no value here */
+        if (bad)
+            PyErr_Format(PyExc_TypeError, "%s: an int, not NoneType", names[i]);
+        else
+            bad = int_option(it, names[i], i < 2 ? (long long)UINT32_MAX : 1LL << 62, &x[i]) != 0;
+        Py_DECREF(it);
+        if (bad)
+            return -1;
+    }
+    o->transition.from_workers = (uint32_t)x[0];
+    o->transition.from_replicas = (uint32_t)x[1];
+    o->transition.from_epoch = (uint64_t)x[2];
+    o->transition.from_step = (uint64_t)x[3];
+    return 0;
+}
+
 /* A str option without NUL bytes (borrowed UTF-8 while `v` lives). */
 static int str_option(PyObject *v, const char *name, const char **out)
 {
@@ -302,18 +344,19 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
                              "metrics_listen",
                              "resume_epoch",
                              "reshape",
+                             "transition",
                              NULL};
     PyObject *feeders = NULL, *job = NULL, *worker = NULL, *workers = NULL, *replicas = NULL, *credits = NULL,
              *hb = NULL, *to = NULL, *cto = NULL, *rc_ms = NULL, *tk = NULL, *resume = NULL, *ckey = NULL,
-             *skeys = NULL, *mlisten = NULL, *repoch = NULL;
+             *skeys = NULL, *mlisten = NULL, *repoch = NULL, *trans = NULL;
     int no_shm = 0, lend = 0, reshape = 0;
     if (self->c != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the client is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOpOOp", kwlist, &feeders, &job, &worker, &workers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOOOOOOpOOOpOOpO", kwlist, &feeders, &job, &worker, &workers,
                                      &replicas, &credits, &hb, &to, &cto, &rc_ms, &tk, &no_shm, &resume, &ckey, &skeys,
-                                     &lend, &mlisten, &repoch, &reshape))
+                                     &lend, &mlisten, &repoch, &reshape, &trans))
         return -1;
     struct sluice_options o;
     memset(&o, 0, sizeof o);
@@ -325,6 +368,8 @@ static int client_init(Client *self, PyObject *args, PyObject *kw)
         return -1;
     o.resume_epoch = (uint64_t)re;
     o.reshape = reshape;
+    if (transition_option(trans, &o) != 0)
+        return -1;
     PyObject *keep_f = NULL, *keep_k = NULL;
     const char **fv = NULL, **kv = NULL;
     size_t nf = 0, nk = 0;
@@ -752,7 +797,7 @@ static PyTypeObject ClientType = {
     .tp_doc = "Client(feeders, job, *, worker=0, workers=1, replicas=1, credits=None, heartbeat_ms=None, "
               "timeout_ms=None, connect_timeout_ms=None, reconnect_ms=None, takeover_ms=None, no_shm=False, "
               "resume_seq=0, curve_key=None, curve_server_keys=None, lend=False, metrics_listen=None, "
-              "resume_epoch=0, reshape=False)\n--\n\n"
+              "resume_epoch=0, reshape=False, transition=None)\n--\n\n"
               "The C client of a job's stream (see sluice.Client).",
     .tp_iter = client_iter,
     .tp_iternext = (iternextfunc)client_next,

@@ -20,7 +20,7 @@ import warnings
 import torch
 import torch.utils.data
 
-from . import Client, _check_announced, _check_state, _state, is_bfloat16
+from . import Client, _check_announced, _check_state, _state, _state_transition, is_bfloat16
 
 __all__ = ["IterableDataset", "to_torch"]
 
@@ -107,6 +107,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._idle_error = None  # what the keep-alive thread met, raised at the next iteration
         self._expect = (None, None)  # a loaded state's (steps_per_epoch, epochs): checked at the next open
         self._epoch_start = None  # a loaded state of another shape: the epoch to start at, with reshape
+        # the stream's mid-epoch change of shape: [from_workers, from_replicas, from_epoch, from_step,
+        # from_steps_per_epoch] (a loaded state's, or one made by loading another shape's state mid-epoch)
+        self._transition = None
+        self._changing = False  # the next open makes that change (reshape)
 
     def _pin(self):
         if not self.pin_memory:
@@ -159,8 +163,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         against the feeders' announcement)."""
         if self._epoch_start is not None:  # another shape's state: this shape's plan from that epoch on
             client = Client(self.feeders, self.job, resume_epoch=self._epoch_start, reshape=True, **self.options)
-        else:
-            client = Client(self.feeders, self.job, resume_seq=self.position, **self.options)
+        else:  # with a transition, position counts from the change (0: this open makes it)
+            client = Client(self.feeders, self.job, resume_seq=self.position, reshape=self._changing,
+                            transition=None if self._transition is None else tuple(self._transition[:4]),
+                            **self.options)
         try:
             _check_announced("sluice.torch.IterableDataset.load_state_dict", *self._expect, client.steps_per_epoch,
                              client.epochs)
@@ -169,6 +175,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
             raise
         self._expect = (None, None)
         self._epoch_start = None
+        self._changing = False
         self._client = client
         self.position = client.position
         self.steps_per_epoch = client.steps_per_epoch
@@ -188,11 +195,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
         job's name), position being the first piece not yet yielded. Taken
         in the loop's body, after the step's batch is trained on, it
         resumes at the step after that one. steps_per_epoch and epochs are
-        None before any iteration (no client opened yet)."""
+        None before any iteration (no client opened yet). After a
+        mid-epoch change of shape (load_state_dict of another shape's
+        state) it has "transition" too, [from_workers, from_replicas,
+        from_epoch, from_step, from_steps_per_epoch], and position counts
+        from that change."""
         steps, epochs = self._expect
         if self.steps_per_epoch is not None:
             steps, epochs = self.steps_per_epoch, self.epochs
-        return _state(*self._ids(), self.position, steps, epochs)
+        return _state(*self._ids(), self.position, steps, epochs, self._transition)
 
     def load_state_dict(self, state):
         """Continue at a state_dict()'s position, in this process or another:
@@ -205,11 +216,15 @@ class IterableDataset(torch.utils.data.IterableDataset):
         iterations).
 
         A state of another workers or replicas count (the job restarted
-        with another shape) is taken when it stands at an epoch's start:
-        the next iteration asks the feeders for this shape's plan from that
-        epoch on (resume_epoch with reshape, docs/semantics.md 5.2); one in
-        the middle of an epoch is refused (ValueError saying where it
-        stands)."""
+        with another shape) is taken at an epoch's start (the next
+        iteration asks the feeders for this shape's plan from that epoch
+        on: resume_epoch with reshape, docs/semantics.md 5.2) or in the
+        middle of an epoch, at step t of epoch e: the next iteration makes
+        the change there (transition=(W, R, e, t) with reshape): the rest
+        of epoch e cut into this shape's pieces, then its plan. Refused
+        (ValueError saying where it stands): a second change within the
+        epoch of the state's own change, and a state whose epochs' ends are
+        not known."""
         who = "sluice.torch.IterableDataset.load_state_dict"
         job, worker, workers, replicas = self._ids()
         other = _other_shape(state, workers, replicas)
@@ -225,6 +240,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.position = position
         self._expect = (steps, epochs)
         self._epoch_start = None
+        self._transition = _state_transition(state)
+        self._changing = False
         self._ended = False
         self.epoch = None
 
@@ -236,27 +253,43 @@ class IterableDataset(torch.utils.data.IterableDataset):
         if state["worker"] >= s_workers:
             raise ValueError("%s: the state's worker %d is not one of its %d workers" % (who, state["worker"],
                                                                                         s_workers))
-        job, _, workers, replicas = self._ids()
         if not steps:
             raise ValueError("%s: the state of %d workers x %d replicas does not say its steps per epoch (saved "
                              "before any iteration): where its epochs end is not known" % (who, s_workers, s_replicas))
-        per = steps * s_replicas
-        epoch, step = position // per, position // s_replicas % steps
-        if position % per != 0:
-            raise ValueError("%s: the state was saved with %d workers x %d replicas at step %d of %d of epoch %d; "
-                             "with %d workers x %d replicas sluice continues only from an epoch's start: save the "
-                             "state at an epoch's end" % (who, s_workers, s_replicas, step, steps, epoch, workers,
-                                                          replicas))
+        x = _state_transition(state)
+        k = position // s_replicas  # steps taken in the state's stream (from its change, with one)
+        if x is None:
+            epoch, step, T = k // steps, k % steps, steps
+        elif x[4] is None:
+            raise ValueError("%s: the state's stream changed shape at step %d of epoch %d without saying that "
+                             "epoch's steps: where its epochs end is not known" % (who, x[3], x[2]))
+        elif k < x[4] - x[3]:
+            epoch, step, T = x[2], x[3] + k, x[4]
+        else:
+            epoch, step, T = x[2] + 1 + (k - (x[4] - x[3])) // steps, (k - (x[4] - x[3])) % steps, steps
         if epochs and epoch > epochs:
             raise ValueError("%s: state['position']: epoch %d is past the end of the job (%d epochs)"
                              % (who, epoch, epochs))
+        if step != 0 and x is not None and epoch == x[2]:
+            raise ValueError("%s: the state was saved with %d workers x %d replicas at step %d of %d of epoch %d, "
+                             "the epoch in which the job's shape already changed (at step %d, from %d x %d): a "
+                             "second change within epoch %d is refused: change again at epoch %d's start (a "
+                             "state saved at epoch %d's end)" % (who, s_workers, s_replicas, step, T, epoch, x[3],
+                                                                 x[0], x[1], epoch, epoch + 1, epoch))
         self.close()
         self._idle_error = None
         self.position = 0
         self._expect = (None, epochs)  # this shape's steps per epoch are the feeders' to say
-        self._epoch_start = epoch
         self._ended = False
         self.epoch = None
+        if step == 0:  # an epoch's start: this shape's plan from there
+            self._epoch_start = epoch
+            self._transition = None
+            self._changing = False
+        else:  # mid-epoch: the rest of the epoch cut for this shape (the old plan there is plain)
+            self._epoch_start = None
+            self._transition = [s_workers, s_replicas, epoch, step, steps]
+            self._changing = True
 
     def __len__(self):
         """The steps (items) of one epoch, one full pass: what the feeders

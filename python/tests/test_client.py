@@ -469,6 +469,15 @@ def test_endpoint_without_transport_hints(ep, hint):
     ({"resume_epoch": 2 ** 48 + 1}, ValueError),
     ({"resume_epoch": 1.5}, TypeError),
     ({"resume_epoch": 2, "resume_seq": 4}, sluice.Error),  # the library: one or the other
+    ({"transition": (2, 1, 1)}, ValueError),
+    ({"transition": (2, 1, 1, 3, 4)}, ValueError),
+    ({"transition": 5}, TypeError),
+    ({"transition": "2113"}, TypeError),
+    ({"transition": (2, 1, 1, None)}, TypeError),
+    ({"transition": (2, 1.0, 1, 3)}, TypeError),
+    ({"transition": (-1, 1, 1, 3)}, ValueError),
+    ({"transition": (2 ** 32, 1, 1, 3)}, ValueError),
+    ({"transition": (2, 1, 2 ** 64, 3)}, ValueError),
     ({"curve_server_keys": ["a.pub"]}, ValueError),
     ({"curve_key": "a.key"}, ValueError),
     ({"curve_key": "a.key", "curve_server_keys": ["a.pub", "b.pub"]}, ValueError),
@@ -488,6 +497,27 @@ def test_option_bounds_are_the_librarys(kw, msg):
     """The bounds the trainer's flags and the C API share (SLUICE_MAX_*):
     past the most, the binding says so; under the least, the library."""
     with pytest.raises(ValueError) as e:
+        sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", connect_timeout_ms=100, **kw)
+    assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"transition": (0, 1, 1, 3)}, "transition: from_workers 0 is out of range (1 to 65536)"),
+    ({"transition": [65537, 1, 1, 3]}, "transition: from_workers 65537 is out of range (1 to 65536)"),
+    ({"transition": (2, 0, 1, 3)}, "transition: from_replicas 0 is out of range (1 to 1024)"),
+    ({"transition": (2, 1025, 1, 3)}, "transition: from_replicas 1025 is out of range (1 to 1024)"),
+    ({"transition": (2, 1, 2 ** 48 + 1, 3)}, "transition: from_epoch 281474976710657 is out of range (at most 2^48)"),
+    ({"transition": (2, 1, 1, 0)}, "transition: from_step 0 is out of range (1 to 2^48; a change at step 0 is an "
+                                   "epoch's start: resume_epoch with reshape)"),
+    ({"transition": (2, 1, 1, 2 ** 48 + 1)}, "transition: from_step 281474976710657 is out of range (1 to 2^48; "),
+    ({"transition": (2, 1, 1, 3), "resume_epoch": 2},
+     "resume at epoch 2 with a transition (from 2 x 1 at step 3 of epoch 1): give one or the other (with a "
+     "transition, resume_seq counts from the change)"),
+])
+def test_hostile_transitions(kw, msg):
+    """transition=(W, R, e, t): the library checks each field's range and
+    refuses it with resume_epoch, before anything is connected."""
+    with pytest.raises(sluice.Error) as e:
         sluice.Client(["ipc:///nonexistent-dir/x.sock"], "j", connect_timeout_ms=100, **kw)
     assert msg in str(e.value)
 
@@ -788,7 +818,7 @@ def test_keyword_only_signatures():
     import pydoc
     want = ["worker", "workers", "replicas", "credits", "heartbeat_ms", "timeout_ms", "connect_timeout_ms",
             "reconnect_ms", "takeover_ms", "no_shm", "resume_seq", "curve_key", "curve_server_keys", "lend",
-            "metrics_listen", "resume_epoch", "reshape"]
+            "metrics_listen", "resume_epoch", "reshape", "transition"]
     for cls in (sluice.Client, sluice._sluice.Client):
         sig = inspect.signature(cls)
         params = list(sig.parameters.values())
@@ -798,7 +828,7 @@ def test_keyword_only_signatures():
             "worker": 0, "workers": 1, "replicas": 1, "credits": None, "heartbeat_ms": None, "timeout_ms": None,
             "connect_timeout_ms": None, "reconnect_ms": None, "takeover_ms": None, "no_shm": False,
             "resume_seq": 0, "curve_key": None, "curve_server_keys": None, "lend": False, "metrics_listen": None,
-            "resume_epoch": 0, "reshape": False}, cls
+            "resume_epoch": 0, "reshape": False, "transition": None}, cls
     text = pydoc.render_doc(sluice.Client, renderer=pydoc.plaintext)
     assert "**options" not in text and "curve_server_keys=None, lend=False, metrics_listen=None)" in text
     assert str(inspect.signature(sluice._sluice.Client.keepalive)) == "(self, ms, /)"

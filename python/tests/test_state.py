@@ -12,6 +12,7 @@ import operator
 import pytest
 
 import sluice
+import test_client
 from test_client import Feeders, data, flat, want_ids  # noqa: F401 - the fixture too
 
 
@@ -57,6 +58,74 @@ def test_client_state_resumes_exactly(data):  # noqa: F811
     want = want_ids(f.job, ids, W, R)
     for w in range(W):
         assert flat(heads[w]) + flat(tails[w]) == want[w], "worker %d" % w
+
+
+def transition_ids(job, ids, old, new, w, e, t):
+    """New worker w's stream after the change at step t of epoch e from
+    old = (W, R) to new = (W2, R2), as flat() gives it: [(epoch, step,
+    replica, [ids])...] from ref_plan's transition_pieces."""
+    ref_plan = test_client.bed.ref_plan
+    shuffle = job.get("shuffle") or {}
+
+    def cfg(W, R):
+        return ref_plan.normalize({"counts": [len(x) for x in ids], "G": job["global_batch_size"],
+                                   "shuffle_buffer": shuffle.get("buffer", 0), "seed": shuffle.get("seed", 0),
+                                   "reshuffle": int(shuffle.get("reshuffle_each_epoch", True)),
+                                   "epochs": job["epochs"], "W": W, "R": R})
+    c_old, c_new = cfg(*old), cfg(*new)
+    T, T2, R2 = ref_plan.epoch_steps(c_old), ref_plan.epoch_steps(c_new), new[1]
+    head = (T - t) * R2
+    out = []
+    for k, p in enumerate(ref_plan.transition_pieces(c_old, c_new, w, e, t, job["epochs"])):
+        epoch, step = (e, t + k // R2) if k < head else (e + 1 + (k - head) // (T2 * R2), (k - head) % (T2 * R2) // R2)
+        out.append((epoch, step, k % R2, [ids[fi][r] for fi, r in p]))
+    return out
+
+
+def test_client_transition_state(data):  # noqa: F811
+    """transition=(3, 1, 0, 5) with reshape on fresh feeders (2 of them):
+    each of 2 workers x 2 replicas gets the rest of epoch 0 as the old 3 x 1
+    plans' steps cut 4 ways, then the 2 x 2 plan; its state records the
+    transition and counts from the change, and a new client continues there
+    exactly (a client without the transition is refused by the feeders)."""
+    files, ids = data
+    keys = {"shuffle": {"buffer": 16, "seed": 3, "reshuffle_each_epoch": True}, "epochs": 2}
+    f = Feeders("state-transition", files, 2, **keys)
+    W, R, K, X = 2, 2, 9, (3, 1, 0, 5)
+    T = len([x for x in test_client.bed.reference(f.job, [len(x) for x in ids], 3, 1)[0] if x["epoch"] == 0])
+    try:
+        heads, saved = {}, {}
+        for w in range(W):
+            with sluice.Client(f.eps, f.job["name"], worker=w, workers=W, replicas=R, heartbeat_ms=200, credits=4,
+                               transition=X, reshape=True) as c:
+                heads[w] = [next(c) for _ in range(K)]
+                saved[w] = json.dumps(c.state_dict())
+                assert operator.length_hint(c, -1) == -1  # the old shape's steps per epoch not known here
+        assert json.loads(saved[0]) == {"version": 1, "job": f.job["name"], "worker": 0, "workers": W,
+                                        "replicas": R, "steps_per_epoch": 50, "epochs": 2, "position": K * R,
+                                        "transition": [3, 1, 0, 5, None]}
+        with pytest.raises(sluice.Error) as e:
+            sluice.Client(f.eps, f.job["name"], worker=0, workers=W, replicas=R, heartbeat_ms=200)
+        assert "the job's shape changed at step 5 of epoch 0 from 3 x 1; this trainer does not know of the change" \
+            in str(e.value)
+        tails = {}
+        for w in range(W):
+            with sluice.Client(f.eps, f.job["name"], worker=w, workers=W, replicas=R, heartbeat_ms=200,
+                               transition=X) as c:
+                state = json.loads(saved[w])
+                state["transition"][4] = T  # the old shape's steps per epoch, known to this state
+                c.load_state_dict(state)
+                assert c.position == K * R
+                # the T - 5 steps of epoch 0 after the change and epoch 1's 50, less the K taken
+                assert operator.length_hint(c) == T - 5 + 50 - K
+                tails[w] = list(c)
+                assert len(tails[w]) == T - 5 + 50 - K
+                assert c.state_dict()["transition"] == [3, 1, 0, 5, T]
+        assert f.wait() == [0, 0]
+    finally:
+        f.stop()
+    for w in range(W):
+        assert flat(heads[w]) + flat(tails[w]) == transition_ids(f.job, ids, (3, 1), (W, R), w, 0, 5), "worker %d" % w
 
 
 def test_client_load_after_the_end_streams_again(data):  # noqa: F811

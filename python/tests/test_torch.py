@@ -192,10 +192,36 @@ def test_dataset_hostile_state(data):  # noqa: F811
         who = "sluice.torch.IterableDataset.load_state_dict: "
         for bad, exc, msg in (
                 (dict(good, worker=1), ValueError, "the state is another reader's: worker 1 (this reader's: 0)"),
-                # another workers count: taken only at an epoch's start (issue #30, semantics.md 5.2)
-                (dict(good, workers=3), ValueError, "the state was saved with 3 workers x 1 replicas at step 48 of 50 "
-                 "of epoch 0; with 2 workers x 1 replicas sluice continues only from an epoch's start: save the "
-                 "state at an epoch's end"),
+                # another workers count mid-epoch: not twice within the epoch of the state's own change
+                (dict(good, workers=3, position=5, transition=[2, 1, 0, 40, 50]), ValueError,
+                 "the state was saved with 3 workers x 1 replicas at step 45 of 50 of epoch 0, the epoch in which "
+                 "the job's shape already changed (at step 40, from 2 x 1): a second change within epoch 0 is "
+                 "refused: change again at epoch 1's start (a state saved at epoch 0's end)"),
+                (dict(good, workers=3, position=5, transition=[2, 1, 0, 40, None]), ValueError,
+                 "the state's stream changed shape at step 40 of epoch 0 without saying that epoch's steps: where "
+                 "its epochs end is not known"),
+                # a transition's fields (issue #30 part 2)
+                (dict(good, transition=[2, 1, 0, 40]), ValueError, "state['transition']: 4 values; it is "
+                 "[from_workers, from_replicas, from_epoch, from_step, from_steps_per_epoch]"),
+                (dict(good, transition=(2, 1, 0, 40, 50, 1)), ValueError, "state['transition']: 6 values; it is "
+                 "[from_workers, from_replicas, from_epoch, from_step, from_steps_per_epoch]"),
+                (dict(good, transition="21"), TypeError, "state['transition']: a list, not str"),
+                (dict(good, transition=[0, 1, 0, 40, 50]), ValueError,
+                 "state['transition'][0] (from_workers): 0 is out of range (1 to 65536)"),
+                (dict(good, transition=[2, 1025, 0, 40, 50]), ValueError,
+                 "state['transition'][1] (from_replicas): 1025 is out of range (1 to 1024)"),
+                (dict(good, transition=[2, 1, -1, 40, 50]), ValueError,
+                 "state['transition'][2] (from_epoch): -1 is out of range (0 to 281474976710656)"),
+                (dict(good, transition=[2, 1, 0, 0, 50]), ValueError,
+                 "state['transition'][3] (from_step): 0 is out of range (1 to 281474976710656)"),
+                (dict(good, transition=[2, 1, 0, 40, 1]), ValueError,
+                 "state['transition'][4] (from_steps_per_epoch): 1 is out of range (2 to 281474976710656)"),
+                (dict(good, transition=[2, 1, 0, 50, 50]), ValueError,
+                 "state['transition']: step 50 is not within an epoch of 50 steps"),
+                (dict(good, transition=[2, True, 0, 40, 50]), TypeError,
+                 "state['transition'][1] (from_replicas): an int, not bool"),
+                (dict(good, transition=[2, 1, 0, 40, "50"]), TypeError,
+                 "state['transition'][4] (from_steps_per_epoch): an int or None, not str"),
                 (dict(good, workers=3, steps_per_epoch=None), ValueError, "the state of 3 workers x 1 replicas does "
                  "not say its steps per epoch (saved before any iteration): where its epochs end is not known"),
                 (dict(good, workers=3, worker=3), ValueError, "the state's worker 3 is not one of its 3 workers"),
@@ -210,7 +236,21 @@ def test_dataset_hostile_state(data):  # noqa: F811
             assert str(e.value) == who + msg
         assert ds.position == 0
         ds.load_state_dict(dict(good, workers=3, position=50))  # epoch 1's start: taken, by epoch
-        assert ds.position == 0
+        assert ds.position == 0 and "transition" not in ds.state_dict()
+        # mid-epoch (step 48 of 50 of epoch 0): taken, the change made there
+        # at the next open (issue #30 part 2, semantics.md 5.2)
+        ds.load_state_dict(dict(good, workers=3))
+        assert ds.state_dict() == dict(good, steps_per_epoch=None, position=0, transition=[3, 1, 0, 48, 50])
+        # a state after such a change, at the transition epoch's end (steps
+        # 48, 49 of epoch 0 taken): by epoch 1 without a transition
+        ds.load_state_dict(dict(good, workers=3, position=2, transition=[2, 1, 0, 48, 50]))
+        assert ds.position == 0 and "transition" not in ds.state_dict()
+        # one epoch later (step 3 of epoch 1 of 50): a change there, from the plain plan of 3 x 1
+        ds.load_state_dict(dict(good, workers=3, position=2 + 3, transition=[2, 1, 0, 48, 50]))
+        assert ds.state_dict()["transition"] == [3, 1, 1, 3, 50]
+        # its own shape's state with a transition: carried as it is
+        ds.load_state_dict(dict(good, position=7, transition=[3, 1, 0, 48, 50]))
+        assert ds.state_dict() == dict(good, position=7, transition=[3, 1, 0, 48, 50])
         ds.load_state_dict(dict(good, steps_per_epoch=999))
         with pytest.raises(ValueError) as e:
             list(ds)

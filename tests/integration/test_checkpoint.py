@@ -297,7 +297,7 @@ def damaged(base_dir, ref_hash):
              ("empty", lambda p: os.truncate(p, 0), "truncated (0 bytes"),
              ("extended", lambda p: open(p, "ab").write(b"\0" * 8), "longer than its header says"),
              ("magic", lambda p: flip(p, 0), "not a sluice checkpoint (bad magic"),
-             ("version", lambda p: flip(p, 9), "checkpoint version 4098"),
+             ("version", lambda p: flip(p, 9), "checkpoint version 4099"),
              ("nparams", lambda p: flip(p, 127), "damaged header"),
              ("directory", lambda p: (os.unlink(p), os.mkdir(p)), "not a regular file (a directory)"),
              # issue #24 item 10: a FIFO hung the open until killed; a symlink said "Too many levels of symbolic links"

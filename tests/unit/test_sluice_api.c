@@ -72,6 +72,37 @@ START_TEST(test_open_refuses_bad_options)
     o.resume_epoch = ((uint64_t)1 << 48) + 1;
     expect_refused(&o, SLUICE_EINVAL, "resume at epoch 281474976710657 and at piece 0");
     o.resume_epoch = 0;
+    /* a transition (a mid-epoch change of shape): every field in range, and
+     * not with resume_epoch (its resume_seq counts from the change) */
+    o.transition = (struct sluice_transition){2, 1, 1, 3};
+    o.resume_epoch = 2;
+    expect_refused(&o, SLUICE_EINVAL,
+                   "resume at epoch 2 with a transition (from 2 x 1 at step 3 of epoch 1): give one or the other "
+                   "(with a transition, resume_seq counts from the change)");
+    o.resume_epoch = 0;
+    o.transition = (struct sluice_transition){0, 1, 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_workers 0 is out of range (1 to 65536)");
+    o.transition = (struct sluice_transition){65537, 1, 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_workers 65537 is out of range (1 to 65536)");
+    o.transition = (struct sluice_transition){UINT32_MAX, 1, 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_workers 4294967295 is out of range (1 to 65536)");
+    o.transition = (struct sluice_transition){2, 0, 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_replicas 0 is out of range (1 to 1024)");
+    o.transition = (struct sluice_transition){2, 1025, 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_replicas 1025 is out of range (1 to 1024)");
+    o.transition = (struct sluice_transition){2, 1, ((uint64_t)1 << 48) + 1, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_epoch 281474976710657 is out of range (at most 2^48)");
+    o.transition = (struct sluice_transition){2, 1, UINT64_MAX, 3};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_epoch 18446744073709551615 is out of range (at most 2^48)");
+    o.transition = (struct sluice_transition){2, 1, 1, 0};
+    expect_refused(&o, SLUICE_EINVAL,
+                   "transition: from_step 0 is out of range (1 to 2^48; a change at step 0 is an epoch's start: "
+                   "resume_epoch with reshape)");
+    o.transition = (struct sluice_transition){2, 1, 1, ((uint64_t)1 << 48) + 1};
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_step 281474976710657 is out of range (1 to 2^48");
+    o.transition = (struct sluice_transition){0, 0, 0, 7}; /* a partial one is no "none" */
+    expect_refused(&o, SLUICE_EINVAL, "transition: from_workers 0 is out of range (1 to 65536)");
+    o.transition = (struct sluice_transition){0};
     /* the bounds the trainer's flags and Python share (SLUICE_MAX_*): one
      * past each, a negative time, and the least nonzero heartbeat and
      * timeout; 0 stays the default */

@@ -8,6 +8,7 @@
  * the removal of a timeline's newer files and of a crashed write's
  * temporaries (only this worker's); the position's encoding. */
 #include <dirent.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +91,8 @@ START_TEST(test_round_trip)
     struct sl_error err = {0};
     uint64_t bytes = 0;
     ck_assert_int_eq(train_ckpt_write(d, &m, w, v, &bytes, &err), 0);
-    /* header 136, "job-a" padded to 8, two arrays, the CRC */
-    ck_assert_uint_eq(bytes, 136 + 8 + 8 * m.nparams + 4);
+    /* header 176, "job-a" padded to 8, two arrays, the CRC */
+    ck_assert_uint_eq(bytes, 176 + 8 + 8 * m.nparams + 4);
     struct train_ckpt ck;
     struct train_ckpt_meta want = meta(0);
     want.inputs = 5;
@@ -123,7 +124,7 @@ START_TEST(test_round_trip)
     n.hidden[0] = n.hidden[1] = 0;
     n.nparams = 0;
     ck_assert_msg(train_ckpt_write(d, &n, NULL, NULL, &bytes, &err) == 0, "%s", err.msg);
-    ck_assert_uint_eq(bytes, 136 + 8 + 4);
+    ck_assert_uint_eq(bytes, 176 + 8 + 4);
     ck_assert_int_eq(train_ckpt_read(path_of(d, 41, 1, 2), NULL, &ck, &err), 0);
     ck_assert_ptr_null(ck.weights);
     train_ckpt_free(&ck);
@@ -216,11 +217,11 @@ static void model_9(uint8_t *h)
 }
 static void pad_byte(uint8_t *h)
 {
-    h[136 + 6] = 'x';
+    h[176 + 6] = 'x';
 }
 static void nul_job(uint8_t *h)
 {
-    h[136 + 2] = 0;
+    h[176 + 2] = 0;
 }
 static void replicas_differ(uint8_t *h)
 {
@@ -230,13 +231,91 @@ static void huge_steps_per_epoch(uint8_t *h)
 {
     sl_store_le64(h + 128, UINT64_MAX);
 }
-static void version_3(uint8_t *h)
+static void version_4(uint8_t *h)
 {
-    sl_store_le32(h + 8, 3);
+    sl_store_le32(h + 8, 4);
 }
-static void v1_header_size(uint8_t *h) /* version 2 saying version 1's header size */
+static void version_0(uint8_t *h)
+{
+    sl_store_le32(h + 8, 0);
+}
+static void v1_header_size(uint8_t *h) /* version 3 saying version 1's header size */
 {
     sl_store_le32(h + 12, 128);
+}
+static void v2_header_size(uint8_t *h) /* version 3 saying version 2's header size */
+{
+    sl_store_le32(h + 12, 136);
+}
+/* a transition (2 x 1 until step 3 of epoch 1 of 4 steps, 7 steps before)
+ * with one field damaged by `bad` */
+static void transition(uint8_t *h)
+{
+    sl_store_le32(h + 136, 2);
+    sl_store_le32(h + 140, 1);
+    sl_store_le64(h + 144, 1);
+    sl_store_le64(h + 152, 3);
+    sl_store_le64(h + 160, 4);
+    sl_store_le64(h + 168, 7);
+}
+static void from_workers_0(uint8_t *h)
+{
+    transition(h);
+    sl_store_le32(h + 136, 0);
+}
+static void from_workers_huge(uint8_t *h)
+{
+    transition(h);
+    sl_store_le32(h + 136, 65537);
+}
+static void from_replicas_0(uint8_t *h)
+{
+    transition(h);
+    sl_store_le32(h + 140, 0);
+}
+static void from_replicas_huge(uint8_t *h)
+{
+    transition(h);
+    sl_store_le32(h + 140, 1025);
+}
+static void from_epoch_huge(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 144, ((uint64_t)1 << 48) + 1);
+}
+static void from_step_0(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 152, 0);
+}
+static void from_step_at_end(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 152, 4);
+}
+static void from_t_1(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 160, 1);
+}
+static void from_t_huge(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 160, UINT64_MAX);
+}
+static void step_base_huge(uint8_t *h)
+{
+    transition(h);
+    sl_store_le64(h + 168, ((uint64_t)1 << 48) + 1);
+}
+static void step_base_alone(uint8_t *h) /* no transition, but steps before it */
+{
+    sl_store_le64(h + 168, 7);
+}
+static void transition_no_steps(uint8_t *h) /* a transition in a stream of unknown epochs */
+{
+    transition(h);
+    sl_store_le64(h + 128, 0);
 }
 
 START_TEST(test_hostile_headers)
@@ -261,8 +340,22 @@ START_TEST(test_hostile_headers)
         {nul_job, 0, "a NUL in the job name"},
         {replicas_differ, 0, "replicas 4"},
         {huge_steps_per_epoch, 0, "18446744073709551615 steps per epoch (at most 2^48)"},
-        {version_3, 0, "checkpoint version 3 (this trainer reads versions 1 and 2)"},
+        {version_4, 0, "checkpoint version 4 (this trainer reads versions 1 to 3)"},
+        {version_0, 0, "checkpoint version 0 (this trainer reads versions 1 to 3)"},
         {v1_header_size, 0, "damaged header (header bytes 128"},
+        {v2_header_size, 0, "damaged header (header bytes 136"},
+        {from_workers_0, 0, "damaged: transition from 0 workers x 1 replicas (1..65536 x 1..1024)"},
+        {from_workers_huge, 0, "damaged: transition from 65537 workers x 1 replicas (1..65536 x 1..1024)"},
+        {from_replicas_0, 0, "damaged: transition from 2 workers x 0 replicas (1..65536 x 1..1024)"},
+        {from_replicas_huge, 0, "damaged: transition from 2 workers x 1025 replicas (1..65536 x 1..1024)"},
+        {from_epoch_huge, 0, "damaged: transition at epoch 281474976710657 after 7 steps (each at most 2^48)"},
+        {step_base_huge, 0, "damaged: transition at epoch 1 after 281474976710657 steps (each at most 2^48)"},
+        {from_step_0, 0, "damaged: transition at step 0 of an epoch of 4 steps (1 to 3)"},
+        {from_step_at_end, 0, "damaged: transition at step 4 of an epoch of 4 steps (1 to 3)"},
+        {from_t_1, 0, "damaged: transition epoch of 1 steps (2 to 2^48)"},
+        {from_t_huge, 0, "damaged: transition epoch of 18446744073709551615 steps (2 to 2^48)"},
+        {step_base_alone, 0, "damaged: transition from 0 workers x 0 replicas"},
+        {transition_no_steps, 0, "damaged: a transition without the stream's steps per epoch"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = read_edited("hostile/edited", cases[i].edit, cases[i].extra, &err);
@@ -285,8 +378,8 @@ START_TEST(test_version_1)
     const char *d = fresh_dir("v1");
     size_t len;
     uint8_t *b = write_one(d, 6, &len);
-    memmove(b + 128, b + 136, len - 136);
-    len -= 8;
+    memmove(b + 128, b + 176, len - 176);
+    len -= 48;
     sl_store_le32(b + 8, 1);
     sl_store_le32(b + 12, 128);
     sl_store_le32(b + len - 4, sl_crc32c(b, len - 4));
@@ -300,6 +393,102 @@ START_TEST(test_version_1)
     ck_assert_uint_eq(ck.meta.pos.step, 6);
     ck_assert(ck.weights != NULL && ck.weights[1] == 1.25f);
     train_ckpt_free(&ck);
+}
+END_TEST
+
+/* A version 2 file (a 136-byte header, no transition) is read, with none. */
+START_TEST(test_version_2)
+{
+    const char *d = fresh_dir("v2");
+    size_t len;
+    uint8_t *b = write_one(d, 6, &len);
+    memmove(b + 136, b + 176, len - 176);
+    len -= 40;
+    sl_store_le32(b + 8, 2);
+    sl_store_le32(b + 12, 136);
+    sl_store_le32(b + len - 4, sl_crc32c(b, len - 4));
+    sl_test_write("v2/old", b, len);
+    free(b);
+    struct train_ckpt ck;
+    struct sl_error err = {0};
+    ck_assert_msg(train_ckpt_read(sl_test_path("v2/old"), NULL, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(ck.meta.job, "job-a");
+    ck_assert_uint_eq(ck.meta.steps_per_epoch, 30);
+    ck_assert_uint_eq(ck.meta.from_workers, 0);
+    ck_assert_uint_eq(ck.meta.from_steps_per_epoch, 0);
+    ck_assert_uint_eq(ck.meta.step_base, 0);
+    ck_assert_uint_eq(train_ckpt_steps(&ck.meta), 6);
+    ck_assert(ck.weights != NULL && ck.weights[1] == 1.25f);
+    train_ckpt_free(&ck);
+}
+END_TEST
+
+/* Version 3 with a transition: the exact bytes of the header's new fields,
+ * the name from step_base + the position's step, the fields read back, and
+ * where the position lies in the job's epochs (transition numbering). */
+START_TEST(test_transition)
+{
+    const char *d = fresh_dir("tr");
+    /* 2 x 1 ran epoch 1 to step 3 of T = 4 (7 steps in all: 4 + 3); the new
+     * shape (this meta's 2 x 3, 30 steps an epoch) has taken 5 steps since */
+    struct train_ckpt_meta m = meta(5);
+    m.from_workers = 2;
+    m.from_replicas = 1;
+    m.from_epoch = 1;
+    m.from_step = 3;
+    m.from_steps_per_epoch = 4;
+    m.step_base = 7;
+    float *w = values(m.nparams, 1.0f), *v = values(m.nparams, -3.0f);
+    struct sl_error err = {0};
+    uint64_t bytes = 0;
+    ck_assert_msg(train_ckpt_write(d, &m, w, v, &bytes, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(train_ckpt_steps(&m), 12);
+    size_t len;
+    uint8_t *b = sl_test_read(path_of(d, 12, 1, 2), &len); /* named by step 7 + 5 */
+    ck_assert_uint_eq(len, bytes);
+    ck_assert_uint_eq(sl_load_le32(b + 8), 3);
+    ck_assert_uint_eq(sl_load_le32(b + 12), 176);
+    static const uint8_t want[40] = {2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0,
+                                     0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0};
+    ck_assert(memcmp(b + 136, want, sizeof want) == 0);
+    ck_assert(memcmp(b + 176, "job-a\0\0\0", 8) == 0);
+    free(b);
+    struct train_ckpt ck;
+    ck_assert_msg(train_ckpt_read(path_of(d, 12, 1, 2), NULL, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.meta.from_workers, 2);
+    ck_assert_uint_eq(ck.meta.from_replicas, 1);
+    ck_assert_uint_eq(ck.meta.from_epoch, 1);
+    ck_assert_uint_eq(ck.meta.from_step, 3);
+    ck_assert_uint_eq(ck.meta.from_steps_per_epoch, 4);
+    ck_assert_uint_eq(ck.meta.step_base, 7);
+    ck_assert_uint_eq(ck.meta.pos.seq, 15);
+    ck_assert(memcmp(ck.weights, w, m.nparams * 4) == 0);
+    train_ckpt_free(&ck);
+    /* where: the transition epoch's step 3 is seq 0, its last (3) the only
+     * one; then epochs of 30 */
+    uint64_t e = 99, s = 99;
+    struct {
+        uint64_t step, epoch, within;
+    } at[] = {{0, 1, 3}, {1, 2, 0}, {2, 2, 1}, {30, 2, 29}, {31, 3, 0}, {65, 4, 4}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        ck_assert_int_eq(client_input_position_at(&m.pos, at[i].step * 3, 3, 0, &err), 0);
+        ck_assert_int_eq(train_ckpt_where(&m, &e, &s, &err), 0);
+        ck_assert_msg(e == at[i].epoch && s == at[i].within, "step %" PRIu64 ": epoch %" PRIu64 " step %" PRIu64,
+                      at[i].step, e, s);
+    }
+    /* without a transition: epochs of 30 from the start */
+    struct train_ckpt_meta plain = meta(61);
+    ck_assert_int_eq(train_ckpt_where(&plain, &e, &s, &err), 0);
+    ck_assert(e == 2 && s == 1);
+    plain.steps_per_epoch = 0;
+    ck_assert_int_eq(train_ckpt_where(&plain, &e, &s, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "its steps per epoch are not known (a version 1 checkpoint)");
+    /* a writer's meta out of range is SL_EINVAL, nothing written */
+    m.from_step = 4;
+    ck_assert_int_eq(train_ckpt_write(d, &m, w, v, &bytes, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "checkpoint: transition at step 4 of an epoch of 4 steps (1 to 3)");
+    free(w);
+    free(v);
 }
 END_TEST
 
@@ -578,6 +767,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_every_flip_and_truncation);
     tcase_add_test(tc, test_hostile_headers);
     tcase_add_test(tc, test_version_1);
+    tcase_add_test(tc, test_version_2);
+    tcase_add_test(tc, test_transition);
     tcase_add_test(tc, test_mismatch);
     tcase_add_test(tc, test_list_prune_clean);
     tcase_add_test(tc, test_write_errors);

@@ -153,6 +153,28 @@ static int check_meta(const struct train_ckpt_meta *m, int code, struct sl_error
                             m->pos.replicas);
     if (m->steps_per_epoch > CLIENT_INPUT_POSITION_MAX_SEQ)
         return sl_error_set(err, code, "%" PRIu64 " steps per epoch (at most 2^48)", m->steps_per_epoch);
+    int none = m->from_workers == 0 && m->from_replicas == 0 && m->from_epoch == 0 && m->from_step == 0 &&
+               m->from_steps_per_epoch == 0 && m->step_base == 0;
+    if (!none) { /* a transition: the old shape, where it changed, and the steps before */
+        if (m->from_workers == 0 || m->from_workers > 65536 || m->from_replicas == 0 ||
+            m->from_replicas > CLIENT_INPUT_POSITION_MAX_REPLICAS)
+            return sl_error_set(err, code,
+                                "transition from %" PRIu32 " workers x %" PRIu32 " replicas (1..65536 x 1..%d)",
+                                m->from_workers, m->from_replicas, CLIENT_INPUT_POSITION_MAX_REPLICAS);
+        if (m->from_steps_per_epoch < 2 || m->from_steps_per_epoch > CLIENT_INPUT_POSITION_MAX_SEQ)
+            return sl_error_set(err, code, "transition epoch of %" PRIu64 " steps (2 to 2^48)",
+                                m->from_steps_per_epoch);
+        if (m->from_step == 0 || m->from_step >= m->from_steps_per_epoch)
+            return sl_error_set(err, code,
+                                "transition at step %" PRIu64 " of an epoch of %" PRIu64 " steps (1 to %" PRIu64 ")",
+                                m->from_step, m->from_steps_per_epoch, m->from_steps_per_epoch - 1);
+        if (m->from_epoch > CLIENT_INPUT_POSITION_MAX_SEQ || m->step_base > CLIENT_INPUT_POSITION_MAX_SEQ)
+            return sl_error_set(err, code,
+                                "transition at epoch %" PRIu64 " after %" PRIu64 " steps (each at most 2^48)",
+                                m->from_epoch, m->step_base);
+        if (m->steps_per_epoch == 0)
+            return sl_error_set(err, code, "a transition without the stream's steps per epoch");
+    }
     if (m->model > 2 || m->mode > 1)
         return sl_error_set(err, code, "model %" PRIu32 " or mode %" PRIu32 " unknown", m->model, m->mode);
     if (m->model == 0 && m->nparams != 0)
@@ -199,6 +221,39 @@ static void encode_header(const struct train_ckpt_meta *m, size_t jl, uint8_t h[
     sl_store_le32(h + 116, (uint32_t)jl);
     sl_store_le64(h + 120, m->nparams);
     sl_store_le64(h + 128, m->steps_per_epoch);
+    sl_store_le32(h + 136, m->from_workers);
+    sl_store_le32(h + 140, m->from_replicas);
+    sl_store_le64(h + 144, m->from_epoch);
+    sl_store_le64(h + 152, m->from_step);
+    sl_store_le64(h + 160, m->from_steps_per_epoch);
+    sl_store_le64(h + 168, m->step_base);
+}
+
+uint64_t train_ckpt_steps(const struct train_ckpt_meta *m)
+{
+    return m->step_base + m->pos.step; /* each at most 2^48 */
+}
+
+int train_ckpt_where(const struct train_ckpt_meta *m, uint64_t *epoch, uint64_t *step, struct sl_error *err)
+{
+    uint64_t S = m->steps_per_epoch, k = m->pos.step;
+    if (S == 0)
+        return sl_error_set(err, SL_EINVAL, "its steps per epoch are not known (a version 1 checkpoint)");
+    if (m->from_workers == 0) {
+        *epoch = k / S;
+        *step = k % S;
+        return 0;
+    }
+    /* the transition epoch's remaining steps, then whole epochs of S */
+    uint64_t left = m->from_steps_per_epoch - m->from_step;
+    if (k < left) {
+        *epoch = m->from_epoch;
+        *step = m->from_step + k;
+        return 0;
+    }
+    *epoch = m->from_epoch + 1 + (k - left) / S;
+    *step = (k - left) % S;
+    return 0;
 }
 
 int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const float *weights, const float *velocity,
@@ -211,7 +266,7 @@ int train_ckpt_write(const char *dir, const struct train_ckpt_meta *m, const flo
         return sl_error_set(err, SL_EINVAL, "checkpoint: no weights or velocity for %" PRIu64 " parameters",
                             m->nparams);
     char name[96], path[TRAIN_CKPT_MAX_PATH];
-    train_ckpt_name(name, sizeof name, m->pos.step, m->worker, m->workers);
+    train_ckpt_name(name, sizeof name, train_ckpt_steps(m), m->worker, m->workers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
         return sl_error_set(err, SL_EINVAL, "checkpoint: the path %s/%s is too long", dir, name);
     size_t jl = strlen(m->job);
@@ -309,7 +364,7 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
 {
     memset(out, 0, sizeof *out);
     int fd;
-    uint64_t size, min = TRAIN_CKPT_V1_HEADER_BYTES + 8 + 4;
+    uint64_t size, min = TRAIN_CKPT_V1_HEADER_BYTES + 8 + 4; /* the smallest: version 1's */
     int rc = train__ckpt_open(path, &fd, &size, err);
     if (rc != 0)
         return rc;
@@ -329,12 +384,14 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
         goto out_close;
     }
     uint32_t version = sl_load_le32(h + 8), hbytes = sl_load_le32(h + 12), jl = sl_load_le32(h + 116);
-    if (version != TRAIN_CKPT_VERSION && version != 1) {
-        rc = sl_error_set(err, SL_ECORRUPT, "%s: checkpoint version %" PRIu32 " (this trainer reads versions 1 and %d)",
+    if (version == 0 || version > TRAIN_CKPT_VERSION) {
+        rc = sl_error_set(err, SL_ECORRUPT, "%s: checkpoint version %" PRIu32 " (this trainer reads versions 1 to %d)",
                           path, version, TRAIN_CKPT_VERSION);
         goto out_close;
     }
-    size_t hb = version == 1 ? TRAIN_CKPT_V1_HEADER_BYTES : TRAIN_CKPT_HEADER_BYTES;
+    size_t hb = version == 1   ? TRAIN_CKPT_V1_HEADER_BYTES
+                : version == 2 ? TRAIN_CKPT_V2_HEADER_BYTES
+                               : TRAIN_CKPT_HEADER_BYTES;
     m.nparams = sl_load_le64(h + 120);
     if (hbytes != hb || jl == 0 || jl > TRAIN_CKPT_MAX_JOB || m.nparams > TRAIN_CKPT_MAX_BYTES / 8) {
         rc = sl_error_set(err, SL_ECORRUPT,
@@ -386,6 +443,14 @@ int train_ckpt_read(const char *path, const struct train_ckpt_meta *want, struct
     m.momentum = bits_f32(sl_load_le32(buf + 108));
     m.seed = sl_load_le32(buf + 112);
     m.steps_per_epoch = version == 1 ? 0 : sl_load_le64(buf + 128);
+    if (version >= 3) {
+        m.from_workers = sl_load_le32(buf + 136);
+        m.from_replicas = sl_load_le32(buf + 140);
+        m.from_epoch = sl_load_le64(buf + 144);
+        m.from_step = sl_load_le64(buf + 152);
+        m.from_steps_per_epoch = sl_load_le64(buf + 160);
+        m.step_base = sl_load_le64(buf + 168);
+    }
     memcpy(m.job, buf + hb, jl);
     m.job[jl] = '\0';
     int zero_pad = strlen(m.job) == jl;

@@ -10,11 +10,12 @@
  * is at the same step (the ring all-reduce keeps them in lockstep), so a
  * step's checkpoint is the set of the N workers' files.
  *
- * Format, version 2 (version 1 is read too: its header is 128 bytes, without
- * steps_per_epoch), little-endian throughout:
+ * Format, version 3 (versions 1 and 2 are read too: version 1's header is
+ * 128 bytes, without steps_per_epoch; version 2's 136, without the
+ * transition), little-endian throughout:
  *   0    8  magic "SLUICECK"
- *   8    4  version (1)
- *   12   4  header bytes (128)
+ *   8    4  version (3)
+ *   12   4  header bytes (176)
  *   16  40  the input position (client_input_position_encode, its own CRC)
  *   56   4  worker        60   4  workers       64   4  replicas
  *   68   4  model (0 none, 1 softmax, 2 mlp)    72   4  mode (0 mirrored, 1 tower)
@@ -25,7 +26,16 @@
  *   120  8  nparams P (0 with no model)
  *   128  8  steps_per_epoch of the stream (the feeders' WELCOME; 0: not known):
  *           where its epochs end, for a restore with another shape
- *   136  J  the job name, then zeros to a multiple of 8 bytes
+ *   the transition (version 3; all 0: the stream has none): the job's shape
+ *   changed mid-epoch (docs/semantics.md 5.2) and the position's seq counts
+ *   this worker's pieces from that change
+ *   136  4  from_workers (1..65536)   140  4  from_replicas (1..1024)
+ *   144  8  from_epoch (<= 2^48)      152  8  from_step (1..from_T-1)
+ *   160  8  from_T: the old shape's steps per epoch (2..2^48), where the
+ *           transition epoch ends
+ *   168  8  step_base: the steps trained before the change (<= 2^48); the
+ *           checkpoint's step (its name) is step_base + the position's step
+ *   176  J  the job name, then zeros to a multiple of 8 bytes
  *   ...  4P weights (float32, the model's parameter order, train_model.h)
  *   ...  4P velocity (float32, same order)
  *   end  4  CRC-32C of every byte before it
@@ -54,8 +64,9 @@
 #include "train_model.h"
 #include "client_position.h"
 
-#define TRAIN_CKPT_VERSION 2
-#define TRAIN_CKPT_HEADER_BYTES 136    /* version 2's */
+#define TRAIN_CKPT_VERSION 3
+#define TRAIN_CKPT_HEADER_BYTES 176    /* version 3's */
+#define TRAIN_CKPT_V2_HEADER_BYTES 136 /* version 2's: no transition */
 #define TRAIN_CKPT_V1_HEADER_BYTES 128 /* version 1's: no steps_per_epoch */
 #define TRAIN_CKPT_MAX_JOB 256
 #define TRAIN_CKPT_MAX_PATH 4096
@@ -72,7 +83,12 @@ struct train_ckpt_meta {
     uint32_t seed;
     struct client_input_position pos;
     uint64_t steps_per_epoch; /* of the stream it was taken from; 0: not known (version 1) */
-    uint64_t nparams;         /* floats of weights, and of velocity */
+    /* the stream's transition (all 0: none; versions 1 and 2 have none) */
+    uint32_t from_workers, from_replicas;
+    uint64_t from_epoch, from_step;
+    uint64_t from_steps_per_epoch; /* T, the old shape's */
+    uint64_t step_base;            /* steps trained before the change: the step is step_base + pos.step */
+    uint64_t nparams;              /* floats of weights, and of velocity */
 };
 
 /* A checkpoint read into memory: weights and velocity point into buf. */
@@ -83,11 +99,22 @@ struct train_ckpt {
     void *buf;                       /* owned */
 };
 
+/* The steps trained at m's position over the job's life (its file's name):
+ * step_base + pos.step. */
+uint64_t train_ckpt_steps(const struct train_ckpt_meta *m);
+
+/* Where m's position lies in the job's epochs: *epoch, and *step within it
+ * (0 at an epoch's start), counted in the transition's numbering when m
+ * has one (the transition epoch has from_T steps, the later ones
+ * steps_per_epoch). SL_EINVAL when steps_per_epoch is 0 (not known). */
+int train_ckpt_where(const struct train_ckpt_meta *m, uint64_t *epoch, uint64_t *step,
+                     struct sl_error *err) SL_MUST_CHECK;
+
 /* The file name of step `steps` (steps trained) for worker w of n into
  * out ("ckpt-000000000040.w0of2"). */
 void train_ckpt_name(char *out, size_t cap, uint64_t steps, uint32_t worker, uint32_t workers);
 
-/* Write m's checkpoint (the name from m->pos.step, m->worker, m->workers)
+/* Write m's checkpoint (the name from train_ckpt_steps(m), m->worker, m->workers)
  * into dir, with weights and velocity (m->nparams floats each; NULL when
  * 0), as described at the top. *bytes (may be NULL) gets the file's size.
  * SL_EINVAL (a meta out of range), SL_EIO naming the call and path. */

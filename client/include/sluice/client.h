@@ -165,6 +165,14 @@ struct sluice_options {
                                    (workers x replicas) at an epoch's start, once no
                                    trainer of the old shape is heard from
                                    (docs/semantics.md 5.2). Both added after the others */
+    struct sluice_transition {
+        uint32_t from_workers, from_replicas; /* the shape before the change */
+        uint64_t from_epoch, from_step;       /* where it changed: steps 0..from_step-1 of epoch
+                                                 from_epoch were the old shape's (from_step >= 1) */
+    } transition;                             /* all 0: none. Else the job's shape changed mid-epoch to
+                                   this client's (docs/semantics.md 5.2): every HELLO says
+                                   so, and resume_seq counts this worker's pieces from the
+                                   change (0: its first). Not with resume_epoch. Added last */
 };
 
 /* The cluster of TF_CONFIG, as TensorFlow's MultiWorkerMirroredStrategy
