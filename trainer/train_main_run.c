@@ -619,8 +619,13 @@ int trainer_evaluate(struct trainer *t, struct client *ec)
     eo.nfeeders = t->eval_feeders.n;
     eo.curve_server = t->curve_eval_z85;
     eo.job = o->eval_job ? o->eval_job : o->job;
-    eo.metrics = NULL;                             /* the training's figures stay the training's */
-    eo.transition = (struct client_transition){0}; /* the training stream's change, not the evaluation's */
+    eo.metrics = NULL; /* the training's figures stay the training's */
+    /* the training stream's position and change are not the evaluation's:
+     * it reads its job from the start */
+    eo.transition = (struct client_transition){0};
+    eo.resume_seq = 0;
+    eo.resume_epoch = 0;
+    eo.reshape = 0;
     int own = ec == NULL;
     const struct client_piece *pieces;
     struct pred_gather g = {0};

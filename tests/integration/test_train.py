@@ -424,6 +424,24 @@ def main():
             fail("--predictions: a prediction outside the 3 classes")
         ok("--predictions: 2 workers x 2 replicas, 203 elements gathered by id in order, labels exact, "
            "accuracy %.4f = the summaries'" % acc)
+        # a run restored mid-job evaluates the whole evaluation job: its
+        # client starts at the evaluation's first piece, not at the training
+        # stream's restored position (which it once inherited: a seq past
+        # the evaluation job's end, refused by its feeder)
+        ck = os.path.join(TMP, "eval-ck")
+        train(job_path, 2, 2, "mlp", "eval-ck-1", ["--checkpoint", ck, "--checkpoint-every", "20"])
+        efeeder = subprocess.Popen([FEEDER, "--job", ejob_path, "--listen", esock, "--threads", "1"],
+                                   stdout=elog, stderr=subprocess.STDOUT)
+        pred2 = os.path.join(TMP, "pred-restored.jsonl")
+        outs = train(job_path, 2, 2, "mlp", "eval-ck-2", ["--restore", ck, "--restore-step", "40", "--eval-connect",
+                                                           esock, "--eval-job", "eval-it", "--predictions", pred2])
+        efeeder.kill()
+        efeeder.wait()
+        rows2 = [json.loads(x) for x in open(pred2)]
+        if [r["id"] for r in rows2] != list(range(203)) or any(o["test_rows"] != 203 for o in outs):
+            fail("restored at step 40: the evaluation covered ids %r, test_rows %r" %
+                 ([r["id"] for r in rows2][:10], [o["test_rows"] for o in outs]))
+        ok("a run restored at step 40 of 60 evaluates all 203 elements of the evaluation job")
     # the tolerance is meaningful: a 5% different step size (as a gradient
     # scaled by the wrong row count would be) moves the loss by more
     global LR
