@@ -8,7 +8,7 @@
 #include "sl_alloc.h"
 #include "sl_bytes.h"
 
-#define VERSION 1
+#define VERSION 2
 
 /* The largest n1, n2, n3 a type allows (0: none). */
 static void limits(uint32_t type, uint32_t max[3])
@@ -52,6 +52,8 @@ static const char *check_fields(const struct train_elastic_msg *m)
             return "WORLD: no parameters";
         if (m->c > (UINT64_C(1) << 48) || m->d > (UINT64_C(1) << 48) || m->e > (UINT64_C(1) << 40))
             return "WORLD: epoch, step or parameter count out of range";
+        if (m->f > 0 && (m->h <= m->f || m->h > (UINT64_C(1) << 48) || m->g == 0 || m->g > TRAIN_ELASTIC_MAX_WORKERS))
+            return "WORLD: a mid-epoch step outside the old world's epoch, or no old world";
         return NULL;
     default: return "unknown message type";
     }
@@ -81,6 +83,9 @@ size_t train_elastic_encode(unsigned char *buf, size_t cap, const struct train_e
     sl_write_u64(&w, m->e);
     for (int i = 0; i < 3; i++)
         sl_write_u32(&w, m->n[i]);
+    sl_write_u64(&w, m->f);
+    sl_write_u64(&w, m->h);
+    sl_write_u32(&w, m->g);
     for (int i = 0; i < 3; i++)
         if (m->n[i] > 0)
             sl_write_bytes(&w, m->s[i], m->n[i]);
@@ -103,6 +108,9 @@ const char *train_elastic_decode(const unsigned char *p, size_t n, struct train_
     (void)sl_read_u64(&r, &m->e);
     for (int i = 0; i < 3; i++)
         (void)sl_read_u32(&r, &m->n[i]);
+    (void)sl_read_u64(&r, &m->f);
+    (void)sl_read_u64(&r, &m->h);
+    (void)sl_read_u32(&r, &m->g);
     if (r.bad)
         return "short header";
     if (memcmp(magic, "SLE1", 4) != 0)
@@ -214,7 +222,7 @@ int train_elastic_coord_join(struct train_elastic_coord *c, const struct train_e
         if (strcmp(c->joins[k].ep, ep) == 0)
             return sl_error_set(err, SL_EPROTO,
                                 "elastic: a worker with ring endpoint %s already asked to join: it "
-                                "is admitted at the next epoch boundary (a repeated JOIN)",
+                                "is admitted at the next change (a repeated JOIN)",
                                 ep);
     uint32_t after = staying(c) + c->njoins + 1;
     if (after > c->max_workers)
@@ -264,6 +272,11 @@ void train_elastic_coord_drop_join(struct train_elastic_coord *c, uint32_t k)
 int train_elastic_coord_pending(const struct train_elastic_coord *c)
 {
     return c->njoins > 0 || staying(c) != c->size;
+}
+
+uint32_t train_elastic_coord_next_size(const struct train_elastic_coord *c)
+{
+    return staying(c) + c->njoins;
 }
 
 int train_elastic_coord_next(const struct train_elastic_coord *c, uint32_t *new_rank, uint32_t *new_size, char *list,

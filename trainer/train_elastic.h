@@ -1,6 +1,6 @@
 /* train_elastic: the coordinator of an elastic job (sluice-trainer
  * --elastic, docs/trainer.md "Elastic workers"): workers join and leave a
- * running ring at an epoch boundary without a restart.
+ * running ring at a step boundary without a restart.
  *
  * Worker 0 holds the coordinator endpoint (a ROUTER); every other member
  * and every process asking to join connects a DEALER to it. This file is
@@ -13,17 +13,23 @@
  *
  * Message: one frame, integers little-endian:
  *   0  magic   "SLE1"
- *   4  version u16 (1)
+ *   4  version u16 (2)
  *   6  type    u16 (enum train_elastic_type)
  *   8  gen     u32 the world's generation (0: the one the job started with)
  *   12 a       u32 JOIN: replicas; LEAVE, SYNC: the sender's rank;
  *                  WORLD: the receiver's rank (TRAIN_ELASTIC_RELEASED: let go)
  *   16 b       u32 WORLD: the new world's size; else 0
- *   20 c       u64 ACK, WORLD: the epoch the new world starts at
+ *   20 c       u64 ACK: the epoch worker 0 was in; WORLD: the epoch the
+ *                  new world starts in
  *   28 d       u64 WORLD: the global step (steps trained so far)
  *   36 e       u64 WORLD: the model's parameter count (the state broadcast
  *                  over the new ring is 2 e floats: weights, then velocity)
- *   44 n1, n2, n3 u32: the three strings' bytes, then the strings:
+ *   44 n1, n2, n3 u32: the three strings' bytes
+ *   56 f       u64 WORLD: the step of epoch c the new world starts at (0:
+ *                  the epoch's start; else a mid-epoch change, below)
+ *   64 h       u64 WORLD with f > 0: the old world's steps per epoch
+ *   72 g       u32 WORLD with f > 0: the old world's size
+ *   76 the strings:
  *        JOIN: the job, the model config, the joiner's ring endpoint;
  *        ACK, REFUSE: a text (REFUSE's is the reason, never empty);
  *        WORLD: the new world's ring endpoints, comma-separated, rank order.
@@ -38,7 +44,7 @@
 
 #include "sl_error.h"
 
-#define TRAIN_ELASTIC_HDR 56
+#define TRAIN_ELASTIC_HDR 76
 #define TRAIN_ELASTIC_MAX_JOB 256
 #define TRAIN_ELASTIC_MAX_CONFIG 1024
 #define TRAIN_ELASTIC_MAX_ENDPOINT 256                                        /* a ring endpoint's bytes */
@@ -51,7 +57,7 @@
 enum train_elastic_type {
     TRAIN_ELASTIC_JOIN = 1,   /* a new process asks to join (to worker 0) */
     TRAIN_ELASTIC_LEAVE = 2,  /* a member asks to be let go (to worker 0) */
-    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at epoch c's start (to the joiner; repeated while it waits) */
+    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at the next change (to the joiner; repeated while it waits) */
     TRAIN_ELASTIC_REFUSE = 4, /* a join refused, with the reason (to the joiner) */
     TRAIN_ELASTIC_SYNC = 5,   /* a member at the boundary asks for the new world (to worker 0) */
     TRAIN_ELASTIC_WORLD = 6,  /* the new world (to each member, joiner and leaver) */
@@ -60,7 +66,8 @@ enum train_elastic_type {
 /* A message; the strings point into the decoded frame (not terminated). */
 struct train_elastic_msg {
     uint32_t type, gen, a, b;
-    uint64_t c, d, e;
+    uint64_t c, d, e, f, h;
+    uint32_t g;
     const char *s[3];
     uint32_t n[3];
 };
@@ -122,6 +129,8 @@ void train_elastic_coord_drop_join(struct train_elastic_coord *c, uint32_t k);
 
 /* Whether a change waits for the boundary: joins or leaves. */
 int train_elastic_coord_pending(const struct train_elastic_coord *c);
+/* The size of the next world (the members that stay and the joiners). */
+uint32_t train_elastic_coord_next_size(const struct train_elastic_coord *c);
 
 /* The next world: the members that stay in rank order, then the joiners in
  * order of arrival. new_rank[old rank] (size entries): the member's new

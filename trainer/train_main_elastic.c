@@ -1,15 +1,22 @@
-/* train_main_elastic: workers join and leave a running ring at an epoch
+/* train_main_elastic: workers join and leave a running ring at a step
  * boundary (--elastic EP, --join EP; docs/trainer.md "Elastic workers").
  *
  * Worker 0 binds a ROUTER on EP and keeps the book (train_elastic.h);
  * every other member, and a process asking to join, connects a DEALER.
  * Worker 0 reads its ROUTER between steps (trainer_elastic_poll, no
- * thread): a JOIN is judged at once (admitted for the next epoch
- * boundary, ACK, or refused with the reason, REFUSE), a LEAVE recorded.
- * At the end of each epoch but the job's last every member takes part in
- * one more sum over the ring, of one value that worker 0 sets to 1 when a
- * change waits and the others to 0: so every member learns of the change
- * after the same step. Then each member asks worker 0 for the new world
+ * thread): a JOIN is judged at once (admitted for the next change, ACK,
+ * or refused with the reason, REFUSE), a LEAVE recorded. After each step
+ * (but the job's last) every member takes part in one more sum over the
+ * ring, of one value that worker 0 sets to 1 when a change waits and may
+ * come before the next step, the others to 0: so every member learns of
+ * the change after the same step. (Each step therefore runs before the
+ * next is received: no look-ahead in this mode.) A change may come before
+ * any step of an epoch but the first (that is the epoch boundary, where
+ * it may always come), except that worker 0 defers, with a log line, a
+ * change that keeps the world's size, a second one within an epoch (the
+ * feeders take one change per epoch, docs/semantics.md 5.2) and one whose
+ * old workers' windows may hold the rest of the job (admit_now) to the
+ * next epoch's start. Then each member asks worker 0 for the new world
  * (SYNC, answered by WORLD: its new rank, the world's endpoints, the epoch
  * to start at, the global step, the parameter count), keeps the training
  * state, closes its training loop, its input client (BYE: the feeders may
@@ -18,8 +25,10 @@
  * closed its client by then, except one let go, whose BYE the client's
  * HELLO may have to wait for), worker 0's weights and optimizer state go
  * to everyone over it, and each member opens its input client with the new
- * shape at the next epoch (resume_epoch + reshape: the feeders' epoch
- * boundary reshape, docs/semantics.md 5.2) and installs that state. */
+ * shape and installs that state: before step t > 0 of epoch e with the
+ * transition (old size, replicas, e, t) from its first piece (the
+ * feeders' mid-epoch change), at an epoch's start with resume_epoch +
+ * reshape (the epoch-boundary reshape; docs/semantics.md 5.2). */
 #include "train_main_int.h"
 
 #include <errno.h>
@@ -48,6 +57,9 @@ struct trainer_elastic {
     int leave_noted;   /* the leave flag was acted on */
     uint64_t epoch;    /* of the newest step received */
     uint64_t acked_ns; /* worker 0: when the waiting joiners were last sent their ACK */
+    uint64_t deferred; /* worker 0: 1 + the epoch a deferral was last logged for, and why (defer_why) */
+    int defer_why;
+    uint64_t sums, sum_ns; /* the decision sums after the steps, and their time */
     unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
 };
 
@@ -213,7 +225,7 @@ int trainer_elastic_open(struct trainer *t)
     }
     if (o->worker == 0)
         sl_log(SL_LOG_INFO,
-               "elastic: worker 0 coordinates on %s: workers join and leave at an epoch boundary (at most %u)",
+               "elastic: worker 0 coordinates on %s: workers join and leave at a step boundary (at most %u)",
                o->elastic, o->elastic_max_workers);
     return 0;
 }
@@ -223,9 +235,13 @@ void trainer_elastic_close(struct trainer *t)
     struct trainer_elastic *el = t->el;
     if (el == NULL)
         return;
+    if (el->sums > 0)
+        sl_log(SL_LOG_INFO,
+               "elastic: the change decision after each step: %" PRIu64 " sums over the ring, %.1f us each", el->sums,
+               (double)el->sum_ns / 1e3 / (double)el->sums);
     if (el->coordinator && el->sock != NULL) { /* joiners still waiting: the job has no boundary left */
         struct sl_error why = {0};
-        sl_error_set(&why, SL_EPROTO, "elastic: the job ended (or worker 0 stopped) before the next epoch boundary");
+        sl_error_set(&why, SL_EPROTO, "elastic: the job ended (or worker 0 stopped) before the change");
         for (uint32_t k = 0; k < el->coord.njoins; k++) {
             struct train_elastic_msg m = {
                 .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
@@ -253,23 +269,22 @@ static void coordinator_message(struct trainer *t, const unsigned char *id, size
     if (m->type == TRAIN_ELASTIC_JOIN) {
         char ep[TRAIN_ELASTIC_MAX_ENDPOINT + 1];
         snprintf(ep, sizeof ep, "%.*s", (int)m->n[2], m->s[2]);
-        struct train_elastic_msg r = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
+        struct train_elastic_msg r = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
         if (train_elastic_coord_join(&el->coord, m, id, idlen, el->epoch, &err) != 0) {
             sl_log(SL_LOG_WARN, "%s: refused", err.msg);
             r = (struct train_elastic_msg){
                 .type = TRAIN_ELASTIC_REFUSE, .gen = el->coord.gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
         } else {
-            sl_log(SL_LOG_INFO,
-                   "elastic: a worker (ring endpoint %s) asks to join: admitted at epoch %" PRIu64 "'s start", ep,
-                   el->epoch + 1);
+            sl_log(SL_LOG_INFO, "elastic: a worker (ring endpoint %s) asks to join in epoch %" PRIu64 ": admitted", ep,
+                   el->epoch);
         }
         (void)send_msg(el, id, idlen, &r, &err);
     } else if (m->type == TRAIN_ELASTIC_LEAVE) {
         if (train_elastic_coord_leave(&el->coord, m, &err) != 0)
             sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
         else
-            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave: let go at epoch %" PRIu64 "'s end%s", m->a,
-                   el->epoch, el->coord.epochs != 0 && el->epoch + 1 >= el->coord.epochs ? " (the job's end)" : "");
+            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave in epoch %" PRIu64 ": let go at the next change",
+                   m->a, el->epoch);
     } else {
         sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) on the coordinator endpoint: ignored", m->type);
     }
@@ -280,11 +295,11 @@ static void coordinator_message(struct trainer *t, const unsigned char *id, size
  * would keep its ring from opening). */
 static void ack_joiners(struct trainer_elastic *el)
 {
-    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch + 1};
+    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
     for (uint32_t k = 0; k < el->coord.njoins;) {
         struct sl_error err = {0};
         if (send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err) == SL_ECLOSED) {
-            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before the epoch boundary: forgotten",
+            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before its change: forgotten",
                    el->coord.joins[k].ep);
             train_elastic_coord_drop_join(&el->coord, k);
         } else {
@@ -313,8 +328,7 @@ static void note_leave(struct trainer *t)
     if (send_msg(el, NULL, 0, &m, &err) != 0)
         sl_log(SL_LOG_ERROR, "%s", err.msg);
     else
-        sl_log(SL_LOG_INFO, "elastic: SIGTERM: asked worker 0 to let worker %u go at the next epoch boundary",
-               t->o.worker);
+        sl_log(SL_LOG_INFO, "elastic: SIGTERM: asked worker 0 to let worker %u go at the next change", t->o.worker);
 }
 
 /* Between steps: the requests waiting on worker 0's endpoint, the leave
@@ -349,12 +363,63 @@ void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
     }
 }
 
-/* Whether a change may come at the end of epoch `epoch` (not the job's
- * last). */
-int trainer_elastic_changes_after(const struct trainer *t, uint64_t epoch)
+/* Whether a change may come after step s (not the job's last). */
+int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s)
 {
     uint64_t epochs = client_welcome(t->cl)->epochs;
-    return t->el != NULL && (epochs == 0 || epoch + 1 < epochs);
+    return t->el != NULL && (!(s->flags & SL_WIRE_PIECE_LAST_STEP) || epochs == 0 || s->epoch + 1 < epochs);
+}
+
+/* Worker 0, a change waiting: whether it may come before step `step` of
+ * epoch `epoch` (the next to receive). Not: one that keeps the world's
+ * size (the feeders change the shape mid-epoch only to another one: the
+ * new members take the old places at the epoch boundary), a second change
+ * within an epoch (the feeders refuse it, docs/semantics.md 5.2), one
+ * whose old workers' windows (--credits x feeders) may hold all their
+ * pieces left in the job (the feeders may have sent their END; the
+ * members' goodbyes would then end the job). Those wait for the next
+ * epoch's start (or the job's end), logged once per epoch and reason. */
+static int admit_now(struct trainer *t, uint64_t epoch, uint64_t step)
+{
+    struct trainer_elastic *el = t->el;
+    const struct train_elastic_coord *c = &el->coord;
+    if (step == 0)
+        return 1;
+    const struct sl_wire_welcome *w = client_welcome(t->cl);
+    uint64_t T = w->steps_per_epoch, window = (uint64_t)window_credits(t) * t->feeders.n;
+    uint64_t left = w->epochs == 0 ? UINT64_MAX : (T - step) + (w->epochs - epoch - 1) * T; /* steps */
+    int why = train_elastic_coord_next_size(c) == c->size                            ? 1
+              : t->transition.from_workers != 0 && t->transition.from_epoch == epoch ? 2
+              : left != UINT64_MAX && left * t->replicas <= window                   ? 3
+                                                                                     : 0;
+    if (why == 0)
+        return 1;
+    if (el->deferred != epoch + 1 || el->defer_why != why) {
+        el->deferred = epoch + 1;
+        el->defer_why = why;
+        char when[64];
+        if (w->epochs != 0 && epoch + 1 >= w->epochs)
+            snprintf(when, sizeof when, "the job's end");
+        else
+            snprintf(when, sizeof when, "epoch %" PRIu64 "'s start", epoch + 1);
+        if (why == 1)
+            sl_log(SL_LOG_INFO,
+                   "elastic: the change keeps the world's size (%u workers): it waits for %s (a mid-epoch change is "
+                   "one of shape)",
+                   c->size, when);
+        else if (why == 2)
+            sl_log(SL_LOG_INFO,
+                   "elastic: the job's shape changed at step %" PRIu64 " of epoch %" PRIu64
+                   " already (one change per epoch, docs/semantics.md 5.2): the next change waits for %s",
+                   t->transition.from_step, epoch, when);
+        else
+            sl_log(SL_LOG_INFO,
+                   "elastic: the job's last %" PRIu64 " steps (%" PRIu64
+                   " pieces a worker) fit a worker's window of %" PRIu64
+                   " (--credits x feeders): the feeders may have sent their end, so the change waits for %s",
+                   left, left * t->replicas, window, when);
+    }
+    return 0;
 }
 
 /* ---- at the boundary ---- */
@@ -364,8 +429,8 @@ int trainer_elastic_changes_after(const struct trainer *t, uint64_t epoch)
  * members and joiners: so no member's new ring connects to an endpoint
  * still bound by an old ring. The book then takes the new world. A LEAVE
  * that comes meanwhile is kept for the next boundary. */
-static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t steps, uint64_t nparams, uint32_t *size,
-                            char *list, size_t cap, struct sl_error *err)
+static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t step, uint64_t T, uint64_t steps,
+                            uint64_t nparams, uint32_t *size, char *list, size_t cap, struct sl_error *err)
 {
     struct trainer_elastic *el = t->el;
     struct train_elastic_coord *c = &el->coord;
@@ -381,7 +446,7 @@ static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t steps, u
     uint32_t left = old - 1;
     while (rc == 0 && left > 0) {
         if (trainer_stop_flag) {
-            rc = sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the epoch boundary");
+            rc = sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the change");
             break;
         }
         if (sl_clock_ns() >= deadline) {
@@ -410,26 +475,29 @@ static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t steps, u
         } else if (m.type == TRAIN_ELASTIC_LEAVE && m.gen == c->gen && m.a > 0 && m.a < old && !c->leaving[m.a]) {
             late_leave[m.a] = 1;
             late++;
-            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave: let go at the next epoch boundary", m.a);
+            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave: let go at the next change", m.a);
         } else if (m.type == TRAIN_ELASTIC_JOIN) {
             struct sl_error why = {0};
             sl_error_set(&why, SL_EPROTO,
-                         "elastic: worker 0 is changing the world at epoch %" PRIu64 "'s end right now: ask again "
-                         "in a moment",
-                         epoch);
+                         "elastic: worker 0 is changing the world before step %" PRIu64 " of epoch %" PRIu64
+                         " right now: ask again in a moment",
+                         step, epoch);
             struct train_elastic_msg r2 = {
                 .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
             (void)send_msg(el, id, idlen, &r2, err);
         } else {
-            sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the epoch boundary: ignored", m.type);
+            sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the change: ignored", m.type);
         }
     }
     struct train_elastic_msg w = {.type = TRAIN_ELASTIC_WORLD,
                                   .gen = c->gen + 1,
                                   .b = *size,
-                                  .c = epoch + 1,
+                                  .c = epoch,
                                   .d = steps,
                                   .e = nparams,
+                                  .f = step,
+                                  .h = step > 0 ? T : 0,
+                                  .g = step > 0 ? old : 0,
                                   .s = {list},
                                   .n = {(uint32_t)strlen(list)}};
     for (uint32_t k = 1; rc == 0 && k < old; k++) {
@@ -465,7 +533,7 @@ static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl
     uint64_t deadline = sl_clock_ns() + (uint64_t)t->o.rendezvous_timeout_s * 1000000000u;
     while (rc == 0) {
         if (trainer_stop_flag)
-            return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the epoch boundary");
+            return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal at the change");
         if (sl_clock_ns() >= deadline)
             return sl_error_set(err, SL_ETIMEOUT, "elastic: worker 0 (%s) did not send the new world within %u s",
                                 t->o.elastic, t->o.rendezvous_timeout_s);
@@ -478,24 +546,39 @@ static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl
             return 0;
         if (rc == 0)
             return sl_error_set(err, SL_EPROTO,
-                                "elastic: worker 0 answered the boundary's SYNC with a message of "
+                                "elastic: worker 0 answered the change's SYNC with a message of "
                                 "type %u",
                                 w->type);
     }
     return rc;
 }
 
-/* Open the input client with this world's shape at `epoch` (the feeders'
- * epoch-boundary reshape). A refusal that says to wait (a trainer of the
- * old shape still heard from: one let go whose BYE is on its way; the old
- * shape's last pieces in flight) is tried again within
+/* Open the input client with this world's shape at step `step` of
+ * `epoch` (the WORLD's c, f; from, from_T: its g, h), `steps` trained
+ * before: at an epoch's start the feeders' epoch-boundary reshape; within
+ * the epoch the mid-epoch change (transition: the old world's size, the
+ * job's replicas, epoch, step; its numbering from the change, resume_seq
+ * 0), kept in t as a restored one would be. A refusal that says to wait
+ * (a trainer of the old shape still heard from: one let go whose BYE is
+ * on its way; the old shape's last pieces in flight) is tried again within
  * --connect-timeout. */
-static int open_client_reshaped(struct trainer *t, uint64_t epoch, struct sl_error *err)
+static int open_client_reshaped(struct trainer *t, uint64_t epoch, uint64_t step, uint32_t from, uint64_t from_T,
+                                uint64_t steps, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
     trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
-    t->copts.resume_epoch = epoch;
     t->copts.reshape = 1;
+    if (step == 0) { /* the epoch boundary: an earlier change is forgotten */
+        t->copts.resume_epoch = epoch;
+        t->transition = (struct client_transition){0};
+        t->from_T = t->step_base = 0;
+    } else {
+        t->transition = (struct client_transition){from, t->replicas, epoch, step};
+        t->from_T = from_T;
+        t->step_base = steps;
+        t->copts.transition = t->transition;
+        t->copts.resume_seq = 0;
+    }
     uint64_t deadline = sl_clock_ns() + (uint64_t)o->connect_timeout_s * 1000000000u;
     for (;;) {
         int rc = client_open(&t->cl, &t->copts, err);
@@ -513,9 +596,10 @@ static int open_client_reshaped(struct trainer *t, uint64_t epoch, struct sl_err
 /* Take place `rank` of the new world (`size` members, endpoints `list` of
  * n bytes): its ring, the state from worker 0 (state[2 nparams]: weights
  * then velocity, worker 0's sent, everyone's replaced), the input client
- * at `epoch` with the new shape, the training loop with that state. */
-static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const char *list, size_t n, uint64_t epoch,
-                       float *state, size_t nparams, struct sl_error *err)
+ * at the WORLD's place (w: epoch, step, the old world) with the new shape,
+ * the training loop with that state. */
+static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const char *list, size_t n,
+                       const struct train_elastic_msg *w, float *state, size_t nparams, struct sl_error *err)
 {
     struct trainer_opts *o = &t->o;
     char text[TRAIN_ELASTIC_MAX_WORLD + 1];
@@ -541,7 +625,7 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
             return rc;
         }
     }
-    if ((rc = open_client_reshaped(t, epoch, err)) != 0 || (rc = check_window(t, err)) != 0)
+    if ((rc = open_client_reshaped(t, w->c, w->f, w->g, w->h, w->d, err)) != 0 || (rc = check_window(t, err)) != 0)
         return rc;
     if (o->trace != NULL && (rc = trainer_check_trace_feature(client_welcome(t->cl), o->feature, err)) != 0)
         return rc; /* a joiner's first WELCOME */
@@ -552,11 +636,11 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
     return rc;
 }
 
-/* After the last step of epoch `epoch` (not the job's last), `steps` the
- * global step: the change, if worker 0 has one. *released: this member was
- * let go (its loop, client and ring closed). 0, or 1 with the error
- * logged. */
-int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, int *released)
+/* After step s ran (not the job's last), `steps` the global step: the
+ * change, if worker 0 has one that may come before the next step.
+ * *released: this member was let go (its loop, client and ring closed).
+ * 0, or 1 with the error logged. */
+int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released)
 {
     struct trainer_elastic *el = t->el;
     struct trainer_opts *o = &t->o;
@@ -564,11 +648,24 @@ int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, 
     char list[TRAIN_ELASTIC_MAX_WORLD + 1];
     float *state = NULL;
     *released = 0;
-    trainer_elastic_poll(t, epoch);
-    if (el->coordinator)
+    /* the next step to receive: the change comes before it */
+    int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+    uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
+    uint64_t T = client_welcome(t->cl)->steps_per_epoch;
+    trainer_elastic_poll(t, s->epoch);
+    int pending = el->coordinator && train_elastic_coord_pending(&el->coord);
+    if (pending) {
         ack_joiners(el); /* only live joiners are counted in */
-    float flag = el->coordinator && train_elastic_coord_pending(&el->coord) ? 1.0f : 0.0f;
-    int rc = o->workers > 1 ? train_loop_sum(t->loop, &flag, 1, &err) : 0;
+        pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
+    }
+    float flag = pending ? 1.0f : 0.0f;
+    int rc = 0;
+    if (o->workers > 1) {
+        uint64_t t0 = sl_clock_ns();
+        rc = train_loop_sum(t->loop, &flag, 1, &err);
+        el->sum_ns += sl_clock_ns() - t0;
+        el->sums++;
+    }
     if (rc != 0 || flag == 0.0f)
         goto out;
     const float *wp, *vp;
@@ -592,9 +689,14 @@ int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, 
     uint32_t rank = 0, size = 0, old = o->workers;
     struct train_elastic_msg w = {0};
     if (el->coordinator) {
-        rc = coordinator_sync(t, epoch, steps, np, &size, list, sizeof list, &err);
-        w.s[0] = list;
-        w.n[0] = (uint32_t)strlen(list);
+        rc = coordinator_sync(t, epoch, step, T, steps, np, &size, list, sizeof list, &err);
+        w = (struct train_elastic_msg){.c = epoch,
+                                       .d = steps,
+                                       .f = step,
+                                       .h = step > 0 ? T : 0,
+                                       .g = step > 0 ? old : 0,
+                                       .s = {list},
+                                       .n = {(uint32_t)strlen(list)}};
     } else {
         rc = member_sync(t, &w, &err);
         if (rc == 0 && w.a != TRAIN_ELASTIC_RELEASED && w.e != np)
@@ -606,22 +708,23 @@ int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, 
     if (rc != 0)
         goto out;
     if (rank == TRAIN_ELASTIC_RELEASED) {
-        sl_log(SL_LOG_INFO, "elastic: worker %u let go at epoch %" PRIu64 "'s end (global step %" PRIu64 "), as asked",
-               o->worker, epoch, steps);
+        sl_log(SL_LOG_INFO,
+               "elastic: worker %u let go before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
+               "), as asked",
+               o->worker, step, epoch, steps);
         *released = 1;
         goto out;
     }
     sl_log(SL_LOG_INFO,
-           "elastic: at epoch %" PRIu64 "'s end (global step %" PRIu64
-           "): %u workers -> %u; worker %u is now worker %u "
-           "of %u (ring %.*s)",
-           epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
+           "elastic: before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
+           "): %u workers -> %u; worker %u is now worker %u of %u (ring %.*s)",
+           step, epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
     /* the endpoint list is in el->buf (a member's) or list: copied first */
     char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
     size_t n = w.n[0];
     memcpy(copy, w.s[0], n);
     el->gen++;
-    rc = enter_world(t, rank, size, copy, n, epoch + 1, state, np, &err);
+    rc = enter_world(t, rank, size, copy, n, &w, state, np, &err);
 out:
     sl_free(state);
     if (rc != 0) {
@@ -631,7 +734,7 @@ out:
     return 0;
 }
 
-/* A process started with --join: ask worker 0, wait for the boundary it
+/* A process started with --join: ask worker 0, wait for the change it
  * is admitted at, and take its place in the new world (in place of
  * trainer_start). 0, or 1 with the error logged. */
 int trainer_elastic_join(struct trainer *t)
@@ -661,7 +764,7 @@ int trainer_elastic_join(struct trainer *t)
         }
         if (sl_clock_ns() - heard >= wait) {
             rc = sl_error_set(&err, SL_ETIMEOUT, "elastic: worker 0 (%s) %s within %u s", o->elastic,
-                              acked ? "fell silent before the epoch boundary" : "did not answer the JOIN",
+                              acked ? "fell silent before the change" : "did not answer the JOIN",
                               o->rendezvous_timeout_s);
             break;
         }
@@ -677,7 +780,7 @@ int trainer_elastic_join(struct trainer *t)
             rc = sl_error_set(&err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)m.n[0], m.s[0], o->elastic);
         } else if (m.type == TRAIN_ELASTIC_ACK) {
             if (!acked)
-                sl_log(SL_LOG_INFO, "elastic: admitted: joining at epoch %" PRIu64 "'s start", m.c);
+                sl_log(SL_LOG_INFO, "elastic: admitted in epoch %" PRIu64 ": joining at the next change", m.c);
             acked = 1;
         } else if (m.type == TRAIN_ELASTIC_WORLD && m.a != TRAIN_ELASTIC_RELEASED) {
             if ((state = sl_calloc(2 * (size_t)m.e, sizeof *state)) == NULL) {
@@ -688,9 +791,11 @@ int trainer_elastic_join(struct trainer *t)
             t->start_step = m.d;
             char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
             memcpy(copy, m.s[0], m.n[0]);
-            sl_log(SL_LOG_INFO, "elastic: joined as worker %u of %u at epoch %" PRIu64 " (global step %" PRIu64 ")",
-                   m.a, m.b, m.c, m.d);
-            rc = enter_world(t, m.a, m.b, copy, m.n[0], m.c, state, (size_t)m.e, &err);
+            sl_log(SL_LOG_INFO,
+                   "elastic: joined as worker %u of %u before step %" PRIu64 " of epoch %" PRIu64
+                   " (global step %" PRIu64 ")",
+                   m.a, m.b, m.f, m.c, m.d);
+            rc = enter_world(t, m.a, m.b, copy, m.n[0], &m, state, (size_t)m.e, &err);
             break;
         } else {
             rc = sl_error_set(&err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", m.type);

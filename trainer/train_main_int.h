@@ -231,13 +231,13 @@ int trainer_finish_training(struct trainer *t, int status);
 int trainer_evaluate(struct trainer *t, struct client *ec);
 int trainer_ps_finish(struct trainer *t);
 
-/* ---- train_main_elastic.c: workers join and leave at an epoch boundary (--elastic) ---- */
+/* ---- train_main_elastic.c: workers join and leave at a step boundary (--elastic) ---- */
 
 int trainer_elastic_open(struct trainer *t);
 int trainer_elastic_join(struct trainer *t);
 void trainer_elastic_poll(struct trainer *t, uint64_t epoch);
-int trainer_elastic_changes_after(const struct trainer *t, uint64_t epoch);
-int trainer_elastic_boundary(struct trainer *t, uint64_t epoch, uint64_t steps, int *released);
+int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s);
+int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released);
 void trainer_elastic_close(struct trainer *t);
 
 /* ---- train_main_ps.c: a parameter-server task and the evaluator task ---- */

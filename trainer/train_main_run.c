@@ -472,17 +472,16 @@ int trainer_run(struct trainer *t)
     struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
-        if (t->el != NULL && have_prev && (prev.flags & SL_WIRE_PIECE_LAST_STEP) && !trainer_stop_flag &&
-            trainer_elastic_changes_after(t, prev.epoch)) {
-            /* --elastic: the epoch's last step runs before the next epoch's
-             * first is received, for the workers may change in between */
+        if (t->el != NULL && have_prev && !trainer_stop_flag && trainer_elastic_changes_after(t, &prev)) {
+            /* --elastic: each step runs before the next is received, for
+             * the workers may change in between (no look-ahead) */
             if ((rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
                 break;
             last = prev;
             have_last = 1;
             have_prev = 0;
             int released = 0;
-            if (trainer_elastic_boundary(t, prev.epoch, ran, &released) != 0) {
+            if (trainer_elastic_boundary(t, &prev, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;
             }

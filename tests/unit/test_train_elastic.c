@@ -31,6 +31,17 @@ START_TEST(test_round_trip)
         {.type = TRAIN_ELASTIC_SYNC, .gen = 1, .a = 1},
         {.type = TRAIN_ELASTIC_WORLD, .gen = 2, .a = 1, .b = 2, .c = 4, .d = 120, .e = 170, .s = {"a,b"}, .n = {3}},
         {.type = TRAIN_ELASTIC_WORLD, .a = TRAIN_ELASTIC_RELEASED, .b = 1, .s = {"a"}, .n = {1}},
+        {.type = TRAIN_ELASTIC_WORLD,
+         .a = 2,
+         .b = 3,
+         .c = 1,
+         .d = 37,
+         .e = 170,
+         .f = 7,
+         .h = 30,
+         .g = 2,
+         .s = {"a,b,c"},
+         .n = {5}},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         size_t n = train_elastic_encode(frame, sizeof frame, &in[i]);
@@ -45,6 +56,9 @@ START_TEST(test_round_trip)
         ck_assert_uint_eq(m.c, in[i].c);
         ck_assert_uint_eq(m.d, in[i].d);
         ck_assert_uint_eq(m.e, in[i].e);
+        ck_assert_uint_eq(m.f, in[i].f);
+        ck_assert_uint_eq(m.h, in[i].h);
+        ck_assert_uint_eq(m.g, in[i].g);
         for (int k = 0; k < 3; k++) {
             ck_assert_uint_eq(m.n[k], in[i].n[k]);
             ck_assert(m.n[k] == 0 || memcmp(m.s[k], in[i].s[k], m.n[k]) == 0);
@@ -73,6 +87,7 @@ static size_t raw(uint16_t version, uint16_t type, uint32_t a, uint32_t b, uint6
     sl_store_le32(frame + 44, n1);
     sl_store_le32(frame + 48, n2);
     sl_store_le32(frame + 52, n3);
+    memset(frame + 56, 0, TRAIN_ELASTIC_HDR - 56); /* f, h, g */
     return TRAIN_ELASTIC_HDR + extra;
 }
 
@@ -86,40 +101,64 @@ static void refused(size_t n, const char *why)
 START_TEST(test_hostile_frames)
 {
     refused(0, "short header");
-    refused(raw(1, 1, 1, 0, 0, 3, 0, 2, 5) - 1, "string lengths differ from the frame");
-    size_t n = raw(1, 1, 1, 0, 0, 3, 0, 2, 5);
+    refused(raw(2, 1, 1, 0, 0, 3, 0, 2, 5) - 1, "string lengths differ from the frame");
+    size_t n = raw(2, 1, 1, 0, 0, 3, 0, 2, 5);
     frame[0] = 'X';
     refused(n, "bad magic");
-    refused(raw(2, 1, 1, 0, 0, 3, 0, 2, 5), "unsupported version");
-    refused(raw(1, 0, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
-    refused(raw(1, 7, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
-    refused(raw(1, 0xffff, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
+    refused(raw(3, 1, 1, 0, 0, 3, 0, 2, 5), "unsupported version");
+    refused(raw(1, 1, 1, 0, 0, 3, 0, 2, 5), "unsupported version"); /* stage A's layout */
+    refused(raw(2, 0, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
+    refused(raw(2, 7, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
+    refused(raw(2, 0xffff, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
     /* huge lengths: refused by the limits before the frame is looked at */
-    refused(raw(1, 1, 1, 0, 0, UINT32_MAX, 0, 2, 5), "a string longer than its limit");
-    refused(raw(1, 1, 1, 0, 0, 3, UINT32_MAX, 2, 5), "a string longer than its limit");
-    refused(raw(1, 1, 1, 0, 0, 3, 0, UINT32_MAX, 5), "a string longer than its limit");
-    refused(raw(1, 6, 0, 1, 1, UINT32_MAX, 0, 0, 0), "a string longer than its limit");
-    refused(raw(1, 2, 1, 0, 0, 1, 0, 0, 1), "a string longer than its limit"); /* LEAVE has no strings */
+    refused(raw(2, 1, 1, 0, 0, UINT32_MAX, 0, 2, 5), "a string longer than its limit");
+    refused(raw(2, 1, 1, 0, 0, 3, UINT32_MAX, 2, 5), "a string longer than its limit");
+    refused(raw(2, 1, 1, 0, 0, 3, 0, UINT32_MAX, 5), "a string longer than its limit");
+    refused(raw(2, 6, 0, 1, 1, UINT32_MAX, 0, 0, 0), "a string longer than its limit");
+    refused(raw(2, 2, 1, 0, 0, 1, 0, 0, 1), "a string longer than its limit"); /* LEAVE has no strings */
     /* lengths that add past the frame, or leave bytes over */
-    refused(raw(1, 1, 1, 0, 0, 256, 1024, 256, 100), "string lengths differ from the frame");
-    refused(raw(1, 5, 1, 0, 0, 0, 0, 0, 1), "string lengths differ from the frame");
+    refused(raw(2, 1, 1, 0, 0, 256, 1024, 256, 100), "string lengths differ from the frame");
+    refused(raw(2, 5, 1, 0, 0, 0, 0, 0, 1), "string lengths differ from the frame");
     /* fields */
-    refused(raw(1, 1, 0, 0, 0, 3, 0, 2, 5), "JOIN: replicas out of range");
-    refused(raw(1, 1, 1025, 0, 0, 3, 0, 2, 5), "JOIN: replicas out of range");
-    refused(raw(1, 1, 1, 0, 0, 3, 0, 0, 3), "JOIN: empty job or endpoint");
-    n = raw(1, 1, 1, 0, 0, 3, 0, 3, 6);
+    refused(raw(2, 1, 0, 0, 0, 3, 0, 2, 5), "JOIN: replicas out of range");
+    refused(raw(2, 1, 1025, 0, 0, 3, 0, 2, 5), "JOIN: replicas out of range");
+    refused(raw(2, 1, 1, 0, 0, 3, 0, 0, 3), "JOIN: empty job or endpoint");
+    n = raw(2, 1, 1, 0, 0, 3, 0, 3, 6);
     frame[TRAIN_ELASTIC_HDR + 4] = ',';
     refused(n, "JOIN: a comma or NUL in the endpoint");
     frame[TRAIN_ELASTIC_HDR + 4] = '\0';
     refused(n, "JOIN: a comma or NUL in the endpoint");
-    refused(raw(1, 2, 0, 0, 0, 0, 0, 0, 0), "rank out of range");
-    refused(raw(1, 5, TRAIN_ELASTIC_MAX_WORKERS, 0, 0, 0, 0, 0, 0), "rank out of range");
-    refused(raw(1, 4, 0, 0, 0, 0, 0, 0, 0), "REFUSE without a reason");
-    refused(raw(1, 6, 0, 0, 1, 1, 0, 0, 1), "WORLD: size out of range");
-    refused(raw(1, 6, 0, TRAIN_ELASTIC_MAX_WORKERS + 1, 1, 1, 0, 0, 1), "WORLD: size out of range");
-    refused(raw(1, 6, 2, 2, 1, 1, 0, 0, 1), "WORLD: rank outside the world");
-    refused(raw(1, 6, 1, 2, 0, 1, 0, 0, 1), "WORLD: no parameters");
-    refused(raw(1, 6, 1, 2, UINT64_MAX, 1, 0, 0, 1), "WORLD: epoch, step or parameter count out of range");
+    refused(raw(2, 2, 0, 0, 0, 0, 0, 0, 0), "rank out of range");
+    refused(raw(2, 5, TRAIN_ELASTIC_MAX_WORKERS, 0, 0, 0, 0, 0, 0), "rank out of range");
+    refused(raw(2, 4, 0, 0, 0, 0, 0, 0, 0), "REFUSE without a reason");
+    refused(raw(2, 6, 0, 0, 1, 1, 0, 0, 1), "WORLD: size out of range");
+    refused(raw(2, 6, 0, TRAIN_ELASTIC_MAX_WORKERS + 1, 1, 1, 0, 0, 1), "WORLD: size out of range");
+    refused(raw(2, 6, 2, 2, 1, 1, 0, 0, 1), "WORLD: rank outside the world");
+    refused(raw(2, 6, 1, 2, 0, 1, 0, 0, 1), "WORLD: no parameters");
+    refused(raw(2, 6, 1, 2, UINT64_MAX, 1, 0, 0, 1), "WORLD: epoch, step or parameter count out of range");
+    /* a mid-epoch WORLD: the step inside the old world's epoch, an old world */
+    struct train_elastic_msg wm = {.type = TRAIN_ELASTIC_WORLD, .a = 0, .b = 2, .e = 5, .f = 30, .h = 30, .g = 2};
+    static const struct {
+        uint64_t f, h;
+        uint32_t g;
+    } bad_mid[] = {{30, 30, 2},
+                   {31, 30, 2},
+                   {1, 0, 2},
+                   {1, 30, 0},
+                   {1, 30, TRAIN_ELASTIC_MAX_WORKERS + 1},
+                   {1, (UINT64_C(1) << 48) + 1, 2},
+                   {UINT64_MAX, UINT64_MAX, 2}};
+    for (size_t i = 0; i < sizeof bad_mid / sizeof bad_mid[0]; i++) {
+        wm.f = bad_mid[i].f;
+        wm.h = bad_mid[i].h;
+        wm.g = bad_mid[i].g;
+        ck_assert_uint_eq(train_elastic_encode(frame, sizeof frame, &wm), 0);
+        n = raw(2, 6, 0, 2, 5, 0, 0, 0, 0);
+        sl_store_le64(frame + 56, wm.f);
+        sl_store_le64(frame + 64, wm.h);
+        sl_store_le32(frame + 72, wm.g);
+        refused(n, "WORLD: a mid-epoch step outside the old world's epoch, or no old world");
+    }
     /* the encoder refuses what the decoder would */
     struct train_elastic_msg m = join_msg("job", "c", "a,b", 1);
     ck_assert_uint_eq(train_elastic_encode(frame, sizeof frame, &m), 0);
@@ -174,7 +213,7 @@ START_TEST(test_book_refusals)
     /* the same JOIN again (a retry, a second process with that endpoint) */
     join_refused(&c, j, 2,
                  "elastic: a worker with ring endpoint ipc://j already asked to join: it is admitted at the next "
-                 "epoch boundary (a repeated JOIN)");
+                 "change (a repeated JOIN)");
     join_refused(&c, join_msg("job", "model=softmax", "ipc://k", 1), 2,
                  "elastic: the joining worker (ipc://k) would make 4 workers, more than --elastic-max-workers 3");
     /* a routing id too long for the book */
@@ -209,9 +248,11 @@ START_TEST(test_book_next_world)
     book(&c, 4, 8, 0);
     struct sl_error err = {0};
     ck_assert(!train_elastic_coord_pending(&c));
+    ck_assert_uint_eq(train_elastic_coord_next_size(&c), 4);
     struct train_elastic_msg l = {.type = TRAIN_ELASTIC_LEAVE, .a = 1};
     ck_assert_int_eq(train_elastic_coord_leave(&c, &l, &err), 0);
     ck_assert_int_eq(train_elastic_coord_leave(&c, &l, &err), 0); /* repeated: the same request */
+    ck_assert_uint_eq(train_elastic_coord_next_size(&c), 3);
     struct train_elastic_msg j1 = join_msg("job", "model=softmax", "ipc://j1", 1),
                              j2 = join_msg("job", "model=softmax", "ipc://j2", 1);
     ck_assert_int_eq(train_elastic_coord_join(&c, &j1, "a", 1, 0, &err), 0);
@@ -224,6 +265,7 @@ START_TEST(test_book_next_world)
     ck_assert_int_eq(train_elastic_coord_join(&c, &j1, "a", 1, 0, &err), 0); /* it may ask again */
     train_elastic_coord_drop_join(&c, 1);                                    /* j3 */
     ck_assert(train_elastic_coord_pending(&c));
+    ck_assert_uint_eq(train_elastic_coord_next_size(&c), 5);
     uint32_t rank[4], size = 0;
     char list[256];
     ck_assert_int_eq(train_elastic_coord_next(&c, rank, &size, list, sizeof list, &err), 0);
