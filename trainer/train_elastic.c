@@ -54,6 +54,11 @@ static const char *check_fields(const struct train_elastic_msg *m)
             return "WORLD: epoch, step or parameter count out of range";
         if (m->f > 0 && (m->h <= m->f || m->h > (UINT64_C(1) << 48) || m->g == 0 || m->g > TRAIN_ELASTIC_MAX_WORKERS))
             return "WORLD: a mid-epoch step outside the old world's epoch, or no old world";
+        if (m->f > 0 && (m->i != 0 || m->j != 0 || m->k != 0))
+            return "WORLD: a mid-epoch change and a kept one";
+        if (m->j > 0 && (m->i >= m->c || m->h <= m->j || m->h > (UINT64_C(1) << 48) || m->g == 0 ||
+                         m->g > TRAIN_ELASTIC_MAX_WORKERS || m->k > (UINT64_C(1) << 56)))
+            return "WORLD: a kept change not before the epoch, or out of range";
         return NULL;
     default: return "unknown message type";
     }
@@ -86,6 +91,9 @@ size_t train_elastic_encode(unsigned char *buf, size_t cap, const struct train_e
     sl_write_u64(&w, m->f);
     sl_write_u64(&w, m->h);
     sl_write_u32(&w, m->g);
+    sl_write_u64(&w, m->i);
+    sl_write_u64(&w, m->j);
+    sl_write_u64(&w, m->k);
     for (int i = 0; i < 3; i++)
         if (m->n[i] > 0)
             sl_write_bytes(&w, m->s[i], m->n[i]);
@@ -111,6 +119,9 @@ const char *train_elastic_decode(const unsigned char *p, size_t n, struct train_
     (void)sl_read_u64(&r, &m->f);
     (void)sl_read_u64(&r, &m->h);
     (void)sl_read_u32(&r, &m->g);
+    (void)sl_read_u64(&r, &m->i);
+    (void)sl_read_u64(&r, &m->j);
+    (void)sl_read_u64(&r, &m->k);
     if (r.bad)
         return "short header";
     if (memcmp(magic, "SLE1", 4) != 0)

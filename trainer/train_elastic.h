@@ -26,10 +26,19 @@
  *                  over the new ring is 2 e floats: weights, then velocity)
  *   44 n1, n2, n3 u32: the three strings' bytes
  *   56 f       u64 WORLD: the step of epoch c the new world starts at (0:
- *                  the epoch's start; else a mid-epoch change, below)
- *   64 h       u64 WORLD with f > 0: the old world's steps per epoch
- *   72 g       u32 WORLD with f > 0: the old world's size
- *   76 the strings:
+ *                  the epoch's start)
+ *   64 h       u64 WORLD: with f > 0 the old world's steps per epoch; with
+ *                  j > 0 those of the kept change's old world
+ *   72 g       u32 WORLD: with f > 0 the old world's size (the input goes
+ *                  on with the change (g, replicas, c, f), from seq 0);
+ *                  with j > 0 the kept change's
+ *   76 i       u64 WORLD, f == 0: the epoch of the input's change to keep
+ *   84 j       u64 WORLD, f == 0: its step (0: none; the input then goes
+ *                  on by epoch resume at c, with the new shape)
+ *   92 k       u64 WORLD, j > 0: the seq epoch c starts at in its
+ *                  numbering (a world of the same size keeps the stream's
+ *                  change, the feeders know it: docs/semantics.md 5.2)
+ *  100 the strings:
  *        JOIN: the job, the model config, the joiner's ring endpoint;
  *        ACK, REFUSE: a text (REFUSE's is the reason, never empty);
  *        WORLD: the new world's ring endpoints, comma-separated, rank order.
@@ -44,7 +53,7 @@
 
 #include "sl_error.h"
 
-#define TRAIN_ELASTIC_HDR 76
+#define TRAIN_ELASTIC_HDR 100
 #define TRAIN_ELASTIC_MAX_JOB 256
 #define TRAIN_ELASTIC_MAX_CONFIG 1024
 #define TRAIN_ELASTIC_MAX_ENDPOINT 256                                        /* a ring endpoint's bytes */
@@ -66,7 +75,7 @@ enum train_elastic_type {
 /* A message; the strings point into the decoded frame (not terminated). */
 struct train_elastic_msg {
     uint32_t type, gen, a, b;
-    uint64_t c, d, e, f, h;
+    uint64_t c, d, e, f, h, i, j, k;
     uint32_t g;
     const char *s[3];
     uint32_t n[3];

@@ -429,8 +429,8 @@ static int admit_now(struct trainer *t, uint64_t epoch, uint64_t step)
  * members and joiners: so no member's new ring connects to an endpoint
  * still bound by an old ring. The book then takes the new world. A LEAVE
  * that comes meanwhile is kept for the next boundary. */
-static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t step, uint64_t T, uint64_t steps,
-                            uint64_t nparams, uint32_t *size, char *list, size_t cap, struct sl_error *err)
+static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *place, uint64_t steps, uint64_t nparams,
+                            uint32_t *size, char *list, size_t cap, struct sl_error *err)
 {
     struct trainer_elastic *el = t->el;
     struct train_elastic_coord *c = &el->coord;
@@ -481,7 +481,7 @@ static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t step, ui
             sl_error_set(&why, SL_EPROTO,
                          "elastic: worker 0 is changing the world before step %" PRIu64 " of epoch %" PRIu64
                          " right now: ask again in a moment",
-                         step, epoch);
+                         place->f, place->c);
             struct train_elastic_msg r2 = {
                 .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
             (void)send_msg(el, id, idlen, &r2, err);
@@ -489,17 +489,14 @@ static int coordinator_sync(struct trainer *t, uint64_t epoch, uint64_t step, ui
             sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the change: ignored", m.type);
         }
     }
-    struct train_elastic_msg w = {.type = TRAIN_ELASTIC_WORLD,
-                                  .gen = c->gen + 1,
-                                  .b = *size,
-                                  .c = epoch,
-                                  .d = steps,
-                                  .e = nparams,
-                                  .f = step,
-                                  .h = step > 0 ? T : 0,
-                                  .g = step > 0 ? old : 0,
-                                  .s = {list},
-                                  .n = {(uint32_t)strlen(list)}};
+    struct train_elastic_msg w = *place;
+    w.type = TRAIN_ELASTIC_WORLD;
+    w.gen = c->gen + 1;
+    w.b = *size;
+    w.d = steps;
+    w.e = nparams;
+    w.s[0] = list;
+    w.n[0] = (uint32_t)strlen(list);
     for (uint32_t k = 1; rc == 0 && k < old; k++) {
         w.a = rank[k];
         if ((rc = send_msg(el, ids[k], idlens[k], &w, err)) != 0)
@@ -553,32 +550,62 @@ static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl
     return rc;
 }
 
-/* Open the input client with this world's shape at step `step` of
- * `epoch` (the WORLD's c, f; from, from_T: its g, h), `steps` trained
- * before: at an epoch's start the feeders' epoch-boundary reshape; within
- * the epoch the mid-epoch change (transition: the old world's size, the
- * job's replicas, epoch, step; its numbering from the change, resume_seq
- * 0), kept in t as a restored one would be. A refusal that says to wait
+/* Worker 0: where the new world of `size` members (the old one `old`)
+ * takes the input, before step `step` of `epoch`, T the old world's
+ * steps per epoch: the WORLD's c, f, g, h, i, j, k (train_elastic.h). A
+ * world of the same size at an epoch's start keeps the stream's mid-epoch
+ * change, if it has one (the feeders take no reshape to the shape they
+ * have, and want that change in every HELLO of it): its epoch c starts at
+ * (from_T - from_step) R + (c - from_epoch - 1) T R in its numbering. */
+static struct train_elastic_msg world_place(const struct trainer *t, uint64_t epoch, uint64_t step, uint64_t T,
+                                            uint32_t old, uint32_t size)
+{
+    struct train_elastic_msg w = {.c = epoch, .f = step};
+    const struct client_transition *x = &t->transition;
+    if (step > 0) {
+        w.g = old;
+        w.h = T;
+    } else if (size == old && x->from_workers != 0) {
+        w.g = x->from_workers;
+        w.h = t->from_T;
+        w.i = x->from_epoch;
+        w.j = x->from_step;
+        w.k = ((t->from_T - x->from_step) + (epoch - x->from_epoch - 1) * T) * t->replicas;
+    }
+    return w;
+}
+
+/* Open the input client with this world's shape at the WORLD's place w
+ * (world_place), w->d steps trained before: at an epoch's start the
+ * feeders' epoch-boundary reshape, or the stream's change kept and its
+ * seq; within the epoch the mid-epoch change (transition: the old world's
+ * size, the job's replicas, epoch, step; its numbering from the change,
+ * resume_seq 0). t keeps the change as a restored one would be (the
+ * checkpoints' numbering). A refusal that says to wait
  * (a trainer of the old shape still heard from: one let go whose BYE is
  * on its way; the old shape's last pieces in flight) is tried again within
  * --connect-timeout. */
-static int open_client_reshaped(struct trainer *t, uint64_t epoch, uint64_t step, uint32_t from, uint64_t from_T,
-                                uint64_t steps, struct sl_error *err)
+static int open_client_reshaped(struct trainer *t, const struct train_elastic_msg *w, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
     trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
     t->copts.reshape = 1;
-    if (step == 0) { /* the epoch boundary: an earlier change is forgotten */
-        t->copts.resume_epoch = epoch;
+    if (w->f > 0) {
+        t->transition = (struct client_transition){w->g, t->replicas, w->c, w->f};
+        t->from_T = w->h;
+        t->step_base = w->d;
+    } else if (w->j > 0) { /* the same shape, its change kept: a resume by seq */
+        t->transition = (struct client_transition){w->g, t->replicas, w->i, w->j};
+        t->from_T = w->h;
+        t->step_base = w->d - w->k / t->replicas;
+        t->copts.resume_seq = w->k;
+        t->copts.reshape = 0;
+    } else { /* the epoch boundary: an earlier change is forgotten */
+        t->copts.resume_epoch = w->c;
         t->transition = (struct client_transition){0};
         t->from_T = t->step_base = 0;
-    } else {
-        t->transition = (struct client_transition){from, t->replicas, epoch, step};
-        t->from_T = from_T;
-        t->step_base = steps;
-        t->copts.transition = t->transition;
-        t->copts.resume_seq = 0;
     }
+    t->copts.transition = t->transition;
     uint64_t deadline = sl_clock_ns() + (uint64_t)o->connect_timeout_s * 1000000000u;
     for (;;) {
         int rc = client_open(&t->cl, &t->copts, err);
@@ -625,7 +652,7 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
             return rc;
         }
     }
-    if ((rc = open_client_reshaped(t, w->c, w->f, w->g, w->h, w->d, err)) != 0 || (rc = check_window(t, err)) != 0)
+    if ((rc = open_client_reshaped(t, w, err)) != 0 || (rc = check_window(t, err)) != 0)
         return rc;
     if (o->trace != NULL && (rc = trainer_check_trace_feature(client_welcome(t->cl), o->feature, err)) != 0)
         return rc; /* a joiner's first WELCOME */
@@ -689,14 +716,11 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     uint32_t rank = 0, size = 0, old = o->workers;
     struct train_elastic_msg w = {0};
     if (el->coordinator) {
-        rc = coordinator_sync(t, epoch, step, T, steps, np, &size, list, sizeof list, &err);
-        w = (struct train_elastic_msg){.c = epoch,
-                                       .d = steps,
-                                       .f = step,
-                                       .h = step > 0 ? T : 0,
-                                       .g = step > 0 ? old : 0,
-                                       .s = {list},
-                                       .n = {(uint32_t)strlen(list)}};
+        w = world_place(t, epoch, step, T, old, train_elastic_coord_next_size(&el->coord));
+        rc = coordinator_sync(t, &w, steps, np, &size, list, sizeof list, &err);
+        w.d = steps;
+        w.s[0] = list;
+        w.n[0] = (uint32_t)strlen(list);
     } else {
         rc = member_sync(t, &w, &err);
         if (rc == 0 && w.a != TRAIN_ELASTIC_RELEASED && w.e != np)

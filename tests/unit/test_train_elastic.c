@@ -42,6 +42,19 @@ START_TEST(test_round_trip)
          .g = 2,
          .s = {"a,b,c"},
          .n = {5}},
+        {.type = TRAIN_ELASTIC_WORLD,
+         .a = 1,
+         .b = 3,
+         .c = 2,
+         .d = 61,
+         .e = 170,
+         .h = 30,
+         .g = 2,
+         .i = 1,
+         .j = 7,
+         .k = 69,
+         .s = {"a,b,c"},
+         .n = {5}},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         size_t n = train_elastic_encode(frame, sizeof frame, &in[i]);
@@ -59,6 +72,9 @@ START_TEST(test_round_trip)
         ck_assert_uint_eq(m.f, in[i].f);
         ck_assert_uint_eq(m.h, in[i].h);
         ck_assert_uint_eq(m.g, in[i].g);
+        ck_assert_uint_eq(m.i, in[i].i);
+        ck_assert_uint_eq(m.j, in[i].j);
+        ck_assert_uint_eq(m.k, in[i].k);
         for (int k = 0; k < 3; k++) {
             ck_assert_uint_eq(m.n[k], in[i].n[k]);
             ck_assert(m.n[k] == 0 || memcmp(m.s[k], in[i].s[k], m.n[k]) == 0);
@@ -87,7 +103,7 @@ static size_t raw(uint16_t version, uint16_t type, uint32_t a, uint32_t b, uint6
     sl_store_le32(frame + 44, n1);
     sl_store_le32(frame + 48, n2);
     sl_store_le32(frame + 52, n3);
-    memset(frame + 56, 0, TRAIN_ELASTIC_HDR - 56); /* f, h, g */
+    memset(frame + 56, 0, TRAIN_ELASTIC_HDR - 56); /* f, h, g, i, j, k */
     return TRAIN_ELASTIC_HDR + extra;
 }
 
@@ -158,6 +174,42 @@ START_TEST(test_hostile_frames)
         sl_store_le64(frame + 64, wm.h);
         sl_store_le32(frame + 72, wm.g);
         refused(n, "WORLD: a mid-epoch step outside the old world's epoch, or no old world");
+    }
+    /* a kept change: before the epoch, its step inside its old epoch, both
+     * kinds at once refused */
+    static const struct {
+        uint64_t f, h, i, j, k;
+        uint32_t g;
+        const char *why;
+    } bad_kept[] = {
+        {0, 30, 2, 7, 9, 2, "WORLD: a kept change not before the epoch, or out of range"},
+        {0, 7, 1, 7, 9, 2, "WORLD: a kept change not before the epoch, or out of range"},
+        {0, 30, 1, 7, 9, 0, "WORLD: a kept change not before the epoch, or out of range"},
+        {0, 30, 1, 7, UINT64_MAX, 2, "WORLD: a kept change not before the epoch, or out of range"},
+        {3, 30, 1, 7, 9, 2, "WORLD: a mid-epoch change and a kept one"},
+        {3, 30, 0, 0, 9, 2, "WORLD: a mid-epoch change and a kept one"},
+    };
+    for (size_t i = 0; i < sizeof bad_kept / sizeof bad_kept[0]; i++) {
+        wm = (struct train_elastic_msg){.type = TRAIN_ELASTIC_WORLD,
+                                        .b = 2,
+                                        .c = 2,
+                                        .e = 5,
+                                        .f = bad_kept[i].f,
+                                        .h = bad_kept[i].h,
+                                        .g = bad_kept[i].g,
+                                        .i = bad_kept[i].i,
+                                        .j = bad_kept[i].j,
+                                        .k = bad_kept[i].k};
+        ck_assert_uint_eq(train_elastic_encode(frame, sizeof frame, &wm), 0);
+        n = raw(2, 6, 0, 2, 5, 0, 0, 0, 0);
+        sl_store_le64(frame + 20, wm.c);
+        sl_store_le64(frame + 56, wm.f);
+        sl_store_le64(frame + 64, wm.h);
+        sl_store_le32(frame + 72, wm.g);
+        sl_store_le64(frame + 76, wm.i);
+        sl_store_le64(frame + 84, wm.j);
+        sl_store_le64(frame + 92, wm.k);
+        refused(n, bad_kept[i].why);
     }
     /* the encoder refuses what the decoder would */
     struct train_elastic_msg m = join_msg("job", "c", "a,b", 1);
