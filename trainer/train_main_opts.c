@@ -215,13 +215,16 @@ static const struct sl_opt opt_rows[] = {
      "of epoch e: the rest of epoch e is cut into this shape's pieces, then its plan; not twice within one epoch)",
      NULL, NULL},
     {"elastic", 0, SL_OPT_STRING, OFF(elastic), 0, 0, NULL, "EP",
-     "workers join and leave the running job at an epoch boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "
-     "binds EP and admits the changes, the others connect to it; a SIGTERM asks a worker other than 0 to leave "
-     "(a second one stops it). --model softmax or mlp, --mode mirrored, CPU replicas",
+     "workers join and leave the running job at a step boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "
+     "binds EP and admits the changes before the next step (one change of shape per epoch: a second waits for the "
+     "next epoch's start), the others connect to it; a SIGTERM asks a worker other than 0 to leave (a second one "
+     "stops it). --model softmax or mlp, --mode mirrored, CPU replicas; each step then runs before the next is "
+     "received, and every step adds one 4-byte sum over the ring",
      NULL, NULL},
     {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP",
      "with --elastic: this process asks worker 0 to join the running job, with EP as its ring endpoint; it is "
-     "admitted at the next epoch's start (no --worker, --workers or --ring: worker 0 gives them)",
+     "admitted before the job's next step that allows a change (no --worker, --workers or --ring: worker 0 gives "
+     "them)",
      NULL, NULL},
     {"elastic-max-workers", 0, SL_OPT_U32, OFF(elastic_max_workers), 1, 4096, "4096", "N",
      "with --elastic, on worker 0: refuse a join that would make more than N workers", NULL, NULL},
