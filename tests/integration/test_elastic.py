@@ -11,7 +11,9 @@ to join: a second change within an epoch is not allowed (docs/semantics.md
 5.2), so worker 0 defers both to epoch 1's start, where the world keeps 3
 workers (worker 1 out, the second joiner in; the stream's change kept). Then
 the first joiner gets a SIGTERM in epoch 1 and is let go before the next
-step (3 x 1 -> 2 x 1 at step t2 of epoch 1). Each process's --trace must
+step (3 x 1 -> 2 x 1 at step t2 of epoch 1); the second joiner's SIGTERM
+in the job's last 8 steps waits for the job's end (its window of 8 pieces
+may hold the rest of its stream). Each process's --trace must
 equal the reference model (tests/plan/ref_plan.py: the plain plans, and
 transition_pieces for the streams after a mid-epoch change) for each world
 it was in, every epoch holds every element exactly once across the
@@ -280,6 +282,15 @@ def main_case():
     refused_join("last-epoch", ep, job, [],
                  "elastic: the job is in its last epoch (epoch 2 of 3): no epoch boundary is left to admit the "
                  "joining worker (%s) at" % sock("last-epoch"))
+    # the window rule: in the job's last 8 steps (--credits 8 x 1 feeder, 1 replica) a leave waits for the end
+    wait_step("w0", w0[0], 2, 21, "worker 0 did not reach step 21 of epoch 2")
+    j2[0].send_signal(signal.SIGTERM)
+    wait_for_log(TAG, "w0", "so the change waits for the job's end", w0[0],
+                 "the leave in the last steps was not deferred", 10)
+    if not re.search(r"elastic: the job's last \d steps \(\d pieces a worker\) fit a worker's window of 8 "
+                     r"\(--credits x feeders\): the feeders may have sent their end, so the change waits for the "
+                     r"job's end", read_log(TAG, "w0")):
+        fail("worker 0's deferral to the job's end is not as documented:\n%s" % read_log(TAG, "w0")[-2000:])
     procs = {"w0": w0, "w1": w1, "joiner": j, "joiner2": j2}
     exits(TAG, procs, f)
     ch = changes(TAG, "w0")
@@ -315,8 +326,9 @@ def main_case():
     ok("elastic: 2 x 1 -> 3 x 1 at step %d of epoch 0 (a join), a leave and a join in the same epoch deferred to "
        "epoch 1's start (3 workers kept, the change kept), 3 x 1 -> 2 x 1 at step %d of epoch 1 (a leave): traces "
        "equal the reference (plain and transition streams), every element once per epoch, the global step carried, "
-       "one weights hash per step on every member from the join (%d steps); refusals named (config, replicas, too "
-       "many, last epoch, worker 0's leave)" % (t1, t2, n))
+       "one weights hash per step on every member from the join (%d steps); a leave in the last 8 steps waits for "
+       "the job's end (the window rule); refusals named (config, replicas, too many, last epoch, worker 0's leave)"
+       % (t1, t2, n))
 
 
 def solo_case():
