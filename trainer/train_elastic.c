@@ -290,6 +290,29 @@ uint32_t train_elastic_coord_next_size(const struct train_elastic_coord *c)
     return staying(c) + c->njoins;
 }
 
+int train_elastic_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T, uint64_t epochs,
+                        int changed, uint64_t window, uint64_t *left)
+{
+    uint64_t rest = UINT64_MAX, whole = 0, pieces = 0;
+    if (epochs != 0) {
+        if (epoch >= epochs || step > T)
+            rest = 0; /* past the job's end: nothing left */
+        else if (__builtin_mul_overflow(epochs - epoch - 1, T, &whole) ||
+                 __builtin_add_overflow(whole, T - step, &rest))
+            rest = UINT64_MAX; /* saturated: epochs and T may be 2^48 each */
+    }
+    *left = rest;
+    if (step == 0)
+        return TRAIN_ELASTIC_NOW;
+    if (train_elastic_coord_next_size(c) == c->size)
+        return TRAIN_ELASTIC_SAME_SIZE;
+    if (changed)
+        return TRAIN_ELASTIC_SECOND;
+    if (epochs != 0 && !__builtin_mul_overflow(rest, (uint64_t)c->replicas, &pieces) && pieces <= window)
+        return TRAIN_ELASTIC_WINDOW;
+    return TRAIN_ELASTIC_NOW;
+}
+
 int train_elastic_coord_next(const struct train_elastic_coord *c, uint32_t *new_rank, uint32_t *new_size, char *list,
                              size_t cap, struct sl_error *err)
 {

@@ -141,6 +141,25 @@ int train_elastic_coord_pending(const struct train_elastic_coord *c);
 /* The size of the next world (the members that stay and the joiners). */
 uint32_t train_elastic_coord_next_size(const struct train_elastic_coord *c);
 
+/* Why a waiting change may not come before step `step` of epoch `epoch`
+ * (the next to receive; the stream has T steps per epoch, `epochs` in
+ * all, 0: unbounded): TRAIN_ELASTIC_NOW (0) when it may. Mid-epoch (step
+ * > 0) it may not when the next world keeps the size (SAME_SIZE: the
+ * feeders change the shape mid-epoch only to another), when the stream
+ * already changed mid-epoch in this epoch (SECOND: `changed` 1; the
+ * feeders take one change per epoch), or when the job's steps left from
+ * `step` (*left, saturated at UINT64_MAX; UINT64_MAX when unbounded)
+ * times `replicas` fit a worker's `window` of pieces (WINDOW: the feeders
+ * may have sent the old workers their END). At an epoch's start it may. */
+enum train_elastic_defer {
+    TRAIN_ELASTIC_NOW = 0,
+    TRAIN_ELASTIC_SAME_SIZE = 1,
+    TRAIN_ELASTIC_SECOND = 2,
+    TRAIN_ELASTIC_WINDOW = 3,
+};
+int train_elastic_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T, uint64_t epochs,
+                        int changed, uint64_t window, uint64_t *left);
+
 /* The next world: the members that stay in rank order, then the joiners in
  * order of arrival. new_rank[old rank] (size entries): the member's new
  * rank or TRAIN_ELASTIC_RELEASED; *new_size; the endpoints comma-joined

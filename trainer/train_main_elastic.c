@@ -383,15 +383,10 @@ static int admit_now(struct trainer *t, uint64_t epoch, uint64_t step)
 {
     struct trainer_elastic *el = t->el;
     const struct train_elastic_coord *c = &el->coord;
-    if (step == 0)
-        return 1;
     const struct sl_wire_welcome *w = client_welcome(t->cl);
-    uint64_t T = w->steps_per_epoch, window = (uint64_t)window_credits(t) * t->feeders.n;
-    uint64_t left = w->epochs == 0 ? UINT64_MAX : (T - step) + (w->epochs - epoch - 1) * T; /* steps */
-    int why = train_elastic_coord_next_size(c) == c->size                            ? 1
-              : t->transition.from_workers != 0 && t->transition.from_epoch == epoch ? 2
-              : left != UINT64_MAX && left * t->replicas <= window                   ? 3
-                                                                                     : 0;
+    uint64_t window = (uint64_t)window_credits(t) * t->feeders.n, left = 0;
+    int changed = t->transition.from_workers != 0 && t->transition.from_epoch == epoch;
+    int why = train_elastic_defer(c, epoch, step, w->steps_per_epoch, w->epochs, changed, window, &left);
     if (why == 0)
         return 1;
     if (el->deferred != epoch + 1 || el->defer_why != why) {
@@ -402,12 +397,12 @@ static int admit_now(struct trainer *t, uint64_t epoch, uint64_t step)
             snprintf(when, sizeof when, "the job's end");
         else
             snprintf(when, sizeof when, "epoch %" PRIu64 "'s start", epoch + 1);
-        if (why == 1)
+        if (why == TRAIN_ELASTIC_SAME_SIZE)
             sl_log(SL_LOG_INFO,
                    "elastic: the change keeps the world's size (%u workers): it waits for %s (a mid-epoch change is "
                    "one of shape)",
                    c->size, when);
-        else if (why == 2)
+        else if (why == TRAIN_ELASTIC_SECOND)
             sl_log(SL_LOG_INFO,
                    "elastic: the job's shape changed at step %" PRIu64 " of epoch %" PRIu64
                    " already (one change per epoch, docs/semantics.md 5.2): the next change waits for %s",

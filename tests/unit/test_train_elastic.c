@@ -346,6 +346,49 @@ START_TEST(test_book_next_world)
 }
 END_TEST
 
+/* When a waiting change may come: mid-epoch only to another size, once
+ * per epoch, and not when the job's rest fits a worker's window. */
+START_TEST(test_defer)
+{
+    struct train_elastic_coord c;
+    book(&c, 2, 8, 3);
+    struct sl_error err = {0};
+    uint64_t left = 0;
+    /* nothing waits: the size is kept */
+    ck_assert_int_eq(train_elastic_defer(&c, 0, 5, 30, 3, 0, 8, &left), TRAIN_ELASTIC_SAME_SIZE);
+    ck_assert_uint_eq(left, 25 + 2 * 30);
+    ck_assert_int_eq(train_elastic_defer(&c, 1, 0, 30, 3, 0, 8, &left), TRAIN_ELASTIC_NOW); /* an epoch's start */
+    struct train_elastic_msg j = join_msg("job", "model=softmax", "ipc://j", 1);
+    ck_assert_int_eq(train_elastic_coord_join(&c, &j, "id", 2, 0, &err), 0);
+    ck_assert_int_eq(train_elastic_defer(&c, 0, 1, 30, 3, 0, 8, &left), TRAIN_ELASTIC_NOW);
+    ck_assert_int_eq(train_elastic_defer(&c, 0, 29, 30, 3, 1, 8, &left), TRAIN_ELASTIC_SECOND);
+    ck_assert_int_eq(train_elastic_defer(&c, 1, 0, 30, 3, 1, 8, &left), TRAIN_ELASTIC_NOW);
+    /* the last epoch: 9 steps left pass a window of 8, 8 do not */
+    ck_assert_int_eq(train_elastic_defer(&c, 2, 21, 30, 3, 0, 8, &left), TRAIN_ELASTIC_NOW);
+    ck_assert_uint_eq(left, 9);
+    ck_assert_int_eq(train_elastic_defer(&c, 2, 22, 30, 3, 0, 8, &left), TRAIN_ELASTIC_WINDOW);
+    ck_assert_uint_eq(left, 8);
+    c.replicas = 2; /* pieces, not steps: 5 steps of 2 replicas are 10 pieces */
+    ck_assert_int_eq(train_elastic_defer(&c, 2, 25, 30, 3, 0, 9, &left), TRAIN_ELASTIC_NOW);
+    ck_assert_int_eq(train_elastic_defer(&c, 2, 25, 30, 3, 0, 10, &left), TRAIN_ELASTIC_WINDOW);
+    c.replicas = 1;
+    /* unbounded, huge and hostile: saturated, never wrapped into a small rest */
+    ck_assert_int_eq(train_elastic_defer(&c, 5, 3, 30, 0, 0, UINT64_MAX - 1, &left), TRAIN_ELASTIC_NOW);
+    ck_assert_uint_eq(left, UINT64_MAX);
+    ck_assert_int_eq(train_elastic_defer(&c, 0, 1, UINT64_C(1) << 48, UINT64_C(1) << 48, 0, 8, &left),
+                     TRAIN_ELASTIC_NOW);
+    ck_assert_uint_eq(left, UINT64_MAX);
+    c.replicas = 1024;
+    ck_assert_int_eq(train_elastic_defer(&c, 0, 1, UINT64_C(1) << 40, UINT64_C(1) << 30, 0, 8, &left),
+                     TRAIN_ELASTIC_NOW); /* rest x replicas overflows: more than any window */
+    ck_assert_int_eq(train_elastic_defer(&c, 3, 1, 30, 3, 0, 8, &left), TRAIN_ELASTIC_WINDOW); /* past the end */
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(train_elastic_defer(&c, 2, 31, 30, 3, 0, 8, &left), TRAIN_ELASTIC_WINDOW);
+    ck_assert_uint_eq(left, 0);
+    train_elastic_coord_free(&c);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_elastic");
@@ -354,6 +397,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_hostile_frames);
     tcase_add_test(tc, test_book_refusals);
     tcase_add_test(tc, test_book_next_world);
+    tcase_add_test(tc, test_defer);
     suite_add_tcase(s, tc);
     return s;
 }
