@@ -9,10 +9,12 @@
  * (but the job's last) every member takes part in one more sum over the
  * ring, of one value that worker 0 sets to 1 when a change waits and may
  * come before the next step, the others to 0: so every member learns of
- * the change after the same step. (Each step therefore runs before the
- * next is received: no look-ahead in this mode.) A change may come before
- * any step of an epoch but the first (that is the epoch boundary, where
- * it may always come), except that worker 0 defers, with a log line, a
+ * the change after the same step. Within an epoch the sum after step s
+ * comes with step s+1 already staged (the look-ahead), so a change decided
+ * there runs s+1 first and comes before s+2; an epoch's last step runs
+ * before the next epoch's first is received, and a change decided after
+ * it comes at the epoch boundary. So a change may come before step 0 or
+ * steps 2 .. T-1 of an epoch, except that worker 0 defers, with a log line, a
  * change that keeps the world's size, a second one within an epoch (the
  * feeders take one change per epoch, docs/semantics.md 5.2) and one whose
  * old workers' windows may hold the rest of the job (admit_now) to the
@@ -363,11 +365,14 @@ void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
     }
 }
 
-/* Whether a change may come after step s (not the job's last). */
+/* Whether step s ends an epoch after which a change may come (not the
+ * job's last): the step then runs before the next epoch's first is
+ * received, and the decision follows it (trainer_elastic_boundary). Within
+ * an epoch the decision comes with the look-ahead (trainer_elastic_decide). */
 int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s)
 {
     uint64_t epochs = client_welcome(t->cl)->epochs;
-    return t->el != NULL && (!(s->flags & SL_WIRE_PIECE_LAST_STEP) || epochs == 0 || s->epoch + 1 < epochs);
+    return t->el != NULL && (s->flags & SL_WIRE_PIECE_LAST_STEP) && (epochs == 0 || s->epoch + 1 < epochs);
 }
 
 /* Worker 0, a change waiting: whether it may come before step `step` of
@@ -658,11 +663,53 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
     return rc;
 }
 
-/* After step s ran (not the job's last), `steps` the global step: the
- * change, if worker 0 has one that may come before the next step.
- * *released: this member was let go (its loop, client and ring closed).
- * 0, or 1 with the error logged. */
-int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released)
+/* After step s ran, nothing staged after it, `steps` the global step: the
+ * change, if worker 0 has one that may come before the next step (decided
+ * 1: trainer_elastic_decide said so already). *released: this member was
+ * let go (its loop, client and ring closed). 0, or 1 with the error
+ * logged. */
+/* The decision, every member at once: whether worker 0's waiting change
+ * comes right after step s (before the step that follows it). *change;
+ * 0, or SL_* with err set (the sum over the ring failed). */
+static int decide(struct trainer *t, const struct staged_step *s, int *change, struct sl_error *err)
+{
+    struct trainer_elastic *el = t->el;
+    int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
+    uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
+    trainer_elastic_poll(t, s->epoch);
+    int pending = el->coordinator && train_elastic_coord_pending(&el->coord);
+    if (pending) {
+        ack_joiners(el); /* only live joiners are counted in */
+        pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
+    }
+    float flag = pending ? 1.0f : 0.0f;
+    int rc = 0;
+    if (t->o.workers > 1) {
+        uint64_t t0 = sl_clock_ns();
+        rc = train_loop_sum(t->loop, &flag, 1, err);
+        el->sum_ns += sl_clock_ns() - t0;
+        el->sums++;
+    }
+    *change = rc == 0 && flag != 0.0f;
+    return rc;
+}
+
+/* With step s+1 (`next`) staged, after step s ran: whether the change
+ * comes after `next` (the caller then runs it and calls
+ * trainer_elastic_boundary with decided 1). So the look-ahead is kept:
+ * a change asked during step s - 1 comes before step s + 2. 0, or 1 with
+ * the error logged. */
+int trainer_elastic_decide(struct trainer *t, const struct staged_step *next, int *change)
+{
+    struct sl_error err = {0};
+    if (decide(t, next, change, &err) != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int decided, int *released)
 {
     struct trainer_elastic *el = t->el;
     struct trainer_opts *o = &t->o;
@@ -674,21 +721,8 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
     uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
     uint64_t T = client_welcome(t->cl)->steps_per_epoch;
-    trainer_elastic_poll(t, s->epoch);
-    int pending = el->coordinator && train_elastic_coord_pending(&el->coord);
-    if (pending) {
-        ack_joiners(el); /* only live joiners are counted in */
-        pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
-    }
-    float flag = pending ? 1.0f : 0.0f;
-    int rc = 0;
-    if (o->workers > 1) {
-        uint64_t t0 = sl_clock_ns();
-        rc = train_loop_sum(t->loop, &flag, 1, &err);
-        el->sum_ns += sl_clock_ns() - t0;
-        el->sums++;
-    }
-    if (rc != 0 || flag == 0.0f)
+    int change = decided, rc = decided ? 0 : decide(t, s, &change, &err);
+    if (rc != 0 || !change)
         goto out;
     const float *wp, *vp;
     size_t np = 0;

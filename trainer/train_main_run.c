@@ -473,15 +473,15 @@ int trainer_run(struct trainer *t)
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
         if (t->el != NULL && have_prev && !trainer_stop_flag && trainer_elastic_changes_after(t, &prev)) {
-            /* --elastic: each step runs before the next is received, for
-             * the workers may change in between (no look-ahead) */
+            /* --elastic: the epoch's last step runs before the next epoch's
+             * first is received, for the workers may change in between */
             if ((rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
                 break;
             last = prev;
             have_last = 1;
             have_prev = 0;
             int released = 0;
-            if (trainer_elastic_boundary(t, &prev, ran, &released) != 0) {
+            if (trainer_elastic_boundary(t, &prev, ran, 0, &released) != 0) {
                 rc = SL_EIO;
                 break;
             }
@@ -554,6 +554,32 @@ int trainer_run(struct trainer *t)
             trainer_progress_line_clear(&bar);
             rc = SL_EIO;
             break;
+        }
+        if (t->el != NULL && have_prev && got && !(cur.flags & SL_WIRE_PIECE_LAST_STEP) && !trainer_stop_flag) {
+            /* --elastic within an epoch: after step s, with s+1 staged, the
+             * decision for a change before s+2 (s+1 runs first) */
+            int change = 0, released = 0;
+            if (trainer_elastic_decide(t, &cur, &change) != 0) {
+                rc = SL_EIO;
+                break;
+            }
+            if (change) {
+                if ((rc = run_step(t, &c, &bar, &cur, ++ran)) != 0)
+                    break;
+                last = cur;
+                have_last = 1;
+                have_prev = 0;
+                if (trainer_elastic_boundary(t, &cur, ran, 1, &released) != 0) {
+                    rc = SL_EIO;
+                    break;
+                }
+                if (released) {
+                    rc = SL_END;
+                    break;
+                }
+                bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+                continue;
+            }
         }
         if (!got) {
             rc = SL_END;
