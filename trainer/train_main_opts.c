@@ -216,14 +216,14 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"elastic", 0, SL_OPT_STRING, OFF(elastic), 0, 0, NULL, "EP",
      "workers join and leave the running job at a step boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "
-     "binds EP and admits the changes before the next step (one change of shape per epoch: a second waits for the "
+     "binds EP and admits the changes one or two steps later (one change of shape per epoch: a second waits for the "
      "next epoch's start), the others connect to it; a SIGTERM asks a worker other than 0 to leave (a second one "
-     "stops it). --model softmax or mlp, --mode mirrored, CPU replicas; each step then runs before the next is "
-     "received, and every step adds one 4-byte sum over the ring",
+     "stops it). --model softmax or mlp, --mode mirrored, CPU replicas; every step adds one 4-byte sum over the "
+     "ring",
      NULL, NULL},
     {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP",
      "with --elastic: this process asks worker 0 to join the running job, with EP as its ring endpoint; it is "
-     "admitted before the job's next step that allows a change (no --worker, --workers or --ring: worker 0 gives "
+     "admitted at the job's next step that allows a change (no --worker, --workers or --ring: worker 0 gives "
      "them)",
      NULL, NULL},
     {"elastic-max-workers", 0, SL_OPT_U32, OFF(elastic_max_workers), 1, 4096, "4096", "N",

@@ -4,8 +4,8 @@
 without a restart.
 
 One feeder serves a 3-epoch job. Two workers start elastic (--model softmax);
-a third process asks to join (--join) in epoch 0 and is admitted before the
-next step (2 x 1 -> 3 x 1 at step t1 of epoch 0: the feeders' mid-epoch
+a third process asks to join (--join) in epoch 0 and is admitted within two
+steps (2 x 1 -> 3 x 1 at step t1 of epoch 0: the feeders' mid-epoch
 change). In the same epoch worker 1 gets a SIGTERM and a fourth process asks
 to join: a second change within an epoch is not allowed (docs/semantics.md
 5.2), so worker 0 defers both to epoch 1's start, where the world keeps 3
@@ -244,7 +244,7 @@ def main_case():
     w0 = trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--ring", ring, "--elastic-max-workers", "3"])
     w1 = trainer("w1", ep, job, ["--worker", "1", "--workers", "2", "--ring", ring])
     wait_step("w0", w0[0], 0, 1, "worker 0 did not train epoch 0")
-    # a join in epoch 0 (30 steps of 80 ms): admitted before the next step
+    # a join in epoch 0 (30 steps of 80 ms): admitted within two steps
     j = trainer("joiner", ep, job, ["--join", sock("joiner")])
     wait_for_log(TAG, "w0", "elastic: a worker (ring endpoint %s) asks to join in epoch 0: admitted" % sock("joiner"),
                  w0[0], "the join was not admitted", 10)
