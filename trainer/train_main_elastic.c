@@ -75,8 +75,11 @@ static int send_msg(struct trainer_elastic *el, const void *id, size_t idlen, co
         return sl_error_set(err, SL_EINVAL, "elastic: a message of type %u does not fit its limits", m->type);
     /* the ROUTER is ZMQ_ROUTER_MANDATORY: a peer whose connection is gone
      * (a joiner that died while it waited) fails the send */
-    if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return sl_error_set(err, SL_ECLOSED, "elastic: the peer is gone (%s)", zmq_strerror(zmq_errno()));
+    if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno(); /* EHOSTUNREACH: gone; EAGAIN: its queue is full, it is slow, not gone */
+        return sl_error_set(err, e == EHOSTUNREACH ? SL_ECLOSED : SL_EIO, "elastic: %s (%s)",
+                            e == EHOSTUNREACH ? "the peer is gone" : "cannot send to the peer now", zmq_strerror(e));
+    }
     if (zmq_send(el->sock, el->buf, n, id != NULL ? ZMQ_DONTWAIT : 0) < 0 && id == NULL)
         return sl_error_set(err, SL_EIO, "elastic: cannot send to worker 0: %s", zmq_strerror(zmq_errno()));
     return 0;
@@ -677,9 +680,9 @@ static int decide(struct trainer *t, const struct staged_step *s, int *change, s
     int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
     uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
     trainer_elastic_poll(t, s->epoch);
-    int pending = el->coordinator && train_elastic_coord_pending(&el->coord);
-    if (pending) {
-        ack_joiners(el); /* only live joiners are counted in */
+    int pending = el->coordinator && train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
+    if (pending) { /* only live joiners are counted in (a deferred change's are checked once a second) */
+        ack_joiners(el);
         pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
     }
     float flag = pending ? 1.0f : 0.0f;
