@@ -551,12 +551,13 @@ def case_live(files):
         fail("hostile: %d log lines within one second (at most %d)" % (most, LOG_LINES_PER_S))
     if peak["rss"] - base["rss"] > RSS_BOUND_KB or hwm - base["rss"] > RSS_BOUND_KB:
         fail("hostile: the feeder's memory grew from %d kB to %d kB (peak %d kB)" % (base["rss"], peak["rss"], hwm))
-    ok("a live 2-worker job (%d epochs, %d pieces a worker, %.1f s) under attack for %.1f s: traces equal the run without "
-       "the rogue, piece by piece; %d refusals (--stats, log), %d malformed + %d unexpected messages and %d "
+    ok("a live 2-worker job (%d epochs, %d pieces a worker, %.1f s) under attack for %.1f s: traces equal the run "
+       "without the rogue, piece by piece; %d refusals (--stats, log), %d malformed + %d unexpected messages and %d "
        "credits/heartbeats/BYEs from non-trainers; the log at most %d lines a second (%d in all); feeder RSS %d kB "
        "before, %d kB peak (VmHWM %d kB) with %d slow-loris connections, %d kB after; descriptors %d -> %d"
-       % (epochs, len(ref[0]), stream_s, t_end - t_attack, tally.refused, tally.bad, tally.unexpected, tally.ignored, most,
-          total, base["rss"], peak["rss"], hwm, 2 * SLOW_LORIS, after["rss"], base["fds"], peak["fds"]))
+       % (epochs, len(ref[0]), stream_s, t_end - t_attack, tally.refused, tally.bad, tally.unexpected,
+          tally.ignored, most, total, base["rss"], peak["rss"], hwm, 2 * SLOW_LORIS, after["rss"], base["fds"],
+          peak["fds"]))
 
 
 # ---- pending handshakes: their cost and their end ----
