@@ -6,9 +6,9 @@ trainer workers on t0 and t1 (W = 2, R = 2, each in a PID namespace of its
 own), a long job (400 epochs of 150 records, batch 6, shuffled: 12,000
 steps of 2 pieces per worker; the trainers' --step-ms 0.25 makes it a
 stream of at least 3 s, whatever the transport's speed: about 4 s here,
-where 1000 epochs at 0.2 ms took 9 s a case and checked nothing more). Heartbeats every 200 ms; a
-trainer takes a feeder silent for 1 s for lost, a feeder drops a trainer
-silent for 1.5 s. Cases:
+where 1000 epochs at 0.2 ms took 9 s a case and checked nothing more).
+Heartbeats every 200 ms; a trainer takes a feeder silent for 1 s for
+lost, a feeder drops a trainer silent for 1.5 s. Cases:
 
 1. Feeder host f1 powered off mid-run (its cable cut first, so no FIN or
    RST from its dying processes reaches anyone; its processes killed, its
