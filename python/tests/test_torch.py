@@ -15,7 +15,9 @@ from test_client import Feeders, data, want_ids  # noqa: E402,F401 - the fixture
 
 def test_epochs_per_iteration(data):  # noqa: F811
     files, ids = data
-    f = Feeders("torch-epochs", files, 1, epochs=3)
+    # the feeder's --timeout-ms 1.5 s (3 s by default here): the pause
+    # between epochs below outlasts it sooner
+    f = Feeders("torch-epochs", files, 1, extra=("--timeout-ms", "1500"), epochs=3)
     try:
         ds = sluice.torch.IterableDataset(f.eps, f.job["name"], heartbeat_ms=200)
         loader = torch.utils.data.DataLoader(ds, batch_size=None)
@@ -30,8 +32,8 @@ def test_epochs_per_iteration(data):  # noqa: F811
             assert n == ds.steps_per_epoch and ds.epoch == epoch
             if epoch == 0:
                 # between epochs the client is kept alive (the feeder's
-                # --timeout-ms is 3 s)
-                time.sleep(3.5)
+                # --timeout-ms is 1.5 s)
+                time.sleep(2.0)
         # after the last epoch: nothing, and a warning that says why
         with pytest.warns(RuntimeWarning, match=r"ended after its last epoch \(3 epochs of \d+ steps\)"):
             assert list(loader) == []
@@ -98,7 +100,7 @@ def test_len_is_the_plans_steps(data):  # noqa: F811
     worker (sluice.plan's), and a pass yields that many items; len() before
     any iteration connects, and the client is kept alive until the pass."""
     files, _ = data
-    f = Feeders("torch-len", files, 1, epochs=2)
+    f = Feeders("torch-len", files, 1, extra=("--timeout-ms", "1500"), epochs=2)
     try:
         steps = [w["steps"] for w in sluice.plan(f.job_path, workers=2)["workers"]]
         assert steps == [50, 50]
@@ -106,7 +108,7 @@ def test_len_is_the_plans_steps(data):  # noqa: F811
                for w in range(2)]
         assert [len(ds) for ds in dss] == [50, 50]
         assert [len(torch.utils.data.DataLoader(ds, batch_size=None)) for ds in dss] == [50, 50]
-        time.sleep(3.5)  # past the feeder's --timeout-ms: kept alive
+        time.sleep(2.0)  # past the feeder's --timeout-ms (1.5 s): kept alive
         for epoch in range(2):
             assert [sum(1 for _ in ds) for ds in dss] == [50, 50]
         with pytest.warns(RuntimeWarning, match="ended after its last epoch"):

@@ -3,11 +3,12 @@
 
 Four hosts (tests/cluster/netns.py): feeders on f0 and f1 (F = 2),
 trainer workers on t0 and t1 (W = 2, R = 2, each in a PID namespace of its
-own), a long job (1000 epochs of 150 records, batch 6, shuffled: 30,000
-pieces per worker; the trainers' --step-ms 0.2 makes it a stream of at
-least 3 s, whatever the transport's speed). Heartbeats every 200 ms; a
-trainer takes a feeder silent for 1 s for lost, a feeder drops a trainer
-silent for 1.5 s. Cases:
+own), a long job (400 epochs of 150 records, batch 6, shuffled: 12,000
+steps of 2 pieces per worker; the trainers' --step-ms 0.25 makes it a
+stream of at least 3 s, whatever the transport's speed: about 4 s here,
+where 1000 epochs at 0.2 ms took 9 s a case and checked nothing more).
+Heartbeats every 200 ms; a trainer takes a feeder silent for 1 s for
+lost, a feeder drops a trainer silent for 1.5 s. Cases:
 
 1. Feeder host f1 powered off mid-run (its cable cut first, so no FIN or
    RST from its dying processes reaches anyone; its processes killed, its
@@ -73,11 +74,11 @@ class Run:
         for p, _, log in self.feeders:
             wait_for_log(log, "serving job", p, "%s: a feeder did not start" % tag)
         self.conns = [ep for _, ep, _ in self.feeders]
-        # --step-ms 0.2: 15,000 steps of at least 0.2 ms each, a stream of at
-        # least 3 s however fast the transport is (a window and credits that
-        # grew let a quiet machine finish the job before a fault landed)
+        # --step-ms 0.25: 12,000 steps of at least 0.25 ms each, a stream of
+        # at least 3 s however fast the transport is (a window and credits
+        # that grew let a quiet machine finish the job before a fault landed)
         self.trainers = [start_trainer(net, "t%d" % w, self.conns, job["name"], w, 2, 2, tag=tag,
-                                       extra=("--step-ms", "0.2") + tuple(trainer_extra)) for w in range(2)]
+                                       extra=("--step-ms", "0.25") + tuple(trainer_extra)) for w in range(2)]
         for j in range(2):
             for w in range(2):
                 wait_for_log(self.feeders[j][2], "worker %d connected" % w, self.trainers[w][0],
@@ -165,7 +166,7 @@ def main():
     t0 = time.time()
     files = gen("a", 150, 5)
     ids = ids_of(files)
-    job_path, job = write_job("job-long", files, epochs=1000, global_batch_size=6, shuffle=SHUFFLE)
+    job_path, job = write_job("job-long", files, epochs=400, global_batch_size=6, shuffle=SHUFFLE)
     ref = reference(job, [len(x) for x in ids], 2, 2)
     # the rejoin cases keep each share with its own feeder (no takeover)
     rejoin = ("--timeout-ms", "1000", "--reconnect-s", "30", "--takeover-s", "0")

@@ -215,11 +215,13 @@ def kill_feeder_under_trainer(files, tag, trainer_extra, sig=signal.SIGKILL):
 
 
 def rejoining_pair(tag, files, shuffle, line, why):
-    """A long job (1500 epochs, batch 6) served by 2 feeders over ipc that
-    drop a trainer silent for 1.5 s, and one trainer of 2 replicas that
-    fails a feeder after 1 s and rejoins it within 30 s; returns once both
-    feeders' logs show `line` (else fails with `why`)."""
-    job_path, job = write_job("job-" + tag, files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    """A long job (1000 epochs, batch 6: 50,000 pieces; a case stops its
+    trainer 0.1 s in, when it has had 6,000-7,500 of them here; 1500
+    epochs checked nothing more) served by 2 feeders over ipc that drop a
+    trainer silent for 1.5 s, and one trainer of 2 replicas that fails a
+    feeder after 1 s and rejoins it within 30 s; returns once both feeders'
+    logs show `line` (else fails with `why`)."""
+    job_path, job = write_job("job-" + tag, files, epochs=1000, global_batch_size=6, shuffle=shuffle)
     feeders, conns = start_feeders(job_path, 2, "ipc", tag, extra=("--timeout-ms", "1500"))
     time.sleep(0.2)
     p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
@@ -604,7 +606,7 @@ def main():
     # its trace is still exactly the reference stream (2 feeders: the other
     # goes on meanwhile, its pieces waiting in the reorder window)
     tag = "rejoin"
-    job_path, job = write_job("job-rejoin", files, epochs=1500, global_batch_size=6, shuffle=shuffle)
+    job_path, job = write_job("job-rejoin", files, epochs=1000, global_batch_size=6, shuffle=shuffle)
     feeders, conns = start_feeders(job_path, 2, "tcp", tag)  # the new process binds the same port
     time.sleep(0.2)
     p, trace = start_trainer(conns, job, 0, 1, 2, tag, extra=("--timeout-ms", "1000", "--reconnect-s", "30"))
@@ -694,7 +696,7 @@ def main():
     # silent for 2.5 heartbeats (0.5 s here) the feeder gives its place to the
     # new one instead of refusing it until the timeout (60 s here)
     tag = "replace"
-    job_path, job = write_job("job-replace", files, epochs=1500, global_batch_size=6)
+    job_path, job = write_job("job-replace", files, epochs=1000, global_batch_size=6)
     feeders, conns = start_feeders(job_path, 1, "ipc", tag, extra=("--timeout-ms", "60000"))
     time.sleep(0.2)
     p, _ = start_trainer(conns, job, 0, 1, 2, tag)

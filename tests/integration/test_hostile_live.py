@@ -63,6 +63,10 @@ CTX = zmq.Context()
 LOG_LINES_PER_S = 30   # refusals and bad messages: 10 a second each, + a summary line each, + the rest
 HANDSHAKE_S = 5        # the feeder's ZMQ_HANDSHAKE_IVL (FEED_HANDSHAKE_MS)
 SLOW_LORIS = 200       # of each kind (silent, half a greeting) during the live run
+# the attacked trainers' --step-ms: 20,000 steps last 18 s at least (about
+# 20 s here); below 1 ms, as a whole millisecond is spent polling the
+# feeders in 1 ms slices and came to 1.43 ms a step
+LIVE_STEP_MS = 0.9
 # the feeder's growth under attack; AddressSanitizer keeps up to 256 MiB of
 # freed memory in quarantine (its quarantine_size_mb) on top
 VERSION = subprocess.run([bed.FEEDER, "--version"], capture_output=True, text=True).stdout
@@ -90,14 +94,17 @@ def start_feeder(tag, job_path, extra=(), prefix=()):
     return p, ep, port, stats
 
 
-def trainers(tag, ep, job, W):
+def trainers(tag, ep, job, W, step_ms=0.0):
+    """W trainers of one replica; step_ms: their --step-ms (0: as fast as
+    the stream goes)."""
     out = []
     for w in range(W):
         trace = os.path.join(bed.TMP, "%s-trace%d.jsonl" % (tag, w))
         # the trainers' heartbeat stays at its default (1 s): a feeder gives
         # a connection 2.5 of them before a HELLO for its worker may replace it
         p = spawn([bed.TRAINER, "--connect", ep, "--job", job["name"], "--worker", str(w), "--workers", str(W),
-                   "--replicas", "1", "--trace", trace, "--timeout-ms", "10000"],
+                   "--replicas", "1", "--trace", trace, "--timeout-ms", "10000"]
+                  + (["--step-ms", "%g" % step_ms] if step_ms > 0 else []),
                   log=log_path(tag, "trainer%d" % w), stdout=subprocess.DEVNULL)
         out.append((p, trace))
     return out
@@ -442,19 +449,14 @@ def attack(ep, port, job, W, feeder, slow, tally, watch):
 def case_live(files):
     harness.case()
     W = 2
-    # the job runs long enough for the whole attack: its epochs from a
-    # short calibration run (so the test takes about as long under sanitizers)
-    tag = "calib"
-    job_path, job = write_job("live", files, epochs=4, shuffle={"buffer": 64, "seed": 11})
-    f, ep, port, _ = start_feeder(tag, job_path)
-    t0 = time.time()
-    ps = trainers(tag, ep, job, W)
-    for w, (p, _) in enumerate(ps):
-        if wait(p, 600, "calibration trainer") != 0:
-            fail("calibration: worker %d failed:\n%s" % (w, read_log(tag, "trainer%d" % w)))
-    per_epoch = (time.time() - t0) / 4
-    wait(f, 60, "calibration feeder")
-    epochs = max(8, min(400, int(25 / max(per_epoch, 1e-3))))
+    # the attacked run lasts longer than the whole attack (about 12 s here)
+    # however fast the stream goes: 8 epochs of 2,500 steps a worker, each
+    # step at least LIVE_STEP_MS (a floor of 18 s). The run without the
+    # rogue is the same job unpaced (its trace does not depend on the pace).
+    # (It used to be 25 s of unpaced stream from a calibration run, twice:
+    # 590,000 pieces a worker, and the clean run waited as long as the
+    # attacked one.)
+    epochs = 8
     job_path, job = write_job("live", files, epochs=epochs, shuffle={"buffer": 64, "seed": 11})
 
     # the run without the rogue
@@ -475,7 +477,7 @@ def case_live(files):
     harness.case()
     tag = "hostile"
     f, ep, port, stats = start_feeder(tag, job_path)
-    ps = trainers(tag, ep, job, W)
+    ps = trainers(tag, ep, job, W, step_ms=LIVE_STEP_MS)
     for w in range(W):
         wait_for_log(tag, "feeder", "worker %d connected" % w, f, "hostile: worker %d never connected" % w, timeout=60)
     base = {"rss": proc_kb(f.pid, "VmRSS"), "fds": fds(f.pid)}
@@ -505,10 +507,12 @@ def case_live(files):
         fail("hostile: the feeder failed:\n" + read_log(tag, "feeder"))
 
     # the trainers' traces: piece by piece as without the rogue
+    stream_s = 0.0
     for w, (_, trace) in enumerate(ps):
         got, summary = pieces_of(trace)
         if not summary.get("ok", True):
             fail("hostile: worker %d's summary says it failed" % w)
+        stream_s = max(stream_s, summary.get("seconds", 0.0))
         if got != ref[w]:
             for i, (g, e) in enumerate(zip(got, ref[w])):
                 if g != e:
@@ -547,12 +551,13 @@ def case_live(files):
         fail("hostile: %d log lines within one second (at most %d)" % (most, LOG_LINES_PER_S))
     if peak["rss"] - base["rss"] > RSS_BOUND_KB or hwm - base["rss"] > RSS_BOUND_KB:
         fail("hostile: the feeder's memory grew from %d kB to %d kB (peak %d kB)" % (base["rss"], peak["rss"], hwm))
-    ok("a live 2-worker job (%d epochs, %d pieces a worker) under attack for %.1f s: traces equal the run without "
-       "the rogue, piece by piece; %d refusals (--stats, log), %d malformed + %d unexpected messages and %d "
+    ok("a live 2-worker job (%d epochs, %d pieces a worker, %.1f s) under attack for %.1f s: traces equal the run "
+       "without the rogue, piece by piece; %d refusals (--stats, log), %d malformed + %d unexpected messages and %d "
        "credits/heartbeats/BYEs from non-trainers; the log at most %d lines a second (%d in all); feeder RSS %d kB "
        "before, %d kB peak (VmHWM %d kB) with %d slow-loris connections, %d kB after; descriptors %d -> %d"
-       % (epochs, len(ref[0]), t_end - t_attack, tally.refused, tally.bad, tally.unexpected, tally.ignored, most,
-          total, base["rss"], peak["rss"], hwm, 2 * SLOW_LORIS, after["rss"], base["fds"], peak["fds"]))
+       % (epochs, len(ref[0]), stream_s, t_end - t_attack, tally.refused, tally.bad, tally.unexpected,
+          tally.ignored, most, total, base["rss"], peak["rss"], hwm, 2 * SLOW_LORIS, after["rss"], base["fds"],
+          peak["fds"]))
 
 
 # ---- pending handshakes: their cost and their end ----

@@ -114,7 +114,7 @@ def case_trainer_first(files):
     job_path, job = write_job(tag, [slow] + files, on_error="skip-file")
     sock = "ipc://%s/%s.sock" % (TMP, tag)
     # the trainer first, with a connect timeout far shorter than the scan
-    t, trace = trainer(tag, sock, job, ("--connect-timeout", "3"))
+    t, trace = trainer(tag, sock, job, ("--connect-timeout", "2"))
     f, _ = feeder(tag, job_path)
     wait_for_log(tag, "feeder", "listening on %s" % sock, f, "first: the feeder did not bind before its scan")
     wait_for_log(tag, "trainer", "feeder %s: scanning, 0 of 3 files" % sock, t,
@@ -135,7 +135,7 @@ def case_trainer_first(files):
         fail("first: a HELLO for another job should be refused at once, scan or not: %s" % other)
     # the scan lasts more than twice the trainer's --connect-timeout: the
     # STATUS answers keep it waiting (the sleep is the slow file system)
-    time.sleep(7)
+    time.sleep(4.5)
     if t.poll() is not None:
         fail("first: the trainer gave up on a feeder that answers STATUS (exit %s)" % t.returncode)
     release(slow, f, "first")
@@ -154,7 +154,7 @@ def case_trainer_first(files):
     if "worker 0 said HELLO while scanning: told to wait" not in flog or "skipping file" not in flog:
         fail("first: the feeder should log the STATUS answers and the skipped FIFO")
     lines = sum(": scanning, " in x for x in tlog.splitlines())
-    ok("a trainer started before its feeder waits out a 7 s scan with --connect-timeout 3 (%d 'scanning' "
+    ok("a trainer started before its feeder waits out a 4.5 s scan with --connect-timeout 2 (%d 'scanning' "
        "line%s), then gets every record once; STATUS, and REFUSEs in words, answered during the scan"
        % (lines, "" if lines == 1 else "s"))
 
@@ -188,7 +188,7 @@ def case_feeder_gone(files):
     sock = "ipc://%s/%s.sock" % (TMP, tag)
     f, _ = feeder(tag, job_path)
     wait_for_log(tag, "feeder", "listening on", f, "gone: the feeder did not bind")
-    t, _ = trainer(tag, sock, job, ("--connect-timeout", "3"))
+    t, _ = trainer(tag, sock, job, ("--connect-timeout", "2"))
     wait_for_log(tag, "trainer", "scanning, 0 of 3 files", t, "gone: the trainer should be waiting for the scan")
     f.kill()  # a feeder killed in its scan: no more STATUS
     f.wait()
@@ -196,13 +196,13 @@ def case_feeder_gone(files):
     code = wait(t, 30, "gone: trainer")
     took = time.time() - t0
     tlog = read_log(tag, "trainer")
-    if code != 1 or "silent for 3.0 s while scanning its files (it last said 0 of 3 done; --connect-timeout 3 s)" \
+    if code != 1 or "silent for 2.0 s while scanning its files (it last said 0 of 3 done; --connect-timeout 2 s)" \
             not in tlog:
         fail("gone: a feeder gone silent in its scan should fail the trainer after --connect-timeout, exit %d"
              % code)
     if took > 25:
         fail("gone: took %.1f s (--connect-timeout 3)" % took)
-    ok("a feeder killed in its scan fails the waiting trainer after --connect-timeout (%.1f s)" % took)
+    ok("a feeder killed in its scan fails the waiting trainer after --connect-timeout 2 (%.1f s)" % took)
 
 
 def trace_lines(path):
@@ -222,7 +222,7 @@ def case_rejoin_scanning(files):
     a, sock = feeder(tag, job_path)
     release(slow, a, "rejoin: feeder A")
     wait_for_log(tag, "feeder", "serving job", a, "rejoin: feeder A did not start")
-    t, trace = trainer(tag, sock, job, ("--timeout-ms", "1000", "--reconnect-s", "4", "--connect-timeout", "10"))
+    t, trace = trainer(tag, sock, job, ("--timeout-ms", "1000", "--reconnect-s", "2", "--connect-timeout", "10"))
     deadline = time.time() + 30
     while not os.path.exists(trace) or os.path.getsize(trace) < 20000:  # some hundreds of pieces
         if time.time() > deadline or t.poll() is not None:
@@ -232,9 +232,9 @@ def case_rejoin_scanning(files):
     a.wait()
     b = spawn([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1", "--heartbeat-ms", "200",
                "--idle-exit", "1"], log=log_path(tag, "feederB"))
-    wait_for_log(tag, "trainer", "waiting up to 4 s for it to come back", t, "rejoin: the trainer did not rejoin")
+    wait_for_log(tag, "trainer", "waiting up to 2 s for it to come back", t, "rejoin: the trainer did not rejoin")
     wait_for_log(tag, "trainer", "scanning, 0 of 3 files", t, "rejoin: the trainer should hear feeder B's STATUS")
-    time.sleep(6)  # feeder B's scan outlasts --reconnect-s 4
+    time.sleep(4)  # feeder B's scan outlasts --reconnect-s 2 twice over
     if t.poll() is not None:
         fail("rejoin: the trainer gave up on a restarted feeder that answers STATUS (exit %s)" % t.returncode)
     release(slow, b, "rejoin: feeder B")
@@ -256,7 +256,7 @@ def case_rejoin_scanning(files):
                  % (i, x, i, i // steps, want))
     if wait(b, 30, "rejoin: feeder B") != 3:
         fail("rejoin: feeder B (--idle-exit 1) should stop with exit 3 once its trainer has gone")
-    ok("a trainer rejoining a restarted feeder waits out its 6 s scan (--reconnect-s 4) and resumes: %d pieces "
+    ok("a trainer rejoining a restarted feeder waits out its 4 s scan (--reconnect-s 2) and resumes: %d pieces "
        "in order, none lost or repeated" % len(lines))
 
 
