@@ -91,14 +91,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_note("train_ps_hdr_check", hrc, NULL);
     if (hrc == 0) {
         CHECK(hl == TRAIN_PS_HEADER && memcmp(h, "SLPS", 4) == 0 && h[4] == TRAIN_PS_WIRE_VERSION);
-        CHECK(h[5] >= TRAIN_PS_PULL && h[5] <= TRAIN_PS_RESUME);
+        CHECK(h[5] >= TRAIN_PS_PULL && h[5] <= TRAIN_PS_WORLD);
         CHECK(back[6] == 0 && back[7] == 0);
         back[6] = h[6];
         back[7] = h[7];
         CHECK(memcmp(back, h, TRAIN_PS_HEADER) == 0);
     } else {
         CHECK(hl != TRAIN_PS_HEADER || memcmp(h, "SLPS", 4) != 0 || h[4] != TRAIN_PS_WIRE_VERSION ||
-              h[5] < TRAIN_PS_PULL || h[5] > TRAIN_PS_RESUME);
+              h[5] < TRAIN_PS_PULL || h[5] > TRAIN_PS_WORLD);
     }
     check_position(body, len);
     if (len == CLIENT_INPUT_POSITION_BYTES) {

@@ -118,7 +118,7 @@ void train__ps_put_hdr(uint8_t *b, const struct train__ps_hdr *h)
 int train__ps_get_hdr(const uint8_t *b, size_t n, struct train__ps_hdr *h)
 {
     if (n != TRAIN_PS_HEADER || memcmp(b, "SLPS", 4) != 0 || b[4] != TRAIN_PS_WIRE_VERSION || b[5] < TRAIN_PS_PULL ||
-        b[5] > TRAIN_PS_RESUME)
+        b[5] > TRAIN_PS_WORLD)
         return -1;
     h->type = b[5];
     h->worker = sl_load_le32(b + 8);

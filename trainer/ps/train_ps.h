@@ -163,8 +163,30 @@ enum train_ps_type {
     TRAIN_PS_ACK,
     TRAIN_PS_BYE,
     TRAIN_PS_ERROR,
-    TRAIN_PS_RESUME
+    TRAIN_PS_RESUME,
+    TRAIN_PS_WORLD
 };
+/* WORLD (8; a server started with opts.elastic): worker 0, the elastic
+ * workers' coordinator, announces the workers of the next epoch, at an
+ * epoch boundary every worker reached (docs/trainer.md, "Parameter
+ * servers"). Header: worker 0, version the epoch the new world starts at,
+ * global step the change's number (1, 2, ...: the server's count of
+ * changes plus 1, so a replayed WORLD is refused), session the sender's
+ * (its old world's session). Body: for each worker of the new world, in
+ * rank order, TRAIN_PS_WORLD_ENTRY bytes: u32 the old rank it had
+ * (TRAIN_PS_JOINER: it joins), u32 0, u64 its session in the new world
+ * (nonzero, distinct). Refused whole (nothing changes) when malformed, a
+ * rank is out of range or named twice, or any worker made its final pull,
+ * said BYE or was lost. Applied: the old workers not named are let go
+ * (not failed: their BYE, as every message of a session of the old world,
+ * is ignored), the count and the ranks are the new ones, each worker's
+ * session is the one named (other sessions' messages refused, even before
+ * its first push), and each one's first push starts its position afresh
+ * (it must be in the new world's epoch: its stream was reopened for the
+ * new shape). ACK: flags the new count. */
+#define TRAIN_PS_WORLD_ENTRY 16
+#define TRAIN_PS_JOINER UINT32_MAX
+#define TRAIN_PS_MAX_WORKERS 65536
 
 /* What a server and its clients agree on: the model's variables and their
  * placement (the same on every process). */
@@ -257,6 +279,7 @@ struct train_ps_server_opts {
                                           once the server holds variables */
     void *checkpoint_arg;
     uint64_t checkpoint_every;
+    int elastic; /* 1: worker 0 may change the workers at an epoch boundary (WORLD); workers is the first count */
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
@@ -282,6 +305,8 @@ struct train_ps_server_stats {
     enum train_ps_eval_state evaluator; /* the evaluator's end; EVAL_BYE only after the final values
                                               counts as served (evaluator_served) */
     int evaluator_served;               /* 1: the evaluator was sent the final values */
+    uint64_t world_changes;             /* WORLDs applied (opts.elastic) */
+    uint32_t workers;                   /* the workers at the end (opts.workers, or the last WORLD's) */
 };
 
 /* The server's figures as it goes, for a /metrics endpoint on another
@@ -390,6 +415,22 @@ struct train_ps_resume_result {
 int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
                     uint32_t replicas, int timeout_ms, const struct sl_curve_keys *curve,
                     struct train_ps_resume_result *out, struct sl_error *err) SL_MUST_CHECK;
+
+/* One worker of a new world (train_ps_world): the old rank it had
+ * (TRAIN_PS_JOINER: it joins) and its session in the new world. */
+struct train_ps_member {
+    uint32_t from;
+    uint64_t session;
+};
+/* WORLD to every server (worker 0's old session `session`, the change's
+ * number `change`, the new world starting at `epoch`), then every ACK.
+ * SL_EINVAL (n 0 or above TRAIN_PS_MAX_WORKERS, nps out of range),
+ * SL_ETIMEOUT (a server silent timeout_ms), SL_EPROTO (a server refused:
+ * its ERROR), SL_EIO. curve NULL: plaintext. A server that refused keeps
+ * the old world; the others applied it: the job cannot go on then. */
+int train_ps_world(void *ctx, const char *const *eps, uint32_t nps, uint64_t session, uint64_t change, uint64_t epoch,
+                   const struct train_ps_member *m, uint32_t n, int timeout_ms, const struct sl_curve_keys *curve,
+                   struct sl_error *err) SL_MUST_CHECK;
 
 /* The floats of the whole parameter array the layout covers. */
 size_t train_ps_client_params(const struct train_ps_client *c);

@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "sl_alloc.h"
+#include "sl_bytes.h"
 #include "sl_clock.h"
 #include "sl_endpoint.h"
 #include "sl_zsock.h"
@@ -624,4 +625,103 @@ void train_ps_client_close(struct train_ps_client *c)
     sl_free(c->incarnation);
     sl_free(c->buf);
     sl_free(c);
+}
+
+/* Server s's answer to a WORLD: 0 (its ACK), or -1 with err set. */
+static int world_reply(void *sock, uint32_t s, const char *ep, uint32_t n, struct sl_error *err)
+{
+    zmq_msg_t f[2];
+    size_t nf = 0, frames = train__ps_recv_frames(sock, f, 2, &nf);
+    struct train__ps_hdr h;
+    char text[720];
+    int rc = -1;
+    if (nf == 0 || frames > 2 || train__ps_get_hdr(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), &h) != 0)
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed reply to WORLD", s, ep);
+    else if (h.type == TRAIN_PS_ERROR)
+        sl_error_set(err, SL_EPROTO, "parameter server %u (%s) refused the workers' change: %s", s, ep,
+                     nf == 2 ? train_ps_printable(text, sizeof text, zmq_msg_data(&f[1]), zmq_msg_size(&f[1])) : "");
+    else if (h.type != TRAIN_PS_ACK || nf != 1 || h.flags != n)
+        sl_error_set(err, SL_EPROTO,
+                     "parameter server %u (%s): reply of type %u (%u workers) to WORLD, expected an "
+                     "ACK of %u",
+                     s, ep, h.type, h.flags, n);
+    else
+        rc = 0;
+    for (size_t k = 0; k < nf; k++)
+        zmq_msg_close(&f[k]);
+    return rc;
+}
+
+int train_ps_world(void *ctx, const char *const *eps, uint32_t nps, uint64_t session, uint64_t change, uint64_t epoch,
+                   const struct train_ps_member *m, uint32_t n, int timeout_ms, const struct sl_curve_keys *curve,
+                   struct sl_error *err)
+{
+    if (nps == 0 || nps > TRAIN_PS_MAX_SERVERS)
+        return sl_error_set(err, SL_EINVAL, "%u parameter servers (1 to %d)", nps, TRAIN_PS_MAX_SERVERS);
+    if (n == 0 || n > TRAIN_PS_MAX_WORKERS)
+        return sl_error_set(err, SL_EINVAL, "WORLD: %u workers (1 to %d)", n, TRAIN_PS_MAX_WORKERS);
+    void **socks = sl_calloc(nps, sizeof *socks);
+    zmq_pollitem_t *it = sl_calloc(nps, sizeof *it);
+    uint8_t *got = sl_calloc(nps, 1), *body = sl_calloc(n, TRAIN_PS_WORLD_ENTRY);
+    int rc = 0;
+    if (socks == NULL || it == NULL || got == NULL || body == NULL) {
+        rc = sl_error_set(err, SL_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sl_store_le32(body + (size_t)i * TRAIN_PS_WORLD_ENTRY, m[i].from);
+        sl_store_le64(body + (size_t)i * TRAIN_PS_WORLD_ENTRY + 8, m[i].session);
+    }
+    int tmo = timeout_ms > 0 ? timeout_ms : 10000;
+    const struct sl_zsock_opts zo = {.send_timeout_ms = tmo};
+    struct train__ps_hdr h = {
+        .type = TRAIN_PS_WORLD, .worker = 0, .version = epoch, .step = change, .session = session};
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        if ((socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err)) == NULL) {
+            rc = sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
+            break;
+        }
+        rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
+        if (rc == 0 && (rc = sl_endpoint_connect(socks[s], eps[s], err)) != 0)
+            sl_error_prefix(err, "parameter server %u: ", s);
+        if (rc == 0 && train__ps_send(socks[s], NULL, &h, body, (size_t)n * TRAIN_PS_WORLD_ENTRY) != 0)
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not take WORLD within %.1f s: %s", s,
+                              eps[s], tmo / 1000.0, zmq_strerror(zmq_errno()));
+    }
+    uint64_t deadline = sl_clock_ns() + (uint64_t)tmo * 1000000u;
+    for (uint32_t left = nps; rc == 0 && left > 0;) {
+        uint64_t now = sl_clock_ns();
+        if (now >= deadline) {
+            uint32_t s = 0;
+            while (got[s])
+                s++;
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer WORLD within %.1f s", s,
+                              eps[s], tmo / 1000.0);
+            break;
+        }
+        for (uint32_t s = 0; s < nps; s++)
+            it[s] = (zmq_pollitem_t){.socket = socks[s], .events = got[s] ? 0 : ZMQ_POLLIN};
+        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
+        if (ready < 0 && zmq_errno() != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
+            if (!(it[s].revents & ZMQ_POLLIN))
+                continue;
+            if (world_reply(socks[s], s, eps[s], n, err) != 0)
+                rc = err != NULL && err->code != 0 ? err->code : SL_EPROTO;
+            got[s] = 1;
+            left--;
+        }
+    }
+out:
+    for (uint32_t s = 0; socks != NULL && s < nps; s++)
+        if (socks[s] != NULL)
+            zmq_close(socks[s]);
+    sl_free(socks);
+    sl_free(it);
+    sl_free(got);
+    sl_free(body);
+    return rc;
 }

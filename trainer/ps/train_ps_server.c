@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "sl_alloc.h"
+#include "sl_bytes.h"
 #include "sl_clock.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
@@ -30,8 +31,14 @@ struct server {
                            RESUME adopted since */
     uint8_t *pushed;                   /* [workers]: a push of it was applied */
     struct client_input_position *pos; /* [workers]: after its last push applied (pushed[w]) */
-    uint8_t *adopted;        /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
+    uint8_t *adopted; /* [workers]: a RESUME adopted a new session (or a checkpoint was restored), no push of
                            it applied yet: 1, 2 once a skipped push was said */
+    uint8_t *bound;   /* [workers]: its session was set by a WORLD: messages of other sessions are refused even
+                       before a push of it (the previous world's processes) */
+    uint8_t *rebase;  /* [workers]: set by a WORLD: its next push starts its position afresh, in epoch world_epoch */
+    uint32_t workers; /* opts.workers, then the last WORLD's count */
+    uint64_t changes; /* WORLDs applied */
+    uint64_t world_epoch;    /* the epoch the last WORLD's world starts at */
     uint32_t not_done, left; /* not done; not BYE or lost */
     int lost_first;          /* the first worker lost, or -1 */
     int early_first;         /* the first worker whose BYE came before its final pull, or -1 */
@@ -45,6 +52,7 @@ struct server {
 };
 
 static void checkpoint(struct server *sv, struct train_ps_server_stats *st);
+static void workers_free(struct server *sv);
 
 /* ERROR (carrying the incarnation), counted, and told to opts.refused. */
 static void refuse(struct server *sv, void *sock, zmq_msg_t *id, uint32_t worker, struct train_ps_server_stats *st,
@@ -168,7 +176,7 @@ static void on_pull(struct server *sv, void *sock, zmq_msg_t *id, const struct t
                               .incarnation = sv->incarnation};
     if (h->flags & TRAIN_PS_FINAL) { /* every worker is done: say who did not finish */
         uint32_t bad = 0;
-        for (uint32_t w = sv->o->workers; w-- > 0;)
+        for (uint32_t w = sv->workers; w-- > 0;)
             if (sv->done[w] == 3 || sv->final[w] == 2) {
                 bad++;
                 r.session = (uint64_t)w + 1;
@@ -248,6 +256,16 @@ static int push_position(struct server *sv, uint32_t w, zmq_msg_t *pm, struct cl
         return -1;
     }
     const struct client_input_position *r = &sv->pos[w];
+    if (sv->rebase[w]) { /* the first push in a new world: its stream starts afresh at the change's epoch */
+        if (p->epoch != sv->world_epoch || p->seq == 0) {
+            snprintf(why, cap,
+                     "worker %u's first push since the job's shape changed ends at input position %" PRIu64
+                     " of epoch %" PRIu64 "; the new world starts at epoch %" PRIu64,
+                     w, p->seq, p->epoch, sv->world_epoch);
+            return -1;
+        }
+        return 0;
+    }
     int have = sv->pushed[w] && r->replicas != 0;
     if (have && p->replicas != r->replicas) {
         snprintf(why, cap, "worker %u's position counts %u replicas a step, its earlier pushes %u", w, p->replicas,
@@ -352,6 +370,7 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
     }
     sv->pos[h->worker] = pos;
     sv->adopted[h->worker] = 0;
+    sv->rebase[h->worker] = 0;
     uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
@@ -385,7 +404,7 @@ static void checkpoint(struct server *sv, struct train_ps_server_stats *st)
         return;
     struct train_ps_state s = {.index = o->index,
                                .servers = sv->l->nps,
-                               .workers = o->workers,
+                               .workers = sv->workers,
                                .version = st->version,
                                .global_step = st->global_step,
                                .config = sv->config,
@@ -456,6 +475,164 @@ static void on_bye(struct server *sv, uint32_t w)
     mark(sv, w, 2);
 }
 
+/* The per-worker arrays for n workers, zeroed (sv's are overwritten), or
+ * -1 with none allocated. */
+static int workers_alloc(struct server *sv, uint32_t n)
+{
+    sv->done = sl_calloc(n, 1);
+    sv->final = sl_calloc(n, 1);
+    sv->heard = sl_calloc(n, sizeof *sv->heard);
+    sv->session = sl_calloc(n, sizeof *sv->session);
+    sv->pushed = sl_calloc(n, 1);
+    sv->pos = sl_calloc(n, sizeof *sv->pos);
+    sv->adopted = sl_calloc(n, 1);
+    sv->bound = sl_calloc(n, 1);
+    sv->rebase = sl_calloc(n, 1);
+    if (sv->done != NULL && sv->final != NULL && sv->heard != NULL && sv->session != NULL && sv->pushed != NULL &&
+        sv->pos != NULL && sv->adopted != NULL && sv->bound != NULL && sv->rebase != NULL)
+        return 0;
+    workers_free(sv);
+    return -1;
+}
+
+static void workers_free(struct server *sv)
+{
+    sl_free(sv->done);
+    sl_free(sv->final);
+    sl_free(sv->heard);
+    sl_free(sv->session);
+    sl_free(sv->pushed);
+    sl_free(sv->pos);
+    sl_free(sv->adopted);
+    sl_free(sv->bound);
+    sl_free(sv->rebase);
+    sv->done = sv->final = sv->pushed = sv->adopted = sv->bound = sv->rebase = NULL;
+    sv->heard = sv->session = NULL;
+    sv->pos = NULL;
+}
+
+/* A WORLD (train_ps.h): the coordinator, worker 0, announces the workers
+ * of the next epoch. Checked whole before anything changes: a refused one
+ * leaves the server's workers as they were. */
+static void on_world(struct server *sv, void *sock, zmq_msg_t *id, const struct train__ps_hdr *h, zmq_msg_t *body,
+                     struct train_ps_server_stats *st)
+{
+    const struct train_ps_server_opts *o = sv->o;
+    char why[384];
+    size_t len = body != NULL ? zmq_msg_size(body) : 0;
+    if (!o->elastic) {
+        refuse(sv, sock, id, h->worker, st,
+               "a WORLD, but this parameter server was not started for elastic workers (--ps-elastic)");
+        return;
+    }
+    if (h->worker != 0) {
+        snprintf(why, sizeof why, "a WORLD from worker %u: only worker 0, the coordinator, announces the workers",
+                 h->worker);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    if (h->session == 0) {
+        refuse(sv, sock, id, h->worker, st, "a WORLD without a session");
+        return;
+    }
+    if (len == 0 || len % TRAIN_PS_WORLD_ENTRY != 0 || len / TRAIN_PS_WORLD_ENTRY > TRAIN_PS_MAX_WORKERS) {
+        snprintf(why, sizeof why, "a WORLD of %zu bytes (%d a worker, 1 to %d workers)", len, TRAIN_PS_WORLD_ENTRY,
+                 TRAIN_PS_MAX_WORKERS);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    if (h->step != sv->changes + 1) {
+        snprintf(why, sizeof why,
+                 "a WORLD numbered %" PRIu64 "; this server applied %" PRIu64 " (the next is %" PRIu64 ")", h->step,
+                 sv->changes, sv->changes + 1);
+        refuse(sv, sock, id, h->worker, st, why);
+        return;
+    }
+    for (uint32_t w = 0; w < sv->workers; w++)
+        if (sv->done[w] != 0) {
+            snprintf(why, sizeof why, "a WORLD after worker %u %s: the job's end has begun, its workers stay", w,
+                     sv->done[w] == 3    ? "was lost"
+                     : sv->final[w] == 1 ? "made its final pull"
+                                         : "said BYE");
+            refuse(sv, sock, id, h->worker, st, why);
+            return;
+        }
+    uint32_t n = (uint32_t)(len / TRAIN_PS_WORLD_ENTRY), kept = 0;
+    const uint8_t *b = zmq_msg_data(body);
+    uint32_t *from = sl_calloc(n, sizeof *from);
+    uint64_t *ses = sl_calloc(n, sizeof *ses);
+    uint8_t *named = sl_calloc(sv->workers, 1);
+    if (from == NULL || ses == NULL || named == NULL) {
+        refuse(sv, sock, id, h->worker, st, "a WORLD: out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        from[i] = sl_load_le32(b + (size_t)i * TRAIN_PS_WORLD_ENTRY);
+        ses[i] = sl_load_le64(b + (size_t)i * TRAIN_PS_WORLD_ENTRY + 8);
+        why[0] = '\0';
+        if (sl_load_le32(b + (size_t)i * TRAIN_PS_WORLD_ENTRY + 4) != 0)
+            snprintf(why, sizeof why, "a WORLD whose worker %u has nonzero reserved bytes", i);
+        else if (from[i] != TRAIN_PS_JOINER && from[i] >= sv->workers)
+            snprintf(why, sizeof why, "a WORLD whose worker %u was worker %u, of %u", i, from[i], sv->workers);
+        else if (from[i] != TRAIN_PS_JOINER && named[from[i]]++)
+            snprintf(why, sizeof why, "a WORLD that names worker %u twice", from[i]);
+        else if (ses[i] == 0)
+            snprintf(why, sizeof why, "a WORLD whose worker %u has no session", i);
+        for (uint32_t k = 0; k < i && why[0] == '\0'; k++)
+            if (ses[k] == ses[i])
+                snprintf(why, sizeof why, "a WORLD whose workers %u and %u have the same session", k, i);
+        if (why[0] != '\0') {
+            refuse(sv, sock, id, h->worker, st, why);
+            goto out;
+        }
+        kept += from[i] != TRAIN_PS_JOINER;
+    }
+    struct server nw = *sv;
+    if (workers_alloc(&nw, n) != 0) {
+        refuse(sv, sock, id, h->worker, st, "a WORLD: out of memory");
+        goto out;
+    }
+    uint64_t now = sl_clock_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        nw.heard[i] = from[i] == TRAIN_PS_JOINER ? now : sv->heard[from[i]];
+        nw.session[i] = ses[i];
+        nw.bound[i] = nw.rebase[i] = 1;
+        if (from[i] != TRAIN_PS_JOINER)
+            nw.pos[i] = sv->pos[from[i]];
+    }
+    snprintf(why, sizeof why,
+             "parameter server %u: the workers change (change %" PRIu64 "): %u -> %u from epoch %" PRIu64
+             " (%u kept, %u joined, %u let go)",
+             o->index, h->step, sv->workers, n, h->version, kept, n - kept, sv->workers - kept);
+    workers_free(sv);
+    sv->done = nw.done;
+    sv->final = nw.final;
+    sv->heard = nw.heard;
+    sv->session = nw.session;
+    sv->pushed = nw.pushed;
+    sv->pos = nw.pos;
+    sv->adopted = nw.adopted;
+    sv->bound = nw.bound;
+    sv->rebase = nw.rebase;
+    sv->workers = sv->not_done = sv->left = n;
+    sv->changes = h->step;
+    sv->world_epoch = h->version;
+    st->world_changes = sv->changes;
+    say(sv, 0, why);
+    struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                              .worker = 0,
+                              .flags = n,
+                              .version = st->version,
+                              .step = st->global_step,
+                              .incarnation = sv->incarnation,
+                              .session = h->session};
+    (void)train__ps_send(sock, id, &r, NULL, 0);
+out:
+    sl_free(from);
+    sl_free(ses);
+    sl_free(named);
+}
+
 /* The figures, for another thread (a /metrics endpoint). */
 static void publish(const struct server *sv, const struct train_ps_server_stats *st)
 {
@@ -469,10 +646,10 @@ static void publish(const struct server *sv, const struct train_ps_server_stats 
     atomic_store_explicit(&l->bad_messages, st->bad_messages, memory_order_relaxed);
     atomic_store_explicit(&l->elements, sv->n, memory_order_relaxed);
     uint64_t lost = 0;
-    for (uint32_t w = 0; w < sv->o->workers; w++)
+    for (uint32_t w = 0; w < sv->workers; w++)
         lost += sv->done[w] == 3;
     atomic_store_explicit(&l->lost, lost, memory_order_relaxed);
-    atomic_store_explicit(&l->workers_done, sv->o->workers - sv->not_done, memory_order_relaxed);
+    atomic_store_explicit(&l->workers_done, sv->workers - sv->not_done, memory_order_relaxed);
     for (int k = 0; k < TRAIN_PS_STALENESS_BUCKETS; k++)
         atomic_store_explicit(&l->staleness_hist[k], st->staleness_hist[k], memory_order_relaxed);
 }
@@ -484,7 +661,7 @@ static void check_lost(struct server *sv, uint64_t now)
     if (o->worker_timeout_ms <= 0)
         return;
     uint64_t limit = (uint64_t)o->worker_timeout_ms * 1000000u;
-    for (uint32_t w = 0; w < o->workers; w++)
+    for (uint32_t w = 0; w < sv->workers; w++)
         if (sv->done[w] < 2 && now - sv->heard[w] > limit) {
             if (sv->lost_first < 0)
                 sv->lost_first = (int)w;
@@ -569,12 +746,15 @@ static void on_message(struct server *sv, void *sock, struct train_ps_server_sta
         refuse(sv, sock, nf > 0 ? &f[0] : NULL, UINT32_MAX, st, "not a parameter-server message");
     else if (h.flags & TRAIN_PS_READ_ONLY) /* frames checked there: worker 0 may be lost, not the evaluator */
         on_evaluator(sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, frames, st);
-    else if (h.worker >= sv->o->workers)
+    else if (h.type == TRAIN_PS_BYE && sv->changes > 0 &&
+             (h.worker >= sv->workers || (sv->bound[h.worker] && h.session != sv->session[h.worker])))
+        ; /* a process of a world before the last change closing its client: not this world's worker */
+    else if (h.worker >= sv->workers)
         refuse(sv, sock, &f[0], h.worker, st, "worker out of range");
     else if (sv->done[h.worker] == 3)
         refuse(sv, sock, &f[0], h.worker, st, "this worker was silent past the timeout and is counted lost");
     else if (frames > 4 || (frames == 4 && h.type != TRAIN_PS_PUSH) ||
-             (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH)) {
+             (frames == 3 && h.type != TRAIN_PS_PULL && h.type != TRAIN_PS_PUSH && h.type != TRAIN_PS_WORLD)) {
         snprintf(why, sizeof why, "a message of %zu frames (a %s takes %s)", frames - 1,
                  h.type == TRAIN_PS_PULL   ? "PULL"
                  : h.type == TRAIN_PS_PUSH ? "PUSH"
@@ -593,8 +773,9 @@ static void on_message(struct server *sv, void *sock, struct train_ps_server_sta
                  "%016" PRIx64 ": ignored",
                  h.incarnation, sv->o->index, sv->incarnation);
         refuse(sv, sock, &f[0], h.worker, st, why);
-    } else if (sv->pushed[h.worker] && h.session != sv->session[h.worker] &&
-               (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE)) {
+    } else if ((sv->pushed[h.worker] || sv->bound[h.worker]) && h.session != sv->session[h.worker] &&
+               (h.type == TRAIN_PS_PULL || h.type == TRAIN_PS_PUSH || h.type == TRAIN_PS_BYE ||
+                h.type == TRAIN_PS_WORLD)) {
         snprintf(why, sizeof why,
                  "worker %u is another process (session %016" PRIx64 ") than the one this "
                  "server serves (session %016" PRIx64 "): a process starting asks where to resume (RESUME) "
@@ -611,6 +792,8 @@ static void on_message(struct server *sv, void *sock, struct train_ps_server_sta
             on_resume(sv, sock, &f[0], &h, st);
         else if (h.type == TRAIN_PS_BYE)
             on_bye(sv, h.worker);
+        else if (h.type == TRAIN_PS_WORLD)
+            on_world(sv, sock, &f[0], &h, nf == 3 ? &f[2] : NULL, st);
         else
             refuse(sv, sock, &f[0], h.worker, st, "a message of the wrong type or size");
     }
@@ -624,25 +807,19 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     if (o->workers == 0)
         return sl_error_set(err, SL_EINVAL, "parameter server %u: no workers", o->index);
     struct server sv = {.o = o,
+                        .workers = o->workers,
                         .not_done = o->workers,
                         .left = o->workers,
                         .lost_first = -1,
                         .early_first = -1,
                         .incarnation = train_ps_draw_id()};
     st->incarnation = sv.incarnation;
-    sv.done = sl_calloc(o->workers, 1);
-    sv.final = sl_calloc(o->workers, 1);
-    sv.heard = sl_calloc(o->workers, sizeof *sv.heard);
-    sv.session = sl_calloc(o->workers, sizeof *sv.session);
-    sv.pushed = sl_calloc(o->workers, 1);
-    sv.pos = sl_calloc(o->workers, sizeof *sv.pos);
-    sv.adopted = sl_calloc(o->workers, 1);
+    int walloc = workers_alloc(&sv, o->workers);
     void *sock = zmq_socket(o->ctx, ZMQ_ROUTER);
     struct sl_curve_allow *allow = NULL;
     struct sl_zap *zap = NULL;
     int rc = 0;
-    if (sv.done == NULL || sv.final == NULL || sv.heard == NULL || sv.session == NULL || sv.pushed == NULL ||
-        sv.pos == NULL || sv.adopted == NULL) {
+    if (walloc != 0) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory for %u workers", o->workers);
         goto out;
     }
@@ -653,7 +830,7 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
     if ((rc = listen_on(o, sock, &allow, &zap, err)) != 0)
         goto out;
     uint64_t start = sl_clock_ns();
-    for (uint32_t w = 0; w < o->workers; w++)
+    for (uint32_t w = 0; w < sv.workers; w++)
         sv.heard[w] = start;
     sv.eval_heard = start;
     while (sv.left > 0 || eval_awaited(&sv, sl_clock_ns())) {
@@ -684,7 +861,8 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         publish(&sv, st);
     }
     st->lost = 0;
-    for (uint32_t w = 0; w < o->workers; w++) {
+    st->workers = sv.workers;
+    for (uint32_t w = 0; w < sv.workers; w++) {
         st->lost += sv.done[w] == 3;
         st->left_early += sv.final[w] == 2;
     }
@@ -706,13 +884,7 @@ out:
         zmq_close(sock);
     sl_zap_stop(zap);
     sl_curve_allow_free(allow);
-    sl_free(sv.done);
-    sl_free(sv.final);
-    sl_free(sv.heard);
-    sl_free(sv.session);
-    sl_free(sv.pushed);
-    sl_free(sv.pos);
-    sl_free(sv.adopted);
+    workers_free(&sv);
     sl_free(sv.v);
     sl_free(sv.p);
     return rc;
