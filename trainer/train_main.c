@@ -44,7 +44,7 @@ static void on_stop(int sig)
 
 /* The process around the run: the heap's thresholds, the log, and
  * SIGINT/SIGTERM setting trainer_stop_flag. */
-static void setup_process(const struct trainer_opts *o)
+static void setup_process(const struct trainer_opts *o, int is_ps)
 {
     /* ZeroMQ allocates every received piece of a copied stream (one malloc
      * per message, ~200 KB for the Fashion-MNIST job) and the client frees
@@ -60,7 +60,7 @@ static void setup_process(const struct trainer_opts *o)
     sl_log_setup("sluice-trainer", 2,
                  o->quiet && o->log_level < SL_LOG_WARN ? SL_LOG_WARN : (enum sl_log_level)o->log_level);
     sl_log_set_format((enum sl_log_format)o->log_format);
-    term_leaves = o->elastic != NULL;
+    term_leaves = o->elastic != NULL && !is_ps; /* a ps task is no worker: SIGTERM stops it */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
     if (status != 0 || t.done)
         goto out_free_lists;
     trainer_split_stdout(&t);
-    setup_process(&t.o);
+    setup_process(&t.o, t.is_ps);
     if (train_metrics_create(&t.m) != 0) {
         sl_log(SL_LOG_ERROR, "out of memory");
         status = 1;

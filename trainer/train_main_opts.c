@@ -439,6 +439,16 @@ static int configure_ps(struct trainer *t)
                                                 : "--checkpoint and --restore: an empty directory name");
     if (o->checkpoint == NULL && (o->checkpoint_every != 1000 || o->keep != 3))
         return usage_error("--%s needs --checkpoint DIR", o->keep != 3 ? "keep" : "checkpoint-every");
+    /* --elastic EP on a ps task: worker 0 (the coordinator on EP) may change
+     * the workers it serves at an epoch boundary (its WORLD) */
+    if (o->join != NULL)
+        return usage_error("--join is a worker's: a parameter server is never one of the workers");
+    if (o->elastic != NULL && o->elastic[0] == '\0')
+        return usage_error("--elastic: an empty endpoint");
+    if (o->elastic != NULL && (o->checkpoint != NULL || o->restore != NULL))
+        return usage_error("--elastic does not support --%s on a parameter server yet (a checkpoint holds one "
+                           "worker count)",
+                           o->checkpoint != NULL ? "checkpoint" : "restore");
     /* CURVE: the job's one trainer key pair (the workers' --curve-key);
      * the feeders' keys (--curve-server-key) are not a server's business */
     struct sl_error err = {0};

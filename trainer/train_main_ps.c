@@ -314,9 +314,13 @@ static int ps_write_summary(struct trainer *t, int rc, const struct train_ps_ser
                           "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64
                           ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64
                           "\",\"evaluator\":"
-                          "\"%s\",\"seconds\":%.3f}}\n",
+                          "\"%s\",\"seconds\":%.3f",
                           st->lost, st->left_early, st->restarts, st->skipped, restored, st->checkpoints,
                           st->bad_messages, st->incarnation, ps_eval_word(st), secs);
+    if (w == 0 && o->elastic != NULL) /* the workers' changes (WORLD) and their count at the end */
+        w = sl_buf_printf(&b, ",\"world_changes\":%" PRIu64 ",\"final_workers\":%u", st->world_changes, st->workers);
+    if (w == 0)
+        w = sl_buf_printf(&b, "}}\n");
     if (w == 0)
         fwrite(b.data, 1, b.len, t->summary_out);
     sl_buf_free(&b);
@@ -364,7 +368,8 @@ int trainer_serve_ps(struct trainer *t)
                                       .restore = o->restore != NULL ? &ck.state : NULL,
                                       .checkpoint = o->checkpoint != NULL ? ps_checkpoint : NULL,
                                       .checkpoint_arg = &cw,
-                                      .checkpoint_every = o->checkpoint_every};
+                                      .checkpoint_every = o->checkpoint_every,
+                                      .elastic = o->elastic != NULL};
     if (!sl_endpoint_is_local(bind) && !t->have_curve)
         sl_log(SL_LOG_WARN,
                "parameter server %u: listening on %s in plaintext (--insecure): anyone who reaches it "
