@@ -116,6 +116,7 @@ int main(int argc, char **argv)
         status = trainer_evaluate(&t, NULL);
     status = trainer_report(&t, status);
     trainer_elastic_close(&t);
+    trainer_ps_elastic_close(&t);
     train_loop_destroy(t.loop);
     train_ring_close(t.ring);
     client_close(t.cl);

@@ -112,8 +112,9 @@ struct trainer {
     struct client *cl;
     struct train_ring *ring;
     struct train_loop *loop;
-    struct trainer_elastic *el;    /* --elastic: the coordinator's socket and book (train_main_elastic.c) */
-    struct sl_output *metrics_out; /* --metrics, until the training ends */
+    struct trainer_elastic *el;     /* --elastic: the coordinator's socket and book (train_main_elastic.c) */
+    struct trainer_ps_elastic *pel; /* --elastic --mode ps: the same at an epoch's end (train_main_ps_elastic.c) */
+    struct sl_output *metrics_out;  /* --metrics, until the training ends */
     FILE *mf;
     struct sl_metrics *m;            /* the figures every report prints (train_metrics.h) */
     double t0, t_first, t_train_end; /* t_first: the first step received */
@@ -241,6 +242,15 @@ int trainer_elastic_decide(struct trainer *t, const struct staged_step *next, in
 int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int decided,
                              int *released);
 void trainer_elastic_close(struct trainer *t);
+
+/* ---- train_main_ps_elastic.c: ps workers join and leave at an epoch boundary (--elastic --mode ps) ---- */
+
+int trainer_ps_elastic_open(struct trainer *t);
+int trainer_ps_elastic_join(struct trainer *t);
+void trainer_ps_elastic_poll(struct trainer *t, uint64_t epoch);
+int trainer_ps_elastic_after(const struct trainer *t, const struct staged_step *s);
+int trainer_ps_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released);
+void trainer_ps_elastic_close(struct trainer *t);
 
 /* ---- train_main_ps.c: a parameter-server task and the evaluator task ---- */
 

@@ -529,12 +529,13 @@ static int configure_elastic(struct trainer *t, uint64_t given)
         return usage_error("--join takes this process's one ring endpoint, got '%s'", o->join);
     if (strlen(o->elastic) >= SL_CLUSTER_MAX_ADDR || (o->join != NULL && strlen(o->join) >= SL_CLUSTER_MAX_ADDR))
         return usage_error("--elastic and --join take endpoints of at most %d bytes", SL_CLUSTER_MAX_ADDR - 1);
-    if (o->model == MODEL_NONE || o->mode != MODE_MIRRORED || t->gpu)
-        return usage_error("--elastic trains a model on CPU replicas with --mode mirrored (the ring carries the "
-                           "new world's state): give --model softmax or mlp%s",
-                           o->mode != MODE_MIRRORED ? ", not --mode tower or ps"
-                           : t->gpu                 ? ", not GPU --devices"
-                                                    : "");
+    int ps = o->mode == MODE_PS; /* the servers hold the state; no ring (trainer/train_main_ps_elastic.c) */
+    if (o->model == MODEL_NONE || (o->mode != MODE_MIRRORED && !ps) || t->gpu)
+        return usage_error("--elastic trains a model on CPU replicas with --mode mirrored or ps (the ring or the "
+                           "servers carry the new world's state): give --model softmax or mlp%s",
+                           o->mode != MODE_MIRRORED && !ps ? ", not --mode tower"
+                           : t->gpu                        ? ", not GPU --devices"
+                                                           : "");
     static const char *const unsupported[] = {"checkpoint",     "restore",   "resume-epoch", "reshape",
                                               "metrics-listen", "curve-key", "eval-connect", "predictions"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
@@ -550,13 +551,15 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                                "endpoints: drop --worker, --workers, --ring and --peers");
         if (sl_opt_given(&cmd, given, "elastic-max-workers"))
             return usage_error("--elastic-max-workers is worker 0's (it admits the joins)");
-        if (!sl_endpoint_is_local(o->join) && !o->insecure)
+        if (!ps && !sl_endpoint_is_local(o->join) && !o->insecure) /* ps: a name, never bound */
             return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts: an elastic "
                                "job has no CURVE yet, give --insecure to listen in plaintext anyway",
                                o->join);
         return 0;
     }
-    if (t->ring_eps.n != o->workers)
+    if (ps && t->ring_eps.n > 0)
+        return usage_error("--elastic --mode ps: the workers have no ring, drop --ring and --peers");
+    if (!ps && t->ring_eps.n != o->workers)
         return usage_error("--elastic needs every worker's ring endpoint (--ring or --peers, one per worker, %u), got "
                            "%zu",
                            o->workers, t->ring_eps.n);

@@ -243,7 +243,7 @@ int trainer_start(struct trainer *t)
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
     if (o->join != NULL) /* its place, ring, state and input come at the boundary it is admitted at */
-        return trainer_elastic_join(t);
+        return o->mode == MODE_PS ? trainer_ps_elastic_join(t) : trainer_elastic_join(t);
     trainer_client_opts(t, &t->feeders, o->job, o->worker, o->workers, t->curve_server_z85);
     /* the workers' ring first: its open waits for every worker, and a
      * client already connected would send its feeders no heartbeat
@@ -296,7 +296,7 @@ int trainer_start(struct trainer *t)
         }
         t->mf = sl_output_stream(t->metrics_out);
     }
-    return o->elastic != NULL ? trainer_elastic_open(t) : 0;
+    return o->elastic == NULL ? 0 : o->mode == MODE_PS ? trainer_ps_elastic_open(t) : trainer_elastic_open(t);
 fail:
     sl_log(SL_LOG_ERROR, "%s", err.msg);
     return 1;
@@ -472,6 +472,24 @@ int trainer_run(struct trainer *t)
     struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
     for (;;) {
+        if (t->pel != NULL && have_prev && !trainer_stop_flag && trainer_ps_elastic_after(t, &prev)) {
+            /* --elastic --mode ps: every worker meets at the epoch's end, after its last push */
+            int released = 0;
+            if (ps_position(t, &prev) != 0 || (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0 ||
+                trainer_ps_elastic_boundary(t, &prev, ran, &released) != 0) {
+                rc = SL_EIO;
+                break;
+            }
+            last = prev;
+            have_last = 1;
+            have_prev = 0;
+            if (released) {
+                rc = SL_END;
+                break;
+            }
+            bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+            continue;
+        }
         if (t->el != NULL && have_prev && !trainer_stop_flag && trainer_elastic_changes_after(t, &prev)) {
             /* --elastic: the epoch's last step runs before the next epoch's
              * first is received, for the workers may change in between */
@@ -501,6 +519,7 @@ int trainer_run(struct trainer *t)
                 t->t_first = sl_clock_s();
             sl_metrics_add(t->m, TRAIN_M_STEPS, 1);
             trainer_elastic_poll(t, pieces[0].epoch);
+            trainer_ps_elastic_poll(t, pieces[0].epoch);
             if (pieces[0].epoch != last_epoch) {
                 last_epoch = pieces[0].epoch;
                 sl_metrics_add(t->m, TRAIN_M_EPOCHS, 1);

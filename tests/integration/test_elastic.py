@@ -401,7 +401,7 @@ def usage_errors():
          "plaintext (an elastic job has no CURVE yet): give --insecure to accept that"),
         (["--elastic", COORD] + MODEL + ["--join", "tcp://192.0.2.1:7001"],
          "--join: this worker's ring endpoint tcp://192.0.2.1:7001 can be reached from other hosts"),
-        (["--elastic", COORD] + MODEL + ["--mode", "ps", "--ps", "tcp://127.0.0.1:1"], "not --mode tower or ps"),
+        (["--elastic", COORD] + MODEL + ["--mode", "tower"], "not --mode tower"),
     ]
     for extra, text in cases:
         p = subprocess.run(base + extra, capture_output=True, text=True, timeout=20)
