@@ -140,6 +140,21 @@ static int recv_msg(struct trainer_ps_elastic *el, int ms, unsigned char *id, si
     return 0;
 }
 
+/* At the epoch's end, waiting for worker 0 or the members: a message
+ * within about 100 ms, the feeders' connections kept alive meanwhile (a
+ * worker that waits past --timeout-ms for the slowest would otherwise be
+ * dropped by its feeders). As recv_msg; a feeder lost: its error. */
+static int recv_alive(struct trainer *t, unsigned char *id, size_t *idlen, struct train_elastic_msg *m,
+                      struct sl_error *err)
+{
+    int rc = recv_msg(t->pel, 0, id, idlen, m, err);
+    if (rc != SL_ETIMEOUT || t->cl == NULL)
+        return rc == SL_ETIMEOUT ? recv_msg(t->pel, 100, id, idlen, m, err) : rc;
+    if ((rc = client_keepalive(t->cl, 100, err)) != 0)
+        return sl_error_prefix(err, "elastic: at the epoch's end: ");
+    return recv_msg(t->pel, 0, id, idlen, m, err);
+}
+
 static uint32_t window_credits(const struct trainer *t)
 {
     if (t->o.credits != 0)
@@ -426,12 +441,16 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
         unsigned char id[256];
         size_t idlen = 0;
         struct train_elastic_msg m;
-        int r = recv_msg(el, 250, id, &idlen, &m, err);
+        int r = recv_alive(t, id, &idlen, &m, err);
         if (r == SL_ETIMEOUT)
             continue;
-        if (r != 0) {
+        if (r == SL_EPROTO) {
             sl_log(SL_LOG_WARN, "%s: ignored", err->msg);
             continue;
+        }
+        if (r != 0) {
+            rc = r;
+            break;
         }
         if (m.type == TRAIN_ELASTIC_SYNC && m.gen == c->gen && m.a < old && ses[m.a] == 0 && m.c != 0) {
             ses[m.a] = m.c;
@@ -518,7 +537,7 @@ static int member_sync(struct trainer *t, uint64_t mine, struct train_elastic_ms
             return sl_error_set(err, SL_ETIMEOUT,
                                 "elastic: worker 0 (%s) did not answer at the epoch's end within %u s", t->o.elastic,
                                 t->o.rendezvous_timeout_s);
-        rc = recv_msg(el, 250, NULL, NULL, w, err);
+        rc = recv_alive(t, NULL, NULL, w, err);
         if (rc == SL_ETIMEOUT) {
             rc = 0;
             continue;
