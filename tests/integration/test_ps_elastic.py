@@ -13,8 +13,8 @@ process's --trace must equal the reference model's plan
 epoch every element exactly once across the workers; the server exits 0
 (both changes taken, every worker of the last world made its final pull),
 its pushes are the steps traced, and the two workers left end with the same
-weights hash. Then the refusals (another model, other replicas, the last
-epoch) and usage errors.
+weights hash. Then the refusals (another model, other replicas, too many,
+a repeated name, the last epoch) and usage errors.
 
 Usage: test_ps_elastic.py BUILD_DIR
 """
@@ -139,7 +139,7 @@ def main_case():
     harness.case()
     f, job, ep = feeder()
     ps, ps_out = server()
-    w0 = trainer("w0", ep, job, ["--worker", "0", "--workers", "2"])
+    w0 = trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--elastic-max-workers", "3"])
     w1 = trainer("w1", ep, job, ["--worker", "1", "--workers", "2"])
     wait_for_log(TAG, "w0", "epoch 0 step 1: loss", w0[0], "worker 0 did not train epoch 0")
     j = trainer("joiner", ep, job, ["--join", "joiner"])
@@ -150,6 +150,14 @@ def main_case():
                  model=[x if x != "0.05" else "0.1" for x in MODEL])
     refused_join("other-replicas", ep, job, ["--devices", "cpu:2"],
                  "has 2 replicas, but the job's workers have 1")
+    refused_join("too-many", ep, job, [], "elastic: the joining worker (name-too-many) would make 4 workers, more "
+                 "than --elastic-max-workers 3")
+    p, _, _ = trainer("again", ep, job, ["--join", "joiner"])  # the name of a joiner already admitted
+    log = read_log(TAG, "again") if wait(p, 20, "the repeated joiner") != 0 else ""
+    # still waiting in epoch 0 (the usual case), or already worker 2 on a slow machine
+    if "elastic: a worker with ring endpoint joiner already asked to join" not in log and \
+            "elastic: the joining worker's ring endpoint joiner is already worker 2's" not in log:
+        fail("a repeated JOIN name was not refused:\n%s" % read_log(TAG, "again")[-1500:])
     wait_for_log(TAG, "w1", "elastic: from epoch 1: 2 workers -> 3; worker 1 is now worker 1 of 3", w1[0],
                  "worker 1 did not enter the 3-worker world", 20)
     wait_for_log(TAG, "w1", "epoch 1 step 1: loss", w1[0], "worker 1 did not train epoch 1", 10)
@@ -201,7 +209,7 @@ def main_case():
         fail("worker 1 does not say it was let go:\n%s" % read_log(TAG, "w1")[-2000:])
     ok("2 ps workers + 1 server: a joiner trains from epoch 1 (2 -> 3), worker 1 let go at epoch 1's end (3 -> 2); "
        "traces equal the reference per epoch's shape, every element once per epoch, %d pushes, the server's two "
-       "changes, one final weights hash; 3 refusals" % steps)
+       "changes, one final weights hash; 5 refusals" % steps)
 
 
 def usage_errors():
