@@ -5,7 +5,9 @@
 One feeder serves a 3-epoch job; one parameter server (--elastic: it takes
 worker 0's WORLD) and two ps workers start. A third process asks to join
 (--join) in epoch 0: it is admitted, and at epoch 0's end (every worker
-meets there) the world becomes 3 workers; it trains from epoch 1. In epoch
+meets there; worker 1 is slow, so the others wait there longer than the
+feeder's heartbeat timeout, their connections kept alive) the world
+becomes 3 workers; it trains from epoch 1. In epoch
 1 worker 1 gets a SIGTERM: it is let go at epoch 1's end, after its last
 push, and epoch 2 has 2 workers (worker 0, the joiner as worker 1). Each
 process's --trace must equal the reference model's plan
@@ -122,7 +124,7 @@ def check(what, got, expect):
 def feeder():
     job_path, job = bed.write_job("job-" + TAG, FILES, epochs=EPOCHS, shuffle=SHUFFLE)
     f = spawn([bed.FEEDER, "--job", job_path, "--listen", sock("feeder"), "--threads", "2", "--heartbeat-ms", "200",
-               "--timeout-ms", "5000"], log=bed.log_path(TAG, "feeder"))
+               "--timeout-ms", "1000"], log=bed.log_path(TAG, "feeder"))
     wait_for_log(TAG, "feeder", "serving job", f, "the feeder did not start")
     return f, job, sock("feeder")
 
@@ -140,7 +142,9 @@ def main_case():
     f, job, ep = feeder()
     ps, ps_out = server()
     w0 = trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--elastic-max-workers", "3"])
-    w1 = trainer("w1", ep, job, ["--worker", "1", "--workers", "2"])
+    # worker 1 is 3 times slower: the others wait for it at each epoch's end longer than the feeder's
+    # --timeout-ms (1 s), so their connections must be kept alive there
+    w1 = trainer("w1", ep, job, ["--worker", "1", "--workers", "2"], step_ms=120)
     wait_for_log(TAG, "w0", "epoch 0 step 1: loss", w0[0], "worker 0 did not train epoch 0")
     j = trainer("joiner", ep, job, ["--join", "joiner"])
     wait_for_log(TAG, "w0", "elastic: a worker (joiner) asks to join in epoch 0: admitted at the epoch's end",
