@@ -289,8 +289,12 @@ static void coordinator_message(struct trainer *t, const unsigned char *id, size
             r = (struct train_elastic_msg){
                 .type = TRAIN_ELASTIC_REFUSE, .gen = el->coord.gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
         } else {
-            memcpy(el->waiting[el->nwaiting].name, name, sizeof name);
-            el->waiting[el->nwaiting++].session = m->c;
+            uint32_t k = 0; /* a joiner that went away and was forgotten may come again under its name */
+            while (k < el->nwaiting && strcmp(el->waiting[k].name, name) != 0)
+                k++;
+            memcpy(el->waiting[k].name, name, sizeof name);
+            el->waiting[k].session = m->c;
+            el->nwaiting += k == el->nwaiting;
             sl_log(SL_LOG_INFO, "elastic: a worker (%s) asks to join in epoch %" PRIu64 ": admitted at the epoch's end",
                    name, el->epoch);
         }
