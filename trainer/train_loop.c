@@ -55,6 +55,8 @@ struct train_loop {
     struct replica *reps;
     struct client_piece *views;   /* [R]: the staged two-tensor pieces */
     struct train_step_result res; /* written by replica 0 in a step */
+    int control;                  /* opts.control: the row count's all_reduce carries control_in too */
+    float control_in;             /* this worker's control value for the next run */
     /* GPU replicas: the weights live on the devices; the host copies (the
      * strategy variable) are refreshed when something reads them */
     const struct train_loop_dev_ops *gpu;
@@ -150,15 +152,28 @@ static int sgd_apply(float *copy, size_t n, void *arg, struct sl_error *err)
     return rc;
 }
 
+/* Step 1: head[0] = N, the rows summed across replicas and workers; with
+ * opts.control head[1] the control values summed in the same all_reduce
+ * (replica 0 brings this worker's), else the rows alone (what a run
+ * without control always did: no float more). */
+static int reduce_rows(struct train_loop *l, struct train_replica *rep, const struct train_staged *p, float head[2],
+                       struct sl_error *err)
+{
+    head[0] = (float)p->rows;
+    head[1] = train_replica_id(rep) == 0 ? l->control_in : 0.0f;
+    return train_replica_all_reduce(rep, TRAIN_SUM, head, l->control ? 2 : 1, err);
+}
+
 static int train_step(struct train_replica *rep, const struct train_staged *p, void *ctx, struct sl_error *err)
 {
     struct train_loop *l = ctx;
     int id = train_replica_id(rep);
     struct replica *r = &l->reps[id];
-    float total = (float)p->rows;
-    int rc = train_replica_all_reduce(rep, TRAIN_SUM, &total, 1, err);
+    float head[2];
+    int rc = reduce_rows(l, rep, p, head, err);
     if (rc != 0)
         return rc;
+    float total = head[0];
     install(l, rep, r);
     train_model_zero_grads(r->model);
     float loss_sum = 0;
@@ -181,6 +196,7 @@ static int train_step(struct train_replica *rep, const struct train_staged *p, v
         return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;
+        l->res.control = l->control ? head[1] : 0;
         l->res.loss = total > 0 ? r->buf[l->nparams] / total : 0;
         l->res.accuracy = total > 0 ? r->buf[l->nparams + 1] / total : 0;
     }
@@ -206,10 +222,11 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
     struct train_loop *l = ctx;
     int id = train_replica_id(rep);
     struct replica *r = &l->reps[id];
-    float total = (float)p->rows;
-    int rc = train_replica_all_reduce(rep, TRAIN_SUM, &total, 1, err);
+    float head[2];
+    int rc = reduce_rows(l, rep, p, head, err);
     if (rc != 0)
         return rc;
+    float total = head[0];
     double loss_sum = 0, ok = 0;
     float *grad = NULL;
     /* ps mode: the values the strategy pulled become this replica's device
@@ -239,6 +256,7 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
         return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;
+        l->res.control = l->control ? head[1] : 0;
         l->res.loss = total > 0 ? stats[0] / total : 0;
         l->res.accuracy = total > 0 ? stats[1] / total : 0;
     }
@@ -345,6 +363,10 @@ static int check_create(const struct train_loop_opts *o, const struct sl_wire_we
         return sl_error_set(err, SL_EINVAL, "tower mode runs on CPU replicas only");
     if (o->mode == TRAIN_STRATEGY_PS && (o->ps == NULL || o->nps == 0 || o->ring != NULL))
         return sl_error_set(err, SL_EINVAL, "parameter-server mode needs the servers' endpoints and no ring");
+    if (o->control && o->mode == TRAIN_STRATEGY_PS)
+        return sl_error_set(err, SL_EINVAL,
+                            "a control value rides on the row count's all_reduce across workers: not in "
+                            "parameter-server mode (its row count stays within the worker)");
     if (gpu && o->workers > 1 && o->dev_id == NULL && o->mode != TRAIN_STRATEGY_PS)
         return sl_error_set(err, SL_EINVAL, "GPU replicas on %u workers need worker 0's group id", o->workers);
     *in_out = in;
@@ -413,6 +435,7 @@ int train_loop_create(struct train_loop **out, const struct train_loop_opts *o, 
     l->worker = o->worker;
     l->metrics = o->metrics;
     l->hash_every = o->hash_every;
+    l->control = o->control != 0;
     l->inputs = (int)fi->dims[0];
     l->input_idx = in;
     l->label_idx = lb;
@@ -529,6 +552,11 @@ int train_loop_put(struct train_loop *l, const struct client_piece *pieces, uint
     return noted(l, put(l, pieces, replicas, err));
 }
 
+void train_loop_control(struct train_loop *l, float v)
+{
+    l->control_in = v;
+}
+
 int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -537,6 +565,7 @@ int train_loop_run(struct train_loop *l, struct train_step_result *res, struct s
     l->pull_now = l->hash_every && (train_strategy_steps(l->s) + 1) % l->hash_every == 0;
     uint64_t t0 = sl_clock_ns();
     int rc = train_strategy_run(l->s, l->gpu != NULL ? dev_step : train_step, l, err);
+    l->control_in = 0; /* for that run only */
     if (rc == 0) {
         sl_metrics_add(l->metrics, TRAIN_M_RUN_NS, sl_clock_ns() - t0);
         sl_metrics_add(l->metrics, TRAIN_M_TRAINED, 1);

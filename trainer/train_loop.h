@@ -8,7 +8,9 @@
  * passes. A step stages the R pieces (the input and label tensors only)
  * through every replica's double-buffered stager, then runs the step
  * function on every replica:
- *   1. N, the global batch's real row count: an all_reduce of the rows;
+ *   1. N, the global batch's real row count: an all_reduce of the rows
+ *      (with opts.control, the step's control value rides in the same
+ *      all_reduce, a second float: train_loop_control);
  *   2. the gradient of (sum of its rows' losses) / N, with the loss sum and
  *      correct count appended (tower mode: the tower's mean loss scaled by
  *      train_replica_loss_scale, the same value for equal towers);
@@ -85,6 +87,10 @@ struct train_loop_opts {
                                    steps, their run time and the last loss and accuracy; NULL: none */
     const struct sl_curve_keys *ps_curve; /* ps mode: the job's trainer key pair (CURVE to the servers;
                                              copied), or NULL: plaintext */
+    int control;                          /* 1: every training run sums a control value across the replicas and workers
+                    (train_loop_control) in its row count's all_reduce: one float more, no message more
+                    (the elastic mode's decision); 0: the rows alone. Not in ps mode (its row count stays
+                    within the worker) */
 };
 
 /* Bytes of a GPU group id (NCCL's unique id). */
@@ -100,6 +106,7 @@ struct train_step_result {
     double loss;             /* mean cross-entropy over the global batch */
     double accuracy;         /* fraction of the global batch predicted right (before the update) */
     struct train_ps_step ps; /* ps mode: the step's pull and push (zeros otherwise) */
+    float control;           /* opts.control: the sum of every worker's train_loop_control for this run (0 without) */
 };
 
 struct train_loop;
@@ -114,6 +121,11 @@ void train_loop_destroy(struct train_loop *l);
  * released when it returns). SL_EINVAL when 2 steps are staged already. */
 int train_loop_put(struct train_loop *l, const struct client_piece *pieces, uint32_t replicas,
                    struct sl_error *err) SL_MUST_CHECK;
+/* opts.control: the value this worker adds to the next train_loop_run's
+ * control sum (res.control; replica 0 carries it, the other replicas add
+ * 0). For that one run: the run takes it back to 0. Ignored without
+ * opts.control. Exact for small integers (a float32 sum). */
+void train_loop_control(struct train_loop *l, float v);
 /* Train on the oldest staged step (SL_EINVAL when none is). */
 int train_loop_run(struct train_loop *l, struct train_step_result *res, struct sl_error *err) SL_MUST_CHECK;
 /* put + run. */

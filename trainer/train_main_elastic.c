@@ -5,15 +5,17 @@
  * every other member, and a process asking to join, connects a DEALER.
  * Worker 0 reads its ROUTER between steps (trainer_elastic_poll, no
  * thread): a JOIN is judged at once (admitted for the next change, ACK,
- * or refused with the reason, REFUSE), a LEAVE recorded. After each step
- * (but the job's last) every member takes part in one more sum over the
- * ring, of one value that worker 0 sets to 1 when a change waits and may
- * come before the next step, the others to 0: so every member learns of
- * the change after the same step. Within an epoch the sum after step s
- * comes with step s+1 already staged (the look-ahead), so a change decided
- * there runs s+1 first and comes before s+2; an epoch's last step runs
- * before the next epoch's first is received, and a change decided after
- * it comes at the epoch boundary. So a change may come before step 0 or
+ * or refused with the reason, REFUSE), a LEAVE recorded. Every member's
+ * training loop sums one more value, the control value, in each step's
+ * row-count all-reduce (train_loop_control; no message of its own):
+ * worker 0's is 1 when a change waits and may come, the others' 0, so
+ * every member learns of the change from the same step. Within an epoch,
+ * step s runs with step s+1 already staged (the look-ahead), and the sum
+ * in step s's run decides whether the change comes after s+1 (s+1 runs
+ * first, the change comes before s+2); an epoch's last step runs before
+ * the next epoch's first is received, and the sum in its own run decides
+ * whether the change comes at the epoch boundary after it. So a change
+ * may come before step 0 or
  * steps 2 .. T-1 of an epoch, except that worker 0 defers, with a log line, a
  * change that keeps the world's size, a second one within an epoch (the
  * feeders take one change per epoch, docs/semantics.md 5.2) and one whose
@@ -61,7 +63,6 @@ struct trainer_elastic {
     uint64_t acked_ns; /* worker 0: when the waiting joiners were last sent their ACK */
     uint64_t deferred; /* worker 0: 1 + the epoch a deferral was last logged for, and why (defer_why) */
     int defer_why;
-    uint64_t sums, sum_ns; /* the decision sums after the steps, and their time */
     unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
 };
 
@@ -240,10 +241,6 @@ void trainer_elastic_close(struct trainer *t)
     struct trainer_elastic *el = t->el;
     if (el == NULL)
         return;
-    if (el->sums > 0)
-        sl_log(SL_LOG_INFO,
-               "elastic: the change decision after each step: %" PRIu64 " sums over the ring, %.1f us each", el->sums,
-               (double)el->sum_ns / 1e3 / (double)el->sums);
     if (el->coordinator && el->sock != NULL) { /* joiners still waiting: the job has no boundary left */
         struct sl_error why = {0};
         sl_error_set(&why, SL_EPROTO, "elastic: the job ended (or worker 0 stopped) before the change");
@@ -370,8 +367,8 @@ void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
 
 /* Whether step s ends an epoch after which a change may come (not the
  * job's last): the step then runs before the next epoch's first is
- * received, and the decision follows it (trainer_elastic_boundary). Within
- * an epoch the decision comes with the look-ahead (trainer_elastic_decide). */
+ * received, and its own run carries the decision (trainer_elastic_want).
+ * Within an epoch the run of the step before carries it (the look-ahead). */
 int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s)
 {
     uint64_t epochs = client_welcome(t->cl)->epochs;
@@ -666,15 +663,15 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
     return rc;
 }
 
-/* After step s ran, nothing staged after it, `steps` the global step: the
- * change, if worker 0 has one that may come before the next step (decided
- * 1: trainer_elastic_decide said so already). *released: this member was
- * let go (its loop, client and ring closed). 0, or 1 with the error
- * logged. */
-/* The decision, every member at once: whether worker 0's waiting change
- * comes right after step s (before the step that follows it). *change;
- * 0, or SL_* with err set (the sum over the ring failed). */
-static int decide(struct trainer *t, const struct staged_step *s, int *change, struct sl_error *err)
+/* This member's share of the decision whether worker 0's waiting change
+ * comes right after step s (before the step that follows it): 1 when
+ * this is worker 0 and the change may come then, else 0. The caller puts
+ * it in the control value of the run that decides (train_loop_control:
+ * it rides in that run's row count's all_reduce, no message of its own),
+ * so every member learns the sum from the same run: within an epoch the
+ * run of step s-1 (s staged: the look-ahead is kept), for an epoch's last
+ * step its own run (nothing staged after it). */
+float trainer_elastic_want(struct trainer *t, const struct staged_step *s)
 {
     struct trainer_elastic *el = t->el;
     int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
@@ -685,34 +682,14 @@ static int decide(struct trainer *t, const struct staged_step *s, int *change, s
         ack_joiners(el);
         pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
     }
-    float flag = pending ? 1.0f : 0.0f;
-    int rc = 0;
-    if (t->o.workers > 1) {
-        uint64_t t0 = sl_clock_ns();
-        rc = train_loop_sum(t->loop, &flag, 1, err);
-        el->sum_ns += sl_clock_ns() - t0;
-        el->sums++;
-    }
-    *change = rc == 0 && flag != 0.0f;
-    return rc;
+    return pending ? 1.0f : 0.0f;
 }
 
-/* With step s+1 (`next`) staged, after step s ran: whether the change
- * comes after `next` (the caller then runs it and calls
- * trainer_elastic_boundary with decided 1). So the look-ahead is kept:
- * a change asked during step s - 1 comes before step s + 2. 0, or 1 with
- * the error logged. */
-int trainer_elastic_decide(struct trainer *t, const struct staged_step *next, int *change)
-{
-    struct sl_error err = {0};
-    if (decide(t, next, change, &err) != 0) {
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-        return 1;
-    }
-    return 0;
-}
-
-int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int decided, int *released)
+/* After step s ran, nothing staged after it, `steps` the global step: the
+ * change the members decided on (the control sum of the deciding run was
+ * not 0: trainer_elastic_want). *released: this member was let go (its
+ * loop, client and ring closed). 0, or 1 with the error logged. */
+int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released)
 {
     struct trainer_elastic *el = t->el;
     struct trainer_opts *o = &t->o;
@@ -724,9 +701,7 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
     uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
     uint64_t T = client_welcome(t->cl)->steps_per_epoch;
-    int change = decided, rc = decided ? 0 : decide(t, s, &change, &err);
-    if (rc != 0 || !change)
-        goto out;
+    int rc = 0;
     const float *wp, *vp;
     size_t np = 0;
     if ((rc = train_loop_state(t->loop, &wp, &vp, &np, &err)) != 0)

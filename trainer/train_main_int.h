@@ -238,9 +238,8 @@ int trainer_elastic_open(struct trainer *t);
 int trainer_elastic_join(struct trainer *t);
 void trainer_elastic_poll(struct trainer *t, uint64_t epoch);
 int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s);
-int trainer_elastic_decide(struct trainer *t, const struct staged_step *next, int *change);
-int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int decided,
-                             int *released);
+float trainer_elastic_want(struct trainer *t, const struct staged_step *s);
+int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released);
 void trainer_elastic_close(struct trainer *t);
 
 /* ---- train_main_ps_elastic.c: ps workers join and leave at an epoch boundary (--elastic --mode ps) ---- */

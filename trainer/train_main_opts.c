@@ -218,8 +218,8 @@ static const struct sl_opt opt_rows[] = {
      "workers join and leave the running job at a step boundary (docs/trainer.md, \"Elastic workers\"): worker 0 "
      "binds EP and admits the changes one or two steps later (one change of shape per epoch: a second waits for the "
      "next epoch's start), the others connect to it; a SIGTERM asks a worker other than 0 to leave (a second one "
-     "stops it). --model softmax or mlp, --mode mirrored, CPU replicas; every step adds one 4-byte sum over the "
-     "ring",
+     "stops it). --model softmax or mlp, --mode mirrored, CPU replicas; every step's row-count all-reduce "
+     "carries one float more (the decision)",
      NULL, NULL},
     {"join", 0, SL_OPT_STRING, OFF(join), 0, 0, NULL, "EP",
      "with --elastic: this process asks worker 0 to join the running job, with EP as its ring endpoint; it is "

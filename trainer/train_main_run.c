@@ -229,7 +229,8 @@ int trainer_loop_start(struct trainer *t, struct sl_error *err)
                                  .ordinals = t->gpu ? o->devspec.ordinals : NULL,
                                  .dev_id = t->have_group_id ? t->group_id : NULL,
                                  .metrics = t->m,
-                                 .ps_curve = t->have_curve ? &t->curve : NULL};
+                                 .ps_curve = t->have_curve ? &t->curve : NULL,
+                                 .control = o->elastic != NULL};
     trainer_model_config_of(o, &lo.model);
     lo.ring = t->ring;
     return trainer_loop_create_alive(&t->loop, &lo, t->cl, err);
@@ -335,18 +336,24 @@ static int check_step_numerics(struct trainer *t, uint64_t epoch, uint64_t step,
 }
 
 /* Run step `prev` (its pieces staged before the next step's arrived):
- * metrics, the mirrored check at an epoch's end, progress and logs. 0, or
- * SL_EIO with the error logged. */
+ * metrics, the mirrored check at an epoch's end, progress and logs.
+ * --elastic: `want` is this member's control value for the run and
+ * *change whether the members' sum of it is not 0 (trainer_elastic_want);
+ * change NULL otherwise. 0, or SL_EIO with the error logged. */
 static int run_step(struct trainer *t, struct run_counters *c, struct progress_line *bar,
-                    const struct staged_step *prev, uint64_t ran)
+                    const struct staged_step *prev, uint64_t ran, float want, int *change)
 {
     struct train_step_result res;
     struct sl_error err = {0};
+    if (change != NULL)
+        train_loop_control(t->loop, want);
     if (train_loop_run(t->loop, &res, &err) != 0) {
         trainer_progress_line_clear(bar);
         sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
         return SL_EIO;
     }
+    if (change != NULL)
+        *change = res.control != 0.0f;
     if (check_step_numerics(t, prev->epoch, prev->step, &res) != 0) {
         trainer_progress_line_clear(bar);
         return SL_EIO;
@@ -492,14 +499,15 @@ int trainer_run(struct trainer *t)
         }
         if (t->el != NULL && have_prev && !trainer_stop_flag && trainer_elastic_changes_after(t, &prev)) {
             /* --elastic: the epoch's last step runs before the next epoch's
-             * first is received, for the workers may change in between */
-            if ((rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
+             * first is received, for the workers may change in between; its
+             * own run carries the decision for the boundary */
+            int change = 0, released = 0;
+            if ((rc = run_step(t, &c, &bar, &prev, ++ran, trainer_elastic_want(t, &prev), &change)) != 0)
                 break;
             last = prev;
             have_last = 1;
             have_prev = 0;
-            int released = 0;
-            if (trainer_elastic_boundary(t, &prev, ran, 0, &released) != 0) {
+            if (change && trainer_elastic_boundary(t, &prev, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;
             }
@@ -563,7 +571,14 @@ int trainer_run(struct trainer *t)
             rc = SL_EIO;
             break;
         }
-        if (t->loop != NULL && have_prev && (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0)
+        /* --elastic within an epoch: step s runs with s+1 staged, and its
+         * run carries the decision for a change after s+1 (before s+2) */
+        int deciding =
+            t->el != NULL && have_prev && got && !(cur.flags & SL_WIRE_PIECE_LAST_STEP) && !trainer_stop_flag;
+        int change = 0;
+        if (t->loop != NULL && have_prev &&
+            (rc = run_step(t, &c, &bar, &prev, ++ran, deciding ? trainer_elastic_want(t, &cur) : 0.0f,
+                           t->el != NULL ? &change : NULL)) != 0)
             break;
         if (t->loop != NULL && have_prev) {
             last = prev;
@@ -574,31 +589,23 @@ int trainer_run(struct trainer *t)
             rc = SL_EIO;
             break;
         }
-        if (t->el != NULL && have_prev && got && !(cur.flags & SL_WIRE_PIECE_LAST_STEP) && !trainer_stop_flag) {
-            /* --elastic within an epoch: after step s, with s+1 staged, the
-             * decision for a change before s+2 (s+1 runs first) */
-            int change = 0, released = 0;
-            if (trainer_elastic_decide(t, &cur, &change) != 0) {
+        if (deciding && change) { /* s+1 runs, then the change */
+            int released = 0;
+            if ((rc = run_step(t, &c, &bar, &cur, ++ran, 0.0f, &change)) != 0)
+                break;
+            last = cur;
+            have_last = 1;
+            have_prev = 0;
+            if (trainer_elastic_boundary(t, &cur, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;
             }
-            if (change) {
-                if ((rc = run_step(t, &c, &bar, &cur, ++ran)) != 0)
-                    break;
-                last = cur;
-                have_last = 1;
-                have_prev = 0;
-                if (trainer_elastic_boundary(t, &cur, ran, 1, &released) != 0) {
-                    rc = SL_EIO;
-                    break;
-                }
-                if (released) {
-                    rc = SL_END;
-                    break;
-                }
-                bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
-                continue;
+            if (released) {
+                rc = SL_END;
+                break;
             }
+            bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+            continue;
         }
         if (!got) {
             rc = SL_END;
