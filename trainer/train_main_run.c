@@ -482,7 +482,7 @@ int trainer_run(struct trainer *t)
         if (t->pel != NULL && have_prev && !trainer_stop_flag && trainer_ps_elastic_after(t, &prev)) {
             /* --elastic --mode ps: every worker meets at the epoch's end, after its last push */
             int released = 0;
-            if (ps_position(t, &prev) != 0 || (rc = run_step(t, &c, &bar, &prev, ++ran)) != 0 ||
+            if (ps_position(t, &prev) != 0 || (rc = run_step(t, &c, &bar, &prev, ++ran, 0.0f, NULL)) != 0 ||
                 trainer_ps_elastic_boundary(t, &prev, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;
