@@ -230,7 +230,7 @@ int trainer_loop_start(struct trainer *t, struct sl_error *err)
                                  .dev_id = t->have_group_id ? t->group_id : NULL,
                                  .metrics = t->m,
                                  .ps_curve = t->have_curve ? &t->curve : NULL,
-                                 .control = o->elastic != NULL};
+                                 .control = o->elastic != NULL && o->mode != MODE_PS};
     trainer_model_config_of(o, &lo.model);
     lo.ring = t->ring;
     return trainer_loop_create_alive(&t->loop, &lo, t->cl, err);
