@@ -54,10 +54,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(jl >= 1 && jl <= TRAIN_CKPT_MAX_JOB && m->worker < m->workers && m->replicas == m->pos.replicas);
     CHECK(m->model <= 2 && m->mode <= 1 && m->nhidden <= TRAIN_MODEL_MAX_HIDDEN);
     CHECK((m->nparams == 0) == (ck.weights == NULL) && (m->nparams == 0) == (ck.velocity == NULL));
-    /* version 1's header (no steps_per_epoch) is 8 bytes shorter */
-    size_t hb = f[8] == 1 ? TRAIN_CKPT_V1_HEADER_BYTES : TRAIN_CKPT_HEADER_BYTES;
+    /* version 1's header has no steps_per_epoch, version 2's no transition */
+    size_t hb = f[8] == 1   ? TRAIN_CKPT_V1_HEADER_BYTES
+                : f[8] == 2 ? TRAIN_CKPT_V2_HEADER_BYTES
+                            : TRAIN_CKPT_HEADER_BYTES;
     CHECK(n == hb + ((jl + 7) & ~(size_t)7) + 8 * m->nparams + 4);
-    CHECK(hb == TRAIN_CKPT_HEADER_BYTES || m->steps_per_epoch == 0);
+    CHECK(hb != TRAIN_CKPT_V1_HEADER_BYTES || m->steps_per_epoch == 0);
+    CHECK(hb == TRAIN_CKPT_HEADER_BYTES || (m->from_workers == 0 && m->step_base == 0));
+    /* a transition is whole and within its ranges, or absent */
+    CHECK(m->from_workers == 0 ? m->from_replicas == 0 && m->from_epoch == 0 && m->from_step == 0 &&
+                                     m->from_steps_per_epoch == 0 && m->step_base == 0
+                               : m->from_step >= 1 && m->from_step < m->from_steps_per_epoch && m->from_replicas >= 1 &&
+                                     m->steps_per_epoch != 0);
     CHECK(strcmp(ck.path, in_path) == 0);
 
     /* what it was made for, asked for: accepted */
@@ -70,13 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = train_ckpt_read(in_path, &other, &again, &err);
     CHECK(rc == SL_EINVAL && strstr(err.msg, "made for job") != NULL);
 
-    /* written again: the same bytes (a version 1 file as version 2: the
-     * same after the header) */
+    /* written again: the same bytes (a version 1 or 2 file as version 3:
+     * the same after the header) */
     uint64_t bytes = 0;
     CHECK(train_ckpt_write(out_dir, m, ck.weights, ck.velocity, &bytes, &err) == 0);
     CHECK(bytes == n + (TRAIN_CKPT_HEADER_BYTES - hb));
     char name[96], path[512];
-    train_ckpt_name(name, sizeof name, m->pos.step, m->worker, m->workers);
+    train_ckpt_name(name, sizeof name, m->step_base + m->pos.step, m->worker, m->workers);
     snprintf(path, sizeof path, "%s/%s", out_dir, name);
     size_t wn;
     uint8_t *w = fuzz_read_file(path, &wn);

@@ -176,16 +176,21 @@ def params_of(inputs, hidden, classes):
 
 
 def ckpt(job=b"fmnist", worker=0, workers=1, replicas=1, model=1, mode=0, classes=3, inputs=2, hidden=(),
-         lr=0.1, momentum=0.9, seed=7, epoch=0, step=40, version=2, steps_per_epoch=40):
+         lr=0.1, momentum=0.9, seed=7, epoch=0, step=40, version=3, steps_per_epoch=40, transition=None):
     n = params_of(inputs, hidden, classes) if model else 0
     hid = list(hidden) + [0] * (4 - len(hidden))
-    hb = 128 if version == 1 else 136  # version 2 adds steps_per_epoch
+    # version 2 adds steps_per_epoch, version 3 the transition (old workers,
+    # replicas, epoch, step, old steps per epoch, steps before the change)
+    hb = {1: 128, 2: 136}.get(version, 176)
     h = b"SLUICECK" + u32(version) + u32(hb) + position(epoch, step, replicas)
     h += u32(worker) + u32(workers) + u32(replicas) + u32(model) + u32(mode)
     h += u32(classes if model else 0) + u32(inputs if model else 0) + u32(len(hidden))
     h += b"".join(u32(x) for x in hid) + f32s([lr, momentum]) + u32(seed) + u32(len(job)) + u64(n)
     if version != 1:
         h += u64(steps_per_epoch)
+    if version >= 3:
+        fw, fr, fe, fs, ft, base = transition or (0, 0, 0, 0, 0, 0)
+        h += u32(fw) + u32(fr) + u64(fe) + u64(fs) + u64(ft) + u64(base)
     assert len(h) == hb
     f = h + pad8(job) + f32s([0.01 * i for i in range(n)]) + f32s([-0.001 * i for i in range(n)])
     return f + u32(crc32c(f))
@@ -200,13 +205,18 @@ def ckpt_seeds():
         "job-256": ckpt(job=b"j" * 256),
         "hidden-4": ckpt(model=2, inputs=1, hidden=(1, 1, 1, 1), classes=1),
         "version-1": ckpt(version=1),
+        "version-2": ckpt(version=2),
+        # 2 x 1 -> this 1 x 1 at step 7 of epoch 1 (30 steps), 37 steps before
+        # it; the position is 3 steps past the change
+        "transition": ckpt(epoch=1, step=3, steps_per_epoch=40, transition=(2, 1, 1, 7, 30, 37)),
+        "transition-step-0": ckpt(epoch=1, step=3, transition=(2, 1, 1, 0, 30, 37)),
     }
     good = s["softmax"]
     s["bad-crc"] = good[:-4] + u32(0)
     s["truncated"] = good[:-9]
-    s["version-3"] = good[:8] + u32(3) + good[12:]
+    s["version-4"] = good[:8] + u32(4) + good[12:]
     s["nparams-wrong"] = good[:120] + u64(8) + good[128:]
-    s["job-nul"] = good[:136] + b"fm\0ist\0\0" + good[144:]
+    s["job-nul"] = good[:176] + b"fm\0ist\0\0" + good[184:]
     out = {}
     for name, f in s.items():
         out[name] = b"\x00" + f
