@@ -194,6 +194,8 @@ static int train_step(struct train_replica *rep, const struct train_staged *p, v
         return rc;
     if (total > 0 && (rc = train_replica_var_apply_gradient(rep, l->weights, r->buf, sgd_apply, r, err)) != 0)
         return rc;
+    if (total == 0 && (rc = train_replica_var_skip_step(rep, l->weights, err)) != 0)
+        return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;
         l->res.control = l->control ? head[1] : 0;
@@ -253,6 +255,8 @@ static int dev_step(struct train_replica *rep, const struct train_staged *p, voi
     if (total > 0 && l->ps_mode && id == 0 && (rc = l->gpu->gradient_to_host(r->dev, &host_grad, err)) != 0)
         return rc;
     if (total > 0 && (rc = train_replica_var_apply_gradient(rep, l->weights, host_grad, dev_apply, r, err)) != 0)
+        return rc;
+    if (total == 0 && (rc = train_replica_var_skip_step(rep, l->weights, err)) != 0)
         return rc;
     if (id == 0) {
         l->res.rows = (uint64_t)total;

@@ -311,12 +311,12 @@ static int ps_write_summary(struct trainer *t, int rc, const struct train_ps_ser
     if (w == 0)
         w = sl_buf_printf(&b,
                           "],\"lost_workers\":%u,\"failed_workers\":%u,\"restarted_workers\":%u,"
-                          "\"pushes_not_reapplied\":%" PRIu64 ",\"restored_version\":%" PRIu64
-                          ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64
-                          "\",\"evaluator\":"
+                          "\"pushes_not_reapplied\":%" PRIu64 ",\"empty_steps\":%" PRIu64
+                          ",\"restored_version\":%" PRIu64 ",\"checkpoints\":%" PRIu64 ",\"bad_messages\":%" PRIu64
+                          ",\"incarnation\":\"%016" PRIx64 "\",\"evaluator\":"
                           "\"%s\",\"seconds\":%.3f",
-                          st->lost, st->left_early, st->restarts, st->skipped, restored, st->checkpoints,
-                          st->bad_messages, st->incarnation, ps_eval_word(st), secs);
+                          st->lost, st->left_early, st->restarts, st->skipped, st->empty_pushes, restored,
+                          st->checkpoints, st->bad_messages, st->incarnation, ps_eval_word(st), secs);
     if (w == 0 && o->elastic != NULL) /* the workers' changes (WORLD) and their count at the end */
         w = sl_buf_printf(&b, ",\"world_changes\":%" PRIu64 ",\"final_workers\":%u", st->world_changes, st->workers);
     if (w == 0)

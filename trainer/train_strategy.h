@@ -312,6 +312,14 @@ int train_replica_var_apply(struct train_replica *rep, struct train_variable *va
 int train_replica_var_apply_gradient(struct train_replica *rep, struct train_variable *var, const float *grad,
                                      train_var_apply_fn fn, void *arg, struct sl_error *err) SL_MUST_CHECK;
 
+/* A step with no rows on any replica (nothing to apply). Mirrored and
+ * tower mode: nothing. Parameter-server mode: replica 0 tells the servers
+ * the step's position (train_ps_push with no gradient), which they record
+ * without applying anything, so that the worker's next push is one step
+ * after its last; the others return at once. */
+int train_replica_var_skip_step(struct train_replica *rep, struct train_variable *var,
+                                struct sl_error *err) SL_MUST_CHECK;
+
 /* --- cross-replica context (the strategy's thread, between runs) --- */
 
 /* Parameter-server mode: the last run's pull and push (zeros in the other

@@ -307,6 +307,25 @@ int train_replica_var_apply_gradient(struct train_replica *rep, struct train_var
     return 0;
 }
 
+int train_replica_var_skip_step(struct train_replica *rep, struct train_variable *var, struct sl_error *err)
+{
+    struct train_strategy *s = rep->s;
+    if (s->mode != TRAIN_STRATEGY_PS || rep->id != 0)
+        return 0;
+    if (var != s->ps_var || s->ps_done)
+        return replica_fail(rep,
+                            sl_error_set(err, SL_EINVAL, "skip_step: %s",
+                                         s->ps_done ? "the training has finished (train_strategy_ps_finish)"
+                                                    : "not the parameter servers' variable"),
+                            err);
+    uint64_t t0 = sl_clock_ns();
+    int rc = train_ps_push(s->ps, NULL, 0, NULL, err);
+    if (rc != 0)
+        return replica_fail(rep, rc, err);
+    s->ps_last.push_s = (double)(sl_clock_ns() - t0) / 1e9;
+    return 0;
+}
+
 /* One replica's share of a job. */
 static void do_job(struct train_replica *rep, enum job job, const struct client_piece *pieces, train_step_fn fn,
                    void *ctx)

@@ -668,11 +668,56 @@ def test_usage():
     ok("%d usage errors refused with their messages (exit 2)" % (len(cases) + 5))
 
 
+def test_uneven_shards():
+    """FILE sharding of 6 files over 4 workers: workers 2 and 3 read one file
+    (20 steps of data), 0 and 1 two (40 steps): every epoch has 40 steps and
+    2 and 3 get empty pieces for the last 20 of them. Their steps with no rows
+    tell the servers their position (nothing applied), so their next epoch's
+    first push is one step after it; the servers used to refuse that push as
+    a step skipped, failing both workers."""
+    data = os.path.join(TMP, "uneven")
+    subprocess.run([RECORD, "gen", "--output-dir", data, "--records", "240", "--shards", "6", "--seed", "5",
+                    "--image-bytes", "12", "--classes", "3"], check=True, capture_output=True)
+    job = {"name": "ps-uneven", "files": [os.path.join(data, "gen-*.tfrecord")], "format": "tfrecord",
+           "features": {"image": {"dtype": "uint8", "shape": [12], "from": "bytes"},
+                        "label": {"dtype": "int64", "shape": []}},
+           "shard_policy": "file", "global_batch_size": 8, "epochs": 2}
+    path = os.path.join(TMP, "uneven.json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    sock = "ipc://%s/uneven-f.sock" % TMP
+    f = feeder(path, sock, "uneven-feeder")
+    ep = "ipc://%s/uneven-ps0.sock" % TMP
+    ps = start([TRAINER, "--mode", "ps", "--ps", ep, "--ps-task", "0", "--workers", "4"] + SMALL_MODEL, "uneven-ps0")
+    ws = [start([TRAINER, "--connect", sock, "--job", "ps-uneven", "--worker", str(w), "--workers", "4",
+                 "--devices", "cpu:1", "--mode", "ps", "--ps", ep] + SMALL_MODEL, "uneven-w%d" % w)
+          for w in range(4)]
+    outs = []
+    for w, p in enumerate(ws):
+        rc, out = finish(p, "uneven-w%d" % w, 120)
+        if rc != 0:
+            fail("uneven shards: worker %d exited %d: %s" % (w, rc, logtext("uneven-w%d" % w)[-1500:]))
+        outs.append(summary(out))
+    prc, pout = finish(ps, "uneven-ps0", 30)
+    s = summary(pout)
+    # pushes: workers 0 and 1 40 steps an epoch, 2 and 3 20, over 2 epochs
+    if prc != 0 or s["ok"] is not True or s["bad_messages"] != 0 or s["pushes"] != 240 or \
+            s["empty_steps"] != 80 or s["global_step"] != 240:
+        fail("uneven shards: the server exited %d: %r %s" % (prc, s, logtext("uneven-ps0")[-1500:]))
+    hashes = {o["weights_hash"] for o in outs}
+    if len(hashes) != 1:
+        fail("uneven shards: the workers' final weights differ: %r" % hashes)
+    f.wait(timeout=30)
+    ok("FILE sharding of 6 files over 4 ps workers: the two with one file tell the server their 40 empty steps "
+       "(80 recorded, nothing applied), 240 pushes, every worker to the end with one weights hash")
+
+
 def main():
     job = small_job()
     test_usage()
     test_one_worker_equals_mirrored(job)
     test_model_mismatch(job)
+    test_uneven_shards()
     test_server_killed(job)
     test = test_job()
     test_worker_lost(job, test)

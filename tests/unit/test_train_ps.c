@@ -1061,6 +1061,94 @@ START_TEST(test_push_positions_and_resume)
 }
 END_TEST
 
+/* A step with no rows (TRAIN_PS_PUSH_EMPTY): a worker whose shard ended
+ * early gets empty pieces to its epoch's end; its position is recorded,
+ * nothing applied or counted, and its next push is one step after it
+ * (before, that push came two steps past the recorded one and was refused
+ * as a step skipped). An empty push carrying a body, or counting a global
+ * step, is refused; so is one out of order. */
+START_TEST(test_push_of_a_step_with_no_rows)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("pse"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.5f,
+                                         .workers = 1,
+                                         .worker_timeout_ms = 20000};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
+    uint8_t h[TRAIN_PS_HEADER], body[64], pos[CLIENT_INPUT_POSITION_BYTES];
+    char reply[512];
+    raw_session = 0x2222;
+    send_raw(d, TRAIN_PS_PULL, 0, 0, 0, 0, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), 16);
+    uint64_t inc = le64_at(h + 32);
+    /* step 1 applied */
+    push_at(d, 0, 0, inc, g, (struct client_input_position){.epoch = 0, .step = 1, .seq = 1, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_uint_eq(le64_at(h + 16), 1);
+    /* steps 2 and 3 had no rows: positions only */
+    for (uint64_t k = 2; k <= 3; k++) {
+        client_input_position_encode(&(struct client_input_position){.step = k, .seq = k, .replicas = 1}, pos);
+        send_raw(d, TRAIN_PS_PUSH, 0, TRAIN_PS_PUSH_EMPTY, 1, inc, NULL, 0, pos, sizeof pos);
+        ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+        ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+        ck_assert_uint_eq(le64_at(h + 16), 1); /* version unchanged */
+        ck_assert_uint_eq(le64_at(h + 24), 1); /* global step unchanged */
+    }
+    /* hostile: a body with it, a global step with it, out of order */
+    client_input_position_encode(&(struct client_input_position){.step = 4, .seq = 4, .replicas = 1}, pos);
+    send_raw(d, TRAIN_PS_PUSH, 0, TRAIN_PS_PUSH_EMPTY, 1, inc, g, sizeof g, pos, sizeof pos);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a push of a step with no rows carrying 16 bytes (it carries none)");
+    send_raw(d, TRAIN_PS_PUSH, 0, TRAIN_PS_PUSH_EMPTY | 1u, 1, inc, NULL, 0, pos, sizeof pos);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "a push of a step with no rows that counts a global step");
+    client_input_position_encode(&(struct client_input_position){.step = 9, .seq = 9, .replicas = 1}, pos);
+    send_raw(d, TRAIN_PS_PUSH, 0, TRAIN_PS_PUSH_EMPTY, 1, inc, NULL, 0, pos, sizeof pos);
+    recv_error(d, reply, sizeof reply);
+    ck_assert_str_eq(reply, "worker 0 pushed the step ending at input position 9 (epoch 0 step 9); this server "
+                            "expected 4 (epoch 0 or 1), one step after the last it applied: a step skipped or "
+                            "repeated");
+    /* the next epoch's first step: one step after the last recorded, applied */
+    push_at(d, 0, 1, inc, g, (struct client_input_position){.epoch = 1, .step = 4, .seq = 4, .replicas = 1});
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), -1);
+    ck_assert_int_eq(h[5], TRAIN_PS_ACK);
+    ck_assert_uint_eq(le64_at(h + 16), 2);
+    ck_assert_uint_eq(le64_at(h + 24), 2);
+    send_raw(d, TRAIN_PS_PULL, 0, TRAIN_PS_FINAL, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, body, sizeof body), 16);
+    float vals[4];
+    memcpy(vals, body, sizeof vals);
+    /* two steps of g at lr 0.5, momentum 0: 1 - 0.5 - 0.5 = 0; the empty ones moved nothing */
+    ck_assert_float_eq(vals[0], 0.0f);
+    ck_assert_float_eq(vals[3], 3.0f);
+    send_raw(d, TRAIN_PS_BYE, 0, 0, 0, inc, NULL, (size_t)-1, NULL, (size_t)-1);
+    raw_session = 0;
+    pthread_join(sr.tid, NULL);
+    ck_assert_msg(sr.rc == 0, "%s", sr.err.msg);
+    ck_assert_uint_eq(sr.st.pushes, 2);
+    ck_assert_uint_eq(sr.st.empty_pushes, 2);
+    ck_assert_uint_eq(sr.st.global_step, 2);
+    ck_assert_uint_eq(sr.st.bad_messages, 3);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 /* A raw PULL to learn a server's incarnation. */
 static uint64_t incarnation_of(void *d)
 {
@@ -1495,6 +1583,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_curve_link);
     tcase_add_test(tc, test_restarted_worker_and_lost_count);
     tcase_add_test(tc, test_push_positions_and_resume);
+    tcase_add_test(tc, test_push_of_a_step_with_no_rows);
     tcase_add_test(tc, test_resume_after_a_push_in_flight);
     tcase_add_test(tc, test_ps_checkpoint_files);
     tcase_add_test(tc, test_server_restores_and_checkpoints);

@@ -111,7 +111,9 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *         of it; a session other than the recorded one is adopted)
  *   6  2  0
  *   8  4  worker
- *  12  4  flags: PUSH bit 0, count a global step; PULL bit 0, the final
+ *  12  4  flags: PUSH bit 0, count a global step; PUSH bit 2, a step with
+ *         no rows (its body empty: the position alone is recorded, nothing
+ *         applied, no version or global step counted); PULL bit 0, the final
  *         pull (answered once every worker is done); PULL and BYE bit 1,
  *         the evaluator (worker 0 then names evaluator 0, not a worker: it
  *         reads, it is never counted among the workers, and a PUSH with
@@ -153,6 +155,7 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_WIRE_VERSION 2
 #define TRAIN_PS_MAX_CONFIG 512
 #define TRAIN_PS_FINAL 1u
+#define TRAIN_PS_PUSH_EMPTY 4u           /* PUSH: a step with no rows, its position only */
 #define TRAIN_PS_READ_ONLY 2u            /* PULL, BYE: from the evaluator task, not a worker */
 #define TRAIN_PS_STALENESS_BUCKETS 17    /* staleness 0..15, then 16 or more */
 #define TRAIN_PS_ACK_SKIPPED 0x80000000u /* ACK to a PUSH: applied before the worker's restart, not again */
@@ -299,6 +302,7 @@ struct train_ps_server_stats {
     uint32_t left_early;                /* workers that said BYE before their final pull (failed) */
     uint32_t restarts;                  /* worker restarts adopted (RESUME with another session) */
     uint64_t skipped;                   /* pushes ACKed as applied before a restart, not applied again */
+    uint64_t empty_pushes;              /* steps with no rows: positions recorded, nothing applied */
     uint64_t checkpoints;               /* opts.checkpoint calls that succeeded */
     uint64_t incarnation;               /* this run's random id (nonzero) */
     size_t elements;                    /* floats this server holds */
@@ -353,7 +357,11 @@ int train_ps_client_open_keys(struct train_ps_client **out, void *ctx, const cha
 int train_ps_pull(struct train_ps_client *c, float *params, uint64_t *global_step, struct sl_error *err) SL_MUST_CHECK;
 /* Each server its part of grads (nparams floats), sent to all at once,
  * then every ACK; count_step: server 0 counts a global step. *staleness:
- * the largest over the servers (NULL: not wanted). */
+ * the largest over the servers (NULL: not wanted). grads NULL: a step
+ * with no rows (an empty piece on every replica, as a worker whose shard
+ * ended early gets at its epoch's end): every server records its
+ * position (TRAIN_PS_PUSH_EMPTY) and applies nothing, so the next step's
+ * push is one step after it. */
 int train_ps_push(struct train_ps_client *c, const float *grads, int count_step, uint64_t *staleness,
                   struct sl_error *err) SL_MUST_CHECK;
 /* The final pull: this worker is done; waits (asking every 20 ms, each

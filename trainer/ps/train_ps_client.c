@@ -411,11 +411,14 @@ int train_ps_push(struct train_ps_client *c, const float *grads, int count_step,
     client_input_position_encode(&c->next, pos);
     int rc = 0;
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
-        size_t n = train_ps_elements(c->l, s);
-        train__ps_pack(c->l, s, grads, c->buf);
+        size_t n = grads != NULL ? train_ps_elements(c->l, s) : 0;
+        if (grads != NULL)
+            train__ps_pack(c->l, s, grads, c->buf);
         struct train__ps_hdr h = {.type = TRAIN_PS_PUSH,
                                   .worker = c->worker,
-                                  .flags = count_step && s == 0 ? 1u : 0u,
+                                  .flags = grads == NULL          ? TRAIN_PS_PUSH_EMPTY
+                                           : count_step && s == 0 ? 1u
+                                                                  : 0u,
                                   .version = c->version[s],
                                   .incarnation = c->incarnation[s],
                                   .session = c->session};

@@ -297,9 +297,19 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
         refuse(sv, sock, id, h->worker, st, "a push before any pull");
         return;
     }
-    if (body == NULL || zmq_msg_size(body) != sv->n * sizeof(float)) {
-        snprintf(why, sizeof why, "a push of %zu bytes (this server holds %zu floats: %zu bytes)",
-                 body != NULL ? zmq_msg_size(body) : 0, sv->n, sv->n * sizeof(float));
+    /* a step with no rows: its position, an empty body, no global step */
+    int empty = (h->flags & TRAIN_PS_PUSH_EMPTY) != 0;
+    if (empty && (h->flags & 1u)) {
+        refuse(sv, sock, id, h->worker, st, "a push of a step with no rows that counts a global step");
+        return;
+    }
+    if (body == NULL || zmq_msg_size(body) != (empty ? 0 : sv->n * sizeof(float))) {
+        if (empty)
+            snprintf(why, sizeof why, "a push of a step with no rows carrying %zu bytes (it carries none)",
+                     body != NULL ? zmq_msg_size(body) : 0);
+        else
+            snprintf(why, sizeof why, "a push of %zu bytes (this server holds %zu floats: %zu bytes)",
+                     body != NULL ? zmq_msg_size(body) : 0, sv->n, sv->n * sizeof(float));
         refuse(sv, sock, id, h->worker, st, why);
         return;
     }
@@ -321,7 +331,7 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
      * value is checked before anything is applied */
     const uint8_t *g8 = zmq_msg_data(body);
     float g[256];
-    for (size_t k = 0; k < sv->n; k += 256) {
+    for (size_t k = 0; !empty && k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
         memcpy(g, g8 + k * sizeof(float), m * sizeof(float));
         for (size_t i = 0; i < m; i++)
@@ -371,6 +381,16 @@ static void on_push(struct server *sv, void *sock, zmq_msg_t *id, const struct t
     sv->pos[h->worker] = pos;
     sv->adopted[h->worker] = 0;
     sv->rebase[h->worker] = 0;
+    if (empty) { /* recorded: the worker's next push is one step after it */
+        st->empty_pushes++;
+        struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
+                                  .worker = h->worker,
+                                  .version = st->version,
+                                  .step = st->global_step,
+                                  .incarnation = sv->incarnation};
+        (void)train__ps_send(sock, id, &r, NULL, 0);
+        return;
+    }
     uint64_t stale = st->version - h->version;
     for (size_t k = 0; k < sv->n; k += 256) {
         size_t m = sv->n - k < 256 ? sv->n - k : 256;
