@@ -35,174 +35,32 @@
  * reshape (the epoch-boundary reshape; docs/semantics.md 5.2). */
 #include "train_main_int.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
-#include "sl_endpoint.h"
 #include "sl_log.h"
-#include "sl_peer.h"
-#include "sl_zsock.h"
 #include "train_elastic.h"
 
-#define ACK_EVERY_NS 1000000000u /* worker 0 repeats a waiting joiner's ACK: it knows worker 0 is alive */
 #define CLIENT_RETRY_MS 100
 
 struct trainer_elastic {
-    void *ctx, *sock; /* worker 0: a ROUTER on --elastic; the others: a DEALER to it */
-    int coordinator;
-    struct train_elastic_coord coord; /* worker 0 */
-    char config[TRAIN_ELASTIC_MAX_CONFIG + 1];
-    uint32_t gen;      /* the world this member is in */
-    int leave_noted;   /* the leave flag was acted on */
-    uint64_t epoch;    /* of the newest step received */
-    uint64_t acked_ns; /* worker 0: when the waiting joiners were last sent their ACK */
-    uint64_t deferred; /* worker 0: 1 + the epoch a deferral was last logged for, and why (defer_why) */
+    struct trainer_elastic_ep ep; /* the coordinator endpoint (train_main_elastic_coord.c) */
+    uint64_t deferred;            /* worker 0: 1 + the epoch a deferral was last logged for, and why (defer_why) */
     int defer_why;
-    unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
 };
-
-/* ---- messages ---- */
-
-static int send_msg(struct trainer_elastic *el, const void *id, size_t idlen, const struct train_elastic_msg *m,
-                    struct sl_error *err)
-{
-    size_t n = train_elastic_encode(el->buf, sizeof el->buf, m);
-    if (n == 0)
-        return sl_error_set(err, SL_EINVAL, "elastic: a message of type %u does not fit its limits", m->type);
-    /* the ROUTER is ZMQ_ROUTER_MANDATORY: a peer whose connection is gone
-     * (a joiner that died while it waited) fails the send */
-    if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        int e = zmq_errno(); /* EHOSTUNREACH: gone; EAGAIN: its queue is full, it is slow, not gone */
-        return sl_error_set(err, e == EHOSTUNREACH ? SL_ECLOSED : SL_EIO, "elastic: %s (%s)",
-                            e == EHOSTUNREACH ? "the peer is gone" : "cannot send to the peer now", zmq_strerror(e));
-    }
-    if (zmq_send(el->sock, el->buf, n, id != NULL ? ZMQ_DONTWAIT : 0) < 0 && id == NULL)
-        return sl_error_set(err, SL_EIO, "elastic: cannot send to worker 0: %s", zmq_strerror(zmq_errno()));
-    return 0;
-}
-
-/* One message within ms (0: only one already waiting): 0 with it decoded
- * into *m (the frame copied to el->buf, where its strings point), and on
- * the ROUTER the sender's routing id in id (*idlen); SL_ETIMEOUT when none
- * came; SL_EPROTO with the reason for a malformed one (read and dropped);
- * SL_EIO. */
-static int recv_msg(struct trainer_elastic *el, int ms, unsigned char *id, size_t *idlen, struct train_elastic_msg *m,
-                    struct sl_error *err)
-{
-    zmq_pollitem_t it = {el->sock, 0, ZMQ_POLLIN, 0};
-    int rc = zmq_poll(&it, 1, ms);
-    if (rc < 0 && zmq_errno() == EINTR)
-        return SL_ETIMEOUT;
-    if (rc < 0)
-        return sl_error_set(err, SL_EIO, "elastic: zmq_poll: %s", zmq_strerror(zmq_errno()));
-    if (rc == 0)
-        return SL_ETIMEOUT;
-    const char *bad = NULL;
-    if (el->coordinator) { /* the routing id ZeroMQ puts first (at most 255 bytes) */
-        int n = zmq_recv(el->sock, id, 256, ZMQ_DONTWAIT);
-        if (n < 0)
-            return SL_ETIMEOUT;
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(el->sock, ZMQ_RCVMORE, &more, &ml);
-        if (!more)
-            return SL_ETIMEOUT;
-        bad = n > 256 ? "a routing id over 256 bytes" : NULL;
-        *idlen = (size_t)(n > 256 ? 256 : n);
-    }
-    zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, el->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
-        return SL_ETIMEOUT;
-    }
-    int more = zmq_msg_more(&frame);
-    size_t n = zmq_msg_size(&frame);
-    if (bad == NULL)
-        bad = more ? "more than one frame" : n > sizeof el->buf ? "longer than any message" : NULL;
-    if (bad == NULL) {
-        memcpy(el->buf, zmq_msg_data(&frame), n);
-        bad = train_elastic_decode(el->buf, n, m);
-    }
-    zmq_msg_close(&frame);
-    while (more) { /* drop surplus frames */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        more = zmq_msg_recv(&x, el->sock, 0) >= 0 && zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
-    if (bad != NULL)
-        return sl_error_set(err, SL_EPROTO, "elastic: a malformed message %s: %s",
-                            el->coordinator ? "on the coordinator endpoint" : "from worker 0", bad);
-    return 0;
-}
 
 /* ---- setup ---- */
 
-static uint32_t window_credits(const struct trainer *t);
-
 static int elastic_socket(struct trainer *t, int coordinator, struct sl_error *err)
 {
-    const struct trainer_opts *o = &t->o;
     struct trainer_elastic *el = sl_calloc(1, sizeof *el);
     if (el == NULL)
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     t->el = el;
-    el->coordinator = coordinator;
-    /* the model's config, and the window check_window bounds: a joiner
-     * with another --credits or feeder count is refused by it */
-    trainer_model_config_string(t, el->config, sizeof el->config);
-    size_t cl = strlen(el->config);
-    snprintf(el->config + cl, sizeof el->config - cl, " credits=%u feeders=%zu", window_credits(t), t->feeders.n);
-    if ((el->ctx = zmq_ctx_new()) == NULL)
-        return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    const struct sl_zsock_opts zo = {
-        .linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME, .router_mandatory = coordinator};
-    el->sock = sl_zsock_open(el->ctx, coordinator ? ZMQ_ROUTER : ZMQ_DEALER, &zo, "elastic coordinator", err);
-    if (el->sock == NULL)
-        return SL_EIO;
-    int rc =
-        coordinator ? sl_bind_private(el->sock, o->elastic, NULL, err) : sl_endpoint_connect(el->sock, o->elastic, err);
-    if (rc != 0)
-        sl_error_prefix(err, "elastic: %s: ", o->elastic);
-    return rc;
-}
-
-/* The credits this worker's client gives each feeder (client_open's
- * default when --credits is not given). */
-static uint32_t window_credits(const struct trainer *t)
-{
-    if (t->o.credits != 0)
-        return t->o.credits;
-    return 4u * t->replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4u * t->replicas;
-}
-
-/* The feeders send a worker's END once its last piece is sent, and a
- * feeder whose workers all had their END and said BYE is done: a worker
- * whose window (credits x feeders) held the job's remaining pieces at a
- * boundary would end the job when it closes its client there. The
- * smallest remainder at a boundary is one epoch (none comes after the
- * last one), so the window must hold less than an epoch. 0, or SL_EINVAL
- * saying so. */
-static int check_window(const struct trainer *t, struct sl_error *err)
-{
-    const struct sl_wire_welcome *w = client_welcome(t->cl);
-    uint64_t credits = window_credits(t);
-    uint64_t window = credits * t->feeders.n, epoch = w->steps_per_epoch * t->replicas;
-    if (w->epochs == 0 || window < epoch)
-        return 0;
-    return sl_error_set(err, SL_EINVAL,
-                        "elastic: this worker's window of %" PRIu64 " pieces (--credits %" PRIu64 " x %zu feeders) "
-                        "holds a whole epoch (%" PRIu64 " steps x %u replicas): the feeders could send the job's end "
-                        "before a change, and take the old workers' goodbye at it for the job's end; give --credits "
-                        "below %" PRIu64,
-                        window, credits, t->feeders.n, w->steps_per_epoch, t->replicas,
-                        (epoch + t->feeders.n - 1) / t->feeders.n);
+    return trainer_elastic_ep_open(t, &el->ep, coordinator, err);
 }
 
 /* A member of the world the job started with, after trainer_start: worker
@@ -212,19 +70,11 @@ int trainer_elastic_open(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
-    int rc = check_window(t, &err);
+    int rc = trainer_elastic_check_window(t, &err);
     if (rc == 0)
         rc = elastic_socket(t, o->worker == 0, &err);
-    if (rc == 0 && o->worker == 0) {
-        struct train_elastic_coord *c = &t->el->coord;
-        c->job = o->job;
-        c->config = t->el->config;
-        c->endpoint = o->elastic;
-        c->replicas = t->replicas;
-        c->max_workers = o->elastic_max_workers;
-        c->epochs = client_welcome(t->cl)->epochs;
-        rc = train_elastic_coord_init(c, (const char *const *)t->ring_eps.items, o->workers, &err);
-    }
+    if (rc == 0 && o->worker == 0)
+        rc = trainer_elastic_ep_book(t, &t->el->ep, (const char *const *)t->ring_eps.items, o->workers, &err);
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
         return 1;
@@ -241,128 +91,22 @@ void trainer_elastic_close(struct trainer *t)
     struct trainer_elastic *el = t->el;
     if (el == NULL)
         return;
-    if (el->coordinator && el->sock != NULL) { /* joiners still waiting: the job has no boundary left */
-        struct sl_error why = {0};
-        sl_error_set(&why, SL_EPROTO, "elastic: the job ended (or worker 0 stopped) before the change");
-        for (uint32_t k = 0; k < el->coord.njoins; k++) {
-            struct train_elastic_msg m = {
-                .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
-            struct sl_error ignore = {0};
-            (void)send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &m, &ignore);
-        }
-    }
-    if (el->sock != NULL)
-        zmq_close(el->sock);
-    if (el->ctx != NULL)
-        while (zmq_ctx_term(el->ctx) < 0 && zmq_errno() == EINTR) {
-        }
-    train_elastic_coord_free(&el->coord);
+    trainer_elastic_ep_close(&el->ep);
     sl_free(el);
     t->el = NULL;
 }
 
 /* ---- between steps ---- */
 
-static void coordinator_message(struct trainer *t, const unsigned char *id, size_t idlen,
-                                const struct train_elastic_msg *m)
-{
-    struct trainer_elastic *el = t->el;
-    struct sl_error err = {0};
-    if (m->type == TRAIN_ELASTIC_JOIN) {
-        char ep[TRAIN_ELASTIC_MAX_ENDPOINT + 1];
-        snprintf(ep, sizeof ep, "%.*s", (int)m->n[2], m->s[2]);
-        struct train_elastic_msg r = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
-        if (train_elastic_coord_join(&el->coord, m, id, idlen, el->epoch, &err) != 0) {
-            sl_log(SL_LOG_WARN, "%s: refused", err.msg);
-            r = (struct train_elastic_msg){
-                .type = TRAIN_ELASTIC_REFUSE, .gen = el->coord.gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
-        } else {
-            sl_log(SL_LOG_INFO, "elastic: a worker (ring endpoint %s) asks to join in epoch %" PRIu64 ": admitted", ep,
-                   el->epoch);
-        }
-        (void)send_msg(el, id, idlen, &r, &err);
-    } else if (m->type == TRAIN_ELASTIC_LEAVE) {
-        if (train_elastic_coord_leave(&el->coord, m, &err) != 0)
-            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
-        else
-            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave in epoch %" PRIu64 ": let go at the next change",
-                   m->a, el->epoch);
-    } else {
-        sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) on the coordinator endpoint: ignored", m->type);
-    }
-}
-
-/* Worker 0: the waiting joiners' ACK again (they know it is alive); one
- * whose connection is gone is forgotten (a dead joiner in the new world
- * would keep its ring from opening). */
-static void ack_joiners(struct trainer_elastic *el)
-{
-    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
-    for (uint32_t k = 0; k < el->coord.njoins;) {
-        struct sl_error err = {0};
-        if (send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err) == SL_ECLOSED) {
-            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before its change: forgotten",
-                   el->coord.joins[k].ep);
-            train_elastic_coord_drop_join(&el->coord, k);
-        } else {
-            k++;
-        }
-    }
-}
-
-/* The leave flag, acted on once: a member asks worker 0 to let it go;
- * worker 0 says it cannot leave. */
-static void note_leave(struct trainer *t)
-{
-    struct trainer_elastic *el = t->el;
-    if (!trainer_leave_flag || el->leave_noted)
-        return;
-    el->leave_noted = 1;
-    if (el->coordinator) {
-        sl_log(SL_LOG_ERROR,
-               "elastic: worker 0 cannot leave the job: it holds the coordinator endpoint (--elastic %s); it trains "
-               "on (SIGINT, or a second SIGTERM, stops it, and the job with it)",
-               t->o.elastic);
-        return;
-    }
-    struct sl_error err = {0};
-    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_LEAVE, .gen = el->gen, .a = t->o.worker};
-    if (send_msg(el, NULL, 0, &m, &err) != 0)
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-    else
-        sl_log(SL_LOG_INFO, "elastic: SIGTERM: asked worker 0 to let worker %u go at the next change", t->o.worker);
-}
+static const struct trainer_elastic_hooks ring_hooks = {
+    .joiner = "ring endpoint ", .admitted = "", .change = "the next change"};
 
 /* Between steps: the requests waiting on worker 0's endpoint, the leave
  * flag. `epoch`: the newest step's. Never blocks. */
 void trainer_elastic_poll(struct trainer *t, uint64_t epoch)
 {
-    struct trainer_elastic *el = t->el;
-    if (el == NULL)
-        return;
-    el->epoch = epoch;
-    note_leave(t);
-    if (!el->coordinator)
-        return;
-    unsigned char id[256];
-    size_t idlen = 0;
-    struct train_elastic_msg m;
-    struct sl_error err = {0};
-    for (int k = 0; k < 64; k++) { /* a bounded batch: a flood waits for the next step */
-        int rc = recv_msg(el, 0, id, &idlen, &m, &err);
-        if (rc == SL_ETIMEOUT)
-            break;
-        if (rc != 0) {
-            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
-            continue;
-        }
-        coordinator_message(t, id, idlen, &m);
-    }
-    uint64_t now = sl_clock_ns();
-    if (el->coord.njoins > 0 && now - el->acked_ns >= ACK_EVERY_NS) {
-        el->acked_ns = now;
-        ack_joiners(el);
-    }
+    if (t->el != NULL)
+        trainer_elastic_ep_poll(t, &t->el->ep, &ring_hooks, epoch);
 }
 
 /* Whether step s ends an epoch after which a change may come (not the
@@ -387,9 +131,9 @@ int trainer_elastic_changes_after(const struct trainer *t, const struct staged_s
 static int admit_now(struct trainer *t, uint64_t epoch, uint64_t step)
 {
     struct trainer_elastic *el = t->el;
-    const struct train_elastic_coord *c = &el->coord;
+    const struct train_elastic_coord *c = &el->ep.coord;
     const struct sl_wire_welcome *w = client_welcome(t->cl);
-    uint64_t window = (uint64_t)window_credits(t) * t->feeders.n, left = 0;
+    uint64_t window = (uint64_t)trainer_elastic_window_credits(t) * t->feeders.n, left = 0;
     int changed = t->transition.from_workers != 0 && t->transition.from_epoch == epoch;
     int why = train_elastic_defer(c, epoch, step, w->steps_per_epoch, w->epochs, changed, window, &left);
     if (why == 0)
@@ -433,7 +177,7 @@ static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *p
                             uint32_t *size, char *list, size_t cap, struct sl_error *err)
 {
     struct trainer_elastic *el = t->el;
-    struct train_elastic_coord *c = &el->coord;
+    struct train_elastic_coord *c = &el->ep.coord;
     uint32_t old = c->size, *rank = sl_calloc(old, sizeof *rank), late = 0;
     unsigned char *synced = sl_calloc(old, 1), *late_leave = sl_calloc(old, 1), (*ids)[256] = sl_calloc(old, 256);
     size_t *idlens = sl_calloc(old, sizeof *idlens);
@@ -460,7 +204,7 @@ static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *p
         unsigned char id[256];
         size_t idlen = 0;
         struct train_elastic_msg m;
-        int r = recv_msg(el, 250, id, &idlen, &m, err);
+        int r = trainer_elastic_recv(&el->ep, 250, id, &idlen, &m, err);
         if (r == SL_ETIMEOUT)
             continue;
         if (r != 0) {
@@ -484,7 +228,7 @@ static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *p
                          place->f, place->c);
             struct train_elastic_msg r2 = {
                 .type = TRAIN_ELASTIC_REFUSE, .s = {why.msg}, .n = {(uint32_t)strlen(why.msg)}};
-            (void)send_msg(el, id, idlen, &r2, err);
+            (void)trainer_elastic_send(&el->ep, id, idlen, &r2, err);
         } else {
             sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the change: ignored", m.type);
         }
@@ -499,12 +243,12 @@ static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *p
     w.n[0] = (uint32_t)strlen(list);
     for (uint32_t k = 1; rc == 0 && k < old; k++) {
         w.a = rank[k];
-        if ((rc = send_msg(el, ids[k], idlens[k], &w, err)) != 0)
+        if ((rc = trainer_elastic_send(&el->ep, ids[k], idlens[k], &w, err)) != 0)
             sl_error_prefix(err, "the new world to worker %u: ", k);
     }
     for (uint32_t k = 0; rc == 0 && k < c->njoins; k++) {
         w.a = *size - c->njoins + k; /* after the members that stay */
-        if ((rc = send_msg(el, c->joins[k].id, c->joins[k].idlen, &w, err)) != 0)
+        if ((rc = trainer_elastic_send(&el->ep, c->joins[k].id, c->joins[k].idlen, &w, err)) != 0)
             sl_error_prefix(err, "the new world to the joining worker (%s): ", c->joins[k].ep);
     }
     if (rc == 0)
@@ -521,12 +265,12 @@ static int coordinator_sync(struct trainer *t, const struct train_elastic_msg *p
 }
 
 /* A member other than 0: SYNC, and worker 0's WORLD into *w (its strings
- * in el->buf). */
+ * in el->ep.buf). */
 static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl_error *err)
 {
     struct trainer_elastic *el = t->el;
-    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_SYNC, .gen = el->gen, .a = t->o.worker};
-    int rc = send_msg(el, NULL, 0, &m, err);
+    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_SYNC, .gen = el->ep.gen, .a = t->o.worker};
+    int rc = trainer_elastic_send(&el->ep, NULL, 0, &m, err);
     uint64_t deadline = sl_clock_ns() + (uint64_t)t->o.rendezvous_timeout_s * 1000000000u;
     while (rc == 0) {
         if (trainer_stop_flag)
@@ -534,7 +278,7 @@ static int member_sync(struct trainer *t, struct train_elastic_msg *w, struct sl
         if (sl_clock_ns() >= deadline)
             return sl_error_set(err, SL_ETIMEOUT, "elastic: worker 0 (%s) did not send the new world within %u s",
                                 t->o.elastic, t->o.rendezvous_timeout_s);
-        rc = recv_msg(el, 250, NULL, NULL, w, err);
+        rc = trainer_elastic_recv(&el->ep, 250, NULL, NULL, w, err);
         if (rc == SL_ETIMEOUT) {
             rc = 0;
             continue;
@@ -652,7 +396,7 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
             return rc;
         }
     }
-    if ((rc = open_client_reshaped(t, w, err)) != 0 || (rc = check_window(t, err)) != 0)
+    if ((rc = open_client_reshaped(t, w, err)) != 0 || (rc = trainer_elastic_check_window(t, err)) != 0)
         return rc;
     if (o->trace != NULL && (rc = trainer_check_trace_feature(client_welcome(t->cl), o->feature, err)) != 0)
         return rc; /* a joiner's first WELCOME */
@@ -677,10 +421,10 @@ float trainer_elastic_want(struct trainer *t, const struct staged_step *s)
     int at_end = (s->flags & SL_WIRE_PIECE_LAST_STEP) != 0;
     uint64_t epoch = at_end ? s->epoch + 1 : s->epoch, step = at_end ? 0 : s->step + 1;
     trainer_elastic_poll(t, s->epoch);
-    int pending = el->coordinator && train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
+    int pending = el->ep.coordinator && train_elastic_coord_pending(&el->ep.coord) && admit_now(t, epoch, step);
     if (pending) { /* only live joiners are counted in (a deferred change's are checked once a second) */
-        ack_joiners(el);
-        pending = train_elastic_coord_pending(&el->coord) && admit_now(t, epoch, step);
+        trainer_elastic_ack_joiners(&el->ep);
+        pending = train_elastic_coord_pending(&el->ep.coord) && admit_now(t, epoch, step);
     }
     return pending ? 1.0f : 0.0f;
 }
@@ -722,8 +466,8 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     t->ring = NULL;
     uint32_t rank = 0, size = 0, old = o->workers;
     struct train_elastic_msg w = {0};
-    if (el->coordinator) {
-        w = world_place(t, epoch, step, T, old, train_elastic_coord_next_size(&el->coord));
+    if (el->ep.coordinator) {
+        w = world_place(t, epoch, step, T, old, train_elastic_coord_next_size(&el->ep.coord));
         rc = coordinator_sync(t, &w, steps, np, &size, list, sizeof list, &err);
         w.d = steps;
         w.s[0] = list;
@@ -750,11 +494,11 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
            "elastic: before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
            "): %u workers -> %u; worker %u is now worker %u of %u (ring %.*s)",
            step, epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
-    /* the endpoint list is in el->buf (a member's) or list: copied first */
+    /* the endpoint list is in el->ep.buf (a member's) or list: copied first */
     char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
     size_t n = w.n[0];
     memcpy(copy, w.s[0], n);
-    el->gen++;
+    el->ep.gen++;
     rc = enter_world(t, rank, size, copy, n, &w, state, np, &err);
 out:
     sl_free(state);
@@ -777,10 +521,10 @@ int trainer_elastic_join(struct trainer *t)
     struct train_elastic_msg m = {
         .type = TRAIN_ELASTIC_JOIN,
         .a = t->replicas,
-        .s = {o->job, el ? el->config : "", o->join},
-        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->config) : 0, (uint32_t)strlen(o->join)}};
+        .s = {o->job, el ? el->ep.config : "", o->join},
+        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->ep.config) : 0, (uint32_t)strlen(o->join)}};
     if (rc == 0)
-        rc = send_msg(el, NULL, 0, &m, &err);
+        rc = trainer_elastic_send(&el->ep, NULL, 0, &m, &err);
     if (rc == 0)
         sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the job with ring endpoint %s", o->elastic, o->join);
     uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
@@ -799,7 +543,7 @@ int trainer_elastic_join(struct trainer *t)
                               o->rendezvous_timeout_s);
             break;
         }
-        rc = recv_msg(el, 250, NULL, NULL, &m, &err);
+        rc = trainer_elastic_recv(&el->ep, 250, NULL, NULL, &m, &err);
         if (rc == SL_ETIMEOUT) {
             rc = 0;
             continue;
@@ -818,7 +562,7 @@ int trainer_elastic_join(struct trainer *t)
                 rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory for %" PRIu64 " parameters", m.e);
                 break;
             }
-            el->gen = m.gen;
+            el->ep.gen = m.gen;
             t->start_step = m.d;
             char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
             memcpy(copy, m.s[0], m.n[0]);

@@ -22,6 +22,7 @@
 #include "train_ckpt.h"
 #include "client.h"
 #include "train_device.h"
+#include "train_elastic.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 
@@ -231,6 +232,51 @@ int trainer_run(struct trainer *t);
 int trainer_finish_training(struct trainer *t, int status);
 int trainer_evaluate(struct trainer *t, struct client *ec);
 int trainer_ps_finish(struct trainer *t);
+
+/* ---- train_main_elastic_coord.c: the coordinator endpoint both elastic modes share ---- */
+
+/* A member's end of the coordinator endpoint (--elastic): worker 0's
+ * ROUTER and book, another member's DEALER. */
+struct trainer_elastic_ep {
+    void *ctx, *sock; /* worker 0: a ROUTER on --elastic; the others: a DEALER to it */
+    int coordinator;
+    struct train_elastic_coord coord; /* worker 0 */
+    char config[TRAIN_ELASTIC_MAX_CONFIG + 1];
+    uint32_t gen;      /* the world this member is in */
+    int leave_noted;   /* the leave flag was acted on */
+    uint64_t epoch;    /* of the newest step received */
+    uint64_t acked_ns; /* worker 0: when the waiting joiners were last sent their ACK */
+    unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
+};
+
+/* What differs between the modes in worker 0's handling of a request. */
+struct trainer_elastic_hooks {
+    const char *joiner;   /* the log's words before a joiner's name ("ring endpoint ", or none) */
+    const char *admitted; /* after "admitted" in the log (when the joiner comes in) */
+    const char *change;   /* when a member asking to leave is let go */
+    /* a JOIN's checks before the book's (NULL: none): 0, or the refusal in err */
+    int (*join_check)(struct trainer *t, const struct train_elastic_msg *m, const char *name, struct sl_error *err);
+    /* a JOIN admitted (NULL: nothing more) */
+    void (*joined)(struct trainer *t, const struct train_elastic_msg *m, const char *name);
+    /* another message: 1 when taken, 0 to log it as unexpected (NULL: none taken) */
+    int (*other)(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m);
+};
+
+int trainer_elastic_send(struct trainer_elastic_ep *e, const void *id, size_t idlen, const struct train_elastic_msg *m,
+                         struct sl_error *err);
+int trainer_elastic_recv(struct trainer_elastic_ep *e, int ms, unsigned char *id, size_t *idlen,
+                         struct train_elastic_msg *m, struct sl_error *err);
+uint32_t trainer_elastic_window_credits(const struct trainer *t);
+int trainer_elastic_check_window(const struct trainer *t, struct sl_error *err);
+int trainer_elastic_ep_open(struct trainer *t, struct trainer_elastic_ep *e, int coordinator, struct sl_error *err);
+int trainer_elastic_ep_book(struct trainer *t, struct trainer_elastic_ep *e, const char *const *names, uint32_t n,
+                            struct sl_error *err);
+void trainer_elastic_ep_close(struct trainer_elastic_ep *e);
+void trainer_elastic_ep_message(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
+                                const unsigned char *id, size_t idlen, const struct train_elastic_msg *m);
+void trainer_elastic_ack_joiners(struct trainer_elastic_ep *e);
+void trainer_elastic_ep_poll(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
+                             uint64_t epoch);
 
 /* ---- train_main_elastic.c: workers join and leave at a step boundary (--elastic) ---- */
 

@@ -26,36 +26,23 @@
  * after its epoch's last push. */
 #include "train_main_int.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
-#include "sl_endpoint.h"
 #include "sl_log.h"
-#include "sl_peer.h"
-#include "sl_zsock.h"
 #include "train_elastic.h"
 #include "train_ps.h"
 
-#define ACK_EVERY_NS 1000000000u
 #define CLIENT_RETRY_MS 100
 #define MAX_WAITING 256 /* joiners' sessions kept (the book admits at most --elastic-max-workers) */
 #define MAX_EARLY 1024  /* SYNCs of members that reached the epoch's end before worker 0 */
 
 struct trainer_ps_elastic {
-    void *ctx, *sock;
-    int coordinator;
-    struct train_elastic_coord coord; /* worker 0 */
-    char config[TRAIN_ELASTIC_MAX_CONFIG + 1];
-    uint32_t gen;
-    int leave_noted;
-    uint64_t epoch;
-    uint64_t acked_ns;
-    uint64_t changes; /* worker 0: WORLDs sent to the servers */
+    struct trainer_elastic_ep ep; /* the coordinator endpoint (train_main_elastic_coord.c) */
+    uint64_t changes;             /* worker 0: WORLDs sent to the servers */
     struct {
         char name[TRAIN_ELASTIC_MAX_ENDPOINT + 1];
         uint64_t session;
@@ -68,142 +55,32 @@ struct trainer_ps_elastic {
         size_t idlen;
     } early[MAX_EARLY]; /* worker 0: SYNCs that came while it still trained the epoch */
     uint32_t nearly;
-    unsigned char buf[TRAIN_ELASTIC_MAX_FRAME];
 };
-
-static int send_msg(struct trainer_ps_elastic *el, const void *id, size_t idlen, const struct train_elastic_msg *m,
-                    struct sl_error *err)
-{
-    size_t n = train_elastic_encode(el->buf, sizeof el->buf, m);
-    if (n == 0)
-        return sl_error_set(err, SL_EINVAL, "elastic: a message of type %u does not fit its limits", m->type);
-    if (id != NULL && zmq_send(el->sock, id, idlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        int e = zmq_errno();
-        return sl_error_set(err, e == EHOSTUNREACH ? SL_ECLOSED : SL_EIO, "elastic: %s (%s)",
-                            e == EHOSTUNREACH ? "the peer is gone" : "cannot send to the peer now", zmq_strerror(e));
-    }
-    if (zmq_send(el->sock, el->buf, n, id != NULL ? ZMQ_DONTWAIT : 0) < 0 && id == NULL)
-        return sl_error_set(err, SL_EIO, "elastic: cannot send to worker 0: %s", zmq_strerror(zmq_errno()));
-    return 0;
-}
-
-/* One message within ms: 0 (decoded into *m, the routing id into id on
- * worker 0), SL_ETIMEOUT, SL_EPROTO (malformed: read and dropped), SL_EIO. */
-static int recv_msg(struct trainer_ps_elastic *el, int ms, unsigned char *id, size_t *idlen,
-                    struct train_elastic_msg *m, struct sl_error *err)
-{
-    zmq_pollitem_t it = {el->sock, 0, ZMQ_POLLIN, 0};
-    int rc = zmq_poll(&it, 1, ms);
-    if (rc < 0 && zmq_errno() == EINTR)
-        return SL_ETIMEOUT;
-    if (rc < 0)
-        return sl_error_set(err, SL_EIO, "elastic: zmq_poll: %s", zmq_strerror(zmq_errno()));
-    if (rc == 0)
-        return SL_ETIMEOUT;
-    const char *bad = NULL;
-    if (el->coordinator) {
-        int n = zmq_recv(el->sock, id, 256, ZMQ_DONTWAIT);
-        if (n < 0)
-            return SL_ETIMEOUT;
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(el->sock, ZMQ_RCVMORE, &more, &ml);
-        if (!more)
-            return SL_ETIMEOUT;
-        bad = n > 256 ? "a routing id over 256 bytes" : NULL;
-        *idlen = (size_t)(n > 256 ? 256 : n);
-    }
-    zmq_msg_t frame;
-    zmq_msg_init(&frame);
-    if (zmq_msg_recv(&frame, el->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&frame);
-        return SL_ETIMEOUT;
-    }
-    int more = zmq_msg_more(&frame);
-    size_t n = zmq_msg_size(&frame);
-    if (bad == NULL)
-        bad = more ? "more than one frame" : n > sizeof el->buf ? "longer than any message" : NULL;
-    if (bad == NULL) {
-        memcpy(el->buf, zmq_msg_data(&frame), n);
-        bad = train_elastic_decode(el->buf, n, m);
-    }
-    zmq_msg_close(&frame);
-    while (more) {
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        more = zmq_msg_recv(&x, el->sock, 0) >= 0 && zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
-    if (bad != NULL)
-        return sl_error_set(err, SL_EPROTO, "elastic: a malformed message %s: %s",
-                            el->coordinator ? "on the coordinator endpoint" : "from worker 0", bad);
-    return 0;
-}
 
 /* At the epoch's end, waiting for worker 0 or the members: a message
  * within about 100 ms, the feeders' connections kept alive meanwhile (a
  * worker that waits past --timeout-ms for the slowest would otherwise be
- * dropped by its feeders). As recv_msg; a feeder lost: its error. */
+ * dropped by its feeders). As trainer_elastic_recv; a feeder lost: its error. */
 static int recv_alive(struct trainer *t, unsigned char *id, size_t *idlen, struct train_elastic_msg *m,
                       struct sl_error *err)
 {
-    int rc = recv_msg(t->pel, 0, id, idlen, m, err);
+    int rc = trainer_elastic_recv(&t->pel->ep, 0, id, idlen, m, err);
     if (rc != SL_ETIMEOUT || t->cl == NULL)
-        return rc == SL_ETIMEOUT ? recv_msg(t->pel, 100, id, idlen, m, err) : rc;
+        return rc == SL_ETIMEOUT ? trainer_elastic_recv(&t->pel->ep, 100, id, idlen, m, err) : rc;
     if ((rc = client_keepalive(t->cl, 100, err)) != 0)
         return sl_error_prefix(err, "elastic: at the epoch's end: ");
-    return recv_msg(t->pel, 0, id, idlen, m, err);
-}
-
-static uint32_t window_credits(const struct trainer *t)
-{
-    if (t->o.credits != 0)
-        return t->o.credits;
-    return 4u * t->replicas < CLIENT_DEFAULT_CREDITS ? CLIENT_DEFAULT_CREDITS : 4u * t->replicas;
-}
-
-/* The window rule of docs/trainer.md ("Elastic workers"): a worker whose
- * window (credits x feeders) holds a whole epoch could have had the job's
- * END before the boundary, and its goodbye there would end the job. */
-static int check_window(const struct trainer *t, struct sl_error *err)
-{
-    const struct sl_wire_welcome *w = client_welcome(t->cl);
-    uint64_t credits = window_credits(t);
-    uint64_t window = credits * t->feeders.n, epoch = w->steps_per_epoch * t->replicas;
-    if (w->epochs == 0 || window < epoch)
-        return 0;
-    return sl_error_set(err, SL_EINVAL,
-                        "elastic: this worker's window of %" PRIu64 " pieces (--credits %" PRIu64 " x %zu feeders) "
-                        "holds a whole epoch (%" PRIu64 " steps x %u replicas): the feeders could send the job's end "
-                        "before a change, and take the old workers' goodbye at it for the job's end; give --credits "
-                        "below %" PRIu64,
-                        window, credits, t->feeders.n, w->steps_per_epoch, t->replicas,
-                        (epoch + t->feeders.n - 1) / t->feeders.n);
+    return trainer_elastic_recv(&t->pel->ep, 0, id, idlen, m, err);
 }
 
 static int open_socket(struct trainer *t, int coordinator, struct sl_error *err)
 {
-    const struct trainer_opts *o = &t->o;
     struct trainer_ps_elastic *el = sl_calloc(1, sizeof *el);
     if (el == NULL)
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     t->pel = el;
-    el->coordinator = coordinator;
-    trainer_model_config_string(t, el->config, sizeof el->config);
-    size_t cl = strlen(el->config);
-    snprintf(el->config + cl, sizeof el->config - cl, " credits=%u feeders=%zu ps=%zu", window_credits(t), t->feeders.n,
-             t->ps_eps.n);
-    if ((el->ctx = zmq_ctx_new()) == NULL)
-        return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    const struct sl_zsock_opts zo = {
-        .linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME, .router_mandatory = coordinator};
-    el->sock = sl_zsock_open(el->ctx, coordinator ? ZMQ_ROUTER : ZMQ_DEALER, &zo, "elastic coordinator", err);
-    if (el->sock == NULL)
-        return SL_EIO;
-    int rc =
-        coordinator ? sl_bind_private(el->sock, o->elastic, NULL, err) : sl_endpoint_connect(el->sock, o->elastic, err);
-    if (rc != 0)
-        sl_error_prefix(err, "elastic: %s: ", o->elastic);
+    int rc = trainer_elastic_ep_open(t, &el->ep, coordinator, err);
+    size_t cl = strlen(el->ep.config); /* a joiner with another server count is refused */
+    snprintf(el->ep.config + cl, sizeof el->ep.config - cl, " ps=%zu", t->ps_eps.n);
     return rc;
 }
 
@@ -211,17 +88,10 @@ int trainer_ps_elastic_open(struct trainer *t)
 {
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
-    int rc = check_window(t, &err);
+    int rc = trainer_elastic_check_window(t, &err);
     if (rc == 0)
         rc = open_socket(t, o->worker == 0, &err);
     if (rc == 0 && o->worker == 0) {
-        struct train_elastic_coord *c = &t->pel->coord;
-        c->job = o->job;
-        c->config = t->pel->config;
-        c->endpoint = o->elastic;
-        c->replicas = t->replicas;
-        c->max_workers = o->elastic_max_workers;
-        c->epochs = client_welcome(t->cl)->epochs;
         char(*names)[32] = sl_calloc(o->workers, sizeof *names);
         const char **np = sl_calloc(o->workers, sizeof *np);
         if (names == NULL || np == NULL)
@@ -231,7 +101,7 @@ int trainer_ps_elastic_open(struct trainer *t)
             np[k] = names[k];
         }
         if (rc == 0)
-            rc = train_elastic_coord_init(c, np, o->workers, &err);
+            rc = trainer_elastic_ep_book(t, &t->pel->ep, np, o->workers, &err);
         sl_free(names);
         sl_free(np);
     }
@@ -252,135 +122,59 @@ void trainer_ps_elastic_close(struct trainer *t)
     struct trainer_ps_elastic *el = t->pel;
     if (el == NULL)
         return;
-    if (el->coordinator && el->sock != NULL) {
-        const char *why = "elastic: the job ended (or worker 0 stopped) before the change";
-        for (uint32_t k = 0; k < el->coord.njoins; k++) {
-            struct train_elastic_msg m = {.type = TRAIN_ELASTIC_REFUSE, .s = {why}, .n = {(uint32_t)strlen(why)}};
-            struct sl_error ignore = {0};
-            (void)send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &m, &ignore);
-        }
-    }
-    if (el->sock != NULL)
-        zmq_close(el->sock);
-    if (el->ctx != NULL)
-        while (zmq_ctx_term(el->ctx) < 0 && zmq_errno() == EINTR) {
-        }
-    train_elastic_coord_free(&el->coord);
+    trainer_elastic_ep_close(&el->ep);
     sl_free(el);
     t->pel = NULL;
 }
 
-/* Worker 0: a JOIN (its session in c) or a LEAVE. */
-static void coordinator_message(struct trainer *t, const unsigned char *id, size_t idlen,
-                                const struct train_elastic_msg *m)
+/* Worker 0, a JOIN: its session (in c), and room to keep it. */
+static int join_check(struct trainer *t, const struct train_elastic_msg *m, const char *name, struct sl_error *err)
 {
     struct trainer_ps_elastic *el = t->pel;
-    struct sl_error err = {0};
-    if (m->type == TRAIN_ELASTIC_JOIN) {
-        char name[TRAIN_ELASTIC_MAX_ENDPOINT + 1];
-        snprintf(name, sizeof name, "%.*s", (int)m->n[2], m->s[2]);
-        struct train_elastic_msg r = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
-        int rc = m->c == 0 ? sl_error_set(&err, SL_EPROTO, "elastic: the joining worker (%s) sent no session", name)
-                 : el->nwaiting >= MAX_WAITING
-                     ? sl_error_set(&err, SL_EPROTO, "elastic: %u joining workers wait already", el->nwaiting)
-                     : train_elastic_coord_join(&el->coord, m, id, idlen, el->epoch, &err);
-        if (rc != 0) {
-            sl_log(SL_LOG_WARN, "%s: refused", err.msg);
-            r = (struct train_elastic_msg){
-                .type = TRAIN_ELASTIC_REFUSE, .gen = el->coord.gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
-        } else {
-            uint32_t k = 0; /* a joiner that went away and was forgotten may come again under its name */
-            while (k < el->nwaiting && strcmp(el->waiting[k].name, name) != 0)
-                k++;
-            memcpy(el->waiting[k].name, name, sizeof name);
-            el->waiting[k].session = m->c;
-            el->nwaiting += k == el->nwaiting;
-            sl_log(SL_LOG_INFO, "elastic: a worker (%s) asks to join in epoch %" PRIu64 ": admitted at the epoch's end",
-                   name, el->epoch);
-        }
-        (void)send_msg(el, id, idlen, &r, &err);
-    } else if (m->type == TRAIN_ELASTIC_SYNC && m->gen == el->coord.gen && m->a < el->coord.size && m->c != 0 &&
-               el->nearly < MAX_EARLY && idlen <= sizeof el->early[0].id) {
-        /* a member at the epoch's end before worker 0: kept for coordinator_sync */
-        el->early[el->nearly].rank = m->a;
-        el->early[el->nearly].session = m->c;
-        memcpy(el->early[el->nearly].id, id, idlen);
-        el->early[el->nearly++].idlen = idlen;
-    } else if (m->type == TRAIN_ELASTIC_LEAVE) {
-        if (train_elastic_coord_leave(&el->coord, m, &err) != 0)
-            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
-        else
-            sl_log(SL_LOG_INFO, "elastic: worker %u asks to leave in epoch %" PRIu64 ": let go at the epoch's end",
-                   m->a, el->epoch);
-    } else {
-        sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) on the coordinator endpoint: ignored", m->type);
-    }
+    return m->c == 0 ? sl_error_set(err, SL_EPROTO, "elastic: the joining worker (%s) sent no session", name)
+           : el->nwaiting >= MAX_WAITING
+               ? sl_error_set(err, SL_EPROTO, "elastic: %u joining workers wait already", el->nwaiting)
+               : 0;
 }
 
-static void ack_joiners(struct trainer_ps_elastic *el)
-{
-    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = el->coord.gen, .c = el->epoch};
-    for (uint32_t k = 0; k < el->coord.njoins;) {
-        struct sl_error err = {0};
-        if (send_msg(el, el->coord.joins[k].id, el->coord.joins[k].idlen, &a, &err) == SL_ECLOSED) {
-            sl_log(SL_LOG_WARN, "elastic: the joining worker (%s) went away before its change: forgotten",
-                   el->coord.joins[k].ep);
-            train_elastic_coord_drop_join(&el->coord, k);
-        } else {
-            k++;
-        }
-    }
-}
-
-static void note_leave(struct trainer *t)
+/* Worker 0, a JOIN admitted: its session kept, by name. */
+static void joined(struct trainer *t, const struct train_elastic_msg *m, const char *name)
 {
     struct trainer_ps_elastic *el = t->pel;
-    if (!trainer_leave_flag || el->leave_noted)
-        return;
-    el->leave_noted = 1;
-    if (el->coordinator) {
-        sl_log(SL_LOG_ERROR,
-               "elastic: worker 0 cannot leave the job: it holds the coordinator endpoint (--elastic %s); it trains "
-               "on (SIGINT, or a second SIGTERM, stops it, and the job with it)",
-               t->o.elastic);
-        return;
-    }
-    struct sl_error err = {0};
-    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_LEAVE, .gen = el->gen, .a = t->o.worker};
-    if (send_msg(el, NULL, 0, &m, &err) != 0)
-        sl_log(SL_LOG_ERROR, "%s", err.msg);
-    else
-        sl_log(SL_LOG_INFO, "elastic: SIGTERM: asked worker 0 to let worker %u go at the epoch's end", t->o.worker);
+    uint32_t k = 0; /* a joiner that went away and was forgotten may come again under its name */
+    while (k < el->nwaiting && strcmp(el->waiting[k].name, name) != 0)
+        k++;
+    snprintf(el->waiting[k].name, sizeof el->waiting[k].name, "%s", name);
+    el->waiting[k].session = m->c;
+    el->nwaiting += k == el->nwaiting;
 }
+
+/* Worker 0, a member's SYNC at the epoch's end before worker 0's: kept for
+ * coordinator_sync. 1 when taken. */
+static int early_sync(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m)
+{
+    struct trainer_ps_elastic *el = t->pel;
+    if (!(m->type == TRAIN_ELASTIC_SYNC && m->gen == el->ep.coord.gen && m->a < el->ep.coord.size && m->c != 0 &&
+          el->nearly < MAX_EARLY && idlen <= sizeof el->early[0].id))
+        return 0;
+    el->early[el->nearly].rank = m->a;
+    el->early[el->nearly].session = m->c;
+    memcpy(el->early[el->nearly].id, id, idlen);
+    el->early[el->nearly++].idlen = idlen;
+    return 1;
+}
+
+static const struct trainer_elastic_hooks ps_hooks = {.joiner = "",
+                                                      .admitted = " at the epoch's end",
+                                                      .change = "the epoch's end",
+                                                      .join_check = join_check,
+                                                      .joined = joined,
+                                                      .other = early_sync};
 
 void trainer_ps_elastic_poll(struct trainer *t, uint64_t epoch)
 {
-    struct trainer_ps_elastic *el = t->pel;
-    if (el == NULL)
-        return;
-    el->epoch = epoch;
-    note_leave(t);
-    if (!el->coordinator)
-        return;
-    unsigned char id[256];
-    size_t idlen = 0;
-    struct train_elastic_msg m;
-    struct sl_error err = {0};
-    for (int k = 0; k < 64; k++) {
-        int rc = recv_msg(el, 0, id, &idlen, &m, &err);
-        if (rc == SL_ETIMEOUT)
-            break;
-        if (rc != 0) {
-            sl_log(SL_LOG_WARN, "%s: ignored", err.msg);
-            continue;
-        }
-        coordinator_message(t, id, idlen, &m);
-    }
-    uint64_t now = sl_clock_ns();
-    if (el->coord.njoins > 0 && now - el->acked_ns >= ACK_EVERY_NS) {
-        el->acked_ns = now;
-        ack_joiners(el);
-    }
+    if (t->pel != NULL)
+        trainer_elastic_ep_poll(t, &t->pel->ep, &ps_hooks, epoch);
 }
 
 int trainer_ps_elastic_after(const struct trainer *t, const struct staged_step *s)
@@ -406,7 +200,7 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
                             struct train_elastic_msg *w, struct sl_error *err)
 {
     struct trainer_ps_elastic *el = t->pel;
-    struct train_elastic_coord *c = &el->coord;
+    struct train_elastic_coord *c = &el->ep.coord;
     uint32_t old = c->size, left = old - 1, size = 0;
     uint32_t *rank = sl_calloc(old, sizeof *rank);
     uint64_t *ses = sl_calloc(old, sizeof *ses);
@@ -465,13 +259,14 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
             sl_log(SL_LOG_WARN, "elastic: a SYNC of worker %u (world %u) at epoch %" PRIu64 "'s end: ignored", m.a,
                    m.gen, next - 1);
         } else if (m.type == TRAIN_ELASTIC_JOIN || m.type == TRAIN_ELASTIC_LEAVE) {
-            coordinator_message(t, id, idlen, &m); /* counted in this change: every member is at the boundary */
+            trainer_elastic_ep_message(t, &el->ep, &ps_hooks, id, idlen,
+                                       &m); /* counted in this change: every member is at the boundary */
         } else {
             sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) at the epoch's end: ignored", m.type);
         }
     }
     if (rc == 0 && train_elastic_coord_pending(c)) {
-        ack_joiners(el); /* only live joiners come in */
+        trainer_elastic_ack_joiners(&el->ep); /* only live joiners come in */
     }
     int change = rc == 0 && train_elastic_coord_pending(c);
     if (change)
@@ -488,7 +283,7 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
             rc = sl_error_set(err, SL_EPROTO, "elastic: no session kept for the joining worker (%s)", c->joins[k].ep);
     }
     if (change && rc == 0) {
-        rc = train_ps_world(el->ctx, (const char *const *)t->ps_eps.items, (uint32_t)t->ps_eps.n, t->ps_session,
+        rc = train_ps_world(el->ep.ctx, (const char *const *)t->ps_eps.items, (uint32_t)t->ps_eps.n, t->ps_session,
                             el->changes + 1, next, mem, size, (int)t->o.timeout_ms, t->have_curve ? &t->curve : NULL,
                             err);
         if (rc == 0)
@@ -504,13 +299,13 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
     for (uint32_t k = 1; rc == 0 && k < old; k++) {
         a.a = change ? rank[k] : k;
         a.k = change && rank[k] != TRAIN_ELASTIC_RELEASED ? ses[k] : 0;
-        if ((rc = send_msg(el, ids[k], idlens[k], &a, err)) != 0)
+        if ((rc = trainer_elastic_send(&el->ep, ids[k], idlens[k], &a, err)) != 0)
             sl_error_prefix(err, "the new world to worker %u: ", k);
     }
     for (uint32_t k = 0; change && rc == 0 && k < c->njoins; k++) {
         a.a = size - c->njoins + k;
         a.k = mem[a.a].session;
-        if ((rc = send_msg(el, c->joins[k].id, c->joins[k].idlen, &a, err)) != 0)
+        if ((rc = trainer_elastic_send(&el->ep, c->joins[k].id, c->joins[k].idlen, &a, err)) != 0)
             sl_error_prefix(err, "the new world to the joining worker (%s): ", c->joins[k].ep);
     }
     if (change && rc == 0) {
@@ -531,8 +326,8 @@ static int coordinator_sync(struct trainer *t, uint64_t next, uint64_t steps, ui
 static int member_sync(struct trainer *t, uint64_t mine, struct train_elastic_msg *w, struct sl_error *err)
 {
     struct trainer_ps_elastic *el = t->pel;
-    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_SYNC, .gen = el->gen, .a = t->o.worker, .c = mine};
-    int rc = send_msg(el, NULL, 0, &m, err);
+    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_SYNC, .gen = el->ep.gen, .a = t->o.worker, .c = mine};
+    int rc = trainer_elastic_send(&el->ep, NULL, 0, &m, err);
     uint64_t deadline = sl_clock_ns() + (uint64_t)t->o.rendezvous_timeout_s * 1000000000u;
     while (rc == 0) {
         if (trainer_stop_flag)
@@ -569,7 +364,7 @@ static int open_client_at(struct trainer *t, uint64_t epoch, struct sl_error *er
     for (;;) {
         int rc = client_open(&t->cl, &t->copts, err);
         if (rc == 0)
-            return check_window(t, err);
+            return trainer_elastic_check_window(t, err);
         t->cl = NULL;
         int again = rc == SL_EPROTO &&
                     (strstr(err->msg, "still connected") != NULL || strstr(err->msg, "try again in a moment") != NULL);
@@ -607,7 +402,7 @@ int trainer_ps_elastic_boundary(struct trainer *t, const struct staged_step *s, 
     uint32_t old = o->workers;
     struct train_elastic_msg w = {0};
     trainer_ps_elastic_poll(t, s->epoch);
-    int rc = el->coordinator ? coordinator_sync(t, next, steps, mine, &w, &err) : member_sync(t, mine, &w, &err);
+    int rc = el->ep.coordinator ? coordinator_sync(t, next, steps, mine, &w, &err) : member_sync(t, mine, &w, &err);
     if (rc != 0 || (w.k == 0 && w.a != TRAIN_ELASTIC_RELEASED))
         goto out; /* no change: the same client and loop go on */
     /* the servers took the new world before any WORLD reached a member:
@@ -626,7 +421,7 @@ int trainer_ps_elastic_boundary(struct trainer *t, const struct staged_step *s, 
     }
     sl_log(SL_LOG_INFO, "elastic: from epoch %" PRIu64 ": %u workers -> %u; worker %u is now worker %u of %u", next,
            old, w.b, o->worker, w.a, w.b);
-    el->gen++;
+    el->ep.gen++;
     rc = enter_world(t, w.a, w.b, next, w.k, &err);
 out:
     if (rc != 0) {
@@ -647,10 +442,10 @@ int trainer_ps_elastic_join(struct trainer *t)
         .type = TRAIN_ELASTIC_JOIN,
         .a = t->replicas,
         .c = session,
-        .s = {o->job, el ? el->config : "", o->join},
-        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->config) : 0, (uint32_t)strlen(o->join)}};
+        .s = {o->job, el ? el->ep.config : "", o->join},
+        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->ep.config) : 0, (uint32_t)strlen(o->join)}};
     if (rc == 0)
-        rc = send_msg(el, NULL, 0, &m, &err);
+        rc = trainer_elastic_send(&el->ep, NULL, 0, &m, &err);
     if (rc == 0)
         sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the parameter-server job as %s", o->elastic,
                o->join);
@@ -669,7 +464,7 @@ int trainer_ps_elastic_join(struct trainer *t)
                               o->rendezvous_timeout_s);
             break;
         }
-        rc = recv_msg(el, 250, NULL, NULL, &m, &err);
+        rc = trainer_elastic_recv(&el->ep, 250, NULL, NULL, &m, &err);
         if (rc == SL_ETIMEOUT) {
             rc = 0;
             continue;
@@ -684,7 +479,7 @@ int trainer_ps_elastic_join(struct trainer *t)
                 sl_log(SL_LOG_INFO, "elastic: admitted in epoch %" PRIu64 ": joining at the epoch's end", m.c);
             acked = 1;
         } else if (m.type == TRAIN_ELASTIC_WORLD && m.a != TRAIN_ELASTIC_RELEASED && m.k == session) {
-            el->gen = m.gen;
+            el->ep.gen = m.gen;
             sl_log(SL_LOG_INFO, "elastic: joined as worker %u of %u from epoch %" PRIu64 " (global step %" PRIu64 ")",
                    m.a, m.b, m.c, m.d);
             rc = enter_world(t, m.a, m.b, m.c, m.k, &err);
