@@ -99,7 +99,7 @@ void trainer_elastic_close(struct trainer *t)
 /* ---- between steps ---- */
 
 static const struct trainer_elastic_hooks ring_hooks = {
-    .joiner = "ring endpoint ", .admitted = "", .change = "the next change"};
+    .joiner = "ring endpoint ", .admitted = "", .change = "the next change", .asking = "job with ring endpoint"};
 
 /* Between steps: the requests waiting on worker 0's endpoint, the leave
  * flag. `epoch`: the newest step's. Never blocks. */
@@ -517,64 +517,22 @@ int trainer_elastic_join(struct trainer *t)
     const struct trainer_opts *o = &t->o;
     struct sl_error err = {0};
     int rc = elastic_socket(t, 0, &err);
-    struct trainer_elastic *el = t->el;
-    struct train_elastic_msg m = {
-        .type = TRAIN_ELASTIC_JOIN,
-        .a = t->replicas,
-        .s = {o->job, el ? el->ep.config : "", o->join},
-        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->ep.config) : 0, (uint32_t)strlen(o->join)}};
+    struct train_elastic_msg m;
     if (rc == 0)
-        rc = trainer_elastic_send(&el->ep, NULL, 0, &m, &err);
-    if (rc == 0)
-        sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the job with ring endpoint %s", o->elastic, o->join);
-    uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
-    int acked = 0;
+        rc = trainer_elastic_ep_join(t, &t->el->ep, &ring_hooks, 0, &m, &err);
     float *state = NULL;
-    while (rc == 0) {
-        if (trainer_leave_flag && !trainer_stop_flag)
-            trainer_stop_flag = SIGTERM; /* not a member yet: nothing to leave, the process stops */
-        if (trainer_stop_flag) {
-            rc = sl_error_set(&err, SL_ECLOSED, "elastic: stopped by a signal while waiting to join");
-            break;
-        }
-        if (sl_clock_ns() - heard >= wait) {
-            rc = sl_error_set(&err, SL_ETIMEOUT, "elastic: worker 0 (%s) %s within %u s", o->elastic,
-                              acked ? "fell silent before the change" : "did not answer the JOIN",
-                              o->rendezvous_timeout_s);
-            break;
-        }
-        rc = trainer_elastic_recv(&el->ep, 250, NULL, NULL, &m, &err);
-        if (rc == SL_ETIMEOUT) {
-            rc = 0;
-            continue;
-        }
-        if (rc != 0)
-            break;
-        heard = sl_clock_ns();
-        if (m.type == TRAIN_ELASTIC_REFUSE) {
-            rc = sl_error_set(&err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)m.n[0], m.s[0], o->elastic);
-        } else if (m.type == TRAIN_ELASTIC_ACK) {
-            if (!acked)
-                sl_log(SL_LOG_INFO, "elastic: admitted in epoch %" PRIu64 ": joining at the next change", m.c);
-            acked = 1;
-        } else if (m.type == TRAIN_ELASTIC_WORLD && m.a != TRAIN_ELASTIC_RELEASED) {
-            if ((state = sl_calloc(2 * (size_t)m.e, sizeof *state)) == NULL) {
-                rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory for %" PRIu64 " parameters", m.e);
-                break;
-            }
-            el->ep.gen = m.gen;
-            t->start_step = m.d;
-            char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
-            memcpy(copy, m.s[0], m.n[0]);
-            sl_log(SL_LOG_INFO,
-                   "elastic: joined as worker %u of %u before step %" PRIu64 " of epoch %" PRIu64
-                   " (global step %" PRIu64 ")",
-                   m.a, m.b, m.f, m.c, m.d);
-            rc = enter_world(t, m.a, m.b, copy, m.n[0], &m, state, (size_t)m.e, &err);
-            break;
-        } else {
-            rc = sl_error_set(&err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", m.type);
-        }
+    if (rc == 0 && (state = sl_calloc(2 * (size_t)m.e, sizeof *state)) == NULL)
+        rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory for %" PRIu64 " parameters", m.e);
+    if (rc == 0) {
+        t->el->ep.gen = m.gen;
+        t->start_step = m.d;
+        char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
+        memcpy(copy, m.s[0], m.n[0]);
+        sl_log(SL_LOG_INFO,
+               "elastic: joined as worker %u of %u before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
+               ")",
+               m.a, m.b, m.f, m.c, m.d);
+        rc = enter_world(t, m.a, m.b, copy, m.n[0], &m, state, (size_t)m.e, &err);
     }
     sl_free(state);
     if (rc != 0) {

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -301,4 +302,59 @@ void trainer_elastic_ep_poll(struct trainer *t, struct trainer_elastic_ep *e, co
         e->acked_ns = now;
         trainer_elastic_ack_joiners(e);
     }
+}
+
+/* ---- joining ---- */
+
+/* A process started with --join, its socket open: the JOIN to worker 0
+ * (with `session` in c; 0: none), then its answers until the WORLD that
+ * takes this process in (and, with a session, names it in k). 0 with that
+ * WORLD in *w (its strings in e->buf); the error of a REFUSE, another
+ * answer, worker 0's silence past --rendezvous-timeout-s or a stop signal. */
+int trainer_elastic_ep_join(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
+                            uint64_t session, struct train_elastic_msg *w, struct sl_error *err)
+{
+    const struct trainer_opts *o = &t->o;
+    struct train_elastic_msg m = {
+        .type = TRAIN_ELASTIC_JOIN,
+        .a = t->replicas,
+        .c = session,
+        .s = {o->job, e->config, o->join},
+        .n = {(uint32_t)strlen(o->job), (uint32_t)strlen(e->config), (uint32_t)strlen(o->join)}};
+    int rc = trainer_elastic_send(e, NULL, 0, &m, err);
+    if (rc == 0)
+        sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the %s %s", o->elastic, h->asking, o->join);
+    uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
+    int acked = 0;
+    while (rc == 0) {
+        if (trainer_leave_flag && !trainer_stop_flag)
+            trainer_stop_flag = SIGTERM; /* not a member yet: nothing to leave, the process stops */
+        if (trainer_stop_flag)
+            return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal while waiting to join");
+        if (sl_clock_ns() - heard >= wait)
+            return sl_error_set(err, SL_ETIMEOUT, "elastic: worker 0 (%s) %s within %u s", o->elastic,
+                                acked ? "fell silent before the change" : "did not answer the JOIN",
+                                o->rendezvous_timeout_s);
+        rc = trainer_elastic_recv(e, 250, NULL, NULL, w, err);
+        if (rc == SL_ETIMEOUT) {
+            rc = 0;
+            continue;
+        }
+        if (rc != 0)
+            break;
+        heard = sl_clock_ns();
+        if (w->type == TRAIN_ELASTIC_REFUSE) {
+            rc = sl_error_set(err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)w->n[0], w->s[0], o->elastic);
+        } else if (w->type == TRAIN_ELASTIC_ACK) {
+            if (!acked)
+                sl_log(SL_LOG_INFO, "elastic: admitted in epoch %" PRIu64 ": joining at %s", w->c, h->change);
+            acked = 1;
+        } else if (w->type == TRAIN_ELASTIC_WORLD && w->a != TRAIN_ELASTIC_RELEASED &&
+                   (session == 0 || w->k == session)) {
+            return 0;
+        } else {
+            rc = sl_error_set(err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", w->type);
+        }
+    }
+    return rc;
 }

@@ -253,7 +253,8 @@ struct trainer_elastic_ep {
 struct trainer_elastic_hooks {
     const char *joiner;   /* the log's words before a joiner's name ("ring endpoint ", or none) */
     const char *admitted; /* after "admitted" in the log (when the joiner comes in) */
-    const char *change;   /* when a member asking to leave is let go */
+    const char *change;   /* when a member asking to leave is let go, a joiner comes in */
+    const char *asking;   /* the JOIN's log line: "asking worker 0 (EP) to join the <asking> <--join>" */
     /* a JOIN's checks before the book's (NULL: none): 0, or the refusal in err */
     int (*join_check)(struct trainer *t, const struct train_elastic_msg *m, const char *name, struct sl_error *err);
     /* a JOIN admitted (NULL: nothing more) */
@@ -275,6 +276,8 @@ void trainer_elastic_ep_close(struct trainer_elastic_ep *e);
 void trainer_elastic_ep_message(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
                                 const unsigned char *id, size_t idlen, const struct train_elastic_msg *m);
 void trainer_elastic_ack_joiners(struct trainer_elastic_ep *e);
+int trainer_elastic_ep_join(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
+                            uint64_t session, struct train_elastic_msg *w, struct sl_error *err);
 void trainer_elastic_ep_poll(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
                              uint64_t epoch);
 

@@ -167,6 +167,7 @@ static int early_sync(struct trainer *t, const unsigned char *id, size_t idlen, 
 static const struct trainer_elastic_hooks ps_hooks = {.joiner = "",
                                                       .admitted = " at the epoch's end",
                                                       .change = "the epoch's end",
+                                                      .asking = "parameter-server job as",
                                                       .join_check = join_check,
                                                       .joined = joined,
                                                       .other = early_sync};
@@ -437,58 +438,16 @@ int trainer_ps_elastic_join(struct trainer *t)
     struct sl_error err = {0};
     uint64_t session = train_ps_draw_id();
     int rc = open_socket(t, 0, &err);
-    struct trainer_ps_elastic *el = t->pel;
-    struct train_elastic_msg m = {
-        .type = TRAIN_ELASTIC_JOIN,
-        .a = t->replicas,
-        .c = session,
-        .s = {o->job, el ? el->ep.config : "", o->join},
-        .n = {(uint32_t)strlen(o->job), el ? (uint32_t)strlen(el->ep.config) : 0, (uint32_t)strlen(o->join)}};
+    struct train_elastic_msg m;
     if (rc == 0)
-        rc = trainer_elastic_send(&el->ep, NULL, 0, &m, &err);
-    if (rc == 0)
-        sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the parameter-server job as %s", o->elastic,
-               o->join);
-    uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
-    int acked = 0;
-    while (rc == 0) {
-        if (trainer_leave_flag && !trainer_stop_flag)
-            trainer_stop_flag = SIGTERM;
-        if (trainer_stop_flag) {
-            rc = sl_error_set(&err, SL_ECLOSED, "elastic: stopped by a signal while waiting to join");
-            break;
-        }
-        if (sl_clock_ns() - heard >= wait) {
-            rc = sl_error_set(&err, SL_ETIMEOUT, "elastic: worker 0 (%s) %s within %u s", o->elastic,
-                              acked ? "fell silent before the change" : "did not answer the JOIN",
-                              o->rendezvous_timeout_s);
-            break;
-        }
-        rc = trainer_elastic_recv(&el->ep, 250, NULL, NULL, &m, &err);
-        if (rc == SL_ETIMEOUT) {
-            rc = 0;
-            continue;
-        }
-        if (rc != 0)
-            break;
-        heard = sl_clock_ns();
-        if (m.type == TRAIN_ELASTIC_REFUSE) {
-            rc = sl_error_set(&err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)m.n[0], m.s[0], o->elastic);
-        } else if (m.type == TRAIN_ELASTIC_ACK) {
-            if (!acked)
-                sl_log(SL_LOG_INFO, "elastic: admitted in epoch %" PRIu64 ": joining at the epoch's end", m.c);
-            acked = 1;
-        } else if (m.type == TRAIN_ELASTIC_WORLD && m.a != TRAIN_ELASTIC_RELEASED && m.k == session) {
-            el->ep.gen = m.gen;
-            sl_log(SL_LOG_INFO, "elastic: joined as worker %u of %u from epoch %" PRIu64 " (global step %" PRIu64 ")",
-                   m.a, m.b, m.c, m.d);
-            rc = enter_world(t, m.a, m.b, m.c, m.k, &err);
-            if (rc == 0 && t->resume_epoch == 0)
-                t->start_step = client_position(t->cl) / t->replicas;
-            break;
-        } else {
-            rc = sl_error_set(&err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", m.type);
-        }
+        rc = trainer_elastic_ep_join(t, &t->pel->ep, &ps_hooks, session, &m, &err);
+    if (rc == 0) {
+        t->pel->ep.gen = m.gen;
+        sl_log(SL_LOG_INFO, "elastic: joined as worker %u of %u from epoch %" PRIu64 " (global step %" PRIu64 ")", m.a,
+               m.b, m.c, m.d);
+        rc = enter_world(t, m.a, m.b, m.c, m.k, &err);
+        if (rc == 0 && t->resume_epoch == 0)
+            t->start_step = client_position(t->cl) / t->replicas;
     }
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);
