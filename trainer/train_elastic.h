@@ -8,8 +8,10 @@
  * length checked against the frame and the limits below before anything
  * is read) and worker 0's book of the world (who is in it, who asked to
  * join and who to leave, and the next world at a boundary), so that both
- * can be tested without processes. The trainer's glue
- * (train_main_elastic.c) moves the messages.
+ * can be tested without processes. The trainer's glue moves the
+ * messages: train_main_elastic_coord.c (the coordinator endpoint, a
+ * joiner's wait), used by train_main_elastic.c (ring workers) and
+ * train_main_ps_elastic.c (parameter-server workers).
  *
  * Message: one frame, integers little-endian:
  *   0  magic   "SLE1"
