@@ -489,6 +489,67 @@ static int resume_reply(void *sock, uint32_t s, const char *ep, struct client_in
     return rc;
 }
 
+/* One request to every server at once (h and body, on a DEALER of its own
+ * in socks[s]), then one reply from each, read by reply(sock, s, ep, arg):
+ * below 0 an error (in err), else a value kept in got[s] as value + 1 (0:
+ * no reply yet). what names the request in the timeouts. socks, it and
+ * got have nps entries, zeroed; the caller closes the sockets. */
+typedef int (*ps_reply_fn)(void *sock, uint32_t s, const char *ep, void *arg, struct sl_error *err);
+static int ask_every_server(void *ctx, const char *const *eps, uint32_t nps, const struct train__ps_hdr *h,
+                            const void *body, size_t len, const char *what, int timeout_ms,
+                            const struct sl_curve_keys *curve, void **socks, zmq_pollitem_t *it, int8_t *got,
+                            ps_reply_fn reply, void *arg, struct sl_error *err)
+{
+    int tmo = timeout_ms > 0 ? timeout_ms : 10000, rc = 0;
+    const struct sl_zsock_opts zo = {.send_timeout_ms = tmo};
+    for (uint32_t s = 0; s < nps && rc == 0; s++) {
+        if ((socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err)) == NULL) {
+            rc = sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
+            break;
+        }
+        rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
+        if (rc == 0 && (rc = sl_endpoint_connect(socks[s], eps[s], err)) != 0)
+            sl_error_prefix(err, "parameter server %u: ", s);
+        if (rc == 0 && train__ps_send(socks[s], NULL, h, body, len) != 0)
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not take %s within %.1f s: %s", s, eps[s],
+                              what, tmo / 1000.0, zmq_strerror(zmq_errno()));
+    }
+    uint64_t deadline = sl_clock_ns() + (uint64_t)tmo * 1000000u;
+    for (uint32_t left = nps; rc == 0 && left > 0;) {
+        uint64_t now = sl_clock_ns();
+        if (now >= deadline) {
+            uint32_t s = 0;
+            while (got[s])
+                s++;
+            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer %s within %.1f s", s, eps[s],
+                              what, tmo / 1000.0);
+            break;
+        }
+        for (uint32_t s = 0; s < nps; s++)
+            it[s] = (zmq_pollitem_t){.socket = socks[s], .events = got[s] ? 0 : ZMQ_POLLIN};
+        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
+        if (ready < 0 && zmq_errno() != EINTR) {
+            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
+            if (!(it[s].revents & ZMQ_POLLIN))
+                continue;
+            int r = reply(socks[s], s, eps[s], arg, err);
+            if (r < 0)
+                rc = err != NULL && err->code != 0 ? err->code : SL_EPROTO;
+            got[s] = (int8_t)(r + 1);
+            left--;
+        }
+    }
+    return rc;
+}
+
+static int resume_reply_at(void *sock, uint32_t s, const char *ep, void *arg, struct sl_error *err)
+{
+    return resume_reply(sock, s, ep, &((struct client_input_position *)arg)[s], err);
+}
+
 int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
                     uint32_t replicas, int timeout_ms, const struct sl_curve_keys *curve,
                     struct train_ps_resume_result *out, struct sl_error *err)
@@ -507,49 +568,9 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         goto out;
     }
-    int tmo = timeout_ms > 0 ? timeout_ms : 10000;
-    const struct sl_zsock_opts zo = {.send_timeout_ms = tmo};
-    for (uint32_t s = 0; s < nps && rc == 0; s++) {
-        struct train__ps_hdr h = {.type = TRAIN_PS_RESUME, .worker = worker, .session = session};
-        if ((socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err)) == NULL) {
-            rc = sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
-            break;
-        }
-        rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
-        if (rc == 0 && (rc = sl_endpoint_connect(socks[s], eps[s], err)) != 0)
-            sl_error_prefix(err, "parameter server %u: ", s);
-        if (rc == 0 && train__ps_send(socks[s], NULL, &h, NULL, 0) != 0)
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not take RESUME within %.1f s: %s", s,
-                              eps[s], tmo / 1000.0, zmq_strerror(zmq_errno()));
-    }
-    uint64_t deadline = sl_clock_ns() + (uint64_t)tmo * 1000000u;
-    for (uint32_t left = nps; rc == 0 && left > 0;) {
-        uint64_t now = sl_clock_ns();
-        if (now >= deadline) {
-            uint32_t s = 0;
-            while (got[s])
-                s++;
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer RESUME within %.1f s", s,
-                              eps[s], tmo / 1000.0);
-            break;
-        }
-        for (uint32_t s = 0; s < nps; s++)
-            it[s] = (zmq_pollitem_t){.socket = socks[s], .events = got[s] ? 0 : ZMQ_POLLIN};
-        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
-        if (ready < 0 && zmq_errno() != EINTR) {
-            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
-            break;
-        }
-        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
-            if (!(it[s].revents & ZMQ_POLLIN))
-                continue;
-            int r = resume_reply(socks[s], s, eps[s], &pos[s], err);
-            if (r < 0)
-                rc = err != NULL && err->code != 0 ? err->code : SL_EPROTO;
-            got[s] = (int8_t)(r + 1);
-            left--;
-        }
-    }
+    struct train__ps_hdr h = {.type = TRAIN_PS_RESUME, .worker = worker, .session = session};
+    rc = ask_every_server(ctx, eps, nps, &h, NULL, 0, "RESUME", timeout_ms, curve, socks, it, got, resume_reply_at, pos,
+                          err);
     /* the lowest position (the servers ahead skip the steps up to theirs) */
     struct client_input_position lo = {.replicas = replicas};
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
@@ -655,6 +676,11 @@ static int world_reply(void *sock, uint32_t s, const char *ep, uint32_t n, struc
     return rc;
 }
 
+static int world_reply_at(void *sock, uint32_t s, const char *ep, void *arg, struct sl_error *err)
+{
+    return world_reply(sock, s, ep, *(const uint32_t *)arg, err);
+}
+
 int train_ps_world(void *ctx, const char *const *eps, uint32_t nps, uint64_t session, uint64_t change, uint64_t epoch,
                    const struct train_ps_member *m, uint32_t n, int timeout_ms, const struct sl_curve_keys *curve,
                    struct sl_error *err)
@@ -675,49 +701,10 @@ int train_ps_world(void *ctx, const char *const *eps, uint32_t nps, uint64_t ses
         sl_store_le32(body + (size_t)i * TRAIN_PS_WORLD_ENTRY, m[i].from);
         sl_store_le64(body + (size_t)i * TRAIN_PS_WORLD_ENTRY + 8, m[i].session);
     }
-    int tmo = timeout_ms > 0 ? timeout_ms : 10000;
-    const struct sl_zsock_opts zo = {.send_timeout_ms = tmo};
     struct train__ps_hdr h = {
         .type = TRAIN_PS_WORLD, .worker = 0, .version = epoch, .step = change, .session = session};
-    for (uint32_t s = 0; s < nps && rc == 0; s++) {
-        if ((socks[s] = sl_zsock_open(ctx, ZMQ_DEALER, &zo, "zmq_socket", err)) == NULL) {
-            rc = sl_error_prefix(err, "parameter server %u (%s): ", s, eps[s]);
-            break;
-        }
-        rc = curve != NULL ? sl_curve_client(socks[s], curve, curve->public_z85, err) : 0;
-        if (rc == 0 && (rc = sl_endpoint_connect(socks[s], eps[s], err)) != 0)
-            sl_error_prefix(err, "parameter server %u: ", s);
-        if (rc == 0 && train__ps_send(socks[s], NULL, &h, body, (size_t)n * TRAIN_PS_WORLD_ENTRY) != 0)
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not take WORLD within %.1f s: %s", s,
-                              eps[s], tmo / 1000.0, zmq_strerror(zmq_errno()));
-    }
-    uint64_t deadline = sl_clock_ns() + (uint64_t)tmo * 1000000u;
-    for (uint32_t left = nps; rc == 0 && left > 0;) {
-        uint64_t now = sl_clock_ns();
-        if (now >= deadline) {
-            uint32_t s = 0;
-            while (got[s])
-                s++;
-            rc = sl_error_set(err, SL_ETIMEOUT, "parameter server %u (%s) did not answer WORLD within %.1f s", s,
-                              eps[s], tmo / 1000.0);
-            break;
-        }
-        for (uint32_t s = 0; s < nps; s++)
-            it[s] = (zmq_pollitem_t){.socket = socks[s], .events = got[s] ? 0 : ZMQ_POLLIN};
-        int ready = zmq_poll(it, (int)nps, (long)((deadline - now) / 1000000u) + 1);
-        if (ready < 0 && zmq_errno() != EINTR) {
-            rc = sl_error_set(err, SL_EIO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
-            break;
-        }
-        for (uint32_t s = 0; s < nps && rc == 0 && ready > 0; s++) {
-            if (!(it[s].revents & ZMQ_POLLIN))
-                continue;
-            if (world_reply(socks[s], s, eps[s], n, err) != 0)
-                rc = err != NULL && err->code != 0 ? err->code : SL_EPROTO;
-            got[s] = 1;
-            left--;
-        }
-    }
+    rc = ask_every_server(ctx, eps, nps, &h, body, (size_t)n * TRAIN_PS_WORLD_ENTRY, "WORLD", timeout_ms, curve, socks,
+                          it, (int8_t *)got, world_reply_at, &n, err);
 out:
     for (uint32_t s = 0; socks != NULL && s < nps; s++)
         if (socks[s] != NULL)
