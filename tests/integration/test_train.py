@@ -12,6 +12,7 @@ chaotically after many steps from reassociation alone).
 
 Usage: test_train.py BUILD_DIR     (prints "N passed, 0 failed")
 """
+import atexit
 import json
 import re
 import os
@@ -31,7 +32,21 @@ PASSED = 0
 LR = "0.01"
 
 
+STRAYS = []  # feeders a case started: stopped when it fails, and at exit
+
+
+def stop_strays():
+    for p in STRAYS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(stop_strays)
+
+
 def fail(msg):
+    stop_strays()
     print("FAIL: " + msg, file=sys.stderr)
     print("%d passed, 1 failed" % PASSED)
     sys.exit(1)
@@ -50,6 +65,7 @@ def train(job_path, W, R, model, tag, extra=(), may_fail=False):
     flog = open(os.path.join(TMP, tag + "-feeder.log"), "w")
     feeder = subprocess.Popen([FEEDER, "--job", job_path, "--listen", sock, "--threads", "1"],
                               stdout=flog, stderr=subprocess.STDOUT)
+    STRAYS.append(feeder)
     time.sleep(0.2)
     procs = []
     for w in range(W):
@@ -353,6 +369,7 @@ def main():
     elog = open(os.path.join(TMP, "tail-eval-feeder.log"), "w")
     efeeder = subprocess.Popen([FEEDER, "--job", ejob_path, "--listen", esock, "--threads", "1"], stdout=elog,
                                stderr=subprocess.STDOUT)
+    STRAYS.append(efeeder)
     pred = os.path.join(TMP, "tail-pred.jsonl")
     out = train(paths["auto"], 1, 2, "mlp", "tail-pred", ["--mode", "tower", "--eval-connect", esock, "--eval-job",
                                                          "eval-it", "--predictions", pred])[0]
@@ -398,6 +415,7 @@ def main():
         elog = open(os.path.join(TMP, "eval-%s-feeder.log" % policy), "w")
         efeeder = subprocess.Popen([FEEDER, "--job", ejob_path, "--listen", esock, "--threads", "1"],
                                    stdout=elog, stderr=subprocess.STDOUT)
+        STRAYS.append(efeeder)
         pred = os.path.join(TMP, "pred-%s.jsonl" % policy)
         tag = "pred-%s" % policy
         outs = train(job_path, 2, 2, "mlp", tag, ["--eval-connect", esock, "--eval-job", "eval-it",
@@ -432,6 +450,7 @@ def main():
         train(job_path, 2, 2, "mlp", "eval-ck-1", ["--checkpoint", ck, "--checkpoint-every", "20"])
         efeeder = subprocess.Popen([FEEDER, "--job", ejob_path, "--listen", esock, "--threads", "1"],
                                    stdout=elog, stderr=subprocess.STDOUT)
+        STRAYS.append(efeeder)
         pred2 = os.path.join(TMP, "pred-restored.jsonl")
         outs = train(job_path, 2, 2, "mlp", "eval-ck-2", ["--restore", ck, "--restore-step", "40", "--eval-connect",
                                                            esock, "--eval-job", "eval-it", "--predictions", pred2])

@@ -82,13 +82,13 @@ def transition_config():
 
 passed = 0
 kinds = {}
-todo = [(False, config()) for _ in range(cases)]
+runs = [(False, config()) for _ in range(cases)]
 ntrans = max(1, cases // 4)
-while len(todo) < cases + ntrans:
+while len(runs) < cases + ntrans:
     cfg = transition_config()
     if cfg is not None:
-        todo.append((True, cfg))
-for i, (trans, cfg) in enumerate(todo):
+        runs.append((True, cfg))
+for i, (trans, cfg) in enumerate(runs):
     text = json.dumps(cfg)
     want = "".join(line + "\n" for line in ref_plan.run(text))
     for mode in ([], ["--seek"]):
