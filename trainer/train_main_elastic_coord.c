@@ -4,7 +4,15 @@
  * DEALER), a message sent and received, the window rule, and worker 0's
  * handling of JOIN and LEAVE between steps (the book is train_elastic.h's).
  * What differs between the modes (the log's words, a JOIN's extra checks,
- * the messages only one mode takes) comes in struct trainer_elastic_hooks. */
+ * the messages only one mode takes) comes in struct trainer_elastic_hooks.
+ *
+ * With --curve-key the endpoint is secured as the ring is, with the job's
+ * one trainer key pair: worker 0's ROUTER is a CURVE server whose ZAP
+ * handler (on the endpoint's own context) accepts only that pair's public
+ * key, and every DEALER is a CURVE client of it. A peer without the key,
+ * or with another one, never completes a handshake, so worker 0 never
+ * reads its JOIN; the joiner learns why from its DEALER's monitor
+ * (sl_handshake.h) and fails saying so. */
 #include "train_main_int.h"
 
 #include <errno.h>
@@ -15,11 +23,13 @@
 
 #include "sl_clock.h"
 #include "sl_endpoint.h"
+#include "sl_handshake.h"
 #include "sl_log.h"
 #include "sl_peer.h"
 #include "sl_zsock.h"
 
 #define ACK_EVERY_NS 1000000000u /* worker 0 repeats a waiting joiner's ACK: it knows worker 0 is alive */
+#define JOIN_MONITOR "inproc://sluice-elastic-join-monitor" /* unique: the endpoint has a context of its own */
 
 /* ---- messages ---- */
 
@@ -134,10 +144,28 @@ int trainer_elastic_check_window(const struct trainer *t, struct sl_error *err)
                         (epoch + t->feeders.n - 1) / t->feeders.n);
 }
 
+/* --curve-key: worker 0's ROUTER a CURVE server that lets in only the
+ * job's key (the ZAP handler before the bind), another's DEALER a CURVE
+ * client of that key. 0 or the error. */
+static int endpoint_curve(struct trainer *t, struct trainer_elastic_ep *e, struct sl_error *err)
+{
+    if (!e->coordinator)
+        return sl_curve_client(e->sock, &t->curve, t->curve.public_z85, err);
+    const char *pub = t->curve.public_z85;
+    int rc = sl_curve_allow_load(&e->allow, NULL, &pub, 1, err);
+    if (rc == 0)
+        rc = sl_zap_start(&e->zap, e->ctx, e->allow, "elastic coordinator", err);
+    if (rc == 0)
+        rc = sl_curve_server(e->sock, &t->curve, err);
+    return rc;
+}
+
 /* e (zeroed by the caller): the model's config, and the window
  * check_window bounds (a joiner with another --credits or feeder count is
  * refused by it), then the socket on --elastic: worker 0 (coordinator)
- * binds a ROUTER, the others connect a DEALER. 0 or the error. */
+ * binds a ROUTER, the others connect a DEALER (a joiner's watched by a
+ * monitor until it is taken in); with --curve-key, CURVE on both ends.
+ * 0 or the error. */
 int trainer_elastic_ep_open(struct trainer *t, struct trainer_elastic_ep *e, int coordinator, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
@@ -148,13 +176,21 @@ int trainer_elastic_ep_open(struct trainer *t, struct trainer_elastic_ep *e, int
              t->feeders.n);
     if ((e->ctx = zmq_ctx_new()) == NULL)
         return sl_error_set(err, SL_EIO, "elastic: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    const struct sl_zsock_opts zo = {
-        .linger_ms = 1000, .max_msg = TRAIN_ELASTIC_MAX_FRAME, .router_mandatory = coordinator};
+    /* ZMQ_MAXMSGSIZE bounds a frame as it arrives: under CURVE, encrypted */
+    const struct sl_zsock_opts zo = {.linger_ms = 1000,
+                                     .max_msg = TRAIN_ELASTIC_MAX_FRAME + (t->have_curve ? SL_CURVE_FRAME_OVERHEAD : 0),
+                                     .router_mandatory = coordinator};
     e->sock = sl_zsock_open(e->ctx, coordinator ? ZMQ_ROUTER : ZMQ_DEALER, &zo, "elastic coordinator", err);
     if (e->sock == NULL)
         return SL_EIO;
-    int rc =
-        coordinator ? sl_bind_private(e->sock, o->elastic, NULL, err) : sl_endpoint_connect(e->sock, o->elastic, err);
+    if (!coordinator && o->join != NULL &&
+        (e->mon = sl_zsock_monitor_open(e->ctx, e->sock, JOIN_MONITOR, SL_HANDSHAKE_EVENTS, "elastic coordinator",
+                                        err)) == NULL)
+        return SL_EIO;
+    int rc = t->have_curve ? endpoint_curve(t, e, err) : 0;
+    if (rc == 0)
+        rc = coordinator ? sl_bind_private(e->sock, o->elastic, NULL, err)
+                         : sl_endpoint_connect(e->sock, o->elastic, err);
     if (rc != 0)
         sl_error_prefix(err, "elastic: %s: ", o->elastic);
     return rc;
@@ -188,8 +224,14 @@ void trainer_elastic_ep_close(struct trainer_elastic_ep *e)
             (void)trainer_elastic_send(e, e->coord.joins[k].id, e->coord.joins[k].idlen, &m, &ignore);
         }
     }
-    if (e->sock != NULL)
-        zmq_close(e->sock);
+    /* the socket first: the ZAP handler must outlive its listener (the
+     * REFUSEs still leaving need no handshake) */
+    sl_zsock_monitor_close(e->sock, e->mon);
+    e->sock = e->mon = NULL;
+    sl_zap_stop(e->zap);
+    sl_curve_allow_free(e->allow);
+    e->zap = NULL;
+    e->allow = NULL;
     if (e->ctx != NULL)
         while (zmq_ctx_term(e->ctx) < 0 && zmq_errno() == EINTR) {
         }
@@ -306,11 +348,25 @@ void trainer_elastic_ep_poll(struct trainer *t, struct trainer_elastic_ep *e, co
 
 /* ---- joining ---- */
 
+/* A joiner taken in: its DEALER's monitor goes (a member's handshakes are
+ * the ring's business). */
+static void stop_join_monitor(struct trainer_elastic_ep *e)
+{
+    if (e->mon == NULL)
+        return;
+    zmq_socket_monitor(e->sock, NULL, 0);
+    sl_zsock_monitor_close(NULL, e->mon);
+    e->mon = NULL;
+}
+
 /* A process started with --join, its socket open: the JOIN to worker 0
  * (with `session` in c; 0: none), then its answers until the WORLD that
  * takes this process in (and, with a session, names it in k). 0 with that
  * WORLD in *w (its strings in e->buf); the error of a REFUSE, another
- * answer, worker 0's silence past --rendezvous-timeout-s or a stop signal. */
+ * answer, a failed handshake with worker 0 (one end with CURVE and the
+ * other without, or another trainer key: the monitor's verdict, within
+ * about a second), worker 0's silence past --rendezvous-timeout-s or a
+ * stop signal. */
 int trainer_elastic_ep_join(struct trainer *t, struct trainer_elastic_ep *e, const struct trainer_elastic_hooks *h,
                             uint64_t session, struct train_elastic_msg *w, struct sl_error *err)
 {
@@ -326,7 +382,17 @@ int trainer_elastic_ep_join(struct trainer *t, struct trainer_elastic_ep *e, con
         sl_log(SL_LOG_INFO, "elastic: asking worker 0 (%s) to join the %s %s", o->elastic, h->asking, o->join);
     uint64_t heard = sl_clock_ns(), wait = (uint64_t)o->rendezvous_timeout_s * 1000000000u;
     int acked = 0;
+    struct sl_handshake hs;
+    sl_handshake_init(&hs, SL_HANDSHAKE_PEERS, t->have_curve);
     while (rc == 0) {
+        if (e->mon != NULL) {
+            sl_handshake_read(&hs, e->mon, sl_clock_ns());
+            if (sl_handshake_failed(&hs, sl_clock_ns())) {
+                char peer[SL_ERROR_MSG_MAX / 2];
+                snprintf(peer, sizeof peer, "worker 0 (%s)", o->elastic);
+                return sl_handshake_peers_error(&hs, "elastic", peer, err);
+            }
+        }
         if (trainer_leave_flag && !trainer_stop_flag)
             trainer_stop_flag = SIGTERM; /* not a member yet: nothing to leave, the process stops */
         if (trainer_stop_flag)
@@ -351,6 +417,7 @@ int trainer_elastic_ep_join(struct trainer *t, struct trainer_elastic_ep *e, con
             acked = 1;
         } else if (w->type == TRAIN_ELASTIC_WORLD && w->a != TRAIN_ELASTIC_RELEASED &&
                    (session == 0 || w->k == session)) {
+            stop_join_monitor(e);
             return 0;
         } else {
             rc = sl_error_set(err, SL_EPROTO, "elastic: worker 0 answered the JOIN with a message of type %u", w->type);

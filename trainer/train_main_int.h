@@ -239,7 +239,12 @@ int trainer_ps_finish(struct trainer *t);
  * ROUTER and book, another member's DEALER. */
 struct trainer_elastic_ep {
     void *ctx, *sock; /* worker 0: a ROUTER on --elastic; the others: a DEALER to it */
+    void *mon;        /* a joiner, until it is taken in: its DEALER's monitor (the handshake's verdict) */
     int coordinator;
+    /* --curve-key, worker 0: the allow-list of the job's one public key and
+     * the ZAP handler of ctx that checks every peer against it */
+    struct sl_curve_allow *allow;
+    struct sl_zap *zap;
     struct train_elastic_coord coord; /* worker 0 */
     char config[TRAIN_ELASTIC_MAX_CONFIG + 1];
     uint32_t gen;      /* the world this member is in */

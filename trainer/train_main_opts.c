@@ -536,14 +536,19 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                            o->mode != MODE_MIRRORED && !ps ? ", not --mode tower"
                            : t->gpu                        ? ", not GPU --devices"
                                                            : "");
-    static const char *const unsupported[] = {"checkpoint",     "restore",   "resume-epoch", "reshape",
-                                              "metrics-listen", "curve-key", "eval-connect", "predictions"};
+    static const char *const unsupported[] = {"checkpoint",     "restore",      "resume-epoch", "reshape",
+                                              "metrics-listen", "eval-connect", "predictions"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
-    if (!sl_endpoint_is_local(o->elastic) && !o->insecure)
-        return usage_error("--elastic %s is not a loopback or ipc endpoint, and the coordinator's messages travel "
-                           "in plaintext (an elastic job has no CURVE yet): give --insecure to accept that",
+    /* --curve-key (or the cluster spec's key, read by now): the coordinator
+     * endpoint, the ring and the feeders' links all use CURVE; load_curve
+     * checks the key files */
+    int curve = o->curve_key != NULL;
+    if (!sl_endpoint_is_local(o->elastic) && !o->insecure && !curve)
+        return usage_error("--elastic %s is not a loopback or ipc endpoint, and without --curve-key the "
+                           "coordinator's messages travel in plaintext: give every worker the job's --curve-key "
+                           "(docs/security.md), or --insecure to accept that",
                            o->elastic);
     if (o->join != NULL) {
         if (sl_opt_given(&cmd, given, "worker") || sl_opt_given(&cmd, given, "workers") || t->ring_eps.n > 0)
@@ -551,9 +556,10 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                                "endpoints: drop --worker, --workers, --ring and --peers");
         if (sl_opt_given(&cmd, given, "elastic-max-workers"))
             return usage_error("--elastic-max-workers is worker 0's (it admits the joins)");
-        if (!ps && !sl_endpoint_is_local(o->join) && !o->insecure) /* ps: a name, never bound */
-            return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts: an elastic "
-                               "job has no CURVE yet, give --insecure to listen in plaintext anyway",
+        if (!ps && !sl_endpoint_is_local(o->join) && !o->insecure && !curve) /* ps: a name, never bound */
+            return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts, and without "
+                               "--curve-key the ring carries the weights in plaintext: give it the job's --curve-key "
+                               "(docs/security.md), or --insecure to listen in plaintext anyway",
                                o->join);
         return 0;
     }
