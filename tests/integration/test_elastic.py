@@ -397,10 +397,13 @@ def usage_errors():
         (["--elastic", COORD] + MODEL + ["--join", sock("x"), "--elastic-max-workers", "5"],
          "--elastic-max-workers is worker 0's"),
         (["--elastic", "tcp://192.0.2.1:7777"] + MODEL,
-         "--elastic tcp://192.0.2.1:7777 is not a loopback or ipc endpoint, and the coordinator's messages travel in "
-         "plaintext (an elastic job has no CURVE yet): give --insecure to accept that"),
+         "--elastic tcp://192.0.2.1:7777 is not a loopback or ipc endpoint, and without --curve-key the "
+         "coordinator's messages travel in plaintext: give every worker the job's --curve-key (docs/security.md), "
+         "or --insecure to accept that"),
         (["--elastic", COORD] + MODEL + ["--join", "tcp://192.0.2.1:7001"],
-         "--join: this worker's ring endpoint tcp://192.0.2.1:7001 can be reached from other hosts"),
+         "--join: this worker's ring endpoint tcp://192.0.2.1:7001 can be reached from other hosts, and without "
+         "--curve-key the ring carries the weights in plaintext: give it the job's --curve-key (docs/security.md), "
+         "or --insecure to listen in plaintext anyway"),
         (["--elastic", COORD] + MODEL + ["--mode", "tower"], "not --mode tower"),
     ]
     for extra, text in cases:
@@ -411,11 +414,12 @@ def usage_errors():
     ok("usage errors: %d, each naming the option" % len(cases))
 
 
-try:
-    usage_errors()
-    main_case()
-    solo_case()
-finally:
-    bed.finish()
-    if not os.environ.get("SLUICE_ELASTIC_KEEP"):
-        bed.cleanup()
+if __name__ == "__main__":  # test_elastic_curve.py imports the helpers above
+    try:
+        usage_errors()
+        main_case()
+        solo_case()
+    finally:
+        bed.finish()
+        if not os.environ.get("SLUICE_ELASTIC_KEEP"):
+            bed.cleanup()
