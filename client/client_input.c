@@ -2,13 +2,15 @@
  * client_input.h).
  *
  * Threads: client_input_step runs on the client's thread and owns the
- * `last_*` marks and bound_mark; client_input_write (the server's thread)
+ * `last_*` marks, bound_mark and the closed clients' waits (fw_base:
+ * client_input_client_closing runs there too); client_input_write (the server's thread)
  * reads the histograms and the copied waits through relaxed atomics, and
  * asks for the input's bound through bound_wanted.
  */
 #include "client_input.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "sl_clock.h"
 
@@ -16,6 +18,8 @@ void client_input_init(struct client_input *in)
 {
     for (size_t j = 0; j < CLIENT_MAX_FEEDERS; j++)
         atomic_init(&in->fw_ns[j], 0);
+    memset(in->fw_base, 0, sizeof in->fw_base);
+    in->nbase = 0;
     atomic_init(&in->nfeeders, 0);
     atomic_init(&in->bound_wanted, 1);
     atomic_init(&in->bound_feeder, -1);
@@ -48,6 +52,36 @@ static void find_bound(struct client_input *in, struct client *cl, const uint64_
     atomic_store_explicit(&in->bound_feeder, worst, memory_order_relaxed);
 }
 
+/* The wait by feeder into w_ns: the clients' closed before (fw_base) plus
+ * cl's; the count, never fewer than those clients had (a feeder's series
+ * stays). */
+static size_t client_input_by_feeder(const struct client_input *in, struct client *cl, uint64_t *w_ns)
+{
+    double w[CLIENT_MAX_FEEDERS];
+    size_t F = client_wait_by_feeder(cl, w, CLIENT_MAX_FEEDERS);
+    if (F > CLIENT_MAX_FEEDERS)
+        F = CLIENT_MAX_FEEDERS;
+    for (size_t j = 0; j < F; j++)
+        w_ns[j] = in->fw_base[j] + (uint64_t)(w[j] * 1e9 + 0.5);
+    for (size_t j = F; j < in->nbase; j++)
+        w_ns[j] = in->fw_base[j];
+    return F > in->nbase ? F : in->nbase;
+}
+
+void client_input_client_closing(struct client_input *in, struct client *cl)
+{
+    if (cl == NULL)
+        return;
+    uint64_t w_ns[CLIENT_MAX_FEEDERS];
+    size_t F = client_input_by_feeder(in, cl, w_ns);
+    memcpy(in->fw_base, w_ns, F * sizeof *w_ns);
+    in->nbase = F;
+    /* shown until the next client's first step */
+    for (size_t j = 0; j < F; j++)
+        atomic_store_explicit(&in->fw_ns[j], w_ns[j], memory_order_relaxed);
+    atomic_store_explicit(&in->nfeeders, F, memory_order_release);
+}
+
 /* The step's input wait is the wait counted since the previous one; the
  * time between steps is measured from the second on. */
 void client_input_step(struct client_input *in, uint64_t waited_ns, struct client *cl)
@@ -61,15 +95,10 @@ void client_input_step(struct client_input *in, uint64_t waited_ns, struct clien
     in->stepped = 1;
     if (cl == NULL)
         return;
-    double w[CLIENT_MAX_FEEDERS];
     uint64_t w_ns[CLIENT_MAX_FEEDERS];
-    size_t F = client_wait_by_feeder(cl, w, CLIENT_MAX_FEEDERS);
-    if (F > CLIENT_MAX_FEEDERS)
-        F = CLIENT_MAX_FEEDERS;
-    for (size_t j = 0; j < F; j++) {
-        w_ns[j] = (uint64_t)(w[j] * 1e9 + 0.5);
+    size_t F = client_input_by_feeder(in, cl, w_ns);
+    for (size_t j = 0; j < F; j++)
         atomic_store_explicit(&in->fw_ns[j], w_ns[j], memory_order_relaxed);
-    }
     atomic_store_explicit(&in->nfeeders, F, memory_order_release);
     if (atomic_exchange_explicit(&in->bound_wanted, 0, memory_order_relaxed))
         find_bound(in, cl, w_ns, F);

@@ -34,6 +34,8 @@ struct client_input {
      * step evaluates. */
     _Atomic int bound_wanted, bound_feeder, bound_stage;
     uint64_t bound_mark[CLIENT_MAX_FEEDERS]; /* step's: the wait by feeder at the last evaluation */
+    uint64_t fw_base[CLIENT_MAX_FEEDERS];    /* step's: the wait by feeder of the clients closed before this one */
+    size_t nbase;                            /* step's: the most feeders those clients had */
     struct sl_hist step, wait;               /* time between steps; each step's input wait */
     uint64_t last_ns, last_wait_ns;          /* step's: the previous step's */
     int stepped;
@@ -46,6 +48,13 @@ void client_input_init(struct client_input *in);
  * (CLIENT_M_WAIT_NS); cl the client (NULL: not open yet, no wait by
  * feeder). The client's thread. */
 void client_input_step(struct client_input *in, uint64_t waited_ns, struct client *cl);
+
+/* The client cl is about to close and another may take its place (an
+ * elastic trainer's world changed): its wait by feeder so far is kept and
+ * the next client's added to it, so the by-feeder counters go on growing
+ * (a client's own start from 0). NULL cl: nothing. The thread that calls
+ * client_input_step. */
+void client_input_client_closing(struct client_input *in, struct client *cl);
 
 /* The counts the families show (a snapshot's). */
 struct client_input_counts {

@@ -12,11 +12,16 @@
  * Threads: on_step runs on the main loop's thread (it alone counts steps)
  * and feeds client_input; the server's thread reads the hash and the
  * metrics through relaxed atomics, and asks for a hash through
- * hash_wanted.
+ * hash_wanted. The server's thread never reads the client or the training
+ * loop: an elastic member closes and replaces both at a change (on the main
+ * thread, between steps), and what the families show of them is what
+ * on_step copied. The elastic world is set by the main thread and read by
+ * the server's under world_mu (a consistent triple).
  */
 #include "train_expose.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -39,6 +44,13 @@ struct train_expose {
     _Atomic int hash_wanted; /* set by a scrape, taken by on_step */
     _Atomic int have_hash;
     _Atomic uint64_t hash;
+    /* --elastic (train_expose_world): the world's size (0: a joiner not
+     * admitted yet, or a member let go), this member's index in it, the
+     * changes seen; elastic 0: no elastic families */
+    pthread_mutex_t world_mu;
+    int elastic;
+    uint32_t workers, index;
+    uint64_t changes;
 };
 
 /* A step was received (TRAIN_M_STEPS grew): the input families' live
@@ -95,6 +107,26 @@ int train_expose_write(struct train_expose *e, struct sl_buf *b)
         sl_prom_family(&p, "sluice_trainer_accuracy", "gauge", "The last trained step's accuracy.");
         sl_prom_double(&p, "sluice_trainer_accuracy", NULL, sl_metrics_seconds(&s, TRAIN_M_ACCURACY));
     }
+    pthread_mutex_lock(&e->world_mu);
+    int elastic = e->elastic;
+    uint32_t workers = e->workers, index = e->index;
+    uint64_t changes = e->changes;
+    pthread_mutex_unlock(&e->world_mu);
+    if (elastic) {
+        sl_prom_family(&p, "sluice_trainer_workers", "gauge",
+                       "--elastic: the workers of the world this member is in (0: a joiner not admitted yet, or a "
+                       "member let go).");
+        sl_prom_u64(&p, "sluice_trainer_workers", NULL, workers);
+        if (workers > 0) {
+            sl_prom_family(&p, "sluice_trainer_worker_index", "gauge",
+                           "--elastic: this member's index (rank) in its world; a change may renumber it.");
+            sl_prom_u64(&p, "sluice_trainer_worker_index", NULL, index);
+        }
+        sl_prom_counter(&p, "sluice_trainer_world_changes_total",
+                        "--elastic: changes of the world this member went through (its own admission and its "
+                        "release included).",
+                        changes);
+    }
     atomic_store_explicit(&e->hash_wanted, 1, memory_order_relaxed);
     if (atomic_load_explicit(&e->have_hash, memory_order_acquire)) {
         char hex[24], label[40];
@@ -114,7 +146,7 @@ static int serve(void *ctx, struct sl_buf *out)
 }
 
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, struct client *const *cl, const char *job, uint32_t worker)
+                       struct train_loop *const *loop, struct client *const *cl, const char *job, const char *worker)
 {
     *out = NULL;
     if (listen == NULL)
@@ -131,15 +163,19 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     atomic_init(&e->hash_wanted, 1);
     atomic_init(&e->have_hash, 0);
     atomic_init(&e->hash, 0);
+    if (pthread_mutex_init(&e->world_mu, NULL) != 0) {
+        sl_log(SL_LOG_ERROR, "--metrics-listen: pthread_mutex_init failed");
+        sl_free(e);
+        return 1;
+    }
     sl_buf_init(&e->labels, 4096);
-    char index[16];
-    snprintf(index, sizeof index, "%" PRIu32, worker);
     struct sl_error err = {0};
     int rc = sl_prom_label(&e->labels, "sluice_job", job);
     if (rc == 0)
-        rc = sl_prom_label(&e->labels, "worker", index);
+        rc = sl_prom_label(&e->labels, "worker", worker);
     if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "--metrics-listen: the job's name does not fit a label");
+        sl_log(SL_LOG_ERROR,
+               "--metrics-listen: the job's name or this worker's (--worker, --join) does not fit a label");
         goto out_free;
     }
     struct sl_http_metrics_opts ho = {.listen = listen, .fn = serve, .ctx = e};
@@ -156,8 +192,27 @@ int train_expose_start(struct train_expose **out, const char *listen, struct sl_
     return 0;
 out_free:
     sl_buf_free(&e->labels);
+    pthread_mutex_destroy(&e->world_mu);
     sl_free(e);
     return rc == SL_EINVAL ? 2 : 1;
+}
+
+void train_expose_world(struct train_expose *e, uint32_t workers, uint32_t index, int changed)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->world_mu);
+    e->elastic = 1;
+    e->workers = workers;
+    e->index = index;
+    e->changes += changed != 0;
+    pthread_mutex_unlock(&e->world_mu);
+}
+
+void train_expose_input_closing(struct train_expose *e, struct client *cl)
+{
+    if (e != NULL)
+        client_input_client_closing(&e->in, cl);
 }
 
 unsigned train_expose_port(const struct train_expose *e)
@@ -172,5 +227,6 @@ void train_expose_stop(struct train_expose *e)
     sl_http_metrics_stop(e->http); /* no request runs past this */
     sl_metrics_watch(e->m, 0, NULL, NULL);
     sl_buf_free(&e->labels);
+    pthread_mutex_destroy(&e->world_mu);
     sl_free(e);
 }

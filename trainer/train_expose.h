@@ -14,8 +14,14 @@
  * as they were at that step (a step or two behind the last trained; the
  * summary line has the final one).
  *
- * Thread-safe: start and stop from the main thread; stop after every thread
- * that adds to the metrics has ended.
+ * An elastic member (--elastic) serves from its start to its end, across
+ * the changes of its world: the figures are the process's (the table m
+ * outlives every client and loop), the client's wait by feeder is carried
+ * from one client to the next (train_expose_input_closing), and three
+ * families say which world it is in (train_expose_world).
+ *
+ * Thread-safe: start, stop, world and input_closing from the main thread;
+ * stop after every thread that adds to the metrics has ended.
  */
 #ifndef TRAIN_EXPOSE_H
 #define TRAIN_EXPOSE_H
@@ -35,10 +41,22 @@ struct train_expose;
  * thread keeps its training loop (NULL until made, and without a model);
  * cl: where it keeps its client (NULL until open; read on the main thread
  * only, at each step received, for the input wait by feeder); job and
- * worker: labels. Logs the port, or why it cannot serve. 0, or the
+ * worker: the labels' values (worker: the index, or an elastic joiner's
+ * --join, fixed for the process's life). Logs the port, or why it cannot serve. 0, or the
  * exit status: 2 for an address it cannot parse, 1 otherwise. */
 int train_expose_start(struct train_expose **out, const char *listen, struct sl_metrics *m,
-                       struct train_loop *const *loop, struct client *const *cl, const char *job, uint32_t worker);
+                       struct train_loop *const *loop, struct client *const *cl, const char *job, const char *worker);
+
+/* --elastic: this member is now in a world of `workers` (0: not admitted
+ * yet, or let go) as worker `index`; changed: the world changed (counted in
+ * sluice_trainer_world_changes_total). The first call turns the elastic
+ * families on. NULL e: nothing. */
+void train_expose_world(struct train_expose *e, uint32_t workers, uint32_t index, int changed);
+
+/* The client cl is about to be closed, another to be opened in its place
+ * (an elastic change): keep its wait by feeder (client_input.h). NULL e or
+ * cl: nothing. */
+void train_expose_input_closing(struct train_expose *e, struct client *cl);
 
 /* Stop serving, stop watching the metrics, free. NULL is ignored. */
 void train_expose_stop(struct train_expose *e);

@@ -18,6 +18,7 @@
  */
 #include "train_main_int.h"
 
+#include <inttypes.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +71,7 @@ static void setup_process(const struct trainer_opts *o, int is_ps)
 
 int main(int argc, char **argv)
 {
-    static struct trainer t;            /* a device spec and three lists: kept off the stack, all zero */
-    struct train_expose *expose = NULL; /* --metrics-listen */
+    static struct trainer t; /* a device spec and three lists: kept off the stack, all zero */
     int status = trainer_configure(&t, argc, argv);
     if (status != 0 || t.done)
         goto out_free_lists;
@@ -90,8 +90,16 @@ int main(int argc, char **argv)
         status = trainer_run_evaluator(&t);
         goto out_free_lists;
     }
-    if ((status = train_expose_start(&expose, t.o.metrics_listen, t.m, &t.loop, &t.cl, t.o.job, t.o.worker)) != 0)
+    /* the worker label is fixed for the process's life: an elastic joiner
+     * has no index before its admission (and a change may renumber a
+     * member), so it is labelled by its --join */
+    char index[16];
+    snprintf(index, sizeof index, "%" PRIu32, t.o.worker);
+    if ((status = train_expose_start(&t.expose, t.o.metrics_listen, t.m, &t.loop, &t.cl, t.o.job,
+                                     t.o.join != NULL ? t.o.join : index)) != 0)
         goto out_free_lists;
+    if (t.o.elastic != NULL) /* a joiner serves from its start: no world until admitted */
+        train_expose_world(t.expose, t.o.join != NULL ? 0 : t.o.workers, t.o.join != NULL ? 0 : t.o.worker, 0);
     if (trainer_open_trace(&t) != 0) {
         status = 1;
         goto out_free_lists;
@@ -124,7 +132,7 @@ out_abort_trace:
     sl_output_abort(t.trace_out); /* what trainer_report() did not commit */
     train_ckpt_free(&t.ck);
 out_free_lists:
-    train_expose_stop(expose); /* every thread adding to t.m has ended */
+    train_expose_stop(t.expose); /* every thread adding to t.m has ended */
     sl_metrics_destroy(t.m);
     sl_cluster_list_free(&t.eval_feeders);
     sl_cluster_list_free(&t.ps_eps);

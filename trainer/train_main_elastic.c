@@ -384,6 +384,7 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, const ch
         return rc;
     o->worker = rank;
     o->workers = size;
+    train_expose_world(t->expose, size, rank, 1); /* a joiner's admission counts as a change too */
     if (t->ring_bind[0] != '\0')
         sl_cluster_bind_addr(t->ring_eps.items[rank], t->ring_bind, sizeof t->ring_bind);
     if (size > 1 && (rc = trainer_ring_open(t, err)) != 0)
@@ -460,6 +461,7 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
      * its old ring's endpoint is free) */
     train_loop_destroy(t->loop);
     t->loop = NULL;
+    train_expose_input_closing(t->expose, t->cl);
     client_close(t->cl);
     t->cl = NULL;
     train_ring_close(t->ring);
@@ -488,6 +490,7 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
                "), as asked",
                o->worker, step, epoch, steps);
         *released = 1;
+        train_expose_world(t->expose, 0, 0, 1);
         goto out;
     }
     sl_log(SL_LOG_INFO,

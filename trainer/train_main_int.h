@@ -23,6 +23,7 @@
 #include "client.h"
 #include "train_device.h"
 #include "train_elastic.h"
+#include "train_expose.h"
 #include "train_loop.h"
 #include "train_metrics.h"
 
@@ -118,6 +119,7 @@ struct trainer {
     struct sl_output *metrics_out;  /* --metrics, until the training ends */
     FILE *mf;
     struct sl_metrics *m;            /* the figures every report prints (train_metrics.h) */
+    struct train_expose *expose;     /* --metrics-listen (NULL: off); --elastic tells it each world */
     double t0, t_first, t_train_end; /* t_first: the first step received */
     double last_loss, last_acc, test_rows, test_correct;
     int restoring, restore_step_given; /* --restore; --restore-step */

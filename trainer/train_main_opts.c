@@ -536,8 +536,8 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                            o->mode != MODE_MIRRORED && !ps ? ", not --mode tower"
                            : t->gpu                        ? ", not GPU --devices"
                                                            : "");
-    static const char *const unsupported[] = {"checkpoint",     "restore",      "resume-epoch", "reshape",
-                                              "metrics-listen", "eval-connect", "predictions"};
+    static const char *const unsupported[] = {"checkpoint", "restore",      "resume-epoch",
+                                              "reshape",    "eval-connect", "predictions"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);

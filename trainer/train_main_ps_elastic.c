@@ -384,6 +384,7 @@ static int enter_world(struct trainer *t, uint32_t rank, uint32_t size, uint64_t
     struct trainer_opts *o = &t->o;
     o->worker = rank;
     o->workers = size;
+    train_expose_world(t->expose, size, rank, 1); /* a joiner's admission counts as a change too */
     t->ps_session = session;
     int rc = open_client_at(t, epoch, err);
     if (rc == 0 && o->trace != NULL)
@@ -410,9 +411,11 @@ int trainer_ps_elastic_boundary(struct trainer *t, const struct staged_step *s, 
      * the old loop's BYE (its old session) is ignored there */
     train_loop_destroy(t->loop);
     t->loop = NULL;
+    train_expose_input_closing(t->expose, t->cl);
     client_close(t->cl);
     t->cl = NULL;
     if (w.a == TRAIN_ELASTIC_RELEASED) {
+        train_expose_world(t->expose, 0, 0, 1);
         sl_log(SL_LOG_INFO,
                "elastic: worker %u let go at epoch %" PRIu64 "'s end (after its last push; %" PRIu64
                " steps), as asked",
