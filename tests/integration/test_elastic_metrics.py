@@ -29,6 +29,7 @@ traces equal the reference plan of each epoch's shape.
 Usage: test_elastic_metrics.py BUILD_DIR (a sanitizer build's too; about
 12 s in a release build)
 """
+import importlib
 import os
 import re
 import shutil
@@ -36,7 +37,6 @@ import signal
 import sys
 import threading
 import time
-import types
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,19 +48,9 @@ from harness import fail, ok  # noqa: E402
 
 
 def import_prefix(name):
-    """Another test's helpers and data: its module run up to its cases (it
-    runs them at its end, unguarded; that part is left out). Its bed.setup
-    gives a scratch folder (bed.TMP) from there on."""
-    path = os.path.join(HERE, name)
-    with open(path) as f:
-        src = f.read()
-    end = re.search(r"^(try:|if __name__ == .__main__.:)\n", src, re.M)
-    if end is None:
-        fail("%s: cannot find where its cases start" % name)
-    mod = types.ModuleType(name[:-3])
-    mod.__file__ = path
-    exec(compile(src[:end.start()], path, "exec"), mod.__dict__)
-    return mod
+    """Another test's helpers and data (its cases run only as a script).
+    Its bed.setup gives a scratch folder (bed.TMP) from there on."""
+    return importlib.import_module(name[:-3])
 
 
 E = import_prefix("test_elastic.py")
