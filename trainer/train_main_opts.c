@@ -536,11 +536,17 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                            o->mode != MODE_MIRRORED && !ps ? ", not --mode tower"
                            : t->gpu                        ? ", not GPU --devices"
                                                            : "");
-    static const char *const unsupported[] = {"checkpoint",     "restore",   "resume-epoch", "reshape",
-                                              "metrics-listen", "curve-key", "eval-connect", "predictions"};
+    static const char *const unsupported[] = {"resume-epoch", "metrics-listen", "curve-key", "eval-connect",
+                                              "predictions"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
+    /* the ring's members checkpoint and restore (train_main_ckpt.c); the ps
+     * mode's state is on its servers */
+    static const char *const ps_unsupported[] = {"checkpoint", "restore", "reshape"};
+    for (size_t i = 0; ps && i < sizeof ps_unsupported / sizeof ps_unsupported[0]; i++)
+        if (sl_opt_given(&cmd, given, ps_unsupported[i]))
+            return usage_error("--elastic does not support --%s yet (the world changes under it)", ps_unsupported[i]);
     if (!sl_endpoint_is_local(o->elastic) && !o->insecure)
         return usage_error("--elastic %s is not a loopback or ipc endpoint, and the coordinator's messages travel "
                            "in plaintext (an elastic job has no CURVE yet): give --insecure to accept that",
@@ -551,6 +557,10 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                                "endpoints: drop --worker, --workers, --ring and --peers");
         if (sl_opt_given(&cmd, given, "elastic-max-workers"))
             return usage_error("--elastic-max-workers is worker 0's (it admits the joins)");
+        if (o->restore != NULL || o->reshape)
+            return usage_error("--join: the joining worker takes the job's state and place from worker 0: drop "
+                               "--%s (the job's members restore)",
+                               o->restore != NULL ? "restore" : "reshape");
         if (!ps && !sl_endpoint_is_local(o->join) && !o->insecure) /* ps: a name, never bound */
             return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts: an elastic "
                                "job has no CURVE yet, give --insecure to listen in plaintext anyway",

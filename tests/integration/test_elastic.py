@@ -411,11 +411,12 @@ def usage_errors():
     ok("usage errors: %d, each naming the option" % len(cases))
 
 
-try:
-    usage_errors()
-    main_case()
-    solo_case()
-finally:
-    bed.finish()
-    if not os.environ.get("SLUICE_ELASTIC_KEEP"):
-        bed.cleanup()
+if __name__ == "__main__":  # imported by other tests for its helpers
+    try:
+        usage_errors()
+        main_case()
+        solo_case()
+    finally:
+        bed.finish()
+        if not os.environ.get("SLUICE_ELASTIC_KEEP"):
+            bed.cleanup()
