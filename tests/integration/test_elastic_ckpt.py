@@ -27,7 +27,9 @@ step s of epoch 1) likewise equals the plain chain restored at S as 2
 workers. Hostile: a DIR holding the newest set without one member's file
 is refused naming that worker; with an older complete set, the restore
 falls back to it, saying which worker's file it lacked; as 2 workers
-without --reshape refused; --join with --restore refused. About 12 s.
+without --reshape refused; --join with --restore refused. Then the global
+step across a change of size at an epoch's start, where the feeders'
+count of the new shape's steps differs from it (offset_case). About 9 s.
 
 Usage: test_elastic_ckpt.py BUILD_DIR
 """
@@ -112,12 +114,12 @@ def killed_run(d):
     coord = el.sock("coord-k")
     ring = rings("k", 2)
     ck = ["--checkpoint", d, "--checkpoint-every", "4", "--keep", "1"]
-    w0 = el.trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--ring", ring] + ck, step_ms=30,
+    w0 = el.trainer("w0", ep, job, ["--worker", "0", "--workers", "2", "--ring", ring] + ck, step_ms=40,
                     coord=coord, tag=TAG)
-    w1 = el.trainer("w1", ep, job, ["--worker", "1", "--workers", "2", "--ring", ring] + ck, step_ms=30,
+    w1 = el.trainer("w1", ep, job, ["--worker", "1", "--workers", "2", "--ring", ring] + ck, step_ms=40,
                     coord=coord, tag=TAG)
     el.wait_step("w0", w0[0], 0, 4, "worker 0 did not train epoch 0", tag=TAG)  # a checkpoint of 2 workers first
-    j = el.trainer("joiner", ep, job, ["--join", el.sock("k-joiner")] + ck, step_ms=30, coord=coord, tag=TAG)
+    j = el.trainer("joiner", ep, job, ["--join", el.sock("k-joiner")] + ck, step_ms=40, coord=coord, tag=TAG)
     ch = el.wait_change(TAG, "w0", w0[0], 1, "the join did not come")
     t1 = ch[0][1]
     T2 = bed.ref_plan.epoch_steps(el.ref_cfg(job, 2, 1))
@@ -173,6 +175,8 @@ def reference(t1, S):
 
 
 def restored(name, d, W, extra):
+    """W elastic workers --restore d --checkpoint d (a fresh feeder) to the
+    job's end: the step they restored (one for all), the job, the members."""
     f, job, ep = feeder("feeder-" + name)
     coord = el.sock("coord-" + name)
     ring = rings(name, W)
@@ -191,10 +195,11 @@ def restored(name, d, W, extra):
 
 
 def check_traces(what, job, kept, procs, world, cut):
-    """kept: {who: (rank in the 3 x 1 world, trace)} of the killed run (the
-    2 x 1 world's ranks before t1 the same); procs the restored run's
-    members, world (W, kind) their stream. Each trace equals the reference
-    on its side of `cut`; every epoch every element once."""
+    """kept: {who: (rank in the 3 x 1 world, rank in the 2 x 1 world before
+    step t1 or None, trace, t1)} of the killed run; procs the restored run's
+    members (ranks in name order), world (W, kind) their stream (el.stream's
+    kind). Each trace equals the reference on its side of `cut`; every epoch
+    every element once."""
     W, kind = world
     seen = {e: [] for e in range(EPOCHS)}
     for who, (r, r0, trace, t1) in kept.items():
@@ -284,7 +289,7 @@ def main_case():
             fail("%s's log does not say the reshape:\n%s" % (who, read_log(TAG, who)[-2000:]))
     ok("restored as 2 workers with --reshape at step %d of epoch 1: traces the transition stream (3 x 1 -> 2 x 1), "
        "every element once per epoch, weights hashes equal the plain chain's" % cut[1])
-    return pristine, S
+    return pristine, S, t1
 
 
 def hostile_case(snap, S):
@@ -329,13 +334,101 @@ def hostile_case(snap, S):
        "refused")
 
 
+def offset_case(pristine, S, t1):
+    """The job's global step across a change of size at an epoch's start,
+    where the feeders' count of the new shape's steps differs from it.
+    Restored as 3 workers from S (epoch 1), a fourth joins mid-epoch 1
+    (3 x 1 -> 4 x 1 at step t2) and a fifth asks in the same epoch: admitted
+    at epoch 2's start (4 x 1 -> 5 x 1, the feeders' epoch-boundary
+    reshape), global step 2 T (T = 30 for 2, 3 and, in the transition
+    epoch, 4 workers), while the feeders count 2 T5 = 100 steps of 5
+    workers before epoch 2. SIGKILL after the 5 workers' checkpoint of
+    epoch 2: its files are named by the global step (an offset of -40
+    recorded). Then: restored as 5 (the newest complete set, its offset
+    adopted), and the 4-worker world's set of epoch 1's end (--restore-step
+    60, kept by --keep 1: no member prunes another size's files) restored
+    as 5 with --reshape; both end with the files of global step 2 T + T5
+    and every step's weights hash equal to the plain chain's (3 x 1
+    restored at T + t2 as 4 x 1, then at epoch 1's end as 5 x 1)."""
+    harness.case()
+    f, job, ep = feeder("feeder-o")
+    T = bed.ref_plan.epoch_steps(el.ref_cfg(job, 3, 1))
+    T5 = bed.ref_plan.epoch_steps(el.ref_cfg(job, 5, 1))
+    if T != bed.ref_plan.epoch_steps(el.ref_cfg(job, 2, 1)) or T5 == T:
+        fail("the job's plans: T %d, T5 %d; the case wants 2 and 3 workers alike and 5 other" % (T, T5))
+    d = os.path.join(bed.TMP, "offset")
+    shutil.copytree(pristine, d)
+    coord = el.sock("coord-o")
+    ring = rings("o", 3)
+    ck = ["--checkpoint", d, "--checkpoint-every", "4", "--keep", "1"]
+    procs = {"o%d" % k: el.trainer("o%d" % k, ep, job, ["--worker", str(k), "--workers", "3", "--ring", ring,
+                                                         "--restore", d] + ck, step_ms=30, coord=coord, tag=TAG)
+             for k in range(3)}
+    o0 = procs["o0"][0]
+    el.wait_step("o0", o0, 1, 4, "worker 0 did not train epoch 1", tag=TAG)
+    ja = el.trainer("oja", ep, job, ["--join", el.sock("o-ja")] + ck, step_ms=30, coord=coord, tag=TAG)
+    t2 = el.wait_change(TAG, "o0", o0, 1, "the join did not come")[0][1]
+    jb = el.trainer("ojb", ep, job, ["--join", el.sock("o-jb")] + ck, step_ms=30, coord=coord, tag=TAG)
+    ch = el.wait_change(TAG, "o0", o0, 2, "the second join did not come", timeout=20)
+    if ch != [(1, t2, T + t2, 3, 4), (2, 0, 2 * T, 4, 5)]:
+        fail("the changes %r, want [(1, t2, %d + t2, 3, 4), (2, 0, %d, 4, 5)]" % (ch, T, 2 * T))
+    end = time.time() + 30
+    while not set.intersection(*[set(x for x in reshape.ckpt_steps(d, k, 5) if x > 2 * T) for k in range(5)]):
+        if time.time() > end or o0.poll() is not None:
+            fail("the 5 workers did not write a checkpoint of epoch 2:\n%s" % read_log(TAG, "o0")[-2000:])
+        time.sleep(0.005)
+    for p in [f, ja[0], jb[0]] + [p for p, _, _ in procs.values()]:
+        p.kill()
+        wait(p, 10, "a killed process")
+    last = 2 * T + T5
+    four = [reshape.ckpt_steps(d, k, 4) for k in range(4)]
+    if any(x[-1:] != [2 * T] for x in four):
+        fail("the 4-worker world's files %r, want the set of step %d (epoch 1's end) kept" % (four, 2 * T))
+    at_end = os.path.join(bed.TMP, "offset-at-end")
+    shutil.copytree(d, at_end)
+    # the plain chain
+    ref2, ref4, ref5 = (os.path.join(bed.TMP, x) for x in ("ref2", "ref4", "ref5"))
+    every = ["--checkpoint-every", "1", "--keep", "1000"]
+    want = {}
+    for name, W, extra in (("p4", 4, ["--restore", ref2, "--restore-step", str(T + t2), "--reshape",
+                                      "--checkpoint", ref4] + every),
+                           ("p5", 5, ["--restore", ref4, "--restore-step", str(2 * T), "--reshape"])):
+        pf, _, pep = feeder("feeder-" + name)
+        pp = {"%s-%d" % (name, k): plain("%s-%d" % (name, k), pep, job, W, k, rings(name, W), extra)
+              for k in range(W)}
+        all_exit(pp, pf)
+        want.update((k, v) for k, v in hashes(pp["%s-0" % name][2]).items() if name == "p5" or k < (2, 0))
+    got = {k: v for k, v in hashes(procs["o0"][2]).items() if k >= (1, t2)}
+    for name, dd, extra, step in (("q", d, [], None),
+                                  ("e", at_end, ["--restore-step", str(2 * T), "--reshape"], 2 * T)):
+        S2, _, rp = restored(name, dd, 5, extra)
+        if (step is not None and S2 != step) or (step is None and not 2 * T < S2 < last):
+            fail("%s: restored step %d" % (name, S2))
+        h = member_hashes(name, rp)
+        cut = (2, S2 - 2 * T)
+        mine = {k: v for k, v in got.items() if k < cut} if step is None else {}
+        mine.update(h)
+        keys = sorted(k for k in want if k >= ((1, t2) if step is None else (2, 0)))
+        same_hashes("%s (restored at %d)" % (name, S2), mine, want, keys)
+        if sorted(mine) != keys:
+            fail("%s: %d steps hashed, the reference %d" % (name, len(mine), len(keys)))
+        names = [reshape.ckpt_steps(dd, k, 5) for k in range(5)]
+        if any(x[-1:] != [last] for x in names):
+            fail("%s: the files of 5 workers %r, want the job's end at global step %d" % (name, names, last))
+    ok("the global step across 4 x 1 -> 5 x 1 at epoch 2's start (after 3 x 1 -> 4 x 1 at step %d of epoch 1; the "
+       "feeders count %d steps of 5 workers before epoch 2, the job %d): checkpoints named by it, restored as 5 from "
+       "epoch 2 and from the 4 workers' set of epoch 1's end (--restore-step %d --reshape); weights hashes equal "
+       "the plain chain's, the last files of step %d" % (t2, 2 * T5, 2 * T, 2 * T, last))
+
+
 def job_name():
     return "job-" + TAG
 
 
 try:
-    snap, S = main_case()
-    hostile_case(snap, S)
+    pristine, S, t1 = main_case()
+    hostile_case(pristine, S)
+    offset_case(pristine, S, t1)
 finally:
     bed.finish()
     if not os.environ.get("SLUICE_ELASTIC_KEEP"):
