@@ -27,7 +27,9 @@ step s of epoch 1) likewise equals the plain chain restored at S as 2
 workers. Hostile: a DIR holding the newest set without one member's file
 is refused naming that worker; with an older complete set, the restore
 falls back to it, saying which worker's file it lacked; as 2 workers
-without --reshape refused; --join with --restore refused. Then the global
+without --reshape refused; a fresh elastic job into that directory (4
+workers: no file of its own size) refused; an empty --restore directory
+refused; --join with --restore refused. Then the global
 step across a change of size at an epoch's start, where the feeders'
 count of the new shape's steps differs from it (offset_case). About 9 s.
 
@@ -324,14 +326,21 @@ def hostile_case(snap, S):
     refused("two", ["--restore", snap],
             "was taken with 3 workers x 1 replicas at step", workers=2)
     refused("two-hint", ["--restore", snap], "give --reshape to continue from this step", workers=2)
+    # a fresh elastic job into a directory of another job's worlds; a restore from an empty one
+    refused("fresh", ["--checkpoint", snap],
+            "--checkpoint %s already holds %d checkpoint(s) of other worker counts (such as ckpt-" % (snap, len(
+                [n for n in os.listdir(snap) if n.startswith("ckpt-")])), workers=4)
+    empty = os.path.join(bed.TMP, "empty")
+    os.mkdir(empty)
+    refused("empty", ["--restore", empty], "--restore %s: no checkpoint" % empty)
     p = subprocess.run([bed.TRAINER, "--connect", el.sock("nobody"), "--job", "j", "--elastic", el.sock("c")] + MODEL
                        + ["--join", el.sock("j"), "--restore", snap], capture_output=True, text=True, timeout=20)
     text = "--join: the joining worker takes the job's state and place from worker 0: drop --restore"
     if p.returncode != 2 or text not in p.stderr:
         fail("--join --restore: expected exit 2 saying %r, got %d:\n%s" % (text, p.returncode, p.stderr[-1000:]))
     ok("hostile: an incomplete newest set refused naming worker 1; with an older complete set the restore falls back "
-       "to it, naming the missing file; another worker count without --reshape refused; --join with --restore "
-       "refused")
+       "to it, naming the missing file; another worker count without --reshape refused; a fresh job into a directory of other worker counts refused; "
+       "an empty --restore directory refused; --join with --restore refused")
 
 
 def offset_case(pristine, S, t1):
