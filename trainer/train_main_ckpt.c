@@ -311,8 +311,10 @@ static int newest_complete_set(const char *dir, const uint64_t *at, struct train
 
 /* Worker 0 of a restored elastic job writing into its --restore DIR: the
  * files of the steps after the one restored (sets left incomplete by a
- * kill) go, logged, so that none mixes with this run's files of the same
- * names. Only regular files; a failure is logged and left. */
+ * kill, or a timeline left behind by --restore-step) go, logged, of every
+ * worker count, so that none mixes with this run's files of the same
+ * names (a plain worker's prune removes only its own). Only regular files;
+ * a failure is logged and left. */
 static void prune_newer_sets(const char *dir, uint64_t steps)
 {
     struct train_ckpt_set *sets = sl_calloc(ELASTIC_SETS, sizeof *sets);
@@ -335,10 +337,8 @@ static void prune_newer_sets(const char *dir, uint64_t steps)
             if (unlink(path) != 0)
                 sl_log(SL_LOG_WARN, "--restore: unlink(%s): %s: left", path, strerror(errno));
             else
-                sl_log(SL_LOG_WARN,
-                       "--restore: removed %s, of step %" PRIu64 " after the one restored (%" PRIu64
-                       ", an incomplete set)",
-                       path, sets[i].steps, steps);
+                sl_log(SL_LOG_WARN, "--restore: removed %s: its step is after the one restored (%" PRIu64 ")", path,
+                       steps);
         }
     sl_free(sets);
 }
@@ -350,9 +350,10 @@ static void prune_newer_sets(const char *dir, uint64_t steps)
  * run's worker count is restored as a plain ring's (its transition or
  * offset adopted), one of another count with --reshape (worker w takes
  * w mod W_old's file). A newer incomplete set (a kill while its files were
- * written) is passed over with a warning naming its missing worker, and
- * worker 0 removes it when DIR is also --checkpoint's: this run's files of
- * those steps must not mix with it. 0 or an error. */
+ * written) is passed over with a warning naming its missing worker. When
+ * DIR is also --checkpoint's, worker 0 removes every set of a step after
+ * the one restored: this run's files of those steps must not mix with
+ * them. 0 or an error. */
 static int ckpt_load_elastic(struct trainer *t, int *done, struct sl_error *err)
 {
     *done = 1;

@@ -327,10 +327,10 @@ static struct train_elastic_msg world_place(const struct trainer *t, uint64_t ep
  * resume_seq 0). t keeps the change as a restored one would be (the
  * checkpoints' numbering); at an epoch's start with another shape,
  * step_base is the offset of the global step from the new shape's count
- * (the checkpoints are named by the global step: train_ckpt.h). A refusal that says to wait
- * (a trainer of the old shape still heard from: one let go whose BYE is
- * on its way; the old shape's last pieces in flight) is tried again within
- * --connect-timeout. */
+ * (the checkpoints are named by the global step: train_ckpt.h). A refusal
+ * that says to wait (a trainer of the old shape still heard from: one let
+ * go whose BYE is on its way; the old shape's last pieces in flight) is
+ * tried again within --connect-timeout. */
 static int open_client_reshaped(struct trainer *t, const struct train_elastic_msg *w, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
