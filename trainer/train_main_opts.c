@@ -197,7 +197,8 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
      "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
-     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); on a ps task, its "
+     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); with --elastic, "
+     "the newest step every worker of that step's world wrote; on a ps task, its "
      "newest checkpoint, the workers resuming where it recorded them",
      NULL, NULL},
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
