@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "sl_alloc.h"
@@ -45,8 +46,8 @@ static void ckpt_meta_of(const struct trainer *t, struct train_ckpt_meta *m)
         m->from_epoch = t->transition.from_epoch;
         m->from_step = t->transition.from_step;
         m->from_steps_per_epoch = t->from_T;
-        m->step_base = t->step_base;
     }
+    m->step_base = t->step_base; /* with no transition 0, or an elastic job's offset (trainer_elastic_*) */
     m->model = (uint32_t)o->model;
     if (o->model == MODEL_NONE)
         return;
@@ -275,6 +276,124 @@ static int ckpt_load_other_shape(struct trainer *t, uint32_t w_old, uint32_t W_o
     return 0;
 }
 
+/* Up to this many sets of an elastic job's directory are looked at (the
+ * newest first): --keep's for each world it had. */
+#define ELASTIC_SETS 4096
+
+/* The newest complete set in dir (every worker of its world has a file of
+ * its step; with `at`, the one of step *at): 0 and *found 0 when there is
+ * none, and then *newest (may be NULL) the newest incomplete one. */
+static int newest_complete_set(const char *dir, const uint64_t *at, struct train_ckpt_set *set, int *found,
+                               struct train_ckpt_set *newest, struct sl_error *err)
+{
+    struct train_ckpt_set *sets = sl_calloc(ELASTIC_SETS, sizeof *sets);
+    size_t n = 0, total = 0;
+    *found = 0;
+    if (newest != NULL)
+        memset(newest, 0, sizeof *newest);
+    if (sets == NULL)
+        return sl_error_set(err, SL_ENOMEM, "out of memory listing %s", dir);
+    int rc = train_ckpt_sets(dir, sets, ELASTIC_SETS, &n, &total, err);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (at != NULL && sets[i].steps != *at)
+            continue;
+        if (sets[i].have == sets[i].workers) {
+            *set = sets[i];
+            *found = 1;
+            break;
+        }
+        if (newest != NULL && newest->workers == 0)
+            *newest = sets[i];
+    }
+    sl_free(sets);
+    return rc;
+}
+
+/* Worker 0 of a restored elastic job writing into its --restore DIR: the
+ * files of the steps after the one restored (sets left incomplete by a
+ * kill, or a timeline left behind by --restore-step) go, logged, of every
+ * worker count, so that none mixes with this run's files of the same
+ * names (a plain worker's prune removes only its own). Only regular files;
+ * a failure is logged and left. */
+static void prune_newer_sets(const char *dir, uint64_t steps)
+{
+    struct train_ckpt_set *sets = sl_calloc(ELASTIC_SETS, sizeof *sets);
+    size_t n = 0, total = 0;
+    struct sl_error err = {0};
+    if (sets == NULL || train_ckpt_sets(dir, sets, ELASTIC_SETS, &n, &total, &err) != 0) {
+        sl_log(SL_LOG_WARN, "--restore %s: the steps after %" PRIu64 " are left: %s", dir, steps,
+               sets == NULL ? "out of memory" : err.msg);
+        sl_free(sets);
+        return;
+    }
+    for (size_t i = 0; i < n && sets[i].steps > steps; i++)
+        for (uint32_t k = 0; k < sets[i].workers; k++) {
+            char name[96], path[TRAIN_CKPT_MAX_PATH];
+            struct stat st;
+            train_ckpt_name(name, sizeof name, sets[i].steps, k, sets[i].workers);
+            if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path || lstat(path, &st) != 0 ||
+                !S_ISREG(st.st_mode))
+                continue;
+            if (unlink(path) != 0)
+                sl_log(SL_LOG_WARN, "--restore: unlink(%s): %s: left", path, strerror(errno));
+            else
+                sl_log(SL_LOG_WARN, "--restore: removed %s: its step is after the one restored (%" PRIu64 ")", path,
+                       steps);
+        }
+    sl_free(sets);
+}
+
+/* --elastic with --restore DIR: the ranks were renumbered at every change,
+ * so DIR holds a set of files for each world's steps (train_ckpt_set).
+ * Every member picks the newest step whose set is complete (or
+ * --restore-step's), the same from the same directory: a set of this
+ * run's worker count is restored as a plain ring's (its transition or
+ * offset adopted), one of another count with --reshape (worker w takes
+ * w mod W_old's file). A newer incomplete set (a kill while its files were
+ * written) is passed over with a warning naming its missing worker. When
+ * DIR is also --checkpoint's, worker 0 removes every set of a step after
+ * the one restored: this run's files of those steps must not mix with
+ * them. 0 or an error. */
+static int ckpt_load_elastic(struct trainer *t, int *done, struct sl_error *err)
+{
+    *done = 1;
+    struct trainer_opts *o = &t->o;
+    struct train_ckpt_set set, newest;
+    int found = 0;
+    char name[96];
+    int rc =
+        newest_complete_set(o->restore, t->restore_step_given ? &o->restore_step : NULL, &set, &found, &newest, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "--restore: ");
+    if (!found && newest.workers == 0)
+        return t->restore_step_given ? sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint of step %" PRIu64,
+                                                    o->restore, o->restore_step)
+                                     : sl_error_set(err, SL_EINVAL, "--restore %s: no checkpoint", o->restore);
+    if (newest.workers != 0) {
+        train_ckpt_name(name, sizeof name, newest.steps, newest.missing, newest.workers);
+        if (!found)
+            return sl_error_set(err, SL_EINVAL,
+                                "--restore %s: no complete checkpoint of the elastic job: step %" PRIu64
+                                " of %u workers lacks worker %u's file (%s)%s",
+                                o->restore, newest.steps, newest.workers, newest.missing, name,
+                                t->restore_step_given ? "" : ", and no older step has every worker's");
+        sl_log(SL_LOG_WARN,
+               "--restore %s: step %" PRIu64 " of %u workers lacks worker %u's file (%s): continuing from step %" PRIu64
+               " of %u workers, the newest every worker wrote",
+               o->restore, newest.steps, newest.workers, newest.missing, name, set.steps, set.workers);
+    }
+    if (o->worker == 0 && o->checkpoint != NULL && strcmp(o->checkpoint, o->restore) == 0)
+        prune_newer_sets(o->restore, set.steps);
+    o->restore_step = set.steps;
+    t->restore_step_given = 1;
+    sl_log(SL_LOG_INFO, "--restore %s: step %" PRIu64 " of %u workers, the newest every worker of its world wrote",
+           o->restore, set.steps, set.workers);
+    if (set.workers != o->workers)
+        return ckpt_load_other_shape(t, o->worker % set.workers, set.workers, err);
+    *done = 0; /* the same worker count: ckpt_load goes on with --restore-step's */
+    return 0;
+}
+
 /* Find and read the checkpoint to restore: this worker's newest in
  * --restore DIR, or --restore-step's. A damaged or mismatched file is
  * refused naming it; the message names the previous one, to be chosen
@@ -285,6 +404,11 @@ static int ckpt_load(struct trainer *t, struct sl_error *err)
     uint64_t steps[2];
     size_t n, total, other;
     char other_name[256] = "", name[96], path[TRAIN_CKPT_MAX_PATH];
+    if (o->elastic != NULL) {
+        int done = 0, erc = ckpt_load_elastic(t, &done, err);
+        if (done || erc != 0)
+            return erc;
+    }
     int rc = train_ckpt_list(o->restore, o->worker, o->workers, steps, 2, &n, &total, &other, other_name,
                              sizeof other_name, err);
     if (rc != 0)
@@ -362,7 +486,7 @@ int trainer_prepare_checkpoints(struct trainer *t)
     const char *dirs[2] = {o->checkpoint, o->restore};
     if (o->checkpoint != NULL && trainer_ckpt_dir_ready(o->checkpoint, &err) != 0)
         goto fail;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && o->join == NULL; i++) { /* a joiner's place is not known yet: others may be writing */
         if (dirs[i] == NULL || (i == 1 && dirs[0] != NULL && strcmp(dirs[0], dirs[1]) == 0))
             continue;
         if (train_ckpt_clean(dirs[i], o->worker, o->workers, &removed, &err) != 0) {
@@ -378,11 +502,21 @@ int trainer_prepare_checkpoints(struct trainer *t)
     }
     if (t->restoring && ckpt_load(t, &err) != 0)
         goto fail;
-    if (o->checkpoint != NULL && !t->restoring) {
+    if (o->checkpoint != NULL && !t->restoring && o->join == NULL) { /* a joiner writes into its job's */
         uint64_t newest;
-        size_t n, total;
-        if (train_ckpt_list(o->checkpoint, o->worker, o->workers, &newest, 1, &n, &total, NULL, NULL, 0, &err) != 0)
+        size_t n, total, other = 0;
+        char other_name[256] = "";
+        if (train_ckpt_list(o->checkpoint, o->worker, o->workers, &newest, 1, &n, &total, &other, other_name,
+                            sizeof other_name, &err) != 0)
             goto fail;
+        if (n == 0 && other > 0 && o->elastic != NULL) { /* its worlds' sets would mix with theirs */
+            sl_error_set(&err, SL_EINVAL,
+                         "--checkpoint %s already holds %zu checkpoint(s) of other worker counts (such as %s): an "
+                         "elastic job writes every world's there; give --restore %s to continue from them, or "
+                         "another directory",
+                         o->checkpoint, other, other_name, o->checkpoint);
+            goto fail;
+        }
         if (n > 0) {
             sl_error_set(&err, SL_EINVAL,
                          "--checkpoint %s already holds %zu checkpoint(s) of worker %u of %u (the "
@@ -395,6 +529,37 @@ int trainer_prepare_checkpoints(struct trainer *t)
 fail:
     sl_log(SL_LOG_ERROR, "%s", err.msg);
     return 1;
+}
+
+/* --elastic: how many of this worker's newest files (worker w of n) to
+ * keep after writing step `steps` so that --keep never removes a file of
+ * the newest complete set: the other members may not have written step
+ * `steps` yet, and a world of the same size before a change (its ranks
+ * renumbered) left files of these names. Its steps are the job's global
+ * step, which only grows across the worlds, so that set's file and the
+ * newer ones are this worker's newest. A set of another worker count is
+ * never pruned here (the members of that world prune it, when the job has
+ * that size again). */
+static int elastic_keep(const char *dir, uint32_t w, uint32_t n, uint64_t steps, uint32_t *keep, struct sl_error *err)
+{
+    struct train_ckpt_set set;
+    int found = 0;
+    int rc = newest_complete_set(dir, NULL, &set, &found, NULL, err);
+    if (rc != 0)
+        return sl_error_prefix(err, "checkpoint: ");
+    if (!found || set.workers != n || set.steps >= steps)
+        return 0;
+    uint64_t mine[64];
+    size_t got = 0, total = 0;
+    if ((rc = train_ckpt_list(dir, w, n, mine, sizeof mine / sizeof mine[0], &got, &total, NULL, NULL, 0, err)) != 0)
+        return sl_error_prefix(err, "checkpoint: ");
+    uint32_t need = 0;
+    for (size_t i = 0; i < got && mine[i] >= set.steps; i++)
+        if (mine[i] <= steps)
+            need++;
+    if (need > *keep)
+        *keep = need;
+    return 0;
 }
 
 /* After the step whose first piece is first_seq has trained: a checkpoint
@@ -430,7 +595,10 @@ int trainer_maybe_checkpoint(struct trainer *t, uint64_t epoch, uint64_t first_s
     uint64_t bytes = 0;
     if (rc == 0)
         rc = train_ckpt_write(o->checkpoint, &m, w, v, &bytes, &err);
-    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, o->worker, o->workers, steps, o->keep, &err)) != 0)
+    uint32_t keep = o->keep;
+    if (rc == 0 && o->elastic != NULL)
+        rc = elastic_keep(o->checkpoint, o->worker, o->workers, steps, &keep, &err);
+    if (rc == 0 && (rc = train_ckpt_prune(o->checkpoint, o->worker, o->workers, steps, keep, &err)) != 0)
         sl_error_prefix(&err, "checkpoint: ");
     if (rc != 0) {
         sl_log(SL_LOG_ERROR, "%s", err.msg);

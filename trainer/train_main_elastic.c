@@ -325,10 +325,12 @@ static struct train_elastic_msg world_place(const struct trainer *t, uint64_t ep
  * seq; within the epoch the mid-epoch change (transition: the old world's
  * size, the job's replicas, epoch, step; its numbering from the change,
  * resume_seq 0). t keeps the change as a restored one would be (the
- * checkpoints' numbering). A refusal that says to wait
- * (a trainer of the old shape still heard from: one let go whose BYE is
- * on its way; the old shape's last pieces in flight) is tried again within
- * --connect-timeout. */
+ * checkpoints' numbering); at an epoch's start with another shape,
+ * step_base is the offset of the global step from the new shape's count
+ * (the checkpoints are named by the global step: train_ckpt.h). A refusal
+ * that says to wait (a trainer of the old shape still heard from: one let
+ * go whose BYE is on its way; the old shape's last pieces in flight) is
+ * tried again within --connect-timeout. */
 static int open_client_reshaped(struct trainer *t, const struct train_elastic_msg *w, struct sl_error *err)
 {
     const struct trainer_opts *o = &t->o;
@@ -353,6 +355,8 @@ static int open_client_reshaped(struct trainer *t, const struct train_elastic_ms
     uint64_t deadline = sl_clock_ns() + (uint64_t)o->connect_timeout_s * 1000000000u;
     for (;;) {
         int rc = client_open(&t->cl, &t->copts, err);
+        if (rc == 0 && t->copts.resume_epoch != 0) /* the global step goes on: its offset from this shape's count */
+            t->step_base = w->d - client_position(t->cl) / t->replicas;
         if (rc == 0)
             return 0;
         t->cl = NULL;

@@ -197,7 +197,8 @@ static const struct sl_opt opt_rows[] = {
      NULL, NULL},
     {"restore", 0, SL_OPT_STRING, OFF(restore), 0, 0, NULL, "DIR",
      "continue from this worker's newest checkpoint in DIR: the weights, optimizer state and input position; a "
-     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); on a ps task, its "
+     "damaged or mismatched one is refused, naming the file (the workers must agree on the step); with --elastic, "
+     "the newest step every worker of that step's world wrote; on a ps task, its "
      "newest checkpoint, the workers resuming where it recorded them",
      NULL, NULL},
     {"restore-step", 0, SL_OPT_U64, OFF(restore_step), 0, UINT64_C(1) << 48, NULL, "S",
@@ -536,11 +537,16 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                            o->mode != MODE_MIRRORED && !ps ? ", not --mode tower"
                            : t->gpu                        ? ", not GPU --devices"
                                                            : "");
-    static const char *const unsupported[] = {"checkpoint", "restore",      "resume-epoch",
-                                              "reshape",    "eval-connect", "predictions"};
+    static const char *const unsupported[] = {"resume-epoch", "eval-connect", "predictions"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
+    /* the ring's members checkpoint and restore (train_main_ckpt.c); the ps
+     * mode's state is on its servers */
+    static const char *const ps_unsupported[] = {"checkpoint", "restore", "reshape"};
+    for (size_t i = 0; ps && i < sizeof ps_unsupported / sizeof ps_unsupported[0]; i++)
+        if (sl_opt_given(&cmd, given, ps_unsupported[i]))
+            return usage_error("--elastic does not support --%s yet (the world changes under it)", ps_unsupported[i]);
     /* --curve-key (or the cluster spec's key, read by now): the coordinator
      * endpoint, the ring and the feeders' links all use CURVE; load_curve
      * checks the key files */
@@ -556,6 +562,10 @@ static int configure_elastic(struct trainer *t, uint64_t given)
                                "endpoints: drop --worker, --workers, --ring and --peers");
         if (sl_opt_given(&cmd, given, "elastic-max-workers"))
             return usage_error("--elastic-max-workers is worker 0's (it admits the joins)");
+        if (o->restore != NULL || o->reshape)
+            return usage_error("--join: the joining worker takes the job's state and place from worker 0: drop "
+                               "--%s (the job's members restore)",
+                               o->restore != NULL ? "restore" : "reshape");
         if (!ps && !sl_endpoint_is_local(o->join) && !o->insecure && !curve) /* ps: a name, never bound */
             return usage_error("--join: this worker's ring endpoint %s can be reached from other hosts, and without "
                                "--curve-key the ring carries the weights in plaintext: give it the job's --curve-key "

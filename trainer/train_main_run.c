@@ -264,7 +264,14 @@ int trainer_start(struct trainer *t)
         goto fail;
     if (client_open(&t->cl, &t->copts, &err) != 0)
         goto fail;
-    if (t->resume_epoch != 0) { /* the steps before epoch E, for this shape */
+    if (t->resume_epoch != 0 && o->elastic != NULL && t->restoring) {
+        /* an elastic job's global step carries on: this shape's count of
+         * the steps before epoch E and an offset (its checkpoints' names) */
+        t->step_base = t->start_step - client_position(t->cl) / t->replicas;
+        sl_log(SL_LOG_INFO, "starting at epoch %" PRIu64 " (input position %" PRIu64 ", global step %" PRIu64 ")%s",
+               t->resume_epoch, client_position(t->cl), t->start_step,
+               o->reshape ? "; the feeders serve this run's cluster shape" : "");
+    } else if (t->resume_epoch != 0) { /* the steps before epoch E, for this shape */
         t->start_step = client_position(t->cl) / t->replicas;
         sl_log(SL_LOG_INFO, "starting at epoch %" PRIu64 " (input position %" PRIu64 ", step %" PRIu64 ")%s",
                t->resume_epoch, client_position(t->cl), t->start_step,
@@ -507,6 +514,11 @@ int trainer_run(struct trainer *t)
             last = prev;
             have_last = 1;
             have_prev = 0;
+            /* the epoch's checkpoint, by this world (its ranks) before any change */
+            if (trainer_maybe_checkpoint(t, prev.epoch, prev.seq, prev.flags, 0) != 0) {
+                rc = SL_EIO;
+                break;
+            }
             if (change && trainer_elastic_boundary(t, &prev, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;
@@ -596,6 +608,10 @@ int trainer_run(struct trainer *t)
             last = cur;
             have_last = 1;
             have_prev = 0;
+            if (trainer_maybe_checkpoint(t, cur.epoch, cur.seq, cur.flags, 0) != 0) { /* s+1's, the old world's */
+                rc = SL_EIO;
+                break;
+            }
             if (trainer_elastic_boundary(t, &cur, ran, &released) != 0) {
                 rc = SL_EIO;
                 break;

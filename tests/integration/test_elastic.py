@@ -392,8 +392,7 @@ def usage_errors():
         (["--elastic", COORD] + MODEL + ["--join", "ipc://a,ipc://b"], "--join takes this process's one ring endpoint"),
         (["--elastic", ""] + MODEL, "--elastic: an empty endpoint"),
         (["--elastic", COORD] + MODEL + ["--elastic-max-workers", "0"], "elastic-max-workers"),
-        (["--elastic", COORD] + MODEL + ["--checkpoint", os.path.join(bed.TMP, "ck")],
-         "--elastic does not support --checkpoint yet"),
+        (["--elastic", COORD] + MODEL + ["--resume-epoch", "1"], "--elastic does not support --resume-epoch yet"),
         (["--elastic", COORD] + MODEL + ["--join", sock("x"), "--elastic-max-workers", "5"],
          "--elastic-max-workers is worker 0's"),
         (["--elastic", "tcp://192.0.2.1:7777"] + MODEL,
@@ -414,7 +413,7 @@ def usage_errors():
     ok("usage errors: %d, each naming the option" % len(cases))
 
 
-if __name__ == "__main__":  # test_elastic_curve.py imports the helpers above
+if __name__ == "__main__":  # other tests import the helpers above
     try:
         usage_errors()
         main_case()

@@ -308,9 +308,17 @@ static void step_base_huge(uint8_t *h)
     transition(h);
     sl_store_le64(h + 168, ((uint64_t)1 << 48) + 1);
 }
-static void step_base_alone(uint8_t *h) /* no transition, but steps before it */
+static void offset_below_0(uint8_t *h) /* no transition: an elastic job's offset taking the step (5) below 0 */
 {
-    sl_store_le64(h + 168, 7);
+    sl_store_le64(h + 168, (uint64_t)-7);
+}
+static void offset_huge(uint8_t *h)
+{
+    sl_store_le64(h + 168, ((uint64_t)1 << 48) + 1);
+}
+static void offset_huge_negative(uint8_t *h)
+{
+    sl_store_le64(h + 168, (uint64_t)INT64_MIN);
 }
 static void transition_no_steps(uint8_t *h) /* a transition in a stream of unknown epochs */
 {
@@ -354,7 +362,11 @@ START_TEST(test_hostile_headers)
         {from_step_at_end, 0, "damaged: transition at step 4 of an epoch of 4 steps (1 to 3)"},
         {from_t_1, 0, "damaged: transition epoch of 1 steps (2 to 2^48)"},
         {from_t_huge, 0, "damaged: transition epoch of 18446744073709551615 steps (2 to 2^48)"},
-        {step_base_alone, 0, "damaged: transition from 0 workers x 0 replicas"},
+        {offset_below_0, 0,
+         "damaged: a step offset of -7 with no transition (at most 2^48 either way, and the step 5 it is added to "
+         "not below 0)"},
+        {offset_huge, 0, "damaged: a step offset of 281474976710657 with no transition"},
+        {offset_huge_negative, 0, "damaged: a step offset of -9223372036854775808 with no transition"},
         {transition_no_steps, 0, "damaged: a transition without the stream's steps per epoch"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -610,6 +622,93 @@ END_TEST
  * writer), a symlink is refused as a symlink, and a directory named like a
  * temporary or a checkpoint is left in place by clean and prune (before
  * the fix: "unlink(...): Is a directory", failing --checkpoint). */
+/* An elastic job's offset with no transition (its worker count changed at
+ * an epoch's start): the name is the global step, the step_base + the
+ * position's step, either sign; the position itself untouched. */
+START_TEST(test_elastic_offset)
+{
+    const char *d = fresh_dir("off");
+    struct sl_error err = {0};
+    struct train_ckpt ck;
+    float *w = NULL, *v = NULL;
+    struct train_ckpt_meta m = meta(6);
+    w = values(m.nparams, 0.5f);
+    v = values(m.nparams, 2.0f);
+    m.step_base = (uint64_t)-4; /* 2 steps trained: this shape counts 6 before them */
+    ck_assert_msg(train_ckpt_write(d, &m, w, v, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(train_ckpt_steps(&m), 2);
+    ck_assert_msg(train_ckpt_read(path_of(d, 2, 1, 2), NULL, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.meta.step_base, (uint64_t)-4);
+    ck_assert_uint_eq(ck.meta.pos.step, 6);
+    ck_assert_uint_eq(ck.meta.from_workers, 0);
+    uint64_t e = 99, s = 99;
+    ck_assert_int_eq(train_ckpt_where(&ck.meta, &e, &s, &err), 0); /* by the position: 6 of 30 in epoch 0 */
+    ck_assert_uint_eq(e, 0);
+    ck_assert_uint_eq(s, 6);
+    train_ckpt_free(&ck);
+    m.step_base = 9; /* 15 steps trained */
+    ck_assert_msg(train_ckpt_write(d, &m, w, v, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ckpt_read(path_of(d, 15, 1, 2), NULL, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(train_ckpt_steps(&ck.meta), 15);
+    train_ckpt_free(&ck);
+    m.step_base = (uint64_t)-7; /* below step 0: refused before anything is written */
+    ck_assert_int_eq(train_ckpt_write(d, &m, w, v, NULL, &err), SL_EINVAL);
+    ck_assert_msg(strstr(err.msg, "a step offset of -7 with no transition") != NULL, "%s", err.msg);
+    free(w);
+    free(v);
+}
+END_TEST
+
+/* An elastic job's directory: a set per step and worker count, newest
+ * first, the workers it has and the first it lacks. */
+START_TEST(test_sets)
+{
+    const char *d = fresh_dir("sets");
+    struct sl_error err = {0};
+    struct train_ckpt_set sets[8];
+    size_t n = 99, total = 99;
+    ck_assert_int_eq(train_ckpt_sets(d, sets, 8, &n, &total, &err), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(total, 0);
+    /* world 2 at 10 and 20 (complete), world 3 at 30 (complete) and 40
+     * (worker 1's missing), world 2 again at 50 (worker 0's only) */
+    for (uint32_t k = 0; k < 2; k++) {
+        touch(d, path_of(d, 10, k, 2) + strlen(d) + 1);
+        touch(d, path_of(d, 20, k, 2) + strlen(d) + 1);
+    }
+    for (uint32_t k = 0; k < 3; k++)
+        touch(d, path_of(d, 30, k, 3) + strlen(d) + 1);
+    touch(d, path_of(d, 40, 0, 3) + strlen(d) + 1);
+    touch(d, path_of(d, 40, 2, 3) + strlen(d) + 1);
+    touch(d, path_of(d, 50, 0, 2) + strlen(d) + 1);
+    const char *noise[] = {"ckpt-000000000060.w3of3", "ckpt-60.w0of1", ".ckpt-000000000060.w0of1.abc.tmp",
+                           "ckpt-000000000060.w0of1x", "other"};
+    for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++)
+        touch(d, noise[i]);
+    ck_assert_int_eq(train_ckpt_sets(d, sets, 8, &n, &total, &err), 0);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_uint_eq(total, 5);
+    struct train_ckpt_set want[] = {
+        {50, 2, 1, 1}, {40, 3, 2, 1}, {30, 3, 3, UINT32_MAX}, {20, 2, 2, UINT32_MAX}, {10, 2, 2, UINT32_MAX}};
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_msg(sets[i].steps == want[i].steps && sets[i].workers == want[i].workers &&
+                          sets[i].have == want[i].have && sets[i].missing == want[i].missing,
+                      "set %zu: step %" PRIu64 " of %u: %u have, %u missing", i, sets[i].steps, sets[i].workers,
+                      sets[i].have, sets[i].missing);
+    /* the cap: the newest two, all counted */
+    ck_assert_int_eq(train_ckpt_sets(d, sets, 2, &n, &total, &err), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(total, 5);
+    ck_assert_uint_eq(sets[1].steps, 40);
+    /* worker 0 missing: the first missing is 0 */
+    touch(d, path_of(d, 70, 1, 2) + strlen(d) + 1);
+    ck_assert_int_eq(train_ckpt_sets(d, sets, 8, &n, &total, &err), 0);
+    ck_assert_msg(sets[0].steps == 70 && sets[0].have == 1 && sets[0].missing == 0, "%u", sets[0].missing);
+    ck_assert_int_eq(train_ckpt_sets("/nonexistent/sluice-sets", sets, 8, &n, &total, &err), SL_EIO);
+    ck_assert_msg(strstr(err.msg, "opendir(/nonexistent/sluice-sets)") != NULL, "%s", err.msg);
+}
+END_TEST
+
 START_TEST(test_not_a_file)
 {
     const char *d = fresh_dir("odd");
@@ -770,6 +869,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_version_2);
     tcase_add_test(tc, test_transition);
     tcase_add_test(tc, test_mismatch);
+    tcase_add_test(tc, test_elastic_offset);
+    tcase_add_test(tc, test_sets);
     tcase_add_test(tc, test_list_prune_clean);
     tcase_add_test(tc, test_write_errors);
     tcase_add_test(tc, test_position);

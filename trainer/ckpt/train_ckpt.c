@@ -154,8 +154,16 @@ static int check_meta(const struct train_ckpt_meta *m, int code, struct sl_error
     if (m->steps_per_epoch > CLIENT_INPUT_POSITION_MAX_SEQ)
         return sl_error_set(err, code, "%" PRIu64 " steps per epoch (at most 2^48)", m->steps_per_epoch);
     int none = m->from_workers == 0 && m->from_replicas == 0 && m->from_epoch == 0 && m->from_step == 0 &&
-               m->from_steps_per_epoch == 0 && m->step_base == 0;
-    if (!none) { /* a transition: the old shape, where it changed, and the steps before */
+               m->from_steps_per_epoch == 0;
+    if (none && m->step_base != 0) { /* an elastic job's offset: signed, and the step it names not below 0 */
+        int64_t off = (int64_t)m->step_base;
+        if (off < -(int64_t)CLIENT_INPUT_POSITION_MAX_SEQ || off > (int64_t)CLIENT_INPUT_POSITION_MAX_SEQ ||
+            (off < 0 && (uint64_t)-off > m->pos.step))
+            return sl_error_set(err, code,
+                                "a step offset of %" PRId64 " with no transition (at most 2^48 either way, and the "
+                                "step %" PRIu64 " it is added to not below 0)",
+                                off, m->pos.step);
+    } else if (!none) { /* a transition: the old shape, where it changed, and the steps before */
         if (m->from_workers == 0 || m->from_workers > 65536 || m->from_replicas == 0 ||
             m->from_replicas > CLIENT_INPUT_POSITION_MAX_REPLICAS)
             return sl_error_set(err, code,
@@ -626,5 +634,74 @@ int train_ckpt_prune(const char *dir, uint32_t worker, uint32_t workers, uint64_
         }
     }
     sl_free(older);
+    return rc;
+}
+
+struct name_entry {
+    uint64_t steps;
+    uint32_t worker, workers;
+};
+
+/* Newest first: step descending, then worker count descending, then
+ * worker ascending. */
+static int name_entry_cmp(const void *a, const void *b)
+{
+    const struct name_entry *x = a, *y = b;
+    if (x->steps != y->steps)
+        return x->steps < y->steps ? 1 : -1;
+    if (x->workers != y->workers)
+        return x->workers < y->workers ? 1 : -1;
+    return x->worker < y->worker ? -1 : x->worker > y->worker;
+}
+
+int train_ckpt_sets(const char *dir, struct train_ckpt_set *sets, size_t cap, size_t *n, size_t *total,
+                    struct sl_error *err)
+{
+    *n = 0;
+    *total = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return sl_error_sys(err, errno, "opendir(%s)", dir);
+    struct name_entry *all = NULL;
+    size_t na = 0, ca = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t s, w, nw;
+        if (parse_name(e->d_name, &s, &w, &nw) != 0 || w >= nw)
+            continue;
+        if (na == ca) {
+            size_t nc = ca ? ca * 2 : 64;
+            struct name_entry *t = sl_realloc(all, nc * sizeof *t);
+            if (t == NULL) {
+                rc = sl_error_set(err, SL_ENOMEM, "out of memory listing %s", dir);
+                break;
+            }
+            all = t;
+            ca = nc;
+        }
+        all[na++] = (struct name_entry){s, (uint32_t)w, (uint32_t)nw};
+    }
+    closedir(d);
+    if (rc == 0 && na > 0)
+        qsort(all, na, sizeof *all, name_entry_cmp);
+    /* one set per (step, worker count): the distinct workers it has (the
+     * names are canonical, so a worker appears once) and the first missing */
+    for (size_t i = 0; rc == 0 && i < na;) {
+        struct train_ckpt_set s = {.steps = all[i].steps, .workers = all[i].workers, .missing = UINT32_MAX};
+        uint32_t next = 0;
+        for (; i < na && all[i].steps == s.steps && all[i].workers == s.workers; i++) {
+            if (all[i].worker != next && s.missing == UINT32_MAX)
+                s.missing = next;
+            next = all[i].worker + 1;
+            s.have++;
+        }
+        if (s.missing == UINT32_MAX && next < s.workers)
+            s.missing = next;
+        if (*n < cap)
+            sets[(*n)++] = s;
+        (*total)++;
+    }
+    sl_free(all);
     return rc;
 }

@@ -34,7 +34,12 @@
  *   160  8  from_T: the old shape's steps per epoch (2..2^48), where the
  *           transition epoch ends
  *   168  8  step_base: the steps trained before the change (<= 2^48); the
- *           checkpoint's step (its name) is step_base + the position's step
+ *           checkpoint's step (its name) is step_base + the position's step.
+ *           With no transition: 0, or an elastic job's offset (a signed
+ *           64-bit value, |offset| <= 2^48, the step not below 0): its
+ *           global step minus this shape's count of steps, after its
+ *           worker count changed at an epoch's start (docs/trainer.md,
+ *           "Elastic workers")
  *   176  J  the job name, then zeros to a multiple of 8 bytes
  *   ...  4P weights (float32, the model's parameter order, train_model.h)
  *   ...  4P velocity (float32, same order)
@@ -87,7 +92,8 @@ struct train_ckpt_meta {
     uint32_t from_workers, from_replicas;
     uint64_t from_epoch, from_step;
     uint64_t from_steps_per_epoch; /* T, the old shape's */
-    uint64_t step_base;            /* steps trained before the change: the step is step_base + pos.step */
+    uint64_t step_base;            /* steps trained before the change: the step is step_base + pos.step (with no
+                           transition: 0, or an elastic job's signed offset, two's complement) */
     uint64_t nparams;              /* floats of weights, and of velocity */
 };
 
@@ -141,6 +147,23 @@ void train_ckpt_free(struct train_ckpt *ck);
  * other_name, when not NULL, the first found). SL_EIO: opendir(DIR): ... */
 int train_ckpt_list(const char *dir, uint32_t worker, uint32_t workers, uint64_t *steps, size_t cap, size_t *n,
                     size_t *total, size_t *other, char *other_name, size_t other_cap,
+                    struct sl_error *err) SL_MUST_CHECK;
+
+/* One step's checkpoint set in a directory: the files of that step for one
+ * worker count (an elastic job's directory holds the sets of each world it
+ * had). Complete when have == workers. */
+struct train_ckpt_set {
+    uint64_t steps;
+    uint32_t workers;
+    uint32_t have;    /* the workers 0..workers-1 with a file of this step */
+    uint32_t missing; /* the lowest worker without one (UINT32_MAX: none) */
+};
+
+/* The checkpoint sets in dir, newest first (by step, then by worker count,
+ * more first), into sets[0..*n) (at most cap; *total counts them all).
+ * Temporaries and other names are not counted. SL_EIO: opendir(DIR): ...,
+ * SL_ENOMEM. */
+int train_ckpt_sets(const char *dir, struct train_ckpt_set *sets, size_t cap, size_t *n, size_t *total,
                     struct sl_error *err) SL_MUST_CHECK;
 
 /* Remove worker w of n's leftovers in dir: temporaries of a write a crash
