@@ -22,6 +22,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sl_alloc.h"
 #include "sl_clock.h"
@@ -33,18 +34,59 @@
  * within 250 ms; the trainer then exits 128 + the signal's number. */
 volatile sig_atomic_t trainer_stop_flag;
 volatile sig_atomic_t trainer_leave_flag;
+volatile sig_atomic_t trainer_stop_wanted;
 static int term_leaves; /* --elastic: the first SIGTERM asks to leave (trainer_leave_flag) */
+/* trainer_stop_agree_begin .. _end: the first signal is a wish the
+ * workers agree on (trainer_stop_wanted), stop_grace_s its grace */
+static volatile sig_atomic_t stop_agreeing;
+static unsigned stop_grace_s;
 
 static void on_stop(int sig)
 {
     if (sig == SIGTERM && term_leaves && !trainer_leave_flag)
         trainer_leave_flag = 1;
-    else
-        trainer_stop_flag = sig;
+    else if (stop_agreeing && !trainer_stop_wanted) {
+        trainer_stop_wanted = sig;
+        alarm(stop_grace_s); /* async-signal-safe; its SIGALRM is on_grace */
+    } else {
+        /* no agreement to wait for, or a second signal: stop now (as the first one) */
+        trainer_stop_flag = trainer_stop_wanted ? trainer_stop_wanted : sig;
+    }
+}
+
+/* The grace is over: the workers did not all reach the step that would
+ * have stopped them together (a peer is gone or hung), so stop now. */
+static void on_grace(int sig)
+{
+    (void)sig;
+    if (trainer_stop_wanted && !trainer_stop_flag)
+        trainer_stop_flag = trainer_stop_wanted;
+}
+
+void trainer_stop_agree_begin(unsigned grace_s)
+{
+    stop_grace_s = grace_s > 0 ? grace_s : 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_grace;
+    sigaction(SIGALRM, &sa, NULL);
+    stop_agreeing = 1;
+}
+
+/* The steps are over: a wish not yet acted on becomes the stop itself
+ * (as a signal after the last step always did), and the grace's alarm is
+ * off. */
+void trainer_stop_agree_end(void)
+{
+    stop_agreeing = 0;
+    alarm(0);
+    if (trainer_stop_wanted && !trainer_stop_flag)
+        trainer_stop_flag = trainer_stop_wanted;
 }
 
 /* The process around the run: the heap's thresholds, the log, and
- * SIGINT/SIGTERM setting trainer_stop_flag. */
+ * SIGINT/SIGTERM setting trainer_stop_flag (or, while the workers agree
+ * on their stop, trainer_stop_wanted first). */
 static void setup_process(const struct trainer_opts *o, int is_ps)
 {
     /* ZeroMQ allocates every received piece of a copied stream (one malloc

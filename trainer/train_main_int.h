@@ -38,6 +38,16 @@ extern volatile sig_atomic_t trainer_stop_flag;
 /* --elastic: 1 once a SIGTERM asked this worker to leave the job (worker 0
  * refuses; a second SIGTERM stops, as trainer_stop_flag). */
 extern volatile sig_atomic_t trainer_leave_flag;
+/* A plain mirrored ring job on CPU replicas (trainer_run, while
+ * trainer_stop_agree_begin .. _end): the first SIGINT/SIGTERM only sets
+ * trainer_stop_wanted (its number) and arms a grace of G seconds; every
+ * step then carries the wish in its control value, and when a step's sum
+ * is not 0 every worker stops right after that same step. The grace's end
+ * (SIGALRM) or a second signal sets trainer_stop_flag to the first signal:
+ * the hard stop, for a peer that is gone. */
+extern volatile sig_atomic_t trainer_stop_wanted;
+void trainer_stop_agree_begin(unsigned grace_s);
+void trainer_stop_agree_end(void);
 
 enum { MODEL_NONE, MODEL_SOFTMAX, MODEL_MLP };
 enum { MODE_MIRRORED, MODE_TOWER, MODE_PS };     /* --mode */
@@ -138,6 +148,8 @@ struct trainer {
     double ckpt_s_total; /* time spent writing checkpoints */
     uint64_t ckpts;      /* checkpoints written */
     uint64_t ckpt_last;  /* the step of the last one */
+    int stop_agree;      /* a plain mirrored ring job on CPU replicas: the workers agree on the step a signal
+                            stops them after, in each step's control value (trainer_stop_agree_begin) */
 };
 
 /* A step's place, kept from its pieces (borrowed until the next receive)

@@ -229,8 +229,13 @@ int trainer_loop_start(struct trainer *t, struct sl_error *err)
                                  .ordinals = t->gpu ? o->devspec.ordinals : NULL,
                                  .dev_id = t->have_group_id ? t->group_id : NULL,
                                  .metrics = t->m,
-                                 .ps_curve = t->have_curve ? &t->curve : NULL,
-                                 .control = o->elastic != NULL && o->mode != MODE_PS};
+                                 .ps_curve = t->have_curve ? &t->curve : NULL};
+    /* a plain mirrored ring job on CPU replicas: a signal stops every worker
+     * after the same step, agreed in the steps' control value (elastic
+     * jobs' own control carries their changes; ps, tower and GPU jobs stop
+     * as they always did) */
+    t->stop_agree = o->elastic == NULL && o->mode == MODE_MIRRORED && !t->gpu && o->workers > 1 && t->ring != NULL;
+    lo.control = (o->elastic != NULL && o->mode != MODE_PS) || t->stop_agree;
     trainer_model_config_of(o, &lo.model);
     lo.ring = t->ring;
     return trainer_loop_create_alive(&t->loop, &lo, t->cl, err);
@@ -342,18 +347,41 @@ static int check_step_numerics(struct trainer *t, uint64_t epoch, uint64_t step,
     return 1;
 }
 
+/* t->stop_agree: step `s` ran with `mine` (1: this worker wanted to stop)
+ * and the workers' sum `sum` of it: with any wish in it, every worker has
+ * the same sum for the same step and stops right after it (the stop
+ * checkpoint of that step, exit 128 + the signal); a worker no signal
+ * reached stops as SIGTERM would stop it. */
+static void stop_agreed(struct trainer *t, struct progress_line *bar, const struct staged_step *s, float mine,
+                        float sum)
+{
+    if (sum <= 0.0f) /* a sum of 0s and 1s, exact in float32 */
+        return;
+    int own = mine > 0.0f;
+    trainer_stop_flag = own ? trainer_stop_wanted : SIGTERM;
+    trainer_progress_line_clear(bar);
+    sl_log(SL_LOG_INFO,
+           "%s: %.0f of %u workers were signalled; every worker stops after epoch %" PRIu64 " step %" PRIu64,
+           own ? "a signal stops the job" : "stopped by another worker's signal", (double)sum, t->o.workers, s->epoch,
+           s->step);
+}
+
 /* Run step `prev` (its pieces staged before the next step's arrived):
  * metrics, the mirrored check at an epoch's end, progress and logs.
  * --elastic: `want` is this member's control value for the run and
  * *change whether the members' sum of it is not 0 (trainer_elastic_want);
- * change NULL otherwise. 0, or SL_EIO with the error logged. */
+ * change NULL otherwise. t->stop_agree: the run carries this worker's wish
+ * to stop (stop_agreed). 0, or SL_EIO with the error logged. */
 static int run_step(struct trainer *t, struct run_counters *c, struct progress_line *bar,
                     const struct staged_step *prev, uint64_t ran, float want, int *change)
 {
     struct train_step_result res;
     struct sl_error err = {0};
+    float stop_mine = t->stop_agree && trainer_stop_wanted ? 1.0f : 0.0f;
     if (change != NULL)
         train_loop_control(t->loop, want);
+    else if (t->stop_agree)
+        train_loop_control(t->loop, stop_mine);
     if (train_loop_run(t->loop, &res, &err) != 0) {
         trainer_progress_line_clear(bar);
         sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
@@ -397,6 +425,8 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         trainer_progress_line_clear(bar);
         trainer_log_progress(t, c, prev);
     }
+    if (t->stop_agree && change == NULL) /* after the mirrored check: it is the ring's too */
+        stop_agreed(t, bar, prev, stop_mine, res.control);
     return 0;
 }
 
@@ -485,6 +515,10 @@ int trainer_run(struct trainer *t)
     uint64_t ran = t->start_step, last_epoch = UINT64_MAX; /* ran: steps trained, for --log-every */
     struct staged_step last = {0};                         /* the last step trained (traced, without a model) */
     int have_prev = 0, have_last = 0, rc;
+    if (t->stop_agree) { /* the grace: the ring's own patience with a silent peer (--timeout-ms) */
+        unsigned ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
+        trainer_stop_agree_begin((ms + 999) / 1000);
+    }
     for (;;) {
         if (t->pel != NULL && have_prev && !trainer_stop_flag && trainer_ps_elastic_after(t, &prev)) {
             /* --elastic --mode ps: every worker meets at the epoch's end, after its last push */
@@ -632,10 +666,13 @@ int trainer_run(struct trainer *t)
     }
     trainer_progress_line_clear(&bar);
     sl_buf_free(&line);
+    if (t->stop_agree)
+        trainer_stop_agree_end();
     if (trainer_stop_flag) {
         struct train_counters m;
         train_metrics_read(t->m, &m);
-        sl_log(SL_LOG_INFO, "stopped by a signal after %" PRIu64 " steps", m.steps);
+        sl_log(SL_LOG_INFO, "stopped by %s after %" PRIu64 " steps",
+               trainer_stop_wanted || !t->stop_agree ? "a signal" : "another worker's signal", m.steps);
         /* preempted: the last step trained is not lost (a step cut short by
          * the signal, e.g. in its all-reduce, was not trained) */
         if (have_last && trainer_maybe_checkpoint(t, last.epoch, last.seq, last.flags, 1) != 0)

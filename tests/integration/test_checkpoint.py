@@ -23,7 +23,9 @@ workers whose newest steps differ (they continue from the older one, or
 fail naming both), a SIGKILL during a checkpoint's write (the temporary is
 ignored and removed, the restore exact), and SIGTERM (a preemption): each
 worker writes a checkpoint of the last step it trained before it exits,
-and the restore ends with the same weights.
+and the restore ends with the same weights; and SIGTERM to worker 1 alone
+of a 2 x 1 job: both workers stop after the same step (agreed in the
+step's control value), exit 143, and the restore is exact.
 
 Usage: test_checkpoint.py BUILD_DIR     (prints "N passed, 0 failed")
 """
@@ -217,6 +219,64 @@ def preempted(W, R, ref_hash, ref_weights):
                  % (tag, w, o["weights_hash"], ref_hash, newest))
     ok("%d x %d: SIGTERM after the first epoch: checkpoints of steps %r written at the stop (exit 143), restored "
        "from step %d: the same weights %s" % (W, R, newest, outs[0]["restored_step"], ref_hash))
+
+
+def preempted_one():
+    """SIGTERM to worker 1 ONLY of a 2 x 1 ring job: the workers agree, in
+    the step's control value, on the step they stop after; both exit 143
+    with stop checkpoints of that one step, worker 0 saying another
+    worker's signal stopped it, and the restore ends with the uninterrupted
+    run's weights (a 2 x 1 reference run first)."""
+    tag = "ref-2x1"
+    harness.case()
+    outs = train(tag, 2, 1, per_worker=save_weights(tag))
+    ref_hash, ref_weights = outs[0]["weights_hash"], weights_bytes(tag, 0)
+    if {o["weights_hash"] for o in outs} != {ref_hash} or any(o["steps"] != STEPS for o in outs):
+        fail("%s: %r" % (tag, outs))
+    tag = "preempt-one-2x1"
+    d = os.path.join(TMP, tag + "-ckpt")
+    harness.case()
+    f, sock = feeder(tag)
+    args = ["--checkpoint", d, "--checkpoint-every", "1000000"]
+    procs = start(tag, sock, 2, 1, args)
+    per_epoch = STEPS // EPOCHS
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.isdir(d) and ckpt_steps(d, 0, 2)):
+        if any(p.poll() is not None for p in procs):
+            fail("%s: a trainer ended before its first checkpoint" % tag)
+        time.sleep(0.001)
+    t0 = time.time()
+    procs[1].send_signal(signal.SIGTERM)
+    logs = []
+    for w, p in enumerate(procs):
+        rc = bed.wait(p, 30, "%s: trainer %d" % (tag, w))
+        logs.append(read_log(tag, "trainer%d" % w))
+        if rc == 0:
+            fail("%s: trainer %d finished before the signal: nothing tested" % (tag, w))
+        if rc != 128 + signal.SIGTERM:
+            fail("%s: trainer %d exited %d after SIGTERM to worker 1:\n%s" % (tag, w, rc, logs[w][-1500:]))
+    took = time.time() - t0
+    newest = [ckpt_steps(d, w, 2)[-1] for w in range(2)]
+    if newest[0] != newest[1] or newest[0] <= per_epoch:
+        fail("%s: the stop checkpoints are of steps %r (expected one step past %d)" % (tag, newest, per_epoch))
+    # the log names the step (epoch e, step s of it: global step e x 150 + s + 1, the checkpoint's)
+    e, s = divmod(newest[0] - 1, per_epoch)
+    agreed = "1 of 2 workers were signalled; every worker stops after epoch %d step %d" % (e, s)
+    for w, (text, stop) in enumerate([("stopped by another worker's signal: ", "stopped by another worker's signal "
+                                       "after "), ("a signal stops the job: ", "stopped by a signal after ")]):
+        if text + agreed not in logs[w] or stop not in logs[w]:
+            fail("%s: worker %d's log lacks %r and %r:\n%s" % (tag, w, text + agreed, stop, logs[w][-1500:]))
+    if took > 5:
+        fail("%s: the workers took %.1f s to stop (the agreement is one step; the grace 20 s)" % (tag, took))
+    rtag = tag + "-restored"
+    outs = summaries(rtag, start(rtag, sock, 2, 1, args + ["--restore", d], save_weights(rtag)), "restored")
+    bed.wait(f, 30, "%s: the feeder" % tag)
+    for w, o in enumerate(outs):
+        if o["restored_step"] != newest[0] or o["weights_hash"] != ref_hash or weights_bytes(rtag, w) != ref_weights:
+            fail("%s: worker %d restored step %d and ended with weights %s, the uninterrupted run with %s (stopped "
+                 "at %r)" % (tag, w, o["restored_step"], o["weights_hash"], ref_hash, newest))
+    ok("2 x 1: SIGTERM to worker 1 only: both stopped after step %d (%.2f s, exit 143; worker 0 by another worker's "
+       "signal), restored: the same weights %s" % (newest[0], took, ref_hash))
 
 
 def trace_lines(path, below=None):
@@ -508,6 +568,7 @@ def main():
             kill_and_restore(W, R, h, wb, trial)
     for (W, R), (h, wb) in refs.items():
         preempted(W, R, h, wb)
+    preempted_one()
     model_none_traces()
     options(refs[(1, 1)][0])
     damaged(os.path.join(TMP, "opt-2"), refs[(1, 1)][0])

@@ -153,7 +153,9 @@ def case_trainer_rendezvous():
 
 
 def case_trainer_ring(files):
-    """Worker 0 waiting in the gradient all-reduce for a stopped worker 1."""
+    """Worker 0 waiting in the gradient all-reduce for a stopped worker 1:
+    the first SIGTERM is a wish the workers agree on at a step (it waits,
+    up to the grace: --timeout-ms), the second stops it at once."""
     harness.case()
     tag = "ring"
     f, sock = feeder(tag, write_job("job-" + tag, files))
@@ -164,8 +166,13 @@ def case_trainer_ring(files):
     wait_for_log(tag, "trainer0", "step 3:", p0, "%s: worker 0 did not train" % tag)
     p1.send_signal(signal.SIGSTOP)
     time.sleep(0.5)
+    p0.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    if p0.poll() is not None or TRAINER_STOPPED in read_log(tag, "trainer0"):
+        fail("%s: the first SIGTERM stopped worker 0 at once (exit %r), not at a step every worker runs:\n%s"
+             % (tag, p0.poll(), read_log(tag, "trainer0")[-1500:]))
     took = stop_and_check(tag, "trainer0", p0, signal.SIGTERM, TRAINER_STOPPED, 128 + signal.SIGTERM,
-                          "a worker waiting in the all-reduce")
+                          "a worker waiting in the all-reduce, signalled twice")
     p1.send_signal(signal.SIGCONT)
     p1.send_signal(signal.SIGTERM)
     try:
@@ -173,7 +180,43 @@ def case_trainer_ring(files):
     except subprocess.TimeoutExpired:
         fail("%s: worker 1 did not stop" % tag)
     stop_and_check(tag, "feeder", f, signal.SIGTERM, FEEDER_STOPPED, 0, "the ring case's feeder")
-    ok("a worker waiting in the all-reduce for a stopped peer: SIGTERM ends the wait in %.3f s, exit 143" % took)
+    ok("a worker waiting in the all-reduce for a stopped peer: the first SIGTERM waits for the workers to agree, "
+       "the second ends the wait in %.3f s, exit 143" % took)
+
+
+def case_trainer_ring_grace(files):
+    """The same with a 2 s --timeout-ms and one SIGTERM: the grace (or the
+    ring's own timeout on the silent peer, the same length) ends the wait,
+    and the worker stops as a signal stops it (exit 143)."""
+    harness.case()
+    tag = "ring-grace"
+    f, sock = feeder(tag, write_job("job-" + tag, files))
+    ring = ring_endpoints(2)
+    extra = ("--model", "mlp", "--hidden", "8", "--ring", ring, "--log-every", "1", "--timeout-ms", "2000")
+    p0 = trainer(tag, sock, "job-" + tag, w=0, W=2, extra=extra)
+    p1 = trainer(tag, sock, "job-" + tag, w=1, W=2, extra=extra)
+    wait_for_log(tag, "trainer0", "step 3:", p0, "%s: worker 0 did not train" % tag)
+    p1.send_signal(signal.SIGSTOP)
+    sent = time.time()
+    p0.send_signal(signal.SIGTERM)
+    try:
+        code = p0.wait(timeout=EXIT_WAIT)
+    except subprocess.TimeoutExpired:
+        fail("%s: worker 0 still running %d s after SIGTERM (the grace is 2 s)" % (tag, EXIT_WAIT))
+    at = line_time(tag, "trainer0", TRAINER_STOPPED)
+    if code != 128 + signal.SIGTERM or at is None or not 1.0 < at - sent < 2.0 + BOUND:
+        fail("%s: exit %d, '%s' %s s after SIGTERM (expected 143, after 1 to %.0f s):\n%s"
+             % (tag, code, TRAINER_STOPPED, None if at is None else "%.3f" % (at - sent), 2.0 + BOUND,
+                read_log(tag, "trainer0")[-1500:]))
+    p1.send_signal(signal.SIGCONT)
+    p1.send_signal(signal.SIGTERM)
+    try:
+        p1.wait(timeout=EXIT_WAIT)
+    except subprocess.TimeoutExpired:
+        fail("%s: worker 1 did not stop" % tag)
+    stop_and_check(tag, "feeder", f, signal.SIGTERM, FEEDER_STOPPED, 0, "the grace case's feeder")
+    ok("a worker waiting in the all-reduce for a stopped peer, one SIGTERM, --timeout-ms 2000: stopped after "
+       "%.3f s (the grace), exit 143" % (at - sent))
 
 
 def case_trainer_reconnect(files):
@@ -247,6 +290,7 @@ def main():
     case_trainer_pieces(files)
     case_trainer_rendezvous()
     case_trainer_ring(files)
+    case_trainer_ring_grace(files)
     case_trainer_reconnect(files)
     case_feeder_idle(files)
     case_feeder_refusing()
