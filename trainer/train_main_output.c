@@ -474,7 +474,7 @@ int trainer_report(struct trainer *t, int status)
     double secs = t->t_train_end - t->t0, stream = t->t_first > 0 ? t->t_train_end - t->t_first : 0;
     struct train_counters st; /* h2d: staged for training and evaluation */
     train_metrics_read(t->m, &st);
-    char summary[1536 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "", loss[64];
+    char summary[1600 + 16 * MAX_FEEDERS], ps[256] = "", fw[32 + 16 * MAX_FEEDERS] = "", loss[64];
     if (t->cl != NULL) { /* the input wait by the feeder whose piece ended it */
         double w[MAX_FEEDERS];
         size_t F = client_wait_by_feeder(t->cl, w, MAX_FEEDERS), at = 0;
@@ -484,6 +484,11 @@ int trainer_report(struct trainer *t, int status)
         if (at < sizeof fw)
             snprintf(fw + at, sizeof fw - at, "]");
     }
+    /* a run a signal cut short: this process's signal, or (a ring job's
+     * agreed stop) another worker's */
+    const char *stopped_by = !trainer_stop_flag || status == 0       ? "null"
+                             : t->stop_agree && !trainer_stop_wanted ? "\"another worker's signal\""
+                                                                     : "\"signal\"";
     if (o->mode == MODE_PS && o->model != MODEL_NONE)
         snprintf(ps, sizeof ps,
                  ",\"ps_global_step\":%" PRIu64 ",\"ps_steps\":%" PRIu64 ",\"ps_staleness_mean\":%.4f"
@@ -499,7 +504,7 @@ int trainer_report(struct trainer *t, int status)
              "\"test_rows\":%.0f,\"test_accuracy\":%.5f,\"mode\":\"%s\",\"h2d_bytes\":%" PRIu64
              ",\"h2d_gb_per_s\":%.3f,\"feeder_rejoins\":%" PRIu64 ",\"feeder_takeovers\":%" PRIu64
              ",\"feeder_joins\":%" PRIu64 ",\"shm_pieces\":%" PRIu64 ",\"restored_step\":%" PRIu64
-             ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f%s%s}}\n",
+             ",\"checkpoints\":%" PRIu64 ",\"checkpoint_s\":%.4f,\"stopped_by\":%s%s%s}}\n",
              o->worker, t->replicas, status == 0 ? "true" : "false", st.steps, st.epochs, st.pieces, st.rows, st.bytes,
              secs, secs > 0 ? (double)st.rows / secs : 0.0, st.wait_s, stream,
              stream > 0 ? (double)st.rows / stream : 0.0, stream > 0 ? (double)st.bytes / stream : 0.0,
@@ -507,7 +512,7 @@ int trainer_report(struct trainer *t, int status)
              stream > 0 ? 100.0 * st.wait_s / secs : 0.0, t->loop ? train_loop_weights_hash(t->loop) : (uint64_t)0,
              t->test_rows, t->test_rows > 0 ? t->test_correct / t->test_rows : 0.0, trainer_mode_names[o->mode],
              st.h2d_bytes, st.h2d_s > 0 ? (double)st.h2d_bytes / st.h2d_s / 1e9 : 0.0, st.rejoins, st.takeovers,
-             st.joins, st.shm_pieces, t->start_step, t->ckpts, t->ckpt_s_total, fw, ps);
+             st.joins, st.shm_pieces, t->start_step, t->ckpts, t->ckpt_s_total, stopped_by, fw, ps);
     if (t->trace_out != NULL && !t->trace_failed) {
         struct sl_error err = {0};
         fputs(summary, t->tf);

@@ -210,6 +210,8 @@ def preempted(W, R, ref_hash, ref_weights):
     newest = [ckpt_steps(d, w, W)[-1] for w in range(W)]
     if min(newest) < per_epoch:
         fail("%s: newest checkpoints %r, before the first epoch's end" % (tag, newest))
+    if len(set(newest)) != 1:  # a ring job's workers agree on the step they stop after
+        fail("%s: the workers' stop checkpoints are of different steps: %r" % (tag, newest))
     rtag = tag + "-restored"
     outs = summaries(rtag, start(rtag, sock, W, R, args + ["--restore", d], save_weights(rtag)), "restored")
     bed.wait(f, 30, "%s: the feeder" % tag)
@@ -268,11 +270,17 @@ def preempted_one():
             fail("%s: worker %d's log lacks %r and %r:\n%s" % (tag, w, text + agreed, stop, logs[w][-1500:]))
     if took > 5:
         fail("%s: the workers took %.1f s to stop (the agreement is one step; the grace 20 s)" % (tag, took))
+    for w, by in enumerate(["another worker's signal", "signal"]):
+        o = json.loads(open(os.path.join(TMP, "%s-w%d.out" % (tag, w))).read().strip().splitlines()[-1])["summary"]
+        if o["ok"] or o["stopped_by"] != by:
+            fail("%s: worker %d's summary says ok %r, stopped_by %r (expected false, %r)"
+                 % (tag, w, o["ok"], o["stopped_by"], by))
     rtag = tag + "-restored"
     outs = summaries(rtag, start(rtag, sock, 2, 1, args + ["--restore", d], save_weights(rtag)), "restored")
     bed.wait(f, 30, "%s: the feeder" % tag)
     for w, o in enumerate(outs):
-        if o["restored_step"] != newest[0] or o["weights_hash"] != ref_hash or weights_bytes(rtag, w) != ref_weights:
+        if o["restored_step"] != newest[0] or o["weights_hash"] != ref_hash or weights_bytes(rtag, w) != ref_weights \
+                or o["stopped_by"] is not None:
             fail("%s: worker %d restored step %d and ended with weights %s, the uninterrupted run with %s (stopped "
                  "at %r)" % (tag, w, o["restored_step"], o["weights_hash"], ref_hash, newest))
     ok("2 x 1: SIGTERM to worker 1 only: both stopped after step %d (%.2f s, exit 143; worker 0 by another worker's "

@@ -2,8 +2,8 @@
  * elastic mode's decision): summed across two workers joined by a real
  * ring over ipc:// (threads in this process) in the row count's
  * all-reduce, for one run only; carried by replica 0 alone; absent, and
- * the weights bit-identical, without opts.control; refused in
- * parameter-server mode. The training itself is integration_train's. */
+ * the weights bit-identical, without opts.control; a plain ring job's
+ * stop count; refused in parameter-server mode. The training itself is integration_train's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -165,6 +165,26 @@ START_TEST(test_control_summed_across_workers)
 }
 END_TEST
 
+/* A plain ring job's stop (train_main_run.c): each worker sends 1 from
+ * the run after its signal on, 0 before; every worker gets the same count,
+ * exact, for the same run, and the weights are those of a run without the
+ * control, bit for bit */
+START_TEST(test_control_stop_counts)
+{
+    fill_data();
+    static const float sent[2][STEPS] = {{0, 1, 1}, {0, 0, 1}};
+    struct worker_arg a[2], b[2];
+    run_two(a, 1, sent, "stop");
+    run_two(b, 0, sent, "nostop");
+    for (int k = 0; k < 2; k++) {
+        ck_assert_float_eq(a[k].got[0], 0.0f);
+        ck_assert_float_eq(a[k].got[1], 1.0f);
+        ck_assert_float_eq(a[k].got[2], 2.0f);
+        ck_assert_uint_eq(a[k].hash, b[k].hash);
+    }
+}
+END_TEST
+
 START_TEST(test_control_replica_zero_carries_it)
 {
     fill_data();
@@ -217,6 +237,7 @@ Suite *sl_test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 25);
     tcase_add_test(tc, test_control_summed_across_workers);
+    tcase_add_test(tc, test_control_stop_counts);
     tcase_add_test(tc, test_control_replica_zero_carries_it);
     tcase_add_test(tc, test_control_refused_in_ps_mode);
     suite_add_tcase(s, tc);
