@@ -7,13 +7,16 @@ One feeder (3 epochs), one parameter server with --checkpoint DIR
 --checkpoint-every 1 and two ps workers; a third joins in epoch 0 and
 trains from epoch 1 (the server's WORLD 2 -> 3, which it checkpoints at
 once). Mid-epoch 1 the feeder, the server and every worker get a SIGKILL.
-The checkpoint holds the world: 3 workers, change 1 from epoch 1, each
-worker's position of epoch 1 (none for one that had not pushed in it).
+A second case kills the server and the workers (the feeder lives on) as
+soon as the server took the WORLD: then no worker has pushed in epoch 1
+yet. The checkpoint holds the world: 3 workers, change 1 from epoch 1,
+each worker's position of epoch 1 (none for one that had not pushed in
+it).
 
 Hostile first: the server restored with --workers 2 is refused, naming the
 checkpoint's 3 and the 2 asked for; a worker started as 1 of 2 against
-the restored server is refused, naming the world of 3. Then the job
-restarts: a fresh feeder,
+the restored server is refused, naming the world of 3 (first case). Then
+the job restarts: a fresh feeder (first case) or the one still running,
 the server with --workers 3 --restore DIR, three workers started as
 --worker k --workers 3 --elastic (no --join): each asks the server where
 it stands (RESUME) and continues there, or at epoch 1's first piece when
@@ -87,9 +90,13 @@ def main_case(c, at_boundary):
     ckpt = os.path.join(bed.TMP, c + "ck")
     f, job, ep = pse.feeder()
     ps, procs = killed_run(c, job, ep, ckpt, at_boundary)
-    for p in [f, ps] + [x[0] for x in procs]:
+    # mid-epoch everything dies; at the WORLD the feeder lives on (it has
+    # served the 3-worker shape's first pieces: the restarted workers come
+    # back to it)
+    dead = ([] if at_boundary else [f]) + [ps] + [x[0] for x in procs]
+    for p in dead:
         p.send_signal(signal.SIGKILL)
-    for p in [f, ps] + [x[0] for x in procs]:
+    for p in dead:
         p.wait(10)
     first = {r: pse.lines(procs[r][1]) for r in range(3)}
     if "parameter server 0: checkpoint: " not in read_log(TAG, c + "ps0"):
@@ -105,7 +112,7 @@ def main_case(c, at_boundary):
         fail("the refusal does not say %r:\n%s" % (text, read_log(TAG, c + "ps-two")[-2000:]))
 
     # the restart: 3 workers, the server restored
-    f2, job2, ep2 = pse.feeder()
+    f2, job2, ep2 = (f, job, ep) if at_boundary else pse.feeder()
     ps2, ps2_out = server(c + "ps0-again", 3, ckpt, ["--restore", ckpt])
     wait_for_log(TAG, c + "ps0-again", "serving", ps2, "the restored parameter server did not start")
     log = read_log(TAG, c + "ps0-again")
