@@ -192,7 +192,8 @@ enum train_ps_type {
  * session is the one named (other sessions' messages refused, even before
  * its first push), and each one's first push starts its position afresh
  * (it must be in the new world's epoch: its stream was reopened for the
- * new shape). ACK: flags the new count. */
+ * new shape; the old positions are forgotten), and with opts.checkpoint
+ * the new world is checkpointed before the ACK. ACK: flags the new count. */
 #define TRAIN_PS_WORLD_ENTRY 16
 #define TRAIN_PS_JOINER UINT32_MAX
 #define TRAIN_PS_MAX_WORKERS 65536
@@ -288,11 +289,13 @@ struct train_ps_server_opts {
                                              a setup refusing it is the error returned; each worker with a
                                              position is to be adopted by its RESUME and catches up) */
     train_ps_checkpoint_fn checkpoint;    /* NULL, or called with the state every checkpoint_every pushes applied
-                                          (version a multiple of it; 0: never so) and when stopped (opts.stop)
+                                          (version a multiple of it; 0: never so), when a WORLD was applied
+                                          (the new world, no positions yet) and when stopped (opts.stop)
                                           once the server holds variables */
     void *checkpoint_arg;
     uint64_t checkpoint_every;
-    int elastic; /* 1: worker 0 may change the workers at an epoch boundary (WORLD); workers is the first count */
+    int elastic; /* 1: worker 0 may change the workers at an epoch boundary (WORLD); workers is the first count
+                    (restored: the count of the checkpoint's world, whose changes and epoch it goes on from) */
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
