@@ -100,6 +100,8 @@ struct trainer {
     uint64_t ps_global_step;                       /* --mode ps: the servers' count at the end */
     uint64_t ps_session;                           /* --mode ps: this worker process's session (ps_resume) */
     int ps_resumed;                                /* --mode ps: started again where the servers recorded */
+    uint64_t ps_world_changes;                     /* --mode ps --elastic: the servers' WORLDs applied (a
+                                                      restored job's worker 0 numbers its changes after them) */
     uint32_t ps_lost;                              /* --mode ps: workers lost or failed (the final pull's) */
     uint64_t ps_steps, ps_stale_sum, ps_stale_max; /* --mode ps: pushes, their staleness */
     double ps_pull_s, ps_push_s;                   /* --mode ps: the pulls' and pushes' time */

@@ -446,10 +446,8 @@ static int configure_ps(struct trainer *t)
         return usage_error("--join is a worker's: a parameter server is never one of the workers");
     if (o->elastic != NULL && o->elastic[0] == '\0')
         return usage_error("--elastic: an empty endpoint");
-    if (o->elastic != NULL && (o->checkpoint != NULL || o->restore != NULL))
-        return usage_error("--elastic does not support --%s on a parameter server yet (a checkpoint holds one "
-                           "worker count)",
-                           o->checkpoint != NULL ? "checkpoint" : "restore");
+    /* with --elastic, --workers is the world's count: the first one, or
+     * with --restore the one the checkpoint was taken in (checked there) */
     /* CURVE: the job's one trainer key pair (the workers' --curve-key);
      * the feeders' keys (--curve-server-key) are not a server's business */
     struct sl_error err = {0};
@@ -542,11 +540,12 @@ static int configure_elastic(struct trainer *t, uint64_t given)
         if (sl_opt_given(&cmd, given, unsupported[i]))
             return usage_error("--elastic does not support --%s yet (the world changes under it)", unsupported[i]);
     /* the ring's members checkpoint and restore (train_main_ckpt.c); the ps
-     * mode's state is on its servers */
-    static const char *const ps_unsupported[] = {"checkpoint", "restore", "reshape"};
-    for (size_t i = 0; ps && i < sizeof ps_unsupported / sizeof ps_unsupported[0]; i++)
-        if (sl_opt_given(&cmd, given, ps_unsupported[i]))
-            return usage_error("--elastic does not support --%s yet (the world changes under it)", ps_unsupported[i]);
+     * mode's state is on its servers (their --checkpoint and --restore: a
+     * worker's are refused below), and a restored job goes on in the world
+     * they recorded: its count changes at an epoch boundary as it runs */
+    if (ps && o->reshape)
+        return usage_error("--elastic --mode ps: --reshape is not needed: the job restored goes on with the worker "
+                           "count the parameter servers recorded, and joins and leaves change it at an epoch boundary");
     /* --curve-key (or the cluster spec's key, read by now): the coordinator
      * endpoint, the ring and the feeders' links all use CURVE; load_curve
      * checks the key files */

@@ -223,15 +223,27 @@ static int ps_prepare_checkpoints(struct trainer *t, struct train_ps_ckpt *ck)
     }
     if (train_ps_ckpt_read(path, o->ps_task, nps, o->workers, ck, &err) != 0) {
         sl_error_prefix(&err, "--restore: ");
+        if (err.code == SL_EINVAL && o->elastic != NULL) { /* the count is the world's at the checkpoint */
+            struct sl_error hint = err;
+            sl_error_set(&err, SL_EINVAL,
+                         "%s (--elastic: the job goes on in the world its checkpoint was taken in: start the "
+                         "servers and the workers with that --workers; joins and leaves change it at an epoch "
+                         "boundary)",
+                         hint.msg);
+        }
         goto fail;
     }
     uint32_t with = 0;
     for (uint32_t w = 0; w < o->workers; w++)
         with += ck->state.pos[w].replicas != 0;
+    char world[96] = "";
+    if (ck->state.world_changes > 0)
+        snprintf(world, sizeof world, "; the world of change %" PRIu64 " from epoch %" PRIu64, ck->state.world_changes,
+                 ck->state.world_epoch);
     sl_log(SL_LOG_INFO,
            "parameter server %u: restoring version %" PRIu64 " (global step %" PRIu64 ", %u of %u "
-           "workers' positions) from %s",
-           o->ps_task, ck->state.version, ck->state.global_step, with, o->workers, path);
+           "workers' positions%s) from %s",
+           o->ps_task, ck->state.version, ck->state.global_step, with, o->workers, world, path);
     return 0;
 fail:
     sl_log(SL_LOG_ERROR, "%s", err.msg);

@@ -78,6 +78,7 @@ static int open_socket(struct trainer *t, int coordinator, struct sl_error *err)
     if (el == NULL)
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     t->pel = el;
+    el->changes = t->ps_world_changes; /* a restored job's servers count the changes before the restart */
     int rc = trainer_elastic_ep_open(t, &el->ep, coordinator, err);
     size_t cl = strlen(el->ep.config); /* a joiner with another server count is refused */
     snprintf(el->ep.config + cl, sizeof el->ep.config - cl, " ps=%zu", t->ps_eps.n);

@@ -174,6 +174,26 @@ static int ps_resume(struct trainer *t, struct sl_error *err)
         sl_error_prefix(err, "worker %u: where to resume: ", o->worker);
         return rc;
     }
+    t->ps_world_changes = r.world_changes;
+    if (o->elastic != NULL && r.world_workers != 0 && r.world_workers != o->workers)
+        return sl_error_set(err, SL_EINVAL,
+                            "worker %u: the parameter servers serve a world of %u workers (change %" PRIu64
+                            " from epoch %" PRIu64 "), not --workers %u: start every worker with --workers %u (a "
+                            "former joiner with the rank it had)",
+                            o->worker, r.world_workers, r.world_changes, r.world_epoch, o->workers, r.world_workers);
+    if (o->elastic != NULL && r.world_changes > 0 && r.recorded < t->ps_eps.n) {
+        /* an elastic job restored after a change, this worker without a push in
+         * that world on some server: its world's epoch from the start, in this
+         * world's shape (the servers that are ahead skip the steps they applied) */
+        sl_log(SL_LOG_INFO,
+               "worker %u restarted: starting at epoch %" PRIu64 ", where the parameter servers' world of %u "
+               "workers begins (change %" PRIu64 "; %u of %zu servers recorded a step of it)",
+               o->worker, r.world_epoch, o->workers, r.world_changes, r.recorded, t->ps_eps.n);
+        t->resume_epoch = t->copts.resume_epoch = r.world_epoch;
+        t->copts.reshape = 1; /* the feeders may still have the shape before the change */
+        t->ps_resumed = 1;
+        return 0;
+    }
     if (r.recorded == 0)
         return 0; /* a fresh start: nothing of this worker's shard was trained */
     sl_log(SL_LOG_INFO,

@@ -7,10 +7,12 @@
  * worker count asked for are the header's own unless bit 1 is set (then 0
  * of 1 for 1 worker). The reader answers 0, SL_ECORRUPT or SL_EINVAL (made
  * for another server) with a message. A checkpoint it accepts is in range
- * (global step within the version, positions valid, values finite), and
+ * (global step within the version, positions valid and not before the
+ * world's epoch, a world epoch only with a change, values finite), and
  * train_ps_ckpt_write writes it back into the bytes read, but for the
- * header's 12 reserved bytes and the description's padding, which the
- * reader does not look at (both written as zeros). */
+ * format version (a format-1 file is written as the current one) and the
+ * description's padding, which the reader does not look at (written as
+ * zeros). */
 #include <math.h>
 #include <sys/stat.h>
 
@@ -74,7 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (uint32_t w = 0; w < workers; w++) {
         const struct client_input_position *p = &s->pos[w];
         CHECK(p->replicas == 0 || p->seq == p->step * p->replicas);
+        CHECK(p->replicas == 0 || p->epoch >= s->world_epoch);
     }
+    CHECK(s->world_changes <= UINT32_MAX && (s->world_changes > 0 || s->world_epoch == 0));
     for (size_t k = 0; k < s->n; k++)
         CHECK(isfinite(s->values[k]) && isfinite(s->momentum[k]));
     size_t at_pos = TRAIN_PS_CKPT_HEADER + pad8(s->config_len);
@@ -91,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t wn;
         uint8_t *w = fuzz_read_file(path, &wn);
         CHECK(wn == n);
-        memset(f + 52, 0, 12);
+        fuzz_store_le32(f + 8, TRAIN_PS_CKPT_VERSION);
         memset(f + TRAIN_PS_CKPT_HEADER + s->config_len, 0, pad8(s->config_len) - s->config_len);
         CHECK(memcmp(w, f, n - 4) == 0);
         CHECK(unlink(path) == 0);

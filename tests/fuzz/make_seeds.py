@@ -226,11 +226,13 @@ def ckpt_seeds():
 
 
 def ps_ckpt(index=0, servers=2, workers=2, version=10, step=7, config=b"inputs=2 classes=3 hidden=- seed=1",
-            positions=None, n=5):
+            positions=None, n=5, fmt=2, changes=0, world_epoch=0):
+    # format 2 keeps an elastic job's world in what were format 1's 12 zero
+    # bytes: the changes (u32) and the epoch the world starts at (u64)
     if positions is None:
         positions = [position(0, 3, 1)] + [bytes(40)] * (workers - 1)
-    h = b"SLUICEPS" + u32(1) + u32(index) + u32(servers) + u32(workers) + u64(version) + u64(step) + u64(n)
-    h += u32(len(config)) + bytes(12)
+    h = b"SLUICEPS" + u32(fmt) + u32(index) + u32(servers) + u32(workers) + u64(version) + u64(step) + u64(n)
+    h += u32(len(config)) + u32(changes) + u64(world_epoch)
     f = h + pad8(config) + b"".join(positions) + f32s([0.5 * i for i in range(n)]) + f32s([0.0] * n)
     return f + u32(crc32c(f))
 
@@ -242,6 +244,11 @@ def ps_ckpt_seeds():
         "all-pushed": ps_ckpt(workers=3, positions=[position(1, 4, 2), position(0, 9, 1), position(2, 0, 4)]),
         "config-512": ps_ckpt(config=b"c" * 512),
         "step-over-version": ps_ckpt(version=3, step=4),
+        "format-1": ps_ckpt(fmt=1),
+        "world": ps_ckpt(workers=3, changes=1, world_epoch=1,
+                         positions=[position(1, 12, 1), bytes(40), position(2, 20, 1)]),
+        "world-epoch-no-change": ps_ckpt(world_epoch=3),
+        "position-before-world": ps_ckpt(changes=2, world_epoch=1),
     }
     good = s["two-workers"]
     s["nan"] = good[:-8] + struct.pack("<f", float("nan")) + good[-4:]

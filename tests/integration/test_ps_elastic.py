@@ -223,17 +223,19 @@ def usage_errors():
         (["--elastic", COORD] + MODEL + ["--workers", "2", "--ring", "ipc://a,ipc://b"],
          "--elastic --mode ps: the workers have no ring, drop --ring and --peers"),
         (["--elastic", COORD] + MODEL + ["--checkpoint", os.path.join(bed.TMP, "ck")],
-         "--elastic does not support --checkpoint yet"),
+         "--mode ps keeps the weights and the optimizer state on the parameter servers: give --checkpoint and "
+         "--restore to the ps tasks"),
+        (["--elastic", COORD] + MODEL + ["--reshape"],
+         "--elastic --mode ps: --reshape is not needed: the job restored goes on with the worker count the "
+         "parameter servers recorded"),
         (["--elastic", COORD] + MODEL + ["--join", "x", "--workers", "2"],
          "--join: worker 0 gives this process its index, the worker count"),
         (["--elastic", ""] + MODEL, "--elastic: an empty endpoint"),
         (["--ps-task", "0", "--elastic", COORD, "--join", "x"] + MODEL,
          "--join is a worker's: a parameter server is never one of the workers"),
         (["--ps-task", "0", "--elastic", ""] + MODEL, "--elastic: an empty endpoint"),
-        (["--ps-task", "0", "--elastic", COORD, "--checkpoint", os.path.join(bed.TMP, "ck")] + MODEL,
-         "--elastic does not support --checkpoint on a parameter server yet (a checkpoint holds one worker count)"),
-        (["--ps-task", "0", "--elastic", COORD, "--restore", os.path.join(bed.TMP, "ck")] + MODEL,
-         "--elastic does not support --restore on a parameter server yet"),
+        (["--ps-task", "0", "--elastic", COORD, "--checkpoint", ""] + MODEL,
+         "--checkpoint and --restore: an empty directory name"),
     ]
     for extra, text in cases:
         p = subprocess.run(base + extra, capture_output=True, text=True, timeout=20)

@@ -20,6 +20,7 @@
 #include "sl_test.h"
 #include "train_model.h"
 #include "train_ps.h"
+#include "sl_crc32c.h"
 #include "train_ps_ckpt.h"
 
 static void expect_place(const size_t *sizes, const int *group, size_t n, uint32_t nps, enum train_ps_placement how,
@@ -1391,6 +1392,118 @@ START_TEST(test_ps_checkpoint_files)
 }
 END_TEST
 
+/* header bytes [at, at + n) of the file at path set to b, and its CRC-32C
+ * made right again: a well-formed file with the fields a writer would refuse. */
+static void patch_header(const char *path, size_t at, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long size = ftell(f);
+    ck_assert_int_gt(size, 4);
+    uint8_t *all = malloc((size_t)size);
+    ck_assert_ptr_nonnull(all);
+    rewind(f);
+    ck_assert_uint_eq(fread(all, 1, (size_t)size, f), (size_t)size);
+    memcpy(all + at, b, n);
+    uint32_t crc = sl_crc32c(all, (size_t)size - 4);
+    for (int k = 0; k < 4; k++)
+        all[size - 4 + k] = (uint8_t)(crc >> (8 * k));
+    rewind(f);
+    ck_assert_uint_eq(fwrite(all, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    free(all);
+}
+
+/* Format version 2 keeps an elastic job's world: the changes and the
+ * epoch the world starts at, read back as written, positions none for
+ * the workers without a push in it. Refused: a world epoch without a
+ * change and more than 2^32 - 1 changes (on write), a position before the
+ * world's epoch, a header with an epoch but no change, an unknown format
+ * version (on read). A version-1 file (zeros there) reads as no change. */
+START_TEST(test_ps_checkpoint_world)
+{
+    char dir[512], path[1024], want[1400];
+    snprintf(dir, sizeof dir, "%s", sl_test_path("pswk"));
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    struct client_input_position pos[3] = {
+        {.epoch = 3, .step = 9, .seq = 9, .replicas = 1}, {0}, {.epoch = 4, .step = 12, .seq = 12, .replicas = 1}};
+    float vals[2] = {1, 2}, mom[2] = {0, 0};
+    struct train_ps_state s = {.index = 0,
+                               .servers = 1,
+                               .workers = 3,
+                               .version = 30,
+                               .global_step = 30,
+                               .pos = pos,
+                               .values = vals,
+                               .momentum = mom,
+                               .n = 2,
+                               .world_changes = 2,
+                               .world_epoch = 3};
+    struct sl_error err = {0};
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/ckpt-000000000030.w0of1", dir);
+    struct train_ps_ckpt ck;
+    ck_assert_msg(train_ps_ckpt_read(path, 0, 1, 3, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.state.world_changes, 2);
+    ck_assert_uint_eq(ck.state.world_epoch, 3);
+    ck_assert_uint_eq(ck.state.pos[0].seq, 9);
+    ck_assert_uint_eq(ck.state.pos[1].replicas, 0);
+    ck_assert_uint_eq(ck.state.pos[2].epoch, 4);
+    train_ps_ckpt_free(&ck);
+    /* the world's count is the file's: another one is named */
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 1, 2, &ck, &err), SL_EINVAL);
+    snprintf(want, sizeof want, "%s: made by parameter server 0 of 1 for 3 workers, not server 0 of 1 for 2", path);
+    ck_assert_str_eq(err.msg, want);
+    /* a version-1 file: bytes 52-63 zeros, read as a job that never changed */
+    uint8_t v1[4] = {1, 0, 0, 0}, zeros[12] = {0};
+    pos[0].epoch = 0;
+    pos[2].epoch = 1;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    patch_header(path, 8, v1, 4);
+    patch_header(path, 52, zeros, 12);
+    ck_assert_msg(train_ps_ckpt_read(path, 0, 1, 3, &ck, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(ck.state.world_changes, 0);
+    ck_assert_uint_eq(ck.state.world_epoch, 0);
+    train_ps_ckpt_free(&ck);
+    /* an epoch without a change; an unknown format version */
+    uint8_t epoch7[8] = {7}, v3[4] = {3};
+    patch_header(path, 56, epoch7, 8);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 1, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want,
+             "%s: damaged header (format version 1, description bytes 0, 3 workers, 2 elements, world change 0 from "
+             "epoch 7)",
+             path);
+    ck_assert_str_eq(err.msg, want);
+    patch_header(path, 56, zeros, 8);
+    patch_header(path, 8, v3, 4);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 1, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want,
+             "%s: damaged header (format version 3, description bytes 0, 3 workers, 2 elements, world change 0 from "
+             "epoch 0)",
+             path);
+    ck_assert_str_eq(err.msg, want);
+    /* a position before the world's first epoch (worker 0's epoch 0 < 3) */
+    pos[2].epoch = 4;
+    ck_assert_msg(train_ps_ckpt_write(dir, &s, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(train_ps_ckpt_read(path, 0, 1, 3, &ck, &err), SL_ECORRUPT);
+    snprintf(want, sizeof want, "%s: damaged: worker 0's position is of epoch 0, before its world's first epoch 3",
+             path);
+    ck_assert_str_eq(err.msg, want);
+    /* what a writer refuses */
+    s.world_changes = 0;
+    ck_assert_int_eq(train_ps_ckpt_write(dir, &s, NULL, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "checkpoint: server 0 of 1, 3 workers, a 0-byte description, world change 0 from epoch "
+                              "3: out of range");
+    s.world_changes = UINT64_C(1) << 32;
+    ck_assert_int_eq(train_ps_ckpt_write(dir, &s, NULL, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "checkpoint: server 0 of 1, 3 workers, a 0-byte description, world change 4294967296 "
+                              "from epoch 3: out of range");
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* What a server's checkpoint callback saw last (read after the join). */
 struct seen_ckpt {
     int calls;
@@ -1586,6 +1699,7 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_push_of_a_step_with_no_rows);
     tcase_add_test(tc, test_resume_after_a_push_in_flight);
     tcase_add_test(tc, test_ps_checkpoint_files);
+    tcase_add_test(tc, test_ps_checkpoint_world);
     tcase_add_test(tc, test_server_restores_and_checkpoints);
     suite_add_tcase(s, tc);
     return s;

@@ -10,6 +10,7 @@
  * each worker's positions at the new world's epoch. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,251 @@ START_TEST(test_world_changes_the_workers)
 }
 END_TEST
 
+/* What the checkpoint callback saw last, and how often. */
+struct seen_world {
+    int calls;
+    uint32_t workers, with_pos;
+    uint64_t version, changes, epoch, seq0;
+};
+
+static int record_world(void *arg, const struct train_ps_state *s, struct sl_error *err)
+{
+    (void)err;
+    struct seen_world *c = arg;
+    c->calls++;
+    c->workers = s->workers;
+    c->version = s->version;
+    c->changes = s->world_changes;
+    c->epoch = s->world_epoch;
+    c->with_pos = 0;
+    for (uint32_t w = 0; w < s->workers; w++)
+        c->with_pos += s->pos[w].replicas != 0;
+    c->seq0 = s->pos[0].seq;
+    return 0;
+}
+
+/* An elastic job's checkpoints hold its world: a WORLD is checkpointed at
+ * once (3 workers, change 1 from epoch 1, no positions yet: nobody pushed
+ * in that world), a RESUME's ACK carries the world (a worker without a
+ * position starts at epoch 1; the count, 2 before and 3 after), and the stop's checkpoint has worker 0's
+ * first push of epoch 1. Restored from such a state, a server serves that
+ * world: a first push outside epoch 1 is refused, worker 0's next change
+ * is number 2 (a replayed 1 refused), and a server not started elastic
+ * refuses the state. */
+START_TEST(test_world_checkpoint_and_restore)
+{
+    struct train_model_var v[1] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 4}};
+    uint32_t owner[1] = {0};
+    const float init[4] = {1, 2, 3, 4}, mom[4] = {0};
+    struct train_ps_layout l = {.vars = v, .nvars = 1, .owner = owner, .nps = 1};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr;
+    struct said said = {0};
+    struct seen_world seen = {0};
+    volatile sig_atomic_t stop = 0;
+    memset(&sr, 0, sizeof sr);
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw2"));
+    sr.o = (struct train_ps_server_opts){.ctx = ctx,
+                                         .listen = sr.ep,
+                                         .index = 0,
+                                         .layout = l,
+                                         .init = init,
+                                         .lr = 0.5f,
+                                         .workers = 2,
+                                         .worker_timeout_ms = 20000,
+                                         .stop = &stop,
+                                         .said = told_said,
+                                         .said_arg = &said,
+                                         .checkpoint = record_world,
+                                         .checkpoint_arg = &seen,
+                                         .elastic = 1};
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    const char *eps[1] = {sr.ep};
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d, sr.ep), 0);
+    uint8_t h[TRAIN_PS_HEADER], b[64];
+    struct sl_error err = {0};
+    struct train_ps_resume_result r;
+    /* before any change: the world is 0 from epoch 0 */
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 1, 0xb1, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 0);
+    ck_assert_uint_eq(r.world_changes, 0);
+    ck_assert_uint_eq(r.world_epoch, 0);
+    ck_assert_uint_eq(r.world_workers, 2);
+    send_msg(d, TRAIN_PS_PULL, 0, 0, 0, 0, 0, 0xa1, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d, h, b, sizeof b), 16);
+    uint64_t inc = le64_at(h + 32);
+    push(d, 0, inc, 0xa1, 0, 1, 1);
+    expect_ack(d, 0); /* an ACK's flags: the push's staleness (each says version 0) */
+    push(d, 1, inc, 0xb1, 0, 1, 1);
+    expect_ack(d, 1);
+    ck_assert_int_eq(seen.calls, 0);
+    struct train_ps_member ok[3] = {{0, 0xa2}, {1, 0xb2}, {TRAIN_PS_JOINER, 0xc2}};
+    ck_assert_msg(train_ps_world(ctx, eps, 1, 0xa1, 1, 1, ok, 3, 5000, NULL, &err) == 0, "%s", err.msg);
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 2, 0xc2, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(seen.calls, 1); /* the WORLD's, before the RESUME was answered */
+    ck_assert_uint_eq(seen.workers, 3);
+    ck_assert_uint_eq(seen.changes, 1);
+    ck_assert_uint_eq(seen.epoch, 1);
+    ck_assert_uint_eq(seen.with_pos, 0);
+    ck_assert_uint_eq(seen.version, 2);
+    ck_assert_uint_eq(r.recorded, 0);
+    ck_assert_uint_eq(r.world_changes, 1);
+    ck_assert_uint_eq(r.world_epoch, 1);
+    ck_assert_uint_eq(r.world_workers, 3);
+    push(d, 0, inc, 0xa2, 1, 3, 3);
+    expect_ack(d, 2);
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 0, 0xa2, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 1);
+    ck_assert_uint_eq(r.pos.epoch, 1);
+    ck_assert_uint_eq(r.pos.seq, 3);
+    ck_assert_uint_eq(r.world_changes, 1);
+    ck_assert_uint_eq(r.world_epoch, 1);
+    stop = 1;
+    pthread_join(sr.tid, NULL);
+    ck_assert_int_eq(sr.rc, SL_ECLOSED);
+    ck_assert_int_eq(seen.calls, 2); /* the stop's */
+    ck_assert_uint_eq(seen.with_pos, 1);
+    ck_assert_uint_eq(seen.seq0, 3);
+    ck_assert_uint_eq(seen.version, 3);
+
+    /* restored: 3 workers, change 1 from epoch 1, worker 0 at epoch 1 seq 3 */
+    struct client_input_position pos[3] = {{.epoch = 1, .step = 3, .seq = 3, .replicas = 1}, {0}, {0}};
+    const float vals[4] = {7, 7, 7, 7};
+    struct train_ps_state rs = {.index = 0,
+                                .servers = 1,
+                                .workers = 3,
+                                .version = 3,
+                                .global_step = 3,
+                                .pos = pos,
+                                .values = vals,
+                                .momentum = mom,
+                                .n = 4,
+                                .world_changes = 1,
+                                .world_epoch = 1};
+    stop = 0;
+    memset(&said, 0, sizeof said);
+    memset(&sr.st, 0, sizeof sr.st);
+    sr.o.workers = 3;
+    sr.o.restore = &rs;
+    sr.o.checkpoint = NULL;
+    snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw3")); /* eps[0] points at it */
+    ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
+    if (train_ps_resume(ctx, eps, 1, 1, 0xd1, 1, 5000, NULL, &r, &err) != 0) {
+        stop = 1;
+        pthread_join(sr.tid, NULL);
+        ck_abort_msg("%s (the server: %d %s)", err.msg, sr.rc, sr.err.msg);
+    }
+    ck_assert_uint_eq(r.recorded, 0);
+    ck_assert_uint_eq(r.world_changes, 1);
+    ck_assert_uint_eq(r.world_epoch, 1);
+    ck_assert_msg(train_ps_resume(ctx, eps, 1, 0, 0xd0, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(r.recorded, 1);
+    ck_assert_uint_eq(r.pos.seq, 3);
+    void *d2 = zmq_socket(ctx, ZMQ_DEALER);
+    ck_assert_int_eq(zmq_connect(d2, sr.ep), 0);
+    send_msg(d2, TRAIN_PS_PULL, 1, 0, 0, 0, 0, 0xd1, NULL, (size_t)-1, NULL, (size_t)-1);
+    ck_assert_int_eq(recv_reply(d2, h, b, sizeof b), 16);
+    ck_assert(memcmp(b, vals, sizeof vals) == 0);
+    inc = le64_at(h + 32);
+    push(d2, 1, inc, 0xd1, 0, 1, 1);
+    expect_error(d2, "worker 1's first push since the job's shape changed ends at input position 1 of epoch 0; "
+                     "the new world starts at epoch 1");
+    push(d2, 1, inc, 0xd1, 1, 4, 4);
+    expect_ack(d2, 3);
+    push(d2, 0, inc, 0xd0, 1, 3, 3); /* applied before the restart: acknowledged, not applied again */
+    expect_ack(d2, TRAIN_PS_ACK_SKIPPED);
+    char want[512];
+    ck_assert_int_eq(train_ps_world(ctx, eps, 1, 0xd0, 1, 2, ok, 3, 5000, NULL, &err), SL_EPROTO);
+    snprintf(want, sizeof want,
+             "parameter server 0 (%s) refused the workers' change: a WORLD numbered 1; this server applied 1 "
+             "(the next is 2)",
+             sr.ep);
+    ck_assert_str_eq(err.msg, want);
+    struct train_ps_member two[2] = {{0, 0xe0}, {1, 0xe1}};
+    ck_assert_msg(train_ps_world(ctx, eps, 1, 0xd0, 2, 2, two, 2, 5000, NULL, &err) == 0, "%s", err.msg);
+    stop = 1;
+    pthread_join(sr.tid, NULL);
+    ck_assert_int_eq(sr.rc, SL_ECLOSED);
+    ck_assert_uint_eq(sr.st.world_changes, 2);
+    ck_assert_uint_eq(sr.st.workers, 2);
+    ck_assert_uint_eq(sr.st.pushes, 1);
+    ck_assert_msg(strstr(said.text, "0: parameter server 0: the workers change (change 2): 3 -> 2 from epoch 2 (2 "
+                                    "kept, 0 joined, 1 let go)\n") != NULL,
+                  "%s", said.text);
+    /* the state of an elastic job, on a server not started elastic */
+    sr.o.elastic = 0;
+    ck_assert_int_eq(train_ps_serve(&sr.o, &sr.st, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "parameter server 0: the state restored is of an elastic job (world change 1 from "
+                              "epoch 1): restore it with --elastic");
+    zmq_close(d);
+    zmq_close(d2);
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
+/* Two elastic servers restored from checkpoints of different worlds (a
+ * kill while a WORLD was being applied): a worker's RESUME stops, naming
+ * both counts, rather than train in either. */
+START_TEST(test_resume_refuses_servers_of_two_worlds)
+{
+    struct train_model_var v[2] = {{.kind = 'W', .layer = 1, .offset = 0, .count = 2},
+                                   {.kind = 'b', .layer = 1, .offset = 2, .count = 2}};
+    uint32_t owner[2] = {0, 1};
+    const float init[4] = {1, 2, 3, 4}, vals[2] = {5, 6}, mom[2] = {0};
+    struct train_ps_layout l = {.vars = v, .nvars = 2, .owner = owner, .nps = 2};
+    struct client_input_position pos[3] = {{0}};
+    struct train_ps_state rs[2] = {
+        {.index = 0,
+         .servers = 2,
+         .workers = 3,
+         .version = 4,
+         .pos = pos,
+         .values = vals,
+         .momentum = mom,
+         .n = 2,
+         .world_changes = 1,
+         .world_epoch = 1},
+        {.index = 1, .servers = 2, .workers = 2, .version = 4, .pos = pos, .values = vals, .momentum = mom, .n = 2}};
+    void *ctx = zmq_ctx_new();
+    struct server_run sr[2];
+    volatile sig_atomic_t stop = 0;
+    const char *eps[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&sr[k], 0, sizeof sr[k]);
+        snprintf(sr[k].ep, sizeof sr[k].ep, "ipc://%s", sl_test_path(k ? "psw5" : "psw4"));
+        eps[k] = sr[k].ep;
+        sr[k].o = (struct train_ps_server_opts){.ctx = ctx,
+                                                .listen = sr[k].ep,
+                                                .index = (uint32_t)k,
+                                                .layout = l,
+                                                .init = init,
+                                                .lr = 0.5f,
+                                                .workers = rs[k].workers,
+                                                .worker_timeout_ms = 20000,
+                                                .stop = &stop,
+                                                .restore = &rs[k],
+                                                .elastic = 1};
+        ck_assert_int_eq(pthread_create(&sr[k].tid, NULL, server_main, &sr[k]), 0);
+    }
+    struct sl_error err = {0};
+    struct train_ps_resume_result r;
+    ck_assert_int_eq(train_ps_resume(ctx, eps, 2, 1, 0xf1, 1, 5000, NULL, &r, &err), SL_EPROTO);
+    char want[512];
+    snprintf(want, sizeof want,
+             "parameter server 1 (%s) serves 2 workers, parameter server 0 (%s) 3: their checkpoints are of "
+             "different worlds",
+             eps[1], eps[0]);
+    ck_assert_str_eq(err.msg, want);
+    stop = 1;
+    for (int k = 0; k < 2; k++) {
+        pthread_join(sr[k].tid, NULL);
+        ck_assert_int_eq(sr[k].rc, SL_ECLOSED);
+    }
+    zmq_ctx_term(ctx);
+}
+END_TEST
+
 Suite *sl_test_suite(void)
 {
     Suite *s = suite_create("train_ps_world");
@@ -364,6 +610,8 @@ Suite *sl_test_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_world_needs_an_elastic_server);
     tcase_add_test(tc, test_world_changes_the_workers);
+    tcase_add_test(tc, test_world_checkpoint_and_restore);
+    tcase_add_test(tc, test_resume_refuses_servers_of_two_worlds);
     suite_add_tcase(s, tc);
     return s;
 }

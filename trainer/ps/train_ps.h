@@ -108,7 +108,11 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
  *   5  1  type: PULL 1, VALUES 2, PUSH 3, ACK 4, BYE 5, ERROR 6, RESUME 7
  *         (a worker process starting: answered with ACK and the position
  *         the server recorded for the worker, none when it applied no push
- *         of it; a session other than the recorded one is adopted)
+ *         of it; a session other than the recorded one is adopted. A
+ *         server started with opts.elastic sets the ACK's flags bit 0 and
+ *         appends its world to the body: u64 the WORLDs it applied, u64
+ *         the epoch its world starts at, u32 its worker count, u32 0, so
+ *         the body is 24 or 40 + 24 bytes)
  *   6  2  0
  *   8  4  worker
  *  12  4  flags: PUSH bit 0, count a global step; PUSH bit 2, a step with
@@ -159,6 +163,8 @@ int train_ps_place(const size_t *sizes, const int *group, size_t n, uint32_t nps
 #define TRAIN_PS_READ_ONLY 2u            /* PULL, BYE: from the evaluator task, not a worker */
 #define TRAIN_PS_STALENESS_BUCKETS 17    /* staleness 0..15, then 16 or more */
 #define TRAIN_PS_ACK_SKIPPED 0x80000000u /* ACK to a PUSH: applied before the worker's restart, not again */
+#define TRAIN_PS_ACK_WORLD 1u            /* ACK to a RESUME: the elastic server's world ends the body */
+#define TRAIN_PS_WORLD_INFO 24           /* its bytes: u64 WORLDs applied, u64 its world's epoch, u32 workers, u32 0 */
 enum train_ps_type {
     TRAIN_PS_PULL = 1,
     TRAIN_PS_VALUES,
@@ -186,7 +192,8 @@ enum train_ps_type {
  * session is the one named (other sessions' messages refused, even before
  * its first push), and each one's first push starts its position afresh
  * (it must be in the new world's epoch: its stream was reopened for the
- * new shape). ACK: flags the new count. */
+ * new shape; the old positions are forgotten), and with opts.checkpoint
+ * the new world is checkpointed before the ACK. ACK: flags the new count. */
 #define TRAIN_PS_WORLD_ENTRY 16
 #define TRAIN_PS_JOINER UINT32_MAX
 #define TRAIN_PS_MAX_WORKERS 65536
@@ -244,6 +251,10 @@ struct train_ps_state {
     const struct client_input_position *pos; /* [workers]: after the worker's last push applied; replicas 0: none */
     const float *values, *momentum;          /* [n] each, the server's variables in creation order */
     size_t n;
+    uint64_t world_changes; /* opts.elastic: the WORLDs applied (0: the first world; at most UINT32_MAX) */
+    uint64_t world_epoch;   /* the epoch the world of `workers` started at (0 with no change); a worker with
+                               no position then has pushed nothing in this world yet: it starts at this
+                               epoch's first piece, in this world's shape */
 };
 /* Write s (a checkpoint); an error stops the server with it. */
 typedef int (*train_ps_checkpoint_fn)(void *arg, const struct train_ps_state *s, struct sl_error *err);
@@ -278,11 +289,13 @@ struct train_ps_server_opts {
                                              a setup refusing it is the error returned; each worker with a
                                              position is to be adopted by its RESUME and catches up) */
     train_ps_checkpoint_fn checkpoint;    /* NULL, or called with the state every checkpoint_every pushes applied
-                                          (version a multiple of it; 0: never so) and when stopped (opts.stop)
+                                          (version a multiple of it; 0: never so), when a WORLD was applied
+                                          (the new world, no positions yet) and when stopped (opts.stop)
                                           once the server holds variables */
     void *checkpoint_arg;
     uint64_t checkpoint_every;
-    int elastic; /* 1: worker 0 may change the workers at an epoch boundary (WORLD); workers is the first count */
+    int elastic; /* 1: worker 0 may change the workers at an epoch boundary (WORLD); workers is the first count
+                    (restored: the count of the checkpoint's world, whose changes and epoch it goes on from) */
 };
 
 /* The evaluator as a server saw it (train_ps_server_stats.evaluator). */
@@ -416,6 +429,12 @@ struct train_ps_resume_result {
     uint32_t recorded;                /* servers that had a position for the worker (0: a fresh start) */
     uint32_t ahead;                   /* servers past pos (the old process's last push reached them, or their
                                         checkpoints are newer): they skip the steps up to theirs */
+    uint64_t world_changes;           /* elastic servers: the most WORLDs any of them applied (0: none, or plain
+                                        servers) */
+    uint64_t world_epoch;             /* the epoch their world starts at (the largest said): a worker some
+                                        server has no position for starts there (pos is then of no use) */
+    uint32_t world_workers;           /* elastic servers: their worker count (they must all say the same:
+                                        SL_EPROTO otherwise); 0 from plain servers */
 };
 /* SL_ETIMEOUT (a server silent timeout_ms), SL_EPROTO (a server's ERROR,
  * a malformed reply, a position for another replica count than

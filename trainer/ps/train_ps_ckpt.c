@@ -26,11 +26,12 @@ static const char ps_magic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'P', 'S'};
 int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_t *bytes, struct sl_error *err)
 {
     if (s->servers == 0 || s->index >= s->servers || s->workers == 0 || s->workers > TRAIN_PS_CKPT_MAX_WORKERS ||
-        s->config_len > TRAIN_PS_MAX_CONFIG || (s->n > 0 && (s->values == NULL || s->momentum == NULL)))
+        s->config_len > TRAIN_PS_MAX_CONFIG || (s->n > 0 && (s->values == NULL || s->momentum == NULL)) ||
+        s->world_changes > UINT32_MAX || (s->world_changes == 0 && s->world_epoch != 0))
         return sl_error_set(err, SL_EINVAL,
-                            "checkpoint: server %u of %u, %u workers, a %zu-byte description: out of "
-                            "range",
-                            s->index, s->servers, s->workers, s->config_len);
+                            "checkpoint: server %u of %u, %u workers, a %zu-byte description, world change %" PRIu64
+                            " from epoch %" PRIu64 ": out of range",
+                            s->index, s->servers, s->workers, s->config_len, s->world_changes, s->world_epoch);
     char name[96], path[TRAIN_CKPT_MAX_PATH];
     train_ckpt_name(name, sizeof name, s->version, s->index, s->servers);
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
@@ -45,6 +46,8 @@ int train_ps_ckpt_write(const char *dir, const struct train_ps_state *s, uint64_
     sl_store_le64(h + 32, s->global_step);
     sl_store_le64(h + 40, s->n);
     sl_store_le32(h + 48, (uint32_t)s->config_len);
+    sl_store_le32(h + 52, (uint32_t)s->world_changes);
+    sl_store_le64(h + 56, s->world_epoch);
     struct sl_output *out;
     int rc = sl_output_open(&out, path, SL_OUTPUT_FSYNC, err);
     if (rc != 0)
@@ -108,14 +111,18 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
                                .servers = sl_load_le32(h + 16),
                                .workers = sl_load_le32(h + 20),
                                .version = sl_load_le64(h + 24),
-                               .global_step = sl_load_le64(h + 32)};
+                               .global_step = sl_load_le64(h + 32),
+                               .world_changes = sl_load_le32(h + 52),
+                               .world_epoch = sl_load_le64(h + 56)};
     uint64_t n = sl_load_le64(h + 40);
-    if (ver != TRAIN_PS_CKPT_VERSION || d > TRAIN_PS_MAX_CONFIG || s.workers == 0 ||
-        s.workers > TRAIN_PS_CKPT_MAX_WORKERS || n > TRAIN_CKPT_MAX_BYTES / 8) {
+    /* version 1 kept zeros where version 2 keeps the world: the same reading */
+    if ((ver != TRAIN_PS_CKPT_VERSION && ver != 1) || d > TRAIN_PS_MAX_CONFIG || s.workers == 0 ||
+        s.workers > TRAIN_PS_CKPT_MAX_WORKERS || n > TRAIN_CKPT_MAX_BYTES / 8 ||
+        (s.world_changes == 0 && s.world_epoch != 0) || s.world_epoch > CLIENT_INPUT_POSITION_MAX_SEQ) {
         rc = sl_error_set(err, SL_ECORRUPT,
                           "%s: damaged header (format version %" PRIu32 ", description bytes %" PRIu32 ", %" PRIu32
-                          " workers, %" PRIu64 " elements)",
-                          path, ver, d, s.workers, n);
+                          " workers, %" PRIu64 " elements, world change %" PRIu64 " from epoch %" PRIu64 ")",
+                          path, ver, d, s.workers, n, s.world_changes, s.world_epoch);
         goto fail;
     }
     uint64_t at_pos = TRAIN_PS_CKPT_HEADER + train__ckpt_pad8(d),
@@ -166,6 +173,13 @@ int train_ps_ckpt_read(const char *path, uint32_t index, uint32_t servers, uint3
         if (memcmp(p, none, sizeof none) != 0 &&
             (rc = client_input_position_decode(&pos[w], p, CLIENT_INPUT_POSITION_BYTES, err)) != 0) {
             sl_error_prefix(err, "%s: damaged: worker %" PRIu32 "'s ", path, w);
+            goto fail;
+        }
+        if (pos[w].replicas != 0 && pos[w].epoch < s.world_epoch) {
+            rc = sl_error_set(err, SL_ECORRUPT,
+                              "%s: damaged: worker %" PRIu32 "'s position is of epoch %" PRIu64
+                              ", before its world's first epoch %" PRIu64,
+                              path, w, pos[w].epoch, s.world_epoch);
             goto fail;
         }
     }

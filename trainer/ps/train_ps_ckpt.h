@@ -10,22 +10,26 @@
  * version and global step, the model description that set it up, and each
  * worker's recorded input position.
  *
- * Format, version 1, little-endian throughout:
+ * Format, version 2, little-endian throughout:
  *   0   8  magic "SLUICEPS"
- *   8   4  format version (1)
+ *   8   4  format version (2; version 1, whose bytes 52-63 are zeros, is
+ *          read as a server of a job whose workers never changed)
  *  12   4  server index P     16   4  servers N     20   4  workers W
  *  24   8  version (pushes applied)                 32   8  global step
  *  40   8  elements n         48   4  description bytes D (0..512)
- *  52  12  zeros
+ *  52   4  world changes C (an elastic job's WORLDs applied: W is the
+ *          count of the world they made)
+ *  56   8  world epoch E (the epoch that world starts at; 0 when C is 0)
  *  64   D  the description, then zeros to a multiple of 8 bytes
  *  ...  40 x W  each worker's position (client_input_position_encode; 40
- *          zero bytes: no push of it applied)
+ *          zero bytes: no push of it applied in this world: it starts at
+ *          epoch E's first piece; a position is of epoch E or later)
  *  ...  4n values, 4n momentum (float32, the server's variables in order)
  *  end  4  CRC-32C of every byte before it
  * A reader checks the size against the header before it allocates, then
  * the CRC, then every field (the index, servers and workers it was asked
- * for, the global step not above the version, each position, every value
- * finite). A symlink or anything not a regular file is refused by name,
+ * for, the global step not above the version, the world epoch 0 without a
+ * change, each position and its epoch, every value finite). A symlink or anything not a regular file is refused by name,
  * and the open never blocks (a FIFO).
  *
  * Writes go through sl_output (a temporary, fsync, rename, fsync of DIR).
@@ -40,7 +44,7 @@
 #include "sl_error.h"
 #include "train_ps.h"
 
-#define TRAIN_PS_CKPT_VERSION 1
+#define TRAIN_PS_CKPT_VERSION 2
 #define TRAIN_PS_CKPT_HEADER 64
 #define TRAIN_PS_CKPT_MAX_WORKERS 65536
 

@@ -463,7 +463,15 @@ void train_ps_client_set_position(struct train_ps_client *c, const struct client
 
 /* The answer to RESUME from one server: 1 with *p its recorded position,
  * 0 for none, or -1 with err set. */
-static int resume_reply(void *sock, uint32_t s, const char *ep, struct client_input_position *p, struct sl_error *err)
+/* What each server answered a RESUME: its position, its world. */
+struct resume_replies {
+    struct client_input_position *pos;
+    uint64_t (*world)[3]; /* [s]: WORLDs applied, the epoch its world starts at, its workers (0s from a plain
+                             server) */
+};
+
+static int resume_reply(void *sock, uint32_t s, const char *ep, struct client_input_position *p, uint64_t world[3],
+                        struct sl_error *err)
 {
     zmq_msg_t f[2];
     size_t nf = 0, frames = train__ps_recv_frames(sock, f, 2, &nf);
@@ -478,12 +486,29 @@ static int resume_reply(void *sock, uint32_t s, const char *ep, struct client_in
     else if (h.type != TRAIN_PS_ACK)
         sl_error_set(err, SL_EPROTO, "parameter server %u (%s): reply of type %u to RESUME, expected %u", s, ep, h.type,
                      TRAIN_PS_ACK);
-    else if (nf == 1)
-        rc = 0;
-    else if (client_input_position_decode(p, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), err) == 0)
-        rc = 1;
-    else
-        sl_error_prefix(err, "parameter server %u (%s): ", s, ep);
+    else {
+        size_t len = nf == 2 ? zmq_msg_size(&f[1]) : 0, info = h.flags & TRAIN_PS_ACK_WORLD ? TRAIN_PS_WORLD_INFO : 0;
+        const uint8_t *b = nf == 2 ? zmq_msg_data(&f[1]) : NULL;
+        if ((h.flags & ~TRAIN_PS_ACK_WORLD) != 0 || len < info ||
+            (len - info != 0 && len - info != CLIENT_INPUT_POSITION_BYTES))
+            sl_error_set(err, SL_EPROTO,
+                         "parameter server %u (%s): a malformed reply to RESUME (flags %08x, %zu bytes)", s, ep,
+                         h.flags, len);
+        else if (len == info)
+            rc = 0;
+        else if (client_input_position_decode(p, b, CLIENT_INPUT_POSITION_BYTES, err) == 0)
+            rc = 1;
+        else
+            sl_error_prefix(err, "parameter server %u (%s): ", s, ep);
+        if (rc >= 0 && info > 0) {
+            world[0] = sl_load_le64(b + len - info);
+            world[1] = sl_load_le64(b + len - info + 8);
+            world[2] = sl_load_le32(b + len - info + 16);
+            if (world[2] == 0 || sl_load_le32(b + len - info + 20) != 0)
+                rc = sl_error_set(err, SL_EPROTO, "parameter server %u (%s): a malformed world in its reply to RESUME",
+                                  s, ep);
+        }
+    }
     for (size_t k = 0; k < nf; k++)
         zmq_msg_close(&f[k]);
     return rc;
@@ -547,7 +572,8 @@ static int ask_every_server(void *ctx, const char *const *eps, uint32_t nps, con
 
 static int resume_reply_at(void *sock, uint32_t s, const char *ep, void *arg, struct sl_error *err)
 {
-    return resume_reply(sock, s, ep, &((struct client_input_position *)arg)[s], err);
+    struct resume_replies *r = arg;
+    return resume_reply(sock, s, ep, &r->pos[s], r->world[s], err);
 }
 
 int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t worker, uint64_t session,
@@ -563,14 +589,16 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
     zmq_pollitem_t *it = sl_calloc(nps, sizeof *it);
     struct client_input_position *pos = sl_calloc(nps, sizeof *pos);
     int8_t *got = sl_calloc(nps, 1); /* 0 waiting, 1 none, 2 a position */
+    uint64_t(*world)[3] = sl_calloc(nps, sizeof *world);
+    struct resume_replies replies = {pos, world};
     int rc = 0;
-    if (socks == NULL || it == NULL || pos == NULL || got == NULL) {
+    if (socks == NULL || it == NULL || pos == NULL || got == NULL || world == NULL) {
         rc = sl_error_set(err, SL_ENOMEM, "out of memory");
         goto out;
     }
     struct train__ps_hdr h = {.type = TRAIN_PS_RESUME, .worker = worker, .session = session};
-    rc = ask_every_server(ctx, eps, nps, &h, NULL, 0, "RESUME", timeout_ms, curve, socks, it, got, resume_reply_at, pos,
-                          err);
+    rc = ask_every_server(ctx, eps, nps, &h, NULL, 0, "RESUME", timeout_ms, curve, socks, it, got, resume_reply_at,
+                          &replies, err);
     /* the lowest position (the servers ahead skip the steps up to theirs) */
     struct client_input_position lo = {.replicas = replicas};
     for (uint32_t s = 0; s < nps && rc == 0; s++) {
@@ -592,6 +620,19 @@ int train_ps_resume(void *ctx, const char *const *eps, uint32_t nps, uint32_t wo
     }
     for (uint32_t s = 0; s < nps && rc == 0; s++)
         out->ahead += got[s] == 2 && pos[s].seq > lo.seq;
+    for (uint32_t s = 0; s < nps && rc == 0; s++) { /* the servers' world (they applied the same WORLDs) */
+        if (world[s][0] > out->world_changes)
+            out->world_changes = world[s][0];
+        if (world[s][1] > out->world_epoch)
+            out->world_epoch = world[s][1];
+        if (out->world_workers != 0 && world[s][2] != out->world_workers)
+            rc = sl_error_set(err, SL_EPROTO,
+                              "parameter server %u (%s) serves %" PRIu64 " workers, parameter server 0 (%s) %u: "
+                              "their checkpoints are of different worlds",
+                              s, eps[s], world[s][2], eps[0], out->world_workers);
+        else
+            out->world_workers = (uint32_t)world[s][2];
+    }
     if (rc == 0)
         out->pos = lo;
 out:
@@ -602,6 +643,7 @@ out:
     sl_free(it);
     sl_free(pos);
     sl_free(got);
+    sl_free(world);
     return rc;
 }
 

@@ -432,7 +432,9 @@ static void checkpoint(struct server *sv, struct train_ps_server_stats *st)
                                .pos = sv->pos,
                                .values = sv->p,
                                .momentum = sv->v,
-                               .n = sv->n};
+                               .n = sv->n,
+                               .world_changes = sv->changes,
+                               .world_epoch = sv->world_epoch};
     if ((sv->ckpt_rc = o->checkpoint(o->checkpoint_arg, &s, &sv->ckpt_err)) == 0) {
         st->checkpoints++;
         sv->ckpt_version = st->version;
@@ -478,10 +480,21 @@ static void on_resume(struct server *sv, void *sock, zmq_msg_t *id, const struct
                               .step = st->global_step,
                               .incarnation = sv->incarnation,
                               .session = h->session};
-    uint8_t b[CLIENT_INPUT_POSITION_BYTES];
-    if (sv->pushed[w])
+    uint8_t b[CLIENT_INPUT_POSITION_BYTES + TRAIN_PS_WORLD_INFO];
+    size_t len = 0;
+    if (sv->pushed[w]) {
         client_input_position_encode(p, b);
-    (void)train__ps_send(sock, id, &r, sv->pushed[w] ? b : NULL, sizeof b);
+        len = CLIENT_INPUT_POSITION_BYTES;
+    }
+    if (sv->o->elastic) { /* the world: a worker with no position here starts at its epoch */
+        r.flags = TRAIN_PS_ACK_WORLD;
+        sl_store_le64(b + len, sv->changes);
+        sl_store_le64(b + len + 8, sv->world_epoch);
+        sl_store_le32(b + len + 16, sv->workers);
+        sl_store_le32(b + len + 20, 0);
+        len += TRAIN_PS_WORLD_INFO;
+    }
+    (void)train__ps_send(sock, id, &r, len > 0 ? b : NULL, len);
 }
 
 /* A BYE: the worker is gone; before its final pull, it failed. */
@@ -616,9 +629,8 @@ static void on_world(struct server *sv, void *sock, zmq_msg_t *id, const struct 
     for (uint32_t i = 0; i < n; i++) {
         nw.heard[i] = from[i] == TRAIN_PS_JOINER ? now : sv->heard[from[i]];
         nw.session[i] = ses[i];
-        nw.bound[i] = nw.rebase[i] = 1;
-        if (from[i] != TRAIN_PS_JOINER)
-            nw.pos[i] = sv->pos[from[i]];
+        nw.bound[i] = nw.rebase[i] = 1; /* no position in this world yet (nw.pos zero): a checkpoint says none,
+                                           and a worker restored so starts at the world's epoch */
     }
     snprintf(why, sizeof why,
              "parameter server %u: the workers change (change %" PRIu64 "): %u -> %u from epoch %" PRIu64
@@ -639,6 +651,7 @@ static void on_world(struct server *sv, void *sock, zmq_msg_t *id, const struct 
     sv->world_epoch = h->version;
     st->world_changes = sv->changes;
     say(sv, 0, why);
+    checkpoint(sv, st); /* the new world kept at once: a restore then serves this world, not the last one */
     struct train__ps_hdr r = {.type = TRAIN_PS_ACK,
                               .worker = 0,
                               .flags = n,
@@ -714,11 +727,21 @@ static int restore(struct server *sv, struct train_ps_server_stats *st, struct s
                             o->index, r->n, r->index, r->servers, sv->n, sv->l->nps);
     memcpy(sv->p, r->values, sv->n * sizeof *sv->p);
     memcpy(sv->v, r->momentum, sv->n * sizeof *sv->v);
+    if (r->world_changes > 0 && !o->elastic)
+        return sl_error_set(err, SL_EINVAL,
+                            "parameter server %u: the state restored is of an elastic job (world change %" PRIu64
+                            " from epoch %" PRIu64 "): restore it with --elastic",
+                            o->index, r->world_changes, r->world_epoch);
     for (uint32_t w = 0; w < o->workers; w++) {
         sv->pos[w] = r->pos[w];
         sv->pushed[w] = sv->adopted[w] = r->pos[w].replicas != 0;
         sv->session[w] = 0; /* whoever comes is a new process: its RESUME adopts it */
+        /* after a change, no position: its first push starts afresh in the world's epoch */
+        sv->rebase[w] = r->world_changes > 0 && r->pos[w].replicas == 0;
     }
+    sv->changes = r->world_changes;
+    sv->world_epoch = r->world_epoch;
+    st->world_changes = sv->changes;
     st->version = sv->ckpt_version = r->version;
     st->global_step = r->global_step;
     return 0;
