@@ -62,10 +62,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(hb != TRAIN_CKPT_V1_HEADER_BYTES || m->steps_per_epoch == 0);
     CHECK(hb == TRAIN_CKPT_HEADER_BYTES || (m->from_workers == 0 && m->step_base == 0));
     /* a transition is whole and within its ranges, or absent */
-    CHECK(m->from_workers == 0 ? m->from_replicas == 0 && m->from_epoch == 0 && m->from_step == 0 &&
-                                     m->from_steps_per_epoch == 0 && m->step_base == 0
-                               : m->from_step >= 1 && m->from_step < m->from_steps_per_epoch && m->from_replicas >= 1 &&
-                                     m->steps_per_epoch != 0);
+    /* with no transition, step_base is an elastic job's signed offset: the
+     * step it names (offset + position's step) within 0..2^48 */
+    int64_t off = (int64_t)m->step_base;
+    CHECK(m->from_workers == 0
+              ? m->from_replicas == 0 && m->from_epoch == 0 && m->from_step == 0 && m->from_steps_per_epoch == 0 &&
+                    off >= -(int64_t)CLIENT_INPUT_POSITION_MAX_SEQ && off <= (int64_t)CLIENT_INPUT_POSITION_MAX_SEQ &&
+                    (off >= 0 || (uint64_t)-off <= m->pos.step)
+              : m->from_step >= 1 && m->from_step < m->from_steps_per_epoch && m->from_replicas >= 1 &&
+                    m->steps_per_epoch != 0);
     CHECK(strcmp(ck.path, in_path) == 0);
 
     /* what it was made for, asked for: accepted */
