@@ -113,7 +113,8 @@ void trainer_elastic_close(struct trainer *t)
  * in the book with the sender's routing id for the survivors' WORLD; one
  * the book refuses is logged and ignored. It may come between worker 0's
  * steps, before worker 0's own all-reduce fails. */
-static void note_broken(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m)
+static void note_broken(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m,
+                        int ack)
 {
     struct trainer_elastic *el = t->el;
     struct train_elastic_coord *c = &el->ep.coord;
@@ -144,8 +145,13 @@ static void note_broken(struct trainer *t, const unsigned char *id, size_t idlen
     }
     memcpy(el->bid[m->a], id, idlen);
     el->bidlen[m->a] = idlen;
-    struct train_elastic_msg ack = {.type = TRAIN_ELASTIC_ACK, .gen = c->gen, .c = m->c};
-    (void)trainer_elastic_send(&el->ep, id, idlen, &ack, &err); /* worker 0 is alive: the world follows */
+    if (!ack) {
+        sl_log(SL_LOG_INFO, "elastic: worker %u asks for the new world of a change: it goes on with the survivors",
+               m->a);
+        return;
+    }
+    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = c->gen, .c = m->c};
+    (void)trainer_elastic_send(&el->ep, id, idlen, &a, &err); /* worker 0 is alive: the world follows */
     sl_log(SL_LOG_INFO,
            "elastic: worker %u reports the ring broken in step %" PRIu64 " of epoch %" PRIu64 " (it trained %" PRIu64
            " steps)",
@@ -156,7 +162,7 @@ static int ring_other(struct trainer *t, const unsigned char *id, size_t idlen, 
 {
     if (m->type != TRAIN_ELASTIC_BROKEN)
         return 0;
-    note_broken(t, id, idlen, m);
+    note_broken(t, id, idlen, m, 1);
     return 1;
 }
 
@@ -565,7 +571,7 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     sl_log(SL_LOG_INFO,
            "elastic: before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
            "): %u workers -> %u; worker %u is now worker %u of %u (ring %.*s)",
-           step, epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
+           w.f, w.c, w.d, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
     /* the endpoint list is in el->ep.buf (a member's) or list: copied first */
     char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
     size_t n = w.n[0];
@@ -613,7 +619,14 @@ static int coordinator_broken(struct trainer *t, const struct staged_step *s, ui
             continue;
         }
         if (m.type == TRAIN_ELASTIC_BROKEN) {
-            note_broken(t, id, idlen, &m);
+            note_broken(t, id, idlen, &m, 1);
+        } else if (m.type == TRAIN_ELASTIC_SYNC && m.gen == c->gen) {
+            /* a member whose sum of the step worker 0 failed in completed
+             * (a ring's last chunks reach ranks at different moments),
+             * and which that step's decision took to a change: it is a
+             * survivor, and its SYNC takes the survivors' WORLD (no ACK) */
+            struct train_elastic_msg b = {.type = TRAIN_ELASTIC_BROKEN, .gen = m.gen, .a = m.a, .c = s->epoch};
+            note_broken(t, id, idlen, &b, 0);
         } else if (m.type == TRAIN_ELASTIC_LEAVE) {
             if (train_elastic_coord_leave(c, &m, err) != 0)
                 sl_log(SL_LOG_WARN, "%s: ignored", err->msg);

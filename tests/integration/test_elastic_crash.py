@@ -34,7 +34,7 @@ and the survivors' new pieces hold every element once per epoch; the
 global step g is the steps before (e, t); and from (e, t) on, both
 survivors report one weights hash per step.
 
-Usage: test_elastic_crash.py BUILD_DIR (about 18 s)
+Usage: test_elastic_crash.py BUILD_DIR (about 17 s)
 """
 import importlib
 import os
