@@ -45,10 +45,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bed  # noqa: E402
 import harness  # noqa: E402
-from bed import read_log, wait, wait_for_log  # noqa: E402
+from bed import read_log, wait  # noqa: E402
 from harness import fail, ok  # noqa: E402
 
-E = importlib.import_module("test_elastic")  # its cases run only as a script; bed.setup is its
+E = importlib.import_module("test_elastic")  # its cases run only as a script; its bed.setup gives bed.TMP
 FAST = ["--timeout-ms", "500"]  # after the helper's --timeout-ms 5000: the last one counts
 STEP_MS = 20
 
@@ -60,8 +60,8 @@ def start(tag):
     ring = ",".join(E.sock("%s-r%d" % (tag, k)) for k in range(3))
     procs = {}
     for k in range(3):
-        procs["w%d" % k] = E.trainer(name(tag, "w%d" % k), ep, job, ["--worker", str(k), "--workers", "3", "--ring", ring] + FAST,
-                                     step_ms=STEP_MS, coord=coord, tag=tag)
+        args = ["--worker", str(k), "--workers", "3", "--ring", ring] + FAST
+        procs["w%d" % k] = E.trainer(name(tag, "w%d" % k), ep, job, args, step_ms=STEP_MS, coord=coord, tag=tag)
     return f, job, procs
 
 
@@ -221,7 +221,8 @@ def mid_epoch(procs):
 
 def epoch_end(procs):
     T = 30  # 240 elements, a global batch of 8
-    E.wait_step(name("kill-1", "w1"), procs["w1"][0], 0, T - 3, "kill-1: worker 1 did not reach epoch 0's end", tag="kill-1")
+    E.wait_step(name("kill-1", "w1"), procs["w1"][0], 0, T - 3, "kill-1: worker 1 did not reach epoch 0's end",
+                tag="kill-1")
 
 
 if __name__ == "__main__":
