@@ -21,7 +21,8 @@
  *   12 a       u32 JOIN: replicas; LEAVE, SYNC, BROKEN: the sender's rank;
  *                  WORLD: the receiver's rank (TRAIN_ELASTIC_RELEASED: let go)
  *   16 b       u32 WORLD: the new world's size; else 0
- *   20 c       u64 ACK: the epoch worker 0 was in; WORLD: the epoch the
+ *   20 c       u64 ACK: the epoch worker 0 was in (a BROKEN's: that
+ *                  report's); WORLD: the epoch the
  *                  new world starts in; BROKEN: the epoch of the step
  *                  whose all-reduce failed
  *   28 d       u64 WORLD: the global step (steps trained so far);
@@ -70,8 +71,10 @@
 enum train_elastic_type {
     TRAIN_ELASTIC_JOIN = 1,   /* a new process asks to join (to worker 0) */
     TRAIN_ELASTIC_LEAVE = 2,  /* a member asks to be let go (to worker 0) */
-    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at the next change (to the joiner; repeated while it waits) */
-    TRAIN_ELASTIC_REFUSE = 4, /* a join refused, with the reason (to the joiner) */
+    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at the next change (to the joiner; repeated while it waits),
+                                 or a BROKEN heard (to its sender: worker 0 is alive) */
+    TRAIN_ELASTIC_REFUSE = 4, /* a join refused, with the reason (to the joiner), or a BROKEN, with why the
+                                 survivors cannot go on (to each of them) */
     TRAIN_ELASTIC_SYNC = 5,   /* a member at the boundary asks for the new world (to worker 0) */
     TRAIN_ELASTIC_WORLD = 6,  /* the new world (to each member, joiner and leaver) */
     TRAIN_ELASTIC_BROKEN = 7, /* a member's ring broke: it asks for a world of the survivors (to worker 0) */
