@@ -154,8 +154,9 @@ def survive(tag, dead, when):
                 "%s is now worker 1 of 2" % (t, e, ch[0][2], w[1]) not in read_log(tag, name(tag, w)):
             fail("%s: %s's log does not report the change:\n%s" % (tag, w, read_log(tag, name(tag, w))[-3000:]))
     log = read_log(tag, "feeder")
-    if t > 0 and log.count("cluster shape 3 x 1 -> 2 x 1 at step %d of epoch %d" % (t, e)) != 1:
-        fail("%s: the feeder's log lacks the change at step %d of epoch %d:\n%s" % (tag, t, e, log[-3000:]))
+    line = "cluster shape 3 x 1 -> 2 x 1 at " + ("step %d of epoch %d" % (t, e) if t > 0 else "epoch %d" % e)
+    if log.count(line) != 1:
+        fail("%s: the feeder's log lacks %r (once):\n%s" % (tag, line, log[-3000:]))
     n = check_crash(tag, job, procs, dead, ch[0])
     return e, t, n
 
