@@ -41,6 +41,12 @@ static const char *check_fields(const struct train_elastic_msg *m)
         return NULL;
     case TRAIN_ELASTIC_LEAVE:
     case TRAIN_ELASTIC_SYNC: return m->a == 0 || m->a >= TRAIN_ELASTIC_MAX_WORKERS ? "rank out of range" : NULL;
+    case TRAIN_ELASTIC_BROKEN:
+        if (m->a == 0 || m->a >= TRAIN_ELASTIC_MAX_WORKERS)
+            return "rank out of range";
+        return m->c > (UINT64_C(1) << 48) || m->d > (UINT64_C(1) << 48) || m->f > (UINT64_C(1) << 48)
+                   ? "BROKEN: epoch or step out of range"
+                   : NULL;
     case TRAIN_ELASTIC_REFUSE: return m->n[0] == 0 ? "REFUSE without a reason" : NULL;
     case TRAIN_ELASTIC_ACK: return NULL;
     case TRAIN_ELASTIC_WORLD:
@@ -131,7 +137,7 @@ const char *train_elastic_decode(const unsigned char *p, size_t n, struct train_
     m->type = type;
     uint32_t max[3];
     limits(m->type, max);
-    if (m->type < TRAIN_ELASTIC_JOIN || m->type > TRAIN_ELASTIC_WORLD)
+    if (m->type < TRAIN_ELASTIC_JOIN || m->type > TRAIN_ELASTIC_BROKEN)
         return "unknown message type";
     uint64_t total = 0;
     for (int i = 0; i < 3; i++) {
@@ -161,7 +167,9 @@ int train_elastic_coord_init(struct train_elastic_coord *c, const char *const *e
                             TRAIN_ELASTIC_MAX_WORKERS);
     c->eps = sl_calloc(size, sizeof *c->eps);
     c->leaving = sl_calloc(size, 1);
-    if (c->eps == NULL || c->leaving == NULL) {
+    c->broken = sl_calloc(size, 1);
+    c->broken_at = sl_calloc(size, sizeof *c->broken_at);
+    if (c->eps == NULL || c->leaving == NULL || c->broken == NULL || c->broken_at == NULL) {
         train_elastic_coord_free(c);
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     }
@@ -185,8 +193,12 @@ void train_elastic_coord_free(struct train_elastic_coord *c)
     sl_free(c->eps);
     sl_free(c->leaving);
     sl_free(c->joins);
+    sl_free(c->broken);
+    sl_free(c->broken_at);
     c->eps = NULL;
     c->leaving = NULL;
+    c->broken = NULL;
+    c->broken_at = NULL;
     c->joins = NULL;
     c->size = c->njoins = 0;
 }
@@ -290,8 +302,9 @@ uint32_t train_elastic_coord_next_size(const struct train_elastic_coord *c)
     return staying(c) + c->njoins;
 }
 
-int train_elastic_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T, uint64_t epochs,
-                        int changed, uint64_t window, uint64_t *left)
+/* train_elastic_defer for a next world of `next` members */
+static int defer_to(const struct train_elastic_coord *c, uint32_t next, uint64_t epoch, uint64_t step, uint64_t T,
+                    uint64_t epochs, int changed, uint64_t window, uint64_t *left)
 {
     uint64_t rest = UINT64_MAX, whole = 0, pieces = 0;
     if (epochs != 0) {
@@ -304,13 +317,19 @@ int train_elastic_defer(const struct train_elastic_coord *c, uint64_t epoch, uin
     *left = rest;
     if (step == 0)
         return TRAIN_ELASTIC_NOW;
-    if (train_elastic_coord_next_size(c) == c->size)
+    if (next == c->size)
         return TRAIN_ELASTIC_SAME_SIZE;
     if (changed)
         return TRAIN_ELASTIC_SECOND;
     if (epochs != 0 && !__builtin_mul_overflow(rest, (uint64_t)c->replicas, &pieces) && pieces <= window)
         return TRAIN_ELASTIC_WINDOW;
     return TRAIN_ELASTIC_NOW;
+}
+
+int train_elastic_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T, uint64_t epochs,
+                        int changed, uint64_t window, uint64_t *left)
+{
+    return defer_to(c, train_elastic_coord_next_size(c), epoch, step, T, epochs, changed, window, left);
 }
 
 int train_elastic_coord_next(const struct train_elastic_coord *c, uint32_t *new_rank, uint32_t *new_size, char *list,
@@ -340,30 +359,133 @@ int train_elastic_coord_next(const struct train_elastic_coord *c, uint32_t *new_
     return 0;
 }
 
-int train_elastic_coord_commit(struct train_elastic_coord *c, struct sl_error *err)
+/* The book takes the world of the members marked in keep[size] (rank
+ * order), then, with joins, the joiners; their leave requests go with
+ * them, the reports of a broken ring are forgotten; gen + 1. 0, or
+ * SL_ENOMEM (the book unchanged). */
+static int take_world(struct train_elastic_coord *c, const unsigned char *keep, int joins, struct sl_error *err)
 {
-    uint32_t n = staying(c) + c->njoins;
-    char(*eps)[TRAIN_ELASTIC_MAX_ENDPOINT + 1] = sl_calloc(n ? n : 1, sizeof *eps);
-    unsigned char *leaving = sl_calloc(n ? n : 1, 1);
-    if (eps == NULL || leaving == NULL) {
+    uint32_t n = joins ? c->njoins : 0;
+    for (uint32_t k = 0; k < c->size; k++)
+        n += keep[k] != 0;
+    size_t room = n ? n : 1;
+    char(*eps)[TRAIN_ELASTIC_MAX_ENDPOINT + 1] = sl_calloc(room, sizeof *eps);
+    unsigned char *leaving = sl_calloc(room, 1), *broken = sl_calloc(room, 1);
+    uint64_t *broken_at = sl_calloc(room, sizeof *broken_at);
+    if (eps == NULL || leaving == NULL || broken == NULL || broken_at == NULL) {
         sl_free(eps);
         sl_free(leaving);
+        sl_free(broken);
+        sl_free(broken_at);
         return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
     }
     uint32_t at = 0;
     for (uint32_t k = 0; k < c->size; k++)
-        if (!c->leaving[k])
+        if (keep[k]) {
+            leaving[at] = joins ? 0 : c->leaving[k]; /* a change lets the leavers go; a broken ring keeps asking */
             memcpy(eps[at++], c->eps[k], sizeof eps[0]);
-    for (uint32_t k = 0; k < c->njoins; k++)
+        }
+    for (uint32_t k = 0; joins && k < c->njoins; k++)
         memcpy(eps[at++], c->joins[k].ep, sizeof eps[0]);
     sl_free(c->eps);
     sl_free(c->leaving);
-    sl_free(c->joins);
+    sl_free(c->broken);
+    sl_free(c->broken_at);
     c->eps = eps;
     c->leaving = leaving;
-    c->joins = NULL;
-    c->njoins = 0;
+    c->broken = broken;
+    c->broken_at = broken_at;
+    if (joins) {
+        sl_free(c->joins);
+        c->joins = NULL;
+        c->njoins = 0;
+    }
     c->size = n;
     c->gen++;
     return 0;
+}
+
+int train_elastic_coord_commit(struct train_elastic_coord *c, struct sl_error *err)
+{
+    unsigned char *keep = sl_calloc(c->size, 1);
+    if (keep == NULL)
+        return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
+    for (uint32_t k = 0; k < c->size; k++)
+        keep[k] = !c->leaving[k];
+    int rc = take_world(c, keep, 1, err);
+    sl_free(keep);
+    return rc;
+}
+
+/* ---- a broken ring ---- */
+
+int train_elastic_coord_broken(struct train_elastic_coord *c, const struct train_elastic_msg *m, struct sl_error *err)
+{
+    if (m->gen != c->gen)
+        return sl_error_set(err, SL_EPROTO, "elastic: a BROKEN from rank %u of world %u, but the world is %u now", m->a,
+                            m->gen, c->gen);
+    if (m->a == 0)
+        return sl_error_set(err, SL_EPROTO, "elastic: a BROKEN from rank 0, which is the coordinator's own");
+    if (m->a >= c->size)
+        return sl_error_set(err, SL_EPROTO, "elastic: a BROKEN from rank %u, but the world has %u workers", m->a,
+                            c->size);
+    if (c->broken[m->a] && c->broken_at[m->a] != m->d)
+        return sl_error_set(err, SL_EPROTO,
+                            "elastic: worker %u reported the broken ring twice, after global step %" PRIu64
+                            " and then %" PRIu64,
+                            m->a, c->broken_at[m->a], m->d);
+    c->broken[m->a] = 1;
+    c->broken_at[m->a] = m->d;
+    return 0;
+}
+
+uint32_t train_elastic_coord_survivors(const struct train_elastic_coord *c)
+{
+    uint32_t n = c->size > 0;
+    for (uint32_t k = 1; k < c->size; k++)
+        n += c->broken[k] != 0;
+    return n;
+}
+
+int train_elastic_survive_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T,
+                                uint64_t epochs, int changed, uint64_t window, uint64_t *left)
+{
+    return defer_to(c, train_elastic_coord_survivors(c), epoch, step, T, epochs, changed, window, left);
+}
+
+int train_elastic_coord_survive_next(const struct train_elastic_coord *c, uint32_t *new_rank, uint32_t *new_size,
+                                     char *list, size_t cap, struct sl_error *err)
+{
+    uint32_t n = 0;
+    size_t len = 0;
+    for (uint32_t k = 0; k < c->size; k++) {
+        if (k > 0 && !c->broken[k]) {
+            new_rank[k] = TRAIN_ELASTIC_RELEASED;
+            continue;
+        }
+        new_rank[k] = n;
+        size_t el = strlen(c->eps[k]);
+        if (len + el + 2 > cap)
+            return sl_error_set(err, SL_EINVAL, "elastic: the new world's endpoints take more than %zu bytes", cap);
+        if (n > 0)
+            list[len++] = ',';
+        memcpy(list + len, c->eps[k], el);
+        len += el;
+        n++;
+    }
+    list[len] = '\0';
+    *new_size = n;
+    return 0;
+}
+
+int train_elastic_coord_survive_commit(struct train_elastic_coord *c, struct sl_error *err)
+{
+    unsigned char *keep = sl_calloc(c->size ? c->size : 1, 1);
+    if (keep == NULL)
+        return sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
+    for (uint32_t k = 0; k < c->size; k++)
+        keep[k] = k == 0 || c->broken[k];
+    int rc = take_world(c, keep, 0, err);
+    sl_free(keep);
+    return rc;
 }

@@ -18,17 +18,20 @@
  *   4  version u16 (2)
  *   6  type    u16 (enum train_elastic_type)
  *   8  gen     u32 the world's generation (0: the one the job started with)
- *   12 a       u32 JOIN: replicas; LEAVE, SYNC: the sender's rank;
+ *   12 a       u32 JOIN: replicas; LEAVE, SYNC, BROKEN: the sender's rank;
  *                  WORLD: the receiver's rank (TRAIN_ELASTIC_RELEASED: let go)
  *   16 b       u32 WORLD: the new world's size; else 0
- *   20 c       u64 ACK: the epoch worker 0 was in; WORLD: the epoch the
- *                  new world starts in
- *   28 d       u64 WORLD: the global step (steps trained so far)
+ *   20 c       u64 ACK: the epoch worker 0 was in (a BROKEN's: that
+ *                  report's); WORLD: the epoch the
+ *                  new world starts in; BROKEN: the epoch of the step
+ *                  whose all-reduce failed
+ *   28 d       u64 WORLD: the global step (steps trained so far);
+ *                  BROKEN: the sender's (the steps it trained)
  *   36 e       u64 WORLD: the model's parameter count (the state broadcast
  *                  over the new ring is 2 e floats: weights, then velocity)
  *   44 n1, n2, n3 u32: the three strings' bytes
  *   56 f       u64 WORLD: the step of epoch c the new world starts at (0:
- *                  the epoch's start)
+ *                  the epoch's start); BROKEN: the step that failed
  *   64 h       u64 WORLD: with f > 0 the old world's steps per epoch; with
  *                  j > 0 those of the kept change's old world
  *   72 g       u32 WORLD: with f > 0 the old world's size (the input goes
@@ -68,10 +71,13 @@
 enum train_elastic_type {
     TRAIN_ELASTIC_JOIN = 1,   /* a new process asks to join (to worker 0) */
     TRAIN_ELASTIC_LEAVE = 2,  /* a member asks to be let go (to worker 0) */
-    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at the next change (to the joiner; repeated while it waits) */
-    TRAIN_ELASTIC_REFUSE = 4, /* a join refused, with the reason (to the joiner) */
+    TRAIN_ELASTIC_ACK = 3,    /* a join is admitted at the next change (to the joiner; repeated while it waits),
+                                 or a BROKEN heard (to its sender: worker 0 is alive) */
+    TRAIN_ELASTIC_REFUSE = 4, /* a join refused, with the reason (to the joiner), or a BROKEN, with why the
+                                 survivors cannot go on (to each of them) */
     TRAIN_ELASTIC_SYNC = 5,   /* a member at the boundary asks for the new world (to worker 0) */
     TRAIN_ELASTIC_WORLD = 6,  /* the new world (to each member, joiner and leaver) */
+    TRAIN_ELASTIC_BROKEN = 7, /* a member's ring broke: it asks for a world of the survivors (to worker 0) */
 };
 
 /* A message; the strings point into the decoded frame (not terminated). */
@@ -109,6 +115,8 @@ struct train_elastic_coord {
     uint32_t gen, size;                          /* the current world */
     char (*eps)[TRAIN_ELASTIC_MAX_ENDPOINT + 1]; /* [size]: the members' ring endpoints, rank order */
     unsigned char *leaving;                      /* [size]: asked to leave */
+    unsigned char *broken;                       /* [size]: reported its ring broken (BROKEN) */
+    uint64_t *broken_at;                         /* [size]: a reporter's global step (steps it trained) */
     struct train_elastic_joiner *joins;          /* admitted, waiting for the boundary, in order of arrival */
     uint32_t njoins;
 };
@@ -172,5 +180,35 @@ int train_elastic_coord_next(const struct train_elastic_coord *c, uint32_t *new_
 /* The next world becomes the current one (gen + 1); joins and leaves are
  * forgotten. 0, or SL_ENOMEM (the book unchanged). */
 int train_elastic_coord_commit(struct train_elastic_coord *c, struct sl_error *err) SL_MUST_CHECK;
+
+/* A member dies (docs/trainer.md "Elastic workers", "A member that
+ * dies"): the survivors' all-reduce fails, each closes its ring and
+ * sends worker 0 a BROKEN; worker 0 forms the world of itself and the
+ * members that reported. A BROKEN (decoded): 0 (recorded; a repeated one
+ * with the same step is the same report), or SL_EPROTO for an old
+ * generation, rank 0 (the coordinator's own), a rank outside the world,
+ * or a second report of another step; the book unchanged then. */
+int train_elastic_coord_broken(struct train_elastic_coord *c, const struct train_elastic_msg *m,
+                               struct sl_error *err) SL_MUST_CHECK;
+/* The survivors: worker 0 and the members that reported. */
+uint32_t train_elastic_coord_survivors(const struct train_elastic_coord *c);
+/* Why the survivors may not go on from step `step` of epoch `epoch`
+ * (the step worker 0's all-reduce failed in: the first it did not
+ * train), as train_elastic_defer with the survivors' world as the next
+ * one: NOW (0) when they may; mid-epoch SAME_SIZE (every member reported:
+ * none died), SECOND (the stream changed mid-epoch in this epoch
+ * already), WINDOW (the job's steps left fit a worker's window). A broken
+ * ring cannot wait for a better moment: any of these ends the job. */
+int train_elastic_survive_defer(const struct train_elastic_coord *c, uint64_t epoch, uint64_t step, uint64_t T,
+                                uint64_t epochs, int changed, uint64_t window, uint64_t *left);
+/* The survivors' world (worker 0 and the reporters in rank order; the
+ * joiners wait for the next change): as train_elastic_coord_next, a
+ * member that did not report RELEASED in new_rank. */
+int train_elastic_coord_survive_next(const struct train_elastic_coord *c, uint32_t *new_rank, uint32_t *new_size,
+                                     char *list, size_t cap, struct sl_error *err) SL_MUST_CHECK;
+/* The survivors' world becomes the current one (gen + 1): the joiners
+ * stay queued, a survivor's leave request stays, the reports are
+ * forgotten. 0, or SL_ENOMEM (the book unchanged). */
+int train_elastic_coord_survive_commit(struct train_elastic_coord *c, struct sl_error *err) SL_MUST_CHECK;
 
 #endif

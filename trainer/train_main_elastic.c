@@ -32,7 +32,13 @@
  * shape and installs that state: before step t > 0 of epoch e with the
  * transition (old size, replicas, e, t) from its first piece (the
  * feeders' mid-epoch change), at an epoch's start with resume_epoch +
- * reshape (the epoch-boundary reshape; docs/semantics.md 5.2). */
+ * reshape (the epoch-boundary reshape; docs/semantics.md 5.2).
+ *
+ * A member other than 0 that dies breaks the ring: the survivors' step
+ * fails (trainer_elastic_broken), each reports to worker 0 (BROKEN), and
+ * worker 0 forms the world of the members that reported within a bounded
+ * wait and sends it as a change at the step it failed in, from its own
+ * state (docs/trainer.md "Elastic workers", "A member that dies"). */
 #include "train_main_int.h"
 
 #include <inttypes.h>
@@ -50,6 +56,9 @@ struct trainer_elastic {
     struct trainer_elastic_ep ep; /* the coordinator endpoint (train_main_elastic_coord.c) */
     uint64_t deferred;            /* worker 0: 1 + the epoch a deferral was last logged for, and why (defer_why) */
     int defer_why;
+    unsigned char (*bid)[256]; /* worker 0: a BROKEN reporter's routing id, by rank, in world bgen (bsize ranks) */
+    size_t *bidlen;
+    uint32_t bgen, bsize;
 };
 
 /* ---- setup ---- */
@@ -92,14 +101,76 @@ void trainer_elastic_close(struct trainer *t)
     if (el == NULL)
         return;
     trainer_elastic_ep_close(&el->ep);
+    sl_free(el->bid);
+    sl_free(el->bidlen);
     sl_free(el);
     t->el = NULL;
 }
 
 /* ---- between steps ---- */
 
-static const struct trainer_elastic_hooks ring_hooks = {
-    .joiner = "ring endpoint ", .admitted = "", .change = "the next change", .asking = "job with ring endpoint"};
+/* Worker 0: a member's BROKEN (its ring broke: a member died), recorded
+ * in the book with the sender's routing id for the survivors' WORLD; one
+ * the book refuses is logged and ignored. It may come between worker 0's
+ * steps, before worker 0's own all-reduce fails. */
+static void note_broken(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m,
+                        int ack)
+{
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_coord *c = &el->ep.coord;
+    struct sl_error err = {0};
+    if (el->bid == NULL || el->bgen != c->gen || el->bsize != c->size) {
+        sl_free(el->bid);
+        sl_free(el->bidlen);
+        el->bid = sl_calloc(c->size, sizeof *el->bid);
+        el->bidlen = sl_calloc(c->size, sizeof *el->bidlen);
+        el->bgen = c->gen;
+        el->bsize = c->size;
+        if (el->bid == NULL || el->bidlen == NULL) {
+            sl_free(el->bid);
+            sl_free(el->bidlen);
+            el->bid = NULL;
+            el->bidlen = NULL;
+            sl_log(SL_LOG_ERROR, "elastic: out of memory for worker %u's report of a broken ring: ignored", m->a);
+            return;
+        }
+    }
+    if (train_elastic_coord_broken(c, m, &err) != 0) { /* the sender learns why (a late survivor: left out) */
+        sl_log(SL_LOG_WARN, "%s: refused", err.msg);
+        struct train_elastic_msg r = {
+            .type = TRAIN_ELASTIC_REFUSE, .gen = c->gen, .s = {err.msg}, .n = {(uint32_t)strlen(err.msg)}};
+        struct sl_error ignore = {0};
+        (void)trainer_elastic_send(&el->ep, id, idlen, &r, &ignore);
+        return;
+    }
+    memcpy(el->bid[m->a], id, idlen);
+    el->bidlen[m->a] = idlen;
+    if (!ack) {
+        sl_log(SL_LOG_INFO, "elastic: worker %u asks for the new world of a change: it goes on with the survivors",
+               m->a);
+        return;
+    }
+    struct train_elastic_msg a = {.type = TRAIN_ELASTIC_ACK, .gen = c->gen, .c = m->c};
+    (void)trainer_elastic_send(&el->ep, id, idlen, &a, &err); /* worker 0 is alive: the world follows */
+    sl_log(SL_LOG_INFO,
+           "elastic: worker %u reports the ring broken in step %" PRIu64 " of epoch %" PRIu64 " (it trained %" PRIu64
+           " steps)",
+           m->a, m->f, m->c, m->d);
+}
+
+static int ring_other(struct trainer *t, const unsigned char *id, size_t idlen, const struct train_elastic_msg *m)
+{
+    if (m->type != TRAIN_ELASTIC_BROKEN)
+        return 0;
+    note_broken(t, id, idlen, m, 1);
+    return 1;
+}
+
+static const struct trainer_elastic_hooks ring_hooks = {.joiner = "ring endpoint ",
+                                                        .admitted = "",
+                                                        .change = "the next change",
+                                                        .asking = "job with ring endpoint",
+                                                        .other = ring_other};
 
 /* Between steps: the requests waiting on worker 0's endpoint, the leave
  * flag. `epoch`: the newest step's. Never blocks. */
@@ -500,12 +571,255 @@ int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uin
     sl_log(SL_LOG_INFO,
            "elastic: before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
            "): %u workers -> %u; worker %u is now worker %u of %u (ring %.*s)",
-           step, epoch, steps, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
+           w.f, w.c, w.d, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
     /* the endpoint list is in el->ep.buf (a member's) or list: copied first */
     char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
     size_t n = w.n[0];
     memcpy(copy, w.s[0], n);
     el->ep.gen++;
+    rc = enter_world(t, rank, size, copy, n, &w, state, np, &err);
+out:
+    sl_free(state);
+    if (rc != 0) {
+        sl_log(SL_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- a member that dies ---- */
+
+/* Worker 0, its old ring broken and closed, having trained `steps` steps,
+ * the failed step `s` (the new world starts there): the survivors'
+ * reports (BROKEN) until every other member reported or the bounded wait
+ * ends (twice the ring's --timeout-ms and a second from now: a survivor
+ * sees the ring fail within about one timeout of worker 0, plus the step
+ * it was in), then, when the job can go on, everyone that reported gets
+ * its WORLD (w, place and all, as for a change) and the book takes the
+ * survivors' world; when it cannot, each gets a REFUSE naming why and
+ * worker 0 fails with the same. A JOIN meanwhile is refused (asked again
+ * later), a LEAVE kept. */
+static int coordinator_broken(struct trainer *t, const struct staged_step *s, uint64_t steps, uint64_t nparams,
+                              uint64_t T, uint64_t epochs, struct train_elastic_msg *w, uint32_t *size, char *list,
+                              size_t cap, struct sl_error *err)
+{
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_coord *c = &el->ep.coord;
+    uint32_t old = c->size;
+    uint64_t wait_ms = 2 * (uint64_t)t->o.timeout_ms + 1000, deadline = sl_clock_ns() + wait_ms * 1000000u;
+    while (train_elastic_coord_survivors(c) < old && sl_clock_ns() < deadline && !trainer_stop_flag) {
+        unsigned char id[256];
+        size_t idlen = 0;
+        struct train_elastic_msg m;
+        int r = trainer_elastic_recv(&el->ep, 100, id, &idlen, &m, err);
+        if (r == SL_ETIMEOUT)
+            continue;
+        if (r != 0) {
+            sl_log(SL_LOG_WARN, "%s: ignored", err->msg);
+            continue;
+        }
+        if (m.type == TRAIN_ELASTIC_BROKEN) {
+            note_broken(t, id, idlen, &m, 1);
+        } else if (m.type == TRAIN_ELASTIC_SYNC && m.gen == c->gen) {
+            /* a member whose sum of the step worker 0 failed in completed
+             * (a ring's last chunks reach ranks at different moments),
+             * and which that step's decision took to a change: it is a
+             * survivor, and its SYNC takes the survivors' WORLD (no ACK) */
+            struct train_elastic_msg b = {.type = TRAIN_ELASTIC_BROKEN, .gen = m.gen, .a = m.a, .c = s->epoch};
+            note_broken(t, id, idlen, &b, 0);
+        } else if (m.type == TRAIN_ELASTIC_LEAVE) {
+            if (train_elastic_coord_leave(c, &m, err) != 0)
+                sl_log(SL_LOG_WARN, "%s: ignored", err->msg);
+        } else if (m.type == TRAIN_ELASTIC_JOIN) {
+            const char *why = "elastic: worker 0 is forming a world of the survivors of a broken ring right now: "
+                              "ask again in a moment";
+            struct train_elastic_msg r2 = {.type = TRAIN_ELASTIC_REFUSE, .s = {why}, .n = {(uint32_t)strlen(why)}};
+            (void)trainer_elastic_send(&el->ep, id, idlen, &r2, err);
+        } else {
+            sl_log(SL_LOG_WARN, "elastic: an unexpected message (type %u) while the ring is broken: ignored", m.type);
+        }
+    }
+    if (trainer_stop_flag)
+        return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal while the ring was broken");
+    uint64_t left = 0, window = (uint64_t)trainer_elastic_window_credits(t) * t->feeders.n;
+    int changed = t->transition.from_workers != 0 && t->transition.from_epoch == s->epoch, rc = 0;
+    int why = train_elastic_survive_defer(c, s->epoch, s->step, T, epochs, changed, window, &left);
+    if (why == TRAIN_ELASTIC_SAME_SIZE)
+        rc = sl_error_set(err, SL_EPROTO,
+                          "elastic: the ring broke in step %" PRIu64 " of epoch %" PRIu64
+                          ", but every member reported it (none died): the feeders change the shape mid-epoch only "
+                          "to another one, so the job cannot go on",
+                          s->step, s->epoch);
+    else if (why == TRAIN_ELASTIC_SECOND)
+        rc = sl_error_set(err, SL_EPROTO,
+                          "elastic: a member died in step %" PRIu64 " of epoch %" PRIu64
+                          ", but the job's shape changed at step %" PRIu64
+                          " of that epoch already, and the feeders take one change per epoch (docs/semantics.md "
+                          "5.2): the job cannot go on; restart it from its checkpoints",
+                          s->step, s->epoch, t->transition.from_step);
+    else if (why == TRAIN_ELASTIC_WINDOW)
+        rc = sl_error_set(err, SL_EPROTO,
+                          "elastic: a member died in step %" PRIu64 " of epoch %" PRIu64 ", in the job's last %" PRIu64
+                          " steps (%" PRIu64 " pieces a worker), which fit a worker's window of %" PRIu64
+                          " (--credits x feeders): the feeders may have sent their end, so the job cannot go on",
+                          s->step, s->epoch, left, left * t->replicas, window);
+    uint32_t *rank = sl_calloc(old, sizeof *rank);
+    if (rc == 0 && rank == NULL)
+        rc = sl_error_set(err, SL_ENOMEM, "elastic: out of memory");
+    if (rc == 0)
+        rc = train_elastic_coord_survive_next(c, rank, size, list, cap, err);
+    if (rc != 0) { /* the survivors learn why from worker 0 */
+        for (uint32_t k = 1; k < old && el->bid != NULL && el->bgen == c->gen; k++) {
+            struct sl_error ignore = {0};
+            struct train_elastic_msg r2 = {
+                .type = TRAIN_ELASTIC_REFUSE, .gen = c->gen, .s = {err->msg}, .n = {(uint32_t)strlen(err->msg)}};
+            if (c->broken[k])
+                (void)trainer_elastic_send(&el->ep, el->bid[k], el->bidlen[k], &r2, &ignore);
+        }
+        sl_free(rank);
+        return rc;
+    }
+    *w = world_place(t, s->epoch, s->step, T, old, *size);
+    w->type = TRAIN_ELASTIC_WORLD;
+    w->gen = c->gen + 1;
+    w->b = *size;
+    w->d = steps;
+    w->e = nparams;
+    w->s[0] = list;
+    w->n[0] = (uint32_t)strlen(list);
+    for (uint32_t k = 1; k < old; k++) {
+        if (rank[k] == TRAIN_ELASTIC_RELEASED) {
+            sl_log(SL_LOG_WARN, "elastic: worker %u did not report the broken ring within %.1f s: counted dead", k,
+                   (double)wait_ms / 1000);
+            continue;
+        }
+        w->a = rank[k];
+        struct sl_error e2 = {0};
+        if (trainer_elastic_send(&el->ep, el->bid[k], el->bidlen[k], w, &e2) != 0) /* its ring will fail again */
+            sl_log(SL_LOG_WARN, "elastic: the survivors' world to worker %u: %s", k, e2.msg);
+    }
+    w->a = 0;
+    sl_free(rank);
+    return train_elastic_coord_survive_commit(c, err);
+}
+
+/* A member other than 0, its old ring broken and closed: BROKEN (the
+ * failed step s, the steps it trained), and worker 0's answers into *w:
+ * an ACK at once (worker 0 reads its endpoint between its steps, and its
+ * own all-reduce fails within --timeout-ms), then the survivors' WORLD,
+ * or a REFUSE saying why the job cannot go on. No ACK within twice
+ * --timeout-ms, --step-ms and a second: worker 0 is gone (the
+ * coordinator: the job cannot go on); no WORLD within three times
+ * --timeout-ms, --step-ms and 3 s after it (worker 0's own wait for the
+ * reports is bounded by twice --timeout-ms and a second): the same. */
+static int member_broken(struct trainer *t, const struct staged_step *s, uint64_t steps, struct train_elastic_msg *w,
+                         struct sl_error *err)
+{
+    struct trainer_elastic *el = t->el;
+    struct train_elastic_msg m = {
+        .type = TRAIN_ELASTIC_BROKEN, .gen = el->ep.gen, .a = t->o.worker, .c = s->epoch, .d = steps, .f = s->step};
+    int rc = trainer_elastic_send(&el->ep, NULL, 0, &m, err), acked = 0;
+    uint64_t step_ms = (uint64_t)(t->o.step_ms > 0 ? t->o.step_ms : 0);
+    uint64_t ack_ms = 2 * (uint64_t)t->o.timeout_ms + step_ms + 1000;
+    uint64_t world_ms = 3 * (uint64_t)t->o.timeout_ms + step_ms + 3000;
+    uint64_t deadline = sl_clock_ns() + ack_ms * 1000000u;
+    while (rc == 0) {
+        if (trainer_stop_flag)
+            return sl_error_set(err, SL_ECLOSED, "elastic: stopped by a signal while the ring was broken");
+        if (sl_clock_ns() >= deadline)
+            return sl_error_set(err, SL_ETIMEOUT,
+                                "elastic: the ring broke in step %" PRIu64 " of epoch %" PRIu64
+                                " and worker 0 (%s) %s within %.1f s: worker 0, the coordinator, is gone, so the "
+                                "job cannot go on",
+                                s->step, s->epoch, t->o.elastic,
+                                acked ? "did not send the survivors' world" : "did not answer the report",
+                                (double)(acked ? world_ms : ack_ms) / 1000);
+        rc = trainer_elastic_recv(&el->ep, 100, NULL, NULL, w, err);
+        if (rc == SL_ETIMEOUT) {
+            rc = 0;
+            continue;
+        }
+        if (rc != 0)
+            return rc;
+        if (w->type == TRAIN_ELASTIC_ACK) {
+            if (!acked)
+                deadline = sl_clock_ns() + world_ms * 1000000u;
+            acked = 1;
+            continue;
+        }
+        if (w->type == TRAIN_ELASTIC_WORLD && w->a != TRAIN_ELASTIC_RELEASED)
+            return 0;
+        if (w->type == TRAIN_ELASTIC_REFUSE)
+            return sl_error_set(err, SL_EPROTO, "%.*s (reported by worker 0, %s)", (int)w->n[0], w->s[0], t->o.elastic);
+        return sl_error_set(err, SL_EPROTO,
+                            "elastic: worker 0 answered the broken ring's report with a message of type %u", w->type);
+    }
+    return rc;
+}
+
+/* Step s's all-reduce failed, not by a signal, *steps steps trained
+ * before it: a member died (or its ring did). The survivors go on as a
+ * smaller world from step s (docs/trainer.md "Elastic workers", "A
+ * member that dies"): each closes its loop, client (BYE) and ring, and
+ * reports to worker 0; worker 0's state (of its *steps steps: the global
+ * batch of each step it trained holds every member's gradient, the dead
+ * one's too) goes to every survivor over the new ring, and the input goes
+ * on from step s with the old shape's transition (at an epoch's first
+ * step: by epoch). *steps becomes the global step the new world starts
+ * from. 0, or 1 with the error logged (the job cannot go on: worker 0
+ * gone, a second change within the epoch, the window, or the new world's
+ * failure). */
+int trainer_elastic_broken(struct trainer *t, const struct staged_step *s, uint64_t *steps)
+{
+    struct trainer_elastic *el = t->el;
+    struct trainer_opts *o = &t->o;
+    struct sl_error err = {0};
+    char list[TRAIN_ELASTIC_MAX_WORLD + 1];
+    float *state = NULL;
+    uint64_t T = client_welcome(t->cl)->steps_per_epoch, epochs = client_welcome(t->cl)->epochs;
+    uint32_t old = o->workers, rank = 0, size = 0;
+    const float *wp, *vp;
+    size_t np = 0;
+    int rc = train_loop_state(t->loop, &wp, &vp, &np, &err);
+    if (rc == 0 && (state = sl_malloc(2 * np * sizeof *state)) == NULL)
+        rc = sl_error_set(&err, SL_ENOMEM, "elastic: out of memory");
+    if (rc != 0)
+        goto out;
+    memcpy(state, wp, np * sizeof *state);
+    memcpy(state + np, vp, np * sizeof *state);
+    sl_log(SL_LOG_WARN,
+           "elastic: the ring broke in step %" PRIu64 " of epoch %" PRIu64 " (worker %u trained %" PRIu64 " steps): %s",
+           s->step, s->epoch, o->worker, *steps,
+           el->ep.coordinator ? "waiting for the survivors' reports" : "reporting to worker 0");
+    train_loop_destroy(t->loop);
+    t->loop = NULL;
+    train_expose_input_closing(t->expose, t->cl);
+    client_close(t->cl); /* its BYE: the feeders may take the survivors' shape */
+    t->cl = NULL;
+    train_ring_close(t->ring);
+    t->ring = NULL;
+    struct train_elastic_msg w = {0};
+    if (el->ep.coordinator) {
+        rc = coordinator_broken(t, s, *steps, np, T, epochs, &w, &size, list, sizeof list, &err);
+    } else {
+        rc = member_broken(t, s, *steps, &w, &err);
+        if (rc == 0 && w.e != np)
+            rc =
+                sl_error_set(&err, SL_EPROTO, "elastic: worker 0 has %" PRIu64 " parameters, this worker %zu", w.e, np);
+        rank = w.a;
+        size = w.b;
+    }
+    if (rc != 0)
+        goto out;
+    sl_log(SL_LOG_INFO,
+           "elastic: before step %" PRIu64 " of epoch %" PRIu64 " (global step %" PRIu64
+           "): %u workers -> %u; worker %u is now worker %u of %u (ring %.*s; the survivors of a broken ring)",
+           w.f, w.c, w.d, old, size, o->worker, rank, size, (int)w.n[0], w.s[0]);
+    char copy[TRAIN_ELASTIC_MAX_WORLD + 1];
+    size_t n = w.n[0];
+    memcpy(copy, w.s[0], n);
+    el->ep.gen = w.gen;
+    *steps = w.d;
     rc = enter_world(t, rank, size, copy, n, &w, state, np, &err);
 out:
     sl_free(state);

@@ -310,6 +310,7 @@ void trainer_elastic_poll(struct trainer *t, uint64_t epoch);
 int trainer_elastic_changes_after(const struct trainer *t, const struct staged_step *s);
 float trainer_elastic_want(struct trainer *t, const struct staged_step *s);
 int trainer_elastic_boundary(struct trainer *t, const struct staged_step *s, uint64_t steps, int *released);
+int trainer_elastic_broken(struct trainer *t, const struct staged_step *s, uint64_t *steps);
 void trainer_elastic_close(struct trainer *t);
 
 /* ---- train_main_ps_elastic.c: ps workers join and leave at an epoch boundary (--elastic --mode ps) ---- */

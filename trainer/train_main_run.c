@@ -404,7 +404,9 @@ static int run_step(struct trainer *t, struct run_counters *c, struct progress_l
         train_loop_control(t->loop, stop_mine);
     if (train_loop_run(t->loop, &res, &err) != 0) {
         trainer_progress_line_clear(bar);
-        sl_log(SL_LOG_ERROR, "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
+        /* --elastic with a ring: the survivors may go on (elastic_survived) */
+        sl_log(t->el != NULL && t->ring != NULL && !trainer_stop_flag ? SL_LOG_WARN : SL_LOG_ERROR,
+               "epoch %" PRIu64 " step %" PRIu64 ": %s", prev->epoch, prev->step, err.msg);
         return SL_EIO;
     }
     if (change != NULL)
@@ -510,6 +512,21 @@ static int simulated_step(struct trainer *t, double ms, struct sl_error *err)
     return 0;
 }
 
+/* --elastic: step s's run failed, not by a signal, with a ring: a member
+ * may have died. 1 when the survivors went on as a smaller world from
+ * step s (trainer_elastic_broken; *ran: the new world's global step),
+ * 0 when not (the error logged). */
+static int elastic_survived(struct trainer *t, const struct staged_step *s, uint64_t *ran)
+{
+    if (t->el == NULL || t->ring == NULL || trainer_stop_flag)
+        return 0;
+    uint64_t steps = *ran - 1; /* ran counted step s, which failed */
+    if (trainer_elastic_broken(t, s, &steps) != 0)
+        return 0;
+    *ran = steps;
+    return 1;
+}
+
 /* Receive every step, trace its pieces, and with a model train on it.
  * Look-ahead: step s+1 is received and staged (its copies queued on the
  * replicas' devices) before step s runs, so on a GPU the copy of s+1
@@ -563,8 +580,13 @@ int trainer_run(struct trainer *t)
              * first is received, for the workers may change in between; its
              * own run carries the decision for the boundary */
             int change = 0, released = 0;
-            if ((rc = run_step(t, &c, &bar, &prev, ++ran, trainer_elastic_want(t, &prev), &change)) != 0)
-                break;
+            if ((rc = run_step(t, &c, &bar, &prev, ++ran, trainer_elastic_want(t, &prev), &change)) != 0) {
+                if (!elastic_survived(t, &prev, &ran))
+                    break;
+                have_prev = 0;
+                bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+                continue;
+            }
             last = prev;
             have_last = 1;
             have_prev = 0;
@@ -608,6 +630,8 @@ int trainer_run(struct trainer *t)
                 }
             if (rc != 0)
                 break;
+            if (t->el != NULL && t->tf != NULL) /* a member that dies leaves the trace of every step it trained */
+                fflush(t->tf);
             if (o->step_ms > 0 && (rc = simulated_step(t, o->step_ms, &err)) != 0) {
                 trainer_progress_line_clear(&bar);
                 sl_log(SL_LOG_ERROR, "%s", err.msg);
@@ -644,8 +668,13 @@ int trainer_run(struct trainer *t)
         int change = 0;
         if (t->loop != NULL && have_prev &&
             (rc = run_step(t, &c, &bar, &prev, ++ran, deciding ? trainer_elastic_want(t, &cur) : 0.0f,
-                           t->el != NULL ? &change : NULL)) != 0)
-            break;
+                           t->el != NULL ? &change : NULL)) != 0) {
+            if (!elastic_survived(t, &prev, &ran))
+                break;
+            have_prev = 0; /* cur, staged, is the old world's: not trained */
+            bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+            continue;
+        }
         if (t->loop != NULL && have_prev) {
             last = prev;
             have_last = 1;
@@ -657,8 +686,13 @@ int trainer_run(struct trainer *t)
         }
         if (deciding && change) { /* s+1 runs, then the change */
             int released = 0;
-            if ((rc = run_step(t, &c, &bar, &cur, ++ran, 0.0f, &change)) != 0)
-                break;
+            if ((rc = run_step(t, &c, &bar, &cur, ++ran, 0.0f, &change)) != 0) {
+                if (!elastic_survived(t, &cur, &ran))
+                    break;
+                have_prev = 0;
+                bar.steps_per_epoch = client_welcome(t->cl)->steps_per_epoch;
+                continue;
+            }
             last = cur;
             have_last = 1;
             have_prev = 0;

@@ -1,8 +1,9 @@
 /* train_elastic: the coordinator's messages (every type round trip, and
  * hostile frames: truncated, lengths past the frame or the limits, bad
  * fields) and worker 0's book (each refusal's exact text, repeated joins
- * and leaves, the next world's ranks and endpoints). The processes are
- * tests/integration/test_elastic.py's. */
+ * and leaves, the next world's ranks and endpoints; a broken ring's
+ * reports and the survivors' world). The processes are
+ * tests/integration/test_elastic.py's and test_elastic_crash.py's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ START_TEST(test_round_trip)
         {.type = TRAIN_ELASTIC_ACK, .c = 7, .s = {"wait"}, .n = {4}},
         {.type = TRAIN_ELASTIC_REFUSE, .s = {"no"}, .n = {2}},
         {.type = TRAIN_ELASTIC_SYNC, .gen = 1, .a = 1},
+        {.type = TRAIN_ELASTIC_BROKEN, .gen = 2, .a = 3, .c = 1, .d = 41, .f = 11},
         {.type = TRAIN_ELASTIC_WORLD, .gen = 2, .a = 1, .b = 2, .c = 4, .d = 120, .e = 170, .s = {"a,b"}, .n = {3}},
         {.type = TRAIN_ELASTIC_WORLD, .a = TRAIN_ELASTIC_RELEASED, .b = 1, .s = {"a"}, .n = {1}},
         {.type = TRAIN_ELASTIC_WORLD,
@@ -124,7 +126,7 @@ START_TEST(test_hostile_frames)
     refused(raw(3, 1, 1, 0, 0, 3, 0, 2, 5), "unsupported version");
     refused(raw(1, 1, 1, 0, 0, 3, 0, 2, 5), "unsupported version"); /* stage A's layout */
     refused(raw(2, 0, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
-    refused(raw(2, 7, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
+    refused(raw(2, 8, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
     refused(raw(2, 0xffff, 0, 0, 0, 0, 0, 0, 0), "unknown message type");
     /* huge lengths: refused by the limits before the frame is looked at */
     refused(raw(2, 1, 1, 0, 0, UINT32_MAX, 0, 2, 5), "a string longer than its limit");
@@ -241,6 +243,141 @@ static void join_refused(struct train_elastic_coord *c, struct train_elastic_msg
     ck_assert_int_eq(train_elastic_coord_join(c, &m, "id", 2, epoch, &err), SL_EPROTO);
     ck_assert_str_eq(err.msg, text);
 }
+
+/* BROKEN's frame: no strings, a rank 1 .. 4095, epoch and steps of at
+ * most 2^48 */
+START_TEST(test_broken_frames)
+{
+    refused(raw(2, 7, 0, 0, 0, 0, 0, 0, 0), "rank out of range"); /* rank 0: the coordinator */
+    refused(raw(2, 7, 4096, 0, 0, 0, 0, 0, 0), "rank out of range");
+    refused(raw(2, 7, UINT32_MAX, 0, 0, 0, 0, 0, 0), "rank out of range");
+    refused(raw(2, 7, 1, 0, 0, 1, 0, 0, 1), "a string longer than its limit"); /* BROKEN has no strings */
+    refused(raw(2, 7, 1, 0, 0, 0, 0, 5, 5), "a string longer than its limit");
+    refused(raw(2, 7, 1, 0, 0, 0, 0, 0, 1), "string lengths differ from the frame"); /* a byte over */
+    refused(raw(2, 7, 1, 0, 0, 0, 0, 0, 0) - 1, "short header");
+    size_t n = raw(2, 7, 1, 0, 0, 0, 0, 0, 0);
+    sl_store_le64(frame + 28, (UINT64_C(1) << 48) + 1); /* d: the steps it trained */
+    refused(n, "BROKEN: epoch or step out of range");
+    n = raw(2, 7, 1, 0, 0, 0, 0, 0, 0);
+    sl_store_le64(frame + 20, UINT64_MAX); /* c: the epoch */
+    refused(n, "BROKEN: epoch or step out of range");
+    n = raw(2, 7, 1, 0, 0, 0, 0, 0, 0);
+    sl_store_le64(frame + 56, UINT64_C(1) << 60); /* f: the step */
+    refused(n, "BROKEN: epoch or step out of range");
+    n = raw(2, 7, 4095, 0, 0, 0, 0, 0, 0);
+    sl_store_le64(frame + 28, UINT64_C(1) << 48);
+    struct train_elastic_msg m;
+    ck_assert_ptr_null(train_elastic_decode(frame, n, &m));
+    ck_assert_uint_eq(m.a, 4095);
+    ck_assert_uint_eq(m.d, UINT64_C(1) << 48);
+    /* encode refuses what decode would */
+    struct train_elastic_msg b = {.type = TRAIN_ELASTIC_BROKEN, .a = 0};
+    ck_assert_uint_eq(train_elastic_encode(frame, sizeof frame, &b), 0);
+    b = (struct train_elastic_msg){.type = TRAIN_ELASTIC_BROKEN, .a = 1, .s = {"x"}, .n = {1}};
+    ck_assert_uint_eq(train_elastic_encode(frame, sizeof frame, &b), 0);
+}
+END_TEST
+
+static void broken_refused(struct train_elastic_coord *c, struct train_elastic_msg m, const char *text)
+{
+    struct sl_error err = {0};
+    uint32_t before = train_elastic_coord_survivors(c);
+    ck_assert_int_eq(train_elastic_coord_broken(c, &m, &err), SL_EPROTO);
+    ck_assert_str_eq(err.msg, text);
+    ck_assert_uint_eq(train_elastic_coord_survivors(c), before);
+}
+
+/* A broken ring: the reports (hostile ones refused with the book
+ * unchanged), the survivors' world (rank order, worker 0 first, the
+ * joiners waiting, a survivor's leave kept) and its commit. */
+START_TEST(test_book_broken)
+{
+    struct train_elastic_coord c;
+    book(&c, 4, 8, 3);
+    struct sl_error err = {0};
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 1); /* worker 0 alone until reports come */
+    struct train_elastic_msg m = {.type = TRAIN_ELASTIC_BROKEN, .a = 0, .c = 0, .d = 9, .f = 9};
+    broken_refused(&c, m, "elastic: a BROKEN from rank 0, which is the coordinator's own");
+    m.a = 4;
+    broken_refused(&c, m, "elastic: a BROKEN from rank 4, but the world has 4 workers");
+    m.a = UINT32_MAX;
+    broken_refused(&c, m, "elastic: a BROKEN from rank 4294967295, but the world has 4 workers");
+    m.a = 1;
+    m.gen = 1;
+    broken_refused(&c, m, "elastic: a BROKEN from rank 1 of world 1, but the world is 0 now");
+    m.gen = 0;
+    ck_assert_int_eq(train_elastic_coord_broken(&c, &m, &err), 0);
+    ck_assert_int_eq(train_elastic_coord_broken(&c, &m, &err), 0); /* the same report again: one survivor */
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 2);
+    m.d = 10;
+    broken_refused(&c, m, "elastic: worker 1 reported the broken ring twice, after global step 9 and then 10");
+    ck_assert_uint_eq(c.broken_at[1], 9);
+    m.a = 3;
+    m.d = 8; /* behind worker 0: it gets worker 0's state */
+    ck_assert_int_eq(train_elastic_coord_broken(&c, &m, &err), 0);
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 3);
+    /* a join and a leave meanwhile: the joiner waits, the leave stays asked */
+    struct train_elastic_msg j = join_msg("job", "model=softmax", "ipc://j", 1);
+    ck_assert_int_eq(train_elastic_coord_join(&c, &j, "id", 2, 0, &err), 0);
+    struct train_elastic_msg l = {.type = TRAIN_ELASTIC_LEAVE, .a = 3};
+    ck_assert_int_eq(train_elastic_coord_leave(&c, &l, &err), 0);
+    /* worker 2 never reported: dead */
+    uint32_t rank[4], size = 0;
+    char list[64];
+    uint64_t left = 0;
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 0, 9, 30, 3, 0, 8, &left), TRAIN_ELASTIC_NOW);
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 0, 9, 30, 3, 1, 8, &left), TRAIN_ELASTIC_SECOND);
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 1, 0, 30, 3, 1, 8, &left), TRAIN_ELASTIC_NOW); /* by epoch */
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 2, 22, 30, 3, 0, 8, &left), TRAIN_ELASTIC_WINDOW);
+    ck_assert_uint_eq(left, 8);
+    ck_assert_int_eq(train_elastic_coord_survive_next(&c, rank, &size, list, sizeof list, &err), 0);
+    ck_assert_uint_eq(size, 3);
+    ck_assert_str_eq(list, "ipc://r0,ipc://r1,ipc://r3");
+    ck_assert_uint_eq(rank[0], 0);
+    ck_assert_uint_eq(rank[1], 1);
+    ck_assert_uint_eq(rank[2], TRAIN_ELASTIC_RELEASED);
+    ck_assert_uint_eq(rank[3], 2);
+    ck_assert_int_eq(train_elastic_coord_survive_next(&c, rank, &size, list, 12, &err), SL_EINVAL);
+    ck_assert_str_eq(err.msg, "elastic: the new world's endpoints take more than 12 bytes");
+    ck_assert_int_eq(train_elastic_coord_survive_commit(&c, &err), 0);
+    ck_assert_uint_eq(c.gen, 1);
+    ck_assert_uint_eq(c.size, 3);
+    ck_assert_str_eq(c.eps[2], "ipc://r3");
+    ck_assert_uint_eq(c.njoins, 1); /* the joiner waits for the next change */
+    ck_assert(c.leaving[2] && !c.leaving[0] && !c.leaving[1]);
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 1); /* the reports forgotten */
+    ck_assert(train_elastic_coord_pending(&c));
+    /* a late report of the old world, and one of the new */
+    m.a = 2;
+    m.gen = 0;
+    broken_refused(&c, m, "elastic: a BROKEN from rank 2 of world 0, but the world is 1 now");
+    m.gen = 1;
+    ck_assert_int_eq(train_elastic_coord_broken(&c, &m, &err), 0);
+    /* every member reported (none died): mid-epoch the size would stay */
+    m.a = 1;
+    ck_assert_int_eq(train_elastic_coord_broken(&c, &m, &err), 0);
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 3);
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 1, 4, 30, 3, 0, 8, &left), TRAIN_ELASTIC_SAME_SIZE);
+    ck_assert_int_eq(train_elastic_survive_defer(&c, 1, 0, 30, 3, 0, 8, &left), TRAIN_ELASTIC_NOW);
+    /* a regular change after: the joiner comes in, the leaver goes, the reports forgotten */
+    uint32_t rank2[3];
+    ck_assert_int_eq(train_elastic_coord_next(&c, rank2, &size, list, sizeof list, &err), 0);
+    ck_assert_str_eq(list, "ipc://r0,ipc://r1,ipc://j");
+    ck_assert_int_eq(train_elastic_coord_commit(&c, &err), 0);
+    ck_assert_uint_eq(c.size, 3);
+    ck_assert_uint_eq(c.njoins, 0);
+    ck_assert_uint_eq(train_elastic_coord_survivors(&c), 1);
+    train_elastic_coord_free(&c);
+    /* worker 0 alone survives: a world of one */
+    book(&c, 2, 8, 3);
+    ck_assert_int_eq(train_elastic_coord_survive_next(&c, rank, &size, list, sizeof list, &err), 0);
+    ck_assert_uint_eq(size, 1);
+    ck_assert_str_eq(list, "ipc://r0");
+    ck_assert_int_eq(train_elastic_coord_survive_commit(&c, &err), 0);
+    ck_assert_uint_eq(c.size, 1);
+    train_elastic_coord_free(&c);
+}
+END_TEST
 
 START_TEST(test_book_refusals)
 {
@@ -396,6 +533,8 @@ Suite *sl_test_suite(void)
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_hostile_frames);
     tcase_add_test(tc, test_book_refusals);
+    tcase_add_test(tc, test_broken_frames);
+    tcase_add_test(tc, test_book_broken);
     tcase_add_test(tc, test_book_next_world);
     tcase_add_test(tc, test_defer);
     suite_add_tcase(s, tc);
