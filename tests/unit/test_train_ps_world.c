@@ -358,17 +358,30 @@ START_TEST(test_world_changes_the_workers)
 }
 END_TEST
 
-/* What the checkpoint callback saw last, and how often. */
+/* What the checkpoint callback saw last, and how often. The server's
+ * thread writes it and the test reads it between requests: ordered by the
+ * server's replies, but through ZeroMQ, which ThreadSanitizer cannot see,
+ * so under a lock (seen_get) until the server's thread is joined. */
 struct seen_world {
+    pthread_mutex_t mu;
     int calls;
     uint32_t workers, with_pos;
     uint64_t version, changes, epoch, seq0;
 };
 
+static struct seen_world seen_get(struct seen_world *c)
+{
+    pthread_mutex_lock(&c->mu);
+    struct seen_world v = *c;
+    pthread_mutex_unlock(&c->mu);
+    return v;
+}
+
 static int record_world(void *arg, const struct train_ps_state *s, struct sl_error *err)
 {
     (void)err;
     struct seen_world *c = arg;
+    pthread_mutex_lock(&c->mu);
     c->calls++;
     c->workers = s->workers;
     c->version = s->version;
@@ -378,6 +391,7 @@ static int record_world(void *arg, const struct train_ps_state *s, struct sl_err
     for (uint32_t w = 0; w < s->workers; w++)
         c->with_pos += s->pos[w].replicas != 0;
     c->seq0 = s->pos[0].seq;
+    pthread_mutex_unlock(&c->mu);
     return 0;
 }
 
@@ -398,7 +412,7 @@ START_TEST(test_world_checkpoint_and_restore)
     void *ctx = zmq_ctx_new();
     struct server_run sr;
     struct said said = {0};
-    struct seen_world seen = {0};
+    struct seen_world seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
     volatile sig_atomic_t stop = 0;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw2"));
@@ -436,16 +450,17 @@ START_TEST(test_world_checkpoint_and_restore)
     expect_ack(d, 0); /* an ACK's flags: the push's staleness (each says version 0) */
     push(d, 1, inc, 0xb1, 0, 1, 1);
     expect_ack(d, 1);
-    ck_assert_int_eq(seen.calls, 0);
+    ck_assert_int_eq(seen_get(&seen).calls, 0);
     struct train_ps_member ok[3] = {{0, 0xa2}, {1, 0xb2}, {TRAIN_PS_JOINER, 0xc2}};
     ck_assert_msg(train_ps_world(ctx, eps, 1, 0xa1, 1, 1, ok, 3, 5000, NULL, &err) == 0, "%s", err.msg);
     ck_assert_msg(train_ps_resume(ctx, eps, 1, 2, 0xc2, 1, 5000, NULL, &r, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(seen.calls, 1); /* the WORLD's, before the RESUME was answered */
-    ck_assert_uint_eq(seen.workers, 3);
-    ck_assert_uint_eq(seen.changes, 1);
-    ck_assert_uint_eq(seen.epoch, 1);
-    ck_assert_uint_eq(seen.with_pos, 0);
-    ck_assert_uint_eq(seen.version, 2);
+    struct seen_world now = seen_get(&seen);
+    ck_assert_int_eq(now.calls, 1); /* the WORLD's, before the RESUME was answered */
+    ck_assert_uint_eq(now.workers, 3);
+    ck_assert_uint_eq(now.changes, 1);
+    ck_assert_uint_eq(now.epoch, 1);
+    ck_assert_uint_eq(now.with_pos, 0);
+    ck_assert_uint_eq(now.version, 2);
     ck_assert_uint_eq(r.recorded, 0);
     ck_assert_uint_eq(r.world_changes, 1);
     ck_assert_uint_eq(r.world_epoch, 1);
@@ -458,7 +473,7 @@ START_TEST(test_world_checkpoint_and_restore)
     ck_assert_uint_eq(r.pos.seq, 3);
     ck_assert_uint_eq(r.world_changes, 1);
     ck_assert_uint_eq(r.world_epoch, 1);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); /* the server's thread reads it */
     pthread_join(sr.tid, NULL);
     ck_assert_int_eq(sr.rc, SL_ECLOSED);
     ck_assert_int_eq(seen.calls, 2); /* the stop's */
@@ -480,7 +495,7 @@ START_TEST(test_world_checkpoint_and_restore)
                                 .n = 4,
                                 .world_changes = 1,
                                 .world_epoch = 1};
-    stop = 0;
+    __atomic_store_n(&stop, 0, __ATOMIC_RELAXED);
     memset(&said, 0, sizeof said);
     memset(&sr.st, 0, sizeof sr.st);
     sr.o.workers = 3;
@@ -489,7 +504,7 @@ START_TEST(test_world_checkpoint_and_restore)
     snprintf(sr.ep, sizeof sr.ep, "ipc://%s", sl_test_path("psw3")); /* eps[0] points at it */
     ck_assert_int_eq(pthread_create(&sr.tid, NULL, server_main, &sr), 0);
     if (train_ps_resume(ctx, eps, 1, 1, 0xd1, 1, 5000, NULL, &r, &err) != 0) {
-        stop = 1;
+        __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); /* the server's thread reads it */
         pthread_join(sr.tid, NULL);
         ck_abort_msg("%s (the server: %d %s)", err.msg, sr.rc, sr.err.msg);
     }
@@ -521,7 +536,7 @@ START_TEST(test_world_checkpoint_and_restore)
     ck_assert_str_eq(err.msg, want);
     struct train_ps_member two[2] = {{0, 0xe0}, {1, 0xe1}};
     ck_assert_msg(train_ps_world(ctx, eps, 1, 0xd0, 2, 2, two, 2, 5000, NULL, &err) == 0, "%s", err.msg);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); /* the server's thread reads it */
     pthread_join(sr.tid, NULL);
     ck_assert_int_eq(sr.rc, SL_ECLOSED);
     ck_assert_uint_eq(sr.st.world_changes, 2);
@@ -594,7 +609,7 @@ START_TEST(test_resume_refuses_servers_of_two_worlds)
              "different worlds",
              eps[1], eps[0]);
     ck_assert_str_eq(err.msg, want);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); /* the server's thread reads it */
     for (int k = 0; k < 2; k++) {
         pthread_join(sr[k].tid, NULL);
         ck_assert_int_eq(sr[k].rc, SL_ECLOSED);

@@ -877,7 +877,9 @@ int train_ps_serve(const struct train_ps_server_opts *o, struct train_ps_server_
         sv.heard[w] = start;
     sv.eval_heard = start;
     while (sv.left > 0 || eval_awaited(&sv, sl_clock_ns())) {
-        if (o->stop != NULL && *o->stop) {
+        /* an atomic read: a signal handler sets it in sluice-trainer, another
+         * thread in the tests */
+        if (o->stop != NULL && __atomic_load_n(o->stop, __ATOMIC_RELAXED)) {
             if (st->version != sv.ckpt_version || st->checkpoints == 0)
                 checkpoint(&sv, st);
             rc = sv.ckpt_rc != 0
